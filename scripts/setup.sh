@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One-time set-up of a Debian 12 machine for keyer: installs the missing system packages with
+# apt-get, then fetches the pinned, checksummed models (scripts/fetch-models.sh).
+# Safe to run again: it installs and fetches only what is missing.
+# Needs root or sudo only when packages are missing.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+packages=(
+    build-essential cmake pkg-config            # toolchain
+    libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev  # video I/O
+    libxnnpack-dev libpthreadpool-dev           # fast CPU neural-net backend
+    libcmocka-dev                               # unit tests
+    libyaml-dev                                 # configuration files
+    clang libclang-rt-14-dev                    # libFuzzer targets for the parsers
+    nodejs npm                                  # `npm pack` fetches the MediaPipe models
+)
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+"$repo/scripts/fetch-models.sh"
+echo "setup: done"

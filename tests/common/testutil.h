@@ -1,0 +1,44 @@
+/*
+ * Helpers shared by keyer's tests (include after <cmocka.h> prerequisites).
+ *  - a counting allocator that can be told to fail (out-of-memory injection),
+ *  - paths to models, test data and ../shared from the environment ctest sets,
+ *  - whole-file reading and float comparison.
+ */
+#ifndef KEYER_TESTUTIL_H
+#define KEYER_TESTUTIL_H
+
+#include <stddef.h>
+
+#include "keyer/alloc.h"
+
+/** Counting allocator: fails the allocation numbered fail_at (1-based; 0 = never). */
+typedef struct kt_alloc_state {
+    long calls;     /* allocations attempted */
+    long live;      /* allocations not yet freed */
+    long fail_at;   /* which call fails; 0 = none */
+} kt_alloc_state;
+
+/** Returns an allocator backed by @p state. */
+keyer_allocator kt_counting_allocator(kt_alloc_state *state);
+
+/** $KEYER_MODELS_DIR/<name> into @p buf (size n). Returns buf. */
+const char *kt_model_path(char *buf, size_t n, const char *file);
+/** $KEYER_TEST_DATA/<name>. */
+const char *kt_data_path(char *buf, size_t n, const char *file);
+/** $KEYER_SHARED_DIR/<name> or NULL when ../shared is absent. */
+const char *kt_shared_path(char *buf, size_t n, const char *file);
+/** Non-zero if the file exists. */
+int kt_exists(const char *path);
+
+/** Reads a whole file into malloc'd memory; *size set. NULL on failure. */
+void *kt_read_file(const char *path, size_t *size);
+/** Writes bytes to a file; 0 on success. */
+int kt_write_file(const char *path, const void *data, size_t size);
+
+/** Largest |a[i] - b[i]|; NaN anywhere gives INFINITY. */
+double kt_max_abs_diff(const float *a, const float *b, size_t n);
+
+/** A per-test temporary directory path (created), under $TMPDIR or /tmp. */
+const char *kt_tmpdir(char *buf, size_t n, const char *tag);
+
+#endif
