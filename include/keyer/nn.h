@@ -1,0 +1,177 @@
+/**
+ * @file keyer/nn.h
+ * @brief The neural-net runtime: load a TFLite vision model, create a runtime instance on a
+ *        backend with a fixed batch size, fill inputs, run, read outputs.
+ *
+ * @code
+ * keyer_error err = {0};
+ * keyer_model *model = NULL;
+ * keyer_runtime *rt = NULL;
+ * keyer_runtime_params p = keyer_runtime_params_defaults();
+ * p.backend = KEYER_BACKEND_CPU;
+ * p.batch = 4;
+ * if (keyer_model_load_file("models/selfie_segmentation.tflite", &model, &err) ||
+ *     keyer_runtime_create(model, &p, &rt, &err))
+ *     die(err.message);
+ * float *in = keyer_runtime_input_data(rt, 0);   // [4,256,256,3] NHWC, host memory on CPU backends
+ * ... fill in ...
+ * if (keyer_runtime_run(rt, &err)) die(err.message);
+ * const float *mask = keyer_runtime_output_data(rt, 0); // [4,256,256,1]
+ * keyer_runtime_destroy(&rt);
+ * keyer_model_destroy(&model);
+ * @endcode
+ *
+ * Model files are untrusted input: every offset, size and shape is checked at load, and a
+ * malformed file gives KEYER_STATUS_BAD_DATA with a message naming the file and the problem.
+ * An operator no backend implements gives KEYER_STATUS_UNSUPPORTED naming it and its index.
+ *
+ * Ownership: a keyer_model is immutable after load and may be shared by any number of
+ * runtimes (and threads); it must outlive them. A keyer_runtime is used by one thread at a time.
+ */
+#ifndef KEYER_NN_H
+#define KEYER_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "keyer/log.h"
+#include "keyer/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A loaded model (graph + weights). Opaque. */
+typedef struct keyer_model keyer_model;
+/** A model prepared for inference on one backend at one batch size. Opaque. */
+typedef struct keyer_runtime keyer_runtime;
+
+/** Inference backends. */
+typedef enum keyer_backend {
+    KEYER_BACKEND_REFERENCE = 0, /**< plain C, float32: the oracle; slow */
+    KEYER_BACKEND_CPU,           /**< fast CPU backend (XNNPACK + threads) */
+    KEYER_BACKEND_CUDA,          /**< NVIDIA GPU (only when built with CUDA) */
+} keyer_backend;
+
+/** Name of a backend ("reference", "cpu", "cuda"). */
+const char *keyer_backend_name(keyer_backend backend);
+/** Parses a backend name; returns KEYER_OK and sets *out, or INVALID_ARGUMENT. */
+keyer_status keyer_backend_from_name(const char *name, keyer_backend *out, keyer_error *err);
+
+/** Element types of model tensors. */
+typedef enum keyer_dtype { KEYER_DTYPE_F32 = 0, KEYER_DTYPE_F16, KEYER_DTYPE_I32 } keyer_dtype;
+
+#define KEYER_TENSOR_MAX_DIMS 5
+
+/** Description of a model input or output. */
+typedef struct keyer_tensor_info {
+    const char *name; /**< owned by the model */
+    keyer_dtype dtype;
+    int rank;
+    int dims[KEYER_TENSOR_MAX_DIMS]; /**< NHWC for images; dims[0] is the batch */
+} keyer_tensor_info;
+
+/**
+ * Loads a TFLite model file. @p logger may be NULL.
+ * Errors: IO (cannot read @p path), BAD_DATA (malformed), UNSUPPORTED (operator or tensor type
+ * keyer does not implement: the message names the operator and its index), OUT_OF_MEMORY.
+ */
+keyer_status keyer_model_load_file(const char *path, keyer_model **out, keyer_error *err);
+
+/**
+ * Loads a model from memory. @p name labels messages. The bytes are copied: the caller keeps
+ * ownership of @p data. Errors as keyer_model_load_file().
+ */
+keyer_status keyer_model_load_memory(const void *data, size_t size, const char *name,
+                                     keyer_model **out, keyer_error *err);
+
+/** Frees a model; accepts NULL and *model == NULL; sets *model to NULL. */
+void keyer_model_destroy(keyer_model **model);
+
+/** Number of graph inputs / outputs. */
+int keyer_model_input_count(const keyer_model *model);
+int keyer_model_output_count(const keyer_model *model);
+
+/** Describes input / output @p index at batch 1. Errors: INVALID_ARGUMENT (index). */
+keyer_status keyer_model_input_info(const keyer_model *model, int index, keyer_tensor_info *out,
+                                    keyer_error *err);
+keyer_status keyer_model_output_info(const keyer_model *model, int index, keyer_tensor_info *out,
+                                     keyer_error *err);
+
+/** Multiply-accumulate operations of one inference at batch 1 (convolutions). */
+uint64_t keyer_model_macs(const keyer_model *model);
+/** Number of operators (after DEQUANTIZE folding) and bytes of constant weights (float32). */
+int keyer_model_node_count(const keyer_model *model);
+size_t keyer_model_weight_bytes(const keyer_model *model);
+
+/** Parameters of a runtime instance. Initialise with keyer_runtime_params_defaults(). */
+typedef struct keyer_runtime_params {
+    keyer_backend backend;       /**< default KEYER_BACKEND_CPU */
+    int batch;                   /**< frames per run, >= 1; default 1 */
+    int threads;                 /**< CPU threads; <= 0: all cores (default 0) */
+    int device;                  /**< CUDA device ordinal (default 0) */
+    void *stream;                /**< CUDA stream (cudaStream_t) or NULL (default) */
+    const keyer_logger *logger;  /**< NULL: default logger */
+    int reserved[8];             /**< zero: room to grow without breaking the ABI */
+} keyer_runtime_params;
+
+/** Default runtime parameters. */
+keyer_runtime_params keyer_runtime_params_defaults(void);
+
+/**
+ * Prepares @p model for inference: plans the activation arena, allocates it and the weights,
+ * and chooses kernels. Nothing is allocated after this call.
+ * Errors: INVALID_ARGUMENT (batch < 1, backend not built), UNSUPPORTED (an operator the backend
+ * lacks), OUT_OF_MEMORY, DEVICE.
+ */
+keyer_status keyer_runtime_create(const keyer_model *model, const keyer_runtime_params *params,
+                                  keyer_runtime **out, keyer_error *err);
+
+/** Frees a runtime; accepts NULL and *rt == NULL; sets *rt to NULL. */
+void keyer_runtime_destroy(keyer_runtime **rt);
+
+/** The runtime's batch size and backend. */
+int keyer_runtime_batch(const keyer_runtime *rt);
+keyer_backend keyer_runtime_backend(const keyer_runtime *rt);
+
+/**
+ * Storage of input / output @p index for the whole batch (batch outermost, NHWC), in the
+ * backend's memory (host for reference/cpu, device for cuda). Valid until destroy; written by
+ * the caller (inputs) and by keyer_runtime_run() (outputs). NULL for a bad index.
+ */
+float *keyer_runtime_input_data(keyer_runtime *rt, int index);
+const float *keyer_runtime_output_data(keyer_runtime *rt, int index);
+
+/** Bytes of input / output @p index for the whole batch (0 for a bad index). */
+size_t keyer_runtime_input_bytes(const keyer_runtime *rt, int index);
+size_t keyer_runtime_output_bytes(const keyer_runtime *rt, int index);
+
+/**
+ * Copies host floats into input @p index (exactly keyer_runtime_input_bytes() bytes), or
+ * output @p index into host memory; works on every backend (device backends stage through
+ * pinned memory). Errors: INVALID_ARGUMENT (index, size), DEVICE.
+ */
+keyer_status keyer_runtime_set_input(keyer_runtime *rt, int index, const float *data, size_t bytes,
+                                     keyer_error *err);
+keyer_status keyer_runtime_get_output(keyer_runtime *rt, int index, float *data, size_t bytes,
+                                      keyer_error *err);
+
+/**
+ * Runs one inference of the whole batch. Synchronous on CPU backends; on CUDA it is queued on
+ * the runtime's stream (call keyer_runtime_synchronize() before reading outputs on the host;
+ * keyer_runtime_get_output() synchronises itself). Allocates nothing.
+ * Errors: DEVICE (a kernel failed: the message names the operator and node), INTERNAL.
+ */
+keyer_status keyer_runtime_run(keyer_runtime *rt, keyer_error *err);
+
+/** Waits for the last run to finish (no-op on CPU backends). */
+keyer_status keyer_runtime_synchronize(keyer_runtime *rt, keyer_error *err);
+
+/** Bytes of activation memory (the planned arena) and of weights held by the runtime. */
+size_t keyer_runtime_arena_bytes(const keyer_runtime *rt);
+size_t keyer_runtime_weight_bytes(const keyer_runtime *rt);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KEYER_NN_H */

@@ -1,0 +1,168 @@
+/*
+ * The runtime's own graph: tensors (shape, type, NHWC), nodes (operator + parameters) and
+ * constants. Built by a model reader (tflite.c) and never modified afterwards; every backend and
+ * the planner read it. Internal to keyer (prefix kr_).
+ *
+ * Conventions
+ *  - Activations are NHWC and dims[0] is the batch, which is 1 in the graph; a runtime created
+ *    with batch N scales dims[0] of every non-constant tensor by N (kr_tensor_bytes(t, N)).
+ *  - Constants are float32 (FLOAT16 weights behind DEQUANTIZE are converted at load and the
+ *    DEQUANTIZE nodes removed) or int32 (shapes, paddings, axes). Their bytes live in the graph.
+ *  - RESHAPE nodes are kept in the node list (so every backend sees the graph's shape changes)
+ *    but their output is a view: kr_tensor.view_of names the tensor whose storage it shares.
+ *  - Every node's output shape has been checked against the operator's shape rule at load, so
+ *    backends may trust shapes, strides and paddings stored here.
+ */
+#ifndef KEYER_NN_GRAPH_H
+#define KEYER_NN_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "keyer/status.h"
+
+#define KR_MAX_DIMS 5
+#define KR_MAX_NODE_INPUTS 8
+#define KR_MAX_NODE_OUTPUTS 2
+
+/* Operators. Declared once here; each backend says which it supports. Keep kr_op_names in
+ * graph.c in step (a static_assert checks the count). */
+typedef enum kr_op {
+    KR_OP_CONV_2D,
+    KR_OP_DEPTHWISE_CONV_2D,
+    KR_OP_TRANSPOSE_CONV_BIAS, /* MediaPipe custom Convolution2DTransposeBias */
+    KR_OP_ADD,
+    KR_OP_MUL,
+    KR_OP_RELU,
+    KR_OP_RELU6,
+    KR_OP_HARD_SWISH,
+    KR_OP_LOGISTIC,
+    KR_OP_PRELU,
+    KR_OP_AVERAGE_POOL_2D,
+    KR_OP_MAX_POOL_2D,
+    KR_OP_MEAN,
+    KR_OP_PAD,
+    KR_OP_RESIZE_BILINEAR,
+    KR_OP_RESHAPE,
+    KR_OP_CONCATENATION,
+    KR_OP_COUNT
+} kr_op;
+
+/* Name of an operator as TFLite spells it ("CONV_2D", ...). */
+const char *kr_op_name(kr_op op);
+
+typedef enum kr_dtype { KR_DTYPE_F32 = 0, KR_DTYPE_F16, KR_DTYPE_I32 } kr_dtype;
+
+/* Fused activation, applied as a clamp after the operation. */
+typedef enum kr_activation {
+    KR_ACT_NONE = 0,
+    KR_ACT_RELU,
+    KR_ACT_RELU_N1_TO_1,
+    KR_ACT_RELU6,
+} kr_activation;
+
+/* Clamp bounds of an activation (NONE gives -inf..inf). */
+void kr_activation_range(kr_activation act, float *lo, float *hi);
+
+typedef enum kr_padding { KR_PADDING_SAME = 0, KR_PADDING_VALID } kr_padding;
+
+typedef struct kr_tensor {
+    char *name;                /* from the file; owned by the graph */
+    kr_dtype dtype;
+    int rank;                  /* 0..KR_MAX_DIMS */
+    int dims[KR_MAX_DIMS];
+    const void *data;          /* constants only (owned by the graph), else NULL */
+    int view_of;               /* index of the tensor whose storage this one shares, or -1 */
+    int producer;              /* index of the node writing it, -1 for constants and inputs */
+    int last_consumer;         /* index of the last node reading it, -1 if none */
+    int graph_input;           /* index in kr_graph.inputs or -1 */
+    int graph_output;          /* index in kr_graph.outputs or -1 */
+} kr_tensor;
+
+/* Spatial window operators: convolution, depthwise, pooling. Paddings are resolved at load. */
+typedef struct kr_window_params {
+    int kernel_h, kernel_w; /* filter size (pooling: window; convs: from the weight shape) */
+    int stride_h, stride_w;
+    int dilation_h, dilation_w;
+    kr_padding padding;
+    int pad_top, pad_bottom, pad_left, pad_right; /* resolved (TF SAME puts the odd one after) */
+    int depth_multiplier;                         /* depthwise only */
+} kr_window_params;
+
+typedef struct kr_node {
+    kr_op op;
+    int source_index; /* operator index in the model file, for messages */
+    int n_inputs, n_outputs;
+    int inputs[KR_MAX_NODE_INPUTS];   /* tensor indices; -1 for an absent optional input */
+    int outputs[KR_MAX_NODE_OUTPUTS];
+    kr_activation activation;         /* fused activation (NONE where the op has none) */
+    union {
+        kr_window_params window;      /* CONV_2D, DEPTHWISE_CONV_2D, pools, TRANSPOSE_CONV_BIAS */
+        struct {
+            int align_corners, half_pixel_centers;
+        } resize;                     /* RESIZE_BILINEAR (output size = output tensor's shape) */
+        struct {
+            int axis;                 /* non-negative, < rank */
+        } concat;
+        struct {
+            int before[KR_MAX_DIMS], after[KR_MAX_DIMS]; /* per dimension of the input */
+        } pad;
+        struct {
+            unsigned axes_mask;       /* bit d set: dimension d is reduced */
+            int keep_dims;
+        } mean;
+    } p;
+} kr_node;
+
+typedef struct kr_graph {
+    char *name;          /* file name or caller-given name, for messages */
+    char *description;   /* Model.description, may be NULL */
+    int n_tensors;
+    kr_tensor *tensors;
+    int n_nodes;
+    kr_node *nodes;      /* in execution order, DEQUANTIZE removed */
+    int n_inputs, n_outputs;
+    int *inputs, *outputs; /* tensor indices */
+    void *const_storage; /* one block holding every constant's bytes (16-byte aligned each) */
+    size_t const_bytes;
+} kr_graph;
+
+/* Elements of a tensor at batch 1 (product of dims; 1 for rank 0). */
+size_t kr_tensor_elements(const kr_tensor *t);
+/* Bytes of a tensor at batch @p batch (constants ignore batch). */
+size_t kr_tensor_bytes(const kr_tensor *t, int batch);
+/* Bytes of one element of @p dtype. */
+size_t kr_dtype_size(kr_dtype dtype);
+/* Follows view_of to the tensor that owns the storage. */
+int kr_tensor_storage(const kr_graph *g, int tensor);
+/* Whether a tensor is a constant (has data). */
+static inline int kr_tensor_is_const(const kr_tensor *t) { return t->data != NULL; }
+
+/*
+ * TFLite output size and SAME padding for one spatial axis (padding.h rules):
+ *   SAME: out = ceil(n / s); total = max(0, (out-1)*s + k_eff - n); before = total/2.
+ *   VALID: out = (n - k_eff) / s + 1 (0 or less means invalid).
+ */
+int kr_window_out_size(kr_padding padding, int n, int k, int s, int d);
+void kr_window_same_pads(int n, int k, int s, int d, int *before, int *after);
+
+/*
+ * Checks every node's input/output shapes against its operator's rule and fills derived
+ * parameters (kernel sizes, resolved paddings). Called by readers after building a graph.
+ * Errors: BAD_DATA naming the node (file operator index), operator and the mismatch.
+ */
+keyer_status kr_graph_validate(kr_graph *g, keyer_error *err);
+
+/* Fills producer/last_consumer/graph_input/graph_output of every tensor. */
+void kr_graph_link(kr_graph *g);
+
+/* Frees a graph and everything it owns; sets *g to NULL. NULL accepted. */
+void kr_graph_destroy(kr_graph **g);
+
+/* Multiply-accumulates of one inference at batch 1 (convolutions only), for benchmarks. */
+uint64_t kr_graph_macs(const kr_graph *g);
+
+/* IEEE binary16 to binary32, subnormals included. */
+float kr_half_to_float(uint16_t h);
+
+#endif /* KEYER_NN_GRAPH_H */
