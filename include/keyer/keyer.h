@@ -17,6 +17,7 @@
 #include "keyer/alloc.h"
 #include "keyer/frame.h"
 #include "keyer/log.h"
+#include "keyer/nn.h"
 #include "keyer/registry.h"
 #include "keyer/status.h"
 #include "keyer/version.h"

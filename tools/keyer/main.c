@@ -2,15 +2,26 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "commands.h"
 #include "keyer/keyer.h"
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} command;
+
+static const command commands[] = {
+    {"version", NULL, "print the version and build capabilities"},
+};
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: keyer [--version] [--help] COMMAND [ARGS]\n"
-            "\n"
-            "Commands:\n"
-            "  version    print the version and build capabilities\n");
+    fprintf(out, "usage: keyer [--version] [--help] COMMAND [ARGS]\n\nCommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(out, "  %-10s %s\n", "version", "print the version and build capabilities");
+    fprintf(out, "\nRun 'keyer COMMAND --help' for a command's options.\n");
 }
 
 int main(int argc, char **argv)
@@ -29,6 +40,9 @@ int main(int argc, char **argv)
                keyer_built_with_cuda() ? "built" : "not built");
         return 0;
     }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (!strcmp(cmd, commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "keyer: unknown command '%s' (see keyer --help)\n", cmd);
     return 2;
 }

@@ -1,0 +1,9 @@
+/* The keyer tool's subcommands; each returns the process exit status. */
+#ifndef KEYER_TOOLS_COMMANDS_H
+#define KEYER_TOOLS_COMMANDS_H
+
+int keyer_cmd_models(int argc, char **argv);
+int keyer_cmd_infer(int argc, char **argv);
+int keyer_cmd_bench(int argc, char **argv);
+
+#endif
