@@ -1,0 +1,133 @@
+/**
+ * @file keyer/overlay.h
+ * @brief Anti-aliased overlays drawn on frames: rounded boxes, line segments and polylines,
+ *        quadratic Bézier curves, dots, and a k-nearest-neighbour graph of tracked points with
+ *        hysteresis.
+ *
+ * A ::keyer_overlay collects the primitives of one frame, then keyer_overlay_render() draws
+ * them all. Coverage comes from analytic signed distances (one pixel of anti-aliasing), colours
+ * are composited with premultiplied alpha in the order the primitives were added. Rendering
+ * bins primitives into 64x64 tiles (per-tile lists of the primitives that touch each tile), so
+ * the cost follows the covered area, not primitives x pixels.
+ *
+ * @code
+ * keyer_overlay *ov = NULL;
+ * keyer_overlay_create(1024, &ov, &err);
+ * keyer_overlay_clear(ov);
+ * keyer_overlay_add_box(ov, 100, 80, 300, 260, 12, 3, red, (keyer_color){0, 0, 0, 0.2f}, &err);
+ * keyer_overlay_add_line(ov, 10, 10, 200, 50, 2, green, &err);
+ * keyer_overlay_render(ov, frame, &err);   // RGBA or NV12 host frame, drawn in place
+ * @endcode
+ *
+ * Memory is allocated at create (capacity primitives) and grows only when a frame needs a
+ * larger tile grid than any before; adding and rendering allocate nothing otherwise.
+ * An overlay is used by one thread at a time.
+ */
+#ifndef KEYER_OVERLAY_H
+#define KEYER_OVERLAY_H
+
+#include <stdint.h>
+
+#include "keyer/frame.h"
+#include "keyer/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A colour with straight alpha, components in [0,1]. */
+typedef struct keyer_color {
+    float r, g, b, a;
+} keyer_color;
+
+typedef struct keyer_overlay keyer_overlay;
+
+/** Creates an overlay holding up to @p capacity primitives. Errors: INVALID_ARGUMENT, OUT_OF_MEMORY. */
+keyer_status keyer_overlay_create(int capacity, keyer_overlay **out, keyer_error *err);
+/** Frees an overlay; NULL accepted; sets *ov to NULL. */
+void keyer_overlay_destroy(keyer_overlay **ov);
+/** Removes every primitive (start of a frame). */
+void keyer_overlay_clear(keyer_overlay *ov);
+/** Number of primitives added since the last clear. */
+int keyer_overlay_count(const keyer_overlay *ov);
+
+/**
+ * A rounded rectangle with corners (x0,y0)-(x1,y1) in pixels, corner @p radius, a stroke of
+ * @p stroke_width pixels centred on the outline (0: none) in @p stroke, and the inside filled
+ * with @p fill (alpha 0: no fill). Errors: INVALID_ARGUMENT (non-finite or negative sizes),
+ * OUT_OF_MEMORY (capacity reached).
+ */
+keyer_status keyer_overlay_add_box(keyer_overlay *ov, float x0, float y0, float x1, float y1,
+                                   float radius, float stroke_width, keyer_color stroke,
+                                   keyer_color fill, keyer_error *err);
+
+/** A line segment of @p width pixels with round caps. Errors as keyer_overlay_add_box(). */
+keyer_status keyer_overlay_add_line(keyer_overlay *ov, float x0, float y0, float x1, float y1,
+                                    float width, keyer_color color, keyer_error *err);
+
+/** A polyline through @p n points (xy pairs): n-1 segments. Errors as keyer_overlay_add_box(). */
+keyer_status keyer_overlay_add_polyline(keyer_overlay *ov, const float *xy, int n, float width,
+                                        keyer_color color, keyer_error *err);
+
+/**
+ * A quadratic Bézier curve from (x0,y0) to (x1,y1) whose control point sits at the chord's
+ * midpoint pushed sideways by @p bend times the chord length (0: a straight line), drawn as
+ * segments short enough to stay within a tenth of a pixel of the curve.
+ */
+keyer_status keyer_overlay_add_curve(keyer_overlay *ov, float x0, float y0, float x1, float y1,
+                                     float bend, float width, keyer_color color, keyer_error *err);
+
+/** A filled disc of @p radius pixels. */
+keyer_status keyer_overlay_add_dot(keyer_overlay *ov, float x, float y, float radius,
+                                   keyer_color color, keyer_error *err);
+
+/**
+ * Draws every primitive onto @p frame in place. Supported: host RGBA (straight alpha: colour
+ * channels are blended, the frame's alpha becomes the union coverage) and NV12/YUV420P (the
+ * overlay is converted with the frame's matrix and range; chroma uses the coverage averaged
+ * over each 2x2 block). Errors: INVALID_ARGUMENT (bad frame), UNSUPPORTED (format or device
+ * memory), OUT_OF_MEMORY (tile lists for a larger frame than before).
+ */
+keyer_status keyer_overlay_render(keyer_overlay *ov, keyer_frame *frame, keyer_error *err);
+
+/* ---- k-nearest-neighbour graph of tracked points ------------------------------------- */
+
+/** Settings of a kNN graph. */
+typedef struct keyer_knn_params {
+    int k;               /**< neighbours considered per point (3) */
+    float max_dy;        /**< edges only between points at most this far apart vertically (px; <=0: no limit) */
+    int max_degree;      /**< edges per point at most (4) */
+    float hysteresis;    /**< an existing edge survives until its length exceeds the k-th
+                              neighbour distance times (1 + hysteresis) (0.2) */
+    int reserved[4];
+} keyer_knn_params;
+
+keyer_knn_params keyer_knn_params_defaults(void);
+
+/** An edge between two point ids. */
+typedef struct keyer_knn_edge {
+    uint32_t a, b; /**< ids, a < b */
+} keyer_knn_edge;
+
+typedef struct keyer_knn_graph keyer_knn_graph;
+
+/** Creates a graph for up to @p max_points points per frame. */
+keyer_status keyer_knn_graph_create(const keyer_knn_params *params, int max_points,
+                                    keyer_knn_graph **out, keyer_error *err);
+void keyer_knn_graph_destroy(keyer_knn_graph **g);
+
+/**
+ * Updates the graph with this frame's points (@p ids stable across frames, e.g. track ids;
+ * @p xy pixel positions) and writes the edges to @p edges (at most @p capacity; *count set).
+ * An edge is added when b is among a's k nearest (or a among b's), within max_dy, and both
+ * degrees allow; an edge present in the previous frame is kept while its length stays below
+ * the hysteresis bound, so edges do not flicker. Errors: INVALID_ARGUMENT.
+ */
+keyer_status keyer_knn_graph_update(keyer_knn_graph *g, const uint32_t *ids, const float *xy,
+                                    int n, keyer_knn_edge *edges, int capacity, int *count,
+                                    keyer_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KEYER_OVERLAY_H */
