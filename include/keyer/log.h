@@ -57,7 +57,11 @@ void keyer_log(const keyer_logger *logger, keyer_log_level level, const char *fm
     ;
 
 /** va_list form of keyer_log(). */
-void keyer_logv(const keyer_logger *logger, keyer_log_level level, const char *fmt, va_list ap);
+void keyer_logv(const keyer_logger *logger, keyer_log_level level, const char *fmt, va_list ap)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 0)))
+#endif
+    ;
 
 #ifdef __cplusplus
 }
