@@ -1,6 +1,6 @@
 /*
  * libFuzzer target for the TFLite reader (built with -DKEYER_FUZZ=ON and CC=clang):
- *   fuzz_tflite -max_total_time=60 tests/fuzz/corpus
+ *   fuzz_tflite -max_total_time=60 tests/fuzz/corpus/tflite
  * Every input must either load (and then describe itself consistently) or fail with a non-OK
  * status and a message that names the file; crashes, leaks and undefined behaviour are findings.
  */

@@ -5,7 +5,7 @@
  * deterministic, time-bounded mutation loop.
  *
  * With KEYER_WRITE_SEEDS=<dir> in the environment, the valid hand-assembled models are also
- * written to <dir> (that is how tests/fuzz/corpus/ was made).
+ * written to <dir> (that is how tests/fuzz/corpus/tflite/ was made).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
