@@ -51,6 +51,14 @@ typedef struct kr_backend_ops {
      * May be asynchronous on the configured stream (then outputs are ready when it completes). */
     keyer_status (*run)(kr_backend_instance *inst, keyer_error *err);
 
+    /* Optional (NULL: memcpy, for host-memory backends). Copies @p bytes of host memory into
+     * graph input @p tensor / out of graph output @p tensor (whole batch), synchronising as
+     * needed (device backends stage through pinned buffers). Errors: DEVICE. */
+    keyer_status (*copy_in)(kr_backend_instance *inst, int tensor, const void *src, size_t bytes,
+                            keyer_error *err);
+    keyer_status (*copy_out)(kr_backend_instance *inst, int tensor, void *dst, size_t bytes,
+                             keyer_error *err);
+
     /* Optional (NULL: no-op). Waits until the last run has finished. */
     keyer_status (*synchronize)(kr_backend_instance *inst, keyer_error *err);
 

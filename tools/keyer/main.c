@@ -12,7 +12,9 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"version", NULL, "print the version and build capabilities"},
+    {"infer", keyer_cmd_infer, "run one model on a photo or a raw tensor, write its outputs"},
+    {"models", keyer_cmd_models, "list the shipped models, their files and outputs"},
+    {"bench", keyer_cmd_bench, "benchmarks (keyer bench nn --model NAME ...)"},
 };
 
 static void usage(FILE *out)
@@ -20,6 +22,7 @@ static void usage(FILE *out)
     fprintf(out, "usage: keyer [--version] [--help] COMMAND [ARGS]\n\nCommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(out, "  %-10s %s\n", "version", "print the version and build capabilities");
     fprintf(out, "  %-10s %s\n", "version", "print the version and build capabilities");
     fprintf(out, "\nRun 'keyer COMMAND --help' for a command's options.\n");
 }

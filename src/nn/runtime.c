@@ -1,0 +1,238 @@
+/*
+ * The public runtime API: validates arguments, checks that the chosen backend supports every
+ * node, plans the activation arena and dispatches to the backend (src/nn/backend.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "keyer/nn.h"
+#include "nn/backend.h"
+#include "nn/model.h"
+#include "nn/planner.h"
+
+struct keyer_runtime {
+    const keyer_model *model;
+    const kr_graph *graph;
+    const kr_backend_ops *ops;
+    kr_backend_instance *inst;
+    kr_plan plan;
+    keyer_runtime_params params;
+};
+
+static const char *const backend_names[] = {"reference", "cpu", "cuda"};
+
+const char *keyer_backend_name(keyer_backend backend)
+{
+    if ((unsigned)backend >= sizeof(backend_names) / sizeof(backend_names[0]))
+        return "unknown";
+    return backend_names[backend];
+}
+
+keyer_status keyer_backend_from_name(const char *name, keyer_backend *out, keyer_error *err)
+{
+    for (int i = 0; name && out && i < 3; i++)
+        if (!strcmp(name, backend_names[i])) {
+            *out = (keyer_backend)i;
+            return KEYER_OK;
+        }
+    return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                           "unknown backend '%s' (reference, cpu, cuda)", name ? name : "(null)");
+}
+
+keyer_runtime_params keyer_runtime_params_defaults(void)
+{
+    keyer_runtime_params p;
+    memset(&p, 0, sizeof(p));
+    p.backend = KEYER_BACKEND_CPU;
+    p.batch = 1;
+    return p;
+}
+
+static const kr_backend_ops *backend_ops(keyer_backend b)
+{
+    switch (b) {
+    case KEYER_BACKEND_REFERENCE: return &kr_backend_reference;
+    case KEYER_BACKEND_CPU: return &kr_backend_cpu;
+    case KEYER_BACKEND_CUDA:
+#ifdef KEYER_HAVE_CUDA
+        return &kr_backend_cuda;
+#else
+        return NULL;
+#endif
+    }
+    return NULL;
+}
+
+/* Largest batch accepted: keeps every size product far from overflow. */
+#define MAX_BATCH 4096
+
+keyer_status keyer_runtime_create(const keyer_model *model, const keyer_runtime_params *params,
+                                  keyer_runtime **out, keyer_error *err)
+{
+    if (!model || !out)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_runtime_create: %s is NULL", model ? "out" : "model");
+    *out = NULL;
+    keyer_runtime_params p = params ? *params : keyer_runtime_params_defaults();
+    const kr_graph *g = kr_model_graph(model);
+    if (p.batch < 1 || p.batch > MAX_BATCH)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "%s: batch %d is outside 1..%d", g->name, p.batch, MAX_BATCH);
+    const kr_backend_ops *ops = backend_ops(p.backend);
+    if (!ops)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               p.backend == KEYER_BACKEND_CUDA
+                                   ? "%s: keyer was built without CUDA, so the cuda backend is "
+                                     "not available"
+                                   : "%s: unknown backend %d",
+                               g->name, (int)p.backend);
+    for (int n = 0; n < g->n_nodes; n++)
+        if (!ops->supports_node(g, &g->nodes[n]))
+            return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                                   "%s: the %s backend does not support operator %d (%s)", g->name,
+                                   ops->name, g->nodes[n].source_index, kr_op_name(g->nodes[n].op));
+    keyer_runtime *rt = calloc(1, sizeof(*rt));
+    if (!rt)
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->name);
+    rt->model = model;
+    rt->graph = g;
+    rt->ops = ops;
+    rt->params = p;
+    keyer_status st = kr_plan_create(g, p.batch, &rt->plan, err);
+    if (st) {
+        keyer_error_prefix(err, "%s: ", g->name);
+        goto fail;
+    }
+    kr_backend_config cfg = {p.batch, p.threads, p.device, p.stream, p.logger};
+    st = ops->create(g, &rt->plan, &cfg, &rt->inst, err);
+    if (st)
+        goto fail;
+    keyer_log(p.logger, KEYER_LOG_DEBUG, "%s: %s backend, batch %d, arena %zu bytes", g->name,
+              ops->name, p.batch, keyer_runtime_arena_bytes(rt));
+    *out = rt;
+    return KEYER_OK;
+fail:
+    kr_plan_destroy(&rt->plan);
+    free(rt);
+    return st;
+}
+
+void keyer_runtime_destroy(keyer_runtime **prt)
+{
+    if (!prt || !*prt)
+        return;
+    keyer_runtime *rt = *prt;
+    if (rt->inst)
+        rt->ops->destroy(&rt->inst);
+    kr_plan_destroy(&rt->plan);
+    free(rt);
+    *prt = NULL;
+}
+
+int keyer_runtime_batch(const keyer_runtime *rt) { return rt ? rt->params.batch : 0; }
+keyer_backend keyer_runtime_backend(const keyer_runtime *rt)
+{
+    return rt ? rt->params.backend : KEYER_BACKEND_REFERENCE;
+}
+
+static int io_tensor(const keyer_runtime *rt, int index, int output)
+{
+    if (!rt || index < 0)
+        return -1;
+    if (output)
+        return index < rt->graph->n_outputs ? rt->graph->outputs[index] : -1;
+    return index < rt->graph->n_inputs ? rt->graph->inputs[index] : -1;
+}
+
+float *keyer_runtime_input_data(keyer_runtime *rt, int index)
+{
+    int t = io_tensor(rt, index, 0);
+    return t < 0 ? NULL : rt->ops->tensor_data(rt->inst, t);
+}
+
+const float *keyer_runtime_output_data(keyer_runtime *rt, int index)
+{
+    int t = io_tensor(rt, index, 1);
+    return t < 0 ? NULL : rt->ops->tensor_data(rt->inst, t);
+}
+
+size_t keyer_runtime_input_bytes(const keyer_runtime *rt, int index)
+{
+    int t = io_tensor(rt, index, 0);
+    return t < 0 ? 0 : kr_tensor_bytes(&rt->graph->tensors[t], rt->params.batch);
+}
+
+size_t keyer_runtime_output_bytes(const keyer_runtime *rt, int index)
+{
+    int t = io_tensor(rt, index, 1);
+    return t < 0 ? 0 : kr_tensor_bytes(&rt->graph->tensors[t], rt->params.batch);
+}
+
+static keyer_status copy(keyer_runtime *rt, int index, int output, void *host, size_t bytes,
+                         keyer_error *err)
+{
+    int t = io_tensor(rt, index, output);
+    const char *what = output ? "output" : "input";
+    if (t < 0 || !host)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "%s: no %s %d (the model has %d)", rt ? rt->graph->name : "runtime",
+                               what, index,
+                               rt ? (output ? rt->graph->n_outputs : rt->graph->n_inputs) : 0);
+    size_t want = kr_tensor_bytes(&rt->graph->tensors[t], rt->params.batch);
+    if (bytes != want)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "%s: %s %d '%s' holds %zu bytes at batch %d, not %zu",
+                               rt->graph->name, what, index, rt->graph->tensors[t].name, want,
+                               rt->params.batch, bytes);
+    if (output) {
+        if (rt->ops->copy_out)
+            return rt->ops->copy_out(rt->inst, t, host, bytes, err);
+        memcpy(host, rt->ops->tensor_data(rt->inst, t), bytes);
+    } else {
+        if (rt->ops->copy_in)
+            return rt->ops->copy_in(rt->inst, t, host, bytes, err);
+        memcpy(rt->ops->tensor_data(rt->inst, t), host, bytes);
+    }
+    return KEYER_OK;
+}
+
+keyer_status keyer_runtime_set_input(keyer_runtime *rt, int index, const float *data, size_t bytes,
+                                     keyer_error *err)
+{
+    return copy(rt, index, 0, (void *)data, bytes, err);
+}
+
+keyer_status keyer_runtime_get_output(keyer_runtime *rt, int index, float *data, size_t bytes,
+                                      keyer_error *err)
+{
+    return copy(rt, index, 1, data, bytes, err);
+}
+
+keyer_status keyer_runtime_run(keyer_runtime *rt, keyer_error *err)
+{
+    if (!rt)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "keyer_runtime_run: NULL");
+    return rt->ops->run(rt->inst, err);
+}
+
+keyer_status keyer_runtime_synchronize(keyer_runtime *rt, keyer_error *err)
+{
+    if (!rt)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_runtime_synchronize: NULL");
+    return rt->ops->synchronize ? rt->ops->synchronize(rt->inst, err) : KEYER_OK;
+}
+
+size_t keyer_runtime_arena_bytes(const keyer_runtime *rt)
+{
+    if (!rt)
+        return 0;
+    return rt->ops->arena_bytes ? rt->ops->arena_bytes(rt->inst) : rt->plan.arena_bytes;
+}
+
+size_t keyer_runtime_weight_bytes(const keyer_runtime *rt)
+{
+    if (!rt)
+        return 0;
+    return rt->ops->weight_bytes ? rt->ops->weight_bytes(rt->inst) : rt->graph->const_bytes;
+}

@@ -1,0 +1,270 @@
+/*
+ * keyer bench: benchmarks built on the public API only.
+ *
+ *   keyer bench nn --model NAME|FILE.tflite [--backend reference|cpu|cuda] [--threads N]
+ *                  [--batch N] [--iterations N] [--warmup N] [--json]
+ *
+ * Loads the model (a registry name such as "selfie", or a path to a .tflite file), creates a
+ * runtime, fills every input with a fixed pattern, runs the warm-up iterations, then times each
+ * iteration (run + synchronize) and reports the median and 90th-percentile latency, frames per
+ * second (batch / median), achieved GFLOP/s (2 * MACs * batch / median) and the runtime's
+ * arena and weight bytes. --json prints one JSON object on stdout instead of the table.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "keyer/keyer.h"
+
+typedef struct bench_nn_args {
+    const char *model;
+    keyer_backend backend;
+    int threads, batch, iterations, warmup, json;
+} bench_nn_args;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: keyer bench nn --model NAME|FILE.tflite [options]\n"
+            "\n"
+            "Times inference of one model on one backend.\n"
+            "\n"
+            "  --model NAME|FILE   registry name (see 'keyer models') or path to a .tflite file;\n"
+            "                      names are looked up in $KEYER_MODELS_DIR or the build's models/\n"
+            "  --backend NAME      reference, cpu (default) or cuda\n"
+            "  --threads N         CPU threads; 0 = all cores (default 0)\n"
+            "  --batch N           frames per inference (default 1)\n"
+            "  --iterations N      timed inferences (default 100)\n"
+            "  --warmup N          untimed inferences first (default 10)\n"
+            "  --json              print one JSON object instead of a table\n");
+}
+
+static int parse_int(const char *opt, const char *s, int min, int *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || !*s || *end || errno || v < min || v > INT_MAX) {
+        fprintf(stderr, "keyer bench nn: %s needs an integer >= %d (got '%s')\n", opt, min,
+                s ? s : "");
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* Returns 0 on success, 2 on a usage error, -1 when --help was printed. */
+static int parse_args(int argc, char **argv, bench_nn_args *a)
+{
+    keyer_error err = {0};
+    for (int i = 0; i < argc; i++) {
+        const char *o = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+            usage(stdout);
+            return -1;
+        } else if (!strcmp(o, "--json")) {
+            a->json = 1;
+        } else if (!strcmp(o, "--model")) {
+            if (!v) {
+                fprintf(stderr, "keyer bench nn: --model needs a value\n");
+                return 2;
+            }
+            a->model = v;
+            i++;
+        } else if (!strcmp(o, "--backend")) {
+            if (!v || keyer_backend_from_name(v, &a->backend, &err) != KEYER_OK) {
+                fprintf(stderr, "keyer bench nn: %s\n",
+                        v ? err.message : "--backend needs a value");
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(o, "--threads")) {
+            if (parse_int(o, v, 0, &a->threads))
+                return 2;
+            i++;
+        } else if (!strcmp(o, "--batch")) {
+            if (parse_int(o, v, 1, &a->batch))
+                return 2;
+            i++;
+        } else if (!strcmp(o, "--iterations")) {
+            if (parse_int(o, v, 1, &a->iterations))
+                return 2;
+            i++;
+        } else if (!strcmp(o, "--warmup")) {
+            if (parse_int(o, v, 0, &a->warmup))
+                return 2;
+            i++;
+        } else {
+            fprintf(stderr, "keyer bench nn: unknown option '%s' (see keyer bench nn --help)\n",
+                    o);
+            return 2;
+        }
+    }
+    if (!a->model) {
+        fprintf(stderr, "keyer bench nn: --model is required (see keyer bench nn --help)\n");
+        return 2;
+    }
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A JSON string literal of @p s (model names and paths: escape quotes, backslashes, controls). */
+static void json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(out, "\\u%04x", c);
+        else
+            fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+/* Fills input @p index with a fixed pattern in [0, 1) through the host staging path. */
+static keyer_status fill_input(keyer_runtime *rt, int index, keyer_error *err)
+{
+    size_t bytes = keyer_runtime_input_bytes(rt, index);
+    size_t n = bytes / sizeof(float);
+    float *host = malloc(bytes ? bytes : 1);
+    if (!host)
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "input %d: no memory", index);
+    for (size_t i = 0; i < n; i++)
+        host[i] = (float)((((uint32_t)i * 2654435761u) >> 12) & 0xffffu) / 65536.0f;
+    keyer_status st = keyer_runtime_set_input(rt, index, host, bytes, err);
+    free(host);
+    return st;
+}
+
+static int bench_nn(int argc, char **argv)
+{
+    bench_nn_args a = {.backend = KEYER_BACKEND_CPU, .threads = 0, .batch = 1,
+                       .iterations = 100, .warmup = 10};
+    int pr = parse_args(argc, argv, &a);
+    if (pr)
+        return pr < 0 ? 0 : pr;
+
+    int rc = 1;
+    keyer_error err = {0};
+    keyer_model *model = NULL;
+    keyer_runtime *rt = NULL;
+    double *samples = NULL;
+    char path[4096];
+    if (keyer_registry_resolve(a.model, path, sizeof(path), &err) != KEYER_OK ||
+        keyer_model_load_file(path, &model, &err) != KEYER_OK) {
+        fprintf(stderr, "keyer bench nn: %s\n", err.message);
+        goto done;
+    }
+    keyer_runtime_params p = keyer_runtime_params_defaults();
+    p.backend = a.backend;
+    p.batch = a.batch;
+    p.threads = a.threads;
+    if (keyer_runtime_create(model, &p, &rt, &err) != KEYER_OK) {
+        fprintf(stderr, "keyer bench nn: %s on %s: %s\n", a.model, keyer_backend_name(a.backend),
+                err.message);
+        goto done;
+    }
+    for (int i = 0; i < keyer_model_input_count(model); i++)
+        if (fill_input(rt, i, &err) != KEYER_OK) {
+            fprintf(stderr, "keyer bench nn: %s\n", err.message);
+            goto done;
+        }
+    samples = malloc(sizeof(double) * (size_t)a.iterations);
+    if (!samples) {
+        fprintf(stderr, "keyer bench nn: out of memory\n");
+        goto done;
+    }
+    for (int i = 0; i < a.warmup + a.iterations; i++) {
+        double t0 = now_s();
+        if (keyer_runtime_run(rt, &err) != KEYER_OK ||
+            keyer_runtime_synchronize(rt, &err) != KEYER_OK) {
+            fprintf(stderr, "keyer bench nn: %s: %s\n", a.model, err.message);
+            goto done;
+        }
+        double dt = now_s() - t0;
+        if (i >= a.warmup)
+            samples[i - a.warmup] = dt;
+    }
+    qsort(samples, (size_t)a.iterations, sizeof(double), cmp_double);
+    double median = a.iterations % 2 ? samples[a.iterations / 2]
+                                     : 0.5 * (samples[a.iterations / 2 - 1] +
+                                              samples[a.iterations / 2]);
+    size_t i90 = (size_t)ceil(0.9 * a.iterations);
+    double p90 = samples[i90 > 0 ? i90 - 1 : 0];
+    double fps = median > 0 ? a.batch / median : 0.0;
+    uint64_t macs = keyer_model_macs(model);
+    double gflops = median > 0 ? 2.0 * (double)macs * a.batch / median * 1e-9 : 0.0;
+    size_t arena = keyer_runtime_arena_bytes(rt), weights = keyer_runtime_weight_bytes(rt);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = a.threads > 0 ? a.threads : (int)(cores > 0 ? cores : 1);
+    if (a.backend == KEYER_BACKEND_REFERENCE)
+        threads = 1; /* the reference kernels are single-threaded */
+
+    if (a.json) {
+        printf("{\"model\": ");
+        json_string(stdout, a.model);
+        printf(", \"file\": ");
+        json_string(stdout, path);
+        printf(", \"backend\": \"%s\", \"threads\": %d, \"batch\": %d, \"iterations\": %d, "
+               "\"warmup\": %d, \"median_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, "
+               "\"fps\": %.2f, \"macs\": %llu, \"gflops\": %.2f, \"arena_bytes\": %zu, "
+               "\"weight_bytes\": %zu}\n",
+               keyer_backend_name(a.backend), threads, a.batch, a.iterations, a.warmup,
+               median * 1e3, p90 * 1e3, samples[0] * 1e3, fps, (unsigned long long)macs, gflops,
+               arena, weights);
+    } else {
+        printf("model       %s (%s)\n", a.model, path);
+        printf("backend     %s, %d thread%s, batch %d\n", keyer_backend_name(a.backend), threads,
+               threads == 1 ? "" : "s", a.batch);
+        printf("latency     median %.3f ms, p90 %.3f ms, min %.3f ms (%d runs after %d warm-up)\n",
+               median * 1e3, p90 * 1e3, samples[0] * 1e3, a.iterations, a.warmup);
+        printf("throughput  %.1f frames/s\n", fps);
+        printf("compute     %.1f M MACs per frame, %.1f GFLOP/s\n", (double)macs * 1e-6, gflops);
+        printf("memory      arena %.2f MiB, weights %.2f MiB\n", (double)arena / 1048576.0,
+               (double)weights / 1048576.0);
+    }
+    rc = 0;
+done:
+    free(samples);
+    keyer_runtime_destroy(&rt);
+    keyer_model_destroy(&model);
+    return rc;
+}
+
+int keyer_cmd_bench(int argc, char **argv)
+{
+    /* argv[0] is "bench". */
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        FILE *out = argc < 2 ? stderr : stdout;
+        fprintf(out, "usage: keyer bench nn [options]   (keyer bench nn --help for the options)\n");
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "nn"))
+        return bench_nn(argc - 2, argv + 2);
+    fprintf(stderr, "keyer bench: unknown benchmark '%s' (known: nn)\n", argv[1]);
+    return 2;
+}

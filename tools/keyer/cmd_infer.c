@@ -1,0 +1,256 @@
+/*
+ * keyer infer: runs one model from the command line, for people debugging models and for tests.
+ *
+ *   keyer infer --model NAME|FILE.tflite [--backend reference|cpu|cuda] [--threads N]
+ *               (--image PHOTO | --input-tensor FILE.f32 ...) --output-dir DIR
+ *
+ * --image decodes a photo, stretches it to the model input (bilinear) and normalises it as the
+ * registry says; --input-tensor takes raw little-endian float32 NHWC input (repeat for several
+ * inputs, in input order). Writes DIR/<output name>.f32 and DIR/outputs.json.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "commands.h"
+#include "infer_image.h"
+#include "keyer/keyer.h"
+#include "keyer/nn.h"
+
+#define MAX_INPUT_FILES 8
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: keyer infer --model NAME|FILE.tflite [--backend reference|cpu|cuda]\n"
+            "                   [--threads N] (--image PHOTO | --input-tensor FILE.f32 ...)\n"
+            "                   --output-dir DIR\n"
+            "Runs one inference and writes every output as DIR/<name>.f32 (raw little-endian\n"
+            "float32, the model's shape) plus DIR/outputs.json.\n");
+}
+
+static int fail(const char *what, const keyer_error *err)
+{
+    fprintf(stderr, "keyer infer: %s%s%s\n", what, err ? ": " : "", err ? err->message : "");
+    return 1;
+}
+
+static int read_exact(const char *path, void *dst, size_t bytes)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "keyer infer: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || (size_t)st.st_size != bytes) {
+        fprintf(stderr, "keyer infer: %s: holds %lld bytes but the model input needs %zu\n", path,
+                (long long)st.st_size, bytes);
+        fclose(f);
+        return -1;
+    }
+    size_t got = fread(dst, 1, bytes, f);
+    fclose(f);
+    if (got != bytes) {
+        fprintf(stderr, "keyer infer: %s: short read\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Writes @p bytes to @p path through a temporary file renamed at the end. */
+static int write_file(const char *path, const void *data, size_t bytes)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof(tmp), "%s.part", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        fprintf(stderr, "keyer infer: %s: %s\n", tmp, strerror(errno));
+        return -1;
+    }
+    size_t put = fwrite(data, 1, bytes, f);
+    if (fclose(f) != 0 || put != bytes || rename(tmp, path) != 0) {
+        fprintf(stderr, "keyer infer: cannot write %s: %s\n", path, strerror(errno));
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* mkdir -p: creates @p dir and its missing parents. */
+static int make_dirs(const char *dir)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof(buf), "%s", dir) >= (int)sizeof(buf))
+        return -1;
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return (mkdir(buf, 0777) != 0 && errno != EEXIST) ? -1 : 0;
+}
+
+int keyer_cmd_infer(int argc, char **argv)
+{
+    const char *model_name = NULL, *backend_name = "cpu", *image = NULL, *outdir = NULL;
+    const char *tensors[MAX_INPUT_FILES];
+    int n_tensors = 0, threads = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!v) {
+            fprintf(stderr, "keyer infer: %s needs a value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--model"))
+            model_name = v;
+        else if (!strcmp(a, "--backend"))
+            backend_name = v;
+        else if (!strcmp(a, "--threads"))
+            threads = atoi(v);
+        else if (!strcmp(a, "--image"))
+            image = v;
+        else if (!strcmp(a, "--output-dir"))
+            outdir = v;
+        else if (!strcmp(a, "--input-tensor")) {
+            if (n_tensors == MAX_INPUT_FILES) {
+                fprintf(stderr, "keyer infer: at most %d --input-tensor files\n", MAX_INPUT_FILES);
+                return 2;
+            }
+            tensors[n_tensors++] = v;
+        } else {
+            fprintf(stderr, "keyer infer: unknown option %s\n", a);
+            usage(stderr);
+            return 2;
+        }
+        i++;
+    }
+    if (!model_name || !outdir || (!image && n_tensors == 0) || (image && n_tensors)) {
+        usage(stderr);
+        return 2;
+    }
+
+    keyer_error err = {0};
+    keyer_runtime_params params = keyer_runtime_params_defaults();
+    params.threads = threads;
+    if (keyer_backend_from_name(backend_name, &params.backend, &err))
+        return fail("--backend", &err);
+    char path[4096];
+    if (keyer_registry_resolve(model_name, path, sizeof(path), &err))
+        return fail("--model", &err);
+
+    int rc = 1;
+    keyer_model *model = NULL;
+    keyer_runtime *rt = NULL;
+    float *host = NULL;
+    if (keyer_model_load_file(path, &model, &err) ||
+        keyer_runtime_create(model, &params, &rt, &err)) {
+        fail(path, &err);
+        goto done;
+    }
+    int n_in = keyer_model_input_count(model);
+    if (n_tensors && n_tensors != n_in) {
+        fprintf(stderr, "keyer infer: %s has %d input(s) but %d --input-tensor file(s) were given\n",
+                path, n_in, n_tensors);
+        goto done;
+    }
+    if (image && n_in != 1) {
+        fprintf(stderr, "keyer infer: --image needs a model with one input (%s has %d)\n", path,
+                n_in);
+        goto done;
+    }
+    for (int i = 0; i < n_in; i++) {
+        size_t bytes = keyer_runtime_input_bytes(rt, i);
+        free(host);
+        host = malloc(bytes);
+        if (!host) {
+            fprintf(stderr, "keyer infer: out of memory\n");
+            goto done;
+        }
+        if (image) {
+            keyer_tensor_info info;
+            if (keyer_model_input_info(model, 0, &info, &err) ||
+                keyer_infer_image_tensor(image, model_name, &info, host, &err)) {
+                fail(image, &err);
+                goto done;
+            }
+        } else if (read_exact(tensors[i], host, bytes)) {
+            goto done;
+        }
+        if (keyer_runtime_set_input(rt, i, host, bytes, &err)) {
+            fail("setting the input", &err);
+            goto done;
+        }
+    }
+    if (keyer_runtime_run(rt, &err)) {
+        fail("inference", &err);
+        goto done;
+    }
+    if (make_dirs(outdir) != 0) {
+        fprintf(stderr, "keyer infer: cannot create %s: %s\n", outdir, strerror(errno));
+        goto done;
+    }
+    char json_path[4200];
+    snprintf(json_path, sizeof(json_path), "%s/outputs.json", outdir);
+    char *json = NULL;
+    size_t json_len = 0;
+    FILE *js = open_memstream(&json, &json_len);
+    if (!js) {
+        fprintf(stderr, "keyer infer: out of memory\n");
+        goto done;
+    }
+    fprintf(js, "{\n  \"model\": \"%s\",\n  \"backend\": \"%s\",\n  \"outputs\": [\n", path,
+            keyer_backend_name(params.backend));
+    int n_out = keyer_model_output_count(model);
+    int ok = 1;
+    for (int o = 0; o < n_out && ok; o++) {
+        keyer_tensor_info info;
+        size_t bytes = keyer_runtime_output_bytes(rt, o);
+        free(host);
+        host = malloc(bytes);
+        if (!host || keyer_model_output_info(model, o, &info, &err) ||
+            keyer_runtime_get_output(rt, o, host, bytes, &err)) {
+            fail("reading an output", host ? &err : NULL);
+            ok = 0;
+            break;
+        }
+        /* Output names may hold '/': keep file names flat. */
+        char fname[512];
+        snprintf(fname, sizeof(fname), "%s.f32", info.name);
+        for (char *c = fname; *c; c++)
+            if (*c == '/' || *c == '\\')
+                *c = '_';
+        char out_path[4700];
+        snprintf(out_path, sizeof(out_path), "%s/%s", outdir, fname);
+        if (write_file(out_path, host, bytes)) {
+            ok = 0;
+            break;
+        }
+        fprintf(js, "    {\"name\": \"%s\", \"file\": \"%s\", \"shape\": [", info.name, fname);
+        for (int d = 0; d < info.rank; d++)
+            fprintf(js, "%s%d", d ? ", " : "", info.dims[d]);
+        fprintf(js, "]}%s\n", o + 1 < n_out ? "," : "");
+    }
+    fprintf(js, "  ]\n}\n");
+    fclose(js);
+    if (ok && write_file(json_path, json, json_len) == 0) {
+        printf("keyer infer: wrote %d output(s) to %s\n", n_out, outdir);
+        rc = 0;
+    }
+    free(json);
+done:
+    free(host);
+    keyer_runtime_destroy(&rt);
+    keyer_model_destroy(&model);
+    return rc;
+}

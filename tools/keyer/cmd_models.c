@@ -1,0 +1,64 @@
+/* keyer models: the shipped models, their files, sizes and what they output. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "keyer/keyer.h"
+#include "keyer/nn.h"
+
+static const char *task_name(keyer_model_task t)
+{
+    switch (t) {
+    case KEYER_TASK_SEGMENTATION: return "segmentation";
+    case KEYER_TASK_FACE_DETECTION: return "face detection";
+    case KEYER_TASK_POSE_LANDMARKS: return "pose landmarks";
+    case KEYER_TASK_FACE_LANDMARKS: return "face landmarks";
+    }
+    return "?";
+}
+
+int keyer_cmd_models(int argc, char **argv)
+{
+    int verbose = argc > 1 && (!strcmp(argv[1], "-v") || !strcmp(argv[1], "--verbose"));
+    if (argc > 1 && !verbose) {
+        fprintf(stdout, "usage: keyer models [-v]\n  lists the shipped models; -v loads each one "
+                        "and prints its inputs, outputs, operations and weights\n");
+        return !strcmp(argv[1], "--help") ? 0 : 2;
+    }
+    int n = 0;
+    const keyer_model_entry *e = keyer_registry_list(&n);
+    printf("models directory: %s\n", keyer_registry_models_dir());
+    int missing = 0;
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        keyer_error err = {0};
+        int present = keyer_registry_resolve(e[i].name, path, sizeof(path), &err) == KEYER_OK;
+        missing += !present;
+        printf("%-17s %-15s %3dx%-3d %s%s\n    %s\n", e[i].name, task_name(e[i].task),
+               e[i].input_width, e[i].input_height, e[i].file, present ? "" : "  (missing)",
+               e[i].description);
+        if (!verbose || !present)
+            continue;
+        keyer_model *m = NULL;
+        if (keyer_model_load_file(path, &m, &err)) {
+            printf("    cannot load: %s\n", err.message);
+            continue;
+        }
+        printf("    %d operators, %.1f M multiply-adds, %.2f MB float32 weights\n",
+               keyer_model_node_count(m), (double)keyer_model_macs(m) / 1e6,
+               (double)keyer_model_weight_bytes(m) / 1e6);
+        for (int o = 0; o < keyer_model_output_count(m); o++) {
+            keyer_tensor_info info;
+            if (keyer_model_output_info(m, o, &info, NULL))
+                continue;
+            printf("    output %d %-28s [", o, info.name);
+            for (int d = 0; d < info.rank; d++)
+                printf("%s%d", d ? "," : "", info.dims[d]);
+            printf("]\n");
+        }
+        keyer_model_destroy(&m);
+    }
+    if (missing)
+        printf("%d model file(s) missing: run scripts/setup.sh\n", missing);
+    return 0;
+}
