@@ -81,12 +81,82 @@ keyer_status keyer_overlay_add_curve(keyer_overlay *ov, float x0, float y0, floa
 keyer_status keyer_overlay_add_dot(keyer_overlay *ov, float x, float y, float radius,
                                    keyer_color color, keyer_error *err);
 
+/* ---- text and analytics helpers ----------------------------------------------------- */
+
 /**
- * Draws every primitive onto @p frame in place. Supported: host RGBA (straight alpha: colour
+ * Text in keyer's built-in 5x7 bitmap font (printable ASCII). (@p x, @p y) is the top-left
+ * corner of the first character cell in pixels; @p scale is the size of one font unit in
+ * pixels (1..64: a glyph is 5 x 7 units, characters advance 6 units, '\n' starts a new line
+ * 9 units lower at @p x). Coverage is the exact area of each pixel covered by the glyph's
+ * cells, so text at fractional positions and scales is anti-aliased. Bytes outside 32..126
+ * other than '\n' are drawn as '?'. Each visible character takes one primitive; either all
+ * fit or nothing is added. Errors: INVALID_ARGUMENT (NULL text, non-finite position, scale
+ * out of range), OUT_OF_MEMORY (capacity reached).
+ */
+keyer_status keyer_overlay_add_text(keyer_overlay *ov, float x, float y, float scale,
+                                    const char *text, keyer_color color, keyer_error *err);
+
+/**
+ * Size in pixels of @p text drawn by keyer_overlay_add_text() at @p scale: width
+ * (6 * longest line - 1) * scale, height (9 * lines - 2) * scale; 0 x 0 for "".
+ * NULL outputs are skipped.
+ */
+void keyer_overlay_text_size(const char *text, float scale, float *width, float *height);
+
+/**
+ * A label: @p text (as keyer_overlay_add_text()) on a rounded plate of colour @p background
+ * with a margin of 2 font units, the plate's top-left corner at (@p x, @p y). Takes one
+ * primitive for the plate plus one per visible character; all or nothing.
+ * Errors as keyer_overlay_add_text().
+ */
+keyer_status keyer_overlay_add_label(keyer_overlay *ov, float x, float y, float scale,
+                                     const char *text, keyer_color color, keyer_color background,
+                                     keyer_error *err);
+
+/**
+ * Dots of @p radius pixels at @p n points (xy pairs, pixels). Points with a non-finite
+ * coordinate are skipped (use NaN to hide a point). All or nothing.
+ * Errors: INVALID_ARGUMENT (NULL xy with n > 0, radius <= 0), OUT_OF_MEMORY.
+ */
+keyer_status keyer_overlay_add_points(keyer_overlay *ov, const float *xy, int n, float radius,
+                                      keyer_color color, keyer_error *err);
+
+/**
+ * Line segments joining pairs of points: @p pairs holds @p n_pairs index pairs into the
+ * @p n_points points @p xy (e.g. keyer_pose_connections()). A pair with a non-finite endpoint
+ * is skipped. All or nothing. Errors: INVALID_ARGUMENT (NULL arrays, an index outside
+ * 0..n_points-1, width <= 0), OUT_OF_MEMORY.
+ */
+keyer_status keyer_overlay_add_connections(keyer_overlay *ov, const float *xy, int n_points,
+                                           const int *pairs, int n_pairs, float width,
+                                           keyer_color color, keyer_error *err);
+
+/**
+ * Removes the primitives added after the first @p count (keeps them all when @p count is at
+ * least keyer_overlay_count()); lets a caller undo a group of primitives that did not fit.
+ * NULL is accepted.
+ */
+void keyer_overlay_truncate(keyer_overlay *ov, int count);
+
+/**
+ * Sets the CUDA stream (a cudaStream_t) on which keyer_overlay_render() draws CUDA frames
+ * (NULL, the default: the legacy default stream). The render is queued on that stream; the
+ * caller synchronises it before reading the frame on the host. Errors: INVALID_ARGUMENT.
+ */
+keyer_status keyer_overlay_set_stream(keyer_overlay *ov, void *cuda_stream, keyer_error *err);
+
+/**
+ * Draws every primitive onto @p frame in place. Supported: RGBA (straight alpha: colour
  * channels are blended, the frame's alpha becomes the union coverage) and NV12/YUV420P (the
  * overlay is converted with the frame's matrix and range; chroma uses the coverage averaged
- * over each 2x2 block). Errors: INVALID_ARGUMENT (bad frame), UNSUPPORTED (format or device
- * memory), OUT_OF_MEMORY (tile lists for a larger frame than before).
+ * over each 2x2 block), in host memory (CPU renderer) or CUDA memory (CUDA renderer: one
+ * kernel launch for all primitives, queued on the stream of keyer_overlay_set_stream();
+ * the same arithmetic as the CPU, so results agree within one code value). Primitive and
+ * tile lists are binned on the host and copied through pinned staging memory allocated on
+ * the first CUDA render and grown with the scene.
+ * Errors: INVALID_ARGUMENT (bad frame), UNSUPPORTED (format; a CUDA frame in a keyer built
+ * without CUDA), OUT_OF_MEMORY (tile lists for a larger frame than before), DEVICE (a CUDA
+ * call failed).
  */
 keyer_status keyer_overlay_render(keyer_overlay *ov, keyer_frame *frame, keyer_error *err);
 

@@ -8,29 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TILE 64
+#include "overlay/overlay_internal.h"
 
-typedef enum prim_kind { PRIM_SEGMENT, PRIM_BOX } prim_kind;
-
-typedef struct prim {
-    prim_kind kind;
-    float bx0, by0, bx1, by1; /* bounding box in pixels, anti-aliasing margin included */
-    /* segment: endpoints and half width; box: centre, half extents, radius, stroke half width */
-    float x0, y0, x1, y1, half_width;
-    float radius;
-    float stroke[4]; /* premultiplied r, g, b, a */
-    float fill[4];
-} prim;
-
-struct keyer_overlay {
-    int capacity, count;
-    prim *prims;
-    /* tile lists: tile_start[t]..tile_start[t+1] index into tile_items */
-    int tiles_cap;
-    int *tile_start;
-    int items_cap;
-    int *tile_items;
-};
+#define TILE KR_OV_TILE
 
 keyer_status keyer_overlay_create(int capacity, keyer_overlay **out, keyer_error *err)
 {
@@ -39,7 +19,7 @@ keyer_status keyer_overlay_create(int capacity, keyer_overlay **out, keyer_error
                                "overlay: capacity %d outside 1..%d", capacity, 1 << 22);
     *out = NULL;
     keyer_overlay *ov = calloc(1, sizeof(*ov));
-    if (!ov || !(ov->prims = malloc((size_t)capacity * sizeof(prim)))) {
+    if (!ov || !(ov->prims = malloc((size_t)capacity * sizeof(kr_prim)))) {
         free(ov);
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "overlay: out of memory");
     }
@@ -53,6 +33,9 @@ void keyer_overlay_destroy(keyer_overlay **pov)
     if (!pov || !*pov)
         return;
     keyer_overlay *ov = *pov;
+#ifdef KEYER_HAVE_CUDA
+    kr_overlay_cuda_free(ov->cuda);
+#endif
     free(ov->prims);
     free(ov->tile_start);
     free(ov->tile_items);
@@ -68,7 +51,7 @@ void keyer_overlay_clear(keyer_overlay *ov)
 
 int keyer_overlay_count(const keyer_overlay *ov) { return ov ? ov->count : 0; }
 
-static void premultiply(keyer_color c, float out[4])
+void kr_overlay_premultiply(keyer_color c, float out[4])
 {
     float a = fminf(fmaxf(c.a, 0.0f), 1.0f);
     out[0] = fminf(fmaxf(c.r, 0.0f), 1.0f) * a;
@@ -82,7 +65,7 @@ static int finite4(float a, float b, float c, float d)
     return isfinite(a) && isfinite(b) && isfinite(c) && isfinite(d);
 }
 
-static prim *new_prim(keyer_overlay *ov, keyer_error *err)
+kr_prim *kr_overlay_new_prim(keyer_overlay *ov, keyer_error *err)
 {
     if (!ov) {
         keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "overlay is NULL");
@@ -93,7 +76,9 @@ static prim *new_prim(keyer_overlay *ov, keyer_error *err)
                         "overlay: capacity of %d primitives reached", ov->capacity);
         return NULL;
     }
-    return &ov->prims[ov->count];
+    kr_prim *p = &ov->prims[ov->count];
+    memset(p, 0, sizeof(*p)); /* every byte defined: the record is copied to the GPU as is */
+    return p;
 }
 
 keyer_status keyer_overlay_add_line(keyer_overlay *ov, float x0, float y0, float x1, float y1,
@@ -102,10 +87,10 @@ keyer_status keyer_overlay_add_line(keyer_overlay *ov, float x0, float y0, float
     if (!finite4(x0, y0, x1, y1) || !(width > 0) || !isfinite(width))
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "overlay line: coordinates must be finite and width > 0");
-    prim *p = new_prim(ov, err);
+    kr_prim *p = kr_overlay_new_prim(ov, err);
     if (!p)
         return err ? err->status : KEYER_STATUS_INVALID_ARGUMENT;
-    p->kind = PRIM_SEGMENT;
+    p->kind = KR_PRIM_SEGMENT;
     p->x0 = x0;
     p->y0 = y0;
     p->x1 = x1;
@@ -116,7 +101,7 @@ keyer_status keyer_overlay_add_line(keyer_overlay *ov, float x0, float y0, float
     p->by0 = fminf(y0, y1) - m;
     p->bx1 = fmaxf(x0, x1) + m;
     p->by1 = fmaxf(y0, y1) + m;
-    premultiply(color, p->stroke);
+    kr_overlay_premultiply(color, p->stroke);
     ov->count++;
     return KEYER_OK;
 }
@@ -188,10 +173,10 @@ keyer_status keyer_overlay_add_box(keyer_overlay *ov, float x0, float y0, float 
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "overlay box: needs finite x0 <= x1, y0 <= y1, radius >= 0, "
                                "stroke width >= 0");
-    prim *p = new_prim(ov, err);
+    kr_prim *p = kr_overlay_new_prim(ov, err);
     if (!p)
         return err ? err->status : KEYER_STATUS_INVALID_ARGUMENT;
-    p->kind = PRIM_BOX;
+    p->kind = KR_PRIM_BOX;
     p->x0 = (x0 + x1) / 2; /* centre */
     p->y0 = (y0 + y1) / 2;
     p->x1 = (x1 - x0) / 2; /* half extents */
@@ -203,48 +188,75 @@ keyer_status keyer_overlay_add_box(keyer_overlay *ov, float x0, float y0, float 
     p->by0 = y0 - m;
     p->bx1 = x1 + m;
     p->by1 = y1 + m;
-    premultiply(stroke, p->stroke);
+    kr_overlay_premultiply(stroke, p->stroke);
     if (stroke_width == 0)
         p->stroke[3] = 0;
-    premultiply(fill, p->fill);
+    kr_overlay_premultiply(fill, p->fill);
     ov->count++;
     return KEYER_OK;
 }
 
-static float clamp01(float v) { return v < 0 ? 0 : v > 1 ? 1 : v; }
-
-/* Composites primitive p's contribution at pixel centre (px, py) over the accumulator. */
-static void shade(const prim *p, float px, float py, float acc[4])
+/* Builds per-tile primitive lists for a w x h frame. */
+/* Tile index of pixel coordinate v, clamped to [-1, n] before the conversion so that any
+ * finite coordinate converts without overflow. */
+static int tile_of(float v, int n)
 {
-    float src[4] = {0, 0, 0, 0};
-    if (p->kind == PRIM_SEGMENT) {
-        float vx = p->x1 - p->x0, vy = p->y1 - p->y0, wx = px - p->x0, wy = py - p->y0;
-        float len2 = vx * vx + vy * vy;
-        float t = len2 > 0 ? clamp01((wx * vx + wy * vy) / len2) : 0;
-        float dx = wx - t * vx, dy = wy - t * vy;
-        float cov = clamp01(p->half_width - sqrtf(dx * dx + dy * dy) + 0.5f);
-        for (int c = 0; c < 4; c++)
-            src[c] = p->stroke[c] * cov;
-    } else {
-        /* Signed distance to the rounded rectangle (negative inside). */
-        float qx = fabsf(px - p->x0) - p->x1 + p->radius;
-        float qy = fabsf(py - p->y0) - p->y1 + p->radius;
-        float ox = fmaxf(qx, 0), oy = fmaxf(qy, 0);
-        float d = sqrtf(ox * ox + oy * oy) + fminf(fmaxf(qx, qy), 0) - p->radius;
-        float fill_cov = clamp01(0.5f - d);
-        float stroke_cov = p->stroke[3] > 0 ? clamp01(p->half_width - fabsf(d) + 0.5f) : 0;
-        /* Stroke over fill. */
-        for (int c = 0; c < 4; c++)
-            src[c] = p->stroke[c] * stroke_cov + p->fill[c] * fill_cov * (1 - p->stroke[3] * stroke_cov);
-    }
-    float k = 1 - src[3];
-    for (int c = 0; c < 4; c++)
-        acc[c] = src[c] + acc[c] * k;
+    float t = floorf(v / TILE);
+    return t < -1.0f ? -1 : t > (float)n ? n : (int)t;
 }
 
-/* Builds per-tile primitive lists for a w x h frame. */
-static keyer_status bin(keyer_overlay *ov, int w, int h, int *tw_out, int *th_out,
-                        keyer_error *err)
+/* Narrows the tile columns [*tx0, *tx1] of row ty to those segment p can reach: the part of
+ * the segment within its reach of the row's band, widened by the reach. Leaves *tx0 > *tx1
+ * when the row is not reached. Conservative: a pixel is covered only within half_width + 0.5
+ * of the segment, and the reach is half_width + 1.5. */
+static void segment_row_span(const kr_prim *p, int ty, int tw, int *tx0, int *tx1)
+{
+    float reach = p->half_width + 1.5f;
+    float ylo = (float)ty * TILE - reach, yhi = (float)(ty + 1) * TILE + reach;
+    float dy = p->y1 - p->y0, t0 = 0.0f, t1 = 1.0f;
+    if (dy == 0.0f) {
+        if (p->y0 < ylo || p->y0 > yhi) {
+            *tx1 = *tx0 - 1;
+            return;
+        }
+    } else {
+        float ta = (ylo - p->y0) / dy, tb = (yhi - p->y0) / dy;
+        if (ta > tb) {
+            float t = ta;
+            ta = tb;
+            tb = t;
+        }
+        t0 = ta > 0.0f ? ta : 0.0f;
+        t1 = tb < 1.0f ? tb : 1.0f;
+        if (!(t0 <= t1)) {
+            *tx1 = *tx0 - 1;
+            return;
+        }
+    }
+    float xa = p->x0 + t0 * (p->x1 - p->x0), xb = p->x0 + t1 * (p->x1 - p->x0);
+    int lo = tile_of(fminf(xa, xb) - reach, tw), hi = tile_of(fmaxf(xa, xb) + reach, tw);
+    if (lo > *tx0)
+        *tx0 = lo;
+    if (hi < *tx1)
+        *tx1 = hi;
+}
+
+/* Whether a box without fill can cover a pixel of tile (tx, ty): not when the tile lies in
+ * its inside, deeper than the radius plus the stroke's reach, where the signed distance is
+ * below -(half_width + 1) and the stroke's coverage is 0. */
+static int box_tile_needed(const kr_prim *p, int tx, int ty)
+{
+    if (p->fill[3] > 0)
+        return 1;
+    float m = p->half_width + 1.0f + p->radius;
+    float ix0 = p->x0 - p->x1 + m, ix1 = p->x0 + p->x1 - m;
+    float iy0 = p->y0 - p->y1 + m, iy1 = p->y0 + p->y1 - m;
+    float x0 = (float)tx * TILE, y0 = (float)ty * TILE;
+    return !(x0 >= ix0 && x0 + TILE <= ix1 && y0 >= iy0 && y0 + TILE <= iy1);
+}
+
+keyer_status kr_overlay_bin(keyer_overlay *ov, int w, int h, int *tw_out, int *th_out,
+                           keyer_error *err)
 {
     int tw = (w + TILE - 1) / TILE, th = (h + TILE - 1) / TILE, nt = tw * th;
     if (nt + 1 > ov->tiles_cap) {
@@ -258,17 +270,22 @@ static keyer_status bin(keyer_overlay *ov, int w, int h, int *tw_out, int *th_ou
     size_t total = 0;
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < ov->count; i++) {
-            const prim *p = &ov->prims[i];
-            int tx0 = (int)floorf(p->bx0 / TILE), ty0 = (int)floorf(p->by0 / TILE);
-            int tx1 = (int)floorf(p->bx1 / TILE), ty1 = (int)floorf(p->by1 / TILE);
+            const kr_prim *p = &ov->prims[i];
+            int tx0 = tile_of(p->bx0, tw), ty0 = tile_of(p->by0, th);
+            int tx1 = tile_of(p->bx1, tw), ty1 = tile_of(p->by1, th);
             if (tx1 < 0 || ty1 < 0 || tx0 >= tw || ty0 >= th)
                 continue;
             tx0 = tx0 < 0 ? 0 : tx0;
             ty0 = ty0 < 0 ? 0 : ty0;
             tx1 = tx1 >= tw ? tw - 1 : tx1;
             ty1 = ty1 >= th ? th - 1 : ty1;
-            for (int ty = ty0; ty <= ty1; ty++)
-                for (int tx = tx0; tx <= tx1; tx++) {
+            for (int ty = ty0; ty <= ty1; ty++) {
+                int ra = tx0, rb = tx1;
+                if (p->kind == KR_PRIM_SEGMENT)
+                    segment_row_span(p, ty, tw, &ra, &rb);
+                for (int tx = ra; tx <= rb; tx++) {
+                    if (p->kind == KR_PRIM_BOX && !box_tile_needed(p, tx, ty))
+                        continue;
                     int t = ty * tw + tx;
                     if (pass == 0) {
                         ov->tile_start[t + 1]++;
@@ -277,6 +294,7 @@ static keyer_status bin(keyer_overlay *ov, int w, int h, int *tw_out, int *th_ou
                         ov->tile_items[ov->tile_start[t]++] = i;
                     }
                 }
+            }
         }
         if (pass == 0) {
             if (total > (size_t)ov->items_cap) {
@@ -301,13 +319,9 @@ static keyer_status bin(keyer_overlay *ov, int w, int h, int *tw_out, int *th_ou
     return KEYER_OK;
 }
 
-typedef struct yuv_coeffs {
-    float kr, kg, kb, y_off, y_scale, c_scale; /* 8-bit code values */
-} yuv_coeffs;
-
-static yuv_coeffs coeffs_for(const keyer_frame *f)
+kr_ov_yuv kr_overlay_yuv_coeffs(const keyer_frame *f)
 {
-    yuv_coeffs c;
+    kr_ov_yuv c;
     keyer_color_matrix m = f->matrix;
     if (m == KEYER_COLOR_MATRIX_UNSPECIFIED)
         m = f->height >= 720 ? KEYER_COLOR_MATRIX_BT709 : KEYER_COLOR_MATRIX_BT601;
@@ -334,10 +348,12 @@ static yuv_coeffs coeffs_for(const keyer_frame *f)
     return c;
 }
 
-static uint8_t to_u8(float v)
+keyer_status keyer_overlay_set_stream(keyer_overlay *ov, void *cuda_stream, keyer_error *err)
 {
-    v = v + 0.5f;
-    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+    if (!ov)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "overlay is NULL");
+    ov->cuda_stream = cuda_stream;
+    return KEYER_OK;
 }
 
 keyer_status keyer_overlay_render(keyer_overlay *ov, keyer_frame *f, keyer_error *err)
@@ -347,20 +363,28 @@ keyer_status keyer_overlay_render(keyer_overlay *ov, keyer_frame *f, keyer_error
     keyer_status st = keyer_frame_check(f, err);
     if (st)
         return keyer_error_prefix(err, "overlay render: ");
-    if (f->memory != KEYER_MEMORY_HOST)
-        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
-                               "overlay render: the CPU renderer needs a host frame");
     int yuv = f->format == KEYER_PIXEL_FORMAT_NV12 || f->format == KEYER_PIXEL_FORMAT_YUV420P;
     if (!yuv && f->format != KEYER_PIXEL_FORMAT_RGBA)
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                "overlay render: %s frames are not supported (rgba, nv12, yuv420p)",
                                keyer_pixel_format_name(f->format));
+    if (f->memory == KEYER_MEMORY_CUDA) {
+#ifdef KEYER_HAVE_CUDA
+        return kr_overlay_render_cuda(ov, f, err);
+#else
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                               "overlay render: a CUDA frame, but keyer was built without CUDA");
+#endif
+    }
+    if (f->memory != KEYER_MEMORY_HOST)
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                               "overlay render: unknown frame memory type %d", (int)f->memory);
     if (ov->count == 0)
         return KEYER_OK;
     int tw = 0, th = 0;
-    if ((st = bin(ov, f->width, f->height, &tw, &th, err)))
+    if ((st = kr_overlay_bin(ov, f->width, f->height, &tw, &th, err)))
         return st;
-    yuv_coeffs yc = coeffs_for(f);
+    kr_ov_yuv yc = kr_overlay_yuv_coeffs(f);
     /* Tiles are rendered in 2x2 pixel blocks so the chroma of YUV frames can be averaged. */
     for (int ty = 0; ty < th; ty++)
         for (int tx = 0; tx < tw; tx++) {
@@ -379,36 +403,24 @@ keyer_status keyer_overlay_render(keyer_overlay *ov, keyer_frame *f, keyer_error
                             int px = x + dx, py = y + dy;
                             float acc[4] = {0, 0, 0, 0};
                             for (int k = b; k < e; k++) {
-                                const prim *p = &ov->prims[ov->tile_items[k]];
-                                if (px + 1 < p->bx0 || px > p->bx1 || py + 1 < p->by0 || py > p->by1)
-                                    continue;
-                                shade(p, (float)px + 0.5f, (float)py + 0.5f, acc);
+                                const kr_prim *p = &ov->prims[ov->tile_items[k]];
+                                if (kr_ov_touches(p, px, py))
+                                    kr_ov_shade(p, px, py, acc);
                             }
                             for (int c = 0; c < 4; c++)
                                 csum[c] += acc[c];
                             ncov++;
                             if (acc[3] <= 0)
                                 continue;
-                            float k = 1 - acc[3];
-                            if (!yuv) {
-                                uint8_t *d = f->data[0] + py * f->stride[0] + px * 4;
-                                for (int c = 0; c < 3; c++)
-                                    d[c] = to_u8(acc[c] * 255 + d[c] * k);
-                                d[3] = to_u8(acc[3] * 255 + d[3] * k);
-                            } else {
-                                uint8_t *d = f->data[0] + py * f->stride[0] + px;
-                                float yv = yc.kr * acc[0] + yc.kg * acc[1] + yc.kb * acc[2];
-                                *d = to_u8(yc.y_off * acc[3] + yc.y_scale * yv + *d * k);
-                            }
+                            if (!yuv)
+                                kr_ov_blend_rgba(f->data[0] + py * f->stride[0] + px * 4, acc);
+                            else
+                                kr_ov_blend_luma(f->data[0] + py * f->stride[0] + px, acc, &yc);
                         }
                     if (!yuv || csum[3] <= 0)
                         continue;
                     for (int c = 0; c < 4; c++)
                         csum[c] /= (float)ncov;
-                    float yv = yc.kr * csum[0] + yc.kg * csum[1] + yc.kb * csum[2];
-                    float cb = (csum[2] - yv) / (2 * (1 - yc.kb));
-                    float cr = (csum[0] - yv) / (2 * (1 - yc.kr));
-                    float k = 1 - csum[3];
                     int cx = x / 2, cyy = y / 2;
                     uint8_t *u, *v;
                     if (f->format == KEYER_PIXEL_FORMAT_NV12) {
@@ -418,8 +430,7 @@ keyer_status keyer_overlay_render(keyer_overlay *ov, keyer_frame *f, keyer_error
                         u = f->data[1] + cyy * f->stride[1] + cx;
                         v = f->data[2] + cyy * f->stride[2] + cx;
                     }
-                    *u = to_u8(128 * csum[3] + yc.c_scale * cb + *u * k);
-                    *v = to_u8(128 * csum[3] + yc.c_scale * cr + *v * k);
+                    kr_ov_blend_chroma(u, v, csum, &yc);
                 }
         }
     return KEYER_OK;

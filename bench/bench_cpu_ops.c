@@ -1,0 +1,217 @@
+/*
+ * bench_cpu_ops: where the CPU backend's time goes, operator by operator.
+ *
+ *   bench_cpu_ops MODEL.tflite [--threads N] [--batch N] [--iterations N] [--top N]
+ *
+ * Creates the CPU backend twice: as it runs normally (segments = maximal XNNPACK runs, with
+ * XNNPACK's fusions), and with one XNNPACK runtime per node, whose segments are timed one by
+ * one (median over the iterations). Prints the per-operator-type totals, the slowest nodes with
+ * their MACs and achieved GFLOP/s, and the normal run's median for comparison (the per-node sum
+ * is larger: no clamp fusion, one thread-pool dispatch per node). Uses private headers.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "keyer/nn.h"
+#include "nn/cpu/cpu.h"
+#include "nn/model.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static uint64_t node_macs(const kr_graph *g, const kr_node *n)
+{
+    const kr_tensor *out = &g->tensors[n->outputs[0]], *in = &g->tensors[n->inputs[0]];
+    const kr_window_params *w = &n->p.window;
+    uint64_t o = kr_tensor_elements(out);
+    switch (n->op) {
+    case KR_OP_CONV_2D:
+        return o * (uint64_t)w->kernel_h * (uint64_t)w->kernel_w * (uint64_t)in->dims[3] /
+               (uint64_t)(in->dims[3] / g->tensors[n->inputs[1]].dims[3]);
+    case KR_OP_DEPTHWISE_CONV_2D: return o * (uint64_t)w->kernel_h * (uint64_t)w->kernel_w;
+    case KR_OP_TRANSPOSE_CONV_BIAS: {
+        const kr_tensor *f = &g->tensors[n->inputs[1]];
+        return kr_tensor_elements(in) * (uint64_t)f->dims[0] * (uint64_t)f->dims[1] *
+               (uint64_t)f->dims[2];
+    }
+    default: return 0;
+    }
+}
+
+typedef struct row {
+    int node;
+    double median_s;
+} row;
+
+static int cmp_row(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    return (x->median_s < y->median_s) - (x->median_s > y->median_s);
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = NULL;
+    int threads = 1, batch = 1, iters = 200, top = 15;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+            batch = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
+            iters = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--top") && i + 1 < argc)
+            top = atoi(argv[++i]);
+        else if (argv[i][0] != '-' && !path)
+            path = argv[i];
+        else {
+            fprintf(stderr, "usage: bench_cpu_ops MODEL.tflite [--threads N] [--batch N] "
+                            "[--iterations N] [--top N]\n");
+            return 2;
+        }
+    }
+    if (!path || iters < 1 || batch < 1) {
+        fprintf(stderr, "bench_cpu_ops: a model file and positive counts are required\n");
+        return 2;
+    }
+    int rc = 1;
+    keyer_error err = {0};
+    keyer_model *model = NULL;
+    kr_backend_instance *whole = NULL, *split = NULL;
+    double *samples = NULL, *node_s = NULL;
+    row *rows = NULL;
+    if (keyer_model_load_file(path, &model, &err) != KEYER_OK) {
+        fprintf(stderr, "bench_cpu_ops: %s\n", err.message);
+        return 1;
+    }
+    const kr_graph *g = kr_model_graph(model);
+    kr_backend_config cfg = {.batch = batch, .threads = threads};
+    kr_cpu_options per_node = {.node_per_segment = 1};
+    if (kr_cpu_create(g, &cfg, NULL, &whole, &err) != KEYER_OK ||
+        kr_cpu_create(g, &cfg, &per_node, &split, &err) != KEYER_OK) {
+        fprintf(stderr, "bench_cpu_ops: %s\n", err.message);
+        goto done;
+    }
+    int n_seg = kr_cpu_segment_count(split);
+    samples = calloc((size_t)iters, sizeof(double));
+    node_s = calloc((size_t)g->n_nodes, sizeof(double));
+    rows = calloc((size_t)g->n_nodes, sizeof(row));
+    double *seg_samples = calloc((size_t)iters * (size_t)n_seg, sizeof(double));
+    if (!samples || !node_s || !rows || !seg_samples) {
+        free(seg_samples);
+        fprintf(stderr, "bench_cpu_ops: out of memory\n");
+        goto done;
+    }
+    for (int i = 0; i < g->n_inputs; i++) {
+        float *a = kr_backend_cpu.tensor_data(whole, g->inputs[i]);
+        float *b = kr_backend_cpu.tensor_data(split, g->inputs[i]);
+        size_t n = kr_tensor_bytes(&g->tensors[g->inputs[i]], batch) / sizeof(float);
+        for (size_t k = 0; k < n; k++)
+            a[k] = b[k] = (float)((k * 7919u) % 1000u) / 1000.0f;
+    }
+    /* The normal run. */
+    for (int i = 0; i < 10; i++)
+        kr_backend_cpu.run(whole, &err);
+    for (int i = 0; i < iters; i++) {
+        double t0 = now_s();
+        if (kr_backend_cpu.run(whole, &err) != KEYER_OK) {
+            fprintf(stderr, "bench_cpu_ops: %s\n", err.message);
+            free(seg_samples);
+            goto done;
+        }
+        samples[i] = now_s() - t0;
+    }
+    qsort(samples, (size_t)iters, sizeof(double), cmp_double);
+    double whole_median = samples[iters / 2];
+
+    /* One runtime per node, each timed. */
+    for (int i = 0; i < 10; i++)
+        kr_backend_cpu.run(split, &err);
+    for (int i = 0; i < iters; i++)
+        for (int s = 0; s < n_seg; s++) {
+            double t0 = now_s();
+            kr_cpu_run_segment(split, s, &err);
+            seg_samples[(size_t)s * (size_t)iters + (size_t)i] = now_s() - t0;
+        }
+    double sum = 0;
+    double op_s[KR_OP_COUNT] = {0};
+    uint64_t op_macs[KR_OP_COUNT] = {0};
+    int op_count[KR_OP_COUNT] = {0};
+    for (int s = 0; s < n_seg; s++) {
+        kr_cpu_segment_info info;
+        kr_cpu_segment_get(split, s, &info, &err);
+        double *v = seg_samples + (size_t)s * (size_t)iters;
+        qsort(v, (size_t)iters, sizeof(double), cmp_double);
+        double med = v[iters / 2];
+        /* A reference segment's time is split evenly over its nodes. */
+        int nn = info.last_node - info.first_node + 1;
+        for (int ni = info.first_node; ni <= info.last_node; ni++)
+            node_s[ni] = med / nn;
+        sum += med;
+    }
+    free(seg_samples);
+    for (int ni = 0; ni < g->n_nodes; ni++) {
+        kr_op op = g->nodes[ni].op;
+        op_s[op] += node_s[ni];
+        op_macs[op] += node_macs(g, &g->nodes[ni]) * (uint64_t)batch;
+        op_count[op]++;
+        rows[ni].node = ni;
+        rows[ni].median_s = node_s[ni];
+    }
+    printf("model %s  threads %d  batch %d  nodes %d\n", path, kr_cpu_threads(whole), batch,
+           g->n_nodes);
+    printf("normal run: %d segments, median %.3f ms, %.1f GFLOP/s\n",
+           kr_cpu_segment_count(whole), whole_median * 1e3,
+           2.0 * (double)keyer_model_macs(model) * batch / whole_median * 1e-9);
+    printf("one runtime per node: sum of medians %.3f ms\n\n", sum * 1e3);
+    printf("%-28s %5s %9s %6s %9s\n", "operator", "count", "ms", "share", "GFLOP/s");
+    for (int op = 0; op < KR_OP_COUNT; op++) {
+        if (!op_count[op])
+            continue;
+        printf("%-28s %5d %9.3f %5.1f%% ", kr_op_name((kr_op)op), op_count[op], op_s[op] * 1e3,
+               100.0 * op_s[op] / sum);
+        if (op_macs[op])
+            printf("%9.1f", 2.0 * (double)op_macs[op] / op_s[op] * 1e-9);
+        printf("\n");
+    }
+    qsort(rows, (size_t)g->n_nodes, sizeof(row), cmp_row);
+    printf("\nslowest nodes:\n%5s %-24s %-22s %9s %9s\n", "node", "operator", "output", "us",
+           "GFLOP/s");
+    for (int i = 0; i < top && i < g->n_nodes; i++) {
+        const kr_node *n = &g->nodes[rows[i].node];
+        const kr_tensor *o = &g->tensors[n->outputs[0]];
+        char shape[64] = "";
+        size_t used = 0;
+        for (int d = 0; d < o->rank && used < sizeof(shape); d++)
+            used += (size_t)snprintf(shape + used, sizeof(shape) - used, "%s%d", d ? "x" : "",
+                                     o->dims[d]);
+        uint64_t m = node_macs(g, n) * (uint64_t)batch;
+        printf("%5d %-24s %-22s %9.1f", rows[i].node, kr_op_name(n->op), shape,
+               rows[i].median_s * 1e6);
+        if (m)
+            printf(" %9.1f", 2.0 * (double)m / rows[i].median_s * 1e-9);
+        printf("\n");
+    }
+    rc = 0;
+done:
+    kr_backend_cpu.destroy(&whole);
+    kr_backend_cpu.destroy(&split);
+    keyer_model_destroy(&model);
+    free(samples);
+    free(node_s);
+    free(rows);
+    return rc;
+}

@@ -1,0 +1,352 @@
+/**
+ * @file keyer/io.h
+ * @brief Video input and output through FFmpeg's libraries, with NVDEC decoding into GPU memory.
+ *
+ * A ::keyer_reader opens anything libavformat opens (files, "-" for standard input,
+ * image sequences such as "frame_%05d.png", network URLs, V4L2 cameras such as
+ * /dev/video0 when keyer was built with libavdevice) and decodes its best video stream
+ * into ::keyer_frame objects, with NVIDIA's NVDEC (frames stay in CUDA memory) or on the
+ * CPU. A ::keyer_writer encodes frames into a file or a pipe (H.264/H.265, ProRes 4444,
+ * VP9 with alpha, PNG sequences, raw video, y4m) and copies the audio, subtitles,
+ * chapters and metadata of a reader into it.
+ *
+ * @code
+ * keyer_error err = {0};
+ * keyer_reader *in = NULL;
+ * keyer_writer *out = NULL;
+ * keyer_frame *f = NULL;
+ * keyer_reader_params rp = keyer_reader_params_defaults();   // NVDEC if possible
+ * if (keyer_reader_open("in.mp4", &rp, &in, &err)) die(err.message);
+ * const keyer_video_info *vi = keyer_reader_info(in);        // known before the first frame
+ * keyer_writer_params wp = keyer_writer_params_defaults();
+ * wp.width = vi->width; wp.height = vi->height;
+ * wp.frame_rate = vi->frame_rate; wp.time_base = vi->time_base;
+ * wp.copy_from = in;                                          // audio copied unchanged
+ * if (keyer_writer_open("out.mp4", &wp, &out, &err) || keyer_frame_create(&f, &err)) die(...);
+ * keyer_status st;
+ * while ((st = keyer_reader_read(in, f, &err)) == KEYER_OK)
+ *     if (keyer_writer_write(out, f, &err)) break;
+ * if (keyer_writer_close(out, &err)) ...;                     // finalises the file
+ * keyer_writer_destroy(&out); keyer_reader_destroy(&in); keyer_frame_destroy(&f);
+ * @endcode
+ *
+ * Timestamps: frames carry pts in the stream's time base (keyer_video_info::time_base);
+ * a writer given that time base writes the same timestamps.
+ *
+ * Damaged input never crashes and never stops decoding early: frames the decoder
+ * reports as damaged carry KEYER_FRAME_FLAG_CORRUPT and are counted in
+ * keyer_reader_stats, packets it rejects are counted too, and reading goes on.
+ *
+ * Thread safety: a reader or writer is used by one thread at a time, except
+ * keyer_reader_interrupt(), which any thread or a signal handler may call. A writer
+ * that copies streams from a reader may run in another thread than the reader.
+ */
+#ifndef KEYER_IO_H
+#define KEYER_IO_H
+
+#include <stdint.h>
+
+#include "keyer/frame.h"
+#include "keyer/log.h"
+#include "keyer/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- reader ----------------------------------------------------------------------------- */
+
+/** An open video input. Opaque. */
+typedef struct keyer_reader keyer_reader;
+
+/** Where a reader decodes. */
+typedef enum keyer_decode_device {
+    KEYER_DECODE_DEVICE_AUTO = 0, /**< NVDEC when keyer has CUDA and the GPU takes the stream, else CPU */
+    KEYER_DECODE_DEVICE_CPU,      /**< libavcodec's software decoders with their own threads */
+    KEYER_DECODE_DEVICE_CUDA,     /**< NVDEC; falls back to the CPU (logged) when it cannot */
+} keyer_decode_device;
+
+/** Name of a decode device ("auto", "cpu", "cuda"). */
+const char *keyer_decode_device_name(keyer_decode_device device);
+/** Parses a decode device name. Errors: INVALID_ARGUMENT for an unknown name. */
+keyer_status keyer_decode_device_from_name(const char *name, keyer_decode_device *out,
+                                           keyer_error *err);
+
+/** Parameters of keyer_reader_open(). Initialise with keyer_reader_params_defaults(). */
+typedef struct keyer_reader_params {
+    keyer_decode_device device; /**< default AUTO */
+    int cuda_device;            /**< CUDA device ordinal for NVDEC; default 0 */
+    int threads;                /**< CPU decoder threads; 0 = libavcodec picks (default) */
+    /**
+     * Format of the frames keyer_reader_read() returns. KEYER_PIXEL_FORMAT_NONE
+     * ("native", the default): NVDEC frames stay in CUDA memory as NV12 (8-bit) or P010
+     * (10/12-bit); CPU frames are returned as decoded when keyer has the format
+     * (yuv420p, nv12, p010, rgb24, rgba, gray8), without a copy, else converted to
+     * yuv420p (8-bit), p010 (deeper) or rgba (formats with alpha). Any other format gives
+     * host frames converted with libswscale (NVDEC frames are downloaded first).
+     */
+    keyer_pixel_format format;
+    /**
+     * Parallel decode of one input: the stream is split at keyframes into chunks that
+     * this many concurrent decoders (NVDEC sessions or CPU decoders) decode; frames still
+     * come out in order. 0 or 1: off (default). Needs a seekable input with a keyframe
+     * index (MP4, MOV, MKV with cues); otherwise one decoder is used and a line is logged.
+     */
+    int segments;
+    /** Frames each split-decode session may decode ahead; 0: one chunk (default). */
+    int segment_queue;
+    /**
+     * Keep audio and subtitle packets for a writer that copies them (see
+     * keyer_writer_params::copy_from). Default 1. Packets are held until a writer takes
+     * them; without a writer at most 64 MiB are held, then they are dropped (logged once).
+     */
+    int keep_streams;
+    /** libavformat demuxer to force ("y4m" ~ "yuv4mpegpipe", "v4l2", "image2", ...); NULL: probe. */
+    const char *input_format;
+    /** Extra demuxer options, "key=value:key=value" ("framerate=30:video_size=640x480"); NULL: none. */
+    const char *input_options;
+    const keyer_logger *logger; /**< NULL: warnings and errors to stderr */
+    const keyer_allocator *allocator; /**< host frames made by conversion; NULL: system */
+    void *reserved[4];                /**< zero */
+} keyer_reader_params;
+
+/** Default reader parameters (see each field). */
+keyer_reader_params keyer_reader_params_defaults(void);
+
+/** Stream properties, known when keyer_reader_open() returns (it decodes the first frame). */
+typedef struct keyer_video_info {
+    int width, height;          /**< coded picture size in pixels (before rotation) */
+    keyer_rational frame_rate;  /**< average frame rate; {0,1} when unknown */
+    keyer_rational time_base;   /**< unit of keyer_frame::pts and duration */
+    int64_t start_pts;          /**< pts of the first frame; INT64_MIN if unknown */
+    int64_t duration;           /**< stream duration in time_base units; 0 if unknown */
+    int64_t frame_count;        /**< frames in the stream, exact or estimated; 0 if unknown */
+    int frame_count_exact;      /**< 1 when frame_count comes from the container's index */
+    keyer_pixel_format format;  /**< format of the frames keyer_reader_read() returns */
+    keyer_memory_type memory;   /**< where those frames are (CUDA when NVDEC decodes) */
+    keyer_color_matrix matrix;  /**< colour matrix of the stream */
+    keyer_color_range range;    /**< sample range of the stream */
+    int rotation;               /**< clockwise degrees to rotate for display (display matrix) */
+    int bit_depth;              /**< bits per sample of the coded stream */
+    int has_alpha;              /**< the coded pixel format has an alpha channel */
+    int has_audio;              /**< the input has at least one audio stream */
+    int audio_streams;          /**< number of audio streams */
+    int subtitle_streams;       /**< number of subtitle streams */
+    int hw_decode;              /**< 1 when NVDEC decodes the stream */
+    int segments;               /**< concurrent decoders in use (1 unless split decode is on) */
+    int seekable;               /**< keyer_reader_seek() can work (a seekable file) */
+    char codec[32];             /**< codec name ("h264", "hevc", "png", ...) */
+    char coded_format[32];      /**< libav pixel format of the coded stream ("yuv420p10le") */
+    char container[64];         /**< demuxer name ("mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm") */
+} keyer_video_info;
+
+/** Counters of a reader, for reports. */
+typedef struct keyer_reader_stats {
+    int64_t frames;          /**< frames returned by keyer_reader_read() */
+    int64_t corrupt_frames;  /**< of those, frames flagged KEYER_FRAME_FLAG_CORRUPT */
+    /** video packets that gave no frame: rejected by the decoder, dropped by it silently
+     *  (counted at the end of the stream, for codecs with one frame per packet), or decoded
+     *  into a frame presented before the previous one (damaged reordering), which is dropped */
+    int64_t dropped_packets;
+    int64_t corrupt_packets; /**< video packets the demuxer marked as corrupt */
+    int64_t copied_packets;  /**< audio/subtitle packets handed to a writer */
+    int hw_fallback;         /**< 1 when NVDEC was asked for (or AUTO) but the CPU decodes */
+    int truncated;           /**< 1 when the demuxer stopped inside damaged or missing data (not every cut shows) */
+} keyer_reader_stats;
+
+/**
+ * Opens @p url (a path, "-" for standard input, a pattern with %d for image sequences,
+ * "/dev/videoN", or a URL such as rtsp:// or http://), selects its best video stream,
+ * opens a decoder (NVDEC per @p params, with a logged CPU fallback) and decodes the
+ * first frame, so that keyer_reader_info() is exact. @p params NULL means defaults.
+ * Errors (each message names @p url and the reason): IO (missing, directory,
+ * unreadable, network failure), BAD_DATA (empty, not a media file, no video stream,
+ * missing moov atom, no decodable frame), UNSUPPORTED (no decoder for the codec, a V4L2
+ * device without libavdevice), INVALID_ARGUMENT, OUT_OF_MEMORY, INTERRUPTED.
+ * On failure *out is NULL.
+ */
+keyer_status keyer_reader_open(const char *url, const keyer_reader_params *params,
+                               keyer_reader **out, keyer_error *err);
+
+/** Stream properties; valid until the reader is destroyed. NULL for a NULL reader. */
+const keyer_video_info *keyer_reader_info(const keyer_reader *reader);
+
+/**
+ * Returns the next frame in presentation order in @p frame (made by keyer_frame_create;
+ * its previous contents are dropped): pts in keyer_video_info::time_base, colour and
+ * rotation metadata, KEYER_FRAME_FLAG_KEY for keyframes, KEYER_FRAME_FLAG_CORRUPT for
+ * frames the decoder reported as damaged. Device frames (memory CUDA) and unconverted
+ * host frames share the decoder's buffers by reference: they stay valid after later
+ * reads and after the reader is destroyed, until the frame is unreferenced.
+ * Returns KEYER_STATUS_END after the last frame (and again if called again).
+ * Damaged packets do not stop reading: they are counted and skipped.
+ * Errors: IO (a read failed, e.g. a network stream broke: frames before it were
+ * returned), INTERRUPTED (keyer_reader_interrupt was called), OUT_OF_MEMORY,
+ * DEVICE (an NVDEC/CUDA call failed after the session had started).
+ */
+keyer_status keyer_reader_read(keyer_reader *reader, keyer_frame *frame, keyer_error *err);
+
+/**
+ * Seeks so that the next keyer_reader_read() returns the first frame with
+ * pts >= @p pts (time_base units): seeks to the keyframe at or before it and decodes
+ * the frames in between without returning them. Seeking past the end makes the next
+ * read return END. Audio packets kept for a writer are dropped.
+ * Errors: UNSUPPORTED (input not seekable, e.g. a pipe), IO, INVALID_ARGUMENT.
+ */
+keyer_status keyer_reader_seek(keyer_reader *reader, int64_t pts, keyer_error *err);
+
+/** Copies the reader's counters into @p out. Both must be non-NULL. */
+void keyer_reader_stats_get(const keyer_reader *reader, keyer_reader_stats *out);
+
+/**
+ * Asks the reader to stop: blocking I/O is abandoned and the next (or current)
+ * keyer_reader_read() returns KEYER_STATUS_INTERRUPTED. Async-signal-safe and
+ * callable from any thread (for SIGINT/SIGTERM handlers). NULL is accepted.
+ */
+void keyer_reader_interrupt(keyer_reader *reader);
+
+/** Closes the input and frees the reader; accepts NULL and *reader == NULL; sets it NULL. */
+void keyer_reader_destroy(keyer_reader **reader);
+
+/* ---- writer ----------------------------------------------------------------------------- */
+
+/** An open video output. Opaque. */
+typedef struct keyer_writer keyer_writer;
+
+/** Parameters of keyer_writer_open(). Initialise with keyer_writer_params_defaults(). */
+typedef struct keyer_writer_params {
+    int width, height;         /**< size of the frames to write (required, > 0) */
+    keyer_rational frame_rate; /**< nominal frame rate (required, > 0) */
+    /** Unit of the pts of written frames; {0,0} (default): 1/frame_rate. */
+    keyer_rational time_base;
+    /**
+     * libavformat muxer name or alias: "mp4", "mov", "matroska", "webm", "image2",
+     * "y4m" (yuv4mpegpipe), "raw" (rawvideo), ... NULL (default): from the file
+     * extension. Required when the path is "-" (standard output).
+     */
+    const char *format;
+    /**
+     * libavcodec encoder name: "libx264", "libx265", "h264_nvenc", "hevc_nvenc",
+     * "prores_ks", "libvpx-vp9", "png", "rawvideo", ... NULL (default): libx264 for
+     * MP4/MOV/MKV (prores_ks with alpha in MOV), libvpx-vp9 for WebM, png for image
+     * sequences, the muxer's own for y4m and raw. An NVENC encoder that cannot open
+     * (no GPU, no NVENC engine) is replaced by libx264/libx265 with one logged line.
+     */
+    const char *codec;
+    const char *preset;  /**< encoder preset ("medium", "slow", "p4" for NVENC); NULL: encoder default */
+    /** Constant-quality level: CRF for x264/x265/VP9, CQ for NVENC, qscale for ProRes; -1 (default): encoder default (x264 CRF 23). */
+    int quality;
+    /**
+     * libav pixel format of the encoded stream ("yuv420p", "yuv444p", "yuva444p10le",
+     * "yuva420p", "rgba", "rgb24", ...). NULL (default): yuv420p, or with @ref alpha
+     * yuva444p10le (ProRes), yuva420p (VP9), rgba (PNG).
+     */
+    const char *pixel_format;
+    int alpha;                   /**< keep the alpha of RGBA frames (needs an alpha-capable codec) */
+    keyer_color_matrix matrix;   /**< matrix of the encoded YUV; UNSPECIFIED: BT.709 from 720 lines, else BT.601 */
+    keyer_color_range range;     /**< range of the encoded YUV; UNSPECIFIED: limited */
+    int rotation;                /**< clockwise display rotation stored in the stream (0, 90, 180, 270) */
+    /**
+     * Copy this reader's audio and subtitle streams (unchanged; audio is re-encoded to AAC,
+     * or the container's audio codec, only when the container cannot hold the codec),
+     * its chapters and its metadata. The reader must stay open until keyer_writer_close().
+     */
+    keyer_reader *copy_from;
+    /**
+     * MP4/MOV: write a fragmented file (fragments of at most one second, starting with an
+     * empty moov) that is valid at every fragment boundary, so a run that fails (disk full)
+     * or is killed leaves a playable file. Default 1. 0: one moov written by close.
+     */
+    int fragmented;
+    /** Extra encoder options "key=value:key=value" (e.g. "x264-params=keyint=60"); NULL: none. */
+    const char *codec_options;
+    const keyer_logger *logger; /**< NULL: warnings and errors to stderr */
+    void *reserved[4];          /**< zero */
+} keyer_writer_params;
+
+/** Default writer parameters (see each field; width, height and frame_rate must be set). */
+keyer_writer_params keyer_writer_params_defaults(void);
+
+/**
+ * Creates the output @p path ("-": standard output, with params->format) and writes its
+ * header. Errors (naming @p path): INVALID_ARGUMENT (bad parameters), UNSUPPORTED
+ * (unknown container or encoder, a codec the container cannot hold, alpha with a codec
+ * without alpha), IO (cannot create the file), OUT_OF_MEMORY. Nothing is left on disk
+ * on failure. On failure *out is NULL.
+ */
+keyer_status keyer_writer_open(const char *path, const keyer_writer_params *params,
+                               keyer_writer **out, keyer_error *err);
+
+/**
+ * Encodes @p frame (host frame in any keyer format, or a CUDA frame: NVENC takes it
+ * directly, CPU encoders after a download) of the writer's size. Its pts is rescaled
+ * from frame->time_base (the writer's time base if {0,1}) to the stream's; frames
+ * without pts get consecutive ones. Audio/subtitle packets the copied reader has read
+ * so far are written too. The frame stays the caller's.
+ * Errors: INVALID_ARGUMENT (size or format mismatch, pts not increasing), IO (write
+ * failed: disk full, broken pipe; the output stays valid up to the last complete
+ * fragment or is finalised by close), UNSUPPORTED (a device frame without CUDA), and
+ * any status from encoding. After an error the writer only accepts close().
+ */
+keyer_status keyer_writer_write(keyer_writer *writer, const keyer_frame *frame, keyer_error *err);
+
+/**
+ * Finalises the output: flushes the encoders, writes the remaining copied packets and
+ * the trailer (also after a failed write, as far as the disk allows) and closes the file.
+ * Calling it again returns the first call's status. Errors: IO (flush or trailer failed;
+ * what reached the disk is still a valid file when fragmented).
+ */
+keyer_status keyer_writer_close(keyer_writer *writer, keyer_error *err);
+
+/** Name of the video encoder in use (after any NVENC fallback). "" for NULL. */
+const char *keyer_writer_codec(const keyer_writer *writer);
+
+/** Frames encoded so far (written to the output or queued in the encoder). 0 for NULL. */
+int64_t keyer_writer_frames(const keyer_writer *writer);
+
+/**
+ * Closes the writer if keyer_writer_close() was not called (errors are logged) and frees
+ * it; accepts NULL and *writer == NULL; sets it NULL.
+ */
+void keyer_writer_destroy(keyer_writer **writer);
+
+/* ---- sample media ----------------------------------------------------------------------- */
+
+/** Parameters of keyer_video_write_sample(). Initialise with keyer_sample_params_defaults(). */
+typedef struct keyer_sample_params {
+    int width, height;          /**< output size; default 320x240 */
+    int frames;                 /**< number of frames; default 48 */
+    keyer_rational frame_rate;  /**< default 24/1 */
+    const char *codec;          /**< video encoder; default "libx264" */
+    const char *pixel_format;   /**< encoded pixel format; default "yuv420p" */
+    const char *preset;         /**< encoder preset; NULL (default): the encoder's own ("medium" for libx264) */
+    int keyint;                 /**< frames between keyframes; default 12; 0: encoder default */
+    int bframes;                /**< B-frames (x264/x265); default 2, -1: encoder default */
+    /** Audio encoder ("aac", "pcm_s16le", "libopus", ...) for a 440 Hz sine at 48 kHz stereo; NULL: no audio. Default "aac". */
+    const char *audio_codec;
+    const char *format;         /**< muxer; NULL (default): from the extension */
+    /** Extra encoder options "key=value:key=value" (e.g. "x264-params='open-gop=1'"); NULL: none. */
+    const char *codec_options;
+    /** Amplitude (0..64) of deterministic per-pixel noise added to every frame, so the
+     *  bitrate resembles camera footage; default 0. */
+    int noise;
+    void *reserved[4];          /**< zero */
+} keyer_sample_params;
+
+/** Default sample parameters. */
+keyer_sample_params keyer_sample_params_defaults(void);
+
+/**
+ * Writes a short, real video for tests, demos and benchmarks: a slow pan and zoom over
+ * the still image @p image_path (e.g. a photo; any format keyer_image_read() reads)
+ * encoded with libavcodec, plus a sine-tone audio track, with frame i at pts i in time
+ * base 1/frame_rate. Errors: from keyer_image_read(), UNSUPPORTED (encoder or muxer
+ * missing), IO, INVALID_ARGUMENT; no file is left on failure.
+ */
+keyer_status keyer_video_write_sample(const char *path, const char *image_path,
+                                      const keyer_sample_params *params, keyer_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KEYER_IO_H */

@@ -1,0 +1,86 @@
+/*
+ * Helpers shared by keyer's FFmpeg-based I/O (image.c, reader.c, writer.c, ...):
+ * libav error codes to keyer statuses, pixel-format and colour-metadata mapping,
+ * input path checks, and a cached libswscale converter.
+ *
+ * Internal: symbols are prefixed kr_av_ / kr_convert_ and not part of the public API.
+ */
+#ifndef KEYER_IO_AV_H
+#define KEYER_IO_AV_H
+
+#include <libavutil/frame.h>
+#include <libavutil/pixfmt.h>
+
+#include "keyer/frame.h"
+#include "keyer/status.h"
+
+struct SwsContext;
+
+/** keyer status for a libav error code (AVERROR(ENOENT) -> IO, AVERROR_INVALIDDATA -> BAD_DATA ...). */
+keyer_status kr_av_status(int averr);
+
+/** Records "<formatted context>: <libav's text for averr>" with kr_av_status(averr). */
+keyer_status kr_av_error(keyer_error *err, int averr, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/** libav pixel format with the same memory layout as @p f (AV_PIX_FMT_NONE for none). */
+enum AVPixelFormat kr_av_pix_fmt(keyer_pixel_format f);
+/** keyer format with the layout of @p f (yuvj420p counts as yuv420p); NONE when there is none. */
+keyer_pixel_format kr_av_keyer_format(enum AVPixelFormat f);
+
+keyer_color_matrix kr_av_matrix_from(enum AVColorSpace cs);
+enum AVColorSpace kr_av_matrix_to(keyer_color_matrix m);
+keyer_color_range kr_av_range_from(enum AVColorRange r);
+enum AVColorRange kr_av_range_to(keyer_color_range r);
+
+/**
+ * Checks that @p path names something that can be opened for reading before
+ * libavformat tries: it exists, it is not a directory, a regular file is not
+ * empty. Names with "://" (URLs), "-" and patterns with '%' are not checked.
+ * Errors: IO (missing, directory, unreadable), BAD_DATA (empty), each naming @p path.
+ */
+keyer_status kr_av_check_input_path(const char *path, keyer_error *err);
+
+/** One picture for the converter: planes, size, layout and colour. */
+typedef struct kr_image {
+    uint8_t *data[4];
+    int linesize[4];
+    int width, height;
+    enum AVPixelFormat format; /* never a deprecated yuvj format: see kr_image_from_avframe */
+    enum AVColorSpace colorspace;
+    enum AVColorRange range;
+} kr_image;
+
+/** Describes @p f (a host AVFrame), turning yuvj formats into yuv + full range. */
+void kr_image_from_avframe(kr_image *img, const AVFrame *f);
+/** Describes host keyer frame @p f (format must map to libav). */
+void kr_image_from_frame(kr_image *img, const keyer_frame *f);
+
+/**
+ * A cached libswscale context: reused while sizes, formats and colour stay the
+ * same, so per-frame conversion does not allocate. Zero-initialise.
+ */
+typedef struct kr_converter {
+    struct SwsContext *sws;
+    int src_w, src_h, dst_w, dst_h;
+    enum AVPixelFormat src_fmt, dst_fmt;
+    int src_cs, src_range, dst_cs, dst_range;
+    int flags;
+} kr_converter;
+
+/**
+ * Converts (and scales if sizes differ) @p src into @p dst. Same layout and
+ * size copies the planes unchanged; otherwise libswscale converts with the
+ * colour matrices and ranges of both images (unspecified: BT.601 below 720
+ * lines, BT.709 above; limited range for YUV, full for RGB and gray).
+ * Errors: UNSUPPORTED (libswscale cannot convert these formats), OUT_OF_MEMORY.
+ */
+keyer_status kr_convert(kr_converter *c, const kr_image *src, const kr_image *dst,
+                        keyer_error *err);
+/** Frees the libswscale context; the converter can be reused afterwards. */
+void kr_convert_free(kr_converter *c);
+
+#endif /* KEYER_IO_AV_H */

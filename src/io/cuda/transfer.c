@@ -1,0 +1,14 @@
+/* Copies between host and device planes for keyer's video I/O (CUDA builds only). */
+#include <cuda_runtime.h>
+
+#include "io/io_internal.h"
+
+keyer_status kr_cuda_copy_2d(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                             size_t row_bytes, size_t rows, keyer_error *err)
+{
+    cudaError_t e = cudaMemcpy2D(dst, dst_pitch, src, src_pitch, row_bytes, rows, cudaMemcpyDefault);
+    if (e != cudaSuccess)
+        return keyer_error_set(err, KEYER_STATUS_DEVICE, "cudaMemcpy2D of %zu rows of %zu bytes: %s",
+                               rows, row_bytes, cudaGetErrorString(e));
+    return KEYER_OK;
+}

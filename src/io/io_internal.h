@@ -1,0 +1,166 @@
+/*
+ * Internal pieces of keyer's video I/O shared between reader.c, session.c, hwdecode.c,
+ * split.c and writer.c. Not part of the public API.
+ *
+ *  - kr_hwdec: NVDEC through libavcodec's CUDA hwaccel (primary CUDA context), with the
+ *    logged fallback to software decoding.
+ *  - kr_session: one demuxer + one video decoder over an input; produces AVFrames in
+ *    presentation order, counts damaged packets and frames, hands other packets to a sink.
+ *  - kr_split: parallel decode of one input by several sessions, chunked at keyframes.
+ *  - the reader's queue of audio/subtitle packets that a writer copies.
+ */
+#ifndef KEYER_IO_INTERNAL_H
+#define KEYER_IO_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+
+#include "keyer/io.h"
+
+/* ---- NVDEC (hwdecode.c) ---------------------------------------------------------------- */
+
+/** Hardware-decode state of one decoder; lives as long as the decoder (its get_format opaque). */
+typedef struct kr_hwdec {
+    int active;   /* the last get_format picked AV_PIX_FMT_CUDA */
+    int fellback; /* NVDEC was tried and the decoder went to software (logged once) */
+    int ordinal;  /* CUDA device ordinal */
+    int session;  /* index used in log lines (split decode) */
+    const char *url;
+    const keyer_logger *logger;
+} kr_hwdec;
+
+/** 1 when this keyer build may use NVDEC (built with CUDA). */
+int kr_hwdec_built(void);
+
+/**
+ * Creates a CUDA device context on device @p ordinal using the primary CUDA context
+ * (AV_CUDA_USE_PRIMARY_CONTEXT), so frames share keyer's CUDA context.
+ * Errors: UNSUPPORTED (built without CUDA), DEVICE (no GPU, no driver).
+ */
+keyer_status kr_hwdec_device_create(int ordinal, AVBufferRef **out, keyer_error *err);
+
+/** 1 when libavcodec's @p codec decodes through the CUDA hwaccel. */
+int kr_hwdec_codec_supported(const AVCodec *codec);
+
+/**
+ * Makes @p dec (not yet opened) decode with NVDEC on @p device (a new reference is
+ * taken), with a get_format callback that logs and falls back to software when the
+ * hwaccel cannot start (profile, size, session failure). @p hw must outlive @p dec.
+ */
+keyer_status kr_hwdec_attach(AVCodecContext *dec, kr_hwdec *hw, AVBufferRef *device,
+                             keyer_error *err);
+
+/* ---- session (session.c) --------------------------------------------------------------- */
+
+/** Receives packets of streams other than the decoded one (ownership moves to the sink). */
+typedef void (*kr_packet_sink)(void *opaque, AVPacket *pkt);
+
+/** How to open a session. */
+typedef struct kr_session_opts {
+    const char *url;
+    const char *input_format;  /* may be NULL */
+    const char *input_options; /* may be NULL */
+    int threads;
+    AVBufferRef *hw_device;    /* NULL: software decoding */
+    int session_index;         /* for log lines */
+    const AVCodecParameters *codecpar; /* split workers: the main session's, skips probing */
+    int stream_index;          /* with codecpar: the stream to decode */
+    atomic_int *interrupt;     /* may be NULL; non-zero aborts I/O */
+    const keyer_logger *logger;
+} kr_session_opts;
+
+typedef struct kr_session {
+    const char *url;
+    AVFormatContext *fc;
+    int stream;
+    AVCodecContext *dec;
+    AVPacket *pkt;
+    kr_hwdec hw;
+    int demux_eof, flushed, dec_eof;
+    int demux_errors; /* consecutive demuxer errors */
+    int64_t dropped_packets, corrupt_packets;
+    int64_t sent_packets, frames_out; /* since the last seek: packets without a frame are dropped */
+    int truncated;
+    kr_packet_sink sink;
+    void *sink_opaque;
+    atomic_int *interrupt;
+    const keyer_logger *logger;
+} kr_session;
+
+/** Opens the input and the decoder of its best video stream. Errors name the URL. */
+keyer_status kr_session_open(kr_session *s, const kr_session_opts *o, keyer_error *err);
+
+/**
+ * Next decoded frame into @p out (unreferenced first). KEYER_OK, KEYER_STATUS_END, or an
+ * error. Damaged packets are counted and skipped; a cut file ends the stream (truncated).
+ */
+keyer_status kr_session_receive(kr_session *s, AVFrame *out, keyer_error *err);
+
+/** Seeks the demuxer to the keyframe at or before @p ts (stream time base) and flushes. */
+keyer_status kr_session_seek(kr_session *s, int64_t ts, int flags, keyer_error *err);
+
+/** Frees everything; the struct may be reused. */
+void kr_session_close(kr_session *s);
+
+/* ---- split decode (split.c) ------------------------------------------------------------ */
+
+typedef struct kr_split kr_split;
+
+/**
+ * Plans chunks from @p main's keyframe index and starts @p n worker sessions, beginning
+ * with the chunk that holds pts @p from (INT64_MIN: the first). @p main's demuxer is
+ * moved around while planning.
+ * Errors: UNSUPPORTED (no usable keyframe index, too few keyframes, not seekable:
+ * the caller falls back to a single session), or an opening error.
+ */
+keyer_status kr_split_create(kr_session *main, const kr_session_opts *o, int n, int queue,
+                             int64_t from, kr_split **out, keyer_error *err);
+
+/** Next frame in presentation order. KEYER_OK, KEYER_STATUS_END or an error. */
+keyer_status kr_split_receive(kr_split *sp, AVFrame *out, keyer_error *err);
+
+/** Sums the workers' counters. */
+void kr_split_counters(kr_split *sp, int64_t *dropped, int64_t *corrupt_packets, int *truncated,
+                       int *hw_active, int *hw_fellback);
+
+/** Number of workers actually started. */
+int kr_split_sessions(const kr_split *sp);
+
+/** Stops the workers and frees everything; accepts NULL and sets *sp NULL. */
+void kr_split_destroy(kr_split **sp);
+
+/* ---- reader internals used by the writer (reader.c) ------------------------------------ */
+
+/** The reader's input (chapters, metadata, streams) for a writer copying from it. */
+AVFormatContext *kr_reader_format_context(keyer_reader *r);
+
+/** Index of the decoded video stream in kr_reader_format_context(). */
+int kr_reader_video_stream(const keyer_reader *r);
+
+/** A writer starts taking packets: from now on packets are kept without limit. */
+void kr_reader_attach_consumer(keyer_reader *r);
+
+/**
+ * Moves the oldest kept audio/subtitle packet into @p out (stream_index and timestamps
+ * of the input). Returns 1 when a packet was moved, 0 when none is kept. Thread-safe.
+ */
+int kr_reader_take_packet(keyer_reader *r, AVPacket *out);
+
+/** 1 once the input has been demuxed to its end (no more packets will be kept). */
+int kr_reader_input_done(keyer_reader *r);
+
+/* ---- CUDA copies (cuda/transfer.c, CUDA builds only) ------------------------------------ */
+
+#ifdef KEYER_HAVE_CUDA
+/**
+ * 2-D copy of @p rows rows of @p row_bytes bytes, between any host/device pointers
+ * (cudaMemcpy2D with cudaMemcpyDefault), synchronous. Errors: DEVICE.
+ */
+keyer_status kr_cuda_copy_2d(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                             size_t row_bytes, size_t rows, keyer_error *err);
+#endif
+
+#endif /* KEYER_IO_INTERNAL_H */

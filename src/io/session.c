@@ -1,0 +1,342 @@
+/* One demuxer + one video decoder: the unit both the reader and each split-decode worker use. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <libavutil/dict.h>
+#include <libavutil/pixdesc.h>
+
+#include "io/av.h"
+#include "io/io_internal.h"
+#include "keyer/log.h"
+
+#ifdef KEYER_HAVE_AVDEVICE
+#include <libavdevice/avdevice.h>
+#endif
+
+/* Consecutive demuxer errors after which the input counts as ended (damaged beyond resync). */
+#define MAX_DEMUX_ERRORS 64
+
+static int interrupt_cb(void *opaque)
+{
+    atomic_int *flag = opaque;
+    return flag && atomic_load_explicit(flag, memory_order_relaxed);
+}
+
+static int is_camera(const char *url)
+{
+    return !strncmp(url, "/dev/video", 10) || !strncmp(url, "v4l2:", 5);
+}
+
+static const char *format_alias(const char *name)
+{
+    if (!strcmp(name, "y4m"))
+        return "yuv4mpegpipe";
+    if (!strcmp(name, "v4l2"))
+        return "video4linux2";
+    if (!strcmp(name, "mkv"))
+        return "matroska";
+    return name;
+}
+
+/* Names the container of a file libavformat could not open, for the error message. */
+static void describe_open_failure(const char *url, int averr, char *buf, size_t n)
+{
+    buf[0] = 0;
+    if (averr != AVERROR_INVALIDDATA)
+        return;
+    AVIOContext *pb = NULL;
+    if (avio_open(&pb, url, AVIO_FLAG_READ) < 0)
+        return;
+    const AVInputFormat *fmt = NULL;
+    /* By content only: the extension of a misnamed file would decide otherwise. */
+    if (av_probe_input_buffer2(pb, &fmt, NULL, NULL, 0, 0) >= 0 && fmt) {
+        if (strstr(fmt->name, "mov") || strstr(fmt->name, "mp4"))
+            snprintf(buf, n, " (an MP4/MOV file without its moov atom: cut before it was "
+                             "finalised, or damaged)");
+        else
+            snprintf(buf, n, " (looks like %s, but its header is damaged)", fmt->name);
+    } else {
+        snprintf(buf, n, " (not a media file libavformat recognises)");
+    }
+    avio_closep(&pb);
+}
+
+keyer_status kr_session_open(kr_session *s, const kr_session_opts *o, keyer_error *err)
+{
+    memset(s, 0, sizeof(*s));
+    s->url = o->url;
+    s->logger = o->logger;
+    s->interrupt = o->interrupt;
+    s->stream = -1;
+    s->hw.url = o->url;
+    s->hw.logger = o->logger;
+    s->hw.session = o->session_index;
+    keyer_status st = KEYER_OK;
+    AVDictionary *opts = NULL;
+    const char *url = o->url;
+    const AVInputFormat *ifmt = NULL;
+
+    if (o->input_format) {
+        ifmt = av_find_input_format(format_alias(o->input_format));
+        if (!ifmt) {
+            if (!strcmp(format_alias(o->input_format), "video4linux2"))
+                return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                                       "%s: V4L2 input needs libavdevice; this keyer was built "
+                                       "without it", url);
+            return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                                   "%s: libavformat has no input format \"%s\"", url,
+                                   o->input_format);
+        }
+    } else if (is_camera(url)) {
+#ifdef KEYER_HAVE_AVDEVICE
+        ifmt = av_find_input_format("video4linux2");
+#endif
+        if (!ifmt)
+            return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                                   "%s: V4L2 camera input needs libavdevice; this keyer was "
+                                   "built without it", url);
+        if (!strncmp(url, "v4l2:", 5))
+            url += 5;
+    }
+    if (!strcmp(url, "-"))
+        url = "pipe:0";
+    else if ((st = kr_av_check_input_path(url, err)))
+        return st;
+
+    if (o->input_options && *o->input_options &&
+        av_dict_parse_string(&opts, o->input_options, "=", ":", 0) < 0) {
+        av_dict_free(&opts);
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "%s: cannot parse input options \"%s\" (want key=value:key=value)",
+                               o->url, o->input_options);
+    }
+    s->fc = avformat_alloc_context();
+    s->pkt = av_packet_alloc();
+    if (!s->fc || !s->pkt) {
+        av_dict_free(&opts);
+        st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", o->url);
+        goto fail;
+    }
+    s->fc->interrupt_callback.callback = interrupt_cb;
+    s->fc->interrupt_callback.opaque = s->interrupt;
+    int ret = avformat_open_input(&s->fc, url, ifmt, &opts);
+    av_dict_free(&opts);
+    if (ret < 0) {
+        char why[160];
+        describe_open_failure(url, ret, why, sizeof(why));
+        st = interrupt_cb(s->interrupt)
+                 ? keyer_error_set(err, KEYER_STATUS_INTERRUPTED, "%s: opening was interrupted",
+                                   o->url)
+                 : kr_av_error(err, ret, "%s: cannot open%s", o->url, why);
+        goto fail; /* avformat_open_input freed the context */
+    }
+    if (!o->codecpar) {
+        ret = avformat_find_stream_info(s->fc, NULL);
+        if (ret < 0) {
+            st = kr_av_error(err, ret, "%s: cannot read stream information (%s)", o->url,
+                             s->fc->iformat->name);
+            goto fail;
+        }
+    }
+
+    const AVCodec *codec = NULL;
+    if (o->codecpar) {
+        if (o->stream_index < 0 || o->stream_index >= (int)s->fc->nb_streams) {
+            st = keyer_error_set(err, KEYER_STATUS_BAD_DATA,
+                                 "%s: stream %d missing on reopening", o->url, o->stream_index);
+            goto fail;
+        }
+        s->stream = o->stream_index;
+    } else {
+        ret = av_find_best_stream(s->fc, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
+        if (ret < 0) {
+            st = keyer_error_set(err, KEYER_STATUS_BAD_DATA,
+                                 "%s: no video stream (%s container with %u stream%s)", o->url,
+                                 s->fc->iformat->name, s->fc->nb_streams,
+                                 s->fc->nb_streams == 1 ? "" : "s");
+            goto fail;
+        }
+        s->stream = ret;
+    }
+    AVStream *vs = s->fc->streams[s->stream];
+    const AVCodecParameters *par = o->codecpar ? o->codecpar : vs->codecpar;
+    /* VP9 with alpha (WebM BlockAdditional) decodes with alpha only through libvpx. */
+    AVDictionaryEntry *alpha = av_dict_get(vs->metadata, "alpha_mode", NULL, 0);
+    if (par->codec_id == AV_CODEC_ID_VP9 && alpha && !strcmp(alpha->value, "1"))
+        codec = avcodec_find_decoder_by_name("libvpx-vp9");
+    if (!codec)
+        codec = avcodec_find_decoder(par->codec_id);
+    if (!codec) {
+        char tag[AV_FOURCC_MAX_STRING_SIZE] = "";
+        av_fourcc_make_string(tag, par->codec_tag);
+        st = keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                             "%s: unsupported video codec %s (tag %s): libavcodec has no decoder "
+                             "for it", o->url, avcodec_get_name(par->codec_id), tag);
+        goto fail;
+    }
+    if (par->width <= 0 || par->height <= 0 || par->width > 16384 || par->height > 16384) {
+        if (par->width != 0 || par->height != 0) {
+            st = keyer_error_set(err, KEYER_STATUS_BAD_DATA, "%s: video size %dx%d is invalid",
+                                 o->url, par->width, par->height);
+            goto fail;
+        }
+    }
+    s->dec = avcodec_alloc_context3(codec);
+    if (!s->dec) {
+        st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", o->url);
+        goto fail;
+    }
+    ret = avcodec_parameters_to_context(s->dec, par);
+    if (ret < 0) {
+        st = kr_av_error(err, ret, "%s: decoder parameters", o->url);
+        goto fail;
+    }
+    s->dec->pkt_timebase = vs->time_base;
+    s->dec->flags |= AV_CODEC_FLAG_OUTPUT_CORRUPT;
+    s->dec->thread_count = o->threads > 0 ? o->threads : 0;
+    if (o->hw_device) {
+        if (kr_hwdec_codec_supported(codec)) {
+            if ((st = kr_hwdec_attach(s->dec, &s->hw, o->hw_device, err)))
+                goto fail;
+            s->dec->thread_count = 1; /* NVDEC decodes; threads would only add surfaces */
+        } else {
+            keyer_log(s->logger, KEYER_LOG_WARNING,
+                      "%s: NVDEC does not decode %s: decoding on the CPU", o->url, codec->name);
+            s->hw.fellback = 1;
+        }
+    }
+    ret = avcodec_open2(s->dec, codec, NULL);
+    if (ret < 0) {
+        st = kr_av_error(err, ret, "%s: cannot open the %s decoder", o->url, codec->name);
+        goto fail;
+    }
+    return KEYER_OK;
+fail:
+    kr_session_close(s);
+    return st;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+keyer_status kr_session_receive(kr_session *s, AVFrame *out, keyer_error *err)
+{
+    av_frame_unref(out);
+    for (;;) {
+        if (interrupt_cb(s->interrupt))
+            return keyer_error_set(err, KEYER_STATUS_INTERRUPTED, "%s: reading was interrupted",
+                                   s->url);
+        if (s->dec_eof)
+            return KEYER_STATUS_END;
+        int ret = avcodec_receive_frame(s->dec, out);
+        if (ret == 0) {
+            s->frames_out++;
+            return KEYER_OK;
+        }
+        if (ret == AVERROR_EOF) {
+            s->dec_eof = 1;
+            /* Packets that gave no frame without an error (the decoder dropped them). */
+            if (s->sent_packets > s->frames_out)
+                s->dropped_packets += s->sent_packets - s->frames_out;
+            return KEYER_STATUS_END;
+        }
+        if (ret == AVERROR_INVALIDDATA) { /* a damaged frame (frame threads report it here) */
+            s->dropped_packets++;
+            continue;
+        }
+        if (ret != AVERROR(EAGAIN))
+            return kr_av_error(err, ret, "%s: decoding %s failed", s->url, s->dec->codec->name);
+        if (s->flushed) { /* a decoder that wants input while draining: treat as done */
+            s->dec_eof = 1;
+            return KEYER_STATUS_END;
+        }
+        if (s->demux_eof) {
+            ret = avcodec_send_packet(s->dec, NULL);
+            s->flushed = 1;
+            if (ret < 0 && ret != AVERROR_EOF)
+                return kr_av_error(err, ret, "%s: flushing the %s decoder", s->url,
+                                   s->dec->codec->name);
+            continue;
+        }
+        ret = av_read_frame(s->fc, s->pkt);
+        if (ret < 0) {
+            if (ret == AVERROR(EAGAIN)) {
+                sleep_ms(2);
+                continue;
+            }
+            if (ret == AVERROR_EXIT || interrupt_cb(s->interrupt))
+                return keyer_error_set(err, KEYER_STATUS_INTERRUPTED,
+                                       "%s: reading was interrupted", s->url);
+            if (ret == AVERROR_EOF) {
+                s->demux_eof = 1;
+                continue;
+            }
+            int at_end = s->fc->pb && avio_feof(s->fc->pb);
+            if (ret == AVERROR_INVALIDDATA || at_end) {
+                if (at_end || ++s->demux_errors > MAX_DEMUX_ERRORS) {
+                    if (!s->truncated)
+                        keyer_log(s->logger, KEYER_LOG_WARNING,
+                                  "%s: the input ends inside damaged or missing data (cut "
+                                  "file?): decoding what was read", s->url);
+                    s->truncated = 1;
+                    s->demux_eof = 1;
+                }
+                continue;
+            }
+            return kr_av_error(err, ret, "%s: reading failed", s->url);
+        }
+        s->demux_errors = 0;
+        if (s->pkt->stream_index != s->stream) {
+            if (s->sink)
+                s->sink(s->sink_opaque, s->pkt);
+            av_packet_unref(s->pkt);
+            continue;
+        }
+        if (s->pkt->flags & AV_PKT_FLAG_CORRUPT)
+            s->corrupt_packets++;
+        int counted = !(s->pkt->flags & AV_PKT_FLAG_DISCARD);
+        ret = avcodec_send_packet(s->dec, s->pkt);
+        av_packet_unref(s->pkt);
+        if (ret >= 0 && counted)
+            s->sent_packets++;
+        if (ret < 0 && ret != AVERROR(EAGAIN)) {
+            if (ret == AVERROR(ENOMEM) || ret == AVERROR_EXTERNAL || ret == AVERROR_BUG)
+                return kr_av_error(err, ret, "%s: decoding %s failed", s->url,
+                                   s->dec->codec->name);
+            s->dropped_packets++;
+            keyer_log(s->logger, KEYER_LOG_DEBUG, "%s: the %s decoder rejected a packet",
+                      s->url, s->dec->codec->name);
+        }
+    }
+}
+
+keyer_status kr_session_seek(kr_session *s, int64_t ts, int flags, keyer_error *err)
+{
+    int ret = av_seek_frame(s->fc, s->stream, ts, flags | AVSEEK_FLAG_BACKWARD);
+    if (ret < 0)
+        return kr_av_error(err, ret, "%s: cannot seek", s->url);
+    avcodec_flush_buffers(s->dec);
+    s->demux_eof = s->flushed = s->dec_eof = 0;
+    s->sent_packets = s->frames_out = 0;
+    s->demux_errors = 0;
+    return KEYER_OK;
+}
+
+void kr_session_close(kr_session *s)
+{
+    if (!s)
+        return;
+    avcodec_free_context(&s->dec);
+    avformat_close_input(&s->fc);
+    av_packet_free(&s->pkt);
+    kr_hwdec hw = s->hw;
+    memset(s, 0, sizeof(*s));
+    s->hw = hw; /* counters of the fallback stay readable */
+    s->stream = -1;
+}

@@ -1,0 +1,428 @@
+/*
+ * Parallel decode of one input. The video stream is cut at keyframes into chunks of whole
+ * GOPs; chunk k is decoded by worker k % n, each worker with its own demuxer and decoder
+ * (its own NVDEC session on the GPU). The consumer takes chunk 0 from worker 0, chunk 1 from
+ * worker 1, ... so frames come out in order while every worker decodes ahead.
+ *
+ * Chunk k holds the frames with pts in [P_k, P_k+1), P_k being the pts of its first
+ * keyframe. A worker starts at that keyframe and drops earlier frames (leading pictures of an
+ * open GOP belong to the previous chunk); it feeds packets past the next chunk's keyframe until
+ * the decoder outputs a frame at or after P_k+1, so frames of chunk k that follow that
+ * keyframe in decode order (open GOPs) are still produced.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "io/av.h"
+#include "io/io_internal.h"
+#include "keyer/log.h"
+
+/* Whole GOPs are grouped until a chunk has at least this many frames. */
+#define MIN_CHUNK_FRAMES 24
+
+typedef struct chunk {
+    int64_t start_dts; /* seek target: the keyframe's index timestamp */
+    int64_t start_pts; /* P_k */
+    int64_t end_pts;   /* P_k+1, INT64_MAX for the last chunk */
+    int frames;        /* from the index (or estimated) */
+} chunk;
+
+enum { ENTRY_FRAME, ENTRY_END, ENTRY_ERROR };
+
+typedef struct entry {
+    AVFrame *frame; /* allocated once per slot */
+    int chunk;
+    int kind;
+} entry;
+
+typedef struct worker {
+    struct kr_split *sp;
+    int index;
+    pthread_t thread;
+    int started;
+    kr_session s;
+    AVFrame *tmp;
+    entry *ring;
+    int cap, head, count;
+    keyer_status status; /* error reported by the worker */
+    keyer_error err;
+    /* counters copied under the lock */
+    int64_t dropped, corrupt;
+    int truncated, hw_active, hw_fellback;
+} worker;
+
+struct kr_split {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    worker *w;
+    int n;
+    chunk *chunks;
+    int nchunks;
+    int first;        /* first chunk decoded (after a seek) */
+    int cur;          /* chunk the consumer is in */
+    int stop;
+    atomic_int abort; /* interrupts the workers' I/O */
+    atomic_int *interrupt;
+    const char *url;
+    const keyer_logger *logger;
+};
+
+static int64_t frame_pts(const AVFrame *f)
+{
+    return f->best_effort_timestamp != AV_NOPTS_VALUE ? f->best_effort_timestamp : f->pts;
+}
+
+/* Waits on the condition for at most 50 ms (so interrupts are noticed). */
+static void timed_wait(kr_split *sp)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&sp->cond, &sp->lock, &ts);
+}
+
+/* Pushes an entry; blocks while the ring is full. Returns 0, or -1 when stopping. */
+static int push(worker *w, int chunk_index, int kind, AVFrame *f)
+{
+    kr_split *sp = w->sp;
+    pthread_mutex_lock(&sp->lock);
+    while (w->count == w->cap && !sp->stop)
+        pthread_cond_wait(&sp->cond, &sp->lock);
+    if (sp->stop) {
+        pthread_mutex_unlock(&sp->lock);
+        return -1;
+    }
+    entry *e = &w->ring[(w->head + w->count) % w->cap];
+    e->chunk = chunk_index;
+    e->kind = kind;
+    if (f)
+        av_frame_move_ref(e->frame, f);
+    w->count++;
+    w->dropped = w->s.dropped_packets;
+    w->corrupt = w->s.corrupt_packets;
+    w->truncated |= w->s.truncated;
+    w->hw_active |= w->s.hw.active;
+    w->hw_fellback |= w->s.hw.fellback;
+    pthread_cond_broadcast(&sp->cond);
+    pthread_mutex_unlock(&sp->lock);
+    return 0;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    kr_split *sp = w->sp;
+    for (int k = sp->first + w->index; k < sp->nchunks; k += sp->n) {
+        const chunk *c = &sp->chunks[k];
+        keyer_status st = kr_session_seek(&w->s, c->start_dts, 0, &w->err);
+        for (; st == KEYER_OK;) {
+            st = kr_session_receive(&w->s, w->tmp, &w->err);
+            if (st)
+                break;
+            int64_t t = frame_pts(w->tmp);
+            if (t != AV_NOPTS_VALUE && t < c->start_pts)
+                continue; /* belongs to the previous chunk */
+            if (t != AV_NOPTS_VALUE && t >= c->end_pts)
+                break; /* the next chunk's first frame: this chunk is complete */
+            if (push(w, k, ENTRY_FRAME, w->tmp))
+                return NULL;
+        }
+        av_frame_unref(w->tmp);
+        if (st && st != KEYER_STATUS_END) {
+            keyer_error_prefix(&w->err, "split decode session %d, chunk %d: ", w->index, k);
+            w->status = st;
+            push(w, k, ENTRY_ERROR, NULL);
+            return NULL;
+        }
+        if (push(w, k, ENTRY_END, NULL))
+            return NULL;
+    }
+    return NULL;
+}
+
+/* Reads the pts of the keyframe at index timestamp @p dts with @p fc. */
+static int keyframe_pts(AVFormatContext *fc, int stream, int64_t dts, AVPacket *pkt, int64_t *pts)
+{
+    if (av_seek_frame(fc, stream, dts, AVSEEK_FLAG_BACKWARD) < 0)
+        return -1;
+    for (int i = 0; i < 10000; i++) {
+        if (av_read_frame(fc, pkt) < 0)
+            return -1;
+        int mine = pkt->stream_index == stream;
+        *pts = pkt->pts;
+        int key = (pkt->flags & AV_PKT_FLAG_KEY) != 0;
+        av_packet_unref(pkt);
+        if (mine)
+            return key && *pts != AV_NOPTS_VALUE ? 0 : -1;
+    }
+    return -1;
+}
+
+/* Groups the index's keyframes into chunks. */
+static keyer_status plan(kr_split *sp, kr_session *main, int n, keyer_error *err)
+{
+    AVStream *st = main->fc->streams[main->stream];
+    if (!main->fc->pb || !(main->fc->pb->seekable & AVIO_SEEKABLE_NORMAL))
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "the input is not seekable");
+    int entries = avformat_index_get_entries_count(st);
+    if (entries < 2) { /* Matroska reads its cues on the first seek */
+        av_seek_frame(main->fc, main->stream, st->start_time != AV_NOPTS_VALUE ? st->start_time : 0,
+                      AVSEEK_FLAG_BACKWARD);
+        entries = avformat_index_get_entries_count(st);
+    }
+    if (entries < 2)
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                               "%s has no keyframe index", main->fc->iformat->name);
+    int *keys = malloc(sizeof(int) * (size_t)entries);
+    sp->chunks = calloc((size_t)entries, sizeof(chunk));
+    if (!keys || !sp->chunks) {
+        free(keys);
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    int nkeys = 0;
+    for (int i = 0; i < entries; i++) {
+        const AVIndexEntry *e = avformat_index_get_entry(st, i);
+        if (e && (e->flags & AVINDEX_KEYFRAME))
+            keys[nkeys++] = i;
+    }
+    /* An index of keyframes only (Matroska cues): estimate frames from timestamps. */
+    int keys_only = nkeys == entries;
+    AVRational fr = st->avg_frame_rate.num > 0 ? st->avg_frame_rate : st->r_frame_rate;
+    if (nkeys < 2) {
+        free(keys);
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "fewer than two keyframes");
+    }
+    int64_t total = keys_only ? 0 : entries;
+    if (keys_only && fr.num > 0 && fr.den > 0 && st->duration > 0)
+        total = av_rescale_q(st->duration, st->time_base, av_inv_q(fr));
+    int target = MIN_CHUNK_FRAMES;
+    if (total > 0 && total / n < target)
+        target = (int)(total / n) > 1 ? (int)(total / n) : 1;
+    int nchunks = 0;
+    for (int g = 0; g < nkeys;) {
+        chunk *c = &sp->chunks[nchunks++];
+        const AVIndexEntry *e = avformat_index_get_entry(st, keys[g]);
+        c->start_dts = e->timestamp;
+        int frames = 0;
+        do {
+            int next = g + 1 < nkeys ? keys[g + 1] : entries;
+            if (!keys_only) {
+                frames += next - keys[g];
+            } else {
+                const AVIndexEntry *a = avformat_index_get_entry(st, keys[g]);
+                const AVIndexEntry *b = g + 1 < nkeys ? avformat_index_get_entry(st, keys[g + 1]) : NULL;
+                int64_t span = b ? b->timestamp - a->timestamp
+                                 : (st->duration > 0 ? st->duration - a->timestamp : 0);
+                frames += fr.num > 0 ? (int)av_rescale_q(span, st->time_base, av_inv_q(fr)) : 1;
+            }
+            g++;
+        } while (g < nkeys && frames < target);
+        c->frames = frames > 0 ? frames : 1;
+    }
+    free(keys);
+    if (nchunks < 2)
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "only one chunk of keyframes");
+    for (int k = 0; k < nchunks; k++) {
+        if (keyframe_pts(main->fc, main->stream, sp->chunks[k].start_dts, main->pkt,
+                         &sp->chunks[k].start_pts) < 0)
+            return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                                   "keyframe %d of the index has no timestamp", k);
+        if (k > 0 && sp->chunks[k].start_pts <= sp->chunks[k - 1].start_pts)
+            return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                                   "keyframe timestamps are not increasing");
+    }
+    for (int k = 0; k < nchunks; k++)
+        sp->chunks[k].end_pts = k + 1 < nchunks ? sp->chunks[k + 1].start_pts : INT64_MAX;
+    sp->nchunks = nchunks;
+    return KEYER_OK;
+}
+
+keyer_status kr_split_create(kr_session *main, const kr_session_opts *o, int n, int queue,
+                             int64_t from, kr_split **out, keyer_error *err)
+{
+    *out = NULL;
+    kr_split *sp = calloc(1, sizeof(*sp));
+    if (!sp)
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "out of memory");
+    pthread_mutex_init(&sp->lock, NULL);
+    pthread_cond_init(&sp->cond, NULL);
+    atomic_init(&sp->abort, 0);
+    sp->interrupt = o->interrupt;
+    sp->url = o->url;
+    sp->logger = o->logger;
+    keyer_status st = plan(sp, main, n, err);
+    if (st)
+        goto fail;
+    /* After a seek: start with the chunk holding @p from. */
+    while (sp->first + 1 < sp->nchunks && sp->chunks[sp->first].end_pts <= from)
+        sp->first++;
+    sp->cur = sp->first;
+    if (sp->nchunks - sp->first < n)
+        n = sp->nchunks - sp->first;
+    int max_frames = 0;
+    for (int k = 0; k < sp->nchunks; k++)
+        if (sp->chunks[k].frames > max_frames)
+            max_frames = sp->chunks[k].frames;
+    int cap = (queue > 0 ? queue : max_frames + 2) + 1; /* + the end-of-chunk marker */
+    sp->w = calloc((size_t)n, sizeof(worker));
+    if (!sp->w) {
+        st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "out of memory");
+        goto fail;
+    }
+    sp->n = n;
+    AVStream *vs = main->fc->streams[main->stream];
+    for (int i = 0; i < n; i++) {
+        worker *w = &sp->w[i];
+        w->sp = sp;
+        w->index = i;
+        w->cap = cap;
+        w->ring = calloc((size_t)cap, sizeof(entry));
+        w->tmp = av_frame_alloc();
+        if (!w->ring || !w->tmp) {
+            st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "out of memory");
+            goto fail;
+        }
+        for (int j = 0; j < cap; j++)
+            if (!(w->ring[j].frame = av_frame_alloc())) {
+                st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "out of memory");
+                goto fail;
+            }
+        kr_session_opts wo = *o;
+        wo.codecpar = vs->codecpar;
+        wo.stream_index = main->stream;
+        wo.session_index = i;
+        wo.interrupt = &sp->abort;
+        st = kr_session_open(&w->s, &wo, err);
+        if (st)
+            goto fail;
+        w->s.hw.ordinal = main->hw.ordinal;
+        /* Workers decode video only. */
+        for (unsigned s = 0; s < w->s.fc->nb_streams; s++)
+            if ((int)s != w->s.stream)
+                w->s.fc->streams[s]->discard = AVDISCARD_ALL;
+    }
+    for (int i = 0; i < n; i++) {
+        if (pthread_create(&sp->w[i].thread, NULL, worker_main, &sp->w[i]) != 0) {
+            st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY,
+                                 "cannot start split decode thread %d", i);
+            goto fail;
+        }
+        sp->w[i].started = 1;
+    }
+    keyer_log(sp->logger, KEYER_LOG_INFO, "%s: split decode: %d chunks on %d sessions",
+              sp->url, sp->nchunks, n);
+    *out = sp;
+    return KEYER_OK;
+fail:
+    kr_split_destroy(&sp);
+    return st;
+}
+
+keyer_status kr_split_receive(kr_split *sp, AVFrame *out, keyer_error *err)
+{
+    av_frame_unref(out);
+    pthread_mutex_lock(&sp->lock);
+    for (;;) {
+        if (sp->cur >= sp->nchunks) {
+            pthread_mutex_unlock(&sp->lock);
+            return KEYER_STATUS_END;
+        }
+        if (sp->interrupt && atomic_load(sp->interrupt)) {
+            atomic_store(&sp->abort, 1);
+            pthread_mutex_unlock(&sp->lock);
+            return keyer_error_set(err, KEYER_STATUS_INTERRUPTED, "%s: reading was interrupted",
+                                   sp->url);
+        }
+        worker *w = &sp->w[(sp->cur - sp->first) % sp->n];
+        if (w->count == 0) {
+            timed_wait(sp);
+            continue;
+        }
+        entry *e = &w->ring[w->head];
+        if (e->kind == ENTRY_ERROR) { /* stays queued: later calls fail the same way */
+            keyer_status st = w->status;
+            if (err)
+                *err = w->err;
+            pthread_mutex_unlock(&sp->lock);
+            return st;
+        }
+        if (e->chunk != sp->cur) { /* cannot happen: workers take their chunks in order */
+            pthread_mutex_unlock(&sp->lock);
+            return keyer_error_set(err, KEYER_STATUS_INTERNAL,
+                                   "%s: split decode expected chunk %d, got %d", sp->url,
+                                   sp->cur, e->chunk);
+        }
+        int kind = e->kind;
+        if (kind == ENTRY_FRAME)
+            av_frame_move_ref(out, e->frame);
+        w->head = (w->head + 1) % w->cap;
+        w->count--;
+        pthread_cond_broadcast(&sp->cond);
+        if (kind == ENTRY_END) {
+            sp->cur++;
+            continue;
+        }
+        pthread_mutex_unlock(&sp->lock);
+        return KEYER_OK;
+    }
+}
+
+void kr_split_counters(kr_split *sp, int64_t *dropped, int64_t *corrupt_packets, int *truncated,
+                       int *hw_active, int *hw_fellback)
+{
+    int64_t d = 0, c = 0;
+    int t = 0, a = 0, f = 0;
+    pthread_mutex_lock(&sp->lock);
+    for (int i = 0; i < sp->n; i++) {
+        d += sp->w[i].dropped;
+        c += sp->w[i].corrupt;
+        t |= sp->w[i].truncated;
+        a |= sp->w[i].hw_active;
+        f |= sp->w[i].hw_fellback;
+    }
+    pthread_mutex_unlock(&sp->lock);
+    *dropped = d;
+    *corrupt_packets = c;
+    *truncated = t;
+    *hw_active = a;
+    *hw_fellback = f;
+}
+
+int kr_split_sessions(const kr_split *sp) { return sp ? sp->n : 0; }
+
+void kr_split_destroy(kr_split **psp)
+{
+    if (!psp || !*psp)
+        return;
+    kr_split *sp = *psp;
+    *psp = NULL;
+    pthread_mutex_lock(&sp->lock);
+    sp->stop = 1;
+    atomic_store(&sp->abort, 1);
+    pthread_cond_broadcast(&sp->cond);
+    pthread_mutex_unlock(&sp->lock);
+    for (int i = 0; i < sp->n && sp->w; i++)
+        if (sp->w[i].started)
+            pthread_join(sp->w[i].thread, NULL);
+    for (int i = 0; i < sp->n && sp->w; i++) {
+        worker *w = &sp->w[i];
+        kr_session_close(&w->s);
+        av_frame_free(&w->tmp);
+        for (int j = 0; w->ring && j < w->cap; j++)
+            av_frame_free(&w->ring[j].frame);
+        free(w->ring);
+    }
+    free(sp->w);
+    free(sp->chunks);
+    pthread_cond_destroy(&sp->cond);
+    pthread_mutex_destroy(&sp->lock);
+    free(sp);
+}

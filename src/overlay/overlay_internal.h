@@ -1,0 +1,216 @@
+/*
+ * Internal to the overlay module: the primitive record, the overlay object, tile binning and
+ * the per-pixel shading shared by the CPU renderer (overlay.c) and the CUDA renderer
+ * (cuda/overlay.cu). The shading functions are compiled for host and device from this one
+ * definition so that both renderers compute every pixel with the same arithmetic.
+ */
+#ifndef KEYER_OVERLAY_INTERNAL_H
+#define KEYER_OVERLAY_INTERNAL_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "keyer/overlay.h"
+
+#ifdef __CUDACC__
+#define KR_OV_HD static __host__ __device__ __forceinline__
+#else
+#define KR_OV_HD static inline
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Tile side in pixels: primitives are binned per 64x64 tile. */
+#define KR_OV_TILE 64
+
+/** Font cell of the built-in bitmap font (src/overlay/text.c): 5 x 7 units, advance 6. */
+#define KR_FONT_W 5
+#define KR_FONT_H 7
+#define KR_FONT_ADVANCE 6
+#define KR_FONT_LINE 9
+
+typedef enum kr_prim_kind { KR_PRIM_SEGMENT = 0, KR_PRIM_BOX, KR_PRIM_GLYPH } kr_prim_kind;
+
+/*
+ * One primitive. The layout is plain data shared with the CUDA renderer (copied as is).
+ *  - segment: (x0,y0)-(x1,y1) endpoints, half_width; colour in stroke.
+ *  - box: (x0,y0) centre, (x1,y1) half extents, radius, half_width (stroke); stroke and fill.
+ *  - glyph: (x0,y0) top-left of the 5x7 cell, radius = pixels per font unit, rows = the
+ *    glyph's 7 rows (bit 4 = leftmost column); colour in stroke.
+ */
+typedef struct kr_prim {
+    int32_t kind;             /* kr_prim_kind */
+    float bx0, by0, bx1, by1; /* bounding box in pixels, anti-aliasing margin included */
+    float x0, y0, x1, y1, half_width;
+    float radius;
+    float stroke[4]; /* premultiplied r, g, b, a */
+    float fill[4];
+    uint8_t rows[8];
+} kr_prim;
+
+struct keyer_overlay {
+    int capacity, count;
+    kr_prim *prims;
+    /* tile lists: tile_start[t]..tile_start[t+1] index into tile_items */
+    int tiles_cap;
+    int *tile_start;
+    int items_cap;
+    int *tile_items;
+    void *cuda_stream; /* cudaStream_t for CUDA frames (NULL: the default stream) */
+    void *cuda;        /* CUDA renderer state, created on the first CUDA render */
+};
+
+/** The font: glyphs of ASCII 32..126, 7 rows each (defined in text.c). */
+extern const uint8_t kr_font_5x7[95][KR_FONT_H];
+
+/**
+ * Builds the per-tile primitive lists for a @p w x @p h frame into ov->tile_start/tile_items
+ * (grown when needed); *tw, *th receive the tile grid. Errors: OUT_OF_MEMORY.
+ */
+keyer_status kr_overlay_bin(keyer_overlay *ov, int w, int h, int *tw, int *th, keyer_error *err);
+
+/** Premultiplied, clamped colour. */
+void kr_overlay_premultiply(keyer_color c, float out[4]);
+
+/** Reserves the next primitive slot (NULL with the error set when full or ov is NULL). */
+kr_prim *kr_overlay_new_prim(keyer_overlay *ov, keyer_error *err);
+
+#ifdef KEYER_HAVE_CUDA
+/** Renders onto a CUDA frame (RGBA, NV12 or YUV420P) on ov->cuda_stream (cuda/overlay.cu). */
+keyer_status kr_overlay_render_cuda(keyer_overlay *ov, keyer_frame *frame, keyer_error *err);
+/** Frees the CUDA state (accepts NULL). */
+void kr_overlay_cuda_free(void *state);
+#endif
+
+/* ---- shading, shared by host and device -------------------------------------------------- */
+
+KR_OV_HD float kr_ov_clamp01(float v) { return v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v; }
+
+/*
+ * Exact area coverage of the pixel square [px, px+1) x [py, py+1) by the lit cells of a glyph
+ * whose cell (0,0) has its top-left corner at (ox, oy) and whose cells are s pixels wide
+ * (s >= 1, so a pixel meets at most 2 x 2 cells).
+ */
+KR_OV_HD float kr_ov_glyph_coverage(const uint8_t *rows, float ox, float oy, float s, float px,
+                                    float py)
+{
+    float u0 = (px - ox) / s, u1 = (px + 1.0f - ox) / s;
+    float v0 = (py - oy) / s, v1 = (py + 1.0f - oy) / s;
+    int c0 = (int)floorf(u0), c1 = (int)floorf(u1), r0 = (int)floorf(v0), r1 = (int)floorf(v1);
+    if (c0 < 0)
+        c0 = 0;
+    if (r0 < 0)
+        r0 = 0;
+    if (c1 > KR_FONT_W - 1)
+        c1 = KR_FONT_W - 1;
+    if (r1 > KR_FONT_H - 1)
+        r1 = KR_FONT_H - 1;
+    float area = 0.0f;
+    for (int r = r0; r <= r1; r++) {
+        float dv = fminf(v1, (float)(r + 1)) - fmaxf(v0, (float)r);
+        if (dv <= 0.0f)
+            continue;
+        for (int c = c0; c <= c1; c++) {
+            if (!((rows[r] >> (KR_FONT_W - 1 - c)) & 1))
+                continue;
+            float du = fminf(u1, (float)(c + 1)) - fmaxf(u0, (float)c);
+            if (du > 0.0f)
+                area += du * dv;
+        }
+    }
+    return kr_ov_clamp01(area * s * s);
+}
+
+/* Composites primitive p's contribution at pixel (ix, iy) over the accumulator acc
+ * (premultiplied), sampling coverage at the pixel centre. */
+KR_OV_HD void kr_ov_shade(const kr_prim *p, int ix, int iy, float acc[4])
+{
+    float px = (float)ix + 0.5f, py = (float)iy + 0.5f;
+    float src[4] = {0, 0, 0, 0};
+    if (p->kind == KR_PRIM_SEGMENT) {
+        float vx = p->x1 - p->x0, vy = p->y1 - p->y0, wx = px - p->x0, wy = py - p->y0;
+        float len2 = vx * vx + vy * vy;
+        float t = len2 > 0 ? kr_ov_clamp01((wx * vx + wy * vy) / len2) : 0;
+        float dx = wx - t * vx, dy = wy - t * vy;
+        float cov = kr_ov_clamp01(p->half_width - sqrtf(dx * dx + dy * dy) + 0.5f);
+        for (int c = 0; c < 4; c++)
+            src[c] = p->stroke[c] * cov;
+    } else if (p->kind == KR_PRIM_BOX) {
+        /* Signed distance to the rounded rectangle (negative inside). */
+        float qx = fabsf(px - p->x0) - p->x1 + p->radius;
+        float qy = fabsf(py - p->y0) - p->y1 + p->radius;
+        float ox = fmaxf(qx, 0), oy = fmaxf(qy, 0);
+        float d = sqrtf(ox * ox + oy * oy) + fminf(fmaxf(qx, qy), 0) - p->radius;
+        float fill_cov = kr_ov_clamp01(0.5f - d);
+        float stroke_cov = p->stroke[3] > 0 ? kr_ov_clamp01(p->half_width - fabsf(d) + 0.5f) : 0;
+        /* Stroke over fill. */
+        for (int c = 0; c < 4; c++)
+            src[c] = p->stroke[c] * stroke_cov +
+                     p->fill[c] * fill_cov * (1 - p->stroke[3] * stroke_cov);
+    } else {
+        float cov = kr_ov_glyph_coverage(p->rows, p->x0, p->y0, p->radius, (float)ix, (float)iy);
+        for (int c = 0; c < 4; c++)
+            src[c] = p->stroke[c] * cov;
+    }
+    float k = 1 - src[3];
+    for (int c = 0; c < 4; c++)
+        acc[c] = src[c] + acc[c] * k;
+}
+
+/* Whether pixel (ix, iy) can be touched by p (its bounding box test). */
+KR_OV_HD int kr_ov_touches(const kr_prim *p, int ix, int iy)
+{
+    return !((float)ix + 1 < p->bx0 || (float)ix > p->bx1 || (float)iy + 1 < p->by0 ||
+             (float)iy > p->by1);
+}
+
+/* YUV conversion constants in 8-bit code values for a frame's matrix and range. */
+typedef struct kr_ov_yuv {
+    float kr, kg, kb, y_off, y_scale, c_scale;
+} kr_ov_yuv;
+
+KR_OV_HD unsigned char kr_ov_to_u8(float v)
+{
+    v = v + 0.5f;
+    return (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+/* Blends the premultiplied accumulator over an RGBA pixel (straight alpha). */
+KR_OV_HD void kr_ov_blend_rgba(unsigned char *d, const float acc[4])
+{
+    float k = 1 - acc[3];
+    for (int c = 0; c < 3; c++)
+        d[c] = kr_ov_to_u8(acc[c] * 255 + d[c] * k);
+    d[3] = kr_ov_to_u8(acc[3] * 255 + d[3] * k);
+}
+
+/* Blends over a luma sample. */
+KR_OV_HD void kr_ov_blend_luma(unsigned char *d, const float acc[4], const kr_ov_yuv *yc)
+{
+    float k = 1 - acc[3];
+    float yv = yc->kr * acc[0] + yc->kg * acc[1] + yc->kb * acc[2];
+    *d = kr_ov_to_u8(yc->y_off * acc[3] + yc->y_scale * yv + *d * k);
+}
+
+/* Blends the 2x2-averaged accumulator csum (already divided by the pixel count) over a chroma
+ * pair. */
+KR_OV_HD void kr_ov_blend_chroma(unsigned char *u, unsigned char *v, const float csum[4],
+                                 const kr_ov_yuv *yc)
+{
+    float yv = yc->kr * csum[0] + yc->kg * csum[1] + yc->kb * csum[2];
+    float cb = (csum[2] - yv) / (2 * (1 - yc->kb));
+    float cr = (csum[0] - yv) / (2 * (1 - yc->kr));
+    float k = 1 - csum[3];
+    *u = kr_ov_to_u8(128 * csum[3] + yc->c_scale * cb + *u * k);
+    *v = kr_ov_to_u8(128 * csum[3] + yc->c_scale * cr + *v * k);
+}
+
+/** Conversion constants for @p f (defined in overlay.c). */
+kr_ov_yuv kr_overlay_yuv_coeffs(const keyer_frame *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KEYER_OVERLAY_INTERNAL_H */

@@ -1,0 +1,483 @@
+/*
+ * Body pose with the BlazePose landmark models: crop tracking from the auxiliary landmarks,
+ * heatmap refinement, world landmarks and the body mask (see keyer/pose.h). Built on the
+ * public API.
+ */
+#include "keyer/pose.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vision/vmodel.h"
+
+#define MODEL_POINTS 39 /* landmarks the model emits: 33 + 2 auxiliary + 4 unused */
+#define AUX_CENTER 33
+#define AUX_SCALE 34
+#define HEATMAP_KERNEL 7
+#define HEATMAP_MIN_CONFIDENCE 0.5f
+
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
+
+struct keyer_pose {
+    keyer_pose_params p;
+    kr_vmodel m;
+    int out_points, out_flag, out_seg, out_heat, out_world;
+    int heat_w, heat_h;      /* heatmap grid */
+    int seg_w, seg_h;        /* segmentation grid */
+    /* tracking */
+    int has_roi;
+    keyer_roi roi;
+    /* scratch: one pass's landmarks (model's 39) in frame pixels */
+    float pts[MODEL_POINTS][5];
+    /* the last frame's mask */
+    float *mask;             /* seg_w x seg_h probabilities */
+    int mask_valid;          /* a frame was analysed */
+    int mask_found;          /* ... and a person was found */
+    float mask_inv[6];       /* frame pixels -> tensor pixels */
+    int frame_w, frame_h;    /* size of the analysed frame */
+    keyer_pose_stats stats;
+};
+
+static const char *const model_names[] = {"pose-lite", "pose-full", "pose-heavy"};
+
+keyer_pose_params keyer_pose_params_defaults(void)
+{
+    keyer_pose_params p;
+    memset(&p, 0, sizeof(p));
+    p.model = KEYER_POSE_MODEL_LITE;
+    p.backend = KEYER_BACKEND_CPU;
+    p.min_presence = 0.5f;
+    p.roi_scale = 1.25f;
+    p.refine_heatmap = 1;
+    p.segmentation = 1;
+    return p;
+}
+
+static float sigmoidf(float x)
+{
+    if (!(x == x))
+        return 0.0f;
+    if (x < -80.0f)
+        return 0.0f;
+    if (x > 80.0f)
+        return 1.0f;
+    return 1.0f / (1.0f + expf(-x));
+}
+
+void keyer_pose_destroy(keyer_pose **pp)
+{
+    if (!pp || !*pp)
+        return;
+    keyer_pose *pose = *pp;
+    kr_vmodel_close(&pose->m);
+    free(pose->mask);
+    free(pose);
+    *pp = NULL;
+}
+
+keyer_status keyer_pose_create(const keyer_pose_params *params, keyer_pose **out,
+                               keyer_error *err)
+{
+    keyer_status st;
+    if (!params || !out)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_pose_create: %s is NULL", !params ? "params" : "out");
+    *out = NULL;
+    const keyer_pose_params *p = params;
+    if (p->model < KEYER_POSE_MODEL_LITE || p->model > KEYER_POSE_MODEL_HEAVY ||
+        !(p->min_presence >= 0 && p->min_presence <= 1) ||
+        !(p->roi_scale >= 1 && p->roi_scale <= 4) || p->threads < 0 ||
+        (p->refine_heatmap != 0 && p->refine_heatmap != 1) ||
+        (p->segmentation != 0 && p->segmentation != 1))
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_pose_create: a parameter is out of range (model 0..2, "
+                               "min_presence 0..1, roi_scale 1..4, refine_heatmap and "
+                               "segmentation 0 or 1)");
+    keyer_pose *pose = calloc(1, sizeof(*pose));
+    if (!pose)
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "keyer_pose_create: out of memory");
+    pose->p = *p;
+    pose->p.model_path = NULL;
+    kr_vmodel_spec spec = {"pose landmarks", p->model_path ? p->model_path : model_names[p->model],
+                           p->backend, p->threads, p->logger, KEYER_FIT_LETTERBOX, 1.0f, 0.0f, 5};
+    if ((st = kr_vmodel_open(&pose->m, &spec, err)))
+        goto fail;
+    kr_vmodel *m = &pose->m;
+    pose->out_points = kr_vmodel_find_output(m, MODEL_POINTS * 5, 0);
+    pose->out_flag = kr_vmodel_find_output(m, 1, 0);
+    pose->out_world = kr_vmodel_find_output(m, MODEL_POINTS * 3, 0);
+    pose->out_seg = pose->out_heat = -1;
+    for (int i = 0; i < m->n_outputs; i++) {
+        const keyer_tensor_info *t = &m->out_info[i];
+        if (t->rank != 4 || t->dims[0] != 1)
+            continue;
+        if (t->dims[3] == 1 && pose->out_seg < 0) {
+            pose->out_seg = i;
+            pose->seg_h = t->dims[1];
+            pose->seg_w = t->dims[2];
+        } else if (t->dims[3] == MODEL_POINTS && pose->out_heat < 0) {
+            pose->out_heat = i;
+            pose->heat_h = t->dims[1];
+            pose->heat_w = t->dims[2];
+        }
+    }
+    if (pose->out_points < 0 || pose->out_flag < 0 || pose->out_world < 0 || pose->out_seg < 0 ||
+        pose->out_heat < 0 || m->width != m->height) {
+        st = keyer_error_set(err, KEYER_STATUS_BAD_DATA,
+                             "pose landmarks: %s: not a BlazePose landmark model (expected a "
+                             "square input and outputs of %d x 5 landmarks, 1 presence, "
+                             "[1,H,W,1] segmentation, [1,h,w,%d] heatmaps, %d x 3 world "
+                             "landmarks)",
+                             m->path, MODEL_POINTS, MODEL_POINTS, MODEL_POINTS);
+        goto fail;
+    }
+    pose->mask = calloc((size_t)pose->seg_w * (size_t)pose->seg_h, sizeof(float));
+    if (!pose->mask) {
+        st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "keyer_pose_create: out of memory");
+        goto fail;
+    }
+    *out = pose;
+    return KEYER_OK;
+fail:
+    keyer_pose_destroy(&pose);
+    return st;
+}
+
+void keyer_pose_reset(keyer_pose *pose)
+{
+    if (pose)
+        pose->has_roi = 0;
+}
+
+keyer_status keyer_pose_get_stats(const keyer_pose *pose, keyer_pose_stats *out, keyer_error *err)
+{
+    if (!pose || !out)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_pose_get_stats: NULL argument");
+    *out = pose->stats;
+    return KEYER_OK;
+}
+
+/* MediaPipe's RefineLandmarksFromHeatmapCalculator on landmark i, in normalised tensor
+ * coordinates (*xn, *yn). */
+static void refine_from_heatmap(const keyer_pose *pose, const float *heat, int i, float *xn,
+                                float *yn)
+{
+    int hw = pose->heat_w, hh = pose->heat_h;
+    float fx = *xn * (float)hw, fy = *yn * (float)hh;
+    /* The centre is the truncated cell index; landmarks whose centre is outside are skipped
+     * (the range test comes first so that the conversion is always defined). */
+    if (!(fx > -1.0f && fx < (float)hw && fy > -1.0f && fy < (float)hh))
+        return;
+    int cx = (int)fx, cy = (int)fy;
+    int r = HEATMAP_KERNEL / 2;
+    float sum = 0, sx = 0, sy = 0, best = 0;
+    for (int row = cy - r; row <= cy + r; row++) {
+        if (row < 0 || row >= hh)
+            continue;
+        for (int col = cx - r; col <= cx + r; col++) {
+            if (col < 0 || col >= hw)
+                continue;
+            float conf = sigmoidf(heat[((size_t)row * (size_t)hw + (size_t)col) * MODEL_POINTS +
+                                      (size_t)i]);
+            sum += conf;
+            sx += (float)col * conf;
+            sy += (float)row * conf;
+            if (conf > best)
+                best = conf;
+        }
+    }
+    if (best >= HEATMAP_MIN_CONFIDENCE && sum > 0) {
+        *xn = sx / sum / (float)hw;
+        *yn = sy / sum / (float)hh;
+    }
+}
+
+/* One inference on @p roi (NULL: the whole frame letterboxed): the presence and the model's
+ * 39 landmarks into pose->pts (frame pixels, heatmap-refined); the other outputs stay in the
+ * runtime for the caller. */
+static keyer_status pass(keyer_pose *pose, const keyer_frame *frame, const keyer_roi *roi,
+                         float *presence, keyer_prepare_geometry *geo, keyer_error *err)
+{
+    keyer_status st = kr_vmodel_run(&pose->m, frame, roi, geo, err);
+    if (st)
+        return st;
+    pose->stats.inferences++;
+    const kr_vmodel *m = &pose->m;
+    float pr = m->out[pose->out_flag][0];
+    *presence = pr == pr ? fminf(fmaxf(pr, 0.0f), 1.0f) : 0.0f;
+    const float *raw = m->out[pose->out_points];
+    const float *heat = m->out[pose->out_heat];
+    float tw = (float)m->width, th = (float)m->height;
+    float zscale = sqrtf(geo->matrix[0] * geo->matrix[0] + geo->matrix[3] * geo->matrix[3]);
+    for (int i = 0; i < MODEL_POINTS; i++) {
+        const float *v = &raw[i * 5];
+        float xn = v[0] / tw, yn = v[1] / th;
+        if (pose->p.refine_heatmap)
+            refine_from_heatmap(pose, heat, i, &xn, &yn);
+        kr_geo_apply(geo, xn * tw, yn * th, &pose->pts[i][0], &pose->pts[i][1]);
+        pose->pts[i][2] = v[2] * zscale;
+        pose->pts[i][3] = sigmoidf(v[3]);
+        pose->pts[i][4] = sigmoidf(v[4]);
+        for (int c = 0; c < 3; c++)
+            if (!isfinite(pose->pts[i][c]))
+                *presence = 0.0f; /* a model producing NaN has found nothing */
+    }
+    return KEYER_OK;
+}
+
+/* MediaPipe's pose ROI from two points: centre l33, side 2|l34 - l33| * scale, rotated so
+ * that l33 -> l34 points up. */
+static int roi_from_aux(const keyer_pose *pose, const keyer_frame *frame, keyer_roi *roi)
+{
+    float x0 = pose->pts[AUX_CENTER][0], y0 = pose->pts[AUX_CENTER][1];
+    float x1 = pose->pts[AUX_SCALE][0], y1 = pose->pts[AUX_SCALE][1];
+    float side = 2.0f * sqrtf((x1 - x0) * (x1 - x0) + (y1 - y0) * (y1 - y0)) * pose->p.roi_scale;
+    double rot = M_PI / 2 - atan2(-(double)(y1 - y0), (double)(x1 - x0));
+    rot = rot - 2 * M_PI * floor((rot + M_PI) / (2 * M_PI)); /* into [-pi, pi) */
+    float limit = 4.0f * (float)(frame->width > frame->height ? frame->width : frame->height);
+    if (!isfinite(x0) || !isfinite(y0) || !(side >= 8.0f && side <= limit) || !isfinite(rot))
+        return 0;
+    roi->center_x = x0;
+    roi->center_y = y0;
+    roi->width = roi->height = side;
+    roi->rotation = (float)rot;
+    return 1;
+}
+
+static void keep_mask(keyer_pose *pose, const keyer_prepare_geometry *geo, int found)
+{
+    pose->mask_valid = 1;
+    pose->mask_found = found && pose->p.segmentation && kr_geo_invert(geo, pose->mask_inv);
+    if (!pose->mask_found)
+        return;
+    const float *seg = pose->m.out[pose->out_seg];
+    size_t n = (size_t)pose->seg_w * (size_t)pose->seg_h;
+    for (size_t i = 0; i < n; i++)
+        pose->mask[i] = sigmoidf(seg[i]);
+}
+
+keyer_status keyer_pose_run(keyer_pose *pose, const keyer_frame *frame, keyer_pose_result *out,
+                            keyer_error *err)
+{
+    if (!pose || !frame || !out)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_pose_run: NULL argument");
+    memset(out, 0, sizeof(*out));
+    if (keyer_frame_check(frame, err))
+        return keyer_error_prefix(err, "keyer_pose_run: ");
+    if (frame->memory != KEYER_MEMORY_HOST)
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                               "keyer_pose_run: the frame is in CUDA memory; pose takes host "
+                               "frames");
+    keyer_status st;
+    float presence = 0;
+    keyer_prepare_geometry geo;
+    keyer_roi roi;
+    pose->mask_valid = 0;
+    pose->frame_w = frame->width;
+    pose->frame_h = frame->height;
+    if (!pose->has_roi) {
+        /* No detector (pose_detection.tflite needs DENSIFY): seed from the whole frame, then
+         * refine on the crop that result gives. */
+        out->seeded = 1;
+        pose->stats.seeds++;
+        if ((st = pass(pose, frame, NULL, &presence, &geo, err)))
+            goto fail;
+        if (presence < pose->p.min_presence || !roi_from_aux(pose, frame, &roi)) {
+            keep_mask(pose, &geo, 0);
+            out->presence = presence;
+            pose->stats.frames++;
+            return KEYER_OK;
+        }
+    } else {
+        roi = pose->roi;
+    }
+    if ((st = pass(pose, frame, &roi, &presence, &geo, err)))
+        goto fail;
+    out->presence = presence;
+    pose->stats.frames++;
+    if (presence < pose->p.min_presence) {
+        pose->has_roi = 0;
+        keep_mask(pose, &geo, 0);
+        return KEYER_OK;
+    }
+    out->found = 1;
+    out->roi = roi;
+    float c = cosf(roi.rotation), s = sinf(roi.rotation);
+    const float *world = pose->m.out[pose->out_world];
+    for (int i = 0; i < KEYER_POSE_LANDMARKS; i++) {
+        keyer_pose_landmark *l = &out->landmarks[i];
+        l->x = pose->pts[i][0];
+        l->y = pose->pts[i][1];
+        l->z = pose->pts[i][2];
+        l->visibility = pose->pts[i][3];
+        l->presence = pose->pts[i][4];
+        float wx = world[3 * i], wy = world[3 * i + 1];
+        out->world[i][0] = c * wx - s * wy;
+        out->world[i][1] = s * wx + c * wy;
+        out->world[i][2] = world[3 * i + 2];
+    }
+    keep_mask(pose, &geo, 1);
+    pose->has_roi = roi_from_aux(pose, frame, &pose->roi);
+    return KEYER_OK;
+fail:
+    pose->has_roi = 0;
+    return st;
+}
+
+keyer_status keyer_pose_mask(const keyer_pose *pose, keyer_frame *mask, keyer_error *err)
+{
+    if (!pose || !mask)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "keyer_pose_mask: NULL argument");
+    if (!pose->p.segmentation)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_pose_mask: segmentation is off in the parameters");
+    if (!pose->mask_valid)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_pose_mask: no frame has been analysed");
+    if (keyer_frame_check(mask, err))
+        return keyer_error_prefix(err, "keyer_pose_mask: ");
+    if (mask->memory != KEYER_MEMORY_HOST || (mask->format != KEYER_PIXEL_FORMAT_GRAYF32 &&
+                                              mask->format != KEYER_PIXEL_FORMAT_GRAY8))
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_pose_mask: the mask must be a host gray8 or grayf32 frame "
+                               "(got %s)",
+                               keyer_pixel_format_name(mask->format));
+    int w = mask->width, h = mask->height, f32 = mask->format == KEYER_PIXEL_FORMAT_GRAYF32;
+    const float *inv = pose->mask_inv;
+    float sx = (float)pose->frame_w / (float)w, sy = (float)pose->frame_h / (float)h;
+    /* tensor pixels -> segmentation cells */
+    float kx = (float)pose->seg_w / (float)pose->m.width, ky = (float)pose->seg_h / (float)pose->m.height;
+    for (int j = 0; j < h; j++) {
+        uint8_t *row = mask->data[0] + (ptrdiff_t)j * mask->stride[0];
+        for (int i = 0; i < w; i++) {
+            float v = 0.0f;
+            if (pose->mask_found) {
+                float fx = ((float)i + 0.5f) * sx, fy = ((float)j + 0.5f) * sy;
+                float tx = inv[0] * fx + inv[1] * fy + inv[2];
+                float ty = inv[3] * fx + inv[4] * fy + inv[5];
+                float u = tx * kx - 0.5f, q = ty * ky - 0.5f;
+                if (u > -1.0f && q > -1.0f && u < (float)pose->seg_w && q < (float)pose->seg_h) {
+                    int x0 = (int)floorf(u), y0 = (int)floorf(q);
+                    float ax = u - (float)x0, ay = q - (float)y0;
+                    for (int dy = 0; dy < 2; dy++)
+                        for (int dx = 0; dx < 2; dx++) {
+                            int xx = x0 + dx, yy = y0 + dy;
+                            if (xx < 0 || yy < 0 || xx >= pose->seg_w || yy >= pose->seg_h)
+                                continue; /* zero outside the crop */
+                            float wgt = (dx ? ax : 1 - ax) * (dy ? ay : 1 - ay);
+                            v += wgt * pose->mask[(size_t)yy * (size_t)pose->seg_w + (size_t)xx];
+                        }
+                }
+            }
+            if (f32)
+                ((float *)row)[i] = v;
+            else
+                row[i] = (uint8_t)(fminf(fmaxf(v, 0.0f), 1.0f) * 255.0f + 0.5f);
+        }
+    }
+    return KEYER_OK;
+}
+
+/* ---- connections and drawing ----------------------------------------------------------- */
+
+static const int connections[KEYER_POSE_CONNECTIONS * 2] = {
+    0, 1, 1, 2, 2, 3, 3, 7,          /* nose, left eye, left ear */
+    0, 4, 4, 5, 5, 6, 6, 8,          /* nose, right eye, right ear */
+    9, 10,                           /* mouth */
+    11, 12,                          /* shoulders */
+    11, 13, 13, 15, 15, 17, 15, 19, 15, 21, 17, 19, /* left arm and hand */
+    12, 14, 14, 16, 16, 18, 16, 20, 16, 22, 18, 20, /* right arm and hand */
+    11, 23, 12, 24, 23, 24,          /* torso */
+    23, 25, 25, 27, 27, 29, 29, 31, 27, 31, /* left leg and foot */
+    24, 26, 26, 28, 28, 30, 30, 32, 28, 32, /* right leg and foot */
+};
+
+const int *keyer_pose_connections(int *count)
+{
+    if (count)
+        *count = KEYER_POSE_CONNECTIONS;
+    return connections;
+}
+
+keyer_pose_draw_params keyer_pose_draw_params_defaults(void)
+{
+    keyer_pose_draw_params p;
+    memset(&p, 0, sizeof(p));
+    p.skeleton = 1;
+    p.keypoints = 1;
+    p.min_visibility = 0.5f;
+    p.line_width = 3.0f;
+    p.point_radius = 4.0f;
+    p.line_color = (keyer_color){1, 1, 1, 1};
+    p.left_color = (keyer_color){1.0f, 0.55f, 0.1f, 1};
+    p.right_color = (keyer_color){0.1f, 0.8f, 1.0f, 1};
+    return p;
+}
+
+/* 0: centre (nose), 1: the person's left, 2: right. */
+static int side_of(int i)
+{
+    if (i == 0)
+        return 0;
+    if (i <= 10) /* 1-3, 7, 9 left; 4-6, 8, 10 right */
+        return (i <= 3 || i == 7 || i == 9) ? 1 : 2;
+    return (i % 2) ? 1 : 2;
+}
+
+static keyer_status draw_pose(keyer_overlay *ov, const keyer_pose_result *r,
+                              const keyer_pose_draw_params *p, keyer_error *err)
+{
+    float xy[KEYER_POSE_LANDMARKS * 2];
+    for (int i = 0; i < KEYER_POSE_LANDMARKS; i++) {
+        int shown = r->landmarks[i].visibility >= p->min_visibility;
+        xy[2 * i] = shown ? r->landmarks[i].x : NAN;
+        xy[2 * i + 1] = shown ? r->landmarks[i].y : NAN;
+    }
+    keyer_status st;
+    if (p->skeleton && (st = keyer_overlay_add_connections(ov, xy, KEYER_POSE_LANDMARKS,
+                                                           connections, KEYER_POSE_CONNECTIONS,
+                                                           p->line_width, p->line_color, err)))
+        return st;
+    if (!p->keypoints)
+        return KEYER_OK;
+    for (int side = 0; side < 3; side++) {
+        float sel[KEYER_POSE_LANDMARKS * 2];
+        for (int i = 0; i < KEYER_POSE_LANDMARKS; i++) {
+            int mine = side_of(i) == side;
+            sel[2 * i] = mine ? xy[2 * i] : NAN;
+            sel[2 * i + 1] = mine ? xy[2 * i + 1] : NAN;
+        }
+        keyer_color c = side == 0 ? p->line_color : side == 1 ? p->left_color : p->right_color;
+        if ((st = keyer_overlay_add_points(ov, sel, KEYER_POSE_LANDMARKS, p->point_radius, c, err)))
+            return st;
+    }
+    return KEYER_OK;
+}
+
+keyer_status keyer_pose_draw(keyer_overlay *ov, const keyer_pose_result *result,
+                             const keyer_pose_draw_params *params, keyer_error *err)
+{
+    keyer_pose_draw_params def = keyer_pose_draw_params_defaults();
+    const keyer_pose_draw_params *p = params ? params : &def;
+    if (!ov || !result)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_pose_draw: NULL overlay or result");
+    if (!(p->line_width > 0) || !isfinite(p->line_width) || !(p->point_radius > 0) ||
+        !isfinite(p->point_radius))
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_pose_draw: line_width and point_radius must be > 0");
+    if (!result->found)
+        return KEYER_OK;
+    int mark = keyer_overlay_count(ov);
+    keyer_status st = draw_pose(ov, result, p, err);
+    if (st) {
+        keyer_overlay_truncate(ov, mark);
+        return keyer_error_prefix(err, "keyer_pose_draw: ");
+    }
+    return KEYER_OK;
+}

@@ -1,0 +1,151 @@
+/* Helpers for the video I/O tests (test_io_*.c): sample media made from the test photos,
+ * reading whole streams, audio packet checksums with libavformat, frame comparison.
+ * Header-only (static functions); include after <cmocka.h>. */
+#ifndef KEYER_IO_TESTLIB_H
+#define KEYER_IO_TESTLIB_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libavformat/avformat.h>
+#include <libavutil/adler32.h>
+
+#include "keyer/io.h"
+#include "testutil.h"
+
+#define KT_MAX_FRAMES 512
+
+/* Writes a sample video made from grace_hopper.jpg; fails the test on error. */
+static inline void kt_make_sample(const char *path, const keyer_sample_params *p)
+{
+    char img[1024];
+    keyer_error err = {0};
+    if (keyer_video_write_sample(path, kt_data_path(img, sizeof(img), "grace_hopper.jpg"), p, &err))
+        fail_msg("making %s: %s", path, err.message);
+}
+
+/* Everything read from one input. */
+typedef struct kt_stream {
+    keyer_video_info info;
+    keyer_reader_stats stats;
+    int n;
+    int64_t pts[KT_MAX_FRAMES];
+    int flags[KT_MAX_FRAMES];
+    keyer_frame *frames[KT_MAX_FRAMES]; /* kept when asked */
+    keyer_status end;                   /* status that ended reading */
+    char message[KEYER_ERROR_MESSAGE_MAX];
+} kt_stream;
+
+/* Reads @p url to its end with @p p (NULL: defaults); keeps frames when @p keep. */
+static inline kt_stream *kt_read_stream(const char *url, const keyer_reader_params *p, int keep)
+{
+    kt_stream *s = calloc(1, sizeof(*s));
+    assert_non_null(s);
+    keyer_error err = {0};
+    keyer_reader *r = NULL;
+    if (keyer_reader_open(url, p, &r, &err))
+        fail_msg("opening %s: %s", url, err.message);
+    s->info = *keyer_reader_info(r);
+    keyer_frame *f = NULL;
+    assert_int_equal(keyer_frame_create(&f, NULL), KEYER_OK);
+    keyer_status st;
+    while ((st = keyer_reader_read(r, f, &err)) == KEYER_OK) {
+        assert_true(s->n < KT_MAX_FRAMES);
+        s->pts[s->n] = f->pts;
+        s->flags[s->n] = f->flags;
+        if (keep) {
+            assert_int_equal(keyer_frame_create(&s->frames[s->n], NULL), KEYER_OK);
+            assert_int_equal(keyer_frame_ref(s->frames[s->n], f, NULL), KEYER_OK);
+        }
+        s->n++;
+    }
+    s->end = st;
+    snprintf(s->message, sizeof(s->message), "%s", err.message);
+    keyer_reader_stats_get(r, &s->stats);
+    keyer_frame_destroy(&f);
+    keyer_reader_destroy(&r);
+    return s;
+}
+
+static inline void kt_stream_free(kt_stream **ps)
+{
+    if (!*ps)
+        return;
+    for (int i = 0; i < (*ps)->n; i++)
+        keyer_frame_destroy(&(*ps)->frames[i]);
+    free(*ps);
+    *ps = NULL;
+}
+
+/* Audio packets of a file, straight from libavformat: count, Adler-32 of each, total bytes. */
+typedef struct kt_audio {
+    int n;
+    uint32_t sum[4096];
+    int64_t bytes;
+    int codec_id;
+    int64_t samples_time_us; /* end time of the last packet, microseconds */
+    int64_t start_us;        /* pts of the first packet, microseconds */
+} kt_audio;
+
+static inline void kt_audio_packets(const char *path, kt_audio *a)
+{
+    memset(a, 0, sizeof(*a));
+    AVFormatContext *fc = NULL;
+    assert_int_equal(avformat_open_input(&fc, path, NULL, NULL), 0);
+    assert_true(avformat_find_stream_info(fc, NULL) >= 0);
+    int as = av_find_best_stream(fc, AVMEDIA_TYPE_AUDIO, -1, -1, NULL, 0);
+    if (as >= 0) {
+        a->codec_id = fc->streams[as]->codecpar->codec_id;
+        AVPacket *pkt = av_packet_alloc();
+        while (av_read_frame(fc, pkt) >= 0) {
+            if (pkt->stream_index == as && a->n < 4096) {
+                if (a->n == 0)
+                    a->start_us = av_rescale_q(pkt->pts, fc->streams[as]->time_base, AV_TIME_BASE_Q);
+                a->sum[a->n++] = (uint32_t)av_adler32_update(1, pkt->data, (size_t)pkt->size);
+                a->bytes += pkt->size;
+                int64_t end = pkt->pts + pkt->duration;
+                a->samples_time_us = av_rescale_q(end, fc->streams[as]->time_base, AV_TIME_BASE_Q);
+            }
+            av_packet_unref(pkt);
+        }
+        av_packet_free(&pkt);
+    }
+    avformat_close_input(&fc);
+}
+
+/* PSNR (dB) of plane 0 of two host frames of the same size (8-bit samples). */
+static inline double kt_psnr_plane0(const keyer_frame *a, const keyer_frame *b, int bytes_per_px)
+{
+    double se = 0;
+    long n = 0;
+    for (int y = 0; y < a->height; y++)
+        for (int x = 0; x < a->width * bytes_per_px; x++) {
+            double d = (double)a->data[0][y * a->stride[0] + x] - b->data[0][y * b->stride[0] + x];
+            se += d * d;
+            n++;
+        }
+    if (se == 0)
+        return 99.0;
+    return 10.0 * log10(255.0 * 255.0 * (double)n / se);
+}
+
+/* 1 when the planes of two host frames of the same format and size are identical. */
+static inline int kt_frames_equal(const keyer_frame *a, const keyer_frame *b)
+{
+    if (a->format != b->format || a->width != b->width || a->height != b->height)
+        return 0;
+    for (int p = 0; p < keyer_pixel_format_planes(a->format); p++) {
+        int pw, ph, bpe;
+        keyer_pixel_format_plane(a->format, a->width, a->height, p, &pw, &ph, &bpe, NULL);
+        for (int y = 0; y < ph; y++)
+            if (memcmp(a->data[p] + y * a->stride[p], b->data[p] + y * b->stride[p],
+                       (size_t)pw * (size_t)bpe))
+                return 0;
+    }
+    return 1;
+}
+
+#endif

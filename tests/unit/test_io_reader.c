@@ -1,0 +1,482 @@
+/* Video reader on real media made here from the test photos: stream properties before the
+ * first frame, every frame with its timestamp, output formats checked against the photo,
+ * seeking, image sequences, a real pipe on standard input, interrupts, and split decode
+ * (bit-identical to one decoder, also with open GOPs). */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "io/av.h"
+#include "io_testlib.h"
+#include "keyer/image.h"
+#include "keyer/io.h"
+
+static char dir[512];
+static char mp4[1024];  /* 48 frames 320x240, 24 fps, H.264 (keyint 12, 2 B-frames) + AAC */
+static char long_mp4[1024]; /* 96 frames, keyint 12 */
+static char open_gop[1024]; /* 96 frames, open GOPs */
+
+static int setup(void **state)
+{
+    (void)state;
+    kt_tmpdir(dir, sizeof(dir), "io-reader");
+    snprintf(mp4, sizeof(mp4), "%s/sample.mp4", dir);
+    snprintf(long_mp4, sizeof(long_mp4), "%s/long.mp4", dir);
+    snprintf(open_gop, sizeof(open_gop), "%s/opengop.mkv", dir);
+    keyer_sample_params p = keyer_sample_params_defaults();
+    kt_make_sample(mp4, &p);
+    p.frames = 96;
+    p.audio_codec = NULL;
+    kt_make_sample(long_mp4, &p);
+    p.keyint = 16;
+    p.bframes = 3;
+    p.codec_options = "x264-params='open-gop=1:scenecut=0'";
+    kt_make_sample(open_gop, &p);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    unlink(mp4);
+    unlink(long_mp4);
+    unlink(open_gop);
+    rmdir(dir);
+    return 0;
+}
+
+static void test_info_before_first_frame(void **state)
+{
+    (void)state;
+    keyer_reader *r = NULL;
+    keyer_error err = {0};
+    if (keyer_reader_open(mp4, NULL, &r, &err))
+        fail_msg("%s", err.message);
+    const keyer_video_info *vi = keyer_reader_info(r);
+    assert_int_equal(vi->width, 320);
+    assert_int_equal(vi->height, 240);
+    assert_int_equal(vi->frame_rate.num, 24);
+    assert_int_equal(vi->frame_rate.den, 1);
+    assert_true(vi->time_base.num > 0 && vi->time_base.den > 0);
+    /* 48 frames at 24 fps: 2 s. */
+    assert_int_equal(av_rescale_q(vi->duration, (AVRational){vi->time_base.num, vi->time_base.den},
+                                  (AVRational){1, 1000}), 2000);
+    assert_int_equal(vi->frame_count, 48);
+    assert_int_equal(vi->frame_count_exact, 1);
+    assert_int_equal(vi->start_pts, 0);
+    assert_int_equal(vi->format, KEYER_PIXEL_FORMAT_YUV420P);
+    assert_int_equal(vi->memory, KEYER_MEMORY_HOST);
+    assert_int_equal(vi->matrix, KEYER_COLOR_MATRIX_BT601);
+    assert_int_equal(vi->range, KEYER_COLOR_RANGE_LIMITED);
+    assert_int_equal(vi->rotation, 0);
+    assert_int_equal(vi->bit_depth, 8);
+    assert_int_equal(vi->has_audio, 1);
+    assert_int_equal(vi->audio_streams, 1);
+    assert_int_equal(vi->hw_decode, 0);
+    assert_int_equal(vi->segments, 1);
+    assert_int_equal(vi->seekable, 1);
+    assert_string_equal(vi->codec, "h264");
+    assert_string_equal(vi->coded_format, "yuv420p");
+    assert_non_null(strstr(vi->container, "mp4"));
+    keyer_reader_destroy(&r);
+    assert_null(r);
+    keyer_reader_destroy(NULL);
+}
+
+static void test_every_frame_in_order(void **state)
+{
+    (void)state;
+    kt_stream *s = kt_read_stream(mp4, NULL, 0);
+    assert_int_equal(s->end, KEYER_STATUS_END);
+    assert_int_equal(s->n, 48);
+    int64_t step = s->info.time_base.den / 24 / s->info.time_base.num;
+    for (int i = 0; i < s->n; i++) {
+        assert_int_equal(s->pts[i], i * step);
+        assert_false(s->flags[i] & KEYER_FRAME_FLAG_CORRUPT);
+        /* keyint 12: keyframes at 0, 12, 24, 36 */
+        assert_int_equal(!!(s->flags[i] & KEYER_FRAME_FLAG_KEY), i % 12 == 0);
+    }
+    assert_int_equal(s->stats.frames, 48);
+    assert_int_equal(s->stats.corrupt_frames, 0);
+    assert_int_equal(s->stats.dropped_packets, 0);
+    kt_stream_free(&s);
+}
+
+/* Frame 0 shows the photo's top 512x384 scaled to 320x240: compare with libswscale's own
+ * downscale of the photo (H.264 at CRF 23 keeps it above 30 dB). */
+static void test_formats_match_the_photo(void **state)
+{
+    (void)state;
+    char img[1024];
+    keyer_frame *photo = NULL, *ref = NULL;
+    assert_int_equal(keyer_frame_create(&photo, NULL), KEYER_OK);
+    assert_int_equal(keyer_frame_create(&ref, NULL), KEYER_OK);
+    assert_int_equal(keyer_image_read(kt_data_path(img, sizeof(img), "grace_hopper.jpg"),
+                                      KEYER_PIXEL_FORMAT_RGB24, photo, NULL), KEYER_OK);
+    assert_int_equal(keyer_frame_alloc(ref, KEYER_PIXEL_FORMAT_RGB24, 320, 240, NULL, NULL), KEYER_OK);
+    kr_converter conv = {0};
+    kr_image src, dst;
+    kr_image_from_frame(&src, photo);
+    src.height = 384;
+    kr_image_from_frame(&dst, ref);
+    assert_int_equal(kr_convert(&conv, &src, &dst, NULL), KEYER_OK);
+    kr_convert_free(&conv);
+
+    keyer_pixel_format fmts[] = {KEYER_PIXEL_FORMAT_RGB24, KEYER_PIXEL_FORMAT_RGBA,
+                                 KEYER_PIXEL_FORMAT_NV12, KEYER_PIXEL_FORMAT_GRAY8,
+                                 KEYER_PIXEL_FORMAT_YUV420P};
+    keyer_frame *frame[5];
+    for (int k = 0; k < 5; k++) {
+        keyer_reader_params p = keyer_reader_params_defaults();
+        p.format = fmts[k];
+        keyer_reader *r = NULL;
+        keyer_error err = {0};
+        if (keyer_reader_open(mp4, &p, &r, &err))
+            fail_msg("%s", err.message);
+        assert_int_equal(keyer_reader_info(r)->format, fmts[k]);
+        assert_int_equal(keyer_frame_create(&frame[k], NULL), KEYER_OK);
+        assert_int_equal(keyer_reader_read(r, frame[k], &err), KEYER_OK);
+        assert_int_equal(frame[k]->format, fmts[k]);
+        assert_int_equal(frame[k]->pts, 0);
+        assert_int_equal(keyer_frame_check(frame[k], NULL), KEYER_OK);
+        keyer_reader_destroy(&r); /* frames outlive their reader */
+    }
+    double psnr = kt_psnr_plane0(frame[0], ref, 3);
+    print_message("    frame 0 vs photo: %.1f dB\n", psnr);
+    assert_true(psnr > 30.0);
+    /* RGBA = RGB + opaque alpha; NV12 luma = YUV420P luma; gray = full-range luma. */
+    for (int y = 0; y < 240; y++)
+        for (int x = 0; x < 320; x++) {
+            assert_memory_equal(frame[1]->data[0] + y * frame[1]->stride[0] + 4 * x,
+                                frame[0]->data[0] + y * frame[0]->stride[0] + 3 * x, 3);
+            assert_int_equal(frame[1]->data[0][y * frame[1]->stride[0] + 4 * x + 3], 255);
+            assert_int_equal(frame[3]->range, KEYER_COLOR_RANGE_FULL);
+            int yl = frame[4]->data[0][y * frame[4]->stride[0] + x];
+            assert_int_equal(frame[2]->data[0][y * frame[2]->stride[0] + x], yl);
+            int g = frame[3]->data[0][y * frame[3]->stride[0] + x];
+            int expect = (int)lround((yl - 16) * 255.0 / 219.0);
+            expect = expect < 0 ? 0 : expect > 255 ? 255 : expect;
+            if (abs(g - expect) > 1)
+                fail_msg("gray %d at %d,%d; luma %d expects %d", g, x, y, yl, expect);
+        }
+    for (int k = 0; k < 5; k++)
+        keyer_frame_destroy(&frame[k]);
+    keyer_frame_destroy(&photo);
+    keyer_frame_destroy(&ref);
+}
+
+static int64_t read_pts(keyer_reader *r)
+{
+    keyer_frame *f = NULL;
+    keyer_error err = {0};
+    assert_int_equal(keyer_frame_create(&f, NULL), KEYER_OK);
+    keyer_status st = keyer_reader_read(r, f, &err);
+    int64_t pts = st == KEYER_OK ? f->pts : (st == KEYER_STATUS_END ? -1 : -2);
+    if (st && st != KEYER_STATUS_END)
+        fail_msg("%s", err.message);
+    keyer_frame_destroy(&f);
+    return pts;
+}
+
+static void test_seek(void **state)
+{
+    (void)state;
+    keyer_reader *r = NULL;
+    keyer_error err = {0};
+    if (keyer_reader_open(mp4, NULL, &r, &err))
+        fail_msg("%s", err.message);
+    int64_t step = keyer_reader_info(r)->time_base.den / 24;
+    /* Exact frames, a B-frame, a keyframe, between two frames, back to 0, past the end. */
+    int64_t targets[] = {20 * step, 13 * step, 24 * step, 7 * step + step / 3, 0, 47 * step};
+    int64_t expect[] = {20 * step, 13 * step, 24 * step, 8 * step, 0, 47 * step};
+    for (int i = 0; i < 6; i++) {
+        if (keyer_reader_seek(r, targets[i], &err))
+            fail_msg("%s", err.message);
+        assert_int_equal(read_pts(r), expect[i]);
+    }
+    /* After a seek, reading goes on in order to the end. */
+    assert_int_equal(keyer_reader_seek(r, 30 * step, &err), KEYER_OK);
+    for (int i = 30; i < 48; i++)
+        assert_int_equal(read_pts(r), i * step);
+    assert_int_equal(read_pts(r), -1);
+    assert_int_equal(read_pts(r), -1); /* END again */
+    assert_int_equal(keyer_reader_seek(r, 100 * step, &err), KEYER_OK);
+    assert_int_equal(read_pts(r), -1);
+    assert_int_equal(keyer_reader_seek(r, 5 * step, &err), KEYER_OK);
+    assert_int_equal(read_pts(r), 5 * step);
+    keyer_reader_destroy(&r);
+}
+
+/* PNG sequence out and in: lossless, so frames come back bit for bit. */
+static void test_image_sequence(void **state)
+{
+    (void)state;
+    char pattern[1024], first[1024];
+    snprintf(pattern, sizeof(pattern), "%s/frame_%%05d.png", dir);
+    keyer_reader_params rp = keyer_reader_params_defaults();
+    rp.format = KEYER_PIXEL_FORMAT_RGB24;
+    kt_stream *src = kt_read_stream(mp4, &rp, 1);
+    keyer_writer_params wp = keyer_writer_params_defaults();
+    wp.width = 320;
+    wp.height = 240;
+    wp.frame_rate = (keyer_rational){24, 1};
+    keyer_writer *w = NULL;
+    keyer_error err = {0};
+    if (keyer_writer_open(pattern, &wp, &w, &err))
+        fail_msg("%s", err.message);
+    assert_string_equal(keyer_writer_codec(w), "png");
+    for (int i = 0; i < 10; i++) {
+        src->frames[i]->pts = INT64_MIN; /* consecutive timestamps */
+        assert_int_equal(keyer_writer_write(w, src->frames[i], &err), KEYER_OK);
+    }
+    assert_int_equal(keyer_writer_close(w, &err), KEYER_OK);
+    keyer_writer_destroy(&w);
+    snprintf(first, sizeof(first), "%s/frame_00001.png", dir);
+    assert_true(kt_exists(first));
+
+    kt_stream *back = kt_read_stream(pattern, &rp, 1);
+    assert_int_equal(back->n, 10);
+    assert_string_equal(back->info.codec, "png");
+    for (int i = 0; i < 10; i++) {
+        assert_true(kt_frames_equal(back->frames[i], src->frames[i]));
+        assert_int_equal(back->pts[i], i);
+    }
+    /* The sequence's first file alone reads as a one-frame video. */
+    kt_stream *one = kt_read_stream(first, &rp, 1);
+    assert_int_equal(one->n, 1);
+    assert_true(kt_frames_equal(one->frames[0], src->frames[0]));
+    for (int i = 1; i <= 10; i++) {
+        char f[1024];
+        snprintf(f, sizeof(f), "%s/frame_%05d.png", dir, i);
+        unlink(f);
+    }
+    kt_stream_free(&one);
+    kt_stream_free(&back);
+    kt_stream_free(&src);
+}
+
+/* y4m through a real pipe on standard input ("-"). */
+static void test_stdin_pipe(void **state)
+{
+    (void)state;
+    char y4m[1024];
+    snprintf(y4m, sizeof(y4m), "%s/clip.y4m", dir);
+    kt_stream *src = kt_read_stream(mp4, NULL, 1);
+    keyer_writer_params wp = keyer_writer_params_defaults();
+    wp.width = 320;
+    wp.height = 240;
+    wp.frame_rate = (keyer_rational){24, 1};
+    keyer_writer *w = NULL;
+    keyer_error err = {0};
+    if (keyer_writer_open(y4m, &wp, &w, &err))
+        fail_msg("%s", err.message);
+    for (int i = 0; i < 12; i++) {
+        src->frames[i]->pts = INT64_MIN;
+        assert_int_equal(keyer_writer_write(w, src->frames[i], &err), KEYER_OK);
+    }
+    assert_int_equal(keyer_writer_close(w, &err), KEYER_OK);
+    keyer_writer_destroy(&w);
+
+    size_t size = 0;
+    uint8_t *data = kt_read_file(y4m, &size);
+    assert_non_null(data);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        size_t off = 0;
+        while (off < size) { /* small writes: the reader sees a slow pipe */
+            size_t n = size - off < 4096 ? size - off : 4096;
+            ssize_t k = write(fds[1], data + off, n);
+            if (k <= 0)
+                _exit(1);
+            off += (size_t)k;
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    int saved = dup(0);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(fds[0], 0), 0);
+    close(fds[0]);
+    kt_stream *in = kt_read_stream("-", NULL, 1);
+    assert_int_equal(dup2(saved, 0), 0);
+    close(saved);
+    int wst = 0;
+    waitpid(pid, &wst, 0);
+    assert_int_equal(in->n, 12);
+    assert_int_equal(in->info.seekable, 0);
+    assert_int_equal(in->info.frame_rate.num, 24);
+    for (int i = 0; i < 12; i++) /* y4m is raw: identical pixels */
+        assert_true(kt_frames_equal(in->frames[i], src->frames[i]));
+    free(data);
+    unlink(y4m);
+    kt_stream_free(&in);
+    kt_stream_free(&src);
+}
+
+static void test_interrupt(void **state)
+{
+    (void)state;
+    keyer_reader *r = NULL;
+    keyer_error err = {0};
+    if (keyer_reader_open(mp4, NULL, &r, &err))
+        fail_msg("%s", err.message);
+    assert_true(read_pts(r) >= 0);
+    keyer_reader_interrupt(r);
+    keyer_frame *f = NULL;
+    assert_int_equal(keyer_frame_create(&f, NULL), KEYER_OK);
+    assert_int_equal(keyer_reader_read(r, f, &err), KEYER_STATUS_INTERRUPTED);
+    assert_non_null(strstr(err.message, mp4));
+    keyer_reader_interrupt(NULL);
+    keyer_frame_destroy(&f);
+    keyer_reader_destroy(&r);
+}
+
+/* Split decode gives exactly the frames of one decoder, in order, with the same timestamps. */
+static void check_split(const char *path, int segments, int expect_frames)
+{
+    kt_stream *one = kt_read_stream(path, NULL, 1);
+    keyer_reader_params p = keyer_reader_params_defaults();
+    p.segments = segments;
+    kt_stream *many = kt_read_stream(path, &p, 1);
+    print_message("    %s: %d frames, %d sessions\n", path, many->n, many->info.segments);
+    assert_int_equal(one->n, expect_frames);
+    assert_int_equal(many->n, one->n);
+    assert_true(many->info.segments > 1);
+    for (int i = 0; i < one->n; i++) {
+        assert_int_equal(many->pts[i], one->pts[i]);
+        if (!kt_frames_equal(many->frames[i], one->frames[i]))
+            fail_msg("frame %d differs between split and single decode", i);
+    }
+    assert_int_equal(many->stats.corrupt_frames, 0);
+    kt_stream_free(&many);
+    kt_stream_free(&one);
+}
+
+static void test_split_decode(void **state)
+{
+    (void)state;
+    check_split(long_mp4, 3, 96);
+    check_split(open_gop, 4, 96);
+}
+
+static void test_split_seek(void **state)
+{
+    (void)state;
+    keyer_reader_params p = keyer_reader_params_defaults();
+    p.segments = 3;
+    keyer_reader *r = NULL;
+    keyer_error err = {0};
+    if (keyer_reader_open(long_mp4, &p, &r, &err))
+        fail_msg("%s", err.message);
+    int64_t step = keyer_reader_info(r)->time_base.den / 24;
+    assert_int_equal(keyer_reader_seek(r, 61 * step, &err), KEYER_OK);
+    for (int i = 61; i < 96; i++)
+        assert_int_equal(read_pts(r), i * step);
+    assert_int_equal(read_pts(r), -1);
+    assert_int_equal(keyer_reader_seek(r, 3 * step, &err), KEYER_OK);
+    assert_int_equal(read_pts(r), 3 * step);
+    keyer_reader_destroy(&r);
+}
+
+/* A pipe cannot be split: one decoder is used and the reason is logged. */
+static int log_hits;
+static void count_split_log(void *opaque, keyer_log_level level, const char *msg)
+{
+    (void)opaque;
+    (void)level;
+    if (strstr(msg, "split decode is not possible"))
+        log_hits++;
+}
+
+static void test_split_fallback(void **state)
+{
+    (void)state;
+    char mkv[1024];
+    snprintf(mkv, sizeof(mkv), "%s/onekey.mkv", dir);
+    keyer_sample_params sp = keyer_sample_params_defaults();
+    sp.keyint = 100; /* one keyframe: nothing to split */
+    sp.frames = 20;
+    kt_make_sample(mkv, &sp);
+    keyer_logger lg = {KEYER_LOG_WARNING, count_split_log, NULL};
+    keyer_reader_params p = keyer_reader_params_defaults();
+    p.segments = 4;
+    p.logger = &lg;
+    log_hits = 0;
+    kt_stream *s = kt_read_stream(mkv, &p, 0);
+    assert_int_equal(s->n, 20);
+    assert_int_equal(s->info.segments, 1);
+    assert_int_equal(log_hits, 1);
+    kt_stream_free(&s);
+    unlink(mkv);
+}
+
+static void test_params(void **state)
+{
+    (void)state;
+    keyer_reader *r = NULL;
+    keyer_error err = {0};
+    keyer_reader_params p = keyer_reader_params_defaults();
+    assert_int_equal(p.device, KEYER_DECODE_DEVICE_AUTO);
+    assert_int_equal(p.format, KEYER_PIXEL_FORMAT_NONE);
+    assert_int_equal(p.keep_streams, 1);
+    p.segments = -1;
+    assert_int_equal(keyer_reader_open(mp4, &p, &r, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_null(r);
+    p = keyer_reader_params_defaults();
+    p.format = KEYER_PIXEL_FORMAT_GRAYF32;
+    assert_int_equal(keyer_reader_open(mp4, &p, &r, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    p = keyer_reader_params_defaults();
+    p.input_options = "nonsense";
+    assert_int_equal(keyer_reader_open(mp4, &p, &r, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    p = keyer_reader_params_defaults();
+    p.input_format = "no-such-demuxer";
+    assert_int_equal(keyer_reader_open(mp4, &p, &r, &err), KEYER_STATUS_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "no-such-demuxer"));
+    assert_int_equal(keyer_reader_open(NULL, NULL, &r, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(keyer_reader_open(mp4, NULL, NULL, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    keyer_decode_device d;
+    assert_int_equal(keyer_decode_device_from_name("cuda", &d, NULL), KEYER_OK);
+    assert_int_equal(d, KEYER_DECODE_DEVICE_CUDA);
+    assert_string_equal(keyer_decode_device_name(KEYER_DECODE_DEVICE_CPU), "cpu");
+    assert_int_equal(keyer_decode_device_from_name("gpu", &d, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    /* CPU decoding asked for explicitly, and NVDEC asked for in a build or machine without it:
+     * frames come from the CPU either way. */
+    p = keyer_reader_params_defaults();
+    p.device = KEYER_DECODE_DEVICE_CPU;
+    p.threads = 2;
+    kt_stream *s = kt_read_stream(mp4, &p, 0);
+    assert_int_equal(s->n, 48);
+    assert_int_equal(s->stats.hw_fallback, 0);
+    kt_stream_free(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_info_before_first_frame),
+        cmocka_unit_test(test_every_frame_in_order),
+        cmocka_unit_test(test_formats_match_the_photo),
+        cmocka_unit_test(test_seek),
+        cmocka_unit_test(test_image_sequence),
+        cmocka_unit_test(test_stdin_pipe),
+        cmocka_unit_test(test_interrupt),
+        cmocka_unit_test(test_split_decode),
+        cmocka_unit_test(test_split_seek),
+        cmocka_unit_test(test_split_fallback),
+        cmocka_unit_test(test_params),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
