@@ -203,7 +203,7 @@ static void test_runtime_errors(void **state)
     p.batch = 1;
     p.backend = (keyer_backend)9;
     assert_int_equal(keyer_runtime_create(model, &p, &rt, &err), KEYER_STATUS_INVALID_ARGUMENT);
-#ifndef KEYER_HAVE_CUDA
+#ifndef KEYER_HAVE_CUDA_NN
     p.backend = KEYER_BACKEND_CUDA;
     assert_int_equal(keyer_runtime_create(model, &p, &rt, &err), KEYER_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(err.message, "without CUDA"));
