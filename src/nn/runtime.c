@@ -54,7 +54,7 @@ static const kr_backend_ops *backend_ops(keyer_backend b)
     case KEYER_BACKEND_REFERENCE: return &kr_backend_reference;
     case KEYER_BACKEND_CPU: return &kr_backend_cpu;
     case KEYER_BACKEND_CUDA:
-#ifdef KEYER_HAVE_CUDA
+#ifdef KEYER_HAVE_CUDA_NN
         return &kr_backend_cuda;
 #else
         return NULL;
@@ -75,9 +75,15 @@ keyer_status keyer_runtime_create(const keyer_model *model, const keyer_runtime_
     *out = NULL;
     keyer_runtime_params p = params ? *params : keyer_runtime_params_defaults();
     const kr_graph *g = kr_model_graph(model);
+    if (!g)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_runtime_create: the model has no graph");
     if (p.batch < 1 || p.batch > MAX_BATCH)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "%s: batch %d is outside 1..%d", g->name, p.batch, MAX_BATCH);
+    if (p.device < 0)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "%s: device ordinal %d is negative", g->name, p.device);
     const kr_backend_ops *ops = backend_ops(p.backend);
     if (!ops)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
@@ -89,8 +95,10 @@ keyer_status keyer_runtime_create(const keyer_model *model, const keyer_runtime_
     for (int n = 0; n < g->n_nodes; n++)
         if (!ops->supports_node(g, &g->nodes[n]))
             return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
-                                   "%s: the %s backend does not support operator %d (%s)", g->name,
-                                   ops->name, g->nodes[n].source_index, kr_op_name(g->nodes[n].op));
+                                   "%s: the %s backend does not support node %d (operator %d in "
+                                   "the file, %s)",
+                                   g->name, ops->name, n, g->nodes[n].source_index,
+                                   kr_op_name(g->nodes[n].op));
     keyer_runtime *rt = calloc(1, sizeof(*rt));
     if (!rt)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->name);
@@ -184,6 +192,12 @@ static keyer_status copy(keyer_runtime *rt, int index, int output, void *host, s
                                "%s: %s %d '%s' holds %zu bytes at batch %d, not %zu",
                                rt->graph->name, what, index, rt->graph->tensors[t].name, want,
                                rt->params.batch, bytes);
+    int has_hook = output ? rt->ops->copy_out != NULL : rt->ops->copy_in != NULL;
+    if (rt->ops->memory != KEYER_MEMORY_HOST && !has_hook)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL,
+                               "%s: the %s backend keeps tensors in device memory but has no "
+                               "copy_%s hook", rt->graph->name, rt->ops->name,
+                               output ? "out" : "in");
     if (output) {
         if (rt->ops->copy_out)
             return rt->ops->copy_out(rt->inst, t, host, bytes, err);
