@@ -15,11 +15,20 @@
 #define KEYER_KEYER_H
 
 #include "keyer/alloc.h"
+#include "keyer/detect.h"
+#include "keyer/effects.h"
+#include "keyer/faces.h"
 #include "keyer/frame.h"
+#include "keyer/image.h"
+#include "keyer/io.h"
 #include "keyer/log.h"
 #include "keyer/nn.h"
+#include "keyer/options.h"
+#include "keyer/overlay.h"
+#include "keyer/pose.h"
 #include "keyer/registry.h"
 #include "keyer/status.h"
+#include "keyer/track.h"
 #include "keyer/version.h"
 
 #endif /* KEYER_KEYER_H */

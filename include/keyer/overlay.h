@@ -1,14 +1,16 @@
 /**
  * @file keyer/overlay.h
  * @brief Anti-aliased overlays drawn on frames: rounded boxes, line segments and polylines,
- *        quadratic Bézier curves, dots, and a k-nearest-neighbour graph of tracked points with
- *        hysteresis.
+ *        quadratic Bézier curves, dots, text labels in a built-in bitmap font, keypoints and
+ *        their connections, and a k-nearest-neighbour graph of tracked points with hysteresis.
  *
  * A ::keyer_overlay collects the primitives of one frame, then keyer_overlay_render() draws
- * them all. Coverage comes from analytic signed distances (one pixel of anti-aliasing), colours
- * are composited with premultiplied alpha in the order the primitives were added. Rendering
- * bins primitives into 64x64 tiles (per-tile lists of the primitives that touch each tile), so
- * the cost follows the covered area, not primitives x pixels.
+ * them all, on the CPU for host frames and with CUDA for device frames. Coverage comes from
+ * analytic signed distances (one pixel of anti-aliasing; text: the exact covered area),
+ * colours are composited with premultiplied alpha in the order the primitives were added.
+ * Rendering bins primitives into 64x64 tiles (per-tile lists of the primitives that can touch
+ * each tile: segments only list the tiles along them, unfilled boxes skip the tiles deep
+ * inside), so the cost follows the covered area, not primitives x pixels.
  *
  * @code
  * keyer_overlay *ov = NULL;
@@ -16,11 +18,14 @@
  * keyer_overlay_clear(ov);
  * keyer_overlay_add_box(ov, 100, 80, 300, 260, 12, 3, red, (keyer_color){0, 0, 0, 0.2f}, &err);
  * keyer_overlay_add_line(ov, 10, 10, 200, 50, 2, green, &err);
- * keyer_overlay_render(ov, frame, &err);   // RGBA or NV12 host frame, drawn in place
+ * keyer_overlay_add_label(ov, 100, 56, 2, "id 7", white, (keyer_color){0, 0, 0, 0.6f}, &err);
+ * keyer_overlay_render(ov, frame, &err);   // RGBA, NV12 or YUV420P, host or CUDA, in place
  * @endcode
  *
  * Memory is allocated at create (capacity primitives) and grows only when a frame needs a
- * larger tile grid than any before; adding and rendering allocate nothing otherwise.
+ * larger tile grid than any before (and, for CUDA frames, on the first CUDA render and when
+ * a scene needs more staging memory than any before); adding and rendering allocate nothing
+ * otherwise.
  * An overlay is used by one thread at a time.
  */
 #ifndef KEYER_OVERLAY_H

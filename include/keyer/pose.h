@@ -8,12 +8,20 @@
  * Region of interest. MediaPipe finds the person with its pose detector
  * (pose_detection.tflite) on the first frame and after a loss. That file uses the DENSIFY
  * operator (sparse weights), which keyer's model reader does not support, so keyer does not
- * use it. Instead, on the first frame and after a loss the landmark model runs on the whole
- * frame letterboxed into its square input; when it finds a person (presence >= min_presence),
- * a second pass runs in the same frame on the crop derived from that first result. The crop of
- * every later frame comes from the previous frame's auxiliary landmarks 33 (centre) and 34
- * (size and rotation), as MediaPipe's pose_landmarks_to_roi does: centre = landmark 33,
- * side = 2 |l34 - l33| * roi_scale (1.25), rotation making l33 -> l34 point up.
+ * use it. Instead, on the first frame and after a loss ("seeding"):
+ *  - with seed_from_face (the default), the full-range face detector looks for faces on the
+ *    whole frame; the best face gives a first body crop: the hips 3 face sizes below the face
+ *    centre along the face's up direction, the top of the body 3.5 face sizes above the hips,
+ *    tilted with the eyes (keyer's own estimate, not MediaPipe's). This matters for close-ups
+ *    (webcams, portraits) whose hips are outside the frame: on the whole frame the model then
+ *    takes the head and shoulders for a small standing person;
+ *  - without a face (or with seed_from_face off), the landmark model runs on the whole frame
+ *    letterboxed into its square input.
+ * When that pass finds a person (presence >= min_presence), a second pass runs in the same
+ * frame on the crop its auxiliary landmarks give. The crop of every later frame comes from the
+ * previous frame's auxiliary landmarks 33 (centre) and 34 (size and rotation), as MediaPipe's
+ * pose_landmarks_to_roi does: centre = landmark 33, side = 2 |l34 - l33| * roi_scale (1.25),
+ * rotation making l33 -> l34 point up.
  *
  * Model outputs (see ../shared/reference/mediapipe-models.md 3.3): landmarks (39 x 5: x, y,
  * z, visibility and presence logits), the pose presence (already a probability), the
@@ -45,6 +53,7 @@
 #include <stdint.h>
 
 #include "keyer/effects.h"
+#include "keyer/faces.h"
 #include "keyer/frame.h"
 #include "keyer/log.h"
 #include "keyer/nn.h"
@@ -98,6 +107,9 @@ typedef struct keyer_pose_params {
     int refine_heatmap;       /**< 1: refine x, y from the heatmaps as MediaPipe does (7x7
                                    window, confidence >= 0.5) (default 1) */
     int segmentation;         /**< 1: keep the body mask for keyer_pose_mask() (default 1) */
+    int seed_from_face;       /**< 1: seed the crop from the best face (see above) (default 1) */
+    const char *face_model;   /**< face detector for seeding: registry name or file; NULL:
+                                   "face-full" (full range) */
     const keyer_logger *logger; /**< NULL: default */
     void *reserved[4];        /**< zero */
 } keyer_pose_params;
@@ -117,7 +129,8 @@ typedef struct keyer_pose_landmark {
 typedef struct keyer_pose_result {
     int found;                /**< 1: a person (presence >= min_presence); else the rest is 0 */
     float presence;           /**< pose presence probability */
-    int seeded;               /**< 1: this frame started from the whole frame (first or lost) */
+    int seeded;               /**< 1: this frame started afresh (first frame or after a loss):
+                                   2: from a face, 1: from the whole frame */
     keyer_roi roi;            /**< the crop the landmarks come from */
     keyer_pose_landmark landmarks[KEYER_POSE_LANDMARKS];
     float world[KEYER_POSE_LANDMARKS][3]; /**< metres, origin between the hips, rotated into the
@@ -128,7 +141,8 @@ typedef struct keyer_pose_result {
 typedef struct keyer_pose_stats {
     int64_t frames;     /**< keyer_pose_run() calls */
     int64_t inferences; /**< model runs (seeded frames take two) */
-    int64_t seeds;      /**< frames that started from the whole frame */
+    int64_t seeds;      /**< frames that started afresh (first frame, after a loss) */
+    int64_t face_seeds; /**< ... of which started from a face */
 } keyer_pose_stats;
 
 /** A pose tracker. Opaque. */

@@ -21,9 +21,14 @@
 #define M_PI 3.14159265358979323846
 #endif
 
+/* Body crop from a face (keyer's estimate, see keyer/pose.h), in face sizes. */
+#define FACE_TO_HIPS 3.0f
+#define HIPS_TO_TOP 3.5f
+
 struct keyer_pose {
     keyer_pose_params p;
     kr_vmodel m;
+    keyer_faces *faces; /* face detector for seeding (seed_from_face) */
     int out_points, out_flag, out_seg, out_heat, out_world;
     int heat_w, heat_h;      /* heatmap grid */
     int seg_w, seg_h;        /* segmentation grid */
@@ -53,6 +58,7 @@ keyer_pose_params keyer_pose_params_defaults(void)
     p.roi_scale = 1.25f;
     p.refine_heatmap = 1;
     p.segmentation = 1;
+    p.seed_from_face = 1;
     return p;
 }
 
@@ -73,6 +79,7 @@ void keyer_pose_destroy(keyer_pose **pp)
         return;
     keyer_pose *pose = *pp;
     kr_vmodel_close(&pose->m);
+    keyer_faces_destroy(&pose->faces);
     free(pose->mask);
     free(pose);
     *pp = NULL;
@@ -91,16 +98,18 @@ keyer_status keyer_pose_create(const keyer_pose_params *params, keyer_pose **out
         !(p->min_presence >= 0 && p->min_presence <= 1) ||
         !(p->roi_scale >= 1 && p->roi_scale <= 4) || p->threads < 0 ||
         (p->refine_heatmap != 0 && p->refine_heatmap != 1) ||
-        (p->segmentation != 0 && p->segmentation != 1))
+        (p->segmentation != 0 && p->segmentation != 1) ||
+        (p->seed_from_face != 0 && p->seed_from_face != 1))
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "keyer_pose_create: a parameter is out of range (model 0..2, "
-                               "min_presence 0..1, roi_scale 1..4, refine_heatmap and "
-                               "segmentation 0 or 1)");
+                               "min_presence 0..1, roi_scale 1..4, refine_heatmap, "
+                               "segmentation and seed_from_face 0 or 1)");
     keyer_pose *pose = calloc(1, sizeof(*pose));
     if (!pose)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "keyer_pose_create: out of memory");
     pose->p = *p;
     pose->p.model_path = NULL;
+    pose->p.face_model = NULL;
     kr_vmodel_spec spec = {"pose landmarks", p->model_path ? p->model_path : model_names[p->model],
                            p->backend, p->threads, p->logger, KEYER_FIT_LETTERBOX, 1.0f, 0.0f, 5};
     if ((st = kr_vmodel_open(&pose->m, &spec, err)))
@@ -133,6 +142,20 @@ keyer_status keyer_pose_create(const keyer_pose_params *params, keyer_pose **out
                              "landmarks)",
                              m->path, MODEL_POINTS, MODEL_POINTS, MODEL_POINTS);
         goto fail;
+    }
+    if (p->seed_from_face) {
+        keyer_faces_params fp = keyer_faces_params_defaults();
+        fp.range = KEYER_FACE_RANGE_FULL;
+        fp.landmarks = 0;
+        fp.max_faces = 1;
+        fp.backend = p->backend;
+        fp.threads = p->threads;
+        fp.logger = p->logger;
+        fp.detector_model = p->face_model;
+        if ((st = keyer_faces_create(&fp, &pose->faces, err))) {
+            keyer_error_prefix(err, "pose seeding: ");
+            goto fail;
+        }
     }
     pose->mask = calloc((size_t)pose->seg_w * (size_t)pose->seg_h, sizeof(float));
     if (!pose->mask) {
@@ -231,10 +254,9 @@ static keyer_status pass(keyer_pose *pose, const keyer_frame *frame, const keyer
 
 /* MediaPipe's pose ROI from two points: centre l33, side 2|l34 - l33| * scale, rotated so
  * that l33 -> l34 points up. */
-static int roi_from_aux(const keyer_pose *pose, const keyer_frame *frame, keyer_roi *roi)
+static int roi_from_points(const keyer_pose *pose, const keyer_frame *frame, float x0, float y0,
+                           float x1, float y1, keyer_roi *roi)
 {
-    float x0 = pose->pts[AUX_CENTER][0], y0 = pose->pts[AUX_CENTER][1];
-    float x1 = pose->pts[AUX_SCALE][0], y1 = pose->pts[AUX_SCALE][1];
     float side = 2.0f * sqrtf((x1 - x0) * (x1 - x0) + (y1 - y0) * (y1 - y0)) * pose->p.roi_scale;
     double rot = M_PI / 2 - atan2(-(double)(y1 - y0), (double)(x1 - x0));
     rot = rot - 2 * M_PI * floor((rot + M_PI) / (2 * M_PI)); /* into [-pi, pi) */
@@ -246,6 +268,35 @@ static int roi_from_aux(const keyer_pose *pose, const keyer_frame *frame, keyer_
     roi->width = roi->height = side;
     roi->rotation = (float)rot;
     return 1;
+}
+
+static int roi_from_aux(const keyer_pose *pose, const keyer_frame *frame, keyer_roi *roi)
+{
+    return roi_from_points(pose, frame, pose->pts[AUX_CENTER][0], pose->pts[AUX_CENTER][1],
+                           pose->pts[AUX_SCALE][0], pose->pts[AUX_SCALE][1], roi);
+}
+
+/* A first body crop from the best face in the frame (see keyer/pose.h); 0 when no face. */
+static keyer_status roi_from_face(keyer_pose *pose, const keyer_frame *frame, keyer_roi *roi,
+                                  int *found, keyer_error *err)
+{
+    keyer_detection d;
+    int n = 0;
+    *found = 0;
+    keyer_status st = keyer_faces_detect(pose->faces, frame, &d, 1, &n, err);
+    if (st || n < 1)
+        return st;
+    float s = fmaxf(d.xmax - d.xmin, d.ymax - d.ymin);
+    float ex = d.keypoints[1][0] - d.keypoints[0][0], ey = d.keypoints[1][1] - d.keypoints[0][1];
+    float el = sqrtf(ex * ex + ey * ey);
+    /* The face's up direction: the eye line (right eye to left eye in the image) turned by
+     * -90 degrees; straight up when the eyes coincide. */
+    float ux = el > 0 ? ey / el : 0.0f, uy = el > 0 ? -ex / el : -1.0f;
+    float cx = (d.xmin + d.xmax) / 2, cy = (d.ymin + d.ymax) / 2;
+    float hx = cx - ux * FACE_TO_HIPS * s, hy = cy - uy * FACE_TO_HIPS * s;
+    *found = roi_from_points(pose, frame, hx, hy, hx + ux * HIPS_TO_TOP * s,
+                             hy + uy * HIPS_TO_TOP * s, roi);
+    return KEYER_OK;
 }
 
 static void keep_mask(keyer_pose *pose, const keyer_prepare_geometry *geo, int found)
@@ -281,11 +332,16 @@ keyer_status keyer_pose_run(keyer_pose *pose, const keyer_frame *frame, keyer_po
     pose->frame_w = frame->width;
     pose->frame_h = frame->height;
     if (!pose->has_roi) {
-        /* No detector (pose_detection.tflite needs DENSIFY): seed from the whole frame, then
-         * refine on the crop that result gives. */
-        out->seeded = 1;
+        /* No person detector (pose_detection.tflite needs DENSIFY): seed from a face or the
+         * whole frame, then refine on the crop that result gives. */
+        int face = 0;
+        keyer_roi seed;
+        if (pose->faces && (st = roi_from_face(pose, frame, &seed, &face, err)))
+            goto fail;
+        out->seeded = face ? 2 : 1;
         pose->stats.seeds++;
-        if ((st = pass(pose, frame, NULL, &presence, &geo, err)))
+        pose->stats.face_seeds += face;
+        if ((st = pass(pose, frame, face ? &seed : NULL, &presence, &geo, err)))
             goto fail;
         if (presence < pose->p.min_presence || !roi_from_aux(pose, frame, &roi)) {
             keep_mask(pose, &geo, 0);

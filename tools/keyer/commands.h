@@ -6,5 +6,6 @@ int keyer_cmd_models(int argc, char **argv);
 int keyer_cmd_infer(int argc, char **argv);
 int keyer_cmd_bench(int argc, char **argv);
 int keyer_cmd_key(int argc, char **argv);
+int keyer_cmd_analyze(int argc, char **argv);
 
 #endif

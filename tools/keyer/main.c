@@ -13,6 +13,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"key", keyer_cmd_key, "key one photo: blur or replace the background, or write alpha/matte"},
+    {"analyze", keyer_cmd_analyze, "detect faces/bodies in a video or photo and draw overlays"},
     {"infer", keyer_cmd_infer, "run one model on a photo or a raw tensor, write its outputs"},
     {"models", keyer_cmd_models, "list the shipped models, their files and outputs"},
     {"bench", keyer_cmd_bench, "benchmarks (keyer bench nn --model NAME ...)"},
