@@ -1,9 +1,19 @@
 /*
- * Memory planner: every activation storage (a tensor that is not a view and not a constant)
- * gets a live interval [first node that writes it, last node that reads it or any of its
- * views]; graph inputs start before node 0 and graph outputs live to the end. Storages are
- * placed largest first, each at the lowest 64-byte-aligned offset that does not overlap a
- * placed storage whose interval intersects its own (first fit over sorted placements).
+ * Memory planner (see planner.h).
+ *
+ * Liveness, over node indices: every storage tensor (an activation that is not a view) lives
+ * from the node that writes it to the last node that reads it or any view of it (views share
+ * their source's bytes, see kr_tensor_storage). Graph inputs live from before node 0, graph
+ * outputs (and storages seen through an output view) until after the last node. Intervals are
+ * inclusive, so a node's outputs never share bytes with its inputs: kernels need not support
+ * in-place operation.
+ *
+ * Placement, greedy by size with best fit (the "greedy by size" strategy of TFLite's
+ * ArenaPlanner and of Pisarchyk & Lee, "Efficient Memory Management for Deep Neural Net
+ * Inference", 2020): storages are taken largest first; for each, the placed storages whose
+ * intervals intersect its own are walked in offset order, and it goes into the smallest gap
+ * between them that holds it, or after the last of them when no gap does. Sizes are rounded up
+ * to KR_PLAN_ALIGNMENT, so every offset is aligned.
  */
 #include "nn/planner.h"
 
@@ -13,8 +23,8 @@
 
 typedef struct interval {
     int tensor;
-    int start, end; /* inclusive node indices; -1 = before the first node */
-    size_t size;
+    int start, end; /* inclusive node indices; -1: before node 0; n_nodes: after the last */
+    size_t size;    /* bytes at the batch, rounded up to KR_PLAN_ALIGNMENT */
     size_t offset;
 } interval;
 
@@ -23,7 +33,9 @@ static int by_size_desc(const void *a, const void *b)
     const interval *x = a, *y = b;
     if (x->size != y->size)
         return x->size < y->size ? 1 : -1;
-    return x->tensor - y->tensor;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->tensor < y->tensor ? -1 : x->tensor > y->tensor;
 }
 
 static int by_offset(const void *a, const void *b)
@@ -31,101 +43,126 @@ static int by_offset(const void *a, const void *b)
     const interval *const *x = a, *const *y = b;
     if ((*x)->offset != (*y)->offset)
         return (*x)->offset < (*y)->offset ? -1 : 1;
-    return 0;
+    return (*x)->tensor < (*y)->tensor ? -1 : (*x)->tensor > (*y)->tensor;
+}
+
+static int overlap_in_time(const interval *a, const interval *b)
+{
+    return a->start <= b->end && b->start <= a->end;
 }
 
 keyer_status kr_plan_create(const kr_graph *g, int batch, kr_plan *out, keyer_error *err)
 {
-    if (!g || !out || batch < 1)
-        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "planner: %s", batch < 1 ? "batch must be >= 1" : "NULL argument");
+    if (!out)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "planner: NULL plan");
     memset(out, 0, sizeof(*out));
-    int nt = g->n_tensors;
-    interval *iv = calloc(nt ? (size_t)nt : 1, sizeof(*iv));
-    interval **placed = calloc(nt ? (size_t)nt : 1, sizeof(*placed));
-    size_t *offsets = malloc((nt ? (size_t)nt : 1) * sizeof(size_t));
-    if (!iv || !placed || !offsets) {
-        free(iv);
-        free(placed);
-        free(offsets);
-        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "planner: out of memory");
+    if (!g || (g->n_tensors > 0 && !g->tensors) || g->n_tensors < 0 || g->n_nodes < 0)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "planner: no graph");
+    if (batch < 1)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "planner: %s: batch %d must be >= 1", g->name, batch);
+    keyer_status st = KEYER_OK;
+    size_t nt = (size_t)g->n_tensors, cap = nt ? nt : 1;
+    interval *iv = calloc(cap, sizeof(*iv));
+    interval **near = calloc(cap, sizeof(*near)); /* time-overlapping placed storages */
+    int *slot = malloc(cap * sizeof(*slot));      /* tensor -> index in iv, or -1 */
+    size_t *offsets = malloc(cap * sizeof(*offsets));
+    if (!iv || !near || !slot || !offsets) {
+        st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "planner: %s: out of memory",
+                             g->name);
+        goto fail;
     }
-    /* Live intervals per storage tensor. */
-    int *slot = malloc((nt ? (size_t)nt : 1) * sizeof(int));
-    if (!slot) {
-        free(iv);
-        free(placed);
-        free(offsets);
-        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "planner: out of memory");
-    }
+
+    /* Live intervals of the storage tensors. */
     int n_iv = 0;
-    for (int t = 0; t < nt; t++) {
+    for (int t = 0; t < g->n_tensors; t++) {
+        const kr_tensor *x = &g->tensors[t];
         slot[t] = -1;
         offsets[t] = SIZE_MAX;
-        const kr_tensor *tensor = &g->tensors[t];
-        if (kr_tensor_is_const(tensor) || tensor->view_of >= 0)
+        if (kr_tensor_is_const(x) || x->view_of >= 0)
             continue;
         interval *v = &iv[n_iv];
         v->tensor = t;
-        v->start = tensor->graph_input >= 0 ? -1 : tensor->producer;
-        v->end = tensor->last_consumer;
-        if (v->end < v->start)
-            v->end = v->start;
-        if (tensor->graph_output >= 0)
+        v->start = x->graph_input >= 0 ? -1 : x->producer;
+        v->end = x->last_consumer > v->start ? x->last_consumer : v->start;
+        if (x->graph_output >= 0)
             v->end = g->n_nodes;
-        size_t bytes = kr_tensor_bytes(tensor, batch);
+        size_t bytes = kr_tensor_bytes(x, batch);
+        if (bytes / (size_t)batch != kr_tensor_bytes(x, 1) ||
+            bytes > SIZE_MAX / 2 - KR_PLAN_ALIGNMENT) {
+            st = keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                                 "planner: %s: tensor '%s' is too large at batch %d", g->name,
+                                 x->name ? x->name : "", batch);
+            goto fail;
+        }
         v->size = (bytes + KR_PLAN_ALIGNMENT - 1) & ~(size_t)(KR_PLAN_ALIGNMENT - 1);
         slot[t] = n_iv++;
     }
-    /* Views extend their storage's lifetime. */
-    for (int t = 0; t < nt; t++) {
-        const kr_tensor *tensor = &g->tensors[t];
-        if (kr_tensor_is_const(tensor) || tensor->view_of < 0)
+    /* Views extend their storage's lifetime to their own last reader (or the end). */
+    for (int t = 0; t < g->n_tensors; t++) {
+        const kr_tensor *x = &g->tensors[t];
+        if (kr_tensor_is_const(x) || x->view_of < 0)
             continue;
         int s = kr_tensor_storage(g, t);
         if (slot[s] < 0)
             continue;
         interval *v = &iv[slot[s]];
-        if (tensor->last_consumer > v->end)
-            v->end = tensor->last_consumer;
-        if (tensor->graph_output >= 0)
+        if (x->last_consumer > v->end)
+            v->end = x->last_consumer;
+        if (x->graph_output >= 0)
             v->end = g->n_nodes;
     }
+
+    /* Largest first, each into the best-fitting gap among the storages alive with it. */
     qsort(iv, (size_t)n_iv, sizeof(*iv), by_size_desc);
     size_t arena = 0;
-    int n_placed = 0;
     for (int i = 0; i < n_iv; i++) {
         interval *v = &iv[i];
-        size_t offset = 0;
-        /* placed[] is sorted by offset: walk it, skipping past every live-overlapping block. */
-        for (int j = 0; j < n_placed; j++) {
-            const interval *p = placed[j];
-            if (p->end < v->start || v->end < p->start)
-                continue; /* not alive at the same time */
-            if (offset + v->size <= p->offset)
-                break; /* fits in the gap before p */
-            if (p->offset + p->size > offset)
-                offset = p->offset + p->size;
+        int n_near = 0;
+        for (int j = 0; j < i; j++)
+            if (overlap_in_time(&iv[j], v))
+                near[n_near++] = &iv[j];
+        qsort(near, (size_t)n_near, sizeof(*near), by_offset);
+        size_t end = 0, best = SIZE_MAX, best_gap = SIZE_MAX;
+        for (int j = 0; j < n_near; j++) {
+            if (near[j]->offset > end) {
+                size_t gap = near[j]->offset - end;
+                if (gap >= v->size && gap < best_gap) {
+                    best = end;
+                    best_gap = gap;
+                }
+            }
+            if (near[j]->offset + near[j]->size > end)
+                end = near[j]->offset + near[j]->size;
         }
-        v->offset = offset;
-        placed[n_placed++] = v;
-        qsort(placed, (size_t)n_placed, sizeof(*placed), by_offset);
-        if (offset + v->size > arena)
-            arena = offset + v->size;
+        v->offset = best != SIZE_MAX ? best : end;
+        if (v->offset > SIZE_MAX / 2 - v->size) {
+            st = keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                                 "planner: %s: the arena exceeds the address space at batch %d",
+                                 g->name, batch);
+            goto fail;
+        }
+        if (v->offset + v->size > arena)
+            arena = v->offset + v->size;
     }
     for (int i = 0; i < n_iv; i++)
         offsets[iv[i].tensor] = iv[i].offset;
-    for (int t = 0; t < nt; t++)
-        if (!kr_tensor_is_const(&g->tensors[t]) && g->tensors[t].view_of >= 0)
+    for (int t = 0; t < g->n_tensors; t++) {
+        const kr_tensor *x = &g->tensors[t];
+        if (!kr_tensor_is_const(x) && x->view_of >= 0)
             offsets[t] = offsets[kr_tensor_storage(g, t)];
-    free(slot);
-    free(iv);
-    free(placed);
+    }
     out->batch = batch;
     out->arena_bytes = arena;
     out->offsets = offsets;
-    out->n_tensors = nt;
-    return KEYER_OK;
+    out->n_tensors = g->n_tensors;
+    offsets = NULL;
+fail:
+    free(offsets);
+    free(slot);
+    free(near);
+    free(iv);
+    return st;
 }
 
 void kr_plan_destroy(kr_plan *plan)

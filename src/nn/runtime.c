@@ -106,11 +106,9 @@ keyer_status keyer_runtime_create(const keyer_model *model, const keyer_runtime_
     rt->graph = g;
     rt->ops = ops;
     rt->params = p;
-    keyer_status st = kr_plan_create(g, p.batch, &rt->plan, err);
-    if (st) {
-        keyer_error_prefix(err, "%s: ", g->name);
+    keyer_status st = kr_plan_create(g, p.batch, &rt->plan, err); /* names the graph */
+    if (st)
         goto fail;
-    }
     kr_backend_config cfg = {p.batch, p.threads, p.device, p.stream, p.logger};
     st = ops->create(g, &rt->plan, &cfg, &rt->inst, err);
     if (st)

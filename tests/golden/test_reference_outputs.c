@@ -2,14 +2,20 @@
  * Every shipped model with reference outputs, on the reference and cpu backends, against the
  * outputs of two independent TFLite implementations (tests/data/reference, and
  * ../shared/reference/outputs for the photos not committed). Prints the measured differences.
+ * Output names and shapes are checked against each fixture's meta.json. A case whose fixture is
+ * in neither place is skipped with a message (the whole test is skipped if none is found).
  *
  * Tolerance: |keyer - reference| <= tol * max(1, |reference|) with tol = 1e-4 (reference backend)
- * and 1e-3 (cpu backend). The relative form matters only for outputs whose values reach the
- * hundreds (face-detection score logits, pose landmarks in pixels, pose segmentation logits): an
- * absolute 1e-4 there is below the float32 rounding of the reference data itself. The pose
- * segmentation logits (Identity_2, values up to ~890, produced by one implementation only) are
- * checked at 2e-3 relative (5e-3 on cpu): a deep float32 network rounds there at that level (keyer's
- * reference accumulates in double; float accumulation moves it 3x further away).
+ * and 1e-3 (cpu backend): an absolute tolerance for values up to 1, relative above. The relative
+ * form matters only for outputs whose values reach the hundreds (face-detection score logits up
+ * to ~310, pose landmarks in pixels up to ~255, pose segmentation logits up to ~990). There an
+ * absolute 1e-4 is below what float32 can resolve through these networks: multiplying every
+ * input value by (1 +- 1.2e-7) (one float ulp) moves keyer's own reference-backend outputs by
+ * 6e-5..1.7e-4 (face-short classificators), 3e-4..7e-4 (pose Identity) and 0.008..0.011 (pose
+ * Identity_2), the same size as the measured differences to the fixtures (2e-4, 7e-4..1.5e-3,
+ * 0.025..0.027). So the pose segmentation logits (Identity_2, produced by one implementation
+ * only) are checked at 2e-3 relative (5e-3 on cpu). keyer's reference accumulates convolutions
+ * in double; XNNPACK (cpu) accumulates in float and lands about twice as far.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -50,6 +56,51 @@ static const char *fixture(char *buf, size_t n, const char *model, const char *p
         return buf;
     snprintf(rel, sizeof(rel), "reference/outputs/%s/%s/%s", model, photo, file);
     return kt_shared_path(buf, n, rel);
+}
+
+/* Checks output @p index of @p model against the "name" and "shape" of the matching entry in
+ * the fixture's meta.json (a minimal scan, enough for the files written by the fixture tool). */
+static void check_meta(const keyer_model *model, int index, const char *meta_path, const char *name)
+{
+    size_t n = 0;
+    char *meta = kt_read_file(meta_path, &n);
+    if (!meta) {
+        printf("  (no meta.json beside the fixture: shapes not cross-checked)\n");
+        return;
+    }
+    char *text = realloc(meta, n + 1);
+    assert_non_null(text);
+    text[n] = 0;
+    char key[256];
+    snprintf(key, sizeof(key), "\"name\": \"%s\"", name);
+    const char *at = strstr(text, key);
+    if (!at)
+        fail_msg("%s: no output named '%s'", meta_path, name);
+    at = strstr(at, "\"shape\"");
+    assert_non_null(at);
+    at = strchr(at, '[');
+    assert_non_null(at);
+    int dims[KEYER_TENSOR_MAX_DIMS + 1], rank = 0;
+    while (*at && *at != ']' && rank <= KEYER_TENSOR_MAX_DIMS) {
+        char *end = NULL;
+        long v = strtol(at + 1, &end, 10);
+        if (end == at + 1)
+            break;
+        dims[rank++] = (int)v;
+        at = end;
+        while (*at == ' ' || *at == '\n' || *at == '\r')
+            at++;
+        if (*at != ',')
+            break;
+    }
+    keyer_tensor_info info;
+    keyer_error err = {0};
+    assert_int_equal(keyer_model_output_info(model, index, &info, &err), KEYER_OK);
+    assert_string_equal(info.name, name);
+    assert_int_equal(info.rank, rank);
+    for (int d = 0; d < rank; d++)
+        assert_int_equal(info.dims[d], dims[d]);
+    free(text);
 }
 
 static double rel_diff(const float *got, const float *want, size_t n, double *max_abs)
@@ -96,6 +147,9 @@ static int run_case(const model_case *mc, const char *photo, keyer_backend backe
         char file[256];
         snprintf(file, sizeof(file), "%s.f32", mc->outputs[o]);
         assert_non_null(fixture(fix, sizeof(fix), mc->model, photo, file));
+        char meta[1024];
+        if (fixture(meta, sizeof(meta), mc->model, photo, "meta.json"))
+            check_meta(model, o, meta, mc->outputs[o]);
         size_t nw = 0;
         float *want = kt_read_file(fix, &nw);
         assert_non_null(want);
@@ -123,7 +177,8 @@ static void test_models(void **state, keyer_backend backend)
     for (size_t m = 0; m < sizeof(cases) / sizeof(cases[0]); m++)
         for (size_t ph = 0; ph < 2; ph++)
             ran += run_case(&cases[m], photos[ph], backend);
-    assert_true(ran >= 5); /* the committed grace_hopper fixtures always run */
+    if (!ran)
+        skip(); /* no fixture anywhere: reasons printed above */
 }
 
 static void test_reference_backend(void **state) { test_models(state, KEYER_BACKEND_REFERENCE); }
@@ -136,8 +191,12 @@ static void test_batch_equals_single(void **state)
     char fix[2][1024], path[1024];
     if (!fixture(fix[0], sizeof(fix[0]), "selfie", "grace_hopper", "input.f32") ||
         !fixture(fix[1], sizeof(fix[1]), "selfie", "messi5", "input.f32")) {
-        fixture(fix[0], sizeof(fix[0]), "selfie", "grace_hopper", "input.f32");
-        snprintf(fix[1], sizeof(fix[1]), "%s", fix[0]); /* same photo twice */
+        if (!fixture(fix[0], sizeof(fix[0]), "selfie", "grace_hopper", "input.f32")) {
+            printf("skip: no selfie input fixture (tests/data/reference or ../shared)\n");
+            skip();
+        }
+        printf("only one selfie photo found: using it twice\n");
+        snprintf(fix[1], sizeof(fix[1]), "%s", fix[0]);
     }
     keyer_error err = {0};
     assert_int_equal(keyer_registry_resolve("selfie", path, sizeof(path), &err), KEYER_OK);

@@ -1,11 +1,18 @@
 /*
- * The reference backend: every node runs its plain-C kernel (one file per operator in this
- * folder) on activations laid out in one arena by the planner. All per-node argument blocks are
- * built at create, so run allocates nothing.
+ * The reference backend (kr_backend_reference): every node runs its plain-C kernel (one file per
+ * operator in this folder) on activations laid out in one host arena by the planner.
+ *
+ * create copies the plan's offsets, allocates the arena (keyer_calloc, KR_PLAN_ALIGNMENT-aligned,
+ * zeroed so that a run on unset inputs is still deterministic) and builds one kr_op_ctx per node:
+ * constants point at the graph's data, activations at arena + offset of their storage tensor (a
+ * RESHAPE view points at its source's bytes, so the RESHAPE kernel sees in == out and does
+ * nothing). run calls the kernels in node order and allocates nothing.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "keyer/alloc.h"
 #include "nn/backend.h"
 #include "nn/reference/ops.h"
 
@@ -33,24 +40,26 @@ _Static_assert(sizeof(kr_ref_ops) / sizeof(kr_ref_ops[0]) == KR_OP_COUNT,
 
 struct kr_backend_instance {
     const kr_graph *graph;
-    uint8_t *arena;
+    unsigned char *arena; /* keyer_calloc'd, arena_bytes (at least KR_PLAN_ALIGNMENT) */
     size_t arena_bytes;
-    size_t *offsets; /* copy of the plan's offsets */
-    kr_op_ctx *ctx;  /* one per node */
+    size_t *offsets;      /* copy of the plan's offsets, per tensor */
+    kr_op_ctx *ctx;       /* one per node, built at create */
 };
 
+/* Every operator has a kernel; the graph was validated, so every node can run. */
 static int ref_supports(const kr_graph *g, const kr_node *node)
 {
     (void)g;
     return (unsigned)node->op < KR_OP_COUNT && kr_ref_ops[node->op] != NULL;
 }
 
-static void *tensor_ptr(kr_backend_instance *inst, int t)
+/* Bytes of tensor @p t: a constant's data, or the arena at its storage tensor's offset. */
+static void *tensor_ptr(const kr_backend_instance *inst, int t)
 {
-    const kr_tensor *tensor = &inst->graph->tensors[t];
-    if (kr_tensor_is_const(tensor))
-        return (void *)tensor->data;
-    int s = kr_tensor_storage(inst->graph, t);
+    const kr_graph *g = inst->graph;
+    int s = kr_tensor_storage(g, t);
+    if (kr_tensor_is_const(&g->tensors[s]))
+        return (void *)g->tensors[s].data;
     return inst->arena + inst->offsets[s];
 }
 
@@ -69,18 +78,30 @@ static void ref_destroy(kr_backend_instance **pinst)
 static keyer_status ref_create(const kr_graph *g, const kr_plan *plan, const kr_backend_config *cfg,
                                kr_backend_instance **out, keyer_error *err)
 {
+    keyer_status st = KEYER_OK;
     *out = NULL;
+    if (plan->n_tensors != g->n_tensors || plan->batch != cfg->batch)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL,
+                               "%s: reference backend: the plan (%d tensors, batch %d) does not "
+                               "match the graph (%d tensors, batch %d)",
+                               g->name, plan->n_tensors, plan->batch, g->n_tensors, cfg->batch);
     kr_backend_instance *inst = calloc(1, sizeof(*inst));
-    if (!inst)
-        goto oom;
-    inst->graph = g;
-    inst->arena_bytes = plan->arena_bytes;
-    inst->offsets = malloc((size_t)g->n_tensors * sizeof(size_t));
-    inst->ctx = calloc(g->n_nodes ? (size_t)g->n_nodes : 1, sizeof(kr_op_ctx));
-    inst->arena = keyer_alloc(NULL, plan->arena_bytes ? plan->arena_bytes : 64, 64);
-    if (!inst->offsets || !inst->ctx || !inst->arena)
-        goto oom;
-    memcpy(inst->offsets, plan->offsets, (size_t)g->n_tensors * sizeof(size_t));
+    if (inst) {
+        inst->graph = g;
+        inst->arena_bytes = plan->arena_bytes ? plan->arena_bytes : KR_PLAN_ALIGNMENT;
+        inst->offsets = malloc((g->n_tensors ? (size_t)g->n_tensors : 1) * sizeof(size_t));
+        inst->ctx = calloc(g->n_nodes ? (size_t)g->n_nodes : 1, sizeof(kr_op_ctx));
+        inst->arena = keyer_calloc(NULL, inst->arena_bytes, KR_PLAN_ALIGNMENT);
+    }
+    if (!inst || !inst->offsets || !inst->ctx || !inst->arena) {
+        st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY,
+                             "%s: reference backend: cannot allocate the %zu-byte activation "
+                             "arena and per-node tables (batch %d)",
+                             g->name, plan->arena_bytes, cfg->batch);
+        goto fail;
+    }
+    if (g->n_tensors)
+        memcpy(inst->offsets, plan->offsets, (size_t)g->n_tensors * sizeof(size_t));
     for (int n = 0; n < g->n_nodes; n++) {
         const kr_node *node = &g->nodes[n];
         kr_op_ctx *c = &inst->ctx[n];
@@ -94,11 +115,9 @@ static keyer_status ref_create(const kr_graph *g, const kr_plan *plan, const kr_
     }
     *out = inst;
     return KEYER_OK;
-oom:
+fail:
     ref_destroy(&inst);
-    return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY,
-                           "%s: reference backend: cannot allocate the %zu-byte arena", g->name,
-                           plan->arena_bytes);
+    return st;
 }
 
 static void *ref_tensor_data(kr_backend_instance *inst, int tensor)
@@ -123,6 +142,10 @@ const kr_backend_ops kr_backend_reference = {
     .create = ref_create,
     .tensor_data = ref_tensor_data,
     .run = ref_run,
+    .copy_in = NULL,     /* host memory: memcpy */
+    .copy_out = NULL,
+    .synchronize = NULL, /* synchronous */
     .arena_bytes = ref_arena_bytes,
+    .weight_bytes = NULL, /* uses the graph's constants in place */
     .destroy = ref_destroy,
 };

@@ -1,6 +1,12 @@
-/* Small helpers shared by the reference kernels: shapes at the run's batch size. */
+/*
+ * Small helpers shared by the reference kernels: shapes at the run's batch size, the fused
+ * activation clamp and a NumPy-broadcasting walk for the element-wise binary operators.
+ * Everything here is static inline; nothing allocates.
+ */
 #ifndef KEYER_NN_REFERENCE_COMMON_H
 #define KEYER_NN_REFERENCE_COMMON_H
+
+#include <stddef.h>
 
 #include "nn/graph.h"
 #include "nn/reference/ops.h"
@@ -30,9 +36,67 @@ static inline size_t ref_elements(const kr_op_ctx *c, const kr_tensor *t)
     return n;
 }
 
+/* TFLite's ActivationFunctionWithMinMax: min(max(v, lo), hi). */
 static inline float ref_clamp(float v, float lo, float hi)
 {
     return v < lo ? lo : v > hi ? hi : v;
+}
+
+/*
+ * Broadcasting walk for out = f(a, b): shapes are right-aligned to the output's rank; an operand
+ * axis of extent 1 against a larger output extent gets stride 0 (the value repeats).
+ * Usage: ref_bcast_init(), then for each output element i in order: use a[ia], b[ib];
+ * ref_bcast_next().
+ */
+typedef struct ref_bcast {
+    int rank;
+    int dims[KR_MAX_DIMS];             /* output extents at the run's batch */
+    size_t sa[KR_MAX_DIMS], sb[KR_MAX_DIMS]; /* operand element strides (0: broadcast) */
+    size_t total;                      /* output elements */
+    int idx[KR_MAX_DIMS];              /* current output multi-index */
+    size_t ia, ib;                     /* current operand offsets */
+} ref_bcast;
+
+static inline void ref_bcast_strides(const kr_op_ctx *c, const kr_tensor *t, const ref_bcast *w,
+                                     size_t *strides)
+{
+    int shift = w->rank - t->rank;
+    size_t s = 1;
+    for (int d = w->rank - 1; d >= 0; d--) {
+        int td = d - shift;
+        int extent = td >= 0 ? ref_dim(c, t, td) : 1;
+        strides[d] = (extent == 1 && w->dims[d] != 1) ? 0 : s;
+        s *= (size_t)extent;
+    }
+}
+
+static inline void ref_bcast_init(const kr_op_ctx *c, ref_bcast *w)
+{
+    const kr_tensor *yt = ref_out(c, 0);
+    w->rank = yt->rank;
+    w->total = 1;
+    for (int d = 0; d < w->rank; d++) {
+        w->dims[d] = ref_dim(c, yt, d);
+        w->total *= (size_t)w->dims[d];
+        w->idx[d] = 0;
+    }
+    ref_bcast_strides(c, ref_in(c, 0), w, w->sa);
+    ref_bcast_strides(c, ref_in(c, 1), w, w->sb);
+    w->ia = w->ib = 0;
+}
+
+/* Advances to the next output element (last axis fastest). */
+static inline void ref_bcast_next(ref_bcast *w)
+{
+    for (int d = w->rank - 1; d >= 0; d--) {
+        w->ia += w->sa[d];
+        w->ib += w->sb[d];
+        if (++w->idx[d] < w->dims[d])
+            return;
+        w->ia -= w->sa[d] * (size_t)w->dims[d];
+        w->ib -= w->sb[d] * (size_t)w->dims[d];
+        w->idx[d] = 0;
+    }
 }
 
 #endif

@@ -1,4 +1,7 @@
-/* CONV_2D: y = act(bias + sum over the window of x * W), OHWI weights, taps outside skipped. */
+/* CONV_2D (reference/conv.h): y[b,oy,ox,o] = act(bias[o] + sum over ky,kx,i of
+ * x[b, oy*sh - pad_top + ky*dh, ox*sw - pad_left + kx*dw, i] * W[o,ky,kx,i]), OHWI weights;
+ * taps outside the input are skipped (zero padding; TF SAME puts the odd pad after). The sum is
+ * accumulated in double and rounded once, before the fused activation clamp. */
 #include "nn/reference/common.h"
 
 void kr_ref_conv_2d(const kr_op_ctx *c)

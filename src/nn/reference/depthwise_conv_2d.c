@@ -1,4 +1,6 @@
-/* DEPTHWISE_CONV_2D: output channel ic*M+m filters input channel ic with W[0,ky,kx,ic*M+m]. */
+/* DEPTHWISE_CONV_2D (reference/depthwiseconv_float.h): output channel o = ic*M + m filters
+ * input channel ic = o / M with W[0,ky,kx,o] (M: depth multiplier, from the shapes); taps
+ * outside the input are skipped; sum in double, then bias, then the fused activation clamp. */
 #include "nn/reference/common.h"
 
 void kr_ref_depthwise_conv_2d(const kr_op_ctx *c)

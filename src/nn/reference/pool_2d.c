@@ -1,5 +1,6 @@
-/* AVERAGE_POOL_2D (divisor: taps inside the input) and MAX_POOL_2D (max over taps inside),
- * then the fused activation. */
+/* AVERAGE_POOL_2D (sum in double over the taps inside the input, divided by their count, not
+ * by the window size) and MAX_POOL_2D (max over the taps inside), then the fused activation
+ * clamp (reference/pooling.h). */
 #include <float.h>
 
 #include "nn/reference/common.h"

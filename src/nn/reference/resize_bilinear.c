@@ -1,4 +1,8 @@
-/* RESIZE_BILINEAR exactly as TFLite's reference kernel (align_corners, half_pixel_centers). */
+/* RESIZE_BILINEAR exactly as TFLite's reference kernel (reference/resize_bilinear.h, section
+ * 2.7), in float as TFLite computes it, per axis: scale = in/out, or (in-1)/(out-1) with
+ * align_corners and out > 1; src = (o + 0.5)*scale - 0.5 with half_pixel_centers, else o*scale;
+ * i0 = max(floor(src), 0), i1 = min(ceil(src), in-1), f = src - i0; the four taps are weighted
+ * (1-fy)(1-fx), fy(1-fx), (1-fy)fx, fy*fx in that order. */
 #include <math.h>
 
 #include "nn/reference/common.h"

@@ -1,5 +1,7 @@
-/* MediaPipe's Convolution2DTransposeBias, scatter form: every output starts at bias[oc]; each
- * input pixel adds x * W[oc,ky,kx,ic] at (iy*S - pad_top + ky, ix*S - pad_left + kx). */
+/* MediaPipe's Convolution2DTransposeBias (section 2.10), scatter form: every output starts at
+ * bias[oc]; each input pixel adds sum_ic x[iy,ix,ic] * W[oc,ky,kx,ic] (OHWI; the channel sum in
+ * double) at (iy*S - pad_top + ky, ix*S - pad_left + kx), skipping positions outside the output.
+ * No fused activation. */
 #include <string.h>
 
 #include "nn/reference/common.h"

@@ -1,0 +1,1125 @@
+/*
+ * Every operator on every backend against the reference backend (in the spirit of ggml's
+ * test-backend-ops and FFmpeg's checkasm), and the reference itself against hand-computed
+ * values and independent naive re-derivations.
+ *
+ *  test_ops_all_backends: for each case below (every kr_op; odd sizes, strides 1 and 2, SAME
+ *    and VALID, kernels 1/2/3/5, depth multipliers 1 and 2, every fused activation,
+ *    broadcasting, each resize mode, pad on each axis, concat on axes 1..3, MEAN over [1,2]...)
+ *    a one-node graph is built by hand, validated with kr_graph_validate, given fresh random
+ *    inputs and weights (fixed seed per case) and run at batch 1 and batch 3 on every backend
+ *    compiled in (reference, cpu, and cuda when built with the CUDA backend (KEYER_HAVE_CUDA_NN)
+ *    and a device exists).
+ *      - reference, batch 3: each batch item equals a batch-1 run on that item, bit for bit.
+ *      - other backends: error = max |y - y_ref| / max(1, |y_ref|) must be <= the backend's
+ *        tolerance: cpu 1e-4 (XNNPACK reorders float sums and uses its own sigmoid/hard-swish
+ *        approximations), cuda 1e-3 (allows TF32 tensor-core convolutions).
+ *    A backend that does not support a node is listed and skipped (the cpu backend must run
+ *    every case). The per-operator maximum error per backend is printed at the end.
+ *  test_reference_hand_values: tiny cases whose outputs were computed by hand (in the comments).
+ *  test_reference_vs_naive: CONV_2D, DEPTHWISE_CONV_2D, the transpose convolution and
+ *    RESIZE_BILINEAR against re-derivations written differently from the kernels (explicit
+ *    zero-padded input; gather instead of scatter; double-precision resize coordinates).
+ *
+ * Perf mode: KEYER_BACKEND_OPS_PERF=1 also times each case per backend (batch 1 and 3) and
+ * prints microseconds per run.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kt_graph.h"
+#include "nn/backend.h"
+#include "nn/cpu/cpu.h"
+#include "nn/graph.h"
+#include "nn/planner.h"
+#include "nn/reference/ops.h"
+#include "testutil.h"
+
+/* ---- cases ------------------------------------------------------------------------------------ */
+
+#define MAX_CAT 3
+
+typedef struct tcase {
+    kr_op op;
+    int rank, dims[KR_MAX_DIMS];   /* input 0 (dims[0] = 1) */
+    int rank2, dims2[KR_MAX_DIMS]; /* ADD/MUL/PRELU: second operand */
+    int const1, const2;            /* ADD/MUL: operand 0 / 1 is a constant */
+    int k[2], s[2], dil;           /* window (kernel and stride HxW; dilation, 0 = 1) */
+    kr_padding padding;
+    int cout, mult;                /* conv output channels; depthwise multiplier */
+    kr_activation act;
+    int size[2], align, half;      /* RESIZE_BILINEAR */
+    int pads[KR_MAX_DIMS][2];      /* PAD */
+    int n_axes, axes[KR_MAX_DIMS], keep; /* MEAN */
+    int axis, n_cat, cat[MAX_CAT]; /* CONCATENATION: extents of the inputs along axis */
+    int rank_out, dims_out[KR_MAX_DIMS]; /* RESHAPE */
+    int shape_input;               /* RESHAPE: give the shape as a constant input, -1 inferred */
+    float range;                   /* inputs uniform in [-range, range) (0: 1) */
+    const float *w, *bias;         /* explicit weights and bias (NULL: random) */
+} tcase;
+
+#define D4(a, b, c, d) {a, b, c, d}
+#define CONV(H, W, CI, CO, KH, KW, SH, SW, P, A, DIL)                                             \
+    {.op = KR_OP_CONV_2D, .rank = 4, .dims = {1, H, W, CI}, .cout = CO, .k = {KH, KW},           \
+     .s = {SH, SW}, .padding = KR_PADDING_##P, .act = KR_ACT_##A, .dil = DIL}
+#define DWCONV(H, W, C, M, K, S, P, A, DIL)                                                        \
+    {.op = KR_OP_DEPTHWISE_CONV_2D, .rank = 4, .dims = {1, H, W, C}, .mult = M, .k = {K, K},     \
+     .s = {S, S}, .padding = KR_PADDING_##P, .act = KR_ACT_##A, .dil = DIL}
+#define TCONV(H, W, CI, CO, K, S, P)                                                               \
+    {.op = KR_OP_TRANSPOSE_CONV_BIAS, .rank = 4, .dims = {1, H, W, CI}, .cout = CO, .k = {K, K}, \
+     .s = {S, S}, .padding = KR_PADDING_##P}
+#define POOL(OP, H, W, C, KH, KW, SH, SW, P, A)                                                    \
+    {.op = KR_OP_##OP, .rank = 4, .dims = {1, H, W, C}, .k = {KH, KW}, .s = {SH, SW},             \
+     .padding = KR_PADDING_##P, .act = KR_ACT_##A}
+#define RESIZE(H, W, C, OH, OW, AL, HP)                                                            \
+    {.op = KR_OP_RESIZE_BILINEAR, .rank = 4, .dims = {1, H, W, C}, .size = {OH, OW}, .align = AL, \
+     .half = HP}
+
+static const tcase cases[] = {
+    /* CONV_2D: H, W, Cin, Cout, KH, KW, SH, SW, padding, activation, dilation */
+    CONV(7, 5, 3, 4, 3, 3, 1, 1, SAME, NONE, 1),
+    CONV(7, 5, 3, 4, 3, 3, 2, 2, SAME, RELU, 1),
+    CONV(8, 8, 4, 6, 2, 2, 2, 2, VALID, RELU6, 1),
+    CONV(9, 7, 2, 3, 5, 5, 2, 2, SAME, RELU_N1_TO_1, 1),
+    CONV(6, 6, 8, 5, 1, 1, 1, 1, VALID, NONE, 1),
+    CONV(7, 5, 3, 2, 3, 3, 2, 2, VALID, NONE, 1),
+    CONV(9, 8, 3, 4, 3, 3, 1, 1, SAME, NONE, 2),
+    CONV(12, 10, 16, 8, 5, 3, 1, 1, SAME, RELU6, 1),
+    CONV(5, 7, 3, 4, 3, 3, 2, 1, SAME, NONE, 1),
+    CONV(16, 16, 3, 8, 3, 3, 2, 2, SAME, NONE, 1),
+    /* DEPTHWISE_CONV_2D: H, W, C, multiplier, K, S, padding, activation, dilation */
+    DWCONV(7, 5, 3, 1, 3, 1, SAME, NONE, 1),
+    DWCONV(7, 5, 3, 2, 3, 2, SAME, RELU6, 1),
+    DWCONV(9, 9, 4, 1, 5, 2, SAME, NONE, 1),
+    DWCONV(8, 8, 4, 1, 5, 2, SAME, RELU, 1),
+    DWCONV(6, 7, 2, 2, 2, 1, VALID, RELU_N1_TO_1, 1),
+    DWCONV(10, 6, 3, 1, 3, 2, VALID, NONE, 1),
+    DWCONV(9, 9, 3, 1, 3, 1, SAME, NONE, 2),
+    DWCONV(5, 5, 8, 1, 1, 1, VALID, RELU6, 1),
+    /* Convolution2DTransposeBias: H, W, Cin, Cout, K, S, padding */
+    TCONV(4, 3, 3, 2, 2, 2, SAME),
+    TCONV(4, 3, 3, 2, 3, 2, SAME),
+    TCONV(5, 7, 2, 3, 3, 2, VALID),
+    TCONV(3, 3, 4, 1, 4, 2, SAME),
+    TCONV(4, 5, 2, 2, 3, 1, SAME),
+    TCONV(4, 4, 16, 1, 2, 2, VALID),
+    /* ADD and MUL: same shapes, constant and computed broadcast operands, ranks 2..5 */
+    {.op = KR_OP_ADD, .rank = 4, .dims = D4(1, 7, 5, 3), .rank2 = 4, .dims2 = D4(1, 7, 5, 3)},
+    {.op = KR_OP_ADD, .rank = 4, .dims = D4(1, 7, 5, 3), .rank2 = 4, .dims2 = D4(1, 1, 1, 3),
+     .const2 = 1, .act = KR_ACT_RELU},
+    {.op = KR_OP_ADD, .rank = 4, .dims = D4(1, 7, 1, 3), .rank2 = 4, .dims2 = D4(1, 1, 5, 3),
+     .act = KR_ACT_RELU6, .range = 4},
+    {.op = KR_OP_ADD, .rank = 4, .dims = D4(1, 1, 5, 1), .const1 = 1, .rank2 = 4,
+     .dims2 = D4(1, 7, 5, 3), .act = KR_ACT_RELU_N1_TO_1},
+    {.op = KR_OP_ADD, .rank = 5, .dims = {1, 2, 3, 4, 5}, .rank2 = 5, .dims2 = {1, 2, 1, 4, 1}},
+    {.op = KR_OP_ADD, .rank = 2, .dims = {1, 6}, .rank2 = 1, .dims2 = {6}, .const2 = 1},
+    {.op = KR_OP_ADD, .rank = 3, .dims = {1, 5, 4}, .rank2 = 2, .dims2 = {5, 1}, .const2 = 1},
+    {.op = KR_OP_MUL, .rank = 4, .dims = D4(1, 7, 5, 3), .rank2 = 4, .dims2 = D4(1, 7, 5, 3),
+     .act = KR_ACT_RELU},
+    {.op = KR_OP_MUL, .rank = 4, .dims = D4(1, 7, 5, 3), .rank2 = 4, .dims2 = D4(1, 1, 1, 3)},
+    {.op = KR_OP_MUL, .rank = 4, .dims = D4(1, 7, 5, 3), .rank2 = 4, .dims2 = D4(1, 1, 1, 3),
+     .const2 = 1, .act = KR_ACT_RELU6, .range = 4},
+    {.op = KR_OP_MUL, .rank = 4, .dims = D4(1, 7, 1, 3), .rank2 = 4, .dims2 = D4(1, 1, 5, 3),
+     .act = KR_ACT_RELU_N1_TO_1},
+    {.op = KR_OP_MUL, .rank = 5, .dims = {1, 2, 3, 4, 5}, .rank2 = 5, .dims2 = {1, 1, 3, 1, 5}},
+    {.op = KR_OP_MUL, .rank = 2, .dims = {1, 6}, .rank2 = 2, .dims2 = {1, 6}, .const2 = 1},
+    {.op = KR_OP_MUL, .rank = 4, .dims = D4(1, 1, 5, 1), .const1 = 1, .rank2 = 4,
+     .dims2 = D4(1, 7, 5, 3)},
+    /* PRELU: alpha broadcast from the right */
+    {.op = KR_OP_PRELU, .rank = 4, .dims = D4(1, 7, 5, 3), .rank2 = 1, .dims2 = {3}},
+    {.op = KR_OP_PRELU, .rank = 4, .dims = D4(1, 7, 5, 3), .rank2 = 3, .dims2 = {1, 1, 3}},
+    {.op = KR_OP_PRELU, .rank = 4, .dims = D4(1, 7, 5, 3), .rank2 = 2, .dims2 = {5, 3}},
+    {.op = KR_OP_PRELU, .rank = 2, .dims = {1, 6}, .rank2 = 1, .dims2 = {6}},
+    {.op = KR_OP_PRELU, .rank = 4, .dims = D4(1, 4, 3, 2), .rank2 = 3, .dims2 = {4, 3, 2}},
+    /* Element-wise activations over their interesting ranges */
+    {.op = KR_OP_RELU, .rank = 4, .dims = D4(1, 7, 5, 3), .range = 8},
+    {.op = KR_OP_RELU, .rank = 2, .dims = {1, 37}, .range = 8},
+    {.op = KR_OP_RELU6, .rank = 4, .dims = D4(1, 7, 5, 3), .range = 8},
+    {.op = KR_OP_RELU6, .rank = 3, .dims = {1, 9, 5}, .range = 8},
+    {.op = KR_OP_HARD_SWISH, .rank = 4, .dims = D4(1, 7, 5, 3), .range = 5},
+    {.op = KR_OP_HARD_SWISH, .rank = 2, .dims = {1, 37}, .range = 5},
+    {.op = KR_OP_LOGISTIC, .rank = 4, .dims = D4(1, 7, 5, 3), .range = 20},
+    {.op = KR_OP_LOGISTIC, .rank = 2, .dims = {1, 37}, .range = 4},
+    /* AVERAGE_POOL_2D and MAX_POOL_2D: H, W, C, KH, KW, SH, SW, padding, activation */
+    POOL(AVERAGE_POOL_2D, 7, 5, 3, 3, 3, 2, 2, SAME, NONE),
+    POOL(AVERAGE_POOL_2D, 8, 8, 4, 2, 2, 2, 2, VALID, NONE),
+    POOL(AVERAGE_POOL_2D, 7, 5, 3, 3, 3, 1, 1, SAME, RELU6),
+    POOL(AVERAGE_POOL_2D, 16, 16, 8, 16, 16, 16, 16, VALID, NONE),
+    POOL(AVERAGE_POOL_2D, 9, 7, 2, 2, 2, 2, 2, SAME, RELU),
+    POOL(AVERAGE_POOL_2D, 6, 5, 3, 3, 2, 1, 2, VALID, RELU_N1_TO_1),
+    POOL(MAX_POOL_2D, 7, 5, 3, 3, 3, 2, 2, SAME, NONE),
+    POOL(MAX_POOL_2D, 8, 8, 4, 2, 2, 2, 2, VALID, NONE),
+    POOL(MAX_POOL_2D, 8, 6, 4, 2, 2, 2, 2, SAME, RELU),
+    POOL(MAX_POOL_2D, 9, 7, 2, 2, 2, 2, 2, SAME, NONE),
+    POOL(MAX_POOL_2D, 7, 5, 3, 3, 3, 1, 1, SAME, RELU6),
+    POOL(MAX_POOL_2D, 6, 5, 3, 3, 2, 1, 2, VALID, RELU_N1_TO_1),
+    /* MEAN */
+    {.op = KR_OP_MEAN, .rank = 4, .dims = D4(1, 7, 5, 3), .n_axes = 2, .axes = {1, 2}, .keep = 1},
+    {.op = KR_OP_MEAN, .rank = 4, .dims = D4(1, 7, 5, 3), .n_axes = 2, .axes = {1, 2}},
+    {.op = KR_OP_MEAN, .rank = 4, .dims = D4(1, 7, 5, 3), .n_axes = 1, .axes = {3}, .keep = 1},
+    {.op = KR_OP_MEAN, .rank = 4, .dims = D4(1, 7, 5, 3), .n_axes = 1, .axes = {-2}},
+    {.op = KR_OP_MEAN, .rank = 3, .dims = {1, 4, 6}, .n_axes = 1, .axes = {1}},
+    {.op = KR_OP_MEAN, .rank = 5, .dims = {1, 3, 4, 5, 2}, .n_axes = 2, .axes = {2, 4}, .keep = 1},
+    {.op = KR_OP_MEAN, .rank = 4, .dims = D4(1, 16, 16, 8), .n_axes = 2, .axes = {1, 2},
+     .keep = 1},
+    /* PAD (zeros) on each axis, several at once, other ranks */
+    {.op = KR_OP_PAD, .rank = 4, .dims = D4(1, 7, 5, 3), .pads = {{0, 0}, {1, 2}}},
+    {.op = KR_OP_PAD, .rank = 4, .dims = D4(1, 7, 5, 3), .pads = {{0, 0}, {0, 0}, {0, 3}}},
+    {.op = KR_OP_PAD, .rank = 4, .dims = D4(1, 7, 5, 3), .pads = {{0, 0}, {0, 0}, {0, 0}, {0, 5}}},
+    {.op = KR_OP_PAD, .rank = 4, .dims = D4(1, 7, 5, 3), .pads = {{0, 0}, {2, 1}, {1, 0}, {0, 4}}},
+    {.op = KR_OP_PAD, .rank = 4, .dims = D4(1, 6, 6, 2), .pads = {{0, 0}, {1, 1}, {1, 1}, {0, 0}}},
+    {.op = KR_OP_PAD, .rank = 3, .dims = {1, 5, 4}, .pads = {{0, 0}, {1, 1}, {2, 0}}},
+    {.op = KR_OP_PAD, .rank = 2, .dims = {1, 6}, .pads = {{0, 0}, {3, 2}}},
+    /* RESIZE_BILINEAR: H, W, C, OH, OW, align_corners, half_pixel_centers */
+    RESIZE(3, 5, 2, 7, 4, 0, 0),
+    RESIZE(3, 5, 2, 7, 4, 1, 0),
+    RESIZE(3, 5, 2, 7, 4, 0, 1),
+    RESIZE(4, 4, 3, 8, 8, 0, 1),
+    RESIZE(4, 4, 3, 8, 8, 1, 0),
+    RESIZE(5, 7, 2, 3, 4, 0, 0),
+    RESIZE(5, 7, 2, 3, 4, 0, 1),
+    RESIZE(5, 7, 2, 3, 4, 1, 0),
+    RESIZE(1, 4, 2, 3, 9, 1, 0),
+    RESIZE(6, 6, 1, 1, 1, 1, 0),
+    RESIZE(6, 9, 4, 12, 18, 0, 1),
+    /* RESHAPE (the output is a view of the input) */
+    {.op = KR_OP_RESHAPE, .rank = 4, .dims = D4(1, 7, 5, 3), .rank_out = 2, .dims_out = {1, 105}},
+    {.op = KR_OP_RESHAPE, .rank = 3, .dims = {1, 4, 6}, .rank_out = 4, .dims_out = {1, 2, 3, 4}},
+    {.op = KR_OP_RESHAPE, .rank = 3, .dims = {1, 6, 4}, .rank_out = 3, .dims_out = {1, 24, 1},
+     .shape_input = 1},
+    /* CONCATENATION along axes 1..3 */
+    {.op = KR_OP_CONCATENATION, .rank = 4, .dims = D4(1, 0, 5, 3), .axis = 1, .n_cat = 2,
+     .cat = {2, 4}},
+    {.op = KR_OP_CONCATENATION, .rank = 4, .dims = D4(1, 3, 0, 3), .axis = 2, .n_cat = 3,
+     .cat = {2, 5, 1}},
+    {.op = KR_OP_CONCATENATION, .rank = 4, .dims = D4(1, 4, 3, 0), .axis = 3, .n_cat = 2,
+     .cat = {2, 5}},
+    {.op = KR_OP_CONCATENATION, .rank = 3, .dims = {1, 0, 1}, .axis = 1, .n_cat = 2,
+     .cat = {5, 3}},
+    {.op = KR_OP_CONCATENATION, .rank = 3, .dims = {1, 4, 0}, .axis = -1, .n_cat = 2,
+     .cat = {16, 2}},
+};
+#define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
+
+/* ---- building one-node graphs ----------------------------------------------------------------- */
+
+static const char *act_name(kr_activation a)
+{
+    switch (a) {
+    case KR_ACT_RELU: return " RELU";
+    case KR_ACT_RELU6: return " RELU6";
+    case KR_ACT_RELU_N1_TO_1: return " RELU_N1_TO_1";
+    case KR_ACT_NONE: break;
+    }
+    return "";
+}
+
+static void shape_str(const kr_tensor *t, char *buf, size_t cap)
+{
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < t->rank && n < cap; d++)
+        n += (size_t)snprintf(buf + n, cap - n, d ? ",%d" : "%d", t->dims[d]);
+    if (n < cap)
+        snprintf(buf + n, cap - n, "]");
+}
+
+/* A constant of @p n floats: @p values, or uniform [-1, 1) from @p rng. */
+static int add_weights(kt_graph *b, kt_rng *rng, int rank, const int *dims, const float *values)
+{
+    size_t n = 1;
+    for (int d = 0; d < rank; d++)
+        n *= (size_t)dims[d];
+    float *w = malloc(n * sizeof(float));
+    assert_non_null(w);
+    if (values)
+        memcpy(w, values, n * sizeof(float));
+    else
+        kt_rng_fill(rng, w, n, -1.0f, 1.0f);
+    int t = kt_graph_const(b, KR_DTYPE_F32, rank, dims, w);
+    free(w);
+    return t;
+}
+
+static int add_ints(kt_graph *b, int rank, const int *dims, const int32_t *values)
+{
+    return kt_graph_const(b, KR_DTYPE_I32, rank, dims, values);
+}
+
+/* Builds and validates the one-node graph of @p c; writes a description into @p desc. */
+static kr_graph *build_case(const tcase *c, uint32_t seed, char *desc, size_t desc_cap)
+{
+    kt_graph b;
+    kt_graph_begin(&b, kr_op_name(c->op), 16, 1, 1 << 20);
+    kt_rng rng = kt_rng_seed(seed * 2654435761u + 1);
+    int d0[KR_MAX_DIMS]; /* input 0's shape */
+    memcpy(d0, c->dims, sizeof(d0));
+    if (c->op == KR_OP_CONCATENATION)
+        d0[c->axis < 0 ? c->axis + c->rank : c->axis] = c->cat[0];
+    int x = c->const1 ? add_weights(&b, &rng, c->rank, d0, NULL) : kt_graph_act(&b, c->rank, d0);
+    int in[KR_MAX_NODE_INPUTS] = {x, -1, -1, -1, -1, -1, -1, -1}, n_in = 1;
+    int out_rank = c->rank, od[KR_MAX_DIMS];
+    memcpy(od, c->dims, sizeof(od));
+    int dil = c->dil ? c->dil : 1;
+    char extra[96] = "";
+    switch (c->op) {
+    case KR_OP_CONV_2D:
+    case KR_OP_DEPTHWISE_CONV_2D: {
+        int dw = c->op == KR_OP_DEPTHWISE_CONV_2D;
+        int cout = dw ? c->dims[3] * c->mult : c->cout;
+        int wd[4] = {dw ? 1 : cout, c->k[0], c->k[1], dw ? cout : c->dims[3]};
+        in[1] = add_weights(&b, &rng, 4, wd, c->w);
+        in[2] = add_weights(&b, &rng, 1, &cout, c->bias);
+        n_in = 3;
+        od[1] = kr_window_out_size(c->padding, c->dims[1], c->k[0], c->s[0], dil);
+        od[2] = kr_window_out_size(c->padding, c->dims[2], c->k[1], c->s[1], dil);
+        od[3] = cout;
+        snprintf(extra, sizeof(extra), " k%dx%d s%dx%d d%d %s%s%s", c->k[0], c->k[1], c->s[0],
+                 c->s[1], dil, c->padding == KR_PADDING_SAME ? "SAME" : "VALID",
+                 dw ? (c->mult == 2 ? " M2" : " M1") : "", act_name(c->act));
+        break;
+    }
+    case KR_OP_TRANSPOSE_CONV_BIAS: {
+        int wd[4] = {c->cout, c->k[0], c->k[1], c->dims[3]};
+        in[1] = add_weights(&b, &rng, 4, wd, c->w);
+        in[2] = add_weights(&b, &rng, 1, &c->cout, c->bias);
+        n_in = 3;
+        for (int a = 0; a < 2; a++) { /* section 2.10 output size */
+            int n = c->dims[1 + a], k = c->k[a], s = c->s[a], p = 0;
+            if (c->padding == KR_PADDING_SAME) {
+                p = k - (n - 1) % s - 1;
+                p = p < 0 ? 0 : p;
+            }
+            od[1 + a] = s * (n - 1) + k - p;
+        }
+        od[3] = c->cout;
+        snprintf(extra, sizeof(extra), " k%dx%d s%dx%d %s", c->k[0], c->k[1], c->s[0], c->s[1],
+                 c->padding == KR_PADDING_SAME ? "SAME" : "VALID");
+        break;
+    }
+    case KR_OP_ADD:
+    case KR_OP_MUL:
+    case KR_OP_PRELU: {
+        int second;
+        if (c->op == KR_OP_PRELU || c->const2)
+            second = add_weights(&b, &rng, c->rank2, c->dims2, NULL);
+        else
+            second = kt_graph_act(&b, c->rank2, c->dims2);
+        in[1] = second;
+        n_in = 2;
+        out_rank = c->rank > c->rank2 ? c->rank : c->rank2;
+        for (int d = 0; d < out_rank; d++) {
+            int ia = d - (out_rank - c->rank), ib = d - (out_rank - c->rank2);
+            int da = ia >= 0 ? c->dims[ia] : 1, db = ib >= 0 ? c->dims2[ib] : 1;
+            od[d] = da == 1 ? db : da;
+        }
+        char s2[48];
+        shape_str(&b.g->tensors[second], s2, sizeof(s2));
+        snprintf(extra, sizeof(extra), " %s %s%s%s", c->const1 ? "(const) with" : "with", s2,
+                 c->const2 || c->op == KR_OP_PRELU ? " (const)" : "", act_name(c->act));
+        break;
+    }
+    case KR_OP_AVERAGE_POOL_2D:
+    case KR_OP_MAX_POOL_2D:
+        od[1] = kr_window_out_size(c->padding, c->dims[1], c->k[0], c->s[0], 1);
+        od[2] = kr_window_out_size(c->padding, c->dims[2], c->k[1], c->s[1], 1);
+        snprintf(extra, sizeof(extra), " k%dx%d s%dx%d %s%s", c->k[0], c->k[1], c->s[0], c->s[1],
+                 c->padding == KR_PADDING_SAME ? "SAME" : "VALID", act_name(c->act));
+        break;
+    case KR_OP_MEAN: {
+        int32_t axes[KR_MAX_DIMS];
+        unsigned mask = 0;
+        size_t n = 0;
+        for (int i = 0; i < c->n_axes; i++) {
+            axes[i] = c->axes[i];
+            mask |= 1u << (c->axes[i] < 0 ? c->axes[i] + c->rank : c->axes[i]);
+            n += (size_t)snprintf(extra + n, sizeof(extra) - n, i ? ",%d" : " axes [%d",
+                                  c->axes[i]);
+        }
+        snprintf(extra + n, sizeof(extra) - n, "]%s", c->keep ? " keep_dims" : "");
+        in[1] = add_ints(&b, 1, &c->n_axes, axes);
+        n_in = 2;
+        out_rank = 0;
+        for (int d = 0; d < c->rank; d++) {
+            if (!(mask & (1u << d)))
+                od[out_rank++] = c->dims[d];
+            else if (c->keep)
+                od[out_rank++] = 1;
+        }
+        break;
+    }
+    case KR_OP_PAD: {
+        int32_t p[2 * KR_MAX_DIMS];
+        int pd[2] = {c->rank, 2};
+        size_t n = (size_t)snprintf(extra, sizeof(extra), " pads");
+        for (int d = 0; d < c->rank; d++) {
+            p[2 * d] = c->pads[d][0];
+            p[2 * d + 1] = c->pads[d][1];
+            od[d] = c->dims[d] + c->pads[d][0] + c->pads[d][1];
+            n += (size_t)snprintf(extra + n, sizeof(extra) - n, " %d/%d", p[2 * d], p[2 * d + 1]);
+        }
+        in[1] = add_ints(&b, 2, pd, p);
+        n_in = 2;
+        break;
+    }
+    case KR_OP_RESIZE_BILINEAR: {
+        int32_t size[2] = {c->size[0], c->size[1]};
+        int two = 2;
+        in[1] = add_ints(&b, 1, &two, size);
+        n_in = 2;
+        od[1] = c->size[0];
+        od[2] = c->size[1];
+        snprintf(extra, sizeof(extra), "%s%s", c->align ? " align_corners" : "",
+                 c->half ? " half_pixel_centers" : "");
+        break;
+    }
+    case KR_OP_RESHAPE:
+        out_rank = c->rank_out;
+        memcpy(od, c->dims_out, sizeof(od));
+        if (c->shape_input) {
+            int32_t shape[KR_MAX_DIMS];
+            for (int d = 0; d < out_rank; d++)
+                shape[d] = d == 1 ? -1 : c->dims_out[d];
+            in[1] = add_ints(&b, 1, &out_rank, shape);
+            n_in = 2;
+            snprintf(extra, sizeof(extra), " (shape input with -1)");
+        }
+        break;
+    case KR_OP_CONCATENATION: {
+        int axis = c->axis < 0 ? c->axis + c->rank : c->axis;
+        od[axis] = 0;
+        for (int i = 0; i < c->n_cat; i++) {
+            int d[KR_MAX_DIMS];
+            memcpy(d, c->dims, sizeof(d));
+            d[axis] = c->cat[i];
+            od[axis] += c->cat[i];
+            in[i] = i ? kt_graph_act(&b, c->rank, d) : x;
+        }
+        n_in = c->n_cat;
+        snprintf(extra, sizeof(extra), " axis %d, %d inputs", c->axis, c->n_cat);
+        break;
+    }
+    default:
+        break;
+    }
+    int y = kt_graph_act(&b, out_rank, od);
+    kr_node *node = kt_graph_node(&b, c->op, n_in, in, y);
+    node->activation = c->act;
+    switch (c->op) {
+    case KR_OP_CONV_2D:
+    case KR_OP_DEPTHWISE_CONV_2D:
+    case KR_OP_TRANSPOSE_CONV_BIAS:
+    case KR_OP_AVERAGE_POOL_2D:
+    case KR_OP_MAX_POOL_2D:
+        node->p.window.kernel_h = c->k[0];
+        node->p.window.kernel_w = c->k[1];
+        node->p.window.stride_h = c->s[0];
+        node->p.window.stride_w = c->s[1];
+        node->p.window.dilation_h = node->p.window.dilation_w = dil;
+        node->p.window.padding = c->padding;
+        node->p.window.depth_multiplier = c->mult;
+        break;
+    case KR_OP_RESIZE_BILINEAR:
+        node->p.resize.align_corners = c->align;
+        node->p.resize.half_pixel_centers = c->half;
+        break;
+    case KR_OP_MEAN: node->p.mean.keep_dims = c->keep; break;
+    case KR_OP_CONCATENATION: node->p.concat.axis = c->axis; break;
+    default: break;
+    }
+    for (int i = 0; i < n_in; i++)
+        if (in[i] >= 0 && !kr_tensor_is_const(&b.g->tensors[in[i]]))
+            kt_graph_input(&b, in[i]);
+    kt_graph_output(&b, y);
+    kr_graph *g = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(&b, &g, &err) != KEYER_OK)
+        fail_msg("case %s: %s", kr_op_name(c->op), err.message);
+    char si[48], so[48];
+    shape_str(&g->tensors[g->nodes[0].inputs[0]], si, sizeof(si));
+    shape_str(&g->tensors[y], so, sizeof(so));
+    snprintf(desc, desc_cap, "%s %s%s -> %s", kr_op_name(c->op), si, extra, so);
+    return g;
+}
+
+/* ---- running a graph on a backend ------------------------------------------------------------- */
+
+typedef struct instance {
+    const kr_backend_ops *ops;
+    const kr_graph *g;
+    int batch;
+    kr_plan plan;
+    kr_backend_instance *inst;
+} instance;
+
+static void instance_destroy(instance *in)
+{
+    if (in->inst)
+        in->ops->destroy(&in->inst);
+    kr_plan_destroy(&in->plan);
+}
+
+static keyer_status instance_create(instance *in, const kr_backend_ops *ops, const kr_graph *g,
+                                    int batch, keyer_error *err)
+{
+    memset(in, 0, sizeof(*in));
+    in->ops = ops;
+    in->g = g;
+    in->batch = batch;
+    for (int n = 0; n < g->n_nodes; n++)
+        if (!ops->supports_node(g, &g->nodes[n]))
+            return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%s does not support %s",
+                                   ops->name, kr_op_name(g->nodes[n].op));
+    keyer_status st = kr_plan_create(g, batch, &in->plan, err);
+    if (st != KEYER_OK)
+        return st;
+    kr_backend_config cfg = {.batch = batch, .threads = 2, .device = 0};
+    st = ops->create(g, &in->plan, &cfg, &in->inst, err);
+    if (st != KEYER_OK)
+        instance_destroy(in);
+    return st;
+}
+
+static size_t io_bytes(const instance *in, int tensor)
+{
+    return kr_tensor_bytes(&in->g->tensors[tensor], in->batch);
+}
+
+static void instance_set_inputs(instance *in, float *const *inputs)
+{
+    keyer_error err = {0};
+    for (int i = 0; i < in->g->n_inputs; i++) {
+        int t = in->g->inputs[i];
+        if (in->ops->copy_in)
+            assert_int_equal(in->ops->copy_in(in->inst, t, inputs[i], io_bytes(in, t), &err),
+                             KEYER_OK);
+        else
+            memcpy(in->ops->tensor_data(in->inst, t), inputs[i], io_bytes(in, t));
+    }
+}
+
+static void instance_run(instance *in)
+{
+    keyer_error err = {0};
+    if (in->ops->run(in->inst, &err) != KEYER_OK)
+        fail_msg("%s: %s", in->ops->name, err.message);
+    if (in->ops->synchronize)
+        assert_int_equal(in->ops->synchronize(in->inst, &err), KEYER_OK);
+}
+
+static void instance_get_output(instance *in, int index, float *out)
+{
+    keyer_error err = {0};
+    int t = in->g->outputs[index];
+    if (in->ops->copy_out)
+        assert_int_equal(in->ops->copy_out(in->inst, t, out, io_bytes(in, t), &err), KEYER_OK);
+    else
+        memcpy(out, in->ops->tensor_data(in->inst, t), io_bytes(in, t));
+}
+
+/* Runs @p g once on @p ops at @p batch; output 0 into a new buffer (free it). NULL with the
+ * reason in @p err when the backend cannot create the instance. */
+static float *run_once(const kr_backend_ops *ops, const kr_graph *g, int batch,
+                       float *const *inputs, keyer_error *err)
+{
+    instance in;
+    if (instance_create(&in, ops, g, batch, err) != KEYER_OK)
+        return NULL;
+    instance_set_inputs(&in, inputs);
+    instance_run(&in);
+    float *out = malloc(io_bytes(&in, g->outputs[0]));
+    assert_non_null(out);
+    instance_get_output(&in, 0, out);
+    instance_destroy(&in);
+    return out;
+}
+
+/* Random inputs for every graph input at @p batch (free with free_inputs). */
+static float **make_inputs(const kr_graph *g, int batch, uint32_t seed, float range)
+{
+    float **x = calloc((size_t)g->n_inputs, sizeof(*x));
+    assert_non_null(x);
+    kt_rng rng = kt_rng_seed(seed);
+    for (int i = 0; i < g->n_inputs; i++) {
+        const kr_tensor *t = &g->tensors[g->inputs[i]];
+        size_t n = kr_tensor_elements(t) * (size_t)batch;
+        x[i] = malloc(n * sizeof(float));
+        assert_non_null(x[i]);
+        kt_rng_fill(&rng, x[i], n, -range, range);
+    }
+    return x;
+}
+
+static void free_inputs(const kr_graph *g, float **x)
+{
+    for (int i = 0; i < g->n_inputs; i++)
+        free(x[i]);
+    free(x);
+}
+
+/* max |got - want| / max(1, |want|); NaN or a mismatch in non-finite values gives INFINITY. */
+static double rel_error(const float *got, const float *want, size_t n)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        if (isnan(d))
+            return INFINITY;
+        d /= fmax(1.0, fabs((double)want[i]));
+        worst = d > worst ? d : worst;
+    }
+    return worst;
+}
+
+/* ---- the backends under test ------------------------------------------------------------------ */
+
+typedef struct backend_entry {
+    const kr_backend_ops *ops;
+    double tol;
+    int unavailable; /* set when create fails with DEVICE (no GPU) */
+} backend_entry;
+
+static backend_entry backends[] = {
+    {&kr_backend_reference, 0.0, 0},
+    {&kr_backend_cpu, 1e-4, 0},
+#ifdef KEYER_HAVE_CUDA_NN
+    {&kr_backend_cuda, 1e-3, 0},
+#endif
+};
+#define N_BACKENDS ((int)(sizeof(backends) / sizeof(backends[0])))
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Microseconds per run of @p g on @p ops at @p batch (at least ~50 ms of runs). */
+static double time_runs(const kr_backend_ops *ops, const kr_graph *g, int batch, float **inputs)
+{
+    instance in;
+    keyer_error err = {0};
+    if (instance_create(&in, ops, g, batch, &err) != KEYER_OK)
+        return -1;
+    instance_set_inputs(&in, inputs);
+    instance_run(&in); /* warm-up */
+    int runs = 0;
+    double t0 = now_seconds(), t = t0;
+    while (runs < 3 || (t - t0 < 0.05 && runs < 100000)) {
+        instance_run(&in);
+        runs++;
+        t = now_seconds();
+    }
+    instance_destroy(&in);
+    return (t - t0) / runs * 1e6;
+}
+
+static void test_ops_all_backends(void **state)
+{
+    (void)state;
+    const char *perf_env = getenv("KEYER_BACKEND_OPS_PERF");
+    int perf = perf_env && *perf_env && strcmp(perf_env, "0") != 0;
+    static double worst[KR_OP_COUNT][4];
+    static int ran[KR_OP_COUNT][4];
+    memset(worst, 0, sizeof(worst));
+    memset(ran, 0, sizeof(ran));
+    int failures = 0;
+    for (int ci = 0; ci < N_CASES; ci++) {
+        const tcase *c = &cases[ci];
+        char desc[256];
+        kr_graph *g = build_case(c, (uint32_t)ci, desc, sizeof(desc));
+        printf("[%3d] %s\n", ci, desc);
+        float range = c->range > 0 ? c->range : 1.0f;
+        for (int batch = 1; batch <= 3; batch += 2) {
+            float **x = make_inputs(g, batch, 1000u * (uint32_t)ci + (uint32_t)batch, range);
+            keyer_error err = {0};
+            float *ref = run_once(&kr_backend_reference, g, batch, x, &err);
+            if (!ref)
+                fail_msg("reference: %s", err.message);
+            const kr_tensor *yt = &g->tensors[g->outputs[0]];
+            size_t item = kr_tensor_elements(yt);
+            if (batch > 1) { /* each item of the batch equals a batch-1 run on that item */
+                for (int b = 0; b < batch; b++) {
+                    float **x1 = calloc((size_t)g->n_inputs, sizeof(*x1));
+                    assert_non_null(x1);
+                    for (int i = 0; i < g->n_inputs; i++)
+                        x1[i] = x[i] + kr_tensor_elements(&g->tensors[g->inputs[i]]) * (size_t)b;
+                    float *one = run_once(&kr_backend_reference, g, 1, x1, &err);
+                    assert_non_null(one);
+                    if (memcmp(one, ref + item * (size_t)b, item * sizeof(float)) != 0) {
+                        printf("      FAIL reference batch %d item %d differs from a batch-1 run\n",
+                               batch, b);
+                        failures++;
+                    }
+                    free(one);
+                    free(x1);
+                }
+            }
+            for (int bi = 1; bi < N_BACKENDS; bi++) {
+                backend_entry *be = &backends[bi];
+                if (be->unavailable)
+                    continue;
+                float *got = run_once(be->ops, g, batch, x, &err);
+                if (!got) {
+                    if (err.status == KEYER_STATUS_UNSUPPORTED) { /* as ggml: listed, skipped */
+                        printf("      batch %d %-9s not supported: %s\n", batch, be->ops->name,
+                               err.message);
+                        continue;
+                    }
+                    if (err.status == KEYER_STATUS_DEVICE) {
+                        printf("      %s unavailable, skipped from here on: %s\n", be->ops->name,
+                               err.message);
+                        be->unavailable = 1;
+                        continue;
+                    }
+                    fail_msg("%s: %s", be->ops->name, err.message);
+                }
+                double e = rel_error(got, ref, item * (size_t)batch);
+                const char *how = "";
+                if (be->ops == &kr_backend_cpu)
+                    how = kr_cpu_xnn_supports(g, &g->nodes[0]) ? " (xnnpack)" : " (reference kernel)";
+                printf("      batch %d %-9s%s error %.3g%s\n", batch, be->ops->name, how, e,
+                       e <= be->tol ? "" : "  FAIL");
+                if (!(e <= be->tol))
+                    failures++;
+                if (e > worst[c->op][bi] || isnan(e))
+                    worst[c->op][bi] = e;
+                ran[c->op][bi]++;
+                free(got);
+            }
+            if (perf) {
+                for (int bi = 0; bi < N_BACKENDS; bi++)
+                    if (!backends[bi].unavailable)
+                        printf("      perf batch %d %-9s %10.2f us/run\n", batch,
+                               backends[bi].ops->name, time_runs(backends[bi].ops, g, batch, x));
+            }
+            free(ref);
+            free_inputs(g, x);
+        }
+        ran[c->op][0]++;
+        kr_graph_destroy(&g);
+    }
+    printf("\nper-operator max error vs the reference (|d| / max(1, |ref|)):\n");
+    for (int op = 0; op < KR_OP_COUNT; op++) {
+        printf("  %-28s %2d cases", kr_op_name((kr_op)op), ran[op][0]);
+        for (int bi = 1; bi < N_BACKENDS; bi++)
+            if (ran[op][bi])
+                printf("  %s %.3g (tol %.0e)", backends[bi].ops->name, worst[op][bi],
+                       backends[bi].tol);
+        printf("\n");
+        assert_true(ran[op][0] >= 2); /* every operator has cases */
+        /* The cpu backend runs every operator (XNNPACK or its reference fallback). */
+        assert_int_equal(ran[op][1], 2 * ran[op][0]);
+    }
+    assert_int_equal(failures, 0);
+}
+
+/* ---- the reference against hand-computed values ----------------------------------------------- */
+
+/* Runs the one-node graph of @p c on the reference backend at batch 1 on @p input and compares
+ * output 0 with @p want (n values) to 1e-5 relative. */
+static void expect_values(const tcase *c, const float *input, const float *want, size_t n)
+{
+    char desc[256];
+    kr_graph *g = build_case(c, 7, desc, sizeof(desc));
+    assert_int_equal(g->n_inputs, 1);
+    assert_int_equal(kr_tensor_elements(&g->tensors[g->outputs[0]]), n);
+    float *in[1] = {(float *)input};
+    keyer_error err = {0};
+    float *got = run_once(&kr_backend_reference, g, 1, in, &err);
+    assert_non_null(got);
+    double e = rel_error(got, want, n);
+    printf("  %-70s error %.3g\n", desc, e);
+    if (!(e <= 1e-5)) {
+        for (size_t i = 0; i < n; i++)
+            printf("    [%zu] got %.7g want %.7g\n", i, got[i], want[i]);
+        fail_msg("%s differs from the hand-computed values", desc);
+    }
+    free(got);
+    kr_graph_destroy(&g);
+}
+
+static void test_reference_hand_values(void **state)
+{
+    (void)state;
+    static const float x9[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}; /* 3x3, row-major */
+    static const float w4[4] = {1, 2, 3, 4};                /* 2x2 filter */
+    /* CONV 3x3 -> 2x2, k2 s2 SAME: total pad 1, all of it after (bottom/right).
+     * y00 = 1*1+2*2+4*3+5*4 = 37; y01 = 3*1+6*3 = 21 (column 3 skipped); y10 = 7*1+8*2 = 23;
+     * y11 = 9*1 = 9; plus bias 0.5. */
+    {
+        float bias = 0.5f;
+        tcase c = CONV(3, 3, 1, 1, 2, 2, 2, 2, SAME, NONE, 1);
+        c.w = w4;
+        c.bias = &bias;
+        const float want[4] = {37.5f, 21.5f, 23.5f, 9.5f};
+        expect_values(&c, x9, want, 4);
+        /* The fused clamp comes after the bias: bias -36.5 gives 0.5, -15.5, -13.5, -27.5. */
+        bias = -36.5f;
+        c.act = KR_ACT_RELU6;
+        const float want6[4] = {0.5f, 0, 0, 0};
+        expect_values(&c, x9, want6, 4);
+    }
+    /* CONV 1x1, Cin 2 -> Cout 3, OHWI: y[o] = W[o,0,0,0]*1 + W[o,0,0,1]*2 + bias[o]. */
+    {
+        const float w[6] = {1, 10, 100, 1000, -1, -1}, bias[3] = {0, 0, 0.5f}, x[2] = {1, 2};
+        tcase c = CONV(1, 1, 2, 3, 1, 1, 1, 1, VALID, NONE, 1);
+        c.w = w;
+        c.bias = bias;
+        const float want[3] = {21, 2100, -2.5f};
+        expect_values(&c, x, want, 3);
+    }
+    /* DEPTHWISE, M = 2, 2x2 VALID on a 2x2 one-channel input; weights [1,ky,kx,oc]:
+     * oc0 taps 1,2,0,1 -> 1+4+0+4 = 9; oc1 taps -1,0,1,2 -> -1+0+3+8 = 10, bias 10 -> 20. */
+    {
+        const float w[8] = {1, -1, 2, 0, 0, 1, 1, 2}, bias[2] = {0, 10}, x[4] = {1, 2, 3, 4};
+        tcase c = DWCONV(2, 2, 1, 2, 2, 1, VALID, NONE, 1);
+        c.w = w;
+        c.bias = bias;
+        const float want[2] = {9, 20};
+        expect_values(&c, x, want, 2);
+    }
+    /* DEPTHWISE 3x3 SAME on a 1x1 input: only the centre tap (1,1) is inside: 1*5, 2*7. */
+    {
+        float w[18];
+        for (int i = 0; i < 18; i++)
+            w[i] = 100;
+        w[(1 * 3 + 1) * 2 + 0] = 5;
+        w[(1 * 3 + 1) * 2 + 1] = 7;
+        const float bias[2] = {0, 0}, x[2] = {1, 2};
+        tcase c = DWCONV(1, 1, 2, 1, 3, 1, SAME, NONE, 1);
+        c.w = w;
+        c.bias = bias;
+        const float want[2] = {5, 14};
+        expect_values(&c, x, want, 2);
+    }
+    /* Transpose conv, K = S = 2, SAME (P = 0): out[2y+ky, 2x+kx] = x[y,x] * W[ky,kx] + 0.5. */
+    {
+        const float w[4] = {1, 10, 100, 1000}, bias = 0.5f, x[4] = {1, 2, 3, 4};
+        tcase c = TCONV(2, 2, 1, 1, 2, 2, SAME);
+        c.w = w;
+        c.bias = &bias;
+        const float want[16] = {1.5f,   10.5f,   2.5f,   20.5f,   100.5f, 1000.5f,
+                                200.5f, 2000.5f, 3.5f,   30.5f,   4.5f,   40.5f,
+                                300.5f, 3000.5f, 400.5f, 4000.5f};
+        expect_values(&c, x, want, 16);
+    }
+    /* Transpose conv, overlapping taps: H 2 -> K 3, stride 2 (W: 1 -> 1, K 1, S 1).
+     * VALID: out = [1*1, 1*2, 1*3 + 2*1, 2*2, 2*3] = [1, 2, 5, 4, 6].
+     * SAME: P = 3 - (1 mod 2) - 1 = 1, out 4, offset P/2 = 0: [1, 2, 5, 4]. */
+    {
+        const float w[3] = {1, 2, 3}, bias = 0, x[2] = {1, 2};
+        tcase c = {.op = KR_OP_TRANSPOSE_CONV_BIAS, .rank = 4, .dims = {1, 2, 1, 1}, .cout = 1,
+                   .k = {3, 1}, .s = {2, 1}, .padding = KR_PADDING_VALID, .w = w, .bias = &bias};
+        const float want_valid[5] = {1, 2, 5, 4, 6};
+        expect_values(&c, x, want_valid, 5);
+        c.padding = KR_PADDING_SAME;
+        const float want_same[4] = {1, 2, 5, 4};
+        expect_values(&c, x, want_same, 4);
+    }
+    /* Transpose conv 1x1, Cin 2 -> Cout 2, OHWI: [1*1+2*10, 1*100+2*1000] + bias [0, 1]. */
+    {
+        const float w[4] = {1, 10, 100, 1000}, bias[2] = {0, 1}, x[2] = {1, 2};
+        tcase c = TCONV(1, 1, 2, 2, 1, 1, VALID);
+        c.w = w;
+        c.bias = bias;
+        const float want[2] = {21, 2101};
+        expect_values(&c, x, want, 2);
+    }
+    /* RESIZE 2x2 [[0,1],[2,3]] -> 4x4: out[y][x] = 2*f(y) + f(x) with per-axis fractions
+     *   half_pixel_centers: src = (i+0.5)/2 - 0.5 -> f = 0, .25, .75, 1 (edges clamp);
+     *   align_corners: src = i/3 -> f = 0, 1/3, 2/3, 1;  neither: src = i/2 -> 0, .5, 1, 1. */
+    {
+        const float x[4] = {0, 1, 2, 3};
+        const float fh[4] = {0, 0.25f, 0.75f, 1}, fa[4] = {0, 1.0f / 3, 2.0f / 3, 1},
+                    fn[4] = {0, 0.5f, 1, 1};
+        const float *f[3] = {fn, fa, fh};
+        for (int mode = 0; mode < 3; mode++) {
+            tcase c = RESIZE(2, 2, 1, 4, 4, mode == 1, mode == 2);
+            float want[16];
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++)
+                    want[i * 4 + j] = 2 * f[mode][i] + f[mode][j];
+            expect_values(&c, x, want, 16);
+        }
+        /* Non-2x, half-pixel, 3 -> 5: scale 0.6, src = -0.2, 0.4, 1.0, 1.6, 2.2 ->
+         * 0, 4, 10, 16, 20 on [0, 10, 20]. */
+        const float x3[3] = {0, 10, 20};
+        tcase c = RESIZE(1, 3, 1, 1, 5, 0, 1);
+        const float want5[5] = {0, 4, 10, 16, 20};
+        expect_values(&c, x3, want5, 5);
+    }
+    /* AVERAGE_POOL 3x3 s1 SAME on 1..9: the divisor counts only the taps inside. */
+    {
+        tcase c = POOL(AVERAGE_POOL_2D, 3, 3, 1, 3, 3, 1, 1, SAME, NONE);
+        const float want[9] = {3, 3.5f, 4, 4.5f, 5, 5.5f, 6, 6.5f, 7};
+        expect_values(&c, x9, want, 9);
+        tcase m = POOL(MAX_POOL_2D, 3, 3, 1, 3, 3, 1, 1, SAME, NONE);
+        const float wmax[9] = {5, 6, 6, 8, 9, 9, 8, 9, 9};
+        expect_values(&m, x9, wmax, 9);
+    }
+    /* MEAN over [1,2] of 1..9 (3x3x1) = 5; PAD H 1/0, W 0/1 of a 2x2. */
+    {
+        tcase c = {.op = KR_OP_MEAN, .rank = 4, .dims = {1, 3, 3, 1}, .n_axes = 2, .axes = {1, 2}};
+        const float want = 5;
+        expect_values(&c, x9, &want, 1);
+        tcase p = {.op = KR_OP_PAD, .rank = 4, .dims = {1, 2, 2, 1}, .pads = {{0, 0}, {1, 0}, {0, 1}}};
+        const float x[4] = {1, 2, 3, 4}, wpad[9] = {0, 0, 0, 1, 2, 0, 3, 4, 0};
+        expect_values(&p, x, wpad, 9);
+    }
+    /* RESHAPE when the output is not a view: the kernel copies (direct call, two buffers). */
+    {
+        tcase c = {.op = KR_OP_RESHAPE, .rank = 4, .dims = {1, 2, 3, 1}, .rank_out = 2,
+                   .dims_out = {1, 6}};
+        char desc[256];
+        kr_graph *g = build_case(&c, 1, desc, sizeof(desc));
+        const float x[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+        float y[12] = {0};
+        kr_op_ctx ctx = {.graph = g, .node = &g->nodes[0], .batch = 2, .in = {x}, .out = {y}};
+        kr_ref_ops[KR_OP_RESHAPE](&ctx);
+        assert_memory_equal(x, y, sizeof(x));
+        kr_graph_destroy(&g);
+    }
+}
+
+/* ---- the reference against independent naive re-derivations ----------------------------------- */
+
+/* TF SAME padding, re-derived: out = ceil(n/s); total = max(0, (out-1)*s + (k-1)*d + 1 - n);
+ * the smaller half goes before. */
+static int naive_pad_before(kr_padding p, int n, int k, int s, int d)
+{
+    if (p == KR_PADDING_VALID)
+        return 0;
+    int out = (n + s - 1) / s;
+    int total = (out - 1) * s + (k - 1) * d + 1 - n;
+    return total > 0 ? total / 2 : 0;
+}
+
+/* Copies x [N,H,W,C] into a zero buffer [N,H+2*pt+k*d... ] large enough for every tap. */
+static float *zero_padded(const float *x, int n, int h, int w, int ch, int pt, int pl, int ph,
+                          int pw)
+{
+    float *p = calloc((size_t)n * ph * pw * ch, sizeof(float));
+    assert_non_null(p);
+    for (int b = 0; b < n; b++)
+        for (int y = 0; y < h; y++)
+            for (int xx = 0; xx < w; xx++)
+                for (int c = 0; c < ch; c++)
+                    p[(((size_t)b * ph + y + pt) * pw + xx + pl) * ch + c] =
+                        x[(((size_t)b * h + y) * w + xx) * ch + c];
+    return p;
+}
+
+/* CONV_2D / DEPTHWISE on an explicitly zero-padded input, VALID over the padded buffer. */
+static float *naive_conv(const kr_graph *g, const float *x, int batch)
+{
+    const kr_node *node = &g->nodes[0];
+    const kr_tensor *xt = &g->tensors[node->inputs[0]], *wt = &g->tensors[node->inputs[1]];
+    const kr_tensor *yt = &g->tensors[node->outputs[0]];
+    const float *w = wt->data, *bias = g->tensors[node->inputs[2]].data;
+    const kr_window_params *p = &node->p.window;
+    int dw = node->op == KR_OP_DEPTHWISE_CONV_2D;
+    int h = xt->dims[1], wd = xt->dims[2], ci = xt->dims[3];
+    int oh = yt->dims[1], ow = yt->dims[2], co = yt->dims[3];
+    int kh = wt->dims[1], kw = wt->dims[2];
+    int pt = naive_pad_before(p->padding, h, kh, p->stride_h, p->dilation_h);
+    int pl = naive_pad_before(p->padding, wd, kw, p->stride_w, p->dilation_w);
+    int ph = (oh - 1) * p->stride_h + (kh - 1) * p->dilation_h + 1;
+    int pw = (ow - 1) * p->stride_w + (kw - 1) * p->dilation_w + 1;
+    ph = ph > h + pt ? ph : h + pt;
+    pw = pw > wd + pl ? pw : wd + pl;
+    float *xp = zero_padded(x, batch, h, wd, ci, pt, pl, ph, pw);
+    float *y = malloc((size_t)batch * oh * ow * co * sizeof(float));
+    assert_non_null(y);
+    float lo, hi;
+    kr_activation_range(node->activation, &lo, &hi);
+    for (int b = 0; b < batch; b++)
+        for (int oy = 0; oy < oh; oy++)
+            for (int ox = 0; ox < ow; ox++)
+                for (int o = 0; o < co; o++) {
+                    double s = bias[o];
+                    for (int ky = 0; ky < kh; ky++)
+                        for (int kx = 0; kx < kw; kx++) {
+                            int py = oy * p->stride_h + ky * p->dilation_h;
+                            int px = ox * p->stride_w + kx * p->dilation_w;
+                            const float *v = &xp[(((size_t)b * ph + py) * pw + px) * ci];
+                            if (dw) {
+                                int m = co / ci;
+                                s += (double)v[o / m] * w[((size_t)ky * kw + kx) * co + o];
+                            } else {
+                                for (int i = 0; i < ci; i++)
+                                    s += (double)v[i] * w[(((size_t)o * kh + ky) * kw + kx) * ci + i];
+                            }
+                        }
+                    double r = s < lo ? lo : s > hi ? hi : s;
+                    y[(((size_t)b * oh + oy) * ow + ox) * co + o] = (float)r;
+                }
+    free(xp);
+    return y;
+}
+
+/* Transpose conv in gather form: out(oy,ox) sums x(iy,ix) * W(ky,kx) over the taps with
+ * iy*S - pad_t + ky == oy, i.e. ky = oy + pad_t - iy*S in [0, K). */
+static float *naive_transpose(const kr_graph *g, const float *x, int batch)
+{
+    const kr_node *node = &g->nodes[0];
+    const kr_tensor *xt = &g->tensors[node->inputs[0]], *wt = &g->tensors[node->inputs[1]];
+    const kr_tensor *yt = &g->tensors[node->outputs[0]];
+    const float *w = wt->data, *bias = g->tensors[node->inputs[2]].data;
+    int h = xt->dims[1], wd = xt->dims[2], ci = xt->dims[3];
+    int oh = yt->dims[1], ow = yt->dims[2], co = yt->dims[3];
+    int kh = wt->dims[1], kw = wt->dims[2], sh = node->p.window.stride_h,
+        sw = node->p.window.stride_w;
+    /* Re-derive the offsets from section 2.10: P = max(0, K - ((n-1) mod S) - 1) if SAME. */
+    int pt = 0, pl = 0;
+    if (node->p.window.padding == KR_PADDING_SAME) {
+        int P = kh - (h - 1) % sh - 1, Q = kw - (wd - 1) % sw - 1;
+        pt = P > 0 ? P / 2 : 0;
+        pl = Q > 0 ? Q / 2 : 0;
+    }
+    float *y = malloc((size_t)batch * oh * ow * co * sizeof(float));
+    assert_non_null(y);
+    for (int b = 0; b < batch; b++)
+        for (int oy = 0; oy < oh; oy++)
+            for (int ox = 0; ox < ow; ox++)
+                for (int o = 0; o < co; o++) {
+                    double s = bias[o];
+                    for (int iy = 0; iy < h; iy++) {
+                        int ky = oy + pt - iy * sh;
+                        if (ky < 0 || ky >= kh)
+                            continue;
+                        for (int ix = 0; ix < wd; ix++) {
+                            int kx = ox + pl - ix * sw;
+                            if (kx < 0 || kx >= kw)
+                                continue;
+                            for (int i = 0; i < ci; i++)
+                                s += (double)x[(((size_t)b * h + iy) * wd + ix) * ci + i] *
+                                     w[(((size_t)o * kh + ky) * kw + kx) * ci + i];
+                        }
+                    }
+                    y[(((size_t)b * oh + oy) * ow + ox) * co + o] = (float)s;
+                }
+    return y;
+}
+
+/* Source position and weights of one output coordinate, in double. */
+static void naive_axis(int in, int out, int align, int half, int i, int *a, int *b, double *f)
+{
+    double scale = (align && out > 1) ? (double)(in - 1) / (out - 1) : (double)in / out;
+    double src = half ? (i + 0.5) * scale - 0.5 : i * scale;
+    if (src < 0)
+        src = 0; /* below the first sample: the edge value */
+    int lo = (int)floor(src);
+    if (lo > in - 1)
+        lo = in - 1;
+    *a = lo;
+    *b = lo + 1 < in ? lo + 1 : in - 1;
+    *f = src - lo;
+    if (*b == *a)
+        *f = 0;
+}
+
+static float *naive_resize(const kr_graph *g, const float *x, int batch)
+{
+    const kr_node *node = &g->nodes[0];
+    const kr_tensor *xt = &g->tensors[node->inputs[0]], *yt = &g->tensors[node->outputs[0]];
+    int h = xt->dims[1], w = xt->dims[2], ch = xt->dims[3], oh = yt->dims[1], ow = yt->dims[2];
+    int al = node->p.resize.align_corners, hp = node->p.resize.half_pixel_centers;
+    float *y = malloc((size_t)batch * oh * ow * ch * sizeof(float));
+    assert_non_null(y);
+    for (int b = 0; b < batch; b++)
+        for (int i = 0; i < oh; i++)
+            for (int j = 0; j < ow; j++) {
+                int y0, y1, x0, x1;
+                double fy, fx;
+                naive_axis(h, oh, al, hp, i, &y0, &y1, &fy);
+                naive_axis(w, ow, al, hp, j, &x0, &x1, &fx);
+                for (int c = 0; c < ch; c++) {
+#define AT(yy, xx) ((double)x[(((size_t)b * h + (yy)) * w + (xx)) * ch + c])
+                    double top = AT(y0, x0) + fx * (AT(y0, x1) - AT(y0, x0));
+                    double bot = AT(y1, x0) + fx * (AT(y1, x1) - AT(y1, x0));
+#undef AT
+                    y[(((size_t)b * oh + i) * ow + j) * ch + c] = (float)(top + fy * (bot - top));
+                }
+            }
+    return y;
+}
+
+static void test_reference_vs_naive(void **state)
+{
+    (void)state;
+    static const tcase naive_cases[] = {
+        CONV(9, 7, 3, 5, 3, 3, 2, 2, SAME, NONE, 1),
+        CONV(8, 6, 4, 3, 5, 5, 1, 1, SAME, RELU6, 1),
+        CONV(7, 7, 2, 2, 3, 3, 2, 2, VALID, NONE, 1),
+        CONV(9, 8, 3, 4, 3, 3, 1, 1, SAME, RELU, 2),
+        CONV(10, 9, 3, 2, 5, 3, 2, 1, SAME, RELU_N1_TO_1, 1),
+        DWCONV(7, 5, 3, 2, 3, 2, SAME, NONE, 1),
+        DWCONV(8, 8, 2, 1, 5, 1, SAME, RELU6, 1),
+        DWCONV(9, 9, 4, 1, 5, 2, SAME, NONE, 1),
+        DWCONV(10, 6, 3, 2, 3, 2, VALID, RELU, 1),
+        DWCONV(9, 9, 3, 1, 3, 1, SAME, NONE, 2),
+        TCONV(4, 3, 3, 2, 3, 2, SAME),
+        TCONV(3, 5, 2, 3, 4, 2, SAME),
+        TCONV(5, 4, 2, 2, 3, 2, VALID),
+        TCONV(4, 5, 3, 2, 2, 2, SAME),
+        TCONV(4, 5, 2, 2, 3, 1, SAME),
+        RESIZE(3, 5, 2, 7, 4, 0, 0),
+        RESIZE(3, 5, 2, 7, 4, 1, 0),
+        RESIZE(3, 5, 2, 7, 4, 0, 1),
+        RESIZE(5, 7, 2, 3, 4, 0, 0),
+        RESIZE(5, 7, 2, 3, 4, 1, 0),
+        RESIZE(5, 7, 2, 3, 4, 0, 1),
+        RESIZE(4, 6, 3, 8, 12, 0, 1),
+        RESIZE(1, 4, 2, 3, 9, 1, 0),
+    };
+    double worst[KR_OP_COUNT] = {0};
+    for (size_t i = 0; i < sizeof(naive_cases) / sizeof(naive_cases[0]); i++) {
+        const tcase *c = &naive_cases[i];
+        char desc[256];
+        kr_graph *g = build_case(c, 500u + (uint32_t)i, desc, sizeof(desc));
+        const int batch = 2;
+        float **x = make_inputs(g, batch, 9000u + (uint32_t)i, 1.0f);
+        keyer_error err = {0};
+        float *got = run_once(&kr_backend_reference, g, batch, x, &err);
+        assert_non_null(got);
+        float *want = c->op == KR_OP_RESIZE_BILINEAR ? naive_resize(g, x[0], batch)
+                      : c->op == KR_OP_TRANSPOSE_CONV_BIAS ? naive_transpose(g, x[0], batch)
+                                                           : naive_conv(g, x[0], batch);
+        size_t n = kr_tensor_elements(&g->tensors[g->outputs[0]]) * batch;
+        double e = rel_error(got, want, n);
+        printf("  %-70s error %.3g\n", desc, e);
+        if (!(e <= 1e-5))
+            fail_msg("%s: the reference differs from the naive re-derivation by %.3g", desc, e);
+        worst[c->op] = e > worst[c->op] ? e : worst[c->op];
+        free(got);
+        free(want);
+        free_inputs(g, x);
+        kr_graph_destroy(&g);
+    }
+    printf("max error vs naive: CONV_2D %.3g, DEPTHWISE_CONV_2D %.3g, transpose %.3g, "
+           "RESIZE_BILINEAR %.3g\n",
+           worst[KR_OP_CONV_2D], worst[KR_OP_DEPTHWISE_CONV_2D],
+           worst[KR_OP_TRANSPOSE_CONV_BIAS], worst[KR_OP_RESIZE_BILINEAR]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reference_hand_values),
+        cmocka_unit_test(test_reference_vs_naive),
+        cmocka_unit_test(test_ops_all_backends),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
