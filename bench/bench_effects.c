@@ -27,6 +27,14 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* CPU time of the whole process (all threads), seconds. */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -70,6 +78,7 @@ typedef struct result {
     const char *size;
     double ms;     /* median */
     double min_ms; /* fastest run: least disturbed by other load on the machine */
+    double cpu_ms; /* median CPU time of all threads per run (host runs only) */
     double bytes;
 } result;
 
@@ -197,7 +206,7 @@ int main(int argc, char **argv)
     } sizes[] = {{"1080p", 1920, 1080}, {"4K", 3840, 2160}};
     result res[16];
     int nres = 0;
-    double *t = malloc(sizeof(double) * (size_t)iters);
+    double *t = malloc(sizeof(double) * (size_t)iters), *tc = malloc(sizeof(double) * (size_t)iters);
     for (int s = 0; s < 2; s++) {
         int W = sizes[s].w, H = sizes[s].h, MW = 256, MH = 256;
         keyer_error err = {0};
@@ -258,7 +267,7 @@ int main(int argc, char **argv)
         };
         for (int st = 0; st < 4; st++) {
             for (int i = -3; i < iters; i++) {
-                double t0 = now();
+                double t0 = now(), c0 = cpu_now();
                 keyer_status r = KEYER_OK;
                 const keyer_frame *frames[1] = {f};
                 if (st == 0)
@@ -273,14 +282,18 @@ int main(int argc, char **argv)
                 if (cuda)
                     cudaDeviceSynchronize();
 #endif
-                if (i >= 0)
+                if (i >= 0) {
                     t[i] = now() - t0;
+                    tc[i] = cpu_now() - c0;
+                }
             }
             qsort(t, (size_t)iters, sizeof(double), cmp_double);
+            qsort(tc, (size_t)iters, sizeof(double), cmp_double);
             res[nres].stage = stages[st].name;
             res[nres].size = sizes[s].name;
             res[nres].ms = t[iters / 2] * 1e3;
             res[nres].min_ms = t[0] * 1e3;
+            res[nres].cpu_ms = tc[iters / 2] * 1e3;
             res[nres].bytes = stages[st].bytes;
             nres++;
         }
@@ -304,22 +317,24 @@ int main(int argc, char **argv)
         keyer_frame_destroy(&mh);
     }
     free(t);
+    free(tc);
     if (json) {
         printf("{\"device\": \"%s\", \"copy_bandwidth_gbs\": %.1f, \"results\": [\n",
                cuda ? "cuda" : "cpu", bw / 1e9);
         for (int i = 0; i < nres; i++)
             printf("  {\"stage\": \"%s\", \"size\": \"%s\", \"ms\": %.4f, \"min_ms\": %.4f, "
-                   "\"floor_ms\": %.4f}%s\n", res[i].stage, res[i].size, res[i].ms, res[i].min_ms,
-                   res[i].bytes / bw * 1e3, i + 1 < nres ? "," : "");
+                   "\"cpu_ms\": %.4f, \"floor_ms\": %.4f}%s\n", res[i].stage, res[i].size,
+                   res[i].ms, res[i].min_ms, res[i].cpu_ms, res[i].bytes / bw * 1e3,
+                   i + 1 < nres ? "," : "");
         printf("]}\n");
     } else {
         printf("%s, copy bandwidth %.1f GB/s (read + write), median of %d runs\n",
                cuda ? "CUDA" : "CPU", bw / 1e9, iters);
-        printf("%-6s %-50s %9s %9s %9s %8s %9s\n", "size", "stage", "median ms", "min ms",
-               "floor ms", "x floor", "frames/s");
+        printf("%-6s %-48s %9s %8s %8s %8s %8s %8s\n", "size", "stage", "median ms", "min ms",
+               "cpu ms", "floor ms", "x floor", "frames/s");
         for (int i = 0; i < nres; i++)
-            printf("%-6s %-50s %9.3f %9.3f %9.3f %8.1f %9.1f\n", res[i].size, res[i].stage,
-                   res[i].ms, res[i].min_ms, res[i].bytes / bw * 1e3,
+            printf("%-6s %-48s %9.3f %8.3f %8.3f %8.3f %8.1f %8.1f\n", res[i].size, res[i].stage,
+                   res[i].ms, res[i].min_ms, cuda ? 0.0 : res[i].cpu_ms, res[i].bytes / bw * 1e3,
                    res[i].ms / (res[i].bytes / bw * 1e3), 1e3 / res[i].ms);
     }
     return 0;

@@ -27,7 +27,8 @@
  *     keyer_composite_create(&cp, &comp, &err))
  *     die(err.message);
  * // per frame (frame: NV12 host frame; mask: GRAYF32 frame wrapping the model output)
- * keyer_prepare_run(prep, &frame, NULL, 1, keyer_runtime_input_data(rt, 0), NULL, &err);
+ * const keyer_frame *frames[1] = {frame};
+ * keyer_prepare_run(prep, frames, NULL, 1, keyer_runtime_input_data(rt, 0), NULL, &err);
  * keyer_runtime_run(rt, &err);
  * keyer_refine_run(ref, 0, frame, mask, NULL, alpha, &err);     // alpha: GRAY8, frame size
  * keyer_composite_run(comp, frame, alpha, out, &err);            // out: NV12, frame size
@@ -162,8 +163,8 @@ keyer_status keyer_prepare_create(const keyer_prepare_params *params, keyer_prep
  * coordinates; its centre is mapped to the frame and the frame is sampled bilinearly (OpenCV
  * INTER_LINEAR's convention for an axis-aligned region), clamping at the frame's edges. When
  * a tensor pixel covers s > 2 frame pixels along one of its axes and area filtering is on,
- * ceil(s) evenly spaced bilinear samples along that axis are averaged instead, which for an
- * integer s is the box average of the covered pixels. Colour is converted after sampling and
+ * ceil(s) (at most 128) evenly spaced bilinear samples along that axis are averaged instead,
+ * which for an integer s is the box average of the covered pixels. Colour is converted after sampling and
  * clamped to [0,1]; then normalised. Letterbox bars (tensor pixels whose centre lies
  * outside the region's image) receive pad * scale + offset.
  *
@@ -213,7 +214,8 @@ typedef enum keyer_temporal {
  *  4. dilate (dilate > 0) or erode (dilate < 0) by |dilate| pixels (square window).
  *  5. feather: a box blur of radius feather pixels, applied twice (a tent-shaped kernel).
  * Defaults were chosen by looking at the results on the project's test photos with the
- * selfie model's mask (see BENCHMARKS.md and tests/data/golden/).
+ * selfie model's mask (tests/data/golden/ holds them) and, for the temporal weights, by the
+ * flicker / motion-lag trade-off measured in tests/unit/test_effects_refine.c.
  */
 typedef struct keyer_refine_params {
     int upsample;            /**< keyer_upsample (default GUIDED) */
@@ -297,7 +299,10 @@ typedef enum keyer_composite_mode {
 /** Parameters of a ::keyer_composite. Initialise with keyer_composite_params_defaults(). */
 typedef struct keyer_composite_params {
     int mode;           /**< keyer_composite_mode (default BLUR) */
-    float blur_radius;  /**< Gaussian sigma of the background blur in pixels, 2..256 (default 12) */
+    /** Gaussian sigma of the background blur in pixels, 2..256 (default 12). The blur runs on
+     *  a grid of f x f pixel cells, f the largest power of two <= blur_radius, and is
+     *  interpolated back bilinearly. */
+    float blur_radius;
     uint32_t color;     /**< 0xRRGGBB for COLOR (default 0x000000) */
     uint32_t key_color; /**< 0xRRGGBB for GREEN_SCREEN (default 0x00B140, chroma-key green) */
     int dither;         /**< 1: ordered dither when rounding blended samples (default 1) */

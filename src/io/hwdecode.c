@@ -1,6 +1,7 @@
-/* NVDEC through libavcodec's CUDA hwaccel. Only libav APIs are used here (no CUDA toolkit
- * calls); libavutil/hwcontext_cuda.h includes <cuda.h>, so it is included only in CUDA builds,
- * which are also the only builds that decode into device memory. */
+/* NVDEC through libavcodec's CUDA hwaccel. Only libav APIs are used here; the CUDA side (the
+ * device context on the primary context, copies out of NVDEC surfaces: cuda/hwdevice.c, which
+ * includes libavutil/hwcontext_cuda.h and so <cuda.h>) exists in CUDA builds only, which are
+ * also the only builds that decode into device memory. */
 #include <stdio.h>
 #include <string.h>
 
@@ -10,10 +11,6 @@
 #include "io/av.h"
 #include "io/io_internal.h"
 #include "keyer/log.h"
-
-#ifdef KEYER_HAVE_CUDA
-#include <libavutil/hwcontext_cuda.h>
-#endif
 
 int kr_hwdec_built(void)
 {
@@ -28,17 +25,10 @@ keyer_status kr_hwdec_device_create(int ordinal, AVBufferRef **out, keyer_error 
 {
     *out = NULL;
 #ifdef KEYER_HAVE_CUDA
-    char name[16];
-    snprintf(name, sizeof(name), "%d", ordinal);
-    int ret = av_hwdevice_ctx_create(out, AV_HWDEVICE_TYPE_CUDA, name, NULL,
-                                     AV_CUDA_USE_PRIMARY_CONTEXT);
-    if (ret < 0) {
-        char text[AV_ERROR_MAX_STRING_SIZE] = {0};
-        av_strerror(ret, text, sizeof(text));
-        return keyer_error_set(err, KEYER_STATUS_DEVICE, "cannot open CUDA device %d for NVDEC: %s",
-                               ordinal, text);
-    }
-    return KEYER_OK;
+    /* Not av_hwdevice_ctx_create(..., AV_CUDA_USE_PRIMARY_CONTEXT): libav refuses a primary
+     * context that is already active with other flags than its own, which is the case once
+     * keyer's CUDA code (the runtime API) has run. */
+    return kr_cuda_hwdevice_create(ordinal, out, err);
 #else
     (void)ordinal;
     return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,

@@ -24,6 +24,7 @@
 
 /** Hardware-decode state of one decoder; lives as long as the decoder (its get_format opaque). */
 typedef struct kr_hwdec {
+    AVBufferRef *pool; /* device buffers NVDEC frames are copied into (CUDA builds) */
     int active;   /* the last get_format picked AV_PIX_FMT_CUDA */
     int fellback; /* NVDEC was tried and the decoder went to software (logged once) */
     int ordinal;  /* CUDA device ordinal */
@@ -83,6 +84,7 @@ typedef struct kr_session {
     int demux_errors; /* consecutive demuxer errors */
     int64_t dropped_packets, corrupt_packets;
     int64_t sent_packets, frames_out; /* since the last seek: packets without a frame are dropped */
+    AVFrame *tmp;                     /* spare frame for copies out of NVDEC surfaces */
     int truncated;
     kr_packet_sink sink;
     void *sink_opaque;
@@ -155,6 +157,17 @@ int kr_reader_input_done(keyer_reader *r);
 /* ---- CUDA copies (cuda/transfer.c, CUDA builds only) ------------------------------------ */
 
 #ifdef KEYER_HAVE_CUDA
+/** kr_hwdec_device_create() in CUDA builds: retains the primary context itself. */
+keyer_status kr_cuda_hwdevice_create(int ordinal, AVBufferRef **out, keyer_error *err);
+
+/**
+ * Replaces NVDEC frame @p pic (AV_PIX_FMT_CUDA, mapped from one of the decoder's few
+ * surfaces) with a device-to-device copy in a buffer of *@p pool (created or re-created to
+ * match), releasing the surface at once. @p tmp is a blank frame used for the copy.
+ */
+keyer_status kr_cuda_detach_frame(AVBufferRef **pool, AVFrame *pic, AVFrame *tmp,
+                                  keyer_error *err);
+
 /**
  * 2-D copy of @p rows rows of @p row_bytes bytes, between any host/device pointers
  * (cudaMemcpy2D with cudaMemcpyDefault), synchronous. Errors: DEVICE.

@@ -779,6 +779,7 @@ keyer_status keyer_reader_seek(keyer_reader *r, int64_t pts, keyer_error *err)
                                r->url);
     keyer_frame_unref(r->ready);
     r->ended = 0;
+    r->last_pts = INT64_MIN;
     pthread_mutex_lock(&r->q.lock);
     queue_drop_all(&r->q);
     r->input_done = 0;

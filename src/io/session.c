@@ -79,6 +79,12 @@ keyer_status kr_session_open(kr_session *s, const kr_session_opts *o, keyer_erro
     const char *url = o->url;
     const AVInputFormat *ifmt = NULL;
 
+#ifdef KEYER_HAVE_AVDEVICE
+    /* Input devices (V4L2) are known to libavformat once libavdevice registered them; the
+     * call only fills libavdevice's own tables and may be repeated. */
+    if (o->input_format || is_camera(url))
+        avdevice_register_all();
+#endif
     if (o->input_format) {
         ifmt = av_find_input_format(format_alias(o->input_format));
         if (!ifmt) {
@@ -115,7 +121,8 @@ keyer_status kr_session_open(kr_session *s, const kr_session_opts *o, keyer_erro
     }
     s->fc = avformat_alloc_context();
     s->pkt = av_packet_alloc();
-    if (!s->fc || !s->pkt) {
+    s->tmp = av_frame_alloc();
+    if (!s->fc || !s->pkt || !s->tmp) {
         av_dict_free(&opts);
         st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", o->url);
         goto fail;
@@ -237,6 +244,16 @@ keyer_status kr_session_receive(kr_session *s, AVFrame *out, keyer_error *err)
         int ret = avcodec_receive_frame(s->dec, out);
         if (ret == 0) {
             s->frames_out++;
+#ifdef KEYER_HAVE_CUDA
+            /* NVDEC has a handful of surfaces: frames the caller keeps must not hold them. */
+            if (out->format == AV_PIX_FMT_CUDA) {
+                keyer_status st = kr_cuda_detach_frame(&s->hw.pool, out, s->tmp, err);
+                if (st) {
+                    av_frame_unref(out);
+                    return keyer_error_prefix(err, "%s: ", s->url);
+                }
+            }
+#endif
             return KEYER_OK;
         }
         if (ret == AVERROR_EOF) {
@@ -248,6 +265,7 @@ keyer_status kr_session_receive(kr_session *s, AVFrame *out, keyer_error *err)
         }
         if (ret == AVERROR_INVALIDDATA) { /* a damaged frame (frame threads report it here) */
             s->dropped_packets++;
+            s->frames_out++; /* its packet was counted as sent: not a silent drop */
             continue;
         }
         if (ret != AVERROR(EAGAIN))
@@ -335,6 +353,8 @@ void kr_session_close(kr_session *s)
     avcodec_free_context(&s->dec);
     avformat_close_input(&s->fc);
     av_packet_free(&s->pkt);
+    av_frame_free(&s->tmp);
+    av_buffer_unref(&s->hw.pool); /* frames still out keep their buffers alive */
     kr_hwdec hw = s->hw;
     memset(s, 0, sizeof(*s));
     s->hw = hw; /* counters of the fallback stay readable */

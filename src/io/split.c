@@ -25,7 +25,7 @@
 #define MIN_CHUNK_FRAMES 24
 
 typedef struct chunk {
-    int64_t start_dts; /* seek target: the keyframe's index timestamp */
+    int64_t start_dts; /* the keyframe's index timestamp */
     int64_t start_pts; /* P_k */
     int64_t end_pts;   /* P_k+1, INT64_MAX for the last chunk */
     int frames;        /* from the index (or estimated) */
@@ -122,7 +122,8 @@ static void *worker_main(void *arg)
     kr_split *sp = w->sp;
     for (int k = sp->first + w->index; k < sp->nchunks; k += sp->n) {
         const chunk *c = &sp->chunks[k];
-        keyer_status st = kr_session_seek(&w->s, c->start_dts, 0, &w->err);
+        /* Seeking by the keyframe's pts lands on it (demuxers seek by presentation time). */
+        keyer_status st = kr_session_seek(&w->s, c->start_pts, 0, &w->err);
         for (; st == KEYER_OK;) {
             st = kr_session_receive(&w->s, w->tmp, &w->err);
             if (st)
@@ -148,20 +149,23 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* Reads the pts of the keyframe at index timestamp @p dts with @p fc. */
-static int keyframe_pts(AVFormatContext *fc, int stream, int64_t dts, AVPacket *pkt, int64_t *pts)
+/* Reads the pts of the keyframe of index timestamp @p ts (dts in MP4, pts in Matroska). Demuxers
+ * seek by presentation time, which can land on an earlier keyframe: packets are read until
+ * the keyframe itself. */
+static int keyframe_pts(AVFormatContext *fc, int stream, int64_t ts, AVPacket *pkt, int64_t *pts)
 {
-    if (av_seek_frame(fc, stream, dts, AVSEEK_FLAG_BACKWARD) < 0)
+    if (av_seek_frame(fc, stream, ts, AVSEEK_FLAG_BACKWARD) < 0)
         return -1;
-    for (int i = 0; i < 10000; i++) {
+    for (int i = 0; i < 100000; i++) {
         if (av_read_frame(fc, pkt) < 0)
             return -1;
-        int mine = pkt->stream_index == stream;
+        int64_t t = pkt->dts != AV_NOPTS_VALUE ? pkt->dts : pkt->pts;
+        int found = pkt->stream_index == stream && (pkt->flags & AV_PKT_FLAG_KEY) &&
+                    t != AV_NOPTS_VALUE && t >= ts;
         *pts = pkt->pts;
-        int key = (pkt->flags & AV_PKT_FLAG_KEY) != 0;
         av_packet_unref(pkt);
-        if (mine)
-            return key && *pts != AV_NOPTS_VALUE ? 0 : -1;
+        if (found)
+            return *pts != AV_NOPTS_VALUE ? 0 : -1;
     }
     return -1;
 }
@@ -317,6 +321,8 @@ keyer_status kr_split_create(kr_session *main, const kr_session_opts *o, int n, 
         }
         sp->w[i].started = 1;
     }
+    for (int k = 0; k < sp->nchunks; k++)
+        keyer_log(sp->logger, KEYER_LOG_DEBUG, "%s: chunk %d: dts %lld, pts %lld..%lld, %d frames", sp->url, k, (long long)sp->chunks[k].start_dts, (long long)sp->chunks[k].start_pts, (long long)sp->chunks[k].end_pts, sp->chunks[k].frames);
     keyer_log(sp->logger, KEYER_LOG_INFO, "%s: split decode: %d chunks on %d sessions",
               sp->url, sp->nchunks, n);
     *out = sp;

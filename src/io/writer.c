@@ -45,6 +45,7 @@ struct keyer_writer {
     AVFrame *hwframe; /* NVENC input */
     AVBufferRef *hw_frames;
     int hw_input;
+    int encoder_failed; /* set when the encoder itself (or its CUDA frames) failed to open */
     kr_converter conv;
     keyer_frame *download; /* host copy of a device frame for a CPU encoder */
     AVPacket *pkt, *cpkt;
@@ -263,6 +264,7 @@ static keyer_status open_video_encoder(keyer_writer *w, const AVCodec *c,
     if (is_nvenc(c) && kr_hwdec_built()) {
         /* Device frames go in directly: a CUDA frames context on the primary context. */
         AVBufferRef *dev = NULL;
+        w->encoder_failed = 1; /* until the encoder opens */
         if ((st = kr_hwdec_device_create(0, &dev, err)))
             goto fail;
         w->hw_frames = av_hwframe_ctx_alloc(dev);
@@ -290,12 +292,14 @@ static keyer_status open_video_encoder(keyer_writer *w, const AVCodec *c,
         pix = AV_PIX_FMT_NV12;
         w->hw_input = 1;
     }
+    w->encoder_failed = 1;
     int ret = avcodec_open2(e, c, &opts);
     if (ret < 0) {
         st = kr_av_error(err, ret, "%s: cannot open encoder %s (%s %dx%d)", w->path, n,
                          av_get_pix_fmt_name(pix), w->width, w->height);
         goto fail;
     }
+    w->encoder_failed = 0;
     log_unused_options(w, n, opts);
     av_dict_free(&opts);
     w->venc = e;
@@ -719,7 +723,7 @@ keyer_status keyer_writer_open(const char *path, const keyer_writer_params *para
     }
     keyer_error nverr = {0};
     st = open_video_encoder(w, codec, &p, 1, is_nvenc(codec) ? &nverr : err);
-    if (st && is_nvenc(codec) && st != KEYER_STATUS_INVALID_ARGUMENT) {
+    if (st && is_nvenc(codec) && w->encoder_failed) {
         const char *alt = codec->id == AV_CODEC_ID_HEVC && avcodec_find_encoder_by_name("libx265")
                               ? "libx265"
                               : "libx264";

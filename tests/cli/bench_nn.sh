@@ -16,7 +16,7 @@ out=$("$bin" bench nn --model selfie --backend cpu --threads 1 --batch 2 --itera
     fail "bench nn --json exited with $?"
 echo "$out"
 [ "$(echo "$out" | wc -l)" -eq 1 ] || fail "expected one line of JSON"
-for key in model backend threads batch median_ms p90_ms fps gflops arena_bytes weight_bytes; do
+for key in model backend threads batch median_ms p90_ms cpu_ms fps gflops arena_bytes weight_bytes; do
     echo "$out" | grep -q "\"$key\": " || fail "JSON lacks \"$key\""
 done
 echo "$out" | grep -q '"backend": "cpu"' || fail "backend is not cpu"

@@ -18,6 +18,16 @@
 
 #define KT_MAX_FRAMES 512
 
+/* Reader parameters for the CPU tests: decoding on the CPU even where a GPU exists, since
+ * they check host frames (the GPU test covers NVDEC). */
+static inline const keyer_reader_params *kt_cpu(void)
+{
+    static keyer_reader_params p;
+    p = keyer_reader_params_defaults();
+    p.device = KEYER_DECODE_DEVICE_CPU;
+    return &p;
+}
+
 /* Writes a sample video made from grace_hopper.jpg; fails the test on error. */
 static inline void kt_make_sample(const char *path, const keyer_sample_params *p)
 {
@@ -39,14 +49,14 @@ typedef struct kt_stream {
     char message[KEYER_ERROR_MESSAGE_MAX];
 } kt_stream;
 
-/* Reads @p url to its end with @p p (NULL: defaults); keeps frames when @p keep. */
+/* Reads @p url to its end with @p p (NULL: kt_cpu()); keeps frames when @p keep. */
 static inline kt_stream *kt_read_stream(const char *url, const keyer_reader_params *p, int keep)
 {
     kt_stream *s = calloc(1, sizeof(*s));
     assert_non_null(s);
     keyer_error err = {0};
     keyer_reader *r = NULL;
-    if (keyer_reader_open(url, p, &r, &err))
+    if (keyer_reader_open(url, p ? p : kt_cpu(), &r, &err))
         fail_msg("opening %s: %s", url, err.message);
     s->info = *keyer_reader_info(r);
     keyer_frame *f = NULL;

@@ -4,9 +4,11 @@
  *
  * Graphs are built by hand and validated with kr_graph_validate(), as a model reader would.
  * The oracle is the same backend with kr_cpu_options.reference_only (every node on the
- * reference kernels, nn/reference/ops.h). Operator-by-operator agreement with the reference
- * backend is tests/backend_ops/test_backend_ops.c's job; real models are covered by the golden
- * tests.
+ * reference kernels, nn/reference/ops.h). On the shipped models every node's XNNPACK lowering is
+ * checked against the reference kernel on the same inputs (one runtime per node), so a wrong
+ * padding, flag or layout shows up at the node that has it. Synthetic cases per operator are
+ * tests/backend_ops/test_backend_ops.c's job; end-to-end outputs are checked by
+ * tests/golden/test_reference_outputs.c.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -19,9 +21,12 @@
 
 #include <cmocka.h>
 
+#include "keyer/nn.h"
 #include "nn/backend.h"
 #include "nn/cpu/cpu.h"
 #include "nn/graph.h"
+#include "nn/model.h"
+#include "nn/reference/ops.h"
 #include "testutil.h"
 
 /* ---- a small graph builder -------------------------------------------------------------------- */
@@ -536,6 +541,7 @@ static void test_transpose_conv(void **state)
         {5, 7, 3, 4, 2, 2, KR_PADDING_VALID},
         {4, 4, 5, 3, 3, 3, KR_PADDING_SAME},
         {6, 5, 4, 2, 3, 2, KR_PADDING_SAME},   /* P = 2 - (n-1) mod 2: padded, general path */
+        {5, 6, 3, 2, 3, 2, KR_PADDING_SAME},   /* odd P along W */
         {5, 5, 3, 2, 3, 2, KR_PADDING_VALID},
         {4, 6, 2, 3, 4, 2, KR_PADDING_SAME},
     };
@@ -606,6 +612,131 @@ static void test_create_failures(void **state)
     kr_graph_destroy(&g);
 }
 
+/* Every node of a real model, lowered to XNNPACK on its own, against the reference kernel on the
+ * same input: |xnnpack - reference| <= 2e-5 * max(1, max |reference|) over the node's output
+ * (float32 rounding of a different summation order; measured at most 5e-6). */
+static void check_model_nodes(const char *file, const char *input_fixture)
+{
+    char path[1024], in_path[1024];
+    kt_model_path(path, sizeof(path), file);
+    if (!kt_exists(path)) {
+        print_message("model %s is missing: run scripts/setup.sh\n", path);
+        skip();
+    }
+    keyer_error err = {0};
+    keyer_model *model = NULL;
+    assert_int_equal(keyer_model_load_file(path, &model, &err), KEYER_OK);
+    const kr_graph *g = kr_model_graph(model);
+    kr_backend_config cfg = {.batch = 1, .threads = 1};
+    kr_cpu_options split = {.node_per_segment = 1};
+    kr_backend_instance *inst = NULL;
+    assert_int_equal(kr_cpu_create(g, &cfg, &split, &inst, &err), KEYER_OK);
+    /* One segment per XNNPACK node; consecutive reference nodes share one. */
+    assert_true(kr_cpu_segment_count(inst) <= g->n_nodes);
+
+    /* The reference photo's input when present, else a pattern. */
+    float *in = kr_backend_cpu.tensor_data(inst, g->inputs[0]);
+    size_t in_bytes = kr_tensor_bytes(&g->tensors[g->inputs[0]], 1), size = 0;
+    void *photo = NULL;
+    if (kt_shared_path(in_path, sizeof(in_path), input_fixture) && kt_exists(in_path))
+        photo = kt_read_file(in_path, &size);
+    if (photo && size == in_bytes)
+        memcpy(in, photo, in_bytes);
+    else
+        fill_inputs(g, inst, 1, 0);
+    free(photo);
+
+    size_t max_out = 0;
+    for (int t = 0; t < g->n_tensors; t++)
+        if (!kr_tensor_is_const(&g->tensors[t]) && kr_tensor_bytes(&g->tensors[t], 1) > max_out)
+            max_out = kr_tensor_bytes(&g->tensors[t], 1);
+    float *want = malloc(max_out);
+    assert_non_null(want);
+    double worst = 0;
+    int worst_node = -1;
+    kr_cpu_segment_info info = {0};
+    for (int s = 0, seg = -1; s < g->n_nodes; s++) {
+        while (seg < 0 || info.last_node < s) {
+            assert_int_equal(kr_cpu_run_segment(inst, ++seg, &err), KEYER_OK);
+            assert_int_equal(kr_cpu_segment_get(inst, seg, &info, &err), KEYER_OK);
+        }
+        /* The segment's tensors stay valid until the next segment runs. */
+        const kr_node *node = &g->nodes[s];
+        kr_op_ctx c = {.graph = g, .node = node, .batch = 1};
+        for (int k = 0; k < node->n_inputs; k++) {
+            int t = node->inputs[k];
+            c.in[k] = t < 0 ? NULL
+                            : kr_tensor_is_const(&g->tensors[t]) ? g->tensors[t].data
+                                                                  : kr_cpu_tensor_debug(inst, t);
+            assert_true(t < 0 || c.in[k] != NULL);
+        }
+        c.out[0] = want;
+        kr_ref_ops[node->op](&c);
+        const float *got = kr_cpu_tensor_debug(inst, node->outputs[0]);
+        assert_non_null(got);
+        size_t n = kr_tensor_elements(&g->tensors[node->outputs[0]]);
+        double scale = 1.0, diff = 0.0;
+        for (size_t i = 0; i < n; i++)
+            scale = fmax(scale, fabs((double)want[i]));
+        for (size_t i = 0; i < n; i++) {
+            double d = fabs((double)got[i] - (double)want[i]);
+            if (!(d <= diff))
+                diff = isnan(d) ? INFINITY : d;
+        }
+        if (diff / scale > worst) {
+            worst = diff / scale;
+            worst_node = s;
+        }
+        if (!(diff <= 2e-5 * scale))
+            print_message("%s node %d (%s): max |xnnpack - reference| %g, max |reference| %g\n",
+                          file, s, kr_op_name(node->op), diff, scale);
+        assert_true(diff <= 2e-5 * scale);
+    }
+    print_message("%s: %d nodes, worst relative difference %.3g (node %d, %s)\n", file,
+                  g->n_nodes, worst, worst_node,
+                  worst_node >= 0 ? kr_op_name(g->nodes[worst_node].op) : "-");
+    free(want);
+    kr_backend_cpu.destroy(&inst);
+    keyer_model_destroy(&model);
+}
+
+static void test_model_nodes_selfie(void **state)
+{
+    (void)state;
+    check_model_nodes("selfie_segmentation.tflite",
+                      "reference/outputs/selfie/grace_hopper/input.f32");
+}
+
+static void test_model_nodes_selfie_landscape(void **state)
+{
+    (void)state;
+    check_model_nodes("selfie_segmentation_landscape.tflite",
+                      "reference/outputs/selfie-landscape/grace_hopper/input.f32");
+}
+
+static void test_model_nodes_face(void **state)
+{
+    (void)state;
+    check_model_nodes("face_detection_short_range.tflite",
+                      "reference/outputs/face-short/grace_hopper/input.f32");
+    check_model_nodes("face_detection_full_range.tflite",
+                      "reference/outputs/face-full/grace_hopper/input.f32");
+}
+
+static void test_model_nodes_pose_lite(void **state)
+{
+    (void)state;
+    check_model_nodes("pose_landmark_lite.tflite",
+                      "reference/outputs/pose-lite/grace_hopper/input.f32");
+}
+
+static void test_model_nodes_face_mesh(void **state)
+{
+    (void)state;
+    /* PRELU: only in face_landmark.tflite. No reference photo input: a pattern. */
+    check_model_nodes("face_landmark.tflite", "reference/outputs/face-mesh/none/input.f32");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -616,6 +747,11 @@ int main(void)
         cmocka_unit_test(test_batch_equals_single_runs),
         cmocka_unit_test(test_transpose_conv),
         cmocka_unit_test(test_create_failures),
+        cmocka_unit_test(test_model_nodes_selfie),
+        cmocka_unit_test(test_model_nodes_selfie_landscape),
+        cmocka_unit_test(test_model_nodes_face),
+        cmocka_unit_test(test_model_nodes_pose_lite),
+        cmocka_unit_test(test_model_nodes_face_mesh),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -59,7 +59,7 @@ static void test_info_before_first_frame(void **state)
     (void)state;
     keyer_reader *r = NULL;
     keyer_error err = {0};
-    if (keyer_reader_open(mp4, NULL, &r, &err))
+    if (keyer_reader_open(mp4, kt_cpu(), &r, &err))
         fail_msg("%s", err.message);
     const keyer_video_info *vi = keyer_reader_info(r);
     assert_int_equal(vi->width, 320);
@@ -136,7 +136,7 @@ static void test_formats_match_the_photo(void **state)
                                  KEYER_PIXEL_FORMAT_YUV420P};
     keyer_frame *frame[5];
     for (int k = 0; k < 5; k++) {
-        keyer_reader_params p = keyer_reader_params_defaults();
+        keyer_reader_params p = *kt_cpu();
         p.format = fmts[k];
         keyer_reader *r = NULL;
         keyer_error err = {0};
@@ -192,7 +192,7 @@ static void test_seek(void **state)
     (void)state;
     keyer_reader *r = NULL;
     keyer_error err = {0};
-    if (keyer_reader_open(mp4, NULL, &r, &err))
+    if (keyer_reader_open(mp4, kt_cpu(), &r, &err))
         fail_msg("%s", err.message);
     int64_t step = keyer_reader_info(r)->time_base.den / 24;
     /* Exact frames, a B-frame, a keyframe, between two frames, back to 0, past the end. */
@@ -222,7 +222,7 @@ static void test_image_sequence(void **state)
     (void)state;
     char pattern[1024], first[1024];
     snprintf(pattern, sizeof(pattern), "%s/frame_%%05d.png", dir);
-    keyer_reader_params rp = keyer_reader_params_defaults();
+    keyer_reader_params rp = *kt_cpu();
     rp.format = KEYER_PIXEL_FORMAT_RGB24;
     kt_stream *src = kt_read_stream(mp4, &rp, 1);
     keyer_writer_params wp = keyer_writer_params_defaults();
@@ -331,7 +331,7 @@ static void test_interrupt(void **state)
     (void)state;
     keyer_reader *r = NULL;
     keyer_error err = {0};
-    if (keyer_reader_open(mp4, NULL, &r, &err))
+    if (keyer_reader_open(mp4, kt_cpu(), &r, &err))
         fail_msg("%s", err.message);
     assert_true(read_pts(r) >= 0);
     keyer_reader_interrupt(r);
@@ -348,7 +348,7 @@ static void test_interrupt(void **state)
 static void check_split(const char *path, int segments, int expect_frames)
 {
     kt_stream *one = kt_read_stream(path, NULL, 1);
-    keyer_reader_params p = keyer_reader_params_defaults();
+    keyer_reader_params p = *kt_cpu();
     p.segments = segments;
     kt_stream *many = kt_read_stream(path, &p, 1);
     print_message("    %s: %d frames, %d sessions\n", path, many->n, many->info.segments);
@@ -375,7 +375,7 @@ static void test_split_decode(void **state)
 static void test_split_seek(void **state)
 {
     (void)state;
-    keyer_reader_params p = keyer_reader_params_defaults();
+    keyer_reader_params p = *kt_cpu();
     p.segments = 3;
     keyer_reader *r = NULL;
     keyer_error err = {0};
@@ -411,7 +411,7 @@ static void test_split_fallback(void **state)
     sp.frames = 20;
     kt_make_sample(mkv, &sp);
     keyer_logger lg = {KEYER_LOG_WARNING, count_split_log, NULL};
-    keyer_reader_params p = keyer_reader_params_defaults();
+    keyer_reader_params p = *kt_cpu();
     p.segments = 4;
     p.logger = &lg;
     log_hits = 0;
@@ -435,7 +435,7 @@ static void test_params(void **state)
     p.segments = -1;
     assert_int_equal(keyer_reader_open(mp4, &p, &r, &err), KEYER_STATUS_INVALID_ARGUMENT);
     assert_null(r);
-    p = keyer_reader_params_defaults();
+    p = *kt_cpu();
     p.format = KEYER_PIXEL_FORMAT_GRAYF32;
     assert_int_equal(keyer_reader_open(mp4, &p, &r, &err), KEYER_STATUS_INVALID_ARGUMENT);
     p = keyer_reader_params_defaults();
@@ -445,7 +445,7 @@ static void test_params(void **state)
     p.input_format = "no-such-demuxer";
     assert_int_equal(keyer_reader_open(mp4, &p, &r, &err), KEYER_STATUS_UNSUPPORTED);
     assert_non_null(strstr(err.message, "no-such-demuxer"));
-    assert_int_equal(keyer_reader_open(NULL, NULL, &r, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(keyer_reader_open(NULL, kt_cpu(), &r, &err), KEYER_STATUS_INVALID_ARGUMENT);
     assert_int_equal(keyer_reader_open(mp4, NULL, NULL, &err), KEYER_STATUS_INVALID_ARGUMENT);
     keyer_decode_device d;
     assert_int_equal(keyer_decode_device_from_name("cuda", &d, NULL), KEYER_OK);

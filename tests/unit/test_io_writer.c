@@ -22,6 +22,11 @@
 #include "io_testlib.h"
 #include "keyer/io.h"
 
+/* libx265 3.5 leaks its frame filters when an encoder closes (inside the library, not keyer):
+ * keep LeakSanitizer from reporting it. Read by ASan builds only. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) { return "leak:libx265.so\n"; }
+
 static char dir[512];
 static char mp4[1024]; /* 48 frames 320x240 24 fps H.264 + AAC */
 static char pcm_mkv[1024]; /* same with PCM audio in Matroska */
@@ -65,7 +70,7 @@ static void transcode(const char *in, const char *out, keyer_writer_params wp,
     keyer_reader *r = NULL;
     keyer_writer *w = NULL;
     keyer_error err = {0};
-    if (keyer_reader_open(in, rp, &r, &err))
+    if (keyer_reader_open(in, rp ? rp : kt_cpu(), &r, &err))
         fail_msg("%s", err.message);
     const keyer_video_info *vi = keyer_reader_info(r);
     wp.width = vi->width;
@@ -181,6 +186,29 @@ static void test_round_trip_mkv_and_mov(void **state)
     }
 }
 
+/* Split decode (2 sessions) feeding the writer: same frames, same times, audio copied. */
+static void test_round_trip_split_reader(void **state)
+{
+    (void)state;
+    char out[1024];
+    snprintf(out, sizeof(out), "%s/split.mp4", dir);
+    keyer_reader_params rp = *kt_cpu();
+    rp.segments = 2;
+    transcode(mp4, out, keyer_writer_params_defaults(), &rp);
+    kt_stream *a = kt_read_stream(mp4, NULL, 0);
+    kt_stream *b = kt_read_stream(out, NULL, 0);
+    assert_int_equal(b->n, 48);
+    assert_same_times(a, b, 48, 1);
+    kt_audio aa, ab;
+    kt_audio_packets(mp4, &aa);
+    kt_audio_packets(out, &ab);
+    assert_int_equal(ab.n, aa.n);
+    assert_memory_equal(ab.sum, aa.sum, sizeof(uint32_t) * (size_t)aa.n);
+    kt_stream_free(&a);
+    kt_stream_free(&b);
+    unlink(out);
+}
+
 /* PCM cannot go into MP4: it is re-encoded (AAC), its length kept; MKV copies it as is. */
 static void test_audio_reencoded_only_when_needed(void **state)
 {
@@ -213,7 +241,7 @@ static void test_audio_reencoded_only_when_needed(void **state)
 /* RGBA frames with a real alpha ramp. */
 static kt_stream *rgba_frames(int n)
 {
-    keyer_reader_params rp = keyer_reader_params_defaults();
+    keyer_reader_params rp = *kt_cpu();
     rp.format = KEYER_PIXEL_FORMAT_RGBA;
     kt_stream *s = kt_read_stream(mp4, &rp, 1);
     assert_true(s->n >= n);
@@ -244,7 +272,7 @@ static double alpha_round_trip(const char *name, const char *codec, int n, const
             fail_msg("%s", err.message);
     assert_int_equal(keyer_writer_close(w, &err), KEYER_OK);
     keyer_writer_destroy(&w);
-    keyer_reader_params rp = keyer_reader_params_defaults();
+    keyer_reader_params rp = *kt_cpu();
     rp.format = KEYER_PIXEL_FORMAT_RGBA;
     kt_stream *back = kt_read_stream(out, &rp, 1);
     assert_int_equal(back->n, n);
@@ -273,7 +301,10 @@ static void test_alpha_outputs(void **state)
 {
     (void)state;
     /* ProRes 4444 (10-bit alpha) and VP9 alpha; codec chosen from the extension. */
-    assert_true(alpha_round_trip("alpha.mov", NULL, 6, "prores") < 1.0);
+    if (avcodec_find_decoder(AV_CODEC_ID_PRORES))
+        assert_true(alpha_round_trip("alpha.mov", NULL, 6, "prores") < 1.0);
+    else
+        print_message("    libavcodec has no ProRes decoder: ProRes alpha not tested\n");
     if (avcodec_find_encoder_by_name("libvpx-vp9") && avcodec_find_decoder_by_name("libvpx-vp9"))
         assert_true(alpha_round_trip("alpha.webm", NULL, 6, "vp9") < 2.0);
     else
@@ -321,7 +352,7 @@ static void test_stdout(void **state)
         close(saved);
         if (st || cst)
             fail_msg("%s", err.message);
-        keyer_reader_params rp = keyer_reader_params_defaults();
+        keyer_reader_params rp = *kt_cpu();
         if (k == 1) {
             rp.input_format = "rawvideo";
             rp.input_options = "video_size=320x240:pixel_format=yuv420p:framerate=24";
@@ -378,7 +409,7 @@ static void test_nvenc_fallback(void **state)
     keyer_reader *r = NULL;
     keyer_writer *w = NULL;
     keyer_error err = {0};
-    assert_int_equal(keyer_reader_open(mp4, NULL, &r, &err), KEYER_OK);
+    assert_int_equal(keyer_reader_open(mp4, kt_cpu(), &r, &err), KEYER_OK);
     const keyer_video_info *vi = keyer_reader_info(r);
     wp.width = vi->width;
     wp.height = vi->height;
@@ -477,7 +508,7 @@ static int write_until(const char *out, int fragmented, char *msg, size_t n)
     keyer_reader *r = NULL;
     keyer_writer *w = NULL;
     keyer_error err = {0};
-    if (keyer_reader_open(mp4, NULL, &r, &err))
+    if (keyer_reader_open(mp4, kt_cpu(), &r, &err))
         return snprintf(msg, n, "%s", err.message), 2;
     keyer_writer_params wp = params_for(keyer_reader_info(r));
     wp.copy_from = r;
@@ -565,7 +596,7 @@ static void test_interrupted_run(void **state)
         keyer_reader *r = NULL;
         keyer_writer *w = NULL;
         keyer_error err = {0};
-        assert_int_equal(keyer_reader_open(mp4, NULL, &r, &err), KEYER_OK);
+        assert_int_equal(keyer_reader_open(mp4, kt_cpu(), &r, &err), KEYER_OK);
         keyer_writer_params wp = params_for(keyer_reader_info(r));
         wp.copy_from = r;
         wp.fragmented = frag;
@@ -629,6 +660,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_mp4_fragmented),
         cmocka_unit_test(test_round_trip_mp4_moov),
         cmocka_unit_test(test_round_trip_mkv_and_mov),
+        cmocka_unit_test(test_round_trip_split_reader),
         cmocka_unit_test(test_audio_reencoded_only_when_needed),
         cmocka_unit_test(test_alpha_outputs),
         cmocka_unit_test(test_stdout),

@@ -8,7 +8,10 @@
  * runtime, fills every input with a fixed pattern, runs the warm-up iterations, then times each
  * iteration (run + synchronize) and reports the median and 90th-percentile latency, frames per
  * second (batch / median), achieved GFLOP/s (2 * MACs * batch / median) and the runtime's
- * arena and weight bytes. --json prints one JSON object on stdout instead of the table.
+ * arena and weight bytes. It also reports the CPU time of the whole process per timed
+ * inference (all threads, CLOCK_PROCESS_CPUTIME_ID), which unlike the wall-clock figures does
+ * not depend on what else the machine runs (it includes the thread pool's spin-waiting).
+ * --json prints one JSON object on stdout instead of the table.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -123,6 +126,14 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static double cpu_s(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+        return 0.0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -198,7 +209,10 @@ static int bench_nn(int argc, char **argv)
         fprintf(stderr, "keyer bench nn: out of memory\n");
         goto done;
     }
+    double cpu0 = 0.0;
     for (int i = 0; i < a.warmup + a.iterations; i++) {
+        if (i == a.warmup)
+            cpu0 = cpu_s();
         double t0 = now_s();
         if (keyer_runtime_run(rt, &err) != KEYER_OK ||
             keyer_runtime_synchronize(rt, &err) != KEYER_OK) {
@@ -209,6 +223,7 @@ static int bench_nn(int argc, char **argv)
         if (i >= a.warmup)
             samples[i - a.warmup] = dt;
     }
+    double cpu_ms = (cpu_s() - cpu0) / a.iterations * 1e3;
     qsort(samples, (size_t)a.iterations, sizeof(double), cmp_double);
     double median = a.iterations % 2 ? samples[a.iterations / 2]
                                      : 0.5 * (samples[a.iterations / 2 - 1] +
@@ -231,17 +246,18 @@ static int bench_nn(int argc, char **argv)
         json_string(stdout, path);
         printf(", \"backend\": \"%s\", \"threads\": %d, \"batch\": %d, \"iterations\": %d, "
                "\"warmup\": %d, \"median_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, "
-               "\"fps\": %.2f, \"macs\": %llu, \"gflops\": %.2f, \"arena_bytes\": %zu, "
-               "\"weight_bytes\": %zu}\n",
+               "\"cpu_ms\": %.4f, \"fps\": %.2f, \"macs\": %llu, \"gflops\": %.2f, "
+               "\"arena_bytes\": %zu, \"weight_bytes\": %zu}\n",
                keyer_backend_name(a.backend), threads, a.batch, a.iterations, a.warmup,
-               median * 1e3, p90 * 1e3, samples[0] * 1e3, fps, (unsigned long long)macs, gflops,
-               arena, weights);
+               median * 1e3, p90 * 1e3, samples[0] * 1e3, cpu_ms, fps, (unsigned long long)macs,
+               gflops, arena, weights);
     } else {
         printf("model       %s (%s)\n", a.model, path);
         printf("backend     %s, %d thread%s, batch %d\n", keyer_backend_name(a.backend), threads,
                threads == 1 ? "" : "s", a.batch);
         printf("latency     median %.3f ms, p90 %.3f ms, min %.3f ms (%d runs after %d warm-up)\n",
                median * 1e3, p90 * 1e3, samples[0] * 1e3, a.iterations, a.warmup);
+        printf("cpu time    %.3f ms per inference (all threads)\n", cpu_ms);
         printf("throughput  %.1f frames/s\n", fps);
         printf("compute     %.1f M MACs per frame, %.1f GFLOP/s\n", (double)macs * 1e-6, gflops);
         printf("memory      arena %.2f MiB, weights %.2f MiB\n", (double)arena / 1048576.0,

@@ -12,6 +12,11 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
+    {"run", keyer_cmd_run, "the main job (default): keyer INPUT... -o OUTPUT [--blur|--replace|...]"},
+    {"devices", keyer_cmd_devices, "list CUDA GPUs, their memory, NVDEC/NVENC capability"},
+    {"make-sample", keyer_cmd_make_sample, "write a test video (pan over a photo, with a tone)"},
+    {"probe", keyer_cmd_probe, "count a video's frames, print its properties, dump a frame"},
+    {"compare", keyer_cmd_compare, "compare two videos frame by frame (PSNR)"},
     {"key", keyer_cmd_key, "key one photo: blur or replace the background, or write alpha/matte"},
     {"analyze", keyer_cmd_analyze, "detect faces/bodies in a video or photo and draw overlays"},
     {"infer", keyer_cmd_infer, "run one model on a photo or a raw tensor, write its outputs"},
@@ -21,7 +26,8 @@ static const command commands[] = {
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: keyer [--version] [--help] COMMAND [ARGS]\n\nCommands:\n");
+    fprintf(out, "usage: keyer INPUT... -o OUTPUT [options]   (the main job; keyer run --help)\n"
+                 "       keyer [--version] [--help] COMMAND [ARGS]\n\nCommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
     fprintf(out, "  %-10s %s\n", "version", "print the version and build capabilities");
@@ -48,6 +54,6 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (!strcmp(cmd, commands[i].name))
             return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "keyer: unknown command '%s' (see keyer --help)\n", cmd);
-    return 2;
+    /* anything else is the main job: keyer INPUT... -o OUTPUT [options] */
+    return keyer_cmd_run(argc, argv);
 }

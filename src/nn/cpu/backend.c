@@ -30,7 +30,6 @@ typedef struct lane {
     int batch, batch_offset;
     int n_segments;
     segment *segments;
-    int *seg_of_node;            /* per node */
     size_t *offsets;             /* per tensor: offset in arena, or SIZE_MAX */
     unsigned char *arena;        /* boundary tensors and reference-node tensors */
     size_t arena_bytes;
@@ -208,7 +207,6 @@ static keyer_status partition(kr_backend_instance *inst, lane *ln, keyer_error *
             n++;
         }
         ln->segments[n - 1].last = i;
-        ln->seg_of_node[i] = n - 1;
     }
     ln->n_segments = n;
 
@@ -562,7 +560,6 @@ static void cpu_destroy(kr_backend_instance **pinst)
     for (int l = 0; inst->lanes && l < inst->n_lanes; l++) {
         lane *ln = &inst->lanes[l];
         release_lane(ln);
-        free(ln->seg_of_node);
         free(ln->offsets);
         free(ln->ctx);
     }
@@ -676,10 +673,9 @@ keyer_status kr_cpu_create(const kr_graph *g, const kr_backend_config *cfg,
         ln->batch = inst->batch / inst->n_lanes + (l < inst->batch % inst->n_lanes);
         ln->batch_offset = offset;
         offset += ln->batch;
-        ln->seg_of_node = calloc(nn, sizeof(int));
         ln->offsets = calloc(nt, sizeof(size_t));
         ln->ctx = calloc(nn, sizeof(kr_op_ctx));
-        if (!ln->seg_of_node || !ln->offsets || !ln->ctx)
+        if (!ln->offsets || !ln->ctx)
             goto oom;
     }
 

@@ -6,8 +6,11 @@
  * history, and the guided filter's coefficients A, B (separable box sums, summed in the same
  * order as the CUDA kernels).
  * Full-resolution stage, rows split over the thread pool: alpha = A * luma + B with A, B
- * interpolated bilinearly, the soft threshold, then optional dilate/erode (van Herk/Gil-Werman
- * running max/min, exact) and feather (integer running box sums, exact) on a 16-bit matte.
+ * interpolated bilinearly (along x once per grid row, then along y per row), the soft
+ * threshold, then optional dilate/erode (van Herk/Gil-Werman running max/min, exact) and
+ * feather (a box blur applied twice, exact integer sums; the horizontal pass runs on each
+ * row as it is made, the vertical pass streams rows and writes the output) on a 16-bit
+ * matte. The innermost loops have SSE2 versions computing exactly the same values.
  */
 #include <string.h>
 
@@ -17,7 +20,7 @@
 enum {
     SLOT_AXIS_X = 0, /* + 1 */
     SLOT_AXIS_Y = 2, /* + 1 */
-    SLOT_XTAB = 4,
+    SLOT_FX = 4,
     SLOT_P = 5,
     SLOT_L = 6,
     SLOT_BOX_H = 7,
@@ -33,7 +36,6 @@ enum {
     SLOT_HAB = 17,
 };
 
-
 typedef struct refine_ctx {
     const kr_refine_job *job;
     kr_cpu_state *s;
@@ -47,14 +49,14 @@ typedef struct refine_ctx {
     float *HA, *HB;  /* gh x W: A, B interpolated along x */
     uint16_t *m16;   /* per task: one 16-bit row */
     const float *A, *B;
-    float *rows;     /* per task: 2 * gw */
+    float *rows;     /* per task: 2 * W (luma and alpha of a row) */
     uint16_t *M, *T; /* 16-bit mattes */
     int direct;      /* write the output in the upsampling pass */
     /* dilate/feather pass parameters */
     int radius, is_max;
     uint16_t *src, *dst;
     uint16_t *vbuf; /* per task scratch for the vertical van Herk pass */
-    int strip;      /* columns per vertical task (<= 256) */
+    int strip;      /* columns per vertical task */
     uint32_t mul, mul8; /* kr_box_mul, kr_box_mul8 of the feather's (2r+1)^2 */
     uint32_t *fbuf; /* feather: per task fper values */
     size_t fper;
@@ -158,14 +160,12 @@ static void tent_h_row(const uint16_t *in, uint16_t *out, int W, int r, uint32_t
         /* direct sums (exact integers, so the same as the running sums below) */
         for (int x = 0; x < W; x++) {
             if (x == r) {
-                int x0 = x;
                 for (; x + 4 <= W - r; x += 4) {
                     __m128i acc = _mm_setzero_si128();
                     for (int k = -r; k <= r; k++)
                         acc = _mm_add_epi32(acc, kr_sse_load_u16x4(in + x + k));
                     _mm_storeu_si128((__m128i *)(void *)(b1 + x), acc);
                 }
-                (void)x0;
                 if (x >= W)
                     break;
             }
@@ -286,11 +286,9 @@ static void upsample_task(void *ctx, size_t index)
         int x = 0;
 #ifdef KR_SSE2
         {
-            const __m128i zero = _mm_setzero_si128();
             const __m128 vfy = _mm_set1_ps(fy), vlo = _mm_set1_ps(lo), vinv = _mm_set1_ps(inv);
             const __m128 z = _mm_setzero_ps(), one = _mm_set1_ps(1.0f), three = _mm_set1_ps(3.0f);
             const __m128 two = _mm_set1_ps(2.0f);
-            (void)zero;
             for (; x + 4 <= W; x += 4) {
                 __m128 va0 = _mm_loadu_ps(a0 + x), vb0 = _mm_loadu_ps(b0 + x);
                 __m128 a = _mm_add_ps(va0, _mm_mul_ps(_mm_sub_ps(_mm_loadu_ps(a1 + x), va0), vfy));
@@ -656,7 +654,7 @@ keyer_status kr_cpu_refine(void *state, const kr_refine_job *job, keyer_error *e
     }
 
     /* 5. full resolution */
-    float *fxs = kr_cpu_scratch(s, SLOT_XTAB, sizeof(float) * (size_t)W);
+    float *fxs = kr_cpu_scratch(s, SLOT_FX, sizeof(float) * (size_t)W);
     int *run = kr_cpu_scratch(s, SLOT_RUNS, sizeof(int) * ((size_t)gw + 1));
     cx.tasks = kr_cpu_tasks(s) < H ? kr_cpu_tasks(s) : H;
     cx.rows = kr_cpu_scratch(s, SLOT_ROWS, sizeof(float) * 2 * (size_t)W * (size_t)cx.tasks);

@@ -1,0 +1,414 @@
+/**
+ * @file keyer/pipeline.h
+ * @brief The keying pipeline: a session that turns videos or pushed frames into composited
+ *        frames (background blurred, replaced, keyed out) as fast as the hardware allows.
+ *
+ * A ::keyer_session holds the effect settings (model, device, refinement, compositing) and
+ * runs the stages
+ *
+ *     read → prepare → infer → refine → composite → write
+ *
+ * as concurrent threads joined by bounded queues. Frames of every stream of the session
+ * share the inference batches (a batch leaves when it is full or when its oldest frame has
+ * waited its budget), each stream keeps its own temporal state, and frames leave every stream
+ * in input order. Frame pools and device buffers are allocated when a stream starts, never
+ * per frame.
+ *
+ * Two ways to feed it:
+ *  - files and URLs: keyer_session_add_file() for each input (with its output path), then
+ *    keyer_session_run(), which returns when every output is finalised (audio copied);
+ *  - frames from memory, for embedding: keyer_session_open_stream(), then
+ *    keyer_session_send_frame() / keyer_session_receive_frame() (host or CUDA frames),
+ *    keyer_session_close_stream() to flush.
+ *
+ * @code
+ * keyer_error err = {0};
+ * keyer_session *s = NULL;
+ * keyer_session_params sp = keyer_session_params_defaults();
+ * sp.composite.mode = KEYER_COMPOSITE_BLUR;
+ * keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+ * fp.input = "in.mp4";
+ * fp.output = "out.mp4";
+ * if (keyer_session_create(&sp, &s, &err) || keyer_session_add_file(s, &fp, NULL, &err) ||
+ *     keyer_session_run(s, &err))
+ *     fprintf(stderr, "keyer: %s\n", err.message);
+ * keyer_session_report rep;
+ * keyer_session_get_report(s, &rep);        // frames, fps, per-stage latency, device used
+ * keyer_session_destroy(&s);
+ * @endcode
+ *
+ * Devices: KEYER_DEVICE_AUTO uses CUDA when keyer was built with it, a GPU is present and a
+ * runtime can be created on it, else the CPU. With CUDA, frames stay on the GPU from NVDEC
+ * to the encoder (NVENC takes them directly; CPU encoders get a download). Out of device
+ * memory at start: the batch is halved until it fits, then the CPU is used (logged as a
+ * warning). A GPU error while running: the frame that hit it and every later frame are
+ * processed on the CPU; frames already on the GPU are downloaded first, so no frame is lost
+ * as long as the GPU can still copy memory (a frame whose download fails is counted as lost
+ * and reported). For tests, the environment variable KEYER_FAIL_CUDA_AT_FRAME=N (read by
+ * keyer_session_create) makes the CUDA inference fail on the first batch holding a frame
+ * numbered N (0-based) of any stream.
+ *
+ * Stopping: keyer_session_cancel() (async-signal-safe, e.g. from a SIGINT handler) stops
+ * reading; the frames already read are still processed and written and the outputs are
+ * finalised, so an interrupted run leaves valid files holding every frame read so far.
+ *
+ * Thread safety: a session's functions may be called from one thread at a time, except
+ * keyer_session_cancel() (any thread, signal handlers) and the send/receive pair, which may
+ * run on two different threads (a producer and a consumer) for the same stream.
+ */
+#ifndef KEYER_PIPELINE_H
+#define KEYER_PIPELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "keyer/effects.h"
+#include "keyer/frame.h"
+#include "keyer/io.h"
+#include "keyer/log.h"
+#include "keyer/options.h"
+#include "keyer/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- devices and modes ------------------------------------------------------------------ */
+
+/** Where a session computes. */
+typedef enum keyer_device_kind {
+    KEYER_DEVICE_AUTO = 0, /**< CUDA when built, present and working, else the CPU */
+    KEYER_DEVICE_CPU,      /**< the CPU only (decoding included) */
+    KEYER_DEVICE_CUDA,     /**< a CUDA GPU; falls back to the CPU (logged) when it cannot */
+} keyer_device_kind;
+
+/**
+ * Parses "auto", "cpu", "cuda" or "cuda:N" into a kind and a CUDA ordinal (0 unless given).
+ * Errors: INVALID_ARGUMENT naming the text.
+ */
+keyer_status keyer_device_parse(const char *text, keyer_device_kind *kind, int *ordinal,
+                                keyer_error *err);
+
+/** Latency or throughput trade-off. */
+typedef enum keyer_pipeline_mode {
+    KEYER_PIPELINE_THROUGHPUT = 0, /**< files: large batches, deep queues */
+    KEYER_PIPELINE_LATENCY,        /**< live/VR: batch 1, shallow queues, no batch waiting */
+} keyer_pipeline_mode;
+
+/* ---- session parameters ----------------------------------------------------------------- */
+
+/** Called on the thread inside keyer_session_run() about every progress_interval_ms. */
+typedef struct keyer_session_progress {
+    int64_t frames_done;   /**< frames written (all streams) */
+    int64_t frames_total;  /**< frames expected (sum of the inputs' counts; 0 if unknown) */
+    int64_t frames_read;   /**< frames read */
+    double elapsed;        /**< seconds since the run started */
+    double fps;            /**< frames written per second so far */
+    double remaining;      /**< estimated seconds left; negative when unknown */
+} keyer_session_progress;
+
+/** Progress callback (see keyer_session_params::progress). */
+typedef void (*keyer_progress_fn)(void *opaque, const keyer_session_progress *progress);
+
+/**
+ * Parameters of a session. Initialise with keyer_session_params_defaults(); the integer
+ * fields are described by keyer_session_options() as well (for command lines and
+ * configuration files).
+ */
+typedef struct keyer_session_params {
+    /** Model: a registry name ("selfie", "selfie-landscape", "pose-lite", ...) or a .tflite
+     *  path of a segmentation model. NULL (default): chosen by aspect ratio when the stages
+     *  start: "selfie-landscape" (256x144) when every stream's display width/height is at
+     *  least 1.5, else "selfie" (256x256). */
+    const char *model;
+    int device;        /**< keyer_device_kind (default AUTO) */
+    int cuda_device;   /**< CUDA ordinal (default 0) */
+    int mode;          /**< keyer_pipeline_mode (default THROUGHPUT) */
+    /** Frames per inference, 1..64. 0 (default): 1 in latency mode, else 4 on the CPU and
+     *  16 on CUDA. */
+    int batch;
+    /** Microseconds the oldest frame may wait for its batch to fill. -1 (default): 0 in
+     *  latency mode, else 20000 on the CPU and 4000 on CUDA. */
+    int batch_wait_us;
+    /** Frames each queue between stages holds, 1..1024. 0 (default): 1 in latency mode,
+     *  else twice the batch. Each stream's frame pool is sized from it. */
+    int queue_depth;
+    int threads;            /**< CPU threads of the pixel stages; 0 (default): one per core */
+    int composite_workers;  /**< concurrent composite workers; 0 (default): per device */
+    int max_streams;        /**< streams a session may hold, 1..1024 (default 64) */
+    /** Live inputs (cameras, network streams) drop their oldest unprocessed frames when the
+     *  pipeline falls behind: -1 (default) for inputs that look live (URLs with "://" other
+     *  than file://, /dev/video*), 1 for every input, 0 never. Drops are counted. */
+    int live;
+    /** Image (JPEG, PNG, ...) or video path for composite mode IMAGE; a video's frames are
+     *  used in step with the stream's frames and loop when it ends. NULL: none. */
+    const char *background;
+    keyer_refine_params refine;       /**< mask refinement (max_streams is set by the session) */
+    keyer_composite_params composite; /**< compositing: mode, blur radius, colours */
+    /** Record a Chrome/Perfetto trace with room for this many events (0, default: off);
+     *  write it with keyer_session_write_trace(). */
+    int trace_events;
+    keyer_progress_fn progress;  /**< NULL: none */
+    void *progress_opaque;
+    int progress_interval_ms;    /**< default 200 */
+    const keyer_logger *logger;  /**< NULL: warnings and errors to stderr */
+    void *reserved[8];           /**< zero */
+} keyer_session_params;
+
+/** Default session parameters (see each field). */
+keyer_session_params keyer_session_params_defaults(void);
+
+/** Option table over keyer_session_params: device, cuda_device, mode, batch, batch_wait_us,
+ *  queue_depth, threads, composite_workers, max_streams, live, trace_events. */
+const keyer_option *keyer_session_options(void);
+
+/* ---- the session ------------------------------------------------------------------------ */
+
+/** A keying session. Opaque. */
+typedef struct keyer_session keyer_session;
+
+/**
+ * Creates a session: validates and copies the parameters (strings are copied), loads the
+ * model and reads a still background image. Devices, runtimes and threads are set up when
+ * the first stream starts (keyer_session_run or keyer_session_open_stream).
+ * Errors: INVALID_ARGUMENT (a parameter out of range), IO / BAD_DATA (model or background
+ * file), UNSUPPORTED, OUT_OF_MEMORY.
+ */
+keyer_status keyer_session_create(const keyer_session_params *params, keyer_session **out,
+                                  keyer_error *err);
+
+/**
+ * Stops the workers (as keyer_session_cancel, then waits), finalises any output still open,
+ * and frees the session. Frames handed out by keyer_session_receive_frame() stay valid.
+ * Accepts NULL and *session == NULL; sets *session to NULL.
+ */
+void keyer_session_destroy(keyer_session **session);
+
+/**
+ * Asks the session to stop reading: file readers stop at the next frame (blocking network
+ * reads are abandoned), sends return INTERRUPTED; every frame already read is still
+ * processed and written, and keyer_session_run() then returns KEYER_STATUS_INTERRUPTED after
+ * finalising the outputs. Async-signal-safe; any thread; NULL accepted.
+ */
+void keyer_session_cancel(keyer_session *session);
+
+/* ---- files ------------------------------------------------------------------------------ */
+
+/** One input file/URL and its output. Initialise with keyer_file_stream_params_defaults(). */
+typedef struct keyer_file_stream_params {
+    const char *input;  /**< path or URL (anything keyer_reader_open() opens); required */
+    /** Output path (anything keyer_writer_open() creates: .mp4, .mov, .mkv, .webm,
+     *  frame_%05d.png, "-" with writer.format); NULL: frames are processed and discarded
+     *  (benchmarks). */
+    const char *output;
+    /** Reader settings. The session sets device (NVDEC when it computes on CUDA, else the
+     *  CPU) and cuda_device; the rest is the caller's. */
+    keyer_reader_params reader;
+    /** Writer settings: codec, preset, quality, pixel_format, format, codec_options,
+     *  fragmented. The session sets width, height, frame_rate, time_base, rotation, colour,
+     *  alpha (ALPHA modes) and copy_from. */
+    keyer_writer_params writer;
+    int copy_streams; /**< copy the input's audio, subtitles and metadata (default 1) */
+    int live;         /**< -1 (default): the session's rule; 0/1 override it for this input */
+    void *reserved[4];
+} keyer_file_stream_params;
+
+/** Default file-stream parameters. */
+keyer_file_stream_params keyer_file_stream_params_defaults(void);
+
+/**
+ * Opens @p params->input (the reader decodes the first frame, so the input's size, rate and
+ * frame count are known) and adds it as a stream whose output is opened by
+ * keyer_session_run(). *@p stream_id (may be NULL) receives its id (0, 1, ...).
+ * Errors: those of keyer_reader_open() (the message names the input and the reason:
+ * missing file, not a video, no video stream, ...), INVALID_ARGUMENT (no input, too many
+ * streams, called after keyer_session_run()).
+ */
+keyer_status keyer_session_add_file(keyer_session *session, const keyer_file_stream_params *params,
+                                    int *stream_id, keyer_error *err);
+
+/**
+ * Runs every added file stream to its end: opens the outputs, starts the stages, calls the
+ * progress callback, waits, finalises the outputs. Frames leave each stream in input order
+ * and every frame read is written (except frames a live input dropped, which are counted).
+ * Returns KEYER_OK, KEYER_STATUS_INTERRUPTED after keyer_session_cancel() (outputs are valid
+ * and complete up to the last frame read), or the first error of any stage (the message
+ * names the stream and the stage); on an error the other streams are stopped too and every
+ * output is finalised. Errors: INVALID_ARGUMENT (no streams, run twice), IO, DEVICE, ...
+ */
+keyer_status keyer_session_run(keyer_session *session, keyer_error *err);
+
+/* ---- frames from memory ------------------------------------------------------------------ */
+
+/** A pushed stream. Initialise with keyer_stream_params_defaults(). */
+typedef struct keyer_stream_params {
+    int width, height;          /**< size of every frame sent (required) */
+    keyer_pixel_format format;  /**< NV12, P010, YUV420P, RGB24 or RGBA (required) */
+    keyer_memory_type memory;   /**< where the frames sent are (default HOST) */
+    keyer_rational frame_rate;  /**< nominal rate (needed with an output path); default {0,1} */
+    keyer_rational time_base;   /**< of the frames' pts; default {0,1}: 1/frame_rate */
+    int live;                   /**< 1: drop the oldest queued frames instead of returning AGAIN */
+    /** NULL (default): processed frames are fetched with keyer_session_receive_frame().
+     *  A path: they are encoded there instead (writer settings below). */
+    const char *output;
+    keyer_writer_params writer; /**< for @ref output: codec, preset, ... as for files */
+    void *reserved[4];
+} keyer_stream_params;
+
+/** Default pushed-stream parameters. */
+keyer_stream_params keyer_stream_params_defaults(void);
+
+/**
+ * Opens a stream fed by keyer_session_send_frame(), starting the session's stages if they
+ * are not running. Errors: INVALID_ARGUMENT (size, format, too many streams), UNSUPPORTED
+ * (CUDA frames without CUDA), OUT_OF_MEMORY, DEVICE, IO (output).
+ */
+keyer_status keyer_session_open_stream(keyer_session *session, const keyer_stream_params *params,
+                                       int *stream_id, keyer_error *err);
+
+/**
+ * Queues @p frame (the stream's size and format) for processing. A frame with buffers
+ * (keyer_frame::buf[0] != NULL) is taken by reference: its pixels must not change until it
+ * comes out; a frame without buffers is copied. Frames in the other memory than the
+ * session's device are copied across. Returns KEYER_OK, or KEYER_STATUS_AGAIN when the
+ * stream's frames in flight fill its pool: receive frames, then send again (a live stream
+ * drops its oldest queued frame instead). Errors: INVALID_ARGUMENT (bad id, closed stream,
+ * a frame of another size or format), INTERRUPTED (cancelled), and the first error a stage
+ * hit on this stream.
+ */
+keyer_status keyer_session_send_frame(keyer_session *session, int stream_id,
+                                      const keyer_frame *frame, keyer_error *err);
+
+/**
+ * Gets the next processed frame of a stream without an output path, in input order:
+ * @p out (made by keyer_frame_create; its previous contents are dropped) becomes a
+ * reference to the session's frame (composite output: the input's format, RGBA for the
+ * ALPHA modes, GRAY8 for MASK), with the input's pts. The session reuses that memory once
+ * every reference is dropped, so unreference it promptly. @p timeout_us: 0 returns at once,
+ * < 0 waits as long as needed. Returns KEYER_OK, KEYER_STATUS_AGAIN (nothing ready in
+ * time), KEYER_STATUS_END (closed and every frame received). Errors: INVALID_ARGUMENT,
+ * INTERRUPTED, and the first error a stage hit on this stream.
+ */
+keyer_status keyer_session_receive_frame(keyer_session *session, int stream_id, keyer_frame *out,
+                                         int64_t timeout_us, keyer_error *err);
+
+/**
+ * Ends a pushed stream: frames sent so far are still processed (receive them until END);
+ * with an output path, waits until they are written and finalises the file.
+ * Errors: INVALID_ARGUMENT (bad id), IO (finalising the output).
+ */
+keyer_status keyer_session_close_stream(keyer_session *session, int stream_id, keyer_error *err);
+
+/* ---- reports ---------------------------------------------------------------------------- */
+
+/** Latency summary in milliseconds. */
+typedef struct keyer_latency {
+    int64_t count;
+    double mean, p50, p95, p99, max;
+} keyer_latency;
+
+/** Statistics of one stage. */
+typedef struct keyer_stage_report {
+    char name[16];          /**< "read", "prepare", "infer", "refine", "composite", "write" */
+    int workers;            /**< threads running it */
+    int64_t frames;         /**< frames that went through */
+    double busy;            /**< seconds of work, all workers */
+    double utilization;     /**< busy / (wall time x workers), 0..1 */
+    keyer_latency latency;  /**< per call (a whole batch for infer) */
+    int queue_capacity;     /**< the queue in front of the stage (0: none) */
+    double queue_mean;      /**< its time-weighted mean depth */
+    int queue_max;          /**< its largest depth */
+} keyer_stage_report;
+
+#define KEYER_SESSION_MAX_STAGES 8
+
+/** A session's statistics; see keyer_session_get_report(). */
+typedef struct keyer_session_report {
+    int64_t frames_read;       /**< frames that entered (all streams) */
+    int64_t frames_written;    /**< frames that left */
+    int64_t frames_dropped;    /**< frames live inputs dropped under overload */
+    int64_t frames_damaged;    /**< frames the decoders flagged as damaged (processed) */
+    int64_t frames_lost;       /**< frames lost in a GPU failure (see the file comment) */
+    int64_t frames_on_cpu;     /**< frames inferred on the CPU */
+    int64_t frames_on_cuda;    /**< frames inferred on CUDA */
+    double seconds;            /**< wall time from the start of the stages to the last frame */
+    double fps;                /**< frames_written / seconds */
+    char device[32];           /**< where it ended up computing: "cpu", "cuda:0" */
+    char model[64];            /**< the model used */
+    int batch;                 /**< frames per inference in use */
+    int fell_back;             /**< 1 when CUDA was asked for (or AUTO found a GPU) but the CPU ran */
+    int warnings;              /**< warnings logged by the session */
+    int64_t batches;           /**< inferences run */
+    double batch_mean;         /**< mean frames per inference */
+    int64_t batches_full;      /**< batches that left full (the rest left at their deadline) */
+    keyer_latency latency;     /**< per frame, from entering (read/send) to leaving (write/receive) */
+    int stage_count;
+    keyer_stage_report stages[KEYER_SESSION_MAX_STAGES];
+    int bottleneck;            /**< index into stages of the busiest stage per worker; -1 */
+    /** GPU memory in use (bytes, whole device) and utilisation (percent, mean over the run)
+     *  sampled through NVML when present; -1 when unknown. */
+    int64_t gpu_memory_used, gpu_memory_total;
+    double gpu_utilization;
+} keyer_session_report;
+
+/** Per-stream counters. */
+typedef struct keyer_stream_report {
+    char input[256];        /**< input URL ("" for pushed streams) */
+    char output[256];       /**< output path ("" when none) */
+    int width, height;
+    int64_t frames_read, frames_written, frames_dropped, frames_damaged, frames_lost;
+    int hw_decode;          /**< 1 when NVDEC decoded it */
+    char encoder[32];       /**< video encoder in use ("" when none) */
+    int has_audio;          /**< the input had audio (copied to the output) */
+} keyer_stream_report;
+
+/** Fills @p out with the session's statistics so far (callable during a run). */
+void keyer_session_get_report(keyer_session *session, keyer_session_report *out);
+
+/** Number of streams added or opened so far. */
+int keyer_session_stream_count(const keyer_session *session);
+
+/** Fills @p out for stream @p stream_id. Errors: INVALID_ARGUMENT (bad id). */
+keyer_status keyer_session_get_stream_report(keyer_session *session, int stream_id,
+                                             keyer_stream_report *out, keyer_error *err);
+
+/**
+ * Writes the statistics as JSON to @p path: the report fields, each stage (latency mean,
+ * p50, p95, p99, max in ms, utilisation, queue depths), the bottleneck stage, each stream,
+ * GPU memory and utilisation. Errors: IO naming the path.
+ */
+keyer_status keyer_session_write_stats(keyer_session *session, const char *path, keyer_error *err);
+
+/**
+ * Writes the recorded trace (keyer_session_params::trace_events > 0) to @p path in the
+ * Chrome Trace Event Format (open it in ui.perfetto.dev or chrome://tracing): one track per
+ * worker thread, one event per frame and stage (per batch for infer).
+ * Errors: INVALID_ARGUMENT (tracing was off), IO naming the path.
+ */
+keyer_status keyer_session_write_trace(keyer_session *session, const char *path, keyer_error *err);
+
+/* ---- configuration files ---------------------------------------------------------------- */
+
+/**
+ * Receives one setting of a configuration file: @p key (nested mappings give
+ * "parent.child"), @p value as written (a scalar; each element of a sequence gives one
+ * call with the same key), @p line (1-based) for messages. Return KEYER_OK to go on, or a
+ * failure (with @p err filled) to stop reading.
+ */
+typedef keyer_status (*keyer_config_fn)(void *opaque, const char *key, const char *value,
+                                        int line, keyer_error *err);
+
+/**
+ * Reads a YAML configuration file whose top level is a mapping from keys to scalars,
+ * sequences of scalars or mappings of those, and calls @p fn for each setting in file
+ * order. An empty file has no settings. Errors: IO (cannot open @p path), BAD_DATA (not
+ * YAML, or another structure: the message gives the path, line and column), UNSUPPORTED
+ * (keyer was built without libyaml), and whatever @p fn returns.
+ */
+keyer_status keyer_config_read(const char *path, keyer_config_fn fn, void *opaque,
+                               keyer_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KEYER_PIPELINE_H */

@@ -1,0 +1,108 @@
+/* CUDA side of NVDEC decoding (CUDA builds only): a libav CUDA device context on the device's
+ * primary context (retained here, whatever flags keyer's CUDA code created it with), and the
+ * copy of decoded frames out of NVDEC's few mapped surfaces into a pool of device buffers. */
+#include <cuda.h>
+#include <stdint.h>
+
+#include <libavutil/hwcontext.h>
+#include <libavutil/hwcontext_cuda.h>
+#include <libavutil/imgutils.h>
+#include <libavutil/pixdesc.h>
+
+#include "io/av.h"
+#include "io/io_internal.h"
+
+static keyer_status cu_fail(keyer_error *err, const char *what, CUresult r, int ordinal)
+{
+    const char *name = NULL;
+    cuGetErrorString(r, &name);
+    return keyer_error_set(err, KEYER_STATUS_DEVICE, "CUDA device %d: %s failed: %s", ordinal,
+                           what, name ? name : "unknown error");
+}
+
+static void release_primary(AVHWDeviceContext *ctx)
+{
+    cuDevicePrimaryCtxRelease((CUdevice)(intptr_t)ctx->user_opaque);
+}
+
+keyer_status kr_cuda_hwdevice_create(int ordinal, AVBufferRef **out, keyer_error *err)
+{
+    *out = NULL;
+    CUresult r = cuInit(0);
+    if (r != CUDA_SUCCESS)
+        return cu_fail(err, "cuInit", r, ordinal);
+    CUdevice dev;
+    if ((r = cuDeviceGet(&dev, ordinal)) != CUDA_SUCCESS)
+        return cu_fail(err, "cuDeviceGet", r, ordinal);
+    CUcontext ctx = NULL;
+    if ((r = cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS)
+        return cu_fail(err, "cuDevicePrimaryCtxRetain", r, ordinal);
+    AVBufferRef *ref = av_hwdevice_ctx_alloc(AV_HWDEVICE_TYPE_CUDA);
+    if (!ref) {
+        cuDevicePrimaryCtxRelease(dev);
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "CUDA device %d: out of memory",
+                               ordinal);
+    }
+    AVHWDeviceContext *hw = (AVHWDeviceContext *)ref->data;
+    AVCUDADeviceContext *cu = hw->hwctx;
+    cu->cuda_ctx = ctx; /* libav uses it and does not destroy it */
+    hw->user_opaque = (void *)(intptr_t)dev;
+    hw->free = release_primary; /* runs when the last reference goes, also if init fails */
+    int ret = av_hwdevice_ctx_init(ref);
+    if (ret < 0) {
+        av_buffer_unref(&ref);
+        return kr_av_error(err, ret, "CUDA device %d: libav CUDA device context", ordinal);
+    }
+    *out = ref;
+    return KEYER_OK;
+}
+
+keyer_status kr_cuda_detach_frame(AVBufferRef **pool, AVFrame *pic, AVFrame *tmp,
+                                  keyer_error *err)
+{
+    const AVHWFramesContext *src = (const AVHWFramesContext *)pic->hw_frames_ctx->data;
+    AVHWFramesContext *fc = *pool ? (AVHWFramesContext *)(*pool)->data : NULL;
+    if (!fc || fc->sw_format != src->sw_format || fc->width != pic->width ||
+        fc->height != pic->height || fc->device_ref->data != src->device_ref->data) {
+        av_buffer_unref(pool);
+        *pool = av_hwframe_ctx_alloc(src->device_ref);
+        if (!*pool)
+            return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "NVDEC frame pool: out of memory");
+        fc = (AVHWFramesContext *)(*pool)->data;
+        fc->format = AV_PIX_FMT_CUDA;
+        fc->sw_format = src->sw_format;
+        fc->width = pic->width;
+        fc->height = pic->height;
+        int ret = av_hwframe_ctx_init(*pool);
+        if (ret < 0) {
+            av_buffer_unref(pool);
+            return kr_av_error(err, ret, "NVDEC frame pool %dx%d", pic->width, pic->height);
+        }
+    }
+    av_frame_unref(tmp);
+    int ret = av_hwframe_get_buffer(*pool, tmp, 0);
+    if (ret < 0)
+        return kr_av_error(err, ret, "NVDEC frame pool: no buffer");
+    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(fc->sw_format);
+    int planes = av_pix_fmt_count_planes(fc->sw_format);
+    for (int p = 0; p < planes && p < 4; p++) {
+        int rows = p == 0 || p == 3 ? pic->height : AV_CEIL_RSHIFT(pic->height, d->log2_chroma_h);
+        int bytes = av_image_get_linesize(fc->sw_format, pic->width, p);
+        if (bytes <= 0 || bytes > pic->linesize[p] || bytes > tmp->linesize[p])
+            return keyer_error_set(err, KEYER_STATUS_INTERNAL,
+                                   "NVDEC frame plane %d: %d bytes per row, pitches %d and %d", p,
+                                   bytes, pic->linesize[p], tmp->linesize[p]);
+        keyer_status st = kr_cuda_copy_2d(tmp->data[p], (size_t)tmp->linesize[p], pic->data[p],
+                                          (size_t)pic->linesize[p], (size_t)bytes, (size_t)rows, err);
+        if (st)
+            return keyer_error_prefix(err, "copying an NVDEC frame: ");
+    }
+    ret = av_frame_copy_props(tmp, pic);
+    if (ret < 0)
+        return kr_av_error(err, ret, "NVDEC frame properties");
+    tmp->width = pic->width;
+    tmp->height = pic->height;
+    av_frame_unref(pic); /* the decoder's surface is free again */
+    av_frame_move_ref(pic, tmp);
+    return KEYER_OK;
+}

@@ -1,0 +1,175 @@
+/* Configuration files: a YAML mapping of settings, read with libyaml's event parser. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "keyer/pipeline.h"
+
+#ifdef KEYER_HAVE_YAML
+#include <yaml.h>
+
+/* Longest key, "parent.child" included. */
+#define KEY_MAX 256
+/* Deepest nesting: top mapping > mapping > sequence. */
+#define MAX_DEPTH 2
+
+typedef struct reader {
+    yaml_parser_t parser;
+    const char *path;
+    keyer_config_fn fn;
+    void *opaque;
+    keyer_error *err;
+} reader;
+
+static keyer_status bad(reader *r, const yaml_event_t *ev, const char *what)
+{
+    return keyer_error_set(r->err, KEYER_STATUS_BAD_DATA, "%s:%zu:%zu: %s", r->path,
+                           ev->start_mark.line + 1, ev->start_mark.column + 1, what);
+}
+
+static keyer_status next(reader *r, yaml_event_t *ev)
+{
+    if (!yaml_parser_parse(&r->parser, ev)) {
+        const char *problem = r->parser.problem ? r->parser.problem : "malformed YAML";
+        return keyer_error_set(r->err, KEYER_STATUS_BAD_DATA, "%s:%zu:%zu: %s", r->path,
+                               r->parser.problem_mark.line + 1,
+                               r->parser.problem_mark.column + 1, problem);
+    }
+    return KEYER_OK;
+}
+
+static keyer_status emit(reader *r, const char *key, const yaml_event_t *ev)
+{
+    const char *value = (const char *)ev->data.scalar.value;
+    keyer_status st = r->fn(r->opaque, key, value, (int)ev->start_mark.line + 1, r->err);
+    if (st && r->err && r->err->status == KEYER_OK)
+        keyer_error_set(r->err, st, "%s:%zu: setting '%s' was rejected", r->path,
+                        ev->start_mark.line + 1, key);
+    return st;
+}
+
+/* Reads the value of @p key whose first event is @p ev (consumed by the caller). */
+static keyer_status read_value(reader *r, const char *key, yaml_event_t *ev, int depth)
+{
+    keyer_status st = KEYER_OK;
+    switch (ev->type) {
+    case YAML_SCALAR_EVENT:
+        return emit(r, key, ev);
+    case YAML_SEQUENCE_START_EVENT:
+        for (;;) {
+            yaml_event_t item;
+            if ((st = next(r, &item)))
+                return st;
+            if (item.type == YAML_SEQUENCE_END_EVENT) {
+                yaml_event_delete(&item);
+                return KEYER_OK;
+            }
+            if (item.type != YAML_SCALAR_EVENT)
+                st = bad(r, &item, "a list may hold only plain values");
+            else
+                st = emit(r, key, &item);
+            yaml_event_delete(&item);
+            if (st)
+                return st;
+        }
+    case YAML_MAPPING_START_EVENT:
+        if (depth >= MAX_DEPTH)
+            return bad(r, ev, "settings nest at most two levels deep");
+        for (;;) {
+            yaml_event_t k;
+            if ((st = next(r, &k)))
+                return st;
+            if (k.type == YAML_MAPPING_END_EVENT) {
+                yaml_event_delete(&k);
+                return KEYER_OK;
+            }
+            if (k.type != YAML_SCALAR_EVENT) {
+                st = bad(r, &k, "a key must be a plain name");
+                yaml_event_delete(&k);
+                return st;
+            }
+            char full[KEY_MAX];
+            int n = snprintf(full, sizeof(full), "%s%s%s", key, key[0] ? "." : "",
+                             (const char *)k.data.scalar.value);
+            if (n < 0 || (size_t)n >= sizeof(full) || k.data.scalar.length == 0) {
+                st = bad(r, &k, "a key is empty or too long");
+                yaml_event_delete(&k);
+                return st;
+            }
+            yaml_event_delete(&k);
+            yaml_event_t v;
+            if ((st = next(r, &v)))
+                return st;
+            st = read_value(r, full, &v, depth + 1);
+            yaml_event_delete(&v);
+            if (st)
+                return st;
+        }
+    case YAML_ALIAS_EVENT:
+        return bad(r, ev, "aliases are not supported");
+    default:
+        return bad(r, ev, "unexpected YAML structure");
+    }
+}
+
+keyer_status keyer_config_read(const char *path, keyer_config_fn fn, void *opaque,
+                               keyer_error *err)
+{
+    if (!path || !fn)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_config_read: path or callback is NULL");
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return keyer_error_set(err, KEYER_STATUS_IO, "%s: cannot open: %s", path, strerror(errno));
+    reader r = {.path = path, .fn = fn, .opaque = opaque, .err = err};
+    if (!yaml_parser_initialize(&r.parser)) {
+        fclose(f);
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: cannot start libyaml", path);
+    }
+    yaml_parser_set_input_file(&r.parser, f);
+    keyer_status st = KEYER_OK;
+    int documents = 0;
+    for (;;) {
+        yaml_event_t ev;
+        if ((st = next(&r, &ev)))
+            break;
+        yaml_event_type_t type = ev.type;
+        if (type == YAML_STREAM_END_EVENT) {
+            yaml_event_delete(&ev);
+            break;
+        }
+        if (type == YAML_DOCUMENT_START_EVENT && ++documents > 1) {
+            st = bad(&r, &ev, "one YAML document expected");
+        } else if (type == YAML_MAPPING_START_EVENT) {
+            st = read_value(&r, "", &ev, 0);
+        } else if (type == YAML_SCALAR_EVENT) {
+            /* an empty document ("" or "~") has no settings */
+            if (ev.data.scalar.length != 0 && strcmp((const char *)ev.data.scalar.value, "~") &&
+                strcmp((const char *)ev.data.scalar.value, "null"))
+                st = bad(&r, &ev, "the configuration must be a mapping of settings");
+        } else if (type == YAML_SEQUENCE_START_EVENT || type == YAML_ALIAS_EVENT) {
+            st = bad(&r, &ev, "the configuration must be a mapping of settings");
+        }
+        yaml_event_delete(&ev);
+        if (st)
+            break;
+    }
+    yaml_parser_delete(&r.parser);
+    fclose(f);
+    return st;
+}
+
+#else /* !KEYER_HAVE_YAML */
+
+keyer_status keyer_config_read(const char *path, keyer_config_fn fn, void *opaque,
+                               keyer_error *err)
+{
+    (void)fn;
+    (void)opaque;
+    return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                           "%s: keyer was built without libyaml (libyaml-dev)",
+                           path ? path : "(null)");
+}
+
+#endif

@@ -1,0 +1,146 @@
+/* The pipeline's CUDA device table (CUDA builds only): memory, streams and copies. */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+
+#include "pipeline/device.h"
+
+static keyer_status fail(keyer_error *err, const char *what, cudaError_t e)
+{
+    return keyer_error_set(err, e == cudaErrorMemoryAllocation ? KEYER_STATUS_OUT_OF_MEMORY
+                                                               : KEYER_STATUS_DEVICE,
+                           "%s: %s", what, cudaGetErrorString(e));
+}
+
+static keyer_status use(int ordinal, keyer_error *err)
+{
+    cudaError_t e = cudaSetDevice(ordinal);
+    if (e != cudaSuccess)
+        return fail(err, "cudaSetDevice", e);
+    return KEYER_OK;
+}
+
+static int count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky-free error state */
+        return 0;
+    }
+    return n;
+}
+
+static keyer_status describe(int ordinal, char *name, size_t name_size, size_t *total_bytes,
+                             keyer_error *err)
+{
+    struct cudaDeviceProp prop;
+    cudaError_t e = cudaGetDeviceProperties(&prop, ordinal);
+    if (e != cudaSuccess)
+        return fail(err, "cudaGetDeviceProperties", e);
+    if (name && name_size)
+        snprintf(name, name_size, "%s", prop.name);
+    if (total_bytes)
+        *total_bytes = prop.totalGlobalMem;
+    return KEYER_OK;
+}
+
+static keyer_status mem_info(int ordinal, size_t *free_bytes, size_t *total_bytes,
+                             keyer_error *err)
+{
+    if (use(ordinal, err))
+        return err ? err->status : KEYER_STATUS_DEVICE;
+    cudaError_t e = cudaMemGetInfo(free_bytes, total_bytes);
+    if (e != cudaSuccess)
+        return fail(err, "cudaMemGetInfo", e);
+    return KEYER_OK;
+}
+
+static keyer_status alloc(int ordinal, size_t bytes, void **ptr, keyer_error *err)
+{
+    *ptr = NULL;
+    if (use(ordinal, err))
+        return err ? err->status : KEYER_STATUS_DEVICE;
+    cudaError_t e = cudaMalloc(ptr, bytes);
+    if (e != cudaSuccess) {
+        *ptr = NULL;
+        cudaGetLastError();
+        return keyer_error_set(err, e == cudaErrorMemoryAllocation ? KEYER_STATUS_OUT_OF_MEMORY
+                                                                   : KEYER_STATUS_DEVICE,
+                               "cudaMalloc of %zu bytes on device %d: %s", bytes, ordinal,
+                               cudaGetErrorString(e));
+    }
+    return KEYER_OK;
+}
+
+static void dfree(int ordinal, void *ptr)
+{
+    if (!ptr)
+        return;
+    cudaSetDevice(ordinal);
+    cudaFree(ptr);
+}
+
+static keyer_status stream_create(int ordinal, void **stream, keyer_error *err)
+{
+    *stream = NULL;
+    if (use(ordinal, err))
+        return err ? err->status : KEYER_STATUS_DEVICE;
+    cudaStream_t s;
+    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess)
+        return fail(err, "cudaStreamCreateWithFlags", e);
+    *stream = s;
+    return KEYER_OK;
+}
+
+static void stream_destroy(int ordinal, void *stream)
+{
+    if (!stream)
+        return;
+    cudaSetDevice(ordinal);
+    cudaStreamDestroy((cudaStream_t)stream);
+}
+
+static keyer_status stream_sync(int ordinal, void *stream, keyer_error *err)
+{
+    if (use(ordinal, err))
+        return err ? err->status : KEYER_STATUS_DEVICE;
+    cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
+    if (e != cudaSuccess)
+        return fail(err, "cudaStreamSynchronize", e);
+    return KEYER_OK;
+}
+
+static keyer_status copy_2d(int ordinal, void *dst, size_t dst_pitch, const void *src,
+                            size_t src_pitch, size_t row_bytes, size_t rows, void *stream,
+                            keyer_error *err)
+{
+    if (use(ordinal, err))
+        return err ? err->status : KEYER_STATUS_DEVICE;
+    cudaError_t e = cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows,
+                                      cudaMemcpyDefault, (cudaStream_t)stream);
+    if (e != cudaSuccess)
+        return fail(err, "cudaMemcpy2DAsync", e);
+    return KEYER_OK;
+}
+
+keyer_status kr_pipeline_cuda_sigmoid(int ordinal, float *dst, const float *src, size_t count,
+                                      void *stream, keyer_error *err); /* sigmoid.cu */
+
+static const kr_device_fns cuda_fns = {
+    .name = "cuda",
+    .count = count,
+    .describe = describe,
+    .mem_info = mem_info,
+    .alloc = alloc,
+    .free = dfree,
+    .stream_create = stream_create,
+    .stream_destroy = stream_destroy,
+    .stream_sync = stream_sync,
+    .copy_2d = copy_2d,
+    .sigmoid = kr_pipeline_cuda_sigmoid,
+};
+
+const kr_device_fns *kr_device_cuda_table(void)
+{
+    return &cuda_fns;
+}
