@@ -80,7 +80,9 @@ typedef struct keyer_reader_params {
     /**
      * Format of the frames keyer_reader_read() returns. KEYER_PIXEL_FORMAT_NONE
      * ("native", the default): NVDEC frames stay in CUDA memory as NV12 (8-bit) or P010
-     * (10/12-bit); CPU frames are returned as decoded when keyer has the format
+     * (10/12-bit), copied device to device out of the decoder's few mapped surfaces into
+     * pooled device buffers (so callers may hold any number of frames; no host round trip);
+     * CPU frames are returned as decoded when keyer has the format
      * (yuv420p, nv12, p010, rgb24, rgba, gray8), without a copy, else converted to
      * yuv420p (8-bit), p010 (deeper) or rgba (formats with alpha). Any other format gives
      * host frames converted with libswscale (NVDEC frames are downloaded first).
@@ -93,7 +95,10 @@ typedef struct keyer_reader_params {
      * index (MP4, MOV, MKV with cues); otherwise one decoder is used and a line is logged.
      */
     int segments;
-    /** Frames each split-decode session may decode ahead; 0: one chunk (default). */
+    /**
+     * Frames each split-decode session may decode ahead; 0 (default): its largest chunk
+     * (whole GOPs, at least 24 frames) + 2. Memory: segments x this many frames.
+     */
     int segment_queue;
     /**
      * Keep audio and subtitle packets for a writer that copies them (see
@@ -106,7 +111,6 @@ typedef struct keyer_reader_params {
     /** Extra demuxer options, "key=value:key=value" ("framerate=30:video_size=640x480"); NULL: none. */
     const char *input_options;
     const keyer_logger *logger; /**< NULL: warnings and errors to stderr */
-    const keyer_allocator *allocator; /**< host frames made by conversion; NULL: system */
     void *reserved[4];                /**< zero */
 } keyer_reader_params;
 

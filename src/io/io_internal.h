@@ -113,8 +113,8 @@ typedef struct kr_split kr_split;
 
 /**
  * Plans chunks from @p main's keyframe index and starts @p n worker sessions, beginning
- * with the chunk that holds pts @p from (INT64_MIN: the first). @p main's demuxer is
- * moved around while planning.
+ * with the chunk that holds pts @p from (INT64_MIN: the first). The plan is made on a second
+ * opening of the input: @p main's demuxer keeps its position.
  * Errors: UNSUPPORTED (no usable keyframe index, too few keyframes, not seekable:
  * the caller falls back to a single session), or an opening error.
  */

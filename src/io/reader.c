@@ -708,9 +708,9 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
             *err = serr;
             goto fail;
         } else {
-            /* The main demuxer now only reads the streams kept for a writer. */
+            /* The main demuxer, still at the start, now only reads the streams kept for a
+             * writer (video packets it buffered while probing are skipped). */
             r->main.fc->streams[r->main.stream]->discard = AVDISCARD_ALL;
-            av_seek_frame(r->main.fc, -1, 0, AVSEEK_FLAG_BACKWARD);
         }
     }
     st = decode_ahead(r, INT64_MIN, err);
@@ -788,12 +788,11 @@ keyer_status keyer_reader_seek(keyer_reader *r, int64_t pts, keyer_error *err)
     if (r->split) {
         /* Restart the workers from the chunk holding the target. */
         kr_split_destroy(&r->split);
-        r->main.fc->streams[r->main.stream]->discard = AVDISCARD_DEFAULT;
         st = kr_split_create(&r->main, &r->opts, r->segments, r->segment_queue, pts, &r->split,
                              err);
         if (st)
             return keyer_error_prefix(err, "%s: restarting split decode after a seek: ", r->url);
-        r->main.fc->streams[r->main.stream]->discard = AVDISCARD_ALL;
+        /* Audio for a writer from one second before the target. */
         int64_t t = av_rescale_q(pts, r->main.fc->streams[r->main.stream]->time_base, AV_TIME_BASE_Q);
         av_seek_frame(r->main.fc, -1, t > AV_TIME_BASE ? t - AV_TIME_BASE : 0, AVSEEK_FLAG_BACKWARD);
         r->split_audio_eof = 0;

@@ -170,21 +170,21 @@ static int keyframe_pts(AVFormatContext *fc, int stream, int64_t ts, AVPacket *p
     return -1;
 }
 
-/* Groups the index's keyframes into chunks. */
-static keyer_status plan(kr_split *sp, kr_session *main, int n, keyer_error *err)
+/* Groups the index's keyframes of @p fc (a second opening of the input, so that the main
+ * demuxer keeps its position) into chunks. */
+static keyer_status plan_with(kr_split *sp, AVFormatContext *fc, int stream, AVPacket *pkt, int n,
+                              keyer_error *err)
 {
-    AVStream *st = main->fc->streams[main->stream];
-    if (!main->fc->pb || !(main->fc->pb->seekable & AVIO_SEEKABLE_NORMAL))
-        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "the input is not seekable");
+    AVStream *st = fc->streams[stream];
     int entries = avformat_index_get_entries_count(st);
     if (entries < 2) { /* Matroska reads its cues on the first seek */
-        av_seek_frame(main->fc, main->stream, st->start_time != AV_NOPTS_VALUE ? st->start_time : 0,
+        av_seek_frame(fc, stream, st->start_time != AV_NOPTS_VALUE ? st->start_time : 0,
                       AVSEEK_FLAG_BACKWARD);
         entries = avformat_index_get_entries_count(st);
     }
     if (entries < 2)
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
-                               "%s has no keyframe index", main->fc->iformat->name);
+                               "%s has no keyframe index", fc->iformat->name);
     int *keys = malloc(sizeof(int) * (size_t)entries);
     sp->chunks = calloc((size_t)entries, sizeof(chunk));
     if (!keys || !sp->chunks) {
@@ -235,8 +235,7 @@ static keyer_status plan(kr_split *sp, kr_session *main, int n, keyer_error *err
     if (nchunks < 2)
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "only one chunk of keyframes");
     for (int k = 0; k < nchunks; k++) {
-        if (keyframe_pts(main->fc, main->stream, sp->chunks[k].start_dts, main->pkt,
-                         &sp->chunks[k].start_pts) < 0)
+        if (keyframe_pts(fc, stream, sp->chunks[k].start_dts, pkt, &sp->chunks[k].start_pts) < 0)
             return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                    "keyframe %d of the index has no timestamp", k);
         if (k > 0 && sp->chunks[k].start_pts <= sp->chunks[k - 1].start_pts)
@@ -247,6 +246,31 @@ static keyer_status plan(kr_split *sp, kr_session *main, int n, keyer_error *err
         sp->chunks[k].end_pts = k + 1 < nchunks ? sp->chunks[k + 1].start_pts : INT64_MAX;
     sp->nchunks = nchunks;
     return KEYER_OK;
+}
+
+static keyer_status plan(kr_split *sp, kr_session *main, int n, keyer_error *err)
+{
+    if (!main->fc->pb || !(main->fc->pb->seekable & AVIO_SEEKABLE_NORMAL))
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "the input is not seekable");
+    AVFormatContext *fc = avformat_alloc_context();
+    AVPacket *pkt = av_packet_alloc();
+    if (!fc || !pkt) {
+        avformat_free_context(fc);
+        av_packet_free(&pkt);
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    fc->interrupt_callback = main->fc->interrupt_callback;
+    int ret = avformat_open_input(&fc, main->fc->url, main->fc->iformat, NULL);
+    keyer_status st;
+    if (ret < 0)
+        st = kr_av_error(err, ret, "cannot open the input a second time");
+    else if (main->stream >= (int)fc->nb_streams)
+        st = keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "the input changed between openings");
+    else
+        st = plan_with(sp, fc, main->stream, pkt, n, err);
+    avformat_close_input(&fc);
+    av_packet_free(&pkt);
+    return st;
 }
 
 keyer_status kr_split_create(kr_session *main, const kr_session_opts *o, int n, int queue,
