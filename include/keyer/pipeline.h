@@ -133,8 +133,13 @@ typedef struct keyer_session_params {
     /** Frames each queue between stages holds, 1..1024. 0 (default): 1 in latency mode,
      *  else twice the batch. Each stream's frame pool is sized from it. */
     int queue_depth;
-    int threads;            /**< CPU threads of the pixel stages; 0 (default): one per core */
-    int composite_workers;  /**< concurrent composite workers; 0 (default): per device */
+    /** CPU threads inside each stage (inference, prepare, refine, composite). 0 (default):
+     *  1 in throughput mode, where the stages running side by side fill the cores, and one
+     *  per core in latency mode, where one frame at a time goes through. */
+    int threads;
+    /** Composite workers, each on its own frame. 0 (default): one per core on the CPU in
+     *  throughput mode, else 1. */
+    int composite_workers;
     int max_streams;        /**< streams a session may hold, 1..1024 (default 64) */
     /** Live inputs (cameras, network streams) drop their oldest unprocessed frames when the
      *  pipeline falls behind: -1 (default) for inputs that look live (URLs with "://" other
@@ -333,7 +338,7 @@ typedef struct keyer_session_report {
     int64_t frames_on_cuda;    /**< frames inferred on CUDA */
     double seconds;            /**< wall time from the start of the stages to the last frame */
     double fps;                /**< frames_written / seconds */
-    char device[32];           /**< where it ended up computing: "cpu", "cuda:0" */
+    char device[64];           /**< where it computed: "cpu", "cuda:0", "cuda:0 (inference on the cpu)" */
     char model[64];            /**< the model used */
     int batch;                 /**< frames per inference in use */
     int fell_back;             /**< 1 when CUDA was asked for (or AUTO found a GPU) but the CPU ran */

@@ -40,7 +40,8 @@ static const keyer_option session_options[] = {
      OFF(batch_wait_us), KEYER_OPTION_INT, -1, -1, 10000000, NULL},
     {"queue_depth", "frames per queue between stages; 0: automatic", OFF(queue_depth),
      KEYER_OPTION_INT, 0, 0, 1024, NULL},
-    {"threads", "CPU threads of the pixel stages; 0: one per core", OFF(threads),
+    {"threads", "CPU threads inside each stage; 0: 1 (throughput) or one per core (latency)",
+     OFF(threads),
      KEYER_OPTION_INT, 0, 0, 1024, NULL},
     {"composite_workers", "concurrent composite workers; 0: automatic", OFF(composite_workers),
      KEYER_OPTION_INT, 0, 0, KR_MAX_COMPOSITE_WORKERS, NULL},
@@ -139,8 +140,9 @@ void kr_session_fail(keyer_session *s, keyer_status st, const keyer_error *err)
                  err && err->message[0] ? err->message : keyer_status_name(st));
     }
     pthread_mutex_unlock(&s->err_lock);
+    /* the caller gets the message from keyer_session_run() or the send/receive calls */
     if (first)
-        keyer_log(s->logger, KEYER_LOG_ERROR, "%s", s->error.message);
+        keyer_log(s->logger, KEYER_LOG_INFO, "stopping after an error: %s", s->error.message);
     keyer_session_cancel(s);
 }
 
@@ -213,6 +215,21 @@ keyer_status keyer_session_create(const keyer_session_params *params, keyer_sess
     if ((st = keyer_options_validate(keyer_composite_options(), &p.composite,
                                      "composite parameters", err)))
         return st;
+    {
+        /* the effects check their own parameters (threshold_low < threshold_high, ...) */
+        keyer_refine *ref = NULL;
+        keyer_composite *comp = NULL;
+        keyer_refine_params rp = p.refine;
+        keyer_composite_params cp = p.composite;
+        rp.threads = cp.threads = 1;
+        if ((st = keyer_refine_create(&rp, &ref, err)) ||
+            (st = keyer_composite_create(&cp, &comp, err))) {
+            keyer_refine_destroy(&ref);
+            return st;
+        }
+        keyer_refine_destroy(&ref);
+        keyer_composite_destroy(&comp);
+    }
     if (p.composite.mode == KEYER_COMPOSITE_IMAGE && !p.background)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "session parameters: composite mode image needs a background "
@@ -470,6 +487,17 @@ static keyer_status create_runtimes(keyer_session *s, int cuda, keyer_error *err
         rp.stream = cuda ? s->infer_stream : NULL;
         rp.logger = s->logger;
         keyer_status st = keyer_runtime_create(s->model, &rp, &s->rt[cuda][b], err);
+        /* one run on zeros now, so that lazy set-up (weight packing, kernel loading) does
+         * not delay the first frames */
+        if (!st) {
+            float *in = keyer_runtime_input_data(s->rt[cuda][b], 0);
+            size_t bytes = keyer_runtime_input_bytes(s->rt[cuda][b], 0);
+            if (!cuda && in)
+                memset(in, 0, bytes);
+            st = keyer_runtime_run(s->rt[cuda][b], err);
+            if (!st)
+                st = keyer_runtime_synchronize(s->rt[cuda][b], err);
+        }
         if (st)
             return keyer_error_prefix(err, "model %s on %s at batch %d: ", s->model_used,
                                       cuda ? "cuda" : "cpu", 1 << b);
@@ -508,6 +536,7 @@ static int try_cuda(keyer_session *s, int asked)
                         e.message);
         goto off;
     }
+    s->infer_cuda = 1;
     for (;;) {
         keyer_error_clear(&e);
         keyer_status st = create_runtimes(s, 1, &e);
@@ -520,12 +549,23 @@ static int try_cuda(keyer_session *s, int asked)
             s->batch /= 2;
             continue;
         }
-        kr_session_warn(s, "cannot run on CUDA device %d (%s); using the CPU", s->ordinal,
+        if (st == KEYER_STATUS_OUT_OF_MEMORY || st == KEYER_STATUS_DEVICE) {
+            kr_session_warn(s, "cannot run on CUDA device %d (%s); using the CPU", s->ordinal,
+                            e.message);
+            goto off;
+        }
+        /* no CUDA inference for this model (backend not built, an operator it lacks): the
+         * pixel stages stay on the GPU and the small model runs on the CPU in between */
+        kr_session_warn(s, "inference on the CPU, pixel stages on CUDA device %d: %s", s->ordinal,
                         e.message);
-        goto off;
+        s->infer_cuda = 0;
+        if (s->params.batch <= 0)
+            s->batch = 4;
+        break;
     }
     s->use_cuda = 1;
-    snprintf(s->device_name, sizeof(s->device_name), "cuda:%d", s->ordinal);
+    snprintf(s->device_name, sizeof(s->device_name), "cuda:%d%s", s->ordinal,
+             s->infer_cuda ? "" : " (inference on the cpu)");
     s->nvml = kr_nvml_open(s->ordinal);
     return 1;
 off:
@@ -545,7 +585,11 @@ keyer_status kr_session_start(keyer_session *s, keyer_error *err)
     if (st)
         return st;
     int latency = p->mode == KEYER_PIPELINE_LATENCY;
-    s->threads = p->threads > 0 ? p->threads : kr_cpu_count();
+    /* Throughput: the stages run side by side and already fill the cores, so each works
+     * single-threaded (threads inside a stage only contend with the other stages); latency:
+     * one frame at a time, so every stage spreads over all cores. */
+    int cores = kr_cpu_count();
+    s->threads = p->threads > 0 ? p->threads : latency ? cores : 1;
     int want_cuda = p->device != KEYER_DEVICE_CPU;
     /* the batch is decided per device; CUDA's is tried first */
     s->batch = p->batch > 0 ? p->batch : latency ? 1 : 16;
@@ -557,9 +601,9 @@ keyer_status kr_session_start(keyer_session *s, keyer_error *err)
     }
     if (!s->use_cuda) {
         s->batch = p->batch > 0 ? p->batch : latency ? 1 : 4;
-        if ((st = create_runtimes(s, 0, err)))
-            return st;
     }
+    if (!s->infer_cuda && (st = create_runtimes(s, 0, err)))
+        return st;
     s->depth = p->queue_depth > 0 ? p->queue_depth : latency ? 1 : 2 * s->batch;
     int64_t wait_us = p->batch_wait_us >= 0 ? p->batch_wait_us
                       : latency               ? 0
@@ -569,8 +613,8 @@ keyer_status kr_session_start(keyer_session *s, keyer_error *err)
     s->workers = p->composite_workers > 0 ? p->composite_workers
                  : s->use_cuda            ? 1
                  : latency                ? 1
-                                          : (s->threads < KR_MAX_COMPOSITE_WORKERS ? s->threads
-                                                                                   : KR_MAX_COMPOSITE_WORKERS);
+                                          : (cores < KR_MAX_COMPOSITE_WORKERS ? cores
+                                                                              : KR_MAX_COMPOSITE_WORKERS);
     if (s->workers < 1)
         s->workers = 1;
     int infer_cap = s->depth > s->batch ? s->depth : s->batch;
@@ -683,13 +727,19 @@ keyer_status keyer_session_run(keyer_session *s, keyer_error *err)
                                "keyer_session_run: no input was added");
     s->run_called = 1;
     keyer_status st = kr_session_start(s, err);
-    for (int i = 0; i < n && !st; i++)
-        if (s->streams[i]->source == KR_SOURCE_READER)
-            st = kr_stream_start(s->streams[i], err);
-    if (st) {
-        kr_session_fail(s, st, err);
-        keyer_session_cancel(s);
+    for (int i = 0; i < n && !st; i++) {
+        kr_stream *ss = s->streams[i];
+        if (ss->source != KR_SOURCE_READER)
+            continue;
+        if ((st = kr_stream_start(ss, err))) {
+            /* a stream that could not start completely: unblock what of it did start */
+            kr_queue_cancel(ss->ingest);
+            kr_queue_cancel(ss->free_items);
+            kr_reorder_cancel(ss->done);
+        }
     }
+    if (st)
+        kr_session_fail(s, st, err);
     int64_t t0 = kr_clock_ns();
     int64_t interval = (int64_t)s->params.progress_interval_ms * 1000000;
     /* wait for every file sink, calling the progress callback and sampling the GPU */

@@ -55,7 +55,8 @@ typedef struct kr_item_bufs {
     keyer_frame *out;        /* composite output */
     keyer_frame *staged;     /* the input frame copied into this memory when needed */
     keyer_frame *bg;         /* background video frame copied into this memory */
-    int ready;               /* allocated */
+    int tensors_ready;       /* tensor, mask and mask_frame allocated */
+    int ready;               /* everything allocated */
 } kr_item_bufs;
 
 typedef struct kr_item {
@@ -166,10 +167,11 @@ struct keyer_session {
     /* devices */
     const kr_device_fns *dev; /* CUDA table when computing on CUDA */
     int ordinal;
-    int use_cuda;             /* the session started on CUDA */
+    int use_cuda;             /* the pixel stages run on CUDA */
+    int infer_cuda;           /* the inference runs on CUDA too (else on the CPU, in between) */
     atomic_int gpu_failed;    /* a GPU error moved the work to the CPU */
     int fell_back;
-    char device_name[32];
+    char device_name[64];
     kr_nvml *nvml;
     double gpu_util_sum;
     int64_t gpu_util_samples;
@@ -262,8 +264,9 @@ void kr_stream_fail(kr_stream *st, keyer_status status, const keyer_error *err, 
 /** Returns an item to its stream's pool (drops its frame references). */
 void kr_item_release(kr_item *it);
 
-/** Makes sure the item's buffers in the given memory exist. */
+/** Makes sure the item's buffers in the given memory exist (all, or the tensor and mask). */
 keyer_status kr_item_bufs_ensure(kr_item *it, int cuda, keyer_error *err);
+keyer_status kr_item_tensors_ensure(kr_item *it, int cuda, keyer_error *err);
 
 /** The stream's sink: takes finished items in order; used by the sink thread and receive. */
 void kr_stream_account_out(kr_stream *st, kr_item *it);

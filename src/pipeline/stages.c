@@ -264,14 +264,6 @@ static keyer_status infer_cuda(keyer_session *s, kr_item **items, int n, int lg,
         rs = dev->copy_2d(s->ordinal, in + (size_t)i * s->tensor_bytes, s->tensor_bytes,
                           items[i]->cuda.tensor, s->tensor_bytes, s->tensor_bytes, 1,
                           s->infer_stream, err);
-    if (!rs && s->fail_cuda_at >= 0) {
-        for (int i = 0; i < n; i++)
-            if (items[i]->seq == s->fail_cuda_at)
-                rs = keyer_error_set(err, KEYER_STATUS_DEVICE,
-                                     "CUDA inference failed at frame %lld of stream %d "
-                                     "(KEYER_FAIL_CUDA_AT_FRAME)",
-                                     (long long)items[i]->seq, items[i]->stream->id);
-    }
     if (!rs)
         rs = keyer_runtime_run(rt, err);
     const char *outp = (const char *)keyer_runtime_output_data(rt, s->mask_index);
@@ -296,6 +288,64 @@ static keyer_status infer_cuda(keyer_session *s, kr_item **items, int n, int lg,
     return rs;
 }
 
+/* CUDA items, CPU inference: tensors come down, masks go up (small: the model's size). */
+static keyer_status infer_hybrid(keyer_session *s, kr_item **items, int n, int lg,
+                                 keyer_error *err)
+{
+    const kr_device_fns *dev = s->dev;
+    keyer_status rs = KEYER_OK;
+    for (int i = 0; i < n && !rs; i++) {
+        rs = kr_item_tensors_ensure(items[i], 0, err);
+        if (!rs)
+            rs = dev->copy_2d(s->ordinal, items[i]->host.tensor, s->tensor_bytes,
+                              items[i]->cuda.tensor, s->tensor_bytes, s->tensor_bytes, 1,
+                              s->infer_stream, err);
+    }
+    if (!rs)
+        rs = dev->stream_sync(s->ordinal, s->infer_stream, err);
+    if (!rs)
+        rs = infer_cpu(s, items, n, lg, err);
+    for (int i = 0; i < n && !rs; i++)
+        rs = dev->copy_2d(s->ordinal, items[i]->cuda.mask, s->mask_bytes, items[i]->host.mask,
+                          s->mask_bytes, s->mask_bytes, 1, s->infer_stream, err);
+    if (!rs)
+        rs = dev->stream_sync(s->ordinal, s->infer_stream, err);
+    return rs;
+}
+
+/* Infers one device-uniform group, split into power-of-two runtimes. */
+/* The CPU runtime of batch 2^lg, made when first needed (after a GPU failure). */
+static keyer_status cpu_runtime(keyer_session *s, int lg, keyer_error *err)
+{
+    for (int b = 0; b <= lg; b++) {
+        if (s->rt[0][b])
+            continue;
+        keyer_runtime_params rp = keyer_runtime_params_defaults();
+        rp.backend = KEYER_BACKEND_CPU;
+        rp.batch = 1 << b;
+        rp.threads = s->threads;
+        rp.logger = s->logger;
+        keyer_status rs = keyer_runtime_create(s->model, &rp, &s->rt[0][b], err);
+        if (rs)
+            return rs;
+    }
+    return KEYER_OK;
+}
+
+/* KEYER_FAIL_CUDA_AT_FRAME: the CUDA path fails on the batch holding that frame number. */
+static keyer_status injected_failure(keyer_session *s, kr_item **items, int n, keyer_error *err)
+{
+    if (s->fail_cuda_at < 0)
+        return KEYER_OK;
+    for (int i = 0; i < n; i++)
+        if (items[i]->seq == s->fail_cuda_at)
+            return keyer_error_set(err, KEYER_STATUS_DEVICE,
+                                   "CUDA inference failed at frame %lld of stream %d "
+                                   "(KEYER_FAIL_CUDA_AT_FRAME)",
+                                   (long long)items[i]->seq, items[i]->stream->id);
+    return KEYER_OK;
+}
+
 /* Infers one device-uniform group, split into power-of-two runtimes. */
 static void infer_group(keyer_session *s, kr_item **items, int n)
 {
@@ -306,10 +356,16 @@ static void infer_group(keyer_session *s, kr_item **items, int n)
             lg++;
         int m = 1 << lg;
         kr_item **chunk = items + done;
+        done += m;
         keyer_error e = {0};
         keyer_status rs;
         if (chunk[0]->on_cuda && !gpu_failed(s)) {
-            rs = infer_cuda(s, chunk, m, lg, &e);
+            rs = injected_failure(s, chunk, m, &e);
+            if (!rs && !s->infer_cuda)
+                rs = cpu_runtime(s, lg, &e);
+            if (!rs)
+                rs = s->infer_cuda ? infer_cuda(s, chunk, m, lg, &e)
+                                   : infer_hybrid(s, chunk, m, lg, &e);
             if (rs && device_error(s, rs, &e)) {
                 /* the chunk goes again, on the CPU; items that cannot leave the GPU are lost */
                 int k = 0;
@@ -320,37 +376,16 @@ static void infer_group(keyer_session *s, kr_item **items, int n)
                 }
                 if (k)
                     infer_group(s, chunk, k);
-                done += m;
                 continue;
             }
         } else {
-            if (!s->rt[0][lg]) {
-                s->batch = s->batch > 0 ? s->batch : 1;
-                for (int b = 0; b <= KR_MAX_BATCH_LOG2 && (1 << b) <= s->batch; b++) {
-                    if (s->rt[0][b])
-                        continue;
-                    keyer_runtime_params rp = keyer_runtime_params_defaults();
-                    rp.backend = KEYER_BACKEND_CPU;
-                    rp.batch = 1 << b;
-                    rp.threads = s->threads;
-                    rp.logger = s->logger;
-                    if ((rs = keyer_runtime_create(s->model, &rp, &s->rt[0][b], &e)))
-                        break;
-                }
-                if (!s->rt[0][lg]) {
-                    for (int i = 0; i < m; i++)
-                        item_fail(chunk[i], e.status ? e.status : KEYER_STATUS_INTERNAL, &e,
-                                  "infer");
-                    done += m;
-                    continue;
-                }
-            }
-            rs = infer_cpu(s, chunk, m, lg, &e);
+            rs = cpu_runtime(s, lg, &e);
+            if (!rs)
+                rs = infer_cpu(s, chunk, m, lg, &e);
         }
         if (rs)
             for (int i = 0; i < m; i++)
                 item_fail(chunk[i], rs, &e, "infer");
-        done += m;
     }
 }
 

@@ -68,10 +68,10 @@ static keyer_status frame_alloc(keyer_session *s, int cuda, keyer_frame **f,
     return keyer_frame_alloc(*f, format, w, h, NULL, err);
 }
 
-keyer_status kr_item_bufs_ensure(kr_item *it, int cuda, keyer_error *err)
+keyer_status kr_item_tensors_ensure(kr_item *it, int cuda, keyer_error *err)
 {
     kr_item_bufs *b = cuda ? &it->cuda : &it->host;
-    if (b->ready)
+    if (b->tensors_ready)
         return KEYER_OK;
     kr_stream *st = it->stream;
     keyer_session *s = st->session;
@@ -89,17 +89,32 @@ keyer_status kr_item_bufs_ensure(kr_item *it, int cuda, keyer_error *err)
             goto fail;
         }
     }
-    if ((rs = wrap_mask(s, b, cuda, err)) ||
-        (rs = frame_alloc(s, cuda, &b->alpha, KEYER_PIXEL_FORMAT_GRAY8, st->width, st->height,
-                          err)) ||
-        (rs = frame_alloc(s, cuda, &b->out, out_format(s, st->format), st->width, st->height,
-                          err)))
+    if ((rs = wrap_mask(s, b, cuda, err)))
         goto fail;
-    b->ready = 1;
+    b->tensors_ready = 1;
     return KEYER_OK;
 fail:
     keyer_error_prefix(err, "stream %d: ", st->id);
     return rs;
+}
+
+keyer_status kr_item_bufs_ensure(kr_item *it, int cuda, keyer_error *err)
+{
+    kr_item_bufs *b = cuda ? &it->cuda : &it->host;
+    if (b->ready)
+        return KEYER_OK;
+    kr_stream *st = it->stream;
+    keyer_session *s = st->session;
+    keyer_status rs = kr_item_tensors_ensure(it, cuda, err);
+    if (rs)
+        return rs;
+    if ((rs = frame_alloc(s, cuda, &b->alpha, KEYER_PIXEL_FORMAT_GRAY8, st->width, st->height,
+                          err)) ||
+        (rs = frame_alloc(s, cuda, &b->out, out_format(s, st->format), st->width, st->height,
+                          err)))
+        return keyer_error_prefix(err, "stream %d: ", st->id);
+    b->ready = 1;
+    return KEYER_OK;
 }
 
 static void item_bufs_free(keyer_session *s, kr_item_bufs *b, int cuda)
@@ -118,7 +133,7 @@ static void item_bufs_free(keyer_session *s, kr_item_bufs *b, int cuda)
     keyer_frame_destroy(&b->out);
     keyer_frame_destroy(&b->staged);
     keyer_frame_destroy(&b->bg);
-    b->ready = 0;
+    b->ready = b->tensors_ready = 0;
 }
 
 void kr_item_release(kr_item *it)
@@ -782,7 +797,7 @@ keyer_status keyer_session_send_frame(keyer_session *s, int stream_id, const key
         }
         if (!rs)
             rs = kr_device_frame_copy(kr_device_cuda(), frame->device, it->input_copy, frame,
-                                      s->infer_stream, err);
+                                      NULL, err);
         if (!rs)
             rs = keyer_frame_ref(it->frame, it->input_copy, err);
     }

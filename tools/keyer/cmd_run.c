@@ -946,7 +946,9 @@ int keyer_cmd_run(int argc, char **argv)
     } else {
         rc = 0;
     }
-    if (r.verbosity >= 0)
+    keyer_session_report rep;
+    keyer_session_get_report(s, &rep);
+    if (r.verbosity >= 0 && (st == KEYER_OK || rep.frames_written > 0))
         summary(s, &r, stderr);
     if (r.stats && keyer_session_write_stats(s, r.stats, &err)) {
         fprintf(stderr, "keyer: %s\n", err.message);

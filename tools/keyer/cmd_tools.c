@@ -41,7 +41,7 @@ static void sample_usage(FILE *f)
 {
     fprintf(f,
             "usage: keyer make-sample OUTPUT [--image PHOTO] [--size WxH] [--frames N] [--fps R]\n"
-            "                         [--codec NAME] [--no-audio] [--noise N]\n"
+            "                         [--codec NAME] [--preset NAME] [--no-audio] [--noise N]\n"
             "Writes a short test video: a slow pan and zoom over PHOTO (default\n"
             "tests/data/grace_hopper.jpg) with a 440 Hz tone, H.264 + AAC by default.\n");
 }
@@ -84,6 +84,9 @@ int keyer_cmd_make_sample(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--codec") && v) {
             sp.codec = v;
+            i++;
+        } else if (!strcmp(a, "--preset") && v) {
+            sp.preset = v;
             i++;
         } else if (!strcmp(a, "--no-audio")) {
             sp.audio_codec = NULL;

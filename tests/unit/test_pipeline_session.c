@@ -1,0 +1,847 @@
+/*
+ * The keying session end to end on the CPU:
+ *  - pushed frames come out equal to the effects chain run by hand (prepare, runtime, refine,
+ *    composite), for a stretched probability model and a letterboxed logit model;
+ *  - several streams of different sizes and formats in one session give the same frames as
+ *    separate sessions (per-stream temporal state, shared batches, order);
+ *  - files: frame count, timestamps and audio kept, statistics and trace files valid;
+ *  - cancel mid-run leaves a valid output holding every frame read;
+ *  - back-pressure (AGAIN), live dropping, received frames outliving the session;
+ *  - bad inputs and parameters give the documented statuses and messages.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "keyer/effects.h"
+#include "keyer/image.h"
+#include "keyer/io.h"
+#include "keyer/nn.h"
+#include "keyer/pipeline.h"
+#include "keyer/registry.h"
+#include "pipeline_testlib.h"
+#include "testutil.h"
+
+static keyer_frame *photo; /* grace_hopper.jpg, RGB24 */
+
+static int setup(void **state)
+{
+    (void)state;
+    char path[4096];
+    keyer_error err = {0};
+    if (keyer_frame_create(&photo, &err) ||
+        keyer_image_read(kt_data_path(path, sizeof(path), "grace_hopper.jpg"),
+                         KEYER_PIXEL_FORMAT_RGB24, photo, &err)) {
+        fprintf(stderr, "cannot read the test photo: %s\n", err.message);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    keyer_frame_destroy(&photo);
+    return 0;
+}
+
+static keyer_logger quiet(void)
+{
+    keyer_logger lg = keyer_logger_default();
+    lg.level = KEYER_LOG_ERROR;
+    return lg;
+}
+
+/* Frame @p i of a synthetic clip: a window over the photo moving right and down, resampled
+ * (nearest) to w x h, in RGB24 or RGBA. */
+static keyer_frame *make_frame(int w, int h, keyer_pixel_format fmt, int i)
+{
+    keyer_frame *f = NULL;
+    assert_int_equal(keyer_frame_create(&f, NULL), KEYER_OK);
+    assert_int_equal(keyer_frame_alloc(f, fmt, w, h, NULL, NULL), KEYER_OK);
+    int bpp = fmt == KEYER_PIXEL_FORMAT_RGBA ? 4 : 3;
+    int win_w = photo->width * 3 / 4, win_h = photo->height * 3 / 4;
+    int ox = (i * 5) % (photo->width - win_w), oy = (i * 3) % (photo->height - win_h);
+    for (int y = 0; y < h; y++) {
+        const uint8_t *srow = photo->data[0] + (ptrdiff_t)(oy + y * win_h / h) * photo->stride[0];
+        uint8_t *d = f->data[0] + (ptrdiff_t)y * f->stride[0];
+        for (int x = 0; x < w; x++) {
+            const uint8_t *s = srow + 3 * (ox + x * win_w / w);
+            d[bpp * x] = s[0];
+            d[bpp * x + 1] = s[1];
+            d[bpp * x + 2] = s[2];
+            if (bpp == 4)
+                d[bpp * x + 3] = 255;
+        }
+    }
+    f->pts = i;
+    f->time_base = (keyer_rational){1, 30};
+    return f;
+}
+
+/* ---- the effects chain by hand --------------------------------------------------------------- */
+
+typedef struct reference {
+    const keyer_model_entry *entry;
+    keyer_model *model;
+    keyer_runtime *rt;
+    keyer_prepare *prep;
+    keyer_refine *refine;
+    keyer_composite *comp;
+    keyer_frame *mask, *alpha;
+    float *maskbuf;
+    int mw, mh, mc;
+} reference;
+
+static void reference_open(reference *r, const char *model, const keyer_session_params *sp)
+{
+    memset(r, 0, sizeof(*r));
+    char path[4096];
+    keyer_error err = {0};
+    r->entry = keyer_registry_find(model);
+    assert_non_null(r->entry);
+    assert_int_equal(keyer_registry_resolve(model, path, sizeof(path), &err), KEYER_OK);
+    assert_int_equal(keyer_model_load_file(path, &r->model, &err), KEYER_OK);
+    keyer_runtime_params rp = keyer_runtime_params_defaults();
+    rp.batch = 1;
+    assert_int_equal(keyer_runtime_create(r->model, &rp, &r->rt, &err), KEYER_OK);
+    keyer_prepare_params pp = keyer_prepare_params_defaults();
+    pp.width = r->entry->input_width;
+    pp.height = r->entry->input_height;
+    pp.fit = r->entry->letterbox ? KEYER_FIT_LETTERBOX : KEYER_FIT_STRETCH;
+    pp.scale = r->entry->input_scale;
+    pp.offset = r->entry->input_offset;
+    pp.threads = 1;
+    assert_int_equal(keyer_prepare_create(&pp, &r->prep, &err), KEYER_OK);
+    keyer_refine_params fp = sp->refine;
+    fp.max_streams = 4;
+    fp.threads = 1;
+    assert_int_equal(keyer_refine_create(&fp, &r->refine, &err), KEYER_OK);
+    keyer_composite_params cp = sp->composite;
+    cp.threads = 1;
+    assert_int_equal(keyer_composite_create(&cp, &r->comp, &err), KEYER_OK);
+    keyer_tensor_info mo;
+    assert_int_equal(keyer_model_output_info(r->model, r->entry->mask_output, &mo, &err), KEYER_OK);
+    r->mh = mo.dims[1];
+    r->mw = mo.dims[2];
+    r->mc = mo.rank == 4 ? mo.dims[3] : 1;
+    r->maskbuf = malloc(sizeof(float) * (size_t)r->mw * (size_t)r->mh);
+    assert_non_null(r->maskbuf);
+    assert_int_equal(keyer_frame_create(&r->mask, &err), KEYER_OK);
+    r->mask->format = KEYER_PIXEL_FORMAT_GRAYF32;
+    r->mask->width = r->mw;
+    r->mask->height = r->mh;
+    r->mask->data[0] = (uint8_t *)r->maskbuf;
+    r->mask->stride[0] = (ptrdiff_t)r->mw * 4;
+    assert_int_equal(keyer_frame_create(&r->alpha, &err), KEYER_OK);
+}
+
+/* Keys @p f (stream @p stream of the reference's refine state) into a new frame. */
+static keyer_frame *reference_run(reference *r, const keyer_frame *f, int stream)
+{
+    keyer_error err = {0};
+    keyer_prepare_geometry g;
+    const keyer_frame *frames[1] = {f};
+    assert_int_equal(keyer_prepare_run(r->prep, frames, NULL, 1, keyer_runtime_input_data(r->rt, 0),
+                                       &g, &err),
+                     KEYER_OK);
+    assert_int_equal(keyer_runtime_run(r->rt, &err), KEYER_OK);
+    const float *out = keyer_runtime_output_data(r->rt, r->entry->mask_output);
+    for (int k = 0; k < r->mw * r->mh; k++) {
+        float v = out[(size_t)k * (size_t)r->mc];
+        r->maskbuf[k] = r->entry->mask_is_logit ? 1.0f / (1.0f + expf(-v)) : v;
+    }
+    keyer_rectf region, *rp = NULL;
+    if (r->entry->letterbox) {
+        float sx = (float)r->mw / (float)r->entry->input_width;
+        float sy = (float)r->mh / (float)r->entry->input_height;
+        region = (keyer_rectf){g.content.x * sx, g.content.y * sy, g.content.width * sx,
+                               g.content.height * sy};
+        rp = &region;
+    }
+    if (r->alpha->width != f->width || r->alpha->height != f->height)
+        assert_int_equal(keyer_frame_alloc(r->alpha, KEYER_PIXEL_FORMAT_GRAY8, f->width, f->height,
+                                           NULL, &err),
+                         KEYER_OK);
+    assert_int_equal(keyer_refine_run(r->refine, stream, f, r->mask, rp, r->alpha, &err), KEYER_OK);
+    keyer_frame *o = NULL;
+    assert_int_equal(keyer_frame_create(&o, &err), KEYER_OK);
+    int mode = keyer_composite_params_defaults().mode;
+    (void)mode;
+    assert_int_equal(keyer_frame_alloc(o, f->format, f->width, f->height, NULL, &err), KEYER_OK);
+    assert_int_equal(keyer_composite_run(r->comp, f, r->alpha, o, &err), KEYER_OK);
+    return o;
+}
+
+static void reference_close(reference *r)
+{
+    keyer_composite_destroy(&r->comp);
+    keyer_refine_destroy(&r->refine);
+    keyer_prepare_destroy(&r->prep);
+    keyer_runtime_destroy(&r->rt);
+    keyer_model_destroy(&r->model);
+    keyer_frame_destroy(&r->mask);
+    keyer_frame_destroy(&r->alpha);
+    free(r->maskbuf);
+}
+
+/* Largest difference between the pixels of two host frames of one packed format. */
+static int max_diff(const keyer_frame *a, const keyer_frame *b, double *mean)
+{
+    assert_int_equal(a->format, b->format);
+    assert_int_equal(a->width, b->width);
+    assert_int_equal(a->height, b->height);
+    int bpp = a->format == KEYER_PIXEL_FORMAT_RGBA ? 4 : a->format == KEYER_PIXEL_FORMAT_GRAY8 ? 1 : 3;
+    int worst = 0;
+    double sum = 0;
+    for (int y = 0; y < a->height; y++) {
+        const uint8_t *pa = a->data[0] + (ptrdiff_t)y * a->stride[0];
+        const uint8_t *pb = b->data[0] + (ptrdiff_t)y * b->stride[0];
+        for (int x = 0; x < a->width * bpp; x++) {
+            int d = abs((int)pa[x] - (int)pb[x]);
+            sum += d;
+            if (d > worst)
+                worst = d;
+        }
+    }
+    if (mean)
+        *mean = sum / ((double)a->width * a->height * bpp);
+    return worst;
+}
+
+/* Sends @p n frames through a one-stream session and returns them (caller frees). */
+static keyer_frame **session_frames(keyer_session_params *sp, int w, int h, keyer_pixel_format fmt,
+                                    int n)
+{
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    assert_int_equal(keyer_session_create(sp, &s, &err), KEYER_OK);
+    keyer_stream_params stp = keyer_stream_params_defaults();
+    stp.width = w;
+    stp.height = h;
+    stp.format = fmt;
+    int id = -1;
+    assert_int_equal(keyer_session_open_stream(s, &stp, &id, &err), KEYER_OK);
+    assert_int_equal(id, 0);
+    keyer_frame **out = calloc((size_t)n, sizeof(*out));
+    assert_non_null(out);
+    int sent = 0, got = 0;
+    while (got < n) {
+        while (sent < n) {
+            keyer_frame *f = make_frame(w, h, fmt, sent);
+            keyer_status st = keyer_session_send_frame(s, id, f, &err);
+            keyer_frame_destroy(&f);
+            if (st == KEYER_STATUS_AGAIN)
+                break;
+            assert_int_equal(st, KEYER_OK);
+            if (++sent == n)
+                assert_int_equal(keyer_session_close_stream(s, id, &err), KEYER_OK);
+        }
+        assert_int_equal(keyer_frame_create(&out[got], &err), KEYER_OK);
+        assert_int_equal(keyer_session_receive_frame(s, id, out[got], -1, &err), KEYER_OK);
+        assert_int_equal(out[got]->pts, got);
+        got++;
+    }
+    keyer_frame *extra = NULL;
+    keyer_frame_create(&extra, NULL);
+    assert_int_equal(keyer_session_receive_frame(s, id, extra, -1, &err), KEYER_STATUS_END);
+    keyer_frame_destroy(&extra);
+    keyer_session_report rep;
+    keyer_session_get_report(s, &rep);
+    assert_int_equal(rep.frames_read, n);
+    assert_int_equal(rep.frames_written, n);
+    assert_int_equal(rep.frames_on_cpu, n);
+    assert_string_equal(rep.device, "cpu");
+    assert_int_equal(rep.latency.count, n);
+    keyer_session_destroy(&s);
+    return out;
+}
+
+static void check_against_reference(const char *model, int batch)
+{
+    enum { N = 10, W = 320, H = 192 };
+    keyer_logger lg = quiet();
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.model = model;
+    sp.batch = batch;
+    sp.logger = &lg;
+    keyer_frame **got = session_frames(&sp, W, H, KEYER_PIXEL_FORMAT_RGB24, N);
+    reference r;
+    reference_open(&r, model, &sp);
+    int worst = 0;
+    for (int i = 0; i < N; i++) {
+        keyer_frame *f = make_frame(W, H, KEYER_PIXEL_FORMAT_RGB24, i);
+        keyer_frame *want = reference_run(&r, f, 0);
+        double mean;
+        int d = max_diff(got[i], want, &mean);
+        if (d > worst)
+            worst = d;
+        if (getenv("KEYER_TEST_VERBOSE"))
+            printf("%s batch %d frame %d: max diff %d mean %.5f\n", model, batch, i, d, mean);
+        if (d > 1 || mean > 0.01)
+            fail_msg("%s batch %d frame %d: max diff %d, mean %.4f", model, batch, i, d, mean);
+        keyer_frame_destroy(&f);
+        keyer_frame_destroy(&want);
+        keyer_frame_destroy(&got[i]);
+    }
+    free(got);
+    reference_close(&r);
+}
+
+static void test_push_matches_reference(void **state)
+{
+    (void)state;
+    check_against_reference("selfie", 1);
+    check_against_reference("selfie", 4);
+}
+
+static void test_push_letterboxed_logits(void **state)
+{
+    (void)state;
+    check_against_reference("pose-lite", 2);
+}
+
+/* ---- several streams ------------------------------------------------------------------------- */
+
+static void test_streams_equal_separate_runs(void **state)
+{
+    (void)state;
+    enum { N = 12 };
+    keyer_logger lg = quiet();
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.model = "selfie";
+    sp.batch = 4;
+    sp.composite_workers = 3;
+    sp.logger = &lg;
+    const int w[2] = {320, 200}, h[2] = {180, 256};
+    const keyer_pixel_format fmt[2] = {KEYER_PIXEL_FORMAT_RGB24, KEYER_PIXEL_FORMAT_RGBA};
+    keyer_frame **alone[2];
+    for (int k = 0; k < 2; k++)
+        alone[k] = session_frames(&sp, w[k], h[k], fmt[k], N);
+    /* both in one session, frames interleaved, shared batches */
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
+    int id[2];
+    for (int k = 0; k < 2; k++) {
+        keyer_stream_params stp = keyer_stream_params_defaults();
+        stp.width = w[k];
+        stp.height = h[k];
+        stp.format = fmt[k];
+        assert_int_equal(keyer_session_open_stream(s, &stp, &id[k], &err), KEYER_OK);
+    }
+    assert_int_equal(keyer_session_stream_count(s), 2);
+    int sent[2] = {0, 0}, got[2] = {0, 0};
+    while (got[0] < N || got[1] < N) {
+        for (int k = 0; k < 2; k++) {
+            if (sent[k] < N) {
+                keyer_frame *f = make_frame(w[k], h[k], fmt[k], sent[k]);
+                keyer_status st = keyer_session_send_frame(s, id[k], f, &err);
+                keyer_frame_destroy(&f);
+                if (st == KEYER_OK && ++sent[k] == N)
+                    assert_int_equal(keyer_session_close_stream(s, id[k], &err), KEYER_OK);
+                else if (st != KEYER_OK)
+                    assert_int_equal(st, KEYER_STATUS_AGAIN);
+            }
+        }
+        for (int k = 0; k < 2; k++) {
+            keyer_frame *o = NULL;
+            keyer_frame_create(&o, NULL);
+            keyer_status st = keyer_session_receive_frame(s, id[k], o, 20000, &err);
+            if (st == KEYER_OK) {
+                assert_int_equal(o->pts, got[k]);
+                double mean;
+                int d = max_diff(o, alone[k][got[k]], &mean);
+                if (d > 1)
+                    fail_msg("stream %d frame %d differs from its separate run by %d", k, got[k], d);
+                got[k]++;
+            } else if (st != KEYER_STATUS_AGAIN) {
+                assert_int_equal(st, KEYER_STATUS_END);
+                assert_int_equal(got[k], N);
+            }
+            keyer_frame_destroy(&o);
+        }
+    }
+    keyer_session_report rep;
+    keyer_session_get_report(s, &rep);
+    assert_int_equal(rep.frames_written, 2 * N);
+    assert_true(rep.batches >= 2 * N / 4);
+    assert_true(rep.batch_mean >= 1.0 && rep.batch_mean <= 4.0);
+    keyer_stream_report sr;
+    assert_int_equal(keyer_session_get_stream_report(s, 1, &sr, &err), KEYER_OK);
+    assert_int_equal(sr.width, 200);
+    assert_int_equal(sr.frames_written, N);
+    assert_int_equal(keyer_session_get_stream_report(s, 2, &sr, &err),
+                     KEYER_STATUS_INVALID_ARGUMENT);
+    keyer_session_destroy(&s);
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < N; i++)
+            keyer_frame_destroy(&alone[k][i]);
+        free(alone[k]);
+    }
+}
+
+/* ---- files ------------------------------------------------------------------------------------ */
+
+static const char *tmp_path(char *buf, size_t n, const char *name)
+{
+    char dir[3000];
+    kt_tmpdir(dir, sizeof(dir), "pipeline_session");
+    snprintf(buf, n, "%s/%s", dir, name);
+    return buf;
+}
+
+static void make_sample(const char *path, int w, int h, int frames)
+{
+    char img[4096];
+    keyer_sample_params p = keyer_sample_params_defaults();
+    p.width = w;
+    p.height = h;
+    p.frames = frames;
+    p.frame_rate = (keyer_rational){25, 1};
+    p.preset = "ultrafast";
+    keyer_error err = {0};
+    if (keyer_video_write_sample(path, kt_data_path(img, sizeof(img), "grace_hopper.jpg"), &p,
+                                 &err))
+        fail_msg("sample: %s", err.message);
+}
+
+/* Decodes @p path: frame count, first/last pts, audio. */
+static int64_t count_frames(const char *path, int *has_audio, int64_t *last_pts)
+{
+    keyer_logger lg = quiet();
+    keyer_reader_params rp = keyer_reader_params_defaults();
+    rp.device = KEYER_DECODE_DEVICE_CPU;
+    rp.logger = &lg;
+    keyer_reader *r = NULL;
+    keyer_frame *f = NULL;
+    keyer_error err = {0};
+    if (keyer_reader_open(path, &rp, &r, &err))
+        fail_msg("%s", err.message);
+    keyer_frame_create(&f, NULL);
+    if (has_audio)
+        *has_audio = keyer_reader_info(r)->has_audio;
+    int64_t n = 0, prev = INT64_MIN;
+    while (keyer_reader_read(r, f, &err) == KEYER_OK) {
+        assert_true(f->pts > prev);
+        prev = f->pts;
+        n++;
+    }
+    if (last_pts)
+        *last_pts = prev;
+    keyer_frame_destroy(&f);
+    keyer_reader_destroy(&r);
+    return n;
+}
+
+static char *slurp_file(const char *path)
+{
+    size_t n = 0;
+    char *data = kt_read_file(path, &n);
+    if (!data)
+        return NULL;
+    char *text = realloc(data, n + 1);
+    if (!text) {
+        free(data);
+        return NULL;
+    }
+    text[n] = 0;
+    return text;
+}
+
+static void test_file_run(void **state)
+{
+    (void)state;
+    char in[4096], out[4096], stats[4096], trace[4096];
+    tmp_path(in, sizeof(in), "in.mp4");
+    tmp_path(out, sizeof(out), "out.mp4");
+    tmp_path(stats, sizeof(stats), "stats.json");
+    tmp_path(trace, sizeof(trace), "trace.json");
+    make_sample(in, 320, 240, 30);
+    keyer_logger lg = quiet();
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.logger = &lg;
+    sp.trace_events = 4096;
+    sp.composite.mode = KEYER_COMPOSITE_COLOR;
+    sp.composite.color = 0x2040ff;
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
+    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+    fp.input = in;
+    fp.output = out;
+    fp.writer.preset = "ultrafast";
+    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_OK);
+    assert_int_equal(keyer_session_run(s, &err), KEYER_OK);
+    assert_int_equal(keyer_session_run(s, &err), KEYER_STATUS_INVALID_ARGUMENT); /* once */
+    keyer_session_report rep;
+    keyer_session_get_report(s, &rep);
+    assert_int_equal(rep.frames_read, 30);
+    assert_int_equal(rep.frames_written, 30);
+    assert_int_equal(rep.frames_dropped, 0);
+    assert_string_equal(rep.model, "selfie"); /* 4:3 is not wide: the square model */
+    assert_true(rep.fps > 0);
+    assert_int_equal(rep.stage_count, 6);
+    assert_true(rep.bottleneck >= 0 && rep.bottleneck < 6);
+    for (int i = 0; i < rep.stage_count; i++)
+        assert_int_equal(rep.stages[i].frames, 30);
+    keyer_stream_report sr;
+    assert_int_equal(keyer_session_get_stream_report(s, 0, &sr, &err), KEYER_OK);
+    assert_int_equal(sr.has_audio, 1);
+    assert_string_equal(sr.encoder, "libx264");
+    assert_int_equal(keyer_session_write_stats(s, stats, &err), KEYER_OK);
+    assert_int_equal(keyer_session_write_trace(s, trace, &err), KEYER_OK);
+    keyer_session_destroy(&s);
+    int audio = 0;
+    int64_t last = 0, first_in_last = 0;
+    assert_int_equal(count_frames(out, &audio, &last), 30);
+    assert_int_equal(audio, 1);
+    assert_int_equal(count_frames(in, NULL, &first_in_last), 30);
+    assert_int_equal(last, first_in_last); /* same timestamps, so the same duration */
+    char *text = slurp_file(stats);
+    assert_non_null(text);
+    assert_true(json_objects(text) > 5);
+    assert_non_null(strstr(text, "\"bottleneck\": \""));
+    assert_non_null(strstr(text, "\"written\": 30"));
+    free(text);
+    text = slurp_file(trace);
+    assert_non_null(text);
+    assert_true(json_objects(text) > 30 * 5);
+    assert_non_null(strstr(text, "\"name\":\"composite\""));
+    free(text);
+}
+
+typedef struct stopper {
+    keyer_session *s;
+    int64_t at;
+    int64_t seen_total;
+} stopper;
+
+static void stop_after(void *opaque, const keyer_session_progress *p)
+{
+    stopper *st = opaque;
+    st->seen_total = p->frames_total;
+    if (p->frames_done >= st->at)
+        keyer_session_cancel(st->s);
+}
+
+static void test_cancel_leaves_valid_output(void **state)
+{
+    (void)state;
+    char in[4096], out[4096];
+    tmp_path(in, sizeof(in), "long.mp4");
+    tmp_path(out, sizeof(out), "cut.mp4");
+    make_sample(in, 160, 96, 250);
+    keyer_logger lg = quiet();
+    stopper stop = {NULL, 5, 0};
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.logger = &lg;
+    sp.progress = stop_after;
+    sp.progress_opaque = &stop;
+    sp.progress_interval_ms = 10;
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
+    stop.s = s;
+    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+    fp.input = in;
+    fp.output = out;
+    fp.writer.preset = "ultrafast";
+    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_OK);
+    assert_int_equal(keyer_session_run(s, &err), KEYER_STATUS_INTERRUPTED);
+    keyer_session_report rep;
+    keyer_session_get_report(s, &rep);
+    keyer_session_destroy(&s);
+    assert_int_equal(stop.seen_total, 250);
+    assert_true(rep.frames_written >= 5);
+    assert_true(rep.frames_written < 250);
+    assert_int_equal(rep.frames_written, rep.frames_read); /* every frame read was written */
+    int audio = 0;
+    assert_int_equal(count_frames(out, &audio, NULL), rep.frames_written);
+    assert_int_equal(audio, 1);
+}
+
+/* ---- back-pressure, live inputs, lifetimes ------------------------------------------------------- */
+
+static void test_again_and_latency_mode(void **state)
+{
+    (void)state;
+    keyer_logger lg = quiet();
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.mode = KEYER_PIPELINE_LATENCY;
+    sp.model = "selfie-landscape";
+    sp.logger = &lg;
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
+    keyer_stream_params stp = keyer_stream_params_defaults();
+    stp.width = 256;
+    stp.height = 144;
+    stp.format = KEYER_PIXEL_FORMAT_RGB24;
+    int id;
+    assert_int_equal(keyer_session_open_stream(s, &stp, &id, &err), KEYER_OK);
+    /* nobody receives: the pool fills and send says AGAIN */
+    int sent = 0;
+    keyer_status st = KEYER_OK;
+    while (sent < 200) {
+        keyer_frame *f = make_frame(256, 144, KEYER_PIXEL_FORMAT_RGB24, sent);
+        st = keyer_session_send_frame(s, id, f, &err);
+        keyer_frame_destroy(&f);
+        if (st != KEYER_OK)
+            break;
+        sent++;
+    }
+    assert_int_equal(st, KEYER_STATUS_AGAIN);
+    assert_true(sent >= 2 && sent < 200);
+    keyer_session_report rep;
+    keyer_session_get_report(s, &rep);
+    assert_int_equal(rep.batch, 1);
+    keyer_frame *o = NULL;
+    keyer_frame_create(&o, NULL);
+    for (int i = 0; i < sent; i++) {
+        assert_int_equal(keyer_session_receive_frame(s, id, o, -1, &err), KEYER_OK);
+        assert_int_equal(o->pts, i);
+        keyer_frame_unref(o);
+    }
+    assert_int_equal(keyer_session_receive_frame(s, id, o, 0, &err), KEYER_STATUS_AGAIN);
+    assert_int_equal(keyer_session_close_stream(s, id, &err), KEYER_OK);
+    assert_int_equal(keyer_session_receive_frame(s, id, o, -1, &err), KEYER_STATUS_END);
+    keyer_frame *late = make_frame(256, 144, KEYER_PIXEL_FORMAT_RGB24, 0);
+    assert_int_equal(keyer_session_send_frame(s, id, late, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    keyer_frame_destroy(&late);
+    keyer_session_get_report(s, &rep);
+    assert_int_equal(rep.latency.count, sent);
+    assert_true(rep.latency.p99 >= rep.latency.p50 && rep.latency.p50 > 0);
+    keyer_frame_destroy(&o);
+    keyer_session_destroy(&s);
+}
+
+static void test_live_drops_oldest(void **state)
+{
+    (void)state;
+    enum { N = 80 };
+    keyer_logger lg = quiet();
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.model = "selfie-landscape";
+    sp.logger = &lg;
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
+    keyer_stream_params stp = keyer_stream_params_defaults();
+    stp.width = 512;
+    stp.height = 288;
+    stp.format = KEYER_PIXEL_FORMAT_RGB24;
+    stp.live = 1;
+    int id;
+    assert_int_equal(keyer_session_open_stream(s, &stp, &id, &err), KEYER_OK);
+    keyer_frame *o = NULL;
+    keyer_frame_create(&o, NULL);
+    keyer_frame *frames[8];
+    for (int i = 0; i < 8; i++)
+        frames[i] = make_frame(512, 288, KEYER_PIXEL_FORMAT_RGB24, i);
+    int64_t got = 0, prev = -1;
+    for (int i = 0; i < N; i++) {
+        frames[i % 8]->pts = i;
+        keyer_status st;
+        while ((st = keyer_session_send_frame(s, id, frames[i % 8], &err)) == KEYER_STATUS_AGAIN) {
+            assert_int_equal(keyer_session_receive_frame(s, id, o, -1, &err), KEYER_OK);
+            assert_true(o->pts > prev);
+            prev = o->pts;
+            got++;
+        }
+        assert_int_equal(st, KEYER_OK);
+    }
+    assert_int_equal(keyer_session_close_stream(s, id, &err), KEYER_OK);
+    keyer_status st;
+    while ((st = keyer_session_receive_frame(s, id, o, -1, &err)) == KEYER_OK) {
+        assert_true(o->pts > prev);
+        prev = o->pts;
+        got++;
+    }
+    assert_int_equal(st, KEYER_STATUS_END);
+    keyer_session_report rep;
+    keyer_session_get_report(s, &rep);
+    /* a sender faster than the pipeline: some frames dropped, none lost or duplicated */
+    assert_int_equal(rep.frames_read, N);
+    assert_int_equal(got + rep.frames_dropped, N);
+    assert_true(rep.frames_dropped > 0);
+    assert_int_equal(prev, N - 1); /* the newest frame is never the one dropped */
+    for (int i = 0; i < 8; i++)
+        keyer_frame_destroy(&frames[i]);
+    keyer_frame_destroy(&o);
+    keyer_session_destroy(&s);
+}
+
+static void test_received_frame_outlives_session(void **state)
+{
+    (void)state;
+    keyer_logger lg = quiet();
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.model = "selfie";
+    sp.composite.mode = KEYER_COMPOSITE_MASK;
+    sp.logger = &lg;
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
+    keyer_stream_params stp = keyer_stream_params_defaults();
+    stp.width = 160;
+    stp.height = 160;
+    stp.format = KEYER_PIXEL_FORMAT_RGB24;
+    int id;
+    assert_int_equal(keyer_session_open_stream(s, &stp, &id, &err), KEYER_OK);
+    /* a frame without buffers is copied at send time */
+    keyer_frame *f = make_frame(160, 160, KEYER_PIXEL_FORMAT_RGB24, 0);
+    keyer_frame view = *f;
+    memset(view.buf, 0, sizeof(view.buf));
+    assert_int_equal(keyer_session_send_frame(s, id, &view, &err), KEYER_OK);
+    memset(f->data[0], 0, (size_t)f->stride[0] * 160); /* the copy is unaffected */
+    keyer_frame *o = NULL, *keep = NULL;
+    keyer_frame_create(&o, NULL);
+    keyer_frame_create(&keep, NULL);
+    assert_int_equal(keyer_session_receive_frame(s, id, o, -1, &err), KEYER_OK);
+    assert_int_equal(o->format, KEYER_PIXEL_FORMAT_GRAY8);
+    assert_int_equal(keyer_frame_ref(keep, o, &err), KEYER_OK);
+    keyer_frame_destroy(&o);
+    keyer_session_destroy(&s);
+    /* the matte: the person in the middle, background at the top corners */
+    const uint8_t *m = keep->data[0];
+    int centre = m[100 * keep->stride[0] + 80];
+    int corner = m[2 * keep->stride[0] + 2];
+    assert_true(centre > 200);
+    assert_true(corner < 60);
+    keyer_frame_destroy(&keep);
+    keyer_frame_destroy(&f);
+}
+
+/* ---- bad inputs and parameters ------------------------------------------------------------------- */
+
+static void test_bad_inputs(void **state)
+{
+    (void)state;
+    keyer_logger lg = quiet();
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.logger = &lg;
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    /* parameters */
+    sp.batch = 65;
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "batch"));
+    sp.batch = 0;
+    sp.model = "no-such-model";
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "selfie")); /* the known names are listed */
+    sp.model = NULL;
+    sp.composite.mode = KEYER_COMPOSITE_IMAGE;
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    sp.background = "/nonexistent/beach.jpg";
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_STATUS_IO);
+    assert_non_null(strstr(err.message, "/nonexistent/beach.jpg"));
+    sp.composite.mode = KEYER_COMPOSITE_BLUR;
+    sp.background = NULL;
+    sp.refine.threshold_low = 0.9f;
+    sp.refine.threshold_high = 0.1f;
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "threshold"));
+    sp.refine = keyer_refine_params_defaults();
+    assert_null(s);
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
+    /* run without inputs */
+    assert_int_equal(keyer_session_run(s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    /* inputs */
+    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+    fp.input = "/nonexistent/in.mp4";
+    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_STATUS_IO);
+    assert_non_null(strstr(err.message, "/nonexistent/in.mp4"));
+    char txt[4096];
+    tmp_path(txt, sizeof(txt), "notes.mp4");
+    kt_write_file(txt, "this is not a video\n", 20);
+    fp.input = txt;
+    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_STATUS_BAD_DATA);
+    assert_non_null(strstr(err.message, "notes.mp4"));
+    fp.input = NULL;
+    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(keyer_session_stream_count(s), 0);
+    /* pushed streams */
+    keyer_stream_params stp = keyer_stream_params_defaults();
+    int id;
+    assert_int_equal(keyer_session_open_stream(s, &stp, &id, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    stp.width = 64;
+    stp.height = 64;
+    stp.format = KEYER_PIXEL_FORMAT_GRAY8;
+    assert_int_equal(keyer_session_open_stream(s, &stp, &id, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    stp.format = KEYER_PIXEL_FORMAT_RGBA;
+    assert_int_equal(keyer_session_open_stream(s, &stp, &id, &err), KEYER_OK);
+    keyer_frame *f = make_frame(32, 32, KEYER_PIXEL_FORMAT_RGBA, 0);
+    assert_int_equal(keyer_session_send_frame(s, id, f, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "32x32"));
+    assert_int_equal(keyer_session_send_frame(s, id + 1, f, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    keyer_frame_destroy(&f);
+    /* files may not be added once frames flow */
+    fp.input = txt;
+    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    keyer_session_destroy(&s);
+    keyer_session_destroy(NULL);
+    keyer_session_cancel(NULL);
+}
+
+static void test_device_parse_and_options(void **state)
+{
+    (void)state;
+    keyer_device_kind k;
+    int ord = -1;
+    keyer_error err = {0};
+    assert_int_equal(keyer_device_parse("auto", &k, &ord, &err), KEYER_OK);
+    assert_int_equal(k, KEYER_DEVICE_AUTO);
+    assert_int_equal(keyer_device_parse("cpu", &k, &ord, &err), KEYER_OK);
+    assert_int_equal(k, KEYER_DEVICE_CPU);
+    assert_int_equal(keyer_device_parse("cuda:3", &k, &ord, &err), KEYER_OK);
+    assert_int_equal(k, KEYER_DEVICE_CUDA);
+    assert_int_equal(ord, 3);
+    assert_int_equal(keyer_device_parse("cuda", &k, &ord, &err), KEYER_OK);
+    assert_int_equal(ord, 0);
+    const char *bad[] = {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1x", "cuda:99", ""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(keyer_device_parse(bad[i], &k, &ord, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    keyer_session_params p = keyer_session_params_defaults();
+    assert_int_equal(keyer_options_validate(keyer_session_options(), &p, "session", &err), KEYER_OK);
+    assert_int_equal(keyer_option_set(keyer_session_options(), &p, "mode", "latency", &err),
+                     KEYER_OK);
+    assert_int_equal(p.mode, KEYER_PIPELINE_LATENCY);
+    assert_int_equal(keyer_option_set(keyer_session_options(), &p, "batch", "99", &err),
+                     KEYER_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(p.max_streams, 64);
+    assert_int_equal(p.live, -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_device_parse_and_options),
+        cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_push_matches_reference),
+        cmocka_unit_test(test_push_letterboxed_logits),
+        cmocka_unit_test(test_streams_equal_separate_runs),
+        cmocka_unit_test(test_file_run),
+        cmocka_unit_test(test_cancel_leaves_valid_output),
+        cmocka_unit_test(test_again_and_latency_mode),
+        cmocka_unit_test(test_live_drops_oldest),
+        cmocka_unit_test(test_received_frame_outlives_session),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
