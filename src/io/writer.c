@@ -727,8 +727,8 @@ keyer_status keyer_writer_open(const char *path, const keyer_writer_params *para
         const char *alt = codec->id == AV_CODEC_ID_HEVC && avcodec_find_encoder_by_name("libx265")
                               ? "libx265"
                               : "libx264";
-        keyer_log(w->logger, KEYER_LOG_WARNING, "%s; encoding with %s instead", nverr.message,
-                  alt);
+        keyer_log(w->logger, KEYER_LOG_WARNING, "%s is unavailable (%s); encoding with %s instead",
+                  codec->name, nverr.message, alt);
         codec = avcodec_find_encoder_by_name(alt);
         if (!codec) {
             st = keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,

@@ -1,8 +1,15 @@
 /* CUDA side of NVDEC decoding (CUDA builds only): a libav CUDA device context on the device's
  * primary context (retained here, whatever flags keyer's CUDA code created it with), and the
- * copy of decoded frames out of NVDEC's few mapped surfaces into a pool of device buffers. */
+ * copy of decoded frames out of NVDEC's few mapped surfaces into a pool of device buffers.
+ *
+ * The five driver-API calls needed for the primary context are looked up in libcuda.so.1 with
+ * dlopen when a hardware decoder is opened, so keyer's binaries do not need the driver library
+ * on machines without a GPU (CI, users' CPU-only machines). */
+#define _GNU_SOURCE
 #include <cuda.h>
+#include <dlfcn.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <libavutil/hwcontext.h>
 #include <libavutil/hwcontext_cuda.h>
@@ -12,41 +19,99 @@
 #include "io/av.h"
 #include "io/io_internal.h"
 
-static keyer_status cu_fail(keyer_error *err, const char *what, CUresult r, int ordinal)
+/* The driver entry points used here, resolved from libcuda.so.1 at run time. */
+typedef struct driver_api {
+    void *lib;
+    CUresult (*init)(unsigned int);
+    CUresult (*device_get)(CUdevice *, int);
+    CUresult (*ctx_retain)(CUcontext *, CUdevice);
+    CUresult (*ctx_release)(CUdevice);
+    CUresult (*error_string)(CUresult, const char **);
+    CUdevice device; /* the device whose primary context is retained */
+} driver_api;
+
+static void *sym(void *lib, const char *a, const char *b)
+{
+    void *f = dlsym(lib, a);
+    return f ? f : (b ? dlsym(lib, b) : NULL);
+}
+
+static keyer_status driver_open(driver_api *d, int ordinal, keyer_error *err)
+{
+    d->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!d->lib)
+        return keyer_error_set(err, KEYER_STATUS_DEVICE,
+                               "CUDA device %d: the CUDA driver (libcuda.so.1) is not installed",
+                               ordinal);
+    *(void **)&d->init = sym(d->lib, "cuInit", NULL);
+    *(void **)&d->device_get = sym(d->lib, "cuDeviceGet", NULL);
+    *(void **)&d->ctx_retain = sym(d->lib, "cuDevicePrimaryCtxRetain", NULL);
+    *(void **)&d->ctx_release = sym(d->lib, "cuDevicePrimaryCtxRelease_v2",
+                                    "cuDevicePrimaryCtxRelease");
+    *(void **)&d->error_string = sym(d->lib, "cuGetErrorString", NULL);
+    if (!d->init || !d->device_get || !d->ctx_retain || !d->ctx_release || !d->error_string) {
+        dlclose(d->lib);
+        d->lib = NULL;
+        return keyer_error_set(err, KEYER_STATUS_DEVICE,
+                               "CUDA device %d: libcuda.so.1 lacks a primary-context entry point",
+                               ordinal);
+    }
+    return KEYER_OK;
+}
+
+static keyer_status cu_fail(const driver_api *d, keyer_error *err, const char *what, CUresult r,
+                            int ordinal)
 {
     const char *name = NULL;
-    cuGetErrorString(r, &name);
+    d->error_string(r, &name);
     return keyer_error_set(err, KEYER_STATUS_DEVICE, "CUDA device %d: %s failed: %s", ordinal,
                            what, name ? name : "unknown error");
 }
 
 static void release_primary(AVHWDeviceContext *ctx)
 {
-    cuDevicePrimaryCtxRelease((CUdevice)(intptr_t)ctx->user_opaque);
+    driver_api *d = ctx->user_opaque;
+    d->ctx_release(d->device);
+    dlclose(d->lib);
+    free(d);
 }
 
 keyer_status kr_cuda_hwdevice_create(int ordinal, AVBufferRef **out, keyer_error *err)
 {
     *out = NULL;
-    CUresult r = cuInit(0);
-    if (r != CUDA_SUCCESS)
-        return cu_fail(err, "cuInit", r, ordinal);
-    CUdevice dev;
-    if ((r = cuDeviceGet(&dev, ordinal)) != CUDA_SUCCESS)
-        return cu_fail(err, "cuDeviceGet", r, ordinal);
+    driver_api *d = calloc(1, sizeof(*d));
+    if (!d)
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "CUDA device %d: out of memory",
+                               ordinal);
+    keyer_status st = driver_open(d, ordinal, err);
+    if (st) {
+        free(d);
+        return st;
+    }
+    CUresult r = d->init(0);
+    if (r == CUDA_SUCCESS)
+        r = d->device_get(&d->device, ordinal);
     CUcontext ctx = NULL;
-    if ((r = cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS)
-        return cu_fail(err, "cuDevicePrimaryCtxRetain", r, ordinal);
+    if (r == CUDA_SUCCESS)
+        r = d->ctx_retain(&ctx, d->device);
+    if (r != CUDA_SUCCESS) {
+        st = cu_fail(d, err, "opening the primary context", r, ordinal);
+        dlclose(d->lib);
+        free(d);
+        return st;
+    }
     AVBufferRef *ref = av_hwdevice_ctx_alloc(AV_HWDEVICE_TYPE_CUDA);
     if (!ref) {
-        cuDevicePrimaryCtxRelease(dev);
+        d->ctx_release(d->device);
+        dlclose(d->lib);
+        free(d);
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "CUDA device %d: out of memory",
                                ordinal);
     }
     AVHWDeviceContext *hw = (AVHWDeviceContext *)ref->data;
     AVCUDADeviceContext *cu = hw->hwctx;
     cu->cuda_ctx = ctx; /* libav uses it and does not destroy it */
-    hw->user_opaque = (void *)(intptr_t)dev;
+    hw->user_opaque = d;
     hw->free = release_primary; /* runs when the last reference goes, also if init fails */
     int ret = av_hwdevice_ctx_init(ref);
     if (ret < 0) {
