@@ -17,6 +17,7 @@
 #include "testutil.h"
 
 /* Runs a shell command, captures its combined output into buf, returns the exit status. */
+static int run(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int run(char *buf, size_t n, const char *fmt, ...)
 {
     char cmd[8192];

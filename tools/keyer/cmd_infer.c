@@ -101,7 +101,7 @@ int keyer_cmd_infer(int argc, char **argv)
     const char *model_name = NULL, *backend_name = "cpu", *image = NULL, *outdir = NULL;
     const char *tensors[MAX_INPUT_FILES];
     int n_tensors = 0, threads = 0;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* options come as pairs: --name value */
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -133,7 +133,6 @@ int keyer_cmd_infer(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-        i++;
     }
     if (!model_name || !outdir || (!image && n_tensors == 0) || (image && n_tensors)) {
         usage(stderr);
