@@ -124,8 +124,8 @@ typedef struct keyer_session_params {
     int device;        /**< keyer_device_kind (default AUTO) */
     int cuda_device;   /**< CUDA ordinal (default 0) */
     int mode;          /**< keyer_pipeline_mode (default THROUGHPUT) */
-    /** Frames per inference, 1..64. 0 (default): 1 in latency mode, else 4 on the CPU and
-     *  16 on CUDA. */
+    /** Frames per inference, 1..64. 0 (default): 16 on CUDA in throughput mode, else 1 (the
+     *  CPU backend's time per frame does not drop with the batch). */
     int batch;
     /** Microseconds the oldest frame may wait for its batch to fill. -1 (default): 0 in
      *  latency mode, else 20000 on the CPU and 4000 on CUDA. */
@@ -134,8 +134,8 @@ typedef struct keyer_session_params {
      *  else twice the batch. Each stream's frame pool is sized from it. */
     int queue_depth;
     /** CPU threads inside each stage (inference, prepare, refine, composite). 0 (default):
-     *  1 in throughput mode, where the stages running side by side fill the cores, and one
-     *  per core in latency mode, where one frame at a time goes through. */
+     *  1 in throughput mode, where the stages running side by side fill the cores; half the
+     *  cores (at least 1, and 1 below 4 cores) in latency mode. */
     int threads;
     /** Composite workers, each on its own frame. 0 (default): one per core on the CPU in
      *  throughput mode, else 1. */
@@ -145,6 +145,10 @@ typedef struct keyer_session_params {
      *  pipeline falls behind: -1 (default) for inputs that look live (URLs with "://" other
      *  than file://, /dev/video*), 1 for every input, 0 never. Drops are counted. */
     int live;
+    /** 1: file inputs are read at their frame rate (each frame is released at its
+     *  timestamp, as a camera would deliver it), to simulate live sources and measure the
+     *  latency a live input would see. Default 0: as fast as the pipeline takes them. */
+    int realtime;
     /** Image (JPEG, PNG, ...) or video path for composite mode IMAGE; a video's frames are
      *  used in step with the stream's frames and loop when it ends. NULL: none. */
     const char *background;
@@ -164,7 +168,8 @@ typedef struct keyer_session_params {
 keyer_session_params keyer_session_params_defaults(void);
 
 /** Option table over keyer_session_params: device, cuda_device, mode, batch, batch_wait_us,
- *  queue_depth, threads, composite_workers, max_streams, live, trace_events. */
+ *  queue_depth, threads, composite_workers, max_streams, live, realtime, trace_events,
+ *  progress_interval_ms. */
 const keyer_option *keyer_session_options(void);
 
 /* ---- the session ------------------------------------------------------------------------ */

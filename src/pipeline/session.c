@@ -40,7 +40,7 @@ static const keyer_option session_options[] = {
      OFF(batch_wait_us), KEYER_OPTION_INT, -1, -1, 10000000, NULL},
     {"queue_depth", "frames per queue between stages; 0: automatic", OFF(queue_depth),
      KEYER_OPTION_INT, 0, 0, 1024, NULL},
-    {"threads", "CPU threads inside each stage; 0: 1 (throughput) or one per core (latency)",
+    {"threads", "CPU threads inside each stage; 0: 1 (throughput) or half the cores (latency)",
      OFF(threads),
      KEYER_OPTION_INT, 0, 0, 1024, NULL},
     {"composite_workers", "concurrent composite workers; 0: automatic", OFF(composite_workers),
@@ -49,6 +49,8 @@ static const keyer_option session_options[] = {
      1024, NULL},
     {"live", "drop the oldest frames of live inputs under overload: -1 auto, 0 never, 1 always",
      OFF(live), KEYER_OPTION_INT, -1, -1, 1, NULL},
+    {"realtime", "read file inputs at their frame rate, like live sources", OFF(realtime),
+     KEYER_OPTION_BOOL, 0, 0, 1, NULL},
     {"trace_events", "record a trace with room for this many events; 0: off", OFF(trace_events),
      KEYER_OPTION_INT, 0, 0, 1 << 26, NULL},
     {"progress_interval_ms", "progress callback period", OFF(progress_interval_ms),
@@ -482,7 +484,7 @@ static keyer_status create_runtimes(keyer_session *s, int cuda, keyer_error *err
         keyer_runtime_params rp = keyer_runtime_params_defaults();
         rp.backend = cuda ? KEYER_BACKEND_CUDA : KEYER_BACKEND_CPU;
         rp.batch = 1 << b;
-        rp.threads = s->threads;
+        rp.threads = s->serial_threads;
         rp.device = s->ordinal;
         rp.stream = cuda ? s->infer_stream : NULL;
         rp.logger = s->logger;
@@ -560,7 +562,7 @@ static int try_cuda(keyer_session *s, int asked)
                         e.message);
         s->infer_cuda = 0;
         if (s->params.batch <= 0)
-            s->batch = 4;
+            s->batch = s->params.mode == KEYER_PIPELINE_LATENCY ? 1 : 4;
         break;
     }
     s->use_cuda = 1;
@@ -587,9 +589,13 @@ keyer_status kr_session_start(keyer_session *s, keyer_error *err)
     int latency = p->mode == KEYER_PIPELINE_LATENCY;
     /* Throughput: the stages run side by side and already fill the cores, so each works
      * single-threaded (threads inside a stage only contend with the other stages); latency:
-     * one frame at a time, so every stage spreads over all cores. */
+     * one frame at a time, so a stage may spread over half the cores (the other stages and
+     * the codecs keep the rest busy; measured in BENCHMARKS.md). */
     int cores = kr_cpu_count();
-    s->threads = p->threads > 0 ? p->threads : latency ? cores : 1;
+    s->threads = p->threads > 0 ? p->threads : latency && cores >= 4 ? cores / 2 : 1;
+    /* inference and refinement have one worker each: on a large machine they get a share of
+     * the cores so that they do not cap the many-stream throughput */
+    s->serial_threads = p->threads > 0 ? p->threads : cores >= 8 ? cores / 4 : s->threads;
     int want_cuda = p->device != KEYER_DEVICE_CPU;
     /* the batch is decided per device; CUDA's is tried first */
     s->batch = p->batch > 0 ? p->batch : latency ? 1 : 16;
@@ -600,7 +606,8 @@ keyer_status kr_session_start(keyer_session *s, keyer_error *err)
             s->fell_back = 0; /* AUTO without any GPU is not a fallback */
     }
     if (!s->use_cuda) {
-        s->batch = p->batch > 0 ? p->batch : latency ? 1 : 4;
+        /* XNNPACK's time per frame does not drop with the batch: batch 1 keeps latency low */
+        s->batch = p->batch > 0 ? p->batch : 1;
     }
     if (!s->infer_cuda && (st = create_runtimes(s, 0, err)))
         return st;

@@ -191,6 +191,7 @@ struct keyer_session {
     /* shared stages */
     int started;
     int batch, depth, workers, threads;
+    int serial_threads;       /* threads of the one-worker stages (infer, refine) */
     int64_t batch_wait_ns;
     kr_queue *infer_q, *refine_q, *comp_q;
     keyer_runtime *rt[2][KR_MAX_BATCH_LOG2 + 1]; /* [device][log2 batch] */

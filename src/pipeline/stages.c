@@ -323,7 +323,7 @@ static keyer_status cpu_runtime(keyer_session *s, int lg, keyer_error *err)
         keyer_runtime_params rp = keyer_runtime_params_defaults();
         rp.backend = KEYER_BACKEND_CPU;
         rp.batch = 1 << b;
-        rp.threads = s->threads;
+        rp.threads = s->serial_threads;
         rp.logger = s->logger;
         keyer_status rs = keyer_runtime_create(s->model, &rp, &s->rt[0][b], err);
         if (rs)
@@ -393,7 +393,7 @@ void *kr_infer_main(void *arg)
 {
     keyer_session *s = arg;
     kr_item *items[64];
-    kr_item *run[64];
+    kr_item *run[64], *run_cpu[64];
     for (;;) {
         int n = 0, full = 0;
         void **slots = (void **)items;
@@ -406,15 +406,20 @@ void *kr_infer_main(void *arg)
             for (int i = 0; i < n; i++)
                 if (items[i]->on_cuda && !items[i]->lost && !items[i]->failed)
                     demote(items[i], NEED_TENSOR, s->infer_stream);
-        /* group by device, keeping the failed and lost items out of the runs */
-        for (int cuda = 1; cuda >= 0; cuda--) {
-            int m = 0;
-            for (int i = 0; i < n; i++)
-                if (!items[i]->lost && !items[i]->failed && items[i]->on_cuda == cuda)
-                    run[m++] = items[i];
-            if (m)
-                infer_group(s, run, m);
-        }
+        /* group by device (both groups first: a failing CUDA group moves its items to the
+         * CPU and runs them there itself), keeping failed and lost items out of the runs */
+        int ncuda = 0, ncpu = 0;
+        for (int i = 0; i < n; i++)
+            if (!items[i]->lost && !items[i]->failed) {
+                if (items[i]->on_cuda)
+                    run[ncuda++] = items[i];
+                else
+                    run_cpu[ncpu++] = items[i];
+            }
+        if (ncuda)
+            infer_group(s, run, ncuda);
+        if (ncpu)
+            infer_group(s, run_cpu, ncpu);
         int64_t t1 = kr_clock_ns();
         atomic_fetch_add(&s->batches, 1);
         atomic_fetch_add(&s->batch_frames, n);
@@ -442,7 +447,7 @@ static keyer_status refine_object(keyer_session *s, int cuda, keyer_refine **out
     if (!s->refine[cuda]) {
         keyer_refine_params rp = s->params.refine;
         rp.max_streams = s->params.max_streams;
-        rp.threads = s->threads;
+        rp.threads = s->serial_threads;
         rp.stream = cuda ? s->refine_stream : NULL;
         keyer_status rs = keyer_refine_create(&rp, &s->refine[cuda], err);
         if (rs)

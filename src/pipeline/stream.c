@@ -1,8 +1,10 @@
 /* Streams of a session: pools, file and pushed sources, writer and pulled sinks. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/threadpool.h"
@@ -535,11 +537,32 @@ static int ingest(kr_stream *st, kr_item *it)
     return 1;
 }
 
+/* Realtime reading: sleeps until the frame's presentation time (relative to the first). */
+static void pace(kr_stream *st, const keyer_frame *f, int64_t *origin_ns, int64_t *origin_pts)
+{
+    if (f->pts == INT64_MIN || st->time_base.den <= 0 || st->time_base.num <= 0)
+        return;
+    if (*origin_pts == INT64_MIN) {
+        *origin_pts = f->pts;
+        *origin_ns = kr_clock_ns();
+        return;
+    }
+    double t = (double)(f->pts - *origin_pts) * st->time_base.num / st->time_base.den;
+    if (!(t > 0) || t > 86400.0)
+        return;
+    int64_t due = *origin_ns + (int64_t)(t * 1e9);
+    struct timespec ts = kr_clock_deadline(due);
+    while (kr_clock_ns() < due && !atomic_load(&st->session->cancel))
+        if (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != EINTR)
+            break;
+}
+
 static void *reader_main(void *arg)
 {
     kr_stream *st = arg;
     keyer_session *s = st->session;
     int track = kr_trace_thread(s->trace, "read", st->id);
+    int64_t origin_ns = 0, origin_pts = INT64_MIN;
     while (!atomic_load(&s->cancel)) {
         kr_item *it = take_free_item(st, 1);
         if (!it)
@@ -576,12 +599,17 @@ static void *reader_main(void *arg)
             kr_item_release(it);
             continue;
         }
+        int64_t arrive = t1;
+        if (s->params.realtime) {
+            pace(st, it->frame, &origin_ns, &origin_pts);
+            arrive = kr_clock_ns(); /* the frame "arrives" now */
+        }
         if (it->frame->flags & KEYER_FRAME_FLAG_CORRUPT)
             atomic_fetch_add(&st->frames_damaged, 1);
         if (it->frame->time_base.num <= 0 || it->frame->time_base.den <= 0)
             it->frame->time_base = st->time_base;
         atomic_fetch_add(&st->frames_read, 1);
-        it->t_in = t1;
+        it->t_in = arrive;
         kr_stage_stats_record(&s->stages[KR_ST_READ], 1, t0, t1);
         kr_trace_add(s->trace, track, "read", st->id, atomic_load(&st->frames_read) - 1, 1, t0,
                      t1);

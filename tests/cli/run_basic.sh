@@ -74,4 +74,11 @@ a=$("$bin" probe "$tmp/alpha.mov") || fail "probe of the alpha output failed"
 "$bin" "$tmp/in.mp4" -o "$tmp/photo.mp4" --replace "$data/messi5.jpg" -q 2>/dev/null ||
     fail "image replacement failed"
 [ "$("$bin" probe "$tmp/photo.mp4" | field frames)" = 45 ] || fail "image replacement frames"
+# --realtime reads at the frame rate: 45 frames at 30 fps take at least 1.4 s
+t0=$(date +%s%N)
+"$bin" "$tmp/in.mp4" --blur --realtime --mode latency --stats "$tmp/rt.json" -q 2>/dev/null ||
+    fail "realtime run failed"
+t1=$(date +%s%N)
+[ $(( (t1 - t0) / 1000000 )) -ge 1400 ] || fail "--realtime took $(( (t1 - t0) / 1000000 )) ms"
+grep -q '"mode": "latency"' "$tmp/rt.json" || fail "latency mode not reported"
 echo "PASS"

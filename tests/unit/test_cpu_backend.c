@@ -465,6 +465,67 @@ static void test_node_per_segment(void **state)
     kr_graph_destroy(&g);
 }
 
+typedef struct log_capture {
+    int warnings;
+    char last[512];
+} log_capture;
+
+static void capture_log(void *opaque, keyer_log_level level, const char *message)
+{
+    log_capture *c = opaque;
+    if (level == KEYER_LOG_WARNING) {
+        c->warnings++;
+        snprintf(c->last, sizeof(c->last), "%s", message);
+    }
+}
+
+/* A node XNNPACK rejects (simulated) moves to the reference kernels, with a warning naming it,
+ * and the partition is rebuilt around it; the results do not change. */
+static void test_fallback_when_xnnpack_rejects(void **state)
+{
+    (void)state;
+    kr_graph *g = concat_in_the_middle();
+    outputs normal = {0};
+    run_graph(g, 1, 1, NULL, 0, &normal, NULL);
+    for (int mode = 0; mode < 2; mode++) {
+        log_capture cap = {0};
+        keyer_logger lg = {KEYER_LOG_WARNING, capture_log, &cap};
+        kr_backend_config cfg = {.batch = 1, .threads = 1, .logger = &lg};
+        kr_cpu_options opt = {0};
+        if (mode == 0)
+            opt.test_reject_define = 1 + 1; /* the RELU */
+        else
+            opt.test_reject_runtime = 4 + 1; /* the conv after the concatenation */
+        kr_backend_instance *inst = NULL;
+        keyer_error err = {0};
+        assert_int_equal(kr_cpu_create(g, &cfg, &opt, &inst, &err), KEYER_OK);
+        assert_int_equal(cap.warnings, 1);
+        assert_non_null(strstr(cap.last, mode == 0 ? "node 1 (RELU" : "node 4 (CONV_2D"));
+        if (mode == 0) {
+            /* conv | RELU | depthwise | concat | conv, HARD_SWISH */
+            assert_int_equal(kr_cpu_segment_count(inst), 5);
+            expect_segment(inst, 0, 0, 0, 1, -1);
+            expect_segment(inst, 1, 1, 1, 0, 0);
+            expect_segment(inst, 2, 2, 2, 1, -1);
+            expect_segment(inst, 3, 3, 3, 0, 0);
+            expect_segment(inst, 4, 4, 5, 1, -1);
+        } else {
+            /* conv, RELU, depthwise | concat, conv | HARD_SWISH */
+            assert_int_equal(kr_cpu_segment_count(inst), 3);
+            expect_segment(inst, 0, 0, 2, 1, -1);
+            expect_segment(inst, 1, 3, 4, 0, 0);
+            expect_segment(inst, 2, 5, 5, 1, 2);
+        }
+        fill_inputs(g, inst, 1, 0);
+        assert_int_equal(kr_backend_cpu.run(inst, &err), KEYER_OK);
+        const float *y = kr_backend_cpu.tensor_data(inst, g->outputs[0]);
+        assert_true(max_rel_diff(y, normal.data[0], normal.floats[0]) <= 1e-5);
+        kr_backend_cpu.destroy(&inst);
+    }
+    outputs_free(&normal);
+    kr_graph_destroy(&g);
+}
+
 static void test_threads(void **state)
 {
     (void)state;
@@ -743,6 +804,7 @@ int main(void)
         cmocka_unit_test(test_partition_concat_in_the_middle),
         cmocka_unit_test(test_partition_concat_at_the_ends),
         cmocka_unit_test(test_node_per_segment),
+        cmocka_unit_test(test_fallback_when_xnnpack_rejects),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_batch_equals_single_runs),
         cmocka_unit_test(test_transpose_conv),

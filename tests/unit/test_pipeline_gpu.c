@@ -178,6 +178,7 @@ static void test_forced_gpu_failure_loses_nothing(void **state)
     assert_int_equal(g.frames_lost, 0);
     assert_int_equal(g.fell_back, 1);
     assert_true(g.frames_on_cpu >= N - 20);
+    assert_int_equal(g.frames_on_cpu + g.frames_on_cuda, N); /* each frame inferred once */
     assert_true(g.warnings >= 1);
     int64_t frames = 0;
     double p = min_psnr(cpu, gpu, &frames);

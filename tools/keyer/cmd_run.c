@@ -78,7 +78,7 @@ static const cli_option cli_options[] = {
     {"smooth", 0, 1, "S", "temporal smoothing of the matte, 0 (off) .. 0.99 (default 0.8)"},
     {"device", 0, 1, "auto|cpu|cuda[:N]", "where to compute (default auto)"},
     {"mode", 0, 1, "throughput|latency", "large batches for files, or batch 1 for live use"},
-    {"batch", 0, 1, "N", "frames per inference (default: 4 on the CPU, 16 on CUDA)"},
+    {"batch", 0, 1, "N", "frames per inference (default: 1 on the CPU, 16 on CUDA)"},
     {"threads", 0, 1, "N", "CPU threads of the pixel stages (default: all cores)"},
     {"codec", 0, 1, "NAME", "video encoder (libx264, libx265, h264_nvenc, prores_ks, ...)"},
     {"preset", 0, 1, "NAME", "encoder preset (medium, fast, p4, ...)"},
@@ -88,6 +88,7 @@ static const cli_option cli_options[] = {
     {"codec-options", 0, 1, "K=V:...", "extra encoder options"},
     {"no-audio", 0, 0, NULL, "do not copy audio, subtitles and metadata"},
     {"live", 0, 0, NULL, "treat the inputs as live: drop the oldest frames when behind"},
+    {"realtime", 0, 0, NULL, "read files at their frame rate, as a camera delivers frames"},
     {"refine", 0, 1, "K=V,...", "refinement options (see --help-options)"},
     {"composite", 0, 1, "K=V,...", "compositing options (see --help-options)"},
     {"config", 0, 1, "FILE.yaml", "read options from a YAML file (keys = long options)"},
@@ -383,6 +384,8 @@ static int apply(run_opts *r, const char *name, const char *value, const char *f
         r->no_audio = bv;
     } else if (!strcmp(n, "live")) {
         r->sp.live = bv ? 1 : -1;
+    } else if (!strcmp(n, "realtime")) {
+        r->sp.realtime = bv;
     } else if (!strcmp(n, "refine") || !strcmp(n, "composite")) {
         int refine = n[0] == 'r';
         if (keyer_options_parse(refine ? keyer_refine_options() : keyer_composite_options(),

@@ -338,7 +338,8 @@ static int mark_externals(kr_backend_instance *inst, int a, int b)
 
 /*
  * Builds the subgraph of node range [a, b] of lane @p ln and, with @p runtime non-NULL, its
- * runtime; @p ext (n_ext entries, may be NULL) receives the external values and their pointers.
+ * runtime; @p ext receives the external values and their pointers, or is NULL for a probe (a
+ * single node built only to see whether XNNPACK accepts it).
  * On a node-definition failure *bad_node is the node. Returns the XNNPACK status.
  */
 static enum xnn_status build_subgraph(kr_backend_instance *inst, lane *ln, int a, int b,
@@ -367,7 +368,7 @@ static enum xnn_status build_subgraph(kr_backend_instance *inst, lane *ln, int a
         if (ln->segments[si].xnn)
             for (int ni = ln->segments[si].first; ni <= ln->segments[si].last; ni++)
                 bld.used += kr_cpu_xnn_storage_needed(g, &g->nodes[ni]);
-    if (!runtime) /* a probe: use the spare half */
+    if (!ext) /* a single-node probe: the spare half */
         bld.used = ln->storage_floats / 2;
     for (int t = 0; s == xnn_status_success && t < g->n_tensors; t++) {
         if (!inst->mark[t])
@@ -383,11 +384,17 @@ static enum xnn_status build_subgraph(kr_backend_instance *inst, lane *ln, int a
     }
     for (int ni = a; s == xnn_status_success && ni <= b; ni++) {
         s = (enum xnn_status)kr_cpu_xnn_define_node(&bld, &g->nodes[ni]);
+        if (inst->opt.test_reject_define == ni + 1)
+            s = xnn_status_invalid_parameter;
         if (s != xnn_status_success)
             *bad_node = ni;
     }
+    int reject = inst->opt.test_reject_runtime - 1;
     if (s == xnn_status_success && runtime)
-        s = xnn_create_runtime_v2(sg, inst->n_lanes == 1 ? inst->pool : NULL, flags, runtime);
+        s = reject >= a && reject <= b
+                ? xnn_status_unsupported_parameter
+                : xnn_create_runtime_v2(sg, inst->n_lanes == 1 ? inst->pool : NULL, flags,
+                                        runtime);
     xnn_delete_subgraph(sg);
     return s;
 }

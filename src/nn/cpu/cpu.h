@@ -44,7 +44,12 @@ typedef struct kr_cpu_options {
     int node_per_segment; /* 1: every XNNPACK node its own runtime (per-operator profiling;
                              disables XNNPACK's cross-node fusions) */
     int reference_only;   /* 1: run every node with the reference kernels (one segment) */
-    int reserved[6];
+    /* Tests of the fallback path: node index + 1 whose XNNPACK definition (reject_define) or
+     * runtime creation (reject_runtime, also when probed alone) fails as if XNNPACK rejected
+     * it; 0: none. */
+    int test_reject_define;
+    int test_reject_runtime;
+    int reserved[4];
 } kr_cpu_options;
 
 /* Creates an instance like kr_backend_cpu.create with extra options (@p opt may be NULL). */
