@@ -4,7 +4,7 @@
 #   2. cmake -S . -B build && cmake --build build
 #   3. out/demo/sample.mp4: a few seconds of slow pan and zoom over tests/data/grace_hopper.jpg,
 #      1280x720, 30 fps, with a 440 Hz tone, encoded by keyer itself (keyer make-sample)
-#   4. keyer on it: background blurred, replaced by a picture, and kept transparent (ProRes 4444)
+#   4. keyer on it: background blurred, replaced by a picture, and the matte alone
 # Prints every command it runs and the files it wrote. Works from a fresh clone; needs no GPU
 # (KEYER_DEMO_DEVICE=cuda to insist on one; default auto). KEYER_JOBS sets the build's jobs.
 set -euo pipefail
@@ -39,15 +39,16 @@ run "$keyer" "$out/sample.mp4" -o "$out/blur.mp4" --blur -y --device "$device" \
 say "keyer: background replaced by a picture"
 run "$keyer" "$out/sample.mp4" -o "$out/replace.mp4" --replace tests/data/messi5.jpg -y \
     --device "$device"
-say "keyer: transparent background (ProRes 4444 with alpha)"
-run "$keyer" "$out/sample.mp4" -o "$out/alpha.mov" --alpha -y --device "$device"
+say "keyer: the matte alone (white = person)"
+run "$keyer" "$out/sample.mp4" -o "$out/matte.mp4" --mask -y --device "$device"
 say "a still of each, for a quick look"
 for f in blur replace; do
     run "$keyer" probe "$out/$f.mp4" --frame 60 --png "$out/$f-frame60.png" >/dev/null
 done
 
 say "done: the demo wrote"
-for f in sample.mp4 blur.mp4 replace.mp4 alpha.mov blur-frame60.png replace-frame60.png \
+for f in sample.mp4 blur.mp4 replace.mp4 matte.mp4 blur-frame60.png replace-frame60.png \
          blur-stats.json; do
     printf '  %s/%s\n' "$out" "$f"
 done
+echo "More: $keyer --help, docs/cli.md (transparent output: --alpha with a .mov or .webm name)."

@@ -25,6 +25,7 @@
 #include "keyer/nn.h"
 #include "keyer/options.h"
 #include "keyer/overlay.h"
+#include "keyer/pipeline.h"
 #include "keyer/pose.h"
 #include "keyer/registry.h"
 #include "keyer/status.h"

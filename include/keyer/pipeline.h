@@ -178,9 +178,12 @@ const keyer_option *keyer_session_options(void);
 typedef struct keyer_session keyer_session;
 
 /**
- * Creates a session: validates and copies the parameters (strings are copied), loads the
- * model and reads a still background image. Devices, runtimes and threads are set up when
- * the first stream starts (keyer_session_run or keyer_session_open_stream).
+ * Creates a session: validates and copies the parameters (strings are copied; refinement
+ * and compositing parameters are checked by creating the effects once), checks that a named
+ * model's file exists and reads a still background image. The model is loaded (or chosen by
+ * aspect ratio) and devices, runtimes and threads are set up when the first stream starts
+ * (keyer_session_run or keyer_session_open_stream). Reads the environment variable
+ * KEYER_FAIL_CUDA_AT_FRAME (see the file comment).
  * Errors: INVALID_ARGUMENT (a parameter out of range), IO / BAD_DATA (model or background
  * file), UNSUPPORTED, OUT_OF_MEMORY.
  */

@@ -374,8 +374,17 @@ keyer_status kr_stream_start(kr_stream *st, keyer_error *err)
         it->stream = st;
         it->seq = -1;
         if ((rs = keyer_frame_create(&it->frame, err)) ||
-            (rs = keyer_frame_create(&it->bg_src, err)) ||
-            (rs = kr_item_bufs_ensure(it, s->use_cuda, err)))
+            (rs = keyer_frame_create(&it->bg_src, err)))
+            return rs;
+        int cuda = s->use_cuda && !atomic_load(&s->gpu_failed);
+        rs = kr_item_bufs_ensure(it, cuda, err);
+        if (rs == KEYER_STATUS_OUT_OF_MEMORY && cuda) {
+            /* no room on the GPU for this stream's frames: the session goes on on the CPU */
+            kr_session_gpu_failure(s, err);
+            keyer_error_clear(err);
+            rs = kr_item_bufs_ensure(it, 0, err);
+        }
+        if (rs)
             return rs;
         kr_queue_try_push(st->free_items, it);
     }

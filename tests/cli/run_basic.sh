@@ -74,6 +74,16 @@ a=$("$bin" probe "$tmp/alpha.mov") || fail "probe of the alpha output failed"
 "$bin" "$tmp/in.mp4" -o "$tmp/photo.mp4" --replace "$data/messi5.jpg" -q 2>/dev/null ||
     fail "image replacement failed"
 [ "$("$bin" probe "$tmp/photo.mp4" | field frames)" = 45 ] || fail "image replacement frames"
+# a video behind the person: its frames in step, looped (10 frames under 45)
+"$bin" make-sample "$tmp/bg.mp4" --image "$data/messi5.jpg" --size 320x240 --frames 10 \
+    --preset ultrafast --no-audio 2>/dev/null || fail "make-sample bg"
+"$bin" "$tmp/in.mp4" -o "$tmp/video.mp4" --replace "$tmp/bg.mp4" -q 2>/dev/null ||
+    fail "video replacement failed"
+[ "$("$bin" probe "$tmp/video.mp4" | field frames)" = 45 ] || fail "video replacement frames"
+# the background moves: frame 5 is not frame 0 with a still background
+for k in 0 5; do "$bin" probe "$tmp/video.mp4" --frame $k --png "$tmp/v$k.png" >/dev/null; done
+"$bin" compare "$tmp/v0.png" "$tmp/v5.png" --min-psnr 40 >/dev/null 2>&1 &&
+    fail "the background video does not move"
 # --realtime reads at the frame rate: 45 frames at 30 fps take at least 1.4 s
 t0=$(date +%s%N)
 "$bin" "$tmp/in.mp4" --blur --realtime --mode latency --stats "$tmp/rt.json" -q 2>/dev/null ||
