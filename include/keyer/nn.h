@@ -104,6 +104,21 @@ uint64_t keyer_model_macs(const keyer_model *model);
 int keyer_model_node_count(const keyer_model *model);
 size_t keyer_model_weight_bytes(const keyer_model *model);
 
+/**
+ * Arithmetic precision of a runtime instance. Inputs and outputs are float32 in every case;
+ * F16 keeps weights and activations in IEEE half precision inside the backend and accumulates
+ * in float32 (the cuda backend only; reference and cpu reject F16 with UNSUPPORTED).
+ */
+typedef enum keyer_precision {
+    KEYER_PRECISION_F32 = 0, /**< float32 throughout (default) */
+    KEYER_PRECISION_F16,     /**< half-precision weights and activations, float32 accumulation */
+} keyer_precision;
+
+/** Name of a precision ("f32", "f16"). */
+const char *keyer_precision_name(keyer_precision precision);
+/** Parses "f32"/"fp32"/"float32" or "f16"/"fp16"/"float16". Errors: INVALID_ARGUMENT. */
+keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, keyer_error *err);
+
 /** Parameters of a runtime instance. Initialise with keyer_runtime_params_defaults(). */
 typedef struct keyer_runtime_params {
     keyer_backend backend;       /**< default KEYER_BACKEND_CPU */
@@ -112,7 +127,8 @@ typedef struct keyer_runtime_params {
     int device;                  /**< CUDA device ordinal (default 0) */
     void *stream;                /**< CUDA stream (cudaStream_t) or NULL (default) */
     const keyer_logger *logger;  /**< NULL: default logger */
-    int reserved[8];             /**< zero: room to grow without breaking the ABI */
+    keyer_precision precision;   /**< default KEYER_PRECISION_F32 */
+    int reserved[7];             /**< zero: room to grow without breaking the ABI */
 } keyer_runtime_params;
 
 /** Default runtime parameters. */

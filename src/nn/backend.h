@@ -28,6 +28,7 @@ typedef struct kr_backend_config {
     int device;                 /* CUDA device ordinal */
     void *stream;               /* CUDA stream or NULL */
     const keyer_logger *logger; /* may be NULL */
+    int f16;                    /* non-zero: half-precision weights and activations */
 } kr_backend_config;
 
 typedef struct kr_backend_ops {

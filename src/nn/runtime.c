@@ -39,6 +39,30 @@ keyer_status keyer_backend_from_name(const char *name, keyer_backend *out, keyer
                            "unknown backend '%s' (reference, cpu, cuda)", name ? name : "(null)");
 }
 
+const char *keyer_precision_name(keyer_precision precision)
+{
+    return precision == KEYER_PRECISION_F32 ? "f32" : precision == KEYER_PRECISION_F16 ? "f16"
+                                                                                       : "unknown";
+}
+
+keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, keyer_error *err)
+{
+    static const char *const f32[] = {"f32", "fp32", "float32"}, *const f16[] = {"f16", "fp16",
+                                                                                "float16"};
+    for (int i = 0; name && out && i < 3; i++) {
+        if (!strcmp(name, f32[i])) {
+            *out = KEYER_PRECISION_F32;
+            return KEYER_OK;
+        }
+        if (!strcmp(name, f16[i])) {
+            *out = KEYER_PRECISION_F16;
+            return KEYER_OK;
+        }
+    }
+    return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "unknown precision '%s' (f32, f16)",
+                           name ? name : "(null)");
+}
+
 keyer_runtime_params keyer_runtime_params_defaults(void)
 {
     keyer_runtime_params p;
@@ -84,6 +108,13 @@ keyer_status keyer_runtime_create(const keyer_model *model, const keyer_runtime_
     if (p.device < 0)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "%s: device ordinal %d is negative", g->name, p.device);
+    if ((unsigned)p.precision > KEYER_PRECISION_F16)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "%s: unknown precision %d",
+                               g->name, (int)p.precision);
+    if (p.precision == KEYER_PRECISION_F16 && p.backend != KEYER_BACKEND_CUDA)
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                               "%s: the %s backend runs in float32 only (f16 needs cuda)", g->name,
+                               keyer_backend_name(p.backend));
     const kr_backend_ops *ops = backend_ops(p.backend);
     if (!ops)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
@@ -109,7 +140,8 @@ keyer_status keyer_runtime_create(const keyer_model *model, const keyer_runtime_
     keyer_status st = kr_plan_create(g, p.batch, &rt->plan, err); /* names the graph */
     if (st)
         goto fail;
-    kr_backend_config cfg = {p.batch, p.threads, p.device, p.stream, p.logger};
+    kr_backend_config cfg = {p.batch, p.threads, p.device, p.stream, p.logger,
+                             p.precision == KEYER_PRECISION_F16};
     st = ops->create(g, &rt->plan, &cfg, &rt->inst, err);
     if (st)
         goto fail;
