@@ -187,6 +187,29 @@ keyer_status keyer_runtime_synchronize(keyer_runtime *rt, keyer_error *err);
 size_t keyer_runtime_arena_bytes(const keyer_runtime *rt);
 size_t keyer_runtime_weight_bytes(const keyer_runtime *rt);
 
+/** Result of keyer_runtime_best_batch(): one measured batch size. */
+typedef struct keyer_batch_timing {
+    int batch;            /**< batch size tried */
+    double ms_per_run;    /**< median wall time of one run (queue + wait), milliseconds */
+    double frames_per_s;  /**< batch / median run time */
+} keyer_batch_timing;
+
+/**
+ * Finds the throughput-optimal batch size of @p model on the backend, device and precision of
+ * @p params (its batch is ignored) by measurement: batch sizes 1, 2, 4, ... up to @p max_batch
+ * are created, run @p runs times each (at least 3) on zero inputs and timed; the search stops
+ * early when a size gains less than 3% over the best so far twice in a row, or when a size no
+ * longer fits in memory (OUT_OF_MEMORY is not an error here: the largest size that fits ends
+ * the search). *best gets the batch with the highest frames/s; @p timings (may be NULL) gets up
+ * to @p capacity measured sizes and *count (may be NULL) how many were measured.
+ * Errors: INVALID_ARGUMENT (NULL model or best, max_batch < 1), and whatever creating the
+ * batch-1 runtime returns (UNSUPPORTED, DEVICE, ...).
+ */
+keyer_status keyer_runtime_best_batch(const keyer_model *model, const keyer_runtime_params *params,
+                                      int max_batch, int runs, int *best,
+                                      keyer_batch_timing *timings, int capacity, int *count,
+                                      keyer_error *err);
+
 #ifdef __cplusplus
 }
 #endif

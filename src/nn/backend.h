@@ -74,7 +74,7 @@ typedef struct kr_backend_ops {
 } kr_backend_ops;
 
 /* The backends compiled in. kr_backend_cuda exists only with KEYER_HAVE_CUDA_NN (CUDA build
- * with src/nn/cuda/backend.cu present). */
+ * with src/nn/cuda/backend.c present). */
 extern const kr_backend_ops kr_backend_reference;
 extern const kr_backend_ops kr_backend_cpu;
 #ifdef KEYER_HAVE_CUDA_NN

@@ -470,7 +470,7 @@ static void instance_destroy(instance *in)
 }
 
 static keyer_status instance_create(instance *in, const kr_backend_ops *ops, const kr_graph *g,
-                                    int batch, keyer_error *err)
+                                    int batch, int f16, keyer_error *err)
 {
     memset(in, 0, sizeof(*in));
     in->ops = ops;
@@ -483,7 +483,7 @@ static keyer_status instance_create(instance *in, const kr_backend_ops *ops, con
     keyer_status st = kr_plan_create(g, batch, &in->plan, err);
     if (st != KEYER_OK)
         return st;
-    kr_backend_config cfg = {.batch = batch, .threads = 2, .device = 0};
+    kr_backend_config cfg = {.batch = batch, .threads = 2, .device = 0, .f16 = f16};
     st = ops->create(g, &in->plan, &cfg, &in->inst, err);
     if (st != KEYER_OK)
         instance_destroy(in);
@@ -529,11 +529,11 @@ static void instance_get_output(instance *in, int index, float *out)
 
 /* Runs @p g once on @p ops at @p batch; output 0 into a new buffer (free it). NULL with the
  * reason in @p err when the backend cannot create the instance. */
-static float *run_once(const kr_backend_ops *ops, const kr_graph *g, int batch,
+static float *run_once(const kr_backend_ops *ops, int f16, const kr_graph *g, int batch,
                        float *const *inputs, keyer_error *err)
 {
     instance in;
-    if (instance_create(&in, ops, g, batch, err) != KEYER_OK)
+    if (instance_create(&in, ops, g, batch, f16, err) != KEYER_OK)
         return NULL;
     instance_set_inputs(&in, inputs);
     instance_run(&in);
@@ -586,14 +586,19 @@ static double rel_error(const float *got, const float *want, size_t n)
 typedef struct backend_entry {
     const kr_backend_ops *ops;
     double tol;
+    int f16;         /* run in half precision */
+    const char *name;
     int unavailable; /* set when create fails with DEVICE (no GPU) */
 } backend_entry;
 
 static backend_entry backends[] = {
-    {&kr_backend_reference, 0.0, 0},
-    {&kr_backend_cpu, 1e-4, 0},
+    {&kr_backend_reference, 0.0, 0, "reference", 0},
+    {&kr_backend_cpu, 1e-4, 0, "cpu", 0},
 #ifdef KEYER_HAVE_CUDA_NN
-    {&kr_backend_cuda, 1e-3, 0},
+    {&kr_backend_cuda, 1e-3, 0, "cuda", 0},
+    /* half-precision storage of inputs, weights and outputs: ~5e-4 relative rounding each,
+     * float accumulation */
+    {&kr_backend_cuda, 2e-2, 1, "cuda-f16", 0},
 #endif
 };
 #define N_BACKENDS ((int)(sizeof(backends) / sizeof(backends[0])))
@@ -606,11 +611,12 @@ static double now_seconds(void)
 }
 
 /* Microseconds per run of @p g on @p ops at @p batch (at least ~50 ms of runs). */
-static double time_runs(const kr_backend_ops *ops, const kr_graph *g, int batch, float **inputs)
+static double time_runs(const kr_backend_ops *ops, int f16, const kr_graph *g, int batch,
+                        float **inputs)
 {
     instance in;
     keyer_error err = {0};
-    if (instance_create(&in, ops, g, batch, &err) != KEYER_OK)
+    if (instance_create(&in, ops, g, batch, f16, &err) != KEYER_OK)
         return -1;
     instance_set_inputs(&in, inputs);
     instance_run(&in); /* warm-up */
@@ -630,8 +636,8 @@ static void test_ops_all_backends(void **state)
     (void)state;
     const char *perf_env = getenv("KEYER_BACKEND_OPS_PERF");
     int perf = perf_env && *perf_env && strcmp(perf_env, "0") != 0;
-    static double worst[KR_OP_COUNT][4];
-    static int ran[KR_OP_COUNT][4];
+    static double worst[KR_OP_COUNT][8];
+    static int ran[KR_OP_COUNT][8];
     memset(worst, 0, sizeof(worst));
     memset(ran, 0, sizeof(ran));
     int failures = 0;
@@ -644,7 +650,7 @@ static void test_ops_all_backends(void **state)
         for (int batch = 1; batch <= 3; batch += 2) {
             float **x = make_inputs(g, batch, 1000u * (uint32_t)ci + (uint32_t)batch, range);
             keyer_error err = {0};
-            float *ref = run_once(&kr_backend_reference, g, batch, x, &err);
+            float *ref = run_once(&kr_backend_reference, 0, g, batch, x, &err);
             if (!ref)
                 fail_msg("reference: %s", err.message);
             const kr_tensor *yt = &g->tensors[g->outputs[0]];
@@ -655,7 +661,7 @@ static void test_ops_all_backends(void **state)
                     assert_non_null(x1);
                     for (int i = 0; i < g->n_inputs; i++)
                         x1[i] = x[i] + kr_tensor_elements(&g->tensors[g->inputs[i]]) * (size_t)b;
-                    float *one = run_once(&kr_backend_reference, g, 1, x1, &err);
+                    float *one = run_once(&kr_backend_reference, 0, g, 1, x1, &err);
                     assert_non_null(one);
                     if (memcmp(one, ref + item * (size_t)b, item * sizeof(float)) != 0) {
                         printf("      FAIL reference batch %d item %d differs from a batch-1 run\n",
@@ -670,26 +676,26 @@ static void test_ops_all_backends(void **state)
                 backend_entry *be = &backends[bi];
                 if (be->unavailable)
                     continue;
-                float *got = run_once(be->ops, g, batch, x, &err);
+                float *got = run_once(be->ops, be->f16, g, batch, x, &err);
                 if (!got) {
                     if (err.status == KEYER_STATUS_UNSUPPORTED) { /* as ggml: listed, skipped */
-                        printf("      batch %d %-9s not supported: %s\n", batch, be->ops->name,
+                        printf("      batch %d %-9s not supported: %s\n", batch, be->name,
                                err.message);
                         continue;
                     }
                     if (err.status == KEYER_STATUS_DEVICE) {
-                        printf("      %s unavailable, skipped from here on: %s\n", be->ops->name,
+                        printf("      %s unavailable, skipped from here on: %s\n", be->name,
                                err.message);
                         be->unavailable = 1;
                         continue;
                     }
-                    fail_msg("%s: %s", be->ops->name, err.message);
+                    fail_msg("%s: %s", be->name, err.message);
                 }
                 double e = rel_error(got, ref, item * (size_t)batch);
                 const char *how = "";
                 if (be->ops == &kr_backend_cpu)
                     how = kr_cpu_xnn_supports(g, &g->nodes[0]) ? " (xnnpack)" : " (reference kernel)";
-                printf("      batch %d %-9s%s error %.3g%s\n", batch, be->ops->name, how, e,
+                printf("      batch %d %-9s%s error %.3g%s\n", batch, be->name, how, e,
                        e <= be->tol ? "" : "  FAIL");
                 if (!(e <= be->tol))
                     failures++;
@@ -702,7 +708,8 @@ static void test_ops_all_backends(void **state)
                 for (int bi = 0; bi < N_BACKENDS; bi++)
                     if (!backends[bi].unavailable)
                         printf("      perf batch %d %-9s %10.2f us/run\n", batch,
-                               backends[bi].ops->name, time_runs(backends[bi].ops, g, batch, x));
+                               backends[bi].name,
+                               time_runs(backends[bi].ops, backends[bi].f16, g, batch, x));
             }
             free(ref);
             free_inputs(g, x);
@@ -715,7 +722,7 @@ static void test_ops_all_backends(void **state)
         printf("  %-28s %2d cases", kr_op_name((kr_op)op), ran[op][0]);
         for (int bi = 1; bi < N_BACKENDS; bi++)
             if (ran[op][bi])
-                printf("  %s %.3g (tol %.0e)", backends[bi].ops->name, worst[op][bi],
+                printf("  %s %.3g (tol %.0e)", backends[bi].name, worst[op][bi],
                        backends[bi].tol);
         printf("\n");
         assert_true(ran[op][0] >= 2); /* every operator has cases */
@@ -737,7 +744,7 @@ static void expect_values(const tcase *c, const float *input, const float *want,
     assert_int_equal(kr_tensor_elements(&g->tensors[g->outputs[0]]), n);
     float *in[1] = {(float *)input};
     keyer_error err = {0};
-    float *got = run_once(&kr_backend_reference, g, 1, in, &err);
+    float *got = run_once(&kr_backend_reference, 0, g, 1, in, &err);
     assert_non_null(got);
     double e = rel_error(got, want, n);
     printf("  %-70s error %.3g\n", desc, e);
@@ -1092,7 +1099,7 @@ static void test_reference_vs_naive(void **state)
         const int batch = 2;
         float **x = make_inputs(g, batch, 9000u + (uint32_t)i, 1.0f);
         keyer_error err = {0};
-        float *got = run_once(&kr_backend_reference, g, batch, x, &err);
+        float *got = run_once(&kr_backend_reference, 0, g, batch, x, &err);
         assert_non_null(got);
         float *want = c->op == KR_OP_RESIZE_BILINEAR ? naive_resize(g, x[0], batch)
                       : c->op == KR_OP_TRANSPOSE_CONV_BIAS ? naive_transpose(g, x[0], batch)

@@ -1,0 +1,40 @@
+/*
+ * Element-wise activations (semantics of src/nn/reference/activations.c): RELU, RELU6,
+ * HARD_SWISH x*min(6,max(0,x+3))/6, LOGISTIC 1/(1+exp(-x)) in float. One kernel; the function
+ * is the epilogue's post function, so a standalone activation node and one folded into the
+ * preceding kernel compute the same thing. Usually folded away (backend.c).
+ */
+#include "nn/cuda/common.cuh"
+
+template <typename T>
+__global__ void unary_kernel(const T *__restrict__ x, T *__restrict__ y, size_t total, kr_epilogue e)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x)
+        kr_st(y + i, kr_apply(e, kr_ld(x + i)));
+}
+
+template <typename T> static int unary(const kr_cuda_op *op, kr_cuda_post f)
+{
+    size_t total = kr_elems(op, kr_out_t(op));
+    kr_epilogue e = kr_make_epilogue(op, 0);
+    if (op->post != KR_CUDA_POST_NONE) /* backend.c never folds into an activation node */
+        return (int)cudaErrorInvalidValue;
+    e.post = (int)f;
+    unsigned blocks = kr_blocks(total, 256);
+    if (blocks > 65536u * 8)
+        blocks = 65536u * 8;
+    unary_kernel<T><<<blocks, 256, 0, (cudaStream_t)op->stream>>>((const T *)op->in[0], (T *)op->out,
+                                                                  total, e);
+    return (int)cudaGetLastError();
+}
+
+static int run(const kr_cuda_op *op, kr_cuda_post f)
+{
+    return op->f16 ? unary<__half>(op, f) : unary<float>(op, f);
+}
+
+extern "C" int kr_cuda_relu(const kr_cuda_op *op) { return run(op, KR_CUDA_POST_RELU); }
+extern "C" int kr_cuda_relu6(const kr_cuda_op *op) { return run(op, KR_CUDA_POST_RELU6); }
+extern "C" int kr_cuda_hard_swish(const kr_cuda_op *op) { return run(op, KR_CUDA_POST_HARD_SWISH); }
+extern "C" int kr_cuda_logistic(const kr_cuda_op *op) { return run(op, KR_CUDA_POST_LOGISTIC); }

@@ -1,0 +1,525 @@
+/*
+ * The cuda backend (kr_backend_cuda): every node runs a kernel from this folder (one .cu file
+ * per operator, declared in nn/cuda/ops.h) on activations laid out in one device arena by the
+ * planner, in float32 or float16 (cfg->f16: weights and activations stored as __half, float
+ * accumulation).
+ *
+ * Set-up (create) does everything: device check, arena and weight allocation, weight upload
+ * (converted to half once for f16), float32 staging buffers for the graph inputs and outputs of
+ * f16 instances, pinned host buffers for keyer_runtime_set_input/get_output, the fusion pass,
+ * one validation run that synchronises after every node (so that a failing kernel is reported
+ * with its operator and node), and the capture of the whole inference as one CUDA graph on a
+ * private stream. run replays that graph on the caller's stream (or the private one): one
+ * launch, no allocation, no host synchronisation.
+ *
+ * Fusion: a RELU, RELU6, HARD_SWISH or LOGISTIC node that directly follows the node producing
+ * its only input (a tensor nobody else reads, not a graph output, not viewed) is folded into
+ * that node's kernel as its post function, and the producer writes straight into the
+ * activation's output tensor. Convolutions always apply bias and their fused clamp in the
+ * epilogue. The fold is skipped when the activation's output storage overlaps one of the
+ * producer's inputs (the planner may reuse memory across the two nodes).
+ */
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keyer/log.h"
+#include "nn/backend.h"
+#include "nn/cuda/ops.h"
+
+static const kr_cuda_op_fn cuda_ops[KR_OP_COUNT] = {
+    [KR_OP_CONV_2D] = kr_cuda_conv_2d,
+    [KR_OP_DEPTHWISE_CONV_2D] = kr_cuda_depthwise_conv_2d,
+    [KR_OP_TRANSPOSE_CONV_BIAS] = kr_cuda_transpose_conv_bias,
+    [KR_OP_ADD] = kr_cuda_add,
+    [KR_OP_MUL] = kr_cuda_mul,
+    [KR_OP_RELU] = kr_cuda_relu,
+    [KR_OP_RELU6] = kr_cuda_relu6,
+    [KR_OP_HARD_SWISH] = kr_cuda_hard_swish,
+    [KR_OP_LOGISTIC] = kr_cuda_logistic,
+    [KR_OP_PRELU] = kr_cuda_prelu,
+    [KR_OP_AVERAGE_POOL_2D] = kr_cuda_average_pool_2d,
+    [KR_OP_MAX_POOL_2D] = kr_cuda_max_pool_2d,
+    [KR_OP_MEAN] = kr_cuda_mean,
+    [KR_OP_PAD] = kr_cuda_pad,
+    [KR_OP_RESIZE_BILINEAR] = kr_cuda_resize_bilinear,
+    [KR_OP_RESHAPE] = kr_cuda_reshape,
+    [KR_OP_CONCATENATION] = kr_cuda_concatenation,
+};
+_Static_assert(sizeof(cuda_ops) / sizeof(cuda_ops[0]) == KR_OP_COUNT,
+               "cuda_ops must have an entry for every kr_op");
+
+#define WEIGHT_ALIGN 256
+
+struct kr_backend_instance {
+    const kr_graph *graph;
+    const keyer_logger *logger;
+    int batch, f16, device;
+    size_t esize;              /* bytes per element: 4 or 2 */
+    cudaStream_t own;          /* private stream: capture, and runs when the caller gave none */
+    cudaStream_t stream;       /* where runs are queued */
+    unsigned char *arena;      /* device */
+    size_t arena_bytes;
+    size_t *offsets;           /* per tensor, bytes in the arena (element type), SIZE_MAX: none */
+    unsigned char *weights;    /* device, float constants in the element type */
+    size_t weight_bytes;
+    size_t *const_offsets;     /* per tensor, bytes in weights, SIZE_MAX: not uploaded */
+    float **io;                /* per tensor: f32 device staging of graph inputs/outputs (f16) */
+    void *pinned;              /* host staging for copy_in/copy_out */
+    size_t pinned_bytes;
+    kr_cuda_op *ops;           /* per node */
+    unsigned char *folded;     /* per node: 1 if folded into the previous node */
+    int n_folded;
+    cudaGraph_t cgraph;
+    cudaGraphExec_t exec;
+};
+
+static keyer_status cuda_fail(keyer_error *err, const kr_graph *g, const char *what, cudaError_t e)
+{
+    keyer_status st = (e == cudaErrorMemoryAllocation) ? KEYER_STATUS_OUT_OF_MEMORY
+                                                       : KEYER_STATUS_DEVICE;
+    return keyer_error_set(err, st, "%s: cuda backend: %s: %s (%s)", g->name, what,
+                           cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+static int cuda_supports(const kr_graph *g, const kr_node *node)
+{
+    if ((unsigned)node->op >= KR_OP_COUNT || !cuda_ops[node->op])
+        return 0;
+    for (int i = 0; i < node->n_inputs; i++) { /* float activations; int32 only as constants */
+        int t = node->inputs[i];
+        if (t >= 0 && g->tensors[t].dtype != KR_DTYPE_F32 && !kr_tensor_is_const(&g->tensors[t]))
+            return 0;
+    }
+    if (node->op == KR_OP_CONCATENATION && node->n_inputs > KR_MAX_NODE_INPUTS)
+        return 0;
+    return 1;
+}
+
+/* Device bytes of tensor @p t in the element type (the instance's arena or weights). */
+static void *dev_ptr(const kr_backend_instance *inst, int t)
+{
+    const kr_graph *g = inst->graph;
+    int s = kr_tensor_storage(g, t);
+    if (kr_tensor_is_const(&g->tensors[s]))
+        return inst->const_offsets[s] == SIZE_MAX ? NULL : inst->weights + inst->const_offsets[s];
+    return inst->arena + inst->offsets[s];
+}
+
+static int is_io(const kr_tensor *t) { return t->graph_input >= 0 || t->graph_output >= 0; }
+
+static void cuda_destroy(kr_backend_instance **pinst)
+{
+    if (!pinst || !*pinst)
+        return;
+    kr_backend_instance *inst = *pinst;
+    const kr_graph *g = inst->graph;
+    if (inst->own)
+        cudaStreamSynchronize(inst->own);
+    if (inst->stream && inst->stream != inst->own)
+        cudaStreamSynchronize(inst->stream);
+    if (inst->exec)
+        cudaGraphExecDestroy(inst->exec);
+    if (inst->cgraph)
+        cudaGraphDestroy(inst->cgraph);
+    if (inst->io)
+        for (int t = 0; t < g->n_tensors; t++)
+            if (inst->io[t])
+                cudaFree(inst->io[t]);
+    cudaFree(inst->arena);
+    cudaFree(inst->weights);
+    if (inst->pinned)
+        cudaFreeHost(inst->pinned);
+    if (inst->own)
+        cudaStreamDestroy(inst->own);
+    free(inst->io);
+    free(inst->offsets);
+    free(inst->const_offsets);
+    free(inst->ops);
+    free(inst->folded);
+    free(inst);
+    *pinst = NULL;
+}
+
+static int takes_post(kr_op op)
+{
+    switch (op) {
+    case KR_OP_CONV_2D:
+    case KR_OP_DEPTHWISE_CONV_2D:
+    case KR_OP_TRANSPOSE_CONV_BIAS:
+    case KR_OP_ADD:
+    case KR_OP_MUL:
+    case KR_OP_PRELU:
+    case KR_OP_AVERAGE_POOL_2D:
+    case KR_OP_MAX_POOL_2D:
+    case KR_OP_MEAN:
+    case KR_OP_RESIZE_BILINEAR: return 1;
+    default: return 0;
+    }
+}
+
+static kr_cuda_post post_of(kr_op op)
+{
+    switch (op) {
+    case KR_OP_RELU: return KR_CUDA_POST_RELU;
+    case KR_OP_RELU6: return KR_CUDA_POST_RELU6;
+    case KR_OP_HARD_SWISH: return KR_CUDA_POST_HARD_SWISH;
+    case KR_OP_LOGISTIC: return KR_CUDA_POST_LOGISTIC;
+    default: return KR_CUDA_POST_NONE;
+    }
+}
+
+/* Whether the arena bytes of tensors a and b overlap. */
+static int overlaps(const kr_backend_instance *inst, int a, int b)
+{
+    const kr_graph *g = inst->graph;
+    int sa = kr_tensor_storage(g, a), sb = kr_tensor_storage(g, b);
+    if (kr_tensor_is_const(&g->tensors[sa]) || kr_tensor_is_const(&g->tensors[sb]))
+        return 0;
+    size_t a0 = inst->offsets[sa], a1 = a0 + kr_tensor_bytes(&g->tensors[sa], inst->batch) /
+                                                 (4 / inst->esize);
+    size_t b0 = inst->offsets[sb], b1 = b0 + kr_tensor_bytes(&g->tensors[sb], inst->batch) /
+                                                 (4 / inst->esize);
+    return a0 < b1 && b0 < a1;
+}
+
+/* The fusion pass (see the file comment). */
+static void plan_folds(kr_backend_instance *inst)
+{
+    const kr_graph *g = inst->graph;
+    for (int n = 0; n + 1 < g->n_nodes; n++) {
+        const kr_node *a = &g->nodes[n], *b = &g->nodes[n + 1];
+        if (inst->folded[n] || !takes_post(a->op) || post_of(b->op) == KR_CUDA_POST_NONE)
+            continue;
+        int t = a->outputs[0];
+        const kr_tensor *tt = &g->tensors[t];
+        if (b->inputs[0] != t || tt->last_consumer != n + 1 || tt->graph_output >= 0)
+            continue;
+        int viewed = 0;
+        for (int v = 0; v < g->n_tensors && !viewed; v++)
+            viewed = g->tensors[v].view_of == t;
+        int clash = 0;
+        for (int i = 0; i < a->n_inputs && !clash; i++)
+            clash = a->inputs[i] >= 0 && overlaps(inst, a->inputs[i], b->outputs[0]);
+        if (viewed || clash)
+            continue;
+        inst->ops[n].out = dev_ptr(inst, b->outputs[0]);
+        inst->ops[n].post = post_of(b->op);
+        inst->folded[n + 1] = 1;
+        inst->n_folded++;
+    }
+}
+
+/* Queues one inference on @p stream. With @p check, synchronises after every node and names
+ * the node that failed. */
+static keyer_status enqueue(kr_backend_instance *inst, cudaStream_t stream, int check,
+                            keyer_error *err)
+{
+    const kr_graph *g = inst->graph;
+    cudaError_t e;
+    if (inst->f16)
+        for (int i = 0; i < g->n_inputs; i++) {
+            int t = g->inputs[i];
+            e = (cudaError_t)kr_cuda_f32_to_f16(inst->io[t], dev_ptr(inst, t),
+                                                kr_tensor_bytes(&g->tensors[t], inst->batch) / 4,
+                                                stream);
+            if (e != cudaSuccess)
+                return cuda_fail(err, g, "converting an input to half precision", e);
+        }
+    for (int n = 0; n < g->n_nodes; n++) {
+        if (inst->folded[n])
+            continue;
+        inst->ops[n].stream = stream;
+        e = (cudaError_t)cuda_ops[g->nodes[n].op](&inst->ops[n]);
+        if (e == cudaSuccess && check)
+            e = cudaStreamSynchronize(stream);
+        if (e != cudaSuccess)
+            return keyer_error_set(err, KEYER_STATUS_DEVICE,
+                                   "%s: cuda backend: node %d (operator %d in the file, %s) "
+                                   "failed: %s (%s)",
+                                   g->name, n, g->nodes[n].source_index,
+                                   kr_op_name(g->nodes[n].op), cudaGetErrorString(e),
+                                   cudaGetErrorName(e));
+    }
+    if (inst->f16)
+        for (int i = 0; i < g->n_outputs; i++) {
+            int t = g->outputs[i];
+            e = (cudaError_t)kr_cuda_f16_to_f32(dev_ptr(inst, t), inst->io[t],
+                                                kr_tensor_bytes(&g->tensors[t], inst->batch) / 4,
+                                                stream);
+            if (e != cudaSuccess)
+                return cuda_fail(err, g, "converting an output to single precision", e);
+        }
+    return KEYER_OK;
+}
+
+/* Uploads every float constant in the element type. */
+static keyer_status upload_weights(kr_backend_instance *inst, keyer_error *err)
+{
+    const kr_graph *g = inst->graph;
+    size_t total = 0, f32_total = 0;
+    for (int t = 0; t < g->n_tensors; t++) {
+        const kr_tensor *tt = &g->tensors[t];
+        inst->const_offsets[t] = SIZE_MAX;
+        if (!kr_tensor_is_const(tt) || tt->dtype != KR_DTYPE_F32)
+            continue;
+        inst->const_offsets[t] = total;
+        size_t n = kr_tensor_elements(tt);
+        total += (n * inst->esize + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
+        f32_total += (n * 4 + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
+    }
+    inst->weight_bytes = total;
+    if (!total)
+        return KEYER_OK;
+    cudaError_t e = cudaMalloc((void **)&inst->weights, total);
+    if (e != cudaSuccess)
+        return cuda_fail(err, g, "allocating the weights", e);
+    float *staging = NULL;
+    if (inst->f16) {
+        e = cudaMalloc((void **)&staging, f32_total);
+        if (e != cudaSuccess)
+            return cuda_fail(err, g, "allocating the weight staging buffer", e);
+    }
+    size_t f32_off = 0;
+    for (int t = 0; t < g->n_tensors && e == cudaSuccess; t++) {
+        const kr_tensor *tt = &g->tensors[t];
+        if (inst->const_offsets[t] == SIZE_MAX)
+            continue;
+        size_t n = kr_tensor_elements(tt);
+        if (!inst->f16) {
+            e = cudaMemcpy(inst->weights + inst->const_offsets[t], tt->data, n * 4,
+                           cudaMemcpyHostToDevice);
+        } else {
+            float *s = (float *)((unsigned char *)staging + f32_off);
+            e = cudaMemcpy(s, tt->data, n * 4, cudaMemcpyHostToDevice);
+            if (e == cudaSuccess)
+                e = (cudaError_t)kr_cuda_f32_to_f16(s, inst->weights + inst->const_offsets[t], n,
+                                                    inst->own);
+            f32_off += (n * 4 + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
+        }
+    }
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(inst->own);
+    cudaFree(staging);
+    return e == cudaSuccess ? KEYER_OK : cuda_fail(err, g, "uploading the weights", e);
+}
+
+static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
+                                const kr_backend_config *cfg, kr_backend_instance **out,
+                                keyer_error *err)
+{
+    *out = NULL;
+    if (plan->n_tensors != g->n_tensors || plan->batch != cfg->batch)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL,
+                               "%s: cuda backend: the plan does not match the graph", g->name);
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count <= 0)
+        return keyer_error_set(err, KEYER_STATUS_DEVICE,
+                               "%s: cuda backend: no CUDA device available (%s)", g->name,
+                               e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    if (cfg->device >= count)
+        return keyer_error_set(err, KEYER_STATUS_DEVICE,
+                               "%s: cuda backend: device %d does not exist (%d present)", g->name,
+                               cfg->device, count);
+    e = cudaSetDevice(cfg->device);
+    if (e != cudaSuccess)
+        return cuda_fail(err, g, "selecting the device", e);
+
+    keyer_status st = KEYER_OK;
+    kr_backend_instance *inst = calloc(1, sizeof(*inst));
+    if (!inst)
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->name);
+    inst->graph = g;
+    inst->logger = cfg->logger;
+    inst->batch = cfg->batch;
+    inst->f16 = cfg->f16 != 0;
+    inst->device = cfg->device;
+    inst->esize = inst->f16 ? 2 : 4;
+    size_t nt = g->n_tensors ? (size_t)g->n_tensors : 1, nn = g->n_nodes ? (size_t)g->n_nodes : 1;
+    inst->offsets = malloc(nt * sizeof(size_t));
+    inst->const_offsets = malloc(nt * sizeof(size_t));
+    inst->io = calloc(nt, sizeof(float *));
+    inst->ops = calloc(nn, sizeof(kr_cuda_op));
+    inst->folded = calloc(nn, 1);
+    if (!inst->offsets || !inst->const_offsets || !inst->io || !inst->ops || !inst->folded) {
+        st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->name);
+        goto fail;
+    }
+    e = cudaStreamCreateWithFlags(&inst->own, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        st = cuda_fail(err, g, "creating a stream", e);
+        goto fail;
+    }
+    inst->stream = cfg->stream ? (cudaStream_t)cfg->stream : inst->own;
+
+    /* activations: the plan's layout, halved for f16 (every tensor shrinks by the same factor,
+     * so non-overlap and 32-byte alignment are kept) */
+    for (int t = 0; t < g->n_tensors; t++)
+        inst->offsets[t] = plan->offsets[t] == SIZE_MAX ? SIZE_MAX
+                                                        : plan->offsets[t] / (4 / inst->esize);
+    inst->arena_bytes = plan->arena_bytes / (4 / inst->esize) + 256;
+    e = cudaMalloc((void **)&inst->arena, inst->arena_bytes);
+    if (e == cudaSuccess)
+        e = cudaMemset(inst->arena, 0, inst->arena_bytes);
+    if (e != cudaSuccess) {
+        st = keyer_error_set(err, e == cudaErrorMemoryAllocation ? KEYER_STATUS_OUT_OF_MEMORY
+                                                                 : KEYER_STATUS_DEVICE,
+                             "%s: cuda backend: cannot allocate the %.1f MB activation arena for "
+                             "batch %d on device %d: %s",
+                             g->name, inst->arena_bytes / 1e6, cfg->batch, cfg->device,
+                             cudaGetErrorString(e));
+        cudaGetLastError(); /* clear a non-sticky allocation error */
+        goto fail;
+    }
+    st = upload_weights(inst, err);
+    if (st)
+        goto fail;
+
+    size_t max_io = 0;
+    for (int t = 0; t < g->n_tensors; t++) {
+        const kr_tensor *tt = &g->tensors[t];
+        if (!is_io(tt))
+            continue;
+        size_t bytes = kr_tensor_bytes(tt, cfg->batch);
+        max_io = bytes > max_io ? bytes : max_io;
+        if (inst->f16) {
+            e = cudaMalloc((void **)&inst->io[t], bytes);
+            if (e == cudaSuccess)
+                e = cudaMemset(inst->io[t], 0, bytes);
+            if (e != cudaSuccess) {
+                st = cuda_fail(err, g, "allocating input/output buffers", e);
+                goto fail;
+            }
+        }
+    }
+    inst->pinned_bytes = max_io ? max_io : 64;
+    e = cudaMallocHost(&inst->pinned, inst->pinned_bytes);
+    if (e != cudaSuccess) {
+        st = cuda_fail(err, g, "allocating pinned host memory", e);
+        goto fail;
+    }
+
+    for (int n = 0; n < g->n_nodes; n++) {
+        const kr_node *node = &g->nodes[n];
+        kr_cuda_op *op = &inst->ops[n];
+        op->graph = g;
+        op->node = node;
+        op->batch = cfg->batch;
+        op->f16 = inst->f16;
+        for (int i = 0; i < node->n_inputs; i++)
+            op->in[i] = node->inputs[i] >= 0 ? dev_ptr(inst, node->inputs[i]) : NULL;
+        op->out = dev_ptr(inst, node->outputs[0]);
+        op->post = KR_CUDA_POST_NONE;
+    }
+    plan_folds(inst);
+
+    st = enqueue(inst, inst->own, 1, err); /* validation run, node by node */
+    if (st)
+        goto fail;
+    e = cudaStreamBeginCapture(inst->own, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) {
+        st = cuda_fail(err, g, "starting the graph capture", e);
+        goto fail;
+    }
+    st = enqueue(inst, inst->own, 0, err);
+    e = cudaStreamEndCapture(inst->own, &inst->cgraph);
+    if (st)
+        goto fail;
+    if (e == cudaSuccess)
+        e = cudaGraphInstantiate(&inst->exec, inst->cgraph, 0);
+    if (e == cudaSuccess)
+        e = cudaGraphUpload(inst->exec, inst->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(inst->stream);
+    if (e != cudaSuccess) {
+        st = cuda_fail(err, g, "building the CUDA graph", e);
+        goto fail;
+    }
+    keyer_log(cfg->logger, KEYER_LOG_DEBUG,
+              "%s: cuda backend: device %d, %s, batch %d, arena %.1f MB, weights %.1f MB, %d "
+              "nodes (%d activations folded into their producers), one CUDA graph",
+              g->name, cfg->device, inst->f16 ? "f16" : "f32", cfg->batch,
+              inst->arena_bytes / 1e6, inst->weight_bytes / 1e6, g->n_nodes, inst->n_folded);
+    *out = inst;
+    return KEYER_OK;
+fail:
+    cuda_destroy(&inst);
+    return st;
+}
+
+static void *cuda_tensor_data(kr_backend_instance *inst, int tensor)
+{
+    if (inst->f16 && inst->io[tensor])
+        return inst->io[tensor];
+    return dev_ptr(inst, tensor);
+}
+
+static keyer_status cuda_run(kr_backend_instance *inst, keyer_error *err)
+{
+    cudaError_t e = cudaGraphLaunch(inst->exec, inst->stream);
+    if (e == cudaSuccess)
+        return KEYER_OK;
+    /* find the node: replay node by node (works for errors that are not sticky) */
+    keyer_status st = enqueue(inst, inst->stream, 1, err);
+    if (st)
+        return st;
+    return cuda_fail(err, inst->graph, "replaying the CUDA graph", e);
+}
+
+static keyer_status cuda_synchronize(kr_backend_instance *inst, keyer_error *err)
+{
+    cudaError_t e = cudaStreamSynchronize(inst->stream);
+    return e == cudaSuccess ? KEYER_OK : cuda_fail(err, inst->graph, "running the graph", e);
+}
+
+static keyer_status cuda_copy_in(kr_backend_instance *inst, int tensor, const void *src,
+                                 size_t bytes, keyer_error *err)
+{
+    if (bytes > inst->pinned_bytes)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "%s: cuda backend: %zu bytes exceed the staging buffer",
+                               inst->graph->name, bytes);
+    cudaError_t e = cudaStreamSynchronize(inst->stream); /* the staging buffer may be in use */
+    if (e == cudaSuccess) {
+        memcpy(inst->pinned, src, bytes);
+        e = cudaMemcpyAsync(cuda_tensor_data(inst, tensor), inst->pinned, bytes,
+                            cudaMemcpyHostToDevice, inst->stream);
+    }
+    return e == cudaSuccess ? KEYER_OK : cuda_fail(err, inst->graph, "copying an input", e);
+}
+
+static keyer_status cuda_copy_out(kr_backend_instance *inst, int tensor, void *dst, size_t bytes,
+                                  keyer_error *err)
+{
+    if (bytes > inst->pinned_bytes)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "%s: cuda backend: %zu bytes exceed the staging buffer",
+                               inst->graph->name, bytes);
+    cudaError_t e = cudaMemcpyAsync(inst->pinned, cuda_tensor_data(inst, tensor), bytes,
+                                    cudaMemcpyDeviceToHost, inst->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(inst->stream);
+    if (e == cudaSuccess)
+        memcpy(dst, inst->pinned, bytes);
+    return e == cudaSuccess ? KEYER_OK : cuda_fail(err, inst->graph, "copying an output", e);
+}
+
+static size_t cuda_arena_bytes(const kr_backend_instance *inst) { return inst->arena_bytes; }
+static size_t cuda_weight_bytes(const kr_backend_instance *inst) { return inst->weight_bytes; }
+
+const kr_backend_ops kr_backend_cuda = {
+    .name = "cuda",
+    .memory = KEYER_MEMORY_CUDA,
+    .supports_node = cuda_supports,
+    .create = cuda_create,
+    .tensor_data = cuda_tensor_data,
+    .run = cuda_run,
+    .copy_in = cuda_copy_in,
+    .copy_out = cuda_copy_out,
+    .synchronize = cuda_synchronize,
+    .arena_bytes = cuda_arena_bytes,
+    .weight_bytes = cuda_weight_bytes,
+    .destroy = cuda_destroy,
+};

@@ -1,0 +1,75 @@
+/*
+ * Device helpers shared by the cuda backend's kernels: element loads/stores for float and
+ * __half (arithmetic is always float), the fused clamp + post function epilogue, and shape
+ * helpers on the host side. Included by the .cu files only.
+ */
+#ifndef KEYER_NN_CUDA_COMMON_CUH
+#define KEYER_NN_CUDA_COMMON_CUH
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "nn/cuda/ops.h"
+
+__device__ __forceinline__ float kr_ld(const float *p) { return *p; }
+__device__ __forceinline__ float kr_ld(const __half *p) { return __half2float(*p); }
+__device__ __forceinline__ void kr_st(float *p, float v) { *p = v; }
+__device__ __forceinline__ void kr_st(__half *p, float v) { *p = __float2half_rn(v); }
+
+/* The node's own fused activation as a clamp, then the folded following activation. */
+struct kr_epilogue {
+    float lo, hi;
+    int post;
+};
+
+__device__ __forceinline__ float kr_apply(const kr_epilogue &e, float v)
+{
+    v = fminf(fmaxf(v, e.lo), e.hi);
+    switch (e.post) {
+    case KR_CUDA_POST_RELU: return fmaxf(v, 0.0f);
+    case KR_CUDA_POST_RELU6: return fminf(fmaxf(v, 0.0f), 6.0f);
+    case KR_CUDA_POST_HARD_SWISH: return v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f;
+    case KR_CUDA_POST_LOGISTIC: return 1.0f / (1.0f + expf(-v));
+    default: return v;
+    }
+}
+
+static inline kr_epilogue kr_make_epilogue(const kr_cuda_op *op, int use_activation)
+{
+    kr_epilogue e;
+    kr_activation_range(use_activation ? op->node->activation : KR_ACT_NONE, &e.lo, &e.hi);
+    e.post = (int)op->post;
+    return e;
+}
+
+static inline const kr_tensor *kr_in_t(const kr_cuda_op *op, int i)
+{
+    return &op->graph->tensors[op->node->inputs[i]];
+}
+static inline const kr_tensor *kr_out_t(const kr_cuda_op *op)
+{
+    return &op->graph->tensors[op->node->outputs[0]];
+}
+/* Extent of dimension @p d at the run's batch (constants are not scaled). */
+static inline int kr_dim(const kr_cuda_op *op, const kr_tensor *t, int d)
+{
+    return (d == 0 && !kr_tensor_is_const(t)) ? t->dims[0] * op->batch : t->dims[d];
+}
+static inline size_t kr_elems(const kr_cuda_op *op, const kr_tensor *t)
+{
+    size_t n = 1;
+    for (int d = 0; d < t->rank; d++)
+        n *= (size_t)kr_dim(op, t, d);
+    return n;
+}
+static inline unsigned kr_blocks(size_t n, unsigned threads)
+{
+    size_t b = (n + threads - 1) / threads;
+    return (unsigned)(b > 0x7fffffff ? 0x7fffffff : (b ? b : 1));
+}
+
+/* Runs LAUNCH<T>(op) for the instance's element type. */
+#define KR_BY_TYPE(LAUNCH, op) ((op)->f16 ? LAUNCH<__half>(op) : LAUNCH<float>(op))
+
+#endif

@@ -1,0 +1,53 @@
+/*
+ * CONCATENATION along an axis (src/nn/reference/concatenation.c): per outer index, each input
+ * contributes its block of (extent on the axis x inner size) elements, in input order. One
+ * thread per output element finds its input from the block offset.
+ */
+#include "nn/cuda/common.cuh"
+
+struct cat_args {
+    const void *in[KR_MAX_NODE_INPUTS];
+    long long block[KR_MAX_NODE_INPUTS]; /* elements each input contributes per outer index */
+    int n;
+    long long out_block;
+};
+
+template <typename T>
+__global__ void cat_kernel(T *__restrict__ y, size_t total, cat_args a)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t o = i / (size_t)a.out_block;
+        long long r = (long long)(i - o * (size_t)a.out_block);
+        int k = 0;
+        while (k < a.n - 1 && r >= a.block[k]) {
+            r -= a.block[k];
+            k++;
+        }
+        y[i] = ((const T *)a.in[k])[o * (size_t)a.block[k] + (size_t)r];
+    }
+}
+
+template <typename T> static int launch(const kr_cuda_op *op)
+{
+    const kr_tensor *yt = kr_out_t(op);
+    int axis = op->node->p.concat.axis;
+    long long inner = 1;
+    for (int d = axis + 1; d < yt->rank; d++)
+        inner *= kr_dim(op, yt, d);
+    cat_args a = {};
+    a.n = op->node->n_inputs;
+    for (int i = 0; i < a.n; i++) {
+        a.in[i] = op->in[i];
+        a.block[i] = (long long)kr_dim(op, kr_in_t(op, i), axis) * inner;
+    }
+    a.out_block = (long long)kr_dim(op, yt, axis) * inner;
+    size_t total = kr_elems(op, yt);
+    unsigned blocks = kr_blocks(total, 256);
+    if (blocks > 65536u * 8)
+        blocks = 65536u * 8;
+    cat_kernel<T><<<blocks, 256, 0, (cudaStream_t)op->stream>>>((T *)op->out, total, a);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int kr_cuda_concatenation(const kr_cuda_op *op) { return KR_BY_TYPE(launch, op); }

@@ -1,0 +1,6 @@
+/* MUL: y = act(a * b) with NumPy broadcasting (also the squeeze-and-excitation scale). Kernel in binary.cuh. */
+#include "nn/cuda/binary.cuh"
+
+template <typename T> static int launch(const kr_cuda_op *op) { return binary_launch<T, 1>(op); }
+
+extern "C" int kr_cuda_mul(const kr_cuda_op *op) { return KR_BY_TYPE(launch, op); }

@@ -1,0 +1,67 @@
+/*
+ * The cuda backend's operator kernels, one .cu file per operator (as src/nn/reference/), behind
+ * this C header. Each launcher queues its node's kernel(s) on op->stream and returns the CUDA
+ * error of the launch (0 = cudaSuccess); it never synchronises and never allocates, so every
+ * launcher may be captured into a CUDA graph. Shapes come from the graph (batch 1 in dims[0],
+ * scaled by op->batch); pointers are device memory in the instance's element type (float, or
+ * __half when op->f16), constants included.
+ */
+#ifndef KEYER_NN_CUDA_OPS_H
+#define KEYER_NN_CUDA_OPS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "nn/graph.h" /* C declarations, also when included from the .cu files */
+
+/* An element-wise function applied after the node's own fused clamp: the following RELU,
+ * RELU6, HARD_SWISH or LOGISTIC node folded into this one (see backend.c, "fusion"). */
+typedef enum kr_cuda_post {
+    KR_CUDA_POST_NONE = 0,
+    KR_CUDA_POST_RELU,
+    KR_CUDA_POST_RELU6,
+    KR_CUDA_POST_HARD_SWISH,
+    KR_CUDA_POST_LOGISTIC,
+} kr_cuda_post;
+
+typedef struct kr_cuda_op {
+    const kr_graph *graph;
+    const kr_node *node;
+    int batch;
+    int f16;                       /* element type: 0 float, 1 __half */
+    const void *in[KR_MAX_NODE_INPUTS];
+    void *out;
+    kr_cuda_post post;
+    void *stream;                  /* cudaStream_t */
+} kr_cuda_op;
+
+typedef int (*kr_cuda_op_fn)(const kr_cuda_op *op);
+
+int kr_cuda_conv_2d(const kr_cuda_op *op);
+int kr_cuda_depthwise_conv_2d(const kr_cuda_op *op);
+int kr_cuda_transpose_conv_bias(const kr_cuda_op *op);
+int kr_cuda_add(const kr_cuda_op *op);
+int kr_cuda_mul(const kr_cuda_op *op);
+int kr_cuda_prelu(const kr_cuda_op *op);
+int kr_cuda_relu(const kr_cuda_op *op);
+int kr_cuda_relu6(const kr_cuda_op *op);
+int kr_cuda_hard_swish(const kr_cuda_op *op);
+int kr_cuda_logistic(const kr_cuda_op *op);
+int kr_cuda_average_pool_2d(const kr_cuda_op *op);
+int kr_cuda_max_pool_2d(const kr_cuda_op *op);
+int kr_cuda_mean(const kr_cuda_op *op);
+int kr_cuda_pad(const kr_cuda_op *op);
+int kr_cuda_resize_bilinear(const kr_cuda_op *op);
+int kr_cuda_reshape(const kr_cuda_op *op);
+int kr_cuda_concatenation(const kr_cuda_op *op);
+
+/* Float32 <-> float16 conversion of @p n elements on @p stream (graph inputs and outputs in
+ * f16 instances; weights at set-up). */
+int kr_cuda_f32_to_f16(const float *src, void *dst, size_t n, void *stream);
+int kr_cuda_f16_to_f32(const void *src, float *dst, size_t n, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,6 @@
+/* PRELU: y = x >= 0 ? x : alpha * x, alpha broadcast against x (no fused activation). Kernel in binary.cuh. */
+#include "nn/cuda/binary.cuh"
+
+template <typename T> static int launch(const kr_cuda_op *op) { return binary_launch<T, 2>(op); }
+
+extern "C" int kr_cuda_prelu(const kr_cuda_op *op) { return KR_BY_TYPE(launch, op); }

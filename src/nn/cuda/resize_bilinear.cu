@@ -1,0 +1,68 @@
+/*
+ * RESIZE_BILINEAR exactly as src/nn/reference/resize_bilinear.c (TFLite's reference kernel, in
+ * float): per axis scale = in/out, or (in-1)/(out-1) with align_corners; source coordinate with
+ * or without half-pixel centres; i0 = max(floor, 0), i1 = min(ceil, in-1); the four taps
+ * weighted in the same order. One thread per output element; a folded following activation
+ * (e.g. the segmentation models' final LOGISTIC) is applied in the epilogue.
+ */
+#include "nn/cuda/common.cuh"
+
+struct rs_shape {
+    int ih, iw, ch, oh, ow, align, half;
+};
+
+__device__ __forceinline__ void rs_axis(int in, int out, int align, int half, int o, int *i0,
+                                        int *i1, float *f)
+{
+    float scale = (float)in / (float)out;
+    if (align && out > 1)
+        scale = (float)(in - 1) / (float)(out - 1);
+    float src = half ? ((float)o + 0.5f) * scale - 0.5f : (float)o * scale;
+    int lo = (int)floorf(src);
+    *i0 = lo < 0 ? 0 : lo;
+    int hi = (int)ceilf(src);
+    *i1 = hi < in - 1 ? hi : in - 1;
+    *f = src - (float)*i0;
+}
+
+template <typename T>
+__global__ void resize_kernel(const T *__restrict__ x, T *__restrict__ y, size_t total, rs_shape s,
+                              kr_epilogue e)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        int k = (int)(i % s.ch);
+        size_t p = i / s.ch;
+        int ox = (int)(p % s.ow);
+        size_t q = p / s.ow;
+        int oy = (int)(q % s.oh);
+        size_t b = q / s.oh;
+        int y0, y1, x0, x1;
+        float dy, dx;
+        rs_axis(s.ih, s.oh, s.align, s.half, oy, &y0, &y1, &dy);
+        rs_axis(s.iw, s.ow, s.align, s.half, ox, &x0, &x1, &dx);
+        const T *r0 = x + (b * s.ih + y0) * (size_t)s.iw * s.ch;
+        const T *r1 = x + (b * s.ih + y1) * (size_t)s.iw * s.ch;
+        float v = kr_ld(r0 + (size_t)x0 * s.ch + k) * (1 - dy) * (1 - dx) +
+                  kr_ld(r1 + (size_t)x0 * s.ch + k) * dy * (1 - dx) +
+                  kr_ld(r0 + (size_t)x1 * s.ch + k) * (1 - dy) * dx +
+                  kr_ld(r1 + (size_t)x1 * s.ch + k) * dy * dx;
+        kr_st(y + i, kr_apply(e, v));
+    }
+}
+
+template <typename T> static int launch(const kr_cuda_op *op)
+{
+    const kr_tensor *xt = kr_in_t(op, 0), *yt = kr_out_t(op);
+    rs_shape s = {xt->dims[1], xt->dims[2], xt->dims[3], yt->dims[1], yt->dims[2],
+                  op->node->p.resize.align_corners, op->node->p.resize.half_pixel_centers};
+    size_t total = kr_elems(op, yt);
+    unsigned blocks = kr_blocks(total, 256);
+    if (blocks > 65536u * 8)
+        blocks = 65536u * 8;
+    resize_kernel<T><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
+        (const T *)op->in[0], (T *)op->out, total, s, kr_make_epilogue(op, 0));
+    return (int)cudaGetLastError();
+}
+
+extern "C" int kr_cuda_resize_bilinear(const kr_cuda_op *op) { return KR_BY_TYPE(launch, op); }

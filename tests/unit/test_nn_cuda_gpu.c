@@ -1,0 +1,325 @@
+/*
+ * The runtime's cuda backend on every shipped model against the reference backend, on real
+ * photos (the reference fixtures' input tensors: tests/data/reference/<model>/grace_hopper/
+ * input.f32; models without a fixture of their own take a fixture of the same input size).
+ *
+ *  float32: |cuda - reference| <= 1e-3 * max(1, |reference|) on every output (absolute up to
+ *           1, relative above: pose landmarks are pixels up to ~255 and segmentation logits
+ *           reach the hundreds). The absolute maximum is printed.
+ *  float16: on outputs in [0,1] (the segmentation masks) max abs <= 2e-2 and the masks
+ *           thresholded at 0.5 agree on >= 99.5% of pixels; face detection gives the same faces
+ *           (same count, IoU >= 0.9 each) after decoding; other outputs are printed.
+ *  batch:   batch 4 (four different inputs) equals four batch-1 runs, bit for bit (the kernels'
+ *           summation order does not depend on the batch), in f32 and f16.
+ *  graph:   repeated runs give identical outputs; a run on the caller's own stream works.
+ *
+ * Label gpu (file name *_gpu.c); exits 77 without a CUDA device.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keyer/detect.h"
+#include "keyer/nn.h"
+#include "keyer/registry.h"
+#include "testutil.h"
+
+typedef struct {
+    const char *model;
+    const char *fixture; /* reference fixture whose input.f32 has this model's input shape */
+    int mask_output;     /* index of an output in [0,1] (segmentation mask), or -1 */
+    int face;            /* 1: face-short, 2: face-full (decode and compare faces) */
+} model_case;
+
+static const model_case cases[] = {
+    {"selfie", "selfie", 0, 0},
+    {"selfie-landscape", "selfie-landscape", 0, 0},
+    {"face-short", "face-short", -1, 1},
+    {"face-full", "face-full", -1, 2},
+    {"pose-lite", "pose-lite", -1, 0},
+    {"pose-full", "pose-lite", -1, 0},
+    {"pose-heavy", "pose-lite", -1, 0},
+    {"face-mesh", "face-full", -1, 0},
+};
+
+typedef struct {
+    int n;
+    float *out[5];
+    size_t bytes[5];
+} outputs;
+
+static void outputs_free(outputs *o)
+{
+    for (int i = 0; i < o->n; i++)
+        free(o->out[i]);
+    memset(o, 0, sizeof(*o));
+}
+
+static float *load_input(const char *fixture, size_t want)
+{
+    char rel[256], path[1024];
+    snprintf(rel, sizeof(rel), "reference/%s/grace_hopper/input.f32", fixture);
+    kt_data_path(path, sizeof(path), rel);
+    size_t n = 0;
+    float *x = kt_read_file(path, &n);
+    if (!x)
+        fail_msg("cannot read %s", path);
+    assert_int_equal(n, want);
+    return x;
+}
+
+/* Batch item @p b derived from the photo tensor @p item: item 0 is the photo, odd items are it
+ * mirrored left-right, even items darkened by 10% per step (every item differs). */
+static void make_item(float *dst, const float *item, size_t item_floats, int w, int c, int b)
+{
+    size_t rows = item_floats / ((size_t)w * c);
+    for (size_t r = 0; r < rows; r++)
+        for (int xx = 0; xx < w; xx++)
+            for (int k = 0; k < c; k++) {
+                size_t s = (r * w + (size_t)(b % 2 ? w - 1 - xx : xx)) * c + k;
+                float v = item[s];
+                dst[(r * w + xx) * c + k] = (b % 2 || b == 0) ? v : v * (1.0f - 0.1f * b);
+            }
+}
+
+/* Runs @p model on @p backend at @p batch on items first..first+batch-1. */
+static void run(const keyer_model *model, keyer_backend backend, keyer_precision prec, int batch,
+                int first, const float *item, size_t item_floats, int w, int c, outputs *o)
+{
+    keyer_runtime_params p = keyer_runtime_params_defaults();
+    p.backend = backend;
+    p.precision = prec;
+    p.batch = batch;
+    keyer_runtime *rt = NULL;
+    keyer_error err = {0};
+    if (keyer_runtime_create(model, &p, &rt, &err) != KEYER_OK)
+        fail_msg("%s", err.message);
+    float *x = malloc(item_floats * (size_t)batch * sizeof(float));
+    assert_non_null(x);
+    for (int b = 0; b < batch; b++)
+        make_item(x + item_floats * (size_t)b, item, item_floats, w, c, first + b);
+    assert_int_equal(keyer_runtime_set_input(rt, 0, x, keyer_runtime_input_bytes(rt, 0), &err),
+                     KEYER_OK);
+    free(x);
+    if (keyer_runtime_run(rt, &err) != KEYER_OK)
+        fail_msg("%s", err.message);
+    o->n = keyer_model_output_count(model);
+    for (int i = 0; i < o->n; i++) {
+        o->bytes[i] = keyer_runtime_output_bytes(rt, i);
+        o->out[i] = malloc(o->bytes[i]);
+        assert_non_null(o->out[i]);
+        assert_int_equal(keyer_runtime_get_output(rt, i, o->out[i], o->bytes[i], &err), KEYER_OK);
+    }
+    keyer_runtime_destroy(&rt);
+}
+
+static void diff(const float *got, const float *want, size_t n, double *max_abs, double *max_rel)
+{
+    *max_abs = *max_rel = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        if (isnan(d))
+            d = INFINITY;
+        *max_abs = fmax(*max_abs, d);
+        *max_rel = fmax(*max_rel, d / fmax(1.0, fabs((double)want[i])));
+    }
+}
+
+static void compare_faces(int which, const outputs *ref, const outputs *f16)
+{
+    keyer_detector_params dp = which == 1 ? keyer_detector_params_face_short()
+                                          : keyer_detector_params_face_full();
+    keyer_detector *d = NULL;
+    keyer_error err = {0};
+    assert_int_equal(keyer_detector_create(&dp, &d, &err), KEYER_OK);
+    keyer_detection a[16], b[16];
+    int na = 0, nb = 0;
+    assert_int_equal(keyer_detector_decode(d, ref->out[0], ref->out[1], a, 16, &na, &err), KEYER_OK);
+    assert_int_equal(keyer_detector_decode(d, f16->out[0], f16->out[1], b, 16, &nb, &err), KEYER_OK);
+    printf("    faces: reference %d, cuda f16 %d", na, nb);
+    assert_int_equal(na, nb);
+    assert_true(na >= 1); /* the photo has a face */
+    for (int i = 0; i < na; i++) {
+        float best = 0;
+        for (int j = 0; j < nb; j++)
+            best = fmaxf(best, keyer_detection_iou(&a[i], &b[j]));
+        printf(", IoU %.4f", best);
+        assert_true(best >= 0.9f);
+    }
+    printf("\n");
+    keyer_detector_destroy(&d);
+}
+
+static void test_models(void **state)
+{
+    (void)state;
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+        const model_case *mc = &cases[ci];
+        char path[1024];
+        keyer_error err = {0};
+        assert_int_equal(keyer_registry_resolve(mc->model, path, sizeof(path), &err), KEYER_OK);
+        keyer_model *model = NULL;
+        if (keyer_model_load_file(path, &model, &err) != KEYER_OK)
+            fail_msg("%s", err.message);
+        keyer_tensor_info in;
+        assert_int_equal(keyer_model_input_info(model, 0, &in, &err), KEYER_OK);
+        size_t item = (size_t)in.dims[1] * in.dims[2] * in.dims[3];
+        float *x = load_input(mc->fixture, item * sizeof(float));
+        outputs ref = {0}, f32 = {0}, f16 = {0};
+        run(model, KEYER_BACKEND_REFERENCE, KEYER_PRECISION_F32, 1, 0, x, item, in.dims[2],
+            in.dims[3], &ref);
+        run(model, KEYER_BACKEND_CUDA, KEYER_PRECISION_F32, 1, 0, x, item, in.dims[2], in.dims[3],
+            &f32);
+        run(model, KEYER_BACKEND_CUDA, KEYER_PRECISION_F16, 1, 0, x, item, in.dims[2], in.dims[3],
+            &f16);
+        printf("%s (input from the %s fixture):\n", mc->model, mc->fixture);
+        for (int i = 0; i < ref.n; i++) {
+            size_t n = ref.bytes[i] / sizeof(float);
+            double a32, r32, a16, r16;
+            diff(f32.out[i], ref.out[i], n, &a32, &r32);
+            diff(f16.out[i], ref.out[i], n, &a16, &r16);
+            keyer_tensor_info info;
+            keyer_model_output_info(model, i, &info, &err);
+            printf("    output %d %-28s f32 max abs %.3g (rel %.3g)   f16 max abs %.3g (rel %.3g)",
+                   i, info.name, a32, r32, a16, r16);
+            assert_true(r32 <= 1e-3);
+            if (i == mc->mask_output) {
+                size_t agree = 0;
+                for (size_t k = 0; k < n; k++)
+                    agree += (f16.out[i][k] >= 0.5f) == (ref.out[i][k] >= 0.5f);
+                printf("   mask agreement %.4f%%", 100.0 * (double)agree / (double)n);
+                assert_true(a16 <= 2e-2);
+                assert_true((double)agree >= 0.995 * (double)n);
+            }
+            printf("\n");
+        }
+        if (mc->face)
+            compare_faces(mc->face, &ref, &f16);
+        /* batch 4 == 4 single runs, bit for bit, f32 and f16 */
+        for (int prec = 0; prec < 2; prec++) {
+            outputs batch4 = {0};
+            run(model, KEYER_BACKEND_CUDA, (keyer_precision)prec, 4, 0, x, item, in.dims[2],
+                in.dims[3], &batch4);
+            for (int b = 0; b < 4; b++) {
+                outputs one = {0};
+                run(model, KEYER_BACKEND_CUDA, (keyer_precision)prec, 1, b, x, item, in.dims[2],
+                    in.dims[3], &one);
+                for (int i = 0; i < one.n; i++)
+                    assert_memory_equal((const char *)batch4.out[i] + one.bytes[i] * (size_t)b,
+                                        one.out[i], one.bytes[i]);
+                outputs_free(&one);
+            }
+            outputs_free(&batch4);
+        }
+        printf("    batch 4 == 4 batch-1 runs: identical (f32 and f16)\n");
+        outputs_free(&ref);
+        outputs_free(&f32);
+        outputs_free(&f16);
+        free(x);
+        keyer_model_destroy(&model);
+    }
+}
+
+/* Repeated graph replays are deterministic; the caller's stream is honoured. */
+static void test_replay_and_stream(void **state)
+{
+    (void)state;
+    char path[1024];
+    keyer_error err = {0};
+    assert_int_equal(keyer_registry_resolve("selfie", path, sizeof(path), &err), KEYER_OK);
+    keyer_model *model = NULL;
+    assert_int_equal(keyer_model_load_file(path, &model, &err), KEYER_OK);
+    cudaStream_t stream = NULL;
+    assert_int_equal(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    keyer_runtime_params p = keyer_runtime_params_defaults();
+    p.backend = KEYER_BACKEND_CUDA;
+    p.stream = stream;
+    keyer_runtime *rt = NULL;
+    assert_int_equal(keyer_runtime_create(model, &p, &rt, &err), KEYER_OK);
+    size_t in_bytes = keyer_runtime_input_bytes(rt, 0), out_bytes = keyer_runtime_output_bytes(rt, 0);
+    float *x = load_input("selfie", in_bytes);
+    float *a = malloc(out_bytes), *b = malloc(out_bytes);
+    assert_non_null(a);
+    assert_non_null(b);
+    /* device-side input: copy straight into the runtime's device tensor on our stream */
+    assert_int_equal(cudaMemcpyAsync(keyer_runtime_input_data(rt, 0), x, in_bytes,
+                                     cudaMemcpyHostToDevice, stream),
+                     cudaSuccess);
+    assert_int_equal(keyer_runtime_run(rt, &err), KEYER_OK);
+    assert_int_equal(cudaMemcpyAsync(a, keyer_runtime_output_data(rt, 0), out_bytes,
+                                     cudaMemcpyDeviceToHost, stream),
+                     cudaSuccess);
+    assert_int_equal(cudaStreamSynchronize(stream), cudaSuccess);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(keyer_runtime_run(rt, &err), KEYER_OK);
+    assert_int_equal(keyer_runtime_get_output(rt, 0, b, out_bytes, &err), KEYER_OK);
+    assert_memory_equal(a, b, out_bytes);
+    keyer_runtime_destroy(&rt);
+    cudaStreamDestroy(stream);
+    free(a);
+    free(b);
+    free(x);
+    keyer_model_destroy(&model);
+}
+
+/* Impossible requests fail cleanly at set-up. */
+static void test_errors(void **state)
+{
+    (void)state;
+    char path[1024];
+    keyer_error err = {0};
+    assert_int_equal(keyer_registry_resolve("selfie", path, sizeof(path), &err), KEYER_OK);
+    keyer_model *model = NULL;
+    assert_int_equal(keyer_model_load_file(path, &model, &err), KEYER_OK);
+    keyer_runtime_params p = keyer_runtime_params_defaults();
+    p.backend = KEYER_BACKEND_CUDA;
+    p.device = 999;
+    keyer_runtime *rt = NULL;
+    assert_int_equal(keyer_runtime_create(model, &p, &rt, &err), KEYER_STATUS_DEVICE);
+    printf("device 999: %s\n", err.message);
+    assert_null(rt);
+    keyer_model_destroy(&model);
+    /* pose-heavy at batch 4096 in f32 needs far more than an 80 GB device: a clean
+     * OUT_OF_MEMORY naming the arena, nothing leaked (a device that fits it is also fine) */
+    assert_int_equal(keyer_registry_resolve("pose-heavy", path, sizeof(path), &err), KEYER_OK);
+    assert_int_equal(keyer_model_load_file(path, &model, &err), KEYER_OK);
+    p.device = 0;
+    p.batch = 4096;
+    keyer_status st = keyer_runtime_create(model, &p, &rt, &err);
+    printf("pose-heavy batch 4096: %s\n", st ? err.message : "created");
+    assert_true(st == KEYER_OK || st == KEYER_STATUS_OUT_OF_MEMORY);
+    if (st)
+        assert_non_null(strstr(err.message, "arena"));
+    keyer_runtime_destroy(&rt);
+    /* and the device still works afterwards */
+    p.batch = 2;
+    assert_int_equal(keyer_runtime_create(model, &p, &rt, &err), KEYER_OK);
+    assert_int_equal(keyer_runtime_run(rt, &err), KEYER_OK);
+    assert_int_equal(keyer_runtime_synchronize(rt, &err), KEYER_OK);
+    keyer_runtime_destroy(&rt);
+    keyer_model_destroy(&model);
+}
+
+int main(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        fprintf(stderr, "test_nn_cuda_gpu: no CUDA device, skipped\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_models),
+        cmocka_unit_test(test_replay_and_stream),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
