@@ -80,6 +80,54 @@ static double copy_bandwidth(void)
     return bw;
 }
 
+/* Per-operator device times of one run: totals per operator type and the ten slowest nodes. */
+static void print_profile(keyer_runtime *rt, const char *name, const char *prec, int batch)
+{
+    keyer_node_timing t[1024];
+    int n = 0;
+    keyer_error err = {0};
+    if (keyer_runtime_profile(rt, t, 1024, &n, &err)) {
+        printf("  profile: %s\n", err.message);
+        return;
+    }
+    n = n < 1024 ? n : 1024;
+    const char *ops[32];
+    double tot[32] = {0}, all = 0;
+    int cnt[32] = {0}, n_ops = 0, launched = 0;
+    for (int i = 0; i < n; i++) {
+        if (t[i].ms < 0)
+            continue;
+        launched++;
+        all += t[i].ms;
+        int k = 0;
+        while (k < n_ops && strcmp(ops[k], t[i].op))
+            k++;
+        if (k == n_ops && n_ops < 32)
+            ops[n_ops++] = t[i].op;
+        if (k < 32) {
+            tot[k] += t[i].ms;
+            cnt[k]++;
+        }
+    }
+    printf("  profile %s %s batch %d: %d kernels, %.4f ms summed device time\n", name, prec, batch,
+           launched, all);
+    for (int k = 0; k < n_ops; k++)
+        printf("    %-28s %3d nodes %.4f ms (%.1f%%)\n", ops[k], cnt[k], tot[k],
+               100.0 * tot[k] / (all > 0 ? all : 1));
+    for (int r = 0; r < 10; r++) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (t[i].ms >= 0 && (best < 0 || t[i].ms > t[best].ms))
+                best = i;
+        if (best < 0)
+            break;
+        printf("    #%d node %3d %-24s out [%d,%d,%d,%d] %.4f ms\n", r + 1, t[best].node,
+               t[best].op, t[best].output_dims[0], t[best].output_dims[1], t[best].output_dims[2],
+               t[best].output_dims[3], t[best].ms);
+        t[best].ms = -2;
+    }
+}
+
 static int parse_list(const char *s, int *out, int cap)
 {
     int n = 0;
@@ -96,7 +144,7 @@ int main(int argc, char **argv)
 {
     const char *models = "selfie,selfie-landscape,face-short,face-full,face-mesh,pose-lite,pose-full,"
                          "pose-heavy";
-    int batches[16] = {1, 8, 64, 256}, n_batches = 4, best = 0, device = 0;
+    int batches[16] = {1, 8, 64, 256}, n_batches = 4, best = 0, device = 0, profile = 0;
     double seconds = 1.0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--models") && i + 1 < argc)
@@ -109,9 +157,11 @@ int main(int argc, char **argv)
             device = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--best"))
             best = 1;
+        else if (!strcmp(argv[i], "--profile"))
+            profile = 1;
         else {
             fprintf(stderr, "usage: %s [--models a,b] [--batches 1,8,64,256] [--seconds S] [--best] "
-                            "[--device N]\n", argv[0]);
+                            "[--profile] [--device N]\n", argv[0]);
             return 2;
         }
     }
@@ -195,6 +245,8 @@ int main(int argc, char **argv)
                        bw > 0 ? 100.0 * traffic * fps / bw : 0.0,
                        keyer_runtime_arena_bytes(rt) / 1e6);
                 fflush(stdout);
+                if (profile)
+                    print_profile(rt, name, keyer_precision_name(p.precision), p.batch);
                 keyer_runtime_destroy(&rt);
             }
             if (best) {

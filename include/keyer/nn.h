@@ -187,6 +187,24 @@ keyer_status keyer_runtime_synchronize(keyer_runtime *rt, keyer_error *err);
 size_t keyer_runtime_arena_bytes(const keyer_runtime *rt);
 size_t keyer_runtime_weight_bytes(const keyer_runtime *rt);
 
+/** Time of one operator of a profiled run (keyer_runtime_profile()). */
+typedef struct keyer_node_timing {
+    int node;             /**< index in the runtime's graph (execution order) */
+    int source_index;     /**< operator index in the model file */
+    const char *op;       /**< operator name, e.g. "CONV_2D" (static storage) */
+    int output_dims[KEYER_TENSOR_MAX_DIMS]; /**< output shape at batch 1 (NHWC), zeros past rank */
+    double ms;            /**< time of its kernel(s); -1: folded into the previous operator */
+} keyer_node_timing;
+
+/**
+ * Runs one inference operator by operator and reports each operator's time (device time on
+ * cuda): the per-operator profile behind BENCHMARKS.md. Slower than keyer_runtime_run() and not
+ * for hot paths. Writes min(capacity, nodes) entries to @p out and the node count to *count.
+ * Errors: INVALID_ARGUMENT, UNSUPPORTED (a backend without profiling: reference, cpu), DEVICE.
+ */
+keyer_status keyer_runtime_profile(keyer_runtime *rt, keyer_node_timing *out, int capacity,
+                                   int *count, keyer_error *err);
+
 /** Result of keyer_runtime_best_batch(): one measured batch size. */
 typedef struct keyer_batch_timing {
     int batch;            /**< batch size tried */

@@ -69,6 +69,11 @@ typedef struct kr_backend_ops {
     /* Optional (NULL: the graph's constant bytes). Bytes of weights the instance holds. */
     size_t (*weight_bytes)(const kr_backend_instance *inst);
 
+    /* Optional (NULL: UNSUPPORTED). Runs the graph once node by node, timing each node (device
+     * time for device backends) into ms[node] (a node folded into its predecessor gets -1).
+     * Not for hot paths: may create and destroy timing objects. Errors: DEVICE. */
+    keyer_status (*profile)(kr_backend_instance *inst, double *ms, keyer_error *err);
+
     /* Required. Frees everything; sets *inst to NULL; NULL accepted. */
     void (*destroy)(kr_backend_instance **inst);
 } kr_backend_ops;

@@ -85,7 +85,7 @@ keyer_status kr_plan_create(const kr_graph *g, int batch, kr_plan *out, keyer_er
         v->tensor = t;
         v->start = x->graph_input >= 0 ? -1 : x->producer;
         v->end = x->last_consumer > v->start ? x->last_consumer : v->start;
-        if (x->graph_output >= 0)
+        if (x->graph_output >= 0 || x->graph_input >= 0) /* inputs survive a run: run again */
             v->end = g->n_nodes;
         size_t bytes = kr_tensor_bytes(x, batch);
         if (bytes / (size_t)batch != kr_tensor_bytes(x, 1) ||

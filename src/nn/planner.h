@@ -1,7 +1,8 @@
 /*
  * Memory planner: places every activation tensor of a graph in one arena, at batch N, so that
  * tensors whose lifetimes do not overlap share memory (greedy by size over live intervals).
- * Graph inputs live from the start, graph outputs until the end; views (RESHAPE outputs) share
+ * Graph inputs live from the start to the end (a second run on the same inputs gives the same
+ * outputs), graph outputs until the end; views (RESHAPE outputs) share
  * their source's storage and extend its lifetime. Constants are not placed.
  */
 #ifndef KEYER_NN_PLANNER_H

@@ -280,3 +280,35 @@ size_t keyer_runtime_weight_bytes(const keyer_runtime *rt)
         return 0;
     return rt->ops->weight_bytes ? rt->ops->weight_bytes(rt->inst) : rt->graph->const_bytes;
 }
+
+keyer_status keyer_runtime_profile(keyer_runtime *rt, keyer_node_timing *out, int capacity,
+                                   int *count, keyer_error *err)
+{
+    if (!rt || (!out && capacity > 0) || capacity < 0)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_runtime_profile: bad arguments");
+    if (!rt->ops->profile)
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                               "%s: the %s backend has no per-operator profile", rt->graph->name,
+                               rt->ops->name);
+    const kr_graph *g = rt->graph;
+    double *ms = calloc(g->n_nodes ? (size_t)g->n_nodes : 1, sizeof(double));
+    if (!ms)
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->name);
+    keyer_status st = rt->ops->profile(rt->inst, ms, err);
+    for (int n = 0; !st && n < g->n_nodes && n < capacity; n++) {
+        const kr_tensor *y = &g->tensors[g->nodes[n].outputs[0]];
+        keyer_node_timing *t = &out[n];
+        memset(t, 0, sizeof(*t));
+        t->node = n;
+        t->source_index = g->nodes[n].source_index;
+        t->op = kr_op_name(g->nodes[n].op);
+        for (int d = 0; d < y->rank && d < KEYER_TENSOR_MAX_DIMS; d++)
+            t->output_dims[d] = y->dims[d];
+        t->ms = ms[n];
+    }
+    if (count)
+        *count = g->n_nodes;
+    free(ms);
+    return st;
+}

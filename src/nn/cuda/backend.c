@@ -5,7 +5,8 @@
  * accumulation).
  *
  * Set-up (create) does everything: device check, arena and weight allocation, weight upload
- * (converted to half once for f16), float32 staging buffers for the graph inputs and outputs of
+ * (element-wise operands converted to half once for f16; convolution weights stay float, see
+ * ops.h), float32 staging buffers for the graph inputs and outputs of
  * f16 instances, pinned host buffers for keyer_runtime_set_input/get_output, the fusion pass,
  * one validation run that synchronises after every node (so that a failing kernel is reported
  * with its operator and node), and the capture of the whole inference as one CUDA graph on a
@@ -65,6 +66,7 @@ struct kr_backend_instance {
     unsigned char *weights;    /* device, float constants in the element type */
     size_t weight_bytes;
     size_t *const_offsets;     /* per tensor, bytes in weights, SIZE_MAX: not uploaded */
+    unsigned char *const_half; /* per tensor: constant stored as half */
     float **io;                /* per tensor: f32 device staging of graph inputs/outputs (f16) */
     void *pinned;              /* host staging for copy_in/copy_out */
     size_t pinned_bytes;
@@ -136,6 +138,7 @@ static void cuda_destroy(kr_backend_instance **pinst)
     free(inst->io);
     free(inst->offsets);
     free(inst->const_offsets);
+    free(inst->const_half);
     free(inst->ops);
     free(inst->folded);
     free(inst);
@@ -254,7 +257,31 @@ static keyer_status enqueue(kr_backend_instance *inst, cudaStream_t stream, int 
     return KEYER_OK;
 }
 
-/* Uploads every float constant in the element type. */
+static int is_conv(kr_op op)
+{
+    return op == KR_OP_CONV_2D || op == KR_OP_DEPTHWISE_CONV_2D || op == KR_OP_TRANSPOSE_CONV_BIAS;
+}
+
+/* Element size of constant @p t: float for convolution weights and biases, else the element
+ * type (see ops.h). 0 if the constant is read both ways (not supported: no shipped model). */
+static size_t const_esize(const kr_backend_instance *inst, int t)
+{
+    const kr_graph *g = inst->graph;
+    int as_weight = 0, as_operand = 0;
+    for (int n = 0; n < g->n_nodes; n++)
+        for (int i = 0; i < g->nodes[n].n_inputs; i++)
+            if (g->nodes[n].inputs[i] == t) {
+                if (is_conv(g->nodes[n].op) && i >= 1)
+                    as_weight = 1;
+                else
+                    as_operand = 1;
+            }
+    if (as_weight && as_operand && inst->esize != 4)
+        return 0;
+    return as_weight ? 4 : inst->esize;
+}
+
+/* Uploads every float constant (as float or in the element type, see const_esize). */
 static keyer_status upload_weights(kr_backend_instance *inst, keyer_error *err)
 {
     const kr_graph *g = inst->graph;
@@ -262,11 +289,19 @@ static keyer_status upload_weights(kr_backend_instance *inst, keyer_error *err)
     for (int t = 0; t < g->n_tensors; t++) {
         const kr_tensor *tt = &g->tensors[t];
         inst->const_offsets[t] = SIZE_MAX;
+        inst->const_half[t] = 0;
         if (!kr_tensor_is_const(tt) || tt->dtype != KR_DTYPE_F32)
             continue;
+        size_t es = const_esize(inst, t);
+        if (!es)
+            return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                                   "%s: cuda backend: constant '%s' is both a convolution weight "
+                                   "and an element-wise operand (not supported in f16)",
+                                   g->name, tt->name);
+        inst->const_half[t] = es == 2;
         inst->const_offsets[t] = total;
         size_t n = kr_tensor_elements(tt);
-        total += (n * inst->esize + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
+        total += (n * es + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
         f32_total += (n * 4 + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
     }
     inst->weight_bytes = total;
@@ -287,7 +322,7 @@ static keyer_status upload_weights(kr_backend_instance *inst, keyer_error *err)
         if (inst->const_offsets[t] == SIZE_MAX)
             continue;
         size_t n = kr_tensor_elements(tt);
-        if (!inst->f16) {
+        if (!inst->const_half[t]) {
             e = cudaMemcpy(inst->weights + inst->const_offsets[t], tt->data, n * 4,
                            cudaMemcpyHostToDevice);
         } else {
@@ -340,10 +375,11 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
     size_t nt = g->n_tensors ? (size_t)g->n_tensors : 1, nn = g->n_nodes ? (size_t)g->n_nodes : 1;
     inst->offsets = malloc(nt * sizeof(size_t));
     inst->const_offsets = malloc(nt * sizeof(size_t));
+    inst->const_half = calloc(nt, 1);
     inst->io = calloc(nt, sizeof(float *));
     inst->ops = calloc(nn, sizeof(kr_cuda_op));
     inst->folded = calloc(nn, 1);
-    if (!inst->offsets || !inst->const_offsets || !inst->io || !inst->ops || !inst->folded) {
+    if (!inst->offsets || !inst->const_offsets || !inst->const_half || !inst->io || !inst->ops || !inst->folded) {
         st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->name);
         goto fail;
     }
@@ -506,6 +542,37 @@ static keyer_status cuda_copy_out(kr_backend_instance *inst, int tensor, void *d
     return e == cudaSuccess ? KEYER_OK : cuda_fail(err, inst->graph, "copying an output", e);
 }
 
+static keyer_status cuda_profile(kr_backend_instance *inst, double *ms, keyer_error *err)
+{
+    const kr_graph *g = inst->graph;
+    cudaEvent_t a = NULL, b = NULL;
+    cudaError_t e = cudaEventCreate(&a);
+    if (e == cudaSuccess)
+        e = cudaEventCreate(&b);
+    for (int n = 0; n < g->n_nodes && e == cudaSuccess; n++) {
+        ms[n] = -1;
+        if (inst->folded[n])
+            continue;
+        inst->ops[n].stream = inst->stream;
+        e = cudaEventRecord(a, inst->stream);
+        if (e == cudaSuccess)
+            e = (cudaError_t)cuda_ops[g->nodes[n].op](&inst->ops[n]);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(b, inst->stream);
+        if (e == cudaSuccess)
+            e = cudaEventSynchronize(b);
+        float t = 0;
+        if (e == cudaSuccess)
+            e = cudaEventElapsedTime(&t, a, b);
+        ms[n] = t;
+    }
+    if (a)
+        cudaEventDestroy(a);
+    if (b)
+        cudaEventDestroy(b);
+    return e == cudaSuccess ? KEYER_OK : cuda_fail(err, g, "profiling", e);
+}
+
 static size_t cuda_arena_bytes(const kr_backend_instance *inst) { return inst->arena_bytes; }
 static size_t cuda_weight_bytes(const kr_backend_instance *inst) { return inst->weight_bytes; }
 
@@ -521,5 +588,6 @@ const kr_backend_ops kr_backend_cuda = {
     .synchronize = cuda_synchronize,
     .arena_bytes = cuda_arena_bytes,
     .weight_bytes = cuda_weight_bytes,
+    .profile = cuda_profile,
     .destroy = cuda_destroy,
 };

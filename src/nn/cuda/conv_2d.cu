@@ -42,8 +42,8 @@ __device__ __forceinline__ float gather(const T *__restrict__ x, const conv_shap
 }
 
 template <typename T>
-__global__ void __launch_bounds__(256) conv_gemm(const T *__restrict__ x, const T *__restrict__ w,
-                                                 const T *__restrict__ bias, T *__restrict__ y,
+__global__ void __launch_bounds__(256) conv_gemm(const T *__restrict__ x, const float *__restrict__ w,
+                                                 const float *__restrict__ bias, T *__restrict__ y,
                                                  conv_shape s, kr_epilogue e)
 {
     __shared__ __align__(16) float As[BK][BM];
@@ -106,7 +106,7 @@ template <typename T> static int launch(const kr_cuda_op *op)
                   s.oh == s.ih && s.ow == s.iw;
     dim3 grid((unsigned)((s.M + BM - 1) / BM), (unsigned)((s.oc + BN - 1) / BN));
     conv_gemm<T><<<grid, 256, 0, (cudaStream_t)op->stream>>>(
-        (const T *)op->in[0], (const T *)op->in[1], (const T *)op->in[2], (T *)op->out, s,
+        (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2], (T *)op->out, s,
         kr_make_epilogue(op, 1));
     return (int)cudaGetLastError();
 }

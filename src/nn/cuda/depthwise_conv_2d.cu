@@ -11,8 +11,8 @@ struct dw_shape {
 };
 
 template <typename T>
-__global__ void dw_kernel(const T *__restrict__ x, const T *__restrict__ w,
-                          const T *__restrict__ bias, T *__restrict__ y, size_t total, dw_shape s,
+__global__ void dw_kernel(const T *__restrict__ x, const float *__restrict__ w,
+                          const float *__restrict__ bias, T *__restrict__ y, size_t total, dw_shape s,
                           kr_epilogue e)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
@@ -54,7 +54,7 @@ template <typename T> static int launch(const kr_cuda_op *op)
     if (blocks > 65536u * 8)
         blocks = 65536u * 8;
     dw_kernel<T><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
-        (const T *)op->in[0], (const T *)op->in[1], (const T *)op->in[2], (T *)op->out, total, s,
+        (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2], (T *)op->out, total, s,
         kr_make_epilogue(op, 1));
     return (int)cudaGetLastError();
 }

@@ -3,8 +3,11 @@
  * this C header. Each launcher queues its node's kernel(s) on op->stream and returns the CUDA
  * error of the launch (0 = cudaSuccess); it never synchronises and never allocates, so every
  * launcher may be captured into a CUDA graph. Shapes come from the graph (batch 1 in dims[0],
- * scaled by op->batch); pointers are device memory in the instance's element type (float, or
- * __half when op->f16), constants included.
+ * scaled by op->batch); activation pointers are device memory in the instance's element type
+ * (float, or __half when op->f16). Convolution weights and biases (inputs 1 and 2 of CONV_2D,
+ * DEPTHWISE_CONV_2D and the transpose convolution) are always float: they are small and read
+ * from cache, so half storage would save no memory traffic, only accuracy; other constants
+ * (ADD/MUL/PRELU operands) are in the element type.
  */
 #ifndef KEYER_NN_CUDA_OPS_H
 #define KEYER_NN_CUDA_OPS_H

@@ -11,8 +11,8 @@ struct tc_shape {
 };
 
 template <typename T>
-__global__ void tconv_kernel(const T *__restrict__ x, const T *__restrict__ w,
-                             const T *__restrict__ bias, T *__restrict__ y, size_t total,
+__global__ void tconv_kernel(const T *__restrict__ x, const float *__restrict__ w,
+                             const float *__restrict__ bias, T *__restrict__ y, size_t total,
                              tc_shape s, kr_epilogue e)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
@@ -39,7 +39,7 @@ __global__ void tconv_kernel(const T *__restrict__ x, const T *__restrict__ w,
                 if (ix >= s.iw)
                     continue;
                 const T *xp = x + ((b * s.ih + iy) * s.iw + ix) * s.ic;
-                const T *wp = w + (((size_t)o * s.kh + ky) * s.kw + kx) * s.ic;
+                const float *wp = w + (((size_t)o * s.kh + ky) * s.kw + kx) * s.ic;
                 for (int c = 0; c < s.ic; c++)
                     acc = fmaf(kr_ld(xp + c), kr_ld(wp + c), acc);
             }
@@ -59,7 +59,7 @@ template <typename T> static int launch(const kr_cuda_op *op)
     if (blocks > 65536u * 8)
         blocks = 65536u * 8;
     tconv_kernel<T><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
-        (const T *)op->in[0], (const T *)op->in[1], (const T *)op->in[2], (T *)op->out, total, s,
+        (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2], (T *)op->out, total, s,
         kr_make_epilogue(op, 0));
     return (int)cudaGetLastError();
 }
