@@ -214,7 +214,7 @@ int main(int argc, char **argv)
                 if (p.batch == 1) { /* latency */
                     int cap = 100000, n = 0;
                     double *lat = malloc(sizeof(double) * (size_t)cap), t_end = now_s() + seconds;
-                    while (n < cap && now_s() < t_end) {
+                    while (n < cap && (n < 3 || now_s() < t_end)) {
                         double t0 = now_s();
                         keyer_runtime_run(rt, &err);
                         keyer_runtime_synchronize(rt, &err);

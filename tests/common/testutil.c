@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "keyer/image.h"
+
 static void *counting_alloc(void *opaque, size_t size, size_t alignment)
 {
     kt_alloc_state *s = opaque;
@@ -118,4 +120,63 @@ const char *kt_tmpdir(char *buf, size_t n, const char *tag)
     snprintf(buf, n, "%s/keyer-test-%s-%ld", t ? t : "/tmp", tag, (long)getpid());
     mkdir(buf, 0700);
     return buf;
+}
+
+int kt_golden_check(const keyer_frame *got, const char *name, int tolerance, char *msg, size_t n)
+{
+    char path[512], file[256];
+    snprintf(file, sizeof(file), "golden/%s.png", name);
+    kt_data_path(path, sizeof(path), file);
+    keyer_error err = {0};
+    const char *update = getenv("KEYER_UPDATE_GOLDEN");
+    if (update && *update == '1') {
+        if (keyer_image_write(path, got, &err)) {
+            snprintf(msg, n, "%s", err.message);
+            return -1;
+        }
+        snprintf(msg, n, "wrote %s", path);
+        return 0;
+    }
+    keyer_frame *want = NULL;
+    int rc = -1;
+    if (keyer_frame_create(&want, &err) || keyer_image_read(path, got->format, want, &err)) {
+        snprintf(msg, n, "golden image %s: %s (KEYER_UPDATE_GOLDEN=1 makes it)", path,
+                 err.message);
+        goto done;
+    }
+    rc = 1;
+    if (want->width != got->width || want->height != got->height) {
+        snprintf(msg, n, "%s: %dx%d, golden image %dx%d", name, got->width, got->height,
+                 want->width, want->height);
+        goto done;
+    }
+    int bpp = got->format == KEYER_PIXEL_FORMAT_GRAY8   ? 1
+              : got->format == KEYER_PIXEL_FORMAT_RGB24 ? 3
+                                                        : 4;
+    int worst = 0, wx = 0, wy = 0;
+    long differ = 0;
+    for (int y = 0; y < got->height; y++)
+        for (int x = 0; x < got->width * bpp; x++) {
+            int d = abs(got->data[0][y * got->stride[0] + x] -
+                        want->data[0][y * want->stride[0] + x]);
+            if (d > worst) {
+                worst = d;
+                wx = x / bpp;
+                wy = y;
+            }
+            differ += d != 0;
+        }
+    rc = worst > tolerance;
+    if (!rc) {
+        snprintf(msg, n, "%s: max difference %d, %ld samples differ", name, worst, differ);
+    } else {
+        snprintf(file, sizeof(file), "%s.got.png", name);
+        int wrote = keyer_image_write(file, got, &err) == KEYER_OK;
+        snprintf(msg, n, "%s: max difference %d (> %d) at (%d,%d), %ld samples differ%s%s", name,
+                 worst, tolerance, wx, wy, differ, wrote ? "; rendered image: " : "",
+                 wrote ? file : "");
+    }
+done:
+    keyer_frame_destroy(&want);
+    return rc;
 }

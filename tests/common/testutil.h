@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "keyer/alloc.h"
+#include "keyer/frame.h"
 
 /** Counting allocator: fails the allocation numbered fail_at (1-based; 0 = never). */
 typedef struct kt_alloc_state {
@@ -37,6 +38,18 @@ int kt_write_file(const char *path, const void *data, size_t size);
 
 /** Largest |a[i] - b[i]|; NaN anywhere gives INFINITY. */
 double kt_max_abs_diff(const float *a, const float *b, size_t n);
+
+/**
+ * Golden images: compares host frame @p got (GRAY8, RGB24 or RGBA) with
+ * $KEYER_TEST_DATA/golden/<name>.png, sample by sample. The policy shared by keyer's golden
+ * tests: every sample within @p tolerance code values (1), so rounding differences between
+ * compilers and FMA contraction pass and any visible change fails. With KEYER_UPDATE_GOLDEN=1
+ * in the environment the golden file is (re)written instead. On a mismatch the frame is also
+ * written to ./<name>.got.png (the test's working directory) for inspection.
+ * Returns 0 (match, or written), 1 (mismatch: size or samples) or -1 (golden unreadable, or a
+ * write failed); @p msg (size n) receives a one-line description either way.
+ */
+int kt_golden_check(const keyer_frame *got, const char *name, int tolerance, char *msg, size_t n);
 
 /** A per-test temporary directory path (created), under $TMPDIR or /tmp. */
 const char *kt_tmpdir(char *buf, size_t n, const char *tag);

@@ -6,15 +6,15 @@
  */
 #include "nn/cuda/common.cuh"
 
-template <typename T>
-__global__ void unary_kernel(const T *__restrict__ x, T *__restrict__ y, size_t total, kr_epilogue e)
+template <typename T, typename I>
+__global__ void unary_kernel(const T *__restrict__ x, T *__restrict__ y, I total, kr_epilogue e)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x)
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
+         i += (I)gridDim.x * blockDim.x)
         kr_st(y + i, kr_apply(e, kr_ld(x + i)));
 }
 
-template <typename T> static int unary(const kr_cuda_op *op, kr_cuda_post f)
+template <typename T, typename I> static int unary(const kr_cuda_op *op, kr_cuda_post f)
 {
     size_t total = kr_elems(op, kr_out_t(op));
     kr_epilogue e = kr_make_epilogue(op, 0);
@@ -24,14 +24,16 @@ template <typename T> static int unary(const kr_cuda_op *op, kr_cuda_post f)
     unsigned blocks = kr_blocks(total, 256);
     if (blocks > 65536u * 8)
         blocks = 65536u * 8;
-    unary_kernel<T><<<blocks, 256, 0, (cudaStream_t)op->stream>>>((const T *)op->in[0], (T *)op->out,
+    unary_kernel<T, I><<<blocks, 256, 0, (cudaStream_t)op->stream>>>((const T *)op->in[0], (T *)op->out,
                                                                   total, e);
     return (int)cudaGetLastError();
 }
 
 static int run(const kr_cuda_op *op, kr_cuda_post f)
 {
-    return op->f16 ? unary<__half>(op, f) : unary<float>(op, f);
+    if (kr_small_index(op))
+        return op->f16 ? unary<__half, unsigned>(op, f) : unary<float, unsigned>(op, f);
+    return op->f16 ? unary<__half, size_t>(op, f) : unary<float, size_t>(op, f);
 }
 
 extern "C" int kr_cuda_relu(const kr_cuda_op *op) { return run(op, KR_CUDA_POST_RELU); }

@@ -1,6 +1,9 @@
 /* ADD: y = act(a + b) with NumPy broadcasting. Kernel in binary.cuh. */
 #include "nn/cuda/binary.cuh"
 
-template <typename T> static int launch(const kr_cuda_op *op) { return binary_launch<T, 0>(op); }
+template <typename T, typename I> static int launch(const kr_cuda_op *op)
+{
+    return binary_launch<T, 0, I>(op);
+}
 
-extern "C" int kr_cuda_add(const kr_cuda_op *op) { return KR_BY_TYPE(launch, op); }
+extern "C" int kr_cuda_add(const kr_cuda_op *op) { return KR_BY_TYPE_IDX(launch, op); }

@@ -52,14 +52,15 @@ static inline size_t bcast_init(const kr_cuda_op *op, bcast *w)
 }
 
 /* Offsets of output element i in a and b. */
-__device__ __forceinline__ void bcast_offsets(const bcast &w, size_t i, size_t *ia, size_t *ib)
+template <typename I>
+__device__ __forceinline__ void bcast_offsets(const bcast &w, I i, I *ia, I *ib)
 {
-    size_t a = 0, b = 0;
+    I a = 0, b = 0;
     for (int d = w.rank - 1; d >= 0; d--) {
-        size_t q = i / (size_t)w.dims[d];
-        int r = (int)(i - q * (size_t)w.dims[d]);
-        a += (size_t)r * (size_t)w.sa[d];
-        b += (size_t)r * (size_t)w.sb[d];
+        I q = i / (I)w.dims[d];
+        I r = i - q * (I)w.dims[d];
+        a += r * (I)w.sa[d];
+        b += r * (I)w.sb[d];
         i = q;
     }
     *ia = a;
@@ -67,13 +68,13 @@ __device__ __forceinline__ void bcast_offsets(const bcast &w, size_t i, size_t *
 }
 
 /* F: 0 add, 1 mul, 2 prelu (b is alpha). */
-template <typename T, int F>
+template <typename T, int F, typename I>
 __global__ void binary_kernel(const T *__restrict__ a, const T *__restrict__ b, T *__restrict__ y,
-                              size_t total, bcast w, kr_epilogue e)
+                              I total, bcast w, kr_epilogue e)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        size_t ia = i, ib = i;
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
+         i += (I)gridDim.x * blockDim.x) {
+        I ia = i, ib = i;
         if (w.mode == 0)
             bcast_offsets(w, i, &ia, &ib);
         float va = kr_ld(a + ia), vb = kr_ld(b + ib), v;
@@ -87,14 +88,14 @@ __global__ void binary_kernel(const T *__restrict__ a, const T *__restrict__ b, 
     }
 }
 
-template <typename T, int F> static int binary_launch(const kr_cuda_op *op)
+template <typename T, int F, typename I> static int binary_launch(const kr_cuda_op *op)
 {
     bcast w;
     size_t total = bcast_init(op, &w);
     unsigned blocks = kr_blocks(total, 256);
     if (blocks > 65536u * 8)
         blocks = 65536u * 8;
-    binary_kernel<T, F><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
+    binary_kernel<T, F, I><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
         (const T *)op->in[0], (const T *)op->in[1], (T *)op->out, total, w,
         kr_make_epilogue(op, F != 2));
     return (int)cudaGetLastError();

@@ -69,6 +69,25 @@ static inline unsigned kr_blocks(size_t n, unsigned threads)
     return (unsigned)(b > 0x7fffffff ? 0x7fffffff : (b ? b : 1));
 }
 
+/* Whether every activation tensor of the node has fewer than 2^31 elements at the run's batch:
+ * then kernels do their index arithmetic in 32 bits (64-bit division is several times slower
+ * on the GPU and dominated the element-wise kernels). */
+static inline int kr_small_index(const kr_cuda_op *op)
+{
+    size_t limit = (size_t)1 << 31;
+    if (kr_elems(op, kr_out_t(op)) >= limit)
+        return 0;
+    for (int i = 0; i < op->node->n_inputs; i++)
+        if (op->node->inputs[i] >= 0 && kr_elems(op, kr_in_t(op, i)) >= limit)
+            return 0;
+    return 1;
+}
+
+/* Runs LAUNCH<T, I>(op) for the instance's element type T and index type I. */
+#define KR_BY_TYPE_IDX(LAUNCH, op)                                                                 \
+    (kr_small_index(op) ? ((op)->f16 ? LAUNCH<__half, unsigned>(op) : LAUNCH<float, unsigned>(op)) \
+                        : ((op)->f16 ? LAUNCH<__half, size_t>(op) : LAUNCH<float, size_t>(op)))
+
 /* Runs LAUNCH<T>(op) for the instance's element type. */
 #define KR_BY_TYPE(LAUNCH, op) ((op)->f16 ? LAUNCH<__half>(op) : LAUNCH<float>(op))
 

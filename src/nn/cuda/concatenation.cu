@@ -12,23 +12,23 @@ struct cat_args {
     long long out_block;
 };
 
-template <typename T>
-__global__ void cat_kernel(T *__restrict__ y, size_t total, cat_args a)
+template <typename T, typename I>
+__global__ void cat_kernel(T *__restrict__ y, I total, cat_args a)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        size_t o = i / (size_t)a.out_block;
-        long long r = (long long)(i - o * (size_t)a.out_block);
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
+         i += (I)gridDim.x * blockDim.x) {
+        I o = i / (I)a.out_block;
+        long long r = (long long)(i - o * (I)a.out_block);
         int k = 0;
         while (k < a.n - 1 && r >= a.block[k]) {
             r -= a.block[k];
             k++;
         }
-        y[i] = ((const T *)a.in[k])[o * (size_t)a.block[k] + (size_t)r];
+        y[i] = ((const T *)a.in[k])[o * (I)a.block[k] + (I)r];
     }
 }
 
-template <typename T> static int launch(const kr_cuda_op *op)
+template <typename T, typename I> static int launch(const kr_cuda_op *op)
 {
     const kr_tensor *yt = kr_out_t(op);
     int axis = op->node->p.concat.axis;
@@ -46,8 +46,8 @@ template <typename T> static int launch(const kr_cuda_op *op)
     unsigned blocks = kr_blocks(total, 256);
     if (blocks > 65536u * 8)
         blocks = 65536u * 8;
-    cat_kernel<T><<<blocks, 256, 0, (cudaStream_t)op->stream>>>((T *)op->out, total, a);
+    cat_kernel<T, I><<<blocks, 256, 0, (cudaStream_t)op->stream>>>((T *)op->out, total, a);
     return (int)cudaGetLastError();
 }
 
-extern "C" int kr_cuda_concatenation(const kr_cuda_op *op) { return KR_BY_TYPE(launch, op); }
+extern "C" int kr_cuda_concatenation(const kr_cuda_op *op) { return KR_BY_TYPE_IDX(launch, op); }

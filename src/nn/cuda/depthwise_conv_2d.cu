@@ -10,19 +10,19 @@ struct dw_shape {
     int ih, iw, ic, oh, ow, oc, kh, kw, sh, sw, dh, dw, pt, pl, mult;
 };
 
-template <typename T>
+template <typename T, typename I>
 __global__ void dw_kernel(const T *__restrict__ x, const float *__restrict__ w,
-                          const float *__restrict__ bias, T *__restrict__ y, size_t total, dw_shape s,
+                          const float *__restrict__ bias, T *__restrict__ y, I total, dw_shape s,
                           kr_epilogue e)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
+         i += (I)gridDim.x * blockDim.x) {
         int o = (int)(i % s.oc);
-        size_t p = i / s.oc;
+        I p = i / s.oc;
         int ox = (int)(p % s.ow);
-        size_t q = p / s.ow;
+        I q = p / s.ow;
         int oy = (int)(q % s.oh);
-        size_t b = q / s.oh;
+        I b = q / s.oh;
         int c = o / s.mult;
         float acc = bias ? kr_ld(bias + o) : 0.0f;
         for (int ky = 0; ky < s.kh; ky++) {
@@ -34,7 +34,7 @@ __global__ void dw_kernel(const T *__restrict__ x, const float *__restrict__ w,
                 int ix = ox * s.sw - s.pl + kx * s.dw;
                 if ((unsigned)ix >= (unsigned)s.iw)
                     continue;
-                acc = fmaf(kr_ld(row + (size_t)ix * s.ic), kr_ld(w + ((size_t)ky * s.kw + kx) * s.oc + o),
+                acc = fmaf(kr_ld(row + (I)ix * s.ic), kr_ld(w + ((I)ky * s.kw + kx) * s.oc + o),
                            acc);
             }
         }
@@ -42,7 +42,7 @@ __global__ void dw_kernel(const T *__restrict__ x, const float *__restrict__ w,
     }
 }
 
-template <typename T> static int launch(const kr_cuda_op *op)
+template <typename T, typename I> static int launch(const kr_cuda_op *op)
 {
     const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
     const kr_window_params *p = &op->node->p.window;
@@ -53,10 +53,10 @@ template <typename T> static int launch(const kr_cuda_op *op)
     unsigned blocks = kr_blocks(total, 256);
     if (blocks > 65536u * 8)
         blocks = 65536u * 8;
-    dw_kernel<T><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
+    dw_kernel<T, I><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
         (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2], (T *)op->out, total, s,
         kr_make_epilogue(op, 1));
     return (int)cudaGetLastError();
 }
 
-extern "C" int kr_cuda_depthwise_conv_2d(const kr_cuda_op *op) { return KR_BY_TYPE(launch, op); }
+extern "C" int kr_cuda_depthwise_conv_2d(const kr_cuda_op *op) { return KR_BY_TYPE_IDX(launch, op); }

@@ -1,6 +1,9 @@
 /* MUL: y = act(a * b) with NumPy broadcasting (also the squeeze-and-excitation scale). Kernel in binary.cuh. */
 #include "nn/cuda/binary.cuh"
 
-template <typename T> static int launch(const kr_cuda_op *op) { return binary_launch<T, 1>(op); }
+template <typename T, typename I> static int launch(const kr_cuda_op *op)
+{
+    return binary_launch<T, 1, I>(op);
+}
 
-extern "C" int kr_cuda_mul(const kr_cuda_op *op) { return KR_BY_TYPE(launch, op); }
+extern "C" int kr_cuda_mul(const kr_cuda_op *op) { return KR_BY_TYPE_IDX(launch, op); }

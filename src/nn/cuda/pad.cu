@@ -7,26 +7,26 @@ struct pad_shape {
     int in_dims[KR_MAX_DIMS], out_dims[KR_MAX_DIMS], before[KR_MAX_DIMS];
 };
 
-template <typename T>
-__global__ void pad_kernel(const T *__restrict__ x, T *__restrict__ y, size_t total, pad_shape s)
+template <typename T, typename I>
+__global__ void pad_kernel(const T *__restrict__ x, T *__restrict__ y, I total, pad_shape s)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        size_t rest = i, off = 0, in_stride = 1;
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
+         i += (I)gridDim.x * blockDim.x) {
+        I rest = i, off = 0, in_stride = 1;
         int inside = 1;
         for (int d = s.rank - 1; d >= 0; d--) {
-            int idx = (int)(rest % (size_t)s.out_dims[d]) - s.before[d];
-            rest /= (size_t)s.out_dims[d];
+            int idx = (int)(rest % (I)s.out_dims[d]) - s.before[d];
+            rest /= (I)s.out_dims[d];
             if (idx < 0 || idx >= s.in_dims[d])
                 inside = 0;
-            off += (size_t)idx * in_stride;
-            in_stride *= (size_t)s.in_dims[d];
+            off += (I)idx * in_stride;
+            in_stride *= (I)s.in_dims[d];
         }
         kr_st(y + i, inside ? kr_ld(x + off) : 0.0f);
     }
 }
 
-template <typename T> static int launch(const kr_cuda_op *op)
+template <typename T, typename I> static int launch(const kr_cuda_op *op)
 {
     const kr_tensor *xt = kr_in_t(op, 0), *yt = kr_out_t(op);
     pad_shape s = {};
@@ -40,9 +40,9 @@ template <typename T> static int launch(const kr_cuda_op *op)
     unsigned blocks = kr_blocks(total, 256);
     if (blocks > 65536u * 8)
         blocks = 65536u * 8;
-    pad_kernel<T><<<blocks, 256, 0, (cudaStream_t)op->stream>>>((const T *)op->in[0], (T *)op->out,
+    pad_kernel<T, I><<<blocks, 256, 0, (cudaStream_t)op->stream>>>((const T *)op->in[0], (T *)op->out,
                                                                 total, s);
     return (int)cudaGetLastError();
 }
 
-extern "C" int kr_cuda_pad(const kr_cuda_op *op) { return KR_BY_TYPE(launch, op); }
+extern "C" int kr_cuda_pad(const kr_cuda_op *op) { return KR_BY_TYPE_IDX(launch, op); }

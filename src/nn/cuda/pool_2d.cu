@@ -1,7 +1,7 @@
 /*
  * AVERAGE_POOL_2D (mean of the taps inside the input: divided by their count, not the window
  * size) and MAX_POOL_2D, then the fused clamp (src/nn/reference/pool_2d.c). One thread per
- * output element, channel fastest.
+ * output element, channel fastest; global pooling has its own reduction kernel.
  */
 #include <float.h>
 
@@ -11,18 +11,17 @@ struct pool_shape {
     int ih, iw, ch, oh, ow, kh, kw, sh, sw, pt, pl;
 };
 
-template <typename T, int MAX>
-__global__ void pool_kernel(const T *__restrict__ x, T *__restrict__ y, size_t total, pool_shape s,
+template <typename T, int MAX, typename I>
+__global__ void pool_kernel(const T *__restrict__ x, T *__restrict__ y, I total, pool_shape s,
                             kr_epilogue e)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
         int c = (int)(i % s.ch);
-        size_t p = i / s.ch;
+        I p = i / s.ch;
         int ox = (int)(p % s.ow);
-        size_t q = p / s.ow;
+        I q = p / s.ow;
         int oy = (int)(q % s.oh);
-        size_t b = q / s.oh;
+        I b = q / s.oh;
         float sum = 0.0f, mx = -FLT_MAX;
         int count = 0;
         for (int ky = 0; ky < s.kh; ky++) {
@@ -43,26 +42,61 @@ __global__ void pool_kernel(const T *__restrict__ x, T *__restrict__ y, size_t t
     }
 }
 
-template <typename T, int MAX> static int launch(const kr_cuda_op *op)
+/* Global pooling (one output pixel whose window covers the whole input, the
+ * squeeze-and-excitation "squeeze"): a 32 x 32 block per (batch item, 32 channels); lane x reads
+ * channel c0 + x (coalesced), the 32 rows y stride over the pixels, then a shared-memory sum. */
+template <typename T, int MAX>
+__global__ void global_pool_kernel(const T *__restrict__ x, T *__restrict__ y, int pixels, int ch,
+                                   kr_epilogue e)
+{
+    __shared__ float part[32][33];
+    int c = blockIdx.y * 32 + threadIdx.x;
+    const T *base = x + (size_t)blockIdx.x * pixels * ch;
+    float acc = MAX ? -FLT_MAX : 0.0f;
+    if (c < ch)
+        for (int p = threadIdx.y; p < pixels; p += 32) {
+            float v = kr_ld(base + (size_t)p * ch + c);
+            acc = MAX ? fmaxf(acc, v) : acc + v;
+        }
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < ch) {
+        float r = part[0][threadIdx.x];
+        for (int k = 1; k < 32; k++)
+            r = MAX ? fmaxf(r, part[k][threadIdx.x]) : r + part[k][threadIdx.x];
+        kr_st(y + (size_t)blockIdx.x * ch + c, kr_apply(e, MAX ? r : r / (float)pixels));
+    }
+}
+
+template <typename T, int MAX, typename I> static int launch(const kr_cuda_op *op)
 {
     const kr_tensor *xt = kr_in_t(op, 0), *yt = kr_out_t(op);
     const kr_window_params *p = &op->node->p.window;
     pool_shape s = {xt->dims[1], xt->dims[2], xt->dims[3], yt->dims[1], yt->dims[2],
                     p->kernel_h, p->kernel_w, p->stride_h, p->stride_w, p->pad_top, p->pad_left};
+    cudaStream_t stream = (cudaStream_t)op->stream;
+    if (s.oh == 1 && s.ow == 1 && s.pt <= 0 && s.pl <= 0 && s.kh - s.pt >= s.ih &&
+        s.kw - s.pl >= s.iw) { /* every tap inside: count = pixels */
+        dim3 grid((unsigned)kr_dim(op, yt, 0), (unsigned)((s.ch + 31) / 32)), block(32, 32);
+        global_pool_kernel<T, MAX><<<grid, block, 0, stream>>>(
+            (const T *)op->in[0], (T *)op->out, s.ih * s.iw, s.ch, kr_make_epilogue(op, 1));
+        return (int)cudaGetLastError();
+    }
     size_t total = kr_elems(op, yt);
     unsigned blocks = kr_blocks(total, 256);
     if (blocks > 65536u * 8)
         blocks = 65536u * 8;
-    pool_kernel<T, MAX><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
-        (const T *)op->in[0], (T *)op->out, total, s, kr_make_epilogue(op, 1));
+    pool_kernel<T, MAX, I><<<blocks, 256, 0, stream>>>((const T *)op->in[0], (T *)op->out,
+                                                       (I)total, s, kr_make_epilogue(op, 1));
     return (int)cudaGetLastError();
 }
 
-extern "C" int kr_cuda_average_pool_2d(const kr_cuda_op *op)
+template <int MAX> static int dispatch(const kr_cuda_op *op)
 {
-    return op->f16 ? launch<__half, 0>(op) : launch<float, 0>(op);
+    if (kr_small_index(op))
+        return op->f16 ? launch<__half, MAX, unsigned>(op) : launch<float, MAX, unsigned>(op);
+    return op->f16 ? launch<__half, MAX, size_t>(op) : launch<float, MAX, size_t>(op);
 }
-extern "C" int kr_cuda_max_pool_2d(const kr_cuda_op *op)
-{
-    return op->f16 ? launch<__half, 1>(op) : launch<float, 1>(op);
-}
+
+extern "C" int kr_cuda_average_pool_2d(const kr_cuda_op *op) { return dispatch<0>(op); }
+extern "C" int kr_cuda_max_pool_2d(const kr_cuda_op *op) { return dispatch<1>(op); }

@@ -25,33 +25,33 @@ __device__ __forceinline__ void rs_axis(int in, int out, int align, int half, in
     *f = src - (float)*i0;
 }
 
-template <typename T>
-__global__ void resize_kernel(const T *__restrict__ x, T *__restrict__ y, size_t total, rs_shape s,
+template <typename T, typename I>
+__global__ void resize_kernel(const T *__restrict__ x, T *__restrict__ y, I total, rs_shape s,
                               kr_epilogue e)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
+         i += (I)gridDim.x * blockDim.x) {
         int k = (int)(i % s.ch);
-        size_t p = i / s.ch;
+        I p = i / s.ch;
         int ox = (int)(p % s.ow);
-        size_t q = p / s.ow;
+        I q = p / s.ow;
         int oy = (int)(q % s.oh);
-        size_t b = q / s.oh;
+        I b = q / s.oh;
         int y0, y1, x0, x1;
         float dy, dx;
         rs_axis(s.ih, s.oh, s.align, s.half, oy, &y0, &y1, &dy);
         rs_axis(s.iw, s.ow, s.align, s.half, ox, &x0, &x1, &dx);
-        const T *r0 = x + (b * s.ih + y0) * (size_t)s.iw * s.ch;
-        const T *r1 = x + (b * s.ih + y1) * (size_t)s.iw * s.ch;
-        float v = kr_ld(r0 + (size_t)x0 * s.ch + k) * (1 - dy) * (1 - dx) +
-                  kr_ld(r1 + (size_t)x0 * s.ch + k) * dy * (1 - dx) +
-                  kr_ld(r0 + (size_t)x1 * s.ch + k) * (1 - dy) * dx +
-                  kr_ld(r1 + (size_t)x1 * s.ch + k) * dy * dx;
+        const T *r0 = x + (b * s.ih + y0) * (I)s.iw * s.ch;
+        const T *r1 = x + (b * s.ih + y1) * (I)s.iw * s.ch;
+        float v = kr_ld(r0 + (I)x0 * s.ch + k) * (1 - dy) * (1 - dx) +
+                  kr_ld(r1 + (I)x0 * s.ch + k) * dy * (1 - dx) +
+                  kr_ld(r0 + (I)x1 * s.ch + k) * (1 - dy) * dx +
+                  kr_ld(r1 + (I)x1 * s.ch + k) * dy * dx;
         kr_st(y + i, kr_apply(e, v));
     }
 }
 
-template <typename T> static int launch(const kr_cuda_op *op)
+template <typename T, typename I> static int launch(const kr_cuda_op *op)
 {
     const kr_tensor *xt = kr_in_t(op, 0), *yt = kr_out_t(op);
     rs_shape s = {xt->dims[1], xt->dims[2], xt->dims[3], yt->dims[1], yt->dims[2],
@@ -60,9 +60,9 @@ template <typename T> static int launch(const kr_cuda_op *op)
     unsigned blocks = kr_blocks(total, 256);
     if (blocks > 65536u * 8)
         blocks = 65536u * 8;
-    resize_kernel<T><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
+    resize_kernel<T, I><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
         (const T *)op->in[0], (T *)op->out, total, s, kr_make_epilogue(op, 0));
     return (int)cudaGetLastError();
 }
 
-extern "C" int kr_cuda_resize_bilinear(const kr_cuda_op *op) { return KR_BY_TYPE(launch, op); }
+extern "C" int kr_cuda_resize_bilinear(const kr_cuda_op *op) { return KR_BY_TYPE_IDX(launch, op); }

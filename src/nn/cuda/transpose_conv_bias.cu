@@ -10,19 +10,19 @@ struct tc_shape {
     int ih, iw, ic, oh, ow, oc, kh, kw, sh, sw, pt, pl;
 };
 
-template <typename T>
+template <typename T, typename I>
 __global__ void tconv_kernel(const T *__restrict__ x, const float *__restrict__ w,
-                             const float *__restrict__ bias, T *__restrict__ y, size_t total,
+                             const float *__restrict__ bias, T *__restrict__ y, I total,
                              tc_shape s, kr_epilogue e)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
+         i += (I)gridDim.x * blockDim.x) {
         int o = (int)(i % s.oc);
-        size_t p = i / s.oc;
+        I p = i / s.oc;
         int ox = (int)(p % s.ow);
-        size_t q = p / s.ow;
+        I q = p / s.ow;
         int oy = (int)(q % s.oh);
-        size_t b = q / s.oh;
+        I b = q / s.oh;
         float acc = 0.0f;
         for (int ky = 0; ky < s.kh; ky++) {
             int ty = oy + s.pt - ky;
@@ -39,7 +39,7 @@ __global__ void tconv_kernel(const T *__restrict__ x, const float *__restrict__ 
                 if (ix >= s.iw)
                     continue;
                 const T *xp = x + ((b * s.ih + iy) * s.iw + ix) * s.ic;
-                const float *wp = w + (((size_t)o * s.kh + ky) * s.kw + kx) * s.ic;
+                const float *wp = w + (((I)o * s.kh + ky) * s.kw + kx) * s.ic;
                 for (int c = 0; c < s.ic; c++)
                     acc = fmaf(kr_ld(xp + c), kr_ld(wp + c), acc);
             }
@@ -48,7 +48,7 @@ __global__ void tconv_kernel(const T *__restrict__ x, const float *__restrict__ 
     }
 }
 
-template <typename T> static int launch(const kr_cuda_op *op)
+template <typename T, typename I> static int launch(const kr_cuda_op *op)
 {
     const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
     const kr_window_params *p = &op->node->p.window;
@@ -58,10 +58,10 @@ template <typename T> static int launch(const kr_cuda_op *op)
     unsigned blocks = kr_blocks(total, 256);
     if (blocks > 65536u * 8)
         blocks = 65536u * 8;
-    tconv_kernel<T><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
+    tconv_kernel<T, I><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
         (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2], (T *)op->out, total, s,
         kr_make_epilogue(op, 0));
     return (int)cudaGetLastError();
 }
 
-extern "C" int kr_cuda_transpose_conv_bias(const kr_cuda_op *op) { return KR_BY_TYPE(launch, op); }
+extern "C" int kr_cuda_transpose_conv_bias(const kr_cuda_op *op) { return KR_BY_TYPE_IDX(launch, op); }
