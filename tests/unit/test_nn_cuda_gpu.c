@@ -5,7 +5,11 @@
  *
  *  float32: |cuda - reference| <= 1e-3 * max(1, |reference|) on every output (absolute up to
  *           1, relative above: pose landmarks are pixels up to ~255 and segmentation logits
- *           reach the hundreds). The absolute maximum is printed.
+ *           reach the hundreds). The absolute maximum is printed. Exception, as in
+ *           tests/golden/test_reference_outputs.c: the pose models' body-mask logits (output
+ *           Identity_2) are ill-conditioned (one float ulp on the input moves them by ~0.01) and
+ *           are held to 5e-3 relative, the bound the cpu backend (float accumulation, like this
+ *           one) is held to.
  *  float16: on outputs in [0,1] (the segmentation masks) max abs <= 2e-2 and the masks
  *           thresholded at 0.5 agree on >= 99.5% of pixels; face detection gives the same faces
  *           (same count, IoU >= 0.9 each) after decoding; other outputs are printed.
@@ -192,8 +196,9 @@ static void test_models(void **state)
             keyer_model_output_info(model, i, &info, &err);
             printf("    output %d %-28s f32 max abs %.3g (rel %.3g)   f16 max abs %.3g (rel %.3g)",
                    i, info.name, a32, r32, a16, r16);
-            if (!(r32 <= 1e-3)) {
-                printf("  FAIL (f32 > 1e-3)");
+            double tol32 = strcmp(info.name, "Identity_2") == 0 ? 5e-3 : 1e-3;
+            if (!(r32 <= tol32)) {
+                printf("  FAIL (f32 > %.0e)", tol32);
                 failures++;
             }
             if (i == mc->mask_output) {
