@@ -4,7 +4,7 @@
  *
  *   contact_sheet [-o OUT.png] [--height H] PHOTO...
  *
- * One row per photo (default height 340 pixels):
+ * One row per photo (default height 300 pixels):
  *  - the photo with the detected faces (rounded boxes, the 6 keypoints, tracked "id N"
  *    labels), the body pose (skeleton and keypoints) and the k-nearest-neighbour graph (k = 3)
  *    of the face centres and visible body keypoints, drawn as curves;
@@ -288,7 +288,7 @@ static int usage(const char *argv0)
 int main(int argc, char **argv)
 {
     const char *out_path = "overlays_contact_sheet.png";
-    int height = 340, n_rows = 0;
+    int height = 300, n_rows = 0;
     row rows[MAX_PHOTOS];
     memset(rows, 0, sizeof(rows));
     for (int i = 1; i < argc; i++) {
