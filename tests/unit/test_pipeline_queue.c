@@ -386,16 +386,22 @@ static void test_reorder_in_order(void **state)
 typedef struct shuffler {
     kr_reorder *r;
     int count;
+    atomic_int taken;   /* items the consumer has taken */
+    atomic_int failed;  /* a put failed (checked by the main thread: no cmocka here) */
 } shuffler;
 
 static void *shuffle_main(void *arg)
 {
     shuffler *s = arg;
-    /* put in blocks of 4 reversed: 3 2 1 0 7 6 5 4 ... */
+    /* put in blocks of 4 reversed: 3 2 1 0 7 6 5 4 ...; a block goes in once the consumer has
+     * taken the previous one (the window holds 4: the pipeline's bounded queues guarantee the
+     * same, and a put beyond the window is an error by design) */
     for (int b = 0; b < s->count; b += 4) {
+        while (atomic_load(&s->taken) < b)
+            sleep_ms(1);
         for (int k = 3; k >= 0; k--)
-            if (b + k < s->count)
-                assert_int_equal(kr_reorder_put(s->r, b + k, P(b + k + 1), NULL), KEYER_OK);
+            if (b + k < s->count && kr_reorder_put(s->r, b + k, P(b + k + 1), NULL) != KEYER_OK)
+                atomic_store(&s->failed, 1);
         sleep_ms(1);
     }
     kr_reorder_finish(s->r, s->count);
@@ -411,7 +417,7 @@ static void test_reorder_threads_and_timeout(void **state)
     int64_t t0 = kr_clock_ns();
     assert_int_equal(kr_reorder_take_timed(r, &p, 30 * 1000000LL), KEYER_STATUS_AGAIN);
     assert_true(kr_clock_ns() - t0 >= 25 * 1000000LL);
-    shuffler s = {r, 102};
+    shuffler s = {r, 102, 0, 0};
     pthread_t t;
     pthread_create(&t, NULL, shuffle_main, &s);
     int got = 0;
@@ -419,7 +425,9 @@ static void test_reorder_threads_and_timeout(void **state)
     while ((st = kr_reorder_take(r, &p, 1)) == KEYER_OK) {
         assert_int_equal(I(p), got + 1);
         got++;
+        atomic_store(&s.taken, got);
     }
+    assert_int_equal(atomic_load(&s.failed), 0);
     assert_int_equal(st, KEYER_STATUS_END);
     assert_int_equal(got, 102);
     pthread_join(t, NULL);
