@@ -6,7 +6,8 @@
  *
  * Loads the model (a registry name such as "selfie", or a path to a .tflite file), creates a
  * runtime, fills every input with a fixed pattern, runs the warm-up iterations, then times each
- * iteration (run + synchronize) and reports the median and 90th-percentile latency, frames per
+ * iteration (run + synchronize) and reports the median, 90th- and 99th-percentile latency (nearest
+ * rank: with fewer than 100 iterations the 99th percentile is the slowest run), frames per
  * second (batch / median), achieved GFLOP/s (2 * MACs * batch / median) and the runtime's
  * arena and weight bytes. It also reports the CPU time of the whole process per timed
  * inference (all threads, CLOCK_PROCESS_CPUTIME_ID), which unlike the wall-clock figures does
@@ -228,8 +229,8 @@ static int bench_nn(int argc, char **argv)
     double median = a.iterations % 2 ? samples[a.iterations / 2]
                                      : 0.5 * (samples[a.iterations / 2 - 1] +
                                               samples[a.iterations / 2]);
-    size_t i90 = (size_t)ceil(0.9 * a.iterations);
-    double p90 = samples[i90 > 0 ? i90 - 1 : 0];
+    size_t i90 = (size_t)ceil(0.9 * a.iterations), i99 = (size_t)ceil(0.99 * a.iterations);
+    double p90 = samples[i90 > 0 ? i90 - 1 : 0], p99 = samples[i99 > 0 ? i99 - 1 : 0];
     double fps = median > 0 ? a.batch / median : 0.0;
     uint64_t macs = keyer_model_macs(model);
     double gflops = median > 0 ? 2.0 * (double)macs * a.batch / median * 1e-9 : 0.0;
@@ -245,18 +246,19 @@ static int bench_nn(int argc, char **argv)
         printf(", \"file\": ");
         json_string(stdout, path);
         printf(", \"backend\": \"%s\", \"threads\": %d, \"batch\": %d, \"iterations\": %d, "
-               "\"warmup\": %d, \"median_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, "
-               "\"cpu_ms\": %.4f, \"fps\": %.2f, \"macs\": %llu, \"gflops\": %.2f, "
-               "\"arena_bytes\": %zu, \"weight_bytes\": %zu}\n",
+               "\"warmup\": %d, \"median_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, "
+               "\"min_ms\": %.4f, \"cpu_ms\": %.4f, \"fps\": %.2f, \"macs\": %llu, "
+               "\"gflops\": %.2f, \"arena_bytes\": %zu, \"weight_bytes\": %zu}\n",
                keyer_backend_name(a.backend), threads, a.batch, a.iterations, a.warmup,
-               median * 1e3, p90 * 1e3, samples[0] * 1e3, cpu_ms, fps, (unsigned long long)macs,
-               gflops, arena, weights);
+               median * 1e3, p90 * 1e3, p99 * 1e3, samples[0] * 1e3, cpu_ms, fps,
+               (unsigned long long)macs, gflops, arena, weights);
     } else {
         printf("model       %s (%s)\n", a.model, path);
         printf("backend     %s, %d thread%s, batch %d\n", keyer_backend_name(a.backend), threads,
                threads == 1 ? "" : "s", a.batch);
-        printf("latency     median %.3f ms, p90 %.3f ms, min %.3f ms (%d runs after %d warm-up)\n",
-               median * 1e3, p90 * 1e3, samples[0] * 1e3, a.iterations, a.warmup);
+        printf("latency     median %.3f ms, p90 %.3f ms, p99 %.3f ms, min %.3f ms (%d runs after "
+               "%d warm-up)\n",
+               median * 1e3, p90 * 1e3, p99 * 1e3, samples[0] * 1e3, a.iterations, a.warmup);
         printf("cpu time    %.3f ms per inference (all threads)\n", cpu_ms);
         printf("throughput  %.1f frames/s\n", fps);
         printf("compute     %.1f M MACs per frame, %.1f GFLOP/s\n", (double)macs * 1e-6, gflops);
