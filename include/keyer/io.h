@@ -37,6 +37,15 @@
  * reports as damaged carry KEYER_FRAME_FLAG_CORRUPT and are counted in
  * keyer_reader_stats, packets it rejects are counted too, and reading goes on.
  *
+ * Logging: each reader and writer logs through the ::keyer_logger in its parameters, and
+ * FFmpeg's own messages (av_log) go there too while it is open, as "ffmpeg: [<context>]
+ * <text>" at the matching level (error, warning, info; FFmpeg's verbose is DEBUG, its
+ * debug and trace are TRACE), so with the default logger only FFmpeg's warnings and errors
+ * are printed. av_log's callback is process-global: keyer installs its own when the first
+ * reader or writer opens (a program that calls av_log_set_callback() afterwards takes
+ * FFmpeg's lines back), and while several are open, FFmpeg's lines go to the logger of the
+ * one opened last. When none is open, FFmpeg's default callback prints them as before.
+ *
  * Thread safety: a reader or writer is used by one thread at a time, except
  * keyer_reader_interrupt(), which any thread or a signal handler may call. A writer
  * that copies streams from a reader may run in another thread than the reader.
@@ -110,7 +119,11 @@ typedef struct keyer_reader_params {
     const char *input_format;
     /** Extra demuxer options, "key=value:key=value" ("framerate=30:video_size=640x480"); NULL: none. */
     const char *input_options;
-    const keyer_logger *logger; /**< NULL: warnings and errors to stderr */
+    /**
+     * Receives the reader's messages and FFmpeg's (see "Logging" above); must stay valid
+     * until keyer_reader_destroy(). NULL: warnings and errors to stderr.
+     */
+    const keyer_logger *logger;
     void *reserved[4];                /**< zero */
 } keyer_reader_params;
 
@@ -264,7 +277,11 @@ typedef struct keyer_writer_params {
     int fragmented;
     /** Extra encoder options "key=value:key=value" (e.g. "x264-params=keyint=60"); NULL: none. */
     const char *codec_options;
-    const keyer_logger *logger; /**< NULL: warnings and errors to stderr */
+    /**
+     * Receives the writer's messages and FFmpeg's (see "Logging" above); must stay valid
+     * until keyer_writer_destroy(). NULL: warnings and errors to stderr.
+     */
+    const keyer_logger *logger;
     void *reserved[4];          /**< zero */
 } keyer_writer_params;
 
@@ -344,8 +361,9 @@ keyer_sample_params keyer_sample_params_defaults(void);
  * Writes a short, real video for tests, demos and benchmarks: a slow pan and zoom over
  * the still image @p image_path (e.g. a photo; any format keyer_image_read() reads)
  * encoded with libavcodec, plus a sine-tone audio track, with frame i at pts i in time
- * base 1/frame_rate. Errors: from keyer_image_read(), UNSUPPORTED (encoder or muxer
- * missing), IO, INVALID_ARGUMENT; no file is left on failure.
+ * base 1/frame_rate. FFmpeg's warnings and errors meanwhile go to stderr through the
+ * default logger (see "Logging" above). Errors: from keyer_image_read(), UNSUPPORTED (encoder
+ * or muxer missing), IO, INVALID_ARGUMENT; no file is left on failure.
  */
 keyer_status keyer_video_write_sample(const char *path, const char *image_path,
                                       const keyer_sample_params *params, keyer_error *err);

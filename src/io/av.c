@@ -2,6 +2,7 @@
 #include "io/av.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 
 #include <libavutil/error.h>
 #include <libavutil/imgutils.h>
+#include <libavutil/log.h>
 #include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
 
@@ -343,4 +345,101 @@ void kr_convert_free(kr_converter *c)
         return;
     sws_freeContext(c->sws);
     memset(c, 0, sizeof(*c));
+}
+
+/* ---- FFmpeg's log lines into keyer's loggers (see av.h) ------------------------------------ */
+
+typedef struct log_entry {
+    const void *owner; /* NULL: free slot */
+    const keyer_logger *logger;
+    unsigned long serial; /* order of attachment: the largest is the newest */
+} log_entry;
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static log_entry log_entries[KR_AV_LOG_MAX];
+static unsigned long log_serial;
+static _Thread_local int log_inside; /* this thread is forwarding a line already */
+
+static keyer_log_level keyer_level(int av_level)
+{
+    if (av_level <= AV_LOG_ERROR)
+        return KEYER_LOG_ERROR;
+    if (av_level <= AV_LOG_WARNING)
+        return KEYER_LOG_WARNING;
+    if (av_level <= AV_LOG_INFO)
+        return KEYER_LOG_INFO;
+    if (av_level <= AV_LOG_VERBOSE)
+        return KEYER_LOG_DEBUG;
+    return KEYER_LOG_TRACE;
+}
+
+static void log_callback(void *avcl, int level, const char *fmt, va_list ap)
+{
+    int av_level = level & 0xff; /* the bits above are av_log's colour hints */
+    if (level < 0 || log_inside) {
+        av_log_default_callback(avcl, level, fmt, ap);
+        return;
+    }
+    pthread_mutex_lock(&log_lock);
+    const log_entry *e = NULL;
+    for (int i = 0; i < KR_AV_LOG_MAX; i++)
+        if (log_entries[i].owner && (!e || log_entries[i].serial > e->serial))
+            e = &log_entries[i];
+    if (!e) {
+        pthread_mutex_unlock(&log_lock);
+        av_log_default_callback(avcl, level, fmt, ap);
+        return;
+    }
+    keyer_logger lg = e->logger ? *e->logger : keyer_logger_default();
+    keyer_log_level kl = keyer_level(av_level);
+    if (kl <= lg.level) {
+        char text[1024];
+        vsnprintf(text, sizeof(text), fmt, ap);
+        size_t n = strlen(text);
+        while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r'))
+            text[--n] = '\0';
+        const AVClass *avc = avcl ? *(const AVClass *const *)avcl : NULL;
+        const char *ctx = avc && avc->item_name ? avc->item_name(avcl) : NULL;
+        if (n > 0) {
+            log_inside = 1;
+            if (ctx)
+                keyer_log(&lg, kl, "ffmpeg: [%s] %s", ctx, text);
+            else
+                keyer_log(&lg, kl, "ffmpeg: %s", text);
+            log_inside = 0;
+        }
+    }
+    pthread_mutex_unlock(&log_lock);
+}
+
+static void log_install(void) { av_log_set_callback(log_callback); }
+
+int kr_av_log_attach(const void *owner, const keyer_logger *logger)
+{
+    if (!owner)
+        return -1;
+    pthread_once(&log_once, log_install);
+    int rc = -1;
+    pthread_mutex_lock(&log_lock);
+    for (int i = 0; i < KR_AV_LOG_MAX; i++) {
+        if (!log_entries[i].owner) {
+            log_entries[i] = (log_entry){owner, logger, ++log_serial};
+            rc = 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&log_lock);
+    return rc;
+}
+
+void kr_av_log_detach(const void *owner)
+{
+    if (!owner)
+        return;
+    pthread_mutex_lock(&log_lock);
+    for (int i = 0; i < KR_AV_LOG_MAX; i++)
+        if (log_entries[i].owner == owner)
+            log_entries[i] = (log_entry){0};
+    pthread_mutex_unlock(&log_lock);
 }

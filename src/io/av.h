@@ -1,7 +1,8 @@
 /*
  * Helpers shared by keyer's FFmpeg-based I/O (image.c, reader.c, writer.c, ...):
  * libav error codes to keyer statuses, pixel-format and colour-metadata mapping,
- * input path checks, and a cached libswscale converter.
+ * input path checks, a cached libswscale converter, and the routing of FFmpeg's own log
+ * lines (av_log) into the logger of the reader or writer that is alive.
  *
  * Internal: symbols are prefixed kr_av_ / kr_convert_ and not part of the public API.
  */
@@ -12,6 +13,7 @@
 #include <libavutil/pixfmt.h>
 
 #include "keyer/frame.h"
+#include "keyer/log.h"
 #include "keyer/status.h"
 
 struct SwsContext;
@@ -82,5 +84,35 @@ keyer_status kr_convert(kr_converter *c, const kr_image *src, const kr_image *ds
                         keyer_error *err);
 /** Frees the libswscale context; the converter can be reused afterwards. */
 void kr_convert_free(kr_converter *c);
+
+/*
+ * FFmpeg's log lines. av_log_set_callback() is process-global, so keyer installs one callback
+ * (once, when the first reader or writer attaches) and keeps a small registry, guarded by a
+ * mutex, of the loggers of the readers and writers alive. Each FFmpeg line goes to the logger
+ * attached last that is still attached, as "ffmpeg: [<context>] <text>" (no trailing newline)
+ * at the mapped level: panic/fatal/error -> ERROR, warning -> WARNING, info -> INFO,
+ * verbose -> DEBUG, debug/trace -> TRACE; the logger's level filters it (a NULL logger:
+ * warnings and errors to stderr). With nothing attached, lines go to av_log_default_callback
+ * as if keyer had installed nothing. No allocation per line: the text is formatted into a
+ * stack buffer (long lines are cut); each av_log call is one line (FFmpeg's rare messages
+ * built from several calls arrive in pieces; empty pieces are dropped). The callback holds
+ * the registry's mutex while it forwards, so a detached logger is never called afterwards;
+ * a line logged from inside a logger callback goes to av_log_default_callback instead of
+ * recursing.
+ */
+
+/** Number of readers and writers whose loggers can be attached at once (more: not attached). */
+#define KR_AV_LOG_MAX 64
+
+/**
+ * Attaches @p logger (NULL: the default logger) for FFmpeg's lines on behalf of @p owner (the
+ * reader or writer; a key only). @p logger must stay valid until kr_av_log_detach(@p owner).
+ * Returns 0, or -1 when the registry is full (then @p owner's lines go to another attached
+ * logger or to FFmpeg's default callback).
+ */
+int kr_av_log_attach(const void *owner, const keyer_logger *logger);
+/** Detaches @p owner's logger (nothing if it is not attached). Call after freeing its libav
+ * contexts, since their threads may log until then. */
+void kr_av_log_detach(const void *owner);
 
 #endif /* KEYER_IO_AV_H */

@@ -642,6 +642,7 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
     pthread_mutex_init(&r->q.lock, NULL);
     atomic_init(&r->interrupt, 0);
     r->logger = p.logger;
+    kr_av_log_attach(r, r->logger); /* FFmpeg's own lines go to this logger (see av.h) */
     r->want = p.format;
     r->keep_streams = p.keep_streams;
     r->last_pts = INT64_MIN;
@@ -881,5 +882,6 @@ void keyer_reader_destroy(keyer_reader **pr)
     free(r->url);
     free(r->input_format);
     free(r->input_options);
+    kr_av_log_detach(r); /* after every libav context (and its threads) is gone */
     free(r);
 }

@@ -257,10 +257,11 @@ keyer_status keyer_video_write_sample(const char *path, const char *image_path,
     keyer_frame *rgb = NULL;
     kr_converter conv = {0}, conv2 = {0};
     int opened_file = 0, created = 0;
-    keyer_status st = keyer_frame_create(&img, err);
-    if (st)
-        return st;
-    if ((st = keyer_frame_create(&rgb, err)) ||
+    /* FFmpeg's lines (libx264 reports its settings at info level) go to the default logger:
+     * warnings and errors to stderr (see av.h). */
+    kr_av_log_attach(&s, NULL);
+    keyer_status st = KEYER_OK;
+    if ((st = keyer_frame_create(&img, err)) || (st = keyer_frame_create(&rgb, err)) ||
         (st = keyer_frame_alloc(rgb, KEYER_PIXEL_FORMAT_RGB24, p.width, p.height, NULL, err)))
         goto fail;
     st = keyer_image_read(image_path, KEYER_PIXEL_FORMAT_RGB24, img, err);
@@ -381,5 +382,6 @@ fail:
     avcodec_free_context(&s.aenc);
     avformat_free_context(s.oc);
     keyer_frame_destroy(&img);
+    kr_av_log_detach(&s);
     return st;
 }

@@ -677,6 +677,7 @@ keyer_status keyer_writer_open(const char *path, const keyer_writer_params *para
     }
     memcpy(w->path, path, n);
     w->logger = p.logger;
+    kr_av_log_attach(w, w->logger); /* FFmpeg's own lines go to this logger (see av.h) */
     w->width = p.width;
     w->height = p.height;
     w->frame_tb = (AVRational){p.frame_rate.den, p.frame_rate.num};
@@ -1104,5 +1105,6 @@ void keyer_writer_destroy(keyer_writer **pw)
     av_packet_free(&w->cpkt);
     avformat_free_context(w->oc);
     free(w->path);
+    kr_av_log_detach(w); /* after every libav context (and its threads) is gone */
     free(w);
 }
