@@ -22,8 +22,6 @@ template <typename T, typename I> static int unary(const kr_cuda_op *op, kr_cuda
         return (int)cudaErrorInvalidValue;
     e.post = (int)f;
     unsigned blocks = kr_blocks(total, 256);
-    if (blocks > 65536u * 8)
-        blocks = 65536u * 8;
     unary_kernel<T, I><<<blocks, 256, 0, (cudaStream_t)op->stream>>>((const T *)op->in[0], (T *)op->out,
                                                                   total, e);
     return (int)cudaGetLastError();

@@ -93,8 +93,6 @@ template <typename T, int F, typename I> static int binary_launch(const kr_cuda_
     bcast w;
     size_t total = bcast_init(op, &w);
     unsigned blocks = kr_blocks(total, 256);
-    if (blocks > 65536u * 8)
-        blocks = 65536u * 8;
     binary_kernel<T, F, I><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
         (const T *)op->in[0], (const T *)op->in[1], (T *)op->out, total, w,
         kr_make_epilogue(op, F != 2));

@@ -63,10 +63,12 @@ static inline size_t kr_elems(const kr_cuda_op *op, const kr_tensor *t)
         n *= (size_t)kr_dim(op, t, d);
     return n;
 }
+/* Blocks for @p n elements at @p threads per block, at most 524288: the element-wise kernels
+ * stride over the grid, so larger tensors take several passes instead of more blocks. */
 static inline unsigned kr_blocks(size_t n, unsigned threads)
 {
     size_t b = (n + threads - 1) / threads;
-    return (unsigned)(b > 0x7fffffff ? 0x7fffffff : (b ? b : 1));
+    return (unsigned)(b > 65536u * 8 ? 65536u * 8 : (b ? b : 1));
 }
 
 /* Whether every activation tensor of the node has fewer than 2^31 elements at the run's batch:

@@ -44,8 +44,6 @@ template <typename T, typename I> static int launch(const kr_cuda_op *op)
     a.out_block = (long long)kr_dim(op, yt, axis) * inner;
     size_t total = kr_elems(op, yt);
     unsigned blocks = kr_blocks(total, 256);
-    if (blocks > 65536u * 8)
-        blocks = 65536u * 8;
     cat_kernel<T, I><<<blocks, 256, 0, (cudaStream_t)op->stream>>>((T *)op->out, total, a);
     return (int)cudaGetLastError();
 }

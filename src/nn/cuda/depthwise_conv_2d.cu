@@ -51,8 +51,6 @@ template <typename T, typename I> static int launch(const kr_cuda_op *op)
                   p->dilation_w, p->pad_top, p->pad_left, p->depth_multiplier > 0 ? p->depth_multiplier : 1};
     size_t total = kr_elems(op, yt);
     unsigned blocks = kr_blocks(total, 256);
-    if (blocks > 65536u * 8)
-        blocks = 65536u * 8;
     dw_kernel<T, I><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
         (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2], (T *)op->out, total, s,
         kr_make_epilogue(op, 1));

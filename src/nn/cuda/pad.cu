@@ -38,8 +38,6 @@ template <typename T, typename I> static int launch(const kr_cuda_op *op)
     }
     size_t total = kr_elems(op, yt);
     unsigned blocks = kr_blocks(total, 256);
-    if (blocks > 65536u * 8)
-        blocks = 65536u * 8;
     pad_kernel<T, I><<<blocks, 256, 0, (cudaStream_t)op->stream>>>((const T *)op->in[0], (T *)op->out,
                                                                 total, s);
     return (int)cudaGetLastError();

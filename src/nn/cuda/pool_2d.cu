@@ -84,8 +84,6 @@ template <typename T, int MAX, typename I> static int launch(const kr_cuda_op *o
     }
     size_t total = kr_elems(op, yt);
     unsigned blocks = kr_blocks(total, 256);
-    if (blocks > 65536u * 8)
-        blocks = 65536u * 8;
     pool_kernel<T, MAX, I><<<blocks, 256, 0, stream>>>((const T *)op->in[0], (T *)op->out,
                                                        (I)total, s, kr_make_epilogue(op, 1));
     return (int)cudaGetLastError();

@@ -58,8 +58,6 @@ template <typename T, typename I> static int launch(const kr_cuda_op *op)
                   op->node->p.resize.align_corners, op->node->p.resize.half_pixel_centers};
     size_t total = kr_elems(op, yt);
     unsigned blocks = kr_blocks(total, 256);
-    if (blocks > 65536u * 8)
-        blocks = 65536u * 8;
     resize_kernel<T, I><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
         (const T *)op->in[0], (T *)op->out, total, s, kr_make_epilogue(op, 0));
     return (int)cudaGetLastError();
