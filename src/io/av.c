@@ -374,6 +374,8 @@ static keyer_log_level keyer_level(int av_level)
     return KEYER_LOG_TRACE;
 }
 
+/* av_log's format strings come from FFmpeg; the attribute lets -Wformat check them as such. */
+__attribute__((format(printf, 3, 0)))
 static void log_callback(void *avcl, int level, const char *fmt, va_list ap)
 {
     int av_level = level & 0xff; /* the bits above are av_log's colour hints */
