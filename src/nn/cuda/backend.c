@@ -18,7 +18,8 @@
  * that node's kernel as its post function, and the producer writes straight into the
  * activation's output tensor. Convolutions always apply bias and their fused clamp in the
  * epilogue. The fold is skipped when the activation's output storage overlaps one of the
- * producer's inputs (the planner may reuse memory across the two nodes).
+ * producer's inputs (the planner may reuse memory across the two nodes), except where an
+ * element-wise producer's input occupies exactly the same bytes (an in-place update).
  */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
@@ -187,6 +188,23 @@ static int overlaps(const kr_backend_instance *inst, int a, int b)
     return a0 < b1 && b0 < a1;
 }
 
+/* Whether tensors a and b occupy exactly the same arena bytes (an element-wise kernel may then
+ * read one and write the other: each element is read and written by the same thread). */
+static int same_place(const kr_backend_instance *inst, int a, int b)
+{
+    const kr_graph *g = inst->graph;
+    int sa = kr_tensor_storage(g, a), sb = kr_tensor_storage(g, b);
+    return !kr_tensor_is_const(&g->tensors[sa]) && !kr_tensor_is_const(&g->tensors[sb]) &&
+           inst->offsets[sa] == inst->offsets[sb] &&
+           kr_tensor_bytes(&g->tensors[sa], inst->batch) ==
+               kr_tensor_bytes(&g->tensors[sb], inst->batch);
+}
+
+static int is_elementwise(kr_op op)
+{
+    return op == KR_OP_ADD || op == KR_OP_MUL || op == KR_OP_PRELU;
+}
+
 /* The fusion pass (see the file comment). */
 static void plan_folds(kr_backend_instance *inst)
 {
@@ -204,7 +222,8 @@ static void plan_folds(kr_backend_instance *inst)
             viewed = g->tensors[v].view_of == t;
         int clash = 0;
         for (int i = 0; i < a->n_inputs && !clash; i++)
-            clash = a->inputs[i] >= 0 && overlaps(inst, a->inputs[i], b->outputs[0]);
+            clash = a->inputs[i] >= 0 && overlaps(inst, a->inputs[i], b->outputs[0]) &&
+                    !(is_elementwise(a->op) && same_place(inst, a->inputs[i], b->outputs[0]));
         if (viewed || clash)
             continue;
         inst->ops[n].out = dev_ptr(inst, b->outputs[0]);

@@ -1,101 +1,192 @@
 /*
- * The NumPy-broadcasting walk shared by ADD, MUL and PRELU (as src/nn/reference/common.h):
- * operand shapes are right-aligned to the output's rank; an operand axis of extent 1 against a
- * larger output extent has stride 0. One thread per output element; when both operands have the
- * output's shape the index walk is skipped.
+ * The element-wise binary kernel shared by ADD, MUL and PRELU, with NumPy broadcasting (as
+ * src/nn/reference/common.h): operand shapes are right-aligned to the output's rank; an operand
+ * axis of extent 1 against a larger output extent does not advance.
+ *
+ * The launcher picks one of four index schemes on the host, so the kernels never walk a shape
+ * they do not need to:
+ *  - SAME: both operands have the output's shape (residual adds): flat.
+ *  - CHAN_B / CHAN_A: one operand is full, the other varies at most along the last axis and the
+ *    batch axis (per-channel scales of squeeze-and-excitation, scalars, PReLU alphas): its
+ *    offset is (i / per_batch) * stride + i % C.
+ *  - GENERAL: the broadcast walk over KR_MAX_DIMS axes (shapes left-padded with 1), unrolled so
+ *    that the shape stays in kernel parameters (a loop with a run-time bound put the shape in
+ *    local memory: 112 bytes per thread, and the kernels were bound by that traffic).
+ * The flat and per-channel schemes move 4 elements per thread and iteration (float4, or four
+ * halves in 8 bytes) when the sizes and pointers allow.
  */
 #ifndef KEYER_NN_CUDA_BINARY_CUH
 #define KEYER_NN_CUDA_BINARY_CUH
 
 #include "nn/cuda/common.cuh"
 
+enum { BIN_GENERAL = 0, BIN_SAME, BIN_CHAN_B, BIN_CHAN_A };
+
 struct bcast {
-    int rank;
-    int dims[KR_MAX_DIMS];
+    int dims[KR_MAX_DIMS];            /* output, left-padded with 1 */
     long long sa[KR_MAX_DIMS], sb[KR_MAX_DIMS];
-    int mode; /* 0 general, 1 both operands have the output's shape */
+    unsigned long long per_batch;     /* output elements per item of the first axis */
+    int c;                            /* output's last extent */
+    int cn;                           /* the per-channel operand's last extent (c or 1) */
+    int batched;                      /* the per-channel operand advances along the first axis */
 };
 
-static inline void bcast_strides(const kr_cuda_op *op, const kr_tensor *t, const bcast *w,
+/* Strides of operand @p t against the padded output shape @p dims (0 on broadcast axes). */
+static inline void bcast_strides(const kr_cuda_op *op, const kr_tensor *t, const int *dims,
                                  long long *strides)
 {
-    int shift = w->rank - t->rank;
+    int shift = KR_MAX_DIMS - t->rank;
     long long s = 1;
-    for (int d = w->rank - 1; d >= 0; d--) {
+    for (int d = KR_MAX_DIMS - 1; d >= 0; d--) {
         int td = d - shift;
         int extent = td >= 0 ? kr_dim(op, t, td) : 1;
-        strides[d] = (extent == 1 && w->dims[d] != 1) ? 0 : s;
+        strides[d] = (extent == 1 && dims[d] != 1) ? 0 : s;
         s *= extent;
     }
 }
 
-static inline size_t bcast_init(const kr_cuda_op *op, bcast *w)
+/* Whether operand @p t, against output @p yt, varies only along the last axis and the first
+ * axis; sets @p cn (its last extent) and @p batched. */
+static inline int per_channel(const kr_cuda_op *op, const kr_tensor *t, const kr_tensor *yt,
+                              int *cn, int *batched)
 {
-    const kr_tensor *yt = kr_out_t(op);
-    size_t total = 1;
-    w->rank = yt->rank;
-    for (int d = 0; d < w->rank; d++) {
-        w->dims[d] = kr_dim(op, yt, d);
-        total *= (size_t)w->dims[d];
+    if (t->rank > yt->rank || yt->rank < 1)
+        return 0;
+    int shift = yt->rank - t->rank;
+    *cn = 1;
+    *batched = 0;
+    for (int d = 0; d < t->rank; d++) {
+        int od = d + shift, e = kr_dim(op, t, d), oe = kr_dim(op, yt, od);
+        if (e == 1 || e != oe)
+            continue; /* e != oe cannot pass validation; treated as broadcast */
+        if (od == yt->rank - 1)
+            *cn = e;
+        else if (od == 0)
+            *batched = 1;
+        else
+            return 0;
     }
-    bcast_strides(op, kr_in_t(op, 0), w, w->sa);
-    bcast_strides(op, kr_in_t(op, 1), w, w->sb);
-    int same = 1;
-    long long s = 1;
-    for (int d = w->rank - 1; d >= 0; d--) {
-        if (w->sa[d] != s || w->sb[d] != s)
-            same = 0;
-        s *= w->dims[d];
+    return 1;
+}
+
+/* Chooses the scheme; returns the element count. */
+static inline size_t bcast_init(const kr_cuda_op *op, bcast *w, int *mode, int commutative)
+{
+    const kr_tensor *yt = kr_out_t(op), *at = kr_in_t(op, 0), *bt = kr_in_t(op, 1);
+    size_t total = kr_elems(op, yt);
+    int shift = KR_MAX_DIMS - yt->rank;
+    for (int d = 0; d < KR_MAX_DIMS; d++)
+        w->dims[d] = d < shift ? 1 : kr_dim(op, yt, d - shift);
+    bcast_strides(op, at, w->dims, w->sa);
+    bcast_strides(op, bt, w->dims, w->sb);
+    int c = yt->rank ? kr_dim(op, yt, yt->rank - 1) : 1;
+    int n0 = yt->rank ? kr_dim(op, yt, 0) : 1;
+    w->c = c;
+    w->per_batch = total / (size_t)(n0 ? n0 : 1);
+    if (kr_elems(op, at) == total && kr_elems(op, bt) == total) {
+        *mode = BIN_SAME;
+    } else if (kr_elems(op, at) == total && per_channel(op, bt, yt, &w->cn, &w->batched)) {
+        *mode = BIN_CHAN_B;
+    } else if (commutative && kr_elems(op, bt) == total &&
+               per_channel(op, at, yt, &w->cn, &w->batched)) {
+        *mode = BIN_CHAN_A;
+    } else {
+        *mode = BIN_GENERAL;
     }
-    w->mode = same ? 1 : 0;
     return total;
 }
 
-/* Offsets of output element i in a and b. */
-template <typename I>
-__device__ __forceinline__ void bcast_offsets(const bcast &w, I i, I *ia, I *ib)
+template <int F> __device__ __forceinline__ float bin_op(float a, float b)
 {
-    I a = 0, b = 0;
-    for (int d = w.rank - 1; d >= 0; d--) {
-        I q = i / (I)w.dims[d];
-        I r = i - q * (I)w.dims[d];
-        a += r * (I)w.sa[d];
-        b += r * (I)w.sb[d];
-        i = q;
-    }
-    *ia = a;
-    *ib = b;
+    if (F == 0)
+        return a + b;
+    if (F == 1)
+        return a * b;
+    return a >= 0.0f ? a : a * b;
 }
 
-/* F: 0 add, 1 mul, 2 prelu (b is alpha). */
 template <typename T, int F, typename I>
-__global__ void binary_kernel(const T *__restrict__ a, const T *__restrict__ b, T *__restrict__ y,
-                              I total, bcast w, kr_epilogue e)
+__global__ void binary_general(const T *__restrict__ a, const T *__restrict__ b,
+                               T *__restrict__ y, I total, bcast w, kr_epilogue e)
 {
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
          i += (I)gridDim.x * blockDim.x) {
-        I ia = i, ib = i;
-        if (w.mode == 0)
-            bcast_offsets(w, i, &ia, &ib);
-        float va = kr_ld(a + ia), vb = kr_ld(b + ib), v;
-        if (F == 0)
-            v = va + vb;
-        else if (F == 1)
-            v = va * vb;
-        else
-            v = va >= 0.0f ? va : va * vb;
-        kr_st(y + i, kr_apply(e, v));
+        I ia = 0, ib = 0, r = i;
+#pragma unroll
+        for (int d = KR_MAX_DIMS - 1; d >= 0; d--) {
+            I q = r / (I)w.dims[d];
+            I x = r - q * (I)w.dims[d];
+            ia += x * (I)w.sa[d];
+            ib += x * (I)w.sb[d];
+            r = q;
+        }
+        kr_st(y + i, kr_apply(e, bin_op<F>(kr_ld(a + ia), kr_ld(b + ib))));
     }
 }
 
+/* SAME, CHAN_B or CHAN_A; V elements per step (1 or 4). In CHAN_A the launcher passes the
+ * operands swapped (full one first) and the kernel restores their order for the operation. */
+template <typename T, int F, int MODE, int V, typename I>
+__global__ void binary_flat(const T *__restrict__ full, const T *__restrict__ other,
+                            T *__restrict__ y, I total, bcast w, kr_epilogue e)
+{
+    I step = (I)gridDim.x * blockDim.x * V;
+    for (I i = (blockIdx.x * (I)blockDim.x + threadIdx.x) * V; i < total; i += step) {
+        float va[V], vb[V], vy[V];
+        kr_ldv<V>(full + i, va);
+        if (MODE == BIN_SAME) {
+            kr_ldv<V>(other + i, vb);
+        } else {
+            I base = w.batched ? (I)(i / (I)w.per_batch) * (I)w.cn : 0;
+            if (w.cn == 1) {
+                float s = kr_ld(other + base);
+#pragma unroll
+                for (int k = 0; k < V; k++)
+                    vb[k] = s;
+            } else {
+                kr_ldv<V>(other + base + i % (I)w.c, vb);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            vy[k] = kr_apply(e, MODE == BIN_CHAN_A ? bin_op<F>(vb[k], va[k]) : bin_op<F>(va[k], vb[k]));
+        kr_stv<V>(y + i, vy);
+    }
+}
+
+template <typename T, int F, int MODE, typename I>
+static void binary_flat_launch(const kr_cuda_op *op, const T *full, const T *other, size_t total,
+                               const bcast &w, kr_epilogue e)
+{
+    cudaStream_t st = (cudaStream_t)op->stream;
+    int vec = total % 4 == 0 && kr_aligned(full, 4 * sizeof(T)) &&
+              kr_aligned(op->out, 4 * sizeof(T)) &&
+              (MODE == BIN_SAME ? kr_aligned(other, 4 * sizeof(T))
+                                : (w.c % 4 == 0 && (w.cn == 1 || kr_aligned(other, 4 * sizeof(T)))));
+    if (vec)
+        binary_flat<T, F, MODE, 4, I><<<kr_blocks(total / 4, 256), 256, 0, st>>>(
+            full, other, (T *)op->out, (I)total, w, e);
+    else
+        binary_flat<T, F, MODE, 1, I><<<kr_blocks(total, 256), 256, 0, st>>>(
+            full, other, (T *)op->out, (I)total, w, e);
+}
+
+/* F: 0 add, 1 mul, 2 prelu (b is alpha). */
 template <typename T, int F, typename I> static int binary_launch(const kr_cuda_op *op)
 {
     bcast w;
-    size_t total = bcast_init(op, &w);
-    unsigned blocks = kr_blocks(total, 256);
-    binary_kernel<T, F, I><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
-        (const T *)op->in[0], (const T *)op->in[1], (T *)op->out, total, w,
-        kr_make_epilogue(op, F != 2));
+    int mode;
+    size_t total = bcast_init(op, &w, &mode, F != 2);
+    const T *a = (const T *)op->in[0], *b = (const T *)op->in[1];
+    kr_epilogue e = kr_make_epilogue(op, F != 2);
+    switch (mode) {
+    case BIN_SAME: binary_flat_launch<T, F, BIN_SAME, I>(op, a, b, total, w, e); break;
+    case BIN_CHAN_B: binary_flat_launch<T, F, BIN_CHAN_B, I>(op, a, b, total, w, e); break;
+    case BIN_CHAN_A: binary_flat_launch<T, F, BIN_CHAN_A, I>(op, b, a, total, w, e); break;
+    default:
+        binary_general<T, F, I><<<kr_blocks(total, 256), 256, 0, (cudaStream_t)op->stream>>>(
+            a, b, (T *)op->out, (I)total, w, e);
+    }
     return (int)cudaGetLastError();
 }
 

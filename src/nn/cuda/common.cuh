@@ -17,6 +17,54 @@ __device__ __forceinline__ float kr_ld(const __half *p) { return __half2float(*p
 __device__ __forceinline__ void kr_st(float *p, float v) { *p = v; }
 __device__ __forceinline__ void kr_st(__half *p, float v) { *p = __float2half_rn(v); }
 
+/* V consecutive elements (V = 1 or 4; the caller guarantees 4 * sizeof(T) alignment for 4). */
+template <int V> __device__ __forceinline__ void kr_ldv(const float *p, float *v)
+{
+    if (V == 4) {
+        float4 q = *reinterpret_cast<const float4 *>(p);
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+    } else {
+        for (int k = 0; k < V; k++)
+            v[k] = p[k];
+    }
+}
+template <int V> __device__ __forceinline__ void kr_ldv(const __half *p, float *v)
+{
+    if (V == 4) {
+        uint2 q = *reinterpret_cast<const uint2 *>(p);
+        float2 lo = __half22float2(*reinterpret_cast<const __half2 *>(&q.x));
+        float2 hi = __half22float2(*reinterpret_cast<const __half2 *>(&q.y));
+        v[0] = lo.x, v[1] = lo.y, v[2] = hi.x, v[3] = hi.y;
+    } else {
+        for (int k = 0; k < V; k++)
+            v[k] = __half2float(p[k]);
+    }
+}
+template <int V> __device__ __forceinline__ void kr_stv(float *p, const float *v)
+{
+    if (V == 4) {
+        *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    } else {
+        for (int k = 0; k < V; k++)
+            p[k] = v[k];
+    }
+}
+template <int V> __device__ __forceinline__ void kr_stv(__half *p, const float *v)
+{
+    if (V == 4) {
+        __half2 lo = __floats2half2_rn(v[0], v[1]), hi = __floats2half2_rn(v[2], v[3]);
+        uint2 q;
+        q.x = *reinterpret_cast<const unsigned *>(&lo);
+        q.y = *reinterpret_cast<const unsigned *>(&hi);
+        *reinterpret_cast<uint2 *>(p) = q;
+    } else {
+        for (int k = 0; k < V; k++)
+            p[k] = __float2half_rn(v[k]);
+    }
+}
+
+static inline int kr_aligned(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
+
 /* The node's own fused activation as a clamp, then the folded following activation. */
 struct kr_epilogue {
     float lo, hi;

@@ -5,16 +5,17 @@
  * the input); a 1x1, stride-1, unpadded convolution reads X directly (the pointwise fast path,
  * most of the MACs in the MediaPipe models).
  *
- * Tiling: a 256-thread block computes a 64 x 64 tile of Y, stepping K by 16 through shared
- * memory; each thread accumulates a 4 x 4 sub-tile in float registers. Loads are coalesced along
- * k (the innermost, contiguous axis of both X and W). Half-precision instances load __half and
- * convert in the shared-memory fill; accumulation is float; the epilogue adds the bias, applies
- * the fused clamp and the folded activation, and stores T.
+ * Tiling: a 256-thread block computes a BM x BN tile of Y, stepping K by 16 through shared
+ * memory; each thread accumulates a 4 x 4 sub-tile in float registers. BN follows the layer's
+ * output channels (16, 32 or 64; BM = 4096 / BN) so that the narrow layers of the MediaPipe
+ * models (16 or 24 channels at the highest resolutions) do not compute a 64-wide tile of which
+ * three quarters is thrown away. Loads are coalesced along k (the innermost, contiguous axis of
+ * both X and W); shared-memory rows are padded by 4 floats against bank conflicts. Half-precision
+ * instances load __half and convert in the shared-memory fill; accumulation is float; the
+ * epilogue adds the bias, applies the fused clamp and the folded activation, and stores T.
  */
 #include "nn/cuda/common.cuh"
 
-#define BM 64
-#define BN 64
 #define BK 16
 
 struct conv_shape {
@@ -41,23 +42,28 @@ __device__ __forceinline__ float gather(const T *__restrict__ x, const conv_shap
     return kr_ld(x + (((size_t)b * s.ih + iy) * s.iw + ix) * s.ic + ic);
 }
 
-template <typename T>
+template <typename T, int BN>
 __global__ void __launch_bounds__(256) conv_gemm(const T *__restrict__ x, const float *__restrict__ w,
                                                  const float *__restrict__ bias, T *__restrict__ y,
                                                  conv_shape s, kr_epilogue e)
 {
-    __shared__ __align__(16) float As[BK][BM];
-    __shared__ __align__(16) float Bs[BK][BN];
+    constexpr int TX = BN / 4, TY = 256 / TX, BM = TY * 4;
+    __shared__ __align__(16) float As[BK][BM + 4];
+    __shared__ __align__(16) float Bs[BK][BN + 4];
     int tid = threadIdx.x;
     int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-    int tx = tid % 16, ty = tid / 16;
+    int tx = tid % TX, ty = tid / TX;
     float acc[4][4] = {};
-    int lk = tid % BK, lr = tid / BK; /* loader: k and the first of 4 rows (stride 16) */
+    int lk = tid % BK, lr = tid / BK; /* loader: k and the first of the rows (stride 16) */
     for (int k0 = 0; k0 < s.K; k0 += BK) {
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < BM / 16; i++) {
             int r = lr + 16 * i;
             As[lk][r] = gather(x, s, m0 + r, k0 + lk);
+        }
+#pragma unroll
+        for (int i = 0; i < BN / 16; i++) {
+            int r = lr + 16 * i;
             int n = n0 + r, k = k0 + lk;
             Bs[lk][r] = (n < s.oc && k < s.K) ? kr_ld(w + (size_t)n * s.K + k) : 0.0f;
         }
@@ -89,6 +95,15 @@ __global__ void __launch_bounds__(256) conv_gemm(const T *__restrict__ x, const 
     }
 }
 
+template <typename T, int BN> static void launch_bn(const kr_cuda_op *op, const conv_shape &s)
+{
+    constexpr int BM = 4096 / BN;
+    dim3 grid((unsigned)((s.M + BM - 1) / BM), (unsigned)((s.oc + BN - 1) / BN));
+    conv_gemm<T, BN><<<grid, 256, 0, (cudaStream_t)op->stream>>>(
+        (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2], (T *)op->out, s,
+        kr_make_epilogue(op, 1));
+}
+
 template <typename T> static int launch(const kr_cuda_op *op)
 {
     const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
@@ -104,10 +119,13 @@ template <typename T> static int launch(const kr_cuda_op *op)
     s.K = s.kh * s.kw * s.ic;
     s.pointwise = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.pt == 0 && s.pl == 0 &&
                   s.oh == s.ih && s.ow == s.iw;
-    dim3 grid((unsigned)((s.M + BM - 1) / BM), (unsigned)((s.oc + BN - 1) / BN));
-    conv_gemm<T><<<grid, 256, 0, (cudaStream_t)op->stream>>>(
-        (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2], (T *)op->out, s,
-        kr_make_epilogue(op, 1));
+    if (s.oc <= 16) {
+        launch_bn<T, 16>(op, s);
+    } else if (s.oc <= 32) {
+        launch_bn<T, 32>(op, s);
+    } else {
+        launch_bn<T, 64>(op, s);
+    }
     return (int)cudaGetLastError();
 }
 

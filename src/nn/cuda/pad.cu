@@ -1,9 +1,10 @@
 /* PAD with zeros (src/nn/reference/pad.c): one thread per output element; an output index
- * minus the padding before it is either inside the input (copied) or not (zero). */
+ * minus the padding before it is either inside the input (copied) or not (zero). Shapes are
+ * left-padded to KR_MAX_DIMS axes and the walk is unrolled, so they stay in kernel parameters
+ * instead of local memory. */
 #include "nn/cuda/common.cuh"
 
 struct pad_shape {
-    int rank;
     int in_dims[KR_MAX_DIMS], out_dims[KR_MAX_DIMS], before[KR_MAX_DIMS];
 };
 
@@ -14,7 +15,8 @@ __global__ void pad_kernel(const T *__restrict__ x, T *__restrict__ y, I total, 
          i += (I)gridDim.x * blockDim.x) {
         I rest = i, off = 0, in_stride = 1;
         int inside = 1;
-        for (int d = s.rank - 1; d >= 0; d--) {
+#pragma unroll
+        for (int d = KR_MAX_DIMS - 1; d >= 0; d--) {
             int idx = (int)(rest % (I)s.out_dims[d]) - s.before[d];
             rest /= (I)s.out_dims[d];
             if (idx < 0 || idx >= s.in_dims[d])
@@ -26,18 +28,42 @@ __global__ void pad_kernel(const T *__restrict__ x, T *__restrict__ y, I total, 
     }
 }
 
+/* Padding of the last axis only (the face detectors widen their channels this way before a
+ * residual add): one division per element instead of the walk. */
+template <typename T, typename I>
+__global__ void pad_channels(const T *__restrict__ x, T *__restrict__ y, I total, int ic, int oc,
+                             int before)
+{
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
+         i += (I)gridDim.x * blockDim.x) {
+        I p = i / (I)oc;
+        int c = (int)(i - p * (I)oc) - before;
+        kr_st(y + i, (unsigned)c < (unsigned)ic ? kr_ld(x + p * (I)ic + c) : 0.0f);
+    }
+}
+
 template <typename T, typename I> static int launch(const kr_cuda_op *op)
 {
     const kr_tensor *xt = kr_in_t(op, 0), *yt = kr_out_t(op);
     pad_shape s = {};
-    s.rank = xt->rank;
-    for (int d = 0; d < s.rank; d++) {
-        s.in_dims[d] = kr_dim(op, xt, d);
-        s.out_dims[d] = kr_dim(op, yt, d);
-        s.before[d] = op->node->p.pad.before[d];
+    int shift = KR_MAX_DIMS - xt->rank;
+    for (int d = 0; d < KR_MAX_DIMS; d++) {
+        int sd = d - shift;
+        s.in_dims[d] = sd >= 0 ? kr_dim(op, xt, sd) : 1;
+        s.out_dims[d] = sd >= 0 ? kr_dim(op, yt, sd) : 1;
+        s.before[d] = sd >= 0 ? op->node->p.pad.before[sd] : 0;
     }
     size_t total = kr_elems(op, yt);
     unsigned blocks = kr_blocks(total, 256);
+    int last_only = 1;
+    for (int d = 0; d + 1 < KR_MAX_DIMS; d++)
+        last_only &= s.in_dims[d] == s.out_dims[d] && s.before[d] == 0;
+    if (last_only) {
+        pad_channels<T, I><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
+            (const T *)op->in[0], (T *)op->out, total, s.in_dims[KR_MAX_DIMS - 1],
+            s.out_dims[KR_MAX_DIMS - 1], s.before[KR_MAX_DIMS - 1]);
+        return (int)cudaGetLastError();
+    }
     pad_kernel<T, I><<<blocks, 256, 0, (cudaStream_t)op->stream>>>((const T *)op->in[0], (T *)op->out,
                                                                 total, s);
     return (int)cudaGetLastError();
