@@ -346,11 +346,31 @@ static keyer_status injected_failure(keyer_session *s, kr_item **items, int n, k
     return KEYER_OK;
 }
 
+/* Moves the CUDA items of @p items to the CPU and drops the ones that could not leave the GPU
+ * (marked lost); returns how many remain, compacted at the front. */
+static int demote_all(keyer_session *s, kr_item **items, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (items[i]->on_cuda)
+            demote(items[i], NEED_TENSOR, s->infer_stream);
+        if (!items[i]->lost)
+            items[k++] = items[i];
+    }
+    return k;
+}
+
 /* Infers one device-uniform group, split into power-of-two runtimes. */
 static void infer_group(keyer_session *s, kr_item **items, int n)
 {
     int done = 0;
     while (done < n) {
+        /* the GPU failed on an earlier chunk of this group: the rest moves to the CPU too */
+        if (items[done]->on_cuda && gpu_failed(s)) {
+            n = done + demote_all(s, items + done, n - done);
+            if (done >= n)
+                break;
+        }
         int lg = 0;
         while (lg < KR_MAX_BATCH_LOG2 && (1 << (lg + 1)) <= n - done && (1 << (lg + 1)) <= s->batch)
             lg++;
@@ -359,7 +379,7 @@ static void infer_group(keyer_session *s, kr_item **items, int n)
         done += m;
         keyer_error e = {0};
         keyer_status rs;
-        if (chunk[0]->on_cuda && !gpu_failed(s)) {
+        if (chunk[0]->on_cuda) { /* the check above demoted them if the GPU had failed */
             rs = injected_failure(s, chunk, m, &e);
             if (!rs && !s->infer_cuda)
                 rs = cpu_runtime(s, lg, &e);
@@ -368,12 +388,7 @@ static void infer_group(keyer_session *s, kr_item **items, int n)
                                    : infer_hybrid(s, chunk, m, lg, &e);
             if (rs && device_error(s, rs, &e)) {
                 /* the chunk goes again, on the CPU; items that cannot leave the GPU are lost */
-                int k = 0;
-                for (int i = 0; i < m; i++) {
-                    demote(chunk[i], NEED_TENSOR, s->infer_stream);
-                    if (!chunk[i]->lost)
-                        chunk[k++] = chunk[i];
-                }
+                int k = demote_all(s, chunk, m);
                 if (k)
                     infer_group(s, chunk, k);
                 continue;
