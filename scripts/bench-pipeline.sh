@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The pipeline benchmarks of BENCHMARKS.md ("## Pipeline"): makes the sample inputs with
 # `keyer make-sample`, runs the main job over a matrix of inputs, stream counts, outputs and
-# devices, and prints one line per run from the session's own statistics (--stats).
+# devices, and prints one line per run from the session's own statistics (--stats): frames/s,
+# end-to-end latency p50/p99, and per stage the mean/p99 latency in ms.
 #
 #   scripts/bench-pipeline.sh [cpu|gpu] [KEYER_BINARY]
 #
@@ -35,7 +36,8 @@ try:
     d = json.load(open(path))
 except Exception as e:
     print('%-40s exit %s, no statistics (%s)' % (label, rc, e)); sys.exit()
-stages = ' '.join('%s=%.2f' % (s['name'], s['latency_ms']['mean']) for s in d['stages'])
+stages = ' '.join('%s=%.2f/%.2f' % (s['name'], s['latency_ms']['mean'], s['latency_ms']['p99'])
+                  for s in d['stages'])
 gpu = d['gpu']
 print('%-40s %7.1f fps  %5d frames  %s  batch %d  latency p50 %.1f p99 %.1f ms  bottleneck %s'
       '  gpu %.0f%% %d MB | %s' % (label, d['fps'], d['frames']['written'], d['device'], d['batch'],
