@@ -26,7 +26,7 @@ for pc in cmocka yaml-0.1; do
 done
 tar czf "$out/sysroot.tgz" -C "$stage" keyer-sysroot
 mkdir -p "$out/models"
-for m in selfie_segmentation selfie_segmentation_landscape face_detection_short_range face_detection_full_range pose_landmark_lite face_landmark; do
+for m in selfie_segmentation selfie_segmentation_landscape face_detection_short_range face_detection_full_range pose_detection pose_landmark_lite pose_landmark_full pose_landmark_heavy face_landmark; do
   cp "$repo/models/$m.tflite" "$out/models/"
 done
 du -sh "$out"

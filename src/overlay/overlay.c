@@ -39,6 +39,7 @@ void keyer_overlay_destroy(keyer_overlay **pov)
     free(ov->prims);
     free(ov->tile_start);
     free(ov->tile_items);
+    free(ov->sub_items);
     free(ov);
     *pov = NULL;
 }
@@ -356,6 +357,55 @@ keyer_status keyer_overlay_set_stream(keyer_overlay *ov, void *cuda_stream, keye
     return KEYER_OK;
 }
 
+/* Draws the primitives items[0..n) (in order; -i-1 for primitive i when it is a box whose fill
+ * covers the whole block) over the pixels [x0, x1) x [y0, y1) of a host frame, in 2x2 blocks so the chroma of YUV frames is the average of the block's coverage. */
+static void render_block(const keyer_overlay *ov, keyer_frame *f, const kr_ov_yuv *yc, int yuv,
+                         const int *items, int n, int x0, int y0, int x1, int y1)
+{
+    for (int y = y0; y < y1; y += 2)
+        for (int x = x0; x < x1; x += 2) {
+            float csum[4] = {0, 0, 0, 0};
+            int ncov = 0;
+            for (int dy = 0; dy < 2 && y + dy < y1; dy++)
+                for (int dx = 0; dx < 2 && x + dx < x1; dx++) {
+                    int px = x + dx, py = y + dy;
+                    float acc[4] = {0, 0, 0, 0};
+                    for (int k = 0; k < n; k++) {
+                        if (items[k] < 0) { /* deep inside a filled box: the fill itself */
+                            kr_ov_blend_fill(&ov->prims[-items[k] - 1], acc);
+                            continue;
+                        }
+                        const kr_prim *p = &ov->prims[items[k]];
+                        if (kr_ov_touches(p, px, py))
+                            kr_ov_shade(p, px, py, acc);
+                    }
+                    for (int c = 0; c < 4; c++)
+                        csum[c] += acc[c];
+                    ncov++;
+                    if (acc[3] <= 0)
+                        continue;
+                    if (!yuv)
+                        kr_ov_blend_rgba(f->data[0] + py * f->stride[0] + px * 4, acc);
+                    else
+                        kr_ov_blend_luma(f->data[0] + py * f->stride[0] + px, acc, yc);
+                }
+            if (!yuv || csum[3] <= 0)
+                continue;
+            for (int c = 0; c < 4; c++)
+                csum[c] /= (float)ncov;
+            int cx = x / 2, cy = y / 2;
+            uint8_t *u, *v;
+            if (f->format == KEYER_PIXEL_FORMAT_NV12) {
+                u = f->data[1] + cy * f->stride[1] + cx * 2;
+                v = u + 1;
+            } else {
+                u = f->data[1] + cy * f->stride[1] + cx;
+                v = f->data[2] + cy * f->stride[2] + cx;
+            }
+            kr_ov_blend_chroma(u, v, csum, yc);
+        }
+}
+
 keyer_status keyer_overlay_render(keyer_overlay *ov, keyer_frame *f, keyer_error *err)
 {
     if (!ov)
@@ -385,7 +435,7 @@ keyer_status keyer_overlay_render(keyer_overlay *ov, keyer_frame *f, keyer_error
     if ((st = kr_overlay_bin(ov, f->width, f->height, &tw, &th, err)))
         return st;
     kr_ov_yuv yc = kr_overlay_yuv_coeffs(f);
-    /* Tiles are rendered in 2x2 pixel blocks so the chroma of YUV frames can be averaged. */
+    /* Each tile is drawn per block of pixels, with the primitives that can touch the block. */
     for (int ty = 0; ty < th; ty++)
         for (int tx = 0; tx < tw; tx++) {
             int t = ty * tw + tx, b = ov->tile_start[t], e = ov->tile_start[t + 1];
@@ -394,43 +444,28 @@ keyer_status keyer_overlay_render(keyer_overlay *ov, keyer_frame *f, keyer_error
             int x0 = tx * TILE, y0 = ty * TILE;
             int x1 = x0 + TILE < f->width ? x0 + TILE : f->width;
             int y1 = y0 + TILE < f->height ? y0 + TILE : f->height;
-            for (int y = y0; y < y1; y += 2)
-                for (int x = x0; x < x1; x += 2) {
-                    float csum[4] = {0, 0, 0, 0};
-                    int ncov = 0;
-                    for (int dy = 0; dy < 2 && y + dy < y1; dy++)
-                        for (int dx = 0; dx < 2 && x + dx < x1; dx++) {
-                            int px = x + dx, py = y + dy;
-                            float acc[4] = {0, 0, 0, 0};
-                            for (int k = b; k < e; k++) {
-                                const kr_prim *p = &ov->prims[ov->tile_items[k]];
-                                if (kr_ov_touches(p, px, py))
-                                    kr_ov_shade(p, px, py, acc);
-                            }
-                            for (int c = 0; c < 4; c++)
-                                csum[c] += acc[c];
-                            ncov++;
-                            if (acc[3] <= 0)
-                                continue;
-                            if (!yuv)
-                                kr_ov_blend_rgba(f->data[0] + py * f->stride[0] + px * 4, acc);
-                            else
-                                kr_ov_blend_luma(f->data[0] + py * f->stride[0] + px, acc, &yc);
-                        }
-                    if (!yuv || csum[3] <= 0)
-                        continue;
-                    for (int c = 0; c < 4; c++)
-                        csum[c] /= (float)ncov;
-                    int cx = x / 2, cyy = y / 2;
-                    uint8_t *u, *v;
-                    if (f->format == KEYER_PIXEL_FORMAT_NV12) {
-                        u = f->data[1] + cyy * f->stride[1] + cx * 2;
-                        v = u + 1;
-                    } else {
-                        u = f->data[1] + cyy * f->stride[1] + cx;
-                        v = f->data[2] + cyy * f->stride[2] + cx;
+            if (e - b > ov->sub_cap) {
+                int *sub = realloc(ov->sub_items, (size_t)(e - b) * sizeof(int));
+                if (!sub)
+                    return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY,
+                                           "overlay: out of memory");
+                ov->sub_items = sub;
+                ov->sub_cap = e - b;
+            }
+            for (int by = y0; by < y1; by += KR_OV_BLOCK_H)
+                for (int bx = x0; bx < x1; bx += KR_OV_BLOCK_W) {
+                    int bx1 = bx + KR_OV_BLOCK_W < x1 ? bx + KR_OV_BLOCK_W : x1;
+                    int by1 = by + KR_OV_BLOCK_H < y1 ? by + KR_OV_BLOCK_H : y1;
+                    int n = 0;
+                    for (int k = b; k < e; k++) {
+                        int item = ov->tile_items[k];
+                        const kr_prim *p = &ov->prims[item];
+                        if (kr_ov_may_touch_rect(p, bx, by, bx1, by1))
+                            ov->sub_items[n++] =
+                                kr_ov_box_fills_rect(p, bx, by, bx1, by1) ? -item - 1 : item;
                     }
-                    kr_ov_blend_chroma(u, v, csum, &yc);
+                    if (n > 0)
+                        render_block(ov, f, &yc, yuv, ov->sub_items, n, bx, by, bx1, by1);
                 }
         }
     return KEYER_OK;

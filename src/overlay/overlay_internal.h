@@ -24,6 +24,10 @@ extern "C" {
 
 /** Tile side in pixels: primitives are binned per 64x64 tile. */
 #define KR_OV_TILE 64
+/** Inside a tile, primitives are culled again per block of KR_OV_BLOCK_W x KR_OV_BLOCK_H pixels
+ * (on the GPU, the pixels of one warp). */
+#define KR_OV_BLOCK_W 16
+#define KR_OV_BLOCK_H 8
 
 /** Font cell of the built-in bitmap font (src/overlay/text.c): 5 x 7 units, advance 6. */
 #define KR_FONT_W 5
@@ -58,6 +62,8 @@ struct keyer_overlay {
     int *tile_start;
     int items_cap;
     int *tile_items;
+    int sub_cap;
+    int *sub_items;    /* scratch of the CPU renderer: one pixel block's primitives */
     void *cuda_stream; /* cudaStream_t for CUDA frames (NULL: the default stream) */
     void *cuda;        /* CUDA renderer state, created on the first CUDA render */
 };
@@ -164,6 +170,71 @@ KR_OV_HD int kr_ov_touches(const kr_prim *p, int ix, int iy)
 {
     return !((float)ix + 1 < p->bx0 || (float)ix > p->bx1 || (float)iy + 1 < p->by0 ||
              (float)iy > p->by1);
+}
+
+/*
+ * Whether p can give a non-zero coverage to any pixel of the rectangle of pixel indices
+ * [px0, px1) x [py0, py1). Conservative (it may say yes for a primitive that leaves every pixel
+ * of the rectangle unchanged, never the reverse): the bounding box, then for segments and boxes
+ * the distance field at the rectangle's centre, which changes by at most the half diagonal
+ * inside it (both fields are 1-Lipschitz), with one pixel of slack for rounding. Renderers use
+ * it to skip primitives per tile and per block of pixels; a skipped primitive would have added
+ * exactly nothing, so culling never changes a pixel.
+ */
+KR_OV_HD int kr_ov_may_touch_rect(const kr_prim *p, int px0, int py0, int px1, int py1)
+{
+    if ((float)px1 < p->bx0 || (float)px0 > p->bx1 || (float)py1 < p->by0 ||
+        (float)py0 > p->by1)
+        return 0;
+    if (p->kind == KR_PRIM_GLYPH)
+        return 1;
+    float cx = 0.5f * (float)(px0 + px1), cy = 0.5f * (float)(py0 + py1);
+    float hx = 0.5f * (float)(px1 - px0), hy = 0.5f * (float)(py1 - py0);
+    float r = sqrtf(hx * hx + hy * hy) + 1.0f;
+    float reach = p->half_width + 0.5f;
+    if (p->kind == KR_PRIM_SEGMENT) {
+        float vx = p->x1 - p->x0, vy = p->y1 - p->y0, wx = cx - p->x0, wy = cy - p->y0;
+        float len2 = vx * vx + vy * vy;
+        float t = len2 > 0 ? kr_ov_clamp01((wx * vx + wy * vy) / len2) : 0;
+        float dx = wx - t * vx, dy = wy - t * vy;
+        return sqrtf(dx * dx + dy * dy) < reach + r;
+    }
+    float qx = fabsf(cx - p->x0) - p->x1 + p->radius;
+    float qy = fabsf(cy - p->y0) - p->y1 + p->radius;
+    float ox = fmaxf(qx, 0), oy = fmaxf(qy, 0);
+    float d = sqrtf(ox * ox + oy * oy) + fminf(fmaxf(qx, qy), 0) - p->radius;
+    if (d - r >= reach)
+        return 0; /* every pixel is outside the fill and the stroke */
+    if (p->fill[3] <= 0 && d + r <= -reach)
+        return 0; /* every pixel is inside, where an unfilled box draws nothing */
+    return 1;
+}
+
+/*
+ * Whether every pixel of the rectangle [px0, px1) x [py0, py1) lies deep inside the filled box
+ * p, away from its edge and stroke: there kr_ov_shade's contribution is exactly p->fill, so a
+ * renderer may blend the fill without evaluating the distance field per pixel.
+ */
+KR_OV_HD int kr_ov_box_fills_rect(const kr_prim *p, int px0, int py0, int px1, int py1)
+{
+    if (p->kind != KR_PRIM_BOX)
+        return 0;
+    float cx = 0.5f * (float)(px0 + px1), cy = 0.5f * (float)(py0 + py1);
+    float hx = 0.5f * (float)(px1 - px0), hy = 0.5f * (float)(py1 - py0);
+    float r = sqrtf(hx * hx + hy * hy) + 1.0f;
+    float qx = fabsf(cx - p->x0) - p->x1 + p->radius;
+    float qy = fabsf(cy - p->y0) - p->y1 + p->radius;
+    float ox = fmaxf(qx, 0), oy = fmaxf(qy, 0);
+    float d = sqrtf(ox * ox + oy * oy) + fminf(fmaxf(qx, qy), 0) - p->radius;
+    return d + r <= -(p->half_width + 0.5f);
+}
+
+/* acc = fill over acc, as kr_ov_shade computes it for a pixel deep inside a filled box. */
+KR_OV_HD void kr_ov_blend_fill(const kr_prim *p, float acc[4])
+{
+    float k = 1 - p->fill[3];
+    for (int c = 0; c < 4; c++)
+        acc[c] = p->fill[c] + acc[c] * k;
 }
 
 /* YUV conversion constants in 8-bit code values for a frame's matrix and range. */

@@ -15,9 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "keyer/overlay.h"
+#include "kt_overlay_scene.h"
 
 typedef struct rng {
     uint32_t s;
@@ -29,87 +29,12 @@ static float frand(rng *r)
     return (float)(r->s >> 8) / 16777216.0f;
 }
 
-static keyer_color rcolor(rng *r)
-{
-    keyer_color c = {frand(r), frand(r), frand(r), 0.3f + 0.7f * frand(r)};
-    return c;
-}
-
-typedef struct scene {
-    int boxes, segments, curves, dots, labels, graph_points;
-} scene;
-
 /* Fills the overlay with a deterministic random scene for a w x h frame. */
-static void build_scene(keyer_overlay *ov, const scene *sc, int w, int h, uint32_t seed)
+static void build_scene(keyer_overlay *ov, const kt_scene *sc, int w, int h, uint32_t seed)
 {
     keyer_error err = {0};
-    rng r = {seed};
-    keyer_overlay_clear(ov);
-    for (int i = 0; i < sc->boxes; i++) {
-        float x0 = frand(&r) * w - 20, y0 = frand(&r) * h - 20;
-        float bw = 4 + frand(&r) * w / 4, bh = 4 + frand(&r) * h / 4;
-        keyer_color fill = rcolor(&r);
-        fill.a *= 0.4f;
-        assert_int_equal(keyer_overlay_add_box(ov, x0, y0, x0 + bw, y0 + bh, frand(&r) * 20,
-                                               frand(&r) * 6, rcolor(&r), fill, &err),
-                         KEYER_OK);
-    }
-    for (int i = 0; i < sc->segments; i++)
-        assert_int_equal(keyer_overlay_add_line(ov, frand(&r) * w, frand(&r) * h, frand(&r) * w,
-                                                frand(&r) * h, 0.5f + frand(&r) * 5, rcolor(&r),
-                                                &err),
-                         KEYER_OK);
-    for (int i = 0; i < sc->curves; i++)
-        assert_int_equal(keyer_overlay_add_curve(ov, frand(&r) * w, frand(&r) * h, frand(&r) * w,
-                                                 frand(&r) * h, frand(&r) - 0.5f,
-                                                 1 + frand(&r) * 3, rcolor(&r), &err),
-                         KEYER_OK);
-    for (int i = 0; i < sc->dots; i++)
-        assert_int_equal(keyer_overlay_add_dot(ov, frand(&r) * w, frand(&r) * h,
-                                               0.5f + frand(&r) * 6, rcolor(&r), &err),
-                         KEYER_OK);
-    for (int i = 0; i < sc->labels; i++) {
-        char text[32];
-        snprintf(text, sizeof(text), "id %d %.2f", i, (double)frand(&r));
-        keyer_color bg = {0, 0, 0, 0.5f};
-        assert_int_equal(keyer_overlay_add_label(ov, frand(&r) * w, frand(&r) * h,
-                                                 1 + frand(&r) * 2, text, rcolor(&r), bg, &err),
-                         KEYER_OK);
-    }
-    if (sc->graph_points > 0) {
-        keyer_knn_params kp = keyer_knn_params_defaults();
-        kp.k = 5;
-        kp.max_degree = 5;
-        keyer_knn_graph *g = NULL;
-        assert_int_equal(keyer_knn_graph_create(&kp, sc->graph_points, &g, &err), KEYER_OK);
-        uint32_t *ids = malloc(sizeof(uint32_t) * (size_t)sc->graph_points);
-        float *xy = malloc(sizeof(float) * 2 * (size_t)sc->graph_points);
-        int cap = sc->graph_points * 5;
-        keyer_knn_edge *edges = malloc(sizeof(keyer_knn_edge) * (size_t)cap);
-        assert_non_null(ids);
-        assert_non_null(xy);
-        assert_non_null(edges);
-        for (int i = 0; i < sc->graph_points; i++) {
-            ids[i] = (uint32_t)i + 1;
-            xy[2 * i] = frand(&r) * w;
-            xy[2 * i + 1] = frand(&r) * h;
-        }
-        int n = 0;
-        assert_int_equal(keyer_knn_graph_update(g, ids, xy, sc->graph_points, edges, cap, &n, &err),
-                         KEYER_OK);
-        keyer_color ec = {0.2f, 0.9f, 1, 0.8f};
-        for (int i = 0; i < n; i++) {
-            const float *a = &xy[2 * (edges[i].a - 1)], *b = &xy[2 * (edges[i].b - 1)];
-            assert_int_equal(keyer_overlay_add_line(ov, a[0], a[1], b[0], b[1], 1.5f, ec, &err),
-                             KEYER_OK);
-        }
-        assert_int_equal(keyer_overlay_add_points(ov, xy, sc->graph_points, 2.5f, ec, &err),
-                         KEYER_OK);
-        free(edges);
-        free(xy);
-        free(ids);
-        keyer_knn_graph_destroy(&g);
-    }
+    if (kt_overlay_scene(ov, sc, w, h, seed, &err))
+        fail_msg("scene: %s", err.message);
 }
 
 static void device_free(void *opaque, void *data)
@@ -233,7 +158,7 @@ static int changed_samples(const keyer_frame *a, const keyer_frame *b)
 
 /* Renders @p sc on CPU and CUDA for one format and size and checks agreement. */
 static void check_scene(keyer_overlay *ov, cudaStream_t stream, keyer_pixel_format fmt, int w,
-                        int h, const scene *sc, uint32_t seed, const char *name)
+                        int h, const kt_scene *sc, uint32_t seed, const char *name)
 {
     keyer_error err = {0};
     keyer_frame *cpu = random_frame(fmt, w, h, seed);
@@ -269,12 +194,12 @@ static void test_cpu_vs_cuda(void **state)
     assert_int_equal(keyer_overlay_create(40000, &ov, &err), KEYER_OK);
     cudaStream_t stream;
     assert_int_equal(cudaStreamCreate(&stream), cudaSuccess);
-    const scene one_box = {1, 0, 0, 0, 0, 0};
-    const scene mixed = {100, 500, 100, 200, 40, 0};
-    const scene boxes = {1000, 0, 0, 0, 0, 0};
-    const scene segments = {0, 5000, 0, 0, 0, 0};
-    const scene graph = {0, 0, 0, 0, 0, 1000};
-    const scene acceptance = {100, 500, 100, 0, 0, 1000};
+    const kt_scene one_box = {1, 0, 0, 0, 0, 0};
+    const kt_scene mixed = {100, 500, 100, 200, 40, 0};
+    const kt_scene boxes = {1000, 0, 0, 0, 0, 0};
+    const kt_scene segments = {0, 5000, 0, 0, 0, 0};
+    const kt_scene graph = {0, 0, 0, 0, 0, 1000};
+    const kt_scene acceptance = KT_SCENE_ACCEPTANCE;
     const keyer_pixel_format fmts[] = {KEYER_PIXEL_FORMAT_RGBA, KEYER_PIXEL_FORMAT_NV12,
                                        KEYER_PIXEL_FORMAT_YUV420P};
     /* KEYER_OVERLAY_GPU_QUICK=1 (e.g. under compute-sanitizer): the small scenes only. */
@@ -295,43 +220,6 @@ static void test_cpu_vs_cuda(void **state)
     }
     check_scene(ov, stream, KEYER_PIXEL_FORMAT_NV12, 3840, 2160, &acceptance, 16,
                 "4K: 100 boxes/500 seg/100 curves/graph");
-    /* Time the acceptance scene on an NV12 4K frame (render + composite, staging included). */
-    keyer_frame *host = random_frame(KEYER_PIXEL_FORMAT_NV12, 3840, 2160, 3);
-    keyer_frame *dev = upload(host);
-    build_scene(ov, &acceptance, 3840, 2160, 99);
-    cudaEvent_t t0, t1;
-    assert_int_equal(cudaEventCreate(&t0), cudaSuccess);
-    assert_int_equal(cudaEventCreate(&t1), cudaSuccess);
-    for (int i = 0; i < 5; i++)
-        assert_int_equal(keyer_overlay_render(ov, dev, &err), KEYER_OK);
-    assert_int_equal(cudaStreamSynchronize(stream), cudaSuccess);
-    const int reps = 50;
-    struct timespec h0, h1;
-    clock_gettime(CLOCK_MONOTONIC, &h0);
-    assert_int_equal(cudaEventRecord(t0, stream), cudaSuccess);
-    for (int i = 0; i < reps; i++)
-        assert_int_equal(keyer_overlay_render(ov, dev, &err), KEYER_OK);
-    assert_int_equal(cudaEventRecord(t1, stream), cudaSuccess);
-    clock_gettime(CLOCK_MONOTONIC, &h1);
-    assert_int_equal(cudaEventSynchronize(t1), cudaSuccess);
-    float ms = 0;
-    assert_int_equal(cudaEventElapsedTime(&ms, t0, t1), cudaSuccess);
-    double host_ms = ((double)(h1.tv_sec - h0.tv_sec) * 1e3 + (double)(h1.tv_nsec - h0.tv_nsec) / 1e6);
-    printf("  4K NV12 acceptance scene (%d primitives): %.3f ms per frame on the GPU timeline, "
-           "%.3f ms of host time per render call (binning, staging, launch)\n",
-           keyer_overlay_count(ov), (double)ms / reps, host_ms / reps);
-    /* The CPU renderer on the same scene, for comparison (single thread). */
-    keyer_frame *cpu4k = random_frame(KEYER_PIXEL_FORMAT_NV12, 3840, 2160, 3);
-    clock_gettime(CLOCK_MONOTONIC, &h0);
-    assert_int_equal(keyer_overlay_render(ov, cpu4k, &err), KEYER_OK);
-    clock_gettime(CLOCK_MONOTONIC, &h1);
-    printf("  the same scene on the CPU renderer: %.2f ms\n",
-           (double)(h1.tv_sec - h0.tv_sec) * 1e3 + (double)(h1.tv_nsec - h0.tv_nsec) / 1e6);
-    keyer_frame_destroy(&cpu4k);
-    cudaEventDestroy(t0);
-    cudaEventDestroy(t1);
-    keyer_frame_destroy(&dev);
-    keyer_frame_destroy(&host);
     /* An empty overlay leaves a CUDA frame as it was. */
     keyer_frame *a = random_frame(KEYER_PIXEL_FORMAT_RGBA, 64, 64, 5);
     keyer_frame *da = upload(a);

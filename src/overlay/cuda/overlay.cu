@@ -1,12 +1,22 @@
 /*
- * CUDA overlay renderer: the same tile binning as the CPU renderer (done on the host by
- * kr_overlay_bin), the primitive records and tile lists copied in one transfer through pinned
- * staging memory, and one kernel launch that draws every primitive of the frame: one thread
- * block per non-empty 64x64 tile, one thread per 2x2 pixel block (so the chroma of 4:2:0 frames
- * averages the block's coverage exactly as the CPU does). Shading comes from
- * overlay_internal.h, compiled for the device from the same source as the CPU's.
+ * CUDA overlay renderer. The host copies the primitive records (one transfer through pinned
+ * staging memory, double-buffered so the next frame's records can be staged while this one
+ * draws); everything else happens on the device, in two kernel launches per frame:
  *
- * Layout of a device file: device helpers, the kernel, the launcher taking a stream, the entry
+ *  1. bin_kernel: one thread block per 128x128 region (4x4 tiles) scans every primitive and
+ *     writes, in primitive order, the indices of those that can touch the region
+ *     (kr_ov_may_touch_rect).
+ *  2. overlay_kernel: one thread block per 32x32 tile, one thread per 2x2 pixel block (so the
+ *     chroma of 4:2:0 frames averages the block's coverage exactly as the CPU does). The block
+ *     narrows its region's list to the tile, in order, then stages the primitives in shared
+ *     memory in chunks; each warp (a 16x8 pixel block) culls the chunk against its own pixels
+ *     with one ballot and shades only the primitives that can touch them.
+ *
+ * Culling only skips primitives that would add exactly nothing, and the order of the
+ * primitives is kept at every step, so each pixel is the CPU renderer's (the same shading code,
+ * overlay_internal.h, compiled for the device).
+ *
+ * Layout of a device file: device helpers, the kernels, the launcher taking a stream, the entry
  * point that checks arguments and stages the data.
  */
 #include <cuda_runtime.h>
@@ -21,9 +31,19 @@
 
 namespace {
 
-constexpr int kThreads = KR_OV_TILE / 2; /* threads per tile side: 32 x 32 */
-constexpr int kChunk = 64;               /* primitives staged in shared memory at a time */
+/* The device's own tiling (the binning is done here, so it need not be the CPU's 64x64): a
+ * thread block draws a 32x32 tile, one thread per 2x2 pixels, one warp per 16x8 pixel block;
+ * small blocks keep several resident per multiprocessor while others wait at a barrier. */
+constexpr int kTile = 32;
+constexpr int kBlock = (kTile / 2) * (kTile / 2); /* threads per drawing block: 256 */
+constexpr int kRegionTiles = 4;                   /* binning regions are 4 x 4 tiles */
+constexpr int kRegion = kTile * kRegionTiles;     /* 128 pixels */
+constexpr int kBinBlock = 1024;                   /* threads per binning block */
+constexpr int kChunk = 64; /* primitives staged in shared memory at a time (two per lane) */
+constexpr int kWarpsX = kTile / KR_OV_BLOCK_W; /* warps across a tile: 2 */
 static_assert(sizeof(kr_prim) % sizeof(int) == 0, "kr_prim is copied word by word");
+static_assert(kWarpsX * (kTile / KR_OV_BLOCK_H) == kBlock / 32, "one warp per pixel block");
+static_assert((KR_OV_BLOCK_W / 2) * (KR_OV_BLOCK_H / 2) == 32, "a warp's 2x2 blocks");
 
 enum FrameKind { kRgba = 0, kNv12 = 1, kYuv420p = 2 };
 
@@ -36,61 +56,162 @@ struct FrameArgs {
 
 struct State {
     int device;
-    unsigned char *host;   /* pinned staging: primitives, then tile starts, items, active tiles */
-    unsigned char *dev;    /* the same layout on the device */
-    size_t bytes;          /* capacity of both */
-    cudaEvent_t staged;    /* recorded after the copy: staging may be rewritten once it fires */
-    int event_ready;       /* the event was created */
-    int pending;           /* a copy was queued since the last wait */
+    unsigned char *host[2];  /* pinned staging of the primitive records, used in turn */
+    cudaEvent_t staged[2];   /* recorded after each staging buffer's copy */
+    int pending[2];          /* a copy from that buffer was queued since the last wait */
+    int events;              /* how many of staged[] were created */
+    int next;                /* the staging buffer the next frame uses */
+    kr_prim *prims;          /* device copy of the records */
+    int *lists;              /* per region: up to `capacity` primitive indices, in order */
+    int *counts;             /* per region: the list's length */
+    int capacity;            /* records the buffers hold */
+    int regions;             /* regions the list buffers hold */
 };
-
-size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 /* ---- device ---------------------------------------------------------------------------- */
 
-__global__ void __launch_bounds__(kThreads * kThreads) overlay_kernel(const kr_prim *__restrict__ prims, const int *__restrict__ tile_start,
-                               const int *__restrict__ tile_items, const int *__restrict__ active,
-                               int tiles_x, FrameArgs f)
+/* Block-wide ordered compaction: every thread offers `keep` for item `value`; the kept values
+ * are written to out[base + rank] in thread order. Returns the number kept. All BLOCK threads
+ * of the block must call it. warp_counts: shared scratch of BLOCK / 32 + 1 ints. */
+template <int BLOCK>
+__device__ int compact(bool keep, int value, int *out, int base, int *warp_counts)
 {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned m = __ballot_sync(0xffffffffu, keep);
+    if (lane == 0)
+        warp_counts[warp] = __popc(m);
+    __syncthreads();
+    if (warp == 0) {
+        int c = lane < BLOCK / 32 ? warp_counts[lane] : 0, incl = c;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            int v = __shfl_up_sync(0xffffffffu, incl, o);
+            if (lane >= o)
+                incl += v;
+        }
+        if (lane < BLOCK / 32)
+            warp_counts[lane] = incl - c;
+        if (lane == 31)
+            warp_counts[BLOCK / 32] = incl;
+    }
+    __syncthreads();
+    if (keep)
+        out[base + warp_counts[warp] + __popc(m & ((1u << lane) - 1u))] = value;
+    const int total = warp_counts[BLOCK / 32];
+    __syncthreads(); /* warp_counts may be reused at once */
+    return total;
+}
+
+__global__ void __launch_bounds__(kBinBlock) bin_kernel(const kr_prim *__restrict__ prims, int n,
+                                                     int regions_x, int width, int height,
+                                                     int capacity, int *__restrict__ lists,
+                                                     int *__restrict__ counts)
+{
+    __shared__ int warp_counts[kBinBlock / 32 + 1];
+    const int rx = blockIdx.x % regions_x, ry = blockIdx.x / regions_x;
+    const int x0 = rx * kRegion, y0 = ry * kRegion;
+    const int x1 = min(x0 + kRegion, width), y1 = min(y0 + kRegion, height);
+    int *list = lists + (size_t)blockIdx.x * (size_t)capacity;
+    int total = 0;
+    for (int base = 0; base < n; base += kBinBlock) {
+        const int i = base + (int)threadIdx.x;
+        const bool keep = i < n && kr_ov_may_touch_rect(&prims[i], x0, y0, x1, y1);
+        total += compact<kBinBlock>(keep, i, list, total, warp_counts);
+    }
+    if (threadIdx.x == 0)
+        counts[blockIdx.x] = total;
+}
+
+__global__ void __launch_bounds__(kBlock, 4) overlay_kernel(const kr_prim *__restrict__ prims,
+                                                         const int *__restrict__ lists,
+                                                         const int *__restrict__ counts,
+                                                         int capacity, int tiles_x, int regions_x,
+                                                         FrameArgs f)
+{
+    __shared__ int tile_list[kBlock];
     __shared__ kr_prim chunk[kChunk];
-    const int tile = active[blockIdx.x];
-    const int tx = tile % tiles_x, ty = tile / tiles_x;
-    const int b = tile_start[tile], e = tile_start[tile + 1];
-    const int x0 = tx * KR_OV_TILE, y0 = ty * KR_OV_TILE;
-    const int x1 = min(x0 + KR_OV_TILE, f.width), y1 = min(y0 + KR_OV_TILE, f.height);
-    const int x = x0 + 2 * (int)threadIdx.x, y = y0 + 2 * (int)threadIdx.y;
-    const int tid = threadIdx.y * blockDim.x + threadIdx.x, nthreads = blockDim.x * blockDim.y;
+    __shared__ int warp_counts[kBlock / 32 + 1];
+    const int tx = blockIdx.x % tiles_x, ty = blockIdx.x / tiles_x;
+    const int region = (ty / kRegionTiles) * regions_x + tx / kRegionTiles;
+    const int *list = lists + (size_t)region * (size_t)capacity;
+    const int n_region = counts[region];
+    const int x0 = tx * kTile, y0 = ty * kTile;
+    const int x1 = min(x0 + kTile, f.width), y1 = min(y0 + kTile, f.height);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    /* This warp's pixel block and this thread's 2x2 pixels in it. */
+    const int wx0 = x0 + (warp % kWarpsX) * KR_OV_BLOCK_W, wy0 = y0 + (warp / kWarpsX) * KR_OV_BLOCK_H;
+    const int wx1 = min(wx0 + KR_OV_BLOCK_W, x1), wy1 = min(wy0 + KR_OV_BLOCK_H, y1);
+    const bool warp_in = wx0 < x1 && wy0 < y1;
+    const int x = wx0 + 2 * (lane % (KR_OV_BLOCK_W / 2)), y = wy0 + 2 * (lane / (KR_OV_BLOCK_W / 2));
+    const bool mine = warp_in && x < x1 && y < y1;
     float acc[4][4];
 #pragma unroll
     for (int i = 0; i < 4; i++)
 #pragma unroll
         for (int c = 0; c < 4; c++)
             acc[i][c] = 0.0f;
-    for (int base = b; base < e; base += kChunk) {
-        const int n = min(kChunk, e - base);
-        __syncthreads();
-        /* Copy n records into shared memory, word by word. */
-        const int words = n * (int)(sizeof(kr_prim) / sizeof(int));
-        int *dst = reinterpret_cast<int *>(chunk);
-        for (int w = tid; w < words; w += nthreads) {
-            const int k = w / (int)(sizeof(kr_prim) / sizeof(int));
-            const int off = w % (int)(sizeof(kr_prim) / sizeof(int));
-            dst[w] = reinterpret_cast<const int *>(&prims[tile_items[base + k]])[off];
-        }
-        __syncthreads();
-        if (x >= x1 || y >= y1)
-            continue;
-        for (int k = 0; k < n; k++) {
-            const kr_prim *p = &chunk[k];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int px = x + (i & 1), py = y + (i >> 1);
-                if (px < x1 && py < y1 && kr_ov_touches(p, px, py))
-                    kr_ov_shade(p, px, py, acc[i]);
+    for (int rbase = 0; rbase < n_region; rbase += kBlock) {
+        /* The region's primitives that can touch this tile, in order. */
+        const int r = rbase + (int)threadIdx.x;
+        const int idx = r < n_region ? list[r] : 0;
+        const bool keep = r < n_region && kr_ov_may_touch_rect(&prims[idx], x0, y0, x1, y1);
+        const int n_tile = compact<kBlock>(keep, idx, tile_list, 0, warp_counts);
+        for (int base = 0; base < n_tile; base += kChunk) {
+            const int n = min(kChunk, n_tile - base);
+            /* Stage n records in shared memory, word by word. */
+            const int words = n * (int)(sizeof(kr_prim) / sizeof(int));
+            int *dst = reinterpret_cast<int *>(chunk);
+            for (int w = threadIdx.x; w < words; w += kBlock) {
+                const int k = w / (int)(sizeof(kr_prim) / sizeof(int));
+                const int off = w % (int)(sizeof(kr_prim) / sizeof(int));
+                dst[w] = reinterpret_cast<const int *>(&prims[tile_list[base + k]])[off];
             }
+            __syncthreads();
+            /* Which of the chunk's primitives can touch this warp's pixels (two per lane), and
+             * which of those fill all of them (deep inside a filled box: a plain blend). */
+            bool t0 = false, t1 = false, u0 = false, u1 = false;
+            if (warp_in && lane < n && kr_ov_may_touch_rect(&chunk[lane], wx0, wy0, wx1, wy1)) {
+                t0 = true;
+                u0 = kr_ov_box_fills_rect(&chunk[lane], wx0, wy0, wx1, wy1);
+            }
+            if (warp_in && lane + 32 < n &&
+                kr_ov_may_touch_rect(&chunk[lane + 32], wx0, wy0, wx1, wy1)) {
+                t1 = true;
+                u1 = kr_ov_box_fills_rect(&chunk[lane + 32], wx0, wy0, wx1, wy1);
+            }
+            const unsigned m0 = __ballot_sync(0xffffffffu, t0);
+            const unsigned m1 = __ballot_sync(0xffffffffu, t1);
+            const unsigned f0 = __ballot_sync(0xffffffffu, u0);
+            const unsigned f1 = __ballot_sync(0xffffffffu, u1);
+            if (mine) {
+#pragma unroll
+                for (int half = 0; half < 2; half++) {
+                    unsigned m = half ? m1 : m0;
+                    const unsigned fills = half ? f1 : f0;
+                    while (m) {
+                        const int bit = __ffs(m) - 1;
+                        m &= m - 1;
+                        const kr_prim *p = &chunk[bit + 32 * half];
+                        if (fills & (1u << bit)) {
+#pragma unroll
+                            for (int i = 0; i < 4; i++)
+                                if (x + (i & 1) < x1 && y + (i >> 1) < y1)
+                                    kr_ov_blend_fill(p, acc[i]);
+                            continue;
+                        }
+#pragma unroll
+                        for (int i = 0; i < 4; i++) {
+                            const int px = x + (i & 1), py = y + (i >> 1);
+                            if (px < x1 && py < y1 && kr_ov_touches(p, px, py))
+                                kr_ov_shade(p, px, py, acc[i]);
+                        }
+                    }
+                }
+            }
+            __syncthreads(); /* the chunk is rewritten next */
         }
     }
-    if (x >= x1 || y >= y1)
+    if (!mine)
         return;
     float csum[4] = {0, 0, 0, 0};
     int ncov = 0;
@@ -127,15 +248,20 @@ __global__ void __launch_bounds__(kThreads * kThreads) overlay_kernel(const kr_p
 
 /* ---- launcher -------------------------------------------------------------------------- */
 
-cudaError_t launch_overlay(const kr_prim *prims, const int *tile_start, const int *tile_items,
-                           const int *active, int n_active, int tiles_x, const FrameArgs &f,
-                           cudaStream_t stream)
+cudaError_t launch_overlay(const State *s, int n, const FrameArgs &f, cudaStream_t stream)
 {
-    if (n_active == 0)
-        return cudaSuccess;
-    overlay_kernel<<<n_active, dim3(kThreads, kThreads), 0, stream>>>(prims, tile_start,
-                                                                        tile_items, active,
-                                                                        tiles_x, f);
+    const int tiles_x = (f.width + kTile - 1) / kTile;
+    const int tiles_y = (f.height + kTile - 1) / kTile;
+    const int regions_x = (tiles_x + kRegionTiles - 1) / kRegionTiles;
+    const int regions_y = (tiles_y + kRegionTiles - 1) / kRegionTiles;
+    bin_kernel<<<regions_x * regions_y, kBinBlock, 0, stream>>>(s->prims, n, regions_x, f.width,
+                                                             f.height, s->capacity, s->lists,
+                                                             s->counts);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return e;
+    overlay_kernel<<<tiles_x * tiles_y, kBlock, 0, stream>>>(s->prims, s->lists, s->counts,
+                                                             s->capacity, tiles_x, regions_x, f);
     return cudaGetLastError();
 }
 
@@ -145,19 +271,59 @@ keyer_status cuda_fail(keyer_error *err, const char *what, cudaError_t e)
                            cudaGetErrorString(e));
 }
 
-/* Frees the staging and device buffers (after the work using them is done). */
+/* Waits for the copies still reading the staging buffers, then frees every buffer. */
 void free_buffers(State *s)
 {
-    if (s->pending && s->event_ready)
-        cudaEventSynchronize(s->staged);
-    s->pending = 0;
-    if (s->host)
-        cudaFreeHost(s->host);
-    if (s->dev)
-        cudaFree(s->dev); /* synchronises the device: no kernel still reads the old buffer */
-    s->host = NULL;
-    s->dev = NULL;
-    s->bytes = 0;
+    for (int b = 0; b < 2; b++) {
+        if (s->pending[b] && b < s->events)
+            cudaEventSynchronize(s->staged[b]);
+        s->pending[b] = 0;
+        if (s->host[b])
+            cudaFreeHost(s->host[b]);
+        s->host[b] = NULL;
+    }
+    /* cudaFree synchronises the device: no kernel still reads the old buffers. */
+    if (s->prims)
+        cudaFree(s->prims);
+    if (s->lists)
+        cudaFree(s->lists);
+    if (s->counts)
+        cudaFree(s->counts);
+    s->prims = NULL;
+    s->lists = NULL;
+    s->counts = NULL;
+    s->capacity = 0;
+    s->regions = 0;
+}
+
+/* Grows the buffers to hold n records and `regions` region lists (never shrinks). */
+keyer_status reserve(State *s, int n, int regions, keyer_error *err)
+{
+    if (n <= s->capacity && regions <= s->regions)
+        return KEYER_OK;
+    const int cap = n > s->capacity ? n + n / 2 : s->capacity;
+    const int reg = regions > s->regions ? regions : s->regions;
+    free_buffers(s);
+    cudaError_t e;
+    for (int b = 0; b < 2; b++)
+        if ((e = cudaMallocHost(reinterpret_cast<void **>(&s->host[b]),
+                                (size_t)cap * sizeof(kr_prim))) != cudaSuccess) {
+            s->host[b] = NULL;
+            free_buffers(s);
+            return cuda_fail(err, "cudaMallocHost (staging)", e);
+        }
+    if ((e = cudaMalloc(reinterpret_cast<void **>(&s->prims), (size_t)cap * sizeof(kr_prim))) !=
+            cudaSuccess ||
+        (e = cudaMalloc(reinterpret_cast<void **>(&s->lists),
+                        (size_t)cap * (size_t)reg * sizeof(int))) != cudaSuccess ||
+        (e = cudaMalloc(reinterpret_cast<void **>(&s->counts), (size_t)reg * sizeof(int))) !=
+            cudaSuccess) {
+        free_buffers(s);
+        return cuda_fail(err, "cudaMalloc (primitives and tile lists)", e);
+    }
+    s->capacity = cap;
+    s->regions = reg;
+    return KEYER_OK;
 }
 
 } // namespace
@@ -173,8 +339,8 @@ extern "C" void kr_overlay_cuda_free(void *state)
     cudaGetDevice(&prev);
     cudaSetDevice(s->device);
     free_buffers(s);
-    if (s->event_ready)
-        cudaEventDestroy(s->staged);
+    for (int b = 0; b < s->events; b++)
+        cudaEventDestroy(s->staged[b]);
     if (prev >= 0)
         cudaSetDevice(prev);
     delete s;
@@ -197,22 +363,13 @@ extern "C" keyer_status kr_overlay_render_cuda(keyer_overlay *ov, keyer_frame *f
         fa.stride[i] = f->stride[i];
     }
     fa.yc = kr_overlay_yuv_coeffs(f);
-
-    int tiles_x = 0, tiles_y = 0;
-    keyer_status st = kr_overlay_bin(ov, f->width, f->height, &tiles_x, &tiles_y, err);
-    if (st)
-        return st;
-    const size_t n_tiles = (size_t)tiles_x * (size_t)tiles_y;
-    const size_t n_items = (size_t)ov->tile_start[n_tiles];
-    size_t n_active = 0;
-    for (size_t t = 0; t < n_tiles; t++)
-        n_active += ov->tile_start[t] != ov->tile_start[t + 1];
-    if (n_active == 0)
-        return KEYER_OK;
-    const size_t off_start = align16((size_t)ov->count * sizeof(kr_prim));
-    const size_t off_items = off_start + align16((n_tiles + 1) * sizeof(int));
-    const size_t off_active = off_items + align16(n_items * sizeof(int));
-    const size_t total = off_active + align16(n_active * sizeof(int));
+    const int tiles_x = (f->width + kTile - 1) / kTile;
+    const int tiles_y = (f->height + kTile - 1) / kTile;
+    const int regions = ((tiles_x + kRegionTiles - 1) / kRegionTiles) *
+                        ((tiles_y + kRegionTiles - 1) / kRegionTiles);
+    cudaStream_t stream = static_cast<cudaStream_t>(ov->cuda_stream);
+    keyer_status st = KEYER_OK;
+    int b = 0;
 
     int prev = -1;
     cudaError_t e = cudaGetDevice(&prev);
@@ -234,66 +391,43 @@ extern "C" keyer_status kr_overlay_render_cuda(keyer_overlay *ov, keyer_frame *f
             goto done;
         }
         s->device = f->device;
-        if ((e = cudaEventCreateWithFlags(&s->staged, cudaEventDisableTiming)) != cudaSuccess) {
-            delete s;
-            st = cuda_fail(err, "cudaEventCreate", e);
-            goto done;
-        }
-        s->event_ready = 1;
         ov->cuda = s;
+        for (; s->events < 2; s->events++)
+            if ((e = cudaEventCreateWithFlags(&s->staged[s->events], cudaEventDisableTiming)) !=
+                cudaSuccess) {
+                st = cuda_fail(err, "cudaEventCreate", e);
+                goto done;
+            }
     }
-    /* The previous frame's copy must have read the staging buffer before it is rewritten. */
-    if (s->pending) {
-        if ((e = cudaEventSynchronize(s->staged)) != cudaSuccess) {
+    if (s->events < 2) {
+        st = keyer_error_set(err, KEYER_STATUS_DEVICE, "overlay render (cuda): set-up failed earlier");
+        goto done;
+    }
+    if ((st = reserve(s, ov->count, regions, err)))
+        goto done;
+    /* The copy that last read this staging buffer (two frames ago) must be done. */
+    b = s->next;
+    if (s->pending[b]) {
+        if ((e = cudaEventSynchronize(s->staged[b])) != cudaSuccess) {
             st = cuda_fail(err, "cudaEventSynchronize", e);
             goto done;
         }
-        s->pending = 0;
+        s->pending[b] = 0;
     }
-    if (total > s->bytes) {
-        free_buffers(s);
-        size_t want = total + total / 2;
-        if ((e = cudaMallocHost(reinterpret_cast<void **>(&s->host), want)) != cudaSuccess) {
-            s->host = NULL;
-            st = cuda_fail(err, "cudaMallocHost (staging)", e);
-            goto done;
-        }
-        if ((e = cudaMalloc(reinterpret_cast<void **>(&s->dev), want)) != cudaSuccess) {
-            s->dev = NULL;
-            free_buffers(s);
-            st = cuda_fail(err, "cudaMalloc (primitives)", e);
-            goto done;
-        }
-        s->bytes = want;
+    memcpy(s->host[b], ov->prims, (size_t)ov->count * sizeof(kr_prim));
+    if ((e = cudaMemcpyAsync(s->prims, s->host[b], (size_t)ov->count * sizeof(kr_prim),
+                             cudaMemcpyHostToDevice, stream)) != cudaSuccess) {
+        st = cuda_fail(err, "cudaMemcpyAsync (primitives)", e);
+        goto done;
     }
-    {
-        memcpy(s->host, ov->prims, (size_t)ov->count * sizeof(kr_prim));
-        memcpy(s->host + off_start, ov->tile_start, (n_tiles + 1) * sizeof(int));
-        memcpy(s->host + off_items, ov->tile_items, n_items * sizeof(int));
-        int *act = reinterpret_cast<int *>(s->host + off_active);
-        size_t k = 0;
-        for (size_t t = 0; t < n_tiles; t++)
-            if (ov->tile_start[t] != ov->tile_start[t + 1])
-                act[k++] = (int)t;
-        cudaStream_t stream = static_cast<cudaStream_t>(ov->cuda_stream);
-        if ((e = cudaMemcpyAsync(s->dev, s->host, total, cudaMemcpyHostToDevice, stream)) !=
-            cudaSuccess) {
-            st = cuda_fail(err, "cudaMemcpyAsync (primitives)", e);
-            goto done;
-        }
-        if ((e = cudaEventRecord(s->staged, stream)) != cudaSuccess) {
-            st = cuda_fail(err, "cudaEventRecord", e);
-            goto done;
-        }
-        s->pending = 1;
-        e = launch_overlay(reinterpret_cast<const kr_prim *>(s->dev),
-                           reinterpret_cast<const int *>(s->dev + off_start),
-                           reinterpret_cast<const int *>(s->dev + off_items),
-                           reinterpret_cast<const int *>(s->dev + off_active), (int)n_active,
-                           tiles_x, fa, stream);
-        if (e != cudaSuccess)
-            st = cuda_fail(err, "overlay kernel launch", e);
+    if ((e = cudaEventRecord(s->staged[b], stream)) != cudaSuccess) {
+        st = cuda_fail(err, "cudaEventRecord", e);
+        goto done;
     }
+    s->pending[b] = 1;
+    s->next = 1 - b;
+    if ((e = launch_overlay(s, ov->count, fa, stream)) != cudaSuccess)
+        st = cuda_fail(err, "overlay kernel launch", e);
 done:
     if (prev >= 0 && prev != f->device)
         cudaSetDevice(prev);
