@@ -111,6 +111,21 @@ typedef struct keyer_session_progress {
 typedef void (*keyer_progress_fn)(void *opaque, const keyer_session_progress *progress);
 
 /**
+ * Per-frame callback (see keyer_session_params::frame_fn), called on a stream's writer thread
+ * for each frame of a stream with an output, in the stream's order, just before the frame is
+ * written. @p input is the decoded frame, @p output the frame about to be written (the
+ * composite, or a copy of the input when keyer_session_params::passthrough is set); both are
+ * in host memory (frames computed on the GPU are downloaded first) and valid only during the
+ * call. The callback may change @p output's pixels (for example draw on it) but not its
+ * format, size or buffers. @p frame_index counts the stream's frames from 0. A non-OK return,
+ * with @p err set, fails the stream as a write error would: its output is finalised with the
+ * frames written so far.
+ */
+typedef keyer_status (*keyer_frame_fn)(void *opaque, int stream_id, int64_t frame_index,
+                                       const keyer_frame *input, keyer_frame *output,
+                                       keyer_error *err);
+
+/**
  * Parameters of a session. Initialise with keyer_session_params_defaults(); the integer
  * fields are described by keyer_session_options() as well (for command lines and
  * configuration files).
@@ -157,6 +172,11 @@ typedef struct keyer_session_params {
     /** Record a Chrome/Perfetto trace with room for this many events (0, default: off);
      *  write it with keyer_session_write_trace(). */
     int trace_events;
+    /** 1: no keying. Frames go unchanged from the input to frame_fn and the output; no model
+     *  is loaded and the GPU is not used (default 0). */
+    int passthrough;
+    keyer_frame_fn frame_fn;     /**< NULL (default): none */
+    void *frame_opaque;          /**< passed to frame_fn */
     keyer_progress_fn progress;  /**< NULL: none */
     void *progress_opaque;
     int progress_interval_ms;    /**< default 200 */

@@ -583,9 +583,13 @@ keyer_status kr_session_start(keyer_session *s, keyer_error *err)
     if (s->started)
         return KEYER_OK;
     const keyer_session_params *p = &s->params;
-    keyer_status st = load_model(s, err);
-    if (st)
+    keyer_status st = KEYER_OK;
+    if (p->passthrough) {
+        snprintf(s->model_used, sizeof(s->model_used), "none");
+        snprintf(s->device_name, sizeof(s->device_name), "cpu");
+    } else if ((st = load_model(s, err))) {
         return st;
+    }
     int latency = p->mode == KEYER_PIPELINE_LATENCY;
     /* Throughput: the stages run side by side and already fill the cores, so each works
      * single-threaded (threads inside a stage only contend with the other stages); latency:
@@ -599,6 +603,8 @@ keyer_status kr_session_start(keyer_session *s, keyer_error *err)
     int want_cuda = p->device != KEYER_DEVICE_CPU;
     /* the batch is decided per device; CUDA's is tried first */
     s->batch = p->batch > 0 ? p->batch : latency ? 1 : 16;
+    if (p->passthrough)
+        want_cuda = 0; /* nothing runs on the GPU */
     if (want_cuda && !try_cuda(s, p->device == KEYER_DEVICE_CUDA)) {
         s->fell_back = p->device == KEYER_DEVICE_CUDA || kr_device_cuda() != NULL;
         if (s->fell_back && p->device == KEYER_DEVICE_AUTO && kr_device_cuda() &&
@@ -609,7 +615,7 @@ keyer_status kr_session_start(keyer_session *s, keyer_error *err)
         /* XNNPACK's time per frame does not drop with the batch: batch 1 keeps latency low */
         s->batch = p->batch > 0 ? p->batch : 1;
     }
-    if (!s->infer_cuda && (st = create_runtimes(s, 0, err)))
+    if (!p->passthrough && !s->infer_cuda && (st = create_runtimes(s, 0, err)))
         return st;
     s->depth = p->queue_depth > 0 ? p->queue_depth : latency ? 1 : 2 * s->batch;
     int64_t wait_us = p->batch_wait_us >= 0 ? p->batch_wait_us

@@ -129,6 +129,8 @@ typedef struct kr_stream {
     void *prep_stream;      /* CUDA stream of prepare and its copies */
     void *sink_stream;      /* CUDA stream of the sink's downloads */
     int64_t next_seq;       /* prepare: number of the next frame */
+    keyer_frame *hook_in;   /* host copies for frame_fn when a frame is on the GPU (made once) */
+    keyer_frame *hook_out;
     int geometry_warned;    /* a frame of another size or format was skipped (logged once) */
     int bg_warned;          /* the background video could not be read (logged once) */
     int64_t last_pts;

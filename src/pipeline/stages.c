@@ -200,6 +200,15 @@ void *kr_prepare_main(void *arg)
             break;
         kr_item *it = p;
         it->seq = st->next_seq++;
+        if (s->params.passthrough) { /* no keying: straight to the writer, in order */
+            it->src = it->frame;
+            keyer_error e = {0};
+            if (kr_reorder_put(st->done, it->seq, it, &e)) {
+                keyer_log(s->logger, KEYER_LOG_ERROR, "%s", e.message);
+                kr_item_release(it);
+            }
+            continue;
+        }
         int64_t t0 = kr_clock_ns();
         keyer_error e = {0};
         keyer_status rs = prepare_item(it, &e);

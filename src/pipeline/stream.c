@@ -376,6 +376,10 @@ keyer_status kr_stream_start(kr_stream *st, keyer_error *err)
         if ((rs = keyer_frame_create(&it->frame, err)) ||
             (rs = keyer_frame_create(&it->bg_src, err)))
             return rs;
+        if (s->params.passthrough) { /* the input frame itself is written */
+            kr_queue_try_push(st->free_items, it);
+            continue;
+        }
         int cuda = s->use_cuda && !atomic_load(&s->gpu_failed);
         rs = kr_item_bufs_ensure(it, cuda, err);
         if (rs == KEYER_STATUS_OUT_OF_MEMORY && cuda) {
@@ -455,6 +459,8 @@ void kr_stream_destroy(kr_stream **sp)
         }
         free(st->items);
     }
+    keyer_frame_destroy(&st->hook_in);
+    keyer_frame_destroy(&st->hook_out);
     for (int d = 0; d < 2; d++)
         keyer_prepare_destroy(&st->prep[d]);
     if (s->dev) {
@@ -645,12 +651,64 @@ void kr_stream_account_out(kr_stream *st, kr_item *it)
     pthread_mutex_unlock(&s->stats_lock);
 }
 
+/* A host copy of @p f in *slot (allocated on the first frame and when the size changes). */
+static keyer_status host_copy(kr_stream *st, keyer_frame **slot, const keyer_frame *f,
+                              keyer_error *err)
+{
+    keyer_session *s = st->session;
+    keyer_status rs = KEYER_OK;
+    if (!*slot && (rs = keyer_frame_create(slot, err)))
+        return rs;
+    keyer_frame *d = *slot;
+    if (!d->data[0] || d->format != f->format || d->width != f->width ||
+        d->height != f->height || d->memory != KEYER_MEMORY_HOST)
+        if ((rs = keyer_frame_alloc(d, f->format, f->width, f->height, NULL, err)))
+            return rs;
+    if ((rs = kr_download_frame(s, d, f, st->sink_stream, err)))
+        return rs;
+    d->pts = f->pts;
+    d->duration = f->duration;
+    d->time_base = f->time_base;
+    d->flags = f->flags;
+    d->matrix = f->matrix;
+    d->range = f->range;
+    return KEYER_OK;
+}
+
+/* Calls the session's frame_fn with host frames; *out becomes the frame to write. */
+static keyer_status call_frame_fn(kr_item *it, const keyer_frame **out, keyer_error *err)
+{
+    kr_stream *st = it->stream;
+    keyer_session *s = st->session;
+    const keyer_frame *in = it->frame && it->frame->data[0] ? it->frame : it->src;
+    keyer_status rs = KEYER_OK;
+    if (in->memory != KEYER_MEMORY_HOST) {
+        if ((rs = host_copy(st, &st->hook_in, in, err)))
+            return rs;
+        in = st->hook_in;
+    }
+    keyer_frame *w = NULL;
+    if (s->params.passthrough || (*out)->memory != KEYER_MEMORY_HOST) {
+        if ((rs = host_copy(st, &st->hook_out, *out, err)))
+            return rs;
+        w = st->hook_out;
+    } else {
+        w = (keyer_frame *)*out; /* the item's own composite buffer */
+    }
+    if ((rs = s->params.frame_fn(s->params.frame_opaque, st->id, it->seq, in, w, err)))
+        return rs;
+    *out = w;
+    return KEYER_OK;
+}
+
 /* The item's output in host memory when the GPU failed, else where it is. */
 static const keyer_frame *output_of(kr_item *it, keyer_error *err, keyer_status *rs)
 {
     kr_stream *st = it->stream;
     keyer_session *s = st->session;
     *rs = KEYER_OK;
+    if (s->params.passthrough)
+        return it->src;
     if (!it->on_cuda)
         return it->host.out;
     if (!atomic_load(&s->gpu_failed))
@@ -685,7 +743,11 @@ static void *sink_main(void *arg)
                 keyer_log(s->logger, KEYER_LOG_ERROR, "stream %d: frame %lld lost: %s", st->id,
                           (long long)it->seq, e.message);
             } else {
-                if (st->writer && (rs = keyer_writer_write(st->writer, out, &e))) {
+                if (s->params.frame_fn && st->writer && (rs = call_frame_fn(it, &out, &e))) {
+                    keyer_error_prefix(&e, "stream %d, frame %lld: ", st->id, (long long)it->seq);
+                    kr_stream_fail(st, rs, &e, 1);
+                    writing = 0;
+                } else if (st->writer && (rs = keyer_writer_write(st->writer, out, &e))) {
                     keyer_error_prefix(&e, "writing %s: ", st->output);
                     kr_stream_fail(st, rs, &e, 1);
                     writing = 0;

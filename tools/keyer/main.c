@@ -12,7 +12,7 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"run", keyer_cmd_run, "the main job (default): keyer INPUT... -o OUTPUT [--blur|--replace|...]"},
+    {"run", keyer_cmd_run, "the main job (default): keyer INPUT... -o OUTPUT [--blur|--replace|--detect|...]"},
     {"devices", keyer_cmd_devices, "list CUDA GPUs, their memory, NVDEC/NVENC capability"},
     {"make-sample", keyer_cmd_make_sample, "write a test video (pan over a photo, with a tone)"},
     {"probe", keyer_cmd_probe, "count a video's frames, print its properties, dump a frame"},
@@ -30,7 +30,6 @@ static void usage(FILE *out)
                  "       keyer [--version] [--help] COMMAND [ARGS]\n\nCommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
-    fprintf(out, "  %-10s %s\n", "version", "print the version and build capabilities");
     fprintf(out, "  %-10s %s\n", "version", "print the version and build capabilities");
     fprintf(out, "\nRun 'keyer COMMAND --help' for a command's options.\n");
 }
