@@ -189,9 +189,14 @@ keyer_status keyer_detector_decode(keyer_detector *d, const float *boxes, const 
     const keyer_detector_params *p = &d->p;
     *count = 0;
     int n_raw = 0;
+    /* Most anchors score far below the threshold: compare their logits first (with a margin,
+     * so the exact test below still decides) and skip the exponential. */
+    float min_logit = -INFINITY;
+    if (p->min_score > 0 && p->min_score < 1)
+        min_logit = logf(p->min_score / (1 - p->min_score)) - 1e-3f;
     for (int i = 0; i < d->n_anchors; i++) {
         float logit = scores[i];
-        if (isnan(logit))
+        if (isnan(logit) || logit < min_logit)
             continue;
         logit = fminf(fmaxf(logit, -p->score_clip), p->score_clip);
         float score = 1.0f / (1.0f + expf(-logit));
