@@ -223,8 +223,8 @@ int main(int argc, char **argv)
     if (!samples || keyer_overlay_create(40000, &ov, &err))
         return die("overlay", &err);
     int have_cuda = 0;
-    double bw = 0;
 #ifdef KEYER_HAVE_CUDA
+    double bw = 0;
     int ndev = 0;
     have_cuda = cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0;
     if (have_cuda)

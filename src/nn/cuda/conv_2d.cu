@@ -13,7 +13,17 @@
  * both X and W); shared-memory rows are padded by 4 floats against bank conflicts. Half-precision
  * instances load __half and convert in the shared-memory fill; accumulation is float; the
  * epilogue adds the bias, applies the fused clamp and the folded activation, and stores T.
+ *
+ * Stems (the first layer of every shipped model: 3 input channels, 3x3 or 5x5, 8 to 32 output
+ * channels) take a direct path instead: the GEMM spends its time there on the gather's index
+ * arithmetic for K = 27 or 75, with a tile three quarters empty. conv_stem gives each thread
+ * one output pixel and a group of output channels; the group's weights and bias travel as a
+ * kernel parameter (__grid_constant__), so every multiply-add reads its weight from the
+ * constant bank with a compile-time offset, and the input patch sits in registers. Chosen when
+ * the weights are float constants of such a shape.
  */
+#include <string.h>
+
 #include "nn/cuda/common.cuh"
 
 #define BK 16
@@ -95,6 +105,97 @@ __global__ void __launch_bounds__(256) conv_gemm(const T *__restrict__ x, const 
     }
 }
 
+/* The weights of CG output channels of a stem, as one kernel parameter. */
+template <int K, int CG> struct stem_weights {
+    float w[CG * K * K * 3]; /* OHWI */
+    float b[CG];
+};
+
+/* Output channels [co, co + CG) of every pixel of a stem (CO channels in all). */
+template <typename T, int K, int CG>
+__global__ void __launch_bounds__(128) conv_stem(const T *__restrict__ x, T *__restrict__ y,
+                                                 const __grid_constant__ stem_weights<K, CG> p,
+                                                 conv_shape s, int co, kr_epilogue e)
+{
+    constexpr int KK = K * K * 3;
+    const int m = blockIdx.x * blockDim.x + threadIdx.x;
+    if (m >= s.M)
+        return;
+    const int ox = m % s.ow, t = m / s.ow;
+    const int oy = t % s.oh, b = t / s.oh;
+    const int iy0 = oy * s.sh - s.pt, ix0 = ox * s.sw - s.pl;
+    const T *xb = x + (size_t)b * s.ih * s.iw * 3;
+    float in[KK];
+#pragma unroll
+    for (int ky = 0; ky < K; ky++) {
+        const int iy = iy0 + ky;
+#pragma unroll
+        for (int kx = 0; kx < K; kx++) {
+            const int ix = ix0 + kx;
+            const bool ok = (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
+            const T *px = xb + ((size_t)iy * s.iw + ix) * 3;
+#pragma unroll
+            for (int c = 0; c < 3; c++)
+                in[(ky * K + kx) * 3 + c] = ok ? kr_ld(px + c) : 0.0f;
+        }
+    }
+    float acc[CG];
+#pragma unroll
+    for (int n = 0; n < CG; n++)
+        acc[n] = p.b[n];
+#pragma unroll
+    for (int k = 0; k < KK; k++)
+#pragma unroll
+        for (int n = 0; n < CG; n++)
+            acc[n] = fmaf(in[k], p.w[n * KK + k], acc[n]);
+#pragma unroll
+    for (int n = 0; n < CG; n++)
+        acc[n] = kr_apply(e, acc[n]);
+    T *out = y + (size_t)m * s.oc + co;
+#pragma unroll
+    for (int n = 0; n < CG; n += 4)
+        kr_stv<4>(out + n, acc + n);
+}
+
+/* Queues the stem as s.oc / CG launches of CG channels each. */
+template <typename T, int K, int CG> static void launch_stem(const kr_cuda_op *op, const conv_shape &s)
+{
+    constexpr int KK = K * K * 3;
+    const float *w = (const float *)kr_in_t(op, 1)->data;
+    const kr_tensor *bt = op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
+    const float *bias = bt ? (const float *)bt->data : NULL;
+    for (int co = 0; co < s.oc; co += CG) {
+        stem_weights<K, CG> p;
+        memcpy(p.w, w + (size_t)co * KK, sizeof(p.w));
+        for (int n = 0; n < CG; n++)
+            p.b[n] = bias ? bias[co + n] : 0.0f;
+        conv_stem<T, K, CG><<<(unsigned)((s.M + 127) / 128), 128, 0, (cudaStream_t)op->stream>>>(
+            (const T *)op->in[0], (T *)op->out, p, s, co, kr_make_epilogue(op, 1));
+    }
+}
+
+/* The direct stem path for a stem of a supported shape (see the file comment); 0 when it does
+ * not apply. A launch's weights stay within 2 KB: larger sets (5x5 with 24 channels: 7.2 KB)
+ * thrashed the constant cache and ran no faster than the GEMM, so they are split by channels. */
+template <typename T> static int try_stem(const kr_cuda_op *op, const conv_shape &s)
+{
+    const kr_tensor *wt = kr_in_t(op, 1);
+    const kr_tensor *bt = op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
+    if (s.ic != 3 || s.dh != 1 || s.dw != 1 || s.kh != s.kw || (s.kh != 3 && s.kh != 5) ||
+        s.oc % 4 || s.oc > 64 || !wt->data || wt->dtype != KR_DTYPE_F32 ||
+        (bt && (!bt->data || bt->dtype != KR_DTYPE_F32)) || !kr_aligned(op->out, 4 * sizeof(T)))
+        return 0;
+    if (s.kh == 3 && s.oc % 16 == 0)
+        launch_stem<T, 3, 16>(op, s); /* 1.7 KB per launch */
+    else if (s.kh == 3 && s.oc % 8 == 0)
+        launch_stem<T, 3, 8>(op, s);
+    else if (s.kh == 3)
+        launch_stem<T, 3, 4>(op, s);
+    else
+        launch_stem<T, 5, 4>(op, s); /* 1.2 KB per launch */
+    return 1;
+}
+
 template <typename T, int BN> static void launch_bn(const kr_cuda_op *op, const conv_shape &s)
 {
     constexpr int BM = 4096 / BN;
@@ -119,7 +220,9 @@ template <typename T> static int launch(const kr_cuda_op *op)
     s.K = s.kh * s.kw * s.ic;
     s.pointwise = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.pt == 0 && s.pl == 0 &&
                   s.oh == s.ih && s.ow == s.iw;
-    if (s.oc <= 16) {
+    if (try_stem<T>(op, s)) {
+        /* launched */
+    } else if (s.oc <= 16) {
         launch_bn<T, 16>(op, s);
     } else if (s.oc <= 32) {
         launch_bn<T, 32>(op, s);
