@@ -21,6 +21,12 @@
  * kernel parameter (__grid_constant__), so every multiply-add reads its weight from the
  * constant bank with a compile-time offset, and the input patch sits in registers. Chosen when
  * the weights are float constants of such a shape.
+ *
+ * Narrow pointwise layers (1x1 with 8 to 32 input channels, the 16- and 24-channel layers at
+ * the models' highest resolutions) take the same route: conv_narrow gives each thread one
+ * pixel, loads its input channels with vector loads and computes all its output channels
+ * (at most 32, and at most 2 KB of weights) with the weights in the constant bank. The GEMM tile spends these layers' time on scalar
+ * gathers and stores with a 16-deep K; they move little data per FMA and are bound by memory.
  */
 #include <string.h>
 
@@ -196,6 +202,81 @@ template <typename T> static int try_stem(const kr_cuda_op *op, const conv_shape
     return 1;
 }
 
+/* Output channels [co, co + CG) of a pointwise layer with K input channels. */
+template <int K, int CG> struct narrow_weights {
+    float w[CG * K]; /* [n][k] */
+    float b[CG];
+};
+
+template <typename T, int K, int CG>
+__global__ void __launch_bounds__(128) conv_narrow(const T *__restrict__ x, T *__restrict__ y,
+                                                   const __grid_constant__ narrow_weights<K, CG> p,
+                                                   int M, int N, int co, kr_epilogue e)
+{
+    const int m = blockIdx.x * blockDim.x + threadIdx.x;
+    if (m >= M)
+        return;
+    float in[K];
+    const T *row = x + (size_t)m * K;
+#pragma unroll
+    for (int k = 0; k < K; k += 4)
+        kr_ldv<4>(row + k, in + k);
+    float acc[CG];
+#pragma unroll
+    for (int n = 0; n < CG; n++)
+        acc[n] = p.b[n];
+#pragma unroll
+    for (int k = 0; k < K; k++)
+#pragma unroll
+        for (int n = 0; n < CG; n++)
+            acc[n] = fmaf(in[k], p.w[n * K + k], acc[n]);
+#pragma unroll
+    for (int n = 0; n < CG; n++)
+        acc[n] = kr_apply(e, acc[n]);
+    T *out = y + (size_t)m * N + co;
+#pragma unroll
+    for (int n = 0; n < CG; n += 4)
+        kr_stv<4>(out + n, acc + n);
+}
+
+template <typename T, int K, int CG> static int launch_narrow(const kr_cuda_op *op, const conv_shape &s)
+{
+    /* One launch per layer: split into channel groups, each launch wrote part of every
+     * output row (partial sectors) and the 16 -> 72 layer took twice the GEMM's time. */
+    if (s.K != K || s.oc != CG)
+        return 0;
+    const float *w = (const float *)kr_in_t(op, 1)->data;
+    const kr_tensor *bt = op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
+    const float *bias = bt ? (const float *)bt->data : NULL;
+    for (int co = 0; co < s.oc; co += CG) {
+        narrow_weights<K, CG> p;
+        memcpy(p.w, w + (size_t)co * K, sizeof(p.w));
+        for (int n = 0; n < CG; n++)
+            p.b[n] = bias ? bias[co + n] : 0.0f;
+        conv_narrow<T, K, CG><<<(unsigned)((s.M + 127) / 128), 128, 0, (cudaStream_t)op->stream>>>(
+            (const T *)op->in[0], (T *)op->out, p, s.M, s.oc, co, kr_make_epilogue(op, 1));
+    }
+    return 1;
+}
+
+/* The narrow pointwise path (see the file comment): weights of one launch within 2 KB. */
+template <typename T> static int try_narrow(const kr_cuda_op *op, const conv_shape &s)
+{
+    const kr_tensor *wt = kr_in_t(op, 1);
+    const kr_tensor *bt = op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
+    if (!s.pointwise || s.K > 32 || s.K % 8 || s.oc % 4 || !wt->data || wt->dtype != KR_DTYPE_F32 ||
+        (bt && (!bt->data || bt->dtype != KR_DTYPE_F32)) || !kr_aligned(op->out, 4 * sizeof(T)) ||
+        !kr_aligned(op->in[0], 4 * sizeof(T)))
+        return 0;
+    return launch_narrow<T, 8, 32>(op, s) || launch_narrow<T, 8, 24>(op, s) ||
+           launch_narrow<T, 8, 16>(op, s) || launch_narrow<T, 8, 8>(op, s) ||
+           launch_narrow<T, 16, 32>(op, s) ||
+           launch_narrow<T, 16, 24>(op, s) || launch_narrow<T, 16, 16>(op, s) ||
+           launch_narrow<T, 16, 8>(op, s) || launch_narrow<T, 24, 16>(op, s) ||
+           launch_narrow<T, 24, 8>(op, s) || launch_narrow<T, 32, 16>(op, s) ||
+           launch_narrow<T, 32, 8>(op, s);
+}
+
 template <typename T, int BN> static void launch_bn(const kr_cuda_op *op, const conv_shape &s)
 {
     constexpr int BM = 4096 / BN;
@@ -220,7 +301,7 @@ template <typename T> static int launch(const kr_cuda_op *op)
     s.K = s.kh * s.kw * s.ic;
     s.pointwise = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.pt == 0 && s.pl == 0 &&
                   s.oh == s.ih && s.ow == s.iw;
-    if (try_stem<T>(op, s)) {
+    if (try_stem<T>(op, s) || try_narrow<T>(op, s)) {
         /* launched */
     } else if (s.oc <= 16) {
         launch_bn<T, 16>(op, s);
