@@ -234,6 +234,7 @@ static double now_ms(void)
 }
 
 /* Appends to the stream's export line (grown when needed, then reused). */
+static void put(kc_stream *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put(kc_stream *s, const char *fmt, ...)
 {
     if (s->line_failed)
