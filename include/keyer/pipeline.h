@@ -112,8 +112,8 @@ typedef void (*keyer_progress_fn)(void *opaque, const keyer_session_progress *pr
 
 /**
  * Per-frame callback (see keyer_session_params::frame_fn), called on a stream's writer thread
- * for each frame of a stream with an output, in the stream's order, just before the frame is
- * written. @p input is the decoded frame, @p output the frame about to be written (the
+ * for each frame of a stream that has an output or none (file streams; not pushed streams read
+ * with keyer_session_receive_frame), in the stream's order, just before the frame is written. @p input is the decoded frame, @p output the frame about to be written (the
  * composite, or a copy of the input when keyer_session_params::passthrough is set); both are
  * in host memory (frames computed on the GPU are downloaded first) and valid only during the
  * call. The callback may change @p output's pixels (for example draw on it) but not its

@@ -743,7 +743,7 @@ static void *sink_main(void *arg)
                 keyer_log(s->logger, KEYER_LOG_ERROR, "stream %d: frame %lld lost: %s", st->id,
                           (long long)it->seq, e.message);
             } else {
-                if (s->params.frame_fn && st->writer && (rs = call_frame_fn(it, &out, &e))) {
+                if (s->params.frame_fn && (rs = call_frame_fn(it, &out, &e))) {
                     keyer_error_prefix(&e, "stream %d, frame %lld: ", st->id, (long long)it->seq);
                     kr_stream_fail(st, rs, &e, 1);
                     writing = 0;
