@@ -522,6 +522,114 @@ static void test_file_run(void **state)
     free(text);
 }
 
+/* What the frame callback saw: frames in order per stream, host memory, the output equal to
+ * the input in passthrough; it draws a white square on the output, and fails at fail_at. */
+typedef struct hook_log {
+    int64_t next[2];
+    int calls, out_of_order, not_host, differs, bad_size;
+    int64_t fail_at;
+} hook_log;
+
+static keyer_status hook(void *opaque, int stream_id, int64_t index, const keyer_frame *in,
+                         keyer_frame *out, keyer_error *err)
+{
+    hook_log *h = opaque;
+    h->calls++;
+    if (stream_id < 0 || stream_id > 1 || index != h->next[stream_id])
+        h->out_of_order++;
+    if (stream_id >= 0 && stream_id <= 1)
+        h->next[stream_id] = index + 1;
+    if (in->memory != KEYER_MEMORY_HOST || out->memory != KEYER_MEMORY_HOST)
+        h->not_host++;
+    if (in->width != out->width || in->height != out->height || in->format != out->format)
+        h->bad_size++;
+    else if (memcmp(in->data[0], out->data[0], (size_t)in->width) != 0)
+        h->differs++; /* first luma row: equal in passthrough */
+    for (int y = 0; y < 16 && y < out->height; y++)
+        memset(out->data[0] + y * out->stride[0], 235, (size_t)(out->width < 16 ? out->width : 16));
+    if (index == h->fail_at)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL, "hook failed on purpose at %lld",
+                               (long long)index);
+    return KEYER_OK;
+}
+
+/* keyer_session_params::frame_fn and ::passthrough: every frame of every stream reaches the
+ * callback once, in order, in host memory; passthrough loads no model and writes the input
+ * with what the callback drew; a callback error fails the stream with a valid output. */
+static void test_frame_callback_passthrough(void **state)
+{
+    (void)state;
+    char in[4096], in2[4096], out[4096], out2[4096];
+    tmp_path(in, sizeof(in), "cb_in.mp4");
+    tmp_path(in2, sizeof(in2), "cb_in2.mp4");
+    tmp_path(out, sizeof(out), "cb_out.mp4");
+    tmp_path(out2, sizeof(out2), "cb_out2.mp4");
+    make_sample(in, 320, 240, 20);
+    make_sample(in2, 160, 120, 12);
+    keyer_logger lg = quiet();
+    hook_log h;
+    memset(&h, 0, sizeof(h));
+    h.fail_at = -1;
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.logger = &lg;
+    sp.passthrough = 1;
+    sp.frame_fn = hook;
+    sp.frame_opaque = &h;
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
+    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+    fp.input = in;
+    fp.output = out;
+    fp.writer.preset = "ultrafast";
+    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_OK);
+    fp.input = in2;
+    fp.output = NULL; /* analysed and discarded */
+    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_OK);
+    assert_int_equal(keyer_session_run(s, &err), KEYER_OK);
+    keyer_session_report rep;
+    keyer_session_get_report(s, &rep);
+    assert_string_equal(rep.model, "none");
+    assert_int_equal(rep.frames_written, 32);
+    keyer_session_destroy(&s);
+    assert_int_equal(h.calls, 32);
+    assert_int_equal(h.next[0], 20);
+    assert_int_equal(h.next[1], 12);
+    assert_int_equal(h.out_of_order, 0);
+    assert_int_equal(h.not_host, 0);
+    assert_int_equal(h.bad_size, 0);
+    assert_int_equal(h.differs, 0);
+    assert_int_equal(count_frames(out, NULL, NULL), 20);
+    /* what the callback drew is in the written frames: a white corner */
+    keyer_reader *r = NULL;
+    keyer_frame *f = NULL;
+    keyer_reader_params rp = keyer_reader_params_defaults();
+    rp.device = KEYER_DECODE_DEVICE_CPU;
+    assert_int_equal(keyer_reader_open(out, &rp, &r, &err), KEYER_OK);
+    assert_int_equal(keyer_frame_create(&f, &err), KEYER_OK);
+    assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
+    assert_true(f->data[0][4 * f->stride[0] + 4] > 220);
+    keyer_frame_destroy(&f);
+    keyer_reader_destroy(&r);
+
+    /* with keying, and a callback that fails at frame 5: the output holds frames 0..4 */
+    memset(&h, 0, sizeof(h));
+    h.fail_at = 5;
+    sp.passthrough = 0;
+    sp.composite.mode = KEYER_COMPOSITE_COLOR;
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
+    fp.input = in;
+    fp.output = out2;
+    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_OK);
+    assert_int_not_equal(keyer_session_run(s, &err), KEYER_OK);
+    assert_non_null(strstr(err.message, "hook failed on purpose at 5"));
+    keyer_session_destroy(&s);
+    assert_int_equal(h.out_of_order, 0);
+    assert_int_equal(h.differs > 0, 1); /* the keyed output is not the input */
+    assert_int_equal(count_frames(out2, NULL, NULL), 5);
+}
+
 typedef struct stopper {
     keyer_session *s;
     int64_t at;
@@ -838,6 +946,7 @@ int main(void)
         cmocka_unit_test(test_push_letterboxed_logits),
         cmocka_unit_test(test_streams_equal_separate_runs),
         cmocka_unit_test(test_file_run),
+        cmocka_unit_test(test_frame_callback_passthrough),
         cmocka_unit_test(test_cancel_leaves_valid_output),
         cmocka_unit_test(test_again_and_latency_mode),
         cmocka_unit_test(test_live_drops_oldest),
