@@ -289,6 +289,11 @@ void *kr_prepare_main(void *arg);
 keyer_status kr_item_place_source(kr_item *it, keyer_error *err);
 
 /** Downloads one CUDA frame into a host frame (allocated as needed). */
+/** Copies @p src into @p *slot (created, and allocated in CUDA memory when @p cuda else host
+ *  memory, when missing or of another format, size or memory), on @p stream. */
+keyer_status kr_stage_copy(keyer_session *s, keyer_frame **slot, const keyer_frame *src,
+                           int cuda, void *stream, keyer_error *err);
+
 keyer_status kr_download_frame(keyer_session *s, keyer_frame *dst, const keyer_frame *src,
                                void *stream, keyer_error *err);
 

@@ -24,8 +24,7 @@ keyer_status kr_download_frame(keyer_session *s, keyer_frame *dst, const keyer_f
     return kr_device_frame_copy(dev, src->device, dst, src, stream, err);
 }
 
-/* Copies @p src into @p *slot (allocated in the wanted memory when missing or different). */
-static keyer_status stage_copy(keyer_session *s, keyer_frame **slot, const keyer_frame *src,
+keyer_status kr_stage_copy(keyer_session *s, keyer_frame **slot, const keyer_frame *src,
                                int cuda, void *stream, keyer_error *err)
 {
     keyer_status rs = KEYER_OK;
@@ -58,7 +57,7 @@ keyer_status kr_item_place_source(kr_item *it, keyer_error *err)
     if (it->frame->memory == want && (want == KEYER_MEMORY_HOST || it->frame->device == s->ordinal)) {
         it->src = it->frame;
     } else {
-        if ((rs = stage_copy(s, &b->staged, it->frame, it->on_cuda, st->prep_stream, err)))
+        if ((rs = kr_stage_copy(s, &b->staged, it->frame, it->on_cuda, st->prep_stream, err)))
             return rs;
         it->src = b->staged;
     }
@@ -67,7 +66,7 @@ keyer_status kr_item_place_source(kr_item *it, keyer_error *err)
         if (it->bg_src->memory == want) {
             it->bg = it->bg_src;
         } else {
-            if ((rs = stage_copy(s, &b->bg, it->bg_src, it->on_cuda, st->prep_stream, err)))
+            if ((rs = kr_stage_copy(s, &b->bg, it->bg_src, it->on_cuda, st->prep_stream, err)))
                 return rs;
             it->bg = b->bg;
         }

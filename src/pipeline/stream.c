@@ -655,17 +655,10 @@ void kr_stream_account_out(kr_stream *st, kr_item *it)
 static keyer_status host_copy(kr_stream *st, keyer_frame **slot, const keyer_frame *f,
                               keyer_error *err)
 {
-    keyer_session *s = st->session;
-    keyer_status rs = KEYER_OK;
-    if (!*slot && (rs = keyer_frame_create(slot, err)))
+    keyer_status rs = kr_stage_copy(st->session, slot, f, 0, st->sink_stream, err);
+    if (rs)
         return rs;
     keyer_frame *d = *slot;
-    if (!d->data[0] || d->format != f->format || d->width != f->width ||
-        d->height != f->height || d->memory != KEYER_MEMORY_HOST)
-        if ((rs = keyer_frame_alloc(d, f->format, f->width, f->height, NULL, err)))
-            return rs;
-    if ((rs = kr_download_frame(s, d, f, st->sink_stream, err)))
-        return rs;
     d->pts = f->pts;
     d->duration = f->duration;
     d->time_base = f->time_base;
