@@ -70,6 +70,8 @@ typedef enum keyer_face_range {
 typedef struct keyer_faces_params {
     int range;                   /**< keyer_face_range (default SHORT) */
     int landmarks;               /**< 1: run the face mesh and track by landmarks (default 1) */
+    int detector;                /**< 1: load and run the detector (default 1); 0: none, the
+                                      faces come from keyer_faces_track() (landmarks 0) */
     int max_faces;               /**< faces followed at most, 1..KEYER_FACES_MAX (default 4) */
     int detect_interval;         /**< > 0: also detect every this many frames to find new faces
                                       while others are tracked; 0: only when needed (default 0) */
@@ -136,8 +138,9 @@ void keyer_faces_destroy(keyer_faces **fa);
  * Analyses one frame of the stream (see the overview). *@p faces points at the analyser's
  * array of *@p count faces (faces tracked from the previous frame first, then new detections,
  * best first), valid until the next run, reset or destroy.
- * Errors: INVALID_ARGUMENT (NULL, a frame failing keyer_frame_check, an unsupported format),
- * UNSUPPORTED (a CUDA frame), errors of inference (DEVICE, INTERNAL). On error *count is 0
+ * Errors: INVALID_ARGUMENT (NULL, a frame failing keyer_frame_check, an unsupported format,
+ * an analyser made without a detector), UNSUPPORTED (a CUDA frame), errors of inference
+ * (DEVICE, INTERNAL). On error *count is 0
  * and the tracking state is dropped (the next frame starts afresh).
  */
 keyer_status keyer_faces_run(keyer_faces *fa, const keyer_frame *frame, const keyer_face **faces,
@@ -149,6 +152,19 @@ void keyer_faces_reset(keyer_faces *fa);
 
 /** Counters since create. Errors: INVALID_ARGUMENT. */
 keyer_status keyer_faces_get_stats(const keyer_faces *fa, keyer_faces_stats *out, keyer_error *err);
+
+/**
+ * Tracks detections made elsewhere (for example by a session's batched detector,
+ * keyer_session_params::detect) as keyer_faces_run() tracks its own without landmarks: the
+ * first max_faces of the @p n detections (frame pixels of a @p width x @p height frame, best
+ * first) become the frame's faces (detected 1, box = detection) and get tracker ids.
+ * *@p faces points at the analyser's array, valid until the next run, track, reset or destroy.
+ * Errors: INVALID_ARGUMENT (NULL, negative n, an empty frame size, an analyser made with
+ * landmarks 1). On error *count is 0 and the tracking state is dropped.
+ */
+keyer_status keyer_faces_track(keyer_faces *fa, const keyer_detection *dets, int n, int width,
+                               int height, const keyer_face **faces, int *count,
+                               keyer_error *err);
 
 /**
  * Runs only the detector on @p frame (whole frame, letterboxed) and writes at most

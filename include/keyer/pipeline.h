@@ -62,11 +62,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "keyer/detect.h"
 #include "keyer/effects.h"
 #include "keyer/frame.h"
 #include "keyer/io.h"
 #include "keyer/log.h"
 #include "keyer/options.h"
+#include "keyer/overlay.h"
 #include "keyer/status.h"
 
 #ifdef __cplusplus
@@ -125,6 +127,31 @@ typedef keyer_status (*keyer_frame_fn)(void *opaque, int stream_id, int64_t fram
                                        const keyer_frame *input, keyer_frame *output,
                                        keyer_error *err);
 
+/** Detection run by the session itself (keyer_session_params::detect). */
+typedef enum keyer_session_detect {
+    KEYER_SESSION_DETECT_NONE = 0,       /**< none (default) */
+    KEYER_SESSION_DETECT_FACES,          /**< faces, BlazeFace short range ("face-short") */
+    KEYER_SESSION_DETECT_FACES_FULL,     /**< faces, BlazeFace full range ("face-full") */
+} keyer_session_detect;
+
+/** Most detections handed to keyer_detect_fn per frame (the best ones). */
+#define KEYER_SESSION_MAX_DETECTIONS 32
+
+/**
+ * Detection callback (see keyer_session_params::detect), called on a stream's writer thread
+ * for each frame, in the stream's order, before keyer_frame_fn and before the frame is
+ * written. @p dets holds @p count detections in frame pixels (box corners and keypoints;
+ * best first; at most KEYER_SESSION_MAX_DETECTIONS), valid only during the call. @p frame is
+ * the decoded frame: its size, pts and time base may be read; its pixels may be in CUDA
+ * memory. @p overlay is the stream's overlay, cleared before the call: what the callback adds
+ * is drawn on the output frame by the session, on the GPU when the frame is there (the
+ * overlay belongs to the session; do not render or destroy it). A non-OK return, with @p err
+ * set, fails the stream as keyer_frame_fn's does.
+ */
+typedef keyer_status (*keyer_detect_fn)(void *opaque, int stream_id, int64_t frame_index,
+                                        const keyer_frame *frame, const keyer_detection *dets,
+                                        int count, keyer_overlay *overlay, keyer_error *err);
+
 /**
  * Parameters of a session. Initialise with keyer_session_params_defaults(); the integer
  * fields are described by keyer_session_options() as well (for command lines and
@@ -160,9 +187,11 @@ typedef struct keyer_session_params {
      *  pipeline falls behind: -1 (default) for inputs that look live (URLs with "://" other
      *  than file://, /dev/video*), 1 for every input, 0 never. Drops are counted. */
     int live;
-    /** 1: file inputs are read at their frame rate (each frame is released at its
-     *  timestamp, as a camera would deliver it), to simulate live sources and measure the
-     *  latency a live input would see. Default 0: as fast as the pipeline takes them. */
+    /** 1: file inputs are read at their frame rate, to simulate live sources and measure the
+     *  latency a live input would see: frame i is released at i / frame rate after the first
+     *  (as a camera delivers it) and decoded then, so its latency counts decoding; inputs
+     *  without a known rate release each frame at its timestamp after decoding it.
+     *  Default 0: as fast as the pipeline takes them. */
     int realtime;
     /** Image (JPEG, PNG, ...) or video path for composite mode IMAGE; a video's frames are
      *  used in step with the stream's frames and loop when it ends. NULL: none. */
@@ -175,6 +204,15 @@ typedef struct keyer_session_params {
     /** 1: no keying. Frames go unchanged from the input to frame_fn and the output; no model
      *  is loaded and the GPU is not used (default 0). */
     int passthrough;
+    /** keyer_session_detect: a detector run on every frame of every stream, batched across
+     *  streams with the inference (on the GPU when the session computes there, from the
+     *  frames where the decoder left them), its detections given to detect_fn and what
+     *  detect_fn draws rendered on the frame's device. Works with keying and with
+     *  passthrough; needs detect_fn. Default NONE. */
+    int detect;
+    float detect_min_score;      /**< detection threshold; <= 0 (default): the model's */
+    keyer_detect_fn detect_fn;   /**< required with detect */
+    void *detect_opaque;         /**< passed to detect_fn */
     keyer_frame_fn frame_fn;     /**< NULL (default): none */
     void *frame_opaque;          /**< passed to frame_fn */
     keyer_progress_fn progress;  /**< NULL: none */

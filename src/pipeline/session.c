@@ -176,8 +176,8 @@ static char *dup_or_null(const char *s)
     return d;
 }
 
-static const char *const stage_names[KR_ST_COUNT] = {"read", "prepare", "infer",
-                                                     "refine", "composite", "write"};
+static const char *const stage_names[KR_ST_COUNT] = {"read",      "prepare", "infer", "refine",
+                                                     "composite", "write",   "detect"};
 
 static int is_image_path(const char *path)
 {
@@ -236,6 +236,20 @@ keyer_status keyer_session_create(const keyer_session_params *params, keyer_sess
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "session parameters: composite mode image needs a background "
                                "image or video");
+    if (p.detect < KEYER_SESSION_DETECT_NONE || p.detect > KEYER_SESSION_DETECT_FACES_FULL ||
+        !(p.detect_min_score < 1.0f))
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "session parameters: detect %d is not a keyer_session_detect, or "
+                               "detect_min_score is not below 1", p.detect);
+    if (p.detect && !p.detect_fn)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "session parameters: detect needs detect_fn");
+    if (p.detect) {
+        char path[4096];
+        const char *dn = p.detect == KEYER_SESSION_DETECT_FACES_FULL ? "face-full" : "face-short";
+        if ((st = keyer_registry_resolve(dn, path, sizeof(path), err)))
+            return keyer_error_prefix(err, "detection: ");
+    }
     if (p.model) {
         /* an unknown name or a missing file is reported now, not when the stages start */
         char path[4096];
@@ -320,9 +334,13 @@ void keyer_session_cancel(keyer_session *s)
 
 static void stop_shared(keyer_session *s)
 {
+    kr_queue_cancel(s->detect_q);
     kr_queue_cancel(s->infer_q);
     kr_queue_cancel(s->refine_q);
     kr_queue_cancel(s->comp_q);
+    if (s->detect_running)
+        pthread_join(s->detect_thread, NULL);
+    s->detect_running = 0;
     if (s->infer_running)
         pthread_join(s->infer_thread, NULL);
     if (s->refine_running)
@@ -334,8 +352,8 @@ static void stop_shared(keyer_session *s)
     for (int i = 0; i < KR_MAX_COMPOSITE_WORKERS; i++)
         s->comp_workers[i].running = 0;
     /* items still queued go back to their pools */
-    kr_queue *qs[3] = {s->infer_q, s->refine_q, s->comp_q};
-    for (int q = 0; q < 3; q++) {
+    kr_queue *qs[4] = {s->detect_q, s->infer_q, s->refine_q, s->comp_q};
+    for (int q = 0; q < 4; q++) {
         void *item;
         while (qs[q] && kr_queue_drain(qs[q], &item))
             kr_item_release(item);
@@ -381,12 +399,15 @@ void keyer_session_destroy(keyer_session **sp)
         if (s->dev)
             s->dev->stream_destroy(s->ordinal, cw->cuda_stream);
     }
+    kr_detect_free(s);
     if (s->dev) {
         s->dev->stream_destroy(s->ordinal, s->infer_stream);
         s->dev->stream_destroy(s->ordinal, s->refine_stream);
+        s->dev->stream_destroy(s->ordinal, s->detect_stream);
     }
     keyer_frame_destroy(&s->bg_image[0]);
     keyer_frame_destroy(&s->bg_image[1]);
+    kr_queue_destroy(&s->detect_q);
     kr_queue_destroy(&s->infer_q);
     kr_queue_destroy(&s->refine_q);
     kr_queue_destroy(&s->comp_q);
@@ -478,7 +499,12 @@ static keyer_status load_model(keyer_session *s, keyer_error *err)
 /* Creates the runtimes of one device for batch 1, 2, 4, ... up to s->batch. */
 static keyer_status create_runtimes(keyer_session *s, int cuda, keyer_error *err)
 {
-    for (int b = 0; b <= KR_MAX_BATCH_LOG2 && (1 << b) <= s->batch; b++) {
+    if (s->det_model) {
+        keyer_status st = kr_detect_runtimes(s, cuda, s->batch, err);
+        if (st)
+            return st;
+    }
+    for (int b = 0; b <= KR_MAX_BATCH_LOG2 && (1 << b) <= s->batch && s->model; b++) {
         if (s->rt[cuda][b])
             continue;
         keyer_runtime_params rp = keyer_runtime_params_defaults();
@@ -509,8 +535,10 @@ static keyer_status create_runtimes(keyer_session *s, int cuda, keyer_error *err
 
 static void destroy_runtimes(keyer_session *s, int cuda)
 {
-    for (int b = 0; b <= KR_MAX_BATCH_LOG2; b++)
+    for (int b = 0; b <= KR_MAX_BATCH_LOG2; b++) {
         keyer_runtime_destroy(&s->rt[cuda][b]);
+        keyer_runtime_destroy(&s->det_rt[cuda][b]);
+    }
 }
 
 /* Tries CUDA; on out-of-memory halves the batch; returns 1 when CUDA is usable. */
@@ -533,12 +561,14 @@ static int try_cuda(keyer_session *s, int asked)
     s->dev = dev;
     s->ordinal = s->params.cuda_device;
     if (dev->stream_create(s->ordinal, &s->infer_stream, &e) ||
-        dev->stream_create(s->ordinal, &s->refine_stream, &e)) {
+        dev->stream_create(s->ordinal, &s->refine_stream, &e) ||
+        dev->stream_create(s->ordinal, &s->detect_stream, &e)) {
         kr_session_warn(s, "CUDA device %d does not work (%s); using the CPU", s->ordinal,
                         e.message);
         goto off;
     }
     s->infer_cuda = 1;
+    s->det_cuda = s->det_model != NULL;
     for (;;) {
         keyer_error_clear(&e);
         keyer_status st = create_runtimes(s, 1, &e);
@@ -561,6 +591,7 @@ static int try_cuda(keyer_session *s, int asked)
         kr_session_warn(s, "inference on the CPU, pixel stages on CUDA device %d: %s", s->ordinal,
                         e.message);
         s->infer_cuda = 0;
+        s->det_cuda = 0;
         if (s->params.batch <= 0)
             s->batch = s->params.mode == KEYER_PIPELINE_LATENCY ? 1 : 4;
         break;
@@ -573,7 +604,9 @@ static int try_cuda(keyer_session *s, int asked)
 off:
     dev->stream_destroy(s->ordinal, s->infer_stream);
     dev->stream_destroy(s->ordinal, s->refine_stream);
-    s->infer_stream = s->refine_stream = NULL;
+    dev->stream_destroy(s->ordinal, s->detect_stream);
+    s->infer_stream = s->refine_stream = s->detect_stream = NULL;
+    s->det_cuda = 0;
     s->dev = NULL;
     return 0;
 }
@@ -590,6 +623,8 @@ keyer_status kr_session_start(keyer_session *s, keyer_error *err)
     } else if ((st = load_model(s, err))) {
         return st;
     }
+    if (p->detect && (st = kr_detect_load(s, err)))
+        return st;
     int latency = p->mode == KEYER_PIPELINE_LATENCY;
     /* Throughput: the stages run side by side and already fill the cores, so each works
      * single-threaded (threads inside a stage only contend with the other stages); latency:
@@ -603,7 +638,7 @@ keyer_status kr_session_start(keyer_session *s, keyer_error *err)
     int want_cuda = p->device != KEYER_DEVICE_CPU;
     /* the batch is decided per device; CUDA's is tried first */
     s->batch = p->batch > 0 ? p->batch : latency ? 1 : 16;
-    if (p->passthrough)
+    if (p->passthrough && !p->detect)
         want_cuda = 0; /* nothing runs on the GPU */
     if (want_cuda && !try_cuda(s, p->device == KEYER_DEVICE_CUDA)) {
         s->fell_back = p->device == KEYER_DEVICE_CUDA || kr_device_cuda() != NULL;
@@ -615,7 +650,7 @@ keyer_status kr_session_start(keyer_session *s, keyer_error *err)
         /* XNNPACK's time per frame does not drop with the batch: batch 1 keeps latency low */
         s->batch = p->batch > 0 ? p->batch : 1;
     }
-    if (!p->passthrough && !s->infer_cuda && (st = create_runtimes(s, 0, err)))
+    if ((!p->passthrough || p->detect) && !s->infer_cuda && (st = create_runtimes(s, 0, err)))
         return st;
     s->depth = p->queue_depth > 0 ? p->queue_depth : latency ? 1 : 2 * s->batch;
     int64_t wait_us = p->batch_wait_us >= 0 ? p->batch_wait_us
@@ -631,7 +666,8 @@ keyer_status kr_session_start(keyer_session *s, keyer_error *err)
     if (s->workers < 1)
         s->workers = 1;
     int infer_cap = s->depth > s->batch ? s->depth : s->batch;
-    if ((st = kr_queue_create(infer_cap, &s->infer_q, err)) ||
+    if ((s->det_model && (st = kr_queue_create(infer_cap, &s->detect_q, err))) ||
+        (st = kr_queue_create(infer_cap, &s->infer_q, err)) ||
         (st = kr_queue_create(s->depth, &s->refine_q, err)) ||
         (st = kr_queue_create(s->depth, &s->comp_q, err)))
         return st;
@@ -662,9 +698,16 @@ keyer_status kr_session_start(keyer_session *s, keyer_error *err)
         cw->track = kr_trace_thread(s->trace, "composite", w);
     }
     s->track_infer = kr_trace_thread(s->trace, "infer", 0);
+    s->track_detect = s->det_model ? kr_trace_thread(s->trace, "detect", 0) : 0;
     s->track_refine = kr_trace_thread(s->trace, "refine", 0);
     s->t_start = s->t_last = kr_clock_ns();
     kr_histogram_reset(&s->e2e);
+    if (s->det_model) {
+        if (pthread_create(&s->detect_thread, NULL, kr_detect_main, s))
+            return keyer_error_set(err, KEYER_STATUS_INTERNAL, "session: cannot start a thread");
+        s->detect_running = 1;
+        s->stages[KR_ST_DETECT].workers = 1;
+    }
     if (pthread_create(&s->infer_thread, NULL, kr_infer_main, s))
         return keyer_error_set(err, KEYER_STATUS_INTERNAL, "session: cannot start a thread");
     s->infer_running = 1;
@@ -679,9 +722,11 @@ keyer_status kr_session_start(keyer_session *s, keyer_error *err)
     }
     s->started = 1;
     keyer_log(s->logger, KEYER_LOG_INFO,
-              "pipeline: model %s (%dx%d), device %s, batch %d, queues %d, %d composite worker%s",
+              "pipeline: model %s (%dx%d), device %s, batch %d, queues %d, %d composite "
+              "worker%s%s%s",
               s->model_used, s->in_w, s->in_h, s->device_name, s->batch, s->depth, s->workers,
-              s->workers == 1 ? "" : "s");
+              s->workers == 1 ? "" : "s", s->det_model ? ", detector " : "",
+              s->det_model ? s->det_name : "");
     return KEYER_OK;
 }
 
@@ -898,9 +943,9 @@ void keyer_session_get_report(keyer_session *s, keyer_session_report *out)
         if (i == KR_ST_WRITE)
             snaps[i].workers = sinks > 0 ? sinks : 1;
     }
-    out->stage_count = KR_ST_COUNT;
+    out->stage_count = s->det_model ? KR_ST_COUNT : KR_ST_DETECT;
     double wall = out->seconds;
-    for (int i = 0; i < KR_ST_COUNT; i++) {
+    for (int i = 0; i < out->stage_count; i++) {
         keyer_stage_report *r = &out->stages[i];
         snprintf(r->name, sizeof(r->name), "%s", stage_names[i]);
         r->workers = snaps[i].workers;
@@ -910,7 +955,8 @@ void keyer_session_get_report(keyer_session *s, keyer_session_report *out)
         if (r->utilization > 1.0)
             r->utilization = 1.0;
         r->latency = latency_of(&snaps[i].latency);
-        kr_queue *q = i == KR_ST_INFER    ? s->infer_q
+        kr_queue *q = i == KR_ST_DETECT   ? s->detect_q
+                      : i == KR_ST_INFER  ? s->infer_q
                       : i == KR_ST_REFINE ? s->refine_q
                       : i == KR_ST_COMPOSITE ? s->comp_q
                                              : NULL;

@@ -7,6 +7,11 @@
  *   per stream   read ──ingest──▶ prepare ─┐                        ┌─▶ reorder ─▶ write
  *   shared                                 └─infer_q─▶ infer ─refine_q─▶ refine ─comp_q─▶ composite ×W
  *
+ * With the session's detector (params.detect, detect.c), prepare also makes the detector's
+ * input and hands the item to detect first (detect_q ─▶ detect, batched across streams), which
+ * passes it to infer_q, or, in passthrough, straight to the stream's reorder buffer. The
+ * writer calls detect_fn and draws its overlay on the output frame where that frame is.
+ *
  * A frame travels as a kr_item taken from its stream's pool (allocated when the stream
  * starts) and returned by the sink. The per-stream prepare thread numbers frames (seq) after
  * the only point where a live input may drop frames, and everything up to refine is FIFO,
@@ -37,8 +42,10 @@
 #include "pipeline/stats.h"
 #include "pipeline/trace.h"
 
+/* Stages, in report order. DETECT (the session's detector, params.detect) comes last so that
+ * the report of a session without detection lists the first six only. */
 enum { KR_ST_READ = 0, KR_ST_PREPARE, KR_ST_INFER, KR_ST_REFINE, KR_ST_COMPOSITE, KR_ST_WRITE,
-       KR_ST_COUNT };
+       KR_ST_DETECT, KR_ST_COUNT };
 
 /** Largest log2 of the batch: runtimes exist for batch 1, 2, 4, ... 64. */
 #define KR_MAX_BATCH_LOG2 6
@@ -55,7 +62,8 @@ typedef struct kr_item_bufs {
     keyer_frame *out;        /* composite output */
     keyer_frame *staged;     /* the input frame copied into this memory when needed */
     keyer_frame *bg;         /* background video frame copied into this memory */
-    int tensors_ready;       /* tensor, mask and mask_frame allocated */
+    void *det_tensor;        /* detector input of one frame (float det_h x det_w x 3) */
+    int tensors_ready;       /* tensor, mask, mask_frame and det_tensor allocated */
     int ready;               /* everything allocated */
 } kr_item_bufs;
 
@@ -72,6 +80,9 @@ typedef struct kr_item {
     int lost;                /* lost in a GPU failure: passed along, not written */
     int failed;              /* a stage failed on it: passed along, not written */
     keyer_prepare_geometry geom;
+    keyer_prepare_geometry det_geom; /* where the frame went in the detector's input */
+    int n_dets;              /* detections of this frame (frame pixels), best first */
+    keyer_detection dets[KEYER_SESSION_MAX_DETECTIONS];
     int64_t t_in;            /* when it entered (read or sent) */
     int64_t t_start;         /* start of its current stage (for traces) */
 } kr_item;
@@ -126,6 +137,9 @@ typedef struct kr_stream {
     atomic_int sink_finished;
     /* per-stream stage objects */
     keyer_prepare *prep[2]; /* [0] CPU, [1] CUDA */
+    keyer_prepare *det_prep[2]; /* the detector's input, [0] CPU, [1] CUDA */
+    keyer_overlay *overlay; /* what detect_fn draws (params.detect) */
+    keyer_frame *drawn;     /* passthrough: the input copied to draw on (made once) */
     void *prep_stream;      /* CUDA stream of prepare and its copies */
     void *sink_stream;      /* CUDA stream of the sink's downloads */
     int64_t next_seq;       /* prepare: number of the next frame */
@@ -189,6 +203,23 @@ struct keyer_session {
     size_t mask_bytes;       /* one frame's mask (one channel) */
     int letterbox;
     float in_scale, in_offset;
+
+    /* the session's detector (params.detect) */
+    char det_name[32];
+    keyer_model *det_model;
+    keyer_detector *decoder;  /* anchors, decoding, weighted NMS */
+    int det_w, det_h;         /* its input */
+    int det_boxes, det_scores; /* output indices */
+    size_t det_box_count, det_score_count; /* values per frame */
+    size_t det_tensor_bytes;
+    int det_cuda;             /* CUDA runtimes exist for it */
+    keyer_runtime *det_rt[2][KR_MAX_BATCH_LOG2 + 1];
+    float *det_out;           /* host copy of a CUDA batch's outputs */
+    kr_queue *detect_q;
+    void *detect_stream;
+    pthread_t detect_thread;
+    int detect_running;
+    int track_detect;
 
     /* shared stages */
     int started;
@@ -271,10 +302,70 @@ void kr_item_release(kr_item *it);
 keyer_status kr_item_bufs_ensure(kr_item *it, int cuda, keyer_error *err);
 keyer_status kr_item_tensors_ensure(kr_item *it, int cuda, keyer_error *err);
 
+/** Copies @p f (pixels, pts, duration, time base, flags, colour) into *@p slot in CUDA memory
+ *  when @p cuda, else host memory, on the stream's sink CUDA stream (synchronised when the
+ *  copy ends on the host). The slot is made or reallocated as kr_stage_copy does. */
+keyer_status kr_stream_copy_frame(kr_stream *st, keyer_frame **slot, const keyer_frame *f,
+                                  int cuda, keyer_error *err);
+
 /** The stream's sink: takes finished items in order; used by the sink thread and receive. */
 void kr_stream_account_out(kr_stream *st, kr_item *it);
 
 /* ---- stages.c ---------------------------------------------------------------------------- */
+
+/* What a CUDA item must take along when it moves to the CPU (kr_item_demote). */
+enum { KR_NEED_TENSOR = 1, KR_NEED_MASK = 2, KR_NEED_ALPHA = 4, KR_NEED_DET = 8 };
+
+/** A batched inference stage (infer, detect): its queue, its runs per device, where items go
+ *  next. The runs take a device-uniform chunk of 2^lg items. */
+typedef struct kr_batch_stage {
+    const char *name;           /* "infer", "detect" */
+    int stage;                  /* KR_ST_* */
+    int need;                   /* KR_NEED_* of its input */
+    kr_queue *in;
+    void *stream;               /* its CUDA stream */
+    int cuda;                   /* CUDA runtimes exist (else CUDA items run hybrid) */
+    int count_batches;          /* adds to the session's batch counters */
+    keyer_status (*cpu_runtime)(keyer_session *s, int lg, keyer_error *err);
+    keyer_status (*run_cpu)(keyer_session *s, kr_item **items, int n, int lg, keyer_error *err);
+    keyer_status (*run_cuda)(keyer_session *s, kr_item **items, int n, int lg, keyer_error *err);
+    keyer_status (*run_hybrid)(keyer_session *s, kr_item **items, int n, int lg,
+                               keyer_error *err);
+    /* passes a finished item on; non-zero when the next stage is gone */
+    int (*forward)(keyer_session *s, kr_item *it);
+} kr_batch_stage;
+
+/** Runs a batched stage until its queue is cancelled or closed and empty. */
+void kr_batch_stage_run(keyer_session *s, const kr_batch_stage *bs, int track);
+
+/** Moves a CUDA item to the CPU (downloads what @p need names and the frames); marks it lost
+ *  when it cannot leave the GPU. */
+void kr_item_demote(kr_item *it, int need, void *stream);
+
+/** Marks the item failed and records the error (prefixed with stream, frame and stage). */
+void kr_item_fail(kr_item *it, keyer_status rs, keyer_error *e, const char *stage);
+
+/* ---- detect.c ---------------------------------------------------------------------------- */
+
+/** Loads the detector of params.detect and checks its shape. */
+keyer_status kr_detect_load(keyer_session *s, keyer_error *err);
+
+/** Creates the detector's runtimes of one device for batch 1, 2, 4, ... @p batch (those
+ *  missing), each run once; CUDA also gets the host buffer of a batch's outputs. */
+keyer_status kr_detect_runtimes(keyer_session *s, int cuda, int batch, keyer_error *err);
+
+/** Frees the detector, its runtimes and buffers. */
+void kr_detect_free(keyer_session *s);
+
+/** Prepares the detector's input of an item whose source is placed (on its device). */
+keyer_status kr_detect_prepare(kr_item *it, keyer_error *err);
+
+/** The detect worker (one thread, batches across streams). */
+void *kr_detect_main(void *arg);
+
+/** Runs detect_fn for the item and draws what it added on *out (in place when @p own, else on
+ *  the stream's copy, which *out then points at). */
+keyer_status kr_detect_draw(kr_item *it, const keyer_frame **out, int own, keyer_error *err);
 
 /** Entry points of the shared workers. */
 void *kr_infer_main(void *arg);

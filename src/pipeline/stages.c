@@ -79,21 +79,23 @@ keyer_status kr_item_place_source(kr_item *it, keyer_error *err)
  * (the tensor before infer, the mask before refine, the matte before composite) and the
  * frames. A failed download marks the item lost.
  */
-enum { NEED_TENSOR = 1, NEED_MASK = 2, NEED_ALPHA = 4 };
-
-static void demote(kr_item *it, int need, void *stream)
+void kr_item_demote(kr_item *it, int need, void *stream)
 {
     kr_stream *st = it->stream;
     keyer_session *s = st->session;
     keyer_error e = {0};
     keyer_status rs = kr_item_bufs_ensure(it, 0, &e);
-    if (!rs && (need & NEED_TENSOR))
+    if (!rs && (need & KR_NEED_TENSOR))
         rs = s->dev->copy_2d(s->ordinal, it->host.tensor, s->tensor_bytes, it->cuda.tensor,
                              s->tensor_bytes, s->tensor_bytes, 1, stream, &e);
-    if (!rs && (need & NEED_MASK))
+    if (!rs && (need & KR_NEED_DET))
+        rs = s->dev->copy_2d(s->ordinal, it->host.det_tensor, s->det_tensor_bytes,
+                             it->cuda.det_tensor, s->det_tensor_bytes, s->det_tensor_bytes, 1,
+                             stream, &e);
+    if (!rs && (need & KR_NEED_MASK))
         rs = s->dev->copy_2d(s->ordinal, it->host.mask, s->mask_bytes, it->cuda.mask,
                              s->mask_bytes, s->mask_bytes, 1, stream, &e);
-    if (!rs && (need & NEED_ALPHA))
+    if (!rs && (need & KR_NEED_ALPHA))
         rs = kr_device_frame_copy(s->dev, s->ordinal, it->host.alpha, it->cuda.alpha, stream, &e);
     if (!rs)
         rs = s->dev->stream_sync(s->ordinal, stream, &e);
@@ -125,7 +127,7 @@ static int device_error(keyer_session *s, keyer_status rs, const keyer_error *e)
     return 0;
 }
 
-static void item_fail(kr_item *it, keyer_status rs, keyer_error *e, const char *stage)
+void kr_item_fail(kr_item *it, keyer_status rs, keyer_error *e, const char *stage)
 {
     it->failed = 1;
     keyer_error_prefix(e, "stream %d, frame %lld, %s: ", it->stream->id, (long long)it->seq,
@@ -171,13 +173,15 @@ static keyer_status prepare_item(kr_item *it, keyer_error *err)
         keyer_status rs = kr_item_bufs_ensure(it, cuda, err);
         if (!rs)
             rs = kr_item_place_source(it, err);
-        if (!rs)
+        if (!rs && s->model)
             rs = prepare_object(st, cuda, &prep, err);
-        if (!rs) {
+        if (!rs && s->model) {
             kr_item_bufs *b = cuda ? &it->cuda : &it->host;
             const keyer_frame *frames[1] = {it->src};
             rs = keyer_prepare_run(prep, frames, NULL, 1, b->tensor, &it->geom, err);
         }
+        if (!rs && s->det_model)
+            rs = kr_detect_prepare(it, err);
         if (!rs && cuda)
             rs = s->dev->stream_sync(s->ordinal, st->prep_stream, err);
         if (rs && cuda && device_error(s, rs, err)) {
@@ -199,7 +203,7 @@ void *kr_prepare_main(void *arg)
             break;
         kr_item *it = p;
         it->seq = st->next_seq++;
-        if (s->params.passthrough) { /* no keying: straight to the writer, in order */
+        if (s->params.passthrough && !s->det_model) { /* straight to the writer, in order */
             it->src = it->frame;
             keyer_error e = {0};
             if (kr_reorder_put(st->done, it->seq, it, &e)) {
@@ -212,11 +216,11 @@ void *kr_prepare_main(void *arg)
         keyer_error e = {0};
         keyer_status rs = prepare_item(it, &e);
         if (rs)
-            item_fail(it, rs, &e, "prepare");
+            kr_item_fail(it, rs, &e, "prepare");
         int64_t t1 = kr_clock_ns();
         kr_stage_stats_record(&s->stages[KR_ST_PREPARE], 1, t0, t1);
         kr_trace_add(s->trace, track, "prepare", st->id, it->seq, 1, t0, t1);
-        if (kr_queue_push(s->infer_q, it)) {
+        if (kr_queue_push(s->det_model ? s->detect_q : s->infer_q, it)) {
             kr_item_release(it);
             break;
         }
@@ -356,26 +360,26 @@ static keyer_status injected_failure(keyer_session *s, kr_item **items, int n, k
 
 /* Moves the CUDA items of @p items to the CPU and drops the ones that could not leave the GPU
  * (marked lost); returns how many remain, compacted at the front. */
-static int demote_all(keyer_session *s, kr_item **items, int n)
+static int demote_all(const kr_batch_stage *bs, kr_item **items, int n)
 {
     int k = 0;
     for (int i = 0; i < n; i++) {
         if (items[i]->on_cuda)
-            demote(items[i], NEED_TENSOR, s->infer_stream);
+            kr_item_demote(items[i], bs->need, bs->stream);
         if (!items[i]->lost)
             items[k++] = items[i];
     }
     return k;
 }
 
-/* Infers one device-uniform group, split into power-of-two runtimes. */
-static void infer_group(keyer_session *s, kr_item **items, int n)
+/* Runs one device-uniform group, split into power-of-two runtimes. */
+static void run_group(keyer_session *s, const kr_batch_stage *bs, kr_item **items, int n)
 {
     int done = 0;
     while (done < n) {
         /* the GPU failed on an earlier chunk of this group: the rest moves to the CPU too */
         if (items[done]->on_cuda && gpu_failed(s)) {
-            n = done + demote_all(s, items + done, n - done);
+            n = done + demote_all(bs, items + done, n - done);
             if (done >= n)
                 break;
         }
@@ -389,46 +393,44 @@ static void infer_group(keyer_session *s, kr_item **items, int n)
         keyer_status rs;
         if (chunk[0]->on_cuda) { /* the check above demoted them if the GPU had failed */
             rs = injected_failure(s, chunk, m, &e);
-            if (!rs && !s->infer_cuda)
-                rs = cpu_runtime(s, lg, &e);
+            if (!rs && !bs->cuda)
+                rs = bs->cpu_runtime(s, lg, &e);
             if (!rs)
-                rs = s->infer_cuda ? infer_cuda(s, chunk, m, lg, &e)
-                                   : infer_hybrid(s, chunk, m, lg, &e);
+                rs = bs->cuda ? bs->run_cuda(s, chunk, m, lg, &e)
+                              : bs->run_hybrid(s, chunk, m, lg, &e);
             if (rs && device_error(s, rs, &e)) {
                 /* the chunk goes again, on the CPU; items that cannot leave the GPU are lost */
-                int k = demote_all(s, chunk, m);
+                int k = demote_all(bs, chunk, m);
                 if (k)
-                    infer_group(s, chunk, k);
+                    run_group(s, bs, chunk, k);
                 continue;
             }
         } else {
-            rs = cpu_runtime(s, lg, &e);
+            rs = bs->cpu_runtime(s, lg, &e);
             if (!rs)
-                rs = infer_cpu(s, chunk, m, lg, &e);
+                rs = bs->run_cpu(s, chunk, m, lg, &e);
         }
         if (rs)
             for (int i = 0; i < m; i++)
-                item_fail(chunk[i], rs, &e, "infer");
+                kr_item_fail(chunk[i], rs, &e, bs->name);
     }
 }
 
-void *kr_infer_main(void *arg)
+void kr_batch_stage_run(keyer_session *s, const kr_batch_stage *bs, int track)
 {
-    keyer_session *s = arg;
     kr_item *items[64];
     kr_item *run[64], *run_cpu[64];
     for (;;) {
         int n = 0, full = 0;
         void **slots = (void **)items;
-        if (kr_queue_pop_batch(s->infer_q, slots, s->batch, s->batch_wait_ns, &n, &full) !=
-            KEYER_OK)
+        if (kr_queue_pop_batch(bs->in, slots, s->batch, s->batch_wait_ns, &n, &full) != KEYER_OK)
             break;
         int64_t t0 = kr_clock_ns();
         /* after a GPU failure, CUDA items come over to the CPU first */
         if (gpu_failed(s))
             for (int i = 0; i < n; i++)
                 if (items[i]->on_cuda && !items[i]->lost && !items[i]->failed)
-                    demote(items[i], NEED_TENSOR, s->infer_stream);
+                    kr_item_demote(items[i], bs->need, bs->stream);
         /* group by device (both groups first: a failing CUDA group moves its items to the
          * CPU and runs them there itself), keeping failed and lost items out of the runs */
         int ncuda = 0, ncpu = 0;
@@ -440,25 +442,41 @@ void *kr_infer_main(void *arg)
                     run_cpu[ncpu++] = items[i];
             }
         if (ncuda)
-            infer_group(s, run, ncuda);
+            run_group(s, bs, run, ncuda);
         if (ncpu)
-            infer_group(s, run_cpu, ncpu);
+            run_group(s, bs, run_cpu, ncpu);
         int64_t t1 = kr_clock_ns();
-        atomic_fetch_add(&s->batches, 1);
-        atomic_fetch_add(&s->batch_frames, n);
-        if (full)
-            atomic_fetch_add(&s->batches_full, 1);
-        kr_stage_stats_record(&s->stages[KR_ST_INFER], n, t0, t1);
-        kr_trace_add(s->trace, s->track_infer, "infer", n == 1 ? items[0]->stream->id : -1,
+        if (bs->count_batches) {
+            atomic_fetch_add(&s->batches, 1);
+            atomic_fetch_add(&s->batch_frames, n);
+            if (full)
+                atomic_fetch_add(&s->batches_full, 1);
+        }
+        kr_stage_stats_record(&s->stages[bs->stage], n, t0, t1);
+        kr_trace_add(s->trace, track, bs->name, n == 1 ? items[0]->stream->id : -1,
                      n == 1 ? items[0]->seq : -1, n, t0, t1);
         for (int i = 0; i < n; i++) {
-            if (kr_queue_push(s->refine_q, items[i])) {
+            if (bs->forward(s, items[i])) {
                 for (int k = i; k < n; k++)
                     kr_item_release(items[k]);
-                return NULL;
+                return;
             }
         }
     }
+}
+
+static int to_refine(keyer_session *s, kr_item *it)
+{
+    return kr_queue_push(s->refine_q, it) != KEYER_OK;
+}
+
+void *kr_infer_main(void *arg)
+{
+    keyer_session *s = arg;
+    kr_batch_stage bs = {"infer", KR_ST_INFER, KR_NEED_TENSOR, s->infer_q, s->infer_stream,
+                         s->infer_cuda, 1, cpu_runtime, infer_cpu, infer_cuda, infer_hybrid,
+                         to_refine};
+    kr_batch_stage_run(s, &bs, s->track_infer);
     return NULL;
 }
 
@@ -484,7 +502,7 @@ static keyer_status refine_item(keyer_session *s, kr_item *it, keyer_error *err)
 {
     for (;;) {
         if (it->on_cuda && gpu_failed(s)) {
-            demote(it, NEED_MASK, s->refine_stream);
+            kr_item_demote(it, KR_NEED_MASK, s->refine_stream);
             if (it->lost)
                 return KEYER_OK;
         }
@@ -529,7 +547,7 @@ void *kr_refine_main(void *arg)
             keyer_error e = {0};
             keyer_status rs = refine_item(s, it, &e);
             if (rs)
-                item_fail(it, rs, &e, "refine");
+                kr_item_fail(it, rs, &e, "refine");
             int64_t t1 = kr_clock_ns();
             kr_stage_stats_record(&s->stages[KR_ST_REFINE], 1, t0, t1);
             kr_trace_add(s->trace, s->track_refine, "refine", it->stream->id, it->seq, 1, t0, t1);
@@ -589,7 +607,7 @@ static keyer_status composite_item(kr_comp_worker *cw, kr_item *it, keyer_error 
     keyer_session *s = cw->session;
     for (;;) {
         if (it->on_cuda && gpu_failed(s)) {
-            demote(it, NEED_ALPHA, cw->cuda_stream);
+            kr_item_demote(it, KR_NEED_ALPHA, cw->cuda_stream);
             if (it->lost)
                 return KEYER_OK;
         }
@@ -629,7 +647,7 @@ void *kr_composite_main(void *arg)
             keyer_error e = {0};
             keyer_status rs = composite_item(cw, it, &e);
             if (rs)
-                item_fail(it, rs, &e, "composite");
+                kr_item_fail(it, rs, &e, "composite");
             int64_t t1 = kr_clock_ns();
             kr_stage_stats_record(&s->stages[KR_ST_COMPOSITE], 1, t0, t1);
             kr_trace_add(s->trace, cw->track, "composite", it->stream->id, it->seq, 1, t0, t1);

@@ -77,21 +77,28 @@ keyer_status kr_item_tensors_ensure(kr_item *it, int cuda, keyer_error *err)
         return KEYER_OK;
     kr_stream *st = it->stream;
     keyer_session *s = st->session;
-    keyer_status rs;
+    keyer_status rs = KEYER_OK;
     if (cuda) {
-        if ((rs = s->dev->alloc(s->ordinal, s->tensor_bytes, &b->tensor, err)) ||
-            (rs = s->dev->alloc(s->ordinal, s->mask_bytes, (void **)&b->mask, err)))
+        if ((s->model && ((rs = s->dev->alloc(s->ordinal, s->tensor_bytes, &b->tensor, err)) ||
+                          (rs = s->dev->alloc(s->ordinal, s->mask_bytes, (void **)&b->mask,
+                                              err)))) ||
+            (s->det_model &&
+             (rs = s->dev->alloc(s->ordinal, s->det_tensor_bytes, &b->det_tensor, err))))
             goto fail;
     } else {
-        b->tensor = keyer_alloc(NULL, s->tensor_bytes, KEYER_ALIGNMENT);
-        b->mask = keyer_alloc(NULL, s->mask_bytes, KEYER_ALIGNMENT);
-        if (!b->tensor || !b->mask) {
+        if (s->model) {
+            b->tensor = keyer_alloc(NULL, s->tensor_bytes, KEYER_ALIGNMENT);
+            b->mask = keyer_alloc(NULL, s->mask_bytes, KEYER_ALIGNMENT);
+        }
+        if (s->det_model)
+            b->det_tensor = keyer_alloc(NULL, s->det_tensor_bytes, KEYER_ALIGNMENT);
+        if ((s->model && (!b->tensor || !b->mask)) || (s->det_model && !b->det_tensor)) {
             rs = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY,
                                  "stream %d: cannot allocate its frame buffers", st->id);
             goto fail;
         }
     }
-    if ((rs = wrap_mask(s, b, cuda, err)))
+    if (s->model && (rs = wrap_mask(s, b, cuda, err)))
         goto fail;
     b->tensors_ready = 1;
     return KEYER_OK;
@@ -110,6 +117,10 @@ keyer_status kr_item_bufs_ensure(kr_item *it, int cuda, keyer_error *err)
     keyer_status rs = kr_item_tensors_ensure(it, cuda, err);
     if (rs)
         return rs;
+    if (!s->model) { /* passthrough with detection: the frame itself is written */
+        b->ready = 1;
+        return KEYER_OK;
+    }
     if ((rs = frame_alloc(s, cuda, &b->alpha, KEYER_PIXEL_FORMAT_GRAY8, st->width, st->height,
                           err)) ||
         (rs = frame_alloc(s, cuda, &b->out, out_format(s, st->format), st->width, st->height,
@@ -124,12 +135,15 @@ static void item_bufs_free(keyer_session *s, kr_item_bufs *b, int cuda)
     if (cuda && s->dev) {
         s->dev->free(s->ordinal, b->tensor);
         s->dev->free(s->ordinal, b->mask);
+        s->dev->free(s->ordinal, b->det_tensor);
     } else if (!cuda) {
         keyer_free(NULL, b->tensor);
         keyer_free(NULL, b->mask);
+        keyer_free(NULL, b->det_tensor);
     }
     b->tensor = NULL;
     b->mask = NULL;
+    b->det_tensor = NULL;
     keyer_frame_destroy(&b->mask_frame);
     keyer_frame_destroy(&b->alpha);
     keyer_frame_destroy(&b->out);
@@ -376,7 +390,7 @@ keyer_status kr_stream_start(kr_stream *st, keyer_error *err)
         if ((rs = keyer_frame_create(&it->frame, err)) ||
             (rs = keyer_frame_create(&it->bg_src, err)))
             return rs;
-        if (s->params.passthrough) { /* the input frame itself is written */
+        if (s->params.passthrough && !s->det_model) { /* the input frame itself is written */
             kr_queue_try_push(st->free_items, it);
             continue;
         }
@@ -394,6 +408,10 @@ keyer_status kr_stream_start(kr_stream *st, keyer_error *err)
     }
     if (s->use_cuda && ((rs = s->dev->stream_create(s->ordinal, &st->prep_stream, err)) ||
                         (rs = s->dev->stream_create(s->ordinal, &st->sink_stream, err))))
+        return rs;
+    if (s->det_model && ((rs = keyer_overlay_create(4096, &st->overlay, err)) ||
+                         (s->use_cuda &&
+                          (rs = keyer_overlay_set_stream(st->overlay, st->sink_stream, err)))))
         return rs;
     if (s->params.composite.mode == KEYER_COMPOSITE_IMAGE && !s->bg_image[0] &&
         (rs = open_background_video(st, err)))
@@ -461,8 +479,12 @@ void kr_stream_destroy(kr_stream **sp)
     }
     keyer_frame_destroy(&st->hook_in);
     keyer_frame_destroy(&st->hook_out);
-    for (int d = 0; d < 2; d++)
+    keyer_frame_destroy(&st->drawn);
+    keyer_overlay_destroy(&st->overlay);
+    for (int d = 0; d < 2; d++) {
         keyer_prepare_destroy(&st->prep[d]);
+        keyer_prepare_destroy(&st->det_prep[d]);
+    }
     if (s->dev) {
         s->dev->stream_destroy(s->ordinal, st->prep_stream);
         s->dev->stream_destroy(s->ordinal, st->sink_stream);
@@ -572,12 +594,33 @@ static void pace(kr_stream *st, const keyer_frame *f, int64_t *origin_ns, int64_
             break;
 }
 
+/* Realtime at a known frame rate: frame @p index is released at origin + index / rate, as a
+ * camera delivers it, and decoding starts then, so the latency measured from its release
+ * includes decoding. Waits for that time and returns it. */
+static int64_t release_at_rate(kr_stream *st, int64_t *origin_ns, int64_t index)
+{
+    int64_t now = kr_clock_ns();
+    if (index == 0)
+        *origin_ns = now;
+    double t = (double)index * st->frame_rate.den / st->frame_rate.num;
+    int64_t due = *origin_ns + (int64_t)(t * 1e9);
+    struct timespec ts = kr_clock_deadline(due);
+    while (kr_clock_ns() < due && !atomic_load(&st->session->cancel))
+        if (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != EINTR)
+            break;
+    return due;
+}
+
 static void *reader_main(void *arg)
 {
     kr_stream *st = arg;
     keyer_session *s = st->session;
     int track = kr_trace_thread(s->trace, "read", st->id);
     int64_t origin_ns = 0, origin_pts = INT64_MIN;
+    int at_rate = s->params.realtime && st->info.frame_rate.num > 0 &&
+                  st->info.frame_rate.den > 0 && st->frame_rate.num > 0 &&
+                  (double)st->frame_rate.num / st->frame_rate.den <= 1000.0;
+    int64_t released = 0, due = 0;
     while (!atomic_load(&s->cancel)) {
         kr_item *it = take_free_item(st, 1);
         if (!it)
@@ -587,6 +630,8 @@ static void *reader_main(void *arg)
             break;
         }
         keyer_error e = {0};
+        if (at_rate)
+            due = release_at_rate(st, &origin_ns, released++);
         int64_t t0 = kr_clock_ns();
         keyer_status rs = keyer_reader_read(st->reader, it->frame, &e);
         int64_t t1 = kr_clock_ns();
@@ -615,7 +660,9 @@ static void *reader_main(void *arg)
             continue;
         }
         int64_t arrive = t1;
-        if (s->params.realtime) {
+        if (at_rate) {
+            arrive = due; /* decoding counts in the frame's latency */
+        } else if (s->params.realtime) {
             pace(st, it->frame, &origin_ns, &origin_pts);
             arrive = kr_clock_ns(); /* the frame "arrives" now */
         }
@@ -652,10 +699,10 @@ void kr_stream_account_out(kr_stream *st, kr_item *it)
 }
 
 /* A host copy of @p f in *slot (allocated on the first frame and when the size changes). */
-static keyer_status host_copy(kr_stream *st, keyer_frame **slot, const keyer_frame *f,
-                              keyer_error *err)
+keyer_status kr_stream_copy_frame(kr_stream *st, keyer_frame **slot, const keyer_frame *f,
+                                  int cuda, keyer_error *err)
 {
-    keyer_status rs = kr_stage_copy(st->session, slot, f, 0, st->sink_stream, err);
+    keyer_status rs = kr_stage_copy(st->session, slot, f, cuda, st->sink_stream, err);
     if (rs)
         return rs;
     keyer_frame *d = *slot;
@@ -676,13 +723,13 @@ static keyer_status call_frame_fn(kr_item *it, const keyer_frame **out, keyer_er
     const keyer_frame *in = it->frame && it->frame->data[0] ? it->frame : it->src;
     keyer_status rs = KEYER_OK;
     if (in->memory != KEYER_MEMORY_HOST) {
-        if ((rs = host_copy(st, &st->hook_in, in, err)))
+        if ((rs = kr_stream_copy_frame(st, &st->hook_in, in, 0, err)))
             return rs;
         in = st->hook_in;
     }
     keyer_frame *w = NULL;
-    if (s->params.passthrough || (*out)->memory != KEYER_MEMORY_HOST) {
-        if ((rs = host_copy(st, &st->hook_out, *out, err)))
+    if ((s->params.passthrough && *out == it->src) || (*out)->memory != KEYER_MEMORY_HOST) {
+        if ((rs = kr_stream_copy_frame(st, &st->hook_out, *out, 0, err)))
             return rs;
         w = st->hook_out;
     } else {
@@ -736,7 +783,12 @@ static void *sink_main(void *arg)
                 keyer_log(s->logger, KEYER_LOG_ERROR, "stream %d: frame %lld lost: %s", st->id,
                           (long long)it->seq, e.message);
             } else {
-                if (s->params.frame_fn && (rs = call_frame_fn(it, &out, &e))) {
+                /* keyed outputs are the item's own buffers: drawn on in place */
+                if (s->det_model && (rs = kr_detect_draw(it, &out, !s->params.passthrough, &e))) {
+                    keyer_error_prefix(&e, "stream %d, frame %lld: ", st->id, (long long)it->seq);
+                    kr_stream_fail(st, rs, &e, 1);
+                    writing = 0;
+                } else if (s->params.frame_fn && (rs = call_frame_fn(it, &out, &e))) {
                     keyer_error_prefix(&e, "stream %d, frame %lld: ", st->id, (long long)it->seq);
                     kr_stream_fail(st, rs, &e, 1);
                     writing = 0;

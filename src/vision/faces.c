@@ -49,6 +49,7 @@ keyer_faces_params keyer_faces_params_defaults(void)
     memset(&p, 0, sizeof(p));
     p.range = KEYER_FACE_RANGE_SHORT;
     p.landmarks = 1;
+    p.detector = 1;
     p.max_faces = 4;
     p.detect_interval = 0;
     p.min_score = 0;
@@ -100,11 +101,13 @@ keyer_status keyer_faces_create(const keyer_faces_params *params, keyer_faces **
         p->max_faces < 1 || p->max_faces > KEYER_FACES_MAX || p->detect_interval < 0 ||
         !(p->min_score < 1.0f) || !(p->min_presence >= 0.0f && p->min_presence <= 1.0f) ||
         !(p->roi_scale >= 1.0f && p->roi_scale <= 4.0f) || p->threads < 0 ||
-        (p->landmarks != 0 && p->landmarks != 1))
+        (p->landmarks != 0 && p->landmarks != 1) || (p->detector != 0 && p->detector != 1) ||
+        (!p->detector && p->landmarks))
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "keyer_faces_create: a parameter is out of range (range 0..1, "
                                "max_faces 1..%d, detect_interval >= 0, min_score < 1, "
-                               "min_presence 0..1, roi_scale 1..4, landmarks 0 or 1)",
+                               "min_presence 0..1, roi_scale 1..4, landmarks 0 or 1, detector 0 "
+                               "or 1, landmarks need the detector)",
                                KEYER_FACES_MAX);
     keyer_faces *fa = calloc(1, sizeof(*fa));
     if (!fa)
@@ -115,6 +118,8 @@ keyer_status keyer_faces_create(const keyer_faces_params *params, keyer_faces **
 
     /* Detector: letterboxed whole frame, values in [-1,1], bars at -1. */
     int full = p->range == KEYER_FACE_RANGE_FULL;
+    if (!p->detector)
+        goto tracker; /* detections come from keyer_faces_track() */
     kr_vmodel_spec ds = {"face detector",
                          p->detector_model ? p->detector_model : full ? "face-full" : "face-short",
                          p->backend, p->threads, p->logger, KEYER_FIT_LETTERBOX, 2.0f, -1.0f, 2};
@@ -161,6 +166,7 @@ keyer_status keyer_faces_create(const keyer_faces_params *params, keyer_faces **
         }
     }
 
+tracker:
     if ((st = keyer_tracker_create(&p->tracker, &fa->tracker, err))) {
         keyer_error_prefix(err, "keyer_faces_create: ");
         goto fail;
@@ -349,9 +355,8 @@ static int already_tracked(const keyer_faces *fa, const keyer_detection *d)
 }
 
 /* Feeds the faces' boxes to the tracker and copies the confirmed ids back. */
-static keyer_status assign_ids(keyer_faces *fa, const keyer_frame *frame, keyer_error *err)
+static keyer_status assign_ids(keyer_faces *fa, float fw, float fh, keyer_error *err)
 {
-    float fw = (float)frame->width, fh = (float)frame->height;
     for (int i = 0; i < fa->n_cur; i++) {
         keyer_detection d = fa->cur[i].box;
         d.xmin /= fw;
@@ -450,7 +455,7 @@ static keyer_status run_frame(keyer_faces *fa, const keyer_frame *frame, keyer_e
         }
     }
     /* 3. Stable ids. */
-    return assign_ids(fa, frame, err);
+    return assign_ids(fa, (float)frame->width, (float)frame->height, err);
 }
 
 keyer_status keyer_faces_run(keyer_faces *fa, const keyer_frame *frame, const keyer_face **faces,
@@ -466,6 +471,10 @@ keyer_status keyer_faces_run(keyer_faces *fa, const keyer_frame *frame, const ke
     keyer_status st = check_frame(frame, "keyer_faces_run", err);
     if (st)
         return st;
+    if (!fa->p.detector)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_faces_run: the analyser has no detector (use "
+                               "keyer_faces_track)");
     /* The previous frame's faces become the tracking state. */
     keyer_face *t = fa->prev;
     fa->prev = fa->cur;
@@ -492,6 +501,9 @@ keyer_status keyer_faces_detect(keyer_faces *fa, const keyer_frame *frame, keyer
     keyer_status st = check_frame(frame, "keyer_faces_detect", err);
     if (st)
         return st;
+    if (!fa->p.detector)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_faces_detect: the analyser has no detector");
     int n = 0;
     if ((st = detect(fa, frame, &n, err)))
         return st;
@@ -499,6 +511,43 @@ keyer_status keyer_faces_detect(keyer_faces *fa, const keyer_frame *frame, keyer
         n = capacity;
     memcpy(out, fa->dets, sizeof(keyer_detection) * (size_t)n);
     *count = n;
+    return KEYER_OK;
+}
+
+keyer_status keyer_faces_track(keyer_faces *fa, const keyer_detection *dets, int n, int width,
+                               int height, const keyer_face **faces, int *count,
+                               keyer_error *err)
+{
+    if (count)
+        *count = 0;
+    if (faces)
+        *faces = NULL;
+    if (!fa || !faces || !count || n < 0 || (n > 0 && !dets) || width < 1 || height < 1)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_faces_track: NULL argument, negative count or empty frame");
+    if (fa->p.landmarks)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_faces_track: the analyser runs the face mesh (landmarks 1)");
+    keyer_face *t = fa->prev;
+    fa->prev = fa->cur;
+    fa->cur = t;
+    fa->n_prev = fa->n_cur;
+    fa->n_cur = 0;
+    for (int i = 0; i < n && fa->n_cur < fa->p.max_faces; i++) {
+        keyer_face *f = &fa->cur[fa->n_cur++];
+        memset(f, 0, sizeof(*f));
+        f->detected = 1;
+        f->detection = dets[i];
+        f->box = dets[i];
+    }
+    keyer_status st = assign_ids(fa, (float)width, (float)height, err);
+    if (st) {
+        keyer_faces_reset(fa);
+        return st;
+    }
+    fa->stats.frames++;
+    *faces = fa->cur;
+    *count = fa->n_cur;
     return KEYER_OK;
 }
 

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "detect_session_testlib.h"
 #include "keyer/image.h"
 #include "keyer/io.h"
 #include "keyer/pipeline.h"
@@ -256,6 +257,17 @@ static void test_pushed_frames_on_cuda(void **state)
     keyer_frame_destroy(&devf);
 }
 
+/* keyer_session_params::detect on CUDA: frames decoded by NVDEC, the detector batched on the
+ * GPU, boxes drawn on the device frames; the same faces as the CPU per-frame detector on the
+ * same clip decoded on the CPU (IoU >= 0.9: the decoders may differ by a code value). */
+static void test_session_detect_on_cuda(void **state)
+{
+    (void)state;
+    char dir[3000];
+    kt_tmpdir(dir, sizeof(dir), "pipeline_gpu");
+    ds_check_session_detect(dir, KEYER_DEVICE_CUDA, 0.9f);
+}
+
 int main(void)
 {
     const kr_device_fns *dev = kr_device_cuda();
@@ -267,6 +279,7 @@ int main(void)
         cmocka_unit_test(test_cuda_file_matches_cpu),
         cmocka_unit_test(test_forced_gpu_failure_loses_nothing),
         cmocka_unit_test(test_pushed_frames_on_cuda),
+        cmocka_unit_test(test_session_detect_on_cuda),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -27,6 +27,7 @@
 #include "keyer/nn.h"
 #include "keyer/pipeline.h"
 #include "keyer/registry.h"
+#include "detect_session_testlib.h"
 #include "pipeline_testlib.h"
 #include "testutil.h"
 
@@ -630,6 +631,15 @@ static void test_frame_callback_passthrough(void **state)
     assert_int_equal(count_frames(out2, NULL, NULL), 5);
 }
 
+/* keyer_session_params::detect on the CPU (detect_session_testlib.h). */
+static void test_session_detect(void **state)
+{
+    (void)state;
+    char dir[3000];
+    kt_tmpdir(dir, sizeof(dir), "pipeline_session");
+    ds_check_session_detect(dir, KEYER_DEVICE_CPU, 0.999f);
+}
+
 typedef struct stopper {
     keyer_session *s;
     int64_t at;
@@ -947,6 +957,7 @@ int main(void)
         cmocka_unit_test(test_streams_equal_separate_runs),
         cmocka_unit_test(test_file_run),
         cmocka_unit_test(test_frame_callback_passthrough),
+        cmocka_unit_test(test_session_detect),
         cmocka_unit_test(test_cancel_leaves_valid_output),
         cmocka_unit_test(test_again_and_latency_mode),
         cmocka_unit_test(test_live_drops_oldest),

@@ -162,6 +162,7 @@ keyer_status kc_analytics_create(const kc_analytics_opts *o, int n, const char *
             keyer_faces_params fp = keyer_faces_params_defaults();
             fp.range = o->full_range ? KEYER_FACE_RANGE_FULL : KEYER_FACE_RANGE_SHORT;
             fp.landmarks = (o->draw & KC_DRAW_MESH) != 0;
+            fp.detector = !o->session_detect;
             fp.max_faces = 16;
             fp.detect_interval = fp.landmarks ? 10 : 0;
             fp.backend = o->backend;
@@ -182,7 +183,7 @@ keyer_status kc_analytics_create(const kc_analytics_opts *o, int n, const char *
             kp.max_degree = o->knn + 1;
             st = keyer_knn_graph_create(&kp, GRAPH_POINTS, &s->graph, err);
         }
-        if (!st && o->draw)
+        if (!st && o->draw && !o->session_detect)
             st = keyer_overlay_create(1 << 16, &s->ov, err);
     }
     if (!st && o->export_path) {
@@ -333,7 +334,8 @@ static void export_frame(kc_analytics *a, kc_stream *s, int stream_id, int64_t i
 }
 
 /* The kNN graph over face centres and visible body keypoints, drawn as curves. */
-static keyer_status draw_graph(kc_stream *s, const keyer_face *faces, int nf, keyer_error *err)
+static keyer_status draw_graph(kc_stream *s, keyer_overlay *ov, const keyer_face *faces, int nf,
+                               keyer_error *err)
 {
     uint32_t ids[GRAPH_POINTS];
     float xy[2 * GRAPH_POINTS];
@@ -372,11 +374,11 @@ static keyer_status draw_graph(kc_stream *s, const keyer_face *faces, int nf, ke
         }
         if (ia < 0 || ib < 0)
             continue;
-        if ((st = keyer_overlay_add_curve(s->ov, xy[2 * ia], xy[2 * ia + 1], xy[2 * ib],
+        if ((st = keyer_overlay_add_curve(ov, xy[2 * ia], xy[2 * ia + 1], xy[2 * ib],
                                           xy[2 * ib + 1], 0.15f, w, c, err)))
             return st;
     }
-    return keyer_overlay_add_points(s->ov, xy, n, w * 2, c, err);
+    return keyer_overlay_add_points(ov, xy, n, w * 2, c, err);
 }
 
 static void sizes_for(kc_stream *s, const kc_analytics_opts *o, int height)
@@ -406,6 +408,30 @@ static void add_id(kc_stream *s, uint32_t id)
         s->ids[s->n_ids++] = id;
 }
 
+/* Counts ids, adds the drawing to @p ov (when not NULL) and exports the frame. */
+static keyer_status finish_frame(kc_analytics *a, kc_stream *s, int stream_id, int64_t index,
+                                 const keyer_frame *frame, const keyer_face *faces, int nf,
+                                 keyer_overlay *ov, keyer_error *err)
+{
+    keyer_status st = KEYER_OK;
+    for (int i = 0; i < nf; i++)
+        if (faces[i].id)
+            add_id(s, faces[i].id);
+    if (ov && a->o.draw) {
+        if ((s->faces && (a->o.draw & (KC_DRAW_BOXES | KC_DRAW_IDS | KC_DRAW_KEYPOINTS |
+                                       KC_DRAW_MESH)) &&
+             (st = keyer_faces_draw(ov, faces, nf, &s->fdp, err))) ||
+            (s->pose && (a->o.draw & (KC_DRAW_SKELETON | KC_DRAW_KEYPOINTS)) &&
+             (st = keyer_pose_draw(ov, &s->pr, &s->pdp, err))) ||
+            (s->graph && (st = draw_graph(s, ov, faces, nf, err))))
+            return keyer_error_prefix(err, "%s: drawing: ", s->input);
+    }
+    if (a->exp)
+        export_frame(a, s, stream_id, index, frame, faces, nf);
+    s->frames++;
+    return KEYER_OK;
+}
+
 keyer_status kc_analytics_frame(void *opaque, int stream_id, int64_t index,
                                 const keyer_frame *input, keyer_frame *output, keyer_error *err)
 {
@@ -421,27 +447,39 @@ keyer_status kc_analytics_frame(void *opaque, int stream_id, int64_t index,
         sizes_for(s, &a->o, input->height);
     if (s->faces && (st = keyer_faces_run(s->faces, input, &faces, &nf, err)))
         return keyer_error_prefix(err, "%s: face analysis: ", s->input);
-    for (int i = 0; i < nf; i++)
-        if (faces[i].id)
-            add_id(s, faces[i].id);
     memset(&s->pr, 0, sizeof(s->pr));
     if (s->pose && (st = keyer_pose_run(s->pose, input, &s->pr, err)))
         return keyer_error_prefix(err, "%s: pose: ", s->input);
     s->pose_frames += s->pr.found;
-    if (s->ov) {
+    if (s->ov)
         keyer_overlay_clear(s->ov);
-        if ((s->faces && (a->o.draw & (KC_DRAW_BOXES | KC_DRAW_IDS | KC_DRAW_KEYPOINTS |
-                                       KC_DRAW_MESH)) &&
-             (st = keyer_faces_draw(s->ov, faces, nf, &s->fdp, err))) ||
-            (s->pose && (a->o.draw & (KC_DRAW_SKELETON | KC_DRAW_KEYPOINTS)) &&
-             (st = keyer_pose_draw(s->ov, &s->pr, &s->pdp, err))) ||
-            (s->graph && (st = draw_graph(s, faces, nf, err))) ||
-            (st = keyer_overlay_render(s->ov, output, err)))
-            return keyer_error_prefix(err, "%s: drawing: ", s->input);
-    }
-    if (a->exp)
-        export_frame(a, s, stream_id, index, input, faces, nf);
-    s->frames++;
+    if ((st = finish_frame(a, s, stream_id, index, input, faces, nf, s->ov, err)))
+        return st;
+    if (s->ov && (st = keyer_overlay_render(s->ov, output, err)))
+        return keyer_error_prefix(err, "%s: drawing: ", s->input);
+    s->busy_ms += now_ms() - t0;
+    return KEYER_OK;
+}
+
+keyer_status kc_analytics_detections(void *opaque, int stream_id, int64_t index,
+                                     const keyer_frame *frame, const keyer_detection *dets,
+                                     int count, keyer_overlay *overlay, keyer_error *err)
+{
+    kc_analytics *a = opaque;
+    if (stream_id < 0 || stream_id >= a->n)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL, "analytics: no stream %d", stream_id);
+    kc_stream *s = &a->st[stream_id];
+    double t0 = now_ms();
+    const keyer_face *faces = NULL;
+    int nf = 0;
+    if (!s->drawing_set)
+        sizes_for(s, &a->o, frame->height);
+    keyer_status st = keyer_faces_track(s->faces, dets, count, frame->width, frame->height,
+                                        &faces, &nf, err);
+    if (st)
+        return keyer_error_prefix(err, "%s: face tracking: ", s->input);
+    if ((st = finish_frame(a, s, stream_id, index, frame, faces, nf, overlay, err)))
+        return st;
     s->busy_ms += now_ms() - t0;
     return KEYER_OK;
 }
@@ -459,4 +497,9 @@ void kc_analytics_summary(const kc_analytics *a, FILE *f)
     }
     if (a->o.export_path && strcmp(a->o.export_path, "-"))
         fprintf(f, "  export: %s (one JSON object per frame)\n", a->o.export_path);
+}
+
+int kc_analytics_session_can_detect(const kc_analytics_opts *o)
+{
+    return o->faces && !o->pose && !(o->draw & KC_DRAW_MESH);
 }

@@ -12,6 +12,7 @@
 
 #include "keyer/faces.h"
 #include "keyer/overlay.h"
+#include "keyer/pipeline.h"
 #include "keyer/pose.h"
 
 /* What is drawn (--draw). */
@@ -33,6 +34,9 @@ typedef struct kc_analytics_opts {
     const char *export_path; /* JSON lines, or NULL */
     keyer_backend backend;
     int threads;
+    /* faces come from the session's batched detector (keyer_session_params::detect) through
+     * kc_analytics_detections; no detector per stream */
+    int session_detect;
 } kc_analytics_opts;
 
 typedef struct kc_analytics kc_analytics;
@@ -51,6 +55,13 @@ keyer_status kc_analytics_create(const kc_analytics_opts *o, int n, const char *
  * (opaque = the kc_analytics). Streams may call it from different threads. */
 keyer_status kc_analytics_frame(void *opaque, int stream_id, int64_t index,
                                 const keyer_frame *input, keyer_frame *output, keyer_error *err);
+/* Tracks the session's detections of a frame, adds the drawing to @p overlay and exports the
+ * frame: a keyer_detect_fn (opaque = the kc_analytics; needs session_detect). */
+keyer_status kc_analytics_detections(void *opaque, int stream_id, int64_t index,
+                                     const keyer_frame *frame, const keyer_detection *dets,
+                                     int count, keyer_overlay *overlay, keyer_error *err);
+/* Whether the options can use the session's detector: faces without the face mesh, no pose. */
+int kc_analytics_session_can_detect(const kc_analytics_opts *o);
 /* One line per stream: frames, distinct face ids, frames with a pose, ms per frame. */
 void kc_analytics_summary(const kc_analytics *a, FILE *f);
 /* Closes the export (flushing it) and frees everything; accepts NULL. Returns 0, or -1 when

@@ -904,6 +904,8 @@ int keyer_cmd_run(int argc, char **argv)
         }
         if (!r.effect_set)
             r.sp.passthrough = 1;
+        /* faces alone: detected by the session, batched across streams on its device */
+        ao.session_detect = kc_analytics_session_can_detect(&ao);
     }
     /* outputs */
     static char paths[MAX_INPUTS][4096];
@@ -966,8 +968,15 @@ int keyer_cmd_run(int argc, char **argv)
             fprintf(stderr, "keyer: %s\n", err.message);
             goto done;
         }
-        r.sp.frame_fn = kc_analytics_frame;
-        r.sp.frame_opaque = an;
+        if (ao.session_detect) {
+            r.sp.detect = ao.full_range ? KEYER_SESSION_DETECT_FACES_FULL
+                                        : KEYER_SESSION_DETECT_FACES;
+            r.sp.detect_fn = kc_analytics_detections;
+            r.sp.detect_opaque = an;
+        } else {
+            r.sp.frame_fn = kc_analytics_frame;
+            r.sp.frame_opaque = an;
+        }
     }
     if (keyer_session_create(&r.sp, &s, &err)) {
         fprintf(stderr, "keyer: %s\n", err.message);

@@ -42,8 +42,10 @@ static void sample_usage(FILE *f)
     fprintf(f,
             "usage: keyer make-sample OUTPUT [--image PHOTO] [--size WxH] [--frames N] [--fps R]\n"
             "                         [--codec NAME] [--preset NAME] [--no-audio] [--noise N]\n"
+            "                         [--bframes N] [--keyint N]\n"
             "Writes a short test video: a slow pan and zoom over PHOTO (default\n"
-            "tests/data/grace_hopper.jpg) with a 440 Hz tone, H.264 + AAC by default.\n");
+            "tests/data/grace_hopper.jpg) with a 440 Hz tone, H.264 + AAC by default\n"
+            "(2 B-frames, a keyframe every 12 frames; --bframes 0 for a camera-like stream).\n");
 }
 
 int keyer_cmd_make_sample(int argc, char **argv)
@@ -81,6 +83,12 @@ int keyer_cmd_make_sample(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--noise") && v && !parse_long(v, 0, 64, &n)) {
             sp.noise = (int)n;
+            i++;
+        } else if (!strcmp(a, "--bframes") && v && !parse_long(v, 0, 16, &n)) {
+            sp.bframes = (int)n;
+            i++;
+        } else if (!strcmp(a, "--keyint") && v && !parse_long(v, 1, 100000, &n)) {
+            sp.keyint = (int)n;
             i++;
         } else if (!strcmp(a, "--codec") && v) {
             sp.codec = v;
