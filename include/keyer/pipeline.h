@@ -405,7 +405,8 @@ typedef struct keyer_session_report {
     double seconds;            /**< wall time from the start of the stages to the last frame */
     double fps;                /**< frames_written / seconds */
     char device[64];           /**< where it computed: "cpu", "cuda:0", "cuda:0 (inference on the cpu)" */
-    char model[64];            /**< the model used */
+    char model[64];            /**< the model used ("none" in passthrough) */
+    char detector[64];         /**< the session's detector (params.detect), "" when none */
     int batch;                 /**< frames per inference in use */
     int fell_back;             /**< 1 when CUDA was asked for (or AUTO found a GPU) but the CPU ran */
     int warnings;              /**< warnings logged by the session */

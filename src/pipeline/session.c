@@ -906,6 +906,7 @@ void keyer_session_get_report(keyer_session *s, keyer_session_report *out)
              s->use_cuda && atomic_load(&s->gpu_failed) ? "cpu (after a GPU failure)"
                                                         : s->device_name);
     snprintf(out->model, sizeof(out->model), "%s", s->model_used);
+    snprintf(out->detector, sizeof(out->detector), "%s", s->det_model ? s->det_name : "");
     out->batch = s->batch;
     out->fell_back = s->fell_back || atomic_load(&s->gpu_failed);
     out->warnings = atomic_load(&s->warnings);
@@ -1054,6 +1055,8 @@ keyer_status keyer_session_write_stats(keyer_session *s, const char *path, keyer
     json_string(f, r.device);
     fprintf(f, ",\n  \"model\": ");
     json_string(f, r.model);
+    fprintf(f, ",\n  \"detector\": ");
+    json_string(f, r.detector);
     fprintf(f, ",\n  \"mode\": \"%s\",\n  \"batch\": %d,\n  \"fell_back\": %s,\n",
             s->params.mode == KEYER_PIPELINE_LATENCY ? "latency" : "throughput", r.batch,
             r.fell_back ? "true" : "false");

@@ -20,6 +20,7 @@ field() { sed -n "s/^$1=//p"; }
     { cat "$tmp/log"; fail "detect run failed"; }
 cat "$tmp/log"
 grep -q "model none" "$tmp/log" || fail "detection alone still ran the segmentation model"
+grep -q "detector face-short" "$tmp/log" || fail "faces alone did not use the session's detector"
 out=$("$bin" probe "$tmp/det.mp4") || fail "probe of the output failed"
 [ "$(echo "$out" | field frames)" = 20 ] || fail "output has $(echo "$out" | field frames) frames"
 [ "$(wc -l < "$tmp/det.jsonl")" = 20 ] || fail "export has $(wc -l < "$tmp/det.jsonl") lines"
@@ -54,6 +55,18 @@ awk -F= '/^min_psnr=/ { exit !($2 > 20 && $2 < 60) }' "$tmp/cmp" ||
 cmp <(grep -o '"frame":[0-9]*,.*"faces":\[{"id":[0-9]*' "$tmp/det.jsonl" | cut -d, -f1) \
     <(grep -o '"frame":[0-9]*,.*"faces":\[{"id":[0-9]*' "$tmp/b.jsonl" | cut -d, -f1) ||
     fail "blur + detect found faces in other frames than detection alone"
+
+# with the face mesh: per-stream analysers (the frame callback), landmarks exported, a face in
+# every frame where the session's detector found one (the mesh follows the face a few frames
+# further as it leaves the picture)
+"$bin" "$tmp/in.mp4" -o "$tmp/mesh.mp4" --detect faces --draw boxes,mesh --export "$tmp/m.jsonl" \
+    --device cpu --preset ultrafast 2>"$tmp/log4" || { cat "$tmp/log4"; fail "mesh run failed"; }
+grep -q "detector face-short" "$tmp/log4" && fail "the mesh run used the session's detector"
+[ "$(wc -l < "$tmp/m.jsonl")" = 20 ] || fail "mesh: export lines missing"
+sed -n 5p "$tmp/m.jsonl" | grep -q '"landmarks":\[\[' || fail "mesh: no landmarks in frame 4"
+missed=$(comm -23 <(grep -o '"frame":[0-9]*,.*"faces":\[{"id":[0-9]*' "$tmp/det.jsonl" | cut -d, -f1 | sort) \
+                  <(grep -o '"frame":[0-9]*,.*"faces":\[{"id":[0-9]*' "$tmp/m.jsonl" | cut -d, -f1 | sort))
+[ -z "$missed" ] || fail "the mesh run found no face in frames where the detector did: $missed"
 
 # usage errors
 "$bin" "$tmp/in.mp4" -o "$tmp/x.mp4" --draw boxes 2>/dev/null

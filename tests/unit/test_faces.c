@@ -366,6 +366,64 @@ static void test_detection_only(void **state)
     keyer_frame_destroy(&photo);
 }
 
+/* keyer_faces_track: detections made elsewhere (here by keyer_faces_detect on the photo) give
+ * the same faces and ids as keyer_faces_run without landmarks; an analyser without a detector
+ * refuses keyer_faces_run and keyer_faces_detect; landmarks need the detector. */
+static void test_track_external(void **state)
+{
+    (void)state;
+    keyer_error err = {0};
+    keyer_frame *photo = load_photo("grace_hopper.jpg");
+    keyer_faces *det = make(KEYER_FACE_RANGE_SHORT, 0);
+    keyer_detection d[4];
+    int nd = 0;
+    assert_int_equal(keyer_faces_detect(det, photo, d, 4, &nd, &err), KEYER_OK);
+    assert_int_equal(nd, 1);
+    keyer_faces_params p = keyer_faces_params_defaults();
+    p.landmarks = 0;
+    p.detector = 0;
+    p.max_faces = 1;
+    keyer_faces *fa = NULL;
+    assert_int_equal(keyer_faces_create(&p, &fa, &err), KEYER_OK);
+    uint32_t id = 0;
+    for (int i = 0; i < 5; i++) {
+        const keyer_face *faces = NULL;
+        int n = 0;
+        /* a second detection beyond max_faces is dropped */
+        keyer_detection two[2] = {d[0], d[0]};
+        assert_int_equal(keyer_faces_track(fa, two, 2, photo->width, photo->height, &faces, &n,
+                                           &err),
+                         KEYER_OK);
+        assert_int_equal(n, 1);
+        assert_true(faces[0].detected);
+        assert_true(keyer_detection_iou(&faces[0].box, &d[0]) > 0.999f);
+        assert_int_equal(faces[0].id != 0, i >= 2); /* confirmed after min_hits = 3 */
+        if (i == 2)
+            id = faces[0].id;
+        if (i > 2)
+            assert_int_equal(faces[0].id, id);
+    }
+    const keyer_face *faces = NULL;
+    int n = 0;
+    assert_int_equal(keyer_faces_track(fa, NULL, 0, photo->width, photo->height, &faces, &n, &err),
+                     KEYER_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(keyer_faces_run(fa, photo, &faces, &n, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(keyer_faces_detect(fa, photo, d, 4, &nd, &err),
+                     KEYER_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(keyer_faces_track(fa, d, 1, 0, 10, &faces, &n, &err),
+                     KEYER_STATUS_INVALID_ARGUMENT);
+    keyer_faces_destroy(&fa);
+    p.landmarks = 1;
+    assert_int_equal(keyer_faces_create(&p, &fa, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    keyer_faces *mesh = make(KEYER_FACE_RANGE_SHORT, 1);
+    assert_int_equal(keyer_faces_track(mesh, d, 1, photo->width, photo->height, &faces, &n, &err),
+                     KEYER_STATUS_INVALID_ARGUMENT);
+    keyer_faces_destroy(&mesh);
+    keyer_faces_destroy(&det);
+    keyer_frame_destroy(&photo);
+}
+
 /* Drawing: box, 124 contour segments, an id label; pixels land on the face. */
 static void test_draw(void **state)
 {
@@ -478,7 +536,7 @@ int main(void)
         cmocka_unit_test(test_grace_hopper),     cmocka_unit_test(test_nv12_input),
         cmocka_unit_test(test_messi_full_range),
         cmocka_unit_test(test_tracking_pan),     cmocka_unit_test(test_tracking_clip),
-        cmocka_unit_test(test_detection_only),
+        cmocka_unit_test(test_detection_only),  cmocka_unit_test(test_track_external),
         cmocka_unit_test(test_draw),             cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -763,9 +763,10 @@ static void summary(keyer_session *s, const run_opts *r, FILE *f)
 {
     keyer_session_report rep;
     keyer_session_get_report(s, &rep);
-    fprintf(f, "keyer: %lld frame%s in %.2f s (%.1f fps) on %s, model %s, batch %d\n",
+    fprintf(f, "keyer: %lld frame%s in %.2f s (%.1f fps) on %s, model %s, batch %d%s%s\n",
             (long long)rep.frames_written, rep.frames_written == 1 ? "" : "s", rep.seconds, rep.fps,
-            rep.device, rep.model, rep.batch);
+            rep.device, rep.model, rep.batch, rep.detector[0] ? ", detector " : "",
+            rep.detector);
     int n = keyer_session_stream_count(s);
     for (int i = 0; i < n; i++) {
         keyer_stream_report sr;
