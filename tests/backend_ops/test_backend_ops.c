@@ -732,6 +732,117 @@ static void test_ops_all_backends(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* ---- chains the cuda backend fuses ------------------------------------------------------------ */
+
+/* Adds a convolution-like node (CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV_BIAS) with random
+ * weights; returns its output tensor. */
+static int chain_conv(kt_graph *b, kt_rng *rng, kr_op op, int x, const int *xd, int cout, int k,
+                      int s, kr_activation act, int *od)
+{
+    int dw = op == KR_OP_DEPTHWISE_CONV_2D, tc = op == KR_OP_TRANSPOSE_CONV_BIAS;
+    int wd[4] = {dw ? 1 : cout, k, k, dw ? cout : xd[3]};
+    int in[3] = {x, add_weights(b, rng, 4, wd, NULL), add_weights(b, rng, 1, &cout, NULL)};
+    od[0] = 1;
+    od[1] = tc ? xd[1] * s : kr_window_out_size(KR_PADDING_SAME, xd[1], k, s, 1);
+    od[2] = tc ? xd[2] * s : kr_window_out_size(KR_PADDING_SAME, xd[2], k, s, 1);
+    od[3] = cout;
+    int y = kt_graph_act(b, 4, od);
+    kr_node *n = kt_graph_node(b, op, 3, in, y);
+    n->activation = act;
+    n->p.window.kernel_h = n->p.window.kernel_w = k;
+    n->p.window.stride_h = n->p.window.stride_w = s;
+    n->p.window.dilation_h = n->p.window.dilation_w = 1;
+    n->p.window.padding = tc ? KR_PADDING_VALID : KR_PADDING_SAME;
+    n->p.window.depth_multiplier = 1;
+    return y;
+}
+
+static int chain_unary(kt_graph *b, kr_op op, int x, const int *d)
+{
+    int y = kt_graph_act(b, 4, d);
+    kt_graph_node(b, op, 1, &x, y);
+    return y;
+}
+
+static int chain_binary(kt_graph *b, kr_op op, int x, int z, const int *d)
+{
+    int y = kt_graph_act(b, 4, d), in[2] = {x, z};
+    kt_graph_node(b, op, 2, in, y);
+    return y;
+}
+
+/*
+ * The shapes of the segmentation decoders, where the cuda backend folds activations and
+ * residual ADDs into the producing node (backend.c): a narrow pointwise conv + RELU + ADD, a
+ * depthwise conv + RELU + ADD of its input, a squeeze-and-excitation MUL + ADD, an implicit-GEMM
+ * conv (3x3) + ADD of a pointwise conv, a stem (3 channels, 3x3) + ADD, and the 2x2 stride-2
+ * transpose conv + LOGISTIC; every intermediate is read once, so every fold applies. cuda and
+ * cuda-f16 against the reference at batch 1 and 3, as the one-node cases.
+ */
+static void test_fused_chains(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "fused chains", 64, 32, 1 << 20);
+    kt_rng rng = kt_rng_seed(77);
+    int xd[4] = {1, 12, 10, 16}, d[4], d2[4], d3[4], sd[4] = {1, 12, 10, 3};
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int a = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 16, 1, 1, KR_ACT_NONE, d); /* narrow */
+    a = chain_unary(&b, KR_OP_RELU, a, d);
+    int r1 = chain_binary(&b, KR_OP_ADD, a, x, d);                    /* into the narrow conv */
+    int c = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, r1, d, 16, 3, 1, KR_ACT_NONE, d);
+    c = chain_unary(&b, KR_OP_RELU, c, d);
+    int r2 = chain_binary(&b, KR_OP_ADD, r1, c, d);                   /* into the depthwise */
+    int sd1[4] = {1, 1, 1, 16};
+    int se = add_weights(&b, &rng, 4, sd1, NULL);
+    int m = chain_binary(&b, KR_OP_MUL, r2, se, d);
+    int r3 = chain_binary(&b, KR_OP_ADD, m, r1, d);                   /* into the MUL */
+    int p = chain_conv(&b, &rng, KR_OP_CONV_2D, r3, d, 16, 1, 1, KR_ACT_NONE, d2);
+    int g = chain_conv(&b, &rng, KR_OP_CONV_2D, r3, d, 16, 3, 1, KR_ACT_RELU6, d2); /* GEMM */
+    int r4 = chain_binary(&b, KR_OP_ADD, p, g, d2);                   /* into the GEMM conv */
+    int sx = kt_graph_act(&b, 4, sd);
+    kt_graph_input(&b, sx);
+    int st = chain_conv(&b, &rng, KR_OP_CONV_2D, sx, sd, 16, 3, 1, KR_ACT_NONE, d3); /* stem */
+    int r5 = chain_binary(&b, KR_OP_ADD, st, r4, d2);                 /* into the stem */
+    int t = chain_conv(&b, &rng, KR_OP_TRANSPOSE_CONV_BIAS, r5, d2, 1, 2, 2, KR_ACT_NONE, d3);
+    t = chain_unary(&b, KR_OP_LOGISTIC, t, d3);
+    int r6 = chain_unary(&b, KR_OP_HARD_SWISH, r2, d);
+    kt_graph_output(&b, t);
+    kt_graph_output(&b, r6);
+    kr_graph *gr = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
+        fail_msg("fused chains: %s", err.message);
+    int failures = 0;
+    for (int batch = 1; batch <= 3; batch += 2) {
+        float **in = make_inputs(gr, batch, 4242u + (uint32_t)batch, 1.0f);
+        float *ref = run_once(&kr_backend_reference, 0, gr, batch, in, &err);
+        assert_non_null(ref);
+        size_t n = kr_tensor_elements(&gr->tensors[gr->outputs[0]]) * (size_t)batch;
+        for (int bi = 1; bi < N_BACKENDS; bi++) {
+            backend_entry *be = &backends[bi];
+            if (be->unavailable)
+                continue;
+            float *got = run_once(be->ops, be->f16, gr, batch, in, &err);
+            if (!got && err.status == KEYER_STATUS_DEVICE) {
+                printf("fused chains: %s unavailable: %s\n", be->name, err.message);
+                continue;
+            }
+            assert_non_null(got);
+            double e = rel_error(got, ref, n);
+            printf("fused chains: batch %d %-9s error %.3g%s\n", batch, be->name, e,
+                   e <= be->tol ? "" : "  FAIL");
+            failures += !(e <= be->tol);
+            free(got);
+        }
+        free(ref);
+        free_inputs(gr, in);
+    }
+    kr_graph_destroy(&gr);
+    assert_int_equal(failures, 0);
+}
+
 /* ---- the reference against hand-computed values ----------------------------------------------- */
 
 /* Runs the one-node graph of @p c on the reference backend at batch 1 on @p input and compares
@@ -1127,6 +1238,7 @@ int main(void)
         cmocka_unit_test(test_reference_hand_values),
         cmocka_unit_test(test_reference_vs_naive),
         cmocka_unit_test(test_ops_all_backends),
+        cmocka_unit_test(test_fused_chains),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -120,7 +120,9 @@ __global__ void binary_general(const T *__restrict__ a, const T *__restrict__ b,
             ib += x * (I)w.sb[d];
             r = q;
         }
-        kr_st(y + i, kr_apply(e, bin_op<F>(kr_ld(a + ia), kr_ld(b + ib))));
+        float v = kr_apply(e, bin_op<F>(kr_ld(a + ia), kr_ld(b + ib)));
+        kr_add_res<T, 1>(e, i, &v);
+        kr_st(y + i, v);
     }
 }
 
@@ -150,6 +152,7 @@ __global__ void binary_flat(const T *__restrict__ full, const T *__restrict__ ot
 #pragma unroll
         for (int k = 0; k < V; k++)
             vy[k] = kr_apply(e, MODE == BIN_CHAN_A ? bin_op<F>(vb[k], va[k]) : bin_op<F>(va[k], vb[k]));
+        kr_add_res<T, V>(e, i, vy);
         kr_stv<V>(y + i, vy);
     }
 }
@@ -161,6 +164,7 @@ static void binary_flat_launch(const kr_cuda_op *op, const T *full, const T *oth
     cudaStream_t st = (cudaStream_t)op->stream;
     int vec = total % 4 == 0 && kr_aligned(full, 4 * sizeof(T)) &&
               kr_aligned(op->out, 4 * sizeof(T)) &&
+              (!op->residual || kr_aligned(op->residual, 4 * sizeof(T))) &&
               (MODE == BIN_SAME ? kr_aligned(other, 4 * sizeof(T))
                                 : (w.c % 4 == 0 && (w.cn == 1 || kr_aligned(other, 4 * sizeof(T)))));
     if (vec)

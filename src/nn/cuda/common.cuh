@@ -65,10 +65,12 @@ template <int V> __device__ __forceinline__ void kr_stv(__half *p, const float *
 
 static inline int kr_aligned(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
 
-/* The node's own fused activation as a clamp, then the folded following activation. */
+/* The node's own fused activation as a clamp, then the folded following activation, then the
+ * folded residual ADD (res: the ADD's other operand in the element type, or NULL). */
 struct kr_epilogue {
     float lo, hi;
     int post;
+    const void *res;
 };
 
 __device__ __forceinline__ float kr_apply(const kr_epilogue &e, float v)
@@ -88,7 +90,21 @@ static inline kr_epilogue kr_make_epilogue(const kr_cuda_op *op, int use_activat
     kr_epilogue e;
     kr_activation_range(use_activation ? op->node->activation : KR_ACT_NONE, &e.lo, &e.hi);
     e.post = (int)op->post;
+    e.res = op->residual;
     return e;
+}
+
+/* v[0..V) += the folded residual at output element @p idx (V = 4 needs idx % 4 == 0). */
+template <typename T, int V, typename I>
+__device__ __forceinline__ void kr_add_res(const kr_epilogue &e, I idx, float *v)
+{
+    if (e.res) {
+        float r[V];
+        kr_ldv<V>((const T *)e.res + idx, r);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            v[k] += r[k];
+    }
 }
 
 static inline const kr_tensor *kr_in_t(const kr_cuda_op *op, int i)

@@ -105,8 +105,11 @@ __global__ void __launch_bounds__(256) conv_gemm(const T *__restrict__ x, const 
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             int n = n0 + tx * 4 + j;
-            if (n < s.oc)
-                kr_st(y + (size_t)m * s.oc + n, kr_apply(e, acc[i][j] + (bias ? kr_ld(bias + n) : 0.0f)));
+            if (n < s.oc) {
+                float v = kr_apply(e, acc[i][j] + (bias ? kr_ld(bias + n) : 0.0f));
+                kr_add_res<T, 1>(e, (size_t)m * s.oc + n, &v);
+                kr_st(y + (size_t)m * s.oc + n, v);
+            }
         }
     }
 }
@@ -159,8 +162,10 @@ __global__ void __launch_bounds__(128) conv_stem(const T *__restrict__ x, T *__r
         acc[n] = kr_apply(e, acc[n]);
     T *out = y + (size_t)m * s.oc + co;
 #pragma unroll
-    for (int n = 0; n < CG; n += 4)
+    for (int n = 0; n < CG; n += 4) {
+        kr_add_res<T, 4>(e, (size_t)m * s.oc + co + n, acc + n);
         kr_stv<4>(out + n, acc + n);
+    }
 }
 
 /* Queues the stem as s.oc / CG launches of CG channels each. */
@@ -189,7 +194,8 @@ template <typename T> static int try_stem(const kr_cuda_op *op, const conv_shape
     const kr_tensor *bt = op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
     if (s.ic != 3 || s.dh != 1 || s.dw != 1 || s.kh != s.kw || (s.kh != 3 && s.kh != 5) ||
         s.oc % 4 || s.oc > 64 || !wt->data || wt->dtype != KR_DTYPE_F32 ||
-        (bt && (!bt->data || bt->dtype != KR_DTYPE_F32)) || !kr_aligned(op->out, 4 * sizeof(T)))
+        (bt && (!bt->data || bt->dtype != KR_DTYPE_F32)) || !kr_aligned(op->out, 4 * sizeof(T)) ||
+        (op->residual && !kr_aligned(op->residual, 4 * sizeof(T))))
         return 0;
     if (s.kh == 3 && s.oc % 16 == 0)
         launch_stem<T, 3, 16>(op, s); /* 1.7 KB per launch */
@@ -235,8 +241,10 @@ __global__ void __launch_bounds__(128) conv_narrow(const T *__restrict__ x, T *_
         acc[n] = kr_apply(e, acc[n]);
     T *out = y + (size_t)m * N + co;
 #pragma unroll
-    for (int n = 0; n < CG; n += 4)
+    for (int n = 0; n < CG; n += 4) {
+        kr_add_res<T, 4>(e, (size_t)m * N + co + n, acc + n);
         kr_stv<4>(out + n, acc + n);
+    }
 }
 
 template <typename T, int K, int CG> static int launch_narrow(const kr_cuda_op *op, const conv_shape &s)
@@ -266,7 +274,8 @@ template <typename T> static int try_narrow(const kr_cuda_op *op, const conv_sha
     const kr_tensor *bt = op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
     if (!s.pointwise || s.K > 32 || s.K % 8 || s.oc % 4 || !wt->data || wt->dtype != KR_DTYPE_F32 ||
         (bt && (!bt->data || bt->dtype != KR_DTYPE_F32)) || !kr_aligned(op->out, 4 * sizeof(T)) ||
-        !kr_aligned(op->in[0], 4 * sizeof(T)))
+        !kr_aligned(op->in[0], 4 * sizeof(T)) ||
+        (op->residual && !kr_aligned(op->residual, 4 * sizeof(T))))
         return 0;
     return launch_narrow<T, 8, 32>(op, s) || launch_narrow<T, 8, 24>(op, s) ||
            launch_narrow<T, 8, 16>(op, s) || launch_narrow<T, 8, 8>(op, s) ||

@@ -56,6 +56,7 @@ __global__ void dw_kernel(const T *__restrict__ x, const float *__restrict__ w,
 #pragma unroll
         for (int k = 0; k < V; k++)
             acc[k] = kr_apply(e, acc[k]);
+        kr_add_res<T, V>(e, g * V, acc);
         kr_stv<V>(y + g * V, acc);
     }
 }
@@ -73,6 +74,7 @@ template <typename T, typename I> static int launch(const kr_cuda_op *op)
     const float *w = (const float *)op->in[1], *bias = (const float *)op->in[2];
     int vec = s.mult == 1 && s.oc % 4 == 0 && kr_aligned(x, 4 * sizeof(T)) &&
               kr_aligned(op->out, 4 * sizeof(T)) && kr_aligned(w, 16) &&
+              (!op->residual || kr_aligned(op->residual, 4 * sizeof(T))) &&
               (!bias || kr_aligned(bias, 16));
     kr_epilogue e = kr_make_epilogue(op, 1);
     if (vec)

@@ -36,6 +36,11 @@ typedef struct kr_cuda_op {
     const void *in[KR_MAX_NODE_INPUTS];
     void *out;
     kr_cuda_post post;
+    /* A residual ADD folded into this node (see backend.c, "fusion"): the ADD's other operand,
+     * of the output's shape, added to every output element after the post function; NULL when
+     * none. Read and written at the same index by the same thread, so it may share the
+     * output's storage exactly. */
+    const void *residual;
     void *stream;                  /* cudaStream_t */
 } kr_cuda_op;
 

@@ -1,8 +1,15 @@
 /*
  * MediaPipe's Convolution2DTransposeBias in gather form: y[b,oy,ox,o] = bias[o] +
  * sum over (ky, kx) with oy = iy*S - pad_top + ky (and likewise x) for an input pixel (iy, ix)
- * inside the input, of sum_ic x[b,iy,ix,ic] * W[o,ky,kx,ic] (OHWI). One thread per output
- * element; no fused activation of its own (a folded following activation is applied).
+ * inside the input, of sum_ic x[b,iy,ix,ic] * W[o,ky,kx,ic] (OHWI). No fused activation of its
+ * own (a folded following activation and residual are applied).
+ *
+ * Two kernels:
+ *  - tconv_tiles, when the kernel equals the stride without padding (the segmentation models'
+ *    2x2 stride-2 output layer): every output pixel takes exactly one input pixel and one tap,
+ *    so a thread takes one input pixel, holds its channels in registers (vector loads) and
+ *    writes its S x S block of outputs: each input is read once, no index search;
+ *  - tconv_kernel otherwise: one thread per output element, searching the taps that reach it.
  */
 #include "nn/cuda/common.cuh"
 
@@ -44,8 +51,55 @@ __global__ void tconv_kernel(const T *__restrict__ x, const float *__restrict__ 
                     acc = fmaf(kr_ld(xp + c), kr_ld(wp + c), acc);
             }
         }
-        kr_st(y + i, kr_apply(e, acc + (bias ? kr_ld(bias + o) : 0.0f)));
+        float v = kr_apply(e, acc + (bias ? kr_ld(bias + o) : 0.0f));
+        kr_add_res<T, 1>(e, i, &v);
+        kr_st(y + i, v);
     }
+}
+
+/* Kernel == stride, no padding; IC input channels (a multiple of 4). */
+template <typename T, int IC, typename I>
+__global__ void tconv_tiles(const T *__restrict__ x, const float *__restrict__ w,
+                            const float *__restrict__ bias, T *__restrict__ y, I pixels,
+                            tc_shape s, kr_epilogue e)
+{
+    for (I p = blockIdx.x * (I)blockDim.x + threadIdx.x; p < pixels;
+         p += (I)gridDim.x * blockDim.x) {
+        int ix = (int)(p % s.iw);
+        I q = p / s.iw;
+        int iy = (int)(q % s.ih);
+        I b = q / s.ih;
+        float in[IC];
+#pragma unroll
+        for (int c = 0; c < IC; c += 4)
+            kr_ldv<4>(x + p * IC + c, in + c);
+        for (int ky = 0; ky < s.kh; ky++) {
+            I row = ((b * s.oh + (I)(iy * s.sh + ky)) * s.ow + (I)ix * s.sw) * s.oc;
+            for (int kx = 0; kx < s.kw; kx++)
+                for (int o = 0; o < s.oc; o++) {
+                    const float *wp = w + ((o * s.kh + ky) * s.kw + kx) * IC;
+                    float acc = bias ? __ldg(bias + o) : 0.0f;
+#pragma unroll
+                    for (int c = 0; c < IC; c++)
+                        acc = fmaf(in[c], __ldg(wp + c), acc);
+                    acc = kr_apply(e, acc);
+                    I idx = row + (I)kx * s.oc + o;
+                    kr_add_res<T, 1>(e, idx, &acc);
+                    kr_st(y + idx, acc);
+                }
+        }
+    }
+}
+
+template <typename T, int IC, typename I> static int launch_tiles(const kr_cuda_op *op, const tc_shape &s)
+{
+    if (s.ic != IC)
+        return 0;
+    size_t pixels = kr_elems(op, kr_in_t(op, 0)) / IC;
+    tconv_tiles<T, IC, I><<<kr_blocks(pixels, 128), 128, 0, (cudaStream_t)op->stream>>>(
+        (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2], (T *)op->out,
+        (I)pixels, s, kr_make_epilogue(op, 0));
+    return 1;
 }
 
 template <typename T, typename I> static int launch(const kr_cuda_op *op)
@@ -54,6 +108,11 @@ template <typename T, typename I> static int launch(const kr_cuda_op *op)
     const kr_window_params *p = &op->node->p.window;
     tc_shape s = {xt->dims[1], xt->dims[2], xt->dims[3], yt->dims[1], yt->dims[2], yt->dims[3],
                   wt->dims[1], wt->dims[2], p->stride_h, p->stride_w, p->pad_top, p->pad_left};
+    if (s.kh == s.sh && s.kw == s.sw && s.pt == 0 && s.pl == 0 && s.oh == s.ih * s.sh &&
+        s.ow == s.iw * s.sw && kr_aligned(op->in[0], 4 * sizeof(T)) &&
+        (launch_tiles<T, 8, I>(op, s) || launch_tiles<T, 16, I>(op, s) ||
+         launch_tiles<T, 32, I>(op, s)))
+        return (int)cudaGetLastError();
     size_t total = kr_elems(op, yt);
     unsigned blocks = kr_blocks(total, 256);
     tconv_kernel<T, I><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
