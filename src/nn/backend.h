@@ -34,6 +34,7 @@ typedef struct kr_backend_config {
 typedef struct kr_backend_ops {
     const char *name;               /* "reference", "cpu", "cuda" */
     keyer_memory_type memory;       /* where kr_backend_ops.tensor_data pointers live */
+    int plan_slack;                 /* the planner's slack for this backend (planner.h) */
 
     /* Required. Non-zero if this backend can run @p node of @p g. */
     int (*supports_node)(const kr_graph *g, const kr_node *node);

@@ -51,16 +51,26 @@ static int overlap_in_time(const interval *a, const interval *b)
     return a->start <= b->end && b->start <= a->end;
 }
 
-keyer_status kr_plan_create(const kr_graph *g, int batch, kr_plan *out, keyer_error *err)
+/* A last use @p end extended by @p slack nodes, within the graph. */
+static int with_slack(const kr_graph *g, int end, int slack)
+{
+    if (end >= g->n_nodes - 1)
+        return end;
+    return end + slack < g->n_nodes - 1 ? end + slack : g->n_nodes - 1;
+}
+
+keyer_status kr_plan_create(const kr_graph *g, int batch, int slack, kr_plan *out,
+                            keyer_error *err)
 {
     if (!out)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "planner: NULL plan");
     memset(out, 0, sizeof(*out));
     if (!g || (g->n_tensors > 0 && !g->tensors) || g->n_tensors < 0 || g->n_nodes < 0)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "planner: no graph");
-    if (batch < 1)
+    if (batch < 1 || slack < 0)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "planner: %s: batch %d must be >= 1", g->name, batch);
+                               "planner: %s: batch %d must be >= 1 and slack %d >= 0", g->name,
+                               batch, slack);
     keyer_status st = KEYER_OK;
     size_t nt = (size_t)g->n_tensors, cap = nt ? nt : 1;
     interval *iv = calloc(cap, sizeof(*iv));
@@ -85,6 +95,7 @@ keyer_status kr_plan_create(const kr_graph *g, int batch, kr_plan *out, keyer_er
         v->tensor = t;
         v->start = x->graph_input >= 0 ? -1 : x->producer;
         v->end = x->last_consumer > v->start ? x->last_consumer : v->start;
+        v->end = with_slack(g, v->end, slack);
         if (x->graph_output >= 0 || x->graph_input >= 0) /* inputs survive a run: run again */
             v->end = g->n_nodes;
         size_t bytes = kr_tensor_bytes(x, batch);
@@ -107,8 +118,8 @@ keyer_status kr_plan_create(const kr_graph *g, int batch, kr_plan *out, keyer_er
         if (slot[s] < 0)
             continue;
         interval *v = &iv[slot[s]];
-        if (x->last_consumer > v->end)
-            v->end = x->last_consumer;
+        if (with_slack(g, x->last_consumer, slack) > v->end)
+            v->end = with_slack(g, x->last_consumer, slack);
         if (x->graph_output >= 0)
             v->end = g->n_nodes;
     }

@@ -137,7 +137,7 @@ keyer_status keyer_runtime_create(const keyer_model *model, const keyer_runtime_
     rt->graph = g;
     rt->ops = ops;
     rt->params = p;
-    keyer_status st = kr_plan_create(g, p.batch, &rt->plan, err); /* names the graph */
+    keyer_status st = kr_plan_create(g, p.batch, ops->plan_slack, &rt->plan, err);
     if (st)
         goto fail;
     kr_backend_config cfg = {p.batch, p.threads, p.device, p.stream, p.logger,

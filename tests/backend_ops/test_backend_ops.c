@@ -480,7 +480,7 @@ static keyer_status instance_create(instance *in, const kr_backend_ops *ops, con
         if (!ops->supports_node(g, &g->nodes[n]))
             return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%s does not support %s",
                                    ops->name, kr_op_name(g->nodes[n].op));
-    keyer_status st = kr_plan_create(g, batch, &in->plan, err);
+    keyer_status st = kr_plan_create(g, batch, ops->plan_slack, &in->plan, err);
     if (st != KEYER_OK)
         return st;
     kr_backend_config cfg = {.batch = batch, .threads = 2, .device = 0, .f16 = f16};

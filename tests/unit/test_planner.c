@@ -42,7 +42,7 @@ static int storage_of(const kr_graph *g, int t)
 }
 
 /* Checks @p plan against an independent liveness computation; returns sizes for reporting. */
-static plan_stats check_plan(const kr_graph *g, const kr_plan *plan, int batch)
+static plan_stats check_plan(const kr_graph *g, const kr_plan *plan, int batch, int slack)
 {
     int nt = g->n_tensors;
     assert_int_equal(plan->n_tensors, nt);
@@ -64,6 +64,9 @@ static plan_stats check_plan(const kr_graph *g, const kr_plan *plan, int batch)
             last[s] = n > last[s] ? n : last[s];
         }
     }
+    for (int t = 0; t < nt; t++) /* the slack keeps storage live after the last reader */
+        if (last[t] >= 0 && last[t] < g->n_nodes - 1)
+            last[t] = last[t] + slack < g->n_nodes - 1 ? last[t] + slack : g->n_nodes - 1;
     for (int i = 0; i < g->n_inputs; i++)
         first[storage_of(g, g->inputs[i])] = -1;
     for (int i = 0; i < g->n_outputs; i++)
@@ -143,8 +146,8 @@ static void test_chain(void **state)
     for (int batch = 1; batch <= 3; batch++) {
         kr_plan plan;
         keyer_error err = {0};
-        assert_int_equal(kr_plan_create(g, batch, &plan, &err), KEYER_OK);
-        plan_stats st = check_plan(g, &plan, batch);
+        assert_int_equal(kr_plan_create(g, batch, 0, &plan, &err), KEYER_OK);
+        plan_stats st = check_plan(g, &plan, batch, 0);
         printf("chain of %d, batch %d: arena %zu bytes, naive sum %zu\n", n, batch,
                plan.arena_bytes, st.naive);
         assert_int_equal(st.naive, (size_t)(n + 1) * one * batch);
@@ -195,8 +198,8 @@ static void test_views_and_outputs(void **state)
     kr_graph *g = finish(&b);
     kr_plan plan;
     keyer_error err = {0};
-    assert_int_equal(kr_plan_create(g, 2, &plan, &err), KEYER_OK);
-    plan_stats st = check_plan(g, &plan, 2);
+    assert_int_equal(kr_plan_create(g, 2, 0, &plan, &err), KEYER_OK);
+    plan_stats st = check_plan(g, &plan, 2, 0);
     assert_true(plan.offsets[v] == plan.offsets[a]);
     assert_true(plan.offsets[p] == SIZE_MAX);
     printf("views graph: arena %zu, naive %zu, max live %zu\n", plan.arena_bytes, st.naive,
@@ -269,8 +272,8 @@ static void test_random_graphs(void **state)
         int batch = 1 + gi % 3;
         kr_plan plan;
         keyer_error err = {0};
-        assert_int_equal(kr_plan_create(g, batch, &plan, &err), KEYER_OK);
-        plan_stats st = check_plan(g, &plan, batch);
+        assert_int_equal(kr_plan_create(g, batch, 0, &plan, &err), KEYER_OK);
+        plan_stats st = check_plan(g, &plan, batch, 0);
         assert_true(plan.arena_bytes <= st.naive + (size_t)g->n_tensors * KR_PLAN_ALIGNMENT);
         total_arena += plan.arena_bytes;
         total_naive += st.naive;
@@ -300,12 +303,14 @@ static void test_models(void **state)
             continue;
         }
         const kr_graph *g = kr_model_graph(model);
-        for (int batch = 1; batch <= 4; batch += 3) {
+        for (int run = 0; run < 4; run++) { /* batch 1 and 4, slack 0 and 2 (cuda) */
+            int batch = run % 2 ? 4 : 1, slack = run >= 2 ? 2 : 0;
             kr_plan plan;
-            assert_int_equal(kr_plan_create(g, batch, &plan, &err), KEYER_OK);
-            plan_stats st = check_plan(g, &plan, batch);
-            printf("%-16s batch %d: arena %9zu bytes, naive sum %10zu (%.1fx), lower bound %9zu\n",
-                   names[i], batch, plan.arena_bytes, st.naive,
+            assert_int_equal(kr_plan_create(g, batch, slack, &plan, &err), KEYER_OK);
+            plan_stats st = check_plan(g, &plan, batch, slack);
+            printf("%-16s batch %d slack %d: arena %9zu bytes, naive sum %10zu (%.1fx), lower "
+                   "bound %9zu\n",
+                   names[i], batch, slack, plan.arena_bytes, st.naive,
                    (double)st.naive / (double)plan.arena_bytes, st.max_live);
             assert_true(plan.arena_bytes < st.naive);
             kr_plan_destroy(&plan);
@@ -330,19 +335,19 @@ static void test_errors(void **state)
     kr_graph *g = finish(&b);
     kr_plan plan;
     keyer_error err = {0};
-    assert_int_equal(kr_plan_create(g, 0, &plan, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(kr_plan_create(g, 0, 0, &plan, &err), KEYER_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(err.message, "batch 0"));
     assert_null(plan.offsets);
-    assert_int_equal(kr_plan_create(NULL, 1, &plan, &err), KEYER_STATUS_INVALID_ARGUMENT);
-    assert_int_equal(kr_plan_create(g, 1, NULL, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(kr_plan_create(NULL, 1, 0, &plan, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(kr_plan_create(g, 1, 0, NULL, &err), KEYER_STATUS_INVALID_ARGUMENT);
     kr_plan_destroy(NULL);
     /* A batch whose tensor bytes overflow size_t is refused, not wrapped. */
     g->tensors[x].dims[1] = INT32_MAX;
     g->tensors[y].dims[1] = INT32_MAX;
-    assert_int_equal(kr_plan_create(g, INT32_MAX, &plan, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(kr_plan_create(g, INT32_MAX, 0, &plan, &err), KEYER_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(err.message, "too large"));
     /* Each tensor fits, but the two (live together) do not fit in one address space. */
-    assert_int_equal(kr_plan_create(g, 1 << 30, &plan, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(kr_plan_create(g, 1 << 30, 0, &plan, &err), KEYER_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(err.message, "address space"));
     kr_graph_destroy(&g);
 }
