@@ -98,6 +98,8 @@ static const tcase cases[] = {
     CONV(12, 10, 16, 8, 5, 3, 1, 1, SAME, RELU6, 1),
     CONV(5, 7, 3, 4, 3, 3, 2, 1, SAME, NONE, 1),
     CONV(16, 16, 3, 8, 3, 3, 2, 2, SAME, NONE, 1),
+    CONV(8, 6, 16, 72, 1, 1, 1, 1, VALID, RELU6, 1),  /* pointwise, warp per 8 outputs */
+    CONV(5, 7, 24, 40, 1, 1, 1, 1, SAME, NONE, 1),
     /* DEPTHWISE_CONV_2D: H, W, C, multiplier, K, S, padding, activation, dilation */
     DWCONV(7, 5, 3, 1, 3, 1, SAME, NONE, 1),
     DWCONV(7, 5, 3, 2, 3, 2, SAME, RELU6, 1),
@@ -775,7 +777,8 @@ static int chain_binary(kt_graph *b, kr_op op, int x, int z, const int *d)
  * The shapes of the segmentation decoders, where the cuda backend folds activations and
  * residual ADDs into the producing node (backend.c): a narrow pointwise conv + RELU + ADD, a
  * depthwise conv + RELU + ADD of its input, a squeeze-and-excitation MUL + ADD, an implicit-GEMM
- * conv (3x3) + ADD of a pointwise conv, a stem (3 channels, 3x3) + ADD, and the 2x2 stride-2
+ * conv (3x3) + ADD of a pointwise conv, a stem (3 channels, 3x3) + ADD, an ADD read only by a
+ * global average pool (squeeze-and-excitation after a skip), and the 2x2 stride-2
  * transpose conv + LOGISTIC; every intermediate is read once, so every fold applies. cuda and
  * cuda-f16 against the reference at batch 1 and 3, as the one-node cases.
  */
@@ -795,7 +798,15 @@ static void test_fused_chains(void **state)
     c = chain_unary(&b, KR_OP_RELU, c, d);
     int r2 = chain_binary(&b, KR_OP_ADD, r1, c, d);                   /* into the depthwise */
     int sd1[4] = {1, 1, 1, 16};
-    int se = add_weights(&b, &rng, 4, sd1, NULL);
+    int q = chain_binary(&b, KR_OP_ADD, r1, r2, d);                   /* into the pool */
+    int se = kt_graph_act(&b, 4, sd1);
+    kr_node *pool = kt_graph_node(&b, KR_OP_AVERAGE_POOL_2D, 1, &q, se);
+    pool->p.window.kernel_h = d[1];
+    pool->p.window.kernel_w = d[2];
+    pool->p.window.stride_h = pool->p.window.stride_w = 1;
+    pool->p.window.dilation_h = pool->p.window.dilation_w = 1;
+    pool->p.window.padding = KR_PADDING_VALID;
+    se = chain_unary(&b, KR_OP_LOGISTIC, se, sd1);
     int m = chain_binary(&b, KR_OP_MUL, r2, se, d);
     int r3 = chain_binary(&b, KR_OP_ADD, m, r1, d);                   /* into the MUL */
     int p = chain_conv(&b, &rng, KR_OP_CONV_2D, r3, d, 16, 1, 1, KR_ACT_NONE, d2);

@@ -307,6 +307,47 @@ static void plan_residual_folds(kr_backend_instance *inst)
     }
 }
 
+/* Whether @p node is an AVERAGE_POOL_2D over its whole input (pool_2d.cu's global kernel). */
+static int is_global_average_pool(const kr_graph *g, const kr_node *node)
+{
+    if (node->op != KR_OP_AVERAGE_POOL_2D)
+        return 0;
+    const kr_tensor *x = &g->tensors[node->inputs[0]], *y = &g->tensors[node->outputs[0]];
+    const kr_window_params *p = &node->p.window;
+    return x->rank == 4 && y->rank == 4 && y->dims[1] == 1 && y->dims[2] == 1 &&
+           p->pad_top <= 0 && p->pad_left <= 0 && p->kernel_h - p->pad_top >= x->dims[1] &&
+           p->kernel_w - p->pad_left >= x->dims[2];
+}
+
+/* An ADD (no activation, same-shape operands) read only by the global average pool right
+ * after it: the pool sums the two operands itself (squeeze-and-excitation after a skip
+ * connection, selfie's decoder) and the sum is never stored. */
+static void plan_pool_folds(kr_backend_instance *inst)
+{
+    const kr_graph *g = inst->graph;
+    for (int m = 0; m + 1 < g->n_nodes; m++) {
+        const kr_node *add = &g->nodes[m];
+        if (add->op != KR_OP_ADD || inst->folded[m] || add->activation != KR_ACT_NONE ||
+            inst->ops[m].post != KR_CUDA_POST_NONE || inst->ops[m].residual || add->n_inputs != 2)
+            continue;
+        const kr_node *pool = &g->nodes[m + 1];
+        int out = add->outputs[0];
+        const kr_tensor *ot = &g->tensors[out];
+        if (inst->folded[m + 1] || !is_global_average_pool(g, pool) || pool->inputs[0] != out ||
+            ot->last_consumer != m + 1 || ot->graph_output >= 0 || is_viewed(g, out) ||
+            inst->ops[m].out != dev_ptr(inst, out) || inst->ops[m + 1].addend)
+            continue;
+        const kr_tensor *a = &g->tensors[add->inputs[0]], *b = &g->tensors[add->inputs[1]];
+        if (kr_tensor_is_const(a) || kr_tensor_is_const(b) || !same_shape(a, ot) ||
+            !same_shape(b, ot))
+            continue;
+        inst->ops[m + 1].in[0] = dev_ptr(inst, add->inputs[0]);
+        inst->ops[m + 1].addend = dev_ptr(inst, add->inputs[1]);
+        inst->folded[m] = 1;
+        inst->n_folded++;
+    }
+}
+
 /* Queues one inference on @p stream. With @p check, synchronises after every node and names
  * the node that failed. */
 static keyer_status enqueue(kr_backend_instance *inst, cudaStream_t stream, int check,
@@ -544,6 +585,7 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
     }
     plan_folds(inst);
     plan_residual_folds(inst);
+    plan_pool_folds(inst);
 
     st = enqueue(inst, inst->own, 1, err); /* validation run, node by node */
     if (st)

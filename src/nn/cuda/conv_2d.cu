@@ -27,6 +27,7 @@
  * pixel, loads its input channels with vector loads and computes all its output channels
  * (at most 32, and at most 2 KB of weights) with the weights in the constant bank. The GEMM tile spends these layers' time on scalar
  * gathers and stores with a 16-deep K; they move little data per FMA and are bound by memory.
+ * Wider layers with as few inputs (up to 256 outputs) take conv_pw_groups (below).
  */
 #include <string.h>
 
@@ -286,6 +287,80 @@ template <typename T> static int try_narrow(const kr_cuda_op *op, const conv_sha
            launch_narrow<T, 32, 8>(op, s);
 }
 
+/*
+ * Wider pointwise layers with few input channels (8 to 32 in, a multiple of 8 and at most 256
+ * out: the 16 -> 72, 24 -> 88 and 24 -> 96 expansions of the MobileNet blocks). The GEMM tile
+ * computed them at 1/7 of their memory floor: one k-step per tile, and 72 outputs padded to a
+ * 128-wide tile. Here a block of 32 x G threads takes 32 pixels; warp g computes output
+ * channels [8g, 8g + 8) for its lane's pixel from the K inputs held in registers, with the
+ * layer's weights staged once per block in shared memory (every lane of a warp reads the same
+ * weight: a broadcast). The G warps of a block write the whole output rows of its pixels.
+ */
+template <typename T, int K>
+__global__ void __launch_bounds__(1024) conv_pw_groups(const T *__restrict__ x,
+                                                       const float *__restrict__ w,
+                                                       const float *__restrict__ bias,
+                                                       T *__restrict__ y, int M, int N,
+                                                       kr_epilogue e)
+{
+    extern __shared__ float sw[]; /* [N][K] weights, then N biases */
+    const int tid = threadIdx.y * 32 + threadIdx.x, nt = 32 * blockDim.y;
+    for (int i = tid; i < N * K; i += nt)
+        sw[i] = w[i];
+    for (int i = tid; i < N; i += nt)
+        sw[N * K + i] = bias ? bias[i] : 0.0f;
+    __syncthreads();
+    const int n0 = threadIdx.y * 8;
+    const float *wg = sw + n0 * K;
+    for (int m = blockIdx.x * 32 + threadIdx.x; m < M; m += gridDim.x * 32) {
+        float in[K];
+#pragma unroll
+        for (int k = 0; k < K; k += 4)
+            kr_ldv<4>(x + (size_t)m * K + k, in + k);
+        float acc[8];
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+            acc[n] = sw[N * K + n0 + n];
+#pragma unroll
+        for (int k = 0; k < K; k++)
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+                acc[n] = fmaf(in[k], wg[n * K + k], acc[n]);
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+            acc[n] = kr_apply(e, acc[n]);
+        size_t o = (size_t)m * N + n0;
+        kr_add_res<T, 4>(e, o, acc);
+        kr_add_res<T, 4>(e, o + 4, acc + 4);
+        kr_stv<4>(y + o, acc);
+        kr_stv<4>(y + o + 4, acc + 4);
+    }
+}
+
+template <typename T, int K> static int launch_pw_groups(const kr_cuda_op *op, const conv_shape &s)
+{
+    if (s.K != K)
+        return 0;
+    dim3 block(32, (unsigned)(s.oc / 8));
+    size_t blocks = ((size_t)s.M + 31) / 32;
+    unsigned grid = (unsigned)(blocks < 16384 ? blocks : 16384);
+    size_t smem = ((size_t)s.oc * K + (size_t)s.oc) * sizeof(float);
+    conv_pw_groups<T, K><<<grid, block, smem, (cudaStream_t)op->stream>>>(
+        (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2], (T *)op->out,
+        s.M, s.oc, kr_make_epilogue(op, 1));
+    return 1;
+}
+
+template <typename T> static int try_pw_groups(const kr_cuda_op *op, const conv_shape &s)
+{
+    if (!s.pointwise || s.K > 32 || s.K % 8 || s.oc % 8 || s.oc > 256 ||
+        !kr_aligned(op->out, 4 * sizeof(T)) || !kr_aligned(op->in[0], 4 * sizeof(T)) ||
+        (op->residual && !kr_aligned(op->residual, 4 * sizeof(T))))
+        return 0;
+    return launch_pw_groups<T, 8>(op, s) || launch_pw_groups<T, 16>(op, s) ||
+           launch_pw_groups<T, 24>(op, s) || launch_pw_groups<T, 32>(op, s);
+}
+
 template <typename T, int BN> static void launch_bn(const kr_cuda_op *op, const conv_shape &s)
 {
     constexpr int BM = 4096 / BN;
@@ -310,7 +385,7 @@ template <typename T> static int launch(const kr_cuda_op *op)
     s.K = s.kh * s.kw * s.ic;
     s.pointwise = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.pt == 0 && s.pl == 0 &&
                   s.oh == s.ih && s.ow == s.iw;
-    if (try_stem<T>(op, s) || try_narrow<T>(op, s)) {
+    if (try_stem<T>(op, s) || try_narrow<T>(op, s) || try_pw_groups<T>(op, s)) {
         /* launched */
     } else if (s.oc <= 16) {
         launch_bn<T, 16>(op, s);

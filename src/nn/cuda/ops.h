@@ -41,6 +41,9 @@ typedef struct kr_cuda_op {
      * none. Read and written at the same index by the same thread, so it may share the
      * output's storage exactly. */
     const void *residual;
+    /* An ADD folded into the global AVERAGE_POOL_2D reading it: the pool averages
+     * in[0] + addend (both of the ADD's operands, of the same shape); NULL when none. */
+    const void *addend;
     void *stream;                  /* cudaStream_t */
 } kr_cuda_op;
 

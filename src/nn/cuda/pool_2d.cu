@@ -46,16 +46,19 @@ __global__ void pool_kernel(const T *__restrict__ x, T *__restrict__ y, I total,
  * squeeze-and-excitation "squeeze"): a 32 x 32 block per (batch item, 32 channels); lane x reads
  * channel c0 + x (coalesced), the 32 rows y stride over the pixels, then a shared-memory sum. */
 template <typename T, int MAX>
-__global__ void global_pool_kernel(const T *__restrict__ x, T *__restrict__ y, int pixels, int ch,
-                                   kr_epilogue e)
+__global__ void global_pool_kernel(const T *__restrict__ x, const T *__restrict__ addend,
+                                   T *__restrict__ y, int pixels, int ch, kr_epilogue e)
 {
     __shared__ float part[32][33];
     int c = blockIdx.y * 32 + threadIdx.x;
     const T *base = x + (size_t)blockIdx.x * pixels * ch;
+    const T *abase = addend ? addend + (size_t)blockIdx.x * pixels * ch : NULL;
     float acc = MAX ? -FLT_MAX : 0.0f;
     if (c < ch)
         for (int p = threadIdx.y; p < pixels; p += 32) {
             float v = kr_ld(base + (size_t)p * ch + c);
+            if (abase)
+                v += kr_ld(abase + (size_t)p * ch + c);
             acc = MAX ? fmaxf(acc, v) : acc + v;
         }
     part[threadIdx.y][threadIdx.x] = acc;
@@ -79,7 +82,8 @@ template <typename T, int MAX, typename I> static int launch(const kr_cuda_op *o
         s.kw - s.pl >= s.iw) { /* every tap inside: count = pixels */
         dim3 grid((unsigned)kr_dim(op, yt, 0), (unsigned)((s.ch + 31) / 32)), block(32, 32);
         global_pool_kernel<T, MAX><<<grid, block, 0, stream>>>(
-            (const T *)op->in[0], (T *)op->out, s.ih * s.iw, s.ch, kr_make_epilogue(op, 1));
+            (const T *)op->in[0], (const T *)op->addend, (T *)op->out, s.ih * s.iw, s.ch,
+            kr_make_epilogue(op, 1));
         return (int)cudaGetLastError();
     }
     size_t total = kr_elems(op, yt);
