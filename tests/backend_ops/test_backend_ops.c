@@ -109,6 +109,9 @@ static const tcase cases[] = {
     DWCONV(10, 6, 3, 1, 3, 2, VALID, NONE, 1),
     DWCONV(9, 9, 3, 1, 3, 1, SAME, NONE, 2),
     DWCONV(5, 5, 8, 1, 1, 1, VALID, RELU6, 1),
+    DWCONV(7, 9, 8, 1, 3, 1, SAME, RELU6, 1),   /* stride 1: rows of 4 pixels per thread */
+    DWCONV(6, 11, 12, 1, 5, 1, SAME, NONE, 1),
+    DWCONV(8, 7, 4, 1, 3, 1, VALID, RELU, 1),
     /* Convolution2DTransposeBias: H, W, Cin, Cout, K, S, padding */
     TCONV(4, 3, 3, 2, 2, 2, SAME),
     TCONV(4, 3, 3, 2, 3, 2, SAME),

@@ -27,7 +27,8 @@
  * pixel, loads its input channels with vector loads and computes all its output channels
  * (at most 32, and at most 2 KB of weights) with the weights in the constant bank. The GEMM tile spends these layers' time on scalar
  * gathers and stores with a 16-deep K; they move little data per FMA and are bound by memory.
- * Wider layers with as few inputs (up to 256 outputs) take conv_pw_groups (below).
+ * Wider layers with as few inputs (up to 256 outputs) take conv_pw_groups (below) in half
+ * precision.
  */
 #include <string.h>
 
@@ -353,7 +354,10 @@ template <typename T, int K> static int launch_pw_groups(const kr_cuda_op *op, c
 
 template <typename T> static int try_pw_groups(const kr_cuda_op *op, const conv_shape &s)
 {
-    if (!s.pointwise || s.K > 32 || s.K % 8 || s.oc % 8 || s.oc > 256 ||
+    /* half precision only: in float this kernel measured 8x slower than the GEMM on the same
+     * layers (selfie's 16 -> 72 at batch 256: 3.68 ms against 0.45 ms; not understood), in
+     * half 0.34 ms against 0.44 ms (BENCHMARKS.md) */
+    if (sizeof(T) != 2 || !s.pointwise || s.K > 32 || s.K % 8 || s.oc % 8 || s.oc > 256 ||
         !kr_aligned(op->out, 4 * sizeof(T)) || !kr_aligned(op->in[0], 4 * sizeof(T)) ||
         (op->residual && !kr_aligned(op->residual, 4 * sizeof(T))))
         return 0;

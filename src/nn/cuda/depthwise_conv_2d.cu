@@ -61,6 +61,84 @@ __global__ void dw_kernel(const T *__restrict__ x, const float *__restrict__ w,
     }
 }
 
+/*
+ * Stride 1, no dilation, multiplier 1, a KW x KW kernel: a thread computes 4 channels of PX
+ * neighbouring output pixels of one row, so each input column of the window is loaded once
+ * for all of them (PX + KW - 1 loads per kernel row instead of PX * KW) and each weight once.
+ */
+template <typename T, int KW, int PX, typename I>
+__global__ void dw_rows(const T *__restrict__ x, const float *__restrict__ w,
+                        const float *__restrict__ bias, T *__restrict__ y, I groups, dw_shape s,
+                        kr_epilogue e)
+{
+    const int ocv = s.oc / 4, owb = (s.ow + PX - 1) / PX;
+    for (I g = blockIdx.x * (I)blockDim.x + threadIdx.x; g < groups;
+         g += (I)gridDim.x * blockDim.x) {
+        int o = (int)(g % ocv) * 4;
+        I p = g / ocv;
+        int ox0 = (int)(p % owb) * PX;
+        I q = p / owb;
+        int oy = (int)(q % s.oh);
+        I b = q / s.oh;
+        float acc[PX][4];
+        float b4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (bias)
+            kr_ldv<4>(bias + o, b4);
+#pragma unroll
+        for (int px = 0; px < PX; px++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                acc[px][c] = b4[c];
+        for (int ky = 0; ky < s.kh; ky++) {
+            int iy = oy - s.pt + ky;
+            if ((unsigned)iy >= (unsigned)s.ih)
+                continue;
+            const T *row = x + ((b * s.ih + iy) * s.iw) * s.ic + o;
+            float wv[KW][4];
+#pragma unroll
+            for (int kx = 0; kx < KW; kx++)
+                kr_ldv<4>(w + (I)(ky * KW + kx) * s.oc + o, wv[kx]);
+#pragma unroll
+            for (int j = 0; j < PX + KW - 1; j++) {
+                int ix = ox0 - s.pl + j;
+                if ((unsigned)ix >= (unsigned)s.iw)
+                    continue;
+                float xv[4];
+                kr_ldv<4>(row + (I)ix * s.ic, xv);
+#pragma unroll
+                for (int px = 0; px < PX; px++) {
+                    const int kx = j - px;
+                    if (kx >= 0 && kx < KW)
+#pragma unroll
+                        for (int c = 0; c < 4; c++)
+                            acc[px][c] = fmaf(xv[c], wv[kx][c], acc[px][c]);
+                }
+            }
+        }
+#pragma unroll
+        for (int px = 0; px < PX; px++) {
+            if (ox0 + px >= s.ow)
+                break;
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                acc[px][c] = kr_apply(e, acc[px][c]);
+            I idx = ((b * s.oh + oy) * s.ow + ox0 + px) * s.oc + o;
+            kr_add_res<T, 4>(e, idx, acc[px]);
+            kr_stv<4>(y + idx, acc[px]);
+        }
+    }
+}
+
+template <typename T, int KW, typename I>
+static void launch_rows(const kr_cuda_op *op, const dw_shape &s, kr_epilogue e)
+{
+    constexpr int PX = 4;
+    size_t groups = kr_elems(op, kr_out_t(op)) / (size_t)s.ow / 4 * (size_t)((s.ow + PX - 1) / PX);
+    dw_rows<T, KW, PX, I><<<kr_blocks(groups, 128), 128, 0, (cudaStream_t)op->stream>>>(
+        (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2], (T *)op->out,
+        (I)groups, s, e);
+}
+
 template <typename T, typename I> static int launch(const kr_cuda_op *op)
 {
     const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
@@ -77,7 +155,13 @@ template <typename T, typename I> static int launch(const kr_cuda_op *op)
               (!op->residual || kr_aligned(op->residual, 4 * sizeof(T))) &&
               (!bias || kr_aligned(bias, 16));
     kr_epilogue e = kr_make_epilogue(op, 1);
-    if (vec)
+    int rows = vec && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1 && s.kh == s.kw &&
+               (s.kw == 3 || s.kw == 5);
+    if (rows && s.kw == 3)
+        launch_rows<T, 3, I>(op, s, e);
+    else if (rows)
+        launch_rows<T, 5, I>(op, s, e);
+    else if (vec)
         dw_kernel<T, 4, I><<<kr_blocks(total / 4, 256), 256, 0, st>>>(x, w, bias, (T *)op->out,
                                                                        total, s, e);
     else
