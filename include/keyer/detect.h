@@ -106,6 +106,12 @@ keyer_letterbox keyer_letterbox_fit(int image_width, int image_height, int tenso
 void keyer_detections_remove_letterbox(keyer_detection *dets, int count,
                                        const keyer_letterbox *lb);
 
+/** Maps detections from letterboxed tensor coordinates to pixels of a @p width x @p height
+ *  image, in place: keyer_detections_remove_letterbox(), then boxes and keypoints scaled to the
+ *  image. NULL pointers and non-positive sizes leave the detections as they are. */
+void keyer_detections_to_pixels(keyer_detection *dets, int count, const keyer_letterbox *lb,
+                                int width, int height);
+
 /** Intersection over union of two boxes (0 when they do not intersect). */
 float keyer_detection_iou(const keyer_detection *a, const keyer_detection *b);
 

@@ -78,29 +78,10 @@ keyer_status kr_detect_load(keyer_session *s, keyer_error *err)
 
 keyer_status kr_detect_runtimes(keyer_session *s, int cuda, int batch, keyer_error *err)
 {
-    for (int b = 0; b <= KR_MAX_BATCH_LOG2 && (1 << b) <= batch; b++) {
-        if (s->det_rt[cuda][b])
-            continue;
-        keyer_runtime_params rp = keyer_runtime_params_defaults();
-        rp.backend = cuda ? KEYER_BACKEND_CUDA : KEYER_BACKEND_CPU;
-        rp.batch = 1 << b;
-        rp.threads = s->serial_threads;
-        rp.device = s->ordinal;
-        rp.stream = cuda ? s->detect_stream : NULL;
-        rp.logger = s->logger;
-        keyer_status st = keyer_runtime_create(s->det_model, &rp, &s->det_rt[cuda][b], err);
-        if (!st) { /* a first run now, so that lazy set-up does not delay the first frames */
-            float *in = keyer_runtime_input_data(s->det_rt[cuda][b], 0);
-            if (!cuda && in)
-                memset(in, 0, keyer_runtime_input_bytes(s->det_rt[cuda][b], 0));
-            st = keyer_runtime_run(s->det_rt[cuda][b], err);
-            if (!st)
-                st = keyer_runtime_synchronize(s->det_rt[cuda][b], err);
-        }
-        if (st)
-            return keyer_error_prefix(err, "detector %s on %s at batch %d: ", s->det_name,
-                                      cuda ? "cuda" : "cpu", 1 << b);
-    }
+    keyer_status st = kr_session_runtimes(s, s->det_model, s->det_name, s->det_rt[cuda], cuda,
+                                          batch, cuda ? s->detect_stream : NULL, 1, err);
+    if (st)
+        return keyer_error_prefix(err, "detection: ");
     if (cuda && !s->det_out) {
         s->det_out = keyer_alloc(NULL,
                                  (size_t)s->batch * (s->det_box_count + s->det_score_count) *
@@ -165,19 +146,7 @@ static keyer_status decode(keyer_session *s, kr_item *it, const float *boxes,
     keyer_letterbox lb = {g->content.x / tw, g->content.y / th,
                           (tw - g->content.x - g->content.width) / tw,
                           (th - g->content.y - g->content.height) / th};
-    keyer_detections_remove_letterbox(it->dets, n, &lb);
-    float fw = (float)it->src->width, fh = (float)it->src->height;
-    for (int i = 0; i < n; i++) {
-        keyer_detection *d = &it->dets[i];
-        d->xmin *= fw;
-        d->xmax *= fw;
-        d->ymin *= fh;
-        d->ymax *= fh;
-        for (int k = 0; k < d->num_keypoints; k++) {
-            d->keypoints[k][0] *= fw;
-            d->keypoints[k][1] *= fh;
-        }
-    }
+    keyer_detections_to_pixels(it->dets, n, &lb, it->src->width, it->src->height);
     it->n_dets = n;
     return KEYER_OK;
 }

@@ -504,30 +504,40 @@ static keyer_status create_runtimes(keyer_session *s, int cuda, keyer_error *err
         if (st)
             return st;
     }
-    for (int b = 0; b <= KR_MAX_BATCH_LOG2 && (1 << b) <= s->batch && s->model; b++) {
-        if (s->rt[cuda][b])
+    if (!s->model)
+        return KEYER_OK;
+    return kr_session_runtimes(s, s->model, s->model_used, s->rt[cuda], cuda, s->batch,
+                               cuda ? s->infer_stream : NULL, 1, err);
+}
+
+keyer_status kr_session_runtimes(keyer_session *s, keyer_model *model, const char *name,
+                                 keyer_runtime **rts, int cuda, int batch, void *stream,
+                                 int warm, keyer_error *err)
+{
+    for (int b = 0; b <= KR_MAX_BATCH_LOG2 && (1 << b) <= batch; b++) {
+        if (rts[b])
             continue;
         keyer_runtime_params rp = keyer_runtime_params_defaults();
         rp.backend = cuda ? KEYER_BACKEND_CUDA : KEYER_BACKEND_CPU;
         rp.batch = 1 << b;
         rp.threads = s->serial_threads;
         rp.device = s->ordinal;
-        rp.stream = cuda ? s->infer_stream : NULL;
+        rp.stream = stream;
         rp.logger = s->logger;
-        keyer_status st = keyer_runtime_create(s->model, &rp, &s->rt[cuda][b], err);
+        keyer_status st = keyer_runtime_create(model, &rp, &rts[b], err);
         /* one run on zeros now, so that lazy set-up (weight packing, kernel loading) does
          * not delay the first frames */
-        if (!st) {
-            float *in = keyer_runtime_input_data(s->rt[cuda][b], 0);
-            size_t bytes = keyer_runtime_input_bytes(s->rt[cuda][b], 0);
+        if (!st && warm) {
+            float *in = keyer_runtime_input_data(rts[b], 0);
+            size_t bytes = keyer_runtime_input_bytes(rts[b], 0);
             if (!cuda && in)
                 memset(in, 0, bytes);
-            st = keyer_runtime_run(s->rt[cuda][b], err);
+            st = keyer_runtime_run(rts[b], err);
             if (!st)
-                st = keyer_runtime_synchronize(s->rt[cuda][b], err);
+                st = keyer_runtime_synchronize(rts[b], err);
         }
         if (st)
-            return keyer_error_prefix(err, "model %s on %s at batch %d: ", s->model_used,
+            return keyer_error_prefix(err, "model %s on %s at batch %d: ", name,
                                       cuda ? "cuda" : "cpu", 1 << b);
     }
     return KEYER_OK;

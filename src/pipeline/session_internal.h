@@ -277,6 +277,14 @@ void kr_session_fail(keyer_session *s, keyer_status st, const keyer_error *err);
 /** Records a GPU failure (once: logs it) so that every stage moves to the CPU. */
 void kr_session_gpu_failure(keyer_session *s, const keyer_error *err);
 
+/** Creates the missing runtimes of @p model for batch 1, 2, 4, ... @p batch into @p rts
+ *  (indexed by log2 batch) on CUDA or the CPU, queued on @p stream, and with @p warm runs each
+ *  once so that lazy set-up does not delay the first frames. Errors name the model (@p name),
+ *  the device and the batch. */
+keyer_status kr_session_runtimes(keyer_session *s, keyer_model *model, const char *name,
+                                 keyer_runtime **rts, int cuda, int batch, void *stream,
+                                 int warm, keyer_error *err);
+
 /** Starts the shared stages (device, model, runtimes, threads) once the streams are known. */
 keyer_status kr_session_start(keyer_session *s, keyer_error *err);
 

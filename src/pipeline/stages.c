@@ -329,19 +329,7 @@ static keyer_status infer_hybrid(keyer_session *s, kr_item **items, int n, int l
 /* The CPU runtime of batch 2^lg, made when first needed (after a GPU failure). */
 static keyer_status cpu_runtime(keyer_session *s, int lg, keyer_error *err)
 {
-    for (int b = 0; b <= lg; b++) {
-        if (s->rt[0][b])
-            continue;
-        keyer_runtime_params rp = keyer_runtime_params_defaults();
-        rp.backend = KEYER_BACKEND_CPU;
-        rp.batch = 1 << b;
-        rp.threads = s->serial_threads;
-        rp.logger = s->logger;
-        keyer_status rs = keyer_runtime_create(s->model, &rp, &s->rt[0][b], err);
-        if (rs)
-            return rs;
-    }
-    return KEYER_OK;
+    return kr_session_runtimes(s, s->model, s->model_used, s->rt[0], 0, 1 << lg, NULL, 0, err);
 }
 
 /* KEYER_FAIL_CUDA_AT_FRAME: the CUDA path fails on the batch holding that frame number. */

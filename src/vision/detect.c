@@ -307,3 +307,23 @@ void keyer_detections_remove_letterbox(keyer_detection *dets, int count, const k
         }
     }
 }
+
+void keyer_detections_to_pixels(keyer_detection *dets, int count, const keyer_letterbox *lb,
+                                int width, int height)
+{
+    if (!dets || !lb || width < 1 || height < 1)
+        return;
+    keyer_detections_remove_letterbox(dets, count, lb);
+    float fw = (float)width, fh = (float)height;
+    for (int i = 0; i < count; i++) {
+        keyer_detection *d = &dets[i];
+        d->xmin *= fw;
+        d->xmax *= fw;
+        d->ymin *= fh;
+        d->ymax *= fh;
+        for (int k = 0; k < d->num_keypoints; k++) {
+            d->keypoints[k][0] *= fw;
+            d->keypoints[k][1] *= fh;
+        }
+    }
+}

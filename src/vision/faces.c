@@ -236,19 +236,7 @@ static keyer_status detect(keyer_faces *fa, const keyer_frame *frame, int *count
     keyer_letterbox lb = {geo.content.x / tw, geo.content.y / th,
                           (tw - geo.content.x - geo.content.width) / tw,
                           (th - geo.content.y - geo.content.height) / th};
-    keyer_detections_remove_letterbox(fa->dets, n, &lb);
-    float fw = (float)frame->width, fh = (float)frame->height;
-    for (int i = 0; i < n; i++) {
-        keyer_detection *d = &fa->dets[i];
-        d->xmin *= fw;
-        d->xmax *= fw;
-        d->ymin *= fh;
-        d->ymax *= fh;
-        for (int k = 0; k < d->num_keypoints; k++) {
-            d->keypoints[k][0] *= fw;
-            d->keypoints[k][1] *= fh;
-        }
-    }
+    keyer_detections_to_pixels(fa->dets, n, &lb, frame->width, frame->height);
     *count = n;
     return KEYER_OK;
 }

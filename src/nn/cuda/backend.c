@@ -210,6 +210,15 @@ static int is_elementwise(kr_op op)
     return op == KR_OP_ADD || op == KR_OP_MUL || op == KR_OP_PRELU;
 }
 
+/* Whether any tensor is a view of @p t. */
+static int is_viewed(const kr_graph *g, int t)
+{
+    for (int v = 0; v < g->n_tensors; v++)
+        if (g->tensors[v].view_of == t)
+            return 1;
+    return 0;
+}
+
 /* The fusion pass (see the file comment). */
 static void plan_folds(kr_backend_instance *inst)
 {
@@ -222,9 +231,7 @@ static void plan_folds(kr_backend_instance *inst)
         const kr_tensor *tt = &g->tensors[t];
         if (b->inputs[0] != t || tt->last_consumer != n + 1 || tt->graph_output >= 0)
             continue;
-        int viewed = 0;
-        for (int v = 0; v < g->n_tensors && !viewed; v++)
-            viewed = g->tensors[v].view_of == t;
+        int viewed = is_viewed(g, t);
         int clash = 0;
         for (int i = 0; i < a->n_inputs && !clash; i++)
             clash = a->inputs[i] >= 0 && overlaps(inst, a->inputs[i], b->outputs[0]) &&
@@ -254,14 +261,6 @@ static int same_shape(const kr_tensor *a, const kr_tensor *b)
     return 1;
 }
 
-/* Whether any tensor is a view of @p t. */
-static int is_viewed(const kr_graph *g, int t)
-{
-    for (int v = 0; v < g->n_tensors; v++)
-        if (g->tensors[v].view_of == t)
-            return 1;
-    return 0;
-}
 
 /* Residual folds, after the activation folds (see the file comment): an ADD of two tensors of
  * its output's shape, one of them written by the node just before it (after folding) and read
