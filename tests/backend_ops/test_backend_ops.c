@@ -781,7 +781,8 @@ static int chain_binary(kt_graph *b, kr_op op, int x, int z, const int *d)
  * residual ADDs into the producing node (backend.c): a narrow pointwise conv + RELU + ADD, a
  * depthwise conv + RELU + ADD of its input, a squeeze-and-excitation MUL + ADD, an implicit-GEMM
  * conv (3x3) + ADD of a pointwise conv, a stem (3 channels, 3x3) + ADD, an ADD read only by a
- * global average pool (squeeze-and-excitation after a skip), and the 2x2 stride-2
+ * global average pool and the two 1x1 layers after the pool (squeeze-and-excitation after a
+ * skip), and the 2x2 stride-2
  * transpose conv + LOGISTIC; every intermediate is read once, so every fold applies. cuda and
  * cuda-f16 against the reference at batch 1 and 3, as the one-node cases.
  */
@@ -809,6 +810,10 @@ static void test_fused_chains(void **state)
     pool->p.window.stride_h = pool->p.window.stride_w = 1;
     pool->p.window.dilation_h = pool->p.window.dilation_w = 1;
     pool->p.window.padding = KR_PADDING_VALID;
+    int hd[4];
+    int h = chain_conv(&b, &rng, KR_OP_CONV_2D, se, sd1, 8, 1, 1, KR_ACT_NONE, hd); /* excite */
+    h = chain_unary(&b, KR_OP_RELU, h, hd);
+    se = chain_conv(&b, &rng, KR_OP_CONV_2D, h, hd, 16, 1, 1, KR_ACT_NONE, sd1);
     se = chain_unary(&b, KR_OP_LOGISTIC, se, sd1);
     int m = chain_binary(&b, KR_OP_MUL, r2, se, d);
     int r3 = chain_binary(&b, KR_OP_ADD, m, r1, d);                   /* into the MUL */

@@ -44,6 +44,19 @@ typedef struct kr_cuda_op {
     /* An ADD folded into the global AVERAGE_POOL_2D reading it: the pool averages
      * in[0] + addend (both of the ADD's operands, of the same shape); NULL when none. */
     const void *addend;
+    /* Global average pools only: float scratch of batch x channels sums, zero between runs
+     * (the kernel that reads it zeroes it again), allocated by the backend; and up to two
+     * squeeze-and-excitation layers folded after the pool (1x1 convolutions on the pooled
+     * vector, each with its clamp and folded activation): the pool then writes the last
+     * layer's output. */
+    float *sums;
+    int n_fc;
+    struct kr_cuda_fc {
+        const float *w, *bias;     /* [out][in] (OHWI with H = W = 1), [out] or NULL */
+        int in, out;
+        float lo, hi;              /* the layer's fused clamp */
+        int post;                  /* kr_cuda_post */
+    } fc[2];
     void *stream;                  /* cudaStream_t */
 } kr_cuda_op;
 

@@ -1,7 +1,7 @@
 /*
  * AVERAGE_POOL_2D (mean of the taps inside the input: divided by their count, not the window
  * size) and MAX_POOL_2D, then the fused clamp (src/nn/reference/pool_2d.c). One thread per
- * output element, channel fastest; global pooling has its own reduction kernel.
+ * output element, channel fastest; global pooling has its own reduction kernels (below).
  */
 #include <float.h>
 
@@ -43,31 +43,128 @@ __global__ void pool_kernel(const T *__restrict__ x, T *__restrict__ y, I total,
 }
 
 /* Global pooling (one output pixel whose window covers the whole input, the
- * squeeze-and-excitation "squeeze"): a 32 x 32 block per (batch item, 32 channels); lane x reads
- * channel c0 + x (coalesced), the 32 rows y stride over the pixels, then a shared-memory sum. */
-template <typename T, int MAX>
-__global__ void global_pool_kernel(const T *__restrict__ x, const T *__restrict__ addend,
-                                   T *__restrict__ y, int pixels, int ch, kr_epilogue e)
+ * squeeze-and-excitation "squeeze"), in two kernels so that a small batch still spreads over
+ * the GPU: global_pool_part gives each block (item, slice of pixels) and its threads
+ * (channel, row): consecutive threads read consecutive channels of a pixel (coalesced), the
+ * rows stride over the slice's pixels, a shared-memory sum per channel goes to op->sums with
+ * one atomicAdd. global_pool_finish then divides, applies the epilogue and the
+ * folded squeeze-and-excitation layers (op->fc), writes the output and zeroes the sums. */
+template <typename T>
+__global__ void global_pool_part(const T *__restrict__ x, const T *__restrict__ addend,
+                                 float *__restrict__ sums, int pixels, int ch, int per_block)
+{
+    extern __shared__ float part[]; /* blockDim.x */
+    const int t = threadIdx.x, rows = blockDim.x / (ch < (int)blockDim.x ? ch : blockDim.x);
+    const size_t item = (size_t)blockIdx.x * pixels * ch;
+    const int p0 = blockIdx.y * per_block, p1 = p0 + per_block < pixels ? p0 + per_block : pixels;
+    for (int c0 = 0; c0 < ch; c0 += blockDim.x) {
+        const int cw = ch - c0 < (int)blockDim.x ? ch - c0 : (int)blockDim.x;
+        const int c = c0 + t % cw, r = t / cw;
+        float acc = 0.0f;
+        if (r < rows && t < cw * rows)
+            for (int p = p0 + r; p < p1; p += rows) {
+                size_t i = item + (size_t)p * ch + c;
+                acc += kr_ld(x + i) + (addend ? kr_ld(addend + i) : 0.0f);
+            }
+        part[t] = acc;
+        __syncthreads();
+        if (t < cw) {
+            float sum = 0.0f;
+            for (int k = 0; k < rows; k++)
+                sum += part[k * cw + t];
+            atomicAdd(sums + (size_t)blockIdx.x * ch + c0 + t, sum);
+        }
+        __syncthreads();
+    }
+}
+
+__device__ __forceinline__ float fc_apply(const kr_cuda_op::kr_cuda_fc &f, float v)
+{
+    kr_epilogue e = {f.lo, f.hi, f.post, NULL};
+    return kr_apply(e, v);
+}
+
+/* One block per item: the mean of each channel, then the folded layers, then the output. */
+template <typename T>
+__global__ void global_pool_finish(float *__restrict__ sums, T *__restrict__ y, int pixels,
+                                   int ch, kr_epilogue e, int n_fc, kr_cuda_op::kr_cuda_fc fc0,
+                                   kr_cuda_op::kr_cuda_fc fc1)
+{
+    extern __shared__ float v[]; /* ch, then each layer's output */
+    const int t = threadIdx.x;
+    float *s = sums + (size_t)blockIdx.x * ch;
+    for (int c = t; c < ch; c += blockDim.x) {
+        v[c] = kr_apply(e, s[c] / (float)pixels);
+        s[c] = 0.0f; /* ready for the next run */
+    }
+    __syncthreads();
+    float *in = v;
+    int n = ch;
+    for (int l = 0; l < n_fc; l++) {
+        const kr_cuda_op::kr_cuda_fc &f = l ? fc1 : fc0;
+        float *out = in + n;
+        for (int j = t; j < f.out; j += blockDim.x) {
+            float acc = f.bias ? f.bias[j] : 0.0f;
+            const float *w = f.w + (size_t)j * f.in;
+            for (int c = 0; c < f.in; c++)
+                acc = fmaf(in[c], w[c], acc);
+            out[j] = fc_apply(f, acc);
+        }
+        __syncthreads();
+        in = out;
+        n = f.out;
+    }
+    for (int j = t; j < n; j += blockDim.x)
+        kr_st(y + (size_t)blockIdx.x * n + j, in[j]);
+}
+
+template <typename T> static void launch_global_average(const kr_cuda_op *op, const pool_shape &s)
+{
+    cudaStream_t stream = (cudaStream_t)op->stream;
+    int items = kr_dim(op, kr_out_t(op), 0), pixels = s.ih * s.iw;
+    /* about two blocks per SM over the batch, at least 64 pixels per block */
+    int slices = (264 + items - 1) / items;
+    int max_slices = (pixels + 63) / 64;
+    slices = slices < max_slices ? slices : max_slices;
+    slices = slices < 1 ? 1 : slices;
+    int per_block = (pixels + slices - 1) / slices;
+    unsigned threads = s.ch >= 256 ? 256 : (unsigned)(256 / s.ch * s.ch);
+    global_pool_part<T><<<dim3((unsigned)items, (unsigned)slices), threads,
+                          threads * sizeof(float), stream>>>(
+        (const T *)op->in[0], (const T *)op->addend, op->sums, pixels, s.ch, per_block);
+    int widest = s.ch;
+    size_t smem = (size_t)s.ch;
+    for (int l = 0; l < op->n_fc; l++) {
+        smem += (size_t)op->fc[l].out;
+        widest = op->fc[l].out > widest ? op->fc[l].out : widest;
+    }
+    unsigned fthreads = widest >= 256 ? 256 : (unsigned)((widest + 31) / 32 * 32);
+    kr_cuda_op::kr_cuda_fc none = {NULL, NULL, 0, 0, 0, 0, 0};
+    global_pool_finish<T><<<(unsigned)items, fthreads, smem * sizeof(float), stream>>>(
+        op->sums, (T *)op->out, pixels, s.ch, kr_make_epilogue(op, 1), op->n_fc,
+        op->n_fc > 0 ? op->fc[0] : none, op->n_fc > 1 ? op->fc[1] : none);
+}
+
+/* Max pooling over the whole input (no shipped model; kept simple): a 32 x 32 block per
+ * (item, 32 channels), a shared-memory reduction. */
+template <typename T>
+__global__ void global_max_kernel(const T *__restrict__ x, T *__restrict__ y, int pixels, int ch,
+                                  kr_epilogue e)
 {
     __shared__ float part[32][33];
     int c = blockIdx.y * 32 + threadIdx.x;
     const T *base = x + (size_t)blockIdx.x * pixels * ch;
-    const T *abase = addend ? addend + (size_t)blockIdx.x * pixels * ch : NULL;
-    float acc = MAX ? -FLT_MAX : 0.0f;
+    float acc = -FLT_MAX;
     if (c < ch)
-        for (int p = threadIdx.y; p < pixels; p += 32) {
-            float v = kr_ld(base + (size_t)p * ch + c);
-            if (abase)
-                v += kr_ld(abase + (size_t)p * ch + c);
-            acc = MAX ? fmaxf(acc, v) : acc + v;
-        }
+        for (int p = threadIdx.y; p < pixels; p += 32)
+            acc = fmaxf(acc, kr_ld(base + (size_t)p * ch + c));
     part[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && c < ch) {
         float r = part[0][threadIdx.x];
         for (int k = 1; k < 32; k++)
-            r = MAX ? fmaxf(r, part[k][threadIdx.x]) : r + part[k][threadIdx.x];
-        kr_st(y + (size_t)blockIdx.x * ch + c, kr_apply(e, MAX ? r : r / (float)pixels));
+            r = fmaxf(r, part[k][threadIdx.x]);
+        kr_st(y + (size_t)blockIdx.x * ch + c, kr_apply(e, r));
     }
 }
 
@@ -80,11 +177,19 @@ template <typename T, int MAX, typename I> static int launch(const kr_cuda_op *o
     cudaStream_t stream = (cudaStream_t)op->stream;
     if (s.oh == 1 && s.ow == 1 && s.pt <= 0 && s.pl <= 0 && s.kh - s.pt >= s.ih &&
         s.kw - s.pl >= s.iw) { /* every tap inside: count = pixels */
-        dim3 grid((unsigned)kr_dim(op, yt, 0), (unsigned)((s.ch + 31) / 32)), block(32, 32);
-        global_pool_kernel<T, MAX><<<grid, block, 0, stream>>>(
-            (const T *)op->in[0], (const T *)op->addend, (T *)op->out, s.ih * s.iw, s.ch,
-            kr_make_epilogue(op, 1));
-        return (int)cudaGetLastError();
+        if (!MAX && op->sums) {
+            launch_global_average<T>(op, s);
+            return (int)cudaGetLastError();
+        }
+        if (MAX) {
+            dim3 grid((unsigned)kr_dim(op, yt, 0), (unsigned)((s.ch + 31) / 32)), block(32, 32);
+            global_max_kernel<T><<<grid, block, 0, stream>>>((const T *)op->in[0], (T *)op->out,
+                                                             s.ih * s.iw, s.ch,
+                                                             kr_make_epilogue(op, 1));
+            return (int)cudaGetLastError();
+        }
+        /* an average without its sums (not reached: the backend gives every global average
+         * pool its sums): the general kernel */
     }
     size_t total = kr_elems(op, yt);
     unsigned blocks = kr_blocks(total, 256);
