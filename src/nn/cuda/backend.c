@@ -320,26 +320,32 @@ static int is_global_average_pool(const kr_graph *g, const kr_node *node)
            p->kernel_w - p->pad_left >= x->dims[2];
 }
 
-/* Gives every global average pool its float sums (pool_2d.cu), zeroed once here. */
+/* Floats of partial sums a global average pool needs (pool_2d.cu). */
+static size_t pool_sums(const kr_backend_instance *inst, const kr_node *node)
+{
+    const kr_tensor *x = &inst->graph->tensors[node->inputs[0]];
+    return (size_t)inst->batch * (size_t)kr_global_pool_slices(x->dims[1] * x->dims[2]) *
+           (size_t)x->dims[3];
+}
+
+/* Gives every global average pool its float scratch for partial sums (pool_2d.cu). */
 static keyer_status global_pool_sums(kr_backend_instance *inst, keyer_error *err)
 {
     const kr_graph *g = inst->graph;
     size_t total = 0;
     for (int n = 0; n < g->n_nodes; n++)
         if (is_global_average_pool(g, &g->nodes[n]))
-            total += (size_t)inst->batch * (size_t)g->tensors[g->nodes[n].inputs[0]].dims[3];
+            total += pool_sums(inst, &g->nodes[n]);
     if (!total)
         return KEYER_OK;
     cudaError_t e = cudaMalloc((void **)&inst->sums, total * sizeof(float));
-    if (e == cudaSuccess)
-        e = cudaMemset(inst->sums, 0, total * sizeof(float));
     if (e != cudaSuccess)
         return cuda_fail(err, g, "allocating the pooling sums", e);
     size_t off = 0;
     for (int n = 0; n < g->n_nodes; n++)
         if (is_global_average_pool(g, &g->nodes[n])) {
             inst->ops[n].sums = inst->sums + off;
-            off += (size_t)inst->batch * (size_t)g->tensors[g->nodes[n].inputs[0]].dims[3];
+            off += pool_sums(inst, &g->nodes[n]);
         }
     return KEYER_OK;
 }

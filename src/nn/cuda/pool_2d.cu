@@ -44,11 +44,15 @@ __global__ void pool_kernel(const T *__restrict__ x, T *__restrict__ y, I total,
 
 /* Global pooling (one output pixel whose window covers the whole input, the
  * squeeze-and-excitation "squeeze"), in two kernels so that a small batch still spreads over
- * the GPU: global_pool_part gives each block (item, slice of pixels) and its threads
+ * the GPU: global_pool_part gives each block (item, slice of GP_SLICE pixels) and its threads
  * (channel, row): consecutive threads read consecutive channels of a pixel (coalesced), the
- * rows stride over the slice's pixels, a shared-memory sum per channel goes to op->sums with
- * one atomicAdd. global_pool_finish then divides, applies the epilogue and the
- * folded squeeze-and-excitation layers (op->fc), writes the output and zeroes the sums. */
+ * rows stride over the slice's pixels, and the slice's sum per channel goes to op->sums
+ * [item][slice][channel]. global_pool_finish adds the slices in order, divides, applies the
+ * epilogue and the folded squeeze-and-excitation layers (op->fc) and writes the output. The
+ * order of every addition depends only on the shape, never on the batch or on timing, so
+ * results are the same bit for bit from run to run and item by item at any batch. */
+#define GP_SLICE 1024
+
 template <typename T>
 __global__ void global_pool_part(const T *__restrict__ x, const T *__restrict__ addend,
                                  float *__restrict__ sums, int pixels, int ch, int per_block)
@@ -72,7 +76,7 @@ __global__ void global_pool_part(const T *__restrict__ x, const T *__restrict__ 
             float sum = 0.0f;
             for (int k = 0; k < rows; k++)
                 sum += part[k * cw + t];
-            atomicAdd(sums + (size_t)blockIdx.x * ch + c0 + t, sum);
+            sums[((size_t)blockIdx.x * gridDim.y + blockIdx.y) * ch + c0 + t] = sum;
         }
         __syncthreads();
     }
@@ -86,16 +90,18 @@ __device__ __forceinline__ float fc_apply(const kr_cuda_op::kr_cuda_fc &f, float
 
 /* One block per item: the mean of each channel, then the folded layers, then the output. */
 template <typename T>
-__global__ void global_pool_finish(float *__restrict__ sums, T *__restrict__ y, int pixels,
-                                   int ch, kr_epilogue e, int n_fc, kr_cuda_op::kr_cuda_fc fc0,
-                                   kr_cuda_op::kr_cuda_fc fc1)
+__global__ void global_pool_finish(const float *__restrict__ sums, T *__restrict__ y, int pixels,
+                                   int ch, int slices, kr_epilogue e, int n_fc,
+                                   kr_cuda_op::kr_cuda_fc fc0, kr_cuda_op::kr_cuda_fc fc1)
 {
     extern __shared__ float v[]; /* ch, then each layer's output */
     const int t = threadIdx.x;
-    float *s = sums + (size_t)blockIdx.x * ch;
+    const float *s = sums + (size_t)blockIdx.x * slices * ch;
     for (int c = t; c < ch; c += blockDim.x) {
-        v[c] = kr_apply(e, s[c] / (float)pixels);
-        s[c] = 0.0f; /* ready for the next run */
+        float sum = 0.0f;
+        for (int k = 0; k < slices; k++)
+            sum += s[(size_t)k * ch + c];
+        v[c] = kr_apply(e, sum / (float)pixels);
     }
     __syncthreads();
     float *in = v;
@@ -118,16 +124,13 @@ __global__ void global_pool_finish(float *__restrict__ sums, T *__restrict__ y, 
         kr_st(y + (size_t)blockIdx.x * n + j, in[j]);
 }
 
+extern "C" int kr_global_pool_slices(int pixels) { return (pixels + GP_SLICE - 1) / GP_SLICE; }
+
 template <typename T> static void launch_global_average(const kr_cuda_op *op, const pool_shape &s)
 {
     cudaStream_t stream = (cudaStream_t)op->stream;
     int items = kr_dim(op, kr_out_t(op), 0), pixels = s.ih * s.iw;
-    /* about two blocks per SM over the batch, at least 64 pixels per block */
-    int slices = (264 + items - 1) / items;
-    int max_slices = (pixels + 63) / 64;
-    slices = slices < max_slices ? slices : max_slices;
-    slices = slices < 1 ? 1 : slices;
-    int per_block = (pixels + slices - 1) / slices;
+    int slices = kr_global_pool_slices(pixels), per_block = GP_SLICE;
     unsigned threads = s.ch >= 256 ? 256 : (unsigned)(256 / s.ch * s.ch);
     global_pool_part<T><<<dim3((unsigned)items, (unsigned)slices), threads,
                           threads * sizeof(float), stream>>>(
@@ -141,7 +144,7 @@ template <typename T> static void launch_global_average(const kr_cuda_op *op, co
     unsigned fthreads = widest >= 256 ? 256 : (unsigned)((widest + 31) / 32 * 32);
     kr_cuda_op::kr_cuda_fc none = {NULL, NULL, 0, 0, 0, 0, 0};
     global_pool_finish<T><<<(unsigned)items, fthreads, smem * sizeof(float), stream>>>(
-        op->sums, (T *)op->out, pixels, s.ch, kr_make_epilogue(op, 1), op->n_fc,
+        op->sums, (T *)op->out, pixels, s.ch, slices, kr_make_epilogue(op, 1), op->n_fc,
         op->n_fc > 0 ? op->fc[0] : none, op->n_fc > 1 ? op->fc[1] : none);
 }
 
