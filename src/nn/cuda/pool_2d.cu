@@ -51,7 +51,7 @@ __global__ void pool_kernel(const T *__restrict__ x, T *__restrict__ y, I total,
  * epilogue and the folded squeeze-and-excitation layers (op->fc) and writes the output. The
  * order of every addition depends only on the shape, never on the batch or on timing, so
  * results are the same bit for bit from run to run and item by item at any batch. */
-#define GP_SLICE 1024
+#define GP_SLICE 128
 
 template <typename T>
 __global__ void global_pool_part(const T *__restrict__ x, const T *__restrict__ addend,
@@ -94,27 +94,46 @@ __global__ void global_pool_finish(const float *__restrict__ sums, T *__restrict
                                    int ch, int slices, kr_epilogue e, int n_fc,
                                    kr_cuda_op::kr_cuda_fc fc0, kr_cuda_op::kr_cuda_fc fc1)
 {
-    extern __shared__ float v[]; /* ch, then each layer's output */
+    extern __shared__ float smem[]; /* blockDim.x partial sums, ch, then each layer's output */
+    float *part = smem, *v = smem + blockDim.x;
     const int t = threadIdx.x;
     const float *s = sums + (size_t)blockIdx.x * slices * ch;
-    for (int c = t; c < ch; c += blockDim.x) {
-        float sum = 0.0f;
-        for (int k = 0; k < slices; k++)
-            sum += s[(size_t)k * ch + c];
-        v[c] = kr_apply(e, sum / (float)pixels);
+    /* the slices' sums: threads (channel, row), rows striding over the slices, then the rows
+     * added in order */
+    for (int c0 = 0; c0 < ch; c0 += blockDim.x) {
+        const int cw = ch - c0 < (int)blockDim.x ? ch - c0 : (int)blockDim.x;
+        const int rows = blockDim.x / cw, c = c0 + t % cw, r = t / cw;
+        float acc = 0.0f;
+        if (r < rows)
+            for (int k = r; k < slices; k += rows)
+                acc += s[(size_t)k * ch + c];
+        part[t] = acc;
+        __syncthreads();
+        if (t < cw) {
+            float sum = 0.0f;
+            for (int k = 0; k < rows; k++)
+                sum += part[k * cw + t];
+            v[c0 + t] = kr_apply(e, sum / (float)pixels);
+        }
+        __syncthreads();
     }
-    __syncthreads();
     float *in = v;
     int n = ch;
+    const int lane = t % 32, warp = t / 32, warps = blockDim.x / 32;
     for (int l = 0; l < n_fc; l++) {
+        /* a warp per output: the lanes read a weight row together (coalesced), then a
+         * shuffle reduction in a fixed order */
         const kr_cuda_op::kr_cuda_fc &f = l ? fc1 : fc0;
         float *out = in + n;
-        for (int j = t; j < f.out; j += blockDim.x) {
-            float acc = f.bias ? f.bias[j] : 0.0f;
+        for (int j = warp; j < f.out; j += warps) {
             const float *w = f.w + (size_t)j * f.in;
-            for (int c = 0; c < f.in; c++)
+            float acc = 0.0f;
+            for (int c = lane; c < f.in; c += 32)
                 acc = fmaf(in[c], w[c], acc);
-            out[j] = fc_apply(f, acc);
+            for (int o = 16; o > 0; o /= 2)
+                acc += __shfl_down_sync(0xffffffffu, acc, o);
+            if (lane == 0)
+                out[j] = fc_apply(f, acc + (f.bias ? f.bias[j] : 0.0f));
         }
         __syncthreads();
         in = out;
@@ -135,13 +154,10 @@ template <typename T> static void launch_global_average(const kr_cuda_op *op, co
     global_pool_part<T><<<dim3((unsigned)items, (unsigned)slices), threads,
                           threads * sizeof(float), stream>>>(
         (const T *)op->in[0], (const T *)op->addend, op->sums, pixels, s.ch, per_block);
-    int widest = s.ch;
-    size_t smem = (size_t)s.ch;
-    for (int l = 0; l < op->n_fc; l++) {
+    unsigned fthreads = 256; /* 8 warps: a warp per layer output */
+    size_t smem = (size_t)fthreads + (size_t)s.ch;
+    for (int l = 0; l < op->n_fc; l++)
         smem += (size_t)op->fc[l].out;
-        widest = op->fc[l].out > widest ? op->fc[l].out : widest;
-    }
-    unsigned fthreads = widest >= 256 ? 256 : (unsigned)((widest + 31) / 32 * 32);
     kr_cuda_op::kr_cuda_fc none = {NULL, NULL, 0, 0, 0, 0, 0};
     global_pool_finish<T><<<(unsigned)items, fthreads, smem * sizeof(float), stream>>>(
         op->sums, (T *)op->out, pixels, s.ch, slices, kr_make_epilogue(op, 1), op->n_fc,
