@@ -92,11 +92,22 @@ __device__ __forceinline__ float fc_apply(const kr_cuda_op::kr_cuda_fc &f, float
 template <typename T>
 __global__ void global_pool_finish(const float *__restrict__ sums, T *__restrict__ y, int pixels,
                                    int ch, int slices, kr_epilogue e, int n_fc,
-                                   kr_cuda_op::kr_cuda_fc fc0, kr_cuda_op::kr_cuda_fc fc1)
+                                   kr_cuda_op::kr_cuda_fc fc0, kr_cuda_op::kr_cuda_fc fc1,
+                                   int staged)
 {
-    extern __shared__ float smem[]; /* blockDim.x partial sums, ch, then each layer's output */
+    /* blockDim.x partial sums, ch, each layer's output, then (staged) the layers' weights */
+    extern __shared__ float smem[];
     float *part = smem, *v = smem + blockDim.x;
     const int t = threadIdx.x;
+    if (staged) { /* all threads copy the weights to shared memory while the sums are read */
+        float *w = v + ch + fc0.out + fc1.out;
+        for (int i = t; i < fc0.in * fc0.out; i += blockDim.x)
+            w[i] = fc0.w[i];
+        for (int i = t; i < fc1.in * fc1.out; i += blockDim.x)
+            w[fc0.in * fc0.out + i] = fc1.w[i];
+        fc0.w = w;
+        fc1.w = w + fc0.in * fc0.out;
+    }
     const float *s = sums + (size_t)blockIdx.x * slices * ch;
     /* the slices' sums: threads (channel, row), rows striding over the slices, then the rows
      * added in order */
@@ -155,13 +166,20 @@ template <typename T> static void launch_global_average(const kr_cuda_op *op, co
                           threads * sizeof(float), stream>>>(
         (const T *)op->in[0], (const T *)op->addend, op->sums, pixels, s.ch, per_block);
     unsigned fthreads = 256; /* 8 warps: a warp per layer output */
-    size_t smem = (size_t)fthreads + (size_t)s.ch;
-    for (int l = 0; l < op->n_fc; l++)
+    size_t smem = (size_t)fthreads + (size_t)s.ch, weights = 0;
+    for (int l = 0; l < op->n_fc; l++) {
         smem += (size_t)op->fc[l].out;
+        weights += (size_t)op->fc[l].in * (size_t)op->fc[l].out;
+    }
+    /* weights read from shared memory when they fit (selfie's largest pair: 8,192 floats):
+     * from global memory every warp waited on a chain of dependent loads */
+    int staged = op->n_fc > 0 && (smem + weights) * sizeof(float) <= 40 * 1024;
+    if (staged)
+        smem += weights;
     kr_cuda_op::kr_cuda_fc none = {NULL, NULL, 0, 0, 0, 0, 0};
     global_pool_finish<T><<<(unsigned)items, fthreads, smem * sizeof(float), stream>>>(
         op->sums, (T *)op->out, pixels, s.ch, slices, kr_make_epilogue(op, 1), op->n_fc,
-        op->n_fc > 0 ? op->fc[0] : none, op->n_fc > 1 ? op->fc[1] : none);
+        op->n_fc > 0 ? op->fc[0] : none, op->n_fc > 1 ? op->fc[1] : none, staged);
 }
 
 /* Max pooling over the whole input (no shipped model; kept simple): a 32 x 32 block per
