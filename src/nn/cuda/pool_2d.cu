@@ -64,11 +64,21 @@ __global__ void global_pool_part(const T *__restrict__ x, const T *__restrict__ 
     for (int c0 = 0; c0 < ch; c0 += blockDim.x) {
         const int cw = ch - c0 < (int)blockDim.x ? ch - c0 : (int)blockDim.x;
         const int c = c0 + t % cw, r = t / cw;
+        /* 8 loads in flight per thread: one at a time, every add waited for its load (the
+         * 16x16 pools took 37 us at batch 1) */
         float acc = 0.0f;
         if (r < rows && t < cw * rows)
-            for (int p = p0 + r; p < p1; p += rows) {
-                size_t i = item + (size_t)p * ch + c;
-                acc += kr_ld(x + i) + (addend ? kr_ld(addend + i) : 0.0f);
+            for (int p = p0 + r; p < p1; p += 8 * rows) {
+                float v[8];
+#pragma unroll
+                for (int u = 0; u < 8; u++) {
+                    const int q = p + u * rows;
+                    const size_t i = item + (size_t)q * ch + c;
+                    v[u] = q < p1 ? kr_ld(x + i) + (addend ? kr_ld(addend + i) : 0.0f) : 0.0f;
+                }
+#pragma unroll
+                for (int u = 0; u < 8; u++)
+                    acc += v[u];
             }
         part[t] = acc;
         __syncthreads();
@@ -116,8 +126,13 @@ __global__ void global_pool_finish(const float *__restrict__ sums, T *__restrict
         const int rows = blockDim.x / cw, c = c0 + t % cw, r = t / cw;
         float acc = 0.0f;
         if (r < rows)
-            for (int k = r; k < slices; k += rows)
-                acc += s[(size_t)k * ch + c];
+            for (int k = r; k < slices; k += 4 * rows) {
+                float v[4];
+#pragma unroll
+                for (int u = 0; u < 4; u++)
+                    v[u] = k + u * rows < slices ? s[(size_t)(k + u * rows) * ch + c] : 0.0f;
+                acc += v[0] + v[1] + v[2] + v[3];
+            }
         part[t] = acc;
         __syncthreads();
         if (t < cw) {
