@@ -77,8 +77,7 @@ struct kr_backend_instance {
     void *pinned;              /* host staging for copy_in/copy_out */
     size_t pinned_bytes;
     kr_cuda_op *ops;           /* per node */
-    unsigned char *folded;     /* per node: 1 if folded into another node */
-    float *sums;               /* device: the global average pools' sums (pool_2d.cu) */
+    unsigned char *folded;     /* per node: 1 if folded into the previous node */
     int n_folded;
     cudaGraph_t cgraph;
     cudaGraphExec_t exec;
@@ -138,7 +137,6 @@ static void cuda_destroy(kr_backend_instance **pinst)
                 cudaFree(inst->io[t]);
     cudaFree(inst->arena);
     cudaFree(inst->weights);
-    cudaFree(inst->sums);
     if (inst->pinned)
         cudaFreeHost(inst->pinned);
     if (inst->own)
@@ -320,82 +318,6 @@ static int is_global_average_pool(const kr_graph *g, const kr_node *node)
            p->kernel_w - p->pad_left >= x->dims[2];
 }
 
-/* Floats of partial sums a global average pool needs (pool_2d.cu). */
-static size_t pool_sums(const kr_backend_instance *inst, const kr_node *node)
-{
-    const kr_tensor *x = &inst->graph->tensors[node->inputs[0]];
-    return (size_t)inst->batch * (size_t)kr_global_pool_slices(x->dims[1] * x->dims[2]) *
-           (size_t)x->dims[3];
-}
-
-/* Gives every global average pool its float scratch for partial sums (pool_2d.cu). */
-static keyer_status global_pool_sums(kr_backend_instance *inst, keyer_error *err)
-{
-    const kr_graph *g = inst->graph;
-    size_t total = 0;
-    for (int n = 0; n < g->n_nodes; n++)
-        if (is_global_average_pool(g, &g->nodes[n]))
-            total += pool_sums(inst, &g->nodes[n]);
-    if (!total)
-        return KEYER_OK;
-    cudaError_t e = cudaMalloc((void **)&inst->sums, total * sizeof(float));
-    if (e != cudaSuccess)
-        return cuda_fail(err, g, "allocating the pooling sums", e);
-    size_t off = 0;
-    for (int n = 0; n < g->n_nodes; n++)
-        if (is_global_average_pool(g, &g->nodes[n])) {
-            inst->ops[n].sums = inst->sums + off;
-            off += pool_sums(inst, &g->nodes[n]);
-        }
-    return KEYER_OK;
-}
-
-/* Squeeze-and-excitation layers after a global average pool: up to two 1x1 convolutions on
- * the pooled 1x1 vector, each read only by the next, are computed by the pool's second kernel
- * (pool_2d.cu) and the pool writes the last one's output. */
-static void plan_se_folds(kr_backend_instance *inst)
-{
-    const kr_graph *g = inst->graph;
-    for (int p = 0; p < g->n_nodes; p++) {
-        if (inst->folded[p] || !inst->ops[p].sums)
-            continue;
-        int last = p; /* the node whose output the pool now writes */
-        while (inst->ops[p].n_fc < 2) {
-            int q = last + 1;
-            while (q < g->n_nodes && inst->folded[q])
-                q++;
-            if (q >= g->n_nodes)
-                break;
-            const kr_node *fc = &g->nodes[q];
-            int in = g->nodes[last].outputs[0];
-            if (inst->ops[last].out != dev_ptr(inst, in)) /* an activation was folded in */
-                for (int k = last + 1; k < q; k++)
-                    if (inst->folded[k] && inst->ops[last].out == dev_ptr(inst, g->nodes[k].outputs[0]))
-                        in = g->nodes[k].outputs[0];
-            const kr_tensor *it = &g->tensors[in];
-            if (fc->op != KR_OP_CONV_2D || fc->inputs[0] != in || it->last_consumer != q ||
-                it->graph_output >= 0 || is_viewed(g, in) || inst->ops[q].residual ||
-                it->rank != 4 || it->dims[1] != 1 || it->dims[2] != 1)
-                break;
-            const kr_tensor *wt = &g->tensors[fc->inputs[1]], *yt = &g->tensors[fc->outputs[0]];
-            if (wt->rank != 4 || wt->dims[1] != 1 || wt->dims[2] != 1 || !inst->ops[q].in[1] ||
-                yt->dims[1] != 1 || yt->dims[2] != 1)
-                break;
-            struct kr_cuda_fc *f = &inst->ops[p].fc[inst->ops[p].n_fc++];
-            f->w = inst->ops[q].in[1];
-            f->bias = fc->n_inputs > 2 ? inst->ops[q].in[2] : NULL;
-            f->in = it->dims[3];
-            f->out = yt->dims[3];
-            kr_activation_range(fc->activation, &f->lo, &f->hi);
-            f->post = (int)inst->ops[q].post;
-            inst->ops[p].out = inst->ops[q].out;
-            inst->folded[q] = 1;
-            inst->n_folded++;
-            last = q;
-        }
-    }
-}
-
 /* An ADD (no activation, same-shape operands) read only by the global average pool right
  * after it: the pool sums the two operands itself (squeeze-and-excitation after a skip
  * connection, selfie's decoder) and the sum is never stored. */
@@ -410,7 +332,7 @@ static void plan_pool_folds(kr_backend_instance *inst)
         const kr_node *pool = &g->nodes[m + 1];
         int out = add->outputs[0];
         const kr_tensor *ot = &g->tensors[out];
-        if (inst->folded[m + 1] || !inst->ops[m + 1].sums || pool->inputs[0] != out ||
+        if (inst->folded[m + 1] || !is_global_average_pool(g, pool) || pool->inputs[0] != out ||
             ot->last_consumer != m + 1 || ot->graph_output >= 0 || is_viewed(g, out) ||
             inst->ops[m].out != dev_ptr(inst, out) || inst->ops[m + 1].addend)
             continue;
@@ -660,13 +582,9 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
         op->out = dev_ptr(inst, node->outputs[0]);
         op->post = KR_CUDA_POST_NONE;
     }
-    st = global_pool_sums(inst, err);
-    if (st)
-        goto fail;
     plan_folds(inst);
     plan_residual_folds(inst);
     plan_pool_folds(inst);
-    plan_se_folds(inst);
 
     st = enqueue(inst, inst->own, 1, err); /* validation run, node by node */
     if (st)

@@ -44,19 +44,6 @@ typedef struct kr_cuda_op {
     /* An ADD folded into the global AVERAGE_POOL_2D reading it: the pool averages
      * in[0] + addend (both of the ADD's operands, of the same shape); NULL when none. */
     const void *addend;
-    /* Global average pools only: float scratch for the partial sums, batch x
-     * kr_global_pool_slices(H * W) x channels, allocated by the backend; and up to two
-     * squeeze-and-excitation layers folded after the pool (1x1 convolutions on the pooled
-     * vector, each with its clamp and folded activation): the pool then writes the last
-     * layer's output. */
-    float *sums;
-    int n_fc;
-    struct kr_cuda_fc {
-        const float *w, *bias;     /* [out][in] (OHWI with H = W = 1), [out] or NULL */
-        int in, out;
-        float lo, hi;              /* the layer's fused clamp */
-        int post;                  /* kr_cuda_post */
-    } fc[2];
     void *stream;                  /* cudaStream_t */
 } kr_cuda_op;
 
@@ -79,9 +66,6 @@ int kr_cuda_pad(const kr_cuda_op *op);
 int kr_cuda_resize_bilinear(const kr_cuda_op *op);
 int kr_cuda_reshape(const kr_cuda_op *op);
 int kr_cuda_concatenation(const kr_cuda_op *op);
-
-/* Slices of pixels a global average pool over @p pixels is split into (pool_2d.cu). */
-int kr_global_pool_slices(int pixels);
 
 /* Float32 <-> float16 conversion of @p n elements on @p stream (graph inputs and outputs in
  * f16 instances; weights at set-up). */
