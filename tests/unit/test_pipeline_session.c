@@ -640,6 +640,62 @@ static void test_session_detect(void **state)
     ds_check_session_detect(dir, KEYER_DEVICE_CPU, 0.999f);
 }
 
+static keyer_status detect_fails_at_5(void *opaque, int sid, int64_t index,
+                                      const keyer_frame *frame, const keyer_detection *dets,
+                                      int count, keyer_overlay *ov, keyer_error *err)
+{
+    (void)sid, (void)frame, (void)dets, (void)count, (void)ov;
+    (*(int *)opaque)++;
+    if (index == 5)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL, "detect_fn failed on purpose at 5");
+    return KEYER_OK;
+}
+
+/* A failing detect_fn fails its stream like a write error: the output holds the frames before
+ * it and is valid; the error names the stream and frame. Bad detect parameters are refused. */
+static void test_session_detect_errors(void **state)
+{
+    (void)state;
+    char in[4096], out[4096];
+    tmp_path(in, sizeof(in), "det_err_in.mp4");
+    tmp_path(out, sizeof(out), "det_err_out.mp4");
+    make_sample(in, 320, 240, 12);
+    keyer_logger lg = quiet();
+    int calls = 0;
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.logger = &lg;
+    sp.passthrough = 1;
+    sp.detect = KEYER_SESSION_DETECT_FACES;
+    sp.detect_fn = detect_fails_at_5;
+    sp.detect_opaque = &calls;
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
+    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+    fp.input = in;
+    fp.output = out;
+    fp.writer.preset = "ultrafast";
+    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_OK);
+    assert_int_not_equal(keyer_session_run(s, &err), KEYER_OK);
+    assert_non_null(strstr(err.message, "detect_fn failed on purpose at 5"));
+    assert_non_null(strstr(err.message, "frame 5"));
+    keyer_session_destroy(&s);
+    assert_int_equal(calls, 6);
+    assert_int_equal(count_frames(out, NULL, NULL), 5);
+    /* parameters */
+    sp.detect_fn = NULL;
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "detect_fn"));
+    sp.detect_fn = detect_fails_at_5;
+    sp.detect = 7;
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    sp.detect = KEYER_SESSION_DETECT_FACES_FULL;
+    sp.detect_min_score = 1.5f;
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_null(s);
+}
+
 typedef struct stopper {
     keyer_session *s;
     int64_t at;
@@ -958,6 +1014,7 @@ int main(void)
         cmocka_unit_test(test_file_run),
         cmocka_unit_test(test_frame_callback_passthrough),
         cmocka_unit_test(test_session_detect),
+        cmocka_unit_test(test_session_detect_errors),
         cmocka_unit_test(test_cancel_leaves_valid_output),
         cmocka_unit_test(test_again_and_latency_mode),
         cmocka_unit_test(test_live_drops_oldest),
