@@ -136,6 +136,8 @@ typedef enum keyer_session_detect {
 
 /** Most detections handed to keyer_detect_fn per frame (the best ones). */
 #define KEYER_SESSION_MAX_DETECTIONS 32
+/** Primitives a keyer_detect_fn may add to a frame's overlay. */
+#define KEYER_SESSION_OVERLAY_CAPACITY 4096
 
 /**
  * Detection callback (see keyer_session_params::detect), called on a stream's writer thread
@@ -144,8 +146,9 @@ typedef enum keyer_session_detect {
  * read with keyer_session_receive_frame (their frames are detected but not reported). @p dets holds @p count detections in frame pixels (box corners and keypoints;
  * best first; at most KEYER_SESSION_MAX_DETECTIONS), valid only during the call. @p frame is
  * the decoded frame: its size, pts and time base may be read; its pixels may be in CUDA
- * memory. @p overlay is the stream's overlay, cleared before the call: what the callback adds
- * is drawn on the output frame by the session, on the GPU when the frame is there (the
+ * memory. @p overlay is the stream's overlay (room for KEYER_SESSION_OVERLAY_CAPACITY
+ * primitives; adding more returns OUT_OF_MEMORY), cleared before the call: what the callback
+ * adds is drawn on the output frame by the session, on the GPU when the frame is there (the
  * overlay belongs to the session; do not render or destroy it). A non-OK return, with @p err
  * set, fails the stream as keyer_frame_fn's does.
  */

@@ -409,7 +409,7 @@ keyer_status kr_stream_start(kr_stream *st, keyer_error *err)
     if (s->use_cuda && ((rs = s->dev->stream_create(s->ordinal, &st->prep_stream, err)) ||
                         (rs = s->dev->stream_create(s->ordinal, &st->sink_stream, err))))
         return rs;
-    if (s->det_model && ((rs = keyer_overlay_create(4096, &st->overlay, err)) ||
+    if (s->det_model && ((rs = keyer_overlay_create(KEYER_SESSION_OVERLAY_CAPACITY, &st->overlay, err)) ||
                          (s->use_cuda &&
                           (rs = keyer_overlay_set_stream(st->overlay, st->sink_stream, err)))))
         return rs;
