@@ -3,13 +3,7 @@
 # the test makes (a pan over tests/data/grace_hopper.jpg), with and without keying; the
 # --export file has one JSON object per frame; a drawn frame differs from the input only
 # around the face; bad combinations fail with a usage error.
-set -u
-bin=${KEYER_BIN:?KEYER_BIN is not set}
-data=${KEYER_TEST_DATA:?KEYER_TEST_DATA is not set}
-fail() { echo "FAIL: $*"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-field() { sed -n "s/^$1=//p"; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 "$bin" make-sample "$tmp/in.mp4" --image "$data/grace_hopper.jpg" --size 640x360 --frames 20 \
     --fps 30 --preset ultrafast 2>/dev/null || fail "make-sample failed"

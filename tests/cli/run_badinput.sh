@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # Bad inputs and bad usage of the main job: each gives a message naming the problem and a
 # non-zero exit status (1 for failures, 2 for usage errors), and leaves no output behind.
-set -u
-bin=${KEYER_BIN:?KEYER_BIN is not set}
-data=${KEYER_TEST_DATA:?KEYER_TEST_DATA is not set}
-fail() { echo "FAIL: $*"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 # expect STATUS PATTERN ARGS...: runs keyer ARGS, checks the exit status and the message
 expect() {

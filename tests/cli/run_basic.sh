@@ -4,13 +4,7 @@
 # audio; sampled frames of a --mask run against the photo path ('keyer key' on the same input
 # frames, an independent route through the effects); alpha, colour and image replacement
 # outputs; the --stats and --trace files.
-set -u
-bin=${KEYER_BIN:?KEYER_BIN is not set}
-data=${KEYER_TEST_DATA:?KEYER_TEST_DATA is not set}
-fail() { echo "FAIL: $*"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-field() { sed -n "s/^$1=//p"; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 "$bin" make-sample "$tmp/in.mp4" --image "$data/grace_hopper.jpg" --size 640x360 --frames 45 \
     --fps 30 --preset ultrafast 2>/dev/null || fail "make-sample failed"

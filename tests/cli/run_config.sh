@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # --config FILE.yaml: keys mirror the long options (and the option tables' fields); the command
 # line overrides the file. A configured run equals the same run given on the command line.
-set -u
-bin=${KEYER_BIN:?KEYER_BIN is not set}
-data=${KEYER_TEST_DATA:?KEYER_TEST_DATA is not set}
-fail() { echo "FAIL: $*"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 if ! "$bin" --help >/dev/null 2>&1; then fail "keyer --help failed"; fi
 
 "$bin" make-sample "$tmp/in.mp4" --image "$data/grace_hopper.jpg" --size 320x180 --frames 12 \

@@ -2,13 +2,7 @@
 # Several inputs in one run (keyer a.mp4 b.mp4 -o outdir/): inputs of different sizes and frame
 # rates share the batches, each keeps its own temporal state, and each output is the same as
 # the output of a run with that input alone.
-set -u
-bin=${KEYER_BIN:?KEYER_BIN is not set}
-data=${KEYER_TEST_DATA:?KEYER_TEST_DATA is not set}
-fail() { echo "FAIL: $*"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-field() { sed -n "s/^$1=//p"; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 "$bin" make-sample "$tmp/wide.mp4" --image "$data/grace_hopper.jpg" --size 480x270 --frames 40 \
     --fps 30 --preset ultrafast 2>/dev/null || fail "make-sample wide"

@@ -2,13 +2,7 @@
 # Interrupting a run (SIGINT, as Ctrl-C does) stops reading, finishes the frames already read and
 # finalises the output: the file is valid, holds every frame the summary reports and keeps the
 # audio; the exit status is 130. A second signal is not needed.
-set -u
-bin=${KEYER_BIN:?KEYER_BIN is not set}
-data=${KEYER_TEST_DATA:?KEYER_TEST_DATA is not set}
-fail() { echo "FAIL: $*"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-field() { sed -n "s/^$1=//p"; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 "$bin" make-sample "$tmp/long.mp4" --image "$data/grace_hopper.jpg" --size 640x360 --frames 900 \
     --fps 30 --preset ultrafast 2>/dev/null || fail "make-sample failed"
