@@ -15,22 +15,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "keyer/nn.h"
 #include "nn/cpu/cpu.h"
 #include "nn/model.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static uint64_t node_macs(const kr_graph *g, const kr_node *n)
 {
@@ -126,15 +114,15 @@ int main(int argc, char **argv)
     for (int i = 0; i < 10; i++)
         kr_backend_cpu.run(whole, &err);
     for (int i = 0; i < iters; i++) {
-        double t0 = now_s();
+        double t0 = kb_now_s();
         if (kr_backend_cpu.run(whole, &err) != KEYER_OK) {
             fprintf(stderr, "bench_cpu_ops: %s\n", err.message);
             free(seg_samples);
             goto done;
         }
-        samples[i] = now_s() - t0;
+        samples[i] = kb_now_s() - t0;
     }
-    qsort(samples, (size_t)iters, sizeof(double), cmp_double);
+    qsort(samples, (size_t)iters, sizeof(double), kb_cmp_double);
     double whole_median = samples[iters / 2];
 
     /* One runtime per node, each timed. */
@@ -142,9 +130,9 @@ int main(int argc, char **argv)
         kr_backend_cpu.run(split, &err);
     for (int i = 0; i < iters; i++)
         for (int s = 0; s < n_seg; s++) {
-            double t0 = now_s();
+            double t0 = kb_now_s();
             kr_cpu_run_segment(split, s, &err);
-            seg_samples[(size_t)s * (size_t)iters + (size_t)i] = now_s() - t0;
+            seg_samples[(size_t)s * (size_t)iters + (size_t)i] = kb_now_s() - t0;
         }
     double sum = 0;
     double op_s[KR_OP_COUNT] = {0};
@@ -154,7 +142,7 @@ int main(int argc, char **argv)
         kr_cpu_segment_info info;
         kr_cpu_segment_get(split, s, &info, &err);
         double *v = seg_samples + (size_t)s * (size_t)iters;
-        qsort(v, (size_t)iters, sizeof(double), cmp_double);
+        qsort(v, (size_t)iters, sizeof(double), kb_cmp_double);
         double med = v[iters / 2];
         /* A reference segment's time is split evenly over its nodes. */
         int nn = info.last_node - info.first_node + 1;

@@ -28,15 +28,9 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "bench_util.h"
 #include "keyer/io.h"
 #include "keyer/log.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void die(const char *what, const keyer_error *err)
 {
@@ -109,7 +103,7 @@ static void *run_job(void *arg)
 static void measure(const char *label, const char *path, keyer_reader_params p, int sessions,
                     int with_open)
 {
-    double t_open = now();
+    double t_open = kb_now_s();
     job jobs[16];
     pthread_t threads[16];
     pthread_barrier_t start;
@@ -126,7 +120,7 @@ static void measure(const char *label, const char *path, keyer_reader_params p, 
     for (int i = 0; i < sessions; i++)
         pthread_create(&threads[i], NULL, run_job, &jobs[i]);
     pthread_barrier_wait(&start);
-    double t0 = with_open ? t_open : now();
+    double t0 = with_open ? t_open : kb_now_s();
     long frames = 0;
     for (int i = 0; i < sessions; i++) {
         pthread_join(threads[i], NULL);
@@ -135,7 +129,7 @@ static void measure(const char *label, const char *path, keyer_reader_params p, 
         frames += jobs[i].frames + 1; /* + the frame decoded when opening */
     }
     sync_device();
-    double t = now() - t0;
+    double t = kb_now_s() - t0;
     char note[160];
     keyer_reader_stats rs;
     keyer_reader_stats_get(jobs[0].reader, &rs);
@@ -168,12 +162,12 @@ static void make_input(const char *path, const char *image, int w, int h, int fr
     p.codec_options = "crf=23";
     p.audio_codec = NULL;
     keyer_error err = {0};
-    double t0 = now();
+    double t0 = kb_now_s();
     if (keyer_video_write_sample(path, image, &p, &err))
         die(path, &err);
     stat(path, &sb);
     fprintf(stderr, "  made %s: %dx%d, %d frames, %.1f Mbit/s, in %.1f s\n", path, w, h, frames,
-            (double)sb.st_size * 8 / 1e6 / (frames / 30.0), now() - t0);
+            (double)sb.st_size * 8 / 1e6 / (frames / 30.0), kb_now_s() - t0);
 }
 
 /* x264 at its default preset: frames decoded first, then timed through the writer. */
@@ -205,13 +199,13 @@ static void measure_encode(const char *label, const char *path, const char *dir,
     keyer_writer *w = NULL;
     if (keyer_writer_open(out, &wp, &w, &err))
         die(out, &err);
-    double t0 = now();
+    double t0 = kb_now_s();
     for (int i = 0; i < n; i++)
         if (keyer_writer_write(w, f[i], &err))
             die(out, &err);
     if (keyer_writer_close(w, &err))
         die(out, &err);
-    double t = now() - t0;
+    double t = kb_now_s() - t0;
     add_result(label, n, t, 1, "libx264 preset medium (default), CRF 23, yuv420p");
     keyer_writer_destroy(&w);
     unlink(out);

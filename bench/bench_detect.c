@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "keyer/detect.h"
 #include "keyer/effects.h"
 #include "keyer/image.h"
@@ -33,13 +34,6 @@
 
 #define MAX_THREADS 64
 #define MAX_FACES 16
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int die(const char *what, const keyer_error *err)
 {
@@ -229,13 +223,13 @@ int main(int argc, char **argv)
     /* inference alone */
     if (keyer_runtime_run(rt, &err) || keyer_runtime_synchronize(rt, &err))
         return die("run", &err);
-    double t0 = now_s();
+    double t0 = kb_now_s();
     for (int r = 0; r < runs; r++)
         if (keyer_runtime_run(rt, &err))
             return die("run", &err);
     if (keyer_runtime_synchronize(rt, &err))
         return die("run", &err);
-    double infer_fps = (double)batch * runs / (now_s() - t0);
+    double infer_fps = (double)batch * runs / (kb_now_s() - t0);
     /* end to end, decoding batch i while batch i+1 runs */
     size_t bb = keyer_runtime_output_bytes(rt, out_boxes), sb = keyer_runtime_output_bytes(rt, out_scores);
     float *boxes[2] = {NULL, NULL}, *scores[2] = {NULL, NULL};
@@ -263,7 +257,7 @@ int main(int argc, char **argv)
     job jobs[MAX_THREADS];
     pthread_t tid[MAX_THREADS];
     double t_decode = 0;
-    t0 = now_s();
+    t0 = kb_now_s();
     if (keyer_runtime_run(rt, &err) || (device_out && queue_copy(rt, out_boxes, out_scores,
                                                                  boxes[0], scores[0], bb, sb,
                                                                  0)))
@@ -285,7 +279,7 @@ int main(int argc, char **argv)
             if (r + 1 < runs && keyer_runtime_run(rt, &err)) /* the next batch */
                 return die("run", &err);
         }
-        double d0 = now_s();
+        double d0 = kb_now_s();
         for (int t = 0; t < threads; t++) {
             jobs[t] = (job){dec[t], boxes[k], scores[k], (size_t)anchors * (size_t)dp.num_coords,
                             (size_t)anchors, batch * t / threads, batch * (t + 1) / threads, faces,
@@ -297,14 +291,14 @@ int main(int argc, char **argv)
         }
         for (int t = 0; t < threads; t++)
             pthread_join(tid[t], NULL);
-        t_decode += now_s() - d0;
+        t_decode += kb_now_s() - d0;
         for (int t = 0; t < threads; t++)
             if (jobs[t].st) {
                 fprintf(stderr, "bench_detect: decode failed\n");
                 return 1;
             }
     }
-    double e2e_fps = (double)batch * runs / (now_s() - t0);
+    double e2e_fps = (double)batch * runs / (kb_now_s() - t0);
     double decode_us = t_decode / runs / batch * 1e6 * threads; /* per frame, one thread */
     if (json)
         printf("{\"model\":\"%s\",\"backend\":\"%s\",\"precision\":\"%s\",\"batch\":%d,"

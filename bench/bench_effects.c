@@ -15,17 +15,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "keyer/effects.h"
 #ifdef KEYER_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* CPU time of the whole process (all threads), seconds. */
 static double cpu_now(void)
@@ -33,12 +27,6 @@ static double cpu_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 static void die(const char *what, const keyer_error *err)
@@ -92,9 +80,9 @@ static double host_copy_bandwidth(void)
     memset(b, 2, n);
     double best = 1e9;
     for (int i = 0; i < 5; i++) {
-        double t = now();
+        double t = kb_now_s();
         memcpy(b, a, n);
-        t = now() - t;
+        t = kb_now_s() - t;
         best = t < best ? t : best;
     }
     free(a);
@@ -113,10 +101,10 @@ static double device_copy_bandwidth(void)
     cudaDeviceSynchronize();
     double best = 1e9;
     for (int i = 0; i < 10; i++) {
-        double t = now();
+        double t = kb_now_s();
         cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice);
         cudaDeviceSynchronize();
-        t = now() - t;
+        t = kb_now_s() - t;
         best = t < best ? t : best;
     }
     cudaFree(a);
@@ -271,7 +259,7 @@ int main(int argc, char **argv)
                 if (i == 0)
                     cpu0 = cpu_now(); /* over the whole loop: other threads' time is only
                                          accounted at scheduler ticks */
-                double t0 = now();
+                double t0 = kb_now_s();
                 keyer_status r = KEYER_OK;
                 const keyer_frame *frames[1] = {f};
                 if (st == 0)
@@ -287,10 +275,10 @@ int main(int argc, char **argv)
                     cudaDeviceSynchronize();
 #endif
                 if (i >= 0)
-                    t[i] = now() - t0;
+                    t[i] = kb_now_s() - t0;
             }
             double cpu_total = cpu_now() - cpu0;
-            qsort(t, (size_t)iters, sizeof(double), cmp_double);
+            qsort(t, (size_t)iters, sizeof(double), kb_cmp_double);
             res[nres].stage = stages[st].name;
             res[nres].size = sizes[s].name;
             res[nres].ms = t[iters / 2] * 1e3;

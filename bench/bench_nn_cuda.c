@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "keyer/nn.h"
 #include "keyer/registry.h"
 #include "nn/graph.h"
@@ -29,19 +30,6 @@
 
 #ifdef KEYER_HAVE_CUDA_NN
 #include <cuda_runtime_api.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Activation bytes read and written per frame, node by node (RESHAPE views move nothing). */
 static double traffic_per_frame(const kr_graph *g, int esize)
@@ -70,11 +58,11 @@ static double copy_bandwidth(void)
         return 0;
     cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
     cudaDeviceSynchronize();
-    double t0 = now_s();
+    double t0 = kb_now_s();
     for (int i = 0; i < 10; i++)
         cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
     cudaDeviceSynchronize();
-    double bw = 2.0 * bytes * 10 / (now_s() - t0);
+    double bw = 2.0 * bytes * 10 / (kb_now_s() - t0);
     cudaFree(a);
     cudaFree(b);
     return bw;
@@ -213,14 +201,14 @@ int main(int argc, char **argv)
                 keyer_runtime_synchronize(rt, &err);
                 if (p.batch == 1) { /* latency */
                     int cap = 100000, n = 0;
-                    double *lat = malloc(sizeof(double) * (size_t)cap), t_end = now_s() + seconds;
-                    while (n < cap && (n < 3 || now_s() < t_end)) {
-                        double t0 = now_s();
+                    double *lat = malloc(sizeof(double) * (size_t)cap), t_end = kb_now_s() + seconds;
+                    while (n < cap && (n < 3 || kb_now_s() < t_end)) {
+                        double t0 = kb_now_s();
                         keyer_runtime_run(rt, &err);
                         keyer_runtime_synchronize(rt, &err);
-                        lat[n++] = (now_s() - t0) * 1e3;
+                        lat[n++] = (kb_now_s() - t0) * 1e3;
                     }
-                    qsort(lat, (size_t)n, sizeof(double), cmp_double);
+                    qsort(lat, (size_t)n, sizeof(double), kb_cmp_double);
                     printf("%-16s %s batch    1 latency: median %.4f ms, p99 %.4f ms (%d runs)\n",
                            name, keyer_precision_name(p.precision), lat[n / 2],
                            lat[(size_t)(n * 0.99)], n);
@@ -228,13 +216,13 @@ int main(int argc, char **argv)
                 }
                 /* throughput: back-to-back runs */
                 int runs = 0;
-                double t0 = now_s(), t = t0;
+                double t0 = kb_now_s(), t = t0;
                 while (t - t0 < seconds) {
                     for (int k = 0; k < 10; k++)
                         keyer_runtime_run(rt, &err);
                     keyer_runtime_synchronize(rt, &err);
                     runs += 10;
-                    t = now_s();
+                    t = kb_now_s();
                 }
                 double fps = (double)p.batch * runs / (t - t0);
                 printf("%-16s %s batch %4d: %10.0f frames/s  %.4f ms/run  %.2f TMAC/s (%.1f%% of "

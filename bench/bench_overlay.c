@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "keyer/frame.h"
 #include "keyer/overlay.h"
 #include "kt_overlay_scene.h"
@@ -31,22 +32,9 @@
 #include <cuda_runtime_api.h>
 #endif
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    qsort(v, (size_t)n, sizeof(double), kb_cmp_double);
     return v[n / 2];
 }
 
@@ -127,11 +115,11 @@ static double copy_bandwidth(void)
     if (cudaMalloc(&a, n) == cudaSuccess && cudaMalloc(&b, n) == cudaSuccess) {
         cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice);
         cudaDeviceSynchronize();
-        double t0 = now_ms();
+        double t0 = kb_now_ms();
         for (int i = 0; i < 5; i++)
             cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice);
         cudaDeviceSynchronize();
-        bw = 2.0 * 5 * (double)n / ((now_ms() - t0) * 1e-3);
+        bw = 2.0 * 5 * (double)n / ((kb_now_ms() - t0) * 1e-3);
     }
     cudaFree(a);
     cudaFree(b);
@@ -174,15 +162,15 @@ static int bench_cuda(keyer_overlay *ov, const keyer_frame *host, int reps, doub
     }
     r->gpu_ms = median(samples, reps);
     int n = reps * 4;
-    double host_total = 0, t0 = now_ms();
+    double host_total = 0, t0 = kb_now_ms();
     for (int i = 0; i < n; i++) {
-        double h0 = now_ms();
+        double h0 = kb_now_ms();
         if (keyer_overlay_render(ov, dev, &err))
             return die("render (cuda)", &err);
-        host_total += now_ms() - h0;
+        host_total += kb_now_ms() - h0;
     }
     cudaStreamSynchronize(stream);
-    r->frame_ms = (now_ms() - t0) / n;
+    r->frame_ms = (kb_now_ms() - t0) / n;
     r->host_ms = host_total / n;
     double frame_bytes = (double)host->width * host->height * 1.5;
     r->floor_frame_ms = 2 * frame_bytes / bw * 1e3;
@@ -255,17 +243,17 @@ int main(int argc, char **argv)
         result r = {0};
         r.size = h == 2160 ? "4k" : h == 1080 ? "1080p" : "720p";
         for (int i = 0; i < reps; i++) {
-            double t0 = now_ms();
+            double t0 = kb_now_ms();
             if (kt_overlay_scene(ov, &graph, w, h, 99, &err))
                 return die("scene", &err);
-            samples[i] = now_ms() - t0;
+            samples[i] = kb_now_ms() - t0;
         }
         r.graph_ms = median(samples, reps);
         for (int i = 0; i < reps; i++) {
-            double t0 = now_ms();
+            double t0 = kb_now_ms();
             if (kt_overlay_scene(ov, &scene, w, h, 99, &err))
                 return die("scene", &err);
-            samples[i] = now_ms() - t0;
+            samples[i] = kb_now_ms() - t0;
         }
         r.scene_ms = median(samples, reps);
         r.prims = keyer_overlay_count(ov);
@@ -277,10 +265,10 @@ int main(int argc, char **argv)
         if (cpu) {
             int n = reps < 10 ? reps : 10;
             for (int i = 0; i < n; i++) {
-                double t0 = now_ms();
+                double t0 = kb_now_ms();
                 if (keyer_overlay_render(ov, f, &err))
                     return die("render (cpu)", &err);
-                samples[i] = now_ms() - t0;
+                samples[i] = kb_now_ms() - t0;
             }
             r.cpu_ms = median(samples, n);
         }
