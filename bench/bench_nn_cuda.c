@@ -2,7 +2,7 @@
  * bench_nn_cuda: the runtime's cuda backend per model, precision and batch size.
  *
  *   bench_nn_cuda [--models selfie,face-short,...] [--batches 1,8,64,256] [--seconds S]
- *                 [--best] [--device N]
+ *                 [--best] [--device N] [--schedule auto|kernels|persistent]
  *
  * For every model and precision (f32, f16):
  *  - batch 1 latency: run + synchronize, timed one by one (wall clock, so launch overhead is
@@ -14,6 +14,8 @@
  *    its activation inputs and writes its output once: the floor for a node-by-node schedule)
  *    against the measured device copy bandwidth (cudaMemcpy device to device, 1 GB).
  *  - --best: keyer_runtime_best_batch() up to the largest batch given.
+ *  - --schedule: the cuda schedule (keyer_cuda_schedule; default auto: the persistent kernel up
+ *    to batch KEYER_CUDA_PERSISTENT_MAX_BATCH), printed in the first line.
  * Inputs are zeros (timing does not depend on values). Prints one line per measurement.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -133,6 +135,7 @@ int main(int argc, char **argv)
     const char *models = "selfie,selfie-landscape,face-short,face-full,face-mesh,pose-lite,pose-full,"
                          "pose-heavy";
     int batches[16] = {1, 8, 64, 256}, n_batches = 4, best = 0, device = 0, profile = 0;
+    keyer_cuda_schedule schedule = KEYER_CUDA_SCHEDULE_AUTO;
     double seconds = 1.0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--models") && i + 1 < argc)
@@ -147,9 +150,15 @@ int main(int argc, char **argv)
             best = 1;
         else if (!strcmp(argv[i], "--profile"))
             profile = 1;
+        else if (!strcmp(argv[i], "--schedule") && i + 1 < argc) {
+            const char *v = argv[++i];
+            schedule = !strcmp(v, "kernels")      ? KEYER_CUDA_SCHEDULE_KERNELS
+                       : !strcmp(v, "persistent") ? KEYER_CUDA_SCHEDULE_PERSISTENT
+                                                  : KEYER_CUDA_SCHEDULE_AUTO;
+        }
         else {
             fprintf(stderr, "usage: %s [--models a,b] [--batches 1,8,64,256] [--seconds S] [--best] "
-                            "[--profile] [--device N]\n", argv[0]);
+                            "[--profile] [--device N] [--schedule auto|kernels|persistent]\n", argv[0]);
             return 2;
         }
     }
@@ -165,8 +174,11 @@ int main(int argc, char **argv)
     cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device);
     double fma_peak = (double)prop.multiProcessorCount * 128.0 * clock_khz * 1e3; /* MAC/s */
     printf("device %s, %d SMs, %.0f MHz; measured copy bandwidth %.2f TB/s; FP32 FMA peak %.1f "
-           "TMAC/s\n",
-           prop.name, prop.multiProcessorCount, clock_khz / 1e3, bw / 1e12, fma_peak / 1e12);
+           "TMAC/s; cuda schedule %s\n",
+           prop.name, prop.multiProcessorCount, clock_khz / 1e3, bw / 1e12, fma_peak / 1e12,
+           schedule == KEYER_CUDA_SCHEDULE_KERNELS      ? "kernels"
+           : schedule == KEYER_CUDA_SCHEDULE_PERSISTENT ? "persistent"
+                                                        : "auto");
 
     char list[512];
     snprintf(list, sizeof(list), "%s", models);
@@ -187,6 +199,7 @@ int main(int argc, char **argv)
             p.backend = KEYER_BACKEND_CUDA;
             p.precision = (keyer_precision)prec;
             p.device = device;
+            p.cuda_schedule = schedule;
             double traffic = traffic_per_frame(g, prec ? 2 : 4);
             for (int bi = 0; bi < n_batches; bi++) {
                 p.batch = batches[bi];

@@ -123,6 +123,26 @@ const char *keyer_precision_name(keyer_precision precision);
 /** Parses "f32"/"fp32"/"float32" or "f16"/"fp16"/"float16". Errors: INVALID_ARGUMENT. */
 keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, keyer_error *err);
 
+/**
+ * How the cuda backend schedules one inference (ignored by the other backends).
+ * KERNELS: one kernel per node (after fusion), captured as one CUDA graph: best for throughput
+ * at large batches. PERSISTENT: the whole inference as one cooperative kernel whose blocks walk
+ * the nodes with a grid-wide barrier between them: best for latency at small batches (at batch
+ * 1 every node is too small to fill the GPU and a launch per node dominates). An item's result
+ * does not depend on the batch size within one schedule; the two schedules round differently
+ * (both within the backend's tolerances). AUTO: PERSISTENT up to batch
+ * KEYER_CUDA_PERSISTENT_MAX_BATCH when the model's operators allow it (global pools only, ADD
+ * and MUL broadcasting per channel at most), else KERNELS.
+ */
+typedef enum keyer_cuda_schedule {
+    KEYER_CUDA_SCHEDULE_AUTO = 0,   /**< by batch size (default) */
+    KEYER_CUDA_SCHEDULE_KERNELS,    /**< a kernel per node */
+    KEYER_CUDA_SCHEDULE_PERSISTENT, /**< one persistent kernel; UNSUPPORTED if the model can't */
+} keyer_cuda_schedule;
+
+/** The largest batch KEYER_CUDA_SCHEDULE_AUTO runs with the persistent kernel. */
+#define KEYER_CUDA_PERSISTENT_MAX_BATCH 4
+
 /** Parameters of a runtime instance. Initialise with keyer_runtime_params_defaults(). */
 typedef struct keyer_runtime_params {
     keyer_backend backend;       /**< default KEYER_BACKEND_CPU */
@@ -132,7 +152,8 @@ typedef struct keyer_runtime_params {
     void *stream;                /**< CUDA stream (cudaStream_t) or NULL (default) */
     const keyer_logger *logger;  /**< NULL: default logger */
     keyer_precision precision;   /**< default KEYER_PRECISION_F32 */
-    int reserved[7];             /**< zero: room to grow without breaking the ABI */
+    keyer_cuda_schedule cuda_schedule; /**< default KEYER_CUDA_SCHEDULE_AUTO */
+    int reserved[6];             /**< zero: room to grow without breaking the ABI */
 } keyer_runtime_params;
 
 /** Default runtime parameters. */

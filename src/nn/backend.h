@@ -29,6 +29,7 @@ typedef struct kr_backend_config {
     void *stream;               /* CUDA stream or NULL */
     const keyer_logger *logger; /* may be NULL */
     int f16;                    /* non-zero: half-precision weights and activations */
+    int schedule;               /* keyer_cuda_schedule (cuda only) */
 } kr_backend_config;
 
 typedef struct kr_backend_ops {

@@ -111,6 +111,9 @@ keyer_status keyer_runtime_create(const keyer_model *model, const keyer_runtime_
     if ((unsigned)p.precision > KEYER_PRECISION_F16)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "%s: unknown precision %d",
                                g->name, (int)p.precision);
+    if ((unsigned)p.cuda_schedule > KEYER_CUDA_SCHEDULE_PERSISTENT)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "%s: unknown cuda schedule %d",
+                               g->name, (int)p.cuda_schedule);
     if (p.precision == KEYER_PRECISION_F16 && p.backend != KEYER_BACKEND_CUDA)
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                "%s: the %s backend runs in float32 only (f16 needs cuda)", g->name,
@@ -141,7 +144,7 @@ keyer_status keyer_runtime_create(const keyer_model *model, const keyer_runtime_
     if (st)
         goto fail;
     kr_backend_config cfg = {p.batch, p.threads, p.device, p.stream, p.logger,
-                             p.precision == KEYER_PRECISION_F16};
+                             p.precision == KEYER_PRECISION_F16, (int)p.cuda_schedule};
     st = ops->create(g, &rt->plan, &cfg, &rt->inst, err);
     if (st)
         goto fail;

@@ -38,6 +38,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "keyer/nn.h"
 #include "kt_graph.h"
 #include "nn/backend.h"
 #include "nn/cpu/cpu.h"
@@ -475,7 +476,7 @@ static void instance_destroy(instance *in)
 }
 
 static keyer_status instance_create(instance *in, const kr_backend_ops *ops, const kr_graph *g,
-                                    int batch, int f16, keyer_error *err)
+                                    int batch, int f16, int schedule, keyer_error *err)
 {
     memset(in, 0, sizeof(*in));
     in->ops = ops;
@@ -488,7 +489,8 @@ static keyer_status instance_create(instance *in, const kr_backend_ops *ops, con
     keyer_status st = kr_plan_create(g, batch, ops->plan_slack, &in->plan, err);
     if (st != KEYER_OK)
         return st;
-    kr_backend_config cfg = {.batch = batch, .threads = 2, .device = 0, .f16 = f16};
+    kr_backend_config cfg = {
+        .batch = batch, .threads = 2, .device = 0, .f16 = f16, .schedule = schedule};
     st = ops->create(g, &in->plan, &cfg, &in->inst, err);
     if (st != KEYER_OK)
         instance_destroy(in);
@@ -534,11 +536,12 @@ static void instance_get_output(instance *in, int index, float *out)
 
 /* Runs @p g once on @p ops at @p batch; output 0 into a new buffer (free it). NULL with the
  * reason in @p err when the backend cannot create the instance. */
-static float *run_once(const kr_backend_ops *ops, int f16, const kr_graph *g, int batch,
+static float *run_once(const kr_backend_ops *ops, int f16, int schedule, const kr_graph *g,
+                       int batch,
                        float *const *inputs, keyer_error *err)
 {
     instance in;
-    if (instance_create(&in, ops, g, batch, f16, err) != KEYER_OK)
+    if (instance_create(&in, ops, g, batch, f16, schedule, err) != KEYER_OK)
         return NULL;
     instance_set_inputs(&in, inputs);
     instance_run(&in);
@@ -592,18 +595,23 @@ typedef struct backend_entry {
     const kr_backend_ops *ops;
     double tol;
     int f16;         /* run in half precision */
+    int schedule;    /* keyer_cuda_schedule */
     const char *name;
     int unavailable; /* set when create fails with DEVICE (no GPU) */
 } backend_entry;
 
 static backend_entry backends[] = {
-    {&kr_backend_reference, 0.0, 0, "reference", 0},
-    {&kr_backend_cpu, 1e-4, 0, "cpu", 0},
+    {&kr_backend_reference, 0.0, 0, 0, "reference", 0},
+    {&kr_backend_cpu, 1e-4, 0, 0, "cpu", 0},
 #ifdef KEYER_HAVE_CUDA_NN
-    {&kr_backend_cuda, 1e-3, 0, "cuda", 0},
+    {&kr_backend_cuda, 1e-3, 0, KEYER_CUDA_SCHEDULE_KERNELS, "cuda", 0},
     /* half-precision storage of inputs, weights and outputs: ~5e-4 relative rounding each,
      * float accumulation */
-    {&kr_backend_cuda, 2e-2, 1, "cuda-f16", 0},
+    {&kr_backend_cuda, 2e-2, 1, KEYER_CUDA_SCHEDULE_KERNELS, "cuda-f16", 0},
+    /* the whole graph as one persistent kernel (UNSUPPORTED, so listed and skipped, for the
+     * graphs it cannot run) */
+    {&kr_backend_cuda, 1e-3, 0, KEYER_CUDA_SCHEDULE_PERSISTENT, "cuda-pers", 0},
+    {&kr_backend_cuda, 2e-2, 1, KEYER_CUDA_SCHEDULE_PERSISTENT, "cuda-pers-f16", 0},
 #endif
 };
 #define N_BACKENDS ((int)(sizeof(backends) / sizeof(backends[0])))
@@ -616,12 +624,13 @@ static double now_seconds(void)
 }
 
 /* Microseconds per run of @p g on @p ops at @p batch (at least ~50 ms of runs). */
-static double time_runs(const kr_backend_ops *ops, int f16, const kr_graph *g, int batch,
+static double time_runs(const kr_backend_ops *ops, int f16, int schedule, const kr_graph *g,
+                        int batch,
                         float **inputs)
 {
     instance in;
     keyer_error err = {0};
-    if (instance_create(&in, ops, g, batch, f16, &err) != KEYER_OK)
+    if (instance_create(&in, ops, g, batch, f16, schedule, &err) != KEYER_OK)
         return -1;
     instance_set_inputs(&in, inputs);
     instance_run(&in); /* warm-up */
@@ -655,7 +664,7 @@ static void test_ops_all_backends(void **state)
         for (int batch = 1; batch <= 3; batch += 2) {
             float **x = make_inputs(g, batch, 1000u * (uint32_t)ci + (uint32_t)batch, range);
             keyer_error err = {0};
-            float *ref = run_once(&kr_backend_reference, 0, g, batch, x, &err);
+            float *ref = run_once(&kr_backend_reference, 0, 0, g, batch, x, &err);
             if (!ref)
                 fail_msg("reference: %s", err.message);
             const kr_tensor *yt = &g->tensors[g->outputs[0]];
@@ -666,7 +675,7 @@ static void test_ops_all_backends(void **state)
                     assert_non_null(x1);
                     for (int i = 0; i < g->n_inputs; i++)
                         x1[i] = x[i] + kr_tensor_elements(&g->tensors[g->inputs[i]]) * (size_t)b;
-                    float *one = run_once(&kr_backend_reference, 0, g, 1, x1, &err);
+                    float *one = run_once(&kr_backend_reference, 0, 0, g, 1, x1, &err);
                     assert_non_null(one);
                     if (memcmp(one, ref + item * (size_t)b, item * sizeof(float)) != 0) {
                         printf("      FAIL reference batch %d item %d differs from a batch-1 run\n",
@@ -681,7 +690,7 @@ static void test_ops_all_backends(void **state)
                 backend_entry *be = &backends[bi];
                 if (be->unavailable)
                     continue;
-                float *got = run_once(be->ops, be->f16, g, batch, x, &err);
+                float *got = run_once(be->ops, be->f16, be->schedule, g, batch, x, &err);
                 if (!got) {
                     if (err.status == KEYER_STATUS_UNSUPPORTED) { /* as ggml: listed, skipped */
                         printf("      batch %d %-9s not supported: %s\n", batch, be->name,
@@ -714,7 +723,7 @@ static void test_ops_all_backends(void **state)
                     if (!backends[bi].unavailable)
                         printf("      perf batch %d %-9s %10.2f us/run\n", batch,
                                backends[bi].name,
-                               time_runs(backends[bi].ops, backends[bi].f16, g, batch, x));
+                               time_runs(backends[bi].ops, backends[bi].f16, backends[bi].schedule, g, batch, x));
             }
             free(ref);
             free_inputs(g, x);
@@ -836,14 +845,14 @@ static void test_fused_chains(void **state)
     int failures = 0;
     for (int batch = 1; batch <= 3; batch += 2) {
         float **in = make_inputs(gr, batch, 4242u + (uint32_t)batch, 1.0f);
-        float *ref = run_once(&kr_backend_reference, 0, gr, batch, in, &err);
+        float *ref = run_once(&kr_backend_reference, 0, 0, gr, batch, in, &err);
         assert_non_null(ref);
         size_t n = kr_tensor_elements(&gr->tensors[gr->outputs[0]]) * (size_t)batch;
         for (int bi = 1; bi < N_BACKENDS; bi++) {
             backend_entry *be = &backends[bi];
             if (be->unavailable)
                 continue;
-            float *got = run_once(be->ops, be->f16, gr, batch, in, &err);
+            float *got = run_once(be->ops, be->f16, be->schedule, gr, batch, in, &err);
             if (!got && err.status == KEYER_STATUS_DEVICE) {
                 printf("fused chains: %s unavailable: %s\n", be->name, err.message);
                 continue;
@@ -874,7 +883,7 @@ static void expect_values(const tcase *c, const float *input, const float *want,
     assert_int_equal(kr_tensor_elements(&g->tensors[g->outputs[0]]), n);
     float *in[1] = {(float *)input};
     keyer_error err = {0};
-    float *got = run_once(&kr_backend_reference, 0, g, 1, in, &err);
+    float *got = run_once(&kr_backend_reference, 0, 0, g, 1, in, &err);
     assert_non_null(got);
     double e = rel_error(got, want, n);
     printf("  %-70s error %.3g\n", desc, e);
@@ -1229,7 +1238,7 @@ static void test_reference_vs_naive(void **state)
         const int batch = 2;
         float **x = make_inputs(g, batch, 9000u + (uint32_t)i, 1.0f);
         keyer_error err = {0};
-        float *got = run_once(&kr_backend_reference, 0, g, batch, x, &err);
+        float *got = run_once(&kr_backend_reference, 0, 0, g, batch, x, &err);
         assert_non_null(got);
         float *want = c->op == KR_OP_RESIZE_BILINEAR ? naive_resize(g, x[0], batch)
                       : c->op == KR_OP_TRANSPOSE_CONV_BIAS ? naive_transpose(g, x[0], batch)

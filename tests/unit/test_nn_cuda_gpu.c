@@ -15,6 +15,8 @@
  *           (same count, IoU >= 0.9 each) after decoding; other outputs are printed.
  *  batch:   batch 4 (four different inputs) equals four batch-1 runs, bit for bit (the kernels'
  *           summation order does not depend on the batch), in f32 and f16.
+ *  schedules: all of the above for both cuda schedules, a kernel per node and the persistent
+ *           kernel (models it cannot run print why and are skipped for it).
  *  graph:   repeated runs give identical outputs; a run on the caller's own stream works.
  *
  * Label gpu (file name *_gpu.c); exits 77 without a CUDA device.
@@ -95,17 +97,25 @@ static void make_item(float *dst, const float *item, size_t item_floats, int w, 
             }
 }
 
-/* Runs @p model on @p backend at @p batch on items first..first+batch-1. */
-static void run(const keyer_model *model, keyer_backend backend, keyer_precision prec, int batch,
-                int first, const float *item, size_t item_floats, int w, int c, outputs *o)
+/* Runs @p model on @p backend at @p batch on items first..first+batch-1 with the cuda
+ * @p schedule. Returns 0, or 1 (printing why) when the schedule cannot run the model. */
+static int run(const keyer_model *model, keyer_backend backend, keyer_precision prec,
+               keyer_cuda_schedule schedule, int batch, int first, const float *item,
+               size_t item_floats, int w, int c, outputs *o)
 {
     keyer_runtime_params p = keyer_runtime_params_defaults();
     p.backend = backend;
     p.precision = prec;
     p.batch = batch;
+    p.cuda_schedule = schedule;
     keyer_runtime *rt = NULL;
     keyer_error err = {0};
-    if (keyer_runtime_create(model, &p, &rt, &err) != KEYER_OK)
+    keyer_status st = keyer_runtime_create(model, &p, &rt, &err);
+    if (st == KEYER_STATUS_UNSUPPORTED && schedule == KEYER_CUDA_SCHEDULE_PERSISTENT) {
+        printf("    %s\n", err.message);
+        return 1;
+    }
+    if (st != KEYER_OK)
         fail_msg("%s", err.message);
     float *x = malloc(item_floats * (size_t)batch * sizeof(float));
     assert_non_null(x);
@@ -124,6 +134,7 @@ static void run(const keyer_model *model, keyer_backend backend, keyer_precision
         assert_int_equal(keyer_runtime_get_output(rt, i, o->out[i], o->bytes[i], &err), KEYER_OK);
     }
     keyer_runtime_destroy(&rt);
+    return 0;
 }
 
 static void diff(const float *got, const float *want, size_t n, double *max_abs, double *max_rel)
@@ -179,62 +190,73 @@ static void test_models(void **state)
         assert_int_equal(keyer_model_input_info(model, 0, &in, &err), KEYER_OK);
         size_t item = (size_t)in.dims[1] * in.dims[2] * in.dims[3];
         float *x = load_input(mc->fixture, item * sizeof(float));
-        outputs ref = {0}, f32 = {0}, f16 = {0};
-        run(model, KEYER_BACKEND_REFERENCE, KEYER_PRECISION_F32, 1, 0, x, item, in.dims[2],
-            in.dims[3], &ref);
-        run(model, KEYER_BACKEND_CUDA, KEYER_PRECISION_F32, 1, 0, x, item, in.dims[2], in.dims[3],
-            &f32);
-        run(model, KEYER_BACKEND_CUDA, KEYER_PRECISION_F16, 1, 0, x, item, in.dims[2], in.dims[3],
-            &f16);
+        outputs ref = {0};
+        run(model, KEYER_BACKEND_REFERENCE, KEYER_PRECISION_F32, KEYER_CUDA_SCHEDULE_AUTO, 1, 0,
+            x, item, in.dims[2], in.dims[3], &ref);
         printf("%s (input from the %s fixture):\n", mc->model, mc->fixture);
-        for (int i = 0; i < ref.n; i++) {
-            size_t n = ref.bytes[i] / sizeof(float);
-            double a32, r32, a16, r16;
-            diff(f32.out[i], ref.out[i], n, &a32, &r32);
-            diff(f16.out[i], ref.out[i], n, &a16, &r16);
-            keyer_tensor_info info;
-            keyer_model_output_info(model, i, &info, &err);
-            printf("    output %d %-28s f32 max abs %.3g (rel %.3g)   f16 max abs %.3g (rel %.3g)",
-                   i, info.name, a32, r32, a16, r16);
-            double tol32 = strcmp(info.name, "Identity_2") == 0 ? 5e-3 : 1e-3;
-            if (!(r32 <= tol32)) {
-                printf("  FAIL (f32 > %.0e)", tol32);
-                failures++;
-            }
-            if (i == mc->mask_output) {
-                size_t agree = 0;
-                for (size_t k = 0; k < n; k++)
-                    agree += (f16.out[i][k] >= 0.5f) == (ref.out[i][k] >= 0.5f);
-                printf("   mask agreement %.4f%%", 100.0 * (double)agree / (double)n);
-                if (!(a16 <= 2e-2) || (double)agree < 0.995 * (double)n) {
-                    printf("  FAIL (f16 mask: max abs <= 2e-2 and >= 99.5%% agreement required)");
+        for (int si = 0; si < 2; si++) {
+            keyer_cuda_schedule sched = si ? KEYER_CUDA_SCHEDULE_PERSISTENT
+                                           : KEYER_CUDA_SCHEDULE_KERNELS;
+            const char *sname = si ? "persistent" : "kernels";
+            outputs f32 = {0}, f16 = {0};
+            printf("  schedule %s:\n", sname);
+            if (run(model, KEYER_BACKEND_CUDA, KEYER_PRECISION_F32, sched, 1, 0, x, item,
+                    in.dims[2], in.dims[3], &f32))
+                continue;
+            run(model, KEYER_BACKEND_CUDA, KEYER_PRECISION_F16, sched, 1, 0, x, item, in.dims[2],
+                in.dims[3], &f16);
+            for (int i = 0; i < ref.n; i++) {
+                size_t n = ref.bytes[i] / sizeof(float);
+                double a32, r32, a16, r16;
+                diff(f32.out[i], ref.out[i], n, &a32, &r32);
+                diff(f16.out[i], ref.out[i], n, &a16, &r16);
+                keyer_tensor_info info;
+                keyer_model_output_info(model, i, &info, &err);
+                printf("    output %d %-28s f32 max abs %.3g (rel %.3g)   f16 max abs %.3g (rel "
+                       "%.3g)",
+                       i, info.name, a32, r32, a16, r16);
+                double tol32 = strcmp(info.name, "Identity_2") == 0 ? 5e-3 : 1e-3;
+                if (!(r32 <= tol32)) {
+                    printf("  FAIL (f32 > %.0e)", tol32);
                     failures++;
                 }
+                if (i == mc->mask_output) {
+                    size_t agree = 0;
+                    for (size_t k = 0; k < n; k++)
+                        agree += (f16.out[i][k] >= 0.5f) == (ref.out[i][k] >= 0.5f);
+                    printf("   mask agreement %.4f%%", 100.0 * (double)agree / (double)n);
+                    if (!(a16 <= 2e-2) || (double)agree < 0.995 * (double)n) {
+                        printf("  FAIL (f16 mask: max abs <= 2e-2 and >= 99.5%% agreement "
+                               "required)");
+                        failures++;
+                    }
+                }
+                printf("\n");
             }
-            printf("\n");
-        }
-        if (mc->face)
-            compare_faces(mc->face, &ref, &f16);
-        /* batch 4 == 4 single runs, bit for bit, f32 and f16 */
-        for (int prec = 0; prec < 2; prec++) {
-            outputs batch4 = {0};
-            run(model, KEYER_BACKEND_CUDA, (keyer_precision)prec, 4, 0, x, item, in.dims[2],
-                in.dims[3], &batch4);
-            for (int b = 0; b < 4; b++) {
-                outputs one = {0};
-                run(model, KEYER_BACKEND_CUDA, (keyer_precision)prec, 1, b, x, item, in.dims[2],
-                    in.dims[3], &one);
-                for (int i = 0; i < one.n; i++)
-                    assert_memory_equal((const char *)batch4.out[i] + one.bytes[i] * (size_t)b,
-                                        one.out[i], one.bytes[i]);
-                outputs_free(&one);
+            if (mc->face)
+                compare_faces(mc->face, &ref, &f16);
+            /* batch 4 == 4 single runs of the same schedule, bit for bit, f32 and f16 */
+            for (int prec = 0; prec < 2; prec++) {
+                outputs batch4 = {0};
+                run(model, KEYER_BACKEND_CUDA, (keyer_precision)prec, sched, 4, 0, x, item,
+                    in.dims[2], in.dims[3], &batch4);
+                for (int bi = 0; bi < 4; bi++) {
+                    outputs one = {0};
+                    run(model, KEYER_BACKEND_CUDA, (keyer_precision)prec, sched, 1, bi, x, item,
+                        in.dims[2], in.dims[3], &one);
+                    for (int i = 0; i < one.n; i++)
+                        assert_memory_equal((const char *)batch4.out[i] +
+                                                one.bytes[i] * (size_t)bi,
+                                            one.out[i], one.bytes[i]);
+                    outputs_free(&one);
+                }
+                outputs_free(&batch4);
             }
-            outputs_free(&batch4);
+            printf("    batch 4 == 4 batch-1 runs: identical (f32 and f16)\n");
+            outputs_free(&f32);
+            outputs_free(&f16);
         }
-        printf("    batch 4 == 4 batch-1 runs: identical (f32 and f16)\n");
         outputs_free(&ref);
-        outputs_free(&f32);
-        outputs_free(&f16);
         free(x);
         keyer_model_destroy(&model);
     }

@@ -32,8 +32,10 @@
 #include <string.h>
 
 #include "keyer/log.h"
+#include "keyer/nn.h"
 #include "nn/backend.h"
 #include "nn/cuda/ops.h"
+#include "nn/cuda/persistent.h"
 
 static const kr_cuda_op_fn cuda_ops[KR_OP_COUNT] = {
     [KR_OP_CONV_2D] = kr_cuda_conv_2d,
@@ -79,6 +81,10 @@ struct kr_backend_instance {
     kr_cuda_op *ops;           /* per node */
     unsigned char *folded;     /* per node: 1 if folded into the previous node */
     int n_folded;
+    kr_cuda_step *steps;       /* device: the persistent schedule's steps; NULL: per node */
+    int n_steps;
+    unsigned blocks;           /* of the persistent kernel */
+    float *scratch;            /* device: its global pools' partial sums */
     cudaGraph_t cgraph;
     cudaGraphExec_t exec;
 };
@@ -137,6 +143,8 @@ static void cuda_destroy(kr_backend_instance **pinst)
                 cudaFree(inst->io[t]);
     cudaFree(inst->arena);
     cudaFree(inst->weights);
+    cudaFree(inst->steps);
+    cudaFree(inst->scratch);
     if (inst->pinned)
         cudaFreeHost(inst->pinned);
     if (inst->own)
@@ -354,6 +362,19 @@ static keyer_status enqueue(kr_backend_instance *inst, cudaStream_t stream, int 
 {
     const kr_graph *g = inst->graph;
     cudaError_t e;
+    if (inst->steps) { /* the conversions are steps of the persistent kernel */
+        e = (cudaError_t)kr_cuda_persistent_launch(inst->steps, inst->n_steps, inst->f16,
+                                                   inst->blocks, stream);
+        if (e == cudaSuccess && check)
+            e = cudaStreamSynchronize(stream);
+        if (e != cudaSuccess)
+            return keyer_error_set(err, KEYER_STATUS_DEVICE,
+                                   "%s: cuda backend: the persistent kernel (%d steps, %u blocks) "
+                                   "failed: %s (%s)",
+                                   g->name, inst->n_steps, inst->blocks, cudaGetErrorString(e),
+                                   cudaGetErrorName(e));
+        return KEYER_OK;
+    }
     if (inst->f16)
         for (int i = 0; i < g->n_inputs; i++) {
             int t = g->inputs[i];
@@ -473,6 +494,81 @@ static keyer_status upload_weights(kr_backend_instance *inst, keyer_error *err)
     return e == cudaSuccess ? KEYER_OK : cuda_fail(err, g, "uploading the weights", e);
 }
 
+/* The persistent schedule (persistent.h), when cfg->schedule asks for it or leaves it to the
+ * batch size: the steps (f16 conversions of the graph inputs, the fused nodes, conversions of
+ * the outputs) uploaded with the pools' scratch. Keeps the per-node kernels (inst->steps NULL)
+ * when AUTO and the model or the device cannot; UNSUPPORTED when PERSISTENT was asked for. */
+static keyer_status plan_persistent(kr_backend_instance *inst, const kr_backend_config *cfg,
+                                    keyer_error *err)
+{
+    const kr_graph *g = inst->graph;
+    if (cfg->schedule == KEYER_CUDA_SCHEDULE_KERNELS ||
+        (cfg->schedule == KEYER_CUDA_SCHEDULE_AUTO && cfg->batch > KEYER_CUDA_PERSISTENT_MAX_BATCH))
+        return KEYER_OK;
+    size_t cap = 2 * (size_t)g->n_nodes + (size_t)g->n_inputs + (size_t)g->n_outputs + 1;
+    kr_cuda_step *h = calloc(cap, sizeof(*h));
+    if (!h)
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->name);
+    int k = 0, n = 0;
+    size_t scratch = 0;
+    if (inst->f16)
+        for (int i = 0; i < g->n_inputs; i++) {
+            int t = g->inputs[i];
+            kr_cuda_persistent_convert(&h[k++], 1, inst->io[t], dev_ptr(inst, t),
+                                       kr_tensor_bytes(&g->tensors[t], inst->batch) / 4);
+        }
+    const char *why = kr_cuda_persistent_plan(g, inst->ops, inst->folded, inst->batch, h + k, &n,
+                                              &scratch);
+    k += n;
+    if (!why && inst->f16)
+        for (int i = 0; i < g->n_outputs; i++) {
+            int t = g->outputs[i];
+            kr_cuda_persistent_convert(&h[k++], 0, dev_ptr(inst, t), inst->io[t],
+                                       kr_tensor_bytes(&g->tensors[t], inst->batch) / 4);
+        }
+    int sms = 0, coop = 0, ce = 0, occupancy = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, inst->device);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, inst->device);
+    if (e == cudaSuccess) {
+        occupancy = kr_cuda_persistent_occupancy(inst->f16, &ce);
+        e = (cudaError_t)ce;
+    }
+    if (e != cudaSuccess) {
+        free(h);
+        return cuda_fail(err, g, "querying the device for the persistent kernel", e);
+    }
+    if (!why && !coop)
+        why = "the device has no cooperative launch";
+    if (!why && occupancy < 1)
+        why = "the kernel does not fit on a multiprocessor";
+    if (why) {
+        free(h);
+        if (cfg->schedule == KEYER_CUDA_SCHEDULE_PERSISTENT)
+            return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                                   "%s: cuda backend: no persistent schedule: %s", g->name, why);
+        keyer_log(inst->logger, KEYER_LOG_DEBUG,
+                  "%s: cuda backend: kernels per node (no persistent schedule: %s)", g->name, why);
+        return KEYER_OK;
+    }
+    /* two blocks per multiprocessor: enough threads for the 128x128 layers; a barrier over
+     * more blocks costs more (1.2 us at 132 blocks, 1.7 us at 528 on the H100) */
+    inst->blocks = (unsigned)sms * (unsigned)(occupancy < 2 ? occupancy : 2);
+    if (scratch)
+        e = cudaMalloc((void **)&inst->scratch, scratch * sizeof(float));
+    for (int i = 0; i < k; i++)
+        h[i].scratch = inst->scratch ? inst->scratch + h[i].scratch_off : NULL;
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&inst->steps, (size_t)k * sizeof(*h));
+    if (e == cudaSuccess)
+        e = cudaMemcpy(inst->steps, h, (size_t)k * sizeof(*h), cudaMemcpyHostToDevice);
+    free(h);
+    if (e != cudaSuccess)
+        return cuda_fail(err, g, "uploading the persistent schedule", e);
+    inst->n_steps = k;
+    return KEYER_OK;
+}
+
 static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
                                 const kr_backend_config *cfg, kr_backend_instance **out,
                                 keyer_error *err)
@@ -585,6 +681,9 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
     plan_folds(inst);
     plan_residual_folds(inst);
     plan_pool_folds(inst);
+    st = plan_persistent(inst, cfg, err);
+    if (st)
+        goto fail;
 
     st = enqueue(inst, inst->own, 1, err); /* validation run, node by node */
     if (st)
@@ -610,9 +709,11 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
     }
     keyer_log(cfg->logger, KEYER_LOG_DEBUG,
               "%s: cuda backend: device %d, %s, batch %d, arena %.1f MB, weights %.1f MB, %d "
-              "nodes (%d activations and residual ADDs folded into their producers), one CUDA graph",
+              "nodes (%d activations and residual ADDs folded into their producers), one CUDA graph "
+              "of %s",
               g->name, cfg->device, inst->f16 ? "f16" : "f32", cfg->batch,
-              inst->arena_bytes / 1e6, inst->weight_bytes / 1e6, g->n_nodes, inst->n_folded);
+              inst->arena_bytes / 1e6, inst->weight_bytes / 1e6, g->n_nodes, inst->n_folded,
+              inst->steps ? "one persistent kernel" : "a kernel per node");
     *out = inst;
     return KEYER_OK;
 fail:

@@ -1,0 +1,97 @@
+/*
+ * The persistent schedule of the cuda backend: the whole inference as ONE cooperative kernel
+ * that walks a list of steps (one per node left after fusion, plus the f16 conversions), every
+ * block of the grid working on every step and a grid-wide barrier between steps.
+ *
+ * Why: at small batches every node's kernel is latency bound (a few blocks, a chain of dependent
+ * loads) and a graph of ~80 of them costs ~5 us per node (BENCHMARKS.md); a barrier costs ~1.2
+ * us and every step gets all the multiprocessors. Each step's work is split by the sizes of
+ * ONE batch item (the lanes that share a convolution's reduction, the pixel slices of a global
+ * pool), so an item's result does not depend on the batch size, and the arithmetic order is
+ * fixed (no atomics): runs are bit-for-bit repeatable.
+ *
+ * kr_cuda_persistent_plan() (persistent.c, host) turns the fused node list into steps, or says
+ * why it cannot; kr_cuda_persistent_launch() (persistent.cu) queues the kernel.
+ */
+#ifndef KEYER_NN_CUDA_PERSISTENT_H
+#define KEYER_NN_CUDA_PERSISTENT_H
+
+#include <stddef.h>
+
+#include "nn/cuda/ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kr_cuda_step_kind {
+    KR_STEP_CONV = 0,     /* CONV_2D: any window, stride, dilation; `split` lanes per output */
+    KR_STEP_DEPTHWISE,    /* DEPTHWISE_CONV_2D, any multiplier */
+    KR_STEP_TCONV,        /* the transpose convolution (gather form, as transpose_conv_bias.cu) */
+    KR_STEP_BINARY,       /* ADD or MUL, same shapes or one operand per channel / scalar */
+    KR_STEP_UNARY,        /* a standalone RELU, RELU6, HARD_SWISH or LOGISTIC (post) */
+    KR_STEP_POOL_PARTIAL, /* global average pool, first half: per pixel slice sums to scratch */
+    KR_STEP_POOL_FINAL,   /* second half: a warp per (item, channel) sums the slices */
+    KR_STEP_POOL,         /* small global pool in one step: a warp per (item, channel) */
+    KR_STEP_RESIZE,       /* RESIZE_BILINEAR, as resize_bilinear.cu */
+    KR_STEP_COPY,         /* RESHAPE that is not a view */
+    KR_STEP_TO_F16,       /* graph input staging (float) -> arena (half) */
+    KR_STEP_TO_F32,       /* arena (half) -> graph output staging (float) */
+} kr_cuda_step_kind;
+
+/* One step. Activations are in the instance's element type; weights and biases float (ops.h).
+ * Shapes are NHWC of one item; `batch` items. */
+typedef struct kr_cuda_step {
+    int kind;
+    int node;           /* graph node, for messages; -1 for conversions */
+    int batch;
+    int ih, iw, ic, oh, ow, oc;
+    int kh, kw, sh, sw, dh, dw, pt, pl;
+    int split;          /* CONV: lanes sharing one output's reduction (1..32, power of two) */
+    int vec;            /* 4: channel loops use 4-element loads (sizes and pointers allow), else 1 */
+    int mul;            /* BINARY: 1 MUL, 0 ADD */
+    int bmode;          /* BINARY: 0 same shapes; 1 x2 per channel; 2 x per channel */
+    int cn, batched;    /* BINARY: the per-channel operand's last extent (oc or 1); per item */
+    int align, half;    /* RESIZE: align_corners, half_pixel_centers */
+    int slices, slice;  /* POOL_PARTIAL/FINAL: pixel slices per item, pixels per slice */
+    int post;           /* kr_cuda_post */
+    float lo, hi;       /* the node's fused activation as a clamp */
+    long long count;    /* elements of one item's output (BINARY, UNARY, COPY, conversions) */
+    const void *x, *x2; /* inputs; x2: BINARY's second operand, POOL's folded addend */
+    const void *res;    /* folded residual ADD operand or NULL */
+    void *y;
+    const float *w, *bias;
+    float *scratch;     /* POOL_PARTIAL/FINAL: [batch][slices][ic] */
+    size_t scratch_off; /* set by the planner: offset of `scratch` in floats */
+} kr_cuda_step;
+
+/* Threads per block of the persistent kernel. */
+#define KR_CUDA_PERSISTENT_THREADS 256
+
+/* Builds the steps of the fused node list: @p ops and @p folded per node as backend.c left
+ * them (a folded node has no step). Writes at most 2 * g->n_nodes steps to @p steps, sets
+ * @p n_steps and @p scratch_floats (pool partial sums; the caller allocates them and sets
+ * every step's `scratch` from `scratch_off`). Returns NULL on success, else a static string
+ * naming what the schedule does not support (the caller then keeps the per-node kernels). */
+const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
+                                    const unsigned char *folded, int batch, kr_cuda_step *steps,
+                                    int *n_steps, size_t *scratch_floats);
+
+/* A conversion step of @p count elements (all items) between float staging and the arena. */
+void kr_cuda_persistent_convert(kr_cuda_step *s, int to_f16, const void *src, void *dst,
+                                size_t count);
+
+/* Blocks per multiprocessor the kernel can keep resident (element type by @p f16); 0 with the
+ * CUDA error in @p cuda_error when the query fails. */
+int kr_cuda_persistent_occupancy(int f16, int *cuda_error);
+
+/* Queues the kernel over @p n steps in device memory, @p blocks blocks of
+ * KR_CUDA_PERSISTENT_THREADS, as a cooperative launch (every block resident) on @p stream.
+ * Returns the CUDA error of the launch (0 = success). */
+int kr_cuda_persistent_launch(const kr_cuda_step *steps, int n, int f16, unsigned blocks,
+                              void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
