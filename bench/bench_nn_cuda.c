@@ -99,7 +99,7 @@ static void print_profile(keyer_runtime *rt, const char *name, const char *prec,
             cnt[k]++;
         }
     }
-    printf("  profile %s %s batch %d: %d kernels, %.4f ms summed device time\n", name, prec, batch,
+    printf("  profile %s %s batch %d: %d timed nodes, %.4f ms summed device time\n", name, prec, batch,
            launched, all);
     for (int k = 0; k < n_ops; k++)
         printf("    %-28s %3d nodes %.4f ms (%.1f%%)\n", ops[k], cnt[k], tot[k],

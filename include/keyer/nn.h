@@ -218,13 +218,15 @@ typedef struct keyer_node_timing {
     int source_index;     /**< operator index in the model file */
     const char *op;       /**< operator name, e.g. "CONV_2D" (static storage) */
     int output_dims[KEYER_TENSOR_MAX_DIMS]; /**< output shape at batch 1 (NHWC), zeros past rank */
-    double ms;            /**< time of its kernel(s); -1: folded into the previous operator */
+    double ms;            /**< time of its kernel(s); -1: folded into the previous operator, or
+                               (cuda persistent schedule) computed in another operator's step */
 } keyer_node_timing;
 
 /**
  * Runs one inference operator by operator and reports each operator's time (device time on
- * cuda): the per-operator profile behind BENCHMARKS.md. Slower than keyer_runtime_run() and not
- * for hot paths. Writes min(capacity, nodes) entries to @p out and the node count to *count.
+ * cuda): the per-operator profile behind BENCHMARKS.md. With the cuda persistent schedule, one
+ * run of the persistent kernel: an operator's time is its step's span on the first block's clock,
+ * barrier wait included. Slower than keyer_runtime_run() and not for hot paths. Writes min(capacity, nodes) entries to @p out and the node count to *count.
  * Errors: INVALID_ARGUMENT, UNSUPPORTED (a backend without profiling: reference, cpu), DEVICE.
  */
 keyer_status keyer_runtime_profile(keyer_runtime *rt, keyer_node_timing *out, int capacity,

@@ -791,15 +791,17 @@ static int chain_binary(kt_graph *b, kr_op op, int x, int z, const int *d)
  * depthwise conv + RELU + ADD of its input, a squeeze-and-excitation MUL + ADD, an implicit-GEMM
  * conv (3x3) + ADD of a pointwise conv, a stem (3 channels, 3x3) + ADD, an ADD read only by a
  * global average pool and the two 1x1 layers after the pool (squeeze-and-excitation after a
- * skip), and the 2x2 stride-2
- * transpose conv + LOGISTIC; every intermediate is read once, so every fold applies. cuda and
- * cuda-f16 against the reference at batch 1 and 3, as the one-node cases.
+ * skip), a one-layer squeeze-and-excitation whose LOGISTIC is a node of its own and whose MUL
+ * feeds a pointwise conv (the persistent schedule computes both excitations in the MUL's, and
+ * the conv's, prologue), and the 2x2 stride-2 transpose conv + LOGISTIC; every intermediate is
+ * read once, so every fold applies. Every cuda variant against the reference at batch 1 and 3,
+ * as the one-node cases.
  */
 static void test_fused_chains(void **state)
 {
     (void)state;
     kt_graph b;
-    kt_graph_begin(&b, "fused chains", 64, 32, 1 << 20);
+    kt_graph_begin(&b, "fused chains", 96, 48, 1 << 20);
     kt_rng rng = kt_rng_seed(77);
     int xd[4] = {1, 12, 10, 16}, d[4], d2[4], d3[4], sd[4] = {1, 12, 10, 3};
     int x = kt_graph_act(&b, 4, xd);
@@ -826,8 +828,18 @@ static void test_fused_chains(void **state)
     se = chain_unary(&b, KR_OP_LOGISTIC, se, sd1);
     int m = chain_binary(&b, KR_OP_MUL, r2, se, d);
     int r3 = chain_binary(&b, KR_OP_ADD, m, r1, d);                   /* into the MUL */
-    int p = chain_conv(&b, &rng, KR_OP_CONV_2D, r3, d, 16, 1, 1, KR_ACT_NONE, d2);
-    int g = chain_conv(&b, &rng, KR_OP_CONV_2D, r3, d, 16, 3, 1, KR_ACT_RELU6, d2); /* GEMM */
+    /* the decoder's one-layer squeeze-and-excitation: its LOGISTIC stays a node of its own (a
+     * RELU of another branch sits between), the MUL feeds only a pointwise conv */
+    int se2 = kt_graph_act(&b, 4, sd1);
+    kr_node *pool2 = kt_graph_node(&b, KR_OP_AVERAGE_POOL_2D, 1, &r3, se2);
+    pool2->p.window = pool->p.window;
+    int u = chain_conv(&b, &rng, KR_OP_CONV_2D, se2, sd1, 16, 1, 1, KR_ACT_NONE, sd1);
+    int v = chain_unary(&b, KR_OP_RELU, r3, d);
+    u = chain_unary(&b, KR_OP_LOGISTIC, u, sd1);
+    int m2 = chain_binary(&b, KR_OP_MUL, v, u, d);
+    int r3b = chain_conv(&b, &rng, KR_OP_CONV_2D, m2, d, 16, 1, 1, KR_ACT_NONE, d);
+    int p = chain_conv(&b, &rng, KR_OP_CONV_2D, r3b, d, 16, 1, 1, KR_ACT_NONE, d2);
+    int g = chain_conv(&b, &rng, KR_OP_CONV_2D, r3b, d, 16, 3, 1, KR_ACT_RELU6, d2); /* GEMM */
     int r4 = chain_binary(&b, KR_OP_ADD, p, g, d2);                   /* into the GEMM conv */
     int sx = kt_graph_act(&b, 4, sd);
     kt_graph_input(&b, sx);

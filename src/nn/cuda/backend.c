@@ -83,6 +83,7 @@ struct kr_backend_instance {
     int n_folded;
     kr_cuda_step *steps;       /* device: the persistent schedule's steps; NULL: per node */
     int n_steps;
+    int *step_node;            /* per step: its node (-1: a conversion), for the profile */
     unsigned blocks;           /* of the persistent kernel */
     float *scratch;            /* device: its global pools' partial sums */
     cudaGraph_t cgraph;
@@ -155,6 +156,7 @@ static void cuda_destroy(kr_backend_instance **pinst)
     free(inst->const_half);
     free(inst->ops);
     free(inst->folded);
+    free(inst->step_node);
     free(inst);
     *pinst = NULL;
 }
@@ -364,7 +366,7 @@ static keyer_status enqueue(kr_backend_instance *inst, cudaStream_t stream, int 
     cudaError_t e;
     if (inst->steps) { /* the conversions are steps of the persistent kernel */
         e = (cudaError_t)kr_cuda_persistent_launch(inst->steps, inst->n_steps, inst->f16,
-                                                   inst->blocks, stream);
+                                                   inst->blocks, NULL, stream);
         if (e == cudaSuccess && check)
             e = cudaStreamSynchronize(stream);
         if (e != cudaSuccess)
@@ -556,8 +558,16 @@ static keyer_status plan_persistent(kr_backend_instance *inst, const kr_backend_
     inst->blocks = (unsigned)sms * (unsigned)(occupancy < 2 ? occupancy : 2);
     if (scratch)
         e = cudaMalloc((void **)&inst->scratch, scratch * sizeof(float));
-    for (int i = 0; i < k; i++)
+    inst->step_node = malloc((size_t)k * sizeof(int));
+    if (!inst->step_node) {
+        free(h);
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->name);
+    }
+    for (int i = 0; i < k; i++) {
         h[i].scratch = inst->scratch ? inst->scratch + h[i].scratch_off : NULL;
+        h[i].se_partial = h[i].se_layers ? inst->scratch + h[i].se_partial_off : NULL;
+        inst->step_node[i] = h[i].node;
+    }
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&inst->steps, (size_t)k * sizeof(*h));
     if (e == cudaSuccess)
@@ -778,9 +788,48 @@ static keyer_status cuda_copy_out(kr_backend_instance *inst, int tensor, void *d
     return e == cudaSuccess ? KEYER_OK : cuda_fail(err, inst->graph, "copying an output", e);
 }
 
+/* The persistent kernel's per-step times: the first block's SM clock after every barrier (so a
+ * step's time includes the wait for the slowest block), converted at the device's nominal
+ * clock rate, summed per node; nodes done inside another step's prologue, and folded nodes,
+ * get -1; the f16 conversions are not nodes and are left out. */
+static keyer_status profile_persistent(kr_backend_instance *inst, double *ms, keyer_error *err)
+{
+    const kr_graph *g = inst->graph;
+    long long *dev = NULL, *host = malloc(((size_t)inst->n_steps + 1) * sizeof(long long));
+    int khz = 0;
+    cudaError_t e = host ? cudaMalloc((void **)&dev, ((size_t)inst->n_steps + 1) * sizeof(*dev))
+                         : cudaErrorMemoryAllocation;
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, inst->device);
+    if (e == cudaSuccess)
+        e = (cudaError_t)kr_cuda_persistent_launch(inst->steps, inst->n_steps, inst->f16,
+                                                   inst->blocks, dev, inst->stream);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(host, dev, ((size_t)inst->n_steps + 1) * sizeof(*dev),
+                            cudaMemcpyDeviceToHost, inst->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(inst->stream);
+    if (e == cudaSuccess) {
+        for (int n = 0; n < g->n_nodes; n++)
+            ms[n] = -1;
+        for (int i = 0; i < inst->n_steps; i++) {
+            int n = inst->step_node[i];
+            if (n < 0)
+                continue;
+            double t = (double)(host[i + 1] - host[i]) / (double)(khz > 0 ? khz : 1);
+            ms[n] = (ms[n] < 0 ? 0 : ms[n]) + t;
+        }
+    }
+    cudaFree(dev);
+    free(host);
+    return e == cudaSuccess ? KEYER_OK : cuda_fail(err, g, "profiling the persistent kernel", e);
+}
+
 static keyer_status cuda_profile(kr_backend_instance *inst, double *ms, keyer_error *err)
 {
     const kr_graph *g = inst->graph;
+    if (inst->steps)
+        return profile_persistent(inst, ms, err);
     cudaEvent_t a = NULL, b = NULL;
     cudaError_t e = cudaEventCreate(&a);
     if (e == cudaSuccess)

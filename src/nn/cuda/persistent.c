@@ -3,17 +3,16 @@
  * size that shapes the work (a convolution's lanes per output, a pool's pixel slices) is taken
  * from one batch item, so that an item's arithmetic is the same at every batch size.
  */
-#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "nn/cuda/persistent.h"
 
 /* Threads the lane split of a convolution aims to fill, per batch item (fixed, not the GPU's
  * size, so that results do not depend on the device). */
 #define SPLIT_BUDGET 65536
-/* Global pools over more pixels than this take two steps (slice sums, then their sum). */
-#define POOL_ONE_STEP_PIXELS 1024
-#define POOL_SLICE 16
+/* Rows (pixels, or slice sums) each thread of a block adds in a global pool's column sums. */
+#define POOL_ROWS_PER_THREAD 8
 
 static int aligned(const void *p, size_t a) { return p == NULL || ((uintptr_t)p % a) == 0; }
 
@@ -113,14 +112,217 @@ static int is_global_pool(const kr_cuda_op *op)
            p->kernel_w - p->pad_left >= x->dims[2];
 }
 
+/* Pixels per slice and slices per item of a global pool over @p pixels pixels of @p c channels:
+ * a block's threads split into lanes per channel, each lane adds POOL_ROWS_PER_THREAD pixels,
+ * and the final sum (or a prologue) adds the slices with the same lanes. */
+static void pool_slices(int pixels, int c, int *slice, int *slices)
+{
+    int cw = c < KR_CUDA_PERSISTENT_THREADS ? c : KR_CUDA_PERSISTENT_THREADS;
+    int lanes = KR_CUDA_PERSISTENT_THREADS / (cw > 0 ? cw : 1);
+    *slice = POOL_ROWS_PER_THREAD * lanes;
+    *slices = (pixels + *slice - 1) / *slice;
+}
+
+/* ---- squeeze-and-excitation fusion ---------------------------------------------------------- */
+
+enum { FUSE_NONE = 0, FUSE_SKIP, FUSE_POOL_PARTIAL };
+
+typedef struct se_match {
+    int pool, layers, fc[2], post[2]; /* fc[0] reads the pool */
+    int skip[4], n_skip;              /* nodes computed in the prologue */
+} se_match;
+
+/* The node whose kernel writes tensor @p t: its producer, or the node it was folded into. */
+static int writer(const kr_graph *g, const unsigned char *folded, int t)
+{
+    int q = g->tensors[t].producer;
+    while (q >= 0 && folded[q])
+        q--;
+    return q;
+}
+
+static int readers(const kr_graph *g, int t)
+{
+    int r = 0;
+    for (int n = 0; n < g->n_nodes; n++)
+        for (int i = 0; i < g->nodes[n].n_inputs; i++)
+            r += g->nodes[n].inputs[i] == t;
+    return r;
+}
+
+/* A tensor only @p reader-side code ever sees: activation, read once, no view, not an output. */
+static int private_tensor(const kr_graph *g, int t)
+{
+    const kr_tensor *tt = &g->tensors[t];
+    if (kr_tensor_is_const(tt) || tt->graph_output >= 0 || tt->graph_input >= 0 ||
+        readers(g, t) != 1)
+        return 0;
+    for (int v = 0; v < g->n_tensors; v++)
+        if (g->tensors[v].view_of == t)
+            return 0;
+    return 1;
+}
+
+static int unary_post(kr_op op)
+{
+    switch (op) {
+    case KR_OP_RELU: return KR_CUDA_POST_RELU;
+    case KR_OP_RELU6: return KR_CUDA_POST_RELU6;
+    case KR_OP_HARD_SWISH: return KR_CUDA_POST_HARD_SWISH;
+    case KR_OP_LOGISTIC: return KR_CUDA_POST_LOGISTIC;
+    default: return KR_CUDA_POST_NONE;
+    }
+}
+
+/* Whether MUL node @p m multiplies a full tensor by global pool -> 1x1 conv [-> 1x1 conv]
+ * (each conv with its activation, folded or a standalone activation node after it), every
+ * intermediate read only along that chain. Sets @p se and @p full (the full operand's side). */
+static int match_se(const kr_graph *g, const kr_cuda_op *ops, const unsigned char *folded, int m,
+                    int batch, se_match *se, int *full)
+{
+    const kr_node *mul = &g->nodes[m];
+    if (mul->op != KR_OP_MUL || folded[m] || mul->n_inputs != 2)
+        return 0;
+    const kr_tensor *y = &g->tensors[mul->outputs[0]];
+    if (y->rank != 4)
+        return 0;
+    for (int side = 0; side < 2; side++) {
+        int t = mul->inputs[side];
+        const kr_tensor *tt = &g->tensors[t], *ft = &g->tensors[mul->inputs[1 - side]];
+        if (kr_tensor_is_const(ft) || !same_dims(ft, y) || tt->rank != 4 || tt->dims[0] != 1 ||
+            tt->dims[1] != 1 || tt->dims[2] != 1 || tt->dims[3] != y->dims[3])
+            continue;
+        *se = (se_match){.pool = -1};
+        int cur = t, ok = 1, widths = 0;
+        while (ok) {
+            if (!private_tensor(g, cur)) {
+                ok = 0;
+                break;
+            }
+            int q = writer(g, folded, cur);
+            if (q < 0) {
+                ok = 0;
+                break;
+            }
+            const kr_cuda_op *op = &ops[q];
+            const kr_node *node = op->node;
+            int pending = KR_CUDA_POST_NONE;
+            if (unary_post(node->op) != KR_CUDA_POST_NONE && op->post == KR_CUDA_POST_NONE &&
+                !op->residual && se->n_skip < 4) { /* a standalone activation after a dense */
+                pending = unary_post(node->op);
+                se->skip[se->n_skip++] = q;
+                cur = node->inputs[0];
+                if (!private_tensor(g, cur) || (q = writer(g, folded, cur)) < 0) {
+                    ok = 0;
+                    break;
+                }
+                op = &ops[q];
+                node = op->node;
+            }
+            if (node->op == KR_OP_CONV_2D && se->layers < 2 && !op->residual &&
+                !(pending && op->post != KR_CUDA_POST_NONE) && se->n_skip < 4) {
+                const kr_tensor *x = &g->tensors[node->inputs[0]], *w = &g->tensors[node->inputs[1]];
+                if (x->rank != 4 || x->dims[1] != 1 || x->dims[2] != 1 || w->rank != 4 ||
+                    w->dims[1] != 1 || w->dims[2] != 1) {
+                    ok = 0;
+                    break;
+                }
+                /* layers are found last first */
+                se->fc[1] = se->fc[0], se->post[1] = se->post[0];
+                se->fc[0] = q;
+                se->post[0] = pending ? pending : (int)op->post;
+                se->layers++;
+                widths += w->dims[0];
+                se->skip[se->n_skip++] = q;
+                cur = node->inputs[0];
+                continue;
+            }
+            if (pending || node->op != KR_OP_AVERAGE_POOL_2D || se->layers == 0 ||
+                !is_global_pool(op) || op->residual || op->post != KR_CUDA_POST_NONE ||
+                node->activation != KR_ACT_NONE) {
+                ok = 0;
+                break;
+            }
+            se->pool = q;
+            widths += g->tensors[node->outputs[0]].dims[3];
+            break;
+        }
+        if (!ok || se->pool < 0 || (long long)batch * widths > KR_CUDA_SE_FLOATS)
+            continue;
+        *full = 1 - side;
+        return 1;
+    }
+    return 0;
+}
+
+/* The prologue fields of step @p s from @p se (the pool step's scratch offset in @p pool_off). */
+static void set_prologue(kr_cuda_step *s, const kr_graph *g, const kr_cuda_op *ops,
+                         const se_match *se, size_t pool_off)
+{
+    const kr_cuda_op *pool = &ops[se->pool];
+    const kr_tensor *px = &g->tensors[pool->node->inputs[0]];
+    s->se_layers = se->layers;
+    s->se_c = px->dims[3];
+    s->se_pixels = px->dims[1] * px->dims[2];
+    int slice = 0;
+    pool_slices(s->se_pixels, s->se_c, &slice, &s->se_slices);
+    s->se_partial_off = pool_off;
+    for (int l = 0; l < se->layers; l++) {
+        const kr_cuda_op *fc = &ops[se->fc[l]];
+        s->se_out[l] = g->tensors[fc->node->inputs[1]].dims[0];
+        s->se_w[l] = fc->in[1];
+        s->se_b[l] = fc->node->n_inputs > 2 ? fc->in[2] : NULL;
+        kr_activation_range(fc->node->activation, &s->se_lo[l], &s->se_hi[l]);
+        s->se_post[l] = se->post[l];
+    }
+}
+
 const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
                                     const unsigned char *folded, int batch, kr_cuda_step *steps,
                                     int *n_steps, size_t *scratch_floats)
 {
     int k = 0;
     size_t scratch = 0;
+    size_t nn = g->n_nodes ? (size_t)g->n_nodes : 1;
+    unsigned char *fuse = calloc(nn, 1);
+    int *se_at = malloc(nn * sizeof(int));      /* node -> index in matches, or -1 */
+    int *se_full = malloc(nn * sizeof(int));    /* node -> the MUL's full operand pointer side */
+    size_t *pool_off = malloc(nn * sizeof(size_t));
+    se_match *matches = malloc(nn * sizeof(se_match));
+    const char *why = NULL;
+    if (!fuse || !se_at || !se_full || !pool_off || !matches) {
+        why = "out of memory";
+        goto done;
+    }
+    /* squeeze-and-excitation blocks: the MUL (or the convolution right after it, when the MUL
+     * only feeds it) computes the pool's dense layers itself */
+    for (int m = 0; m < g->n_nodes; m++) {
+        se_at[m] = -1;
+        se_full[m] = 0;
+    }
+    for (int m = 0; m < g->n_nodes; m++) {
+        se_match se;
+        int full = 0;
+        if (!match_se(g, ops, folded, m, batch, &se, &full))
+            continue;
+        int at = m;
+        const kr_node *mul = &g->nodes[m];
+        if (mul->activation == KR_ACT_NONE && ops[m].post == KR_CUDA_POST_NONE &&
+            !ops[m].residual && m + 1 < g->n_nodes && !folded[m + 1] &&
+            g->nodes[m + 1].op == KR_OP_CONV_2D && ops[m + 1].in[0] == ops[m].out &&
+            g->nodes[m + 1].inputs[0] == mul->outputs[0] && private_tensor(g, mul->outputs[0])) {
+            at = m + 1; /* the MUL becomes the convolution's input scaling */
+            fuse[m] = FUSE_SKIP;
+        }
+        fuse[se.pool] = FUSE_POOL_PARTIAL;
+        for (int i = 0; i < se.n_skip; i++)
+            fuse[se.skip[i]] = FUSE_SKIP;
+        matches[m] = se;
+        se_at[at] = m;
+        se_full[at] = full;
+    }
     for (int n = 0; n < g->n_nodes; n++) {
-        if (folded[n])
+        if (folded[n] || fuse[n] == FUSE_SKIP)
             continue;
         const kr_cuda_op *op = &ops[n];
         const kr_node *node = op->node;
@@ -129,23 +331,27 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
             const kr_tensor *t = &g->tensors[node->inputs[i] >= 0 ? node->inputs[i] : 0];
             if (node->inputs[i] >= 0 && !kr_tensor_is_const(t) &&
                 (double)kr_tensor_elements(t) * batch >= 2147483647.0)
-                return "a tensor of 2^31 or more elements";
+                { why = "a tensor of 2^31 or more elements"; goto done; }
         }
         if ((double)kr_tensor_elements(out_t(op)) * batch >= 2147483647.0)
-            return "a tensor of 2^31 or more elements";
+            { why = "a tensor of 2^31 or more elements"; goto done; }
         if (op->addend && node->op != KR_OP_AVERAGE_POOL_2D)
-            return "an addend outside a pool";
+            { why = "an addend outside a pool"; goto done; }
         kr_cuda_step *s = &steps[k];
         switch (node->op) {
         case KR_OP_CONV_2D: {
             const kr_tensor *w = in_t(op, 1);
             if (in_t(op, 0)->rank != 4 || w->rank != 4)
-                return "a convolution that is not 2-D";
+                { why = "a convolution that is not 2-D"; goto done; }
             common(s, op, n, batch, 1);
             s->kind = KR_STEP_CONV;
             window(s, op, w->dims[1], w->dims[2]);
             s->w = op->in[1];
             s->bias = node->n_inputs > 2 ? op->in[2] : NULL;
+            if (se_at[n] >= 0) { /* reads the MUL's full operand, scaled per channel */
+                set_prologue(s, g, ops, &matches[se_at[n]], pool_off[matches[se_at[n]].pool]);
+                s->x = ops[se_at[n]].in[se_full[n]];
+            }
             s->vec = s->ic % 4 == 0 && aligned(s->x, 4 * esize) && aligned(s->w, 16) ? 4 : 1;
             long long outputs = (long long)s->oh * s->ow * s->oc;
             while (s->split < 32 && outputs * s->split * 2 <= SPLIT_BUDGET &&
@@ -156,14 +362,14 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
         case KR_OP_DEPTHWISE_CONV_2D: {
             const kr_tensor *w = in_t(op, 1);
             if (in_t(op, 0)->rank != 4 || w->rank != 4)
-                return "a depthwise convolution that is not 2-D";
+                { why = "a depthwise convolution that is not 2-D"; goto done; }
             common(s, op, n, batch, 1);
             s->kind = KR_STEP_DEPTHWISE;
             window(s, op, w->dims[1], w->dims[2]);
             s->w = op->in[1];
             s->bias = node->n_inputs > 2 ? op->in[2] : NULL;
             if (s->ic <= 0 || s->oc % s->ic)
-                return "a depthwise convolution with an odd channel multiplier";
+                { why = "a depthwise convolution with an odd channel multiplier"; goto done; }
             s->vec = s->oc == s->ic && s->oc % 4 == 0 && aligned(s->x, 4 * esize) &&
                              aligned(s->y, 4 * esize) && aligned(s->res, 4 * esize) &&
                              aligned(s->w, 16)
@@ -174,7 +380,7 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
         case KR_OP_TRANSPOSE_CONV_BIAS: {
             const kr_tensor *w = in_t(op, 1);
             if (in_t(op, 0)->rank != 4 || w->rank != 4)
-                return "a transpose convolution that is not 2-D";
+                { why = "a transpose convolution that is not 2-D"; goto done; }
             common(s, op, n, batch, 0);
             s->kind = KR_STEP_TCONV;
             window(s, op, w->dims[1], w->dims[2]);
@@ -186,12 +392,14 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
         case KR_OP_ADD:
         case KR_OP_MUL: {
             if (node->n_inputs != 2)
-                return "an element-wise operator without two operands";
+                { why = "an element-wise operator without two operands"; goto done; }
             common(s, op, n, batch, 1);
             s->kind = KR_STEP_BINARY;
-            const char *why = binary(s, op, esize);
+            why = binary(s, op, esize);
             if (why)
-                return why;
+                goto done;
+            if (se_at[n] >= 0)
+                set_prologue(s, g, ops, &matches[se_at[n]], pool_off[matches[se_at[n]].pool]);
             break;
         }
         case KR_OP_RELU:
@@ -205,27 +413,23 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
                       : node->op == KR_OP_HARD_SWISH ? KR_CUDA_POST_HARD_SWISH
                                                     : KR_CUDA_POST_LOGISTIC;
             if (op->post != KR_CUDA_POST_NONE || op->residual)
-                return "an activation with a folded epilogue";
+                { why = "an activation with a folded epilogue"; goto done; }
             s->count = (long long)kr_tensor_elements(out_t(op));
             break;
         case KR_OP_AVERAGE_POOL_2D: {
             if (!is_global_pool(op))
-                return "an average pool that is not global";
+                { why = "an average pool that is not global"; goto done; }
             if (op->residual)
-                return "a pool with a folded residual";
+                { why = "a pool with a folded residual"; goto done; }
             common(s, op, n, batch, 1);
             window(s, op, 1, 1);
             s->x2 = op->addend;
-            int pixels = s->ih * s->iw;
-            if (pixels <= POOL_ONE_STEP_PIXELS) {
-                s->kind = KR_STEP_POOL;
-                break;
-            }
             s->kind = KR_STEP_POOL_PARTIAL;
-            s->slice = POOL_SLICE;
-            s->slices = (pixels + POOL_SLICE - 1) / POOL_SLICE;
-            s->scratch_off = scratch;
+            pool_slices(s->ih * s->iw, s->ic, &s->slice, &s->slices);
+            s->scratch_off = pool_off[n] = scratch;
             scratch += (size_t)batch * s->slices * s->ic;
+            if (fuse[n] == FUSE_POOL_PARTIAL)
+                break; /* the sums are read by a squeeze-and-excitation prologue */
             steps[k + 1] = *s;
             steps[k + 1].kind = KR_STEP_POOL_FINAL;
             k++;
@@ -234,7 +438,7 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
         case KR_OP_RESIZE_BILINEAR: {
             const kr_tensor *x = in_t(op, 0), *y = out_t(op);
             if (x->rank != 4 || y->rank != 4)
-                return "a resize that is not 2-D";
+                { why = "a resize that is not 2-D"; goto done; }
             common(s, op, n, batch, 0);
             s->kind = KR_STEP_RESIZE;
             s->ih = x->dims[1], s->iw = x->dims[2], s->ic = x->dims[3];
@@ -254,13 +458,19 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
             s->kind = KR_STEP_COPY;
             s->count = (long long)kr_tensor_elements(out_t(op));
             break;
-        default: return kr_op_name(node->op);
+        default: why = kr_op_name(node->op); goto done;
         }
         k++;
     }
     *n_steps = k;
     *scratch_floats = scratch;
-    return NULL;
+done:
+    free(fuse);
+    free(se_at);
+    free(se_full);
+    free(pool_off);
+    free(matches);
+    return why;
 }
 
 void kr_cuda_persistent_convert(kr_cuda_step *s, int to_f16, const void *src, void *dst,

@@ -37,8 +37,105 @@ __device__ __forceinline__ void finish(const kr_cuda_step &s, unsigned i, float 
     kr_st((T *)s.y + i, v);
 }
 
-template <typename T> __device__ void step_conv(const kr_cuda_step &s, unsigned g, unsigned nt)
+#define NT KR_CUDA_PERSISTENT_THREADS
+
+/* Column sums of @p R rows of @p C values (row stride C; @p rows2, if not NULL, added
+ * element-wise) by the whole block in a fixed order: lanes of a column take every lanes-th row,
+ * then one thread per column adds the lanes' sums in order. Calls out(column, sum) from one
+ * thread per column. Every thread of the block must call it (it synchronises the block). */
+template <typename T, typename F>
+__device__ void block_colsum(const T *rows, const T *rows2, int R, int C, float *red, F out)
 {
+    const int tid = threadIdx.x;
+    for (int c0 = 0; c0 < C; c0 += NT) {
+        const int cw = min(C - c0, NT), lanes = NT / cw, lane = tid / cw, c = c0 + tid % cw;
+        float a0 = 0.0f, a1 = 0.0f;
+        if (lane < lanes) {
+            int r = lane;
+            for (; r + lanes < R; r += 2 * lanes) {
+                a0 += kr_ld(rows + (size_t)r * C + c);
+                a1 += kr_ld(rows + (size_t)(r + lanes) * C + c);
+                if (rows2) {
+                    a0 += kr_ld(rows2 + (size_t)r * C + c);
+                    a1 += kr_ld(rows2 + (size_t)(r + lanes) * C + c);
+                }
+            }
+            if (r < R) {
+                a0 += kr_ld(rows + (size_t)r * C + c);
+                if (rows2)
+                    a0 += kr_ld(rows2 + (size_t)r * C + c);
+            }
+        }
+        red[tid] = a0 + a1;
+        __syncthreads();
+        if (tid < cw) {
+            float sum = 0.0f;
+            for (int l = 0; l < lanes; l++)
+                sum += red[l * cw + tid];
+            out(c0 + tid, sum);
+        }
+        __syncthreads();
+    }
+}
+
+/* A dense layer on shared memory, by the whole block: out[n][j] = epilogue(b[j] + sum_k
+ * W[j][k] in[n][k]) for @p batch items; L lanes (a power of two) share a dot product and add
+ * their parts with shuffles in a fixed order. Synchronises the block at the end. */
+__device__ void block_dense(const float *in, int K, float *out, int J, int batch, const float *W,
+                            const float *b, float lo, float hi, int post)
+{
+    const int units = batch * J;
+    int L = 1;
+    while (L < 32 && units * L * 2 <= NT && 2 * L <= K)
+        L *= 2;
+    const int tid = threadIdx.x, lane = tid % L;
+    const unsigned first = (unsigned)((tid & 31) - lane);
+    const unsigned mask = L == 32 ? 0xffffffffu : (((1u << L) - 1u) << first);
+    kr_epilogue e;
+    e.lo = lo, e.hi = hi, e.post = post, e.res = NULL;
+    for (int u = tid / L; u < units; u += NT / L) {
+        int n = u / J, j = u % J;
+        float a = 0.0f;
+        for (int k = lane; k < K; k += L)
+            a = fmaf(W[(size_t)j * K + k], in[n * K + k], a);
+        for (int off = L >> 1; off > 0; off >>= 1)
+            a += __shfl_xor_sync(mask, a, off);
+        if (lane == 0)
+            out[u] = kr_apply(e, a + (b ? b[j] : 0.0f));
+    }
+    __syncthreads();
+}
+
+/* The squeeze-and-excitation prologue (persistent.h): returns the last layer's output,
+ * [batch][se_out[se_layers - 1]] in @p buf. */
+__device__ const float *se_prologue(const kr_cuda_step &s, float *buf, float *red)
+{
+    const int C = s.se_c;
+    float *pooled = buf;
+    const float inv = 1.0f / (float)s.se_pixels;
+    for (int n = 0; n < s.batch; n++)
+        block_colsum<float>(s.se_partial + (size_t)n * s.se_slices * C, (const float *)NULL,
+                            s.se_slices, C, red,
+                            [&](int c, float v) { pooled[n * C + c] = v * inv; });
+    const float *in = pooled;
+    float *out = pooled + s.batch * C;
+    int K = C;
+    for (int l = 0; l < s.se_layers; l++) {
+        block_dense(in, K, out, s.se_out[l], s.batch, s.se_w[l], s.se_b[l], s.se_lo[l],
+                    s.se_hi[l], s.se_post[l]);
+        in = out;
+        K = s.se_out[l];
+        out += s.batch * K;
+    }
+    return in;
+}
+
+template <typename T>
+__device__ void step_conv(const kr_cuda_step &s, unsigned g, unsigned nt, float *se_buf,
+                          float *red)
+{
+    /* a folded squeeze-and-excitation MUL: input channel c of item n scaled by sc[n][c] */
+    const float *sc = s.se_layers ? se_prologue(s, se_buf, red) : NULL;
     const unsigned S = (unsigned)s.split, lane = g % S;
     const unsigned first = (threadIdx.x & 31u) - lane;
     const unsigned mask = S == 32 ? 0xffffffffu : (((1u << S) - 1u) << first);
@@ -51,6 +148,7 @@ template <typename T> __device__ void step_conv(const kr_cuda_step &s, unsigned 
         unsigned q = p / s.ow;
         int oy = (int)(q % s.oh);
         int n = (int)(q / s.oh);
+        const float *scn = sc ? sc + n * s.ic : NULL;
         float acc0 = 0.0f, acc1 = 0.0f;
         for (int ky = 0; ky < s.kh; ky++) {
             int iy = oy * s.sh - s.pt + ky * s.dh;
@@ -67,6 +165,10 @@ template <typename T> __device__ void step_conv(const kr_cuda_step &s, unsigned 
                     for (int c = (int)lane * 4; c < s.ic; c += 4 * (int)S) {
                         float a[4];
                         kr_ldv<4>(xp + c, a);
+                        if (scn) {
+                            a[0] *= scn[c], a[1] *= scn[c + 1];
+                            a[2] *= scn[c + 2], a[3] *= scn[c + 3];
+                        }
                         float4 b = *reinterpret_cast<const float4 *>(wp + c);
                         acc0 = fmaf(a[0], b.x, acc0);
                         acc1 = fmaf(a[1], b.y, acc1);
@@ -75,7 +177,7 @@ template <typename T> __device__ void step_conv(const kr_cuda_step &s, unsigned 
                     }
                 } else {
                     for (int c = (int)lane; c < s.ic; c += (int)S)
-                        acc0 = fmaf(kr_ld(xp + c), wp[c], acc0);
+                        acc0 = fmaf(kr_ld(xp + c) * (scn ? scn[c] : 1.0f), wp[c], acc0);
                 }
             }
         }
@@ -187,8 +289,11 @@ template <typename T> __device__ void step_tconv(const kr_cuda_step &s, unsigned
 }
 
 template <typename T, int V>
-__device__ void step_binary_v(const kr_cuda_step &s, unsigned g, unsigned nt)
+__device__ void step_binary_v(const kr_cuda_step &s, unsigned g, unsigned nt, float *se_buf,
+                              float *red)
 {
+    /* squeeze-and-excitation: the per-channel operand is computed here, [batch][oc] */
+    const float *sc = s.se_layers ? se_prologue(s, se_buf, red) : NULL;
     const unsigned per_item = (unsigned)s.count, units = per_item * s.batch / V;
     const T *a = (const T *)s.x, *b = (const T *)s.x2;
     if (s.bmode == 2) { /* the per-channel operand first: swap (ADD and MUL commute) */
@@ -203,6 +308,11 @@ __device__ void step_binary_v(const kr_cuda_step &s, unsigned g, unsigned nt)
         kr_ldv<V>(a + i, va);
         if (s.bmode == 0) {
             kr_ldv<V>(b + i, vb);
+        } else if (sc) {
+            const float *scp = sc + (i / per_item) * (unsigned)s.oc + i % (unsigned)s.oc;
+#pragma unroll
+            for (int k = 0; k < V; k++)
+                vb[k] = scp[k];
         } else {
             unsigned off = s.batched ? (i / per_item) * (unsigned)s.cn : 0u;
             if (s.cn == 1) {
@@ -238,72 +348,31 @@ __device__ void step_copy(const kr_cuda_step &s, unsigned g, unsigned nt)
         kr_st((D *)s.y + i, kr_ld((const S *)s.x + i));
 }
 
-/* Sum of input (+ folded addend) at pixel p of item n, channel c. */
-template <typename T>
-__device__ __forceinline__ float pool_tap(const kr_cuda_step &s, unsigned n, unsigned p, int c)
+/* A block per (item, slice): the slice's channel sums (input + folded addend) to scratch. */
+template <typename T> __device__ void step_pool_partial(const kr_cuda_step &s, float *red)
 {
-    unsigned i = (n * (unsigned)(s.ih * s.iw) + p) * s.ic + c;
-    float v = kr_ld((const T *)s.x + i);
-    if (s.x2)
-        v += kr_ld((const T *)s.x2 + i);
-    return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v)
-{
-    for (int off = 16; off > 0; off >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, off);
-    return v;
-}
-
-/* One thread per (item, slice, channel): channels fastest, so a warp reads whole pixels. */
-template <typename T>
-__device__ void step_pool_partial(const kr_cuda_step &s, unsigned g, unsigned nt)
-{
-    const unsigned pixels = (unsigned)(s.ih * s.iw);
-    const unsigned units = (unsigned)s.batch * s.slices * s.ic;
-    for (unsigned u = g; u < units; u += nt) {
-        int c = (int)(u % s.ic);
-        unsigned r = u / s.ic;
-        unsigned sl = r % s.slices, n = r / s.slices;
-        unsigned p0 = sl * s.slice, p1 = min(p0 + (unsigned)s.slice, pixels);
-        float a0 = 0.0f, a1 = 0.0f;
-        unsigned p = p0;
-        for (; p + 1 < p1; p += 2) {
-            a0 += pool_tap<T>(s, n, p, c);
-            a1 += pool_tap<T>(s, n, p + 1, c);
-        }
-        if (p < p1)
-            a0 += pool_tap<T>(s, n, p, c);
-        s.scratch[u] = a0 + a1;
+    const unsigned pixels = (unsigned)(s.ih * s.iw), units = (unsigned)s.batch * s.slices;
+    for (unsigned u = blockIdx.x; u < units; u += gridDim.x) {
+        unsigned n = u / s.slices, p0 = (u % s.slices) * (unsigned)s.slice;
+        int rows = (int)min((unsigned)s.slice, pixels - p0);
+        size_t off = ((size_t)n * pixels + p0) * s.ic;
+        float *dst = s.scratch + (size_t)u * s.ic;
+        block_colsum<T>((const T *)s.x + off, s.x2 ? (const T *)s.x2 + off : (const T *)NULL, rows,
+                        s.ic, red, [&](int c, float v) { dst[c] = v; });
     }
 }
 
-/* A warp per (item, channel): lanes over the slices' partial sums (FINAL) or over the pixels
- * (POOL), then a butterfly; lane 0 writes the mean through the epilogue. */
-template <typename T, int FINAL>
-__device__ void step_pool_warp(const kr_cuda_step &s, unsigned g, unsigned nt)
+/* A block per item: the mean from the slices' sums, through the epilogue. */
+template <typename T> __device__ void step_pool_final(const kr_cuda_step &s, float *red)
 {
-    const unsigned lane = g & 31u, units = (unsigned)s.batch * s.ic;
-    const unsigned pixels = (unsigned)(s.ih * s.iw);
-    for (unsigned u = g >> 5; u < units; u += nt >> 5) {
-        int c = (int)(u % s.ic);
-        unsigned n = u / s.ic;
-        float a = 0.0f;
-        if (FINAL) {
-            const float *part = s.scratch + (size_t)n * s.slices * s.ic + c;
-            for (unsigned k = lane; k < (unsigned)s.slices; k += 32)
-                a += part[(size_t)k * s.ic];
-        } else {
-            for (unsigned p = lane; p < pixels; p += 32)
-                a += pool_tap<T>(s, n, p, c);
-        }
-        a = warp_sum(a);
-        if (lane == 0) {
-            kr_epilogue e = step_epilogue(s);
-            e.res = NULL;
-            kr_st((T *)s.y + u, kr_apply(e, a / (float)pixels));
-        }
+    kr_epilogue e = step_epilogue(s);
+    e.res = NULL;
+    const float inv = 1.0f / (float)(s.ih * s.iw);
+    for (unsigned n = blockIdx.x; n < (unsigned)s.batch; n += gridDim.x) {
+        T *y = (T *)s.y + (size_t)n * s.ic;
+        block_colsum<float>(s.scratch + (size_t)n * s.slices * s.ic, (const float *)NULL,
+                            s.slices, s.ic, red,
+                            [&](int c, float v) { kr_st(y + c, kr_apply(e, v * inv)); });
     }
 }
 
@@ -355,16 +424,37 @@ __device__ void step_resize_v(const kr_cuda_step &s, unsigned g, unsigned nt)
     }
 }
 
-template <typename T>
-__global__ void __launch_bounds__(KR_CUDA_PERSISTENT_THREADS)
-    persistent_kernel(const kr_cuda_step *__restrict__ steps, int n)
+/* Copies step @p src into shared memory with the block's first threads (8-byte words). */
+__device__ __forceinline__ void load_step(kr_cuda_step *dst, const kr_cuda_step *src)
 {
+    const int words = (int)(sizeof(kr_cuda_step) / 8);
+    if ((int)threadIdx.x < words)
+        reinterpret_cast<unsigned long long *>(dst)[threadIdx.x] =
+            reinterpret_cast<const unsigned long long *>(src)[threadIdx.x];
+}
+
+template <typename T>
+__global__ void __launch_bounds__(NT)
+    persistent_kernel(const kr_cuda_step *__restrict__ steps, int n, long long *clocks)
+{
+    static_assert(sizeof(kr_cuda_step) % 8 == 0 && sizeof(kr_cuda_step) / 8 <= NT,
+                  "a step is copied by one 8-byte word per thread");
+    /* the current step and the next, in shared memory: the next one is fetched before the
+     * barrier, so no step waits for its descriptor */
+    __shared__ kr_cuda_step desc[2];
+    __shared__ float red[NT];
+    __shared__ float se_buf[KR_CUDA_SE_FLOATS];
     cg::grid_group grid = cg::this_grid();
     const unsigned g = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
+    const int timing = clocks && blockIdx.x == 0 && threadIdx.x == 0;
+    if (timing)
+        clocks[0] = clock64();
+    load_step(&desc[0], &steps[0]);
+    __syncthreads();
     for (int i = 0; i < n; i++) {
-        const kr_cuda_step &s = steps[i];
+        const kr_cuda_step &s = desc[i & 1];
         switch (s.kind) {
-        case KR_STEP_CONV: step_conv<T>(s, g, nt); break;
+        case KR_STEP_CONV: step_conv<T>(s, g, nt, se_buf, red); break;
         case KR_STEP_DEPTHWISE:
             if (s.vec == 4)
                 step_depthwise_v<T, 4>(s, g, nt);
@@ -374,14 +464,13 @@ __global__ void __launch_bounds__(KR_CUDA_PERSISTENT_THREADS)
         case KR_STEP_TCONV: step_tconv<T>(s, g, nt); break;
         case KR_STEP_BINARY:
             if (s.vec == 4)
-                step_binary_v<T, 4>(s, g, nt);
+                step_binary_v<T, 4>(s, g, nt, se_buf, red);
             else
-                step_binary_v<T, 1>(s, g, nt);
+                step_binary_v<T, 1>(s, g, nt, se_buf, red);
             break;
         case KR_STEP_UNARY: step_unary<T>(s, g, nt); break;
-        case KR_STEP_POOL_PARTIAL: step_pool_partial<T>(s, g, nt); break;
-        case KR_STEP_POOL_FINAL: step_pool_warp<T, 1>(s, g, nt); break;
-        case KR_STEP_POOL: step_pool_warp<T, 0>(s, g, nt); break;
+        case KR_STEP_POOL_PARTIAL: step_pool_partial<T>(s, red); break;
+        case KR_STEP_POOL_FINAL: step_pool_final<T>(s, red); break;
         case KR_STEP_RESIZE:
             if (s.vec == 4)
                 step_resize_v<T, 4>(s, g, nt);
@@ -393,8 +482,12 @@ __global__ void __launch_bounds__(KR_CUDA_PERSISTENT_THREADS)
         case KR_STEP_TO_F32: step_copy<__half, float>(s, g, nt); break;
         default: break;
         }
-        if (i + 1 < n)
-            grid.sync();
+        if (i + 1 < n) {
+            load_step(&desc[(i + 1) & 1], &steps[i + 1]);
+            grid.sync(); /* also a block barrier: the next descriptor is visible */
+        }
+        if (timing)
+            clocks[i + 1] = clock64();
     }
 }
 
@@ -410,7 +503,7 @@ extern "C" int kr_cuda_persistent_occupancy(int f16, int *cuda_error)
 }
 
 extern "C" int kr_cuda_persistent_launch(const kr_cuda_step *steps, int n, int f16,
-                                         unsigned blocks, void *stream)
+                                         unsigned blocks, long long *clocks, void *stream)
 {
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
@@ -421,7 +514,7 @@ extern "C" int kr_cuda_persistent_launch(const kr_cuda_step *steps, int n, int f
     cfg.stream = (cudaStream_t)stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    cudaError_t e = f16 ? cudaLaunchKernelEx(&cfg, persistent_kernel<__half>, steps, n)
-                        : cudaLaunchKernelEx(&cfg, persistent_kernel<float>, steps, n);
+    cudaError_t e = f16 ? cudaLaunchKernelEx(&cfg, persistent_kernel<__half>, steps, n, clocks)
+                        : cudaLaunchKernelEx(&cfg, persistent_kernel<float>, steps, n, clocks);
     return (int)e;
 }

@@ -30,9 +30,10 @@ typedef enum kr_cuda_step_kind {
     KR_STEP_TCONV,        /* the transpose convolution (gather form, as transpose_conv_bias.cu) */
     KR_STEP_BINARY,       /* ADD or MUL, same shapes or one operand per channel / scalar */
     KR_STEP_UNARY,        /* a standalone RELU, RELU6, HARD_SWISH or LOGISTIC (post) */
-    KR_STEP_POOL_PARTIAL, /* global average pool, first half: per pixel slice sums to scratch */
-    KR_STEP_POOL_FINAL,   /* second half: a warp per (item, channel) sums the slices */
-    KR_STEP_POOL,         /* small global pool in one step: a warp per (item, channel) */
+    KR_STEP_POOL_PARTIAL, /* global average pool, first half: a block per (item, pixel slice)
+                           * writes the slice's channel sums to scratch */
+    KR_STEP_POOL_FINAL,   /* second half: a block per item sums the slices (or: fused into a
+                           * later step's squeeze-and-excitation prologue, see below) */
     KR_STEP_RESIZE,       /* RESIZE_BILINEAR, as resize_bilinear.cu */
     KR_STEP_COPY,         /* RESHAPE that is not a view */
     KR_STEP_TO_F16,       /* graph input staging (float) -> arena (half) */
@@ -54,6 +55,18 @@ typedef struct kr_cuda_step {
     int cn, batched;    /* BINARY: the per-channel operand's last extent (oc or 1); per item */
     int align, half;    /* RESIZE: align_corners, half_pixel_centers */
     int slices, slice;  /* POOL_PARTIAL/FINAL: pixel slices per item, pixels per slice */
+    /* Squeeze-and-excitation prologue (BINARY and CONV): before its own work every block
+     * computes, for every item, the channel means of a pool's partial sums, then 1 or 2 dense
+     * layers (1x1 convolutions on one pixel, each with clamp and post function), into shared
+     * memory. BINARY uses the result as its per-channel operand (instead of x2); CONV multiplies
+     * its input channels by it (a folded MUL). The pool and dense nodes then have no steps. */
+    int se_layers;      /* 0: no prologue */
+    int se_c, se_slices, se_pixels; /* pooled channels, partial sums per item, pixels pooled */
+    const float *se_partial; size_t se_partial_off; /* the pool step's scratch */
+    int se_out[2];      /* output channels of each dense layer */
+    const float *se_w[2], *se_b[2];
+    float se_lo[2], se_hi[2];
+    int se_post[2];
     int post;           /* kr_cuda_post */
     float lo, hi;       /* the node's fused activation as a clamp */
     long long count;    /* elements of one item's output (BINARY, UNARY, COPY, conversions) */
@@ -67,11 +80,14 @@ typedef struct kr_cuda_step {
 
 /* Threads per block of the persistent kernel. */
 #define KR_CUDA_PERSISTENT_THREADS 256
+/* Floats of shared memory for a squeeze-and-excitation prologue: batch * (se_c + se_out[0] +
+ * se_out[1]) must fit (else the planner leaves those nodes as steps). */
+#define KR_CUDA_SE_FLOATS 4096
 
 /* Builds the steps of the fused node list: @p ops and @p folded per node as backend.c left
  * them (a folded node has no step). Writes at most 2 * g->n_nodes steps to @p steps, sets
  * @p n_steps and @p scratch_floats (pool partial sums; the caller allocates them and sets
- * every step's `scratch` from `scratch_off`). Returns NULL on success, else a static string
+ * every step's `scratch` from `scratch_off` and `se_partial` from `se_partial_off`). Returns NULL on success, else a static string
  * naming what the schedule does not support (the caller then keeps the per-node kernels). */
 const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
                                     const unsigned char *folded, int batch, kr_cuda_step *steps,
@@ -87,9 +103,11 @@ int kr_cuda_persistent_occupancy(int f16, int *cuda_error);
 
 /* Queues the kernel over @p n steps in device memory, @p blocks blocks of
  * KR_CUDA_PERSISTENT_THREADS, as a cooperative launch (every block resident) on @p stream.
- * Returns the CUDA error of the launch (0 = success). */
+ * @p clocks: NULL, or device memory for n + 1 values: the first block's SM clock (clock64) at
+ * the start and after each step's barrier (the per-step profile). Returns the CUDA error of the
+ * launch (0 = success). */
 int kr_cuda_persistent_launch(const kr_cuda_step *steps, int n, int f16, unsigned blocks,
-                              void *stream);
+                              long long *clocks, void *stream);
 
 #ifdef __cplusplus
 }
