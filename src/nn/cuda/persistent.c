@@ -357,6 +357,10 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
             while (s->split < 32 && outputs * s->split * 2 <= SPLIT_BUDGET &&
                    4 * s->split * 2 <= s->ic)
                 s->split *= 2;
+            s->group = s->split == 1 && s->oc % 4 == 0 && aligned(s->y, 4 * esize) &&
+                               aligned(s->res, 4 * esize) && (s->vec == 4 || aligned(s->w, 4))
+                           ? 4
+                           : 1;
             break;
         }
         case KR_OP_DEPTHWISE_CONV_2D: {

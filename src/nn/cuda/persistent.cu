@@ -52,6 +52,7 @@ __device__ void block_colsum(const T *rows, const T *rows2, int R, int C, float 
         float a0 = 0.0f, a1 = 0.0f;
         if (lane < lanes) {
             int r = lane;
+#pragma unroll 4
             for (; r + lanes < R; r += 2 * lanes) {
                 a0 += kr_ld(rows + (size_t)r * C + c);
                 a1 += kr_ld(rows + (size_t)(r + lanes) * C + c);
@@ -84,20 +85,33 @@ __device__ void block_colsum(const T *rows, const T *rows2, int R, int C, float 
 __device__ void block_dense(const float *in, int K, float *out, int J, int batch, const float *W,
                             const float *b, float lo, float hi, int post)
 {
-    const int units = batch * J;
+    /* lanes per output from one item's sizes, so that the order is the same at every batch */
     int L = 1;
-    while (L < 32 && units * L * 2 <= NT && 2 * L <= K)
+    while (L < 32 && J * L * 2 <= NT && 8 * L <= K)
         L *= 2;
-    const int tid = threadIdx.x, lane = tid % L;
+    const int tid = threadIdx.x, lane = tid % L, units = batch * J;
     const unsigned first = (unsigned)((tid & 31) - lane);
     const unsigned mask = L == 32 ? 0xffffffffu : (((1u << L) - 1u) << first);
     kr_epilogue e;
     e.lo = lo, e.hi = hi, e.post = post, e.res = NULL;
     for (int u = tid / L; u < units; u += NT / L) {
         int n = u / J, j = u % J;
-        float a = 0.0f;
-        for (int k = lane; k < K; k += L)
-            a = fmaf(W[(size_t)j * K + k], in[n * K + k], a);
+        const float *wr = W + (size_t)j * K, *xr = in + n * K;
+        float a0 = 0.0f, a1 = 0.0f;
+        if (K % 4 == 0) { /* rows of 16-byte multiples: vector weight loads, all in flight */
+#pragma unroll 4
+            for (int k = lane * 4; k < K; k += 4 * L) {
+                float4 w = *reinterpret_cast<const float4 *>(wr + k);
+                a0 = fmaf(w.x, xr[k], a0);
+                a1 = fmaf(w.y, xr[k + 1], a1);
+                a0 = fmaf(w.z, xr[k + 2], a0);
+                a1 = fmaf(w.w, xr[k + 3], a1);
+            }
+        } else {
+            for (int k = lane; k < K; k += L)
+                a0 = fmaf(wr[k], xr[k], a0);
+        }
+        float a = a0 + a1;
         for (int off = L >> 1; off > 0; off >>= 1)
             a += __shfl_xor_sync(mask, a, off);
         if (lane == 0)
@@ -130,12 +144,24 @@ __device__ const float *se_prologue(const kr_cuda_step &s, float *buf, float *re
     return in;
 }
 
+template <typename T, int KS>
+__device__ void step_conv_g4(const kr_cuda_step &s, unsigned g, unsigned nt, const float *sc);
+
 template <typename T>
 __device__ void step_conv(const kr_cuda_step &s, unsigned g, unsigned nt, float *se_buf,
                           float *red)
 {
     /* a folded squeeze-and-excitation MUL: input channel c of item n scaled by sc[n][c] */
     const float *sc = s.se_layers ? se_prologue(s, se_buf, red) : NULL;
+    if (s.group == 4) {
+        if (s.kh == 1 && s.kw == 1)
+            step_conv_g4<T, 1>(s, g, nt, sc);
+        else if (s.kh == 3 && s.kw == 3)
+            step_conv_g4<T, 3>(s, g, nt, sc);
+        else
+            step_conv_g4<T, 0>(s, g, nt, sc);
+        return;
+    }
     const unsigned S = (unsigned)s.split, lane = g % S;
     const unsigned first = (threadIdx.x & 31u) - lane;
     const unsigned mask = S == 32 ? 0xffffffffu : (((1u << S) - 1u) << first);
@@ -161,7 +187,7 @@ __device__ void step_conv(const kr_cuda_step &s, unsigned g, unsigned nt, float 
                 const T *xp = x + ((unsigned)(n * s.ih + iy) * s.iw + ix) * s.ic;
                 const float *wp = s.w + ((unsigned)(co * s.kh + ky) * s.kw + kx) * s.ic;
                 if (s.vec == 4) {
-#pragma unroll 2
+#pragma unroll 4
                     for (int c = (int)lane * 4; c < s.ic; c += 4 * (int)S) {
                         float a[4];
                         kr_ldv<4>(xp + c, a);
@@ -189,9 +215,79 @@ __device__ void step_conv(const kr_cuda_step &s, unsigned g, unsigned nt, float 
     }
 }
 
-template <typename T, int V>
+/* A convolution whose outputs alone fill the GPU (split 1, group 4): a thread per pixel and 4
+ * output channels, so that each input value is loaded once for 4 dot products. KS: the kernel
+ * size when it is 1 or 3 in both axes (loops unrolled, loads in flight), 0 otherwise. */
+template <typename T, int KS>
+__device__ void step_conv_g4(const kr_cuda_step &s, unsigned g, unsigned nt, const float *sc)
+{
+    const int kh = KS ? KS : s.kh, kw = KS ? KS : s.kw, kk = kh * kw * s.ic, groups = s.oc / 4;
+    const unsigned units = (unsigned)s.batch * s.oh * s.ow * groups;
+    const T *x = (const T *)s.x;
+    kr_epilogue e = step_epilogue(s);
+    for (unsigned u = g; u < units; u += nt) {
+        int co = (int)(u % groups) * 4;
+        unsigned p = u / groups;
+        int ox = (int)(p % s.ow);
+        unsigned q = p / s.ow;
+        int oy = (int)(q % s.oh);
+        int n = (int)(q / s.oh);
+        const float *scn = sc ? sc + n * s.ic : NULL;
+        const float *w0 = s.w + (size_t)co * kk;
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int ky = 0; ky < kh; ky++) {
+            int iy = oy * s.sh - s.pt + ky * s.dh;
+#pragma unroll
+            for (int kx = 0; kx < kw; kx++) {
+                int ix = ox * s.sw - s.pl + kx * s.dw;
+                if ((unsigned)iy >= (unsigned)s.ih || (unsigned)ix >= (unsigned)s.iw)
+                    continue;
+                const T *xp = x + ((unsigned)(n * s.ih + iy) * s.iw + ix) * s.ic;
+                const float *wp = w0 + (ky * kw + kx) * s.ic;
+                if (s.vec == 4) {
+#pragma unroll 4
+                    for (int c = 0; c < s.ic; c += 4) {
+                        float a[4];
+                        kr_ldv<4>(xp + c, a);
+                        if (scn)
+                            a[0] *= scn[c], a[1] *= scn[c + 1], a[2] *= scn[c + 2],
+                                a[3] *= scn[c + 3];
+#pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            float4 b = *reinterpret_cast<const float4 *>(wp + (size_t)j * kk + c);
+                            acc[j] = fmaf(a[0], b.x, acc[j]);
+                            acc[j] = fmaf(a[1], b.y, acc[j]);
+                            acc[j] = fmaf(a[2], b.z, acc[j]);
+                            acc[j] = fmaf(a[3], b.w, acc[j]);
+                        }
+                    }
+                } else {
+#pragma unroll 4
+                    for (int c = 0; c < s.ic; c++) {
+                        float a = kr_ld(xp + c) * (scn ? scn[c] : 1.0f);
+#pragma unroll
+                        for (int j = 0; j < 4; j++)
+                            acc[j] = fmaf(a, wp[(size_t)j * kk + c], acc[j]);
+                    }
+                }
+            }
+        }
+        float v[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            v[j] = kr_apply(e, acc[j] + (s.bias ? s.bias[co + j] : 0.0f));
+        kr_add_res<T, 4>(e, u * 4, v);
+        kr_stv<4>((T *)s.y + u * 4, v);
+    }
+}
+
+/* Depthwise: a thread per pixel and V channels; KS as step_conv_g4 (3 or 5, else 0): every
+ * tap's load is issued before the sums (taps outside the input read nothing and add 0). */
+template <typename T, int V, int KS>
 __device__ void step_depthwise_v(const kr_cuda_step &s, unsigned g, unsigned nt)
 {
+    const int kh = KS ? KS : s.kh, kw = KS ? KS : s.kw;
     const int groups = s.oc / V, m = s.oc / s.ic;
     const unsigned units = (unsigned)s.batch * s.oh * s.ow * groups;
     const T *x = (const T *)s.x;
@@ -206,26 +302,29 @@ __device__ void step_depthwise_v(const kr_cuda_step &s, unsigned g, unsigned nt)
 #pragma unroll
         for (int k = 0; k < V; k++)
             acc[k] = 0.0f;
-        for (int ky = 0; ky < s.kh; ky++) {
+#pragma unroll
+        for (int ky = 0; ky < kh; ky++) {
             int iy = oy * s.sh - s.pt + ky * s.dh;
-            if ((unsigned)iy >= (unsigned)s.ih)
-                continue;
-            for (int kx = 0; kx < s.kw; kx++) {
+#pragma unroll
+            for (int kx = 0; kx < kw; kx++) {
                 int ix = ox * s.sw - s.pl + kx * s.dw;
-                if ((unsigned)ix >= (unsigned)s.iw)
-                    continue;
+                bool inside = (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
                 const T *xp = x + ((unsigned)(n * s.ih + iy) * s.iw + ix) * s.ic;
-                const float *wp = s.w + (ky * s.kw + kx) * s.oc + co;
+                const float *wp = s.w + (ky * kw + kx) * s.oc + co;
+                float a[V];
                 if (V == 4) { /* multiplier 1: input channel = output channel */
-                    float a[4];
-                    kr_ldv<4>(xp + co, a);
+                    if (inside)
+                        kr_ldv<4>(xp + co, a);
+                    else
+                        a[0] = a[1] = a[2] = a[3] = 0.0f;
                     float4 b = *reinterpret_cast<const float4 *>(wp);
                     acc[0] = fmaf(a[0], b.x, acc[0]);
                     acc[1] = fmaf(a[1], b.y, acc[1]);
                     acc[2] = fmaf(a[2], b.z, acc[2]);
                     acc[3] = fmaf(a[3], b.w, acc[3]);
                 } else {
-                    acc[0] = fmaf(kr_ld(xp + co / m), wp[0], acc[0]);
+                    a[0] = inside ? kr_ld(xp + co / m) : 0.0f;
+                    acc[0] = fmaf(a[0], wp[0], acc[0]);
                 }
             }
         }
@@ -456,10 +555,14 @@ __global__ void __launch_bounds__(NT)
         switch (s.kind) {
         case KR_STEP_CONV: step_conv<T>(s, g, nt, se_buf, red); break;
         case KR_STEP_DEPTHWISE:
-            if (s.vec == 4)
-                step_depthwise_v<T, 4>(s, g, nt);
+            if (s.vec == 4 && s.kh == 3 && s.kw == 3)
+                step_depthwise_v<T, 4, 3>(s, g, nt);
+            else if (s.vec == 4 && s.kh == 5 && s.kw == 5)
+                step_depthwise_v<T, 4, 5>(s, g, nt);
+            else if (s.vec == 4)
+                step_depthwise_v<T, 4, 0>(s, g, nt);
             else
-                step_depthwise_v<T, 1>(s, g, nt);
+                step_depthwise_v<T, 1, 0>(s, g, nt);
             break;
         case KR_STEP_TCONV: step_tconv<T>(s, g, nt); break;
         case KR_STEP_BINARY:

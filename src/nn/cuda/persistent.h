@@ -49,6 +49,7 @@ typedef struct kr_cuda_step {
     int ih, iw, ic, oh, ow, oc;
     int kh, kw, sh, sw, dh, dw, pt, pl;
     int split;          /* CONV: lanes sharing one output's reduction (1..32, power of two) */
+    int group;          /* CONV with split 1: 4 output channels per thread (4), else 1 */
     int vec;            /* 4: channel loops use 4-element loads (sizes and pointers allow), else 1 */
     int mul;            /* BINARY: 1 MUL, 0 ADD */
     int bmode;          /* BINARY: 0 same shapes; 1 x2 per channel; 2 x per channel */
