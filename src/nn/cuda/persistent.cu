@@ -82,7 +82,7 @@ __device__ void block_colsum(const T *rows, const T *rows2, int R, int C, float 
 /* A dense layer on shared memory, by the whole block: out[n][j] = epilogue(b[j] + sum_k
  * W[j][k] in[n][k]) for @p batch items; L lanes (a power of two) share a dot product and add
  * their parts with shuffles in a fixed order. Synchronises the block at the end. */
-__device__ void block_dense(const float *in, int K, float *out, int J, int batch, const float *W,
+__device__ __noinline__ void block_dense(const float *in, int K, float *out, int J, int batch, const float *W,
                             const float *b, float lo, float hi, int post)
 {
     /* lanes per output from one item's sizes, so that the order is the same at every batch */
@@ -122,7 +122,7 @@ __device__ void block_dense(const float *in, int K, float *out, int J, int batch
 
 /* The squeeze-and-excitation prologue (persistent.h): returns the last layer's output,
  * [batch][se_out[se_layers - 1]] in @p buf. */
-__device__ const float *se_prologue(const kr_cuda_step &s, float *buf, float *red)
+__device__ __noinline__ const float *se_prologue(const kr_cuda_step &s, float *buf, float *red)
 {
     const int C = s.se_c;
     float *pooled = buf;
@@ -145,10 +145,10 @@ __device__ const float *se_prologue(const kr_cuda_step &s, float *buf, float *re
 }
 
 template <typename T, int KS>
-__device__ void step_conv_g4(const kr_cuda_step &s, unsigned g, unsigned nt, const float *sc);
+__device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned g, unsigned nt, const float *sc);
 
 template <typename T>
-__device__ void step_conv(const kr_cuda_step &s, unsigned g, unsigned nt, float *se_buf,
+__device__ __noinline__ void step_conv(const kr_cuda_step &s, unsigned g, unsigned nt, float *se_buf,
                           float *red)
 {
     /* a folded squeeze-and-excitation MUL: input channel c of item n scaled by sc[n][c] */
@@ -156,8 +156,6 @@ __device__ void step_conv(const kr_cuda_step &s, unsigned g, unsigned nt, float 
     if (s.group == 4) {
         if (s.kh == 1 && s.kw == 1)
             step_conv_g4<T, 1>(s, g, nt, sc);
-        else if (s.kh == 3 && s.kw == 3)
-            step_conv_g4<T, 3>(s, g, nt, sc);
         else
             step_conv_g4<T, 0>(s, g, nt, sc);
         return;
@@ -217,9 +215,9 @@ __device__ void step_conv(const kr_cuda_step &s, unsigned g, unsigned nt, float 
 
 /* A convolution whose outputs alone fill the GPU (split 1, group 4): a thread per pixel and 4
  * output channels, so that each input value is loaded once for 4 dot products. KS: the kernel
- * size when it is 1 or 3 in both axes (loops unrolled, loads in flight), 0 otherwise. */
+ * size when it is 1 (no tap loops), 0 otherwise. */
 template <typename T, int KS>
-__device__ void step_conv_g4(const kr_cuda_step &s, unsigned g, unsigned nt, const float *sc)
+__device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned g, unsigned nt, const float *sc)
 {
     const int kh = KS ? KS : s.kh, kw = KS ? KS : s.kw, kk = kh * kw * s.ic, groups = s.oc / 4;
     const unsigned units = (unsigned)s.batch * s.oh * s.ow * groups;
@@ -246,7 +244,7 @@ __device__ void step_conv_g4(const kr_cuda_step &s, unsigned g, unsigned nt, con
                 const T *xp = x + ((unsigned)(n * s.ih + iy) * s.iw + ix) * s.ic;
                 const float *wp = w0 + (ky * kw + kx) * s.ic;
                 if (s.vec == 4) {
-#pragma unroll 4
+#pragma unroll 2
                     for (int c = 0; c < s.ic; c += 4) {
                         float a[4];
                         kr_ldv<4>(xp + c, a);
@@ -263,7 +261,6 @@ __device__ void step_conv_g4(const kr_cuda_step &s, unsigned g, unsigned nt, con
                         }
                     }
                 } else {
-#pragma unroll 4
                     for (int c = 0; c < s.ic; c++) {
                         float a = kr_ld(xp + c) * (scn ? scn[c] : 1.0f);
 #pragma unroll
@@ -285,7 +282,7 @@ __device__ void step_conv_g4(const kr_cuda_step &s, unsigned g, unsigned nt, con
 /* Depthwise: a thread per pixel and V channels; KS as step_conv_g4 (3 or 5, else 0): every
  * tap's load is issued before the sums (taps outside the input read nothing and add 0). */
 template <typename T, int V, int KS>
-__device__ void step_depthwise_v(const kr_cuda_step &s, unsigned g, unsigned nt)
+__device__ __noinline__ void step_depthwise_v(const kr_cuda_step &s, unsigned g, unsigned nt)
 {
     const int kh = KS ? KS : s.kh, kw = KS ? KS : s.kw;
     const int groups = s.oc / V, m = s.oc / s.ic;
@@ -339,7 +336,7 @@ __device__ void step_depthwise_v(const kr_cuda_step &s, unsigned g, unsigned nt)
     }
 }
 
-template <typename T> __device__ void step_tconv(const kr_cuda_step &s, unsigned g, unsigned nt)
+template <typename T> __device__ __noinline__ void step_tconv(const kr_cuda_step &s, unsigned g, unsigned nt)
 {
     const unsigned units = (unsigned)s.batch * s.oh * s.ow * s.oc;
     const T *x = (const T *)s.x;
@@ -388,7 +385,7 @@ template <typename T> __device__ void step_tconv(const kr_cuda_step &s, unsigned
 }
 
 template <typename T, int V>
-__device__ void step_binary_v(const kr_cuda_step &s, unsigned g, unsigned nt, float *se_buf,
+__device__ __noinline__ void step_binary_v(const kr_cuda_step &s, unsigned g, unsigned nt, float *se_buf,
                               float *red)
 {
     /* squeeze-and-excitation: the per-channel operand is computed here, [batch][oc] */
@@ -431,7 +428,7 @@ __device__ void step_binary_v(const kr_cuda_step &s, unsigned g, unsigned nt, fl
     }
 }
 
-template <typename T> __device__ void step_unary(const kr_cuda_step &s, unsigned g, unsigned nt)
+template <typename T> __device__ __noinline__ void step_unary(const kr_cuda_step &s, unsigned g, unsigned nt)
 {
     const unsigned total = (unsigned)s.count * s.batch;
     kr_epilogue e = step_epilogue(s);
@@ -440,7 +437,7 @@ template <typename T> __device__ void step_unary(const kr_cuda_step &s, unsigned
 }
 
 template <typename S, typename D>
-__device__ void step_copy(const kr_cuda_step &s, unsigned g, unsigned nt)
+__device__ __noinline__ void step_copy(const kr_cuda_step &s, unsigned g, unsigned nt)
 {
     const unsigned total = (unsigned)s.count * s.batch;
     for (unsigned i = g; i < total; i += nt)
@@ -448,7 +445,7 @@ __device__ void step_copy(const kr_cuda_step &s, unsigned g, unsigned nt)
 }
 
 /* A block per (item, slice): the slice's channel sums (input + folded addend) to scratch. */
-template <typename T> __device__ void step_pool_partial(const kr_cuda_step &s, float *red)
+template <typename T> __device__ __noinline__ void step_pool_partial(const kr_cuda_step &s, float *red)
 {
     const unsigned pixels = (unsigned)(s.ih * s.iw), units = (unsigned)s.batch * s.slices;
     for (unsigned u = blockIdx.x; u < units; u += gridDim.x) {
@@ -462,7 +459,7 @@ template <typename T> __device__ void step_pool_partial(const kr_cuda_step &s, f
 }
 
 /* A block per item: the mean from the slices' sums, through the epilogue. */
-template <typename T> __device__ void step_pool_final(const kr_cuda_step &s, float *red)
+template <typename T> __device__ __noinline__ void step_pool_final(const kr_cuda_step &s, float *red)
 {
     kr_epilogue e = step_epilogue(s);
     e.res = NULL;
@@ -490,7 +487,7 @@ __device__ __forceinline__ void rs_axis_p(int in, int out, int align, int half, 
 }
 
 template <typename T, int V>
-__device__ void step_resize_v(const kr_cuda_step &s, unsigned g, unsigned nt)
+__device__ __noinline__ void step_resize_v(const kr_cuda_step &s, unsigned g, unsigned nt)
 {
     const int chv = s.oc / V;
     const unsigned units = (unsigned)s.batch * s.oh * s.ow * chv;
