@@ -131,8 +131,12 @@ keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, k
  * 1 every node is too small to fill the GPU and a launch per node dominates). An item's result
  * does not depend on the batch size within one schedule; the two schedules round differently
  * (both within the backend's tolerances). AUTO: PERSISTENT up to batch
- * KEYER_CUDA_PERSISTENT_MAX_BATCH when the model's operators allow it (global pools only, ADD
- * and MUL broadcasting per channel at most), else KERNELS.
+ * KEYER_CUDA_PERSISTENT_MAX_BATCH when the model's operators allow it (convolutions,
+ * depthwise and transpose convolutions, global average pools, ADD and MUL broadcasting per
+ * channel at most, bilinear resize, RELU/RELU6/HARD_SWISH/LOGISTIC, RESHAPE: of the shipped
+ * models the selfie segmentation), else KERNELS. The limit is measured (BENCHMARKS.md: on an
+ * H100 selfie runs 1.5x faster at batch 1 and 1.3x at batch 2 persistent, and both schedules
+ * are even at batch 4).
  */
 typedef enum keyer_cuda_schedule {
     KEYER_CUDA_SCHEDULE_AUTO = 0,   /**< by batch size (default) */
@@ -141,7 +145,7 @@ typedef enum keyer_cuda_schedule {
 } keyer_cuda_schedule;
 
 /** The largest batch KEYER_CUDA_SCHEDULE_AUTO runs with the persistent kernel. */
-#define KEYER_CUDA_PERSISTENT_MAX_BATCH 4
+#define KEYER_CUDA_PERSISTENT_MAX_BATCH 2
 
 /** Parameters of a runtime instance. Initialise with keyer_runtime_params_defaults(). */
 typedef struct keyer_runtime_params {

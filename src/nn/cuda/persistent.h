@@ -4,8 +4,11 @@
  * block of the grid working on every step and a grid-wide barrier between steps.
  *
  * Why: at small batches every node's kernel is latency bound (a few blocks, a chain of dependent
- * loads) and a graph of ~80 of them costs ~5 us per node (BENCHMARKS.md); a barrier costs ~1.2
- * us and every step gets all the multiprocessors. Each step's work is split by the sizes of
+ * loads) and a graph of ~80 of them costs ~5.5 us per node (BENCHMARKS.md); a barrier costs
+ * ~1.2 us and every step gets all the multiprocessors. Squeeze-and-excitation blocks (global
+ * pool, one or two dense layers, MUL) become two steps: the pool's partial sums, then the MUL's
+ * (or the following convolution's) own step, whose blocks each compute the dense layers in
+ * shared memory first. Selfie: 80 kernels -> 54 steps. Each step's work is split by the sizes of
  * ONE batch item (the lanes that share a convolution's reduction, the pixel slices of a global
  * pool), so an item's result does not depend on the batch size, and the arithmetic order is
  * fixed (no atomics): runs are bit-for-bit repeatable.
