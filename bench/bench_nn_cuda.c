@@ -14,6 +14,8 @@
  *    its activation inputs and writes its output once: the floor for a node-by-node schedule)
  *    against the measured device copy bandwidth (cudaMemcpy device to device, 1 GB).
  *  - --best: keyer_runtime_best_batch() up to the largest batch given.
+ *  - --verbose: the runtime's debug messages (with --profile and the persistent schedule, the
+ *    time of every step and its parts);
  *  - --schedule: the cuda schedule (keyer_cuda_schedule; default auto: the persistent kernel up
  *    to batch KEYER_CUDA_PERSISTENT_MAX_BATCH), printed in the first line.
  * Inputs are zeros (timing does not depend on values). Prints one line per measurement.
@@ -136,6 +138,7 @@ int main(int argc, char **argv)
                          "pose-heavy";
     int batches[16] = {1, 8, 64, 256}, n_batches = 4, best = 0, device = 0, profile = 0;
     keyer_cuda_schedule schedule = KEYER_CUDA_SCHEDULE_AUTO;
+    keyer_logger logger = keyer_logger_default();
     double seconds = 1.0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--models") && i + 1 < argc)
@@ -150,6 +153,8 @@ int main(int argc, char **argv)
             best = 1;
         else if (!strcmp(argv[i], "--profile"))
             profile = 1;
+        else if (!strcmp(argv[i], "--verbose"))
+            logger.level = KEYER_LOG_DEBUG;
         else if (!strcmp(argv[i], "--schedule") && i + 1 < argc) {
             const char *v = argv[++i];
             schedule = !strcmp(v, "kernels")      ? KEYER_CUDA_SCHEDULE_KERNELS
@@ -158,7 +163,7 @@ int main(int argc, char **argv)
         }
         else {
             fprintf(stderr, "usage: %s [--models a,b] [--batches 1,8,64,256] [--seconds S] [--best] "
-                            "[--profile] [--device N] [--schedule auto|kernels|persistent]\n", argv[0]);
+                            "[--profile] [--verbose] [--device N] [--schedule auto|kernels|persistent]\n", argv[0]);
             return 2;
         }
     }
@@ -200,6 +205,7 @@ int main(int argc, char **argv)
             p.precision = (keyer_precision)prec;
             p.device = device;
             p.cuda_schedule = schedule;
+            p.logger = &logger;
             double traffic = traffic_per_frame(g, prec ? 2 : 4);
             for (int bi = 0; bi < n_batches; bi++) {
                 p.batch = batches[bi];

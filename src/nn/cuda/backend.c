@@ -788,40 +788,59 @@ static keyer_status cuda_copy_out(kr_backend_instance *inst, int tensor, void *d
     return e == cudaSuccess ? KEYER_OK : cuda_fail(err, inst->graph, "copying an output", e);
 }
 
-/* The persistent kernel's per-step times: the first block's SM clock after every barrier (so a
- * step's time includes the wait for the slowest block), converted at the device's nominal
- * clock rate, summed per node; nodes done inside another step's prologue, and folded nodes,
- * get -1; the f16 conversions are not nodes and are left out. */
+/* The persistent kernel's per-step times: the first block's SM clock from a step's start to
+ * the end of its grid barrier (so a step's time includes the wait for the slowest block),
+ * converted at the device's nominal clock rate, summed per node; nodes done inside another
+ * step's prologue, and folded nodes, get -1; the f16 conversions are not nodes and are left
+ * out. At debug level every step is logged with its parts: the first thread's own work, the
+ * rest of its block, the grid barrier. */
 static keyer_status profile_persistent(kr_backend_instance *inst, double *ms, keyer_error *err)
 {
+    static const char *const kinds[] = {"conv", "depthwise", "tconv", "binary", "unary",
+                                        "pool-partial", "pool-final", "resize", "copy",
+                                        "to-f16", "to-f32"};
     const kr_graph *g = inst->graph;
-    long long *dev = NULL, *host = malloc(((size_t)inst->n_steps + 1) * sizeof(long long));
+    size_t n4 = 4 * (size_t)inst->n_steps;
+    long long *dev = NULL, *host = malloc(n4 * sizeof(long long));
+    kr_cuda_step *steps = malloc((size_t)inst->n_steps * sizeof(*steps));
     int khz = 0;
-    cudaError_t e = host ? cudaMalloc((void **)&dev, ((size_t)inst->n_steps + 1) * sizeof(*dev))
-                         : cudaErrorMemoryAllocation;
+    cudaError_t e = host && steps ? cudaMalloc((void **)&dev, n4 * sizeof(*dev))
+                                  : cudaErrorMemoryAllocation;
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, inst->device);
     if (e == cudaSuccess)
         e = (cudaError_t)kr_cuda_persistent_launch(inst->steps, inst->n_steps, inst->f16,
                                                    inst->blocks, dev, inst->stream);
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(host, dev, ((size_t)inst->n_steps + 1) * sizeof(*dev),
+        e = cudaMemcpyAsync(host, dev, n4 * sizeof(*dev), cudaMemcpyDeviceToHost, inst->stream);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(steps, inst->steps, (size_t)inst->n_steps * sizeof(*steps),
                             cudaMemcpyDeviceToHost, inst->stream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(inst->stream);
     if (e == cudaSuccess) {
+        double us = 1e3 / (double)(khz > 0 ? khz : 1); /* microseconds per clock */
         for (int n = 0; n < g->n_nodes; n++)
             ms[n] = -1;
         for (int i = 0; i < inst->n_steps; i++) {
+            const long long *c = host + 4 * (size_t)i;
             int n = inst->step_node[i];
-            if (n < 0)
-                continue;
-            double t = (double)(host[i + 1] - host[i]) / (double)(khz > 0 ? khz : 1);
-            ms[n] = (ms[n] < 0 ? 0 : ms[n]) + t;
+            const kr_cuda_step *s = &steps[i];
+            keyer_log(inst->logger, KEYER_LOG_DEBUG,
+                      "%s: persistent step %2d node %3d %-12s %s%s out %dx%dx%d split %d group "
+                      "%d: %.2f us (own work %.2f, block %.2f, grid barrier %.2f)",
+                      g->name, i, n,
+                      (unsigned)s->kind < sizeof(kinds) / sizeof(kinds[0]) ? kinds[s->kind] : "?",
+                      s->se_layers ? "+se" : "", s->res ? "+res" : "", s->oh, s->ow, s->oc,
+                      s->split, s->group, (double)(c[3] - c[0]) * us, (double)(c[1] - c[0]) * us,
+                      (double)(c[2] - c[1]) * us, (double)(c[3] - c[2]) * us);
+            if (n >= 0)
+                ms[n] = (ms[n] < 0 ? 0 : ms[n]) + (double)(c[3] - c[0]) * us * 1e-3;
         }
     }
     cudaFree(dev);
     free(host);
+    free(steps);
     return e == cudaSuccess ? KEYER_OK : cuda_fail(err, g, "profiling the persistent kernel", e);
 }
 

@@ -107,8 +107,10 @@ int kr_cuda_persistent_occupancy(int f16, int *cuda_error);
 
 /* Queues the kernel over @p n steps in device memory, @p blocks blocks of
  * KR_CUDA_PERSISTENT_THREADS, as a cooperative launch (every block resident) on @p stream.
- * @p clocks: NULL, or device memory for n + 1 values: the first block's SM clock (clock64) at
- * the start and after each step's barrier (the per-step profile). Returns the CUDA error of the
+ * @p clocks: NULL, or device memory for 4 * n values, the per-step profile: for step i the
+ * first block's SM clock (clock64) at its start, when the block's first thread finished its
+ * own share, when the whole block had (an extra block barrier, in profiled runs only), and
+ * after the grid barrier. Returns the CUDA error of the
  * launch (0 = success). */
 int kr_cuda_persistent_launch(const kr_cuda_step *steps, int n, int f16, unsigned blocks,
                               long long *clocks, void *stream);
