@@ -86,6 +86,7 @@ struct kr_backend_instance {
     int *step_node;            /* per step: its node (-1: a conversion), for the profile */
     unsigned blocks;           /* of the persistent kernel */
     float *scratch;            /* device: its global pools' partial sums */
+    float *wt;                 /* device: its transposed convolution weights (persistent.h) */
     cudaGraph_t cgraph;
     cudaGraphExec_t exec;
 };
@@ -146,6 +147,7 @@ static void cuda_destroy(kr_backend_instance **pinst)
     cudaFree(inst->weights);
     cudaFree(inst->steps);
     cudaFree(inst->scratch);
+    cudaFree(inst->wt);
     if (inst->pinned)
         cudaFreeHost(inst->pinned);
     if (inst->own)
@@ -496,6 +498,42 @@ static keyer_status upload_weights(kr_backend_instance *inst, keyer_error *err)
     return e == cudaSuccess ? KEYER_OK : cuda_fail(err, g, "uploading the weights", e);
 }
 
+/* The [tap][ic][oc] copies of the weights of the persistent schedule's group-4 convolutions
+ * (persistent.h), in one device buffer; sets each step's `wt`. */
+static cudaError_t upload_transposed(kr_backend_instance *inst, kr_cuda_step *h, int k)
+{
+    const kr_graph *g = inst->graph;
+    size_t total = 0, most = 0;
+    for (int i = 0; i < k; i++)
+        if (h[i].kind == KR_STEP_CONV && h[i].group == 4) {
+            size_t n = kr_tensor_elements(&g->tensors[h[i].w_tensor]);
+            total += (n + 63) / 64 * 64; /* 256-byte aligned */
+            most = n > most ? n : most;
+        }
+    if (!total)
+        return cudaSuccess;
+    float *t = malloc(most * sizeof(float));
+    if (!t)
+        return cudaErrorMemoryAllocation;
+    cudaError_t e = cudaMalloc((void **)&inst->wt, total * sizeof(float));
+    size_t off = 0;
+    for (int i = 0; i < k && e == cudaSuccess; i++) {
+        if (h[i].kind != KR_STEP_CONV || h[i].group != 4)
+            continue;
+        const kr_tensor *w = &g->tensors[h[i].w_tensor];
+        const float *src = w->data; /* OHWI: [oc][kh][kw][ic] */
+        size_t n = kr_tensor_elements(w), oc = (size_t)w->dims[0], kk = n / oc;
+        for (size_t o = 0; o < oc; o++)
+            for (size_t j = 0; j < kk; j++)
+                t[j * oc + o] = src[o * kk + j];
+        e = cudaMemcpy(inst->wt + off, t, n * sizeof(float), cudaMemcpyHostToDevice);
+        h[i].wt = inst->wt + off;
+        off += (n + 63) / 64 * 64;
+    }
+    free(t);
+    return e;
+}
+
 /* The persistent schedule (persistent.h), when cfg->schedule asks for it or leaves it to the
  * batch size: the steps (f16 conversions of the graph inputs, the fused nodes, conversions of
  * the outputs) uploaded with the pools' scratch. Keeps the per-node kernels (inst->steps NULL)
@@ -568,6 +606,8 @@ static keyer_status plan_persistent(kr_backend_instance *inst, const kr_backend_
         h[i].se_partial = h[i].se_layers ? inst->scratch + h[i].se_partial_off : NULL;
         inst->step_node[i] = h[i].node;
     }
+    if (e == cudaSuccess)
+        e = upload_transposed(inst, h, k);
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&inst->steps, (size_t)k * sizeof(*h));
     if (e == cudaSuccess)

@@ -357,8 +357,9 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
             while (s->split < 32 && outputs * s->split * 2 <= SPLIT_BUDGET &&
                    4 * s->split * 2 <= s->ic)
                 s->split *= 2;
+            s->w_tensor = node->inputs[1];
             s->group = s->split == 1 && s->oc % 4 == 0 && aligned(s->y, 4 * esize) &&
-                               aligned(s->res, 4 * esize) && (s->vec == 4 || aligned(s->w, 4))
+                               aligned(s->res, 4 * esize) && w->dtype == KR_DTYPE_F32 && w->data
                            ? 4
                            : 1;
             break;

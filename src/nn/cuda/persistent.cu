@@ -39,6 +39,20 @@ __device__ __forceinline__ void finish(const kr_cuda_step &s, unsigned i, float 
 
 #define NT KR_CUDA_PERSISTENT_THREADS
 
+/* This block's contiguous share [share_begin, share_end) of a step's @p units work units:
+ * every block gets work, and a warp's units are neighbours (coalesced). A grid-stride loop put
+ * all the units of a small step on the first blocks, so on a few multiprocessors. */
+__device__ __forceinline__ unsigned share_begin(unsigned units)
+{
+    unsigned chunk = (units + gridDim.x - 1) / gridDim.x;
+    return min(blockIdx.x * chunk, units);
+}
+__device__ __forceinline__ unsigned share_end(unsigned units)
+{
+    unsigned chunk = (units + gridDim.x - 1) / gridDim.x;
+    return min(blockIdx.x * chunk + chunk, units);
+}
+
 /* Column sums of @p R rows of @p C values (row stride C; @p rows2, if not NULL, added
  * element-wise) by the whole block in a fixed order: lanes of a column take every lanes-th row,
  * then one thread per column adds the lanes' sums in order. Calls out(column, sum) from one
@@ -165,7 +179,8 @@ __device__ __noinline__ void step_conv(const kr_cuda_step &s, unsigned g, unsign
     const unsigned mask = S == 32 ? 0xffffffffu : (((1u << S) - 1u) << first);
     const unsigned units = (unsigned)s.batch * s.oh * s.ow * s.oc;
     const T *x = (const T *)s.x;
-    for (unsigned u = g / S; u < units; u += nt / S) {
+    for (unsigned u = share_begin(units) + threadIdx.x / S, end = share_end(units); u < end;
+         u += blockDim.x / S) {
         int co = (int)(u % s.oc);
         unsigned p = u / s.oc;
         int ox = (int)(p % s.ow);
@@ -214,16 +229,18 @@ __device__ __noinline__ void step_conv(const kr_cuda_step &s, unsigned g, unsign
 }
 
 /* A convolution whose outputs alone fill the GPU (split 1, group 4): a thread per pixel and 4
- * output channels, so that each input value is loaded once for 4 dot products. KS: the kernel
+ * output channels, so that each input value is loaded once for 4 dot products, with the
+ * weights transposed at set-up (s.wt) so that a warp's weight loads are coalesced. KS: the kernel
  * size when it is 1 (no tap loops), 0 otherwise. */
 template <typename T, int KS>
 __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned g, unsigned nt, const float *sc)
 {
-    const int kh = KS ? KS : s.kh, kw = KS ? KS : s.kw, kk = kh * kw * s.ic, groups = s.oc / 4;
+    const int kh = KS ? KS : s.kh, kw = KS ? KS : s.kw, groups = s.oc / 4;
     const unsigned units = (unsigned)s.batch * s.oh * s.ow * groups;
     const T *x = (const T *)s.x;
     kr_epilogue e = step_epilogue(s);
-    for (unsigned u = g; u < units; u += nt) {
+    for (unsigned u = share_begin(units) + threadIdx.x, end = share_end(units); u < end;
+         u += blockDim.x) {
         int co = (int)(u % groups) * 4;
         unsigned p = u / groups;
         int ox = (int)(p % s.ow);
@@ -231,7 +248,6 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned g, uns
         int oy = (int)(q % s.oh);
         int n = (int)(q / s.oh);
         const float *scn = sc ? sc + n * s.ic : NULL;
-        const float *w0 = s.w + (size_t)co * kk;
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
         for (int ky = 0; ky < kh; ky++) {
@@ -242,30 +258,32 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned g, uns
                 if ((unsigned)iy >= (unsigned)s.ih || (unsigned)ix >= (unsigned)s.iw)
                     continue;
                 const T *xp = x + ((unsigned)(n * s.ih + iy) * s.iw + ix) * s.ic;
-                const float *wp = w0 + (ky * kw + kx) * s.ic;
+                /* weights [tap][ic][oc]: the 4 outputs of a thread are one 16-byte load, and
+                 * the threads of a warp (neighbouring output groups) read neighbouring bytes */
+                const float *wr = s.wt + (size_t)((ky * kw + kx) * s.ic) * s.oc + co;
                 if (s.vec == 4) {
 #pragma unroll 2
                     for (int c = 0; c < s.ic; c += 4) {
                         float a[4];
                         kr_ldv<4>(xp + c, a);
-                        if (scn)
-                            a[0] *= scn[c], a[1] *= scn[c + 1], a[2] *= scn[c + 2],
-                                a[3] *= scn[c + 3];
 #pragma unroll
-                        for (int j = 0; j < 4; j++) {
-                            float4 b = *reinterpret_cast<const float4 *>(wp + (size_t)j * kk + c);
-                            acc[j] = fmaf(a[0], b.x, acc[j]);
-                            acc[j] = fmaf(a[1], b.y, acc[j]);
-                            acc[j] = fmaf(a[2], b.z, acc[j]);
-                            acc[j] = fmaf(a[3], b.w, acc[j]);
+                        for (int t = 0; t < 4; t++) {
+                            float4 b = *reinterpret_cast<const float4 *>(wr + (size_t)(c + t) * s.oc);
+                            float xv = scn ? a[t] * scn[c + t] : a[t];
+                            acc[0] = fmaf(xv, b.x, acc[0]);
+                            acc[1] = fmaf(xv, b.y, acc[1]);
+                            acc[2] = fmaf(xv, b.z, acc[2]);
+                            acc[3] = fmaf(xv, b.w, acc[3]);
                         }
                     }
                 } else {
                     for (int c = 0; c < s.ic; c++) {
-                        float a = kr_ld(xp + c) * (scn ? scn[c] : 1.0f);
-#pragma unroll
-                        for (int j = 0; j < 4; j++)
-                            acc[j] = fmaf(a, wp[(size_t)j * kk + c], acc[j]);
+                        float xv = kr_ld(xp + c) * (scn ? scn[c] : 1.0f);
+                        float4 b = *reinterpret_cast<const float4 *>(wr + (size_t)c * s.oc);
+                        acc[0] = fmaf(xv, b.x, acc[0]);
+                        acc[1] = fmaf(xv, b.y, acc[1]);
+                        acc[2] = fmaf(xv, b.z, acc[2]);
+                        acc[3] = fmaf(xv, b.w, acc[3]);
                     }
                 }
             }
@@ -288,7 +306,8 @@ __device__ __noinline__ void step_depthwise_v(const kr_cuda_step &s, unsigned g,
     const int groups = s.oc / V, m = s.oc / s.ic;
     const unsigned units = (unsigned)s.batch * s.oh * s.ow * groups;
     const T *x = (const T *)s.x;
-    for (unsigned u = g; u < units; u += nt) {
+    for (unsigned u = share_begin(units) + threadIdx.x, end = share_end(units); u < end;
+         u += blockDim.x) {
         int co = (int)(u % groups) * V;
         unsigned p = u / groups;
         int ox = (int)(p % s.ow);
@@ -340,7 +359,8 @@ template <typename T> __device__ __noinline__ void step_tconv(const kr_cuda_step
 {
     const unsigned units = (unsigned)s.batch * s.oh * s.ow * s.oc;
     const T *x = (const T *)s.x;
-    for (unsigned u = g; u < units; u += nt) {
+    for (unsigned u = share_begin(units) + threadIdx.x, end = share_end(units); u < end;
+         u += blockDim.x) {
         int o = (int)(u % s.oc);
         unsigned p = u / s.oc;
         int ox = (int)(p % s.ow);
@@ -398,7 +418,8 @@ __device__ __noinline__ void step_binary_v(const kr_cuda_step &s, unsigned g, un
         b = t;
     }
     kr_epilogue e = step_epilogue(s);
-    for (unsigned u = g; u < units; u += nt) {
+    for (unsigned u = share_begin(units) + threadIdx.x, end = share_end(units); u < end;
+         u += blockDim.x) {
         unsigned i = u * V;
         float va[V], vb[V], v[V];
         kr_ldv<V>(a + i, va);
@@ -432,7 +453,8 @@ template <typename T> __device__ __noinline__ void step_unary(const kr_cuda_step
 {
     const unsigned total = (unsigned)s.count * s.batch;
     kr_epilogue e = step_epilogue(s);
-    for (unsigned i = g; i < total; i += nt)
+    for (unsigned i = share_begin(total) + threadIdx.x, end = share_end(total); i < end;
+         i += blockDim.x)
         kr_st((T *)s.y + i, kr_apply(e, kr_ld((const T *)s.x + i)));
 }
 
@@ -440,7 +462,8 @@ template <typename S, typename D>
 __device__ __noinline__ void step_copy(const kr_cuda_step &s, unsigned g, unsigned nt)
 {
     const unsigned total = (unsigned)s.count * s.batch;
-    for (unsigned i = g; i < total; i += nt)
+    for (unsigned i = share_begin(total) + threadIdx.x, end = share_end(total); i < end;
+         i += blockDim.x)
         kr_st((D *)s.y + i, kr_ld((const S *)s.x + i));
 }
 
@@ -493,7 +516,8 @@ __device__ __noinline__ void step_resize_v(const kr_cuda_step &s, unsigned g, un
     const unsigned units = (unsigned)s.batch * s.oh * s.ow * chv;
     const T *x = (const T *)s.x;
     kr_epilogue e = step_epilogue(s);
-    for (unsigned u = g; u < units; u += nt) {
+    for (unsigned u = share_begin(units) + threadIdx.x, end = share_end(units); u < end;
+         u += blockDim.x) {
         int k = (int)(u % chv) * V;
         unsigned p = u / chv;
         int ox = (int)(p % s.ow);

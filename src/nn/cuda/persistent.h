@@ -78,6 +78,9 @@ typedef struct kr_cuda_step {
     const void *res;    /* folded residual ADD operand or NULL */
     void *y;
     const float *w, *bias;
+    const float *wt;    /* CONV with group 4: the weights as [kh][kw][ic][oc] (set by the caller
+                         * from w_tensor), so that a thread's 4 outputs are one 16-byte load */
+    int w_tensor;       /* CONV: the graph's weight tensor */
     float *scratch;     /* POOL_PARTIAL/FINAL: [batch][slices][ic] */
     size_t scratch_off; /* set by the planner: offset of `scratch` in floats */
 } kr_cuda_step;
@@ -91,7 +94,8 @@ typedef struct kr_cuda_step {
 /* Builds the steps of the fused node list: @p ops and @p folded per node as backend.c left
  * them (a folded node has no step). Writes at most 2 * g->n_nodes steps to @p steps, sets
  * @p n_steps and @p scratch_floats (pool partial sums; the caller allocates them and sets
- * every step's `scratch` from `scratch_off` and `se_partial` from `se_partial_off`). Returns NULL on success, else a static string
+ * every step's `scratch` from `scratch_off` and `se_partial` from `se_partial_off`, and uploads
+ * `wt` for every CONV step with group 4). Returns NULL on success, else a static string
  * naming what the schedule does not support (the caller then keeps the per-node kernels). */
 const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
                                     const unsigned char *folded, int batch, kr_cuda_step *steps,
