@@ -135,8 +135,8 @@ keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, k
  * depthwise and transpose convolutions, global average pools, ADD and MUL broadcasting per
  * channel at most, bilinear resize, RELU/RELU6/HARD_SWISH/LOGISTIC, RESHAPE: of the shipped
  * models the selfie segmentation), else KERNELS. The limit is measured (BENCHMARKS.md: on an
- * H100 selfie runs 1.5x faster at batch 1 and 1.3x at batch 2 persistent, and both schedules
- * are even at batch 4).
+ * H100 selfie runs 1.6x faster at batch 1, 1.4x at batch 2 and 1.1x at batch 4 persistent;
+ * at batch 8 the per-node kernels are faster).
  */
 typedef enum keyer_cuda_schedule {
     KEYER_CUDA_SCHEDULE_AUTO = 0,   /**< by batch size (default) */
@@ -145,7 +145,7 @@ typedef enum keyer_cuda_schedule {
 } keyer_cuda_schedule;
 
 /** The largest batch KEYER_CUDA_SCHEDULE_AUTO runs with the persistent kernel. */
-#define KEYER_CUDA_PERSISTENT_MAX_BATCH 2
+#define KEYER_CUDA_PERSISTENT_MAX_BATCH 4
 
 /** Parameters of a runtime instance. Initialise with keyer_runtime_params_defaults(). */
 typedef struct keyer_runtime_params {
