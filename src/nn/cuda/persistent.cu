@@ -53,6 +53,14 @@ __device__ __forceinline__ unsigned share_end(unsigned units)
     return min(blockIdx.x * chunk + chunk, units);
 }
 
+/* Asks the block's L1 for @p bytes at @p p (constants: weights), one 128-byte line per thread,
+ * without waiting: their latency overlaps what the block does next. */
+__device__ __forceinline__ void prefetch_l1(const void *p, size_t bytes)
+{
+    for (size_t off = (size_t)threadIdx.x * 128; off < bytes; off += (size_t)NT * 128)
+        asm volatile("prefetch.L1 [%0];" ::"l"((const char *)p + off));
+}
+
 /* Column sums of @p R rows of @p C values (row stride C; @p rows2, if not NULL, added
  * element-wise) by the whole block in a fixed order: lanes of a column take every lanes-th row,
  * then one thread per column adds the lanes' sums in order. Calls out(column, sum) from one
@@ -139,6 +147,8 @@ __device__ __noinline__ void block_dense(const float *in, int K, float *out, int
 __device__ __noinline__ const float *se_prologue(const kr_cuda_step &s, float *buf, float *red)
 {
     const int C = s.se_c;
+    for (int l = 0, k = C; l < s.se_layers; k = s.se_out[l], l++)
+        prefetch_l1(s.se_w[l], (size_t)s.se_out[l] * k * sizeof(float));
     float *pooled = buf;
     const float inv = 1.0f / (float)s.se_pixels;
     for (int n = 0; n < s.batch; n++)
@@ -158,7 +168,7 @@ __device__ __noinline__ const float *se_prologue(const kr_cuda_step &s, float *b
     return in;
 }
 
-template <typename T, int KS>
+template <typename T, int KS, int IC>
 __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned g, unsigned nt, const float *sc);
 
 template <typename T>
@@ -166,12 +176,16 @@ __device__ __noinline__ void step_conv(const kr_cuda_step &s, unsigned g, unsign
                           float *red)
 {
     /* a folded squeeze-and-excitation MUL: input channel c of item n scaled by sc[n][c] */
+    if (s.se_layers) /* this step's weights load while the prologue runs */
+        prefetch_l1(s.w, (size_t)s.oc * s.kh * s.kw * s.ic * sizeof(float));
     const float *sc = s.se_layers ? se_prologue(s, se_buf, red) : NULL;
     if (s.group == 4) {
         if (s.kh == 1 && s.kw == 1)
-            step_conv_g4<T, 1>(s, g, nt, sc);
+            step_conv_g4<T, 1, 0>(s, g, nt, sc);
+        else if (s.kh == 3 && s.kw == 3 && s.ic == 3) /* an RGB stem: all 27 loads in flight */
+            step_conv_g4<T, 3, 3>(s, g, nt, sc);
         else
-            step_conv_g4<T, 0>(s, g, nt, sc);
+            step_conv_g4<T, 0, 0>(s, g, nt, sc);
         return;
     }
     const unsigned S = (unsigned)s.split, lane = g % S;
@@ -230,12 +244,13 @@ __device__ __noinline__ void step_conv(const kr_cuda_step &s, unsigned g, unsign
 
 /* A convolution whose outputs alone fill the GPU (split 1, group 4): a thread per pixel and 4
  * output channels, so that each input value is loaded once for 4 dot products, with the
- * weights transposed at set-up (s.wt) so that a warp's weight loads are coalesced. KS: the kernel
- * size when it is 1 (no tap loops), 0 otherwise. */
-template <typename T, int KS>
+ * weights transposed at set-up (s.wt) so that a warp's weight loads are coalesced. KS, IC: the
+ * kernel size and input channels when fixed at compile time (1x1 any; 3x3 on 3 channels, the
+ * stem: every load unrolled), else 0. */
+template <typename T, int KS, int IC>
 __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned g, unsigned nt, const float *sc)
 {
-    const int kh = KS ? KS : s.kh, kw = KS ? KS : s.kw, groups = s.oc / 4;
+    const int kh = KS ? KS : s.kh, kw = KS ? KS : s.kw, ic = IC ? IC : s.ic, groups = s.oc / 4;
     const unsigned units = (unsigned)s.batch * s.oh * s.ow * groups;
     const T *x = (const T *)s.x;
     kr_epilogue e = step_epilogue(s);
@@ -255,21 +270,23 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned g, uns
 #pragma unroll
             for (int kx = 0; kx < kw; kx++) {
                 int ix = ox * s.sw - s.pl + kx * s.dw;
-                if ((unsigned)iy >= (unsigned)s.ih || (unsigned)ix >= (unsigned)s.iw)
-                    continue;
-                const T *xp = x + ((unsigned)(n * s.ih + iy) * s.iw + ix) * s.ic;
+                /* taps outside the input read a clamped pixel and add 0: no branch, so the
+                 * loads of all taps can be in flight together */
+                bool inside = (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
+                int cy = min(max(iy, 0), s.ih - 1), cx = min(max(ix, 0), s.iw - 1);
+                const T *xp = x + ((unsigned)(n * s.ih + cy) * s.iw + cx) * ic;
                 /* weights [tap][ic][oc]: the 4 outputs of a thread are one 16-byte load, and
                  * the threads of a warp (neighbouring output groups) read neighbouring bytes */
-                const float *wr = s.wt + (size_t)((ky * kw + kx) * s.ic) * s.oc + co;
+                const float *wr = s.wt + (size_t)((ky * kw + kx) * ic) * s.oc + co;
                 if (s.vec == 4) {
 #pragma unroll 2
-                    for (int c = 0; c < s.ic; c += 4) {
+                    for (int c = 0; c < ic; c += 4) {
                         float a[4];
                         kr_ldv<4>(xp + c, a);
 #pragma unroll
                         for (int t = 0; t < 4; t++) {
                             float4 b = *reinterpret_cast<const float4 *>(wr + (size_t)(c + t) * s.oc);
-                            float xv = scn ? a[t] * scn[c + t] : a[t];
+                            float xv = inside ? (scn ? a[t] * scn[c + t] : a[t]) : 0.0f;
                             acc[0] = fmaf(xv, b.x, acc[0]);
                             acc[1] = fmaf(xv, b.y, acc[1]);
                             acc[2] = fmaf(xv, b.z, acc[2]);
@@ -277,8 +294,10 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned g, uns
                         }
                     }
                 } else {
-                    for (int c = 0; c < s.ic; c++) {
+#pragma unroll
+                    for (int c = 0; c < ic; c++) {
                         float xv = kr_ld(xp + c) * (scn ? scn[c] : 1.0f);
+                        xv = inside ? xv : 0.0f;
                         float4 b = *reinterpret_cast<const float4 *>(wr + (size_t)c * s.oc);
                         acc[0] = fmaf(xv, b.x, acc[0]);
                         acc[1] = fmaf(xv, b.y, acc[1]);
@@ -297,8 +316,9 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned g, uns
     }
 }
 
-/* Depthwise: a thread per pixel and V channels; KS as step_conv_g4 (3 or 5, else 0): every
- * tap's load is issued before the sums (taps outside the input read nothing and add 0). */
+/* Depthwise: a thread per pixel and V channels; KS the kernel size when 3 or 5 (taps unrolled),
+ * else 0: every tap's load can be in flight before the sums (taps outside the input read a
+ * clamped pixel and add 0, without a branch). */
 template <typename T, int V, int KS>
 __device__ __noinline__ void step_depthwise_v(const kr_cuda_step &s, unsigned g, unsigned nt)
 {
@@ -325,14 +345,15 @@ __device__ __noinline__ void step_depthwise_v(const kr_cuda_step &s, unsigned g,
             for (int kx = 0; kx < kw; kx++) {
                 int ix = ox * s.sw - s.pl + kx * s.dw;
                 bool inside = (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
-                const T *xp = x + ((unsigned)(n * s.ih + iy) * s.iw + ix) * s.ic;
+                int cy = min(max(iy, 0), s.ih - 1), cx = min(max(ix, 0), s.iw - 1);
+                const T *xp = x + ((unsigned)(n * s.ih + cy) * s.iw + cx) * s.ic;
                 const float *wp = s.w + (ky * kw + kx) * s.oc + co;
                 float a[V];
                 if (V == 4) { /* multiplier 1: input channel = output channel */
-                    if (inside)
-                        kr_ldv<4>(xp + co, a);
-                    else
-                        a[0] = a[1] = a[2] = a[3] = 0.0f;
+                    kr_ldv<4>(xp + co, a); /* a clamped pixel outside the input, then 0 */
+#pragma unroll
+                    for (int k = 0; k < 4; k++)
+                        a[k] = inside ? a[k] : 0.0f;
                     float4 b = *reinterpret_cast<const float4 *>(wp);
                     acc[0] = fmaf(a[0], b.x, acc[0]);
                     acc[1] = fmaf(a[1], b.y, acc[1]);
