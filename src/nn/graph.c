@@ -188,3 +188,13 @@ float kr_half_to_float(uint16_t h)
     memcpy(&f, &bits, sizeof(f));
     return f;
 }
+
+int kr_tensor_same_dims(const kr_tensor *a, const kr_tensor *b)
+{
+    if (a->rank != b->rank)
+        return 0;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return 0;
+    return 1;
+}

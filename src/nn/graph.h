@@ -127,6 +127,9 @@ typedef struct kr_graph {
     size_t const_bytes;
 } kr_graph;
 
+/* Whether @p a and @p b have the same rank and extents. */
+int kr_tensor_same_dims(const kr_tensor *a, const kr_tensor *b);
+
 /* Elements of a tensor at batch 1 (product of dims; 1 for rank 0). */
 size_t kr_tensor_elements(const kr_tensor *t);
 /* Bytes of a tensor at batch @p batch (constants ignore batch). */

@@ -180,17 +180,6 @@ static int takes_post(kr_op op)
     }
 }
 
-static kr_cuda_post post_of(kr_op op)
-{
-    switch (op) {
-    case KR_OP_RELU: return KR_CUDA_POST_RELU;
-    case KR_OP_RELU6: return KR_CUDA_POST_RELU6;
-    case KR_OP_HARD_SWISH: return KR_CUDA_POST_HARD_SWISH;
-    case KR_OP_LOGISTIC: return KR_CUDA_POST_LOGISTIC;
-    default: return KR_CUDA_POST_NONE;
-    }
-}
-
 /* Whether the arena bytes of tensors a and b overlap. */
 static int overlaps(const kr_backend_instance *inst, int a, int b)
 {
@@ -237,7 +226,7 @@ static void plan_folds(kr_backend_instance *inst)
     const kr_graph *g = inst->graph;
     for (int n = 0; n + 1 < g->n_nodes; n++) {
         const kr_node *a = &g->nodes[n], *b = &g->nodes[n + 1];
-        if (inst->folded[n] || !takes_post(a->op) || post_of(b->op) == KR_CUDA_POST_NONE)
+        if (inst->folded[n] || !takes_post(a->op) || kr_cuda_post_of(b->op) == KR_CUDA_POST_NONE)
             continue;
         int t = a->outputs[0];
         const kr_tensor *tt = &g->tensors[t];
@@ -251,7 +240,7 @@ static void plan_folds(kr_backend_instance *inst)
         if (viewed || clash)
             continue;
         inst->ops[n].out = dev_ptr(inst, b->outputs[0]);
-        inst->ops[n].post = post_of(b->op);
+        inst->ops[n].post = kr_cuda_post_of(b->op);
         inst->folded[n + 1] = 1;
         inst->n_folded++;
     }
@@ -263,15 +252,6 @@ static int takes_residual(kr_op op)
            op == KR_OP_TRANSPOSE_CONV_BIAS || op == KR_OP_ADD || op == KR_OP_MUL;
 }
 
-static int same_shape(const kr_tensor *a, const kr_tensor *b)
-{
-    if (a->rank != b->rank)
-        return 0;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return 0;
-    return 1;
-}
 
 
 /* Residual folds, after the activation folds (see the file comment): an ADD of two tensors of
@@ -296,7 +276,7 @@ static void plan_residual_folds(kr_backend_instance *inst)
             int t = add->inputs[side], r = add->inputs[1 - side];
             const kr_tensor *tt = &g->tensors[t], *rt = &g->tensors[r];
             if (kr_tensor_is_const(tt) || kr_tensor_is_const(rt) ||
-                !same_shape(tt, &g->tensors[out]) || !same_shape(rt, &g->tensors[out]) ||
+                !kr_tensor_same_dims(tt, &g->tensors[out]) || !kr_tensor_same_dims(rt, &g->tensors[out]) ||
                 inst->ops[n].out != dev_ptr(inst, t) || tt->last_consumer != m ||
                 tt->graph_output >= 0 || is_viewed(g, t) || t == r ||
                 (rt->producer >= n) || is_viewed(g, out))
@@ -349,8 +329,8 @@ static void plan_pool_folds(kr_backend_instance *inst)
             inst->ops[m].out != dev_ptr(inst, out) || inst->ops[m + 1].addend)
             continue;
         const kr_tensor *a = &g->tensors[add->inputs[0]], *b = &g->tensors[add->inputs[1]];
-        if (kr_tensor_is_const(a) || kr_tensor_is_const(b) || !same_shape(a, ot) ||
-            !same_shape(b, ot))
+        if (kr_tensor_is_const(a) || kr_tensor_is_const(b) || !kr_tensor_same_dims(a, ot) ||
+            !kr_tensor_same_dims(b, ot))
             continue;
         inst->ops[m + 1].in[0] = dev_ptr(inst, add->inputs[0]);
         inst->ops[m + 1].addend = dev_ptr(inst, add->inputs[1]);

@@ -28,6 +28,18 @@ typedef enum kr_cuda_post {
     KR_CUDA_POST_LOGISTIC,
 } kr_cuda_post;
 
+/* The post function of an activation node (NONE for other operators). */
+static inline kr_cuda_post kr_cuda_post_of(kr_op op)
+{
+    switch (op) {
+    case KR_OP_RELU: return KR_CUDA_POST_RELU;
+    case KR_OP_RELU6: return KR_CUDA_POST_RELU6;
+    case KR_OP_HARD_SWISH: return KR_CUDA_POST_HARD_SWISH;
+    case KR_OP_LOGISTIC: return KR_CUDA_POST_LOGISTIC;
+    default: return KR_CUDA_POST_NONE;
+    }
+}
+
 typedef struct kr_cuda_op {
     const kr_graph *graph;
     const kr_node *node;

@@ -25,16 +25,6 @@ static const kr_tensor *out_t(const kr_cuda_op *op)
     return &op->graph->tensors[op->node->outputs[0]];
 }
 
-static int same_dims(const kr_tensor *a, const kr_tensor *b)
-{
-    if (a->rank != b->rank)
-        return 0;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return 0;
-    return 1;
-}
-
 static void common(kr_cuda_step *s, const kr_cuda_op *op, int n, int batch, int use_activation)
 {
     *s = (kr_cuda_step){0};
@@ -70,16 +60,16 @@ static const char *binary(kr_cuda_step *s, const kr_cuda_op *op, size_t esize)
     s->count = (long long)kr_tensor_elements(y);
     s->oc = y->rank ? y->dims[y->rank - 1] : 1;
     int ca = kr_tensor_is_const(a), cb = kr_tensor_is_const(b);
-    if (!ca && !cb && same_dims(a, y) && same_dims(b, y)) {
+    if (!ca && !cb && kr_tensor_same_dims(a, y) && kr_tensor_same_dims(b, y)) {
         s->bmode = 0;
     } else {
         const kr_tensor *full = a, *chan = b;
         s->bmode = 1;
-        if (!(!ca && same_dims(a, y))) {
+        if (!(!ca && kr_tensor_same_dims(a, y))) {
             full = b, chan = a;
             s->bmode = 2;
         }
-        if (kr_tensor_is_const(full) || !same_dims(full, y) || chan->rank > y->rank)
+        if (kr_tensor_is_const(full) || !kr_tensor_same_dims(full, y) || chan->rank > y->rank)
             return "a broadcast other than per channel";
         int shift = y->rank - chan->rank;
         s->cn = 1;
@@ -163,17 +153,6 @@ static int private_tensor(const kr_graph *g, int t)
     return 1;
 }
 
-static int unary_post(kr_op op)
-{
-    switch (op) {
-    case KR_OP_RELU: return KR_CUDA_POST_RELU;
-    case KR_OP_RELU6: return KR_CUDA_POST_RELU6;
-    case KR_OP_HARD_SWISH: return KR_CUDA_POST_HARD_SWISH;
-    case KR_OP_LOGISTIC: return KR_CUDA_POST_LOGISTIC;
-    default: return KR_CUDA_POST_NONE;
-    }
-}
-
 /* Whether MUL node @p m multiplies a full tensor by global pool -> 1x1 conv [-> 1x1 conv]
  * (each conv with its activation, folded or a standalone activation node after it), every
  * intermediate read only along that chain. Sets @p se and @p full (the full operand's side). */
@@ -189,7 +168,7 @@ static int match_se(const kr_graph *g, const kr_cuda_op *ops, const unsigned cha
     for (int side = 0; side < 2; side++) {
         int t = mul->inputs[side];
         const kr_tensor *tt = &g->tensors[t], *ft = &g->tensors[mul->inputs[1 - side]];
-        if (kr_tensor_is_const(ft) || !same_dims(ft, y) || tt->rank != 4 || tt->dims[0] != 1 ||
+        if (kr_tensor_is_const(ft) || !kr_tensor_same_dims(ft, y) || tt->rank != 4 || tt->dims[0] != 1 ||
             tt->dims[1] != 1 || tt->dims[2] != 1 || tt->dims[3] != y->dims[3])
             continue;
         *se = (se_match){.pool = -1};
@@ -207,9 +186,9 @@ static int match_se(const kr_graph *g, const kr_cuda_op *ops, const unsigned cha
             const kr_cuda_op *op = &ops[q];
             const kr_node *node = op->node;
             int pending = KR_CUDA_POST_NONE;
-            if (unary_post(node->op) != KR_CUDA_POST_NONE && op->post == KR_CUDA_POST_NONE &&
+            if ((int)kr_cuda_post_of(node->op) != KR_CUDA_POST_NONE && op->post == KR_CUDA_POST_NONE &&
                 !op->residual && se->n_skip < 4) { /* a standalone activation after a dense */
-                pending = unary_post(node->op);
+                pending = (int)kr_cuda_post_of(node->op);
                 se->skip[se->n_skip++] = q;
                 cur = node->inputs[0];
                 if (!private_tensor(g, cur) || (q = writer(g, folded, cur)) < 0) {
@@ -277,33 +256,178 @@ static void set_prologue(kr_cuda_step *s, const kr_graph *g, const kr_cuda_op *o
     }
 }
 
-const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
-                                    const unsigned char *folded, int batch, kr_cuda_step *steps,
-                                    int *n_steps, size_t *scratch_floats)
+/* The planner's state across nodes. */
+typedef struct plan_ctx {
+    const kr_graph *g;
+    const kr_cuda_op *ops;
+    int batch;
+    unsigned char *fuse;   /* per node: FUSE_* */
+    int *se_at;            /* per node: the MUL whose excitation it computes, or -1 */
+    int *se_full;          /* per node: that MUL's full operand (input side) */
+    size_t *pool_off;      /* per pool node: its partial sums' offset in scratch */
+    se_match *matches;     /* per MUL node */
+    size_t scratch;        /* floats of scratch so far */
+} plan_ctx;
+
+/* The CONV_2D, DEPTHWISE_CONV_2D and transpose convolution set-up: shapes, window, weights. */
+static const char *conv_like(kr_cuda_step *s, const kr_cuda_op *op, int n, int batch, int kind,
+                             int use_activation)
 {
-    int k = 0;
-    size_t scratch = 0;
-    size_t nn = g->n_nodes ? (size_t)g->n_nodes : 1;
-    unsigned char *fuse = calloc(nn, 1);
-    int *se_at = malloc(nn * sizeof(int));      /* node -> index in matches, or -1 */
-    int *se_full = malloc(nn * sizeof(int));    /* node -> the MUL's full operand pointer side */
-    size_t *pool_off = malloc(nn * sizeof(size_t));
-    se_match *matches = malloc(nn * sizeof(se_match));
+    const kr_tensor *w = in_t(op, 1);
+    if (in_t(op, 0)->rank != 4 || w->rank != 4)
+        return "a convolution that is not 2-D";
+    common(s, op, n, batch, use_activation);
+    s->kind = kind;
+    window(s, op, w->dims[1], w->dims[2]);
+    s->w = op->in[1];
+    s->bias = op->node->n_inputs > 2 ? op->in[2] : NULL;
+    return NULL;
+}
+
+/* The step(s) of node @p n at @p s (room for two); sets *count (0: nothing to do). Returns
+ * NULL, or what the schedule cannot do. */
+static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
+{
+    const kr_graph *g = c->g;
+    const kr_cuda_op *op = &c->ops[n];
+    const kr_node *node = op->node;
+    const size_t esize = op->f16 ? 2 : 4;
+    const int batch = c->batch;
     const char *why = NULL;
-    if (!fuse || !se_at || !se_full || !pool_off || !matches) {
-        why = "out of memory";
-        goto done;
+    *count = 1;
+    for (int i = 0; i < node->n_inputs; i++) {
+        int t = node->inputs[i];
+        if (t >= 0 && !kr_tensor_is_const(&g->tensors[t]) &&
+            (double)kr_tensor_elements(&g->tensors[t]) * batch >= 2147483647.0)
+            return "a tensor of 2^31 or more elements";
     }
-    /* squeeze-and-excitation blocks: the MUL (or the convolution right after it, when the MUL
-     * only feeds it) computes the pool's dense layers itself */
+    if ((double)kr_tensor_elements(out_t(op)) * batch >= 2147483647.0)
+        return "a tensor of 2^31 or more elements";
+    if (op->addend && node->op != KR_OP_AVERAGE_POOL_2D)
+        return "an addend outside a pool";
+    switch (node->op) {
+    case KR_OP_CONV_2D: {
+        if ((why = conv_like(s, op, n, batch, KR_STEP_CONV, 1)))
+            return why;
+        const kr_tensor *w = in_t(op, 1);
+        if (c->se_at[n] >= 0) { /* reads the MUL's full operand, scaled per channel */
+            const se_match *se = &c->matches[c->se_at[n]];
+            set_prologue(s, g, c->ops, se, c->pool_off[se->pool]);
+            s->x = c->ops[c->se_at[n]].in[c->se_full[n]];
+        }
+        s->vec = s->ic % 4 == 0 && aligned(s->x, 4 * esize) && aligned(s->w, 16) ? 4 : 1;
+        long long outputs = (long long)s->oh * s->ow * s->oc;
+        while (s->split < 32 && outputs * s->split * 2 <= SPLIT_BUDGET &&
+               4 * s->split * 2 <= s->ic)
+            s->split *= 2;
+        s->w_tensor = node->inputs[1];
+        s->group = s->split == 1 && s->oc % 4 == 0 && aligned(s->y, 4 * esize) &&
+                           aligned(s->res, 4 * esize) && w->dtype == KR_DTYPE_F32 && w->data
+                       ? 4
+                       : 1;
+        return NULL;
+    }
+    case KR_OP_DEPTHWISE_CONV_2D:
+        if ((why = conv_like(s, op, n, batch, KR_STEP_DEPTHWISE, 1)))
+            return why;
+        if (s->ic <= 0 || s->oc % s->ic)
+            return "a depthwise convolution with an odd channel multiplier";
+        s->vec = s->oc == s->ic && s->oc % 4 == 0 && aligned(s->x, 4 * esize) &&
+                         aligned(s->y, 4 * esize) && aligned(s->res, 4 * esize) &&
+                         aligned(s->w, 16)
+                     ? 4
+                     : 1;
+        return NULL;
+    case KR_OP_TRANSPOSE_CONV_BIAS:
+        if ((why = conv_like(s, op, n, batch, KR_STEP_TCONV, 0)))
+            return why;
+        s->vec = s->ic % 4 == 0 && aligned(s->x, 4 * esize) && aligned(s->w, 16) ? 4 : 1;
+        return NULL;
+    case KR_OP_ADD:
+    case KR_OP_MUL:
+        if (node->n_inputs != 2)
+            return "an element-wise operator without two operands";
+        common(s, op, n, batch, 1);
+        s->kind = KR_STEP_BINARY;
+        if ((why = binary(s, op, esize)))
+            return why;
+        if (c->se_at[n] >= 0) {
+            const se_match *se = &c->matches[c->se_at[n]];
+            set_prologue(s, g, c->ops, se, c->pool_off[se->pool]);
+        }
+        return NULL;
+    case KR_OP_RELU:
+    case KR_OP_RELU6:
+    case KR_OP_HARD_SWISH:
+    case KR_OP_LOGISTIC:
+        if (op->post != KR_CUDA_POST_NONE || op->residual)
+            return "an activation with a folded epilogue";
+        common(s, op, n, batch, 0);
+        s->kind = KR_STEP_UNARY;
+        s->post = (int)kr_cuda_post_of(node->op);
+        s->count = (long long)kr_tensor_elements(out_t(op));
+        return NULL;
+    case KR_OP_AVERAGE_POOL_2D:
+        if (!is_global_pool(op))
+            return "an average pool that is not global";
+        if (op->residual)
+            return "a pool with a folded residual";
+        common(s, op, n, batch, 1);
+        window(s, op, 1, 1);
+        s->x2 = op->addend;
+        s->kind = KR_STEP_POOL_PARTIAL;
+        pool_slices(s->ih * s->iw, s->ic, &s->slice, &s->slices);
+        s->scratch_off = c->pool_off[n] = c->scratch;
+        c->scratch += (size_t)batch * s->slices * s->ic;
+        if (c->fuse[n] != FUSE_POOL_PARTIAL) { /* else an excitation prologue adds the sums */
+            s[1] = s[0];
+            s[1].kind = KR_STEP_POOL_FINAL;
+            *count = 2;
+        }
+        return NULL;
+    case KR_OP_RESIZE_BILINEAR: {
+        const kr_tensor *x = in_t(op, 0), *y = out_t(op);
+        if (x->rank != 4 || y->rank != 4)
+            return "a resize that is not 2-D";
+        common(s, op, n, batch, 0);
+        s->kind = KR_STEP_RESIZE;
+        s->ih = x->dims[1], s->iw = x->dims[2], s->ic = x->dims[3];
+        s->oh = y->dims[1], s->ow = y->dims[2], s->oc = y->dims[3];
+        s->align = node->p.resize.align_corners;
+        s->half = node->p.resize.half_pixel_centers;
+        s->vec = s->oc % 4 == 0 && aligned(s->x, 4 * esize) && aligned(s->y, 4 * esize) &&
+                         aligned(s->res, 4 * esize)
+                     ? 4
+                     : 1;
+        return NULL;
+    }
+    case KR_OP_RESHAPE:
+        if (op->out == op->in[0]) { /* a view: nothing moves */
+            *count = 0;
+            return NULL;
+        }
+        common(s, op, n, batch, 0);
+        s->kind = KR_STEP_COPY;
+        s->count = (long long)kr_tensor_elements(out_t(op));
+        return NULL;
+    default: return kr_op_name(node->op);
+    }
+}
+
+/* Squeeze-and-excitation blocks: the MUL (or the convolution right after it, when the MUL
+ * only feeds it) computes the pool's dense layers itself; marks what has no step of its own. */
+static void plan_excitations(plan_ctx *c, const unsigned char *folded)
+{
+    const kr_graph *g = c->g;
+    const kr_cuda_op *ops = c->ops;
     for (int m = 0; m < g->n_nodes; m++) {
-        se_at[m] = -1;
-        se_full[m] = 0;
+        c->se_at[m] = -1;
+        c->se_full[m] = 0;
     }
     for (int m = 0; m < g->n_nodes; m++) {
         se_match se;
         int full = 0;
-        if (!match_se(g, ops, folded, m, batch, &se, &full))
+        if (!match_se(g, ops, folded, m, c->batch, &se, &full))
             continue;
         int at = m;
         const kr_node *mul = &g->nodes[m];
@@ -312,169 +436,49 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
             g->nodes[m + 1].op == KR_OP_CONV_2D && ops[m + 1].in[0] == ops[m].out &&
             g->nodes[m + 1].inputs[0] == mul->outputs[0] && private_tensor(g, mul->outputs[0])) {
             at = m + 1; /* the MUL becomes the convolution's input scaling */
-            fuse[m] = FUSE_SKIP;
+            c->fuse[m] = FUSE_SKIP;
         }
-        fuse[se.pool] = FUSE_POOL_PARTIAL;
+        c->fuse[se.pool] = FUSE_POOL_PARTIAL;
         for (int i = 0; i < se.n_skip; i++)
-            fuse[se.skip[i]] = FUSE_SKIP;
-        matches[m] = se;
-        se_at[at] = m;
-        se_full[at] = full;
+            c->fuse[se.skip[i]] = FUSE_SKIP;
+        c->matches[m] = se;
+        c->se_at[at] = m;
+        c->se_full[at] = full;
     }
-    for (int n = 0; n < g->n_nodes; n++) {
-        if (folded[n] || fuse[n] == FUSE_SKIP)
-            continue;
-        const kr_cuda_op *op = &ops[n];
-        const kr_node *node = op->node;
-        size_t esize = op->f16 ? 2 : 4;
-        for (int i = 0; i < node->n_inputs; i++) {
-            const kr_tensor *t = &g->tensors[node->inputs[i] >= 0 ? node->inputs[i] : 0];
-            if (node->inputs[i] >= 0 && !kr_tensor_is_const(t) &&
-                (double)kr_tensor_elements(t) * batch >= 2147483647.0)
-                { why = "a tensor of 2^31 or more elements"; goto done; }
+}
+
+const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
+                                    const unsigned char *folded, int batch, kr_cuda_step *steps,
+                                    int *n_steps, size_t *scratch_floats)
+{
+    size_t nn = g->n_nodes ? (size_t)g->n_nodes : 1;
+    plan_ctx c = {.g = g, .ops = ops, .batch = batch};
+    c.fuse = calloc(nn, 1);
+    c.se_at = malloc(nn * sizeof(int));
+    c.se_full = malloc(nn * sizeof(int));
+    c.pool_off = calloc(nn, sizeof(size_t));
+    c.matches = malloc(nn * sizeof(se_match));
+    const char *why = NULL;
+    int k = 0;
+    if (!c.fuse || !c.se_at || !c.se_full || !c.pool_off || !c.matches) {
+        why = "out of memory";
+    } else {
+        plan_excitations(&c, folded);
+        for (int n = 0; n < g->n_nodes && !why; n++) {
+            int count = 0;
+            if (folded[n] || c.fuse[n] == FUSE_SKIP)
+                continue;
+            why = node_steps(&c, n, &steps[k], &count);
+            k += count;
         }
-        if ((double)kr_tensor_elements(out_t(op)) * batch >= 2147483647.0)
-            { why = "a tensor of 2^31 or more elements"; goto done; }
-        if (op->addend && node->op != KR_OP_AVERAGE_POOL_2D)
-            { why = "an addend outside a pool"; goto done; }
-        kr_cuda_step *s = &steps[k];
-        switch (node->op) {
-        case KR_OP_CONV_2D: {
-            const kr_tensor *w = in_t(op, 1);
-            if (in_t(op, 0)->rank != 4 || w->rank != 4)
-                { why = "a convolution that is not 2-D"; goto done; }
-            common(s, op, n, batch, 1);
-            s->kind = KR_STEP_CONV;
-            window(s, op, w->dims[1], w->dims[2]);
-            s->w = op->in[1];
-            s->bias = node->n_inputs > 2 ? op->in[2] : NULL;
-            if (se_at[n] >= 0) { /* reads the MUL's full operand, scaled per channel */
-                set_prologue(s, g, ops, &matches[se_at[n]], pool_off[matches[se_at[n]].pool]);
-                s->x = ops[se_at[n]].in[se_full[n]];
-            }
-            s->vec = s->ic % 4 == 0 && aligned(s->x, 4 * esize) && aligned(s->w, 16) ? 4 : 1;
-            long long outputs = (long long)s->oh * s->ow * s->oc;
-            while (s->split < 32 && outputs * s->split * 2 <= SPLIT_BUDGET &&
-                   4 * s->split * 2 <= s->ic)
-                s->split *= 2;
-            s->w_tensor = node->inputs[1];
-            s->group = s->split == 1 && s->oc % 4 == 0 && aligned(s->y, 4 * esize) &&
-                               aligned(s->res, 4 * esize) && w->dtype == KR_DTYPE_F32 && w->data
-                           ? 4
-                           : 1;
-            break;
-        }
-        case KR_OP_DEPTHWISE_CONV_2D: {
-            const kr_tensor *w = in_t(op, 1);
-            if (in_t(op, 0)->rank != 4 || w->rank != 4)
-                { why = "a depthwise convolution that is not 2-D"; goto done; }
-            common(s, op, n, batch, 1);
-            s->kind = KR_STEP_DEPTHWISE;
-            window(s, op, w->dims[1], w->dims[2]);
-            s->w = op->in[1];
-            s->bias = node->n_inputs > 2 ? op->in[2] : NULL;
-            if (s->ic <= 0 || s->oc % s->ic)
-                { why = "a depthwise convolution with an odd channel multiplier"; goto done; }
-            s->vec = s->oc == s->ic && s->oc % 4 == 0 && aligned(s->x, 4 * esize) &&
-                             aligned(s->y, 4 * esize) && aligned(s->res, 4 * esize) &&
-                             aligned(s->w, 16)
-                         ? 4
-                         : 1;
-            break;
-        }
-        case KR_OP_TRANSPOSE_CONV_BIAS: {
-            const kr_tensor *w = in_t(op, 1);
-            if (in_t(op, 0)->rank != 4 || w->rank != 4)
-                { why = "a transpose convolution that is not 2-D"; goto done; }
-            common(s, op, n, batch, 0);
-            s->kind = KR_STEP_TCONV;
-            window(s, op, w->dims[1], w->dims[2]);
-            s->w = op->in[1];
-            s->bias = node->n_inputs > 2 ? op->in[2] : NULL;
-            s->vec = s->ic % 4 == 0 && aligned(s->x, 4 * esize) && aligned(s->w, 16) ? 4 : 1;
-            break;
-        }
-        case KR_OP_ADD:
-        case KR_OP_MUL: {
-            if (node->n_inputs != 2)
-                { why = "an element-wise operator without two operands"; goto done; }
-            common(s, op, n, batch, 1);
-            s->kind = KR_STEP_BINARY;
-            why = binary(s, op, esize);
-            if (why)
-                goto done;
-            if (se_at[n] >= 0)
-                set_prologue(s, g, ops, &matches[se_at[n]], pool_off[matches[se_at[n]].pool]);
-            break;
-        }
-        case KR_OP_RELU:
-        case KR_OP_RELU6:
-        case KR_OP_HARD_SWISH:
-        case KR_OP_LOGISTIC:
-            common(s, op, n, batch, 0);
-            s->kind = KR_STEP_UNARY;
-            s->post = node->op == KR_OP_RELU        ? KR_CUDA_POST_RELU
-                      : node->op == KR_OP_RELU6     ? KR_CUDA_POST_RELU6
-                      : node->op == KR_OP_HARD_SWISH ? KR_CUDA_POST_HARD_SWISH
-                                                    : KR_CUDA_POST_LOGISTIC;
-            if (op->post != KR_CUDA_POST_NONE || op->residual)
-                { why = "an activation with a folded epilogue"; goto done; }
-            s->count = (long long)kr_tensor_elements(out_t(op));
-            break;
-        case KR_OP_AVERAGE_POOL_2D: {
-            if (!is_global_pool(op))
-                { why = "an average pool that is not global"; goto done; }
-            if (op->residual)
-                { why = "a pool with a folded residual"; goto done; }
-            common(s, op, n, batch, 1);
-            window(s, op, 1, 1);
-            s->x2 = op->addend;
-            s->kind = KR_STEP_POOL_PARTIAL;
-            pool_slices(s->ih * s->iw, s->ic, &s->slice, &s->slices);
-            s->scratch_off = pool_off[n] = scratch;
-            scratch += (size_t)batch * s->slices * s->ic;
-            if (fuse[n] == FUSE_POOL_PARTIAL)
-                break; /* the sums are read by a squeeze-and-excitation prologue */
-            steps[k + 1] = *s;
-            steps[k + 1].kind = KR_STEP_POOL_FINAL;
-            k++;
-            break;
-        }
-        case KR_OP_RESIZE_BILINEAR: {
-            const kr_tensor *x = in_t(op, 0), *y = out_t(op);
-            if (x->rank != 4 || y->rank != 4)
-                { why = "a resize that is not 2-D"; goto done; }
-            common(s, op, n, batch, 0);
-            s->kind = KR_STEP_RESIZE;
-            s->ih = x->dims[1], s->iw = x->dims[2], s->ic = x->dims[3];
-            s->oh = y->dims[1], s->ow = y->dims[2], s->oc = y->dims[3];
-            s->align = node->p.resize.align_corners;
-            s->half = node->p.resize.half_pixel_centers;
-            s->vec = s->oc % 4 == 0 && aligned(s->x, 4 * esize) && aligned(s->y, 4 * esize) &&
-                             aligned(s->res, 4 * esize)
-                         ? 4
-                         : 1;
-            break;
-        }
-        case KR_OP_RESHAPE:
-            if (op->out == op->in[0])
-                continue; /* a view: nothing moves */
-            common(s, op, n, batch, 0);
-            s->kind = KR_STEP_COPY;
-            s->count = (long long)kr_tensor_elements(out_t(op));
-            break;
-        default: why = kr_op_name(node->op); goto done;
-        }
-        k++;
     }
-    *n_steps = k;
-    *scratch_floats = scratch;
-done:
-    free(fuse);
-    free(se_at);
-    free(se_full);
-    free(pool_off);
-    free(matches);
+    *n_steps = why ? 0 : k;
+    *scratch_floats = why ? 0 : c.scratch;
+    free(c.fuse);
+    free(c.se_at);
+    free(c.se_full);
+    free(c.pool_off);
+    free(c.matches);
     return why;
 }
 

@@ -14,6 +14,8 @@
 
 #include "nn/cuda/common.cuh"
 #include "nn/cuda/persistent.h"
+#include "nn/cuda/resize_bilinear.cuh"
+#include "nn/cuda/transpose_conv_bias.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -51,6 +53,30 @@ __device__ __forceinline__ unsigned share_end(unsigned units)
 {
     unsigned chunk = (units + gridDim.x - 1) / gridDim.x;
     return min(blockIdx.x * chunk + chunk, units);
+}
+
+/* Position of unit @p u of an output [batch][oh][ow][groups]: group, column, row, item. */
+__device__ __forceinline__ void unit_pos(unsigned u, unsigned groups, const kr_cuda_step &s,
+                                         int *gi, int *ox, int *oy, int *n)
+{
+    *gi = (int)(u % groups);
+    unsigned p = u / groups;
+    *ox = (int)(p % (unsigned)s.ow);
+    unsigned q = p / (unsigned)s.ow;
+    *oy = (int)(q % (unsigned)s.oh);
+    *n = (int)(q / (unsigned)s.oh);
+}
+
+/* Input pixel index of tap (ky, kx) of output (oy, ox) of item n, clamped into the input, and
+ * in *inside whether the tap really is inside (else it counts as 0). Taps outside read a
+ * clamped pixel instead of branching, so the loads of all taps can be in flight together. */
+__device__ __forceinline__ unsigned tap_pixel(const kr_cuda_step &s, int n, int oy, int ox,
+                                              int ky, int kx, bool *inside)
+{
+    int iy = oy * s.sh - s.pt + ky * s.dh, ix = ox * s.sw - s.pl + kx * s.dw;
+    *inside = (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
+    int cy = min(max(iy, 0), s.ih - 1), cx = min(max(ix, 0), s.iw - 1);
+    return (unsigned)(n * s.ih + cy) * s.iw + cx;
 }
 
 /* Asks the block's L1 for @p bytes at @p p (constants: weights), one 128-byte line per thread,
@@ -195,12 +221,8 @@ __device__ __noinline__ void step_conv(const kr_cuda_step &s, unsigned g, unsign
     const T *x = (const T *)s.x;
     for (unsigned u = share_begin(units) + threadIdx.x / S, end = share_end(units); u < end;
          u += blockDim.x / S) {
-        int co = (int)(u % s.oc);
-        unsigned p = u / s.oc;
-        int ox = (int)(p % s.ow);
-        unsigned q = p / s.ow;
-        int oy = (int)(q % s.oh);
-        int n = (int)(q / s.oh);
+        int co, ox, oy, n;
+        unit_pos(u, (unsigned)s.oc, s, &co, &ox, &oy, &n);
         const float *scn = sc ? sc + n * s.ic : NULL;
         float acc0 = 0.0f, acc1 = 0.0f;
         for (int ky = 0; ky < s.kh; ky++) {
@@ -256,25 +278,17 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned g, uns
     kr_epilogue e = step_epilogue(s);
     for (unsigned u = share_begin(units) + threadIdx.x, end = share_end(units); u < end;
          u += blockDim.x) {
-        int co = (int)(u % groups) * 4;
-        unsigned p = u / groups;
-        int ox = (int)(p % s.ow);
-        unsigned q = p / s.ow;
-        int oy = (int)(q % s.oh);
-        int n = (int)(q / s.oh);
+        int co, ox, oy, n;
+        unit_pos(u, (unsigned)groups, s, &co, &ox, &oy, &n);
+        co *= 4;
         const float *scn = sc ? sc + n * s.ic : NULL;
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
         for (int ky = 0; ky < kh; ky++) {
-            int iy = oy * s.sh - s.pt + ky * s.dh;
 #pragma unroll
             for (int kx = 0; kx < kw; kx++) {
-                int ix = ox * s.sw - s.pl + kx * s.dw;
-                /* taps outside the input read a clamped pixel and add 0: no branch, so the
-                 * loads of all taps can be in flight together */
-                bool inside = (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
-                int cy = min(max(iy, 0), s.ih - 1), cx = min(max(ix, 0), s.iw - 1);
-                const T *xp = x + ((unsigned)(n * s.ih + cy) * s.iw + cx) * ic;
+                bool inside;
+                const T *xp = x + tap_pixel(s, n, oy, ox, ky, kx, &inside) * ic;
                 /* weights [tap][ic][oc]: the 4 outputs of a thread are one 16-byte load, and
                  * the threads of a warp (neighbouring output groups) read neighbouring bytes */
                 const float *wr = s.wt + (size_t)((ky * kw + kx) * ic) * s.oc + co;
@@ -328,25 +342,19 @@ __device__ __noinline__ void step_depthwise_v(const kr_cuda_step &s, unsigned g,
     const T *x = (const T *)s.x;
     for (unsigned u = share_begin(units) + threadIdx.x, end = share_end(units); u < end;
          u += blockDim.x) {
-        int co = (int)(u % groups) * V;
-        unsigned p = u / groups;
-        int ox = (int)(p % s.ow);
-        unsigned q = p / s.ow;
-        int oy = (int)(q % s.oh);
-        int n = (int)(q / s.oh);
+        int co, ox, oy, n;
+        unit_pos(u, (unsigned)groups, s, &co, &ox, &oy, &n);
+        co *= V;
         float acc[V];
 #pragma unroll
         for (int k = 0; k < V; k++)
             acc[k] = 0.0f;
 #pragma unroll
         for (int ky = 0; ky < kh; ky++) {
-            int iy = oy * s.sh - s.pt + ky * s.dh;
 #pragma unroll
             for (int kx = 0; kx < kw; kx++) {
-                int ix = ox * s.sw - s.pl + kx * s.dw;
-                bool inside = (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
-                int cy = min(max(iy, 0), s.ih - 1), cx = min(max(ix, 0), s.iw - 1);
-                const T *xp = x + ((unsigned)(n * s.ih + cy) * s.iw + cx) * s.ic;
+                bool inside;
+                const T *xp = x + tap_pixel(s, n, oy, ox, ky, kx, &inside) * s.ic;
                 const float *wp = s.w + (ky * kw + kx) * s.oc + co;
                 float a[V];
                 if (V == 4) { /* multiplier 1: input channel = output channel */
@@ -380,47 +388,13 @@ template <typename T> __device__ __noinline__ void step_tconv(const kr_cuda_step
 {
     const unsigned units = (unsigned)s.batch * s.oh * s.ow * s.oc;
     const T *x = (const T *)s.x;
+    const tc_shape shape = {s.ih, s.iw, s.ic, s.oh, s.ow, s.oc, s.kh, s.kw, s.sh, s.sw, s.pt, s.pl};
     for (unsigned u = share_begin(units) + threadIdx.x, end = share_end(units); u < end;
          u += blockDim.x) {
-        int o = (int)(u % s.oc);
-        unsigned p = u / s.oc;
-        int ox = (int)(p % s.ow);
-        unsigned q = p / s.ow;
-        int oy = (int)(q % s.oh);
-        int n = (int)(q / s.oh);
-        float acc = 0.0f;
-        for (int ky = 0; ky < s.kh; ky++) {
-            int ty = oy + s.pt - ky;
-            if (ty < 0 || ty % s.sh)
-                continue;
-            int iy = ty / s.sh;
-            if (iy >= s.ih)
-                continue;
-            for (int kx = 0; kx < s.kw; kx++) {
-                int tx = ox + s.pl - kx;
-                if (tx < 0 || tx % s.sw)
-                    continue;
-                int ix = tx / s.sw;
-                if (ix >= s.iw)
-                    continue;
-                const T *xp = x + ((unsigned)(n * s.ih + iy) * s.iw + ix) * s.ic;
-                const float *wp = s.w + ((unsigned)(o * s.kh + ky) * s.kw + kx) * s.ic;
-                if (s.vec == 4) {
-                    for (int c = 0; c < s.ic; c += 4) {
-                        float a[4];
-                        kr_ldv<4>(xp + c, a);
-                        float4 b = *reinterpret_cast<const float4 *>(wp + c);
-                        acc = fmaf(a[0], b.x, acc);
-                        acc = fmaf(a[1], b.y, acc);
-                        acc = fmaf(a[2], b.z, acc);
-                        acc = fmaf(a[3], b.w, acc);
-                    }
-                } else {
-                    for (int c = 0; c < s.ic; c++)
-                        acc = fmaf(kr_ld(xp + c), wp[c], acc);
-                }
-            }
-        }
+        int o, ox, oy, n;
+        unit_pos(u, (unsigned)s.oc, s, &o, &ox, &oy, &n);
+        float acc = s.vec == 4 ? tc_gather<T, 4, unsigned>(x, s.w, shape, (unsigned)n, oy, ox, o)
+                               : tc_gather<T, 1, unsigned>(x, s.w, shape, (unsigned)n, oy, ox, o);
         finish<T>(s, u, acc + (s.bias ? s.bias[o] : 0.0f));
     }
 }
@@ -516,50 +490,24 @@ template <typename T> __device__ __noinline__ void step_pool_final(const kr_cuda
     }
 }
 
-__device__ __forceinline__ void rs_axis_p(int in, int out, int align, int half, int o, int *i0,
-                                          int *i1, float *f)
-{
-    float scale = (float)in / (float)out;
-    if (align && out > 1)
-        scale = (float)(in - 1) / (float)(out - 1);
-    float src = half ? ((float)o + 0.5f) * scale - 0.5f : (float)o * scale;
-    int lo = (int)floorf(src);
-    *i0 = lo < 0 ? 0 : lo;
-    int hi = (int)ceilf(src);
-    *i1 = hi < in - 1 ? hi : in - 1;
-    *f = src - (float)*i0;
-}
-
 template <typename T, int V>
 __device__ __noinline__ void step_resize_v(const kr_cuda_step &s, unsigned g, unsigned nt)
 {
     const int chv = s.oc / V;
     const unsigned units = (unsigned)s.batch * s.oh * s.ow * chv;
     const T *x = (const T *)s.x;
+    const rs_shape shape = {s.ih, s.iw, s.oc, s.oh, s.ow, s.align, s.half};
     kr_epilogue e = step_epilogue(s);
     for (unsigned u = share_begin(units) + threadIdx.x, end = share_end(units); u < end;
          u += blockDim.x) {
-        int k = (int)(u % chv) * V;
-        unsigned p = u / chv;
-        int ox = (int)(p % s.ow);
-        unsigned q = p / s.ow;
-        int oy = (int)(q % s.oh);
-        unsigned n = q / s.oh;
-        int y0, y1, x0, x1;
-        float dy, dx;
-        rs_axis_p(s.ih, s.oh, s.align, s.half, oy, &y0, &y1, &dy);
-        rs_axis_p(s.iw, s.ow, s.align, s.half, ox, &x0, &x1, &dx);
-        const T *r0 = x + (n * s.ih + y0) * (unsigned)s.iw * s.oc;
-        const T *r1 = x + (n * s.ih + y1) * (unsigned)s.iw * s.oc;
-        float v00[V], v10[V], v01[V], v11[V], v[V];
-        kr_ldv<V>(r0 + (unsigned)x0 * s.oc + k, v00);
-        kr_ldv<V>(r1 + (unsigned)x0 * s.oc + k, v10);
-        kr_ldv<V>(r0 + (unsigned)x1 * s.oc + k, v01);
-        kr_ldv<V>(r1 + (unsigned)x1 * s.oc + k, v11);
+        int k, ox, oy, n;
+        unit_pos(u, (unsigned)chv, s, &k, &ox, &oy, &n);
+        k *= V;
+        float v[V];
+        rs_pixel<T, V, unsigned>(x, shape, (unsigned)n, oy, ox, k, v);
 #pragma unroll
         for (int j = 0; j < V; j++)
-            v[j] = kr_apply(e, v00[j] * (1 - dy) * (1 - dx) + v10[j] * dy * (1 - dx) +
-                                   v01[j] * (1 - dy) * dx + v11[j] * dy * dx);
+            v[j] = kr_apply(e, v[j]);
         kr_add_res<T, V>(e, u * V, v);
         kr_stv<V>((T *)s.y + u * V, v);
     }

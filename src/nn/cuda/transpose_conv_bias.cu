@@ -11,11 +11,7 @@
  *    writes its S x S block of outputs: each input is read once, no index search;
  *  - tconv_kernel otherwise: one thread per output element, searching the taps that reach it.
  */
-#include "nn/cuda/common.cuh"
-
-struct tc_shape {
-    int ih, iw, ic, oh, ow, oc, kh, kw, sh, sw, pt, pl;
-};
+#include "nn/cuda/transpose_conv_bias.cuh"
 
 template <typename T, typename I>
 __global__ void tconv_kernel(const T *__restrict__ x, const float *__restrict__ w,
@@ -30,27 +26,7 @@ __global__ void tconv_kernel(const T *__restrict__ x, const float *__restrict__ 
         I q = p / s.ow;
         int oy = (int)(q % s.oh);
         I b = q / s.oh;
-        float acc = 0.0f;
-        for (int ky = 0; ky < s.kh; ky++) {
-            int ty = oy + s.pt - ky;
-            if (ty < 0 || ty % s.sh)
-                continue;
-            int iy = ty / s.sh;
-            if (iy >= s.ih)
-                continue;
-            for (int kx = 0; kx < s.kw; kx++) {
-                int tx = ox + s.pl - kx;
-                if (tx < 0 || tx % s.sw)
-                    continue;
-                int ix = tx / s.sw;
-                if (ix >= s.iw)
-                    continue;
-                const T *xp = x + ((b * s.ih + iy) * s.iw + ix) * s.ic;
-                const float *wp = w + (((I)o * s.kh + ky) * s.kw + kx) * s.ic;
-                for (int c = 0; c < s.ic; c++)
-                    acc = fmaf(kr_ld(xp + c), kr_ld(wp + c), acc);
-            }
-        }
+        float acc = tc_gather<T, 1, I>(x, w, s, b, oy, ox, o);
         float v = kr_apply(e, acc + (bias ? kr_ld(bias + o) : 0.0f));
         kr_add_res<T, 1>(e, i, &v);
         kr_st(y + i, v);
