@@ -1,8 +1,10 @@
 /*
  * The persistent kernel (see persistent.h): one cooperative launch walks the steps; every
- * thread of the grid takes units of every step (grid-stride), then all wait at a grid barrier
- * (cooperative_groups grid sync, which also orders the memory: a step reads what the steps
- * before it wrote, from any multiprocessor).
+ * block takes a contiguous share of every step's units (share_begin/share_end), then all wait
+ * at a grid barrier (cooperative_groups grid sync, which also orders the memory: a step reads
+ * what the steps before it wrote, from any multiprocessor). The (g, nt) arguments of the step
+ * functions are the thread's grid index and the grid's size; only the split convolution uses
+ * g, for its lane (g % split == threadIdx.x % split).
  *
  * The per-step code follows the per-node kernels' arithmetic (float accumulation, the same
  * epilogue: clamp, post function, residual) with one difference: a convolution output may be
