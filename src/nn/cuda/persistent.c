@@ -425,7 +425,7 @@ static void plan_excitations(plan_ctx *c, const unsigned char *folded)
         c->se_full[m] = 0;
     }
     for (int m = 0; m < g->n_nodes; m++) {
-        se_match se;
+        se_match se = {.pool = -1};
         int full = 0;
         if (!match_se(g, ops, folded, m, c->batch, &se, &full))
             continue;
@@ -457,7 +457,7 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
     c.se_at = malloc(nn * sizeof(int));
     c.se_full = malloc(nn * sizeof(int));
     c.pool_off = calloc(nn, sizeof(size_t));
-    c.matches = malloc(nn * sizeof(se_match));
+    c.matches = calloc(nn, sizeof(se_match));
     const char *why = NULL;
     int k = 0;
     if (!c.fuse || !c.se_at || !c.se_full || !c.pool_off || !c.matches) {
