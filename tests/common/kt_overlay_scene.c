@@ -7,11 +7,13 @@ typedef struct rng {
     uint32_t s;
 } rng;
 
-static float frand(rng *r)
+float kt_scene_uniform(uint32_t *state)
 {
-    r->s = r->s * 1664525u + 1013904223u;
-    return (float)(r->s >> 8) / 16777216.0f;
+    *state = *state * 1664525u + 1013904223u;
+    return (float)(*state >> 8) / 16777216.0f;
 }
+
+static float frand(rng *r) { return kt_scene_uniform(&r->s); }
 
 static keyer_color rcolor(rng *r)
 {

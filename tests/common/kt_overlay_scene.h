@@ -25,4 +25,8 @@ typedef struct kt_scene {
 keyer_status kt_overlay_scene(keyer_overlay *ov, const kt_scene *sc, int w, int h, uint32_t seed,
                               keyer_error *err);
 
+/** The scenes' generator: a linear congruential step of @p state, uniform in [0, 1). Also for
+ * tests that need the same random pixels as before the scene code was shared. */
+float kt_scene_uniform(uint32_t *state);
+
 #endif

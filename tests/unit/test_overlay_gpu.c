@@ -19,16 +19,6 @@
 #include "keyer/overlay.h"
 #include "kt_overlay_scene.h"
 
-typedef struct rng {
-    uint32_t s;
-} rng;
-
-static float frand(rng *r)
-{
-    r->s = r->s * 1664525u + 1013904223u;
-    return (float)(r->s >> 8) / 16777216.0f;
-}
-
 /* Fills the overlay with a deterministic random scene for a w x h frame. */
 static void build_scene(keyer_overlay *ov, const kt_scene *sc, int w, int h, uint32_t seed)
 {
@@ -113,13 +103,13 @@ static keyer_frame *random_frame(keyer_pixel_format fmt, int w, int h, uint32_t 
     assert_int_equal(keyer_frame_alloc(f, fmt, w, h, NULL, NULL), KEYER_OK);
     f->matrix = KEYER_COLOR_MATRIX_BT709;
     f->range = KEYER_COLOR_RANGE_LIMITED;
-    rng r = {seed};
+    uint32_t r = seed;
     for (int p = 0; p < keyer_pixel_format_planes(fmt); p++) {
         int pw, ph, bpe;
         assert_int_equal(keyer_pixel_format_plane(fmt, w, h, p, &pw, &ph, &bpe, NULL), KEYER_OK);
         for (int y = 0; y < ph; y++)
             for (int x = 0; x < pw * bpe; x++)
-                f->data[p][y * f->stride[p] + x] = (uint8_t)(16 + frand(&r) * 200);
+                f->data[p][y * f->stride[p] + x] = (uint8_t)(16 + kt_scene_uniform(&r) * 200);
     }
     return f;
 }
