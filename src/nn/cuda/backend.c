@@ -88,7 +88,6 @@ struct kr_backend_instance {
     int n_folded;
     kr_cuda_step *steps;       /* device: the persistent schedule's steps; NULL: per node */
     int n_steps;
-    int *step_node;            /* per step: its node (-1: a conversion), for the profile */
     unsigned blocks;           /* of the persistent kernel */
     float *scratch;            /* device: its global pools' partial sums */
     float *wt;                 /* device: its transposed convolution weights (persistent.h) */
@@ -163,7 +162,6 @@ static void cuda_destroy(kr_backend_instance **pinst)
     free(inst->const_half);
     free(inst->ops);
     free(inst->folded);
-    free(inst->step_node);
     free(inst);
     *pinst = NULL;
 }
@@ -581,15 +579,9 @@ static keyer_status plan_persistent(kr_backend_instance *inst, const kr_backend_
     inst->blocks = (unsigned)sms * (unsigned)(occupancy < 2 ? occupancy : 2);
     if (scratch)
         e = cudaMalloc((void **)&inst->scratch, scratch * sizeof(float));
-    inst->step_node = malloc((size_t)k * sizeof(int));
-    if (!inst->step_node) {
-        free(h);
-        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->name);
-    }
     for (int i = 0; i < k; i++) {
         h[i].scratch = inst->scratch ? inst->scratch + h[i].scratch_off : NULL;
         h[i].se_partial = h[i].se_layers ? inst->scratch + h[i].se_partial_off : NULL;
-        inst->step_node[i] = h[i].node;
     }
     if (e == cudaSuccess)
         e = upload_transposed(inst, h, k);
@@ -849,7 +841,7 @@ static keyer_status profile_persistent(kr_backend_instance *inst, double *ms, ke
             ms[n] = -1;
         for (int i = 0; i < inst->n_steps; i++) {
             const long long *c = host + 4 * (size_t)i;
-            int n = inst->step_node[i];
+            int n = steps[i].node;
             const kr_cuda_step *s = &steps[i];
             keyer_log(inst->logger, KEYER_LOG_DEBUG,
                       "%s: persistent step %2d node %3d %-12s %s%s out %dx%dx%d split %d group "
