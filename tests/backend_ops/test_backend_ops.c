@@ -785,6 +785,39 @@ static int chain_binary(kt_graph *b, kr_op op, int x, int z, const int *d)
     return y;
 }
 
+/* Runs graph @p gr (one output checked) on every cuda variant against the reference at batch
+ * 1 and 3; prints each error; returns the number above tolerance. */
+static int check_chain(const kr_graph *gr, const char *name)
+{
+    keyer_error err = {0};
+    int failures = 0;
+    for (int batch = 1; batch <= 3; batch += 2) {
+        float **in = make_inputs(gr, batch, 4242u + (uint32_t)batch, 1.0f);
+        float *ref = run_once(&kr_backend_reference, 0, 0, gr, batch, in, &err);
+        assert_non_null(ref);
+        size_t n = kr_tensor_elements(&gr->tensors[gr->outputs[0]]) * (size_t)batch;
+        for (int bi = 1; bi < N_BACKENDS; bi++) {
+            backend_entry *be = &backends[bi];
+            if (be->unavailable)
+                continue;
+            float *got = run_once(be->ops, be->f16, be->schedule, gr, batch, in, &err);
+            if (!got && err.status == KEYER_STATUS_DEVICE) {
+                printf("%s: %s unavailable: %s\n", name, be->name, err.message);
+                continue;
+            }
+            assert_non_null(got);
+            double e = rel_error(got, ref, n);
+            printf("%s: batch %d %-9s error %.3g%s\n", name, batch, be->name, e,
+                   e <= be->tol ? "" : "  FAIL");
+            failures += !(e <= be->tol);
+            free(got);
+        }
+        free(ref);
+        free_inputs(gr, in);
+    }
+    return failures;
+}
+
 /*
  * The shapes of the segmentation decoders, where the cuda backend folds activations and
  * residual ADDs into the producing node (backend.c): a narrow pointwise conv + RELU + ADD, a
@@ -792,8 +825,9 @@ static int chain_binary(kt_graph *b, kr_op op, int x, int z, const int *d)
  * conv (3x3) + ADD of a pointwise conv, a stem (3 channels, 3x3) + ADD, an ADD read only by a
  * global average pool and the two 1x1 layers after the pool (squeeze-and-excitation after a
  * skip), a one-layer squeeze-and-excitation whose LOGISTIC is a node of its own and whose MUL
- * feeds a pointwise conv (the persistent schedule computes both excitations in the MUL's, and
- * the conv's, prologue), and the 2x2 stride-2 transpose conv + LOGISTIC; every intermediate is
+ * feeds a pointwise conv (the persistent schedule: the first pool's sums in the depthwise
+ * conv's tail, the second on a pool step of its own; the excitations read by the MUL and by the
+ * conv), and the 2x2 stride-2 transpose conv + LOGISTIC; every intermediate is
  * read once, so every fold applies. Every cuda variant against the reference at batch 1 and 3,
  * as the one-node cases.
  */
@@ -854,31 +888,64 @@ static void test_fused_chains(void **state)
     keyer_error err = {0};
     if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
         fail_msg("fused chains: %s", err.message);
-    int failures = 0;
-    for (int batch = 1; batch <= 3; batch += 2) {
-        float **in = make_inputs(gr, batch, 4242u + (uint32_t)batch, 1.0f);
-        float *ref = run_once(&kr_backend_reference, 0, 0, gr, batch, in, &err);
-        assert_non_null(ref);
-        size_t n = kr_tensor_elements(&gr->tensors[gr->outputs[0]]) * (size_t)batch;
-        for (int bi = 1; bi < N_BACKENDS; bi++) {
-            backend_entry *be = &backends[bi];
-            if (be->unavailable)
-                continue;
-            float *got = run_once(be->ops, be->f16, be->schedule, gr, batch, in, &err);
-            if (!got && err.status == KEYER_STATUS_DEVICE) {
-                printf("fused chains: %s unavailable: %s\n", be->name, err.message);
-                continue;
-            }
-            assert_non_null(got);
-            double e = rel_error(got, ref, n);
-            printf("fused chains: batch %d %-9s error %.3g%s\n", batch, be->name, e,
-                   e <= be->tol ? "" : "  FAIL");
-            failures += !(e <= be->tol);
-            free(got);
-        }
-        free(ref);
-        free_inputs(gr, in);
-    }
+    int failures = check_chain(gr, "fused chains");
+    kr_graph_destroy(&gr);
+    assert_int_equal(failures, 0);
+}
+
+/* A global average pool of @p x [1,H,W,C] -> 1x1 C->@p hidden + RELU (folded) -> 1x1 hidden->C
+ * -> LOGISTIC: the excitation of @p x, [1,1,1,C]. */
+static int chain_excitation(kt_graph *b, kt_rng *rng, int x, const int *xd, int hidden)
+{
+    int pd[4] = {1, 1, 1, xd[3]}, hd[4], sd[4];
+    int p = kt_graph_act(b, 4, pd);
+    kr_node *pool = kt_graph_node(b, KR_OP_AVERAGE_POOL_2D, 1, &x, p);
+    pool->p.window.kernel_h = xd[1];
+    pool->p.window.kernel_w = xd[2];
+    pool->p.window.stride_h = pool->p.window.stride_w = 1;
+    pool->p.window.dilation_h = pool->p.window.dilation_w = 1;
+    pool->p.window.padding = KR_PADDING_VALID;
+    int h = chain_conv(b, rng, KR_OP_CONV_2D, p, pd, hidden, 1, 1, KR_ACT_RELU, hd);
+    int e = chain_conv(b, rng, KR_OP_CONV_2D, h, hd, xd[3], 1, 1, KR_ACT_NONE, sd);
+    return chain_unary(b, KR_OP_LOGISTIC, e, sd);
+}
+
+/*
+ * Squeeze-and-excitation blocks in the shapes the persistent schedule consumes in other steps
+ * (persistent.h): the pool's partial sums in the tail of the pointwise conv (4 outputs per
+ * thread, 48x48) and of the depthwise conv (+ RELU) that write the pooled tensors; the MUL +
+ * ADD (folded) consumed by the next pointwise conv as input scaling and addend; a MUL consumed
+ * by a resize (the resize of the product). Every cuda variant against the reference at batch 1
+ * and 3.
+ */
+static void test_excitation_chains(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "excitation chains", 64, 32, 1 << 20);
+    kt_rng rng = kt_rng_seed(91);
+    int xd[4] = {1, 48, 48, 16}, d[4], d2[4], d3[4];
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int a = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 16, 1, 1, KR_ACT_RELU6, d);
+    int m = chain_binary(&b, KR_OP_MUL, a, chain_excitation(&b, &rng, a, d, 8), d);
+    int r = chain_binary(&b, KR_OP_ADD, m, x, d);                     /* into the MUL */
+    int c = chain_conv(&b, &rng, KR_OP_CONV_2D, r, d, 16, 1, 1, KR_ACT_NONE, d);
+    int w = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, c, d, 16, 3, 2, KR_ACT_NONE, d2);
+    w = chain_unary(&b, KR_OP_RELU, w, d2);
+    int m2 = chain_binary(&b, KR_OP_MUL, w, chain_excitation(&b, &rng, w, d2, 4), d2);
+    int size[2] = {37, 29}, two = 2;
+    int in[2] = {m2, kt_graph_const(&b, KR_DTYPE_I32, 1, &two, size)};
+    d3[0] = 1, d3[1] = size[0], d3[2] = size[1], d3[3] = 16;
+    int y = kt_graph_act(&b, 4, d3);
+    kr_node *rs = kt_graph_node(&b, KR_OP_RESIZE_BILINEAR, 2, in, y);
+    rs->p.resize.half_pixel_centers = 1;
+    kt_graph_output(&b, y);
+    kr_graph *gr = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
+        fail_msg("excitation chains: %s", err.message);
+    int failures = check_chain(gr, "excitation chains");
     kr_graph_destroy(&gr);
     assert_int_equal(failures, 0);
 }
@@ -1279,6 +1346,7 @@ int main(void)
         cmocka_unit_test(test_reference_vs_naive),
         cmocka_unit_test(test_ops_all_backends),
         cmocka_unit_test(test_fused_chains),
+        cmocka_unit_test(test_excitation_chains),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,15 +5,22 @@
  * test_nn_cuda_gpu). Device pointers are stand-ins (one 1 MiB-aligned address per storage
  * tensor); nothing is dereferenced.
  *
- *  - selfie: supported; its 10 squeeze-and-excitation blocks become a pool partial-sum step and
- *    a prologue in the MUL's step (4) or, where the MUL only feeds a pointwise conv, in that
- *    conv's step (6); no dense (1x1-pixel) convolution and no pool final step remain;
- *    every prologue reads an earlier pool step's sums of the right size.
- *  - every step's work split (lanes, groups, vector width, pool slices) is the same at batch 1
- *    and 4 (what makes batch-4 results equal batch-1 results bit for bit on the GPU).
+ *  - selfie: supported; its 10 squeeze-and-excitation blocks become pool tails (the slices'
+ *    sums) on the step that writes the pooled tensor (here, without the backend's folds, the
+ *    6 depthwise convs before the encoder's pools, each also doing the activation node after
+ *    it) or on a pool step of their own (the decoder's 4
+ *    pools after an ADD), each read by exactly one later step's prologue of the right width:
+ *    6 pointwise convs (input scaling), 1 resize, 3 MULs; no dense (1x1-pixel) convolution and
+ *    no pool final step remain; every tail's slices cover its pixels in one pass of a block and
+ *    fit the tile; the tails' sums do not overlap in scratch.
+ *  - every step's work split (lanes, groups, vector width, slices) is the same at batch 1 and 4
+ *    (what makes batch-4 results equal batch-1 results bit for bit on the GPU).
  *  - the shipped models it cannot run are refused naming the operator (face-short: PAD,
  *    selfie-landscape: MEAN).
- *  - hand-built excitations: fused when every intermediate is private; not fused when the pool's
+ *  - hand-built excitations: the tail on the producing conv or on a pool step; standalone
+ *    activations done by the step before them; consumed by a
+ *    conv, which also takes a folded ADD after the MUL (not when the conv's output overlaps
+ *    the MUL's operand: then the MUL's own step), or by the MUL; not fused when the pool's
  *    output is also a graph output (then: pool final step, dense convs, a plain MUL).
  *
  * Built only with the cuda backend (exits 77 otherwise).
@@ -36,10 +43,12 @@
 #include "nn/cuda/persistent.h"
 #include "nn/model.h"
 
-/* A stand-in device address per storage tensor (constants included). */
+/* A stand-in device address per storage tensor (constants included), 64 MiB apart: more than
+ * any tensor of these graphs at batch 4, so that only the planner's overlap checks made to
+ * fail (reuse below) find an overlap. */
 static void *fake_ptr(const kr_graph *g, int t)
 {
-    return (void *)(uintptr_t)(0x40000000u + 0x100000u * (unsigned)kr_tensor_storage(g, t));
+    return (void *)((uintptr_t)0x40000000u + ((uintptr_t)64 << 20) * (uintptr_t)kr_tensor_storage(g, t));
 }
 
 typedef struct plan {
@@ -101,6 +110,12 @@ static int count_kind(const plan *p, int kind)
     return c;
 }
 
+/* Channels step @p s reads an excitation for (persistent.h). */
+static int scaled_channels(const kr_cuda_step *s)
+{
+    return s->kind == KR_STEP_CONV ? s->ic : s->oc;
+}
+
 static void test_selfie_excitations(void **state)
 {
     (void)state;
@@ -109,37 +124,59 @@ static void test_selfie_excitations(void **state)
     plan p = make_plan(g, 1);
     if (p.why)
         fail_msg("selfie not planned: %s", p.why);
-    int pools = 0, se_conv = 0, se_mul = 0;
+    int pools = 0, tails_dw = 0, tails_pool = 0, by_conv = 0, by_resize = 0, by_mul = 0;
     for (int n = 0; n < g->n_nodes; n++)
         pools += g->nodes[n].op == KR_OP_AVERAGE_POOL_2D;
+    unsigned char *used = calloc(p.scratch, 1);
+    assert_non_null(used);
     for (int i = 0; i < p.n; i++) {
         const kr_cuda_step *s = &p.steps[i];
         if (s->kind == KR_STEP_CONV)
             assert_true(s->oh * s->ow > 1); /* no dense layer left as a step */
-        if (!s->se_layers)
+        if (s->se_layers) { /* a prologue: an earlier tail wrote its sums */
+            assert_true(s->se_layers <= 2);
+            assert_int_equal(s->se_out[s->se_layers - 1], scaled_channels(s));
+            int found = 0;
+            for (int j = 0; j < i; j++)
+                found += p.steps[j].tail && p.steps[j].tail_partial_off == s->se_partial_off &&
+                         p.steps[j].tail_slices == s->se_slices && p.steps[j].tail_c == s->se_c;
+            assert_int_equal(found, 1);
+            by_conv += s->kind == KR_STEP_CONV;
+            by_resize += s->kind == KR_STEP_RESIZE;
+            by_mul += s->kind == KR_STEP_BINARY;
+        }
+        if (!s->tail)
             continue;
-        se_conv += s->kind == KR_STEP_CONV;
-        se_mul += s->kind == KR_STEP_BINARY;
-        /* the prologue reads the sums of an earlier pool step of the same shape, and ends with
-         * as many channels as the step scales */
-        int found = 0;
-        for (int j = 0; j < i; j++)
-            found |= p.steps[j].kind == KR_STEP_POOL_PARTIAL &&
-                     p.steps[j].scratch_off == s->se_partial_off &&
-                     p.steps[j].slices == s->se_slices && p.steps[j].ic == s->se_c &&
-                     p.steps[j].ih * p.steps[j].iw == s->se_pixels;
-        assert_true(found);
-        assert_int_equal(s->se_out[s->se_layers - 1], s->kind == KR_STEP_CONV ? s->ic : s->oc);
-        assert_true(s->se_layers >= 1 && s->se_layers <= 2);
+        tails_dw += s->kind == KR_STEP_DEPTHWISE;
+        tails_pool += s->kind == KR_STEP_POOL_PARTIAL;
+        /* slices: whole pixels, covering the item's pixels, one pass of a block each */
+        int pixels = s->kind == KR_STEP_POOL_PARTIAL ? s->ih * s->iw : s->oh * s->ow;
+        assert_true(s->tail_slices * s->tail_pixels >= pixels);
+        assert_true((s->tail_slices - 1) * s->tail_pixels < pixels);
+        if (s->kind != KR_STEP_POOL_PARTIAL) {
+            assert_true(s->tail_pixels * s->tail_units * s->split <= KR_CUDA_PERSISTENT_THREADS);
+            assert_true(s->tail_pixels * s->tail_c <= KR_CUDA_TILE_FLOATS);
+        }
+        /* its sums: scratch used once */
+        size_t floats = (size_t)s->tail_slices * s->tail_c;
+        assert_true(s->tail_partial_off + floats <= p.scratch);
+        for (size_t f = 0; f < floats; f++)
+            assert_int_equal(used[s->tail_partial_off + f]++, 0);
     }
-    printf("selfie: %d nodes -> %d steps (no activation folds here), %d pools, excitations in "
-           "%d conv and %d MUL steps, %zu scratch floats\n",
-           g->n_nodes, p.n, pools, se_conv, se_mul, p.scratch);
+    free(used);
+    printf("selfie: %d nodes -> %d steps (no backend folds here; activations done by the step "
+           "before them), %d pools: tails on %d depthwise and %d pool steps; excitations computed by %d convs, %d resize, %d "
+           "MULs; %zu scratch floats\n",
+           g->n_nodes, p.n, pools, tails_dw, tails_pool, by_conv, by_resize, by_mul,
+           p.scratch);
     assert_int_equal(pools, 10);
-    assert_int_equal(count_kind(&p, KR_STEP_POOL_PARTIAL), 10);
+    assert_int_equal(tails_dw, 6);
+    assert_int_equal(tails_pool, 4);
+    assert_int_equal(count_kind(&p, KR_STEP_POOL_PARTIAL), 4);
     assert_int_equal(count_kind(&p, KR_STEP_POOL_FINAL), 0);
-    assert_int_equal(se_conv, 6);
-    assert_int_equal(se_mul, 4);
+    assert_int_equal(by_conv, 6);
+    assert_int_equal(by_resize, 1);
+    assert_int_equal(by_mul, 3);
     free_plan(&p);
     keyer_model_destroy(&m);
 }
@@ -161,12 +198,13 @@ static void test_batch_independent_split(void **state)
         assert_int_equal(x->split, y->split);
         assert_int_equal(x->group, y->group);
         assert_int_equal(x->vec, y->vec);
-        assert_int_equal(x->slice, y->slice);
-        assert_int_equal(x->slices, y->slices);
-        assert_int_equal(x->se_slices, y->se_slices);
+        assert_int_equal(x->tail, y->tail);
+        assert_int_equal(x->tail_pixels, y->tail_pixels);
+        assert_int_equal(x->tail_slices, y->tail_slices);
+        assert_int_equal(x->tail_units, y->tail_units);
         assert_int_equal(x->se_layers, y->se_layers);
     }
-    assert_int_equal(b.scratch, 4 * a.scratch); /* partial sums per item */
+    assert_int_equal(b.scratch, 4 * a.scratch); /* sums per item */
     free_plan(&a);
     free_plan(&b);
     keyer_model_destroy(&m);
@@ -212,16 +250,23 @@ static int unary(kt_graph *b, kr_op op, int x, const int *d)
     return y;
 }
 
-/* x [1,8,8,16] -> global pool -> 1x1 16->4 -> RELU -> 1x1 4->16 -> LOGISTIC -> MUL(x, .),
- * then (with @p then_conv) a pointwise conv of the product; @p pool_out also makes the pool's
- * output a graph output. */
-static kr_graph *excitation(int then_conv, int pool_out)
+/* x [1,8,8,16] (the graph input, or with @p produced a pointwise conv of it) -> global pool
+ * -> 1x1 16->4 -> RELU -> 1x1 4->16 -> LOGISTIC -> MUL(x, .) [-> ADD(., z) with @p then_add,
+ * z a second input] [-> a pointwise conv with @p then_conv]; @p pool_out also makes the
+ * pool's output a graph output. */
+static kr_graph *excitation(int produced, int then_add, int then_conv, int pool_out)
 {
     kt_graph b;
     kt_graph_begin(&b, "excitation", 32, 16, 1 << 16);
     int xd[4] = {1, 8, 8, 16}, pd[4] = {1, 1, 1, 16}, hd[4], sd[4], yd[4];
-    int x = kt_graph_act(&b, 4, xd);
+    int x = kt_graph_act(&b, 4, xd), z = -1;
     kt_graph_input(&b, x);
+    if (then_add) {
+        z = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, z);
+    }
+    if (produced)
+        x = conv1x1(&b, x, xd, 16, xd);
     int p = kt_graph_act(&b, 4, pd);
     kr_node *pool = kt_graph_node(&b, KR_OP_AVERAGE_POOL_2D, 1, &x, p);
     pool->p.window.kernel_h = pool->p.window.kernel_w = 8;
@@ -231,6 +276,11 @@ static kr_graph *excitation(int then_conv, int pool_out)
     int s = unary(&b, KR_OP_LOGISTIC, conv1x1(&b, h, hd, 16, sd), sd);
     int y = kt_graph_act(&b, 4, xd), in[2] = {x, s};
     kt_graph_node(&b, KR_OP_MUL, 2, in, y);
+    if (then_add) {
+        int a2[2] = {y, z};
+        y = kt_graph_act(&b, 4, xd);
+        kt_graph_node(&b, KR_OP_ADD, 2, a2, y);
+    }
     if (then_conv)
         y = conv1x1(&b, y, xd, 8, yd);
     kt_graph_output(&b, y);
@@ -243,37 +293,116 @@ static kr_graph *excitation(int then_conv, int pool_out)
     return g;
 }
 
+/* The steps of excitation(@p produced, @p then_add, 1, 0) at batch 2 with the backend's
+ * residual fold of the ADD into the MUL done by hand (make_plan does no folds); with
+ * @p reuse, the last conv's output placed where the MUL's full operand is (as the memory plan
+ * may: that tensor's life ended at the MUL). */
+static plan plan_folded_add(const kr_graph *g, int reuse)
+{
+    plan p = {0};
+    p.ops = calloc((size_t)g->n_nodes, sizeof(*p.ops));
+    p.folded = calloc((size_t)g->n_nodes, 1);
+    p.steps = calloc(2 * (size_t)g->n_nodes + 1, sizeof(*p.steps));
+    assert_non_null(p.ops);
+    assert_non_null(p.folded);
+    assert_non_null(p.steps);
+    int mul = -1;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const kr_node *node = &g->nodes[n];
+        kr_cuda_op *op = &p.ops[n];
+        op->graph = g;
+        op->node = node;
+        op->batch = 2;
+        for (int i = 0; i < node->n_inputs; i++)
+            op->in[i] = fake_ptr(g, node->inputs[i]);
+        op->out = fake_ptr(g, node->outputs[0]);
+        if (node->op == KR_OP_MUL)
+            mul = n;
+        if (node->op == KR_OP_ADD) { /* MUL + ADD: the MUL writes the sum */
+            assert_int_equal(mul, n - 1);
+            p.ops[mul].out = op->out;
+            p.ops[mul].residual = fake_ptr(g, node->inputs[1]);
+            p.folded[n] = 1;
+        }
+    }
+    if (reuse)
+        p.ops[g->n_nodes - 1].out = (void *)(uintptr_t)p.ops[mul].in[0];
+    p.why = kr_cuda_persistent_plan(g, p.ops, p.folded, 2, p.steps, &p.n, &p.scratch);
+    return p;
+}
+
 static void test_excitation_fusion(void **state)
 {
     (void)state;
-    for (int then_conv = 0; then_conv < 2; then_conv++) {
-        kr_graph *g = excitation(then_conv, 0);
-        plan p = make_plan(g, 2);
-        assert_null(p.why);
-        /* pool partial sums, then the step that does the excitation */
-        assert_int_equal(p.n, 2);
-        assert_int_equal(p.steps[0].kind, KR_STEP_POOL_PARTIAL);
-        assert_int_equal(p.steps[1].kind, then_conv ? KR_STEP_CONV : KR_STEP_BINARY);
-        assert_int_equal(p.steps[1].se_layers, 2);
-        assert_int_equal(p.steps[1].se_out[0], 4);
-        assert_int_equal(p.steps[1].se_out[1], 16);
-        assert_int_equal(p.steps[1].se_post[0], KR_CUDA_POST_RELU);
-        assert_int_equal(p.steps[1].se_post[1], KR_CUDA_POST_LOGISTIC);
-        if (then_conv) /* reads the MUL's full operand: the graph input */
-            assert_ptr_equal(p.steps[1].x, fake_ptr(g, g->inputs[0]));
-        free_plan(&p);
-        kr_graph_destroy(&g);
-    }
+    for (int produced = 0; produced < 2; produced++)
+        for (int then_conv = 0; then_conv < 2; then_conv++) {
+            kr_graph *g = excitation(produced, 0, then_conv, 0);
+            plan p = make_plan(g, 2);
+            assert_null(p.why);
+            /* the tail on the producing conv or on a pool step, then the consumer */
+            assert_int_equal(p.n, 2);
+            const kr_cuda_step *t = &p.steps[0], *c = &p.steps[1];
+            assert_int_equal(t->kind, produced ? KR_STEP_CONV : KR_STEP_POOL_PARTIAL);
+            assert_int_equal(c->kind, then_conv ? KR_STEP_CONV : KR_STEP_BINARY);
+            assert_int_equal(t->tail, 1);
+            assert_int_equal(t->tail_c, 16);
+            assert_null(t->tail_add);
+            assert_int_equal(c->se_layers, 2);
+            assert_int_equal(c->se_out[0], 4);
+            assert_int_equal(c->se_out[1], 16);
+            assert_int_equal(c->se_post[0], KR_CUDA_POST_RELU);
+            assert_int_equal(c->se_post[1], KR_CUDA_POST_LOGISTIC);
+            assert_int_equal(c->se_pixels, 64);
+            assert_int_equal(c->se_c, 16);
+            assert_true(c->se_partial_off == t->tail_partial_off && c->se_slices == t->tail_slices);
+            if (produced) /* 4 lanes per output (16 input channels), 16 outputs per pixel:
+                           * 256 threads cover 4 pixels, 16 slices of the 64 */
+                assert_true(t->split == 4 && t->tail_units == 16 && t->tail_pixels == 4 &&
+                            t->tail_slices == 16);
+            if (then_conv) /* reads the MUL's full operand: the pool's input */
+                assert_ptr_equal(c->x, produced ? t->y : fake_ptr(g, g->inputs[0]));
+            assert_null(c->scale_add);
+            free_plan(&p);
+            kr_graph_destroy(&g);
+        }
+    /* MUL + ADD (folded) before a pointwise conv: the conv scales and adds */
+    kr_graph *g = excitation(1, 1, 1, 0);
+    plan p = plan_folded_add(g, 0);
+    assert_null(p.why);
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.steps[1].kind, KR_STEP_CONV);
+    assert_true(p.steps[1].se_layers == 2 &&
+                p.steps[1].se_partial_off == p.steps[0].tail_partial_off);
+    assert_ptr_equal(p.steps[1].x, p.steps[0].y);
+    assert_ptr_equal(p.steps[1].scale_add, fake_ptr(g, g->inputs[1]));
+    free_plan(&p);
+    /* ... unless the conv's output overlaps what it would read: then the MUL keeps its step */
+    p = plan_folded_add(g, 1);
+    assert_null(p.why);
+    assert_int_equal(p.n, 3);
+    assert_int_equal(p.steps[1].kind, KR_STEP_BINARY);
+    assert_int_equal(p.steps[1].se_layers, 2);
+    assert_ptr_equal(p.steps[1].res, fake_ptr(g, g->inputs[1]));
+    assert_int_equal(p.steps[2].kind, KR_STEP_CONV);
+    assert_int_equal(p.steps[2].se_layers, 0);
+    assert_null(p.steps[2].scale_add);
+    free_plan(&p);
+    kr_graph_destroy(&g);
     /* the pool's output is also read outside: nothing fuses */
-    kr_graph *g = excitation(0, 1);
-    plan p = make_plan(g, 1);
+    g = excitation(0, 0, 0, 1);
+    p = make_plan(g, 1);
     assert_null(p.why);
     assert_int_equal(count_kind(&p, KR_STEP_POOL_FINAL), 1);
     assert_int_equal(count_kind(&p, KR_STEP_CONV), 2);
-    assert_int_equal(count_kind(&p, KR_STEP_UNARY), 2);
+    assert_int_equal(count_kind(&p, KR_STEP_UNARY), 0); /* done by the dense convs */
     assert_int_equal(count_kind(&p, KR_STEP_BINARY), 1);
-    for (int i = 0; i < p.n; i++)
+    int posts = 0;
+    for (int i = 0; i < p.n; i++) {
         assert_int_equal(p.steps[i].se_layers, 0);
+        if (p.steps[i].kind == KR_STEP_CONV)
+            posts |= 1 << p.steps[i].post;
+    }
+    assert_int_equal(posts, (1 << KR_CUDA_POST_RELU) | (1 << KR_CUDA_POST_LOGISTIC));
     free_plan(&p);
     kr_graph_destroy(&g);
 }

@@ -89,7 +89,7 @@ struct kr_backend_instance {
     kr_cuda_step *steps;       /* device: the persistent schedule's steps; NULL: per node */
     int n_steps;
     unsigned blocks;           /* of the persistent kernel */
-    float *scratch;            /* device: its global pools' partial sums */
+    float *scratch;            /* device: its pools' sums */
     float *wt;                 /* device: its transposed convolution weights (persistent.h) */
     cudaGraph_t cgraph;
     cudaGraphExec_t exec;
@@ -577,12 +577,10 @@ static keyer_status plan_persistent(kr_backend_instance *inst, const kr_backend_
     /* two blocks per multiprocessor: enough threads for the 128x128 layers; a barrier over
      * more blocks costs more (1.2 us at 132 blocks, 1.7 us at 528 on the H100) */
     inst->blocks = (unsigned)sms * (unsigned)(occupancy < 2 ? occupancy : 2);
-    if (scratch)
+    if (scratch) /* the pools' sums */
         e = cudaMalloc((void **)&inst->scratch, scratch * sizeof(float));
-    for (int i = 0; i < k; i++) {
-        h[i].scratch = inst->scratch ? inst->scratch + h[i].scratch_off : NULL;
-        h[i].se_partial = h[i].se_layers ? inst->scratch + h[i].se_partial_off : NULL;
-    }
+    if (e == cudaSuccess)
+        kr_cuda_persistent_bind(h, k, inst->scratch);
     if (e == cudaSuccess)
         e = upload_transposed(inst, h, k);
     if (e == cudaSuccess)
@@ -808,7 +806,8 @@ static keyer_status cuda_copy_out(kr_backend_instance *inst, int tensor, void *d
 /* The persistent kernel's per-step times: the first block's SM clock from a step's start to
  * the end of its grid barrier (so a step's time includes the wait for the slowest block),
  * converted at the device's nominal clock rate, summed per node; nodes done inside another
- * step's prologue, and folded nodes, get -1; the f16 conversions are not nodes and are left
+ * step (pools in a pool tail, excitations and MULs in their consumer's prologue), and folded
+ * nodes, get -1; the f16 conversions are not nodes and are left
  * out. At debug level every step is logged with its parts: the first thread's own work, the
  * rest of its block, the grid barrier. */
 static keyer_status profile_persistent(kr_backend_instance *inst, double *ms, keyer_error *err)
@@ -844,11 +843,12 @@ static keyer_status profile_persistent(kr_backend_instance *inst, double *ms, ke
             int n = steps[i].node;
             const kr_cuda_step *s = &steps[i];
             keyer_log(inst->logger, KEYER_LOG_DEBUG,
-                      "%s: persistent step %2d node %3d %-12s %s%s out %dx%dx%d split %d group "
+                      "%s: persistent step %2d node %3d %-12s %s%s%s out %dx%dx%d split %d group "
                       "%d: %.2f us (own work %.2f, block %.2f, grid barrier %.2f)",
                       g->name, i, n,
                       (unsigned)s->kind < sizeof(kinds) / sizeof(kinds[0]) ? kinds[s->kind] : "?",
-                      s->se_layers ? "+se" : "", s->res ? "+res" : "", s->oh, s->ow, s->oc,
+                      s->tail ? "+pool" : "", s->se_layers ? "+se" : "", s->res ? "+res" : "",
+                      s->oh, s->ow, s->oc,
                       s->split, s->group, (double)(c[3] - c[0]) * us, (double)(c[1] - c[0]) * us,
                       (double)(c[2] - c[1]) * us, (double)(c[3] - c[2]) * us);
             if (n >= 0)

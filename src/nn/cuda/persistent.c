@@ -234,20 +234,74 @@ static int match_se(const kr_graph *g, const kr_cuda_op *ops, const unsigned cha
     return 0;
 }
 
-/* The prologue fields of step @p s from @p se (the pool step's scratch offset in @p pool_off). */
-static void set_prologue(kr_cuda_step *s, const kr_graph *g, const kr_cuda_op *ops,
-                         const se_match *se, size_t pool_off)
+/* The planner's state across nodes. */
+typedef struct plan_ctx {
+    const kr_graph *g;
+    const kr_cuda_op *ops;
+    const unsigned char *folded;
+    int batch;
+    unsigned char *fuse;   /* per node: FUSE_* */
+    int *se_at;            /* per node: the MUL whose excitation it consumes, or -1 */
+    int *se_full;          /* per node: that MUL's full operand (input side) */
+    int *tail_at;          /* per node: the MUL whose pool its step's tail computes, or -1 */
+    const void **tail_add; /* per node: the other operand of that pool's folded ADD, or NULL */
+    int *se_slices;        /* per MUL node: the slices of its pool's tail */
+    size_t *se_partial_off; /* per MUL node: the offset of its pool's sums in scratch */
+    se_match *matches;     /* per MUL node */
+    size_t scratch;        /* floats of scratch so far */
+} plan_ctx;
+
+/* The pool tail of step @p s (persistent.h): its slicing from the step's own work split; for an
+ * excitation (@p m >= 0, the MUL), where its consumer's prologue finds the sums. */
+static void set_tail(plan_ctx *c, kr_cuda_step *s, int m, int pool, const void *add)
 {
-    const kr_cuda_op *pool = &ops[se->pool];
-    const kr_tensor *px = &g->tensors[pool->node->inputs[0]];
+    const kr_graph *g = c->g;
+    const kr_tensor *px = &g->tensors[c->ops[pool].node->inputs[0]];
+    const int pixels = px->dims[1] * px->dims[2], C = px->dims[3];
+    int threads = 1, units = C; /* per unit, per pixel */
+    switch (s->kind) {
+    case KR_STEP_CONV:
+        threads = s->split;
+        units = s->group == 4 ? s->oc / 4 : s->oc;
+        break;
+    case KR_STEP_DEPTHWISE: units = s->oc / s->vec; break;
+    case KR_STEP_UNARY: /* an element per unit; its output shape, for the tail */
+        s->oh = px->dims[1], s->ow = px->dims[2], s->oc = C;
+        break;
+    default: break; /* POOL_PARTIAL: slices of its own */
+    }
+    if (s->kind == KR_STEP_POOL_PARTIAL) {
+        pool_slices(pixels, C, &s->tail_pixels, &s->tail_slices);
+    } else {
+        int per_pass = KR_CUDA_PERSISTENT_THREADS / threads / units;
+        s->tail_pixels = per_pass > 1 ? per_pass : 1; /* whole pixels, one pass of the block */
+        s->tail_slices = (pixels + s->tail_pixels - 1) / s->tail_pixels;
+    }
+    s->tail = 1;
+    s->tail_units = units;
+    s->tail_c = C;
+    s->tail_add = add;
+    s->tail_partial_off = c->scratch;
+    c->scratch += (size_t)c->batch * s->tail_slices * C;
+    if (m >= 0) {
+        c->se_slices[m] = s->tail_slices;
+        c->se_partial_off[m] = s->tail_partial_off;
+    }
+}
+
+/* The squeeze-and-excitation prologue of step @p s, the consumer of MUL @p m's excitation. */
+static void set_prologue(plan_ctx *c, kr_cuda_step *s, int m)
+{
+    const kr_graph *g = c->g;
+    const se_match *se = &c->matches[m];
+    const kr_tensor *px = &g->tensors[c->ops[se->pool].node->inputs[0]];
     s->se_layers = se->layers;
     s->se_c = px->dims[3];
     s->se_pixels = px->dims[1] * px->dims[2];
-    int slice = 0;
-    pool_slices(s->se_pixels, s->se_c, &slice, &s->se_slices);
-    s->se_partial_off = pool_off;
+    s->se_slices = c->se_slices[m];
+    s->se_partial_off = c->se_partial_off[m];
     for (int l = 0; l < se->layers; l++) {
-        const kr_cuda_op *fc = &ops[se->fc[l]];
+        const kr_cuda_op *fc = &c->ops[se->fc[l]];
         s->se_out[l] = g->tensors[fc->node->inputs[1]].dims[0];
         s->se_w[l] = fc->in[1];
         s->se_b[l] = fc->node->n_inputs > 2 ? fc->in[2] : NULL;
@@ -255,19 +309,6 @@ static void set_prologue(kr_cuda_step *s, const kr_graph *g, const kr_cuda_op *o
         s->se_post[l] = se->post[l];
     }
 }
-
-/* The planner's state across nodes. */
-typedef struct plan_ctx {
-    const kr_graph *g;
-    const kr_cuda_op *ops;
-    int batch;
-    unsigned char *fuse;   /* per node: FUSE_* */
-    int *se_at;            /* per node: the MUL whose excitation it computes, or -1 */
-    int *se_full;          /* per node: that MUL's full operand (input side) */
-    size_t *pool_off;      /* per pool node: its partial sums' offset in scratch */
-    se_match *matches;     /* per MUL node */
-    size_t scratch;        /* floats of scratch so far */
-} plan_ctx;
 
 /* The CONV_2D, DEPTHWISE_CONV_2D and transpose convolution set-up: shapes, window, weights. */
 static const char *conv_like(kr_cuda_step *s, const kr_cuda_op *op, int n, int batch, int kind,
@@ -311,11 +352,15 @@ static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
             return why;
         const kr_tensor *w = in_t(op, 1);
         if (c->se_at[n] >= 0) { /* reads the MUL's full operand, scaled per channel */
-            const se_match *se = &c->matches[c->se_at[n]];
-            set_prologue(s, g, c->ops, se, c->pool_off[se->pool]);
-            s->x = c->ops[c->se_at[n]].in[c->se_full[n]];
+            const int m = c->se_at[n];
+            set_prologue(c, s, m);
+            s->x = c->ops[m].in[c->se_full[n]];
+            s->scale_add = c->ops[m].residual; /* a folded ADD after the MUL */
         }
-        s->vec = s->ic % 4 == 0 && aligned(s->x, 4 * esize) && aligned(s->w, 16) ? 4 : 1;
+        s->vec = s->ic % 4 == 0 && aligned(s->x, 4 * esize) && aligned(s->scale_add, 4 * esize) &&
+                         aligned(s->w, 16)
+                     ? 4
+                     : 1;
         long long outputs = (long long)s->oh * s->ow * s->oc;
         while (s->split < 32 && outputs * s->split * 2 <= SPLIT_BUDGET &&
                4 * s->split * 2 <= s->ic)
@@ -351,10 +396,8 @@ static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
         s->kind = KR_STEP_BINARY;
         if ((why = binary(s, op, esize)))
             return why;
-        if (c->se_at[n] >= 0) {
-            const se_match *se = &c->matches[c->se_at[n]];
-            set_prologue(s, g, c->ops, se, c->pool_off[se->pool]);
-        }
+        if (c->se_at[n] >= 0) /* the excitation is the per-channel operand */
+            set_prologue(c, s, c->se_at[n]);
         return NULL;
     case KR_OP_RELU:
     case KR_OP_RELU6:
@@ -372,16 +415,17 @@ static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
             return "an average pool that is not global";
         if (op->residual)
             return "a pool with a folded residual";
+        if (in_t(op, 0)->dims[3] % 4)
+            return "a global pool over a number of channels that is not a multiple of 4";
         common(s, op, n, batch, 1);
         window(s, op, 1, 1);
         s->x2 = op->addend;
         s->kind = KR_STEP_POOL_PARTIAL;
-        pool_slices(s->ih * s->iw, s->ic, &s->slice, &s->slices);
-        s->scratch_off = c->pool_off[n] = c->scratch;
-        c->scratch += (size_t)batch * s->slices * s->ic;
-        if (c->fuse[n] != FUSE_POOL_PARTIAL) { /* else an excitation prologue adds the sums */
+        set_tail(c, s, c->fuse[n] == FUSE_POOL_PARTIAL ? c->tail_at[n] : -1, n, op->addend);
+        if (c->fuse[n] != FUSE_POOL_PARTIAL) { /* else its tail computes the excitation */
             s[1] = s[0];
             s[1].kind = KR_STEP_POOL_FINAL;
+            s[1].tail = 0;
             *count = 2;
         }
         return NULL;
@@ -393,6 +437,10 @@ static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
         s->kind = KR_STEP_RESIZE;
         s->ih = x->dims[1], s->iw = x->dims[2], s->ic = x->dims[3];
         s->oh = y->dims[1], s->ow = y->dims[2], s->oc = y->dims[3];
+        if (c->se_at[n] >= 0) { /* resizes the MUL's full operand, scales the result */
+            set_prologue(c, s, c->se_at[n]);
+            s->x = c->ops[c->se_at[n]].in[c->se_full[n]];
+        }
         s->align = node->p.resize.align_corners;
         s->half = node->p.resize.half_pixel_centers;
         s->vec = s->oc % 4 == 0 && aligned(s->x, 4 * esize) && aligned(s->y, 4 * esize) &&
@@ -414,37 +462,141 @@ static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
     }
 }
 
-/* Squeeze-and-excitation blocks: the MUL (or the convolution right after it, when the MUL
- * only feeds it) computes the pool's dense layers itself; marks what has no step of its own. */
-static void plan_excitations(plan_ctx *c, const unsigned char *folded)
+/* The node after @p n that has a kernel of its own (folded nodes skipped), or g->n_nodes. */
+static int next_step_node(const kr_graph *g, const unsigned char *folded, int n)
+{
+    for (n++; n < g->n_nodes && folded[n]; n++) {
+    }
+    return n;
+}
+
+/* The node before @p n with a step of its own (folded and fused nodes skipped), or -1. */
+static int prev_step_node(const plan_ctx *c, int n)
+{
+    for (n--; n >= 0 && (c->folded[n] || c->fuse[n] == FUSE_SKIP); n--) {
+    }
+    return n;
+}
+
+/* Whether [a, a + na) and [b, b + nb) share a byte (device addresses). */
+static int overlap(const void *a, size_t na, const void *b, size_t nb)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return a && b && x < y + nb && y < x + na;
+}
+
+/* Where the excitation of MUL @p m (no activation or post of its own; @p full its full
+ * operand) can be consumed instead of the MUL's own step: the next node, when it alone reads
+ * the MUL's output and is a convolution (input scaling, + the MUL's folded ADD) or, without a
+ * folded ADD, a resize. That node then reads the MUL's operands itself, which the memory plan
+ * did not foresee (backend.c checked its folds against the MUL's output): the node's output
+ * must not overlap them, or a block could overwrite what another still reads. Returns that
+ * node, or @p m. */
+static int excitation_consumer(const plan_ctx *c, int m, int full)
+{
+    const kr_graph *g = c->g;
+    const kr_cuda_op *ops = c->ops;
+    const kr_node *mul = &g->nodes[m];
+    if (mul->activation != KR_ACT_NONE || ops[m].post != KR_CUDA_POST_NONE)
+        return m;
+    int nx = next_step_node(g, c->folded, m);
+    if (nx >= g->n_nodes || ops[nx].in[0] != ops[m].out)
+        return m;
+    int t = g->nodes[nx].inputs[0], q = g->tensors[t].producer;
+    if (!private_tensor(g, t) || q < m || q >= nx)
+        return m;
+    kr_op op = g->nodes[nx].op;
+    if (op != KR_OP_CONV_2D && !(op == KR_OP_RESIZE_BILINEAR && !ops[m].residual))
+        return m;
+    size_t in_bytes = kr_tensor_bytes(&g->tensors[t], c->batch); /* the operands' shape */
+    size_t out_bytes = kr_tensor_bytes(&g->tensors[g->nodes[nx].outputs[0]], c->batch);
+    if (overlap(ops[nx].out, out_bytes, ops[m].in[full], in_bytes) ||
+        overlap(ops[nx].out, out_bytes, ops[m].residual, in_bytes))
+        return m;
+    return nx;
+}
+
+/* Squeeze-and-excitation blocks (persistent.h): the step writing the pooled tensor, when it is
+ * the one right before the pool and can (a convolution or an activation whose slice of outputs
+ * fits the tile), or else the pool's own step, gets the pool tail that writes the sums; the
+ * excitation's consumer computes it in its prologue; marks what has no step of its own. */
+static void plan_excitations(plan_ctx *c)
 {
     const kr_graph *g = c->g;
     const kr_cuda_op *ops = c->ops;
     for (int m = 0; m < g->n_nodes; m++) {
-        c->se_at[m] = -1;
+        c->se_at[m] = c->tail_at[m] = -1;
         c->se_full[m] = 0;
+        c->tail_add[m] = NULL;
     }
     for (int m = 0; m < g->n_nodes; m++) {
         se_match se = {.pool = -1};
         int full = 0;
-        if (!match_se(g, ops, folded, m, c->batch, &se, &full))
+        if (!match_se(g, ops, c->folded, m, c->batch, &se, &full))
             continue;
-        int at = m;
-        const kr_node *mul = &g->nodes[m];
-        if (mul->activation == KR_ACT_NONE && ops[m].post == KR_CUDA_POST_NONE &&
-            !ops[m].residual && m + 1 < g->n_nodes && !folded[m + 1] &&
-            g->nodes[m + 1].op == KR_OP_CONV_2D && ops[m + 1].in[0] == ops[m].out &&
-            g->nodes[m + 1].inputs[0] == mul->outputs[0] && private_tensor(g, mul->outputs[0])) {
-            at = m + 1; /* the MUL becomes the convolution's input scaling */
+        c->matches[m] = se;
+        int at = excitation_consumer(c, m, full);
+        if (at != m)
             c->fuse[m] = FUSE_SKIP;
-        }
-        c->fuse[se.pool] = FUSE_POOL_PARTIAL;
         for (int i = 0; i < se.n_skip; i++)
             c->fuse[se.skip[i]] = FUSE_SKIP;
-        c->matches[m] = se;
         c->se_at[at] = m;
         c->se_full[at] = full;
+        /* the pool's producer: the step right before it, writing one of its operands */
+        const kr_cuda_op *pool = &ops[se.pool];
+        int q = prev_step_node(c, se.pool);
+        kr_op qop = q >= 0 ? g->nodes[q].op : KR_OP_ADD;
+        int kind_ok = qop == KR_OP_CONV_2D || qop == KR_OP_DEPTHWISE_CONV_2D ||
+                      ((int)kr_cuda_post_of(qop) != KR_CUDA_POST_NONE &&
+                       ops[q].post == KR_CUDA_POST_NONE && !ops[q].residual);
+        const int channels = g->tensors[pool->node->inputs[0]].dims[3];
+        if (q >= 0 && kind_ok && channels <= KR_CUDA_TILE_FLOATS && c->tail_at[q] < 0 &&
+            c->fuse[q] != FUSE_POOL_PARTIAL &&
+            (ops[q].out == pool->in[0] || (pool->addend && ops[q].out == pool->addend))) {
+            c->fuse[se.pool] = FUSE_SKIP;
+            c->tail_at[q] = m;
+            c->tail_add[q] = ops[q].out == pool->in[0] ? pool->addend : pool->in[0];
+        } else {
+            c->fuse[se.pool] = FUSE_POOL_PARTIAL;
+            c->tail_at[se.pool] = m;
+        }
     }
+}
+
+/* A standalone activation node @p n (RELU, RELU6, HARD_SWISH, LOGISTIC) done as the post
+ * function of the step before it, @p prev, when that step writes the activation's input and
+ * nothing else reads it (the backend folds only an activation right after its producer in node
+ * order; an excitation's skipped nodes may sit between). The step then writes the activation's
+ * output, which must not overlap what the step reads. Returns whether it did. */
+static int absorb_activation(const plan_ctx *c, kr_cuda_step *prev, int n)
+{
+    const kr_graph *g = c->g;
+    const kr_cuda_op *op = &c->ops[n];
+    int post = (int)kr_cuda_post_of(op->node->op);
+    if (post == KR_CUDA_POST_NONE || op->post != KR_CUDA_POST_NONE || op->residual ||
+        op->node->n_inputs != 1 || prev->post != KR_CUDA_POST_NONE || prev->res ||
+        prev->tail || prev->y != op->in[0] || !private_tensor(g, op->node->inputs[0]))
+        return 0;
+    switch (prev->kind) {
+    case KR_STEP_CONV:
+    case KR_STEP_DEPTHWISE:
+    case KR_STEP_TCONV:
+    case KR_STEP_BINARY:
+    case KR_STEP_RESIZE: break;
+    default: return 0;
+    }
+    /* sizes at 4 bytes per element: enough for f16 instances too */
+    size_t out_bytes = kr_tensor_bytes(&g->tensors[op->node->outputs[0]], c->batch);
+    size_t in_bytes = prev->kind == KR_STEP_BINARY
+                          ? (size_t)prev->count * c->batch * 4
+                          : (size_t)c->batch * prev->ih * prev->iw * prev->ic * 4;
+    if (overlap(op->out, out_bytes, prev->x, in_bytes) ||
+        overlap(op->out, out_bytes, prev->x2, in_bytes) ||
+        overlap(op->out, out_bytes, prev->scale_add, in_bytes))
+        return 0;
+    prev->post = post;
+    prev->y = op->out;
+    return 1;
 }
 
 const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
@@ -452,23 +604,36 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
                                     int *n_steps, size_t *scratch_floats)
 {
     size_t nn = g->n_nodes ? (size_t)g->n_nodes : 1;
-    plan_ctx c = {.g = g, .ops = ops, .batch = batch};
+    plan_ctx c = {.g = g, .ops = ops, .folded = folded, .batch = batch};
     c.fuse = calloc(nn, 1);
-    c.se_at = malloc(nn * sizeof(int));
-    c.se_full = malloc(nn * sizeof(int));
-    c.pool_off = calloc(nn, sizeof(size_t));
+    c.se_at = calloc(nn, sizeof(int));
+    c.se_full = calloc(nn, sizeof(int));
+    c.tail_at = calloc(nn, sizeof(int));
+    c.tail_add = calloc(nn, sizeof(void *));
+    c.se_slices = calloc(nn, sizeof(int));
+    c.se_partial_off = calloc(nn, sizeof(size_t));
     c.matches = calloc(nn, sizeof(se_match));
     const char *why = NULL;
     int k = 0;
-    if (!c.fuse || !c.se_at || !c.se_full || !c.pool_off || !c.matches) {
+    if (!c.fuse || !c.se_at || !c.se_full || !c.tail_at || !c.tail_add || !c.se_slices ||
+        !c.se_partial_off ||
+        !c.matches) {
         why = "out of memory";
     } else {
-        plan_excitations(&c, folded);
+        plan_excitations(&c);
         for (int n = 0; n < g->n_nodes && !why; n++) {
             int count = 0;
             if (folded[n] || c.fuse[n] == FUSE_SKIP)
                 continue;
+            if (k > 0 && absorb_activation(&c, &steps[k - 1], n)) {
+                if (c.tail_at[n] >= 0) /* the pool's sums: now of the step before */
+                    set_tail(&c, &steps[k - 1], c.tail_at[n], c.matches[c.tail_at[n]].pool,
+                             c.tail_add[n]);
+                continue;
+            }
             why = node_steps(&c, n, &steps[k], &count);
+            if (!why && count == 1 && c.tail_at[n] >= 0 && steps[k].kind != KR_STEP_POOL_PARTIAL)
+                set_tail(&c, &steps[k], c.tail_at[n], c.matches[c.tail_at[n]].pool, c.tail_add[n]);
             k += count;
         }
     }
@@ -477,9 +642,22 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
     free(c.fuse);
     free(c.se_at);
     free(c.se_full);
-    free(c.pool_off);
+    free(c.tail_at);
+    free(c.tail_add);
+    free(c.se_slices);
+    free(c.se_partial_off);
     free(c.matches);
     return why;
+}
+
+void kr_cuda_persistent_bind(kr_cuda_step *steps, int n, float *scratch)
+{
+    for (int i = 0; i < n; i++) {
+        kr_cuda_step *s = &steps[i];
+        s->tail_partial = s->tail || s->kind == KR_STEP_POOL_FINAL ? scratch + s->tail_partial_off
+                                                                   : NULL;
+        s->se_partial = s->se_layers ? scratch + s->se_partial_off : NULL;
+    }
 }
 
 void kr_cuda_persistent_convert(kr_cuda_step *s, int to_f16, const void *src, void *dst,

@@ -1,16 +1,20 @@
 /*
  * The persistent kernel (see persistent.h): one cooperative launch walks the steps; every
- * block takes a contiguous share of every step's units (share_begin/share_end), then all wait
- * at a grid barrier (cooperative_groups grid sync, which also orders the memory: a step reads
- * what the steps before it wrote, from any multiprocessor). The (g, nt) arguments of the step
- * functions are the thread's grid index and the grid's size; only the split convolution uses
- * g, for its lane (g % split == threadIdx.x % split).
+ * block takes a contiguous share of every step's units (share_begin/share_end), or, for a step
+ * with a pool tail, one (item, slice) after another; then all wait at a grid barrier
+ * (cooperative_groups grid sync, which also orders the memory: a step reads what the steps
+ * before it wrote, from any multiprocessor). Every step function runs the units [begin, end)
+ * given to its block.
  *
  * The per-step code follows the per-node kernels' arithmetic (float accumulation, the same
  * epilogue: clamp, post function, residual) with one difference: a convolution output may be
  * reduced by `split` lanes of a warp (interleaved 4-channel chunks, then a butterfly of
  * shuffles in fixed order), so that small layers use the whole GPU. Activations are read with
- * plain loads (never the read-only path: they are written during the kernel).
+ * plain loads (never the read-only path: they are written during the kernel). Latency is what
+ * counts at these sizes, so loads are issued together where they can be: a convolution loads
+ * 16 input channels before using them, bias and residual before the sums. (Asking the L1 for
+ * the next step's weights during the current one, prefetch.L1, cost 20 us in all: measured,
+ * dropped.)
  */
 #include <cooperative_groups.h>
 
@@ -81,49 +85,56 @@ __device__ __forceinline__ unsigned tap_pixel(const kr_cuda_step &s, int n, int 
     return (unsigned)(n * s.ih + cy) * s.iw + cx;
 }
 
-/* Asks the block's L1 for @p bytes at @p p (constants: weights), one 128-byte line per thread,
- * without waiting: their latency overlaps what the block does next. */
-__device__ __forceinline__ void prefetch_l1(const void *p, size_t bytes)
+/* 4 consecutive values at @p p for block_colsum: through L2 only (CG: values other blocks
+ * wrote during this run, float rows) or plain loads. */
+template <bool CG> __device__ __forceinline__ void colsum_ld4(const float *p, float *v)
 {
-    for (size_t off = (size_t)threadIdx.x * 128; off < bytes; off += (size_t)NT * 128)
-        asm volatile("prefetch.L1 [%0];" ::"l"((const char *)p + off));
+    float4 q = CG ? __ldcg(reinterpret_cast<const float4 *>(p))
+                  : *reinterpret_cast<const float4 *>(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+}
+template <bool CG> __device__ __forceinline__ void colsum_ld4(const __half *p, float *v)
+{
+    kr_ldv<4>(p, v);
 }
 
-/* Column sums of @p R rows of @p C values (row stride C; @p rows2, if not NULL, added
- * element-wise) by the whole block in a fixed order: lanes of a column take every lanes-th row,
- * then one thread per column adds the lanes' sums in order. Calls out(column, sum) from one
- * thread per column. Every thread of the block must call it (it synchronises the block). */
-template <typename T, typename F>
-__device__ void block_colsum(const T *rows, const T *rows2, int R, int C, float *red, F out)
+/* Column sums of @p R rows of @p C values (row stride C, C a multiple of 4, rows 4-element
+ * aligned; @p rows2, if not NULL, added element-wise; either may be shared memory) by the whole
+ * block in a fixed order: the threads split into lanes per 4-column group, lane l adds rows l,
+ * l + lanes, ... (all its loads issued before the sums), then one thread per group adds the
+ * lanes' sums in order. Calls out(column, sum) from that thread for each of its 4 columns.
+ * @p red: 4 * KR_CUDA_PERSISTENT_THREADS floats of shared memory. Every thread of the block
+ * must call it (it synchronises the block). */
+template <bool CG, typename TR, typename T2, typename F>
+__device__ void block_colsum(const TR *rows, const T2 *rows2, int R, int C, float *red, F out)
 {
-    const int tid = threadIdx.x;
-    for (int c0 = 0; c0 < C; c0 += NT) {
-        const int cw = min(C - c0, NT), lanes = NT / cw, lane = tid / cw, c = c0 + tid % cw;
-        float a0 = 0.0f, a1 = 0.0f;
+    const int tid = threadIdx.x, groups = C / 4;
+    for (int g0 = 0; g0 < groups; g0 += NT) {
+        const int gw = min(groups - g0, NT), lanes = NT / gw, lane = tid / gw;
+        const int c = 4 * (g0 + tid % gw);
+        float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         if (lane < lanes) {
-            int r = lane;
-#pragma unroll 4
-            for (; r + lanes < R; r += 2 * lanes) {
-                a0 += kr_ld(rows + (size_t)r * C + c);
-                a1 += kr_ld(rows + (size_t)(r + lanes) * C + c);
+#pragma unroll 8
+            for (int r = lane; r < R; r += lanes) {
+                float v[4];
+                colsum_ld4<CG>(rows + (size_t)r * C + c, v);
                 if (rows2) {
-                    a0 += kr_ld(rows2 + (size_t)r * C + c);
-                    a1 += kr_ld(rows2 + (size_t)(r + lanes) * C + c);
+                    float w[4];
+                    colsum_ld4<false>(rows2 + (size_t)r * C + c, w);
+                    v[0] += w[0], v[1] += w[1], v[2] += w[2], v[3] += w[3];
                 }
-            }
-            if (r < R) {
-                a0 += kr_ld(rows + (size_t)r * C + c);
-                if (rows2)
-                    a0 += kr_ld(rows2 + (size_t)r * C + c);
+                a[0] += v[0], a[1] += v[1], a[2] += v[2], a[3] += v[3];
             }
         }
-        red[tid] = a0 + a1;
+        reinterpret_cast<float4 *>(red)[tid] = make_float4(a[0], a[1], a[2], a[3]);
         __syncthreads();
-        if (tid < cw) {
-            float sum = 0.0f;
+        if (tid < gw) {
+            float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             for (int l = 0; l < lanes; l++)
-                sum += red[l * cw + tid];
-            out(c0 + tid, sum);
+                for (int k = 0; k < 4; k++)
+                    sum[k] += red[4 * (l * gw + tid) + k];
+            for (int k = 0; k < 4; k++)
+                out(c + k, sum[k]);
         }
         __syncthreads();
     }
@@ -171,18 +182,17 @@ __device__ __noinline__ void block_dense(const float *in, int K, float *out, int
 }
 
 /* The squeeze-and-excitation prologue (persistent.h): returns the last layer's output,
- * [batch][se_out[se_layers - 1]] in @p buf. */
+ * [batch][se_out[se_layers - 1]], in @p buf. The sums were written by other blocks in an
+ * earlier step: read through L2. */
 __device__ __noinline__ const float *se_prologue(const kr_cuda_step &s, float *buf, float *red)
 {
     const int C = s.se_c;
-    for (int l = 0, k = C; l < s.se_layers; k = s.se_out[l], l++)
-        prefetch_l1(s.se_w[l], (size_t)s.se_out[l] * k * sizeof(float));
     float *pooled = buf;
     const float inv = 1.0f / (float)s.se_pixels;
     for (int n = 0; n < s.batch; n++)
-        block_colsum<float>(s.se_partial + (size_t)n * s.se_slices * C, (const float *)NULL,
-                            s.se_slices, C, red,
-                            [&](int c, float v) { pooled[n * C + c] = v * inv; });
+        block_colsum<true, float, float>(s.se_partial + (size_t)n * s.se_slices * C,
+                                         (const float *)NULL, s.se_slices, C, red,
+                                         [&](int c, float v) { pooled[n * C + c] = v * inv; });
     const float *in = pooled;
     float *out = pooled + s.batch * C;
     int K = C;
@@ -196,35 +206,96 @@ __device__ __noinline__ const float *se_prologue(const kr_cuda_step &s, float *b
     return in;
 }
 
-template <typename T, int KS, int IC>
-__device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned g, unsigned nt, const float *sc);
-
-template <typename T>
-__device__ __noinline__ void step_conv(const kr_cuda_step &s, unsigned g, unsigned nt, float *se_buf,
-                          float *red)
+/* @p v as the element type stores it (what a pool of the stored tensor adds). */
+__device__ __forceinline__ float stored(float v, const float *) { return v; }
+__device__ __forceinline__ float stored(float v, const __half *)
 {
-    /* a folded squeeze-and-excitation MUL: input channel c of item n scaled by sc[n][c] */
-    if (s.se_layers) /* this step's weights load while the prologue runs */
-        prefetch_l1(s.w, (size_t)s.oc * s.kh * s.kw * s.ic * sizeof(float));
-    const float *sc = s.se_layers ? se_prologue(s, se_buf, red) : NULL;
+    return __half2float(__float2half_rn(v));
+}
+
+/* Input channels a convolution thread loads before using them (registers: CH floats; 32
+ * spilled under the 128-register limit of two blocks per multiprocessor). */
+#define CH 16
+
+/* a[0..N) = input channels [c0, c0 + N) of one pixel, times the excitation @p scn and plus
+ * the folded ADD's operand @p xap where set; 4-element loads, all issued before any use. */
+template <typename T, int N>
+__device__ __forceinline__ void load_channels(const T *xp, const T *xap, const float *scn,
+                                              int c0, float *a)
+{
+#pragma unroll
+    for (int j = 0; j < N; j += 4)
+        kr_ldv<4>(xp + c0 + j, a + j);
+    if (scn) {
+#pragma unroll
+        for (int j = 0; j < N; j++)
+            a[j] *= scn[c0 + j];
+    }
+    if (xap) {
+#pragma unroll
+        for (int j = 0; j < N; j += 4) {
+            float b[4];
+            kr_ldv<4>(xap + c0 + j, b);
+            a[j] += b[0], a[j + 1] += b[1], a[j + 2] += b[2], a[j + 3] += b[3];
+        }
+    }
+}
+
+/* acc[0..4) += xv * the 4 weights at @p w (one 16-byte load). */
+__device__ __forceinline__ void fma4(float *acc, float xv, const float *w)
+{
+    float4 b = *reinterpret_cast<const float4 *>(w);
+    acc[0] = fmaf(xv, b.x, acc[0]);
+    acc[1] = fmaf(xv, b.y, acc[1]);
+    acc[2] = fmaf(xv, b.z, acc[2]);
+    acc[3] = fmaf(xv, b.w, acc[3]);
+}
+
+/* The folded residual of @p V outputs at @p idx, loaded before the sums (0 without one). */
+template <typename T, int V>
+__device__ __forceinline__ void early_res(const kr_cuda_step &s, unsigned idx, float *r)
+{
+    if (s.res) {
+        kr_ldv<V>((const T *)s.res + idx, r);
+    } else {
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            r[k] = 0.0f;
+    }
+}
+
+template <typename T, int KS, int IC>
+__device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin, unsigned end,
+                                          float *tile, const float *sc);
+
+/* A convolution whose outputs are few (split lanes per output, one output per unit), or any
+ * convolution the group-4 path cannot take. The producers of a pool tail (this, the group-4
+ * convolution, the depthwise and the unary step) also write each output value, as stored, to
+ * @p tile at (unit - begin) * values per unit (NULL: no tail). @p sc: the excitation of a
+ * prologue, [batch][ic] (NULL: none). */
+template <typename T>
+__device__ __noinline__ void step_conv(const kr_cuda_step &s, unsigned begin, unsigned end,
+                                       float *tile, const float *sc)
+{
     if (s.group == 4) {
         if (s.kh == 1 && s.kw == 1)
-            step_conv_g4<T, 1, 0>(s, g, nt, sc);
+            step_conv_g4<T, 1, 0>(s, begin, end, tile, sc);
         else if (s.kh == 3 && s.kw == 3 && s.ic == 3) /* an RGB stem: all 27 loads in flight */
-            step_conv_g4<T, 3, 3>(s, g, nt, sc);
+            step_conv_g4<T, 3, 3>(s, begin, end, tile, sc);
         else
-            step_conv_g4<T, 0, 0>(s, g, nt, sc);
+            step_conv_g4<T, 0, 0>(s, begin, end, tile, sc);
         return;
     }
-    const unsigned S = (unsigned)s.split, lane = g % S;
+    const unsigned S = (unsigned)s.split, lane = threadIdx.x % S;
     const unsigned first = (threadIdx.x & 31u) - lane;
     const unsigned mask = S == 32 ? 0xffffffffu : (((1u << S) - 1u) << first);
-    const unsigned units = (unsigned)s.batch * s.oh * s.ow * s.oc;
-    const T *x = (const T *)s.x;
-    for (unsigned u = share_begin(units) + threadIdx.x / S, end = share_end(units); u < end;
-         u += blockDim.x / S) {
+    const T *x = (const T *)s.x, *xa = (const T *)s.scale_add;
+    for (unsigned u = begin + threadIdx.x / S; u < end; u += NT / S) {
         int co, ox, oy, n;
         unit_pos(u, (unsigned)s.oc, s, &co, &ox, &oy, &n);
+        const float bz = s.bias ? s.bias[co] : 0.0f;
+        float r;
+        early_res<T, 1>(s, u, &r);
         const float *scn = sc ? sc + n * s.ic : NULL;
         float acc0 = 0.0f, acc1 = 0.0f;
         for (int ky = 0; ky < s.kh; ky++) {
@@ -235,7 +306,8 @@ __device__ __noinline__ void step_conv(const kr_cuda_step &s, unsigned g, unsign
                 int ix = ox * s.sw - s.pl + kx * s.dw;
                 if ((unsigned)ix >= (unsigned)s.iw)
                     continue;
-                const T *xp = x + ((unsigned)(n * s.ih + iy) * s.iw + ix) * s.ic;
+                const unsigned pix = (unsigned)(n * s.ih + iy) * s.iw + ix;
+                const T *xp = x + pix * s.ic, *xap = xa ? xa + pix * s.ic : NULL;
                 const float *wp = s.w + ((unsigned)(co * s.kh + ky) * s.kw + kx) * s.ic;
                 if (s.vec == 4) {
 #pragma unroll 4
@@ -246,23 +318,39 @@ __device__ __noinline__ void step_conv(const kr_cuda_step &s, unsigned g, unsign
                             a[0] *= scn[c], a[1] *= scn[c + 1];
                             a[2] *= scn[c + 2], a[3] *= scn[c + 3];
                         }
-                        float4 b = *reinterpret_cast<const float4 *>(wp + c);
-                        acc0 = fmaf(a[0], b.x, acc0);
-                        acc1 = fmaf(a[1], b.y, acc1);
-                        acc0 = fmaf(a[2], b.z, acc0);
-                        acc1 = fmaf(a[3], b.w, acc1);
+                        if (xap) {
+                            float b[4];
+                            kr_ldv<4>(xap + c, b);
+                            a[0] += b[0], a[1] += b[1], a[2] += b[2], a[3] += b[3];
+                        }
+                        float4 w = *reinterpret_cast<const float4 *>(wp + c);
+                        acc0 = fmaf(a[0], w.x, acc0);
+                        acc1 = fmaf(a[1], w.y, acc1);
+                        acc0 = fmaf(a[2], w.z, acc0);
+                        acc1 = fmaf(a[3], w.w, acc1);
                     }
                 } else {
-                    for (int c = (int)lane; c < s.ic; c += (int)S)
-                        acc0 = fmaf(kr_ld(xp + c) * (scn ? scn[c] : 1.0f), wp[c], acc0);
+                    for (int c = (int)lane; c < s.ic; c += (int)S) {
+                        float a = kr_ld(xp + c) * (scn ? scn[c] : 1.0f);
+                        if (xap)
+                            a += kr_ld(xap + c);
+                        acc0 = fmaf(a, wp[c], acc0);
+                    }
                 }
             }
         }
         float acc = acc0 + acc1;
         for (unsigned off = S >> 1; off > 0; off >>= 1)
             acc += __shfl_xor_sync(mask, acc, off);
-        if (lane == 0)
-            finish<T>(s, u, acc + (s.bias ? s.bias[co] : 0.0f));
+        if (lane == 0) {
+            kr_epilogue e = step_epilogue(s);
+            float v = kr_apply(e, acc + bz);
+            if (s.res)
+                v += r;
+            kr_st((T *)s.y + u, v);
+            if (tile)
+                tile[u - begin] = stored(v, (const T *)NULL);
+        }
     }
 }
 
@@ -272,17 +360,21 @@ __device__ __noinline__ void step_conv(const kr_cuda_step &s, unsigned g, unsign
  * kernel size and input channels when fixed at compile time (1x1 any; 3x3 on 3 channels, the
  * stem: every load unrolled), else 0. */
 template <typename T, int KS, int IC>
-__device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned g, unsigned nt, const float *sc)
+__device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin, unsigned end,
+                                          float *tile, const float *sc)
 {
     const int kh = KS ? KS : s.kh, kw = KS ? KS : s.kw, ic = IC ? IC : s.ic, groups = s.oc / 4;
-    const unsigned units = (unsigned)s.batch * s.oh * s.ow * groups;
-    const T *x = (const T *)s.x;
+    const T *x = (const T *)s.x, *xa = (const T *)s.scale_add;
     kr_epilogue e = step_epilogue(s);
-    for (unsigned u = share_begin(units) + threadIdx.x, end = share_end(units); u < end;
-         u += blockDim.x) {
+    for (unsigned u = begin + threadIdx.x; u < end; u += NT) {
         int co, ox, oy, n;
         unit_pos(u, (unsigned)groups, s, &co, &ox, &oy, &n);
         co *= 4;
+        float bz[4], r[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            bz[j] = s.bias ? s.bias[co + j] : 0.0f;
+        early_res<T, 4>(s, u * 4, r);
         const float *scn = sc ? sc + n * s.ic : NULL;
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
@@ -290,44 +382,48 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned g, uns
 #pragma unroll
             for (int kx = 0; kx < kw; kx++) {
                 bool inside;
-                const T *xp = x + tap_pixel(s, n, oy, ox, ky, kx, &inside) * ic;
+                const unsigned pix = tap_pixel(s, n, oy, ox, ky, kx, &inside);
+                const T *xp = x + pix * ic, *xap = xa ? xa + pix * ic : NULL;
                 /* weights [tap][ic][oc]: the 4 outputs of a thread are one 16-byte load, and
                  * the threads of a warp (neighbouring output groups) read neighbouring bytes */
                 const float *wr = s.wt + (size_t)((ky * kw + kx) * ic) * s.oc + co;
                 if (s.vec == 4) {
-#pragma unroll 2
-                    for (int c = 0; c < ic; c += 4) {
-                        float a[4];
-                        kr_ldv<4>(xp + c, a);
+                    int c0 = 0;
+                    for (; c0 + CH <= ic; c0 += CH) { /* CH loads in flight, then the sums */
+                        float a[CH];
+                        load_channels<T, CH>(xp, xap, scn, c0, a);
 #pragma unroll
-                        for (int t = 0; t < 4; t++) {
-                            float4 b = *reinterpret_cast<const float4 *>(wr + (size_t)(c + t) * s.oc);
-                            float xv = inside ? (scn ? a[t] * scn[c + t] : a[t]) : 0.0f;
-                            acc[0] = fmaf(xv, b.x, acc[0]);
-                            acc[1] = fmaf(xv, b.y, acc[1]);
-                            acc[2] = fmaf(xv, b.z, acc[2]);
-                            acc[3] = fmaf(xv, b.w, acc[3]);
-                        }
+                        for (int j = 0; j < CH; j++)
+                            fma4(acc, inside ? a[j] : 0.0f, wr + (size_t)(c0 + j) * s.oc);
+                    }
+#pragma unroll 2
+                    for (; c0 < ic; c0 += 4) {
+                        float a[4];
+                        load_channels<T, 4>(xp, xap, scn, c0, a);
+#pragma unroll
+                        for (int j = 0; j < 4; j++)
+                            fma4(acc, inside ? a[j] : 0.0f, wr + (size_t)(c0 + j) * s.oc);
                     }
                 } else {
 #pragma unroll
                     for (int c = 0; c < ic; c++) {
                         float xv = kr_ld(xp + c) * (scn ? scn[c] : 1.0f);
-                        xv = inside ? xv : 0.0f;
-                        float4 b = *reinterpret_cast<const float4 *>(wr + (size_t)c * s.oc);
-                        acc[0] = fmaf(xv, b.x, acc[0]);
-                        acc[1] = fmaf(xv, b.y, acc[1]);
-                        acc[2] = fmaf(xv, b.z, acc[2]);
-                        acc[3] = fmaf(xv, b.w, acc[3]);
+                        if (xap)
+                            xv += kr_ld(xap + c);
+                        fma4(acc, inside ? xv : 0.0f, wr + (size_t)c * s.oc);
                     }
                 }
             }
         }
         float v[4];
 #pragma unroll
-        for (int j = 0; j < 4; j++)
-            v[j] = kr_apply(e, acc[j] + (s.bias ? s.bias[co + j] : 0.0f));
-        kr_add_res<T, 4>(e, u * 4, v);
+        for (int j = 0; j < 4; j++) {
+            v[j] = kr_apply(e, acc[j] + bz[j]);
+            if (s.res)
+                v[j] += r[j];
+            if (tile)
+                tile[(u - begin) * 4 + j] = stored(v[j], (const T *)NULL);
+        }
         kr_stv<4>((T *)s.y + u * 4, v);
     }
 }
@@ -336,21 +432,23 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned g, uns
  * else 0: every tap's load can be in flight before the sums (taps outside the input read a
  * clamped pixel and add 0, without a branch). */
 template <typename T, int V, int KS>
-__device__ __noinline__ void step_depthwise_v(const kr_cuda_step &s, unsigned g, unsigned nt)
+__device__ __noinline__ void step_depthwise_v(const kr_cuda_step &s, unsigned begin, unsigned end,
+                                              float *tile)
 {
     const int kh = KS ? KS : s.kh, kw = KS ? KS : s.kw;
     const int groups = s.oc / V, m = s.oc / s.ic;
-    const unsigned units = (unsigned)s.batch * s.oh * s.ow * groups;
     const T *x = (const T *)s.x;
-    for (unsigned u = share_begin(units) + threadIdx.x, end = share_end(units); u < end;
-         u += blockDim.x) {
+    for (unsigned u = begin + threadIdx.x; u < end; u += NT) {
         int co, ox, oy, n;
         unit_pos(u, (unsigned)groups, s, &co, &ox, &oy, &n);
         co *= V;
-        float acc[V];
+        float bz[V], r[V], acc[V];
 #pragma unroll
-        for (int k = 0; k < V; k++)
+        for (int k = 0; k < V; k++) {
             acc[k] = 0.0f;
+            bz[k] = s.bias ? s.bias[co + k] : 0.0f;
+        }
+        early_res<T, V>(s, u * V, r);
 #pragma unroll
         for (int ky = 0; ky < kh; ky++) {
 #pragma unroll
@@ -375,24 +473,26 @@ __device__ __noinline__ void step_depthwise_v(const kr_cuda_step &s, unsigned g,
                 }
             }
         }
-        unsigned i = u * V;
         kr_epilogue e = step_epilogue(s);
         float v[V];
 #pragma unroll
-        for (int k = 0; k < V; k++)
-            v[k] = kr_apply(e, acc[k] + (s.bias ? s.bias[co + k] : 0.0f));
-        kr_add_res<T, V>(e, i, v);
-        kr_stv<V>((T *)s.y + i, v);
+        for (int k = 0; k < V; k++) {
+            v[k] = kr_apply(e, acc[k] + bz[k]);
+            if (s.res)
+                v[k] += r[k];
+            if (tile)
+                tile[(u - begin) * V + k] = stored(v[k], (const T *)NULL);
+        }
+        kr_stv<V>((T *)s.y + u * V, v);
     }
 }
 
-template <typename T> __device__ __noinline__ void step_tconv(const kr_cuda_step &s, unsigned g, unsigned nt)
+template <typename T>
+__device__ __noinline__ void step_tconv(const kr_cuda_step &s, unsigned begin, unsigned end)
 {
-    const unsigned units = (unsigned)s.batch * s.oh * s.ow * s.oc;
     const T *x = (const T *)s.x;
     const tc_shape shape = {s.ih, s.iw, s.ic, s.oh, s.ow, s.oc, s.kh, s.kw, s.sh, s.sw, s.pt, s.pl};
-    for (unsigned u = share_begin(units) + threadIdx.x, end = share_end(units); u < end;
-         u += blockDim.x) {
+    for (unsigned u = begin + threadIdx.x; u < end; u += NT) {
         int o, ox, oy, n;
         unit_pos(u, (unsigned)s.oc, s, &o, &ox, &oy, &n);
         float acc = s.vec == 4 ? tc_gather<T, 4, unsigned>(x, s.w, shape, (unsigned)n, oy, ox, o)
@@ -402,12 +502,11 @@ template <typename T> __device__ __noinline__ void step_tconv(const kr_cuda_step
 }
 
 template <typename T, int V>
-__device__ __noinline__ void step_binary_v(const kr_cuda_step &s, unsigned g, unsigned nt, float *se_buf,
-                              float *red)
+__device__ __noinline__ void step_binary_v(const kr_cuda_step &s, unsigned begin, unsigned end,
+                                           const float *sc)
 {
-    /* squeeze-and-excitation: the per-channel operand is computed here, [batch][oc] */
-    const float *sc = s.se_layers ? se_prologue(s, se_buf, red) : NULL;
-    const unsigned per_item = (unsigned)s.count, units = per_item * s.batch / V;
+    /* sc: an excitation as the per-channel operand, [batch][oc], or NULL */
+    const unsigned per_item = (unsigned)s.count;
     const T *a = (const T *)s.x, *b = (const T *)s.x2;
     if (s.bmode == 2) { /* the per-channel operand first: swap (ADD and MUL commute) */
         const T *t = a;
@@ -415,8 +514,7 @@ __device__ __noinline__ void step_binary_v(const kr_cuda_step &s, unsigned g, un
         b = t;
     }
     kr_epilogue e = step_epilogue(s);
-    for (unsigned u = share_begin(units) + threadIdx.x, end = share_end(units); u < end;
-         u += blockDim.x) {
+    for (unsigned u = begin + threadIdx.x; u < end; u += NT) {
         unsigned i = u * V;
         float va[V], vb[V], v[V];
         kr_ldv<V>(a + i, va);
@@ -446,39 +544,27 @@ __device__ __noinline__ void step_binary_v(const kr_cuda_step &s, unsigned g, un
     }
 }
 
-template <typename T> __device__ __noinline__ void step_unary(const kr_cuda_step &s, unsigned g, unsigned nt)
+template <typename T>
+__device__ __noinline__ void step_unary(const kr_cuda_step &s, unsigned begin, unsigned end,
+                                        float *tile)
 {
-    const unsigned total = (unsigned)s.count * s.batch;
     kr_epilogue e = step_epilogue(s);
-    for (unsigned i = share_begin(total) + threadIdx.x, end = share_end(total); i < end;
-         i += blockDim.x)
-        kr_st((T *)s.y + i, kr_apply(e, kr_ld((const T *)s.x + i)));
-}
-
-template <typename S, typename D>
-__device__ __noinline__ void step_copy(const kr_cuda_step &s, unsigned g, unsigned nt)
-{
-    const unsigned total = (unsigned)s.count * s.batch;
-    for (unsigned i = share_begin(total) + threadIdx.x, end = share_end(total); i < end;
-         i += blockDim.x)
-        kr_st((D *)s.y + i, kr_ld((const S *)s.x + i));
-}
-
-/* A block per (item, slice): the slice's channel sums (input + folded addend) to scratch. */
-template <typename T> __device__ __noinline__ void step_pool_partial(const kr_cuda_step &s, float *red)
-{
-    const unsigned pixels = (unsigned)(s.ih * s.iw), units = (unsigned)s.batch * s.slices;
-    for (unsigned u = blockIdx.x; u < units; u += gridDim.x) {
-        unsigned n = u / s.slices, p0 = (u % s.slices) * (unsigned)s.slice;
-        int rows = (int)min((unsigned)s.slice, pixels - p0);
-        size_t off = ((size_t)n * pixels + p0) * s.ic;
-        float *dst = s.scratch + (size_t)u * s.ic;
-        block_colsum<T>((const T *)s.x + off, s.x2 ? (const T *)s.x2 + off : (const T *)NULL, rows,
-                        s.ic, red, [&](int c, float v) { dst[c] = v; });
+    for (unsigned i = begin + threadIdx.x; i < end; i += NT) {
+        float v = kr_apply(e, kr_ld((const T *)s.x + i));
+        kr_st((T *)s.y + i, v);
+        if (tile)
+            tile[i - begin] = stored(v, (const T *)NULL);
     }
 }
 
-/* A block per item: the mean from the slices' sums, through the epilogue. */
+template <typename S, typename D>
+__device__ __noinline__ void step_copy(const kr_cuda_step &s, unsigned begin, unsigned end)
+{
+    for (unsigned i = begin + threadIdx.x; i < end; i += NT)
+        kr_st((D *)s.y + i, kr_ld((const S *)s.x + i));
+}
+
+/* A block per item: the mean from the slices' sums of the partial step, through the epilogue. */
 template <typename T> __device__ __noinline__ void step_pool_final(const kr_cuda_step &s, float *red)
 {
     kr_epilogue e = step_epilogue(s);
@@ -486,32 +572,125 @@ template <typename T> __device__ __noinline__ void step_pool_final(const kr_cuda
     const float inv = 1.0f / (float)(s.ih * s.iw);
     for (unsigned n = blockIdx.x; n < (unsigned)s.batch; n += gridDim.x) {
         T *y = (T *)s.y + (size_t)n * s.ic;
-        block_colsum<float>(s.scratch + (size_t)n * s.slices * s.ic, (const float *)NULL,
-                            s.slices, s.ic, red,
-                            [&](int c, float v) { kr_st(y + c, kr_apply(e, v * inv)); });
+        block_colsum<true, float, float>(s.tail_partial + (size_t)n * s.tail_slices * s.ic,
+                                  (const float *)NULL, s.tail_slices, s.ic, red,
+                                  [&](int c, float v) { kr_st(y + c, kr_apply(e, v * inv)); });
     }
 }
 
 template <typename T, int V>
-__device__ __noinline__ void step_resize_v(const kr_cuda_step &s, unsigned g, unsigned nt)
+__device__ __noinline__ void step_resize_v(const kr_cuda_step &s, unsigned begin, unsigned end,
+                                           const float *sc)
 {
     const int chv = s.oc / V;
-    const unsigned units = (unsigned)s.batch * s.oh * s.ow * chv;
     const T *x = (const T *)s.x;
     const rs_shape shape = {s.ih, s.iw, s.oc, s.oh, s.ow, s.align, s.half};
     kr_epilogue e = step_epilogue(s);
-    for (unsigned u = share_begin(units) + threadIdx.x, end = share_end(units); u < end;
-         u += blockDim.x) {
+    for (unsigned u = begin + threadIdx.x; u < end; u += NT) {
         int k, ox, oy, n;
         unit_pos(u, (unsigned)chv, s, &k, &ox, &oy, &n);
         k *= V;
         float v[V];
         rs_pixel<T, V, unsigned>(x, shape, (unsigned)n, oy, ox, k, v);
+        if (sc) { /* a folded excitation: the resize of x * sc, per channel */
+            const float *scn = sc + n * s.oc + k;
+#pragma unroll
+            for (int j = 0; j < V; j++)
+                v[j] *= scn[j];
+        }
 #pragma unroll
         for (int j = 0; j < V; j++)
             v[j] = kr_apply(e, v[j]);
         kr_add_res<T, V>(e, u * V, v);
         kr_stv<V>((T *)s.y + u * V, v);
+    }
+}
+
+/* The step's work units, all items (a split convolution's unit: one output, `split` threads). */
+__device__ __forceinline__ unsigned step_units(const kr_cuda_step &s)
+{
+    const unsigned pixels = (unsigned)s.batch * s.oh * s.ow;
+    switch (s.kind) {
+    case KR_STEP_CONV: return pixels * (s.group == 4 ? s.oc / 4 : s.oc);
+    case KR_STEP_DEPTHWISE: return pixels * (s.oc / s.vec);
+    case KR_STEP_TCONV: return pixels * s.oc;
+    case KR_STEP_BINARY: return (unsigned)s.count * s.batch / s.vec;
+    case KR_STEP_RESIZE: return pixels * (s.oc / s.vec);
+    case KR_STEP_UNARY:
+    case KR_STEP_COPY:
+    case KR_STEP_TO_F16:
+    case KR_STEP_TO_F32: return (unsigned)s.count * s.batch;
+    default: return 0;
+    }
+}
+
+/* Units [begin, end) of step @p s by this block; @p tile, @p sc: see step_conv. */
+template <typename T>
+__device__ void run_units(const kr_cuda_step &s, unsigned begin, unsigned end, float *tile,
+                          const float *sc)
+{
+    switch (s.kind) {
+    case KR_STEP_CONV: step_conv<T>(s, begin, end, tile, sc); break;
+    case KR_STEP_DEPTHWISE:
+        if (s.vec == 4 && s.kh == 3 && s.kw == 3)
+            step_depthwise_v<T, 4, 3>(s, begin, end, tile);
+        else if (s.vec == 4 && s.kh == 5 && s.kw == 5)
+            step_depthwise_v<T, 4, 5>(s, begin, end, tile);
+        else if (s.vec == 4)
+            step_depthwise_v<T, 4, 0>(s, begin, end, tile);
+        else
+            step_depthwise_v<T, 1, 0>(s, begin, end, tile);
+        break;
+    case KR_STEP_TCONV: step_tconv<T>(s, begin, end); break;
+    case KR_STEP_BINARY:
+        if (s.vec == 4)
+            step_binary_v<T, 4>(s, begin, end, sc);
+        else
+            step_binary_v<T, 1>(s, begin, end, sc);
+        break;
+    case KR_STEP_UNARY: step_unary<T>(s, begin, end, tile); break;
+    case KR_STEP_RESIZE:
+        if (s.vec == 4)
+            step_resize_v<T, 4>(s, begin, end, sc);
+        else
+            step_resize_v<T, 1>(s, begin, end, sc);
+        break;
+    case KR_STEP_COPY: step_copy<T, T>(s, begin, end); break;
+    case KR_STEP_TO_F16: step_copy<float, __half>(s, begin, end); break;
+    case KR_STEP_TO_F32: step_copy<__half, float>(s, begin, end); break;
+    default: break;
+    }
+}
+
+/* A step with a pool tail (persistent.h): (item, slice) after (item, slice), the slice's units
+ * (none for POOL_PARTIAL), which also go to @p tile (shared memory: the slice's outputs as
+ * stored, rows of tail_c), then its channel sums (+ the pool's addend from global memory; for
+ * POOL_PARTIAL both from global memory). @p sc: as run_units. */
+template <typename T>
+__device__ __noinline__ void step_with_tail(const kr_cuda_step &s, float *red, float *tile,
+                                            const float *sc)
+{
+    const bool pool = s.kind == KR_STEP_POOL_PARTIAL;
+    const unsigned pairs = (unsigned)s.batch * s.tail_slices;
+    const unsigned pixels = pool ? (unsigned)(s.ih * s.iw) : (unsigned)(s.oh * s.ow);
+    const T *add = (const T *)s.tail_add;
+    const int C = s.tail_c;
+    for (unsigned p = blockIdx.x; p < pairs; p += gridDim.x) {
+        const unsigned n = p / s.tail_slices, k = p % s.tail_slices;
+        const unsigned p0 = k * (unsigned)s.tail_pixels;
+        const int count = (int)min((unsigned)s.tail_pixels, pixels - p0);
+        const size_t off = ((size_t)n * pixels + p0) * C;
+        float *dst = s.tail_partial + (size_t)p * C;
+        auto store = [&](int c, float v) { dst[c] = v; };
+        const T *add_rows = add ? add + off : (const T *)NULL;
+        if (pool) {
+            block_colsum<false, T, T>((const T *)s.x + off, add_rows, count, C, red, store);
+        } else {
+            unsigned begin = (n * pixels + p0) * (unsigned)s.tail_units;
+            run_units<T>(s, begin, begin + (unsigned)count * s.tail_units, tile, sc);
+            __syncthreads(); /* the block's outputs in the tile, before it adds them */
+            block_colsum<false, float, T>(tile, add_rows, count, C, red, store);
+        }
     }
 }
 
@@ -525,57 +704,35 @@ __device__ __forceinline__ void load_step(kr_cuda_step *dst, const kr_cuda_step 
 }
 
 template <typename T>
-__global__ void __launch_bounds__(NT)
+__global__ void __launch_bounds__(NT, 2)
     persistent_kernel(const kr_cuda_step *__restrict__ steps, int n, long long *clocks)
 {
     static_assert(sizeof(kr_cuda_step) % 8 == 0 && sizeof(kr_cuda_step) / 8 <= NT,
                   "a step is copied by one 8-byte word per thread");
-    /* the current step and the next, in shared memory: the next one is fetched before the
-     * barrier, so no step waits for its descriptor */
-    __shared__ kr_cuda_step desc[2];
-    __shared__ float red[NT];
+    /* steps i, i + 1 and i + 2 in shared memory: step i + 2 is fetched before barrier i, so no
+     * step waits for its descriptor */
+    __shared__ kr_cuda_step desc[3];
+    __shared__ __align__(16) float red[4 * NT];
     __shared__ float se_buf[KR_CUDA_SE_FLOATS];
+    __shared__ __align__(16) float tile[KR_CUDA_TILE_FLOATS];
     cg::grid_group grid = cg::this_grid();
-    const unsigned g = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
     const int timing = clocks && blockIdx.x == 0 && threadIdx.x == 0;
     load_step(&desc[0], &steps[0]);
+    if (n > 1)
+        load_step(&desc[1], &steps[1]);
     __syncthreads();
     for (int i = 0; i < n; i++) {
-        const kr_cuda_step &s = desc[i & 1];
+        const kr_cuda_step &s = desc[i % 3];
         if (timing)
             clocks[4 * i] = clock64();
-        switch (s.kind) {
-        case KR_STEP_CONV: step_conv<T>(s, g, nt, se_buf, red); break;
-        case KR_STEP_DEPTHWISE:
-            if (s.vec == 4 && s.kh == 3 && s.kw == 3)
-                step_depthwise_v<T, 4, 3>(s, g, nt);
-            else if (s.vec == 4 && s.kh == 5 && s.kw == 5)
-                step_depthwise_v<T, 4, 5>(s, g, nt);
-            else if (s.vec == 4)
-                step_depthwise_v<T, 4, 0>(s, g, nt);
-            else
-                step_depthwise_v<T, 1, 0>(s, g, nt);
-            break;
-        case KR_STEP_TCONV: step_tconv<T>(s, g, nt); break;
-        case KR_STEP_BINARY:
-            if (s.vec == 4)
-                step_binary_v<T, 4>(s, g, nt, se_buf, red);
-            else
-                step_binary_v<T, 1>(s, g, nt, se_buf, red);
-            break;
-        case KR_STEP_UNARY: step_unary<T>(s, g, nt); break;
-        case KR_STEP_POOL_PARTIAL: step_pool_partial<T>(s, red); break;
-        case KR_STEP_POOL_FINAL: step_pool_final<T>(s, red); break;
-        case KR_STEP_RESIZE:
-            if (s.vec == 4)
-                step_resize_v<T, 4>(s, g, nt);
-            else
-                step_resize_v<T, 1>(s, g, nt);
-            break;
-        case KR_STEP_COPY: step_copy<T, T>(s, g, nt); break;
-        case KR_STEP_TO_F16: step_copy<float, __half>(s, g, nt); break;
-        case KR_STEP_TO_F32: step_copy<__half, float>(s, g, nt); break;
-        default: break;
+        const float *sc = s.se_layers ? se_prologue(s, se_buf, red) : NULL;
+        if (s.kind == KR_STEP_POOL_FINAL) {
+            step_pool_final<T>(s, red);
+        } else if (s.tail) {
+            step_with_tail<T>(s, red, tile, sc);
+        } else {
+            const unsigned units = step_units(s);
+            run_units<T>(s, share_begin(units), share_end(units), (float *)NULL, sc);
         }
         if (clocks) { /* the profile: the first thread's own work, the block, the grid */
             if (timing)
@@ -584,10 +741,10 @@ __global__ void __launch_bounds__(NT)
             if (timing)
                 clocks[4 * i + 2] = clock64();
         }
-        if (i + 1 < n) {
-            load_step(&desc[(i + 1) & 1], &steps[i + 1]);
-            grid.sync(); /* also a block barrier: the next descriptor is visible */
-        }
+        if (i + 2 < n)
+            load_step(&desc[(i + 2) % 3], &steps[i + 2]);
+        if (i + 1 < n)
+            grid.sync(); /* also a block barrier: the fetched descriptor is visible */
         if (timing)
             clocks[4 * i + 3] = clock64();
     }

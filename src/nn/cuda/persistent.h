@@ -5,13 +5,18 @@
  *
  * Why: at small batches every node's kernel is latency bound (a few blocks, a chain of dependent
  * loads) and a graph of ~80 of them costs ~5.5 us per node (BENCHMARKS.md); a barrier costs
- * ~1.2 us and every step gets all the multiprocessors. Squeeze-and-excitation blocks (global
- * pool, one or two dense layers, MUL) become two steps: the pool's partial sums, then the MUL's
- * (or the following convolution's) own step, whose blocks each compute the dense layers in
- * shared memory first. Selfie: 80 kernels -> 54 steps. Each step's work is split by the sizes of
- * ONE batch item (the lanes that share a convolution's reduction, the pixel slices of a global
- * pool), so an item's result does not depend on the batch size, and the arithmetic order is
- * fixed (no atomics): runs are bit-for-bit repeatable.
+ * ~1.2 us and every step gets all the multiprocessors.
+ *
+ * Squeeze-and-excitation blocks (global pool, one or two dense layers, MUL) take no step of
+ * their own: the step that writes the pooled tensor (or, when that is not possible, a pool step)
+ * has a "pool tail": its blocks work slice by slice (a slice: whole pixels of one item) and
+ * write each slice's channel sums to scratch; the MUL is folded into the next step (a pointwise
+ * convolution scales its input channels, and adds a folded ADD's operand; a resize scales its
+ * output; or else the MUL's own step), whose blocks each compute the pool's means from the
+ * sums and the dense layers in shared memory first (a prologue). Each step's work is split by
+ * the sizes of ONE batch item (the lanes that share a convolution's reduction, the pixel slices
+ * of a pool), so an item's result does not depend on the batch size, and the arithmetic order
+ * is fixed (no atomics): runs are bit-for-bit repeatable.
  *
  * kr_cuda_persistent_plan() (persistent.c, host) turns the fused node list into steps, or says
  * why it cannot; kr_cuda_persistent_launch() (persistent.cu) queues the kernel.
@@ -33,10 +38,10 @@ typedef enum kr_cuda_step_kind {
     KR_STEP_TCONV,        /* the transpose convolution (gather form, as transpose_conv_bias.cu) */
     KR_STEP_BINARY,       /* ADD or MUL, same shapes or one operand per channel / scalar */
     KR_STEP_UNARY,        /* a standalone RELU, RELU6, HARD_SWISH or LOGISTIC (post) */
-    KR_STEP_POOL_PARTIAL, /* global average pool, first half: a block per (item, pixel slice)
-                           * writes the slice's channel sums to scratch */
-    KR_STEP_POOL_FINAL,   /* second half: a block per item sums the slices (or: fused into a
-                           * later step's squeeze-and-excitation prologue, see below) */
+    KR_STEP_POOL_PARTIAL, /* global average pool, first half: only a pool tail (below) over
+                           * the pool's input (+ addend) */
+    KR_STEP_POOL_FINAL,   /* second half, when no excitation follows: a block per item adds
+                           * the slices' sums (tail_partial, tail_slices of the partial step) */
     KR_STEP_RESIZE,       /* RESIZE_BILINEAR, as resize_bilinear.cu */
     KR_STEP_COPY,         /* RESHAPE that is not a view */
     KR_STEP_TO_F16,       /* graph input staging (float) -> arena (half) */
@@ -58,19 +63,31 @@ typedef struct kr_cuda_step {
     int bmode;          /* BINARY: 0 same shapes; 1 x2 per channel; 2 x per channel */
     int cn, batched;    /* BINARY: the per-channel operand's last extent (oc or 1); per item */
     int align, half;    /* RESIZE: align_corners, half_pixel_centers */
-    int slices, slice;  /* POOL_PARTIAL/FINAL: pixel slices per item, pixels per slice */
-    /* Squeeze-and-excitation prologue (BINARY and CONV): before its own work every block
-     * computes, for every item, the channel means of a pool's partial sums, then 1 or 2 dense
-     * layers (1x1 convolutions on one pixel, each with clamp and post function), into shared
-     * memory. BINARY uses the result as its per-channel operand (instead of x2); CONV multiplies
-     * its input channels by it (a folded MUL). The pool and dense nodes then have no steps. */
+    /* Pool tail (CONV, DEPTHWISE, UNARY, POOL_PARTIAL): the step's units are done slice by
+     * slice, a block per (item, slice) at a time: slice k of item n is pixels
+     * [k * tail_pixels, (k + 1) * tail_pixels) of the output (of the input for POOL_PARTIAL),
+     * `tail_units` units per pixel (at most KR_CUDA_PERSISTENT_THREADS / threads per unit per
+     * slice: one pass). Then the block adds the slice's channels (output as stored + tail_add,
+     * if set) into tail_partial[n][k][tail_c]. */
+    int tail;           /* 0: no tail */
+    int tail_slices, tail_pixels, tail_units, tail_c;
+    const void *tail_add;
+    float *tail_partial; size_t tail_partial_off;
+    /* Squeeze-and-excitation prologue (CONV, RESIZE, BINARY): before its own work every block
+     * computes, for every item, the channel means of a pool tail's sums (se_slices slices of
+     * se_c channels over se_pixels pixels), then 1 or 2 dense layers (1x1 convolutions on one
+     * pixel, each with clamp and post function), into shared memory: the excitation sc[n][c].
+     * CONV multiplies input channel c of item n by it, then adds scale_add (same shape as its
+     * input, a folded ADD after the MUL) if set; RESIZE multiplies its output channel c by it;
+     * BINARY uses it as its per-channel operand (instead of x2). */
     int se_layers;      /* 0: no prologue */
-    int se_c, se_slices, se_pixels; /* pooled channels, partial sums per item, pixels pooled */
-    const float *se_partial; size_t se_partial_off; /* the pool step's scratch */
+    int se_c, se_slices, se_pixels;
+    const float *se_partial; size_t se_partial_off;
     int se_out[2];      /* output channels of each dense layer */
     const float *se_w[2], *se_b[2];
     float se_lo[2], se_hi[2];
     int se_post[2];
+    const void *scale_add;
     int post;           /* kr_cuda_post */
     float lo, hi;       /* the node's fused activation as a clamp */
     long long count;    /* elements of one item's output (BINARY, UNARY, COPY, conversions) */
@@ -81,25 +98,31 @@ typedef struct kr_cuda_step {
     const float *wt;    /* CONV with group 4: the weights as [kh][kw][ic][oc] (set by the caller
                          * from w_tensor), so that a thread's 4 outputs are one 16-byte load */
     int w_tensor;       /* CONV: the graph's weight tensor */
-    float *scratch;     /* POOL_PARTIAL/FINAL: [batch][slices][ic] */
-    size_t scratch_off; /* set by the planner: offset of `scratch` in floats */
 } kr_cuda_step;
 
-/* Threads per block of the persistent kernel. */
+/* Threads per block of the persistent kernel (512, one block per multiprocessor: 1% faster at
+ * batch 1, within noise; measured, not kept). */
 #define KR_CUDA_PERSISTENT_THREADS 256
+/* Floats of shared memory for a pool tail's slice: the planner gives a step a tail only if its
+ * slices' outputs fit (tail_pixels * tail_c). */
+#define KR_CUDA_TILE_FLOATS (4 * KR_CUDA_PERSISTENT_THREADS)
 /* Floats of shared memory for a squeeze-and-excitation prologue: batch * (se_c + se_out[0] +
  * se_out[1]) must fit (else the planner leaves those nodes as steps). */
 #define KR_CUDA_SE_FLOATS 4096
 
 /* Builds the steps of the fused node list: @p ops and @p folded per node as backend.c left
  * them (a folded node has no step). Writes at most 2 * g->n_nodes steps to @p steps, sets
- * @p n_steps and @p scratch_floats (pool partial sums; the caller allocates them and sets
- * every step's `scratch` from `scratch_off` and `se_partial` from `se_partial_off`, and uploads
- * `wt` for every CONV step with group 4). Returns NULL on success, else a static string
- * naming what the schedule does not support (the caller then keeps the per-node kernels). */
+ * @p n_steps and @p scratch_floats (the pools' sums: the caller allocates them, calls
+ * kr_cuda_persistent_bind, and uploads `wt` for every CONV step with group 4). Returns NULL on
+ * success, else a static string naming what the schedule does not support (the caller then
+ * keeps the per-node kernels). */
 const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
                                     const unsigned char *folded, int batch, kr_cuda_step *steps,
                                     int *n_steps, size_t *scratch_floats);
+
+/* Sets the scratch pointers of @p n steps (the pools' sums) from their offsets into
+ * @p scratch, device memory of the planned size. */
+void kr_cuda_persistent_bind(kr_cuda_step *steps, int n, float *scratch);
 
 /* A conversion step of @p count elements (all items) between float staging and the arena. */
 void kr_cuda_persistent_convert(kr_cuda_step *s, int to_f16, const void *src, void *dst,
