@@ -158,6 +158,7 @@ __device__ __noinline__ void block_dense(const float *in, int K, float *out, int
     for (int u = tid / L; u < units; u += NT / L) {
         int n = u / J, j = u % J;
         const float *wr = W + (size_t)j * K, *xr = in + n * K;
+        const float bias = b ? b[j] : 0.0f; /* loaded with the weights, not after them */
         float a0 = 0.0f, a1 = 0.0f;
         if (K % 4 == 0) { /* rows of 16-byte multiples: vector weight loads, all in flight */
 #pragma unroll 4
@@ -176,7 +177,7 @@ __device__ __noinline__ void block_dense(const float *in, int K, float *out, int
         for (int off = L >> 1; off > 0; off >>= 1)
             a += __shfl_xor_sync(mask, a, off);
         if (lane == 0)
-            out[u] = kr_apply(e, a + (b ? b[j] : 0.0f));
+            out[u] = kr_apply(e, a + bias);
     }
     __syncthreads();
 }
