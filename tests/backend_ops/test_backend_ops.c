@@ -950,6 +950,47 @@ static void test_excitation_chains(void **state)
     assert_int_equal(failures, 0);
 }
 
+/*
+ * Inverted-residual blocks as the persistent schedule fuses them (persistent.h, EXPAND_DW): a
+ * pointwise conv (+ RELU6) and the 3x3 depthwise conv of its output (+ RELU6) whose folded
+ * residual ADD is that same output; a pointwise conv and a 5x5 stride-2 depthwise conv
+ * (+ HARD_SWISH) whose output is pooled for an excitation; the excitation's MUL consumed by
+ * the next pointwise conv, fused with its depthwise conv (whose residual is again its input).
+ * Odd sizes (19x13), so that tiles are cut at the edges. Every cuda variant against the
+ * reference at batch 1 and 3.
+ */
+static void test_expand_dw_chains(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "pointwise + depthwise chains", 64, 32, 1 << 20);
+    kt_rng rng = kt_rng_seed(123);
+    int xd[4] = {1, 19, 13, 16}, d1[4], d2[4], d3[4], d4[4], d5[4], d6[4];
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    /* every layer clamped to [0, 6] (random weights in [-1, 1] would otherwise grow the values
+     * past what a float16 check can bound; the per-node kernels miss it too) */
+    int a = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 24, 1, 1, KR_ACT_RELU6, d1);
+    int w = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, a, d1, 24, 3, 1, KR_ACT_NONE, d2);
+    w = chain_unary(&b, KR_OP_RELU6, w, d2);
+    int r = chain_binary(&b, KR_OP_ADD, a, w, d2);                    /* into the depthwise */
+    int c = chain_conv(&b, &rng, KR_OP_CONV_2D, r, d2, 32, 1, 1, KR_ACT_RELU6, d3);
+    int v = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, c, d3, 32, 5, 2, KR_ACT_RELU6, d4);
+    v = chain_unary(&b, KR_OP_HARD_SWISH, v, d4);
+    int m = chain_binary(&b, KR_OP_MUL, v, chain_excitation(&b, &rng, v, d4, 8), d4);
+    int e = chain_conv(&b, &rng, KR_OP_CONV_2D, m, d4, 32, 1, 1, KR_ACT_RELU6, d5);
+    int f = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, e, d5, 32, 3, 1, KR_ACT_RELU6, d6);
+    int y = chain_binary(&b, KR_OP_ADD, e, f, d6);                     /* into the depthwise */
+    kt_graph_output(&b, y);
+    kr_graph *gr = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
+        fail_msg("pointwise + depthwise chains: %s", err.message);
+    int failures = check_chain(gr, "pointwise + depthwise chains");
+    kr_graph_destroy(&gr);
+    assert_int_equal(failures, 0);
+}
+
 /* ---- the reference against hand-computed values ----------------------------------------------- */
 
 /* Runs the one-node graph of @p c on the reference backend at batch 1 on @p input and compares
@@ -1347,6 +1388,7 @@ int main(void)
         cmocka_unit_test(test_ops_all_backends),
         cmocka_unit_test(test_fused_chains),
         cmocka_unit_test(test_excitation_chains),
+        cmocka_unit_test(test_expand_dw_chains),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,17 +2,19 @@
  * The cuda persistent schedule's planner (src/nn/cuda/persistent.c) on the CPU: it is host code
  * that turns a graph's nodes into steps, so its decisions are checked here, where CI runs; the
  * kernel itself is checked against the reference on the GPU (tests/backend_ops,
- * test_nn_cuda_gpu). Device pointers are stand-ins (one 1 MiB-aligned address per storage
- * tensor); nothing is dereferenced.
+ * test_nn_cuda_gpu). Device pointers are stand-ins (one address per storage tensor, 64 MiB
+ * apart); nothing is dereferenced.
  *
  *  - selfie: supported; its 10 squeeze-and-excitation blocks become pool tails (the slices'
- *    sums) on the step that writes the pooled tensor (here, without the backend's folds, the
- *    6 depthwise convs before the encoder's pools, each also doing the activation node after
- *    it) or on a pool step of their own (the decoder's 4
- *    pools after an ADD), each read by exactly one later step's prologue of the right width:
- *    6 pointwise convs (input scaling), 1 resize, 3 MULs; no dense (1x1-pixel) convolution and
- *    no pool final step remain; every tail's slices cover its pixels in one pass of a block and
- *    fit the tile; the tails' sums do not overlap in scratch.
+ *    sums) on the step that writes the pooled tensor (here, without the backend's folds: the 6
+ *    depthwise convs before the encoder's pools, each also doing the activation node after it)
+ *    or on a pool step of their own (the decoder's 4 pools after an ADD), each read by exactly
+ *    one later step's prologue of the right width: 6 pointwise convs (input scaling), 1
+ *    resize, 3 MULs; no dense (1x1-pixel) convolution and no pool final step remain; every
+ *    tail's slices cover its pixels in one pass of a block and fit the tile; the tails' sums do
+ *    not overlap in scratch. 6 of the encoder's 8 pointwise + depthwise pairs are one step (not
+ *    the two stride-2 3x3 ones, whose halo takes more than one pass of a block), with tiles
+ *    and halos that fit shared memory.
  *  - every step's work split (lanes, groups, vector width, slices) is the same at batch 1 and 4
  *    (what makes batch-4 results equal batch-1 results bit for bit on the GPU).
  *  - the shipped models it cannot run are refused naming the operator (face-short: PAD,
@@ -147,13 +149,18 @@ static void test_selfie_excitations(void **state)
         }
         if (!s->tail)
             continue;
-        tails_dw += s->kind == KR_STEP_DEPTHWISE;
+        tails_dw += s->kind == KR_STEP_DEPTHWISE || s->kind == KR_STEP_EXPAND_DW;
         tails_pool += s->kind == KR_STEP_POOL_PARTIAL;
-        /* slices: whole pixels, covering the item's pixels, one pass of a block each */
         int pixels = s->kind == KR_STEP_POOL_PARTIAL ? s->ih * s->iw : s->oh * s->ow;
-        assert_true(s->tail_slices * s->tail_pixels >= pixels);
-        assert_true((s->tail_slices - 1) * s->tail_pixels < pixels);
-        if (s->kind != KR_STEP_POOL_PARTIAL) {
+        if (s->kind == KR_STEP_EXPAND_DW) { /* slices: the tiles */
+            int tiles = ((s->oh + s->tile - 1) / s->tile) * ((s->ow + s->tile - 1) / s->tile);
+            assert_int_equal(s->tail_slices, tiles);
+            assert_true(s->tile * s->tile * s->chan <= KR_CUDA_TILE_FLOATS);
+        } else { /* whole pixels, covering the item's pixels, one pass of a block each */
+            assert_true(s->tail_slices * s->tail_pixels >= pixels);
+            assert_true((s->tail_slices - 1) * s->tail_pixels < pixels);
+        }
+        if (s->kind != KR_STEP_POOL_PARTIAL && s->kind != KR_STEP_EXPAND_DW) {
             assert_true(s->tail_pixels * s->tail_units * s->split <= KR_CUDA_PERSISTENT_THREADS);
             assert_true(s->tail_pixels * s->tail_c <= KR_CUDA_TILE_FLOATS);
         }
@@ -169,6 +176,22 @@ static void test_selfie_excitations(void **state)
            "MULs; %zu scratch floats\n",
            g->n_nodes, p.n, pools, tails_dw, tails_pool, by_conv, by_resize, by_mul,
            p.scratch);
+    /* pointwise + depthwise pairs as one step: the encoder's but the two stride-2 3x3 ones
+     * (the decoder's depthwise inputs are also read by an ADD, not folded here) */
+    int fused = 0;
+    for (int i = 0; i < p.n; i++) {
+        const kr_cuda_step *s = &p.steps[i];
+        if (s->kind != KR_STEP_EXPAND_DW)
+            continue;
+        fused++;
+        int hh = (s->tile - 1) * s->sh + (s->kh - 1) * s->dh + 1;
+        int hw = (s->tile - 1) * s->sw + (s->kw - 1) * s->dw + 1;
+        assert_true(hh * hw * s->chan <= KR_CUDA_MID_FLOATS);
+        assert_true(s->oc % s->chan == 0 && s->chan % 4 == 0 && s->group == 4);
+        assert_true(s->w2 != NULL && s->w != NULL && s->w2 != s->w);
+    }
+    printf("selfie: %d pointwise + depthwise steps\n", fused);
+    assert_int_equal(fused, 6);
     assert_int_equal(pools, 10);
     assert_int_equal(tails_dw, 6);
     assert_int_equal(tails_pool, 4);

@@ -270,7 +270,10 @@ static void set_tail(plan_ctx *c, kr_cuda_step *s, int m, int pool, const void *
         break;
     default: break; /* POOL_PARTIAL: slices of its own */
     }
-    if (s->kind == KR_STEP_POOL_PARTIAL) {
+    if (s->kind == KR_STEP_EXPAND_DW) { /* the slices are its tiles */
+        s->tail_pixels = s->tail_units = 0;
+        s->tail_slices = ((s->oh + s->tile - 1) / s->tile) * ((s->ow + s->tile - 1) / s->tile);
+    } else if (s->kind == KR_STEP_POOL_PARTIAL) {
         pool_slices(pixels, C, &s->tail_pixels, &s->tail_slices);
     } else {
         int per_pass = KR_CUDA_PERSISTENT_THREADS / threads / units;
@@ -575,14 +578,16 @@ static int absorb_activation(const plan_ctx *c, kr_cuda_step *prev, int n)
     int post = (int)kr_cuda_post_of(op->node->op);
     if (post == KR_CUDA_POST_NONE || op->post != KR_CUDA_POST_NONE || op->residual ||
         op->node->n_inputs != 1 || prev->post != KR_CUDA_POST_NONE || prev->res ||
-        prev->tail || prev->y != op->in[0] || !private_tensor(g, op->node->inputs[0]))
+        prev->res_mid || prev->tail || prev->y != op->in[0] ||
+        !private_tensor(g, op->node->inputs[0]))
         return 0;
     switch (prev->kind) {
     case KR_STEP_CONV:
     case KR_STEP_DEPTHWISE:
     case KR_STEP_TCONV:
     case KR_STEP_BINARY:
-    case KR_STEP_RESIZE: break;
+    case KR_STEP_RESIZE:
+    case KR_STEP_EXPAND_DW: break;
     default: return 0;
     }
     /* sizes at 4 bytes per element: enough for f16 instances too */
@@ -596,6 +601,86 @@ static int absorb_activation(const plan_ctx *c, kr_cuda_step *prev, int n)
         return 0;
     prev->post = post;
     prev->y = op->out;
+    return 1;
+}
+
+/* Output tile side and channels per block of an EXPAND_DW step with @p oc channels; 0 when
+ * its halo's pointwise outputs take more than one pass of a block (measured: a 17x17 halo for
+ * 8x8 outputs at stride 2 made the pair slower than two steps) or its tile does not fit. */
+static void expand_dw_tiling(const kr_cuda_step *d, int oc, int *tile, int *chan)
+{
+    int t = d->oh <= 16 ? 4 : 8, g = oc % 8 == 0 ? 8 : 4;
+    int hh = (t - 1) * d->sh + (d->kh - 1) * d->dh + 1, hw = (t - 1) * d->sw + (d->kw - 1) * d->dw + 1;
+    if (hh * hw * g > KR_CUDA_MID_FLOATS || t * t * g > KR_CUDA_TILE_FLOATS ||
+        hh * hw * (g / 4) > KR_CUDA_PERSISTENT_THREADS)
+        t = g = 0;
+    *tile = t;
+    *chan = g;
+}
+
+/* A depthwise convolution node @p n done in the step before it, @p prev, when that is a
+ * pointwise convolution (1x1, stride 1, no residual or tail) whose output only the depthwise
+ * convolution reads (and its folded residual ADD): the two become one EXPAND_DW step and the
+ * pointwise output is never stored. The depthwise output must not overlap what the step reads.
+ * Returns whether it did. */
+static int absorb_depthwise(const plan_ctx *c, kr_cuda_step *prev, int n)
+{
+    const kr_graph *g = c->g;
+    const kr_cuda_op *op = &c->ops[n];
+    const kr_node *node = op->node;
+    if (node->op != KR_OP_DEPTHWISE_CONV_2D || prev->kind != KR_STEP_CONV || prev->kh != 1 ||
+        prev->kw != 1 || prev->sh != 1 || prev->sw != 1 || prev->pt > 0 || prev->pl > 0 ||
+        prev->res || prev->tail || prev->vec != 4 || prev->oc % 4 || op->in[0] != prev->y ||
+        op->addend)
+        return 0;
+    const kr_tensor *x = &g->tensors[node->inputs[0]], *w = &g->tensors[node->inputs[1]];
+    const kr_tensor *pw = &g->tensors[prev->w_tensor], *y = &g->tensors[node->outputs[0]];
+    const int res_mid = op->residual && op->residual == prev->y;
+    int readers_ok = readers(g, node->inputs[0]) == 1 + res_mid;
+    if (!readers_ok || x->graph_output >= 0 || x->rank != 4 || w->rank != 4 || y->rank != 4 ||
+        y->dims[3] != x->dims[3] || pw->dtype != KR_DTYPE_F32 || !pw->data)
+        return 0;
+    for (int v = 0; v < g->n_tensors; v++)
+        if (g->tensors[v].view_of == node->inputs[0])
+            return 0;
+    kr_cuda_step d;
+    if (conv_like(&d, op, n, c->batch, KR_STEP_DEPTHWISE, 1))
+        return 0;
+    expand_dw_tiling(&d, d.oc, &d.tile, &d.chan);
+    size_t in_bytes = (size_t)c->batch * prev->ih * prev->iw * prev->ic * 4;
+    size_t out_bytes = kr_tensor_bytes(y, c->batch);
+    if (!d.tile || overlap(op->out, out_bytes, prev->x, in_bytes) ||
+        overlap(op->out, out_bytes, prev->scale_add, in_bytes) ||
+        (!res_mid && op->residual && overlap(op->out, out_bytes, op->residual, out_bytes)))
+        return 0;
+    /* the pointwise half, from prev */
+    d.kind = KR_STEP_EXPAND_DW;
+    d.x = prev->x;
+    d.ic = prev->ic;
+    d.scale_add = prev->scale_add;
+    d.w_tensor = prev->w_tensor;
+    d.group = 4;
+    d.split = 1;
+    d.vec = 4;
+    d.e_bias = prev->bias;
+    d.e_lo = prev->lo, d.e_hi = prev->hi, d.e_post = prev->post;
+    d.se_layers = prev->se_layers; /* an excitation's prologue scaling the input */
+    d.se_c = prev->se_c, d.se_slices = prev->se_slices, d.se_pixels = prev->se_pixels;
+    d.se_partial_off = prev->se_partial_off;
+    for (int l = 0; l < 2; l++) {
+        d.se_out[l] = prev->se_out[l];
+        d.se_w[l] = prev->se_w[l], d.se_b[l] = prev->se_b[l];
+        d.se_lo[l] = prev->se_lo[l], d.se_hi[l] = prev->se_hi[l], d.se_post[l] = prev->se_post[l];
+    }
+    /* the depthwise half: conv_like set its window, weights, epilogue and output */
+    d.w2 = d.w;
+    d.bias2 = d.bias;
+    d.w = prev->w;
+    d.bias = NULL;
+    d.res_mid = res_mid;
+    if (res_mid)
+        d.res = NULL;
+    *prev = d;
     return 1;
 }
 
@@ -625,6 +710,12 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
             int count = 0;
             if (folded[n] || c.fuse[n] == FUSE_SKIP)
                 continue;
+            if (k > 0 && absorb_depthwise(&c, &steps[k - 1], n)) {
+                if (c.tail_at[n] >= 0)
+                    set_tail(&c, &steps[k - 1], c.tail_at[n], c.matches[c.tail_at[n]].pool,
+                             c.tail_add[n]);
+                continue;
+            }
             if (k > 0 && absorb_activation(&c, &steps[k - 1], n)) {
                 if (c.tail_at[n] >= 0) /* the pool's sums: now of the step before */
                     set_tail(&c, &steps[k - 1], c.tail_at[n], c.matches[c.tail_at[n]].pool,

@@ -607,6 +607,118 @@ __device__ __noinline__ void step_resize_v(const kr_cuda_step &s, unsigned begin
     }
 }
 
+/* EXPAND_DW (persistent.h): a block per (item, output tile, channel group) at a time. First
+ * the pointwise outputs of the tile's window (its halo: the rows and columns its taps reach) for
+ * the group's channels, into @p mid (0 outside the image: the depthwise convolution's padding);
+ * then the depthwise outputs from @p mid, with their epilogue, stored; with a pool tail, also
+ * into @p tbuf, whose column sums (the tile's pixels) go to the tile's row of sums for these
+ * channels. @p sc: a prologue's excitation (scales the pointwise input), or NULL. */
+template <typename T>
+__device__ __noinline__ void step_expand_dw(const kr_cuda_step &s, float *red, float *tbuf,
+                                            float *mid, const float *sc)
+{
+    const int TS = s.tile, G = s.chan, Q = G / 4, oc = s.oc, ic = s.ic;
+    const int tx_n = (s.ow + TS - 1) / TS, ty_n = (s.oh + TS - 1) / TS, groups = oc / G;
+    const int hh = (TS - 1) * s.sh + (s.kh - 1) * s.dh + 1;
+    const int hw = (TS - 1) * s.sw + (s.kw - 1) * s.dw + 1;
+    const unsigned units = (unsigned)s.batch * ty_n * tx_n * groups;
+    const T *x = (const T *)s.x, *xa = (const T *)s.scale_add;
+    kr_epilogue pe; /* the pointwise epilogue */
+    pe.lo = s.e_lo, pe.hi = s.e_hi, pe.post = s.e_post, pe.res = NULL;
+    kr_epilogue de = step_epilogue(s); /* the depthwise one */
+    for (unsigned p = blockIdx.x; p < units; p += gridDim.x) {
+        const int g = (int)(p % groups), t = (int)(p / groups) % (ty_n * tx_n);
+        const int n = (int)(p / groups / (ty_n * tx_n)), ty = t / tx_n, tx = t % tx_n;
+        const int oy0 = ty * TS, ox0 = tx * TS, c0 = g * G;
+        const int iy0 = oy0 * s.sh - s.pt, ix0 = ox0 * s.sw - s.pl;
+        const float *scn = sc ? sc + n * ic : NULL;
+        /* the halo's pointwise outputs, 4 channels per unit */
+        for (int q = threadIdx.x; q < hh * hw * Q; q += NT) {
+            const int quad = q % Q, hp = q / Q, iy = iy0 + hp / hw, ix = ix0 + hp % hw;
+            float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            if ((unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw) {
+                const unsigned pix = (unsigned)(n * s.ih + iy) * s.iw + ix;
+                const T *xp = x + pix * ic, *xap = xa ? xa + pix * ic : NULL;
+                const float *wr = s.wt + c0 + quad * 4; /* [ic][oc] */
+                float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                int c = 0;
+                for (; c + CH <= ic; c += CH) {
+                    float a[CH];
+                    load_channels<T, CH>(xp, xap, scn, c, a);
+#pragma unroll
+                    for (int j = 0; j < CH; j++)
+                        fma4(acc, a[j], wr + (size_t)(c + j) * oc);
+                }
+                for (; c < ic; c += 4) {
+                    float a[4];
+                    load_channels<T, 4>(xp, xap, scn, c, a);
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        fma4(acc, a[j], wr + (size_t)(c + j) * oc);
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) /* as stored between the two nodes */
+                    v[j] = stored(kr_apply(pe, acc[j] + (s.e_bias ? s.e_bias[c0 + quad * 4 + j]
+                                                                  : 0.0f)),
+                                  (const T *)NULL);
+            }
+            *reinterpret_cast<float4 *>(mid + hp * G + quad * 4) = make_float4(v[0], v[1], v[2], v[3]);
+        }
+        __syncthreads();
+        /* the tile's depthwise outputs */
+        for (int q = threadIdx.x; q < TS * TS * Q; q += NT) {
+            const int quad = q % Q, op = q / Q, ly = op / TS, lx = op % TS;
+            const int oy = oy0 + ly, ox = ox0 + lx, co = c0 + quad * 4;
+            float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            if (oy < s.oh && ox < s.ow) {
+                float acc[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    acc[j] = s.bias2 ? s.bias2[co + j] : 0.0f;
+                for (int ky = 0; ky < s.kh; ky++)
+                    for (int kx = 0; kx < s.kw; kx++) {
+                        const float4 m = *reinterpret_cast<const float4 *>(
+                            mid + ((ly * s.sh + ky * s.dh) * hw + lx * s.sw + kx * s.dw) * G +
+                            quad * 4);
+                        const float4 w = *reinterpret_cast<const float4 *>(
+                            s.w2 + (ky * s.kw + kx) * oc + co);
+                        acc[0] = fmaf(m.x, w.x, acc[0]);
+                        acc[1] = fmaf(m.y, w.y, acc[1]);
+                        acc[2] = fmaf(m.z, w.z, acc[2]);
+                        acc[3] = fmaf(m.w, w.w, acc[3]);
+                    }
+                const unsigned o = ((unsigned)(n * s.oh + oy) * s.ow + ox) * oc + co;
+                float r[4];
+                if (s.res_mid) { /* the residual is the depthwise input at this pixel */
+                    const float *mc = mid + ((ly + s.pt) * hw + lx + s.pl) * G + quad * 4;
+                    r[0] = mc[0], r[1] = mc[1], r[2] = mc[2], r[3] = mc[3];
+                } else {
+                    early_res<T, 4>(s, o, r);
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    v[j] = kr_apply(de, acc[j]);
+                    if (s.res || s.res_mid)
+                        v[j] += r[j];
+                }
+                kr_stv<4>((T *)s.y + o, v);
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    v[j] = stored(v[j], (const T *)NULL);
+            }
+            if (s.tail)
+                *reinterpret_cast<float4 *>(tbuf + op * G + quad * 4) =
+                    make_float4(v[0], v[1], v[2], v[3]);
+        }
+        __syncthreads();
+        if (s.tail) { /* the tile's sums of these channels: its row of the pool's sums */
+            float *dst = s.tail_partial + ((size_t)n * s.tail_slices + t) * oc + c0;
+            block_colsum<false, float, float>(tbuf, (const float *)NULL, TS * TS, G, red,
+                                              [&](int c, float v) { dst[c] = v; });
+        }
+    }
+}
+
 /* The step's work units, all items (a split convolution's unit: one output, `split` threads). */
 __device__ __forceinline__ unsigned step_units(const kr_cuda_step &s)
 {
@@ -716,6 +828,7 @@ __global__ void __launch_bounds__(NT, 2)
     __shared__ __align__(16) float red[4 * NT];
     __shared__ float se_buf[KR_CUDA_SE_FLOATS];
     __shared__ __align__(16) float tile[KR_CUDA_TILE_FLOATS];
+    __shared__ __align__(16) float mid[KR_CUDA_MID_FLOATS];
     cg::grid_group grid = cg::this_grid();
     const int timing = clocks && blockIdx.x == 0 && threadIdx.x == 0;
     load_step(&desc[0], &steps[0]);
@@ -729,6 +842,8 @@ __global__ void __launch_bounds__(NT, 2)
         const float *sc = s.se_layers ? se_prologue(s, se_buf, red) : NULL;
         if (s.kind == KR_STEP_POOL_FINAL) {
             step_pool_final<T>(s, red);
+        } else if (s.kind == KR_STEP_EXPAND_DW) {
+            step_expand_dw<T>(s, red, tile, mid, sc);
         } else if (s.tail) {
             step_with_tail<T>(s, red, tile, sc);
         } else {

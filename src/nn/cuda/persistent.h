@@ -46,6 +46,8 @@ typedef enum kr_cuda_step_kind {
     KR_STEP_COPY,         /* RESHAPE that is not a view */
     KR_STEP_TO_F16,       /* graph input staging (float) -> arena (half) */
     KR_STEP_TO_F32,       /* arena (half) -> graph output staging (float) */
+    KR_STEP_EXPAND_DW,    /* a pointwise convolution and the depthwise convolution of its
+                           * output, tile by tile (below); the pointwise output is not stored */
 } kr_cuda_step_kind;
 
 /* One step. Activations are in the instance's element type; weights and biases float (ops.h).
@@ -97,15 +99,26 @@ typedef struct kr_cuda_step {
     const float *w, *bias;
     const float *wt;    /* CONV with group 4: the weights as [kh][kw][ic][oc] (set by the caller
                          * from w_tensor), so that a thread's 4 outputs are one 16-byte load */
-    int w_tensor;       /* CONV: the graph's weight tensor */
+    int w_tensor;       /* CONV, EXPAND_DW: the graph's (pointwise) weight tensor */
+    /* EXPAND_DW: the pointwise convolution x [ih][iw][ic] -> oc channels (weights wt, bias
+     * e_bias, clamp e_lo..e_hi, post e_post; the input scaled and added to as CONV's), then the
+     * depthwise convolution of that (weights w2 [kh][kw][oc], bias2, the window fields, clamp
+     * lo..hi, post, residual res, or with res_mid the pointwise output itself). A block does
+     * tile x tile outputs of `chan` channels at a time, from the pointwise outputs of their
+     * window (halo) in shared memory; a pool tail's slices are the tiles. */
+    int tile, chan, res_mid, e_post;
+    float e_lo, e_hi;
+    const float *e_bias, *w2, *bias2;
 } kr_cuda_step;
 
 /* Threads per block of the persistent kernel (512, one block per multiprocessor: 1% faster at
  * batch 1, within noise; measured, not kept). */
 #define KR_CUDA_PERSISTENT_THREADS 256
 /* Floats of shared memory for a pool tail's slice: the planner gives a step a tail only if its
- * slices' outputs fit (tail_pixels * tail_c). */
+ * slices' outputs fit (tail_pixels * tail_c; EXPAND_DW: tile * tile * chan). */
 #define KR_CUDA_TILE_FLOATS (4 * KR_CUDA_PERSISTENT_THREADS)
+/* Floats of shared memory for an EXPAND_DW block's pointwise outputs (halo pixels x chan). */
+#define KR_CUDA_MID_FLOATS 2560
 /* Floats of shared memory for a squeeze-and-excitation prologue: batch * (se_c + se_out[0] +
  * se_out[1]) must fit (else the planner leaves those nodes as steps). */
 #define KR_CUDA_SE_FLOATS 4096
