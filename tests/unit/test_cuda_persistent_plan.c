@@ -318,8 +318,9 @@ static kr_graph *excitation(int produced, int then_add, int then_conv, int pool_
 
 /* The steps of excitation(@p produced, @p then_add, 1, 0) at batch 2 with the backend's
  * residual fold of the ADD into the MUL done by hand (make_plan does no folds); with
- * @p reuse, the last conv's output placed where the MUL's full operand is (as the memory plan
- * may: that tensor's life ended at the MUL). */
+ * @p reuse 1, the last conv's output placed where the MUL's full operand is (as the memory plan
+ * may: that tensor's life ended at the MUL); 2, an f16 instance with that output right after
+ * the operand's halves (adjacent, not overlapping). */
 static plan plan_folded_add(const kr_graph *g, int reuse)
 {
     plan p = {0};
@@ -348,8 +349,14 @@ static plan plan_folded_add(const kr_graph *g, int reuse)
             p.folded[n] = 1;
         }
     }
-    if (reuse)
+    if (reuse == 1)
         p.ops[g->n_nodes - 1].out = (void *)(uintptr_t)p.ops[mul].in[0];
+    if (reuse == 2) { /* f16: the conv's output right after the operand's halves */
+        for (int n = 0; n < g->n_nodes; n++)
+            p.ops[n].f16 = 1;
+        size_t half_bytes = kr_tensor_elements(&g->tensors[g->inputs[0]]) * 2 * 2;
+        p.ops[g->n_nodes - 1].out = (void *)((uintptr_t)p.ops[mul].in[0] + half_bytes);
+    }
     p.why = kr_cuda_persistent_plan(g, p.ops, p.folded, 2, p.steps, &p.n, &p.scratch);
     return p;
 }
@@ -398,6 +405,12 @@ static void test_excitation_fusion(void **state)
                 p.steps[1].se_partial_off == p.steps[0].tail_partial_off);
     assert_ptr_equal(p.steps[1].x, p.steps[0].y);
     assert_ptr_equal(p.steps[1].scale_add, fake_ptr(g, g->inputs[1]));
+    free_plan(&p);
+    /* f16: sized in halves, an adjacent output is no overlap */
+    p = plan_folded_add(g, 2);
+    assert_null(p.why);
+    assert_int_equal(p.n, 2);
+    assert_true(p.steps[1].kind == KR_STEP_CONV && p.steps[1].se_layers == 2);
     free_plan(&p);
     /* ... unless the conv's output overlaps what it would read: then the MUL keeps its step */
     p = plan_folded_add(g, 1);

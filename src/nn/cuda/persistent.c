@@ -488,6 +488,19 @@ static int overlap(const void *a, size_t na, const void *b, size_t nb)
     return a && b && x < y + nb && y < x + na;
 }
 
+/* Bytes of activation tensor @p t in the arena: its elements at the batch, in the instance's
+ * element type (half for f16: sizing at 4 bytes would see overlaps between neighbours). */
+static size_t arena_bytes(const plan_ctx *c, int t)
+{
+    return kr_tensor_elements(&c->g->tensors[t]) * (size_t)c->batch * (c->ops[0].f16 ? 2 : 4);
+}
+
+/* Bytes of @p elements elements of one item at the batch, in the instance's element type. */
+static size_t item_bytes(const plan_ctx *c, size_t elements)
+{
+    return elements * (size_t)c->batch * (c->ops[0].f16 ? 2 : 4);
+}
+
 /* Where the excitation of MUL @p m (no activation or post of its own; @p full its full
  * operand) can be consumed instead of the MUL's own step: the next node, when it alone reads
  * the MUL's output and is a convolution (input scaling, + the MUL's folded ADD) or, without a
@@ -511,8 +524,8 @@ static int excitation_consumer(const plan_ctx *c, int m, int full)
     kr_op op = g->nodes[nx].op;
     if (op != KR_OP_CONV_2D && !(op == KR_OP_RESIZE_BILINEAR && !ops[m].residual))
         return m;
-    size_t in_bytes = kr_tensor_bytes(&g->tensors[t], c->batch); /* the operands' shape */
-    size_t out_bytes = kr_tensor_bytes(&g->tensors[g->nodes[nx].outputs[0]], c->batch);
+    size_t in_bytes = arena_bytes(c, t); /* the operands have the MUL output's shape */
+    size_t out_bytes = arena_bytes(c, g->nodes[nx].outputs[0]);
     if (overlap(ops[nx].out, out_bytes, ops[m].in[full], in_bytes) ||
         overlap(ops[nx].out, out_bytes, ops[m].residual, in_bytes))
         return m;
@@ -590,11 +603,10 @@ static int absorb_activation(const plan_ctx *c, kr_cuda_step *prev, int n)
     case KR_STEP_EXPAND_DW: break;
     default: return 0;
     }
-    /* sizes at 4 bytes per element: enough for f16 instances too */
-    size_t out_bytes = kr_tensor_bytes(&g->tensors[op->node->outputs[0]], c->batch);
+    size_t out_bytes = arena_bytes(c, op->node->outputs[0]);
     size_t in_bytes = prev->kind == KR_STEP_BINARY
-                          ? (size_t)prev->count * c->batch * 4
-                          : (size_t)c->batch * prev->ih * prev->iw * prev->ic * 4;
+                          ? item_bytes(c, (size_t)prev->count)
+                          : item_bytes(c, (size_t)prev->ih * prev->iw * prev->ic);
     if (overlap(op->out, out_bytes, prev->x, in_bytes) ||
         overlap(op->out, out_bytes, prev->x2, in_bytes) ||
         overlap(op->out, out_bytes, prev->scale_add, in_bytes))
@@ -647,8 +659,8 @@ static int absorb_depthwise(const plan_ctx *c, kr_cuda_step *prev, int n)
     if (conv_like(&d, op, n, c->batch, KR_STEP_DEPTHWISE, 1))
         return 0;
     expand_dw_tiling(&d, d.oc, &d.tile, &d.chan);
-    size_t in_bytes = (size_t)c->batch * prev->ih * prev->iw * prev->ic * 4;
-    size_t out_bytes = kr_tensor_bytes(y, c->batch);
+    size_t in_bytes = item_bytes(c, (size_t)prev->ih * prev->iw * prev->ic);
+    size_t out_bytes = arena_bytes(c, node->outputs[0]);
     if (!d.tile || overlap(op->out, out_bytes, prev->x, in_bytes) ||
         overlap(op->out, out_bytes, prev->scale_add, in_bytes) ||
         (!res_mid && op->residual && overlap(op->out, out_bytes, op->residual, out_bytes)))
