@@ -785,11 +785,15 @@ static int chain_binary(kt_graph *b, kr_op op, int x, int z, const int *d)
     return y;
 }
 
-/* Runs graph @p gr (one output checked) on every cuda variant against the reference at batch
- * 1 and 3; prints each error; returns the number above tolerance. */
-static int check_chain(const kr_graph *gr, const char *name)
+/* Finishes the graph built in @p b and runs it (one output checked) on every cuda variant
+ * against the reference at batch 1 and 3; prints each error; fails if any is above its
+ * tolerance. */
+static void finish_and_check(kt_graph *b, const char *name)
 {
+    kr_graph *gr = NULL;
     keyer_error err = {0};
+    if (kt_graph_finish(b, &gr, &err) != KEYER_OK)
+        fail_msg("%s: %s", name, err.message);
     int failures = 0;
     for (int batch = 1; batch <= 3; batch += 2) {
         float **in = make_inputs(gr, batch, 4242u + (uint32_t)batch, 1.0f);
@@ -815,7 +819,8 @@ static int check_chain(const kr_graph *gr, const char *name)
         free(ref);
         free_inputs(gr, in);
     }
-    return failures;
+    kr_graph_destroy(&gr);
+    assert_int_equal(failures, 0);
 }
 
 /*
@@ -884,13 +889,7 @@ static void test_fused_chains(void **state)
     int r6 = chain_unary(&b, KR_OP_HARD_SWISH, r2, d);
     kt_graph_output(&b, t);
     kt_graph_output(&b, r6);
-    kr_graph *gr = NULL;
-    keyer_error err = {0};
-    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
-        fail_msg("fused chains: %s", err.message);
-    int failures = check_chain(gr, "fused chains");
-    kr_graph_destroy(&gr);
-    assert_int_equal(failures, 0);
+    finish_and_check(&b, "fused chains");
 }
 
 /* A global average pool of @p x [1,H,W,C] -> 1x1 C->@p hidden + RELU (folded) -> 1x1 hidden->C
@@ -941,13 +940,7 @@ static void test_excitation_chains(void **state)
     kr_node *rs = kt_graph_node(&b, KR_OP_RESIZE_BILINEAR, 2, in, y);
     rs->p.resize.half_pixel_centers = 1;
     kt_graph_output(&b, y);
-    kr_graph *gr = NULL;
-    keyer_error err = {0};
-    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
-        fail_msg("excitation chains: %s", err.message);
-    int failures = check_chain(gr, "excitation chains");
-    kr_graph_destroy(&gr);
-    assert_int_equal(failures, 0);
+    finish_and_check(&b, "excitation chains");
 }
 
 /*
@@ -982,13 +975,7 @@ static void test_expand_dw_chains(void **state)
     int f = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, e, d5, 32, 3, 1, KR_ACT_RELU6, d6);
     int y = chain_binary(&b, KR_OP_ADD, e, f, d6);                     /* into the depthwise */
     kt_graph_output(&b, y);
-    kr_graph *gr = NULL;
-    keyer_error err = {0};
-    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
-        fail_msg("pointwise + depthwise chains: %s", err.message);
-    int failures = check_chain(gr, "pointwise + depthwise chains");
-    kr_graph_destroy(&gr);
-    assert_int_equal(failures, 0);
+    finish_and_check(&b, "pointwise + depthwise chains");
 }
 
 /* ---- the reference against hand-computed values ----------------------------------------------- */

@@ -62,8 +62,9 @@ typedef struct plan {
     const char *why;
 } plan;
 
-/* Plans @p g at @p batch with no backend folds (every activation its own node). */
-static plan make_plan(const kr_graph *g, int batch)
+/* The ops of @p g at @p batch as backend.c would give them without folds (every activation
+ * its own node), nothing planned yet. */
+static plan plan_ops(const kr_graph *g, int batch)
 {
     plan p = {0};
     p.ops = calloc((size_t)g->n_nodes, sizeof(*p.ops));
@@ -82,6 +83,13 @@ static plan make_plan(const kr_graph *g, int batch)
             op->in[i] = node->inputs[i] >= 0 ? fake_ptr(g, node->inputs[i]) : NULL;
         op->out = fake_ptr(g, node->outputs[0]);
     }
+    return p;
+}
+
+/* Plans @p g at @p batch with no backend folds. */
+static plan make_plan(const kr_graph *g, int batch)
+{
+    plan p = plan_ops(g, batch);
     p.why = kr_cuda_persistent_plan(g, p.ops, p.folded, batch, p.steps, &p.n, &p.scratch);
     return p;
 }
@@ -323,23 +331,11 @@ static kr_graph *excitation(int produced, int then_add, int then_conv, int pool_
  * the operand's halves (adjacent, not overlapping). */
 static plan plan_folded_add(const kr_graph *g, int reuse)
 {
-    plan p = {0};
-    p.ops = calloc((size_t)g->n_nodes, sizeof(*p.ops));
-    p.folded = calloc((size_t)g->n_nodes, 1);
-    p.steps = calloc(2 * (size_t)g->n_nodes + 1, sizeof(*p.steps));
-    assert_non_null(p.ops);
-    assert_non_null(p.folded);
-    assert_non_null(p.steps);
+    plan p = plan_ops(g, 2);
     int mul = -1;
     for (int n = 0; n < g->n_nodes; n++) {
         const kr_node *node = &g->nodes[n];
-        kr_cuda_op *op = &p.ops[n];
-        op->graph = g;
-        op->node = node;
-        op->batch = 2;
-        for (int i = 0; i < node->n_inputs; i++)
-            op->in[i] = fake_ptr(g, node->inputs[i]);
-        op->out = fake_ptr(g, node->outputs[0]);
+        const kr_cuda_op *op = &p.ops[n];
         if (node->op == KR_OP_MUL)
             mul = n;
         if (node->op == KR_OP_ADD) { /* MUL + ADD: the MUL writes the sum */
