@@ -1,7 +1,12 @@
 /*
- * Host side of the persistent schedule (persistent.h): the fused node list -> steps. Every
- * size that shapes the work (a convolution's lanes per output, a pool's pixel slices) is taken
- * from one batch item, so that an item's arithmetic is the same at every batch size.
+ * Host side of the persistent schedule (persistent.h): the fused node list -> steps. Beyond
+ * backend.c's folds it merges: squeeze-and-excitation blocks (a pool tail on the producer, the
+ * dense layers and the MUL in the consumer: plan_excitations), standalone activations into the
+ * step before them (absorb_activation), and a depthwise convolution into the pointwise one
+ * before it (absorb_depthwise). A merge that makes a step read a tensor the memory plan thought
+ * dead is made only if the step's output does not overlap it. Every size that shapes the work
+ * (a convolution's lanes per output, a pool's pixel slices, tiles) is taken from one batch item,
+ * so that an item's arithmetic is the same at every batch size.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -103,12 +108,12 @@ static int is_global_pool(const kr_cuda_op *op)
 }
 
 /* Pixels per slice and slices per item of a global pool over @p pixels pixels of @p c channels:
- * a block's threads split into lanes per channel, each lane adds POOL_ROWS_PER_THREAD pixels,
- * and the final sum (or a prologue) adds the slices with the same lanes. */
+ * a block's threads split into lanes per 4-channel group (block_colsum), each lane adds
+ * POOL_ROWS_PER_THREAD pixels, and the final sum (or a prologue) adds the slices. */
 static void pool_slices(int pixels, int c, int *slice, int *slices)
 {
-    int cw = c < KR_CUDA_PERSISTENT_THREADS ? c : KR_CUDA_PERSISTENT_THREADS;
-    int lanes = KR_CUDA_PERSISTENT_THREADS / (cw > 0 ? cw : 1);
+    int gw = c / 4 < KR_CUDA_PERSISTENT_THREADS ? c / 4 : KR_CUDA_PERSISTENT_THREADS;
+    int lanes = KR_CUDA_PERSISTENT_THREADS / (gw > 0 ? gw : 1);
     *slice = POOL_ROWS_PER_THREAD * lanes;
     *slices = (pixels + *slice - 1) / *slice;
 }
@@ -119,7 +124,7 @@ enum { FUSE_NONE = 0, FUSE_SKIP, FUSE_POOL_PARTIAL };
 
 typedef struct se_match {
     int pool, layers, fc[2], post[2]; /* fc[0] reads the pool */
-    int skip[4], n_skip;              /* nodes computed in the prologue */
+    int skip[4], n_skip;              /* nodes done in the consumer's prologue */
 } se_match;
 
 /* The node whose kernel writes tensor @p t: its producer, or the node it was folded into. */
@@ -425,7 +430,7 @@ static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
         s->x2 = op->addend;
         s->kind = KR_STEP_POOL_PARTIAL;
         set_tail(c, s, c->fuse[n] == FUSE_POOL_PARTIAL ? c->tail_at[n] : -1, n, op->addend);
-        if (c->fuse[n] != FUSE_POOL_PARTIAL) { /* else its tail computes the excitation */
+        if (c->fuse[n] != FUSE_POOL_PARTIAL) { /* else an excitation's prologue adds the sums */
             s[1] = s[0];
             s[1].kind = KR_STEP_POOL_FINAL;
             s[1].tail = 0;
