@@ -189,12 +189,17 @@ float kr_half_to_float(uint16_t h)
     return f;
 }
 
-int kr_tensor_same_dims(const kr_tensor *a, const kr_tensor *b)
+int kr_dims_equal(int rank_a, const int *a, int rank_b, const int *b)
 {
-    if (a->rank != b->rank)
+    if (rank_a != rank_b)
         return 0;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
+    for (int d = 0; d < rank_a; d++)
+        if (a[d] != b[d])
             return 0;
     return 1;
+}
+
+int kr_tensor_same_dims(const kr_tensor *a, const kr_tensor *b)
+{
+    return kr_dims_equal(a->rank, a->dims, b->rank, b->dims);
 }

@@ -127,6 +127,9 @@ typedef struct kr_graph {
     size_t const_bytes;
 } kr_graph;
 
+/* Whether the shapes (@p rank_a, @p a) and (@p rank_b, @p b) are the same: rank and extents. */
+int kr_dims_equal(int rank_a, const int *a, int rank_b, const int *b);
+
 /* Whether @p a and @p b have the same rank and extents. */
 int kr_tensor_same_dims(const kr_tensor *a, const kr_tensor *b);
 

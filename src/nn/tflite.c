@@ -633,16 +633,6 @@ static keyer_status parse_tensor(ctx *c, size_t idx)
     return KEYER_OK;
 }
 
-static int same_dims(const ftensor *a, const ftensor *b)
-{
-    if (a->rank != b->rank)
-        return 0;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return 0;
-    return 1;
-}
-
 /* Records each DEQUANTIZE: a FLOAT16 constant in, a FLOAT32 tensor of the same shape out. */
 static keyer_status link_dequantize(ctx *c)
 {
@@ -672,7 +662,7 @@ static keyer_status link_dequantize(ctx *c)
         if (dst->data_len)
             return BAD(r, "operator %zu (DEQUANTIZE): output tensor %d '%s' already holds "
                        "constant data", i, op->out[0], dst->label);
-        if (!same_dims(src, dst))
+        if (!kr_dims_equal(src->rank, src->dims, dst->rank, dst->dims))
             return BAD(r, "operator %zu (DEQUANTIZE): output tensor %d '%s' does not have the "
                        "shape of input tensor %d '%s'", i, op->out[0], dst->label, op->in[0],
                        src->label);
