@@ -418,6 +418,18 @@ static void make_sample(const char *path, int w, int h, int frames)
 }
 
 /* Decodes @p path: frame count, first/last pts, audio. */
+/* Adds the file @p in to session @p s, written to @p out with x264's fastest preset (@p out
+ * NULL: analysed and discarded); asserts that the session takes it. */
+static void add_file(keyer_session *s, const char *in, const char *out)
+{
+    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+    fp.input = in;
+    fp.output = out;
+    fp.writer.preset = "ultrafast";
+    keyer_error err = {0};
+    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_OK);
+}
+
 static int64_t count_frames(const char *path, int *has_audio, int64_t *last_pts)
 {
     keyer_logger lg = quiet();
@@ -479,11 +491,7 @@ static void test_file_run(void **state)
     keyer_session *s = NULL;
     keyer_error err = {0};
     assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
-    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
-    fp.input = in;
-    fp.output = out;
-    fp.writer.preset = "ultrafast";
-    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_OK);
+    add_file(s, in, out);
     assert_int_equal(keyer_session_run(s, &err), KEYER_OK);
     assert_int_equal(keyer_session_run(s, &err), KEYER_STATUS_INVALID_ARGUMENT); /* once */
     keyer_session_report rep;
@@ -580,14 +588,8 @@ static void test_frame_callback_passthrough(void **state)
     keyer_session *s = NULL;
     keyer_error err = {0};
     assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
-    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
-    fp.input = in;
-    fp.output = out;
-    fp.writer.preset = "ultrafast";
-    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_OK);
-    fp.input = in2;
-    fp.output = NULL; /* analysed and discarded */
-    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_OK);
+    add_file(s, in, out);
+    add_file(s, in2, NULL); /* analysed and discarded */
     assert_int_equal(keyer_session_run(s, &err), KEYER_OK);
     keyer_session_report rep;
     keyer_session_get_report(s, &rep);
@@ -620,9 +622,7 @@ static void test_frame_callback_passthrough(void **state)
     sp.passthrough = 0;
     sp.composite.mode = KEYER_COMPOSITE_COLOR;
     assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
-    fp.input = in;
-    fp.output = out2;
-    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_OK);
+    add_file(s, in, out2);
     assert_int_not_equal(keyer_session_run(s, &err), KEYER_OK);
     assert_non_null(strstr(err.message, "hook failed on purpose at 5"));
     keyer_session_destroy(&s);
@@ -672,11 +672,7 @@ static void test_session_detect_errors(void **state)
     keyer_session *s = NULL;
     keyer_error err = {0};
     assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
-    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
-    fp.input = in;
-    fp.output = out;
-    fp.writer.preset = "ultrafast";
-    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_OK);
+    add_file(s, in, out);
     assert_int_not_equal(keyer_session_run(s, &err), KEYER_OK);
     assert_non_null(strstr(err.message, "detect_fn failed on purpose at 5"));
     assert_non_null(strstr(err.message, "frame 5"));
@@ -729,11 +725,7 @@ static void test_cancel_leaves_valid_output(void **state)
     keyer_error err = {0};
     assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
     stop.s = s;
-    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
-    fp.input = in;
-    fp.output = out;
-    fp.writer.preset = "ultrafast";
-    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_OK);
+    add_file(s, in, out);
     assert_int_equal(keyer_session_run(s, &err), KEYER_STATUS_INTERRUPTED);
     keyer_session_report rep;
     keyer_session_get_report(s, &rep);
