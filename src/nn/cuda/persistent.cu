@@ -1,7 +1,8 @@
 /*
  * The persistent kernel (see persistent.h): one cooperative launch walks the steps; every
  * block takes a contiguous share of every step's units (share_begin/share_end), or, for a step
- * with a pool tail, one (item, slice) after another; then all wait at a grid barrier
+ * with a pool tail, one (item, slice) after another, or, for EXPAND_DW, one (item, tile,
+ * channel group) after another; then all wait at a grid barrier
  * (cooperative_groups grid sync, which also orders the memory: a step reads what the steps
  * before it wrote, from any multiprocessor). Every step function runs the units [begin, end)
  * given to its block.
