@@ -115,7 +115,9 @@ typedef void (*keyer_progress_fn)(void *opaque, const keyer_session_progress *pr
 /**
  * Per-frame callback (see keyer_session_params::frame_fn), called on a stream's writer thread
  * for each frame of a stream that has an output or none (file streams; not pushed streams read
- * with keyer_session_receive_frame), in the stream's order, just before the frame is written. @p input is the decoded frame, @p output the frame about to be written (the
+ * with keyer_session_receive_frame), in the stream's order, just before the frame is written.
+ * Each stream has its own writer thread: the calls for different streams may run at the same
+ * time, so state that one callback shares across streams needs its own synchronisation. @p input is the decoded frame, @p output the frame about to be written (the
  * composite, or a copy of the input when keyer_session_params::passthrough is set); both are
  * in host memory (frames computed on the GPU are downloaded first) and valid only during the
  * call. The callback may change @p output's pixels (for example draw on it) but not its
@@ -142,7 +144,7 @@ typedef enum keyer_session_detect {
 /**
  * Detection callback (see keyer_session_params::detect), called on a stream's writer thread
  * for each frame, in the stream's order, before keyer_frame_fn and before the frame is
- * written; like keyer_frame_fn, for streams with an output or none, not for pushed streams
+ * written (so, as keyer_frame_fn, concurrently for different streams); like keyer_frame_fn, for streams with an output or none, not for pushed streams
  * read with keyer_session_receive_frame (their frames are detected but not reported). @p dets holds @p count detections in frame pixels (box corners and keypoints;
  * best first; at most KEYER_SESSION_MAX_DETECTIONS), valid only during the call. @p frame is
  * the decoded frame: its size, pts and time base may be read; its pixels may be in CUDA

@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include "keyer/faces.h"
+#include <stdatomic.h>
+
 #include "keyer/io.h"
 #include "keyer/pipeline.h"
 #include "testutil.h"
@@ -24,12 +26,14 @@
 #define DS_FRAMES 20
 #define DS_KEEP 4
 
+/* The callbacks run on each stream's writer thread, concurrently for the two streams: the
+ * counters both streams add to are atomic; the rest is per stream. */
 typedef struct ds_log {
     int next[2];                            /* next frame expected per stream */
-    int out_of_order, calls, hooks;
+    atomic_int out_of_order, calls, hooks;
     int n[2][DS_FRAMES];                    /* detections per frame */
     keyer_detection dets[2][DS_FRAMES][DS_KEEP];
-    int drawn_seen, drawn_missing, outside_changed;
+    atomic_int drawn_seen, drawn_missing, outside_changed;
 } ds_log;
 
 static inline keyer_status ds_detect(void *opaque, int sid, int64_t index,

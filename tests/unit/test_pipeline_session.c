@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -533,9 +534,11 @@ static void test_file_run(void **state)
 
 /* What the frame callback saw: frames in order per stream, host memory, the output equal to
  * the input in passthrough; it draws a white square on the output, and fails at fail_at. */
+/* frame_fn runs on each stream's writer thread, concurrently for two streams: the counters
+ * both streams add to are atomic; next[] is per stream. */
 typedef struct hook_log {
     int64_t next[2];
-    int calls, out_of_order, not_host, differs, bad_size;
+    atomic_int calls, out_of_order, not_host, differs, bad_size;
     int64_t fail_at;
 } hook_log;
 
