@@ -324,6 +324,81 @@ static kr_graph *excitation(int produced, int then_add, int then_conv, int pool_
     return g;
 }
 
+/* A stem: x [1, 64, 64, 3] -> 3x3 convolution to 16 channels -> y; with @p second_reader, x
+ * is also read by a MUL (x * x, a second output). */
+static kr_graph *stem(int second_reader)
+{
+    static float w[16 * 3 * 3 * 3], bias[16];
+    kt_graph b;
+    kt_graph_begin(&b, "stem", 8, 4, 1 << 12);
+    int xd[4] = {1, 64, 64, 3}, yd[4] = {1, 64, 64, 16}, wd[4] = {16, 3, 3, 3}, bd = 16;
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int in[3] = {x, kt_graph_const(&b, KR_DTYPE_F32, 4, wd, w),
+                 kt_graph_const(&b, KR_DTYPE_F32, 1, &bd, bias)};
+    int y = kt_graph_act(&b, 4, yd);
+    kr_node *n = kt_graph_node(&b, KR_OP_CONV_2D, 3, in, y);
+    n->p.window.kernel_h = n->p.window.kernel_w = 3;
+    n->p.window.stride_h = n->p.window.stride_w = 1;
+    n->p.window.padding = KR_PADDING_SAME;
+    kt_graph_output(&b, y);
+    if (second_reader) {
+        int z = kt_graph_act(&b, 4, xd), m[2] = {x, x};
+        kt_graph_node(&b, KR_OP_MUL, 2, m, z);
+        kt_graph_output(&b, z);
+    }
+    kr_graph *g = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(&b, &g, &err) != KEYER_OK)
+        fail_msg("%s", err.message);
+    return g;
+}
+
+/* f16 graph inputs and outputs without conversion steps: selfie's stem reads the float input,
+ * its transpose convolution writes the float output; refused for any other reader or writer. */
+static void test_io_steps(void **state)
+{
+    (void)state;
+    keyer_model *m = load("selfie");
+    const kr_graph *g = kr_model_graph(m);
+    plan p = make_plan(g, 1);
+    assert_null(p.why);
+    const int in = g->inputs[0], out = g->outputs[0];
+    assert_int_equal(kr_cuda_persistent_input_step(g, in, fake_ptr(g, in), p.steps, p.n), 0);
+    assert_int_equal(p.steps[0].kind, KR_STEP_CONV);
+    assert_int_equal(kr_cuda_persistent_output_step(g, out, fake_ptr(g, out), p.steps, p.n),
+                     p.n - 1);
+    assert_int_equal(p.steps[p.n - 1].kind, KR_STEP_TCONV);
+    /* another place: nothing reads or writes there */
+    assert_int_equal(kr_cuda_persistent_input_step(g, in, fake_ptr(g, out), p.steps, p.n), -1);
+    /* the stem not on the group-4 path, or with 4 channels: no float input */
+    p.steps[0].group = 1;
+    assert_int_equal(kr_cuda_persistent_input_step(g, in, fake_ptr(g, in), p.steps, p.n), -1);
+    p.steps[0].group = 4, p.steps[0].ic = 4;
+    assert_int_equal(kr_cuda_persistent_input_step(g, in, fake_ptr(g, in), p.steps, p.n), -1);
+    /* a writer with a pool tail, or a second writer: no float output */
+    kr_cuda_step *last = &p.steps[p.n - 1];
+    last->tail = 1;
+    assert_int_equal(kr_cuda_persistent_output_step(g, out, fake_ptr(g, out), p.steps, p.n), -1);
+    last->tail = 0;
+    p.steps[p.n - 2].y = last->y;
+    assert_int_equal(kr_cuda_persistent_output_step(g, out, fake_ptr(g, out), p.steps, p.n), -1);
+    free_plan(&p);
+    keyer_model_destroy(&m);
+    /* a hand-built stem: folded alone, refused when a second node reads the input */
+    for (int second = 0; second < 2; second++) {
+        kr_graph *sg = stem(second);
+        plan q = make_plan(sg, 1);
+        assert_null(q.why);
+        int at = kr_cuda_persistent_input_step(sg, sg->inputs[0], fake_ptr(sg, sg->inputs[0]),
+                                               q.steps, q.n);
+        assert_int_equal(q.steps[0].group, 4);
+        assert_int_equal(at, second ? -1 : 0);
+        free_plan(&q);
+        kr_graph_destroy(&sg);
+    }
+}
+
 /* The steps of excitation(@p produced, @p then_add, 1, 0) at batch 2 with the backend's
  * residual fold of the ADD into the MUL done by hand (make_plan does no folds); with
  * @p reuse 1, the last conv's output placed where the MUL's full operand is (as the memory plan
@@ -451,6 +526,7 @@ int main(void)
         cmocka_unit_test(test_batch_independent_split),
         cmocka_unit_test(test_unsupported_models),
         cmocka_unit_test(test_excitation_fusion),
+        cmocka_unit_test(test_io_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 #endif

@@ -519,7 +519,8 @@ static cudaError_t upload_transposed(kr_backend_instance *inst, kr_cuda_step *h,
 
 /* The persistent schedule (persistent.h), when cfg->schedule asks for it or leaves it to the
  * batch size: the steps (f16 conversions of the graph inputs, the fused nodes, conversions of
- * the outputs) uploaded with the pools' scratch. Keeps the per-node kernels (inst->steps NULL)
+ * the outputs; a conversion is left out where the step next to it reads the float input or
+ * writes the float output itself) uploaded with the pools' scratch. Keeps the per-node kernels (inst->steps NULL)
  * when AUTO and the model or the device cannot; UNSUPPORTED when PERSISTENT was asked for. */
 static keyer_status plan_persistent(kr_backend_instance *inst, const kr_backend_config *cfg,
                                     keyer_error *err)
@@ -534,21 +535,38 @@ static keyer_status plan_persistent(kr_backend_instance *inst, const kr_backend_
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->name);
     int k = 0, n = 0;
     size_t scratch = 0;
-    if (inst->f16)
+    /* the fused nodes after room for the inputs' conversions; a conversion the step next to
+     * it can do itself (reading or writing float) is left out */
+    const char *why = kr_cuda_persistent_plan(g, inst->ops, inst->folded, inst->batch,
+                                              h + g->n_inputs, &n, &scratch);
+    if (!why && inst->f16) {
+        kr_cuda_step *body = h + g->n_inputs;
         for (int i = 0; i < g->n_inputs; i++) {
             int t = g->inputs[i];
-            kr_cuda_persistent_convert(&h[k++], 1, inst->io[t], dev_ptr(inst, t),
-                                       kr_tensor_bytes(&g->tensors[t], inst->batch) / 4);
+            int at = kr_cuda_persistent_input_step(g, t, dev_ptr(inst, t), body, n);
+            if (at >= 0) {
+                body[at].x = inst->io[t];
+                body[at].x_f32 = 1;
+            } else {
+                kr_cuda_persistent_convert(&h[k++], 1, inst->io[t], dev_ptr(inst, t),
+                                           kr_tensor_bytes(&g->tensors[t], inst->batch) / 4);
+            }
         }
-    const char *why = kr_cuda_persistent_plan(g, inst->ops, inst->folded, inst->batch, h + k, &n,
-                                              &scratch);
-    k += n;
-    if (!why && inst->f16)
         for (int i = 0; i < g->n_outputs; i++) {
             int t = g->outputs[i];
-            kr_cuda_persistent_convert(&h[k++], 0, dev_ptr(inst, t), inst->io[t],
-                                       kr_tensor_bytes(&g->tensors[t], inst->batch) / 4);
+            int at = kr_cuda_persistent_output_step(g, t, dev_ptr(inst, t), body, n);
+            if (at >= 0) {
+                body[at].y = inst->io[t];
+                body[at].y_f32 = 1;
+            } else {
+                kr_cuda_persistent_convert(&body[n++], 0, dev_ptr(inst, t), inst->io[t],
+                                           kr_tensor_bytes(&g->tensors[t], inst->batch) / 4);
+            }
         }
+    }
+    if (!why && k < g->n_inputs) /* close the gap left by folded input conversions */
+        memmove(h + k, h + g->n_inputs, (size_t)n * sizeof(*h));
+    k += n;
     int sms = 0, coop = 0, ce = 0, occupancy = 0;
     cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, inst->device);
     if (e == cudaSuccess)

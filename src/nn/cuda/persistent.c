@@ -758,6 +758,38 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
     return why;
 }
 
+int kr_cuda_persistent_input_step(const kr_graph *g, int t, const void *t_arena,
+                                  const kr_cuda_step *steps, int n)
+{
+    if (readers(g, t) != 1)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        const kr_cuda_step *s = &steps[i];
+        if (s->x != t_arena)
+            continue;
+        int ok = s->kind == KR_STEP_CONV && s->group == 4 && s->kh == 3 && s->kw == 3 &&
+                 s->ic == 3 && !s->scale_add && !s->se_layers;
+        return ok ? i : -1;
+    }
+    return -1;
+}
+
+int kr_cuda_persistent_output_step(const kr_graph *g, int t, const void *t_arena,
+                                   const kr_cuda_step *steps, int n)
+{
+    if (readers(g, t) != 0)
+        return -1;
+    int found = -1;
+    for (int i = 0; i < n; i++) {
+        if (steps[i].y != t_arena)
+            continue;
+        if (found >= 0 || steps[i].kind != KR_STEP_TCONV || steps[i].tail)
+            return -1;
+        found = i;
+    }
+    return found;
+}
+
 void kr_cuda_persistent_bind(kr_cuda_step *steps, int n, float *scratch)
 {
     for (int i = 0; i < n; i++) {

@@ -36,14 +36,14 @@ __device__ __forceinline__ kr_epilogue step_epilogue(const kr_cuda_step &s)
     return e;
 }
 
-/* Finishes output element @p i: bias, epilogue, residual, store. */
-template <typename T>
+/* Finishes output element @p i: bias, epilogue, residual (T), store (TY). */
+template <typename T, typename TY = T>
 __device__ __forceinline__ void finish(const kr_cuda_step &s, unsigned i, float acc)
 {
     kr_epilogue e = step_epilogue(s);
     float v = kr_apply(e, acc);
     kr_add_res<T, 1>(e, i, &v);
-    kr_st((T *)s.y + i, v);
+    kr_st((TY *)s.y + i, v);
 }
 
 #define NT KR_CUDA_PERSISTENT_THREADS
@@ -221,8 +221,8 @@ __device__ __forceinline__ float stored(float v, const __half *)
 
 /* a[0..N) = input channels [c0, c0 + N) of one pixel, times the excitation @p scn and plus
  * the folded ADD's operand @p xap where set; 4-element loads, all issued before any use. */
-template <typename T, int N>
-__device__ __forceinline__ void load_channels(const T *xp, const T *xap, const float *scn,
+template <typename T, int N, typename TX>
+__device__ __forceinline__ void load_channels(const TX *xp, const T *xap, const float *scn,
                                               int c0, float *a)
 {
 #pragma unroll
@@ -266,7 +266,7 @@ __device__ __forceinline__ void early_res(const kr_cuda_step &s, unsigned idx, f
     }
 }
 
-template <typename T, int KS, int IC>
+template <typename T, int KS, int IC, typename TX = T>
 __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin, unsigned end,
                                           float *tile, const float *sc);
 
@@ -282,6 +282,8 @@ __device__ __noinline__ void step_conv(const kr_cuda_step &s, unsigned begin, un
     if (s.group == 4) {
         if (s.kh == 1 && s.kw == 1)
             step_conv_g4<T, 1, 0>(s, begin, end, tile, sc);
+        else if (s.kh == 3 && s.kw == 3 && s.ic == 3 && s.x_f32) /* from the float input */
+            step_conv_g4<T, 3, 3, float>(s, begin, end, tile, sc);
         else if (s.kh == 3 && s.kw == 3 && s.ic == 3) /* an RGB stem: all 27 loads in flight */
             step_conv_g4<T, 3, 3>(s, begin, end, tile, sc);
         else
@@ -360,13 +362,15 @@ __device__ __noinline__ void step_conv(const kr_cuda_step &s, unsigned begin, un
  * output channels, so that each input value is loaded once for 4 dot products, with the
  * weights transposed at set-up (s.wt) so that a warp's weight loads are coalesced. KS, IC: the
  * kernel size and input channels when fixed at compile time (1x1 any; 3x3 on 3 channels, the
- * stem: every load unrolled), else 0. */
-template <typename T, int KS, int IC>
+ * stem: every load unrolled), else 0. TX: the input's element type (float for a stem reading
+ * the graph input's float staging in an f16 instance, x_f32). */
+template <typename T, int KS, int IC, typename TX>
 __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin, unsigned end,
                                           float *tile, const float *sc)
 {
     const int kh = KS ? KS : s.kh, kw = KS ? KS : s.kw, ic = IC ? IC : s.ic, groups = s.oc / 4;
-    const T *x = (const T *)s.x, *xa = (const T *)s.scale_add;
+    const TX *x = (const TX *)s.x;
+    const T *xa = (const T *)s.scale_add;
     kr_epilogue e = step_epilogue(s);
     for (unsigned u = begin + threadIdx.x; u < end; u += NT) {
         int co, ox, oy, n;
@@ -385,7 +389,8 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin,
             for (int kx = 0; kx < kw; kx++) {
                 bool inside;
                 const unsigned pix = tap_pixel(s, n, oy, ox, ky, kx, &inside);
-                const T *xp = x + pix * ic, *xap = xa ? xa + pix * ic : NULL;
+                const TX *xp = x + pix * ic;
+                const T *xap = xa ? xa + pix * ic : NULL;
                 /* weights [tap][ic][oc]: the 4 outputs of a thread are one 16-byte load, and
                  * the threads of a warp (neighbouring output groups) read neighbouring bytes */
                 const float *wr = s.wt + (size_t)((ky * kw + kx) * ic) * s.oc + co;
@@ -393,7 +398,7 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin,
                     int c0 = 0;
                     for (; c0 + CH <= ic; c0 += CH) { /* CH loads in flight, then the sums */
                         float a[CH];
-                        load_channels<T, CH>(xp, xap, scn, c0, a);
+                        load_channels<T, CH, TX>(xp, xap, scn, c0, a);
 #pragma unroll
                         for (int j = 0; j < CH; j++)
                             fma4(acc, inside ? a[j] : 0.0f, wr + (size_t)(c0 + j) * s.oc);
@@ -401,7 +406,7 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin,
 #pragma unroll 2
                     for (; c0 < ic; c0 += 4) {
                         float a[4];
-                        load_channels<T, 4>(xp, xap, scn, c0, a);
+                        load_channels<T, 4, TX>(xp, xap, scn, c0, a);
 #pragma unroll
                         for (int j = 0; j < 4; j++)
                             fma4(acc, inside ? a[j] : 0.0f, wr + (size_t)(c0 + j) * s.oc);
@@ -499,7 +504,10 @@ __device__ __noinline__ void step_tconv(const kr_cuda_step &s, unsigned begin, u
         unit_pos(u, (unsigned)s.oc, s, &o, &ox, &oy, &n);
         float acc = s.vec == 4 ? tc_gather<T, 4, unsigned>(x, s.w, shape, (unsigned)n, oy, ox, o)
                                : tc_gather<T, 1, unsigned>(x, s.w, shape, (unsigned)n, oy, ox, o);
-        finish<T>(s, u, acc + (s.bias ? s.bias[o] : 0.0f));
+        if (s.y_f32) /* straight into the graph output's float staging */
+            finish<T, float>(s, u, acc + (s.bias ? s.bias[o] : 0.0f));
+        else
+            finish<T>(s, u, acc + (s.bias ? s.bias[o] : 0.0f));
     }
 }
 
@@ -645,14 +653,14 @@ __device__ __noinline__ void step_expand_dw(const kr_cuda_step &s, float *red, f
                 int c = 0;
                 for (; c + CH <= ic; c += CH) {
                     float a[CH];
-                    load_channels<T, CH>(xp, xap, scn, c, a);
+                    load_channels<T, CH, T>(xp, xap, scn, c, a);
 #pragma unroll
                     for (int j = 0; j < CH; j++)
                         fma4(acc, a[j], wr + (size_t)(c + j) * oc);
                 }
                 for (; c < ic; c += 4) {
                     float a[4];
-                    load_channels<T, 4>(xp, xap, scn, c, a);
+                    load_channels<T, 4, T>(xp, xap, scn, c, a);
 #pragma unroll
                     for (int j = 0; j < 4; j++)
                         fma4(acc, a[j], wr + (size_t)(c + j) * oc);

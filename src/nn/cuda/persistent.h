@@ -107,6 +107,10 @@ typedef struct kr_cuda_step {
      * tile x tile outputs of `chan` channels at a time, from the pointwise outputs of their
      * window (halo) in shared memory; a pool tail's slices are the tiles. */
     int tile, chan, res_mid, e_post;
+    /* f16 instances: x is float (a graph input's float staging, whose conversion step was
+     * folded into this step: kr_cuda_persistent_input_step), y is float (a graph output's
+     * float staging: kr_cuda_persistent_output_step). 0 otherwise. */
+    int x_f32, y_f32;
     float e_lo, e_hi;
     const float *e_bias, *w2, *bias2;
 } kr_cuda_step;
@@ -132,6 +136,21 @@ typedef struct kr_cuda_step {
 const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
                                     const unsigned char *folded, int batch, kr_cuda_step *steps,
                                     int *n_steps, size_t *scratch_floats);
+
+/* f16 instances: the step of @p steps[0..n) that can read graph input @p t (stored at
+ * @p t_arena) from its float staging itself, so that the input needs no conversion step: a
+ * convolution on the group-4 path with a 3x3 window on 3 channels (the models' stem) reading it
+ * as x, without an excitation or a folded ADD, and no other node of @p g reads the input.
+ * Returns its index, or -1. */
+int kr_cuda_persistent_input_step(const kr_graph *g, int t, const void *t_arena,
+                                  const kr_cuda_step *steps, int n);
+
+/* f16 instances: the step of @p steps[0..n) that can write graph output @p t (stored at
+ * @p t_arena) straight into its float staging, so that the output needs no conversion step:
+ * the only step writing it, a transpose convolution without a pool tail, and no node of @p g
+ * reads the output. Returns its index, or -1. */
+int kr_cuda_persistent_output_step(const kr_graph *g, int t, const void *t_arena,
+                                   const kr_cuda_step *steps, int n);
 
 /* Sets the scratch pointers of @p n steps (the pools' sums) from their offsets into
  * @p scratch, device memory of the planned size. */
