@@ -170,7 +170,8 @@ keyer_status kr_cuda_detach_frame(AVBufferRef **pool, AVFrame *pic, AVFrame *tmp
 
 /**
  * 2-D copy of @p rows rows of @p row_bytes bytes, between any host/device pointers
- * (cudaMemcpy2D with cudaMemcpyDefault), synchronous. Errors: DEVICE.
+ * (cudaMemcpy2D with cudaMemcpyDefault), complete when it returns (device-to-device copies too:
+ * the legacy default stream is waited for). Errors: DEVICE.
  */
 keyer_status kr_cuda_copy_2d(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
                              size_t row_bytes, size_t rows, keyer_error *err);

@@ -115,20 +115,23 @@ static void free_reference(ref_frames *r)
         av_frame_free(&r->f[i]);
 }
 
-/* Downloads device frame @p f (NV12 or P010) and compares it with software frame @p ref
- * (yuv420p or yuv420p10le): returns the number of differing samples. */
-static long compare_device_frame(const keyer_frame *f, const AVFrame *ref)
+/* Downloads device frame @p f (NV12 or P010) on CUDA stream @p stream and compares it with
+ * software frame @p ref (yuv420p or yuv420p10le): returns the number of differing samples. */
+static long compare_device_frame_on(const keyer_frame *f, const AVFrame *ref, cudaStream_t stream)
 {
     int bps = f->format == KEYER_PIXEL_FORMAT_P010 ? 2 : 1;
     int w = f->width, h = f->height, cw = (w + 1) / 2, ch = (h + 1) / 2;
     uint8_t *y = malloc((size_t)w * h * bps), *uv = malloc((size_t)cw * 2 * ch * bps);
     assert_non_null(y);
     assert_non_null(uv);
-    assert_int_equal(cudaMemcpy2D(y, (size_t)w * bps, f->data[0], (size_t)f->stride[0],
-                                  (size_t)w * bps, (size_t)h, cudaMemcpyDeviceToHost), cudaSuccess);
-    assert_int_equal(cudaMemcpy2D(uv, (size_t)cw * 2 * bps, f->data[1], (size_t)f->stride[1],
-                                  (size_t)cw * 2 * bps, (size_t)ch, cudaMemcpyDeviceToHost),
+    assert_int_equal(cudaMemcpy2DAsync(y, (size_t)w * bps, f->data[0], (size_t)f->stride[0],
+                                       (size_t)w * bps, (size_t)h, cudaMemcpyDeviceToHost, stream),
                      cudaSuccess);
+    assert_int_equal(cudaMemcpy2DAsync(uv, (size_t)cw * 2 * bps, f->data[1], (size_t)f->stride[1],
+                                       (size_t)cw * 2 * bps, (size_t)ch, cudaMemcpyDeviceToHost,
+                                       stream),
+                     cudaSuccess);
+    assert_int_equal(cudaStreamSynchronize(stream), cudaSuccess);
     long diff = 0;
     for (int r = 0; r < h; r++)
         for (int c = 0; c < w; c++) {
@@ -149,6 +152,12 @@ static long compare_device_frame(const keyer_frame *f, const AVFrame *ref)
     free(y);
     free(uv);
     return diff;
+}
+
+/* The same on the legacy default stream. */
+static long compare_device_frame(const keyer_frame *f, const AVFrame *ref)
+{
+    return compare_device_frame_on(f, ref, cudaStreamLegacy);
 }
 
 /* The context that owns a device pointer is the device's primary context. */
@@ -207,6 +216,50 @@ static void test_hevc_bit_exact(void **state)
     check_bit_exact(kt_data_path(path, sizeof(path), "sample_hevc.mp4"), KEYER_PIXEL_FORMAT_NV12, 24);
     check_bit_exact(kt_data_path(path, sizeof(path), "sample_hevc10.mp4"), KEYER_PIXEL_FORMAT_P010,
                     24);
+}
+
+/* A frame is complete when keyer_reader_read() returns, also for work on a non-blocking stream
+ * (which does not wait for the legacy default stream, where copies out of the NVDEC surfaces
+ * run): the legacy stream is kept busy with memsets before every read, then the frame is
+ * downloaded on a non-blocking stream at once. */
+static void test_frames_complete_for_other_streams(void **state)
+{
+    (void)state;
+    ref_frames ref;
+    decode_reference(h264, &ref);
+    keyer_reader_params p = keyer_reader_params_defaults();
+    p.device = KEYER_DECODE_DEVICE_CUDA;
+    keyer_reader *r = NULL;
+    keyer_frame *f = NULL;
+    keyer_error err = {0};
+    if (keyer_reader_open(h264, &p, &r, &err) || keyer_frame_create(&f, &err))
+        fail_msg("%s: %s", h264, err.message);
+    cudaStream_t other;
+    assert_int_equal(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+    const size_t busy_bytes = (size_t)1 << 30;
+    void *busy = NULL;
+    assert_int_equal(cudaMalloc(&busy, busy_bytes), cudaSuccess);
+    long total = 0;
+    int frames = 0;
+    for (int i = 0; i < ref.n; i++) {
+        for (int k = 0; k < 4; k++) /* ~1.4 ms of work ahead of the reader's copies */
+            assert_int_equal(cudaMemsetAsync(busy, k, busy_bytes, cudaStreamLegacy), cudaSuccess);
+        if (keyer_reader_read(r, f, &err))
+            fail_msg("frame %d: %s", i, err.message);
+        assert_int_equal(f->memory, KEYER_MEMORY_CUDA);
+        total += compare_device_frame_on(f, ref.f[i], other);
+        frames++;
+    }
+    print_message("    %d NVDEC frames read on a non-blocking stream right after "
+                  "keyer_reader_read: %ld samples differ from the CPU decoder\n",
+                  frames, total);
+    assert_int_equal(frames, 48);
+    assert_int_equal(total, 0);
+    assert_int_equal(cudaFree(busy), cudaSuccess);
+    assert_int_equal(cudaStreamDestroy(other), cudaSuccess);
+    keyer_frame_destroy(&f);
+    keyer_reader_destroy(&r);
+    free_reference(&ref);
 }
 
 static void test_split_sessions(void **state)
@@ -386,6 +439,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_h264_bit_exact),
         cmocka_unit_test(test_hevc_bit_exact),
+        cmocka_unit_test(test_frames_complete_for_other_streams),
         cmocka_unit_test(test_split_sessions),
         cmocka_unit_test(test_fallback_profile_and_size),
         cmocka_unit_test(test_host_formats),
