@@ -469,6 +469,8 @@ static keyer_status upload_weights(kr_backend_instance *inst, keyer_error *err)
         } else {
             float *s = (float *)((unsigned char *)staging + f32_off);
             e = cudaMemcpy(s, tt->data, n * 4, cudaMemcpyHostToDevice);
+            if (e == cudaSuccess) /* the copy has arrived (see before the validation run) */
+                e = cudaStreamSynchronize(cudaStreamLegacy);
             if (e == cudaSuccess)
                 e = (cudaError_t)kr_cuda_f32_to_f16(s, inst->weights + inst->const_offsets[t], n,
                                                     inst->own);
@@ -728,6 +730,14 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
     if (st)
         goto fail;
 
+    /* set-up's cudaMemcpy (from pageable memory: may return before the data has arrived) and
+     * cudaMemset (asynchronous) run on the legacy default stream, which inst->own and the
+     * caller's stream (non-blocking) do not wait for */
+    e = cudaStreamSynchronize(cudaStreamLegacy);
+    if (e != cudaSuccess) {
+        st = cuda_fail(err, g, "finishing the uploads", e);
+        goto fail;
+    }
     st = enqueue(inst, inst->own, 1, err); /* validation run, node by node */
     if (st)
         goto fail;
