@@ -140,14 +140,7 @@ __global__ void binary_flat(const T *__restrict__ full, const T *__restrict__ ot
             kr_ldv<V>(other + i, vb);
         } else {
             I base = w.batched ? (I)(i / (I)w.per_batch) * (I)w.cn : 0;
-            if (w.cn == 1) {
-                float s = kr_ld(other + base);
-#pragma unroll
-                for (int k = 0; k < V; k++)
-                    vb[k] = s;
-            } else {
-                kr_ldv<V>(other + base + i % (I)w.c, vb);
-            }
+            kr_ld_chan<V>(other + base, (size_t)(i % (I)w.c), w.cn, vb);
         }
 #pragma unroll
         for (int k = 0; k < V; k++)

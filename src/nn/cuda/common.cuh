@@ -40,6 +40,21 @@ template <int V> __device__ __forceinline__ void kr_ldv(const __half *p, float *
             v[k] = __half2float(p[k]);
     }
 }
+/* V values of a per-channel operand (squeeze-and-excitation scales, PReLU alphas, scalars):
+ * channels [ci, ci + V) of the row at @p row, or its one value V times when the operand has one
+ * channel (@p cn 1). */
+template <int V, typename T>
+__device__ __forceinline__ void kr_ld_chan(const T *row, size_t ci, int cn, float *v)
+{
+    if (cn == 1) {
+        const float c = kr_ld(row);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            v[k] = c;
+    } else {
+        kr_ldv<V>(row + ci, v);
+    }
+}
 template <int V> __device__ __forceinline__ void kr_stv(float *p, const float *v)
 {
     if (V == 4) {

@@ -537,14 +537,7 @@ __device__ __noinline__ void step_binary_v(const kr_cuda_step &s, unsigned begin
                 vb[k] = scp[k];
         } else {
             unsigned off = s.batched ? (i / per_item) * (unsigned)s.cn : 0u;
-            if (s.cn == 1) {
-                float c = kr_ld(b + off);
-#pragma unroll
-                for (int k = 0; k < V; k++)
-                    vb[k] = c;
-            } else {
-                kr_ldv<V>(b + off + i % (unsigned)s.oc, vb);
-            }
+            kr_ld_chan<V>(b + off, i % (unsigned)s.oc, s.cn, vb);
         }
 #pragma unroll
         for (int k = 0; k < V; k++)
