@@ -354,6 +354,50 @@ static kr_graph *stem(int second_reader)
     return g;
 }
 
+/* Selfie's two decoder resizes read only by a 1x1 convolution take no step (rz); the one
+ * scaled by an excitation keeps its step; and none is merged when the convolution's output sits
+ * where the resize's input is. */
+static void test_resize_into_conv(void **state)
+{
+    (void)state;
+    keyer_model *m = load("selfie");
+    const kr_graph *g = kr_model_graph(m);
+    for (int reuse = 0; reuse < 2; reuse++) {
+        plan p = plan_ops(g, 1);
+        int resizes = 0;
+        for (int n = 0; n < g->n_nodes; n++) {
+            const kr_node *node = &g->nodes[n];
+            if (node->op != KR_OP_RESIZE_BILINEAR)
+                continue;
+            resizes++;
+            if (reuse) /* the reading convolution's output placed on the resize's input */
+                for (int k = 0; k < g->n_nodes; k++)
+                    if (g->nodes[k].op == KR_OP_CONV_2D &&
+                        g->nodes[k].inputs[0] == node->outputs[0])
+                        p.ops[k].out = fake_ptr(g, node->inputs[0]);
+        }
+        p.why = kr_cuda_persistent_plan(g, p.ops, p.folded, 1, p.steps, &p.n, &p.scratch);
+        assert_null(p.why);
+        int rz = 0;
+        for (int i = 0; i < p.n; i++) {
+            const kr_cuda_step *s = &p.steps[i];
+            if (!s->rz)
+                continue;
+            rz++;
+            assert_int_equal(s->kind, KR_STEP_CONV);
+            assert_true(s->group == 4 && s->kh == 1 && s->kw == 1 && !s->se_layers);
+            assert_true(s->rz_ih * 2 == s->oh && s->rz_iw * 2 == s->ow);
+            assert_int_equal(g->nodes[s->node].op, KR_OP_CONV_2D);
+            assert_ptr_equal(s->x, fake_ptr(g, g->nodes[s->node - 1].inputs[0]));
+        }
+        assert_int_equal(resizes, 3);
+        assert_int_equal(rz, reuse ? 0 : 2);
+        assert_int_equal(count_kind(&p, KR_STEP_RESIZE), reuse ? 3 : 1);
+        free_plan(&p);
+    }
+    keyer_model_destroy(&m);
+}
+
 /* f16 graph inputs and outputs without conversion steps: selfie's stem reads the float input,
  * its transpose convolution writes the float output; refused for any other reader or writer. */
 static void test_io_steps(void **state)
@@ -527,6 +571,7 @@ int main(void)
         cmocka_unit_test(test_unsupported_models),
         cmocka_unit_test(test_excitation_fusion),
         cmocka_unit_test(test_io_steps),
+        cmocka_unit_test(test_resize_into_conv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 #endif

@@ -621,6 +621,36 @@ static int absorb_activation(const plan_ctx *c, kr_cuda_step *prev, int n)
     return 1;
 }
 
+/* A RESIZE step @p prev whose output only the 1x1 group-4 convolution @p cur reads is done by
+ * the convolution as it loads its input (persistent.h, rz); @p cur then takes @p prev's place.
+ * Not when the resize scales by an excitation, adds a residual, has a pool tail, or when the
+ * convolution's output overlaps the resize's input (the memory plan may put it there: that
+ * tensor's life ended at the resize). Returns 1 if merged. */
+static int absorb_resize(const plan_ctx *c, kr_cuda_step *prev, const kr_cuda_step *cur)
+{
+    const kr_graph *g = c->g;
+    if (prev->kind != KR_STEP_RESIZE || prev->se_layers || prev->res || prev->tail ||
+        prev->post != KR_CUDA_POST_NONE || prev->vec != 4 || prev->node < 0 ||
+        !private_tensor(g, g->nodes[prev->node].outputs[0]))
+        return 0;
+    if (cur->kind != KR_STEP_CONV || cur->group != 4 || cur->kh != 1 || cur->kw != 1 ||
+        cur->sh != 1 || cur->sw != 1 || cur->pt || cur->pl || cur->scale_add || cur->se_layers ||
+        cur->x != prev->y || cur->ic != prev->oc || cur->ic % 4 || cur->oh != prev->oh ||
+        cur->ow != prev->ow)
+        return 0;
+    size_t out_bytes = arena_bytes(c, g->nodes[cur->node].outputs[0]);
+    size_t in_bytes = item_bytes(c, (size_t)prev->ih * prev->iw * prev->ic);
+    if (overlap(cur->y, out_bytes, prev->x, in_bytes))
+        return 0;
+    kr_cuda_step d = *cur;
+    d.x = prev->x;
+    d.rz = 1;
+    d.rz_ih = prev->ih, d.rz_iw = prev->iw;
+    d.align = prev->align, d.half = prev->half;
+    *prev = d;
+    return 1;
+}
+
 /* Output tile side and channels per block of an EXPAND_DW step with @p oc channels; 0 when
  * its halo's pointwise outputs take more than one pass of a block (measured: a 17x17 halo for
  * 8x8 outputs at stride 2 made the pair slower than two steps) or its tile does not fit. */
@@ -647,8 +677,8 @@ static int absorb_depthwise(const plan_ctx *c, kr_cuda_step *prev, int n)
     const kr_node *node = op->node;
     if (node->op != KR_OP_DEPTHWISE_CONV_2D || prev->kind != KR_STEP_CONV || prev->kh != 1 ||
         prev->kw != 1 || prev->sh != 1 || prev->sw != 1 || prev->pt > 0 || prev->pl > 0 ||
-        prev->res || prev->tail || prev->vec != 4 || prev->oc % 4 || op->in[0] != prev->y ||
-        op->addend)
+        prev->res || prev->tail || prev->rz || prev->vec != 4 || prev->oc % 4 ||
+        op->in[0] != prev->y || op->addend)
         return 0;
     const kr_tensor *x = &g->tensors[node->inputs[0]], *w = &g->tensors[node->inputs[1]];
     const kr_tensor *pw = &g->tensors[prev->w_tensor], *y = &g->tensors[node->outputs[0]];
@@ -742,6 +772,8 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
             why = node_steps(&c, n, &steps[k], &count);
             if (!why && count == 1 && c.tail_at[n] >= 0 && steps[k].kind != KR_STEP_POOL_PARTIAL)
                 set_tail(&c, &steps[k], c.tail_at[n], c.matches[c.tail_at[n]].pool, c.tail_add[n]);
+            if (!why && count == 1 && k > 0 && absorb_resize(&c, &steps[k - 1], &steps[k]))
+                count = 0;
             k += count;
         }
     }

@@ -276,9 +276,17 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin,
  * @p tile at (unit - begin) * values per unit (NULL: no tail). @p sc: the excitation of a
  * prologue, [batch][ic] (NULL: none). */
 template <typename T>
+__device__ __noinline__ void step_conv_rz(const kr_cuda_step &s, unsigned begin, unsigned end,
+                                          float *tile);
+
+template <typename T>
 __device__ __noinline__ void step_conv(const kr_cuda_step &s, unsigned begin, unsigned end,
                                        float *tile, const float *sc)
 {
+    if (s.rz) {
+        step_conv_rz<T>(s, begin, end, tile);
+        return;
+    }
     if (s.group == 4) {
         if (s.kh == 1 && s.kw == 1)
             step_conv_g4<T, 1, 0>(s, begin, end, tile, sc);
@@ -421,6 +429,48 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin,
                     }
                 }
             }
+        }
+        float v[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            v[j] = kr_apply(e, acc[j] + bz[j]);
+            if (s.res)
+                v[j] += r[j];
+            if (tile)
+                tile[(u - begin) * 4 + j] = stored(v[j], (const T *)NULL);
+        }
+        kr_stv<4>((T *)s.y + u * 4, v);
+    }
+}
+
+/* A 1x1 convolution on the group-4 path whose input is the bilinear resize of s.x (rz): each
+ * 4 input channels of the pixel are the resize's arithmetic (resize_bilinear.cuh), then summed
+ * in the same order as step_conv_g4. @p tile: as step_conv. */
+template <typename T>
+__device__ __noinline__ void step_conv_rz(const kr_cuda_step &s, unsigned begin, unsigned end,
+                                          float *tile)
+{
+    const int ic = s.ic, groups = s.oc / 4;
+    const T *x = (const T *)s.x;
+    const rs_shape rs = {s.rz_ih, s.rz_iw, ic, s.oh, s.ow, s.align, s.half};
+    kr_epilogue e = step_epilogue(s);
+    for (unsigned u = begin + threadIdx.x; u < end; u += NT) {
+        int co, ox, oy, n;
+        unit_pos(u, (unsigned)groups, s, &co, &ox, &oy, &n);
+        co *= 4;
+        float bz[4], r[4], acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            bz[j] = s.bias ? s.bias[co + j] : 0.0f;
+        early_res<T, 4>(s, u * 4, r);
+        const float *wr = s.wt + co; /* [ic][oc] */
+#pragma unroll 2
+        for (int c0 = 0; c0 < ic; c0 += 4) {
+            float a[4];
+            rs_pixel<T, 4, unsigned>(x, rs, (unsigned)n, oy, ox, c0, a);
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                fma4(acc, a[j], wr + (size_t)(c0 + j) * s.oc);
         }
         float v[4];
 #pragma unroll

@@ -111,6 +111,10 @@ typedef struct kr_cuda_step {
      * folded into this step: kr_cuda_persistent_input_step), y is float (a graph output's
      * float staging: kr_cuda_persistent_output_step). 0 otherwise. */
     int x_f32, y_f32;
+    /* CONV (1x1, group 4): 1 when its input is the bilinear resize of x ([rz_ih][rz_iw][ic],
+     * with `align` and `half` as RESIZE), computed as the convolution loads it: a resize read
+     * only by this convolution takes no step of its own. */
+    int rz, rz_ih, rz_iw;
     float e_lo, e_hi;
     const float *e_bias, *w2, *bias2;
 } kr_cuda_step;
