@@ -266,6 +266,34 @@ __device__ __forceinline__ void early_res(const kr_cuda_step &s, unsigned idx, f
     }
 }
 
+/* The biases of output channels co..co+3 of a group-4 unit (0 without a bias). */
+__device__ __forceinline__ void g4_bias(const kr_cuda_step &s, int co, float *bz)
+{
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        bz[j] = s.bias ? s.bias[co + j] : 0.0f;
+}
+
+/* Finishes group-4 unit @p u (the block's units from @p begin): bias @p bz, epilogue @p e,
+ * residual @p r (if the step has one), the values as stored into @p tile (a pool tail's slice,
+ * if not NULL), stored. */
+template <typename T>
+__device__ __forceinline__ void g4_finish(const kr_cuda_step &s, const kr_epilogue &e, unsigned u,
+                                          unsigned begin, const float *acc, const float *bz,
+                                          const float *r, float *tile)
+{
+    float v[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        v[j] = kr_apply(e, acc[j] + bz[j]);
+        if (s.res)
+            v[j] += r[j];
+        if (tile)
+            tile[(u - begin) * 4 + j] = stored(v[j], (const T *)NULL);
+    }
+    kr_stv<4>((T *)s.y + u * 4, v);
+}
+
 template <typename T, int KS, int IC, typename TX = T>
 __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin, unsigned end,
                                           float *tile, const float *sc);
@@ -385,9 +413,7 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin,
         unit_pos(u, (unsigned)groups, s, &co, &ox, &oy, &n);
         co *= 4;
         float bz[4], r[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            bz[j] = s.bias ? s.bias[co + j] : 0.0f;
+        g4_bias(s, co, bz);
         early_res<T, 4>(s, u * 4, r);
         const float *scn = sc ? sc + n * s.ic : NULL;
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -430,16 +456,7 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin,
                 }
             }
         }
-        float v[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            v[j] = kr_apply(e, acc[j] + bz[j]);
-            if (s.res)
-                v[j] += r[j];
-            if (tile)
-                tile[(u - begin) * 4 + j] = stored(v[j], (const T *)NULL);
-        }
-        kr_stv<4>((T *)s.y + u * 4, v);
+        g4_finish<T>(s, e, u, begin, acc, bz, r, tile);
     }
 }
 
@@ -459,9 +476,7 @@ __device__ __noinline__ void step_conv_rz(const kr_cuda_step &s, unsigned begin,
         unit_pos(u, (unsigned)groups, s, &co, &ox, &oy, &n);
         co *= 4;
         float bz[4], r[4], acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            bz[j] = s.bias ? s.bias[co + j] : 0.0f;
+        g4_bias(s, co, bz);
         early_res<T, 4>(s, u * 4, r);
         const float *wr = s.wt + co; /* [ic][oc] */
 #pragma unroll 2
@@ -472,16 +487,7 @@ __device__ __noinline__ void step_conv_rz(const kr_cuda_step &s, unsigned begin,
             for (int j = 0; j < 4; j++)
                 fma4(acc, a[j], wr + (size_t)(c0 + j) * s.oc);
         }
-        float v[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            v[j] = kr_apply(e, acc[j] + bz[j]);
-            if (s.res)
-                v[j] += r[j];
-            if (tile)
-                tile[(u - begin) * 4 + j] = stored(v[j], (const T *)NULL);
-        }
-        kr_stv<4>((T *)s.y + u * 4, v);
+        g4_finish<T>(s, e, u, begin, acc, bz, r, tile);
     }
 }
 
