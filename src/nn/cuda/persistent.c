@@ -659,7 +659,8 @@ static void expand_dw_tiling(const kr_cuda_step *d, int oc, int *tile, int *chan
     int t = d->oh <= 16 ? 4 : 8, g = oc % 8 == 0 ? 8 : 4;
     int hh = (t - 1) * d->sh + (d->kh - 1) * d->dh + 1, hw = (t - 1) * d->sw + (d->kw - 1) * d->dw + 1;
     if (hh * hw * g > KR_CUDA_MID_FLOATS || t * t * g > KR_CUDA_TILE_FLOATS ||
-        hh * hw * (g / 4) > KR_CUDA_PERSISTENT_THREADS)
+        hh * hw * (g / 4) > KR_CUDA_PERSISTENT_THREADS ||
+        (d->kh * d->kw + 1) * g > KR_CUDA_DWW_FLOATS)
         t = g = 0;
     *tile = t;
     *chan = g;

@@ -673,7 +673,7 @@ __device__ __noinline__ void step_resize_v(const kr_cuda_step &s, unsigned begin
  * channels. @p sc: a prologue's excitation (scales the pointwise input), or NULL. */
 template <typename T>
 __device__ __noinline__ void step_expand_dw(const kr_cuda_step &s, float *red, float *tbuf,
-                                            float *mid, const float *sc)
+                                            float *mid, float *dww, const float *sc)
 {
     const int TS = s.tile, G = s.chan, Q = G / 4, oc = s.oc, ic = s.ic;
     const int tx_n = (s.ow + TS - 1) / TS, ty_n = (s.oh + TS - 1) / TS, groups = oc / G;
@@ -690,6 +690,16 @@ __device__ __noinline__ void step_expand_dw(const kr_cuda_step &s, float *red, f
         const int oy0 = ty * TS, ox0 = tx * TS, c0 = g * G;
         const int iy0 = oy0 * s.sh - s.pt, ix0 = ox0 * s.sw - s.pl;
         const float *scn = sc ? sc + n * ic : NULL;
+        /* the depthwise weights and biases of these channels, [tap][G] then [G], one per
+         * thread (the planner keeps them within KR_CUDA_DWW_FLOATS): loaded now, stored into
+         * shared memory after the pointwise phase, so that the loads overlap it and the
+         * depthwise phase reads no global memory (its taps' loads were a chain of L2 trips) */
+        const int taps = s.kh * s.kw, wq = (int)threadIdx.x;
+        float wv = 0.0f;
+        if (wq < taps * G)
+            wv = s.w2[(wq / G) * oc + c0 + wq % G];
+        else if (wq < (taps + 1) * G && s.bias2)
+            wv = s.bias2[c0 + wq % G];
         /* the halo's pointwise outputs, 4 channels per unit */
         for (int q = threadIdx.x; q < hh * hw * Q; q += NT) {
             const int quad = q % Q, hp = q / Q, iy = iy0 + hp / hw, ix = ix0 + hp % hw;
@@ -722,51 +732,36 @@ __device__ __noinline__ void step_expand_dw(const kr_cuda_step &s, float *red, f
             }
             *reinterpret_cast<float4 *>(mid + hp * G + quad * 4) = make_float4(v[0], v[1], v[2], v[3]);
         }
+        if (wq < (taps + 1) * G)
+            dww[wq] = wv;
         __syncthreads();
-        /* the tile's depthwise outputs */
-        for (int q = threadIdx.x; q < TS * TS * Q; q += NT) {
-            const int quad = q % Q, op = q / Q, ly = op / TS, lx = op % TS;
-            const int oy = oy0 + ly, ox = ox0 + lx, co = c0 + quad * 4;
-            float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        /* the tile's depthwise outputs, one channel per thread */
+        for (int q = threadIdx.x; q < TS * TS * G; q += NT) {
+            const int c = q % G, op = q / G, ly = op / TS, lx = op % TS;
+            const int oy = oy0 + ly, ox = ox0 + lx;
+            float v = 0.0f;
             if (oy < s.oh && ox < s.ow) {
-                float acc[4];
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    acc[j] = s.bias2 ? s.bias2[co + j] : 0.0f;
+                float acc = dww[taps * G + c];
+                const float *m = mid + (ly * s.sh * hw + lx * s.sw) * G + c;
                 for (int ky = 0; ky < s.kh; ky++)
-                    for (int kx = 0; kx < s.kw; kx++) {
-                        const float4 m = *reinterpret_cast<const float4 *>(
-                            mid + ((ly * s.sh + ky * s.dh) * hw + lx * s.sw + kx * s.dw) * G +
-                            quad * 4);
-                        const float4 w = *reinterpret_cast<const float4 *>(
-                            s.w2 + (ky * s.kw + kx) * oc + co);
-                        acc[0] = fmaf(m.x, w.x, acc[0]);
-                        acc[1] = fmaf(m.y, w.y, acc[1]);
-                        acc[2] = fmaf(m.z, w.z, acc[2]);
-                        acc[3] = fmaf(m.w, w.w, acc[3]);
-                    }
-                const unsigned o = ((unsigned)(n * s.oh + oy) * s.ow + ox) * oc + co;
-                float r[4];
-                if (s.res_mid) { /* the residual is the depthwise input at this pixel */
-                    const float *mc = mid + ((ly + s.pt) * hw + lx + s.pl) * G + quad * 4;
-                    r[0] = mc[0], r[1] = mc[1], r[2] = mc[2], r[3] = mc[3];
-                } else {
-                    early_res<T, 4>(s, o, r);
-                }
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    v[j] = kr_apply(de, acc[j]);
-                    if (s.res || s.res_mid)
-                        v[j] += r[j];
-                }
-                kr_stv<4>((T *)s.y + o, v);
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    v[j] = stored(v[j], (const T *)NULL);
+#pragma unroll 5
+                    for (int kx = 0; kx < s.kw; kx++)
+                        acc = fmaf(m[(ky * s.dh * hw + kx * s.dw) * G],
+                                   dww[(ky * s.kw + kx) * G + c], acc);
+                const unsigned o = ((unsigned)(n * s.oh + oy) * s.ow + ox) * oc + c0 + c;
+                float r;
+                if (s.res_mid) /* the residual is the depthwise input at this pixel */
+                    r = mid[((ly + s.pt) * hw + lx + s.pl) * G + c];
+                else
+                    early_res<T, 1>(s, o, &r);
+                v = kr_apply(de, acc);
+                if (s.res || s.res_mid)
+                    v += r;
+                kr_st((T *)s.y + o, v);
+                v = stored(v, (const T *)NULL);
             }
             if (s.tail)
-                *reinterpret_cast<float4 *>(tbuf + op * G + quad * 4) =
-                    make_float4(v[0], v[1], v[2], v[3]);
+                tbuf[op * G + c] = v;
         }
         __syncthreads();
         if (s.tail) { /* the tile's sums of these channels: its row of the pool's sums */
@@ -887,6 +882,8 @@ __global__ void __launch_bounds__(NT, 2)
     __shared__ float se_buf[KR_CUDA_SE_FLOATS];
     __shared__ __align__(16) float tile[KR_CUDA_TILE_FLOATS];
     __shared__ __align__(16) float mid[KR_CUDA_MID_FLOATS];
+    __shared__ float dww[KR_CUDA_DWW_FLOATS];
+    static_assert(KR_CUDA_DWW_FLOATS <= NT, "an EXPAND_DW step loads one depthwise weight per thread");
     cg::grid_group grid = cg::this_grid();
     const int timing = clocks && blockIdx.x == 0 && threadIdx.x == 0;
     load_step(&desc[0], &steps[0]);
@@ -901,7 +898,7 @@ __global__ void __launch_bounds__(NT, 2)
         if (s.kind == KR_STEP_POOL_FINAL) {
             step_pool_final<T>(s, red);
         } else if (s.kind == KR_STEP_EXPAND_DW) {
-            step_expand_dw<T>(s, red, tile, mid, sc);
+            step_expand_dw<T>(s, red, tile, mid, dww, sc);
         } else if (s.tail) {
             step_with_tail<T>(s, red, tile, sc);
         } else {

@@ -127,6 +127,9 @@ typedef struct kr_cuda_step {
 #define KR_CUDA_TILE_FLOATS (4 * KR_CUDA_PERSISTENT_THREADS)
 /* Floats of shared memory for an EXPAND_DW block's pointwise outputs (halo pixels x chan). */
 #define KR_CUDA_MID_FLOATS 2560
+/* Floats of shared memory for an EXPAND_DW block's depthwise weights and biases
+ * ((kh * kw + 1) * chan must fit). */
+#define KR_CUDA_DWW_FLOATS 256
 /* Floats of shared memory for a squeeze-and-excitation prologue: batch * (se_c + se_out[0] +
  * se_out[1]) must fit (else the planner leaves those nodes as steps). */
 #define KR_CUDA_SE_FLOATS 4096
