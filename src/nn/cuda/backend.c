@@ -301,18 +301,6 @@ static void plan_residual_folds(kr_backend_instance *inst)
     }
 }
 
-/* Whether @p node is an AVERAGE_POOL_2D over its whole input (pool_2d.cu's global kernel). */
-static int is_global_average_pool(const kr_graph *g, const kr_node *node)
-{
-    if (node->op != KR_OP_AVERAGE_POOL_2D)
-        return 0;
-    const kr_tensor *x = &g->tensors[node->inputs[0]], *y = &g->tensors[node->outputs[0]];
-    const kr_window_params *p = &node->p.window;
-    return x->rank == 4 && y->rank == 4 && y->dims[1] == 1 && y->dims[2] == 1 &&
-           p->pad_top <= 0 && p->pad_left <= 0 && p->kernel_h - p->pad_top >= x->dims[1] &&
-           p->kernel_w - p->pad_left >= x->dims[2];
-}
-
 /* An ADD (no activation, same-shape operands) read only by the global average pool right
  * after it: the pool sums the two operands itself (squeeze-and-excitation after a skip
  * connection, selfie's decoder) and the sum is never stored. */
@@ -327,7 +315,7 @@ static void plan_pool_folds(kr_backend_instance *inst)
         const kr_node *pool = &g->nodes[m + 1];
         int out = add->outputs[0];
         const kr_tensor *ot = &g->tensors[out];
-        if (inst->folded[m + 1] || !is_global_average_pool(g, pool) || pool->inputs[0] != out ||
+        if (inst->folded[m + 1] || !kr_cuda_is_global_pool(g, pool) || pool->inputs[0] != out ||
             ot->last_consumer != m + 1 || ot->graph_output >= 0 || is_viewed(g, out) ||
             inst->ops[m].out != dev_ptr(inst, out) || inst->ops[m + 1].addend)
             continue;

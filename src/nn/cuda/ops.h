@@ -53,7 +53,7 @@ typedef struct kr_cuda_op {
      * none. Read and written at the same index by the same thread, so it may share the
      * output's storage exactly. */
     const void *residual;
-    /* An ADD folded into the global AVERAGE_POOL_2D reading it: the pool averages
+    /* An ADD folded into the global pool reading it (kr_cuda_is_global_pool): the pool averages
      * in[0] + addend (both of the ADD's operands, of the same shape); NULL when none. */
     const void *addend;
     void *stream;                  /* cudaStream_t */
@@ -72,6 +72,9 @@ int kr_cuda_relu6(const kr_cuda_op *op);
 int kr_cuda_hard_swish(const kr_cuda_op *op);
 int kr_cuda_logistic(const kr_cuda_op *op);
 int kr_cuda_average_pool_2d(const kr_cuda_op *op);
+/* The global average pool of @p op's node (kr_cuda_is_global_pool), whatever its operator:
+ * every item's channel means over all its pixels, plus op->addend's if set. */
+int kr_cuda_global_average_pool(const kr_cuda_op *op);
 int kr_cuda_max_pool_2d(const kr_cuda_op *op);
 int kr_cuda_mean(const kr_cuda_op *op);
 int kr_cuda_pad(const kr_cuda_op *op);
@@ -81,6 +84,12 @@ int kr_cuda_concatenation(const kr_cuda_op *op);
 
 /* Float32 <-> float16 conversion of @p n elements on @p stream (graph inputs and outputs in
  * f16 instances; weights at set-up). */
+/* Whether @p node of @p g is a global average pool: an AVERAGE_POOL_2D with one output pixel
+ * whose window covers the whole NHWC input, or a MEAN over H and W keeping them (the same
+ * arithmetic: selfie-landscape's excitations). The backend folds an ADD before either into it
+ * (addend), and the persistent schedule takes both as its pools. */
+int kr_cuda_is_global_pool(const kr_graph *g, const kr_node *node);
+
 int kr_cuda_f32_to_f16(const float *src, void *dst, size_t n, void *stream);
 int kr_cuda_f16_to_f32(const void *src, float *dst, size_t n, void *stream);
 

@@ -100,11 +100,7 @@ static const char *binary(kr_cuda_step *s, const kr_cuda_op *op, size_t esize)
 
 static int is_global_pool(const kr_cuda_op *op)
 {
-    const kr_tensor *x = in_t(op, 0), *y = out_t(op);
-    const kr_window_params *p = &op->node->p.window;
-    return x->rank == 4 && y->rank == 4 && y->dims[1] == 1 && y->dims[2] == 1 &&
-           p->pad_top <= 0 && p->pad_left <= 0 && p->kernel_h - p->pad_top >= x->dims[1] &&
-           p->kernel_w - p->pad_left >= x->dims[2];
+    return kr_cuda_is_global_pool(op->graph, op->node);
 }
 
 /* Pixels per slice and slices per item of a global pool over @p pixels pixels of @p c channels:
@@ -221,8 +217,7 @@ static int match_se(const kr_graph *g, const kr_cuda_op *ops, const unsigned cha
                 cur = node->inputs[0];
                 continue;
             }
-            if (pending || node->op != KR_OP_AVERAGE_POOL_2D || se->layers == 0 ||
-                !is_global_pool(op) || op->residual || op->post != KR_CUDA_POST_NONE ||
+            if (pending || se->layers == 0 || !is_global_pool(op) || op->residual || op->post != KR_CUDA_POST_NONE ||
                 node->activation != KR_ACT_NONE) {
                 ok = 0;
                 break;
@@ -352,7 +347,7 @@ static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
     }
     if ((double)kr_tensor_elements(out_t(op)) * batch >= 2147483647.0)
         return "a tensor of 2^31 or more elements";
-    if (op->addend && node->op != KR_OP_AVERAGE_POOL_2D)
+    if (op->addend && !is_global_pool(op))
         return "an addend outside a pool";
     switch (node->op) {
     case KR_OP_CONV_2D: {
@@ -418,15 +413,19 @@ static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
         s->post = (int)kr_cuda_post_of(node->op);
         s->count = (long long)kr_tensor_elements(out_t(op));
         return NULL;
+    case KR_OP_MEAN:
     case KR_OP_AVERAGE_POOL_2D:
         if (!is_global_pool(op))
-            return "an average pool that is not global";
+            return node->op == KR_OP_MEAN ? "a MEAN that is not over H and W"
+                                          : "an average pool that is not global";
         if (op->residual)
             return "a pool with a folded residual";
         if (in_t(op, 0)->dims[3] % 4)
             return "a global pool over a number of channels that is not a multiple of 4";
         common(s, op, n, batch, 1);
         window(s, op, 1, 1);
+        s->sh = s->sw = 1, s->pt = s->pl = 0; /* not used by the pool; a MEAN has no window */
+        s->dh = s->dw = 1;
         s->x2 = op->addend;
         s->kind = KR_STEP_POOL_PARTIAL;
         set_tail(c, s, c->fuse[n] == FUSE_POOL_PARTIAL ? c->tail_at[n] : -1, n, op->addend);

@@ -71,25 +71,31 @@ __global__ void global_pool_kernel(const T *__restrict__ x, const T *__restrict_
     }
 }
 
+/* The global kernel over @p op's input: every item's pixels (ih x iw) per channel. */
+template <typename T, int MAX> static int launch_global(const kr_cuda_op *op)
+{
+    const kr_tensor *xt = kr_in_t(op, 0), *yt = kr_out_t(op);
+    const int ch = xt->dims[3];
+    dim3 grid((unsigned)kr_dim(op, yt, 0), (unsigned)((ch + 31) / 32)), block(32, 32);
+    global_pool_kernel<T, MAX><<<grid, block, 0, (cudaStream_t)op->stream>>>(
+        (const T *)op->in[0], (const T *)op->addend, (T *)op->out, xt->dims[1] * xt->dims[2], ch,
+        kr_make_epilogue(op, 1));
+    return (int)cudaGetLastError();
+}
+
 template <typename T, int MAX, typename I> static int launch(const kr_cuda_op *op)
 {
     const kr_tensor *xt = kr_in_t(op, 0), *yt = kr_out_t(op);
     const kr_window_params *p = &op->node->p.window;
     pool_shape s = {xt->dims[1], xt->dims[2], xt->dims[3], yt->dims[1], yt->dims[2],
                     p->kernel_h, p->kernel_w, p->stride_h, p->stride_w, p->pad_top, p->pad_left};
-    cudaStream_t stream = (cudaStream_t)op->stream;
     if (s.oh == 1 && s.ow == 1 && s.pt <= 0 && s.pl <= 0 && s.kh - s.pt >= s.ih &&
-        s.kw - s.pl >= s.iw) { /* every tap inside: count = pixels */
-        dim3 grid((unsigned)kr_dim(op, yt, 0), (unsigned)((s.ch + 31) / 32)), block(32, 32);
-        global_pool_kernel<T, MAX><<<grid, block, 0, stream>>>(
-            (const T *)op->in[0], (const T *)op->addend, (T *)op->out, s.ih * s.iw, s.ch,
-            kr_make_epilogue(op, 1));
-        return (int)cudaGetLastError();
-    }
+        s.kw - s.pl >= s.iw) /* every tap inside: count = pixels */
+        return launch_global<T, MAX>(op);
     size_t total = kr_elems(op, yt);
     unsigned blocks = kr_blocks(total, 256);
-    pool_kernel<T, MAX, I><<<blocks, 256, 0, stream>>>((const T *)op->in[0], (T *)op->out,
-                                                       (I)total, s, kr_make_epilogue(op, 1));
+    pool_kernel<T, MAX, I><<<blocks, 256, 0, (cudaStream_t)op->stream>>>(
+        (const T *)op->in[0], (T *)op->out, (I)total, s, kr_make_epilogue(op, 1));
     return (int)cudaGetLastError();
 }
 
@@ -102,3 +108,22 @@ template <int MAX> static int dispatch(const kr_cuda_op *op)
 
 extern "C" int kr_cuda_average_pool_2d(const kr_cuda_op *op) { return dispatch<0>(op); }
 extern "C" int kr_cuda_max_pool_2d(const kr_cuda_op *op) { return dispatch<1>(op); }
+
+extern "C" int kr_cuda_global_average_pool(const kr_cuda_op *op)
+{
+    return op->f16 ? launch_global<__half, 0>(op) : launch_global<float, 0>(op);
+}
+
+extern "C" int kr_cuda_is_global_pool(const kr_graph *g, const kr_node *node)
+{
+    if (node->n_inputs < 1 || node->inputs[0] < 0)
+        return 0;
+    const kr_tensor *x = &g->tensors[node->inputs[0]], *y = &g->tensors[node->outputs[0]];
+    if (x->rank != 4 || y->rank != 4 || y->dims[1] != 1 || y->dims[2] != 1)
+        return 0;
+    if (node->op == KR_OP_MEAN)
+        return node->p.mean.axes_mask == ((1u << 1) | (1u << 2)) && node->p.mean.keep_dims;
+    const kr_window_params *p = &node->p.window;
+    return node->op == KR_OP_AVERAGE_POOL_2D && p->pad_top <= 0 && p->pad_left <= 0 &&
+           p->kernel_h - p->pad_top >= x->dims[1] && p->kernel_w - p->pad_left >= x->dims[2];
+}
