@@ -132,11 +132,12 @@ keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, k
  * does not depend on the batch size within one schedule; the two schedules round differently
  * (both within the backend's tolerances). AUTO: PERSISTENT up to batch
  * KEYER_CUDA_PERSISTENT_MAX_BATCH when the model's operators allow it (convolutions,
- * depthwise and transpose convolutions, global average pools, ADD and MUL broadcasting per
- * channel at most, bilinear resize, RELU/RELU6/HARD_SWISH/LOGISTIC, RESHAPE: of the shipped
- * models the selfie segmentation), else KERNELS. The limit is measured (BENCHMARKS.md: on an
- * H100 selfie runs 1.6x faster at batch 1, 1.4x at batch 2 and 1.1x at batch 4 persistent;
- * at batch 8 the per-node kernels are faster).
+ * depthwise and transpose convolutions, global average pools (AVERAGE_POOL_2D over the whole
+ * input, or MEAN over H and W), ADD and MUL broadcasting per channel at most, bilinear resize,
+ * RELU/RELU6/HARD_SWISH/LOGISTIC, RESHAPE: of the shipped models the two selfie segmentation
+ * models), else KERNELS. The limit is measured (BENCHMARKS.md: on an H100 selfie runs 1.6x
+ * faster at batch 1, 1.4x at batch 2 and 1.1x at batch 4 persistent, selfie-landscape 1.85x at
+ * batch 1; at batch 8 the per-node kernels are faster).
  */
 typedef enum keyer_cuda_schedule {
     KEYER_CUDA_SCHEDULE_AUTO = 0,   /**< by batch size (default) */
