@@ -244,12 +244,71 @@ static void test_batch_independent_split(void **state)
 static void test_unsupported_models(void **state)
 {
     (void)state;
+    const char *names[2] = {"face-mesh", "pose-lite"}, *ops[2] = {"PRELU", "PAD"};
+    for (int i = 0; i < 2; i++) {
+        keyer_model *m = load(names[i]);
+        plan p = make_plan(kr_model_graph(m), 1);
+        printf("%s: %s\n", names[i], p.why ? p.why : "(planned)");
+        assert_non_null(p.why);
+        assert_non_null(strstr(p.why, ops[i]));
+        free_plan(&p);
+        keyer_model_destroy(&m);
+    }
+}
+
+/* face-short: its channel PADs are done by the ADDs reading them (BINARY bmode 3, the PAD's
+ * input as the operand), its max pools and its two concatenations are steps; a PAD whose ADD
+ * writes where the PAD's input is keeps a step of its own. */
+static void test_face_short_plan(void **state)
+{
+    (void)state;
     keyer_model *m = load("face-short");
-    plan p = make_plan(kr_model_graph(m), 1);
-    printf("face-short: %s\n", p.why ? p.why : "(planned)");
-    assert_non_null(p.why);
-    assert_non_null(strstr(p.why, "PAD"));
-    free_plan(&p);
+    const kr_graph *g = kr_model_graph(m);
+    int pads = 0, first_pad = -1;
+    for (int n = 0; n < g->n_nodes; n++)
+        if (g->nodes[n].op == KR_OP_PAD) {
+            pads++;
+            if (first_pad < 0)
+                first_pad = n;
+        }
+    assert_true(pads >= 4);
+    for (int reuse = 0; reuse < 2; reuse++) {
+        plan p = plan_ops(g, 2);
+        if (reuse) /* the ADD after the first PAD writes over the PAD's input */
+            for (int a = first_pad + 1; a < g->n_nodes; a++)
+                if (g->nodes[a].op == KR_OP_ADD) {
+                    p.ops[a].out = fake_ptr(g, g->nodes[first_pad].inputs[0]);
+                    break;
+                }
+        p.why = kr_cuda_persistent_plan(g, p.ops, p.folded, 2, p.steps, &p.n, &p.scratch);
+        assert_null(p.why);
+        int folded = 0;
+        for (int i = 0; i < p.n; i++) {
+            const kr_cuda_step *s = &p.steps[i];
+            if (s->kind != KR_STEP_BINARY || s->bmode != 3)
+                continue;
+            folded++;
+            const kr_node *add = &g->nodes[s->node];
+            assert_int_equal(add->op, KR_OP_ADD);
+            assert_true(s->cn < s->oc);
+            /* x2 is the input of the PAD that one of the ADD's operands comes from */
+            int found = 0;
+            for (int k = 0; k < 2; k++) {
+                int w = g->tensors[add->inputs[k]].producer;
+                found |= w >= 0 && g->nodes[w].op == KR_OP_PAD &&
+                         s->x2 == fake_ptr(g, g->nodes[w].inputs[0]);
+            }
+            assert_true(found);
+        }
+        assert_int_equal(folded, pads - reuse);
+        assert_int_equal(count_kind(&p, KR_STEP_PAD), reuse);
+        assert_int_equal(count_kind(&p, KR_STEP_MAXPOOL), 3);
+        assert_int_equal(count_kind(&p, KR_STEP_CONCAT), 2);
+        for (int i = 0; i < p.n; i++)
+            if (p.steps[i].kind == KR_STEP_CONCAT)
+                assert_true(p.steps[i].cn > 0 && p.steps[i].cn < p.steps[i].count);
+        free_plan(&p);
+    }
     keyer_model_destroy(&m);
 }
 
@@ -597,6 +656,7 @@ int main(void)
         cmocka_unit_test(test_batch_independent_split),
         cmocka_unit_test(test_unsupported_models),
         cmocka_unit_test(test_landscape_means),
+        cmocka_unit_test(test_face_short_plan),
         cmocka_unit_test(test_excitation_fusion),
         cmocka_unit_test(test_io_steps),
         cmocka_unit_test(test_resize_into_conv),

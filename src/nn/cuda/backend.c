@@ -830,7 +830,8 @@ static keyer_status profile_persistent(kr_backend_instance *inst, double *ms, ke
 {
     static const char *const kinds[] = {"conv", "depthwise", "tconv", "binary", "unary",
                                         "pool-partial", "pool-final", "resize", "copy",
-                                        "to-f16", "to-f32", "expand-dw"};
+                                        "to-f16", "to-f32", "expand-dw", "maxpool", "pad",
+                                        "concat"};
     const kr_graph *g = inst->graph;
     size_t n4 = 4 * (size_t)inst->n_steps;
     long long *dev = NULL, *host = malloc(n4 * sizeof(long long));

@@ -248,6 +248,7 @@ typedef struct plan_ctx {
     int *se_slices;        /* per MUL node: the slices of its pool's tail */
     size_t *se_partial_off; /* per MUL node: the offset of its pool's sums in scratch */
     se_match *matches;     /* per MUL node */
+    int *pad_at;           /* per ADD node: the channel PAD folded into it (bmode 3), or -1 */
     size_t scratch;        /* floats of scratch so far */
 } plan_ctx;
 
@@ -328,6 +329,18 @@ static const char *conv_like(kr_cuda_step *s, const kr_cuda_op *op, int n, int b
     return NULL;
 }
 
+/* Whether PAD node @p node pads only the channels of an NHWC tensor, after them. */
+static int channel_pad(const kr_graph *g, const kr_node *node)
+{
+    const kr_tensor *x = &g->tensors[node->inputs[0]];
+    if (x->rank != 4)
+        return 0;
+    for (int d = 0; d < 4; d++)
+        if (node->p.pad.before[d] || (d < 3 && node->p.pad.after[d]))
+            return 0;
+    return node->p.pad.after[3] > 0;
+}
+
 /* The step(s) of node @p n at @p s (room for two); sets *count (0: nothing to do). Returns
  * NULL, or what the schedule cannot do. */
 static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
@@ -397,6 +410,22 @@ static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
             return "an element-wise operator without two operands";
         common(s, op, n, batch, 1);
         s->kind = KR_STEP_BINARY;
+        if (c->pad_at[n] >= 0) { /* + a folded channel PAD of its input */
+            const kr_cuda_op *pad = &c->ops[c->pad_at[n]];
+            const int padded = node->inputs[1] == pad->node->outputs[0];
+            s->x = op->in[1 - padded];
+            s->x2 = pad->in[0];
+            s->bmode = 3;
+            s->cn = in_t(pad, 0)->dims[3];
+            s->count = (long long)kr_tensor_elements(out_t(op));
+            s->oc = out_t(op)->dims[3];
+            s->vec = s->oc % 4 == 0 && s->cn % 4 == 0 && aligned(s->x, 4 * esize) &&
+                             aligned(s->x2, 4 * esize) && aligned(s->y, 4 * esize) &&
+                             aligned(s->res, 4 * esize)
+                         ? 4
+                         : 1;
+            return NULL;
+        }
         if ((why = binary(s, op, esize)))
             return why;
         if (c->se_at[n] >= 0) /* the excitation is the per-channel operand */
@@ -454,6 +483,45 @@ static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
                          aligned(s->res, 4 * esize)
                      ? 4
                      : 1;
+        return NULL;
+    }
+    case KR_OP_MAX_POOL_2D: {
+        const kr_tensor *x = in_t(op, 0);
+        if (x->rank != 4)
+            return "a max pool that is not 2-D";
+        common(s, op, n, batch, 1);
+        window(s, op, node->p.window.kernel_h, node->p.window.kernel_w);
+        s->kind = KR_STEP_MAXPOOL;
+        s->vec = s->oc % 4 == 0 && aligned(s->x, 4 * esize) && aligned(s->y, 4 * esize) &&
+                         aligned(s->res, 4 * esize)
+                     ? 4
+                     : 1;
+        return NULL;
+    }
+    case KR_OP_PAD: {
+        if (!channel_pad(g, node))
+            return "a PAD other than of the channels, after them";
+        if (op->residual || op->post != KR_CUDA_POST_NONE)
+            return "a PAD with a folded epilogue";
+        common(s, op, n, batch, 0);
+        window(s, op, 1, 1);
+        s->kind = KR_STEP_PAD;
+        return NULL;
+    }
+    case KR_OP_CONCATENATION: {
+        const kr_tensor *y = out_t(op);
+        long long outer = 1;
+        for (int d = 1; d < node->p.concat.axis; d++)
+            outer *= y->dims[d];
+        if (node->n_inputs != 2 || outer != 1)
+            return "a CONCATENATION other than of two runs per item";
+        if (op->residual || op->post != KR_CUDA_POST_NONE || node->activation != KR_ACT_NONE)
+            return "a CONCATENATION with an epilogue";
+        common(s, op, n, batch, 0);
+        s->kind = KR_STEP_CONCAT;
+        s->x2 = op->in[1];
+        s->count = (long long)kr_tensor_elements(y);
+        s->cn = (int)kr_tensor_elements(in_t(op, 0));
         return NULL;
     }
     case KR_OP_RESHAPE:
@@ -731,6 +799,41 @@ static int absorb_depthwise(const plan_ctx *c, kr_cuda_step *prev, int n)
     return 1;
 }
 
+/* A channel PAD read only by an ADD of its output's shape is done by that ADD (BINARY bmode
+ * 3: the padded operand read with its own channels, zero beyond), unless the ADD's output
+ * overlaps the PAD's input (the memory plan may put it there: that tensor's life ended at the
+ * PAD). */
+static void plan_pads(plan_ctx *c)
+{
+    const kr_graph *g = c->g;
+    for (int p = 0; p < g->n_nodes; p++) {
+        const kr_node *pad = &g->nodes[p];
+        if (pad->op != KR_OP_PAD || c->folded[p] || !channel_pad(g, pad) ||
+            c->ops[p].residual || c->ops[p].post != KR_CUDA_POST_NONE)
+            continue;
+        const int t = pad->outputs[0];
+        if (!private_tensor(g, t))
+            continue;
+        for (int a = p + 1; a < g->n_nodes; a++) {
+            const kr_node *add = &g->nodes[a];
+            if (add->op != KR_OP_ADD || add->n_inputs != 2 ||
+                (add->inputs[0] != t && add->inputs[1] != t))
+                continue;
+            const int other = add->inputs[add->inputs[0] == t];
+            const kr_tensor *o = &g->tensors[other], *y = &g->tensors[add->outputs[0]];
+            size_t in_bytes = item_bytes(c, kr_tensor_elements(&g->tensors[pad->inputs[0]]));
+            if (!c->folded[a] && other != t && !kr_tensor_is_const(o) &&
+                kr_tensor_same_dims(o, y) && kr_tensor_same_dims(&g->tensors[t], y) &&
+                !overlap(c->ops[a].out, arena_bytes(c, add->outputs[0]), c->ops[p].in[0],
+                         in_bytes)) {
+                c->fuse[p] = FUSE_SKIP;
+                c->pad_at[a] = p;
+            }
+            break;
+        }
+    }
+}
+
 const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
                                     const unsigned char *folded, int batch, kr_cuda_step *steps,
                                     int *n_steps, size_t *scratch_floats)
@@ -745,14 +848,17 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
     c.se_slices = calloc(nn, sizeof(int));
     c.se_partial_off = calloc(nn, sizeof(size_t));
     c.matches = calloc(nn, sizeof(se_match));
+    c.pad_at = malloc(nn * sizeof(int));
     const char *why = NULL;
     int k = 0;
     if (!c.fuse || !c.se_at || !c.se_full || !c.tail_at || !c.tail_add || !c.se_slices ||
-        !c.se_partial_off ||
-        !c.matches) {
+        !c.se_partial_off || !c.matches || !c.pad_at) {
         why = "out of memory";
     } else {
+        for (size_t i = 0; i < nn; i++)
+            c.pad_at[i] = -1;
         plan_excitations(&c);
+        plan_pads(&c);
         for (int n = 0; n < g->n_nodes && !why; n++) {
             int count = 0;
             if (folded[n] || c.fuse[n] == FUSE_SKIP)
@@ -787,6 +893,7 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
     free(c.se_slices);
     free(c.se_partial_off);
     free(c.matches);
+    free(c.pad_at);
     return why;
 }
 

@@ -17,6 +17,8 @@
  * the next step's weights during the current one, prefetch.L1, cost 20 us in all: measured,
  * dropped.)
  */
+#include <cfloat>
+
 #include <cooperative_groups.h>
 
 #include "nn/cuda/common.cuh"
@@ -586,6 +588,15 @@ __device__ __noinline__ void step_binary_v(const kr_cuda_step &s, unsigned begin
         kr_ldv<V>(a + i, va);
         if (s.bmode == 0) {
             kr_ldv<V>(b + i, vb);
+        } else if (s.bmode == 3) { /* b: the first cn channels (V divides cn), then zeros */
+            const unsigned c = i % (unsigned)s.oc, pc = (unsigned)s.cn;
+            if (c < pc) {
+                kr_ldv<V>(b + i / (unsigned)s.oc * pc + c, vb);
+            } else {
+#pragma unroll
+                for (int k = 0; k < V; k++)
+                    vb[k] = 0.0f;
+            }
         } else if (sc) {
             const float *scp = sc + (i / per_item) * (unsigned)s.oc + i % (unsigned)s.oc;
 #pragma unroll
@@ -772,6 +783,69 @@ __device__ __noinline__ void step_expand_dw(const kr_cuda_step &s, float *red, f
     }
 }
 
+/* MAX_POOL_2D: unit u is V channels of one output pixel; the largest of the window's taps
+ * inside the input (padding is never a candidate), then the epilogue. */
+template <typename T, int V>
+__device__ __noinline__ void step_maxpool_v(const kr_cuda_step &s, unsigned begin, unsigned end)
+{
+    const T *x = (const T *)s.x;
+    kr_epilogue e = step_epilogue(s);
+    for (unsigned u = begin + threadIdx.x; u < end; u += NT) {
+        int cg, ox, oy, n;
+        unit_pos(u, (unsigned)(s.oc / V), s, &cg, &ox, &oy, &n);
+        float m[V];
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            m[k] = -FLT_MAX;
+        for (int ky = 0; ky < s.kh; ky++) {
+            const int iy = oy * s.sh - s.pt + ky;
+            if ((unsigned)iy >= (unsigned)s.ih)
+                continue;
+            for (int kx = 0; kx < s.kw; kx++) {
+                const int ix = ox * s.sw - s.pl + kx;
+                if ((unsigned)ix >= (unsigned)s.iw)
+                    continue;
+                float v[V];
+                kr_ldv<V>(x + ((unsigned)(n * s.ih + iy) * s.iw + ix) * s.ic + cg * V, v);
+#pragma unroll
+                for (int k = 0; k < V; k++)
+                    m[k] = fmaxf(m[k], v[k]);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            m[k] = kr_apply(e, m[k]);
+        kr_add_res<T, V>(e, u * V, m);
+        kr_stv<V>((T *)s.y + u * V, m);
+    }
+}
+
+/* PAD of the channels: element u of the output [pixels][oc] is input [pixels][ic]'s channel
+ * when it has it, else 0. */
+template <typename T>
+__device__ __noinline__ void step_pad(const kr_cuda_step &s, unsigned begin, unsigned end)
+{
+    const T *x = (const T *)s.x;
+    for (unsigned u = begin + threadIdx.x; u < end; u += NT) {
+        const unsigned c = u % (unsigned)s.oc, p = u / (unsigned)s.oc;
+        kr_st((T *)s.y + u, c < (unsigned)s.ic ? kr_ld(x + p * (unsigned)s.ic + c) : 0.0f);
+    }
+}
+
+/* CONCATENATION of two operands that are one run per item: element i of item n's count is
+ * x's (n, i) below cn, else x2's (n, i - cn). */
+template <typename T>
+__device__ __noinline__ void step_concat(const kr_cuda_step &s, unsigned begin, unsigned end)
+{
+    const unsigned per = (unsigned)s.count, a = (unsigned)s.cn, b = per - a;
+    for (unsigned u = begin + threadIdx.x; u < end; u += NT) {
+        const unsigned n = u / per, i = u % per;
+        const float v = i < a ? kr_ld((const T *)s.x + n * a + i)
+                              : kr_ld((const T *)s.x2 + n * b + (i - a));
+        kr_st((T *)s.y + u, v);
+    }
+}
+
 /* The step's work units, all items (a split convolution's unit: one output, `split` threads). */
 __device__ __forceinline__ unsigned step_units(const kr_cuda_step &s)
 {
@@ -782,6 +856,9 @@ __device__ __forceinline__ unsigned step_units(const kr_cuda_step &s)
     case KR_STEP_TCONV: return pixels * s.oc;
     case KR_STEP_BINARY: return (unsigned)s.count * s.batch / s.vec;
     case KR_STEP_RESIZE: return pixels * (s.oc / s.vec);
+    case KR_STEP_MAXPOOL: return pixels * (s.oc / s.vec);
+    case KR_STEP_PAD: return pixels * s.oc;
+    case KR_STEP_CONCAT: return (unsigned)s.count * s.batch;
     case KR_STEP_UNARY:
     case KR_STEP_COPY:
     case KR_STEP_TO_F16:
@@ -822,6 +899,14 @@ __device__ void run_units(const kr_cuda_step &s, unsigned begin, unsigned end, f
             step_resize_v<T, 1>(s, begin, end, sc);
         break;
     case KR_STEP_COPY: step_copy<T, T>(s, begin, end); break;
+    case KR_STEP_MAXPOOL:
+        if (s.vec == 4)
+            step_maxpool_v<T, 4>(s, begin, end);
+        else
+            step_maxpool_v<T, 1>(s, begin, end);
+        break;
+    case KR_STEP_PAD: step_pad<T>(s, begin, end); break;
+    case KR_STEP_CONCAT: step_concat<T>(s, begin, end); break;
     case KR_STEP_TO_F16: step_copy<float, __half>(s, begin, end); break;
     case KR_STEP_TO_F32: step_copy<__half, float>(s, begin, end); break;
     default: break;

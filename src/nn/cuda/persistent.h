@@ -48,6 +48,10 @@ typedef enum kr_cuda_step_kind {
     KR_STEP_TO_F32,       /* arena (half) -> graph output staging (float) */
     KR_STEP_EXPAND_DW,    /* a pointwise convolution and the depthwise convolution of its
                            * output, tile by tile (below); the pointwise output is not stored */
+    KR_STEP_MAXPOOL,      /* MAX_POOL_2D: the window's largest input (taps inside only) */
+    KR_STEP_PAD,          /* PAD of the channels only, after them, with zeros: ic -> oc */
+    KR_STEP_CONCAT,       /* CONCATENATION of x and x2 where each is one run per item: count
+                           * elements per item, the first cn of them from x */
 } kr_cuda_step_kind;
 
 /* One step. Activations are in the instance's element type; weights and biases float (ops.h).
@@ -62,8 +66,11 @@ typedef struct kr_cuda_step {
     int group;          /* CONV with split 1: 4 output channels per thread (4), else 1 */
     int vec;            /* 4: channel loops use 4-element loads (sizes and pointers allow), else 1 */
     int mul;            /* BINARY: 1 MUL, 0 ADD */
-    int bmode;          /* BINARY: 0 same shapes; 1 x2 per channel; 2 x per channel */
-    int cn, batched;    /* BINARY: the per-channel operand's last extent (oc or 1); per item */
+    int bmode;          /* BINARY: 0 same shapes; 1 x2 per channel; 2 x per channel; 3 x2
+                         * holds the first cn of the oc channels, the others count as 0 (a
+                         * channel PAD folded into the ADD reading it) */
+    int cn, batched;    /* BINARY: the per-channel operand's last extent (oc or 1), or bmode
+                         * 3's channels of x2; per item. CONCAT: x's elements per item */
     int align, half;    /* RESIZE: align_corners, half_pixel_centers */
     /* Pool tail (CONV, DEPTHWISE, UNARY, POOL_PARTIAL): the step's units are done slice by
      * slice, a block per (item, slice) at a time: slice k of item n is pixels
