@@ -282,25 +282,42 @@ static void test_face_short_plan(void **state)
                 }
         p.why = kr_cuda_persistent_plan(g, p.ops, p.folded, 2, p.steps, &p.n, &p.scratch);
         assert_null(p.why);
-        int folded = 0;
+        int folded = 0, absorbed = 0;
         for (int i = 0; i < p.n; i++) {
             const kr_cuda_step *s = &p.steps[i];
-            if (s->kind != KR_STEP_BINARY || s->bmode != 3)
+            const void *padded = NULL;
+            const kr_node *add = NULL;
+            if (s->kind == KR_STEP_BINARY && s->bmode == 3) { /* the ADD with the PAD */
+                folded++;
+                add = &g->nodes[s->node];
+                padded = s->x2;
+                assert_true(s->cn < s->oc);
+            } else if (s->kind == KR_STEP_CONV && s->res_c) { /* the conv with that ADD */
+                absorbed++;
+                assert_int_equal(s->res_pre, 1);
+                assert_true(s->res_c < s->oc);
+                padded = s->res;
+                for (int a = s->node + 1; a < g->n_nodes && !add; a++) /* reads the conv */
+                    for (int k = 0; k < g->nodes[a].n_inputs; k++)
+                        if (g->nodes[a].op == KR_OP_ADD &&
+                            g->tensors[g->nodes[a].inputs[k]].producer == s->node)
+                            add = &g->nodes[a];
+            } else {
                 continue;
-            folded++;
-            const kr_node *add = &g->nodes[s->node];
+            }
+            assert_non_null(add);
             assert_int_equal(add->op, KR_OP_ADD);
-            assert_true(s->cn < s->oc);
-            /* x2 is the input of the PAD that one of the ADD's operands comes from */
+            /* the padded operand is the input of the PAD that one of the ADD's operands is */
             int found = 0;
             for (int k = 0; k < 2; k++) {
                 int w = g->tensors[add->inputs[k]].producer;
                 found |= w >= 0 && g->nodes[w].op == KR_OP_PAD &&
-                         s->x2 == fake_ptr(g, g->nodes[w].inputs[0]);
+                         padded == fake_ptr(g, g->nodes[w].inputs[0]);
             }
             assert_true(found);
         }
-        assert_int_equal(folded, pads - reuse);
+        assert_int_equal(folded + absorbed, pads - reuse);
+        assert_true(absorbed >= pads / 2);
         assert_int_equal(count_kind(&p, KR_STEP_PAD), reuse);
         assert_int_equal(count_kind(&p, KR_STEP_MAXPOOL), 3);
         assert_int_equal(count_kind(&p, KR_STEP_CONCAT), 2);

@@ -662,7 +662,8 @@ static int absorb_activation(const plan_ctx *c, kr_cuda_step *prev, int n)
     const kr_cuda_op *op = &c->ops[n];
     int post = (int)kr_cuda_post_of(op->node->op);
     if (post == KR_CUDA_POST_NONE || op->post != KR_CUDA_POST_NONE || op->residual ||
-        op->node->n_inputs != 1 || prev->post != KR_CUDA_POST_NONE || prev->res ||
+        op->node->n_inputs != 1 || prev->post != KR_CUDA_POST_NONE ||
+        (prev->res && !prev->res_pre) ||
         prev->res_mid || prev->tail || prev->y != op->in[0] ||
         !private_tensor(g, op->node->inputs[0]))
         return 0;
@@ -715,6 +716,53 @@ static int absorb_resize(const plan_ctx *c, kr_cuda_step *prev, const kr_cuda_st
     d.rz_ih = prev->ih, d.rz_iw = prev->iw;
     d.align = prev->align, d.half = prev->half;
     *prev = d;
+    return 1;
+}
+
+/* An ADD step @p cur, one of whose operands only the convolution step @p prev writes and only
+ * the ADD reads, is done by that convolution: the other operand becomes its residual, added
+ * before the ADD's activation (res_pre; BlazeFace's blocks are relu(conv + x), which the
+ * backend's residual fold, activation first, does not take); with a folded channel PAD
+ * (bmode 3) the residual has the PAD input's cn channels (res_c). Not when the convolution has
+ * a residual, tail, activation or post function of its own, when the group-4 path would read
+ * the residual across the channel boundary or unaligned, or when the ADD's output overlaps
+ * what the convolution reads (its input, or the residual other than in place). @p cur then
+ * takes no step. Returns 1 if merged. */
+static int absorb_add(const plan_ctx *c, kr_cuda_step *prev, const kr_cuda_step *cur)
+{
+    const kr_graph *g = c->g;
+    const size_t esize = c->ops[0].f16 ? 2 : 4;
+    if (cur->kind != KR_STEP_BINARY || cur->mul || (cur->bmode != 0 && cur->bmode != 3) ||
+        cur->res || cur->se_layers || prev->kind != KR_STEP_CONV || prev->res || prev->tail ||
+        prev->post != KR_CUDA_POST_NONE || prev->lo > -3e38f || prev->hi < 3e38f ||
+        prev->y_f32 || prev->node < 0 || prev->oc != cur->oc || prev->rz ||
+        (prev->group == 4 && (prev->kh != 1 || prev->kw != 1)))
+        return 0; /* (the kernel has res_pre for 1x1 group-4 and split convolutions) */
+    const void *res;
+    if (prev->y == cur->x)
+        res = cur->x2;
+    else if (cur->bmode == 0 && prev->y == cur->x2)
+        res = cur->x;
+    else
+        return 0;
+    const int res_c = cur->bmode == 3 ? cur->cn : 0;
+    if (prev->group == 4 && (res_c % 4 || !aligned(res, 4 * esize)))
+        return 0;
+    if (!private_tensor(g, g->nodes[prev->node].outputs[0]))
+        return 0;
+    size_t out_bytes = arena_bytes(c, g->nodes[cur->node].outputs[0]);
+    size_t in_bytes = item_bytes(c, (size_t)(prev->rz ? prev->rz_ih * prev->rz_iw
+                                                      : prev->ih * prev->iw) * prev->ic);
+    size_t res_bytes = res_c ? item_bytes(c, (size_t)prev->oh * prev->ow * res_c) : out_bytes;
+    if (overlap(cur->y, out_bytes, prev->x, in_bytes) ||
+        overlap(cur->y, out_bytes, prev->scale_add, in_bytes) ||
+        (overlap(cur->y, out_bytes, res, res_bytes) && (res_c || cur->y != res)))
+        return 0;
+    prev->y = cur->y;
+    prev->res = res;
+    prev->res_c = res_c;
+    prev->res_pre = 1;
+    prev->lo = cur->lo, prev->hi = cur->hi, prev->post = cur->post;
     return 1;
 }
 
@@ -880,6 +928,9 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
                 set_tail(&c, &steps[k], c.tail_at[n], c.matches[c.tail_at[n]].pool, c.tail_add[n]);
             if (!why && count == 1 && k > 0 && absorb_resize(&c, &steps[k - 1], &steps[k]))
                 count = 0;
+            if (!why && count == 1 && k > 0 && c.tail_at[n] < 0 &&
+                absorb_add(&c, &steps[k - 1], &steps[k]))
+                count = 0;
             k += count;
         }
     }
@@ -906,8 +957,8 @@ int kr_cuda_persistent_input_step(const kr_graph *g, int t, const void *t_arena,
         const kr_cuda_step *s = &steps[i];
         if (s->x != t_arena)
             continue;
-        int ok = s->kind == KR_STEP_CONV && s->group == 4 && s->kh == 3 && s->kw == 3 &&
-                 s->ic == 3 && !s->scale_add && !s->se_layers;
+        int ok = s->kind == KR_STEP_CONV && s->group == 4 && s->kh == s->kw &&
+                 (s->kh == 3 || s->kh == 5) && s->ic == 3 && !s->scale_add && !s->se_layers;
         return ok ? i : -1;
     }
     return -1;

@@ -268,6 +268,25 @@ __device__ __forceinline__ void early_res(const kr_cuda_step &s, unsigned idx, f
     }
 }
 
+/* A convolution's residual (early_res), which may have only res_c of the oc channels (a
+ * channel PAD's input; V divides res_c): the others are 0. */
+template <typename T, int V>
+__device__ __forceinline__ void conv_res(const kr_cuda_step &s, unsigned idx, float *r)
+{
+    if (!s.res_c) {
+        early_res<T, V>(s, idx, r);
+        return;
+    }
+    const unsigned c = idx % (unsigned)s.oc;
+    if (c < (unsigned)s.res_c) {
+        kr_ldv<V>((const T *)s.res + idx / (unsigned)s.oc * (unsigned)s.res_c + c, r);
+    } else {
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            r[k] = 0.0f;
+    }
+}
+
 /* The biases of output channels co..co+3 of a group-4 unit (0 without a bias). */
 __device__ __forceinline__ void g4_bias(const kr_cuda_step &s, int co, float *bz)
 {
@@ -279,7 +298,7 @@ __device__ __forceinline__ void g4_bias(const kr_cuda_step &s, int co, float *bz
 /* Finishes group-4 unit @p u (the block's units from @p begin): bias @p bz, epilogue @p e,
  * residual @p r (if the step has one), the values as stored into @p tile (a pool tail's slice,
  * if not NULL), stored. */
-template <typename T>
+template <typename T, bool PRE = false>
 __device__ __forceinline__ void g4_finish(const kr_cuda_step &s, const kr_epilogue &e, unsigned u,
                                           unsigned begin, const float *acc, const float *bz,
                                           const float *r, float *tile)
@@ -287,18 +306,25 @@ __device__ __forceinline__ void g4_finish(const kr_cuda_step &s, const kr_epilog
     float v[4];
 #pragma unroll
     for (int j = 0; j < 4; j++) {
-        v[j] = kr_apply(e, acc[j] + bz[j]);
-        if (s.res)
-            v[j] += r[j];
+        if (PRE) { /* an ADD's activation after the residual (res_pre) */
+            v[j] = kr_apply(e, acc[j] + bz[j] + r[j]);
+        } else {
+            v[j] = kr_apply(e, acc[j] + bz[j]);
+            if (s.res)
+                v[j] += r[j];
+        }
         if (tile)
             tile[(u - begin) * 4 + j] = stored(v[j], (const T *)NULL);
     }
     kr_stv<4>((T *)s.y + u * 4, v);
 }
 
-template <typename T, int KS, int IC, typename TX = T>
+template <typename T, int KS, int IC, typename TX = T, bool PRE = false>
 __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin, unsigned end,
                                           float *tile, const float *sc);
+template <typename T, bool PRE>
+__device__ __noinline__ void step_conv_split(const kr_cuda_step &s, unsigned begin,
+                                             unsigned end, float *tile, const float *sc);
 
 /* A convolution whose outputs are few (split lanes per output, one output per unit), or any
  * convolution the group-4 path cannot take. The producers of a pool tail (this, the group-4
@@ -318,16 +344,34 @@ __device__ __noinline__ void step_conv(const kr_cuda_step &s, unsigned begin, un
         return;
     }
     if (s.group == 4) {
-        if (s.kh == 1 && s.kw == 1)
+        if (s.kh == 1 && s.kw == 1 && s.res_pre)
+            step_conv_g4<T, 1, 0, T, true>(s, begin, end, tile, sc);
+        else if (s.kh == 1 && s.kw == 1)
             step_conv_g4<T, 1, 0>(s, begin, end, tile, sc);
         else if (s.kh == 3 && s.kw == 3 && s.ic == 3 && s.x_f32) /* from the float input */
             step_conv_g4<T, 3, 3, float>(s, begin, end, tile, sc);
         else if (s.kh == 3 && s.kw == 3 && s.ic == 3) /* an RGB stem: all 27 loads in flight */
             step_conv_g4<T, 3, 3>(s, begin, end, tile, sc);
+        else if (s.kh == 5 && s.kw == 5 && s.ic == 3 && s.x_f32) /* BlazeFace's stem */
+            step_conv_g4<T, 5, 3, float>(s, begin, end, tile, sc);
+        else if (s.kh == 5 && s.kw == 5 && s.ic == 3) /* (a chain of 75 loads unrolled) */
+            step_conv_g4<T, 5, 3>(s, begin, end, tile, sc);
         else
             step_conv_g4<T, 0, 0>(s, begin, end, tile, sc);
         return;
     }
+    if (s.res_pre)
+        step_conv_split<T, true>(s, begin, end, tile, sc);
+    else
+        step_conv_split<T, false>(s, begin, end, tile, sc);
+}
+
+/* A convolution whose every output is reduced by `split` lanes of a warp; with PRE, the
+ * residual (conv_res) is added before the epilogue's clamp and post function (res_pre). */
+template <typename T, bool PRE>
+__device__ __noinline__ void step_conv_split(const kr_cuda_step &s, unsigned begin,
+                                             unsigned end, float *tile, const float *sc)
+{
     const unsigned S = (unsigned)s.split, lane = threadIdx.x % S;
     const unsigned first = (threadIdx.x & 31u) - lane;
     const unsigned mask = S == 32 ? 0xffffffffu : (((1u << S) - 1u) << first);
@@ -337,7 +381,10 @@ __device__ __noinline__ void step_conv(const kr_cuda_step &s, unsigned begin, un
         unit_pos(u, (unsigned)s.oc, s, &co, &ox, &oy, &n);
         const float bz = s.bias ? s.bias[co] : 0.0f;
         float r;
-        early_res<T, 1>(s, u, &r);
+        if (PRE)
+            conv_res<T, 1>(s, u, &r);
+        else
+            early_res<T, 1>(s, u, &r);
         const float *scn = sc ? sc + n * s.ic : NULL;
         float acc0 = 0.0f, acc1 = 0.0f;
         for (int ky = 0; ky < s.kh; ky++) {
@@ -386,9 +433,14 @@ __device__ __noinline__ void step_conv(const kr_cuda_step &s, unsigned begin, un
             acc += __shfl_xor_sync(mask, acc, off);
         if (lane == 0) {
             kr_epilogue e = step_epilogue(s);
-            float v = kr_apply(e, acc + bz);
-            if (s.res)
-                v += r;
+            float v;
+            if (PRE) { /* an ADD's activation after the residual */
+                v = kr_apply(e, acc + bz + r);
+            } else {
+                v = kr_apply(e, acc + bz);
+                if (s.res)
+                    v += r;
+            }
             kr_st((T *)s.y + u, v);
             if (tile)
                 tile[u - begin] = stored(v, (const T *)NULL);
@@ -402,7 +454,7 @@ __device__ __noinline__ void step_conv(const kr_cuda_step &s, unsigned begin, un
  * kernel size and input channels when fixed at compile time (1x1 any; 3x3 on 3 channels, the
  * stem: every load unrolled), else 0. TX: the input's element type (float for a stem reading
  * the graph input's float staging in an f16 instance, x_f32). */
-template <typename T, int KS, int IC, typename TX>
+template <typename T, int KS, int IC, typename TX, bool PRE>
 __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin, unsigned end,
                                           float *tile, const float *sc)
 {
@@ -416,7 +468,10 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin,
         co *= 4;
         float bz[4], r[4];
         g4_bias(s, co, bz);
-        early_res<T, 4>(s, u * 4, r);
+        if (PRE)
+            conv_res<T, 4>(s, u * 4, r);
+        else
+            early_res<T, 4>(s, u * 4, r);
         const float *scn = sc ? sc + n * s.ic : NULL;
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
@@ -458,7 +513,7 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin,
                 }
             }
         }
-        g4_finish<T>(s, e, u, begin, acc, bz, r, tile);
+        g4_finish<T, PRE>(s, e, u, begin, acc, bz, r, tile);
     }
 }
 

@@ -122,6 +122,10 @@ typedef struct kr_cuda_step {
      * with `align` and `half` as RESIZE), computed as the convolution loads it: a resize read
      * only by this convolution takes no step of its own. */
     int rz, rz_ih, rz_iw;
+    /* CONV: res_c > 0: the residual res has res_c of the oc channels, the others count as 0
+     * (a channel PAD's input); res_pre 1: the residual is added before the clamp and post
+     * function (an ADD with an activation folded in: act(conv + res)), else after them. */
+    int res_c, res_pre;
     float e_lo, e_hi;
     const float *e_bias, *w2, *bias2;
 } kr_cuda_step;
@@ -153,7 +157,7 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
 
 /* f16 instances: the step of @p steps[0..n) that can read graph input @p t (stored at
  * @p t_arena) from its float staging itself, so that the input needs no conversion step: a
- * convolution on the group-4 path with a 3x3 window on 3 channels (the models' stem) reading it
+ * convolution on the group-4 path with a 3x3 or 5x5 window on 3 channels (the models' stem) reading it
  * as x, without an excitation or a folded ADD, and no other node of @p g reads the input.
  * Returns its index, or -1. */
 int kr_cuda_persistent_input_step(const kr_graph *g, int t, const void *t_arena,
