@@ -324,6 +324,10 @@ static void test_face_short_plan(void **state)
         for (int i = 0; i < p.n; i++)
             if (p.steps[i].kind == KR_STEP_CONCAT)
                 assert_true(p.steps[i].cn > 0 && p.steps[i].cn < p.steps[i].count);
+        /* the 5x5 RGB stem reads the float input itself in f16 instances */
+        const int in = g->inputs[0];
+        assert_int_equal(kr_cuda_persistent_input_step(g, in, fake_ptr(g, in), p.steps, p.n), 0);
+        assert_int_equal(p.steps[0].kh, 5);
         free_plan(&p);
     }
     keyer_model_destroy(&m);
