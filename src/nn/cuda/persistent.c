@@ -329,6 +329,16 @@ static const char *conv_like(kr_cuda_step *s, const kr_cuda_op *op, int n, int b
     return NULL;
 }
 
+/* 4 when step @p s can work on 4 channels at a time (oc a multiple of 4, x, y and the
+ * residual 16-byte aligned at @p esize bytes per element), else 1. */
+static int channel_vec(const kr_cuda_step *s, size_t esize)
+{
+    return s->oc % 4 == 0 && aligned(s->x, 4 * esize) && aligned(s->y, 4 * esize) &&
+                   aligned(s->res, 4 * esize)
+               ? 4
+               : 1;
+}
+
 /* Whether PAD node @p node pads only the channels of an NHWC tensor, after them. */
 static int channel_pad(const kr_graph *g, const kr_node *node)
 {
@@ -479,10 +489,7 @@ static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
         }
         s->align = node->p.resize.align_corners;
         s->half = node->p.resize.half_pixel_centers;
-        s->vec = s->oc % 4 == 0 && aligned(s->x, 4 * esize) && aligned(s->y, 4 * esize) &&
-                         aligned(s->res, 4 * esize)
-                     ? 4
-                     : 1;
+        s->vec = channel_vec(s, esize);
         return NULL;
     }
     case KR_OP_MAX_POOL_2D: {
@@ -492,10 +499,7 @@ static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
         common(s, op, n, batch, 1);
         window(s, op, node->p.window.kernel_h, node->p.window.kernel_w);
         s->kind = KR_STEP_MAXPOOL;
-        s->vec = s->oc % 4 == 0 && aligned(s->x, 4 * esize) && aligned(s->y, 4 * esize) &&
-                         aligned(s->res, 4 * esize)
-                     ? 4
-                     : 1;
+        s->vec = channel_vec(s, esize);
         return NULL;
     }
     case KR_OP_PAD: {

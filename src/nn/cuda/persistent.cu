@@ -48,6 +48,19 @@ __device__ __forceinline__ void finish(const kr_cuda_step &s, unsigned i, float 
     kr_st((TY *)s.y + i, v);
 }
 
+/* Finishes the V output elements from @p idx: epilogue @p e (clamp, post function), its
+ * residual, store (resize and max pool steps). */
+template <typename T, int V>
+__device__ __forceinline__ void finish_v(const kr_cuda_step &s, const kr_epilogue &e,
+                                         unsigned idx, float *v)
+{
+#pragma unroll
+    for (int k = 0; k < V; k++)
+        v[k] = kr_apply(e, v[k]);
+    kr_add_res<T, V>(e, idx, v);
+    kr_stv<V>((T *)s.y + idx, v);
+}
+
 #define NT KR_CUDA_PERSISTENT_THREADS
 
 /* This block's contiguous share [share_begin, share_end) of a step's @p units work units:
@@ -723,11 +736,7 @@ __device__ __noinline__ void step_resize_v(const kr_cuda_step &s, unsigned begin
             for (int j = 0; j < V; j++)
                 v[j] *= scn[j];
         }
-#pragma unroll
-        for (int j = 0; j < V; j++)
-            v[j] = kr_apply(e, v[j]);
-        kr_add_res<T, V>(e, u * V, v);
-        kr_stv<V>((T *)s.y + u * V, v);
+        finish_v<T, V>(s, e, u * V, v);
     }
 }
 
@@ -867,11 +876,7 @@ __device__ __noinline__ void step_maxpool_v(const kr_cuda_step &s, unsigned begi
                     m[k] = fmaxf(m[k], v[k]);
             }
         }
-#pragma unroll
-        for (int k = 0; k < V; k++)
-            m[k] = kr_apply(e, m[k]);
-        kr_add_res<T, V>(e, u * V, m);
-        kr_stv<V>((T *)s.y + u * V, m);
+        finish_v<T, V>(s, e, u * V, m);
     }
 }
 
