@@ -133,14 +133,14 @@ keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, k
  * (both within the backend's tolerances). AUTO: PERSISTENT up to batch
  * KEYER_CUDA_PERSISTENT_MAX_BATCH when the model's operators allow it (convolutions,
  * depthwise and transpose convolutions, global average pools (AVERAGE_POOL_2D over the whole
- * input, or MEAN over H and W), MAX_POOL_2D, ADD and MUL broadcasting per channel at most,
- * PAD of the channels, bilinear resize, RELU/RELU6/HARD_SWISH/LOGISTIC, RESHAPE,
+ * input, or MEAN over H and W), MAX_POOL_2D, ADD, MUL and PRELU broadcasting per channel at
+ * most, PAD of the channels, bilinear resize, RELU/RELU6/HARD_SWISH/LOGISTIC, RESHAPE,
  * CONCATENATION of two operands that are one run per item: of the shipped models the two selfie
- * segmentation models and the two face detectors; face-mesh (PRELU) and the pose models
- * (spatial PAD) are not), else KERNELS. The limit is measured (BENCHMARKS.md: on an H100 selfie
+ * segmentation models, the two face detectors and face-mesh; the pose models, which pad
+ * spatially, are not), else KERNELS. The limit is measured (BENCHMARKS.md: on an H100 selfie
  * runs 1.6x faster at batch 1, 1.4x at batch 2 and 1.1x at batch 4 persistent,
- * selfie-landscape 1.85x and the face detectors 1.35x at batch 1; at batch 8 the per-node
- * kernels are faster for all four).
+ * selfie-landscape 1.85x, the face detectors 1.35-1.55x and face-mesh 1.38x at batch 1; at
+ * batch 8 the per-node kernels are faster for the segmentation models and face detectors).
  */
 typedef enum keyer_cuda_schedule {
     KEYER_CUDA_SCHEDULE_AUTO = 0,   /**< by batch size (default) */

@@ -98,11 +98,7 @@ static inline size_t bcast_init(const kr_cuda_op *op, bcast *w, int *mode, int c
 
 template <int F> __device__ __forceinline__ float bin_op(float a, float b)
 {
-    if (F == 0)
-        return a + b;
-    if (F == 1)
-        return a * b;
-    return a >= 0.0f ? a : a * b;
+    return kr_bin_op(F, a, b);
 }
 
 template <typename T, int F, typename I>

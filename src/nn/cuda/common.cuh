@@ -40,6 +40,16 @@ template <int V> __device__ __forceinline__ void kr_ldv(const __half *p, float *
             v[k] = __half2float(p[k]);
     }
 }
+/* The element-wise binary operators: @p f 0 ADD, 1 MUL, 2 PRELU (b the slope where a < 0). */
+__device__ __forceinline__ float kr_bin_op(int f, float a, float b)
+{
+    if (f == 0)
+        return a + b;
+    if (f == 1)
+        return a * b;
+    return a >= 0.0f ? a : a * b;
+}
+
 /* V values of a per-channel operand (squeeze-and-excitation scales, PReLU alphas, scalars):
  * channels [ci, ci + V) of the row at @p row, or its one value V times when the operand has one
  * channel (@p cn 1). */

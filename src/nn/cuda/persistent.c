@@ -60,7 +60,7 @@ static void window(kr_cuda_step *s, const kr_cuda_op *op, int kh, int kw)
 static const char *binary(kr_cuda_step *s, const kr_cuda_op *op, size_t esize)
 {
     const kr_tensor *a = in_t(op, 0), *b = in_t(op, 1), *y = out_t(op);
-    s->mul = op->node->op == KR_OP_MUL;
+    s->mul = op->node->op == KR_OP_PRELU ? 2 : op->node->op == KR_OP_MUL;
     s->x2 = op->in[1];
     s->count = (long long)kr_tensor_elements(y);
     s->oc = y->rank ? y->dims[y->rank - 1] : 1;
@@ -416,9 +416,10 @@ static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
         return NULL;
     case KR_OP_ADD:
     case KR_OP_MUL:
+    case KR_OP_PRELU:
         if (node->n_inputs != 2)
             return "an element-wise operator without two operands";
-        common(s, op, n, batch, 1);
+        common(s, op, n, batch, node->op != KR_OP_PRELU); /* (PRELU has no fused activation) */
         s->kind = KR_STEP_BINARY;
         if (c->pad_at[n] >= 0) { /* + a folded channel PAD of its input */
             const kr_cuda_op *pad = &c->ops[c->pad_at[n]];
@@ -438,6 +439,8 @@ static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
         }
         if ((why = binary(s, op, esize)))
             return why;
+        if (s->mul == 2 && s->bmode == 2)
+            return "a PRELU whose slopes are full and input per channel";
         if (c->se_at[n] >= 0) /* the excitation is the per-channel operand */
             set_prologue(c, s, c->se_at[n]);
         return NULL;

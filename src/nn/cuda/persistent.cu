@@ -676,7 +676,7 @@ __device__ __noinline__ void step_binary_v(const kr_cuda_step &s, unsigned begin
         }
 #pragma unroll
         for (int k = 0; k < V; k++)
-            v[k] = kr_apply(e, s.mul ? va[k] * vb[k] : va[k] + vb[k]);
+            v[k] = kr_apply(e, kr_bin_op(s.mul, va[k], vb[k]));
         kr_add_res<T, V>(e, i, v);
         kr_stv<V>((T *)s.y + i, v);
     }

@@ -36,7 +36,8 @@ typedef enum kr_cuda_step_kind {
     KR_STEP_CONV = 0,     /* CONV_2D: any window, stride, dilation; `split` lanes per output */
     KR_STEP_DEPTHWISE,    /* DEPTHWISE_CONV_2D, any multiplier */
     KR_STEP_TCONV,        /* the transpose convolution (gather form, as transpose_conv_bias.cu) */
-    KR_STEP_BINARY,       /* ADD or MUL, same shapes or one operand per channel / scalar */
+    KR_STEP_BINARY,       /* ADD, MUL or PRELU, same shapes or one operand per channel /
+                           * scalar */
     KR_STEP_UNARY,        /* a standalone RELU, RELU6, HARD_SWISH or LOGISTIC (post) */
     KR_STEP_POOL_PARTIAL, /* global average pool, first half: only a pool tail (below) over
                            * the pool's input (+ addend) */
@@ -65,7 +66,7 @@ typedef struct kr_cuda_step {
     int split;          /* CONV: lanes sharing one output's reduction (1..32, power of two) */
     int group;          /* CONV with split 1: 4 output channels per thread (4), else 1 */
     int vec;            /* 4: channel loops use 4-element loads (sizes and pointers allow), else 1 */
-    int mul;            /* BINARY: 1 MUL, 0 ADD */
+    int mul;            /* BINARY: 0 ADD, 1 MUL, 2 PRELU (x2 the slopes; kr_bin_op) */
     int bmode;          /* BINARY: 0 same shapes; 1 x2 per channel; 2 x per channel; 3 x2
                          * holds the first cn of the oc channels, the others count as 0 (a
                          * channel PAD folded into the ADD reading it) */
