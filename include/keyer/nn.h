@@ -139,8 +139,11 @@ keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, k
  * segmentation models, the two face detectors and face-mesh; the pose models, which pad
  * spatially, are not), else KERNELS. The limit is measured (BENCHMARKS.md: on an H100 selfie
  * runs 1.6x faster at batch 1, 1.4x at batch 2 and 1.1x at batch 4 persistent,
- * selfie-landscape 1.85x, the face detectors 1.35-1.55x and face-mesh 1.38x at batch 1; at
- * batch 8 the per-node kernels are faster for the segmentation models and face detectors).
+ * selfie-landscape 1.85x, the face detectors 1.35-1.55x, face-mesh 1.38x and the pose models
+ * 1.36-2.2x at batch 1; at batch 8 the per-node kernels are faster for the segmentation models
+ * and face detectors), and so is the second limit: a batch of more than
+ * KEYER_CUDA_PERSISTENT_MAX_MACS multiply-adds goes to KERNELS (pose-heavy, 1.9 G per frame,
+ * is 1.36x faster persistent at batch 1 and slower from batch 2).
  */
 typedef enum keyer_cuda_schedule {
     KEYER_CUDA_SCHEDULE_AUTO = 0,   /**< by batch size (default) */
@@ -150,6 +153,10 @@ typedef enum keyer_cuda_schedule {
 
 /** The largest batch KEYER_CUDA_SCHEDULE_AUTO runs with the persistent kernel. */
 #define KEYER_CUDA_PERSISTENT_MAX_BATCH 4
+
+/** The most multiply-adds per batch (the model's per frame times the batch) that
+ * KEYER_CUDA_SCHEDULE_AUTO runs with the persistent kernel. */
+#define KEYER_CUDA_PERSISTENT_MAX_MACS 2500000000.0
 
 /** Parameters of a runtime instance. Initialise with keyer_runtime_params_defaults(). */
 typedef struct keyer_runtime_params {

@@ -241,16 +241,72 @@ static void test_batch_independent_split(void **state)
     keyer_model_destroy(&m);
 }
 
-static void test_unsupported_models(void **state)
+/* x [1, 6, 6, 4] -> PAD H and W by 1 -> 3x3 VALID convolution to 8 channels; with
+ * @p pad_out the padded tensor is a graph output too. */
+static kr_graph *padded_conv(int pad_out)
+{
+    static float w[8 * 3 * 3 * 4], bias[8];
+    static const int32_t pads[8] = {0, 0, 1, 1, 1, 1, 0, 0};
+    kt_graph b;
+    kt_graph_begin(&b, "padded", 8, 4, 1 << 12);
+    int xd[4] = {1, 6, 6, 4}, pd[4] = {1, 8, 8, 4}, yd[4] = {1, 6, 6, 8}, padd[2] = {4, 2};
+    int wd[4] = {8, 3, 3, 4}, bd = 8;
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int pin[2] = {x, kt_graph_const(&b, KR_DTYPE_I32, 2, padd, pads)};
+    int p = kt_graph_act(&b, 4, pd);
+    kt_graph_node(&b, KR_OP_PAD, 2, pin, p);
+    int in[3] = {p, kt_graph_const(&b, KR_DTYPE_F32, 4, wd, w),
+                 kt_graph_const(&b, KR_DTYPE_F32, 1, &bd, bias)};
+    int y = kt_graph_act(&b, 4, yd);
+    kr_node *n = kt_graph_node(&b, KR_OP_CONV_2D, 3, in, y);
+    n->p.window.kernel_h = n->p.window.kernel_w = 3;
+    n->p.window.stride_h = n->p.window.stride_w = 1;
+    n->p.window.padding = KR_PADDING_VALID;
+    kt_graph_output(&b, y);
+    if (pad_out)
+        kt_graph_output(&b, p);
+    kr_graph *g = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(&b, &g, &err) != KEYER_OK)
+        fail_msg("%s", err.message);
+    return g;
+}
+
+/* A spatial PAD read only by a convolution is the convolution's window (the PAD's input, the
+ * window moved by the leading rows and columns); one that something else reads too is a PAD
+ * step the schedule does not have. The pose models' PADs are all of the first kind. */
+static void test_spatial_pads(void **state)
 {
     (void)state;
-    keyer_model *m = load("pose-lite");
-    plan p = make_plan(kr_model_graph(m), 1);
-    printf("pose-lite: %s\n", p.why ? p.why : "(planned)");
-    assert_non_null(p.why);
-    assert_non_null(strstr(p.why, "PAD"));
-    free_plan(&p);
-    keyer_model_destroy(&m);
+    for (int pad_out = 0; pad_out < 2; pad_out++) {
+        kr_graph *g = padded_conv(pad_out);
+        plan p = make_plan(g, 2);
+        if (pad_out) {
+            assert_non_null(p.why);
+            assert_non_null(strstr(p.why, "PAD"));
+        } else {
+            assert_null(p.why);
+            assert_int_equal(p.n, 1);
+            const kr_cuda_step *s = &p.steps[0];
+            assert_int_equal(s->kind, KR_STEP_CONV);
+            assert_ptr_equal(s->x, fake_ptr(g, g->inputs[0]));
+            assert_true(s->ih == 6 && s->iw == 6 && s->pt == 1 && s->pl == 1);
+            assert_true(s->oh == 6 && s->ow == 6 && s->kh == 3);
+        }
+        free_plan(&p);
+        kr_graph_destroy(&g);
+    }
+    const char *names[3] = {"pose-lite", "pose-full", "pose-heavy"};
+    for (int i = 0; i < 3; i++) {
+        keyer_model *m = load(names[i]);
+        plan p = make_plan(kr_model_graph(m), 1);
+        printf("%s: %s\n", names[i], p.why ? p.why : "(planned)");
+        assert_null(p.why);
+        assert_int_equal(count_kind(&p, KR_STEP_PAD), 0);
+        free_plan(&p);
+        keyer_model_destroy(&m);
+    }
 }
 
 /* face-mesh: every PRELU is a BINARY step (mul 2) with its slopes per channel. */
@@ -702,7 +758,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_selfie_excitations),
         cmocka_unit_test(test_batch_independent_split),
-        cmocka_unit_test(test_unsupported_models),
+        cmocka_unit_test(test_spatial_pads),
         cmocka_unit_test(test_landscape_means),
         cmocka_unit_test(test_face_short_plan),
         cmocka_unit_test(test_face_mesh_prelu),

@@ -517,7 +517,9 @@ static keyer_status plan_persistent(kr_backend_instance *inst, const kr_backend_
 {
     const kr_graph *g = inst->graph;
     if (cfg->schedule == KEYER_CUDA_SCHEDULE_KERNELS ||
-        (cfg->schedule == KEYER_CUDA_SCHEDULE_AUTO && cfg->batch > KEYER_CUDA_PERSISTENT_MAX_BATCH))
+        (cfg->schedule == KEYER_CUDA_SCHEDULE_AUTO &&
+         (cfg->batch > KEYER_CUDA_PERSISTENT_MAX_BATCH ||
+          (double)kr_graph_macs(g) * cfg->batch > KEYER_CUDA_PERSISTENT_MAX_MACS)))
         return KEYER_OK;
     size_t cap = 2 * (size_t)g->n_nodes + (size_t)g->n_inputs + (size_t)g->n_outputs + 1;
     kr_cuda_step *h = calloc(cap, sizeof(*h));

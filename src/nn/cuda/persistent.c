@@ -249,6 +249,7 @@ typedef struct plan_ctx {
     size_t *se_partial_off; /* per MUL node: the offset of its pool's sums in scratch */
     se_match *matches;     /* per MUL node */
     int *pad_at;           /* per ADD node: the channel PAD folded into it (bmode 3), or -1 */
+    int *spad_at;          /* per conv node: the spatial PAD folded into its window, or -1 */
     size_t scratch;        /* floats of scratch so far */
 } plan_ctx;
 
@@ -351,6 +352,30 @@ static int channel_pad(const kr_graph *g, const kr_node *node)
     return node->p.pad.after[3] > 0;
 }
 
+/* Whether PAD node @p node pads only H and W of an NHWC tensor. */
+static int spatial_pad(const kr_graph *g, const kr_node *node)
+{
+    const kr_tensor *x = &g->tensors[node->inputs[0]];
+    return x->rank == 4 && !node->p.pad.before[0] && !node->p.pad.after[0] &&
+           !node->p.pad.before[3] && !node->p.pad.after[3] && node->p.pad.before[1] >= 0 &&
+           node->p.pad.before[2] >= 0 && node->p.pad.after[1] >= 0 && node->p.pad.after[2] >= 0;
+}
+
+/* Step @p s of convolution node @p n reads the input of the spatial PAD folded into it
+ * (spad_at): the PAD's zeros are taps outside that input, so the window moves by the PAD's
+ * leading rows and columns. */
+static void fold_spatial_pad(const plan_ctx *c, int n, kr_cuda_step *s)
+{
+    if (c->spad_at[n] < 0)
+        return;
+    const kr_cuda_op *pad = &c->ops[c->spad_at[n]];
+    const kr_tensor *x = in_t(pad, 0);
+    s->x = pad->in[0];
+    s->ih = x->dims[1], s->iw = x->dims[2];
+    s->pt += pad->node->p.pad.before[1];
+    s->pl += pad->node->p.pad.before[2];
+}
+
 /* The step(s) of node @p n at @p s (room for two); sets *count (0: nothing to do). Returns
  * NULL, or what the schedule cannot do. */
 static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
@@ -376,6 +401,7 @@ static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
     case KR_OP_CONV_2D: {
         if ((why = conv_like(s, op, n, batch, KR_STEP_CONV, 1)))
             return why;
+        fold_spatial_pad(c, n, s);
         const kr_tensor *w = in_t(op, 1);
         if (c->se_at[n] >= 0) { /* reads the MUL's full operand, scaled per channel */
             const int m = c->se_at[n];
@@ -401,6 +427,7 @@ static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
     case KR_OP_DEPTHWISE_CONV_2D:
         if ((why = conv_like(s, op, n, batch, KR_STEP_DEPTHWISE, 1)))
             return why;
+        fold_spatial_pad(c, n, s);
         if (s->ic <= 0 || s->oc % s->ic)
             return "a depthwise convolution with an odd channel multiplier";
         s->vec = s->oc == s->ic && s->oc % 4 == 0 && aligned(s->x, 4 * esize) &&
@@ -861,6 +888,24 @@ static int absorb_depthwise(const plan_ctx *c, kr_cuda_step *prev, int n)
 static void plan_pads(plan_ctx *c)
 {
     const kr_graph *g = c->g;
+    for (int p = 0; p < g->n_nodes; p++) { /* spatial PADs into the convolution reading them */
+        const kr_node *pad = &g->nodes[p];
+        if (pad->op != KR_OP_PAD || c->folded[p] || !spatial_pad(g, pad) ||
+            c->ops[p].residual || c->ops[p].post != KR_CUDA_POST_NONE ||
+            !private_tensor(g, pad->outputs[0]))
+            continue;
+        for (int r = p + 1; r < g->n_nodes; r++) {
+            const kr_node *rd = &g->nodes[r];
+            if (rd->n_inputs < 1 || rd->inputs[0] != pad->outputs[0])
+                continue;
+            if (!c->folded[r] &&
+                (rd->op == KR_OP_CONV_2D || rd->op == KR_OP_DEPTHWISE_CONV_2D)) {
+                c->fuse[p] = FUSE_SKIP;
+                c->spad_at[r] = p;
+            }
+            break;
+        }
+    }
     for (int p = 0; p < g->n_nodes; p++) {
         const kr_node *pad = &g->nodes[p];
         if (pad->op != KR_OP_PAD || c->folded[p] || !channel_pad(g, pad) ||
@@ -904,14 +949,15 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
     c.se_partial_off = calloc(nn, sizeof(size_t));
     c.matches = calloc(nn, sizeof(se_match));
     c.pad_at = malloc(nn * sizeof(int));
+    c.spad_at = malloc(nn * sizeof(int));
     const char *why = NULL;
     int k = 0;
     if (!c.fuse || !c.se_at || !c.se_full || !c.tail_at || !c.tail_add || !c.se_slices ||
-        !c.se_partial_off || !c.matches || !c.pad_at) {
+        !c.se_partial_off || !c.matches || !c.pad_at || !c.spad_at) {
         why = "out of memory";
     } else {
         for (size_t i = 0; i < nn; i++)
-            c.pad_at[i] = -1;
+            c.pad_at[i] = c.spad_at[i] = -1;
         plan_excitations(&c);
         plan_pads(&c);
         for (int n = 0; n < g->n_nodes && !why; n++) {
@@ -952,6 +998,7 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
     free(c.se_partial_off);
     free(c.matches);
     free(c.pad_at);
+    free(c.spad_at);
     return why;
 }
 
