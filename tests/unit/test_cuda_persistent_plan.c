@@ -241,6 +241,25 @@ static void test_batch_independent_split(void **state)
     keyer_model_destroy(&m);
 }
 
+/* The graph built in @p b, or the test fails. */
+static kr_graph *finish(kt_graph *b)
+{
+    kr_graph *g = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(b, &g, &err) != KEYER_OK)
+        fail_msg("%s", err.message);
+    return g;
+}
+
+/* A CONV_2D node in[0..2] -> @p y with a k x k window, stride 1 and @p padding. */
+static void conv_node(kt_graph *b, const int *in, int y, int k, kr_padding padding)
+{
+    kr_node *n = kt_graph_node(b, KR_OP_CONV_2D, 3, in, y);
+    n->p.window.kernel_h = n->p.window.kernel_w = k;
+    n->p.window.stride_h = n->p.window.stride_w = 1;
+    n->p.window.padding = padding;
+}
+
 /* x [1, 6, 6, 4] -> PAD H and W by 1 -> 3x3 VALID convolution to 8 channels; with
  * @p pad_out the padded tensor is a graph output too. */
 static kr_graph *padded_conv(int pad_out)
@@ -259,18 +278,11 @@ static kr_graph *padded_conv(int pad_out)
     int in[3] = {p, kt_graph_const(&b, KR_DTYPE_F32, 4, wd, w),
                  kt_graph_const(&b, KR_DTYPE_F32, 1, &bd, bias)};
     int y = kt_graph_act(&b, 4, yd);
-    kr_node *n = kt_graph_node(&b, KR_OP_CONV_2D, 3, in, y);
-    n->p.window.kernel_h = n->p.window.kernel_w = 3;
-    n->p.window.stride_h = n->p.window.stride_w = 1;
-    n->p.window.padding = KR_PADDING_VALID;
+    conv_node(&b, in, y, 3, KR_PADDING_VALID);
     kt_graph_output(&b, y);
     if (pad_out)
         kt_graph_output(&b, p);
-    kr_graph *g = NULL;
-    keyer_error err = {0};
-    if (kt_graph_finish(&b, &g, &err) != KEYER_OK)
-        fail_msg("%s", err.message);
-    return g;
+    return finish(&b);
 }
 
 /* A spatial PAD read only by a convolution is the convolution's window (the PAD's input, the
@@ -457,10 +469,7 @@ static int conv1x1(kt_graph *b, int x, const int *xd, int cout, int *od)
     memcpy(od, xd, 4 * sizeof(int));
     od[3] = cout;
     int y = kt_graph_act(b, 4, od);
-    kr_node *n = kt_graph_node(b, KR_OP_CONV_2D, 3, in, y);
-    n->p.window.kernel_h = n->p.window.kernel_w = 1;
-    n->p.window.stride_h = n->p.window.stride_w = 1;
-    n->p.window.padding = KR_PADDING_VALID;
+    conv_node(b, in, y, 1, KR_PADDING_VALID);
     return y;
 }
 
@@ -507,11 +516,7 @@ static kr_graph *excitation(int produced, int then_add, int then_conv, int pool_
     kt_graph_output(&b, y);
     if (pool_out)
         kt_graph_output(&b, p);
-    kr_graph *g = NULL;
-    keyer_error err = {0};
-    if (kt_graph_finish(&b, &g, &err) != KEYER_OK)
-        fail_msg("%s", err.message);
-    return g;
+    return finish(&b);
 }
 
 /* A stem: x [1, 64, 64, 3] -> 3x3 convolution to 16 channels -> y; with @p second_reader, x
@@ -527,21 +532,14 @@ static kr_graph *stem(int second_reader)
     int in[3] = {x, kt_graph_const(&b, KR_DTYPE_F32, 4, wd, w),
                  kt_graph_const(&b, KR_DTYPE_F32, 1, &bd, bias)};
     int y = kt_graph_act(&b, 4, yd);
-    kr_node *n = kt_graph_node(&b, KR_OP_CONV_2D, 3, in, y);
-    n->p.window.kernel_h = n->p.window.kernel_w = 3;
-    n->p.window.stride_h = n->p.window.stride_w = 1;
-    n->p.window.padding = KR_PADDING_SAME;
+    conv_node(&b, in, y, 3, KR_PADDING_SAME);
     kt_graph_output(&b, y);
     if (second_reader) {
         int z = kt_graph_act(&b, 4, xd), m[2] = {x, x};
         kt_graph_node(&b, KR_OP_MUL, 2, m, z);
         kt_graph_output(&b, z);
     }
-    kr_graph *g = NULL;
-    keyer_error err = {0};
-    if (kt_graph_finish(&b, &g, &err) != KEYER_OK)
-        fail_msg("%s", err.message);
-    return g;
+    return finish(&b);
 }
 
 /* Selfie's two decoder resizes read only by a 1x1 convolution take no step (rz); the one
