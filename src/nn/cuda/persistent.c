@@ -217,8 +217,8 @@ static int match_se(const kr_graph *g, const kr_cuda_op *ops, const unsigned cha
                 cur = node->inputs[0];
                 continue;
             }
-            if (pending || se->layers == 0 || !is_global_pool(op) || op->residual || op->post != KR_CUDA_POST_NONE ||
-                node->activation != KR_ACT_NONE) {
+            if (pending || se->layers == 0 || !is_global_pool(op) || op->residual ||
+                op->post != KR_CUDA_POST_NONE || node->activation != KR_ACT_NONE) {
                 ok = 0;
                 break;
             }

@@ -158,8 +158,9 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
 
 /* f16 instances: the step of @p steps[0..n) that can read graph input @p t (stored at
  * @p t_arena) from its float staging itself, so that the input needs no conversion step: a
- * convolution on the group-4 path with a 3x3 or 5x5 window on 3 channels (the models' stem) reading it
- * as x, without an excitation or a folded ADD, and no other node of @p g reads the input.
+ * convolution on the group-4 path with a 3x3 or 5x5 window on 3 channels (the models' stem)
+ * reading it as x, without an excitation or a folded ADD, and no other node of @p g reads the
+ * input.
  * Returns its index, or -1. */
 int kr_cuda_persistent_input_step(const kr_graph *g, int t, const void *t_arena,
                                   const kr_cuda_step *steps, int n);
