@@ -165,3 +165,12 @@ void kt_rng_fill(kt_rng *r, float *x, size_t n, float lo, float hi)
     for (size_t i = 0; i < n; i++)
         x[i] = kt_rng_uniform(r, lo, hi);
 }
+
+kr_graph *kt_graph_build(kt_graph *b)
+{
+    kr_graph *g = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(b, &g, &err) != KEYER_OK)
+        die(err.message);
+    return g;
+}

@@ -49,6 +49,9 @@ void kt_graph_output(kt_graph *b, int tensor);
 /* Validates and links the graph and hands it to *out (kr_graph_destroy() frees it). On a
  * validation error the graph is destroyed, *out is NULL and the status is returned. */
 keyer_status kt_graph_finish(kt_graph *b, kr_graph **out, keyer_error *err);
+/* kt_graph_finish() for a graph that must be valid: returns it, or prints the validation
+ * error and aborts (the running test fails). */
+kr_graph *kt_graph_build(kt_graph *b);
 
 /* A small deterministic generator (xorshift32); seed 0 is replaced by a fixed constant. */
 typedef struct kt_rng {

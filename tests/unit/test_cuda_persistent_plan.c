@@ -241,16 +241,6 @@ static void test_batch_independent_split(void **state)
     keyer_model_destroy(&m);
 }
 
-/* The graph built in @p b, or the test fails. */
-static kr_graph *finish(kt_graph *b)
-{
-    kr_graph *g = NULL;
-    keyer_error err = {0};
-    if (kt_graph_finish(b, &g, &err) != KEYER_OK)
-        fail_msg("%s", err.message);
-    return g;
-}
-
 /* A CONV_2D node in[0..2] -> @p y with a k x k window, stride 1 and @p padding. */
 static void conv_node(kt_graph *b, const int *in, int y, int k, kr_padding padding)
 {
@@ -282,7 +272,7 @@ static kr_graph *padded_conv(int pad_out)
     kt_graph_output(&b, y);
     if (pad_out)
         kt_graph_output(&b, p);
-    return finish(&b);
+    return kt_graph_build(&b);
 }
 
 /* A spatial PAD read only by a convolution is the convolution's window (the PAD's input, the
@@ -516,7 +506,7 @@ static kr_graph *excitation(int produced, int then_add, int then_conv, int pool_
     kt_graph_output(&b, y);
     if (pool_out)
         kt_graph_output(&b, p);
-    return finish(&b);
+    return kt_graph_build(&b);
 }
 
 /* A stem: x [1, 64, 64, 3] -> 3x3 convolution to 16 channels -> y; with @p second_reader, x
@@ -539,7 +529,7 @@ static kr_graph *stem(int second_reader)
         kt_graph_node(&b, KR_OP_MUL, 2, m, z);
         kt_graph_output(&b, z);
     }
-    return finish(&b);
+    return kt_graph_build(&b);
 }
 
 /* Selfie's two decoder resizes read only by a 1x1 convolution take no step (rz); the one

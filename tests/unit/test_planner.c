@@ -116,15 +116,6 @@ static plan_stats check_plan(const kr_graph *g, const kr_plan *plan, int batch, 
     return st;
 }
 
-static kr_graph *finish(kt_graph *b)
-{
-    kr_graph *g = NULL;
-    keyer_error err = {0};
-    if (kt_graph_finish(b, &g, &err) != KEYER_OK)
-        fail_msg("%s", err.message);
-    return g;
-}
-
 /* A chain input -> RELU -> RELU -> ... of @p n equal tensors: the input keeps its slot (it
  * survives a run) and the rest ping-pong in two more. */
 static void test_chain(void **state)
@@ -141,7 +132,7 @@ static void test_chain(void **state)
         prev = y;
     }
     kt_graph_output(&b, prev);
-    kr_graph *g = finish(&b);
+    kr_graph *g = kt_graph_build(&b);
     size_t one = 16 * 16 * 8 * sizeof(float);
     for (int batch = 1; batch <= 3; batch++) {
         kr_plan plan;
@@ -195,7 +186,7 @@ static void test_views_and_outputs(void **state)
     kt_graph_output(&b, v2);                                 /* output, not read again */
     kt_graph_output(&b, f);
     kt_graph_output(&b, d);                                  /* output that node 5 reads */
-    kr_graph *g = finish(&b);
+    kr_graph *g = kt_graph_build(&b);
     kr_plan plan;
     keyer_error err = {0};
     assert_int_equal(kr_plan_create(g, 2, 0, &plan, &err), KEYER_OK);
@@ -268,7 +259,7 @@ static void test_random_graphs(void **state)
             if (!dup)
                 kt_graph_output(&b, t);
         }
-        kr_graph *g = finish(&b);
+        kr_graph *g = kt_graph_build(&b);
         int batch = 1 + gi % 3, slack = gi % 2 ? 2 : 0; /* 2: the cuda backend's */
         kr_plan plan;
         keyer_error err = {0};
@@ -332,7 +323,7 @@ static void test_errors(void **state)
     kt_graph_node(&b, KR_OP_RELU, 1, &x, y);
     kt_graph_input(&b, x);
     kt_graph_output(&b, y);
-    kr_graph *g = finish(&b);
+    kr_graph *g = kt_graph_build(&b);
     kr_plan plan;
     keyer_error err = {0};
     assert_int_equal(kr_plan_create(g, 0, 0, &plan, &err), KEYER_STATUS_INVALID_ARGUMENT);

@@ -84,10 +84,7 @@ static keyer_model *make_model(void)
     kt_graph_output(&b, q);
     kt_graph_output(&b, r);
     kt_graph_output(&b, s);
-    kr_graph *g = NULL;
-    keyer_error err = {0};
-    if (kt_graph_finish(&b, &g, &err) != KEYER_OK)
-        fail_msg("%s", err.message);
+    kr_graph *g = kt_graph_build(&b);
     keyer_model *model = calloc(1, sizeof(*model));
     assert_non_null(model);
     model->graph = g;
