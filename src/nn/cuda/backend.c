@@ -301,6 +301,21 @@ static void plan_residual_folds(kr_backend_instance *inst)
     }
 }
 
+/* (ops.h) */
+int kr_cuda_is_global_pool(const kr_graph *g, const kr_node *node)
+{
+    if (node->n_inputs < 1 || node->inputs[0] < 0)
+        return 0;
+    const kr_tensor *x = &g->tensors[node->inputs[0]], *y = &g->tensors[node->outputs[0]];
+    if (x->rank != 4 || y->rank != 4 || y->dims[1] != 1 || y->dims[2] != 1)
+        return 0;
+    if (node->op == KR_OP_MEAN)
+        return node->p.mean.axes_mask == ((1u << 1) | (1u << 2)) && node->p.mean.keep_dims;
+    const kr_window_params *p = &node->p.window;
+    return node->op == KR_OP_AVERAGE_POOL_2D && p->pad_top <= 0 && p->pad_left <= 0 &&
+           p->kernel_h - p->pad_top >= x->dims[1] && p->kernel_w - p->pad_left >= x->dims[2];
+}
+
 /* An ADD (no activation, same-shape operands) read only by the global average pool right
  * after it: the pool sums the two operands itself (squeeze-and-excitation after a skip
  * connection, selfie's decoder) and the sum is never stored. */
