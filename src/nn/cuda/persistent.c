@@ -1023,15 +1023,17 @@ int kr_cuda_persistent_output_step(const kr_graph *g, int t, const void *t_arena
 {
     if (readers(g, t) != 0)
         return -1;
-    int found = -1;
-    for (int i = 0; i < n; i++) {
-        if (steps[i].y != t_arena)
-            continue;
-        if (found >= 0 || steps[i].kind != KR_STEP_TCONV || steps[i].tail)
-            return -1;
-        found = i;
-    }
-    return found;
+    /* the last step writing there produces the output: a graph output lives to the end, so no
+     * step after its producer writes there; steps before it that write there (the memory plan
+     * reuses the place; the f16 arena does for selfie) wrote tensors that are dead by then */
+    int last = -1;
+    for (int i = 0; i < n; i++)
+        if (steps[i].y == t_arena)
+            last = i;
+    if (last < 0 || steps[last].kind != KR_STEP_TCONV || steps[last].tail ||
+        steps[last].x == t_arena)
+        return -1;
+    return last;
 }
 
 void kr_cuda_persistent_bind(kr_cuda_step *steps, int n, float *scratch)

@@ -167,8 +167,9 @@ int kr_cuda_persistent_input_step(const kr_graph *g, int t, const void *t_arena,
 
 /* f16 instances: the step of @p steps[0..n) that can write graph output @p t (stored at
  * @p t_arena) straight into its float staging, so that the output needs no conversion step:
- * the only step writing it, a transpose convolution without a pool tail, and no node of @p g
- * reads the output. Returns its index, or -1. */
+ * the last step writing there (steps before it may write other tensors at the same place: the
+ * memory plan reuses it), a transpose convolution without a pool tail that does not read
+ * there, and no node of @p g reads the output. Returns its index, or -1. */
 int kr_cuda_persistent_output_step(const kr_graph *g, int t, const void *t_arena,
                                    const kr_cuda_step *steps, int n);
 
