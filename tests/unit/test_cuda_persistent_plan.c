@@ -44,6 +44,7 @@
 #include "kt_graph.h"
 #include "nn/cuda/persistent.h"
 #include "nn/model.h"
+#include "nn/planner.h"
 
 /* A stand-in device address per storage tensor (constants included), 64 MiB apart: more than
  * any tensor of these graphs at batch 4, so that only the planner's overlap checks made to
@@ -99,6 +100,33 @@ static void free_plan(plan *p)
     free(p->ops);
     free(p->folded);
     free(p->steps);
+}
+
+/* @p p's ops moved to the places of the cuda backend's memory plan (its slack, the f16
+ * arena's halved offsets), constants where fake_ptr put them. */
+static void place_ops(plan *p, const kr_graph *g, int batch, int f16)
+{
+    kr_plan mp;
+    keyer_error err = {0};
+    if (kr_plan_create(g, batch, KR_CUDA_PLAN_SLACK, &mp, &err) != KEYER_OK)
+        fail_msg("%s", err.message);
+    for (int n = 0; n < g->n_nodes; n++) {
+        const kr_node *node = &g->nodes[n];
+        kr_cuda_op *op = &p->ops[n];
+        op->f16 = f16;
+        for (int i = 0; i <= node->n_inputs; i++) {
+            int t = i < node->n_inputs ? node->inputs[i] : node->outputs[0];
+            int st = t >= 0 ? kr_tensor_storage(g, t) : -1;
+            if (st < 0 || kr_tensor_is_const(&g->tensors[st]))
+                continue;
+            void *at = (void *)((uintptr_t)0x40000000u + mp.offsets[st] / (f16 ? 2 : 1));
+            if (i < node->n_inputs)
+                op->in[i] = at;
+            else
+                op->out = at;
+        }
+    }
+    kr_plan_destroy(&mp);
 }
 
 static keyer_model *load(const char *name)
@@ -413,6 +441,18 @@ static void test_face_short_plan(void **state)
         const int in = g->inputs[0];
         assert_int_equal(kr_cuda_persistent_input_step(g, in, fake_ptr(g, in), p.steps, p.n), 0);
         assert_int_equal(p.steps[0].kh, 5);
+        free_plan(&p);
+    }
+    /* with the backend's memory plan: every relu(conv(x) + pad(y)) is the convolution's step
+     * (no RELU, ADD or PAD step left), which needs KR_CUDA_PLAN_SLACK 3 */
+    for (int f16 = 0; f16 < 2; f16++) {
+        plan p = plan_ops(g, 1);
+        place_ops(&p, g, 1, f16);
+        p.why = kr_cuda_persistent_plan(g, p.ops, p.folded, 1, p.steps, &p.n, &p.scratch);
+        assert_null(p.why);
+        assert_int_equal(count_kind(&p, KR_STEP_UNARY), 0);
+        assert_int_equal(count_kind(&p, KR_STEP_BINARY), 0);
+        assert_int_equal(count_kind(&p, KR_STEP_PAD), 0);
         free_plan(&p);
     }
     keyer_model_destroy(&m);

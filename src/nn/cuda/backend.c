@@ -934,9 +934,7 @@ static size_t cuda_weight_bytes(const kr_backend_instance *inst) { return inst->
 const kr_backend_ops kr_backend_cuda = {
     .name = "cuda",
     .memory = KEYER_MEMORY_CUDA,
-    /* a residual fold writes the output of the node two after the producer (an activation
-     * may sit between them) while the producer's inputs are read */
-    .plan_slack = 2,
+    .plan_slack = KR_CUDA_PLAN_SLACK,
     .supports_node = cuda_supports,
     .create = cuda_create,
     .tensor_data = cuda_tensor_data,

@@ -32,6 +32,14 @@
 extern "C" {
 #endif
 
+/* The cuda backend's planner slack (planner.h): a fused kernel or step writes the output of a
+ * node up to 3 after the first one while it still reads that node's inputs: a residual fold
+ * two after (an activation between them), and BlazeFace's relu(conv(x) + pad(y)), where the
+ * convolution's step also does the PAD's ADD and the RELU three nodes later (with a slack of
+ * 2 the memory plan put the RELU's output on the convolution's input, which kept 5 of
+ * face-short's ADDs as steps of their own). */
+#define KR_CUDA_PLAN_SLACK 3
+
 typedef enum kr_cuda_step_kind {
     KR_STEP_CONV = 0,     /* CONV_2D: any window, stride, dilation; `split` lanes per output */
     KR_STEP_DEPTHWISE,    /* DEPTHWISE_CONV_2D, any multiplier */
