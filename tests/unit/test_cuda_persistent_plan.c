@@ -616,6 +616,49 @@ static void test_resize_into_conv(void **state)
     keyer_model_destroy(&m);
 }
 
+/* Selfie's RGB stem and the 1x1 convolution after it are one CONV_PW step, which also stores
+ * the stem's output (the decoder reads it); refused when the 1x1 output would overlap the stem's
+ * input. */
+static void test_stem_pointwise(void **state)
+{
+    (void)state;
+    keyer_model *m = load("selfie");
+    const kr_graph *g = kr_model_graph(m);
+    int pw = -1; /* the 1x1 convolution reading the stem's activation */
+    for (int n = 1; n < g->n_nodes && pw < 0; n++)
+        if (g->nodes[n].op == KR_OP_CONV_2D)
+            pw = n;
+    assert_true(pw > 0);
+    const int stem_out = g->nodes[pw].inputs[0];
+    for (int reuse = 0; reuse < 2; reuse++) {
+        plan p = plan_ops(g, 2);
+        if (reuse)
+            p.ops[pw].out = fake_ptr(g, g->inputs[0]);
+        p.why = kr_cuda_persistent_plan(g, p.ops, p.folded, 2, p.steps, &p.n, &p.scratch);
+        assert_null(p.why);
+        const kr_cuda_step *s = &p.steps[0];
+        if (reuse) {
+            assert_int_equal(s->kind, KR_STEP_CONV);
+            assert_int_equal(count_kind(&p, KR_STEP_CONV_PW), 0);
+        } else {
+            assert_int_equal(s->kind, KR_STEP_CONV_PW);
+            assert_int_equal(s->kh, 3);
+            assert_int_equal(s->ic, 3);
+            assert_int_equal(s->cn, 16);
+            assert_int_equal(s->oc, 16);
+            assert_ptr_equal(s->x, fake_ptr(g, g->inputs[0]));
+            assert_ptr_equal(s->y1, fake_ptr(g, stem_out)); /* read again by the decoder */
+            assert_int_equal(s->e_post, KR_CUDA_POST_HARD_SWISH);
+            assert_int_equal(s->post, KR_CUDA_POST_RELU); /* the RELU after the 1x1 */
+            assert_ptr_equal(s->w2, fake_ptr(g, g->nodes[pw].inputs[1]));
+            assert_int_equal(p.steps[1].kind, KR_STEP_DEPTHWISE);
+            assert_ptr_equal(p.steps[1].x, s->y);
+        }
+        free_plan(&p);
+    }
+    keyer_model_destroy(&m);
+}
+
 /* f16 graph inputs and outputs without conversion steps: selfie's stem reads the float input,
  * its transpose convolution writes the float output; refused for any other reader or writer. */
 static void test_io_steps(void **state)
@@ -627,7 +670,7 @@ static void test_io_steps(void **state)
     assert_null(p.why);
     const int in = g->inputs[0], out = g->outputs[0];
     assert_int_equal(kr_cuda_persistent_input_step(g, in, fake_ptr(g, in), p.steps, p.n), 0);
-    assert_int_equal(p.steps[0].kind, KR_STEP_CONV);
+    assert_int_equal(p.steps[0].kind, KR_STEP_CONV_PW); /* the stem with its 1x1 convolution */
     assert_int_equal(kr_cuda_persistent_output_step(g, out, fake_ptr(g, out), p.steps, p.n),
                      p.n - 1);
     assert_int_equal(p.steps[p.n - 1].kind, KR_STEP_TCONV);
@@ -803,6 +846,7 @@ int main(void)
         cmocka_unit_test(test_face_mesh_prelu),
         cmocka_unit_test(test_excitation_fusion),
         cmocka_unit_test(test_io_steps),
+        cmocka_unit_test(test_stem_pointwise),
         cmocka_unit_test(test_resize_into_conv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

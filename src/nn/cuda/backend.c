@@ -493,7 +493,9 @@ static cudaError_t upload_transposed(kr_backend_instance *inst, kr_cuda_step *h,
     const kr_graph *g = inst->graph;
     size_t total = 0, most = 0;
     for (int i = 0; i < k; i++)
-        if ((h[i].kind == KR_STEP_CONV || h[i].kind == KR_STEP_EXPAND_DW) && h[i].group == 4) {
+        if ((h[i].kind == KR_STEP_CONV || h[i].kind == KR_STEP_EXPAND_DW ||
+             h[i].kind == KR_STEP_CONV_PW) &&
+            h[i].group == 4) {
             size_t n = kr_tensor_elements(&g->tensors[h[i].w_tensor]);
             total += (n + 63) / 64 * 64; /* 256-byte aligned */
             most = n > most ? n : most;
@@ -506,7 +508,9 @@ static cudaError_t upload_transposed(kr_backend_instance *inst, kr_cuda_step *h,
     cudaError_t e = cudaMalloc((void **)&inst->wt, total * sizeof(float));
     size_t off = 0;
     for (int i = 0; i < k && e == cudaSuccess; i++) {
-        if ((h[i].kind != KR_STEP_CONV && h[i].kind != KR_STEP_EXPAND_DW) || h[i].group != 4)
+        if ((h[i].kind != KR_STEP_CONV && h[i].kind != KR_STEP_EXPAND_DW &&
+             h[i].kind != KR_STEP_CONV_PW) ||
+            h[i].group != 4)
             continue;
         const kr_tensor *w = &g->tensors[h[i].w_tensor];
         const float *src = w->data; /* OHWI: [oc][kh][kw][ic] */
@@ -848,7 +852,7 @@ static keyer_status profile_persistent(kr_backend_instance *inst, double *ms, ke
     static const char *const kinds[] = {"conv", "depthwise", "tconv", "binary", "unary",
                                         "pool-partial", "pool-final", "resize", "copy",
                                         "to-f16", "to-f32", "expand-dw", "maxpool", "pad",
-                                        "concat"};
+                                        "concat", "conv-pw"};
     const kr_graph *g = inst->graph;
     size_t n4 = 4 * (size_t)inst->n_steps;
     long long *dev = NULL, *host = malloc(n4 * sizeof(long long));

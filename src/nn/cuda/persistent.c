@@ -2,8 +2,9 @@
  * Host side of the persistent schedule (persistent.h): the fused node list -> steps. Beyond
  * backend.c's folds it merges: squeeze-and-excitation blocks (a pool tail on the producer, the
  * dense layers and the MUL in the consumer: plan_excitations), standalone activations into the
- * step before them (absorb_activation), and a depthwise convolution into the pointwise one
- * before it (absorb_depthwise). A merge that makes a step read a tensor the memory plan thought
+ * step before them (absorb_activation), a depthwise convolution into the pointwise one
+ * before it (absorb_depthwise) and a 1x1 convolution into the RGB stem before it
+ * (absorb_pointwise). A merge that makes a step read a tensor the memory plan thought
  * dead is made only if the step's output does not overlap it. Every size that shapes the work
  * (a convolution's lanes per output, a pool's pixel slices, tiles) is taken from one batch item,
  * so that an item's arithmetic is the same at every batch size.
@@ -707,7 +708,8 @@ static int absorb_activation(const plan_ctx *c, kr_cuda_step *prev, int n)
     case KR_STEP_TCONV:
     case KR_STEP_BINARY:
     case KR_STEP_RESIZE:
-    case KR_STEP_EXPAND_DW: break;
+    case KR_STEP_EXPAND_DW:
+    case KR_STEP_CONV_PW: break;
     default: return 0;
     }
     size_t out_bytes = arena_bytes(c, op->node->outputs[0]);
@@ -797,6 +799,61 @@ static int absorb_add(const plan_ctx *c, kr_cuda_step *prev, const kr_cuda_step 
     prev->res_c = res_c;
     prev->res_pre = 1;
     prev->lo = cur->lo, prev->hi = cur->hi, prev->post = cur->post;
+    return 1;
+}
+
+/* Gives 1x1 convolution node @p n to step @p prev when prev is a 3x3 convolution on 3 channels
+ * (the models' RGB stem) whose output n reads, pixel by pixel: the two become one CONV_PW step
+ * (selfie: one step and one grid barrier fewer); the stem's output is stored only if other
+ * nodes read it too (selfie's decoder does). Refused where n has anything folded into it (a
+ * residual, an excitation, a pool tail, a pad), where their weights do not fit the step's
+ * shared memory, where the stem's output is a graph output or has a view, or where n's output
+ * overlaps the stem's input or output. Returns whether it did. */
+static int absorb_pointwise(const plan_ctx *c, kr_cuda_step *prev, int n)
+{
+    const kr_graph *g = c->g;
+    const kr_cuda_op *op = &c->ops[n];
+    const kr_node *node = op->node;
+    const size_t esize = op->f16 ? 2 : 4;
+    if (node->op != KR_OP_CONV_2D || prev->kind != KR_STEP_CONV || prev->group != 4 ||
+        prev->kh != 3 || prev->kw != 3 || prev->ic != 3 || prev->oc % 4 || prev->res ||
+        prev->tail || prev->rz || prev->se_layers || prev->scale_add || prev->y_f32 ||
+        op->in[0] != prev->y || op->residual || op->addend || c->fuse[n] != FUSE_NONE ||
+        c->se_at[n] >= 0 || c->tail_at[n] >= 0 || c->pad_at[n] >= 0 || c->spad_at[n] >= 0)
+        return 0;
+    const int t = node->inputs[0];
+    if (g->tensors[t].graph_output >= 0)
+        return 0;
+    for (int v = 0; v < g->n_tensors; v++)
+        if (g->tensors[v].view_of == t)
+            return 0;
+    kr_cuda_step d;
+    if (conv_like(&d, op, n, c->batch, KR_STEP_CONV, 1) || d.kh != 1 || d.kw != 1 ||
+        d.sh != 1 || d.sw != 1 || d.pt > 0 || d.pl > 0 || d.ic != prev->oc || d.oc % 4 ||
+        d.oh != prev->oh || d.ow != prev->ow || !aligned(d.y, 4 * esize))
+        return 0;
+    const int big = prev->oc > d.oc ? prev->oc : d.oc;
+    if (d.ic * d.oc > KR_CUDA_PERSISTENT_THREADS ||
+        KR_CUDA_PERSISTENT_THREADS / (big / 4) * d.ic + d.ic * d.oc + d.oc > KR_CUDA_MID_FLOATS)
+        return 0;
+    size_t in_bytes = item_bytes(c, (size_t)prev->ih * prev->iw * prev->ic);
+    size_t out_bytes = arena_bytes(c, node->outputs[0]);
+    if (overlap(d.y, out_bytes, prev->x, in_bytes) ||
+        overlap(d.y, out_bytes, prev->y, arena_bytes(c, t)))
+        return 0;
+    prev->y1 = readers(g, t) > 1 ? prev->y : NULL;
+    /* the stem's half stays in prev's fields (its epilogue moves to e_*), n's is added */
+    prev->kind = KR_STEP_CONV_PW;
+    prev->node = d.node;
+    prev->cn = prev->oc;
+    prev->e_bias = prev->bias;
+    prev->e_lo = prev->lo, prev->e_hi = prev->hi, prev->e_post = prev->post;
+    prev->oc = d.oc;
+    prev->w2 = d.w;
+    prev->bias2 = d.bias;
+    prev->bias = NULL;
+    prev->lo = d.lo, prev->hi = d.hi, prev->post = d.post;
+    prev->y = d.y;
     return 1;
 }
 
@@ -970,6 +1027,8 @@ const char *kr_cuda_persistent_plan(const kr_graph *g, const kr_cuda_op *ops,
                              c.tail_add[n]);
                 continue;
             }
+            if (k > 0 && absorb_pointwise(&c, &steps[k - 1], n))
+                continue;
             if (k > 0 && absorb_activation(&c, &steps[k - 1], n)) {
                 if (c.tail_at[n] >= 0) /* the pool's sums: now of the step before */
                     set_tail(&c, &steps[k - 1], c.tail_at[n], c.matches[c.tail_at[n]].pool,
@@ -1011,7 +1070,8 @@ int kr_cuda_persistent_input_step(const kr_graph *g, int t, const void *t_arena,
         const kr_cuda_step *s = &steps[i];
         if (s->x != t_arena)
             continue;
-        int ok = s->kind == KR_STEP_CONV && s->group == 4 && s->kh == s->kw &&
+        int ok = (s->kind == KR_STEP_CONV || s->kind == KR_STEP_CONV_PW) && s->group == 4 &&
+                 s->kh == s->kw &&
                  (s->kh == 3 || s->kh == 5) && s->ic == 3 && !s->scale_add && !s->se_layers;
         return ok ? i : -1;
     }

@@ -467,13 +467,68 @@ __device__ __noinline__ void step_conv_split(const kr_cuda_step &s, unsigned beg
  * kernel size and input channels when fixed at compile time (1x1 any; 3x3 on 3 channels, the
  * stem: every load unrolled), else 0. TX: the input's element type (float for a stem reading
  * the graph input's float staging in an f16 instance, x_f32). */
+/* The sums of the group-4 unit at output channels co..co+3, (oy, ox) of item n: acc[0..4) over
+ * the window, the input scaled by @p scn and added to as the step says (see step_conv_g4). */
+template <typename T, int KS, int IC, typename TX>
+__device__ __forceinline__ void g4_sums(const kr_cuda_step &s, int co, int ox, int oy, int n,
+                                        const float *scn, float *acc)
+{
+    const int kh = KS ? KS : s.kh, kw = KS ? KS : s.kw, ic = IC ? IC : s.ic;
+    const TX *x = (const TX *)s.x;
+    const T *xa = (const T *)s.scale_add;
+    acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+#pragma unroll
+    for (int ky = 0; ky < kh; ky++) {
+#pragma unroll
+        for (int kx = 0; kx < kw; kx++) {
+            bool inside;
+            const unsigned pix = tap_pixel(s, n, oy, ox, ky, kx, &inside);
+            const TX *xp = x + pix * ic;
+            const T *xap = xa ? xa + pix * ic : NULL;
+            /* weights [tap][ic][oc]: the 4 outputs of a thread are one 16-byte load, and
+             * the threads of a warp (neighbouring output groups) read neighbouring bytes */
+            const float *wr = s.wt + (size_t)((ky * kw + kx) * ic) * s.oc + co;
+            if (s.vec == 4) {
+                int c0 = 0;
+                for (; c0 + CH <= ic; c0 += CH) { /* CH loads in flight, then the sums */
+                    float a[CH];
+                    load_channels<T, CH, TX>(xp, xap, scn, c0, a);
+#pragma unroll
+                    for (int j = 0; j < CH; j++)
+                        fma4(acc, inside ? a[j] : 0.0f, wr + (size_t)(c0 + j) * s.oc);
+                }
+#pragma unroll 2
+                for (; c0 < ic; c0 += 4) {
+                    float a[4];
+                    load_channels<T, 4, TX>(xp, xap, scn, c0, a);
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        fma4(acc, inside ? a[j] : 0.0f, wr + (size_t)(c0 + j) * s.oc);
+                }
+            } else {
+#pragma unroll
+                for (int c = 0; c < ic; c++) {
+                    float xv = kr_ld(xp + c) * (scn ? scn[c] : 1.0f);
+                    if (xap)
+                        xv += kr_ld(xap + c);
+                    fma4(acc, inside ? xv : 0.0f, wr + (size_t)c * s.oc);
+                }
+            }
+        }
+    }
+}
+
+/* A convolution whose outputs alone fill the GPU (split 1, group 4): a thread per pixel and 4
+ * output channels, so that each input value is loaded once for 4 dot products, with the
+ * weights transposed at set-up (s.wt) so that a warp's weight loads are coalesced. KS, IC: the
+ * kernel size and input channels when fixed at compile time (1x1 any; 3x3 on 3 channels, the
+ * stem: every load unrolled), else 0. TX: the input's element type (float for a stem reading
+ * the graph input's float staging in an f16 instance, x_f32). */
 template <typename T, int KS, int IC, typename TX, bool PRE>
 __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin, unsigned end,
                                           float *tile, const float *sc)
 {
-    const int kh = KS ? KS : s.kh, kw = KS ? KS : s.kw, ic = IC ? IC : s.ic, groups = s.oc / 4;
-    const TX *x = (const TX *)s.x;
-    const T *xa = (const T *)s.scale_add;
+    const int groups = s.oc / 4;
     kr_epilogue e = step_epilogue(s);
     for (unsigned u = begin + threadIdx.x; u < end; u += NT) {
         int co, ox, oy, n;
@@ -486,47 +541,70 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin,
         else
             early_res<T, 4>(s, u * 4, r);
         const float *scn = sc ? sc + n * s.ic : NULL;
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int ky = 0; ky < kh; ky++) {
-#pragma unroll
-            for (int kx = 0; kx < kw; kx++) {
-                bool inside;
-                const unsigned pix = tap_pixel(s, n, oy, ox, ky, kx, &inside);
-                const TX *xp = x + pix * ic;
-                const T *xap = xa ? xa + pix * ic : NULL;
-                /* weights [tap][ic][oc]: the 4 outputs of a thread are one 16-byte load, and
-                 * the threads of a warp (neighbouring output groups) read neighbouring bytes */
-                const float *wr = s.wt + (size_t)((ky * kw + kx) * ic) * s.oc + co;
-                if (s.vec == 4) {
-                    int c0 = 0;
-                    for (; c0 + CH <= ic; c0 += CH) { /* CH loads in flight, then the sums */
-                        float a[CH];
-                        load_channels<T, CH, TX>(xp, xap, scn, c0, a);
-#pragma unroll
-                        for (int j = 0; j < CH; j++)
-                            fma4(acc, inside ? a[j] : 0.0f, wr + (size_t)(c0 + j) * s.oc);
-                    }
-#pragma unroll 2
-                    for (; c0 < ic; c0 += 4) {
-                        float a[4];
-                        load_channels<T, 4, TX>(xp, xap, scn, c0, a);
-#pragma unroll
-                        for (int j = 0; j < 4; j++)
-                            fma4(acc, inside ? a[j] : 0.0f, wr + (size_t)(c0 + j) * s.oc);
-                    }
-                } else {
-#pragma unroll
-                    for (int c = 0; c < ic; c++) {
-                        float xv = kr_ld(xp + c) * (scn ? scn[c] : 1.0f);
-                        if (xap)
-                            xv += kr_ld(xap + c);
-                        fma4(acc, inside ? xv : 0.0f, wr + (size_t)c * s.oc);
-                    }
-                }
-            }
-        }
+        float acc[4];
+        g4_sums<T, KS, IC, TX>(s, co, ox, oy, n, scn, acc);
         g4_finish<T, PRE>(s, e, u, begin, acc, bz, r, tile);
+    }
+}
+
+/* CONV_PW (persistent.h): a block does whole pixels, a pass of NT / max(cn, oc) * 4 of them at
+ * a time: cn / 4 threads per pixel compute the first convolution (step_conv_g4's arithmetic,
+ * its epilogue e_*) into @p mid as the element type would store it (and into y1, if set), then
+ * oc / 4 threads per
+ * pixel the 1x1 convolution of those cn values with weights and biases from shared memory (in
+ * step_conv_g4's order, so the result is that of the two steps). @p mid: KR_CUDA_MID_FLOATS. */
+template <typename T, int KS, int IC, typename TX>
+__device__ __noinline__ void step_conv_pw(const kr_cuda_step &s, float *mid)
+{
+    const int tid = threadIdx.x, cn = s.cn, g1 = cn / 4, g2 = s.oc / 4, nw = cn * s.oc;
+    const unsigned pixels = (unsigned)(s.batch * s.oh * s.ow);
+    const unsigned begin = share_begin(pixels), end = share_end(pixels);
+    const unsigned per = (unsigned)(NT / (g1 > g2 ? g1 : g2));
+    float *wsm = mid + per * cn; /* the 1x1 weights as [cn][oc], then its biases */
+    /* loaded before the first phase, stored after it (the planner keeps nw <= NT) */
+    const float wv = tid < nw ? s.w2[tid] : 0.0f;
+    const float bv = tid < s.oc && s.bias2 ? s.bias2[tid] : 0.0f;
+    kr_epilogue e1;
+    e1.lo = s.e_lo, e1.hi = s.e_hi, e1.post = s.e_post, e1.res = NULL;
+    const kr_epilogue e2 = step_epilogue(s);
+    bool weights = false;
+    for (unsigned p0 = begin; p0 < end; p0 += per) {
+        const unsigned np = min(per, end - p0);
+        if ((unsigned)tid < np * g1) {
+            int co, ox, oy, n;
+            unit_pos(p0 * g1 + tid, (unsigned)g1, s, &co, &ox, &oy, &n);
+            co *= 4;
+            float bz[4], acc[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                bz[j] = s.e_bias ? s.e_bias[co + j] : 0.0f;
+            g4_sums<T, KS, IC, TX>(s, co, ox, oy, n, (const float *)NULL, acc);
+            float v[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                v[j] = kr_apply(e1, acc[j] + bz[j]);
+                mid[(tid / g1) * cn + co + j] = stored(v[j], (const T *)NULL);
+            }
+            if (s.y1) /* other nodes read it too */
+                kr_stv<4>((T *)s.y1 + (p0 * g1 + tid) * 4, v);
+        }
+        if (!weights) {
+            if (tid < nw)
+                wsm[(tid % cn) * s.oc + tid / cn] = wv; /* from [oc][cn] */
+            if (tid < s.oc)
+                wsm[nw + tid] = bv;
+            weights = true;
+        }
+        __syncthreads();
+        if ((unsigned)tid < np * g2) {
+            const int co = 4 * (tid % g2);
+            const float *a = mid + (tid / g2) * cn;
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int c = 0; c < cn; c++)
+                fma4(acc, a[c], wsm + c * s.oc + co);
+            g4_finish<T>(s, e2, p0 * g2 + tid, 0, acc, wsm + nw + co, r, (float *)NULL);
+        }
+        __syncthreads();
     }
 }
 
@@ -919,6 +997,7 @@ __device__ __forceinline__ unsigned step_units(const kr_cuda_step &s)
     case KR_STEP_MAXPOOL: return pixels * (s.oc / s.vec);
     case KR_STEP_PAD: return pixels * s.oc;
     case KR_STEP_CONCAT: return (unsigned)s.count * s.batch;
+    case KR_STEP_CONV_PW: return pixels;
     case KR_STEP_UNARY:
     case KR_STEP_COPY:
     case KR_STEP_TO_F16:
@@ -1044,6 +1123,11 @@ __global__ void __launch_bounds__(NT, 2)
             step_pool_final<T>(s, red);
         } else if (s.kind == KR_STEP_EXPAND_DW) {
             step_expand_dw<T>(s, red, tile, mid, dww, sc);
+        } else if (s.kind == KR_STEP_CONV_PW) { /* the planner: a 3x3 RGB stem only */
+            if (s.x_f32)
+                step_conv_pw<T, 3, 3, float>(s, mid);
+            else
+                step_conv_pw<T, 3, 3, T>(s, mid);
         } else if (s.tail) {
             step_with_tail<T>(s, red, tile, sc);
         } else {

@@ -61,6 +61,8 @@ typedef enum kr_cuda_step_kind {
     KR_STEP_PAD,          /* PAD of the channels only, after them, with zeros: ic -> oc */
     KR_STEP_CONCAT,       /* CONCATENATION of x and x2 where each is one run per item: count
                            * elements per item, the first cn of them from x */
+    KR_STEP_CONV_PW,      /* a convolution (group-4 path) and the 1x1 convolution of its
+                           * output, pixel by pixel (below); the first output is not stored */
 } kr_cuda_step_kind;
 
 /* One step. Activations are in the instance's element type; weights and biases float (ops.h).
@@ -123,6 +125,13 @@ typedef struct kr_cuda_step {
      * tile x tile outputs of `chan` channels at a time, from the pointwise outputs of their
      * window (halo) in shared memory; a pool tail's slices are the tiles. */
     int tile, chan, res_mid, e_post;
+    /* CONV_PW: the convolution x -> cn channels (weights wt, bias e_bias, the window fields,
+     * clamp e_lo..e_hi, post e_post; no excitation, folded ADD or residual), then the 1x1
+     * convolution cn -> oc of each pixel (weights w2 as [oc][cn], bias bias2, clamp lo..hi,
+     * post) into y; the first output is also stored into y1 when other nodes read it (NULL
+     * otherwise). cn * oc <= KR_CUDA_PERSISTENT_THREADS; the planner makes one only of a 3x3
+     * stem on 3 channels (the kernel's one variant). */
+    void *y1;
     /* f16 instances: x is float (a graph input's float staging, whose conversion step was
      * folded into this step: kr_cuda_persistent_input_step), y is float (a graph output's
      * float staging: kr_cuda_persistent_output_step). 0 otherwise. */
