@@ -134,10 +134,9 @@ keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, k
  * KEYER_CUDA_PERSISTENT_MAX_BATCH when the model's operators allow it (convolutions,
  * depthwise and transpose convolutions, global average pools (AVERAGE_POOL_2D over the whole
  * input, or MEAN over H and W), MAX_POOL_2D, ADD, MUL and PRELU broadcasting per channel at
- * most, PAD of the channels, bilinear resize, RELU/RELU6/HARD_SWISH/LOGISTIC, RESHAPE,
- * CONCATENATION of two operands that are one run per item: of the shipped models the two selfie
- * segmentation models, the two face detectors and face-mesh; the pose models, which pad
- * spatially, are not), else KERNELS. The limit is measured (BENCHMARKS.md: on an H100 selfie
+ * most, PAD of the channels, or spatially when one convolution reads it, bilinear resize,
+ * RELU/RELU6/HARD_SWISH/LOGISTIC, RESHAPE, CONCATENATION of two operands that are one run per
+ * item: every shipped model), else KERNELS. The limit is measured (BENCHMARKS.md: on an H100 selfie
  * runs 1.6x faster at batch 1, 1.4x at batch 2 and 1.1x at batch 4 persistent,
  * selfie-landscape 1.85x, the face detectors 1.35-1.55x, face-mesh 1.38x and the pose models
  * 1.36-2.2x at batch 1; at batch 8 the per-node kernels are faster for the segmentation models
