@@ -461,12 +461,6 @@ __device__ __noinline__ void step_conv_split(const kr_cuda_step &s, unsigned beg
     }
 }
 
-/* A convolution whose outputs alone fill the GPU (split 1, group 4): a thread per pixel and 4
- * output channels, so that each input value is loaded once for 4 dot products, with the
- * weights transposed at set-up (s.wt) so that a warp's weight loads are coalesced. KS, IC: the
- * kernel size and input channels when fixed at compile time (1x1 any; 3x3 on 3 channels, the
- * stem: every load unrolled), else 0. TX: the input's element type (float for a stem reading
- * the graph input's float staging in an f16 instance, x_f32). */
 /* The sums of the group-4 unit at output channels co..co+3, (oy, ox) of item n: acc[0..4) over
  * the window, the input scaled by @p scn and added to as the step says (see step_conv_g4). */
 template <typename T, int KS, int IC, typename TX>
