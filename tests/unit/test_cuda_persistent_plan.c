@@ -572,6 +572,49 @@ static kr_graph *stem(int second_reader)
     return kt_graph_build(&b);
 }
 
+/* x [1, 16, 16, 3] -> 3x3 SAME convolution to 16 channels -> 1x1 convolution to @p oc. */
+static kr_graph *stem_pointwise(int oc)
+{
+    static float w[16 * 3 * 3 * 3], bias[16], w2[16 * 16], bias2[16];
+    kt_graph b;
+    kt_graph_begin(&b, "stem-pw", 8, 6, 1 << 13);
+    int xd[4] = {1, 16, 16, 3}, sd[4] = {1, 16, 16, 16}, yd[4] = {1, 16, 16, oc};
+    int wd[4] = {16, 3, 3, 3}, bd = 16, w2d[4] = {oc, 1, 1, 16};
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int in[3] = {x, kt_graph_const(&b, KR_DTYPE_F32, 4, wd, w),
+                 kt_graph_const(&b, KR_DTYPE_F32, 1, &bd, bias)};
+    int t = kt_graph_act(&b, 4, sd);
+    conv_node(&b, in, t, 3, KR_PADDING_SAME);
+    int in2[3] = {t, kt_graph_const(&b, KR_DTYPE_F32, 4, w2d, w2),
+                  kt_graph_const(&b, KR_DTYPE_F32, 1, &oc, bias2)};
+    int y = kt_graph_act(&b, 4, yd);
+    conv_node(&b, in2, y, 1, KR_PADDING_VALID);
+    kt_graph_output(&b, y);
+    return kt_graph_build(&b);
+}
+
+/* A hand-built stem and 1x1: one CONV_PW step (the stem's output not stored) when the 1x1 keeps
+ * the 16 channels, the shape run on the GPU; two steps when it narrows them to 8. */
+static void test_stem_pointwise_shapes(void **state)
+{
+    (void)state;
+    for (int oc = 16; oc >= 8; oc -= 8) {
+        kr_graph *g = stem_pointwise(oc);
+        plan p = make_plan(g, 1);
+        assert_null(p.why);
+        assert_int_equal(p.n, oc == 16 ? 1 : 2);
+        assert_int_equal(p.steps[0].kind, oc == 16 ? KR_STEP_CONV_PW : KR_STEP_CONV);
+        if (oc == 16) {
+            assert_null(p.steps[0].y1);
+            assert_int_equal(p.steps[0].cn, 16);
+            assert_ptr_equal(p.steps[0].y, fake_ptr(g, g->outputs[0]));
+        }
+        free_plan(&p);
+        kr_graph_destroy(&g);
+    }
+}
+
 /* Selfie's two decoder resizes read only by a 1x1 convolution take no step (rz); the one
  * scaled by an excitation keeps its step; and none is merged when the convolution's output sits
  * where the resize's input is. */
@@ -847,6 +890,7 @@ int main(void)
         cmocka_unit_test(test_excitation_fusion),
         cmocka_unit_test(test_io_steps),
         cmocka_unit_test(test_stem_pointwise),
+        cmocka_unit_test(test_stem_pointwise_shapes),
         cmocka_unit_test(test_resize_into_conv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

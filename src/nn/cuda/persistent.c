@@ -806,9 +806,11 @@ static int absorb_add(const plan_ctx *c, kr_cuda_step *prev, const kr_cuda_step 
  * (the models' RGB stem) whose output n reads, pixel by pixel: the two become one CONV_PW step
  * (selfie: one step and one grid barrier fewer); the stem's output is stored only if other
  * nodes read it too (selfie's decoder does). Refused where n has anything folded into it (a
- * residual, an excitation, a pool tail, a pad), where their weights do not fit the step's
- * shared memory, where the stem's output is a graph output or has a view, or where n's output
- * overlaps the stem's input or output. Returns whether it did. */
+ * residual, an excitation, a pool tail, a pad), where n's output channels differ from the
+ * stem's (the one shape run on the GPU is selfie's 16 -> 16; a version for other shapes and
+ * 1x1 first convolutions was tried and dropped, BENCHMARKS.md), where their weights do not
+ * fit the step's shared memory, where the stem's output is a graph output or has a view, or
+ * where n's output overlaps the stem's input or output. Returns whether it did. */
 static int absorb_pointwise(const plan_ctx *c, kr_cuda_step *prev, int n)
 {
     const kr_graph *g = c->g;
@@ -829,7 +831,8 @@ static int absorb_pointwise(const plan_ctx *c, kr_cuda_step *prev, int n)
             return 0;
     kr_cuda_step d;
     if (conv_like(&d, op, n, c->batch, KR_STEP_CONV, 1) || d.kh != 1 || d.kw != 1 ||
-        d.sh != 1 || d.sw != 1 || d.pt > 0 || d.pl > 0 || d.ic != prev->oc || d.oc % 4 ||
+        d.sh != 1 || d.sw != 1 || d.pt > 0 || d.pl > 0 || d.ic != prev->oc ||
+        d.oc != prev->oc ||
         d.oh != prev->oh || d.ow != prev->ow || !aligned(d.y, 4 * esize))
         return 0;
     const int big = prev->oc > d.oc ? prev->oc : d.oc;

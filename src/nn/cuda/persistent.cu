@@ -462,8 +462,10 @@ __device__ __noinline__ void step_conv_split(const kr_cuda_step &s, unsigned beg
 }
 
 /* The sums of the group-4 unit at output channels co..co+3, (oy, ox) of item n: acc[0..4) over
- * the window, the input scaled by @p scn and added to as the step says (see step_conv_g4). */
-template <typename T, int KS, int IC, typename TX>
+ * the window, the input scaled by @p scn and added to as the step says (see step_conv_g4), from
+ * the transposed weights s.wt, whose output channels are s.oc, or with PW (a CONV_PW step's
+ * first convolution) s.cn. */
+template <typename T, int KS, int IC, typename TX, bool PW = false>
 __device__ __forceinline__ void g4_sums(const kr_cuda_step &s, int co, int ox, int oy, int n,
                                         const float *scn, float *acc)
 {
@@ -481,7 +483,7 @@ __device__ __forceinline__ void g4_sums(const kr_cuda_step &s, int co, int ox, i
             const T *xap = xa ? xa + pix * ic : NULL;
             /* weights [tap][ic][oc]: the 4 outputs of a thread are one 16-byte load, and
              * the threads of a warp (neighbouring output groups) read neighbouring bytes */
-            const float *wr = s.wt + (size_t)((ky * kw + kx) * ic) * s.oc + co;
+            const float *wr = s.wt + (size_t)((ky * kw + kx) * ic) * (PW ? s.cn : s.oc) + co;
             if (s.vec == 4) {
                 int c0 = 0;
                 for (; c0 + CH <= ic; c0 += CH) { /* CH loads in flight, then the sums */
@@ -489,7 +491,7 @@ __device__ __forceinline__ void g4_sums(const kr_cuda_step &s, int co, int ox, i
                     load_channels<T, CH, TX>(xp, xap, scn, c0, a);
 #pragma unroll
                     for (int j = 0; j < CH; j++)
-                        fma4(acc, inside ? a[j] : 0.0f, wr + (size_t)(c0 + j) * s.oc);
+                        fma4(acc, inside ? a[j] : 0.0f, wr + (size_t)(c0 + j) * (PW ? s.cn : s.oc));
                 }
 #pragma unroll 2
                 for (; c0 < ic; c0 += 4) {
@@ -497,7 +499,7 @@ __device__ __forceinline__ void g4_sums(const kr_cuda_step &s, int co, int ox, i
                     load_channels<T, 4, TX>(xp, xap, scn, c0, a);
 #pragma unroll
                     for (int j = 0; j < 4; j++)
-                        fma4(acc, inside ? a[j] : 0.0f, wr + (size_t)(c0 + j) * s.oc);
+                        fma4(acc, inside ? a[j] : 0.0f, wr + (size_t)(c0 + j) * (PW ? s.cn : s.oc));
                 }
             } else {
 #pragma unroll
@@ -505,7 +507,7 @@ __device__ __forceinline__ void g4_sums(const kr_cuda_step &s, int co, int ox, i
                     float xv = kr_ld(xp + c) * (scn ? scn[c] : 1.0f);
                     if (xap)
                         xv += kr_ld(xap + c);
-                    fma4(acc, inside ? xv : 0.0f, wr + (size_t)c * s.oc);
+                    fma4(acc, inside ? xv : 0.0f, wr + (size_t)c * (PW ? s.cn : s.oc));
                 }
             }
         }
@@ -572,7 +574,7 @@ __device__ __noinline__ void step_conv_pw(const kr_cuda_step &s, float *mid)
 #pragma unroll
             for (int j = 0; j < 4; j++)
                 bz[j] = s.e_bias ? s.e_bias[co + j] : 0.0f;
-            g4_sums<T, KS, IC, TX>(s, co, ox, oy, n, (const float *)NULL, acc);
+            g4_sums<T, KS, IC, TX, true>(s, co, ox, oy, n, (const float *)NULL, acc);
             float v[4];
 #pragma unroll
             for (int j = 0; j < 4; j++) {

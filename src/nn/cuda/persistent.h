@@ -130,7 +130,7 @@ typedef struct kr_cuda_step {
      * convolution cn -> oc of each pixel (weights w2 as [oc][cn], bias bias2, clamp lo..hi,
      * post) into y; the first output is also stored into y1 when other nodes read it (NULL
      * otherwise). cn * oc <= KR_CUDA_PERSISTENT_THREADS; the planner makes one only of a 3x3
-     * stem on 3 channels (the kernel's one variant). */
+     * stem on 3 channels (the kernel's one variant) with oc == cn (the shape run on the GPU). */
     void *y1;
     /* f16 instances: x is float (a graph input's float staging, whose conversion step was
      * folded into this step: kr_cuda_persistent_input_step), y is float (a graph output's
