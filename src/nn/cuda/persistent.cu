@@ -546,9 +546,9 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin,
 /* CONV_PW (persistent.h): a block does whole pixels, a pass of NT / max(cn, oc) * 4 of them at
  * a time: cn / 4 threads per pixel compute the first convolution (step_conv_g4's arithmetic,
  * its epilogue e_*) into @p mid as the element type would store it (and into y1, if set), then
- * oc / 4 threads per
- * pixel the 1x1 convolution of those cn values with weights and biases from shared memory (in
- * step_conv_g4's order, so the result is that of the two steps). @p mid: KR_CUDA_MID_FLOATS. */
+ * oc / 4 threads per pixel the 1x1 convolution of those cn values with weights and biases from
+ * shared memory (in step_conv_g4's order, so the result is that of the two steps). @p mid:
+ * KR_CUDA_MID_FLOATS. */
 template <typename T, int KS, int IC, typename TX>
 __device__ __noinline__ void step_conv_pw(const kr_cuda_step &s, float *mid)
 {
