@@ -142,17 +142,21 @@ static int readers(const kr_graph *g, int t)
     return r;
 }
 
+/* Whether a RESHAPE view of tensor @p t exists. */
+static int has_view(const kr_graph *g, int t)
+{
+    for (int v = 0; v < g->n_tensors; v++)
+        if (g->tensors[v].view_of == t)
+            return 1;
+    return 0;
+}
+
 /* A tensor only @p reader-side code ever sees: activation, read once, no view, not an output. */
 static int private_tensor(const kr_graph *g, int t)
 {
     const kr_tensor *tt = &g->tensors[t];
-    if (kr_tensor_is_const(tt) || tt->graph_output >= 0 || tt->graph_input >= 0 ||
-        readers(g, t) != 1)
-        return 0;
-    for (int v = 0; v < g->n_tensors; v++)
-        if (g->tensors[v].view_of == t)
-            return 0;
-    return 1;
+    return !kr_tensor_is_const(tt) && tt->graph_output < 0 && tt->graph_input < 0 &&
+           readers(g, t) == 1 && !has_view(g, t);
 }
 
 /* Whether MUL node @p m multiplies a full tensor by global pool -> 1x1 conv [-> 1x1 conv]
@@ -824,20 +828,15 @@ static int absorb_pointwise(const plan_ctx *c, kr_cuda_step *prev, int n)
         c->se_at[n] >= 0 || c->tail_at[n] >= 0 || c->pad_at[n] >= 0 || c->spad_at[n] >= 0)
         return 0;
     const int t = node->inputs[0];
-    if (g->tensors[t].graph_output >= 0)
+    if (g->tensors[t].graph_output >= 0 || has_view(g, t))
         return 0;
-    for (int v = 0; v < g->n_tensors; v++)
-        if (g->tensors[v].view_of == t)
-            return 0;
     kr_cuda_step d;
     if (conv_like(&d, op, n, c->batch, KR_STEP_CONV, 1) || d.kh != 1 || d.kw != 1 ||
         d.sh != 1 || d.sw != 1 || d.pt > 0 || d.pl > 0 || d.ic != prev->oc ||
-        d.oc != prev->oc ||
-        d.oh != prev->oh || d.ow != prev->ow || !aligned(d.y, 4 * esize))
+        d.oc != prev->oc || d.oh != prev->oh || d.ow != prev->ow || !aligned(d.y, 4 * esize))
         return 0;
-    const int big = prev->oc > d.oc ? prev->oc : d.oc;
-    if (d.ic * d.oc > KR_CUDA_PERSISTENT_THREADS ||
-        KR_CUDA_PERSISTENT_THREADS / (big / 4) * d.ic + d.ic * d.oc + d.oc > KR_CUDA_MID_FLOATS)
+    if (d.ic * d.oc > KR_CUDA_PERSISTENT_THREADS || /* the kernel's pass: NT / (oc / 4) pixels */
+        KR_CUDA_PERSISTENT_THREADS / (d.oc / 4) * d.ic + d.ic * d.oc + d.oc > KR_CUDA_MID_FLOATS)
         return 0;
     size_t in_bytes = item_bytes(c, (size_t)prev->ih * prev->iw * prev->ic);
     size_t out_bytes = arena_bytes(c, node->outputs[0]);
@@ -897,9 +896,8 @@ static int absorb_depthwise(const plan_ctx *c, kr_cuda_step *prev, int n)
     if (!readers_ok || x->graph_output >= 0 || x->rank != 4 || w->rank != 4 || y->rank != 4 ||
         y->dims[3] != x->dims[3] || pw->dtype != KR_DTYPE_F32 || !pw->data)
         return 0;
-    for (int v = 0; v < g->n_tensors; v++)
-        if (g->tensors[v].view_of == node->inputs[0])
-            return 0;
+    if (has_view(g, node->inputs[0]))
+        return 0;
     kr_cuda_step d;
     if (conv_like(&d, op, n, c->batch, KR_STEP_DEPTHWISE, 1))
         return 0;

@@ -62,7 +62,8 @@ typedef enum kr_cuda_step_kind {
     KR_STEP_CONCAT,       /* CONCATENATION of x and x2 where each is one run per item: count
                            * elements per item, the first cn of them from x */
     KR_STEP_CONV_PW,      /* a convolution (group-4 path) and the 1x1 convolution of its
-                           * output, pixel by pixel (below); the first output is not stored */
+                           * output, pixel by pixel (below); the first output is stored only
+                           * where other nodes read it */
 } kr_cuda_step_kind;
 
 /* One step. Activations are in the instance's element type; weights and biases float (ops.h).
