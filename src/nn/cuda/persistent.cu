@@ -348,8 +348,8 @@ template <typename T>
 __device__ __noinline__ void step_conv_rz(const kr_cuda_step &s, unsigned begin, unsigned end,
                                           float *tile);
 
-/* The convolution step: picks the variant. Inlined into its two callers (the step loop and
- * step_with_tail), one call level fewer per convolution step: 1-2 us less at batch 1
+/* The convolution step: picks the variant. Inlined (through run_units) into the step loop and
+ * step_with_tail, one call level fewer per convolution step: 1-2 us less at batch 1
  * (BENCHMARKS.md). */
 template <typename T>
 __device__ __forceinline__ void step_conv(const kr_cuda_step &s, unsigned begin, unsigned end,
