@@ -549,20 +549,29 @@ static kr_graph *excitation(int produced, int then_add, int then_conv, int pool_
     return kt_graph_build(&b);
 }
 
+/* Adds an RGB stem to @p b: a graph input [1, size, size, 3] -> 3x3 SAME convolution to 16
+ * channels. Returns the convolution's output; the input in *x. */
+static int add_stem(kt_graph *b, int size, int *x)
+{
+    static float w[16 * 3 * 3 * 3], bias[16];
+    int xd[4] = {1, size, size, 3}, yd[4] = {1, size, size, 16}, wd[4] = {16, 3, 3, 3}, bd = 16;
+    *x = kt_graph_act(b, 4, xd);
+    kt_graph_input(b, *x);
+    int in[3] = {*x, kt_graph_const(b, KR_DTYPE_F32, 4, wd, w),
+                 kt_graph_const(b, KR_DTYPE_F32, 1, &bd, bias)};
+    int y = kt_graph_act(b, 4, yd);
+    conv_node(b, in, y, 3, KR_PADDING_SAME);
+    return y;
+}
+
 /* A stem: x [1, 64, 64, 3] -> 3x3 convolution to 16 channels -> y; with @p second_reader, x
  * is also read by a MUL (x * x, a second output). */
 static kr_graph *stem(int second_reader)
 {
-    static float w[16 * 3 * 3 * 3], bias[16];
     kt_graph b;
     kt_graph_begin(&b, "stem", 8, 4, 1 << 12);
-    int xd[4] = {1, 64, 64, 3}, yd[4] = {1, 64, 64, 16}, wd[4] = {16, 3, 3, 3}, bd = 16;
-    int x = kt_graph_act(&b, 4, xd);
-    kt_graph_input(&b, x);
-    int in[3] = {x, kt_graph_const(&b, KR_DTYPE_F32, 4, wd, w),
-                 kt_graph_const(&b, KR_DTYPE_F32, 1, &bd, bias)};
-    int y = kt_graph_act(&b, 4, yd);
-    conv_node(&b, in, y, 3, KR_PADDING_SAME);
+    int xd[4] = {1, 64, 64, 3}, x;
+    int y = add_stem(&b, 64, &x);
     kt_graph_output(&b, y);
     if (second_reader) {
         int z = kt_graph_act(&b, 4, xd), m[2] = {x, x};
@@ -575,17 +584,11 @@ static kr_graph *stem(int second_reader)
 /* x [1, 16, 16, 3] -> 3x3 SAME convolution to 16 channels -> 1x1 convolution to @p oc. */
 static kr_graph *stem_pointwise(int oc)
 {
-    static float w[16 * 3 * 3 * 3], bias[16], w2[16 * 16], bias2[16];
+    static float w2[16 * 16], bias2[16];
     kt_graph b;
     kt_graph_begin(&b, "stem-pw", 8, 6, 1 << 13);
-    int xd[4] = {1, 16, 16, 3}, sd[4] = {1, 16, 16, 16}, yd[4] = {1, 16, 16, oc};
-    int wd[4] = {16, 3, 3, 3}, bd = 16, w2d[4] = {oc, 1, 1, 16};
-    int x = kt_graph_act(&b, 4, xd);
-    kt_graph_input(&b, x);
-    int in[3] = {x, kt_graph_const(&b, KR_DTYPE_F32, 4, wd, w),
-                 kt_graph_const(&b, KR_DTYPE_F32, 1, &bd, bias)};
-    int t = kt_graph_act(&b, 4, sd);
-    conv_node(&b, in, t, 3, KR_PADDING_SAME);
+    int yd[4] = {1, 16, 16, oc}, w2d[4] = {oc, 1, 1, 16}, x;
+    int t = add_stem(&b, 16, &x);
     int in2[3] = {t, kt_graph_const(&b, KR_DTYPE_F32, 4, w2d, w2),
                   kt_graph_const(&b, KR_DTYPE_F32, 1, &oc, bias2)};
     int y = kt_graph_act(&b, 4, yd);
