@@ -486,6 +486,15 @@ static keyer_status upload_weights(kr_backend_instance *inst, keyer_error *err)
     return e == cudaSuccess ? KEYER_OK : cuda_fail(err, g, "uploading the weights", e);
 }
 
+/* Whether step @p s reads its (first) convolution's weights transposed (`wt`): a group-4
+ * convolution, alone or as the first half of a fused step. */
+static int reads_transposed(const kr_cuda_step *s)
+{
+    return (s->kind == KR_STEP_CONV || s->kind == KR_STEP_EXPAND_DW ||
+            s->kind == KR_STEP_CONV_PW) &&
+           s->group == 4;
+}
+
 /* The [tap][ic][oc] copies of the weights of the persistent schedule's group-4 convolutions
  * (persistent.h), in one device buffer; sets each step's `wt`. */
 static cudaError_t upload_transposed(kr_backend_instance *inst, kr_cuda_step *h, int k)
@@ -493,9 +502,7 @@ static cudaError_t upload_transposed(kr_backend_instance *inst, kr_cuda_step *h,
     const kr_graph *g = inst->graph;
     size_t total = 0, most = 0;
     for (int i = 0; i < k; i++)
-        if ((h[i].kind == KR_STEP_CONV || h[i].kind == KR_STEP_EXPAND_DW ||
-             h[i].kind == KR_STEP_CONV_PW) &&
-            h[i].group == 4) {
+        if (reads_transposed(&h[i])) {
             size_t n = kr_tensor_elements(&g->tensors[h[i].w_tensor]);
             total += (n + 63) / 64 * 64; /* 256-byte aligned */
             most = n > most ? n : most;
@@ -508,9 +515,7 @@ static cudaError_t upload_transposed(kr_backend_instance *inst, kr_cuda_step *h,
     cudaError_t e = cudaMalloc((void **)&inst->wt, total * sizeof(float));
     size_t off = 0;
     for (int i = 0; i < k && e == cudaSuccess; i++) {
-        if ((h[i].kind != KR_STEP_CONV && h[i].kind != KR_STEP_EXPAND_DW &&
-             h[i].kind != KR_STEP_CONV_PW) ||
-            h[i].group != 4)
+        if (!reads_transposed(&h[i]))
             continue;
         const kr_tensor *w = &g->tensors[h[i].w_tensor];
         const float *src = w->data; /* OHWI: [oc][kh][kw][ic] */
