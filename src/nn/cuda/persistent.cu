@@ -114,6 +114,13 @@ template <bool CG> __device__ __forceinline__ void colsum_ld4(const __half *p, f
     kr_ldv<4>(p, v);
 }
 
+/* Rows a block_colsum lane loads before adding them, and float4 weight loads a block_dense
+ * lane issues together: a loop whose count is known only at run time waits for each load
+ * before the next (one L2 round trip each); these fixed, predicated batches keep them in
+ * flight together. */
+#define COLSUM_ROWS 4
+#define DENSE_LOADS 4
+
 /* Column sums of @p R rows of @p C values (row stride C, C a multiple of 4, rows 4-element
  * aligned; @p rows2, if not NULL, added element-wise; either may be shared memory) by the whole
  * block in a fixed order: the threads split into lanes per 4-column group, lane l adds rows l,
@@ -129,18 +136,26 @@ __device__ void block_colsum(const TR *rows, const T2 *rows2, int R, int C, floa
         const int gw = min(groups - g0, NT), lanes = NT / gw, lane = tid / gw;
         const int c = 4 * (g0 + tid % gw);
         float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if (lane < lanes) {
-#pragma unroll 8
-            for (int r = lane; r < R; r += lanes) {
-                float v[4];
-                colsum_ld4<CG>(rows + (size_t)r * C + c, v);
-                if (rows2) {
-                    float w[4];
-                    colsum_ld4<false>(rows2 + (size_t)r * C + c, w);
-                    v[0] += w[0], v[1] += w[1], v[2] += w[2], v[3] += w[3];
+        /* COLSUM_ROWS rows per pass, loads first, then added in row order */
+        for (int r0 = lane; lane < lanes && r0 < R; r0 += COLSUM_ROWS * lanes) {
+            float v[COLSUM_ROWS][4];
+#pragma unroll
+            for (int i = 0; i < COLSUM_ROWS; i++) {
+                const int r = r0 + i * lanes;
+                v[i][0] = v[i][1] = v[i][2] = v[i][3] = 0.0f;
+                if (r < R) {
+                    colsum_ld4<CG>(rows + (size_t)r * C + c, v[i]);
+                    if (rows2) {
+                        float w[4];
+                        colsum_ld4<false>(rows2 + (size_t)r * C + c, w);
+                        v[i][0] += w[0], v[i][1] += w[1], v[i][2] += w[2], v[i][3] += w[3];
+                    }
                 }
-                a[0] += v[0], a[1] += v[1], a[2] += v[2], a[3] += v[3];
             }
+#pragma unroll
+            for (int i = 0; i < COLSUM_ROWS; i++)
+                if (r0 + i * lanes < R)
+                    a[0] += v[i][0], a[1] += v[i][1], a[2] += v[i][2], a[3] += v[i][3];
         }
         reinterpret_cast<float4 *>(red)[tid] = make_float4(a[0], a[1], a[2], a[3]);
         __syncthreads();
@@ -176,14 +191,26 @@ __device__ __noinline__ void block_dense(const float *in, int K, float *out, int
         const float *wr = W + (size_t)j * K, *xr = in + n * K;
         const float bias = b ? b[j] : 0.0f; /* loaded with the weights, not after them */
         float a0 = 0.0f, a1 = 0.0f;
-        if (K % 4 == 0) { /* rows of 16-byte multiples: vector weight loads, all in flight */
-#pragma unroll 4
-            for (int k = lane * 4; k < K; k += 4 * L) {
-                float4 w = *reinterpret_cast<const float4 *>(wr + k);
-                a0 = fmaf(w.x, xr[k], a0);
-                a1 = fmaf(w.y, xr[k + 1], a1);
-                a0 = fmaf(w.z, xr[k + 2], a0);
-                a1 = fmaf(w.w, xr[k + 3], a1);
+        if (K % 4 == 0) { /* rows of 16-byte multiples: vector weight loads, DENSE_LOADS in
+                             * flight together, added in k order */
+            for (int k0 = lane * 4; k0 < K; k0 += DENSE_LOADS * 4 * L) {
+                float4 w[DENSE_LOADS];
+#pragma unroll
+                for (int i = 0; i < DENSE_LOADS; i++) {
+                    const int k = k0 + i * 4 * L;
+                    w[i] = k < K ? *reinterpret_cast<const float4 *>(wr + k)
+                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                }
+#pragma unroll
+                for (int i = 0; i < DENSE_LOADS; i++) {
+                    const int k = k0 + i * 4 * L;
+                    if (k < K) {
+                        a0 = fmaf(w[i].x, xr[k], a0);
+                        a1 = fmaf(w[i].y, xr[k + 1], a1);
+                        a0 = fmaf(w[i].z, xr[k + 2], a0);
+                        a1 = fmaf(w[i].w, xr[k + 3], a1);
+                    }
+                }
             }
         } else {
             for (int k = lane; k < K; k += L)
