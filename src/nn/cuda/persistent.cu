@@ -178,16 +178,22 @@ __device__ __noinline__ void block_dense(const float *in, int K, float *out, int
                             const float *b, float lo, float hi, int post)
 {
     /* lanes per output from one item's sizes, so that the order is the same at every batch */
-    int L = 1;
-    while (L < 32 && J * L * 2 <= NT && 8 * L <= K)
-        L *= 2;
-    const int tid = threadIdx.x, lane = tid % L, units = batch * J;
+    int lg = 0; /* L = 1 << lg: shifts and masks, no divisions */
+    while (lg < 5 && J << (lg + 1) <= NT && 8 << lg <= K)
+        lg++;
+    const int L = 1 << lg, tid = threadIdx.x, lane = tid & (L - 1);
     const unsigned first = (unsigned)((tid & 31) - lane);
     const unsigned mask = L == 32 ? 0xffffffffu : (((1u << L) - 1u) << first);
     kr_epilogue e;
     e.lo = lo, e.hi = hi, e.post = post, e.res = NULL;
-    for (int u = tid / L; u < units; u += NT / L) {
-        int n = u / J, j = u % J;
+    /* units u = n * J + j over the thread groups (group g: u = g, g + NT / L, ...), n and j
+     * stepped rather than divided */
+    for (int n = 0, j = tid >> lg;; j += NT >> lg) {
+        while (j >= J)
+            j -= J, n++;
+        if (n >= batch)
+            break;
+        const int u = n * J + j;
         const float *wr = W + (size_t)j * K, *xr = in + n * K;
         const float bias = b ? b[j] : 0.0f; /* loaded with the weights, not after them */
         float a0 = 0.0f, a1 = 0.0f;
