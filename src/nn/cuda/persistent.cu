@@ -124,8 +124,8 @@ template <bool CG> __device__ __forceinline__ void colsum_ld4(const __half *p, f
 /* Column sums of @p R rows of @p C values (row stride C, C a multiple of 4, rows 4-element
  * aligned; @p rows2, if not NULL, added element-wise; either may be shared memory) by the whole
  * block in a fixed order: the threads split into lanes per 4-column group, lane l adds rows l,
- * l + lanes, ... (all its loads issued before the sums), then one thread per group adds the
- * lanes' sums in order. Calls out(column, sum) from that thread for each of its 4 columns.
+ * l + lanes, ... (COLSUM_ROWS loads issued before their sums), then one thread per group adds
+ * the lanes' sums in order. Calls out(column, sum) from that thread for each of its 4 columns.
  * @p red: 4 * KR_CUDA_PERSISTENT_THREADS floats of shared memory. Every thread of the block
  * must call it (it synchronises the block). */
 template <bool CG, typename TR, typename T2, typename F>
