@@ -597,6 +597,48 @@ static kr_graph *stem_pointwise(int oc)
     return kt_graph_build(&b);
 }
 
+/* x [1, 16, 16, 3] -> 3x3 stem to 16 -> 1x1 16 -> 16 -> RELU -> r, and r scaled by its
+ * excitation (global pool -> 1x1 16->4 -> RELU -> 1x1 4->16 -> LOGISTIC -> MUL(r, .)). */
+static kr_graph *stem_pointwise_pooled(void)
+{
+    kt_graph b;
+    kt_graph_begin(&b, "stem-pw-pool", 24, 16, 1 << 14);
+    int x, d[4] = {1, 16, 16, 16}, pd[4] = {1, 1, 1, 16}, hd[4], sd[4];
+    int t = add_stem(&b, 16, &x);
+    int r = unary(&b, KR_OP_RELU, conv1x1(&b, t, d, 16, d), d);
+    int p = kt_graph_act(&b, 4, pd);
+    kr_node *pool = kt_graph_node(&b, KR_OP_AVERAGE_POOL_2D, 1, &r, p);
+    pool->p.window.kernel_h = pool->p.window.kernel_w = 16;
+    pool->p.window.stride_h = pool->p.window.stride_w = 1;
+    pool->p.window.padding = KR_PADDING_VALID;
+    int h = unary(&b, KR_OP_RELU, conv1x1(&b, p, pd, 4, hd), hd);
+    int sc = unary(&b, KR_OP_LOGISTIC, conv1x1(&b, h, hd, 16, sd), sd);
+    int y = kt_graph_act(&b, 4, d), in[2] = {r, sc};
+    kt_graph_node(&b, KR_OP_MUL, 2, in, y);
+    kt_graph_output(&b, y);
+    return kt_graph_build(&b);
+}
+
+/* The kernel's CONV_PW step has no pool tail: an activation after it whose output is pooled
+ * for an excitation is not absorbed into it, so that some step computes the pool's sums. */
+static void test_stem_pointwise_no_tail(void **state)
+{
+    (void)state;
+    kr_graph *g = stem_pointwise_pooled();
+    plan p = make_plan(g, 1);
+    assert_null(p.why);
+    assert_int_equal(p.steps[0].kind, KR_STEP_CONV_PW);
+    int tails = 0;
+    for (int i = 0; i < p.n; i++) {
+        if (p.steps[i].kind == KR_STEP_CONV_PW)
+            assert_int_equal(p.steps[i].tail, 0);
+        tails += p.steps[i].tail || p.steps[i].kind == KR_STEP_POOL_PARTIAL;
+    }
+    assert_int_equal(tails, 1); /* the pool's sums, once */
+    free_plan(&p);
+    kr_graph_destroy(&g);
+}
+
 /* A hand-built stem and 1x1: one CONV_PW step (the stem's output not stored) when the 1x1 keeps
  * the 16 channels, the shape run on the GPU; two steps when it narrows them to 8. */
 static void test_stem_pointwise_shapes(void **state)
@@ -894,6 +936,7 @@ int main(void)
         cmocka_unit_test(test_io_steps),
         cmocka_unit_test(test_stem_pointwise),
         cmocka_unit_test(test_stem_pointwise_shapes),
+        cmocka_unit_test(test_stem_pointwise_no_tail),
         cmocka_unit_test(test_resize_into_conv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -712,8 +712,11 @@ static int absorb_activation(const plan_ctx *c, kr_cuda_step *prev, int n)
     case KR_STEP_TCONV:
     case KR_STEP_BINARY:
     case KR_STEP_RESIZE:
-    case KR_STEP_EXPAND_DW:
-    case KR_STEP_CONV_PW: break;
+    case KR_STEP_EXPAND_DW: break;
+    case KR_STEP_CONV_PW: /* its kernel has no pool tail to take the activation's */
+        if (c->tail_at[n] >= 0)
+            return 0;
+        break;
     default: return 0;
     }
     size_t out_bytes = arena_bytes(c, op->node->outputs[0]);
