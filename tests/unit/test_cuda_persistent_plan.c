@@ -510,6 +510,24 @@ static int unary(kt_graph *b, kr_op op, int x, const int *d)
     return y;
 }
 
+/* Adds x * excitation(x) to @p b for x of shape @p xd (NHWC, C a multiple of 4): a global
+ * average pool -> 1x1 C->C/4 -> RELU -> 1x1 C/4->C -> LOGISTIC -> MUL(x, .). Returns the MUL's
+ * output; the pool's in *pool. */
+static int add_excitation(kt_graph *b, int x, const int *xd, int *pool)
+{
+    int pd[4] = {1, 1, 1, xd[3]}, hd[4], sd[4];
+    *pool = kt_graph_act(b, 4, pd);
+    kr_node *pn = kt_graph_node(b, KR_OP_AVERAGE_POOL_2D, 1, &x, *pool);
+    pn->p.window.kernel_h = xd[1], pn->p.window.kernel_w = xd[2];
+    pn->p.window.stride_h = pn->p.window.stride_w = 1;
+    pn->p.window.padding = KR_PADDING_VALID;
+    int h = unary(b, KR_OP_RELU, conv1x1(b, *pool, pd, xd[3] / 4, hd), hd);
+    int s = unary(b, KR_OP_LOGISTIC, conv1x1(b, h, hd, xd[3], sd), sd);
+    int y = kt_graph_act(b, 4, xd), in[2] = {x, s};
+    kt_graph_node(b, KR_OP_MUL, 2, in, y);
+    return y;
+}
+
 /* x [1,8,8,16] (the graph input, or with @p produced a pointwise conv of it) -> global pool
  * -> 1x1 16->4 -> RELU -> 1x1 4->16 -> LOGISTIC -> MUL(x, .) [-> ADD(., z) with @p then_add,
  * z a second input] [-> a pointwise conv with @p then_conv]; @p pool_out also makes the
@@ -518,7 +536,7 @@ static kr_graph *excitation(int produced, int then_add, int then_conv, int pool_
 {
     kt_graph b;
     kt_graph_begin(&b, "excitation", 32, 16, 1 << 16);
-    int xd[4] = {1, 8, 8, 16}, pd[4] = {1, 1, 1, 16}, hd[4], sd[4], yd[4];
+    int xd[4] = {1, 8, 8, 16}, yd[4];
     int x = kt_graph_act(&b, 4, xd), z = -1;
     kt_graph_input(&b, x);
     if (then_add) {
@@ -527,15 +545,7 @@ static kr_graph *excitation(int produced, int then_add, int then_conv, int pool_
     }
     if (produced)
         x = conv1x1(&b, x, xd, 16, xd);
-    int p = kt_graph_act(&b, 4, pd);
-    kr_node *pool = kt_graph_node(&b, KR_OP_AVERAGE_POOL_2D, 1, &x, p);
-    pool->p.window.kernel_h = pool->p.window.kernel_w = 8;
-    pool->p.window.stride_h = pool->p.window.stride_w = 1;
-    pool->p.window.padding = KR_PADDING_VALID;
-    int h = unary(&b, KR_OP_RELU, conv1x1(&b, p, pd, 4, hd), hd);
-    int s = unary(&b, KR_OP_LOGISTIC, conv1x1(&b, h, hd, 16, sd), sd);
-    int y = kt_graph_act(&b, 4, xd), in[2] = {x, s};
-    kt_graph_node(&b, KR_OP_MUL, 2, in, y);
+    int p, y = add_excitation(&b, x, xd, &p);
     if (then_add) {
         int a2[2] = {y, z};
         y = kt_graph_act(&b, 4, xd);
@@ -603,19 +613,10 @@ static kr_graph *stem_pointwise_pooled(void)
 {
     kt_graph b;
     kt_graph_begin(&b, "stem-pw-pool", 24, 16, 1 << 14);
-    int x, d[4] = {1, 16, 16, 16}, pd[4] = {1, 1, 1, 16}, hd[4], sd[4];
+    int x, p, d[4] = {1, 16, 16, 16};
     int t = add_stem(&b, 16, &x);
     int r = unary(&b, KR_OP_RELU, conv1x1(&b, t, d, 16, d), d);
-    int p = kt_graph_act(&b, 4, pd);
-    kr_node *pool = kt_graph_node(&b, KR_OP_AVERAGE_POOL_2D, 1, &r, p);
-    pool->p.window.kernel_h = pool->p.window.kernel_w = 16;
-    pool->p.window.stride_h = pool->p.window.stride_w = 1;
-    pool->p.window.padding = KR_PADDING_VALID;
-    int h = unary(&b, KR_OP_RELU, conv1x1(&b, p, pd, 4, hd), hd);
-    int sc = unary(&b, KR_OP_LOGISTIC, conv1x1(&b, h, hd, 16, sd), sd);
-    int y = kt_graph_act(&b, 4, d), in[2] = {r, sc};
-    kt_graph_node(&b, KR_OP_MUL, 2, in, y);
-    kt_graph_output(&b, y);
+    kt_graph_output(&b, add_excitation(&b, r, d, &p));
     return kt_graph_build(&b);
 }
 
