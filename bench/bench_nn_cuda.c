@@ -2,7 +2,7 @@
  * bench_nn_cuda: the runtime's cuda backend per model, precision and batch size.
  *
  *   bench_nn_cuda [--models selfie,face-short,...] [--batches 1,8,64,256] [--seconds S]
- *                 [--best] [--device N] [--schedule auto|kernels|persistent]
+ *                 [--best] [--device N] [--schedule auto|kernels|persistent|persistent-grid]
  *
  * For every model and precision (f32, f16):
  *  - batch 1 latency: run + synchronize, timed one by one (wall clock, so launch overhead is
@@ -158,13 +158,14 @@ int main(int argc, char **argv)
             logger.level = KEYER_LOG_DEBUG;
         else if (!strcmp(argv[i], "--schedule") && i + 1 < argc) {
             const char *v = argv[++i];
-            schedule = !strcmp(v, "kernels")      ? KEYER_CUDA_SCHEDULE_KERNELS
-                       : !strcmp(v, "persistent") ? KEYER_CUDA_SCHEDULE_PERSISTENT
-                                                  : KEYER_CUDA_SCHEDULE_AUTO;
+            schedule = !strcmp(v, "kernels")           ? KEYER_CUDA_SCHEDULE_KERNELS
+                       : !strcmp(v, "persistent")      ? KEYER_CUDA_SCHEDULE_PERSISTENT
+                       : !strcmp(v, "persistent-grid") ? KEYER_CUDA_SCHEDULE_PERSISTENT_GRID
+                                                       : KEYER_CUDA_SCHEDULE_AUTO;
         }
         else {
             fprintf(stderr, "usage: %s [--models a,b] [--batches 1,8,64,256] [--seconds S] [--best] "
-                            "[--profile] [--verbose] [--device N] [--schedule auto|kernels|persistent]\n", argv[0]);
+                            "[--profile] [--verbose] [--device N] [--schedule auto|kernels|persistent|persistent-grid]\n", argv[0]);
             return 2;
         }
     }
@@ -182,9 +183,10 @@ int main(int argc, char **argv)
     printf("device %s, %d SMs, %.0f MHz; measured copy bandwidth %.2f TB/s; FP32 FMA peak %.1f "
            "TMAC/s; cuda schedule %s\n",
            prop.name, prop.multiProcessorCount, clock_khz / 1e3, bw / 1e12, fma_peak / 1e12,
-           schedule == KEYER_CUDA_SCHEDULE_KERNELS      ? "kernels"
-           : schedule == KEYER_CUDA_SCHEDULE_PERSISTENT ? "persistent"
-                                                        : "auto");
+           schedule == KEYER_CUDA_SCHEDULE_KERNELS           ? "kernels"
+           : schedule == KEYER_CUDA_SCHEDULE_PERSISTENT      ? "persistent"
+           : schedule == KEYER_CUDA_SCHEDULE_PERSISTENT_GRID ? "persistent-grid"
+                                                             : "auto");
 
     char list[512];
     snprintf(list, sizeof(list), "%s", models);

@@ -145,11 +145,18 @@ keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, k
  * and face detectors), and so is the second limit: a batch of more than
  * KEYER_CUDA_PERSISTENT_MAX_MACS multiply-adds goes to KERNELS (pose-heavy, 1.9 G per frame,
  * is 1.36x faster persistent at batch 1 and slower from batch 2).
+ * On a GPU with thread-block clusters (sm_90), PERSISTENT (and AUTO when it picks it) runs a
+ * run of inverted-residual blocks with excitations at a small resolution (at most 16 x 16:
+ * selfie's and selfie-landscape's at 1/16 of the input) as one kernel with a cluster of blocks
+ * per item and the activations in shared memory, between two launches of the persistent
+ * kernel; PERSISTENT_GRID leaves every step to the persistent kernel.
  */
 typedef enum keyer_cuda_schedule {
     KEYER_CUDA_SCHEDULE_AUTO = 0,   /**< by batch size (default) */
     KEYER_CUDA_SCHEDULE_KERNELS,    /**< a kernel per node */
-    KEYER_CUDA_SCHEDULE_PERSISTENT, /**< one persistent kernel; UNSUPPORTED if the model can't */
+    KEYER_CUDA_SCHEDULE_PERSISTENT, /**< one persistent kernel (with a cluster segment where the
+                                         model and device allow); UNSUPPORTED if the model can't */
+    KEYER_CUDA_SCHEDULE_PERSISTENT_GRID, /**< PERSISTENT without cluster segments */
 } keyer_cuda_schedule;
 
 /** The largest batch KEYER_CUDA_SCHEDULE_AUTO runs with the persistent kernel. */

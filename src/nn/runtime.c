@@ -111,7 +111,7 @@ keyer_status keyer_runtime_create(const keyer_model *model, const keyer_runtime_
     if ((unsigned)p.precision > KEYER_PRECISION_F16)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "%s: unknown precision %d",
                                g->name, (int)p.precision);
-    if ((unsigned)p.cuda_schedule > KEYER_CUDA_SCHEDULE_PERSISTENT)
+    if ((unsigned)p.cuda_schedule > KEYER_CUDA_SCHEDULE_PERSISTENT_GRID)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "%s: unknown cuda schedule %d",
                                g->name, (int)p.cuda_schedule);
     if (p.precision == KEYER_PRECISION_F16 && p.backend != KEYER_BACKEND_CUDA)

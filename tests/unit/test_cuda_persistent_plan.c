@@ -43,6 +43,7 @@
 #include "keyer/registry.h"
 #include "kt_graph.h"
 #include "nn/cuda/persistent.h"
+#include "nn/cuda/segment.h"
 #include "nn/model.h"
 #include "nn/planner.h"
 
@@ -918,6 +919,165 @@ static void test_excitation_fusion(void **state)
     free_plan(&p);
     kr_graph_destroy(&g);
 }
+/* The checks every cluster segment of selfie / selfie-landscape passes: an excited projection
+ * 96 -> 32 at @p h x 16, then four expand/depthwise 5x5 + excited projection pairs (128, 128,
+ * 96, 96 channels) with their residuals; the packed stages' sizes and alignment. */
+static void check_selfie_segment(const kr_cuda_segment *seg, const plan *p, int h, int batch)
+{
+    static const int e[4] = {128, 128, 96, 96};
+    assert_int_equal(seg->n_ir, 4);
+    assert_int_equal(seg->count, 9);
+    assert_int_equal(seg->h, h);
+    assert_int_equal(seg->batch, batch);
+    assert_int_equal(seg->c, 32);
+    assert_int_equal(seg->k, 5);
+    assert_int_equal(seg->p0.ci, 96);
+    assert_int_equal(seg->p0.hid, 24);
+    assert_int_equal(seg->p0.res, 0);
+    const kr_cuda_step *s = &p->steps[seg->first];
+    assert_int_equal(s->kind, KR_STEP_CONV);
+    assert_int_equal(p->steps[seg->first - 1].kind, KR_STEP_EXPAND_DW); /* the pool tail's */
+    assert_ptr_equal(seg->x, s->x);
+    assert_ptr_equal(seg->y, p->steps[seg->first + 8].y);
+    assert_int_equal(seg->x_slices, s->se_slices);
+    int big = 0;
+    size_t total = 0;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(seg->d[i].e, e[i]);
+        assert_int_equal(seg->p[i].ci, e[i]);
+        assert_int_equal(seg->p[i].hid, e[i] / 4);
+        assert_int_equal(seg->p[i].res, 1);
+        assert_int_equal(seg->d[i].e_post, KR_CUDA_POST_HARD_SWISH);
+        assert_int_equal(seg->d[i].post, KR_CUDA_POST_HARD_SWISH);
+        assert_int_equal(seg->p[i].se_post[1], KR_CUDA_POST_LOGISTIC);
+        assert_true(seg->p[i].w_off > seg->d[i].w_off);
+    }
+    for (int i = 0; i <= 4; i++) {
+        assert_int_equal(seg->stage_off[i] % 4, 0);
+        assert_int_equal(seg->stage_floats[i] % 4, 0);
+        assert_int_equal((size_t)seg->stage_off[i], total);
+        total += (size_t)seg->stage_floats[i];
+        big = seg->stage_floats[i] > big ? seg->stage_floats[i] : big;
+    }
+    assert_int_equal(seg->weight_floats, total);
+    assert_int_equal(seg->buf_floats, big);
+    /* 32x128 + 128 + 25x128 + 128 expand/depthwise, 2x(32x128) + 32 + 128 excitation, 128x32 +
+     * 32 projection */
+    assert_int_equal(seg->stage_floats[1], 4096 + 128 + 3200 + 128 + 8192 + 32 + 128 + 4096 + 32);
+    assert_true(kr_cuda_segment_smem(seg) <= 232448);
+}
+
+/* Cluster segments (segment.h): selfie's nine steps at 16x16 and selfie-landscape's at 9x16
+ * are one segment with stand-in addresses and with the backend's memory plan (f32, f16), at
+ * batch 1 and 4; an item's output over another item's input is flagged (shared_out: never at
+ * batch 1; the memory plan may do it at batch 4); refused when a tensor written inside it is
+ * read after it;
+ * shorter when a pair's input is not the step before's output; the last projection's pool tail
+ * (the global pool of the output, the next node) taken in; none in the face detector. */
+static void test_cluster_segment(void **state)
+{
+    (void)state;
+    const char *names[2] = {"selfie", "selfie-landscape"};
+    const int rows[2] = {16, 9};
+    for (int mi = 0; mi < 2; mi++) {
+        keyer_model *m = load(names[mi]);
+        const kr_graph *g = kr_model_graph(m);
+        for (int batch = 1; batch <= 4; batch += 3)
+            for (int placed = 0; placed < 3; placed++) { /* stand-ins; plan f32; plan f16 */
+                plan p = plan_ops(g, batch);
+                if (placed)
+                    place_ops(&p, g, batch, placed == 2);
+                p.why = kr_cuda_persistent_plan(g, p.ops, p.folded, batch, p.steps, &p.n,
+                                                &p.scratch);
+                assert_null(p.why);
+                kr_cuda_segment seg;
+                const char *why = NULL;
+                if (!kr_cuda_segment_find(g, p.steps, p.n, placed == 2 ? 2 : 4, &seg, &why))
+                    fail_msg("%s batch %d placement %d: no segment: %s", names[mi], batch, placed,
+                             why ? why : "no candidate");
+                check_selfie_segment(&seg, &p, rows[mi], batch);
+                if (batch == 1 || !placed)
+                    assert_int_equal(seg.shared_out, 0);
+                else
+                    printf("%s batch %d (%s memory plan): an item's output %s another item's "
+                           "input\n", names[mi], batch, placed == 2 ? "f16" : "f32",
+                           seg.shared_out ? "overlaps" : "does not overlap");
+                free_plan(&p);
+            }
+        keyer_model_destroy(&m);
+    }
+    keyer_model *m = load("selfie");
+    const kr_graph *g = kr_model_graph(m);
+    kr_cuda_segment seg;
+    const char *why = NULL;
+    { /* the last output on the input */
+        plan p = make_plan(g, 1);
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+        p.steps[seg.first + seg.count - 1].y = (void *)seg.x; /* harmless at batch 1 */
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+        assert_int_equal(seg.shared_out, 0);
+        free_plan(&p);
+        p = make_plan(g, 2);
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+        assert_int_equal(seg.shared_out, 0);
+        p.steps[seg.first + seg.count - 1].y = (void *)seg.x; /* item 1's output on item 0's input */
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+        assert_int_equal(seg.shared_out, 1);
+        free_plan(&p);
+    }
+    { /* the second pair's depthwise output read after the segment */
+        plan p = make_plan(g, 1);
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+        int t = (int)(((uintptr_t)p.steps[seg.first + 3].y - (uintptr_t)0x40000000u) >> 26);
+        kr_tensor *tt = (kr_tensor *)&g->tensors[t];
+        assert_ptr_equal(fake_ptr(g, t), p.steps[seg.first + 3].y);
+        const int last = tt->last_consumer;
+        tt->last_consumer = g->n_nodes - 1;
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 0);
+        assert_string_equal(why, "a tensor inside the run is read after it");
+        tt->last_consumer = last;
+        free_plan(&p);
+    }
+    { /* the second pair reads something else: the segment ends after the first */
+        plan p = make_plan(g, 1);
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+        p.steps[seg.first + 3].x = p.steps[seg.first].x;
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+        assert_int_equal(seg.n_ir, 1);
+        assert_int_equal(seg.count, 3);
+        free_plan(&p);
+    }
+    { /* the last projection with its output's pool tail, as the backend's folds make it (here
+       * the pool step is taken out); refused while the node after the segment is not that pool */
+        plan p = make_plan(g, 1);
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+        assert_null(seg.y_sums);
+        const int last = seg.first + seg.count - 1;
+        kr_cuda_step *pool = &p.steps[last + 1];
+        assert_int_equal(pool->kind, KR_STEP_POOL_PARTIAL);
+        p.steps[last].tail = 1;
+        p.steps[last].tail_c = 32;
+        p.steps[last].tail_slices = pool->tail_slices;
+        p.steps[last].tail_partial = (float *)(uintptr_t)0x1000;
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 0);
+        assert_string_equal(why, "the pool tail is not the last node's global pool of the output");
+        memmove(pool, pool + 1, (size_t)(p.n - last - 2) * sizeof(*pool));
+        p.n--;
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+        assert_int_equal(seg.count, 9);
+        assert_ptr_equal(seg.y_sums, (float *)(uintptr_t)0x1000);
+        assert_int_equal(seg.y_slices, p.steps[last].tail_slices);
+        free_plan(&p);
+    }
+    keyer_model_destroy(&m);
+    m = load("face-short");
+    g = kr_model_graph(m);
+    plan p = make_plan(g, 1);
+    assert_null(p.why);
+    assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 0);
+    free_plan(&p);
+    keyer_model_destroy(&m);
+}
 #endif
 
 int main(void)
@@ -939,6 +1099,7 @@ int main(void)
         cmocka_unit_test(test_stem_pointwise_shapes),
         cmocka_unit_test(test_stem_pointwise_no_tail),
         cmocka_unit_test(test_resize_into_conv),
+        cmocka_unit_test(test_cluster_segment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 #endif

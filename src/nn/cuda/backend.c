@@ -41,6 +41,7 @@
 #include "nn/backend.h"
 #include "nn/cuda/ops.h"
 #include "nn/cuda/persistent.h"
+#include "nn/cuda/segment.h"
 
 static const kr_cuda_op_fn cuda_ops[KR_OP_COUNT] = {
     [KR_OP_CONV_2D] = kr_cuda_conv_2d,
@@ -91,6 +92,11 @@ struct kr_backend_instance {
     unsigned blocks;           /* of the persistent kernel */
     float *scratch;            /* device: its pools' sums */
     float *wt;                 /* device: its transposed convolution weights (persistent.h) */
+    int has_seg;               /* 1: steps [seg.first, seg_end) run as a cluster segment */
+    int seg_end;               /* seg.first + seg.count, or one less where the last step's slot
+                                * holds the copy of its own output buffer (seg.shared_out) */
+    kr_cuda_segment seg;       /* (segment.h); seg.w: device, its packed weights */
+    void *seg_out;             /* device: that output buffer, or NULL */
     cudaGraph_t cgraph;
     cudaGraphExec_t exec;
 };
@@ -152,6 +158,8 @@ static void cuda_destroy(kr_backend_instance **pinst)
     cudaFree(inst->steps);
     cudaFree(inst->scratch);
     cudaFree(inst->wt);
+    cudaFree((void *)inst->seg.w);
+    cudaFree(inst->seg_out);
     if (inst->pinned)
         cudaFreeHost(inst->pinned);
     if (inst->own)
@@ -345,6 +353,29 @@ static void plan_pool_folds(kr_backend_instance *inst)
     }
 }
 
+/* Queues the persistent schedule on @p stream: the persistent kernel over every step, or, with
+ * a cluster segment, over the steps before it, the segment's kernel, the persistent kernel over
+ * the steps after it. @p clocks: the persistent kernel's profile (4 per step) or NULL. */
+static cudaError_t launch_schedule(kr_backend_instance *inst, cudaStream_t stream,
+                                   long long *clocks)
+{
+    if (!inst->has_seg)
+        return (cudaError_t)kr_cuda_persistent_launch(inst->steps, inst->n_steps, inst->f16,
+                                                      inst->blocks, clocks, stream);
+    const int a = inst->seg.first, b = inst->seg_end;
+    cudaError_t e = cudaSuccess;
+    if (a > 0)
+        e = (cudaError_t)kr_cuda_persistent_launch(inst->steps, a, inst->f16, inst->blocks,
+                                                   clocks, stream);
+    if (e == cudaSuccess)
+        e = (cudaError_t)kr_cuda_segment_launch(&inst->seg, stream);
+    if (e == cudaSuccess && b < inst->n_steps)
+        e = (cudaError_t)kr_cuda_persistent_launch(inst->steps + b, inst->n_steps - b, inst->f16,
+                                                   inst->blocks, clocks ? clocks + 4 * b : NULL,
+                                                   stream);
+    return e;
+}
+
 /* Queues one inference on @p stream. With @p check, synchronises after every node and names
  * the node that failed. */
 static keyer_status enqueue(kr_backend_instance *inst, cudaStream_t stream, int check,
@@ -353,16 +384,16 @@ static keyer_status enqueue(kr_backend_instance *inst, cudaStream_t stream, int 
     const kr_graph *g = inst->graph;
     cudaError_t e;
     if (inst->steps) { /* the conversions are steps of the persistent kernel */
-        e = (cudaError_t)kr_cuda_persistent_launch(inst->steps, inst->n_steps, inst->f16,
-                                                   inst->blocks, NULL, stream);
+        e = launch_schedule(inst, stream, NULL);
         if (e == cudaSuccess && check)
             e = cudaStreamSynchronize(stream);
         if (e != cudaSuccess)
             return keyer_error_set(err, KEYER_STATUS_DEVICE,
-                                   "%s: cuda backend: the persistent kernel (%d steps, %u blocks) "
+                                   "%s: cuda backend: the persistent kernel (%d steps, %u blocks%s) "
                                    "failed: %s (%s)",
-                                   g->name, inst->n_steps, inst->blocks, cudaGetErrorString(e),
-                                   cudaGetErrorName(e));
+                                   g->name, inst->n_steps, inst->blocks,
+                                   inst->has_seg ? ", with a cluster segment" : "",
+                                   cudaGetErrorString(e), cudaGetErrorName(e));
         return KEYER_OK;
     }
     if (inst->f16)
@@ -531,11 +562,90 @@ static cudaError_t upload_transposed(kr_backend_instance *inst, kr_cuda_step *h,
     return e;
 }
 
+static int fetch_device(void *ctx, float *to, const float *src, size_t count)
+{
+    (void)ctx;
+    return (int)cudaMemcpy(to, src, count * sizeof(float), cudaMemcpyDeviceToHost);
+}
+
+/* A cluster segment (segment.h) in the persistent steps @p h[0..k) (pointers bound, weights
+ * uploaded), if the plan has one and the device can run it: its weights packed and uploaded,
+ * inst->has_seg set; with seg.shared_out, its own output buffer and the segment's last step
+ * replaced by the copy from it. A run the planner or the device refuses is logged (debug) and left to the
+ * persistent kernel. Returns a CUDA error only for a failed query, allocation or copy. */
+static cudaError_t plan_segment(kr_backend_instance *inst, kr_cuda_step *h, int k)
+{
+    const kr_graph *g = inst->graph;
+    kr_cuda_segment seg;
+    const char *why = NULL;
+    if (!kr_cuda_segment_find(g, h, k, inst->esize, &seg, &why)) {
+        if (why)
+            keyer_log(inst->logger, KEYER_LOG_DEBUG, "%s: cuda backend: no cluster segment: %s",
+                      g->name, why);
+        return cudaSuccess;
+    }
+    cudaError_t e = (cudaError_t)kr_cuda_segment_prepare(&seg, &why);
+    if (e != cudaSuccess || why) {
+        if (why)
+            keyer_log(inst->logger, KEYER_LOG_DEBUG,
+                      "%s: cuda backend: no cluster segment (steps %d-%d): %s", g->name,
+                      seg.first, seg.first + seg.count - 1, why);
+        return e;
+    }
+    float *packed = malloc(seg.weight_floats * sizeof(float)), *w = NULL;
+    if (!packed)
+        return cudaErrorMemoryAllocation;
+    int pe = kr_cuda_segment_pack(&seg, h, packed, fetch_device, NULL);
+    e = pe < 0 ? cudaErrorMemoryAllocation : (cudaError_t)pe;
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&w, seg.weight_floats * sizeof(float));
+    if (e == cudaSuccess)
+        e = cudaMemcpy(w, packed, seg.weight_floats * sizeof(float), cudaMemcpyHostToDevice);
+    free(packed);
+    if (e != cudaSuccess) {
+        cudaFree(w);
+        return e;
+    }
+    seg.w = w;
+    inst->seg_end = seg.first + seg.count;
+    if (seg.shared_out) { /* its own output buffer, copied by a step in the last step's slot */
+        const size_t elements = (size_t)seg.h * KR_CUDA_SEG_W * seg.c;
+        e = cudaMalloc(&inst->seg_out, (size_t)seg.batch * elements * inst->esize);
+        if (e != cudaSuccess) {
+            cudaFree(w);
+            return e;
+        }
+        kr_cuda_step *last = &h[--inst->seg_end];
+        const int node = last->node;
+        *last = (kr_cuda_step){0};
+        last->kind = KR_STEP_COPY;
+        last->node = node;
+        last->batch = seg.batch;
+        last->count = (long long)elements;
+        last->x = inst->seg_out;
+        last->y = seg.y;
+        seg.y = inst->seg_out;
+    }
+    inst->seg = seg;
+    inst->has_seg = 1;
+    keyer_log(inst->logger, KEYER_LOG_DEBUG,
+              "%s: cuda backend: steps %d-%d (%d expand/depthwise/excited-projection blocks at "
+              "%dx%d) as a cluster segment: a cluster of %d blocks per item, %zu bytes of shared "
+              "memory each, %.1f KB of weights%s",
+              g->name, seg.first, seg.first + seg.count - 1, seg.n_ir, seg.h, KR_CUDA_SEG_W,
+              seg.h, kr_cuda_segment_smem(&seg), seg.weight_floats * 4 / 1e3,
+              seg.shared_out ? "; its output through a buffer of its own (the memory plan puts "
+                               "an item's over another item's input)" : "");
+    return cudaSuccess;
+}
+
 /* The persistent schedule (persistent.h), when cfg->schedule asks for it or leaves it to the
  * batch size: the steps (f16 conversions of the graph inputs, the fused nodes, conversions of
  * the outputs; a conversion is left out where the step next to it reads the float input or
- * writes the float output itself) uploaded with the pools' scratch. Keeps the per-node kernels (inst->steps NULL)
- * when AUTO and the model or the device cannot; UNSUPPORTED when PERSISTENT was asked for. */
+ * writes the float output itself) uploaded with the pools' scratch, and a cluster segment
+ * (plan_segment) unless PERSISTENT_GRID. Keeps the per-node kernels (inst->steps NULL)
+ * when AUTO and the model or the device cannot; UNSUPPORTED when PERSISTENT or PERSISTENT_GRID
+ * was asked for. */
 static keyer_status plan_persistent(kr_backend_instance *inst, const kr_backend_config *cfg,
                                     keyer_error *err)
 {
@@ -601,7 +711,8 @@ static keyer_status plan_persistent(kr_backend_instance *inst, const kr_backend_
         why = "the kernel does not fit on a multiprocessor";
     if (why) {
         free(h);
-        if (cfg->schedule == KEYER_CUDA_SCHEDULE_PERSISTENT)
+        if (cfg->schedule == KEYER_CUDA_SCHEDULE_PERSISTENT ||
+            cfg->schedule == KEYER_CUDA_SCHEDULE_PERSISTENT_GRID)
             return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                    "%s: cuda backend: no persistent schedule: %s", g->name, why);
         keyer_log(inst->logger, KEYER_LOG_DEBUG,
@@ -617,6 +728,8 @@ static keyer_status plan_persistent(kr_backend_instance *inst, const kr_backend_
         kr_cuda_persistent_bind(h, k, inst->scratch);
     if (e == cudaSuccess)
         e = upload_transposed(inst, h, k);
+    if (e == cudaSuccess && cfg->schedule != KEYER_CUDA_SCHEDULE_PERSISTENT_GRID)
+        e = plan_segment(inst, h, k);
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&inst->steps, (size_t)k * sizeof(*h));
     if (e == cudaSuccess)
@@ -851,7 +964,8 @@ static keyer_status cuda_copy_out(kr_backend_instance *inst, int tensor, void *d
  * step (pools in a pool tail, excitations and MULs in their consumer's prologue), and folded
  * nodes, get -1; the f16 conversions are not nodes and are left
  * out. At debug level every step is logged with its parts: the first thread's own work, the
- * rest of its block, the grid barrier. */
+ * rest of its block, the grid barrier. A cluster segment is timed as a whole (events around its
+ * kernel, so with its launch) and counted on its first step's node. */
 static keyer_status profile_persistent(kr_backend_instance *inst, double *ms, keyer_error *err)
 {
     static const char *const kinds[] = {"conv", "depthwise", "tconv", "binary", "unary",
@@ -867,9 +981,32 @@ static keyer_status profile_persistent(kr_backend_instance *inst, double *ms, ke
                                   : cudaErrorMemoryAllocation;
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, inst->device);
+    cudaEvent_t ev[2] = {NULL, NULL};
+    float seg_ms = 0;
     if (e == cudaSuccess)
+        e = cudaMemsetAsync(dev, 0, n4 * sizeof(*dev), inst->stream);
+    if (e == cudaSuccess && !inst->has_seg)
         e = (cudaError_t)kr_cuda_persistent_launch(inst->steps, inst->n_steps, inst->f16,
                                                    inst->blocks, dev, inst->stream);
+    if (e == cudaSuccess && inst->has_seg) {
+        const int a = inst->seg.first, b = inst->seg_end;
+        e = cudaEventCreate(&ev[0]);
+        if (e == cudaSuccess)
+            e = cudaEventCreate(&ev[1]);
+        if (e == cudaSuccess && a > 0)
+            e = (cudaError_t)kr_cuda_persistent_launch(inst->steps, a, inst->f16, inst->blocks,
+                                                       dev, inst->stream);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(ev[0], inst->stream);
+        if (e == cudaSuccess)
+            e = (cudaError_t)kr_cuda_segment_launch(&inst->seg, inst->stream);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(ev[1], inst->stream);
+        if (e == cudaSuccess && b < inst->n_steps)
+            e = (cudaError_t)kr_cuda_persistent_launch(inst->steps + b, inst->n_steps - b,
+                                                       inst->f16, inst->blocks, dev + 4 * b,
+                                                       inst->stream);
+    }
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(host, dev, n4 * sizeof(*dev), cudaMemcpyDeviceToHost, inst->stream);
     if (e == cudaSuccess)
@@ -877,6 +1014,8 @@ static keyer_status profile_persistent(kr_backend_instance *inst, double *ms, ke
                             cudaMemcpyDeviceToHost, inst->stream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(inst->stream);
+    if (e == cudaSuccess && inst->has_seg)
+        e = cudaEventElapsedTime(&seg_ms, ev[0], ev[1]);
     if (e == cudaSuccess) {
         double us = 1e3 / (double)(khz > 0 ? khz : 1); /* microseconds per clock */
         for (int n = 0; n < g->n_nodes; n++)
@@ -885,6 +1024,17 @@ static keyer_status profile_persistent(kr_backend_instance *inst, double *ms, ke
             const long long *c = host + 4 * (size_t)i;
             int n = steps[i].node;
             const kr_cuda_step *s = &steps[i];
+            if (inst->has_seg && i >= inst->seg.first && i < inst->seg_end) {
+                if (i > inst->seg.first)
+                    continue;
+                keyer_log(inst->logger, KEYER_LOG_DEBUG,
+                          "%s: persistent steps %d-%d node %3d cluster segment: %.2f us (its "
+                          "kernel with its launch, events)",
+                          g->name, i, inst->seg_end - 1, n, (double)seg_ms * 1e3);
+                if (n >= 0)
+                    ms[n] = seg_ms;
+                continue;
+            }
             keyer_log(inst->logger, KEYER_LOG_DEBUG,
                       "%s: persistent step %2d node %3d %-12s %s%s%s out %dx%dx%d split %d group "
                       "%d: %.2f us (own work %.2f, block %.2f, grid barrier %.2f)",
@@ -898,6 +1048,9 @@ static keyer_status profile_persistent(kr_backend_instance *inst, double *ms, ke
                 ms[n] = (ms[n] < 0 ? 0 : ms[n]) + (double)(c[3] - c[0]) * us * 1e-3;
         }
     }
+    for (int i = 0; i < 2; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
     cudaFree(dev);
     free(host);
     free(steps);

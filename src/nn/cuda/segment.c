@@ -1,0 +1,325 @@
+/*
+ * Cluster segments (segment.h), the host half: finding the run of steps, packing its weights.
+ */
+#include "nn/cuda/segment.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bytes of shared memory a block may have on sm_90 (227 KB); the device's own limit is checked
+ * by kr_cuda_segment_prepare. */
+#define SEG_SMEM_MAX 232448
+
+static int r4(int v) { return (v + 3) & ~3; }
+
+static int proj_floats(int ci, int hid, int c)
+{
+    return r4(hid * ci) + r4(hid) + r4(hid * ci) + r4(ci) + r4(ci * c) + r4(c);
+}
+
+static int dw_floats(int c, int e, int k) { return r4(c * e) + r4(e) + r4(k * k * e) + r4(e); }
+
+static int ok_channels(int c) { return c > 0 && c % 4 == 0 && c <= KR_CUDA_SEG_MAX_C; }
+
+/* A 1x1 convolution on @p h x W pixels whose input is scaled by a two-layer excitation of its
+ * own channels, with nothing else folded in but (where @p res_ok) a residual and (where
+ * @p tail_ok) a pool tail of its output. */
+static int is_proj(const kr_cuda_step *s, int h, int res_ok, int tail_ok)
+{
+    return s->kind == KR_STEP_CONV && s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 &&
+           s->pt == 0 && s->pl == 0 && s->ih == h && s->oh == h && s->iw == KR_CUDA_SEG_W &&
+           s->ow == KR_CUDA_SEG_W && s->se_layers == 2 && s->se_c == s->ic &&
+           s->se_out[1] == s->ic && ok_channels(s->se_out[0]) && ok_channels(s->ic) &&
+           ok_channels(s->oc) && (!s->tail || (tail_ok && !s->tail_add && s->tail_c == s->oc)) &&
+           !s->scale_add && !s->rz && !s->x_f32 &&
+           !s->y_f32 && s->res_c == 0 && s->w && (res_ok || !s->res);
+}
+
+static void set_proj(kr_cuda_seg_proj *p, const kr_cuda_step *s, int w_off)
+{
+    p->ci = s->ic;
+    p->hid = s->se_out[0];
+    p->res = s->res != NULL;
+    p->res_pre = s->res_pre;
+    for (int l = 0; l < 2; l++) {
+        p->se_lo[l] = s->se_lo[l];
+        p->se_hi[l] = s->se_hi[l];
+        p->se_post[l] = s->se_post[l];
+    }
+    p->lo = s->lo;
+    p->hi = s->hi;
+    p->post = s->post;
+    p->w_off = w_off;
+}
+
+size_t kr_cuda_segment_smem(const kr_cuda_segment *seg)
+{
+    int emax = seg->p0.ci > seg->c ? seg->p0.ci : seg->c;
+    for (int i = 0; i < seg->n_ir; i++)
+        emax = seg->d[i].e > emax ? seg->d[i].e : emax;
+    const int w = KR_CUDA_SEG_W, pad = seg->k / 2;
+    size_t floats = 2 * (size_t)seg->buf_floats        /* the stages' weights, two at a time */
+                    + (size_t)w * seg->p0.ci            /* the segment's input row */
+                    + (size_t)w * seg->c                /* the residual stream's row */
+                    + (size_t)(1 + 2 * pad) * w * emax  /* expanded rows with the halo */
+                    + (size_t)w * emax                  /* depthwise outputs */
+                    + 4 * (size_t)emax                  /* pool sums, means, hidden, scales */
+                    + 4 * (size_t)KR_CUDA_PERSISTENT_THREADS; /* a reduction's lanes */
+    return floats * sizeof(float);
+}
+
+/* The first node a step stands for: an EXPAND_DW step's node is its depthwise convolution,
+ * after the pointwise one (and its activation nodes). */
+static int first_node(const kr_graph *g, const kr_cuda_step *s)
+{
+    int n = s->node;
+    if (s->kind != KR_STEP_EXPAND_DW || n < 0)
+        return n;
+    for (;;) {
+        int t = g->nodes[n].inputs[0];
+        int p = t >= 0 ? g->tensors[kr_tensor_storage(g, t)].producer : -1;
+        if (p < 0)
+            return n;
+        n = p;
+        if (kr_cuda_post_of(g->nodes[n].op) == KR_CUDA_POST_NONE)
+            return n;
+    }
+}
+
+/* The nodes the steps [first, first + count) of @p steps[0..n) stand for: from the first
+ * step's first node to the node before the next step's first node (the last node when none
+ * follows). */
+static void node_range(const kr_graph *g, const kr_cuda_step *steps, int n, int first,
+                       int count, int *lo, int *hi)
+{
+    *lo = first_node(g, &steps[first]);
+    *hi = g->n_nodes - 1;
+    for (int i = first + count; i < n; i++)
+        if (steps[i].node >= 0) {
+            *hi = first_node(g, &steps[i]) - 1;
+            break;
+        }
+}
+
+/* Whether a tensor written by the nodes [lo, hi) (all but the last, whose output is the
+ * segment's) is read after node hi or is a graph output: the segment keeps those in shared
+ * memory. */
+static int leaks(const kr_graph *g, int lo, int hi)
+{
+    for (int t = 0; t < g->n_tensors; t++) {
+        const kr_tensor *tt = &g->tensors[t];
+        int p = g->tensors[kr_tensor_storage(g, t)].producer;
+        if (p < lo || p >= hi)
+            continue;
+        if (tt->graph_output >= 0 || tt->last_consumer > hi)
+            return 1;
+    }
+    return 0;
+}
+
+static int overlap(const void *a, size_t na, const void *b, size_t nb)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + nb && y < x + na;
+}
+
+/* The segment starting at step @p i, or 0 with @p why. */
+static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, size_t esize,
+                  kr_cuda_segment *seg, const char **why)
+{
+    const kr_cuda_step *p0 = &steps[i];
+    const int h = p0->oh, c = p0->oc;
+    memset(seg, 0, sizeof(*seg));
+    if (h < 2 || h > KR_CUDA_SEG_MAX_ROWS) {
+        *why = "more image rows than a cluster has blocks";
+        return 0;
+    }
+    int j = i + 1, k = 0;
+    while (seg->n_ir < KR_CUDA_SEG_MAX_IR && j + 1 < n) {
+        const kr_cuda_step *d = &steps[j], *p = &steps[j + 1];
+        const void *in = j == i + 1 ? p0->y : steps[j - 1].y;
+        if (d->kind != KR_STEP_EXPAND_DW || d->sh != 1 || d->sw != 1 || d->dh != 1 ||
+            d->dw != 1 || d->kh != d->kw || (d->kh != 3 && d->kh != 5) ||
+            d->pt != d->kh / 2 || d->pl != d->kw / 2 || d->ih != h || d->oh != h ||
+            d->iw != KR_CUDA_SEG_W || d->ow != KR_CUDA_SEG_W || d->ic != c ||
+            !ok_channels(d->oc) || !d->tail || d->tail_c != d->oc || d->se_layers ||
+            d->scale_add || d->res || d->res_mid || d->x_f32 || d->y_f32 || d->x != in ||
+            !d->w || !d->w2 || (k && d->kh != k))
+            break;
+        if (!is_proj(p, h, 1, 1) || p->ic != d->oc || p->oc != c || p->x != d->y ||
+            p->se_partial_off != d->tail_partial_off || p->se_slices != d->tail_slices ||
+            (p->res && p->res != d->x))
+            break;
+        k = d->kh;
+        seg->d[seg->n_ir].e = d->oc;
+        seg->d[seg->n_ir].e_lo = d->e_lo;
+        seg->d[seg->n_ir].e_hi = d->e_hi;
+        seg->d[seg->n_ir].e_post = d->e_post;
+        seg->d[seg->n_ir].lo = d->lo;
+        seg->d[seg->n_ir].hi = d->hi;
+        seg->d[seg->n_ir].post = d->post;
+        set_proj(&seg->p[seg->n_ir], p, 0);
+        seg->n_ir++;
+        j += 2;
+        if (p->tail) { /* its output's pool: the segment ends here */
+            seg->y_sums = p->tail_partial;
+            seg->y_slices = p->tail_slices;
+            break;
+        }
+    }
+    if (!seg->n_ir) {
+        *why = "no pointwise + depthwise and excited projection pair follows";
+        return 0;
+    }
+    seg->first = i;
+    seg->count = 1 + 2 * seg->n_ir;
+    seg->batch = p0->batch;
+    seg->h = h;
+    seg->c = c;
+    seg->k = k;
+    seg->f16 = esize == 2;
+    seg->x = p0->x;
+    seg->x_sums = p0->se_partial;
+    seg->x_slices = p0->se_slices;
+    seg->x_pixels = p0->se_pixels;
+    seg->y = steps[i + seg->count - 1].y;
+    /* the packed weights: stage 0 P0, stage s the pair s - 1 */
+    int off = 0, big = 0;
+    set_proj(&seg->p0, p0, 0);
+    for (int s = 0; s <= seg->n_ir; s++) {
+        int f;
+        if (s == 0) {
+            f = proj_floats(seg->p0.ci, seg->p0.hid, c);
+        } else {
+            kr_cuda_seg_dw *d = &seg->d[s - 1];
+            d->w_off = off;
+            seg->p[s - 1].w_off = off + dw_floats(c, d->e, k);
+            f = dw_floats(c, d->e, k) + proj_floats(d->e, seg->p[s - 1].hid, c);
+        }
+        seg->stage_off[s] = off;
+        seg->stage_floats[s] = f;
+        off += f;
+        big = f > big ? f : big;
+    }
+    seg->buf_floats = big;
+    seg->weight_floats = (size_t)off;
+    if (kr_cuda_segment_smem(seg) > SEG_SMEM_MAX) {
+        *why = "two stages' weights and the activations exceed a block's shared memory";
+        return 0;
+    }
+    /* only the last step's output leaves the segment, and it must not land on the input
+     * (clusters of other images may still be reading theirs) */
+    int lo, hi;
+    node_range(g, steps, n, i, seg->count, &lo, &hi);
+    if (seg->y_sums) { /* the last node: the global pool of the output, written as sums */
+        if (hi <= lo || !kr_cuda_is_global_pool(g, &g->nodes[hi]) ||
+            g->nodes[hi].inputs[0] != g->nodes[hi - 1].outputs[0]) {
+            *why = "the pool tail is not the last node's global pool of the output";
+            return 0;
+        }
+        hi--;
+    }
+    if (lo < 0 || hi < lo || leaks(g, lo, hi)) {
+        *why = "a tensor inside the run is read after it";
+        return 0;
+    }
+    /* an item's cluster reads all its input before any of its blocks writes output (cluster
+     * barriers between), but clusters of different items may run at any time */
+    const size_t px = (size_t)h * KR_CUDA_SEG_W, in_b = px * seg->p0.ci * esize;
+    const size_t out_b = px * c * esize;
+    for (int a = 0; a < seg->batch && !seg->shared_out; a++)
+        for (int b = 0; b < seg->batch; b++)
+            if (a != b && overlap((const char *)seg->y + a * out_b, out_b,
+                                  (const char *)seg->x + b * in_b, in_b)) {
+                seg->shared_out = 1;
+                break;
+            }
+    return 1;
+}
+
+int kr_cuda_segment_find(const kr_graph *g, const kr_cuda_step *steps, int n, size_t esize,
+                         kr_cuda_segment *seg, const char **why)
+{
+    *why = NULL;
+    for (int i = 0; i + 2 < n; i++) {
+        if (!is_proj(&steps[i], steps[i].oh, 0, 0) || steps[i].oh > KR_CUDA_SEG_MAX_ROWS)
+            continue;
+        const char *w = NULL;
+        if (try_at(g, steps, n, i, esize, seg, &w))
+            return 1;
+        if (!*why)
+            *why = w;
+    }
+    return 0;
+}
+
+/* @p rows x @p cols floats at device/step pointer @p src, through fetch, into @p to as they
+ * are (transpose 0) or transposed ([cols][rows]); @p src NULL: zeros. */
+static int put(float *to, const float *src, int rows, int cols, int transpose, float *tmp,
+               int (*fetch)(void *, float *, const float *, size_t), void *ctx)
+{
+    size_t count = (size_t)rows * cols;
+    if (!src) {
+        memset(to, 0, count * sizeof(float));
+        return 0;
+    }
+    if (!transpose)
+        return fetch(ctx, to, src, count);
+    int e = fetch(ctx, tmp, src, count);
+    if (e)
+        return e;
+    for (int r = 0; r < rows; r++)
+        for (int q = 0; q < cols; q++)
+            to[(size_t)q * rows + r] = tmp[(size_t)r * cols + q];
+    return 0;
+}
+
+static int pack_proj(float *dst, const kr_cuda_seg_proj *p, const kr_cuda_step *s, int c,
+                     float *tmp, int (*fetch)(void *, float *, const float *, size_t), void *ctx)
+{
+    const int ci = p->ci, hid = p->hid;
+    float *w1 = dst, *b1 = w1 + r4(hid * ci), *w2 = b1 + r4(hid), *b2 = w2 + r4(hid * ci);
+    float *w = b2 + r4(ci), *b = w + r4(ci * c);
+    int e = put(w1, s->se_w[0], hid, ci, 0, tmp, fetch, ctx); /* [hid][ci] */
+    if (!e)
+        e = put(b1, s->se_b[0], 1, hid, 0, tmp, fetch, ctx);
+    if (!e) /* [ci][hid] -> [hid][ci] */
+        e = put(w2, s->se_w[1], ci, hid, 1, tmp, fetch, ctx);
+    if (!e)
+        e = put(b2, s->se_b[1], 1, ci, 0, tmp, fetch, ctx);
+    if (!e) /* [c][ci] -> [ci][c] */
+        e = put(w, s->w, c, ci, 1, tmp, fetch, ctx);
+    if (!e)
+        e = put(b, s->bias, 1, c, 0, tmp, fetch, ctx);
+    return e;
+}
+
+int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, float *dst,
+                         int (*fetch)(void *ctx, float *to, const float *src, size_t count),
+                         void *ctx)
+{
+    memset(dst, 0, seg->weight_floats * sizeof(float)); /* the alignment gaps */
+    float *tmp = malloc((size_t)KR_CUDA_SEG_MAX_C * KR_CUDA_SEG_MAX_C * sizeof(float));
+    if (!tmp)
+        return -1;
+    const int c = seg->c, k = seg->k;
+    int e = pack_proj(dst + seg->stage_off[0], &seg->p0, &steps[seg->first], c, tmp, fetch, ctx);
+    for (int i = 0; !e && i < seg->n_ir; i++) {
+        const kr_cuda_step *d = &steps[seg->first + 1 + 2 * i], *p = d + 1;
+        const int ee = seg->d[i].e;
+        float *we = dst + seg->d[i].w_off, *be = we + r4(c * ee), *wd = be + r4(ee);
+        float *bd = wd + r4(k * k * ee);
+        e = put(we, d->w, ee, c, 1, tmp, fetch, ctx); /* [e][c] -> [c][e] */
+        if (!e)
+            e = put(be, d->e_bias, 1, ee, 0, tmp, fetch, ctx);
+        if (!e) /* [k][k][e] */
+            e = put(wd, d->w2, k * k, ee, 0, tmp, fetch, ctx);
+        if (!e)
+            e = put(bd, d->bias2, 1, ee, 0, tmp, fetch, ctx);
+        if (!e)
+            e = pack_proj(dst + seg->p[i].w_off, &seg->p[i], p, c, tmp, fetch, ctx);
+    }
+    free(tmp);
+    return e;
+}

@@ -1,0 +1,485 @@
+/*
+ * Cluster segments (segment.h), the kernel: one cluster per image, block r of it owns image row
+ * r. Per stage: the stage's weights are in shared memory (a bulk copy issued while the stage
+ * before ran: two buffers, an mbarrier each); the pointwise convolutions split the input
+ * channels over up to 4 lanes when there are fewer (2 pixels x 4 channels) units than threads
+ * and add the parts with shuffles; the depthwise convolution does 2 adjacent pixels x 4
+ * channels per thread from a sliding window of K + 1 inputs per kernel row; the halo rows come
+ * from the neighbours' shared memory after a cluster barrier, and so do the pool sums.
+ *
+ * Shared memory of a block (floats; segment.c's kr_cuda_segment_smem counts the same):
+ *   two weight buffers of buf_floats | x row [W][ci0] | residual row X [W][c] |
+ *   expanded rows EP [1 + 2 pad][W][emax] (own row in the middle) | depthwise row D [W][emax] |
+ *   pool, mean, hidden, scales [emax] each | reduction lanes [4 NT]
+ */
+#include <cooperative_groups.h>
+
+#include "nn/cuda/common.cuh"
+#include "nn/cuda/segment.h"
+
+namespace cg = cooperative_groups;
+
+#define NT KR_CUDA_PERSISTENT_THREADS
+#define SW KR_CUDA_SEG_W
+
+static __host__ __device__ __forceinline__ int r4(int v) { return (v + 3) & ~3; }
+
+__device__ __forceinline__ float epi(float v, float lo, float hi, int post)
+{
+    kr_epilogue e;
+    e.lo = lo, e.hi = hi, e.post = post, e.res = NULL;
+    return kr_apply(e, v);
+}
+
+/* @p v as the element type stores it (f16 instances round where the steps store). */
+template <typename T> __device__ __forceinline__ float as_stored(float v) { return v; }
+template <> __device__ __forceinline__ float as_stored<__half>(float v)
+{
+    return __half2float(__float2half_rn(v));
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ unsigned smem_addr(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+/* @p bytes (a multiple of 16) from global @p src into this block's shared @p dst; completion
+ * counted on mbarrier @p bar (which expects them). */
+__device__ __forceinline__ void bulk_load(float *dst, const float *src, int bytes,
+                                          unsigned long long *bar)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                 ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
+                 "%2, [%3];"
+                 ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void bar_wait(unsigned long long *bar, unsigned parity)
+{
+    asm volatile("{\n .reg .pred p;\n WAIT_%=: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], "
+                 "%1;\n @!p bra WAIT_%=;\n}"
+                 ::"r"(smem_addr(bar)), "r"(parity) : "memory");
+}
+#endif
+
+/* out[p][o] = epilogue(b[o] + sum_i in[p][i] sc[i] w[i][o]) (+ res[p][o]) for the row's SW
+ * pixels: a thread does 2 pixels x 4 outputs over ci / S inputs; S lanes (g + G s) add their
+ * parts. @p sc, @p res may be NULL; res may be @p out (same element, same thread). */
+template <typename T, int CI, int CO>
+__device__ __forceinline__ void pointwise_k(const float *in, int ci_rt, const float *sc,
+                                         const float *w, const float *b, int co_rt, float *out,
+                                         int ostride, const float *res, int res_pre, float lo,
+                                         float hi, int post)
+{
+    const int ci = CI ? CI : ci_rt, co = CO ? CO : co_rt; /* CI, CO: 0 = run-time */
+    const int G = co / 4, PU = SW / 2;
+    int S = 4;
+    while (S > 1 && (PU * G * S > NT || G * S > 32 || G * S < 4 || 32 % (G * S) != 0 ||
+                     ci % (4 * S) != 0))
+        S >>= 1;
+    const int CS = ci / S, units = PU * G * S;
+    for (int v = threadIdx.x; v < units; v += NT) {
+        const int g = v % G, s = (v / G) % S, pu = v / (G * S);
+        float4 acc[2] = {make_float4(0, 0, 0, 0), make_float4(0, 0, 0, 0)};
+        const float *x = in + pu * 2 * ci + s * CS, *ws = w + (size_t)s * CS * co + 4 * g;
+#pragma unroll 2
+        for (int c4 = 0; c4 < CS; c4 += 4) {
+            float4 xv[2];
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+                xv[i] = *reinterpret_cast<const float4 *>(x + i * ci + c4);
+            if (sc) {
+                const float4 sv = *reinterpret_cast<const float4 *>(sc + s * CS + c4);
+#pragma unroll
+                for (int i = 0; i < 2; i++)
+                    xv[i].x *= sv.x, xv[i].y *= sv.y, xv[i].z *= sv.z, xv[i].w *= sv.w;
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float4 wv = *reinterpret_cast<const float4 *>(ws + (c4 + j) * co);
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    const float xs = j == 0 ? xv[i].x : j == 1 ? xv[i].y : j == 2 ? xv[i].z : xv[i].w;
+                    acc[i].x = fmaf(xs, wv.x, acc[i].x), acc[i].y = fmaf(xs, wv.y, acc[i].y);
+                    acc[i].z = fmaf(xs, wv.z, acc[i].z), acc[i].w = fmaf(xs, wv.w, acc[i].w);
+                }
+            }
+        }
+        for (int o = G; o < G * S; o *= 2)
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                acc[i].x += __shfl_xor_sync(0xffffffffu, acc[i].x, o);
+                acc[i].y += __shfl_xor_sync(0xffffffffu, acc[i].y, o);
+                acc[i].z += __shfl_xor_sync(0xffffffffu, acc[i].z, o);
+                acc[i].w += __shfl_xor_sync(0xffffffffu, acc[i].w, o);
+            }
+        if (s != 0)
+            continue;
+        const float4 bb = b ? *reinterpret_cast<const float4 *>(b + 4 * g) : make_float4(0, 0, 0, 0);
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int p = pu * 2 + i;
+            float r[4] = {acc[i].x + bb.x, acc[i].y + bb.y, acc[i].z + bb.z, acc[i].w + bb.w};
+            float4 rv = make_float4(0, 0, 0, 0);
+            if (res)
+                rv = *reinterpret_cast<const float4 *>(res + p * co + 4 * g);
+            const float ra[4] = {rv.x, rv.y, rv.z, rv.w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                if (res_pre)
+                    r[k] += ra[k];
+                r[k] = epi(r[k], lo, hi, post);
+                if (!res_pre)
+                    r[k] += ra[k];
+                r[k] = as_stored<T>(r[k]);
+            }
+            *reinterpret_cast<float4 *>(out + p * ostride + 4 * g) = make_float4(r[0], r[1], r[2], r[3]);
+        }
+    }
+}
+
+/* pointwise_k with the shapes of the shipped segments as constants (the index arithmetic and
+ * the lane split folded away), else with run-time shapes. */
+template <typename T>
+__device__ __forceinline__ void pointwise(const float *in, int ci, const float *sc,
+                                          const float *w, const float *b, int co, float *out,
+                                          int ostride, const float *res, int res_pre, float lo,
+                                          float hi, int post)
+{
+#define KR_SEG_PW(a, b_)                                                                          \
+    if (ci == a && co == b_)                                                                     \
+        return pointwise_k<T, a, b_>(in, ci, sc, w, b, co, out, ostride, res, res_pre, lo, hi,  \
+                                     post);
+    KR_SEG_PW(32, 128)
+    KR_SEG_PW(32, 96)
+    KR_SEG_PW(128, 32)
+    KR_SEG_PW(96, 32)
+#undef KR_SEG_PW
+    pointwise_k<T, 0, 0>(in, ci, sc, w, b, co, out, ostride, res, res_pre, lo, hi, post);
+}
+
+/* The excitation of stage @p p from the channel means @p mean: the two dense layers (weights at
+ * @p wp, packed as segment.h says) into @p sc. Synchronises the block before and after. */
+__device__ void excite(const kr_cuda_seg_proj &p, const float *wp, const float *mean, float *hid,
+                       float *sc)
+{
+    const int ci = p.ci, hd = p.hid, t = threadIdx.x;
+    const float *w1 = wp, *b1 = w1 + r4(hd * ci), *w2 = b1 + r4(hd), *b2 = w2 + r4(hd * ci);
+    __syncthreads();
+    { /* dense 1: a warp per output, lanes over the inputs (consecutive addresses) */
+        const int lane = t % 32;
+        for (int j = t / 32; j < hd; j += NT / 32) {
+            float a = 0.0f;
+#pragma unroll 4
+            for (int k = lane; k < ci; k += 32)
+                a = fmaf(w1[j * ci + k], mean[k], a);
+#pragma unroll
+            for (int o = 16; o > 0; o /= 2)
+                a += __shfl_xor_sync(0xffffffffu, a, o);
+            if (lane == 0)
+                hid[j] = epi(a + b1[j], p.se_lo[0], p.se_hi[0], p.se_post[0]);
+        }
+    }
+    __syncthreads();
+    { /* dense 2: w2 transposed [hd][ci]; two adjacent lanes per output, half the inputs each */
+        const int o = t / 2, h = t % 2, half = hd / 2;
+        float a = 0.0f;
+        if (o < ci)
+#pragma unroll 8
+            for (int k = h * half; k < (h + 1) * half; k++)
+                a = fmaf(w2[k * ci + o], hid[k], a);
+        a += __shfl_xor_sync(0xffffffffu, a, 1);
+        if (o < ci && h == 0)
+            sc[o] = epi(a + b2[o], p.se_lo[1], p.se_hi[1], p.se_post[1]);
+    }
+    __syncthreads();
+}
+
+/* Column sums of the row's [SW][e] values into @p pool (fixed order). */
+__device__ void row_pool(const float *d, int e, float *pool, float *red)
+{
+    const int G = e / 4, L = NT / G, t = threadIdx.x, g = t % G, l = t / G;
+    float4 s = make_float4(0, 0, 0, 0);
+    if (l < L)
+        for (int p = l; p < SW; p += L) {
+            const float4 v = *reinterpret_cast<const float4 *>(d + p * e + 4 * g);
+            s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+        }
+    reinterpret_cast<float4 *>(red)[t] = s;
+    __syncthreads();
+    if (t < G) {
+        float4 r = make_float4(0, 0, 0, 0);
+        for (int k = 0; k < L; k++) {
+            const float4 v = reinterpret_cast<const float4 *>(red)[k * G + t];
+            r.x += v.x, r.y += v.y, r.z += v.z, r.w += v.w;
+        }
+        reinterpret_cast<float4 *>(pool)[t] = r;
+    }
+}
+
+/* The depthwise row from the expanded rows @p ep (K of them, the output row's window):
+ * 2 adjacent pixels x 4 channels per unit, a sliding window of K + 1 inputs per kernel row;
+ * epilogue of @p d, rounded as stored, into @p out [SW][e]. EE: e as a constant, 0 = run-time. */
+template <typename T, int K, int EE>
+__device__ __forceinline__ void depthwise(const float *ep, const float *wd, const float *bd, int e_rt,
+                                       float *out, const kr_cuda_seg_dw &d)
+{
+    constexpr int PAD = K / 2;
+    const int E = EE ? EE : e_rt, G = E / 4;
+    for (int u = threadIdx.x; u < (SW / 2) * G; u += NT) {
+        const int g = u % G, x0 = 2 * (u / G);
+        float4 a0 = *reinterpret_cast<const float4 *>(bd + 4 * g), a1 = a0;
+#pragma unroll
+        for (int ky = 0; ky < K; ky++) {
+            float4 in[K + 1];
+#pragma unroll
+            for (int j = 0; j <= K; j++) {
+                const int xx = x0 - PAD + j;
+                in[j] = xx >= 0 && xx < SW
+                            ? *reinterpret_cast<const float4 *>(ep + (ky * SW + xx) * E + 4 * g)
+                            : make_float4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int kx = 0; kx < K; kx++) {
+                const float4 wv = *reinterpret_cast<const float4 *>(wd + (ky * K + kx) * E + 4 * g);
+                a0.x = fmaf(in[kx].x, wv.x, a0.x), a0.y = fmaf(in[kx].y, wv.y, a0.y);
+                a0.z = fmaf(in[kx].z, wv.z, a0.z), a0.w = fmaf(in[kx].w, wv.w, a0.w);
+                a1.x = fmaf(in[kx + 1].x, wv.x, a1.x), a1.y = fmaf(in[kx + 1].y, wv.y, a1.y);
+                a1.z = fmaf(in[kx + 1].z, wv.z, a1.z), a1.w = fmaf(in[kx + 1].w, wv.w, a1.w);
+            }
+        }
+        const float r0[4] = {a0.x, a0.y, a0.z, a0.w}, r1[4] = {a1.x, a1.y, a1.z, a1.w};
+        float o0[4], o1[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            o0[k] = as_stored<T>(epi(r0[k], d.lo, d.hi, d.post));
+            o1[k] = as_stored<T>(epi(r1[k], d.lo, d.hi, d.post));
+        }
+        *reinterpret_cast<float4 *>(out + x0 * E + 4 * g) = make_float4(o0[0], o0[1], o0[2], o0[3]);
+        *reinterpret_cast<float4 *>(out + (x0 + 1) * E + 4 * g) =
+            make_float4(o1[0], o1[1], o1[2], o1[3]);
+    }
+}
+
+template <typename T, int K>
+__global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ kr_cuda_segment s)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int PAD = K / 2, HROWS = 1 + 2 * PAD;
+    extern __shared__ __align__(128) float sm[];
+    __shared__ __align__(8) unsigned long long bar[2];
+    cg::cluster_group cl = cg::this_cluster();
+    const int H = s.h, C = s.c, CI0 = s.p0.ci, t = threadIdx.x;
+    const int rank = (int)cl.block_rank(), img = (int)blockIdx.x / H;
+    int emax = CI0 > C ? CI0 : C;
+    for (int i = 0; i < s.n_ir; i++)
+        emax = s.d[i].e > emax ? s.d[i].e : emax;
+    float *wbuf = sm, *xin = sm + 2 * s.buf_floats, *X = xin + SW * CI0, *EP = X + SW * C;
+    float *D = EP + HROWS * SW * emax, *pool = D + SW * emax, *mean = pool + emax;
+    float *hid = mean + emax, *sc = hid + emax, *red = sc + emax;
+
+    if (t == 0) { /* stage 0's and stage 1's weights */
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[0])));
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[1])));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        bulk_load(wbuf, s.w + s.stage_off[0], s.stage_floats[0] * 4, &bar[0]);
+        bulk_load(wbuf + s.buf_floats, s.w + s.stage_off[1], s.stage_floats[1] * 4, &bar[1]);
+    }
+    /* this block's input row, and P0's channel means from the sums before the segment */
+    {
+        const T *x = (const T *)s.x + ((size_t)img * H + rank) * SW * CI0;
+        for (int i = t; i < SW * CI0 / 4; i += NT) {
+            float v[4];
+            kr_ldv<4>(x + 4 * i, v);
+            *reinterpret_cast<float4 *>(xin + 4 * i) = make_float4(v[0], v[1], v[2], v[3]);
+        }
+        const float *sums = s.x_sums + (size_t)img * s.x_slices * CI0;
+        if (t < CI0) { /* slices in batches of 8 loads issued together, added in order */
+            float a = 0.0f;
+            for (int k0 = 0; k0 < s.x_slices; k0 += 8) {
+                float v[8];
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    v[k] = k0 + k < s.x_slices ? sums[(size_t)(k0 + k) * CI0 + t] : 0.0f;
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    a += v[k];
+            }
+            mean[t] = a * (1.0f / (float)s.x_pixels);
+        }
+    }
+    __syncthreads(); /* also: the mbarriers are initialised */
+    bar_wait(&bar[0], 0);
+    excite(s.p0, wbuf, mean, hid, sc);
+    {
+        const float *wp = wbuf + r4(s.p0.hid * CI0) * 2 + r4(s.p0.hid) + r4(CI0);
+        pointwise<T>(xin, CI0, sc, wp, wp + r4(CI0 * C), C, X, C, NULL, 0, s.p0.lo, s.p0.hi,
+                     s.p0.post);
+    }
+    __syncthreads();
+
+#pragma unroll 1
+    for (int k = 0; k < s.n_ir; k++) {
+        const int st = k + 1, b = st % 2;
+        if (t == 0 && st + 1 <= s.n_ir) { /* the buffer of stage st - 1, which every thread left */
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            bulk_load(wbuf + (1 - b) * s.buf_floats, s.w + s.stage_off[st + 1],
+                      s.stage_floats[st + 1] * 4, &bar[1 - b]);
+        }
+        bar_wait(&bar[b], (unsigned)(st / 2) & 1u);
+        const kr_cuda_seg_dw &d = s.d[k];
+        const kr_cuda_seg_proj &p = s.p[k];
+        const int E = d.e;
+        const float *we = wbuf + b * s.buf_floats, *be = we + r4(C * E), *wd = be + r4(E);
+        const float *bd = wd + r4(K * K * E), *wp = we + (p.w_off - d.w_off);
+        /* 1. the expanded row into EP's middle row */
+        pointwise<T>(X, C, NULL, we, be, E, EP + PAD * SW * E, E, NULL, 0, d.e_lo, d.e_hi,
+                     d.e_post);
+        cl.sync(); /* every row expanded (and the last stage's reads of EP done) */
+        /* 2. the halo rows from their owners, zeros outside the image: loads first */
+        {
+            const int q4 = SW * E / 4, total = 2 * PAD * q4;
+            float4 v[8];
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+                const int i = t + n * NT, hr = i / q4, r = hr < PAD ? hr : hr + 1;
+                const int iy = rank - PAD + r;
+                v[n] = make_float4(0, 0, 0, 0);
+                if (i < total && iy >= 0 && iy < H)
+                    v[n] = reinterpret_cast<const float4 *>(cl.map_shared_rank(EP, iy) +
+                                                            PAD * SW * E)[i % q4];
+            }
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+                const int i = t + n * NT, hr = i / q4, r = hr < PAD ? hr : hr + 1;
+                if (i < total)
+                    reinterpret_cast<float4 *>(EP + r * SW * E)[i % q4] = v[n];
+            }
+        }
+        __syncthreads();
+        /* 3. the depthwise row */
+        if (E == 128)
+            depthwise<T, K, 128>(EP, wd, bd, E, D, d);
+        else if (E == 96)
+            depthwise<T, K, 96>(EP, wd, bd, E, D, d);
+        else
+            depthwise<T, K, 0>(EP, wd, bd, E, D, d);
+        __syncthreads();
+        /* 4. the pool: this row's sums, then every row's (rank order) */
+        row_pool(D, E, pool, red);
+        cl.sync();
+        if (t < E) {
+            float a = 0.0f;
+            for (int r = 0; r < H; r++)
+                a += cl.map_shared_rank(pool, r)[t];
+            mean[t] = a * (1.0f / (float)(H * SW));
+        }
+        /* 5. the excitation, then the projection plus the residual, back into X */
+        excite(p, wp, mean, hid, sc);
+        const float *pw = wp + r4(p.hid * E) * 2 + r4(p.hid) + r4(E);
+        pointwise<T>(D, E, sc, pw, pw + r4(E * C), C, X, C, p.res ? X : NULL, p.res_pre, p.lo,
+                     p.hi, p.post);
+        __syncthreads();
+    }
+    {
+        T *y = (T *)s.y + ((size_t)img * H + rank) * SW * C;
+        for (int i = t; i < SW * C / 4; i += NT)
+            kr_stv<4>(y + 4 * i, X + 4 * i);
+    }
+    if (s.y_sums) { /* the output's pool tail: every row's sums (rank order) in slice 0 */
+        row_pool(X, C, pool, red);
+        cl.sync();
+        if (rank == 0 && t < C) {
+            float a = 0.0f;
+            for (int r = 0; r < H; r++)
+                a += cl.map_shared_rank(pool, r)[t];
+            float *dst = s.y_sums + (size_t)img * s.y_slices * C;
+            dst[t] = a;
+            for (int k = 1; k < s.y_slices; k++)
+                dst[(size_t)k * C + t] = 0.0f;
+        }
+    }
+    cl.sync(); /* no block leaves while another may read its shared memory */
+#endif
+}
+
+template <typename T, int K> static cudaError_t prepare(const kr_cuda_segment *seg, int *fits)
+{
+    const size_t smem = kr_cuda_segment_smem(seg);
+    cudaError_t e = cudaFuncSetAttribute(segment_kernel<T, K>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e == cudaSuccess && seg->h > 8)
+        e = cudaFuncSetAttribute(segment_kernel<T, K>,
+                                 cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (e != cudaSuccess)
+        return e;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)seg->h;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)seg->h);
+    cfg.blockDim = dim3(NT);
+    cfg.dynamicSmemBytes = smem;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaOccupancyMaxActiveClusters(fits, segment_kernel<T, K>, &cfg);
+}
+
+extern "C" int kr_cuda_segment_prepare(const kr_cuda_segment *seg, const char **why)
+{
+    *why = NULL;
+    int dev = 0, cluster = 0, optin = 0, fits = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, dev);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (e != cudaSuccess)
+        return (int)e;
+    if (!cluster) {
+        *why = "the device has no thread-block clusters";
+        return 0;
+    }
+    if ((size_t)optin < kr_cuda_segment_smem(seg)) {
+        *why = "a block's shared memory is too small for it";
+        return 0;
+    }
+    if (seg->k == 5)
+        e = seg->f16 ? prepare<__half, 5>(seg, &fits) : prepare<float, 5>(seg, &fits);
+    else
+        e = seg->f16 ? prepare<__half, 3>(seg, &fits) : prepare<float, 3>(seg, &fits);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* an unsupported cluster size is not sticky */
+        *why = "the device refuses the cluster size or shared memory";
+        return 0;
+    }
+    if (fits < 1)
+        *why = "one cluster does not fit on the device";
+    return 0;
+}
+
+extern "C" int kr_cuda_segment_launch(const kr_cuda_segment *seg, void *stream)
+{
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)seg->h;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)(seg->h * seg->batch));
+    cfg.blockDim = dim3(NT);
+    cfg.dynamicSmemBytes = kr_cuda_segment_smem(seg);
+    cfg.stream = (cudaStream_t)stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cudaError_t e;
+    if (seg->k == 5)
+        e = seg->f16 ? cudaLaunchKernelEx(&cfg, segment_kernel<__half, 5>, *seg)
+                     : cudaLaunchKernelEx(&cfg, segment_kernel<float, 5>, *seg);
+    else
+        e = seg->f16 ? cudaLaunchKernelEx(&cfg, segment_kernel<__half, 3>, *seg)
+                     : cudaLaunchKernelEx(&cfg, segment_kernel<float, 3>, *seg);
+    return (int)e;
+}

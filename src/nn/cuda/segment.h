@@ -1,0 +1,122 @@
+/*
+ * Cluster segments of the persistent schedule: a run of persistent steps at a small resolution
+ * (the MobileNetV3 blocks at 1/16 of selfie's input) done by ONE kernel in which each image is
+ * a thread-block cluster (Hopper), a block per image row, every activation in shared memory.
+ * Neighbouring rows (the depthwise halo) and the pools' sums are read from the other blocks'
+ * shared memory (distributed shared memory), and a cluster barrier replaces the grid barrier
+ * between steps; each stage's weights are copied into shared memory (bulk copies) while the
+ * stage before it computes. The persistent kernel runs the steps before the segment, this
+ * kernel the segment, the persistent kernel the steps after it.
+ *
+ * The run it takes (kr_cuda_segment_find):
+ *   P0                  a 1x1 convolution whose input is scaled by an excitation (a prologue
+ *                       on the sums of the step before: a pool tail), no residual
+ *   (D, P) x n_ir       D: a pointwise + depthwise step (EXPAND_DW: stride 1, K x K window,
+ *                       "same" padding) whose output has a pool tail;
+ *                       P: a 1x1 convolution of D's output scaled by the excitation of that
+ *                       pool, plus D's input (the residual); the last one may have a pool tail
+ *                       (the global pool of the segment's output)
+ * at H x KR_CUDA_SEG_W pixels (H <= KR_CUDA_SEG_MAX_ROWS: a block per row), every channel
+ * count a multiple of 4 and every stage's weights fitting twice in shared memory. Only the
+ * last P's output is written to global memory: the planner checks that no step after the
+ * segment reads what its other steps wrote. An item's output may lie on its own input (its
+ * cluster has read all of it before it writes) but not on another item's, which another
+ * cluster may not have read yet: where the memory plan puts it there (shared_out), the caller
+ * gives the kernel an output buffer of its own and copies it after the kernel (a COPY step).
+ * The arithmetic is the steps' (f32 sums; in an f16 instance every value the steps store in
+ * half is rounded to half where they store it); the order of some sums differs.
+ */
+#ifndef KEYER_NN_CUDA_SEGMENT_H
+#define KEYER_NN_CUDA_SEGMENT_H
+
+#include <stddef.h>
+
+#include "nn/cuda/persistent.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KR_CUDA_SEG_W 16        /* image columns (the kernel's one width) */
+#define KR_CUDA_SEG_MAX_ROWS 16 /* image rows: blocks per cluster (16: non-portable size) */
+#define KR_CUDA_SEG_MAX_IR 8    /* (D, P) pairs */
+#define KR_CUDA_SEG_MAX_C 128   /* channels of any activation */
+
+/* A P stage: x [pixels][ci] (shared memory), scaled per channel by the excitation of its
+ * pool (dense ci -> hid with clamp se_lo[0]..se_hi[0] and se_post[0], dense hid -> ci with
+ * [1]), times the 1x1 weights, plus bias, epilogue lo..hi, post, and the residual (the pair's
+ * input; res_pre: added before the clamp) where `res`. Packed weights at w_off:
+ * w1 [hid][ci], b1 [hid], w2 [hid][ci] (transposed), b2 [ci], w [ci][c], b [c]. */
+typedef struct kr_cuda_seg_proj {
+    int ci, hid, res, res_pre;
+    float se_lo[2], se_hi[2];
+    int se_post[2];
+    float lo, hi;
+    int post;
+    int w_off;
+} kr_cuda_seg_proj;
+
+/* A D stage: x [pixels][c] -> e channels (1x1 weights, bias, epilogue e_lo..e_hi, e_post),
+ * then the K x K depthwise convolution of that (bias, epilogue lo..hi, post). Packed weights at
+ * w_off: we [c][e], be [e], wd [K * K][e], bd [e], then the pair's P stage's. */
+typedef struct kr_cuda_seg_dw {
+    int e;
+    float e_lo, e_hi;
+    int e_post;
+    float lo, hi;
+    int post;
+    int w_off;
+} kr_cuda_seg_dw;
+
+/* The kernel's parameters (passed by value). Stage 0 is P0; stage i >= 1 is pair i - 1. */
+typedef struct kr_cuda_segment {
+    int first, count;     /* the steps it replaces: [first, first + count) */
+    int batch, h, c, k, n_ir;
+    int f16;              /* element type of x and y */
+    const void *x;        /* input [batch][h][W][p0.ci] */
+    const float *x_sums;  /* P0's pool sums [batch][x_slices][p0.ci], over x_pixels pixels */
+    int x_slices, x_pixels;
+    void *y;              /* output [batch][h][W][c] */
+    float *y_sums;        /* or NULL: the last P's pool tail [batch][y_slices][c] (the whole
+                           * sum in slice 0, zeros in the others) */
+    int y_slices;
+    int shared_out;       /* 1: an item's output overlaps another item's input (above) */
+    kr_cuda_seg_proj p0;
+    kr_cuda_seg_dw d[KR_CUDA_SEG_MAX_IR];
+    kr_cuda_seg_proj p[KR_CUDA_SEG_MAX_IR];
+    int stage_off[KR_CUDA_SEG_MAX_IR + 1], stage_floats[KR_CUDA_SEG_MAX_IR + 1];
+    int buf_floats;       /* the largest stage's packed weights (a multiple of 4) */
+    size_t weight_floats; /* all stages' */
+    const float *w;       /* device: the packed weights (16-byte aligned) */
+} kr_cuda_segment;
+
+/* Looks for a segment in @p steps[0..n), the persistent plan of @p g (batch
+ * `steps[i].batch`, element size @p esize: 2 for f16). Fills @p seg (all but `w`) and returns
+ * 1 for the first run found; returns 0 with @p why (static text) naming the reason the first
+ * candidate was refused, or NULL when no step starts a candidate. */
+int kr_cuda_segment_find(const kr_graph *g, const kr_cuda_step *steps, int n, size_t esize,
+                         kr_cuda_segment *seg, const char **why);
+
+/* Fills @p dst (seg->weight_floats floats) with the segment's packed weights, read through
+ * @p fetch (copies @p count floats at @p src, a step's weight pointer, to @p to; returns 0 on
+ * success) from @p steps, the list @p seg was found in. Returns 0, or fetch's error. */
+int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, float *dst,
+                         int (*fetch)(void *ctx, float *to, const float *src, size_t count),
+                         void *ctx);
+
+/* Bytes of shared memory the kernel needs per block for @p seg. */
+size_t kr_cuda_segment_smem(const kr_cuda_segment *seg);
+
+/* Prepares the kernel for @p seg on the current device (its shared memory and cluster size)
+ * and checks that one cluster fits; returns the CUDA error (0 = it can run), and in @p why a
+ * static reason when it cannot. */
+int kr_cuda_segment_prepare(const kr_cuda_segment *seg, const char **why);
+
+/* Queues the kernel on @p stream: a cluster of seg->h blocks per image. Returns the CUDA error
+ * of the launch. */
+int kr_cuda_segment_launch(const kr_cuda_segment *seg, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
