@@ -15,8 +15,10 @@
  *           (same count, IoU >= 0.9 each) after decoding; other outputs are printed.
  *  batch:   batch 4 (four different inputs) equals four batch-1 runs, bit for bit (the kernels'
  *           summation order does not depend on the batch), in f32 and f16.
- *  schedules: all of the above for both cuda schedules, a kernel per node and the persistent
- *           kernel (models it cannot run print why and are skipped for it).
+ *  schedules: all of the above for the cuda schedules: a kernel per node, the persistent kernel
+ *           (with its cluster segment where the model has one: selfie, selfie-landscape) and
+ *           the persistent kernel alone (PERSISTENT_GRID); models the persistent kernel cannot
+ *           run print why and are skipped for it.
  *  graph:   repeated runs give identical outputs; a run on the caller's own stream works.
  *
  * Label gpu (file name *_gpu.c); exits 77 without a CUDA device.
@@ -111,7 +113,8 @@ static int run(const keyer_model *model, keyer_backend backend, keyer_precision 
     keyer_runtime *rt = NULL;
     keyer_error err = {0};
     keyer_status st = keyer_runtime_create(model, &p, &rt, &err);
-    if (st == KEYER_STATUS_UNSUPPORTED && schedule == KEYER_CUDA_SCHEDULE_PERSISTENT) {
+    if (st == KEYER_STATUS_UNSUPPORTED && (schedule == KEYER_CUDA_SCHEDULE_PERSISTENT ||
+                                           schedule == KEYER_CUDA_SCHEDULE_PERSISTENT_GRID)) {
         printf("    %s\n", err.message);
         return 1;
     }
@@ -194,10 +197,13 @@ static void test_models(void **state)
         run(model, KEYER_BACKEND_REFERENCE, KEYER_PRECISION_F32, KEYER_CUDA_SCHEDULE_AUTO, 1, 0,
             x, item, in.dims[2], in.dims[3], &ref);
         printf("%s (input from the %s fixture):\n", mc->model, mc->fixture);
-        for (int si = 0; si < 2; si++) {
-            keyer_cuda_schedule sched = si ? KEYER_CUDA_SCHEDULE_PERSISTENT
-                                           : KEYER_CUDA_SCHEDULE_KERNELS;
-            const char *sname = si ? "persistent" : "kernels";
+        for (int si = 0; si < 3; si++) {
+            static const keyer_cuda_schedule scheds[3] = {KEYER_CUDA_SCHEDULE_KERNELS,
+                                                          KEYER_CUDA_SCHEDULE_PERSISTENT,
+                                                          KEYER_CUDA_SCHEDULE_PERSISTENT_GRID};
+            static const char *const names[3] = {"kernels", "persistent", "persistent-grid"};
+            keyer_cuda_schedule sched = scheds[si];
+            const char *sname = names[si];
             outputs f32 = {0}, f16 = {0};
             printf("  schedule %s:\n", sname);
             if (run(model, KEYER_BACKEND_CUDA, KEYER_PRECISION_F32, sched, 1, 0, x, item,

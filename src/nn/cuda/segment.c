@@ -64,7 +64,8 @@ size_t kr_cuda_segment_smem(const kr_cuda_segment *seg)
                     + (size_t)w * seg->c                /* the residual stream's row */
                     + (size_t)(1 + 2 * pad) * w * emax  /* expanded rows with the halo */
                     + (size_t)w * emax                  /* depthwise outputs */
-                    + 4 * (size_t)emax                  /* pool sums, means, hidden, scales */
+                    + (size_t)KR_CUDA_SEG_MAX_ROWS * emax /* every block's pool sums */
+                    + 3 * (size_t)emax                  /* means, hidden, scales */
                     + 4 * (size_t)KR_CUDA_PERSISTENT_THREADS; /* a reduction's lanes */
     return floats * sizeof(float);
 }

@@ -5,12 +5,14 @@
  * channels over up to 4 lanes when there are fewer (2 pixels x 4 channels) units than threads
  * and add the parts with shuffles; the depthwise convolution does 2 adjacent pixels x 4
  * channels per thread from a sliding window of K + 1 inputs per kernel row; the halo rows come
- * from the neighbours' shared memory after a cluster barrier, and so do the pool sums.
+ * from the neighbours' shared memory after a cluster barrier; each block pushes its pool sums
+ * into every block's shared memory before one.
  *
  * Shared memory of a block (floats; segment.c's kr_cuda_segment_smem counts the same):
  *   two weight buffers of buf_floats | x row [W][ci0] | residual row X [W][c] |
  *   expanded rows EP [1 + 2 pad][W][emax] (own row in the middle) | depthwise row D [W][emax] |
- *   pool, mean, hidden, scales [emax] each | reduction lanes [4 NT]
+ *   every block's pool sums [KR_CUDA_SEG_MAX_ROWS][emax] | mean, hidden, scales [emax] each |
+ *   reduction lanes [4 NT]
  */
 #include <cooperative_groups.h>
 
@@ -23,6 +25,16 @@ namespace cg = cooperative_groups;
 #define SW KR_CUDA_SEG_W
 
 static __host__ __device__ __forceinline__ int r4(int v) { return (v + 3) & ~3; }
+
+/* The epilogue of 4 values: clamp lo..hi, post function (kr_apply's). Not inlined: the switch
+ * (with the logistic's expf) at every site was a third of the kernel's code. */
+__device__ __noinline__ float4 epi4(float4 v, float lo, float hi, int post)
+{
+    kr_epilogue e;
+    e.lo = lo, e.hi = hi, e.post = post, e.res = NULL;
+    v.x = kr_apply(e, v.x), v.y = kr_apply(e, v.y), v.z = kr_apply(e, v.z), v.w = kr_apply(e, v.w);
+    return v;
+}
 
 __device__ __forceinline__ float epi(float v, float lo, float hi, int post)
 {
@@ -119,51 +131,57 @@ __device__ __forceinline__ void pointwise_k(const float *in, int ci_rt, const fl
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const int p = pu * 2 + i;
-            float r[4] = {acc[i].x + bb.x, acc[i].y + bb.y, acc[i].z + bb.z, acc[i].w + bb.w};
+            float4 r = make_float4(acc[i].x + bb.x, acc[i].y + bb.y, acc[i].z + bb.z, acc[i].w + bb.w);
             float4 rv = make_float4(0, 0, 0, 0);
             if (res)
                 rv = *reinterpret_cast<const float4 *>(res + p * co + 4 * g);
-            const float ra[4] = {rv.x, rv.y, rv.z, rv.w};
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                if (res_pre)
-                    r[k] += ra[k];
-                r[k] = epi(r[k], lo, hi, post);
-                if (!res_pre)
-                    r[k] += ra[k];
-                r[k] = as_stored<T>(r[k]);
-            }
-            *reinterpret_cast<float4 *>(out + p * ostride + 4 * g) = make_float4(r[0], r[1], r[2], r[3]);
+            if (res_pre)
+                r.x += rv.x, r.y += rv.y, r.z += rv.z, r.w += rv.w;
+            r = epi4(r, lo, hi, post);
+            if (!res_pre)
+                r.x += rv.x, r.y += rv.y, r.z += rv.z, r.w += rv.w;
+            r.x = as_stored<T>(r.x), r.y = as_stored<T>(r.y);
+            r.z = as_stored<T>(r.z), r.w = as_stored<T>(r.w);
+            *reinterpret_cast<float4 *>(out + p * ostride + 4 * g) = r;
         }
     }
 }
 
-/* pointwise_k with the shapes of the shipped segments as constants (the index arithmetic and
- * the lane split folded away), else with run-time shapes. */
+/* pointwise_k with run-time shapes: one copy, called (not inlined) where no shape below fits. */
 template <typename T>
+__device__ __noinline__ void pointwise_rt(const float *in, int ci, const float *sc, const float *w,
+                                          const float *b, int co, float *out, int ostride,
+                                          const float *res, int res_pre, float lo, float hi,
+                                          int post)
+{
+    pointwise_k<T, 0, 0>(in, ci, sc, w, b, co, out, ostride, res, res_pre, lo, hi, post);
+}
+
+/* pointwise_k with the shapes of the shipped segments as constants (the index arithmetic and
+ * the lane split folded away) where (ci, co) is (C1, O1) or (C2, O2), else pointwise_rt: each
+ * call site names the shapes it can meet, so that the kernel's code stays small (instruction
+ * fetches are a cost at this size: BENCHMARKS.md). */
+template <typename T, int C1, int O1, int C2, int O2>
 __device__ __forceinline__ void pointwise(const float *in, int ci, const float *sc,
                                           const float *w, const float *b, int co, float *out,
                                           int ostride, const float *res, int res_pre, float lo,
                                           float hi, int post)
 {
-#define KR_SEG_PW(a, b_)                                                                          \
-    if (ci == a && co == b_)                                                                     \
-        return pointwise_k<T, a, b_>(in, ci, sc, w, b, co, out, ostride, res, res_pre, lo, hi,  \
-                                     post);
-    KR_SEG_PW(32, 128)
-    KR_SEG_PW(32, 96)
-    KR_SEG_PW(128, 32)
-    KR_SEG_PW(96, 32)
-#undef KR_SEG_PW
-    pointwise_k<T, 0, 0>(in, ci, sc, w, b, co, out, ostride, res, res_pre, lo, hi, post);
+    if (ci == C1 && co == O1)
+        pointwise_k<T, C1, O1>(in, ci, sc, w, b, co, out, ostride, res, res_pre, lo, hi, post);
+    else if (ci == C2 && co == O2)
+        pointwise_k<T, C2, O2>(in, ci, sc, w, b, co, out, ostride, res, res_pre, lo, hi, post);
+    else
+        pointwise_rt<T>(in, ci, sc, w, b, co, out, ostride, res, res_pre, lo, hi, post);
 }
 
 /* The excitation of stage @p p from the channel means @p mean: the two dense layers (weights at
  * @p wp, packed as segment.h says) into @p sc. Synchronises the block before and after. */
-__device__ void excite(const kr_cuda_seg_proj &p, const float *wp, const float *mean, float *hid,
-                       float *sc)
+template <int CI>
+__device__ __forceinline__ void excite(const kr_cuda_seg_proj &p, const float *wp,
+                                       const float *mean, float *hid, float *sc)
 {
-    const int ci = p.ci, hd = p.hid, t = threadIdx.x;
+    const int ci = CI ? CI : p.ci, hd = p.hid, t = threadIdx.x; /* CI: 0 = run-time */
     const float *w1 = wp, *b1 = w1 + r4(hd * ci), *w2 = b1 + r4(hd), *b2 = w2 + r4(hd * ci);
     __syncthreads();
     { /* dense 1: a warp per output, lanes over the inputs (consecutive addresses) */
@@ -195,9 +213,12 @@ __device__ void excite(const kr_cuda_seg_proj &p, const float *wp, const float *
     __syncthreads();
 }
 
-/* Column sums of the row's [SW][e] values into @p pool (fixed order). */
-__device__ void row_pool(const float *d, int e, float *pool, float *red)
+/* Column sums of the row's [SW][e] values (fixed order), passed as out(g, float4 of columns
+ * 4g..4g+3) by threads g < e / 4. EE: e as a constant, 0 = run-time. */
+template <int EE, typename F>
+__device__ __forceinline__ void row_pool(const float *d, int e_rt, float *red, F out)
 {
+    const int e = EE ? EE : e_rt;
     const int G = e / 4, L = NT / G, t = threadIdx.x, g = t % G, l = t / G;
     float4 s = make_float4(0, 0, 0, 0);
     if (l < L)
@@ -213,7 +234,7 @@ __device__ void row_pool(const float *d, int e, float *pool, float *red)
             const float4 v = reinterpret_cast<const float4 *>(red)[k * G + t];
             r.x += v.x, r.y += v.y, r.z += v.z, r.w += v.w;
         }
-        reinterpret_cast<float4 *>(pool)[t] = r;
+        out(t, r);
     }
 }
 
@@ -221,7 +242,7 @@ __device__ void row_pool(const float *d, int e, float *pool, float *red)
  * 2 adjacent pixels x 4 channels per unit, a sliding window of K + 1 inputs per kernel row;
  * epilogue of @p d, rounded as stored, into @p out [SW][e]. EE: e as a constant, 0 = run-time. */
 template <typename T, int K, int EE>
-__device__ __forceinline__ void depthwise(const float *ep, const float *wd, const float *bd, int e_rt,
+__device__ __forceinline__ void depthwise_k(const float *ep, const float *wd, const float *bd, int e_rt,
                                        float *out, const kr_cuda_seg_dw &d)
 {
     constexpr int PAD = K / 2;
@@ -248,17 +269,112 @@ __device__ __forceinline__ void depthwise(const float *ep, const float *wd, cons
                 a1.z = fmaf(in[kx + 1].z, wv.z, a1.z), a1.w = fmaf(in[kx + 1].w, wv.w, a1.w);
             }
         }
-        const float r0[4] = {a0.x, a0.y, a0.z, a0.w}, r1[4] = {a1.x, a1.y, a1.z, a1.w};
-        float o0[4], o1[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            o0[k] = as_stored<T>(epi(r0[k], d.lo, d.hi, d.post));
-            o1[k] = as_stored<T>(epi(r1[k], d.lo, d.hi, d.post));
-        }
-        *reinterpret_cast<float4 *>(out + x0 * E + 4 * g) = make_float4(o0[0], o0[1], o0[2], o0[3]);
-        *reinterpret_cast<float4 *>(out + (x0 + 1) * E + 4 * g) =
-            make_float4(o1[0], o1[1], o1[2], o1[3]);
+        a0 = epi4(a0, d.lo, d.hi, d.post);
+        a1 = epi4(a1, d.lo, d.hi, d.post);
+        a0.x = as_stored<T>(a0.x), a0.y = as_stored<T>(a0.y), a0.z = as_stored<T>(a0.z);
+        a0.w = as_stored<T>(a0.w), a1.x = as_stored<T>(a1.x), a1.y = as_stored<T>(a1.y);
+        a1.z = as_stored<T>(a1.z), a1.w = as_stored<T>(a1.w);
+        *reinterpret_cast<float4 *>(out + x0 * E + 4 * g) = a0;
+        *reinterpret_cast<float4 *>(out + (x0 + 1) * E + 4 * g) = a1;
     }
+}
+
+/* depthwise_k with E = 128 or 96 as a constant, else (not inlined) with the run-time one. */
+template <typename T, int K>
+__device__ __noinline__ void depthwise_rt(const float *ep, const float *wd, const float *bd, int e,
+                                          float *out, const kr_cuda_seg_dw &d)
+{
+    depthwise_k<T, K, 0>(ep, wd, bd, e, out, d);
+}
+
+/* Shared memory of a block (the kernel's comment). */
+struct seg_smem {
+    float *wbuf, *xin, *X, *EP, *D, *slots, *mean, *hid, *sc, *red;
+};
+
+/* Every block's pool sums of @p e channels, pushed by each block into the slots [rank][e] of
+ * blocks [0, h) (remote stores issued together, before the cluster barrier that publishes
+ * them), so that after the barrier a block adds them from its own shared memory. Called by
+ * every thread; synchronises the cluster. The slots must be free: every block past its last
+ * read of them. */
+template <int EE>
+__device__ __forceinline__ void cluster_pool(const float *rows, int e_rt, const seg_smem &m,
+                                             cg::cluster_group &cl, int h)
+{
+    const int e = EE ? EE : e_rt, rank = (int)cl.block_rank();
+    row_pool<EE>(rows, e, m.red, [&](int g, float4 v) {
+        for (int r = 0; r < h; r++)
+            reinterpret_cast<float4 *>(cl.map_shared_rank(m.slots, r) + rank * e)[g] = v;
+    });
+    cl.sync();
+}
+
+/* Pair k of the segment (stage k + 1, weights at @p we): expand into EP's middle row, the halo
+ * rows from the neighbours, the depthwise row, the pool, the excitation, the projection plus
+ * the residual back into X. CC, EE: c and e as constants (0 = run-time). */
+template <typename T, int K, int CC, int EE>
+__device__ __forceinline__ void pair(const kr_cuda_segment &s, int k, const float *we,
+                                     const seg_smem &m, cg::cluster_group &cl)
+{
+    constexpr int PAD = K / 2;
+    const kr_cuda_seg_dw &d = s.d[k];
+    const kr_cuda_seg_proj &p = s.p[k];
+    const int E = EE ? EE : d.e, C = CC ? CC : s.c, H = s.h, t = threadIdx.x;
+    const int rank = (int)cl.block_rank();
+    const float *be = we + r4(C * E), *wd = be + r4(E), *bd = wd + r4(K * K * E);
+    const float *wp = we + (p.w_off - d.w_off);
+    /* 1. the expanded row into EP's middle row */
+    pointwise_k<T, CC, EE>(m.X, C, NULL, we, be, E, m.EP + PAD * SW * E, E, NULL, 0, d.e_lo,
+                           d.e_hi, d.e_post);
+    cl.sync(); /* every row expanded (and the last stage's reads of EP done) */
+    { /* 2. the halo rows from their owners, zeros outside the image: loads first */
+        const int q4 = SW * E / 4, total = 2 * PAD * q4;
+        float4 v[8];
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            const int i = t + n * NT, hr = i / q4, r = hr < PAD ? hr : hr + 1;
+            const int iy = rank - PAD + r;
+            v[n] = make_float4(0, 0, 0, 0);
+            if (i < total && iy >= 0 && iy < H)
+                v[n] = reinterpret_cast<const float4 *>(cl.map_shared_rank(m.EP, iy) +
+                                                        PAD * SW * E)[i % q4];
+        }
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            const int i = t + n * NT, hr = i / q4, r = hr < PAD ? hr : hr + 1;
+            if (i < total)
+                reinterpret_cast<float4 *>(m.EP + r * SW * E)[i % q4] = v[n];
+        }
+    }
+    __syncthreads();
+    /* 3. the depthwise row */
+    if (EE)
+        depthwise_k<T, K, EE>(m.EP, wd, bd, E, m.D, d);
+    else
+        depthwise_rt<T, K>(m.EP, wd, bd, E, m.D, d);
+    __syncthreads();
+    /* 4. the pool: every row's sums, added in rank order */
+    cluster_pool<EE>(m.D, E, m, cl, H);
+    if (t < E) {
+        float a = 0.0f;
+        for (int r = 0; r < H; r++)
+            a += m.slots[r * E + t];
+        m.mean[t] = a * (1.0f / (float)(H * SW));
+    }
+    /* 5. the excitation, then the projection plus the residual, back into X */
+    excite<EE>(p, wp, m.mean, m.hid, m.sc);
+    const float *pw = wp + r4(p.hid * E) * 2 + r4(p.hid) + r4(E);
+    pointwise_k<T, EE, CC>(m.D, E, m.sc, pw, pw + r4(E * C), C, m.X, C, p.res ? m.X : NULL,
+                           p.res_pre, p.lo, p.hi, p.post);
+    __syncthreads();
+}
+
+/* pair() with run-time shapes: one copy, called (not inlined). */
+template <typename T, int K>
+__device__ __noinline__ void pair_rt(const kr_cuda_segment &s, int k, const float *we,
+                                     const seg_smem &m, cg::cluster_group &cl)
+{
+    pair<T, K, 0, 0>(s, k, we, m, cl);
 }
 
 template <typename T, int K>
@@ -275,8 +391,10 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
     for (int i = 0; i < s.n_ir; i++)
         emax = s.d[i].e > emax ? s.d[i].e : emax;
     float *wbuf = sm, *xin = sm + 2 * s.buf_floats, *X = xin + SW * CI0, *EP = X + SW * C;
-    float *D = EP + HROWS * SW * emax, *pool = D + SW * emax, *mean = pool + emax;
+    float *D = EP + HROWS * SW * emax, *slots = D + SW * emax;
+    float *mean = slots + KR_CUDA_SEG_MAX_ROWS * emax;
     float *hid = mean + emax, *sc = hid + emax, *red = sc + emax;
+    const seg_smem m = {wbuf, xin, X, EP, D, slots, mean, hid, sc, red};
 
     if (t == 0) { /* stage 0's and stage 1's weights */
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[0])));
@@ -310,10 +428,10 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
     }
     __syncthreads(); /* also: the mbarriers are initialised */
     bar_wait(&bar[0], 0);
-    excite(s.p0, wbuf, mean, hid, sc);
+    excite<0>(s.p0, wbuf, mean, hid, sc);
     {
         const float *wp = wbuf + r4(s.p0.hid * CI0) * 2 + r4(s.p0.hid) + r4(CI0);
-        pointwise<T>(xin, CI0, sc, wp, wp + r4(CI0 * C), C, X, C, NULL, 0, s.p0.lo, s.p0.hi,
+        pointwise<T, 96, 32, 96, 32>(xin, CI0, sc, wp, wp + r4(CI0 * C), C, X, C, NULL, 0, s.p0.lo, s.p0.hi,
                      s.p0.post);
     }
     __syncthreads();
@@ -327,76 +445,43 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
                       s.stage_floats[st + 1] * 4, &bar[1 - b]);
         }
         bar_wait(&bar[b], (unsigned)(st / 2) & 1u);
-        const kr_cuda_seg_dw &d = s.d[k];
-        const kr_cuda_seg_proj &p = s.p[k];
-        const int E = d.e;
-        const float *we = wbuf + b * s.buf_floats, *be = we + r4(C * E), *wd = be + r4(E);
-        const float *bd = wd + r4(K * K * E), *wp = we + (p.w_off - d.w_off);
-        /* 1. the expanded row into EP's middle row */
-        pointwise<T>(X, C, NULL, we, be, E, EP + PAD * SW * E, E, NULL, 0, d.e_lo, d.e_hi,
-                     d.e_post);
-        cl.sync(); /* every row expanded (and the last stage's reads of EP done) */
-        /* 2. the halo rows from their owners, zeros outside the image: loads first */
-        {
-            const int q4 = SW * E / 4, total = 2 * PAD * q4;
-            float4 v[8];
-#pragma unroll
-            for (int n = 0; n < 8; n++) {
-                const int i = t + n * NT, hr = i / q4, r = hr < PAD ? hr : hr + 1;
-                const int iy = rank - PAD + r;
-                v[n] = make_float4(0, 0, 0, 0);
-                if (i < total && iy >= 0 && iy < H)
-                    v[n] = reinterpret_cast<const float4 *>(cl.map_shared_rank(EP, iy) +
-                                                            PAD * SW * E)[i % q4];
-            }
-#pragma unroll
-            for (int n = 0; n < 8; n++) {
-                const int i = t + n * NT, hr = i / q4, r = hr < PAD ? hr : hr + 1;
-                if (i < total)
-                    reinterpret_cast<float4 *>(EP + r * SW * E)[i % q4] = v[n];
-            }
-        }
-        __syncthreads();
-        /* 3. the depthwise row */
-        if (E == 128)
-            depthwise<T, K, 128>(EP, wd, bd, E, D, d);
-        else if (E == 96)
-            depthwise<T, K, 96>(EP, wd, bd, E, D, d);
+        const float *we = wbuf + b * s.buf_floats;
+        const int E = s.d[k].e;
+        if (C == 32 && E == 128)
+            pair<T, K, 32, 128>(s, k, we, m, cl);
+        else if (C == 32 && E == 96)
+            pair<T, K, 32, 96>(s, k, we, m, cl);
         else
-            depthwise<T, K, 0>(EP, wd, bd, E, D, d);
-        __syncthreads();
-        /* 4. the pool: this row's sums, then every row's (rank order) */
-        row_pool(D, E, pool, red);
-        cl.sync();
-        if (t < E) {
-            float a = 0.0f;
-            for (int r = 0; r < H; r++)
-                a += cl.map_shared_rank(pool, r)[t];
-            mean[t] = a * (1.0f / (float)(H * SW));
-        }
-        /* 5. the excitation, then the projection plus the residual, back into X */
-        excite(p, wp, mean, hid, sc);
-        const float *pw = wp + r4(p.hid * E) * 2 + r4(p.hid) + r4(E);
-        pointwise<T>(D, E, sc, pw, pw + r4(E * C), C, X, C, p.res ? X : NULL, p.res_pre, p.lo,
-                     p.hi, p.post);
-        __syncthreads();
+            pair_rt<T, K>(s, k, we, m, cl);
     }
     {
         T *y = (T *)s.y + ((size_t)img * H + rank) * SW * C;
         for (int i = t; i < SW * C / 4; i += NT)
             kr_stv<4>(y + 4 * i, X + 4 * i);
     }
-    if (s.y_sums) { /* the output's pool tail: every row's sums (rank order) in slice 0 */
-        row_pool(X, C, pool, red);
-        cl.sync();
-        if (rank == 0 && t < C) {
-            float a = 0.0f;
-            for (int r = 0; r < H; r++)
-                a += cl.map_shared_rank(pool, r)[t];
-            float *dst = s.y_sums + (size_t)img * s.y_slices * C;
-            dst[t] = a;
-            for (int k = 1; k < s.y_slices; k++)
-                dst[(size_t)k * C + t] = 0.0f;
+    if (s.y_sums) { /* the output's pool tail: slices of a row each where there are enough
+                     * (zeros in the others), else every row's sums (rank order) in slice 0 */
+        float *dst = s.y_sums + (size_t)img * s.y_slices * C;
+        if (s.y_slices >= H) {
+            row_pool<0>(X, C, red, [&](int g, float4 v) {
+                reinterpret_cast<float4 *>(dst + (size_t)rank * C)[g] = v;
+            });
+            for (int i = t; i < (s.y_slices - 1) / H * C + C; i += NT) {
+                const int k = rank + H * (1 + i / C);
+                if (k < s.y_slices)
+                    dst[(size_t)k * C + i % C] = 0.0f;
+            }
+        } else {
+            cl.sync(); /* every block done with the last pair's slots */
+            cluster_pool<0>(X, C, m, cl, 1); /* into rank 0's slots only */
+            if (rank == 0 && t < C) {
+                float a = 0.0f;
+                for (int r = 0; r < H; r++)
+                    a += slots[r * C + t];
+                dst[t] = a;
+            }
+            for (int i = t; rank == 0 && i < (s.y_slices - 1) * C; i += NT)
+                dst[C + i] = 0.0f;
         }
     }
     cl.sync(); /* no block leaves while another may read its shared memory */
