@@ -973,7 +973,8 @@ static void check_selfie_segment(const kr_cuda_segment *seg, const plan *p, int 
  * batch 1; the memory plan may do it at batch 4); refused when a tensor written inside it is
  * read after it;
  * shorter when a pair's input is not the step before's output; the last projection's pool tail
- * (the global pool of the output, the next node) taken in; none in the face detector. */
+ * (the global pool of the output, the next node) taken in when it has a slice per row at
+ * least; none in the face detector. */
 static void test_cluster_segment(void **state)
 {
     (void)state;
@@ -1057,12 +1058,16 @@ static void test_cluster_segment(void **state)
         assert_int_equal(pool->kind, KR_STEP_POOL_PARTIAL);
         p.steps[last].tail = 1;
         p.steps[last].tail_c = 32;
-        p.steps[last].tail_slices = pool->tail_slices;
+        p.steps[last].tail_slices = 256; /* a pixel each */
         p.steps[last].tail_partial = (float *)(uintptr_t)0x1000;
         assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 0);
         assert_string_equal(why, "the pool tail is not the last node's global pool of the output");
         memmove(pool, pool + 1, (size_t)(p.n - last - 2) * sizeof(*pool));
         p.n--;
+        p.steps[last].tail_slices = 8; /* fewer than the 16 rows: refused */
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 0);
+        assert_string_equal(why, "the output's pool tail has fewer slices than the image has rows");
+        p.steps[last].tail_slices = 256;
         assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
         assert_int_equal(seg.count, 9);
         assert_ptr_equal(seg.y_sums, (float *)(uintptr_t)0x1000);

@@ -164,6 +164,10 @@ static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, si
         seg->n_ir++;
         j += 2;
         if (p->tail) { /* its output's pool: the segment ends here */
+            if (p->tail_slices < h) { /* the kernel writes a row's sums per slice */
+                *why = "the output's pool tail has fewer slices than the image has rows";
+                return 0;
+            }
             seg->y_sums = p->tail_partial;
             seg->y_slices = p->tail_slices;
             break;

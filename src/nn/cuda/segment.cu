@@ -459,29 +459,16 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
         for (int i = t; i < SW * C / 4; i += NT)
             kr_stv<4>(y + 4 * i, X + 4 * i);
     }
-    if (s.y_sums) { /* the output's pool tail: slices of a row each where there are enough
-                     * (zeros in the others), else every row's sums (rank order) in slice 0 */
+    if (s.y_sums) { /* the output's pool tail: block r's row sums in slice r, zeros in slices
+                     * r + h, r + 2h, ... (the planner asks for y_slices >= h) */
         float *dst = s.y_sums + (size_t)img * s.y_slices * C;
-        if (s.y_slices >= H) {
-            row_pool<0>(X, C, red, [&](int g, float4 v) {
-                reinterpret_cast<float4 *>(dst + (size_t)rank * C)[g] = v;
-            });
-            for (int i = t; i < (s.y_slices - 1) / H * C + C; i += NT) {
-                const int k = rank + H * (1 + i / C);
-                if (k < s.y_slices)
-                    dst[(size_t)k * C + i % C] = 0.0f;
-            }
-        } else {
-            cl.sync(); /* every block done with the last pair's slots */
-            cluster_pool<0>(X, C, m, cl, 1); /* into rank 0's slots only */
-            if (rank == 0 && t < C) {
-                float a = 0.0f;
-                for (int r = 0; r < H; r++)
-                    a += slots[r * C + t];
-                dst[t] = a;
-            }
-            for (int i = t; rank == 0 && i < (s.y_slices - 1) * C; i += NT)
-                dst[C + i] = 0.0f;
+        row_pool<0>(X, C, red, [&](int g, float4 v) {
+            reinterpret_cast<float4 *>(dst + (size_t)rank * C)[g] = v;
+        });
+        for (int i = t; i < (s.y_slices - 1) / H * C; i += NT) {
+            const int k = rank + H * (1 + i / C);
+            if (k < s.y_slices)
+                dst[(size_t)k * C + i % C] = 0.0f;
         }
     }
     cl.sync(); /* no block leaves while another may read its shared memory */

@@ -15,7 +15,7 @@
  *                       "same" padding) whose output has a pool tail;
  *                       P: a 1x1 convolution of D's output scaled by the excitation of that
  *                       pool, plus D's input (the residual); the last one may have a pool tail
- *                       (the global pool of the segment's output)
+ *                       (the global pool of the segment's output) of at least H slices
  * at H x KR_CUDA_SEG_W pixels (H <= KR_CUDA_SEG_MAX_ROWS: a block per row), every channel
  * count a multiple of 4 and every stage's weights fitting twice in shared memory. Only the
  * last P's output is written to global memory: the planner checks that no step after the
@@ -77,8 +77,8 @@ typedef struct kr_cuda_segment {
     const float *x_sums;  /* P0's pool sums [batch][x_slices][p0.ci], over x_pixels pixels */
     int x_slices, x_pixels;
     void *y;              /* output [batch][h][W][c] */
-    float *y_sums;        /* or NULL: the last P's pool tail [batch][y_slices][c] (the whole
-                           * sum in slice 0, zeros in the others) */
+    float *y_sums;        /* or NULL: the last P's pool tail [batch][y_slices][c], y_slices
+                           * >= h (row r's sums in slice r, zeros in the others) */
     int y_slices;
     int shared_out;       /* 1: an item's output overlaps another item's input (above) */
     kr_cuda_seg_proj p0;
