@@ -355,9 +355,10 @@ static void plan_pool_folds(kr_backend_instance *inst)
 
 /* Queues the persistent schedule on @p stream: the persistent kernel over every step, or, with
  * a cluster segment, over the steps before it, the segment's kernel, the persistent kernel over
- * the steps after it. @p clocks: the persistent kernel's profile (4 per step) or NULL. */
+ * the steps after it. @p clocks: the persistent kernel's profile (4 per step) or NULL; @p ev:
+ * NULL, or two events recorded around the segment's kernel (the profile). */
 static cudaError_t launch_schedule(kr_backend_instance *inst, cudaStream_t stream,
-                                   long long *clocks)
+                                   long long *clocks, cudaEvent_t *ev)
 {
     if (!inst->has_seg)
         return (cudaError_t)kr_cuda_persistent_launch(inst->steps, inst->n_steps, inst->f16,
@@ -367,8 +368,12 @@ static cudaError_t launch_schedule(kr_backend_instance *inst, cudaStream_t strea
     if (a > 0)
         e = (cudaError_t)kr_cuda_persistent_launch(inst->steps, a, inst->f16, inst->blocks,
                                                    clocks, stream);
+    if (e == cudaSuccess && ev)
+        e = cudaEventRecord(ev[0], stream);
     if (e == cudaSuccess)
         e = (cudaError_t)kr_cuda_segment_launch(&inst->seg, stream);
+    if (e == cudaSuccess && ev)
+        e = cudaEventRecord(ev[1], stream);
     if (e == cudaSuccess && b < inst->n_steps)
         e = (cudaError_t)kr_cuda_persistent_launch(inst->steps + b, inst->n_steps - b, inst->f16,
                                                    inst->blocks, clocks ? clocks + 4 * b : NULL,
@@ -384,7 +389,7 @@ static keyer_status enqueue(kr_backend_instance *inst, cudaStream_t stream, int 
     const kr_graph *g = inst->graph;
     cudaError_t e;
     if (inst->steps) { /* the conversions are steps of the persistent kernel */
-        e = launch_schedule(inst, stream, NULL);
+        e = launch_schedule(inst, stream, NULL, NULL);
         if (e == cudaSuccess && check)
             e = cudaStreamSynchronize(stream);
         if (e != cudaSuccess)
@@ -985,28 +990,12 @@ static keyer_status profile_persistent(kr_backend_instance *inst, double *ms, ke
     float seg_ms = 0;
     if (e == cudaSuccess)
         e = cudaMemsetAsync(dev, 0, n4 * sizeof(*dev), inst->stream);
-    if (e == cudaSuccess && !inst->has_seg)
-        e = (cudaError_t)kr_cuda_persistent_launch(inst->steps, inst->n_steps, inst->f16,
-                                                   inst->blocks, dev, inst->stream);
-    if (e == cudaSuccess && inst->has_seg) {
-        const int a = inst->seg.first, b = inst->seg_end;
+    if (e == cudaSuccess && inst->has_seg)
         e = cudaEventCreate(&ev[0]);
-        if (e == cudaSuccess)
-            e = cudaEventCreate(&ev[1]);
-        if (e == cudaSuccess && a > 0)
-            e = (cudaError_t)kr_cuda_persistent_launch(inst->steps, a, inst->f16, inst->blocks,
-                                                       dev, inst->stream);
-        if (e == cudaSuccess)
-            e = cudaEventRecord(ev[0], inst->stream);
-        if (e == cudaSuccess)
-            e = (cudaError_t)kr_cuda_segment_launch(&inst->seg, inst->stream);
-        if (e == cudaSuccess)
-            e = cudaEventRecord(ev[1], inst->stream);
-        if (e == cudaSuccess && b < inst->n_steps)
-            e = (cudaError_t)kr_cuda_persistent_launch(inst->steps + b, inst->n_steps - b,
-                                                       inst->f16, inst->blocks, dev + 4 * b,
-                                                       inst->stream);
-    }
+    if (e == cudaSuccess && inst->has_seg)
+        e = cudaEventCreate(&ev[1]);
+    if (e == cudaSuccess)
+        e = launch_schedule(inst, inst->stream, dev, inst->has_seg ? ev : NULL);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(host, dev, n4 * sizeof(*dev), cudaMemcpyDeviceToHost, inst->stream);
     if (e == cudaSuccess)

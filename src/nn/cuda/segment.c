@@ -133,7 +133,7 @@ static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, si
     const int h = p0->oh, c = p0->oc;
     memset(seg, 0, sizeof(*seg));
     if (h < 2 || h > KR_CUDA_SEG_MAX_ROWS) {
-        *why = "more image rows than a cluster has blocks";
+        *why = "an image of fewer than 2 rows or more rows than a cluster has blocks";
         return 0;
     }
     int j = i + 1, k = 0;

@@ -475,28 +475,32 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
 #endif
 }
 
-template <typename T, int K> static cudaError_t prepare(const kr_cuda_segment *seg, int *fits)
+typedef void (*segment_fn)(const kr_cuda_segment);
+
+/* The kernel for @p seg's element type and window. */
+static segment_fn pick(const kr_cuda_segment *seg)
 {
-    const size_t smem = kr_cuda_segment_smem(seg);
-    cudaError_t e = cudaFuncSetAttribute(segment_kernel<T, K>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e == cudaSuccess && seg->h > 8)
-        e = cudaFuncSetAttribute(segment_kernel<T, K>,
-                                 cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (e != cudaSuccess)
-        return e;
+    if (seg->k == 5)
+        return seg->f16 ? segment_kernel<__half, 5> : segment_kernel<float, 5>;
+    return seg->f16 ? segment_kernel<__half, 3> : segment_kernel<float, 3>;
+}
+
+/* The launch of @p items clusters of seg->h blocks on @p stream; @p attr: its one attribute. */
+static cudaLaunchConfig_t launch_config(const kr_cuda_segment *seg, int items, cudaStream_t stream,
+                                        cudaLaunchAttribute *attr)
+{
     cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)seg->h;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)seg->h);
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = (unsigned)seg->h;
+    attr->val.clusterDim.y = 1;
+    attr->val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)(seg->h * items));
     cfg.blockDim = dim3(NT);
-    cfg.dynamicSmemBytes = smem;
+    cfg.dynamicSmemBytes = kr_cuda_segment_smem(seg);
+    cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    return cudaOccupancyMaxActiveClusters(fits, segment_kernel<T, K>, &cfg);
+    return cfg;
 }
 
 extern "C" int kr_cuda_segment_prepare(const kr_cuda_segment *seg, const char **why)
@@ -518,10 +522,15 @@ extern "C" int kr_cuda_segment_prepare(const kr_cuda_segment *seg, const char **
         *why = "a block's shared memory is too small for it";
         return 0;
     }
-    if (seg->k == 5)
-        e = seg->f16 ? prepare<__half, 5>(seg, &fits) : prepare<float, 5>(seg, &fits);
-    else
-        e = seg->f16 ? prepare<__half, 3>(seg, &fits) : prepare<float, 3>(seg, &fits);
+    const segment_fn fn = pick(seg);
+    e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)kr_cuda_segment_smem(seg));
+    if (e == cudaSuccess && seg->h > 8)
+        e = cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = launch_config(seg, 1, 0, &attr);
+    if (e == cudaSuccess)
+        e = cudaOccupancyMaxActiveClusters(&fits, fn, &cfg);
     if (e != cudaSuccess) {
         cudaGetLastError(); /* an unsupported cluster size is not sticky */
         *why = "the device refuses the cluster size or shared memory";
@@ -534,24 +543,7 @@ extern "C" int kr_cuda_segment_prepare(const kr_cuda_segment *seg, const char **
 
 extern "C" int kr_cuda_segment_launch(const kr_cuda_segment *seg, void *stream)
 {
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)seg->h;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)(seg->h * seg->batch));
-    cfg.blockDim = dim3(NT);
-    cfg.dynamicSmemBytes = kr_cuda_segment_smem(seg);
-    cfg.stream = (cudaStream_t)stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    cudaError_t e;
-    if (seg->k == 5)
-        e = seg->f16 ? cudaLaunchKernelEx(&cfg, segment_kernel<__half, 5>, *seg)
-                     : cudaLaunchKernelEx(&cfg, segment_kernel<float, 5>, *seg);
-    else
-        e = seg->f16 ? cudaLaunchKernelEx(&cfg, segment_kernel<__half, 3>, *seg)
-                     : cudaLaunchKernelEx(&cfg, segment_kernel<float, 3>, *seg);
-    return (int)e;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = launch_config(seg, seg->batch, (cudaStream_t)stream, &attr);
+    return (int)cudaLaunchKernelEx(&cfg, pick(seg), *seg);
 }
