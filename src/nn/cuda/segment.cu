@@ -522,9 +522,14 @@ extern "C" int kr_cuda_segment_prepare(const kr_cuda_segment *seg, const char **
         *why = "a block's shared memory is too small for it";
         return 0;
     }
+    /* the kernel's shared-memory allowance is the function's, shared by every instance: only
+     * ever raised, so that an instance with a smaller segment never lowers another's */
     const segment_fn fn = pick(seg);
-    e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)kr_cuda_segment_smem(seg));
+    cudaFuncAttributes fa;
+    e = cudaFuncGetAttributes(&fa, fn);
+    if (e == cudaSuccess && (size_t)fa.maxDynamicSharedSizeBytes < kr_cuda_segment_smem(seg))
+        e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)kr_cuda_segment_smem(seg));
     if (e == cudaSuccess && seg->h > 8)
         e = cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     cudaLaunchAttribute attr;

@@ -107,9 +107,11 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
 /* Bytes of shared memory the kernel needs per block for @p seg. */
 size_t kr_cuda_segment_smem(const kr_cuda_segment *seg);
 
-/* Prepares the kernel for @p seg on the current device (its shared memory and cluster size)
- * and checks that one cluster fits; returns the CUDA error (0 = it can run), and in @p why a
- * static reason when it cannot. */
+/* Prepares the kernel for @p seg on the current device (raises its shared-memory allowance to
+ * what @p seg needs, never lowers it: the allowance is the kernel's, for every instance; allows
+ * the cluster size) and checks that one cluster fits; returns the CUDA error of a failed query
+ * (0 otherwise), and in @p why a static reason when it cannot run (the caller then keeps the
+ * persistent kernel). */
 int kr_cuda_segment_prepare(const kr_cuda_segment *seg, const char **why);
 
 /* Queues the kernel on @p stream: a cluster of seg->h blocks per image. Returns the CUDA error
