@@ -1083,6 +1083,94 @@ static void test_cluster_segment(void **state)
     free_plan(&p);
     keyer_model_destroy(&m);
 }
+/* A host array standing in for a step's weight tensor: value 1000 * id + index, so that every
+ * packed float names its source and place. */
+static float *fill(float **keep, int *n_keep, int id, size_t count)
+{
+    float *a = malloc(count * sizeof(float));
+    assert_non_null(a);
+    for (size_t i = 0; i < count; i++)
+        a[i] = (float)(1000 * id) + (float)i;
+    keep[(*n_keep)++] = a;
+    return a;
+}
+
+static int fetch_host(void *ctx, float *to, const float *src, size_t count)
+{
+    (*(int *)ctx)++;
+    memcpy(to, src, count * sizeof(float));
+    return 0;
+}
+
+/* kr_cuda_segment_pack on selfie's segment with host arrays for its steps' weights: every stage
+ * at its offset, each part where segment.h puts it, the transposed ones (the projections'
+ * [c][ci] -> [ci][c], the second dense layers' [ci][hid] -> [hid][ci], the expansions' [e][c]
+ * -> [c][e]) transposed, a missing bias as zeros, the alignment gaps zero. */
+static void test_cluster_segment_pack(void **state)
+{
+    (void)state;
+    keyer_model *m = load("selfie");
+    const kr_graph *g = kr_model_graph(m);
+    plan p = make_plan(g, 1);
+    kr_cuda_segment seg;
+    const char *why = NULL;
+    assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+    float *keep[64];
+    int n_keep = 0, id = 1, fetches = 0;
+    const int c = seg.c, k = seg.k;
+    for (int i = 0; i < seg.count; i++) {
+        kr_cuda_step *s = &p.steps[seg.first + i];
+        const int proj = i % 2 == 0, ci = s->ic, e = s->oc;
+        if (proj) {
+            const int hid = s->se_out[0];
+            s->se_w[0] = fill(keep, &n_keep, id++, (size_t)hid * ci);
+            s->se_b[0] = fill(keep, &n_keep, id++, (size_t)hid);
+            s->se_w[1] = fill(keep, &n_keep, id++, (size_t)ci * hid);
+            s->se_b[1] = i == 0 ? NULL : fill(keep, &n_keep, id++, (size_t)ci); /* P0: zeros */
+            s->w = fill(keep, &n_keep, id++, (size_t)c * ci);
+            s->bias = fill(keep, &n_keep, id++, (size_t)c);
+        } else {
+            s->w = fill(keep, &n_keep, id++, (size_t)e * c);
+            s->e_bias = fill(keep, &n_keep, id++, (size_t)e);
+            s->w2 = fill(keep, &n_keep, id++, (size_t)k * k * e);
+            s->bias2 = fill(keep, &n_keep, id++, (size_t)e);
+        }
+    }
+    float *w = malloc(seg.weight_floats * sizeof(float));
+    assert_non_null(w);
+    memset(w, 0xff, seg.weight_floats * sizeof(float)); /* NaN: every float must be written */
+    assert_int_equal(kr_cuda_segment_pack(&seg, p.steps, w, fetch_host, &fetches), 0);
+    assert_true(fetches > 0);
+    for (size_t i = 0; i < seg.weight_floats; i++)
+        assert_true(w[i] == w[i]);
+    /* P0: w1 [hid][ci] as is, b2 zeros, w [ci][c] from [c][ci] */
+    const kr_cuda_step *p0 = &p.steps[seg.first];
+    const int ci0 = seg.p0.ci, hid0 = seg.p0.hid;
+    const float *q = w + seg.stage_off[0];
+    assert_true(q[5] == p0->se_w[0][5]);
+    const int r4h = (hid0 * ci0 + 3) / 4 * 4, r4b = (hid0 + 3) / 4 * 4, r4c = (ci0 + 3) / 4 * 4;
+    const float *w2 = q + r4h + r4b, *b2 = w2 + r4h, *pw = b2 + r4c;
+    assert_true(w2[3 * ci0 + 7] == p0->se_w[1][7 * hid0 + 3]); /* [hid][ci] from [ci][hid] */
+    assert_true(b2[0] == 0.0f && b2[ci0 - 1] == 0.0f);
+    assert_true(pw[10 * c + 5] == p0->w[5 * ci0 + 10]);       /* [ci][c] from [c][ci] */
+    /* pair 1: the expansion [c][e] from [e][c], the depthwise taps as they are, its projection */
+    const kr_cuda_step *d1 = &p.steps[seg.first + 3], *p1 = d1 + 1;
+    const int e1 = seg.d[1].e;
+    const float *we = w + seg.d[1].w_off, *wd = we + c * e1 + e1;
+    assert_int_equal(seg.d[1].w_off, seg.stage_off[2]);
+    assert_true(we[3 * e1 + 17] == d1->w[17 * c + 3]);
+    assert_true(wd[24 * e1 + 5] == d1->w2[24 * e1 + 5]);
+    const float *pp = w + seg.p[1].w_off;
+    const int hid1 = seg.p[1].hid;
+    const float *pw1 = pp + 2 * hid1 * e1 + hid1 + e1;
+    assert_true(pw1[100 * c + 31] == p1->w[31 * e1 + 100]);
+    assert_true(pw1[e1 * c] == p1->bias[0]);
+    free(w);
+    for (int i = 0; i < n_keep; i++)
+        free(keep[i]);
+    free_plan(&p);
+    keyer_model_destroy(&m);
+}
 #endif
 
 int main(void)
@@ -1105,6 +1193,7 @@ int main(void)
         cmocka_unit_test(test_stem_pointwise_no_tail),
         cmocka_unit_test(test_resize_into_conv),
         cmocka_unit_test(test_cluster_segment),
+        cmocka_unit_test(test_cluster_segment_pack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 #endif
