@@ -24,6 +24,9 @@
  *    conv, which also takes a folded ADD after the MUL (not when the conv's output overlaps
  *    the MUL's operand: then the MUL's own step), or by the MUL; not fused when the pool's
  *    output is also a graph output (then: pool final step, dense convs, a plain MUL).
+ *  - cluster segments (segment.c): selfie's and selfie-landscape's nine steps at 1/16 found with
+ *    the right shapes and packed sizes, refused or shortened where the run does not hold, and
+ *    their weights packed (with host arrays for the steps' weights) in segment.h's layout.
  *
  * Built only with the cuda backend (exits 77 otherwise).
  */
