@@ -19,7 +19,9 @@
  * is fixed (no atomics): runs are bit-for-bit repeatable.
  *
  * kr_cuda_persistent_plan() (persistent.c, host) turns the fused node list into steps, or says
- * why it cannot; kr_cuda_persistent_launch() (persistent.cu) queues the kernel.
+ * why it cannot; kr_cuda_persistent_launch() (persistent.cu) queues the kernel over a range of
+ * them. A run of steps that segment.h's cluster kernel can do is left to it: the backend then
+ * launches this kernel over the steps before the run and over those after it.
  */
 #ifndef KEYER_NN_CUDA_PERSISTENT_H
 #define KEYER_NN_CUDA_PERSISTENT_H
