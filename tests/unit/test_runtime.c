@@ -281,6 +281,14 @@ static void test_errors(void **state)
     assert_non_null(strstr(err.message, "keyer was built without CUDA"));
 #endif
     p.backend = KEYER_BACKEND_REFERENCE;
+    /* the cuda schedule: validated whatever the backend, ignored by the others */
+    p.cuda_schedule = (keyer_cuda_schedule)(KEYER_CUDA_SCHEDULE_PERSISTENT_GRID + 1);
+    assert_int_equal(keyer_runtime_create(model, &p, &rt, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "unknown cuda schedule"));
+    p.cuda_schedule = KEYER_CUDA_SCHEDULE_PERSISTENT_GRID;
+    assert_int_equal(keyer_runtime_create(model, &p, &rt, &err), KEYER_OK);
+    keyer_runtime_destroy(&rt);
+    p.cuda_schedule = KEYER_CUDA_SCHEDULE_AUTO;
     assert_int_equal(keyer_runtime_create(NULL, &p, &rt, &err), KEYER_STATUS_INVALID_ARGUMENT);
     assert_int_equal(keyer_runtime_create(model, &p, NULL, &err), KEYER_STATUS_INVALID_ARGUMENT);
 
