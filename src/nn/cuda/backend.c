@@ -92,9 +92,7 @@ struct kr_backend_instance {
     unsigned blocks;           /* of the persistent kernel */
     float *scratch;            /* device: its pools' sums */
     float *wt;                 /* device: its transposed convolution weights (persistent.h) */
-    int has_seg;               /* 1: steps [seg.first, seg_end) run as a cluster segment */
-    int seg_end;               /* seg.first + seg.count, or one less where the last step's slot
-                                * holds the copy of its own output buffer (seg.shared_out) */
+    int has_seg;               /* 1: steps [seg.first, seg_end()) run as a cluster segment */
     kr_cuda_segment seg;       /* (segment.h); seg.w: device, its packed weights */
     void *seg_out;             /* device: that output buffer, or NULL */
     cudaGraph_t cgraph;
@@ -353,6 +351,13 @@ static void plan_pool_folds(kr_backend_instance *inst)
     }
 }
 
+/* The first step after a cluster segment's kernel: seg.first + seg.count, or one less where the
+ * segment's last slot holds the copy of its own output buffer (seg.shared_out, plan_segment). */
+static int seg_end(const kr_backend_instance *inst)
+{
+    return inst->seg.first + inst->seg.count - inst->seg.shared_out;
+}
+
 /* Queues the persistent schedule on @p stream: the persistent kernel over every step, or, with
  * a cluster segment, over the steps before it, the segment's kernel, the persistent kernel over
  * the steps after it. @p clocks: the persistent kernel's profile (4 per step) or NULL; @p ev:
@@ -363,7 +368,7 @@ static cudaError_t launch_schedule(kr_backend_instance *inst, cudaStream_t strea
     if (!inst->has_seg)
         return (cudaError_t)kr_cuda_persistent_launch(inst->steps, inst->n_steps, inst->f16,
                                                       inst->blocks, clocks, stream);
-    const int a = inst->seg.first, b = inst->seg_end;
+    const int a = inst->seg.first, b = seg_end(inst);
     cudaError_t e = cudaSuccess;
     if (a > 0)
         e = (cudaError_t)kr_cuda_persistent_launch(inst->steps, a, inst->f16, inst->blocks,
@@ -612,7 +617,6 @@ static cudaError_t plan_segment(kr_backend_instance *inst, kr_cuda_step *h, int 
         return e;
     }
     seg.w = w;
-    inst->seg_end = seg.first + seg.count;
     if (seg.shared_out) { /* its own output buffer, copied by a step in the last step's slot */
         const size_t elements = (size_t)seg.h * KR_CUDA_SEG_W * seg.c;
         e = cudaMalloc(&inst->seg_out, (size_t)seg.batch * elements * inst->esize);
@@ -620,15 +624,8 @@ static cudaError_t plan_segment(kr_backend_instance *inst, kr_cuda_step *h, int 
             cudaFree(w);
             return e;
         }
-        kr_cuda_step *last = &h[--inst->seg_end];
-        const int node = last->node;
-        *last = (kr_cuda_step){0};
-        last->kind = KR_STEP_COPY;
-        last->node = node;
-        last->batch = seg.batch;
-        last->count = (long long)elements;
-        last->x = inst->seg_out;
-        last->y = seg.y;
+        kr_cuda_step *last = &h[seg.first + seg.count - 1];
+        kr_cuda_persistent_copy(last, last->node, seg.batch, inst->seg_out, seg.y, elements);
         seg.y = inst->seg_out;
     }
     inst->seg = seg;
@@ -1013,13 +1010,13 @@ static keyer_status profile_persistent(kr_backend_instance *inst, double *ms, ke
             const long long *c = host + 4 * (size_t)i;
             int n = steps[i].node;
             const kr_cuda_step *s = &steps[i];
-            if (inst->has_seg && i >= inst->seg.first && i < inst->seg_end) {
+            if (inst->has_seg && i >= inst->seg.first && i < seg_end(inst)) {
                 if (i > inst->seg.first)
                     continue;
                 keyer_log(inst->logger, KEYER_LOG_DEBUG,
                           "%s: persistent steps %d-%d node %3d cluster segment: %.2f us (its "
                           "kernel with its launch, events)",
-                          g->name, i, inst->seg_end - 1, n, (double)seg_ms * 1e3);
+                          g->name, i, seg_end(inst) - 1, n, (double)seg_ms * 1e3);
                 if (n >= 0)
                     ms[n] = seg_ms;
                 continue;

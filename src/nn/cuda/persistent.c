@@ -1121,3 +1121,15 @@ void kr_cuda_persistent_convert(kr_cuda_step *s, int to_f16, const void *src, vo
     s->x = src;
     s->y = dst;
 }
+
+void kr_cuda_persistent_copy(kr_cuda_step *s, int node, int batch, const void *src, void *dst,
+                             size_t count)
+{
+    *s = (kr_cuda_step){0};
+    s->kind = KR_STEP_COPY;
+    s->node = node;
+    s->batch = batch;
+    s->count = (long long)count;
+    s->x = src;
+    s->y = dst;
+}

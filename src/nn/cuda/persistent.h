@@ -201,6 +201,11 @@ void kr_cuda_persistent_bind(kr_cuda_step *steps, int n, float *scratch);
 void kr_cuda_persistent_convert(kr_cuda_step *s, int to_f16, const void *src, void *dst,
                                 size_t count);
 
+/* A COPY step of @p count elements per item, @p batch items, in the element type, for graph
+ * node @p node (messages). */
+void kr_cuda_persistent_copy(kr_cuda_step *s, int node, int batch, const void *src, void *dst,
+                             size_t count);
+
 /* Blocks per multiprocessor the kernel can keep resident (element type by @p f16); 0 with the
  * CUDA error in @p cuda_error when the query fails. */
 int kr_cuda_persistent_occupancy(int f16, int *cuda_error);

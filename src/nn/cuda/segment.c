@@ -13,12 +13,44 @@
 
 static int r4(int v) { return (v + 3) & ~3; }
 
-static int proj_floats(int ci, int hid, int c)
+/* Offsets (floats, each part 4-aligned) of the packed parts of a P stage (segment.h: w1, b1,
+ * w2, b2, w, b) and of a D stage (we, be, wd, bd); o[N] is the end. The kernel's pointer
+ * arithmetic (segment.cu) follows the same layout. */
+enum { PJ_W1, PJ_B1, PJ_W2, PJ_B2, PJ_W, PJ_B, PJ_N };
+enum { DW_WE, DW_BE, DW_WD, DW_BD, DW_N };
+
+static void layout(const int *sizes, int n, int *o)
 {
-    return r4(hid * ci) + r4(hid) + r4(hid * ci) + r4(ci) + r4(ci * c) + r4(c);
+    o[0] = 0;
+    for (int i = 0; i < n; i++)
+        o[i + 1] = o[i] + r4(sizes[i]);
 }
 
-static int dw_floats(int c, int e, int k) { return r4(c * e) + r4(e) + r4(k * k * e) + r4(e); }
+static void proj_layout(int ci, int hid, int c, int o[PJ_N + 1])
+{
+    const int sizes[PJ_N] = {hid * ci, hid, hid * ci, ci, ci * c, c};
+    layout(sizes, PJ_N, o);
+}
+
+static void dw_layout(int c, int e, int k, int o[DW_N + 1])
+{
+    const int sizes[DW_N] = {c * e, e, k * k * e, e};
+    layout(sizes, DW_N, o);
+}
+
+static int proj_floats(int ci, int hid, int c)
+{
+    int o[PJ_N + 1];
+    proj_layout(ci, hid, c, o);
+    return o[PJ_N];
+}
+
+static int dw_floats(int c, int e, int k)
+{
+    int o[DW_N + 1];
+    dw_layout(c, e, k, o);
+    return o[DW_N];
+}
 
 static int ok_channels(int c) { return c > 0 && c % 4 == 0 && c <= KR_CUDA_SEG_MAX_C; }
 
@@ -36,7 +68,7 @@ static int is_proj(const kr_cuda_step *s, int h, int res_ok, int tail_ok)
            !s->y_f32 && s->res_c == 0 && s->w && (res_ok || !s->res);
 }
 
-static void set_proj(kr_cuda_seg_proj *p, const kr_cuda_step *s, int w_off)
+static void set_proj(kr_cuda_seg_proj *p, const kr_cuda_step *s)
 {
     p->ci = s->ic;
     p->hid = s->se_out[0];
@@ -50,7 +82,6 @@ static void set_proj(kr_cuda_seg_proj *p, const kr_cuda_step *s, int w_off)
     p->lo = s->lo;
     p->hi = s->hi;
     p->post = s->post;
-    p->w_off = w_off;
 }
 
 size_t kr_cuda_segment_smem(const kr_cuda_segment *seg)
@@ -160,7 +191,7 @@ static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, si
         seg->d[seg->n_ir].lo = d->lo;
         seg->d[seg->n_ir].hi = d->hi;
         seg->d[seg->n_ir].post = d->post;
-        set_proj(&seg->p[seg->n_ir], p, 0);
+        set_proj(&seg->p[seg->n_ir], p);
         seg->n_ir++;
         j += 2;
         if (p->tail) { /* its output's pool: the segment ends here */
@@ -191,7 +222,7 @@ static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, si
     seg->y = steps[i + seg->count - 1].y;
     /* the packed weights: stage 0 P0, stage s the pair s - 1 */
     int off = 0, big = 0;
-    set_proj(&seg->p0, p0, 0);
+    set_proj(&seg->p0, p0);
     for (int s = 0; s <= seg->n_ir; s++) {
         int f;
         if (s == 0) {
@@ -284,8 +315,10 @@ static int pack_proj(float *dst, const kr_cuda_seg_proj *p, const kr_cuda_step *
                      float *tmp, int (*fetch)(void *, float *, const float *, size_t), void *ctx)
 {
     const int ci = p->ci, hid = p->hid;
-    float *w1 = dst, *b1 = w1 + r4(hid * ci), *w2 = b1 + r4(hid), *b2 = w2 + r4(hid * ci);
-    float *w = b2 + r4(ci), *b = w + r4(ci * c);
+    int o[PJ_N + 1];
+    proj_layout(ci, hid, c, o);
+    float *w1 = dst + o[PJ_W1], *b1 = dst + o[PJ_B1], *w2 = dst + o[PJ_W2], *b2 = dst + o[PJ_B2];
+    float *w = dst + o[PJ_W], *b = dst + o[PJ_B];
     int e = put(w1, s->se_w[0], hid, ci, 0, tmp, fetch, ctx); /* [hid][ci] */
     if (!e)
         e = put(b1, s->se_b[0], 1, hid, 0, tmp, fetch, ctx);
@@ -313,8 +346,10 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
     for (int i = 0; !e && i < seg->n_ir; i++) {
         const kr_cuda_step *d = &steps[seg->first + 1 + 2 * i], *p = d + 1;
         const int ee = seg->d[i].e;
-        float *we = dst + seg->d[i].w_off, *be = we + r4(c * ee), *wd = be + r4(ee);
-        float *bd = wd + r4(k * k * ee);
+        int o[DW_N + 1];
+        dw_layout(c, ee, k, o);
+        float *at = dst + seg->d[i].w_off, *we = at + o[DW_WE], *be = at + o[DW_BE];
+        float *wd = at + o[DW_WD], *bd = at + o[DW_BD];
         e = put(we, d->w, ee, c, 1, tmp, fetch, ctx); /* [e][c] -> [c][e] */
         if (!e)
             e = put(be, d->e_bias, 1, ee, 0, tmp, fetch, ctx);
