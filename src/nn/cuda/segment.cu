@@ -36,6 +36,19 @@ __device__ __noinline__ float4 epi4(float4 v, float lo, float hi, int post)
     return v;
 }
 
+/* epi4 with the post function a constant (PF >= 0: kr_apply inlined with its switch folded away),
+ * or not (PF < 0: the call to epi4). */
+template <int PF>
+__device__ __forceinline__ float4 epi4c(float4 v, float lo, float hi, int post)
+{
+    if (PF < 0)
+        return epi4(v, lo, hi, post);
+    kr_epilogue e;
+    e.lo = lo, e.hi = hi, e.post = PF, e.res = NULL;
+    v.x = kr_apply(e, v.x), v.y = kr_apply(e, v.y), v.z = kr_apply(e, v.z), v.w = kr_apply(e, v.w);
+    return v;
+}
+
 __device__ __forceinline__ float epi(float v, float lo, float hi, int post)
 {
     kr_epilogue e;
@@ -77,7 +90,7 @@ __device__ __forceinline__ void bar_wait(unsigned long long *bar, unsigned parit
 /* out[p][o] = epilogue(b[o] + sum_i in[p][i] sc[i] w[i][o]) (+ res[p][o]) for the row's SW
  * pixels: a thread does 2 pixels x 4 outputs over ci / S inputs; S lanes (g + G s) add their
  * parts. @p sc, @p res may be NULL; res may be @p out (same element, same thread). */
-template <typename T, int CI, int CO>
+template <typename T, int CI, int CO, int PF = -1>
 __device__ __forceinline__ void pointwise_k(const float *in, int ci_rt, const float *sc,
                                          const float *w, const float *b, int co_rt, float *out,
                                          int ostride, const float *res, int res_pre, float lo,
@@ -137,7 +150,7 @@ __device__ __forceinline__ void pointwise_k(const float *in, int ci_rt, const fl
                 rv = *reinterpret_cast<const float4 *>(res + p * co + 4 * g);
             if (res_pre)
                 r.x += rv.x, r.y += rv.y, r.z += rv.z, r.w += rv.w;
-            r = epi4(r, lo, hi, post);
+            r = epi4c<PF>(r, lo, hi, post);
             if (!res_pre)
                 r.x += rv.x, r.y += rv.y, r.z += rv.z, r.w += rv.w;
             r.x = as_stored<T>(r.x), r.y = as_stored<T>(r.y);
@@ -241,7 +254,7 @@ __device__ __forceinline__ void row_pool(const float *d, int e_rt, float *red, F
 /* The depthwise row from the expanded rows @p ep (K of them, the output row's window):
  * 2 adjacent pixels x 4 channels per unit, a sliding window of K + 1 inputs per kernel row;
  * epilogue of @p d, rounded as stored, into @p out [SW][e]. EE: e as a constant, 0 = run-time. */
-template <typename T, int K, int EE>
+template <typename T, int K, int EE, int PF = -1>
 __device__ __forceinline__ void depthwise_k(const float *ep, const float *wd, const float *bd, int e_rt,
                                        float *out, const kr_cuda_seg_dw &d)
 {
@@ -269,8 +282,8 @@ __device__ __forceinline__ void depthwise_k(const float *ep, const float *wd, co
                 a1.z = fmaf(in[kx + 1].z, wv.z, a1.z), a1.w = fmaf(in[kx + 1].w, wv.w, a1.w);
             }
         }
-        a0 = epi4(a0, d.lo, d.hi, d.post);
-        a1 = epi4(a1, d.lo, d.hi, d.post);
+        a0 = epi4c<PF>(a0, d.lo, d.hi, d.post);
+        a1 = epi4c<PF>(a1, d.lo, d.hi, d.post);
         a0.x = as_stored<T>(a0.x), a0.y = as_stored<T>(a0.y), a0.z = as_stored<T>(a0.z);
         a0.w = as_stored<T>(a0.w), a1.x = as_stored<T>(a1.x), a1.y = as_stored<T>(a1.y);
         a1.z = as_stored<T>(a1.z), a1.w = as_stored<T>(a1.w);
@@ -324,8 +337,13 @@ __device__ __forceinline__ void pair(const kr_cuda_segment &s, int k, const floa
     const float *be = we + r4(C * E), *wd = be + r4(E), *bd = wd + r4(K * K * E);
     const float *wp = we + (p.w_off - d.w_off);
     /* 1. the expanded row into EP's middle row */
-    pointwise_k<T, CC, EE>(m.X, C, NULL, we, be, E, m.EP + PAD * SW * E, E, NULL, 0, d.e_lo,
-                           d.e_hi, d.e_post);
+    if (d.e_post == KR_CUDA_POST_HARD_SWISH)
+        pointwise_k<T, CC, EE, KR_CUDA_POST_HARD_SWISH>(m.X, C, NULL, we, be, E,
+                                                        m.EP + PAD * SW * E, E, NULL, 0, d.e_lo,
+                                                        d.e_hi, d.e_post);
+    else
+        pointwise_k<T, CC, EE>(m.X, C, NULL, we, be, E, m.EP + PAD * SW * E, E, NULL, 0, d.e_lo,
+                               d.e_hi, d.e_post);
     cl.sync(); /* every row expanded (and the last stage's reads of EP done) */
     { /* 2. the halo rows from their owners, zeros outside the image: loads first */
         const int q4 = SW * E / 4, total = 2 * PAD * q4;
@@ -349,7 +367,10 @@ __device__ __forceinline__ void pair(const kr_cuda_segment &s, int k, const floa
     __syncthreads();
     /* 3. the depthwise row */
     if (EE)
-        depthwise_k<T, K, EE>(m.EP, wd, bd, E, m.D, d);
+        if (d.post == KR_CUDA_POST_HARD_SWISH)
+            depthwise_k<T, K, EE, KR_CUDA_POST_HARD_SWISH>(m.EP, wd, bd, E, m.D, d);
+        else
+            depthwise_k<T, K, EE>(m.EP, wd, bd, E, m.D, d);
     else
         depthwise_rt<T, K>(m.EP, wd, bd, E, m.D, d);
     __syncthreads();
@@ -364,15 +385,20 @@ __device__ __forceinline__ void pair(const kr_cuda_segment &s, int k, const floa
     /* 5. the excitation, then the projection plus the residual, back into X */
     excite<EE>(p, wp, m.mean, m.hid, m.sc);
     const float *pw = wp + r4(p.hid * E) * 2 + r4(p.hid) + r4(E);
-    pointwise_k<T, EE, CC>(m.D, E, m.sc, pw, pw + r4(E * C), C, m.X, C, p.res ? m.X : NULL,
-                           p.res_pre, p.lo, p.hi, p.post);
+    if (p.post == KR_CUDA_POST_NONE)
+        pointwise_k<T, EE, CC, KR_CUDA_POST_NONE>(m.D, E, m.sc, pw, pw + r4(E * C), C, m.X, C,
+                                                  p.res ? m.X : NULL, p.res_pre, p.lo, p.hi,
+                                                  p.post);
+    else
+        pointwise_k<T, EE, CC>(m.D, E, m.sc, pw, pw + r4(E * C), C, m.X, C, p.res ? m.X : NULL,
+                               p.res_pre, p.lo, p.hi, p.post);
     __syncthreads();
 }
 
 /* pair() with run-time shapes: one copy, called (not inlined). */
 template <typename T, int K>
 __device__ __noinline__ void pair_rt(const kr_cuda_segment &s, int k, const float *we,
-                                     const seg_smem &m, cg::cluster_group &cl)
+                                     const seg_smem m, cg::cluster_group &cl)
 {
     pair<T, K, 0, 0>(s, k, we, m, cl);
 }
