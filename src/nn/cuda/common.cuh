@@ -98,15 +98,23 @@ struct kr_epilogue {
     const void *res;
 };
 
-/* Hard swish multiplies by 1/6 where the reference kernel divides by 6 (the last bit may differ;
- * an IEEE division per element was a measurable part of the small-batch latency). */
+/* @p v / 6 without a division: the product by the rounded 1/6, corrected once by its residual
+ * (fused multiply-adds). Equal to the IEEE quotient for every float whose quotient is a normal
+ * number (checked exhaustively); a subnormal quotient may differ in its last bit. The hard
+ * swish's division was a measurable part of the small-batch latency (BENCHMARKS.md). */
+__device__ __forceinline__ float kr_div6(float v)
+{
+    const float q = v * (1.0f / 6.0f);
+    return fmaf(fmaf(-q, 6.0f, v), 1.0f / 6.0f, q);
+}
+
 __device__ __forceinline__ float kr_apply(const kr_epilogue &e, float v)
 {
     v = fminf(fmaxf(v, e.lo), e.hi);
     switch (e.post) {
     case KR_CUDA_POST_RELU: return fmaxf(v, 0.0f);
     case KR_CUDA_POST_RELU6: return fminf(fmaxf(v, 0.0f), 6.0f);
-    case KR_CUDA_POST_HARD_SWISH: return v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f);
+    case KR_CUDA_POST_HARD_SWISH: return kr_div6(v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f));
     case KR_CUDA_POST_LOGISTIC: return 1.0f / (1.0f + expf(-v));
     default: return v;
     }
