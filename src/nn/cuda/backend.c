@@ -367,22 +367,24 @@ static cudaError_t launch_schedule(kr_backend_instance *inst, cudaStream_t strea
 {
     if (!inst->has_seg)
         return (cudaError_t)kr_cuda_persistent_launch(inst->steps, inst->n_steps, inst->f16,
-                                                      inst->blocks, clocks, stream);
-    const int a = inst->seg.first, b = seg_end(inst);
+                                                      inst->blocks, clocks, 0, stream);
+    /* each kernel after the first is a programmatic dependent launch of the one before (not
+     * when events are recorded between them): 1-1.5 us less per inference on the H100 */
+    const int a = inst->seg.first, b = seg_end(inst), pdl = ev == NULL;
     cudaError_t e = cudaSuccess;
     if (a > 0)
         e = (cudaError_t)kr_cuda_persistent_launch(inst->steps, a, inst->f16, inst->blocks,
-                                                   clocks, stream);
+                                                   clocks, 0, stream);
     if (e == cudaSuccess && ev)
         e = cudaEventRecord(ev[0], stream);
     if (e == cudaSuccess)
-        e = (cudaError_t)kr_cuda_segment_launch(&inst->seg, stream);
+        e = (cudaError_t)kr_cuda_segment_launch(&inst->seg, pdl && a > 0, stream);
     if (e == cudaSuccess && ev)
         e = cudaEventRecord(ev[1], stream);
     if (e == cudaSuccess && b < inst->n_steps)
         e = (cudaError_t)kr_cuda_persistent_launch(inst->steps + b, inst->n_steps - b, inst->f16,
                                                    inst->blocks, clocks ? clocks + 4 * b : NULL,
-                                                   stream);
+                                                   pdl, stream);
     return e;
 }
 

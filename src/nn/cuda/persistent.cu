@@ -1145,6 +1145,12 @@ __global__ void __launch_bounds__(NT, 2)
     load_step(&desc[0], &steps[0]);
     if (n > 1)
         load_step(&desc[1], &steps[1]);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* after_kernel: wait for the kernel before to end and its writes to be visible (a no-op
+     * without a programmatic dependence). No early trigger for the kernel after: its blocks
+     * would wait on SMs this one's need (measured slower, BENCHMARKS.md) */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
     __syncthreads();
     for (int i = 0; i < n; i++) {
         const kr_cuda_step &s = desc[i % 3];
@@ -1194,17 +1200,20 @@ extern "C" int kr_cuda_persistent_occupancy(int f16, int *cuda_error)
 }
 
 extern "C" int kr_cuda_persistent_launch(const kr_cuda_step *steps, int n, int f16,
-                                         unsigned blocks, long long *clocks, void *stream)
+                                         unsigned blocks, long long *clocks, int after_kernel,
+                                         void *stream)
 {
     cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeCooperative;
     attr[0].val.cooperative = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.gridDim = dim3(blocks);
     cfg.blockDim = dim3(KR_CUDA_PERSISTENT_THREADS);
     cfg.stream = (cudaStream_t)stream;
     cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = after_kernel ? 2 : 1;
     cudaError_t e = f16 ? cudaLaunchKernelEx(&cfg, persistent_kernel<__half>, steps, n, clocks)
                         : cudaLaunchKernelEx(&cfg, persistent_kernel<float>, steps, n, clocks);
     return (int)e;

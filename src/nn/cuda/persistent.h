@@ -215,10 +215,12 @@ int kr_cuda_persistent_occupancy(int f16, int *cuda_error);
  * @p clocks: NULL, or device memory for 4 * n values, the per-step profile: for step i the
  * first block's SM clock (clock64) at its start, when the block's first thread finished its
  * own share, when the whole block had (an extra block barrier, in profiled runs only), and
- * after the grid barrier. Returns the CUDA error of the
- * launch (0 = success). */
+ * after the grid barrier. @p after_kernel: the launch follows a kernel of this inference on the
+ * stream and is a programmatic dependent launch of it (set up while that kernel runs, started
+ * when it ends; the kernel waits for its writes before its first step). Returns the CUDA error of the launch
+ * (0 = success). */
 int kr_cuda_persistent_launch(const kr_cuda_step *steps, int n, int f16, unsigned blocks,
-                              long long *clocks, void *stream);
+                              long long *clocks, int after_kernel, void *stream);
 
 #ifdef __cplusplus
 }

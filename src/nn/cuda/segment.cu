@@ -429,6 +429,9 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
         bulk_load(wbuf, s.w + s.stage_off[0], s.stage_floats[0] * 4, &bar[0]);
         bulk_load(wbuf + s.buf_floats, s.w + s.stage_off[1], s.stage_floats[1] * 4, &bar[1]);
     }
+    /* the weights are set-up data; the input is the kernel before's (kr_cuda_segment_launch's
+     * after_kernel: wait for its writes) */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
     /* this block's input row, and P0's channel means from the sums before the segment */
     {
         const T *x = (const T *)s.x + ((size_t)img * H + rank) * SW * CI0;
@@ -511,21 +514,24 @@ static segment_fn pick(const kr_cuda_segment *seg)
     return seg->f16 ? segment_kernel<__half, 3> : segment_kernel<float, 3>;
 }
 
-/* The launch of @p items clusters of seg->h blocks on @p stream; @p attr: its one attribute. */
-static cudaLaunchConfig_t launch_config(const kr_cuda_segment *seg, int items, cudaStream_t stream,
-                                        cudaLaunchAttribute *attr)
+/* The launch of @p items clusters of seg->h blocks on @p stream (a programmatic dependent one
+ * with @p after_kernel); @p attr: room for its two attributes. */
+static cudaLaunchConfig_t launch_config(const kr_cuda_segment *seg, int items, int after_kernel,
+                                        cudaStream_t stream, cudaLaunchAttribute *attr)
 {
     cudaLaunchConfig_t cfg = {};
-    attr->id = cudaLaunchAttributeClusterDimension;
-    attr->val.clusterDim.x = (unsigned)seg->h;
-    attr->val.clusterDim.y = 1;
-    attr->val.clusterDim.z = 1;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)seg->h;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.gridDim = dim3((unsigned)(seg->h * items));
     cfg.blockDim = dim3(NT);
     cfg.dynamicSmemBytes = kr_cuda_segment_smem(seg);
     cfg.stream = stream;
     cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = after_kernel ? 2 : 1;
     return cfg;
 }
 
@@ -558,8 +564,8 @@ extern "C" int kr_cuda_segment_prepare(const kr_cuda_segment *seg, const char **
                                  (int)kr_cuda_segment_smem(seg));
     if (e == cudaSuccess && seg->h > 8)
         e = cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg = launch_config(seg, 1, 0, &attr);
+    cudaLaunchAttribute attr[2];
+    const cudaLaunchConfig_t cfg = launch_config(seg, 1, 0, 0, attr);
     if (e == cudaSuccess)
         e = cudaOccupancyMaxActiveClusters(&fits, fn, &cfg);
     if (e != cudaSuccess) {
@@ -572,9 +578,10 @@ extern "C" int kr_cuda_segment_prepare(const kr_cuda_segment *seg, const char **
     return 0;
 }
 
-extern "C" int kr_cuda_segment_launch(const kr_cuda_segment *seg, void *stream)
+extern "C" int kr_cuda_segment_launch(const kr_cuda_segment *seg, int after_kernel, void *stream)
 {
-    cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg = launch_config(seg, seg->batch, (cudaStream_t)stream, &attr);
+    cudaLaunchAttribute attr[2];
+    const cudaLaunchConfig_t cfg = launch_config(seg, seg->batch, after_kernel,
+                                                 (cudaStream_t)stream, attr);
     return (int)cudaLaunchKernelEx(&cfg, pick(seg), *seg);
 }

@@ -114,9 +114,11 @@ size_t kr_cuda_segment_smem(const kr_cuda_segment *seg);
  * persistent kernel). */
 int kr_cuda_segment_prepare(const kr_cuda_segment *seg, const char **why);
 
-/* Queues the kernel on @p stream: a cluster of seg->h blocks per image. Returns the CUDA error
- * of the launch. */
-int kr_cuda_segment_launch(const kr_cuda_segment *seg, void *stream);
+/* Queues the kernel on @p stream: a cluster of seg->h blocks per image. @p after_kernel: the
+ * launch follows a kernel on the stream and is a programmatic dependent launch of it (set up
+ * while that kernel runs; the kernel issues its weights' loads, then waits for that kernel's
+ * writes before reading its input). Returns the CUDA error of the launch. */
+int kr_cuda_segment_launch(const kr_cuda_segment *seg, int after_kernel, void *stream);
 
 #ifdef __cplusplus
 }
