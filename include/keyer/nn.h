@@ -138,11 +138,10 @@ keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, k
  * input, or MEAN over H and W), MAX_POOL_2D, ADD, MUL and PRELU broadcasting per channel at
  * most, PAD of the channels, or spatially when one convolution reads it, bilinear resize,
  * RELU/RELU6/HARD_SWISH/LOGISTIC, RESHAPE, CONCATENATION of two operands that are one run per
- * item: every shipped model), else KERNELS. The limit is measured (BENCHMARKS.md: on an H100 selfie
- * runs 1.6x faster at batch 1, 1.4x at batch 2 and 1.1x at batch 4 persistent,
- * selfie-landscape 1.85x, the face detectors 1.35-1.55x, face-mesh 1.38x and the pose models
- * 1.36-2.2x at batch 1; at batch 8 the per-node kernels are faster for the segmentation models
- * and face detectors), and so is the second limit: a batch of more than
+ * item: every shipped model), else KERNELS. The limit is measured (BENCHMARKS.md: on an H100
+ * the persistent schedule is faster for every shipped model up to batch 5, at batch 5 by 1.03x
+ * (pose-full f16) to 1.47x (selfie-landscape f16); at batch 6 face-full and pose-full are
+ * faster per node), and so is the second limit: a batch of more than
  * KEYER_CUDA_PERSISTENT_MAX_MACS multiply-adds goes to KERNELS (pose-heavy, 1.9 G per frame,
  * is 1.36x faster persistent at batch 1 and slower from batch 2).
  * On a GPU with thread-block clusters (sm_90), PERSISTENT (and AUTO when it picks it) runs a
@@ -160,7 +159,7 @@ typedef enum keyer_cuda_schedule {
 } keyer_cuda_schedule;
 
 /** The largest batch KEYER_CUDA_SCHEDULE_AUTO runs with the persistent kernel. */
-#define KEYER_CUDA_PERSISTENT_MAX_BATCH 4
+#define KEYER_CUDA_PERSISTENT_MAX_BATCH 5
 
 /** The most multiply-adds per batch (the model's per frame times the batch) that
  * KEYER_CUDA_SCHEDULE_AUTO runs with the persistent kernel. */
