@@ -970,6 +970,21 @@ static void check_selfie_segment(const kr_cuda_segment *seg, const plan *p, int 
     assert_true(kr_cuda_segment_smem(seg) <= 232448);
 }
 
+/* @p p's last projection of segment @p seg given its output's pool tail, as the backend's folds
+ * make it (a slice per pixel at @p tail_slices 0), and the pool step after it taken out. */
+static void fold_output_pool(plan *p, const kr_cuda_segment *seg, int tail_slices)
+{
+    const int last = seg->first + seg->count - 1;
+    kr_cuda_step *pool = &p->steps[last + 1];
+    assert_int_equal(pool->kind, KR_STEP_POOL_PARTIAL);
+    p->steps[last].tail = 1;
+    p->steps[last].tail_c = 32;
+    p->steps[last].tail_slices = tail_slices ? tail_slices : seg->h * KR_CUDA_SEG_W;
+    p->steps[last].tail_partial = (float *)(uintptr_t)0x1000;
+    memmove(pool, pool + 1, (size_t)(p->n - last - 2) * sizeof(*pool));
+    p->n--;
+}
+
 /* Cluster segments (segment.h): selfie's nine steps at 16x16 and selfie-landscape's at 9x16
  * are one segment with stand-in addresses and with the backend's memory plan (f32, f16), at
  * batch 1 and 4; an item's output over another item's input is flagged (shared_out: never at
@@ -977,7 +992,9 @@ static void check_selfie_segment(const kr_cuda_segment *seg, const plan *p, int 
  * read after it;
  * shorter when a pair's input is not the step before's output; the last projection's pool tail
  * (the global pool of the output, the next node) taken in when it has a slice per row at
- * least; none in the face detector. */
+ * least; then the 1x1 convolution after it (Q) too (at batch 4 with the memory plan as well,
+ * so that batch 4 runs what batch 1 runs), but not where its output lies on another item's
+ * input; none in the face detector. */
 static void test_cluster_segment(void **state)
 {
     (void)state;
@@ -1002,7 +1019,12 @@ static void test_cluster_segment(void **state)
                 check_selfie_segment(&seg, &p, rows[mi], batch);
                 if (batch == 1 || !placed)
                     assert_int_equal(seg.shared_out, 0);
-                else
+                fold_output_pool(&p, &seg, 0); /* Q follows */
+                assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, placed == 2 ? 2 : 4, &seg,
+                                                      &why), 1);
+                assert_int_equal(seg.q_oc, 128); /* at batch 4 too: the same arithmetic */
+                assert_int_equal(seg.count, 10);
+                if (batch > 1 && placed)
                     printf("%s batch %d (%s memory plan): an item's output %s another item's "
                            "input\n", names[mi], batch, placed == 2 ? "f16" : "f32",
                            seg.shared_out ? "overlaps" : "does not overlap");
@@ -1056,26 +1078,52 @@ static void test_cluster_segment(void **state)
         plan p = make_plan(g, 1);
         assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
         assert_null(seg.y_sums);
+        assert_int_equal(seg.q_oc, 0); /* the pool step follows */
         const int last = seg.first + seg.count - 1;
-        kr_cuda_step *pool = &p.steps[last + 1];
-        assert_int_equal(pool->kind, KR_STEP_POOL_PARTIAL);
         p.steps[last].tail = 1;
         p.steps[last].tail_c = 32;
         p.steps[last].tail_slices = 256; /* a pixel each */
         p.steps[last].tail_partial = (float *)(uintptr_t)0x1000;
         assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 0);
         assert_string_equal(why, "the pool tail is not the last node's global pool of the output");
-        memmove(pool, pool + 1, (size_t)(p.n - last - 2) * sizeof(*pool));
-        p.n--;
-        p.steps[last].tail_slices = 8; /* fewer than the 16 rows: refused */
+        fold_output_pool(&p, &seg, 8); /* fewer slices than the 16 rows: refused */
         assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 0);
         assert_string_equal(why, "the output's pool tail has fewer slices than the image has rows");
         p.steps[last].tail_slices = 256;
         assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
-        assert_int_equal(seg.count, 9);
         assert_ptr_equal(seg.y_sums, (float *)(uintptr_t)0x1000);
         assert_int_equal(seg.y_slices, p.steps[last].tail_slices);
+        /* Q: selfie's 1x1 convolution 32 -> 128 (+ RELU) of the segment's output */
+        const kr_cuda_step *q = &p.steps[last + 1];
+        assert_int_equal(seg.count, 10);
+        assert_int_equal(seg.q_oc, 128);
+        assert_int_equal(seg.q_post, KR_CUDA_POST_RELU);
+        assert_ptr_equal(seg.y2, q->y);
+        assert_ptr_equal(seg.y, p.steps[last].y);
+        assert_int_equal(seg.stage_off[5], seg.stage_off[4] + seg.stage_floats[4]);
+        assert_int_equal(seg.stage_floats[5], 32 * 128 + 128);
+        assert_int_equal(seg.weight_floats, (size_t)seg.stage_off[5] + 32 * 128 + 128);
+        assert_true(seg.buf_floats >= seg.stage_floats[5]);
+        p.steps[last + 1].se_layers = 1; /* not a plain convolution: no Q */
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+        assert_int_equal(seg.count, 9);
+        assert_int_equal(seg.q_oc, 0);
         free_plan(&p);
+        for (int on = 0; on < 2; on++) { /* batch 2: Q's output on the other item's input */
+            p = make_plan(g, 2);
+            assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+            fold_output_pool(&p, &seg, 0);
+            assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+            assert_int_equal(seg.q_oc, 128);
+            p.steps[seg.first + seg.count - (on ? 2 : 1)].y = (void *)seg.x;
+            if (on) /* Q still reads it */
+                p.steps[seg.first + seg.count - 1].x = (void *)seg.x;
+            assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+            assert_int_equal(seg.shared_out, on); /* on: the last projection's output there */
+            assert_int_equal(seg.q_oc, on ? 128 : 0); /* shared_out: Q kept, the copy after */
+            assert_int_equal(seg.count, on ? 10 : 9);
+            free_plan(&p);
+        }
     }
     keyer_model_destroy(&m);
     m = load("face-short");
@@ -1108,7 +1156,8 @@ static int fetch_host(void *ctx, float *to, const float *src, size_t count)
 /* kr_cuda_segment_pack on selfie's segment with host arrays for its steps' weights: every stage
  * at its offset, each part where segment.h puts it, the transposed ones (the projections'
  * [c][ci] -> [ci][c], the second dense layers' [ci][hid] -> [hid][ci], the expansions' [e][c]
- * -> [c][e]) transposed, a missing bias as zeros, the alignment gaps zero. */
+ * -> [c][e], Q's [q_oc][c] -> [c][q_oc]) transposed, a missing bias as zeros, the alignment
+ * gaps zero. The output's pool folded as the backend does, so that Q follows. */
 static void test_cluster_segment_pack(void **state)
 {
     (void)state;
@@ -1118,13 +1167,19 @@ static void test_cluster_segment_pack(void **state)
     kr_cuda_segment seg;
     const char *why = NULL;
     assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+    fold_output_pool(&p, &seg, 0);
+    assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+    assert_int_equal(seg.q_oc, 128);
     float *keep[64];
     int n_keep = 0, id = 1, fetches = 0;
     const int c = seg.c, k = seg.k;
     for (int i = 0; i < seg.count; i++) {
         kr_cuda_step *s = &p.steps[seg.first + i];
         const int proj = i % 2 == 0, ci = s->ic, e = s->oc;
-        if (proj) {
+        if (i == 1 + 2 * seg.n_ir) { /* Q */
+            s->w = fill(keep, &n_keep, id++, (size_t)e * ci);
+            s->bias = fill(keep, &n_keep, id++, (size_t)e);
+        } else if (proj) {
             const int hid = s->se_out[0];
             s->se_w[0] = fill(keep, &n_keep, id++, (size_t)hid * ci);
             s->se_b[0] = fill(keep, &n_keep, id++, (size_t)hid);
@@ -1168,6 +1223,13 @@ static void test_cluster_segment_pack(void **state)
     const float *pw1 = pp + 2 * hid1 * e1 + hid1 + e1;
     assert_true(pw1[100 * c + 31] == p1->w[31 * e1 + 100]);
     assert_true(pw1[e1 * c] == p1->bias[0]);
+    /* Q: w [c][q_oc] from [q_oc][c], then its bias */
+    const kr_cuda_step *qs = &p.steps[seg.first + seg.count - 1];
+    const float *qw = w + seg.stage_off[seg.n_ir + 1];
+    assert_true(qw[7 * seg.q_oc + 100] == qs->w[100 * c + 7]);
+    assert_true(qw[c * seg.q_oc + 127] == qs->bias[127]);
+    assert_int_equal(seg.stage_off[seg.n_ir + 1] + seg.stage_floats[seg.n_ir + 1],
+                     (int)seg.weight_floats);
     free(w);
     for (int i = 0; i < n_keep; i++)
         free(keep[i]);

@@ -54,6 +54,9 @@ static int dw_floats(int c, int e, int k)
 
 static int ok_channels(int c) { return c > 0 && c % 4 == 0 && c <= KR_CUDA_SEG_MAX_C; }
 
+/* Q's packed weights: w [c][oc], b [oc] (4-aligned parts). */
+static int q_floats(int c, int oc) { return r4(c * oc) + r4(oc); }
+
 /* A 1x1 convolution on @p h x W pixels whose input is scaled by a two-layer excitation of its
  * own channels, with nothing else folded in but (where @p res_ok) a residual and (where
  * @p tail_ok) a pool tail of its output. */
@@ -66,6 +69,16 @@ static int is_proj(const kr_cuda_step *s, int h, int res_ok, int tail_ok)
            ok_channels(s->oc) && (!s->tail || (tail_ok && !s->tail_add && s->tail_c == s->oc)) &&
            !s->scale_add && !s->rz && !s->x_f32 &&
            !s->y_f32 && s->res_c == 0 && s->w && (res_ok || !s->res);
+}
+
+/* A plain 1x1 convolution of @p x ([h][W][c]): Q. */
+static int is_q(const kr_cuda_step *s, int h, int c, const void *x)
+{
+    return s->kind == KR_STEP_CONV && s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 &&
+           s->pt == 0 && s->pl == 0 && s->ih == h && s->oh == h && s->iw == KR_CUDA_SEG_W &&
+           s->ow == KR_CUDA_SEG_W && s->ic == c && ok_channels(s->oc) && s->x == x &&
+           !s->se_layers && !s->tail && !s->scale_add && !s->rz && !s->x_f32 && !s->y_f32 &&
+           !s->res && s->w;
 }
 
 static void set_proj(kr_cuda_seg_proj *p, const kr_cuda_step *s)
@@ -84,12 +97,18 @@ static void set_proj(kr_cuda_seg_proj *p, const kr_cuda_step *s)
     p->post = s->post;
 }
 
-size_t kr_cuda_segment_smem(const kr_cuda_segment *seg)
+/* The most channels of any activation row (the kernel's buffers' row size). */
+static int emax_of(const kr_cuda_segment *seg)
 {
     int emax = seg->p0.ci > seg->c ? seg->p0.ci : seg->c;
     for (int i = 0; i < seg->n_ir; i++)
         emax = seg->d[i].e > emax ? seg->d[i].e : emax;
-    const int w = KR_CUDA_SEG_W, pad = seg->k / 2;
+    return emax;
+}
+
+size_t kr_cuda_segment_smem(const kr_cuda_segment *seg)
+{
+    const int emax = emax_of(seg), w = KR_CUDA_SEG_W, pad = seg->k / 2;
     size_t floats = 2 * (size_t)seg->buf_floats        /* the stages' weights, two at a time */
                     + (size_t)w * seg->p0.ci            /* the segment's input row */
                     + (size_t)w * seg->c                /* the residual stream's row */
@@ -154,6 +173,34 @@ static int overlap(const void *a, size_t na, const void *b, size_t nb)
 {
     uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
     return x < y + nb && y < x + na;
+}
+
+/* Adds Q (step @p s) to @p seg where it is one, its weights fit a stage buffer (as they do for
+ * every shipped model; the buffer is not grown for it), its output row fits the expanded rows'
+ * buffer, which holds it in the kernel, and its output lies on no other item's input. */
+static void take_q(kr_cuda_segment *seg, const kr_cuda_step *s, size_t esize)
+{
+    const int c = seg->c;
+    if (!is_q(s, seg->h, c, seg->y) || q_floats(c, s->oc) > seg->buf_floats ||
+        s->oc > (1 + seg->k / 2 * 2) * emax_of(seg))
+        return;
+    const size_t px = (size_t)seg->h * KR_CUDA_SEG_W, in_b = px * seg->p0.ci * esize;
+    const size_t out_b = px * s->oc * esize;
+    for (int a = 0; a < seg->batch; a++)
+        for (int b = 0; b < seg->batch; b++)
+            if (a != b && overlap((const char *)s->y + a * out_b, out_b,
+                                  (const char *)seg->x + b * in_b, in_b))
+                return;
+    const int st = seg->n_ir + 1;
+    seg->q_oc = s->oc;
+    seg->q_lo = s->lo;
+    seg->q_hi = s->hi;
+    seg->q_post = s->post;
+    seg->y2 = s->y;
+    seg->stage_off[st] = (int)seg->weight_floats;
+    seg->stage_floats[st] = q_floats(c, s->oc);
+    seg->weight_floats += (size_t)seg->stage_floats[st];
+    seg->count++;
 }
 
 /* The segment starting at step @p i, or 0 with @p why. */
@@ -244,6 +291,7 @@ static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, si
         *why = "two stages' weights and the activations exceed a block's shared memory";
         return 0;
     }
+    const int end = i + seg->count; /* the first step after the pairs */
     /* only the last step's output leaves the segment, and it must not land on the input
      * (clusters of other images may still be reading theirs) */
     int lo, hi;
@@ -271,6 +319,8 @@ static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, si
                 seg->shared_out = 1;
                 break;
             }
+    if (end < n)
+        take_q(seg, &steps[end], esize);
     return 1;
 }
 
@@ -359,6 +409,13 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
             e = put(bd, d->bias2, 1, ee, 0, tmp, fetch, ctx);
         if (!e)
             e = pack_proj(dst + seg->p[i].w_off, &seg->p[i], p, c, tmp, fetch, ctx);
+    }
+    if (!e && seg->q_oc) { /* [oc][c] -> [c][oc] */
+        const kr_cuda_step *q = &steps[seg->first + seg->count - 1];
+        float *w = dst + seg->stage_off[seg->n_ir + 1];
+        e = put(w, q->w, seg->q_oc, c, 1, tmp, fetch, ctx);
+        if (!e)
+            e = put(w + r4(c * seg->q_oc), q->bias, 1, seg->q_oc, 0, tmp, fetch, ctx);
     }
     free(tmp);
     return e;

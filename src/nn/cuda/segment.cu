@@ -6,7 +6,8 @@
  * and add the parts with shuffles; the depthwise convolution does 2 adjacent pixels x 4
  * channels per thread from a sliding window of K + 1 inputs per kernel row; the halo rows come
  * from the neighbours' shared memory after a cluster barrier; each block pushes its pool sums
- * into every block's shared memory before one.
+ * into every block's shared memory before one. Q (segment.h), where there is one, computes its
+ * row into the expanded rows' buffer after the last pair and writes it out.
  *
  * Shared memory of a block (floats; segment.c's kr_cuda_segment_smem counts the same):
  *   two weight buffers of buf_floats | x row [W][ci0] | residual row X [W][c] |
@@ -468,7 +469,8 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
 #pragma unroll 1
     for (int k = 0; k < s.n_ir; k++) {
         const int st = k + 1, b = st % 2;
-        if (t == 0 && st + 1 <= s.n_ir) { /* the buffer of stage st - 1, which every thread left */
+        if (t == 0 && st + 1 <= s.n_ir + (s.q_oc > 0)) { /* into the buffer of stage st - 1,
+                                                           * which every thread left */
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             bulk_load(wbuf + (1 - b) * s.buf_floats, s.w + s.stage_off[st + 1],
                       s.stage_floats[st + 1] * 4, &bar[1 - b]);
@@ -499,6 +501,20 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
             if (k < s.y_slices)
                 dst[(size_t)k * C + i % C] = 0.0f;
         }
+    }
+    if (s.q_oc) { /* Q: the row into EP (free: every block is past the last halo reads), then y2 */
+        const int st = s.n_ir + 1, b = st % 2, QO = s.q_oc;
+        bar_wait(&bar[b], (unsigned)(st / 2) & 1u);
+        const float *wq = wbuf + b * s.buf_floats, *bq = wq + r4(C * QO);
+        if (C == 32 && QO == 128 && s.q_post == KR_CUDA_POST_RELU)
+            pointwise_k<T, 32, 128, KR_CUDA_POST_RELU>(X, C, NULL, wq, bq, QO, EP, QO, NULL, 0,
+                                                       s.q_lo, s.q_hi, s.q_post);
+        else
+            pointwise_rt<T>(X, C, NULL, wq, bq, QO, EP, QO, NULL, 0, s.q_lo, s.q_hi, s.q_post);
+        __syncthreads();
+        T *y2 = (T *)s.y2 + ((size_t)img * H + rank) * SW * QO;
+        for (int i = t; i < SW * QO / 4; i += NT)
+            kr_stv<4>(y2 + 4 * i, EP + 4 * i);
     }
     cl.sync(); /* no block leaves while another may read its shared memory */
 #endif

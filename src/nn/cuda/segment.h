@@ -16,10 +16,13 @@
  *                       P: a 1x1 convolution of D's output scaled by the excitation of that
  *                       pool, plus D's input (the residual); the last one may have a pool tail
  *                       (the global pool of the segment's output) of at least H slices
+ *   Q (optional)        a plain 1x1 convolution of the last P's output (no excitation, pool
+ *                       tail or residual): its output is written too
  * at H x KR_CUDA_SEG_W pixels (H <= KR_CUDA_SEG_MAX_ROWS: a block per row), every channel
  * count a multiple of 4 and every stage's weights fitting twice in shared memory. Only the
- * last P's output is written to global memory: the planner checks that no step after the
- * segment reads what its other steps wrote. An item's output may lie on its own input (its
+ * last P's output (and Q's) is written to global memory: the planner checks that no step after
+ * the segment reads what its other steps wrote. Q is taken only where its output lies on no
+ * other item's input (below; its step's slot then holds the copy where shared_out). An item's output may lie on its own input (its
  * cluster has read all of it before it writes) but not on another item's, which another
  * cluster may not have read yet: where the memory plan puts it there (shared_out), the caller
  * gives the kernel an output buffer of its own and copies it after the kernel (a COPY step).
@@ -41,6 +44,7 @@ extern "C" {
 #define KR_CUDA_SEG_MAX_ROWS 16 /* image rows: blocks per cluster (16: non-portable size) */
 #define KR_CUDA_SEG_MAX_IR 8    /* (D, P) pairs */
 #define KR_CUDA_SEG_MAX_C 128   /* channels of any activation */
+#define KR_CUDA_SEG_MAX_STAGES (KR_CUDA_SEG_MAX_IR + 2) /* P0, the pairs, Q */
 
 /* A P stage: x [pixels][ci] (shared memory), scaled per channel by the excitation of its
  * pool (dense ci -> hid with clamp se_lo[0]..se_hi[0] and se_post[0], dense hid -> ci with
@@ -68,7 +72,8 @@ typedef struct kr_cuda_seg_dw {
     int w_off;
 } kr_cuda_seg_dw;
 
-/* The kernel's parameters (passed by value). Stage 0 is P0; stage i >= 1 is pair i - 1. */
+/* The kernel's parameters (passed by value). Stage 0 is P0; stage i in [1, n_ir] is pair
+ * i - 1; stage n_ir + 1, where q_oc > 0, is Q: packed weights w [c][q_oc], b [q_oc]. */
 typedef struct kr_cuda_segment {
     int first, count;     /* the steps it replaces: [first, first + count) */
     int batch, h, c, k, n_ir;
@@ -81,10 +86,14 @@ typedef struct kr_cuda_segment {
                            * >= h (row r's sums in slice r, zeros in the others) */
     int y_slices;
     int shared_out;       /* 1: an item's output overlaps another item's input (above) */
+    int q_oc;             /* Q's output channels, 0: no Q */
+    float q_lo, q_hi;
+    int q_post;
+    void *y2;             /* Q's output [batch][h][W][q_oc] */
     kr_cuda_seg_proj p0;
     kr_cuda_seg_dw d[KR_CUDA_SEG_MAX_IR];
     kr_cuda_seg_proj p[KR_CUDA_SEG_MAX_IR];
-    int stage_off[KR_CUDA_SEG_MAX_IR + 1], stage_floats[KR_CUDA_SEG_MAX_IR + 1];
+    int stage_off[KR_CUDA_SEG_MAX_STAGES], stage_floats[KR_CUDA_SEG_MAX_STAGES];
     int buf_floats;       /* the largest stage's packed weights (a multiple of 4) */
     size_t weight_floats; /* all stages' */
     const float *w;       /* device: the packed weights (16-byte aligned) */
