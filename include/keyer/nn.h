@@ -146,8 +146,8 @@ keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, k
  * is 1.36x faster persistent at batch 1 and slower from batch 2).
  * On a GPU with thread-block clusters (sm_90), PERSISTENT (and AUTO when it picks it) runs a
  * run of inverted-residual blocks with excitations at a small resolution (at most 16 x 16:
- * selfie's and selfie-landscape's at 1/16 of the input) as one kernel with a cluster of blocks
- * per item and the activations in shared memory, between two launches of the persistent
+ * selfie's and selfie-landscape's at 1/16 of the input, with the 1x1 convolution after them) as
+ * one kernel with a cluster of blocks per item and the activations in shared memory, between two launches of the persistent
  * kernel; PERSISTENT_GRID leaves every step to the persistent kernel.
  */
 typedef enum keyer_cuda_schedule {
