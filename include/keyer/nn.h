@@ -147,8 +147,9 @@ keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, k
  * On a GPU with thread-block clusters (sm_90), PERSISTENT (and AUTO when it picks it) runs a
  * run of inverted-residual blocks with excitations at a small resolution (at most 16 x 16:
  * selfie's and selfie-landscape's at 1/16 of the input, with the 1x1 convolution after them) as
- * one kernel with a cluster of blocks per item and the activations in shared memory, between two launches of the persistent
- * kernel; PERSISTENT_GRID leaves every step to the persistent kernel.
+ * one kernel with a cluster of blocks per item and the activations in shared memory, between
+ * two launches of the persistent kernel; PERSISTENT_GRID leaves every step to the persistent
+ * kernel.
  */
 typedef enum keyer_cuda_schedule {
     KEYER_CUDA_SCHEDULE_AUTO = 0,   /**< by batch size (default) */
