@@ -11,51 +11,28 @@
  * by kr_cuda_segment_prepare. */
 #define SEG_SMEM_MAX 232448
 
-static int r4(int v) { return (v + 3) & ~3; }
-
-/* Offsets (floats, each part 4-aligned) of the packed parts of a P stage (segment.h: w1, b1,
- * w2, b2, w, b) and of a D stage (we, be, wd, bd); o[N] is the end. The kernel's pointer
- * arithmetic (segment.cu) follows the same layout. */
-enum { PJ_W1, PJ_B1, PJ_W2, PJ_B2, PJ_W, PJ_B, PJ_N };
-enum { DW_WE, DW_BE, DW_WD, DW_BD, DW_N };
-
-static void layout(const int *sizes, int n, int *o)
-{
-    o[0] = 0;
-    for (int i = 0; i < n; i++)
-        o[i + 1] = o[i] + r4(sizes[i]);
-}
-
-static void proj_layout(int ci, int hid, int c, int o[PJ_N + 1])
-{
-    const int sizes[PJ_N] = {hid * ci, hid, hid * ci, ci, ci * c, c};
-    layout(sizes, PJ_N, o);
-}
-
-static void dw_layout(int c, int e, int k, int o[DW_N + 1])
-{
-    const int sizes[DW_N] = {c * e, e, k * k * e, e};
-    layout(sizes, DW_N, o);
-}
-
 static int proj_floats(int ci, int hid, int c)
 {
-    int o[PJ_N + 1];
-    proj_layout(ci, hid, c, o);
-    return o[PJ_N];
+    int o[KR_SEG_PJ_N + 1];
+    kr_seg_proj_layout(ci, hid, c, o);
+    return o[KR_SEG_PJ_N];
 }
 
 static int dw_floats(int c, int e, int k)
 {
-    int o[DW_N + 1];
-    dw_layout(c, e, k, o);
-    return o[DW_N];
+    int o[KR_SEG_DW_N + 1];
+    kr_seg_dw_layout(c, e, k, o);
+    return o[KR_SEG_DW_N];
 }
 
 static int ok_channels(int c) { return c > 0 && c % 4 == 0 && c <= KR_CUDA_SEG_MAX_C; }
 
-/* Q's packed weights: w [c][oc], b [oc] (4-aligned parts). */
-static int q_floats(int c, int oc) { return r4(c * oc) + r4(oc); }
+static int q_floats(int c, int oc)
+{
+    int o[KR_SEG_Q_N + 1];
+    kr_seg_q_layout(c, oc, o);
+    return o[KR_SEG_Q_N];
+}
 
 /* A 1x1 convolution on @p h x W pixels whose input is scaled by a two-layer excitation of its
  * own channels, with nothing else folded in but (where @p res_ok) a residual and (where
@@ -97,27 +74,11 @@ static void set_proj(kr_cuda_seg_proj *p, const kr_cuda_step *s)
     p->post = s->post;
 }
 
-/* The most channels of any activation row (the kernel's buffers' row size). */
-static int emax_of(const kr_cuda_segment *seg)
-{
-    int emax = seg->p0.ci > seg->c ? seg->p0.ci : seg->c;
-    for (int i = 0; i < seg->n_ir; i++)
-        emax = seg->d[i].e > emax ? seg->d[i].e : emax;
-    return emax;
-}
-
 size_t kr_cuda_segment_smem(const kr_cuda_segment *seg)
 {
-    const int emax = emax_of(seg), w = KR_CUDA_SEG_W, pad = seg->k / 2;
-    size_t floats = 2 * (size_t)seg->buf_floats        /* the stages' weights, two at a time */
-                    + (size_t)w * seg->p0.ci            /* the segment's input row */
-                    + (size_t)w * seg->c                /* the residual stream's row */
-                    + (size_t)(1 + 2 * pad) * w * emax  /* expanded rows with the halo */
-                    + (size_t)w * emax                  /* depthwise outputs */
-                    + (size_t)KR_CUDA_SEG_MAX_ROWS * emax /* every block's pool sums */
-                    + 3 * (size_t)emax                  /* means, hidden, scales */
-                    + 4 * (size_t)KR_CUDA_PERSISTENT_THREADS; /* a reduction's lanes */
-    return floats * sizeof(float);
+    int o[KR_SEG_SM_N + 1];
+    kr_seg_smem_layout(seg, o);
+    return (size_t)o[KR_SEG_SM_N] * sizeof(float);
 }
 
 /* The first node a step stands for: an EXPAND_DW step's node is its depthwise convolution,
@@ -182,7 +143,7 @@ static void take_q(kr_cuda_segment *seg, const kr_cuda_step *s, size_t esize)
 {
     const int c = seg->c;
     if (!is_q(s, seg->h, c, seg->y) || q_floats(c, s->oc) > seg->buf_floats ||
-        s->oc > (1 + seg->k / 2 * 2) * emax_of(seg))
+        s->oc > (1 + seg->k / 2 * 2) * kr_seg_emax(seg))
         return;
     const size_t px = (size_t)seg->h * KR_CUDA_SEG_W, in_b = px * seg->p0.ci * esize;
     const size_t out_b = px * s->oc * esize;
@@ -365,10 +326,10 @@ static int pack_proj(float *dst, const kr_cuda_seg_proj *p, const kr_cuda_step *
                      float *tmp, int (*fetch)(void *, float *, const float *, size_t), void *ctx)
 {
     const int ci = p->ci, hid = p->hid;
-    int o[PJ_N + 1];
-    proj_layout(ci, hid, c, o);
-    float *w1 = dst + o[PJ_W1], *b1 = dst + o[PJ_B1], *w2 = dst + o[PJ_W2], *b2 = dst + o[PJ_B2];
-    float *w = dst + o[PJ_W], *b = dst + o[PJ_B];
+    int o[KR_SEG_PJ_N + 1];
+    kr_seg_proj_layout(ci, hid, c, o);
+    float *w1 = dst + o[KR_SEG_PJ_W1], *b1 = dst + o[KR_SEG_PJ_B1], *w2 = dst + o[KR_SEG_PJ_W2];
+    float *b2 = dst + o[KR_SEG_PJ_B2], *w = dst + o[KR_SEG_PJ_W], *b = dst + o[KR_SEG_PJ_B];
     int e = put(w1, s->se_w[0], hid, ci, 0, tmp, fetch, ctx); /* [hid][ci] */
     if (!e)
         e = put(b1, s->se_b[0], 1, hid, 0, tmp, fetch, ctx);
@@ -396,10 +357,10 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
     for (int i = 0; !e && i < seg->n_ir; i++) {
         const kr_cuda_step *d = &steps[seg->first + 1 + 2 * i], *p = d + 1;
         const int ee = seg->d[i].e;
-        int o[DW_N + 1];
-        dw_layout(c, ee, k, o);
-        float *at = dst + seg->d[i].w_off, *we = at + o[DW_WE], *be = at + o[DW_BE];
-        float *wd = at + o[DW_WD], *bd = at + o[DW_BD];
+        int o[KR_SEG_DW_N + 1];
+        kr_seg_dw_layout(c, ee, k, o);
+        float *at = dst + seg->d[i].w_off, *we = at + o[KR_SEG_DW_WE], *be = at + o[KR_SEG_DW_BE];
+        float *wd = at + o[KR_SEG_DW_WD], *bd = at + o[KR_SEG_DW_BD];
         e = put(we, d->w, ee, c, 1, tmp, fetch, ctx); /* [e][c] -> [c][e] */
         if (!e)
             e = put(be, d->e_bias, 1, ee, 0, tmp, fetch, ctx);
@@ -412,10 +373,12 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
     }
     if (!e && seg->q_oc) { /* [oc][c] -> [c][oc] */
         const kr_cuda_step *q = &steps[seg->first + seg->count - 1];
-        float *w = dst + seg->stage_off[seg->n_ir + 1];
-        e = put(w, q->w, seg->q_oc, c, 1, tmp, fetch, ctx);
+        float *at = dst + seg->stage_off[seg->n_ir + 1];
+        int o[KR_SEG_Q_N + 1];
+        kr_seg_q_layout(c, seg->q_oc, o);
+        e = put(at + o[KR_SEG_Q_W], q->w, seg->q_oc, c, 1, tmp, fetch, ctx);
         if (!e)
-            e = put(w + r4(c * seg->q_oc), q->bias, 1, seg->q_oc, 0, tmp, fetch, ctx);
+            e = put(at + o[KR_SEG_Q_B], q->bias, 1, seg->q_oc, 0, tmp, fetch, ctx);
     }
     free(tmp);
     return e;

@@ -8,12 +8,8 @@
  * from the neighbours' shared memory after a cluster barrier; each block pushes its pool sums
  * into every block's shared memory before one. Q (segment.h), where there is one, computes its
  * row into the expanded rows' buffer after the last pair and writes it out.
- *
- * Shared memory of a block (floats; segment.c's kr_cuda_segment_smem counts the same):
- *   two weight buffers of buf_floats | x row [W][ci0] | residual row X [W][c] |
- *   expanded rows EP [1 + 2 pad][W][emax] (own row in the middle) | depthwise row D [W][emax] |
- *   every block's pool sums [KR_CUDA_SEG_MAX_ROWS][emax] | mean, hidden, scales [emax] each |
- *   reduction lanes [4 NT]
+ * The packed weights' and shared memory's layouts are segment.h's (kr_seg_*_layout), the ones
+ * the packer and kr_cuda_segment_smem use.
  */
 #include <cooperative_groups.h>
 
@@ -24,8 +20,6 @@ namespace cg = cooperative_groups;
 
 #define NT KR_CUDA_PERSISTENT_THREADS
 #define SW KR_CUDA_SEG_W
-
-static __host__ __device__ __forceinline__ int r4(int v) { return (v + 3) & ~3; }
 
 /* The epilogue of 4 values: clamp lo..hi, post function (kr_apply's). Not inlined: the switch
  * (with the logistic's expf) at every site was a third of the kernel's code. */
@@ -90,7 +84,8 @@ __device__ __forceinline__ void bar_wait(unsigned long long *bar, unsigned parit
 
 /* out[p][o] = epilogue(b[o] + sum_i in[p][i] sc[i] w[i][o]) (+ res[p][o]) for the row's SW
  * pixels: a thread does 2 pixels x 4 outputs over ci / S inputs; S lanes (g + G s) add their
- * parts. @p sc, @p res may be NULL; res may be @p out (same element, same thread). */
+ * parts. @p sc, @p res may be NULL (@p b never: the packer writes a missing bias as zeros); res
+ * may be @p out (same element, same thread). */
 template <typename T, int CI, int CO, int PF = -1>
 __device__ __forceinline__ void pointwise_k(const float *in, int ci_rt, const float *sc,
                                          const float *w, const float *b, int co_rt, float *out,
@@ -141,7 +136,7 @@ __device__ __forceinline__ void pointwise_k(const float *in, int ci_rt, const fl
             }
         if (s != 0)
             continue;
-        const float4 bb = b ? *reinterpret_cast<const float4 *>(b + 4 * g) : make_float4(0, 0, 0, 0);
+        const float4 bb = *reinterpret_cast<const float4 *>(b + 4 * g);
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const int p = pu * 2 + i;
@@ -171,32 +166,32 @@ __device__ __noinline__ void pointwise_rt(const float *in, int ci, const float *
     pointwise_k<T, 0, 0>(in, ci, sc, w, b, co, out, ostride, res, res_pre, lo, hi, post);
 }
 
-/* pointwise_k with the shapes of the shipped segments as constants (the index arithmetic and
- * the lane split folded away) where (ci, co) is (C1, O1) or (C2, O2), else pointwise_rt: each
- * call site names the shapes it can meet, so that the kernel's code stays small (instruction
- * fetches are a cost at this size: BENCHMARKS.md). */
-template <typename T, int C1, int O1, int C2, int O2>
+/* pointwise_k with the shape (ci, co) = (CI, CO) as constants (the index arithmetic and the
+ * lane split folded away) where it is that, else pointwise_rt: a call site names the shape of
+ * the shipped segments, so that the kernel's code stays small (instruction fetches are a cost
+ * at this size: BENCHMARKS.md). */
+template <typename T, int CI, int CO>
 __device__ __forceinline__ void pointwise(const float *in, int ci, const float *sc,
                                           const float *w, const float *b, int co, float *out,
                                           int ostride, const float *res, int res_pre, float lo,
                                           float hi, int post)
 {
-    if (ci == C1 && co == O1)
-        pointwise_k<T, C1, O1>(in, ci, sc, w, b, co, out, ostride, res, res_pre, lo, hi, post);
-    else if (ci == C2 && co == O2)
-        pointwise_k<T, C2, O2>(in, ci, sc, w, b, co, out, ostride, res, res_pre, lo, hi, post);
+    if (ci == CI && co == CO)
+        pointwise_k<T, CI, CO>(in, ci, sc, w, b, co, out, ostride, res, res_pre, lo, hi, post);
     else
         pointwise_rt<T>(in, ci, sc, w, b, co, out, ostride, res, res_pre, lo, hi, post);
 }
 
-/* The excitation of stage @p p from the channel means @p mean: the two dense layers (weights at
- * @p wp, packed as segment.h says) into @p sc. Synchronises the block before and after. */
+/* The excitation of stage @p p from the channel means @p mean: the two dense layers (the stage's
+ * weights at @p wp, its layout @p o: kr_seg_proj_layout) into @p sc. Synchronises the block
+ * before and after. */
 template <int CI>
-__device__ __forceinline__ void excite(const kr_cuda_seg_proj &p, const float *wp,
+__device__ __forceinline__ void excite(const kr_cuda_seg_proj &p, const float *wp, const int *o,
                                        const float *mean, float *hid, float *sc)
 {
     const int ci = CI ? CI : p.ci, hd = p.hid, t = threadIdx.x; /* CI: 0 = run-time */
-    const float *w1 = wp, *b1 = w1 + r4(hd * ci), *w2 = b1 + r4(hd), *b2 = w2 + r4(hd * ci);
+    const float *w1 = wp + o[KR_SEG_PJ_W1], *b1 = wp + o[KR_SEG_PJ_B1];
+    const float *w2 = wp + o[KR_SEG_PJ_W2], *b2 = wp + o[KR_SEG_PJ_B2];
     __syncthreads();
     { /* dense 1: a warp per output, lanes over the inputs (consecutive addresses) */
         const int lane = t % 32;
@@ -335,8 +330,11 @@ __device__ __forceinline__ void pair(const kr_cuda_segment &s, int k, const floa
     const kr_cuda_seg_proj &p = s.p[k];
     const int E = EE ? EE : d.e, C = CC ? CC : s.c, H = s.h, t = threadIdx.x;
     const int rank = (int)cl.block_rank();
-    const float *be = we + r4(C * E), *wd = be + r4(E), *bd = wd + r4(K * K * E);
-    const float *wp = we + (p.w_off - d.w_off);
+    int od[KR_SEG_DW_N + 1], op[KR_SEG_PJ_N + 1];
+    kr_seg_dw_layout(C, E, K, od);
+    kr_seg_proj_layout(E, p.hid, C, op);
+    const float *be = we + od[KR_SEG_DW_BE], *wd = we + od[KR_SEG_DW_WD];
+    const float *bd = we + od[KR_SEG_DW_BD], *wp = we + od[KR_SEG_DW_N];
     /* 1. the expanded row into EP's middle row */
     if (d.e_post == KR_CUDA_POST_HARD_SWISH)
         pointwise_k<T, CC, EE, KR_CUDA_POST_HARD_SWISH>(m.X, C, NULL, we, be, E,
@@ -384,15 +382,15 @@ __device__ __forceinline__ void pair(const kr_cuda_segment &s, int k, const floa
         m.mean[t] = a * (1.0f / (float)(H * SW));
     }
     /* 5. the excitation, then the projection plus the residual, back into X */
-    excite<EE>(p, wp, m.mean, m.hid, m.sc);
-    const float *pw = wp + r4(p.hid * E) * 2 + r4(p.hid) + r4(E);
+    excite<EE>(p, wp, op, m.mean, m.hid, m.sc);
+    const float *pw = wp + op[KR_SEG_PJ_W], *pb = wp + op[KR_SEG_PJ_B];
     if (p.post == KR_CUDA_POST_NONE)
-        pointwise_k<T, EE, CC, KR_CUDA_POST_NONE>(m.D, E, m.sc, pw, pw + r4(E * C), C, m.X, C,
+        pointwise_k<T, EE, CC, KR_CUDA_POST_NONE>(m.D, E, m.sc, pw, pb, C, m.X, C,
                                                   p.res ? m.X : NULL, p.res_pre, p.lo, p.hi,
                                                   p.post);
     else
-        pointwise_k<T, EE, CC>(m.D, E, m.sc, pw, pw + r4(E * C), C, m.X, C, p.res ? m.X : NULL,
-                               p.res_pre, p.lo, p.hi, p.post);
+        pointwise_k<T, EE, CC>(m.D, E, m.sc, pw, pb, C, m.X, C, p.res ? m.X : NULL, p.res_pre,
+                               p.lo, p.hi, p.post);
     __syncthreads();
 }
 
@@ -408,19 +406,17 @@ template <typename T, int K>
 __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ kr_cuda_segment s)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr int PAD = K / 2, HROWS = 1 + 2 * PAD;
     extern __shared__ __align__(128) float sm[];
     __shared__ __align__(8) unsigned long long bar[2];
     cg::cluster_group cl = cg::this_cluster();
     const int H = s.h, C = s.c, CI0 = s.p0.ci, t = threadIdx.x;
     const int rank = (int)cl.block_rank(), img = (int)blockIdx.x / H;
-    int emax = CI0 > C ? CI0 : C;
-    for (int i = 0; i < s.n_ir; i++)
-        emax = s.d[i].e > emax ? s.d[i].e : emax;
-    float *wbuf = sm, *xin = sm + 2 * s.buf_floats, *X = xin + SW * CI0, *EP = X + SW * C;
-    float *D = EP + HROWS * SW * emax, *slots = D + SW * emax;
-    float *mean = slots + KR_CUDA_SEG_MAX_ROWS * emax;
-    float *hid = mean + emax, *sc = hid + emax, *red = sc + emax;
+    int so[KR_SEG_SM_N + 1];
+    kr_seg_smem_layout(&s, so);
+    float *wbuf = sm + so[KR_SEG_SM_WBUF], *xin = sm + so[KR_SEG_SM_XIN], *X = sm + so[KR_SEG_SM_X];
+    float *EP = sm + so[KR_SEG_SM_EP], *D = sm + so[KR_SEG_SM_D], *slots = sm + so[KR_SEG_SM_SLOTS];
+    float *mean = sm + so[KR_SEG_SM_MEAN], *hid = sm + so[KR_SEG_SM_HID];
+    float *sc = sm + so[KR_SEG_SM_SC], *red = sm + so[KR_SEG_SM_RED];
     const seg_smem m = {wbuf, xin, X, EP, D, slots, mean, hid, sc, red};
 
     if (t == 0) { /* stage 0's and stage 1's weights */
@@ -458,11 +454,12 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
     }
     __syncthreads(); /* also: the mbarriers are initialised */
     bar_wait(&bar[0], 0);
-    excite<0>(s.p0, wbuf, mean, hid, sc);
     {
-        const float *wp = wbuf + r4(s.p0.hid * CI0) * 2 + r4(s.p0.hid) + r4(CI0);
-        pointwise<T, 96, 32, 96, 32>(xin, CI0, sc, wp, wp + r4(CI0 * C), C, X, C, NULL, 0, s.p0.lo, s.p0.hi,
-                     s.p0.post);
+        int o[KR_SEG_PJ_N + 1];
+        kr_seg_proj_layout(CI0, s.p0.hid, C, o);
+        excite<0>(s.p0, wbuf, o, mean, hid, sc);
+        pointwise<T, 96, 32>(xin, CI0, sc, wbuf + o[KR_SEG_PJ_W], wbuf + o[KR_SEG_PJ_B], C, X, C,
+                             NULL, 0, s.p0.lo, s.p0.hi, s.p0.post);
     }
     __syncthreads();
 
@@ -505,7 +502,10 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
     if (s.q_oc) { /* Q: the row into EP (free: every block is past the last halo reads), then y2 */
         const int st = s.n_ir + 1, b = st % 2, QO = s.q_oc;
         bar_wait(&bar[b], (unsigned)(st / 2) & 1u);
-        const float *wq = wbuf + b * s.buf_floats, *bq = wq + r4(C * QO);
+        int o[KR_SEG_Q_N + 1];
+        kr_seg_q_layout(C, QO, o);
+        const float *wq = wbuf + b * s.buf_floats + o[KR_SEG_Q_W];
+        const float *bq = wbuf + b * s.buf_floats + o[KR_SEG_Q_B];
         if (C == 32 && QO == 128 && s.q_post == KR_CUDA_POST_RELU)
             pointwise_k<T, 32, 128, KR_CUDA_POST_RELU>(X, C, NULL, wq, bq, QO, EP, QO, NULL, 0,
                                                        s.q_lo, s.q_hi, s.q_post);

@@ -132,4 +132,71 @@ int kr_cuda_segment_launch(const kr_cuda_segment *seg, int after_kernel, void *s
 #ifdef __cplusplus
 }
 #endif
+
+/* ---- the layouts, written once for the packer (segment.c) and the kernel (segment.cu) ------
+ * Offsets in floats; every part starts 4-aligned; o[N] is the end. */
+#ifdef __CUDACC__
+#define KR_SEG_HD static __host__ __device__ __forceinline__
+#else
+#define KR_SEG_HD static inline
+#endif
+
+KR_SEG_HD int kr_seg_r4(int v) { return (v + 3) & ~3; }
+
+/* o[0] = 0, o[i + 1] = o[i] + sizes[i] rounded up to 4. */
+KR_SEG_HD void kr_seg_layout(const int *sizes, int n, int *o)
+{
+    o[0] = 0;
+    for (int i = 0; i < n; i++)
+        o[i + 1] = o[i] + kr_seg_r4(sizes[i]);
+}
+
+/* A P stage's packed weights (kr_cuda_seg_proj): ci -> hid -> ci excitation, ci -> c. */
+enum { KR_SEG_PJ_W1, KR_SEG_PJ_B1, KR_SEG_PJ_W2, KR_SEG_PJ_B2, KR_SEG_PJ_W, KR_SEG_PJ_B, KR_SEG_PJ_N };
+KR_SEG_HD void kr_seg_proj_layout(int ci, int hid, int c, int o[KR_SEG_PJ_N + 1])
+{
+    const int sizes[KR_SEG_PJ_N] = {hid * ci, hid, hid * ci, ci, ci * c, c};
+    kr_seg_layout(sizes, KR_SEG_PJ_N, o);
+}
+
+/* A D stage's (kr_cuda_seg_dw): c -> e expansion, K x K depthwise; its P stage follows at o[N]. */
+enum { KR_SEG_DW_WE, KR_SEG_DW_BE, KR_SEG_DW_WD, KR_SEG_DW_BD, KR_SEG_DW_N };
+KR_SEG_HD void kr_seg_dw_layout(int c, int e, int k, int o[KR_SEG_DW_N + 1])
+{
+    const int sizes[KR_SEG_DW_N] = {c * e, e, k * k * e, e};
+    kr_seg_layout(sizes, KR_SEG_DW_N, o);
+}
+
+/* Q's: c -> oc. */
+enum { KR_SEG_Q_W, KR_SEG_Q_B, KR_SEG_Q_N };
+KR_SEG_HD void kr_seg_q_layout(int c, int oc, int o[KR_SEG_Q_N + 1])
+{
+    const int sizes[KR_SEG_Q_N] = {c * oc, oc};
+    kr_seg_layout(sizes, KR_SEG_Q_N, o);
+}
+
+/* The most channels of any activation row of @p seg (its buffers' row size). */
+KR_SEG_HD int kr_seg_emax(const kr_cuda_segment *seg)
+{
+    int emax = seg->p0.ci > seg->c ? seg->p0.ci : seg->c;
+    for (int i = 0; i < seg->n_ir; i++)
+        emax = seg->d[i].e > emax ? seg->d[i].e : emax;
+    return emax;
+}
+
+/* A block's shared memory: two weight buffers of buf_floats, the input row [W][p0.ci], the
+ * residual stream's row X [W][c], the expanded rows EP [1 + 2 pad][W][emax] (own row in the
+ * middle), the depthwise row D [W][emax], every block's pool sums [KR_CUDA_SEG_MAX_ROWS][emax],
+ * means, hidden units and scales [emax] each, a reduction's lanes [4 threads]. */
+enum { KR_SEG_SM_WBUF, KR_SEG_SM_XIN, KR_SEG_SM_X, KR_SEG_SM_EP, KR_SEG_SM_D, KR_SEG_SM_SLOTS,
+       KR_SEG_SM_MEAN, KR_SEG_SM_HID, KR_SEG_SM_SC, KR_SEG_SM_RED, KR_SEG_SM_N };
+KR_SEG_HD void kr_seg_smem_layout(const kr_cuda_segment *seg, int o[KR_SEG_SM_N + 1])
+{
+    const int w = KR_CUDA_SEG_W, emax = kr_seg_emax(seg), pad = seg->k / 2;
+    const int sizes[KR_SEG_SM_N] = {2 * seg->buf_floats, w * seg->p0.ci, w * seg->c,
+                                    (1 + 2 * pad) * w * emax, w * emax,
+                                    KR_CUDA_SEG_MAX_ROWS * emax, emax, emax, emax,
+                                    4 * KR_CUDA_PERSISTENT_THREADS};
+    kr_seg_layout(sizes, KR_SEG_SM_N, o);
+}
 #endif
