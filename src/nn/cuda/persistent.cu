@@ -506,6 +506,7 @@ __device__ __forceinline__ void g4_sums(const kr_cuda_step &s, int co, int ox, i
                                         const float *scn, float *acc)
 {
     const int kh = KS ? KS : s.kh, kw = KS ? KS : s.kw, ic = IC ? IC : s.ic;
+    const size_t wo = (size_t)(PW ? s.cn : s.oc); /* the weights' output channels */
     const TX *x = (const TX *)s.x;
     const T *xa = (const T *)s.scale_add;
     acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
@@ -519,7 +520,7 @@ __device__ __forceinline__ void g4_sums(const kr_cuda_step &s, int co, int ox, i
             const T *xap = xa ? xa + pix * ic : NULL;
             /* weights [tap][ic][oc]: the 4 outputs of a thread are one 16-byte load, and
              * the threads of a warp (neighbouring output groups) read neighbouring bytes */
-            const float *wr = s.wt + (size_t)((ky * kw + kx) * ic) * (PW ? s.cn : s.oc) + co;
+            const float *wr = s.wt + (size_t)((ky * kw + kx) * ic) * wo + co;
             if (s.vec == 4) {
                 int c0 = 0;
                 for (; c0 + CH <= ic; c0 += CH) { /* CH loads in flight, then the sums */
@@ -527,7 +528,7 @@ __device__ __forceinline__ void g4_sums(const kr_cuda_step &s, int co, int ox, i
                     load_channels<T, CH, TX>(xp, xap, scn, c0, a);
 #pragma unroll
                     for (int j = 0; j < CH; j++)
-                        fma4(acc, inside ? a[j] : 0.0f, wr + (size_t)(c0 + j) * (PW ? s.cn : s.oc));
+                        fma4(acc, inside ? a[j] : 0.0f, wr + (size_t)(c0 + j) * wo);
                 }
 #pragma unroll 2
                 for (; c0 < ic; c0 += 4) {
@@ -535,7 +536,7 @@ __device__ __forceinline__ void g4_sums(const kr_cuda_step &s, int co, int ox, i
                     load_channels<T, 4, TX>(xp, xap, scn, c0, a);
 #pragma unroll
                     for (int j = 0; j < 4; j++)
-                        fma4(acc, inside ? a[j] : 0.0f, wr + (size_t)(c0 + j) * (PW ? s.cn : s.oc));
+                        fma4(acc, inside ? a[j] : 0.0f, wr + (size_t)(c0 + j) * wo);
                 }
             } else {
 #pragma unroll
@@ -543,7 +544,7 @@ __device__ __forceinline__ void g4_sums(const kr_cuda_step &s, int co, int ox, i
                     float xv = kr_ld(xp + c) * (scn ? scn[c] : 1.0f);
                     if (xap)
                         xv += kr_ld(xap + c);
-                    fma4(acc, inside ? xv : 0.0f, wr + (size_t)c * (PW ? s.cn : s.oc));
+                    fma4(acc, inside ? xv : 0.0f, wr + (size_t)c * wo);
                 }
             }
         }
@@ -1016,7 +1017,8 @@ __device__ __noinline__ void step_concat(const kr_cuda_step &s, unsigned begin, 
     }
 }
 
-/* The step's work units, all items (a split convolution's unit: one output, `split` threads). */
+/* The step's work units, all items (a split convolution's unit: one output, `split` threads).
+ * Not for the steps with loops of their own (CONV_PW, EXPAND_DW, POOL_FINAL, tails). */
 __device__ __forceinline__ unsigned step_units(const kr_cuda_step &s)
 {
     const unsigned pixels = (unsigned)s.batch * s.oh * s.ow;
@@ -1029,7 +1031,6 @@ __device__ __forceinline__ unsigned step_units(const kr_cuda_step &s)
     case KR_STEP_MAXPOOL: return pixels * (s.oc / s.vec);
     case KR_STEP_PAD: return pixels * s.oc;
     case KR_STEP_CONCAT: return (unsigned)s.count * s.batch;
-    case KR_STEP_CONV_PW: return pixels;
     case KR_STEP_UNARY:
     case KR_STEP_COPY:
     case KR_STEP_TO_F16:
