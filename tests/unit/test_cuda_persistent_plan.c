@@ -922,14 +922,26 @@ static void test_excitation_fusion(void **state)
     free_plan(&p);
     kr_graph_destroy(&g);
 }
-/* The checks every cluster segment of selfie / selfie-landscape passes: an excited projection
- * 96 -> 32 at @p h x 16, then four expand/depthwise 5x5 + excited projection pairs (128, 128,
- * 96, 96 channels) with their residuals; the packed stages' sizes and alignment. */
+/* The checks every cluster segment of selfie / selfie-landscape passes: S, the stride-2
+ * expand/depthwise 5x5 24 -> 96 from 2h x 32, then an excited projection 96 -> 32 at @p h x 16,
+ * then four expand/depthwise 5x5 + excited projection pairs (128, 128, 96, 96 channels) with
+ * their residuals; the packed stages' sizes and alignment. */
 static void check_selfie_segment(const kr_cuda_segment *seg, const plan *p, int h, int batch)
 {
     static const int e[4] = {128, 128, 96, 96};
     assert_int_equal(seg->n_ir, 4);
-    assert_int_equal(seg->count, 9);
+    assert_int_equal(seg->count, 10);
+    assert_int_equal(seg->s_ic, 24);
+    assert_int_equal(seg->sd.e, 96);
+    assert_int_equal(seg->s_pt, 1);
+    assert_int_equal(seg->s_pl, 1);
+    assert_int_equal(seg->sd.e_post, KR_CUDA_POST_HARD_SWISH);
+    assert_int_equal(seg->sd.post, KR_CUDA_POST_HARD_SWISH);
+    assert_int_equal(p->steps[seg->first].kind, KR_STEP_EXPAND_DW);
+    assert_int_equal(p->steps[seg->first].sh, 2);
+    assert_int_equal(p->steps[seg->first].ih, 2 * h);
+    assert_ptr_equal(seg->x, p->steps[seg->first].x);
+    assert_null(seg->x_sums);
     assert_int_equal(seg->h, h);
     assert_int_equal(seg->batch, batch);
     assert_int_equal(seg->c, 32);
@@ -937,12 +949,11 @@ static void check_selfie_segment(const kr_cuda_segment *seg, const plan *p, int 
     assert_int_equal(seg->p0.ci, 96);
     assert_int_equal(seg->p0.hid, 24);
     assert_int_equal(seg->p0.res, 0);
-    const kr_cuda_step *s = &p->steps[seg->first];
-    assert_int_equal(s->kind, KR_STEP_CONV);
-    assert_int_equal(p->steps[seg->first - 1].kind, KR_STEP_EXPAND_DW); /* the pool tail's */
-    assert_ptr_equal(seg->x, s->x);
-    assert_ptr_equal(seg->y, p->steps[seg->first + 8].y);
-    assert_int_equal(seg->x_slices, s->se_slices);
+    const kr_cuda_step *s = &p->steps[seg->first + 1];
+    assert_int_equal(s->kind, KR_STEP_CONV); /* P0, whose excitation reads S's pool tail */
+    assert_int_equal(s->se_partial_off, p->steps[seg->first].tail_partial_off);
+    assert_ptr_equal(s->x, p->steps[seg->first].y);
+    assert_ptr_equal(seg->y, p->steps[seg->first + 9].y);
     int big = 0;
     size_t total = 0;
     for (int i = 0; i < 4; i++) {
@@ -955,7 +966,7 @@ static void check_selfie_segment(const kr_cuda_segment *seg, const plan *p, int 
         assert_int_equal(seg->p[i].se_post[1], KR_CUDA_POST_LOGISTIC);
         assert_true(seg->p[i].w_off > seg->d[i].w_off);
     }
-    for (int i = 0; i <= 4; i++) {
+    for (int i = 0; i <= 5; i++) {
         assert_int_equal(seg->stage_off[i] % 4, 0);
         assert_int_equal(seg->stage_floats[i] % 4, 0);
         assert_int_equal((size_t)seg->stage_off[i], total);
@@ -966,7 +977,12 @@ static void check_selfie_segment(const kr_cuda_segment *seg, const plan *p, int 
     assert_int_equal(seg->buf_floats, big);
     /* 32x128 + 128 + 25x128 + 128 expand/depthwise, 2x(32x128) + 32 + 128 excitation, 128x32 +
      * 32 projection */
-    assert_int_equal(seg->stage_floats[1], 4096 + 128 + 3200 + 128 + 8192 + 32 + 128 + 4096 + 32);
+    assert_int_equal(seg->stage_floats[2], 4096 + 128 + 3200 + 128 + 8192 + 32 + 128 + 4096 + 32);
+    /* S: 24x96 + 96 expansion, 25x96 + 96 depthwise; its window [5][32][96] in a stage buffer */
+    assert_int_equal(seg->stage_floats[0], 2304 + 96 + 2400 + 96);
+    assert_int_equal(seg->sd.w_off, 0);
+    assert_true(seg->buf_floats >= 5 * 32 * 96);
+    assert_true(seg->stage_floats[1] <= 5 * 16 * 128); /* P0's weights in EP during S */
     assert_true(kr_cuda_segment_smem(seg) <= 232448);
 }
 
@@ -1023,7 +1039,7 @@ static void test_cluster_segment(void **state)
                 assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, placed == 2 ? 2 : 4, &seg,
                                                       &why), 1);
                 assert_int_equal(seg.q_oc, 128); /* at batch 4 too: the same arithmetic */
-                assert_int_equal(seg.count, 10);
+                assert_int_equal(seg.count, 11);
                 if (batch > 1 && placed)
                     printf("%s batch %d (%s memory plan): an item's output %s another item's "
                            "input\n", names[mi], batch, placed == 2 ? "f16" : "f32",
@@ -1054,9 +1070,9 @@ static void test_cluster_segment(void **state)
     { /* the second pair's depthwise output read after the segment */
         plan p = make_plan(g, 1);
         assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
-        int t = (int)(((uintptr_t)p.steps[seg.first + 3].y - (uintptr_t)0x40000000u) >> 26);
+        int t = (int)(((uintptr_t)p.steps[seg.first + 4].y - (uintptr_t)0x40000000u) >> 26);
         kr_tensor *tt = (kr_tensor *)&g->tensors[t];
-        assert_ptr_equal(fake_ptr(g, t), p.steps[seg.first + 3].y);
+        assert_ptr_equal(fake_ptr(g, t), p.steps[seg.first + 4].y);
         const int last = tt->last_consumer;
         tt->last_consumer = g->n_nodes - 1;
         assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 0);
@@ -1067,11 +1083,31 @@ static void test_cluster_segment(void **state)
     { /* the second pair reads something else: the segment ends after the first */
         plan p = make_plan(g, 1);
         assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
-        p.steps[seg.first + 3].x = p.steps[seg.first].x;
+        p.steps[seg.first + 4].x = p.steps[seg.first + 1].x;
         assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
         assert_int_equal(seg.n_ir, 1);
-        assert_int_equal(seg.count, 3);
+        assert_int_equal(seg.count, 4);
         free_plan(&p);
+    }
+    { /* S refused: a window reaching past the neighbours; P0's sums not its pool's; then the
+       * segment starts at P0 and reads its input and sums from global memory */
+        for (int c = 0; c < 2; c++) {
+            plan p = make_plan(g, 1);
+            assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+            const int first = seg.first;
+            if (c == 0)
+                p.steps[first].pt = 3;
+            else
+                p.steps[first].tail_partial_off += 16;
+            assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+            assert_int_equal(seg.s_ic, 0);
+            assert_int_equal(seg.first, first + 1);
+            assert_int_equal(seg.count, 9);
+            assert_ptr_equal(seg.x, p.steps[first + 1].x);
+            assert_ptr_equal(seg.x_sums, p.steps[first + 1].se_partial);
+            assert_int_equal(seg.stage_floats[0], 2304 + 24 + 2304 + 96 + 3072 + 32); /* P0 */
+            free_plan(&p);
+        }
     }
     { /* the last projection with its output's pool tail, as the backend's folds make it (here
        * the pool step is taken out); refused while the node after the segment is not that pool */
@@ -1095,18 +1131,18 @@ static void test_cluster_segment(void **state)
         assert_int_equal(seg.y_slices, p.steps[last].tail_slices);
         /* Q: selfie's 1x1 convolution 32 -> 128 (+ RELU) of the segment's output */
         const kr_cuda_step *q = &p.steps[last + 1];
-        assert_int_equal(seg.count, 10);
+        assert_int_equal(seg.count, 11);
         assert_int_equal(seg.q_oc, 128);
         assert_int_equal(seg.q_post, KR_CUDA_POST_RELU);
         assert_ptr_equal(seg.y2, q->y);
         assert_ptr_equal(seg.y, p.steps[last].y);
-        assert_int_equal(seg.stage_off[5], seg.stage_off[4] + seg.stage_floats[4]);
-        assert_int_equal(seg.stage_floats[5], 32 * 128 + 128);
-        assert_int_equal(seg.weight_floats, (size_t)seg.stage_off[5] + 32 * 128 + 128);
-        assert_true(seg.buf_floats >= seg.stage_floats[5]);
+        assert_int_equal(seg.stage_off[6], seg.stage_off[5] + seg.stage_floats[5]);
+        assert_int_equal(seg.stage_floats[6], 32 * 128 + 128);
+        assert_int_equal(seg.weight_floats, (size_t)seg.stage_off[6] + 32 * 128 + 128);
+        assert_true(seg.buf_floats >= seg.stage_floats[6]);
         p.steps[last + 1].se_layers = 1; /* not a plain convolution: no Q */
         assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
-        assert_int_equal(seg.count, 9);
+        assert_int_equal(seg.count, 10);
         assert_int_equal(seg.q_oc, 0);
         free_plan(&p);
         for (int on = 0; on < 2; on++) { /* batch 2: Q's output on the other item's input */
@@ -1121,7 +1157,7 @@ static void test_cluster_segment(void **state)
             assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
             assert_int_equal(seg.shared_out, on); /* on: the last projection's output there */
             assert_int_equal(seg.q_oc, on ? 128 : 0); /* shared_out: Q kept, the copy after */
-            assert_int_equal(seg.count, on ? 10 : 9);
+            assert_int_equal(seg.count, on ? 11 : 10);
             free_plan(&p);
         }
     }
@@ -1156,7 +1192,8 @@ static int fetch_host(void *ctx, float *to, const float *src, size_t count)
 /* kr_cuda_segment_pack on selfie's segment with host arrays for its steps' weights: every stage
  * at its offset, each part where segment.h puts it, the transposed ones (the projections'
  * [c][ci] -> [ci][c], the second dense layers' [ci][hid] -> [hid][ci], the expansions' [e][c]
- * -> [c][e], Q's [q_oc][c] -> [c][q_oc]) transposed, a missing bias as zeros, the alignment
+ * -> [c][e], S's [e][s_ic] -> [s_ic][e], Q's [q_oc][c] -> [c][q_oc]) transposed, a missing
+ * bias as zeros, the alignment
  * gaps zero. The output's pool folded as the backend does, so that Q follows. */
 static void test_cluster_segment_pack(void **state)
 {
@@ -1172,11 +1209,12 @@ static void test_cluster_segment_pack(void **state)
     assert_int_equal(seg.q_oc, 128);
     float *keep[64];
     int n_keep = 0, id = 1, fetches = 0;
-    const int c = seg.c, k = seg.k;
+    const int c = seg.c, k = seg.k, s0 = 1;
+    assert_int_equal(seg.s_ic, 24);
     for (int i = 0; i < seg.count; i++) {
         kr_cuda_step *s = &p.steps[seg.first + i];
-        const int proj = i % 2 == 0, ci = s->ic, e = s->oc;
-        if (i == 1 + 2 * seg.n_ir) { /* Q */
+        const int j = i - s0, proj = j >= 0 && j % 2 == 0, ci = s->ic, e = s->oc;
+        if (j == 1 + 2 * seg.n_ir) { /* Q */
             s->w = fill(keep, &n_keep, id++, (size_t)e * ci);
             s->bias = fill(keep, &n_keep, id++, (size_t)e);
         } else if (proj) {
@@ -1184,11 +1222,11 @@ static void test_cluster_segment_pack(void **state)
             s->se_w[0] = fill(keep, &n_keep, id++, (size_t)hid * ci);
             s->se_b[0] = fill(keep, &n_keep, id++, (size_t)hid);
             s->se_w[1] = fill(keep, &n_keep, id++, (size_t)ci * hid);
-            s->se_b[1] = i == 0 ? NULL : fill(keep, &n_keep, id++, (size_t)ci); /* P0: zeros */
+            s->se_b[1] = j == 0 ? NULL : fill(keep, &n_keep, id++, (size_t)ci); /* P0: zeros */
             s->w = fill(keep, &n_keep, id++, (size_t)c * ci);
             s->bias = fill(keep, &n_keep, id++, (size_t)c);
-        } else {
-            s->w = fill(keep, &n_keep, id++, (size_t)e * c);
+        } else { /* S (its input's channels) or a D */
+            s->w = fill(keep, &n_keep, id++, (size_t)e * ci);
             s->e_bias = fill(keep, &n_keep, id++, (size_t)e);
             s->w2 = fill(keep, &n_keep, id++, (size_t)k * k * e);
             s->bias2 = fill(keep, &n_keep, id++, (size_t)e);
@@ -1201,10 +1239,17 @@ static void test_cluster_segment_pack(void **state)
     assert_true(fetches > 0);
     for (size_t i = 0; i < seg.weight_floats; i++)
         assert_true(w[i] == w[i]);
+    /* S: the expansion [24][96] from [96][24], the depthwise taps as they are */
+    const kr_cuda_step *sd = &p.steps[seg.first];
+    const float *swe = w + seg.sd.w_off, *swd = swe + 24 * 96 + 96;
+    assert_true(swe[5 * 96 + 70] == sd->w[70 * 24 + 5]);
+    assert_true(swe[24 * 96 + 95] == sd->e_bias[95]);
+    assert_true(swd[24 * 96 + 3] == sd->w2[24 * 96 + 3]);
+    assert_true(swd[25 * 96 + 2] == sd->bias2[2]);
     /* P0: w1 [hid][ci] as is, b2 zeros, w [ci][c] from [c][ci] */
-    const kr_cuda_step *p0 = &p.steps[seg.first];
+    const kr_cuda_step *p0 = &p.steps[seg.first + s0];
     const int ci0 = seg.p0.ci, hid0 = seg.p0.hid;
-    const float *q = w + seg.stage_off[0];
+    const float *q = w + seg.stage_off[s0];
     assert_true(q[5] == p0->se_w[0][5]);
     const int r4h = (hid0 * ci0 + 3) / 4 * 4, r4b = (hid0 + 3) / 4 * 4, r4c = (ci0 + 3) / 4 * 4;
     const float *w2 = q + r4h + r4b, *b2 = w2 + r4h, *pw = b2 + r4c;
@@ -1212,10 +1257,10 @@ static void test_cluster_segment_pack(void **state)
     assert_true(b2[0] == 0.0f && b2[ci0 - 1] == 0.0f);
     assert_true(pw[10 * c + 5] == p0->w[5 * ci0 + 10]);       /* [ci][c] from [c][ci] */
     /* pair 1: the expansion [c][e] from [e][c], the depthwise taps as they are, its projection */
-    const kr_cuda_step *d1 = &p.steps[seg.first + 3], *p1 = d1 + 1;
+    const kr_cuda_step *d1 = &p.steps[seg.first + s0 + 3], *p1 = d1 + 1;
     const int e1 = seg.d[1].e;
     const float *we = w + seg.d[1].w_off, *wd = we + c * e1 + e1;
-    assert_int_equal(seg.d[1].w_off, seg.stage_off[2]);
+    assert_int_equal(seg.d[1].w_off, seg.stage_off[s0 + 2]);
     assert_true(we[3 * e1 + 17] == d1->w[17 * c + 3]);
     assert_true(wd[24 * e1 + 5] == d1->w2[24 * e1 + 5]);
     const float *pp = w + seg.p[1].w_off;
@@ -1225,10 +1270,10 @@ static void test_cluster_segment_pack(void **state)
     assert_true(pw1[e1 * c] == p1->bias[0]);
     /* Q: w [c][q_oc] from [q_oc][c], then its bias */
     const kr_cuda_step *qs = &p.steps[seg.first + seg.count - 1];
-    const float *qw = w + seg.stage_off[seg.n_ir + 1];
+    const float *qw = w + seg.stage_off[s0 + seg.n_ir + 1];
     assert_true(qw[7 * seg.q_oc + 100] == qs->w[100 * c + 7]);
     assert_true(qw[c * seg.q_oc + 127] == qs->bias[127]);
-    assert_int_equal(seg.stage_off[seg.n_ir + 1] + seg.stage_floats[seg.n_ir + 1],
+    assert_int_equal(seg.stage_off[s0 + seg.n_ir + 1] + seg.stage_floats[s0 + seg.n_ir + 1],
                      (int)seg.weight_floats);
     free(w);
     for (int i = 0; i < n_keep; i++)

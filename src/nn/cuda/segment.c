@@ -136,6 +136,74 @@ static int overlap(const void *a, size_t na, const void *b, size_t nb)
     return x < y + nb && y < x + na;
 }
 
+/* Bytes of one item's input x (S's where there is one). */
+static size_t in_bytes(const kr_cuda_segment *seg, size_t esize)
+{
+    if (seg->s_ic)
+        return (size_t)(2 * seg->h) * (2 * KR_CUDA_SEG_W) * seg->s_ic * esize;
+    return (size_t)seg->h * KR_CUDA_SEG_W * seg->p0.ci * esize;
+}
+
+/* Sets S (segment.h) from the step before P0 (@p steps[i]) where it is one for window @p k:
+ * stride 2 from 2h x 2W, the window's rows from this block and its two neighbours (pad before
+ * <= 2 and <= k - 2 rows), the input rows fitting the input row's buffer (4 s_ic <= p0.ci),
+ * its output P0's input and its pool tail the sums P0's excitation reads. */
+static void take_s(kr_cuda_segment *seg, const kr_cuda_step *steps, int i, int k)
+{
+    seg->s_ic = 0;
+    if (i < 1)
+        return;
+    const kr_cuda_step *d = &steps[i - 1], *p0 = &steps[i];
+    const int h = p0->oh;
+    if (d->kind != KR_STEP_EXPAND_DW || d->sh != 2 || d->sw != 2 || d->dh != 1 || d->dw != 1 ||
+        d->kh != k || d->kw != k || d->ih != 2 * h || d->iw != 2 * KR_CUDA_SEG_W ||
+        d->oh != h || d->ow != KR_CUDA_SEG_W || d->pt < 0 || d->pt > 2 || d->pt > k - 2 ||
+        k - 2 - d->pt > 2 || d->pl < 0 || d->pl >= k || !ok_channels(d->ic) ||
+        d->oc != p0->ic || 4 * d->ic > p0->ic || !d->tail || d->tail_c != d->oc ||
+        d->tail_add || d->tail_partial_off != p0->se_partial_off ||
+        d->tail_slices != p0->se_slices || d->se_layers || d->scale_add || d->res ||
+        d->res_mid || d->x_f32 || d->y_f32 || d->y != p0->x || !d->w || !d->w2)
+        return;
+    seg->s_ic = d->ic;
+    seg->s_pt = d->pt;
+    seg->s_pl = d->pl;
+    seg->sd.e = d->oc;
+    seg->sd.e_lo = d->e_lo;
+    seg->sd.e_hi = d->e_hi;
+    seg->sd.e_post = d->e_post;
+    seg->sd.lo = d->lo;
+    seg->sd.hi = d->hi;
+    seg->sd.post = d->post;
+}
+
+/* The stages' packed weights: their offsets and sizes, the largest, the total (S, P0, the
+ * pairs; Q is added by take_q). */
+static void layout_stages(kr_cuda_segment *seg)
+{
+    const int s0 = seg->s_ic > 0, c = seg->c, k = seg->k;
+    int off = 0, big = 0;
+    for (int s = 0; s <= s0 + seg->n_ir; s++) {
+        int f;
+        if (s < s0) {
+            seg->sd.w_off = off;
+            f = dw_floats(seg->s_ic, seg->sd.e, k);
+        } else if (s == s0) {
+            f = proj_floats(seg->p0.ci, seg->p0.hid, c);
+        } else {
+            kr_cuda_seg_dw *d = &seg->d[s - s0 - 1];
+            d->w_off = off;
+            seg->p[s - s0 - 1].w_off = off + dw_floats(c, d->e, k);
+            f = dw_floats(c, d->e, k) + proj_floats(d->e, seg->p[s - s0 - 1].hid, c);
+        }
+        seg->stage_off[s] = off;
+        seg->stage_floats[s] = f;
+        off += f;
+        big = f > big ? f : big;
+    }
+    seg->buf_floats = big;
+    seg->weight_floats = (size_t)off;
+}
+
 /* Adds Q (step @p s) to @p seg where it is one, its weights fit a stage buffer (as they do for
  * every shipped model; the buffer is not grown for it), its output row fits the expanded rows'
  * buffer, which holds it in the kernel, and its output lies on no other item's input. */
@@ -145,14 +213,14 @@ static void take_q(kr_cuda_segment *seg, const kr_cuda_step *s, size_t esize)
     if (!is_q(s, seg->h, c, seg->y) || q_floats(c, s->oc) > seg->buf_floats ||
         s->oc > (1 + seg->k / 2 * 2) * kr_seg_emax(seg))
         return;
-    const size_t px = (size_t)seg->h * KR_CUDA_SEG_W, in_b = px * seg->p0.ci * esize;
-    const size_t out_b = px * s->oc * esize;
+    const size_t in_b = in_bytes(seg, esize);
+    const size_t out_b = (size_t)seg->h * KR_CUDA_SEG_W * s->oc * esize;
     for (int a = 0; a < seg->batch; a++)
         for (int b = 0; b < seg->batch; b++)
             if (a != b && overlap((const char *)s->y + a * out_b, out_b,
                                   (const char *)seg->x + b * in_b, in_b))
                 return;
-    const int st = seg->n_ir + 1;
+    const int st = (seg->s_ic > 0) + seg->n_ir + 1;
     seg->q_oc = s->oc;
     seg->q_lo = s->lo;
     seg->q_hi = s->hi;
@@ -216,47 +284,43 @@ static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, si
         *why = "no pointwise + depthwise and excited projection pair follows";
         return 0;
     }
-    seg->first = i;
-    seg->count = 1 + 2 * seg->n_ir;
+    take_s(seg, steps, i, k);
+    const int s0 = seg->s_ic > 0;
+    seg->first = i - s0;
+    seg->count = s0 + 1 + 2 * seg->n_ir;
     seg->batch = p0->batch;
     seg->h = h;
     seg->c = c;
     seg->k = k;
     seg->f16 = esize == 2;
-    seg->x = p0->x;
-    seg->x_sums = p0->se_partial;
-    seg->x_slices = p0->se_slices;
-    seg->x_pixels = p0->se_pixels;
-    seg->y = steps[i + seg->count - 1].y;
-    /* the packed weights: stage 0 P0, stage s the pair s - 1 */
-    int off = 0, big = 0;
+    seg->x = s0 ? steps[i - 1].x : p0->x;
+    seg->x_sums = s0 ? NULL : p0->se_partial;
+    seg->x_slices = s0 ? 0 : p0->se_slices;
+    seg->x_pixels = s0 ? 0 : p0->se_pixels;
+    seg->y = steps[i + 2 * seg->n_ir].y;
     set_proj(&seg->p0, p0);
-    for (int s = 0; s <= seg->n_ir; s++) {
-        int f;
-        if (s == 0) {
-            f = proj_floats(seg->p0.ci, seg->p0.hid, c);
-        } else {
-            kr_cuda_seg_dw *d = &seg->d[s - 1];
-            d->w_off = off;
-            seg->p[s - 1].w_off = off + dw_floats(c, d->e, k);
-            f = dw_floats(c, d->e, k) + proj_floats(d->e, seg->p[s - 1].hid, c);
-        }
-        seg->stage_off[s] = off;
-        seg->stage_floats[s] = f;
-        off += f;
-        big = f > big ? f : big;
+    layout_stages(seg);
+    /* S's window takes a stage buffer, and P0's weights the expanded rows' buffer meanwhile */
+    const int ep = (1 + k / 2 * 2) * KR_CUDA_SEG_W * kr_seg_emax(seg);
+    if (s0 && (k * 2 * KR_CUDA_SEG_W * seg->sd.e > seg->buf_floats || seg->stage_floats[1] > ep)) {
+        seg->s_ic = 0;
+        seg->first = i;
+        seg->count--;
+        seg->x = p0->x;
+        seg->x_sums = p0->se_partial;
+        seg->x_slices = p0->se_slices;
+        seg->x_pixels = p0->se_pixels;
+        layout_stages(seg);
     }
-    seg->buf_floats = big;
-    seg->weight_floats = (size_t)off;
     if (kr_cuda_segment_smem(seg) > SEG_SMEM_MAX) {
         *why = "two stages' weights and the activations exceed a block's shared memory";
         return 0;
     }
-    const int end = i + seg->count; /* the first step after the pairs */
+    const int end = seg->first + seg->count; /* the first step after the pairs */
     /* only the last step's output leaves the segment, and it must not land on the input
      * (clusters of other images may still be reading theirs) */
     int lo, hi;
-    node_range(g, steps, n, i, seg->count, &lo, &hi);
+    node_range(g, steps, n, seg->first, seg->count, &lo, &hi);
     if (seg->y_sums) { /* the last node: the global pool of the output, written as sums */
         if (hi <= lo || !kr_cuda_is_global_pool(g, &g->nodes[hi]) ||
             g->nodes[hi].inputs[0] != g->nodes[hi - 1].outputs[0]) {
@@ -271,8 +335,7 @@ static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, si
     }
     /* an item's cluster reads all its input before any of its blocks writes output (cluster
      * barriers between), but clusters of different items may run at any time */
-    const size_t px = (size_t)h * KR_CUDA_SEG_W, in_b = px * seg->p0.ci * esize;
-    const size_t out_b = px * c * esize;
+    const size_t in_b = in_bytes(seg, esize), out_b = (size_t)h * KR_CUDA_SEG_W * c * esize;
     for (int a = 0; a < seg->batch && !seg->shared_out; a++)
         for (int b = 0; b < seg->batch; b++)
             if (a != b && overlap((const char *)seg->y + a * out_b, out_b,
@@ -344,6 +407,22 @@ static int pack_proj(float *dst, const kr_cuda_seg_proj *p, const kr_cuda_step *
     return e;
 }
 
+/* A D stage's (or S's) weights from EXPAND_DW step @p d, @p ci input channels, into @p at. */
+static int pack_dw(float *at, const kr_cuda_step *d, int ci, int e, int k, float *tmp,
+                   int (*fetch)(void *, float *, const float *, size_t), void *ctx)
+{
+    int o[KR_SEG_DW_N + 1];
+    kr_seg_dw_layout(ci, e, k, o);
+    int r = put(at + o[KR_SEG_DW_WE], d->w, e, ci, 1, tmp, fetch, ctx); /* [e][ci] -> [ci][e] */
+    if (!r)
+        r = put(at + o[KR_SEG_DW_BE], d->e_bias, 1, e, 0, tmp, fetch, ctx);
+    if (!r) /* [k][k][e] */
+        r = put(at + o[KR_SEG_DW_WD], d->w2, k * k, e, 0, tmp, fetch, ctx);
+    if (!r)
+        r = put(at + o[KR_SEG_DW_BD], d->bias2, 1, e, 0, tmp, fetch, ctx);
+    return r;
+}
+
 int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, float *dst,
                          int (*fetch)(void *ctx, float *to, const float *src, size_t count),
                          void *ctx)
@@ -352,28 +431,23 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
     float *tmp = malloc((size_t)KR_CUDA_SEG_MAX_C * KR_CUDA_SEG_MAX_C * sizeof(float));
     if (!tmp)
         return -1;
-    const int c = seg->c, k = seg->k;
-    int e = pack_proj(dst + seg->stage_off[0], &seg->p0, &steps[seg->first], c, tmp, fetch, ctx);
+    const int c = seg->c, k = seg->k, s0 = seg->s_ic > 0;
+    const kr_cuda_step *p0 = &steps[seg->first + s0];
+    int e = 0;
+    if (s0)
+        e = pack_dw(dst + seg->sd.w_off, &steps[seg->first], seg->s_ic, seg->sd.e, k, tmp, fetch,
+                    ctx);
+    if (!e)
+        e = pack_proj(dst + seg->stage_off[s0], &seg->p0, p0, c, tmp, fetch, ctx);
     for (int i = 0; !e && i < seg->n_ir; i++) {
-        const kr_cuda_step *d = &steps[seg->first + 1 + 2 * i], *p = d + 1;
-        const int ee = seg->d[i].e;
-        int o[KR_SEG_DW_N + 1];
-        kr_seg_dw_layout(c, ee, k, o);
-        float *at = dst + seg->d[i].w_off, *we = at + o[KR_SEG_DW_WE], *be = at + o[KR_SEG_DW_BE];
-        float *wd = at + o[KR_SEG_DW_WD], *bd = at + o[KR_SEG_DW_BD];
-        e = put(we, d->w, ee, c, 1, tmp, fetch, ctx); /* [e][c] -> [c][e] */
-        if (!e)
-            e = put(be, d->e_bias, 1, ee, 0, tmp, fetch, ctx);
-        if (!e) /* [k][k][e] */
-            e = put(wd, d->w2, k * k, ee, 0, tmp, fetch, ctx);
-        if (!e)
-            e = put(bd, d->bias2, 1, ee, 0, tmp, fetch, ctx);
+        const kr_cuda_step *d = p0 + 1 + 2 * i, *p = d + 1;
+        e = pack_dw(dst + seg->d[i].w_off, d, c, seg->d[i].e, k, tmp, fetch, ctx);
         if (!e)
             e = pack_proj(dst + seg->p[i].w_off, &seg->p[i], p, c, tmp, fetch, ctx);
     }
     if (!e && seg->q_oc) { /* [oc][c] -> [c][oc] */
         const kr_cuda_step *q = &steps[seg->first + seg->count - 1];
-        float *at = dst + seg->stage_off[seg->n_ir + 1];
+        float *at = dst + seg->stage_off[s0 + seg->n_ir + 1];
         int o[KR_SEG_Q_N + 1];
         kr_seg_q_layout(c, seg->q_oc, o);
         e = put(at + o[KR_SEG_Q_W], q->w, seg->q_oc, c, 1, tmp, fetch, ctx);

@@ -82,18 +82,18 @@ __device__ __forceinline__ void bar_wait(unsigned long long *bar, unsigned parit
 }
 #endif
 
-/* out[p][o] = epilogue(b[o] + sum_i in[p][i] sc[i] w[i][o]) (+ res[p][o]) for the row's SW
- * pixels: a thread does 2 pixels x 4 outputs over ci / S inputs; S lanes (g + G s) add their
+/* out[p][o] = epilogue(b[o] + sum_i in[p][i] sc[i] w[i][o]) (+ res[p][o]) for NPX pixels (a
+ * row's SW by default): a thread does 2 pixels x 4 outputs over ci / S inputs; S lanes (g + G s) add their
  * parts. @p sc, @p res may be NULL (@p b never: the packer writes a missing bias as zeros); res
  * may be @p out (same element, same thread). */
-template <typename T, int CI, int CO, int PF = -1>
+template <typename T, int CI, int CO, int PF = -1, int NPX = SW>
 __device__ __forceinline__ void pointwise_k(const float *in, int ci_rt, const float *sc,
                                          const float *w, const float *b, int co_rt, float *out,
                                          int ostride, const float *res, int res_pre, float lo,
                                          float hi, int post)
 {
     const int ci = CI ? CI : ci_rt, co = CO ? CO : co_rt; /* CI, CO: 0 = run-time */
-    const int G = co / 4, PU = SW / 2;
+    const int G = co / 4, PU = NPX / 2; /* NPX: the pixels, 2 per unit */
     int S = 4;
     while (S > 1 && (PU * G * S > NT || G * S > 32 || G * S < 4 || 32 % (G * S) != 0 ||
                      ci % (4 * S) != 0))
@@ -394,6 +394,136 @@ __device__ __forceinline__ void pair(const kr_cuda_segment &s, int k, const floa
     __syncthreads();
 }
 
+/* S's depthwise convolution, stride 2: the output row's SW pixels from the window @p win
+ * [K][2 SW][E] (input rows 2r - pt .. 2r - pt + K - 1), 2 adjacent outputs x 4 channels per
+ * unit from K + 2 inputs per kernel row; epilogue of @p d, rounded as stored, into @p out
+ * [SW][E]. EE: E as a constant, 0 = run-time. */
+template <typename T, int K, int EE, int PF = -1>
+__device__ __forceinline__ void depthwise_s2(const float *win, const float *wd, const float *bd,
+                                             int e_rt, int pl, float *out, const kr_cuda_seg_dw &d)
+{
+    constexpr int IW = 2 * SW;
+    const int E = EE ? EE : e_rt, G = E / 4;
+    for (int u = threadIdx.x; u < (SW / 2) * G; u += NT) {
+        const int g = u % G, x0 = 2 * (u / G), c0 = 2 * x0 - pl;
+        float4 a0 = *reinterpret_cast<const float4 *>(bd + 4 * g), a1 = a0;
+#pragma unroll
+        for (int ky = 0; ky < K; ky++) {
+            float4 in[K + 2];
+#pragma unroll
+            for (int j = 0; j < K + 2; j++) {
+                const int xx = c0 + j;
+                in[j] = xx >= 0 && xx < IW
+                            ? *reinterpret_cast<const float4 *>(win + (ky * IW + xx) * E + 4 * g)
+                            : make_float4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int kx = 0; kx < K; kx++) {
+                const float4 wv = *reinterpret_cast<const float4 *>(wd + (ky * K + kx) * E + 4 * g);
+                a0.x = fmaf(in[kx].x, wv.x, a0.x), a0.y = fmaf(in[kx].y, wv.y, a0.y);
+                a0.z = fmaf(in[kx].z, wv.z, a0.z), a0.w = fmaf(in[kx].w, wv.w, a0.w);
+                a1.x = fmaf(in[kx + 2].x, wv.x, a1.x), a1.y = fmaf(in[kx + 2].y, wv.y, a1.y);
+                a1.z = fmaf(in[kx + 2].z, wv.z, a1.z), a1.w = fmaf(in[kx + 2].w, wv.w, a1.w);
+            }
+        }
+        a0 = epi4c<PF>(a0, d.lo, d.hi, d.post);
+        a1 = epi4c<PF>(a1, d.lo, d.hi, d.post);
+        a0.x = as_stored<T>(a0.x), a0.y = as_stored<T>(a0.y), a0.z = as_stored<T>(a0.z);
+        a0.w = as_stored<T>(a0.w), a1.x = as_stored<T>(a1.x), a1.y = as_stored<T>(a1.y);
+        a1.z = as_stored<T>(a1.z), a1.w = as_stored<T>(a1.w);
+        *reinterpret_cast<float4 *>(out + x0 * E + 4 * g) = a0;
+        *reinterpret_cast<float4 *>(out + (x0 + 1) * E + 4 * g) = a1;
+    }
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/* S (stage 0, weights in buffer 0): this block's input rows 2r, 2r + 1 into m.xin, expanded
+ * into the window (buffer 1: [K][2 SW][E], own rows at pt and pt + 1), the window's other rows
+ * from their owners (zeros outside the image) after a cluster barrier, the stride-2 depthwise
+ * row into m.xin (P0's input), then (thread 0) pair 0's weights into buffer 0, and S's pool:
+ * every block's sums in m.slots, the means in m.mean. Synchronises the cluster; on return no
+ * block reads another's window any more.
+ * CI, EE: s_ic and the output channels as constants (0 = run-time). */
+template <typename T, int K, int CI, int EE>
+__device__ __forceinline__ void stage_s(const kr_cuda_segment &s, const seg_smem &m,
+                                        cg::cluster_group &cl, unsigned long long *bar, int img)
+{
+    constexpr int IW = 2 * SW;
+    const int ci = CI ? CI : s.s_ic, E = EE ? EE : s.sd.e, H = s.h, pt = s.s_pt, t = threadIdx.x;
+    const int rank = (int)cl.block_rank();
+    float *win = m.wbuf + s.buf_floats;
+    { /* the input rows */
+        const T *x = (const T *)s.x + ((size_t)img * 2 * H + 2 * rank) * IW * ci;
+        for (int i = t; i < 2 * IW * ci / 4; i += NT) {
+            float v[4];
+            kr_ldv<4>(x + 4 * i, v);
+            *reinterpret_cast<float4 *>(m.xin + 4 * i) = make_float4(v[0], v[1], v[2], v[3]);
+        }
+    }
+    __syncthreads();
+    bar_wait(&bar[0], 0);
+    int o[KR_SEG_DW_N + 1];
+    kr_seg_dw_layout(ci, E, K, o);
+    const float *we = m.wbuf + o[KR_SEG_DW_WE], *be = m.wbuf + o[KR_SEG_DW_BE];
+    if (s.sd.e_post == KR_CUDA_POST_HARD_SWISH)
+        pointwise_k<T, CI, EE, KR_CUDA_POST_HARD_SWISH, 2 * IW>(m.xin, ci, NULL, we, be, E,
+                                                               win + pt * IW * E, E, NULL, 0,
+                                                               s.sd.e_lo, s.sd.e_hi, s.sd.e_post);
+    else
+        pointwise_k<T, CI, EE, -1, 2 * IW>(m.xin, ci, NULL, we, be, E, win + pt * IW * E, E, NULL,
+                                           0, s.sd.e_lo, s.sd.e_hi, s.sd.e_post);
+    cl.sync(); /* every block's rows expanded */
+    { /* the window's other rows: row j is image row y = 2r - pt + j, block y / 2's row pt + y % 2 */
+        const int q4 = IW * E / 4, total = K * q4;
+        for (int i0 = t; i0 < total; i0 += 8 * NT) {
+            float4 v[8];
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+                const int i = i0 + n * NT, j = i / q4, y = 2 * rank - pt + j;
+                v[n] = make_float4(0, 0, 0, 0);
+                if (i < total && (j < pt || j > pt + 1) && y >= 0 && y < 2 * H)
+                    v[n] = reinterpret_cast<const float4 *>(cl.map_shared_rank(win, y / 2))
+                        [(pt + y % 2) * q4 + i % q4];
+            }
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+                const int i = i0 + n * NT, j = i / q4;
+                if (i < total && (j < pt || j > pt + 1))
+                    reinterpret_cast<float4 *>(win)[i] = v[n];
+            }
+        }
+    }
+    __syncthreads();
+    const float *wd = m.wbuf + o[KR_SEG_DW_WD], *bd = m.wbuf + o[KR_SEG_DW_BD];
+    if (s.sd.post == KR_CUDA_POST_HARD_SWISH)
+        depthwise_s2<T, K, EE, KR_CUDA_POST_HARD_SWISH>(win, wd, bd, E, s.s_pl, m.xin, s.sd);
+    else
+        depthwise_s2<T, K, EE>(win, wd, bd, E, s.s_pl, m.xin, s.sd);
+    __syncthreads();
+    if (t == 0) { /* stage 2 (pair 0) over S's weights, which no thread reads any more */
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        bulk_load(m.wbuf, s.w + s.stage_off[2], s.stage_floats[2] * 4, &bar[0]);
+    }
+    /* the pool: every row's sums, added in rank order (the cluster barrier in it also ends every
+     * block's reads of the others' windows) */
+    cluster_pool<EE>(m.xin, E, m, cl, H);
+    if (t < E) {
+        float a = 0.0f;
+        for (int r = 0; r < H; r++)
+            a += m.slots[r * E + t];
+        m.mean[t] = a * (1.0f / (float)(H * SW));
+    }
+}
+
+/* stage_s with run-time shapes: one copy, called (not inlined). */
+template <typename T, int K>
+__device__ __noinline__ void stage_s_rt(const kr_cuda_segment &s, const seg_smem m,
+                                        cg::cluster_group &cl, unsigned long long *bar, int img)
+{
+    stage_s<T, K, 0, 0>(s, m, cl, bar, img);
+}
+#endif
+
 /* pair() with run-time shapes: one copy, called (not inlined). */
 template <typename T, int K>
 __device__ __noinline__ void pair_rt(const kr_cuda_segment &s, int k, const float *we,
@@ -419,18 +549,28 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
     float *sc = sm + so[KR_SEG_SM_SC], *red = sm + so[KR_SEG_SM_RED];
     const seg_smem m = {wbuf, xin, X, EP, D, slots, mean, hid, sc, red};
 
+    /* S's stage (0 or 1 where there is one), P0's, the last one */
+    const int S0 = s.s_ic > 0, last = S0 + s.n_ir + (s.q_oc > 0);
+    /* P0's weights: in buffer S0, or with S (whose window is in buffer 1) in EP, which nothing
+     * uses before pair 0 (the finder checks that they fit) */
+    const float *wp0 = S0 ? EP : wbuf;
     if (t == 0) { /* stage 0's and stage 1's weights */
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[0])));
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[1])));
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         bulk_load(wbuf, s.w + s.stage_off[0], s.stage_floats[0] * 4, &bar[0]);
-        bulk_load(wbuf + s.buf_floats, s.w + s.stage_off[1], s.stage_floats[1] * 4, &bar[1]);
+        bulk_load(S0 ? EP : wbuf + s.buf_floats, s.w + s.stage_off[1], s.stage_floats[1] * 4,
+                  &bar[1]);
     }
     /* the weights are set-up data; the input is the kernel before's (kr_cuda_segment_launch's
      * after_kernel: wait for its writes) */
     asm volatile("griddepcontrol.wait;" ::: "memory");
-    /* this block's input row, and P0's channel means from the sums before the segment */
-    {
+    if (S0) { /* S: P0's input row and its channel means without leaving the cluster */
+        if (s.s_ic == 24 && s.sd.e == 96)
+            stage_s<T, K, 24, 96>(s, m, cl, bar, img);
+        else
+            stage_s_rt<T, K>(s, m, cl, bar, img);
+    } else { /* this block's input row, and P0's channel means from the sums before it */
         const T *x = (const T *)s.x + ((size_t)img * H + rank) * SW * CI0;
         for (int i = t; i < SW * CI0 / 4; i += NT) {
             float v[4];
@@ -453,21 +593,22 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
         }
     }
     __syncthreads(); /* also: the mbarriers are initialised */
-    bar_wait(&bar[0], 0);
+    bar_wait(&bar[S0], 0); /* P0: stage S0, its barrier's first use */
     {
+        const float *wp = wp0;
         int o[KR_SEG_PJ_N + 1];
         kr_seg_proj_layout(CI0, s.p0.hid, C, o);
-        excite<0>(s.p0, wbuf, o, mean, hid, sc);
-        pointwise<T, 96, 32>(xin, CI0, sc, wbuf + o[KR_SEG_PJ_W], wbuf + o[KR_SEG_PJ_B], C, X, C,
+        excite<0>(s.p0, wp, o, mean, hid, sc);
+        pointwise<T, 96, 32>(xin, CI0, sc, wp + o[KR_SEG_PJ_W], wp + o[KR_SEG_PJ_B], C, X, C,
                              NULL, 0, s.p0.lo, s.p0.hi, s.p0.post);
     }
     __syncthreads();
 
 #pragma unroll 1
     for (int k = 0; k < s.n_ir; k++) {
-        const int st = k + 1, b = st % 2;
-        if (t == 0 && st + 1 <= s.n_ir + (s.q_oc > 0)) { /* into the buffer of stage st - 1,
-                                                           * which every thread left */
+        const int st = S0 + 1 + k, b = st % 2;
+        if (t == 0 && st + 1 <= last) { /* into the other buffer (stage st - 1's, or at pair 0
+                                         * after S S's window), which every thread left */
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             bulk_load(wbuf + (1 - b) * s.buf_floats, s.w + s.stage_off[st + 1],
                       s.stage_floats[st + 1] * 4, &bar[1 - b]);
@@ -500,7 +641,7 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
         }
     }
     if (s.q_oc) { /* Q: the row into EP (free: every block is past the last halo reads), then y2 */
-        const int st = s.n_ir + 1, b = st % 2, QO = s.q_oc;
+        const int st = last, b = st % 2, QO = s.q_oc;
         bar_wait(&bar[b], (unsigned)(st / 2) & 1u);
         int o[KR_SEG_Q_N + 1];
         kr_seg_q_layout(C, QO, o);

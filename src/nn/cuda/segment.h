@@ -9,6 +9,12 @@
  * kernel the segment, the persistent kernel the steps after it.
  *
  * The run it takes (kr_cuda_segment_find):
+ *   S (optional)        the step before P0 where it is a pointwise + depthwise step (EXPAND_DW)
+ *                       of stride 2 from 2H x 2W pixels whose output's pool tail is P0's
+ *                       excitation's: block r expands input rows 2r and 2r + 1, reads the other
+ *                       rows of its window (kept in a stage buffer) from its neighbours, and
+ *                       the output row and its pool never leave the cluster; P0's weights wait
+ *                       in the expanded rows' buffer meanwhile
  *   P0                  a 1x1 convolution whose input is scaled by an excitation (a prologue
  *                       on the sums of the step before: a pool tail), no residual
  *   (D, P) x n_ir       D: a pointwise + depthwise step (EXPAND_DW: stride 1, K x K window,
@@ -22,7 +28,8 @@
  * count a multiple of 4 and every stage's weights fitting twice in shared memory. Only the
  * last P's output (and Q's) is written to global memory: the planner checks that no step after
  * the segment reads what its other steps wrote. Q is taken only where its output lies on no
- * other item's input (below; its step's slot then holds the copy where shared_out). An item's output may lie on its own input (its
+ * other item's input (below; its step's slot then holds the copy where shared_out). An item's
+ * output may lie on its own input (its
  * cluster has read all of it before it writes) but not on another item's, which another
  * cluster may not have read yet: where the memory plan puts it there (shared_out), the caller
  * gives the kernel an output buffer of its own and copies it after the kernel (a COPY step).
@@ -44,7 +51,7 @@ extern "C" {
 #define KR_CUDA_SEG_MAX_ROWS 16 /* image rows: blocks per cluster (16: non-portable size) */
 #define KR_CUDA_SEG_MAX_IR 8    /* (D, P) pairs */
 #define KR_CUDA_SEG_MAX_C 128   /* channels of any activation */
-#define KR_CUDA_SEG_MAX_STAGES (KR_CUDA_SEG_MAX_IR + 2) /* P0, the pairs, Q */
+#define KR_CUDA_SEG_MAX_STAGES (KR_CUDA_SEG_MAX_IR + 3) /* S, P0, the pairs, Q */
 
 /* A P stage: x [pixels][ci] (shared memory), scaled per channel by the excitation of its
  * pool (dense ci -> hid with clamp se_lo[0]..se_hi[0] and se_post[0], dense hid -> ci with
@@ -72,8 +79,9 @@ typedef struct kr_cuda_seg_dw {
     int w_off;
 } kr_cuda_seg_dw;
 
-/* The kernel's parameters (passed by value). Stage 0 is P0; stage i in [1, n_ir] is pair
- * i - 1; stage n_ir + 1, where q_oc > 0, is Q: packed weights w [c][q_oc], b [q_oc]. */
+/* The kernel's parameters (passed by value). Stage 0 is S where there is one; then P0 (stage
+ * s0 = s_ic > 0), pair i (stage s0 + 1 + i), and where q_oc > 0 Q (stage s0 + 1 + n_ir: packed
+ * weights w [c][q_oc], b [q_oc]). */
 typedef struct kr_cuda_segment {
     int first, count;     /* the steps it replaces: [first, first + count) */
     int batch, h, c, k, n_ir;
@@ -81,6 +89,10 @@ typedef struct kr_cuda_segment {
     const void *x;        /* input [batch][h][W][p0.ci] */
     const float *x_sums;  /* P0's pool sums [batch][x_slices][p0.ci], over x_pixels pixels */
     int x_slices, x_pixels;
+    int s_ic;             /* S's input channels; 0: no S. With S, x is S's input
+                           * [batch][2h][2W][s_ic], x_sums unused; stages shift by one */
+    int s_pt, s_pl;       /* S's padding before (rows, columns) */
+    kr_cuda_seg_dw sd;    /* S: s_ic -> sd.e (p0.ci) channels, stride 2, weights as a D's */
     void *y;              /* output [batch][h][W][c] */
     float *y_sums;        /* or NULL: the last P's pool tail [batch][y_slices][c], y_slices
                            * >= h (row r's sums in slice r, zeros in the others) */
