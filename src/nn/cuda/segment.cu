@@ -193,7 +193,22 @@ __device__ __forceinline__ void excite(const kr_cuda_seg_proj &p, const float *w
     const float *w1 = wp + o[KR_SEG_PJ_W1], *b1 = wp + o[KR_SEG_PJ_B1];
     const float *w2 = wp + o[KR_SEG_PJ_W2], *b2 = wp + o[KR_SEG_PJ_B2];
     __syncthreads();
-    { /* dense 1: a warp per output, lanes over the inputs (consecutive addresses) */
+    if (hd <= NT / 8) { /* dense 1: 8 lanes per output (every thread busy), a float4 a load */
+        const int j = t / 8, lane = t % 8;
+        float a = 0.0f;
+        if (j < hd)
+            for (int k = 4 * lane; k < ci; k += 32) {
+                const float4 w = *reinterpret_cast<const float4 *>(w1 + j * ci + k);
+                const float4 x = *reinterpret_cast<const float4 *>(mean + k);
+                a = fmaf(w.x, x.x, a), a = fmaf(w.y, x.y, a);
+                a = fmaf(w.z, x.z, a), a = fmaf(w.w, x.w, a);
+            }
+        a += __shfl_xor_sync(0xffffffffu, a, 4);
+        a += __shfl_xor_sync(0xffffffffu, a, 2);
+        a += __shfl_xor_sync(0xffffffffu, a, 1);
+        if (lane == 0 && j < hd)
+            hid[j] = epi(a + b1[j], p.se_lo[0], p.se_hi[0], p.se_post[0]);
+    } else { /* dense 1: a warp per output, lanes over the inputs (consecutive addresses) */
         const int lane = t % 32;
         for (int j = t / 32; j < hd; j += NT / 32) {
             float a = 0.0f;
