@@ -262,26 +262,27 @@ __device__ __forceinline__ void row_pool(const float *d, int e_rt, float *red, F
     }
 }
 
-/* The depthwise row from the expanded rows @p ep (K of them, the output row's window):
- * 2 adjacent pixels x 4 channels per unit, a sliding window of K + 1 inputs per kernel row;
- * epilogue of @p d, rounded as stored, into @p out [SW][e]. EE: e as a constant, 0 = run-time. */
-template <typename T, int K, int EE, int PF = -1>
-__device__ __forceinline__ void depthwise_k(const float *ep, const float *wd, const float *bd, int e_rt,
-                                       float *out, const kr_cuda_seg_dw &d)
+/* The depthwise row from the expanded rows @p ep (K of them, the output row's window, each
+ * ST x SW pixels: ST the stride), its column padding @p pl: 2 adjacent outputs x 4 channels per
+ * unit from a sliding window of K + ST inputs per kernel row; epilogue of @p d, rounded as
+ * stored, into @p out [SW][e]. EE: e as a constant, 0 = run-time. */
+template <typename T, int K, int EE, int PF = -1, int ST = 1>
+__device__ __forceinline__ void depthwise_k(const float *ep, const float *wd, const float *bd,
+                                            int e_rt, int pl, float *out, const kr_cuda_seg_dw &d)
 {
-    constexpr int PAD = K / 2;
+    constexpr int IW = ST * SW;
     const int E = EE ? EE : e_rt, G = E / 4;
     for (int u = threadIdx.x; u < (SW / 2) * G; u += NT) {
-        const int g = u % G, x0 = 2 * (u / G);
+        const int g = u % G, x0 = 2 * (u / G), c0 = ST * x0 - pl;
         float4 a0 = *reinterpret_cast<const float4 *>(bd + 4 * g), a1 = a0;
 #pragma unroll
         for (int ky = 0; ky < K; ky++) {
-            float4 in[K + 1];
+            float4 in[K + ST];
 #pragma unroll
-            for (int j = 0; j <= K; j++) {
-                const int xx = x0 - PAD + j;
-                in[j] = xx >= 0 && xx < SW
-                            ? *reinterpret_cast<const float4 *>(ep + (ky * SW + xx) * E + 4 * g)
+            for (int j = 0; j < K + ST; j++) {
+                const int xx = c0 + j;
+                in[j] = xx >= 0 && xx < IW
+                            ? *reinterpret_cast<const float4 *>(ep + (ky * IW + xx) * E + 4 * g)
                             : make_float4(0, 0, 0, 0);
             }
 #pragma unroll
@@ -289,8 +290,8 @@ __device__ __forceinline__ void depthwise_k(const float *ep, const float *wd, co
                 const float4 wv = *reinterpret_cast<const float4 *>(wd + (ky * K + kx) * E + 4 * g);
                 a0.x = fmaf(in[kx].x, wv.x, a0.x), a0.y = fmaf(in[kx].y, wv.y, a0.y);
                 a0.z = fmaf(in[kx].z, wv.z, a0.z), a0.w = fmaf(in[kx].w, wv.w, a0.w);
-                a1.x = fmaf(in[kx + 1].x, wv.x, a1.x), a1.y = fmaf(in[kx + 1].y, wv.y, a1.y);
-                a1.z = fmaf(in[kx + 1].z, wv.z, a1.z), a1.w = fmaf(in[kx + 1].w, wv.w, a1.w);
+                a1.x = fmaf(in[kx + ST].x, wv.x, a1.x), a1.y = fmaf(in[kx + ST].y, wv.y, a1.y);
+                a1.z = fmaf(in[kx + ST].z, wv.z, a1.z), a1.w = fmaf(in[kx + ST].w, wv.w, a1.w);
             }
         }
         a0 = epi4c<PF>(a0, d.lo, d.hi, d.post);
@@ -308,7 +309,7 @@ template <typename T, int K>
 __device__ __noinline__ void depthwise_rt(const float *ep, const float *wd, const float *bd, int e,
                                           float *out, const kr_cuda_seg_dw &d)
 {
-    depthwise_k<T, K, 0>(ep, wd, bd, e, out, d);
+    depthwise_k<T, K, 0>(ep, wd, bd, e, K / 2, out, d);
 }
 
 /* Shared memory of a block (the kernel's comment). */
@@ -316,21 +317,27 @@ struct seg_smem {
     float *wbuf, *xin, *X, *EP, *D, *slots, *mean, *hid, *sc, *red;
 };
 
-/* Every block's pool sums of @p e channels, pushed by each block into the slots [rank][e] of
- * blocks [0, h) (remote stores issued together, before the cluster barrier that publishes
- * them), so that after the barrier a block adds them from its own shared memory. Called by
- * every thread; synchronises the cluster. The slots must be free: every block past its last
- * read of them. */
+/* The channel means of the image's h rows [SW][e] (this block's: @p rows) into m.mean: every
+ * block's pool sums pushed by each block into the slots [rank][e] of blocks [0, h) (remote
+ * stores issued together, before the cluster barrier that publishes them), then added in rank
+ * order from its own shared memory. Called by every thread; synchronises the cluster. The
+ * slots must be free: every block past its last read of them. */
 template <int EE>
 __device__ __forceinline__ void cluster_pool(const float *rows, int e_rt, const seg_smem &m,
                                              cg::cluster_group &cl, int h)
 {
-    const int e = EE ? EE : e_rt, rank = (int)cl.block_rank();
+    const int e = EE ? EE : e_rt, rank = (int)cl.block_rank(), t = threadIdx.x;
     row_pool<EE>(rows, e, m.red, [&](int g, float4 v) {
         for (int r = 0; r < h; r++)
             reinterpret_cast<float4 *>(cl.map_shared_rank(m.slots, r) + rank * e)[g] = v;
     });
     cl.sync();
+    if (t < e) {
+        float a = 0.0f;
+        for (int r = 0; r < h; r++)
+            a += m.slots[r * e + t];
+        m.mean[t] = a * (1.0f / (float)(h * SW));
+    }
 }
 
 /* Pair k of the segment (stage k + 1, weights at @p we): expand into EP's middle row, the halo
@@ -382,20 +389,14 @@ __device__ __forceinline__ void pair(const kr_cuda_segment &s, int k, const floa
     /* 3. the depthwise row */
     if (EE)
         if (d.post == KR_CUDA_POST_HARD_SWISH)
-            depthwise_k<T, K, EE, KR_CUDA_POST_HARD_SWISH>(m.EP, wd, bd, E, m.D, d);
+            depthwise_k<T, K, EE, KR_CUDA_POST_HARD_SWISH>(m.EP, wd, bd, E, PAD, m.D, d);
         else
-            depthwise_k<T, K, EE>(m.EP, wd, bd, E, m.D, d);
+            depthwise_k<T, K, EE>(m.EP, wd, bd, E, PAD, m.D, d);
     else
         depthwise_rt<T, K>(m.EP, wd, bd, E, m.D, d);
     __syncthreads();
-    /* 4. the pool: every row's sums, added in rank order */
+    /* 4. the pool: the channel means */
     cluster_pool<EE>(m.D, E, m, cl, H);
-    if (t < E) {
-        float a = 0.0f;
-        for (int r = 0; r < H; r++)
-            a += m.slots[r * E + t];
-        m.mean[t] = a * (1.0f / (float)(H * SW));
-    }
     /* 5. the excitation, then the projection plus the residual, back into X */
     excite<EE>(p, wp, op, m.mean, m.hid, m.sc);
     const float *pw = wp + op[KR_SEG_PJ_W], *pb = wp + op[KR_SEG_PJ_B];
@@ -407,48 +408,6 @@ __device__ __forceinline__ void pair(const kr_cuda_segment &s, int k, const floa
         pointwise_k<T, EE, CC>(m.D, E, m.sc, pw, pb, C, m.X, C, p.res ? m.X : NULL, p.res_pre,
                                p.lo, p.hi, p.post);
     __syncthreads();
-}
-
-/* S's depthwise convolution, stride 2: the output row's SW pixels from the window @p win
- * [K][2 SW][E] (input rows 2r - pt .. 2r - pt + K - 1), 2 adjacent outputs x 4 channels per
- * unit from K + 2 inputs per kernel row; epilogue of @p d, rounded as stored, into @p out
- * [SW][E]. EE: E as a constant, 0 = run-time. */
-template <typename T, int K, int EE, int PF = -1>
-__device__ __forceinline__ void depthwise_s2(const float *win, const float *wd, const float *bd,
-                                             int e_rt, int pl, float *out, const kr_cuda_seg_dw &d)
-{
-    constexpr int IW = 2 * SW;
-    const int E = EE ? EE : e_rt, G = E / 4;
-    for (int u = threadIdx.x; u < (SW / 2) * G; u += NT) {
-        const int g = u % G, x0 = 2 * (u / G), c0 = 2 * x0 - pl;
-        float4 a0 = *reinterpret_cast<const float4 *>(bd + 4 * g), a1 = a0;
-#pragma unroll
-        for (int ky = 0; ky < K; ky++) {
-            float4 in[K + 2];
-#pragma unroll
-            for (int j = 0; j < K + 2; j++) {
-                const int xx = c0 + j;
-                in[j] = xx >= 0 && xx < IW
-                            ? *reinterpret_cast<const float4 *>(win + (ky * IW + xx) * E + 4 * g)
-                            : make_float4(0, 0, 0, 0);
-            }
-#pragma unroll
-            for (int kx = 0; kx < K; kx++) {
-                const float4 wv = *reinterpret_cast<const float4 *>(wd + (ky * K + kx) * E + 4 * g);
-                a0.x = fmaf(in[kx].x, wv.x, a0.x), a0.y = fmaf(in[kx].y, wv.y, a0.y);
-                a0.z = fmaf(in[kx].z, wv.z, a0.z), a0.w = fmaf(in[kx].w, wv.w, a0.w);
-                a1.x = fmaf(in[kx + 2].x, wv.x, a1.x), a1.y = fmaf(in[kx + 2].y, wv.y, a1.y);
-                a1.z = fmaf(in[kx + 2].z, wv.z, a1.z), a1.w = fmaf(in[kx + 2].w, wv.w, a1.w);
-            }
-        }
-        a0 = epi4c<PF>(a0, d.lo, d.hi, d.post);
-        a1 = epi4c<PF>(a1, d.lo, d.hi, d.post);
-        a0.x = as_stored<T>(a0.x), a0.y = as_stored<T>(a0.y), a0.z = as_stored<T>(a0.z);
-        a0.w = as_stored<T>(a0.w), a1.x = as_stored<T>(a1.x), a1.y = as_stored<T>(a1.y);
-        a1.z = as_stored<T>(a1.z), a1.w = as_stored<T>(a1.w);
-        *reinterpret_cast<float4 *>(out + x0 * E + 4 * g) = a0;
-        *reinterpret_cast<float4 *>(out + (x0 + 1) * E + 4 * g) = a1;
-    }
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -511,23 +470,17 @@ __device__ __forceinline__ void stage_s(const kr_cuda_segment &s, const seg_smem
     __syncthreads();
     const float *wd = m.wbuf + o[KR_SEG_DW_WD], *bd = m.wbuf + o[KR_SEG_DW_BD];
     if (s.sd.post == KR_CUDA_POST_HARD_SWISH)
-        depthwise_s2<T, K, EE, KR_CUDA_POST_HARD_SWISH>(win, wd, bd, E, s.s_pl, m.xin, s.sd);
+        depthwise_k<T, K, EE, KR_CUDA_POST_HARD_SWISH, 2>(win, wd, bd, E, s.s_pl, m.xin, s.sd);
     else
-        depthwise_s2<T, K, EE>(win, wd, bd, E, s.s_pl, m.xin, s.sd);
+        depthwise_k<T, K, EE, -1, 2>(win, wd, bd, E, s.s_pl, m.xin, s.sd);
     __syncthreads();
     if (t == 0) { /* stage 2 (pair 0) over S's weights, which no thread reads any more */
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         bulk_load(m.wbuf, s.w + s.stage_off[2], s.stage_floats[2] * 4, &bar[0]);
     }
-    /* the pool: every row's sums, added in rank order (the cluster barrier in it also ends every
-     * block's reads of the others' windows) */
+    /* the pool: the channel means (the cluster barrier in it also ends every block's reads of
+     * the others' windows) */
     cluster_pool<EE>(m.xin, E, m, cl, H);
-    if (t < E) {
-        float a = 0.0f;
-        for (int r = 0; r < H; r++)
-            a += m.slots[r * E + t];
-        m.mean[t] = a * (1.0f / (float)(H * SW));
-    }
 }
 
 /* stage_s with run-time shapes: one copy, called (not inlined). */
