@@ -204,6 +204,27 @@ static void layout_stages(kr_cuda_segment *seg)
     seg->weight_floats = (size_t)off;
 }
 
+/* Floats of the expanded rows' buffer (1 + 2 pad rows of the widest activation). */
+static int ep_floats(const kr_cuda_segment *seg)
+{
+    return (1 + seg->k / 2 * 2) * KR_CUDA_SEG_W * kr_seg_emax(seg);
+}
+
+/* The segment's first step, its step count so far (S, P0, the pairs), its input, P0's sums and
+ * the stages, for P0 at @p steps[i] with S or without (seg->s_ic). */
+static void set_start(kr_cuda_segment *seg, const kr_cuda_step *steps, int i)
+{
+    const int s0 = seg->s_ic > 0;
+    const kr_cuda_step *p0 = &steps[i];
+    seg->first = i - s0;
+    seg->count = s0 + 1 + 2 * seg->n_ir;
+    seg->x = s0 ? steps[i - 1].x : p0->x;
+    seg->x_sums = s0 ? NULL : p0->se_partial;
+    seg->x_slices = s0 ? 0 : p0->se_slices;
+    seg->x_pixels = s0 ? 0 : p0->se_pixels;
+    layout_stages(seg);
+}
+
 /* Adds Q (step @p s) to @p seg where it is one, its weights fit a stage buffer (as they do for
  * every shipped model; the buffer is not grown for it), its output row fits the expanded rows'
  * buffer, which holds it in the kernel, and its output lies on no other item's input. */
@@ -211,7 +232,7 @@ static void take_q(kr_cuda_segment *seg, const kr_cuda_step *s, size_t esize)
 {
     const int c = seg->c;
     if (!is_q(s, seg->h, c, seg->y) || q_floats(c, s->oc) > seg->buf_floats ||
-        s->oc > (1 + seg->k / 2 * 2) * kr_seg_emax(seg))
+        KR_CUDA_SEG_W * s->oc > ep_floats(seg))
         return;
     const size_t in_b = in_bytes(seg, esize);
     const size_t out_b = (size_t)seg->h * KR_CUDA_SEG_W * s->oc * esize;
@@ -284,33 +305,20 @@ static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, si
         *why = "no pointwise + depthwise and excited projection pair follows";
         return 0;
     }
-    take_s(seg, steps, i, k);
-    const int s0 = seg->s_ic > 0;
-    seg->first = i - s0;
-    seg->count = s0 + 1 + 2 * seg->n_ir;
     seg->batch = p0->batch;
     seg->h = h;
     seg->c = c;
     seg->k = k;
     seg->f16 = esize == 2;
-    seg->x = s0 ? steps[i - 1].x : p0->x;
-    seg->x_sums = s0 ? NULL : p0->se_partial;
-    seg->x_slices = s0 ? 0 : p0->se_slices;
-    seg->x_pixels = s0 ? 0 : p0->se_pixels;
     seg->y = steps[i + 2 * seg->n_ir].y;
     set_proj(&seg->p0, p0);
-    layout_stages(seg);
+    take_s(seg, steps, i, k);
+    set_start(seg, steps, i);
     /* S's window takes a stage buffer, and P0's weights the expanded rows' buffer meanwhile */
-    const int ep = (1 + k / 2 * 2) * KR_CUDA_SEG_W * kr_seg_emax(seg);
-    if (s0 && (k * 2 * KR_CUDA_SEG_W * seg->sd.e > seg->buf_floats || seg->stage_floats[1] > ep)) {
+    if (seg->s_ic && (k * 2 * KR_CUDA_SEG_W * seg->sd.e > seg->buf_floats ||
+                      seg->stage_floats[1] > ep_floats(seg))) {
         seg->s_ic = 0;
-        seg->first = i;
-        seg->count--;
-        seg->x = p0->x;
-        seg->x_sums = p0->se_partial;
-        seg->x_slices = p0->se_slices;
-        seg->x_pixels = p0->se_pixels;
-        layout_stages(seg);
+        set_start(seg, steps, i);
     }
     if (kr_cuda_segment_smem(seg) > SEG_SMEM_MAX) {
         *why = "two stages' weights and the activations exceed a block's shared memory";
