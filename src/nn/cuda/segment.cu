@@ -83,8 +83,8 @@ __device__ __forceinline__ void bar_wait(unsigned long long *bar, unsigned parit
 #endif
 
 /* out[p][o] = epilogue(b[o] + sum_i in[p][i] sc[i] w[i][o]) (+ res[p][o]) for NPX pixels (a
- * row's SW by default): a thread does 2 pixels x 4 outputs over ci / S inputs; S lanes (g + G s) add their
- * parts. @p sc, @p res may be NULL (@p b never: the packer writes a missing bias as zeros); res
+ * row's SW by default): a thread does 2 pixels x 4 outputs over ci / S inputs; S lanes
+ * (g + G s) add their parts. @p sc, @p res may be NULL (@p b never: the packer writes a missing bias as zeros); res
  * may be @p out (same element, same thread). */
 template <typename T, int CI, int CO, int PF = -1, int NPX = SW>
 __device__ __forceinline__ void pointwise_k(const float *in, int ci_rt, const float *sc,
@@ -164,6 +164,22 @@ __device__ __noinline__ void pointwise_rt(const float *in, int ci, const float *
                                           int post)
 {
     pointwise_k<T, 0, 0>(in, ci, sc, w, b, co, out, ostride, res, res_pre, lo, hi, post);
+}
+
+/* pointwise_k with the post function PF as a constant where @p post is PF (the call site's
+ * usual one), else the run-time one. */
+template <typename T, int CI, int CO, int PF, int NPX = SW>
+__device__ __forceinline__ void pointwise_pf(const float *in, int ci, const float *sc,
+                                             const float *w, const float *b, int co, float *out,
+                                             int ostride, const float *res, int res_pre, float lo,
+                                             float hi, int post)
+{
+    if (post == PF)
+        pointwise_k<T, CI, CO, PF, NPX>(in, ci, sc, w, b, co, out, ostride, res, res_pre, lo, hi,
+                                        post);
+    else
+        pointwise_k<T, CI, CO, -1, NPX>(in, ci, sc, w, b, co, out, ostride, res, res_pre, lo, hi,
+                                        post);
 }
 
 /* pointwise_k with the shape (ci, co) = (CI, CO) as constants (the index arithmetic and the
@@ -358,13 +374,8 @@ __device__ __forceinline__ void pair(const kr_cuda_segment &s, int k, const floa
     const float *be = we + od[KR_SEG_DW_BE], *wd = we + od[KR_SEG_DW_WD];
     const float *bd = we + od[KR_SEG_DW_BD], *wp = we + od[KR_SEG_DW_N];
     /* 1. the expanded row into EP's middle row */
-    if (d.e_post == KR_CUDA_POST_HARD_SWISH)
-        pointwise_k<T, CC, EE, KR_CUDA_POST_HARD_SWISH>(m.X, C, NULL, we, be, E,
-                                                        m.EP + PAD * SW * E, E, NULL, 0, d.e_lo,
-                                                        d.e_hi, d.e_post);
-    else
-        pointwise_k<T, CC, EE>(m.X, C, NULL, we, be, E, m.EP + PAD * SW * E, E, NULL, 0, d.e_lo,
-                               d.e_hi, d.e_post);
+    pointwise_pf<T, CC, EE, KR_CUDA_POST_HARD_SWISH>(m.X, C, NULL, we, be, E, m.EP + PAD * SW * E,
+                                                     E, NULL, 0, d.e_lo, d.e_hi, d.e_post);
     cl.sync(); /* every row expanded (and the last stage's reads of EP done) */
     { /* 2. the halo rows from their owners, zeros outside the image: loads first */
         const int q4 = SW * E / 4, total = 2 * PAD * q4;
@@ -400,13 +411,8 @@ __device__ __forceinline__ void pair(const kr_cuda_segment &s, int k, const floa
     /* 5. the excitation, then the projection plus the residual, back into X */
     excite<EE>(p, wp, op, m.mean, m.hid, m.sc);
     const float *pw = wp + op[KR_SEG_PJ_W], *pb = wp + op[KR_SEG_PJ_B];
-    if (p.post == KR_CUDA_POST_NONE)
-        pointwise_k<T, EE, CC, KR_CUDA_POST_NONE>(m.D, E, m.sc, pw, pb, C, m.X, C,
-                                                  p.res ? m.X : NULL, p.res_pre, p.lo, p.hi,
-                                                  p.post);
-    else
-        pointwise_k<T, EE, CC>(m.D, E, m.sc, pw, pb, C, m.X, C, p.res ? m.X : NULL, p.res_pre,
-                               p.lo, p.hi, p.post);
+    pointwise_pf<T, EE, CC, KR_CUDA_POST_NONE>(m.D, E, m.sc, pw, pb, C, m.X, C,
+                                               p.res ? m.X : NULL, p.res_pre, p.lo, p.hi, p.post);
     __syncthreads();
 }
 
@@ -439,13 +445,9 @@ __device__ __forceinline__ void stage_s(const kr_cuda_segment &s, const seg_smem
     int o[KR_SEG_DW_N + 1];
     kr_seg_dw_layout(ci, E, K, o);
     const float *we = m.wbuf + o[KR_SEG_DW_WE], *be = m.wbuf + o[KR_SEG_DW_BE];
-    if (s.sd.e_post == KR_CUDA_POST_HARD_SWISH)
-        pointwise_k<T, CI, EE, KR_CUDA_POST_HARD_SWISH, 2 * IW>(m.xin, ci, NULL, we, be, E,
-                                                               win + pt * IW * E, E, NULL, 0,
-                                                               s.sd.e_lo, s.sd.e_hi, s.sd.e_post);
-    else
-        pointwise_k<T, CI, EE, -1, 2 * IW>(m.xin, ci, NULL, we, be, E, win + pt * IW * E, E, NULL,
-                                           0, s.sd.e_lo, s.sd.e_hi, s.sd.e_post);
+    pointwise_pf<T, CI, EE, KR_CUDA_POST_HARD_SWISH, 2 * IW>(m.xin, ci, NULL, we, be, E,
+                                                             win + pt * IW * E, E, NULL, 0,
+                                                             s.sd.e_lo, s.sd.e_hi, s.sd.e_post);
     cl.sync(); /* every block's rows expanded */
     { /* the window's other rows: row j is image row y = 2r - pt + j, block y / 2's row pt + y % 2 */
         const int q4 = IW * E / 4, total = K * q4;
