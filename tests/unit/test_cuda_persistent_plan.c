@@ -1089,16 +1089,22 @@ static void test_cluster_segment(void **state)
         assert_int_equal(seg.count, 4);
         free_plan(&p);
     }
-    { /* S refused: a window reaching past the neighbours; P0's sums not its pool's; then the
-       * segment starts at P0 and reads its input and sums from global memory */
-        for (int c = 0; c < 2; c++) {
+    { /* S refused: a window reaching past the neighbours; P0's sums not its pool's; its pool's
+       * sums read by a step after P0 too; then the segment starts at P0 and reads its input and
+       * sums from global memory */
+        for (int c = 0; c < 3; c++) {
             plan p = make_plan(g, 1);
             assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
             const int first = seg.first;
             if (c == 0)
                 p.steps[first].pt = 3;
-            else
+            else if (c == 1)
                 p.steps[first].tail_partial_off += 16;
+            else { /* the decoder's resize excited by S's pool instead of its own */
+                assert_int_equal(p.steps[first + 12].kind, KR_STEP_RESIZE);
+                assert_int_equal(p.steps[first + 12].se_layers, 1);
+                p.steps[first + 12].se_partial_off = p.steps[first].tail_partial_off;
+            }
             assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
             assert_int_equal(seg.s_ic, 0);
             assert_int_equal(seg.first, first + 1);

@@ -147,8 +147,9 @@ static size_t in_bytes(const kr_cuda_segment *seg, size_t esize)
 /* Sets S (segment.h) from the step before P0 (@p steps[i]) where it is one for window @p k:
  * stride 2 from 2h x 2W, the window's rows from this block and its two neighbours (pad before
  * <= 2 and <= k - 2 rows), the input rows fitting the input row's buffer (4 s_ic <= p0.ci),
- * its output P0's input and its pool tail the sums P0's excitation reads. */
-static void take_s(kr_cuda_segment *seg, const kr_cuda_step *steps, int i, int k)
+ * its output P0's input and its pool tail the sums P0's excitation reads and no step after P0
+ * in @p steps[0..n) reads (the segment does not write them). */
+static void take_s(kr_cuda_segment *seg, const kr_cuda_step *steps, int n, int i, int k)
 {
     seg->s_ic = 0;
     if (i < 1)
@@ -164,6 +165,11 @@ static void take_s(kr_cuda_segment *seg, const kr_cuda_step *steps, int i, int k
         d->tail_slices != p0->se_slices || d->se_layers || d->scale_add || d->res ||
         d->res_mid || d->x_f32 || d->y_f32 || d->y != p0->x || !d->w || !d->w2)
         return;
+    for (int j = i + 1; j < n; j++)
+        if ((steps[j].se_layers && steps[j].se_partial_off == d->tail_partial_off) ||
+            (steps[j].kind == KR_STEP_POOL_FINAL &&
+             steps[j].tail_partial_off == d->tail_partial_off))
+            return;
     seg->s_ic = d->ic;
     seg->s_pt = d->pt;
     seg->s_pl = d->pl;
@@ -312,7 +318,7 @@ static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, si
     seg->f16 = esize == 2;
     seg->y = steps[i + 2 * seg->n_ir].y;
     set_proj(&seg->p0, p0);
-    take_s(seg, steps, i, k);
+    take_s(seg, steps, n, i, k);
     set_start(seg, steps, i);
     /* S's window takes a stage buffer, and P0's weights the expanded rows' buffer meanwhile */
     if (seg->s_ic && (k * 2 * KR_CUDA_SEG_W * seg->sd.e > seg->buf_floats ||
