@@ -1089,6 +1089,18 @@ static void test_cluster_segment(void **state)
         assert_int_equal(seg.count, 4);
         free_plan(&p);
     }
+    { /* the third pair's pool sums read after the segment too: it ends after the second */
+        plan p = make_plan(g, 1);
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+        const int first = seg.first;
+        assert_int_equal(p.steps[first + 6].kind, KR_STEP_EXPAND_DW); /* pair 2's D */
+        p.steps[first + 12].se_partial_off = p.steps[first + 6].tail_partial_off;
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+        assert_int_equal(seg.first, first);
+        assert_int_equal(seg.n_ir, 2);
+        assert_int_equal(seg.count, 6);
+        free_plan(&p);
+    }
     { /* S refused: a window reaching past the neighbours; P0's sums not its pool's; its pool's
        * sums read by a step after P0 too; then the segment starts at P0 and reads its input and
        * sums from global memory */

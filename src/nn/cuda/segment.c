@@ -136,6 +136,18 @@ static int overlap(const void *a, size_t na, const void *b, size_t nb)
     return x < y + nb && y < x + na;
 }
 
+/* Whether a step of @p steps[from..n) reads the pool sums at scratch offset @p off (an
+ * excitation prologue, or a pool's final step): the segment keeps its pools' sums in the
+ * cluster and does not write them. */
+static int sums_read(const kr_cuda_step *steps, int from, int n, size_t off)
+{
+    for (int j = from; j < n; j++)
+        if ((steps[j].se_layers && steps[j].se_partial_off == off) ||
+            (steps[j].kind == KR_STEP_POOL_FINAL && steps[j].tail_partial_off == off))
+            return 1;
+    return 0;
+}
+
 /* Bytes of one item's input x (S's where there is one). */
 static size_t in_bytes(const kr_cuda_segment *seg, size_t esize)
 {
@@ -165,11 +177,8 @@ static void take_s(kr_cuda_segment *seg, const kr_cuda_step *steps, int n, int i
         d->tail_slices != p0->se_slices || d->se_layers || d->scale_add || d->res ||
         d->res_mid || d->x_f32 || d->y_f32 || d->y != p0->x || !d->w || !d->w2)
         return;
-    for (int j = i + 1; j < n; j++)
-        if ((steps[j].se_layers && steps[j].se_partial_off == d->tail_partial_off) ||
-            (steps[j].kind == KR_STEP_POOL_FINAL &&
-             steps[j].tail_partial_off == d->tail_partial_off))
-            return;
+    if (sums_read(steps, i + 1, n, d->tail_partial_off))
+        return;
     seg->s_ic = d->ic;
     seg->s_pt = d->pt;
     seg->s_pl = d->pl;
@@ -284,7 +293,7 @@ static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, si
             break;
         if (!is_proj(p, h, 1, 1) || p->ic != d->oc || p->oc != c || p->x != d->y ||
             p->se_partial_off != d->tail_partial_off || p->se_slices != d->tail_slices ||
-            (p->res && p->res != d->x))
+            (p->res && p->res != d->x) || sums_read(steps, j + 2, n, d->tail_partial_off))
             break;
         k = d->kh;
         seg->d[seg->n_ir].e = d->oc;
