@@ -633,11 +633,13 @@ static cudaError_t plan_segment(kr_backend_instance *inst, kr_cuda_step *h, int 
     inst->seg = seg;
     inst->has_seg = 1;
     keyer_log(inst->logger, KEYER_LOG_DEBUG,
-              "%s: cuda backend: steps %d-%d (%d expand/depthwise/excited-projection blocks at "
+              "%s: cuda backend: steps %d-%d (%s%d expand/depthwise/excited-projection blocks at "
               "%dx%d%s) as a cluster segment: a cluster of %d blocks per item, %zu bytes of shared "
               "memory each, %.1f KB of weights%s",
-              g->name, seg.first, seg.first + seg.count - 1, seg.n_ir, seg.h, KR_CUDA_SEG_W,
-              seg.q_oc ? ", then a 1x1 convolution" : "", seg.h, kr_cuda_segment_smem(&seg),
+              g->name, seg.first, seg.first + seg.count - 1,
+              seg.s_ic ? "a stride-2 expand/depthwise step into them, " : "", seg.n_ir, seg.h,
+              KR_CUDA_SEG_W, seg.q_oc ? ", then a 1x1 convolution" : "", seg.h,
+              kr_cuda_segment_smem(&seg),
               seg.weight_floats * 4 / 1e3,
               seg.shared_out ? "; its output through a buffer of its own (the memory plan puts "
                                "an item's over another item's input)" : "");
