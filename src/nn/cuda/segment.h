@@ -27,12 +27,12 @@
  * at H x KR_CUDA_SEG_W pixels (H <= KR_CUDA_SEG_MAX_ROWS: a block per row), every channel
  * count a multiple of 4 and every stage's weights fitting twice in shared memory. Only the
  * last P's output (and Q's) is written to global memory: the planner checks that no step after
- * the segment reads what its other steps wrote. Q is taken only where its output lies on no
- * other item's input (below; its step's slot then holds the copy where shared_out). An item's
- * output may lie on its own input (its
- * cluster has read all of it before it writes) but not on another item's, which another
- * cluster may not have read yet: where the memory plan puts it there (shared_out), the caller
- * gives the kernel an output buffer of its own and copies it after the kernel (a COPY step).
+ * the segment reads what its other steps wrote, nor the pool sums of S's or a D's output. An
+ * item's output may lie on its own input (its cluster has read all of it before it writes) but
+ * not on another item's, which another cluster may not have read yet: where the memory plan
+ * puts the last P's there (shared_out), the caller gives the kernel an output buffer of its own
+ * and copies it after the kernel (a COPY step, in the last step's slot: Q's where there is Q);
+ * Q is taken only where its output lies on no other item's input.
  * The arithmetic is the steps' (f32 sums; in an f16 instance every value the steps store in
  * half is rounded to half where they store it); the order of some sums differs.
  */
