@@ -4,10 +4,11 @@
  * before ran: two buffers, an mbarrier each); the pointwise convolutions split the input
  * channels over up to 4 lanes when there are fewer (2 pixels x 4 channels) units than threads
  * and add the parts with shuffles; the depthwise convolution does 2 adjacent pixels x 4
- * channels per thread from a sliding window of K + 1 inputs per kernel row; the halo rows come
- * from the neighbours' shared memory after a cluster barrier; each block pushes its pool sums
- * into every block's shared memory before one. Q (segment.h), where there is one, computes its
- * row into the expanded rows' buffer after the last pair and writes it out.
+ * channels per thread from a sliding window of K + stride inputs per kernel row; the halo rows
+ * come from the neighbours' shared memory after a cluster barrier; each block pushes its pool
+ * sums into every block's shared memory before one. S and Q (segment.h), where there are
+ * they, are the first and the last stage: S reads its window's rows at twice the resolution
+ * from its neighbours, Q computes its row into the expanded rows' buffer and writes it out.
  * The packed weights' and shared memory's layouts are segment.h's (kr_seg_*_layout), the ones
  * the packer and kr_cuda_segment_smem use.
  */
@@ -74,18 +75,29 @@ __device__ __forceinline__ void bulk_load(float *dst, const float *src, int byte
                  "%2, [%3];"
                  ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
 }
+/* Stage @p st's packed weights into @p dst, counted on its buffer's barrier bar[st % 2]. */
+__device__ __forceinline__ void load_stage(const kr_cuda_segment &s, int st, float *dst,
+                                           unsigned long long *bar)
+{
+    bulk_load(dst, s.w + s.stage_off[st], s.stage_floats[st] * 4, &bar[st % 2]);
+}
 __device__ __forceinline__ void bar_wait(unsigned long long *bar, unsigned parity)
 {
     asm volatile("{\n .reg .pred p;\n WAIT_%=: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], "
                  "%1;\n @!p bra WAIT_%=;\n}"
                  ::"r"(smem_addr(bar)), "r"(parity) : "memory");
 }
+/* Waits for stage @p st's weights: the (st / 2)-th use of its buffer's barrier. */
+__device__ __forceinline__ void wait_stage(unsigned long long *bar, int st)
+{
+    bar_wait(&bar[st % 2], (unsigned)(st / 2) & 1u);
+}
 #endif
 
 /* out[p][o] = epilogue(b[o] + sum_i in[p][i] sc[i] w[i][o]) (+ res[p][o]) for NPX pixels (a
  * row's SW by default): a thread does 2 pixels x 4 outputs over ci / S inputs; S lanes
- * (g + G s) add their parts. @p sc, @p res may be NULL (@p b never: the packer writes a missing bias as zeros); res
- * may be @p out (same element, same thread). */
+ * (g + G s) add their parts. @p sc, @p res may be NULL (@p b never: the packer writes a
+ * missing bias as zeros); res may be @p out (same element, same thread). */
 template <typename T, int CI, int CO, int PF = -1, int NPX = SW>
 __device__ __forceinline__ void pointwise_k(const float *in, int ci_rt, const float *sc,
                                          const float *w, const float *b, int co_rt, float *out,
@@ -320,7 +332,7 @@ __device__ __forceinline__ void depthwise_k(const float *ep, const float *wd, co
     }
 }
 
-/* depthwise_k with E = 128 or 96 as a constant, else (not inlined) with the run-time one. */
+/* depthwise_k with the run-time channel count: one copy, called (not inlined). */
 template <typename T, int K>
 __device__ __noinline__ void depthwise_rt(const float *ep, const float *wd, const float *bd, int e,
                                           float *out, const kr_cuda_seg_dw &d)
@@ -356,7 +368,7 @@ __device__ __forceinline__ void cluster_pool(const float *rows, int e_rt, const 
     }
 }
 
-/* Pair k of the segment (stage k + 1, weights at @p we): expand into EP's middle row, the halo
+/* Pair k of the segment (stage k + 1, or k + 2 after S; weights at @p we): expand into EP's middle row, the halo
  * rows from the neighbours, the depthwise row, the pool, the excitation, the projection plus
  * the residual back into X. CC, EE: c and e as constants (0 = run-time). */
 template <typename T, int K, int CC, int EE>
@@ -441,7 +453,7 @@ __device__ __forceinline__ void stage_s(const kr_cuda_segment &s, const seg_smem
         }
     }
     __syncthreads();
-    bar_wait(&bar[0], 0);
+    wait_stage(bar, 0);
     int o[KR_SEG_DW_N + 1];
     kr_seg_dw_layout(ci, E, K, o);
     const float *we = m.wbuf + o[KR_SEG_DW_WE], *be = m.wbuf + o[KR_SEG_DW_BE];
@@ -478,7 +490,7 @@ __device__ __forceinline__ void stage_s(const kr_cuda_segment &s, const seg_smem
     __syncthreads();
     if (t == 0) { /* stage 2 (pair 0) over S's weights, which no thread reads any more */
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        bulk_load(m.wbuf, s.w + s.stage_off[2], s.stage_floats[2] * 4, &bar[0]);
+        load_stage(s, 2, m.wbuf, bar);
     }
     /* the pool: the channel means (the cluster barrier in it also ends every block's reads of
      * the others' windows) */
@@ -528,9 +540,8 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[0])));
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[1])));
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        bulk_load(wbuf, s.w + s.stage_off[0], s.stage_floats[0] * 4, &bar[0]);
-        bulk_load(S0 ? EP : wbuf + s.buf_floats, s.w + s.stage_off[1], s.stage_floats[1] * 4,
-                  &bar[1]);
+        load_stage(s, 0, wbuf, bar);
+        load_stage(s, 1, S0 ? EP : wbuf + s.buf_floats, bar);
     }
     /* the weights are set-up data; the input is the kernel before's (kr_cuda_segment_launch's
      * after_kernel: wait for its writes) */
@@ -563,13 +574,12 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
         }
     }
     __syncthreads(); /* also: the mbarriers are initialised */
-    bar_wait(&bar[S0], 0); /* P0: stage S0, its barrier's first use */
+    wait_stage(bar, S0); /* P0 */
     {
-        const float *wp = wp0;
         int o[KR_SEG_PJ_N + 1];
         kr_seg_proj_layout(CI0, s.p0.hid, C, o);
-        excite<0>(s.p0, wp, o, mean, hid, sc);
-        pointwise<T, 96, 32>(xin, CI0, sc, wp + o[KR_SEG_PJ_W], wp + o[KR_SEG_PJ_B], C, X, C,
+        excite<0>(s.p0, wp0, o, mean, hid, sc);
+        pointwise<T, 96, 32>(xin, CI0, sc, wp0 + o[KR_SEG_PJ_W], wp0 + o[KR_SEG_PJ_B], C, X, C,
                              NULL, 0, s.p0.lo, s.p0.hi, s.p0.post);
     }
     __syncthreads();
@@ -580,10 +590,9 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
         if (t == 0 && st + 1 <= last) { /* into the other buffer (stage st - 1's, or at pair 0
                                          * after S S's window), which every thread left */
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            bulk_load(wbuf + (1 - b) * s.buf_floats, s.w + s.stage_off[st + 1],
-                      s.stage_floats[st + 1] * 4, &bar[1 - b]);
+            load_stage(s, st + 1, wbuf + (1 - b) * s.buf_floats, bar);
         }
-        bar_wait(&bar[b], (unsigned)(st / 2) & 1u);
+        wait_stage(bar, st);
         const float *we = wbuf + b * s.buf_floats;
         const int E = s.d[k].e;
         if (C == 32 && E == 128)
@@ -611,8 +620,8 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
         }
     }
     if (s.q_oc) { /* Q: the row into EP (free: every block is past the last halo reads), then y2 */
-        const int st = last, b = st % 2, QO = s.q_oc;
-        bar_wait(&bar[b], (unsigned)(st / 2) & 1u);
+        const int b = last % 2, QO = s.q_oc;
+        wait_stage(bar, last);
         int o[KR_SEG_Q_N + 1];
         kr_seg_q_layout(C, QO, o);
         const float *wq = wbuf + b * s.buf_floats + o[KR_SEG_Q_W];
