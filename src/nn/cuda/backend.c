@@ -583,8 +583,9 @@ static int fetch_device(void *ctx, float *to, const float *src, size_t count)
 /* A cluster segment (segment.h) in the persistent steps @p h[0..k) (pointers bound, weights
  * uploaded), if the plan has one and the device can run it: its weights packed and uploaded,
  * inst->has_seg set; with seg.shared_out, its own output buffer and the segment's last step
- * replaced by the copy from it. A run the planner or the device refuses is logged (debug) and left to the
- * persistent kernel. Returns a CUDA error only for a failed query, allocation or copy. */
+ * replaced by the copy from it. A run the planner or the device refuses is logged (debug) and
+ * left to the persistent kernel. Returns a CUDA error only for a failed query, allocation or
+ * copy. */
 static cudaError_t plan_segment(kr_backend_instance *inst, kr_cuda_step *h, int k)
 {
     const kr_graph *g = inst->graph;
