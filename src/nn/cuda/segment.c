@@ -86,6 +86,11 @@ size_t kr_cuda_segment_smem(const kr_cuda_segment *seg)
 static int first_node(const kr_graph *g, const kr_cuda_step *s)
 {
     int n = s->node;
+    if (n >= 0 && s->rz) { /* a convolution that resizes its input: the resize's node */
+        int t = g->nodes[n].inputs[0];
+        int p = t >= 0 ? g->tensors[kr_tensor_storage(g, t)].producer : -1;
+        return p >= 0 ? p : n;
+    }
     if (s->kind != KR_STEP_EXPAND_DW || n < 0)
         return n;
     for (;;) {
@@ -268,6 +273,116 @@ static void take_q(kr_cuda_segment *seg, const kr_cuda_step *s, size_t esize)
     seg->count++;
 }
 
+static int u_floats(const kr_cuda_segment *seg)
+{
+    int o[KR_SEG_U_N + 1];
+    kr_seg_u_layout(seg->c, seg->q_oc, seg->u_c, seg->u_hid, seg->u_e, o);
+    return o[KR_SEG_U_N];
+}
+
+/* Adds U (segment.h) to @p seg, which has Q, where steps[end..end + 3) are it (end: the step
+ * after Q): a RESIZE x2 of Q's output (rows 2r, 2r + 1 from rows r - 1 .. r + 1: no
+ * align_corners) scaled by a one-layer excitation of the last P's pool tail; a 1x1
+ * convolution of that whose pool tail adds the skip; an EXPAND_DW of the skip scaled by the
+ * excitation of that tail plus the convolution's output (scale_add), 3x3 "same", stride 1,
+ * whose output is the depthwise's plus its input (res_mid) or the depthwise's alone. Only
+ * where its weights fit a stage buffer, its activations the buffers it borrows, no step after
+ * it reads what the segment no longer writes (y, y2, the pools' sums, the tensors between),
+ * and its output lies on no other item's skip (other clusters read theirs meanwhile). */
+static void take_u(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *steps, int n,
+                   size_t esize)
+{
+    const int end = seg->first + seg->count, h = seg->h, w = KR_CUDA_SEG_W, c = seg->c;
+    const int qo = seg->q_oc;
+    if (!qo || !seg->y_sums || end + 3 > n)
+        return;
+    const kr_cuda_step *r = &steps[end], *cv = &steps[end + 1], *ed = &steps[end + 2];
+    const kr_cuda_step *last_p = &steps[end - 2];
+    if (r->kind != KR_STEP_RESIZE || r->x != seg->y2 || r->align || r->ih != h || r->iw != w ||
+        r->oh != 2 * h || r->ow != 2 * w || r->ic != qo || r->oc != qo || r->se_layers != 1 ||
+        r->se_partial != seg->y_sums || r->se_slices != seg->y_slices || r->se_c != c ||
+        r->se_out[0] != qo || r->res || r->tail || r->post != KR_CUDA_POST_NONE ||
+        r->lo > -3e38f || r->hi < 3e38f || r->x_f32 || r->y_f32 || !r->se_w[0])
+        return;
+    if (cv->kind != KR_STEP_CONV || cv->kh != 1 || cv->kw != 1 || cv->sh != 1 || cv->sw != 1 ||
+        cv->pt || cv->pl || cv->x != r->y || cv->ic != qo || cv->ih != 2 * h ||
+        cv->iw != 2 * w || cv->oh != 2 * h || cv->ow != 2 * w || !ok_channels(cv->oc) ||
+        cv->se_layers || cv->scale_add || cv->res || cv->rz || cv->x_f32 || cv->y_f32 ||
+        !cv->tail || !cv->tail_add || cv->tail_c != cv->oc || !cv->w)
+        return;
+    const int uc = cv->oc;
+    if (ed->kind != KR_STEP_EXPAND_DW || ed->x != cv->tail_add || ed->scale_add != cv->y ||
+        ed->se_layers != 2 || ed->se_partial_off != cv->tail_partial_off ||
+        ed->se_slices != cv->tail_slices || ed->se_c != uc || ed->se_out[1] != uc ||
+        !ok_channels(ed->se_out[0]) || ed->ic != uc || !ok_channels(ed->oc) || ed->kh != 3 ||
+        ed->kw != 3 || ed->sh != 1 || ed->sw != 1 || ed->dh != 1 || ed->dw != 1 ||
+        ed->pt != 1 || ed->pl != 1 || ed->ih != 2 * h || ed->iw != 2 * w || ed->oh != 2 * h ||
+        ed->ow != 2 * w || ed->res || ed->tail || ed->x_f32 || ed->y_f32 || !ed->w || !ed->w2 ||
+        (ed->res_mid && ed->oc != ed->ic))
+        return;
+    const int ue = ed->oc, emax = kr_seg_emax(seg);
+    if (qo > emax || uc > emax || ed->se_out[0] > emax)
+        return;
+    /* what the kernel no longer writes: y, y2 and the tensors between them and U's output
+     * (node range), the pools' sums */
+    kr_cuda_segment u = *seg;
+    u.count += 3;
+    int lo, hi;
+    node_range(g, steps, n, u.first, u.count, &lo, &hi);
+    if (lo < 0 || hi < lo || leaks(g, lo, hi) ||
+        sums_read(steps, end + 3, n, last_p->tail_partial_off) ||
+        sums_read(steps, end + 3, n, cv->tail_partial_off))
+        return;
+    u.u_c = uc;
+    u.u_e = ue;
+    u.u_hid = ed->se_out[0];
+    if (u_floats(&u) > seg->buf_floats)
+        return;
+    int om[KR_SEG_UM_N + 1];
+    kr_seg_u_smem_layout(c, qo, uc, ue, om);
+    if (om[KR_SEG_UM_N] > ep_floats(seg))
+        return;
+    if ((uintptr_t)ed->x % 16 || (uintptr_t)ed->y % 16) /* the skip's rows: one bulk copy */
+        return;
+    const size_t skip_b = (size_t)(2 * h) * (2 * w) * uc * esize;
+    const size_t out_b = (size_t)(2 * h) * (2 * w) * ue * esize;
+    for (int a = 0; a < seg->batch; a++)
+        for (int b = 0; b < seg->batch; b++)
+            if (a != b && overlap((const char *)ed->y + a * out_b, out_b,
+                                  (const char *)ed->x + b * skip_b, skip_b))
+                return;
+    u.u_align = r->align;
+    u.u_half = r->half;
+    u.u_se_lo = r->se_lo[0];
+    u.u_se_hi = r->se_hi[0];
+    u.u_se_post = r->se_post[0];
+    u.u_lo = cv->lo;
+    u.u_hi = cv->hi;
+    u.u_post = cv->post;
+    u.up.ci = uc;
+    u.up.hid = ed->se_out[0];
+    for (int l = 0; l < 2; l++) {
+        u.up.se_lo[l] = ed->se_lo[l];
+        u.up.se_hi[l] = ed->se_hi[l];
+        u.up.se_post[l] = ed->se_post[l];
+    }
+    u.up.lo = ed->e_lo;
+    u.up.hi = ed->e_hi;
+    u.up.post = ed->e_post;
+    u.u_dlo = ed->lo;
+    u.u_dhi = ed->hi;
+    u.u_dpost = ed->post;
+    u.u_res_mid = ed->res_mid;
+    u.u_skip = ed->x;
+    u.y3 = ed->y;
+    u.shared_out = 0; /* y is not written */
+    const int st = (seg->s_ic > 0) + seg->n_ir + 2;
+    u.stage_off[st] = (int)seg->weight_floats;
+    u.stage_floats[st] = u_floats(&u);
+    u.weight_floats += (size_t)u.stage_floats[st];
+    *seg = u;
+}
+
 /* The segment starting at step @p i, or 0 with @p why. */
 static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, size_t esize,
                   kr_cuda_segment *seg, const char **why)
@@ -368,6 +483,7 @@ static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, si
             }
     if (end < n)
         take_q(seg, &steps[end], esize);
+    take_u(g, seg, steps, n, esize);
     return 1;
 }
 
@@ -469,13 +585,45 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
             e = pack_proj(dst + seg->p[i].w_off, &seg->p[i], p, c, tmp, fetch, ctx);
     }
     if (!e && seg->q_oc) { /* [oc][c] -> [c][oc] */
-        const kr_cuda_step *q = &steps[seg->first + seg->count - 1];
+        const kr_cuda_step *q = &steps[seg->first + s0 + 1 + 2 * seg->n_ir];
         float *at = dst + seg->stage_off[s0 + seg->n_ir + 1];
         int o[KR_SEG_Q_N + 1];
         kr_seg_q_layout(c, seg->q_oc, o);
         e = put(at + o[KR_SEG_Q_W], q->w, seg->q_oc, c, 1, tmp, fetch, ctx);
         if (!e)
             e = put(at + o[KR_SEG_Q_B], q->bias, 1, seg->q_oc, 0, tmp, fetch, ctx);
+    }
+    if (!e && seg->u_c) {
+        const kr_cuda_step *r = &steps[seg->first + seg->count - 3], *cv = r + 1, *ed = r + 2;
+        float *at = dst + seg->stage_off[s0 + seg->n_ir + 2];
+        const int qo = seg->q_oc, uc = seg->u_c, ue = seg->u_e, hid = seg->u_hid;
+        int o[KR_SEG_U_N + 1], op[KR_SEG_PJ_N + 1];
+        kr_seg_u_layout(c, qo, uc, hid, ue, o);
+        kr_seg_proj_layout(uc, hid, ue, op);
+        float *p = at + o[KR_SEG_U_P];
+        e = put(at + o[KR_SEG_U_SW], r->se_w[0], qo, c, 0, tmp, fetch, ctx); /* [qo][c] */
+        if (!e)
+            e = put(at + o[KR_SEG_U_SB], r->se_b[0], 1, qo, 0, tmp, fetch, ctx);
+        if (!e) /* [uc][qo] -> [qo][uc] */
+            e = put(at + o[KR_SEG_U_AW], cv->w, uc, qo, 1, tmp, fetch, ctx);
+        if (!e)
+            e = put(at + o[KR_SEG_U_AB], cv->bias, 1, uc, 0, tmp, fetch, ctx);
+        if (!e) /* the expansion's excitation: [hid][uc], [hid], [uc][hid] -> [hid][uc], [uc] */
+            e = put(p + op[KR_SEG_PJ_W1], ed->se_w[0], hid, uc, 0, tmp, fetch, ctx);
+        if (!e)
+            e = put(p + op[KR_SEG_PJ_B1], ed->se_b[0], 1, hid, 0, tmp, fetch, ctx);
+        if (!e)
+            e = put(p + op[KR_SEG_PJ_W2], ed->se_w[1], uc, hid, 1, tmp, fetch, ctx);
+        if (!e)
+            e = put(p + op[KR_SEG_PJ_B2], ed->se_b[1], 1, uc, 0, tmp, fetch, ctx);
+        if (!e) /* the expansion [ue][uc] -> [uc][ue] */
+            e = put(p + op[KR_SEG_PJ_W], ed->w, ue, uc, 1, tmp, fetch, ctx);
+        if (!e)
+            e = put(p + op[KR_SEG_PJ_B], ed->e_bias, 1, ue, 0, tmp, fetch, ctx);
+        if (!e) /* [3][3][ue] */
+            e = put(at + o[KR_SEG_U_DW], ed->w2, 9, ue, 0, tmp, fetch, ctx);
+        if (!e)
+            e = put(at + o[KR_SEG_U_DB], ed->bias2, 1, ue, 0, tmp, fetch, ctx);
     }
     free(tmp);
     return e;

@@ -15,6 +15,7 @@
 #include <cooperative_groups.h>
 
 #include "nn/cuda/common.cuh"
+#include "nn/cuda/resize_bilinear.cuh"
 #include "nn/cuda/segment.h"
 
 namespace cg = cooperative_groups;
@@ -265,17 +266,23 @@ __device__ __forceinline__ void excite(const kr_cuda_seg_proj &p, const float *w
     __syncthreads();
 }
 
-/* Column sums of the row's [SW][e] values (fixed order), passed as out(g, float4 of columns
- * 4g..4g+3) by threads g < e / 4. EE: e as a constant, 0 = run-time. */
-template <int EE, typename F>
-__device__ __forceinline__ void row_pool(const float *d, int e_rt, float *red, F out)
+/* Column sums of the [NPX][e] values @p d (plus @p d2's, element by element, where given) in a
+ * fixed order, passed as out(g, float4 of columns 4g..4g+3) by threads g < e / 4. EE: e as a
+ * constant, 0 = run-time; NPX: the pixels (a row's by default). */
+template <int EE, int NPX = SW, typename F>
+__device__ __forceinline__ void row_pool(const float *d, int e_rt, float *red, F out,
+                                         const float *d2 = nullptr)
 {
     const int e = EE ? EE : e_rt;
     const int G = e / 4, L = NT / G, t = threadIdx.x, g = t % G, l = t / G;
     float4 s = make_float4(0, 0, 0, 0);
     if (l < L)
-        for (int p = l; p < SW; p += L) {
-            const float4 v = *reinterpret_cast<const float4 *>(d + p * e + 4 * g);
+        for (int p = l; p < NPX; p += L) {
+            float4 v = *reinterpret_cast<const float4 *>(d + p * e + 4 * g);
+            if (d2) {
+                const float4 v2 = *reinterpret_cast<const float4 *>(d2 + p * e + 4 * g);
+                v.x += v2.x, v.y += v2.y, v.z += v2.z, v.w += v2.w;
+            }
             s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
         }
     reinterpret_cast<float4 *>(red)[t] = s;
@@ -506,6 +513,265 @@ __device__ __noinline__ void stage_s_rt(const kr_cuda_segment &s, const seg_smem
 }
 #endif
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/* U's activations in EP (kr_seg_u_smem_layout). */
+struct u_smem {
+    float *q, *slots, *skip, *a, *p;
+};
+
+__device__ __forceinline__ u_smem u_regions(const kr_cuda_segment &s, const seg_smem &m)
+{
+    int o[KR_SEG_UM_N + 1];
+    kr_seg_u_smem_layout(s.c, s.q_oc, s.u_c, s.u_e, o);
+    const u_smem u = {m.EP + o[KR_SEG_UM_Q], m.EP + o[KR_SEG_UM_SLOTS], m.EP + o[KR_SEG_UM_SKIP],
+                      m.EP + o[KR_SEG_UM_A], m.EP + o[KR_SEG_UM_P]};
+    return u;
+}
+
+/* U's start, before Q (thread 0 issues its copies; every thread pushes): the skip's rows 2r
+ * and 2r + 1 copied as they are stored (float: into u.skip; half: into u.a, converted later)
+ * on @p skip_bar, and this block's sums of the segment's output row X pushed into every
+ * block's u.slots. EP is free: every block is past the last pair's halo reads. */
+template <typename T, int CC>
+__device__ __forceinline__ void u_begin(const kr_cuda_segment &s, const seg_smem &m,
+                                        cg::cluster_group &cl, unsigned long long *skip_bar,
+                                        int img)
+{
+    const u_smem u = u_regions(s, m);
+    const int C = CC ? CC : s.c, H = s.h, rank = (int)cl.block_rank();
+    const int bytes = 2 * (2 * SW) * s.u_c * (int)sizeof(T);
+    if (threadIdx.x == 0) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        const T *src = (const T *)s.u_skip + ((size_t)img * 2 * H + 2 * rank) * (2 * SW) * s.u_c;
+        bulk_load(sizeof(T) == 4 ? u.skip : u.a, (const float *)src, bytes, skip_bar);
+    }
+    row_pool<CC>(m.X, C, m.red, [&](int g, float4 v) {
+        for (int r = 0; r < H; r++)
+            reinterpret_cast<float4 *>(cl.map_shared_rank(u.slots, r) + rank * C)[g] = v;
+    });
+}
+
+/* U after Q (Q's row in u.q; U's weights at @p wu; the skip's copy counted on @p skip_bar):
+ * the excitation of the segment's output, a at h x W from Q's row (the convolution before the
+ * resize), a's rows 2r, 2r + 1 resized from rows r - 1 .. r + 1 of the neighbours, the pool of
+ * a + skip, its excitation, v = skip * e + a, the expansion p into the middle rows of u.p, its
+ * halo rows from the neighbours, the depthwise (+ p) written to y3. Synchronises the cluster
+ * four times; the neighbours read u.p until the kernel's last cluster barrier.
+ * CC, QO, UC, UE: c, q_oc, u_c, u_e as constants (0 = run-time). */
+template <typename T, int CC, int QO, int UC, int UE>
+__device__ __forceinline__ void stage_u(const kr_cuda_segment &s, const float *wu,
+                                        const seg_smem &m, cg::cluster_group &cl,
+                                        unsigned long long *skip_bar, int img)
+{
+    constexpr int W2 = 2 * SW;
+    const int C = CC ? CC : s.c, qo = QO ? QO : s.q_oc, uc = UC ? UC : s.u_c;
+    const int ue = UE ? UE : s.u_e, H = s.h, t = threadIdx.x, rank = (int)cl.block_rank();
+    const u_smem u = u_regions(s, m);
+    int o[KR_SEG_U_N + 1], op[KR_SEG_PJ_N + 1];
+    kr_seg_u_layout(C, qo, uc, s.u_hid, ue, o);
+    kr_seg_proj_layout(uc, s.u_hid, ue, op);
+    cl.sync(); /* every block's sums pushed */
+    if (t < C) { /* 1. the resize's excitation: means, one dense layer q_oc <- C (2 lanes each) */
+        float a = 0.0f;
+        for (int r = 0; r < H; r++)
+            a += u.slots[r * C + t];
+        m.mean[t] = a * (1.0f / (float)(H * SW));
+    }
+    __syncthreads();
+    {
+        const float *w = wu + o[KR_SEG_U_SW], *b = wu + o[KR_SEG_U_SB];
+        const int h2 = t % 2;
+        for (int j0 = 0; j0 < qo; j0 += NT / 2) {
+            const int j = j0 + t / 2;
+            float a = 0.0f;
+            if (j < qo)
+                for (int k = 4 * h2; k < C; k += 8) {
+                    const float4 wv = *reinterpret_cast<const float4 *>(w + j * C + k);
+                    const float4 x = *reinterpret_cast<const float4 *>(m.mean + k);
+                    a = fmaf(wv.x, x.x, a), a = fmaf(wv.y, x.y, a);
+                    a = fmaf(wv.z, x.z, a), a = fmaf(wv.w, x.w, a);
+                }
+            a += __shfl_xor_sync(0xffffffffu, a, 1);
+            if (j < qo && h2 == 0)
+                m.sc[j] = epi(a + b[j], s.u_se_lo, s.u_se_hi, s.u_se_post);
+        }
+    }
+    __syncthreads();
+    { /* 2. a at h x W: the convolution of Q's row scaled by the excitation, plus its bias
+       * (before the resize, whose weights add to 1), into m.D; S lanes per unit over the
+       * input channels where there are threads for them, their parts added in order */
+        const float *w = wu + o[KR_SEG_U_AW], *b = wu + o[KR_SEG_U_AB];
+        const int G = uc / 4, U = SW * G;
+        int S = 1;
+        while (2 * S * U <= NT && qo % (8 * S) == 0)
+            S *= 2;
+        const int cs = qo / S;
+        float4 *red = reinterpret_cast<float4 *>(m.red);
+        for (int v = t; v < S * U; v += NT) {
+            const int un = v % U, l = v / U, g = un % G, px = un / G;
+            const float *x = u.q + px * qo + l * cs, *sc = m.sc + l * cs;
+            const float *wl = w + (size_t)l * cs * uc + 4 * g;
+            float4 acc = make_float4(0, 0, 0, 0);
+#pragma unroll 4
+            for (int c = 0; c < cs; c += 4) {
+                const float4 xv = *reinterpret_cast<const float4 *>(x + c);
+                const float4 sv = *reinterpret_cast<const float4 *>(sc + c);
+                const float xs[4] = {xv.x * sv.x, xv.y * sv.y, xv.z * sv.z, xv.w * sv.w};
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float4 wv = *reinterpret_cast<const float4 *>(wl + (c + j) * uc);
+                    acc.x = fmaf(xs[j], wv.x, acc.x), acc.y = fmaf(xs[j], wv.y, acc.y);
+                    acc.z = fmaf(xs[j], wv.z, acc.z), acc.w = fmaf(xs[j], wv.w, acc.w);
+                }
+            }
+            if (S == 1) {
+                const float4 bb = *reinterpret_cast<const float4 *>(b + 4 * g);
+                acc.x += bb.x, acc.y += bb.y, acc.z += bb.z, acc.w += bb.w;
+                *reinterpret_cast<float4 *>(m.D + px * uc + 4 * g) = acc;
+            } else {
+                red[l * U + un] = acc;
+            }
+        }
+        if (S > 1) {
+            __syncthreads();
+            for (int v = t; v < U; v += NT) {
+                float4 r = *reinterpret_cast<const float4 *>(b + 4 * (v % G));
+                for (int l = 0; l < S; l++) {
+                    const float4 q = red[l * U + v];
+                    r.x += q.x, r.y += q.y, r.z += q.z, r.w += q.w;
+                }
+                *reinterpret_cast<float4 *>(m.D + (v / G) * uc + 4 * (v % G)) = r;
+            }
+        }
+    }
+    bar_wait(skip_bar, 0); /* the skip's rows, as stored */
+    if (sizeof(T) == 2) { /* half in u.a -> float in u.skip */
+        for (int i = t; i < 2 * W2 * uc / 4; i += NT) {
+            float v[4];
+            kr_ldv<4>(reinterpret_cast<const __half *>(u.a) + 4 * i, v);
+            *reinterpret_cast<float4 *>(u.skip + 4 * i) = make_float4(v[0], v[1], v[2], v[3]);
+        }
+    }
+    cl.sync(); /* every block's a at h x W */
+    { /* 3. a's rows 2r, 2r + 1 (epilogue, as stored) resized from the owners' rows */
+        const int G = uc / 4;
+        for (int v = t; v < 2 * W2 * G; v += NT) {
+            const int g = v % G, x = (v / G) % W2, i = v / (G * W2);
+            int y0, y1, x0, x1;
+            float dy, dx;
+            rs_axis(H, 2 * H, s.u_align, s.u_half, 2 * rank + i, &y0, &y1, &dy);
+            rs_axis(SW, W2, s.u_align, s.u_half, x, &x0, &x1, &dx);
+            const float *r0 = cl.map_shared_rank(m.D, y0), *r1 = cl.map_shared_rank(m.D, y1);
+            const float4 v00 = *reinterpret_cast<const float4 *>(r0 + x0 * uc + 4 * g);
+            const float4 v10 = *reinterpret_cast<const float4 *>(r1 + x0 * uc + 4 * g);
+            const float4 v01 = *reinterpret_cast<const float4 *>(r0 + x1 * uc + 4 * g);
+            const float4 v11 = *reinterpret_cast<const float4 *>(r1 + x1 * uc + 4 * g);
+            const float w00 = (1 - dy) * (1 - dx), w10 = dy * (1 - dx), w01 = (1 - dy) * dx;
+            const float w11 = dy * dx;
+            float4 r;
+            r.x = v00.x * w00 + v10.x * w10 + v01.x * w01 + v11.x * w11;
+            r.y = v00.y * w00 + v10.y * w10 + v01.y * w01 + v11.y * w11;
+            r.z = v00.z * w00 + v10.z * w10 + v01.z * w01 + v11.z * w11;
+            r.w = v00.w * w00 + v10.w * w10 + v01.w * w01 + v11.w * w11;
+            r = epi4(r, s.u_lo, s.u_hi, s.u_post);
+            r.x = as_stored<T>(r.x), r.y = as_stored<T>(r.y);
+            r.z = as_stored<T>(r.z), r.w = as_stored<T>(r.w);
+            *reinterpret_cast<float4 *>(u.a + (i * W2 + x) * uc + 4 * g) = r;
+        }
+    }
+    __syncthreads();
+    /* 4. the pool of a + skip: every block's sums into every block's slots (free: every block
+     * read them before the barrier above) */
+    row_pool<UC, 2 * W2>(u.a, uc, m.red, [&](int g, float4 v) {
+        for (int r = 0; r < H; r++)
+            reinterpret_cast<float4 *>(cl.map_shared_rank(u.slots, r) + rank * uc)[g] = v;
+    }, u.skip);
+    cl.sync();
+    if (t < uc) {
+        float a = 0.0f;
+        for (int r = 0; r < H; r++)
+            a += u.slots[r * uc + t];
+        m.mean[t] = a * (1.0f / (float)(2 * H * W2));
+    }
+    /* 5. its excitation; v = skip * e + a into u.a; the expansion p into u.p's middle rows */
+    const float *wp = wu + o[KR_SEG_U_P];
+    excite<UC>(s.up, wp, op, m.mean, m.hid, m.sc);
+    for (int i = t; i < 2 * W2 * uc / 4; i += NT) {
+        const float4 sv = *reinterpret_cast<const float4 *>(m.sc + (4 * i) % uc);
+        const float4 k = *reinterpret_cast<const float4 *>(u.skip + 4 * i);
+        float4 a = *reinterpret_cast<const float4 *>(u.a + 4 * i);
+        a.x = fmaf(k.x, sv.x, a.x), a.y = fmaf(k.y, sv.y, a.y);
+        a.z = fmaf(k.z, sv.z, a.z), a.w = fmaf(k.w, sv.w, a.w);
+        *reinterpret_cast<float4 *>(u.a + 4 * i) = a;
+    }
+    __syncthreads();
+    pointwise_pf<T, UC, UE, KR_CUDA_POST_RELU, 2 * W2>(u.a, uc, NULL, wp + op[KR_SEG_PJ_W],
+                                                       wp + op[KR_SEG_PJ_B], ue, u.p + W2 * ue,
+                                                       ue, NULL, 0, s.up.lo, s.up.hi,
+                                                       s.up.post);
+    cl.sync(); /* every block's p */
+    { /* 6. p's rows 2r - 1 and 2r + 2 from the neighbours (zeros outside the image) */
+        const int q4 = W2 * ue / 4;
+        for (int i0 = t; i0 < 2 * q4; i0 += 4 * NT) {
+            float4 v[4];
+#pragma unroll
+            for (int n = 0; n < 4; n++) {
+                const int i = i0 + n * NT, top = i < q4, nb = top ? rank - 1 : rank + 1;
+                v[n] = make_float4(0, 0, 0, 0);
+                if (i < 2 * q4 && nb >= 0 && nb < H)
+                    v[n] = reinterpret_cast<const float4 *>(cl.map_shared_rank(u.p, nb) +
+                                                            (top ? 2 : 1) * W2 * ue)[i % q4];
+            }
+#pragma unroll
+            for (int n = 0; n < 4; n++) {
+                const int i = i0 + n * NT;
+                if (i < 2 * q4)
+                    reinterpret_cast<float4 *>(u.p + (i < q4 ? 0 : 3) * W2 * ue)[i % q4] = v[n];
+            }
+        }
+    }
+    __syncthreads();
+    { /* 7. the 3x3 depthwise of p (epilogue, plus p with res_mid) into y3's rows 2r, 2r + 1 */
+        const float *wd = wu + o[KR_SEG_U_DW], *bd = wu + o[KR_SEG_U_DB];
+        const int G = ue / 4;
+        T *y = (T *)s.y3 + ((size_t)img * 2 * H + 2 * rank) * W2 * ue;
+        for (int v = t; v < 2 * W2 * G; v += NT) {
+            const int g = v % G, x = (v / G) % W2, i = v / (G * W2);
+            float4 a = *reinterpret_cast<const float4 *>(bd + 4 * g);
+#pragma unroll
+            for (int ky = 0; ky < 3; ky++)
+#pragma unroll
+                for (int kx = 0; kx < 3; kx++) {
+                    const int xx = x - 1 + kx;
+                    if (xx < 0 || xx >= W2)
+                        continue;
+                    const float4 in = *reinterpret_cast<const float4 *>(
+                        u.p + ((i + ky) * W2 + xx) * ue + 4 * g);
+                    const float4 wv = *reinterpret_cast<const float4 *>(wd + (ky * 3 + kx) * ue + 4 * g);
+                    a.x = fmaf(in.x, wv.x, a.x), a.y = fmaf(in.y, wv.y, a.y);
+                    a.z = fmaf(in.z, wv.z, a.z), a.w = fmaf(in.w, wv.w, a.w);
+                }
+            a = epi4(a, s.u_dlo, s.u_dhi, s.u_dpost);
+            if (s.u_res_mid) {
+                const float4 r = *reinterpret_cast<const float4 *>(u.p + ((i + 1) * W2 + x) * ue + 4 * g);
+                a.x += r.x, a.y += r.y, a.z += r.z, a.w += r.w;
+            }
+            const float out[4] = {a.x, a.y, a.z, a.w};
+            kr_stv<4>(y + (i * W2 + x) * ue + 4 * g, out);
+        }
+    }
+}
+
+/* stage_u with run-time shapes: one copy, called (not inlined). */
+template <typename T>
+__device__ __noinline__ void stage_u_rt(const kr_cuda_segment &s, const float *wu,
+                                        const seg_smem m, cg::cluster_group &cl,
+                                        unsigned long long *skip_bar, int img)
+{
+    stage_u<T, 0, 0, 0, 0>(s, wu, m, cl, skip_bar, img);
+}
+#endif
+
 /* pair() with run-time shapes: one copy, called (not inlined). */
 template <typename T, int K>
 __device__ __noinline__ void pair_rt(const kr_cuda_segment &s, int k, const float *we,
@@ -519,7 +785,7 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) float sm[];
-    __shared__ __align__(8) unsigned long long bar[2];
+    __shared__ __align__(8) unsigned long long bar[3]; /* the stage buffers', U's skip copy */
     cg::cluster_group cl = cg::this_cluster();
     const int H = s.h, C = s.c, CI0 = s.p0.ci, t = threadIdx.x;
     const int rank = (int)cl.block_rank(), img = (int)blockIdx.x / H;
@@ -539,6 +805,7 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
     if (t == 0) { /* stage 0's and stage 1's weights */
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[0])));
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[1])));
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[2])));
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         load_stage(s, 0, wbuf, bar);
         load_stage(s, 1, S0 ? EP : wbuf + s.buf_floats, bar);
@@ -602,12 +869,12 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
         else
             pair_rt<T, K>(s, k, we, m, cl);
     }
-    {
+    if (!s.u_c) { /* with U, neither the output nor its pool's sums leave the cluster */
         T *y = (T *)s.y + ((size_t)img * H + rank) * SW * C;
         for (int i = t; i < SW * C / 4; i += NT)
             kr_stv<4>(y + 4 * i, X + 4 * i);
     }
-    if (s.y_sums) { /* the output's pool tail: block r's row sums in slice r, zeros in slices
+    if (s.y_sums && !s.u_c) { /* the output's pool tail: block r's row sums in slice r, zeros in slices
                      * r + h, r + 2h, ... (the planner asks for y_slices >= h) */
         float *dst = s.y_sums + (size_t)img * s.y_slices * C;
         row_pool<0>(X, C, red, [&](int g, float4 v) {
@@ -619,8 +886,19 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
                 dst[(size_t)k * C + i % C] = 0.0f;
         }
     }
-    if (s.q_oc) { /* Q: the row into EP (free: every block is past the last halo reads), then y2 */
+    if (s.q_oc) { /* Q: the row into EP (free: every block is past the last halo reads), then
+                   * y2, or U */
         const int b = last % 2, QO = s.q_oc;
+        if (s.u_c) { /* U's weights into the last pair's buffer, which every thread left */
+            if (t == 0) {
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                load_stage(s, last + 1, wbuf + (1 - b) * s.buf_floats, bar);
+            }
+            if (C == 32)
+                u_begin<T, 32>(s, m, cl, &bar[2], img);
+            else
+                u_begin<T, 0>(s, m, cl, &bar[2], img);
+        }
         wait_stage(bar, last);
         int o[KR_SEG_Q_N + 1];
         kr_seg_q_layout(C, QO, o);
@@ -632,9 +910,18 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
         else
             pointwise_rt<T>(X, C, NULL, wq, bq, QO, EP, QO, NULL, 0, s.q_lo, s.q_hi, s.q_post);
         __syncthreads();
-        T *y2 = (T *)s.y2 + ((size_t)img * H + rank) * SW * QO;
-        for (int i = t; i < SW * QO / 4; i += NT)
-            kr_stv<4>(y2 + 4 * i, EP + 4 * i);
+        if (s.u_c) {
+            wait_stage(bar, last + 1);
+            const float *wu = wbuf + (1 - b) * s.buf_floats;
+            if (C == 32 && QO == 128 && s.u_c == 24 && s.u_e == 24)
+                stage_u<T, 32, 128, 24, 24>(s, wu, m, cl, &bar[2], img);
+            else
+                stage_u_rt<T>(s, wu, m, cl, &bar[2], img);
+        } else {
+            T *y2 = (T *)s.y2 + ((size_t)img * H + rank) * SW * QO;
+            for (int i = t; i < SW * QO / 4; i += NT)
+                kr_stv<4>(y2 + 4 * i, EP + 4 * i);
+        }
     }
     cl.sync(); /* no block leaves while another may read its shared memory */
 #endif

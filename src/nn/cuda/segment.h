@@ -24,6 +24,18 @@
  *                       (the global pool of the segment's output) of at least H slices
  *   Q (optional)        a plain 1x1 convolution of the last P's output (no excitation, pool
  *                       tail or residual): its output is written too
+ *   U (optional, after Q) the decoder's block at 2h x 2W that follows (selfie's): the bilinear
+ *                       resize x2 of Q's output scaled by a one-layer excitation of the last
+ *                       P's pool (a = u_c channels by a 1x1 convolution of that, whose pool
+ *                       tail adds the skip tensor: the encoder's at 2h x 2W), then the
+ *                       expand/depthwise step that scales the skip by the two-layer excitation
+ *                       of that pool and adds a (v = skip * e + a), expands v (1x1, u_e
+ *                       channels) and adds relu(depthwise 3x3) of that to it (res_mid) or not.
+ *                       Block r owns rows 2r and 2r + 1; the convolution is done before the
+ *                       resize (at h x W: the same sums, the resize's weights adding to 1), so
+ *                       the resized 2h x 2W x q_oc tensor is never formed; only the last
+ *                       output (y3) is written, not y, y2 or the pool sums, which the finder
+ *                       checks no later step reads
  * at H x KR_CUDA_SEG_W pixels (H <= KR_CUDA_SEG_MAX_ROWS: a block per row), every channel
  * count a multiple of 4 and every stage's weights fitting twice in shared memory. Only the
  * last P's output (and Q's) is written to global memory: the planner checks that no step after
@@ -51,7 +63,7 @@ extern "C" {
 #define KR_CUDA_SEG_MAX_ROWS 16 /* image rows: blocks per cluster (16: non-portable size) */
 #define KR_CUDA_SEG_MAX_IR 8    /* (D, P) pairs */
 #define KR_CUDA_SEG_MAX_C 128   /* channels of any activation */
-#define KR_CUDA_SEG_MAX_STAGES (KR_CUDA_SEG_MAX_IR + 3) /* S, P0, the pairs, Q */
+#define KR_CUDA_SEG_MAX_STAGES (KR_CUDA_SEG_MAX_IR + 4) /* S, P0, the pairs, Q, U */
 
 /* A P stage: x [pixels][ci] (shared memory), scaled per channel by the excitation of its
  * pool (dense ci -> hid with clamp se_lo[0]..se_hi[0] and se_post[0], dense hid -> ci with
@@ -102,6 +114,19 @@ typedef struct kr_cuda_segment {
     float q_lo, q_hi;
     int q_post;
     void *y2;             /* Q's output [batch][h][W][q_oc] */
+    int u_c;              /* U's convolution's output channels; 0: no U. With U, stage
+                           * s0 + 2 + n_ir (packed weights: kr_seg_u_layout) */
+    int u_e, u_hid;       /* U's expansion's channels, its excitation's hidden units */
+    int u_align, u_half;  /* U's resize: align_corners, half_pixel_centers */
+    float u_se_lo, u_se_hi;
+    int u_se_post;        /* U's resize's excitation (one dense layer q_oc <- c) */
+    float u_lo, u_hi;
+    int u_post;           /* U's convolution's epilogue */
+    kr_cuda_seg_proj up;  /* U's expansion: its excitation (ci = u_c, hid = u_hid) and epilogue */
+    float u_dlo, u_dhi;
+    int u_dpost, u_res_mid; /* U's depthwise: epilogue; 1: plus its input (else nothing) */
+    const void *u_skip;   /* the skip tensor [batch][2h][2W][u_c] */
+    void *y3;             /* U's output [batch][2h][2W][u_e] */
     kr_cuda_seg_proj p0;
     kr_cuda_seg_dw d[KR_CUDA_SEG_MAX_IR];
     kr_cuda_seg_proj p[KR_CUDA_SEG_MAX_IR];
@@ -185,6 +210,32 @@ KR_SEG_HD void kr_seg_q_layout(int c, int oc, int o[KR_SEG_Q_N + 1])
 {
     const int sizes[KR_SEG_Q_N] = {c * oc, oc};
     kr_seg_layout(sizes, KR_SEG_Q_N, o);
+}
+
+/* U's: the resize's excitation w [q_oc][c] and b [q_oc], the convolution [q_oc][u_c] and its
+ * bias [u_c], the expansion as a P stage's (kr_seg_proj_layout(u_c, u_hid, u_e)), the 3x3
+ * depthwise [9][u_e] and its bias [u_e]. */
+enum { KR_SEG_U_SW, KR_SEG_U_SB, KR_SEG_U_AW, KR_SEG_U_AB, KR_SEG_U_P, KR_SEG_U_DW, KR_SEG_U_DB,
+       KR_SEG_U_N };
+KR_SEG_HD void kr_seg_u_layout(int c, int qo, int uc, int hid, int ue, int o[KR_SEG_U_N + 1])
+{
+    int op[KR_SEG_PJ_N + 1];
+    kr_seg_proj_layout(uc, hid, ue, op);
+    const int sizes[KR_SEG_U_N] = {qo * c, qo, qo * uc, uc, op[KR_SEG_PJ_N], 9 * ue, ue};
+    kr_seg_layout(sizes, KR_SEG_U_N, o);
+}
+
+/* U's activations in a block's expanded rows' buffer (EP, free by then): Q's row [W][q_oc],
+ * every block's pool sums [KR_CUDA_SEG_MAX_ROWS][max(c, u_c)], the skip's two rows
+ * [2][2W][u_c], a's (then v's) [2][2W][u_c], the expansion's rows 2r - 1 .. 2r + 2
+ * [4][2W][u_e] (own rows in the middle). */
+enum { KR_SEG_UM_Q, KR_SEG_UM_SLOTS, KR_SEG_UM_SKIP, KR_SEG_UM_A, KR_SEG_UM_P, KR_SEG_UM_N };
+KR_SEG_HD void kr_seg_u_smem_layout(int c, int qo, int uc, int ue, int o[KR_SEG_UM_N + 1])
+{
+    const int w2 = 2 * KR_CUDA_SEG_W;
+    const int sizes[KR_SEG_UM_N] = {KR_CUDA_SEG_W * qo, KR_CUDA_SEG_MAX_ROWS * (c > uc ? c : uc),
+                                    2 * w2 * uc, 2 * w2 * uc, 4 * w2 * ue};
+    kr_seg_layout(sizes, KR_SEG_UM_N, o);
 }
 
 /* The most channels of any activation row of @p seg (its buffers' row size). */
