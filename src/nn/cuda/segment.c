@@ -153,9 +153,18 @@ static int sums_read(const kr_cuda_step *steps, int from, int n, size_t off)
     return 0;
 }
 
-/* Bytes of one item's input x (S's where there is one). */
+static int e_floats(int ic, int c, int e)
+{
+    int o[KR_SEG_E_N + 1];
+    kr_seg_e_layout(ic, c, e, o);
+    return o[KR_SEG_E_N];
+}
+
+/* Bytes of one item's input x (E's or S's where there is one). */
 static size_t in_bytes(const kr_cuda_segment *seg, size_t esize)
 {
+    if (seg->e_ic)
+        return (size_t)(2 * seg->h) * (2 * KR_CUDA_SEG_W) * seg->e_ic * esize;
     if (seg->s_ic)
         return (size_t)(2 * seg->h) * (2 * KR_CUDA_SEG_W) * seg->s_ic * esize;
     return (size_t)seg->h * KR_CUDA_SEG_W * seg->p0.ci * esize;
@@ -196,8 +205,65 @@ static void take_s(kr_cuda_segment *seg, const kr_cuda_step *steps, int n, int i
     seg->sd.post = d->post;
 }
 
-/* The stages' packed weights: their offsets and sizes, the largest, the total (S, P0, the
- * pairs; Q is added by take_q). */
+/* Floats of the expanded rows' buffer (1 + 2 pad rows of the widest activation). */
+static int ep_floats(const kr_cuda_segment *seg)
+{
+    return (1 + seg->k / 2 * 2) * KR_CUDA_SEG_W * kr_seg_emax(seg);
+}
+
+/* Sets E (segment.h) from the three steps before S (steps[i - 4 .. i - 2], P0 at @p i) where
+ * they are one: a plain 1x1 convolution to S's channels at 2h x 2W, an expand/depthwise 3x3
+ * "same" step of its output without excitation, pool tail or residual, a 1x1 convolution of
+ * that back to S's channels whose residual is the first one's output (or none) and whose
+ * output is S's input; nothing after them reads the tensors between (the skip, their output,
+ * is written); the activations fit the buffers the kernel gives them (input rows and window:
+ * a stage buffer; depthwise rows: EP; the first output: D). */
+static void take_e(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *steps, int n,
+                   int i)
+{
+    seg->e_ic = 0;
+    if (!seg->s_ic || i < 4)
+        return;
+    const kr_cuda_step *c1 = &steps[i - 4], *d = &steps[i - 3], *c3 = &steps[i - 2];
+    const int h2 = 2 * seg->h, w2 = 2 * KR_CUDA_SEG_W, c = seg->s_ic;
+    if (c1->kind != KR_STEP_CONV || c1->kh != 1 || c1->kw != 1 || c1->sh != 1 || c1->sw != 1 ||
+        c1->pt || c1->pl || c1->ih != h2 || c1->iw != w2 || c1->oh != h2 || c1->ow != w2 ||
+        !ok_channels(c1->ic) || c1->oc != c || c1->se_layers || c1->scale_add || c1->res ||
+        c1->rz || c1->tail || c1->x_f32 || c1->y_f32 || !c1->w)
+        return;
+    if (d->kind != KR_STEP_EXPAND_DW || d->x != c1->y || d->ic != c || !ok_channels(d->oc) ||
+        d->kh != 3 || d->kw != 3 || d->sh != 1 || d->sw != 1 || d->dh != 1 || d->dw != 1 ||
+        d->pt != 1 || d->pl != 1 || d->ih != h2 || d->iw != w2 || d->oh != h2 || d->ow != w2 ||
+        d->tail || d->se_layers || d->scale_add || d->res || d->res_mid || d->x_f32 ||
+        d->y_f32 || !d->w || !d->w2)
+        return;
+    if (c3->kind != KR_STEP_CONV || c3->kh != 1 || c3->kw != 1 || c3->sh != 1 || c3->sw != 1 ||
+        c3->pt || c3->pl || c3->x != d->y || c3->ic != d->oc || c3->oc != c ||
+        c3->ih != h2 || c3->iw != w2 || c3->se_layers || c3->scale_add || c3->rz || c3->tail ||
+        c3->x_f32 || c3->y_f32 || c3->res_c || (c3->res && c3->res != c1->y) || !c3->w ||
+        c3->y != steps[i - 1].x)
+        return;
+    const int e = d->oc, ic = c1->ic;
+    if (2 * w2 * e > ep_floats(seg) || 2 * w2 * c > KR_CUDA_SEG_W * kr_seg_emax(seg))
+        return; /* (the stage buffer: try_at, once the stages are laid out) */
+    int lo, hi;
+    node_range(g, steps, n, i - 4, 3, &lo, &hi);
+    if (lo < 0 || hi < lo || leaks(g, lo, hi))
+        return;
+    seg->e_ic = ic;
+    seg->e_e = e;
+    seg->e1_lo = c1->lo, seg->e1_hi = c1->hi, seg->e1_post = c1->post;
+    seg->e3_lo = c3->lo, seg->e3_hi = c3->hi, seg->e3_post = c3->post;
+    seg->e3_res = c3->res != NULL;
+    seg->e3_res_pre = c3->res_pre;
+    seg->ed.e = e;
+    seg->ed.e_lo = d->e_lo, seg->ed.e_hi = d->e_hi, seg->ed.e_post = d->e_post;
+    seg->ed.lo = d->lo, seg->ed.hi = d->hi, seg->ed.post = d->post;
+    seg->e_y = c3->y;
+}
+
+/* The stages' packed weights: their offsets and sizes, the largest, the total (S with E's
+ * after it, P0, the pairs; Q and U are added by take_q and take_u). */
 static void layout_stages(kr_cuda_segment *seg)
 {
     const int s0 = seg->s_ic > 0, c = seg->c, k = seg->k;
@@ -207,6 +273,9 @@ static void layout_stages(kr_cuda_segment *seg)
         if (s < s0) {
             seg->sd.w_off = off;
             f = dw_floats(seg->s_ic, seg->sd.e, k);
+            seg->e_w_off = off + f;
+            if (seg->e_ic)
+                f += e_floats(seg->e_ic, seg->s_ic, seg->e_e);
         } else if (s == s0) {
             f = proj_floats(seg->p0.ci, seg->p0.hid, c);
         } else {
@@ -224,21 +293,16 @@ static void layout_stages(kr_cuda_segment *seg)
     seg->weight_floats = (size_t)off;
 }
 
-/* Floats of the expanded rows' buffer (1 + 2 pad rows of the widest activation). */
-static int ep_floats(const kr_cuda_segment *seg)
-{
-    return (1 + seg->k / 2 * 2) * KR_CUDA_SEG_W * kr_seg_emax(seg);
-}
-
 /* The segment's first step, its step count so far (S, P0, the pairs), its input, P0's sums and
  * the stages, for P0 at @p steps[i] with S or without (seg->s_ic). */
 static void set_start(kr_cuda_segment *seg, const kr_cuda_step *steps, int i)
 {
     const int s0 = seg->s_ic > 0;
     const kr_cuda_step *p0 = &steps[i];
-    seg->first = i - s0;
-    seg->count = s0 + 1 + 2 * seg->n_ir;
-    seg->x = s0 ? steps[i - 1].x : p0->x;
+    const int e3 = seg->e_ic ? 3 : 0; /* E's steps */
+    seg->first = i - s0 - e3;
+    seg->count = e3 + s0 + 1 + 2 * seg->n_ir;
+    seg->x = e3 ? steps[i - 4].x : s0 ? steps[i - 1].x : p0->x;
     seg->x_sums = s0 ? NULL : p0->se_partial;
     seg->x_slices = s0 ? 0 : p0->se_slices;
     seg->x_pixels = s0 ? 0 : p0->se_pixels;
@@ -328,7 +392,8 @@ static void take_u(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *
     kr_cuda_segment u = *seg;
     u.count += 3;
     int lo, hi;
-    node_range(g, steps, n, u.first, u.count, &lo, &hi);
+    const int e3 = seg->e_ic ? 3 : 0; /* (E's output, the skip, is written) */
+    node_range(g, steps, n, u.first + e3, u.count - e3, &lo, &hi);
     if (lo < 0 || hi < lo || leaks(g, lo, hi) ||
         sums_read(steps, end + 3, n, last_p->tail_partial_off) ||
         sums_read(steps, end + 3, n, cv->tail_partial_off))
@@ -348,8 +413,11 @@ static void take_u(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *
     const size_t out_b = (size_t)(2 * h) * (2 * w) * ue * esize;
     for (int a = 0; a < seg->batch; a++)
         for (int b = 0; b < seg->batch; b++)
-            if (a != b && overlap((const char *)ed->y + a * out_b, out_b,
-                                  (const char *)ed->x + b * skip_b, skip_b))
+            if (a != b && (overlap((const char *)ed->y + a * out_b, out_b,
+                                   (const char *)ed->x + b * skip_b, skip_b) ||
+                           overlap((const char *)ed->y + a * out_b, out_b,
+                                   (const char *)seg->x + b * in_bytes(seg, esize),
+                                   in_bytes(seg, esize))))
                 return;
     u.u_align = r->align;
     u.u_half = r->half;
@@ -443,11 +511,21 @@ static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, si
     seg->y = steps[i + 2 * seg->n_ir].y;
     set_proj(&seg->p0, p0);
     take_s(seg, steps, n, i, k);
+    take_e(g, seg, steps, n, i);
     set_start(seg, steps, i);
+    /* E's input rows and window take a stage buffer, the window at its end, where S's own
+     * rows (written before a cluster barrier) do not reach the rows the neighbours read */
+    const int w2 = 2 * KR_CUDA_SEG_W;
+    if (seg->e_ic && (w2 * (2 * seg->e_ic + 4 * seg->e_e) > seg->buf_floats ||
+                      (seg->s_pt + 2) * w2 * seg->sd.e > seg->buf_floats - 3 * w2 * seg->e_e)) {
+        seg->e_ic = 0;
+        set_start(seg, steps, i);
+    }
     /* S's window takes a stage buffer, and P0's weights the expanded rows' buffer meanwhile */
     if (seg->s_ic && (k * 2 * KR_CUDA_SEG_W * seg->sd.e > seg->buf_floats ||
                       seg->stage_floats[1] > ep_floats(seg))) {
         seg->s_ic = 0;
+        seg->e_ic = 0;
         set_start(seg, steps, i);
     }
     if (kr_cuda_segment_smem(seg) > SEG_SMEM_MAX) {
@@ -457,8 +535,9 @@ static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, si
     const int end = seg->first + seg->count; /* the first step after the pairs */
     /* only the last step's output leaves the segment, and it must not land on the input
      * (clusters of other images may still be reading theirs) */
-    int lo, hi;
-    node_range(g, steps, n, seg->first, seg->count, &lo, &hi);
+    int lo, hi; /* (E's tensors were checked by take_e; its output, the skip, is written) */
+    const int e3 = seg->e_ic ? 3 : 0;
+    node_range(g, steps, n, seg->first + e3, seg->count - e3, &lo, &hi);
     if (seg->y_sums) { /* the last node: the global pool of the output, written as sums */
         if (hi <= lo || !kr_cuda_is_global_pool(g, &g->nodes[hi]) ||
             g->nodes[hi].inputs[0] != g->nodes[hi - 1].outputs[0]) {
@@ -571,11 +650,28 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
     if (!tmp)
         return -1;
     const int c = seg->c, k = seg->k, s0 = seg->s_ic > 0;
-    const kr_cuda_step *p0 = &steps[seg->first + s0];
+    const kr_cuda_step *p0 = &steps[seg->first + (seg->e_ic ? 3 : 0) + s0];
     int e = 0;
+    const int e3 = seg->e_ic ? 3 : 0;
     if (s0)
-        e = pack_dw(dst + seg->sd.w_off, &steps[seg->first], seg->s_ic, seg->sd.e, k, tmp, fetch,
-                    ctx);
+        e = pack_dw(dst + seg->sd.w_off, &steps[seg->first + e3], seg->s_ic, seg->sd.e, k, tmp,
+                    fetch, ctx);
+    if (!e && e3) { /* E: [c][ic] -> [ic][c]; the expand/depthwise as a D's; [c][e] -> [e][c] */
+        const kr_cuda_step *c1 = &steps[seg->first], *d = c1 + 1, *c3 = c1 + 2;
+        const int ic = seg->e_ic, sc = seg->s_ic, ee = seg->e_e;
+        int o[KR_SEG_E_N + 1];
+        kr_seg_e_layout(ic, sc, ee, o);
+        float *at = dst + seg->e_w_off;
+        e = put(at + o[KR_SEG_E_W1], c1->w, sc, ic, 1, tmp, fetch, ctx);
+        if (!e)
+            e = put(at + o[KR_SEG_E_B1], c1->bias, 1, sc, 0, tmp, fetch, ctx);
+        if (!e)
+            e = pack_dw(at + o[KR_SEG_E_WE], d, sc, ee, 3, tmp, fetch, ctx);
+        if (!e)
+            e = put(at + o[KR_SEG_E_W3], c3->w, sc, ee, 1, tmp, fetch, ctx);
+        if (!e)
+            e = put(at + o[KR_SEG_E_B3], c3->bias, 1, sc, 0, tmp, fetch, ctx);
+    }
     if (!e)
         e = pack_proj(dst + seg->stage_off[s0], &seg->p0, p0, c, tmp, fetch, ctx);
     for (int i = 0; !e && i < seg->n_ir; i++) {
@@ -585,7 +681,7 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
             e = pack_proj(dst + seg->p[i].w_off, &seg->p[i], p, c, tmp, fetch, ctx);
     }
     if (!e && seg->q_oc) { /* [oc][c] -> [c][oc] */
-        const kr_cuda_step *q = &steps[seg->first + s0 + 1 + 2 * seg->n_ir];
+        const kr_cuda_step *q = &steps[seg->first + e3 + s0 + 1 + 2 * seg->n_ir];
         float *at = dst + seg->stage_off[s0 + seg->n_ir + 1];
         int o[KR_SEG_Q_N + 1];
         kr_seg_q_layout(c, seg->q_oc, o);

@@ -451,7 +451,7 @@ __device__ __forceinline__ void stage_s(const kr_cuda_segment &s, const seg_smem
     const int ci = CI ? CI : s.s_ic, E = EE ? EE : s.sd.e, H = s.h, pt = s.s_pt, t = threadIdx.x;
     const int rank = (int)cl.block_rank();
     float *win = m.wbuf + s.buf_floats;
-    { /* the input rows */
+    if (!s.e_ic) { /* the input rows (with E, in m.xin already) */
         const T *x = (const T *)s.x + ((size_t)img * 2 * H + 2 * rank) * IW * ci;
         for (int i = t; i < 2 * IW * ci / 4; i += NT) {
             float v[4];
@@ -513,7 +513,136 @@ __device__ __noinline__ void stage_s_rt(const kr_cuda_segment &s, const seg_smem
 }
 #endif
 
+/* Rows 0 and 3 of @p buf [4][2 SW][ch] (own rows 2r, 2r + 1 in rows 1, 2) from the
+ * neighbours' rows 2 (block r - 1's row 2r - 1) and 1 (block r + 1's row 2r + 2), zeros outside
+ * the image's @p h blocks: loads first. Every block's rows must be published (a cluster barrier). */
+__device__ __forceinline__ void halo_rows2(float *buf, int ch, cg::cluster_group &cl, int h)
+{
+    constexpr int W2 = 2 * SW;
+    const int q4 = W2 * ch / 4, rank = (int)cl.block_rank();
+    for (int i0 = threadIdx.x; i0 < 2 * q4; i0 += 4 * NT) {
+        float4 v[4];
+#pragma unroll
+        for (int n = 0; n < 4; n++) {
+            const int i = i0 + n * NT, top = i < q4, nb = top ? rank - 1 : rank + 1;
+            v[n] = make_float4(0, 0, 0, 0);
+            if (i < 2 * q4 && nb >= 0 && nb < h)
+                v[n] = reinterpret_cast<const float4 *>(cl.map_shared_rank(buf, nb) +
+                                                        (top ? 2 : 1) * W2 * ch)[i % q4];
+        }
+#pragma unroll
+        for (int n = 0; n < 4; n++) {
+            const int i = i0 + n * NT;
+            if (i < 2 * q4)
+                reinterpret_cast<float4 *>(buf + (i < q4 ? 0 : 3) * W2 * ch)[i % q4] = v[n];
+        }
+    }
+}
+
+/* The 3x3 "same" depthwise of rows 1, 2 of @p buf [4][2 SW][ch] (halo rows 0, 3), bias,
+ * epilogue lo..hi, post, plus the input pixel where @p res_mid: out(i, x, g, value) for row i,
+ * column x, channels 4g..4g+3. CH: ch as a constant (0 = run-time). */
+template <int CH, typename F>
+__device__ __forceinline__ void dw3_rows2(const float *buf, const float *wd, const float *bd,
+                                          int ch_rt, float lo, float hi, int post, int res_mid,
+                                          F out)
+{
+    constexpr int W2 = 2 * SW;
+    const int ch = CH ? CH : ch_rt, G = ch / 4;
+    for (int v = threadIdx.x; v < 2 * W2 * G; v += NT) {
+        const int g = v % G, x = (v / G) % W2, i = v / (G * W2);
+        float4 a = *reinterpret_cast<const float4 *>(bd + 4 * g);
+#pragma unroll
+        for (int ky = 0; ky < 3; ky++)
+#pragma unroll
+            for (int kx = 0; kx < 3; kx++) {
+                const int xx = x - 1 + kx;
+                if (xx < 0 || xx >= W2)
+                    continue;
+                const float4 in = *reinterpret_cast<const float4 *>(buf + ((i + ky) * W2 + xx) * ch +
+                                                                    4 * g);
+                const float4 wv = *reinterpret_cast<const float4 *>(wd + (ky * 3 + kx) * ch + 4 * g);
+                a.x = fmaf(in.x, wv.x, a.x), a.y = fmaf(in.y, wv.y, a.y);
+                a.z = fmaf(in.z, wv.z, a.z), a.w = fmaf(in.w, wv.w, a.w);
+            }
+        a = epi4(a, lo, hi, post);
+        if (res_mid) {
+            const float4 r = *reinterpret_cast<const float4 *>(buf + ((i + 1) * W2 + x) * ch + 4 * g);
+            a.x += r.x, a.y += r.y, a.z += r.z, a.w += r.w;
+        }
+        out(i, x, g, a);
+    }
+}
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/* E (segment.h), before S (stage 0's weights, E's after S's, in buffer 0): this block's input
+ * rows 2r, 2r + 1 into buffer 1, the first convolution into D, the expansion into the window's
+ * middle rows (at buffer 1's end: S's own rows, written before S's first cluster barrier, stay
+ * below the rows the neighbours read), its halo rows from the neighbours, the depthwise into EP,
+ * the second convolution (+ the first's output) into m.xin (S's input) and out to e_y; then
+ * (thread 0) P0's weights into EP. Synchronises the cluster once.
+ * IC, CC, EE: e_ic, s_ic and e_e as constants (0 = run-time). */
+template <typename T, int IC, int CC, int EE>
+__device__ __forceinline__ void stage_e(const kr_cuda_segment &s, const seg_smem &m,
+                                        cg::cluster_group &cl, unsigned long long *bar, int img)
+{
+    constexpr int W2 = 2 * SW, NPX = 2 * W2;
+    const int ic = IC ? IC : s.e_ic, c = CC ? CC : s.s_ic, e = EE ? EE : s.e_e, H = s.h;
+    const int t = threadIdx.x, rank = (int)cl.block_rank();
+    float *xr = m.wbuf + s.buf_floats, *win = m.wbuf + 2 * s.buf_floats - 4 * W2 * e;
+    { /* the input rows */
+        const T *x = (const T *)s.x + ((size_t)img * 2 * H + 2 * rank) * W2 * ic;
+        for (int i = t; i < 2 * W2 * ic / 4; i += NT) {
+            float v[4];
+            kr_ldv<4>(x + 4 * i, v);
+            *reinterpret_cast<float4 *>(xr + 4 * i) = make_float4(v[0], v[1], v[2], v[3]);
+        }
+    }
+    __syncthreads();
+    wait_stage(bar, 0);
+    int o[KR_SEG_E_N + 1];
+    kr_seg_e_layout(ic, c, e, o);
+    const float *w = m.wbuf + s.e_w_off - s.stage_off[0];
+    pointwise_pf<T, IC, CC, KR_CUDA_POST_NONE, NPX>(xr, ic, NULL, w + o[KR_SEG_E_W1],
+                                                    w + o[KR_SEG_E_B1], c, m.D, c, NULL, 0,
+                                                    s.e1_lo, s.e1_hi, s.e1_post);
+    __syncthreads();
+    pointwise_pf<T, CC, EE, KR_CUDA_POST_RELU, NPX>(m.D, c, NULL, w + o[KR_SEG_E_WE],
+                                                    w + o[KR_SEG_E_BE], e, win + W2 * e, e, NULL,
+                                                    0, s.ed.e_lo, s.ed.e_hi, s.ed.e_post);
+    cl.sync(); /* every block's expanded rows */
+    halo_rows2(win, e, cl, H);
+    __syncthreads();
+    float *dd = m.EP;
+    dw3_rows2<EE>(win, w + o[KR_SEG_E_WD], w + o[KR_SEG_E_BD], e, s.ed.lo, s.ed.hi, s.ed.post, 0,
+                  [&](int i, int x, int g, float4 a) {
+                      a.x = as_stored<T>(a.x), a.y = as_stored<T>(a.y);
+                      a.z = as_stored<T>(a.z), a.w = as_stored<T>(a.w);
+                      *reinterpret_cast<float4 *>(dd + (i * W2 + x) * e + 4 * g) = a;
+                  });
+    __syncthreads();
+    pointwise_pf<T, EE, CC, KR_CUDA_POST_NONE, NPX>(dd, e, NULL, w + o[KR_SEG_E_W3],
+                                                    w + o[KR_SEG_E_B3], c, m.xin, c,
+                                                    s.e3_res ? m.D : NULL, s.e3_res_pre,
+                                                    s.e3_lo, s.e3_hi, s.e3_post);
+    __syncthreads();
+    if (t == 0) { /* P0's weights into EP, which no thread reads any more */
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        load_stage(s, 1, m.EP, bar);
+    }
+    T *y = (T *)s.e_y + ((size_t)img * 2 * H + 2 * rank) * W2 * c;
+    for (int i = t; i < 2 * W2 * c / 4; i += NT)
+        kr_stv<4>(y + 4 * i, m.xin + 4 * i);
+}
+
+/* stage_e with run-time shapes: one copy, called (not inlined). */
+template <typename T>
+__device__ __noinline__ void stage_e_rt(const kr_cuda_segment &s, const seg_smem m,
+                                        cg::cluster_group &cl, unsigned long long *bar, int img)
+{
+    stage_e<T, 0, 0, 0>(s, m, cl, bar, img);
+}
+
 /* U's activations in EP (kr_seg_u_smem_layout). */
 struct u_smem {
     float *q, *slots, *skip, *a, *p;
@@ -710,55 +839,15 @@ __device__ __forceinline__ void stage_u(const kr_cuda_segment &s, const float *w
                                                        ue, NULL, 0, s.up.lo, s.up.hi,
                                                        s.up.post);
     cl.sync(); /* every block's p */
-    { /* 6. p's rows 2r - 1 and 2r + 2 from the neighbours (zeros outside the image) */
-        const int q4 = W2 * ue / 4;
-        for (int i0 = t; i0 < 2 * q4; i0 += 4 * NT) {
-            float4 v[4];
-#pragma unroll
-            for (int n = 0; n < 4; n++) {
-                const int i = i0 + n * NT, top = i < q4, nb = top ? rank - 1 : rank + 1;
-                v[n] = make_float4(0, 0, 0, 0);
-                if (i < 2 * q4 && nb >= 0 && nb < H)
-                    v[n] = reinterpret_cast<const float4 *>(cl.map_shared_rank(u.p, nb) +
-                                                            (top ? 2 : 1) * W2 * ue)[i % q4];
-            }
-#pragma unroll
-            for (int n = 0; n < 4; n++) {
-                const int i = i0 + n * NT;
-                if (i < 2 * q4)
-                    reinterpret_cast<float4 *>(u.p + (i < q4 ? 0 : 3) * W2 * ue)[i % q4] = v[n];
-            }
-        }
-    }
+    halo_rows2(u.p, ue, cl, H); /* 6. p's rows 2r - 1 and 2r + 2 */
     __syncthreads();
     { /* 7. the 3x3 depthwise of p (epilogue, plus p with res_mid) into y3's rows 2r, 2r + 1 */
-        const float *wd = wu + o[KR_SEG_U_DW], *bd = wu + o[KR_SEG_U_DB];
-        const int G = ue / 4;
         T *y = (T *)s.y3 + ((size_t)img * 2 * H + 2 * rank) * W2 * ue;
-        for (int v = t; v < 2 * W2 * G; v += NT) {
-            const int g = v % G, x = (v / G) % W2, i = v / (G * W2);
-            float4 a = *reinterpret_cast<const float4 *>(bd + 4 * g);
-#pragma unroll
-            for (int ky = 0; ky < 3; ky++)
-#pragma unroll
-                for (int kx = 0; kx < 3; kx++) {
-                    const int xx = x - 1 + kx;
-                    if (xx < 0 || xx >= W2)
-                        continue;
-                    const float4 in = *reinterpret_cast<const float4 *>(
-                        u.p + ((i + ky) * W2 + xx) * ue + 4 * g);
-                    const float4 wv = *reinterpret_cast<const float4 *>(wd + (ky * 3 + kx) * ue + 4 * g);
-                    a.x = fmaf(in.x, wv.x, a.x), a.y = fmaf(in.y, wv.y, a.y);
-                    a.z = fmaf(in.z, wv.z, a.z), a.w = fmaf(in.w, wv.w, a.w);
-                }
-            a = epi4(a, s.u_dlo, s.u_dhi, s.u_dpost);
-            if (s.u_res_mid) {
-                const float4 r = *reinterpret_cast<const float4 *>(u.p + ((i + 1) * W2 + x) * ue + 4 * g);
-                a.x += r.x, a.y += r.y, a.z += r.z, a.w += r.w;
-            }
-            const float out[4] = {a.x, a.y, a.z, a.w};
-            kr_stv<4>(y + (i * W2 + x) * ue + 4 * g, out);
-        }
+        dw3_rows2<UE>(u.p, wu + o[KR_SEG_U_DW], wu + o[KR_SEG_U_DB], ue, s.u_dlo, s.u_dhi,
+                      s.u_dpost, s.u_res_mid, [&](int i, int x, int g, float4 a) {
+                          const float v[4] = {a.x, a.y, a.z, a.w};
+                          kr_stv<4>(y + (i * W2 + x) * ue + 4 * g, v);
+                      });
     }
 }
 
@@ -808,12 +897,17 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[2])));
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         load_stage(s, 0, wbuf, bar);
-        load_stage(s, 1, S0 ? EP : wbuf + s.buf_floats, bar);
+        if (!s.e_ic) /* (with E, once E is done with EP) */
+            load_stage(s, 1, S0 ? EP : wbuf + s.buf_floats, bar);
     }
     /* the weights are set-up data; the input is the kernel before's (kr_cuda_segment_launch's
      * after_kernel: wait for its writes) */
     asm volatile("griddepcontrol.wait;" ::: "memory");
     if (S0) { /* S: P0's input row and its channel means without leaving the cluster */
+        if (s.e_ic == 72 && s.s_ic == 24 && s.e_e == 88)
+            stage_e<T, 72, 24, 88>(s, m, cl, bar, img);
+        else if (s.e_ic)
+            stage_e_rt<T>(s, m, cl, bar, img);
         if (s.s_ic == 24 && s.sd.e == 96)
             stage_s<T, K, 24, 96>(s, m, cl, bar, img);
         else

@@ -9,6 +9,13 @@
  * kernel the segment, the persistent kernel the steps after it.
  *
  * The run it takes (kr_cuda_segment_find):
+ *   E (optional, with S) the three steps before S where they are the encoder's block at
+ *                       2h x 2W that makes S's input: a plain 1x1 convolution (e_ic -> s_ic),
+ *                       an expand/depthwise 3x3 "same" step (s_ic -> e_e, no excitation), a 1x1
+ *                       convolution back to s_ic plus the first one's output (or nothing):
+ *                       block r computes rows 2r and 2r + 1 (the depthwise's halo rows from
+ *                       the neighbours), keeps them as S's input and writes them out (the
+ *                       skip a later step reads); x is then the first convolution's input
  *   S (optional)        the step before P0 where it is a pointwise + depthwise step (EXPAND_DW)
  *                       of stride 2 from 2H x 2W pixels whose output's pool tail is P0's
  *                       excitation's: block r expands input rows 2r and 2r + 1, reads the other
@@ -105,6 +112,16 @@ typedef struct kr_cuda_segment {
                            * [batch][2h][2W][s_ic], x_sums unused; stages shift by one */
     int s_pt, s_pl;       /* S's padding before (rows, columns) */
     kr_cuda_seg_dw sd;    /* S: s_ic -> sd.e (p0.ci) channels, stride 2, weights as a D's */
+    int e_ic, e_e;        /* E's input and expansion channels; 0: no E. With E, x is E's
+                           * input [batch][2h][2W][e_ic], its weights follow S's in stage 0
+                           * (at e_w_off: kr_seg_e_layout) */
+    float e1_lo, e1_hi, e3_lo, e3_hi;
+    int e1_post, e3_post, e3_res, e3_res_pre; /* E's two 1x1 convolutions' epilogues; the second's
+                           * residual (the first's output; res_pre: before the clamp) */
+    kr_cuda_seg_dw ed;    /* E's expand/depthwise (e = e_e, 3x3) */
+    int e_w_off;
+    void *e_y;            /* E's output (S's input, the skip) [batch][2h][2W][s_ic] */
+
     void *y;              /* output [batch][h][W][c] */
     float *y_sums;        /* or NULL: the last P's pool tail [batch][y_slices][c], y_slices
                            * >= h (row r's sums in slice r, zeros in the others) */
@@ -202,6 +219,15 @@ KR_SEG_HD void kr_seg_dw_layout(int c, int e, int k, int o[KR_SEG_DW_N + 1])
 {
     const int sizes[KR_SEG_DW_N] = {c * e, e, k * k * e, e};
     kr_seg_layout(sizes, KR_SEG_DW_N, o);
+}
+
+/* E's: ic -> c 1x1, c -> e expansion, 3x3 depthwise, e -> c 1x1. */
+enum { KR_SEG_E_W1, KR_SEG_E_B1, KR_SEG_E_WE, KR_SEG_E_BE, KR_SEG_E_WD, KR_SEG_E_BD, KR_SEG_E_W3,
+       KR_SEG_E_B3, KR_SEG_E_N };
+KR_SEG_HD void kr_seg_e_layout(int ic, int c, int e, int o[KR_SEG_E_N + 1])
+{
+    const int sizes[KR_SEG_E_N] = {ic * c, c, c * e, e, 9 * e, e, e * c, c};
+    kr_seg_layout(sizes, KR_SEG_E_N, o);
 }
 
 /* Q's: c -> oc. */
