@@ -24,9 +24,17 @@
  *    conv, which also takes a folded ADD after the MUL (not when the conv's output overlaps
  *    the MUL's operand: then the MUL's own step), or by the MUL; not fused when the pool's
  *    output is also a graph output (then: pool final step, dense convs, a plain MUL).
- *  - cluster segments (segment.c): selfie's and selfie-landscape's nine steps at 1/16 found with
- *    the right shapes and packed sizes, refused or shortened where the run does not hold, and
- *    their weights packed (with host arrays for the steps' weights) in segment.h's layout.
+ *  - cluster segments (segment.c): selfie's and selfie-landscape's steps at 1/16 and the
+ *    encoder's block at 1/8 before them (E, S, P0, four pairs) found with the right shapes and
+ *    packed sizes, refused or shortened where the run does not hold (E left out where its
+ *    steps are not the block: a 5x5 window, another residual, its output not S's input, a
+ *    tensor between its steps read after them); Q after them; with the decoder block after Q
+ *    folded as the backend folds it (selfie's folded steps 17-22 as the GPU has them), U too,
+ *    left out (Q kept) where a later step reads the pools' sums it no longer writes or a
+ *    tensor it no longer writes, where the resize aligns corners, the expand/depthwise step
+ *    has a residual, the skip is misaligned, or its output lies on another item's skip or
+ *    input; their weights packed (with host arrays for the steps' weights) in segment.h's
+ *    layout, E's and U's included.
  *
  * Built only with the cuda backend (exits 77 otherwise).
  */
@@ -64,6 +72,7 @@ typedef struct plan {
     kr_cuda_step *steps;
     int n;
     size_t scratch;
+    float *sums; /* or NULL: scratch the steps' sums pointers are bound to (fold_decoder_block) */
     const char *why;
 } plan;
 
@@ -104,6 +113,7 @@ static void free_plan(plan *p)
     free(p->ops);
     free(p->folded);
     free(p->steps);
+    free(p->sums);
 }
 
 /* @p p's ops moved to the places of the cuda backend's memory plan (its slack, the f16
@@ -922,25 +932,51 @@ static void test_excitation_fusion(void **state)
     free_plan(&p);
     kr_graph_destroy(&g);
 }
-/* The checks every cluster segment of selfie / selfie-landscape passes: S, the stride-2
+/* The checks every cluster segment of selfie / selfie-landscape passes: E, the encoder's block
+ * at 2h x 32 (1x1 convolution 72 -> 24, expand/depthwise 3x3 24 -> 88 with RELUs, 1x1
+ * convolution 88 -> 24 plus the first one's output) whose output is S's input; S, the stride-2
  * expand/depthwise 5x5 24 -> 96 from 2h x 32, then an excited projection 96 -> 32 at @p h x 16,
  * then four expand/depthwise 5x5 + excited projection pairs (128, 128, 96, 96 channels) with
- * their residuals; the packed stages' sizes and alignment. */
+ * their residuals; the packed stages' sizes and alignment (E's weights after S's in stage 0). */
 static void check_selfie_segment(const kr_cuda_segment *seg, const plan *p, int h, int batch)
 {
     static const int e[4] = {128, 128, 96, 96};
     assert_int_equal(seg->n_ir, 4);
-    assert_int_equal(seg->count, 10);
+    assert_int_equal(seg->count, 13);
+    /* E: the three steps before S */
+    const kr_cuda_step *c1 = &p->steps[seg->first], *ed = c1 + 1, *c3 = c1 + 2, *sd = c1 + 3;
+    assert_int_equal(seg->e_ic, 72);
+    assert_int_equal(seg->e_e, 88);
+    assert_int_equal(c1->kind, KR_STEP_CONV);
+    assert_true(c1->kh == 1 && c1->kw == 1 && c1->ic == 72 && c1->oc == 24);
+    assert_true(c1->ih == 2 * h && c1->iw == 32 && c1->oh == 2 * h && c1->ow == 32);
+    assert_int_equal(ed->kind, KR_STEP_EXPAND_DW);
+    assert_true(ed->kh == 3 && ed->kw == 3 && ed->sh == 1 && ed->ic == 24 && ed->oc == 88);
+    assert_ptr_equal(ed->x, c1->y);
+    assert_int_equal(c3->kind, KR_STEP_CONV);
+    assert_true(c3->kh == 1 && c3->ic == 88 && c3->oc == 24);
+    assert_ptr_equal(c3->x, ed->y);
+    assert_ptr_equal(c3->res, c1->y); /* the block's residual: the first convolution's output */
+    assert_ptr_equal(seg->x, c1->x);
+    assert_ptr_equal(seg->e_y, c3->y);
+    assert_ptr_equal(seg->e_y, sd->x);
+    assert_int_equal(seg->e1_post, KR_CUDA_POST_NONE);
+    assert_int_equal(seg->e3_post, KR_CUDA_POST_NONE);
+    assert_int_equal(seg->e3_res, 1);
+    assert_int_equal(seg->e3_res_pre, c3->res_pre);
+    assert_int_equal(seg->ed.e, 88);
+    assert_int_equal(seg->ed.e_post, KR_CUDA_POST_RELU);
+    assert_int_equal(seg->ed.post, KR_CUDA_POST_RELU);
+    /* S */
     assert_int_equal(seg->s_ic, 24);
     assert_int_equal(seg->sd.e, 96);
     assert_int_equal(seg->s_pt, 1);
     assert_int_equal(seg->s_pl, 1);
     assert_int_equal(seg->sd.e_post, KR_CUDA_POST_HARD_SWISH);
     assert_int_equal(seg->sd.post, KR_CUDA_POST_HARD_SWISH);
-    assert_int_equal(p->steps[seg->first].kind, KR_STEP_EXPAND_DW);
-    assert_int_equal(p->steps[seg->first].sh, 2);
-    assert_int_equal(p->steps[seg->first].ih, 2 * h);
-    assert_ptr_equal(seg->x, p->steps[seg->first].x);
+    assert_int_equal(sd->kind, KR_STEP_EXPAND_DW);
+    assert_int_equal(sd->sh, 2);
+    assert_int_equal(sd->ih, 2 * h);
     assert_null(seg->x_sums);
     assert_int_equal(seg->h, h);
     assert_int_equal(seg->batch, batch);
@@ -949,11 +985,11 @@ static void check_selfie_segment(const kr_cuda_segment *seg, const plan *p, int 
     assert_int_equal(seg->p0.ci, 96);
     assert_int_equal(seg->p0.hid, 24);
     assert_int_equal(seg->p0.res, 0);
-    const kr_cuda_step *s = &p->steps[seg->first + 1];
+    const kr_cuda_step *s = sd + 1;
     assert_int_equal(s->kind, KR_STEP_CONV); /* P0, whose excitation reads S's pool tail */
-    assert_int_equal(s->se_partial_off, p->steps[seg->first].tail_partial_off);
-    assert_ptr_equal(s->x, p->steps[seg->first].y);
-    assert_ptr_equal(seg->y, p->steps[seg->first + 9].y);
+    assert_int_equal(s->se_partial_off, sd->tail_partial_off);
+    assert_ptr_equal(s->x, sd->y);
+    assert_ptr_equal(seg->y, p->steps[seg->first + 12].y);
     int big = 0;
     size_t total = 0;
     for (int i = 0; i < 4; i++) {
@@ -978,10 +1014,17 @@ static void check_selfie_segment(const kr_cuda_segment *seg, const plan *p, int 
     /* 32x128 + 128 + 25x128 + 128 expand/depthwise, 2x(32x128) + 32 + 128 excitation, 128x32 +
      * 32 projection */
     assert_int_equal(seg->stage_floats[2], 4096 + 128 + 3200 + 128 + 8192 + 32 + 128 + 4096 + 32);
-    /* S: 24x96 + 96 expansion, 25x96 + 96 depthwise; its window [5][32][96] in a stage buffer */
-    assert_int_equal(seg->stage_floats[0], 2304 + 96 + 2400 + 96);
+    /* S: 24x96 + 96 expansion, 25x96 + 96 depthwise; its window [5][32][96] in a stage buffer;
+     * then E's: 72x24 + 24, 24x88 + 88 expansion, 9x88 + 88 depthwise, 88x24 + 24 */
+    int oe[KR_SEG_E_N + 1];
+    kr_seg_e_layout(72, 24, 88, oe);
+    assert_int_equal(oe[KR_SEG_E_N], 1728 + 24 + 2112 + 88 + 792 + 88 + 2112 + 24);
+    assert_int_equal(seg->stage_floats[0], 2304 + 96 + 2400 + 96 + oe[KR_SEG_E_N]);
     assert_int_equal(seg->sd.w_off, 0);
+    assert_int_equal(seg->e_w_off, 2304 + 96 + 2400 + 96);
     assert_true(seg->buf_floats >= 5 * 32 * 96);
+    /* E's input rows and window [2][32][72] + [4][32][88] in a stage buffer too */
+    assert_true(seg->buf_floats >= 32 * (2 * 72 + 4 * 88));
     assert_true(seg->stage_floats[1] <= 5 * 16 * 128); /* P0's weights in EP during S */
     assert_true(kr_cuda_segment_smem(seg) <= 232448);
 }
@@ -1001,16 +1044,156 @@ static void fold_output_pool(plan *p, const kr_cuda_segment *seg, int tail_slice
     p->n--;
 }
 
-/* Cluster segments (segment.h): selfie's nine steps at 16x16 and selfie-landscape's at 9x16
- * are one segment with stand-in addresses and with the backend's memory plan (f32, f16), at
- * batch 1 and 4; an item's output over another item's input is flagged (shared_out: never at
- * batch 1; the memory plan may do it at batch 4); refused when a tensor written inside it is
- * read after it;
- * shorter when a pair's input is not the step before's output; the last projection's pool tail
- * (the global pool of the output, the next node) taken in when it has a slice per row at
- * least; then the 1x1 convolution after it (Q) too (at batch 4 with the memory plan as well,
- * so that batch 4 runs what batch 1 runs), but not where its output lies on another item's
- * input; none in the face detector. */
+/* The stand-in storage tensor at stand-in address @p at (fake_ptr). */
+static kr_tensor *tensor_at(const kr_graph *g, const void *at)
+{
+    int t = (int)(((uintptr_t)at - (uintptr_t)0x40000000u) >> 26);
+    assert_true(t >= 0 && t < g->n_tensors);
+    assert_ptr_equal(fake_ptr(g, t), at);
+    return (kr_tensor *)&g->tensors[t];
+}
+
+/* Selfie's decoder block after Q (U, segment.h) as the cuda backend's folds make it (its steps
+ * 19-21 at batch 1 on the GPU), from @p p's own steps after segment @p seg (found with Q, after
+ * fold_output_pool): the resize of Q's output excited by the last projection's pool tail (a
+ * slice per pixel); the 1x1 convolution 128 -> 24 of that with a pool tail that adds the skip
+ * (205 slices of 5 pixels: the ADD and the pool step after it folded away); one EXPAND_DW step
+ * for the MUL of the skip by the excitation of that pool, the ADD of the convolution's output
+ * (scale_add), the 1x1 expansion 24 -> 24 + RELU, the depthwise 3x3 + RELU and the ADD of the
+ * two (res_mid) (6 steps taken out). The two tails' sums get scratch of their own (p->scratch
+ * grows) and every step's sums pointers are bound to p->sums, so that a prologue's se_partial
+ * is the tail_partial it reads. */
+static void fold_decoder_block(plan *p, const kr_cuda_segment *seg)
+{
+    const int r = seg->first + seg->count, batch = seg->batch;
+    kr_cuda_step *s = p->steps;
+    kr_cuda_step *last = &s[r - 2], *rs = &s[r], *cv = &s[r + 1];
+    const kr_cuda_step *add = &s[r + 2], *pool = &s[r + 3], *mul = &s[r + 4], *vadd = &s[r + 5];
+    const kr_cuda_step *pw = &s[r + 6], *dw = &s[r + 7], *mid = &s[r + 8], *next = &s[r + 9];
+    assert_int_equal(seg->q_oc, 128);
+    assert_true(last->tail && last->tail_slices == seg->h * KR_CUDA_SEG_W);
+    assert_int_equal(rs->kind, KR_STEP_RESIZE);
+    assert_ptr_equal(rs->x, seg->y2);
+    assert_int_equal(rs->se_layers, 1);
+    assert_int_equal(cv->kind, KR_STEP_CONV);
+    assert_ptr_equal(cv->x, rs->y);
+    assert_true(add->kind == KR_STEP_BINARY && add->mul == 0 && add->x2 == cv->y);
+    assert_true(pool->kind == KR_STEP_POOL_PARTIAL && pool->x == add->y);
+    assert_true(mul->kind == KR_STEP_BINARY && mul->mul == 1 && mul->x == add->x);
+    assert_true(mul->se_layers == 2 && mul->se_partial_off == pool->tail_partial_off);
+    assert_true(vadd->kind == KR_STEP_BINARY && vadd->x == mul->y && vadd->x2 == cv->y);
+    assert_true(pw->kind == KR_STEP_CONV && pw->x == vadd->y && pw->kh == 1);
+    assert_true(dw->kind == KR_STEP_DEPTHWISE && dw->x == pw->y && dw->kh == 3);
+    assert_true(mid->kind == KR_STEP_BINARY && mid->x == pw->y && mid->x2 == dw->y);
+    assert_true(next->kind == KR_STEP_CONV && next->rz && next->x == mid->y);
+    last->tail_partial_off = p->scratch;
+    p->scratch += (size_t)batch * last->tail_slices * last->tail_c;
+    rs->se_slices = last->tail_slices;
+    rs->se_pixels = seg->h * KR_CUDA_SEG_W;
+    rs->se_partial_off = last->tail_partial_off;
+    cv->tail = 1;
+    cv->tail_pixels = 5;
+    cv->tail_slices = (cv->oh * cv->ow + 4) / 5;
+    cv->tail_c = cv->oc;
+    cv->tail_add = add->x; /* the skip */
+    cv->tail_partial_off = p->scratch;
+    p->scratch += (size_t)batch * cv->tail_slices * cv->tail_c;
+    kr_cuda_step d = *dw; /* as absorb_depthwise (persistent.c) makes it */
+    d.kind = KR_STEP_EXPAND_DW;
+    d.x = mul->x;
+    d.ic = pw->ic;
+    d.scale_add = cv->y;
+    d.w_tensor = pw->w_tensor;
+    d.group = 4;
+    d.split = 1;
+    d.vec = 4;
+    d.e_bias = pw->bias;
+    d.e_lo = pw->lo, d.e_hi = pw->hi, d.e_post = pw->post;
+    d.se_layers = 2;
+    d.se_c = cv->oc, d.se_slices = cv->tail_slices, d.se_pixels = cv->oh * cv->ow;
+    d.se_partial_off = cv->tail_partial_off;
+    for (int l = 0; l < 2; l++) {
+        d.se_out[l] = mul->se_out[l];
+        d.se_w[l] = mul->se_w[l], d.se_b[l] = mul->se_b[l];
+        d.se_lo[l] = mul->se_lo[l], d.se_hi[l] = mul->se_hi[l], d.se_post[l] = mul->se_post[l];
+    }
+    d.w2 = dw->w;
+    d.bias2 = dw->bias;
+    d.w = pw->w;
+    d.bias = NULL;
+    d.res_mid = 1;
+    d.res = NULL;
+    d.y = mid->y;
+    s[r + 2] = d;
+    memmove(&s[r + 3], &s[r + 9], (size_t)(p->n - r - 9) * sizeof(*s));
+    p->n -= 6;
+    free(p->sums);
+    p->sums = calloc(p->scratch, sizeof(float));
+    assert_non_null(p->sums);
+    kr_cuda_persistent_bind(s, p->n, p->sums);
+}
+
+/* The checks every U of selfie / selfie-landscape passes (its decoder block folded by
+ * fold_decoder_block): the resize x2 of Q's output (half-pixel centres) excited by the last
+ * projection's pool, the 1x1 convolution 128 -> 24 whose pool adds the skip (E's output), the
+ * expand/depthwise 24 -> 24 (RELUs, plus the expansion: res_mid) of skip * excitation + a;
+ * the segment's last 3 steps, output not shared (y is not written); its packed weights a
+ * stage after Q's. */
+static void check_selfie_u(const kr_cuda_segment *seg, const plan *p)
+{
+    const kr_cuda_step *rs = &p->steps[seg->first + seg->count - 3], *cv = rs + 1, *ed = rs + 2;
+    assert_int_equal(seg->count, 17);
+    assert_int_equal(seg->q_oc, 128);
+    assert_int_equal(seg->u_c, 24);
+    assert_int_equal(seg->u_e, 24);
+    assert_int_equal(seg->u_hid, 24);
+    assert_int_equal(seg->u_align, 0);
+    assert_int_equal(seg->u_half, 1);
+    assert_int_equal(seg->u_res_mid, 1);
+    assert_int_equal(seg->u_se_post, KR_CUDA_POST_LOGISTIC);
+    assert_int_equal(seg->u_post, KR_CUDA_POST_NONE);
+    assert_int_equal(seg->up.ci, 24);
+    assert_int_equal(seg->up.hid, 24);
+    assert_int_equal(seg->up.se_post[0], KR_CUDA_POST_RELU);
+    assert_int_equal(seg->up.se_post[1], KR_CUDA_POST_LOGISTIC);
+    assert_int_equal(seg->up.post, KR_CUDA_POST_RELU);  /* the expansion's */
+    assert_int_equal(seg->u_dpost, KR_CUDA_POST_RELU);  /* the depthwise's */
+    assert_int_equal(rs->kind, KR_STEP_RESIZE);
+    assert_ptr_equal(rs->x, seg->y2);
+    assert_ptr_equal(rs->se_partial, seg->y_sums);
+    assert_int_equal(cv->kind, KR_STEP_CONV);
+    assert_int_equal(ed->kind, KR_STEP_EXPAND_DW);
+    assert_ptr_equal(seg->u_skip, cv->tail_add);
+    assert_ptr_equal(seg->u_skip, ed->x);
+    assert_ptr_equal(seg->u_skip, seg->e_y); /* the skip: E's output */
+    assert_ptr_equal(seg->y3, ed->y);
+    assert_int_equal(seg->shared_out, 0);
+    /* 128x32 + 128 excitation, 128x24 + 24 convolution, 3x(24x24 + 24) expansion's excitation
+     * and expansion, 9x24 + 24 depthwise */
+    int o[KR_SEG_U_N + 1];
+    kr_seg_u_layout(32, 128, 24, 24, 24, o);
+    assert_int_equal(o[KR_SEG_U_N], 4096 + 128 + 3072 + 24 + 3 * (576 + 24) + 216 + 24);
+    assert_int_equal(seg->stage_off[7], seg->stage_off[6] + seg->stage_floats[6]);
+    assert_int_equal(seg->stage_floats[6], 32 * 128 + 128);
+    assert_int_equal(seg->stage_floats[7], o[KR_SEG_U_N]);
+    assert_int_equal(seg->weight_floats, (size_t)seg->stage_off[7] + o[KR_SEG_U_N]);
+    assert_true(seg->buf_floats >= seg->stage_floats[7]);
+}
+
+/* Cluster segments (segment.h): selfie's 13 steps at 16x16 and selfie-landscape's at 9x16
+ * (E, S, P0, four pairs) are one segment with stand-in addresses and with the backend's memory
+ * plan (f32, f16), at batch 1 and 4; an item's output over another item's input is flagged
+ * (shared_out: never at batch 1; the memory plan may do it at batch 4); refused when a tensor
+ * written inside it is read after it; shorter when a pair's input is not the step before's
+ * output; E left out (the segment starting at S) where its expand/depthwise window is not 3x3,
+ * its last convolution's residual is not its first's output or its output not S's input, or
+ * a tensor between its steps is read after them; the last projection's pool tail (the global
+ * pool of the output, the next node) taken in when it has a slice per row at least; then the
+ * 1x1 convolution after it (Q) too (at batch 4 with the memory plan as well, so that batch 4
+ * runs what batch 1 runs), but not where its output lies on another item's input; then, with
+ * the decoder block after Q folded as the backend folds it, U (everywhere; selfie's folded
+ * steps at batch 1 with the f32 memory plan where the GPU has them); none in the face
+ * detector. */
 static void test_cluster_segment(void **state)
 {
     (void)state;
@@ -1029,21 +1212,37 @@ static void test_cluster_segment(void **state)
                 assert_null(p.why);
                 kr_cuda_segment seg;
                 const char *why = NULL;
-                if (!kr_cuda_segment_find(g, p.steps, p.n, placed == 2 ? 2 : 4, &seg, &why))
+                const size_t esize = placed == 2 ? 2 : 4;
+                if (!kr_cuda_segment_find(g, p.steps, p.n, esize, &seg, &why))
                     fail_msg("%s batch %d placement %d: no segment: %s", names[mi], batch, placed,
                              why ? why : "no candidate");
                 check_selfie_segment(&seg, &p, rows[mi], batch);
                 if (batch == 1 || !placed)
                     assert_int_equal(seg.shared_out, 0);
                 fold_output_pool(&p, &seg, 0); /* Q follows */
-                assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, placed == 2 ? 2 : 4, &seg,
-                                                      &why), 1);
+                assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, esize, &seg, &why), 1);
                 assert_int_equal(seg.q_oc, 128); /* at batch 4 too: the same arithmetic */
-                assert_int_equal(seg.count, 11);
+                assert_int_equal(seg.count, 14);
+                assert_int_equal(seg.u_c, 0); /* the decoder block is not folded yet */
                 if (batch > 1 && placed)
                     printf("%s batch %d (%s memory plan): an item's output %s another item's "
                            "input\n", names[mi], batch, placed == 2 ? "f16" : "f32",
                            seg.shared_out ? "overlaps" : "does not overlap");
+                fold_decoder_block(&p, &seg); /* U follows Q */
+                assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, esize, &seg, &why), 1);
+                check_selfie_u(&seg, &p);
+                if (mi == 0 && batch == 1 && placed == 1) { /* the GPU's steps 17-22 */
+                    const uintptr_t at = 0x40000000u;
+                    assert_int_equal(seg.first, 5);
+                    assert_int_equal(seg.first + seg.count, 22);
+                    assert_int_equal((uintptr_t)seg.y2 - at, 3538944);
+                    assert_int_equal((uintptr_t)p.steps[19].y - at, 0);
+                    assert_int_equal((uintptr_t)p.steps[20].y - at, 3407872);
+                    assert_int_equal((uintptr_t)seg.u_skip - at, 1441792);
+                    assert_int_equal((uintptr_t)seg.y3 - at, 1736704);
+                    assert_ptr_equal(p.steps[22].x, seg.y3);
+                    assert_true(p.steps[22].rz);
+                }
                 free_plan(&p);
             }
         keyer_model_destroy(&m);
@@ -1070,9 +1269,8 @@ static void test_cluster_segment(void **state)
     { /* the second pair's depthwise output read after the segment */
         plan p = make_plan(g, 1);
         assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
-        int t = (int)(((uintptr_t)p.steps[seg.first + 4].y - (uintptr_t)0x40000000u) >> 26);
-        kr_tensor *tt = (kr_tensor *)&g->tensors[t];
-        assert_ptr_equal(fake_ptr(g, t), p.steps[seg.first + 4].y);
+        assert_int_equal(p.steps[seg.first + 7].kind, KR_STEP_EXPAND_DW); /* pair 2's D */
+        kr_tensor *tt = tensor_at(g, p.steps[seg.first + 7].y);
         const int last = tt->last_consumer;
         tt->last_consumer = g->n_nodes - 1;
         assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 0);
@@ -1083,46 +1281,88 @@ static void test_cluster_segment(void **state)
     { /* the second pair reads something else: the segment ends after the first */
         plan p = make_plan(g, 1);
         assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
-        p.steps[seg.first + 4].x = p.steps[seg.first + 1].x;
+        p.steps[seg.first + 7].x = p.steps[seg.first + 4].x;
         assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
         assert_int_equal(seg.n_ir, 1);
-        assert_int_equal(seg.count, 4);
+        assert_int_equal(seg.e_ic, 72);
+        assert_int_equal(seg.count, 7);
         free_plan(&p);
     }
     { /* the third pair's pool sums read after the segment too: it ends after the second */
         plan p = make_plan(g, 1);
         assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
         const int first = seg.first;
-        assert_int_equal(p.steps[first + 6].kind, KR_STEP_EXPAND_DW); /* pair 2's D */
-        p.steps[first + 12].se_partial_off = p.steps[first + 6].tail_partial_off;
+        assert_int_equal(p.steps[first + 9].kind, KR_STEP_EXPAND_DW); /* pair 3's D */
+        assert_int_equal(p.steps[first + 15].kind, KR_STEP_RESIZE);
+        p.steps[first + 15].se_partial_off = p.steps[first + 9].tail_partial_off;
         assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
         assert_int_equal(seg.first, first);
         assert_int_equal(seg.n_ir, 2);
-        assert_int_equal(seg.count, 6);
+        assert_int_equal(seg.count, 9);
         free_plan(&p);
     }
+    { /* E refused: the expand/depthwise's window 5x5; the third convolution's residual not the
+       * first one's output; its output not S's input; a tensor between E's steps (the first
+       * convolution's output, the depthwise's) read after them; then the segment starts at S
+       * and reads S's input from global memory */
+        for (int c = 0; c < 5; c++) {
+            plan p = make_plan(g, 1);
+            assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+            assert_int_equal(seg.e_ic, 72);
+            const int first = seg.first;
+            const size_t all = seg.weight_floats;
+            kr_cuda_step *c1 = &p.steps[first], *ed = c1 + 1, *c3 = c1 + 2;
+            kr_tensor *tt = NULL;
+            int last = 0;
+            if (c == 0) {
+                ed->kh = ed->kw = 5;
+            } else if (c == 1) {
+                c3->res = c1->x;
+            } else if (c == 2) {
+                c3->y = ed->y;
+            } else {
+                tt = tensor_at(g, c == 3 ? c1->y : ed->y);
+                last = tt->last_consumer;
+                tt->last_consumer = g->n_nodes - 1;
+            }
+            assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+            assert_int_equal(seg.e_ic, 0);
+            assert_int_equal(seg.s_ic, 24);
+            assert_int_equal(seg.n_ir, 4);
+            assert_int_equal(seg.first, first + 3);
+            assert_int_equal(seg.count, 10);
+            assert_ptr_equal(seg.x, p.steps[first + 3].x);
+            assert_int_equal(seg.stage_floats[0], 2304 + 96 + 2400 + 96); /* S's alone */
+            assert_int_equal(seg.weight_floats,
+                             all - (1728 + 24 + 2112 + 88 + 792 + 88 + 2112 + 24)); /* E's */
+            if (tt)
+                tt->last_consumer = last;
+            free_plan(&p);
+        }
+    }
     { /* S refused: a window reaching past the neighbours; P0's sums not its pool's; its pool's
-       * sums read by a step after P0 too; then the segment starts at P0 and reads its input and
-       * sums from global memory */
+       * sums read by a step after P0 too; then the segment starts at P0 (without E, which
+       * comes only with S) and reads its input and sums from global memory */
         for (int c = 0; c < 3; c++) {
             plan p = make_plan(g, 1);
             assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
-            const int first = seg.first;
+            const int first = seg.first, s = first + 3;
             if (c == 0)
-                p.steps[first].pt = 3;
+                p.steps[s].pt = 3;
             else if (c == 1)
-                p.steps[first].tail_partial_off += 16;
+                p.steps[s].tail_partial_off += 16;
             else { /* the decoder's resize excited by S's pool instead of its own */
-                assert_int_equal(p.steps[first + 12].kind, KR_STEP_RESIZE);
-                assert_int_equal(p.steps[first + 12].se_layers, 1);
-                p.steps[first + 12].se_partial_off = p.steps[first].tail_partial_off;
+                assert_int_equal(p.steps[first + 15].kind, KR_STEP_RESIZE);
+                assert_int_equal(p.steps[first + 15].se_layers, 1);
+                p.steps[first + 15].se_partial_off = p.steps[s].tail_partial_off;
             }
             assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
             assert_int_equal(seg.s_ic, 0);
-            assert_int_equal(seg.first, first + 1);
+            assert_int_equal(seg.e_ic, 0);
+            assert_int_equal(seg.first, s + 1);
             assert_int_equal(seg.count, 9);
-            assert_ptr_equal(seg.x, p.steps[first + 1].x);
-            assert_ptr_equal(seg.x_sums, p.steps[first + 1].se_partial);
+            assert_ptr_equal(seg.x, p.steps[s + 1].x);
+            assert_ptr_equal(seg.x_sums, p.steps[s + 1].se_partial);
             assert_int_equal(seg.stage_floats[0], 2304 + 24 + 2304 + 96 + 3072 + 32); /* P0 */
             free_plan(&p);
         }
@@ -1149,7 +1389,7 @@ static void test_cluster_segment(void **state)
         assert_int_equal(seg.y_slices, p.steps[last].tail_slices);
         /* Q: selfie's 1x1 convolution 32 -> 128 (+ RELU) of the segment's output */
         const kr_cuda_step *q = &p.steps[last + 1];
-        assert_int_equal(seg.count, 11);
+        assert_int_equal(seg.count, 14);
         assert_int_equal(seg.q_oc, 128);
         assert_int_equal(seg.q_post, KR_CUDA_POST_RELU);
         assert_ptr_equal(seg.y2, q->y);
@@ -1160,7 +1400,7 @@ static void test_cluster_segment(void **state)
         assert_true(seg.buf_floats >= seg.stage_floats[6]);
         p.steps[last + 1].se_layers = 1; /* not a plain convolution: no Q */
         assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
-        assert_int_equal(seg.count, 10);
+        assert_int_equal(seg.count, 13);
         assert_int_equal(seg.q_oc, 0);
         free_plan(&p);
         for (int on = 0; on < 2; on++) { /* batch 2: Q's output on the other item's input */
@@ -1175,7 +1415,7 @@ static void test_cluster_segment(void **state)
             assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
             assert_int_equal(seg.shared_out, on); /* on: the last projection's output there */
             assert_int_equal(seg.q_oc, on ? 128 : 0); /* shared_out: Q kept, the copy after */
-            assert_int_equal(seg.count, on ? 11 : 10);
+            assert_int_equal(seg.count, on ? 14 : 13);
             free_plan(&p);
         }
     }
@@ -1186,6 +1426,106 @@ static void test_cluster_segment(void **state)
     assert_null(p.why);
     assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 0);
     free_plan(&p);
+    keyer_model_destroy(&m);
+}
+
+/* Selfie's plan (stand-ins) at @p batch with its output's pool and decoder block folded as the
+ * backend folds them, and its segment (E, S, P0, 4 pairs, Q, U) in @p seg. */
+static plan decoder_plan(const kr_graph *g, int batch, kr_cuda_segment *seg)
+{
+    plan p = make_plan(g, batch);
+    const char *why = NULL;
+    assert_null(p.why);
+    assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, seg, &why), 1);
+    fold_output_pool(&p, seg, 0);
+    assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, seg, &why), 1);
+    fold_decoder_block(&p, seg);
+    assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, seg, &why), 1);
+    assert_int_equal(seg->u_c, 24);
+    assert_int_equal(seg->count, 17);
+    return p;
+}
+
+/* U (segment.h) left out, Q kept (the segment's first 14 steps), where: a step after U reads
+ * the last projection's pool sums (the resize's excitation) or the convolution's (the
+ * expand/depthwise's), neither of which the kernel writes with U; the resize aligns corners;
+ * the expand/depthwise step has a residual; the skip is not 16-byte aligned (its rows are one
+ * bulk copy); a tensor U no longer writes (the last projection's output, Q's, the
+ * convolution's, the depthwise's before the ADD) is read after it; at batch 4, U's output lies
+ * on another item's skip or input (on its own skip it is taken; an item's last projection
+ * output on another item's input does not keep it out, nor is it shared_out then: U does not
+ * write it). */
+static void test_cluster_segment_decoder(void **state)
+{
+    (void)state;
+    keyer_model *m = load("selfie");
+    const kr_graph *g = kr_model_graph(m);
+    kr_cuda_segment seg;
+    const char *why = NULL;
+    for (int c = 0; c < 9; c++) {
+        plan p = decoder_plan(g, 1, &seg);
+        const int r = seg.first + seg.count - 3;
+        kr_cuda_step *rs = &p.steps[r], *cv = rs + 1, *ed = rs + 2;
+        kr_tensor *tt = NULL;
+        int last = 0, later = r + 3;
+        while (later < p.n && !p.steps[later].se_layers)
+            later++;
+        assert_true(later < p.n);
+        if (c == 0) /* the next excitation after U reads the last projection's sums */
+            p.steps[later].se_partial_off = rs->se_partial_off;
+        else if (c == 1) /* or the convolution's */
+            p.steps[later].se_partial_off = cv->tail_partial_off;
+        else if (c == 2)
+            rs->align = 1;
+        else if (c == 3)
+            ed->res = ed->x;
+        else if (c == 4)
+            ed->x = cv->tail_add = (const char *)ed->x + 8;
+        else { /* the last projection's output, Q's, the convolution's, the depthwise's */
+            const void *at = c == 5 ? p.steps[r - 2].y : c == 6 ? seg.y2 : cv->y;
+            tt = c < 8 ? tensor_at(g, at) : (kr_tensor *)&g->tensors[g->nodes[ed->node].outputs[0]];
+            last = tt->last_consumer;
+            tt->last_consumer = g->n_nodes - 1;
+        }
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+        assert_int_equal(seg.u_c, 0);
+        assert_int_equal(seg.q_oc, 128);
+        assert_int_equal(seg.count, 14);
+        assert_int_equal(seg.e_ic, 72);
+        if (tt)
+            tt->last_consumer = last;
+        free_plan(&p);
+    }
+    for (int c = 0; c < 4; c++) { /* batch 4: U's output on its own skip; item 1's; item 1's
+                                   * input (E's); the last projection's output on item 1's
+                                   * input (not written with U: not shared) */
+        plan p = decoder_plan(g, 4, &seg);
+        check_selfie_u(&seg, &p);
+        kr_cuda_step *ed = &p.steps[seg.first + seg.count - 1];
+        const size_t skip_b = (size_t)32 * 32 * 24 * 4, in_b = (size_t)32 * 32 * 72 * 4;
+        void *at = c == 0 ? (void *)ed->x
+                   : c == 1 ? (void *)((const char *)ed->x + skip_b)
+                            : (void *)((const char *)seg.x + in_b);
+        if (c < 3) {
+            ed->y = at;
+            p.steps[seg.first + seg.count].x = at; /* the step after U reads it */
+        } else {
+            p.steps[seg.first + 12].y = at; /* and Q reads it */
+            p.steps[seg.first + 13].x = at;
+        }
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+        assert_int_equal(seg.u_c, c == 1 || c == 2 ? 0 : 24);
+        assert_int_equal(seg.q_oc, 128);
+        assert_int_equal(seg.count, c == 1 || c == 2 ? 14 : 17);
+        assert_int_equal(seg.shared_out, 0);
+        if (c == 3) { /* without U (the resize aligning corners) it is */
+            p.steps[seg.first + 14].align = 1;
+            assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+            assert_int_equal(seg.u_c, 0);
+            assert_int_equal(seg.shared_out, 1);
+        }
+        free_plan(&p);
+    }
     keyer_model_destroy(&m);
 }
 /* A host array standing in for a step's weight tensor: value 1000 * id + index, so that every
@@ -1207,34 +1547,52 @@ static int fetch_host(void *ctx, float *to, const float *src, size_t count)
     return 0;
 }
 
-/* kr_cuda_segment_pack on selfie's segment with host arrays for its steps' weights: every stage
- * at its offset, each part where segment.h puts it, the transposed ones (the projections'
- * [c][ci] -> [ci][c], the second dense layers' [ci][hid] -> [hid][ci], the expansions' [e][c]
- * -> [c][e], S's [e][s_ic] -> [s_ic][e], Q's [q_oc][c] -> [c][q_oc]) transposed, a missing
- * bias as zeros, the alignment
- * gaps zero. The output's pool folded as the backend does, so that Q follows. */
+/* kr_cuda_segment_pack on selfie's segment (E, S, P0, 4 pairs, Q, U: the output's pool and the
+ * decoder block folded as the backend folds them) with host arrays for its steps' weights:
+ * every stage at its offset, each part where segment.h puts it, the transposed ones (the
+ * projections' [c][ci] -> [ci][c], the second dense layers' [ci][hid] -> [hid][ci], the
+ * expansions' [e][c] -> [c][e], S's [e][s_ic] -> [s_ic][e], E's first convolution's [24][72]
+ * -> [72][24], its expansion's [88][24] -> [24][88] and its third convolution's [24][88] ->
+ * [88][24], Q's [q_oc][c] -> [c][q_oc], U's convolution's [u_c][q_oc] -> [q_oc][u_c], its
+ * expansion's [u_e][u_c] -> [u_c][u_e] and its excitation's second layer [u_c][hid] ->
+ * [hid][u_c]) transposed, the depthwise taps and the resize's excitation [q_oc][c] as they
+ * are, a missing bias as zeros, the alignment gaps zero. */
 static void test_cluster_segment_pack(void **state)
 {
     (void)state;
     keyer_model *m = load("selfie");
     const kr_graph *g = kr_model_graph(m);
-    plan p = make_plan(g, 1);
     kr_cuda_segment seg;
-    const char *why = NULL;
-    assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
-    fold_output_pool(&p, &seg, 0);
-    assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+    plan p = decoder_plan(g, 1, &seg);
     assert_int_equal(seg.q_oc, 128);
-    float *keep[64];
+    float *keep[96];
     int n_keep = 0, id = 1, fetches = 0;
-    const int c = seg.c, k = seg.k, s0 = 1;
+    const int c = seg.c, k = seg.k, e3 = 3, s0 = 1, qi = 1 + 2 * seg.n_ir;
+    assert_int_equal(seg.e_ic, 72);
     assert_int_equal(seg.s_ic, 24);
+    assert_int_equal(seg.u_c, 24);
     for (int i = 0; i < seg.count; i++) {
         kr_cuda_step *s = &p.steps[seg.first + i];
-        const int j = i - s0, proj = j >= 0 && j % 2 == 0, ci = s->ic, e = s->oc;
-        if (j == 1 + 2 * seg.n_ir) { /* Q */
+        const int j = i - e3 - s0, proj = j >= 0 && j % 2 == 0, ci = s->ic, e = s->oc;
+        if (i == 0 || i == 2 || j == qi) { /* E's convolutions, Q */
             s->w = fill(keep, &n_keep, id++, (size_t)e * ci);
             s->bias = fill(keep, &n_keep, id++, (size_t)e);
+        } else if (j == qi + 1) { /* U's resize: its excitation */
+            s->se_w[0] = fill(keep, &n_keep, id++, (size_t)seg.q_oc * c);
+            s->se_b[0] = fill(keep, &n_keep, id++, (size_t)seg.q_oc);
+        } else if (j == qi + 2) { /* U's convolution */
+            s->w = fill(keep, &n_keep, id++, (size_t)e * ci);
+            s->bias = fill(keep, &n_keep, id++, (size_t)e);
+        } else if (j == qi + 3) { /* U's expand/depthwise, with its excitation */
+            const int hid = s->se_out[0];
+            s->se_w[0] = fill(keep, &n_keep, id++, (size_t)hid * ci);
+            s->se_b[0] = fill(keep, &n_keep, id++, (size_t)hid);
+            s->se_w[1] = fill(keep, &n_keep, id++, (size_t)ci * hid);
+            s->se_b[1] = fill(keep, &n_keep, id++, (size_t)ci);
+            s->w = fill(keep, &n_keep, id++, (size_t)e * ci);
+            s->e_bias = fill(keep, &n_keep, id++, (size_t)e);
+            s->w2 = fill(keep, &n_keep, id++, (size_t)9 * e);
+            s->bias2 = fill(keep, &n_keep, id++, (size_t)e);
         } else if (proj) {
             const int hid = s->se_out[0];
             s->se_w[0] = fill(keep, &n_keep, id++, (size_t)hid * ci);
@@ -1243,10 +1601,11 @@ static void test_cluster_segment_pack(void **state)
             s->se_b[1] = j == 0 ? NULL : fill(keep, &n_keep, id++, (size_t)ci); /* P0: zeros */
             s->w = fill(keep, &n_keep, id++, (size_t)c * ci);
             s->bias = fill(keep, &n_keep, id++, (size_t)c);
-        } else { /* S (its input's channels) or a D */
+        } else { /* E's expand/depthwise (3x3), S (its input's channels) or a D */
+            const int kk = i == 1 ? 3 : k;
             s->w = fill(keep, &n_keep, id++, (size_t)e * ci);
             s->e_bias = fill(keep, &n_keep, id++, (size_t)e);
-            s->w2 = fill(keep, &n_keep, id++, (size_t)k * k * e);
+            s->w2 = fill(keep, &n_keep, id++, (size_t)kk * kk * e);
             s->bias2 = fill(keep, &n_keep, id++, (size_t)e);
         }
     }
@@ -1258,14 +1617,30 @@ static void test_cluster_segment_pack(void **state)
     for (size_t i = 0; i < seg.weight_floats; i++)
         assert_true(w[i] == w[i]);
     /* S: the expansion [24][96] from [96][24], the depthwise taps as they are */
-    const kr_cuda_step *sd = &p.steps[seg.first];
+    const kr_cuda_step *sd = &p.steps[seg.first + e3];
     const float *swe = w + seg.sd.w_off, *swd = swe + 24 * 96 + 96;
     assert_true(swe[5 * 96 + 70] == sd->w[70 * 24 + 5]);
     assert_true(swe[24 * 96 + 95] == sd->e_bias[95]);
     assert_true(swd[24 * 96 + 3] == sd->w2[24 * 96 + 3]);
     assert_true(swd[25 * 96 + 2] == sd->bias2[2]);
+    /* E, after S's weights in stage 0: w1 [72][24] from [24][72], the expansion [24][88] from
+     * [88][24], the taps [9][88] as they are, w3 [88][24] from [24][88], the biases */
+    const kr_cuda_step *c1 = &p.steps[seg.first], *ed = c1 + 1, *c3 = c1 + 2;
+    int oe[KR_SEG_E_N + 1];
+    kr_seg_e_layout(72, 24, 88, oe);
+    const float *ew = w + seg.e_w_off;
+    assert_int_equal(seg.e_w_off, seg.sd.w_off + 2304 + 96 + 2400 + 96);
+    assert_int_equal(seg.e_w_off + oe[KR_SEG_E_N], seg.stage_off[1]);
+    assert_true(ew[oe[KR_SEG_E_W1] + 70 * 24 + 5] == c1->w[5 * 72 + 70]);
+    assert_true(ew[oe[KR_SEG_E_B1] + 23] == c1->bias[23]);
+    assert_true(ew[oe[KR_SEG_E_WE] + 5 * 88 + 80] == ed->w[80 * 24 + 5]);
+    assert_true(ew[oe[KR_SEG_E_BE] + 87] == ed->e_bias[87]);
+    assert_true(ew[oe[KR_SEG_E_WD] + 8 * 88 + 3] == ed->w2[8 * 88 + 3]);
+    assert_true(ew[oe[KR_SEG_E_BD] + 1] == ed->bias2[1]);
+    assert_true(ew[oe[KR_SEG_E_W3] + 80 * 24 + 5] == c3->w[5 * 88 + 80]);
+    assert_true(ew[oe[KR_SEG_E_B3] + 23] == c3->bias[23]);
     /* P0: w1 [hid][ci] as is, b2 zeros, w [ci][c] from [c][ci] */
-    const kr_cuda_step *p0 = &p.steps[seg.first + s0];
+    const kr_cuda_step *p0 = sd + 1;
     const int ci0 = seg.p0.ci, hid0 = seg.p0.hid;
     const float *q = w + seg.stage_off[s0];
     assert_true(q[5] == p0->se_w[0][5]);
@@ -1275,7 +1650,7 @@ static void test_cluster_segment_pack(void **state)
     assert_true(b2[0] == 0.0f && b2[ci0 - 1] == 0.0f);
     assert_true(pw[10 * c + 5] == p0->w[5 * ci0 + 10]);       /* [ci][c] from [c][ci] */
     /* pair 1: the expansion [c][e] from [e][c], the depthwise taps as they are, its projection */
-    const kr_cuda_step *d1 = &p.steps[seg.first + s0 + 3], *p1 = d1 + 1;
+    const kr_cuda_step *d1 = p0 + 3, *p1 = d1 + 1;
     const int e1 = seg.d[1].e;
     const float *we = w + seg.d[1].w_off, *wd = we + c * e1 + e1;
     assert_int_equal(seg.d[1].w_off, seg.stage_off[s0 + 2]);
@@ -1287,12 +1662,33 @@ static void test_cluster_segment_pack(void **state)
     assert_true(pw1[100 * c + 31] == p1->w[31 * e1 + 100]);
     assert_true(pw1[e1 * c] == p1->bias[0]);
     /* Q: w [c][q_oc] from [q_oc][c], then its bias */
-    const kr_cuda_step *qs = &p.steps[seg.first + seg.count - 1];
+    const kr_cuda_step *qs = p0 + qi;
     const float *qw = w + seg.stage_off[s0 + seg.n_ir + 1];
     assert_true(qw[7 * seg.q_oc + 100] == qs->w[100 * c + 7]);
     assert_true(qw[c * seg.q_oc + 127] == qs->bias[127]);
     assert_int_equal(seg.stage_off[s0 + seg.n_ir + 1] + seg.stage_floats[s0 + seg.n_ir + 1],
-                     (int)seg.weight_floats);
+                     seg.stage_off[s0 + seg.n_ir + 2]);
+    /* U: the resize's excitation [128][32] and bias as they are; the convolution [128][24]
+     * from [24][128]; the expansion's excitation w1 [24][24] as is, w2 [hid][u_c] from
+     * [u_c][hid]; the expansion [u_c][u_e] from [u_e][u_c]; the taps [9][24] as they are */
+    const kr_cuda_step *rs = qs + 1, *cv = rs + 1, *ud = rs + 2;
+    int ou[KR_SEG_U_N + 1], op[KR_SEG_PJ_N + 1];
+    kr_seg_u_layout(c, 128, 24, 24, 24, ou);
+    kr_seg_proj_layout(24, 24, 24, op);
+    const float *uw = w + seg.stage_off[s0 + seg.n_ir + 2], *up = uw + ou[KR_SEG_U_P];
+    assert_true(uw[ou[KR_SEG_U_SW] + 100 * 32 + 7] == rs->se_w[0][100 * 32 + 7]);
+    assert_true(uw[ou[KR_SEG_U_SB] + 127] == rs->se_b[0][127]);
+    assert_true(uw[ou[KR_SEG_U_AW] + 100 * 24 + 5] == cv->w[5 * 128 + 100]);
+    assert_true(uw[ou[KR_SEG_U_AB] + 23] == cv->bias[23]);
+    assert_true(up[op[KR_SEG_PJ_W1] + 3 * 24 + 7] == ud->se_w[0][3 * 24 + 7]);
+    assert_true(up[op[KR_SEG_PJ_B1] + 2] == ud->se_b[0][2]);
+    assert_true(up[op[KR_SEG_PJ_W2] + 3 * 24 + 7] == ud->se_w[1][7 * 24 + 3]);
+    assert_true(up[op[KR_SEG_PJ_B2] + 22] == ud->se_b[1][22]);
+    assert_true(up[op[KR_SEG_PJ_W] + 5 * 24 + 17] == ud->w[17 * 24 + 5]);
+    assert_true(up[op[KR_SEG_PJ_B] + 23] == ud->e_bias[23]);
+    assert_true(uw[ou[KR_SEG_U_DW] + 8 * 24 + 3] == ud->w2[8 * 24 + 3]);
+    assert_true(uw[ou[KR_SEG_U_DB] + 2] == ud->bias2[2]);
+    assert_int_equal(seg.stage_off[s0 + seg.n_ir + 2] + ou[KR_SEG_U_N], (int)seg.weight_floats);
     free(w);
     for (int i = 0; i < n_keep; i++)
         free(keep[i]);
@@ -1321,6 +1717,7 @@ int main(void)
         cmocka_unit_test(test_stem_pointwise_no_tail),
         cmocka_unit_test(test_resize_into_conv),
         cmocka_unit_test(test_cluster_segment),
+        cmocka_unit_test(test_cluster_segment_decoder),
         cmocka_unit_test(test_cluster_segment_pack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
