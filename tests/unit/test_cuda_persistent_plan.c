@@ -1340,6 +1340,21 @@ static void test_cluster_segment(void **state)
             free_plan(&p);
         }
     }
+    { /* E refused at batch 2 where its output (written in the kernel) lies on the other item's
+       * input, which that item's cluster may not have read yet */
+        plan p = make_plan(g, 2);
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+        assert_int_equal(seg.e_ic, 72);
+        const int first = seg.first;
+        kr_cuda_step *c1 = &p.steps[first], *c3 = c1 + 2, *sd = c1 + 3;
+        void *other = (void *)((uintptr_t)c1->x + (size_t)32 * 32 * 72 * 4); /* item 1 */
+        c3->y = other;
+        sd->x = other;
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+        assert_int_equal(seg.e_ic, 0);
+        assert_int_equal(seg.first, first + 3);
+        free_plan(&p);
+    }
     { /* S refused: a window reaching past the neighbours; P0's sums not its pool's; its pool's
        * sums read by a step after P0 too; then the segment starts at P0 (without E, which
        * comes only with S) and reads its input and sums from global memory */

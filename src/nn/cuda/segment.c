@@ -216,10 +216,10 @@ static int ep_floats(const kr_cuda_segment *seg)
  * "same" step of its output without excitation, pool tail or residual, a 1x1 convolution of
  * that back to S's channels whose residual is the first one's output (or none) and whose
  * output is S's input; nothing after them reads the tensors between (the skip, their output,
- * is written); the activations fit the buffers the kernel gives them (input rows and window:
+ * is written) and their output lies on no other item's input; the activations fit the buffers the kernel gives them (input rows and window:
  * a stage buffer; depthwise rows: EP; the first output: D). */
 static void take_e(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *steps, int n,
-                   int i)
+                   int i, size_t esize)
 {
     seg->e_ic = 0;
     if (!seg->s_ic || i < 4)
@@ -250,6 +250,14 @@ static void take_e(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *
     node_range(g, steps, n, i - 4, 3, &lo, &hi);
     if (lo < 0 || hi < lo || leaks(g, lo, hi))
         return;
+    /* its output (written in the kernel) must not lie on another item's input, which that
+     * item's cluster may not have read yet */
+    const size_t in_b = (size_t)h2 * w2 * ic * esize, out_b = (size_t)h2 * w2 * c * esize;
+    for (int a = 0; a < seg->batch; a++)
+        for (int b = 0; b < seg->batch; b++)
+            if (a != b && overlap((const char *)c3->y + a * out_b, out_b,
+                                  (const char *)c1->x + b * in_b, in_b))
+                return;
     seg->e_ic = ic;
     seg->e_e = e;
     seg->e1_lo = c1->lo, seg->e1_hi = c1->hi, seg->e1_post = c1->post;
@@ -511,7 +519,7 @@ static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, si
     seg->y = steps[i + 2 * seg->n_ir].y;
     set_proj(&seg->p0, p0);
     take_s(seg, steps, n, i, k);
-    take_e(g, seg, steps, n, i);
+    take_e(g, seg, steps, n, i, esize);
     set_start(seg, steps, i);
     /* E's input rows and window take a stage buffer, the window at its end, where S's own
      * rows (written before a cluster barrier) do not reach the rows the neighbours read */
