@@ -670,7 +670,9 @@ __device__ __forceinline__ void u_begin(const kr_cuda_segment &s, const seg_smem
     const int C = CC ? CC : s.c, H = s.h, rank = (int)cl.block_rank();
     const int bytes = 2 * (2 * SW) * s.u_c * (int)sizeof(T);
     if (threadIdx.x == 0) {
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        /* the async proxy's copy after the generic proxy's accesses: EP's (shared), and with E
+         * the skip's rows, which this block's threads stored (global; a block barrier since) */
+        asm volatile("fence.proxy.async;" ::: "memory");
         const T *src = (const T *)s.u_skip + ((size_t)img * 2 * H + 2 * rank) * (2 * SW) * s.u_c;
         bulk_load(sizeof(T) == 4 ? u.skip : u.a, (const float *)src, bytes, skip_bar);
     }
