@@ -640,7 +640,9 @@ static cudaError_t plan_segment(kr_backend_instance *inst, kr_cuda_step *h, int 
               g->name, seg.first, seg.first + seg.count - 1,
               seg.s_ic ? "a stride-2 expand/depthwise step into them, " : "", seg.n_ir, seg.h,
               KR_CUDA_SEG_W,
-              seg.u_c ? ", then a 1x1 convolution and the decoder's block at twice the size"
+              seg.v_oc ? ", then a 1x1 convolution, the decoder's block at twice the size and "
+                         "the 1x1 convolution after it at four times"
+              : seg.u_c ? ", then a 1x1 convolution and the decoder's block at twice the size"
               : seg.q_oc ? ", then a 1x1 convolution" : "", seg.h,
               kr_cuda_segment_smem(&seg),
               seg.weight_floats * 4 / 1e3,

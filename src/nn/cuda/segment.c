@@ -348,7 +348,7 @@ static void take_q(kr_cuda_segment *seg, const kr_cuda_step *s, size_t esize)
 static int u_floats(const kr_cuda_segment *seg)
 {
     int o[KR_SEG_U_N + 1];
-    kr_seg_u_layout(seg->c, seg->q_oc, seg->u_c, seg->u_hid, seg->u_e, o);
+    kr_seg_u_layout(seg->c, seg->q_oc, seg->u_c, seg->u_hid, seg->u_e, seg->v_oc, o);
     return o[KR_SEG_U_N];
 }
 
@@ -457,6 +457,65 @@ static void take_u(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *
     u.stage_floats[st] = u_floats(&u);
     u.weight_floats += (size_t)u.stage_floats[st];
     *seg = u;
+}
+
+/* Adds V (segment.h) to @p seg, which has U, where the step after U is it: a 1x1 convolution
+ * that resizes U's output x2 as it loads it (rz; no align_corners) to 4h x 4W, nothing else
+ * folded in but a pool tail with an addend and a slice per output row; U's output is read by
+ * nothing else, V's weights fit U's stage buffer with U's, its activations EP (U's output rows
+ * in a's place), and V's output lies on nothing another item's cluster reads (its input, skip,
+ * V's addend) nor on its own addend. */
+static void take_v(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *steps, int n,
+                   size_t esize)
+{
+    const int end = seg->first + seg->count, h = seg->h, w = KR_CUDA_SEG_W;
+    if (!seg->u_c || end >= n || seg->u_e > seg->u_c)
+        return;
+    const kr_cuda_step *v = &steps[end];
+    if (v->kind != KR_STEP_CONV || !v->rz || v->align || v->rz_ih != 2 * h ||
+        v->rz_iw != 2 * w || v->x != seg->y3 || v->ic != seg->u_e || v->kh != 1 || v->kw != 1 ||
+        v->sh != 1 || v->sw != 1 || v->pt || v->pl || v->oh != 4 * h || v->ow != 4 * w ||
+        !ok_channels(v->oc) || v->oc > kr_seg_emax(seg) || v->se_layers || v->scale_add ||
+        v->res || v->x_f32 || v->y_f32 || !v->tail || !v->tail_add || v->tail_c != v->oc ||
+        v->tail_slices != 4 * h || v->tail_pixels != 4 * w || !v->w ||
+        (uintptr_t)v->tail_add % 16 || (uintptr_t)v->y % 16 || v->node < 0)
+        return;
+    int lo, hi; /* U's output and the resize's, read by nothing after V's convolution */
+    node_range(g, steps, n, seg->first + (seg->e_ic ? 3 : 0), seg->count, &lo, &hi);
+    hi = v->node;
+    if (lo < 0 || hi < lo || leaks(g, lo, hi))
+        return;
+    kr_cuda_segment d = *seg;
+    d.v_oc = v->oc;
+    const int st = (seg->s_ic > 0) + seg->n_ir + 2;
+    if (u_floats(&d) > seg->buf_floats)
+        return;
+    int om[KR_SEG_UM_N + 1];
+    kr_seg_u_smem_layout(seg->c, seg->q_oc, seg->u_c, seg->u_e, om);
+    const int rows = 4 * (4 * w) * v->oc; /* V's addend's rows, V's output rows */
+    if (rows > om[KR_SEG_UM_A] || om[KR_SEG_UM_P] + rows > ep_floats(seg))
+        return;
+    const size_t in_b = in_bytes(seg, esize), out_b = (size_t)rows * h * esize;
+    const size_t skip_b = (size_t)(2 * h) * (2 * w) * seg->u_c * esize;
+    for (int a = 0; a < seg->batch; a++)
+        for (int b = 0; b < seg->batch; b++) {
+            const char *y = (const char *)v->y + a * out_b;
+            if (overlap(y, out_b, (const char *)v->tail_add + b * out_b, out_b) ||
+                (a != b && (overlap(y, out_b, (const char *)seg->x + b * in_b, in_b) ||
+                            overlap(y, out_b, (const char *)seg->u_skip + b * skip_b, skip_b))))
+                return;
+        }
+    d.v_half = v->half;
+    d.v_lo = v->lo;
+    d.v_hi = v->hi;
+    d.v_post = v->post;
+    d.v_skip = v->tail_add;
+    d.v_y = v->y;
+    d.v_sums = v->tail_partial;
+    d.count++;
+    d.stage_floats[st] = u_floats(&d);
+    d.weight_floats += (size_t)(d.stage_floats[st] - seg->stage_floats[st]);
+    *seg = d;
 }
 
 /* The segment starting at step @p i, or 0 with @p why. */
@@ -571,6 +630,7 @@ static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, si
     if (end < n)
         take_q(seg, &steps[end], esize);
     take_u(g, seg, steps, n, esize);
+    take_v(g, seg, steps, n, esize);
     return 1;
 }
 
@@ -698,11 +758,12 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
             e = put(at + o[KR_SEG_Q_B], q->bias, 1, seg->q_oc, 0, tmp, fetch, ctx);
     }
     if (!e && seg->u_c) {
-        const kr_cuda_step *r = &steps[seg->first + seg->count - 3], *cv = r + 1, *ed = r + 2;
+        const kr_cuda_step *r = &steps[seg->first + seg->count - 3 - (seg->v_oc > 0)];
+        const kr_cuda_step *cv = r + 1, *ed = r + 2;
         float *at = dst + seg->stage_off[s0 + seg->n_ir + 2];
         const int qo = seg->q_oc, uc = seg->u_c, ue = seg->u_e, hid = seg->u_hid;
         int o[KR_SEG_U_N + 1], op[KR_SEG_PJ_N + 1];
-        kr_seg_u_layout(c, qo, uc, hid, ue, o);
+        kr_seg_u_layout(c, qo, uc, hid, ue, seg->v_oc, o);
         kr_seg_proj_layout(uc, hid, ue, op);
         float *p = at + o[KR_SEG_U_P];
         e = put(at + o[KR_SEG_U_SW], r->se_w[0], qo, c, 0, tmp, fetch, ctx); /* [qo][c] */
@@ -728,6 +789,12 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
             e = put(at + o[KR_SEG_U_DW], ed->w2, 9, ue, 0, tmp, fetch, ctx);
         if (!e)
             e = put(at + o[KR_SEG_U_DB], ed->bias2, 1, ue, 0, tmp, fetch, ctx);
+        if (!e && seg->v_oc) { /* V's convolution [v_oc][ue] -> [ue][v_oc] */
+            const kr_cuda_step *v = ed + 1;
+            e = put(at + o[KR_SEG_U_VW], v->w, seg->v_oc, ue, 1, tmp, fetch, ctx);
+            if (!e)
+                e = put(at + o[KR_SEG_U_VB], v->bias, 1, seg->v_oc, 0, tmp, fetch, ctx);
+        }
     }
     free(tmp);
     return e;

@@ -689,7 +689,7 @@ __device__ __forceinline__ void u_begin(const kr_cuda_segment &s, const seg_smem
  * halo rows from the neighbours, the depthwise (+ p) written to y3. Synchronises the cluster
  * four times; the neighbours read u.p until the kernel's last cluster barrier.
  * CC, QO, UC, UE: c, q_oc, u_c, u_e as constants (0 = run-time). */
-template <typename T, int CC, int QO, int UC, int UE>
+template <typename T, int CC, int QO, int UC, int UE, int VO>
 __device__ __forceinline__ void stage_u(const kr_cuda_segment &s, const float *wu,
                                         const seg_smem &m, cg::cluster_group &cl,
                                         unsigned long long *skip_bar, int img)
@@ -699,7 +699,7 @@ __device__ __forceinline__ void stage_u(const kr_cuda_segment &s, const float *w
     const int ue = UE ? UE : s.u_e, H = s.h, t = threadIdx.x, rank = (int)cl.block_rank();
     const u_smem u = u_regions(s, m);
     int o[KR_SEG_U_N + 1], op[KR_SEG_PJ_N + 1];
-    kr_seg_u_layout(C, qo, uc, s.u_hid, ue, o);
+    kr_seg_u_layout(C, qo, uc, s.u_hid, ue, s.v_oc, o);
     kr_seg_proj_layout(uc, s.u_hid, ue, op);
     cl.sync(); /* every block's sums pushed */
     if (t < C) { /* 1. the resize's excitation: means, one dense layer q_oc <- C (2 lanes each) */
@@ -841,15 +841,101 @@ __device__ __forceinline__ void stage_u(const kr_cuda_segment &s, const float *w
                                                        ue, NULL, 0, s.up.lo, s.up.hi,
                                                        s.up.post);
     cl.sync(); /* every block's p */
+    const int vo = VO ? VO : s.v_oc;
+    constexpr int W4 = 4 * SW;
+    float *vskip = m.EP; /* with V: its addend's rows as stored, copied meanwhile */
+    if (vo && t == 0) { /* (EP's start is dead: Q's row, the sums, the skip) */
+        asm volatile("fence.proxy.async;" ::: "memory");
+        const T *src = (const T *)s.v_skip + ((size_t)img * 4 * H + 4 * rank) * W4 * vo;
+        bulk_load(vskip, (const float *)src, 4 * W4 * vo * (int)sizeof(T), skip_bar);
+    }
     halo_rows2(u.p, ue, cl, H); /* 6. p's rows 2r - 1 and 2r + 2 */
     __syncthreads();
-    { /* 7. the 3x3 depthwise of p (epilogue, plus p with res_mid) into y3's rows 2r, 2r + 1 */
+    { /* 7. the 3x3 depthwise of p (epilogue, plus p with res_mid) into y3's rows 2r, 2r + 1,
+       * or with V into u.a (a's and v's rows are dead) */
         T *y = (T *)s.y3 + ((size_t)img * 2 * H + 2 * rank) * W2 * ue;
         dw3_rows2<UE>(u.p, wu + o[KR_SEG_U_DW], wu + o[KR_SEG_U_DB], ue, s.u_dlo, s.u_dhi,
                       s.u_dpost, s.u_res_mid, [&](int i, int x, int g, float4 a) {
-                          const float v[4] = {a.x, a.y, a.z, a.w};
-                          kr_stv<4>(y + (i * W2 + x) * ue + 4 * g, v);
+                          if (vo) {
+                              a.x = as_stored<T>(a.x), a.y = as_stored<T>(a.y);
+                              a.z = as_stored<T>(a.z), a.w = as_stored<T>(a.w);
+                              *reinterpret_cast<float4 *>(u.a + (i * W2 + x) * ue + 4 * g) = a;
+                          } else {
+                              const float v[4] = {a.x, a.y, a.z, a.w};
+                              kr_stv<4>(y + (i * W2 + x) * ue + 4 * g, v);
+                          }
                       });
+    }
+    if (!vo)
+        return;
+    /* V: its convolution of U's rows at 2h x 2W with its bias (before the resize, whose weights
+     * add to 1) into m.D; its rows 4r .. 4r + 3 resized from the owners' rows 2r - 1 .. 2r + 2
+     * (epilogue, as stored) into the expansion's buffer and out to v_y; each row's pool sums
+     * with the addend (a slice per row) out to v_sums */
+    __syncthreads();
+    pointwise_k<float, UE, VO, KR_CUDA_POST_NONE, 2 * W2>(u.a, ue, NULL, wu + o[KR_SEG_U_VW],
+                                                          wu + o[KR_SEG_U_VB], vo, m.D, vo, NULL,
+                                                          0, -INFINITY, INFINITY,
+                                                          KR_CUDA_POST_NONE);
+    cl.sync(); /* every block's rows of V's convolution (and every read of u.p done) */
+    float *vy = u.p;
+    {
+        const int G = vo / 4;
+        T *y = (T *)s.v_y + ((size_t)img * 4 * H + 4 * rank) * W4 * vo;
+        for (int v = t; v < 4 * W4 * G; v += NT) {
+            const int g = v % G, x = (v / G) % W4, j = v / (G * W4);
+            int y0, y1, x0, x1;
+            float dy, dx;
+            rs_axis(2 * H, 4 * H, 0, s.v_half, 4 * rank + j, &y0, &y1, &dy);
+            rs_axis(W2, W4, 0, s.v_half, x, &x0, &x1, &dx);
+            const float *r0 = cl.map_shared_rank(m.D, y0 / 2) + (y0 % 2) * W2 * vo;
+            const float *r1 = cl.map_shared_rank(m.D, y1 / 2) + (y1 % 2) * W2 * vo;
+            const float4 v00 = *reinterpret_cast<const float4 *>(r0 + x0 * vo + 4 * g);
+            const float4 v10 = *reinterpret_cast<const float4 *>(r1 + x0 * vo + 4 * g);
+            const float4 v01 = *reinterpret_cast<const float4 *>(r0 + x1 * vo + 4 * g);
+            const float4 v11 = *reinterpret_cast<const float4 *>(r1 + x1 * vo + 4 * g);
+            const float w00 = (1 - dy) * (1 - dx), w10 = dy * (1 - dx), w01 = (1 - dy) * dx;
+            const float w11 = dy * dx;
+            float4 r;
+            r.x = v00.x * w00 + v10.x * w10 + v01.x * w01 + v11.x * w11;
+            r.y = v00.y * w00 + v10.y * w10 + v01.y * w01 + v11.y * w11;
+            r.z = v00.z * w00 + v10.z * w10 + v01.z * w01 + v11.z * w11;
+            r.w = v00.w * w00 + v10.w * w10 + v01.w * w01 + v11.w * w11;
+            r = epi4(r, s.v_lo, s.v_hi, s.v_post);
+            r.x = as_stored<T>(r.x), r.y = as_stored<T>(r.y);
+            r.z = as_stored<T>(r.z), r.w = as_stored<T>(r.w);
+            *reinterpret_cast<float4 *>(vy + (j * W4 + x) * vo + 4 * g) = r;
+            const float st[4] = {r.x, r.y, r.z, r.w};
+            kr_stv<4>(y + (j * W4 + x) * vo + 4 * g, st);
+        }
+    }
+    __syncthreads();
+    bar_wait(skip_bar, 1); /* the addend's rows */
+    { /* each row's sums: 16 adjacent lanes per (row, 4 channels), 4 pixels each, added with
+       * shuffles in a fixed order */
+        const int G = vo / 4, units = 4 * G * 16;
+        float *dst = s.v_sums + ((size_t)img * 4 * H + 4 * rank) * vo;
+        for (int v0 = 0; v0 < units; v0 += NT) {
+            const int v = v0 + t, l = v % 16, g = (v / 16) % G, j = v / (16 * G);
+            float4 a = make_float4(0, 0, 0, 0);
+            if (v < units)
+                for (int px = l; px < W4; px += 16) {
+                    const int e = (j * W4 + px) * vo + 4 * g;
+                    const float4 q = *reinterpret_cast<const float4 *>(vy + e);
+                    float k[4];
+                    kr_ldv<4>(reinterpret_cast<const T *>(vskip) + e, k);
+                    a.x += q.x + k[0], a.y += q.y + k[1], a.z += q.z + k[2], a.w += q.w + k[3];
+                }
+#pragma unroll
+            for (int off = 8; off > 0; off /= 2) {
+                a.x += __shfl_xor_sync(0xffffffffu, a.x, off);
+                a.y += __shfl_xor_sync(0xffffffffu, a.y, off);
+                a.z += __shfl_xor_sync(0xffffffffu, a.z, off);
+                a.w += __shfl_xor_sync(0xffffffffu, a.w, off);
+            }
+            if (v < units && l == 0)
+                *reinterpret_cast<float4 *>(dst + j * vo + 4 * g) = a;
+        }
     }
 }
 
@@ -859,7 +945,7 @@ __device__ __noinline__ void stage_u_rt(const kr_cuda_segment &s, const float *w
                                         const seg_smem m, cg::cluster_group &cl,
                                         unsigned long long *skip_bar, int img)
 {
-    stage_u<T, 0, 0, 0, 0>(s, wu, m, cl, skip_bar, img);
+    stage_u<T, 0, 0, 0, 0, 0>(s, wu, m, cl, skip_bar, img);
 }
 #endif
 
@@ -1009,8 +1095,8 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
         if (s.u_c) {
             wait_stage(bar, last + 1);
             const float *wu = wbuf + (1 - b) * s.buf_floats;
-            if (C == 32 && QO == 128 && s.u_c == 24 && s.u_e == 24)
-                stage_u<T, 32, 128, 24, 24>(s, wu, m, cl, &bar[2], img);
+            if (C == 32 && QO == 128 && s.u_c == 24 && s.u_e == 24 && s.v_oc == 16)
+                stage_u<T, 32, 128, 24, 24, 16>(s, wu, m, cl, &bar[2], img);
             else
                 stage_u_rt<T>(s, wu, m, cl, &bar[2], img);
         } else {

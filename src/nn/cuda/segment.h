@@ -143,7 +143,17 @@ typedef struct kr_cuda_segment {
     float u_dlo, u_dhi;
     int u_dpost, u_res_mid; /* U's depthwise: epilogue; 1: plus its input (else nothing) */
     const void *u_skip;   /* the skip tensor [batch][2h][2W][u_c] */
-    void *y3;             /* U's output [batch][2h][2W][u_e] */
+    void *y3;             /* U's output [batch][2h][2W][u_e] (not written with V) */
+    int v_oc;             /* V's output channels; 0: no V. V (with U): the 1x1 convolution of
+                           * U's output resized x2 (4h x 4W; the convolution before the resize),
+                           * its pool tail over slices of a row (plus v_skip) written as sums;
+                           * weights after U's (kr_seg_u_layout) */
+    int v_half;           /* its resize's half_pixel_centers (no align_corners) */
+    float v_lo, v_hi;
+    int v_post;
+    const void *v_skip;   /* its pool tail's addend [batch][4h][4W][v_oc] */
+    void *v_y;            /* its output [batch][4h][4W][v_oc] */
+    float *v_sums;        /* its pool tail's sums [batch][4h][v_oc], a slice per row */
     kr_cuda_seg_proj p0;
     kr_cuda_seg_dw d[KR_CUDA_SEG_MAX_IR];
     kr_cuda_seg_proj p[KR_CUDA_SEG_MAX_IR];
@@ -240,21 +250,26 @@ KR_SEG_HD void kr_seg_q_layout(int c, int oc, int o[KR_SEG_Q_N + 1])
 
 /* U's: the resize's excitation w [q_oc][c] and b [q_oc], the convolution [q_oc][u_c] and its
  * bias [u_c], the expansion as a P stage's (kr_seg_proj_layout(u_c, u_hid, u_e)), the 3x3
- * depthwise [9][u_e] and its bias [u_e]. */
+ * depthwise [9][u_e] and its bias [u_e]; V's convolution [u_e][v_oc] and bias [v_oc] (empty
+ * without V). */
 enum { KR_SEG_U_SW, KR_SEG_U_SB, KR_SEG_U_AW, KR_SEG_U_AB, KR_SEG_U_P, KR_SEG_U_DW, KR_SEG_U_DB,
-       KR_SEG_U_N };
-KR_SEG_HD void kr_seg_u_layout(int c, int qo, int uc, int hid, int ue, int o[KR_SEG_U_N + 1])
+       KR_SEG_U_VW, KR_SEG_U_VB, KR_SEG_U_N };
+KR_SEG_HD void kr_seg_u_layout(int c, int qo, int uc, int hid, int ue, int vo,
+                               int o[KR_SEG_U_N + 1])
 {
     int op[KR_SEG_PJ_N + 1];
     kr_seg_proj_layout(uc, hid, ue, op);
-    const int sizes[KR_SEG_U_N] = {qo * c, qo, qo * uc, uc, op[KR_SEG_PJ_N], 9 * ue, ue};
+    const int sizes[KR_SEG_U_N] = {qo * c, qo, qo * uc, uc, op[KR_SEG_PJ_N], 9 * ue, ue,
+                                   ue * vo, vo};
     kr_seg_layout(sizes, KR_SEG_U_N, o);
 }
 
 /* U's activations in a block's expanded rows' buffer (EP, free by then): Q's row [W][q_oc],
  * every block's pool sums [KR_CUDA_SEG_MAX_ROWS][max(c, u_c)], the skip's two rows
  * [2][2W][u_c], a's (then v's) [2][2W][u_c], the expansion's rows 2r - 1 .. 2r + 2
- * [4][2W][u_e] (own rows in the middle). */
+ * [4][2W][u_e] (own rows in the middle). With V, after U's expansion's last barrier: V's
+ * addend's rows [4][4W][v_oc] as stored (from the start of EP: Q's row, the sums and the skip
+ * are dead), U's output rows in a's place, V's output rows [4][4W][v_oc] from the expansion's. */
 enum { KR_SEG_UM_Q, KR_SEG_UM_SLOTS, KR_SEG_UM_SKIP, KR_SEG_UM_A, KR_SEG_UM_P, KR_SEG_UM_N };
 KR_SEG_HD void kr_seg_u_smem_layout(int c, int qo, int uc, int ue, int o[KR_SEG_UM_N + 1])
 {
