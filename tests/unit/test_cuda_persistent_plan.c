@@ -1171,7 +1171,7 @@ static void check_selfie_u(const kr_cuda_segment *seg, const plan *p)
     /* 128x32 + 128 excitation, 128x24 + 24 convolution, 3x(24x24 + 24) expansion's excitation
      * and expansion, 9x24 + 24 depthwise */
     int o[KR_SEG_U_N + 1];
-    kr_seg_u_layout(32, 128, 24, 24, 24, 0, o);
+    kr_seg_u_layout(32, 128, 24, 24, 24, 0, 0, 0, o);
     assert_int_equal(o[KR_SEG_U_N], 4096 + 128 + 3072 + 24 + 3 * (576 + 24) + 216 + 24);
     assert_int_equal(seg->stage_off[7], seg->stage_off[6] + seg->stage_floats[6]);
     assert_int_equal(seg->stage_floats[6], 32 * 128 + 128);
@@ -1688,7 +1688,7 @@ static void test_cluster_segment_pack(void **state)
      * [u_c][hid]; the expansion [u_c][u_e] from [u_e][u_c]; the taps [9][24] as they are */
     const kr_cuda_step *rs = qs + 1, *cv = rs + 1, *ud = rs + 2;
     int ou[KR_SEG_U_N + 1], op[KR_SEG_PJ_N + 1];
-    kr_seg_u_layout(c, 128, 24, 24, 24, 0, ou);
+    kr_seg_u_layout(c, 128, 24, 24, 24, 0, 0, 0, ou);
     kr_seg_proj_layout(24, 24, 24, op);
     const float *uw = w + seg.stage_off[s0 + seg.n_ir + 2], *up = uw + ou[KR_SEG_U_P];
     assert_true(uw[ou[KR_SEG_U_SW] + 100 * 32 + 7] == rs->se_w[0][100 * 32 + 7]);

@@ -348,7 +348,8 @@ static void take_q(kr_cuda_segment *seg, const kr_cuda_step *s, size_t esize)
 static int u_floats(const kr_cuda_segment *seg)
 {
     int o[KR_SEG_U_N + 1];
-    kr_seg_u_layout(seg->c, seg->q_oc, seg->u_c, seg->u_hid, seg->u_e, seg->v_oc, o);
+    kr_seg_u_layout(seg->c, seg->q_oc, seg->u_c, seg->u_hid, seg->u_e, seg->v_oc, seg->w_hid,
+                    seg->w_e, o);
     return o[KR_SEG_U_N];
 }
 
@@ -518,6 +519,71 @@ static void take_v(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *
     *seg = d;
 }
 
+/* Adds W (segment.h) to @p seg, which has V, where the step after V is it: an EXPAND_DW of
+ * V's addend scaled by the two-layer excitation of V's pool tail plus V's output (scale_add),
+ * 3x3 "same", stride 1, plus its input (res_mid) or nothing; V's output and sums read by
+ * nothing else; its weights fit U's stage buffer with U's and V's, its expanded rows Q's;
+ * W's output lies on nothing another item's cluster reads (its input, skip, V's addend) nor on
+ * its own item's V addend. */
+static void take_w(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *steps, int n,
+                   size_t esize)
+{
+    const int end = seg->first + seg->count, h = seg->h, w = KR_CUDA_SEG_W;
+    if (!seg->v_oc || end >= n)
+        return;
+    const kr_cuda_step *v = &steps[end - 1], *d = &steps[end];
+    const int vo = seg->v_oc;
+    if (d->kind != KR_STEP_EXPAND_DW || d->x != v->tail_add || d->scale_add != v->y ||
+        d->se_layers != 2 || d->se_partial_off != v->tail_partial_off ||
+        d->se_slices != v->tail_slices || d->se_c != vo || d->se_out[1] != vo ||
+        !ok_channels(d->se_out[0]) || d->se_out[0] > kr_seg_emax(seg) || d->ic != vo ||
+        !ok_channels(d->oc) || d->kh != 3 || d->kw != 3 || d->sh != 1 || d->sw != 1 ||
+        d->dh != 1 || d->dw != 1 || d->pt != 1 || d->pl != 1 || d->ih != 4 * h ||
+        d->iw != 4 * w || d->oh != 4 * h || d->ow != 4 * w || d->res || d->tail || d->x_f32 ||
+        d->y_f32 || !d->w || !d->w2 || (d->res_mid && d->oc != d->ic) || d->oc > vo)
+        return;
+    int lo, hi;
+    node_range(g, steps, n, seg->first + (seg->e_ic ? 3 : 0), seg->count + 1, &lo, &hi);
+    if (lo < 0 || hi < lo || leaks(g, lo, hi) || sums_read(steps, end + 1, n, v->tail_partial_off))
+        return;
+    kr_cuda_segment x = *seg;
+    x.w_e = d->oc;
+    x.w_hid = d->se_out[0];
+    const int st = (seg->s_ic > 0) + seg->n_ir + 2;
+    if (u_floats(&x) > seg->buf_floats || 6 * (4 * w) * d->oc > seg->buf_floats)
+        return;
+    const size_t out_b = (size_t)(4 * h) * (4 * w) * d->oc * esize;
+    const size_t add_b = (size_t)(4 * h) * (4 * w) * vo * esize, in_b = in_bytes(seg, esize);
+    const size_t skip_b = (size_t)(2 * h) * (2 * w) * seg->u_c * esize;
+    for (int a = 0; a < seg->batch; a++)
+        for (int b = 0; b < seg->batch; b++) {
+            const char *y = (const char *)d->y + a * out_b;
+            if (overlap(y, out_b, (const char *)v->tail_add + b * add_b, add_b) ||
+                (a != b && (overlap(y, out_b, (const char *)seg->x + b * in_b, in_b) ||
+                            overlap(y, out_b, (const char *)seg->u_skip + b * skip_b, skip_b))))
+                return;
+        }
+    x.wp.ci = vo;
+    x.wp.hid = d->se_out[0];
+    for (int l = 0; l < 2; l++) {
+        x.wp.se_lo[l] = d->se_lo[l];
+        x.wp.se_hi[l] = d->se_hi[l];
+        x.wp.se_post[l] = d->se_post[l];
+    }
+    x.wp.lo = d->e_lo;
+    x.wp.hi = d->e_hi;
+    x.wp.post = d->e_post;
+    x.w_dlo = d->lo;
+    x.w_dhi = d->hi;
+    x.w_dpost = d->post;
+    x.w_res_mid = d->res_mid;
+    x.w_y = d->y;
+    x.count++;
+    x.stage_floats[st] = u_floats(&x);
+    x.weight_floats += (size_t)(x.stage_floats[st] - seg->stage_floats[st]);
+    *seg = x;
+}
+
 /* The segment starting at step @p i, or 0 with @p why. */
 static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, size_t esize,
                   kr_cuda_segment *seg, const char **why)
@@ -631,6 +697,7 @@ static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, si
         take_q(seg, &steps[end], esize);
     take_u(g, seg, steps, n, esize);
     take_v(g, seg, steps, n, esize);
+    take_w(g, seg, steps, n, esize);
     return 1;
 }
 
@@ -758,12 +825,13 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
             e = put(at + o[KR_SEG_Q_B], q->bias, 1, seg->q_oc, 0, tmp, fetch, ctx);
     }
     if (!e && seg->u_c) {
-        const kr_cuda_step *r = &steps[seg->first + seg->count - 3 - (seg->v_oc > 0)];
+        const kr_cuda_step *r =
+            &steps[seg->first + seg->count - 3 - (seg->v_oc > 0) - (seg->w_e > 0)];
         const kr_cuda_step *cv = r + 1, *ed = r + 2;
         float *at = dst + seg->stage_off[s0 + seg->n_ir + 2];
         const int qo = seg->q_oc, uc = seg->u_c, ue = seg->u_e, hid = seg->u_hid;
         int o[KR_SEG_U_N + 1], op[KR_SEG_PJ_N + 1];
-        kr_seg_u_layout(c, qo, uc, hid, ue, seg->v_oc, o);
+        kr_seg_u_layout(c, qo, uc, hid, ue, seg->v_oc, seg->w_hid, seg->w_e, o);
         kr_seg_proj_layout(uc, hid, ue, op);
         float *p = at + o[KR_SEG_U_P];
         e = put(at + o[KR_SEG_U_SW], r->se_w[0], qo, c, 0, tmp, fetch, ctx); /* [qo][c] */
@@ -794,6 +862,28 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
             e = put(at + o[KR_SEG_U_VW], v->w, seg->v_oc, ue, 1, tmp, fetch, ctx);
             if (!e)
                 e = put(at + o[KR_SEG_U_VB], v->bias, 1, seg->v_oc, 0, tmp, fetch, ctx);
+        }
+        if (!e && seg->w_e) { /* W: the expansion's excitation and expansion as U's, its taps */
+            const kr_cuda_step *wd = ed + 2;
+            const int vo = seg->v_oc, we = seg->w_e, wh = seg->w_hid;
+            int ow[KR_SEG_PJ_N + 1];
+            kr_seg_proj_layout(vo, wh, we, ow);
+            float *q = at + o[KR_SEG_U_WP];
+            e = put(q + ow[KR_SEG_PJ_W1], wd->se_w[0], wh, vo, 0, tmp, fetch, ctx);
+            if (!e)
+                e = put(q + ow[KR_SEG_PJ_B1], wd->se_b[0], 1, wh, 0, tmp, fetch, ctx);
+            if (!e)
+                e = put(q + ow[KR_SEG_PJ_W2], wd->se_w[1], vo, wh, 1, tmp, fetch, ctx);
+            if (!e)
+                e = put(q + ow[KR_SEG_PJ_B2], wd->se_b[1], 1, vo, 0, tmp, fetch, ctx);
+            if (!e)
+                e = put(q + ow[KR_SEG_PJ_W], wd->w, we, vo, 1, tmp, fetch, ctx);
+            if (!e)
+                e = put(q + ow[KR_SEG_PJ_B], wd->e_bias, 1, we, 0, tmp, fetch, ctx);
+            if (!e)
+                e = put(at + o[KR_SEG_U_WD], wd->w2, 9, we, 0, tmp, fetch, ctx);
+            if (!e)
+                e = put(at + o[KR_SEG_U_WB], wd->bias2, 1, we, 0, tmp, fetch, ctx);
         }
     }
     free(tmp);

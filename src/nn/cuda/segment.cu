@@ -513,12 +513,12 @@ __device__ __noinline__ void stage_s_rt(const kr_cuda_segment &s, const seg_smem
 }
 #endif
 
-/* Rows 0 and 3 of @p buf [4][2 SW][ch] (own rows 2r, 2r + 1 in rows 1, 2) from the
- * neighbours' rows 2 (block r - 1's row 2r - 1) and 1 (block r + 1's row 2r + 2), zeros outside
- * the image's @p h blocks: loads first. Every block's rows must be published (a cluster barrier). */
-__device__ __forceinline__ void halo_rows2(float *buf, int ch, cg::cluster_group &cl, int h)
+/* Rows 0 and R + 1 of @p buf [R + 2][W2][ch] (the block's R image rows in rows 1 .. R) from
+ * the neighbours' rows R (block r - 1's last) and 1 (block r + 1's first), zeros outside the
+ * image's @p h blocks: loads first. Every block's rows must be published (a cluster barrier). */
+template <int R = 2, int W2 = 2 * SW>
+__device__ __forceinline__ void halo_rows(float *buf, int ch, cg::cluster_group &cl, int h)
 {
-    constexpr int W2 = 2 * SW;
     const int q4 = W2 * ch / 4, rank = (int)cl.block_rank();
     for (int i0 = threadIdx.x; i0 < 2 * q4; i0 += 4 * NT) {
         float4 v[4];
@@ -528,28 +528,27 @@ __device__ __forceinline__ void halo_rows2(float *buf, int ch, cg::cluster_group
             v[n] = make_float4(0, 0, 0, 0);
             if (i < 2 * q4 && nb >= 0 && nb < h)
                 v[n] = reinterpret_cast<const float4 *>(cl.map_shared_rank(buf, nb) +
-                                                        (top ? 2 : 1) * W2 * ch)[i % q4];
+                                                        (top ? R : 1) * W2 * ch)[i % q4];
         }
 #pragma unroll
         for (int n = 0; n < 4; n++) {
             const int i = i0 + n * NT;
             if (i < 2 * q4)
-                reinterpret_cast<float4 *>(buf + (i < q4 ? 0 : 3) * W2 * ch)[i % q4] = v[n];
+                reinterpret_cast<float4 *>(buf + (i < q4 ? 0 : R + 1) * W2 * ch)[i % q4] = v[n];
         }
     }
 }
 
-/* The 3x3 "same" depthwise of rows 1, 2 of @p buf [4][2 SW][ch] (halo rows 0, 3), bias,
- * epilogue lo..hi, post, plus the input pixel where @p res_mid: out(i, x, g, value) for row i,
- * column x, channels 4g..4g+3. CH: ch as a constant (0 = run-time). */
-template <int CH, typename F>
-__device__ __forceinline__ void dw3_rows2(const float *buf, const float *wd, const float *bd,
-                                          int ch_rt, float lo, float hi, int post, int res_mid,
-                                          F out)
+/* The 3x3 "same" depthwise of rows 1 .. R of @p buf [R + 2][W2][ch] (halo rows 0, R + 1),
+ * bias, epilogue lo..hi, post, plus the input pixel where @p res_mid: out(i, x, g, value) for
+ * row i < R, column x, channels 4g..4g+3. CH: ch as a constant (0 = run-time). */
+template <int CH, int R = 2, int W2 = 2 * SW, typename F>
+__device__ __forceinline__ void dw3_rows(const float *buf, const float *wd, const float *bd,
+                                         int ch_rt, float lo, float hi, int post, int res_mid,
+                                         F out)
 {
-    constexpr int W2 = 2 * SW;
     const int ch = CH ? CH : ch_rt, G = ch / 4;
-    for (int v = threadIdx.x; v < 2 * W2 * G; v += NT) {
+    for (int v = threadIdx.x; v < R * W2 * G; v += NT) {
         const int g = v % G, x = (v / G) % W2, i = v / (G * W2);
         float4 a = *reinterpret_cast<const float4 *>(bd + 4 * g);
 #pragma unroll
@@ -565,7 +564,8 @@ __device__ __forceinline__ void dw3_rows2(const float *buf, const float *wd, con
                 a.x = fmaf(in.x, wv.x, a.x), a.y = fmaf(in.y, wv.y, a.y);
                 a.z = fmaf(in.z, wv.z, a.z), a.w = fmaf(in.w, wv.w, a.w);
             }
-        a = epi4(a, lo, hi, post);
+        a = post == KR_CUDA_POST_RELU ? epi4c<KR_CUDA_POST_RELU>(a, lo, hi, post)
+                                      : epi4(a, lo, hi, post);
         if (res_mid) {
             const float4 r = *reinterpret_cast<const float4 *>(buf + ((i + 1) * W2 + x) * ch + 4 * g);
             a.x += r.x, a.y += r.y, a.z += r.z, a.w += r.w;
@@ -611,10 +611,10 @@ __device__ __forceinline__ void stage_e(const kr_cuda_segment &s, const seg_smem
                                                     w + o[KR_SEG_E_BE], e, win + W2 * e, e, NULL,
                                                     0, s.ed.e_lo, s.ed.e_hi, s.ed.e_post);
     cl.sync(); /* every block's expanded rows */
-    halo_rows2(win, e, cl, H);
+    halo_rows(win, e, cl, H);
     __syncthreads();
     float *dd = m.EP;
-    dw3_rows2<EE>(win, w + o[KR_SEG_E_WD], w + o[KR_SEG_E_BD], e, s.ed.lo, s.ed.hi, s.ed.post, 0,
+    dw3_rows<EE>(win, w + o[KR_SEG_E_WD], w + o[KR_SEG_E_BD], e, s.ed.lo, s.ed.hi, s.ed.post, 0,
                   [&](int i, int x, int g, float4 a) {
                       a.x = as_stored<T>(a.x), a.y = as_stored<T>(a.y);
                       a.z = as_stored<T>(a.z), a.w = as_stored<T>(a.w);
@@ -689,17 +689,17 @@ __device__ __forceinline__ void u_begin(const kr_cuda_segment &s, const seg_smem
  * halo rows from the neighbours, the depthwise (+ p) written to y3. Synchronises the cluster
  * four times; the neighbours read u.p until the kernel's last cluster barrier.
  * CC, QO, UC, UE: c, q_oc, u_c, u_e as constants (0 = run-time). */
-template <typename T, int CC, int QO, int UC, int UE, int VO>
+template <typename T, int CC, int QO, int UC, int UE, int VO, int WE>
 __device__ __forceinline__ void stage_u(const kr_cuda_segment &s, const float *wu,
                                         const seg_smem &m, cg::cluster_group &cl,
-                                        unsigned long long *skip_bar, int img)
+                                        unsigned long long *skip_bar, int img, float *wwin)
 {
     constexpr int W2 = 2 * SW;
     const int C = CC ? CC : s.c, qo = QO ? QO : s.q_oc, uc = UC ? UC : s.u_c;
     const int ue = UE ? UE : s.u_e, H = s.h, t = threadIdx.x, rank = (int)cl.block_rank();
     const u_smem u = u_regions(s, m);
     int o[KR_SEG_U_N + 1], op[KR_SEG_PJ_N + 1];
-    kr_seg_u_layout(C, qo, uc, s.u_hid, ue, s.v_oc, o);
+    kr_seg_u_layout(C, qo, uc, s.u_hid, ue, s.v_oc, s.w_hid, s.w_e, o);
     kr_seg_proj_layout(uc, s.u_hid, ue, op);
     cl.sync(); /* every block's sums pushed */
     if (t < C) { /* 1. the resize's excitation: means, one dense layer q_oc <- C (2 lanes each) */
@@ -841,7 +841,7 @@ __device__ __forceinline__ void stage_u(const kr_cuda_segment &s, const float *w
                                                        ue, NULL, 0, s.up.lo, s.up.hi,
                                                        s.up.post);
     cl.sync(); /* every block's p */
-    const int vo = VO ? VO : s.v_oc;
+    const int vo = VO ? VO : s.v_oc, we = WE ? WE : s.w_e;
     constexpr int W4 = 4 * SW;
     float *vskip = m.EP; /* with V: its addend's rows as stored, copied meanwhile */
     if (vo && t == 0) { /* (EP's start is dead: Q's row, the sums, the skip) */
@@ -849,12 +849,12 @@ __device__ __forceinline__ void stage_u(const kr_cuda_segment &s, const float *w
         const T *src = (const T *)s.v_skip + ((size_t)img * 4 * H + 4 * rank) * W4 * vo;
         bulk_load(vskip, (const float *)src, 4 * W4 * vo * (int)sizeof(T), skip_bar);
     }
-    halo_rows2(u.p, ue, cl, H); /* 6. p's rows 2r - 1 and 2r + 2 */
+    halo_rows(u.p, ue, cl, H); /* 6. p's rows 2r - 1 and 2r + 2 */
     __syncthreads();
     { /* 7. the 3x3 depthwise of p (epilogue, plus p with res_mid) into y3's rows 2r, 2r + 1,
        * or with V into u.a (a's and v's rows are dead) */
         T *y = (T *)s.y3 + ((size_t)img * 2 * H + 2 * rank) * W2 * ue;
-        dw3_rows2<UE>(u.p, wu + o[KR_SEG_U_DW], wu + o[KR_SEG_U_DB], ue, s.u_dlo, s.u_dhi,
+        dw3_rows<UE>(u.p, wu + o[KR_SEG_U_DW], wu + o[KR_SEG_U_DB], ue, s.u_dlo, s.u_dhi,
                       s.u_dpost, s.u_res_mid, [&](int i, int x, int g, float4 a) {
                           if (vo) {
                               a.x = as_stored<T>(a.x), a.y = as_stored<T>(a.y);
@@ -905,8 +905,10 @@ __device__ __forceinline__ void stage_u(const kr_cuda_segment &s, const float *w
             r.x = as_stored<T>(r.x), r.y = as_stored<T>(r.y);
             r.z = as_stored<T>(r.z), r.w = as_stored<T>(r.w);
             *reinterpret_cast<float4 *>(vy + (j * W4 + x) * vo + 4 * g) = r;
-            const float st[4] = {r.x, r.y, r.z, r.w};
-            kr_stv<4>(y + (j * W4 + x) * vo + 4 * g, st);
+            if (!we) { /* (with W, read by nothing after it) */
+                const float st[4] = {r.x, r.y, r.z, r.w};
+                kr_stv<4>(y + (j * W4 + x) * vo + 4 * g, st);
+            }
         }
     }
     __syncthreads();
@@ -933,19 +935,73 @@ __device__ __forceinline__ void stage_u(const kr_cuda_segment &s, const float *w
                 a.z += __shfl_xor_sync(0xffffffffu, a.z, off);
                 a.w += __shfl_xor_sync(0xffffffffu, a.w, off);
             }
-            if (v < units && l == 0)
-                *reinterpret_cast<float4 *>(dst + j * vo + 4 * g) = a;
+            if (v < units && l == 0) {
+                if (!we)
+                    *reinterpret_cast<float4 *>(dst + j * vo + 4 * g) = a;
+                else /* with W: kept for the block's sums below */
+                    reinterpret_cast<float4 *>(m.red)[j * G + g] = a;
+            }
         }
     }
+    if (!we)
+        return;
+    /* W: the block's sums (its rows' in order) pushed into every block's slots (u.a: U's
+     * output rows are dead), the means, the excitation; v = addend * e + V's output in place;
+     * the expansion into the window's middle rows (in Q's weight buffer), its halo rows from
+     * the neighbours, the depthwise (+ its input) out to w_y */
+    __syncthreads();
+    float *slots = u.a;
+    if (t < vo / 4) {
+        float4 r = reinterpret_cast<const float4 *>(m.red)[t];
+        for (int j = 1; j < 4; j++) {
+            const float4 q = reinterpret_cast<const float4 *>(m.red)[j * (vo / 4) + t];
+            r.x += q.x, r.y += q.y, r.z += q.z, r.w += q.w;
+        }
+        for (int b = 0; b < H; b++)
+            reinterpret_cast<float4 *>(cl.map_shared_rank(slots, b) + rank * vo)[t] = r;
+    }
+    cl.sync(); /* every block's sums */
+    if (t < vo) {
+        float a = 0.0f;
+        for (int b = 0; b < H; b++)
+            a += slots[b * vo + t];
+        m.mean[t] = a * (1.0f / (float)(4 * H * W4));
+    }
+    int ow[KR_SEG_PJ_N + 1];
+    kr_seg_proj_layout(vo, s.w_hid, we, ow);
+    const float *wq = wu + o[KR_SEG_U_WP];
+    excite<VO>(s.wp, wq, ow, m.mean, m.hid, m.sc);
+    for (int i = t; i < 4 * W4 * vo / 4; i += NT) {
+        const float4 sv = *reinterpret_cast<const float4 *>(m.sc + (4 * i) % vo);
+        float k[4];
+        kr_ldv<4>(reinterpret_cast<const T *>(vskip) + 4 * i, k);
+        float4 a = *reinterpret_cast<const float4 *>(vy + 4 * i);
+        a.x = fmaf(k[0], sv.x, a.x), a.y = fmaf(k[1], sv.y, a.y);
+        a.z = fmaf(k[2], sv.z, a.z), a.w = fmaf(k[3], sv.w, a.w);
+        *reinterpret_cast<float4 *>(vy + 4 * i) = a;
+    }
+    __syncthreads();
+    pointwise_pf<T, VO, WE, KR_CUDA_POST_RELU, 4 * W4>(vy, vo, NULL, wq + ow[KR_SEG_PJ_W],
+                                                       wq + ow[KR_SEG_PJ_B], we, wwin + W4 * we,
+                                                       we, NULL, 0, s.wp.lo, s.wp.hi, s.wp.post);
+    cl.sync(); /* every block's expanded rows */
+    halo_rows<4, W4>(wwin, we, cl, H);
+    __syncthreads();
+    T *yw = (T *)s.w_y + ((size_t)img * 4 * H + 4 * rank) * W4 * we;
+    dw3_rows<WE, 4, W4>(wwin, wu + o[KR_SEG_U_WD], wu + o[KR_SEG_U_WB], we, s.w_dlo, s.w_dhi,
+                        s.w_dpost, s.w_res_mid, [&](int i, int x, int g, float4 a) {
+                            const float v[4] = {a.x, a.y, a.z, a.w};
+                            kr_stv<4>(yw + (i * W4 + x) * we + 4 * g, v);
+                        });
 }
 
 /* stage_u with run-time shapes: one copy, called (not inlined). */
 template <typename T>
 __device__ __noinline__ void stage_u_rt(const kr_cuda_segment &s, const float *wu,
                                         const seg_smem m, cg::cluster_group &cl,
-                                        unsigned long long *skip_bar, int img)
+                                        unsigned long long *skip_bar, int img, float *wwin)
 {
-    stage_u<T, 0, 0, 0, 0, 0>(s, wu, m, cl, skip_bar, img);
+    stage_u<T, 0, 0, 0, 0, 0, 0>(s, wu, m, cl, skip_bar, img, wwin);
 }
 #endif
 
@@ -1095,10 +1151,12 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
         if (s.u_c) {
             wait_stage(bar, last + 1);
             const float *wu = wbuf + (1 - b) * s.buf_floats;
-            if (C == 32 && QO == 128 && s.u_c == 24 && s.u_e == 24 && s.v_oc == 16)
-                stage_u<T, 32, 128, 24, 24, 16>(s, wu, m, cl, &bar[2], img);
+            float *qbuf = wbuf + b * s.buf_floats; /* Q's weights: dead, W's window */
+            if (C == 32 && QO == 128 && s.u_c == 24 && s.u_e == 24 && s.v_oc == 16 &&
+                s.w_e == 16)
+                stage_u<T, 32, 128, 24, 24, 16, 16>(s, wu, m, cl, &bar[2], img, qbuf);
             else
-                stage_u_rt<T>(s, wu, m, cl, &bar[2], img);
+                stage_u_rt<T>(s, wu, m, cl, &bar[2], img, qbuf);
         } else {
             T *y2 = (T *)s.y2 + ((size_t)img * H + rank) * SW * QO;
             for (int i = t; i < SW * QO / 4; i += NT)

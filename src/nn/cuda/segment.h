@@ -153,7 +153,17 @@ typedef struct kr_cuda_segment {
     int v_post;
     const void *v_skip;   /* its pool tail's addend [batch][4h][4W][v_oc] */
     void *v_y;            /* its output [batch][4h][4W][v_oc] */
-    float *v_sums;        /* its pool tail's sums [batch][4h][v_oc], a slice per row */
+    float *v_sums;        /* its pool tail's sums [batch][4h][v_oc], a slice per row (not
+                           * written with W) */
+    int w_e, w_hid;       /* W's expansion's channels (0: no W), its excitation's hidden units.
+                           * W (with V): the expand/depthwise step after V, as U's at 4h x 4W:
+                           * the addend scaled by the excitation of V's pool plus V's output,
+                           * expanded (1x1), plus relu(depthwise 3x3) of that (res_mid) or not;
+                           * V's output and sums are then not written; weights after V's */
+    kr_cuda_seg_proj wp;  /* W's expansion: its excitation (ci = v_oc) and epilogue */
+    float w_dlo, w_dhi;
+    int w_dpost, w_res_mid;
+    void *w_y;            /* W's output [batch][4h][4W][w_e] */
     kr_cuda_seg_proj p0;
     kr_cuda_seg_dw d[KR_CUDA_SEG_MAX_IR];
     kr_cuda_seg_proj p[KR_CUDA_SEG_MAX_IR];
@@ -250,17 +260,19 @@ KR_SEG_HD void kr_seg_q_layout(int c, int oc, int o[KR_SEG_Q_N + 1])
 
 /* U's: the resize's excitation w [q_oc][c] and b [q_oc], the convolution [q_oc][u_c] and its
  * bias [u_c], the expansion as a P stage's (kr_seg_proj_layout(u_c, u_hid, u_e)), the 3x3
- * depthwise [9][u_e] and its bias [u_e]; V's convolution [u_e][v_oc] and bias [v_oc] (empty
- * without V). */
+ * depthwise [9][u_e] and its bias [u_e]; V's convolution [u_e][v_oc] and bias [v_oc]; W's
+ * expansion as a P stage's (kr_seg_proj_layout(v_oc, w_hid, w_e)), its depthwise [9][w_e] and
+ * bias [w_e] (each empty without V or W). */
 enum { KR_SEG_U_SW, KR_SEG_U_SB, KR_SEG_U_AW, KR_SEG_U_AB, KR_SEG_U_P, KR_SEG_U_DW, KR_SEG_U_DB,
-       KR_SEG_U_VW, KR_SEG_U_VB, KR_SEG_U_N };
-KR_SEG_HD void kr_seg_u_layout(int c, int qo, int uc, int hid, int ue, int vo,
+       KR_SEG_U_VW, KR_SEG_U_VB, KR_SEG_U_WP, KR_SEG_U_WD, KR_SEG_U_WB, KR_SEG_U_N };
+KR_SEG_HD void kr_seg_u_layout(int c, int qo, int uc, int hid, int ue, int vo, int whid, int we,
                                int o[KR_SEG_U_N + 1])
 {
-    int op[KR_SEG_PJ_N + 1];
+    int op[KR_SEG_PJ_N + 1], ow[KR_SEG_PJ_N + 1];
     kr_seg_proj_layout(uc, hid, ue, op);
+    kr_seg_proj_layout(vo, whid, we, ow);
     const int sizes[KR_SEG_U_N] = {qo * c, qo, qo * uc, uc, op[KR_SEG_PJ_N], 9 * ue, ue,
-                                   ue * vo, vo};
+                                   ue * vo, vo, we ? ow[KR_SEG_PJ_N] : 0, 9 * we, we};
     kr_seg_layout(sizes, KR_SEG_U_N, o);
 }
 
@@ -269,7 +281,9 @@ KR_SEG_HD void kr_seg_u_layout(int c, int qo, int uc, int hid, int ue, int vo,
  * [2][2W][u_c], a's (then v's) [2][2W][u_c], the expansion's rows 2r - 1 .. 2r + 2
  * [4][2W][u_e] (own rows in the middle). With V, after U's expansion's last barrier: V's
  * addend's rows [4][4W][v_oc] as stored (from the start of EP: Q's row, the sums and the skip
- * are dead), U's output rows in a's place, V's output rows [4][4W][v_oc] from the expansion's. */
+ * are dead), U's output rows in a's place, V's output rows [4][4W][v_oc] from the expansion's.
+ * W's pool sums in a's place, its expanded rows [6][4W][w_e] (own rows 1 .. 4) in Q's weight
+ * buffer. */
 enum { KR_SEG_UM_Q, KR_SEG_UM_SLOTS, KR_SEG_UM_SKIP, KR_SEG_UM_A, KR_SEG_UM_P, KR_SEG_UM_N };
 KR_SEG_HD void kr_seg_u_smem_layout(int c, int qo, int uc, int ue, int o[KR_SEG_UM_N + 1])
 {
