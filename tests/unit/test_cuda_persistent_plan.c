@@ -33,8 +33,17 @@
  *    left out (Q kept) where a later step reads the pools' sums it no longer writes or a
  *    tensor it no longer writes, where the resize aligns corners, the expand/depthwise step
  *    has a residual, the skip is misaligned, or its output lies on another item's skip or
- *    input; their weights packed (with host arrays for the steps' weights) in segment.h's
- *    layout, E's and U's included.
+ *    input; with the two blocks after U folded too (selfie's folded steps 22-24), V (the 1x1
+ *    convolution that resizes U's output, its pool tail a slice per row plus the addend) and W
+ *    (the excited expand/depthwise after it) taken in U's stage, for both models at batch 1
+ *    and 4 with stand-ins and both memory plans (each plan's V and W outputs checked against
+ *    what take_v and take_w refuse, and printed); V left out (U kept) where its convolution
+ *    does not resize, aligns corners, has other than 4h slices, U's output is read after it,
+ *    or its output lies on its own addend or another item's skip or input; W left out (V kept)
+ *    where it reads other sums than V's, has a residual, V's sums are read after it, its
+ *    output lies on V's addend or another item's input, or a tensor between V and W is a graph
+ *    output; their weights packed (with host arrays for the steps' weights) in segment.h's
+ *    layout, E's, U's, V's and W's included.
  *
  * Built only with the cuda backend (exits 77 otherwise).
  */
@@ -1053,30 +1062,23 @@ static kr_tensor *tensor_at(const kr_graph *g, const void *at)
     return (kr_tensor *)&g->tensors[t];
 }
 
-/* Selfie's decoder block after Q (U, segment.h) as the cuda backend's folds make it (its steps
- * 19-21 at batch 1 on the GPU), from @p p's own steps after segment @p seg (found with Q, after
- * fold_output_pool): the resize of Q's output excited by the last projection's pool tail (a
- * slice per pixel); the 1x1 convolution 128 -> 24 of that with a pool tail that adds the skip
- * (205 slices of 5 pixels: the ADD and the pool step after it folded away); one EXPAND_DW step
- * for the MUL of the skip by the excitation of that pool, the ADD of the convolution's output
- * (scale_add), the 1x1 expansion 24 -> 24 + RELU, the depthwise 3x3 + RELU and the ADD of the
- * two (res_mid) (6 steps taken out). The two tails' sums get scratch of their own (p->scratch
- * grows) and every step's sums pointers are bound to p->sums, so that a prologue's se_partial
- * is the tail_partial it reads. */
-static void fold_decoder_block(plan *p, const kr_cuda_segment *seg)
+/* A decoder block of selfie in @p p's steps from @p at (a 1x1 convolution, the ADD of the
+ * skip, its pool step, the MUL of the skip by that pool's excitation, the ADD of the
+ * convolution's output, the 1x1 expansion, the depthwise 3x3, the ADD of the two, then a 1x1
+ * convolution that resizes that, or the transpose convolution) as the cuda backend's folds
+ * make it: the convolution with a pool tail that adds the skip (slices of @p tail_pixels
+ * pixels: the ADD and the pool step folded away); one EXPAND_DW step for the MUL of the skip by the excitation of that pool, the
+ * ADD of the convolution's output (scale_add), the 1x1 expansion + RELU, the depthwise 3x3 +
+ * RELU and the ADD of the two (res_mid) (6 steps taken out). The tail's sums get scratch of
+ * their own (p->scratch grows) and every step's sums pointers are bound to p->sums, so that a
+ * prologue's se_partial is the tail_partial it reads. */
+static void fold_excited_block(plan *p, int at, int tail_pixels)
 {
-    const int r = seg->first + seg->count, batch = seg->batch;
-    kr_cuda_step *s = p->steps;
-    kr_cuda_step *last = &s[r - 2], *rs = &s[r], *cv = &s[r + 1];
-    const kr_cuda_step *add = &s[r + 2], *pool = &s[r + 3], *mul = &s[r + 4], *vadd = &s[r + 5];
-    const kr_cuda_step *pw = &s[r + 6], *dw = &s[r + 7], *mid = &s[r + 8], *next = &s[r + 9];
-    assert_int_equal(seg->q_oc, 128);
-    assert_true(last->tail && last->tail_slices == seg->h * KR_CUDA_SEG_W);
-    assert_int_equal(rs->kind, KR_STEP_RESIZE);
-    assert_ptr_equal(rs->x, seg->y2);
-    assert_int_equal(rs->se_layers, 1);
+    kr_cuda_step *s = p->steps, *cv = &s[at];
+    const kr_cuda_step *add = &s[at + 1], *pool = &s[at + 2], *mul = &s[at + 3];
+    const kr_cuda_step *vadd = &s[at + 4], *pw = &s[at + 5], *dw = &s[at + 6], *mid = &s[at + 7];
+    const kr_cuda_step *next = &s[at + 8];
     assert_int_equal(cv->kind, KR_STEP_CONV);
-    assert_ptr_equal(cv->x, rs->y);
     assert_true(add->kind == KR_STEP_BINARY && add->mul == 0 && add->x2 == cv->y);
     assert_true(pool->kind == KR_STEP_POOL_PARTIAL && pool->x == add->y);
     assert_true(mul->kind == KR_STEP_BINARY && mul->mul == 1 && mul->x == add->x);
@@ -1085,19 +1087,15 @@ static void fold_decoder_block(plan *p, const kr_cuda_segment *seg)
     assert_true(pw->kind == KR_STEP_CONV && pw->x == vadd->y && pw->kh == 1);
     assert_true(dw->kind == KR_STEP_DEPTHWISE && dw->x == pw->y && dw->kh == 3);
     assert_true(mid->kind == KR_STEP_BINARY && mid->x == pw->y && mid->x2 == dw->y);
-    assert_true(next->kind == KR_STEP_CONV && next->rz && next->x == mid->y);
-    last->tail_partial_off = p->scratch;
-    p->scratch += (size_t)batch * last->tail_slices * last->tail_c;
-    rs->se_slices = last->tail_slices;
-    rs->se_pixels = seg->h * KR_CUDA_SEG_W;
-    rs->se_partial_off = last->tail_partial_off;
+    assert_true(next->x == mid->y);
+    assert_true((next->kind == KR_STEP_CONV && next->rz) || next->kind == KR_STEP_TCONV);
     cv->tail = 1;
-    cv->tail_pixels = 5;
-    cv->tail_slices = (cv->oh * cv->ow + 4) / 5;
+    cv->tail_pixels = tail_pixels;
+    cv->tail_slices = (cv->oh * cv->ow + tail_pixels - 1) / tail_pixels;
     cv->tail_c = cv->oc;
     cv->tail_add = add->x; /* the skip */
     cv->tail_partial_off = p->scratch;
-    p->scratch += (size_t)batch * cv->tail_slices * cv->tail_c;
+    p->scratch += (size_t)cv->batch * cv->tail_slices * cv->tail_c;
     kr_cuda_step d = *dw; /* as absorb_depthwise (persistent.c) makes it */
     d.kind = KR_STEP_EXPAND_DW;
     d.x = mul->x;
@@ -1124,8 +1122,8 @@ static void fold_decoder_block(plan *p, const kr_cuda_segment *seg)
     d.res_mid = 1;
     d.res = NULL;
     d.y = mid->y;
-    s[r + 2] = d;
-    memmove(&s[r + 3], &s[r + 9], (size_t)(p->n - r - 9) * sizeof(*s));
+    s[at + 1] = d;
+    memmove(&s[at + 2], &s[at + 8], (size_t)(p->n - at - 8) * sizeof(*s));
     p->n -= 6;
     free(p->sums);
     p->sums = calloc(p->scratch, sizeof(float));
@@ -1133,16 +1131,64 @@ static void fold_decoder_block(plan *p, const kr_cuda_segment *seg)
     kr_cuda_persistent_bind(s, p->n, p->sums);
 }
 
+/* Selfie's decoder block after Q (U, segment.h) as the cuda backend's folds make it (its steps
+ * 19-21 at batch 1 on the GPU), from @p p's own steps after segment @p seg (found with Q, after
+ * fold_output_pool): the resize of Q's output excited by the last projection's pool tail (a
+ * slice per pixel, its sums given scratch of their own); then fold_excited_block on the 1x1
+ * convolution 128 -> 24 of that (205 slices of 5 pixels) and the expand/depthwise 24 -> 24. */
+static void fold_decoder_block(plan *p, const kr_cuda_segment *seg)
+{
+    const int r = seg->first + seg->count, batch = seg->batch;
+    kr_cuda_step *s = p->steps;
+    kr_cuda_step *last = &s[r - 2], *rs = &s[r];
+    assert_int_equal(seg->q_oc, 128);
+    assert_true(last->tail && last->tail_slices == seg->h * KR_CUDA_SEG_W);
+    assert_int_equal(rs->kind, KR_STEP_RESIZE);
+    assert_ptr_equal(rs->x, seg->y2);
+    assert_int_equal(rs->se_layers, 1);
+    assert_ptr_equal(s[r + 1].x, rs->y);
+    last->tail_partial_off = p->scratch;
+    p->scratch += (size_t)batch * last->tail_slices * last->tail_c;
+    rs->se_slices = last->tail_slices;
+    rs->se_pixels = seg->h * KR_CUDA_SEG_W;
+    rs->se_partial_off = last->tail_partial_off;
+    fold_excited_block(p, r + 1, 5);
+}
+
+/* The decoder's next blocks after U as the cuda backend's folds make them (selfie's steps 22-24
+ * at batch 1 on the GPU), from @p p's steps after segment @p seg (found with U, after
+ * fold_decoder_block): fold_excited_block on the 1x1 convolution 24 -> 16 that resizes U's
+ * output x2 as it loads it (rz; V, segment.h: its pool tail a slice per row, 4h slices of 4W
+ * pixels) and the expand/depthwise 16 -> 16 after it (W); then on the block after that (the
+ * 1x1 convolution 16 -> 16 at 8h x 8W with rz, its pool tail slices of 64 pixels, and its
+ * expand/depthwise) before the transpose convolution. */
+static void fold_vw_block(plan *p, const kr_cuda_segment *seg)
+{
+    const int at = seg->first + seg->count;
+    const kr_cuda_step *v = &p->steps[at];
+    assert_int_equal(seg->u_c, 24);
+    assert_int_equal(seg->v_oc, 0);
+    assert_true(v->kind == KR_STEP_CONV && v->rz && v->x == seg->y3);
+    assert_true(v->rz_ih == 2 * seg->h && v->rz_iw == 2 * KR_CUDA_SEG_W);
+    assert_true(v->oh == 4 * seg->h && v->ow == 4 * KR_CUDA_SEG_W && v->oc == 16);
+    fold_excited_block(p, at, 4 * KR_CUDA_SEG_W);
+    const kr_cuda_step *next = &p->steps[at + 2];
+    assert_true(next->kind == KR_STEP_CONV && next->rz && next->x == p->steps[at + 1].y);
+    assert_true(next->oh == 8 * seg->h && next->ow == 8 * KR_CUDA_SEG_W && next->oc == 16);
+    fold_excited_block(p, at + 2, 64);
+    assert_int_equal(p->steps[at + 4].kind, KR_STEP_TCONV);
+}
+
 /* The checks every U of selfie / selfie-landscape passes (its decoder block folded by
  * fold_decoder_block): the resize x2 of Q's output (half-pixel centres) excited by the last
  * projection's pool, the 1x1 convolution 128 -> 24 whose pool adds the skip (E's output), the
  * expand/depthwise 24 -> 24 (RELUs, plus the expansion: res_mid) of skip * excitation + a;
- * the segment's last 3 steps, output not shared (y is not written); its packed weights a
- * stage after Q's. */
+ * the segment's steps 14-16 (its last ones, or before V and W), output not shared (y is not
+ * written); its packed weights a stage after Q's (with V's and W's where there are those). */
 static void check_selfie_u(const kr_cuda_segment *seg, const plan *p)
 {
-    const kr_cuda_step *rs = &p->steps[seg->first + seg->count - 3], *cv = rs + 1, *ed = rs + 2;
-    assert_int_equal(seg->count, 17);
+    const kr_cuda_step *rs = &p->steps[seg->first + 14], *cv = rs + 1, *ed = rs + 2;
+    assert_int_equal(seg->count, 17 + (seg->v_oc > 0) + (seg->w_e > 0));
     assert_int_equal(seg->q_oc, 128);
     assert_int_equal(seg->u_c, 24);
     assert_int_equal(seg->u_e, 24);
@@ -1175,9 +1221,81 @@ static void check_selfie_u(const kr_cuda_segment *seg, const plan *p)
     assert_int_equal(o[KR_SEG_U_N], 4096 + 128 + 3072 + 24 + 3 * (576 + 24) + 216 + 24);
     assert_int_equal(seg->stage_off[7], seg->stage_off[6] + seg->stage_floats[6]);
     assert_int_equal(seg->stage_floats[6], 32 * 128 + 128);
-    assert_int_equal(seg->stage_floats[7], o[KR_SEG_U_N]);
-    assert_int_equal(seg->weight_floats, (size_t)seg->stage_off[7] + o[KR_SEG_U_N]);
+    if (!seg->v_oc) {
+        assert_int_equal(seg->stage_floats[7], o[KR_SEG_U_N]);
+        assert_int_equal(seg->weight_floats, (size_t)seg->stage_off[7] + o[KR_SEG_U_N]);
+    }
     assert_true(seg->buf_floats >= seg->stage_floats[7]);
+}
+
+/* The checks every V and W of selfie / selfie-landscape pass (U's next block folded by
+ * fold_vw_block): V, the 1x1 convolution 24 -> 16 of U's output resized x2 (half-pixel
+ * centres) at 4h x 64, its pool tail over a row per slice plus the addend (its step's y,
+ * tail_add and tail_partial as v_y, v_skip, v_sums); W, the expand/depthwise 16 -> 16 (excitation 16 -> 16 -> 16 with
+ * RELU and LOGISTIC, RELUs, res_mid) of addend * excitation + V's output; the segment's last 2
+ * steps; their weights in U's stage after U's: kr_seg_u_layout's total, the segment's total
+ * the stages' sum. */
+static void check_selfie_vw(const kr_cuda_segment *seg, const plan *p)
+{
+    const kr_cuda_step *v = &p->steps[seg->first + 17], *wd = v + 1;
+    const int h = seg->h;
+    check_selfie_u(seg, p);
+    assert_int_equal(seg->count, 19);
+    assert_int_equal(v->kind, KR_STEP_CONV);
+    assert_true(v->rz && !v->align && v->half && v->rz_ih == 2 * h && v->rz_iw == 32);
+    assert_ptr_equal(v->x, seg->y3);
+    assert_true(v->tail && v->tail_slices == 4 * h && v->tail_pixels == 64 && v->tail_c == 16);
+    assert_int_equal(seg->v_oc, 16);
+    assert_int_equal(seg->v_half, 1);
+    assert_int_equal(seg->v_post, KR_CUDA_POST_NONE);
+    assert_ptr_equal(seg->v_skip, v->tail_add);
+    assert_ptr_equal(seg->v_y, v->y);
+    assert_ptr_equal(seg->v_sums, v->tail_partial);
+    assert_non_null(seg->v_sums);
+    assert_int_equal(wd->kind, KR_STEP_EXPAND_DW);
+    assert_ptr_equal(wd->x, seg->v_skip);
+    assert_ptr_equal(wd->scale_add, seg->v_y);
+    assert_ptr_equal(wd->se_partial, seg->v_sums); /* the sums W's prologue reads: V's */
+    assert_int_equal(wd->se_partial_off, v->tail_partial_off);
+    assert_int_equal(seg->w_e, 16);
+    assert_int_equal(seg->w_hid, 16);
+    assert_int_equal(seg->w_res_mid, 1);
+    assert_ptr_equal(seg->w_y, wd->y);
+    assert_int_equal(seg->wp.ci, 16);
+    assert_int_equal(seg->wp.hid, 16);
+    assert_int_equal(seg->wp.se_post[0], KR_CUDA_POST_RELU);
+    assert_int_equal(seg->wp.se_post[1], KR_CUDA_POST_LOGISTIC);
+    assert_int_equal(seg->wp.post, KR_CUDA_POST_RELU); /* the expansion's */
+    assert_int_equal(seg->w_dpost, KR_CUDA_POST_RELU); /* the depthwise's */
+    assert_int_equal(seg->shared_out, 0);
+    /* U's 9360; V's 24x16 + 16; W's 3x(16x16 + 16) excitation and expansion, 9x16 + 16 */
+    int o[KR_SEG_U_N + 1];
+    kr_seg_u_layout(32, 128, 24, 24, 24, 16, 16, 16, o);
+    assert_int_equal(o[KR_SEG_U_VW], 9360);
+    assert_int_equal(o[KR_SEG_U_N], 9360 + 384 + 16 + 3 * (256 + 16) + 144 + 16);
+    assert_int_equal(seg->stage_floats[7], o[KR_SEG_U_N]);
+    size_t total = 0;
+    for (int i = 0; i <= 7; i++) {
+        assert_int_equal((size_t)seg->stage_off[i], total);
+        total += (size_t)seg->stage_floats[i];
+    }
+    assert_int_equal(seg->weight_floats, total);
+    assert_true(seg->buf_floats >= seg->stage_floats[7]);
+    assert_true(kr_cuda_segment_smem(seg) <= 232448);
+}
+
+/* Whether item a of @p batch items of @p yb bytes at @p y overlaps item b (@p tb bytes each at
+ * @p t) for some a != b (any a and b where @p own): take_v's and take_w's checks, made here on
+ * their own. */
+static int items_overlap(const void *y, size_t yb, const void *t, size_t tb, int batch, int own)
+{
+    for (int a = 0; a < batch; a++)
+        for (int b = 0; b < batch; b++) {
+            const uintptr_t ya = (uintptr_t)y + a * yb, tb0 = (uintptr_t)t + b * tb;
+            if ((own || a != b) && ya < tb0 + tb && tb0 < ya + yb)
+                return 1;
+        }
+    return 0;
 }
 
 /* Cluster segments (segment.h): selfie's 13 steps at 16x16 and selfie-landscape's at 9x16
@@ -1192,8 +1310,11 @@ static void check_selfie_u(const kr_cuda_segment *seg, const plan *p)
  * 1x1 convolution after it (Q) too (at batch 4 with the memory plan as well, so that batch 4
  * runs what batch 1 runs), but not where its output lies on another item's input; then, with
  * the decoder block after Q folded as the backend folds it, U (everywhere; selfie's folded
- * steps at batch 1 with the f32 memory plan where the GPU has them); none in the face
- * detector. */
+ * steps at batch 1 with the f32 memory plan where the GPU has them); then, with the blocks
+ * after U folded (fold_vw_block), V and W (everywhere: check_selfie_vw, unless the memory plan
+ * puts V's or W's output where take_v / take_w refuse it, which the test works out on its own
+ * and prints: then V or W left out, U kept; none of the plans does; selfie's steps 22-24 at
+ * batch 1 with the f32 memory plan where the GPU has them); none in the face detector. */
 static void test_cluster_segment(void **state)
 {
     (void)state;
@@ -1242,6 +1363,47 @@ static void test_cluster_segment(void **state)
                     assert_int_equal((uintptr_t)seg.y3 - at, 1736704);
                     assert_ptr_equal(p.steps[22].x, seg.y3);
                     assert_true(p.steps[22].rz);
+                }
+                assert_int_equal(seg.v_oc, 0); /* V's block is not folded yet */
+                fold_vw_block(&p, &seg); /* V and W follow U */
+                const kr_cuda_step *vs = &p.steps[seg.first + seg.count], *ws = vs + 1;
+                const int h = rows[mi];
+                const size_t vb = (size_t)(4 * h) * 64 * 16 * esize; /* V's and W's outputs */
+                const size_t in_b = (size_t)(2 * h) * 32 * 72 * esize;
+                const size_t skip_b = (size_t)(2 * h) * 32 * 24 * esize;
+                const int v_on = items_overlap(vs->y, vb, seg.x, in_b, batch, 0) ||
+                                 items_overlap(vs->y, vb, seg.u_skip, skip_b, batch, 0) ||
+                                 items_overlap(vs->y, vb, vs->tail_add, vb, batch, 1);
+                const int w_on = items_overlap(ws->y, vb, seg.x, in_b, batch, 0) ||
+                                 items_overlap(ws->y, vb, seg.u_skip, skip_b, batch, 0) ||
+                                 items_overlap(ws->y, vb, vs->tail_add, vb, batch, 1);
+                assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, esize, &seg, &why), 1);
+                if (placed)
+                    printf("%s batch %d (%s memory plan): V's output %s, W's %s\n", names[mi],
+                           batch, placed == 2 ? "f16" : "f32",
+                           v_on ? "on what take_v refuses" : "free",
+                           w_on ? "on what take_w refuses" : "free");
+                if (!v_on && !w_on) {
+                    check_selfie_vw(&seg, &p);
+                } else { /* U kept, V and W (or W) left out */
+                    check_selfie_u(&seg, &p);
+                    assert_int_equal(seg.v_oc, v_on ? 0 : 16);
+                    assert_int_equal(seg.w_e, 0);
+                }
+                if (mi == 0 && batch == 1 && placed == 1) { /* the GPU's steps 22-23 */
+                    const uintptr_t at = 0x40000000u;
+                    assert_int_equal(seg.first + seg.count, 24);
+                    assert_int_equal(p.steps[22].node, 105);
+                    assert_int_equal(p.steps[23].node, 116);
+                    assert_int_equal((uintptr_t)p.steps[22].x - at, 1736704);
+                    assert_int_equal((uintptr_t)seg.v_y - at, 3407872);
+                    assert_int_equal((uintptr_t)seg.v_skip - at, 3997696);
+                    assert_int_equal((uintptr_t)seg.w_y - at, 5046272);
+                    assert_int_equal(p.steps[23].se_pixels, 4096);
+                    const kr_cuda_step *next = &p.steps[24];
+                    assert_true(next->kind == KR_STEP_CONV && next->node == 120 && next->rz);
+                    assert_true(next->rz_ih == 64 && next->oh == 128 && next->oc == 16);
+                    assert_ptr_equal(next->x, seg.w_y);
                 }
                 free_plan(&p);
             }
@@ -1445,8 +1607,9 @@ static void test_cluster_segment(void **state)
 }
 
 /* Selfie's plan (stand-ins) at @p batch with its output's pool and decoder block folded as the
- * backend folds them, and its segment (E, S, P0, 4 pairs, Q, U) in @p seg. */
-static plan decoder_plan(const kr_graph *g, int batch, kr_cuda_segment *seg)
+ * backend folds them, and its segment (E, S, P0, 4 pairs, Q, U) in @p seg; with @p vw the
+ * blocks after U folded too (fold_vw_block) and the segment with V and W. */
+static plan decoder_plan(const kr_graph *g, int batch, kr_cuda_segment *seg, int vw)
 {
     plan p = make_plan(g, batch);
     const char *why = NULL;
@@ -1458,6 +1621,11 @@ static plan decoder_plan(const kr_graph *g, int batch, kr_cuda_segment *seg)
     assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, seg, &why), 1);
     assert_int_equal(seg->u_c, 24);
     assert_int_equal(seg->count, 17);
+    if (vw) {
+        fold_vw_block(&p, seg);
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, seg, &why), 1);
+        check_selfie_vw(seg, &p);
+    }
     return p;
 }
 
@@ -1478,7 +1646,7 @@ static void test_cluster_segment_decoder(void **state)
     kr_cuda_segment seg;
     const char *why = NULL;
     for (int c = 0; c < 9; c++) {
-        plan p = decoder_plan(g, 1, &seg);
+        plan p = decoder_plan(g, 1, &seg, 0);
         const int r = seg.first + seg.count - 3;
         kr_cuda_step *rs = &p.steps[r], *cv = rs + 1, *ed = rs + 2;
         kr_tensor *tt = NULL;
@@ -1514,7 +1682,7 @@ static void test_cluster_segment_decoder(void **state)
     for (int c = 0; c < 4; c++) { /* batch 4: U's output on its own skip; item 1's; item 1's
                                    * input (E's); the last projection's output on item 1's
                                    * input (not written with U: not shared) */
-        plan p = decoder_plan(g, 4, &seg);
+        plan p = decoder_plan(g, 4, &seg, 0);
         check_selfie_u(&seg, &p);
         kr_cuda_step *ed = &p.steps[seg.first + seg.count - 1];
         const size_t skip_b = (size_t)32 * 32 * 24 * 4, in_b = (size_t)32 * 32 * 72 * 4;
@@ -1543,6 +1711,82 @@ static void test_cluster_segment_decoder(void **state)
     }
     keyer_model_destroy(&m);
 }
+/* V and W (segment.h) on selfie's plan with the blocks after U folded (decoder_plan with vw):
+ * V left out (W with it, U kept: 17 steps, U's weights alone) where its convolution does not
+ * resize its input (no rz), the resize aligns corners, its pool tail has other than a slice
+ * per row (4h), U's output is read after it, its output lies on its own addend, or at batch 4
+ * on another item's skip or input; W left out (V kept: 18 steps, V's sums written) where its
+ * prologue reads other sums than V's pool tail, it has a residual, a step after it reads V's
+ * pool sums, its output lies on V's addend (or at batch 4 on another item's input), or a
+ * tensor between V and W is a graph output (V's output, the depthwise's before the ADD). */
+static void test_cluster_segment_vw(void **state)
+{
+    (void)state;
+    keyer_model *m = load("selfie");
+    const kr_graph *g = kr_model_graph(m);
+    kr_cuda_segment seg;
+    const char *why = NULL;
+    int ou[KR_SEG_U_N + 1];
+    for (int c = 0; c < 14; c++) {
+        const int batch = c == 5 || c == 6 || c == 12 ? 4 : 1, v_out = c < 7;
+        plan p = decoder_plan(g, batch, &seg, 1);
+        const int h = seg.h;
+        kr_cuda_step *v = &p.steps[seg.first + 17], *wd = v + 1, *next = v + 2;
+        const size_t skip_b = (size_t)(2 * h) * 32 * 24 * 4, in_b = (size_t)(2 * h) * 32 * 72 * 4;
+        kr_tensor *tt = NULL;
+        int last = 0;
+        if (c == 0) {
+            v->rz = 0;
+        } else if (c == 1) {
+            v->align = 1;
+        } else if (c == 2) { /* half the slices (W's prologue reading them so) */
+            wd->se_slices = v->tail_slices = 2 * h;
+        } else if (c == 3) {
+            tt = tensor_at(g, seg.y3);
+            last = tt->last_consumer;
+            tt->last_consumer = g->n_nodes - 1;
+        } else if (c >= 4 && c <= 6) { /* its own addend; item 1's skip; item 1's input */
+            v->y = c == 4 ? (void *)v->tail_add
+                   : c == 5 ? (void *)((const char *)seg.u_skip + skip_b)
+                            : (void *)((const char *)seg.x + in_b);
+            wd->scale_add = v->y;
+        } else if (c == 7) { /* other sums (U's convolution's: U refused, its sums read) */
+            wd->se_partial_off += 16;
+            wd->se_partial += 16;
+        } else if (c == 8) {
+            wd->res = wd->x;
+        } else if (c == 9) { /* the next block's expand/depthwise excited by V's pool */
+            assert_true(next[1].kind == KR_STEP_EXPAND_DW && next[1].se_layers == 2);
+            next[1].se_partial_off = v->tail_partial_off;
+        } else if (c == 10 || c == 12) { /* V's addend; item 1's input (batch 4) */
+            wd->y = c == 10 ? (void *)v->tail_add : (void *)((const char *)seg.x + in_b);
+            next->x = wd->y;
+        } else { /* V's output; the depthwise's output (before the ADD) */
+            tt = c == 11 ? tensor_at(g, v->y)
+                         : (kr_tensor *)&g->tensors[g->nodes[wd->node].outputs[0]];
+            assert_int_equal(tt->graph_output, -1);
+            tt->graph_output = 0;
+        }
+        assert_int_equal(kr_cuda_segment_find(g, p.steps, p.n, 4, &seg, &why), 1);
+        assert_int_equal(seg.u_c, 24);
+        assert_int_equal(seg.v_oc, v_out ? 0 : 16);
+        assert_int_equal(seg.w_e, 0);
+        assert_int_equal(seg.count, v_out ? 17 : 18);
+        check_selfie_u(&seg, &p);
+        kr_seg_u_layout(32, 128, 24, 24, 24, v_out ? 0 : 16, 0, 0, ou);
+        assert_int_equal(seg.stage_floats[7], ou[KR_SEG_U_N]);
+        assert_int_equal(seg.weight_floats, (size_t)seg.stage_off[7] + ou[KR_SEG_U_N]);
+        if (!v_out) /* V's sums written then */
+            assert_ptr_equal(seg.v_sums, v->tail_partial);
+        if (tt && c == 3)
+            tt->last_consumer = last;
+        else if (tt)
+            tt->graph_output = -1;
+        free_plan(&p);
+    }
+    keyer_model_destroy(&m);
+}
+
 /* A host array standing in for a step's weight tensor: value 1000 * id + index, so that every
  * packed float names its source and place. */
 static float *fill(float **keep, int *n_keep, int id, size_t count)
@@ -1578,7 +1822,7 @@ static void test_cluster_segment_pack(void **state)
     keyer_model *m = load("selfie");
     const kr_graph *g = kr_model_graph(m);
     kr_cuda_segment seg;
-    plan p = decoder_plan(g, 1, &seg);
+    plan p = decoder_plan(g, 1, &seg, 1);
     assert_int_equal(seg.q_oc, 128);
     float *keep[96];
     int n_keep = 0, id = 1, fetches = 0;
@@ -1598,7 +1842,10 @@ static void test_cluster_segment_pack(void **state)
         } else if (j == qi + 2) { /* U's convolution */
             s->w = fill(keep, &n_keep, id++, (size_t)e * ci);
             s->bias = fill(keep, &n_keep, id++, (size_t)e);
-        } else if (j == qi + 3) { /* U's expand/depthwise, with its excitation */
+        } else if (j == qi + 4) { /* V's convolution */
+            s->w = fill(keep, &n_keep, id++, (size_t)e * ci);
+            s->bias = fill(keep, &n_keep, id++, (size_t)e);
+        } else if (j == qi + 3 || j == qi + 5) { /* U's, W's expand/depthwise (excited) */
             const int hid = s->se_out[0];
             s->se_w[0] = fill(keep, &n_keep, id++, (size_t)hid * ci);
             s->se_b[0] = fill(keep, &n_keep, id++, (size_t)hid);
@@ -1688,7 +1935,7 @@ static void test_cluster_segment_pack(void **state)
      * [u_c][hid]; the expansion [u_c][u_e] from [u_e][u_c]; the taps [9][24] as they are */
     const kr_cuda_step *rs = qs + 1, *cv = rs + 1, *ud = rs + 2;
     int ou[KR_SEG_U_N + 1], op[KR_SEG_PJ_N + 1];
-    kr_seg_u_layout(c, 128, 24, 24, 24, 0, 0, 0, ou);
+    kr_seg_u_layout(c, 128, 24, 24, 24, 16, 16, 16, ou);
     kr_seg_proj_layout(24, 24, 24, op);
     const float *uw = w + seg.stage_off[s0 + seg.n_ir + 2], *up = uw + ou[KR_SEG_U_P];
     assert_true(uw[ou[KR_SEG_U_SW] + 100 * 32 + 7] == rs->se_w[0][100 * 32 + 7]);
@@ -1703,6 +1950,26 @@ static void test_cluster_segment_pack(void **state)
     assert_true(up[op[KR_SEG_PJ_B] + 23] == ud->e_bias[23]);
     assert_true(uw[ou[KR_SEG_U_DW] + 8 * 24 + 3] == ud->w2[8 * 24 + 3]);
     assert_true(uw[ou[KR_SEG_U_DB] + 2] == ud->bias2[2]);
+    /* V, after U's: the convolution [24][16] from [16][24], its bias; W: the expansion's
+     * excitation w1 [16][16] as is, w2 [hid][v_oc] from [v_oc][hid], the expansion
+     * [v_oc][w_e] from [w_e][v_oc], the taps [9][16] as they are, the biases */
+    const kr_cuda_step *vc = ud + 1, *ws = ud + 2;
+    int ow[KR_SEG_PJ_N + 1];
+    kr_seg_proj_layout(16, 16, 16, ow);
+    const float *wp = uw + ou[KR_SEG_U_WP];
+    assert_int_equal(ou[KR_SEG_U_VW], ou[KR_SEG_U_DB] + 24);
+    assert_true(uw[ou[KR_SEG_U_VW] + 5 * 16 + 11] == vc->w[11 * 24 + 5]);
+    assert_true(uw[ou[KR_SEG_U_VW] + 23 * 16 + 15] == vc->w[15 * 24 + 23]);
+    assert_true(uw[ou[KR_SEG_U_VB] + 15] == vc->bias[15]);
+    assert_true(wp[ow[KR_SEG_PJ_W1] + 3 * 16 + 7] == ws->se_w[0][3 * 16 + 7]);
+    assert_true(wp[ow[KR_SEG_PJ_B1] + 2] == ws->se_b[0][2]);
+    assert_true(wp[ow[KR_SEG_PJ_W2] + 3 * 16 + 7] == ws->se_w[1][7 * 16 + 3]);
+    assert_true(wp[ow[KR_SEG_PJ_B2] + 14] == ws->se_b[1][14]);
+    assert_true(wp[ow[KR_SEG_PJ_W] + 5 * 16 + 11] == ws->w[11 * 16 + 5]);
+    assert_true(wp[ow[KR_SEG_PJ_B] + 15] == ws->e_bias[15]);
+    assert_true(uw[ou[KR_SEG_U_WD] + 8 * 16 + 3] == ws->w2[8 * 16 + 3]);
+    assert_true(uw[ou[KR_SEG_U_WB] + 2] == ws->bias2[2]);
+    assert_int_equal(ou[KR_SEG_U_WP] + ow[KR_SEG_PJ_N], ou[KR_SEG_U_WD]);
     assert_int_equal(seg.stage_off[s0 + seg.n_ir + 2] + ou[KR_SEG_U_N], (int)seg.weight_floats);
     free(w);
     for (int i = 0; i < n_keep; i++)
@@ -1733,6 +2000,7 @@ int main(void)
         cmocka_unit_test(test_resize_into_conv),
         cmocka_unit_test(test_cluster_segment),
         cmocka_unit_test(test_cluster_segment_decoder),
+        cmocka_unit_test(test_cluster_segment_vw),
         cmocka_unit_test(test_cluster_segment_pack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
