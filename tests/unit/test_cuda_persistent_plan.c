@@ -1717,8 +1717,9 @@ static void test_cluster_segment_decoder(void **state)
  * per row (4h), U's output is read after it, its output lies on its own addend, or at batch 4
  * on another item's skip or input; W left out (V kept: 18 steps, V's sums written) where its
  * prologue reads other sums than V's pool tail, it has a residual, a step after it reads V's
- * pool sums, its output lies on V's addend (or at batch 4 on another item's input), or a
- * tensor between V and W is a graph output (V's output, the depthwise's before the ADD). */
+ * pool sums, its output lies on V's addend (or at batch 4 on another item's input), a
+ * tensor between V and W is a graph output (V's output, the depthwise's before the ADD), or V's
+ * output is read by the step right after W. */
 static void test_cluster_segment_vw(void **state)
 {
     (void)state;
@@ -1727,7 +1728,7 @@ static void test_cluster_segment_vw(void **state)
     kr_cuda_segment seg;
     const char *why = NULL;
     int ou[KR_SEG_U_N + 1];
-    for (int c = 0; c < 14; c++) {
+    for (int c = 0; c < 15; c++) {
         const int batch = c == 5 || c == 6 || c == 12 ? 4 : 1, v_out = c < 7;
         plan p = decoder_plan(g, batch, &seg, 1);
         const int h = seg.h;
@@ -1761,6 +1762,10 @@ static void test_cluster_segment_vw(void **state)
         } else if (c == 10 || c == 12) { /* V's addend; item 1's input (batch 4) */
             wd->y = c == 10 ? (void *)v->tail_add : (void *)((const char *)seg.x + in_b);
             next->x = wd->y;
+        } else if (c == 14) { /* V's output read by the step right after W */
+            tt = tensor_at(g, v->y);
+            last = tt->last_consumer;
+            tt->last_consumer = next->node;
         } else { /* V's output; the depthwise's output (before the ADD) */
             tt = c == 11 ? tensor_at(g, v->y)
                          : (kr_tensor *)&g->tensors[g->nodes[wd->node].outputs[0]];
@@ -1778,7 +1783,7 @@ static void test_cluster_segment_vw(void **state)
         assert_int_equal(seg.weight_floats, (size_t)seg.stage_off[7] + ou[KR_SEG_U_N]);
         if (!v_out) /* V's sums written then */
             assert_ptr_equal(seg.v_sums, v->tail_partial);
-        if (tt && c == 3)
+        if (tt && (c == 3 || c == 14))
             tt->last_consumer = last;
         else if (tt)
             tt->graph_output = -1;

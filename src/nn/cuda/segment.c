@@ -482,7 +482,8 @@ static void take_v(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *
         (uintptr_t)v->tail_add % 16 || (uintptr_t)v->y % 16 || v->node < 0)
         return;
     int lo, hi; /* U's output and the resize's, read by nothing after V's convolution */
-    node_range(g, steps, n, seg->first + (seg->e_ic ? 3 : 0), seg->count, &lo, &hi);
+    const int e3 = seg->e_ic ? 3 : 0;
+    node_range(g, steps, n, seg->first + e3, seg->count - e3, &lo, &hi);
     hi = v->node;
     if (lo < 0 || hi < lo || leaks(g, lo, hi))
         return;
@@ -543,7 +544,8 @@ static void take_w(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *
         d->y_f32 || !d->w || !d->w2 || (d->res_mid && d->oc != d->ic) || d->oc > vo)
         return;
     int lo, hi;
-    node_range(g, steps, n, seg->first + (seg->e_ic ? 3 : 0), seg->count + 1, &lo, &hi);
+    const int e3 = seg->e_ic ? 3 : 0; /* (E's output, the skip, is written) */
+    node_range(g, steps, n, seg->first + e3, seg->count - e3 + 1, &lo, &hi);
     if (lo < 0 || hi < lo || leaks(g, lo, hi) || sums_read(steps, end + 1, n, v->tail_partial_off))
         return;
     kr_cuda_segment x = *seg;
