@@ -58,6 +58,22 @@ static int is_q(const kr_cuda_step *s, int h, int c, const void *x)
            !s->res && s->w;
 }
 
+/* U's and W's expansion (kr_cuda_seg_proj) from their EXPAND_DW step @p d: its excitation
+ * (ci: its input channels) and its pointwise epilogue. */
+static void set_expand(kr_cuda_seg_proj *p, const kr_cuda_step *d)
+{
+    p->ci = d->ic;
+    p->hid = d->se_out[0];
+    for (int l = 0; l < 2; l++) {
+        p->se_lo[l] = d->se_lo[l];
+        p->se_hi[l] = d->se_hi[l];
+        p->se_post[l] = d->se_post[l];
+    }
+    p->lo = d->e_lo;
+    p->hi = d->e_hi;
+    p->post = d->e_post;
+}
+
 static void set_proj(kr_cuda_seg_proj *p, const kr_cuda_step *s)
 {
     p->ci = s->ic;
@@ -436,16 +452,7 @@ static void take_u(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *
     u.u_lo = cv->lo;
     u.u_hi = cv->hi;
     u.u_post = cv->post;
-    u.up.ci = uc;
-    u.up.hid = ed->se_out[0];
-    for (int l = 0; l < 2; l++) {
-        u.up.se_lo[l] = ed->se_lo[l];
-        u.up.se_hi[l] = ed->se_hi[l];
-        u.up.se_post[l] = ed->se_post[l];
-    }
-    u.up.lo = ed->e_lo;
-    u.up.hi = ed->e_hi;
-    u.up.post = ed->e_post;
+    set_expand(&u.up, ed);
     u.u_dlo = ed->lo;
     u.u_dhi = ed->hi;
     u.u_dpost = ed->post;
@@ -565,16 +572,7 @@ static void take_w(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *
                             overlap(y, out_b, (const char *)seg->u_skip + b * skip_b, skip_b))))
                 return;
         }
-    x.wp.ci = vo;
-    x.wp.hid = d->se_out[0];
-    for (int l = 0; l < 2; l++) {
-        x.wp.se_lo[l] = d->se_lo[l];
-        x.wp.se_hi[l] = d->se_hi[l];
-        x.wp.se_post[l] = d->se_post[l];
-    }
-    x.wp.lo = d->e_lo;
-    x.wp.hi = d->e_hi;
-    x.wp.post = d->e_post;
+    set_expand(&x.wp, d);
     x.w_dlo = d->lo;
     x.w_dhi = d->hi;
     x.w_dpost = d->post;
