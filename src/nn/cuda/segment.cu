@@ -643,6 +643,31 @@ __device__ __noinline__ void stage_e_rt(const kr_cuda_segment &s, const seg_smem
     stage_e<T, 0, 0, 0>(s, m, cl, bar, img);
 }
 
+/* Channels 4g..4g+3 of a bilinear resize's output pixel from its two source rows @p r0, @p r1
+ * ([..][ch], either block's shared memory), columns x0, x1 and weights dy, dx (rs_axis): the
+ * four taps in the reference's order, then the epilogue lo..hi, post, as stored. */
+template <typename T>
+__device__ __forceinline__ float4 bilerp4(const float *r0, const float *r1, int x0, int x1,
+                                          float dy, float dx, int ch, int g, float lo, float hi,
+                                          int post)
+{
+    const float4 v00 = *reinterpret_cast<const float4 *>(r0 + x0 * ch + 4 * g);
+    const float4 v10 = *reinterpret_cast<const float4 *>(r1 + x0 * ch + 4 * g);
+    const float4 v01 = *reinterpret_cast<const float4 *>(r0 + x1 * ch + 4 * g);
+    const float4 v11 = *reinterpret_cast<const float4 *>(r1 + x1 * ch + 4 * g);
+    const float w00 = (1 - dy) * (1 - dx), w10 = dy * (1 - dx), w01 = (1 - dy) * dx;
+    const float w11 = dy * dx;
+    float4 r;
+    r.x = v00.x * w00 + v10.x * w10 + v01.x * w01 + v11.x * w11;
+    r.y = v00.y * w00 + v10.y * w10 + v01.y * w01 + v11.y * w11;
+    r.z = v00.z * w00 + v10.z * w10 + v01.z * w01 + v11.z * w11;
+    r.w = v00.w * w00 + v10.w * w10 + v01.w * w01 + v11.w * w11;
+    r = epi4(r, lo, hi, post);
+    r.x = as_stored<T>(r.x), r.y = as_stored<T>(r.y);
+    r.z = as_stored<T>(r.z), r.w = as_stored<T>(r.w);
+    return r;
+}
+
 /* U's activations in EP (kr_seg_u_smem_layout). */
 struct u_smem {
     float *q, *slots, *skip, *a, *p;
@@ -792,21 +817,8 @@ __device__ __forceinline__ void stage_u(const kr_cuda_segment &s, const float *w
             float dy, dx;
             rs_axis(H, 2 * H, s.u_align, s.u_half, 2 * rank + i, &y0, &y1, &dy);
             rs_axis(SW, W2, s.u_align, s.u_half, x, &x0, &x1, &dx);
-            const float *r0 = cl.map_shared_rank(m.D, y0), *r1 = cl.map_shared_rank(m.D, y1);
-            const float4 v00 = *reinterpret_cast<const float4 *>(r0 + x0 * uc + 4 * g);
-            const float4 v10 = *reinterpret_cast<const float4 *>(r1 + x0 * uc + 4 * g);
-            const float4 v01 = *reinterpret_cast<const float4 *>(r0 + x1 * uc + 4 * g);
-            const float4 v11 = *reinterpret_cast<const float4 *>(r1 + x1 * uc + 4 * g);
-            const float w00 = (1 - dy) * (1 - dx), w10 = dy * (1 - dx), w01 = (1 - dy) * dx;
-            const float w11 = dy * dx;
-            float4 r;
-            r.x = v00.x * w00 + v10.x * w10 + v01.x * w01 + v11.x * w11;
-            r.y = v00.y * w00 + v10.y * w10 + v01.y * w01 + v11.y * w11;
-            r.z = v00.z * w00 + v10.z * w10 + v01.z * w01 + v11.z * w11;
-            r.w = v00.w * w00 + v10.w * w10 + v01.w * w01 + v11.w * w11;
-            r = epi4(r, s.u_lo, s.u_hi, s.u_post);
-            r.x = as_stored<T>(r.x), r.y = as_stored<T>(r.y);
-            r.z = as_stored<T>(r.z), r.w = as_stored<T>(r.w);
+            const float4 r = bilerp4<T>(cl.map_shared_rank(m.D, y0), cl.map_shared_rank(m.D, y1),
+                                        x0, x1, dy, dx, uc, g, s.u_lo, s.u_hi, s.u_post);
             *reinterpret_cast<float4 *>(u.a + (i * W2 + x) * uc + 4 * g) = r;
         }
     }
@@ -888,22 +900,9 @@ __device__ __forceinline__ void stage_u(const kr_cuda_segment &s, const float *w
             float dy, dx;
             rs_axis(2 * H, 4 * H, 0, s.v_half, 4 * rank + j, &y0, &y1, &dy);
             rs_axis(W2, W4, 0, s.v_half, x, &x0, &x1, &dx);
-            const float *r0 = cl.map_shared_rank(m.D, y0 / 2) + (y0 % 2) * W2 * vo;
-            const float *r1 = cl.map_shared_rank(m.D, y1 / 2) + (y1 % 2) * W2 * vo;
-            const float4 v00 = *reinterpret_cast<const float4 *>(r0 + x0 * vo + 4 * g);
-            const float4 v10 = *reinterpret_cast<const float4 *>(r1 + x0 * vo + 4 * g);
-            const float4 v01 = *reinterpret_cast<const float4 *>(r0 + x1 * vo + 4 * g);
-            const float4 v11 = *reinterpret_cast<const float4 *>(r1 + x1 * vo + 4 * g);
-            const float w00 = (1 - dy) * (1 - dx), w10 = dy * (1 - dx), w01 = (1 - dy) * dx;
-            const float w11 = dy * dx;
-            float4 r;
-            r.x = v00.x * w00 + v10.x * w10 + v01.x * w01 + v11.x * w11;
-            r.y = v00.y * w00 + v10.y * w10 + v01.y * w01 + v11.y * w11;
-            r.z = v00.z * w00 + v10.z * w10 + v01.z * w01 + v11.z * w11;
-            r.w = v00.w * w00 + v10.w * w10 + v01.w * w01 + v11.w * w11;
-            r = epi4(r, s.v_lo, s.v_hi, s.v_post);
-            r.x = as_stored<T>(r.x), r.y = as_stored<T>(r.y);
-            r.z = as_stored<T>(r.z), r.w = as_stored<T>(r.w);
+            const float4 r = bilerp4<T>(cl.map_shared_rank(m.D, y0 / 2) + (y0 % 2) * W2 * vo,
+                                        cl.map_shared_rank(m.D, y1 / 2) + (y1 % 2) * W2 * vo,
+                                        x0, x1, dy, dx, vo, g, s.v_lo, s.v_hi, s.v_post);
             *reinterpret_cast<float4 *>(vy + (j * W4 + x) * vo + 4 * g) = r;
             if (!we) { /* (with W, read by nothing after it) */
                 const float st[4] = {r.x, r.y, r.z, r.w};
