@@ -43,6 +43,12 @@
  *                       the resized 2h x 2W x q_oc tensor is never formed; only the last
  *                       output (y3) is written, not y, y2 or the pool sums, which the finder
  *                       checks no later step reads
+ *   V (optional, after U) the 1x1 convolution of U's output resized x2 (4h x 4W; done before
+ *                       the resize as U's), block r's rows 4r .. 4r + 3, with its pool tail
+ *                       (a slice per row, plus an addend); U's output is then not written
+ *   W (optional, after V) the excited expand/depthwise step after V, U's second half at
+ *                       4h x 4W on V's output and addend, which are in shared memory already;
+ *                       V's output and sums are then not written
  * at H x KR_CUDA_SEG_W pixels (H <= KR_CUDA_SEG_MAX_ROWS: a block per row), every channel
  * count a multiple of 4 and every stage's weights fitting twice in shared memory. Only the
  * last P's output (and Q's) is written to global memory: the planner checks that no step after
