@@ -53,6 +53,18 @@ __device__ __forceinline__ float epi(float v, float lo, float hi, int post)
     return kr_apply(e, v);
 }
 
+/* @p count values (a multiple of 4) of a block's input rows at @p x (global, the element type)
+ * into @p dst (shared, float), 4 per thread at a time. */
+template <typename T>
+__device__ __forceinline__ void load_rows(const T *x, int count, float *dst)
+{
+    for (int i = threadIdx.x; i < count / 4; i += NT) {
+        float v[4];
+        kr_ldv<4>(x + 4 * i, v);
+        *reinterpret_cast<float4 *>(dst + 4 * i) = make_float4(v[0], v[1], v[2], v[3]);
+    }
+}
+
 /* @p v as the element type stores it (f16 instances round where the steps store). */
 template <typename T> __device__ __forceinline__ float as_stored(float v) { return v; }
 template <> __device__ __forceinline__ float as_stored<__half>(float v)
@@ -451,14 +463,9 @@ __device__ __forceinline__ void stage_s(const kr_cuda_segment &s, const seg_smem
     const int ci = CI ? CI : s.s_ic, E = EE ? EE : s.sd.e, H = s.h, pt = s.s_pt, t = threadIdx.x;
     const int rank = (int)cl.block_rank();
     float *win = m.wbuf + s.buf_floats;
-    if (!s.e_ic) { /* the input rows (with E, in m.xin already) */
-        const T *x = (const T *)s.x + ((size_t)img * 2 * H + 2 * rank) * IW * ci;
-        for (int i = t; i < 2 * IW * ci / 4; i += NT) {
-            float v[4];
-            kr_ldv<4>(x + 4 * i, v);
-            *reinterpret_cast<float4 *>(m.xin + 4 * i) = make_float4(v[0], v[1], v[2], v[3]);
-        }
-    }
+    if (!s.e_ic) /* the input rows (with E, in m.xin already) */
+        load_rows((const T *)s.x + ((size_t)img * 2 * H + 2 * rank) * IW * ci, 2 * IW * ci,
+                  m.xin);
     __syncthreads();
     wait_stage(bar, 0);
     int o[KR_SEG_DW_N + 1];
@@ -590,14 +597,7 @@ __device__ __forceinline__ void stage_e(const kr_cuda_segment &s, const seg_smem
     const int ic = IC ? IC : s.e_ic, c = CC ? CC : s.s_ic, e = EE ? EE : s.e_e, H = s.h;
     const int t = threadIdx.x, rank = (int)cl.block_rank();
     float *xr = m.wbuf + s.buf_floats, *win = m.wbuf + 2 * s.buf_floats - 4 * W2 * e;
-    { /* the input rows */
-        const T *x = (const T *)s.x + ((size_t)img * 2 * H + 2 * rank) * W2 * ic;
-        for (int i = t; i < 2 * W2 * ic / 4; i += NT) {
-            float v[4];
-            kr_ldv<4>(x + 4 * i, v);
-            *reinterpret_cast<float4 *>(xr + 4 * i) = make_float4(v[0], v[1], v[2], v[3]);
-        }
-    }
+    load_rows((const T *)s.x + ((size_t)img * 2 * H + 2 * rank) * W2 * ic, 2 * W2 * ic, xr);
     __syncthreads();
     wait_stage(bar, 0);
     int o[KR_SEG_E_N + 1];
@@ -1056,12 +1056,7 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
         else
             stage_s_rt<T, K>(s, m, cl, bar, img);
     } else { /* this block's input row, and P0's channel means from the sums before it */
-        const T *x = (const T *)s.x + ((size_t)img * H + rank) * SW * CI0;
-        for (int i = t; i < SW * CI0 / 4; i += NT) {
-            float v[4];
-            kr_ldv<4>(x + 4 * i, v);
-            *reinterpret_cast<float4 *>(xin + 4 * i) = make_float4(v[0], v[1], v[2], v[3]);
-        }
+        load_rows((const T *)s.x + ((size_t)img * H + rank) * SW * CI0, SW * CI0, xin);
         const float *sums = s.x_sums + (size_t)img * s.x_slices * CI0;
         if (t < CI0) { /* slices in batches of 8 loads issued together, added in order */
             float a = 0.0f;
