@@ -17,7 +17,8 @@
  *  - --verbose: the runtime's debug messages (with --profile and the persistent schedule, the
  *    time of every step and its parts);
  *  - --schedule: the cuda schedule (keyer_cuda_schedule; default auto: the persistent kernel up
- *    to batch KEYER_CUDA_PERSISTENT_MAX_BATCH and KEYER_CUDA_PERSISTENT_MAX_MACS per batch),
+ *    to batch KEYER_CUDA_PERSISTENT_MAX_BATCH, KEYER_CUDA_SEGMENT_MAX_BATCH with a cluster
+ *    segment, and KEYER_CUDA_PERSISTENT_MAX_MACS per batch),
  *    printed in the first line.
  * Inputs are zeros (timing does not depend on values). Prints one line per measurement.
  */

@@ -133,7 +133,8 @@ keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, k
  * 1 every node is too small to fill the GPU and a launch per node dominates). An item's result
  * does not depend on the batch size within one schedule; the two schedules round differently
  * (both within the backend's tolerances). AUTO: PERSISTENT up to batch
- * KEYER_CUDA_PERSISTENT_MAX_BATCH when the model's operators allow it (convolutions,
+ * KEYER_CUDA_PERSISTENT_MAX_BATCH (KEYER_CUDA_SEGMENT_MAX_BATCH when the model has a cluster
+ * segment, below) when the model's operators allow it (convolutions,
  * depthwise and transpose convolutions, global average pools (AVERAGE_POOL_2D over the whole
  * input, or MEAN over H and W), MAX_POOL_2D, ADD, MUL and PRELU broadcasting per channel at
  * most, PAD of the channels, or spatially when one convolution reads it, bilinear resize,
@@ -146,9 +147,10 @@ keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, k
  * is 1.36x faster persistent at batch 1 and slower from batch 2).
  * On a GPU with thread-block clusters (sm_90), PERSISTENT (and AUTO when it picks it) runs a
  * run of inverted-residual blocks with excitations at a small resolution (at most 16 x 16:
- * selfie's and selfie-landscape's at 1/16 of the input, with the 1x1 convolution after them) as
- * one kernel with a cluster of blocks per item and the activations in shared memory, between
- * two launches of the persistent kernel; PERSISTENT_GRID leaves every step to the persistent
+ * selfie's and selfie-landscape's at 1/16 of the input, with the encoder block before them and
+ * the 1x1 convolution and decoder blocks after them, up to 1/4 of the input) as one kernel
+ * with a cluster of blocks per item and the activations in shared memory, between two
+ * launches of the persistent kernel; PERSISTENT_GRID leaves every step to the persistent
  * kernel.
  */
 typedef enum keyer_cuda_schedule {
@@ -161,6 +163,13 @@ typedef enum keyer_cuda_schedule {
 
 /** The largest batch KEYER_CUDA_SCHEDULE_AUTO runs with the persistent kernel. */
 #define KEYER_CUDA_PERSISTENT_MAX_BATCH 5
+
+/** The largest batch KEYER_CUDA_SCHEDULE_AUTO runs with the persistent kernel when the model
+ * has a cluster segment on this device (selfie, selfie-landscape on sm_90); above
+ * KEYER_CUDA_PERSISTENT_MAX_BATCH a model without one gets KERNELS. Measured (BENCHMARKS.md):
+ * on an H100 the persistent kernel with its segment is faster than the per-node kernels at
+ * every batch from 6 to 14 (selfie f16 1.21x to 2.08x, selfie-landscape f16 1.38x to 2.32x). */
+#define KEYER_CUDA_SEGMENT_MAX_BATCH 14
 
 /** The most multiply-adds per batch (the model's per frame times the batch) that
  * KEYER_CUDA_SCHEDULE_AUTO runs with the persistent kernel. */

@@ -20,6 +20,10 @@
  *           the persistent kernel alone (PERSISTENT_GRID); models the persistent kernel cannot
  *           run print why and are skipped for it.
  *  graph:   repeated runs give identical outputs; a run on the caller's own stream works.
+ *  auto:    AUTO's batch limits: the persistent kernel up to KEYER_CUDA_SEGMENT_MAX_BATCH for
+ *           the models with a cluster segment, the per-node kernels above it and, for the others,
+ *           above KEYER_CUDA_PERSISTENT_MAX_BATCH (each item bit for bit against a batch-1 run
+ *           of the expected schedule).
  *
  * Label gpu (file name *_gpu.c); exits 77 without a CUDA device.
  */
@@ -311,6 +315,58 @@ static void test_replay_and_stream(void **state)
     keyer_model_destroy(&model);
 }
 
+/* AUTO above KEYER_CUDA_PERSISTENT_MAX_BATCH: a model with a cluster segment (selfie,
+ * selfie-landscape) stays on the persistent kernel up to KEYER_CUDA_SEGMENT_MAX_BATCH, more
+ * clusters than fit on the GPU at once; a model without one (face-short) gets the per-node
+ * kernels. Each batch item is compared bit for bit with a batch-1 run of the schedule it should
+ * have got (f16: the schedules round differently, so this also tells which one ran). */
+static void test_auto_batch_limits(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *model;
+        int batch;
+        keyer_cuda_schedule expect;
+    } limits[] = {
+        {"selfie", KEYER_CUDA_SEGMENT_MAX_BATCH, KEYER_CUDA_SCHEDULE_PERSISTENT},
+        {"selfie-landscape", KEYER_CUDA_SEGMENT_MAX_BATCH, KEYER_CUDA_SCHEDULE_PERSISTENT},
+        {"selfie", KEYER_CUDA_SEGMENT_MAX_BATCH + 1, KEYER_CUDA_SCHEDULE_KERNELS},
+        {"face-short", KEYER_CUDA_PERSISTENT_MAX_BATCH + 1, KEYER_CUDA_SCHEDULE_KERNELS},
+    };
+    for (size_t ci = 0; ci < sizeof(limits) / sizeof(limits[0]); ci++) {
+        char path[1024];
+        keyer_error err = {0};
+        assert_int_equal(keyer_registry_resolve(limits[ci].model, path, sizeof(path), &err),
+                         KEYER_OK);
+        keyer_model *model = NULL;
+        assert_int_equal(keyer_model_load_file(path, &model, &err), KEYER_OK);
+        keyer_tensor_info in;
+        assert_int_equal(keyer_model_input_info(model, 0, &in, &err), KEYER_OK);
+        size_t item = (size_t)in.dims[1] * in.dims[2] * in.dims[3];
+        float *x = load_input(limits[ci].model, item * sizeof(float));
+        for (int prec = 0; prec < 2; prec++) {
+            outputs all = {0};
+            run(model, KEYER_BACKEND_CUDA, (keyer_precision)prec, KEYER_CUDA_SCHEDULE_AUTO,
+                limits[ci].batch, 0, x, item, in.dims[2], in.dims[3], &all);
+            for (int bi = 0; bi < limits[ci].batch; bi++) {
+                outputs one = {0};
+                run(model, KEYER_BACKEND_CUDA, (keyer_precision)prec, limits[ci].expect, 1, bi, x,
+                    item, in.dims[2], in.dims[3], &one);
+                for (int i = 0; i < one.n; i++)
+                    assert_memory_equal((const char *)all.out[i] + one.bytes[i] * (size_t)bi,
+                                        one.out[i], one.bytes[i]);
+                outputs_free(&one);
+            }
+            outputs_free(&all);
+        }
+        printf("%s AUTO batch %d == %d batch-1 runs %s: identical (f32 and f16)\n",
+               limits[ci].model, limits[ci].batch, limits[ci].batch,
+               limits[ci].expect == KEYER_CUDA_SCHEDULE_PERSISTENT ? "persistent" : "per node");
+        free(x);
+        keyer_model_destroy(&model);
+    }
+}
+
 /* Impossible requests fail cleanly at set-up. */
 static void test_errors(void **state)
 {
@@ -359,6 +415,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_models),
         cmocka_unit_test(test_replay_and_stream),
+        cmocka_unit_test(test_auto_batch_limits),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

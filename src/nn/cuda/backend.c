@@ -656,17 +656,22 @@ static cudaError_t plan_segment(kr_backend_instance *inst, kr_cuda_step *h, int 
  * the outputs; a conversion is left out where the step next to it reads the float input or
  * writes the float output itself) uploaded with the pools' scratch, and a cluster segment
  * (plan_segment) unless PERSISTENT_GRID. Keeps the per-node kernels (inst->steps NULL)
- * when AUTO and the model or the device cannot; UNSUPPORTED when PERSISTENT or PERSISTENT_GRID
- * was asked for. */
+ * when AUTO and the model or the device cannot, or when AUTO's batch is above
+ * KEYER_CUDA_PERSISTENT_MAX_BATCH and no cluster segment was taken; UNSUPPORTED when
+ * PERSISTENT or PERSISTENT_GRID was asked for. */
+_Static_assert(KEYER_CUDA_SEGMENT_MAX_BATCH >= KEYER_CUDA_PERSISTENT_MAX_BATCH,
+               "AUTO's two batch limits");
 static keyer_status plan_persistent(kr_backend_instance *inst, const kr_backend_config *cfg,
                                     keyer_error *err)
 {
     const kr_graph *g = inst->graph;
+    const int auto_ = cfg->schedule == KEYER_CUDA_SCHEDULE_AUTO;
     if (cfg->schedule == KEYER_CUDA_SCHEDULE_KERNELS ||
-        (cfg->schedule == KEYER_CUDA_SCHEDULE_AUTO &&
-         (cfg->batch > KEYER_CUDA_PERSISTENT_MAX_BATCH ||
-          (double)kr_graph_macs(g) * cfg->batch > KEYER_CUDA_PERSISTENT_MAX_MACS)))
+        (auto_ && (cfg->batch > KEYER_CUDA_SEGMENT_MAX_BATCH ||
+                   (double)kr_graph_macs(g) * cfg->batch > KEYER_CUDA_PERSISTENT_MAX_MACS)))
         return KEYER_OK;
+    /* AUTO above KEYER_CUDA_PERSISTENT_MAX_BATCH: only with a cluster segment (checked below) */
+    const int needs_seg = auto_ && cfg->batch > KEYER_CUDA_PERSISTENT_MAX_BATCH;
     size_t cap = 2 * (size_t)g->n_nodes + (size_t)g->n_inputs + (size_t)g->n_outputs + 1;
     kr_cuda_step *h = calloc(cap, sizeof(*h));
     if (!h)
@@ -742,6 +747,18 @@ static keyer_status plan_persistent(kr_backend_instance *inst, const kr_backend_
         e = upload_transposed(inst, h, k);
     if (e == cudaSuccess && cfg->schedule != KEYER_CUDA_SCHEDULE_PERSISTENT_GRID)
         e = plan_segment(inst, h, k);
+    if (e == cudaSuccess && needs_seg && !inst->has_seg) { /* back to the per-node kernels */
+        keyer_log(inst->logger, KEYER_LOG_DEBUG,
+                  "%s: cuda backend: kernels per node (batch %d > %d without a cluster segment)",
+                  g->name, cfg->batch, KEYER_CUDA_PERSISTENT_MAX_BATCH);
+        free(h);
+        cudaFree(inst->scratch);
+        cudaFree(inst->wt);
+        inst->scratch = NULL;
+        inst->wt = NULL;
+        inst->blocks = 0;
+        return KEYER_OK;
+    }
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&inst->steps, (size_t)k * sizeof(*h));
     if (e == cudaSuccess)
