@@ -2,6 +2,7 @@
  * bench_nn_vendor: cuDNN and cuBLAS against the cuda backend's own kernels, layer by layer.
  *
  *   bench_nn_vendor [--models selfie,face-short] [--batches 1,256] [--runs N] [--device N]
+ *                   [--keyer-only]
  *
  * For every model, precision (f32, f16) and batch size: the per-node kernels' profile
  * (keyer_runtime_profile with KEYER_CUDA_SCHEDULE_KERNELS: each node's kernels timed on their
@@ -18,7 +19,8 @@
  *    for f16 inputs); median of --runs launches (default 20) timed with events.
  * The vendor figures are for the convolution alone: the bias, activation and residual that
  * keyer's kernel does in the same pass would cost them an extra pass (or a fused variant that
- * covers fewer activations). Inputs are zeros (timing does not depend on values).
+ * covers fewer activations). Inputs are zeros (timing does not depend on values). --keyer-only
+ * prints keyer's times alone (-1 in the vendor columns).
  * Prints one line per node and a summary per (model, precision, batch).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -69,6 +71,7 @@ typedef struct {
     void *ws;
     cudaEvent_t ev[2];
     int runs;
+    int keyer_only;
 } vendor;
 
 /* The fastest cuDNN algorithm's time (ms) for @p node at @p batch, or -1 (printed) when none
@@ -233,8 +236,9 @@ static int run_case(vendor *v, const char *name, const keyer_model *model, int f
         if (t[i].ms < 0)
             continue;
         int algo = -1;
-        double dnn = time_cudnn(v, g, node, batch, f16, &algo);
-        double blas = is_pointwise(node) ? time_cublas(v, g, node, batch, f16) : -1;
+        double dnn = v->keyer_only ? -1 : time_cudnn(v, g, node, batch, f16, &algo);
+        double blas = !v->keyer_only && is_pointwise(node) ? time_cublas(v, g, node, batch, f16)
+                                                            : -1;
         const kr_tensor *x = &g->tensors[node->inputs[0]], *y = &g->tensors[node->outputs[0]];
         printf("  node %3d %-17s %3dx%3dx%3d -> %3dx%3dx%3d k%dx%d s%d  keyer %.4f ms  cudnn "
                "%.4f ms (algo %d)",
@@ -292,8 +296,11 @@ int main(int argc, char **argv)
             v.runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--device") && i + 1 < argc)
             device = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--keyer-only"))
+            v.keyer_only = 1;
         else {
-            fprintf(stderr, "usage: %s [--models a,b] [--batches 1,256] [--runs N] [--device N]\n",
+            fprintf(stderr, "usage: %s [--models a,b] [--batches 1,256] [--runs N] [--device N] "
+                            "[--keyer-only]\n",
                     argv[0]);
             return 2;
         }

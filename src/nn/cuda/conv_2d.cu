@@ -365,6 +365,174 @@ template <typename T> static int try_pw_groups(const kr_cuda_op *op, const conv_
            launch_pw_groups<T, 24>(op, s) || launch_pw_groups<T, 32>(op, s);
 }
 
+/*
+ * Pointwise layers whose input and output rows fit a block's shared memory (K and N multiples of
+ * 4, up to 256: every 1x1 layer of the MediaPipe models that the narrow path does not take).
+ * A block takes a tile of P whole pixel rows: it copies the tile's P x K inputs (one contiguous
+ * run of the NHWC tensor) into shared memory with vector loads, then thread (tx, ty) computes
+ * channels [CPT tx, CPT tx + CPT) of pixels ty, ty + rows, ... (R of them): per k, one input
+ * per pixel and CPT weights from the transposed [K][N] weights in shared memory, R x CPT
+ * multiply-adds. Threads with consecutive tx write consecutive pieces of one output row, so a
+ * warp stores (and reads the residual of) whole rows: fully coalesced. The GEMM tile wrote
+ * these layers as column tiles of 16 to 64 channels and re-read the input per tile, and the
+ * warp-per-8-outputs kernel above stored 16-byte pieces at the row stride; both ran at 1/3 to
+ * 1/5 of cuBLAS's time for the same GEMM (bench/bench_nn_vendor.c, BENCHMARKS.md). Whether a
+ * layer takes this path depends on its tile count, so on the batch: the sum is formed in the
+ * order of the kernel the layer gets otherwise (BL: from 0 with the bias added last, as the
+ * GEMM; else from the bias, as conv_pw_groups), so that an item's result is the same bit for
+ * bit at every batch size. Blocks loop over tiles, so the weights are staged once per block.
+ */
+template <typename T, int CPT, int R, bool BL>
+__global__ void __launch_bounds__(256) conv_pw_tile(const T *__restrict__ x,
+                                                    const float *__restrict__ w,
+                                                    const float *__restrict__ bias,
+                                                    T *__restrict__ y, int M, int K, int N,
+                                                    int rows, int tiles, kr_epilogue e)
+{
+    extern __shared__ __align__(16) float sm[];
+    float *ws = sm;       /* [K][N] */
+    float *bs = ws + K * N; /* [N] (N a multiple of 4: xs stays 16-byte aligned) */
+    T *xs = reinterpret_cast<T *>(bs + N); /* [P][ld] */
+    const int tid = threadIdx.x, tpr = N / CPT, P = rows * R;
+    const int ld = K + (sizeof(T) == 2 ? 2 : 1); /* an odd number of 4-byte words per row */
+    for (int i = tid; i < K * N; i += 256)
+        ws[(i % K) * N + i / K] = w[i];
+    for (int i = tid; i < N; i += 256)
+        bs[i] = bias ? bias[i] : 0.0f;
+    const int tx = tid % tpr, ty = tid / tpr, n0 = tx * CPT;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int m0 = tile * P;
+        const int here = M - m0 < P ? M - m0 : P;
+        __syncthreads(); /* the weights are in; the previous tile's inputs are read */
+        for (int i = tid; i < here * K / 4; i += 256) {
+            const int p = 4 * i / K, k = 4 * i % K;
+            float v[4];
+            kr_ldv<4>(x + (size_t)(m0 + p) * K + k, v);
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                kr_st(xs + p * ld + k + j, v[j]);
+        }
+        __syncthreads();
+        if (ty >= rows)
+            continue;
+        float acc[R][CPT];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int c = 0; c < CPT; c++)
+                acc[r][c] = BL ? 0.0f : bs[n0 + c];
+#pragma unroll 4
+        for (int k = 0; k < K; k++) {
+            float wv[CPT];
+#pragma unroll
+            for (int c = 0; c < CPT; c += 4)
+                kr_ldv<4>(ws + k * N + n0 + c, wv + c);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const float xv = kr_ld(xs + (ty + r * rows) * ld + k);
+#pragma unroll
+                for (int c = 0; c < CPT; c++)
+                    acc[r][c] = fmaf(xv, wv[c], acc[r][c]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int p = ty + r * rows;
+            if (p >= here)
+                continue;
+            const size_t o = (size_t)(m0 + p) * N + n0;
+#pragma unroll
+            for (int c = 0; c < CPT; c += 4) {
+                float v[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    v[j] = kr_apply(e, BL ? acc[r][c + j] + bs[n0 + c + j] : acc[r][c + j]);
+                kr_add_res<T, 4>(e, o + c, v);
+                kr_stv<4>(y + o + c, v);
+            }
+        }
+    }
+}
+
+/* Shared memory of conv_pw_tile for @p rows x @p r pixels. */
+template <typename T> static size_t pw_tile_smem(int K, int N, int rows, int r)
+{
+    const int ld = K + (sizeof(T) == 2 ? 2 : 1);
+    return ((size_t)K * N + (size_t)N) * sizeof(float) + (size_t)rows * r * ld * sizeof(T);
+}
+
+#define PW_TILE_MAX_SMEM (100 * 1024)
+/* Where the tile path pays (measured on the H100 over every 1x1 layer of selfie,
+ * selfie-landscape, face-short, face-full and face-mesh at batches 1, 15, 64 and 256, f32 and
+ * f16, against the GEMM and conv_pw_groups: BENCHMARKS.md): layers of at most 2304 weights
+ * (K x N) or at most 32 inputs (with more of both, each thread's K x 32 multiply-adds make it
+ * slower than the GEMM's 4 x 4 register tiles, up to 2x at 128 x 128), and at least 64 tiles
+ * (fewer leave most of the GPU idle). Both precisions. */
+#define PW_TILE_MAX_KN 2304
+#define PW_TILE_ANY_KN_K 32
+#define PW_TILE_MIN_TILES 64
+
+/* Launches the tile path; 0 when the device refuses its shared memory (the caller falls back). */
+template <typename T, int CPT, int R, bool BL>
+static int launch_pw_tile(const kr_cuda_op *op, const conv_shape &s)
+{
+    const int rows = 256 / (s.oc / CPT), P = rows * R;
+    const size_t smem = pw_tile_smem<T>(s.K, s.oc, rows, R);
+    const int tiles = (s.M + P - 1) / P;
+    const int grid = tiles < 1024 ? tiles : 1024;
+    if (smem > 48 * 1024 &&
+        cudaFuncSetAttribute(conv_pw_tile<T, CPT, R, BL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)smem) != cudaSuccess)
+        return 0;
+    conv_pw_tile<T, CPT, R, BL><<<(unsigned)grid, 256, smem, (cudaStream_t)op->stream>>>(
+        (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2], (T *)op->out,
+        s.M, s.K, s.oc, rows, tiles, kr_make_epilogue(op, 1));
+    return 1;
+}
+
+/* The tile path (above) for a pointwise layer where it pays (PW_TILE_MAX_KN, PW_TILE_ANY_KN_K,
+ * PW_TILE_MIN_TILES):
+ * 8 channels per thread from 48 outputs (4 below), 4 pixels per thread, fewer where the tile's
+ * shared memory would pass 100 KB. */
+template <typename T> static int try_pw_tile(const kr_cuda_op *op, const conv_shape &s)
+{
+    const kr_tensor *wt = kr_in_t(op, 1);
+    const kr_tensor *bt = op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
+    if (!s.pointwise || s.K % 4 || s.oc % 4 || s.K > 256 || s.oc > 256 || !wt->data ||
+        wt->dtype != KR_DTYPE_F32 || (bt && (!bt->data || bt->dtype != KR_DTYPE_F32)) ||
+        !kr_aligned(op->out, 4 * sizeof(T)) || !kr_aligned(op->in[0], 4 * sizeof(T)) ||
+        (op->residual && !kr_aligned(op->residual, 4 * sizeof(T))))
+        return 0;
+    if (s.K * s.oc > PW_TILE_MAX_KN && s.K > PW_TILE_ANY_KN_K)
+        return 0;
+    const int cpt = s.oc % 8 == 0 && s.oc >= 48 ? 8 : 4, rows = 256 / (s.oc / cpt);
+    int r = 4;
+    while (r > 1 && pw_tile_smem<T>(s.K, s.oc, rows, r) > PW_TILE_MAX_SMEM)
+        r /= 2;
+    if (pw_tile_smem<T>(s.K, s.oc, rows, r) > PW_TILE_MAX_SMEM ||
+        (s.M + rows * r - 1) / (rows * r) < PW_TILE_MIN_TILES)
+        return 0;
+    /* the sum in the order of the kernel this layer gets otherwise (conv_pw_groups: the bias
+     * first; the GEMM: the bias last), so that an item's result does not depend on which of the
+     * two runs (keyer/nn.h) */
+    const bool bl = !(sizeof(T) == 2 && s.K <= 32 && s.K % 8 == 0 && s.oc % 8 == 0);
+    if (cpt == 8 && !bl)
+        return r == 4 ? launch_pw_tile<T, 8, 4, false>(op, s)
+               : r == 2 ? launch_pw_tile<T, 8, 2, false>(op, s)
+                        : launch_pw_tile<T, 8, 1, false>(op, s);
+    if (cpt == 8)
+        return r == 4 ? launch_pw_tile<T, 8, 4, true>(op, s)
+               : r == 2 ? launch_pw_tile<T, 8, 2, true>(op, s)
+                        : launch_pw_tile<T, 8, 1, true>(op, s);
+    if (!bl)
+        return r == 4 ? launch_pw_tile<T, 4, 4, false>(op, s)
+               : r == 2 ? launch_pw_tile<T, 4, 2, false>(op, s)
+                        : launch_pw_tile<T, 4, 1, false>(op, s);
+    return r == 4 ? launch_pw_tile<T, 4, 4, true>(op, s)
+           : r == 2 ? launch_pw_tile<T, 4, 2, true>(op, s)
+                    : launch_pw_tile<T, 4, 1, true>(op, s);
+}
+
 template <typename T, int BN> static void launch_bn(const kr_cuda_op *op, const conv_shape &s)
 {
     constexpr int BM = 4096 / BN;
@@ -389,7 +557,8 @@ template <typename T> static int launch(const kr_cuda_op *op)
     s.K = s.kh * s.kw * s.ic;
     s.pointwise = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.pt == 0 && s.pl == 0 &&
                   s.oh == s.ih && s.ow == s.iw;
-    if (try_stem<T>(op, s) || try_narrow<T>(op, s) || try_pw_groups<T>(op, s)) {
+    if (try_stem<T>(op, s) || try_narrow<T>(op, s) || try_pw_tile<T>(op, s) ||
+        try_pw_groups<T>(op, s)) {
         /* launched */
     } else if (s.oc <= 16) {
         launch_bn<T, 16>(op, s);
