@@ -375,8 +375,8 @@ template <typename T> static int try_pw_groups(const kr_cuda_op *op, const conv_
  * multiply-adds. Threads with consecutive tx write consecutive pieces of one output row, so a
  * warp stores (and reads the residual of) whole rows: fully coalesced. The GEMM tile wrote
  * these layers as column tiles of 16 to 64 channels and re-read the input per tile, and the
- * warp-per-8-outputs kernel above stored 16-byte pieces at the row stride; both ran at 1/3 to
- * 1/5 of cuBLAS's time for the same GEMM (bench/bench_nn_vendor.c, BENCHMARKS.md). Whether a
+ * warp-per-8-outputs kernel above stored 16-byte pieces at the row stride; both took 3 to 4
+ * times cuBLAS's time for the same GEMM (bench/bench_nn_vendor.c, BENCHMARKS.md). Whether a
  * layer takes this path depends on its tile count, so on the batch: the sum is formed in the
  * order of the kernel the layer gets otherwise (BL: from 0 with the bias added last, as the
  * GEMM; else from the bias, as conv_pw_groups), so that an item's result is the same bit for
