@@ -367,7 +367,7 @@ template <typename T> static int try_pw_groups(const kr_cuda_op *op, const conv_
 
 /*
  * Pointwise layers whose input and output rows fit a block's shared memory (K and N multiples of
- * 4, up to 256: every 1x1 layer of the MediaPipe models that the narrow path does not take).
+ * 4, up to 256), where it pays (PW_TILE_MAX_KN, PW_TILE_ANY_KN_K, PW_TILE_MIN_TILES below).
  * A block takes a tile of P whole pixel rows: it copies the tile's P x K inputs (one contiguous
  * run of the NHWC tensor) into shared memory with vector loads, then thread (tx, ty) computes
  * channels [CPT tx, CPT tx + CPT) of pixels ty, ty + rows, ... (R of them): per k, one input
