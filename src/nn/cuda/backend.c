@@ -743,8 +743,8 @@ static keyer_status plan_persistent(kr_backend_instance *inst, const kr_backend_
         e = cudaMalloc((void **)&inst->scratch, scratch * sizeof(float));
     if (e == cudaSuccess)
         kr_cuda_persistent_bind(h, k, inst->scratch);
-    if (e == cudaSuccess)
-        e = upload_transposed(inst, h, k);
+    /* the segment first (its finder needs the bound pool sums, not the transposed weights), so
+     * that AUTO, falling back, has uploaded nothing more than the sums */
     if (e == cudaSuccess && cfg->schedule != KEYER_CUDA_SCHEDULE_PERSISTENT_GRID)
         e = plan_segment(inst, h, k);
     if (e == cudaSuccess && needs_seg && !inst->has_seg) { /* back to the per-node kernels */
@@ -753,12 +753,12 @@ static keyer_status plan_persistent(kr_backend_instance *inst, const kr_backend_
                   g->name, cfg->batch, KEYER_CUDA_PERSISTENT_MAX_BATCH);
         free(h);
         cudaFree(inst->scratch);
-        cudaFree(inst->wt);
         inst->scratch = NULL;
-        inst->wt = NULL;
         inst->blocks = 0;
         return KEYER_OK;
     }
+    if (e == cudaSuccess)
+        e = upload_transposed(inst, h, k);
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&inst->steps, (size_t)k * sizeof(*h));
     if (e == cudaSuccess)
