@@ -490,6 +490,15 @@ static int launch_pw_tile(const kr_cuda_op *op, const conv_shape &s)
     return 1;
 }
 
+/* launch_pw_tile with @p r (4, 2 or 1) pixels per thread. */
+template <typename T, int CPT, bool BL>
+static int launch_pw_tile_r(const kr_cuda_op *op, const conv_shape &s, int r)
+{
+    return r == 4   ? launch_pw_tile<T, CPT, 4, BL>(op, s)
+           : r == 2 ? launch_pw_tile<T, CPT, 2, BL>(op, s)
+                    : launch_pw_tile<T, CPT, 1, BL>(op, s);
+}
+
 /* The tile path (above) for a pointwise layer where it pays (PW_TILE_MAX_KN, PW_TILE_ANY_KN_K,
  * PW_TILE_MIN_TILES):
  * 8 channels per thread from 48 outputs (4 below), 4 pixels per thread, fewer where the tile's
@@ -516,21 +525,9 @@ template <typename T> static int try_pw_tile(const kr_cuda_op *op, const conv_sh
      * first; the GEMM: the bias last), so that an item's result does not depend on which of the
      * two runs (keyer/nn.h) */
     const bool bl = !(sizeof(T) == 2 && s.K <= 32 && s.K % 8 == 0 && s.oc % 8 == 0);
-    if (cpt == 8 && !bl)
-        return r == 4 ? launch_pw_tile<T, 8, 4, false>(op, s)
-               : r == 2 ? launch_pw_tile<T, 8, 2, false>(op, s)
-                        : launch_pw_tile<T, 8, 1, false>(op, s);
     if (cpt == 8)
-        return r == 4 ? launch_pw_tile<T, 8, 4, true>(op, s)
-               : r == 2 ? launch_pw_tile<T, 8, 2, true>(op, s)
-                        : launch_pw_tile<T, 8, 1, true>(op, s);
-    if (!bl)
-        return r == 4 ? launch_pw_tile<T, 4, 4, false>(op, s)
-               : r == 2 ? launch_pw_tile<T, 4, 2, false>(op, s)
-                        : launch_pw_tile<T, 4, 1, false>(op, s);
-    return r == 4 ? launch_pw_tile<T, 4, 4, true>(op, s)
-           : r == 2 ? launch_pw_tile<T, 4, 2, true>(op, s)
-                    : launch_pw_tile<T, 4, 1, true>(op, s);
+        return bl ? launch_pw_tile_r<T, 8, true>(op, s, r) : launch_pw_tile_r<T, 8, false>(op, s, r);
+    return bl ? launch_pw_tile_r<T, 4, true>(op, s, r) : launch_pw_tile_r<T, 4, false>(op, s, r);
 }
 
 template <typename T, int BN> static void launch_bn(const kr_cuda_op *op, const conv_shape &s)
