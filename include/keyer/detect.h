@@ -3,7 +3,7 @@
  * @brief Decoding SSD-style detector outputs (BlazeFace) into boxes with keypoints:
  *        anchor generation, box/keypoint decoding, weighted non-maximum suppression and
  *        letterbox removal, exactly as MediaPipe specifies them
- *        (../shared/reference/mediapipe-models.md section 3.2).
+ *        (docs/models.md section 3.2).
  *
  * @code
  * keyer_detector_params p = keyer_detector_params_face_short();

@@ -23,7 +23,7 @@
  * pose_landmarks_to_roi does: centre = landmark 33, side = 2 |l34 - l33| * roi_scale (1.25),
  * rotation making l33 -> l34 point up.
  *
- * Model outputs (see ../shared/reference/mediapipe-models.md 3.3): landmarks (39 x 5: x, y,
+ * Model outputs (see docs/models.md 3.3): landmarks (39 x 5: x, y,
  * z, visibility and presence logits), the pose presence (already a probability), the
  * segmentation logits (256 x 256), heatmaps (64 x 64 x 39) and world landmarks (39 x 3,
  * metres, origin between the hips).

@@ -10,7 +10,7 @@
 #define POSE_PKG "@mediapipe/pose@0.5.1675469404"
 #define MESH_PKG "@mediapipe/face_mesh@0.4.1657299874"
 
-/* Input conventions from ../shared/reference/mediapipe-models.md section 3 (MediaPipe graphs). */
+/* Input conventions from docs/models.md section 3 (MediaPipe graphs). */
 static const keyer_model_entry entries[] = {
     {"selfie", "selfie_segmentation.tflite", SELFIE_PKG, KEYER_TASK_SEGMENTATION, 256, 256, 1.0f,
      0.0f, 0, 0, 0, "person segmentation, 256x256 input, [1,256,256,1] person probability"},

@@ -5,7 +5,7 @@
  * checked; multi-byte values are assembled byte by byte (little-endian, as the format says),
  * so the caller's buffer may have any alignment.
  *
- * Reading strategy (FlatBuffers layout: ../shared/reference/mediapipe-models.md, section 1)
+ * Reading strategy (FlatBuffers layout: docs/models.md, section 1)
  *  1. Header: at least 8 bytes, identifier "TFL3" at bytes 4..7, root uoffset at byte 0.
  *  2. Every table is opened through table_at(): the table must be 4-byte aligned and its
  *     4-byte soffset inside the file; the vtable (table - soffset) must be 2-byte aligned, inside

@@ -2,7 +2,7 @@
  * SSD anchor generation, BlazeFace box/keypoint decoding and weighted non-maximum suppression,
  * following MediaPipe's SsdAnchorsCalculator, TensorsToDetectionsCalculator and
  * NonMaxSuppressionCalculator (WEIGHTED, IoU) as restated in
- * ../shared/reference/mediapipe-models.md section 3.2.
+ * docs/models.md section 3.2.
  */
 #include "keyer/detect.h"
 

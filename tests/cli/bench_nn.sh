@@ -28,7 +28,7 @@ awk -v m="$(num median_ms)" -v p="$(num p90_ms)" -v f="$(num fps)" -v g="$(num g
         if (!(m > 0 && p >= m)) { print "median/p90 wrong"; exit 1 }
         # fps = batch / median
         if (f < 0.99 * 2000 / m || f > 1.01 * 2000 / m) { print "fps is not batch/median"; exit 1 }
-        # 59.2 M MACs per frame (mediapipe-models.md section 4)
+        # 59.2 M MACs per frame (docs/models.md section 4)
         e = 2 * 59215744 * 2 / (m / 1000) / 1e9
         if (g < 0.99 * e || g > 1.01 * e) { print "gflops is not 2*MACs*batch/median"; exit 1 }
         if (!(a > 0 && w > 400000)) { print "arena/weight bytes missing"; exit 1 }

@@ -1,5 +1,5 @@
 /*
- * Face detection decoding against the facts in ../shared/reference/mediapipe-models.md 3.2:
+ * Face detection decoding against the facts in docs/models.md 3.2:
  * anchor layout, and the decoded faces of the reference model outputs on the test photos.
  */
 #include <setjmp.h>
@@ -73,7 +73,7 @@ static float *load_ref(const char *model, const char *photo, const char *name, s
 typedef struct {
     const char *model, *photo, *boxes, *scores;
     int expect_faces;
-    float score, xmin, xmax, ymin, ymax; /* from mediapipe-models.md 3.2 "Sanity check" */
+    float score, xmin, xmax, ymin, ymax; /* from docs/models.md 3.2 "Sanity check" */
 } face_case;
 
 static const face_case cases[] = {

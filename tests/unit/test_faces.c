@@ -79,7 +79,7 @@ static void test_grace_hopper(void **state)
     assert_true(f->detected && f->has_landmarks);
     const keyer_detection *d = &f->detection;
     float W = (float)photo->width, H = (float)photo->height;
-    /* ../shared/reference/mediapipe-models.md 3.2: the reference output decodes to a face at
+    /* docs/models.md 3.2: the reference output decodes to a face at
      * x 0.343-0.700, y 0.225-0.582 (a stretched input; ours is letterboxed). */
     float iou = box_iou(d->xmin, d->ymin, d->xmax, d->ymax, 0.343f * W, 0.225f * H, 0.700f * W,
                         0.582f * H);

@@ -55,7 +55,7 @@ typedef struct {
 } model_case;
 
 /* The pose models' output 1 is the pose-presence flag, already a sigmoid in the model
- * (../shared/reference/mediapipe-models.md). */
+ * (docs/models.md 3.3). */
 static const model_case cases[] = {
     {"selfie", "selfie", 0, 0, -1},
     {"selfie-landscape", "selfie-landscape", 0, 0, -1},

@@ -1,7 +1,7 @@
 /*
  * TFLite reader, graph validation and keyer_model_* API.
  *
- * Expected figures come from ../shared/reference/mediapipe-models.md (sections 1-4: tensor
+ * Expected figures come from docs/models.md (sections 1-4: tensor
  * names and shapes, operator counts, dense MACs, FP16 parameter counts, SAME paddings). For the
  * models that file does not cover (face_landmark, pose_landmark_full/heavy) the node counts,
  * dense MACs and parameter counts were measured with an independent Python walk of the

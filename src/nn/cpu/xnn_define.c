@@ -1,7 +1,7 @@
 /*
  * Translation of kr_graph nodes into XNNPACK (2022-02) subgraph nodes, and the static checks
  * saying which nodes can be translated. Operator semantics follow
- * ../shared/reference/mediapipe-models.md section 2; the notes below say how each maps.
+ * docs/models.md section 2; the notes below say how each maps.
  *
  *  CONV_2D              convolution_2d, filter OHWI as in TFLite; groups = C_in / filter C_in.
  *                       Explicit paddings from the graph (TF SAME puts the odd one after).

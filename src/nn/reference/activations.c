@@ -1,5 +1,5 @@
 /*
- * Element-wise activations (TFLite reference semantics, section 2.4 of the model facts):
+ * Element-wise activations (TFLite reference semantics, docs/models.md section 2.4):
  *   RELU       y = max(0, x)
  *   RELU6      y = min(max(0, x), 6)
  *   HARD_SWISH y = x * min(6, max(0, x + 3)) / 6

@@ -1,7 +1,7 @@
 /*
  * The reference backend's operator kernels: plain, obviously-correct float32 C, one file per
  * operator (src/nn/reference/<op>.c), following the TFLite reference kernels' semantics as
- * written down in ../shared/reference/mediapipe-models.md. They are the oracle every other
+ * written down in docs/models.md. They are the oracle every other
  * backend is tested against, and other CPU code may call them for nodes it does not handle.
  */
 #ifndef KEYER_NN_REFERENCE_OPS_H
