@@ -140,7 +140,7 @@ extern const kr_fx_backend kr_fx_cpu;
 /** The CUDA backend (src/render/cuda/); defined only when keyer is built with CUDA. */
 extern const kr_fx_backend kr_fx_cuda;
 
-/** The backend for @p memory, or NULL when keyer was built without it. */
+/** The backend for @p memory, or NULL when keyer was built without it (fx_backends.c). */
 const kr_fx_backend *kr_fx_backend_for(keyer_memory_type memory);
 
 /** Per-backend state slots of an effect object, indexed by keyer_memory_type. */

@@ -4,17 +4,6 @@
 
 #include "render/fx_backend.h"
 
-const kr_fx_backend *kr_fx_backend_for(keyer_memory_type memory)
-{
-    if (memory == KEYER_MEMORY_HOST)
-        return &kr_fx_cpu;
-#ifdef KEYER_HAVE_CUDA
-    if (memory == KEYER_MEMORY_CUDA)
-        return &kr_fx_cuda;
-#endif
-    return NULL;
-}
-
 keyer_status kr_fx_state(void *slots[KR_FX_BACKENDS], keyer_memory_type memory,
                          const kr_fx_config *config, const kr_fx_backend **backend,
                          void **state, keyer_error *err)
