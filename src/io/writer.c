@@ -147,8 +147,8 @@ static keyer_status writer_create(const char *path, const keyer_writer_params *p
     return KEYER_OK;
 }
 
-/* Opens encoder @p codec; an NVENC encoder that cannot start (no GPU, no driver, no
- * session) gives way to libx264 or libx265, logged. */
+/* Opens encoder @p codec; an NVENC encoder that cannot start (no GPU, no driver, no free
+ * NVENC session) gives way to libx264 or libx265, logged. */
 static keyer_status open_encoder(keyer_writer *w, const AVCodec *codec, const char *cname,
                                  const keyer_writer_params *p, keyer_error *err)
 {
