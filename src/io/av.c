@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <libavformat/avformat.h>
 #include <libavutil/error.h>
 #include <libavutil/imgutils.h>
 #include <libavutil/log.h>
@@ -182,6 +183,29 @@ keyer_status kr_av_check_input_path(const char *path, keyer_error *err)
                                path);
     if (S_ISREG(st.st_mode) && st.st_size == 0)
         return keyer_error_set(err, KEYER_STATUS_BAD_DATA, "%s: the file is empty", path);
+    return KEYER_OK;
+}
+
+int kr_av_name_in_list(const char *list, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = list; p && *p;) {
+        const char *c = strchr(p, ',');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        if (len == n && !strncmp(p, word, n))
+            return 1;
+        p = c ? c + 1 : NULL;
+    }
+    return 0;
+}
+
+keyer_status kr_av_write_packet(AVFormatContext *oc, AVPacket *pkt, const char *path,
+                                keyer_error *err)
+{
+    int ret = av_interleaved_write_frame(oc, pkt);
+    av_packet_unref(pkt);
+    if (ret < 0)
+        return kr_av_error(err, ret, "%s: cannot write", path);
     return KEYER_OK;
 }
 

@@ -46,6 +46,20 @@ enum AVColorRange kr_av_range_to(keyer_color_range r);
  */
 keyer_status kr_av_check_input_path(const char *path, keyer_error *err);
 
+/** 1 when @p word is one of the comma-separated names in @p list (a libav format's name list,
+ *  "mov,mp4,m4a,3gp,3g2,mj2"); 0 for a NULL list. */
+int kr_av_name_in_list(const char *list, const char *word);
+
+struct AVFormatContext;
+struct AVPacket;
+
+/**
+ * Writes @p pkt to @p oc (av_interleaved_write_frame, which takes the packet's data) and
+ * unreferences @p pkt either way. Errors: libav's, naming @p path.
+ */
+keyer_status kr_av_write_packet(struct AVFormatContext *oc, struct AVPacket *pkt,
+                                const char *path, keyer_error *err);
+
 /** One picture for the converter: planes, size, layout and colour. */
 typedef struct kr_image {
     uint8_t *data[4];

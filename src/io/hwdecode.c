@@ -1,7 +1,8 @@
 /* NVDEC through libavcodec's CUDA hwaccel. Only libav APIs are used here; the CUDA side (the
- * device context on the primary context, copies out of NVDEC surfaces: cuda/hwdevice.c, which
- * includes libavutil/hwcontext_cuda.h and so <cuda.h>) exists in CUDA builds only, which are
- * also the only builds that decode into device memory. */
+ * device context on the primary context, copies out of NVDEC surfaces: the kr_io_cuda_fns
+ * table of cuda/hwdevice.c, which includes libavutil/hwcontext_cuda.h and so <cuda.h>) exists
+ * in CUDA builds only, which are also the only builds that decode into device memory.
+ * kr_io_cuda() here is the one place in io that knows whether keyer was built with CUDA. */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,28 +13,28 @@
 #include "io/io_internal.h"
 #include "keyer/log.h"
 
-int kr_hwdec_built(void)
+const kr_io_cuda_fns *kr_io_cuda(void)
 {
 #ifdef KEYER_HAVE_CUDA
-    return 1;
+    return &kr_io_cuda_table;
 #else
-    return 0;
+    return NULL;
 #endif
 }
+
+int kr_hwdec_built(void) { return kr_io_cuda() != NULL; }
 
 keyer_status kr_hwdec_device_create(int ordinal, AVBufferRef **out, keyer_error *err)
 {
     *out = NULL;
-#ifdef KEYER_HAVE_CUDA
+    const kr_io_cuda_fns *cuda = kr_io_cuda();
+    if (!cuda)
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                               "keyer was built without CUDA: NVDEC is not available");
     /* Not av_hwdevice_ctx_create(..., AV_CUDA_USE_PRIMARY_CONTEXT): libav refuses a primary
      * context that is already active with other flags than its own, which is the case once
      * keyer's CUDA code (the runtime API) has run. */
-    return kr_cuda_hwdevice_create(ordinal, out, err);
-#else
-    (void)ordinal;
-    return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
-                           "keyer was built without CUDA: NVDEC is not available");
-#endif
+    return cuda->hwdevice_create(ordinal, out, err);
 }
 
 int kr_hwdec_codec_supported(const AVCodec *codec)
@@ -69,10 +70,10 @@ static enum AVPixelFormat get_format(AVCodecContext *dec, const enum AVPixelForm
     if (!hw->fellback) {
         const char *sw_name = av_get_pix_fmt_name(dec->sw_pix_fmt);
         keyer_log(hw->logger, KEYER_LOG_WARNING,
-                  "%s: NVDEC %s %s %dx%d %s (session %d): decoding on the CPU", hw->url,
+                  "%s: NVDEC %s %s %dx%d %s (decoder %d): decoding on the CPU", hw->url,
                   offered ? "could not start for" : "does not support",
                   avcodec_get_name(dec->codec_id), dec->coded_width, dec->coded_height,
-                  sw_name ? sw_name : "?", hw->session);
+                  sw_name ? sw_name : "?", hw->source);
         hw->fellback = 1;
     }
     hw->active = 0;

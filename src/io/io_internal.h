@@ -1,12 +1,12 @@
 /*
- * Internal pieces of keyer's video I/O shared between reader.c, session.c, hwdecode.c,
+ * Internal pieces of keyer's video I/O shared between reader.c, source.c, hwdecode.c,
  * split.c and writer.c. Not part of the public API.
  *
  *  - kr_hwdec: NVDEC through libavcodec's CUDA hwaccel (primary CUDA context), with the
  *    logged fallback to software decoding.
- *  - kr_session: one demuxer + one video decoder over an input; produces AVFrames in
+ *  - kr_source: one demuxer + one video decoder over an input; produces AVFrames in
  *    presentation order, counts damaged packets and frames, hands other packets to a sink.
- *  - kr_split: parallel decode of one input by several sessions, chunked at keyframes.
+ *  - kr_split: parallel decode of one input by several sources, chunked at keyframes.
  *  - the reader's queue of audio/subtitle packets that a writer copies.
  */
 #ifndef KEYER_IO_INTERNAL_H
@@ -28,12 +28,12 @@ typedef struct kr_hwdec {
     int active;   /* the last get_format picked AV_PIX_FMT_CUDA */
     int fellback; /* NVDEC was tried and the decoder went to software (logged once) */
     int ordinal;  /* CUDA device ordinal */
-    int session;  /* index used in log lines (split decode) */
+    int source;   /* index of the source, used in log lines (split decode) */
     const char *url;
     const keyer_logger *logger;
 } kr_hwdec;
 
-/** 1 when this keyer build may use NVDEC (built with CUDA). */
+/** 1 when this keyer build may use NVDEC (built with CUDA: kr_io_cuda() is not NULL). */
 int kr_hwdec_built(void);
 
 /**
@@ -54,26 +54,26 @@ int kr_hwdec_codec_supported(const AVCodec *codec);
 keyer_status kr_hwdec_attach(AVCodecContext *dec, kr_hwdec *hw, AVBufferRef *device,
                              keyer_error *err);
 
-/* ---- session (session.c) --------------------------------------------------------------- */
+/* ---- source (source.c) ----------------------------------------------------------------- */
 
 /** Receives packets of streams other than the decoded one (ownership moves to the sink). */
 typedef void (*kr_packet_sink)(void *opaque, AVPacket *pkt);
 
-/** How to open a session. */
-typedef struct kr_session_opts {
+/** How to open a source. */
+typedef struct kr_source_opts {
     const char *url;
     const char *input_format;  /* may be NULL */
     const char *input_options; /* may be NULL */
     int threads;
     AVBufferRef *hw_device;    /* NULL: software decoding */
-    int session_index;         /* for log lines */
-    const AVCodecParameters *codecpar; /* split workers: the main session's, skips probing */
+    int source_index;          /* for log lines */
+    const AVCodecParameters *codecpar; /* split workers: the main source's, skips probing */
     int stream_index;          /* with codecpar: the stream to decode */
     atomic_int *interrupt;     /* may be NULL; non-zero aborts I/O */
     const keyer_logger *logger;
-} kr_session_opts;
+} kr_source_opts;
 
-typedef struct kr_session {
+typedef struct kr_source {
     const char *url;
     AVFormatContext *fc;
     int stream;
@@ -90,35 +90,35 @@ typedef struct kr_session {
     void *sink_opaque;
     atomic_int *interrupt;
     const keyer_logger *logger;
-} kr_session;
+} kr_source;
 
 /** Opens the input and the decoder of its best video stream. Errors name the URL. */
-keyer_status kr_session_open(kr_session *s, const kr_session_opts *o, keyer_error *err);
+keyer_status kr_source_open(kr_source *s, const kr_source_opts *o, keyer_error *err);
 
 /**
  * Next decoded frame into @p out (unreferenced first). KEYER_OK, KEYER_STATUS_END, or an
  * error. Damaged packets are counted and skipped; a cut file ends the stream (truncated).
  */
-keyer_status kr_session_receive(kr_session *s, AVFrame *out, keyer_error *err);
+keyer_status kr_source_receive(kr_source *s, AVFrame *out, keyer_error *err);
 
 /** Seeks the demuxer to the keyframe at or before @p ts (stream time base) and flushes. */
-keyer_status kr_session_seek(kr_session *s, int64_t ts, int flags, keyer_error *err);
+keyer_status kr_source_seek(kr_source *s, int64_t ts, int flags, keyer_error *err);
 
 /** Frees everything; the struct may be reused. */
-void kr_session_close(kr_session *s);
+void kr_source_close(kr_source *s);
 
 /* ---- split decode (split.c) ------------------------------------------------------------ */
 
 typedef struct kr_split kr_split;
 
 /**
- * Plans chunks from @p main's keyframe index and starts @p n worker sessions, beginning
+ * Plans chunks from @p main's keyframe index and starts @p n worker sources, beginning
  * with the chunk that holds pts @p from (INT64_MIN: the first). The plan is made on a second
  * opening of the input: @p main's demuxer keeps its position.
  * Errors: UNSUPPORTED (no usable keyframe index, too few keyframes, not seekable:
- * the caller falls back to a single session), or an opening error.
+ * the caller falls back to a single source), or an opening error.
  */
-keyer_status kr_split_create(kr_session *main, const kr_session_opts *o, int n, int queue,
+keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, int queue,
                              int64_t from, kr_split **out, keyer_error *err);
 
 /** Next frame in presentation order. KEYER_OK, KEYER_STATUS_END or an error. */
@@ -129,7 +129,7 @@ void kr_split_counters(kr_split *sp, int64_t *dropped, int64_t *corrupt_packets,
                        int *hw_active, int *hw_fellback);
 
 /** Number of workers actually started. */
-int kr_split_sessions(const kr_split *sp);
+int kr_split_sources(const kr_split *sp);
 
 /** Stops the workers and frees everything; accepts NULL and sets *sp NULL. */
 void kr_split_destroy(kr_split **sp);
@@ -154,27 +154,38 @@ int kr_reader_take_packet(keyer_reader *r, AVPacket *out);
 /** 1 once the input has been demuxed to its end (no more packets will be kept). */
 int kr_reader_input_done(keyer_reader *r);
 
-/* ---- CUDA copies (cuda/transfer.c, CUDA builds only) ------------------------------------ */
+/* ---- the CUDA side of io (cuda/, CUDA builds only) -------------------------------------- */
 
-#ifdef KEYER_HAVE_CUDA
-/** kr_hwdec_device_create() in CUDA builds: retains the primary context itself. */
-keyer_status kr_cuda_hwdevice_create(int ordinal, AVBufferRef **out, keyer_error *err);
+/** What io needs of CUDA: NVDEC's device context and copies out of its surfaces, and the
+ *  copies of device frames for the encoders. */
+typedef struct kr_io_cuda_fns {
+    /** kr_hwdec_device_create() in CUDA builds: retains the primary context itself
+     *  (cuda/hwdevice.c). Errors: OUT_OF_MEMORY, DEVICE (no driver, no such device). */
+    keyer_status (*hwdevice_create)(int ordinal, AVBufferRef **out, keyer_error *err);
 
-/**
- * Replaces NVDEC frame @p pic (AV_PIX_FMT_CUDA, mapped from one of the decoder's few
- * surfaces) with a device-to-device copy in a buffer of *@p pool (created or re-created to
- * match), releasing the surface at once. @p tmp is a blank frame used for the copy.
- */
-keyer_status kr_cuda_detach_frame(AVBufferRef **pool, AVFrame *pic, AVFrame *tmp,
-                                  keyer_error *err);
+    /**
+     * Replaces NVDEC frame @p pic (AV_PIX_FMT_CUDA, mapped from one of the decoder's few
+     * surfaces) with a device-to-device copy in a buffer of *@p pool (created or re-created to
+     * match), releasing the surface at once. @p tmp is a blank frame used for the copy
+     * (cuda/hwdevice.c). Errors: OUT_OF_MEMORY, INTERNAL (plane pitches), DEVICE.
+     */
+    keyer_status (*detach_frame)(AVBufferRef **pool, AVFrame *pic, AVFrame *tmp,
+                                 keyer_error *err);
 
-/**
- * 2-D copy of @p rows rows of @p row_bytes bytes, between any host/device pointers
- * (cudaMemcpy2D with cudaMemcpyDefault), complete when it returns (device-to-device copies too:
- * the legacy default stream is waited for). Errors: DEVICE.
- */
-keyer_status kr_cuda_copy_2d(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
-                             size_t row_bytes, size_t rows, keyer_error *err);
-#endif
+    /**
+     * 2-D copy of @p rows rows of @p row_bytes bytes, between any host/device pointers
+     * (cudaMemcpy2D with cudaMemcpyDefault), complete when it returns (device-to-device copies
+     * too: the legacy default stream is waited for) (cuda/transfer.c). Errors: DEVICE.
+     */
+    keyer_status (*copy_2d)(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                            size_t row_bytes, size_t rows, keyer_error *err);
+} kr_io_cuda_fns;
+
+/** The CUDA table (cuda/hwdevice.c); defined only when keyer is built with CUDA. */
+extern const kr_io_cuda_fns kr_io_cuda_table;
+
+/** The CUDA functions, or NULL when keyer was built without CUDA (hwdecode.c: the one place
+ *  that knows). */
+const kr_io_cuda_fns *kr_io_cuda(void);
 
 #endif /* KEYER_IO_INTERNAL_H */

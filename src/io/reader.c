@@ -37,9 +37,9 @@ struct keyer_reader {
     keyer_pixel_format want; /* NONE: native */
     int keep_streams;
     atomic_int interrupt;
-    kr_session main;
+    kr_source main;
     kr_split *split;
-    kr_session_opts opts; /* for split re-creation on seek */
+    kr_source_opts opts; /* for split re-creation on seek */
     char *input_format, *input_options;
     int segments, segment_queue;
     AVBufferRef *hw_device;
@@ -453,7 +453,7 @@ static keyer_status deliver(keyer_reader *r, AVFrame *pic, keyer_frame *out, key
     return st;
 }
 
-/* Next decoded AVFrame from the session or the split workers; frames presented before the
+/* Next decoded AVFrame from the source or the split workers; frames presented before the
  * last one (a damaged stream confusing the decoder's reordering) are dropped and counted. */
 static keyer_status next_avframe_raw(keyer_reader *r, AVFrame *pic, keyer_error *err);
 
@@ -488,7 +488,7 @@ static keyer_status next_avframe_raw(keyer_reader *r, AVFrame *pic, keyer_error 
             pump_split_audio(r, INT64_MAX);
         }
     } else {
-        st = kr_session_receive(&r->main, pic, err);
+        st = kr_source_receive(&r->main, pic, err);
         if (r->main.demux_eof)
             set_input_done(r);
     }
@@ -613,7 +613,7 @@ static void fill_info(keyer_reader *r)
     vi->has_audio = vi->audio_streams > 0;
     vi->hw_decode = r->ready->memory == KEYER_MEMORY_CUDA ||
                     (r->split ? 0 : r->main.hw.active);
-    vi->segments = r->split ? kr_split_sessions(r->split) : 1;
+    vi->segments = r->split ? kr_split_sources(r->split) : 1;
     vi->seekable = (fc->pb && (fc->pb->seekable & AVIO_SEEKABLE_NORMAL)) ||
                    !strcmp(fc->iformat->name, "image2");
     snprintf(vi->codec, sizeof(vi->codec), "%s", avcodec_get_name(par->codec_id));
@@ -677,7 +677,7 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
             }
         }
     }
-    r->opts = (kr_session_opts){
+    r->opts = (kr_source_opts){
         .url = r->url,
         .input_format = r->input_format,
         .input_options = r->input_options,
@@ -689,7 +689,7 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
     };
     r->segments = p.segments;
     r->segment_queue = p.segment_queue;
-    st = kr_session_open(&r->main, &r->opts, err);
+    st = kr_source_open(&r->main, &r->opts, err);
     if (st)
         goto fail;
     r->main.hw.ordinal = p.cuda_device;
@@ -805,7 +805,7 @@ keyer_status keyer_reader_seek(keyer_reader *r, int64_t pts, keyer_error *err)
         int64_t ts = pts, back = r->last_duration > 0 ? r->last_duration : 1;
         int64_t start = r->info.start_pts;
         for (int tries = 0;; tries++) {
-            st = kr_session_seek(&r->main, ts, 0, err);
+            st = kr_source_seek(&r->main, ts, 0, err);
             if (st)
                 return st;
             r->last_pts = INT64_MIN;
@@ -869,7 +869,7 @@ void keyer_reader_destroy(keyer_reader **pr)
     *pr = NULL;
     atomic_store(&r->interrupt, 1);
     kr_split_destroy(&r->split);
-    kr_session_close(&r->main);
+    kr_source_close(&r->main);
     av_buffer_unref(&r->hw_device);
     av_frame_free(&r->pic);
     av_frame_free(&r->sw);

@@ -44,7 +44,7 @@ typedef struct worker {
     int index;
     pthread_t thread;
     int started;
-    kr_session s;
+    kr_source s;
     AVFrame *tmp;
     entry *ring;
     int cap, head, count;
@@ -123,9 +123,9 @@ static void *worker_main(void *arg)
     for (int k = sp->first + w->index; k < sp->nchunks; k += sp->n) {
         const chunk *c = &sp->chunks[k];
         /* Seeking by the keyframe's pts lands on it (demuxers seek by presentation time). */
-        keyer_status st = kr_session_seek(&w->s, c->start_pts, 0, &w->err);
+        keyer_status st = kr_source_seek(&w->s, c->start_pts, 0, &w->err);
         for (; st == KEYER_OK;) {
-            st = kr_session_receive(&w->s, w->tmp, &w->err);
+            st = kr_source_receive(&w->s, w->tmp, &w->err);
             if (st)
                 break;
             int64_t t = frame_pts(w->tmp);
@@ -138,7 +138,7 @@ static void *worker_main(void *arg)
         }
         av_frame_unref(w->tmp);
         if (st && st != KEYER_STATUS_END) {
-            keyer_error_prefix(&w->err, "split decode session %d, chunk %d: ", w->index, k);
+            keyer_error_prefix(&w->err, "split decode worker %d, chunk %d: ", w->index, k);
             w->status = st;
             push(w, k, ENTRY_ERROR, NULL);
             return NULL;
@@ -248,7 +248,7 @@ static keyer_status plan_with(kr_split *sp, AVFormatContext *fc, int stream, AVP
     return KEYER_OK;
 }
 
-static keyer_status plan(kr_split *sp, kr_session *main, int n, keyer_error *err)
+static keyer_status plan(kr_split *sp, kr_source *main, int n, keyer_error *err)
 {
     if (!main->fc->pb || !(main->fc->pb->seekable & AVIO_SEEKABLE_NORMAL))
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "the input is not seekable");
@@ -273,7 +273,7 @@ static keyer_status plan(kr_split *sp, kr_session *main, int n, keyer_error *err
     return st;
 }
 
-keyer_status kr_split_create(kr_session *main, const kr_session_opts *o, int n, int queue,
+keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, int queue,
                              int64_t from, kr_split **out, keyer_error *err)
 {
     *out = NULL;
@@ -323,12 +323,12 @@ keyer_status kr_split_create(kr_session *main, const kr_session_opts *o, int n, 
                 st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "out of memory");
                 goto fail;
             }
-        kr_session_opts wo = *o;
+        kr_source_opts wo = *o;
         wo.codecpar = vs->codecpar;
         wo.stream_index = main->stream;
-        wo.session_index = i;
+        wo.source_index = i;
         wo.interrupt = &sp->abort;
-        st = kr_session_open(&w->s, &wo, err);
+        st = kr_source_open(&w->s, &wo, err);
         if (st)
             goto fail;
         w->s.hw.ordinal = main->hw.ordinal;
@@ -346,8 +346,11 @@ keyer_status kr_split_create(kr_session *main, const kr_session_opts *o, int n, 
         sp->w[i].started = 1;
     }
     for (int k = 0; k < sp->nchunks; k++)
-        keyer_log(sp->logger, KEYER_LOG_DEBUG, "%s: chunk %d: dts %lld, pts %lld..%lld, %d frames", sp->url, k, (long long)sp->chunks[k].start_dts, (long long)sp->chunks[k].start_pts, (long long)sp->chunks[k].end_pts, sp->chunks[k].frames);
-    keyer_log(sp->logger, KEYER_LOG_INFO, "%s: split decode: %d chunks on %d sessions",
+        keyer_log(sp->logger, KEYER_LOG_DEBUG, "%s: chunk %d: dts %lld, pts %lld..%lld, %d frames",
+                  sp->url, k, (long long)sp->chunks[k].start_dts,
+                  (long long)sp->chunks[k].start_pts, (long long)sp->chunks[k].end_pts,
+                  sp->chunks[k].frames);
+    keyer_log(sp->logger, KEYER_LOG_INFO, "%s: split decode: %d chunks on %d decoders",
               sp->url, sp->nchunks, n);
     *out = sp;
     return KEYER_OK;
@@ -426,7 +429,7 @@ void kr_split_counters(kr_split *sp, int64_t *dropped, int64_t *corrupt_packets,
     *hw_fellback = f;
 }
 
-int kr_split_sessions(const kr_split *sp) { return sp ? sp->n : 0; }
+int kr_split_sources(const kr_split *sp) { return sp ? sp->n : 0; }
 
 void kr_split_destroy(kr_split **psp)
 {
@@ -444,7 +447,7 @@ void kr_split_destroy(kr_split **psp)
             pthread_join(sp->w[i].thread, NULL);
     for (int i = 0; i < sp->n && sp->w; i++) {
         worker *w = &sp->w[i];
-        kr_session_close(&w->s);
+        kr_source_close(&w->s);
         av_frame_free(&w->tmp);
         for (int j = 0; w->ring && j < w->cap; j++)
             av_frame_free(&w->ring[j].frame);

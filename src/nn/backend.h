@@ -80,12 +80,11 @@ typedef struct kr_backend_ops {
     void (*destroy)(kr_backend_instance **inst);
 } kr_backend_ops;
 
-/* The backends compiled in. kr_backend_cuda exists only with KEYER_HAVE_CUDA_NN (CUDA build
- * with src/nn/cuda/backend.c present). */
+/* The backends. kr_backend_cuda is defined only with KEYER_HAVE_CUDA_NN (CUDA build with
+ * src/nn/cuda/backend.c present); runtime.c's backend_ops() is the one place that registers
+ * the backends of a build and names it only then. */
 extern const kr_backend_ops kr_backend_reference;
 extern const kr_backend_ops kr_backend_cpu;
-#ifdef KEYER_HAVE_CUDA_NN
 extern const kr_backend_ops kr_backend_cuda;
-#endif
 
 #endif /* KEYER_NN_BACKEND_H */

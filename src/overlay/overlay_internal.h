@@ -1,8 +1,9 @@
 /*
- * Internal to the overlay module: the primitive record, the overlay object, tile binning and
- * the per-pixel shading shared by the CPU renderer (overlay.c) and the CUDA renderer
- * (cuda/overlay.cu). The shading functions are compiled for host and device from this one
- * definition so that both renderers compute every pixel with the same arithmetic.
+ * Internal to the overlay module: the primitive record, the overlay object and the per-pixel
+ * shading shared by the CPU renderer (cpu/overlay.c) and the CUDA renderer (cuda/overlay.cu).
+ * The shading functions are compiled for host and device from this one definition so that
+ * both renderers compute every pixel with the same arithmetic. The renderers' table is in
+ * backend.h.
  */
 #ifndef KEYER_OVERLAY_INTERNAL_H
 #define KEYER_OVERLAY_INTERNAL_H
@@ -22,7 +23,7 @@
 extern "C" {
 #endif
 
-/** Tile side in pixels: primitives are binned per 64x64 tile. */
+/** Tile side in pixels of the CPU renderer: it bins primitives per 64x64 tile. */
 #define KR_OV_TILE 64
 /** Inside a tile, primitives are culled again per block of KR_OV_BLOCK_W x KR_OV_BLOCK_H pixels
  * (on the GPU, the pixels of one warp). */
@@ -54,41 +55,25 @@ typedef struct kr_prim {
     uint8_t rows[8];
 } kr_prim;
 
+/** Renderer state slots of an overlay, indexed by keyer_memory_type (host, CUDA). */
+#define KR_OVERLAY_BACKENDS 2
+
 struct keyer_overlay {
     int capacity, count;
     kr_prim *prims;
-    /* tile lists: tile_start[t]..tile_start[t+1] index into tile_items */
-    int tiles_cap;
-    int *tile_start;
-    int items_cap;
-    int *tile_items;
-    int sub_cap;
-    int *sub_items;    /* scratch of the CPU renderer: one pixel block's primitives */
     void *cuda_stream; /* cudaStream_t for CUDA frames (NULL: the default stream) */
-    void *cuda;        /* CUDA renderer state, created on the first CUDA render */
+    /* each renderer's state (backend.h), created on its first render */
+    void *state[KR_OVERLAY_BACKENDS];
 };
 
 /** The font: glyphs of ASCII 32..126, 7 rows each (defined in text.c). */
 extern const uint8_t kr_font_5x7[95][KR_FONT_H];
-
-/**
- * Builds the per-tile primitive lists for a @p w x @p h frame into ov->tile_start/tile_items
- * (grown when needed); *tw, *th receive the tile grid. Errors: OUT_OF_MEMORY.
- */
-keyer_status kr_overlay_bin(keyer_overlay *ov, int w, int h, int *tw, int *th, keyer_error *err);
 
 /** Premultiplied, clamped colour. */
 void kr_overlay_premultiply(keyer_color c, float out[4]);
 
 /** Reserves the next primitive slot (NULL with the error set when full or ov is NULL). */
 kr_prim *kr_overlay_new_prim(keyer_overlay *ov, keyer_error *err);
-
-#ifdef KEYER_HAVE_CUDA
-/** Renders onto a CUDA frame (RGBA, NV12 or YUV420P) on ov->cuda_stream (cuda/overlay.cu). */
-keyer_status kr_overlay_render_cuda(keyer_overlay *ov, keyer_frame *frame, keyer_error *err);
-/** Frees the CUDA state (accepts NULL). */
-void kr_overlay_cuda_free(void *state);
-#endif
 
 /* ---- shading, shared by host and device -------------------------------------------------- */
 
@@ -277,9 +262,6 @@ KR_OV_HD void kr_ov_blend_chroma(unsigned char *u, unsigned char *v, const float
     *u = kr_ov_to_u8(128 * csum[3] + yc->c_scale * cb + *u * k);
     *v = kr_ov_to_u8(128 * csum[3] + yc->c_scale * cr + *v * k);
 }
-
-/** Conversion constants for @p f (defined in overlay.c). */
-kr_ov_yuv kr_overlay_yuv_coeffs(const keyer_frame *f);
 
 #ifdef __cplusplus
 }

@@ -1,75 +1,22 @@
 /*
- * The pipeline's view of a compute device's memory and streams (internal, prefix kr_): a
- * small table of function pointers, so that session code holds no CUDA types and no
- * #ifdef. kr_device_cuda() returns the CUDA table in CUDA builds (src/pipeline/cuda/) and
- * NULL otherwise. Every call that touches a device first makes @p ordinal current on the
- * calling thread, so any worker may call any slot.
+ * The pipeline's device view: the core device table (core/device.h), plus the mask sigmoid
+ * that used to be a slot of the pipeline's own device table (internal, prefix kr_).
  */
 #ifndef KEYER_PIPELINE_DEVICE_H
 #define KEYER_PIPELINE_DEVICE_H
 
 #include <stddef.h>
 
-#include "keyer/frame.h"
+#include "core/device.h"
 #include "keyer/status.h"
 
-typedef struct kr_device_fns {
-    const char *name; /* "cuda" */
+/* dst[i] = 1 / (1 + exp(-src[i])) for @p count floats in device memory of @p ordinal, on
+ * @p stream (dst may equal src). Errors: INVALID_ARGUMENT (NULL pointer), DEVICE. */
+typedef keyer_status (*kr_pipeline_sigmoid_fn)(int ordinal, float *dst, const float *src,
+                                               size_t count, void *stream, keyer_error *err);
 
-    /* Number of usable devices; 0 when the driver is missing or fails. Never fails. */
-    int (*count)(void);
-
-    /* Name and total memory of device @p ordinal. Errors: DEVICE. */
-    keyer_status (*describe)(int ordinal, char *name, size_t name_size, size_t *total_bytes,
-                             keyer_error *err);
-
-    /* Free and total memory of device @p ordinal. Errors: DEVICE. */
-    keyer_status (*mem_info)(int ordinal, size_t *free_bytes, size_t *total_bytes,
-                             keyer_error *err);
-
-    /* Device memory of @p bytes on @p ordinal. Errors: OUT_OF_MEMORY, DEVICE. */
-    keyer_status (*alloc)(int ordinal, size_t bytes, void **ptr, keyer_error *err);
-    /* Frees memory from alloc; NULL accepted. */
-    void (*free)(int ordinal, void *ptr);
-
-    /* A non-blocking stream on @p ordinal. Errors: DEVICE. */
-    keyer_status (*stream_create)(int ordinal, void **stream, keyer_error *err);
-    /* Destroys a stream; NULL accepted. */
-    void (*stream_destroy)(int ordinal, void *stream);
-    /* Waits for all work queued on @p stream. Errors: DEVICE (with the failure's text). */
-    keyer_status (*stream_sync)(int ordinal, void *stream, keyer_error *err);
-
-    /* Asynchronous 2-D copy on @p stream between any host/device pointers.
-     * Errors: DEVICE. */
-    keyer_status (*copy_2d)(int ordinal, void *dst, size_t dst_pitch, const void *src,
-                            size_t src_pitch, size_t row_bytes, size_t rows, void *stream,
-                            keyer_error *err);
-
-    /* dst[i] = 1 / (1 + exp(-src[i])) for @p count floats in device memory, on @p stream
-     * (dst may equal src). Errors: DEVICE. */
-    keyer_status (*sigmoid)(int ordinal, float *dst, const float *src, size_t count,
-                            void *stream, keyer_error *err);
-} kr_device_fns;
-
-/** The CUDA table, or NULL when keyer was built without CUDA. */
-const kr_device_fns *kr_device_cuda(void);
-
-/**
- * Allocates device planes for a @p format frame of @p width x @p height on @p ordinal (rows
- * aligned to 256 bytes, one allocation) and makes @p frame describe them (memory CUDA,
- * device @p ordinal; the buffer frees the memory with the last reference).
- * Errors: INVALID_ARGUMENT, OUT_OF_MEMORY, DEVICE.
- */
-keyer_status kr_device_frame_alloc(const kr_device_fns *dev, int ordinal, keyer_frame *frame,
-                                   keyer_pixel_format format, int width, int height,
-                                   keyer_error *err);
-
-/**
- * Copies the pixels of @p src into @p dst (same format and size, any memories) on
- * @p stream and waits for the copy. Metadata is copied. Host-to-host copies need no device
- * (@p dev may then be NULL). Errors: INVALID_ARGUMENT (mismatch), DEVICE.
- */
-keyer_status kr_device_frame_copy(const kr_device_fns *dev, int ordinal, keyer_frame *dst,
-                                  const keyer_frame *src, void *stream, keyer_error *err);
+/** The CUDA sigmoid (src/pipeline/cuda/sigmoid.cu), or NULL when keyer was built without
+ *  CUDA. */
+kr_pipeline_sigmoid_fn kr_pipeline_sigmoid_cuda(void);
 
 #endif

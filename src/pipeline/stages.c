@@ -290,8 +290,8 @@ static keyer_status infer_cuda(keyer_session *s, kr_item **items, int n, int lg,
                               (size_t)s->mask_c * sizeof(float), sizeof(float), cells,
                               s->infer_stream, err);
         if (!rs && s->mask_logit)
-            rs = dev->sigmoid(s->ordinal, items[i]->cuda.mask, items[i]->cuda.mask, cells,
-                              s->infer_stream, err);
+            rs = kr_pipeline_sigmoid_cuda()(s->ordinal, items[i]->cuda.mask, items[i]->cuda.mask,
+                                            cells, s->infer_stream, err);
     }
     if (!rs)
         rs = dev->stream_sync(s->ordinal, s->infer_stream, err);

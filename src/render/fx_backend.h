@@ -140,14 +140,15 @@ extern const kr_fx_backend kr_fx_cpu;
 /** The CUDA backend (src/render/cuda/); defined only when keyer is built with CUDA. */
 extern const kr_fx_backend kr_fx_cuda;
 
-/** The backend for @p memory, or NULL when keyer was built without it. */
+/** The backend for @p memory, or NULL when keyer was built without it (fx_backends.c). */
 const kr_fx_backend *kr_fx_backend_for(keyer_memory_type memory);
 
 /** Per-backend state slots of an effect object, indexed by keyer_memory_type. */
 #define KR_FX_BACKENDS 2
 
-/** Gets (creating on first use) the state of the backend for @p memory in @p slots.
- *  Errors: UNSUPPORTED (no such backend in this build), whatever state_create returns. */
+/** Gets (creating on first use) the state of the backend for @p memory in @p slots
+ *  (fx_backends.c). Errors: UNSUPPORTED (no such backend in this build), whatever
+ *  state_create returns. */
 keyer_status kr_fx_state(void *slots[KR_FX_BACKENDS], keyer_memory_type memory,
                          const kr_fx_config *config, const kr_fx_backend **backend,
                          void **state, keyer_error *err);

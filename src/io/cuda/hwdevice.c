@@ -1,6 +1,7 @@
-/* CUDA side of NVDEC decoding (CUDA builds only): a libav CUDA device context on the device's
- * primary context (retained here, whatever flags keyer's CUDA code created it with), and the
- * copy of decoded frames out of NVDEC's few mapped surfaces into a pool of device buffers.
+/* CUDA side of io (CUDA builds only), the kr_io_cuda_fns table: a libav CUDA device context on
+ * the device's primary context (retained here, whatever flags keyer's CUDA code created it
+ * with), the copy of decoded frames out of NVDEC's few mapped surfaces into a pool of device
+ * buffers, and plane copies (transfer.c).
  *
  * The five driver-API calls needed for the primary context are looked up in libcuda.so.1 with
  * dlopen when a hardware decoder is opened, so keyer's binaries do not need the driver library
@@ -17,6 +18,7 @@
 #include <libavutil/pixdesc.h>
 
 #include "io/av.h"
+#include "io/cuda/transfer.h"
 #include "io/io_internal.h"
 
 /* The driver entry points used here, resolved from libcuda.so.1 at run time. */
@@ -76,7 +78,7 @@ static void release_primary(AVHWDeviceContext *ctx)
     free(d);
 }
 
-keyer_status kr_cuda_hwdevice_create(int ordinal, AVBufferRef **out, keyer_error *err)
+static keyer_status hwdevice_create(int ordinal, AVBufferRef **out, keyer_error *err)
 {
     *out = NULL;
     driver_api *d = calloc(1, sizeof(*d));
@@ -122,8 +124,8 @@ keyer_status kr_cuda_hwdevice_create(int ordinal, AVBufferRef **out, keyer_error
     return KEYER_OK;
 }
 
-keyer_status kr_cuda_detach_frame(AVBufferRef **pool, AVFrame *pic, AVFrame *tmp,
-                                  keyer_error *err)
+static keyer_status detach_frame(AVBufferRef **pool, AVFrame *pic, AVFrame *tmp,
+                                 keyer_error *err)
 {
     const AVHWFramesContext *src = (const AVHWFramesContext *)pic->hw_frames_ctx->data;
     AVHWFramesContext *fc = *pool ? (AVHWFramesContext *)(*pool)->data : NULL;
@@ -157,8 +159,9 @@ keyer_status kr_cuda_detach_frame(AVBufferRef **pool, AVFrame *pic, AVFrame *tmp
             return keyer_error_set(err, KEYER_STATUS_INTERNAL,
                                    "NVDEC frame plane %d: %d bytes per row, pitches %d and %d", p,
                                    bytes, pic->linesize[p], tmp->linesize[p]);
-        keyer_status st = kr_cuda_copy_2d(tmp->data[p], (size_t)tmp->linesize[p], pic->data[p],
-                                          (size_t)pic->linesize[p], (size_t)bytes, (size_t)rows, err);
+        keyer_status st = kr_io_cuda_copy_2d(tmp->data[p], (size_t)tmp->linesize[p], pic->data[p],
+                                             (size_t)pic->linesize[p], (size_t)bytes, (size_t)rows,
+                                             err);
         if (st)
             return keyer_error_prefix(err, "copying an NVDEC frame: ");
     }
@@ -171,3 +174,9 @@ keyer_status kr_cuda_detach_frame(AVBufferRef **pool, AVFrame *pic, AVFrame *tmp
     av_frame_move_ref(pic, tmp);
     return KEYER_OK;
 }
+
+const kr_io_cuda_fns kr_io_cuda_table = {
+    .hwdevice_create = hwdevice_create,
+    .detach_frame = detach_frame,
+    .copy_2d = kr_io_cuda_copy_2d,
+};

@@ -1,10 +1,10 @@
 /* Copies between host and device planes for keyer's video I/O (CUDA builds only). */
 #include <cuda_runtime.h>
 
-#include "io/io_internal.h"
+#include "io/cuda/transfer.h"
 
-keyer_status kr_cuda_copy_2d(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
-                             size_t row_bytes, size_t rows, keyer_error *err)
+keyer_status kr_io_cuda_copy_2d(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                                size_t row_bytes, size_t rows, keyer_error *err)
 {
     cudaError_t e = cudaMemcpy2D(dst, dst_pitch, src, src_pitch, row_bytes, rows, cudaMemcpyDefault);
     /* cudaMemcpy2D returns before a device-to-device copy is done: it runs on the legacy

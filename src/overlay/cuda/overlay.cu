@@ -27,7 +27,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "overlay/overlay_internal.h"
+#include "overlay/backend.h"
 
 namespace {
 
@@ -326,11 +326,9 @@ keyer_status reserve(State *s, int n, int regions, keyer_error *err)
     return KEYER_OK;
 }
 
-} // namespace
-
 /* ---- entry points ---------------------------------------------------------------------- */
 
-extern "C" void kr_overlay_cuda_free(void *state)
+void state_destroy(void *state)
 {
     State *s = static_cast<State *>(state);
     if (!s)
@@ -346,10 +344,9 @@ extern "C" void kr_overlay_cuda_free(void *state)
     delete s;
 }
 
-extern "C" keyer_status kr_overlay_render_cuda(keyer_overlay *ov, keyer_frame *f, keyer_error *err)
+keyer_status render(void **state, const kr_overlay_job *job, keyer_error *err)
 {
-    if (ov->count == 0)
-        return KEYER_OK;
+    const keyer_frame *f = job->frame;
     FrameArgs fa;
     memset(&fa, 0, sizeof(fa));
     fa.width = f->width;
@@ -362,12 +359,12 @@ extern "C" keyer_status kr_overlay_render_cuda(keyer_overlay *ov, keyer_frame *f
         fa.plane[i] = f->data[i];
         fa.stride[i] = f->stride[i];
     }
-    fa.yc = kr_overlay_yuv_coeffs(f);
+    fa.yc = job->yc;
     const int tiles_x = (f->width + kTile - 1) / kTile;
     const int tiles_y = (f->height + kTile - 1) / kTile;
     const int regions = ((tiles_x + kRegionTiles - 1) / kRegionTiles) *
                         ((tiles_y + kRegionTiles - 1) / kRegionTiles);
-    cudaStream_t stream = static_cast<cudaStream_t>(ov->cuda_stream);
+    cudaStream_t stream = static_cast<cudaStream_t>(job->stream);
     keyer_status st = KEYER_OK;
     int b = 0;
 
@@ -377,7 +374,7 @@ extern "C" keyer_status kr_overlay_render_cuda(keyer_overlay *ov, keyer_frame *f
         return cuda_fail(err, "cudaGetDevice", e);
     if (prev != f->device && (e = cudaSetDevice(f->device)) != cudaSuccess)
         return cuda_fail(err, "cudaSetDevice", e);
-    State *s = static_cast<State *>(ov->cuda);
+    State *s = static_cast<State *>(*state);
     if (s && s->device != f->device) {
         st = keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                              "overlay render (cuda): frame on device %d, overlay used on device %d",
@@ -391,7 +388,7 @@ extern "C" keyer_status kr_overlay_render_cuda(keyer_overlay *ov, keyer_frame *f
             goto done;
         }
         s->device = f->device;
-        ov->cuda = s;
+        *state = s;
         for (; s->events < 2; s->events++)
             if ((e = cudaEventCreateWithFlags(&s->staged[s->events], cudaEventDisableTiming)) !=
                 cudaSuccess) {
@@ -403,7 +400,7 @@ extern "C" keyer_status kr_overlay_render_cuda(keyer_overlay *ov, keyer_frame *f
         st = keyer_error_set(err, KEYER_STATUS_DEVICE, "overlay render (cuda): set-up failed earlier");
         goto done;
     }
-    if ((st = reserve(s, ov->count, regions, err)))
+    if ((st = reserve(s, job->count, regions, err)))
         goto done;
     /* The copy that last read this staging buffer (two frames ago) must be done. */
     b = s->next;
@@ -414,8 +411,8 @@ extern "C" keyer_status kr_overlay_render_cuda(keyer_overlay *ov, keyer_frame *f
         }
         s->pending[b] = 0;
     }
-    memcpy(s->host[b], ov->prims, (size_t)ov->count * sizeof(kr_prim));
-    if ((e = cudaMemcpyAsync(s->prims, s->host[b], (size_t)ov->count * sizeof(kr_prim),
+    memcpy(s->host[b], job->prims, (size_t)job->count * sizeof(kr_prim));
+    if ((e = cudaMemcpyAsync(s->prims, s->host[b], (size_t)job->count * sizeof(kr_prim),
                              cudaMemcpyHostToDevice, stream)) != cudaSuccess) {
         st = cuda_fail(err, "cudaMemcpyAsync (primitives)", e);
         goto done;
@@ -426,10 +423,14 @@ extern "C" keyer_status kr_overlay_render_cuda(keyer_overlay *ov, keyer_frame *f
     }
     s->pending[b] = 1;
     s->next = 1 - b;
-    if ((e = launch_overlay(s, ov->count, fa, stream)) != cudaSuccess)
+    if ((e = launch_overlay(s, job->count, fa, stream)) != cudaSuccess)
         st = cuda_fail(err, "overlay kernel launch", e);
 done:
     if (prev >= 0 && prev != f->device)
         cudaSetDevice(prev);
     return st;
 }
+
+} // namespace
+
+extern "C" const kr_overlay_backend kr_overlay_cuda = {"cuda", render, state_destroy};

@@ -64,21 +64,14 @@ static void describe_open_failure(const char *url, int averr, char *buf, size_t 
     avio_closep(&pb);
 }
 
-keyer_status kr_session_open(kr_session *s, const kr_session_opts *o, keyer_error *err)
+/* The input format and the URL libavformat opens for o->url: a named format (aliases
+ * resolved), V4L2 for camera paths (through libavdevice), "-" as standard input; a path must
+ * exist. */
+static keyer_status resolve_input(const kr_source_opts *o, const char **url_out,
+                                  const AVInputFormat **ifmt_out, keyer_error *err)
 {
-    memset(s, 0, sizeof(*s));
-    s->url = o->url;
-    s->logger = o->logger;
-    s->interrupt = o->interrupt;
-    s->stream = -1;
-    s->hw.url = o->url;
-    s->hw.logger = o->logger;
-    s->hw.session = o->session_index;
-    keyer_status st = KEYER_OK;
-    AVDictionary *opts = NULL;
     const char *url = o->url;
     const AVInputFormat *ifmt = NULL;
-
 #ifdef KEYER_HAVE_AVDEVICE
     /* Input devices (V4L2) are known to libavformat once libavdevice registered them; the
      * call only fills libavdevice's own tables and may be repeated. */
@@ -109,9 +102,23 @@ keyer_status kr_session_open(kr_session *s, const kr_session_opts *o, keyer_erro
     }
     if (!strcmp(url, "-"))
         url = "pipe:0";
-    else if ((st = kr_av_check_input_path(url, err)))
-        return st;
+    else {
+        keyer_status st = kr_av_check_input_path(url, err);
+        if (st)
+            return st;
+    }
+    *url_out = url;
+    *ifmt_out = ifmt;
+    return KEYER_OK;
+}
 
+/* Opens the container at @p url (with o->input_options) into s->fc and reads its stream
+ * information (not for split workers, which reuse the main source's parameters); allocates
+ * s->pkt and s->tmp. On failure the caller closes the source. */
+static keyer_status open_input(kr_source *s, const kr_source_opts *o, const char *url,
+                               const AVInputFormat *ifmt, keyer_error *err)
+{
+    AVDictionary *opts = NULL;
     if (o->input_options && *o->input_options &&
         av_dict_parse_string(&opts, o->input_options, "=", ":", 0) < 0) {
         av_dict_free(&opts);
@@ -124,52 +131,55 @@ keyer_status kr_session_open(kr_session *s, const kr_session_opts *o, keyer_erro
     s->tmp = av_frame_alloc();
     if (!s->fc || !s->pkt || !s->tmp) {
         av_dict_free(&opts);
-        st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", o->url);
-        goto fail;
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", o->url);
     }
     s->fc->interrupt_callback.callback = interrupt_cb;
     s->fc->interrupt_callback.opaque = s->interrupt;
     int ret = avformat_open_input(&s->fc, url, ifmt, &opts);
     av_dict_free(&opts);
-    if (ret < 0) {
+    if (ret < 0) { /* avformat_open_input freed the context */
         char why[160];
         describe_open_failure(url, ret, why, sizeof(why));
-        st = interrupt_cb(s->interrupt)
-                 ? keyer_error_set(err, KEYER_STATUS_INTERRUPTED, "%s: opening was interrupted",
-                                   o->url)
-                 : kr_av_error(err, ret, "%s: cannot open%s", o->url, why);
-        goto fail; /* avformat_open_input freed the context */
+        return interrupt_cb(s->interrupt)
+                   ? keyer_error_set(err, KEYER_STATUS_INTERRUPTED, "%s: opening was interrupted",
+                                     o->url)
+                   : kr_av_error(err, ret, "%s: cannot open%s", o->url, why);
     }
     if (!o->codecpar) {
         ret = avformat_find_stream_info(s->fc, NULL);
-        if (ret < 0) {
-            st = kr_av_error(err, ret, "%s: cannot read stream information (%s)", o->url,
-                             s->fc->iformat->name);
-            goto fail;
-        }
+        if (ret < 0)
+            return kr_av_error(err, ret, "%s: cannot read stream information (%s)", o->url,
+                               s->fc->iformat->name);
     }
+    return KEYER_OK;
+}
 
-    const AVCodec *codec = NULL;
+/* Sets s->stream: o->stream_index for split workers, else the best video stream. */
+static keyer_status find_video_stream(kr_source *s, const kr_source_opts *o, keyer_error *err)
+{
     if (o->codecpar) {
-        if (o->stream_index < 0 || o->stream_index >= (int)s->fc->nb_streams) {
-            st = keyer_error_set(err, KEYER_STATUS_BAD_DATA,
-                                 "%s: stream %d missing on reopening", o->url, o->stream_index);
-            goto fail;
-        }
+        if (o->stream_index < 0 || o->stream_index >= (int)s->fc->nb_streams)
+            return keyer_error_set(err, KEYER_STATUS_BAD_DATA,
+                                   "%s: stream %d missing on reopening", o->url, o->stream_index);
         s->stream = o->stream_index;
-    } else {
-        ret = av_find_best_stream(s->fc, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
-        if (ret < 0) {
-            st = keyer_error_set(err, KEYER_STATUS_BAD_DATA,
-                                 "%s: no video stream (%s container with %u stream%s)", o->url,
-                                 s->fc->iformat->name, s->fc->nb_streams,
-                                 s->fc->nb_streams == 1 ? "" : "s");
-            goto fail;
-        }
-        s->stream = ret;
+        return KEYER_OK;
     }
-    AVStream *vs = s->fc->streams[s->stream];
-    const AVCodecParameters *par = o->codecpar ? o->codecpar : vs->codecpar;
+    int ret = av_find_best_stream(s->fc, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
+    if (ret < 0)
+        return keyer_error_set(err, KEYER_STATUS_BAD_DATA,
+                               "%s: no video stream (%s container with %u stream%s)", o->url,
+                               s->fc->iformat->name, s->fc->nb_streams,
+                               s->fc->nb_streams == 1 ? "" : "s");
+    s->stream = ret;
+    return KEYER_OK;
+}
+
+/* The decoder for the stream's parameters @p par, after checking the coded size. */
+static keyer_status find_decoder(const kr_source_opts *o, const AVStream *vs,
+                                 const AVCodecParameters *par, const AVCodec **out,
+                                 keyer_error *err)
+{
+    const AVCodec *codec = NULL;
     /* VP9 with alpha (WebM BlockAdditional) decodes with alpha only through libvpx. */
     AVDictionaryEntry *alpha = av_dict_get(vs->metadata, "alpha_mode", NULL, 0);
     if (par->codec_id == AV_CODEC_ID_VP9 && alpha && !strcmp(alpha->value, "1"))
@@ -179,35 +189,42 @@ keyer_status kr_session_open(kr_session *s, const kr_session_opts *o, keyer_erro
     if (!codec) {
         char tag[AV_FOURCC_MAX_STRING_SIZE] = "";
         av_fourcc_make_string(tag, par->codec_tag);
-        st = keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
-                             "%s: unsupported video codec %s (tag %s): libavcodec has no decoder "
-                             "for it", o->url, avcodec_get_name(par->codec_id), tag);
-        goto fail;
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                               "%s: unsupported video codec %s (tag %s): libavcodec has no "
+                               "decoder for it", o->url, avcodec_get_name(par->codec_id), tag);
     }
     if (par->width <= 0 || par->height <= 0 || par->width > 16384 || par->height > 16384) {
-        if (par->width != 0 || par->height != 0) {
-            st = keyer_error_set(err, KEYER_STATUS_BAD_DATA, "%s: video size %dx%d is invalid",
-                                 o->url, par->width, par->height);
-            goto fail;
-        }
+        if (par->width != 0 || par->height != 0)
+            return keyer_error_set(err, KEYER_STATUS_BAD_DATA, "%s: video size %dx%d is invalid",
+                                   o->url, par->width, par->height);
     }
+    *out = codec;
+    return KEYER_OK;
+}
+
+/* Creates and opens s->dec for the stream s->stream, on NVDEC when o->hw_device is given and
+ * NVDEC decodes the codec. On failure the caller closes the source. */
+static keyer_status open_decoder(kr_source *s, const kr_source_opts *o, keyer_error *err)
+{
+    AVStream *vs = s->fc->streams[s->stream];
+    const AVCodecParameters *par = o->codecpar ? o->codecpar : vs->codecpar;
+    const AVCodec *codec = NULL;
+    keyer_status st = find_decoder(o, vs, par, &codec, err);
+    if (st)
+        return st;
     s->dec = avcodec_alloc_context3(codec);
-    if (!s->dec) {
-        st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", o->url);
-        goto fail;
-    }
-    ret = avcodec_parameters_to_context(s->dec, par);
-    if (ret < 0) {
-        st = kr_av_error(err, ret, "%s: decoder parameters", o->url);
-        goto fail;
-    }
+    if (!s->dec)
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", o->url);
+    int ret = avcodec_parameters_to_context(s->dec, par);
+    if (ret < 0)
+        return kr_av_error(err, ret, "%s: decoder parameters", o->url);
     s->dec->pkt_timebase = vs->time_base;
     s->dec->flags |= AV_CODEC_FLAG_OUTPUT_CORRUPT;
     s->dec->thread_count = o->threads > 0 ? o->threads : 0;
     if (o->hw_device) {
         if (kr_hwdec_codec_supported(codec)) {
             if ((st = kr_hwdec_attach(s->dec, &s->hw, o->hw_device, err)))
-                goto fail;
+                return st;
             s->dec->thread_count = 1; /* NVDEC decodes; threads would only add surfaces */
         } else {
             keyer_log(s->logger, KEYER_LOG_WARNING,
@@ -216,14 +233,32 @@ keyer_status kr_session_open(kr_session *s, const kr_session_opts *o, keyer_erro
         }
     }
     ret = avcodec_open2(s->dec, codec, NULL);
-    if (ret < 0) {
-        st = kr_av_error(err, ret, "%s: cannot open the %s decoder", o->url, codec->name);
-        goto fail;
+    if (ret < 0)
+        return kr_av_error(err, ret, "%s: cannot open the %s decoder", o->url, codec->name);
+    return KEYER_OK;
+}
+
+keyer_status kr_source_open(kr_source *s, const kr_source_opts *o, keyer_error *err)
+{
+    memset(s, 0, sizeof(*s));
+    s->url = o->url;
+    s->logger = o->logger;
+    s->interrupt = o->interrupt;
+    s->stream = -1;
+    s->hw.url = o->url;
+    s->hw.logger = o->logger;
+    s->hw.source = o->source_index;
+    const char *url = NULL;
+    const AVInputFormat *ifmt = NULL;
+    keyer_status st = resolve_input(o, &url, &ifmt, err);
+    if (st)
+        return st;
+    if ((st = open_input(s, o, url, ifmt, err)) || (st = find_video_stream(s, o, err)) ||
+        (st = open_decoder(s, o, err))) {
+        kr_source_close(s);
+        return st;
     }
     return KEYER_OK;
-fail:
-    kr_session_close(s);
-    return st;
 }
 
 static void sleep_ms(int ms)
@@ -232,7 +267,7 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-keyer_status kr_session_receive(kr_session *s, AVFrame *out, keyer_error *err)
+keyer_status kr_source_receive(kr_source *s, AVFrame *out, keyer_error *err)
 {
     av_frame_unref(out);
     for (;;) {
@@ -244,16 +279,15 @@ keyer_status kr_session_receive(kr_session *s, AVFrame *out, keyer_error *err)
         int ret = avcodec_receive_frame(s->dec, out);
         if (ret == 0) {
             s->frames_out++;
-#ifdef KEYER_HAVE_CUDA
             /* NVDEC has a handful of surfaces: frames the caller keeps must not hold them. */
-            if (out->format == AV_PIX_FMT_CUDA) {
-                keyer_status st = kr_cuda_detach_frame(&s->hw.pool, out, s->tmp, err);
+            const kr_io_cuda_fns *cuda = kr_io_cuda();
+            if (cuda && out->format == AV_PIX_FMT_CUDA) {
+                keyer_status st = cuda->detach_frame(&s->hw.pool, out, s->tmp, err);
                 if (st) {
                     av_frame_unref(out);
                     return keyer_error_prefix(err, "%s: ", s->url);
                 }
             }
-#endif
             return KEYER_OK;
         }
         if (ret == AVERROR_EOF) {
@@ -334,7 +368,7 @@ keyer_status kr_session_receive(kr_session *s, AVFrame *out, keyer_error *err)
     }
 }
 
-keyer_status kr_session_seek(kr_session *s, int64_t ts, int flags, keyer_error *err)
+keyer_status kr_source_seek(kr_source *s, int64_t ts, int flags, keyer_error *err)
 {
     int ret = av_seek_frame(s->fc, s->stream, ts, flags | AVSEEK_FLAG_BACKWARD);
     if (ret < 0)
@@ -346,7 +380,7 @@ keyer_status kr_session_seek(kr_session *s, int64_t ts, int flags, keyer_error *
     return KEYER_OK;
 }
 
-void kr_session_close(kr_session *s)
+void kr_source_close(kr_source *s)
 {
     if (!s)
         return;

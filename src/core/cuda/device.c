@@ -1,8 +1,8 @@
-/* The pipeline's CUDA device table (CUDA builds only): memory, streams and copies. */
+/* The CUDA device table (CUDA builds only): memory, streams, copies and events. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 
-#include "pipeline/device.h"
+#include "core/device.h"
 
 static keyer_status fail(keyer_error *err, const char *what, cudaError_t e)
 {
@@ -123,8 +123,67 @@ static keyer_status copy_2d(int ordinal, void *dst, size_t dst_pitch, const void
     return KEYER_OK;
 }
 
-keyer_status kr_pipeline_cuda_sigmoid(int ordinal, float *dst, const float *src, size_t count,
-                                      void *stream, keyer_error *err); /* sigmoid.cu */
+static keyer_status copy(int ordinal, void *dst, const void *src, size_t bytes, void *stream,
+                         keyer_error *err)
+{
+    if (use(ordinal, err))
+        return err ? err->status : KEYER_STATUS_DEVICE;
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
+    if (e != cudaSuccess)
+        return fail(err, "cudaMemcpyAsync", e);
+    return KEYER_OK;
+}
+
+static keyer_status event_create(int ordinal, void **event, keyer_error *err)
+{
+    *event = NULL;
+    if (use(ordinal, err))
+        return err ? err->status : KEYER_STATUS_DEVICE;
+    cudaEvent_t ev;
+    cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e != cudaSuccess)
+        return fail(err, "cudaEventCreateWithFlags", e);
+    *event = ev;
+    return KEYER_OK;
+}
+
+static void event_destroy(int ordinal, void *event)
+{
+    if (!event)
+        return;
+    cudaSetDevice(ordinal);
+    cudaEventDestroy((cudaEvent_t)event);
+}
+
+static keyer_status event_record(int ordinal, void *event, void *stream, keyer_error *err)
+{
+    if (use(ordinal, err))
+        return err ? err->status : KEYER_STATUS_DEVICE;
+    cudaError_t e = cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream);
+    if (e != cudaSuccess)
+        return fail(err, "cudaEventRecord", e);
+    return KEYER_OK;
+}
+
+static keyer_status event_wait(int ordinal, void *stream, void *event, keyer_error *err)
+{
+    if (use(ordinal, err))
+        return err ? err->status : KEYER_STATUS_DEVICE;
+    cudaError_t e = cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0);
+    if (e != cudaSuccess)
+        return fail(err, "cudaStreamWaitEvent", e);
+    return KEYER_OK;
+}
+
+static keyer_status event_sync(int ordinal, void *event, keyer_error *err)
+{
+    if (use(ordinal, err))
+        return err ? err->status : KEYER_STATUS_DEVICE;
+    cudaError_t e = cudaEventSynchronize((cudaEvent_t)event);
+    if (e != cudaSuccess)
+        return fail(err, "cudaEventSynchronize", e);
+    return KEYER_OK;
+}
 
 static const kr_device_fns cuda_fns = {
     .name = "cuda",
@@ -137,7 +196,12 @@ static const kr_device_fns cuda_fns = {
     .stream_destroy = stream_destroy,
     .stream_sync = stream_sync,
     .copy_2d = copy_2d,
-    .sigmoid = kr_pipeline_cuda_sigmoid,
+    .copy = copy,
+    .event_create = event_create,
+    .event_destroy = event_destroy,
+    .event_record = event_record,
+    .event_wait = event_wait,
+    .event_sync = event_sync,
 };
 
 const kr_device_fns *kr_device_cuda_table(void)

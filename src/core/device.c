@@ -1,5 +1,6 @@
-/* Device frames for the pipeline: allocation and copies through a kr_device_fns table. */
-#include "pipeline/device.h"
+/* The device table's registration, and device frames: allocation and copies through a
+ * kr_device_fns table. */
+#include "core/device.h"
 
 #include <string.h>
 
