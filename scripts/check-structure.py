@@ -256,9 +256,10 @@ def read_symbols(nm, objects):
     batch = 200
     for i in range(0, len(objects), batch):
         part = objects[i : i + batch]
-        out = subprocess.run(
-            [nm, "-A", "--"] + part, check=True, capture_output=True, text=True
-        ).stdout
+        run = subprocess.run([nm, "-A"] + part, capture_output=True, text=True)
+        if run.returncode != 0:
+            raise RuntimeError("%s -A failed: %s" % (nm, run.stderr.strip()[:500]))
+        out = run.stdout
         for line in out.splitlines():
             # "<object>:<address> <type> <name>" or "<object>:                 U <name>"
             obj, _, rest = line.partition(":")
@@ -447,8 +448,12 @@ def main():
         if not objects:
             errors.append("no object files of src/ found: build the library first")
         else:
-            graph = build_graph(objects, root, args.nm)
-            check_calls(graph, root, errors, warnings)
+            try:
+                graph = build_graph(objects, root, args.nm)
+            except (OSError, RuntimeError) as e:
+                errors.append("reading the object files' symbols: %s" % e)
+            else:
+                check_calls(graph, root, errors, warnings)
 
     report_long_files(files, root)
     for w in warnings:
