@@ -24,6 +24,7 @@
 
 #include "keyer/status.h"
 #include "nn/graph.h"
+#include "testutil.h"
 
 typedef struct kt_graph {
     kr_graph *g;
@@ -53,11 +54,8 @@ keyer_status kt_graph_finish(kt_graph *b, kr_graph **out, keyer_error *err);
  * error and aborts (the running test fails). */
 kr_graph *kt_graph_build(kt_graph *b);
 
-/* A small deterministic generator (xorshift32); seed 0 is replaced by a fixed constant. */
-typedef struct kt_rng {
-    uint32_t s;
-} kt_rng;
-
+/* A small deterministic generator (xorshift32, kt_rng of testutil.h); seed 0 is replaced by a
+ * fixed constant. */
 kt_rng kt_rng_seed(uint32_t seed);
 uint32_t kt_rng_next(kt_rng *r);
 /* Uniform in [lo, hi). */

@@ -8,6 +8,7 @@
 #define KEYER_TESTUTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "keyer/alloc.h"
 #include "keyer/frame.h"
@@ -21,6 +22,12 @@ typedef struct kt_alloc_state {
 
 /** Returns an allocator backed by @p state. */
 keyer_allocator kt_counting_allocator(kt_alloc_state *state);
+
+/** State of the tests' small deterministic generators (xorshift32): kt_rng_next() of
+ *  kt_graph.h and kt_next() of kt_effects.h. */
+typedef struct kt_rng {
+    uint32_t s;
+} kt_rng;
 
 /** $KEYER_MODELS_DIR/<name> into @p buf (size n). Returns buf. */
 const char *kt_model_path(char *buf, size_t n, const char *file);

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "effects_testlib.h"
 #include "keyer/effects.h"
+#include "kt_effects.h"
 #include "testutil.h"
 
 static const keyer_pixel_format formats[] = {

@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "effects_testlib.h"
 #include "keyer/effects.h"
 #include "keyer/image.h"
+#include "kt_effects.h"
 #include "testutil.h"
 
 static const char *const photos[] = {"grace_hopper", "messi5"};

@@ -6,8 +6,9 @@
  * mask). 8-bit outputs may differ by at most 1 code value per sample; tensors by 1e-3.
  *
  * Built by ctest (label gpu, cmocka) when keyer has CUDA; exits 77 without a device.
- * Built with -DKT_NO_CMOCKA it is a plain program (for machines without cmocka) that reads
- * the photos as binary PPM files from $KT_PPM_DIR (<photo>.ppm) instead of decoding JPEG.
+ * Built with -DKT_NO_CMOCKA (and tests/common/kt_effects.c) it is a plain program (for
+ * machines without cmocka) that reads the photos as binary PPM files from $KT_PPM_DIR
+ * (<photo>.ppm) instead of decoding JPEG.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -19,8 +20,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "effects_testlib.h"
 #include "keyer/effects.h"
+#include "kt_effects.h"
 
 #ifndef KT_NO_CMOCKA
 #include <setjmp.h>

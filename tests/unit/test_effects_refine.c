@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "effects_testlib.h"
 #include "keyer/effects.h"
+#include "kt_effects.h"
 #include "testutil.h"
 
 /* A GRAYF32 mask frame wrapping caller memory (no buffer reference). */

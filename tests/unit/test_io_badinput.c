@@ -14,8 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io_testlib.h"
+#include <libavformat/avformat.h>
+
 #include "keyer/io.h"
+#include "kt_io.h"
 
 static char dir[512];
 static char mp4[1024];  /* moov at the end (libavformat's default) */

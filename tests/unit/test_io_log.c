@@ -18,9 +18,9 @@
 #include <libavformat/avformat.h>
 #include <libavutil/log.h>
 
-#include "io_testlib.h"
 #include "keyer/io.h"
 #include "keyer/log.h"
+#include "kt_io.h"
 
 #define MAX_LINES 256
 

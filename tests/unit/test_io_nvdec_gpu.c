@@ -25,8 +25,8 @@
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 
-#include "io_testlib.h"
 #include "keyer/io.h"
+#include "kt_io.h"
 
 static char dir[512];
 static char h264[1024];   /* 640x360, 48 frames, B-frames */

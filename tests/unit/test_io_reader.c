@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 #include "io/av.h"
-#include "io_testlib.h"
 #include "keyer/image.h"
 #include "keyer/io.h"
+#include "kt_io.h"
 
 static char dir[512];
 static char mp4[1024];  /* 48 frames 320x240, 24 fps, H.264 (keyint 12, 2 B-frames) + AAC */

@@ -19,8 +19,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "io_testlib.h"
+#include <libavformat/avformat.h>
+
 #include "keyer/io.h"
+#include "kt_io.h"
 
 /* libx265 3.5 leaks its frame filters when an encoder closes (inside the library, not keyer):
  * keep LeakSanitizer from reporting it. Read by ASan builds only. */

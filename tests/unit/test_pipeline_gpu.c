@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "detect_session_testlib.h"
 #include "keyer/image.h"
 #include "keyer/io.h"
 #include "keyer/pipeline.h"
+#include "kt_detect_session.h"
 #include "pipeline/device.h"
 #include "testutil.h"
 

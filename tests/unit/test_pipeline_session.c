@@ -28,8 +28,8 @@
 #include "keyer/nn.h"
 #include "keyer/pipeline.h"
 #include "keyer/registry.h"
-#include "detect_session_testlib.h"
-#include "pipeline_testlib.h"
+#include "kt_detect_session.h"
+#include "kt_json.h"
 #include "testutil.h"
 
 static keyer_frame *photo; /* grace_hopper.jpg, RGB24 */
@@ -634,7 +634,7 @@ static void test_frame_callback_passthrough(void **state)
     assert_int_equal(count_frames(out2, NULL, NULL), 5);
 }
 
-/* keyer_session_params::detect on the CPU (detect_session_testlib.h). */
+/* keyer_session_params::detect on the CPU (kt_detect_session.h). */
 static void test_session_detect(void **state)
 {
     (void)state;

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kt_json.h"
 #include "pipeline/stats.h"
 #include "pipeline/trace.h"
-#include "pipeline_testlib.h"
 #include "testutil.h"
 
 /* ---- histogram --------------------------------------------------------------------------------- */

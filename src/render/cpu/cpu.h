@@ -1,7 +1,8 @@
 /*
  * The CPU backend of the frame effects: its state (thread pool, scratch buffers, temporal
  * histories) and the entry points of each operation (one file per operation, beside the
- * CUDA file of the same name).
+ * CUDA file of the same name); the table in backend.c, the helpers the operations share
+ * (scratch, tasks, the separable resampler) in common.c.
  */
 #ifndef KEYER_RENDER_CPU_CPU_H
 #define KEYER_RENDER_CPU_CPU_H

@@ -547,20 +547,11 @@ static keyer_status oom(keyer_error *err, const char *what)
     return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "out of memory for the %s", what);
 }
 
-keyer_status kr_cpu_refine(void *state, const kr_refine_job *job, keyer_error *err)
+/* 1. The mask on the grid: the mask itself when the region is exactly the mask, else the
+ *    region resampled bilinearly at the grid's cell centres. */
+static void mask_on_grid(const kr_refine_job *job, float *P)
 {
-    kr_cpu_state *s = state;
-    refine_ctx cx;
-    memset(&cx, 0, sizeof(cx));
-    cx.job = job;
-    cx.s = s;
-    const int gw = job->gw, gh = job->gh, W = job->width, H = job->height;
-    const size_t cells = (size_t)gw * (size_t)gh;
-
-    /* 1. the mask on the grid */
-    float *P = kr_cpu_scratch(s, SLOT_P, sizeof(float) * cells);
-    if (!P)
-        return oom(err, "mask grid");
+    const int gw = job->gw, gh = job->gh;
     for (int y = 0; y < gh; y++) {
         float *o = P + (size_t)y * (size_t)gw;
         if (job->region_is_mask) {
@@ -577,57 +568,70 @@ keyer_status kr_cpu_refine(void *state, const kr_refine_job *job, keyer_error *e
             }
         }
     }
+}
 
-    /* 2. the frame's luma on the grid */
-    float *L = NULL;
-    if (job->need_luma) {
-        L = kr_cpu_scratch(s, SLOT_L, sizeof(float) * cells);
-        if (!L)
-            return oom(err, "luma grid");
-        keyer_status st;
-        const kr_prepare_item *g = &job->grid;
-        if ((st = kr_cpu_axis(s, SLOT_AXIS_X, &cx.ax, 0, gw, g->nx, g->m[0], g->m[2], KR_AXIS_LUMA,
-                              W, err)) ||
-            (st = kr_cpu_axis(s, SLOT_AXIS_Y, &cx.ay, 0, gh, g->ny, g->m[4], g->m[5], KR_AXIS_LUMA,
-                              H, err)))
-            return st;
-        cx.L = L;
-        cx.tasks = kr_cpu_tasks(s) < gh ? kr_cpu_tasks(s) : gh;
-        kr_threadpool_parallel_for(s->pool, luma_task, &cx, (size_t)cx.tasks);
+/* 2. The frame's luma on the grid (separable area resampling, rows over the pool): cx->L. */
+static keyer_status grid_luma(refine_ctx *cx, keyer_error *err)
+{
+    kr_cpu_state *s = cx->s;
+    const kr_refine_job *job = cx->job;
+    const int gw = job->gw, gh = job->gh, W = job->width, H = job->height;
+    float *L = kr_cpu_scratch(s, SLOT_L, sizeof(float) * (size_t)gw * (size_t)gh);
+    if (!L)
+        return oom(err, "luma grid");
+    keyer_status st;
+    const kr_prepare_item *g = &job->grid;
+    if ((st = kr_cpu_axis(s, SLOT_AXIS_X, &cx->ax, 0, gw, g->nx, g->m[0], g->m[2], KR_AXIS_LUMA,
+                          W, err)) ||
+        (st = kr_cpu_axis(s, SLOT_AXIS_Y, &cx->ay, 0, gh, g->ny, g->m[4], g->m[5], KR_AXIS_LUMA,
+                          H, err)))
+        return st;
+    cx->L = L;
+    cx->tasks = kr_cpu_tasks(s) < gh ? kr_cpu_tasks(s) : gh;
+    kr_threadpool_parallel_for(s->pool, luma_task, cx, (size_t)cx->tasks);
+    return KEYER_OK;
+}
+
+/* 3. Temporal smoothing of the grid mask @p P with the stream's history (unless the mean luma
+ *    change says the scene was cut), then the history takes this frame's mask and luma. */
+static keyer_status temporal_smoothing(kr_cpu_state *s, const kr_refine_job *job, float *P,
+                                       const float *L, keyer_error *err)
+{
+    const size_t cells = (size_t)job->gw * (size_t)job->gh;
+    kr_cpu_history *h = &s->history[job->stream_id];
+    const keyer_allocator *a = kr_cpu_allocator(s);
+    if (h->cells < cells) {
+        keyer_free(a, h->mask);
+        keyer_free(a, h->luma);
+        h->cells = 0;
+        h->mask = keyer_alloc(a, sizeof(float) * cells, KEYER_ALIGNMENT);
+        h->luma = keyer_alloc(a, sizeof(float) * cells, KEYER_ALIGNMENT);
+        if (!h->mask || !h->luma)
+            return oom(err, "temporal history");
+        h->cells = cells;
     }
-
-    /* 3. temporal smoothing */
-    if (job->temporal.mode != KEYER_TEMPORAL_OFF) {
-        kr_cpu_history *h = &s->history[job->stream_id];
-        const keyer_allocator *a = kr_cpu_allocator(s);
-        if (h->cells < cells) {
-            keyer_free(a, h->mask);
-            keyer_free(a, h->luma);
-            h->cells = 0;
-            h->mask = keyer_alloc(a, sizeof(float) * cells, KEYER_ALIGNMENT);
-            h->luma = keyer_alloc(a, sizeof(float) * cells, KEYER_ALIGNMENT);
-            if (!h->mask || !h->luma)
-                return oom(err, "temporal history");
-            h->cells = cells;
-        }
-        int use = job->history_valid;
-        if (use) {
-            double total = 0;
-            for (size_t i = 0; i < cells; i++)
-                total += (double)fabsf(L[i] - h->luma[i]);
-            use = (float)(total / (double)cells) <= job->scene_cut;
-        }
-        if (use)
-            for (size_t i = 0; i < cells; i++)
-                P[i] = kr_temporal_blend(&job->temporal, P[i], h->mask[i], L[i] - h->luma[i]);
-        memcpy(h->mask, P, sizeof(float) * cells);
-        memcpy(h->luma, L, sizeof(float) * cells);
+    int use = job->history_valid;
+    if (use) {
+        double total = 0;
+        for (size_t i = 0; i < cells; i++)
+            total += (double)fabsf(L[i] - h->luma[i]);
+        use = (float)(total / (double)cells) <= job->scene_cut;
     }
+    if (use)
+        for (size_t i = 0; i < cells; i++)
+            P[i] = kr_temporal_blend(&job->temporal, P[i], h->mask[i], L[i] - h->luma[i]);
+    memcpy(h->mask, P, sizeof(float) * cells);
+    memcpy(h->luma, L, sizeof(float) * cells);
+    return KEYER_OK;
+}
 
-    /* 4. coefficients */
-    float *AB = kr_cpu_scratch(s, SLOT_AB, sizeof(float) * 2 * cells);
-    if (!AB)
-        return oom(err, "coefficient grids");
+/* 4. The coefficient grids AB (A, then B): the guided filter's with luma @p L as the guide,
+ *    or A = 0, B = the mask for bilinear upsampling. */
+static keyer_status coefficients(kr_cpu_state *s, const kr_refine_job *job, const float *P,
+                                 const float *L, float *AB, keyer_error *err)
+{
+    const int gw = job->gw, gh = job->gh;
+    const size_t cells = (size_t)gw * (size_t)gh;
     if (job->upsample == KEYER_UPSAMPLE_GUIDED) {
         float *in = kr_cpu_scratch(s, SLOT_BOX_O, sizeof(float) * 4 * cells);
         float *hb = kr_cpu_scratch(s, SLOT_BOX_H, sizeof(float) * 4 * cells);
@@ -652,17 +656,28 @@ keyer_status kr_cpu_refine(void *state, const kr_refine_job *job, keyer_error *e
         memset(AB, 0, sizeof(float) * cells);
         memcpy(AB + cells, P, sizeof(float) * cells);
     }
+    return KEYER_OK;
+}
 
-    /* 5. full resolution */
+/* 5a. The full-resolution passes' tables and buffers: the x interpolation runs, the per-task
+ *     rows, the 16-bit mattes when a dilate or feather pass follows, the vertical strips
+ *     (cx->strip, *vtasks, *ntask) and the feather's constants. */
+static keyer_status full_resolution_setup(refine_ctx *cx, float *AB, int *vtasks, int *ntask,
+                                          keyer_error *err)
+{
+    kr_cpu_state *s = cx->s;
+    const kr_refine_job *job = cx->job;
+    const int gw = job->gw, gh = job->gh, W = job->width, H = job->height;
+    const size_t cells = (size_t)gw * (size_t)gh;
     float *fxs = kr_cpu_scratch(s, SLOT_FX, sizeof(float) * (size_t)W);
     int *run = kr_cpu_scratch(s, SLOT_RUNS, sizeof(int) * ((size_t)gw + 1));
-    cx.tasks = kr_cpu_tasks(s) < H ? kr_cpu_tasks(s) : H;
-    cx.rows = kr_cpu_scratch(s, SLOT_ROWS, sizeof(float) * 2 * (size_t)W * (size_t)cx.tasks);
-    cx.m16 = kr_cpu_scratch(s, SLOT_M16, sizeof(uint16_t) * (size_t)W * (size_t)cx.tasks);
-    cx.HA = kr_cpu_scratch(s, SLOT_HAB, sizeof(float) * 2 * (size_t)W * (size_t)gh);
-    if (!fxs || !run || !cx.rows || !cx.m16 || !cx.HA)
+    cx->tasks = kr_cpu_tasks(s) < H ? kr_cpu_tasks(s) : H;
+    cx->rows = kr_cpu_scratch(s, SLOT_ROWS, sizeof(float) * 2 * (size_t)W * (size_t)cx->tasks);
+    cx->m16 = kr_cpu_scratch(s, SLOT_M16, sizeof(uint16_t) * (size_t)W * (size_t)cx->tasks);
+    cx->HA = kr_cpu_scratch(s, SLOT_HAB, sizeof(float) * 2 * (size_t)W * (size_t)gh);
+    if (!fxs || !run || !cx->rows || !cx->m16 || !cx->HA)
         return oom(err, "upsampling tables");
-    cx.HB = cx.HA + (size_t)W * (size_t)gh;
+    cx->HB = cx->HA + (size_t)W * (size_t)gh;
     float sx = (float)gw / (float)W;
     int g = 0;
     run[0] = 0;
@@ -674,75 +689,122 @@ keyer_status kr_cpu_refine(void *state, const kr_refine_job *job, keyer_error *e
     }
     while (g < gw)
         run[++g] = W;
-    cx.run = run;
-    cx.fx = fxs;
-    cx.A = AB;
-    cx.B = AB + cells;
-    cx.direct = job->dilate == 0 && job->feather == 0;
-    cx.fuse = job->dilate == 0 && job->feather > 0;
+    cx->run = run;
+    cx->fx = fxs;
+    cx->A = AB;
+    cx->B = AB + cells;
+    cx->direct = job->dilate == 0 && job->feather == 0;
+    cx->fuse = job->dilate == 0 && job->feather > 0;
     int r = job->dilate < 0 ? -job->dilate : job->dilate;
-    int rmax = r > job->feather ? r : job->feather;
     /* vertical passes: strips of whole cache lines, a few per thread */
-    cx.strip = (W + 2 * s->threads - 1) / (2 * s->threads);
-    cx.strip = (cx.strip + 15) & ~15;
-    int vtasks = (W + cx.strip - 1) / cx.strip;
-    int ntask = vtasks > cx.tasks ? vtasks : cx.tasks;
-    if (!cx.direct) {
-        cx.T = kr_cpu_scratch(s, SLOT_T, sizeof(uint16_t) * (size_t)W * (size_t)H);
+    cx->strip = (W + 2 * s->threads - 1) / (2 * s->threads);
+    cx->strip = (cx->strip + 15) & ~15;
+    *vtasks = (W + cx->strip - 1) / cx->strip;
+    *ntask = *vtasks > cx->tasks ? *vtasks : cx->tasks;
+    if (!cx->direct) {
+        cx->T = kr_cpu_scratch(s, SLOT_T, sizeof(uint16_t) * (size_t)W * (size_t)H);
         if (r > 0)
-            cx.M = kr_cpu_scratch(s, SLOT_M, sizeof(uint16_t) * (size_t)W * (size_t)H);
-        if (!cx.T || (r > 0 && !cx.M))
+            cx->M = kr_cpu_scratch(s, SLOT_M, sizeof(uint16_t) * (size_t)W * (size_t)H);
+        if (!cx->T || (r > 0 && !cx->M))
             return oom(err, "16-bit matte");
     }
     if (job->feather > 0) {
         uint32_t n = (uint32_t)(2 * job->feather + 1);
-        cx.mul = kr_box_mul(n * n);
-        cx.mul8 = kr_box_mul8(n * n);
-        cx.fper = (size_t)(2 * job->feather + 4) * (size_t)cx.strip;
-        if (cx.fper < (size_t)W)
-            cx.fper = (size_t)W;
-        cx.fbuf = kr_cpu_scratch(s, SLOT_FEATHER, sizeof(uint32_t) * cx.fper * (size_t)ntask);
-        if (!cx.fbuf)
+        cx->mul = kr_box_mul(n * n);
+        cx->mul8 = kr_box_mul8(n * n);
+        cx->fper = (size_t)(2 * job->feather + 4) * (size_t)cx->strip;
+        if (cx->fper < (size_t)W)
+            cx->fper = (size_t)W;
+        cx->fbuf = kr_cpu_scratch(s, SLOT_FEATHER, sizeof(uint32_t) * cx->fper * (size_t)*ntask);
+        if (!cx->fbuf)
             return oom(err, "feather rows");
-        cx.radius = job->feather;
+        cx->radius = job->feather;
     }
-    int htasks = cx.tasks < gh ? cx.tasks : gh;
-    int saved = cx.tasks;
-    cx.tasks = htasks;
-    kr_threadpool_parallel_for(s->pool, hinterp_task, &cx, (size_t)htasks);
-    cx.tasks = saved;
-    kr_threadpool_parallel_for(s->pool, upsample_task, &cx, (size_t)cx.tasks);
-    if (cx.direct)
-        return KEYER_OK;
+    return KEYER_OK;
+}
 
-    /* 6, 7. dilate/erode, feather (whose last pass writes the output) */
+/* 5b. Upsampling: A, B interpolated along x once per grid row, then each full-resolution row
+ *     (along y, alpha = A * luma + B, threshold), into the output, cx->M or cx->T. */
+static void upsample(refine_ctx *cx)
+{
+    int gh = cx->job->gh;
+    int htasks = cx->tasks < gh ? cx->tasks : gh;
+    int saved = cx->tasks;
+    cx->tasks = htasks;
+    kr_threadpool_parallel_for(cx->s->pool, hinterp_task, cx, (size_t)htasks);
+    cx->tasks = saved;
+    kr_threadpool_parallel_for(cx->s->pool, upsample_task, cx, (size_t)cx->tasks);
+}
+
+/* 6, 7. Dilate/erode (horizontal then vertical van Herk/Gil-Werman pass), feather (whose last
+ *       pass writes the output), or the plain output pass. */
+static keyer_status dilate_feather(refine_ctx *cx, int vtasks, int ntask, keyer_error *err)
+{
+    kr_cpu_state *s = cx->s;
+    const kr_refine_job *job = cx->job;
+    const int W = job->width, H = job->height;
+    int r = job->dilate < 0 ? -job->dilate : job->dilate;
+    int rmax = r > job->feather ? r : job->feather;
     if (r > 0) {
-        size_t per = (size_t)(H + 2 * rmax) * (size_t)cx.strip;
+        size_t per = (size_t)(H + 2 * rmax) * (size_t)cx->strip;
         if ((size_t)(W + 2 * rmax) > per)
             per = (size_t)(W + 2 * rmax);
-        cx.vbuf = kr_cpu_scratch(s, SLOT_VHGW, sizeof(uint16_t) * 2 * per * (size_t)ntask);
-        if (!cx.vbuf)
+        cx->vbuf = kr_cpu_scratch(s, SLOT_VHGW, sizeof(uint16_t) * 2 * per * (size_t)ntask);
+        if (!cx->vbuf)
             return oom(err, "dilate rows");
-        cx.radius = r;
-        cx.is_max = job->dilate > 0;
-        cx.src = cx.M;
-        cx.dst = cx.T;
-        kr_threadpool_parallel_for(s->pool, morph_h_task, &cx, (size_t)cx.tasks);
-        cx.src = cx.T;
-        cx.dst = cx.M;
-        kr_threadpool_parallel_for(s->pool, morph_v_task, &cx, (size_t)vtasks);
+        cx->radius = r;
+        cx->is_max = job->dilate > 0;
+        cx->src = cx->M;
+        cx->dst = cx->T;
+        kr_threadpool_parallel_for(s->pool, morph_h_task, cx, (size_t)cx->tasks);
+        cx->src = cx->T;
+        cx->dst = cx->M;
+        kr_threadpool_parallel_for(s->pool, morph_v_task, cx, (size_t)vtasks);
         if (job->feather > 0) {
-            cx.radius = job->feather;
-            cx.src = cx.M;
-            cx.dst = cx.T;
-            kr_threadpool_parallel_for(s->pool, tent_h_task, &cx, (size_t)cx.tasks);
+            cx->radius = job->feather;
+            cx->src = cx->M;
+            cx->dst = cx->T;
+            kr_threadpool_parallel_for(s->pool, tent_h_task, cx, (size_t)cx->tasks);
         }
     }
     if (job->feather > 0) {
-        cx.src = cx.T;
-        kr_threadpool_parallel_for(s->pool, tent_v_task, &cx, (size_t)vtasks);
+        cx->src = cx->T;
+        kr_threadpool_parallel_for(s->pool, tent_v_task, cx, (size_t)vtasks);
         return KEYER_OK;
     }
-    kr_threadpool_parallel_for(s->pool, output_task, &cx, (size_t)cx.tasks);
+    kr_threadpool_parallel_for(s->pool, output_task, cx, (size_t)cx->tasks);
     return KEYER_OK;
+}
+
+keyer_status kr_cpu_refine(void *state, const kr_refine_job *job, keyer_error *err)
+{
+    kr_cpu_state *s = state;
+    refine_ctx cx;
+    memset(&cx, 0, sizeof(cx));
+    cx.job = job;
+    cx.s = s;
+    const size_t cells = (size_t)job->gw * (size_t)job->gh;
+    keyer_status st;
+
+    float *P = kr_cpu_scratch(s, SLOT_P, sizeof(float) * cells);
+    if (!P)
+        return oom(err, "mask grid");
+    mask_on_grid(job, P);
+    if (job->need_luma && (st = grid_luma(&cx, err)))
+        return st;
+    if (job->temporal.mode != KEYER_TEMPORAL_OFF &&
+        (st = temporal_smoothing(s, job, P, cx.L, err)))
+        return st;
+    float *AB = kr_cpu_scratch(s, SLOT_AB, sizeof(float) * 2 * cells);
+    if (!AB)
+        return oom(err, "coefficient grids");
+    if ((st = coefficients(s, job, P, cx.L, AB, err)))
+        return st;
+    int vtasks = 0, ntask = 0;
+    if ((st = full_resolution_setup(&cx, AB, &vtasks, &ntask, err)))
+        return st;
+    upsample(&cx);
+    if (cx.direct)
+        return KEYER_OK;
+    return dilate_feather(&cx, vtasks, ntask, err);
 }

@@ -1,8 +1,9 @@
 /*
  * The CUDA backend of the frame effects: its state (device scratch, temporal histories, the
  * converted background) and the entry point of each operation, one .cu file per operation
- * beside the CPU file of the same name (render/cpu/, vision/cpu/). C linkage: included by
- * the .cu files; the rest of keyer sees only kr_fx_cuda (render/fx_backend.h).
+ * beside the CPU file of the same name (render/cpu/); the table in backend.cu, the helpers the
+ * operations share in common.cu. C linkage: included by the .cu files; the rest of keyer sees
+ * only kr_fx_cuda (render/fx_backend.h).
  */
 #ifndef KEYER_RENDER_CUDA_CUDA_H
 #define KEYER_RENDER_CUDA_CUDA_H

@@ -1,26 +1,14 @@
-/*
- * Helpers for the frame-effects tests (header only, no cmocka): frames with odd strides,
- * deterministic random content, and straightforward double-precision reference
- * implementations written from the definitions in keyer/effects.h, independent of
- * src/render/.
- */
-#ifndef KEYER_TESTS_EFFECTS_TESTLIB_H
-#define KEYER_TESTS_EFFECTS_TESTLIB_H
-
+/* Helpers for the frame-effects tests: see kt_effects.h. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "keyer/effects.h"
-#include "keyer/frame.h"
+#include "kt_effects.h"
 
-typedef struct kt_rng {
-    uint32_t s;
-} kt_rng;
-
-static inline uint32_t kt_next(kt_rng *r)
+/* The next number of the generator (xorshift32; state 0 is replaced by a fixed constant). */
+uint32_t kt_next(kt_rng *r)
 {
     uint32_t x = r->s ? r->s : 0x9E3779B9u;
     x ^= x << 13;
@@ -32,7 +20,7 @@ static inline uint32_t kt_next(kt_rng *r)
 
 /* A host frame whose rows are `pad` bytes longer than needed (pad keeps sample alignment),
  * so strides are not multiples of 16. NULL on failure. */
-static inline keyer_frame *kt_frame_padded(keyer_pixel_format fmt, int w, int h, int pad)
+keyer_frame *kt_frame_padded(keyer_pixel_format fmt, int w, int h, int pad)
 {
     keyer_frame *f = NULL;
     if (keyer_frame_create(&f, NULL))
@@ -75,7 +63,7 @@ static inline keyer_frame *kt_frame_padded(keyer_pixel_format fmt, int w, int h,
 
 /* Fills every sample with random codes (P010: 10-bit codes in the high bits). `smooth` > 0
  * makes a smooth random field plus noise instead of white noise. */
-static inline void kt_fill_random(keyer_frame *f, uint32_t seed, int smooth)
+void kt_fill_random(keyer_frame *f, uint32_t seed, int smooth)
 {
     kt_rng r = {seed * 2654435761u + 1};
     int planes = keyer_pixel_format_planes(f->format);
@@ -111,7 +99,8 @@ static inline void kt_fill_random(keyer_frame *f, uint32_t seed, int smooth)
 
 /* ---- reference colour and sampling, double precision ------------------------------------ */
 
-static inline void kt_kr_kb(const keyer_frame *f, double *kr, double *kb)
+/* Kr and Kb of the frame's colour matrix (unspecified: BT.601 below 720 rows, else BT.709). */
+void kt_kr_kb(const keyer_frame *f, double *kr, double *kb)
 {
     keyer_color_matrix m = f->matrix;
     if (m == KEYER_COLOR_MATRIX_UNSPECIFIED)
@@ -128,14 +117,15 @@ static inline void kt_kr_kb(const keyer_frame *f, double *kr, double *kb)
     }
 }
 
-static inline int kt_is_yuv(keyer_pixel_format f)
+/* 1 for the YUV formats (NV12, P010, YUV420P). */
+int kt_is_yuv(keyer_pixel_format f)
 {
     return f == KEYER_PIXEL_FORMAT_NV12 || f == KEYER_PIXEL_FORMAT_P010 ||
            f == KEYER_PIXEL_FORMAT_YUV420P;
 }
 
 /* Code of component c (0..2) at sample (x, y) of its own plane. */
-static inline double kt_code(const keyer_frame *f, int c, int x, int y)
+double kt_code(const keyer_frame *f, int c, int x, int y)
 {
     switch (f->format) {
     case KEYER_PIXEL_FORMAT_NV12:
@@ -155,7 +145,7 @@ static inline double kt_code(const keyer_frame *f, int c, int x, int y)
 }
 
 /* Bilinear sample of component c at index coordinates of its own plane (edges clamped). */
-static inline double kt_bilinear(const keyer_frame *f, int c, double x, double y)
+double kt_bilinear(const keyer_frame *f, int c, double x, double y)
 {
     int sub = kt_is_yuv(f->format) && c > 0;
     int w = sub ? (f->width + 1) / 2 : f->width, h = sub ? (f->height + 1) / 2 : f->height;
@@ -169,7 +159,7 @@ static inline double kt_bilinear(const keyer_frame *f, int c, double x, double y
 }
 
 /* Codes at luma index coordinates (x, y): chroma sited with even luma columns, between rows. */
-static inline void kt_sample(const keyer_frame *f, double x, double y, double c[3])
+void kt_sample(const keyer_frame *f, double x, double y, double c[3])
 {
     c[0] = kt_bilinear(f, 0, x, y);
     if (kt_is_yuv(f->format)) {
@@ -182,7 +172,7 @@ static inline void kt_sample(const keyer_frame *f, double x, double y, double c[
 }
 
 /* Codes to RGB in [0,1], clamped: BT.601/709/2020 equations, limited or full range. */
-static inline void kt_rgb(const keyer_frame *f, const double c[3], double rgb[3])
+void kt_rgb(const keyer_frame *f, const double c[3], double rgb[3])
 {
     if (!kt_is_yuv(f->format)) {
         for (int i = 0; i < 3; i++)
@@ -216,9 +206,9 @@ static inline void kt_rgb(const keyer_frame *f, const double c[3], double rgb[3]
 /* Reference preparation of one frame into out (th x tw x 3, NHWC, float), from the
  * definitions: ROI (NULL: whole frame), stretch or letterbox, centre mapping, area
  * supersampling when a tensor pixel covers more than 2 frame pixels along an axis. */
-static inline void kt_ref_prepare(const keyer_frame *f, const keyer_roi *roi, int tw, int th,
-                                  int letterbox, int area, double scale, double offset,
-                                  double pad, float *out)
+void kt_ref_prepare(const keyer_frame *f, const keyer_roi *roi, int tw, int th,
+                    int letterbox, int area, double scale, double offset,
+                    double pad, float *out)
 {
     double cx = f->width / 2.0, cy = f->height / 2.0, rw = f->width, rh = f->height, rot = 0;
     if (roi && roi->width > 0 && roi->height > 0) {
@@ -270,7 +260,7 @@ static inline void kt_ref_prepare(const keyer_frame *f, const keyer_roi *roi, in
 }
 
 /* Largest |a - b| over n floats. */
-static inline double kt_maxdiff(const float *a, const float *b, size_t n, size_t *where)
+double kt_maxdiff(const float *a, const float *b, size_t n, size_t *where)
 {
     double m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -283,5 +273,3 @@ static inline double kt_maxdiff(const float *a, const float *b, size_t n, size_t
     }
     return m;
 }
-
-#endif

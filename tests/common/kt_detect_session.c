@@ -1,26 +1,21 @@
-/*
- * The session's own detector (keyer_session_params::detect), shared by the CPU test
- * (test_pipeline_session) and the CUDA test (test_pipeline_gpu):
- *  - detect_fn is called once per frame of every stream, in order, with the faces that a
- *    per-frame keyer_faces_detect() finds on the same decoded frames (same count, IoU >= 0.9);
- *  - what detect_fn adds to the overlay is drawn on the written frame (frame_fn sees it; the
- *    rest of the frame is the input), in passthrough and with keying;
- *  - the report lists the detect stage with every frame.
- * The clip is a pan over grace_hopper.jpg made with keyer_video_write_sample(): the face is in
- * view for the first frames and gone (the jacket) at the end.
- */
-#ifndef KEYER_TEST_DETECT_SESSION_TESTLIB_H
-#define KEYER_TEST_DETECT_SESSION_TESTLIB_H
+/* The session's own detector, checked end to end: see kt_detect_session.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "keyer/faces.h"
-#include <stdatomic.h>
-
 #include "keyer/io.h"
 #include "keyer/pipeline.h"
+#include "kt_detect_session.h"
 #include "testutil.h"
 
 #define DS_FRAMES 20
@@ -36,9 +31,9 @@ typedef struct ds_log {
     atomic_int drawn_seen, drawn_missing, outside_changed;
 } ds_log;
 
-static inline keyer_status ds_detect(void *opaque, int sid, int64_t index,
-                                     const keyer_frame *frame, const keyer_detection *dets,
-                                     int count, keyer_overlay *ov, keyer_error *err)
+static keyer_status ds_detect(void *opaque, int sid, int64_t index,
+                              const keyer_frame *frame, const keyer_detection *dets,
+                              int count, keyer_overlay *ov, keyer_error *err)
 {
     ds_log *l = opaque;
     l->calls++;
@@ -63,8 +58,8 @@ static inline keyer_status ds_detect(void *opaque, int sid, int64_t index,
 
 /* frame_fn after the drawing: the output is white on the first box's top edge where the
  * input is not, and equal to the input in the top-left corner (no box there). */
-static inline keyer_status ds_hook(void *opaque, int sid, int64_t index, const keyer_frame *in,
-                                   keyer_frame *out, keyer_error *err)
+static keyer_status ds_hook(void *opaque, int sid, int64_t index, const keyer_frame *in,
+                            keyer_frame *out, keyer_error *err)
 {
     ds_log *l = opaque;
     (void)err;
@@ -90,8 +85,8 @@ static inline keyer_status ds_hook(void *opaque, int sid, int64_t index, const k
 }
 
 /* Runs the session on @p inputs (two clips) and fills @p l. */
-static inline void ds_run(const char *const inputs[2], const char *out, int device, int keying,
-                          ds_log *l)
+static void ds_run(const char *const inputs[2], const char *out, int device, int keying,
+                   ds_log *l)
 {
     memset(l, 0, sizeof(*l));
     keyer_logger lg = keyer_logger_default();
@@ -132,8 +127,8 @@ static inline void ds_run(const char *const inputs[2], const char *out, int devi
 }
 
 /* The per-frame reference: keyer_faces_detect on the clip decoded on the CPU. */
-static inline void ds_check_against_faces(const char *input, const ds_log *l, int sid,
-                                          float min_iou)
+static void ds_check_against_faces(const char *input, const ds_log *l, int sid,
+                                   float min_iou)
 {
     keyer_faces_params fp = keyer_faces_params_defaults();
     fp.landmarks = 0;
@@ -178,7 +173,7 @@ static inline void ds_check_against_faces(const char *input, const ds_log *l, in
 }
 
 /* The whole check on @p device; @p dir holds the clips and the output. */
-static inline void ds_check_session_detect(const char *dir, int device, float min_iou)
+void ds_check_session_detect(const char *dir, int device, float min_iou)
 {
     char in0[4096], in1[4096], out[4096], img[4096];
     snprintf(in0, sizeof(in0), "%s/ds_in0.mp4", dir);
@@ -216,5 +211,3 @@ static inline void ds_check_session_detect(const char *dir, int device, float mi
     }
     free(l);
 }
-
-#endif

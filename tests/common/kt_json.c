@@ -1,26 +1,23 @@
-/* Helpers of the pipeline tests: a JSON syntax checker for the statistics and trace files. */
-#ifndef KEYER_TEST_PIPELINE_TESTLIB_H
-#define KEYER_TEST_PIPELINE_TESTLIB_H
-
+/* A minimal JSON syntax checker (RFC 8259 grammar, no semantics): see kt_json.h. */
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- a minimal JSON syntax checker (RFC 8259 grammar, no semantics) --------------------------- */
+#include "kt_json.h"
 
 typedef struct jp {
     const char *s;
     int objects; /* objects seen */
 } jp;
 
-static inline void jp_ws(jp *p)
+static int jp_value(jp *p);
+
+static void jp_ws(jp *p)
 {
     while (*p->s == ' ' || *p->s == '\n' || *p->s == '\r' || *p->s == '\t')
         p->s++;
 }
 
-static inline int jp_value(jp *p);
-
-static inline int jp_string(jp *p)
+static int jp_string(jp *p)
 {
     if (*p->s != '"')
         return 0;
@@ -41,7 +38,7 @@ static inline int jp_string(jp *p)
     return 1;
 }
 
-static inline int jp_number(jp *p)
+static int jp_number(jp *p)
 {
     char *end = NULL;
     if (!(*p->s == '-' || (*p->s >= '0' && *p->s <= '9')))
@@ -53,7 +50,7 @@ static inline int jp_number(jp *p)
     return 1;
 }
 
-static inline int jp_value(jp *p)
+static int jp_value(jp *p)
 {
     jp_ws(p);
     if (*p->s == '{') {
@@ -121,7 +118,7 @@ static inline int jp_value(jp *p)
 }
 
 /* Returns the number of objects in a valid document, -1 when it is not valid JSON. */
-static inline int json_objects(const char *text)
+int json_objects(const char *text)
 {
     jp p = {text, 0};
     if (!jp_value(&p))
@@ -130,12 +127,11 @@ static inline int json_objects(const char *text)
     return *p.s ? -1 : p.objects;
 }
 
-static inline int count(const char *hay, const char *needle)
+/* Number of non-overlapping occurrences of @p needle in @p hay. */
+int count(const char *hay, const char *needle)
 {
     int n = 0;
     for (const char *s = hay; (s = strstr(s, needle)); s += strlen(needle))
         n++;
     return n;
 }
-
-#endif

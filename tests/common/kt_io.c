@@ -1,11 +1,12 @@
-/* Helpers for the video I/O tests (test_io_*.c): sample media made from the test photos,
- * reading whole streams, audio packet checksums with libavformat, frame comparison.
- * Header-only (static functions); include after <cmocka.h>. */
-#ifndef KEYER_IO_TESTLIB_H
-#define KEYER_IO_TESTLIB_H
+/* Helpers for the video I/O tests: see kt_io.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
 
 #include <math.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,14 +14,12 @@
 #include <libavformat/avformat.h>
 #include <libavutil/adler32.h>
 
-#include "keyer/io.h"
+#include "kt_io.h"
 #include "testutil.h"
-
-#define KT_MAX_FRAMES 512
 
 /* Reader parameters for the CPU tests: decoding on the CPU even where a GPU exists, since
  * they check host frames (the GPU test covers NVDEC). */
-static inline const keyer_reader_params *kt_cpu(void)
+const keyer_reader_params *kt_cpu(void)
 {
     static keyer_reader_params p;
     p = keyer_reader_params_defaults();
@@ -29,7 +28,7 @@ static inline const keyer_reader_params *kt_cpu(void)
 }
 
 /* Writes a sample video made from grace_hopper.jpg; fails the test on error. */
-static inline void kt_make_sample(const char *path, const keyer_sample_params *p)
+void kt_make_sample(const char *path, const keyer_sample_params *p)
 {
     char img[1024];
     keyer_error err = {0};
@@ -37,20 +36,8 @@ static inline void kt_make_sample(const char *path, const keyer_sample_params *p
         fail_msg("making %s: %s", path, err.message);
 }
 
-/* Everything read from one input. */
-typedef struct kt_stream {
-    keyer_video_info info;
-    keyer_reader_stats stats;
-    int n;
-    int64_t pts[KT_MAX_FRAMES];
-    int flags[KT_MAX_FRAMES];
-    keyer_frame *frames[KT_MAX_FRAMES]; /* kept when asked */
-    keyer_status end;                   /* status that ended reading */
-    char message[KEYER_ERROR_MESSAGE_MAX];
-} kt_stream;
-
 /* Reads @p url to its end with @p p (NULL: kt_cpu()); keeps frames when @p keep. */
-static inline kt_stream *kt_read_stream(const char *url, const keyer_reader_params *p, int keep)
+kt_stream *kt_read_stream(const char *url, const keyer_reader_params *p, int keep)
 {
     kt_stream *s = calloc(1, sizeof(*s));
     assert_non_null(s);
@@ -80,7 +67,7 @@ static inline kt_stream *kt_read_stream(const char *url, const keyer_reader_para
     return s;
 }
 
-static inline void kt_stream_free(kt_stream **ps)
+void kt_stream_free(kt_stream **ps)
 {
     if (!*ps)
         return;
@@ -90,17 +77,7 @@ static inline void kt_stream_free(kt_stream **ps)
     *ps = NULL;
 }
 
-/* Audio packets of a file, straight from libavformat: count, Adler-32 of each, total bytes. */
-typedef struct kt_audio {
-    int n;
-    uint32_t sum[4096];
-    int64_t bytes;
-    int codec_id;
-    int64_t samples_time_us; /* end time of the last packet, microseconds */
-    int64_t start_us;        /* pts of the first packet, microseconds */
-} kt_audio;
-
-static inline void kt_audio_packets(const char *path, kt_audio *a)
+void kt_audio_packets(const char *path, kt_audio *a)
 {
     memset(a, 0, sizeof(*a));
     AVFormatContext *fc = NULL;
@@ -127,7 +104,7 @@ static inline void kt_audio_packets(const char *path, kt_audio *a)
 }
 
 /* PSNR (dB) of plane 0 of two host frames of the same size (8-bit samples). */
-static inline double kt_psnr_plane0(const keyer_frame *a, const keyer_frame *b, int bytes_per_px)
+double kt_psnr_plane0(const keyer_frame *a, const keyer_frame *b, int bytes_per_px)
 {
     double se = 0;
     long n = 0;
@@ -143,7 +120,7 @@ static inline double kt_psnr_plane0(const keyer_frame *a, const keyer_frame *b, 
 }
 
 /* 1 when the planes of two host frames of the same format and size are identical. */
-static inline int kt_frames_equal(const keyer_frame *a, const keyer_frame *b)
+int kt_frames_equal(const keyer_frame *a, const keyer_frame *b)
 {
     if (a->format != b->format || a->width != b->width || a->height != b->height)
         return 0;
@@ -157,5 +134,3 @@ static inline int kt_frames_equal(const keyer_frame *a, const keyer_frame *b)
     }
     return 1;
 }
-
-#endif
