@@ -35,7 +35,7 @@
 #include "keyer/nn.h"
 #include "keyer/pipeline.h"
 #include "keyer/registry.h"
-#include "pipeline/device.h"
+#include "core/device.h"
 #include "pipeline/nvml.h"
 #include "pipeline/queue.h"
 #include "pipeline/reorder.h"

@@ -6,6 +6,7 @@
 
 #include "pipeline/clock.h"
 #include "pipeline/session_internal.h"
+#include "vision/sigmoid.h"
 
 /* ---- moving frames between memories -------------------------------------------------------- */
 
@@ -231,11 +232,6 @@ void *kr_prepare_main(void *arg)
 
 /* ---- infer (one thread, batches across streams) ------------------------------------------------ */
 
-static float sigmoidf(float x)
-{
-    return 1.0f / (1.0f + expf(-x));
-}
-
 /* Runs @p n CPU items through the runtime of batch n (a power of two). */
 static keyer_status infer_cpu(keyer_session *s, kr_item **items, int n, int lg,
                               keyer_error *err)
@@ -252,14 +248,13 @@ static keyer_status infer_cpu(keyer_session *s, kr_item **items, int n, int lg,
     for (int i = 0; i < n; i++) {
         const float *src = outp + (size_t)i * cells * (size_t)s->mask_c;
         float *dst = items[i]->host.mask;
-        if (s->mask_c == 1 && !s->mask_logit) {
+        if (s->mask_logit)
+            kr_sigmoid_cpu(dst, src, cells, (size_t)s->mask_c);
+        else if (s->mask_c == 1)
             memcpy(dst, src, s->mask_bytes);
-        } else {
-            for (size_t k = 0; k < cells; k++) {
-                float v = src[k * (size_t)s->mask_c];
-                dst[k] = s->mask_logit ? sigmoidf(v) : v;
-            }
-        }
+        else
+            for (size_t k = 0; k < cells; k++)
+                dst[k] = src[k * (size_t)s->mask_c];
     }
     atomic_fetch_add(&s->frames_cpu, n);
     return KEYER_OK;
@@ -290,8 +285,8 @@ static keyer_status infer_cuda(keyer_session *s, kr_item **items, int n, int lg,
                               (size_t)s->mask_c * sizeof(float), sizeof(float), cells,
                               s->infer_stream, err);
         if (!rs && s->mask_logit)
-            rs = kr_pipeline_sigmoid_cuda()(s->ordinal, items[i]->cuda.mask, items[i]->cuda.mask,
-                                            cells, s->infer_stream, err);
+            rs = kr_sigmoid_cuda(s->ordinal, items[i]->cuda.mask, items[i]->cuda.mask, cells,
+                                 s->infer_stream, err);
     }
     if (!rs)
         rs = dev->stream_sync(s->ordinal, s->infer_stream, err);

@@ -22,7 +22,7 @@
 #include "keyer/image.h"
 #include "keyer/io.h"
 #include "keyer/pipeline.h"
-#include "pipeline/device.h"
+#include "core/device.h"
 #include "testutil.h"
 
 enum { W = 1280, H = 720, N = 60 };
