@@ -177,10 +177,12 @@ static keyer_status composite_item(worker *cw, kr_item *it, keyer_error *err)
         kr_item_bufs *b = kr_item_bufs_of(it);
         keyer_composite *c = NULL;
         keyer_status rs = composite_object(cw, it, cuda, &c, err);
+        if (!rs && cuda)
+            rs = kr_item_wait(it, cw->cuda_stream, err);
         if (!rs)
             rs = keyer_composite_run(c, it->src, b->alpha, b->out, err);
-        if (!rs && cuda)
-            rs = cs->p.dev->stream_sync(cs->p.ordinal, cw->cuda_stream, err);
+        if (!rs && cuda) /* the sink waits for it before the output is read */
+            rs = kr_item_record(it, cw->cuda_stream, err);
         if (rs && cuda && kr_stage_device_error(ctx, rs, err)) {
             keyer_error_clear(err);
             continue;

@@ -63,8 +63,9 @@ static keyer_status cuda_outputs(void *opaque, keyer_runtime *rt, kr_item **item
         if (!rs && inf->mask_logit)
             rs = kr_sigmoid_cuda(l->ordinal, mask, mask, cells, stream, err);
     }
-    if (!rs)
-        rs = dev->stream_sync(l->ordinal, stream, err);
+    /* refine waits for the masks on its own stream */
+    for (int i = 0; i < n && !rs; i++)
+        rs = kr_item_record(items[i], stream, err);
     if (!rs)
         atomic_fetch_add(&inf->frames_cuda, n);
     return rs;
@@ -80,8 +81,8 @@ static keyer_status upload_outputs(void *opaque, kr_item **items, int n, void *s
     for (int i = 0; i < n && !rs; i++)
         rs = l->dev->copy(l->ordinal, items[i]->cuda.mask, items[i]->host.mask, inf->mask_bytes,
                           stream, err);
-    if (!rs)
-        rs = l->dev->stream_sync(l->ordinal, stream, err);
+    for (int i = 0; i < n && !rs; i++)
+        rs = kr_item_record(items[i], stream, err);
     return rs;
 }
 

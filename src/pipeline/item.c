@@ -27,8 +27,10 @@ keyer_status kr_frame_download(const kr_device_fns *dev, keyer_frame *dst,
     return kr_device_frame_copy(dev, src->device, dst, src, stream, err);
 }
 
-keyer_status kr_frame_stage(const kr_device_fns *dev, int ordinal, keyer_frame **slot,
-                            const keyer_frame *src, int cuda, void *stream, keyer_error *err)
+/* Makes *@p slot a frame like @p src in CUDA memory of @p ordinal (@p cuda) or host memory,
+ * keeping the one there when it already is. */
+static keyer_status stage_slot(const kr_device_fns *dev, int ordinal, keyer_frame **slot,
+                               const keyer_frame *src, int cuda, keyer_error *err)
 {
     keyer_status rs = KEYER_OK;
     if (!*slot && (rs = keyer_frame_create(slot, err)))
@@ -42,12 +44,65 @@ keyer_status kr_frame_stage(const kr_device_fns *dev, int ordinal, keyer_frame *
                                        err);
         else
             rs = keyer_frame_alloc(d, src->format, src->width, src->height, NULL, err);
-        if (rs)
-            return rs;
     }
+    return rs;
+}
+
+keyer_status kr_frame_stage(const kr_device_fns *dev, int ordinal, keyer_frame **slot,
+                            const keyer_frame *src, int cuda, void *stream, keyer_error *err)
+{
+    keyer_status rs = stage_slot(dev, ordinal, slot, src, cuda, err);
+    if (rs)
+        return rs;
     const kr_device_fns *copier = dev ? dev : kr_device_cuda();
     int on = src->memory == KEYER_MEMORY_CUDA ? src->device : ordinal;
-    return kr_device_frame_copy(copier, on, d, src, stream, err);
+    return kr_device_frame_copy(copier, on, *slot, src, stream, err);
+}
+
+/* As kr_frame_stage into CUDA memory, but the copy is only queued on @p stream (the host
+ * does not wait; @p src must stay as it is until the copy is done). */
+static keyer_status stage_to_device(const kr_device_fns *dev, int ordinal, keyer_frame **slot,
+                                    const keyer_frame *src, void *stream, keyer_error *err)
+{
+    keyer_status rs = stage_slot(dev, ordinal, slot, src, 1, err);
+    if (rs)
+        return rs;
+    keyer_frame *d = *slot;
+    int on = src->memory == KEYER_MEMORY_CUDA ? src->device : ordinal;
+    int planes = keyer_pixel_format_planes(src->format);
+    for (int p = 0; p < planes; p++) {
+        int pw, ph, bpe;
+        if (keyer_pixel_format_plane(src->format, src->width, src->height, p, &pw, &ph, &bpe,
+                                     err))
+            return err ? err->status : KEYER_STATUS_INVALID_ARGUMENT;
+        if (src->stride[p] < 0)
+            return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                                   "frame copy: negative strides across devices");
+        rs = dev->copy_2d(on, d->data[p], (size_t)d->stride[p], src->data[p],
+                          (size_t)src->stride[p], (size_t)pw * (size_t)bpe, (size_t)ph, stream,
+                          err);
+        if (rs)
+            return keyer_error_prefix(err, "frame copy, plane %d: ", p);
+    }
+    d->pts = src->pts;
+    d->duration = src->duration;
+    d->time_base = src->time_base;
+    d->matrix = src->matrix;
+    d->range = src->range;
+    d->rotation = src->rotation;
+    d->flags = src->flags;
+    return KEYER_OK;
+}
+
+/* Stages @p src for the item: queued on the copy stream for a CUDA item (its ready event,
+ * recorded by prepare after its own work, covers it), complete on return for a host item. */
+static keyer_status stage_for(kr_item *it, keyer_frame **slot, const keyer_frame *src,
+                              keyer_error *err)
+{
+    const kr_item_layout *l = &it->pool->layout;
+    if (it->on_cuda)
+        return stage_to_device(l->dev, l->ordinal, slot, src, l->copy_stream, err);
+    return kr_frame_stage(l->dev, l->ordinal, slot, src, 0, l->copy_stream, err);
 }
 
 /* ---- buffers ---------------------------------------------------------------------------------- */
@@ -351,8 +406,7 @@ keyer_status kr_item_place_source(kr_item *it, keyer_error *err)
         (want == KEYER_MEMORY_HOST || it->frame->device == l->ordinal)) {
         it->src = it->frame;
     } else {
-        if ((rs = kr_frame_stage(l->dev, l->ordinal, &b->staged, it->frame, it->on_cuda,
-                                 l->copy_stream, err)))
+        if ((rs = stage_for(it, &b->staged, it->frame, err)))
             return rs;
         it->src = b->staged;
     }
@@ -361,8 +415,7 @@ keyer_status kr_item_place_source(kr_item *it, keyer_error *err)
         if (it->bg_src->memory == want) {
             it->bg = it->bg_src;
         } else {
-            if ((rs = kr_frame_stage(l->dev, l->ordinal, &b->bg, it->bg_src, it->on_cuda,
-                                     l->copy_stream, err)))
+            if ((rs = stage_for(it, &b->bg, it->bg_src, err)))
                 return rs;
             it->bg = b->bg;
         }

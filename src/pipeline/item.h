@@ -146,9 +146,10 @@ static inline kr_item_bufs *kr_item_bufs_of(kr_item *it)
 
 /**
  * Moves the item's frame (and background frame) to the memory of its device: it->src and
- * it->bg become the frames themselves or staging copies (downloading CUDA frames for CPU
- * items, uploading host frames for CUDA items, on the layout's copy stream; the copy is
- * complete on return). Errors: OUT_OF_MEMORY, DEVICE, UNSUPPORTED.
+ * it->bg become the frames themselves or staging copies, on the layout's copy stream.
+ * Downloads for CPU items are complete on return; uploads for CUDA items are only queued
+ * (the ready event that prepare records on that stream after its own work covers them).
+ * Errors: OUT_OF_MEMORY, DEVICE, UNSUPPORTED.
  */
 keyer_status kr_item_place_source(kr_item *it, keyer_error *err);
 

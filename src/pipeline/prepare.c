@@ -98,8 +98,8 @@ static keyer_status prepare_item(kr_prepare_stage *ps, kr_item *it, keyer_error 
                 rs = keyer_prepare_run(prep, frames, NULL, 1, b->input[slot], &it->geom[slot],
                                        err);
         }
-        if (!rs && cuda)
-            rs = ps->p.dev->stream_sync(ps->p.ordinal, ps->p.cuda_stream, err);
+        if (!rs && cuda) /* the next stage waits for it on its own stream */
+            rs = kr_item_record(it, ps->p.cuda_stream, err);
         if (rs && cuda && kr_stage_device_error(ctx, rs, err)) {
             keyer_error_clear(err);
             continue; /* again on the CPU */

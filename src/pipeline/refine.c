@@ -103,6 +103,8 @@ static keyer_status refine_item(kr_refine_stage *r, kr_item *it, keyer_error *er
         kr_item_bufs *b = kr_item_bufs_of(it);
         keyer_refine *ref = NULL;
         keyer_status rs = refine_object(r, cuda, &ref, err);
+        if (!rs && cuda)
+            rs = kr_item_wait(it, r->stream, err);
         if (!rs) {
             /* the part of the mask covering the frame (letterboxed models) */
             keyer_rectf region, *rp = NULL;
@@ -118,8 +120,8 @@ static keyer_status refine_item(kr_refine_stage *r, kr_item *it, keyer_error *er
             }
             rs = keyer_refine_run(ref, it->stream, it->src, b->mask_frame, rp, b->alpha, err);
         }
-        if (!rs && cuda)
-            rs = r->p.dev->stream_sync(r->p.ordinal, r->stream, err);
+        if (!rs && cuda) /* composite waits for it on its own stream */
+            rs = kr_item_record(it, r->stream, err);
         if (rs && cuda && kr_stage_device_error(ctx, rs, err)) {
             keyer_error_clear(err);
             continue;

@@ -119,12 +119,29 @@ static const keyer_frame *output_of(kr_stream *st, kr_item *it, keyer_error *err
     return it->host.out;
 }
 
+/* The host waits for the device work on a CUDA item (the writer, frame_fn and the caller read
+ * its frames). Returns 0 when that failed: a GPU failure, reported; the frame is lost. */
+static int item_ready(kr_stream *st, kr_item *it)
+{
+    keyer_error e = {0};
+    keyer_status rs = kr_item_sync(it, &e);
+    if (!rs)
+        return 1;
+    kr_stage_device_error(st->env->ctx, rs, &e);
+    atomic_fetch_add(&st->frames_lost, 1);
+    keyer_log(st->env->ctx->logger, KEYER_LOG_ERROR, "stream %d: frame %lld lost: %s", st->id,
+              (long long)it->seq, e.message);
+    return 0;
+}
+
 /* Draws, calls frame_fn and writes one finished item; returns 0 when the stream stops
  * writing (after an error, reported). */
 static int write_item(kr_stream *st, kr_item *it, int track)
 {
     const kr_stream_env *env = st->env;
     int64_t t0 = kr_clock_ns();
+    if (!item_ready(st, it))
+        return 1;
     keyer_error e = {0};
     keyer_status rs = KEYER_OK;
     const keyer_frame *out = output_of(st, it, &e, &rs);
@@ -206,6 +223,10 @@ keyer_status kr_sink_receive(kr_stream *st, keyer_frame *out, int64_t timeout_us
         if (it->lost || it->failed) {
             if (it->lost)
                 atomic_fetch_add(&st->frames_lost, 1);
+            kr_item_release(it);
+            continue;
+        }
+        if (!item_ready(st, it)) { /* lost (counted) */
             kr_item_release(it);
             continue;
         }
