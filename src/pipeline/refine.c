@@ -50,7 +50,7 @@ void kr_refine_stage_join(kr_refine_stage *r)
         pthread_join(r->thread, NULL);
     r->running = 0;
     void *item;
-    while (kr_queue_drain(r->in, &item))
+    while (r->in && kr_queue_drain(r->in, &item))
         kr_item_release(item);
 }
 

@@ -38,52 +38,9 @@ static kr_queue *stage_queue(keyer_session *s, int i)
     }
 }
 
-void keyer_session_get_report(keyer_session *s, keyer_session_report *out)
+/* The per-stage part of the report (after the totals: it needs out->seconds). */
+static void stage_reports(keyer_session *s, int n, keyer_session_report *out)
 {
-    memset(out, 0, sizeof(*out));
-    out->bottleneck = -1;
-    out->gpu_memory_used = out->gpu_memory_total = -1;
-    out->gpu_utilization = -1;
-    if (!s)
-        return;
-    int n = atomic_load(&s->stream_count);
-    for (int i = 0; i < n; i++) {
-        kr_stream *st = s->streams[i];
-        out->frames_read += atomic_load(&st->frames_read);
-        out->frames_written += atomic_load(&st->frames_written);
-        out->frames_dropped += atomic_load(&st->frames_dropped);
-        out->frames_damaged += atomic_load(&st->frames_damaged);
-        out->frames_lost += atomic_load(&st->frames_lost);
-    }
-    kr_infer_frames(s->infer, &out->frames_on_cpu, &out->frames_on_cuda);
-    snprintf(out->device, sizeof(out->device), "%s",
-             s->use_cuda && atomic_load(&s->gpu_failed) ? "cpu (after a GPU failure)"
-                                                        : s->device_name);
-    snprintf(out->model, sizeof(out->model), "%s", s->model_used);
-    snprintf(out->detector, sizeof(out->detector), "%s", s->detect ? kr_detect_name(s->detect) : "");
-    out->batch = s->batch;
-    out->fell_back = s->fell_back || atomic_load(&s->gpu_failed);
-    out->warnings = atomic_load(&s->warnings);
-    out->batches = atomic_load(&s->batches.batches);
-    out->batch_mean = out->batches
-                          ? (double)atomic_load(&s->batches.frames) / (double)out->batches
-                          : 0.0;
-    out->batches_full = atomic_load(&s->batches.full);
-    pthread_mutex_lock(&s->out.lock);
-    kr_histogram e2e = s->out.e2e;
-    int64_t t_start = s->out.t_start, t_last = s->out.t_last;
-    pthread_mutex_unlock(&s->out.lock);
-    pthread_mutex_lock(&s->stats_lock);
-    out->gpu_memory_used = s->gpu_mem_used;
-    out->gpu_memory_total = s->gpu_mem_total;
-    if (s->gpu_util_samples)
-        out->gpu_utilization = s->gpu_util_sum / (double)s->gpu_util_samples;
-    pthread_mutex_unlock(&s->stats_lock);
-    out->latency = latency_of(&e2e);
-    out->seconds = s->started && t_last > t_start ? (double)(t_last - t_start) * 1e-9 : 0.0;
-    out->fps = out->seconds > 0 ? (double)out->frames_written / out->seconds : 0.0;
-    if (!s->stages_ready)
-        return;
     kr_stage_stats snaps[KR_ST_COUNT];
     int read_workers = 0, prep_workers = 0, sinks = 0;
     for (int i = 0; i < n; i++) {
@@ -134,6 +91,55 @@ void keyer_session_get_report(keyer_session *s, keyer_session_report *out)
         }
     }
     out->bottleneck = kr_stage_stats_bottleneck(snaps, KR_ST_COUNT);
+}
+
+void keyer_session_get_report(keyer_session *s, keyer_session_report *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->bottleneck = -1;
+    out->gpu_memory_used = out->gpu_memory_total = -1;
+    out->gpu_utilization = -1;
+    if (!s)
+        return;
+    int n = atomic_load(&s->stream_count);
+    for (int i = 0; i < n; i++) {
+        kr_stream *st = s->streams[i];
+        out->frames_read += atomic_load(&st->frames_read);
+        out->frames_written += atomic_load(&st->frames_written);
+        out->frames_dropped += atomic_load(&st->frames_dropped);
+        out->frames_damaged += atomic_load(&st->frames_damaged);
+        out->frames_lost += atomic_load(&st->frames_lost);
+    }
+    kr_infer_frames(s->infer, &out->frames_on_cpu, &out->frames_on_cuda);
+    snprintf(out->device, sizeof(out->device), "%s",
+             s->use_cuda && atomic_load(&s->gpu_failed) ? "cpu (after a GPU failure)"
+                                                        : s->device_name);
+    snprintf(out->model, sizeof(out->model), "%s", s->model_used);
+    snprintf(out->detector, sizeof(out->detector), "%s", s->detect ? kr_detect_name(s->detect) : "");
+    out->batch = s->batch;
+    out->fell_back = s->fell_back || atomic_load(&s->gpu_failed);
+    out->warnings = atomic_load(&s->warnings);
+    out->batches = atomic_load(&s->batches.batches);
+    out->batch_mean = out->batches
+                          ? (double)atomic_load(&s->batches.frames) / (double)out->batches
+                          : 0.0;
+    out->batches_full = atomic_load(&s->batches.full);
+    pthread_mutex_lock(&s->out.lock);
+    kr_histogram e2e = s->out.e2e;
+    int64_t t_start = s->out.t_start, t_last = s->out.t_last;
+    pthread_mutex_unlock(&s->out.lock);
+    pthread_mutex_lock(&s->stats_lock);
+    out->gpu_memory_used = s->gpu_mem_used;
+    out->gpu_memory_total = s->gpu_mem_total;
+    if (s->gpu_util_samples)
+        out->gpu_utilization = s->gpu_util_sum / (double)s->gpu_util_samples;
+    pthread_mutex_unlock(&s->stats_lock);
+    out->latency = latency_of(&e2e);
+    out->seconds = s->started && t_last > t_start ? (double)(t_last - t_start) * 1e-9 : 0.0;
+    out->fps = out->seconds > 0 ? (double)out->frames_written / out->seconds : 0.0;
+    if (!s->stages_ready)
+        return;
+    stage_reports(s, n, out);
 }
 
 int keyer_session_stream_count(const keyer_session *s)
@@ -193,6 +199,29 @@ static void json_latency(FILE *f, const keyer_latency *l)
             finite_or_zero(l->p95), finite_or_zero(l->p99), finite_or_zero(l->max));
 }
 
+/* The "streams" array's entries. */
+static void json_streams(FILE *f, keyer_session *s)
+{
+    int n = keyer_session_stream_count(s);
+    for (int i = 0; i < n; i++) {
+        keyer_stream_report sr;
+        if (keyer_session_get_stream_report(s, i, &sr, NULL))
+            continue;
+        fprintf(f, "    {\"id\": %d, \"input\": ", i);
+        json_string(f, sr.input);
+        fprintf(f, ", \"output\": ");
+        json_string(f, sr.output);
+        fprintf(f, ", \"width\": %d, \"height\": %d, \"frames_read\": %lld, "
+                   "\"frames_written\": %lld, \"dropped\": %lld, \"damaged\": %lld, "
+                   "\"lost\": %lld, \"hw_decode\": %s, \"encoder\": ",
+                sr.width, sr.height, (long long)sr.frames_read, (long long)sr.frames_written,
+                (long long)sr.frames_dropped, (long long)sr.frames_damaged,
+                (long long)sr.frames_lost, sr.hw_decode ? "true" : "false");
+        json_string(f, sr.encoder);
+        fprintf(f, ", \"audio\": %s}%s\n", sr.has_audio ? "true" : "false", i + 1 < n ? "," : "");
+    }
+}
+
 keyer_status keyer_session_write_stats(keyer_session *s, const char *path, keyer_error *err)
 {
     if (!s || !path)
@@ -248,24 +277,7 @@ keyer_status keyer_session_write_stats(keyer_session *s, const char *path, keyer
             (long long)r.gpu_memory_used, (long long)r.gpu_memory_total,
             finite_or_zero(r.gpu_utilization));
     fprintf(f, "  \"warnings\": %d,\n  \"streams\": [\n", r.warnings);
-    int n = keyer_session_stream_count(s);
-    for (int i = 0; i < n; i++) {
-        keyer_stream_report sr;
-        if (keyer_session_get_stream_report(s, i, &sr, NULL))
-            continue;
-        fprintf(f, "    {\"id\": %d, \"input\": ", i);
-        json_string(f, sr.input);
-        fprintf(f, ", \"output\": ");
-        json_string(f, sr.output);
-        fprintf(f, ", \"width\": %d, \"height\": %d, \"frames_read\": %lld, "
-                   "\"frames_written\": %lld, \"dropped\": %lld, \"damaged\": %lld, "
-                   "\"lost\": %lld, \"hw_decode\": %s, \"encoder\": ",
-                sr.width, sr.height, (long long)sr.frames_read, (long long)sr.frames_written,
-                (long long)sr.frames_dropped, (long long)sr.frames_damaged,
-                (long long)sr.frames_lost, sr.hw_decode ? "true" : "false");
-        json_string(f, sr.encoder);
-        fprintf(f, ", \"audio\": %s}%s\n", sr.has_audio ? "true" : "false", i + 1 < n ? "," : "");
-    }
+    json_streams(f, s);
     fprintf(f, "  ]\n}\n");
     int bad = ferror(f);
     if (fclose(f) || bad)
