@@ -48,16 +48,6 @@ LAYERS = {
 # inside one of these sets passes with a warning. Remove an entry as soon as its loop is gone.
 LOOP_EXCEPTIONS = [
     (
-        "TEMPORARY (issue 25, part 1; remove when the pipeline is split into stage objects): "
-        "session.c, stream.c, stages.c and detect.c of src/pipeline call each other",
-        {
-            "src/pipeline/session.c",
-            "src/pipeline/stream.c",
-            "src/pipeline/stages.c",
-            "src/pipeline/detect.c",
-        },
-    ),
-    (
         "TEMPORARY (issue 25, part 3; remove when the fusion planning leaves backend.c): "
         "src/nn/cuda/backend.c calls the persistent and cluster-segment schedules, which call "
         "its kr_cuda_is_global_pool (so does mean.cu)",
@@ -67,25 +57,6 @@ LOOP_EXCEPTIONS = [
             "src/nn/cuda/persistent.c",
             "src/nn/cuda/segment.c",
             "src/nn/cuda/segment.cu",
-        },
-    ),
-    (
-        "TEMPORARY (issue 25, part 2; remove when overlay has a cpu/cuda backend table): "
-        "src/overlay/overlay.c calls cuda/overlay.cu's renderer, which calls its "
-        "kr_overlay_yuv_coeffs",
-        {"src/overlay/overlay.c", "src/overlay/cuda/overlay.cu"},
-    ),
-    (
-        "TEMPORARY (issue 25, part 2; remove when render's backend registration leaves "
-        "fx_common.c): src/render/fx_common.c selects the backend tables (kr_fx_backend_for "
-        "reads kr_fx_cpu, kr_fx_cuda) and also holds helpers that the backends' composite "
-        "calls (kr_fx_src_init)",
-        {
-            "src/render/fx_common.c",
-            "src/render/cpu/backend.c",
-            "src/render/cpu/composite.c",
-            "src/render/cuda/backend.cu",
-            "src/render/cuda/composite.cu",
         },
     ),
 ]

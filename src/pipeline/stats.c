@@ -141,3 +141,12 @@ int kr_stage_stats_bottleneck(const kr_stage_stats *snaps, int n)
     }
     return best;
 }
+
+void kr_output_stats_add(kr_output_stats *o, int64_t t_in, int64_t now)
+{
+    pthread_mutex_lock(&o->lock);
+    kr_histogram_add(&o->e2e, now - t_in);
+    if (now > o->t_last)
+        o->t_last = now;
+    pthread_mutex_unlock(&o->lock);
+}

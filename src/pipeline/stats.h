@@ -15,6 +15,7 @@
 #define KEYER_PIPELINE_STATS_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #define KR_HIST_SUB_BITS 5
@@ -80,5 +81,23 @@ void kr_stage_stats_snapshot(kr_stage_stats *s, kr_stage_stats *out);
  * -1 when no stage was busy.
  */
 int kr_stage_stats_bottleneck(const kr_stage_stats *snaps, int n);
+
+/** Batches of the session's batched stage (the keying model's, else the detector's). */
+typedef struct kr_batch_counters {
+    atomic_llong batches; /* batches run */
+    atomic_llong frames;  /* frames in them */
+    atomic_llong full;    /* batches that left the queue full */
+} kr_batch_counters;
+
+/** Frames that reached their output: end-to-end latency and the time of the last one. */
+typedef struct kr_output_stats {
+    pthread_mutex_t lock;
+    kr_histogram e2e;  /* from entering (read or sent) to leaving (written or received) */
+    int64_t t_start;   /* when the stages started */
+    int64_t t_last;    /* when the last frame left */
+} kr_output_stats;
+
+/** Records a frame that entered at @p t_in and leaves at @p now (ns). Thread-safe. */
+void kr_output_stats_add(kr_output_stats *o, int64_t t_in, int64_t now);
 
 #endif

@@ -1,19 +1,18 @@
-/* Streams of a session: pools, file and pushed sources, writer and pulled sinks. */
+/* Streams of a session: opening, starting and stopping, the file source, pushed frames. */
 #define _POSIX_C_SOURCE 200809L
+#include "pipeline/stream.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "core/threadpool.h"
 #include "pipeline/clock.h"
-#include "pipeline/session_internal.h"
 
 /* ---- errors ---------------------------------------------------------------------------------- */
 
-void kr_stream_fail(kr_stream *st, keyer_status status, const keyer_error *err, int fatal)
+void kr_stream_record_error(kr_stream *st, keyer_status status, const keyer_error *err)
 {
     pthread_mutex_lock(&st->err_lock);
     if (st->status == KEYER_OK) {
@@ -23,182 +22,25 @@ void kr_stream_fail(kr_stream *st, keyer_status status, const keyer_error *err, 
                  err && err->message[0] ? err->message : keyer_status_name(status));
     }
     pthread_mutex_unlock(&st->err_lock);
-    if (fatal)
-        kr_session_fail(st->session, status, err);
 }
 
-/* ---- items ----------------------------------------------------------------------------------- */
-
-static keyer_status wrap_mask(keyer_session *s, kr_item_bufs *b, int cuda, keyer_error *err)
+/* A fatal error of the stream: the session records it as the stream's and its own. */
+static void stream_fail(kr_stream *st, keyer_status status, const keyer_error *err)
 {
-    keyer_status st = keyer_frame_create(&b->mask_frame, err);
-    if (st)
-        return st;
-    keyer_frame *m = b->mask_frame;
-    m->format = KEYER_PIXEL_FORMAT_GRAYF32;
-    m->width = s->mask_w;
-    m->height = s->mask_h;
-    m->memory = cuda ? KEYER_MEMORY_CUDA : KEYER_MEMORY_HOST;
-    m->device = cuda ? s->ordinal : 0;
-    m->data[0] = (uint8_t *)b->mask;
-    m->stride[0] = (ptrdiff_t)s->mask_w * (ptrdiff_t)sizeof(float);
-    return KEYER_OK;
+    kr_stage_fail(st->env->ctx, st->id, status, err);
 }
 
-static keyer_pixel_format out_format(const keyer_session *s, keyer_pixel_format in)
-{
-    switch (s->params.composite.mode) {
-    case KEYER_COMPOSITE_ALPHA:
-    case KEYER_COMPOSITE_ALPHA_PREMULTIPLIED:
-        return KEYER_PIXEL_FORMAT_RGBA;
-    case KEYER_COMPOSITE_MASK:
-        return KEYER_PIXEL_FORMAT_GRAY8;
-    default:
-        return in;
-    }
-}
+/* ---- opening --------------------------------------------------------------------------------- */
 
-/* Allocates a frame in host or device memory. */
-static keyer_status frame_alloc(keyer_session *s, int cuda, keyer_frame **f,
-                                keyer_pixel_format format, int w, int h, keyer_error *err)
-{
-    keyer_status st = KEYER_OK;
-    if (!*f && (st = keyer_frame_create(f, err)))
-        return st;
-    if (cuda)
-        return kr_device_frame_alloc(s->dev, s->ordinal, *f, format, w, h, err);
-    return keyer_frame_alloc(*f, format, w, h, NULL, err);
-}
-
-keyer_status kr_item_tensors_ensure(kr_item *it, int cuda, keyer_error *err)
-{
-    kr_item_bufs *b = cuda ? &it->cuda : &it->host;
-    if (b->tensors_ready)
-        return KEYER_OK;
-    kr_stream *st = it->stream;
-    keyer_session *s = st->session;
-    keyer_status rs = KEYER_OK;
-    if (cuda) {
-        if ((s->model && ((rs = s->dev->alloc(s->ordinal, s->tensor_bytes, &b->tensor, err)) ||
-                          (rs = s->dev->alloc(s->ordinal, s->mask_bytes, (void **)&b->mask,
-                                              err)))) ||
-            (s->det_model &&
-             (rs = s->dev->alloc(s->ordinal, s->det_tensor_bytes, &b->det_tensor, err))))
-            goto fail;
-    } else {
-        if (s->model) {
-            b->tensor = keyer_alloc(NULL, s->tensor_bytes, KEYER_ALIGNMENT);
-            b->mask = keyer_alloc(NULL, s->mask_bytes, KEYER_ALIGNMENT);
-        }
-        if (s->det_model)
-            b->det_tensor = keyer_alloc(NULL, s->det_tensor_bytes, KEYER_ALIGNMENT);
-        if ((s->model && (!b->tensor || !b->mask)) || (s->det_model && !b->det_tensor)) {
-            rs = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY,
-                                 "stream %d: cannot allocate its frame buffers", st->id);
-            goto fail;
-        }
-    }
-    if (s->model && (rs = wrap_mask(s, b, cuda, err)))
-        goto fail;
-    b->tensors_ready = 1;
-    return KEYER_OK;
-fail:
-    keyer_error_prefix(err, "stream %d: ", st->id);
-    return rs;
-}
-
-keyer_status kr_item_bufs_ensure(kr_item *it, int cuda, keyer_error *err)
-{
-    kr_item_bufs *b = cuda ? &it->cuda : &it->host;
-    if (b->ready)
-        return KEYER_OK;
-    kr_stream *st = it->stream;
-    keyer_session *s = st->session;
-    keyer_status rs = kr_item_tensors_ensure(it, cuda, err);
-    if (rs)
-        return rs;
-    if (!s->model) { /* passthrough with detection: the frame itself is written */
-        b->ready = 1;
-        return KEYER_OK;
-    }
-    if ((rs = frame_alloc(s, cuda, &b->alpha, KEYER_PIXEL_FORMAT_GRAY8, st->width, st->height,
-                          err)) ||
-        (rs = frame_alloc(s, cuda, &b->out, out_format(s, st->format), st->width, st->height,
-                          err)))
-        return keyer_error_prefix(err, "stream %d: ", st->id);
-    b->ready = 1;
-    return KEYER_OK;
-}
-
-static void item_bufs_free(keyer_session *s, kr_item_bufs *b, int cuda)
-{
-    if (cuda && s->dev) {
-        s->dev->free(s->ordinal, b->tensor);
-        s->dev->free(s->ordinal, b->mask);
-        s->dev->free(s->ordinal, b->det_tensor);
-    } else if (!cuda) {
-        keyer_free(NULL, b->tensor);
-        keyer_free(NULL, b->mask);
-        keyer_free(NULL, b->det_tensor);
-    }
-    b->tensor = NULL;
-    b->mask = NULL;
-    b->det_tensor = NULL;
-    keyer_frame_destroy(&b->mask_frame);
-    keyer_frame_destroy(&b->alpha);
-    keyer_frame_destroy(&b->out);
-    keyer_frame_destroy(&b->staged);
-    keyer_frame_destroy(&b->bg);
-    b->ready = b->tensors_ready = 0;
-}
-
-void kr_item_release(kr_item *it)
-{
-    keyer_frame_unref(it->frame);
-    keyer_frame_unref(it->bg_src);
-    it->src = NULL;
-    it->bg = NULL;
-    it->lost = it->failed = 0;
-    it->seq = -1;
-    /* the free list holds every item, so it is never full */
-    kr_queue_try_push(it->stream->free_items, it);
-}
-
-/* ---- received frames: a ticket buffer returns the item when the caller lets go --------------- */
-
-static void home_unref(kr_pool_home *h)
-{
-    if (atomic_fetch_sub(&h->refs, 1) == 1) {
-        pthread_mutex_destroy(&h->lock);
-        free(h);
-    }
-}
-
-static void ticket_free(void *opaque, void *data)
-{
-    kr_pool_home *h = opaque;
-    pthread_mutex_lock(&h->lock);
-    if (h->alive)
-        kr_item_release(data);
-    pthread_mutex_unlock(&h->lock);
-    home_unref(h);
-}
-
-/* ---- stream set-up ----------------------------------------------------------------------------- */
-
-static keyer_status stream_new(keyer_session *s, kr_stream **out, keyer_error *err)
+static keyer_status stream_new(const kr_stream_env *env, int id, kr_stream **out,
+                               keyer_error *err)
 {
     *out = NULL;
-    int id = atomic_load(&s->stream_count);
-    if (id >= s->params.max_streams)
-        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "session: at most %d streams (max_streams)", s->params.max_streams);
     kr_stream *st = calloc(1, sizeof(*st));
     if (!st)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
-    st->session = s;
+    st->env = env;
     st->id = id;
-    st->last_pts = INT64_MIN;
     pthread_mutex_init(&st->err_lock, NULL);
     atomic_init(&st->reader_pub, NULL);
     atomic_init(&st->sink_finished, 0);
@@ -210,12 +52,6 @@ static keyer_status stream_new(keyer_session *s, kr_stream **out, keyer_error *e
     atomic_init(&st->frames_lost, 0);
     *out = st;
     return KEYER_OK;
-}
-
-static void stream_publish(keyer_session *s, kr_stream *st)
-{
-    s->streams[st->id] = st;
-    atomic_store(&s->stream_count, st->id + 1);
 }
 
 static char *dup_str(const char *s)
@@ -244,18 +80,13 @@ static int looks_live(const char *url)
     return scheme && strncmp(url, "file://", 7) != 0;
 }
 
-keyer_status keyer_session_add_file(keyer_session *s, const keyer_file_stream_params *params,
-                                    int *stream_id, keyer_error *err)
+keyer_status kr_stream_open_file(const kr_stream_env *env, int id,
+                                 const keyer_file_stream_params *params, kr_stream **out,
+                                 keyer_error *err)
 {
-    if (!s || !params || !params->input)
-        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "keyer_session_add_file: %s", !s ? "session is NULL"
-                                                             : "no input given");
-    if (s->run_called || s->started)
-        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "keyer_session_add_file: the session is already running");
+    const keyer_session_params *sp = env->params;
     kr_stream *st = NULL;
-    keyer_status rs = stream_new(s, &st, err);
+    keyer_status rs = stream_new(env, id, &st, err);
     if (rs)
         return rs;
     st->source = KR_SOURCE_READER;
@@ -267,17 +98,17 @@ keyer_status keyer_session_add_file(keyer_session *s, const keyer_file_stream_pa
         goto fail;
     }
     st->reader_params = params->reader;
-    st->reader_params.logger = s->logger;
+    st->reader_params.logger = env->ctx->logger;
     /* NVDEC only when the session may compute on CUDA: frames then stay on the GPU */
-    st->reader_params.device = s->params.device == KEYER_DEVICE_CPU ? KEYER_DECODE_DEVICE_CPU
+    st->reader_params.device = sp->device == KEYER_DEVICE_CPU ? KEYER_DECODE_DEVICE_CPU
                                : params->reader.device == KEYER_DECODE_DEVICE_CPU
                                    ? KEYER_DECODE_DEVICE_CPU
                                    : (kr_device_cuda() ? KEYER_DECODE_DEVICE_AUTO
                                                        : KEYER_DECODE_DEVICE_CPU);
-    st->reader_params.cuda_device = s->params.cuda_device;
+    st->reader_params.cuda_device = sp->cuda_device;
     st->writer_params = params->writer;
     st->copy_streams = params->copy_streams;
-    int live = params->live >= 0 ? params->live : s->params.live;
+    int live = params->live >= 0 ? params->live : sp->live;
     st->live = live >= 0 ? live : looks_live(st->input);
     if ((rs = keyer_reader_open(st->input, &st->reader_params, &st->reader, err)))
         goto fail;
@@ -301,27 +132,77 @@ keyer_status keyer_session_add_file(keyer_session *s, const keyer_file_stream_pa
     if (st->frame_rate.num <= 0 || st->frame_rate.den <= 0)
         st->frame_rate = (keyer_rational){25, 1};
     atomic_store(&st->reader_pub, st->reader);
-    stream_publish(s, st);
-    if (stream_id)
-        *stream_id = st->id;
-    if (atomic_load(&s->cancel))
-        keyer_reader_interrupt(st->reader);
+    *out = st;
     return KEYER_OK;
 fail:
     kr_stream_destroy(&st);
     return rs;
 }
 
+keyer_status kr_stream_open_push(const kr_stream_env *env, int id,
+                                 const keyer_stream_params *params, kr_stream **out,
+                                 keyer_error *err)
+{
+    if (params->width < 1 || params->height < 1 || params->width > 16384 ||
+        params->height > 16384)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_session_open_stream: size %dx%d is outside 1..16384",
+                               params->width, params->height);
+    if (!effects_take(params->format))
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_session_open_stream: format %s is not supported (nv12, "
+                               "p010, yuv420p, rgb24, rgba)",
+                               keyer_pixel_format_name(params->format));
+    if (params->memory == KEYER_MEMORY_CUDA && !kr_device_cuda())
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                               "keyer_session_open_stream: CUDA frames, and keyer was built "
+                               "without CUDA");
+    if (params->output && (params->frame_rate.num <= 0 || params->frame_rate.den <= 0))
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_session_open_stream: an output needs a frame rate");
+    if (id >= env->params->max_streams)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "session: at most %d streams (max_streams)",
+                               env->params->max_streams);
+    kr_stream *st = NULL;
+    keyer_status rs = stream_new(env, id, &st, err);
+    if (rs)
+        return rs;
+    st->source = KR_SOURCE_PUSH;
+    st->sink = params->output ? KR_SINK_WRITER : KR_SINK_PULL;
+    st->width = params->width;
+    st->height = params->height;
+    st->format = params->format;
+    st->memory = params->memory;
+    st->live = params->live > 0;
+    st->frame_rate = params->frame_rate;
+    st->time_base = params->time_base;
+    if (st->time_base.num <= 0 || st->time_base.den <= 0)
+        st->time_base = st->frame_rate.num > 0 ? (keyer_rational){st->frame_rate.den,
+                                                                  st->frame_rate.num}
+                                               : (keyer_rational){1, 1000000};
+    st->writer_params = params->writer;
+    st->output = dup_str(params->output);
+    if (params->output && !st->output) {
+        kr_stream_destroy(&st);
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
+    }
+    *out = st;
+    return KEYER_OK;
+}
+
+/* ---- starting and stopping ------------------------------------------------------------------- */
+
 static keyer_status open_writer(kr_stream *st, keyer_error *err)
 {
-    keyer_session *s = st->session;
+    const kr_stream_env *env = st->env;
     keyer_writer_params wp = st->writer_params;
     wp.width = st->width;
     wp.height = st->height;
     wp.frame_rate = st->frame_rate;
     wp.time_base = st->time_base;
-    wp.logger = s->logger;
-    int mode = s->params.composite.mode;
+    wp.logger = env->ctx->logger;
+    int mode = env->params->composite.mode;
     wp.alpha = mode == KEYER_COMPOSITE_ALPHA || mode == KEYER_COMPOSITE_ALPHA_PREMULTIPLIED;
     if (st->source == KR_SOURCE_READER) {
         wp.rotation = st->info.rotation;
@@ -341,80 +222,89 @@ static keyer_status open_writer(kr_stream *st, keyer_error *err)
 
 static keyer_status open_background_video(kr_stream *st, keyer_error *err)
 {
-    keyer_session *s = st->session;
+    const kr_stream_env *env = st->env;
     keyer_reader_params rp = keyer_reader_params_defaults();
     rp.device = KEYER_DECODE_DEVICE_CPU;
     rp.keep_streams = 0;
-    rp.logger = s->logger;
+    rp.logger = env->ctx->logger;
     rp.threads = 1;
-    keyer_status rs = keyer_reader_open(s->background_path, &rp, &st->bg_reader, err);
+    keyer_status rs = keyer_reader_open(env->params->background, &rp, &st->bg_reader, err);
     if (rs)
         return keyer_error_prefix(err, "background: ");
     st->bg_start_pts = keyer_reader_info(st->bg_reader)->start_pts;
     return KEYER_OK;
 }
 
+static keyer_pixel_format out_format(const kr_stream_env *env, keyer_pixel_format in)
+{
+    switch (env->params->composite.mode) {
+    case KEYER_COMPOSITE_ALPHA:
+    case KEYER_COMPOSITE_ALPHA_PREMULTIPLIED:
+        return KEYER_PIXEL_FORMAT_RGBA;
+    case KEYER_COMPOSITE_MASK:
+        return KEYER_PIXEL_FORMAT_GRAY8;
+    default:
+        return in;
+    }
+}
+
+/* The stream's items, queues and prepare stage. */
+static keyer_status start_items(kr_stream *st, keyer_error *err)
+{
+    const kr_stream_env *env = st->env;
+    const kr_device_fns *dev = env->layout.dev;
+    keyer_status rs;
+    int n = env->pool_size;
+    if ((rs = kr_queue_create(env->depth, &st->ingest, err)) ||
+        (rs = kr_reorder_create(n, &st->done, err)))
+        return rs;
+    if (env->use_cuda && ((rs = dev->stream_create(env->layout.ordinal, &st->prep_stream, err)) ||
+                          (rs = dev->stream_create(env->layout.ordinal, &st->sink_stream, err))))
+        return rs;
+    kr_item_layout layout = env->layout;
+    layout.stream = st->id;
+    layout.width = st->width;
+    layout.height = st->height;
+    layout.out_format = out_format(env, st->format);
+    layout.copy_stream = st->prep_stream;
+    if ((rs = kr_item_pool_create(&layout, n, env->buffers, env->use_cuda, st->done, &st->pool,
+                                  err)))
+        return rs;
+    kr_prepare_stage_params pp = {
+        .ctx = env->ctx,
+        .stats = env->prepare_stats,
+        .stream = st->id,
+        .in = st->ingest,
+        .out = env->first,
+        .done = st->done,
+        .inputs = env->inputs,
+        .use_cuda = env->use_cuda,
+        .dev = dev,
+        .ordinal = env->layout.ordinal,
+        .cuda_stream = st->prep_stream,
+        .threads = env->threads,
+        .streams = env->stream_count,
+    };
+    for (int i = 0; i < env->inputs; i++)
+        pp.input[i] = env->input[i];
+    return kr_prepare_stage_create(&pp, &st->prepare, err);
+}
+
 static void *reader_main(void *arg);
-static void *sink_main(void *arg);
 
 keyer_status kr_stream_start(kr_stream *st, keyer_error *err)
 {
-    keyer_session *s = st->session;
+    const kr_stream_env *env = st->env;
     if (st->started)
         return KEYER_OK;
     keyer_status rs;
-    /* A pool big enough to keep every stage busy: the ingest queue, a batch, the composite
-     * workers and the frames the shared queues may hold of this stream, plus slack. */
-    int n = s->depth + s->batch + s->workers + 4;
-    if (s->params.mode != KEYER_PIPELINE_LATENCY)
-        n += s->depth;
-    st->nitems = n;
-    st->items = calloc((size_t)n, sizeof(*st->items));
-    if (!st->items)
-        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "stream %d: out of memory", st->id);
-    if ((rs = kr_queue_create(n, &st->free_items, err)) ||
-        (rs = kr_queue_create(s->depth, &st->ingest, err)) ||
-        (rs = kr_reorder_create(n, &st->done, err)))
+    if ((rs = start_items(st, err)))
         return rs;
-    st->home = calloc(1, sizeof(*st->home));
-    if (!st->home)
-        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "stream %d: out of memory", st->id);
-    pthread_mutex_init(&st->home->lock, NULL);
-    atomic_init(&st->home->refs, 1);
-    st->home->alive = 1;
-    st->home->free_items = st->free_items;
-    for (int i = 0; i < n; i++) {
-        kr_item *it = &st->items[i];
-        it->stream = st;
-        it->seq = -1;
-        if ((rs = keyer_frame_create(&it->frame, err)) ||
-            (rs = keyer_frame_create(&it->bg_src, err)))
-            return rs;
-        if (s->params.passthrough && !s->det_model) { /* the input frame itself is written */
-            kr_queue_try_push(st->free_items, it);
-            continue;
-        }
-        int cuda = s->use_cuda && !atomic_load(&s->gpu_failed);
-        rs = kr_item_bufs_ensure(it, cuda, err);
-        if (rs == KEYER_STATUS_OUT_OF_MEMORY && cuda) {
-            /* no room on the GPU for this stream's frames: the session goes on on the CPU */
-            kr_session_gpu_failure(s, err);
-            keyer_error_clear(err);
-            rs = kr_item_bufs_ensure(it, 0, err);
-        }
-        if (rs)
-            return rs;
-        kr_queue_try_push(st->free_items, it);
-    }
-    if (s->use_cuda && ((rs = s->dev->stream_create(s->ordinal, &st->prep_stream, err)) ||
-                        (rs = s->dev->stream_create(s->ordinal, &st->sink_stream, err))))
+    if (env->detect &&
+        ((rs = keyer_overlay_create(KEYER_SESSION_OVERLAY_CAPACITY, &st->overlay, err)) ||
+         (env->use_cuda && (rs = keyer_overlay_set_stream(st->overlay, st->sink_stream, err)))))
         return rs;
-    if (s->det_model && ((rs = keyer_overlay_create(KEYER_SESSION_OVERLAY_CAPACITY, &st->overlay, err)) ||
-                         (s->use_cuda &&
-                          (rs = keyer_overlay_set_stream(st->overlay, st->sink_stream, err)))))
-        return rs;
-    if (s->params.composite.mode == KEYER_COMPOSITE_IMAGE && !s->bg_image[0] &&
-        (rs = open_background_video(st, err)))
+    if (env->bg_video && (rs = open_background_video(st, err)))
         return rs;
     if (st->sink == KR_SINK_WRITER && (rs = open_writer(st, err)))
         return rs;
@@ -424,12 +314,10 @@ keyer_status kr_stream_start(kr_stream *st, keyer_error *err)
                                    st->id);
         st->reader_running = 1;
     }
-    if (pthread_create(&st->prepare_thread, NULL, kr_prepare_main, st))
-        return keyer_error_set(err, KEYER_STATUS_INTERNAL, "stream %d: cannot start a thread",
-                               st->id);
-    st->prepare_running = 1;
+    if ((rs = kr_prepare_stage_start(st->prepare, err)))
+        return rs;
     if (st->sink != KR_SINK_PULL) {
-        if (pthread_create(&st->sink_thread, NULL, sink_main, st))
+        if (pthread_create(&st->sink_thread, NULL, kr_sink_main, st))
             return keyer_error_set(err, KEYER_STATUS_INTERNAL, "stream %d: cannot start a thread",
                                    st->id);
         st->sink_running = 1;
@@ -438,61 +326,80 @@ keyer_status kr_stream_start(kr_stream *st, keyer_error *err)
     return KEYER_OK;
 }
 
+void kr_stream_interrupt(kr_stream *st)
+{
+    keyer_reader_interrupt(atomic_load(&st->reader_pub));
+}
+
+void kr_stream_cancel(kr_stream *st)
+{
+    kr_queue_cancel(st->ingest);
+    kr_item_pool_cancel(st->pool);
+    kr_reorder_cancel(st->done);
+}
+
+int kr_stream_sink_pending(kr_stream *st)
+{
+    return st->source == KR_SOURCE_READER && st->sink_running && !atomic_load(&st->sink_finished);
+}
+
+void kr_stream_finish(kr_stream *st, keyer_status *first, keyer_error *first_err)
+{
+    if (st->sink_running) {
+        pthread_join(st->sink_thread, NULL);
+        st->sink_running = 0;
+    }
+    kr_prepare_stage_join(st->prepare);
+    if (st->reader_running) {
+        pthread_join(st->reader_thread, NULL);
+        st->reader_running = 0;
+    }
+    if (st->writer) {
+        keyer_error we = {0};
+        keyer_status ws = keyer_writer_close(st->writer, &we);
+        if (ws && !*first) {
+            *first = ws;
+            *first_err = we;
+        }
+    }
+    if (st->status && !*first) {
+        *first = st->status;
+        *first_err = st->error;
+    }
+}
+
 void kr_stream_destroy(kr_stream **sp)
 {
     if (!sp || !*sp)
         return;
     kr_stream *st = *sp;
-    keyer_session *s = st->session;
-    kr_queue_cancel(st->ingest);
-    kr_queue_cancel(st->free_items);
-    kr_reorder_cancel(st->done);
+    const kr_stream_env *env = st->env;
+    kr_stream_cancel(st);
     if (st->reader_running)
         pthread_join(st->reader_thread, NULL);
-    if (st->prepare_running)
-        pthread_join(st->prepare_thread, NULL);
+    kr_prepare_stage_join(st->prepare);
     if (st->sink_running)
         pthread_join(st->sink_thread, NULL);
     /* the output is finalised with what reached it */
     if (st->writer) {
         keyer_error e = {0};
         if (keyer_writer_close(st->writer, &e))
-            keyer_log(s->logger, KEYER_LOG_ERROR, "%s", e.message);
+            keyer_log(env->ctx->logger, KEYER_LOG_ERROR, "%s", e.message);
         keyer_writer_destroy(&st->writer);
     }
-    if (st->home) {
-        pthread_mutex_lock(&st->home->lock);
-        st->home->alive = 0;
-        pthread_mutex_unlock(&st->home->lock);
-        home_unref(st->home);
-    }
-    if (st->items) {
-        for (int i = 0; i < st->nitems; i++) {
-            kr_item *it = &st->items[i];
-            keyer_frame_destroy(&it->frame);
-            keyer_frame_destroy(&it->bg_src);
-            keyer_frame_destroy(&it->input_copy);
-            item_bufs_free(s, &it->host, 0);
-            item_bufs_free(s, &it->cuda, 1);
-        }
-        free(st->items);
-    }
+    kr_item_pool_destroy(&st->pool);
     keyer_frame_destroy(&st->hook_in);
     keyer_frame_destroy(&st->hook_out);
     keyer_frame_destroy(&st->drawn);
     keyer_overlay_destroy(&st->overlay);
-    for (int d = 0; d < 2; d++) {
-        keyer_prepare_destroy(&st->prep[d]);
-        keyer_prepare_destroy(&st->det_prep[d]);
-    }
-    if (s->dev) {
-        s->dev->stream_destroy(s->ordinal, st->prep_stream);
-        s->dev->stream_destroy(s->ordinal, st->sink_stream);
+    kr_prepare_stage_destroy(&st->prepare);
+    if (env->layout.dev) {
+        env->layout.dev->stream_destroy(env->layout.ordinal, st->prep_stream);
+        env->layout.dev->stream_destroy(env->layout.ordinal, st->sink_stream);
     }
     atomic_store(&st->reader_pub, NULL);
     keyer_reader_destroy(&st->reader);
     keyer_reader_destroy(&st->bg_reader);
-    kr_queue_destroy(&st->free_items);
     kr_queue_destroy(&st->ingest);
     kr_reorder_destroy(&st->done);
     pthread_mutex_destroy(&st->err_lock);
@@ -520,8 +427,8 @@ static void read_background(kr_stream *st, keyer_frame *dst)
         keyer_frame_unref(dst);
         if (!st->bg_warned) {
             st->bg_warned = 1;
-            kr_session_warn(st->session, "background video: %s; the last frame is kept",
-                            e.message[0] ? e.message : keyer_status_name(rs));
+            kr_stage_warn(st->env->ctx, "background video: %s; the last frame is kept",
+                          e.message[0] ? e.message : keyer_status_name(rs));
         }
     }
 }
@@ -529,9 +436,10 @@ static void read_background(kr_stream *st, keyer_frame *dst)
 /* A free item, or for a live source the oldest one still waiting for prepare (dropped). */
 static kr_item *take_free_item(kr_stream *st, int wait)
 {
+    kr_item *it = kr_item_pool_take(st->pool, 0);
+    if (it)
+        return it;
     void *p = NULL;
-    if (kr_queue_try_pop(st->free_items, &p) == KEYER_OK)
-        return p;
     if (st->live && kr_queue_try_pop(st->ingest, &p) == KEYER_OK) {
         kr_item *old = p;
         atomic_fetch_add(&st->frames_dropped, 1);
@@ -541,9 +449,7 @@ static kr_item *take_free_item(kr_stream *st, int wait)
     }
     if (!wait)
         return NULL;
-    if (kr_queue_pop(st->free_items, &p) != KEYER_OK)
-        return NULL;
-    return p;
+    return kr_item_pool_take(st->pool, 1);
 }
 
 static int same_geometry(const kr_stream *st, const keyer_frame *f)
@@ -574,6 +480,15 @@ static int ingest(kr_stream *st, kr_item *it)
     return 1;
 }
 
+/* Sleeps until @p due (ns) unless the session stops reading. */
+static void sleep_until(const kr_stream *st, int64_t due)
+{
+    struct timespec ts = kr_clock_deadline(due);
+    while (kr_clock_ns() < due && !kr_stage_cancelled(st->env->ctx))
+        if (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != EINTR)
+            break;
+}
+
 /* Realtime reading: sleeps until the frame's presentation time (relative to the first). */
 static void pace(kr_stream *st, const keyer_frame *f, int64_t *origin_ns, int64_t *origin_pts)
 {
@@ -587,11 +502,7 @@ static void pace(kr_stream *st, const keyer_frame *f, int64_t *origin_ns, int64_
     double t = (double)(f->pts - *origin_pts) * st->time_base.num / st->time_base.den;
     if (!(t > 0) || t > 86400.0)
         return;
-    int64_t due = *origin_ns + (int64_t)(t * 1e9);
-    struct timespec ts = kr_clock_deadline(due);
-    while (kr_clock_ns() < due && !atomic_load(&st->session->cancel))
-        if (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != EINTR)
-            break;
+    sleep_until(st, *origin_ns + (int64_t)(t * 1e9));
 }
 
 /* Realtime at a known frame rate: frame @p index is released at origin + index / rate, as a
@@ -604,28 +515,44 @@ static int64_t release_at_rate(kr_stream *st, int64_t *origin_ns, int64_t index)
         *origin_ns = now;
     double t = (double)index * st->frame_rate.den / st->frame_rate.num;
     int64_t due = *origin_ns + (int64_t)(t * 1e9);
-    struct timespec ts = kr_clock_deadline(due);
-    while (kr_clock_ns() < due && !atomic_load(&st->session->cancel))
-        if (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != EINTR)
-            break;
+    sleep_until(st, due);
     return due;
+}
+
+/* A frame of another size or format than the stream's: skipped (warned once). */
+static void skip_frame(kr_stream *st, kr_item *it)
+{
+    atomic_fetch_add(&st->frames_dropped, 1);
+    if (!st->geometry_warned) {
+        st->geometry_warned = 1;
+        kr_stage_warn(st->env->ctx,
+                      "%s: a frame of %dx%d %s in a %dx%d %s stream is skipped "
+                      "(size changes are not supported)",
+                      st->input, it->frame->width, it->frame->height,
+                      keyer_pixel_format_name(it->frame->format), st->width, st->height,
+                      keyer_pixel_format_name(st->format));
+    }
+    atomic_fetch_add(&st->frames_read, 1);
+    kr_item_release(it);
 }
 
 static void *reader_main(void *arg)
 {
     kr_stream *st = arg;
-    keyer_session *s = st->session;
-    int track = kr_trace_thread(s->trace, "read", st->id);
+    const kr_stream_env *env = st->env;
+    const kr_stage_ctx *ctx = env->ctx;
+    int track = kr_trace_thread(ctx->trace, "read", st->id);
     int64_t origin_ns = 0, origin_pts = INT64_MIN;
-    int at_rate = s->params.realtime && st->info.frame_rate.num > 0 &&
-                  st->info.frame_rate.den > 0 && st->frame_rate.num > 0 &&
+    int realtime = env->params->realtime;
+    int at_rate = realtime && st->info.frame_rate.num > 0 && st->info.frame_rate.den > 0 &&
+                  st->frame_rate.num > 0 &&
                   (double)st->frame_rate.num / st->frame_rate.den <= 1000.0;
     int64_t released = 0, due = 0;
-    while (!atomic_load(&s->cancel)) {
+    while (!kr_stage_cancelled(ctx)) {
         kr_item *it = take_free_item(st, 1);
         if (!it)
             break;
-        if (atomic_load(&s->cancel)) {
+        if (kr_stage_cancelled(ctx)) {
             kr_item_release(it);
             break;
         }
@@ -642,27 +569,17 @@ static void *reader_main(void *arg)
         if (rs) {
             kr_item_release(it);
             keyer_error_prefix(&e, "reading %s: ", st->input);
-            kr_stream_fail(st, rs, &e, 1);
+            stream_fail(st, rs, &e);
             break;
         }
         if (!same_geometry(st, it->frame)) {
-            atomic_fetch_add(&st->frames_dropped, 1);
-            if (!st->geometry_warned) {
-                st->geometry_warned = 1;
-                kr_session_warn(s, "%s: a frame of %dx%d %s in a %dx%d %s stream is skipped "
-                                   "(size changes are not supported)",
-                                st->input, it->frame->width, it->frame->height,
-                                keyer_pixel_format_name(it->frame->format), st->width, st->height,
-                                keyer_pixel_format_name(st->format));
-            }
-            atomic_fetch_add(&st->frames_read, 1);
-            kr_item_release(it);
+            skip_frame(st, it);
             continue;
         }
         int64_t arrive = t1;
         if (at_rate) {
             arrive = due; /* decoding counts in the frame's latency */
-        } else if (s->params.realtime) {
+        } else if (realtime) {
             pace(st, it->frame, &origin_ns, &origin_pts);
             arrive = kr_clock_ns(); /* the frame "arrives" now */
         }
@@ -672,8 +589,8 @@ static void *reader_main(void *arg)
             it->frame->time_base = st->time_base;
         atomic_fetch_add(&st->frames_read, 1);
         it->t_in = arrive;
-        kr_stage_stats_record(&s->stages[KR_ST_READ], 1, t0, t1);
-        kr_trace_add(s->trace, track, "read", st->id, atomic_load(&st->frames_read) - 1, 1, t0,
+        kr_stage_stats_record(env->read_stats, 1, t0, t1);
+        kr_trace_add(ctx->trace, track, "read", st->id, atomic_load(&st->frames_read) - 1, 1, t0,
                      t1);
         if (st->bg_reader)
             read_background(st, it->bg_src);
@@ -684,228 +601,45 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
-/* ---- sinks ------------------------------------------------------------------------------------- */
+/* ---- pushed frames ---------------------------------------------------------------------------- */
 
-void kr_stream_account_out(kr_stream *st, kr_item *it)
+/* Makes @p it hold @p frame: a reference, or a copy into the item's own frame (made once)
+ * when the frame has no buffers to hold on to. */
+static keyer_status take_frame(kr_item *it, const keyer_frame *frame, keyer_error *err)
 {
-    keyer_session *s = st->session;
-    int64_t now = kr_clock_ns();
-    atomic_fetch_add(&st->frames_written, 1);
-    pthread_mutex_lock(&s->stats_lock);
-    kr_histogram_add(&s->e2e, now - it->t_in);
-    if (now > s->t_last)
-        s->t_last = now;
-    pthread_mutex_unlock(&s->stats_lock);
-}
-
-/* A host copy of @p f in *slot (allocated on the first frame and when the size changes). */
-keyer_status kr_stream_copy_frame(kr_stream *st, keyer_frame **slot, const keyer_frame *f,
-                                  int cuda, keyer_error *err)
-{
-    keyer_status rs = kr_stage_copy(st->session, slot, f, cuda, st->sink_stream, err);
-    if (rs)
-        return rs;
-    keyer_frame *d = *slot;
-    d->pts = f->pts;
-    d->duration = f->duration;
-    d->time_base = f->time_base;
-    d->flags = f->flags;
-    d->matrix = f->matrix;
-    d->range = f->range;
-    return KEYER_OK;
-}
-
-/* Calls the session's frame_fn with host frames; *out becomes the frame to write. */
-static keyer_status call_frame_fn(kr_item *it, const keyer_frame **out, keyer_error *err)
-{
-    kr_stream *st = it->stream;
-    keyer_session *s = st->session;
-    const keyer_frame *in = it->frame && it->frame->data[0] ? it->frame : it->src;
+    if (frame->buf[0])
+        return keyer_frame_ref(it->frame, frame, err);
     keyer_status rs = KEYER_OK;
-    if (in->memory != KEYER_MEMORY_HOST) {
-        if ((rs = kr_stream_copy_frame(st, &st->hook_in, in, 0, err)))
-            return rs;
-        in = st->hook_in;
+    if (!it->input_copy) {
+        const kr_device_fns *dev = kr_device_cuda();
+        rs = keyer_frame_create(&it->input_copy, err);
+        if (!rs && frame->memory == KEYER_MEMORY_CUDA)
+            rs = kr_device_frame_alloc(dev, frame->device, it->input_copy, frame->format,
+                                       frame->width, frame->height, err);
+        else if (!rs)
+            rs = keyer_frame_alloc(it->input_copy, frame->format, frame->width, frame->height,
+                                   NULL, err);
+        if (rs)
+            keyer_frame_destroy(&it->input_copy);
     }
-    keyer_frame *w = NULL;
-    if ((s->params.passthrough && *out == it->src) || (*out)->memory != KEYER_MEMORY_HOST) {
-        if ((rs = kr_stream_copy_frame(st, &st->hook_out, *out, 0, err)))
-            return rs;
-        w = st->hook_out;
-    } else {
-        w = (keyer_frame *)*out; /* the item's own composite buffer */
-    }
-    if ((rs = s->params.frame_fn(s->params.frame_opaque, st->id, it->seq, in, w, err)))
-        return rs;
-    *out = w;
-    return KEYER_OK;
-}
-
-/* The item's output in host memory when the GPU failed, else where it is. */
-static const keyer_frame *output_of(kr_item *it, keyer_error *err, keyer_status *rs)
-{
-    kr_stream *st = it->stream;
-    keyer_session *s = st->session;
-    *rs = KEYER_OK;
-    if (s->params.passthrough)
-        return it->src;
-    if (!it->on_cuda)
-        return it->host.out;
-    if (!atomic_load(&s->gpu_failed))
-        return it->cuda.out;
-    /* the GPU failed after this frame was composited there: bring it over */
-    if ((*rs = kr_item_bufs_ensure(it, 0, err)) ||
-        (*rs = kr_download_frame(s, it->host.out, it->cuda.out, st->sink_stream, err)))
-        return NULL;
-    return it->host.out;
-}
-
-static void *sink_main(void *arg)
-{
-    kr_stream *st = arg;
-    keyer_session *s = st->session;
-    int track = kr_trace_thread(s->trace, "write", st->id);
-    int writing = 1;
-    for (;;) {
-        void *p = NULL;
-        if (kr_reorder_take(st->done, &p, 1) != KEYER_OK)
-            break;
-        kr_item *it = p;
-        if (it->lost)
-            atomic_fetch_add(&st->frames_lost, 1);
-        if (!it->lost && !it->failed && writing) {
-            int64_t t0 = kr_clock_ns();
-            keyer_error e = {0};
-            keyer_status rs = KEYER_OK;
-            const keyer_frame *out = output_of(it, &e, &rs);
-            if (!out) {
-                atomic_fetch_add(&st->frames_lost, 1);
-                keyer_log(s->logger, KEYER_LOG_ERROR, "stream %d: frame %lld lost: %s", st->id,
-                          (long long)it->seq, e.message);
-            } else {
-                /* keyed outputs are the item's own buffers: drawn on in place */
-                if (s->det_model && (rs = kr_detect_draw(it, &out, !s->params.passthrough, &e))) {
-                    keyer_error_prefix(&e, "stream %d, frame %lld: ", st->id, (long long)it->seq);
-                    kr_stream_fail(st, rs, &e, 1);
-                    writing = 0;
-                } else if (s->params.frame_fn && (rs = call_frame_fn(it, &out, &e))) {
-                    keyer_error_prefix(&e, "stream %d, frame %lld: ", st->id, (long long)it->seq);
-                    kr_stream_fail(st, rs, &e, 1);
-                    writing = 0;
-                } else if (st->writer && (rs = keyer_writer_write(st->writer, out, &e))) {
-                    keyer_error_prefix(&e, "writing %s: ", st->output);
-                    kr_stream_fail(st, rs, &e, 1);
-                    writing = 0;
-                } else {
-                    int64_t t1 = kr_clock_ns();
-                    kr_stage_stats_record(&s->stages[KR_ST_WRITE], 1, t0, t1);
-                    kr_trace_add(s->trace, track, "write", st->id, it->seq, 1, t0, t1);
-                    kr_stream_account_out(st, it);
-                }
-            }
-        }
-        kr_item_release(it);
-    }
-    atomic_store(&st->sink_finished, 1);
-    kr_session_notify(s);
-    return NULL;
-}
-
-/* ---- pushed streams ---------------------------------------------------------------------------- */
-
-static kr_stream *pushed_stream(keyer_session *s, int id, keyer_error *err, const char *fn)
-{
-    if (!s || id < 0 || id >= atomic_load(&s->stream_count) || !s->streams[id]) {
-        keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "%s: no stream %d", fn, id);
-        return NULL;
-    }
-    kr_stream *st = s->streams[id];
-    if (st->source != KR_SOURCE_PUSH) {
-        keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                        "%s: stream %d reads a file; it takes no frames", fn, id);
-        return NULL;
-    }
-    return st;
-}
-
-keyer_status keyer_session_open_stream(keyer_session *s, const keyer_stream_params *params,
-                                       int *stream_id, keyer_error *err)
-{
-    if (!s || !params)
-        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "keyer_session_open_stream: NULL argument");
-    if (params->width < 1 || params->height < 1 || params->width > 16384 ||
-        params->height > 16384)
-        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "keyer_session_open_stream: size %dx%d is outside 1..16384",
-                               params->width, params->height);
-    if (!effects_take(params->format))
-        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "keyer_session_open_stream: format %s is not supported (nv12, "
-                               "p010, yuv420p, rgb24, rgba)",
-                               keyer_pixel_format_name(params->format));
-    if (params->memory == KEYER_MEMORY_CUDA && !kr_device_cuda())
-        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
-                               "keyer_session_open_stream: CUDA frames, and keyer was built "
-                               "without CUDA");
-    if (params->output && (params->frame_rate.num <= 0 || params->frame_rate.den <= 0))
-        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "keyer_session_open_stream: an output needs a frame rate");
-    kr_stream *st = NULL;
-    keyer_status rs = stream_new(s, &st, err);
-    if (rs)
-        return rs;
-    st->source = KR_SOURCE_PUSH;
-    st->sink = params->output ? KR_SINK_WRITER : KR_SINK_PULL;
-    st->width = params->width;
-    st->height = params->height;
-    st->format = params->format;
-    st->memory = params->memory;
-    st->live = params->live > 0;
-    st->frame_rate = params->frame_rate;
-    st->time_base = params->time_base;
-    if (st->time_base.num <= 0 || st->time_base.den <= 0)
-        st->time_base = st->frame_rate.num > 0 ? (keyer_rational){st->frame_rate.den,
-                                                                  st->frame_rate.num}
-                                               : (keyer_rational){1, 1000000};
-    st->writer_params = params->writer;
-    st->output = dup_str(params->output);
-    if (params->output && !st->output) {
-        rs = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
-        goto fail;
-    }
-    /* the first stream decides the model (by its aspect ratio) and starts the stages */
-    stream_publish(s, st);
-    if ((rs = kr_session_start(s, err)) || (rs = kr_stream_start(st, err))) {
-        s->streams[st->id] = NULL;
-        atomic_store(&s->stream_count, st->id);
-        goto fail;
-    }
-    if (stream_id)
-        *stream_id = st->id;
-    return KEYER_OK;
-fail:
-    kr_stream_destroy(&st);
+    if (!rs)
+        rs = kr_device_frame_copy(kr_device_cuda(), frame->device, it->input_copy, frame, NULL,
+                                  err);
+    if (!rs)
+        rs = keyer_frame_ref(it->frame, it->input_copy, err);
     return rs;
 }
 
-keyer_status keyer_session_send_frame(keyer_session *s, int stream_id, const keyer_frame *frame,
-                                      keyer_error *err)
+keyer_status kr_stream_send(kr_stream *st, const keyer_frame *frame, keyer_error *err)
 {
-    kr_stream *st = pushed_stream(s, stream_id, err, "keyer_session_send_frame");
-    if (!st)
-        return KEYER_STATUS_INVALID_ARGUMENT;
+    const kr_stream_env *env = st->env;
     if (atomic_load(&st->closed))
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "keyer_session_send_frame: stream %d is closed", stream_id);
-    if (atomic_load(&s->cancel))
+                               "keyer_session_send_frame: stream %d is closed", st->id);
+    if (kr_stage_cancelled(env->ctx))
         return keyer_error_set(err, KEYER_STATUS_INTERRUPTED,
                                "keyer_session_send_frame: the session was cancelled");
-    pthread_mutex_lock(&st->err_lock);
-    keyer_status failed = st->status;
-    if (failed && err)
-        *err = st->error;
-    pthread_mutex_unlock(&st->err_lock);
+    keyer_status failed = kr_stream_status(st, err);
     if (failed)
         return failed;
     keyer_status rs = keyer_frame_check(frame, err);
@@ -923,29 +657,7 @@ keyer_status keyer_session_send_frame(keyer_session *s, int stream_id, const key
     if (!it)
         return KEYER_STATUS_AGAIN;
     int64_t t0 = kr_clock_ns();
-    if (frame->buf[0]) {
-        rs = keyer_frame_ref(it->frame, frame, err);
-    } else {
-        /* no buffers to hold on to: copy into the item's own frame (made once) */
-        if (!it->input_copy) {
-            const kr_device_fns *dev = kr_device_cuda();
-            rs = keyer_frame_create(&it->input_copy, err);
-            if (!rs && frame->memory == KEYER_MEMORY_CUDA)
-                rs = kr_device_frame_alloc(dev, frame->device, it->input_copy, frame->format,
-                                           frame->width, frame->height, err);
-            else if (!rs)
-                rs = keyer_frame_alloc(it->input_copy, frame->format, frame->width,
-                                       frame->height, NULL, err);
-            if (rs)
-                keyer_frame_destroy(&it->input_copy);
-        }
-        if (!rs)
-            rs = kr_device_frame_copy(kr_device_cuda(), frame->device, it->input_copy, frame,
-                                      NULL, err);
-        if (!rs)
-            rs = keyer_frame_ref(it->frame, it->input_copy, err);
-    }
-    if (rs) {
+    if ((rs = take_frame(it, frame, err))) {
         kr_item_release(it);
         return keyer_error_prefix(err, "keyer_session_send_frame: ");
     }
@@ -956,85 +668,15 @@ keyer_status keyer_session_send_frame(keyer_session *s, int stream_id, const key
     int64_t t1 = kr_clock_ns();
     it->t_in = t0;
     atomic_fetch_add(&st->frames_read, 1);
-    kr_stage_stats_record(&s->stages[KR_ST_READ], 1, t0, t1);
+    kr_stage_stats_record(env->read_stats, 1, t0, t1);
     if (!ingest(st, it))
         return keyer_error_set(err, KEYER_STATUS_INTERRUPTED,
                                "keyer_session_send_frame: the session is stopping");
     return KEYER_OK;
 }
 
-keyer_status keyer_session_receive_frame(keyer_session *s, int stream_id, keyer_frame *out,
-                                         int64_t timeout_us, keyer_error *err)
+keyer_status kr_stream_close(kr_stream *st, keyer_error *err)
 {
-    kr_stream *st = pushed_stream(s, stream_id, err, "keyer_session_receive_frame");
-    if (!st)
-        return KEYER_STATUS_INVALID_ARGUMENT;
-    if (!out)
-        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "keyer_session_receive_frame: out is NULL");
-    if (st->sink != KR_SINK_PULL)
-        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "keyer_session_receive_frame: stream %d writes to %s", stream_id,
-                               st->output);
-    int64_t deadline = timeout_us > 0 ? kr_clock_ns() + timeout_us * 1000 : 0;
-    for (;;) {
-        void *p = NULL;
-        keyer_status rs;
-        if (timeout_us < 0) {
-            rs = kr_reorder_take(st->done, &p, 1);
-        } else {
-            int64_t left = deadline ? deadline - kr_clock_ns() : 0;
-            rs = kr_reorder_take_timed(st->done, &p, left > 0 ? left : 0);
-        }
-        if (rs == KEYER_STATUS_END) {
-            pthread_mutex_lock(&st->err_lock);
-            keyer_status failed = st->status;
-            if (failed && err)
-                *err = st->error;
-            pthread_mutex_unlock(&st->err_lock);
-            return failed ? failed : KEYER_STATUS_END;
-        }
-        if (rs == KEYER_STATUS_INTERRUPTED)
-            return keyer_error_set(err, rs, "keyer_session_receive_frame: the session stopped");
-        if (rs)
-            return rs; /* AGAIN */
-        kr_item *it = p;
-        if (it->lost || it->failed) {
-            if (it->lost)
-                atomic_fetch_add(&st->frames_lost, 1);
-            kr_item_release(it);
-            continue;
-        }
-        keyer_error e = {0};
-        const keyer_frame *res = output_of(it, &e, &rs);
-        if (!res) {
-            atomic_fetch_add(&st->frames_lost, 1);
-            kr_item_release(it);
-            continue;
-        }
-        /* out refers to the item's pixels; a ticket in an unused buffer slot returns the
-         * item to the pool when the caller drops the frame */
-        keyer_buffer *ticket = NULL;
-        if ((rs = keyer_frame_ref(out, res, err)) ||
-            (rs = keyer_buffer_wrap(it, 1, KEYER_MEMORY_HOST, ticket_free, st->home, &ticket,
-                                    err))) {
-            keyer_frame_unref(out);
-            kr_item_release(it);
-            return rs;
-        }
-        atomic_fetch_add(&st->home->refs, 1);
-        keyer_buffer_unref(&out->buf[KEYER_FRAME_MAX_PLANES - 1]);
-        out->buf[KEYER_FRAME_MAX_PLANES - 1] = ticket;
-        kr_stream_account_out(st, it);
-        return KEYER_OK;
-    }
-}
-
-keyer_status keyer_session_close_stream(keyer_session *s, int stream_id, keyer_error *err)
-{
-    kr_stream *st = pushed_stream(s, stream_id, err, "keyer_session_close_stream");
-    if (!st)
-        return KEYER_STATUS_INVALID_ARGUMENT;
     if (atomic_exchange(&st->closed, 1))
         return KEYER_OK;
     kr_queue_close(st->ingest);

@@ -21,8 +21,8 @@
 #include "keyer/image.h"
 #include "keyer/io.h"
 #include "keyer/pipeline.h"
+#include "core/device.h"
 #include "kt_detect_session.h"
-#include "pipeline/device.h"
 #include "testutil.h"
 
 enum { W = 1280, H = 720, N = 60 };

@@ -1,5 +1,5 @@
 // Logistic function over a mask in device memory: turns a model's mask logits into
-// probabilities for the refinement stage (pose models output logits).
+// probabilities for the refinement stage (pose models output logits). vision/sigmoid.h.
 #include <cuda_runtime.h>
 
 #include "keyer/status.h"
@@ -24,8 +24,8 @@ static cudaError_t launch_sigmoid(float *dst, const float *src, size_t count, cu
     return cudaGetLastError();
 }
 
-extern "C" keyer_status kr_pipeline_cuda_sigmoid(int ordinal, float *dst, const float *src,
-                                                 size_t count, void *stream, keyer_error *err)
+extern "C" keyer_status kr_cuda_sigmoid(int ordinal, float *dst, const float *src, size_t count,
+                                        void *stream, keyer_error *err)
 {
     if (!dst || !src)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "sigmoid: NULL pointer");

@@ -1,0 +1,59 @@
+/*
+ * The keying model (internal, prefix kr_): a segmentation (or pose) model whose person mask
+ * the refinement turns into a matte. It loads and checks the model, and runs as a model stage
+ * (model_stage.h) whose outputs are each item's mask: channel 0 of the mask output, through a
+ * sigmoid when the model gives logits (vision/sigmoid.h). Finished items go to the refine
+ * stage's queue.
+ *
+ * Thread safety: set-up from the session's thread; the stage runs on its own thread.
+ */
+#ifndef KEYER_PIPELINE_INFER_H
+#define KEYER_PIPELINE_INFER_H
+
+#include <stdatomic.h>
+
+#include "pipeline/model_stage.h"
+
+typedef struct kr_infer_params {
+    const char *model;           /* registry name or file of the model */
+    int slot;                    /* the items' input slot of its input */
+    const kr_stage_ctx *ctx;
+    kr_stage_stats *stats;
+    kr_batch_counters *counters; /* NULL: its batches are not counted */
+    int threads;                 /* CPU threads of its runtimes */
+    int fail_cuda_at;            /* KEYER_FAIL_CUDA_AT_FRAME, -1: off */
+} kr_infer_params;
+
+/** What the session and the other stages need to know of the keying model. */
+typedef struct kr_infer_info {
+    char model[64];          /* the name it was loaded by */
+    int in_w, in_h;          /* its input */
+    int mask_w, mask_h;      /* its mask */
+    int letterbox;           /* its input keeps the frame's aspect ratio */
+} kr_infer_info;
+
+typedef struct kr_infer kr_infer;
+
+/**
+ * Loads the model of params->model and checks that it is an image model with a person mask
+ * (a float [1,H,W,3] input, a float [1,H,W(,C)] mask output).
+ * Errors: INVALID_ARGUMENT (unknown name, no mask), IO, BAD_DATA, UNSUPPORTED, OUT_OF_MEMORY.
+ */
+keyer_status kr_infer_create(const kr_infer_params *params, kr_infer **out, keyer_error *err);
+
+/** Frees it and its stage; accepts NULL; sets *inf NULL. */
+void kr_infer_destroy(kr_infer **inf);
+
+/** Its model stage (owned by it). */
+kr_model_stage *kr_infer_stage(kr_infer *inf);
+
+/** The model's geometry. */
+const kr_infer_info *kr_infer_get_info(const kr_infer *inf);
+
+/** Finished items go to @p next (the refine stage's queue); call before the stage starts. */
+void kr_infer_connect(kr_infer *inf, kr_queue *next);
+
+/** Frames inferred on the CPU (hybrid runs included) and on CUDA so far. */
+void kr_infer_frames(kr_infer *inf, int64_t *cpu, int64_t *cuda);
+
+#endif

@@ -1,0 +1,139 @@
+/*
+ * A model stage (internal, prefix kr_): one neural network run on batches of items from all
+ * streams, on one worker thread. The session makes one for the keying model (infer.c) and
+ * one for its detector (detect.c); another model is one more instance.
+ *
+ * The stage owns the model, its runtimes for batch 1, 2, 4, ... on the CPU and on CUDA, its
+ * input queue, its CUDA stream and its thread. Its input is one slot of every item (made by
+ * prepare as its kr_model_input says). Per batch it groups the items by device, splits each
+ * group into power-of-two chunks, gathers their inputs into the runtime's input and runs it;
+ * what the outputs mean belongs to the owner, which reads them through kr_model_stage_ops.
+ * CUDA items meet a CPU-only model (CUDA runtimes failed to build) in the hybrid path: the
+ * inputs come down, the CPU runs, and upload_outputs (when given) puts the results back.
+ * After a GPU failure the stage moves the CUDA items it receives to the CPU (kr_item_demote
+ * with the @c need it was opened with) and runs them there; a chunk that fails on CUDA goes
+ * again on the CPU.
+ *
+ * Life cycle: create (model, geometry) -> use_cuda and runtimes (while the session decides
+ * its device and batch) -> open (batch, queue) -> start (thread) -> cancel, join -> destroy.
+ *
+ * Thread safety: set-up and tear-down from the session's thread; the queue from any thread.
+ */
+#ifndef KEYER_PIPELINE_MODEL_STAGE_H
+#define KEYER_PIPELINE_MODEL_STAGE_H
+
+#include "keyer/nn.h"
+#include "pipeline/item.h"
+#include "pipeline/queue.h"
+#include "pipeline/stage.h"
+#include "pipeline/stats.h"
+
+/** Largest log2 of the batch: runtimes exist for batch 1, 2, 4, ... 64. */
+#define KR_MAX_BATCH_LOG2 6
+
+/** How prepare makes a model stage's input in each item. */
+typedef struct kr_model_input {
+    int slot;             /* the item's input slot */
+    int width, height;    /* the model's input (float H x W x 3) */
+    int letterbox;        /* keep the aspect ratio (else stretch) */
+    float scale, offset;  /* value = rgb * scale + offset */
+    int threads;          /* CPU threads of its preparation; 0: a share of the session's */
+    const char *what;     /* prefix of its preparation's errors ("detection: "), or "" */
+} kr_model_input;
+
+/** What the stage's owner does with a run's outputs, and where items go next. */
+typedef struct kr_model_stage_ops {
+    /* Reads the outputs of CPU runtime @p rt, just run on @p n items (host buffers). */
+    keyer_status (*cpu_outputs)(void *opaque, keyer_runtime *rt, kr_item **items, int n,
+                                keyer_error *err);
+    /* Takes the outputs of CUDA runtime @p rt, just queued on @p stream for @p n CUDA items;
+     * what it leaves in the items' device buffers is ready when the items' events say so. */
+    keyer_status (*cuda_outputs)(void *opaque, keyer_runtime *rt, kr_item **items, int n,
+                                 void *stream, keyer_error *err);
+    /* Optional (NULL: nothing): after a CPU run of CUDA items (cpu_outputs filled their host
+     * buffers), moves what the next stages read to the device, on @p stream. */
+    keyer_status (*upload_outputs)(void *opaque, kr_item **items, int n, void *stream,
+                                   keyer_error *err);
+    /* Hands a finished (or failed, or lost) item on; non-zero when the next stage is gone
+     * (the item then stays the stage's, which returns it to its pool). */
+    int (*forward)(void *opaque, kr_item *it);
+} kr_model_stage_ops;
+
+typedef struct kr_model_stage_params {
+    const char *name;           /* "infer", "detect": statistics, traces, item errors */
+    const char *model_name;     /* the model's name, for messages */
+    const char *what;           /* prefix of its runtimes' errors ("detection: "), or "" */
+    kr_model_input input;
+    const kr_stage_ctx *ctx;
+    kr_stage_stats *stats;
+    kr_batch_counters *counters; /* NULL: its batches are not counted */
+    int threads;                /* CPU threads of its runtimes */
+    int fail_cuda_at;           /* the CUDA path fails on the chunk holding this frame; -1 off */
+    const kr_model_stage_ops *ops;
+    void *opaque;               /* the ops' */
+} kr_model_stage_params;
+
+/** How the stage runs, decided once the session knows its device and batch. */
+typedef struct kr_model_stage_run {
+    int batch;          /* most items per batch (1..64) */
+    int64_t wait_ns;    /* longest wait of an item for its batch */
+    int capacity;       /* of the input queue */
+    int need;           /* KR_NEED_* of a CUDA item moved to the CPU here */
+    int cuda;           /* its CUDA runtimes exist (else CUDA items run hybrid) */
+} kr_model_stage_run;
+
+typedef struct kr_model_stage kr_model_stage;
+
+/** Creates a stage owning *@p model (taken: set to NULL, also on failure).
+ *  Errors: OUT_OF_MEMORY. */
+keyer_status kr_model_stage_create(const kr_model_stage_params *params, keyer_model **model,
+                                   kr_model_stage **out, keyer_error *err);
+
+/** Stops it (when running) and frees it with its runtimes and stream; accepts NULL; sets
+ *  *ms NULL. */
+void kr_model_stage_destroy(kr_model_stage **ms);
+
+/** The stage may run on CUDA device @p ordinal of @p dev: makes its CUDA stream.
+ *  Errors: DEVICE. */
+keyer_status kr_model_stage_use_cuda(kr_model_stage *ms, const kr_device_fns *dev, int ordinal,
+                                     keyer_error *err);
+
+/** Back to the CPU only: destroys its CUDA runtimes and stream. */
+void kr_model_stage_drop_cuda(kr_model_stage *ms);
+
+/**
+ * Creates the missing runtimes for batch 1, 2, 4, ... @p batch on CUDA (@p cuda, queued on
+ * the stage's stream) or the CPU, each run once on zeros when @p warm so that lazy set-up
+ * does not delay the first frames. Errors (naming the model, device and batch):
+ * OUT_OF_MEMORY, DEVICE, UNSUPPORTED (an operator the backend lacks), ...
+ */
+keyer_status kr_model_stage_runtimes(kr_model_stage *ms, int cuda, int batch, int warm,
+                                     keyer_error *err);
+
+/** Destroys the runtimes of one device. */
+void kr_model_stage_drop_runtimes(kr_model_stage *ms, int cuda);
+
+/** Fixes how it runs and makes its input queue. Errors: OUT_OF_MEMORY, INTERNAL. */
+keyer_status kr_model_stage_open(kr_model_stage *ms, const kr_model_stage_run *run,
+                                 keyer_error *err);
+
+/** Starts its thread, its events traced on @p track. Errors: INTERNAL. */
+keyer_status kr_model_stage_start(kr_model_stage *ms, int track, keyer_error *err);
+
+/** Stops now: pushes and pops of its queue fail from here on. */
+void kr_model_stage_cancel(kr_model_stage *ms);
+
+/** Waits for its thread (after cancel, or after its queue was closed and drained) and
+ *  returns the items still queued to their pools. */
+void kr_model_stage_join(kr_model_stage *ms);
+
+/** Its input queue (NULL before open): where the previous stage pushes items. */
+kr_queue *kr_model_stage_queue(const kr_model_stage *ms);
+
+/** How prepare makes its input. */
+const kr_model_input *kr_model_stage_input(const kr_model_stage *ms);
+
+/** Its model. */
+keyer_model *kr_model_stage_model(const kr_model_stage *ms);
+
+#endif
