@@ -127,7 +127,8 @@ typedef keyer_status (*keyer_option_set_fn)(const struct keyer_option *option, v
 typedef struct keyer_option {
     const char *name;   /**< lower_case_with_underscores; unique within a table */
     const char *help;   /**< one line, shown by keyer_options_help() */
-    size_t offset;      /**< offsetof(struct, field); unused with a setter */
+    size_t offset;      /**< offsetof(struct, field); with a setter, the library ignores it
+                         *   (a setter may use it: the field it writes) */
     keyer_option_type type;
     double def;         /**< default value (COLOR: the 0xRRGGBB number; ENUM: a choice value) */
     double min;         /**< smallest valid value (INT, FLOAT), shortest length (STRING) */

@@ -1,8 +1,11 @@
 /* Command lines and configuration files from option tables (see args.h). */
 #include "args.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <string.h>
+
+#include "keyer/nn.h"
 
 /* Longest option name on a command line (longer ones are unknown). */
 #define NAME_MAX_ 64
@@ -14,6 +17,26 @@ keyer_status kc_option_only_on_command_line(const keyer_option *o, void *obj, co
     (void)value;
     return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                            "option %s: only on the command line", o->name);
+}
+
+keyer_status kc_set_backend(const keyer_option *o, void *obj, const char *value,
+                            keyer_error *err)
+{
+    keyer_backend backend;
+    keyer_status st = keyer_backend_from_name(value, &backend, err);
+    if (st == KEYER_OK)
+        memcpy((char *)obj + o->offset, &backend, sizeof(backend));
+    return st;
+}
+
+int kc_choice_value(const keyer_option *o, const char *value)
+{
+    for (const keyer_option_choice *c = o->choices; c && c->name; c++)
+        if (!strcmp(c->name, value))
+            return c->value;
+    int number = 0;
+    keyer_parse_int(NULL, value, INT_MIN, INT_MAX, &number, NULL);
+    return number;
 }
 
 int kc_switch_value(const char *value)
@@ -214,7 +237,7 @@ static int visit_apply(void *opaque, const kc_args *a, const keyer_option *o,
         return kc_args_apply(a, o, table, value, "");
     if (!a->positional)
         return kc_usage_error(a, "unexpected argument '%s'", value);
-    return a->positional(a->opaque, value);
+    return a->positional(a, value);
 }
 
 int kc_args_parse(const kc_args *a, int argc, char **argv)
@@ -282,6 +305,23 @@ static void left_text(const keyer_option *o, char *buf, size_t size)
         snprintf(buf, size, "    %s%s", name, value);
 }
 
+/* Prints @p text from column @p indent on, wrapped at 100 columns at spaces. */
+static void print_wrapped(FILE *f, const char *text, int indent)
+{
+    enum { WIDTH = 100 };
+    int room = WIDTH - indent > 20 ? WIDTH - indent : 20;
+    while ((int)strlen(text) > room) {
+        int cut = room;
+        while (cut > 0 && text[cut] != ' ')
+            cut--;
+        if (cut == 0)
+            break; /* one long word: print it whole */
+        fprintf(f, "%.*s\n%*s", cut, text, indent, "");
+        text += cut + 1;
+    }
+    fprintf(f, "%s\n", text);
+}
+
 void kc_args_usage(const kc_args *a, FILE *f)
 {
     enum { MAX_COLUMN = 30 };
@@ -291,17 +331,18 @@ void kc_args_usage(const kc_args *a, FILE *f)
         for (const keyer_option *o = a->tables[t].options; o->name; o++) {
             left_text(o, left, sizeof(left));
             int n = (int)strlen(left);
-            if (n > column && n <= MAX_COLUMN)
-                column = n;
+            if (n + 1 > column && n <= MAX_COLUMN)
+                column = n + 1 < MAX_COLUMN ? n + 1 : MAX_COLUMN; /* two spaces apart */
         }
     fputs(a->usage, f);
     for (int t = 0; t < a->help_tables && t < a->ntables; t++)
         for (const keyer_option *o = a->tables[t].options; o->name; o++) {
             left_text(o, left, sizeof(left));
             if ((int)strlen(left) > column)
-                fprintf(f, "  %s\n  %-*s %s\n", left, column, "", o->help ? o->help : "");
+                fprintf(f, "  %s\n  %-*s ", left, column, "");
             else
-                fprintf(f, "  %-*s %s\n", column, left, o->help ? o->help : "");
+                fprintf(f, "  %-*s ", column, left);
+            print_wrapped(f, o->help ? o->help : "", 2 + column + 1);
         }
     if (a->footer)
         fputs(a->footer, f);

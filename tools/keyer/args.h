@@ -39,8 +39,8 @@ typedef struct kc_args {
     const char *footer;      /* printed after it; NULL: nothing */
     /* Each positional argument, in order: returns 0, or 2 after printing why (with
      * kc_usage_error). NULL: positional arguments are a usage error. */
-    int (*positional)(void *opaque, const char *arg);
-    void *opaque;            /* passed to positional */
+    int (*positional)(const struct kc_args *a, const char *arg);
+    void *opaque;            /* for positional: the command's argument struct */
 } kc_args;
 
 /* The entry every command's table holds for --help/-h (it only prints the usage). */
@@ -95,6 +95,13 @@ int kc_usage_error(const kc_args *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* Setter of a keyer_backend field at the entry's offset, by name (reference, cpu, cuda). */
+keyer_status kc_set_backend(const keyer_option *o, void *obj, const char *value,
+                            keyer_error *err);
+
+/* The value of ENUM entry @p o's choice @p value (a name or a number the table accepted). */
+int kc_choice_value(const keyer_option *o, const char *value);
 
 /* The boolean of a switch's value: 1 when given alone (NULL), else the parsed text (which
  * the table has already checked). */
