@@ -8,7 +8,7 @@
 #include "keyer/nn.h"
 
 /* Longest option name on a command line (longer ones are unknown). */
-#define NAME_MAX_ 64
+#define OPTION_NAME_MAX 64
 
 keyer_status kc_option_only_on_command_line(const keyer_option *o, void *obj, const char *value,
                                             keyer_error *err)
@@ -41,9 +41,9 @@ int kc_choice_value(const keyer_option *o, const char *value)
 
 int kc_switch_value(const char *value)
 {
-    int on = 1;
-    if (value && keyer_parse_bool(NULL, value, &on, NULL))
-        on = 1;
+    int on = 1; /* given alone; a value was checked by the table, so it parses */
+    if (value)
+        keyer_parse_bool(NULL, value, &on, NULL);
     return on;
 }
 
@@ -155,7 +155,7 @@ static int walk_long(const kc_args *a, int argc, char **argv, int *i, kc_visit_f
     const char *arg = argv[*i];
     const char *eq = strchr(arg + 2, '=');
     size_t len = eq ? (size_t)(eq - (arg + 2)) : strlen(arg + 2);
-    char name[NAME_MAX_];
+    char name[OPTION_NAME_MAX];
     if (len >= sizeof(name))
         return kc_usage_error(a, "unknown option '%s'", arg);
     memcpy(name, arg + 2, len);
@@ -219,12 +219,12 @@ int kc_args_apply(const kc_args *a, const keyer_option *o, const kc_table *table
     if (keyer_option_set(table->options, table->obj, o->name, value, &e) == KEYER_OK)
         return 0;
     /* "option NAME: what" becomes "--name: what" */
-    char prefix[NAME_MAX_ + 16];
+    char prefix[128];
     snprintf(prefix, sizeof(prefix), "option %s: ", o->name);
     const char *what = e.message;
     if (!strncmp(what, prefix, strlen(prefix)))
         what += strlen(prefix);
-    char shown[NAME_MAX_ + 4];
+    char shown[OPTION_NAME_MAX + 4];
     dashed(o->name, shown, sizeof(shown));
     return kc_usage_error(a, "%s%s%s: %s", from, from[0] ? ": " : "", shown, what);
 }
@@ -296,7 +296,7 @@ static void value_text(const keyer_option *o, char *buf, size_t size)
 /* The left column of an option's usage line: "-o, --output PATH" or "    --blur [SIGMA]". */
 static void left_text(const keyer_option *o, char *buf, size_t size)
 {
-    char name[NAME_MAX_ + 4], value[160];
+    char name[OPTION_NAME_MAX + 4], value[160];
     dashed(o->name, name, sizeof(name));
     value_text(o, value, sizeof(value));
     if (o->short_name)
