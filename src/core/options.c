@@ -85,13 +85,20 @@ static option_value load(const keyer_option *o, const void *obj)
     return v;
 }
 
+/* The entry's default, converted for its own type only (a negative INT default has no
+ * uint32_t value, so converting it for COLOR too would be undefined). */
 static option_value default_of(const keyer_option *o)
 {
     option_value v = {0, 0.0f, 0, NULL};
-    v.i = (int)o->def;
-    v.f = (float)o->def;
-    v.c = (uint32_t)o->def;
-    v.s = o->def_string;
+    switch (o->type) {
+    case KEYER_OPTION_INT:
+    case KEYER_OPTION_BOOL:
+    case KEYER_OPTION_ENUM: v.i = (int)o->def; break;
+    case KEYER_OPTION_FLOAT: v.f = (float)o->def; break;
+    case KEYER_OPTION_COLOR: v.c = (uint32_t)o->def; break;
+    case KEYER_OPTION_STRING:
+    case KEYER_OPTION_CUSTOM: v.s = o->def_string; break;
+    }
     return v;
 }
 
