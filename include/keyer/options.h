@@ -46,9 +46,33 @@
  * own: keyer_options_set_defaults(), keyer_options_validate() and keyer_option_get() skip
  * or refuse it.
  *
- * Errors of parsing name the option and the value, always in the form
- * "option NAME: <what is wrong>" (the setters of the tables in keyer follow it too), so a
- * program may replace the "option NAME" part with how its user wrote the option.
+ * A program's own table, with a string and a setter (KEYER_OPTION_FIELD writes a plain entry):
+ *
+ * @code
+ * typedef struct args { const char *output; keyer_composite_params cp; } args;
+ * static keyer_status set_blur(const keyer_option *o, void *obj, const char *value,
+ *                              keyer_error *err)
+ * {
+ *     args *a = obj;      // value: checked as a FLOAT in 2..256 already, or NULL ("--blur")
+ *     if (value && keyer_option_set(keyer_composite_options(), &a->cp, "blur_radius", value,
+ *                                   err))
+ *         return KEYER_STATUS_INVALID_ARGUMENT;
+ *     a->cp.mode = KEYER_COMPOSITE_BLUR;
+ *     return KEYER_OK;
+ * }
+ * static const keyer_option table[] = {
+ *     {"output", "output file", offsetof(args, output), KEYER_OPTION_STRING, 0, 1, 0, NULL,
+ *      NULL, NULL, "PATH", 'o', 0u},
+ *     {"blur", "blur the background", 0, KEYER_OPTION_FLOAT, 12, 2, 256, NULL, set_blur, NULL,
+ *      "SIGMA", 0, KEYER_OPTION_FLAG_VALUE_OPTIONAL},
+ *     KEYER_OPTION_END,
+ * };
+ * @endcode
+ *
+ * Errors about a value name the option and the value, in the form "option NAME: <what is
+ * wrong>" (the setters in keyer follow it too), so a program may replace the "option NAME"
+ * part with how its user wrote the option ("--blur"). Other errors: "unknown option 'NAME'",
+ * "options: ..." (a malformed list).
  *
  * Thread safety: tables are immutable; the functions touch only the object passed in.
  */
