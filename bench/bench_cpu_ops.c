@@ -50,19 +50,21 @@ static int cmp_row(const void *a, const void *b)
     return (x->median_s < y->median_s) - (x->median_s > y->median_s);
 }
 
+#define PROG "bench_cpu_ops"
+
 int main(int argc, char **argv)
 {
     const char *path = NULL;
     int threads = 1, batch = 1, iters = 200, top = 15;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-            threads = atoi(argv[++i]);
+            threads = kb_int_arg(PROG, "--threads", argv[++i]);
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
-            batch = atoi(argv[++i]);
+            batch = kb_int_arg(PROG, "--batch", argv[++i]);
         else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
-            iters = atoi(argv[++i]);
+            iters = kb_int_arg(PROG, "--iterations", argv[++i]);
         else if (!strcmp(argv[i], "--top") && i + 1 < argc)
-            top = atoi(argv[++i]);
+            top = kb_int_arg(PROG, "--top", argv[++i]);
         else if (argv[i][0] != '-' && !path)
             path = argv[i];
         else {

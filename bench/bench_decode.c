@@ -215,6 +215,8 @@ static void measure_encode(const char *label, const char *path, const char *dir,
     keyer_reader_destroy(&r);
 }
 
+#define PROG "bench_decode"
+
 int main(int argc, char **argv)
 {
     int json = 0, frames = 600, sessions = 7, do_4k = 1, do_gpu = 1, do_cpu = 1, do_enc = 1;
@@ -224,9 +226,9 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--json"))
             json = 1;
         else if (!strcmp(argv[i], "--frames") && i + 1 < argc)
-            frames = atoi(argv[++i]);
+            frames = kb_int_arg(PROG, "--frames", argv[++i]);
         else if (!strcmp(argv[i], "--sessions") && i + 1 < argc)
-            sessions = atoi(argv[++i]);
+            sessions = kb_int_arg(PROG, "--sessions", argv[++i]);
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
             dir = argv[++i];
         else if (!strcmp(argv[i], "--image") && i + 1 < argc)

@@ -107,6 +107,8 @@ static int wait_copy(int k)
 }
 #endif
 
+#define PROG "bench_detect"
+
 int main(int argc, char **argv)
 {
     const char *model_name = "face-short", *backend_name = "cuda", *precision_name = "f16";
@@ -129,11 +131,11 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--precision"))
             precision_name = v;
         else if (!strcmp(a, "--batch"))
-            batch = atoi(v);
+            batch = kb_int_arg(PROG, "--batch", v);
         else if (!strcmp(a, "--runs"))
-            runs = atoi(v);
+            runs = kb_int_arg(PROG, "--runs", v);
         else if (!strcmp(a, "--threads"))
-            threads = atoi(v);
+            threads = kb_int_arg(PROG, "--threads", v);
         else {
             fprintf(stderr, "bench_detect: unknown option %s\n", a);
             return 2;

@@ -151,14 +151,16 @@ static keyer_frame *to_device(const keyer_frame *h)
 }
 #endif
 
+#define PROG "bench_effects"
+
 int main(int argc, char **argv)
 {
     int iters = 30, threads = 0, json = 0, cuda = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--iters") && i + 1 < argc)
-            iters = atoi(argv[++i]);
+            iters = kb_int_arg(PROG, "--iters", argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-            threads = atoi(argv[++i]);
+            threads = kb_int_arg(PROG, "--threads", argv[++i]);
         else if (!strcmp(argv[i], "--json"))
             json = 1;
         else if (!strcmp(argv[i], "--cuda"))

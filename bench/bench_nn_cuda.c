@@ -122,17 +122,7 @@ static void print_profile(keyer_runtime *rt, const char *name, const char *prec,
     }
 }
 
-static int parse_list(const char *s, int *out, int cap)
-{
-    int n = 0;
-    while (s && *s && n < cap) {
-        out[n++] = atoi(s);
-        s = strchr(s, ',');
-        if (s)
-            s++;
-    }
-    return n;
-}
+#define PROG "bench_nn_cuda"
 
 int main(int argc, char **argv)
 {
@@ -146,11 +136,11 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--models") && i + 1 < argc)
             models = argv[++i];
         else if (!strcmp(argv[i], "--batches") && i + 1 < argc)
-            n_batches = parse_list(argv[++i], batches, 16);
+            n_batches = kb_int_list_arg(PROG, "--batches", argv[++i], batches, 16);
         else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
-            seconds = atof(argv[++i]);
+            seconds = kb_number_arg(PROG, "--seconds", argv[++i]);
         else if (!strcmp(argv[i], "--device") && i + 1 < argc)
-            device = atoi(argv[++i]);
+            device = kb_int_arg(PROG, "--device", argv[++i]);
         else if (!strcmp(argv[i], "--best"))
             best = 1;
         else if (!strcmp(argv[i], "--profile"))

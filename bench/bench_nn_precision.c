@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_util.h"
+
 #include "keyer/nn.h"
 #include "keyer/registry.h"
 #include "nn/graph.h"
@@ -316,6 +318,8 @@ done:
     return rc;
 }
 
+#define PROG "bench_nn_precision"
+
 int main(int argc, char **argv)
 {
     const char *models = "selfie,selfie-landscape";
@@ -324,7 +328,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--models") && i + 1 < argc)
             models = argv[++i];
         else if (!strcmp(argv[i], "--variants") && i + 1 < argc)
-            n_items = atoi(argv[++i]);
+            n_items = kb_int_arg(PROG, "--variants", argv[++i]);
         else if (!strcmp(argv[i], "--no-cuda"))
             use_cuda = 0;
         else {

@@ -273,6 +273,8 @@ static int run_case(vendor *v, const char *name, const keyer_model *model, int f
     return 0;
 }
 
+#define PROG "bench_nn_vendor"
+
 int main(int argc, char **argv)
 {
     const char *models = "selfie,face-short";
@@ -283,19 +285,12 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--models") && i + 1 < argc)
             models = argv[++i];
-        else if (!strcmp(argv[i], "--batches") && i + 1 < argc) {
-            n_batches = 0;
-            for (char *s = argv[++i]; *s && n_batches < 16;) {
-                batches[n_batches++] = (int)strtol(s, &s, 10);
-                if (*s == ',')
-                    s++;
-                else
-                    break;
-            }
-        } else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
-            v.runs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--batches") && i + 1 < argc)
+            n_batches = kb_int_list_arg(PROG, "--batches", argv[++i], batches, 16);
+        else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
+            v.runs = kb_int_arg(PROG, "--runs", argv[++i]);
         else if (!strcmp(argv[i], "--device") && i + 1 < argc)
-            device = atoi(argv[++i]);
+            device = kb_int_arg(PROG, "--device", argv[++i]);
         else if (!strcmp(argv[i], "--keyer-only"))
             v.keyer_only = 1;
         else {

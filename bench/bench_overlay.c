@@ -184,6 +184,8 @@ static int bench_cuda(keyer_overlay *ov, const keyer_frame *host, int reps, doub
 }
 #endif
 
+#define PROG "bench_overlay"
+
 int main(int argc, char **argv)
 {
     const char *sizes = "1080p,4k";
@@ -192,7 +194,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--sizes") && i + 1 < argc)
             sizes = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            reps = atoi(argv[++i]);
+            reps = kb_int_arg(PROG, "--reps", argv[++i]);
         else if (!strcmp(argv[i], "--no-cpu"))
             cpu = 0;
         else if (!strcmp(argv[i], "--json"))

@@ -84,12 +84,15 @@ typedef enum keyer_fit {
     KEYER_FIT_STRETCH = 0, /**< scale each axis independently to fill the tensor */
     KEYER_FIT_LETTERBOX,   /**< keep the aspect ratio, centre, fill the bars with the pad value */
 } keyer_fit;
+KEYER_OPTION_ENUM_CHECK(keyer_fit);
 
 /** Tensor memory layout. */
 typedef enum keyer_tensor_layout {
     KEYER_TENSOR_LAYOUT_NHWC = 0, /**< [N][H][W][C]: TFLite's layout */
     KEYER_TENSOR_LAYOUT_NCHW,     /**< [N][C][H][W] */
 } keyer_tensor_layout;
+KEYER_OPTION_ENUM_CHECK(keyer_tensor_layout);
+KEYER_OPTION_ENUM_CHECK(keyer_dtype);
 
 /**
  * A possibly rotated region of a frame to sample, in the frame's pixel coordinates.
@@ -119,9 +122,9 @@ typedef struct keyer_prepare_params {
     int width;       /**< tensor width (W), 1..16384; required (default 256) */
     int height;      /**< tensor height (H), 1..16384; required (default 256) */
     int max_batch;   /**< most frames per call, 1..256 (default 1) */
-    int dtype;       /**< keyer_dtype: KEYER_DTYPE_F32 (default) or KEYER_DTYPE_F16 */
-    int layout;      /**< keyer_tensor_layout (default NHWC) */
-    int fit;         /**< keyer_fit (default STRETCH, as the selfie models expect) */
+    keyer_dtype dtype;          /**< KEYER_DTYPE_F32 (default) or KEYER_DTYPE_F16 */
+    keyer_tensor_layout layout; /**< default NHWC */
+    keyer_fit fit;              /**< default STRETCH, as the selfie models expect */
     float scale;     /**< value = rgb * scale + offset with rgb in [0,1] (default 1) */
     float offset;    /**< (default 0); [-1,1] models: scale 2, offset -1 */
     float pad;       /**< letterbox bar colour in [0,1] before normalisation (default 0) */
@@ -188,6 +191,7 @@ typedef enum keyer_upsample {
     KEYER_UPSAMPLE_BILINEAR = 0, /**< plain bilinear (what MediaPipe does) */
     KEYER_UPSAMPLE_GUIDED,       /**< fast guided filter with the frame's luma as guide */
 } keyer_upsample;
+KEYER_OPTION_ENUM_CHECK(keyer_upsample);
 
 /** Temporal smoothing of the mask per stream. */
 typedef enum keyer_temporal {
@@ -195,6 +199,7 @@ typedef enum keyer_temporal {
     KEYER_TEMPORAL_ADAPTIVE,  /**< moving average whose weight drops where frame or mask move */
     KEYER_TEMPORAL_MEDIAPIPE, /**< MediaPipe SegmentationSmoothingCalculator's formula */
 } keyer_temporal;
+KEYER_OPTION_ENUM_CHECK(keyer_temporal);
 
 /**
  * Parameters of a ::keyer_refine. Initialise with keyer_refine_params_defaults().
@@ -218,7 +223,7 @@ typedef enum keyer_temporal {
  * flicker / motion-lag trade-off measured in tests/unit/test_effects_refine.c.
  */
 typedef struct keyer_refine_params {
-    int upsample;            /**< keyer_upsample (default GUIDED) */
+    keyer_upsample upsample; /**< default GUIDED */
     int guided_radius;       /**< window radius in mask pixels, 1..16 (default 2) */
     float guided_eps;        /**< regulariser on luma variance (luma in [0,1]), (default 1e-3) */
     int threshold;           /**< 1: apply the smoothstep threshold (default 1) */
@@ -226,7 +231,7 @@ typedef struct keyer_refine_params {
     float threshold_high;    /**< alpha above maps to 1; > threshold_low (default 0.75) */
     int dilate;              /**< pixels, -64..64; negative erodes (default 0) */
     int feather;             /**< box radius in pixels, 0..64 (default 1) */
-    int temporal;            /**< keyer_temporal (default ADAPTIVE) */
+    keyer_temporal temporal; /**< default ADAPTIVE */
     float temporal_strength; /**< weight of the previous mask, 0..0.99 (default 0.8) */
     float motion_tolerance;  /**< luma change (0..1) where the weight reaches 0 (default 0.05) */
     float mask_tolerance;    /**< mask change where the weight reaches 0 (default 0.25) */
@@ -295,10 +300,11 @@ typedef enum keyer_composite_mode {
     KEYER_COMPOSITE_ALPHA_PREMULTIPLIED, /**< RGBA with colour multiplied by alpha */
     KEYER_COMPOSITE_MASK,                /**< the matte alone: GRAY8, or grey in the frame's format */
 } keyer_composite_mode;
+KEYER_OPTION_ENUM_CHECK(keyer_composite_mode);
 
 /** Parameters of a ::keyer_composite. Initialise with keyer_composite_params_defaults(). */
 typedef struct keyer_composite_params {
-    int mode;           /**< keyer_composite_mode (default BLUR) */
+    keyer_composite_mode mode; /**< default BLUR */
     /** Gaussian sigma of the background blur in pixels, 2..256 (default 12). The blur runs on
      *  a grid of f x f pixel cells, f the largest power of two <= blur_radius, and is
      *  interpolated back bilinearly. */

@@ -65,10 +65,11 @@ typedef enum keyer_face_range {
     KEYER_FACE_RANGE_SHORT = 0, /**< "face-short": 128x128, faces within about 2 m */
     KEYER_FACE_RANGE_FULL,      /**< "face-full": 192x192, faces within about 5 m */
 } keyer_face_range;
+KEYER_OPTION_ENUM_CHECK(keyer_face_range);
 
 /** Parameters of a face analyser. Initialise with keyer_faces_params_defaults(). */
 typedef struct keyer_faces_params {
-    int range;                   /**< keyer_face_range (default SHORT) */
+    keyer_face_range range;      /**< default SHORT */
     int landmarks;               /**< 1: run the face mesh and track by landmarks (default 1) */
     int detector;                /**< 1: load and run the detector (default 1); 0: none, the
                                       faces come from keyer_faces_track() (landmarks 0) */

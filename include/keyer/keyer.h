@@ -15,6 +15,7 @@
 #define KEYER_KEYER_H
 
 #include "keyer/alloc.h"
+#include "keyer/config.h"
 #include "keyer/detect.h"
 #include "keyer/effects.h"
 #include "keyer/faces.h"

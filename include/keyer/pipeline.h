@@ -62,6 +62,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "keyer/config.h"
 #include "keyer/detect.h"
 #include "keyer/effects.h"
 #include "keyer/frame.h"
@@ -77,25 +78,14 @@ extern "C" {
 
 /* ---- devices and modes ------------------------------------------------------------------ */
 
-/** Where a session computes. */
-typedef enum keyer_device_kind {
-    KEYER_DEVICE_AUTO = 0, /**< CUDA when built, present and working, else the CPU */
-    KEYER_DEVICE_CPU,      /**< the CPU only (decoding included) */
-    KEYER_DEVICE_CUDA,     /**< a CUDA GPU; falls back to the CPU (logged) when it cannot */
-} keyer_device_kind;
-
-/**
- * Parses "auto", "cpu", "cuda" or "cuda:N" into a kind and a CUDA ordinal (0 unless given).
- * Errors: INVALID_ARGUMENT naming the text.
- */
-keyer_status keyer_device_parse(const char *text, keyer_device_kind *kind, int *ordinal,
-                                keyer_error *err);
+/* keyer_device_kind and keyer_device_parse() ("auto", "cpu", "cuda:N") are in keyer/config.h. */
 
 /** Latency or throughput trade-off. */
 typedef enum keyer_pipeline_mode {
     KEYER_PIPELINE_THROUGHPUT = 0, /**< files: large batches, deep queues */
     KEYER_PIPELINE_LATENCY,        /**< live/VR: batch 1, shallow queues, no batch waiting */
 } keyer_pipeline_mode;
+KEYER_OPTION_ENUM_CHECK(keyer_pipeline_mode);
 
 /* ---- session parameters ----------------------------------------------------------------- */
 
@@ -135,6 +125,7 @@ typedef enum keyer_session_detect {
     KEYER_SESSION_DETECT_FACES,          /**< faces, BlazeFace short range ("face-short") */
     KEYER_SESSION_DETECT_FACES_FULL,     /**< faces, BlazeFace full range ("face-full") */
 } keyer_session_detect;
+KEYER_OPTION_ENUM_CHECK(keyer_session_detect);
 
 /** Most detections handed to keyer_detect_fn per frame (the best ones). */
 #define KEYER_SESSION_MAX_DETECTIONS 32
@@ -169,9 +160,9 @@ typedef struct keyer_session_params {
      *  start: "selfie-landscape" (256x144) when every stream's display width/height is at
      *  least 1.5, else "selfie" (256x256). */
     const char *model;
-    int device;        /**< keyer_device_kind (default AUTO) */
-    int cuda_device;   /**< CUDA ordinal (default 0) */
-    int mode;          /**< keyer_pipeline_mode (default THROUGHPUT) */
+    keyer_device_kind device;  /**< where to compute (default AUTO) */
+    int cuda_device;           /**< CUDA ordinal (default 0) */
+    keyer_pipeline_mode mode;  /**< latency or throughput (default THROUGHPUT) */
     /** Frames per inference, 1..64. 0 (default): 16 on CUDA in throughput mode, else 1 (the
      *  CPU backend's time per frame does not drop with the batch). */
     int batch;
@@ -215,7 +206,7 @@ typedef struct keyer_session_params {
      *  frames where the decoder left them), its detections given to detect_fn and what
      *  detect_fn draws rendered on the frame's device. Works with keying and with
      *  passthrough; needs detect_fn. Default NONE. */
-    int detect;
+    keyer_session_detect detect;
     float detect_min_score;      /**< detection threshold; <= 0 (default): the model's */
     keyer_detect_fn detect_fn;   /**< required with detect */
     void *detect_opaque;         /**< passed to detect_fn */
@@ -465,26 +456,7 @@ keyer_status keyer_session_write_stats(keyer_session *session, const char *path,
  */
 keyer_status keyer_session_write_trace(keyer_session *session, const char *path, keyer_error *err);
 
-/* ---- configuration files ---------------------------------------------------------------- */
-
-/**
- * Receives one setting of a configuration file: @p key (nested mappings give
- * "parent.child"), @p value as written (a scalar; each element of a sequence gives one
- * call with the same key), @p line (1-based) for messages. Return KEYER_OK to go on, or a
- * failure (with @p err filled) to stop reading.
- */
-typedef keyer_status (*keyer_config_fn)(void *opaque, const char *key, const char *value,
-                                        int line, keyer_error *err);
-
-/**
- * Reads a YAML configuration file whose top level is a mapping from keys to scalars,
- * sequences of scalars or mappings of those, and calls @p fn for each setting in file
- * order. An empty file has no settings. Errors: IO (cannot open @p path), BAD_DATA (not
- * YAML, or another structure: the message gives the path, line and column), UNSUPPORTED
- * (keyer was built without libyaml), and whatever @p fn returns.
- */
-keyer_status keyer_config_read(const char *path, keyer_config_fn fn, void *opaque,
-                               keyer_error *err);
+/* keyer_config_read() (YAML configuration files) is in keyer/config.h. */
 
 #ifdef __cplusplus
 }

@@ -95,10 +95,11 @@ typedef enum keyer_pose_model {
     KEYER_POSE_MODEL_FULL,     /**< "pose-full" */
     KEYER_POSE_MODEL_HEAVY,    /**< "pose-heavy" */
 } keyer_pose_model;
+KEYER_OPTION_ENUM_CHECK(keyer_pose_model);
 
 /** Parameters. Initialise with keyer_pose_params_defaults(). */
 typedef struct keyer_pose_params {
-    int model;                /**< keyer_pose_model (default LITE) */
+    keyer_pose_model model;   /**< default LITE */
     const char *model_path;   /**< registry name or file; NULL: the model's registry name */
     keyer_backend backend;    /**< default CPU */
     int threads;              /**< CPU threads, 0: all cores (default 0) */

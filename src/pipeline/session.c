@@ -29,32 +29,35 @@ static const keyer_option_choice mode_choices[] = {
 };
 
 static const keyer_option session_options[] = {
-    {"device", "where to compute", OFF(device), KEYER_OPTION_ENUM, KEYER_DEVICE_AUTO, 0, 0,
-     device_choices},
-    {"cuda_device", "CUDA device ordinal", OFF(cuda_device), KEYER_OPTION_INT, 0, 0, 63, NULL},
-    {"mode", "latency or throughput trade-off", OFF(mode), KEYER_OPTION_ENUM,
-     KEYER_PIPELINE_THROUGHPUT, 0, 0, mode_choices},
-    {"batch", "frames per inference; 0: automatic", OFF(batch), KEYER_OPTION_INT, 0, 0, 64, NULL},
-    {"batch_wait_us", "longest wait of a frame for its batch (us); -1: automatic",
-     OFF(batch_wait_us), KEYER_OPTION_INT, -1, -1, 10000000, NULL},
-    {"queue_depth", "frames per queue between stages; 0: automatic", OFF(queue_depth),
-     KEYER_OPTION_INT, 0, 0, 1024, NULL},
-    {"threads", "CPU threads inside each stage; 0: 1 (throughput) or half the cores (latency)",
-     OFF(threads),
-     KEYER_OPTION_INT, 0, 0, 1024, NULL},
-    {"composite_workers", "concurrent composite workers; 0: automatic", OFF(composite_workers),
-     KEYER_OPTION_INT, 0, 0, KR_MAX_COMPOSITE_WORKERS, NULL},
-    {"max_streams", "most streams in one session", OFF(max_streams), KEYER_OPTION_INT, 64, 1,
-     1024, NULL},
-    {"live", "drop the oldest frames of live inputs under overload: -1 auto, 0 never, 1 always",
-     OFF(live), KEYER_OPTION_INT, -1, -1, 1, NULL},
-    {"realtime", "read file inputs at their frame rate, like live sources", OFF(realtime),
-     KEYER_OPTION_BOOL, 0, 0, 1, NULL},
-    {"trace_events", "record a trace with room for this many events; 0: off", OFF(trace_events),
-     KEYER_OPTION_INT, 0, 0, 1 << 26, NULL},
-    {"progress_interval_ms", "progress callback period", OFF(progress_interval_ms),
-     KEYER_OPTION_INT, 200, 10, 60000, NULL},
-    {NULL, NULL, 0, 0, 0, 0, 0, NULL},
+    KEYER_OPTION_FIELD("device", "where to compute", OFF(device), KEYER_OPTION_ENUM,
+        KEYER_DEVICE_AUTO, 0, 0, device_choices),
+    KEYER_OPTION_FIELD("cuda_device", "CUDA device ordinal", OFF(cuda_device), KEYER_OPTION_INT, 0,
+        0, 63, NULL),
+    KEYER_OPTION_FIELD("mode", "latency or throughput trade-off", OFF(mode), KEYER_OPTION_ENUM,
+        KEYER_PIPELINE_THROUGHPUT, 0, 0, mode_choices),
+    KEYER_OPTION_FIELD("batch", "frames per inference; 0: automatic", OFF(batch), KEYER_OPTION_INT,
+        0, 0, 64, NULL),
+    KEYER_OPTION_FIELD("batch_wait_us", "longest wait of a frame for its batch (us); -1: automatic",
+        OFF(batch_wait_us), KEYER_OPTION_INT, -1, -1, 10000000, NULL),
+    KEYER_OPTION_FIELD("queue_depth", "frames per queue between stages; 0: automatic",
+        OFF(queue_depth), KEYER_OPTION_INT, 0, 0, 1024, NULL),
+    KEYER_OPTION_FIELD("threads",
+        "CPU threads inside each stage; 0: 1 (throughput) or half the cores (latency)",
+        OFF(threads), KEYER_OPTION_INT, 0, 0, 1024, NULL),
+    KEYER_OPTION_FIELD("composite_workers", "concurrent composite workers; 0: automatic",
+        OFF(composite_workers), KEYER_OPTION_INT, 0, 0, KR_MAX_COMPOSITE_WORKERS, NULL),
+    KEYER_OPTION_FIELD("max_streams", "most streams in one session", OFF(max_streams),
+        KEYER_OPTION_INT, 64, 1, 1024, NULL),
+    KEYER_OPTION_FIELD("live",
+        "drop the oldest frames of live inputs under overload: -1 auto, 0 never, 1 always",
+        OFF(live), KEYER_OPTION_INT, -1, -1, 1, NULL),
+    KEYER_OPTION_FIELD("realtime", "read file inputs at their frame rate, like live sources",
+        OFF(realtime), KEYER_OPTION_BOOL, 0, 0, 1, NULL),
+    KEYER_OPTION_FIELD("trace_events", "record a trace with room for this many events; 0: off",
+        OFF(trace_events), KEYER_OPTION_INT, 0, 0, 1 << 26, NULL),
+    KEYER_OPTION_FIELD("progress_interval_ms", "progress callback period",
+        OFF(progress_interval_ms), KEYER_OPTION_INT, 200, 10, 60000, NULL),
+    KEYER_OPTION_END,
 };
 
 const keyer_option *keyer_session_options(void)
@@ -70,31 +73,6 @@ keyer_session_params keyer_session_params_defaults(void)
     p.refine = keyer_refine_params_defaults();
     p.composite = keyer_composite_params_defaults();
     return p;
-}
-
-keyer_status keyer_device_parse(const char *text, keyer_device_kind *kind, int *ordinal,
-                                keyer_error *err)
-{
-    if (!text || !kind || !ordinal)
-        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "device: NULL argument");
-    if (!strcmp(text, "auto") || !strcmp(text, "cpu") || !strcmp(text, "cuda")) {
-        *kind = text[0] == 'a' ? KEYER_DEVICE_AUTO : text[1] == 'p' ? KEYER_DEVICE_CPU
-                                                                   : KEYER_DEVICE_CUDA;
-        *ordinal = 0;
-        return KEYER_OK;
-    }
-    if (!strncmp(text, "cuda:", 5) && text[5] >= '0' && text[5] <= '9') {
-        char *end = NULL;
-        errno = 0;
-        long n = strtol(text + 5, &end, 10);
-        if (!errno && end && !*end && n >= 0 && n <= 63) {
-            *kind = KEYER_DEVICE_CUDA;
-            *ordinal = (int)n;
-            return KEYER_OK;
-        }
-    }
-    return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                           "unknown device '%s' (use auto, cpu, cuda or cuda:N)", text);
 }
 
 keyer_file_stream_params keyer_file_stream_params_defaults(void)

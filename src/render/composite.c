@@ -40,18 +40,19 @@ static const keyer_option_choice mode_choices[] = {
 
 #define OFF(f) offsetof(keyer_composite_params, f)
 static const keyer_option composite_options[] = {
-    {"mode", "what to produce", OFF(mode), KEYER_OPTION_ENUM, KEYER_COMPOSITE_BLUR, 0, 0,
-     mode_choices},
-    {"blur_radius", "background blur: Gaussian sigma in pixels", OFF(blur_radius),
-     KEYER_OPTION_FLOAT, 12, 2, 256, NULL},
-    {"color", "background colour for mode=color", OFF(color), KEYER_OPTION_COLOR, 0x000000, 0, 0,
-     NULL},
-    {"key_color", "background colour for mode=green", OFF(key_color), KEYER_OPTION_COLOR, 0x00B140,
-     0, 0, NULL},
-    {"dither", "ordered dither when rounding blended samples", OFF(dither), KEYER_OPTION_BOOL, 1, 0,
-     1, NULL},
-    {"threads", "CPU threads (0: one per core)", OFF(threads), KEYER_OPTION_INT, 0, 0, 256, NULL},
-    {NULL, NULL, 0, KEYER_OPTION_INT, 0, 0, 0, NULL},
+    KEYER_OPTION_FIELD("mode", "what to produce", OFF(mode), KEYER_OPTION_ENUM,
+        KEYER_COMPOSITE_BLUR, 0, 0, mode_choices),
+    KEYER_OPTION_FIELD("blur_radius", "background blur: Gaussian sigma in pixels", OFF(blur_radius),
+        KEYER_OPTION_FLOAT, 12, 2, 256, NULL),
+    KEYER_OPTION_FIELD("color", "background colour for mode=color", OFF(color), KEYER_OPTION_COLOR,
+        0x000000, 0, 0, NULL),
+    KEYER_OPTION_FIELD("key_color", "background colour for mode=green", OFF(key_color),
+        KEYER_OPTION_COLOR, 0x00B140, 0, 0, NULL),
+    KEYER_OPTION_FIELD("dither", "ordered dither when rounding blended samples", OFF(dither),
+        KEYER_OPTION_BOOL, 1, 0, 1, NULL),
+    KEYER_OPTION_FIELD("threads", "CPU threads (0: one per core)", OFF(threads), KEYER_OPTION_INT,
+        0, 0, 256, NULL),
+    KEYER_OPTION_END,
 };
 #undef OFF
 

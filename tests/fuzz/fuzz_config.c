@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "keyer/pipeline.h"
+#include "keyer/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "keyer/pipeline.h"
+#include "keyer/config.h"
 #include "testutil.h"
 
 typedef struct seen {

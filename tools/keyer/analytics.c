@@ -107,17 +107,18 @@ int kc_parse_draw(const char *text, kc_analytics_opts *o)
             o->draw |= KC_DRAW_GRAPH;
             o->knn = 5;
             if (n > 6) {
-                char *end = NULL;
                 const char *v = w + 6;
                 if (!strncmp(v, "k=", 2))
                     v += 2;
-                long k = strtol(v, &end, 10);
-                if (end != w + n || k < 1 || k > 16) {
+                char k[16] = "";
+                size_t len = (size_t)(w + n - v);
+                if (len < sizeof(k))
+                    memcpy(k, v, len);
+                if (len >= sizeof(k) || keyer_parse_int(NULL, k, 1, 16, &o->knn, NULL)) {
                     fprintf(stderr, "keyer: --draw graph:k=K takes K in 1..16, not '%.*s'\n",
                             (int)n, w);
                     return 2;
                 }
-                o->knn = (int)k;
             }
         } else {
             fprintf(stderr, "keyer: --draw: unknown '%.*s' (boxes, ids, keypoints, mesh, "

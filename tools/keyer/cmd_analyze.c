@@ -11,16 +11,16 @@
  * body keypoints) as curves, and encodes the result to OUTPUT with the input's audio. The
  * analysis and drawing are the main job's --detect (analytics.c), on one input.
  * Prints a summary (frames, distinct face ids, frames with a pose, milliseconds per frame).
+ * Its options come from an option table (args.h).
  */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "analytics.h"
+#include "args.h"
 #include "commands.h"
 #include "keyer/faces.h"
 #include "keyer/io.h"
@@ -28,118 +28,116 @@
 
 typedef struct analyze_args {
     const char *input, *output;
-    int faces, full_range, mesh, pose, pose_model, knn, threads;
-    long long max_frames;
+    int faces, full_range, mesh, pose, knn, threads, max_frames;
+    keyer_pose_model pose_model;
     keyer_backend backend;
 } analyze_args;
 
-static void usage(FILE *out)
+/* --mesh: the face mesh, which implies --faces */
+static keyer_status set_mesh(const keyer_option *o, void *obj, const char *value,
+                             keyer_error *err)
 {
-    fprintf(out,
-            "usage: keyer analyze INPUT -o OUTPUT [options]\n"
-            "\n"
-            "Draws face and body analytics over a video (or a still image).\n"
-            "\n"
-            "  -o, --output FILE   output video (container and codec from the extension)\n"
-            "  --faces             detect and track faces: boxes and id labels\n"
-            "  --full-range        use the full-range face detector (faces up to ~5 m)\n"
-            "  --mesh              468-point face mesh and its contours (implies --faces)\n"
-            "  --pose [MODEL]      body pose skeleton; MODEL lite (default), full or heavy\n"
-            "  --knn K             k-nearest-neighbour graph of the tracked points, K >= 1\n"
-            "  --backend NAME      inference backend: cpu (default) or reference\n"
-            "  --threads N         CPU threads, 0 = all cores (default 0)\n"
-            "  --max-frames N      stop after N frames\n"
-            "\n"
-            "Without --faces, --mesh or --pose, faces are analysed.\n");
+    analyze_args *a = obj;
+    if (kc_switch_value(value))
+        a->mesh = a->faces = 1;
+    return KEYER_OK;
 }
 
-static int parse_count(const char *opt, const char *s, long long min, long long *out)
+/* --pose [MODEL] */
+static keyer_status set_pose(const keyer_option *o, void *obj, const char *value,
+                             keyer_error *err)
 {
-    char *end = NULL;
-    errno = 0;
-    long long v = s ? strtoll(s, &end, 10) : 0;
-    if (!s || !*s || *end || errno || v < min || v > INT_MAX) {
-        fprintf(stderr, "keyer analyze: %s needs an integer >= %lld (got '%s')\n", opt, min,
-                s ? s : "");
-        return -1;
-    }
-    *out = v;
+    analyze_args *a = obj;
+    a->pose = 1;
+    if (value)
+        a->pose_model = (keyer_pose_model)kc_choice_value(o, value);
+    return KEYER_OK;
+}
+
+/* --backend: the analysers take host frames */
+static keyer_status set_backend(const keyer_option *o, void *obj, const char *value,
+                                keyer_error *err)
+{
+    analyze_args *a = obj;
+    keyer_backend backend;
+    keyer_status st = keyer_backend_from_name(value, &backend, err);
+    if (st)
+        return st;
+    if (backend == KEYER_BACKEND_CUDA)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "option %s: the analysers take host frames; use --backend cpu or "
+                               "reference", o->name);
+    a->backend = backend;
+    return KEYER_OK;
+}
+
+static const keyer_option_choice pose_models[] = {
+    {"lite", KEYER_POSE_MODEL_LITE, "pose-lite"},
+    {"full", KEYER_POSE_MODEL_FULL, "pose-full"},
+    {"heavy", KEYER_POSE_MODEL_HEAVY, "pose-heavy"},
+    {NULL, 0, NULL},
+};
+
+#define OFF(f) offsetof(analyze_args, f)
+#define OPT KEYER_OPTION_FLAG_VALUE_OPTIONAL
+static const keyer_option analyze_options[] = {
+    {"output", "output video (container and codec from the extension)", OFF(output),
+     KEYER_OPTION_STRING, 0, 0, 0, NULL, NULL, NULL, "FILE", 'o', 0u},
+    {"faces", "detect and track faces: boxes and id labels", OFF(faces), KEYER_OPTION_BOOL, 0, 0,
+     1, NULL, NULL, NULL, NULL, 0, OPT},
+    {"full_range", "use the full-range face detector (faces up to ~5 m)", OFF(full_range),
+     KEYER_OPTION_BOOL, 0, 0, 1, NULL, NULL, NULL, NULL, 0, OPT},
+    {"mesh", "468-point face mesh and its contours (implies --faces)", 0, KEYER_OPTION_BOOL, 0, 0,
+     1, NULL, set_mesh, NULL, NULL, 0, OPT},
+    {"pose", "body pose skeleton; MODEL lite (default), full or heavy", 0, KEYER_OPTION_ENUM,
+     KEYER_POSE_MODEL_LITE, 0, 0, pose_models, set_pose, NULL, "MODEL", 0, OPT},
+    {"knn", "k-nearest-neighbour graph of the tracked points, K >= 1", OFF(knn),
+     KEYER_OPTION_INT, 0, 1, INT_MAX, NULL, NULL, NULL, "K", 0, 0u},
+    {"backend", "inference backend: cpu (default) or reference", 0, KEYER_OPTION_CUSTOM, 0, 0, 0,
+     NULL, set_backend, "cpu", "NAME", 0, 0u},
+    {"threads", "CPU threads, 0 = all cores (default 0)", OFF(threads), KEYER_OPTION_INT, 0, 0,
+     INT_MAX, NULL, NULL, NULL, "N", 0, 0u},
+    {"max_frames", "stop after N frames", OFF(max_frames), KEYER_OPTION_INT, 0, 1, INT_MAX, NULL,
+     NULL, NULL, "N", 0, 0u},
+    KC_OPTION_HELP,
+    KEYER_OPTION_END,
+};
+#undef OFF
+#undef OPT
+
+static int analyze_input(const kc_args *a, const char *arg)
+{
+    analyze_args *args = a->opaque;
+    if (args->input)
+        return kc_usage_error(a, "more than one input ('%s', '%s')", args->input, arg);
+    args->input = arg;
     return 0;
 }
 
 /* 0: ok, 2: usage error, -1: --help printed. */
-static int parse_args(int argc, char **argv, analyze_args *a)
+static int parse_args(int argc, char **argv, analyze_args *args)
 {
-    keyer_error err = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long long n = 0;
-        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
-            usage(stdout);
-            return -1;
-        } else if (!strcmp(o, "-o") || !strcmp(o, "--output")) {
-            if (!v) {
-                fprintf(stderr, "keyer analyze: %s needs a file name\n", o);
-                return 2;
-            }
-            a->output = v;
-            i++;
-        } else if (!strcmp(o, "--faces")) {
-            a->faces = 1;
-        } else if (!strcmp(o, "--full-range")) {
-            a->full_range = 1;
-        } else if (!strcmp(o, "--mesh")) {
-            a->mesh = a->faces = 1;
-        } else if (!strcmp(o, "--pose")) {
-            a->pose = 1;
-            if (v && (!strcmp(v, "lite") || !strcmp(v, "full") || !strcmp(v, "heavy"))) {
-                a->pose_model = !strcmp(v, "lite")   ? KEYER_POSE_MODEL_LITE
-                                : !strcmp(v, "full") ? KEYER_POSE_MODEL_FULL
-                                                     : KEYER_POSE_MODEL_HEAVY;
-                i++;
-            }
-        } else if (!strcmp(o, "--knn")) {
-            if (parse_count(o, v, 1, &n))
-                return 2;
-            a->knn = (int)n;
-            i++;
-        } else if (!strcmp(o, "--backend")) {
-            if (!v || keyer_backend_from_name(v, &a->backend, &err) != KEYER_OK) {
-                fprintf(stderr, "keyer analyze: %s\n", v ? err.message : "--backend needs a value");
-                return 2;
-            }
-            if (a->backend == KEYER_BACKEND_CUDA) {
-                fprintf(stderr, "keyer analyze: the analysers take host frames; use --backend "
-                                "cpu or reference\n");
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(o, "--threads")) {
-            if (parse_count(o, v, 0, &n))
-                return 2;
-            a->threads = (int)n;
-            i++;
-        } else if (!strcmp(o, "--max-frames")) {
-            if (parse_count(o, v, 1, &n))
-                return 2;
-            a->max_frames = n;
-            i++;
-        } else if (o[0] == '-' && o[1]) {
-            fprintf(stderr, "keyer analyze: unknown option '%s' (see keyer analyze --help)\n", o);
-            return 2;
-        } else if (!a->input) {
-            a->input = o;
-        } else {
-            fprintf(stderr, "keyer analyze: more than one input ('%s', '%s')\n", a->input, o);
-            return 2;
-        }
-    }
-    if (!a->input || !a->output) {
-        fprintf(stderr, "keyer analyze: an INPUT and -o OUTPUT are required (see --help)\n");
-        return 2;
-    }
-    if (!a->faces && !a->pose)
-        a->faces = 1;
+    kc_table table = {analyze_options, args};
+    kc_args a = {
+        .prog = "keyer analyze",
+        .tables = &table,
+        .ntables = 1,
+        .help_tables = 1,
+        .usage = "usage: keyer analyze INPUT -o OUTPUT [options]\n"
+                 "\n"
+                 "Draws face and body analytics over a video (or a still image).\n"
+                 "\n",
+        .footer = "\nWithout --faces, --mesh or --pose, faces are analysed.\n",
+        .positional = analyze_input,
+        .opaque = args,
+    };
+    int rc = kc_args_parse(&a, argc, argv);
+    if (rc)
+        return rc == 1 ? -1 : rc;
+    if (!args->input || !args->output)
+        return kc_usage_error(&a, "an INPUT and -o OUTPUT are required");
+    if (!args->faces && !args->pose)
+        args->faces = 1;
     return 0;
 }
 

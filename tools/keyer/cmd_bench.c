@@ -12,10 +12,10 @@
  * arena and weight bytes. It also reports the CPU time of the whole process per timed
  * inference (all threads, CLOCK_PROCESS_CPUTIME_ID), which unlike the wall-clock figures does
  * not depend on what else the machine runs (it includes the thread pool's spin-waiting).
- * --json prints one JSON object on stdout instead of the table.
+ * --json prints one JSON object on stdout instead of the table. The options come from an
+ * option table (args.h).
  */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "commands.h"
 #include "keyer/keyer.h"
 
@@ -34,89 +35,47 @@ typedef struct bench_nn_args {
     int threads, batch, iterations, warmup, json;
 } bench_nn_args;
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: keyer bench nn --model NAME|FILE.tflite [options]\n"
-            "\n"
-            "Times inference of one model on one backend.\n"
-            "\n"
-            "  --model NAME|FILE   registry name (see 'keyer models') or path to a .tflite file;\n"
-            "                      names are looked up in $KEYER_MODELS_DIR or the build's models/\n"
-            "  --backend NAME      reference, cpu (default) or cuda\n"
-            "  --threads N         CPU threads; 0 = all cores (default 0)\n"
-            "  --batch N           frames per inference (default 1)\n"
-            "  --iterations N      timed inferences (default 100)\n"
-            "  --warmup N          untimed inferences first (default 10)\n"
-            "  --json              print one JSON object instead of a table\n");
-}
+#define OFF(f) offsetof(bench_nn_args, f)
+static const keyer_option bench_nn_options[] = {
+    {"model", "registry name (see 'keyer models') or path to a .tflite file; names are looked "
+              "up in $KEYER_MODELS_DIR or the build's models/", OFF(model), KEYER_OPTION_STRING,
+     0, 0, 0, NULL, NULL, NULL, "NAME|FILE", 0, 0u},
+    {"backend", "reference, cpu (default) or cuda", OFF(backend), KEYER_OPTION_CUSTOM, 0, 0, 0,
+     NULL, kc_set_backend, "cpu", "NAME", 0, 0u},
+    {"threads", "CPU threads; 0 = all cores (default 0)", OFF(threads), KEYER_OPTION_INT, 0, 0,
+     INT_MAX, NULL, NULL, NULL, "N", 0, 0u},
+    {"batch", "frames per inference (default 1)", OFF(batch), KEYER_OPTION_INT, 1, 1, INT_MAX,
+     NULL, NULL, NULL, "N", 0, 0u},
+    {"iterations", "timed inferences (default 100)", OFF(iterations), KEYER_OPTION_INT, 100, 1,
+     INT_MAX, NULL, NULL, NULL, "N", 0, 0u},
+    {"warmup", "untimed inferences first (default 10)", OFF(warmup), KEYER_OPTION_INT, 10, 0,
+     INT_MAX, NULL, NULL, NULL, "N", 0, 0u},
+    {"json", "print one JSON object instead of a table", OFF(json), KEYER_OPTION_BOOL, 0, 0, 1,
+     NULL, NULL, NULL, NULL, 0, KEYER_OPTION_FLAG_VALUE_OPTIONAL},
+    KC_OPTION_HELP,
+    KEYER_OPTION_END,
+};
+#undef OFF
 
-static int parse_int(const char *opt, const char *s, int min, int *out)
+/* Returns 0 on success, 2 on a usage error, -1 when --help was printed. @p argv[0] is "nn". */
+static int parse_args(int argc, char **argv, bench_nn_args *args)
 {
-    char *end = NULL;
-    errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || !*s || *end || errno || v < min || v > INT_MAX) {
-        fprintf(stderr, "keyer bench nn: %s needs an integer >= %d (got '%s')\n", opt, min,
-                s ? s : "");
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
-/* Returns 0 on success, 2 on a usage error, -1 when --help was printed. */
-static int parse_args(int argc, char **argv, bench_nn_args *a)
-{
-    keyer_error err = {0};
-    for (int i = 0; i < argc; i++) {
-        const char *o = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
-            usage(stdout);
-            return -1;
-        } else if (!strcmp(o, "--json")) {
-            a->json = 1;
-        } else if (!strcmp(o, "--model")) {
-            if (!v) {
-                fprintf(stderr, "keyer bench nn: --model needs a value\n");
-                return 2;
-            }
-            a->model = v;
-            i++;
-        } else if (!strcmp(o, "--backend")) {
-            if (!v || keyer_backend_from_name(v, &a->backend, &err) != KEYER_OK) {
-                fprintf(stderr, "keyer bench nn: %s\n",
-                        v ? err.message : "--backend needs a value");
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(o, "--threads")) {
-            if (parse_int(o, v, 0, &a->threads))
-                return 2;
-            i++;
-        } else if (!strcmp(o, "--batch")) {
-            if (parse_int(o, v, 1, &a->batch))
-                return 2;
-            i++;
-        } else if (!strcmp(o, "--iterations")) {
-            if (parse_int(o, v, 1, &a->iterations))
-                return 2;
-            i++;
-        } else if (!strcmp(o, "--warmup")) {
-            if (parse_int(o, v, 0, &a->warmup))
-                return 2;
-            i++;
-        } else {
-            fprintf(stderr, "keyer bench nn: unknown option '%s' (see keyer bench nn --help)\n",
-                    o);
-            return 2;
-        }
-    }
-    if (!a->model) {
-        fprintf(stderr, "keyer bench nn: --model is required (see keyer bench nn --help)\n");
-        return 2;
-    }
+    kc_table table = {bench_nn_options, args};
+    kc_args a = {
+        .prog = "keyer bench nn",
+        .tables = &table,
+        .ntables = 1,
+        .help_tables = 1,
+        .usage = "usage: keyer bench nn --model NAME|FILE.tflite [options]\n"
+                 "\n"
+                 "Times inference of one model on one backend.\n"
+                 "\n",
+    };
+    int rc = kc_args_parse(&a, argc, argv);
+    if (rc)
+        return rc == 1 ? -1 : rc;
+    if (!args->model)
+        return kc_usage_error(&a, "--model is required");
     return 0;
 }
 
@@ -282,7 +241,7 @@ int keyer_cmd_bench(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "nn"))
-        return bench_nn(argc - 2, argv + 2);
+        return bench_nn(argc - 1, argv + 1);
     fprintf(stderr, "keyer bench: unknown benchmark '%s' (known: nn)\n", argv[1]);
     return 2;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "commands.h"
 #include "keyer/image.h"
 #include "keyer/io.h"
@@ -125,28 +126,35 @@ static int probe_nvenc(const char *dir, const char *codec, char *why, size_t n)
     return ok;
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: keyer devices [--no-probe]\n"
-               "Lists the CUDA GPUs (through the driver, loaded at run time), their memory and\n"
-               "whether keyer can decode with NVDEC and encode with NVENC on them (checked by\n"
-               "decoding and encoding a few generated frames; --no-probe skips that).\n");
-}
+typedef struct devices_args {
+    int no_probe;
+} devices_args;
+
+static const keyer_option devices_options[] = {
+    {"no_probe", "list the GPUs without checking NVDEC and NVENC", offsetof(devices_args, no_probe),
+     KEYER_OPTION_BOOL, 0, 0, 1, NULL, NULL, NULL, NULL, 0, KEYER_OPTION_FLAG_VALUE_OPTIONAL},
+    KC_OPTION_HELP,
+    KEYER_OPTION_END,
+};
 
 int keyer_cmd_devices(int argc, char **argv)
 {
-    int probe = 1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--no-probe")) {
-            probe = 0;
-        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else {
-            usage(stderr);
-            return 2;
-        }
-    }
+    devices_args args = {0};
+    kc_table table = {devices_options, &args};
+    kc_args a = {
+        .prog = "keyer devices",
+        .tables = &table,
+        .ntables = 1,
+        .help_tables = 1,
+        .usage = "usage: keyer devices [--no-probe]\n"
+                 "Lists the CUDA GPUs (through the driver, loaded at run time), their memory and\n"
+                 "whether keyer can decode with NVDEC and encode with NVENC on them (checked by\n"
+                 "decoding and encoding a few generated frames; --no-probe skips that).\n\n",
+    };
+    int rc = kc_args_parse(&a, argc, argv);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    int probe = !args.no_probe;
     printf("keyer %s, CUDA backends %s\n", keyer_version(),
            keyer_built_with_cuda() ? "built" : "not built (CPU only)");
     driver d;
@@ -156,7 +164,8 @@ int keyer_cmd_devices(int argc, char **argv)
             dlclose(d.lib);
         return 0;
     }
-    int rc = 0, count = 0, version = 0;
+    rc = 0;
+    int count = 0, version = 0;
     CUresult_ e = d.init(0);
     if (e == 0)
         e = d.count(&count);

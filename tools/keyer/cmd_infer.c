@@ -6,31 +6,24 @@
  *
  * --image decodes a photo, stretches it to the model input (bilinear) and normalises it as the
  * registry says; --input-tensor takes raw little-endian float32 NHWC input (repeat for several
- * inputs, in input order). Writes DIR/<output name>.f32 and DIR/outputs.json.
+ * inputs, in input order). Writes DIR/<output name>.f32 and DIR/outputs.json. Its options
+ * come from an option table (args.h).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "args.h"
 #include "commands.h"
 #include "infer_image.h"
 #include "keyer/keyer.h"
 #include "keyer/nn.h"
 
 #define MAX_INPUT_FILES 8
-
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: keyer infer --model NAME|FILE.tflite [--backend reference|cpu|cuda]\n"
-            "                   [--threads N] (--image PHOTO | --input-tensor FILE.f32 ...)\n"
-            "                   --output-dir DIR\n"
-            "Runs one inference and writes every output as DIR/<name>.f32 (raw little-endian\n"
-            "float32, the model's shape) plus DIR/outputs.json.\n");
-}
 
 static int fail(const char *what, const keyer_error *err)
 {
@@ -96,59 +89,83 @@ static int make_dirs(const char *dir)
     return (mkdir(buf, 0777) != 0 && errno != EEXIST) ? -1 : 0;
 }
 
+typedef struct infer_args {
+    const char *model, *image, *outdir;
+    const char *tensors[MAX_INPUT_FILES];
+    int n_tensors;
+    int threads;
+    keyer_backend backend;
+} infer_args;
+
+/* --input-tensor, once per model input */
+static keyer_status add_tensor(const keyer_option *o, void *obj, const char *value,
+                               keyer_error *err)
+{
+    infer_args *a = obj;
+    if (a->n_tensors == MAX_INPUT_FILES)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "option %s: at most %d files (got %s)", o->name, MAX_INPUT_FILES,
+                               value);
+    a->tensors[a->n_tensors++] = value;
+    return KEYER_OK;
+}
+
+#define OFF(f) offsetof(infer_args, f)
+static const keyer_option infer_options[] = {
+    {"model", "registry name (see 'keyer models') or .tflite file", OFF(model),
+     KEYER_OPTION_STRING, 0, 0, 0, NULL, NULL, NULL, "NAME|FILE.tflite", 0, 0u},
+    {"backend", "reference, cpu (default) or cuda", OFF(backend), KEYER_OPTION_CUSTOM, 0, 0, 0,
+     NULL, kc_set_backend, "cpu", "NAME", 0, 0u},
+    {"threads", "CPU threads; 0 = all cores (default 0)", OFF(threads), KEYER_OPTION_INT, 0, 0,
+     INT_MAX, NULL, NULL, NULL, "N", 0, 0u},
+    {"image", "a photo, stretched to the model input and normalised", OFF(image),
+     KEYER_OPTION_STRING, 0, 0, 0, NULL, NULL, NULL, "PHOTO", 0, 0u},
+    {"input_tensor", "raw little-endian float32 NHWC input (once per input, in order)", 0,
+     KEYER_OPTION_CUSTOM, 0, 0, 0, NULL, add_tensor, NULL, "FILE.f32", 0, 0u},
+    {"output_dir", "where to write <output name>.f32 and outputs.json", OFF(outdir),
+     KEYER_OPTION_STRING, 0, 0, 0, NULL, NULL, NULL, "DIR", 0, 0u},
+    KC_OPTION_HELP,
+    KEYER_OPTION_END,
+};
+#undef OFF
+
 int keyer_cmd_infer(int argc, char **argv)
 {
-    const char *model_name = NULL, *backend_name = "cpu", *image = NULL, *outdir = NULL;
-    const char *tensors[MAX_INPUT_FILES];
-    int n_tensors = 0, threads = 0;
-    for (int i = 1; i < argc; i += 2) { /* options come as pairs: --name value */
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!v) {
-            fprintf(stderr, "keyer infer: %s needs a value\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "--model"))
-            model_name = v;
-        else if (!strcmp(a, "--backend"))
-            backend_name = v;
-        else if (!strcmp(a, "--threads"))
-            threads = atoi(v);
-        else if (!strcmp(a, "--image"))
-            image = v;
-        else if (!strcmp(a, "--output-dir"))
-            outdir = v;
-        else if (!strcmp(a, "--input-tensor")) {
-            if (n_tensors == MAX_INPUT_FILES) {
-                fprintf(stderr, "keyer infer: at most %d --input-tensor files\n", MAX_INPUT_FILES);
-                return 2;
-            }
-            tensors[n_tensors++] = v;
-        } else {
-            fprintf(stderr, "keyer infer: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (!model_name || !outdir || (!image && n_tensors == 0) || (image && n_tensors)) {
-        usage(stderr);
-        return 2;
-    }
+    infer_args args;
+    memset(&args, 0, sizeof(args));
+    args.backend = KEYER_BACKEND_CPU;
+    kc_table table = {infer_options, &args};
+    kc_args a = {
+        .prog = "keyer infer",
+        .tables = &table,
+        .ntables = 1,
+        .help_tables = 1,
+        .usage = "usage: keyer infer --model NAME|FILE.tflite [--backend reference|cpu|cuda]\n"
+                 "                   [--threads N] (--image PHOTO | --input-tensor FILE.f32 ...)\n"
+                 "                   --output-dir DIR\n"
+                 "Runs one inference and writes every output as DIR/<name>.f32 (raw little-endian\n"
+                 "float32, the model's shape) plus DIR/outputs.json.\n\n",
+    };
+    int rc = kc_args_parse(&a, argc, argv);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    if (!args.model || !args.outdir || (!args.image && args.n_tensors == 0) ||
+        (args.image && args.n_tensors))
+        return kc_usage_error(&a, "--model, --output-dir and either --image or --input-tensor "
+                                  "are needed");
+    const char *model_name = args.model, *image = args.image, *outdir = args.outdir;
+    const char *const *tensors = args.tensors;
+    int n_tensors = args.n_tensors;
 
     keyer_error err = {0};
     keyer_runtime_params params = keyer_runtime_params_defaults();
-    params.threads = threads;
-    if (keyer_backend_from_name(backend_name, &params.backend, &err))
-        return fail("--backend", &err);
+    params.threads = args.threads;
+    params.backend = args.backend;
     char path[4096];
     if (keyer_registry_resolve(model_name, path, sizeof(path), &err))
         return fail("--model", &err);
 
-    int rc = 1;
+    rc = 1;
     keyer_model *model = NULL;
     keyer_runtime *rt = NULL;
     float *host = NULL;

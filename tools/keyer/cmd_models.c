@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "args.h"
 #include "commands.h"
 #include "keyer/keyer.h"
 #include "keyer/nn.h"
@@ -17,14 +18,35 @@ static const char *task_name(keyer_model_task t)
     return "?";
 }
 
+typedef struct models_args {
+    int verbose;
+} models_args;
+
+static const keyer_option models_options[] = {
+    {"verbose", "load each model and print its operations, outputs and weights",
+     offsetof(models_args, verbose), KEYER_OPTION_BOOL, 0, 0, 1, NULL, NULL, NULL, NULL, 'v',
+     KEYER_OPTION_FLAG_VALUE_OPTIONAL},
+    KC_OPTION_HELP,
+    KEYER_OPTION_END,
+};
+
 int keyer_cmd_models(int argc, char **argv)
 {
-    int verbose = argc > 1 && (!strcmp(argv[1], "-v") || !strcmp(argv[1], "--verbose"));
-    if (argc > 1 && !verbose) {
-        fprintf(stdout, "usage: keyer models [-v]\n  lists the shipped models; -v loads each one "
-                        "and prints its inputs, outputs, operations and weights\n");
-        return !strcmp(argv[1], "--help") ? 0 : 2;
-    }
+    models_args args = {0};
+    kc_table table = {models_options, &args};
+    kc_args a = {
+        .prog = "keyer models",
+        .tables = &table,
+        .ntables = 1,
+        .help_tables = 1,
+        .usage = "usage: keyer models [-v]\n"
+                 "Lists the shipped models: name, task, input size, file and whether it is\n"
+                 "present.\n\n",
+    };
+    int rc = kc_args_parse(&a, argc, argv);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    int verbose = args.verbose;
     int n = 0;
     const keyer_model_entry *e = keyer_registry_list(&n);
     printf("models directory: %s\n", keyer_registry_models_dir());

@@ -1,10 +1,37 @@
-/* Configuration files: a YAML mapping of settings, read with libyaml's event parser. */
+/* Configuration files (keyer/config.h): a YAML mapping of settings, read with libyaml's event
+ * parser; and the device names of command lines and files. */
 #define _POSIX_C_SOURCE 200809L
+#include "keyer/config.h"
+
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "keyer/pipeline.h"
+keyer_status keyer_device_parse(const char *text, keyer_device_kind *kind, int *ordinal,
+                                keyer_error *err)
+{
+    if (!text || !kind || !ordinal)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "device: NULL argument");
+    if (!strcmp(text, "auto") || !strcmp(text, "cpu") || !strcmp(text, "cuda")) {
+        *kind = text[0] == 'a' ? KEYER_DEVICE_AUTO : text[1] == 'p' ? KEYER_DEVICE_CPU
+                                                                   : KEYER_DEVICE_CUDA;
+        *ordinal = 0;
+        return KEYER_OK;
+    }
+    if (!strncmp(text, "cuda:", 5) && text[5] >= '0' && text[5] <= '9') {
+        char *end = NULL;
+        errno = 0;
+        long n = strtol(text + 5, &end, 10);
+        if (!errno && end && !*end && n >= 0 && n <= 63) {
+            *kind = KEYER_DEVICE_CUDA;
+            *ordinal = (int)n;
+            return KEYER_OK;
+        }
+    }
+    return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                           "unknown device '%s' (use auto, cpu, cuda or cuda:N)", text);
+}
 
 #ifdef KEYER_HAVE_YAML
 #include <yaml.h>
