@@ -33,7 +33,7 @@ from ._keyer import (
 )
 
 __all__ = [
-    "Keyer", "run", "models", "options", "version",
+    "Keyer", "run", "models", "options", "version", "read_image", "write_image",
     "Error", "InvalidArgumentError", "OutOfMemoryError", "InputOutputError", "BadDataError",
     "UnsupportedError", "DeviceError", "CancelledError", "InternalError", "AgainError",
     "EndError",
@@ -171,6 +171,18 @@ def models() -> List[Dict[str, Any]]:
     input_scale, input_offset, letterbox, has_mask, description and present (whether the
     file is in the models directory: scripts/setup.sh fetches them)."""
     return _keyer.models()
+
+
+def read_image(path: PathLike, format: str = "rgb") -> Any:
+    """Decodes a still image (anything FFmpeg reads: JPEG, PNG, ...) into a uint8 array:
+    (h, w, 3) for "rgb"/"bgr", (h, w, 4) for "rgba"/"bgra", (h, w) for "gray"."""
+    return _keyer.read_image(path, format)
+
+
+def write_image(path: PathLike, image: Any, format: str = "rgb") -> None:
+    """Writes a uint8 array ((h, w), (h, w, 3) or (h, w, 4); channels in ``format`` order)
+    as a PNG file (written to a temporary name, then renamed)."""
+    _keyer.write_image(path, image, format)
 
 
 def version() -> str:

@@ -1133,6 +1133,114 @@ static PyObject *py_run(PyObject *self, PyObject *args)
     return ret;
 }
 
+
+/* ---- images ------------------------------------------------------------------------------- */
+
+/* read_image(path, format="rgb") -> (h, w, 3|4) or (h, w) uint8 array */
+static PyObject *py_read_image(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwlist[] = {"path", "format", NULL};
+    PyObject *path = NULL;
+    const char *format = "rgb";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|s:read_image", kwlist, PyUnicode_FSConverter,
+                                     &path, &format))
+        return NULL;
+    int c = !strcmp(format, "rgb") || !strcmp(format, "bgr") ? 3
+            : !strcmp(format, "rgba") || !strcmp(format, "bgra") ? 4
+            : !strcmp(format, "gray") ? 1 : 0;
+    if (!c) {
+        Py_DECREF(path);
+        return raise_invalid("read_image: format '%s': expected rgb, bgr, rgba, bgra or gray",
+                             format);
+    }
+    keyer_pixel_format pf = c == 3 ? KEYER_PIXEL_FORMAT_RGB24
+                            : c == 4 ? KEYER_PIXEL_FORMAT_RGBA : KEYER_PIXEL_FORMAT_GRAY8;
+    const char *p = PyBytes_AS_STRING(path);
+    keyer_error e = {0};
+    keyer_frame *f = NULL;
+    keyer_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = keyer_frame_create(&f, &e);
+    if (!st)
+        st = keyer_image_read(p, pf, f, &e);
+    Py_END_ALLOW_THREADS
+    PyObject *arr = NULL;
+    Py_buffer v;
+    int h, w, cc;
+    ptrdiff_t stride;
+    if (st) {
+        raise_keyer(st, &e);
+    } else if ((arr = new_array(f->height, f->width, c == 1 ? 0 : c)) &&
+               !get_plane(arr, 1, "image", &v, &h, &w, &cc, &stride)) {
+        int swap = format[0] == 'b';
+        if (swap)
+            swap_rb(v.buf, stride, f->data[0], f->stride[0], w, h, c);
+        else
+            for (int y = 0; y < h; y++)
+                memcpy((uint8_t *)v.buf + y * stride, f->data[0] + y * f->stride[0],
+                       (size_t)w * (size_t)c);
+        PyBuffer_Release(&v);
+    } else {
+        Py_CLEAR(arr);
+    }
+    keyer_frame_destroy(&f);
+    Py_DECREF(path);
+    return arr;
+}
+
+/* write_image(path, array, format="rgb"): PNG of an (h, w, 3|4) or (h, w) uint8 array */
+static PyObject *py_write_image(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwlist[] = {"path", "image", "format", NULL};
+    PyObject *path = NULL, *img;
+    const char *format = "rgb";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O|s:write_image", kwlist,
+                                     PyUnicode_FSConverter, &path, &img, &format))
+        return NULL;
+    Py_buffer v;
+    int h, w, c;
+    ptrdiff_t stride;
+    if (get_plane(img, 0, "image", &v, &h, &w, &c, &stride)) {
+        Py_DECREF(path);
+        return NULL;
+    }
+    int swap = format[0] == 'b';
+    keyer_frame *f = NULL;
+    keyer_error e = {0};
+    keyer_status st;
+    keyer_pixel_format pf = c == 3 ? KEYER_PIXEL_FORMAT_RGB24
+                            : c == 4 ? KEYER_PIXEL_FORMAT_RGBA
+                            : c == 1 ? KEYER_PIXEL_FORMAT_GRAY8 : KEYER_PIXEL_FORMAT_NONE;
+    if (pf == KEYER_PIXEL_FORMAT_NONE) {
+        PyBuffer_Release(&v);
+        Py_DECREF(path);
+        return raise_invalid("write_image: 1, 3 or 4 channels, not %d", c);
+    }
+    const char *p = PyBytes_AS_STRING(path);
+    Py_BEGIN_ALLOW_THREADS
+    st = keyer_frame_create(&f, &e);
+    if (!st)
+        st = keyer_frame_alloc(f, pf, w, h, NULL, &e);
+    if (!st) {
+        if (swap && c > 1)
+            swap_rb(f->data[0], f->stride[0], v.buf, stride, w, h, c);
+        else
+            for (int y = 0; y < h; y++)
+                memcpy(f->data[0] + y * f->stride[0], (const uint8_t *)v.buf + y * stride,
+                       (size_t)w * (size_t)c);
+        st = keyer_image_write(p, f, &e);
+    }
+    Py_END_ALLOW_THREADS
+    keyer_frame_destroy(&f);
+    PyBuffer_Release(&v);
+    Py_DECREF(path);
+    if (st)
+        return raise_keyer(st, &e);
+    Py_RETURN_NONE;
+}
+
 /* ---- models, version ---------------------------------------------------------------------- */
 
 static PyObject *py_models(PyObject *self, PyObject *unused)
@@ -1182,6 +1290,11 @@ static PyMethodDef module_methods[] = {
     {"run", py_run, METH_VARARGS, "The main job (see keyer.run)."},
     {"models", py_models, METH_NOARGS, "The shipped models (see keyer.models)."},
     {"version", py_version, METH_NOARGS, "keyer's version string."},
+    {"read_image", (PyCFunction)(void (*)(void))py_read_image, METH_VARARGS | METH_KEYWORDS,
+     "read_image(path, format='rgb')\n--\n\nDecodes a still image (JPEG, PNG, ...) into a "
+     "uint8 array."},
+    {"write_image", (PyCFunction)(void (*)(void))py_write_image, METH_VARARGS | METH_KEYWORDS,
+     "write_image(path, image, format='rgb')\n--\n\nWrites a uint8 array as a PNG."},
     {NULL, NULL, 0, NULL},
 };
 
