@@ -259,7 +259,7 @@ def run(inputs: Union[PathLike, Iterable[PathLike]], output: Optional[PathLike] 
     of the session, refinement or compositing tables (:func:`options`), also as
     ``refine={...}`` and ``composite={...}``.
 
-    ``progress(p)`` is called about every ``progress_interval`` seconds with a dict
+    ``progress(p)`` is called about every ``progress_interval`` seconds (at least 0.01) with a dict
     (frames_done, frames_total, frames_read, elapsed, fps, remaining); returning False stops
     the job, as does an exception it raises (re-raised here) or Ctrl-C; the outputs then
     hold every frame read so far. Existing outputs are refused unless ``overwrite``.
@@ -359,4 +359,4 @@ def run(inputs: Union[PathLike, Iterable[PathLike]], output: Optional[PathLike] 
     else:
         outs = [None] * len(ins)
     return _keyer.run(ins, outs, session, refine, composite, model, background, writer,
-                      copy_streams, progress, int(progress_interval * 1000), stats, trace)
+                      copy_streams, progress, max(10, int(progress_interval * 1000)), stats, trace)
