@@ -13,6 +13,7 @@ packages=(
     libcmocka-dev                               # unit tests
     libyaml-dev                                 # configuration files
     clang libclang-rt-14-dev                    # libFuzzer targets for the parsers
+    python3-dev python3-setuptools python3-numpy python3-pytest python3-venv python3-pip  # python/
 )
 # `npm pack` fetches the MediaPipe models. Some machines have a Node.js build that bundles npm
 # (and conflicts with Debian's npm package): install Debian's only when the commands are absent.
