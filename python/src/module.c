@@ -361,11 +361,10 @@ static int input_get(PyObject *obj, kp_layout layout, kp_input *in)
                 return -1;
             }
         } else {
-            if (get_plane(obj, 0, "frame", &in->views[0], &h, &c, &c, &stride))
+            int hh;
+            if (get_plane(obj, 0, "frame", &in->views[0], &hh, &w, &c, &stride))
                 return -1;
             in->nviews = 1;
-            w = (int)in->views[0].shape[1];
-            int hh = (int)in->views[0].shape[0];
             if (in->views[0].ndim != 2 || hh % 3 || w % 2) {
                 raise_invalid("frame: NV12 in one array is (height * 3 / 2, width) with even "
                               "sizes, got %s", in->views[0].ndim != 2 ? "3 dimensions" : "odd sizes");
