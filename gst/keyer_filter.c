@@ -3,8 +3,9 @@
  *
  * State: the settings (params, model, background) are guarded by the object lock and copied
  * into a session when one is created: at start (so bad settings and a missing model fail the
- * state change with the library's message) and again for each new stream after a drain or a
- * flush. Everything else belongs to the streaming thread.
+ * state change with the library's message) and again when a stream opens (the first buffer,
+ * and the first after a drain or a flush), so the stream runs with the settings of that
+ * moment. Everything else belongs to the streaming thread.
  *
  * Frames in flight: `pending` holds, in input order, what each frame sent to the session must
  * get back on output (timestamps, flags, metas, the time it came in); frames carry their
@@ -226,7 +227,10 @@ static void session_discard(GstKeyer *self)
 static gboolean stream_open(GstKeyer *self)
 {
     keyer_error err = {0};
-    if (!self->session && !session_create(self))
+    /* a fresh session from the settings as they are now (the one made at start only checked
+     * them: properties set since then take effect here) */
+    keyer_session_destroy(&self->session);
+    if (!session_create(self))
         return FALSE;
     gboolean swap;
     keyer_stream_params stp = keyer_stream_params_defaults();
@@ -336,12 +340,14 @@ static GstFlowReturn make_output(GstKeyer *self, keyer_frame *kf, GstBuffer **ou
         ok = kg_frame_copy_out(kf, &vf);
         gst_video_frame_unmap(&vf);
     }
+    keyer_pixel_format kformat = kf->format;
     keyer_frame_unref(kf); /* the session may reuse its memory now */
     if (!ok) {
         gst_buffer_unref(buf);
         gst_clear_buffer(&p.metas);
         GST_ELEMENT_ERROR(self, STREAM, FAILED, ("keyer: cannot write the output frame"),
-                          ("format %s", GST_VIDEO_INFO_NAME(&self->out_info)));
+                          ("a %s frame into %s", keyer_pixel_format_name(kformat),
+                           GST_VIDEO_INFO_NAME(&self->out_info)));
         return GST_FLOW_ERROR;
     }
     if (p.metas) {
