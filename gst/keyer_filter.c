@@ -10,8 +10,9 @@
  * Frames in flight: `pending` holds, in input order, what each frame sent to the session must
  * get back on output (timestamps, flags, metas, the time it came in); frames carry their
  * sequence number as pts through the session, so the two meet again by number. A frame that
- * the session's pool has no room for makes the element receive one processed frame first
- * (kept in `ready` until generate_output pushes it).
+ * the session's pool has no room for makes the element receive one processed frame first and
+ * copy it into an output buffer (kept in `ready` until generate_output pushes it), which
+ * frees its place in the pool.
  *
  * Latency: the time from a frame's arrival to its push is measured; the latency query adds the
  * largest of the recent ones (before any frame: one frame duration, the real-time budget), and
@@ -30,9 +31,10 @@
 GST_DEBUG_CATEGORY_STATIC(keyer_debug);
 #define GST_CAT_DEFAULT keyer_debug
 
-/* Processed frames received while sending (the session's pool was full). One is enough in
- * practice (a send fails only until one frame leaves); a few more for safety. */
-#define READY_MAX 4
+/* Output buffers made while sending (the session's pool was full: a processed frame is
+ * received and copied out, which hands its memory back). One is enough in practice (a send
+ * fails only until one frame leaves); a few more for safety. */
+#define READY_MAX 16
 /* Frames over which the largest latency is taken. */
 #define LATENCY_WINDOW 64
 
@@ -61,7 +63,8 @@ typedef struct _GstKeyer {
     GstVideoInfo in_info, out_info;
     gboolean swap_in;
     keyer_frame *staging; /* BGRx input as RGBA */
-    keyer_frame *ready[READY_MAX];
+    keyer_frame *received; /* the frame being received */
+    GstBuffer *ready[READY_MAX];
     int ready_head, ready_count;
     pending_frame *pending; /* ring */
     int pending_cap, pending_head, pending_count;
@@ -217,10 +220,11 @@ static void session_discard(GstKeyer *self)
 {
     keyer_session_destroy(&self->session);
     self->stream_id = -1;
-    for (int i = 0; i < READY_MAX; i++)
-        if (self->ready[i])
-            keyer_frame_unref(self->ready[i]);
+    for (int i = 0; i < self->ready_count; i++)
+        gst_buffer_unref(self->ready[(self->ready_head + i) % READY_MAX]);
     self->ready_head = self->ready_count = 0;
+    if (self->received)
+        keyer_frame_unref(self->received);
     pending_clear(self);
 }
 
@@ -377,15 +381,14 @@ static GstFlowReturn drain(GstKeyer *self)
     while (st == KEYER_OK && ret == GST_FLOW_OK) {
         GstBuffer *buf = NULL;
         if (self->ready_count) {
-            keyer_frame *kf = self->ready[self->ready_head];
+            buf = self->ready[self->ready_head];
             self->ready_head = (self->ready_head + 1) % READY_MAX;
             self->ready_count--;
-            ret = make_output(self, kf, &buf);
         } else {
-            keyer_frame *kf = self->ready[self->ready_head];
-            st = keyer_session_receive_frame(self->session, self->stream_id, kf, -1, &err);
+            st = keyer_session_receive_frame(self->session, self->stream_id, self->received, -1,
+                                             &err);
             if (st == KEYER_OK)
-                ret = make_output(self, kf, &buf);
+                ret = make_output(self, self->received, &buf);
         }
         if (buf)
             ret = gst_pad_push(GST_BASE_TRANSFORM_SRC_PAD(self), buf);
@@ -412,9 +415,8 @@ static gboolean gst_keyer_start(GstBaseTransform *trans)
     self->reported_latency = GST_CLOCK_TIME_NONE;
     self->earliest_time = GST_CLOCK_TIME_NONE;
     GST_OBJECT_UNLOCK(self);
-    for (int i = 0; i < READY_MAX; i++)
-        if (!self->ready[i] && keyer_frame_create(&self->ready[i], &err))
-            goto fail;
+    if (!self->received && keyer_frame_create(&self->received, &err))
+        goto fail;
     if (!self->staging && keyer_frame_create(&self->staging, &err))
         goto fail;
     return session_create(self);
@@ -427,8 +429,7 @@ static gboolean gst_keyer_stop(GstBaseTransform *trans)
 {
     GstKeyer *self = (GstKeyer *)trans;
     session_discard(self);
-    for (int i = 0; i < READY_MAX; i++)
-        keyer_frame_destroy(&self->ready[i]);
+    keyer_frame_destroy(&self->received);
     keyer_frame_destroy(&self->staging);
     g_free(self->pending);
     self->pending = NULL;
@@ -652,14 +653,23 @@ static GstFlowReturn gst_keyer_submit_input_buffer(GstBaseTransform *trans, gboo
         if (st != KEYER_STATUS_AGAIN || self->ready_count == READY_MAX)
             break;
         /* the session's pool is full: take a processed frame out first */
-        keyer_frame *kf = self->ready[(self->ready_head + self->ready_count) % READY_MAX];
-        st = keyer_session_receive_frame(self->session, self->stream_id, kf, -1, &err);
+        st = keyer_session_receive_frame(self->session, self->stream_id, self->received, -1,
+                                         &err);
         if (st)
             break;
+        GstBuffer *done = NULL;
+        ret = make_output(self, self->received, &done);
+        if (ret != GST_FLOW_OK)
+            break;
+        self->ready[(self->ready_head + self->ready_count) % READY_MAX] = done;
         self->ready_count++;
     }
     gst_video_frame_unmap(&vf);
     gst_buffer_unref(buf);
+    if (ret != GST_FLOW_OK) { /* making an output buffer failed (posted) or flushing */
+        gst_clear_buffer(&p.metas);
+        return ret;
+    }
     if (st == KEYER_OK && !pending_push(self, &p)) {
         st = keyer_error_set(&err, KEYER_STATUS_OUT_OF_MEMORY, "out of memory");
         gst_clear_buffer(&p.metas);
@@ -681,19 +691,18 @@ static GstFlowReturn gst_keyer_generate_output(GstBaseTransform *trans, GstBuffe
     GstKeyer *self = (GstKeyer *)trans;
     *out = NULL;
     if (self->ready_count) {
-        keyer_frame *kf = self->ready[self->ready_head];
+        *out = self->ready[self->ready_head];
         self->ready_head = (self->ready_head + 1) % READY_MAX;
         self->ready_count--;
-        return make_output(self, kf, out);
+        return GST_FLOW_OK;
     }
-    int in_session = self->pending_count - self->ready_count;
-    if (self->stream_id < 0 || in_session <= 0)
+    if (self->stream_id < 0 || self->pending_count <= 0)
         return GST_FLOW_OK;
     GST_OBJECT_LOCK(self);
     gboolean wait = self->params.mode == KEYER_PIPELINE_LATENCY;
     GST_OBJECT_UNLOCK(self);
     keyer_error err = {0};
-    keyer_frame *kf = self->ready[self->ready_head];
+    keyer_frame *kf = self->received;
     keyer_status st =
         keyer_session_receive_frame(self->session, self->stream_id, kf, wait ? -1 : 0, &err);
     if (st == KEYER_STATUS_AGAIN)
@@ -712,8 +721,7 @@ static void gst_keyer_finalize(GObject *object)
     GstKeyer *self = (GstKeyer *)object;
     GstKeyerClass *klass = G_TYPE_INSTANCE_GET_CLASS(object, GST_TYPE_KEYER, GstKeyerClass);
     session_discard(self);
-    for (int i = 0; i < READY_MAX; i++)
-        keyer_frame_destroy(&self->ready[i]);
+    keyer_frame_destroy(&self->received);
     keyer_frame_destroy(&self->staging);
     g_free(self->pending);
     g_free(self->model);
