@@ -61,7 +61,8 @@ static GType enum_type(const kg_prop_table *t, const keyer_option *o)
                                                             : o->choices[i].name);
         values[i].value_nick = g_strdup(o->choices[i].name);
     }
-    type = g_enum_register_static(tname, values); /* copies nothing: values and tname kept */
+    type = g_enum_register_static(tname, values); /* the name is copied; values are kept */
+    g_free(tname);
     return type;
 }
 
