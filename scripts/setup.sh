@@ -14,6 +14,8 @@ packages=(
     libyaml-dev                                 # configuration files
     clang libclang-rt-14-dev                    # libFuzzer targets for the parsers
     python3-dev python3-setuptools python3-numpy python3-pytest python3-venv python3-pip  # python/
+    libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev  # the GStreamer plugin (gst/)
+    gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-libav  # its tests
 )
 # `npm pack` fetches the MediaPipe models. Some machines have a Node.js build that bundles npm
 # (and conflicts with Debian's npm package): install Debian's only when the commands are absent.

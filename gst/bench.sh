@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The GStreamer element against the keyer command on the same machine (BENCHMARKS.md,
+# "GStreamer element"): throughput on tests/data/sample_hevc.mp4 and on a longer 640x360 clip
+# (both decoded on the CPU, keyed on the CPU, frames discarded), and the latency the element
+# adds in a live pipeline (GStreamer's latency tracer, per element).
+#   gst/bench.sh [BUILD_DIR]      (default build; needs build/keyer and build/gst/libgstkeyer.so)
+# Environment: RUNS (default 5) runs per measurement; the median is printed.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${1:-$repo/build}
+runs=${RUNS:-5}
+export GST_PLUGIN_PATH=$build/gst KEYER_MODELS_DIR=$repo/models
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+seconds() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }; t1=$(date +%s.%N); echo "$t1 - $t0" | bc -l; }
+
+clip=$tmp/clip.mp4
+"$build/keyer" make-sample "$clip" --size 640x360 --frames 300 --no-audio --bframes 0 >/dev/null
+
+for input in "$repo/tests/data/sample_hevc.mp4" "$clip"; do
+    frames=$("$build/keyer" probe "$input" | sed -n 's/^frames=//p')
+    for kind in cli element; do
+        for ((i = 0; i < runs; i++)); do
+            if [ $kind = cli ]; then
+                seconds "$build/keyer" "$input" --stats "$tmp/s.json" --device cpu -q --no-progress
+            else
+                seconds gst-launch-1.0 -q filesrc location="$input" ! decodebin ! videoconvert ! \
+                    keyer device=cpu ! fakesink
+            fi
+        done | median > "$tmp/$kind"
+    done
+    cli=$(cat "$tmp/cli") el=$(cat "$tmp/element")
+    printf '%-28s %4d frames  cli %6.3f s (%6.1f fps)  element %6.3f s (%6.1f fps)  element/cli %.2f\n' \
+        "$(basename "$input")" "$frames" "$cli" "$(echo "$frames / $cli" | bc -l)" "$el" \
+        "$(echo "$frames / $el" | bc -l)" "$(echo "$el / $cli" | bc -l)"
+done
+
+# live: 30 fps camera-like source, latency mode; the tracer logs each buffer's time inside keyer
+for size in 320x240 640x360; do
+    w=${size%x*} h=${size#*x}
+    GST_TRACERS="latency(flags=element)" GST_DEBUG="GST_TRACER:7" GST_DEBUG_NO_COLOR=1 \
+        gst-launch-1.0 -q videotestsrc is-live=true num-buffers=150 pattern=ball ! \
+        video/x-raw,format=NV12,width=$w,height=$h,framerate=30/1 ! \
+        keyer name=k device=cpu mode=latency ! fakesink sync=true 2> "$tmp/trace.log" >/dev/null
+    grep 'element-latency' "$tmp/trace.log" | grep 'element=(string)k' |
+        sed -n 's/.*time=(guint64)\([0-9]*\).*/\1/p' | tail -n 120 | sort -n |
+        awk -v s="$size" '{a[NR]=$1; t+=$1} END {if (NR) printf "live %-8s keyer adds: mean %.1f ms, p50 %.1f ms, p95 %.1f ms (%d frames)\n", s, t/NR/1e6, a[int(NR*0.5)]/1e6, a[int(NR*0.95)]/1e6, NR; else print "live " s ": no tracer output"}'
+done

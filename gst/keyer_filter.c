@@ -1,0 +1,813 @@
+/*
+ * The `keyer` element (see keyer_filter.h).
+ *
+ * State: the settings (params, model, background) are guarded by the object lock and copied
+ * into a session when one is created: at start (so bad settings and a missing model fail the
+ * state change with the library's message) and again when a stream opens (the first buffer,
+ * and the first after a drain or a flush), so the stream runs with the settings of that
+ * moment. Everything else belongs to the streaming thread.
+ *
+ * Frames in flight: `pending` holds, in input order, what each frame sent to the session must
+ * get back on output (timestamps, flags, metas, the time it came in); frames carry their
+ * sequence number as pts through the session, so the two meet again by number. A frame that
+ * the session's pool has no room for makes the element receive one processed frame first and
+ * copy it into an output buffer (kept in `ready` until generate_output pushes it), which
+ * frees its place in the pool.
+ *
+ * Latency: the time from a frame's arrival to its push is measured; the latency query adds the
+ * largest of the recent ones (before any frame: one frame duration, the real-time budget), and
+ * a latency message asks the pipeline to query again when the measured time grows past it.
+ */
+#include "keyer_filter.h"
+
+#include <gst/base/gstbasetransform.h>
+#include <gst/video/gstvideofilter.h>
+#include <string.h>
+
+#include "keyer/pipeline.h"
+#include "option_props.h"
+#include "video_frames.h"
+
+GST_DEBUG_CATEGORY_STATIC(keyer_debug);
+#define GST_CAT_DEFAULT keyer_debug
+
+/* Output buffers made while sending (the session's pool was full: a processed frame is
+ * received and copied out, which hands its memory back). One is enough in practice (a send
+ * fails only until one frame leaves); a few more for safety. */
+#define READY_MAX 16
+/* Frames over which the largest latency is taken. */
+#define LATENCY_WINDOW 64
+
+typedef struct pending_frame {
+    int64_t seq;
+    GstClockTime pts, dts, duration;
+    guint64 offset, offset_end;
+    guint flags;
+    GstBuffer *metas; /* an empty buffer holding the input's metas, or NULL */
+    gint64 arrival;   /* monotonic microseconds */
+} pending_frame;
+
+typedef struct _GstKeyer {
+    GstVideoFilter parent;
+
+    /* settings (object lock) */
+    keyer_session_params params;
+    gchar *model;
+    gchar *background;
+    gchar **owned; /* copies of generated string properties, one slot per property */
+    keyer_logger logger;
+
+    /* streaming */
+    keyer_session *session;
+    int stream_id; /* -1: no stream open */
+    GstVideoInfo in_info, out_info;
+    gboolean swap_in;
+    keyer_frame *staging; /* BGRx input as RGBA */
+    keyer_frame *received; /* the frame being received */
+    GstBuffer *ready[READY_MAX];
+    int ready_head, ready_count;
+    pending_frame *pending; /* ring */
+    int pending_cap, pending_head, pending_count;
+    int64_t seq;
+    guint64 processed, dropped;
+    gint64 latency_window_max, latency_window_frames; /* microseconds, frames */
+
+    /* latency and QoS (object lock) */
+    GstClockTime reported_latency;
+    GstClockTime earliest_time;
+} GstKeyer;
+
+typedef struct _GstKeyerClass {
+    GstVideoFilterClass parent;
+    kg_props props;
+} GstKeyerClass;
+
+G_DEFINE_TYPE(GstKeyer, gst_keyer, GST_TYPE_VIDEO_FILTER)
+
+enum { PROP_0, PROP_MODEL, PROP_BACKGROUND, PROP_GENERATED };
+
+enum { TARGET_SESSION, TARGET_REFINE, TARGET_COMPOSITE };
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
+    "sink", GST_PAD_SINK, GST_PAD_ALWAYS,
+    GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE(KG_VIDEO_FORMATS)));
+
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
+    "src", GST_PAD_SRC, GST_PAD_ALWAYS,
+    GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE("{ NV12, I420, RGBA, BGRx, RGB, GRAY8 }")));
+
+/* ---- settings -------------------------------------------------------------------------- */
+
+static void *target_of(GstKeyer *self, int target)
+{
+    switch (target) {
+    case TARGET_REFINE:
+        return &self->params.refine;
+    case TARGET_COMPOSITE:
+        return &self->params.composite;
+    default:
+        return &self->params;
+    }
+}
+
+static void gst_keyer_set_property(GObject *object, guint id, const GValue *value,
+                                   GParamSpec *pspec)
+{
+    GstKeyer *self = (GstKeyer *)object;
+    GstKeyerClass *klass = G_TYPE_INSTANCE_GET_CLASS(object, GST_TYPE_KEYER, GstKeyerClass);
+    GST_OBJECT_LOCK(self);
+    switch (id) {
+    case PROP_MODEL:
+        g_free(self->model);
+        self->model = g_value_dup_string(value);
+        break;
+    case PROP_BACKGROUND:
+        g_free(self->background);
+        self->background = g_value_dup_string(value);
+        break;
+    default: {
+        const kg_prop *p = kg_props_find(&klass->props, id);
+        if (!p) {
+            G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
+            break;
+        }
+        keyer_error err = {0};
+        guint slot = (guint)(p - klass->props.props);
+        if (!kg_prop_set(p, target_of(self, p->target), value, &self->owned[slot], &err))
+            GST_WARNING_OBJECT(self, "property %s: %s", pspec->name, err.message);
+        break;
+    }
+    }
+    GST_OBJECT_UNLOCK(self);
+}
+
+static void gst_keyer_get_property(GObject *object, guint id, GValue *value, GParamSpec *pspec)
+{
+    GstKeyer *self = (GstKeyer *)object;
+    GstKeyerClass *klass = G_TYPE_INSTANCE_GET_CLASS(object, GST_TYPE_KEYER, GstKeyerClass);
+    GST_OBJECT_LOCK(self);
+    switch (id) {
+    case PROP_MODEL:
+        g_value_set_string(value, self->model);
+        break;
+    case PROP_BACKGROUND:
+        g_value_set_string(value, self->background);
+        break;
+    default: {
+        const kg_prop *p = kg_props_find(&klass->props, id);
+        if (p)
+            kg_prop_get(p, target_of(self, p->target), value);
+        else
+            G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
+        break;
+    }
+    }
+    GST_OBJECT_UNLOCK(self);
+}
+
+/* keyer's messages into the debug log (warnings and errors also as element warnings are too
+ * noisy: the errors reach the bus through the calls' own failures) */
+static void log_to_gst(void *opaque, keyer_log_level level, const char *message)
+{
+    GstKeyer *self = opaque;
+    GstDebugLevel l = level <= KEYER_LOG_ERROR     ? GST_LEVEL_ERROR
+                      : level == KEYER_LOG_WARNING ? GST_LEVEL_WARNING
+                      : level == KEYER_LOG_INFO    ? GST_LEVEL_INFO
+                                                   : GST_LEVEL_DEBUG;
+    GST_CAT_LEVEL_LOG(keyer_debug, l, self, "%s", message);
+}
+
+/* ---- the session ------------------------------------------------------------------------ */
+
+/* Creates the session from the settings. FALSE after posting an error. */
+static gboolean session_create(GstKeyer *self)
+{
+    keyer_error err = {0};
+    GST_OBJECT_LOCK(self);
+    keyer_session_params sp = self->params;
+    gchar *model = g_strdup(self->model), *background = g_strdup(self->background);
+    GST_OBJECT_UNLOCK(self);
+    sp.model = model;
+    sp.background = background;
+    GstDebugLevel threshold = gst_debug_category_get_threshold(keyer_debug);
+    self->logger.level = threshold >= GST_LEVEL_DEBUG     ? KEYER_LOG_DEBUG
+                         : threshold >= GST_LEVEL_INFO    ? KEYER_LOG_INFO
+                         : threshold >= GST_LEVEL_WARNING ? KEYER_LOG_WARNING
+                                                          : KEYER_LOG_ERROR;
+    sp.logger = &self->logger;
+    keyer_status st = keyer_session_create(&sp, &self->session, &err);
+    g_free(model); /* the session copied its strings */
+    g_free(background);
+    if (st) {
+        GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("keyer: %s", err.message),
+                          ("keyer_session_create failed (%s)", keyer_status_name(st)));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static void pending_clear(GstKeyer *self)
+{
+    for (int i = 0; i < self->pending_count; i++) {
+        pending_frame *p = &self->pending[(self->pending_head + i) % self->pending_cap];
+        gst_clear_buffer(&p->metas);
+    }
+    self->pending_head = self->pending_count = 0;
+}
+
+/* Frees the session and whatever was in flight (a flush, stop). */
+static void session_discard(GstKeyer *self)
+{
+    keyer_session_destroy(&self->session);
+    self->stream_id = -1;
+    for (int i = 0; i < self->ready_count; i++)
+        gst_buffer_unref(self->ready[(self->ready_head + i) % READY_MAX]);
+    self->ready_head = self->ready_count = 0;
+    if (self->received)
+        keyer_frame_unref(self->received);
+    pending_clear(self);
+}
+
+static gboolean stream_open(GstKeyer *self)
+{
+    keyer_error err = {0};
+    /* a fresh session from the settings as they are now (the one made at start only checked
+     * them: properties set since then take effect here) */
+    keyer_session_destroy(&self->session);
+    if (!session_create(self))
+        return FALSE;
+    gboolean swap;
+    keyer_stream_params stp = keyer_stream_params_defaults();
+    stp.width = GST_VIDEO_INFO_WIDTH(&self->in_info);
+    stp.height = GST_VIDEO_INFO_HEIGHT(&self->in_info);
+    stp.format = kg_keyer_format(GST_VIDEO_INFO_FORMAT(&self->in_info), &swap);
+    if (GST_VIDEO_INFO_FPS_N(&self->in_info) > 0 && GST_VIDEO_INFO_FPS_D(&self->in_info) > 0)
+        stp.frame_rate = (keyer_rational){GST_VIDEO_INFO_FPS_N(&self->in_info),
+                                          GST_VIDEO_INFO_FPS_D(&self->in_info)};
+    if (keyer_session_open_stream(self->session, &stp, &self->stream_id, &err)) {
+        GST_ELEMENT_ERROR(self, LIBRARY, INIT, ("keyer: %s", err.message), (NULL));
+        self->stream_id = -1;
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* ---- frames in flight --------------------------------------------------------------------- */
+
+static gboolean pending_push(GstKeyer *self, const pending_frame *p)
+{
+    if (self->pending_count == self->pending_cap) { /* grows rarely: a deeper pipeline */
+        int cap = self->pending_cap ? 2 * self->pending_cap : 64;
+        pending_frame *n = g_try_new(pending_frame, cap);
+        if (!n)
+            return FALSE;
+        for (int i = 0; i < self->pending_count; i++)
+            n[i] = self->pending[(self->pending_head + i) % self->pending_cap];
+        g_free(self->pending);
+        self->pending = n;
+        self->pending_cap = cap;
+        self->pending_head = 0;
+    }
+    self->pending[(self->pending_head + self->pending_count) % self->pending_cap] = *p;
+    self->pending_count++;
+    return TRUE;
+}
+
+/* Takes the entry of frame @p seq out (entries before it are frames the session did not
+ * return: forgotten). FALSE when there is none. */
+static gboolean pending_take(GstKeyer *self, int64_t seq, pending_frame *out)
+{
+    while (self->pending_count > 0) {
+        pending_frame *p = &self->pending[self->pending_head];
+        self->pending_head = (self->pending_head + 1) % self->pending_cap;
+        self->pending_count--;
+        if (p->seq == seq) {
+            *out = *p;
+            return TRUE;
+        }
+        gst_clear_buffer(&p->metas);
+    }
+    return FALSE;
+}
+
+static void note_latency(GstKeyer *self, gint64 us)
+{
+    if (us > self->latency_window_max)
+        self->latency_window_max = us;
+    if (++self->latency_window_frames < LATENCY_WINDOW && self->processed > 8)
+        return;
+    /* the first frames, then once per window: compare with what was reported */
+    GstClockTime measured = (GstClockTime)self->latency_window_max * GST_USECOND;
+    gboolean grew = FALSE;
+    GST_OBJECT_LOCK(self);
+    if (measured > self->reported_latency) {
+        self->reported_latency = measured + measured / 4; /* a margin against jitter */
+        grew = TRUE;
+    }
+    GST_OBJECT_UNLOCK(self);
+    if (grew) {
+        GST_DEBUG_OBJECT(self, "latency grew to %" GST_TIME_FORMAT, GST_TIME_ARGS(measured));
+        gst_element_post_message(GST_ELEMENT(self), gst_message_new_latency(GST_OBJECT(self)));
+    }
+    if (self->latency_window_frames >= LATENCY_WINDOW)
+        self->latency_window_max = self->latency_window_frames = 0;
+}
+
+/* Makes the output buffer of the processed frame @p kf (unreferenced here). */
+static GstFlowReturn make_output(GstKeyer *self, keyer_frame *kf, GstBuffer **out)
+{
+    GstBaseTransform *trans = GST_BASE_TRANSFORM(self);
+    pending_frame p;
+    if (!pending_take(self, kf->pts, &p)) {
+        keyer_frame_unref(kf);
+        GST_ELEMENT_ERROR(self, STREAM, FAILED, ("keyer: a frame came back out of order"),
+                          ("frame %" G_GINT64_FORMAT " has no pending entry", kf->pts));
+        return GST_FLOW_ERROR;
+    }
+    GstBuffer *buf = NULL;
+    GstBufferPool *pool = gst_base_transform_get_buffer_pool(trans);
+    GstFlowReturn ret = GST_FLOW_OK;
+    if (pool) {
+        ret = gst_buffer_pool_acquire_buffer(pool, &buf, NULL);
+        gst_object_unref(pool);
+    } else {
+        buf = gst_buffer_new_allocate(NULL, GST_VIDEO_INFO_SIZE(&self->out_info), NULL);
+    }
+    if (ret != GST_FLOW_OK || !buf) {
+        keyer_frame_unref(kf);
+        gst_clear_buffer(&p.metas);
+        return ret != GST_FLOW_OK ? ret : GST_FLOW_ERROR;
+    }
+    GstVideoFrame vf;
+    gboolean ok = gst_video_frame_map(&vf, &self->out_info, buf, GST_MAP_WRITE);
+    if (ok) {
+        ok = kg_frame_copy_out(kf, &vf);
+        gst_video_frame_unmap(&vf);
+    }
+    keyer_pixel_format kformat = kf->format;
+    keyer_frame_unref(kf); /* the session may reuse its memory now */
+    if (!ok) {
+        gst_buffer_unref(buf);
+        gst_clear_buffer(&p.metas);
+        GST_ELEMENT_ERROR(self, STREAM, FAILED, ("keyer: cannot write the output frame"),
+                          ("a %s frame into %s", keyer_pixel_format_name(kformat),
+                           GST_VIDEO_INFO_NAME(&self->out_info)));
+        return GST_FLOW_ERROR;
+    }
+    if (p.metas) {
+        gst_buffer_copy_into(buf, p.metas, GST_BUFFER_COPY_META, 0, (gsize)-1);
+        gst_buffer_unref(p.metas);
+    }
+    GST_BUFFER_PTS(buf) = p.pts;
+    GST_BUFFER_DTS(buf) = p.dts;
+    GST_BUFFER_DURATION(buf) = p.duration;
+    GST_BUFFER_OFFSET(buf) = p.offset;
+    GST_BUFFER_OFFSET_END(buf) = p.offset_end;
+    GST_BUFFER_FLAGS(buf) = p.flags;
+    self->processed++;
+    note_latency(self, g_get_monotonic_time() - p.arrival);
+    *out = buf;
+    return GST_FLOW_OK;
+}
+
+/* Closes the stream and pushes every frame still in the session (EOS, new caps). */
+static GstFlowReturn drain(GstKeyer *self)
+{
+    if (self->stream_id < 0)
+        return GST_FLOW_OK;
+    keyer_error err = {0};
+    GstFlowReturn ret = GST_FLOW_OK;
+    keyer_status st = keyer_session_close_stream(self->session, self->stream_id, &err);
+    while (st == KEYER_OK && ret == GST_FLOW_OK) {
+        GstBuffer *buf = NULL;
+        if (self->ready_count) {
+            buf = self->ready[self->ready_head];
+            self->ready_head = (self->ready_head + 1) % READY_MAX;
+            self->ready_count--;
+        } else {
+            st = keyer_session_receive_frame(self->session, self->stream_id, self->received, -1,
+                                             &err);
+            if (st == KEYER_OK)
+                ret = make_output(self, self->received, &buf);
+        }
+        if (buf)
+            ret = gst_pad_push(GST_BASE_TRANSFORM_SRC_PAD(self), buf);
+    }
+    if (st != KEYER_OK && st != KEYER_STATUS_END) {
+        GST_ELEMENT_ERROR(self, STREAM, FAILED, ("keyer: %s", err.message), (NULL));
+        ret = GST_FLOW_ERROR;
+    }
+    session_discard(self); /* the next stream gets a fresh session */
+    return ret;
+}
+
+/* ---- GstBaseTransform -------------------------------------------------------------------- */
+
+static gboolean gst_keyer_start(GstBaseTransform *trans)
+{
+    GstKeyer *self = (GstKeyer *)trans;
+    keyer_error err = {0};
+    self->stream_id = -1;
+    self->seq = 0;
+    self->processed = self->dropped = 0;
+    self->latency_window_max = self->latency_window_frames = 0;
+    GST_OBJECT_LOCK(self);
+    self->reported_latency = GST_CLOCK_TIME_NONE;
+    self->earliest_time = GST_CLOCK_TIME_NONE;
+    GST_OBJECT_UNLOCK(self);
+    if (!self->received && keyer_frame_create(&self->received, &err))
+        goto fail;
+    if (!self->staging && keyer_frame_create(&self->staging, &err))
+        goto fail;
+    return session_create(self);
+fail:
+    GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("keyer: %s", err.message), (NULL));
+    return FALSE;
+}
+
+static gboolean gst_keyer_stop(GstBaseTransform *trans)
+{
+    GstKeyer *self = (GstKeyer *)trans;
+    session_discard(self);
+    keyer_frame_destroy(&self->received);
+    keyer_frame_destroy(&self->staging);
+    g_free(self->pending);
+    self->pending = NULL;
+    self->pending_cap = 0;
+    return TRUE;
+}
+
+static GstCaps *gst_keyer_transform_caps(GstBaseTransform *trans, GstPadDirection direction,
+                                         GstCaps *caps, GstCaps *filter)
+{
+    GstKeyer *self = (GstKeyer *)trans;
+    GST_OBJECT_LOCK(self);
+    keyer_composite_mode mode = self->params.composite.mode;
+    GST_OBJECT_UNLOCK(self);
+    const char *out_format = NULL; /* NULL: the input's */
+    if (mode == KEYER_COMPOSITE_ALPHA || mode == KEYER_COMPOSITE_ALPHA_PREMULTIPLIED)
+        out_format = "RGBA";
+    else if (mode == KEYER_COMPOSITE_MASK)
+        out_format = "GRAY8";
+    GstCaps *res = gst_caps_copy(caps);
+    if (out_format) {
+        for (guint i = 0; i < gst_caps_get_size(res); i++) {
+            GstStructure *s = gst_caps_get_structure(res, i);
+            gst_structure_remove_fields(s, "format", "colorimetry", "chroma-site", NULL);
+            if (direction == GST_PAD_SINK)
+                gst_structure_set(s, "format", G_TYPE_STRING, out_format, NULL);
+        }
+    }
+    /* the other pad's template: a mode changing the format accepts any input format */
+    GstPad *other = direction == GST_PAD_SINK ? GST_BASE_TRANSFORM_SRC_PAD(trans)
+                                              : GST_BASE_TRANSFORM_SINK_PAD(trans);
+    GstCaps *templ = gst_pad_get_pad_template_caps(other);
+    GstCaps *t = gst_caps_intersect_full(res, templ, GST_CAPS_INTERSECT_FIRST);
+    gst_caps_unref(templ);
+    gst_caps_unref(res);
+    res = t;
+    if (!out_format && direction == GST_PAD_SRC) {
+        /* the input's formats only (GRAY8 output needs mask mode) */
+        GstCaps *sink_templ = gst_static_pad_template_get_caps(&sink_template);
+        t = gst_caps_intersect_full(res, sink_templ, GST_CAPS_INTERSECT_FIRST);
+        gst_caps_unref(sink_templ);
+        gst_caps_unref(res);
+        res = t;
+    }
+    if (filter) {
+        t = gst_caps_intersect_full(filter, res, GST_CAPS_INTERSECT_FIRST);
+        gst_caps_unref(res);
+        res = t;
+    }
+    GST_DEBUG_OBJECT(self, "%s caps %" GST_PTR_FORMAT " -> %" GST_PTR_FORMAT,
+                     direction == GST_PAD_SINK ? "sink" : "src", (void *)caps, (void *)res);
+    return res;
+}
+
+static gboolean gst_keyer_set_info(GstVideoFilter *filter, GstCaps *incaps, GstVideoInfo *in_info,
+                                   GstCaps *outcaps, GstVideoInfo *out_info)
+{
+    GstKeyer *self = (GstKeyer *)filter;
+    gboolean swap;
+    if (kg_keyer_format(GST_VIDEO_INFO_FORMAT(in_info), &swap) == KEYER_PIXEL_FORMAT_NONE)
+        return FALSE;
+    self->in_info = *in_info;
+    self->out_info = *out_info;
+    self->swap_in = swap;
+    if (swap) {
+        keyer_error err = {0};
+        if (keyer_frame_alloc(self->staging, KEYER_PIXEL_FORMAT_RGBA, GST_VIDEO_INFO_WIDTH(in_info),
+                              GST_VIDEO_INFO_HEIGHT(in_info), NULL, &err)) {
+            GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("keyer: %s", err.message), (NULL));
+            return FALSE;
+        }
+    }
+    GST_OBJECT_LOCK(self);
+    if (!GST_CLOCK_TIME_IS_VALID(self->reported_latency) && GST_VIDEO_INFO_FPS_N(in_info) > 0)
+        self->reported_latency = gst_util_uint64_scale_int(
+            GST_SECOND, GST_VIDEO_INFO_FPS_D(in_info), GST_VIDEO_INFO_FPS_N(in_info));
+    GST_OBJECT_UNLOCK(self);
+    return TRUE;
+}
+
+static gboolean gst_keyer_sink_event(GstBaseTransform *trans, GstEvent *event)
+{
+    GstKeyer *self = (GstKeyer *)trans;
+    switch (GST_EVENT_TYPE(event)) {
+    case GST_EVENT_EOS:
+    case GST_EVENT_CAPS:
+        if (drain(self) == GST_FLOW_ERROR) {
+            gst_event_unref(event);
+            return FALSE;
+        }
+        break;
+    case GST_EVENT_FLUSH_STOP:
+        session_discard(self);
+        GST_OBJECT_LOCK(self);
+        self->earliest_time = GST_CLOCK_TIME_NONE;
+        GST_OBJECT_UNLOCK(self);
+        break;
+    default:
+        break;
+    }
+    return GST_BASE_TRANSFORM_CLASS(gst_keyer_parent_class)->sink_event(trans, event);
+}
+
+static gboolean gst_keyer_src_event(GstBaseTransform *trans, GstEvent *event)
+{
+    GstKeyer *self = (GstKeyer *)trans;
+    if (GST_EVENT_TYPE(event) == GST_EVENT_QOS) {
+        GstQOSType type;
+        gdouble proportion;
+        GstClockTimeDiff diff;
+        GstClockTime timestamp;
+        gst_event_parse_qos(event, &type, &proportion, &diff, &timestamp);
+        GST_OBJECT_LOCK(self);
+        if (GST_CLOCK_TIME_IS_VALID(timestamp))
+            self->earliest_time = diff > 0 ? timestamp + (GstClockTime)diff : timestamp;
+        GST_OBJECT_UNLOCK(self);
+    }
+    return GST_BASE_TRANSFORM_CLASS(gst_keyer_parent_class)->src_event(trans, event);
+}
+
+static gboolean gst_keyer_query(GstBaseTransform *trans, GstPadDirection direction,
+                                GstQuery *query)
+{
+    GstKeyer *self = (GstKeyer *)trans;
+    gboolean ok = GST_BASE_TRANSFORM_CLASS(gst_keyer_parent_class)->query(trans, direction, query);
+    if (ok && direction == GST_PAD_SRC && GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
+        gboolean live;
+        GstClockTime min, max;
+        gst_query_parse_latency(query, &live, &min, &max);
+        GST_OBJECT_LOCK(self);
+        GstClockTime ours = self->reported_latency;
+        GST_OBJECT_UNLOCK(self);
+        if (GST_CLOCK_TIME_IS_VALID(ours)) {
+            min += ours;
+            if (GST_CLOCK_TIME_IS_VALID(max))
+                max += ours;
+        }
+        GST_DEBUG_OBJECT(self, "latency: ours %" GST_TIME_FORMAT ", total min %" GST_TIME_FORMAT,
+                         GST_TIME_ARGS(ours), GST_TIME_ARGS(min));
+        gst_query_set_latency(query, live, min, max);
+    }
+    return ok;
+}
+
+/* Whether QoS says @p buf is too late to process (and posts the QoS message). */
+static gboolean too_late(GstKeyer *self, GstBuffer *buf)
+{
+    GstBaseTransform *trans = GST_BASE_TRANSFORM(self);
+    if (!gst_base_transform_is_qos_enabled(trans) || !GST_BUFFER_PTS_IS_VALID(buf))
+        return FALSE;
+    GstClockTime rt = gst_segment_to_running_time(&trans->segment, GST_FORMAT_TIME,
+                                                  GST_BUFFER_PTS(buf));
+    GST_OBJECT_LOCK(self);
+    GstClockTime earliest = self->earliest_time;
+    GST_OBJECT_UNLOCK(self);
+    if (!GST_CLOCK_TIME_IS_VALID(rt) || !GST_CLOCK_TIME_IS_VALID(earliest) || rt > earliest)
+        return FALSE;
+    self->dropped++;
+    GstClockTime stream_time =
+        gst_segment_to_stream_time(&trans->segment, GST_FORMAT_TIME, GST_BUFFER_PTS(buf));
+    GstMessage *m = gst_message_new_qos(GST_OBJECT(self), TRUE, rt, stream_time,
+                                        GST_BUFFER_PTS(buf), GST_BUFFER_DURATION(buf));
+    gst_message_set_qos_values(m, (gint64)(earliest - rt), 1.0, 1000000);
+    gst_message_set_qos_stats(m, GST_FORMAT_BUFFERS, self->processed, self->dropped);
+    gst_element_post_message(GST_ELEMENT(self), m);
+    GST_DEBUG_OBJECT(self, "late frame dropped (running time %" GST_TIME_FORMAT ")",
+                     GST_TIME_ARGS(rt));
+    return TRUE;
+}
+
+static gboolean has_meta(GstBuffer *buf)
+{
+    gpointer state = NULL;
+    return gst_buffer_iterate_meta(buf, &state) != NULL;
+}
+
+static GstFlowReturn gst_keyer_submit_input_buffer(GstBaseTransform *trans, gboolean discont,
+                                                   GstBuffer *buf)
+{
+    GstKeyer *self = (GstKeyer *)trans;
+    keyer_error err = {0};
+    GstFlowReturn ret = GST_FLOW_OK;
+    if (too_late(self, buf)) {
+        gst_buffer_unref(buf);
+        return GST_FLOW_OK;
+    }
+    if (self->stream_id < 0 && !stream_open(self)) {
+        gst_buffer_unref(buf);
+        return GST_FLOW_ERROR;
+    }
+    GstVideoFrame vf;
+    if (!gst_video_frame_map(&vf, &self->in_info, buf, GST_MAP_READ)) {
+        gst_buffer_unref(buf);
+        GST_ELEMENT_ERROR(self, STREAM, FAILED, ("keyer: cannot map the input frame"), (NULL));
+        return GST_FLOW_ERROR;
+    }
+    keyer_frame view;
+    kg_frame_view(&vf, &view);
+    if (self->swap_in) {
+        kg_swap_rb(&view, self->staging);
+        view = *self->staging;
+        memset(view.buf, 0, sizeof(view.buf)); /* sent without buffers: copied */
+    }
+    view.pts = self->seq;
+    pending_frame p = {self->seq,
+                       GST_BUFFER_PTS(buf),
+                       GST_BUFFER_DTS(buf),
+                       GST_BUFFER_DURATION(buf),
+                       GST_BUFFER_OFFSET(buf),
+                       GST_BUFFER_OFFSET_END(buf),
+                       GST_BUFFER_FLAGS(buf),
+                       NULL,
+                       g_get_monotonic_time()};
+    if (has_meta(buf)) {
+        p.metas = gst_buffer_new();
+        gst_buffer_copy_into(p.metas, buf, GST_BUFFER_COPY_META, 0, (gsize)-1);
+    }
+    keyer_status st;
+    for (;;) {
+        st = keyer_session_send_frame(self->session, self->stream_id, &view, &err);
+        if (st != KEYER_STATUS_AGAIN || self->ready_count == READY_MAX)
+            break;
+        /* the session's pool is full: take a processed frame out first */
+        st = keyer_session_receive_frame(self->session, self->stream_id, self->received, -1,
+                                         &err);
+        if (st)
+            break;
+        GstBuffer *done = NULL;
+        ret = make_output(self, self->received, &done);
+        if (ret != GST_FLOW_OK)
+            break;
+        self->ready[(self->ready_head + self->ready_count) % READY_MAX] = done;
+        self->ready_count++;
+    }
+    gst_video_frame_unmap(&vf);
+    gst_buffer_unref(buf);
+    if (ret != GST_FLOW_OK) { /* making an output buffer failed (posted) or flushing */
+        gst_clear_buffer(&p.metas);
+        return ret;
+    }
+    if (st == KEYER_OK && !pending_push(self, &p)) {
+        st = keyer_error_set(&err, KEYER_STATUS_OUT_OF_MEMORY, "out of memory");
+        gst_clear_buffer(&p.metas);
+    } else if (st) {
+        gst_clear_buffer(&p.metas);
+    }
+    if (st) {
+        GST_ELEMENT_ERROR(self, STREAM, FAILED, ("keyer: %s", err.message[0] ? err.message :
+                                                 "the session's frame pool stays full"), (NULL));
+        ret = GST_FLOW_ERROR;
+    } else {
+        self->seq++;
+    }
+    return ret;
+}
+
+static GstFlowReturn gst_keyer_generate_output(GstBaseTransform *trans, GstBuffer **out)
+{
+    GstKeyer *self = (GstKeyer *)trans;
+    *out = NULL;
+    if (self->ready_count) {
+        *out = self->ready[self->ready_head];
+        self->ready_head = (self->ready_head + 1) % READY_MAX;
+        self->ready_count--;
+        return GST_FLOW_OK;
+    }
+    if (self->stream_id < 0 || self->pending_count <= 0)
+        return GST_FLOW_OK;
+    GST_OBJECT_LOCK(self);
+    gboolean wait = self->params.mode == KEYER_PIPELINE_LATENCY;
+    GST_OBJECT_UNLOCK(self);
+    keyer_error err = {0};
+    keyer_frame *kf = self->received;
+    keyer_status st =
+        keyer_session_receive_frame(self->session, self->stream_id, kf, wait ? -1 : 0, &err);
+    if (st == KEYER_STATUS_AGAIN)
+        return GST_FLOW_OK;
+    if (st) {
+        GST_ELEMENT_ERROR(self, STREAM, FAILED, ("keyer: %s", err.message), (NULL));
+        return GST_FLOW_ERROR;
+    }
+    return make_output(self, kf, out);
+}
+
+/* ---- GObject ------------------------------------------------------------------------------ */
+
+static void gst_keyer_finalize(GObject *object)
+{
+    GstKeyer *self = (GstKeyer *)object;
+    GstKeyerClass *klass = G_TYPE_INSTANCE_GET_CLASS(object, GST_TYPE_KEYER, GstKeyerClass);
+    session_discard(self);
+    keyer_frame_destroy(&self->received);
+    keyer_frame_destroy(&self->staging);
+    g_free(self->pending);
+    g_free(self->model);
+    g_free(self->background);
+    for (guint i = 0; i < klass->props.count; i++)
+        g_free(self->owned[i]);
+    g_free(self->owned);
+    G_OBJECT_CLASS(gst_keyer_parent_class)->finalize(object);
+}
+
+static void gst_keyer_init(GstKeyer *self)
+{
+    GstKeyerClass *klass = G_TYPE_INSTANCE_GET_CLASS(self, GST_TYPE_KEYER, GstKeyerClass);
+    self->params = keyer_session_params_defaults();
+    self->owned = g_new0(gchar *, klass->props.count ? klass->props.count : 1);
+    self->logger = (keyer_logger){KEYER_LOG_DEBUG, log_to_gst, self};
+    self->stream_id = -1;
+    self->reported_latency = GST_CLOCK_TIME_NONE;
+    self->earliest_time = GST_CLOCK_TIME_NONE;
+    gst_base_transform_set_qos_enabled(GST_BASE_TRANSFORM(self), TRUE);
+}
+
+/* Session options an element with one pushed stream has no use for: max_streams (one
+ * stream), live (drops by the session: QoS drops late frames here), realtime (files only),
+ * trace_events and progress_interval_ms (no trace file, no progress callback). */
+static const char *const session_skip[] = {"max_streams", "live", "realtime", "trace_events",
+                                           "progress_interval_ms", NULL};
+/* Set by the session from its own: the stream count and the stage threads. */
+static const char *const effects_skip[] = {"max_streams", "threads", NULL};
+/* The compositing mode is the element's effect (the session has a "mode" of its own). */
+static const char *const composite_rename[] = {"mode", "effect", NULL};
+
+static void gst_keyer_class_init(GstKeyerClass *klass)
+{
+    GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
+    GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
+    GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS(klass);
+    GstVideoFilterClass *filter_class = GST_VIDEO_FILTER_CLASS(klass);
+
+    gobject_class->set_property = gst_keyer_set_property;
+    gobject_class->get_property = gst_keyer_get_property;
+    gobject_class->finalize = gst_keyer_finalize;
+
+    GParamFlags flags = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY;
+    g_object_class_install_property(
+        gobject_class, PROP_MODEL,
+        g_param_spec_string("model", "model",
+                            "segmentation model: a registry name (selfie, selfie-landscape, "
+                            "pose-lite, ...) or a .tflite path; unset: chosen by aspect ratio",
+                            NULL, flags));
+    g_object_class_install_property(
+        gobject_class, PROP_BACKGROUND,
+        g_param_spec_string("background", "background",
+                            "picture or video replacing the background with effect=image",
+                            NULL, flags));
+    const kg_prop_table tables[] = {
+        {keyer_session_options(), TARGET_SESSION, "Session", session_skip, NULL},
+        {keyer_refine_options(), TARGET_REFINE, "Refine", effects_skip, NULL},
+        {keyer_composite_options(), TARGET_COMPOSITE, "Composite", effects_skip,
+         composite_rename},
+    };
+    kg_props_install(gobject_class, PROP_GENERATED, tables, 3, GST_PARAM_MUTABLE_READY,
+                     &klass->props);
+
+    gst_element_class_set_static_metadata(
+        element_class, "keyer", "Filter/Effect/Video",
+        "Person segmentation: background blurred or replaced, green screen, alpha, matte",
+        "keyer");
+    gst_element_class_add_static_pad_template(element_class, &sink_template);
+    gst_element_class_add_static_pad_template(element_class, &src_template);
+
+    trans_class->start = GST_DEBUG_FUNCPTR(gst_keyer_start);
+    trans_class->stop = GST_DEBUG_FUNCPTR(gst_keyer_stop);
+    trans_class->transform_caps = GST_DEBUG_FUNCPTR(gst_keyer_transform_caps);
+    trans_class->sink_event = GST_DEBUG_FUNCPTR(gst_keyer_sink_event);
+    trans_class->src_event = GST_DEBUG_FUNCPTR(gst_keyer_src_event);
+    trans_class->query = GST_DEBUG_FUNCPTR(gst_keyer_query);
+    trans_class->submit_input_buffer = GST_DEBUG_FUNCPTR(gst_keyer_submit_input_buffer);
+    trans_class->generate_output = GST_DEBUG_FUNCPTR(gst_keyer_generate_output);
+    trans_class->passthrough_on_same_caps = FALSE;
+    filter_class->set_info = GST_DEBUG_FUNCPTR(gst_keyer_set_info);
+
+    GST_DEBUG_CATEGORY_INIT(keyer_debug, "keyer", 0, "keyer video filter");
+}
+
+gboolean gst_keyer_register(GstPlugin *plugin)
+{
+    return gst_element_register(plugin, "keyer", GST_RANK_NONE, GST_TYPE_KEYER);
+}

@@ -1,0 +1,48 @@
+/*
+ * Between GStreamer's mapped video frames and keyer frames (keyer/frame.h): the formats the
+ * elements take, views of mapped planes as keyer frames (no copy, no buffers: the frame is
+ * valid while the GstVideoFrame stays mapped), the BGRx <-> RGBA channel swaps for the one
+ * format keyer has no layout of, and the copy of a keyer frame into an output buffer.
+ */
+#ifndef KEYER_GST_VIDEO_FRAMES_H
+#define KEYER_GST_VIDEO_FRAMES_H
+
+#include <gst/video/video.h>
+
+#include "keyer/frame.h"
+
+G_BEGIN_DECLS
+
+/** The system-memory formats both elements take, as a caps format list. */
+#define KG_VIDEO_FORMATS "{ NV12, I420, RGBA, BGRx, RGB }"
+
+/**
+ * The keyer format that holds @p format's pixels: NV12, I420 (YUV420P), RGBA, RGB (RGB24),
+ * GRAY8; BGRx gives RGBA with *@p swap set (its channels must be swapped: kg_swap_rb()).
+ * Returns KEYER_PIXEL_FORMAT_NONE for another format.
+ */
+keyer_pixel_format kg_keyer_format(GstVideoFormat format, gboolean *swap);
+
+/**
+ * Fills @p out with a view of the mapped frame @p vf: format (kg_keyer_format(); a BGRx
+ * frame is described as RGBA), size, planes and strides, colour matrix and range from the
+ * caps' colorimetry, memory HOST, no buffers, pts unknown. Returns FALSE for a format
+ * kg_keyer_format() does not know.
+ */
+gboolean kg_frame_view(const GstVideoFrame *vf, keyer_frame *out);
+
+/**
+ * Copies the 4-byte pixels of @p src to @p dst (same size) swapping bytes 0 and 2 (BGRx <->
+ * RGBA) and setting byte 3 to 255. Either may be the mapped frame's view.
+ */
+void kg_swap_rb(const keyer_frame *src, keyer_frame *dst);
+
+/**
+ * Copies the planes of @p src into the mapped frame @p dst (same size; @p src's format must be
+ * the one kg_keyer_format() gives for @p dst, swapping channels for BGRx).
+ * Returns FALSE when the formats or sizes do not match.
+ */
+gboolean kg_frame_copy_out(const keyer_frame *src, GstVideoFrame *dst);
+
+G_END_DECLS
+#endif
