@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "nn/cuda/common.cuh"
+#include "nn/cuda/tuning.h"
 
 #define BK 16
 
@@ -367,7 +368,7 @@ template <typename T> static int try_pw_groups(const kr_cuda_op *op, const conv_
 
 /*
  * Pointwise layers whose input and output rows fit a block's shared memory (K and N multiples of
- * 4, up to 256), where it pays (PW_TILE_MAX_KN, PW_TILE_ANY_KN_K, PW_TILE_MIN_TILES below).
+ * 4, up to 256), where it pays (PW_TILE_MAX_KN, PW_TILE_ANY_KN_K, PW_TILE_MIN_TILES: tuning.h).
  * A block takes a tile of P whole pixel rows: it copies the tile's P x K inputs (one contiguous
  * run of the NHWC tensor) into shared memory with vector loads, then thread (tx, ty) computes
  * channels [CPT tx, CPT tx + CPT) of pixels ty, ty + rows, ... (R of them): per k, one input
@@ -460,17 +461,6 @@ template <typename T> static size_t pw_tile_smem(int K, int N, int rows, int r)
     const int ld = K + (sizeof(T) == 2 ? 2 : 1);
     return ((size_t)K * N + (size_t)N) * sizeof(float) + (size_t)rows * r * ld * sizeof(T);
 }
-
-#define PW_TILE_MAX_SMEM (100 * 1024)
-/* Where the tile path pays (measured on the H100 over every 1x1 layer of selfie,
- * selfie-landscape, face-short, face-full and face-mesh at batches 1, 15, 64 and 256, f32 and
- * f16, against the GEMM and conv_pw_groups: BENCHMARKS.md): layers of at most 2304 weights
- * (K x N) or at most 32 inputs (with more of both, each thread's K x 32 multiply-adds make it
- * slower than the GEMM's 4 x 4 register tiles, up to 2x at 128 x 128), and at least 64 tiles
- * (fewer leave most of the GPU idle). Both precisions. */
-#define PW_TILE_MAX_KN 2304
-#define PW_TILE_ANY_KN_K 32
-#define PW_TILE_MIN_TILES 64
 
 /* Launches the tile path; 0 when the device refuses its shared memory (the caller falls back). */
 template <typename T, int CPT, int R, bool BL>

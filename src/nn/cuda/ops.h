@@ -19,7 +19,7 @@ extern "C" {
 #include "nn/graph.h" /* C declarations, also when included from the .cu files */
 
 /* An element-wise function applied after the node's own fused clamp: the following RELU,
- * RELU6, HARD_SWISH or LOGISTIC node folded into this one (see backend.c, "fusion"). */
+ * RELU6, HARD_SWISH or LOGISTIC node folded into this one (fusion.h). */
 typedef enum kr_cuda_post {
     KR_CUDA_POST_NONE = 0,
     KR_CUDA_POST_RELU,
@@ -48,7 +48,7 @@ typedef struct kr_cuda_op {
     const void *in[KR_MAX_NODE_INPUTS];
     void *out;
     kr_cuda_post post;
-    /* A residual ADD folded into this node (see backend.c, "fusion"): the ADD's other operand,
+    /* A residual ADD folded into this node (fusion.h): the ADD's other operand,
      * of the output's shape, added to every output element after the post function; NULL when
      * none. Read and written at the same index by the same thread, so it may share the
      * output's storage exactly. */

@@ -22,9 +22,9 @@
 #include <cooperative_groups.h>
 
 #include "nn/cuda/common.cuh"
-#include "nn/cuda/persistent.h"
-#include "nn/cuda/resize_bilinear.cuh"
-#include "nn/cuda/transpose_conv_bias.cuh"
+#include "nn/cuda/persistent/persistent.h"
+#include "nn/cuda/ops/resize_bilinear.cuh"
+#include "nn/cuda/ops/transpose_conv_bias.cuh"
 
 namespace cg = cooperative_groups;
 

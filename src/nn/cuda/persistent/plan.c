@@ -12,13 +12,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "nn/cuda/persistent.h"
-
-/* Threads the lane split of a convolution aims to fill, per batch item (fixed, not the GPU's
- * size, so that results do not depend on the device). */
-#define SPLIT_BUDGET 65536
-/* Rows (pixels, or slice sums) each thread of a block adds in a global pool's column sums. */
-#define POOL_ROWS_PER_THREAD 8
+#include "nn/cuda/persistent/persistent.h"
+#include "nn/cuda/tuning.h"
 
 static int aligned(const void *p, size_t a) { return p == NULL || ((uintptr_t)p % a) == 0; }
 
@@ -106,12 +101,12 @@ static int is_global_pool(const kr_cuda_op *op)
 
 /* Pixels per slice and slices per item of a global pool over @p pixels pixels of @p c channels:
  * a block's threads split into lanes per 4-channel group (block_colsum), each lane adds
- * POOL_ROWS_PER_THREAD pixels, and the final sum (or a prologue) adds the slices. */
+ * KR_CUDA_POOL_ROWS_PER_THREAD pixels, and the final sum (or a prologue) adds the slices. */
 static void pool_slices(int pixels, int c, int *slice, int *slices)
 {
     int gw = c / 4 < KR_CUDA_PERSISTENT_THREADS ? c / 4 : KR_CUDA_PERSISTENT_THREADS;
     int lanes = KR_CUDA_PERSISTENT_THREADS / (gw > 0 ? gw : 1);
-    *slice = POOL_ROWS_PER_THREAD * lanes;
+    *slice = KR_CUDA_POOL_ROWS_PER_THREAD * lanes;
     *slices = (pixels + *slice - 1) / *slice;
 }
 
@@ -419,7 +414,7 @@ static const char *node_steps(plan_ctx *c, int n, kr_cuda_step *s, int *count)
                      ? 4
                      : 1;
         long long outputs = (long long)s->oh * s->ow * s->oc;
-        while (s->split < 32 && outputs * s->split * 2 <= SPLIT_BUDGET &&
+        while (s->split < 32 && outputs * s->split * 2 <= KR_CUDA_SPLIT_BUDGET &&
                4 * s->split * 2 <= s->ic)
             s->split *= 2;
         s->w_tensor = node->inputs[1];

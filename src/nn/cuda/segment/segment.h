@@ -66,7 +66,7 @@
 
 #include <stddef.h>
 
-#include "nn/cuda/persistent.h"
+#include "nn/cuda/persistent/persistent.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -15,8 +15,8 @@
 #include <cooperative_groups.h>
 
 #include "nn/cuda/common.cuh"
-#include "nn/cuda/resize_bilinear.cuh"
-#include "nn/cuda/segment.h"
+#include "nn/cuda/ops/resize_bilinear.cuh"
+#include "nn/cuda/segment/segment.h"
 
 namespace cg = cooperative_groups;
 
