@@ -5,6 +5,9 @@
  * the input); a 1x1, stride-1, unpadded convolution reads X directly (the pointwise fast path,
  * most of the MACs in the MediaPipe models).
  *
+ * The summation orders of these paths and of the other schedules' convolutions, and the
+ * multiply-add and epilogue they share, are in ops/conv_2d.cuh.
+ *
  * Tiling: a 256-thread block computes a BM x BN tile of Y, stepping K by 16 through shared
  * memory; each thread accumulates a 4 x 4 sub-tile in float registers. BN follows the layer's
  * output channels (16, 32 or 64; BM = 4096 / BN) so that the narrow layers of the MediaPipe
@@ -32,7 +35,7 @@
  */
 #include <string.h>
 
-#include "nn/cuda/common.cuh"
+#include "nn/cuda/ops/conv_2d.cuh"
 #include "nn/cuda/tuning.h"
 
 #define BK 16
@@ -55,7 +58,7 @@ __device__ __forceinline__ float gather(const T *__restrict__ x, const conv_shap
     int oy = t % s.oh, b = t / s.oh;
     int ic = k % s.ic, r = k / s.ic;
     int kx = r % s.kw, ky = r / s.kw;
-    int iy = oy * s.sh - s.pt + ky * s.dh, ix = ox * s.sw - s.pl + kx * s.dw;
+    int iy = kr_conv_in(oy, s.sh, s.pt, ky, s.dh), ix = kr_conv_in(ox, s.sw, s.pl, kx, s.dw);
     if ((unsigned)iy >= (unsigned)s.ih || (unsigned)ix >= (unsigned)s.iw)
         return 0.0f;
     return kr_ld(x + (((size_t)b * s.ih + iy) * s.iw + ix) * s.ic + ic);
@@ -91,12 +94,10 @@ __global__ void __launch_bounds__(256) conv_gemm(const T *__restrict__ x, const 
         for (int k = 0; k < BK; k++) {
             float4 a = *reinterpret_cast<const float4 *>(&As[k][ty * 4]);
             float4 b = *reinterpret_cast<const float4 *>(&Bs[k][tx * 4]);
-            float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+            float av[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
             for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+                kr_fma4(acc[i], av[i], b);
         }
         __syncthreads();
     }
@@ -109,7 +110,8 @@ __global__ void __launch_bounds__(256) conv_gemm(const T *__restrict__ x, const 
         for (int j = 0; j < 4; j++) {
             int n = n0 + tx * 4 + j;
             if (n < s.oc) {
-                float v = kr_apply(e, acc[i][j] + (bias ? kr_ld(bias + n) : 0.0f));
+                float v = kr_conv_out(acc[i][j], bias ? kr_ld(bias + n) : 0.0f, 0.0f, false, false,
+                                      [&](float a) { return kr_apply(e, a); });
                 kr_add_res<T, 1>(e, (size_t)m * s.oc + n, &v);
                 kr_st(y + (size_t)m * s.oc + n, v);
             }
