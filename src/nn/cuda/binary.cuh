@@ -113,7 +113,9 @@ __global__ void binary_general(const T *__restrict__ a, const T *__restrict__ b,
             r = q;
         }
         const float va = kr_ld(a + ia), vb = kr_ld(b + ib);
-        kr_binary_out<T, 1>(e, F, &va, &vb, y, i);
+        float v;
+        kr_binary_out<T, 1>(e, F, &va, &vb, i, &v);
+        kr_st(y + i, v);
     }
 }
 
@@ -125,7 +127,7 @@ __global__ void binary_flat(const T *__restrict__ full, const T *__restrict__ ot
 {
     I step = (I)gridDim.x * blockDim.x * V;
     for (I i = (blockIdx.x * (I)blockDim.x + threadIdx.x) * V; i < total; i += step) {
-        float va[V], vb[V];
+        float va[V], vb[V], vy[V];
         kr_ldv<V>(full + i, va);
         if (MODE == BIN_SAME) {
             kr_ldv<V>(other + i, vb);
@@ -134,9 +136,10 @@ __global__ void binary_flat(const T *__restrict__ full, const T *__restrict__ ot
             kr_ld_chan<V>(other + base, (size_t)(i % (I)w.c), w.cn, vb);
         }
         if (MODE == BIN_CHAN_A)
-            kr_binary_out<T, V>(e, F, vb, va, y, i);
+            kr_binary_out<T, V>(e, F, vb, va, i, vy);
         else
-            kr_binary_out<T, V>(e, F, va, vb, y, i);
+            kr_binary_out<T, V>(e, F, va, vb, i, vy);
+        kr_stv<V>(y + i, vy);
     }
 }
 

@@ -110,8 +110,8 @@ __global__ void __launch_bounds__(256) conv_gemm(const T *__restrict__ x, const 
         for (int j = 0; j < 4; j++) {
             int n = n0 + tx * 4 + j;
             if (n < s.oc) {
-                float v = kr_conv_out(acc[i][j], bias ? kr_ld(bias + n) : 0.0f, 0.0f, false, false,
-                                      [&](float a) { return kr_apply(e, a); });
+                float v = kr_conv_out(acc[i][j], bias ? kr_ld(bias + n) : 0.0f, 0.0f, false,
+                                      kr_no_res(), [&](float a) { return kr_apply(e, a); });
                 kr_add_res<T, 1>(e, (size_t)m * s.oc + n, &v);
                 kr_st(y + (size_t)m * s.oc + n, v);
             }

@@ -1,8 +1,8 @@
 /*
  * ADD, MUL and PRELU per element, as every schedule computes them: the per-node kernels
- * (binary.cuh), the persistent schedule's BINARY step, and the excitation's scale where a step
- * applies it. One function per unit: the operation on the two operands in their order, then the
- * node's epilogue (clamp, post function, folded residual) and the store. The schedules differ
+ * (binary.cuh) and the persistent schedule's BINARY step. One function per unit: the operation
+ * on the two operands in their order, then the node's epilogue (clamp, post function, folded
+ * residual); the caller stores the values. The schedules differ
  * only in how they find the operands (broadcasting schemes); the arithmetic is this.
  */
 #ifndef KEYER_NN_CUDA_OPS_BINARY_CUH
@@ -37,18 +37,16 @@ __device__ __forceinline__ void kr_ld_chan(const T *row, size_t ci, int cn, floa
 }
 
 /* Output elements [idx, idx + V) of operator @p f from operands @p a and @p b (V values each,
- * in the operation's order): the operation, the clamp and post function of @p e, the folded
- * residual, stored at y + idx (V = 4 needs idx % 4 == 0). */
+ * in the operation's order) into @p v, as stored next: the operation, the clamp and post
+ * function of @p e, the folded residual (V = 4 needs idx % 4 == 0). */
 template <typename T, int V, typename I>
 __device__ __forceinline__ void kr_binary_out(const kr_epilogue &e, int f, const float *a,
-                                              const float *b, T *y, I idx)
+                                              const float *b, I idx, float *v)
 {
-    float v[V];
 #pragma unroll
     for (int k = 0; k < V; k++)
         v[k] = kr_apply(e, kr_bin_op(f, a[k], b[k]));
     kr_add_res<T, V>(e, idx, v);
-    kr_stv<V>(y + idx, v);
 }
 
 #endif

@@ -25,4 +25,13 @@ __device__ __forceinline__ const T *kr_concat_src(const void *const (&in)[N], I 
     return (const T *)in[k] + (o * (I)block[k] + (I)r);
 }
 
+/* kr_concat_src for two inputs and one outer index per item (the persistent schedule's CONCAT
+ * step): of the @p per elements of each item, the first @p a from @p x, the others from @p x2. */
+template <typename T, typename I>
+__device__ __forceinline__ const T *kr_concat2_src(const void *x, const void *x2, I i, I per, I a)
+{
+    const I n = i / per, r = i % per;
+    return r < a ? (const T *)x + (n * a + r) : (const T *)x2 + (n * (per - a) + (r - a));
+}
+
 #endif

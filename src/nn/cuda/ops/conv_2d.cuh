@@ -62,25 +62,35 @@ __device__ __forceinline__ float4 kr_add(float4 a, float4 b)
 
 /* A convolution output from its zero-first sum @p sum (float, or float4 for 4 channels): + the
  * bias, then with @p pre the residual @p r before the activation @p act (an ADD with its
- * activation folded in: act(sum + bias + r)), else act(sum + bias), + r where @p res (a folded
- * residual ADD after the activation). @p act: the node's clamp and post function (kr_apply, or a
- * schedule's vector form of it). */
-template <typename V, typename Act>
-__device__ __forceinline__ V kr_conv_out(V sum, V bias, V r, bool pre, bool res, Act act)
+ * activation folded in: act(sum + bias + r)), else act(sum + bias), + r where @p res() (a folded
+ * residual ADD after the activation; res is asked after the activation, so that a schedule
+ * reading it from its step descriptor loads it there). @p act: the node's clamp and post
+ * function (kr_apply, or a schedule's vector form of it). */
+template <typename V, typename Act, typename Res>
+__device__ __forceinline__ V kr_conv_out(V sum, V bias, V r, bool pre, Res res, Act act)
 {
     V v = kr_add(sum, bias);
     if (pre)
         return act(kr_add(v, r));
     v = act(v);
-    return res ? kr_add(v, r) : v;
+    return res() ? kr_add(v, r) : v;
 }
 
-/* A convolution output from its bias-first sum @p sum: act(sum), + r where @p res. */
-template <typename V, typename Act>
-__device__ __forceinline__ V kr_conv_out_bf(V sum, V r, bool res, Act act)
+/* A convolution output from its bias-first sum @p sum: act(sum), + r where @p res(). */
+template <typename V, typename Act, typename Res>
+__device__ __forceinline__ V kr_conv_out_bf(V sum, V r, Res res, Act act)
 {
     const V v = act(sum);
-    return res ? kr_add(v, r) : v;
+    return res() ? kr_add(v, r) : v;
 }
+
+/* The residual conditions of kr_conv_out: none, always (a residual of zeros counts), or where a
+ * pointer is set. */
+struct kr_no_res {
+    __device__ __forceinline__ bool operator()() const { return false; }
+};
+struct kr_add_res_always {
+    __device__ __forceinline__ bool operator()() const { return true; }
+};
 
 #endif

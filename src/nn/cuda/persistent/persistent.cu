@@ -21,10 +21,15 @@
 
 #include <cooperative_groups.h>
 
-#include "nn/cuda/common.cuh"
-#include "nn/cuda/persistent/persistent.h"
+#include "nn/cuda/ops/binary.cuh"
+#include "nn/cuda/ops/concatenation.cuh"
+#include "nn/cuda/ops/conv_2d.cuh"
+#include "nn/cuda/ops/depthwise_conv_2d.cuh"
+#include "nn/cuda/ops/pad.cuh"
+#include "nn/cuda/ops/pool_2d.cuh"
 #include "nn/cuda/ops/resize_bilinear.cuh"
 #include "nn/cuda/ops/transpose_conv_bias.cuh"
+#include "nn/cuda/persistent/persistent.h"
 
 namespace cg = cooperative_groups;
 
@@ -256,13 +261,6 @@ __device__ __noinline__ const float *se_prologue(const kr_cuda_step &s, float *b
     return in;
 }
 
-/* @p v as the element type stores it (what a pool of the stored tensor adds). */
-__device__ __forceinline__ float stored(float v, const float *) { return v; }
-__device__ __forceinline__ float stored(float v, const __half *)
-{
-    return __half2float(__float2half_rn(v));
-}
-
 /* Input channels a convolution thread loads before using them (registers: CH floats; 32
  * spilled under the 128-register limit of two blocks per multiprocessor). */
 #define CH 16
@@ -291,14 +289,10 @@ __device__ __forceinline__ void load_channels(const TX *xp, const T *xap, const 
     }
 }
 
-/* acc[0..4) += xv * the 4 weights at @p w (one 16-byte load). */
+/* acc[0..4) += xv * the 4 weights at @p w (one 16-byte load; ops/conv_2d.cuh, kr_fma4). */
 __device__ __forceinline__ void fma4(float *acc, float xv, const float *w)
 {
-    float4 b = *reinterpret_cast<const float4 *>(w);
-    acc[0] = fmaf(xv, b.x, acc[0]);
-    acc[1] = fmaf(xv, b.y, acc[1]);
-    acc[2] = fmaf(xv, b.z, acc[2]);
-    acc[3] = fmaf(xv, b.w, acc[3]);
+    kr_fma4(acc, xv, *reinterpret_cast<const float4 *>(w));
 }
 
 /* The folded residual of @p V outputs at @p idx, loaded before the sums (0 without one). */
@@ -351,16 +345,11 @@ __device__ __forceinline__ void g4_finish(const kr_cuda_step &s, const kr_epilog
 {
     float v[4];
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-        if (PRE) { /* an ADD's activation after the residual (res_pre) */
-            v[j] = kr_apply(e, acc[j] + bz[j] + r[j]);
-        } else {
-            v[j] = kr_apply(e, acc[j] + bz[j]);
-            if (s.res)
-                v[j] += r[j];
-        }
+    for (int j = 0; j < 4; j++) { /* PRE: an ADD's activation after the residual (res_pre) */
+        v[j] = kr_conv_out(acc[j], bz[j], r[j], PRE, [&] { return s.res != NULL; },
+                           [&](float a) { return kr_apply(e, a); });
         if (tile)
-            tile[(u - begin) * 4 + j] = stored(v[j], (const T *)NULL);
+            tile[(u - begin) * 4 + j] = kr_stored<T>(v[j]);
     }
     kr_stv<4>((T *)s.y + u * 4, v);
 }
@@ -482,17 +471,12 @@ __device__ __noinline__ void step_conv_split(const kr_cuda_step &s, unsigned beg
             acc += __shfl_xor_sync(mask, acc, off);
         if (lane == 0) {
             kr_epilogue e = step_epilogue(s);
-            float v;
-            if (PRE) { /* an ADD's activation after the residual */
-                v = kr_apply(e, acc + bz + r);
-            } else {
-                v = kr_apply(e, acc + bz);
-                if (s.res)
-                    v += r;
-            }
+            /* PRE: an ADD's activation after the residual */
+            const float v = kr_conv_out(acc, bz, r, PRE, [&] { return s.res != NULL; },
+                                        [&](float a) { return kr_apply(e, a); });
             kr_st((T *)s.y + u, v);
             if (tile)
-                tile[u - begin] = stored(v, (const T *)NULL);
+                tile[u - begin] = kr_stored<T>(v);
         }
     }
 }
@@ -615,8 +599,9 @@ __device__ __noinline__ void step_conv_pw(const kr_cuda_step &s, float *mid)
             float v[4];
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                v[j] = kr_apply(e1, acc[j] + bz[j]);
-                mid[(tid / g1) * cn + co + j] = stored(v[j], (const T *)NULL);
+                v[j] = kr_conv_out(acc[j], bz[j], 0.0f, false, kr_no_res(),
+                                   [&](float a) { return kr_apply(e1, a); });
+                mid[(tid / g1) * cn + co + j] = kr_stored<T>(v[j]);
             }
             if (s.y1) /* other nodes read it too */
                 kr_stv<4>((T *)s.y1 + (p0 * g1 + tid) * 4, v);
@@ -706,11 +691,7 @@ __device__ __noinline__ void step_depthwise_v(const kr_cuda_step &s, unsigned be
 #pragma unroll
                     for (int k = 0; k < 4; k++)
                         a[k] = inside ? a[k] : 0.0f;
-                    float4 b = *reinterpret_cast<const float4 *>(wp);
-                    acc[0] = fmaf(a[0], b.x, acc[0]);
-                    acc[1] = fmaf(a[1], b.y, acc[1]);
-                    acc[2] = fmaf(a[2], b.z, acc[2]);
-                    acc[3] = fmaf(a[3], b.w, acc[3]);
+                    kr_dw_fma(acc, a, *reinterpret_cast<const float4 *>(wp));
                 } else {
                     a[0] = inside ? kr_ld(xp + co / m) : 0.0f;
                     acc[0] = fmaf(a[0], wp[0], acc[0]);
@@ -721,11 +702,10 @@ __device__ __noinline__ void step_depthwise_v(const kr_cuda_step &s, unsigned be
         float v[V];
 #pragma unroll
         for (int k = 0; k < V; k++) {
-            v[k] = kr_apply(e, acc[k] + bz[k]);
-            if (s.res)
-                v[k] += r[k];
+            v[k] = kr_conv_out(acc[k], bz[k], r[k], false, [&] { return s.res != NULL; },
+                               [&](float a) { return kr_apply(e, a); });
             if (tile)
-                tile[(u - begin) * V + k] = stored(v[k], (const T *)NULL);
+                tile[(u - begin) * V + k] = kr_stored<T>(v[k]);
         }
         kr_stv<V>((T *)s.y + u * V, v);
     }
@@ -785,10 +765,7 @@ __device__ __noinline__ void step_binary_v(const kr_cuda_step &s, unsigned begin
             unsigned off = s.batched ? (i / per_item) * (unsigned)s.cn : 0u;
             kr_ld_chan<V>(b + off, i % (unsigned)s.oc, s.cn, vb);
         }
-#pragma unroll
-        for (int k = 0; k < V; k++)
-            v[k] = kr_apply(e, kr_bin_op(s.mul, va[k], vb[k]));
-        kr_add_res<T, V>(e, i, v);
+        kr_binary_out<T, V>(e, s.mul, va, vb, i, v);
         kr_stv<V>((T *)s.y + i, v);
     }
 }
@@ -802,7 +779,7 @@ __device__ __noinline__ void step_unary(const kr_cuda_step &s, unsigned begin, u
         float v = kr_apply(e, kr_ld((const T *)s.x + i));
         kr_st((T *)s.y + i, v);
         if (tile)
-            tile[i - begin] = stored(v, (const T *)NULL);
+            tile[i - begin] = kr_stored<T>(v);
     }
 }
 
@@ -912,9 +889,9 @@ __device__ __noinline__ void step_expand_dw(const kr_cuda_step &s, float *red, f
                 }
 #pragma unroll
                 for (int j = 0; j < 4; j++) /* as stored between the two nodes */
-                    v[j] = stored(kr_apply(pe, acc[j] + (s.e_bias ? s.e_bias[c0 + quad * 4 + j]
-                                                                  : 0.0f)),
-                                  (const T *)NULL);
+                    v[j] = kr_stored<T>(kr_conv_out(
+                        acc[j], s.e_bias ? s.e_bias[c0 + quad * 4 + j] : 0.0f, 0.0f, false,
+                        kr_no_res(), [&](float a) { return kr_apply(pe, a); }));
             }
             *reinterpret_cast<float4 *>(mid + hp * G + quad * 4) = make_float4(v[0], v[1], v[2], v[3]);
         }
@@ -940,11 +917,10 @@ __device__ __noinline__ void step_expand_dw(const kr_cuda_step &s, float *red, f
                     r = mid[((ly + s.pt) * hw + lx + s.pl) * G + c];
                 else
                     early_res<T, 1>(s, o, &r);
-                v = kr_apply(de, acc);
-                if (s.res || s.res_mid)
-                    v += r;
+                v = kr_conv_out_bf(acc, r, [&] { return s.res || s.res_mid; },
+                                   [&](float a) { return kr_apply(de, a); });
                 kr_st((T *)s.y + o, v);
-                v = stored(v, (const T *)NULL);
+                v = kr_stored<T>(v);
             }
             if (s.tail)
                 tbuf[op * G + c] = v;
@@ -966,27 +942,10 @@ __device__ __noinline__ void step_maxpool_v(const kr_cuda_step &s, unsigned begi
     const T *x = (const T *)s.x;
     kr_epilogue e = step_epilogue(s);
     for (unsigned u = begin + threadIdx.x; u < end; u += NT) {
-        int cg, ox, oy, n;
+        int cg, ox, oy, n, count;
         unit_pos(u, (unsigned)(s.oc / V), s, &cg, &ox, &oy, &n);
         float m[V];
-#pragma unroll
-        for (int k = 0; k < V; k++)
-            m[k] = -FLT_MAX;
-        for (int ky = 0; ky < s.kh; ky++) {
-            const int iy = oy * s.sh - s.pt + ky;
-            if ((unsigned)iy >= (unsigned)s.ih)
-                continue;
-            for (int kx = 0; kx < s.kw; kx++) {
-                const int ix = ox * s.sw - s.pl + kx;
-                if ((unsigned)ix >= (unsigned)s.iw)
-                    continue;
-                float v[V];
-                kr_ldv<V>(x + ((unsigned)(n * s.ih + iy) * s.iw + ix) * s.ic + cg * V, v);
-#pragma unroll
-                for (int k = 0; k < V; k++)
-                    m[k] = fmaxf(m[k], v[k]);
-            }
-        }
+        kr_pool_window<T, V, true>(x, s, (unsigned)n, oy, ox, cg * V, m, &count);
         finish_v<T, V>(s, e, u * V, m);
     }
 }
@@ -997,10 +956,8 @@ template <typename T>
 __device__ __noinline__ void step_pad(const kr_cuda_step &s, unsigned begin, unsigned end)
 {
     const T *x = (const T *)s.x;
-    for (unsigned u = begin + threadIdx.x; u < end; u += NT) {
-        const unsigned c = u % (unsigned)s.oc, p = u / (unsigned)s.oc;
-        kr_st((T *)s.y + u, c < (unsigned)s.ic ? kr_ld(x + p * (unsigned)s.ic + c) : 0.0f);
-    }
+    for (unsigned u = begin + threadIdx.x; u < end; u += NT)
+        kr_st((T *)s.y + u, kr_pad_channels(x, u, s.ic, s.oc, 0));
 }
 
 /* CONCATENATION of two operands that are one run per item: element i of item n's count is
@@ -1008,13 +965,9 @@ __device__ __noinline__ void step_pad(const kr_cuda_step &s, unsigned begin, uns
 template <typename T>
 __device__ __noinline__ void step_concat(const kr_cuda_step &s, unsigned begin, unsigned end)
 {
-    const unsigned per = (unsigned)s.count, a = (unsigned)s.cn, b = per - a;
-    for (unsigned u = begin + threadIdx.x; u < end; u += NT) {
-        const unsigned n = u / per, i = u % per;
-        const float v = i < a ? kr_ld((const T *)s.x + n * a + i)
-                              : kr_ld((const T *)s.x2 + n * b + (i - a));
-        kr_st((T *)s.y + u, v);
-    }
+    const unsigned per = (unsigned)s.count, a = (unsigned)s.cn;
+    for (unsigned u = begin + threadIdx.x; u < end; u += NT)
+        kr_st((T *)s.y + u, kr_ld(kr_concat2_src<T>(s.x, s.x2, u, per, a)));
 }
 
 /* The step's work units, all items (a split convolution's unit: one output, `split` threads).
