@@ -71,9 +71,9 @@ __device__ __forceinline__ V kr_conv_out(V sum, V bias, V r, bool pre, Res res, 
 {
     V v = kr_add(sum, bias);
     if (pre)
-        return act(kr_add(v, r));
-    v = act(v);
-    return res() ? kr_add(v, r) : v;
+        v = kr_add(v, r);
+    v = act(v); /* one call of act on both paths: the segment's code size */
+    return !pre && res() ? kr_add(v, r) : v;
 }
 
 /* A convolution output from its bias-first sum @p sum: act(sum), + r where @p res(). */

@@ -14,7 +14,8 @@
  */
 #include <cooperative_groups.h>
 
-#include "nn/cuda/common.cuh"
+#include "nn/cuda/ops/conv_2d.cuh"
+#include "nn/cuda/ops/depthwise_conv_2d.cuh"
 #include "nn/cuda/ops/resize_bilinear.cuh"
 #include "nn/cuda/segment/segment.h"
 
@@ -63,13 +64,6 @@ __device__ __forceinline__ void load_rows(const T *x, int count, float *dst)
         kr_ldv<4>(x + 4 * i, v);
         *reinterpret_cast<float4 *>(dst + 4 * i) = make_float4(v[0], v[1], v[2], v[3]);
     }
-}
-
-/* @p v as the element type stores it (f16 instances round where the steps store). */
-template <typename T> __device__ __forceinline__ float as_stored(float v) { return v; }
-template <> __device__ __forceinline__ float as_stored<__half>(float v)
-{
-    return __half2float(__float2half_rn(v));
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -144,11 +138,9 @@ __device__ __forceinline__ void pointwise_k(const float *in, int ci_rt, const fl
             for (int j = 0; j < 4; j++) {
                 const float4 wv = *reinterpret_cast<const float4 *>(ws + (c4 + j) * co);
 #pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    const float xs = j == 0 ? xv[i].x : j == 1 ? xv[i].y : j == 2 ? xv[i].z : xv[i].w;
-                    acc[i].x = fmaf(xs, wv.x, acc[i].x), acc[i].y = fmaf(xs, wv.y, acc[i].y);
-                    acc[i].z = fmaf(xs, wv.z, acc[i].z), acc[i].w = fmaf(xs, wv.w, acc[i].w);
-                }
+                for (int i = 0; i < 2; i++)
+                    kr_fma4(acc[i], j == 0 ? xv[i].x : j == 1 ? xv[i].y : j == 2 ? xv[i].z : xv[i].w,
+                            wv);
             }
         }
         for (int o = G; o < G * S; o *= 2)
@@ -165,17 +157,13 @@ __device__ __forceinline__ void pointwise_k(const float *in, int ci_rt, const fl
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const int p = pu * 2 + i;
-            float4 r = make_float4(acc[i].x + bb.x, acc[i].y + bb.y, acc[i].z + bb.z, acc[i].w + bb.w);
-            float4 rv = make_float4(0, 0, 0, 0);
+            float4 rv = make_float4(0, 0, 0, 0); /* (added also where there is none) */
             if (res)
                 rv = *reinterpret_cast<const float4 *>(res + p * co + 4 * g);
-            if (res_pre)
-                r.x += rv.x, r.y += rv.y, r.z += rv.z, r.w += rv.w;
-            r = epi4c<PF>(r, lo, hi, post);
-            if (!res_pre)
-                r.x += rv.x, r.y += rv.y, r.z += rv.z, r.w += rv.w;
-            r.x = as_stored<T>(r.x), r.y = as_stored<T>(r.y);
-            r.z = as_stored<T>(r.z), r.w = as_stored<T>(r.w);
+            float4 r = kr_conv_out(acc[i], bb, rv, res_pre != 0, kr_add_res_always(),
+                                   [&](float4 v) { return epi4c<PF>(v, lo, hi, post); });
+            r.x = kr_stored<T>(r.x), r.y = kr_stored<T>(r.y);
+            r.z = kr_stored<T>(r.z), r.w = kr_stored<T>(r.w);
             *reinterpret_cast<float4 *>(out + p * ostride + 4 * g) = r;
         }
     }
@@ -335,17 +323,16 @@ __device__ __forceinline__ void depthwise_k(const float *ep, const float *wd, co
 #pragma unroll
             for (int kx = 0; kx < K; kx++) {
                 const float4 wv = *reinterpret_cast<const float4 *>(wd + (ky * K + kx) * E + 4 * g);
-                a0.x = fmaf(in[kx].x, wv.x, a0.x), a0.y = fmaf(in[kx].y, wv.y, a0.y);
-                a0.z = fmaf(in[kx].z, wv.z, a0.z), a0.w = fmaf(in[kx].w, wv.w, a0.w);
-                a1.x = fmaf(in[kx + ST].x, wv.x, a1.x), a1.y = fmaf(in[kx + ST].y, wv.y, a1.y);
-                a1.z = fmaf(in[kx + ST].z, wv.z, a1.z), a1.w = fmaf(in[kx + ST].w, wv.w, a1.w);
+                kr_dw_fma(a0, in[kx], wv);
+                kr_dw_fma(a1, in[kx + ST], wv);
             }
         }
-        a0 = epi4c<PF>(a0, d.lo, d.hi, d.post);
-        a1 = epi4c<PF>(a1, d.lo, d.hi, d.post);
-        a0.x = as_stored<T>(a0.x), a0.y = as_stored<T>(a0.y), a0.z = as_stored<T>(a0.z);
-        a0.w = as_stored<T>(a0.w), a1.x = as_stored<T>(a1.x), a1.y = as_stored<T>(a1.y);
-        a1.z = as_stored<T>(a1.z), a1.w = as_stored<T>(a1.w);
+        const auto act = [&](float4 v) { return epi4c<PF>(v, d.lo, d.hi, d.post); };
+        a0 = kr_conv_out_bf(a0, a0, kr_no_res(), act);
+        a1 = kr_conv_out_bf(a1, a1, kr_no_res(), act);
+        a0.x = kr_stored<T>(a0.x), a0.y = kr_stored<T>(a0.y), a0.z = kr_stored<T>(a0.z);
+        a0.w = kr_stored<T>(a0.w), a1.x = kr_stored<T>(a1.x), a1.y = kr_stored<T>(a1.y);
+        a1.z = kr_stored<T>(a1.z), a1.w = kr_stored<T>(a1.w);
         *reinterpret_cast<float4 *>(out + x0 * E + 4 * g) = a0;
         *reinterpret_cast<float4 *>(out + (x0 + 1) * E + 4 * g) = a1;
     }
@@ -568,8 +555,7 @@ __device__ __forceinline__ void dw3_rows(const float *buf, const float *wd, cons
                 const float4 in = *reinterpret_cast<const float4 *>(buf + ((i + ky) * W2 + xx) * ch +
                                                                     4 * g);
                 const float4 wv = *reinterpret_cast<const float4 *>(wd + (ky * 3 + kx) * ch + 4 * g);
-                a.x = fmaf(in.x, wv.x, a.x), a.y = fmaf(in.y, wv.y, a.y);
-                a.z = fmaf(in.z, wv.z, a.z), a.w = fmaf(in.w, wv.w, a.w);
+                kr_dw_fma(a, in, wv);
             }
         a = post == KR_CUDA_POST_RELU ? epi4c<KR_CUDA_POST_RELU>(a, lo, hi, post)
                                       : epi4(a, lo, hi, post);
@@ -616,8 +602,8 @@ __device__ __forceinline__ void stage_e(const kr_cuda_segment &s, const seg_smem
     float *dd = m.EP;
     dw3_rows<EE>(win, w + o[KR_SEG_E_WD], w + o[KR_SEG_E_BD], e, s.ed.lo, s.ed.hi, s.ed.post, 0,
                   [&](int i, int x, int g, float4 a) {
-                      a.x = as_stored<T>(a.x), a.y = as_stored<T>(a.y);
-                      a.z = as_stored<T>(a.z), a.w = as_stored<T>(a.w);
+                      a.x = kr_stored<T>(a.x), a.y = kr_stored<T>(a.y);
+                      a.z = kr_stored<T>(a.z), a.w = kr_stored<T>(a.w);
                       *reinterpret_cast<float4 *>(dd + (i * W2 + x) * e + 4 * g) = a;
                   });
     __syncthreads();
@@ -663,8 +649,8 @@ __device__ __forceinline__ float4 bilerp4(const float *r0, const float *r1, int 
     r.z = v00.z * w00 + v10.z * w10 + v01.z * w01 + v11.z * w11;
     r.w = v00.w * w00 + v10.w * w10 + v01.w * w01 + v11.w * w11;
     r = epi4(r, lo, hi, post);
-    r.x = as_stored<T>(r.x), r.y = as_stored<T>(r.y);
-    r.z = as_stored<T>(r.z), r.w = as_stored<T>(r.w);
+    r.x = kr_stored<T>(r.x), r.y = kr_stored<T>(r.y);
+    r.z = kr_stored<T>(r.z), r.w = kr_stored<T>(r.w);
     return r;
 }
 
@@ -774,11 +760,8 @@ __device__ __forceinline__ void stage_u(const kr_cuda_segment &s, const float *w
                 const float4 sv = *reinterpret_cast<const float4 *>(sc + c);
                 const float xs[4] = {xv.x * sv.x, xv.y * sv.y, xv.z * sv.z, xv.w * sv.w};
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const float4 wv = *reinterpret_cast<const float4 *>(wl + (c + j) * uc);
-                    acc.x = fmaf(xs[j], wv.x, acc.x), acc.y = fmaf(xs[j], wv.y, acc.y);
-                    acc.z = fmaf(xs[j], wv.z, acc.z), acc.w = fmaf(xs[j], wv.w, acc.w);
-                }
+                for (int j = 0; j < 4; j++)
+                    kr_fma4(acc, xs[j], *reinterpret_cast<const float4 *>(wl + (c + j) * uc));
             }
             if (S == 1) {
                 const float4 bb = *reinterpret_cast<const float4 *>(b + 4 * g);
@@ -869,8 +852,8 @@ __device__ __forceinline__ void stage_u(const kr_cuda_segment &s, const float *w
         dw3_rows<UE>(u.p, wu + o[KR_SEG_U_DW], wu + o[KR_SEG_U_DB], ue, s.u_dlo, s.u_dhi,
                       s.u_dpost, s.u_res_mid, [&](int i, int x, int g, float4 a) {
                           if (vo) {
-                              a.x = as_stored<T>(a.x), a.y = as_stored<T>(a.y);
-                              a.z = as_stored<T>(a.z), a.w = as_stored<T>(a.w);
+                              a.x = kr_stored<T>(a.x), a.y = kr_stored<T>(a.y);
+                              a.z = kr_stored<T>(a.z), a.w = kr_stored<T>(a.w);
                               *reinterpret_cast<float4 *>(u.a + (i * W2 + x) * ue + 4 * g) = a;
                           } else {
                               const float v[4] = {a.x, a.y, a.z, a.w};
