@@ -641,14 +641,7 @@ __device__ __forceinline__ float4 bilerp4(const float *r0, const float *r1, int 
     const float4 v10 = *reinterpret_cast<const float4 *>(r1 + x0 * ch + 4 * g);
     const float4 v01 = *reinterpret_cast<const float4 *>(r0 + x1 * ch + 4 * g);
     const float4 v11 = *reinterpret_cast<const float4 *>(r1 + x1 * ch + 4 * g);
-    const float w00 = (1 - dy) * (1 - dx), w10 = dy * (1 - dx), w01 = (1 - dy) * dx;
-    const float w11 = dy * dx;
-    float4 r;
-    r.x = v00.x * w00 + v10.x * w10 + v01.x * w01 + v11.x * w11;
-    r.y = v00.y * w00 + v10.y * w10 + v01.y * w01 + v11.y * w11;
-    r.z = v00.z * w00 + v10.z * w10 + v01.z * w01 + v11.z * w11;
-    r.w = v00.w * w00 + v10.w * w10 + v01.w * w01 + v11.w * w11;
-    r = epi4(r, lo, hi, post);
+    float4 r = epi4(kr_bilerp4(v00, v10, v01, v11, dy, dx), lo, hi, post);
     r.x = kr_stored<T>(r.x), r.y = kr_stored<T>(r.y);
     r.z = kr_stored<T>(r.z), r.w = kr_stored<T>(r.w);
     return r;
@@ -691,6 +684,140 @@ __device__ __forceinline__ void u_begin(const kr_cuda_segment &s, const seg_smem
         for (int r = 0; r < H; r++)
             reinterpret_cast<float4 *>(cl.map_shared_rank(u.slots, r) + rank * C)[g] = v;
     });
+}
+
+/* V (segment.h), after U's depthwise (U's rows in u.a): its convolution of U's rows at 2h x 2W
+ * with its bias (before the resize, whose weights add to 1) into m.D; its rows 4r .. 4r + 3
+ * resized from the owners' rows 2r - 1 .. 2r + 2 (epilogue, as stored) into u.p (the expansion's
+ * buffer) and, without W, out to v_y; each row's pool sums with the addend (a slice per row; its
+ * rows copied into @p vskip on @p skip_bar) out to v_sums, or with W kept in m.red. */
+template <typename T, int UE, int VO>
+__device__ __forceinline__ void stage_v(const kr_cuda_segment &s, const float *wu, const int *o,
+                                        const seg_smem &m, const u_smem &u, cg::cluster_group &cl,
+                                        unsigned long long *skip_bar, const float *vskip, int img,
+                                        int ue, int vo, int we, int H, int rank, int t)
+{
+    constexpr int W2 = 2 * SW, W4 = 4 * SW;
+    __syncthreads();
+    pointwise_k<float, UE, VO, KR_CUDA_POST_NONE, 2 * W2>(u.a, ue, NULL, wu + o[KR_SEG_U_VW],
+                                                          wu + o[KR_SEG_U_VB], vo, m.D, vo, NULL,
+                                                          0, -INFINITY, INFINITY,
+                                                          KR_CUDA_POST_NONE);
+    cl.sync(); /* every block's rows of V's convolution (and every read of u.p done) */
+    float *vy = u.p;
+    {
+        const int G = vo / 4;
+        T *y = (T *)s.v_y + ((size_t)img * 4 * H + 4 * rank) * W4 * vo;
+        for (int v = t; v < 4 * W4 * G; v += NT) {
+            const int g = v % G, x = (v / G) % W4, j = v / (G * W4);
+            int y0, y1, x0, x1;
+            float dy, dx;
+            rs_axis(2 * H, 4 * H, 0, s.v_half, 4 * rank + j, &y0, &y1, &dy);
+            rs_axis(W2, W4, 0, s.v_half, x, &x0, &x1, &dx);
+            const float4 r = bilerp4<T>(cl.map_shared_rank(m.D, y0 / 2) + (y0 % 2) * W2 * vo,
+                                        cl.map_shared_rank(m.D, y1 / 2) + (y1 % 2) * W2 * vo,
+                                        x0, x1, dy, dx, vo, g, s.v_lo, s.v_hi, s.v_post);
+            *reinterpret_cast<float4 *>(vy + (j * W4 + x) * vo + 4 * g) = r;
+            if (!we) { /* (with W, read by nothing after it) */
+                const float st[4] = {r.x, r.y, r.z, r.w};
+                kr_stv<4>(y + (j * W4 + x) * vo + 4 * g, st);
+            }
+        }
+    }
+    __syncthreads();
+    bar_wait(skip_bar, 1); /* the addend's rows */
+    { /* each row's sums: 16 adjacent lanes per (row, 4 channels), 4 pixels each, added with
+       * shuffles in a fixed order */
+        const int G = vo / 4, units = 4 * G * 16;
+        float *dst = s.v_sums + ((size_t)img * 4 * H + 4 * rank) * vo;
+        for (int v0 = 0; v0 < units; v0 += NT) {
+            const int v = v0 + t, l = v % 16, g = (v / 16) % G, j = v / (16 * G);
+            float4 a = make_float4(0, 0, 0, 0);
+            if (v < units)
+                for (int px = l; px < W4; px += 16) {
+                    const int e = (j * W4 + px) * vo + 4 * g;
+                    const float4 q = *reinterpret_cast<const float4 *>(vy + e);
+                    float k[4];
+                    kr_ldv<4>(reinterpret_cast<const T *>(vskip) + e, k);
+                    a.x += q.x + k[0], a.y += q.y + k[1], a.z += q.z + k[2], a.w += q.w + k[3];
+                }
+#pragma unroll
+            for (int off = 8; off > 0; off /= 2) {
+                a.x += __shfl_xor_sync(0xffffffffu, a.x, off);
+                a.y += __shfl_xor_sync(0xffffffffu, a.y, off);
+                a.z += __shfl_xor_sync(0xffffffffu, a.z, off);
+                a.w += __shfl_xor_sync(0xffffffffu, a.w, off);
+            }
+            if (v < units && l == 0) {
+                if (!we)
+                    *reinterpret_cast<float4 *>(dst + j * vo + 4 * g) = a;
+                else /* with W: kept for the block's sums below */
+                    reinterpret_cast<float4 *>(m.red)[j * G + g] = a;
+            }
+        }
+    }
+}
+
+/* W (segment.h), after V: the block's sums (its rows' in order) pushed into every block's slots
+ * (u.a: U's output rows are dead), the means, the excitation; v = addend * e + V's output in
+ * place (u.p); the expansion into the window's middle rows (@p wwin, in Q's weight buffer), its
+ * halo rows from the neighbours, the depthwise (+ its input) out to w_y. */
+template <typename T, int VO, int WE>
+__device__ __forceinline__ void stage_w(const kr_cuda_segment &s, const float *wu, const int *o,
+                                        const seg_smem &m, const u_smem &u, cg::cluster_group &cl,
+                                        const float *vskip, float *wwin, int img, int vo, int we,
+                                        int H, int rank, int t)
+{
+    constexpr int W4 = 4 * SW;
+    float *vy = u.p;
+    /* W: the block's sums (its rows' in order) pushed into every block's slots (u.a: U's
+     * output rows are dead), the means, the excitation; v = addend * e + V's output in place;
+     * the expansion into the window's middle rows (in Q's weight buffer), its halo rows from
+     * the neighbours, the depthwise (+ its input) out to w_y */
+    __syncthreads();
+    float *slots = u.a;
+    if (t < vo / 4) {
+        float4 r = reinterpret_cast<const float4 *>(m.red)[t];
+        for (int j = 1; j < 4; j++) {
+            const float4 q = reinterpret_cast<const float4 *>(m.red)[j * (vo / 4) + t];
+            r.x += q.x, r.y += q.y, r.z += q.z, r.w += q.w;
+        }
+        for (int b = 0; b < H; b++)
+            reinterpret_cast<float4 *>(cl.map_shared_rank(slots, b) + rank * vo)[t] = r;
+    }
+    cl.sync(); /* every block's sums */
+    if (t < vo) {
+        float a = 0.0f;
+        for (int b = 0; b < H; b++)
+            a += slots[b * vo + t];
+        m.mean[t] = a * (1.0f / (float)(4 * H * W4));
+    }
+    int ow[KR_SEG_PJ_N + 1];
+    kr_seg_proj_layout(vo, s.w_hid, we, ow);
+    const float *wq = wu + o[KR_SEG_U_WP];
+    excite<VO>(s.wp, wq, ow, m.mean, m.hid, m.sc);
+    for (int i = t; i < 4 * W4 * vo / 4; i += NT) {
+        const float4 sv = *reinterpret_cast<const float4 *>(m.sc + (4 * i) % vo);
+        float k[4];
+        kr_ldv<4>(reinterpret_cast<const T *>(vskip) + 4 * i, k);
+        float4 a = *reinterpret_cast<const float4 *>(vy + 4 * i);
+        a.x = fmaf(k[0], sv.x, a.x), a.y = fmaf(k[1], sv.y, a.y);
+        a.z = fmaf(k[2], sv.z, a.z), a.w = fmaf(k[3], sv.w, a.w);
+        *reinterpret_cast<float4 *>(vy + 4 * i) = a;
+    }
+    __syncthreads();
+    pointwise_pf<T, VO, WE, KR_CUDA_POST_RELU, 4 * W4>(vy, vo, NULL, wq + ow[KR_SEG_PJ_W],
+                                                       wq + ow[KR_SEG_PJ_B], we, wwin + W4 * we,
+                                                       we, NULL, 0, s.wp.lo, s.wp.hi, s.wp.post);
+    cl.sync(); /* every block's expanded rows */
+    halo_rows<4, W4>(wwin, we, cl, H);
+    __syncthreads();
+    T *yw = (T *)s.w_y + ((size_t)img * 4 * H + 4 * rank) * W4 * we;
+    dw3_rows<WE, 4, W4>(wwin, wu + o[KR_SEG_U_WD], wu + o[KR_SEG_U_WB], we, s.w_dlo, s.w_dhi,
+                        s.w_dpost, s.w_res_mid, [&](int i, int x, int g, float4 a) {
+                            const float v[4] = {a.x, a.y, a.z, a.w};
+                            kr_stv<4>(yw + (i * W4 + x) * we + 4 * g, v);
+                        });
 }
 
 /* U after Q (Q's row in u.q; U's weights at @p wu; the skip's copy counted on @p skip_bar):
@@ -863,118 +990,10 @@ __device__ __forceinline__ void stage_u(const kr_cuda_segment &s, const float *w
     }
     if (!vo)
         return;
-    /* V: its convolution of U's rows at 2h x 2W with its bias (before the resize, whose weights
-     * add to 1) into m.D; its rows 4r .. 4r + 3 resized from the owners' rows 2r - 1 .. 2r + 2
-     * (epilogue, as stored) into the expansion's buffer and out to v_y; each row's pool sums
-     * with the addend (a slice per row) out to v_sums */
-    __syncthreads();
-    pointwise_k<float, UE, VO, KR_CUDA_POST_NONE, 2 * W2>(u.a, ue, NULL, wu + o[KR_SEG_U_VW],
-                                                          wu + o[KR_SEG_U_VB], vo, m.D, vo, NULL,
-                                                          0, -INFINITY, INFINITY,
-                                                          KR_CUDA_POST_NONE);
-    cl.sync(); /* every block's rows of V's convolution (and every read of u.p done) */
-    float *vy = u.p;
-    {
-        const int G = vo / 4;
-        T *y = (T *)s.v_y + ((size_t)img * 4 * H + 4 * rank) * W4 * vo;
-        for (int v = t; v < 4 * W4 * G; v += NT) {
-            const int g = v % G, x = (v / G) % W4, j = v / (G * W4);
-            int y0, y1, x0, x1;
-            float dy, dx;
-            rs_axis(2 * H, 4 * H, 0, s.v_half, 4 * rank + j, &y0, &y1, &dy);
-            rs_axis(W2, W4, 0, s.v_half, x, &x0, &x1, &dx);
-            const float4 r = bilerp4<T>(cl.map_shared_rank(m.D, y0 / 2) + (y0 % 2) * W2 * vo,
-                                        cl.map_shared_rank(m.D, y1 / 2) + (y1 % 2) * W2 * vo,
-                                        x0, x1, dy, dx, vo, g, s.v_lo, s.v_hi, s.v_post);
-            *reinterpret_cast<float4 *>(vy + (j * W4 + x) * vo + 4 * g) = r;
-            if (!we) { /* (with W, read by nothing after it) */
-                const float st[4] = {r.x, r.y, r.z, r.w};
-                kr_stv<4>(y + (j * W4 + x) * vo + 4 * g, st);
-            }
-        }
-    }
-    __syncthreads();
-    bar_wait(skip_bar, 1); /* the addend's rows */
-    { /* each row's sums: 16 adjacent lanes per (row, 4 channels), 4 pixels each, added with
-       * shuffles in a fixed order */
-        const int G = vo / 4, units = 4 * G * 16;
-        float *dst = s.v_sums + ((size_t)img * 4 * H + 4 * rank) * vo;
-        for (int v0 = 0; v0 < units; v0 += NT) {
-            const int v = v0 + t, l = v % 16, g = (v / 16) % G, j = v / (16 * G);
-            float4 a = make_float4(0, 0, 0, 0);
-            if (v < units)
-                for (int px = l; px < W4; px += 16) {
-                    const int e = (j * W4 + px) * vo + 4 * g;
-                    const float4 q = *reinterpret_cast<const float4 *>(vy + e);
-                    float k[4];
-                    kr_ldv<4>(reinterpret_cast<const T *>(vskip) + e, k);
-                    a.x += q.x + k[0], a.y += q.y + k[1], a.z += q.z + k[2], a.w += q.w + k[3];
-                }
-#pragma unroll
-            for (int off = 8; off > 0; off /= 2) {
-                a.x += __shfl_xor_sync(0xffffffffu, a.x, off);
-                a.y += __shfl_xor_sync(0xffffffffu, a.y, off);
-                a.z += __shfl_xor_sync(0xffffffffu, a.z, off);
-                a.w += __shfl_xor_sync(0xffffffffu, a.w, off);
-            }
-            if (v < units && l == 0) {
-                if (!we)
-                    *reinterpret_cast<float4 *>(dst + j * vo + 4 * g) = a;
-                else /* with W: kept for the block's sums below */
-                    reinterpret_cast<float4 *>(m.red)[j * G + g] = a;
-            }
-        }
-    }
+    stage_v<T, UE, VO>(s, wu, o, m, u, cl, skip_bar, vskip, img, ue, vo, we, H, rank, t);
     if (!we)
         return;
-    /* W: the block's sums (its rows' in order) pushed into every block's slots (u.a: U's
-     * output rows are dead), the means, the excitation; v = addend * e + V's output in place;
-     * the expansion into the window's middle rows (in Q's weight buffer), its halo rows from
-     * the neighbours, the depthwise (+ its input) out to w_y */
-    __syncthreads();
-    float *slots = u.a;
-    if (t < vo / 4) {
-        float4 r = reinterpret_cast<const float4 *>(m.red)[t];
-        for (int j = 1; j < 4; j++) {
-            const float4 q = reinterpret_cast<const float4 *>(m.red)[j * (vo / 4) + t];
-            r.x += q.x, r.y += q.y, r.z += q.z, r.w += q.w;
-        }
-        for (int b = 0; b < H; b++)
-            reinterpret_cast<float4 *>(cl.map_shared_rank(slots, b) + rank * vo)[t] = r;
-    }
-    cl.sync(); /* every block's sums */
-    if (t < vo) {
-        float a = 0.0f;
-        for (int b = 0; b < H; b++)
-            a += slots[b * vo + t];
-        m.mean[t] = a * (1.0f / (float)(4 * H * W4));
-    }
-    int ow[KR_SEG_PJ_N + 1];
-    kr_seg_proj_layout(vo, s.w_hid, we, ow);
-    const float *wq = wu + o[KR_SEG_U_WP];
-    excite<VO>(s.wp, wq, ow, m.mean, m.hid, m.sc);
-    for (int i = t; i < 4 * W4 * vo / 4; i += NT) {
-        const float4 sv = *reinterpret_cast<const float4 *>(m.sc + (4 * i) % vo);
-        float k[4];
-        kr_ldv<4>(reinterpret_cast<const T *>(vskip) + 4 * i, k);
-        float4 a = *reinterpret_cast<const float4 *>(vy + 4 * i);
-        a.x = fmaf(k[0], sv.x, a.x), a.y = fmaf(k[1], sv.y, a.y);
-        a.z = fmaf(k[2], sv.z, a.z), a.w = fmaf(k[3], sv.w, a.w);
-        *reinterpret_cast<float4 *>(vy + 4 * i) = a;
-    }
-    __syncthreads();
-    pointwise_pf<T, VO, WE, KR_CUDA_POST_RELU, 4 * W4>(vy, vo, NULL, wq + ow[KR_SEG_PJ_W],
-                                                       wq + ow[KR_SEG_PJ_B], we, wwin + W4 * we,
-                                                       we, NULL, 0, s.wp.lo, s.wp.hi, s.wp.post);
-    cl.sync(); /* every block's expanded rows */
-    halo_rows<4, W4>(wwin, we, cl, H);
-    __syncthreads();
-    T *yw = (T *)s.w_y + ((size_t)img * 4 * H + 4 * rank) * W4 * we;
-    dw3_rows<WE, 4, W4>(wwin, wu + o[KR_SEG_U_WD], wu + o[KR_SEG_U_WB], we, s.w_dlo, s.w_dhi,
-                        s.w_dpost, s.w_res_mid, [&](int i, int x, int g, float4 a) {
-                            const float v[4] = {a.x, a.y, a.z, a.w};
-                            kr_stv<4>(yw + (i * W4 + x) * we + 4 * g, v);
-                        });
+    stage_w<T, VO, WE>(s, wu, o, m, u, cl, vskip, wwin, img, vo, we, H, rank, t);
 }
 
 /* stage_u with run-time shapes: one copy, called (not inlined). */
