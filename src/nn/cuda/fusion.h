@@ -16,7 +16,7 @@
  *  - pool ADDs: an ADD (no activation, same-shape operands) read only by the global average
  *    pool right after it: the pool sums the two operands itself (addend; squeeze-and-excitation
  *    after a skip connection, selfie's decoder) and the sum is never stored.
- * Convolutions always apply bias and their fused clamp in their epilogue (common.cuh).
+ * Convolutions always apply bias and their fused clamp in their epilogue (ops/conv_2d.cuh).
  */
 #ifndef KEYER_NN_CUDA_FUSION_H
 #define KEYER_NN_CUDA_FUSION_H

@@ -10,7 +10,7 @@
 #ifndef KEYER_NN_CUDA_TUNING_H
 #define KEYER_NN_CUDA_TUNING_H
 
-/* ---- AUTO's schedule (keyer_cuda_schedule, backend.c plan_persistent) --------------------
+/* ---- AUTO's schedule (keyer_cuda_schedule; persistent/schedule.c) -------------------------
  * KEYER_CUDA_SCHEDULE_AUTO runs the persistent kernel up to batch KEYER_CUDA_PERSISTENT_MAX_BATCH
  * (KEYER_CUDA_SEGMENT_MAX_BATCH when the model has a cluster segment on this device) and up
  * to KEYER_CUDA_PERSISTENT_MAX_MACS multiply-adds per batch, when the model's operators allow

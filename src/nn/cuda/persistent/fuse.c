@@ -122,7 +122,7 @@ static int prev_step_node(const kr_pp_ctx *c, int n)
  * operand) can be consumed instead of the MUL's own step: the next node, when it alone reads
  * the MUL's output and is a convolution (input scaling, + the MUL's folded ADD) or, without a
  * folded ADD, a resize. That node then reads the MUL's operands itself, which the memory plan
- * did not foresee (backend.c checked its folds against the MUL's output): the node's output
+ * did not foresee (kr_cuda_fuse checked its folds against the MUL's output): the node's output
  * must not overlap them, or a block could overwrite what another still reads. Returns that
  * node, or @p m. */
 static int excitation_consumer(const kr_pp_ctx *c, int m, int full)

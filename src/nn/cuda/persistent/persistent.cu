@@ -7,10 +7,11 @@
  * before it wrote, from any multiprocessor). Every step function runs the units [begin, end)
  * given to its block.
  *
- * The per-step code follows the per-node kernels' arithmetic (float accumulation, the same
- * epilogue: clamp, post function, residual) with one difference: a convolution output may be
- * reduced by `split` lanes of a warp (interleaved 4-channel chunks, then a butterfly of
- * shuffles in fixed order), so that small layers use the whole GPU. Activations are read with
+ * The steps (step_common.cuh, squeeze.cuh, steps_conv.cuh, steps.cuh) compute with the
+ * operators' device functions (ops/: float accumulation, the same epilogue: clamp, post
+ * function, residual), in the orders listed there; a convolution output may be reduced by
+ * `split` lanes of a warp (interleaved 4-channel chunks, then a butterfly of shuffles in fixed
+ * order), so that small layers use the whole GPU. Activations are read with
  * plain loads (never the read-only path: they are written during the kernel). Latency is what
  * counts at these sizes, so loads are issued together where they can be: a convolution loads
  * 16 input channels before using them, bias and residual before the sums. (Asking the L1 for
