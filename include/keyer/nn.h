@@ -108,14 +108,10 @@ size_t keyer_model_weight_bytes(const keyer_model *model);
  * Arithmetic precision of a runtime instance. Inputs and outputs are float32 in every case;
  * F16 keeps weights and activations in IEEE half precision inside the backend and accumulates
  * in float32 (the cuda backend only; reference and cpu reject F16 with UNSUPPORTED).
- * Convolution weights stay float32 (they are small and cached). Measured on the H100 against the
- * reference backend (tests/unit/test_nn_cuda_gpu.c, bench/bench_nn_precision.c): segmentation
- * masks within 0.03 on the test photo and up to 0.068 on 22 variants of it (a few pixels of the
- * outline, where these models turn a relative change of 2^-12 into a few hundredths; half
- * storage with exact arithmetic does the same), with >= 99.98% of pixels on the same side of
- * 0.5 (BENCHMARKS.md), faces identical after decoding, face mesh within
- * 0.07 px; the pose landmark models' activations leave half precision's range (their outputs
- * are wrong in F16): run them in F32.
+ * Convolution weights stay float32 (they are small and cached). F16 outputs are checked against
+ * the reference backend by tests/unit/test_nn_cuda_gpu.c (masks within 0.02 and on the same
+ * side of 0.5 on >= 99.5% of pixels, the same faces after decoding). The pose landmark models'
+ * activations leave half precision's range (their outputs are wrong in F16): run them in F32.
  */
 typedef enum keyer_precision {
     KEYER_PRECISION_F32 = 0, /**< float32 throughout (default) */
@@ -134,19 +130,14 @@ keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, k
  * the nodes with a grid-wide barrier between them: best for latency at small batches (at batch
  * 1 every node is too small to fill the GPU and a launch per node dominates). An item's result
  * does not depend on the batch size within one schedule; the two schedules round differently
- * (both within the backend's tolerances). AUTO: PERSISTENT up to batch
- * KEYER_CUDA_PERSISTENT_MAX_BATCH (KEYER_CUDA_SEGMENT_MAX_BATCH when the model has a cluster
- * segment, below) when the model's operators allow it (convolutions,
- * depthwise and transpose convolutions, global average pools (AVERAGE_POOL_2D over the whole
- * input, or MEAN over H and W), MAX_POOL_2D, ADD, MUL and PRELU broadcasting per channel at
- * most, PAD of the channels, or spatially when one convolution reads it, bilinear resize,
- * RELU/RELU6/HARD_SWISH/LOGISTIC, RESHAPE, CONCATENATION of two operands that are one run per
- * item: every shipped model), else KERNELS. The limit is measured (BENCHMARKS.md: on an H100
- * the persistent schedule is faster for every shipped model up to batch 5, at batch 5 by 1.03x
- * (pose-full f16) to 1.47x (selfie-landscape f16); at batch 6 face-full and pose-full are
- * faster per node), and so is the second limit: a batch of more than
- * KEYER_CUDA_PERSISTENT_MAX_MACS multiply-adds goes to KERNELS (pose-heavy, 1.9 G per frame,
- * is 1.36x faster persistent at batch 1 and slower from batch 2).
+ * (both within the backend's tolerances). AUTO: PERSISTENT at small batches (a limit on the
+ * batch, higher when the model has a cluster segment, below, and on the multiply-adds per
+ * batch; measured where the persistent schedule is the faster one) when the model's operators
+ * allow it (convolutions, depthwise and transpose convolutions, global average pools
+ * (AVERAGE_POOL_2D over the whole input, or MEAN over H and W), MAX_POOL_2D, ADD, MUL and PRELU
+ * broadcasting per channel at most, PAD of the channels, or spatially when one convolution reads
+ * it, bilinear resize, RELU/RELU6/HARD_SWISH/LOGISTIC, RESHAPE, CONCATENATION of two operands
+ * that are one run per item: every shipped model), else KERNELS.
  * On a GPU with thread-block clusters (sm_90), PERSISTENT (and AUTO when it picks it) runs a
  * run of inverted-residual blocks with excitations at a small resolution (at most 16 x 16:
  * selfie's and selfie-landscape's at 1/16 of the input, with the encoder block before them and
@@ -162,20 +153,6 @@ typedef enum keyer_cuda_schedule {
                                          model and device allow); UNSUPPORTED if the model can't */
     KEYER_CUDA_SCHEDULE_PERSISTENT_GRID, /**< PERSISTENT without cluster segments */
 } keyer_cuda_schedule;
-
-/** The largest batch KEYER_CUDA_SCHEDULE_AUTO runs with the persistent kernel. */
-#define KEYER_CUDA_PERSISTENT_MAX_BATCH 5
-
-/** The largest batch KEYER_CUDA_SCHEDULE_AUTO runs with the persistent kernel when the model
- * has a cluster segment on this device (selfie, selfie-landscape on sm_90); above
- * KEYER_CUDA_PERSISTENT_MAX_BATCH a model without one gets KERNELS. Measured (BENCHMARKS.md):
- * on an H100 the persistent kernel with its segment is faster than the per-node kernels at
- * every batch from 6 to 14 (selfie f16 1.21x to 2.08x, selfie-landscape f16 1.38x to 2.32x). */
-#define KEYER_CUDA_SEGMENT_MAX_BATCH 14
-
-/** The most multiply-adds per batch (the model's per frame times the batch) that
- * KEYER_CUDA_SCHEDULE_AUTO runs with the persistent kernel. */
-#define KEYER_CUDA_PERSISTENT_MAX_MACS 2500000000.0
 
 /** Parameters of a runtime instance. Initialise with keyer_runtime_params_defaults(). */
 typedef struct keyer_runtime_params {

@@ -62,8 +62,8 @@
 #include "keyer/nn.h"
 #include "keyer/registry.h"
 #include "kt_graph.h"
-#include "nn/cuda/persistent.h"
-#include "nn/cuda/segment.h"
+#include "nn/cuda/persistent/persistent.h"
+#include "nn/cuda/segment/segment.h"
 #include "nn/model.h"
 #include "nn/planner.h"
 

@@ -44,6 +44,7 @@
 #include "keyer/detect.h"
 #include "keyer/nn.h"
 #include "keyer/registry.h"
+#include "nn/cuda/tuning.h" /* AUTO's batch limits */
 #include "testutil.h"
 
 typedef struct {

@@ -2,7 +2,7 @@
  * Element-wise activations (semantics of src/nn/reference/activations.c): RELU, RELU6,
  * HARD_SWISH x*min(6,max(0,x+3))/6, LOGISTIC 1/(1+exp(-x)) in float. One kernel; the function
  * is the epilogue's post function, so a standalone activation node and one folded into the
- * preceding kernel compute the same thing. Usually folded away (backend.c).
+ * preceding kernel compute the same thing. Usually folded away (fusion.h).
  */
 #include "nn/cuda/common.cuh"
 
@@ -18,7 +18,7 @@ template <typename T, typename I> static int unary(const kr_cuda_op *op, kr_cuda
 {
     size_t total = kr_elems(op, kr_out_t(op));
     kr_epilogue e = kr_make_epilogue(op, 0);
-    if (op->post != KR_CUDA_POST_NONE) /* backend.c never folds into an activation node */
+    if (op->post != KR_CUDA_POST_NONE) /* fusion never folds into an activation node */
         return (int)cudaErrorInvalidValue;
     e.post = (int)f;
     unsigned blocks = kr_blocks(total, 256);

@@ -1,4 +1,4 @@
-/* ADD: y = act(a + b) with NumPy broadcasting. Kernel in binary.cuh. */
+/* ADD: y = act(a + b) with NumPy broadcasting. Kernels in binary.cuh, arithmetic in ops/binary.cuh. */
 #include "nn/cuda/binary.cuh"
 
 template <typename T, typename I> static int launch(const kr_cuda_op *op)

@@ -1,5 +1,6 @@
 /*
- * The element-wise binary kernel shared by ADD, MUL and PRELU, with NumPy broadcasting (as
+ * The per-node element-wise binary kernels shared by ADD, MUL and PRELU (the arithmetic per
+ * element: ops/binary.cuh, kr_binary_out), with NumPy broadcasting (as
  * src/nn/reference/common.h): operand shapes are right-aligned to the output's rank; an operand
  * axis of extent 1 against a larger output extent does not advance.
  *
@@ -18,7 +19,7 @@
 #ifndef KEYER_NN_CUDA_BINARY_CUH
 #define KEYER_NN_CUDA_BINARY_CUH
 
-#include "nn/cuda/common.cuh"
+#include "nn/cuda/ops/binary.cuh"
 
 enum { BIN_GENERAL = 0, BIN_SAME, BIN_CHAN_B, BIN_CHAN_A };
 
@@ -96,11 +97,6 @@ static inline size_t bcast_init(const kr_cuda_op *op, bcast *w, int *mode, int c
     return total;
 }
 
-template <int F> __device__ __forceinline__ float bin_op(float a, float b)
-{
-    return kr_bin_op(F, a, b);
-}
-
 template <typename T, int F, typename I>
 __global__ void binary_general(const T *__restrict__ a, const T *__restrict__ b,
                                T *__restrict__ y, I total, bcast w, kr_epilogue e)
@@ -116,8 +112,9 @@ __global__ void binary_general(const T *__restrict__ a, const T *__restrict__ b,
             ib += x * (I)w.sb[d];
             r = q;
         }
-        float v = kr_apply(e, bin_op<F>(kr_ld(a + ia), kr_ld(b + ib)));
-        kr_add_res<T, 1>(e, i, &v);
+        const float va = kr_ld(a + ia), vb = kr_ld(b + ib);
+        float v;
+        kr_binary_out<T, 1>(e, F, &va, &vb, i, &v);
         kr_st(y + i, v);
     }
 }
@@ -138,10 +135,10 @@ __global__ void binary_flat(const T *__restrict__ full, const T *__restrict__ ot
             I base = w.batched ? (I)(i / (I)w.per_batch) * (I)w.cn : 0;
             kr_ld_chan<V>(other + base, (size_t)(i % (I)w.c), w.cn, vb);
         }
-#pragma unroll
-        for (int k = 0; k < V; k++)
-            vy[k] = kr_apply(e, MODE == BIN_CHAN_A ? bin_op<F>(vb[k], va[k]) : bin_op<F>(va[k], vb[k]));
-        kr_add_res<T, V>(e, i, vy);
+        if (MODE == BIN_CHAN_A)
+            kr_binary_out<T, V>(e, F, vb, va, i, vy);
+        else
+            kr_binary_out<T, V>(e, F, va, vb, i, vy);
         kr_stv<V>(y + i, vy);
     }
 }

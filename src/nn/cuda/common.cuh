@@ -1,7 +1,8 @@
 /*
  * Device helpers shared by the cuda backend's kernels: element loads/stores for float and
  * __half (arithmetic is always float), the fused clamp + post function epilogue, and shape
- * helpers on the host side. Included by the .cu files only.
+ * helpers on the host side. Included by the .cu files only; the per-operator device functions
+ * built on these are in ops/.
  */
 #ifndef KEYER_NN_CUDA_COMMON_CUH
 #define KEYER_NN_CUDA_COMMON_CUH
@@ -40,31 +41,6 @@ template <int V> __device__ __forceinline__ void kr_ldv(const __half *p, float *
             v[k] = __half2float(p[k]);
     }
 }
-/* The element-wise binary operators: @p f 0 ADD, 1 MUL, 2 PRELU (b the slope where a < 0). */
-__device__ __forceinline__ float kr_bin_op(int f, float a, float b)
-{
-    if (f == 0)
-        return a + b;
-    if (f == 1)
-        return a * b;
-    return a >= 0.0f ? a : a * b;
-}
-
-/* V values of a per-channel operand (squeeze-and-excitation scales, PReLU alphas, scalars):
- * channels [ci, ci + V) of the row at @p row, or its one value V times when the operand has one
- * channel (@p cn 1). */
-template <int V, typename T>
-__device__ __forceinline__ void kr_ld_chan(const T *row, size_t ci, int cn, float *v)
-{
-    if (cn == 1) {
-        const float c = kr_ld(row);
-#pragma unroll
-        for (int k = 0; k < V; k++)
-            v[k] = c;
-    } else {
-        kr_ldv<V>(row + ci, v);
-    }
-}
 template <int V> __device__ __forceinline__ void kr_stv(float *p, const float *v)
 {
     if (V == 4) {
@@ -86,6 +62,14 @@ template <int V> __device__ __forceinline__ void kr_stv(__half *p, const float *
         for (int k = 0; k < V; k++)
             p[k] = __float2half_rn(v[k]);
     }
+}
+
+/* @p v as the element type T stores it: itself for float, rounded to half and back for __half
+ * (where a fused kernel keeps a value that the unfused nodes would have stored). */
+template <typename T> __device__ __forceinline__ float kr_stored(float v) { return v; }
+template <> __device__ __forceinline__ float kr_stored<__half>(float v)
+{
+    return __half2float(__float2half_rn(v));
 }
 
 static inline int kr_aligned(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }

@@ -1,9 +1,9 @@
 /*
  * CONCATENATION along an axis (src/nn/reference/concatenation.c): per outer index, each input
  * contributes its block of (extent on the axis x inner size) elements, in input order. One
- * thread per output element finds its input from the block offset.
+ * thread per output element finds its input from the block offset (ops/concatenation.cuh).
  */
-#include "nn/cuda/common.cuh"
+#include "nn/cuda/ops/concatenation.cuh"
 
 struct cat_args {
     const void *in[KR_MAX_NODE_INPUTS];
@@ -17,14 +17,7 @@ __global__ void cat_kernel(T *__restrict__ y, I total, cat_args a)
 {
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
          i += (I)gridDim.x * blockDim.x) {
-        I o = i / (I)a.out_block;
-        long long r = (long long)(i - o * (I)a.out_block);
-        int k = 0;
-        while (k < a.n - 1 && r >= a.block[k]) {
-            r -= a.block[k];
-            k++;
-        }
-        y[i] = ((const T *)a.in[k])[o * (I)a.block[k] + (I)r];
+        y[i] = *kr_concat_src<T>(a.in, i, a.out_block, a.block, a.n);
     }
 }
 

@@ -5,6 +5,9 @@
  * the input); a 1x1, stride-1, unpadded convolution reads X directly (the pointwise fast path,
  * most of the MACs in the MediaPipe models).
  *
+ * The summation orders of these paths and of the other schedules' convolutions, and the
+ * multiply-add and epilogue they share, are in ops/conv_2d.cuh.
+ *
  * Tiling: a 256-thread block computes a BM x BN tile of Y, stepping K by 16 through shared
  * memory; each thread accumulates a 4 x 4 sub-tile in float registers. BN follows the layer's
  * output channels (16, 32 or 64; BM = 4096 / BN) so that the narrow layers of the MediaPipe
@@ -32,7 +35,8 @@
  */
 #include <string.h>
 
-#include "nn/cuda/common.cuh"
+#include "nn/cuda/ops/conv_2d.cuh"
+#include "nn/cuda/tuning.h"
 
 #define BK 16
 
@@ -54,7 +58,7 @@ __device__ __forceinline__ float gather(const T *__restrict__ x, const conv_shap
     int oy = t % s.oh, b = t / s.oh;
     int ic = k % s.ic, r = k / s.ic;
     int kx = r % s.kw, ky = r / s.kw;
-    int iy = oy * s.sh - s.pt + ky * s.dh, ix = ox * s.sw - s.pl + kx * s.dw;
+    int iy = kr_conv_in(oy, s.sh, s.pt, ky, s.dh), ix = kr_conv_in(ox, s.sw, s.pl, kx, s.dw);
     if ((unsigned)iy >= (unsigned)s.ih || (unsigned)ix >= (unsigned)s.iw)
         return 0.0f;
     return kr_ld(x + (((size_t)b * s.ih + iy) * s.iw + ix) * s.ic + ic);
@@ -90,12 +94,10 @@ __global__ void __launch_bounds__(256) conv_gemm(const T *__restrict__ x, const 
         for (int k = 0; k < BK; k++) {
             float4 a = *reinterpret_cast<const float4 *>(&As[k][ty * 4]);
             float4 b = *reinterpret_cast<const float4 *>(&Bs[k][tx * 4]);
-            float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+            float av[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
             for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+                kr_fma4(acc[i], av[i], b);
         }
         __syncthreads();
     }
@@ -108,7 +110,8 @@ __global__ void __launch_bounds__(256) conv_gemm(const T *__restrict__ x, const 
         for (int j = 0; j < 4; j++) {
             int n = n0 + tx * 4 + j;
             if (n < s.oc) {
-                float v = kr_apply(e, acc[i][j] + (bias ? kr_ld(bias + n) : 0.0f));
+                float v = kr_conv_out(acc[i][j], bias ? kr_ld(bias + n) : 0.0f, 0.0f, false,
+                                      kr_no_res(), [&](float a) { return kr_apply(e, a); });
                 kr_add_res<T, 1>(e, (size_t)m * s.oc + n, &v);
                 kr_st(y + (size_t)m * s.oc + n, v);
             }
@@ -367,7 +370,7 @@ template <typename T> static int try_pw_groups(const kr_cuda_op *op, const conv_
 
 /*
  * Pointwise layers whose input and output rows fit a block's shared memory (K and N multiples of
- * 4, up to 256), where it pays (PW_TILE_MAX_KN, PW_TILE_ANY_KN_K, PW_TILE_MIN_TILES below).
+ * 4, up to 256), where it pays (PW_TILE_MAX_KN, PW_TILE_ANY_KN_K, PW_TILE_MIN_TILES: tuning.h).
  * A block takes a tile of P whole pixel rows: it copies the tile's P x K inputs (one contiguous
  * run of the NHWC tensor) into shared memory with vector loads, then thread (tx, ty) computes
  * channels [CPT tx, CPT tx + CPT) of pixels ty, ty + rows, ... (R of them): per k, one input
@@ -460,17 +463,6 @@ template <typename T> static size_t pw_tile_smem(int K, int N, int rows, int r)
     const int ld = K + (sizeof(T) == 2 ? 2 : 1);
     return ((size_t)K * N + (size_t)N) * sizeof(float) + (size_t)rows * r * ld * sizeof(T);
 }
-
-#define PW_TILE_MAX_SMEM (100 * 1024)
-/* Where the tile path pays (measured on the H100 over every 1x1 layer of selfie,
- * selfie-landscape, face-short, face-full and face-mesh at batches 1, 15, 64 and 256, f32 and
- * f16, against the GEMM and conv_pw_groups: BENCHMARKS.md): layers of at most 2304 weights
- * (K x N) or at most 32 inputs (with more of both, each thread's K x 32 multiply-adds make it
- * slower than the GEMM's 4 x 4 register tiles, up to 2x at 128 x 128), and at least 64 tiles
- * (fewer leave most of the GPU idle). Both precisions. */
-#define PW_TILE_MAX_KN 2304
-#define PW_TILE_ANY_KN_K 32
-#define PW_TILE_MIN_TILES 64
 
 /* Launches the tile path; 0 when the device refuses its shared memory (the caller falls back). */
 template <typename T, int CPT, int R, bool BL>

@@ -4,9 +4,10 @@
  * reads consecutive channels of one pixel (coalesced); the taps of neighbouring pixels are served
  * by L1/L2. With multiplier 1 and channels a multiple of 4 (every shipped model), a thread
  * computes 4 consecutive channels with vector loads and one index computation; otherwise one
- * output element. Float accumulation, fused epilogue.
+ * output element. Float accumulation from the bias, taps outside the input skipped (the
+ * schedules' orders: ops/depthwise_conv_2d.cuh), fused epilogue.
  */
-#include "nn/cuda/common.cuh"
+#include "nn/cuda/ops/depthwise_conv_2d.cuh"
 
 struct dw_shape {
     int ih, iw, ic, oh, ow, oc, kh, kw, sh, sw, dh, dw, pt, pl, mult;
@@ -36,21 +37,19 @@ __global__ void dw_kernel(const T *__restrict__ x, const float *__restrict__ w,
             for (int k = 0; k < V; k++)
                 acc[k] = 0.0f;
         for (int ky = 0; ky < s.kh; ky++) {
-            int iy = oy * s.sh - s.pt + ky * s.dh;
+            int iy = kr_conv_in(oy, s.sh, s.pt, ky, s.dh);
             if ((unsigned)iy >= (unsigned)s.ih)
                 continue;
             const T *row = x + ((b * s.ih + iy) * s.iw) * s.ic + c;
             const float *wrow = w + (I)ky * s.kw * s.oc + o;
             for (int kx = 0; kx < s.kw; kx++) {
-                int ix = ox * s.sw - s.pl + kx * s.dw;
+                int ix = kr_conv_in(ox, s.sw, s.pl, kx, s.dw);
                 if ((unsigned)ix >= (unsigned)s.iw)
                     continue;
                 float xv[V], wv[V];
                 kr_ldv<V>(row + (I)ix * s.ic, xv);
                 kr_ldv<V>(wrow + kx * s.oc, wv);
-#pragma unroll
-                for (int k = 0; k < V; k++)
-                    acc[k] = fmaf(xv[k], wv[k], acc[k]);
+                kr_dw_fma<V>(acc, xv, wv);
             }
         }
 #pragma unroll
@@ -109,9 +108,7 @@ __global__ void dw_rows(const T *__restrict__ x, const float *__restrict__ w,
                 for (int px = 0; px < PX; px++) {
                     const int kx = j - px;
                     if (kx >= 0 && kx < KW)
-#pragma unroll
-                        for (int c = 0; c < 4; c++)
-                            acc[px][c] = fmaf(xv[c], wv[kx][c], acc[px][c]);
+                        kr_dw_fma<4>(acc[px], xv, wv[kx]);
                 }
             }
         }

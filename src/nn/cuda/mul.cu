@@ -1,4 +1,4 @@
-/* MUL: y = act(a * b) with NumPy broadcasting (also the squeeze-and-excitation scale). Kernel in binary.cuh. */
+/* MUL: y = act(a * b) with NumPy broadcasting (also the squeeze-and-excitation scale). Kernels in binary.cuh, arithmetic in ops/binary.cuh. */
 #include "nn/cuda/binary.cuh"
 
 template <typename T, typename I> static int launch(const kr_cuda_op *op)

@@ -1,6 +1,8 @@
 /*
- * The cuda backend's operator kernels, one .cu file per operator (as src/nn/reference/), behind
- * this C header. Each launcher queues its node's kernel(s) on op->stream and returns the CUDA
+ * The cuda backend's per-node operator kernels, one .cu file per operator (as src/nn/reference/),
+ * behind this C header (the per-node schedule, pernode.h, runs them; their arithmetic is the
+ * device functions of ops/, shared with the persistent and cluster-segment schedules), and the
+ * node description every schedule runs (kr_cuda_op, made by the fusion pass, fusion.h). Each launcher queues its node's kernel(s) on op->stream and returns the CUDA
  * error of the launch (0 = cudaSuccess); it never synchronises and never allocates, so every
  * launcher may be captured into a CUDA graph. Shapes come from the graph (batch 1 in dims[0],
  * scaled by op->batch); activation pointers are device memory in the instance's element type
@@ -19,7 +21,7 @@ extern "C" {
 #include "nn/graph.h" /* C declarations, also when included from the .cu files */
 
 /* An element-wise function applied after the node's own fused clamp: the following RELU,
- * RELU6, HARD_SWISH or LOGISTIC node folded into this one (see backend.c, "fusion"). */
+ * RELU6, HARD_SWISH or LOGISTIC node folded into this one (fusion.h). */
 typedef enum kr_cuda_post {
     KR_CUDA_POST_NONE = 0,
     KR_CUDA_POST_RELU,
@@ -48,7 +50,7 @@ typedef struct kr_cuda_op {
     const void *in[KR_MAX_NODE_INPUTS];
     void *out;
     kr_cuda_post post;
-    /* A residual ADD folded into this node (see backend.c, "fusion"): the ADD's other operand,
+    /* A residual ADD folded into this node (fusion.h): the ADD's other operand,
      * of the output's shape, added to every output element after the post function; NULL when
      * none. Read and written at the same index by the same thread, so it may share the
      * output's storage exactly. */
@@ -82,14 +84,14 @@ int kr_cuda_resize_bilinear(const kr_cuda_op *op);
 int kr_cuda_reshape(const kr_cuda_op *op);
 int kr_cuda_concatenation(const kr_cuda_op *op);
 
-/* Float32 <-> float16 conversion of @p n elements on @p stream (graph inputs and outputs in
- * f16 instances; weights at set-up). */
 /* Whether @p node of @p g is a global average pool: an AVERAGE_POOL_2D with one output pixel
  * whose window covers the whole NHWC input, or a MEAN over H and W keeping them (the same
- * arithmetic: selfie-landscape's excitations). The backend folds an ADD before either into it
- * (addend), and the persistent schedule takes both as its pools. */
+ * arithmetic: selfie-landscape's excitations). The fusion pass folds an ADD before either into
+ * it (addend), and the persistent schedule takes both as its pools. (fusion.c) */
 int kr_cuda_is_global_pool(const kr_graph *g, const kr_node *node);
 
+/* Float32 <-> float16 conversion of @p n elements on @p stream (graph inputs and outputs in
+ * f16 instances; weights at set-up). */
 int kr_cuda_f32_to_f16(const float *src, void *dst, size_t n, void *stream);
 int kr_cuda_f16_to_f32(const void *src, float *dst, size_t n, void *stream);
 

@@ -1,8 +1,9 @@
-/* PAD with zeros (src/nn/reference/pad.c): one thread per output element; an output index
- * minus the padding before it is either inside the input (copied) or not (zero). Shapes are
+/* PAD with zeros (src/nn/reference/pad.c; per element: ops/pad.cuh): one thread per output
+ * element; an output index minus the padding before it is either inside the input (copied) or
+ * not (zero). Shapes are
  * left-padded to KR_MAX_DIMS axes and the walk is unrolled, so they stay in kernel parameters
  * instead of local memory. */
-#include "nn/cuda/common.cuh"
+#include "nn/cuda/ops/pad.cuh"
 
 struct pad_shape {
     int in_dims[KR_MAX_DIMS], out_dims[KR_MAX_DIMS], before[KR_MAX_DIMS];
@@ -35,11 +36,8 @@ __global__ void pad_channels(const T *__restrict__ x, T *__restrict__ y, I total
                              int before)
 {
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
-         i += (I)gridDim.x * blockDim.x) {
-        I p = i / (I)oc;
-        int c = (int)(i - p * (I)oc) - before;
-        kr_st(y + i, (unsigned)c < (unsigned)ic ? kr_ld(x + p * (I)ic + c) : 0.0f);
-    }
+         i += (I)gridDim.x * blockDim.x)
+        kr_st(y + i, kr_pad_channels(x, i, ic, oc, before));
 }
 
 template <typename T, typename I> static int launch(const kr_cuda_op *op)

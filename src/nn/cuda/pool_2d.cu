@@ -1,14 +1,13 @@
 /*
  * AVERAGE_POOL_2D (mean of the taps inside the input: divided by their count, not the window
  * size) and MAX_POOL_2D, then the fused clamp (src/nn/reference/pool_2d.c). One thread per
- * output element, channel fastest; global pooling has its own reduction kernel.
+ * output element, channel fastest (the window: ops/pool_2d.cuh, kr_pool_window); global pooling
+ * has its own reduction kernel (its order: ops/pool_2d.cuh).
  */
-#include <float.h>
-
-#include "nn/cuda/common.cuh"
+#include "nn/cuda/ops/pool_2d.cuh"
 
 struct pool_shape {
-    int ih, iw, ch, oh, ow, kh, kw, sh, sw, pt, pl;
+    int ih, iw, ic, oh, ow, kh, kw, sh, sw, pt, pl;
 };
 
 template <typename T, int MAX, typename I>
@@ -16,29 +15,16 @@ __global__ void pool_kernel(const T *__restrict__ x, T *__restrict__ y, I total,
                             kr_epilogue e)
 {
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
-        int c = (int)(i % s.ch);
-        I p = i / s.ch;
+        int c = (int)(i % s.ic);
+        I p = i / s.ic;
         int ox = (int)(p % s.ow);
         I q = p / s.ow;
         int oy = (int)(q % s.oh);
         I b = q / s.oh;
-        float sum = 0.0f, mx = -FLT_MAX;
-        int count = 0;
-        for (int ky = 0; ky < s.kh; ky++) {
-            int iy = oy * s.sh - s.pt + ky;
-            if ((unsigned)iy >= (unsigned)s.ih)
-                continue;
-            for (int kx = 0; kx < s.kw; kx++) {
-                int ix = ox * s.sw - s.pl + kx;
-                if ((unsigned)ix >= (unsigned)s.iw)
-                    continue;
-                float v = kr_ld(x + ((b * s.ih + iy) * s.iw + ix) * s.ch + c);
-                sum += v;
-                mx = fmaxf(mx, v);
-                count++;
-            }
-        }
-        kr_st(y + i, kr_apply(e, MAX ? mx : (count ? sum / (float)count : 0.0f)));
+        float acc;
+        int count;
+        kr_pool_window<T, 1, MAX != 0>(x, s, b, oy, ox, c, &acc, &count);
+        kr_st(y + i, kr_apply(e, MAX ? acc : (count ? acc / (float)count : 0.0f)));
     }
 }
 

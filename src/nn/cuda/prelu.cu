@@ -1,4 +1,4 @@
-/* PRELU: y = x >= 0 ? x : alpha * x, alpha broadcast against x (no fused activation). Kernel in binary.cuh. */
+/* PRELU: y = x >= 0 ? x : alpha * x, alpha broadcast against x (no fused activation). Kernels in binary.cuh, arithmetic in ops/binary.cuh. */
 #include "nn/cuda/binary.cuh"
 
 template <typename T, typename I> static int launch(const kr_cuda_op *op)

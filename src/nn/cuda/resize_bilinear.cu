@@ -4,7 +4,7 @@
  * shipped model has a multiple of 4), else per element; a folded following activation
  * (e.g. the segmentation models' final LOGISTIC) is applied in the epilogue.
  */
-#include "nn/cuda/resize_bilinear.cuh"
+#include "nn/cuda/ops/resize_bilinear.cuh"
 
 template <typename T, int V, typename I>
 __global__ void resize_kernel(const T *__restrict__ x, T *__restrict__ y, I total, rs_shape s,

@@ -11,7 +11,7 @@
  *    writes its S x S block of outputs: each input is read once, no index search;
  *  - tconv_kernel otherwise: one thread per output element, searching the taps that reach it.
  */
-#include "nn/cuda/transpose_conv_bias.cuh"
+#include "nn/cuda/ops/transpose_conv_bias.cuh"
 
 template <typename T, typename I>
 __global__ void tconv_kernel(const T *__restrict__ x, const float *__restrict__ w,

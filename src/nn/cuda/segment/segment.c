@@ -1,7 +1,7 @@
 /*
  * Cluster segments (segment.h), the host half: finding the run of steps, packing its weights.
  */
-#include "nn/cuda/segment.h"
+#include "nn/cuda/segment/segment.h"
 
 #include <stdint.h>
 #include <stdlib.h>

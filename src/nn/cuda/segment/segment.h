@@ -1,7 +1,10 @@
 /*
- * Cluster segments of the persistent schedule: a run of persistent steps at a small resolution
- * (the MobileNetV3 blocks at 1/16 of selfie's input) done by ONE kernel in which each image is
- * a thread-block cluster (Hopper), a block per image row, every activation in shared memory.
+ * Cluster segments: an optional fused schedule inside the persistent one (persistent/schedule.c
+ * takes it only on sm_90, unless PERSISTENT_GRID, and only where the plan holds such a run:
+ * selfie and selfie-landscape; the persistent kernel alone runs the same steps otherwise). A
+ * run of persistent steps at a small resolution (the MobileNetV3 blocks at 1/16 of selfie's
+ * input) done by ONE kernel in which each image is a thread-block cluster (Hopper), a block per
+ * image row, every activation in shared memory.
  * Neighbouring rows (the depthwise halo) and the pools' sums are read from the other blocks'
  * shared memory (distributed shared memory), and a cluster barrier replaces the grid barrier
  * between steps; each stage's weights are copied into shared memory (bulk copies) while the
@@ -66,7 +69,7 @@
 
 #include <stddef.h>
 
-#include "nn/cuda/persistent.h"
+#include "nn/cuda/persistent/persistent.h"
 
 #ifdef __cplusplus
 extern "C" {

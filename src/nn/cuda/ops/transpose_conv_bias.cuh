@@ -1,6 +1,8 @@
 /*
  * The transpose convolution's gather, shared by its general kernel (transpose_conv_bias.cu)
- * and the persistent schedule's step (persistent.cu).
+ * and the persistent schedule's TCONV step (persistent/steps.cuh): from 0 over the taps reaching
+ * the output in (ky, kx) order and each tap's channels in order; the caller adds the bias last.
+ * (The per-node kernel for kernel == stride, tconv_tiles, sums from the bias instead.)
  */
 #ifndef KEYER_NN_CUDA_TRANSPOSE_CONV_BIAS_CUH
 #define KEYER_NN_CUDA_TRANSPOSE_CONV_BIAS_CUH

@@ -18,10 +18,13 @@
  * of a pool), so an item's result does not depend on the batch size, and the arithmetic order
  * is fixed (no atomics): runs are bit-for-bit repeatable.
  *
- * kr_cuda_persistent_plan() (persistent.c, host) turns the fused node list into steps, or says
- * why it cannot; kr_cuda_persistent_launch() (persistent.cu) queues the kernel over a range of
- * them. A run of steps that segment.h's cluster kernel can do is left to it: the backend then
- * launches this kernel over the steps before the run and over those after it.
+ * kr_cuda_persistent_plan() (plan.c, with fuse.c and plan_util.c: host) turns the fused node
+ * list into steps, or says why it cannot; kr_cuda_persistent_launch() (persistent.cu, with the
+ * step files it includes) queues the kernel over a range of them; schedule.h runs it for a
+ * backend instance. A run of steps that the cluster kernel (segment/segment.h), the optional
+ * fused schedule, can do is left to it: the kernel is then launched over the steps before the
+ * run and over those after it. Every step's arithmetic is its operator's device functions
+ * (ops/), which the per-node kernels call too.
  */
 #ifndef KEYER_NN_CUDA_PERSISTENT_H
 #define KEYER_NN_CUDA_PERSISTENT_H
@@ -166,7 +169,7 @@ typedef struct kr_cuda_step {
  * se_out[1]) must fit (else the planner leaves those nodes as steps). */
 #define KR_CUDA_SE_FLOATS 4096
 
-/* Builds the steps of the fused node list: @p ops and @p folded per node as backend.c left
+/* Builds the steps of the fused node list: @p ops and @p folded per node as kr_cuda_fuse left
  * them (a folded node has no step). Writes at most 2 * g->n_nodes steps to @p steps, sets
  * @p n_steps and @p scratch_floats (the pools' sums: the caller allocates them, calls
  * kr_cuda_persistent_bind, and uploads `wt` for every CONV step with group 4). Returns NULL on

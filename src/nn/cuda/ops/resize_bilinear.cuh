@@ -1,7 +1,10 @@
 /*
- * RESIZE_BILINEAR's arithmetic, shared by its kernel (resize_bilinear.cu) and the persistent
- * schedule's step (persistent.cu): exactly src/nn/reference/resize_bilinear.c (TFLite's
- * reference kernel, in float).
+ * RESIZE_BILINEAR's arithmetic per output pixel: rs_axis (the source rows or columns and the
+ * weight), rs_pixel (the per-node kernel, resize_bilinear.cu, and the persistent schedule's
+ * RESIZE step and resize-fed convolution: exactly src/nn/reference/resize_bilinear.c, TFLite's
+ * reference kernel, in float: each tap times (1 - dy) or dy, then (1 - dx) or dx, the four
+ * added in order), and kr_bilerp4 (the cluster segment's resizes: the four tap weights formed
+ * first, then the taps times their weights added in the same order; it rounds differently).
  */
 #ifndef KEYER_NN_CUDA_RESIZE_BILINEAR_CUH
 #define KEYER_NN_CUDA_RESIZE_BILINEAR_CUH
@@ -49,6 +52,23 @@ __device__ __forceinline__ void rs_pixel(const T *x, const rs_shape &s, I b, int
     for (int j = 0; j < V; j++)
         v[j] = v00[j] * (1 - dy) * (1 - dx) + v10[j] * dy * (1 - dx) + v01[j] * (1 - dy) * dx +
                v11[j] * dy * dx;
+}
+
+/* The cluster segment's interpolation of 4 channels from the taps v00 (y0, x0), v10 (y1, x0),
+ * v01 (y0, x1), v11 (y1, x1) with weights dy, dx (rs_axis): w00 = (1 - dy)(1 - dx),
+ * w10 = dy (1 - dx), w01 = (1 - dy) dx, w11 = dy dx, then v00 w00 + v10 w10 + v01 w01 + v11 w11
+ * per channel. */
+__device__ __forceinline__ float4 kr_bilerp4(float4 v00, float4 v10, float4 v01, float4 v11,
+                                             float dy, float dx)
+{
+    const float w00 = (1 - dy) * (1 - dx), w10 = dy * (1 - dx), w01 = (1 - dy) * dx;
+    const float w11 = dy * dx;
+    float4 r;
+    r.x = v00.x * w00 + v10.x * w10 + v01.x * w01 + v11.x * w11;
+    r.y = v00.y * w00 + v10.y * w10 + v01.y * w01 + v11.y * w11;
+    r.z = v00.z * w00 + v10.z * w10 + v01.z * w01 + v11.z * w11;
+    r.w = v00.w * w00 + v10.w * w10 + v01.w * w01 + v11.w * w11;
+    return r;
 }
 
 #endif

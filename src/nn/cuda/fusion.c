@@ -1,0 +1,208 @@
+/*
+ * The cuda backend's fusion pass (fusion.h).
+ */
+#include "nn/cuda/fusion.h"
+
+#include <stddef.h>
+
+static int takes_post(kr_op op)
+{
+    switch (op) {
+    case KR_OP_CONV_2D:
+    case KR_OP_DEPTHWISE_CONV_2D:
+    case KR_OP_TRANSPOSE_CONV_BIAS:
+    case KR_OP_ADD:
+    case KR_OP_MUL:
+    case KR_OP_PRELU:
+    case KR_OP_AVERAGE_POOL_2D:
+    case KR_OP_MAX_POOL_2D:
+    case KR_OP_MEAN:
+    case KR_OP_RESIZE_BILINEAR: return 1;
+    default: return 0;
+    }
+}
+
+/* Whether the arena bytes of tensors a and b overlap. */
+static int overlaps(const kr_cuda_mem *mem, int a, int b)
+{
+    const kr_graph *g = mem->graph;
+    int sa = kr_tensor_storage(g, a), sb = kr_tensor_storage(g, b);
+    if (kr_tensor_is_const(&g->tensors[sa]) || kr_tensor_is_const(&g->tensors[sb]))
+        return 0;
+    size_t a0 = mem->offsets[sa], a1 = a0 + kr_cuda_mem_bytes(mem, sa);
+    size_t b0 = mem->offsets[sb], b1 = b0 + kr_cuda_mem_bytes(mem, sb);
+    return a0 < b1 && b0 < a1;
+}
+
+/* Whether tensors a and b occupy exactly the same arena bytes (an element-wise kernel may then
+ * read one and write the other: each element is read and written by the same thread). */
+static int same_place(const kr_cuda_mem *mem, int a, int b)
+{
+    const kr_graph *g = mem->graph;
+    int sa = kr_tensor_storage(g, a), sb = kr_tensor_storage(g, b);
+    return !kr_tensor_is_const(&g->tensors[sa]) && !kr_tensor_is_const(&g->tensors[sb]) &&
+           mem->offsets[sa] == mem->offsets[sb] &&
+           kr_tensor_bytes(&g->tensors[sa], mem->batch) ==
+               kr_tensor_bytes(&g->tensors[sb], mem->batch);
+}
+
+static int is_elementwise(kr_op op)
+{
+    return op == KR_OP_ADD || op == KR_OP_MUL || op == KR_OP_PRELU;
+}
+
+/* Whether any tensor is a view of @p t. */
+static int is_viewed(const kr_graph *g, int t)
+{
+    for (int v = 0; v < g->n_tensors; v++)
+        if (g->tensors[v].view_of == t)
+            return 1;
+    return 0;
+}
+
+/* Activation folds (see fusion.h). */
+static int plan_folds(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
+{
+    const kr_graph *g = mem->graph;
+    int n_folded = 0;
+    for (int n = 0; n + 1 < g->n_nodes; n++) {
+        const kr_node *a = &g->nodes[n], *b = &g->nodes[n + 1];
+        if (folded[n] || !takes_post(a->op) || kr_cuda_post_of(b->op) == KR_CUDA_POST_NONE)
+            continue;
+        int t = a->outputs[0];
+        const kr_tensor *tt = &g->tensors[t];
+        if (b->inputs[0] != t || tt->last_consumer != n + 1 || tt->graph_output >= 0)
+            continue;
+        int viewed = is_viewed(g, t);
+        int clash = 0;
+        for (int i = 0; i < a->n_inputs && !clash; i++)
+            clash = a->inputs[i] >= 0 && overlaps(mem, a->inputs[i], b->outputs[0]) &&
+                    !(is_elementwise(a->op) && same_place(mem, a->inputs[i], b->outputs[0]));
+        if (viewed || clash)
+            continue;
+        ops[n].out = kr_cuda_mem_ptr(mem, b->outputs[0]);
+        ops[n].post = kr_cuda_post_of(b->op);
+        folded[n + 1] = 1;
+        n_folded++;
+    }
+    return n_folded;
+}
+
+static int takes_residual(kr_op op)
+{
+    return op == KR_OP_CONV_2D || op == KR_OP_DEPTHWISE_CONV_2D ||
+           op == KR_OP_TRANSPOSE_CONV_BIAS || op == KR_OP_ADD || op == KR_OP_MUL;
+}
+
+/* Residual folds, after the activation folds (see the file comment): an ADD of two tensors of
+ * its output's shape, one of them written by the node just before it (after folding) and read
+ * by nobody else, is done in that node's epilogue. */
+static int plan_residual_folds(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
+{
+    const kr_graph *g = mem->graph;
+    int n_folded = 0;
+    for (int m = 1; m < g->n_nodes; m++) {
+        const kr_node *add = &g->nodes[m];
+        if (add->op != KR_OP_ADD || folded[m] || add->activation != KR_ACT_NONE ||
+            ops[m].post != KR_CUDA_POST_NONE || add->n_inputs != 2)
+            continue;
+        int n = m - 1;
+        while (n >= 0 && folded[n])
+            n--;
+        if (n < 0 || !takes_residual(g->nodes[n].op) || ops[n].residual)
+            continue;
+        const kr_node *prod = &g->nodes[n];
+        int out = add->outputs[0];
+        for (int side = 0; side < 2; side++) {
+            int t = add->inputs[side], r = add->inputs[1 - side];
+            const kr_tensor *tt = &g->tensors[t], *rt = &g->tensors[r];
+            if (kr_tensor_is_const(tt) || kr_tensor_is_const(rt) ||
+                !kr_tensor_same_dims(tt, &g->tensors[out]) || !kr_tensor_same_dims(rt, &g->tensors[out]) ||
+                ops[n].out != kr_cuda_mem_ptr(mem, t) || tt->last_consumer != m ||
+                tt->graph_output >= 0 || is_viewed(g, t) || t == r ||
+                (rt->producer >= n) || is_viewed(g, out))
+                continue;
+            /* the node reads its inputs and r while writing the ADD's output: no partial
+             * overlap (an element-wise node, and r, may share the exact bytes) */
+            int clash = overlaps(mem, r, out) && !same_place(mem, r, out);
+            for (int i = 0; i < prod->n_inputs && !clash; i++)
+                clash = prod->inputs[i] >= 0 && overlaps(mem, prod->inputs[i], out) &&
+                        !(is_elementwise(prod->op) && same_place(mem, prod->inputs[i], out));
+            if (clash)
+                continue;
+            ops[n].out = kr_cuda_mem_ptr(mem, out);
+            ops[n].residual = kr_cuda_mem_ptr(mem, r);
+            folded[m] = 1;
+            n_folded++;
+            break;
+        }
+    }
+    return n_folded;
+}
+
+/* (ops.h) */
+int kr_cuda_is_global_pool(const kr_graph *g, const kr_node *node)
+{
+    if (node->n_inputs < 1 || node->inputs[0] < 0)
+        return 0;
+    const kr_tensor *x = &g->tensors[node->inputs[0]], *y = &g->tensors[node->outputs[0]];
+    if (x->rank != 4 || y->rank != 4 || y->dims[1] != 1 || y->dims[2] != 1)
+        return 0;
+    if (node->op == KR_OP_MEAN)
+        return node->p.mean.axes_mask == ((1u << 1) | (1u << 2)) && node->p.mean.keep_dims;
+    const kr_window_params *p = &node->p.window;
+    return node->op == KR_OP_AVERAGE_POOL_2D && p->pad_top <= 0 && p->pad_left <= 0 &&
+           p->kernel_h - p->pad_top >= x->dims[1] && p->kernel_w - p->pad_left >= x->dims[2];
+}
+
+/* An ADD (no activation, same-shape operands) read only by the global average pool right
+ * after it: the pool sums the two operands itself (squeeze-and-excitation after a skip
+ * connection, selfie's decoder) and the sum is never stored. */
+static int plan_pool_folds(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
+{
+    const kr_graph *g = mem->graph;
+    int n_folded = 0;
+    for (int m = 0; m + 1 < g->n_nodes; m++) {
+        const kr_node *add = &g->nodes[m];
+        if (add->op != KR_OP_ADD || folded[m] || add->activation != KR_ACT_NONE ||
+            ops[m].post != KR_CUDA_POST_NONE || ops[m].residual || add->n_inputs != 2)
+            continue;
+        const kr_node *pool = &g->nodes[m + 1];
+        int out = add->outputs[0];
+        const kr_tensor *ot = &g->tensors[out];
+        if (folded[m + 1] || !kr_cuda_is_global_pool(g, pool) || pool->inputs[0] != out ||
+            ot->last_consumer != m + 1 || ot->graph_output >= 0 || is_viewed(g, out) ||
+            ops[m].out != kr_cuda_mem_ptr(mem, out) || ops[m + 1].addend)
+            continue;
+        const kr_tensor *a = &g->tensors[add->inputs[0]], *b = &g->tensors[add->inputs[1]];
+        if (kr_tensor_is_const(a) || kr_tensor_is_const(b) || !kr_tensor_same_dims(a, ot) ||
+            !kr_tensor_same_dims(b, ot))
+            continue;
+        ops[m + 1].in[0] = kr_cuda_mem_ptr(mem, add->inputs[0]);
+        ops[m + 1].addend = kr_cuda_mem_ptr(mem, add->inputs[1]);
+        folded[m] = 1;
+        n_folded++;
+    }
+    return n_folded;
+}
+
+int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char *folded)
+{
+    const kr_graph *g = mem->graph;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const kr_node *node = &g->nodes[n];
+        kr_cuda_op *op = &ops[n];
+        op->graph = g;
+        op->node = node;
+        op->batch = mem->batch;
+        op->f16 = f16;
+        for (int i = 0; i < node->n_inputs; i++)
+            op->in[i] = node->inputs[i] >= 0 ? kr_cuda_mem_ptr(mem, node->inputs[i]) : NULL;
+        op->out = kr_cuda_mem_ptr(mem, node->outputs[0]);
+        op->post = KR_CUDA_POST_NONE;
+    }
+    int n_folded = plan_folds(mem, ops, folded);
+    n_folded += plan_residual_folds(mem, ops, folded);
+    n_folded += plan_pool_folds(mem, ops, folded);
+    return n_folded;
+}

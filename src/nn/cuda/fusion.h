@@ -1,0 +1,34 @@
+/*
+ * The cuda backend's fusion pass: the graph's nodes as every schedule runs them (kr_cuda_op,
+ * ops.h: pointers bound to the instance's memory, with neighbouring nodes folded in).
+ *
+ *  - activations: a RELU, RELU6, HARD_SWISH or LOGISTIC node that directly follows the node
+ *    producing its only input (a tensor nobody else reads, not a graph output, not viewed) is
+ *    folded into that node as its post function, and the producer writes straight into the
+ *    activation's output tensor. Skipped when the activation's output storage overlaps one of
+ *    the producer's inputs (the planner may reuse memory across the two nodes), except where an
+ *    element-wise producer's input occupies exactly the same bytes (an in-place update).
+ *  - residual ADDs, after the activations: an ADD without activation whose operands both have
+ *    its output's shape, one of them written by the (convolution, depthwise, transpose, ADD or
+ *    MUL) node just before it and read by nobody else, the other ready before that node, is
+ *    done in that node's epilogue (after its post function): the node writes the ADD's output
+ *    and the intermediate tensor is never stored. Selfie's decoder: 11 of its 14 ADDs.
+ *  - pool ADDs: an ADD (no activation, same-shape operands) read only by the global average
+ *    pool right after it: the pool sums the two operands itself (addend; squeeze-and-excitation
+ *    after a skip connection, selfie's decoder) and the sum is never stored.
+ * Convolutions always apply bias and their fused clamp in their epilogue (ops/conv_2d.cuh).
+ */
+#ifndef KEYER_NN_CUDA_FUSION_H
+#define KEYER_NN_CUDA_FUSION_H
+
+#include "nn/cuda/mem.h"
+#include "nn/cuda/ops.h"
+
+/* Fills @p ops (one per node of m->graph, caller-owned) with every node's inputs and output
+ * bound to @p mem, element type by @p f16 and batch mem->batch, then folds nodes as the file
+ * comment says: a folded node is marked in @p folded (one byte per node, zeroed by the caller)
+ * and its work is done by the node it was folded into. Returns the number of folded nodes. Never
+ * fails; reads only the graph and @p mem. */
+int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char *folded);
+
+#endif

@@ -1,0 +1,114 @@
+/*
+ * The per-node schedule (pernode.h): the operator table and the node-by-node queueing.
+ */
+#include "nn/cuda/pernode.h"
+
+static const kr_cuda_op_fn cuda_ops[KR_OP_COUNT] = {
+    [KR_OP_CONV_2D] = kr_cuda_conv_2d,
+    [KR_OP_DEPTHWISE_CONV_2D] = kr_cuda_depthwise_conv_2d,
+    [KR_OP_TRANSPOSE_CONV_BIAS] = kr_cuda_transpose_conv_bias,
+    [KR_OP_ADD] = kr_cuda_add,
+    [KR_OP_MUL] = kr_cuda_mul,
+    [KR_OP_RELU] = kr_cuda_relu,
+    [KR_OP_RELU6] = kr_cuda_relu6,
+    [KR_OP_HARD_SWISH] = kr_cuda_hard_swish,
+    [KR_OP_LOGISTIC] = kr_cuda_logistic,
+    [KR_OP_PRELU] = kr_cuda_prelu,
+    [KR_OP_AVERAGE_POOL_2D] = kr_cuda_average_pool_2d,
+    [KR_OP_MAX_POOL_2D] = kr_cuda_max_pool_2d,
+    [KR_OP_MEAN] = kr_cuda_mean,
+    [KR_OP_PAD] = kr_cuda_pad,
+    [KR_OP_RESIZE_BILINEAR] = kr_cuda_resize_bilinear,
+    [KR_OP_RESHAPE] = kr_cuda_reshape,
+    [KR_OP_CONCATENATION] = kr_cuda_concatenation,
+};
+_Static_assert(sizeof(cuda_ops) / sizeof(cuda_ops[0]) == KR_OP_COUNT,
+               "cuda_ops must have an entry for every kr_op");
+
+int kr_cuda_pernode_supports(const kr_graph *g, const kr_node *node)
+{
+    if ((unsigned)node->op >= KR_OP_COUNT || !cuda_ops[node->op])
+        return 0;
+    for (int i = 0; i < node->n_inputs; i++) { /* float activations; int32 only as constants */
+        int t = node->inputs[i];
+        if (t >= 0 && g->tensors[t].dtype != KR_DTYPE_F32 && !kr_tensor_is_const(&g->tensors[t]))
+            return 0;
+    }
+    if (node->op == KR_OP_CONCATENATION && node->n_inputs > KR_MAX_NODE_INPUTS)
+        return 0;
+    return 1;
+}
+
+keyer_status kr_cuda_pernode_enqueue(const kr_cuda_mem *mem, int f16, float *const *io,
+                                     kr_cuda_op *ops, const unsigned char *folded,
+                                     cudaStream_t stream, int check, keyer_error *err)
+{
+    const kr_graph *g = mem->graph;
+    cudaError_t e;
+    if (f16)
+        for (int i = 0; i < g->n_inputs; i++) {
+            int t = g->inputs[i];
+            e = (cudaError_t)kr_cuda_f32_to_f16(io[t], kr_cuda_mem_ptr(mem, t),
+                                                kr_tensor_bytes(&g->tensors[t], mem->batch) / 4,
+                                                stream);
+            if (e != cudaSuccess)
+                return kr_cuda_fail(err, g, "converting an input to half precision", e);
+        }
+    for (int n = 0; n < g->n_nodes; n++) {
+        if (folded[n])
+            continue;
+        ops[n].stream = stream;
+        e = (cudaError_t)cuda_ops[g->nodes[n].op](&ops[n]);
+        if (e == cudaSuccess && check)
+            e = cudaStreamSynchronize(stream);
+        if (e != cudaSuccess)
+            return keyer_error_set(err, KEYER_STATUS_DEVICE,
+                                   "%s: cuda backend: node %d (operator %d in the file, %s) "
+                                   "failed: %s (%s)",
+                                   g->name, n, g->nodes[n].source_index,
+                                   kr_op_name(g->nodes[n].op), cudaGetErrorString(e),
+                                   cudaGetErrorName(e));
+    }
+    if (f16)
+        for (int i = 0; i < g->n_outputs; i++) {
+            int t = g->outputs[i];
+            e = (cudaError_t)kr_cuda_f16_to_f32(kr_cuda_mem_ptr(mem, t), io[t],
+                                                kr_tensor_bytes(&g->tensors[t], mem->batch) / 4,
+                                                stream);
+            if (e != cudaSuccess)
+                return kr_cuda_fail(err, g, "converting an output to single precision", e);
+        }
+    return KEYER_OK;
+}
+
+keyer_status kr_cuda_pernode_profile(const kr_graph *g, kr_cuda_op *ops,
+                                     const unsigned char *folded, cudaStream_t stream, double *ms,
+                                     keyer_error *err)
+{
+    cudaEvent_t a = NULL, b = NULL;
+    cudaError_t e = cudaEventCreate(&a);
+    if (e == cudaSuccess)
+        e = cudaEventCreate(&b);
+    for (int n = 0; n < g->n_nodes && e == cudaSuccess; n++) {
+        ms[n] = -1;
+        if (folded[n])
+            continue;
+        ops[n].stream = stream;
+        e = cudaEventRecord(a, stream);
+        if (e == cudaSuccess)
+            e = (cudaError_t)cuda_ops[g->nodes[n].op](&ops[n]);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(b, stream);
+        if (e == cudaSuccess)
+            e = cudaEventSynchronize(b);
+        float t = 0;
+        if (e == cudaSuccess)
+            e = cudaEventElapsedTime(&t, a, b);
+        ms[n] = t;
+    }
+    if (a)
+        cudaEventDestroy(a);
+    if (b)
+        cudaEventDestroy(b);
+    return e == cudaSuccess ? KEYER_OK : kr_cuda_fail(err, g, "profiling", e);
+}

@@ -1,0 +1,35 @@
+/*
+ * The per-node schedule of the cuda backend (KEYER_CUDA_SCHEDULE_KERNELS): the fused nodes
+ * (fusion.h) run one kernel each, from the operator table below, with the f16 conversions of
+ * the graph inputs and outputs around them. The backend captures what kr_cuda_pernode_enqueue
+ * queues as one CUDA graph and replays it. The kernels are the operator files of this folder
+ * (one .cu per operator, declared in ops.h), built on the device functions of ops/.
+ */
+#ifndef KEYER_NN_CUDA_PERNODE_H
+#define KEYER_NN_CUDA_PERNODE_H
+
+#include "nn/cuda/mem.h"
+#include "nn/cuda/ops.h"
+
+/* Whether the per-node kernels (and so the backend) can run @p node of @p g: an operator in
+ * the table, float activations (int32 only as constants), at most KR_MAX_NODE_INPUTS operands
+ * of a CONCATENATION. */
+int kr_cuda_pernode_supports(const kr_graph *g, const kr_node *node);
+
+/* Queues one inference on @p stream: the graph inputs' conversions to half from their float
+ * staging @p io[t] (f16 instances: @p f16), the kernel of every node not marked in @p folded
+ * (@p ops as kr_cuda_fuse left them; their stream field is set), the outputs' conversions.
+ * Never allocates or synchronises, except with @p check: then it synchronises after every
+ * kernel, so that a failure names its node. Errors: DEVICE (or OUT_OF_MEMORY) naming the node
+ * or the conversion. */
+keyer_status kr_cuda_pernode_enqueue(const kr_cuda_mem *mem, int f16, float *const *io,
+                                     kr_cuda_op *ops, const unsigned char *folded,
+                                     cudaStream_t stream, int check, keyer_error *err);
+
+/* Times every node's kernel on @p stream with events, synchronising after each: @p ms[n] in
+ * milliseconds, -1 for folded nodes (@p ms: one per node). Errors: DEVICE. */
+keyer_status kr_cuda_pernode_profile(const kr_graph *g, kr_cuda_op *ops,
+                                     const unsigned char *folded, cudaStream_t stream, double *ms,
+                                     keyer_error *err);
+
+#endif
