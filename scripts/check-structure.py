@@ -47,18 +47,6 @@ LAYERS = {
 # Loops between files that are being removed. A strongly connected set of files that lies
 # inside one of these sets passes with a warning. Remove an entry as soon as its loop is gone.
 LOOP_EXCEPTIONS = [
-    (
-        "TEMPORARY (issue 25, part 3; remove when the fusion planning leaves backend.c): "
-        "src/nn/cuda/backend.c calls the persistent and cluster-segment schedules, which call "
-        "its kr_cuda_is_global_pool (so does mean.cu)",
-        {
-            "src/nn/cuda/backend.c",
-            "src/nn/cuda/mean.cu",
-            "src/nn/cuda/persistent.c",
-            "src/nn/cuda/segment.c",
-            "src/nn/cuda/segment.cu",
-        },
-    ),
 ]
 
 SOURCE_EXTS = (".c", ".h", ".cu", ".cuh")
