@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Per device function totals of an Nsight Compute source-counter export of the persistent kernel.
 
-The persistent kernel (src/nn/cuda/persistent.cu) is one __global__ function whose steps are
-__noinline__ device functions; ncu's source page lists SASS addresses of the whole kernel. This
-groups them by the device function that holds each address (from the cubin's symbol table) and
-prints, per function: SASS instructions, those executed at least once, warp stall samples, the
-samples waiting for instructions (stall_no_inst) and at barriers, and the three largest stall
-reasons. The numbers of BENCHMARKS.md's "where the time goes by ncu" came from it.
+The persistent kernel (src/nn/cuda/persistent/persistent.cu) is one __global__ function whose
+steps are __noinline__ device functions; ncu's source page lists SASS addresses of the whole
+kernel. This groups them by the device function that holds each address (from the cubin's symbol
+table) and prints, per function: SASS instructions, those executed at least once, warp stall
+samples, the samples waiting for instructions (stall_no_inst) and at barriers, and the three
+largest stall reasons. The numbers of docs/notes/cuda-persistent-schedule.md's "where the time
+goes by ncu" came from it.
 
 On the GPU machine (tree built in build-dev):
   ncu --section SourceCounters --section WarpStateStats --kernel-name-base mangled \\

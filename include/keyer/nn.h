@@ -235,8 +235,9 @@ typedef struct keyer_node_timing {
 
 /**
  * Runs one inference operator by operator and reports each operator's time (device time on
- * cuda): the per-operator profile behind BENCHMARKS.md. With the cuda persistent schedule, one
- * run of the persistent kernel: an operator's time is its step's span on the first block's clock,
+ * cuda): the per-operator profiles of docs/notes/ (cuda-per-node-kernels.md,
+ * cuda-persistent-schedule.md). With the cuda persistent schedule, one run of the persistent
+ * kernel: an operator's time is its step's span on the first block's clock,
  * barrier wait included. Slower than keyer_runtime_run() and not for hot paths. Writes min(capacity, nodes) entries to @p out and the node count to *count.
  * Errors: INVALID_ARGUMENT, UNSUPPORTED (a backend without profiling: reference, cpu), DEVICE.
  */

@@ -707,7 +707,7 @@ static keyer_status session_start(keyer_session *s, keyer_error *err)
     /* Throughput: the stages run side by side and already fill the cores, so each works
      * single-threaded (threads inside a stage only contend with the other stages); latency:
      * one frame at a time, so a stage may spread over half the cores (the other stages and
-     * the codecs keep the rest busy; measured in BENCHMARKS.md). */
+     * the codecs keep the rest busy; measured: docs/notes/pipeline-throughput.md). */
     int cores = kr_cpu_count();
     s->threads = p->threads > 0 ? p->threads : latency && cores >= 4 ? cores / 2 : 1;
     /* inference and refinement have one worker each: on a large machine they get a share of

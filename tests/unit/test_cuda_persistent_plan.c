@@ -1,7 +1,7 @@
 /*
- * The cuda persistent schedule's planner (src/nn/cuda/persistent.c) on the CPU: it is host code
- * that turns a graph's nodes into steps, so its decisions are checked here, where CI runs; the
- * kernel itself is checked against the reference on the GPU (tests/backend_ops,
+ * The cuda persistent schedule's planner (src/nn/cuda/persistent/plan.c, fuse.c) on the CPU: it
+ * is host code that turns a graph's nodes into steps, so its decisions are checked here, where
+ * CI runs; the kernel itself is checked against the reference on the GPU (tests/backend_ops,
  * test_nn_cuda_gpu). Device pointers are stand-ins (one address per storage tensor, 64 MiB
  * apart); nothing is dereferenced.
  *
@@ -1096,7 +1096,7 @@ static void fold_excited_block(plan *p, int at, int tail_pixels)
     cv->tail_add = add->x; /* the skip */
     cv->tail_partial_off = p->scratch;
     p->scratch += (size_t)cv->batch * cv->tail_slices * cv->tail_c;
-    kr_cuda_step d = *dw; /* as absorb_depthwise (persistent.c) makes it */
+    kr_cuda_step d = *dw; /* as absorb_depthwise (persistent/fuse.c) makes it */
     d.kind = KR_STEP_EXPAND_DW;
     d.x = mul->x;
     d.ic = pw->ic;

@@ -85,7 +85,8 @@ struct kr_epilogue {
 /* @p v / 6 without a division: the product by the rounded 1/6, corrected once by its residual
  * (fused multiply-adds). Equal to the IEEE quotient for every float whose quotient is a normal
  * number (checked exhaustively); a subnormal quotient may differ in its last bit. The hard
- * swish's division was a measurable part of the small-batch latency (BENCHMARKS.md). */
+ * swish's division was a measurable part of the small-batch latency
+ * (docs/notes/cuda-cluster-segment.md). */
 __device__ __forceinline__ float kr_div6(float v)
 {
     const float q = v * (1.0f / 6.0f);

@@ -359,7 +359,7 @@ template <typename T> static int try_pw_groups(const kr_cuda_op *op, const conv_
 {
     /* half precision only: in float this kernel measured 8x slower than the GEMM on the same
      * layers (selfie's 16 -> 72 at batch 256: 3.68 ms against 0.45 ms; not understood), in
-     * half 0.34 ms against 0.44 ms (BENCHMARKS.md) */
+     * half 0.34 ms against 0.44 ms (docs/notes/cuda-per-node-kernels.md) */
     if (sizeof(T) != 2 || !s.pointwise || s.K > 32 || s.K % 8 || s.oc % 8 || s.oc > 256 ||
         !kr_aligned(op->out, 4 * sizeof(T)) || !kr_aligned(op->in[0], 4 * sizeof(T)) ||
         (op->residual && !kr_aligned(op->residual, 4 * sizeof(T))))
@@ -379,7 +379,8 @@ template <typename T> static int try_pw_groups(const kr_cuda_op *op, const conv_
  * warp stores (and reads the residual of) whole rows: fully coalesced. The GEMM tile wrote
  * these layers as column tiles of 16 to 64 channels and re-read the input per tile, and the
  * warp-per-8-outputs kernel above stored 16-byte pieces at the row stride; both took 3 to 4
- * times cuBLAS's time for the same GEMM (bench/bench_nn_vendor.c, BENCHMARKS.md). Whether a
+ * times cuBLAS's time for the same GEMM (bench/bench_nn_vendor.c,
+ * docs/notes/cuda-per-node-kernels.md, docs/notes/cuda-vendor-libraries.md). Whether a
  * layer takes this path depends on its tile count, so on the batch: the sum is formed in the
  * order of the kernel the layer gets otherwise (BL: from 0 with the bias added last, as the
  * GEMM; else from the bias, as conv_pw_groups), so that an item's result is the same bit for

@@ -5,7 +5,9 @@
  * (and which kernel runs), never the arithmetic of a kernel: include/keyer/nn.h states what the
  * caller is guaranteed (an item's result does not depend on the batch size within a schedule;
  * the schedules round differently, within the backend's tolerances), this header the numbers.
- * Measured on an H100 (BENCHMARKS.md has the tables and the commands).
+ * Measured on an H100 (BENCHMARKS.md has the current tables; the measurements behind each
+ * value: docs/notes/cuda-cluster-segment.md for AUTO's limits, cuda-per-node-kernels.md for
+ * the tile path, f16-precision.md for f16).
  */
 #ifndef KEYER_NN_CUDA_TUNING_H
 #define KEYER_NN_CUDA_TUNING_H

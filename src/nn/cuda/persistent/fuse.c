@@ -321,9 +321,10 @@ int kr_pp_absorb_add(const kr_pp_ctx *c, kr_cuda_step *prev, const kr_cuda_step 
  * nodes read it too (selfie's decoder does). Refused where n has anything folded into it (a
  * residual, an excitation, a pool tail, a pad), where n's output channels differ from the
  * stem's (the one shape run on the GPU is selfie's 16 -> 16; a version for other shapes and
- * 1x1 first convolutions was tried and dropped, BENCHMARKS.md), where their weights do not
- * fit the step's shared memory, where the stem's output is a graph output or has a view, or
- * where n's output overlaps the stem's input or output. Returns whether it did. */
+ * 1x1 first convolutions was tried and dropped, docs/notes/cuda-persistent-schedule.md), where
+ * their weights do not fit the step's shared memory, where the stem's output is a graph output
+ * or has a view, or where n's output overlaps the stem's input or output. Returns whether it
+ * did. */
 int kr_pp_absorb_pointwise(const kr_pp_ctx *c, kr_cuda_step *prev, int n)
 {
     const kr_graph *g = c->g;

@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(NT, 2)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     /* after_kernel: wait for the kernel before to end and its writes to be visible (a no-op
      * without a programmatic dependence). No early trigger for the kernel after: its blocks
-     * would wait on SMs this one's need (measured slower, BENCHMARKS.md) */
+     * would wait on SMs this one's need (measured slower, docs/notes/cuda-cluster-segment.md) */
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
     __syncthreads();

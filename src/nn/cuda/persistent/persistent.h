@@ -4,8 +4,9 @@
  * block of the grid working on every step and a grid-wide barrier between steps.
  *
  * Why: at small batches every node's kernel is latency bound (a few blocks, a chain of dependent
- * loads) and a graph of ~80 of them costs ~5.5 us per node (BENCHMARKS.md); a barrier costs
- * ~1.2 us and every step gets all the multiprocessors.
+ * loads) and a graph of ~80 of them costs ~5.5 us per node
+ * (docs/notes/cuda-persistent-schedule.md); a barrier costs ~1.2 us and every step gets all the
+ * multiprocessors.
  *
  * Squeeze-and-excitation blocks (global pool, one or two dense layers, MUL) take no step of
  * their own: the step that writes the pooled tensor (or, when that is not possible, a pool step)

@@ -29,7 +29,7 @@ __device__ __noinline__ void step_conv_rz(const kr_cuda_step &s, unsigned begin,
 
 /* The convolution step: picks the variant. Inlined (through run_units) into the step loop and
  * step_with_tail, one call level fewer per convolution step: 1-2 us less at batch 1
- * (BENCHMARKS.md). */
+ * (docs/notes/cuda-persistent-schedule.md). */
 template <typename T>
 __device__ __forceinline__ void step_conv(const kr_cuda_step &s, unsigned begin, unsigned end,
                                           float *tile, const float *sc)

@@ -195,7 +195,7 @@ __device__ __forceinline__ void pointwise_pf(const float *in, int ci, const floa
 /* pointwise_k with the shape (ci, co) = (CI, CO) as constants (the index arithmetic and the
  * lane split folded away) where it is that, else pointwise_rt: a call site names the shape of
  * the shipped segments, so that the kernel's code stays small (instruction fetches are a cost
- * at this size: BENCHMARKS.md). */
+ * at this size: docs/notes/cuda-cluster-segment.md). */
 template <typename T, int CI, int CO>
 __device__ __forceinline__ void pointwise(const float *in, int ci, const float *sc,
                                           const float *w, const float *b, int co, float *out,
