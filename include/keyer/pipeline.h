@@ -278,6 +278,12 @@ typedef struct keyer_file_stream_params {
     keyer_writer_params writer;
     int copy_streams; /**< copy the input's audio, subtitles and metadata (default 1) */
     int live;         /**< -1 (default): the session's rule; 0/1 override it for this input */
+    /** 1: an input that cannot be opened (an error of keyer_reader_open() other than
+     *  INVALID_ARGUMENT and OUT_OF_MEMORY) does not fail keyer_session_add_file(): the stream
+     *  is added in the failed state (keyer_session_stream_status() returns the error), writes
+     *  nothing, and keyer_session_run() runs the other streams and then returns that error.
+     *  0 (default): keyer_session_add_file() returns the error and adds no stream. */
+    int fail_alone;
     void *reserved[4];
 } keyer_file_stream_params;
 
@@ -290,7 +296,9 @@ keyer_file_stream_params keyer_file_stream_params_defaults(void);
  * keyer_session_run(). *@p stream_id (may be NULL) receives its id (0, 1, ...).
  * Errors: those of keyer_reader_open() (the message names the input and the reason:
  * missing file, not a video, no video stream, ...), INVALID_ARGUMENT (no input, too many
- * streams, called after keyer_session_run()).
+ * streams, called after keyer_session_run()). With @c params->fail_alone an input that
+ * cannot be opened returns KEYER_OK instead and adds a failed stream (its id in
+ * *@p stream_id; keyer_session_stream_status() has the error).
  */
 keyer_status keyer_session_add_file(keyer_session *session, const keyer_file_stream_params *params,
                                     int *stream_id, keyer_error *err);
@@ -301,10 +309,28 @@ keyer_status keyer_session_add_file(keyer_session *session, const keyer_file_str
  * and every frame read is written (except frames a live input dropped, which are counted).
  * Returns KEYER_OK, KEYER_STATUS_INTERRUPTED after keyer_session_cancel() (outputs are valid
  * and complete up to the last frame read), or the first error of any stage (the message
- * names the stream and the stage); on an error the other streams are stopped too and every
- * output is finalised. Errors: INVALID_ARGUMENT (no streams, run twice), IO, DEVICE, ...
+ * names the stream and the stage).
+ *
+ * Streams fail alone: an error of one stream (its input cannot be opened with
+ * keyer_file_stream_params::fail_alone, stops decoding, ends well before the duration its
+ * container declares, its output cannot be created or written, its frame_fn or detect_fn
+ * fails, a stage fails on one of its frames) stops that stream only: its output is
+ * finalised with the frames before the error (a valid file) and the other streams go on to
+ * their end; keyer_session_run() then returns the error of the first failed stream (in
+ * stream order) and keyer_session_stream_status() and the stream reports tell each failed
+ * stream's error. An error of the session itself (models, device, the stages' start) stops
+ * every stream. Errors: INVALID_ARGUMENT (no streams, run twice), IO, BAD_DATA, DEVICE, ...
  */
 keyer_status keyer_session_run(keyer_session *session, keyer_error *err);
+
+/**
+ * The first error of stream @p stream_id: KEYER_OK while it has none, else its status with
+ * the message (naming the input and the reason) in *@p err (may be NULL). Callable at any
+ * time, from one thread at a time with the other session calls. Errors: INVALID_ARGUMENT
+ * (no such stream; the message says so).
+ */
+keyer_status keyer_session_stream_status(keyer_session *session, int stream_id,
+                                         keyer_error *err);
 
 /* ---- frames from memory ------------------------------------------------------------------ */
 
@@ -429,6 +455,8 @@ typedef struct keyer_stream_report {
     int hw_decode;          /**< 1 when NVDEC decoded it */
     char encoder[32];       /**< video encoder in use ("" when none) */
     int has_audio;          /**< the input had audio (copied to the output) */
+    keyer_status status;    /**< the stream's first error, KEYER_OK when it has none */
+    char error[KEYER_ERROR_MESSAGE_MAX]; /**< its message ("" when none) */
 } keyer_stream_report;
 
 /** Fills @p out with the session's statistics so far (callable during a run). */

@@ -45,7 +45,7 @@ static void stage_reports(keyer_session *s, int n, keyer_session_report *out)
     int read_workers = 0, prep_workers = 0, sinks = 0;
     for (int i = 0; i < n; i++) {
         kr_stream *st = s->streams[i];
-        read_workers += st->source == KR_SOURCE_READER;
+        read_workers += st->source == KR_SOURCE_READER && !st->open_failed;
         prep_workers++;
         sinks += st->sink != KR_SINK_PULL;
     }
@@ -167,6 +167,10 @@ keyer_status keyer_session_get_stream_report(keyer_session *s, int id, keyer_str
     out->hw_decode = st->source == KR_SOURCE_READER ? st->info.hw_decode : 0;
     out->has_audio = st->source == KR_SOURCE_READER ? st->info.has_audio : 0;
     snprintf(out->encoder, sizeof(out->encoder), "%s", st->encoder);
+    keyer_error se = {0};
+    out->status = kr_stream_status(st, &se);
+    if (out->status)
+        snprintf(out->error, sizeof(out->error), "%s", se.message);
     return KEYER_OK;
 }
 
@@ -218,7 +222,11 @@ static void json_streams(FILE *f, keyer_session *s)
                 (long long)sr.frames_dropped, (long long)sr.frames_damaged,
                 (long long)sr.frames_lost, sr.hw_decode ? "true" : "false");
         json_string(f, sr.encoder);
-        fprintf(f, ", \"audio\": %s}%s\n", sr.has_audio ? "true" : "false", i + 1 < n ? "," : "");
+        fprintf(f, ", \"audio\": %s, \"status\": ", sr.has_audio ? "true" : "false");
+        json_string(f, sr.status ? keyer_status_name(sr.status) : "ok");
+        fprintf(f, ", \"error\": ");
+        json_string(f, sr.error);
+        fprintf(f, "}%s\n", i + 1 < n ? "," : "");
     }
 }
 
@@ -276,7 +284,11 @@ keyer_status keyer_session_write_stats(keyer_session *s, const char *path, keyer
                "\"utilization_percent\": %.1f},\n",
             (long long)r.gpu_memory_used, (long long)r.gpu_memory_total,
             finite_or_zero(r.gpu_utilization));
-    fprintf(f, "  \"warnings\": %d,\n  \"streams\": [\n", r.warnings);
+    int failed = 0;
+    for (int i = 0; i < keyer_session_stream_count(s); i++)
+        failed += kr_stream_status(s->streams[i], NULL) != KEYER_OK;
+    fprintf(f, "  \"warnings\": %d,\n  \"failed_streams\": %d,\n  \"streams\": [\n",
+            r.warnings, failed);
     json_streams(f, s);
     fprintf(f, "  ]\n}\n");
     int bad = ferror(f);

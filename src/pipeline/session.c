@@ -132,8 +132,16 @@ static void on_report(void *opaque, kr_report what, int stream, keyer_status sta
     keyer_session *s = opaque;
     switch (what) {
     case KR_REPORT_ERROR:
-        if (stream >= 0 && stream < atomic_load(&s->stream_count) && s->streams[stream])
-            kr_stream_record_error(s->streams[stream], status, err);
+        if (stream >= 0 && stream < atomic_load(&s->stream_count) && s->streams[stream]) {
+            /* the stream fails alone: the others go on */
+            kr_stream *st = s->streams[stream];
+            if (!kr_stream_status(st, NULL))
+                keyer_log(s->logger, KEYER_LOG_INFO, "stream %d (%s) stops after an error: %s",
+                          stream, st->input ? st->input : "pushed frames",
+                          err && err->message[0] ? err->message : keyer_status_name(status));
+            kr_stream_record_error(st, status, err);
+            break;
+        }
         session_fail(s, status, err);
         break;
     case KR_REPORT_GPU_FAILURE: {
@@ -409,6 +417,8 @@ static const char *auto_model(keyer_session *s)
         return "selfie";
     for (int i = 0; i < n; i++) {
         kr_stream *st = s->streams[i];
+        if (st->open_failed)
+            continue;
         int w = st->width, h = st->height;
         if (st->source == KR_SOURCE_READER && (st->info.rotation == 90 || st->info.rotation == 270)) {
             int t = w;
@@ -814,23 +824,31 @@ keyer_status keyer_session_run(keyer_session *s, keyer_error *err)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "keyer_session_run: the session already ran");
     int n = atomic_load(&s->stream_count);
-    int files = 0;
-    for (int i = 0; i < n; i++)
+    int files = 0, opened = 0;
+    for (int i = 0; i < n; i++) {
         files += s->streams[i]->source == KR_SOURCE_READER;
+        opened += s->streams[i]->source == KR_SOURCE_READER && !s->streams[i]->open_failed;
+    }
     if (files == 0)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "keyer_session_run: no input was added");
     s->run_called = 1;
-    keyer_status st = session_start(s, err);
-    for (int i = 0; i < n && !st; i++) {
-        kr_stream *ss = s->streams[i];
-        if (ss->source != KR_SOURCE_READER)
-            continue;
-        if ((st = kr_stream_start(ss, err)))
-            kr_stream_cancel(ss); /* unblock what of it did start */
-    }
+    /* with no input opened there is nothing to start: the streams' errors are the result */
+    keyer_status st = opened ? session_start(s, err) : KEYER_OK;
     if (st)
         session_fail(s, st, err);
+    for (int i = 0; i < n && !st; i++) {
+        kr_stream *ss = s->streams[i];
+        if (ss->source != KR_SOURCE_READER || ss->open_failed)
+            continue;
+        keyer_error se = {0};
+        keyer_status rs = kr_stream_start(ss, &se);
+        if (rs) {
+            /* this stream fails alone (its output cannot be made, ...) */
+            on_report(s, KR_REPORT_ERROR, ss->id, rs, &se);
+            kr_stream_cancel(ss); /* unblock what of it did start */
+        }
+    }
     wait_for_sinks(s, n);
     /* join the file streams' threads and finalise their outputs */
     keyer_status first = KEYER_OK;
@@ -879,6 +897,18 @@ keyer_status keyer_session_add_file(keyer_session *s, const keyer_file_stream_pa
                                "session: at most %d streams (max_streams)", s->params.max_streams);
     kr_stream *st = NULL;
     keyer_status rs = kr_stream_open_file(&s->env, id, params, &st, err);
+    if (rs && params->fail_alone && rs != KEYER_STATUS_INVALID_ARGUMENT &&
+        rs != KEYER_STATUS_OUT_OF_MEMORY) {
+        /* kept as a failed stream: reported, and the other streams run */
+        keyer_error cause = err ? *err : (keyer_error){0};
+        if (!err)
+            keyer_error_set(&cause, rs, "%s: cannot open", params->input);
+        keyer_log(s->logger, KEYER_LOG_INFO, "stream %d (%s) fails alone: %s", id,
+                  params->input, cause.message);
+        rs = kr_stream_open_failed(&s->env, id, params, rs, &cause, &st, err);
+        if (!rs && err)
+            keyer_error_clear(err);
+    }
     if (rs)
         return rs;
     stream_publish(s, st);
@@ -953,4 +983,13 @@ keyer_status keyer_session_close_stream(keyer_session *s, int stream_id, keyer_e
     if (!st)
         return KEYER_STATUS_INVALID_ARGUMENT;
     return kr_stream_close(st, err);
+}
+
+keyer_status keyer_session_stream_status(keyer_session *s, int stream_id, keyer_error *err)
+{
+    if (!s || stream_id < 0 || stream_id >= atomic_load(&s->stream_count) ||
+        !s->streams[stream_id])
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_session_stream_status: no stream %d", stream_id);
+    return kr_stream_status(s->streams[stream_id], err);
 }

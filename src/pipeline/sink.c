@@ -182,6 +182,8 @@ void *kr_sink_main(void *arg)
         kr_item *it = p;
         if (it->lost)
             atomic_fetch_add(&st->frames_lost, 1);
+        if (it->failed)
+            writing = 0; /* the stream failed at this frame: its output ends before it */
         if (!it->lost && !it->failed && writing)
             writing = write_item(st, it, track);
         kr_item_release(it);

@@ -22,6 +22,14 @@ void kr_stream_record_error(kr_stream *st, keyer_status status, const keyer_erro
                  err && err->message[0] ? err->message : keyer_status_name(status));
     }
     pthread_mutex_unlock(&st->err_lock);
+    atomic_store(&st->stop, 1);
+    kr_stream_interrupt(st);
+}
+
+/* Whether the stream's source stops: the session's or the stream's own stop. */
+static int stream_stopped(const kr_stream *st)
+{
+    return kr_stage_cancelled(st->env->ctx) || atomic_load(&st->stop);
 }
 
 /* A fatal error of the stream: the session records it as the stream's and its own. */
@@ -45,6 +53,7 @@ static keyer_status stream_new(const kr_stream_env *env, int id, kr_stream **out
     atomic_init(&st->reader_pub, NULL);
     atomic_init(&st->sink_finished, 0);
     atomic_init(&st->closed, 0);
+    atomic_init(&st->stop, 0);
     atomic_init(&st->frames_read, 0);
     atomic_init(&st->frames_written, 0);
     atomic_init(&st->frames_dropped, 0);
@@ -137,6 +146,28 @@ keyer_status kr_stream_open_file(const kr_stream_env *env, int id,
 fail:
     kr_stream_destroy(&st);
     return rs;
+}
+
+keyer_status kr_stream_open_failed(const kr_stream_env *env, int id,
+                                   const keyer_file_stream_params *params, keyer_status status,
+                                   const keyer_error *cause, kr_stream **out, keyer_error *err)
+{
+    kr_stream *st = NULL;
+    keyer_status rs = stream_new(env, id, &st, err);
+    if (rs)
+        return rs;
+    st->source = KR_SOURCE_READER;
+    st->sink = params->output ? KR_SINK_WRITER : KR_SINK_DISCARD;
+    st->open_failed = 1;
+    st->input = dup_str(params->input);
+    st->output = dup_str(params->output);
+    if (!st->input || (params->output && !st->output)) {
+        kr_stream_destroy(&st);
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
+    }
+    kr_stream_record_error(st, status, cause);
+    *out = st;
+    return KEYER_OK;
 }
 
 keyer_status kr_stream_open_push(const kr_stream_env *env, int id,
@@ -484,7 +515,7 @@ static int ingest(kr_stream *st, kr_item *it)
 static void sleep_until(const kr_stream *st, int64_t due)
 {
     struct timespec ts = kr_clock_deadline(due);
-    while (kr_clock_ns() < due && !kr_stage_cancelled(st->env->ctx))
+    while (kr_clock_ns() < due && !stream_stopped(st))
         if (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != EINTR)
             break;
 }
@@ -536,6 +567,52 @@ static void skip_frame(kr_stream *st, kr_item *it)
     kr_item_release(it);
 }
 
+/* Moves *@p last_end (in @p tb units) to the end of frame @p f when it is later. */
+static void frame_end(const keyer_frame *f, keyer_rational tb, int64_t *last_end)
+{
+    if (f->pts == INT64_MIN || tb.num <= 0 || tb.den <= 0 || f->time_base.num <= 0 ||
+        f->time_base.den <= 0)
+        return;
+    int64_t dur = f->duration > 0 ? f->duration : 0;
+    double t = (double)(f->pts + dur) * f->time_base.num / f->time_base.den;
+    int64_t end = (int64_t)(t * tb.den / tb.num + 0.5);
+    if (end > *last_end)
+        *last_end = end;
+}
+
+/*
+ * At the end of a file input: an input whose reader saw it stop inside damaged or missing
+ * data, or whose frames end well before the duration its container declares (by more than
+ * half a second and 2 % of it: audio longer than the video stays within that), was cut or
+ * damaged; that is the stream's error (BAD_DATA). Live inputs and inputs of unknown length
+ * are not checked.
+ */
+static keyer_status check_complete(kr_stream *st, int64_t last_end, keyer_error *err)
+{
+    keyer_reader_stats rs;
+    keyer_reader_stats_get(st->reader, &rs);
+    if (rs.truncated)
+        return keyer_error_set(err, KEYER_STATUS_BAD_DATA,
+                               "reading %s: the input ends inside damaged or missing data (cut "
+                               "file?) after %lld frames", st->input,
+                               (long long)atomic_load(&st->frames_read));
+    const keyer_video_info *vi = &st->info;
+    if (st->live || vi->duration <= 0 || last_end == INT64_MIN || vi->time_base.num <= 0 ||
+        vi->time_base.den <= 0)
+        return KEYER_OK;
+    double tb = (double)vi->time_base.num / vi->time_base.den;
+    double start = vi->start_pts == INT64_MIN ? 0.0 : (double)vi->start_pts * tb;
+    double covered = (double)last_end * tb - start;
+    double declared = (double)vi->duration * tb;
+    double slack = declared * 0.02 > 0.5 ? declared * 0.02 : 0.5;
+    if (covered + slack >= declared)
+        return KEYER_OK;
+    return keyer_error_set(err, KEYER_STATUS_BAD_DATA,
+                           "reading %s: the input stops after %.2f s of its %.2f s (%lld "
+                           "frames; cut or damaged file)", st->input, covered, declared,
+                           (long long)atomic_load(&st->frames_read));
+}
+
 static void *reader_main(void *arg)
 {
     kr_stream *st = arg;
@@ -548,11 +625,12 @@ static void *reader_main(void *arg)
                   st->frame_rate.num > 0 &&
                   (double)st->frame_rate.num / st->frame_rate.den <= 1000.0;
     int64_t released = 0, due = 0;
-    while (!kr_stage_cancelled(ctx)) {
+    int64_t last_end = INT64_MIN; /* end of the last frame read, in the stream's time base */
+    while (!stream_stopped(st)) {
         kr_item *it = take_free_item(st, 1);
         if (!it)
             break;
-        if (kr_stage_cancelled(ctx)) {
+        if (stream_stopped(st)) {
             kr_item_release(it);
             break;
         }
@@ -564,6 +642,8 @@ static void *reader_main(void *arg)
         int64_t t1 = kr_clock_ns();
         if (rs == KEYER_STATUS_END || rs == KEYER_STATUS_INTERRUPTED) {
             kr_item_release(it);
+            if (rs == KEYER_STATUS_END && (rs = check_complete(st, last_end, &e)))
+                stream_fail(st, rs, &e);
             break;
         }
         if (rs) {
@@ -587,6 +667,7 @@ static void *reader_main(void *arg)
             atomic_fetch_add(&st->frames_damaged, 1);
         if (it->frame->time_base.num <= 0 || it->frame->time_base.den <= 0)
             it->frame->time_base = st->time_base;
+        frame_end(it->frame, st->time_base, &last_end);
         atomic_fetch_add(&st->frames_read, 1);
         it->t_in = arrive;
         kr_stage_stats_record(env->read_stats, 1, t0, t1);

@@ -62,6 +62,8 @@ typedef struct kr_stream {
     int source, sink;
     int live;
     int started;
+    int open_failed;        /* the input could not be opened: the stream never starts */
+    atomic_int stop;        /* this stream stops reading (its first error was recorded) */
     /* geometry of the frames */
     int width, height;
     keyer_pixel_format format;
@@ -118,6 +120,15 @@ keyer_status kr_stream_open_file(const kr_stream_env *env, int id,
                                  const keyer_file_stream_params *params, kr_stream **out,
                                  keyer_error *err);
 
+/**
+ * Makes stream @p id for an input that could not be opened (@p status, @p cause): it holds
+ * the input and output names and that error, never starts and writes nothing.
+ * Errors: OUT_OF_MEMORY.
+ */
+keyer_status kr_stream_open_failed(const kr_stream_env *env, int id,
+                                   const keyer_file_stream_params *params, keyer_status status,
+                                   const keyer_error *cause, kr_stream **out, keyer_error *err);
+
 /** Opens stream @p id taking pushed frames as @p params describes them.
  *  Errors: INVALID_ARGUMENT, UNSUPPORTED, OUT_OF_MEMORY. */
 keyer_status kr_stream_open_push(const kr_stream_env *env, int id,
@@ -147,7 +158,9 @@ void kr_stream_finish(kr_stream *st, keyer_status *first, keyer_error *first_err
  *  finalises its output and frees everything. Accepts NULL; sets *st NULL. */
 void kr_stream_destroy(kr_stream **st);
 
-/** Records the stream's first error (later ones are ignored). */
+/** Records the stream's first error (later ones are ignored) and stops the stream alone: its
+ *  source stops reading, the frames already read go on to its sink, which stops writing at
+ *  the first failed frame; the output is finalised when the stream finishes. */
 void kr_stream_record_error(kr_stream *st, keyer_status status, const keyer_error *err);
 
 /** The stream's first error (copied into *err when there is one), or KEYER_OK. */

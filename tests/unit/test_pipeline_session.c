@@ -897,6 +897,100 @@ static void test_received_frame_outlives_session(void **state)
     keyer_frame_destroy(&f);
 }
 
+/* ---- streams fail alone ---------------------------------------------------------------------- */
+
+static keyer_status fail_stream2_at_5(void *opaque, int stream_id, int64_t index,
+                                      const keyer_frame *in, keyer_frame *out, keyer_error *err)
+{
+    (void)in, (void)out;
+    atomic_fetch_add((atomic_int *)opaque, 1);
+    if (stream_id == 2 && index == 5)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL, "stream 2 failed on purpose at 5");
+    return KEYER_OK;
+}
+
+/* Three file streams: 0 fine, 1 not a video (added with fail_alone), 2 failing at frame 5 in
+ * its frame_fn. Stream 0 runs to its end, 2 keeps frames 0..4 in a valid output, 1 writes
+ * nothing; the run returns stream 1's error; keyer_session_stream_status() and the stream
+ * reports tell each stream's error. */
+static void test_streams_fail_alone(void **state)
+{
+    (void)state;
+    char in[4096], txt[4096], out0[4096], out1[4096], out2[4096];
+    tmp_path(in, sizeof(in), "alone_in.mp4");
+    tmp_path(txt, sizeof(txt), "alone_notes.mp4");
+    tmp_path(out0, sizeof(out0), "alone_out0.mp4");
+    tmp_path(out1, sizeof(out1), "alone_out1.mp4");
+    tmp_path(out2, sizeof(out2), "alone_out2.mp4");
+    make_sample(in, 160, 96, 12);
+    kt_write_file(txt, "this is not a video\n", 20);
+    unlink(out1);
+    keyer_logger lg = quiet();
+    atomic_int calls;
+    atomic_init(&calls, 0);
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.logger = &lg;
+    sp.passthrough = 1;
+    sp.frame_fn = fail_stream2_at_5;
+    sp.frame_opaque = &calls;
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
+    add_file(s, in, out0);
+    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+    fp.input = txt;
+    fp.output = out1;
+    fp.fail_alone = 1;
+    int id = -1;
+    assert_int_equal(keyer_session_add_file(s, &fp, &id, &err), KEYER_OK);
+    assert_int_equal(id, 1);
+    assert_int_equal(keyer_session_stream_status(s, 1, &err), KEYER_STATUS_BAD_DATA);
+    assert_non_null(strstr(err.message, "alone_notes.mp4"));
+    add_file(s, in, out2);
+    assert_int_equal(keyer_session_stream_count(s), 3);
+    /* fail_alone does not hide bad arguments */
+    fp.input = NULL;
+    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(keyer_session_stream_count(s), 3);
+
+    assert_int_equal(keyer_session_run(s, &err), KEYER_STATUS_BAD_DATA);
+    assert_non_null(strstr(err.message, "alone_notes.mp4"));
+    keyer_error e = {0};
+    assert_int_equal(keyer_session_stream_status(s, 0, &e), KEYER_OK);
+    assert_int_equal(keyer_session_stream_status(s, 1, &e), KEYER_STATUS_BAD_DATA);
+    assert_int_equal(keyer_session_stream_status(s, 2, &e), KEYER_STATUS_INTERNAL);
+    assert_non_null(strstr(e.message, "failed on purpose at 5"));
+    assert_int_equal(keyer_session_stream_status(s, 3, &e), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(keyer_session_stream_status(NULL, 0, &e), KEYER_STATUS_INVALID_ARGUMENT);
+    keyer_stream_report sr;
+    assert_int_equal(keyer_session_get_stream_report(s, 0, &sr, &e), KEYER_OK);
+    assert_int_equal(sr.status, KEYER_OK);
+    assert_string_equal(sr.error, "");
+    assert_int_equal(sr.frames_written, 12);
+    assert_int_equal(keyer_session_get_stream_report(s, 1, &sr, &e), KEYER_OK);
+    assert_int_equal(sr.status, KEYER_STATUS_BAD_DATA);
+    assert_non_null(strstr(sr.error, "alone_notes.mp4"));
+    assert_int_equal(sr.frames_written, 0);
+    assert_int_equal(keyer_session_get_stream_report(s, 2, &sr, &e), KEYER_OK);
+    assert_int_equal(sr.status, KEYER_STATUS_INTERNAL);
+    assert_int_equal(sr.frames_written, 5);
+    keyer_session_destroy(&s);
+    assert_int_equal(count_frames(out0, NULL, NULL), 12);
+    assert_int_equal(count_frames(out2, NULL, NULL), 5);
+    assert_int_equal(access(out1, F_OK), -1);
+    assert_int_equal(atomic_load(&calls), 12 + 6);
+
+    /* every input failing to open: the run starts nothing and returns the first error */
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
+    fp.input = txt;
+    assert_int_equal(keyer_session_add_file(s, &fp, NULL, &err), KEYER_OK);
+    assert_int_equal(keyer_session_run(s, &err), KEYER_STATUS_BAD_DATA);
+    assert_non_null(strstr(err.message, "alone_notes.mp4"));
+    keyer_session_destroy(&s);
+    assert_int_equal(access(out1, F_OK), -1);
+}
+
 /* ---- bad inputs and parameters ------------------------------------------------------------------- */
 
 static void test_bad_inputs(void **state)
@@ -1014,6 +1108,7 @@ int main(void)
         cmocka_unit_test(test_again_and_latency_mode),
         cmocka_unit_test(test_live_drops_oldest),
         cmocka_unit_test(test_received_frame_outlives_session),
+        cmocka_unit_test(test_streams_fail_alone),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -193,6 +193,7 @@ static keyer_status add_files(keyer_session *s, const run_opts *r, const char *c
         fp.writer.pixel_format = r->pix_fmt;
         fp.writer.format = r->format;
         fp.writer.codec_options = r->codec_options;
+        fp.fail_alone = r->ninputs > 1; /* one input that cannot be opened stops no other */
         keyer_status st = keyer_session_add_file(s, &fp, NULL, err);
         if (st)
             return st;
@@ -214,7 +215,8 @@ static int finish(keyer_session *s, const run_opts *r, const kc_analytics *an, k
     }
     keyer_session_report rep;
     keyer_session_get_report(s, &rep);
-    if (r->verbosity >= 0 && (st == KEYER_OK || rep.frames_written > 0))
+    /* several inputs: the summary names each failed stream, even when nothing was written */
+    if (r->verbosity >= 0 && (st == KEYER_OK || rep.frames_written > 0 || r->ninputs > 1))
         run_summary(s, r, stderr);
     if (an && r->verbosity >= 0)
         kc_analytics_summary(an, stderr);

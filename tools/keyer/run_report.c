@@ -89,16 +89,26 @@ void run_summary(keyer_session *s, const run_opts *r, FILE *f)
             (long long)rep.frames_written, rep.frames_written == 1 ? "" : "s", rep.seconds, rep.fps,
             rep.device, rep.model, rep.batch, rep.detector[0] ? ", detector " : "",
             rep.detector);
-    int n = keyer_session_stream_count(s);
+    int n = keyer_session_stream_count(s), failed = 0;
     for (int i = 0; i < n; i++) {
         keyer_stream_report sr;
         if (keyer_session_get_stream_report(s, i, &sr, NULL))
             continue;
+        if (sr.status) {
+            fprintf(f, "  %s -> %s: FAILED after %lld frame%s: %s\n", sr.input,
+                    sr.output[0] ? sr.output : "(discarded)", (long long)sr.frames_written,
+                    sr.frames_written == 1 ? "" : "s", sr.error);
+            failed++;
+            continue;
+        }
         fprintf(f, "  %s -> %s: %lld frames, %dx%d, %s decode, %s%s\n", sr.input,
                 sr.output[0] ? sr.output : "(discarded)", (long long)sr.frames_written, sr.width,
                 sr.height, sr.hw_decode ? "NVDEC" : "CPU", sr.encoder[0] ? sr.encoder : "no encoder",
                 sr.has_audio ? (r->no_audio ? ", audio not copied" : ", audio copied") : "");
     }
+    if (failed)
+        fprintf(f, "  %d of %d stream%s failed (the others ran to their end)\n", failed, n,
+                n == 1 ? "" : "s");
     if (rep.frames_dropped || rep.frames_damaged || rep.frames_lost)
         fprintf(f, "  warning: %lld frame%s dropped (live input behind), %lld damaged in the "
                    "input, %lld lost\n",
