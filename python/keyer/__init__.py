@@ -33,7 +33,8 @@ from ._keyer import (
 )
 
 __all__ = [
-    "Keyer", "run", "models", "options", "version", "read_image", "write_image",
+    "Keyer", "run", "models", "options", "version", "built_with_cuda", "read_image",
+    "write_image",
     "Error", "InvalidArgumentError", "OutOfMemoryError", "InputOutputError", "BadDataError",
     "UnsupportedError", "DeviceError", "CancelledError", "InternalError", "AgainError",
     "EndError",
@@ -188,6 +189,11 @@ def write_image(path: PathLike, image: Any, format: str = "rgb") -> None:
 def version() -> str:
     """keyer's version."""
     return _keyer.version()
+
+
+def built_with_cuda() -> bool:
+    """Whether keyer was built with its CUDA backends (device="cuda", GPU tensors)."""
+    return _keyer.built_with_cuda()
 
 
 # ---- the main job -------------------------------------------------------------------------

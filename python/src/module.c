@@ -1,6 +1,6 @@
 /*
  * keyer._keyer: the C extension of the Python package, written against keyer's public headers
- * (include/keyer/) and the per-frame chain beside it (chain.h). Arrays cross the boundary
+ * (include/keyer/); Keyer is the library's keying chain (keyer/keying.h). Arrays cross the boundary
  * through the buffer protocol (NumPy arrays, memoryviews, anything exporting uint8 strided
  * buffers), so no NumPy headers are needed to build it; new arrays are made by calling
  * numpy.empty. The GIL is released around every call into keyer that does work.
@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "chain.h"
 #include "keyer/keyer.h"
 
 /* ---- errors ------------------------------------------------------------------------------- */
@@ -406,7 +405,7 @@ static int input_get(PyObject *obj, kp_layout layout, kp_input *in)
 
 typedef struct {
     PyObject_HEAD
-    kp_chain *chain;
+    keyer_keying *keying;
     keyer_composite_mode mode;
     kp_layout layout;    /* default input layout */
     int busy;            /* a call runs without the GIL */
@@ -430,7 +429,7 @@ static keyer_status scratch(keyer_frame **f, keyer_pixel_format fmt, int w, int 
 
 static void keyer_free_all(KeyerObject *k)
 {
-    kp_chain_destroy(&k->chain);
+    keyer_keying_destroy(&k->keying);
     keyer_frame_destroy(&k->rgb_in);
     keyer_frame_destroy(&k->rgb_out);
     keyer_frame_destroy(&k->alpha);
@@ -460,7 +459,7 @@ static int set_background(KeyerObject *k, PyObject *bg, PyObject *fmt_obj)
         if (!st)
             st = keyer_image_read(p, KEYER_PIXEL_FORMAT_RGB24, f, &e);
         if (!st)
-            st = kp_chain_set_background(k->chain, f, &e);
+            st = keyer_keying_set_background(k->keying, f, &e);
         Py_END_ALLOW_THREADS
         if (st)
             keyer_error_prefix(&e, "background %s: ", p);
@@ -486,13 +485,13 @@ static int set_background(KeyerObject *k, PyObject *bg, PyObject *fmt_obj)
                 st = keyer_frame_copy(f, src, &e);
         }
         if (!st)
-            st = kp_chain_set_background(k->chain, f, &e);
+            st = keyer_keying_set_background(k->keying, f, &e);
         Py_END_ALLOW_THREADS
         input_release(&in);
         if (st)
             keyer_error_prefix(&e, "background: ");
     }
-    keyer_frame_destroy(&f); /* the chain holds its own reference */
+    keyer_frame_destroy(&f); /* the keying chain holds its own reference */
     if (st) {
         raise_keyer(st, &e);
         return -1;
@@ -517,7 +516,7 @@ static int Keyer_init(KeyerObject *k, PyObject *args, PyObject *kw)
     keyer_free_all(k);
     keyer_error e = {0};
     keyer_status st;
-    kp_chain_params p = kp_chain_params_defaults();
+    keyer_keying_params p = keyer_keying_params_defaults();
     p.model = model;
     p.threads = threads;
     if (threads < 0 || threads > 256)
@@ -533,7 +532,7 @@ static int Keyer_init(KeyerObject *k, PyObject *args, PyObject *kw)
         return -1;
     k->mode = p.composite.mode;
     Py_BEGIN_ALLOW_THREADS
-    st = kp_chain_create(&p, &k->chain, &e);
+    st = keyer_keying_create(&p, &k->keying, &e);
     Py_END_ALLOW_THREADS
     if (st)
         return raise_keyer(st, &e), -1;
@@ -548,7 +547,7 @@ static int Keyer_init(KeyerObject *k, PyObject *args, PyObject *kw)
 
 static int keyer_usable(KeyerObject *k)
 {
-    if (!k->chain) {
+    if (!k->keying) {
         raise_invalid("Keyer: closed");
         return 0;
     }
@@ -725,14 +724,12 @@ static keyer_status keyer_work(KeyerObject *k, kp_input *in, keyer_frame *alpha,
                 src->width, src->height, in->layout == KP_BGR ? 3 : 4);
         src = k->rgb_in;
     }
-    if ((st = kp_chain_matte(k->chain, src, alpha, e)))
-        return st;
     if (!o)
-        return KEYER_OK;
+        return keyer_keying_process(k->keying, src, NULL, alpha, e);
     if (!o->swap)
-        return kp_chain_composite(k->chain, src, alpha, &o->frame, e);
+        return keyer_keying_process(k->keying, src, &o->frame, alpha, e);
     if ((st = scratch(&k->rgb_out, o->frame.format, src->width, src->height, e)) ||
-        (st = kp_chain_composite(k->chain, src, alpha, k->rgb_out, e)))
+        (st = keyer_keying_process(k->keying, src, k->rgb_out, alpha, e)))
         return st;
     swap_rb(o->frame.data[0], o->frame.stride[0], k->rgb_out->data[0], k->rgb_out->stride[0],
             src->width, src->height, o->frame.format == KEYER_PIXEL_FORMAT_RGB24 ? 3 : 4);
@@ -826,7 +823,7 @@ static PyObject *Keyer_reset(KeyerObject *k, PyObject *unused)
     (void)unused;
     if (!keyer_usable(k))
         return NULL;
-    kp_chain_reset(k->chain);
+    keyer_keying_reset(k->keying);
     Py_RETURN_NONE;
 }
 
@@ -862,13 +859,13 @@ static PyObject *Keyer_exit(KeyerObject *k, PyObject *args)
 static PyObject *Keyer_get_closed(KeyerObject *k, void *closure)
 {
     (void)closure;
-    return PyBool_FromLong(k->chain == NULL);
+    return PyBool_FromLong(k->keying == NULL);
 }
 
 static PyObject *Keyer_get_model(KeyerObject *k, void *closure)
 {
     (void)closure;
-    const keyer_model_entry *e = kp_chain_model_entry(k->chain);
+    const keyer_model_entry *e = keyer_keying_model_entry(k->keying);
     if (!e)
         Py_RETURN_NONE;
     return PyUnicode_FromString(e->name);
@@ -1283,12 +1280,21 @@ static PyObject *py_version(PyObject *self, PyObject *unused)
     return PyUnicode_FromString(keyer_version());
 }
 
+static PyObject *py_built_with_cuda(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(keyer_built_with_cuda());
+}
+
 static PyMethodDef module_methods[] = {
     {"options", py_options, METH_VARARGS,
      "options(table) -> [(name, type, default, min, max, choices, help)]"},
     {"run", py_run, METH_VARARGS, "The main job (see keyer.run)."},
     {"models", py_models, METH_NOARGS, "The shipped models (see keyer.models)."},
     {"version", py_version, METH_NOARGS, "keyer's version string."},
+    {"built_with_cuda", py_built_with_cuda, METH_NOARGS,
+     "Whether keyer was built with its CUDA backends."},
     {"read_image", (PyCFunction)(void (*)(void))py_read_image, METH_VARARGS | METH_KEYWORDS,
      "read_image(path, format='rgb')\n--\n\nDecodes a still image (JPEG, PNG, ...) into a "
      "uint8 array."},
