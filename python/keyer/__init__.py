@@ -6,6 +6,8 @@ The package wraps keyer's C library (a C extension written against its public he
   RGBA) or NV12 planes in, the composited frame and/or the matte out as NumPy arrays.
 * :func:`run` runs keyer's main job (the ``keyer INPUT -o OUTPUT`` command) on video files,
   with the command line's options, a progress callback and the statistics as a dict.
+* :class:`Detector` and :func:`detect` find faces (boxes, keypoints, face mesh, track ids)
+  and the body pose in frames, as :class:`Detections` objects convertible to NumPy arrays.
 * :func:`models` lists the shipped models; :func:`options` the option tables.
 
 Errors raise :class:`Error` subclasses, one per keyer status, carrying keyer's message. The
@@ -18,6 +20,8 @@ import os
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import _keyer
+from .detections import (FACE_MESH_CONTOURS, POSE_CONNECTIONS, Detections, Face, Faces,
+                         Pose)
 from ._keyer import (
     AgainError,
     BadDataError,
@@ -33,7 +37,8 @@ from ._keyer import (
 )
 
 __all__ = [
-    "Keyer", "run", "models", "options", "version", "built_with_cuda", "read_image",
+    "Keyer", "Detector", "detect", "Detections", "Face", "Faces", "Pose", "POSE_CONNECTIONS",
+    "FACE_MESH_CONTOURS", "run", "models", "options", "version", "built_with_cuda", "read_image",
     "write_image",
     "Error", "InvalidArgumentError", "OutOfMemoryError", "InputOutputError", "BadDataError",
     "UnsupportedError", "DeviceError", "CancelledError", "InternalError", "AgainError",
@@ -165,6 +170,73 @@ class Keyer(_keyer.Keyer):
 
         def matte(self, frame: Frame, out: Any = None, *, format: Optional[str] = None) -> Any:
             """The refined matte of ``frame`` alone, (h, w) uint8 (255 = person)."""
+
+
+class Detector(_keyer.Detector):
+    """Face and body analysers for the frames of one stream, as the main job's ``--detect``
+    runs them (``keyer INPUT -o OUTPUT --detect faces,pose``): the same models, settings and
+    tracking, so the same frames give the same :class:`Detections`.
+
+    ``Detector(what=("faces",), *, mesh=False, max_faces=16, device="cpu", threads=0,
+    format="rgb")``
+
+    * ``what``: "faces" (BlazeFace short range; "faces:full" for the full-range model) and/or
+      "pose" (BlazePose lite; "pose:full", "pose:heavy"), as a sequence or "faces,pose".
+    * ``mesh``: also the 468-point face mesh on each face (``Face.landmarks``), which then
+      tracks the faces from frame to frame (the main job's ``--draw mesh``).
+    * ``max_faces``: faces followed at most (1..64).
+    * ``device``: where the networks run: "cpu" (default), "reference" or "cuda" (frames stay
+      host arrays).
+    * ``format``: the frames' layout unless a call says otherwise: "rgb", "bgr", "rgba",
+      "bgra" or "nv12".
+
+    Frames are a video: faces keep their ids from frame to frame (an id is given once a face
+    was seen in 3 frames, 0 before); :meth:`reset` forgets them. One thread at a time per
+    Detector; use it as a context manager (or :meth:`close`) to free its models at once.
+    """
+
+    def __init__(self, what: Union[str, Sequence[str]] = ("faces",), *, mesh: bool = False,
+                 max_faces: int = 16, device: str = "cpu", threads: int = 0,
+                 format: str = "rgb") -> None:
+        super().__init__(what, bool(mesh), int(max_faces), _device_backend(device),
+                         int(threads), format)
+        self._index = 0
+
+    def detect(self, frame: Frame, *, format: Optional[str] = None) -> Detections:
+        """Analyses the next frame of the stream: its :class:`Detections` (``index`` counts
+        the frames given so far)."""
+        raw = self._detect(frame, format=format, index=self._index)
+        self._index += 1
+        return Detections._from_raw(raw)
+
+    def reset(self) -> None:
+        """Forgets the tracked faces and pose (a new clip, a seek); frame numbers restart."""
+        super().reset()
+        self._index = 0
+
+    def __enter__(self) -> "Detector":
+        if self.closed:
+            raise InvalidArgumentError("Detector: closed")
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        self.close()
+        return False
+
+
+def detect(frame: Frame, what: Union[str, Sequence[str]] = ("faces", "pose"), *,
+           format: str = "rgb", mesh: bool = False, max_faces: int = 16, device: str = "cpu",
+           threads: int = 0) -> Detections:
+    """Finds faces and/or the body pose in one picture (see :class:`Detector` for the
+    arguments; for a video, keep a Detector so that faces keep their ids)::
+
+        d = keyer.detect(keyer.read_image("group.jpg"), ("faces", "pose"))
+        boxes = d.faces.numpy()          # (n, 5): x0, y0, x1, y1, score
+        skeleton = d.pose.keypoints      # (33, 2), or d.pose is None
+    """
+    with Detector(what, mesh=mesh, max_faces=max_faces, device=device, threads=threads,
+                  format=format) as d:
+        return d.detect(frame)
 
 
 def models() -> List[Dict[str, Any]]:

@@ -1,0 +1,173 @@
+/*
+ * Internal interface of keyer._keyer, the C extension of the Python package (prefix kp_),
+ * shared by its files:
+ *   module.c    the module: errors, option tables, models, images, version;
+ *   arrays.c    arrays in and out: NumPy arrays through the buffer protocol, pixel layouts,
+ *               caller frames as keyer frame views;
+ *   keyer_type.c  keyer.Keyer (the keying chain per frame);
+ *   detect.c    keyer.Detector and the detection objects' raw data (faces, pose);
+ *   overlay.c   keyer.Overlay;
+ *   run.c       keyer.run and keyer.Session (the pipeline), the statistics dict.
+ * Everything is written against keyer's public headers (include/keyer/) and CPython's C API.
+ * Functions returning int return 0, or -1 with a Python exception set; functions returning
+ * a PyObject * return a new reference, or NULL with an exception set.
+ */
+#ifndef KEYER_PYTHON_KP_H
+#define KEYER_PYTHON_KP_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "keyer/keyer.h"
+
+/* ---- errors (module.c) ---------------------------------------------------------------------- */
+
+/* Raises the keyer.Error subclass of @p st with @p err's message (or the status name);
+ * returns NULL. */
+PyObject *kp_raise(keyer_status st, const keyer_error *err);
+
+/* Raises keyer.InvalidArgumentError with a formatted message; returns NULL. */
+PyObject *kp_raise_invalid(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/* ---- option tables (module.c) --------------------------------------------------------------- */
+
+/* Applies {name: text} to the first of @p ntables tables that has each name (their structs in
+ * @p objs); an unknown name raises InvalidArgumentError naming @p what. None or NULL: nothing. */
+int kp_apply_options(PyObject *dict, const keyer_option *const *tables, void *const *objs,
+                     int ntables, const char *what);
+
+/* ---- arrays (arrays.c) ---------------------------------------------------------------------- */
+
+/* A new uint8 C-contiguous NumPy array (h, w, c), or (h, w) when c is 0 (numpy.empty). */
+PyObject *kp_new_array(Py_ssize_t h, Py_ssize_t w, Py_ssize_t c);
+
+/* A new float32 C-contiguous NumPy array of @p n elements in the shape (@p d0[, d1]) (d1 0:
+ * one dimension) holding @p values. */
+PyObject *kp_float_array(const float *values, Py_ssize_t d0, Py_ssize_t d1);
+
+/* One plane of the caller's pixels: uint8, 2 dimensions (h, w) or 3 (h, w, c), elements and
+ * pixels packed within each row, rows at a positive stride, in host memory (a buffer). */
+typedef struct kp_plane {
+    uint8_t *data;
+    int h, w, c, ndim;
+    ptrdiff_t stride;
+    keyer_memory_type memory;
+    int device;           /* CUDA device (CUDA memory) */
+    int readonly;
+    Py_buffer view;       /* host: the buffer (has_view) */
+    int has_view;
+    void *dl;             /* CUDA through DLPack: the managed tensor, deleted at release */
+    int dl_versioned;
+} kp_plane;
+
+/* Fills @p p's shape and row stride from an array's (ndim, shape, strides in bytes): uint8
+ * elements assumed; messages name @p what. */
+int kp_plane_geometry(kp_plane *p, int ndim, const Py_ssize_t *shape, const Py_ssize_t *strides,
+                      const char *what);
+
+/* Gets @p obj as a plane (@p writable: the caller writes it). Host arrays come through the
+ * buffer protocol; with @p cuda_ok, objects with __cuda_array_interface__ or __dlpack__ in
+ * CUDA memory too (@p stream: the consumer's stream, cudaStream_t, for DLPack). Messages
+ * name @p what. */
+int kp_plane_get(PyObject *obj, int writable, const char *what, int cuda_ok, void *stream,
+                 kp_plane *p);
+
+/* Releases what kp_plane_get took (accepts a zeroed plane). */
+void kp_plane_release(kp_plane *p);
+
+/* What the caller's pixel arrays hold. */
+typedef enum kp_layout {
+    KP_RGB = 0, /* (h, w, 3) R, G, B */
+    KP_BGR,     /* (h, w, 3) B, G, R (OpenCV) */
+    KP_RGBA,    /* (h, w, 4) */
+    KP_BGRA,    /* (h, w, 4) B, G, R, A (OpenCV) */
+    KP_NV12,    /* a (y, uv) pair, or one (h * 3 / 2, w) array */
+} kp_layout;
+
+extern const char *const kp_layout_names[];
+
+/* The layout called @p name (rgb, bgr, rgba, bgra, nv12). */
+int kp_layout_from_name(const char *name, kp_layout *out);
+
+/* Copies a packed picture swapping channels 0 and 2 (RGB <-> BGR, RGBA <-> BGRA); c 3 or 4. */
+void kp_swap_rb(uint8_t *dst, ptrdiff_t ds, const uint8_t *src, ptrdiff_t ss, int w, int h,
+                int c);
+
+/* A frame as the caller gave it: its planes and a keyer frame viewing them (no buffers). */
+typedef struct kp_input {
+    kp_plane planes[2];
+    int nplanes;
+    kp_layout layout;
+    int stacked;       /* NV12 given as one array */
+    keyer_frame frame; /* a view of the caller's pixels (BGR, BGRA: still swapped) */
+} kp_input;
+
+/* Describes the caller's frame @p obj in @p layout (@p cuda_ok, @p stream: kp_plane_get);
+ * @p what names it in messages ("frame", "out"). */
+int kp_input_get(PyObject *obj, kp_layout layout, int writable, const char *what, int cuda_ok,
+                 void *stream, kp_input *in);
+
+/* Releases the caller's planes. */
+void kp_input_release(kp_input *in);
+
+/* Makes *@p f a host frame of the format and size; reallocated only when they change. */
+keyer_status kp_scratch(keyer_frame **f, keyer_pixel_format fmt, int w, int h, keyer_error *err);
+
+/* The caller's frame @p obj (layout @p layout) as a host RGB24/RGBA/NV12 keyer frame:
+ * a view when possible, else (BGR, BGRA) swapped into *@p scratch. For the analysers and
+ * the overlay. */
+int kp_host_frame(PyObject *obj, kp_layout layout, int writable, kp_input *in,
+                  keyer_frame **scratch, const keyer_frame **out);
+
+/* ---- the types (keyer_type.c, detect.c, overlay.c, run.c) ----------------------------------- */
+
+int kp_add_keyer(PyObject *m);
+int kp_add_detect(PyObject *m);
+int kp_add_overlay(PyObject *m);
+int kp_add_run(PyObject *m);
+
+/* The analysers of one stream (detect.c): faces (boxes, ids, keypoints, optional mesh) and
+ * body pose, as the main job's --detect makes them. */
+typedef struct kp_analysers kp_analysers;
+
+typedef struct kp_analysers_params {
+    int faces, pose;       /* which */
+    int mesh;              /* the 468-point face mesh (landmarks) */
+    int full_range;        /* full-range face detector */
+    int pose_model;        /* keyer_pose_model */
+    int max_faces;         /* 1..KEYER_FACES_MAX */
+    int session_detect;    /* faces come from a session's detector (kp_analysers_track) */
+    keyer_backend backend;
+    int threads;
+} kp_analysers_params;
+
+/* Creates the analysers. */
+keyer_status kp_analysers_create(const kp_analysers_params *p, kp_analysers **out,
+                                 keyer_error *err);
+void kp_analysers_destroy(kp_analysers **a);
+
+/* Analyses one host frame (keeps the results until the next call). Without the GIL. */
+keyer_status kp_analysers_run(kp_analysers *a, const keyer_frame *frame, keyer_error *err);
+
+/* Tracks the detections of a session's detector for a @p width x @p height frame. */
+keyer_status kp_analysers_track(kp_analysers *a, const keyer_detection *dets, int n, int width,
+                                int height, keyer_error *err);
+
+/* The last results as the raw dict keyer.Detections is made from (with the GIL): stream,
+ * index, width, height, time (when the frame has one), faces (a list of (id, score, detected,
+ * box, keypoints, presence, landmarks) when faces are analysed), pose ((presence, landmarks,
+ * world) or None, when the pose is analysed). @p frame gives the size and time. */
+PyObject *kp_analysers_result(kp_analysers *a, int stream, int64_t index,
+                              const keyer_frame *frame);
+
+/* Forgets the tracked faces and pose. */
+void kp_analysers_reset(kp_analysers *a);
+
+/* Parses what=("faces", "pose", "faces:full", "pose:heavy", "mesh") into @p p. */
+int kp_analysers_parse(PyObject *what, kp_analysers_params *p);
+
+#endif
