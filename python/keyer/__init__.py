@@ -8,6 +8,8 @@ The package wraps keyer's C library (a C extension written against its public he
   with the command line's options, a progress callback and the statistics as a dict.
 * :class:`Detector` and :func:`detect` find faces (boxes, keypoints, face mesh, track ids)
   and the body pose in frames, as :class:`Detections` objects convertible to NumPy arrays.
+* :class:`Overlay` draws boxes, lines, curves, graphs (:class:`KnnGraph`), text, faces and
+  skeletons on frames, with keyer's renderer.
 * :func:`models` lists the shipped models; :func:`options` the option tables.
 
 Errors raise :class:`Error` subclasses, one per keyer status, carrying keyer's message. The
@@ -22,6 +24,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 from . import _keyer
 from .detections import (FACE_MESH_CONTOURS, POSE_CONNECTIONS, Detections, Face, Faces,
                          Pose)
+from ._keyer import KnnGraph, Overlay
 from ._keyer import (
     AgainError,
     BadDataError,
@@ -38,7 +41,7 @@ from ._keyer import (
 
 __all__ = [
     "Keyer", "Detector", "detect", "Detections", "Face", "Faces", "Pose", "POSE_CONNECTIONS",
-    "FACE_MESH_CONTOURS", "run", "models", "options", "version", "built_with_cuda", "read_image",
+    "FACE_MESH_CONTOURS", "Overlay", "KnnGraph", "run", "models", "options", "version", "built_with_cuda", "read_image",
     "write_image",
     "Error", "InvalidArgumentError", "OutOfMemoryError", "InputOutputError", "BadDataError",
     "UnsupportedError", "DeviceError", "CancelledError", "InternalError", "AgainError",

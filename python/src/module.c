@@ -411,7 +411,8 @@ PyMODINIT_FUNC PyInit__keyer(void)
     PyObject *m = PyModule_Create(&module_def);
     if (!m)
         return NULL;
-    if (add_errors(m) || kp_add_keyer(m) || kp_add_detect(m) || kp_add_run(m)) {
+    if (add_errors(m) || kp_add_keyer(m) || kp_add_detect(m) || kp_add_overlay(m) ||
+        kp_add_run(m)) {
         Py_DECREF(m);
         return NULL;
     }
