@@ -123,12 +123,51 @@ keyer_status kp_scratch(keyer_frame **f, keyer_pixel_format fmt, int w, int h, k
 int kp_host_frame(PyObject *obj, kp_layout layout, int writable, kp_input *in,
                   keyer_frame **scratch, const keyer_frame **out);
 
-/* ---- the types (keyer_type.c, detect.c, overlay.c, run.c) ----------------------------------- */
+/* ---- the types (keyer_type.c, detect.c, overlay.c, run.c, session.c) ----------------------- */
 
 int kp_add_keyer(PyObject *m);
 int kp_add_detect(PyObject *m);
 int kp_add_overlay(PyObject *m);
 int kp_add_run(PyObject *m);
+int kp_add_session(PyObject *m);
+
+/* ---- jobs on a keyer session (run.c) -------------------------------------------------------- */
+
+/* A session and the Python callbacks around it (keyer.run, keyer.Session). */
+typedef struct kp_job {
+    keyer_session_params sp;
+    keyer_session *s;
+    PyObject *progress;                  /* progress callable (borrowed) or NULL */
+    PyObject *exc_type, *exc, *exc_tb;   /* the first exception a callback raised */
+} kp_job;
+
+/* Fills @p job's session parameters from {name: text} dicts of the session, refinement and
+ * compositing tables and the rest; the progress callback (@p progress, or None: Ctrl-C only)
+ * is hooked in. The strings must outlive the job. */
+int kp_job_init(kp_job *job, PyObject *sopts, PyObject *ropts, PyObject *copts,
+                const char *model, const char *background, int passthrough, PyObject *progress,
+                int interval_ms);
+
+/* A file stream's parameters: @p input, @p output (str or None), @p writer ({codec, preset,
+ * quality, pixel_format, format, codec_options} or None). The strings are the objects'. */
+int kp_file_params(PyObject *input, PyObject *output, PyObject *writer, int copy_streams,
+                   keyer_file_stream_params *fp);
+
+/* Called with the GIL after a callback raised: keeps the first exception, stops the session. */
+void kp_job_failed(kp_job *job);
+
+/* The session's progress callback (opaque: the job). */
+void kp_job_progress(void *opaque, const keyer_session_progress *p);
+
+/* Runs job->s to its end (GIL released), writes the statistics and trace files when named:
+ * the statistics dict, or NULL with the exception a callback raised or keyer's error. */
+PyObject *kp_job_run(kp_job *job, const char *stats_path, const char *trace_path);
+
+/* Destroys the session (GIL released) and drops a kept exception. */
+void kp_job_clear(kp_job *job);
+
+/* The session's statistics so far as a dict (keyer_session_report and each stream's). */
+PyObject *kp_report_dict(keyer_session *s);
 
 /* The analysers of one stream (detect.c): faces (boxes, ids, keypoints, optional mesh) and
  * body pose, as the main job's --detect makes them. */

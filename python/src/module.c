@@ -334,6 +334,39 @@ static PyObject *py_connections(PyObject *self, PyObject *args)
     return t;
 }
 
+/* Appends (key, value, line) to the list @p opaque. */
+static keyer_status config_item(void *opaque, const char *key, const char *value, int line,
+                                keyer_error *err)
+{
+    PyObject *t = Py_BuildValue("(ssi)", key, value, line);
+    int rc = !t || PyList_Append(opaque, t);
+    Py_XDECREF(t);
+    if (rc) {
+        PyErr_Clear();
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "configuration: out of memory");
+    }
+    return KEYER_OK;
+}
+
+/* read_config(path) -> [(key, value, line), ...]: a YAML configuration file's settings */
+static PyObject *py_read_config(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *path = NULL;
+    if (!PyArg_ParseTuple(args, "O&:read_config", PyUnicode_FSConverter, &path))
+        return NULL;
+    PyObject *list = PyList_New(0);
+    keyer_error e = {0};
+    keyer_status st = list ? keyer_config_read(PyBytes_AS_STRING(path), config_item, list, &e)
+                           : KEYER_OK;
+    Py_DECREF(path);
+    if (st) {
+        Py_CLEAR(list);
+        kp_raise(st, &e);
+    }
+    return list;
+}
+
 static PyObject *py_built_with_cuda(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -346,6 +379,8 @@ static PyMethodDef module_methods[] = {
      "options(table) -> [(name, type, default, min, max, choices, help)]"},
     {"models", py_models, METH_NOARGS, "The shipped models (see keyer.models)."},
     {"version", py_version, METH_NOARGS, "keyer's version string."},
+    {"read_config", py_read_config, METH_VARARGS,
+     "read_config(path) -> [(key, value, line)]: the settings of a YAML configuration file"},
     {"connections", py_connections, METH_VARARGS,
      "connections(which) -> landmark index pairs: 'pose' (skeleton) or 'face_mesh' (contours)"},
     {"built_with_cuda", py_built_with_cuda, METH_NOARGS,
@@ -412,7 +447,7 @@ PyMODINIT_FUNC PyInit__keyer(void)
     if (!m)
         return NULL;
     if (add_errors(m) || kp_add_keyer(m) || kp_add_detect(m) || kp_add_overlay(m) ||
-        kp_add_run(m)) {
+        kp_add_run(m) || kp_add_session(m)) {
         Py_DECREF(m);
         return NULL;
     }
