@@ -114,6 +114,17 @@ def _split(opts: Dict[str, Any], tables: Sequence[str], what: str) -> Dict[str, 
     return out
 
 
+def _stream_handle(stream: Any) -> int:
+    """A CUDA stream as its cudaStream_t number: an int, a torch.cuda.Stream (cuda_stream), a
+    cupy.cuda.Stream (ptr); None: 0 (the Keyer makes its own)."""
+    if stream is None:
+        return 0
+    for attr in ("cuda_stream", "ptr"):
+        if hasattr(stream, attr):
+            return int(getattr(stream, attr))
+    return int(stream)
+
+
 def _device_backend(device: str) -> str:
     d = device.split(":")[0]
     if d == "auto":
@@ -149,7 +160,7 @@ class Keyer(_keyer.Keyer):
     def __init__(self, model: Optional[str] = None, device: str = "cpu",
                  precision: str = "f32", effect: Optional[str] = None, *,
                  background: Union[PathLike, Frame, None] = None, format: str = "rgb",
-                 threads: int = 0, **options: Any) -> None:
+                 threads: int = 0, stream: Any = None, **options: Any) -> None:
         opts = dict(options)
         if effect is None and "mode" not in opts:
             effect = "image" if background is not None else "blur"
@@ -160,8 +171,11 @@ class Keyer(_keyer.Keyer):
         merged.update(split["composite"])
         if isinstance(model, os.PathLike):
             model = os.fspath(model)
-        super().__init__(model, _device_backend(device), precision, int(threads), merged,
-                         format, background)
+        kind, _, ordinal = str(device).partition(":")
+        if ordinal and not ordinal.isdigit():
+            raise InvalidArgumentError("device '%s': cuda:N takes a device number" % device)
+        super().__init__(model, _device_backend(kind), precision, int(threads), merged,
+                         format, background, int(ordinal or 0), _stream_handle(stream))
 
     # process(), matte(), set_background(), reset(), close() and the context manager are the
     # extension's; their signatures, for readers and type checkers:

@@ -135,12 +135,15 @@ fail:
     return -1;
 }
 
-int kp_plane_get(PyObject *obj, int writable, const char *what, int cuda_ok, void *stream,
+int kp_plane_get(PyObject *obj, int writable, const char *what, const kp_cuda_ctx *cuda,
                  kp_plane *p)
 {
     memset(p, 0, sizeof(*p));
-    (void)cuda_ok;
-    (void)stream;
+    /* host arrays through the buffer protocol; the rest through the GPU array protocols (a
+     * DLPack tensor in host memory too, such as a PyTorch CPU tensor) */
+    if (!PyObject_CheckBuffer(obj) && (PyObject_HasAttrString(obj, "__cuda_array_interface__") ||
+                                       PyObject_HasAttrString(obj, "__dlpack__")))
+        return kp_cuda_plane_get(obj, writable, what, cuda, p);
     return host_plane_get(obj, writable, what, p);
 }
 
@@ -148,6 +151,7 @@ void kp_plane_release(kp_plane *p)
 {
     if (p->has_view)
         PyBuffer_Release(&p->view);
+    kp_cuda_plane_release(p);
     memset(p, 0, sizeof(*p));
 }
 
@@ -192,7 +196,7 @@ void kp_input_release(kp_input *in)
 }
 
 /* The NV12 planes of a (y, uv) pair. */
-static int nv12_pair(PyObject *obj, int writable, const char *what, int cuda_ok, void *stream,
+static int nv12_pair(PyObject *obj, int writable, const char *what, const kp_cuda_ctx *cuda,
                      kp_input *in, int *h, int *w)
 {
     if (PySequence_Size(obj) != 2) {
@@ -206,14 +210,14 @@ static int nv12_pair(PyObject *obj, int writable, const char *what, int cuda_ok,
     PyObject *y = PySequence_GetItem(obj, 0), *uv = y ? PySequence_GetItem(obj, 1) : NULL;
     int rc = -1;
     kp_plane *py = &in->planes[0], *puv = &in->planes[1];
-    if (!y || !uv || kp_plane_get(y, writable, wy, cuda_ok, stream, py))
+    if (!y || !uv || kp_plane_get(y, writable, wy, cuda, py))
         goto done;
     in->nplanes = 1;
     if (py->c != 1 || py->ndim != 2) {
         kp_raise_invalid("%s: expected (height, width)", wy);
         goto done;
     }
-    if (kp_plane_get(uv, writable, wuv, cuda_ok, stream, puv))
+    if (kp_plane_get(uv, writable, wuv, cuda, puv))
         goto done;
     in->nplanes = 2;
     *h = py->h;
@@ -238,8 +242,8 @@ done:
     return rc;
 }
 
-int kp_input_get(PyObject *obj, kp_layout layout, int writable, const char *what, int cuda_ok,
-                 void *stream, kp_input *in)
+int kp_input_get(PyObject *obj, kp_layout layout, int writable, const char *what,
+                 const kp_cuda_ctx *cuda, kp_input *in)
 {
     memset(in, 0, sizeof(*in));
     in->layout = layout;
@@ -248,7 +252,7 @@ int kp_input_get(PyObject *obj, kp_layout layout, int writable, const char *what
     int h, w;
     if (layout == KP_NV12) {
         if (PyTuple_Check(obj) || PyList_Check(obj)) {
-            if (nv12_pair(obj, writable, what, cuda_ok, stream, in, &h, &w)) {
+            if (nv12_pair(obj, writable, what, cuda, in, &h, &w)) {
                 kp_input_release(in);
                 return -1;
             }
@@ -258,7 +262,7 @@ int kp_input_get(PyObject *obj, kp_layout layout, int writable, const char *what
             f->stride[1] = in->planes[1].stride;
         } else {
             kp_plane *p = &in->planes[0];
-            if (kp_plane_get(obj, writable, what, cuda_ok, stream, p))
+            if (kp_plane_get(obj, writable, what, cuda, p))
                 return -1;
             in->nplanes = 1;
             if (p->ndim != 2 || p->h % 3 || p->w % 2) {
@@ -278,7 +282,7 @@ int kp_input_get(PyObject *obj, kp_layout layout, int writable, const char *what
         f->format = KEYER_PIXEL_FORMAT_NV12;
     } else {
         kp_plane *p = &in->planes[0];
-        if (kp_plane_get(obj, writable, what, cuda_ok, stream, p))
+        if (kp_plane_get(obj, writable, what, cuda, p))
             return -1;
         in->nplanes = 1;
         int want = layout == KP_RGB || layout == KP_BGR ? 3 : 4;
@@ -316,7 +320,7 @@ keyer_status kp_scratch(keyer_frame **f, keyer_pixel_format fmt, int w, int h, k
 int kp_host_frame(PyObject *obj, kp_layout layout, int writable, kp_input *in,
                   keyer_frame **scratch, const keyer_frame **out)
 {
-    if (kp_input_get(obj, layout, writable, "frame", 0, NULL, in))
+    if (kp_input_get(obj, layout, writable, "frame", NULL, in))
         return -1;
     *out = &in->frame;
     if (layout != KP_BGR && layout != KP_BGRA)

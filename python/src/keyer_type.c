@@ -12,8 +12,11 @@ typedef struct {
     keyer_frame *rgb_in; /* BGR(A) input swapped to RGB(A) */
     keyer_frame *rgb_out; /* output before swapping back to BGR(A) */
     keyer_frame *alpha;  /* the matte when the caller does not want it */
+    int device;          /* CUDA device of the network and of GPU arrays */
     PyObject *weakrefs;
 } KeyerObject;
+
+static PyTypeObject KeyerType;
 
 static void keyer_free_all(KeyerObject *k)
 {
@@ -58,7 +61,7 @@ static int set_background(KeyerObject *k, PyObject *bg, PyObject *fmt_obj)
             kp_layout_from_name(PyUnicode_AsUTF8(fmt_obj) ? PyUnicode_AsUTF8(fmt_obj) : "?", &layout))
             return -1;
         kp_input in;
-        if (kp_input_get(bg, layout, 0, "background", 0, NULL, &in))
+        if (kp_input_get(bg, layout, 0, "background", NULL, &in))
             return -1;
         const keyer_frame *src = &in.frame;
         Py_BEGIN_ALLOW_THREADS
@@ -90,12 +93,14 @@ static int set_background(KeyerObject *k, PyObject *bg, PyObject *fmt_obj)
 static int Keyer_init(KeyerObject *k, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"model", "backend", "precision", "threads", "options", "format",
-                             "background", NULL};
+                             "background", "device", "stream", NULL};
     const char *model = NULL, *backend = "cpu", *precision = "f32", *format = "rgb";
-    int threads = 0;
+    int threads = 0, device = 0;
+    unsigned long long stream = 0;
     PyObject *options = NULL, *background = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zssiOsO:Keyer", kwlist, &model, &backend,
-                                     &precision, &threads, &options, &format, &background))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zssiOsOiK:Keyer", kwlist, &model, &backend,
+                                     &precision, &threads, &options, &format, &background,
+                                     &device, &stream))
         return -1;
     if (k->busy) {
         PyErr_SetString(PyExc_RuntimeError, "Keyer: in use by another thread");
@@ -107,6 +112,11 @@ static int Keyer_init(KeyerObject *k, PyObject *args, PyObject *kw)
     keyer_keying_params p = keyer_keying_params_defaults();
     p.model = model;
     p.threads = threads;
+    p.device = device;
+    p.stream = (void *)(uintptr_t)stream;
+    k->device = device;
+    if (device < 0 || device > 63)
+        return kp_raise_invalid("device: CUDA device %d is outside 0..63", device), -1;
     if (threads < 0 || threads > 256)
         return kp_raise_invalid("threads: %d is outside 0..256", threads), -1;
     if (kp_layout_from_name(format, &k->layout))
@@ -147,35 +157,49 @@ static int keyer_usable(KeyerObject *k)
     return 1;
 }
 
-/* The output of process(): the caller's array(s) or new ones, as a keyer frame view. */
+/* The output of process(): the caller's array(s) or new ones, as a keyer frame view; for a
+ * GPU frame without out=, a keyer frame that keyer_keying_process allocates. */
 typedef struct kp_output {
     kp_input arrays;   /* the output's planes (a frame described like an input) */
     keyer_frame frame; /* a view of them, in the output's format */
-    PyObject *result;  /* what is returned */
+    keyer_frame *made; /* GPU: allocated by the keying (then wrapped in CudaArrays) */
+    PyObject *result;  /* what is returned (made: set after the work) */
     int swap;          /* channels 0 and 2 are swapped into it from k->rgb_out */
 } kp_output;
 
 static void output_release(kp_output *o)
 {
     kp_input_release(&o->arrays);
+    keyer_frame_destroy(&o->made);
+}
+
+/* Channels of a packed output for the frame and mode; 0: gray; -1: NV12. */
+static int output_channels(const KeyerObject *k, const kp_input *in)
+{
+    keyer_composite_mode m = k->mode;
+    if (m == KEYER_COMPOSITE_MASK)
+        return 0;
+    if (m == KEYER_COMPOSITE_ALPHA || m == KEYER_COMPOSITE_ALPHA_PREMULTIPLIED)
+        return 4;
+    if (in->layout == KP_NV12)
+        return -1;
+    return in->layout == KP_RGB || in->layout == KP_BGR ? 3 : 4;
 }
 
 /* Checks or makes the output for frame @p in in the Keyer's mode. 0, or -1 raised. */
-static int output_get(KeyerObject *k, const kp_input *in, PyObject *out, kp_output *o)
+static int output_get(KeyerObject *k, const kp_input *in, PyObject *out, const kp_cuda_ctx *cuda,
+                      kp_output *o)
 {
     memset(o, 0, sizeof(*o));
     int w = in->frame.width, h = in->frame.height;
-    int c; /* channels of a packed output; 0: gray; -1: NV12 */
-    keyer_composite_mode m = k->mode;
-    if (m == KEYER_COMPOSITE_MASK)
-        c = 0;
-    else if (m == KEYER_COMPOSITE_ALPHA || m == KEYER_COMPOSITE_ALPHA_PREMULTIPLIED)
-        c = 4;
-    else if (in->layout == KP_NV12)
-        c = -1;
-    else
-        c = in->layout == KP_RGB || in->layout == KP_BGR ? 3 : 4;
+    int c = output_channels(k, in);
+    int gpu = in->frame.memory == KEYER_MEMORY_CUDA;
     o->swap = c > 0 && (in->layout == KP_BGR || in->layout == KP_BGRA);
+    if (gpu && out == Py_None) {
+        keyer_error e = {0};
+        keyer_status st = keyer_frame_create(&o->made, &e);
+        return st ? (kp_raise(st, &e), -1) : 0;
+    }
     int ch = (h + 1) / 2, cw = (w + 1) / 2;
     if (out != Py_None) {
         o->result = Py_NewRef(out);
@@ -194,7 +218,7 @@ static int output_get(KeyerObject *k, const kp_input *in, PyObject *out, kp_outp
     keyer_frame *f = &o->frame;
     if (c >= 0) {
         kp_plane *p = &o->arrays.planes[0];
-        if (kp_plane_get(o->result, 1, "out", 0, NULL, p))
+        if (kp_plane_get(o->result, 1, "out", cuda, p))
             goto fail;
         o->arrays.nplanes = 1;
         if (p->h != h || p->w != w || (c ? p->c != c || p->ndim != 3 : p->ndim != 2)) {
@@ -213,16 +237,22 @@ static int output_get(KeyerObject *k, const kp_input *in, PyObject *out, kp_outp
         f->data[0] = p->data;
         f->stride[0] = p->stride;
         f->pts = INT64_MIN;
-        return 0;
+    } else {
+        /* NV12: the same checks as an input, plus writability */
+        if (kp_input_get(o->result, KP_NV12, 1, "out", cuda, &o->arrays))
+            goto fail;
+        if (o->arrays.frame.width != w || o->arrays.frame.height != h) {
+            kp_raise_invalid("out: NV12 planes of %dx%d expected", w, h);
+            goto fail;
+        }
+        *f = o->arrays.frame;
     }
-    /* NV12: the same checks as an input, plus writability */
-    if (kp_input_get(o->result, KP_NV12, 1, "out", 0, NULL, &o->arrays))
-        goto fail;
-    if (o->arrays.frame.width != w || o->arrays.frame.height != h) {
-        kp_raise_invalid("out: NV12 planes of %dx%d expected", w, h);
+    if (f->memory != in->frame.memory) {
+        kp_raise_invalid("out: in %s memory, the frame in %s memory (give both as NumPy "
+                         "arrays, or both on the GPU)", f->memory ? "CUDA" : "host",
+                         in->frame.memory ? "CUDA" : "host");
         goto fail;
     }
-    *f = o->arrays.frame;
     return 0;
 fail:
     output_release(o);
@@ -230,43 +260,61 @@ fail:
     return -1;
 }
 
-/* The matte target: the caller's (h, w) array, a new one (@p matte True), or the scratch. */
-static int matte_get(KeyerObject *k, const kp_input *in, PyObject *matte, kp_plane *view,
-                     PyObject **result, keyer_frame *alpha, keyer_error *e)
+/* The matte target: the caller's (h, w) array, a new one (@p matte True: on the GPU, made by
+ * the keying into *made), or the scratch (the keying's own for GPU frames). */
+static int matte_get(KeyerObject *k, const kp_input *in, PyObject *matte, const kp_cuda_ctx *cuda,
+                     kp_plane *view, PyObject **result, keyer_frame **alpha, keyer_frame *local,
+                     keyer_frame **made, keyer_error *e)
 {
     int w = in->frame.width, h = in->frame.height;
+    int gpu = in->frame.memory == KEYER_MEMORY_CUDA;
     *result = NULL;
+    *alpha = NULL;
     memset(view, 0, sizeof(*view));
-    memset(alpha, 0, sizeof(*alpha));
+    memset(local, 0, sizeof(*local));
     if (matte == Py_None || matte == Py_False) {
+        if (gpu)
+            return 0; /* the keying's own scratch */
         keyer_status st = kp_scratch(&k->alpha, KEYER_PIXEL_FORMAT_GRAY8, w, h, e);
         if (st)
             return kp_raise(st, e), -1;
-        *alpha = *k->alpha;
-        memset(alpha->buf, 0, sizeof(alpha->buf)); /* a view: the scratch keeps the buffer */
+        *alpha = k->alpha;
+        return 0;
+    }
+    if (gpu && matte == Py_True) {
+        keyer_status st = keyer_frame_create(made, e);
+        if (st)
+            return kp_raise(st, e), -1;
+        *alpha = *made;
         return 0;
     }
     *result = matte == Py_True ? kp_new_array(h, w, 0) : Py_NewRef(matte);
     if (!*result)
         return -1;
-    if (kp_plane_get(*result, 1, "matte", 0, NULL, view)) {
+    if (kp_plane_get(*result, 1, "matte", cuda, view)) {
         Py_CLEAR(*result);
         return -1;
     }
-    if (view->h != h || view->w != w || view->ndim != 2) {
+    int other_memory = view->memory != in->frame.memory;
+    if (view->h != h || view->w != w || view->ndim != 2 || other_memory) {
         kp_plane_release(view);
         Py_CLEAR(*result);
-        kp_raise_invalid("matte: expected shape (%d, %d)", h, w);
+        if (other_memory)
+            kp_raise_invalid("matte: not in the frame's memory (give both as NumPy arrays, or "
+                             "both on the GPU)");
+        else
+            kp_raise_invalid("matte: expected shape (%d, %d)", h, w);
         return -1;
     }
-    alpha->format = KEYER_PIXEL_FORMAT_GRAY8;
-    alpha->width = w;
-    alpha->height = h;
-    alpha->memory = view->memory;
-    alpha->device = view->device;
-    alpha->data[0] = view->data;
-    alpha->stride[0] = view->stride;
-    alpha->pts = INT64_MIN;
+    local->format = KEYER_PIXEL_FORMAT_GRAY8;
+    local->width = w;
+    local->height = h;
+    local->memory = view->memory;
+    local->device = view->device;
+    local->data[0] = view->data;
+    local->stride[0] = view->stride;
+    local->pts = INT64_MIN;
+    *alpha = local;
     return 0;
 }
 
@@ -276,11 +324,14 @@ static keyer_status keyer_work(KeyerObject *k, kp_input *in, keyer_frame *alpha,
 {
     const keyer_frame *src = &in->frame;
     keyer_status st;
+    if (src->memory == KEYER_MEMORY_CUDA) /* no swapping on the GPU (refused before) */
+        return keyer_keying_process(k->keying, src, o ? (o->made ? o->made : &o->frame) : NULL,
+                                    alpha, e);
     if (in->layout == KP_BGR || in->layout == KP_BGRA) {
         if ((st = kp_scratch(&k->rgb_in, src->format, src->width, src->height, e)))
             return st;
         kp_swap_rb(k->rgb_in->data[0], k->rgb_in->stride[0], src->data[0], src->stride[0],
-                src->width, src->height, in->layout == KP_BGR ? 3 : 4);
+                   src->width, src->height, in->layout == KP_BGR ? 3 : 4);
         src = k->rgb_in;
     }
     if (!o)
@@ -291,8 +342,73 @@ static keyer_status keyer_work(KeyerObject *k, kp_input *in, keyer_frame *alpha,
         (st = keyer_keying_process(k->keying, src, k->rgb_out, alpha, e)))
         return st;
     kp_swap_rb(o->frame.data[0], o->frame.stride[0], k->rgb_out->data[0], k->rgb_out->stride[0],
-            src->width, src->height, o->frame.format == KEYER_PIXEL_FORMAT_RGB24 ? 3 : 4);
+               src->width, src->height, o->frame.format == KEYER_PIXEL_FORMAT_RGB24 ? 3 : 4);
     return KEYER_OK;
+}
+
+/* A frame the keying allocated on the GPU as CudaArrays: one array, or NV12 as the input was
+ * given (one stacked array when its planes follow each other, else a (y, uv) pair). */
+static PyObject *gpu_result(KeyerObject *k, const keyer_frame *f, int stacked)
+{
+    void *stream = keyer_keying_stream(k->keying);
+    if (f->format != KEYER_PIXEL_FORMAT_NV12)
+        return kp_cuda_array_new(f, 0, 0, (PyObject *)k, stream);
+    if (stacked && f->stride[1] == f->stride[0] &&
+        f->data[1] == f->data[0] + (ptrdiff_t)f->height * f->stride[0])
+        return kp_cuda_array_new(f, 0, f->height + (f->height + 1) / 2, (PyObject *)k, stream);
+    PyObject *y = kp_cuda_array_new(f, 0, 0, (PyObject *)k, stream);
+    PyObject *uv = y ? kp_cuda_array_new(f, 1, 0, (PyObject *)k, stream) : NULL;
+    PyObject *t = uv ? PyTuple_Pack(2, y, uv) : NULL;
+    Py_XDECREF(y);
+    Py_XDECREF(uv);
+    return t;
+}
+
+/* Whether @p obj (or the first of a pair of planes) is a GPU array rather than a buffer. */
+static int looks_gpu(PyObject *obj)
+{
+    if ((PyTuple_Check(obj) || PyList_Check(obj)) && PySequence_Size(obj) > 0) {
+        PyObject *first = PySequence_GetItem(obj, 0);
+        int r = first && looks_gpu(first);
+        Py_XDECREF(first);
+        PyErr_Clear();
+        return r;
+    }
+    return !PyObject_CheckBuffer(obj) && (PyObject_HasAttrString(obj, "__cuda_array_interface__") ||
+                                          PyObject_HasAttrString(obj, "__dlpack__"));
+}
+
+/* The GPU context of a call: the keying's stream (made now for the first GPU array). */
+static int cuda_context(KeyerObject *k, PyObject *frame, kp_cuda_ctx *ctx)
+{
+    ctx->stream = keyer_keying_stream(k->keying);
+    ctx->device = k->device;
+    if (ctx->stream || !looks_gpu(frame) || !keyer_built_with_cuda())
+        return 0;
+    keyer_error e = {0};
+    keyer_status st = keyer_keying_stream_wait(k->keying, NULL, &e);
+    if (st)
+        return kp_raise(st, &e), -1;
+    ctx->stream = keyer_keying_stream(k->keying);
+    return 0;
+}
+
+/* The keying's later work waits for @p stream's work so far. */
+static int wait_stream(KeyerObject *k, void *stream)
+{
+    keyer_error e = {0};
+    keyer_status st = keyer_keying_stream_wait(k->keying, stream, &e);
+    return st ? (kp_raise(st, &e), -1) : 0;
+}
+
+/* The streams of the __cuda_array_interface__ arrays of a GPU frame or output, which the
+ * keying waits for before reading or writing them. */
+static int wait_producers(KeyerObject *k, const kp_input *in)
+{
+    for (int i = 0; i < in->nplanes; i++)
+        if (in->planes[i].has_stream && wait_stream(k, in->planes[i].stream))
+            return -1;
+    return 0;
 }
 
 /* process() (@p composite 1) and matte() (0). */
@@ -312,33 +428,57 @@ static PyObject *keyer_call(KeyerObject *k, PyObject *args, PyObject *kw, int co
     if (!keyer_usable(k))
         return NULL;
     kp_layout layout = k->layout;
-    if (format && kp_layout_from_name(format, &layout))
+    kp_cuda_ctx cuda;
+    if ((format && kp_layout_from_name(format, &layout)) || cuda_context(k, frame, &cuda))
         return NULL;
     kp_input in;
-    if (kp_input_get(frame, layout, 0, "frame", 0, NULL, &in))
+    if (kp_input_get(frame, layout, 0, "frame", &cuda, &in))
         return NULL;
+    int gpu = in.frame.memory == KEYER_MEMORY_CUDA;
+    if (gpu && (layout == KP_BGR || layout == KP_BGRA)) {
+        kp_input_release(&in);
+        keyer_error e = {0};
+        keyer_error_set(&e, KEYER_STATUS_UNSUPPORTED, "frame: format %s on the GPU: use rgb, "
+                        "rgba or nv12", kp_layout_names[layout]);
+        return kp_raise(KEYER_STATUS_UNSUPPORTED, &e);
+    }
     keyer_error e = {0};
     kp_output o;
-    keyer_frame alpha;
+    keyer_frame *alpha, local_alpha, *made_matte = NULL;
     kp_plane mview;
     memset(&mview, 0, sizeof(mview));
+    memset(&o, 0, sizeof(o));
     PyObject *mresult = NULL, *ret = NULL;
-    if (composite && output_get(k, &in, out, &o)) {
+    if ((gpu && wait_producers(k, &in)) ||
+        (composite && output_get(k, &in, out, &cuda, &o))) {
         kp_input_release(&in);
         return NULL;
     }
-    if (matte_get(k, &in, matte, &mview, &mresult, &alpha, &e))
+    if (matte_get(k, &in, matte, &cuda, &mview, &mresult, &alpha, &local_alpha, &made_matte, &e) ||
+        (gpu && (wait_producers(k, &o.arrays) ||
+                 (mview.has_stream && wait_stream(k, mview.stream)))))
         goto done;
     keyer_status st;
     k->busy = 1;
     Py_BEGIN_ALLOW_THREADS
-    st = keyer_work(k, &in, &alpha, composite ? &o : NULL, &e);
+    st = keyer_work(k, &in, alpha, composite ? &o : NULL, &e);
     Py_END_ALLOW_THREADS
     k->busy = 0;
     if (st) {
         kp_raise(st, &e);
         goto done;
     }
+    if (o.made && !(o.result = gpu_result(k, o.made, in.stacked)))
+        goto done;
+    if (made_matte && !(mresult = gpu_result(k, made_matte, 0)))
+        goto done;
+    /* the caller's __cuda_array_interface__ outputs: their streams wait for keyer's */
+    for (int i = 0; gpu && i < o.arrays.nplanes; i++)
+        if (o.arrays.planes[i].has_stream &&
+            kp_keyer_signal((PyObject *)k, o.arrays.planes[i].stream))
+            goto done;
+    if (gpu && mview.has_stream && kp_keyer_signal((PyObject *)k, mview.stream))
+        goto done;
     if (!composite)
         ret = Py_NewRef(mresult);
     else if (mresult)
@@ -347,6 +487,7 @@ static PyObject *keyer_call(KeyerObject *k, PyObject *args, PyObject *kw, int co
         ret = Py_NewRef(o.result);
 done:
     kp_plane_release(&mview);
+    keyer_frame_destroy(&made_matte);
     Py_XDECREF(mresult);
     if (composite) {
         output_release(&o);
@@ -354,6 +495,15 @@ done:
     }
     kp_input_release(&in);
     return ret;
+}
+
+int kp_keyer_signal(PyObject *obj, void *consumer)
+{
+    if (!obj || !PyObject_TypeCheck(obj, &KeyerType) || !((KeyerObject *)obj)->keying)
+        return 0;
+    keyer_error e = {0};
+    keyer_status st = keyer_keying_stream_signal(((KeyerObject *)obj)->keying, consumer, &e);
+    return st ? (kp_raise(st, &e), -1) : 0;
 }
 
 static PyObject *Keyer_process(KeyerObject *k, PyObject *args, PyObject *kw)
@@ -383,6 +533,30 @@ static PyObject *Keyer_reset(KeyerObject *k, PyObject *unused)
         return NULL;
     keyer_keying_reset(k->keying);
     Py_RETURN_NONE;
+}
+
+static PyObject *Keyer_synchronize(KeyerObject *k, PyObject *unused)
+{
+    (void)unused;
+    if (!keyer_usable(k))
+        return NULL;
+    keyer_error e = {0};
+    keyer_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = keyer_keying_synchronize(k->keying, &e);
+    Py_END_ALLOW_THREADS
+    if (st)
+        return kp_raise(st, &e);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Keyer_get_stream(KeyerObject *k, void *closure)
+{
+    (void)closure;
+    void *s = k->keying ? keyer_keying_stream(k->keying) : NULL;
+    if (!s)
+        Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)s);
 }
 
 static PyObject *Keyer_close(KeyerObject *k, PyObject *unused)
@@ -439,6 +613,8 @@ static PyMethodDef Keyer_methods[] = {
     {"set_background", (PyCFunction)(void (*)(void))Keyer_set_background,
      METH_VARARGS | METH_KEYWORDS,
      "set_background(background, *, format=None)\n--\n\nThe picture of effect 'image'."},
+    {"synchronize", (PyCFunction)Keyer_synchronize, METH_NOARGS,
+     "synchronize()\n--\n\nWaits for the GPU work the Keyer has queued."},
     {"reset", (PyCFunction)Keyer_reset, METH_NOARGS,
      "reset()\n--\n\nForgets the temporal history (a new clip, a seek)."},
     {"close", (PyCFunction)Keyer_close, METH_NOARGS,
@@ -452,6 +628,9 @@ static PyGetSetDef Keyer_getset[] = {
     {"closed", (getter)Keyer_get_closed, NULL, "True after close()", NULL},
     {"model", (getter)Keyer_get_model, NULL, "the registry name of the model (None for a file)",
      NULL},
+    {"stream", (getter)Keyer_get_stream, NULL,
+     "the CUDA stream (cudaStream_t as an int) the Keyer queues its GPU work on; None before "
+     "it has one", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -4,6 +4,7 @@
  *   module.c    the module: errors, option tables, models, images, version;
  *   arrays.c    arrays in and out: NumPy arrays through the buffer protocol, pixel layouts,
  *               caller frames as keyer frame views;
+ *   cuda.c      GPU arrays: __cuda_array_interface__ and DLPack in, keyer.CudaArray out;
  *   keyer_type.c  keyer.Keyer (the keying chain per frame);
  *   detect.c    keyer.Detector and the detection objects' raw data (faces, pose);
  *   overlay.c   keyer.Overlay;
@@ -50,7 +51,8 @@ PyObject *kp_new_array(Py_ssize_t h, Py_ssize_t w, Py_ssize_t c);
 PyObject *kp_float_array(const float *values, Py_ssize_t d0, Py_ssize_t d1);
 
 /* One plane of the caller's pixels: uint8, 2 dimensions (h, w) or 3 (h, w, c), elements and
- * pixels packed within each row, rows at a positive stride, in host memory (a buffer). */
+ * pixels packed within each row, rows at a positive stride. In host memory (a buffer, or a
+ * DLPack tensor of the CPU), or in CUDA memory (cuda.c). */
 typedef struct kp_plane {
     uint8_t *data;
     int h, w, c, ndim;
@@ -60,9 +62,19 @@ typedef struct kp_plane {
     int readonly;
     Py_buffer view;       /* host: the buffer (has_view) */
     int has_view;
-    void *dl;             /* CUDA through DLPack: the managed tensor, deleted at release */
+    void *dl;             /* through DLPack: the managed tensor, deleted at release */
     int dl_versioned;
+    void *stream;         /* __cuda_array_interface__ 3: the stream to wait for (has_stream) */
+    int has_stream;
 } kp_plane;
+
+/* Where GPU arrays may come from: the stream that will read them (a DLPack producer makes it
+ * wait for their data) and the device assumed for __cuda_array_interface__ arrays (which do
+ * not say theirs). NULL where only host arrays are taken. */
+typedef struct kp_cuda_ctx {
+    void *stream;
+    int device;
+} kp_cuda_ctx;
 
 /* Fills @p p's shape and row stride from an array's (ndim, shape, strides in bytes): uint8
  * elements assumed; messages name @p what. */
@@ -70,10 +82,9 @@ int kp_plane_geometry(kp_plane *p, int ndim, const Py_ssize_t *shape, const Py_s
                       const char *what);
 
 /* Gets @p obj as a plane (@p writable: the caller writes it). Host arrays come through the
- * buffer protocol; with @p cuda_ok, objects with __cuda_array_interface__ or __dlpack__ in
- * CUDA memory too (@p stream: the consumer's stream, cudaStream_t, for DLPack). Messages
- * name @p what. */
-int kp_plane_get(PyObject *obj, int writable, const char *what, int cuda_ok, void *stream,
+ * buffer protocol or DLPack; with @p cuda, objects with __cuda_array_interface__ or
+ * __dlpack__ in CUDA memory too. Messages name @p what. */
+int kp_plane_get(PyObject *obj, int writable, const char *what, const kp_cuda_ctx *cuda,
                  kp_plane *p);
 
 /* Releases what kp_plane_get took (accepts a zeroed plane). */
@@ -106,10 +117,10 @@ typedef struct kp_input {
     keyer_frame frame; /* a view of the caller's pixels (BGR, BGRA: still swapped) */
 } kp_input;
 
-/* Describes the caller's frame @p obj in @p layout (@p cuda_ok, @p stream: kp_plane_get);
- * @p what names it in messages ("frame", "out"). */
-int kp_input_get(PyObject *obj, kp_layout layout, int writable, const char *what, int cuda_ok,
-                 void *stream, kp_input *in);
+/* Describes the caller's frame @p obj in @p layout (@p cuda: kp_plane_get); @p what names it
+ * in messages ("frame", "out"). Its planes are all in the same memory. */
+int kp_input_get(PyObject *obj, kp_layout layout, int writable, const char *what,
+                 const kp_cuda_ctx *cuda, kp_input *in);
 
 /* Releases the caller's planes. */
 void kp_input_release(kp_input *in);
@@ -122,6 +133,28 @@ keyer_status kp_scratch(keyer_frame **f, keyer_pixel_format fmt, int w, int h, k
  * the overlay. */
 int kp_host_frame(PyObject *obj, kp_layout layout, int writable, kp_input *in,
                   keyer_frame **scratch, const keyer_frame **out);
+
+/* ---- GPU arrays (cuda.c) -------------------------------------------------------------------- */
+
+/* Gets the GPU (or DLPack) array @p obj as a plane (see kp_plane_get). */
+int kp_cuda_plane_get(PyObject *obj, int writable, const char *what, const kp_cuda_ctx *cuda,
+                      kp_plane *p);
+
+/* Releases a plane's DLPack tensor (nothing for other planes). */
+void kp_cuda_plane_release(kp_plane *p);
+
+/* A new keyer.CudaArray viewing plane @p plane of the CUDA frame @p frame (a reference to its
+ * buffers is taken), shaped (rows, width[, bytes per element]) with @p rows rows (0: the
+ * plane's; more views the planes after it, as a stacked NV12 array), written on @p stream by
+ * the keyer.Keyer @p keyer_obj (DLPack consumers are made to wait for it). */
+PyObject *kp_cuda_array_new(const keyer_frame *frame, int plane, int rows, PyObject *keyer_obj,
+                            void *stream);
+
+/* Makes CUDA stream @p consumer wait for the work the keyer.Keyer @p keyer_obj has queued
+ * (nothing when it is closed: closing waited for its work). */
+int kp_keyer_signal(PyObject *keyer_obj, void *consumer);
+
+int kp_add_cuda(PyObject *m);
 
 /* ---- the types (keyer_type.c, detect.c, overlay.c, run.c, session.c) ----------------------- */
 

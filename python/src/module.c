@@ -198,7 +198,7 @@ static PyObject *py_read_image(PyObject *self, PyObject *args, PyObject *kw)
     if (st) {
         kp_raise(st, &e);
     } else if ((arr = kp_new_array(f->height, f->width, c == 1 ? 0 : c)) &&
-               !kp_plane_get(arr, 1, "image", 0, NULL, &v)) {
+               !kp_plane_get(arr, 1, "image", NULL, &v)) {
         int swap = format[0] == 'b';
         if (swap)
             kp_swap_rb(v.data, v.stride, f->data[0], f->stride[0], v.w, v.h, c);
@@ -226,7 +226,7 @@ static PyObject *py_write_image(PyObject *self, PyObject *args, PyObject *kw)
                                      PyUnicode_FSConverter, &path, &img, &format))
         return NULL;
     kp_plane v;
-    if (kp_plane_get(img, 0, "image", 0, NULL, &v)) {
+    if (kp_plane_get(img, 0, "image", NULL, &v)) {
         Py_DECREF(path);
         return NULL;
     }
@@ -447,7 +447,8 @@ PyMODINIT_FUNC PyInit__keyer(void)
     if (!m)
         return NULL;
     if (add_errors(m) || kp_add_keyer(m) || kp_add_detect(m) || kp_add_overlay(m) ||
-        kp_add_run(m) || kp_add_session(m)) {
+        kp_add_run(m) || kp_add_session(m) ||
+        kp_add_cuda(m)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -553,7 +553,7 @@ static PyObject *Overlay_render(OverlayObject *o, PyObject *args, PyObject *kw)
     if (format && kp_layout_from_name(format, &layout))
         return NULL;
     kp_input in;
-    if (kp_input_get(frame, layout, 1, "frame", 0, NULL, &in))
+    if (kp_input_get(frame, layout, 1, "frame", NULL, &in))
         return NULL;
     keyer_frame *f = &in.frame;
     keyer_error e = {0};

@@ -30,7 +30,7 @@ static PyObject *plane_array(const keyer_frame *f, int p, int swap)
         return kp_raise_invalid("frame: format %s", keyer_pixel_format_name(f->format));
     PyObject *a = kp_new_array(ph, pw, bpe == 1 ? 0 : bpe);
     kp_plane v;
-    if (!a || kp_plane_get(a, 1, "frame", 0, NULL, &v)) {
+    if (!a || kp_plane_get(a, 1, "frame", NULL, &v)) {
         Py_XDECREF(a);
         return NULL;
     }
@@ -49,7 +49,7 @@ static int plane_back(keyer_frame *f, int p, PyObject *a, int swap)
     kp_plane v;
     int pw, ph, bpe;
     if (keyer_pixel_format_plane(f->format, f->width, f->height, p, &pw, &ph, &bpe, NULL) ||
-        kp_plane_get(a, 0, "frame", 0, NULL, &v))
+        kp_plane_get(a, 0, "frame", NULL, &v))
         return -1;
     int ok = v.h == ph && v.w * v.c == pw * bpe;
     if (ok && swap)
