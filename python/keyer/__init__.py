@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 from . import _keyer
 from .detections import (FACE_MESH_CONTOURS, POSE_CONNECTIONS, Detections, Face, Faces,
                          Pose)
-from ._keyer import KnnGraph, Overlay
+from ._keyer import CudaArray, KnnGraph, Overlay
 from ._keyer import (
     AgainError,
     BadDataError,
@@ -43,7 +43,7 @@ from ._keyer import (
 
 __all__ = [
     "Keyer", "Detector", "detect", "Detections", "Face", "Faces", "Pose", "POSE_CONNECTIONS",
-    "FACE_MESH_CONTOURS", "Overlay", "KnnGraph", "run", "Session", "models", "options", "version", "built_with_cuda", "read_image",
+    "FACE_MESH_CONTOURS", "Overlay", "KnnGraph", "CudaArray", "run", "Session", "models", "options", "version", "built_with_cuda", "read_image",
     "write_image",
     "Error", "InvalidArgumentError", "OutOfMemoryError", "InputOutputError", "BadDataError",
     "UnsupportedError", "DeviceError", "CancelledError", "InternalError", "AgainError",
@@ -138,12 +138,18 @@ class Keyer(_keyer.Keyer):
     compositing, as ``keyer INPUT -o OUTPUT`` does to each frame of a video.
 
     ``Keyer(model=None, device="cpu", precision="f32", effect=None, *, background=None,
-    format="rgb", threads=0, **options)``
+    format="rgb", threads=0, stream=None, **options)``
 
     * ``model``: a registry name (see :func:`models`; default "selfie") or a .tflite path.
-    * ``device``: "cpu" (XNNPACK backend) or "reference" (the plain-C oracle); "auto" is
-      "cpu". The per-frame path takes host arrays.
-    * ``precision``: "f32" (the CPU backends take nothing else).
+    * ``device``: where the network runs: "cpu" (XNNPACK), "reference" (the plain-C oracle) or
+      "cuda" / "cuda:N"; "auto" is "cpu". Frames may be NumPy arrays (host) or GPU tensors
+      (anything with ``__dlpack__`` or ``__cuda_array_interface__``: PyTorch, CuPy, ...) on
+      any device kind; the result comes back where the frame was (GPU: a
+      :class:`CudaArray`, taken by ``torch.from_dlpack`` or ``cupy.asarray`` without a copy).
+    * ``stream``: the CUDA stream GPU work is queued on (an int, ``torch.cuda.Stream``,
+      ``cupy.cuda.Stream``); None: the Keyer's own, ordered with the frames' producers and
+      the results' consumers through the array protocols.
+    * ``precision``: "f32", or "f16" on CUDA.
     * ``effect``: the compositing mode: "blur" (default), "color", "image" (default when
       ``background`` is given), "green", "alpha", "premultiplied" or "mask".
     * ``background``: for "image": a picture path or an array in ``format``.
