@@ -43,8 +43,8 @@ from ._keyer import (
 
 __all__ = [
     "Keyer", "Detector", "detect", "Detections", "Face", "Faces", "Pose", "POSE_CONNECTIONS",
-    "FACE_MESH_CONTOURS", "Overlay", "KnnGraph", "CudaArray", "run", "Session", "models", "options", "version", "built_with_cuda", "read_image",
-    "write_image",
+    "FACE_MESH_CONTOURS", "Overlay", "KnnGraph", "CudaArray", "run", "Session", "models",
+    "options", "version", "built_with_cuda", "read_image", "write_image",
     "Error", "InvalidArgumentError", "OutOfMemoryError", "InputOutputError", "BadDataError",
     "UnsupportedError", "DeviceError", "CancelledError", "InternalError", "AgainError",
     "EndError",

@@ -42,7 +42,8 @@ PyObject *kp_float_array(const float *values, Py_ssize_t d0, Py_ssize_t d1)
     if (numpy_ready())
         return NULL;
     Py_ssize_t n = d0 * (d1 ? d1 : 1);
-    PyObject *bytes = PyBytes_FromStringAndSize((const char *)values, n * (Py_ssize_t)sizeof(float));
+    PyObject *bytes =
+        PyBytes_FromStringAndSize((const char *)values, n * (Py_ssize_t)sizeof(float));
     if (!bytes)
         return NULL;
     /* frombuffer views the bytes (read-only); copy() makes a writable array of its own */
@@ -155,7 +156,7 @@ void kp_plane_release(kp_plane *p)
     memset(p, 0, sizeof(*p));
 }
 
-/* ---- pixel layouts ---------------------------------------------------------------------------- */
+/* ---- pixel layouts --------------------------------------------------------------------------- */
 
 const char *const kp_layout_names[] = {"rgb", "bgr", "rgba", "bgra", "nv12", NULL};
 
@@ -267,7 +268,8 @@ int kp_input_get(PyObject *obj, kp_layout layout, int writable, const char *what
             in->nplanes = 1;
             if (p->ndim != 2 || p->h % 3 || p->w % 2) {
                 kp_raise_invalid("%s: NV12 in one array is (height * 3 / 2, width) with even "
-                                 "sizes, got %s", what, p->ndim != 2 ? "3 dimensions" : "odd sizes");
+                                 "sizes, got %s", what,
+                                 p->ndim != 2 ? "3 dimensions" : "odd sizes");
                 kp_input_release(in);
                 return -1;
             }

@@ -59,7 +59,7 @@ typedef struct kp_dl_managed_v {
     kp_dl_tensor dl_tensor;
 } kp_dl_managed_v;
 
-/* ---- in --------------------------------------------------------------------------------------- */
+/* ---- in -------------------------------------------------------------------------------------- */
 
 /* (device_type, device_id) of a __dlpack__ object; 0, or -1 raised. */
 static int dlpack_device(PyObject *obj, int *type, int *id)
@@ -278,7 +278,7 @@ void kp_cuda_plane_release(kp_plane *p)
     p->dl = NULL;
 }
 
-/* ---- out: keyer.CudaArray ---------------------------------------------------------------------- */
+/* ---- out: keyer.CudaArray -------------------------------------------------------------------- */
 
 typedef struct {
     PyObject_HEAD

@@ -100,8 +100,9 @@ static PyObject *face_tuple(const keyer_face *f)
 {
     const keyer_detection *b = &f->box;
     PyObject *kp = kp_float_array(&b->keypoints[0][0], b->num_keypoints, 2);
-    PyObject *lm = !kp ? NULL
-                   : f->has_landmarks ? kp_float_array(&f->landmarks[0][0], KEYER_FACE_MESH_POINTS, 3)
+    PyObject *lm = !kp                ? NULL
+                   : f->has_landmarks ? kp_float_array(&f->landmarks[0][0],
+                                                       KEYER_FACE_MESH_POINTS, 3)
                                       : Py_NewRef(Py_None);
     PyObject *presence = !lm ? NULL
                          : f->has_landmarks ? PyFloat_FromDouble(f->presence)
@@ -217,8 +218,9 @@ static int parse_word(const char *w, size_t n, kp_analysers_params *p)
 int kp_analysers_parse(PyObject *what, kp_analysers_params *p)
 {
     p->faces = p->pose = 0;
-    PyObject *seq = PyUnicode_Check(what) ? PyTuple_Pack(1, what)
-                                          : PySequence_Fast(what, "what: a str or a sequence of str");
+    PyObject *seq = PyUnicode_Check(what)
+                        ? PyTuple_Pack(1, what)
+                        : PySequence_Fast(what, "what: a str or a sequence of str");
     if (!seq)
         return -1;
     int rc = 0;
@@ -247,7 +249,7 @@ int kp_analysers_parse(PyObject *what, kp_analysers_params *p)
     return rc;
 }
 
-/* ---- keyer.Detector ---------------------------------------------------------------------------- */
+/* ---- keyer.Detector -------------------------------------------------------------------------- */
 
 typedef struct {
     PyObject_HEAD

@@ -57,8 +57,8 @@ static int set_background(KeyerObject *k, PyObject *bg, PyObject *fmt_obj)
         Py_DECREF(path);
     } else {
         kp_layout layout = k->layout;
-        if (fmt_obj && fmt_obj != Py_None &&
-            kp_layout_from_name(PyUnicode_AsUTF8(fmt_obj) ? PyUnicode_AsUTF8(fmt_obj) : "?", &layout))
+        const char *fmt = fmt_obj && fmt_obj != Py_None ? PyUnicode_AsUTF8(fmt_obj) : NULL;
+        if (fmt_obj && fmt_obj != Py_None && kp_layout_from_name(fmt ? fmt : "?", &layout))
             return -1;
         kp_input in;
         if (kp_input_get(bg, layout, 0, "background", NULL, &in))

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- arguments -------------------------------------------------------------------------------- */
+/* ---- arguments ------------------------------------------------------------------------------- */
 
 /* A colour: (r, g, b) or (r, g, b, a) with components in [0, 1], "#rrggbb[aa]", or None
  * (transparent, when @p none_ok). */
@@ -136,7 +136,7 @@ static int get_pairs(PyObject *obj, const char *what, int **out, Py_ssize_t *n)
     return 0;
 }
 
-/* ---- keyer.Overlay ---------------------------------------------------------------------------- */
+/* ---- keyer.Overlay --------------------------------------------------------------------------- */
 
 typedef struct {
     PyObject_HEAD
@@ -683,7 +683,7 @@ static PyTypeObject OverlayType = {
     .tp_new = PyType_GenericNew,
 };
 
-/* ---- keyer.KnnGraph --------------------------------------------------------------------------- */
+/* ---- keyer.KnnGraph -------------------------------------------------------------------------- */
 
 typedef struct {
     PyObject_HEAD

@@ -7,7 +7,7 @@
 
 #include "analytics.h"
 
-/* ---- parameters ------------------------------------------------------------------------------- */
+/* ---- parameters ------------------------------------------------------------------------------ */
 
 int kp_job_init(kp_job *job, PyObject *sopts, PyObject *ropts, PyObject *copts, const char *model,
                 const char *background, int passthrough, PyObject *progress, int interval_ms)
@@ -73,7 +73,7 @@ int kp_file_params(PyObject *input, PyObject *output, PyObject *writer, int copy
     return 0;
 }
 
-/* ---- callbacks -------------------------------------------------------------------------------- */
+/* ---- callbacks ------------------------------------------------------------------------------- */
 
 void kp_job_failed(kp_job *job)
 {
@@ -156,7 +156,7 @@ void kp_job_clear(kp_job *job)
     Py_CLEAR(job->exc_tb);
 }
 
-/* ---- the statistics --------------------------------------------------------------------------- */
+/* ---- the statistics -------------------------------------------------------------------------- */
 
 static PyObject *latency_dict(const keyer_latency *l)
 {
@@ -224,7 +224,7 @@ PyObject *kp_report_dict(keyer_session *s)
 }
 
 
-/* ---- keyer.run -------------------------------------------------------------------------------- */
+/* ---- keyer.run ------------------------------------------------------------------------------- */
 
 /*
  * run(inputs, outputs, session, refine, composite, model, background, passthrough, writer,

@@ -20,7 +20,7 @@ typedef struct {
     PyObject *weakrefs;
 } SessionObject;
 
-/* ---- frames to Python and back ---------------------------------------------------------------- */
+/* ---- frames to Python and back --------------------------------------------------------------- */
 
 /* Plane @p p of @p f: its rows of w * bpe bytes as a new array (h, w) or (h, w, bpe). */
 static PyObject *plane_array(const keyer_frame *f, int p, int swap)
@@ -93,7 +93,7 @@ static int frame_back(keyer_frame *f, PyObject *obj, int swap)
     return 0;
 }
 
-/* ---- the session's callbacks (on its writer threads) ------------------------------------------ */
+/* ---- the session's callbacks (on its writer threads) ----------------------------------------- */
 
 /* Calls dispatch(stream, index, frame, detections) with the GIL. */
 static keyer_status call_dispatch(SessionObject *so, int sid, int64_t index,
@@ -155,7 +155,7 @@ static keyer_status session_detections(void *opaque, int sid, int64_t index,
     return kp_analysers_track(so->an[sid], dets, count, frame->width, frame->height, err);
 }
 
-/* ---- the type --------------------------------------------------------------------------------- */
+/* ---- the type -------------------------------------------------------------------------------- */
 
 static void session_free(SessionObject *so)
 {
