@@ -189,3 +189,18 @@ def test_session_errors_and_callbacks(data, tmp_path):
     assert s.closed
     with pytest.raises(keyer.InvalidArgumentError, match="closed"):
         s.add(clip)
+
+
+def test_session_cancel(data):
+    clip = str(data / "sample_hevc.mp4")
+
+    def stop_at_2(stream, index, frame, detections):
+        if index == 2:
+            s.cancel()  # from a stream's thread: the frames read so far are finished
+
+    s = keyer.Session(device="cpu", effect="mask", format=None, on_frame=stop_at_2)
+    s.add(clip)
+    with pytest.raises(keyer.CancelledError):
+        s.run()
+    assert s.report()["frames_written"] >= 3
+    s.close()
