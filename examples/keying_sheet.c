@@ -27,67 +27,35 @@
 #include "keyer/image.h"
 #include "keyer/io.h"
 #include "keyer/keyer.h"
-#include "keyer/nn.h"
+#include "keyer/keying.h"
 
 #define PANELS 5
 #define REPLACE_COLOR 0x3060C0u
 
-/* The keying chain for one model, frame by frame. */
+/* The keying chain for one model, frame by frame (keyer/keying.h), with background blur;
+ * a second compositing for the replacement panel. */
 typedef struct chain {
-    const keyer_model_entry *entry;
-    int mask_index;
-    keyer_model *model;
-    keyer_runtime *rt;
-    keyer_prepare *prep;
-    keyer_refine *refine;
-    keyer_composite *blur, *color;
-    float *tensor, *out;
-    size_t tensor_bytes, out_bytes;
-    keyer_frame *mask, *alpha, *result;
+    keyer_keying *keying;
+    keyer_composite *color;
+    keyer_frame *alpha, *result;
 } chain;
 
 static keyer_status chain_create(chain *c, const char *model_name, keyer_error *err)
 {
-    char path[4096];
-    keyer_status st;
-    c->entry = keyer_registry_find(model_name);
-    if (!c->entry || (c->entry->mask_output < 0 && c->entry->task != KEYER_TASK_SEGMENTATION))
+    const keyer_model_entry *entry = keyer_registry_find(model_name);
+    if (!entry || (entry->mask_output < 0 && entry->task != KEYER_TASK_SEGMENTATION))
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "'%s' is not a segmentation model", model_name);
-    c->mask_index = c->entry->mask_output < 0 ? 0 : c->entry->mask_output;
-    keyer_runtime_params rp = keyer_runtime_params_defaults();
-    rp.backend = KEYER_BACKEND_CPU;
-    keyer_tensor_info in, out;
-    if ((st = keyer_registry_resolve(model_name, path, sizeof(path), err)) ||
-        (st = keyer_model_load_file(path, &c->model, err)) ||
-        (st = keyer_runtime_create(c->model, &rp, &c->rt, err)) ||
-        (st = keyer_model_input_info(c->model, 0, &in, err)) ||
-        (st = keyer_model_output_info(c->model, c->mask_index, &out, err)))
-        return st;
-    keyer_prepare_params pp = keyer_prepare_params_defaults();
-    pp.width = in.dims[2];
-    pp.height = in.dims[1];
-    pp.scale = c->entry->input_scale;
-    pp.offset = c->entry->input_offset;
-    pp.fit = KEYER_FIT_STRETCH;
-    keyer_refine_params fp = keyer_refine_params_defaults(); /* ADAPTIVE temporal smoothing */
-    keyer_composite_params bp = keyer_composite_params_defaults(); /* BLUR, sigma 12 */
+    keyer_keying_params kp = keyer_keying_params_defaults(); /* ADAPTIVE smoothing; BLUR 12 */
+    kp.model = model_name;
+    kp.backend = KEYER_BACKEND_CPU;
+    kp.fit = KEYER_KEYING_FIT_STRETCH;
     keyer_composite_params cp = keyer_composite_params_defaults();
     cp.mode = KEYER_COMPOSITE_COLOR;
     cp.color = REPLACE_COLOR;
-    c->tensor_bytes = keyer_runtime_input_bytes(c->rt, 0);
-    c->out_bytes = keyer_runtime_output_bytes(c->rt, c->mask_index);
-    c->tensor = malloc(c->tensor_bytes);
-    c->out = malloc(c->out_bytes);
-    if (!c->tensor || !c->out)
-        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "out of memory");
-    if ((st = keyer_prepare_create(&pp, &c->prep, err)) ||
-        (st = keyer_refine_create(&fp, &c->refine, err)) ||
-        (st = keyer_composite_create(&bp, &c->blur, err)) ||
+    keyer_status st;
+    if ((st = keyer_keying_create(&kp, &c->keying, err)) ||
         (st = keyer_composite_create(&cp, &c->color, err)) ||
-        (st = keyer_frame_create(&c->mask, err)) ||
-        (st = keyer_frame_alloc(c->mask, KEYER_PIXEL_FORMAT_GRAYF32, out.dims[2], out.dims[1],
-                                NULL, err)) ||
         (st = keyer_frame_create(&c->alpha, err)) || (st = keyer_frame_create(&c->result, err)))
         return st;
     return KEYER_OK;
@@ -95,43 +63,21 @@ static keyer_status chain_create(chain *c, const char *model_name, keyer_error *
 
 static void chain_destroy(chain *c)
 {
-    free(c->tensor);
-    free(c->out);
-    keyer_frame_destroy(&c->mask);
     keyer_frame_destroy(&c->alpha);
     keyer_frame_destroy(&c->result);
-    keyer_composite_destroy(&c->blur);
     keyer_composite_destroy(&c->color);
-    keyer_refine_destroy(&c->refine);
-    keyer_prepare_destroy(&c->prep);
-    keyer_runtime_destroy(&c->rt);
-    keyer_model_destroy(&c->model);
+    keyer_keying_destroy(&c->keying);
 }
 
-/* Runs the model and the refinement on @p frame (RGB24): c->mask and c->alpha. */
-static keyer_status chain_key(chain *c, const keyer_frame *frame, keyer_error *err)
+/* Keys @p frame (RGB24): the matte into c->alpha and, when @p blurred, the blurred background
+ * into c->result; the raw mask is keyer_keying_mask(). */
+static keyer_status chain_key(chain *c, const keyer_frame *frame, int blurred, keyer_error *err)
 {
-    const keyer_frame *frames[1] = {frame};
-    keyer_status st;
-    if ((st = keyer_prepare_run(c->prep, frames, NULL, 1, c->tensor, NULL, err)) ||
-        (st = keyer_runtime_set_input(c->rt, 0, c->tensor, c->tensor_bytes, err)) ||
-        (st = keyer_runtime_run(c->rt, err)) ||
-        (st = keyer_runtime_get_output(c->rt, c->mask_index, c->out, c->out_bytes, err)))
-        return st;
-    for (int y = 0; y < c->mask->height; y++) {
-        float *row = (float *)(c->mask->data[0] + y * c->mask->stride[0]);
-        for (int x = 0; x < c->mask->width; x++) {
-            float v = c->out[(size_t)y * c->mask->width + x];
-            row[x] = c->entry->mask_is_logit ? 1.0f / (1.0f + expf(-v)) : v;
-        }
-    }
     if (c->alpha->width != frame->width || c->alpha->height != frame->height) {
-        keyer_frame_unref(c->alpha);
-        if ((st = keyer_frame_alloc(c->alpha, KEYER_PIXEL_FORMAT_GRAY8, frame->width,
-                                    frame->height, NULL, err)))
-            return st;
+        keyer_frame_unref(c->alpha); /* empty: allocated by the next call */
+        keyer_frame_unref(c->result);
     }
-    return keyer_refine_run(c->refine, 0, frame, c->mask, NULL, c->alpha, err);
+    return keyer_keying_process(c->keying, frame, blurred ? c->result : NULL, c->alpha, err);
 }
 
 /* Copies the RGB24 picture @p src into the sheet at (x, y). */
@@ -180,19 +126,15 @@ static float matte_at(const keyer_frame *a, int i, int j, int w, int h)
     return (float)a->data[0][j * a->stride[0] + i] / 255.0f;
 }
 
-/* Draws row @p r of the sheet from the keyed frame. */
+/* Draws row @p r of the sheet from the frame just keyed with its blurred background. */
 static keyer_status draw_row(chain *c, const keyer_frame *frame, keyer_frame *sheet, int r,
                              keyer_error *err)
 {
     int w = frame->width, h = frame->height, y = r * h;
     keyer_status st;
     put_rgb(sheet, 0, y, frame);
-    put_gray(sheet, w, y, w, h, mask_at, c->mask);
+    put_gray(sheet, w, y, w, h, mask_at, keyer_keying_mask(c->keying));
     put_gray(sheet, 2 * w, y, w, h, matte_at, c->alpha);
-    keyer_frame_unref(c->result);
-    if ((st = keyer_frame_alloc(c->result, KEYER_PIXEL_FORMAT_RGB24, w, h, NULL, err)) ||
-        (st = keyer_composite_run(c->blur, frame, c->alpha, c->result, err)))
-        return st;
     put_rgb(sheet, 3 * w, y, c->result);
     if ((st = keyer_composite_run(c->color, frame, c->alpha, c->result, err)))
         return st;
@@ -264,9 +206,9 @@ int main(int argc, char **argv)
                             input, i, f->width, f->height, vi->width, vi->height);
             goto fail;
         }
-        if (chain_key(&c, f, &err))
-            goto fail;
         int want = rows > 1 ? (int)((long)row * (n - 1) / (rows - 1)) : 0;
+        if (chain_key(&c, f, i == want, &err))
+            goto fail;
         if (i == want) {
             if (draw_row(&c, f, sheet, row, &err))
                 goto fail;

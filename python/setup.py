@@ -3,9 +3,10 @@
     python3 -m pip install ./python                  # in a virtual environment, or
     python3 -m pip install --break-system-packages ./python   # Debian's python3 system-wide
 
-The extension is built by keyer's own CMake build (target keyer_python): in the build
-directory named by $KEYER_BUILD_DIR, default build/ at the repository root, configured here
-first (CPU only unless configured otherwise) when it does not exist yet. The installed
+The extension is built by keyer's own CMake build (target keyer_python) for the Python
+running pip: in the build directory named by $KEYER_BUILD_DIR, default build/ at the
+repository root, configured first (CPU only unless configured otherwise) when it does not
+exist yet, and pointed at this interpreter (KEYER_PYTHON) when it does. The installed
 package reads the models from the repository's models/ (or $KEYER_MODELS_DIR).
 """
 import glob
@@ -13,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -24,12 +26,14 @@ REPO = os.path.dirname(HERE)
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
         build = os.path.abspath(os.environ.get("KEYER_BUILD_DIR", os.path.join(REPO, "build")))
+        configure = ["cmake", "-S", REPO, "-B", build, "-DKEYER_PYTHON=" + sys.executable]
         if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
-            subprocess.check_call(["cmake", "-S", REPO, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
-                                   "-DKEYER_PYTHON=" + sys.executable])
+            configure.append("-DCMAKE_BUILD_TYPE=Release")
+        subprocess.check_call(configure)
         subprocess.check_call(["cmake", "--build", build, "--target", "keyer_python",
                                "-j", os.environ.get("KEYER_BUILD_JOBS", "2")])
-        built = glob.glob(os.path.join(build, "python", "keyer", "_keyer*.so"))
+        suffix = sysconfig.get_config_var("EXT_SUFFIX")
+        built = glob.glob(os.path.join(build, "python", "keyer", "_keyer" + suffix))
         if not built:
             raise RuntimeError("the keyer build made no extension in %s/python/keyer" % build)
         dest = self.get_ext_fullpath(ext.name)

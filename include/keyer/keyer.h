@@ -22,6 +22,7 @@
 #include "keyer/frame.h"
 #include "keyer/image.h"
 #include "keyer/io.h"
+#include "keyer/keying.h"
 #include "keyer/log.h"
 #include "keyer/nn.h"
 #include "keyer/options.h"

@@ -4,9 +4,9 @@
  *
  *   bench_python_process RAW.rgb WIDTH HEIGHT FRAMES THREADS
  *
- * RAW.rgb holds one packed RGB24 picture of WIDTH x HEIGHT. The chain (python/src/chain.c,
- * the code the extension calls) runs with the selfie model on the CPU backend, background
- * blur, into preallocated frames; after 3 warm-up frames, FRAMES frames are timed one by one.
+ * RAW.rgb holds one packed RGB24 picture of WIDTH x HEIGHT. The keying chain (keyer/keying.h,
+ * what the extension calls) runs with the selfie model on the CPU backend, background blur,
+ * into preallocated frames; after 3 warm-up frames, FRAMES frames are timed one by one.
  * Prints "per-frame ms: median M mean A min N" on stdout.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "chain.h"
+#include "keyer/keyer.h"
 
 static double now_ms(void)
 {
@@ -42,13 +42,13 @@ int main(int argc, char **argv)
         return 2;
     }
     keyer_error err = {0};
-    kp_chain *c = NULL;
+    keyer_keying *c = NULL;
     keyer_frame *in = NULL, *alpha = NULL, *out = NULL;
     double *ms = calloc((size_t)n, sizeof(double));
     int rc = 1;
-    kp_chain_params p = kp_chain_params_defaults();
+    keyer_keying_params p = keyer_keying_params_defaults();
     p.threads = threads;
-    if (!ms || kp_chain_create(&p, &c, &err) || keyer_frame_create(&in, &err) ||
+    if (!ms || keyer_keying_create(&p, &c, &err) || keyer_frame_create(&in, &err) ||
         keyer_frame_alloc(in, KEYER_PIXEL_FORMAT_RGB24, w, h, NULL, &err) ||
         keyer_frame_create(&alpha, &err) ||
         keyer_frame_alloc(alpha, KEYER_PIXEL_FORMAT_GRAY8, w, h, NULL, &err) ||
@@ -68,7 +68,7 @@ int main(int argc, char **argv)
     fclose(f);
     for (int i = -3; i < n; i++) {
         double t0 = now_ms();
-        if (kp_chain_matte(c, in, alpha, &err) || kp_chain_composite(c, in, alpha, out, &err))
+        if (keyer_keying_process(c, in, out, alpha, &err))
             goto done;
         if (i >= 0)
             ms[i] = now_ms() - t0;
@@ -86,6 +86,6 @@ done:
     keyer_frame_destroy(&in);
     keyer_frame_destroy(&alpha);
     keyer_frame_destroy(&out);
-    kp_chain_destroy(&c);
+    keyer_keying_destroy(&c);
     return rc;
 }

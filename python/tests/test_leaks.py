@@ -42,3 +42,43 @@ def test_create_process_destroy_1000_times():
     # one leaked model alone (selfie: 0.5 MB of weights) would add 500 MB over 1,000 rounds
     assert rss1 - rss0 < 16 << 20, "resident memory grew by %d bytes" % (rss1 - rss0)
     assert grown < 256 << 10, "the Python heap grew by %d bytes" % grown
+
+
+def test_detector_overlay_session_rounds(data):
+    """Detectors, overlays and sessions (with a stream added, closed unrun or by the garbage
+    collector through an on_frame closure that holds the session) come and go without
+    leaking."""
+    frame = keyer.read_image(data / "grace_hopper.jpg")
+    clip = str(data / "sample_hevc.mp4")
+
+    def round_trip(i):
+        with keyer.Detector("faces", threads=1) as det:
+            det.detect(frame)
+        for _ in range(5):
+            ov = keyer.Overlay(64)
+            ov.box(10, 10, 50, 50, fill=(1, 0, 0, 0.5))
+            ov.label(5, 5, "id %d" % i)
+            ov.render(frame.copy())
+            del ov
+        s = keyer.Session(device="cpu", on_frame=lambda *a: s.report())
+        s.add(clip)
+        if i % 2:
+            s.close()
+        del s  # the lambda holds s: a cycle for the collector
+
+    for i in range(20):
+        round_trip(i)
+    gc.collect()
+    tracemalloc.start()
+    snap0 = tracemalloc.take_snapshot()
+    rss0 = rss_bytes()
+    for i in range(200):
+        round_trip(i)
+    gc.collect()
+    rss1 = rss_bytes()
+    grown = sum(s.size_diff for s in tracemalloc.take_snapshot().compare_to(snap0, "filename"))
+    tracemalloc.stop()
+    # a leaked detector (face-short: 0.4 MB of weights) or session (a decoder) would add
+    # tens of megabytes over 200 rounds
+    assert rss1 - rss0 < 16 << 20, "resident memory grew by %d bytes" % (rss1 - rss0)
+    assert grown < 256 << 10, "the Python heap grew by %d bytes" % grown
