@@ -43,10 +43,10 @@ head -c 1024 /dev/urandom > "$s/munge/munge.key"
 chmod 400 "$s/munge/munge.key"
 munged --force --key-file="$s/munge/munge.key" --socket="$s/munge/munge.sock" \
     --pid-file="$s/munge/munged.pid" --log-file="$s/log/munged.log" \
-    --seed-file="$s/munge/munge.seed" --foreground &
+    --seed-file="$s/munge/munge.seed" --foreground >"$s/log/munged.out" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 50); do [ -S "$s/munge/munge.sock" ] && break; sleep 0.1; done
-[ -S "$s/munge/munge.sock" ] || skip "munged did not start: $(tail -3 "$s/log/munged.log" 2>/dev/null)"
+[ -S "$s/munge/munge.sock" ] || skip "munged did not start: $(tail -3 "$s/log/munged.out" 2>/dev/null)"
 
 host=$(hostname -s)
 cpus=$(nproc)
@@ -116,7 +116,7 @@ for i in 1 2 3 4 5 6; do
     names+=(c$i.mp4)
 done
 # a long clip for the task that is cancelled (entry 1: task 1 of 3)
-"$bin" make-sample "$tmp/clips/long.mp4" --image "$data/messi5.jpg" --size 320x180 --frames 600 \
+"$bin" make-sample "$tmp/clips/long.mp4" --image "$data/messi5.jpg" --size 320x180 --frames 400 \
     --fps 30 --preset ultrafast 2>/dev/null || fail "make-sample long"
 for f in "${names[@]}" long.mp4; do
     "$bin" "$tmp/clips/$f" -o "$tmp/single/$f" "${opts[@]}" || fail "single run $f"
@@ -166,8 +166,9 @@ for _ in $(seq 1 300); do
 done
 [ -z "$(squeue -h -j "$job")" ] || { show_logs; fail "job $job did not end"; }
 [ ! -e "$tmp/cancelled/long.mp4" ] || fail "the cancelled task left long.mp4 under its final name"
-task1=$(sacct -n -j "${job}_1" -o State 2>/dev/null | head -1 | tr -d ' ')
-echo "task ${job}_1 cancelled${task1:+ ($task1)} while writing long.mp4"
+task1=$(scontrol show job "${job}_1" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | head -1)
+[ "$task1" = CANCELLED ] || { show_logs; fail "task ${job}_1 ended $task1, not CANCELLED"; }
+echo "task ${job}_1 cancelled while writing long.mp4"
 job2=$(submit "$tmp/cancelled" "$tmp/cancel.txt" --wait) || { show_logs; fail "the second submission failed"; }
 for f in c1.mp4 long.mp4 c2.mp4 c3.mp4; do
     cmp -s "$tmp/cancelled/$f" "$tmp/single/$f" || { show_logs; fail "cancelled/$f differs from the single run"; }
