@@ -90,7 +90,7 @@ echo long.mp4 > long.txt
 "$bin" long.mp4 -o single/long.mp4 "${opts[@]}" || fail "single run long.mp4"
 "$bin" batch long.txt -o killed "${opts[@]}" &
 pid=$!
-for _ in $(seq 1 200); do
+for _ in $(seq 1 1200); do   # up to 60 s: sanitizer builds start slowly
     [ -s killed/.long.partial.mp4 ] && break
     sleep 0.05
 done
