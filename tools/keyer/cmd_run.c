@@ -38,8 +38,7 @@ static const char *base_name(const char *p)
     return s ? s + 1 : p;
 }
 
-/* The output path of input @p in when -o names a directory. */
-static int output_in_dir(const run_opts *r, const char *dir, const char *in, char *out, size_t n)
+int run_output_in_dir(const run_opts *r, const char *dir, const char *in, char *out, size_t n)
 {
     const char *b = base_name(in);
     const char *dot = strrchr(b, '.');
@@ -56,7 +55,7 @@ static int output_in_dir(const run_opts *r, const char *dir, const char *in, cha
     return k < 0 || (size_t)k >= n ? -1 : 0;
 }
 
-static int make_dir(const char *p)
+int run_make_dir(const char *p)
 {
     char buf[4096];
     snprintf(buf, sizeof(buf), "%s", p);
@@ -82,7 +81,7 @@ static int plan_outputs(const run_opts *r, const char **outs, char (*paths)[PATH
 {
     int dir_out = r->output && (r->ninputs > 1 || is_dir(r->output) ||
                                 r->output[strlen(r->output) - 1] == '/');
-    if (dir_out && make_dir(r->output)) {
+    if (dir_out && run_make_dir(r->output)) {
         fprintf(stderr, "keyer: cannot create the output directory %s: %s\n", r->output,
                 strerror(errno));
         return 1;
@@ -92,7 +91,7 @@ static int plan_outputs(const run_opts *r, const char **outs, char (*paths)[PATH
         if (!r->output)
             continue;
         if (dir_out) {
-            if (output_in_dir(r, r->output, r->inputs[i], paths[i], PATH_BYTES)) {
+            if (run_output_in_dir(r, r->output, r->inputs[i], paths[i], PATH_BYTES)) {
                 fprintf(stderr, "keyer: output path too long for %s\n", r->inputs[i]);
                 return 1;
             }
@@ -203,18 +202,21 @@ static keyer_status add_files(keyer_session *s, const run_opts *r, const char *c
 
 /* After the run: the exit status of @p st, the summary and the --stats and --trace files. */
 static int finish(keyer_session *s, const run_opts *r, const kc_analytics *an, keyer_status st,
-                  keyer_error *err)
+                  keyer_error *err, run_result *res)
 {
     int rc = 0;
     if (st == KEYER_STATUS_INTERRUPTED) {
         fprintf(stderr, "keyer: interrupted: the outputs hold every frame read before the stop\n");
         rc = 130;
+        snprintf(res->reason, sizeof(res->reason), "interrupted");
     } else if (st) {
         fprintf(stderr, "keyer: %s\n", err->message);
         rc = 1;
+        snprintf(res->reason, sizeof(res->reason), "%s", err->message);
     }
     keyer_session_report rep;
     keyer_session_get_report(s, &rep);
+    res->frames = rep.frames_written;
     /* several inputs: the summary names each failed stream, even when nothing was written */
     if (r->verbosity >= 0 && (st == KEYER_OK || rep.frames_written > 0 || r->ninputs > 1))
         run_summary(s, r, stderr);
@@ -222,18 +224,26 @@ static int finish(keyer_session *s, const run_opts *r, const kc_analytics *an, k
         kc_analytics_summary(an, stderr);
     if (r->stats && keyer_session_write_stats(s, r->stats, err)) {
         fprintf(stderr, "keyer: %s\n", err->message);
+        if (!rc)
+            snprintf(res->reason, sizeof(res->reason), "%s", err->message);
         rc = rc ? rc : 1;
     }
     if (r->trace && keyer_session_write_trace(s, r->trace, err)) {
         fprintf(stderr, "keyer: %s\n", err->message);
+        if (!rc)
+            snprintf(res->reason, sizeof(res->reason), "%s", err->message);
         rc = rc ? rc : 1;
     }
     return rc;
 }
 
-/* Runs the session over every input. Returns the exit status. */
-static int execute(run_opts *r, const kc_analytics_opts *ao, const char *const *outs)
+int run_execute(run_opts *r, const kc_analytics_opts *ao, const char *const *outs,
+                run_result *res)
 {
+    run_result own;
+    if (!res)
+        res = &own;
+    memset(res, 0, sizeof(*res));
     int rc = 1;
     keyer_error err = {0};
     keyer_session *s = NULL;
@@ -249,25 +259,29 @@ static int execute(run_opts *r, const kc_analytics_opts *ao, const char *const *
     if ((r->detect && attach_analytics(r, ao, &an, &err)) ||
         keyer_session_create(&r->sp, &s, &err)) {
         fprintf(stderr, "keyer: %s\n", err.message);
+        snprintf(res->reason, sizeof(res->reason), "%s", err.message);
         goto done;
     }
     g_session = s;
     install_signals();
     if (add_files(s, r, outs, &err)) {
         fprintf(stderr, "keyer: %s\n", err.message);
+        snprintf(res->reason, sizeof(res->reason), "%s", err.message);
         goto done;
     }
     keyer_status st = keyer_session_run(s, &err);
     if (ps.drawn)
         fputc('\n', stderr);
     ps.enabled = 0;
-    rc = finish(s, r, an, st, &err);
+    rc = finish(s, r, an, st, &err, res);
 done:
     restore_signals();
     g_session = NULL;
     keyer_session_destroy(&s); /* its threads call the analytics: destroyed after it */
-    if (kc_analytics_destroy(&an) && rc == 0)
+    if (kc_analytics_destroy(&an) && rc == 0) {
         rc = 1;
+        snprintf(res->reason, sizeof(res->reason), "the --export file was not written completely");
+    }
     return rc;
 }
 
@@ -282,7 +296,7 @@ int keyer_cmd_run(int argc, char **argv)
     if (rc == 0) {
         static char paths[RUN_MAX_INPUTS][PATH_BYTES];
         const char *outs[RUN_MAX_INPUTS];
-        rc = plan_outputs(&r, outs, paths) ? 1 : execute(&r, &ao, outs);
+        rc = plan_outputs(&r, outs, paths) ? 1 : run_execute(&r, &ao, outs, NULL);
     } else if (rc == 1) {
         rc = 0; /* help printed */
     }

@@ -13,5 +13,7 @@ int keyer_cmd_devices(int argc, char **argv);
 int keyer_cmd_make_sample(int argc, char **argv);
 int keyer_cmd_probe(int argc, char **argv);
 int keyer_cmd_compare(int argc, char **argv);
+/* The main job over a manifest, one shard per task: cmd_batch.c. */
+int keyer_cmd_batch(int argc, char **argv);
 
 #endif

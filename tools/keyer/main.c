@@ -13,6 +13,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"run", keyer_cmd_run, "the main job (default): keyer INPUT... -o OUTPUT [--blur|--replace|--detect|...]"},
+    {"batch", keyer_cmd_batch, "one task's share of a manifest of inputs, resumable (Slurm arrays)"},
     {"devices", keyer_cmd_devices, "list CUDA GPUs, their memory, NVDEC/NVENC capability"},
     {"make-sample", keyer_cmd_make_sample, "write a test video (pan over a photo, with a tone)"},
     {"probe", keyer_cmd_probe, "count a video's frames, print its properties, dump a frame"},

@@ -51,6 +51,21 @@ void run_opts_free(run_opts *r);
  * wins). Returns 0, 1 when help was printed, 2 after printing a usage error. */
 int run_parse(run_opts *r, int argc, char **argv);
 
+/* A command built on the main job's options (keyer batch): its own option table, searched
+ * before the main job's, and its usage text. */
+typedef struct run_command {
+    const char *prog;            /* "keyer batch": starts messages of the option parser */
+    const keyer_option *options; /* the command's own options, written into obj */
+    void *obj;
+    const char *usage, *footer;  /* --help: before and after the option list */
+} run_command;
+
+/* run_parse for command @p cmd (NULL: the main job): cmd's options, then the main job's,
+ * the configuration file as run_parse reads it; positional arguments go to r->inputs.
+ * --help lists cmd's options and the main job's. Returns 0, 1 (help printed) or 2 (usage
+ * error printed). */
+int run_parse_command(run_opts *r, const run_command *cmd, int argc, char **argv);
+
 /* Applies what the options imply: the matte's edges (--threshold, --softness), temporal
  * smoothing (--smooth) and the analytics (--detect, --draw, --export) into @p ao.
  * Returns 0, or 2 after printing a usage error. */
@@ -62,6 +77,31 @@ int run_usage_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
+
+/* ---- running (cmd_run.c) ---------------------------------------------------------------- */
+
+/* The output path of input @p in when -o names the directory @p dir: the input's base name
+ * with its extension (.mov for --alpha/--premultiply; .mp4 for URLs, devices, "-" and
+ * numbered pictures; .mp4 when it has none). Returns 0, or -1 when it does not fit in @p n. */
+int run_output_in_dir(const run_opts *r, const char *dir, const char *in, char *out, size_t n);
+
+/* Creates directory @p p and its parents (existing ones are fine). Returns 0, or -1 with
+ * errno set. */
+int run_make_dir(const char *p);
+
+/* What one run did, for callers that keep a record (keyer batch). */
+typedef struct run_result {
+    long long frames;  /* frames written */
+    char reason[512];  /* why it failed ("" when it did not) */
+} run_result;
+
+/* Runs one session over r's inputs (settled by run_settle), writing input i to outs[i]
+ * (NULL: no file), with the progress bar, the summary and --stats/--trace as the main job
+ * prints and writes them; SIGINT and SIGTERM stop it cleanly while it runs. @p res (may be
+ * NULL) receives the frames written and the failure. Returns the exit status: 0, 1 (failed),
+ * 130 (interrupted). */
+int run_execute(run_opts *r, const kc_analytics_opts *ao, const char *const *outs,
+                run_result *res);
 
 /* ---- reports (run_report.c) ----------------------------------------------------------- */
 

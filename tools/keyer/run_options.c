@@ -249,20 +249,24 @@ static const char usage_footer[] =
     "  keyer a.mp4 b.mov -o out/ --replace beach.jpg --device cuda\n"
     "See docs/cli.md.\n";
 
-/* The command's tables: its own, then the library's (searched in this order). */
-static void run_args(run_opts *r, kc_table tables[4], kc_args *a)
+/* The command's tables: @p cmd's own when given, then the main job's, then the library's
+ * (searched in this order). */
+static void run_args(run_opts *r, const run_command *cmd, kc_table tables[5], kc_args *a)
 {
-    tables[0] = (kc_table){run_options, r};
-    tables[1] = (kc_table){keyer_session_options(), &r->sp};
-    tables[2] = (kc_table){keyer_refine_options(), &r->sp.refine};
-    tables[3] = (kc_table){keyer_composite_options(), &r->sp.composite};
+    int n = 0;
+    if (cmd)
+        tables[n++] = (kc_table){cmd->options, cmd->obj};
+    tables[n++] = (kc_table){run_options, r};
+    tables[n++] = (kc_table){keyer_session_options(), &r->sp};
+    tables[n++] = (kc_table){keyer_refine_options(), &r->sp.refine};
+    tables[n++] = (kc_table){keyer_composite_options(), &r->sp.composite};
     memset(a, 0, sizeof(*a));
-    a->prog = "keyer";
+    a->prog = cmd ? cmd->prog : "keyer";
     a->tables = tables;
-    a->ntables = 4;
-    a->help_tables = 1;
-    a->usage = usage_text;
-    a->footer = usage_footer;
+    a->ntables = n;
+    a->help_tables = cmd ? 2 : 1;
+    a->usage = cmd ? cmd->usage : usage_text;
+    a->footer = cmd ? cmd->footer : usage_footer;
 }
 
 int run_usage_error(const char *fmt, ...)
@@ -406,9 +410,14 @@ static keyer_status config_setting(void *opaque, const char *key, const char *va
 
 int run_parse(run_opts *r, int argc, char **argv)
 {
-    kc_table tables[4];
+    return run_parse_command(r, NULL, argc, argv);
+}
+
+int run_parse_command(run_opts *r, const run_command *cmd, int argc, char **argv)
+{
+    kc_table tables[5];
     kc_args a;
-    run_args(r, tables, &a);
+    run_args(r, cmd, tables, &a);
     int rc = kc_args_walk(&a, argc, argv, visit_first, r);
     if (rc)
         return rc;
