@@ -140,10 +140,11 @@ int kp_plane_get(PyObject *obj, int writable, const char *what, const kp_cuda_ct
                  kp_plane *p)
 {
     memset(p, 0, sizeof(*p));
-    /* host arrays through the buffer protocol; the rest through the GPU array protocols (a
-     * DLPack tensor in host memory too, such as a PyTorch CPU tensor) */
-    if (!PyObject_CheckBuffer(obj) && (PyObject_HasAttrString(obj, "__cuda_array_interface__") ||
-                                       PyObject_HasAttrString(obj, "__dlpack__")))
+    /* CUDA arrays through __cuda_array_interface__ first (a CuPy array's type also has buffer
+     * slots, which refuse); host arrays through the buffer protocol (NumPy arrays also speak
+     * DLPack); the rest through DLPack (a PyTorch CPU tensor too) */
+    if (PyObject_HasAttrString(obj, "__cuda_array_interface__") ||
+        (!PyObject_CheckBuffer(obj) && PyObject_HasAttrString(obj, "__dlpack__")))
         return kp_cuda_plane_get(obj, writable, what, cuda, p);
     return host_plane_get(obj, writable, what, p);
 }

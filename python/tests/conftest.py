@@ -19,6 +19,6 @@ def keyer_bin():
     return KEYER_BIN
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def data():
     return DATA
