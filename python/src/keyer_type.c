@@ -364,26 +364,33 @@ static PyObject *gpu_result(KeyerObject *k, const keyer_frame *f, int stacked)
     return t;
 }
 
-/* Whether @p obj (or the first of a pair of planes) is a GPU array rather than a buffer. */
-static int looks_gpu(PyObject *obj)
+/* Whether @p obj (or the first of a pair of planes) is a DLPack producer in CUDA memory, which
+ * must be given the keying's stream when it is asked for its tensor. Arrays seen only through
+ * __cuda_array_interface__ get the stream after they are parsed (see keyer_call), so that a
+ * malformed one is refused before any CUDA call. */
+static int dlpack_on_gpu(PyObject *obj)
 {
     if ((PyTuple_Check(obj) || PyList_Check(obj)) && PySequence_Size(obj) > 0) {
         PyObject *first = PySequence_GetItem(obj, 0);
-        int r = first && looks_gpu(first);
+        int r = first && dlpack_on_gpu(first);
         Py_XDECREF(first);
         PyErr_Clear();
         return r;
     }
-    return !PyObject_CheckBuffer(obj) && (PyObject_HasAttrString(obj, "__cuda_array_interface__") ||
-                                          PyObject_HasAttrString(obj, "__dlpack__"));
+    if (PyObject_CheckBuffer(obj) || !PyObject_HasAttrString(obj, "__dlpack__"))
+        return 0;
+    PyObject *d = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
+    int type = 0, id = 0;
+    int ok = d && PyArg_ParseTuple(d, "ii", &type, &id);
+    Py_XDECREF(d);
+    PyErr_Clear();
+    return ok && (type == 2 || type == 13); /* kDLCUDA, kDLCUDAManaged */
 }
 
-/* The GPU context of a call: the keying's stream (made now for the first GPU array). */
-static int cuda_context(KeyerObject *k, PyObject *frame, kp_cuda_ctx *ctx)
+/* Makes the keying's stream (once, for the first GPU array) and puts it in @p ctx. */
+static int cuda_stream(KeyerObject *k, kp_cuda_ctx *ctx)
 {
-    ctx->stream = keyer_keying_stream(k->keying);
-    ctx->device = k->device;
-    if (ctx->stream || !looks_gpu(frame) || !keyer_built_with_cuda())
+    if (ctx->stream)
         return 0;
     keyer_error e = {0};
     keyer_status st = keyer_keying_stream_wait(k->keying, NULL, &e);
@@ -391,6 +398,17 @@ static int cuda_context(KeyerObject *k, PyObject *frame, kp_cuda_ctx *ctx)
         return kp_raise(st, &e), -1;
     ctx->stream = keyer_keying_stream(k->keying);
     return 0;
+}
+
+/* The GPU context of a call: the keying's stream (made now for a DLPack producer in CUDA
+ * memory, otherwise when the first GPU array has been parsed). */
+static int cuda_context(KeyerObject *k, PyObject *frame, kp_cuda_ctx *ctx)
+{
+    ctx->stream = keyer_keying_stream(k->keying);
+    ctx->device = k->device;
+    if (ctx->stream || !keyer_built_with_cuda() || !dlpack_on_gpu(frame))
+        return 0;
+    return cuda_stream(k, ctx);
 }
 
 /* The keying's later work waits for @p stream's work so far. */
@@ -441,6 +459,10 @@ static PyObject *keyer_call(KeyerObject *k, PyObject *args, PyObject *kw, int co
         keyer_error_set(&e, KEYER_STATUS_UNSUPPORTED, "frame: format %s on the GPU: use rgb, "
                         "rgba or nv12", kp_layout_names[layout]);
         return kp_raise(KEYER_STATUS_UNSUPPORTED, &e);
+    }
+    if (gpu && cuda_stream(k, &cuda)) {
+        kp_input_release(&in);
+        return NULL;
     }
     keyer_error e = {0};
     kp_output o;
