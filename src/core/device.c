@@ -87,8 +87,8 @@ keyer_status kr_device_frame_alloc(const kr_device_fns *dev, int ordinal, keyer_
     return KEYER_OK;
 }
 
-keyer_status kr_device_frame_copy(const kr_device_fns *dev, int ordinal, keyer_frame *dst,
-                                  const keyer_frame *src, void *stream, keyer_error *err)
+keyer_status kr_device_frame_copy_async(const kr_device_fns *dev, int ordinal, keyer_frame *dst,
+                                        const keyer_frame *src, void *stream, keyer_error *err)
 {
     if (!dst || !src || dst->format != src->format || dst->width != src->width ||
         dst->height != src->height)
@@ -114,9 +114,6 @@ keyer_status kr_device_frame_copy(const kr_device_fns *dev, int ordinal, keyer_f
         if (st)
             return keyer_error_prefix(err, "frame copy, plane %d: ", p);
     }
-    keyer_status st = dev->stream_sync(ordinal, stream, err);
-    if (st)
-        return keyer_error_prefix(err, "frame copy: ");
     dst->pts = src->pts;
     dst->duration = src->duration;
     dst->time_base = src->time_base;
@@ -125,4 +122,14 @@ keyer_status kr_device_frame_copy(const kr_device_fns *dev, int ordinal, keyer_f
     dst->rotation = src->rotation;
     dst->flags = src->flags;
     return KEYER_OK;
+}
+
+keyer_status kr_device_frame_copy(const kr_device_fns *dev, int ordinal, keyer_frame *dst,
+                                  const keyer_frame *src, void *stream, keyer_error *err)
+{
+    keyer_status st = kr_device_frame_copy_async(dev, ordinal, dst, src, stream, err);
+    if (st || (src->memory == KEYER_MEMORY_HOST && dst->memory == KEYER_MEMORY_HOST))
+        return st;
+    st = dev->stream_sync(ordinal, stream, err);
+    return st ? keyer_error_prefix(err, "frame copy: ") : KEYER_OK;
 }

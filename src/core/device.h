@@ -90,4 +90,13 @@ keyer_status kr_device_frame_alloc(const kr_device_fns *dev, int ordinal, keyer_
 keyer_status kr_device_frame_copy(const kr_device_fns *dev, int ordinal, keyer_frame *dst,
                                   const keyer_frame *src, void *stream, keyer_error *err);
 
+/**
+ * As kr_device_frame_copy(), but a copy that involves device memory is only queued on
+ * @p stream: the host does not wait, and @p src must stay as it is until the copy is done
+ * (record an event after it). Host-to-host copies are done at once. Metadata is copied.
+ * Errors: as kr_device_frame_copy().
+ */
+keyer_status kr_device_frame_copy_async(const kr_device_fns *dev, int ordinal, keyer_frame *dst,
+                                        const keyer_frame *src, void *stream, keyer_error *err);
+
 #endif

@@ -67,31 +67,8 @@ static keyer_status stage_to_device(const kr_device_fns *dev, int ordinal, keyer
     keyer_status rs = stage_slot(dev, ordinal, slot, src, 1, err);
     if (rs)
         return rs;
-    keyer_frame *d = *slot;
     int on = src->memory == KEYER_MEMORY_CUDA ? src->device : ordinal;
-    int planes = keyer_pixel_format_planes(src->format);
-    for (int p = 0; p < planes; p++) {
-        int pw, ph, bpe;
-        if (keyer_pixel_format_plane(src->format, src->width, src->height, p, &pw, &ph, &bpe,
-                                     err))
-            return err ? err->status : KEYER_STATUS_INVALID_ARGUMENT;
-        if (src->stride[p] < 0)
-            return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
-                                   "frame copy: negative strides across devices");
-        rs = dev->copy_2d(on, d->data[p], (size_t)d->stride[p], src->data[p],
-                          (size_t)src->stride[p], (size_t)pw * (size_t)bpe, (size_t)ph, stream,
-                          err);
-        if (rs)
-            return keyer_error_prefix(err, "frame copy, plane %d: ", p);
-    }
-    d->pts = src->pts;
-    d->duration = src->duration;
-    d->time_base = src->time_base;
-    d->matrix = src->matrix;
-    d->range = src->range;
-    d->rotation = src->rotation;
-    d->flags = src->flags;
-    return KEYER_OK;
+    return kr_device_frame_copy_async(dev, on, *slot, src, stream, err);
 }
 
 /* Stages @p src for the item: queued on the copy stream for a CUDA item (its ready event,
