@@ -2,7 +2,7 @@
 # Prepares .device/ (git-ignored) for a run on the GPU machine, which has CUDA, gcc, CMake and
 # pkg-config but none of keyer's other dependencies and no package registry:
 #  - FFmpeg 5.1 with NVDEC, from ../shared/device/keyer-ffmpeg-device.tgz,
-#  - the Debian 12 builds of XNNPACK, pthreadpool, cpuinfo, cmocka and libyaml from this machine
+#  - the Debian 12 builds of XNNPACK, pthreadpool, cpuinfo, cmocka, libyaml and protobuf-c from this machine
 #    (x86-64, glibc-compatible with the device's Ubuntu 24.04), packed into sysroot.tgz,
 #  - the fetched models.
 # On the device, start a command with:  source scripts/device-env.sh
@@ -17,10 +17,11 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/keyer-sysroot/lib/pkgconfig" "$stage/keyer-sysroot/include"
 lib=/usr/lib/x86_64-linux-gnu
 cp -a $lib/libXNNPACK.so* $lib/libpthreadpool.so* $lib/libcpuinfo.so* $lib/libcmocka.so* \
-      $lib/libyaml-0.so* $lib/libyaml.so "$stage/keyer-sysroot/lib/"
+      $lib/libyaml-0.so* $lib/libyaml.so $lib/libprotobuf-c.so* "$stage/keyer-sysroot/lib/"
 cp /usr/include/xnnpack.h /usr/include/pthreadpool.h /usr/include/cmocka.h /usr/include/yaml.h \
    "$stage/keyer-sysroot/include/"
-for pc in cmocka yaml-0.1; do
+cp -r /usr/include/protobuf-c "$stage/keyer-sysroot/include/"
+for pc in cmocka yaml-0.1 libprotobuf-c; do
   sed "s|^prefix=.*|prefix=/opt/keyer-sysroot|; s|^libdir=.*|libdir=\${prefix}/lib|; s|^includedir=.*|includedir=\${prefix}/include|" \
       $lib/pkgconfig/$pc.pc > "$stage/keyer-sysroot/lib/pkgconfig/$pc.pc"
 done
@@ -29,4 +30,5 @@ mkdir -p "$out/models"
 for m in selfie_segmentation selfie_segmentation_landscape face_detection_short_range face_detection_full_range pose_detection pose_landmark_lite pose_landmark_full pose_landmark_heavy face_landmark; do
   cp "$repo/models/$m.tflite" "$out/models/"
 done
+[ ! -f "$repo/models/u2netp.onnx" ] || cp "$repo/models/u2netp.onnx" "$out/models/"
 du -sh "$out"

@@ -12,6 +12,8 @@ packages=(
     libxnnpack-dev libpthreadpool-dev           # fast CPU neural-net backend
     libcmocka-dev                               # unit tests
     libyaml-dev                                 # configuration files
+    libprotobuf-c-dev                           # ONNX models (src/nn/onnx/)
+    python3-onnx                                # tests: generator of the ONNX operator graphs
     clang libclang-rt-14-dev                    # libFuzzer targets for the parsers
     python3-dev python3-setuptools python3-numpy python3-pytest python3-venv python3-pip  # python/
     libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev  # the GStreamer plugin (gst/)

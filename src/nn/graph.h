@@ -45,6 +45,28 @@ typedef enum kr_op {
     KR_OP_RESIZE_BILINEAR,
     KR_OP_RESHAPE,
     KR_OP_CONCATENATION,
+    /* Added for ONNX models (src/nn/onnx/). Shapes are NHWC for rank-4 activations as above;
+     * other ranks are in the model's own order. Parameters in kr_node.p as noted. */
+    KR_OP_SUB,            /* a - b, NumPy broadcasting like ADD */
+    KR_OP_DIV,            /* a / b, NumPy broadcasting like ADD */
+    KR_OP_TANH,
+    KR_OP_EXP,
+    KR_OP_SQRT,
+    KR_OP_ELU,            /* x < 0 ? alpha * (exp(x) - 1) : x           (p.unary.alpha) */
+    KR_OP_LEAKY_RELU,     /* x < 0 ? alpha * x : x                      (p.unary.alpha) */
+    KR_OP_HARD_SIGMOID,   /* max(0, min(1, alpha * x + beta))           (p.unary.alpha, beta) */
+    KR_OP_CLIP,           /* min(max(x, alpha), beta); +-INFINITY for an absent bound */
+    KR_OP_POW,            /* powf(x, alpha): constant exponent          (p.unary.alpha) */
+    KR_OP_REDUCE_MAX,     /* like MEAN (p.mean: axes_mask, keep_dims), maximum instead */
+    KR_OP_RESIZE,         /* ONNX Resize/Upsample over H and W of NHWC  (p.resize_onnx) */
+    KR_OP_TRANSPOSE,      /* y dims[d] = x dims[perm[d]]                (p.transpose) */
+    KR_OP_SLICE,          /* y[i] = x[start + i * step] per dimension   (p.slice) */
+    KR_OP_SOFTMAX,        /* over one axis                              (p.axis.axis) */
+    KR_OP_ARGMAX,         /* int32 output, index along one axis         (p.argmax) */
+    KR_OP_MATMUL,         /* A[..., M, K] x B[..., K, N], leading dims broadcast (equal ranks) */
+    KR_OP_GATHER,         /* data, constant int32 indices (non-negative) (p.axis.axis):
+                           * y rank = data rank + indices rank - 1 (ONNX Gather) */
+    KR_OP_TRANSPOSE_CONV, /* ONNX ConvTranspose: x, filter, optional bias (p.window, below) */
     KR_OP_COUNT
 } kr_op;
 
@@ -87,7 +109,44 @@ typedef struct kr_window_params {
     kr_padding padding;
     int pad_top, pad_bottom, pad_left, pad_right; /* resolved (TF SAME puts the odd one after) */
     int depth_multiplier;                         /* depthwise only */
+    /* ONNX additions (zero from TFLite, meaning the TFLite behaviour):
+     *  groups: CONV_2D and TRANSPOSE_CONV; 0 or 1 = ungrouped. Filter layouts:
+     *    CONV_2D        [C_out, kh, kw, C_in / groups]; group g's outputs
+     *                   [g * C_out/groups, (g+1) * C_out/groups) read inputs
+     *                   [g * C_in/groups, (g+1) * C_in/groups).
+     *    TRANSPOSE_CONV [C_out, kh, kw, C_in / groups], bias [C_out]; grouped the same way;
+     *                   y[o] += x[i] * w[k] where o = i * stride - pad_before + k * dilation;
+     *                   the output size is the output tensor's (output_padding is implied).
+     *  ceil_mode: pools; the output size may be the ceil of (n + pads - k_eff) / s + 1 (ONNX);
+     *    taps past n + pad_after are never read or counted.
+     *  count_include_pad: AVERAGE_POOL_2D; 1: the divisor counts taps inside
+     *    [-pad_before, n + pad_after) (padding included), 0: taps inside the input only.
+     *  Pools honour dilation_h/_w (ONNX MaxPool opset 10+); 0 means 1. */
+    int groups;
+    int ceil_mode;
+    int count_include_pad;
 } kr_window_params;
+
+/* KR_OP_PAD modes. */
+typedef enum kr_pad_mode { KR_PAD_CONSTANT = 0, KR_PAD_REFLECT, KR_PAD_EDGE } kr_pad_mode;
+
+/* KR_OP_RESIZE (ONNX Resize, every opset; Upsample maps onto it). */
+typedef enum kr_resize_mode { KR_RESIZE_NEAREST = 0, KR_RESIZE_LINEAR } kr_resize_mode;
+typedef enum kr_resize_coord {
+    KR_COORD_HALF_PIXEL = 0,       /* (x + 0.5) / scale - 0.5 */
+    KR_COORD_PYTORCH_HALF_PIXEL,   /* out > 1 ? (x + 0.5) / scale - 0.5 : 0 */
+    KR_COORD_ALIGN_CORNERS,        /* out > 1 ? x * (in - 1) / (out - 1) : 0 */
+    KR_COORD_ASYMMETRIC,           /* x / scale */
+    KR_COORD_TF_HALF_PIXEL_FOR_NEAREST, /* (x + 0.5) / scale */
+    KR_COORD_TF_CROP_AND_RESIZE,   /* from roi, out-of-range samples = extrapolation */
+    KR_COORD_HALF_PIXEL_SYMMETRIC, /* opset 19 */
+} kr_resize_coord;
+typedef enum kr_nearest_mode {
+    KR_NEAREST_ROUND_PREFER_FLOOR = 0,
+    KR_NEAREST_ROUND_PREFER_CEIL,
+    KR_NEAREST_FLOOR,
+    KR_NEAREST_CEIL,
+} kr_nearest_mode;
 
 typedef struct kr_node {
     kr_op op;
@@ -106,11 +165,40 @@ typedef struct kr_node {
         } concat;
         struct {
             int before[KR_MAX_DIMS], after[KR_MAX_DIMS]; /* per dimension of the input */
+            kr_pad_mode mode;         /* CONSTANT from TFLite */
+            float value;              /* CONSTANT mode's fill (0 from TFLite) */
         } pad;
         struct {
             unsigned axes_mask;       /* bit d set: dimension d is reduced */
             int keep_dims;
-        } mean;
+        } mean;                       /* MEAN and REDUCE_MAX */
+        struct {
+            float alpha, beta;        /* see the operator's line in kr_op */
+        } unary;
+        struct {
+            kr_resize_mode mode;
+            kr_resize_coord coord;
+            kr_nearest_mode nearest;
+            float scale_h, scale_w;   /* output/input as the coordinate rule uses it: the
+                                       * model's scales, or out/in when it gave sizes */
+            float roi[4];             /* TF_CROP_AND_RESIZE: y0, x0, y1, x1 (normalised) */
+            float extrapolation;      /* TF_CROP_AND_RESIZE */
+        } resize_onnx;                /* output size = output tensor's shape */
+        struct {
+            int perm[KR_MAX_DIMS];
+        } transpose;
+        struct {
+            int start[KR_MAX_DIMS];   /* first index read, in range */
+            int step[KR_MAX_DIMS];    /* non-zero; negative walks backwards */
+        } slice;                      /* output size = output tensor's shape */
+        struct {
+            int axis;                 /* non-negative, < rank */
+        } axis;                       /* SOFTMAX, GATHER */
+        struct {
+            int axis;                 /* non-negative, < rank */
+            int keep_dims;
+            int select_last_index;    /* ties: 0 first index, 1 last */
+        } argmax;
     } p;
 } kr_node;
 
@@ -125,6 +213,9 @@ typedef struct kr_graph {
     int *inputs, *outputs; /* tensor indices */
     void *const_storage; /* one block holding every constant's bytes (16-byte aligned each) */
     size_t const_bytes;
+    /* Non-zero when dims[0] is not an independent batch axis (an ONNX model whose operators
+     * move, reduce or mix axis 0): such a graph runs only at runtime batch 1. */
+    int fixed_batch;
 } kr_graph;
 
 /* Whether the shapes (@p rank_a, @p a) and (@p rank_b, @p b) are the same: rank and extents. */

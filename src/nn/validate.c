@@ -574,8 +574,11 @@ static keyer_status check_node(const vctx *v, kr_node *n)
     case KR_OP_RESIZE_BILINEAR: return check_resize(v, n);
     case KR_OP_RESHAPE: return check_reshape(v, n);
     case KR_OP_CONCATENATION: return check_concat(v, n);
-    case KR_OP_COUNT: break;
+    default: break;
     }
+    if ((unsigned)n->op < KR_OP_COUNT)
+        return node_fail(v, n, KEYER_STATUS_UNSUPPORTED, "operator %s has no shape rule in this "
+                         "build", kr_op_name(n->op));
     return node_fail(v, n, BAD, "unknown operator %d", (int)n->op);
 }
 

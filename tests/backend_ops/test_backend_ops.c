@@ -743,6 +743,8 @@ static void test_ops_all_backends(void **state)
     }
     printf("\nper-operator max error vs the reference (|d| / max(1, |ref|)):\n");
     for (int op = 0; op < KR_OP_COUNT; op++) {
+        if (!kr_ref_ops[op]) /* declared, no kernel yet: the graph validator refuses it */
+            continue;
         printf("  %-28s %2d cases", kr_op_name((kr_op)op), ran[op][0]);
         for (int bi = 1; bi < N_BACKENDS; bi++)
             if (ran[op][bi])

@@ -466,7 +466,8 @@ static void test_all_ops_model(void **state)
     keyer_model *m = expect_ok(d, n);
     const kr_graph *g = kr_model_graph(m);
     assert_int_equal(g->n_nodes, N_ALL_OPS - 1);
-    for (int op = 0; op < KR_OP_COUNT; op++) { /* every kr_op is there */
+    /* every kr_op a TFLite file can name is there (those from KR_OP_SUB on come from ONNX) */
+    for (int op = 0; op < KR_OP_SUB; op++) {
         int found = 0;
         for (int i = 0; i < g->n_nodes; i++)
             found |= g->nodes[i].op == (kr_op)op;

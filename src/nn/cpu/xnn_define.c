@@ -251,7 +251,7 @@ int kr_cpu_xnn_supports(const kr_graph *g, const kr_node *n)
     case KR_OP_RESIZE_BILINEAR: return supports_resize(g, n);
     case KR_OP_RESHAPE: return supports_unary(g, n);
     case KR_OP_CONCATENATION:
-    case KR_OP_COUNT: break;
+    default: break;
     }
     return 0;
 }
@@ -529,7 +529,7 @@ int kr_cpu_xnn_define_node(kr_cpu_xnn_builder *b, const kr_node *n)
         return (int)xnn_define_static_reshape(b->subgraph, (size_t)out->rank, dims, x, y, 0);
     }
     case KR_OP_CONCATENATION:
-    case KR_OP_COUNT: break;
+    default: break;
     }
     return (int)xnn_status_unsupported_parameter;
 }
