@@ -86,7 +86,10 @@ typedef enum kr_activation {
 /* Clamp bounds of an activation (NONE gives -inf..inf). */
 void kr_activation_range(kr_activation act, float *lo, float *hi);
 
-typedef enum kr_padding { KR_PADDING_SAME = 0, KR_PADDING_VALID } kr_padding;
+/* SAME and VALID as TFLite resolves them; EXPLICIT (ONNX): pad_top/_bottom/_left/_right are
+ * given by the model and the output size is (n + before + after - k_eff) / s + 1, rounded down,
+ * or up with kr_window_params.ceil_mode. */
+typedef enum kr_padding { KR_PADDING_SAME = 0, KR_PADDING_VALID, KR_PADDING_EXPLICIT } kr_padding;
 
 typedef struct kr_tensor {
     char *name;                /* from the file; owned by the graph */
