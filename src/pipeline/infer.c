@@ -150,6 +150,7 @@ keyer_status kr_infer_create(const kr_infer_params *p, kr_infer **out, keyer_err
     atomic_init(&inf->frames_cuda, 0);
     const keyer_model_entry *entry = keyer_registry_find(name);
     snprintf(inf->info.model, sizeof(inf->info.model), "%s", name);
+    inf->info.cuda_precision = keyer_registry_precision(entry, p->precision, 1);
     keyer_model *model = NULL;
     if ((st = keyer_model_load_file(path, &model, err)) ||
         (st = check_model(inf, model, entry, name, err)))
@@ -165,6 +166,7 @@ keyer_status kr_infer_create(const kr_infer_params *p, kr_infer **out, keyer_err
         .counters = p->counters,
         .threads = p->threads,
         .fail_cuda_at = p->fail_cuda_at,
+        .cuda_precision = inf->info.cuda_precision,
         .ops = &infer_ops,
         .opaque = inf,
     };
