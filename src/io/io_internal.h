@@ -71,6 +71,9 @@ typedef struct kr_source_opts {
     int stream_index;          /* with codecpar: the stream to decode */
     atomic_int *interrupt;     /* may be NULL; non-zero aborts I/O */
     const keyer_logger *logger;
+    /* network inputs: microseconds without data after which an operation fails, given to
+     * the protocol and enforced by an interrupt deadline (0: none) */
+    int64_t timeout_us;
 } kr_source_opts;
 
 typedef struct kr_source {
@@ -90,14 +93,21 @@ typedef struct kr_source {
     void *sink_opaque;
     atomic_int *interrupt;
     const keyer_logger *logger;
+    int64_t timeout_ns;  /* per blocking operation; 0: none */
+    int64_t deadline_ns; /* CLOCK_MONOTONIC time the current operation is abandoned at; 0: none */
 } kr_source;
 
-/** Opens the input and the decoder of its best video stream. Errors name the URL. */
+/**
+ * Opens the input and the decoder of its best video stream. Errors name the URL; an opening
+ * that outlives o->timeout_us (plus 5 s of probing) fails with IO ("no answer within").
+ * @p s must stay at its address while open (the interrupt callback points at it).
+ */
 keyer_status kr_source_open(kr_source *s, const kr_source_opts *o, keyer_error *err);
 
 /**
  * Next decoded frame into @p out (unreferenced first). KEYER_OK, KEYER_STATUS_END, or an
  * error. Damaged packets are counted and skipped; a cut file ends the stream (truncated).
+ * A read that gets no data within the source's timeout fails with IO ("no data for").
  */
 keyer_status kr_source_receive(kr_source *s, AVFrame *out, keyer_error *err);
 
@@ -106,6 +116,9 @@ keyer_status kr_source_seek(kr_source *s, int64_t ts, int flags, keyer_error *er
 
 /** Frees everything; the struct may be reused. */
 void kr_source_close(kr_source *s);
+
+/** 1 when @p url names a network input (a "scheme://" URL other than file://). */
+int kr_source_is_network(const char *url);
 
 /* ---- split decode (split.c) ------------------------------------------------------------ */
 
