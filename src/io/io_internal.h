@@ -95,6 +95,7 @@ typedef struct kr_source {
     const keyer_logger *logger;
     int64_t timeout_ns;  /* per blocking operation; 0: none */
     int64_t deadline_ns; /* CLOCK_MONOTONIC time the current operation is abandoned at; 0: none */
+    int64_t op_start_ns; /* when that operation started */
 } kr_source;
 
 /**

@@ -47,7 +47,16 @@ static int interrupt_cb(void *opaque)
 /* Starts the deadline of one blocking operation (no-op without a timeout). */
 static void arm_deadline(kr_source *s, int64_t extra_ns)
 {
-    s->deadline_ns = s->timeout_ns ? now_ns() + s->timeout_ns + extra_ns : 0;
+    s->op_start_ns = now_ns();
+    s->deadline_ns = s->timeout_ns ? s->op_start_ns + s->timeout_ns + extra_ns : 0;
+}
+
+/* Whether the operation started by arm_deadline() failed with @p ret for want of data: the
+ * deadline, a protocol timeout, or any error once the timeout has passed (UDP reports EIO). */
+static int timed_out(const kr_source *s, int ret)
+{
+    return s->timeout_ns && (ret == AVERROR_EXIT || ret == AVERROR(ETIMEDOUT) ||
+                             now_ns() - s->op_start_ns >= s->timeout_ns);
 }
 
 int kr_source_is_network(const char *url)
@@ -199,7 +208,7 @@ static keyer_status open_input(kr_source *s, const kr_source_opts *o, const char
         if (user_interrupted(s))
             return keyer_error_set(err, KEYER_STATUS_INTERRUPTED, "%s: opening was interrupted",
                                    o->url);
-        if (s->timeout_ns && (ret == AVERROR_EXIT || ret == AVERROR(ETIMEDOUT)))
+        if (timed_out(s, ret))
             return keyer_error_set(err, KEYER_STATUS_IO, "%s: no answer within %.1f s (input "
                                    "timeout)", o->url, (double)s->timeout_ns / 1e9);
         describe_open_failure(url, ret, why, sizeof(why));
@@ -210,7 +219,7 @@ static keyer_status open_input(kr_source *s, const kr_source_opts *o, const char
         if (ret < 0 && user_interrupted(s))
             return keyer_error_set(err, KEYER_STATUS_INTERRUPTED, "%s: opening was interrupted",
                                    o->url);
-        if (ret < 0 && s->timeout_ns && (ret == AVERROR_EXIT || ret == AVERROR(ETIMEDOUT)))
+        if (ret < 0 && timed_out(s, ret))
             return keyer_error_set(err, KEYER_STATUS_IO, "%s: no stream information within "
                                    "%.1f s (input timeout)", o->url,
                                    (double)s->timeout_ns / 1e9);
@@ -400,7 +409,7 @@ keyer_status kr_source_receive(kr_source *s, AVFrame *out, keyer_error *err)
             if (user_interrupted(s))
                 return keyer_error_set(err, KEYER_STATUS_INTERRUPTED,
                                        "%s: reading was interrupted", s->url);
-            if (s->timeout_ns && (ret == AVERROR_EXIT || ret == AVERROR(ETIMEDOUT)))
+            if (timed_out(s, ret))
                 return keyer_error_set(err, KEYER_STATUS_IO, "%s: no data for %.1f s (input "
                                        "timeout)", s->url, (double)s->timeout_ns / 1e9);
             if (ret == AVERROR_EXIT)
