@@ -7,6 +7,7 @@
 #     the summary and --stats report the reconnection and the frames missed.
 #  2. UDP MPEG-TS (keyer listening): the sender stops for 1.5 s; the read times out
 #     (--input-timeout), keyer reopens the socket and goes on; Ctrl-C ends the run (exit 130).
+#     The output keeps the AAC audio (ADTS in MPEG-TS).
 #  3. Inputs that never answer fail cleanly within the timeout, naming the URL: a UDP port
 #     nobody sends to, and a refused TCP connection.
 # Only 127.0.0.1, free ports picked at run time; every background process is killed on exit;
@@ -122,8 +123,8 @@ frame_times "$tmp/rtmp.mp4" | awk -v gap="$gap" '
 port=$(free_port) || fail "no free port"
 uurl="udp://127.0.0.1:$port"
 udp_sender() {
-    ffmpeg -nostdin -hide_banner -loglevel error -re -stream_loop -1 -i "$tmp/clip.mp4" -an \
-        -c copy -f mpegts "$uurl?pkt_size=1316" 2>>"$tmp/sender.log" &
+    ffmpeg -nostdin -hide_banner -loglevel error -re -stream_loop -1 -i "$tmp/clip.mp4" -c copy \
+        -f mpegts "$uurl?pkt_size=1316" 2>>"$tmp/sender.log" &
     server=$!
     pids+=($server)
 }
@@ -147,6 +148,9 @@ grep -q '"reconnects": [1-9][0-9]*, "missed_frames": [1-9][0-9]*' "$tmp/udp.json
     { cat "$tmp/udp.log" "$tmp/udp.json"; fail "UDP: --stats lacks reconnects >= 1 and missed_frames > 0"; }
 grep -q "$uurl -> .*: [0-9]* frames" "$tmp/udp.log" || { cat "$tmp/udp.log"; fail "UDP: no summary line"; }
 decoded_frames "$tmp/udp.mp4" >/dev/null || fail "UDP: the output does not decode cleanly"
+# MPEG-TS carries AAC in ADTS frames: copied into the MP4 through aac_adtstoasc
+[ "$(ffprobe -v error -select_streams a -show_entries stream=codec_name -of csv=p=0 "$tmp/udp.mp4")" = aac ] ||
+    fail "UDP: the output has no AAC audio"
 frame_times "$tmp/udp.mp4" | awk 'NR > 1 && $1 <= prev { bad = 1 } { prev = $1 } END { exit bad || NR < 20 }' ||
     fail "UDP: the output's timestamps do not increase, or it holds fewer than 20 frames"
 
