@@ -8,13 +8,15 @@
 #  2. UDP MPEG-TS (keyer listening): the sender stops for 1.5 s; the read times out
 #     (--input-timeout), keyer reopens the socket and goes on; Ctrl-C ends the run (exit 130).
 #     The output keeps the AAC audio (ADTS in MPEG-TS).
-#  3. Inputs that never answer fail cleanly within the timeout, naming the URL: a UDP port
+#  3. HTTP (ffmpeg serving MPEG-TS live): reconnects by default (a stream without a length is
+#     live), after the server restarts.
+#  4. Inputs that never answer fail cleanly within the timeout, naming the URL: a UDP port
 #     nobody sends to, and a refused TCP connection.
 # Only 127.0.0.1, free ports picked at run time; every background process is killed on exit;
-# the whole test is bounded by a 90 s timeout (it takes about 40 s).
+# the whole test is bounded by a 60 s timeout (it takes about 35 s).
 if [ -z "${KEYER_RECONNECT_BOUNDED:-}" ]; then
     command -v timeout >/dev/null || { echo "SKIP: timeout (coreutils) is missing"; exit 77; }
-    KEYER_RECONNECT_BOUNDED=1 exec timeout -k 5 90 bash "$0" "$@"
+    KEYER_RECONNECT_BOUNDED=1 exec timeout -k 5 60 bash "$0" "$@"
 fi
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 for p in ffmpeg ffprobe; do
@@ -91,7 +93,7 @@ kill $server; wait $server 2>/dev/null
 sleep 1.5
 rtmp_server
 wait_listen "$port"
-sleep 5
+sleep 4
 kill $server; wait $server 2>/dev/null
 wait $keyer
 rc=$?
@@ -154,7 +156,37 @@ decoded_frames "$tmp/udp.mp4" >/dev/null || fail "UDP: the output does not decod
 frame_times "$tmp/udp.mp4" | awk 'NR > 1 && $1 <= prev { bad = 1 } { prev = $1 } END { exit bad || NR < 20 }' ||
     fail "UDP: the output's timestamps do not increase, or it holds fewer than 20 frames"
 
-# ---- 3. Inputs that never answer --------------------------------------------------------------
+# ---- 3. HTTP (ffmpeg serving MPEG-TS): a live HTTP stream (no length) reconnects by default -----
+port=$(free_port) || fail "no free port"
+hurl="http://127.0.0.1:$port/live.ts"
+http_server() {
+    ffmpeg -nostdin -hide_banner -loglevel error -re -stream_loop -1 -i "$tmp/clip.mp4" -c copy \
+        -f mpegts -listen 1 "$hurl" 2>>"$tmp/server.log" &
+    server=$!
+    pids+=($server)
+}
+http_server
+wait_listen "$port"
+timeout 40 "$bin" "$hurl" -o "$tmp/http.mp4" --stats "$tmp/http.json" "${opts[@]}" \
+    2>"$tmp/http.log" &
+keyer=$!
+pids+=($keyer)
+sleep 3
+kill $server; wait $server 2>/dev/null
+sleep 1
+http_server
+wait_listen "$port"
+sleep 3
+kill -INT $keyer
+wait $keyer
+rc=$?
+kill $server; wait $server 2>/dev/null
+[ $rc -eq 130 ] || { cat "$tmp/http.log"; fail "HTTP: exit $rc, expected 130 (interrupted)"; }
+grep -q '"reconnects": 1, "missed_frames": [1-9][0-9]*' "$tmp/http.json" ||
+    { cat "$tmp/http.log" "$tmp/http.json"; fail "HTTP: --stats lacks reconnects 1 and missed_frames > 0"; }
+decoded_frames "$tmp/http.mp4" >/dev/null || fail "HTTP: the output does not decode cleanly"
+
+# ---- 4. Inputs that never answer --------------------------------------------------------------
 port=$(free_port) || fail "no free port"
 start=$(date +%s)
 timeout 30 "$bin" "udp://127.0.0.1:$port" -o "$tmp/silent.mp4" --input-timeout 1 "${opts[@]}" \
