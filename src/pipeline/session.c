@@ -298,7 +298,13 @@ keyer_status keyer_session_create(const keyer_session_params *params, keyer_sess
     pthread_mutex_init(&s->stats_lock, NULL);
     pthread_mutex_init(&s->out.lock, NULL);
     pthread_mutex_init(&s->done_lock, NULL);
-    pthread_cond_init(&s->done_cond, NULL);
+    /* its timed waits take CLOCK_MONOTONIC deadlines (kr_clock_deadline): with the default
+     * clock they would all be in the past, and keyer_session_run() would spin */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->done_cond, &ca);
+    pthread_condattr_destroy(&ca);
     s->params = p;
     if (p.logger) {
         s->logger_copy = *p.logger;
