@@ -5,8 +5,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
 
 #include <libavutil/buffer.h>
 #include <libavutil/display.h>
@@ -23,11 +21,6 @@
 #define KEEP_LIMIT_BYTES (64u << 20)
 /* Seeking retries further back when the keyframe found starts after the target. */
 #define SEEK_TRIES 8
-/* Reconnection back-off: the first wait and the longest (nanoseconds). */
-#define BACKOFF_FIRST_NS 250000000LL
-#define BACKOFF_MAX_NS 4000000000LL
-/* Streams whose layout is compared across reconnections (kept packets keep their indices). */
-#define LAYOUT_MAX 16
 
 typedef struct pkt_queue {
     pthread_mutex_t lock;
@@ -66,20 +59,8 @@ struct keyer_reader {
     int split_audio_eof;
     int64_t audio_pump_limit; /* split mode: demux audio up to this time (AV_TIME_BASE units) */
     int cuda_device;
-    AVRational tb; /* time base of the frames returned: the first connection's video stream's */
-    /* network inputs and reconnection (keyer_reader_params::reconnect) */
-    int network;          /* avformat_network_init() was called */
-    int reconnecting;     /* a break reopens the input */
-    double reconnect_max; /* seconds */
-    AVRational src_tb;    /* the current connection's video time base */
-    int remapped;         /* the current connection's timestamps are mapped into tb */
-    int64_t ts_offset;    /* added to them (tb units) */
-    int64_t keep_offset;  /* added to kept packets (AV_TIME_BASE units) */
-    int resync;           /* reopened: the first frame sets the offsets; packets before it drop */
-    int64_t gap_start_ns; /* when the last frame before the break was returned */
-    int64_t last_frame_ns;
-    enum AVCodecID layout[LAYOUT_MAX]; /* the first connection's streams */
-    unsigned layout_n;
+    int network; /* avformat_network_init() was called */
+    kr_live live; /* reconnection; live.tb is the time base of the frames returned */
 };
 
 /* ---- names and defaults ---------------------------------------------------------------- */
@@ -143,19 +124,14 @@ static void keep_packet(void *opaque, AVPacket *pkt)
 {
     keyer_reader *r = opaque;
     pkt_queue *q = &r->q;
-    if (!r->keep_streams || r->resync) /* a new connection's packets before its first frame */
+    if (!r->keep_streams)
         return;
     const AVStream *st = r->main.fc->streams[pkt->stream_index];
     enum AVMediaType type = st->codecpar->codec_type;
     if (type != AVMEDIA_TYPE_AUDIO && type != AVMEDIA_TYPE_SUBTITLE)
         return;
-    if (r->keep_offset) { /* after a reconnection: continue the first connection's times */
-        int64_t d = av_rescale_q(r->keep_offset, AV_TIME_BASE_Q, st->time_base);
-        if (pkt->pts != AV_NOPTS_VALUE)
-            pkt->pts += d;
-        if (pkt->dts != AV_NOPTS_VALUE)
-            pkt->dts += d;
-    }
+    if (!kr_live_shift_packet(&r->live, pkt, st->time_base)) /* after a reconnection */
+        return;
     pthread_mutex_lock(&q->lock);
     if (!q->consumer && q->bytes + (size_t)pkt->size > KEEP_LIMIT_BYTES) {
         if (!q->dropping)
@@ -318,14 +294,14 @@ static void set_metadata(keyer_reader *r, const AVFrame *pic, keyer_frame *out)
         pts = pic->pts;
     int64_t dur = pic->pkt_duration;
     if (dur <= 0 && st->avg_frame_rate.num > 0 && st->avg_frame_rate.den > 0)
-        dur = av_rescale_q(1, av_inv_q(st->avg_frame_rate), r->tb);
+        dur = av_rescale_q(1, av_inv_q(st->avg_frame_rate), r->live.tb);
     if (pts == AV_NOPTS_VALUE) /* no timestamps in the input: continue from the last frame */
         pts = r->last_pts == INT64_MIN ? 0 : r->last_pts + (r->last_duration > 0 ? r->last_duration : 1);
     r->last_pts = pts;
     r->last_duration = dur;
     out->pts = pts;
     out->duration = dur > 0 ? dur : 0;
-    out->time_base = (keyer_rational){r->tb.num, r->tb.den};
+    out->time_base = (keyer_rational){r->live.tb.num, r->live.tb.den};
     enum AVColorRange range = pic->color_range;
     if (pic->format == AV_PIX_FMT_YUVJ420P || pic->format == AV_PIX_FMT_YUVJ422P ||
         pic->format == AV_PIX_FMT_YUVJ444P)
@@ -486,201 +462,37 @@ static keyer_status deliver(keyer_reader *r, AVFrame *pic, keyer_frame *out, key
     return st;
 }
 
-/* ---- reconnection ------------------------------------------------------------------------ */
-
-static int64_t now_ns(void)
+/* A reconnected source: its sink and device again, and its streams checked. */
+static void reattach(keyer_reader *r)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-/* A live network input, for KEYER_RECONNECT_AUTO: stream protocols, and HTTP(S) without a
- * known length (live HLS, a stream served live). */
-static int looks_live(const char *url, const AVFormatContext *fc)
-{
-    static const char *const live[] = {"rtsp", "rtsps", "rtmp", "rtmps", "rtmpt", "rtmpts",
-                                       "rtmpe", "rtmpte", "srt", "udp", "rtp", "tcp"};
-    const char *sep = strstr(url, "://");
-    if (!sep)
-        return 0;
-    size_t n = (size_t)(sep - url);
-    for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++)
-        if (strlen(live[i]) == n && !strncasecmp(url, live[i], n))
-            return 1;
-    int http = (n == 4 && !strncasecmp(url, "http", 4)) || (n == 5 && !strncasecmp(url, "https", 5));
-    return http && (fc->duration == AV_NOPTS_VALUE || fc->duration <= 0);
-}
-
-static void save_layout(keyer_reader *r)
-{
-    const AVFormatContext *fc = r->main.fc;
-    r->layout_n = fc->nb_streams;
-    for (unsigned i = 0; i < fc->nb_streams && i < LAYOUT_MAX; i++)
-        r->layout[i] = fc->streams[i]->codecpar->codec_id;
-}
-
-static int same_layout(const keyer_reader *r)
-{
-    const AVFormatContext *fc = r->main.fc;
-    if (fc->nb_streams != r->layout_n || r->layout_n > LAYOUT_MAX)
-        return 0;
-    for (unsigned i = 0; i < fc->nb_streams; i++)
-        if (fc->streams[i]->codecpar->codec_id != r->layout[i])
-            return 0;
-    return 1;
-}
-
-static int64_t map_ts(const keyer_reader *r, int64_t t)
-{
-    return t == AV_NOPTS_VALUE ? t : av_rescale_q(t, r->src_tb, r->tb) + r->ts_offset;
-}
-
-/* The first frame after a reconnection: it follows the last frame returned by the gap's
- * wall-clock length in whole frames; the frames that length held are counted as missed. */
-static void resync(keyer_reader *r, const AVFrame *pic)
-{
-    double gap = (double)(now_ns() - r->gap_start_ns) / 1e9;
-    AVRational fr = {r->info.frame_rate.num, r->info.frame_rate.den};
-    if (fr.num <= 0 || fr.den <= 0)
-        fr = (AVRational){25, 1};
-    int64_t dur = r->last_duration > 0 ? r->last_duration : av_rescale_q(1, av_inv_q(fr), r->tb);
-    if (dur <= 0)
-        dur = 1;
-    int64_t steps = llround(gap * fr.num / fr.den);
-    if (steps < 1)
-        steps = 1;
-    int64_t t = pic->best_effort_timestamp != AV_NOPTS_VALUE ? pic->best_effort_timestamp
-                                                             : pic->pts;
-    int64_t target = (r->last_pts == INT64_MIN ? 0 : r->last_pts) + steps * dur;
-    r->ts_offset = t == AV_NOPTS_VALUE ? 0 : target - av_rescale_q(t, r->src_tb, r->tb);
-    r->keep_offset = av_rescale_q(r->ts_offset, r->tb, AV_TIME_BASE_Q);
-    r->resync = 0;
-    r->remapped = 1;
-    pthread_mutex_lock(&r->q.lock);
-    r->stats.missed_frames += steps - 1;
-    r->stats.disconnected_seconds += gap;
-    pthread_mutex_unlock(&r->q.lock);
-    keyer_log(r->logger, KEYER_LOG_WARNING, "%s: frames resume after a gap of %.2f s (%lld "
-              "frames missed)", r->url, gap, (long long)(steps - 1));
-}
-
-/* Maps a frame of the current connection into the timestamps of the frames returned. */
-static void map_timestamps(keyer_reader *r, AVFrame *pic)
-{
-    if (r->resync)
-        resync(r, pic);
-    pic->pts = map_ts(r, pic->pts);
-    pic->best_effort_timestamp = map_ts(r, pic->best_effort_timestamp);
-    if (pic->pkt_duration > 0)
-        pic->pkt_duration = av_rescale_q(pic->pkt_duration, r->src_tb, r->tb);
-}
-
-/* Whether a reconnecting input's failure @p st is a break to reconnect after. */
-static int is_break(const keyer_reader *r, keyer_status st)
-{
-    return r->reconnecting && !r->split && !atomic_load(&r->interrupt) &&
-           (st == KEYER_STATUS_END || st == KEYER_STATUS_IO || st == KEYER_STATUS_BAD_DATA);
-}
-
-/* @p message without the "URL: " the source's messages start with. */
-static const char *without_url(const keyer_reader *r, const char *message)
-{
-    size_t n = strlen(r->url);
-    if (!strncmp(message, r->url, n) && message[n] == ':' && message[n + 1] == ' ')
-        return message + n + 2;
-    return message;
-}
-
-/* Sleeps @p ns unless the reader is interrupted. */
-static void backoff_sleep(keyer_reader *r, int64_t ns)
-{
-    int64_t until = now_ns() + ns;
-    while (!atomic_load(&r->interrupt)) {
-        int64_t left = until - now_ns();
-        if (left <= 0)
-            return;
-        struct timespec ts = {0, left > 50000000 ? 50000000 : (long)left};
-        nanosleep(&ts, NULL);
-    }
-}
-
-/*
- * After a break (@p cause: END or the error in @p err): closes the source and reopens it,
- * waiting 0.25 s doubling to 4 s between attempts, until it opens or reconnect_max seconds
- * have passed since the last frame. KEYER_OK when reopened (the next frame resyncs), else
- * INTERRUPTED or IO naming the URL, the cause and the last attempt's error.
- */
-static keyer_status reconnect(keyer_reader *r, keyer_status cause, keyer_error *err)
-{
-    char why[KEYER_ERROR_MESSAGE_MAX];
-    snprintf(why, sizeof(why), "%s", cause == KEYER_STATUS_END ? "the stream ended"
-                                     : err && err->message[0] ? without_url(r, err->message)
-                                                              : keyer_status_name(cause));
-    int64_t now = now_ns();
-    if (!r->resync) /* a new break (not one before the first frame of a new connection) */
-        r->gap_start_ns = r->last_frame_ns ? r->last_frame_ns : now;
-    int64_t give_up = r->gap_start_ns + (int64_t)(r->reconnect_max * 1e9);
-    keyer_log(r->logger, KEYER_LOG_WARNING, "%s: input lost (%s): reconnecting for up to %.0f s",
-              r->url, why, r->reconnect_max);
-    kr_source_close(&r->main);
-    r->resync = 1; /* until a frame arrives, nothing of a new connection is kept */
-    int64_t delay = BACKOFF_FIRST_NS;
-    int attempts = 0;
-    keyer_error last = {0};
-    while (now_ns() < give_up) {
-        if (atomic_load(&r->interrupt))
-            return keyer_error_set(err, KEYER_STATUS_INTERRUPTED, "%s: reading was interrupted",
-                                   r->url);
-        attempts++;
-        memset(&last, 0, sizeof(last));
-        keyer_status st = kr_source_open(&r->main, &r->opts, &last);
-        if (st == KEYER_OK)
-            break;
-        if (st == KEYER_STATUS_INTERRUPTED || st == KEYER_STATUS_OUT_OF_MEMORY) {
-            if (err)
-                *err = last;
-            return st;
-        }
-        keyer_log(r->logger, KEYER_LOG_DEBUG, "%s: reconnection attempt %d: %s", r->url,
-                  attempts, last.message);
-        if (now_ns() + delay >= give_up) {
-            attempts = -attempts;
-            break;
-        }
-        backoff_sleep(r, delay);
-        delay = delay * 2 > BACKOFF_MAX_NS ? BACKOFF_MAX_NS : delay * 2;
-    }
-    if (attempts <= 0 || !r->main.fc) {
-        r->ended = 1;
-        r->reconnecting = 0;
-        set_input_done(r);
-        if (atomic_load(&r->interrupt))
-            return keyer_error_set(err, KEYER_STATUS_INTERRUPTED, "%s: reading was interrupted",
-                                   r->url);
-        return keyer_error_set(err, KEYER_STATUS_IO,
-                               "%s: the input broke off (%s) and did not come back within %.0f "
-                               "s (%d attempt%s%s%s)", r->url, why, r->reconnect_max,
-                               attempts < 0 ? -attempts : attempts,
-                               attempts == 1 || attempts == -1 ? "" : "s",
-                               last.message[0] ? "; last: " : "", without_url(r, last.message));
-    }
     r->main.hw.ordinal = r->cuda_device;
     r->main.sink = keep_packet;
     r->main.sink_opaque = r;
-    AVStream *vs = r->main.fc->streams[r->main.stream];
-    r->src_tb = vs->time_base;
-    if (r->keep_streams && !same_layout(r)) {
+    if (r->keep_streams && !kr_live_same_layout(&r->live, r->main.fc)) {
         keyer_log(r->logger, KEYER_LOG_WARNING, "%s: the reconnected input has other streams "
                   "(%u, was %u): its audio and subtitles are not kept", r->url,
-                  r->main.fc->nb_streams, r->layout_n);
+                  r->main.fc->nb_streams, r->live.layout_n);
         r->keep_streams = 0;
     }
     pthread_mutex_lock(&r->q.lock);
     r->stats.reconnects++;
     pthread_mutex_unlock(&r->q.lock);
-    keyer_log(r->logger, KEYER_LOG_INFO, "%s: reconnected (attempt %d)", r->url, attempts);
-    return KEYER_OK;
+}
+
+/* Maps a frame of a live source; counts and logs the gap before the first of a connection. */
+static void map_live(keyer_reader *r, AVFrame *pic)
+{
+    int64_t missed = 0;
+    double gap = 0;
+    AVRational fr = {r->info.frame_rate.num, r->info.frame_rate.den};
+    if (!kr_live_map(&r->live, pic, r->last_pts, r->last_duration, fr, &missed, &gap))
+        return;
+    pthread_mutex_lock(&r->q.lock);
+    r->stats.missed_frames += missed;
+    r->stats.disconnected_seconds += gap;
+    pthread_mutex_unlock(&r->q.lock);
+    keyer_log(r->logger, KEYER_LOG_WARNING, "%s: frames resume after a gap of %.2f s (%lld "
+              "frames missed)", r->url, gap, (long long)missed);
 }
 
 /* Next decoded AVFrame from the source or the split workers; frames presented before the
@@ -719,10 +531,10 @@ static keyer_status next_avframe_raw(keyer_reader *r, AVFrame *pic, keyer_error 
         }
     } else {
         st = kr_source_receive(&r->main, pic, err);
-        if (r->main.demux_eof && !r->reconnecting)
+        if (r->main.demux_eof && !r->live.on)
             set_input_done(r);
-        if (st == KEYER_OK && (r->remapped || r->resync))
-            map_timestamps(r, pic);
+        if (st == KEYER_OK && (r->live.remapped || r->live.resync))
+            map_live(r, pic);
     }
     return st;
 }
@@ -886,7 +698,6 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
     r->last_pts = INT64_MIN;
     r->main.stream = -1;
     r->cuda_device = p.cuda_device;
-    r->reconnect_max = p.reconnect_max;
     if (kr_source_is_network(url)) {
         avformat_network_init();
         r->network = 1;
@@ -941,8 +752,10 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
     r->main.sink = keep_packet;
     r->main.sink_opaque = r;
     r->info.rotation = display_rotation(r->main.fc->streams[r->main.stream]);
-    r->tb = r->src_tb = r->main.fc->streams[r->main.stream]->time_base;
-    save_layout(r);
+    kr_live_init(&r->live, &r->main,
+                 r->network && p.reconnect != KEYER_RECONNECT_OFF &&
+                     (p.reconnect == KEYER_RECONNECT_ON || kr_live_url(url, r->main.fc)),
+                 p.reconnect_max);
 
     if (p.segments > 1) {
         keyer_error serr = {0};
@@ -970,10 +783,9 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
     if (st)
         goto fail;
     fill_info(r);
-    r->reconnecting = r->network && !r->split && p.reconnect != KEYER_RECONNECT_OFF &&
-                      (p.reconnect == KEYER_RECONNECT_ON || looks_live(url, r->main.fc));
-    if (r->reconnecting)
-        r->last_frame_ns = now_ns();
+    if (r->split)
+        r->live.on = 0; /* split decode needs a seekable file */
+    kr_live_frame_returned(&r->live);
     update_counters(r);
     *out = r;
     return KEYER_OK;
@@ -1005,12 +817,16 @@ keyer_status keyer_reader_read(keyer_reader *r, keyer_frame *frame, keyer_error 
         return KEYER_STATUS_END;
     } else {
         st = next_avframe(r, r->pic, err);
-        while (st != KEYER_OK && is_break(r, st)) {
-            kr_av_log_demote(1);
-            st = reconnect(r, st, err);
+        while (st != KEYER_OK && !r->split && kr_live_is_break(&r->live, st, &r->interrupt)) {
+            kr_av_log_demote(1); /* failed attempts are reported by the reconnection */
+            st = kr_live_reopen(&r->live, &r->main, &r->opts, st, err);
             kr_av_log_demote(0);
-            if (st)
+            if (st) {
+                r->ended = 1;
+                set_input_done(r);
                 break;
+            }
+            reattach(r);
             st = next_avframe(r, r->pic, err);
         }
         if (st == KEYER_OK)
@@ -1025,8 +841,7 @@ keyer_status keyer_reader_read(keyer_reader *r, keyer_frame *frame, keyer_error 
     if (st)
         return st;
     r->stats.frames++;
-    if (r->reconnecting)
-        r->last_frame_ns = now_ns();
+    kr_live_frame_returned(&r->live);
     if (frame->flags & KEYER_FRAME_FLAG_CORRUPT)
         r->stats.corrupt_frames++;
     return KEYER_OK;

@@ -13,10 +13,11 @@
 #  4. Inputs that never answer fail cleanly within the timeout, naming the URL: a UDP port
 #     nobody sends to, and a refused TCP connection.
 # Only 127.0.0.1, free ports picked at run time; every background process is killed on exit;
-# the whole test is bounded by a 60 s timeout (it takes about 35 s).
+# the whole test is bounded by a 90 s timeout (about 35 s on an idle machine; each step waits
+# for keyer's progress or its reconnection rather than a fixed time, so a loaded one is slower).
 if [ -z "${KEYER_RECONNECT_BOUNDED:-}" ]; then
     command -v timeout >/dev/null || { echo "SKIP: timeout (coreutils) is missing"; exit 77; }
-    KEYER_RECONNECT_BOUNDED=1 exec timeout -k 5 60 bash "$0" "$@"
+    KEYER_RECONNECT_BOUNDED=1 exec timeout -k 5 90 bash "$0" "$@"
 fi
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 for p in ffmpeg ffprobe; do
@@ -62,6 +63,30 @@ decoded_frames() {
         -of csv=p=0 "$1" 2>"$tmp/probe.err") && [ ! -s "$tmp/probe.err" ] && echo "$n" ||
         { cat "$tmp/probe.err"; return 1; }
 }
+# Frames keyer has written so far, from its progress line (--progress) in log $1; 0 before it.
+progress_frames() {
+    local n
+    n=$(tr '\r' '\n' < "$1" | sed -n 's/^\([0-9][0-9]*\) frames .*/\1/p; s/.* \([0-9][0-9]*\)\/[0-9]* frames .*/\1/p' | tail -n 1)
+    echo "${n:-0}"
+}
+# Waits up to 20 s until log $1 shows at least $2 frames written ($3 names the case).
+wait_frames() {
+    for _ in $(seq 200); do
+        [ "$(progress_frames "$1")" -ge "$2" ] && return 0
+        sleep 0.1
+    done
+    cat "$1"
+    fail "$3: fewer than $2 frames written after 20 s"
+}
+# Waits up to 20 s until log $1 shows that frames resumed after a reconnection.
+wait_resume() {
+    for _ in $(seq 200); do
+        grep -q "frames resume after a gap" "$1" && return 0
+        sleep 0.1
+    done
+    cat "$1"
+    fail "$2: no reconnection within 20 s"
+}
 # Pts of the output's video frames, one per line.
 frame_times() {
     ffprobe -v error -select_streams v -show_entries frame=pts_time -of csv=p=0 "$1" |
@@ -71,7 +96,7 @@ frame_times() {
 "$bin" make-sample "$tmp/clip.mp4" --image "$data/grace_hopper.jpg" --size 160x96 --frames 48 \
     --fps 24 --preset ultrafast 2>/dev/null || fail "make-sample"
 # passthrough with face detection: the cheapest per-frame work, so a loaded machine keeps up
-opts=(--detect faces --draw none --device cpu --preset ultrafast --threads 1 -y)
+opts=(--detect faces --draw none --device cpu --preset ultrafast --threads 1 -y --progress)
 
 # ---- 1. RTMP: killed, restarted, then gone for good -------------------------------------------
 port=$(free_port) || fail "no free port"
@@ -88,12 +113,14 @@ timeout 40 "$bin" "$url" -o "$tmp/rtmp.mp4" --stats "$tmp/rtmp.json" --reconnect
     "${opts[@]}" 2>"$tmp/rtmp.log" &
 keyer=$!
 pids+=($keyer)
-sleep 4
+wait_frames "$tmp/rtmp.log" 24 RTMP
+before=$(progress_frames "$tmp/rtmp.log")
 kill $server; wait $server 2>/dev/null
 sleep 1.5
 rtmp_server
 wait_listen "$port"
-sleep 4
+wait_resume "$tmp/rtmp.log" RTMP
+wait_frames "$tmp/rtmp.log" $(($(progress_frames "$tmp/rtmp.log") + 24)) "RTMP after the reconnection"
 kill $server; wait $server 2>/dev/null
 wait $keyer
 rc=$?
@@ -109,6 +136,7 @@ written=$(sed -n "s|^  $url -> .*: FAILED after \([0-9]*\) frames.*|\1|p" "$tmp/
 gap=$(sed -n 's/.*"disconnected_seconds": \([0-9.]*\).*/\1/p' "$tmp/rtmp.json")
 probed=$(decoded_frames "$tmp/rtmp.mp4") || fail "RTMP: the output does not decode cleanly"
 [ "$probed" = "$written" ] || fail "RTMP: the output holds $probed frames, the summary says $written"
+[ "$written" -gt "$before" ] || fail "RTMP: $written frames written, $before before the kill"
 # timestamps increase; the reconnection is a jump of about the gap's length, with frames of
 # the first connection before it and of the second after it
 frame_times "$tmp/rtmp.mp4" | awk -v gap="$gap" '
@@ -130,17 +158,18 @@ udp_sender() {
     server=$!
     pids+=($server)
 }
-timeout 40 "$bin" "$uurl" -o "$tmp/udp.mp4" --stats "$tmp/udp.json" --input-timeout 1 \
+"$bin" "$uurl" -o "$tmp/udp.mp4" --stats "$tmp/udp.json" --input-timeout 1 \
     --reconnect-max 10 "${opts[@]}" 2>"$tmp/udp.log" &
 keyer=$!
 pids+=($keyer)
 sleep 0.5
 udp_sender
-sleep 4
+wait_frames "$tmp/udp.log" 24 UDP
 kill $server; wait $server 2>/dev/null
 sleep 1.5
 udp_sender
-sleep 4
+wait_resume "$tmp/udp.log" UDP
+wait_frames "$tmp/udp.log" $(($(progress_frames "$tmp/udp.log") + 24)) "UDP after the reconnection"
 kill -INT $keyer
 wait $keyer
 rc=$?
@@ -167,16 +196,17 @@ http_server() {
 }
 http_server
 wait_listen "$port"
-timeout 40 "$bin" "$hurl" -o "$tmp/http.mp4" --stats "$tmp/http.json" "${opts[@]}" \
+"$bin" "$hurl" -o "$tmp/http.mp4" --stats "$tmp/http.json" "${opts[@]}" \
     2>"$tmp/http.log" &
 keyer=$!
 pids+=($keyer)
-sleep 3
+wait_frames "$tmp/http.log" 24 HTTP
 kill $server; wait $server 2>/dev/null
 sleep 1
 http_server
 wait_listen "$port"
-sleep 3
+wait_resume "$tmp/http.log" HTTP
+wait_frames "$tmp/http.log" $(($(progress_frames "$tmp/http.log") + 24)) "HTTP after the reconnection"
 kill -INT $keyer
 wait $keyer
 rc=$?
