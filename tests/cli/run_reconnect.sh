@@ -115,13 +115,13 @@ keyer=$!
 pids+=($keyer)
 wait_frames "$tmp/rtmp.log" 24 RTMP
 before=$(progress_frames "$tmp/rtmp.log")
-kill $server; wait $server 2>/dev/null
+kill $server 2>/dev/null; wait $server 2>/dev/null
 sleep 1.5
 rtmp_server
 wait_listen "$port"
 wait_resume "$tmp/rtmp.log" RTMP
 wait_frames "$tmp/rtmp.log" $(($(progress_frames "$tmp/rtmp.log") + 24)) "RTMP after the reconnection"
-kill $server; wait $server 2>/dev/null
+kill $server 2>/dev/null; wait $server 2>/dev/null
 wait $keyer
 rc=$?
 [ $rc -eq 1 ] || { cat "$tmp/rtmp.log"; fail "RTMP: exit $rc, expected 1 (the source went for good)"; }
@@ -165,7 +165,7 @@ pids+=($keyer)
 sleep 0.5
 udp_sender
 wait_frames "$tmp/udp.log" 24 UDP
-kill $server; wait $server 2>/dev/null
+kill $server 2>/dev/null; wait $server 2>/dev/null
 sleep 1.5
 udp_sender
 wait_resume "$tmp/udp.log" UDP
@@ -173,7 +173,7 @@ wait_frames "$tmp/udp.log" $(($(progress_frames "$tmp/udp.log") + 24)) "UDP afte
 kill -INT $keyer
 wait $keyer
 rc=$?
-kill $server; wait $server 2>/dev/null
+kill $server 2>/dev/null; wait $server 2>/dev/null
 [ $rc -eq 130 ] || { cat "$tmp/udp.log"; fail "UDP: exit $rc, expected 130 (interrupted)"; }
 grep -q '"reconnects": [1-9][0-9]*, "missed_frames": [1-9][0-9]*' "$tmp/udp.json" ||
     { cat "$tmp/udp.log" "$tmp/udp.json"; fail "UDP: --stats lacks reconnects >= 1 and missed_frames > 0"; }
@@ -201,7 +201,7 @@ wait_listen "$port"
 keyer=$!
 pids+=($keyer)
 wait_frames "$tmp/http.log" 24 HTTP
-kill $server; wait $server 2>/dev/null
+kill $server 2>/dev/null; wait $server 2>/dev/null
 sleep 1
 http_server
 wait_listen "$port"
@@ -210,7 +210,7 @@ wait_frames "$tmp/http.log" $(($(progress_frames "$tmp/http.log") + 24)) "HTTP a
 kill -INT $keyer
 wait $keyer
 rc=$?
-kill $server; wait $server 2>/dev/null
+kill $server 2>/dev/null; wait $server 2>/dev/null
 [ $rc -eq 130 ] || { cat "$tmp/http.log"; fail "HTTP: exit $rc, expected 130 (interrupted)"; }
 grep -q '"reconnects": 1, "missed_frames": [1-9][0-9]*' "$tmp/http.json" ||
     { cat "$tmp/http.log" "$tmp/http.json"; fail "HTTP: --stats lacks reconnects 1 and missed_frames > 0"; }
