@@ -94,6 +94,7 @@ typedef struct kr_source {
     void *sink_opaque;
     atomic_int *interrupt;
     const keyer_logger *logger;
+    int network;         /* a network URL: the end of the connection ends the input cleanly */
     int64_t timeout_ns;  /* per blocking operation; 0: none */
     int64_t deadline_ns; /* CLOCK_MONOTONIC time the current operation is abandoned at; 0: none */
     int64_t op_start_ns; /* when that operation started */

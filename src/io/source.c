@@ -321,7 +321,8 @@ keyer_status kr_source_open(kr_source *s, const kr_source_opts *o, keyer_error *
     s->url = o->url;
     s->logger = o->logger;
     s->interrupt = o->interrupt;
-    s->timeout_ns = o->timeout_us > 0 && kr_source_is_network(o->url) ? o->timeout_us * 1000 : 0;
+    s->network = kr_source_is_network(o->url);
+    s->timeout_ns = o->timeout_us > 0 && s->network ? o->timeout_us * 1000 : 0;
     s->stream = -1;
     s->hw.url = o->url;
     s->hw.logger = o->logger;
@@ -420,10 +421,14 @@ keyer_status kr_source_receive(kr_source *s, AVFrame *out, keyer_error *err)
                 continue;
             }
             int at_end = s->fc->pb && avio_feof(s->fc->pb);
+            if (at_end && s->network) { /* the connection ended: not a cut file */
+                s->demux_eof = 1;
+                continue;
+            }
             if (ret == AVERROR_INVALIDDATA || at_end) {
                 if (at_end || ++s->demux_errors > MAX_DEMUX_ERRORS) {
                     if (!s->truncated)
-                        keyer_log(s->logger, s->timeout_ns ? KEYER_LOG_DEBUG : KEYER_LOG_WARNING,
+                        keyer_log(s->logger, KEYER_LOG_WARNING,
                                   "%s: the input ends inside damaged or missing data (cut "
                                   "file?): decoding what was read", s->url);
                     s->truncated = 1;

@@ -4,7 +4,8 @@
 #     keyer reconnects and goes on; then the server goes for good and, after --reconnect-max,
 #     the stream fails (exit 1) with its output finalised. The output decodes to its end,
 #     holds frames from both connections, its timestamps increase and jump over the gap, and
-#     the summary and --stats report the reconnection and the frames missed.
+#     the summary and --stats report the reconnection and the frames missed. With
+#     --reconnect off, the server ending its stream ends the input cleanly (exit 0).
 #  2. UDP MPEG-TS (keyer listening): the sender stops for 1.5 s; the read times out
 #     (--input-timeout), keyer reopens the socket and goes on; Ctrl-C ends the run (exit 130).
 #     The output keeps the AAC audio (ADTS in MPEG-TS).
@@ -13,11 +14,11 @@
 #  4. Inputs that never answer fail cleanly within the timeout, naming the URL: a UDP port
 #     nobody sends to, and a refused TCP connection.
 # Only 127.0.0.1, free ports picked at run time; every background process is killed on exit;
-# the whole test is bounded by a 90 s timeout (about 35 s on an idle machine; each step waits
+# the whole test is bounded by a 120 s timeout (about 40 s on an idle machine; each step waits
 # for keyer's progress or its reconnection rather than a fixed time, so a loaded one is slower).
 if [ -z "${KEYER_RECONNECT_BOUNDED:-}" ]; then
     command -v timeout >/dev/null || { echo "SKIP: timeout (coreutils) is missing"; exit 77; }
-    KEYER_RECONNECT_BOUNDED=1 exec timeout -k 5 90 bash "$0" "$@"
+    KEYER_RECONNECT_BOUNDED=1 exec timeout -k 5 120 bash "$0" "$@"
 fi
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 for p in ffmpeg ffprobe; do
@@ -148,6 +149,19 @@ frame_times "$tmp/rtmp.mp4" | awk -v gap="$gap" '
         if (!jump) { print "no jump of " gap " s in the timestamps"; exit 1 }
         if (before < 10 || NR - before < 10) { print before " frames before the gap, " NR - before " after"; exit 1 }
     }' || fail "RTMP: the output's timestamps do not show the gap as expected"
+
+# without reconnection, the server ending its stream ends the input cleanly (exit 0)
+ffmpeg -nostdin -hide_banner -loglevel error -re -i "$tmp/clip.mp4" -c copy -f flv -listen 1 \
+    "$url" 2>>"$tmp/server.log" &
+server=$!
+pids+=($server)
+wait_listen "$port"
+timeout 40 "$bin" "$url" -o "$tmp/off.mp4" --stats "$tmp/off.json" --reconnect off "${opts[@]}" \
+    2>"$tmp/off.log"
+rc=$?
+[ $rc -eq 0 ] || { cat "$tmp/off.log"; fail "RTMP, --reconnect off: exit $rc when the stream ended, expected 0"; }
+grep -q '"reconnects": 0, "missed_frames": 0' "$tmp/off.json" || fail "RTMP, --reconnect off: reconnected"
+decoded_frames "$tmp/off.mp4" >/dev/null || fail "RTMP, --reconnect off: the output does not decode cleanly"
 
 # ---- 2. UDP MPEG-TS: the sender stops and comes back; Ctrl-C ends the run --------------------
 port=$(free_port) || fail "no free port"
