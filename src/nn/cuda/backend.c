@@ -392,6 +392,11 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
     if (plan->n_tensors != g->n_tensors || plan->batch != cfg->batch)
         return keyer_error_set(err, KEYER_STATUS_INTERNAL,
                                "%s: cuda backend: the plan does not match the graph", g->name);
+    if (g->fixed_batch && cfg->batch != 1) /* its axis 0 is not a batch axis (graph.h) */
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                               "%s: cuda backend: the model runs at batch 1 only (its operators "
+                               "move or mix axis 0), batch %d asked",
+                               g->name, cfg->batch);
     keyer_status st = select_device(g, cfg, err);
     if (st)
         return st;

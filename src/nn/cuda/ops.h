@@ -108,6 +108,11 @@ int kr_cuda_gather(const kr_cuda_op *op);
 int kr_cuda_transpose_conv(const kr_cuda_op *op);
 /* CONV_2D with window.groups > 1 (kr_cuda_conv_2d calls it for such nodes). */
 int kr_cuda_conv_2d_grouped(const kr_cuda_op *op);
+/* Whether CONV_2D node @p op runs on the tensor cores (kr_cuda_conv_2d_mma): an f16 instance,
+ * explicit padding (ONNX models), no groups, input channels a multiple of 16, 16-byte aligned
+ * input and weights, compute capability 7 or more. kr_cuda_conv_2d calls both. */
+int kr_cuda_conv_2d_mma_fits(const kr_cuda_op *op);
+int kr_cuda_conv_2d_mma(const kr_cuda_op *op);
 
 /* Whether @p node of @p g is a global average pool: an AVERAGE_POOL_2D with one output pixel
  * whose window covers the whole NHWC input, or a MEAN over H and W keeping them (the same

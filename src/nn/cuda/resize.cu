@@ -1,7 +1,8 @@
 /*
  * RESIZE (ONNX Resize and Upsample over H and W of NHWC; semantics in nn/graph.h, p.resize_onnx;
  * the reference in src/nn/reference/resize.c). Per output pixel and axis, the source coordinate
- * from the coordinate rule (in float, as ONNX Runtime computes it), then:
+ * from the coordinate rule (in float, as ONNX Runtime computes it; the two double-precision steps
+ * of the reference's too), then:
  *  - NEAREST: the coordinate rounded by the nearest mode, clamped to [0, n - 1];
  *  - LINEAR: the coordinate clamped to [0, n - 1], the two neighbours floor and floor + 1
  *    (clamped) weighted by the fractions:
@@ -40,12 +41,11 @@ __device__ __forceinline__ float rs_coord(int coord, const rs_axis &a, int x)
     case KR_COORD_TF_CROP_AND_RESIZE:
         return a.out > 1 ? a.roi0 * (float)(a.in - 1) +
                                xf * (a.roi1 - a.roi0) * (float)(a.in - 1) / (float)(a.out - 1)
-                         : 0.5f * (a.roi0 + a.roi1) * (float)(a.in - 1);
-    default: { /* HALF_PIXEL_SYMMETRIC */
+                         : (float)(0.5 * (a.roi0 + a.roi1) * (a.in - 1));
+    default: { /* HALF_PIXEL_SYMMETRIC: the offset in float, the sum in double, as the reference */
         const float adjustment = (float)a.out / (a.scale * (float)a.in);
-        const float center = (float)a.in / 2.0f;
-        const float offset = center * (1.0f - adjustment);
-        return offset + (xf + 0.5f) / a.scale - 0.5f;
+        const float offset = (float)a.in / 2 * (1 - adjustment);
+        return (float)(offset + ((double)xf + 0.5) / a.scale - 0.5);
     }
     }
 }

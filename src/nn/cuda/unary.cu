@@ -18,7 +18,7 @@ template <int F> __device__ __forceinline__ float unary_fn(float x, float alpha,
     case U_ELU: return x < 0.0f ? alpha * (expf(x) - 1.0f) : x;
     case U_LEAKY_RELU: return x < 0.0f ? alpha * x : x;
     case U_HARD_SIGMOID: return fmaxf(0.0f, fminf(1.0f, alpha * x + beta));
-    case U_CLIP: return fminf(fmaxf(x, alpha), beta);
+    case U_CLIP: return x != x ? x : fminf(fmaxf(x, alpha), beta); /* NaN stays */
     default: return powf(x, alpha);
     }
 }
