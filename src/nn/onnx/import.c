@@ -373,7 +373,11 @@ int kr_imp_output_uses(kr_imp_ctx *c, int i)
 {
     if (i < 0 || (size_t)i >= c->node->n_output || !c->node->output[i][0])
         return 0;
-    const char *name = c->node->output[i];
+    return kr_imp_uses(c, c->node->output[i]);
+}
+
+int kr_imp_uses(kr_imp_ctx *c, const char *name)
+{
     int uses = 0;
     for (size_t n = 0; n < c->gp->n_node; n++)
         for (size_t k = 0; k < c->gp->node[n]->n_input; k++)
@@ -644,6 +648,25 @@ keyer_status kr_imp_const_operand(kr_imp_ctx *c, const kr_imp_value *v, int rank
     }
     *tensor = kr_imp_new_const_f32(c, v->name, rank, kd, data);
     return *tensor < 0 ? c->err->status : KEYER_OK;
+}
+
+keyer_status kr_imp_channel_const(kr_imp_ctx *c, const char *name, const float *vals, int n,
+                                  int rank, int nhwc, int *tensor)
+{
+    kr_imp_value v;
+    memset(&v, 0, sizeof(v));
+    v.name = name;
+    v.kind = KR_IMP_CONST;
+    int64_t dims[KR_IMP_MAX_RANK];
+    int r = rank >= 2 ? rank - 1 : 1;
+    dims[0] = n;
+    for (int d = 1; d < r; d++)
+        dims[d] = 1;
+    KR_IMP_TRY(kr_imp_const_alloc(c, &v.c, 1, r, dims));
+    memcpy(v.c.f, vals, (size_t)n * sizeof(float));
+    keyer_status st = kr_imp_const_operand(c, &v, rank, nhwc, tensor);
+    kr_imp_const_free(&v.c);
+    return st;
 }
 
 /* ---- the import ------------------------------------------------------------------------------ */

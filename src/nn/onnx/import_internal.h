@@ -88,6 +88,8 @@ keyer_status kr_imp_set_const(kr_imp_ctx *c, int i, kr_imp_const *k);
 keyer_status kr_imp_set_act(kr_imp_ctx *c, int i, int t, int rank, const int64_t *dims, int nhwc);
 /* Uses of node output @p i (0 when absent). */
 int kr_imp_output_uses(kr_imp_ctx *c, int i);
+/* Readers of the value called @p name: node inputs and graph outputs. */
+int kr_imp_uses(kr_imp_ctx *c, const char *name);
 int kr_imp_n_outputs(const kr_imp_ctx *c);
 
 /* Constants */
@@ -165,7 +167,11 @@ keyer_status kr_imp_map(kr_imp_ctx *c);
 keyer_status kr_imp_map_window(kr_imp_ctx *c, const char *op, int *done);
 keyer_status kr_imp_map_elementwise(kr_imp_ctx *c, const char *op, int *done);
 keyer_status kr_imp_map_tensor(kr_imp_ctx *c, const char *op, int *done);
-keyer_status kr_imp_map_shape(kr_imp_ctx *c, const char *op, int *done);
+keyer_status kr_imp_map_resize(kr_imp_ctx *c, const char *op, int *done);
+/* A float32 graph constant broadcasting @p vals (@p n values) along ONNX axis 1 of a rank-@p rank
+ * operand (shape [n,1,...] before the 1s prepended), laid out for tag @p nhwc. */
+keyer_status kr_imp_channel_const(kr_imp_ctx *c, const char *name, const float *vals, int n,
+                                  int rank, int nhwc, int *tensor);
 
 /* Attributes of the current node. */
 keyer_status kr_imp_attr_int(kr_imp_ctx *c, const char *name, int64_t def, int64_t *out);
