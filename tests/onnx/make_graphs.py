@@ -32,11 +32,12 @@ CASES = []  # (name, builder): the builder returns a Case
 class Case:
     """A model and its inputs. inputs: list of (name, array, shape given to ORT)."""
 
-    def __init__(self, model, inputs, f16_tol=0.02, note=""):
+    def __init__(self, model, inputs, f16_tol=0.02, tol=None, size=None):
         self.model = model
         self.inputs = inputs
         self.f16_tol = f16_tol  # per-element tolerance x max(1, |ref|) for cuda f16; None: skip
-        self.note = note
+        self.tol = tol          # lowest tolerance for every backend (data in half), or None
+        self.size = size        # (height, width) to give the loader for dynamic inputs
 
 
 def case(name):
@@ -628,7 +629,8 @@ def _(name):
     nodes = [helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
              helper.make_node("Cast", ["h"], ["y"], to=TensorProto.FLOAT)]
     m = model(nodes, [vinfo("x", xs)], [vinfo("y", None)], (), 13)
-    return Case(m, [("x", rnd(rng, xs, -4, 4), xs)])
+    # ONNX Runtime rounds to half: 2^-11 relative, 2^-11 x 4 at most here
+    return Case(m, [("x", rnd(rng, xs, -4, 4), xs)], tol=1e-3)
 
 
 @case("cast_float_to_float_opset9")
@@ -661,7 +663,8 @@ def _(name):
              helper.make_node("Sigmoid", ["m"], ["s"]),
              helper.make_node("Cast", ["s"], ["y"], to=TensorProto.FLOAT)]
     m = model(nodes, [vinfo("x", xs)], [vinfo("y", None)], inits, 13)
-    return Case(m, [("x", rnd(rng, xs), xs)])
+    # ONNX Runtime computes in half between the Casts (rounding after every operator)
+    return Case(m, [("x", rnd(rng, xs), xs)], tol=5e-3)
 
 
 @case("qdq_weight_per_tensor")
@@ -782,7 +785,7 @@ def dynamic_case(shape):
     def build(name):
         rng = rng_for(name)
         return Case(dynamic_model(name), [("x", rnd(rng, shape), shape)],
-                    note="dynamic height and width")
+                    size=(shape[2], shape[3]))
     return build
 
 
@@ -867,8 +870,11 @@ def main():
             outs.append(f"{o['name']}=ops/{name}/{o['file']}:{dims_str(o['dims'])}"
                         f":{o['type']}")
         opset = c.model.opset_import[0].version
-        tol = "-" if c.f16_tol is None else f"{c.f16_tol:g}"
-        lines.append("\t".join([name, mfile, str(opset), " ".join(ins), " ".join(outs), tol]))
+        f16_tol = "-" if c.f16_tol is None else f"{c.f16_tol:g}"
+        tol = "-" if c.tol is None else f"{c.tol:g}"
+        size = "-" if c.size is None else f"{c.size[0]}x{c.size[1]}"
+        lines.append("\t".join([name, mfile, str(opset), " ".join(ins), " ".join(outs), f16_tol,
+                                tol, size]))
         print(f"{name}: opset {opset}, {len(outs)} output(s)")
     if only:
         return
@@ -884,7 +890,11 @@ def main():
                 "#   outputs  space-separated NAME=FILE:DIMS:TYPE  (ONNX Runtime's output as raw\n"
                 "#            float32; TYPE is the model's output type, int64 for ArgMax)\n"
                 "#   f16_tol  tolerance of the cuda f16 backend, per element x max(1,|ref|);\n"
-                "#            '-' where f16 is not compared (ArgMax with ties)\n")
+                "#            '-' where f16 is not compared (ArgMax with ties)\n"
+                "#   tol      the lowest tolerance for every backend, where ONNX Runtime computes\n"
+                "#            in half (float16 data between Cast nodes), or '-'\n"
+                "#   size     HxW: the height and width to give keyer's loader for a model with\n"
+                "#            dynamic image dimensions, or '-' (static model)\n")
         for line in lines:
             f.write(line + "\n")
     print(f"make_graphs: {len(lines)} cases in {args.out}/manifest.tsv")
