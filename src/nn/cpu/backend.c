@@ -13,6 +13,7 @@
 #include "keyer/alloc.h"
 #include "keyer/log.h"
 #include "nn/cpu/cpu.h"
+#include "nn/cpu/kernels.h"
 #include "nn/reference/ops.h"
 
 #define ARENA_ALIGN 64
@@ -37,6 +38,8 @@ typedef struct lane {
     float *storage;              /* static data made here (zero biases, repacked weights) */
     size_t storage_floats;
     kr_op_ctx *ctx;              /* per node; filled for reference nodes */
+    kr_cpu_kernel **kern;        /* per node: the CPU kernel running it (nn/cpu/kernels.h), or
+                                  * NULL (XNNPACK or the reference kernel) */
     keyer_status status;         /* result of the lane's last run */
     keyer_error err;
 } lane;
@@ -53,6 +56,7 @@ struct kr_backend_instance {
     lane *lanes;
 
     unsigned char *use_xnn; /* per node: 1 if it goes to XNNPACK */
+    unsigned char *use_kernel; /* per node: 1 if it goes to a CPU kernel (kernels.h) */
     int *mark;              /* per tensor: scratch for create */
     uint32_t *ids;          /* per tensor: scratch for create */
 
@@ -567,6 +571,9 @@ static void cpu_destroy(kr_backend_instance **pinst)
     for (int l = 0; inst->lanes && l < inst->n_lanes; l++) {
         lane *ln = &inst->lanes[l];
         release_lane(ln);
+        for (int i = 0; ln->kern && i < inst->g->n_nodes; i++)
+            kr_cpu_kernel_destroy(&ln->kern[i]);
+        free(ln->kern);
         free(ln->offsets);
         free(ln->ctx);
     }
@@ -574,6 +581,7 @@ static void cpu_destroy(kr_backend_instance **pinst)
     if (inst->pool)
         pthreadpool_destroy(inst->pool);
     free(inst->use_xnn);
+    free(inst->use_kernel);
     free(inst->mark);
     free(inst->ids);
     free(inst->io_offsets);
@@ -640,13 +648,18 @@ keyer_status kr_cpu_create(const kr_graph *g, const kr_backend_config *cfg,
     if (opt)
         inst->opt = *opt;
     inst->use_xnn = calloc(nn, 1);
+    inst->use_kernel = calloc(nn, 1);
     inst->mark = calloc(nt, sizeof(int));
     inst->ids = calloc(nt, sizeof(uint32_t));
     inst->io_offsets = calloc(nt, sizeof(size_t));
-    if (!inst->use_xnn || !inst->mark || !inst->ids || !inst->io_offsets)
+    if (!inst->use_xnn || !inst->use_kernel || !inst->mark || !inst->ids || !inst->io_offsets)
         goto oom;
-    for (int i = 0; i < g->n_nodes; i++)
-        inst->use_xnn[i] = !inst->opt.reference_only && kr_cpu_xnn_supports(g, &g->nodes[i]);
+    for (int i = 0; i < g->n_nodes; i++) {
+        inst->use_kernel[i] = !inst->opt.reference_only && !inst->opt.no_kernels &&
+                              kr_cpu_kernel_supports(g, &g->nodes[i]);
+        inst->use_xnn[i] = !inst->opt.reference_only && !inst->use_kernel[i] &&
+                           kr_cpu_xnn_supports(g, &g->nodes[i]);
+    }
     st = plan_io(inst, err);
     if (st != KEYER_OK)
         goto fail;
@@ -682,8 +695,18 @@ keyer_status kr_cpu_create(const kr_graph *g, const kr_backend_config *cfg,
         offset += ln->batch;
         ln->offsets = calloc(nt, sizeof(size_t));
         ln->ctx = calloc(nn, sizeof(kr_op_ctx));
-        if (!ln->offsets || !ln->ctx)
+        ln->kern = calloc(nn, sizeof(kr_cpu_kernel *));
+        if (!ln->offsets || !ln->ctx || !ln->kern)
             goto oom;
+        /* A lane of its own (batch split) computes on one thread; one lane uses the pool. */
+        for (int i = 0; i < g->n_nodes; i++)
+            if (inst->use_kernel[i]) {
+                st = kr_cpu_kernel_create(g, &g->nodes[i], ln->batch,
+                                          inst->n_lanes == 1 ? inst->threads : 1, &ln->kern[i],
+                                          err);
+                if (st != KEYER_OK)
+                    goto fail;
+            }
     }
 
     /* Every demotion moves one more node to the reference kernels, so this ends. */
@@ -768,8 +791,13 @@ static keyer_status run_segment(kr_backend_instance *inst, lane *ln, const segme
         return KEYER_OK;
     }
     /* Every tensor has its own storage here, so RESHAPE copies (kr_ref_reshape does). */
-    for (int ni = seg->first; ni <= seg->last; ni++)
-        kr_ref_ops[ln->ctx[ni].node->op](&ln->ctx[ni]);
+    pthreadpool_t pool = inst->n_lanes == 1 ? inst->pool : NULL;
+    for (int ni = seg->first; ni <= seg->last; ni++) {
+        if (ln->kern[ni])
+            kr_cpu_kernel_run(ln->kern[ni], &ln->ctx[ni], pool);
+        else
+            kr_ref_ops[ln->ctx[ni].node->op](&ln->ctx[ni]);
+    }
     return KEYER_OK;
 }
 

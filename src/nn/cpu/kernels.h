@@ -1,0 +1,54 @@
+/*
+ * The CPU backend's own kernels: nodes it runs faster than XNNPACK 2022 can (or that XNNPACK
+ * 2022 lacks and the reference kernels run slowly), between the XNNPACK segments.
+ *
+ *  CONV_2D 3x3, stride 1     Winograd F(4x4, 3x3) (conv_winograd.c): 36 multiplications per
+ *                            4x4 output tile and channel pair instead of 144. Any dilation
+ *                            (as interleaved undilated convolutions) and padding; channel
+ *                            counts multiples of 16; big enough outputs (kr_cpu_kernel_supports).
+ *  CONCATENATION             channel (last-axis) concatenation copied by row blocks over the
+ *                            pool (concat.c).
+ *
+ * A kernel object is made per node and lane at create (weights transformed and packed, scratch
+ * allocated); running it allocates nothing. Internal to keyer (prefix kr_cpu_).
+ */
+#ifndef KEYER_NN_CPU_KERNELS_H
+#define KEYER_NN_CPU_KERNELS_H
+
+#include <pthreadpool.h>
+
+#include "keyer/status.h"
+#include "nn/graph.h"
+#include "nn/reference/ops.h"
+
+typedef struct kr_cpu_kernel kr_cpu_kernel;
+
+/* Non-zero if one of the kernels above runs @p node (a validated graph's node). */
+int kr_cpu_kernel_supports(const kr_graph *g, const kr_node *node);
+
+/* Makes the kernel of @p node for @p batch images computed by up to @p threads threads (the
+ * pool given to run). The graph must outlive the kernel. Errors: OUT_OF_MEMORY, UNSUPPORTED
+ * (the node is not one kr_cpu_kernel_supports() accepts). */
+keyer_status kr_cpu_kernel_create(const kr_graph *g, const kr_node *node, int batch, int threads,
+                                  kr_cpu_kernel **out, keyer_error *err);
+
+/* Runs the node on the pointers of @p ctx (ctx->batch images) with @p pool (NULL: this
+ * thread). Not thread-safe per kernel: one run at a time. */
+void kr_cpu_kernel_run(kr_cpu_kernel *k, const kr_op_ctx *ctx, pthreadpool_t pool);
+
+/* Frees a kernel; sets *k to NULL. NULL accepted. */
+void kr_cpu_kernel_destroy(kr_cpu_kernel **k);
+
+/* ---- between kernels.c and the kernel files ---------------------------------------------- */
+
+typedef struct kr_cpu_winograd kr_cpu_winograd;
+int kr_cpu_winograd_supports(const kr_graph *g, const kr_node *node);
+keyer_status kr_cpu_winograd_create(const kr_graph *g, const kr_node *node, int batch,
+                                    int threads, kr_cpu_winograd **out, keyer_error *err);
+void kr_cpu_winograd_run(kr_cpu_winograd *k, const float *x, float *y, pthreadpool_t pool);
+void kr_cpu_winograd_destroy(kr_cpu_winograd **k);
+
+int kr_cpu_concat_supports(const kr_graph *g, const kr_node *node);
+void kr_cpu_concat_run(const kr_op_ctx *ctx, pthreadpool_t pool);
+
+#endif /* KEYER_NN_CPU_KERNELS_H */
