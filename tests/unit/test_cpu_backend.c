@@ -671,6 +671,9 @@ static void test_winograd_conv(void **state)
         int x2 = gb_act(&b, 4, (int[]){1, cases[i].h, cases[i].w, cases[i].cin / 2});
         int cat = gb_concat(&b, 2, (int[]){x, x2}, 3);
         int y = gb_conv3_dilated(&b, cat, cases[i].cout, cases[i].d, cases[i].pad, cases[i].act);
+        /* Odd cases: a RELU node after the convolution (fused into the kernel). */
+        if (i % 2)
+            y = gb_unary(&b, KR_OP_RELU, y);
         kr_graph *g = gb_finish(&b, 2, (int[]){x, x2}, 1, (int[]){y});
         assert_true(kr_cpu_kernel_supports(g, &g->nodes[0])); /* the concat */
         assert_true(kr_cpu_kernel_supports(g, &g->nodes[1]));
@@ -678,7 +681,7 @@ static void test_winograd_conv(void **state)
         outputs fast = {0}, xnn = {0};
         run_graph(g, 1, 2, NULL, 0, &fast, &inst);
         assert_int_equal(kr_cpu_segment_count(inst), 1);
-        expect_segment(inst, 0, 0, 1, 0, 0);
+        expect_segment(inst, 0, 0, g->n_nodes - 1, 0, 0);
         kr_backend_cpu.destroy(&inst);
         kr_cpu_options no_kernels = {.no_kernels = 1};
         run_graph(g, 1, 2, &no_kernels, 0, &xnn, NULL);
@@ -692,6 +695,20 @@ static void test_winograd_conv(void **state)
         expect_matches_reference(g, 1, 2, 5e-5);
         expect_matches_reference(g, 3, 2, 5e-5); /* lanes */
         expect_matches_reference(g, 2, 1, 5e-5);
+        kr_graph_destroy(&g);
+    }
+    /* A concatenation used twice, and a RELU on a tensor that is also an output: not fused. */
+    {
+        gbuild b;
+        gb_begin(&b, "winograd-unfused");
+        int x = gb_act(&b, 4, (int[]){1, 17, 18, 16});
+        int cat = gb_concat(&b, 2, (int[]){x, x}, 3);
+        int y = gb_conv3_dilated(&b, cat, 16, 1, KR_PADDING_SAME, KR_ACT_NONE);
+        int r = gb_unary(&b, KR_OP_RELU, y);
+        int z = gb_conv3_dilated(&b, cat, 16, 2, KR_PADDING_SAME, KR_ACT_RELU);
+        kr_graph *g = gb_finish(&b, 1, (int[]){x}, 3, (int[]){r, y, z});
+        expect_matches_reference(g, 1, 2, 5e-5);
+        expect_matches_reference(g, 2, 2, 5e-5);
         kr_graph_destroy(&g);
     }
     /* Below 16x16 outputs, or channels not multiples of 16: XNNPACK. */

@@ -58,10 +58,12 @@ struct kr_cpu_winograd {
     int n_slots;     /* scratch sets, one per thread */
     size_t slot_floats;
     float *scratch;  /* per slot: V [36][block][cin], then M [36][block][cout] */
+    int n_src;       /* 1, or the fused concatenation's inputs */
+    int src_ch[KR_MAX_NODE_INPUTS]; /* channels of each (multiples of 16, summing to cin) */
     block_fn run_block;
     /* per run */
     atomic_int next;
-    const float *x;
+    const float *src[KR_MAX_NODE_INPUTS];
     float *y;
 };
 
@@ -90,36 +92,47 @@ struct kr_cpu_winograd {
         (o)[3] = (m1) - (m2) + 8.0f * ((m3) - (m4)) + (m5);                                       \
     } while (0)
 
+/* One 16-channel slice: the taps at p[i] + ch, the 36 results at vt + ch + x * plane. */
+static inline __attribute__((always_inline)) void input_slice(const float *const *p, int ch,
+                                                              float *vt, size_t plane)
+{
+    v16 d[TILES], t[TILES];
+    for (int i = 0; i < TILES; i++)
+        LOAD(d[i], p[i] + ch);
+    for (int j = 0; j < 6; j++) {
+        v16 o[6];
+        BT6(o, d[j], d[6 + j], d[12 + j], d[18 + j], d[24 + j], d[30 + j]);
+        for (int i = 0; i < 6; i++)
+            t[i * 6 + j] = o[i];
+    }
+    for (int i = 0; i < 6; i++) {
+        v16 o[6];
+        BT6(o, t[i * 6], t[i * 6 + 1], t[i * 6 + 2], t[i * 6 + 3], t[i * 6 + 4], t[i * 6 + 5]);
+        for (int j = 0; j < 6; j++)
+            STORE(vt + (size_t)(i * 6 + j) * plane + ch, o[j]);
+    }
+}
+
 static inline __attribute__((always_inline)) void input_tile(const kr_cpu_winograd *k, int n,
                                                              int oy0, int ox0, float *vt,
                                                              size_t plane)
 {
-    const float *p[TILES];
+    ptrdiff_t pix[TILES]; /* input pixel of each tap, or -1 outside */
     for (int r = 0; r < 6; r++) {
         int iy = oy0 - k->pt + k->dh * r;
         for (int c = 0; c < 6; c++) {
             int ix = ox0 - k->pl + k->dw * c;
-            p[r * 6 + c] = iy >= 0 && iy < k->ih && ix >= 0 && ix < k->iw
-                               ? k->x + (((size_t)n * k->ih + iy) * k->iw + ix) * k->cin
-                               : k->zeros;
+            pix[r * 6 + c] = iy >= 0 && iy < k->ih && ix >= 0 && ix < k->iw
+                                 ? (ptrdiff_t)(((size_t)n * k->ih + iy) * k->iw + ix)
+                                 : -1;
         }
     }
-    for (int ch = 0; ch < k->cin; ch += LANES) {
-        v16 d[TILES], t[TILES];
+    for (int s = 0, base = 0; s < k->n_src; base += k->src_ch[s], s++) {
+        const float *p[TILES];
         for (int i = 0; i < TILES; i++)
-            LOAD(d[i], p[i] + ch);
-        for (int j = 0; j < 6; j++) {
-            v16 o[6];
-            BT6(o, d[j], d[6 + j], d[12 + j], d[18 + j], d[24 + j], d[30 + j]);
-            for (int i = 0; i < 6; i++)
-                t[i * 6 + j] = o[i];
-        }
-        for (int i = 0; i < 6; i++) {
-            v16 o[6];
-            BT6(o, t[i * 6], t[i * 6 + 1], t[i * 6 + 2], t[i * 6 + 3], t[i * 6 + 4], t[i * 6 + 5]);
-            for (int j = 0; j < 6; j++)
-                STORE(vt + (size_t)(i * 6 + j) * plane + ch, o[j]);
-        }
+            p[i] = pix[i] >= 0 ? k->src[s] + (size_t)pix[i] * (size_t)k->src_ch[s] : k->zeros;
+        for (int ch = 0; ch < k->src_ch[s]; ch += LANES)
+            input_slice(p, ch, vt + base, plane);
     }
 }
 
@@ -403,11 +416,36 @@ static void transform_weights(kr_cpu_winograd *k, const float *w)
         }
 }
 
+int kr_cpu_winograd_can_read_concat(const kr_graph *g, const kr_node *conv,
+                                    const kr_node *concat)
+{
+    if (!kr_cpu_winograd_supports(g, conv) || concat->op != KR_OP_CONCATENATION ||
+        concat->n_outputs != 1 || concat->outputs[0] != conv->inputs[0] ||
+        concat->n_inputs < 1 || concat->n_inputs > KR_MAX_NODE_INPUTS)
+        return 0;
+    const kr_tensor *cat = &g->tensors[concat->outputs[0]];
+    if (cat->rank != 4 || concat->p.concat.axis != 3)
+        return 0;
+    for (int i = 0; i < concat->n_inputs; i++) {
+        int t = concat->inputs[i];
+        if (t < 0 || t >= g->n_tensors)
+            return 0;
+        const kr_tensor *x = &g->tensors[t];
+        if (kr_tensor_is_const(x) || x->dtype != KR_DTYPE_F32 || x->rank != 4 ||
+            x->dims[0] != cat->dims[0] || x->dims[1] != cat->dims[1] ||
+            x->dims[2] != cat->dims[2] || x->dims[3] % LANES != 0)
+            return 0;
+    }
+    return 1;
+}
+
 keyer_status kr_cpu_winograd_create(const kr_graph *g, const kr_node *n, int batch, int threads,
-                                    kr_cpu_winograd **out, keyer_error *err)
+                                    const kr_cpu_fusion *fusion, kr_cpu_winograd **out,
+                                    keyer_error *err)
 {
     *out = NULL;
-    if (!kr_cpu_winograd_supports(g, n))
+    if (!kr_cpu_winograd_supports(g, n) ||
+        (fusion && fusion->concat && !kr_cpu_winograd_can_read_concat(g, n, fusion->concat)))
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                "cpu backend: node %d (%s): not a Winograd convolution",
                                n->source_index, kr_op_name(n->op));
@@ -428,6 +466,17 @@ keyer_status kr_cpu_winograd_create(const kr_graph *g, const kr_node *n, int bat
     k->pt = w->pad_top;
     k->pl = w->pad_left;
     kr_activation_range(n->activation, &k->lo, &k->hi);
+    if (fusion) {
+        k->lo = fusion->lo > k->lo ? fusion->lo : k->lo;
+        k->hi = fusion->hi < k->hi ? fusion->hi : k->hi;
+    }
+    k->n_src = 1;
+    k->src_ch[0] = k->cin;
+    if (fusion && fusion->concat) {
+        k->n_src = fusion->concat->n_inputs;
+        for (int i = 0; i < k->n_src; i++)
+            k->src_ch[i] = g->tensors[fusion->concat->inputs[i]].dims[3];
+    }
 
     /* Tiles: per phase (py, px) of the dilation, 4x4 outputs d apart. */
     int tpi = 0;
@@ -510,9 +559,11 @@ static void slot_task(void *arg, size_t slot)
     }
 }
 
-void kr_cpu_winograd_run(kr_cpu_winograd *k, const float *x, float *y, pthreadpool_t pool)
+void kr_cpu_winograd_run(kr_cpu_winograd *k, const float *const *src, float *y,
+                         pthreadpool_t pool)
 {
-    k->x = x;
+    for (int i = 0; i < k->n_src; i++)
+        k->src[i] = src[i];
     k->y = y;
     atomic_store_explicit(&k->next, 0, memory_order_relaxed);
     if (pool && k->n_slots > 1)
