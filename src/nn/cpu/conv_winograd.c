@@ -92,25 +92,45 @@ struct kr_cpu_winograd {
         (o)[3] = (m1) - (m2) + 8.0f * ((m3) - (m4)) + (m5);                                       \
     } while (0)
 
-/* One 16-channel slice: the taps at p[i] + ch, the 36 results at vt + ch + x * plane. */
+/* One 16-channel slice: the taps at p[i] + ch, the 36 results at vt + ch + x * plane. Unrolled
+ * by macros with constant indices so that the compiler keeps the values in registers. */
+#define ICOL(j)                                                                                   \
+    {                                                                                             \
+        v16 d0, d1, d2, d3, d4, d5, o[6];                                                         \
+        LOAD(d0, p[j] + ch);                                                                      \
+        LOAD(d1, p[6 + (j)] + ch);                                                                \
+        LOAD(d2, p[12 + (j)] + ch);                                                               \
+        LOAD(d3, p[18 + (j)] + ch);                                                               \
+        LOAD(d4, p[24 + (j)] + ch);                                                               \
+        LOAD(d5, p[30 + (j)] + ch);                                                               \
+        BT6(o, d0, d1, d2, d3, d4, d5);                                                           \
+        t[j] = o[0];                                                                              \
+        t[6 + (j)] = o[1];                                                                        \
+        t[12 + (j)] = o[2];                                                                       \
+        t[18 + (j)] = o[3];                                                                       \
+        t[24 + (j)] = o[4];                                                                       \
+        t[30 + (j)] = o[5];                                                                       \
+    }
+#define IROW(i)                                                                                   \
+    {                                                                                             \
+        v16 o[6];                                                                                 \
+        BT6(o, t[6 * (i)], t[6 * (i) + 1], t[6 * (i) + 2], t[6 * (i) + 3], t[6 * (i) + 4],       \
+            t[6 * (i) + 5]);                                                                      \
+        STORE(vt + (size_t)(6 * (i) + 0) * plane + ch, o[0]);                                     \
+        STORE(vt + (size_t)(6 * (i) + 1) * plane + ch, o[1]);                                     \
+        STORE(vt + (size_t)(6 * (i) + 2) * plane + ch, o[2]);                                     \
+        STORE(vt + (size_t)(6 * (i) + 3) * plane + ch, o[3]);                                     \
+        STORE(vt + (size_t)(6 * (i) + 4) * plane + ch, o[4]);                                     \
+        STORE(vt + (size_t)(6 * (i) + 5) * plane + ch, o[5]);                                     \
+    }
+#define R6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
 static inline __attribute__((always_inline)) void input_slice(const float *const *p, int ch,
                                                               float *vt, size_t plane)
 {
-    v16 d[TILES], t[TILES];
-    for (int i = 0; i < TILES; i++)
-        LOAD(d[i], p[i] + ch);
-    for (int j = 0; j < 6; j++) {
-        v16 o[6];
-        BT6(o, d[j], d[6 + j], d[12 + j], d[18 + j], d[24 + j], d[30 + j]);
-        for (int i = 0; i < 6; i++)
-            t[i * 6 + j] = o[i];
-    }
-    for (int i = 0; i < 6; i++) {
-        v16 o[6];
-        BT6(o, t[i * 6], t[i * 6 + 1], t[i * 6 + 2], t[i * 6 + 3], t[i * 6 + 4], t[i * 6 + 5]);
-        for (int j = 0; j < 6; j++)
-            STORE(vt + (size_t)(i * 6 + j) * plane + ch, o[j]);
-    }
+    v16 t[TILES];
+    R6(ICOL)
+    R6(IROW)
 }
 
 static inline __attribute__((always_inline)) void input_tile(const kr_cpu_winograd *k, int n,
@@ -144,6 +164,37 @@ static inline __attribute__((always_inline)) void input_tile(const kr_cpu_winogr
         (dst) = (v16)((r_ & ~above_) | ((v16i)(hi) & above_));                                    \
     } while (0)
 
+#define OCOL(j)                                                                                   \
+    {                                                                                             \
+        v16 m0, m1, m2, m3, m4, m5, o[4];                                                         \
+        LOAD(m0, mt + (size_t)(j) * plane + co);                                                  \
+        LOAD(m1, mt + (size_t)(6 + (j)) * plane + co);                                            \
+        LOAD(m2, mt + (size_t)(12 + (j)) * plane + co);                                           \
+        LOAD(m3, mt + (size_t)(18 + (j)) * plane + co);                                           \
+        LOAD(m4, mt + (size_t)(24 + (j)) * plane + co);                                           \
+        LOAD(m5, mt + (size_t)(30 + (j)) * plane + co);                                           \
+        AT6(o, m0, m1, m2, m3, m4, m5);                                                           \
+        s[j] = o[0];                                                                              \
+        s[6 + (j)] = o[1];                                                                        \
+        s[12 + (j)] = o[2];                                                                       \
+        s[18 + (j)] = o[3];                                                                       \
+    }
+#define OPUT(j)                                                                                   \
+    if ((j) < cols) {                                                                             \
+        v16 sum = o[j] + bias, val;                                                               \
+        CLAMP16(val, sum, lo, hi);                                                                \
+        STORE(row + (size_t)(ox0 + k->dw * (j)) * k->cout + co, val);                             \
+    }
+#define OROW(i)                                                                                   \
+    if ((i) < rows) {                                                                             \
+        v16 o[4];                                                                                 \
+        AT6(o, s[6 * (i)], s[6 * (i) + 1], s[6 * (i) + 2], s[6 * (i) + 3], s[6 * (i) + 4],       \
+            s[6 * (i) + 5]);                                                                      \
+        float *row = k->y + (((size_t)n * k->oh + (size_t)(oy0 + k->dh * (i))) * k->ow) *         \
+                                (size_t)k->cout;                                                  \
+        OPUT(0) OPUT(1) OPUT(2) OPUT(3)                                                           \
+    }
+
 static inline __attribute__((always_inline)) void output_tile(const kr_cpu_winograd *k, int n,
                                                               int oy0, int ox0, const float *mt,
                                                               size_t plane)
@@ -159,27 +210,10 @@ static inline __attribute__((always_inline)) void output_tile(const kr_cpu_winog
     while (cols < 4 && ox0 + k->dw * cols < k->ow)
         cols++;
     for (int co = 0; co < k->cout; co += LANES) {
-        v16 a[TILES], s[24], bias;
-        for (int i = 0; i < TILES; i++)
-            LOAD(a[i], mt + (size_t)i * plane + co);
+        v16 s[24], bias;
         LOAD(bias, k->bias + co);
-        for (int j = 0; j < 6; j++) {
-            v16 o[4];
-            AT6(o, a[j], a[6 + j], a[12 + j], a[18 + j], a[24 + j], a[30 + j]);
-            for (int i = 0; i < 4; i++)
-                s[i * 6 + j] = o[i];
-        }
-        for (int i = 0; i < rows; i++) {
-            v16 o[4];
-            AT6(o, s[i * 6], s[i * 6 + 1], s[i * 6 + 2], s[i * 6 + 3], s[i * 6 + 4], s[i * 6 + 5]);
-            float *row = k->y + (((size_t)n * k->oh + (size_t)(oy0 + k->dh * i)) * k->ow) *
-                                    (size_t)k->cout;
-            for (int j = 0; j < cols; j++) {
-                v16 sum = o[j] + bias, val;
-                CLAMP16(val, sum, lo, hi);
-                STORE(row + (size_t)(ox0 + k->dw * j) * k->cout + co, val);
-            }
-        }
+        R6(OCOL)
+        OROW(0) OROW(1) OROW(2) OROW(3)
     }
 }
 
@@ -280,7 +314,23 @@ __attribute__((target("avx2,fma"))) static void block_avx2(const kr_cpu_winograd
     output_block(k, b, m);
 }
 
-/* 8 rows x 16 columns per micro-tile; with two column panels, 8 x 32 (the broadcasts shared). */
+/* 8 rows x 16 columns per micro-tile; with two column panels, 8 x 32 (the broadcasts shared).
+ * Accumulators are named variables (GCC at -O2 does not unroll loops over an array of them). */
+#define R8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define DECL2(i) __m512 c##i##a = _mm512_setzero_ps(), c##i##b = _mm512_setzero_ps();
+#define FMA2(i)                                                                                   \
+    {                                                                                             \
+        __m512 a_ = _mm512_set1_ps(a[(size_t)(i) * cin + c]);                                     \
+        c##i##a = _mm512_fmadd_ps(a_, b0, c##i##a);                                               \
+        c##i##b = _mm512_fmadd_ps(a_, b1, c##i##b);                                               \
+    }
+#define STORE2(i)                                                                                 \
+    _mm512_storeu_ps(o + (size_t)(i) * cout, c##i##a);                                            \
+    _mm512_storeu_ps(o + (size_t)(i) * cout + LANES, c##i##b);
+#define DECL1(i) __m512 c##i = _mm512_setzero_ps();
+#define FMA1(i) c##i = _mm512_fmadd_ps(_mm512_set1_ps(a[(size_t)(i) * cin + c]), b0, c##i);
+#define STORE1(i) _mm512_storeu_ps(o + (size_t)(i) * cout, c##i);
+
 __attribute__((target("avx512f"))) static void block_avx512(const kr_cpu_winograd *k, int b,
                                                             float *v, float *m)
 {
@@ -295,41 +345,27 @@ __attribute__((target("avx512f"))) static void block_avx512(const kr_cpu_winogra
             const float *u0 = ux + (size_t)p * cin * LANES, *u1 = u0 + (size_t)cin * LANES;
             for (int r = 0; r < rows; r += 8) {
                 const float *a = vx + (size_t)r * cin;
-                __m512 acc[16];
-                for (int i = 0; i < 16; i++)
-                    acc[i] = _mm512_setzero_ps();
+                R8(DECL2)
                 for (int c = 0; c < cin; c++) {
                     __m512 b0 = _mm512_loadu_ps(u0 + c * LANES);
                     __m512 b1 = _mm512_loadu_ps(u1 + c * LANES);
-                    for (int i = 0; i < 8; i++) {
-                        __m512 ai = _mm512_set1_ps(a[(size_t)i * cin + c]);
-                        acc[2 * i] = _mm512_fmadd_ps(ai, b0, acc[2 * i]);
-                        acc[2 * i + 1] = _mm512_fmadd_ps(ai, b1, acc[2 * i + 1]);
-                    }
+                    R8(FMA2)
                 }
                 float *o = mx + (size_t)r * cout + p * LANES;
-                for (int i = 0; i < 8; i++) {
-                    _mm512_storeu_ps(o + (size_t)i * cout, acc[2 * i]);
-                    _mm512_storeu_ps(o + (size_t)i * cout + LANES, acc[2 * i + 1]);
-                }
+                R8(STORE2)
             }
         }
         for (; p < panels; p++) {
             const float *u0 = ux + (size_t)p * cin * LANES;
             for (int r = 0; r < rows; r += 8) {
                 const float *a = vx + (size_t)r * cin;
-                __m512 acc[8];
-                for (int i = 0; i < 8; i++)
-                    acc[i] = _mm512_setzero_ps();
+                R8(DECL1)
                 for (int c = 0; c < cin; c++) {
                     __m512 b0 = _mm512_loadu_ps(u0 + c * LANES);
-                    for (int i = 0; i < 8; i++)
-                        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[(size_t)i * cin + c]), b0,
-                                                 acc[i]);
+                    R8(FMA1)
                 }
                 float *o = mx + (size_t)r * cout + p * LANES;
-                for (int i = 0; i < 8; i++)
-                    _mm512_storeu_ps(o + (size_t)i * cout, acc[i]);
+                R8(STORE1)
             }
         }
     }
