@@ -517,6 +517,17 @@ static void bind_reference_nodes(kr_backend_instance *inst, lane *ln)
 
 /* ---- checks before building --------------------------------------------------------------- */
 
+/* Whether the backend can hold non-constant tensor @p t: float32, or the int32 class indices
+ * an ARG_MAX writes (the reference kernel computes them; XNNPACK never sees them). */
+static int activation_dtype_ok(const kr_graph *g, int t)
+{
+    const kr_tensor *tt = &g->tensors[t];
+    if (kr_tensor_is_const(tt) || tt->dtype == KR_DTYPE_F32)
+        return 1;
+    return tt->dtype == KR_DTYPE_I32 && tt->producer >= 0 && tt->producer < g->n_nodes &&
+           g->nodes[tt->producer].op == KR_OP_ARGMAX;
+}
+
 static keyer_status check_graph(const kr_graph *g, keyer_error *err)
 {
     for (int i = 0; i < g->n_nodes; i++) {
@@ -541,11 +552,11 @@ static keyer_status check_graph(const kr_graph *g, keyer_error *err)
                                        "range",
                                        graph_name(g), i, kr_op_name(node->op), t);
             const kr_tensor *tt = &g->tensors[t];
-            if (!kr_tensor_is_const(tt) && tt->dtype != KR_DTYPE_F32)
+            if (!activation_dtype_ok(g, t))
                 return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                        "cpu backend: %s: node %d (%s, operator %d in the file): "
                                        "tensor '%s' is not float32; the CPU backend computes "
-                                       "float32 activations only",
+                                       "float32 activations (and ARG_MAX's int32) only",
                                        graph_name(g), i, kr_op_name(node->op),
                                        node->source_index, tt->name ? tt->name : "?");
         }
@@ -556,10 +567,10 @@ static keyer_status check_graph(const kr_graph *g, keyer_error *err)
             return keyer_error_set(err, KEYER_STATUS_INTERNAL,
                                    "cpu backend: %s: graph input/output tensor %d out of range",
                                    graph_name(g), t);
-        if (kr_tensor_is_const(&g->tensors[t]) || g->tensors[t].dtype != KR_DTYPE_F32)
+        if (kr_tensor_is_const(&g->tensors[t]) || !activation_dtype_ok(g, t))
             return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                    "cpu backend: %s: graph input/output '%s' is a constant or not "
-                                   "float32",
+                                   "float32 (or an ARG_MAX's int32)",
                                    graph_name(g), g->tensors[t].name ? g->tensors[t].name : "?");
     }
     return KEYER_OK;
@@ -835,7 +846,10 @@ static int cpu_supports_node(const kr_graph *g, const kr_node *node)
             continue;
         if (t >= g->n_tensors)
             return 0;
-        if (!kr_tensor_is_const(&g->tensors[t]) && g->tensors[t].dtype != KR_DTYPE_F32)
+        const kr_tensor *tt = &g->tensors[t];
+        int argmax_out = node->op == KR_OP_ARGMAX && k >= node->n_inputs;
+        if (!kr_tensor_is_const(tt) && tt->dtype != KR_DTYPE_F32 &&
+            !(argmax_out && tt->dtype == KR_DTYPE_I32))
             return 0;
     }
     return 1;
