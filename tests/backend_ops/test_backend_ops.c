@@ -946,8 +946,10 @@ static int chain_conv_onnx(kt_graph *b, kt_rng *rng, int x, const int *xd, int c
  * residual ADD) with their RELU nodes folded, a ceil-mode max pool with explicit padding, a
  * linear RESIZE (pytorch_half_pixel, odd ratios) back to the skip connection's size, a
  * concatenation along the channels, a grouped convolution and the final LOGISTIC. Odd sizes
- * (19 x 17), so that tiles are cut at the edges. Every cuda variant against the reference at
- * batch 1 and 3; the persistent schedule refuses the graph (RESIZE).
+ * (19 x 17), so that tiles are cut at the edges. (The importer gives u2netp's own resizes as
+ * RESIZE_BILINEAR with half-pixel centres; RESIZE here puts the ONNX kernel in the chain.) Every
+ * cuda variant against the reference at batch 1 and 3; the persistent schedule refuses the
+ * graph (RESIZE, the grouped convolution).
  */
 static void test_u2net_block(void **state)
 {
