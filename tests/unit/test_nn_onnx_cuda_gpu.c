@@ -1,13 +1,14 @@
 /*
  * u2netp (the ONNX segmentation model of models/manifest.tsv) on the cuda backend against the
- * cpu backend (itself checked against ONNX Runtime's outputs by the ONNX tests), on a synthetic
- * 320 x 320 picture (smooth gradients and a bright disc, every item of a batch different).
+ * reference backend (double-precision sums; itself checked against ONNX Runtime's outputs by
+ * the ONNX tests; about half a minute per run), on a synthetic 320 x 320 picture (smooth
+ * gradients and a bright disc, every item of a batch different).
  *
- *  float32: every output within 1e-3 * max(1, |cpu|) of the cpu backend's (the outputs are
+ *  float32: every output within 1e-3 * max(1, |ref|) of the reference backend's (the outputs are
  *           sigmoids in [0, 1]), at batch 1 and 2, with the AUTO schedule (the per-node
  *           kernels: 19.8 G multiply-adds a frame is far above AUTO's persistent limit) and
  *           KERNELS.
- *  float16: every output within 2e-2 absolute of the cpu backend's and the final mask
+ *  float16: every output within 2e-2 absolute of the reference backend's and the final mask
  *           (output 0) thresholded at 0.5 agreeing on >= 99.5% of the pixels.
  *  batch:   item b of a batch-2 run equals a batch-1 run of that item, bit for bit, in f32 and
  *           f16 (the kernels' summation order does not depend on the batch).
@@ -168,9 +169,11 @@ static void test_u2netp(void **state)
 {
     (void)state;
     keyer_model *model = load_u2netp();
-    outputs cpu[2] = {{0}}, one = {0}, two = {0};
-    run_ok(model, KEYER_BACKEND_CPU, KEYER_PRECISION_F32, KEYER_CUDA_SCHEDULE_AUTO, 1, 0, &cpu[0]);
-    run_ok(model, KEYER_BACKEND_CPU, KEYER_PRECISION_F32, KEYER_CUDA_SCHEDULE_AUTO, 1, 1, &cpu[1]);
+    outputs ref[2] = {{0}}, one = {0}, two = {0};
+    run_ok(model, KEYER_BACKEND_REFERENCE, KEYER_PRECISION_F32, KEYER_CUDA_SCHEDULE_AUTO, 1, 0,
+           &ref[0]);
+    run_ok(model, KEYER_BACKEND_REFERENCE, KEYER_PRECISION_F32, KEYER_CUDA_SCHEDULE_AUTO, 1, 1,
+           &ref[1]);
     static const keyer_cuda_schedule schedules[] = {KEYER_CUDA_SCHEDULE_AUTO,
                                                     KEYER_CUDA_SCHEDULE_KERNELS};
     for (int f16 = 0; f16 <= 1; f16++)
@@ -180,18 +183,18 @@ static void test_u2netp(void **state)
             snprintf(what, sizeof(what), "cuda %s %s", f16 ? "f16" : "f32",
                      s ? "kernels" : "auto");
             run_ok(model, KEYER_BACKEND_CUDA, prec, schedules[s], 1, 0, &one);
-            compare(&one, &cpu[0], f16, what);
+            compare(&one, &ref[0], f16, what);
             run_ok(model, KEYER_BACKEND_CUDA, prec, schedules[s], 2, 0, &two);
             check_bitwise(&two, 0, &one, what);
             outputs_free(&one);
             run_ok(model, KEYER_BACKEND_CUDA, prec, schedules[s], 1, 1, &one);
-            compare(&one, &cpu[1], f16, what);
+            compare(&one, &ref[1], f16, what);
             check_bitwise(&two, 1, &one, what);
             outputs_free(&one);
             outputs_free(&two);
         }
-    outputs_free(&cpu[0]);
-    outputs_free(&cpu[1]);
+    outputs_free(&ref[0]);
+    outputs_free(&ref[1]);
     keyer_model_destroy(&model);
 }
 
