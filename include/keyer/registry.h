@@ -128,8 +128,9 @@ keyer_model_desc keyer_model_desc_defaults(void);
  * Option table over ::keyer_model_desc: input, size (WxH, or width and height), width, height,
  * layout (nchw, nhwc), color_order (rgb, bgr), range (unit [0,1], signed [-1,1], byte
  * [0,255]: sets scale and offset), scale, offset, mean and std (one value, or three separated
- * by commas), fit (stretch, letterbox), output, output_index, output_kind (probability,
- * logits, alpha, classes), person_class. Help text comes from it (keyer models, --help).
+ * by commas, or by slashes inside an option list), fit (stretch, letterbox), output,
+ * output_index, output_kind (probability, logits, alpha, classes), person_class. Help text
+ * comes from it (keyer models, --help).
  */
 const keyer_option *keyer_model_desc_options(void);
 

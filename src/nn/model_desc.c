@@ -24,7 +24,7 @@ static keyer_status set_name(const keyer_option *o, void *obj, const char *value
     return KEYER_OK;
 }
 
-/* Up to @p max finite numbers separated by commas or colons (spaces allowed around them);
+/* Up to @p max finite numbers separated by commas or slashes (spaces allowed around them);
  * *count gets how many. */
 static int parse_floats(const char *text, float *out, int max, int *count)
 {
@@ -44,7 +44,7 @@ static int parse_floats(const char *text, float *out, int max, int *count)
             p++;
         if (!*p)
             break;
-        if (*p != ',' && *p != ':') /* ':' inside a K=V,... list of options */
+        if (*p != ',' && *p != '/') /* '/' inside a K=V,... list of options */
             return -1;
         p++;
     }
@@ -61,7 +61,7 @@ static keyer_status set_triple(const keyer_option *o, void *obj, const char *val
     if (parse_floats(value, v, 3, &n) || n == 2)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "option %s: '%s' is not one number or three separated by commas "
-                               "(or colons)",
+                               "(or slashes)",
                                o->name, value);
     if (!strcmp(o->name, "std"))
         for (int c = 0; c < n; c++)
@@ -171,10 +171,10 @@ static const keyer_option desc_options[] = {
         KEYER_OPTION_FLOAT, 1, -1e6, 1e6, NULL),
     KEYER_OPTION_FIELD("offset", "added after scaling", OFF(offset), KEYER_OPTION_FLOAT, 0, -1e6,
         1e6, NULL),
-    {"mean", "per-channel mean subtracted after the range (one value or R,G,B)", OFF(mean),
-     KEYER_OPTION_CUSTOM, 0, 0, 0, NULL, set_triple, NULL, "M[:M:M]", 0, 0u},
-    {"std", "per-channel divisor after the mean (one value or R,G,B)", OFF(std),
-     KEYER_OPTION_CUSTOM, 0, 0, 0, NULL, set_triple, NULL, "S[:S:S]", 0, 0u},
+    {"mean", "per-channel mean subtracted after the range (one value, or R/G/B)", OFF(mean),
+     KEYER_OPTION_CUSTOM, 0, 0, 0, NULL, set_triple, NULL, "M[/M/M]", 0, 0u},
+    {"std", "per-channel divisor after the mean (one value, or R/G/B)", OFF(std),
+     KEYER_OPTION_CUSTOM, 0, 0, 0, NULL, set_triple, NULL, "S[/S/S]", 0, 0u},
     KEYER_OPTION_FIELD("fit", "how a frame is fitted into the input", OFF(letterbox),
         KEYER_OPTION_ENUM, 0, 0, 0, fit_choices),
     {"output", "the mask output's name (default: output_index)", OFF(output), KEYER_OPTION_CUSTOM,
