@@ -45,7 +45,8 @@ static keyer_status cuda_outputs(void *opaque, keyer_runtime *rt, kr_item **item
     for (int i = 0; i < n && !rs; i++) {
         const char *src = outp + (size_t)i * cells * (size_t)inf->seg.mask_c * sizeof(float);
         float *mask = items[i]->cuda.mask;
-        if (inf->seg.kind == KEYER_MASK_PROBABILITY && inf->seg.mask_c == 1)
+        if (inf->seg.kind == KEYER_MASK_PROBABILITY &&
+            (inf->seg.mask_c == 1 || inf->seg.mask_planar)) /* channel 0 is the first plane */
             rs = dev->copy(l->ordinal, mask, src, inf->mask_bytes, stream, err);
         else if (inf->seg.kind == KEYER_MASK_PROBABILITY) /* channel 0: 2-D copy of 4-byte rows */
             rs = dev->copy_2d(l->ordinal, mask, sizeof(float), src,

@@ -161,7 +161,8 @@ static keyer_status open_model(keyer_keying *k, keyer_error *err)
     k->mask_h = k->seg.mask_h;
     k->mask_c = k->seg.mask_c;
     k->mask_index = k->seg.output;
-    k->mask_plain = k->seg.kind == KEYER_MASK_PROBABILITY && k->mask_c == 1;
+    k->mask_plain = k->seg.kind == KEYER_MASK_PROBABILITY &&
+                    (k->mask_c == 1 || k->seg.mask_planar); /* channel 0: the first values */
     size_t cells = (size_t)k->mask_w * (size_t)k->mask_h;
     k->in_bytes = (size_t)k->in_w * (size_t)k->in_h * 3 * sizeof(float);
     k->out_bytes = cells * (size_t)k->mask_c * sizeof(float);

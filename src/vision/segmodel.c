@@ -11,7 +11,7 @@
 
 #ifdef KEYER_HAVE_CUDA
 keyer_status kr_cuda_segmask(int ordinal, float *dst, const float *src, size_t cells,
-                             int channels, int channel, int kind, void *stream,
+                             int channels, int planar, int channel, int kind, void *stream,
                              keyer_error *err); /* cuda/segmask.cu */
 #endif
 
@@ -44,6 +44,18 @@ static void list_names(const keyer_model *model, int outputs, char *buf, size_t 
     }
 }
 
+/* 1 when @p path holds a TFLite flatbuffer (its file identifier "TFL3" at byte 4). */
+static int is_tflite(const char *path)
+{
+    unsigned char head[8];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t n = fread(head, 1, sizeof(head), f);
+    fclose(f);
+    return n == sizeof(head) && !memcmp(head + 4, "TFL3", 4);
+}
+
 static keyer_status check_input(kr_segmodel *m, const char *name, keyer_error *err)
 {
     const keyer_model_desc *d = &m->desc;
@@ -74,6 +86,11 @@ static keyer_status check_input(kr_segmodel *m, const char *name, keyer_error *e
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                "model %s: input 0 is not a float [1,H,W,3] image (not an "
                                "image-to-mask model)", name);
+    if (m->tflite && d->layout != KEYER_TENSOR_LAYOUT_NHWC)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "model %s: a TFLite model, whose input '%s' is NHWC [1,%d,%d,3], "
+                               "but the description says layout nchw", name,
+                               in.name ? in.name : "", in.dims[1], in.dims[2]);
     m->in_h = in.dims[1];
     m->in_w = in.dims[2];
     if (d->width && (d->width != m->in_w || d->height != m->in_h))
@@ -146,13 +163,17 @@ keyer_status kr_segmodel_open(kr_segmodel *m, const char *name_or_path,
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "model %s has no person mask (keying needs a segmentation or pose "
                                "model: selfie, selfie-landscape, u2netp, pose-lite, ...)", name);
-    m->desc = desc ? *desc : keyer_model_desc_from_entry(m->entry);
-    keyer_status st = keyer_model_desc_validate(&m->desc, err);
-    if (st)
-        return keyer_error_prefix(err, "model %s: ", name);
     char path[4096];
-    if ((st = keyer_registry_resolve(name, path, sizeof(path), err)) ||
-        (st = keyer_model_load_file(path, &m->model, err)) ||
+    keyer_status st = keyer_registry_resolve(name, path, sizeof(path), err);
+    if (st)
+        return st;
+    m->tflite = is_tflite(path);
+    m->desc = desc ? *desc : keyer_model_desc_from_entry(m->entry);
+    if (!desc && !m->entry && m->tflite)
+        m->desc.layout = KEYER_TENSOR_LAYOUT_NHWC; /* a user's TFLite file, undescribed */
+    if ((st = keyer_model_desc_validate(&m->desc, err)))
+        return keyer_error_prefix(err, "model %s: ", name);
+    if ((st = keyer_model_load_file(path, &m->model, err)) ||
         (st = check_input(m, name, err)) || (st = check_output(m, name, err))) {
         kr_segmodel_close(m);
         return st;
@@ -178,36 +199,38 @@ void kr_segmodel_prepare_params(const kr_segmodel *m, keyer_prepare_params *pp)
 void kr_segmask_cpu(const kr_segmodel *m, float *dst, const float *src, size_t cells)
 {
     size_t c = (size_t)m->mask_c, ch = (size_t)m->channel;
+    /* value j of cell k: src[k * cs + j * js] */
+    size_t cs = m->mask_planar ? 1 : c, js = m->mask_planar ? cells : 1;
     switch (m->kind) {
     case KEYER_MASK_LOGITS:
-        kr_sigmoid_cpu(dst, src, cells, c);
+        kr_sigmoid_cpu(dst, src, cells, cs);
         return;
     case KEYER_MASK_ALPHA:
         for (size_t k = 0; k < cells; k++) {
-            float v = src[k * c];
+            float v = src[k * cs];
             dst[k] = v > 0.0f ? (v < 1.0f ? v : 1.0f) : 0.0f; /* NaN: 0 */
         }
         return;
     case KEYER_MASK_CLASSES:
         for (size_t k = 0; k < cells; k++) {
-            const float *s = src + k * c;
+            const float *s = src + k * cs;
             float mx = s[0];
             for (size_t j = 1; j < c; j++)
-                mx = s[j] > mx ? s[j] : mx;
+                mx = s[j * js] > mx ? s[j * js] : mx;
             float sum = 0.0f;
             for (size_t j = 0; j < c; j++)
-                sum += expf(s[j] - mx);
-            dst[k] = expf(s[ch] - mx) / sum;
+                sum += expf(s[j * js] - mx);
+            dst[k] = expf(s[ch * js] - mx) / sum;
         }
         return;
     case KEYER_MASK_PROBABILITY:
     default:
-        if (c == 1) {
+        if (cs == 1) {
             if (dst != src)
                 memcpy(dst, src, cells * sizeof(float));
         } else {
             for (size_t k = 0; k < cells; k++)
-                dst[k] = src[k * c];
+                dst[k] = src[k * cs];
         }
         return;
     }
@@ -217,8 +240,8 @@ keyer_status kr_segmask_cuda(const kr_segmodel *m, int ordinal, float *dst, cons
                              size_t cells, void *stream, keyer_error *err)
 {
 #ifdef KEYER_HAVE_CUDA
-    return kr_cuda_segmask(ordinal, dst, src, cells, m->mask_c, m->channel, (int)m->kind, stream,
-                           err);
+    return kr_cuda_segmask(ordinal, dst, src, cells, m->mask_c, m->mask_planar, m->channel,
+                           (int)m->kind, stream, err);
 #else
     (void)m, (void)ordinal, (void)dst, (void)src, (void)cells, (void)stream;
     return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,

@@ -4,8 +4,8 @@
  * mask output found and checked, and the input preparation and mask reading resolved once.
  * The main job's inference stage (pipeline/infer.c) and the keying object (keying.c) use it.
  *
- * The mask output is read per cell from @c mask_c channels (NHWC, as keyer's graphs lay
- * outputs out) by kr_segmask_cpu / kr_segmask_cuda.
+ * The mask output is read per cell from @c mask_c channels (interleaved, NHWC, as keyer's
+ * graphs lay outputs out, or planes when @c mask_planar) by kr_segmask_cpu / kr_segmask_cuda.
  */
 #ifndef KEYER_VISION_SEGMODEL_H
 #define KEYER_VISION_SEGMODEL_H
@@ -20,9 +20,12 @@ typedef struct kr_segmodel {
     keyer_model *model;             /* owned: take it (set NULL) or kr_segmodel_close */
     const keyer_model_entry *entry; /* the registry's entry, or NULL for a user's file */
     keyer_model_desc desc;          /* what was used */
+    int tflite;                     /* the file is TFLite (else ONNX) */
     int output;                     /* index of the mask output */
     int in_w, in_h;                 /* the input (float [1,H,W,3] in the runtime) */
     int mask_w, mask_h, mask_c;     /* the mask output: cells and channels per cell */
+    int mask_planar;                /* 1: the output's channels are planes ([1,C,H,W], an
+                                     * ONNX output the import left in the file's layout) */
     keyer_mask_kind kind;
     int channel;                    /* the channel read (CLASSES: the person's class) */
 } kr_segmodel;
@@ -32,7 +35,8 @@ typedef struct kr_segmodel {
  * model: one float [1,H,W,3] image input (named desc->input when given), the mask output
  * (desc->output by name, else desc->output_index) of shape [1,H,W] or [1,H,W,C], with
  * person_class < C for CLASSES. @p desc: NULL for the registry's description of a shipped
- * model (a file outside the registry then gets keyer_model_desc_defaults()); a description
+ * model (a file outside the registry then gets keyer_model_desc_defaults(), NHWC for a
+ * TFLite file; a TFLite file described as NCHW is refused); a description
  * given for a registry name replaces the registry's. A registry model without a person mask
  * (face detection) is refused. On failure *m is zeroed and owns nothing.
  * Errors: those of keyer_registry_resolve and model loading; INVALID_ARGUMENT (a bad

@@ -329,6 +329,22 @@ static void test_mask_kinds(void **state)
             assert_true(kind == 0 || (dst[k] >= 0.0f && dst[k] <= 1.0f + 1e-6f));
         }
     }
+    /* the same output as planes ([1,C,H,W]) gives the same masks */
+    float planes[CELLS * C], again[CELLS];
+    for (int k = 0; k < CELLS; k++)
+        for (int j = 0; j < C; j++)
+            planes[j * CELLS + k] = src[k * C + j];
+    m.mask_planar = 1;
+    for (int kind = 0; kind < 4; kind++) {
+        m.kind = (keyer_mask_kind)kind;
+        m.channel = kind == KEYER_MASK_CLASSES ? 1 : 0;
+        m.mask_planar = 0;
+        kr_segmask_cpu(&m, dst, src, CELLS);
+        m.mask_planar = 1;
+        kr_segmask_cpu(&m, again, planes, CELLS);
+        assert_memory_equal(dst, again, sizeof(dst));
+    }
+    m.mask_planar = 0;
     /* one channel: a probability is the output itself, in place */
     float one[4] = {0.1f, 0.2f, 0.3f, 0.4f};
     m.mask_c = 1;
@@ -387,6 +403,13 @@ static void test_segmodel_open(void **state)
     assert_int_equal(kr_segmodel_open(&m, path, &d, &err), KEYER_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(err.message, "256x256"));
     d.width = d.height = 0;
+    d.layout = KEYER_TENSOR_LAYOUT_NCHW; /* wrong for a TFLite file */
+    assert_int_equal(kr_segmodel_open(&m, path, &d, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "layout nchw"));
+    assert_int_equal(kr_segmodel_open(&m, path, NULL, &err), KEYER_OK); /* undescribed: NHWC */
+    assert_int_equal(m.desc.layout, KEYER_TENSOR_LAYOUT_NHWC);
+    kr_segmodel_close(&m);
+    d.layout = KEYER_TENSOR_LAYOUT_NHWC;
     d.output_index = 3;
     assert_int_equal(kr_segmodel_open(&m, path, &d, &err), KEYER_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(err.message, "no output 3"));
