@@ -18,8 +18,9 @@
  *    nodes are in topological order: a cycle or an unproduced tensor is an error naming the
  *    node), every value is produced once, and names are NUL-terminated strings.
  *
- * Errors (status + keyer_error, message naming the file and what is wrong): NOT_FOUND (file or
- * external data missing), IO, BAD_DATA (malformed protobuf, inconsistent tensor, bad graph),
+ * Errors (status + keyer_error, message naming the file and what is wrong): IO (the file or
+ * an external data file missing or unreadable; keyer_status has no separate "not found"),
+ * BAD_DATA (malformed protobuf, inconsistent tensor, bad graph),
  * UNSUPPORTED (opset, domain, tensor data type), OUT_OF_MEMORY.
  */
 #ifndef KEYER_NN_ONNX_FILE_H
@@ -33,6 +34,8 @@
 
 #define KR_ONNX_MAX_RANK 8
 #define KR_ONNX_MAX_TENSOR_BYTES ((size_t)1 << 31)
+/* Largest model file read (protobuf's own limit is 2 GiB; bigger models use external data). */
+#define KR_ONNX_MAX_FILE_BYTES ((size_t)1 << 31)
 
 typedef struct kr_onnx_file kr_onnx_file;
 
