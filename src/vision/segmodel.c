@@ -86,11 +86,15 @@ static keyer_status check_input(kr_segmodel *m, const char *name, keyer_error *e
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                "model %s: input 0 is not a float [1,H,W,3] image (not an "
                                "image-to-mask model)", name);
-    if (m->tflite && d->layout != KEYER_TENSOR_LAYOUT_NHWC)
+    /* the file's own shape must have its 3 channels where the description's layout says */
+    int nchw = d->layout == KEYER_TENSOR_LAYOUT_NCHW;
+    if (in.file_rank != 4 || in.file_dims[nchw ? 1 : 3] != 3)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "model %s: a TFLite model, whose input '%s' is NHWC [1,%d,%d,3], "
-                               "but the description says layout nchw", name,
-                               in.name ? in.name : "", in.dims[1], in.dims[2]);
+                               "model %s: %sinput '%s' is [%d,%d,%d,%d] in the file, but the "
+                               "description says layout %s", name,
+                               m->tflite ? "a TFLite model (always NHWC): its " : "",
+                               in.name ? in.name : "", in.file_dims[0], in.file_dims[1],
+                               in.file_dims[2], in.file_dims[3], nchw ? "nchw" : "nhwc");
     m->in_h = in.dims[1];
     m->in_w = in.dims[2];
     if (d->width && (d->width != m->in_w || d->height != m->in_h))
@@ -134,9 +138,14 @@ static keyer_status check_output(kr_segmodel *m, const char *name, keyer_error *
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                "model %s: output %d ('%s') is not a float [1,H,W,C] mask", name,
                                m->output, mo.name ? mo.name : "");
-    m->mask_h = mo.dims[1];
-    m->mask_w = mo.dims[2];
-    m->mask_c = mo.rank == 4 ? mo.dims[3] : 1;
+    /* an ONNX output the import left in the file's order is [1,C,H,W]: channel planes */
+    int identity = 1;
+    for (int i = 0; i < mo.rank; i++)
+        identity &= mo.file_perm[i] == i;
+    m->mask_planar = !m->tflite && mo.rank == 4 && identity;
+    m->mask_h = m->mask_planar ? mo.dims[2] : mo.dims[1];
+    m->mask_w = m->mask_planar ? mo.dims[3] : mo.dims[2];
+    m->mask_c = mo.rank == 4 ? (m->mask_planar ? mo.dims[1] : mo.dims[3]) : 1;
     m->kind = d->output_kind;
     m->channel = 0;
     if (m->kind == KEYER_MASK_CLASSES) {
@@ -173,7 +182,10 @@ keyer_status kr_segmodel_open(kr_segmodel *m, const char *name_or_path,
         m->desc.layout = KEYER_TENSOR_LAYOUT_NHWC; /* a user's TFLite file, undescribed */
     if ((st = keyer_model_desc_validate(&m->desc, err)))
         return keyer_error_prefix(err, "model %s: ", name);
-    if ((st = keyer_model_load_file(path, &m->model, err)) ||
+    keyer_model_load_params lp = keyer_model_load_params_defaults();
+    lp.width = m->desc.width;
+    lp.height = m->desc.height;
+    if ((st = keyer_model_load_file_params(path, &lp, &m->model, err)) ||
         (st = check_input(m, name, err)) || (st = check_output(m, name, err))) {
         kr_segmodel_close(m);
         return st;

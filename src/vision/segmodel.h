@@ -36,11 +36,14 @@ typedef struct kr_segmodel {
  * (desc->output by name, else desc->output_index) of shape [1,H,W] or [1,H,W,C], with
  * person_class < C for CLASSES. @p desc: NULL for the registry's description of a shipped
  * model (a file outside the registry then gets keyer_model_desc_defaults(), NHWC for a
- * TFLite file; a TFLite file described as NCHW is refused); a description
+ * TFLite file); the file's declared input must have its 3 channels where desc->layout says
+ * (a TFLite file described as NCHW is refused). desc->width and height fix an ONNX model's
+ * dynamic input size (and must match a static one). A description
  * given for a registry name replaces the registry's. A registry model without a person mask
  * (face detection) is refused. On failure *m is zeroed and owns nothing.
  * Errors: those of keyer_registry_resolve and model loading; INVALID_ARGUMENT (a bad
- * description, no mask, an unknown input or output name: the message lists the model's),
+ * description, no mask, an unknown input or output name: the message lists the model's, a
+ * layout the file's input does not have),
  * UNSUPPORTED (the model is not an image-to-mask model: the message says what it has).
  */
 keyer_status kr_segmodel_open(kr_segmodel *m, const char *name_or_path,
