@@ -71,6 +71,10 @@ if run -o "$tmp/bad.mp4" --model "$onnx/tiny_classes.onnx" --model-config "$tmp/
     --model-options person_class=2 2>"$tmp/err"; then fail "class 2 of 2 was accepted"; fi
 grep -q "person_class 2, but output 'scores' has 2 classes" "$tmp/err" ||
     { cat "$tmp/err"; fail "person_class: unclear message"; }
+if run -o "$tmp/bad.mp4" --model "$onnx/tiny_seg.onnx" --model-config "$tmp/seg.yaml" \
+    --model-options layout=nhwc 2>"$tmp/err"; then fail "layout nhwc of an NCHW model was accepted"; fi
+grep -q "input 'image' is \[1,3,64,96\] in the file, but the description says layout nhwc" "$tmp/err" ||
+    { cat "$tmp/err"; fail "wrong layout: unclear message"; }
 grep -v '^size' "$tmp/seg.yaml" > "$tmp/nosize.yaml"
 if run -o "$tmp/bad.mp4" --model "$onnx/tiny_seg.onnx" --model-config "$tmp/nosize.yaml" \
     2>"$tmp/err"; then fail "a dynamic model without a size was accepted"; fi
