@@ -22,6 +22,7 @@ struct keyer_keying {
     int mask_w, mask_h, mask_c;     /* its mask output: cells and channels per cell */
     int mask_index, mask_plain, letterbox; /* mask_plain: the output is the mask itself */
     kr_segmodel seg;                /* input, mask output and its kind (seg.model moves out) */
+    keyer_model_desc desc;          /* copy of *p.model_desc */
     size_t in_bytes, out_bytes, mask_bytes; /* input tensor, mask output, one-channel mask */
 
     /* the effects of each memory ([MEM_HOST], [MEM_CUDA]: made at the first CUDA frame) */
@@ -147,10 +148,11 @@ static keyer_status use_device(keyer_keying *k, int ordinal, keyer_error *err)
     return KEYER_OK;
 }
 
-/* The model as the registry (or the defaults, for a file) describes it, and its geometry. */
+/* The model as described (p.model_desc, the registry, or the defaults for a file), and its
+ * geometry. */
 static keyer_status open_model(keyer_keying *k, keyer_error *err)
 {
-    keyer_status st = kr_segmodel_open(&k->seg, k->name, NULL, err);
+    keyer_status st = kr_segmodel_open(&k->seg, k->name, k->p.model_desc, err);
     if (st)
         return st;
     k->model = k->seg.model;
@@ -187,6 +189,10 @@ keyer_status keyer_keying_create(const keyer_keying_params *params, keyer_keying
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "keying: out of memory");
     k->p = *params;
     k->p.model = NULL;
+    if (params->model_desc) { /* the caller's copy need not outlive the call */
+        k->desc = *params->model_desc;
+        k->p.model_desc = &k->desc;
+    }
     k->ordinal = -1;
     k->last_mem = -1;
     k->bg_current[0] = k->bg_current[1] = 1;

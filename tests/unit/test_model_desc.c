@@ -13,6 +13,8 @@
 
 #include "keyer/config.h"
 #include "keyer/effects.h"
+#include "keyer/image.h"
+#include "keyer/keying.h"
 #include "keyer/registry.h"
 #include "kt_effects.h"
 #include "testutil.h"
@@ -415,6 +417,53 @@ static void test_segmodel_open(void **state)
     assert_non_null(strstr(err.message, "no output 3"));
 }
 
+/* The keying object with a description: the selfie file read as logits gives the sigmoid of
+ * the registry model's mask, cell by cell. */
+static void test_keying_desc(void **state)
+{
+    (void)state;
+    char path[1024], photo[1024];
+    if (!kt_exists(kt_model_path(path, sizeof(path), "selfie_segmentation.tflite")))
+        skip();
+    keyer_error err = {0};
+    keyer_frame *img = NULL;
+    assert_int_equal(keyer_frame_create(&img, &err), KEYER_OK);
+    assert_int_equal(keyer_image_read(kt_data_path(photo, sizeof(photo), "grace_hopper.jpg"),
+                                      KEYER_PIXEL_FORMAT_RGB24, img, &err),
+                     KEYER_OK);
+    keyer_keying_params kp = keyer_keying_params_defaults();
+    kp.model = "selfie";
+    kp.threads = 1;
+    keyer_keying *a = NULL, *b = NULL;
+    assert_int_equal(keyer_keying_create(&kp, &a, &err), KEYER_OK);
+    keyer_model_desc d = keyer_model_desc_defaults();
+    d.layout = KEYER_TENSOR_LAYOUT_NHWC;
+    d.output_kind = KEYER_MASK_LOGITS;
+    kp.model = path;
+    kp.model_desc = &d;
+    assert_int_equal(keyer_keying_create(&kp, &b, &err), KEYER_OK);
+    d.output_kind = KEYER_MASK_ALPHA; /* the object keeps its own copy */
+    assert_int_equal(keyer_keying_process(a, img, NULL, NULL, &err), KEYER_OK);
+    assert_int_equal(keyer_keying_process(b, img, NULL, NULL, &err), KEYER_OK);
+    const keyer_frame *ma = keyer_keying_mask(a), *mb = keyer_keying_mask(b);
+    assert_non_null(ma);
+    assert_non_null(mb);
+    assert_int_equal(ma->width, mb->width);
+    assert_int_equal(ma->height, mb->height);
+    double worst = 0;
+    for (int y = 0; y < ma->height; y++)
+        for (int x = 0; x < ma->width; x++) {
+            float va = ((const float *)(ma->data[0] + (size_t)y * (size_t)ma->stride[0]))[x];
+            float vb = ((const float *)(mb->data[0] + (size_t)y * (size_t)mb->stride[0]))[x];
+            double dd = fabs(vb - 1.0 / (1.0 + exp(-(double)va)));
+            worst = dd > worst ? dd : worst;
+        }
+    assert_true(worst < 1e-6);
+    keyer_keying_destroy(&a);
+    keyer_keying_destroy(&b);
+    keyer_frame_destroy(&img);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -424,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_prepare_mean_std_bgr),
         cmocka_unit_test(test_mask_kinds),
         cmocka_unit_test(test_segmodel_open),
+        cmocka_unit_test(test_keying_desc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
