@@ -157,9 +157,9 @@ typedef keyer_status (*keyer_detect_fn)(void *opaque, int stream_id, int64_t fra
  */
 typedef struct keyer_session_params {
     /** Model: a registry name ("selfie", "selfie-landscape", "u2netp", "pose-lite", ...) or a
-     *  .tflite or .onnx path of a segmentation model (see @ref model_desc). NULL (default): chosen by aspect ratio when the stages
-     *  start: "selfie-landscape" (256x144) when every stream's display width/height is at
-     *  least 1.5, else "selfie" (256x256). */
+     *  .tflite or .onnx path of a segmentation model (see @ref model_desc). NULL (default):
+     *  chosen by aspect ratio when the stages start: "selfie-landscape" (256x144) when every
+     *  stream's display width/height is at least 1.5, else "selfie" (256x256). */
     const char *model;
     keyer_device_kind device;  /**< where to compute (default AUTO) */
     int cuda_device;           /**< CUDA ordinal (default 0) */

@@ -9,7 +9,7 @@
 #include "keyer/config.h"
 #include "keyer/registry.h"
 
-/* ---- setters ---------------------------------------------------------------------------------- */
+/* ---- setters --------------------------------------------------------------------------------- */
 
 /* A tensor name into its fixed-size field (input, output). */
 static keyer_status set_name(const keyer_option *o, void *obj, const char *value,
@@ -119,7 +119,7 @@ static keyer_status set_range(const keyer_option *o, void *obj, const char *valu
     return KEYER_OK;
 }
 
-/* ---- the table -------------------------------------------------------------------------------- */
+/* ---- the table ------------------------------------------------------------------------------- */
 
 static const keyer_option_choice layout_choices[] = {
     {"nchw", KEYER_TENSOR_LAYOUT_NCHW, "[N,3,H,W] (most ONNX models)"},
@@ -246,7 +246,7 @@ keyer_model_desc keyer_model_desc_from_entry(const keyer_model_entry *e)
     return d;
 }
 
-/* ---- the YAML file ---------------------------------------------------------------------------- */
+/* ---- the YAML file --------------------------------------------------------------------------- */
 
 /* A YAML list ("mean: [0.485, 0.456, 0.406]") arrives as one setting per element with the same
  * key: the elements are joined with commas and the option is set when the key changes. */
