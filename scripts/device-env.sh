@@ -5,5 +5,5 @@ export PKG_CONFIG_PATH=/opt/keyer-ffmpeg/lib/pkgconfig:/opt/keyer-sysroot/lib/pk
 export LD_LIBRARY_PATH=/opt/keyer-ffmpeg/lib:/opt/keyer-sysroot/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export CMAKE_PREFIX_PATH=/opt/keyer-sysroot
 export CMAKE_INCLUDE_PATH=/opt/keyer-sysroot/include CMAKE_LIBRARY_PATH=/opt/keyer-sysroot/lib
-cp -n .device/models/*.tflite models/ 2>/dev/null || true
+cp -n .device/models/* models/ 2>/dev/null || true
 export PATH=/usr/local/cuda/bin:$PATH

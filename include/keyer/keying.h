@@ -84,7 +84,8 @@ typedef struct keyer_keying_params {
                                      selfie-landscape, u2netp, pose-lite, pose-full,
                                      pose-heavy, or a file described by model_desc */
     keyer_backend backend;      /**< where the network runs (default CPU) */
-    keyer_precision precision;  /**< of the network (default F32; F16 on CUDA only) */
+    keyer_precision precision;  /**< of the network (default AUTO: keyer_registry_precision();
+                                     F16 on CUDA only) */
     int device;                 /**< CUDA device of a CUDA backend, 0..63 (default 0); CUDA
                                      frames must be on it */
     keyer_keying_fit fit;       /**< default MODEL */
@@ -111,7 +112,7 @@ keyer_keying_params keyer_keying_params_defaults(void);
 
 /**
  * Option table over the fields of ::keyer_keying_params that are not structs: model,
- * backend (reference, cpu, cuda), precision (f32, f16), device, fit (model, stretch,
+ * backend (reference, cpu, cuda), precision (f32, f16, auto), device, fit (model, stretch,
  * letterbox), threads. The refinement and compositing fields are set through their own
  * tables on &params.refine and &params.composite.
  */

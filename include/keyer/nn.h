@@ -164,15 +164,19 @@ size_t keyer_model_weight_bytes(const keyer_model *model);
  * the reference backend by tests/unit/test_nn_cuda_gpu.c (masks within 0.02 and on the same
  * side of 0.5 on >= 99.5% of pixels, the same faces after decoding). The pose landmark models'
  * activations leave half precision's range (their outputs are wrong in F16): run them in F32.
+ * AUTO is a choice for sessions and keying objects, made per model: F16 on CUDA for models
+ * whose registry entry says half_ok (measured by tests/unit/test_precision_gpu.c), F32
+ * otherwise and on the CPU. A runtime needs F32 or F16 and refuses AUTO.
  */
 typedef enum keyer_precision {
-    KEYER_PRECISION_F32 = 0, /**< float32 throughout (default) */
+    KEYER_PRECISION_F32 = 0, /**< float32 throughout (default of a runtime) */
     KEYER_PRECISION_F16,     /**< half-precision weights and activations, float32 accumulation */
+    KEYER_PRECISION_AUTO,    /**< sessions and keying objects: per model (see above) */
 } keyer_precision;
 
-/** Name of a precision ("f32", "f16"). */
+/** Name of a precision ("f32", "f16", "auto"). */
 const char *keyer_precision_name(keyer_precision precision);
-/** Parses "f32"/"fp32"/"float32" or "f16"/"fp16"/"float16". Errors: INVALID_ARGUMENT. */
+/** Parses "f32"/"fp32"/"float32", "f16"/"fp16"/"float16" or "auto". Errors: INVALID_ARGUMENT. */
 keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, keyer_error *err);
 
 /**

@@ -162,6 +162,9 @@ typedef struct keyer_session_params {
      *  stream's display width/height is at least 1.5, else "selfie" (256x256). */
     const char *model;
     keyer_device_kind device;  /**< where to compute (default AUTO) */
+    /** Of the networks on CUDA (default AUTO: per model, keyer_registry_precision(); the CPU
+     *  computes in float32). */
+    keyer_precision precision;
     int cuda_device;           /**< CUDA ordinal (default 0) */
     keyer_pipeline_mode mode;  /**< latency or throughput (default THROUGHPUT) */
     /** Frames per inference, 1..64. 0 (default): 16 on CUDA in throughput mode, else 1 (the
@@ -436,6 +439,8 @@ typedef struct keyer_session_report {
     char device[64];           /**< where it computed: "cpu", "cuda:0", "cuda:0 (inference on the cpu)" */
     char model[64];            /**< the model used ("none" in passthrough) */
     char detector[64];         /**< the session's detector (params.detect), "" when none */
+    char model_precision[8];   /**< "f32" or "f16": the keying model's arithmetic ("" in passthrough) */
+    char detector_precision[8]; /**< the detector's ("" when none) */
     int batch;                 /**< frames per inference in use */
     int fell_back;             /**< 1 when CUDA was asked for (or AUTO found a GPU) but the CPU ran */
     int warnings;              /**< warnings logged by the session */

@@ -18,6 +18,7 @@
 #include <stddef.h>
 
 #include "keyer/effects.h"
+#include "keyer/nn.h"
 #include "keyer/options.h"
 #include "keyer/status.h"
 
@@ -46,11 +47,25 @@ typedef struct keyer_model_entry {
     int mask_output;         /**< index of the person-mask output, or -1 */
     int mask_is_logit;       /**< 1: apply a sigmoid to the mask output; 0: already a probability */
     const char *description; /**< one line: what it is for and what it outputs */
+    /** 1: on CUDA, half precision meets keyer's bounds for this model on the test photos and
+     *  clip frames (masks agree at 0.5 on >= 99.5% of pixels with mean absolute difference
+     *  <= 5e-3 to float32; the same faces after decoding), so KEYER_PRECISION_AUTO runs it in
+     *  f16; 0: AUTO keeps float32. tests/unit/test_precision_gpu.c measures it. */
+    int half_ok;
     /** Per-channel standardisation after input_scale/offset, in the tensor's channel order:
      *  value = (v - input_mean[c]) / input_std[c]. All zero (the TFLite models): none. */
     float input_mean[3], input_std[3];
     keyer_tensor_layout layout; /**< the file's image layout: NHWC (TFLite) or NCHW (ONNX) */
 } keyer_model_entry;
+
+/**
+ * The precision a model runs in when @p requested is asked for on a CUDA backend (@p cuda
+ * non-zero) or another: F32 and F16 stay as they are on CUDA; AUTO gives F16 on CUDA for an
+ * entry with half_ok, F32 otherwise (also for @p entry NULL: a model outside the registry);
+ * anything other than CUDA gives F32 (the CPU backends compute in float32 only).
+ */
+keyer_precision keyer_registry_precision(const keyer_model_entry *entry, keyer_precision requested,
+                                         int cuda);
 
 /* ---- model descriptions ------------------------------------------------------------------- */
 

@@ -137,7 +137,7 @@ class Keyer(_keyer.Keyer):
     network, matte refinement (with temporal smoothing across the frames given) and
     compositing, as ``keyer INPUT -o OUTPUT`` does to each frame of a video.
 
-    ``Keyer(model=None, device="cpu", precision="f32", effect=None, *, background=None,
+    ``Keyer(model=None, device="cpu", precision="auto", effect=None, *, background=None,
     format="rgb", threads=0, stream=None, **options)``
 
     * ``model``: a registry name (see :func:`models`; default "selfie") or a .tflite path.
@@ -149,7 +149,8 @@ class Keyer(_keyer.Keyer):
     * ``stream``: the CUDA stream GPU work is queued on (an int, ``torch.cuda.Stream``,
       ``cupy.cuda.Stream``); None: the Keyer's own, ordered with the frames' producers and
       the results' consumers through the array protocols.
-    * ``precision``: "f32", or "f16" on CUDA.
+    * ``precision``: "auto" (default: f16 on CUDA for the models that meet keyer's half-precision
+      bounds, f32 otherwise), "f32", or "f16" on CUDA.
     * ``effect``: the compositing mode: "blur" (default), "color", "image" (default when
       ``background`` is given), "green", "alpha", "premultiplied" or "mask".
     * ``background``: for "image": a picture path or an array in ``format``.
@@ -164,7 +165,7 @@ class Keyer(_keyer.Keyer):
     """
 
     def __init__(self, model: Optional[str] = None, device: str = "cpu",
-                 precision: str = "f32", effect: Optional[str] = None, *,
+                 precision: str = "auto", effect: Optional[str] = None, *,
                  background: Union[PathLike, Frame, None] = None, format: str = "rgb",
                  threads: int = 0, stream: Any = None, **options: Any) -> None:
         opts = dict(options)

@@ -94,7 +94,7 @@ static int Keyer_init(KeyerObject *k, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"model", "backend", "precision", "threads", "options", "format",
                              "background", "device", "stream", NULL};
-    const char *model = NULL, *backend = "cpu", *precision = "f32", *format = "rgb";
+    const char *model = NULL, *backend = "cpu", *precision = "auto", *format = "rgb";
     int threads = 0, device = 0;
     unsigned long long stream = 0;
     PyObject *options = NULL, *background = Py_None;

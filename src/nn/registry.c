@@ -18,34 +18,34 @@
 static const keyer_model_entry entries[] = {
     {"selfie", "selfie_segmentation.tflite", SELFIE_PKG, KEYER_TASK_SEGMENTATION, 256, 256, 1.0f,
      0.0f, 0, 0, 0, "person segmentation, 256x256 input, [1,256,256,1] person probability",
-     TFLITE_INPUT},
+     1, TFLITE_INPUT},
     {"selfie-landscape", "selfie_segmentation_landscape.tflite", SELFIE_PKG,
      KEYER_TASK_SEGMENTATION, 256, 144, 1.0f, 0.0f, 0, 0, 0,
      "person segmentation for 16:9 video, 256x144 input, [1,144,256,1] person probability",
-     TFLITE_INPUT},
+     1, TFLITE_INPUT},
     {"face-short", "face_detection_short_range.tflite", FACE_PKG, KEYER_TASK_FACE_DETECTION, 128,
      128, 2.0f, -1.0f, 1, -1, 0,
      "BlazeFace short range (faces within ~2 m), 896 anchors: boxes+6 keypoints, score logits",
-     TFLITE_INPUT},
+     1, TFLITE_INPUT},
     {"face-full", "face_detection_full_range.tflite", FACE_PKG, KEYER_TASK_FACE_DETECTION, 192,
      192, 2.0f, -1.0f, 1, -1, 0,
      "BlazeFace full range (faces within ~5 m), 2304 anchors: boxes+6 keypoints, score logits",
-     TFLITE_INPUT},
+     1, TFLITE_INPUT},
     {"pose-lite", "pose_landmark_lite.tflite", POSE_PKG, KEYER_TASK_POSE_LANDMARKS, 256, 256, 1.0f,
      0.0f, 1, 2, 1,
      "BlazePose lite: 39 landmarks, presence, body mask logits (output 2), heatmaps, world",
-     TFLITE_INPUT},
+     0, TFLITE_INPUT},
     {"pose-full", "pose_landmark_full.tflite", POSE_PKG, KEYER_TASK_POSE_LANDMARKS, 256, 256, 1.0f,
      0.0f, 1, 2, 1,
      "BlazePose full: 39 landmarks, presence, body mask logits (output 2), heatmaps, world",
-     TFLITE_INPUT},
+     0, TFLITE_INPUT},
     {"pose-heavy", "pose_landmark_heavy.tflite", POSE_PKG, KEYER_TASK_POSE_LANDMARKS, 256, 256,
      1.0f, 0.0f, 1, 2, 1,
      "BlazePose heavy: 39 landmarks, presence, body mask logits (output 2), heatmaps, world",
-     TFLITE_INPUT},
+     1, TFLITE_INPUT},
     {"face-mesh", "face_landmark.tflite", MESH_PKG, KEYER_TASK_FACE_LANDMARKS, 192, 192, 1.0f, 0.0f,
      0, -1, 0, "face mesh: 468 3-D landmarks on a 192x192 face crop, face presence score",
-     TFLITE_INPUT},
+     0, TFLITE_INPUT},
     /* U-2-Net's own inference code (u2net_test.py, data_loader.py ToTensorLab flag 0): the
      * image resized to 320x320 (no aspect kept), divided by its maximum, then per channel
      * (x - mean) / std with ImageNet's mean and std. The maximum is data dependent; keyer
@@ -59,8 +59,18 @@ static const keyer_model_entry entries[] = {
     {"u2netp", "u2netp.onnx", U2NET_PKG, KEYER_TASK_SEGMENTATION, 320, 320, 1.0f, 0.0f, 0, 0, 0,
      "U-2-NetP salient object segmentation (ONNX), 320x320 NCHW input, [1,1,320,320] "
      "probability",
-     {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, KEYER_TENSOR_LAYOUT_NCHW},
+     0, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, KEYER_TENSOR_LAYOUT_NCHW},
 };
+
+keyer_precision keyer_registry_precision(const keyer_model_entry *entry, keyer_precision requested,
+                                         int cuda)
+{
+    if (!cuda)
+        return KEYER_PRECISION_F32;
+    if (requested == KEYER_PRECISION_AUTO)
+        return entry && entry->half_ok ? KEYER_PRECISION_F16 : KEYER_PRECISION_F32;
+    return requested == KEYER_PRECISION_F16 ? KEYER_PRECISION_F16 : KEYER_PRECISION_F32;
+}
 
 const keyer_model_entry *keyer_registry_list(int *count)
 {

@@ -41,8 +41,12 @@ keyer_status keyer_backend_from_name(const char *name, keyer_backend *out, keyer
 
 const char *keyer_precision_name(keyer_precision precision)
 {
-    return precision == KEYER_PRECISION_F32 ? "f32" : precision == KEYER_PRECISION_F16 ? "f16"
-                                                                                       : "unknown";
+    switch (precision) {
+    case KEYER_PRECISION_F32: return "f32";
+    case KEYER_PRECISION_F16: return "f16";
+    case KEYER_PRECISION_AUTO: return "auto";
+    }
+    return "unknown";
 }
 
 keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, keyer_error *err)
@@ -59,7 +63,12 @@ keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, k
             return KEYER_OK;
         }
     }
-    return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "unknown precision '%s' (f32, f16)",
+    if (name && out && !strcmp(name, "auto")) {
+        *out = KEYER_PRECISION_AUTO;
+        return KEYER_OK;
+    }
+    return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                           "unknown precision '%s' (f32, f16, auto)",
                            name ? name : "(null)");
 }
 
@@ -108,6 +117,10 @@ keyer_status keyer_runtime_create(const keyer_model *model, const keyer_runtime_
     if (p.device < 0)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "%s: device ordinal %d is negative", g->name, p.device);
+    if (p.precision == KEYER_PRECISION_AUTO)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "%s: precision auto is chosen per model by a session or keying "
+                               "object; a runtime needs f32 or f16", g->name);
     if ((unsigned)p.precision > KEYER_PRECISION_F16)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "%s: unknown precision %d",
                                g->name, (int)p.precision);

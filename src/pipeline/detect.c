@@ -11,6 +11,7 @@
 
 struct kr_detect {
     char name[32];
+    keyer_precision cuda_precision; /* of its CUDA runtimes */
     keyer_detector *decoder;  /* anchors, decoding, weighted NMS */
     int in_w, in_h;           /* its input */
     int boxes, scores;        /* output indices */
@@ -153,6 +154,7 @@ keyer_status kr_detect_create(const kr_detect_params *p, kr_detect **out, keyer_
     if (!d)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "detection: out of memory");
     snprintf(d->name, sizeof(d->name), "%s", p->full ? "face-full" : "face-short");
+    d->cuda_precision = keyer_registry_precision(keyer_registry_find(d->name), p->precision, 1);
     char path[4096];
     keyer_model *model = NULL;
     keyer_status st = keyer_registry_resolve(d->name, path, sizeof(path), err);
@@ -179,6 +181,7 @@ keyer_status kr_detect_create(const kr_detect_params *p, kr_detect **out, keyer_
         .counters = p->counters,
         .threads = p->threads,
         .fail_cuda_at = p->fail_cuda_at,
+        .cuda_precision = d->cuda_precision,
         .ops = &detect_ops,
         .opaque = d,
     };
@@ -212,6 +215,11 @@ kr_model_stage *kr_detect_stage(kr_detect *d)
 const char *kr_detect_name(const kr_detect *d)
 {
     return d->name;
+}
+
+keyer_precision kr_detect_cuda_precision(const kr_detect *d)
+{
+    return d->cuda_precision;
 }
 
 keyer_status kr_detect_connect(kr_detect *d, kr_queue *next, int cuda, int batch,

@@ -24,6 +24,7 @@ typedef struct kr_detect_params {
     kr_batch_counters *counters; /* NULL: its batches are not counted */
     int threads;                 /* CPU threads of its runtimes */
     int fail_cuda_at;            /* KEYER_FAIL_CUDA_AT_FRAME, -1: off */
+    keyer_precision precision;   /* the session's; AUTO is resolved for the model here */
 } kr_detect_params;
 
 typedef struct kr_detect kr_detect;
@@ -44,6 +45,9 @@ kr_model_stage *kr_detect_stage(kr_detect *det);
 
 /** The detector's name ("face-short", "face-full"). */
 const char *kr_detect_name(const kr_detect *det);
+
+/** The precision of its CUDA runtimes (F32 or F16; its CPU runtimes are F32). */
+keyer_precision kr_detect_cuda_precision(const kr_detect *det);
 
 /**
  * Finished items go to @p next (the keying model's queue), or with NULL straight to their

@@ -107,6 +107,7 @@ keyer_status kr_infer_create(const kr_infer_params *p, kr_infer **out, keyer_err
     inf->info.mask_w = inf->seg.mask_w;
     inf->info.mask_h = inf->seg.mask_h;
     inf->info.letterbox = inf->seg.desc.letterbox;
+    inf->info.cuda_precision = keyer_registry_precision(inf->seg.entry, p->precision, 1);
     inf->mask_bytes = (size_t)inf->info.mask_w * (size_t)inf->info.mask_h * sizeof(float);
     keyer_prepare_params pp = keyer_prepare_params_defaults();
     kr_segmodel_prepare_params(&inf->seg, &pp);
@@ -122,6 +123,7 @@ keyer_status kr_infer_create(const kr_infer_params *p, kr_infer **out, keyer_err
         .counters = p->counters,
         .threads = p->threads,
         .fail_cuda_at = p->fail_cuda_at,
+        .cuda_precision = inf->info.cuda_precision,
         .ops = &infer_ops,
         .opaque = inf,
     };

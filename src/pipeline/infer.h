@@ -23,6 +23,7 @@ typedef struct kr_infer_params {
     kr_batch_counters *counters; /* NULL: its batches are not counted */
     int threads;                 /* CPU threads of its runtimes */
     int fail_cuda_at;            /* KEYER_FAIL_CUDA_AT_FRAME, -1: off */
+    keyer_precision precision;   /* the session's; AUTO is resolved for the model here */
 } kr_infer_params;
 
 /** What the session and the other stages need to know of the keying model. */
@@ -31,6 +32,7 @@ typedef struct kr_infer_info {
     int in_w, in_h;          /* its input */
     int mask_w, mask_h;      /* its mask */
     int letterbox;           /* its input keeps the frame's aspect ratio */
+    keyer_precision cuda_precision; /* of its CUDA runtimes (F32 or F16) */
 } kr_infer_info;
 
 typedef struct kr_infer kr_infer;

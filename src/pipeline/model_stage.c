@@ -83,6 +83,7 @@ keyer_status kr_model_stage_runtimes(kr_model_stage *ms, int cuda, int batch, in
             continue;
         keyer_runtime_params rp = keyer_runtime_params_defaults();
         rp.backend = cuda ? KEYER_BACKEND_CUDA : KEYER_BACKEND_CPU;
+        rp.precision = cuda ? ms->p.cuda_precision : KEYER_PRECISION_F32;
         rp.batch = 1 << b;
         rp.threads = ms->p.threads;
         rp.device = ms->ordinal;
@@ -101,8 +102,9 @@ keyer_status kr_model_stage_runtimes(kr_model_stage *ms, int cuda, int batch, in
                 st = keyer_runtime_synchronize(rts[b], err);
         }
         if (st)
-            return keyer_error_prefix(err, "%smodel %s on %s at batch %d: ", ms->p.what,
-                                      ms->p.model_name, cuda ? "cuda" : "cpu", 1 << b);
+            return keyer_error_prefix(err, "%smodel %s on %s (%s) at batch %d: ", ms->p.what,
+                                      ms->p.model_name, cuda ? "cuda" : "cpu",
+                                      keyer_precision_name(rp.precision), 1 << b);
     }
     return KEYER_OK;
 }

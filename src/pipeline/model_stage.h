@@ -71,6 +71,7 @@ typedef struct kr_model_stage_params {
     kr_batch_counters *counters; /* NULL: its batches are not counted */
     int threads;                /* CPU threads of its runtimes */
     int fail_cuda_at;           /* the CUDA path fails on the chunk holding this frame; -1 off */
+    keyer_precision cuda_precision; /* F32 or F16: of its CUDA runtimes (CPU ones are F32) */
     const kr_model_stage_ops *ops;
     void *opaque;               /* the ops' */
 } kr_model_stage_params;

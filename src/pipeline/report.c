@@ -116,6 +116,16 @@ void keyer_session_get_report(keyer_session *s, keyer_session_report *out)
                                                         : s->device_name);
     snprintf(out->model, sizeof(out->model), "%s", s->model_used);
     snprintf(out->detector, sizeof(out->detector), "%s", s->detect ? kr_detect_name(s->detect) : "");
+    /* CUDA runtimes ran in their precision; the CPU (also after a GPU failure) in float32 */
+    int on_cuda = s->use_cuda && !atomic_load(&s->gpu_failed);
+    snprintf(out->model_precision, sizeof(out->model_precision), "%s",
+             !s->infer ? ""
+             : keyer_precision_name(on_cuda ? kr_infer_get_info(s->infer)->cuda_precision
+                                            : KEYER_PRECISION_F32));
+    snprintf(out->detector_precision, sizeof(out->detector_precision), "%s",
+             !s->detect ? ""
+             : keyer_precision_name(on_cuda ? kr_detect_cuda_precision(s->detect)
+                                            : KEYER_PRECISION_F32));
     out->batch = s->batch;
     out->fell_back = s->fell_back || atomic_load(&s->gpu_failed);
     out->warnings = atomic_load(&s->warnings);
@@ -245,8 +255,12 @@ keyer_status keyer_session_write_stats(keyer_session *s, const char *path, keyer
     json_string(f, r.device);
     fprintf(f, ",\n  \"model\": ");
     json_string(f, r.model);
+    fprintf(f, ",\n  \"model_precision\": ");
+    json_string(f, r.model_precision);
     fprintf(f, ",\n  \"detector\": ");
     json_string(f, r.detector);
+    fprintf(f, ",\n  \"detector_precision\": ");
+    json_string(f, r.detector_precision);
     fprintf(f, ",\n  \"mode\": \"%s\",\n  \"batch\": %d,\n  \"fell_back\": %s,\n",
             s->params.mode == KEYER_PIPELINE_LATENCY ? "latency" : "throughput", r.batch,
             r.fell_back ? "true" : "false");

@@ -22,6 +22,13 @@ static const keyer_option_choice device_choices[] = {
     {NULL, 0, NULL},
 };
 
+static const keyer_option_choice precision_choices[] = {
+    {"auto", KEYER_PRECISION_AUTO, "per model: f16 where it meets keyer's half-precision bounds"},
+    {"f32", KEYER_PRECISION_F32, "float32 throughout"},
+    {"f16", KEYER_PRECISION_F16, "half-precision weights and activations"},
+    {NULL, 0, NULL},
+};
+
 static const keyer_option_choice mode_choices[] = {
     {"throughput", KEYER_PIPELINE_THROUGHPUT, "files: large batches, deep queues"},
     {"latency", KEYER_PIPELINE_LATENCY, "live: batch 1, shallow queues, no batch waiting"},
@@ -33,6 +40,8 @@ static const keyer_option session_options[] = {
         KEYER_DEVICE_AUTO, 0, 0, device_choices),
     KEYER_OPTION_FIELD("cuda_device", "CUDA device ordinal", OFF(cuda_device), KEYER_OPTION_INT, 0,
         0, 63, NULL),
+    KEYER_OPTION_FIELD("precision", "of the networks on CUDA (the CPU computes in float32)",
+        OFF(precision), KEYER_OPTION_ENUM, KEYER_PRECISION_AUTO, 0, 0, precision_choices),
     KEYER_OPTION_FIELD("mode", "latency or throughput trade-off", OFF(mode), KEYER_OPTION_ENUM,
         KEYER_PIPELINE_THROUGHPUT, 0, 0, mode_choices),
     KEYER_OPTION_FIELD("batch", "frames per inference; 0: automatic", OFF(batch), KEYER_OPTION_INT,
@@ -456,8 +465,8 @@ static keyer_status load_models(keyer_session *s, keyer_error *err)
     } else {
         const char *name = s->model_name ? s->model_name : auto_model(s);
         snprintf(s->model_used, sizeof(s->model_used), "%s", name);
-        kr_infer_params ip = {name, p->model_desc, 0, &s->ctx, &s->stages[KR_ST_INFER], &s->batches,
-                              s->serial_threads, s->fail_cuda_at};
+        kr_infer_params ip = {name, p->model_desc, 0, &s->ctx, &s->stages[KR_ST_INFER],
+                              &s->batches, s->serial_threads, s->fail_cuda_at, p->precision};
         if ((st = kr_infer_create(&ip, &s->infer, err)))
             return st;
     }
@@ -470,7 +479,8 @@ static keyer_status load_models(keyer_session *s, keyer_error *err)
                                &s->stages[KR_ST_DETECT],
                                s->infer ? NULL : &s->batches,
                                s->serial_threads,
-                               s->fail_cuda_at};
+                               s->fail_cuda_at,
+                               p->precision};
         if ((st = kr_detect_create(&dp, &s->detect, err)))
             return st;
     }

@@ -61,6 +61,8 @@ static const keyer_option_choice backend_choices[] = {
 static const keyer_option_choice precision_choices[] = {
     {"f32", KEYER_PRECISION_F32, "float32 throughout"},
     {"f16", KEYER_PRECISION_F16, "half-precision weights and activations (cuda only)"},
+    {"auto", KEYER_PRECISION_AUTO, "f16 on cuda where the model meets keyer's half-precision "
+                                   "bounds, else f32"},
     {NULL, 0, NULL},
 };
 static const keyer_option_choice fit_choices[] = {
@@ -77,7 +79,7 @@ static const keyer_option keying_options[] = {
     KEYER_OPTION_FIELD("backend", "where the network runs", OFF(backend), KEYER_OPTION_ENUM,
         KEYER_BACKEND_CPU, 0, 0, backend_choices),
     KEYER_OPTION_FIELD("precision", "the network's arithmetic", OFF(precision),
-        KEYER_OPTION_ENUM, KEYER_PRECISION_F32, 0, 0, precision_choices),
+        KEYER_OPTION_ENUM, KEYER_PRECISION_AUTO, 0, 0, precision_choices),
     KEYER_OPTION_FIELD("device", "CUDA device ordinal of the cuda backend", OFF(device),
         KEYER_OPTION_INT, 0, 0, 63, NULL),
     KEYER_OPTION_FIELD("fit", "how a frame is fitted into the network's input", OFF(fit),
@@ -221,7 +223,10 @@ keyer_status keyer_keying_create(const keyer_keying_params *params, keyer_keying
         goto fail;
     keyer_runtime_params rp = keyer_runtime_params_defaults();
     rp.backend = params->backend;
-    rp.precision = params->precision;
+    /* an explicit f16 off CUDA is the runtime's error to report, as before */
+    rp.precision = params->precision == KEYER_PRECISION_AUTO
+                       ? keyer_registry_precision(k->seg.entry, KEYER_PRECISION_AUTO, k->rt_cuda)
+                       : params->precision;
     rp.threads = params->threads;
     rp.device = params->device;
     rp.stream = k->rt_cuda ? k->stream : NULL;

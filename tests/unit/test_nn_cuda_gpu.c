@@ -10,10 +10,13 @@
  *           Identity_2) are ill-conditioned (one float ulp on the input moves them by ~0.01) and
  *           are held to 5e-3 relative, the bound the cpu backend (float accumulation, like this
  *           one) is held to.
- *  float16: on outputs in [0,1] (the segmentation masks, the pose models' presence flag)
- *           max abs <= 2e-2, and the masks thresholded at 0.5 agree on >= 99.5% of pixels; face
- *           detection gives the same faces (same count, IoU >= 0.9 each) after decoding; other
- *           outputs are printed.
+ *  float16: segmentation masks thresholded at 0.5 agree on >= 99.5% of pixels with a mean
+ *           absolute difference <= 5e-3 (the bounds of the precision issue: half storage alone
+ *           moves a few outline pixels by up to ~0.07, so the max abs is printed, not bounded);
+ *           the pose models' presence flag (in [0,1]) within 2e-2 for the models AUTO runs in
+ *           half (registry half_ok), printed for the others; face detection gives the same
+ *           faces (same count, IoU >= 0.9 each) after decoding; other outputs are printed.
+ *           tests/unit/test_precision_gpu.c measures the same bounds on clip frames.
  *  batch:   batch 4 (four different inputs) equals four batch-1 runs, bit for bit (the kernels'
  *           summation order does not depend on the batch), in f32 and f16.
  *  schedules: all of the above for the cuda schedules: a kernel per node, the persistent kernel
@@ -237,17 +240,24 @@ static void test_models(void **state)
                 }
                 if (i == mc->mask_output) {
                     size_t agree = 0;
-                    for (size_t k = 0; k < n; k++)
+                    double sum = 0;
+                    for (size_t k = 0; k < n; k++) {
                         agree += (f16.out[i][k] >= 0.5f) == (ref.out[i][k] >= 0.5f);
-                    printf("   mask agreement %.4f%%", 100.0 * (double)agree / (double)n);
-                    if (!(a16 <= 2e-2) || (double)agree < 0.995 * (double)n) {
-                        printf("  FAIL (f16 mask: max abs <= 2e-2 and >= 99.5%% agreement "
+                        sum += fabs((double)f16.out[i][k] - ref.out[i][k]);
+                    }
+                    double mean = sum / (double)n;
+                    printf("   mask agreement %.4f%%, mean abs %.2e",
+                           100.0 * (double)agree / (double)n, mean);
+                    if (!(mean <= 5e-3) || (double)agree < 0.995 * (double)n) {
+                        printf("  FAIL (f16 mask: mean abs <= 5e-3 and >= 99.5%% agreement "
                                "required)");
                         failures++;
                     }
                 }
-                if (i == mc->unit_output && !(a16 <= 2e-2)) {
-                    printf("  FAIL (f16 output in [0,1]: max abs <= 2e-2 required)");
+                const keyer_model_entry *entry = keyer_registry_find(mc->model);
+                if (i == mc->unit_output && entry && entry->half_ok && !(a16 <= 2e-2)) {
+                    printf("  FAIL (f16 output in [0,1] of a half_ok model: max abs <= 2e-2 "
+                           "required)");
                     failures++;
                 }
                 printf("\n");

@@ -501,6 +501,8 @@ static void test_file_run(void **state)
     assert_int_equal(rep.frames_written, 30);
     assert_int_equal(rep.frames_dropped, 0);
     assert_string_equal(rep.model, "selfie"); /* 4:3 is not wide: the square model */
+    assert_string_equal(rep.model_precision, "f32"); /* AUTO on the CPU */
+    assert_string_equal(rep.detector_precision, "");  /* no detector */
     assert_true(rep.fps > 0);
     assert_int_equal(rep.stage_count, 6);
     assert_true(rep.bottleneck >= 0 && rep.bottleneck < 6);
@@ -1090,6 +1092,42 @@ static void test_device_parse_and_options(void **state)
                      KEYER_STATUS_INVALID_ARGUMENT);
     assert_int_equal(p.max_streams, 64);
     assert_int_equal(p.live, -1);
+
+    /* precision: AUTO by default, resolved per model by the registry */
+    assert_int_equal(p.precision, KEYER_PRECISION_AUTO);
+    assert_int_equal(keyer_option_set(keyer_session_options(), &p, "precision", "f16", &err),
+                     KEYER_OK);
+    assert_int_equal(p.precision, KEYER_PRECISION_F16);
+    assert_int_equal(keyer_option_set(keyer_session_options(), &p, "precision", "f8", &err),
+                     KEYER_STATUS_INVALID_ARGUMENT);
+    const keyer_model_entry *selfie = keyer_registry_find("selfie");
+    const keyer_model_entry *lite = keyer_registry_find("pose-lite");
+    assert_non_null(selfie);
+    assert_non_null(lite);
+    assert_int_equal(keyer_registry_precision(selfie, KEYER_PRECISION_AUTO, 1),
+                     selfie->half_ok ? KEYER_PRECISION_F16 : KEYER_PRECISION_F32);
+    assert_int_equal(keyer_registry_precision(lite, KEYER_PRECISION_AUTO, 1),
+                     lite->half_ok ? KEYER_PRECISION_F16 : KEYER_PRECISION_F32);
+    assert_int_equal(keyer_registry_precision(selfie, KEYER_PRECISION_AUTO, 0), KEYER_PRECISION_F32);
+    assert_int_equal(keyer_registry_precision(NULL, KEYER_PRECISION_AUTO, 1), KEYER_PRECISION_F32);
+    assert_int_equal(keyer_registry_precision(lite, KEYER_PRECISION_F16, 1), KEYER_PRECISION_F16);
+    assert_int_equal(keyer_registry_precision(selfie, KEYER_PRECISION_F32, 1), KEYER_PRECISION_F32);
+    keyer_precision pr;
+    assert_int_equal(keyer_precision_from_name("auto", &pr, &err), KEYER_OK);
+    assert_int_equal(pr, KEYER_PRECISION_AUTO);
+    assert_string_equal(keyer_precision_name(KEYER_PRECISION_AUTO), "auto");
+    /* a runtime needs a definite precision */
+    char path[4096];
+    keyer_model *m = NULL;
+    keyer_runtime *rt = NULL;
+    assert_int_equal(keyer_registry_resolve("selfie", path, sizeof(path), &err), KEYER_OK);
+    assert_int_equal(keyer_model_load_file(path, &m, &err), KEYER_OK);
+    keyer_runtime_params rp = keyer_runtime_params_defaults();
+    rp.precision = KEYER_PRECISION_AUTO;
+    assert_int_equal(keyer_runtime_create(m, &rp, &rt, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "auto"));
+    assert_null(rt);
+    keyer_model_destroy(&m);
 }
 
 int main(void)

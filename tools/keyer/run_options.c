@@ -219,6 +219,9 @@ static const keyer_option run_options[] = {
     CUSTOM("mode", set_in_session, "throughput|latency",
            "large batches for files, or batch 1 for live use"),
     CUSTOM("batch", set_in_session, "N", "frames per inference (default: 1 on the CPU, 16 on CUDA)"),
+    CUSTOM("precision", set_in_session, "auto|f32|f16",
+           "of the networks on CUDA (default auto: f16 for the models that meet keyer's "
+           "half-precision bounds, f32 for the others; the CPU computes in float32)"),
     CUSTOM("threads", set_in_session, "N", "CPU threads of the pixel stages (default: all cores)"),
     TEXT("codec", codec, "NAME", "video encoder (libx264, libx265, h264_nvenc, prores_ks, ...)"),
     TEXT("preset", preset, "NAME", "encoder preset (medium, fast, p4, ...)"),

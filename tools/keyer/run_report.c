@@ -85,10 +85,15 @@ void run_summary(keyer_session *s, const run_opts *r, FILE *f)
 {
     keyer_session_report rep;
     keyer_session_get_report(s, &rep);
-    fprintf(f, "keyer: %lld frame%s in %.2f s (%.1f fps) on %s, model %s, batch %d%s%s\n",
+    char model_prec[16] = "", det_prec[16] = "";
+    if (rep.model_precision[0])
+        snprintf(model_prec, sizeof(model_prec), " (%s)", rep.model_precision);
+    if (rep.detector_precision[0])
+        snprintf(det_prec, sizeof(det_prec), " (%s)", rep.detector_precision);
+    fprintf(f, "keyer: %lld frame%s in %.2f s (%.1f fps) on %s, model %s%s, batch %d%s%s%s\n",
             (long long)rep.frames_written, rep.frames_written == 1 ? "" : "s", rep.seconds, rep.fps,
-            rep.device, rep.model, rep.batch, rep.detector[0] ? ", detector " : "",
-            rep.detector);
+            rep.device, rep.model, model_prec, rep.batch, rep.detector[0] ? ", detector " : "",
+            rep.detector, det_prec);
     int n = keyer_session_stream_count(s), failed = 0;
     for (int i = 0; i < n; i++) {
         keyer_stream_report sr;
