@@ -718,9 +718,9 @@ static keyer_status read_inputs(kr_imp_ctx *c)
                                        : rank == 4 && d == 3 ? "width"
                                                              : "not height or width");
             } else if (d == 0 && v != 1) {
-                return kr_imp_fail(c, KEYER_STATUS_UNSUPPORTED, "graph input '%s' has a fixed "
-                                   "batch of %lld; keyer's graph is per sample (batch 1) and "
-                                   "a runtime sets the batch", name, (long long)v);
+                /* A static batch other than 1 stays in the graph, which then runs only at
+                 * runtime batch 1 (graph.h, fixed_batch). */
+                c->fixed_batch = 1;
             }
             dims[d] = v;
         }
@@ -783,22 +783,19 @@ static keyer_status read_outputs(kr_imp_ctx *c, kr_graph *g, kr_onnx_layout *lay
         if (v->kind != KR_IMP_ACT)
             return kr_imp_fail(c, KEYER_STATUS_UNSUPPORTED, "graph output '%s' is a constant "
                                "(it does not depend on the inputs)", name);
-        kr_tensor *t = &c->tensors[v->tensor];
+        int t = v->tensor;
+        int dup = t < g->n_inputs;
         for (size_t j = 0; j < k; j++)
-            if (g->outputs[j] == v->tensor)
-                return kr_imp_fail(c, KEYER_STATUS_UNSUPPORTED, "graph outputs '%s' and '%s' "
-                                   "are the same tensor", c->tensors[g->outputs[j]].name, name);
-        if (strcmp(t->name, name) != 0) { /* an alias (Identity, Cast): the file's name wins */
-            size_t len = strlen(name) > MAX_NAME_BYTES ? MAX_NAME_BYTES : strlen(name);
-            char *s = malloc(len + 1);
-            if (!s)
-                return kr_imp_oom(c);
-            memcpy(s, name, len);
-            s[len] = 0;
-            free(t->name);
-            t->name = s;
+            dup |= g->outputs[j] == t;
+        if (dup || strcmp(c->tensors[t].name, name) != 0) {
+            /* An alias (Identity, Cast, a graph input, another output): a RESHAPE view under
+             * the file's name, so each output is its own tensor with its own name. */
+            int y = kr_imp_new_act(c, name, c->tensors[t].rank, c->tensors[t].dims);
+            if (y < 0 || !kr_imp_emit(c, KR_OP_RESHAPE, 1, &t, y))
+                return c->err->status;
+            t = y;
         }
-        g->outputs[k] = v->tensor;
+        g->outputs[k] = t;
         kr_onnx_layout *l = &layouts[g->n_inputs + (int)k];
         l->rank = v->rank;
         for (int d = 0; d < v->rank && d < KR_MAX_DIMS; d++) {
