@@ -2,7 +2,6 @@
 /*
  * ONNX models against ONNX Runtime's outputs: see kt_onnx_oracle.h.
  */
-#define _POSIX_C_SOURCE 200809L /* strtok_r */
 #include "kt_onnx_oracle.h"
 
 #include <math.h>
