@@ -27,7 +27,10 @@ for pc in cmocka yaml-0.1 libprotobuf-c; do
 done
 tar czf "$out/sysroot.tgz" -C "$stage" keyer-sysroot
 mkdir -p "$out/models"
-for m in selfie_segmentation selfie_segmentation_landscape face_detection_short_range face_detection_full_range pose_detection pose_landmark_lite pose_landmark_full pose_landmark_heavy face_landmark; do
+# KEYER_DEVICE_MODELS: the TFLite models to bundle (default: all shipped ones; pose_landmark_heavy
+# alone is 27 MB of the 64 MB a device call may carry).
+rm -f "$out/models/"*
+for m in ${KEYER_DEVICE_MODELS:-selfie_segmentation selfie_segmentation_landscape face_detection_short_range face_detection_full_range pose_detection pose_landmark_lite pose_landmark_full pose_landmark_heavy face_landmark}; do
   cp "$repo/models/$m.tflite" "$out/models/"
 done
 [ ! -f "$repo/models/u2netp.onnx" ] || cp "$repo/models/u2netp.onnx" "$out/models/"

@@ -82,6 +82,16 @@ keyer_status keyer_decode_device_from_name(const char *name, keyer_decode_device
                                            keyer_error *err);
 
 /** Parameters of keyer_reader_open(). Initialise with keyer_reader_params_defaults(). */
+/** Whether a reader reopens a network input that breaks off (see keyer_reader_params). */
+typedef enum keyer_reconnect {
+    /** Live network inputs reconnect: rtsp, rtsps, rtmp(s/t/ts), srt, udp, rtp and tcp URLs,
+     *  and http(s) URLs whose length is unknown (live HLS playlists, MPEG-TS or FLV served
+     *  live); files and on-demand HTTP files end at their end. */
+    KEYER_RECONNECT_AUTO = 0,
+    KEYER_RECONNECT_OFF, /**< never: a break is the end (clean close) or an error */
+    KEYER_RECONNECT_ON,  /**< every network input (URL with "://" other than file://) */
+} keyer_reconnect;
+
 typedef struct keyer_reader_params {
     keyer_decode_device device; /**< default AUTO */
     int cuda_device;            /**< CUDA device ordinal for NVDEC; default 0 */
@@ -124,6 +134,31 @@ typedef struct keyer_reader_params {
      * until keyer_reader_destroy(). NULL: warnings and errors to stderr.
      */
     const keyer_logger *logger;
+    /**
+     * Reconnection of network inputs (default AUTO). A reconnecting input that ends or
+     * fails while reading (the server closed the connection, a reset, no data for
+     * @ref timeout) is closed and reopened with exponential back-off (0.25 s doubling to at
+     * most 4 s between attempts) until it answers or @ref reconnect_max seconds have passed
+     * since the last frame; decoding then resumes with a new decoder. The frames returned
+     * keep increasing timestamps: the first frame after the gap gets the last frame's pts
+     * plus the gap's wall-clock length rounded to whole frame durations (frames missing =
+     * a gap in pts, nothing invented), and the frames the gap held at the stream's frame
+     * rate are counted in keyer_reader_stats::missed_frames. Audio and subtitle packets kept
+     * for a writer are shifted by the same amount; those the new connection sends before its
+     * first video frame are dropped. Opening (keyer_reader_open) is tried once.
+     */
+    keyer_reconnect reconnect;
+    /** Seconds after which a broken input stops trying to reconnect and
+     *  keyer_reader_read() returns IO naming the URL (default 30; 0: no attempt). */
+    float reconnect_max;
+    /**
+     * Network inputs: seconds without data after which an operation fails (default 10;
+     * 0: wait for ever). It is given to the protocol (rw_timeout, and "timeout" for rtsp,
+     * srt, udp, rtp, tcp, http and https; input_options override both) and enforced by an
+     * interrupt deadline on every read; an opening may take it plus 5 s of stream probing.
+     * Files are not timed.
+     */
+    float timeout;
     void *reserved[4];                /**< zero */
 } keyer_reader_params;
 
@@ -169,6 +204,11 @@ typedef struct keyer_reader_stats {
     int64_t copied_packets;  /**< audio/subtitle packets handed to a writer */
     int hw_fallback;         /**< 1 when NVDEC was asked for (or AUTO) but the CPU decodes */
     int truncated;           /**< 1 when the demuxer stopped inside damaged or missing data (not every cut shows) */
+    int64_t reconnects;      /**< times a broken network input was reopened (see keyer_reader_params::reconnect) */
+    /** frames the input did not deliver while disconnected: per gap, the wall-clock time from
+     *  the last frame before it to the first after it, times the frame rate, less one */
+    int64_t missed_frames;
+    double disconnected_seconds; /**< wall-clock seconds of those gaps, summed */
 } keyer_reader_stats;
 
 /**
@@ -198,7 +238,8 @@ const keyer_video_info *keyer_reader_info(const keyer_reader *reader);
  * Returns KEYER_STATUS_END after the last frame (and again if called again).
  * Damaged packets do not stop reading: they are counted and skipped.
  * Errors: IO (a read failed, e.g. a network stream broke: frames before it were
- * returned), INTERRUPTED (keyer_reader_interrupt was called), OUT_OF_MEMORY,
+ * returned; a reconnecting input that did not come back within
+ * keyer_reader_params::reconnect_max), INTERRUPTED (keyer_reader_interrupt was called), OUT_OF_MEMORY,
  * DEVICE (an NVDEC/CUDA call failed after the session had started).
  */
 keyer_status keyer_reader_read(keyer_reader *reader, keyer_frame *frame, keyer_error *err);

@@ -150,6 +150,8 @@ typedef keyer_status (*keyer_detect_fn)(void *opaque, int stream_id, int64_t fra
                                         const keyer_frame *frame, const keyer_detection *dets,
                                         int count, keyer_overlay *overlay, keyer_error *err);
 
+KEYER_OPTION_ENUM_CHECK(keyer_reconnect);
+
 /**
  * Parameters of a session. Initialise with keyer_session_params_defaults(); the integer
  * fields are described by keyer_session_options() as well (for command lines and
@@ -194,6 +196,16 @@ typedef struct keyer_session_params {
      *  without a known rate release each frame at its timestamp after decoding it.
      *  Default 0: as fast as the pipeline takes them. */
     int realtime;
+    /** Reconnection of the network inputs of file streams (keyer_reader_params::reconnect):
+     *  AUTO (default) for live network URLs, ON for every network input, OFF. */
+    keyer_reconnect reconnect;
+    /** Seconds a broken network input keeps trying to reconnect before its stream fails
+     *  (keyer_reader_params::reconnect_max; default 30, 0: no attempt). */
+    float reconnect_max;
+    /** Seconds without data after which a network operation fails (open or read; a read
+     *  that times out is a break, see reconnect) (keyer_reader_params::timeout; default 10,
+     *  0: none). */
+    float input_timeout;
     /** Image (JPEG, PNG, ...) or video path for composite mode IMAGE; a video's frames are
      *  used in step with the stream's frames and loop when it ends. NULL: none. */
     const char *background;
@@ -232,8 +244,8 @@ typedef struct keyer_session_params {
 keyer_session_params keyer_session_params_defaults(void);
 
 /** Option table over keyer_session_params: device, cuda_device, mode, batch, batch_wait_us,
- *  queue_depth, threads, composite_workers, max_streams, live, realtime, trace_events,
- *  progress_interval_ms. */
+ *  queue_depth, threads, composite_workers, max_streams, live, realtime, reconnect (auto, on,
+ *  off), reconnect_max, input_timeout, trace_events, progress_interval_ms. */
 const keyer_option *keyer_session_options(void);
 
 /* ---- the session ------------------------------------------------------------------------ */
@@ -279,7 +291,8 @@ typedef struct keyer_file_stream_params {
      *  (benchmarks). */
     const char *output;
     /** Reader settings. The session sets device (NVDEC when it computes on CUDA, else the
-     *  CPU) and cuda_device; the rest is the caller's. */
+     *  CPU), cuda_device, and reconnect, reconnect_max and timeout (from its reconnect,
+     *  reconnect_max and input_timeout); the rest is the caller's. */
     keyer_reader_params reader;
     /** Writer settings: codec, preset, quality, pixel_format, format, codec_options,
      *  fragmented. The session sets width, height, frame_rate, time_base, rotation, colour,
@@ -463,6 +476,10 @@ typedef struct keyer_stream_report {
     char output[256];       /**< output path ("" when none) */
     int width, height;
     int64_t frames_read, frames_written, frames_dropped, frames_damaged, frames_lost;
+    /** network inputs: reconnections, frames missed while disconnected, seconds disconnected
+     *  (keyer_reader_stats); 0 for other streams */
+    int64_t reconnects, missed_frames;
+    double disconnected_seconds;
     int hw_decode;          /**< 1 when NVDEC decoded it */
     char encoder[32];       /**< video encoder in use ("" when none) */
     int has_audio;          /**< the input had audio (copied to the output) */

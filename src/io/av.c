@@ -384,6 +384,9 @@ static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static log_entry log_entries[KR_AV_LOG_MAX];
 static unsigned long log_serial;
 static _Thread_local int log_inside; /* this thread is forwarding a line already */
+static _Thread_local int log_demoted; /* this thread's lines go at DEBUG at most */
+
+void kr_av_log_demote(int on) { log_demoted = on != 0; }
 
 static keyer_log_level keyer_level(int av_level)
 {
@@ -419,6 +422,8 @@ static void log_callback(void *avcl, int level, const char *fmt, va_list ap)
     }
     keyer_logger lg = e->logger ? *e->logger : keyer_logger_default();
     keyer_log_level kl = keyer_level(av_level);
+    if (log_demoted && kl < KEYER_LOG_DEBUG)
+        kl = KEYER_LOG_DEBUG;
     if (kl <= lg.level) {
         char text[1024];
         vsnprintf(text, sizeof(text), fmt, ap);

@@ -129,4 +129,8 @@ int kr_av_log_attach(const void *owner, const keyer_logger *logger);
  * contexts, since their threads may log until then. */
 void kr_av_log_detach(const void *owner);
 
+/** While @p on is non-zero, FFmpeg's lines logged by the calling thread are passed on at
+ *  DEBUG at most (a reconnecting reader's failed attempts, whose outcome it reports itself). */
+void kr_av_log_demote(int on);
+
 #endif /* KEYER_IO_AV_H */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <libavcodec/bsf.h>
 #include <libavutil/audio_fifo.h>
 #include <libavutil/channel_layout.h>
 #include <libswresample/swresample.h>
@@ -26,7 +27,44 @@ struct kr_copy_stream {
     uint8_t **cvt; /* resampler output, grown when a larger frame arrives */
     int cvt_cap;
     int64_t next_pts; /* in enc->time_base; INT64_MIN until the first frame */
+    /* AAC in ADTS frames (MPEG-TS inputs) into a container that wants raw AAC and its
+     * AudioSpecificConfig: FFmpeg inserts this filter itself, except into fragmented MP4 */
+    AVBSFContext *adts;
 };
+
+/* The input stream is AAC without an AudioSpecificConfig (ADTS, as MPEG-TS carries it) and
+ * the container keeps codec configuration in its header (MP4, MOV, Matroska). */
+static int needs_adts_filter(const AVStream *ist, const AVOutputFormat *of)
+{
+    return ist->codecpar->codec_id == AV_CODEC_ID_AAC && ist->codecpar->extradata_size == 0 &&
+           (of->flags & AVFMT_GLOBALHEADER);
+}
+
+/* Copies @p ist through aac_adtstoasc into cs->ost. */
+static keyer_status setup_adts_filter(kr_copies *cp, kr_copy_stream *cs, const AVStream *ist,
+                                      keyer_error *err)
+{
+    const AVBitStreamFilter *f = av_bsf_get_by_name("aac_adtstoasc");
+    if (!f)
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                               "%s: audio stream %d is AAC in ADTS frames and libavcodec has no "
+                               "aac_adtstoasc filter", cp->path, ist->index);
+    int ret = av_bsf_alloc(f, &cs->adts);
+    if (ret >= 0)
+        ret = avcodec_parameters_copy(cs->adts->par_in, ist->codecpar);
+    if (ret >= 0) {
+        cs->adts->time_base_in = ist->time_base;
+        ret = av_bsf_init(cs->adts);
+    }
+    if (ret >= 0)
+        ret = avcodec_parameters_copy(cs->ost->codecpar, cs->adts->par_out);
+    if (ret < 0)
+        return kr_av_error(err, ret, "%s: aac_adtstoasc for audio stream %d", cp->path,
+                           ist->index);
+    cs->ost->codecpar->codec_tag = 0;
+    cs->ost->time_base = ist->time_base;
+    return KEYER_OK;
+}
 
 static keyer_status setup_transcode(kr_copies *cp, kr_copy_stream *cs, const AVStream *ist,
                                     enum AVCodecID to, keyer_error *err)
@@ -162,6 +200,10 @@ keyer_status kr_copies_open(kr_copies *cp, AVFormatContext *oc, keyer_reader *sr
             keyer_status st = setup_transcode(cp, cs, ist, transcode_to, err);
             if (st)
                 return st;
+        } else if (needs_adts_filter(ist, of)) {
+            keyer_status st = setup_adts_filter(cp, cs, ist, err);
+            if (st)
+                return st;
         } else {
             int ret = avcodec_parameters_copy(cs->ost->codecpar, ist->codecpar);
             if (ret < 0)
@@ -291,6 +333,23 @@ static keyer_status transcode_packet(kr_copies *cp, kr_copy_stream *cs, AVPacket
     return KEYER_OK;
 }
 
+/* Writes copied packet @p pkt (input time base; consumed) unless it goes back in time. */
+static keyer_status write_copied(kr_copies *cp, kr_copy_stream *cs, AVPacket *pkt,
+                                 keyer_error *err)
+{
+    if (pkt->dts != AV_NOPTS_VALUE) {
+        if (cs->last_dts != INT64_MIN && pkt->dts <= cs->last_dts) {
+            av_packet_unref(pkt); /* out of order after a seek of the reader */
+            return KEYER_OK;
+        }
+        cs->last_dts = pkt->dts;
+    }
+    av_packet_rescale_ts(pkt, cs->in_tb, cs->ost->time_base);
+    pkt->stream_index = cs->ost->index;
+    pkt->pos = -1;
+    return kr_av_write_packet(cp->oc, pkt, cp->path, err);
+}
+
 keyer_status kr_copies_write_pending(kr_copies *cp, keyer_error *err)
 {
     if (!cp->src)
@@ -311,19 +370,21 @@ keyer_status kr_copies_write_pending(kr_copies *cp, keyer_error *err)
                 return st;
             continue;
         }
-        if (pkt->dts != AV_NOPTS_VALUE) {
-            if (cs->last_dts != INT64_MIN && pkt->dts <= cs->last_dts) {
-                av_packet_unref(pkt); /* out of order after a seek of the reader */
-                continue;
-            }
-            cs->last_dts = pkt->dts;
+        if (!cs->adts) {
+            keyer_status st = write_copied(cp, cs, pkt, err);
+            if (st)
+                return st;
+            continue;
         }
-        av_packet_rescale_ts(pkt, cs->in_tb, cs->ost->time_base);
-        pkt->stream_index = cs->ost->index;
-        pkt->pos = -1;
-        keyer_status st = kr_av_write_packet(cp->oc, pkt, cp->path, err);
-        if (st)
-            return st;
+        if (av_bsf_send_packet(cs->adts, pkt) < 0) { /* not an ADTS frame: dropped */
+            av_packet_unref(pkt);
+            continue;
+        }
+        while (av_bsf_receive_packet(cs->adts, pkt) == 0) {
+            keyer_status st = write_copied(cp, cs, pkt, err);
+            if (st)
+                return st;
+        }
     }
     return KEYER_OK;
 }
@@ -349,6 +410,7 @@ void kr_copies_free(kr_copies *cp)
         avcodec_free_context(&cs->dec);
         avcodec_free_context(&cs->enc);
         swr_free(&cs->swr);
+        av_bsf_free(&cs->adts);
         if (cs->fifo)
             av_audio_fifo_free(cs->fifo);
         av_frame_free(&cs->in);

@@ -1,11 +1,12 @@
 /*
- * Internal pieces of keyer's video I/O shared between reader.c, source.c, hwdecode.c,
+ * Internal pieces of keyer's video I/O shared between reader.c, source.c, live.c, hwdecode.c,
  * split.c and writer.c. Not part of the public API.
  *
  *  - kr_hwdec: NVDEC through libavcodec's CUDA hwaccel (primary CUDA context), with the
  *    logged fallback to software decoding.
  *  - kr_source: one demuxer + one video decoder over an input; produces AVFrames in
  *    presentation order, counts damaged packets and frames, hands other packets to a sink.
+ *  - kr_live: reconnection of a live network source, its timestamps continued over gaps.
  *  - kr_split: parallel decode of one input by several sources, chunked at keyframes.
  *  - the reader's queue of audio/subtitle packets that a writer copies.
  */
@@ -71,6 +72,9 @@ typedef struct kr_source_opts {
     int stream_index;          /* with codecpar: the stream to decode */
     atomic_int *interrupt;     /* may be NULL; non-zero aborts I/O */
     const keyer_logger *logger;
+    /* network inputs: microseconds without data after which an operation fails, given to
+     * the protocol and enforced by an interrupt deadline (0: none) */
+    int64_t timeout_us;
 } kr_source_opts;
 
 typedef struct kr_source {
@@ -90,14 +94,23 @@ typedef struct kr_source {
     void *sink_opaque;
     atomic_int *interrupt;
     const keyer_logger *logger;
+    int network;         /* a network URL: the end of the connection ends the input cleanly */
+    int64_t timeout_ns;  /* per blocking operation; 0: none */
+    int64_t deadline_ns; /* CLOCK_MONOTONIC time the current operation is abandoned at; 0: none */
+    int64_t op_start_ns; /* when that operation started */
 } kr_source;
 
-/** Opens the input and the decoder of its best video stream. Errors name the URL. */
+/**
+ * Opens the input and the decoder of its best video stream. Errors name the URL; an opening
+ * that outlives o->timeout_us (plus 5 s of probing) fails with IO ("no answer within").
+ * @p s must stay at its address while open (the interrupt callback points at it).
+ */
 keyer_status kr_source_open(kr_source *s, const kr_source_opts *o, keyer_error *err);
 
 /**
  * Next decoded frame into @p out (unreferenced first). KEYER_OK, KEYER_STATUS_END, or an
  * error. Damaged packets are counted and skipped; a cut file ends the stream (truncated).
+ * A read that gets no data within the source's timeout fails with IO ("no data for").
  */
 keyer_status kr_source_receive(kr_source *s, AVFrame *out, keyer_error *err);
 
@@ -106,6 +119,82 @@ keyer_status kr_source_seek(kr_source *s, int64_t ts, int flags, keyer_error *er
 
 /** Frees everything; the struct may be reused. */
 void kr_source_close(kr_source *s);
+
+/** 1 when @p url names a network input (a "scheme://" URL other than file://). */
+int kr_source_is_network(const char *url);
+
+/* ---- live network inputs (live.c) ------------------------------------------------------ */
+
+/** Streams whose codecs are compared across reconnections (kept packets keep their indices). */
+#define KR_LIVE_LAYOUT_MAX 16
+
+/**
+ * Reconnection state of a reader's source (keyer_reader_params::reconnect): a break closes
+ * and reopens the source with back-off, and the frames of each new connection are mapped into
+ * the timestamps of the first, continuing over the gap.
+ */
+typedef struct kr_live {
+    int on;               /* a break reopens the source (cleared once it gives up) */
+    double reconnect_max; /* seconds from the last frame */
+    AVRational tb;        /* time base of the frames returned: the first connection's */
+    AVRational src_tb;    /* the current connection's video time base */
+    int remapped;         /* the current connection's timestamps are mapped into tb */
+    int64_t ts_offset;    /* added to them after rescaling (tb units) */
+    int64_t keep_offset;  /* added to kept audio/subtitle packets (AV_TIME_BASE units) */
+    int resync;           /* reopened: the next frame sets the offsets; packets before it drop */
+    int64_t gap_start_ns; /* when the last frame before the break was returned */
+    int64_t last_frame_ns;
+    enum AVCodecID layout[KR_LIVE_LAYOUT_MAX]; /* the first connection's streams */
+    unsigned layout_n;
+} kr_live;
+
+/** CLOCK_MONOTONIC in nanoseconds. */
+int64_t kr_live_now_ns(void);
+
+/**
+ * 1 when @p url, opened as @p fc, is a live network input (KEYER_RECONNECT_AUTO): rtsp(s),
+ * rtmp (all its variants), srt, udp, rtp and tcp URLs, and http(s) URLs of unknown length.
+ */
+int kr_live_url(const char *url, const AVFormatContext *fc);
+
+/** Starts tracking the open source @p s (its video time base and streams); @p on: breaks
+ *  reopen it, for up to @p reconnect_max seconds. */
+void kr_live_init(kr_live *l, const kr_source *s, int on, double reconnect_max);
+
+/** Records that a frame was returned now (where a gap would start). */
+void kr_live_frame_returned(kr_live *l);
+
+/** Whether the source's failure @p st (END, IO, BAD_DATA) is a break to reconnect after: on,
+ *  and @p interrupt (may be NULL) not set. */
+int kr_live_is_break(const kr_live *l, keyer_status st, const atomic_int *interrupt);
+
+/** 1 when @p fc has the streams (number and codecs) of the first connection. */
+int kr_live_same_layout(const kr_live *l, const AVFormatContext *fc);
+
+/**
+ * After a break (@p cause: END, or the error in @p err): closes @p s and reopens it with @p o,
+ * waiting 0.25 s doubling to 4 s between attempts, until it opens or reconnect_max seconds
+ * have passed since the last frame returned. Logs the break (warning) and the reconnection
+ * (info). KEYER_OK: @p s is open (the caller re-attaches its sink) and the next frame
+ * resyncs. Else l->on is cleared and the error is INTERRUPTED, OUT_OF_MEMORY, or IO naming the
+ * URL, the cause, the attempts and the last one's error.
+ */
+keyer_status kr_live_reopen(kr_live *l, kr_source *s, const kr_source_opts *o, keyer_status cause,
+                            keyer_error *err);
+
+/**
+ * Maps decoded frame @p pic of the current connection into the timestamps of the frames
+ * returned (tb). The first frame after a reopening follows @p last_pts (tb units; INT64_MIN:
+ * none) by the gap's wall-clock length rounded to whole frames of @p last_duration (else
+ * 1 / @p frame_rate, else 1/25 s); returns 1 then, with the frames the gap held at that rate
+ * less one in *@p missed and its seconds in *@p gap, else 0.
+ */
+int kr_live_map(kr_live *l, AVFrame *pic, int64_t last_pts, int64_t last_duration,
+                AVRational frame_rate, int64_t *missed, double *gap);
+
+/** Shifts a kept packet of a stream of time base @p tb by the current offset; 0 when it must
+ *  be dropped instead (a new connection's packet before its first frame). */
+int kr_live_shift_packet(const kr_live *l, AVPacket *pkt, AVRational tb);
 
 /* ---- split decode (split.c) ------------------------------------------------------------ */
 

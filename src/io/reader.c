@@ -58,6 +58,9 @@ struct keyer_reader {
     int input_done;
     int split_audio_eof;
     int64_t audio_pump_limit; /* split mode: demux audio up to this time (AV_TIME_BASE units) */
+    int cuda_device;
+    int network; /* avformat_network_init() was called */
+    kr_live live; /* reconnection; live.tb is the time base of the frames returned */
 };
 
 /* ---- names and defaults ---------------------------------------------------------------- */
@@ -91,6 +94,9 @@ keyer_reader_params keyer_reader_params_defaults(void)
     p.device = KEYER_DECODE_DEVICE_AUTO;
     p.format = KEYER_PIXEL_FORMAT_NONE;
     p.keep_streams = 1;
+    p.reconnect = KEYER_RECONNECT_AUTO;
+    p.reconnect_max = 30.0f;
+    p.timeout = 10.0f;
     return p;
 }
 
@@ -120,8 +126,11 @@ static void keep_packet(void *opaque, AVPacket *pkt)
     pkt_queue *q = &r->q;
     if (!r->keep_streams)
         return;
-    enum AVMediaType type = r->main.fc->streams[pkt->stream_index]->codecpar->codec_type;
+    const AVStream *st = r->main.fc->streams[pkt->stream_index];
+    enum AVMediaType type = st->codecpar->codec_type;
     if (type != AVMEDIA_TYPE_AUDIO && type != AVMEDIA_TYPE_SUBTITLE)
+        return;
+    if (!kr_live_shift_packet(&r->live, pkt, st->time_base)) /* after a reconnection */
         return;
     pthread_mutex_lock(&q->lock);
     if (!q->consumer && q->bytes + (size_t)pkt->size > KEEP_LIMIT_BYTES) {
@@ -285,14 +294,14 @@ static void set_metadata(keyer_reader *r, const AVFrame *pic, keyer_frame *out)
         pts = pic->pts;
     int64_t dur = pic->pkt_duration;
     if (dur <= 0 && st->avg_frame_rate.num > 0 && st->avg_frame_rate.den > 0)
-        dur = av_rescale_q(1, av_inv_q(st->avg_frame_rate), st->time_base);
+        dur = av_rescale_q(1, av_inv_q(st->avg_frame_rate), r->live.tb);
     if (pts == AV_NOPTS_VALUE) /* no timestamps in the input: continue from the last frame */
         pts = r->last_pts == INT64_MIN ? 0 : r->last_pts + (r->last_duration > 0 ? r->last_duration : 1);
     r->last_pts = pts;
     r->last_duration = dur;
     out->pts = pts;
     out->duration = dur > 0 ? dur : 0;
-    out->time_base = (keyer_rational){st->time_base.num, st->time_base.den};
+    out->time_base = (keyer_rational){r->live.tb.num, r->live.tb.den};
     enum AVColorRange range = pic->color_range;
     if (pic->format == AV_PIX_FMT_YUVJ420P || pic->format == AV_PIX_FMT_YUVJ422P ||
         pic->format == AV_PIX_FMT_YUVJ444P)
@@ -453,6 +462,39 @@ static keyer_status deliver(keyer_reader *r, AVFrame *pic, keyer_frame *out, key
     return st;
 }
 
+/* A reconnected source: its sink and device again, and its streams checked. */
+static void reattach(keyer_reader *r)
+{
+    r->main.hw.ordinal = r->cuda_device;
+    r->main.sink = keep_packet;
+    r->main.sink_opaque = r;
+    if (r->keep_streams && !kr_live_same_layout(&r->live, r->main.fc)) {
+        keyer_log(r->logger, KEYER_LOG_WARNING, "%s: the reconnected input has other streams "
+                  "(%u, was %u): its audio and subtitles are not kept", r->url,
+                  r->main.fc->nb_streams, r->live.layout_n);
+        r->keep_streams = 0;
+    }
+    pthread_mutex_lock(&r->q.lock);
+    r->stats.reconnects++;
+    pthread_mutex_unlock(&r->q.lock);
+}
+
+/* Maps a frame of a live source; counts and logs the gap before the first of a connection. */
+static void map_live(keyer_reader *r, AVFrame *pic)
+{
+    int64_t missed = 0;
+    double gap = 0;
+    AVRational fr = {r->info.frame_rate.num, r->info.frame_rate.den};
+    if (!kr_live_map(&r->live, pic, r->last_pts, r->last_duration, fr, &missed, &gap))
+        return;
+    pthread_mutex_lock(&r->q.lock);
+    r->stats.missed_frames += missed;
+    r->stats.disconnected_seconds += gap;
+    pthread_mutex_unlock(&r->q.lock);
+    keyer_log(r->logger, KEYER_LOG_WARNING, "%s: frames resume after a gap of %.2f s (%lld "
+              "frames missed)", r->url, gap, (long long)missed);
+}
+
 /* Next decoded AVFrame from the source or the split workers; frames presented before the
  * last one (a damaged stream confusing the decoder's reordering) are dropped and counted. */
 static keyer_status next_avframe_raw(keyer_reader *r, AVFrame *pic, keyer_error *err);
@@ -489,8 +531,10 @@ static keyer_status next_avframe_raw(keyer_reader *r, AVFrame *pic, keyer_error 
         }
     } else {
         st = kr_source_receive(&r->main, pic, err);
-        if (r->main.demux_eof)
+        if (r->main.demux_eof && !r->live.on)
             set_input_done(r);
+        if (st == KEYER_OK && (r->live.remapped || r->live.resync))
+            map_live(r, pic);
     }
     return st;
 }
@@ -635,6 +679,12 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
                                "%s: bad reader parameters (device %d, segments %d, threads %d, "
                                "format %s)", url, (int)p.device, p.segments, p.threads,
                                keyer_pixel_format_name(p.format));
+    if ((unsigned)p.reconnect > KEYER_RECONNECT_ON || !(p.reconnect_max >= 0.0f) ||
+        p.reconnect_max > 1e6f || !(p.timeout >= 0.0f) || p.timeout > 86400.0f)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "%s: bad reader parameters (reconnect %d, reconnect_max %g s "
+                               "(0..1e6), timeout %g s (0..86400))", url, (int)p.reconnect,
+                               (double)p.reconnect_max, (double)p.timeout);
     keyer_reader *r = calloc(1, sizeof(*r));
     if (!r)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", url);
@@ -647,6 +697,11 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
     r->keep_streams = p.keep_streams;
     r->last_pts = INT64_MIN;
     r->main.stream = -1;
+    r->cuda_device = p.cuda_device;
+    if (kr_source_is_network(url)) {
+        avformat_network_init();
+        r->network = 1;
+    }
     r->url = dup_or_null(url);
     r->input_format = dup_or_null(p.input_format);
     r->input_options = dup_or_null(p.input_options);
@@ -686,6 +741,7 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
         .interrupt = &r->interrupt,
         .logger = r->logger,
         .stream_index = -1,
+        .timeout_us = (int64_t)((double)p.timeout * 1e6),
     };
     r->segments = p.segments;
     r->segment_queue = p.segment_queue;
@@ -696,6 +752,10 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
     r->main.sink = keep_packet;
     r->main.sink_opaque = r;
     r->info.rotation = display_rotation(r->main.fc->streams[r->main.stream]);
+    kr_live_init(&r->live, &r->main,
+                 r->network && p.reconnect != KEYER_RECONNECT_OFF &&
+                     (p.reconnect == KEYER_RECONNECT_ON || kr_live_url(url, r->main.fc)),
+                 p.reconnect_max);
 
     if (p.segments > 1) {
         keyer_error serr = {0};
@@ -723,6 +783,9 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
     if (st)
         goto fail;
     fill_info(r);
+    if (r->split)
+        r->live.on = 0; /* split decode needs a seekable file */
+    kr_live_frame_returned(&r->live);
     update_counters(r);
     *out = r;
     return KEYER_OK;
@@ -754,6 +817,18 @@ keyer_status keyer_reader_read(keyer_reader *r, keyer_frame *frame, keyer_error 
         return KEYER_STATUS_END;
     } else {
         st = next_avframe(r, r->pic, err);
+        while (st != KEYER_OK && !r->split && kr_live_is_break(&r->live, st, &r->interrupt)) {
+            kr_av_log_demote(1); /* failed attempts are reported by the reconnection */
+            st = kr_live_reopen(&r->live, &r->main, &r->opts, st, err);
+            kr_av_log_demote(0);
+            if (st) {
+                r->ended = 1;
+                set_input_done(r);
+                break;
+            }
+            reattach(r);
+            st = next_avframe(r, r->pic, err);
+        }
         if (st == KEYER_OK)
             st = deliver(r, r->pic, frame, err);
     }
@@ -766,6 +841,7 @@ keyer_status keyer_reader_read(keyer_reader *r, keyer_frame *frame, keyer_error 
     if (st)
         return st;
     r->stats.frames++;
+    kr_live_frame_returned(&r->live);
     if (frame->flags & KEYER_FRAME_FLAG_CORRUPT)
         r->stats.corrupt_frames++;
     return KEYER_OK;
@@ -882,6 +958,8 @@ void keyer_reader_destroy(keyer_reader **pr)
     free(r->url);
     free(r->input_format);
     free(r->input_options);
+    if (r->network)
+        avformat_network_deinit();
     kr_av_log_detach(r); /* after every libav context (and its threads) is gone */
     free(r);
 }

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <libavutil/dict.h>
@@ -19,10 +20,70 @@
 /* Consecutive demuxer errors after which the input counts as ended (damaged beyond resync). */
 #define MAX_DEMUX_ERRORS 64
 
+/* Seconds of probing an opening may take beyond the timeout (libavformat's default
+ * analyzeduration). */
+#define OPEN_PROBE_NS 5000000000LL
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The caller asked the source to stop. */
+static int user_interrupted(const kr_source *s)
+{
+    return s->interrupt && atomic_load_explicit(s->interrupt, memory_order_relaxed);
+}
+
+/* libavformat's interrupt callback: the caller's stop, or the current operation's deadline. */
 static int interrupt_cb(void *opaque)
 {
-    atomic_int *flag = opaque;
-    return flag && atomic_load_explicit(flag, memory_order_relaxed);
+    const kr_source *s = opaque;
+    return user_interrupted(s) || (s->deadline_ns && now_ns() > s->deadline_ns);
+}
+
+/* Starts the deadline of one blocking operation (no-op without a timeout). */
+static void arm_deadline(kr_source *s, int64_t extra_ns)
+{
+    s->op_start_ns = now_ns();
+    s->deadline_ns = s->timeout_ns ? s->op_start_ns + s->timeout_ns + extra_ns : 0;
+}
+
+/* Whether the operation started by arm_deadline() failed with @p ret for want of data: the
+ * deadline, a protocol timeout, or any error once the timeout has passed (UDP reports EIO). */
+static int timed_out(const kr_source *s, int ret)
+{
+    return s->timeout_ns && (ret == AVERROR_EXIT || ret == AVERROR(ETIMEDOUT) ||
+                             now_ns() - s->op_start_ns >= s->timeout_ns);
+}
+
+int kr_source_is_network(const char *url)
+{
+    const char *sep = url ? strstr(url, "://") : NULL;
+    return sep && sep > url && strncmp(url, "file://", 7) != 0;
+}
+
+/* The scheme of @p url is @p scheme (case-insensitive). */
+static int has_scheme(const char *url, const char *scheme)
+{
+    size_t n = strlen(scheme);
+    return !strncasecmp(url, scheme, n) && !strncmp(url + n, "://", 3);
+}
+
+/* Network timeouts in microseconds for the protocol of @p url, unless the caller's input
+ * options set them: rw_timeout for every protocol, and "timeout" where it means socket I/O
+ * (for rtmp it would mean listening, so it is left out there). */
+static int add_timeouts(AVDictionary **opts, const char *url, int64_t us)
+{
+    static const char *const with_timeout[] = {"rtsp", "rtsps", "srt", "udp", "rtp",
+                                               "tcp",  "http",  "https"};
+    int ret = av_dict_set_int(opts, "rw_timeout", us, AV_DICT_DONT_OVERWRITE);
+    for (size_t i = 0; ret >= 0 && i < sizeof(with_timeout) / sizeof(with_timeout[0]); i++)
+        if (has_scheme(url, with_timeout[i]))
+            ret = av_dict_set_int(opts, "timeout", us, AV_DICT_DONT_OVERWRITE);
+    return ret;
 }
 
 static int is_camera(const char *url)
@@ -45,7 +106,7 @@ static const char *format_alias(const char *name)
 static void describe_open_failure(const char *url, int averr, char *buf, size_t n)
 {
     buf[0] = 0;
-    if (averr != AVERROR_INVALIDDATA)
+    if (averr != AVERROR_INVALIDDATA || kr_source_is_network(url)) /* no second connection */
         return;
     AVIOContext *pb = NULL;
     if (avio_open(&pb, url, AVIO_FLAG_READ) < 0)
@@ -126,6 +187,10 @@ static keyer_status open_input(kr_source *s, const kr_source_opts *o, const char
                                "%s: cannot parse input options \"%s\" (want key=value:key=value)",
                                o->url, o->input_options);
     }
+    if (s->timeout_ns && kr_source_is_network(url) && add_timeouts(&opts, url, o->timeout_us) < 0) {
+        av_dict_free(&opts);
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", o->url);
+    }
     s->fc = avformat_alloc_context();
     s->pkt = av_packet_alloc();
     s->tmp = av_frame_alloc();
@@ -134,23 +199,35 @@ static keyer_status open_input(kr_source *s, const kr_source_opts *o, const char
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", o->url);
     }
     s->fc->interrupt_callback.callback = interrupt_cb;
-    s->fc->interrupt_callback.opaque = s->interrupt;
+    s->fc->interrupt_callback.opaque = s;
+    arm_deadline(s, OPEN_PROBE_NS);
     int ret = avformat_open_input(&s->fc, url, ifmt, &opts);
     av_dict_free(&opts);
     if (ret < 0) { /* avformat_open_input freed the context */
         char why[160];
+        if (user_interrupted(s))
+            return keyer_error_set(err, KEYER_STATUS_INTERRUPTED, "%s: opening was interrupted",
+                                   o->url);
+        if (timed_out(s, ret))
+            return keyer_error_set(err, KEYER_STATUS_IO, "%s: no answer within %.1f s (input "
+                                   "timeout)", o->url, (double)s->timeout_ns / 1e9);
         describe_open_failure(url, ret, why, sizeof(why));
-        return interrupt_cb(s->interrupt)
-                   ? keyer_error_set(err, KEYER_STATUS_INTERRUPTED, "%s: opening was interrupted",
-                                     o->url)
-                   : kr_av_error(err, ret, "%s: cannot open%s", o->url, why);
+        return kr_av_error(err, ret, "%s: cannot open%s", o->url, why);
     }
     if (!o->codecpar) {
         ret = avformat_find_stream_info(s->fc, NULL);
+        if (ret < 0 && user_interrupted(s))
+            return keyer_error_set(err, KEYER_STATUS_INTERRUPTED, "%s: opening was interrupted",
+                                   o->url);
+        if (ret < 0 && timed_out(s, ret))
+            return keyer_error_set(err, KEYER_STATUS_IO, "%s: no stream information within "
+                                   "%.1f s (input timeout)", o->url,
+                                   (double)s->timeout_ns / 1e9);
         if (ret < 0)
             return kr_av_error(err, ret, "%s: cannot read stream information (%s)", o->url,
                                s->fc->iformat->name);
     }
+    s->deadline_ns = 0;
     return KEYER_OK;
 }
 
@@ -244,6 +321,8 @@ keyer_status kr_source_open(kr_source *s, const kr_source_opts *o, keyer_error *
     s->url = o->url;
     s->logger = o->logger;
     s->interrupt = o->interrupt;
+    s->network = kr_source_is_network(o->url);
+    s->timeout_ns = o->timeout_us > 0 && s->network ? o->timeout_us * 1000 : 0;
     s->stream = -1;
     s->hw.url = o->url;
     s->hw.logger = o->logger;
@@ -271,7 +350,7 @@ keyer_status kr_source_receive(kr_source *s, AVFrame *out, keyer_error *err)
 {
     av_frame_unref(out);
     for (;;) {
-        if (interrupt_cb(s->interrupt))
+        if (user_interrupted(s))
             return keyer_error_set(err, KEYER_STATUS_INTERRUPTED, "%s: reading was interrupted",
                                    s->url);
         if (s->dec_eof)
@@ -316,13 +395,25 @@ keyer_status kr_source_receive(kr_source *s, AVFrame *out, keyer_error *err)
                                    s->dec->codec->name);
             continue;
         }
+        if (s->timeout_ns && !s->deadline_ns)
+            arm_deadline(s, 0); /* from the first read after data (EAGAIN keeps it) */
         ret = av_read_frame(s->fc, s->pkt);
         if (ret < 0) {
             if (ret == AVERROR(EAGAIN)) {
+                if (s->deadline_ns && now_ns() > s->deadline_ns)
+                    return keyer_error_set(err, KEYER_STATUS_IO, "%s: no data for %.1f s "
+                                           "(input timeout)", s->url,
+                                           (double)s->timeout_ns / 1e9);
                 sleep_ms(2);
                 continue;
             }
-            if (ret == AVERROR_EXIT || interrupt_cb(s->interrupt))
+            if (user_interrupted(s))
+                return keyer_error_set(err, KEYER_STATUS_INTERRUPTED,
+                                       "%s: reading was interrupted", s->url);
+            if (timed_out(s, ret))
+                return keyer_error_set(err, KEYER_STATUS_IO, "%s: no data for %.1f s (input "
+                                       "timeout)", s->url, (double)s->timeout_ns / 1e9);
+            if (ret == AVERROR_EXIT)
                 return keyer_error_set(err, KEYER_STATUS_INTERRUPTED,
                                        "%s: reading was interrupted", s->url);
             if (ret == AVERROR_EOF) {
@@ -330,6 +421,10 @@ keyer_status kr_source_receive(kr_source *s, AVFrame *out, keyer_error *err)
                 continue;
             }
             int at_end = s->fc->pb && avio_feof(s->fc->pb);
+            if (at_end && s->network) { /* the connection ended: not a cut file */
+                s->demux_eof = 1;
+                continue;
+            }
             if (ret == AVERROR_INVALIDDATA || at_end) {
                 if (at_end || ++s->demux_errors > MAX_DEMUX_ERRORS) {
                     if (!s->truncated)
@@ -344,6 +439,7 @@ keyer_status kr_source_receive(kr_source *s, AVFrame *out, keyer_error *err)
             return kr_av_error(err, ret, "%s: reading failed", s->url);
         }
         s->demux_errors = 0;
+        s->deadline_ns = 0;
         if (s->pkt->stream_index != s->stream) {
             if (s->sink)
                 s->sink(s->sink_opaque, s->pkt);

@@ -175,6 +175,13 @@ keyer_status keyer_session_get_stream_report(keyer_session *s, int id, keyer_str
     out->frames_damaged = atomic_load(&st->frames_damaged);
     out->frames_lost = atomic_load(&st->frames_lost);
     out->hw_decode = st->source == KR_SOURCE_READER ? st->info.hw_decode : 0;
+    if (st->source == KR_SOURCE_READER && st->reader) {
+        keyer_reader_stats rs;
+        keyer_reader_stats_get(st->reader, &rs);
+        out->reconnects = rs.reconnects;
+        out->missed_frames = rs.missed_frames;
+        out->disconnected_seconds = rs.disconnected_seconds;
+    }
     out->has_audio = st->source == KR_SOURCE_READER ? st->info.has_audio : 0;
     snprintf(out->encoder, sizeof(out->encoder), "%s", st->encoder);
     keyer_error se = {0};
@@ -232,6 +239,10 @@ static void json_streams(FILE *f, keyer_session *s)
                 (long long)sr.frames_dropped, (long long)sr.frames_damaged,
                 (long long)sr.frames_lost, sr.hw_decode ? "true" : "false");
         json_string(f, sr.encoder);
+        fprintf(f, ", \"reconnects\": %lld, \"missed_frames\": %lld, "
+                   "\"disconnected_seconds\": %.3f",
+                (long long)sr.reconnects, (long long)sr.missed_frames,
+                finite_or_zero(sr.disconnected_seconds));
         fprintf(f, ", \"audio\": %s, \"status\": ", sr.has_audio ? "true" : "false");
         json_string(f, sr.status ? keyer_status_name(sr.status) : "ok");
         fprintf(f, ", \"error\": ");

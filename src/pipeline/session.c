@@ -35,6 +35,13 @@ static const keyer_option_choice mode_choices[] = {
     {NULL, 0, NULL},
 };
 
+static const keyer_option_choice reconnect_choices[] = {
+    {"auto", KEYER_RECONNECT_AUTO, "live network inputs (rtsp, rtmp, srt, udp, rtp, live http)"},
+    {"on", KEYER_RECONNECT_ON, "every network input"},
+    {"off", KEYER_RECONNECT_OFF, "never: a break ends the stream"},
+    {NULL, 0, NULL},
+};
+
 static const keyer_option session_options[] = {
     KEYER_OPTION_FIELD("device", "where to compute", OFF(device), KEYER_OPTION_ENUM,
         KEYER_DEVICE_AUTO, 0, 0, device_choices),
@@ -62,6 +69,14 @@ static const keyer_option session_options[] = {
         OFF(live), KEYER_OPTION_INT, -1, -1, 1, NULL),
     KEYER_OPTION_FIELD("realtime", "read file inputs at their frame rate, like live sources",
         OFF(realtime), KEYER_OPTION_BOOL, 0, 0, 1, NULL),
+    KEYER_OPTION_FIELD("reconnect", "reopen network inputs that break off, with back-off",
+        OFF(reconnect), KEYER_OPTION_ENUM, KEYER_RECONNECT_AUTO, 0, 0, reconnect_choices),
+    KEYER_OPTION_FIELD("reconnect_max",
+        "seconds a broken network input tries to reconnect before its stream fails",
+        OFF(reconnect_max), KEYER_OPTION_FLOAT, 30, 0, 1e6, NULL),
+    KEYER_OPTION_FIELD("input_timeout",
+        "seconds without data after which a network open or read fails; 0: none",
+        OFF(input_timeout), KEYER_OPTION_FLOAT, 10, 0, 86400, NULL),
     KEYER_OPTION_FIELD("trace_events", "record a trace with room for this many events; 0: off",
         OFF(trace_events), KEYER_OPTION_INT, 0, 0, 1 << 26, NULL),
     KEYER_OPTION_FIELD("progress_interval_ms", "progress callback period",
@@ -293,7 +308,13 @@ keyer_status keyer_session_create(const keyer_session_params *params, keyer_sess
     pthread_mutex_init(&s->stats_lock, NULL);
     pthread_mutex_init(&s->out.lock, NULL);
     pthread_mutex_init(&s->done_lock, NULL);
-    pthread_cond_init(&s->done_cond, NULL);
+    /* its timed waits take CLOCK_MONOTONIC deadlines (kr_clock_deadline): with the default
+     * clock they would all be in the past, and keyer_session_run() would spin */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->done_cond, &ca);
+    pthread_condattr_destroy(&ca);
     s->params = p;
     if (p.logger) {
         s->logger_copy = *p.logger;

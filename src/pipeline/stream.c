@@ -115,6 +115,9 @@ keyer_status kr_stream_open_file(const kr_stream_env *env, int id,
                                    : (kr_device_cuda() ? KEYER_DECODE_DEVICE_AUTO
                                                        : KEYER_DECODE_DEVICE_CPU);
     st->reader_params.cuda_device = sp->cuda_device;
+    st->reader_params.reconnect = sp->reconnect;
+    st->reader_params.reconnect_max = sp->reconnect_max;
+    st->reader_params.timeout = sp->input_timeout;
     st->writer_params = params->writer;
     st->copy_streams = params->copy_streams;
     int live = params->live >= 0 ? params->live : sp->live;

@@ -18,7 +18,8 @@
  *  - every step's work split (lanes, groups, vector width, slices) is the same at batch 1 and 4
  *    (what makes batch-4 results equal batch-1 results bit for bit on the GPU).
  *  - the shipped models it cannot run are refused naming the operator (face-short: PAD,
- *    selfie-landscape: MEAN).
+ *    selfie-landscape: MEAN); so are what ONNX models bring (PADs other than zeros, grouped
+ *    convolutions, the new operators).
  *  - hand-built excitations: the tail on the producing conv or on a pool step; standalone
  *    activations done by the step before them; consumed by a
  *    conv, which also takes a folded ADD after the MUL (not when the conv's output overlaps
@@ -359,6 +360,34 @@ static void test_spatial_pads(void **state)
         assert_int_equal(count_kind(&p, KR_STEP_PAD), 0);
         free_plan(&p);
         keyer_model_destroy(&m);
+    }
+}
+
+/* What ONNX models bring and the schedule does not do is refused, so that AUTO falls back to
+ * the per-node kernels: a spatial PAD that reflects, repeats the edge or fills a value other
+ * than 0 (neither a window nor a PAD step), a grouped convolution, the new operators. */
+static void test_onnx_refusals(void **state)
+{
+    (void)state;
+    for (int variant = 0; variant < 5; variant++) {
+        kr_graph *g = padded_conv(0);
+        const char *want = "PAD";
+        if (variant == 0)
+            g->nodes[0].p.pad.mode = KR_PAD_REFLECT;
+        else if (variant == 1)
+            g->nodes[0].p.pad.mode = KR_PAD_EDGE;
+        else if (variant == 2)
+            g->nodes[0].p.pad.value = 1.5f;
+        else if (variant == 3)
+            g->nodes[1].p.window.groups = 2, want = "grouped";
+        else /* the PAD node turned into a SUB (of the same shapes): an operator it lacks */
+            g->nodes[0].op = KR_OP_SUB, want = "SUB";
+        plan p = make_plan(g, 1);
+        printf("variant %d: %s\n", variant, p.why ? p.why : "(planned)");
+        assert_non_null(p.why);
+        assert_non_null(strstr(p.why, want));
+        free_plan(&p);
+        kr_graph_destroy(&g);
     }
 }
 
@@ -1994,6 +2023,7 @@ int main(void)
         cmocka_unit_test(test_selfie_excitations),
         cmocka_unit_test(test_batch_independent_split),
         cmocka_unit_test(test_spatial_pads),
+        cmocka_unit_test(test_onnx_refusals),
         cmocka_unit_test(test_landscape_means),
         cmocka_unit_test(test_face_short_plan),
         cmocka_unit_test(test_face_mesh_prelu),

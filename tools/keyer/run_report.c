@@ -81,6 +81,16 @@ static void summary_stages(const keyer_session_report *rep, FILE *f)
             rep->latency.mean, rep->latency.p99, (long long)rep->batches, rep->batch_mean);
 }
 
+/* A network input's reconnections, under its line. */
+static void summary_reconnects(const keyer_stream_report *sr, FILE *f)
+{
+    if (sr->reconnects)
+        fprintf(f, "    %lld reconnection%s: %lld frame%s missed in %.2f s disconnected\n",
+                (long long)sr->reconnects, sr->reconnects == 1 ? "" : "s",
+                (long long)sr->missed_frames, sr->missed_frames == 1 ? "" : "s",
+                sr->disconnected_seconds);
+}
+
 void run_summary(keyer_session *s, const run_opts *r, FILE *f)
 {
     keyer_session_report rep;
@@ -103,6 +113,7 @@ void run_summary(keyer_session *s, const run_opts *r, FILE *f)
             fprintf(f, "  %s -> %s: FAILED after %lld frame%s: %s\n", sr.input,
                     sr.output[0] ? sr.output : "(discarded)", (long long)sr.frames_written,
                     sr.frames_written == 1 ? "" : "s", sr.error);
+            summary_reconnects(&sr, f);
             failed++;
             continue;
         }
@@ -110,6 +121,7 @@ void run_summary(keyer_session *s, const run_opts *r, FILE *f)
                 sr.output[0] ? sr.output : "(discarded)", (long long)sr.frames_written, sr.width,
                 sr.height, sr.hw_decode ? "NVDEC" : "CPU", sr.encoder[0] ? sr.encoder : "no encoder",
                 sr.has_audio ? (r->no_audio ? ", audio not copied" : ", audio copied") : "");
+        summary_reconnects(&sr, f);
     }
     if (failed)
         fprintf(f, "  %d of %d stream%s failed (the others ran to their end)\n", failed, n,
