@@ -132,6 +132,12 @@ typedef struct keyer_prepare_params {
     int threads;     /**< CPU threads; 0: one per core (default 0) */
     void *stream;    /**< cudaStream_t for CUDA frames; NULL: the default stream */
     const keyer_allocator *allocator; /**< host scratch; NULL: system */
+    /** Per-channel standardisation after scale and offset, in the tensor's channel order:
+     *  value_c = (rgb_c * scale + offset - mean[c]) / std[c] (ImageNet-trained models:
+     *  mean 0.485,0.456,0.406, std 0.229,0.224,0.225). A std[c] of 0 (the default) leaves
+     *  channel c as it is. */
+    float mean[3], std[3];
+    int bgr;                          /**< 1: the tensor's channels are B, G, R (default 0) */
     void *reserved[4];                /**< zero */
 } keyer_prepare_params;
 
@@ -139,7 +145,7 @@ typedef struct keyer_prepare_params {
 keyer_prepare_params keyer_prepare_params_defaults(void);
 
 /** Option table over ::keyer_prepare_params (width, height, max_batch, dtype, layout,
- *  fit, scale, offset, pad, area, threads). */
+ *  fit, scale, offset, pad, area, threads, bgr; mean and std are set in the struct). */
 const keyer_option *keyer_prepare_options(void);
 
 /** Model input preparation. Opaque. */

@@ -79,9 +79,10 @@ KEYER_OPTION_ENUM_CHECK(keyer_keying_fit);
 
 /** Parameters of a ::keyer_keying. Initialise with keyer_keying_params_defaults(). */
 typedef struct keyer_keying_params {
-    const char *model;          /**< registry name or .tflite path (default and NULL:
+    const char *model;          /**< registry name or .tflite / .onnx path (default and NULL:
                                      "selfie"); a model with a person mask: selfie,
-                                     selfie-landscape, pose-lite, pose-full, pose-heavy */
+                                     selfie-landscape, u2netp, pose-lite, pose-full,
+                                     pose-heavy, or a file described by model_desc */
     keyer_backend backend;      /**< where the network runs (default CPU) */
     keyer_precision precision;  /**< of the network (default AUTO: keyer_registry_precision();
                                      F16 on CUDA only) */
@@ -99,6 +100,10 @@ typedef struct keyer_keying_params {
     /** The compositing (keyer_composite_options()); threads and stream are set by the object.
      *  Default: keyer_composite_params_defaults() (background blur). */
     keyer_composite_params composite;
+    /** How to feed @ref model and read its mask (keyer/registry.h), copied at create; NULL
+     *  (default): the registry's description, or the defaults for a file. With fit MODEL its
+     *  fit decides stretch or letterbox. */
+    const keyer_model_desc *model_desc;
     void *reserved[4];          /**< zero */
 } keyer_keying_params;
 

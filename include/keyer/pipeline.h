@@ -70,6 +70,7 @@
 #include "keyer/log.h"
 #include "keyer/options.h"
 #include "keyer/overlay.h"
+#include "keyer/registry.h"
 #include "keyer/status.h"
 
 #ifdef __cplusplus
@@ -157,10 +158,10 @@ KEYER_OPTION_ENUM_CHECK(keyer_reconnect);
  * configuration files).
  */
 typedef struct keyer_session_params {
-    /** Model: a registry name ("selfie", "selfie-landscape", "pose-lite", ...) or a .tflite
-     *  path of a segmentation model. NULL (default): chosen by aspect ratio when the stages
-     *  start: "selfie-landscape" (256x144) when every stream's display width/height is at
-     *  least 1.5, else "selfie" (256x256). */
+    /** Model: a registry name ("selfie", "selfie-landscape", "u2netp", "pose-lite", ...) or a
+     *  .tflite or .onnx path of a segmentation model (see @ref model_desc). NULL (default):
+     *  chosen by aspect ratio when the stages start: "selfie-landscape" (256x144) when every
+     *  stream's display width/height is at least 1.5, else "selfie" (256x256). */
     const char *model;
     keyer_device_kind device;  /**< where to compute (default AUTO) */
     /** Of the networks on CUDA (default AUTO: per model, keyer_registry_precision(); the CPU
@@ -231,6 +232,11 @@ typedef struct keyer_session_params {
     void *progress_opaque;
     int progress_interval_ms;    /**< default 200 */
     const keyer_logger *logger;  /**< NULL: warnings and errors to stderr */
+    /** How to feed @ref model and read its mask (keyer/registry.h), copied at create: for a
+     *  user's ONNX or TFLite file (input name and size, layout, colour order, normalisation,
+     *  the mask output and its kind). NULL (default): the registry's description of a shipped
+     *  model, keyer_model_desc_defaults() for another file. */
+    const keyer_model_desc *model_desc;
     void *reserved[8];           /**< zero */
 } keyer_session_params;
 

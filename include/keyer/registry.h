@@ -17,7 +17,9 @@
 
 #include <stddef.h>
 
+#include "keyer/effects.h"
 #include "keyer/nn.h"
+#include "keyer/options.h"
 #include "keyer/status.h"
 
 #ifdef __cplusplus
@@ -50,6 +52,10 @@ typedef struct keyer_model_entry {
      *  <= 5e-3 to float32; the same faces after decoding), so KEYER_PRECISION_AUTO runs it in
      *  f16; 0: AUTO keeps float32. tests/unit/test_precision_gpu.c measures it. */
     int half_ok;
+    /** Per-channel standardisation after input_scale/offset, in the tensor's channel order:
+     *  value = (v - input_mean[c]) / input_std[c]. All zero (the TFLite models): none. */
+    float input_mean[3], input_std[3];
+    keyer_tensor_layout layout; /**< the file's image layout: NHWC (TFLite) or NCHW (ONNX) */
 } keyer_model_entry;
 
 /**
@@ -60,6 +66,106 @@ typedef struct keyer_model_entry {
  */
 keyer_precision keyer_registry_precision(const keyer_model_entry *entry, keyer_precision requested,
                                          int cuda);
+
+/* ---- model descriptions ------------------------------------------------------------------- */
+
+/** What the chosen output of a segmentation model holds (keyer_model_desc::output_kind). */
+typedef enum keyer_mask_kind {
+    KEYER_MASK_PROBABILITY = 0, /**< the person's probability in [0,1] (a sigmoid in the graph) */
+    KEYER_MASK_LOGITS,          /**< logits: keyer applies 1 / (1 + exp(-v)) */
+    KEYER_MASK_ALPHA,           /**< an alpha matte in [0,1] (clamped to it) */
+    KEYER_MASK_CLASSES,         /**< one score per class on the channel axis (a multi-class
+                                 *   segmenter): the mask is the softmax probability of
+                                 *   keyer_model_desc::person_class */
+} keyer_mask_kind;
+KEYER_OPTION_ENUM_CHECK(keyer_mask_kind);
+
+/** Order of the colour channels in a model's input. */
+typedef enum keyer_color_order {
+    KEYER_COLOR_RGB = 0, /**< red, green, blue (TFLite, PyTorch) */
+    KEYER_COLOR_BGR,     /**< blue, green, red (OpenCV-trained models, Caffe) */
+} keyer_color_order;
+KEYER_OPTION_ENUM_CHECK(keyer_color_order);
+
+/** Longest tensor name a description holds, with its terminating zero. */
+#define KEYER_MODEL_DESC_NAME_MAX 256
+
+/**
+ * How to feed a segmentation model and read its mask: what the registry says for a shipped
+ * model (keyer_model_desc_from_entry()), or what a user says for their own ONNX or TFLite file
+ * with `--model-config FILE.yaml` (keyer_model_desc_read()) or options
+ * (keyer_model_desc_options(): each field below is an option of the same name).
+ *
+ * The input tensor is value_c = (pixel_c / 255 * scale + offset - mean[c]) / std[c] for the
+ * three colour channels in @ref color_order; a zero std[c] means 1 (and its mean is ignored).
+ *
+ * @code
+ * keyer_model_desc d = keyer_model_desc_defaults();
+ * if (keyer_model_desc_read("mynet.yaml", &d, &err) == KEYER_OK) ...
+ * // mynet.yaml:
+ * //   input: image          # the input tensor's name
+ * //   size: [512, 288]      # width, height of dynamic dimensions
+ * //   layout: nchw
+ * //   range: unit           # pixels in [0,1] before mean/std
+ * //   mean: [0.485, 0.456, 0.406]
+ * //   std: [0.229, 0.224, 0.225]
+ * //   output: mask
+ * //   output_kind: logits
+ * @endcode
+ *
+ * A plain struct: copy it freely; it holds no pointers.
+ */
+typedef struct keyer_model_desc {
+    char input[KEYER_MODEL_DESC_NAME_MAX];  /**< the input tensor's name; "" (default): the
+                                             *   model's only image input */
+    int width, height;            /**< input size for dynamic dimensions; 0 (default): the
+                                   *   model's own (required when the model's are dynamic) */
+    keyer_tensor_layout layout;   /**< the file's input layout (default NCHW, ONNX's) */
+    keyer_color_order color_order; /**< default RGB */
+    float scale, offset;          /**< value = pixel / 255 * scale + offset before mean/std
+                                   *   (default 1, 0: [0,1]); option "range" sets both */
+    float mean[3], std[3];        /**< per-channel standardisation (default 0: none) */
+    int letterbox;                /**< 1: keep the frame's aspect ratio (padding); 0 (default):
+                                   *   stretch the frame over the input */
+    char output[KEYER_MODEL_DESC_NAME_MAX]; /**< the mask output's name; "" (default): output
+                                             *   @ref output_index */
+    int output_index;             /**< the mask output when @ref output is "" (default 0) */
+    keyer_mask_kind output_kind;  /**< default PROBABILITY */
+    int person_class;             /**< CLASSES: the person's class (channel), 0..4095
+                                   *   (default 15, the person of Pascal VOC's 21 classes) */
+    void *reserved[4];            /**< zero */
+} keyer_model_desc;
+
+/** The defaults documented in ::keyer_model_desc. */
+keyer_model_desc keyer_model_desc_defaults(void);
+
+/**
+ * Option table over ::keyer_model_desc: input, size (WxH, or width and height), width, height,
+ * layout (nchw, nhwc), color_order (rgb, bgr), range (unit [0,1], signed [-1,1], byte
+ * [0,255]: sets scale and offset), scale, offset, mean and std (one value, or three separated
+ * by commas, or by slashes inside an option list), fit (stretch, letterbox), output,
+ * output_index, output_kind (probability, logits, alpha, classes), person_class. Help text
+ * comes from it (keyer models, --help).
+ */
+const keyer_option *keyer_model_desc_options(void);
+
+/**
+ * Checks a description: every field in its range, std not negative, person_class only read by
+ * CLASSES. Errors: INVALID_ARGUMENT naming the field and its value.
+ */
+keyer_status keyer_model_desc_validate(const keyer_model_desc *desc, keyer_error *err);
+
+/**
+ * Reads a model description from the YAML file @p path into @p desc (start it with
+ * keyer_model_desc_defaults(); the file's keys set the fields of the same name, lists give
+ * mean/std/size), then validates it. Errors: IO (cannot open), BAD_DATA (not YAML),
+ * INVALID_ARGUMENT ("FILE:LINE: ..." for an unknown key or a bad value), UNSUPPORTED (built
+ * without libyaml). On error @p desc may be partly set.
+ */
+keyer_status keyer_model_desc_read(const char *path, keyer_model_desc *desc, keyer_error *err);
+
+/** The description a registry entry stands for (input size, normalisation, mask output). */
+keyer_model_desc keyer_model_desc_from_entry(const keyer_model_entry *entry);
 
 /** The registry: *count entries (static, never NULL). */
 const keyer_model_entry *keyer_registry_list(int *count);
@@ -75,7 +181,8 @@ const char *keyer_registry_models_dir(void);
 
 /**
  * Resolves @p name_or_path to a model file path in @p buf: a registry name gives
- * models_dir/file; anything containing '/' or ending in ".tflite" is taken as a path.
+ * models_dir/file; anything containing '/' or ending in ".tflite" or ".onnx" is taken as a
+ * path.
  * Errors: INVALID_ARGUMENT (unknown name: the message lists the known names; buffer too small),
  * IO (the file does not exist: the message says to run scripts/setup.sh).
  */

@@ -1,9 +1,9 @@
 /*
  * The keying model (internal, prefix kr_): a segmentation (or pose) model whose person mask
  * the refinement turns into a matte. It loads and checks the model, and runs as a model stage
- * (model_stage.h) whose outputs are each item's mask: channel 0 of the mask output, through a
- * sigmoid when the model gives logits (vision/sigmoid.h). Finished items go to the refine
- * stage's queue.
+ * (model_stage.h) whose outputs are each item's mask, read from the mask output as its kind
+ * says (probability, logits, alpha, classes: vision/segmodel.h). Finished items go to the
+ * refine stage's queue.
  *
  * Thread safety: set-up from the session's thread; the stage runs on its own thread.
  */
@@ -16,6 +16,7 @@
 
 typedef struct kr_infer_params {
     const char *model;           /* registry name or file of the model */
+    const keyer_model_desc *desc; /* how to feed it and read its mask; NULL: the registry's */
     int slot;                    /* the items' input slot of its input */
     const kr_stage_ctx *ctx;
     kr_stage_stats *stats;
@@ -37,9 +38,10 @@ typedef struct kr_infer_info {
 typedef struct kr_infer kr_infer;
 
 /**
- * Loads the model of params->model and checks that it is an image model with a person mask
- * (a float [1,H,W,3] input, a float [1,H,W(,C)] mask output).
- * Errors: INVALID_ARGUMENT (unknown name, no mask), IO, BAD_DATA, UNSUPPORTED, OUT_OF_MEMORY.
+ * Loads the model of params->model as params->desc says and checks that it is an image model
+ * with a person mask (vision/segmodel.h).
+ * Errors: INVALID_ARGUMENT (unknown name, no mask, a bad description or tensor name), IO,
+ * BAD_DATA, UNSUPPORTED, OUT_OF_MEMORY.
  */
 keyer_status kr_infer_create(const kr_infer_params *params, kr_infer **out, keyer_error *err);
 

@@ -39,6 +39,8 @@ typedef struct kr_model_input {
     float scale, offset;  /* value = rgb * scale + offset */
     int threads;          /* CPU threads of its preparation; 0: a share of the session's */
     const char *what;     /* prefix of its preparation's errors ("detection: "), or "" */
+    float mean[3], std[3]; /* then (value - mean[c]) / std[c]; std 0: none */
+    int bgr;              /* 1: the tensor's channels are B, G, R */
 } kr_model_input;
 
 /** What the stage's owner does with a run's outputs, and where items go next. */

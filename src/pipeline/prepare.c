@@ -63,6 +63,11 @@ static keyer_status prepare_object(kr_prepare_stage *ps, int i, int cuda, keyer_
     pp.fit = in->letterbox ? KEYER_FIT_LETTERBOX : KEYER_FIT_STRETCH;
     pp.scale = in->scale;
     pp.offset = in->offset;
+    for (int c = 0; c < 3; c++) {
+        pp.mean[c] = in->mean[c];
+        pp.std[c] = in->std[c];
+    }
+    pp.bgr = in->bgr;
     if (in->threads > 0) {
         pp.threads = in->threads;
     } else {

@@ -265,11 +265,12 @@ static keyer_status check_params(keyer_session_params *p, keyer_error *err)
         if ((st = keyer_registry_resolve(dn, path, sizeof(path), err)))
             return keyer_error_prefix(err, "detection: ");
     }
+    if (p->model_desc && (st = keyer_model_desc_validate(p->model_desc, err)))
+        return st;
     if (p->model) {
         /* an unknown name or a missing file is reported now, not when the stages start */
         char path[4096];
-        if ((st = keyer_registry_resolve(p->model, path, sizeof(path), err)))
-            return st;
+        return keyer_registry_resolve(p->model, path, sizeof(path), err);
     }
     return KEYER_OK;
 }
@@ -332,6 +333,8 @@ keyer_status keyer_session_create(const keyer_session_params *params, keyer_sess
     s->background_path = dup_or_null(p.background);
     s->params.model = s->model_name;
     s->params.background = s->background_path;
+    if (p.model_desc)
+        s->model_desc = *p.model_desc, s->params.model_desc = &s->model_desc;
     s->streams = calloc((size_t)p.max_streams, sizeof(*s->streams));
     if ((p.model && !s->model_name) || (p.background && !s->background_path) || !s->streams) {
         st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
@@ -483,8 +486,8 @@ static keyer_status load_models(keyer_session *s, keyer_error *err)
     } else {
         const char *name = s->model_name ? s->model_name : auto_model(s);
         snprintf(s->model_used, sizeof(s->model_used), "%s", name);
-        kr_infer_params ip = {name, 0, &s->ctx, &s->stages[KR_ST_INFER], &s->batches,
-                              s->serial_threads, s->fail_cuda_at, p->precision};
+        kr_infer_params ip = {name, p->model_desc, 0, &s->ctx, &s->stages[KR_ST_INFER],
+                              &s->batches, s->serial_threads, s->fail_cuda_at, p->precision};
         if ((st = kr_infer_create(&ip, &s->infer, err)))
             return st;
     }

@@ -39,6 +39,7 @@ struct keyer_session {
     keyer_session_params params;
     char *model_name;      /* copy of params.model, or NULL */
     char *background_path; /* copy of params.background, or NULL */
+    keyer_model_desc model_desc; /* copy of *params.model_desc (params.model_desc points here) */
     const keyer_logger *logger;
     keyer_logger logger_copy;
     atomic_int warnings;

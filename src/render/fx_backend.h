@@ -34,8 +34,9 @@ typedef struct kr_prepare_job {
     int width, height; /* tensor W, H */
     int dtype;         /* KEYER_DTYPE_F32 or _F16 */
     int layout;        /* keyer_tensor_layout */
-    float scale, offset;
-    float pad_value;   /* pad * scale + offset */
+    float scale[3], offset[3]; /* per tensor channel: value = rgb[src[c]] * scale + offset */
+    float pad_value[3];        /* the pad colour normalised */
+    int src[3];                /* the rgb channel each tensor channel takes (BGR: 2, 1, 0) */
     void *tensor;      /* in the frames' memory */
     void *stream;
     int device;        /* CUDA device of the frames (CUDA memory only) */

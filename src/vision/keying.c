@@ -7,21 +7,22 @@
 #include <string.h>
 
 #include "core/device.h"
-#include "vision/sigmoid.h"
+#include "vision/segmodel.h"
 
 enum { MEM_HOST = 0, MEM_CUDA = 1 };
 
 struct keyer_keying {
     keyer_keying_params p;          /* p.model not kept (see name) */
     char name[512];                 /* the model as given, for messages */
-    const keyer_model_entry *entry; /* NULL for a file outside the registry */
     const kr_device_fns *dev;       /* the CUDA table; NULL without CUDA */
     keyer_model *model;
     keyer_runtime *rt;
     int rt_cuda;                    /* the runtime's tensors are in CUDA memory */
     int in_w, in_h;                 /* the network's input */
     int mask_w, mask_h, mask_c;     /* its mask output: cells and channels per cell */
-    int mask_index, mask_logit, letterbox;
+    int mask_index, mask_plain, letterbox; /* mask_plain: the output is the mask itself */
+    kr_segmodel seg;                /* input, mask output and its kind (seg.model moves out) */
+    keyer_model_desc desc;          /* copy of *p.model_desc */
     size_t in_bytes, out_bytes, mask_bytes; /* input tensor, mask output, one-channel mask */
 
     /* the effects of each memory ([MEM_HOST], [MEM_CUDA]: made at the first CUDA frame) */
@@ -107,10 +108,7 @@ keyer_keying_params keyer_keying_params_defaults(void)
 static keyer_status make_effects(keyer_keying *k, int mem, keyer_error *err)
 {
     keyer_prepare_params pp = keyer_prepare_params_defaults();
-    pp.width = k->in_w;
-    pp.height = k->in_h;
-    pp.scale = k->entry ? k->entry->input_scale : 1.0f;
-    pp.offset = k->entry ? k->entry->input_offset : 0.0f;
+    kr_segmodel_prepare_params(&k->seg, &pp);
     pp.fit = k->letterbox ? KEYER_FIT_LETTERBOX : KEYER_FIT_STRETCH;
     pp.threads = k->p.threads;
     keyer_refine_params rp = k->p.refine;
@@ -152,33 +150,23 @@ static keyer_status use_device(keyer_keying *k, int ordinal, keyer_error *err)
     return KEYER_OK;
 }
 
-/* Checks the model's input and mask output (as the session does) and fills the geometry. */
-static keyer_status check_model(keyer_keying *k, keyer_error *err)
+/* The model as described (p.model_desc, the registry, or the defaults for a file), and its
+ * geometry. */
+static keyer_status open_model(keyer_keying *k, keyer_error *err)
 {
-    keyer_tensor_info in, mo;
-    keyer_status st = keyer_model_input_info(k->model, 0, &in, err);
+    keyer_status st = kr_segmodel_open(&k->seg, k->name, k->p.model_desc, err);
     if (st)
         return st;
-    if (in.rank != 4 || in.dims[3] != 3 || in.dtype != KEYER_DTYPE_F32 || in.dims[1] < 1 ||
-        in.dims[2] < 1)
-        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
-                               "model %s: input 0 is not a float [1,H,W,3] image (not an "
-                               "image-to-mask model)", k->name);
-    if (k->mask_index >= keyer_model_output_count(k->model))
-        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "model %s: no output %d", k->name,
-                               k->mask_index);
-    if ((st = keyer_model_output_info(k->model, k->mask_index, &mo, err)))
-        return st;
-    if ((mo.rank != 4 && mo.rank != 3) || mo.dims[1] < 1 || mo.dims[2] < 1 ||
-        (mo.rank == 4 && mo.dims[3] < 1) || mo.dtype != KEYER_DTYPE_F32)
-        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
-                               "model %s: output %d is not a float [1,H,W,C] mask", k->name,
-                               k->mask_index);
-    k->in_w = in.dims[2];
-    k->in_h = in.dims[1];
-    k->mask_w = mo.dims[2];
-    k->mask_h = mo.dims[1];
-    k->mask_c = mo.rank == 4 ? mo.dims[3] : 1;
+    k->model = k->seg.model;
+    k->seg.model = NULL;
+    k->in_w = k->seg.in_w;
+    k->in_h = k->seg.in_h;
+    k->mask_w = k->seg.mask_w;
+    k->mask_h = k->seg.mask_h;
+    k->mask_c = k->seg.mask_c;
+    k->mask_index = k->seg.output;
+    k->mask_plain = k->seg.kind == KEYER_MASK_PROBABILITY &&
+                    (k->mask_c == 1 || k->seg.mask_planar); /* channel 0: the first values */
     size_t cells = (size_t)k->mask_w * (size_t)k->mask_h;
     k->in_bytes = (size_t)k->in_w * (size_t)k->in_h * 3 * sizeof(float);
     k->out_bytes = cells * (size_t)k->mask_c * sizeof(float);
@@ -203,15 +191,18 @@ keyer_status keyer_keying_create(const keyer_keying_params *params, keyer_keying
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "keying: out of memory");
     k->p = *params;
     k->p.model = NULL;
+    if (params->model_desc) { /* the caller's copy need not outlive the call */
+        k->desc = *params->model_desc;
+        k->p.model_desc = &k->desc;
+    }
     k->ordinal = -1;
     k->last_mem = -1;
     k->bg_current[0] = k->bg_current[1] = 1;
     k->dev = kr_device_cuda();
     snprintf(k->name, sizeof(k->name), "%s", params->model ? params->model : "selfie");
     keyer_status st;
-    char path[4096];
-    k->entry = keyer_registry_find(k->name);
-    if (k->entry && k->entry->mask_output < 0 && k->entry->task != KEYER_TASK_SEGMENTATION) {
+    const keyer_model_entry *entry = keyer_registry_find(k->name);
+    if (entry && entry->mask_output < 0 && entry->task != KEYER_TASK_SEGMENTATION) {
         st = keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                              "model %s: not a segmentation model (it has no person mask)",
                              k->name);
@@ -223,13 +214,10 @@ keyer_status keyer_keying_create(const keyer_keying_params *params, keyer_keying
                              "available");
         goto fail;
     }
-    k->mask_index = k->entry && k->entry->mask_output >= 0 ? k->entry->mask_output : 0;
-    k->mask_logit = k->entry ? k->entry->mask_is_logit : 0;
-    k->letterbox = params->fit == KEYER_KEYING_FIT_LETTERBOX ||
-                   (params->fit == KEYER_KEYING_FIT_MODEL && k->entry && k->entry->letterbox);
-    if ((st = keyer_registry_resolve(k->name, path, sizeof(path), err)) ||
-        (st = keyer_model_load_file(path, &k->model, err)) || (st = check_model(k, err)))
+    if ((st = open_model(k, err)))
         goto fail;
+    k->letterbox = params->fit == KEYER_KEYING_FIT_LETTERBOX ||
+                   (params->fit == KEYER_KEYING_FIT_MODEL && k->seg.desc.letterbox);
     k->rt_cuda = params->backend == KEYER_BACKEND_CUDA;
     if (k->rt_cuda && (st = use_device(k, params->device, err)))
         goto fail;
@@ -237,7 +225,7 @@ keyer_status keyer_keying_create(const keyer_keying_params *params, keyer_keying
     rp.backend = params->backend;
     /* an explicit f16 off CUDA is the runtime's error to report, as before */
     rp.precision = params->precision == KEYER_PRECISION_AUTO
-                       ? keyer_registry_precision(k->entry, KEYER_PRECISION_AUTO, k->rt_cuda)
+                       ? keyer_registry_precision(k->seg.entry, KEYER_PRECISION_AUTO, k->rt_cuda)
                        : params->precision;
     rp.threads = params->threads;
     rp.device = params->device;
@@ -247,7 +235,7 @@ keyer_status keyer_keying_create(const keyer_keying_params *params, keyer_keying
         (st = make_effects(k, MEM_HOST, err)))
         goto fail;
     /* host masks that are not the output itself; the staging of a CUDA runtime */
-    if ((k->mask_logit || k->mask_c != 1) && !(k->host_mask = malloc(k->mask_bytes)))
+    if (!k->mask_plain && !(k->host_mask = malloc(k->mask_bytes)))
         goto oom;
     if (k->rt_cuda && (!(k->host_in = malloc(k->in_bytes)) ||
                        !(k->host_out = malloc(k->out_bytes))))
@@ -303,7 +291,7 @@ static keyer_status cuda_ready(keyer_keying *k, const keyer_frame *frame, keyer_
         return KEYER_OK;
     if ((!k->rt_cuda && !k->dev_in &&
          (st = k->dev->alloc(k->ordinal, k->in_bytes, &k->dev_in, err))) ||
-        ((!k->rt_cuda || k->mask_logit || k->mask_c != 1) && !k->dev_mask &&
+        ((!k->rt_cuda || !k->mask_plain) && !k->dev_mask &&
          (st = k->dev->alloc(k->ordinal, k->mask_bytes, (void **)&k->dev_mask, err))) ||
         (st = make_effects(k, MEM_CUDA, err))) {
         /* so that the next CUDA frame tries again */
@@ -369,15 +357,9 @@ static keyer_status make_input(keyer_keying *k, int mem, const keyer_frame *fram
 /* The person mask in host memory from the whole mask output @p out (host). */
 static const float *host_mask_of(keyer_keying *k, const float *out)
 {
-    size_t cells = (size_t)k->mask_w * (size_t)k->mask_h, c = (size_t)k->mask_c;
-    if (k->mask_logit) {
-        kr_sigmoid_cpu(k->host_mask, out, cells, c);
-    } else if (c != 1) {
-        for (size_t i = 0; i < cells; i++)
-            k->host_mask[i] = out[i * c];
-    } else {
+    if (k->mask_plain)
         return out;
-    }
+    kr_segmask_cpu(&k->seg, k->host_mask, out, (size_t)k->mask_w * (size_t)k->mask_h);
     return k->host_mask;
 }
 
@@ -397,19 +379,13 @@ static keyer_status make_mask(keyer_keying *k, int mem, const keyer_frame *frame
             return st;
         mask = host_mask_of(k, k->host_out);
     } else {
-        /* CUDA runtime, CUDA frame: channel 0, then the sigmoid, on the device */
+        /* CUDA runtime, CUDA frame: the mask of its kind, on the device */
         const float *out = keyer_runtime_output_data(k->rt, k->mask_index);
         size_t cells = (size_t)k->mask_w * (size_t)k->mask_h;
         mask = out;
-        if (k->mask_c != 1) {
-            if ((st = k->dev->copy_2d(k->ordinal, k->dev_mask, sizeof(float), out,
-                                      (size_t)k->mask_c * sizeof(float), sizeof(float), cells,
-                                      k->stream, err)))
-                return st;
-            mask = k->dev_mask;
-        }
-        if (k->mask_logit) {
-            if ((st = kr_sigmoid_cuda(k->ordinal, k->dev_mask, mask, cells, k->stream, err)))
+        if (!k->mask_plain) {
+            if ((st = kr_segmask_cuda(&k->seg, k->ordinal, k->dev_mask, out, cells, k->stream,
+                                      err)))
                 return st;
             mask = k->dev_mask;
         }
@@ -596,7 +572,7 @@ void keyer_keying_reset(keyer_keying *k)
 
 const keyer_model_entry *keyer_keying_model_entry(const keyer_keying *k)
 {
-    return k ? k->entry : NULL;
+    return k ? k->seg.entry : NULL;
 }
 
 void *keyer_keying_stream(const keyer_keying *k)

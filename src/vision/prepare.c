@@ -1,4 +1,5 @@
 /* Model input preparation: parameters, validation and dispatch to a backend. */
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,6 +12,8 @@ struct keyer_prepare {
     kr_fx_config config;
     void *slots[KR_FX_BACKENDS]; /* backend states, created on first use */
     kr_prepare_item *items;      /* max_batch resolved frames */
+    float scale[3], offset[3], pad_value[3]; /* per tensor channel, resolved at create */
+    int src[3];
 };
 
 static const keyer_option_choice dtype_choices[] = {
@@ -53,6 +56,8 @@ static const keyer_option prepare_options[] = {
         KEYER_OPTION_BOOL, 1, 0, 1, NULL),
     KEYER_OPTION_FIELD("threads", "CPU threads (0: one per core)", OFF(threads), KEYER_OPTION_INT,
         0, 0, 256, NULL),
+    KEYER_OPTION_FIELD("bgr", "the tensor's channels are blue, green, red", OFF(bgr),
+        KEYER_OPTION_BOOL, 0, 0, 1, NULL),
     KEYER_OPTION_END,
 };
 #undef OFF
@@ -79,10 +84,25 @@ keyer_status keyer_prepare_create(const keyer_prepare_params *params, keyer_prep
     *out = NULL;
     if (keyer_options_validate(prepare_options, params, "prepare parameters", err))
         return err ? err->status : KEYER_STATUS_INVALID_ARGUMENT;
+    for (int c = 0; c < 3; c++)
+        if (!isfinite(params->mean[c]) || !isfinite(params->std[c]) || params->std[c] < 0 ||
+            fabsf(params->mean[c]) > 1e6f || (params->std[c] > 0 && params->std[c] < 1e-6f))
+            return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                                   "prepare parameters: mean[%d] %g, std[%d] %g (std must be "
+                                   "0 or at least 1e-6)", c, (double)params->mean[c], c,
+                                   (double)params->std[c]);
     keyer_prepare *p = keyer_calloc(params->allocator, sizeof(*p), KEYER_ALIGNMENT);
     if (!p)
         goto oom;
     p->params = *params;
+    for (int c = 0; c < 3; c++) {
+        /* the plain case keeps the expression rgb * scale + offset exactly */
+        float sd = params->std[c];
+        p->scale[c] = sd > 0 ? params->scale / sd : params->scale;
+        p->offset[c] = sd > 0 ? (params->offset - params->mean[c]) / sd : params->offset;
+        p->pad_value[c] = params->pad * p->scale[c] + p->offset[c];
+        p->src[c] = params->bgr ? 2 - c : c;
+    }
     p->config.threads = params->threads;
     p->config.allocator = params->allocator;
     p->config.max_streams = 1;
@@ -167,9 +187,12 @@ keyer_status keyer_prepare_run(keyer_prepare *prep, const keyer_frame *const *fr
     job.height = pp->height;
     job.dtype = pp->dtype;
     job.layout = pp->layout;
-    job.scale = pp->scale;
-    job.offset = pp->offset;
-    job.pad_value = pp->pad * pp->scale + pp->offset;
+    for (int c = 0; c < 3; c++) {
+        job.scale[c] = prep->scale[c];
+        job.offset[c] = prep->offset[c];
+        job.pad_value[c] = prep->pad_value[c];
+        job.src[c] = prep->src[c];
+    }
     job.tensor = tensor;
     job.stream = pp->stream;
     job.device = frames[0]->device;

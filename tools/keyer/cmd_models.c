@@ -136,6 +136,40 @@ static const keyer_option models_options[] = {
     KEYER_OPTION_END,
 };
 
+static const char desc_intro[] =
+    "\nYour own model: keyer INPUT -o OUTPUT --model FILE.onnx --model-config FILE.yaml\n"
+    "(or --model-options K=V,...; a .tflite file works too). The description says what the\n"
+    "registry says for a shipped model; its keys (also in the main job's --config file as\n"
+    "model_config: FILE.yaml):\n";
+static const char desc_example[] =
+    "Example (a 21-class DeepLabV3 export):\n"
+    "  input: input            # the input tensor's name\n"
+    "  size: [513, 513]        # width, height of dynamic dimensions\n"
+    "  layout: nchw\n"
+    "  range: unit             # pixels in [0,1], then (x - mean) / std per channel\n"
+    "  mean: [0.485, 0.456, 0.406]\n"
+    "  std: [0.229, 0.224, 0.225]\n"
+    "  output: out\n"
+    "  output_kind: classes    # softmax over the channel axis\n"
+    "  person_class: 15\n"
+    "See docs/cli.md (\"Your own model\").\n";
+
+/* "scale 1 offset 0, mean 0.485/0.456/0.406 std 0.229/0.224/0.225" */
+static void print_normalisation(const keyer_model_entry *e)
+{
+    printf("    input: pixel/255 * %g %+g", (double)e->input_scale, (double)e->input_offset);
+    if (e->input_std[0] > 0)
+        printf(", then (x - mean) / std with mean %g/%g/%g, std %g/%g/%g",
+               (double)e->input_mean[0], (double)e->input_mean[1], (double)e->input_mean[2],
+               (double)e->input_std[0], (double)e->input_std[1], (double)e->input_std[2]);
+    printf(" (%s, %s)", e->layout == KEYER_TENSOR_LAYOUT_NCHW ? "NCHW" : "NHWC",
+           e->letterbox ? "letterboxed" : "stretched");
+    if (e->mask_output >= 0)
+        printf("; mask: output %d, %s", e->mask_output,
+               e->mask_is_logit ? "logits" : "a probability");
+    printf("\n");
+}
+
 int keyer_cmd_models(int argc, char **argv)
 {
     models_args args = {0};
@@ -153,6 +187,15 @@ int keyer_cmd_models(int argc, char **argv)
         .positional = add_file,
         .opaque = &args,
     };
+    size_t need = keyer_options_help(keyer_model_desc_options(), NULL, 0) + 1;
+    char *keys = malloc(need);
+    if (!keys)
+        return 1;
+    keyer_options_help(keyer_model_desc_options(), keys, need);
+    char footer[16384];
+    snprintf(footer, sizeof(footer), "%s%s%s", desc_intro, keys, desc_example);
+    free(keys);
+    a.footer = footer;
     int rc = kc_args_parse(&a, argc, argv);
     if (rc)
         return rc == 1 ? 0 : rc;
@@ -175,7 +218,10 @@ int keyer_cmd_models(int argc, char **argv)
         printf("%-17s %-15s %3dx%-3d %s%s\n    %s\n", e[i].name, task_name(e[i].task),
                e[i].input_width, e[i].input_height, e[i].file, present ? "" : "  (missing)",
                e[i].description);
-        if (!verbose || !present)
+        if (!verbose)
+            continue;
+        print_normalisation(&e[i]);
+        if (!present)
             continue;
         keyer_model *m = NULL;
         if (keyer_model_load_file(path, &m, &err)) {

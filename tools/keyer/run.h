@@ -36,6 +36,11 @@ typedef struct run_opts {
     keyer_session_params sp;
     int effect_set;  /* an effect option was given (else --detect alone draws on the input) */
     const char *detect, *draw, *export_path;
+    /* the model's description (--model-config, --model-options), made by run_settle */
+    const char *model_config;
+    const char *model_options[16];
+    int nmodel_options;
+    keyer_model_desc model_desc;
     /* strings from the configuration file live here until the run ends */
     char *owned[256];
     int nowned;
@@ -67,7 +72,8 @@ typedef struct run_command {
 int run_parse_command(run_opts *r, const run_command *cmd, int argc, char **argv);
 
 /* Applies what the options imply: the matte's edges (--threshold, --softness), temporal
- * smoothing (--smooth) and the analytics (--detect, --draw, --export) into @p ao.
+ * smoothing (--smooth), the model's description (--model-config, --model-options) and the
+ * analytics (--detect, --draw, --export) into @p ao.
  * Returns 0, or 2 after printing a usage error. */
 int run_settle(run_opts *r, kc_analytics_opts *ao);
 

@@ -6,6 +6,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -124,6 +125,23 @@ static keyer_status set_list(const keyer_option *o, void *obj, const char *value
     return keyer_options_parse(keyer_composite_options(), &r->sp.composite, value, err);
 }
 
+/* --model-options K=V,...: kept in order, applied by run_settle on the model's description. */
+static keyer_status set_model_options(const keyer_option *o, void *obj, const char *value,
+                                      keyer_error *err)
+{
+    run_opts *r = obj;
+    int max = (int)(sizeof(r->model_options) / sizeof(r->model_options[0]));
+    if (r->nmodel_options >= max)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "option %s: more than %d",
+                               o->name, max);
+    keyer_model_desc probe = keyer_model_desc_defaults(); /* reports a bad list now */
+    keyer_status st = keyer_options_parse(keyer_model_desc_options(), &probe, value, err);
+    if (st)
+        return st;
+    r->model_options[r->nmodel_options++] = value;
+    return KEYER_OK;
+}
+
 /* The switches that set a three-way or counting field. */
 static keyer_status set_switch(const keyer_option *o, void *obj, const char *value,
                                keyer_error *err)
@@ -175,7 +193,12 @@ static const keyer_option run_options[] = {
     SWITCH("premultiply", 0, set_output_kind, "with --alpha: premultiplied colour"),
     SWITCH("mask", 0, set_output_kind, "write the matte only (white = person)"),
     TEXT("model", sp.model, "NAME|FILE",
-         "segmentation model (see 'keyer models'); default by aspect ratio"),
+         "segmentation model: a name (see 'keyer models') or a .onnx/.tflite file; default by "
+         "aspect ratio"),
+    TEXT("model_config", model_config, "FILE.yaml",
+         "how to feed --model FILE and read its mask (see 'keyer models --help')"),
+    CUSTOM("model_options", set_model_options, "K=V,...",
+           "the same as options: output=NAME,output_kind=logits,... (after --model-config)"),
     {"threshold", "mask level that counts as the person, 0..1 (default 0.5)", OFF(threshold),
      KEYER_OPTION_FLOAT, 0.5, 0, 1, NULL, NULL, NULL, "T", 0, 0u},
     {"softness", "width of the soft edge around the threshold, 0..1 (default 0.5)",
@@ -503,6 +526,30 @@ static int settle_analytics(run_opts *r, kc_analytics_opts *ao)
     return 0;
 }
 
+/* --model-config and --model-options: the registry's description of a shipped model (or the
+ * defaults for a file), then the file, then the options in order. */
+static int settle_model(run_opts *r)
+{
+    if (!r->model_config && !r->nmodel_options)
+        return 0;
+    if (!r->sp.model)
+        return run_usage_error("--model-config and --model-options describe --model FILE; no "
+                               "--model given");
+    keyer_error err = {0};
+    r->model_desc = keyer_model_desc_from_entry(keyer_registry_find(r->sp.model));
+    if (r->model_config && keyer_model_desc_read(r->model_config, &r->model_desc, &err)) {
+        fprintf(stderr, "keyer: --model-config: %s\n", err.message);
+        return 2;
+    }
+    for (int i = 0; i < r->nmodel_options; i++)
+        if (keyer_options_parse(keyer_model_desc_options(), &r->model_desc, r->model_options[i],
+                                &err) ||
+            keyer_model_desc_validate(&r->model_desc, &err))
+            return run_usage_error("--model-options: %s", err.message);
+    r->sp.model_desc = &r->model_desc;
+    return 0;
+}
+
 int run_settle(run_opts *r, kc_analytics_opts *ao)
 {
     if (r->ninputs == 0)
@@ -510,5 +557,7 @@ int run_settle(run_opts *r, kc_analytics_opts *ao)
     if (!r->output && !r->stats)
         return run_usage_error("no output given (-o OUTPUT)");
     int rc = settle_matte(r);
+    if (!rc)
+        rc = settle_model(r);
     return rc ? rc : settle_analytics(r, ao);
 }

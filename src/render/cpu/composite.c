@@ -438,7 +438,10 @@ static keyer_status build_background(kr_cpu_state *s, comp_ctx *cx, keyer_error 
     pj.height = job->height;
     pj.dtype = KEYER_DTYPE_F32;
     pj.layout = KEYER_TENSOR_LAYOUT_NHWC;
-    pj.scale = 1.0f;
+    for (int k = 0; k < 3; k++) {
+        pj.scale[k] = 1.0f;
+        pj.src[k] = k;
+    }
     pj.tensor = t;
     if ((st = kr_cpu_prepare(s, &pj, err))) {
         keyer_error_prefix(err, "background: ");

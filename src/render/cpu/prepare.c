@@ -50,14 +50,14 @@ static void store(const kr_prepare_job *job, int n, int x, int y, const float v[
 static void normalise(const kr_prepare_job *job, const float rgb[3], float v[3])
 {
     for (int c = 0; c < 3; c++)
-        v[c] = rgb[c] * job->scale + job->offset;
+        v[c] = rgb[job->src[c]] * job->scale[c] + job->offset[c];
 }
 
 static void prepare_row(const prepare_ctx *cx, int y, float *acc)
 {
     const kr_prepare_job *job = cx->job;
     const kr_prepare_item *it = cx->it;
-    const float pad[3] = {job->pad_value, job->pad_value, job->pad_value};
+    const float *pad = job->pad_value;
     int inside = y >= it->y0 && y < it->y1;
     int x0 = inside ? it->x0 : job->width, x1 = inside ? it->x1 : job->width;
     for (int x = 0; x < x0; x++)

@@ -240,7 +240,10 @@ static keyer_status build_background(kr_cuda_state *s, const kr_composite_job *j
     pj.height = H;
     pj.dtype = KEYER_DTYPE_F32;
     pj.layout = KEYER_TENSOR_LAYOUT_NHWC;
-    pj.scale = 1.0f;
+    for (int k = 0; k < 3; k++) {
+        pj.scale[k] = 1.0f;
+        pj.src[k] = k;
+    }
     pj.tensor = t;
     pj.stream = job->stream;
     pj.device = job->device;

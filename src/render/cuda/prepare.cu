@@ -13,7 +13,8 @@ enum { SLOT_ITEMS = 0 };
 struct prepare_args {
     const kr_prepare_item *items; /* device */
     int count, width, height, dtype, layout;
-    float scale, offset, pad_value;
+    float scale[3], offset[3], pad_value[3];
+    int src[3];
     void *tensor;
 };
 
@@ -51,12 +52,13 @@ __global__ static void prepare_kernel(prepare_args a)
     const kr_prepare_item *it = &a.items[n];
     float v[3];
     if (x < it->x0 || x >= it->x1 || y < it->y0 || y >= it->y1) {
-        v[0] = v[1] = v[2] = a.pad_value;
+        for (int c = 0; c < 3; c++)
+            v[c] = a.pad_value[c];
     } else {
         float rgb[3];
         kr_prepare_pixel(it, x, y, rgb);
         for (int c = 0; c < 3; c++)
-            v[c] = rgb[c] * a.scale + a.offset;
+            v[c] = rgb[a.src[c]] * a.scale[c] + a.offset[c];
     }
     store(a, n, x, y, v);
 }
@@ -94,9 +96,12 @@ extern "C" keyer_status kr_cuda_prepare(void *state, const kr_prepare_job *job, 
     a.height = job->height;
     a.dtype = job->dtype;
     a.layout = job->layout;
-    a.scale = job->scale;
-    a.offset = job->offset;
-    a.pad_value = job->pad_value;
+    for (int c = 0; c < 3; c++) {
+        a.scale[c] = job->scale[c];
+        a.offset[c] = job->offset[c];
+        a.pad_value[c] = job->pad_value[c];
+        a.src[c] = job->src[c];
+    }
     a.tensor = job->tensor;
     return launch(a, stream, err);
 }
