@@ -266,7 +266,8 @@ keyer_status kr_imp_squeeze_dims(kr_imp_ctx *c, int unsqueeze, int rank, const i
         KR_IMP_TRY(kr_imp_attr_ints(c, "axes", &a, &count));
         if (count > KR_IMP_MAX_RANK)
             return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "%zu axes", count);
-        memcpy(axes, a, count * sizeof(int64_t));
+        if (count) /* an absent list is NULL */
+            memcpy(axes, a, count * sizeof(int64_t));
         n = (int)count;
     } else {
         kr_imp_value *a;
@@ -360,11 +361,13 @@ keyer_status kr_imp_slice_params(kr_imp_ctx *c, int rank, const int64_t *dims, i
         size_t n;
         KR_IMP_TRY(kr_imp_attr_ints(c, "starts", &a, &n));
         if (n > KR_IMP_MAX_RANK) return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "%zu starts", n);
-        memcpy(st, a, n * sizeof(*a));
+        if (n) /* an absent list is NULL */
+            memcpy(st, a, n * sizeof(*a));
         ns = (int)n;
         KR_IMP_TRY(kr_imp_attr_ints(c, "ends", &a, &n));
         if (n > KR_IMP_MAX_RANK) return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "%zu ends", n);
-        memcpy(en, a, n * sizeof(*a));
+        if (n) /* an absent list is NULL */
+            memcpy(en, a, n * sizeof(*a));
         ne = (int)n;
         KR_IMP_TRY(kr_imp_attr_ints(c, "axes", &a, &n));
         if (n > KR_IMP_MAX_RANK) return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "%zu axes", n);
