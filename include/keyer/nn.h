@@ -1,7 +1,7 @@
 /**
  * @file keyer/nn.h
- * @brief The neural-net runtime: load a TFLite vision model, create a runtime instance on a
- *        backend with a fixed batch size, fill inputs, run, read outputs.
+ * @brief The neural-net runtime: load a TFLite or ONNX vision model, create a runtime instance
+ *        on a backend with a fixed batch size, fill inputs, run, read outputs.
  *
  * @code
  * keyer_error err = {0};
@@ -63,24 +63,73 @@ typedef enum keyer_dtype { KEYER_DTYPE_F32 = 0, KEYER_DTYPE_F16, KEYER_DTYPE_I32
 
 #define KEYER_TENSOR_MAX_DIMS 5
 
-/** Description of a model input or output. */
+/**
+ * Description of a model input or output.
+ *
+ * The runtime's tensors (keyer_runtime_input_data() and friends) are in the graph's layout:
+ * NHWC for images. A model file may declare another: ONNX images are NCHW. file_rank,
+ * file_dims and file_perm describe the tensor as the file declares it, so that callers can
+ * feed and read tensors in the model's own layout (keyer_tensor_to_graph_layout() and
+ * keyer_tensor_to_file_layout() convert). For TFLite models the two are the same (file_perm
+ * is the identity).
+ */
 typedef struct keyer_tensor_info {
     const char *name; /**< owned by the model */
     keyer_dtype dtype;
     int rank;
-    int dims[KEYER_TENSOR_MAX_DIMS]; /**< NHWC for images; dims[0] is the batch */
+    int dims[KEYER_TENSOR_MAX_DIMS]; /**< the graph's: NHWC for images; dims[0] is the batch */
+    int file_rank;                        /**< the file's rank (== rank) */
+    int file_dims[KEYER_TENSOR_MAX_DIMS]; /**< the file's order: NCHW for ONNX images */
+    int file_perm[KEYER_TENSOR_MAX_DIMS]; /**< dims[d] == file_dims[file_perm[d]] */
 } keyer_tensor_info;
 
 /**
- * Loads a TFLite model file. @p logger may be NULL.
- * Errors: IO (cannot read @p path), BAD_DATA (malformed), UNSUPPORTED (operator or tensor type
- * keyer does not implement: the message names the operator and its index), OUT_OF_MEMORY.
+ * Rearranges one tensor of @p batch items (dims[0] and file_dims[0] scaled by @p batch) from
+ * the file's layout (@p src, laid out as file_dims) to the graph's (@p dst, as dims), or back.
+ * Elements are 4 bytes (float32 or int32). @p src and @p dst must not overlap.
+ * Errors: INVALID_ARGUMENT (NULL pointers, batch < 1, a malformed @p info).
  */
+keyer_status keyer_tensor_to_graph_layout(const keyer_tensor_info *info, int batch,
+                                          const void *src, void *dst, keyer_error *err);
+keyer_status keyer_tensor_to_file_layout(const keyer_tensor_info *info, int batch,
+                                         const void *src, void *dst, keyer_error *err);
+
+/**
+ * Parameters of model loading. Initialise with keyer_model_load_params_defaults().
+ * height and width fix the dynamic dimensions of an ONNX model's image inputs (dimensions 2
+ * and 3 of NCHW); 0 takes them from the model, which must then declare them. A dynamic batch
+ * is always 1 in the graph (a runtime sets the batch). TFLite models ignore these fields.
+ */
+typedef struct keyer_model_load_params {
+    int height;      /**< default 0 */
+    int width;       /**< default 0 */
+    int reserved[6]; /**< zero: room to grow without breaking the ABI */
+} keyer_model_load_params;
+
+/** Default load parameters (everything 0). */
+keyer_model_load_params keyer_model_load_params_defaults(void);
+
+/**
+ * Loads a model file: TFLite (recognised by its identifier "TFL3" at bytes 4..7) or ONNX (any
+ * other file: a file named *.onnx is read as ONNX; another name is tried as ONNX and, if that
+ * fails, reported as neither). ONNX external data is read from the model's folder. ONNX models
+ * are imported into the same graph (NCHW images become NHWC; shape subgraphs are folded for
+ * the input sizes, so the model must have static sizes or be given them in @p params; NULL
+ * means the defaults).
+ * Errors: IO (cannot read @p path or its external data), BAD_DATA (malformed, or a dynamic
+ * size not given), UNSUPPORTED (operator or tensor type keyer does not implement: the message
+ * names the operator and its index, or for ONNX its node name and the opset), OUT_OF_MEMORY.
+ */
+keyer_status keyer_model_load_file_params(const char *path, const keyer_model_load_params *params,
+                                          keyer_model **out, keyer_error *err);
+
+/** keyer_model_load_file_params() with the default parameters. */
 keyer_status keyer_model_load_file(const char *path, keyer_model **out, keyer_error *err);
 
 /**
- * Loads a model from memory. @p name labels messages. The bytes are copied: the caller keeps
- * ownership of @p data. Errors as keyer_model_load_file().
+ * Loads a model from memory (TFLite or ONNX, as keyer_model_load_file_params() tells them
+ * apart; an ONNX model from memory may not use external data). @p name labels messages. The
+ * bytes are copied: the caller keeps ownership of @p data. Errors as keyer_model_load_file().
  */
 keyer_status keyer_model_load_memory(const void *data, size_t size, const char *name,
                                      keyer_model **out, keyer_error *err);
@@ -102,6 +151,9 @@ keyer_status keyer_model_output_info(const keyer_model *model, int index, keyer_
 uint64_t keyer_model_macs(const keyer_model *model);
 /** Number of operators (after DEQUANTIZE folding) and bytes of constant weights (float32). */
 int keyer_model_node_count(const keyer_model *model);
+/** Operator of node @p index (0 .. node count - 1) as keyer names it ("CONV_2D", ...); "" for a
+ *  bad index or a NULL model. The string is static. */
+const char *keyer_model_node_op_name(const keyer_model *model, int index);
 size_t keyer_model_weight_bytes(const keyer_model *model);
 
 /**

@@ -146,8 +146,16 @@ uint64_t kr_graph_macs(const kr_graph *g)
         uint64_t o = kr_tensor_elements(out);
         const kr_window_params *w = &node->p.window;
         switch (node->op) {
-        case KR_OP_CONV_2D:
-            macs += o * (uint64_t)w->kernel_h * (uint64_t)w->kernel_w * (uint64_t)in->dims[3];
+        case KR_OP_CONV_2D: /* per output: the taps of one group's input channels */
+            macs += o * (uint64_t)w->kernel_h * (uint64_t)w->kernel_w *
+                    (uint64_t)g->tensors[node->inputs[1]].dims[3];
+            break;
+        case KR_OP_TRANSPOSE_CONV: /* per input: every tap of one group's output channels */
+            macs += kr_tensor_elements(in) * (uint64_t)w->kernel_h * (uint64_t)w->kernel_w *
+                    (uint64_t)(out->dims[3] / (w->groups > 1 ? w->groups : 1));
+            break;
+        case KR_OP_MATMUL: /* per output: K products */
+            macs += o * (uint64_t)in->dims[in->rank - 1];
             break;
         case KR_OP_DEPTHWISE_CONV_2D:
             macs += o * (uint64_t)w->kernel_h * (uint64_t)w->kernel_w;

@@ -259,7 +259,8 @@ void kr_graph_link(kr_graph *g);
 /* Frees a graph and everything it owns; sets *g to NULL. NULL accepted. */
 void kr_graph_destroy(kr_graph **g);
 
-/* Multiply-accumulates of one inference at batch 1 (convolutions only), for benchmarks. */
+/* Multiply-accumulates of one inference at batch 1 (convolutions, grouped ones included, the
+ * transpose convolutions and MATMUL), for benchmarks. */
 uint64_t kr_graph_macs(const kr_graph *g);
 
 /* IEEE binary16 to binary32, subnormals included. */
