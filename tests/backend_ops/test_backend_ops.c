@@ -45,6 +45,7 @@
 #include "nn/graph.h"
 #include "nn/planner.h"
 #include "nn/reference/ops.h"
+#include "onnx_cases.h"
 #include "testutil.h"
 
 /* ---- cases ------------------------------------------------------------------------------------ */
@@ -562,8 +563,9 @@ static float *run_once(const kr_backend_ops *ops, int f16, int schedule, const k
     return out;
 }
 
-/* Random inputs for every graph input at @p batch (free with free_inputs). */
-static float **make_inputs(const kr_graph *g, int batch, uint32_t seed, float range)
+/* Random inputs uniform in [lo, hi) for every graph input at @p batch (free with
+ * free_inputs). */
+static float **make_inputs(const kr_graph *g, int batch, uint32_t seed, float lo, float hi)
 {
     float **x = calloc((size_t)g->n_inputs, sizeof(*x));
     assert_non_null(x);
@@ -573,7 +575,7 @@ static float **make_inputs(const kr_graph *g, int batch, uint32_t seed, float ra
         size_t n = kr_tensor_elements(t) * (size_t)batch;
         x[i] = malloc(n * sizeof(float));
         assert_non_null(x[i]);
-        kt_rng_fill(&rng, x[i], n, -range, range);
+        kt_rng_fill(&rng, x[i], n, lo, hi);
     }
     return x;
 }
@@ -583,6 +585,18 @@ static void free_inputs(const kr_graph *g, float **x)
     for (int i = 0; i < g->n_inputs; i++)
         free(x[i]);
     free(x);
+}
+
+/* INT32 outputs (ARG_MAX): the largest |got - want|, so any mismatch is at least 1. */
+static double int_error(const void *got, const void *want, size_t n)
+{
+    const int32_t *a = got, *b = want;
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        worst = d > worst ? d : worst;
+    }
+    return worst;
 }
 
 /* max |got - want| / max(1, |want|); NaN or a mismatch in non-finite values gives INFINITY. */
@@ -661,24 +675,37 @@ static void test_ops_all_backends(void **state)
     const char *perf_env = getenv("KEYER_BACKEND_OPS_PERF");
     int perf = perf_env && *perf_env && strcmp(perf_env, "0") != 0;
     static double worst[KR_OP_COUNT][8];
-    static int ran[KR_OP_COUNT][8];
+    static int ran[KR_OP_COUNT][8], runs[KR_OP_COUNT];
     memset(worst, 0, sizeof(worst));
     memset(ran, 0, sizeof(ran));
+    memset(runs, 0, sizeof(runs));
     int failures = 0;
-    for (int ci = 0; ci < N_CASES; ci++) {
-        const tcase *c = &cases[ci];
-        char desc[256];
-        kr_graph *g = build_case(c, (uint32_t)ci, desc, sizeof(desc));
+    /* The TFLite-era table above, then the ONNX operators' cases (onnx_cases.c). */
+    for (int ci = 0; ci < N_CASES + kt_onnx_case_count(); ci++) {
+        char desc[320];
+        float lo, hi;
+        kr_graph *g;
+        if (ci < N_CASES) {
+            const tcase *c = &cases[ci];
+            g = build_case(c, (uint32_t)ci, desc, sizeof(desc));
+            hi = c->range > 0 ? c->range : 1.0f;
+            lo = -hi;
+        } else {
+            g = kt_onnx_case_build(ci - N_CASES, (uint32_t)ci, desc, sizeof(desc), &lo, &hi);
+        }
+        kr_op op = g->nodes[0].op;
         printf("[%3d] %s\n", ci, desc);
-        float range = c->range > 0 ? c->range : 1.0f;
-        for (int batch = 1; batch <= 3; batch += 2) {
-            float **x = make_inputs(g, batch, 1000u * (uint32_t)ci + (uint32_t)batch, range);
+        /* A fixed_batch graph runs at batch 1 only (graph.h). */
+        for (int batch = 1; batch <= (g->fixed_batch ? 1 : 3); batch += 2) {
+            float **x = make_inputs(g, batch, 1000u * (uint32_t)ci + (uint32_t)batch, lo, hi);
+            runs[op]++;
             keyer_error err = {0};
             float *ref = run_once(&kr_backend_reference, 0, 0, g, batch, x, &err);
             if (!ref)
                 fail_msg("reference: %s", err.message);
             const kr_tensor *yt = &g->tensors[g->outputs[0]];
             size_t item = kr_tensor_elements(yt);
+            int is_int = yt->dtype == KR_DTYPE_I32; /* compared as int32, exactly */
             if (batch > 1) { /* each item of the batch equals a batch-1 run on that item */
                 for (int b = 0; b < batch; b++) {
                     float **x1 = calloc((size_t)g->n_inputs, sizeof(*x1));
@@ -715,7 +742,8 @@ static void test_ops_all_backends(void **state)
                     }
                     fail_msg("%s: %s", be->name, err.message);
                 }
-                double e = rel_error(got, ref, item * (size_t)batch);
+                double e = is_int ? int_error(got, ref, item * (size_t)batch)
+                                  : rel_error(got, ref, item * (size_t)batch);
                 const char *how = "";
                 if (be->ops == &kr_backend_cpu)
                     how = kr_cpu_xnn_supports(g, &g->nodes[0]) ? " (xnnpack)" : " (reference kernel)";
@@ -723,9 +751,9 @@ static void test_ops_all_backends(void **state)
                        e <= be->tol ? "" : "  FAIL");
                 if (!(e <= be->tol))
                     failures++;
-                if (e > worst[c->op][bi] || isnan(e))
-                    worst[c->op][bi] = e;
-                ran[c->op][bi]++;
+                if (e > worst[op][bi] || isnan(e))
+                    worst[op][bi] = e;
+                ran[op][bi]++;
                 free(got);
             }
             if (perf) {
@@ -738,13 +766,11 @@ static void test_ops_all_backends(void **state)
             free(ref);
             free_inputs(g, x);
         }
-        ran[c->op][0]++;
+        ran[op][0]++;
         kr_graph_destroy(&g);
     }
     printf("\nper-operator max error vs the reference (|d| / max(1, |ref|)):\n");
     for (int op = 0; op < KR_OP_COUNT; op++) {
-        if (!kr_ref_ops[op]) /* declared, no kernel yet: the graph validator refuses it */
-            continue;
         printf("  %-28s %2d cases", kr_op_name((kr_op)op), ran[op][0]);
         for (int bi = 1; bi < N_BACKENDS; bi++)
             if (ran[op][bi])
@@ -753,7 +779,7 @@ static void test_ops_all_backends(void **state)
         printf("\n");
         assert_true(ran[op][0] >= 2); /* every operator has cases */
         /* The cpu backend runs every operator (XNNPACK or its reference fallback). */
-        assert_int_equal(ran[op][1], 2 * ran[op][0]);
+        assert_int_equal(ran[op][1], runs[op]);
     }
     assert_int_equal(failures, 0);
 }
@@ -808,7 +834,7 @@ static void finish_and_check(kt_graph *b, const char *name)
         fail_msg("%s: %s", name, err.message);
     int failures = 0;
     for (int batch = 1; batch <= 3; batch += 2) {
-        float **in = make_inputs(gr, batch, 4242u + (uint32_t)batch, 1.0f);
+        float **in = make_inputs(gr, batch, 4242u + (uint32_t)batch, -1.0f, 1.0f);
         float *ref = run_once(&kr_backend_reference, 0, 0, gr, batch, in, &err);
         assert_non_null(ref);
         size_t n = kr_tensor_elements(&gr->tensors[gr->outputs[0]]) * (size_t)batch;
@@ -1379,7 +1405,7 @@ static void test_reference_vs_naive(void **state)
         char desc[256];
         kr_graph *g = build_case(c, 500u + (uint32_t)i, desc, sizeof(desc));
         const int batch = 2;
-        float **x = make_inputs(g, batch, 9000u + (uint32_t)i, 1.0f);
+        float **x = make_inputs(g, batch, 9000u + (uint32_t)i, -1.0f, 1.0f);
         keyer_error err = {0};
         float *got = run_once(&kr_backend_reference, 0, 0, g, batch, x, &err);
         assert_non_null(got);

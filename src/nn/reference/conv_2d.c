@@ -1,5 +1,6 @@
 /* CONV_2D (reference/conv.h): y[b,oy,ox,o] = act(bias[o] + sum over ky,kx,i of
- * x[b, oy*sh - pad_top + ky*dh, ox*sw - pad_left + kx*dw, i] * W[o,ky,kx,i]), OHWI weights;
+ * x[b, oy*sh - pad_top + ky*dh, ox*sw - pad_left + kx*dw, g*Cg + i] * W[o,ky,kx,i]), OHWI weights
+ * with Cg = C_in / groups input channels per group and g = o / (C_out / groups) (ONNX groups);
  * taps outside the input are skipped (zero padding; TF SAME puts the odd pad after). The sum is
  * accumulated in double and rounded once, before the fused activation clamp. */
 #include "nn/reference/common.h"
@@ -12,7 +13,8 @@ void kr_ref_conv_2d(const kr_op_ctx *c)
     const kr_window_params *p = &c->node->p.window;
     int n = ref_dim(c, xt, 0), ih = xt->dims[1], iw = xt->dims[2], ic = xt->dims[3];
     int oh = yt->dims[1], ow = yt->dims[2], oc = yt->dims[3];
-    int kh = wt->dims[1], kw = wt->dims[2];
+    int kh = wt->dims[1], kw = wt->dims[2], icg = wt->dims[3];
+    int groups = p->groups > 1 ? p->groups : 1, ocg = oc / groups;
     float lo, hi;
     kr_activation_range(c->node->activation, &lo, &hi);
     for (int b = 0; b < n; b++)
@@ -28,9 +30,10 @@ void kr_ref_conv_2d(const kr_op_ctx *c)
                             int ix = ox * p->stride_w - p->pad_left + kx * p->dilation_w;
                             if (ix < 0 || ix >= iw)
                                 continue;
-                            const float *xp = x + (((size_t)b * ih + iy) * iw + ix) * ic;
-                            const float *wp = w + (((size_t)o * kh + ky) * kw + kx) * ic;
-                            for (int i = 0; i < ic; i++)
+                            const float *xp = x + (((size_t)b * ih + iy) * iw + ix) * ic +
+                                              (size_t)(o / ocg) * icg;
+                            const float *wp = w + (((size_t)o * kh + ky) * kw + kx) * icg;
+                            for (int i = 0; i < icg; i++)
                                 acc += (double)xp[i] * wp[i];
                         }
                     }

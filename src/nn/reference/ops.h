@@ -1,7 +1,8 @@
 /*
  * The reference backend's operator kernels: plain, obviously-correct float32 C, one file per
  * operator (src/nn/reference/<op>.c), following the TFLite reference kernels' semantics as
- * written down in docs/models.md. They are the oracle every other
+ * written down in docs/models.md, and ONNX's operator specifications (with ONNX Runtime's
+ * choices where they leave room) for the operators and parameters added for ONNX models. They are the oracle every other
  * backend is tested against, and other CPU code may call them for nodes it does not handle.
  */
 #ifndef KEYER_NN_REFERENCE_OPS_H
@@ -38,6 +39,25 @@ void kr_ref_pad(const kr_op_ctx *ctx);
 void kr_ref_resize_bilinear(const kr_op_ctx *ctx);
 void kr_ref_reshape(const kr_op_ctx *ctx);
 void kr_ref_concatenation(const kr_op_ctx *ctx);
+void kr_ref_sub(const kr_op_ctx *ctx);
+void kr_ref_div(const kr_op_ctx *ctx);
+void kr_ref_tanh(const kr_op_ctx *ctx);
+void kr_ref_exp(const kr_op_ctx *ctx);
+void kr_ref_sqrt(const kr_op_ctx *ctx);
+void kr_ref_elu(const kr_op_ctx *ctx);
+void kr_ref_leaky_relu(const kr_op_ctx *ctx);
+void kr_ref_hard_sigmoid(const kr_op_ctx *ctx);
+void kr_ref_clip(const kr_op_ctx *ctx);
+void kr_ref_pow(const kr_op_ctx *ctx);
+void kr_ref_reduce_max(const kr_op_ctx *ctx);
+void kr_ref_resize(const kr_op_ctx *ctx);
+void kr_ref_transpose(const kr_op_ctx *ctx);
+void kr_ref_slice(const kr_op_ctx *ctx);
+void kr_ref_softmax(const kr_op_ctx *ctx);
+void kr_ref_argmax(const kr_op_ctx *ctx);
+void kr_ref_matmul(const kr_op_ctx *ctx);
+void kr_ref_gather(const kr_op_ctx *ctx);
+void kr_ref_transpose_conv(const kr_op_ctx *ctx);
 
 /* Indexed by kr_op; every entry is non-NULL. */
 extern const kr_ref_op_fn kr_ref_ops[KR_OP_COUNT];

@@ -1,0 +1,16 @@
+/* CLIP: y = min(max(x, alpha), beta) (p.unary; +-INFINITY for an absent bound). NaN stays NaN. */
+#include <math.h>
+
+#include "nn/reference/common.h"
+
+void kr_ref_clip(const kr_op_ctx *c)
+{
+    const float *x = c->in[0];
+    float *y = c->out[0];
+    const double alpha = c->node->p.unary.alpha, beta = c->node->p.unary.beta;
+    size_t n = ref_elements(c, ref_out(c, 0));
+    for (size_t i = 0; i < n; i++) {
+        double v = x[i];
+        y[i] = (float)(isnan(v) ? v : fmin(fmax(v, alpha), beta));
+    }
+}

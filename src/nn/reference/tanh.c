@@ -1,0 +1,15 @@
+/* TANH: y = tanh(x), evaluated in double and rounded once. */
+#include <math.h>
+
+#include "nn/reference/common.h"
+
+void kr_ref_tanh(const kr_op_ctx *c)
+{
+    const float *x = c->in[0];
+    float *y = c->out[0];
+    size_t n = ref_elements(c, ref_out(c, 0));
+    for (size_t i = 0; i < n; i++) {
+        double v = x[i];
+        y[i] = (float)(tanh(v));
+    }
+}
