@@ -1,16 +1,20 @@
 /*
- * libFuzzer target for the ONNX file reader (built with -DKEYER_FUZZ=ON and CC=clang):
+ * libFuzzer target for the ONNX file reader and the import onto keyer's graph (built with
+ * -DKEYER_FUZZ=ON and CC=clang):
  *   fuzz_onnx -max_total_time=60 tests/fuzz/corpus/onnx
  * Every input must either open (and then hold what onnx_file.h guarantees: decoded tensors of
  * the size their dims say, producers before their consumers) or fail with a non-OK status and
- * a message that names the file; crashes, leaks and undefined behaviour are findings. External
- * data is refused (no folder), so the target never reads files.
+ * a message that names the file; an opened file must then import (into a graph whose tensors
+ * and nodes are consistent) or fail the same way. Crashes, leaks and undefined behaviour are
+ * findings. External data is refused (no folder), so the target never reads files.
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/graph.h"
+#include "nn/onnx/import.h"
 #include "nn/onnx/onnx_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -32,6 +36,48 @@ static void touch(const kr_onnx_tensor *t)
     for (size_t i = 0; i < t->count * t->elem_size; i++)
         sink ^= p[i];
     (void)sink;
+}
+
+/* Imports @p f (dynamic sizes 16x16) and touches what a runtime would read. */
+static void import(const kr_onnx_file *f)
+{
+    keyer_error err = {0};
+    kr_graph *g = NULL;
+    kr_onnx_layout *layouts = NULL;
+    kr_onnx_import_params p = kr_onnx_import_params_defaults();
+    p.height = 16;
+    p.width = 16;
+    keyer_status st = kr_onnx_import(f, &p, &g, &layouts, &err);
+    if (st != KEYER_OK) {
+        if (g || layouts || strncmp(err.message, "fuzz: ", 6) != 0 || err.status != st)
+            abort();
+        return;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kr_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_inputs; k++) {
+            int t = n->inputs[k];
+            if (t < -1 || t >= g->n_tensors)
+                abort();
+            if (t >= 0 && g->tensors[t].data) {
+                volatile uint8_t sink = 0;
+                const uint8_t *q = g->tensors[t].data;
+                size_t bytes = kr_tensor_bytes(&g->tensors[t], 1);
+                sink ^= q[0];
+                sink ^= q[bytes - 1];
+                (void)sink;
+            }
+        }
+        if (n->outputs[0] < 0 || n->outputs[0] >= g->n_tensors ||
+            g->tensors[n->outputs[0]].producer != i)
+            abort();
+    }
+    for (int i = 0; i < g->n_inputs + g->n_outputs; i++)
+        if (layouts[i].rank < 0 || layouts[i].rank > KR_MAX_DIMS)
+            abort();
+    (void)kr_graph_macs(g);
+    free(layouts);
+    kr_graph_destroy(&g);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -95,6 +141,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
         }
     }
+    import(f);
     kr_onnx_file_destroy(&f);
     return 0;
 }
