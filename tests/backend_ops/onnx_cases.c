@@ -252,6 +252,8 @@ static const ocase cases[] = {
     TCONVX(4, 3, 2, 2, 3, 2, 2, 1, 0, 1, 1, 0),
     TCONVX(3, 3, 4, 4, 3, 3, 1, 0, 2, 2, 4, 1),
     TCONVX(5, 5, 6, 3, 5, 2, 1, 2, 2, 1, 3, 0),
+    {.op = KR_OP_TRANSPOSE_CONV, .rank = 4, .dims = D4(1, 3, 4, 4), .cout = 2, .k = {2, 3},
+     .s = {2, 1}, .pads = {0, 0, 1, 1}, .act = KR_ACT_RELU6}, /* fused clamp, unequal axes */
 };
 #define N_OCASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
@@ -361,9 +363,10 @@ kr_graph *kt_onnx_case_build(int i, uint32_t seed, char *desc, size_t desc_cap, 
             od[1 + a] = c->s[a] * (c->dims[1 + a] - 1) + c->out_pad[a] +
                         (c->k[a] - 1) * dil[a] + 1 - c->pads[2 * a] - c->pads[2 * a + 1];
         od[3] = c->cout;
-        snprintf(extra, sizeof(extra), " k%d s%d d%d pads %d/%d output_padding %d groups %d%s",
-                 c->k[0], c->s[0], dil[0], c->pads[0], c->pads[1], c->out_pad[0], groups,
-                 c->no_bias ? " no bias" : "");
+        snprintf(extra, sizeof(extra), " k%dx%d s%dx%d d%d pads %d/%d/%d/%d output_padding %d "
+                 "groups %d%s%s", c->k[0], c->k[1], c->s[0], c->s[1], dil[0], c->pads[0],
+                 c->pads[1], c->pads[2], c->pads[3], c->out_pad[0], groups,
+                 c->no_bias ? " no bias" : "", c->act == KR_ACT_RELU6 ? " RELU6" : "");
         break;
     }
     case KR_OP_PAD: {

@@ -61,12 +61,30 @@ static int parse_spec(char *tok, tensor_spec *t)
     return 0;
 }
 
+/* The next @p sep-separated token of *@p at (NUL-terminated in place; empty tokens skipped),
+ * advancing *@p at; NULL at the end. */
+static char *next_token(char **at, char sep)
+{
+    char *p = *at;
+    while (*p == sep)
+        p++;
+    if (!*p)
+        return NULL;
+    char *end = strchr(p, sep);
+    if (end) {
+        *end = 0;
+        *at = end + 1;
+    } else {
+        *at = p + strlen(p);
+    }
+    return p;
+}
+
 /* Splits @p s at spaces into up to MAX_TENSORS specs. Returns the count or -1. */
 static int parse_specs(char *s, tensor_spec *out)
 {
     int n = 0;
-    for (char *save = NULL, *tok = strtok_r(s, " ", &save); tok;
-         tok = strtok_r(NULL, " ", &save)) {
+    for (char *tok = next_token(&s, ' '); tok; tok = next_token(&s, ' ')) {
         if (n == MAX_TENSORS || parse_spec(tok, &out[n]))
             return -1;
         n++;
@@ -100,23 +118,24 @@ static float *read_f32(const char *rel, size_t count)
     return data;
 }
 
-/* Whether keyer's file-layout description matches the manifest's shape. */
-static int same_shape(const keyer_tensor_info *info, const tensor_spec *s)
+/* Whether keyer's file-layout description at runtime batch @p batch (dimension 0 times the
+ * batch) matches the manifest's shape. */
+static int same_shape(const keyer_tensor_info *info, int batch, const tensor_spec *s)
 {
     if (info->file_rank != s->rank)
         return 0;
     for (int d = 0; d < s->rank; d++)
-        if (info->file_dims[d] != s->dims[d])
+        if (info->file_dims[d] * (d == 0 ? batch : 1) != s->dims[d])
             return 0;
     return 1;
 }
 
-static void shape_str(char *buf, size_t n, int rank, const int *dims)
+static void shape_str(char *buf, size_t n, int rank, const int *dims, int batch)
 {
     size_t at = 0;
     buf[0] = 0;
     for (int d = 0; d < rank && at < n; d++)
-        at += (size_t)snprintf(buf + at, n - at, d ? "x%d" : "%d", dims[d]);
+        at += (size_t)snprintf(buf + at, n - at, d ? "x%d" : "%d", dims[d] * (d ? 1 : batch));
     if (rank == 0)
         snprintf(buf, n, "scalar");
 }
@@ -152,7 +171,7 @@ static diff_stats compare(const float *got, const float *ref, size_t n)
 /* Output @p index of @p rt in the file's layout as float32 (int32 outputs converted).
  * Returns malloc'd memory or NULL (message printed). */
 static float *output_file_layout(keyer_runtime *rt, const keyer_model *model, int index,
-                                 keyer_tensor_info *info)
+                                 int batch, keyer_tensor_info *info)
 {
     keyer_error err = {0};
     if (keyer_model_output_info(model, index, info, &err)) {
@@ -166,7 +185,7 @@ static float *output_file_layout(keyer_runtime *rt, const keyer_model *model, in
     if (!graph || !file)
         goto fail;
     if (keyer_runtime_get_output(rt, index, graph, bytes, &err) ||
-        keyer_tensor_to_file_layout(info, 1, graph, file, &err)) {
+        keyer_tensor_to_file_layout(info, batch, graph, file, &err)) {
         printf("    output '%s': %s\n", info->name, err.message);
         goto fail;
     }
@@ -188,8 +207,8 @@ fail:
 }
 
 /* Loads inputs from specs (file layout) into @p rt. Returns 0 or -1 (message printed). */
-static int set_inputs(keyer_runtime *rt, const keyer_model *model, const tensor_spec *ins,
-                      int n_ins)
+static int set_inputs(keyer_runtime *rt, const keyer_model *model, int batch,
+                      const tensor_spec *ins, int n_ins)
 {
     keyer_error err = {0};
     int n = keyer_model_input_count(model);
@@ -205,14 +224,14 @@ static int set_inputs(keyer_runtime *rt, const keyer_model *model, const tensor_
         }
         const tensor_spec *s = find_spec(ins, n_ins, info.name);
         char a[96], b[96];
-        shape_str(a, sizeof(a), info.file_rank, info.file_dims);
+        shape_str(a, sizeof(a), info.file_rank, info.file_dims, batch);
         if (!s) {
             printf("    input '%s' (%s) is not in the manifest\n", info.name, a);
             return -1;
         }
-        shape_str(b, sizeof(b), s->rank, s->dims);
+        shape_str(b, sizeof(b), s->rank, s->dims, 1);
         size_t bytes = keyer_runtime_input_bytes(rt, i);
-        if (!same_shape(&info, s) || bytes != s->count * sizeof(float)) {
+        if (!same_shape(&info, batch, s) || bytes != s->count * sizeof(float)) {
             printf("    input '%s': keyer's shape %s (%zu bytes), ONNX Runtime's %s\n", info.name, a,
                    bytes, b);
             return -1;
@@ -220,7 +239,7 @@ static int set_inputs(keyer_runtime *rt, const keyer_model *model, const tensor_
         float *src = read_f32(s->file, s->count);
         float *dst = malloc(bytes ? bytes : 1);
         int bad = !src || !dst;
-        if (!bad && (keyer_tensor_to_graph_layout(&info, 1, src, dst, &err) ||
+        if (!bad && (keyer_tensor_to_graph_layout(&info, batch, src, dst, &err) ||
                      keyer_runtime_set_input(rt, i, dst, bytes, &err))) {
             printf("    input '%s': %s\n", info.name, err.message);
             bad = 1;
@@ -233,13 +252,13 @@ static int set_inputs(keyer_runtime *rt, const keyer_model *model, const tensor_
     return 0;
 }
 
-static keyer_status create_runtime(const keyer_model *model, const kt_onnx_target *t,
+static keyer_status create_runtime(const keyer_model *model, const kt_onnx_target *t, int batch,
                                    keyer_runtime **rt, keyer_error *err)
 {
     keyer_runtime_params p = keyer_runtime_params_defaults();
     p.backend = t->backend;
     p.precision = t->precision;
-    p.batch = 1;
+    p.batch = batch;
     p.threads = t->threads;
     return keyer_runtime_create(model, &p, rt, err);
 }
@@ -281,12 +300,21 @@ static int run_case(const kt_onnx_target *t, char **f)
         printf("  %-48s FAIL: load: %s\n", name, err.message);
         return 1;
     }
-    if (create_runtime(model, t, &rt, &err)) {
-        printf("  %-48s FAIL: runtime: %s\n", name, err.message);
+    /* A batch > 1 in the manifest is the runtime's batch: keyer's graph is per item (the
+     * generator made such models' first dimension dynamic). */
+    int batch = 1;
+    keyer_tensor_info in0;
+    if (keyer_model_input_info(model, 0, &in0, &err) == KEYER_OK && in0.file_rank >= 1 &&
+        in0.file_dims[0] > 0 && ins[0].rank >= 1 && ins[0].dims[0] % in0.file_dims[0] == 0)
+        batch = ins[0].dims[0] / in0.file_dims[0];
+    if (batch < 1)
+        batch = 1;
+    if (create_runtime(model, t, batch, &rt, &err)) {
+        printf("  %-48s FAIL: runtime (batch %d): %s\n", name, batch, err.message);
         keyer_model_destroy(&model);
         return 1;
     }
-    if (set_inputs(rt, model, ins, n_ins) || keyer_runtime_run(rt, &err)) {
+    if (set_inputs(rt, model, batch, ins, n_ins) || keyer_runtime_run(rt, &err)) {
         printf("  %-48s FAIL: %s\n", name, err.status ? err.message : "inputs (above)");
         failed = 1;
         goto done;
@@ -299,7 +327,7 @@ static int run_case(const kt_onnx_target *t, char **f)
     }
     for (int j = 0; j < n; j++) {
         keyer_tensor_info info;
-        float *got = output_file_layout(rt, model, j, &info);
+        float *got = output_file_layout(rt, model, j, batch, &info);
         if (!got) {
             printf("  %-48s FAIL: output %d (above)\n", name, j);
             failed = 1;
@@ -307,11 +335,11 @@ static int run_case(const kt_onnx_target *t, char **f)
         }
         const tensor_spec *s = find_spec(outs, n_outs, info.name);
         char a[96], b[96];
-        shape_str(a, sizeof(a), info.file_rank, info.file_dims);
+        shape_str(a, sizeof(a), info.file_rank, info.file_dims, batch);
         size_t bytes = keyer_runtime_output_bytes(rt, j);
-        if (!s || !same_shape(&info, s) || bytes != s->count * sizeof(float)) {
+        if (!s || !same_shape(&info, batch, s) || bytes != s->count * sizeof(float)) {
             if (s)
-                shape_str(b, sizeof(b), s->rank, s->dims);
+                shape_str(b, sizeof(b), s->rank, s->dims, 1);
             printf("  %-48s FAIL: output '%s' %s, ONNX Runtime's %s\n", name, info.name, a,
                    s ? b : "has no output of that name");
             failed = 1;
@@ -362,8 +390,8 @@ int kt_onnx_run_ops(const kt_onnx_target *t, int *cases)
     printf("ONNX operator graphs on %s %s (against ONNX Runtime 1.30.0)\n",
            keyer_backend_name(t->backend), keyer_precision_name(t->precision));
     int failed = 0;
-    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
-         line = strtok_r(NULL, "\n", &save)) {
+    char *at = buf;
+    for (char *line = next_token(&at, '\n'); line; line = next_token(&at, '\n')) {
         if (line[0] == '#' || line[0] == 0)
             continue;
         char *f[8];
@@ -462,7 +490,7 @@ int kt_onnx_run_u2netp(const kt_onnx_target *t, const kt_u2netp_limits *lim)
            keyer_backend_name(t->backend), keyer_precision_name(t->precision), lim->tol,
            lim->mask_agree, lim->mean_abs);
     if (keyer_model_load_file_params(path, NULL, &model, &err) ||
-        create_runtime(model, t, &rt, &err)) {
+        create_runtime(model, t, 1, &rt, &err)) {
         printf("  FAIL: %s\n", err.message);
         keyer_model_destroy(&model);
         return 1;
@@ -472,7 +500,7 @@ int kt_onnx_run_u2netp(const kt_onnx_target *t, const kt_u2netp_limits *lim)
         char rel[256];
         snprintf(rel, sizeof(rel), "u2netp/%s/input.f32", photos[p]);
         tensor_spec in = {"input.1", rel, 4, {1, 3, U2_SIZE, U2_SIZE}, 3 * U2_SIZE * U2_SIZE};
-        if (set_inputs(rt, model, &in, 1) || keyer_runtime_run(rt, &err)) {
+        if (set_inputs(rt, model, 1, &in, 1) || keyer_runtime_run(rt, &err)) {
             printf("  %s: FAIL: %s\n", photos[p], err.status ? err.message : "input (above)");
             failed++;
             continue;
@@ -484,7 +512,7 @@ int kt_onnx_run_u2netp(const kt_onnx_target *t, const kt_u2netp_limits *lim)
         }
         for (int j = 0; j < n; j++) {
             keyer_tensor_info info;
-            float *got = output_file_layout(rt, model, j, &info);
+            float *got = output_file_layout(rt, model, j, 1, &info);
             if (!got) {
                 failed++;
                 continue;
