@@ -239,6 +239,44 @@ int main(int argc, char **argv)
             printf(" %9.1f", 2.0 * (double)m / rows[i].median_s * 1e-9);
         printf("\n");
     }
+    /* The normal run's segments (fusions included), each timed alone. */
+    int n_whole = kr_cpu_segment_count(whole);
+    row *segs = calloc((size_t)n_whole, sizeof(row));
+    double *v = calloc((size_t)iters, sizeof(double));
+    if (!segs || !v) {
+        free(segs);
+        free(v);
+        fprintf(stderr, "bench_cpu_ops: out of memory\n");
+        goto done;
+    }
+    double seg_sum = 0;
+    for (int sgi = 0; sgi < n_whole; sgi++) {
+        for (int i = 0; i < iters; i++) {
+            double t0 = clock_fn();
+            kr_cpu_run_segment(whole, sgi, &err);
+            v[i] = clock_fn() - t0;
+        }
+        qsort(v, (size_t)iters, sizeof(double), kb_cmp_double);
+        segs[sgi].node = sgi;
+        segs[sgi].median_s = v[iters / 2];
+        seg_sum += v[iters / 2];
+    }
+    qsort(segs, (size_t)n_whole, sizeof(row), cmp_row);
+    printf("\nslowest segments of the normal run (sum %.3f ms):\n%5s %5s %5s %-8s %9s  %s\n",
+           seg_sum * 1e3, "seg", "first", "last", "kind", "us", "first node");
+    for (int i = 0; i < top && i < n_whole; i++) {
+        kr_cpu_segment_info info;
+        kr_cpu_segment_get(whole, segs[i].node, &info, &err);
+        const kr_node *n = &g->nodes[info.first_node];
+        const kr_tensor *o = &g->tensors[n->outputs[0]];
+        printf("%5d %5d %5d %-8s %9.1f  %s", segs[i].node, info.first_node, info.last_node,
+               info.xnnpack ? "xnnpack" : "kernels", segs[i].median_s * 1e6, kr_op_name(n->op));
+        for (int d = 0; d < o->rank; d++)
+            printf("%s%d", d ? "x" : " ", o->dims[d]);
+        printf("\n");
+    }
+    free(segs);
+    free(v);
     rc = 0;
 done:
     kr_backend_cpu.destroy(&whole);
