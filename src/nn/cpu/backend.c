@@ -428,10 +428,6 @@ static keyer_status build_runtimes(kr_backend_instance *inst, lane *ln, int *ret
 {
     const kr_graph *g = inst->g;
     *retry = 0;
-    int last_xnn = -1;
-    for (int s = 0; s < ln->n_segments; s++)
-        if (ln->segments[s].xnn)
-            last_xnn = s;
     for (int si = 0; si < ln->n_segments; si++) {
         segment *seg = &ln->segments[si];
         if (!seg->xnn)
@@ -440,9 +436,12 @@ static keyer_status build_runtimes(kr_backend_instance *inst, lane *ln, int *ret
         seg->ext = calloc((size_t)(seg->n_ext > 0 ? seg->n_ext : 1), sizeof(*seg->ext));
         if (!seg->ext)
             return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "cpu backend: no memory");
-        /* The pool's workers sleep after the last runtime instead of spinning: the CPU is
-         * shared with the rest of the pipeline between inferences. */
-        uint32_t flags = si == last_xnn ? XNN_FLAG_YIELD_WORKERS : 0;
+        /* The pool's workers sleep after each runtime instead of spinning: between runtimes
+         * the CPU kernels or reference nodes run, and the CPU is shared with the rest of the
+         * pipeline. Spinning workers there cost more than waking them: on a busy 2-core
+         * machine u2netp with 2 threads took twice the wall and CPU time with spinning
+         * workers (one runtime per segment, over 100 segments). */
+        uint32_t flags = XNN_FLAG_YIELD_WORKERS;
         int bad = -1;
         enum xnn_status s =
             build_subgraph(inst, ln, seg->first, seg->last, flags, seg->ext, &seg->runtime, &bad);

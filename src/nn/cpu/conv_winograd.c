@@ -625,7 +625,8 @@ void kr_cpu_winograd_run(kr_cpu_winograd *k, const float *const *src, const floa
     k->y = y;
     atomic_store_explicit(&k->next, 0, memory_order_relaxed);
     if (pool && k->n_slots > 1)
-        pthreadpool_parallelize_1d(pool, slot_task, k, (size_t)k->n_slots, 0);
+        pthreadpool_parallelize_1d(pool, slot_task, k, (size_t)k->n_slots,
+                                   PTHREADPOOL_FLAG_YIELD_WORKERS);
     else
         slot_task(k, 0);
 }

@@ -12,7 +12,9 @@
  *                            indices split over the pool (concat.c).
  *
  * A kernel object is made per node and lane at create (weights transformed and packed, scratch
- * allocated); running it allocates nothing. Internal to keyer (prefix kr_cpu_).
+ * allocated); running it allocates nothing. Each run is one parallel region of the pool, after
+ * which its workers sleep (PTHREADPOOL_FLAG_YIELD_WORKERS, as the backend's XNNPACK runtimes).
+ * Internal to keyer (prefix kr_cpu_).
  */
 #ifndef KEYER_NN_CPU_KERNELS_H
 #define KEYER_NN_CPU_KERNELS_H
