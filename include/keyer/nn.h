@@ -110,9 +110,9 @@ typedef struct keyer_model_load_params {
 keyer_model_load_params keyer_model_load_params_defaults(void);
 
 /**
- * Loads a model file: TFLite (recognised by its identifier "TFL3" at bytes 4..7) or ONNX (any
- * other file: a file named *.onnx is read as ONNX; another name is tried as ONNX and, if that
- * fails, reported as neither). ONNX external data is read from the model's folder. ONNX models
+ * Loads a model file: TFLite (recognised by its identifier "TFL3" at bytes 4..7, or a name
+ * ending in .tflite) or ONNX (any other file: a file named *.onnx is read as ONNX; another name
+ * is tried as ONNX and, if that fails, reported with both readers' messages). ONNX external data is read from the model's folder. ONNX models
  * are imported into the same graph (NCHW images become NHWC; shape subgraphs are folded for
  * the input sizes, so the model must have static sizes or be given them in @p params; NULL
  * means the defaults).

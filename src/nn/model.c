@@ -65,19 +65,22 @@ static keyer_status load_model(const void *data, size_t size, const char *name, 
     kr_graph *g = NULL;
     kr_onnx_layout *layouts = NULL;
     keyer_status st;
-    if (is_tflite(data, size) || size < 8) {
+    if (is_tflite(data, size) || size < 8 || ends_with(name, ".tflite")) {
         st = kr_tflite_read(data, size, name, &g, err);
     } else if (ends_with(name, ".onnx") || ends_with(name, ".ONNX")) {
         st = load_onnx(data, size, name, dir, params, &g, &layouts, err);
     } else {
         keyer_error onnx_err = {0};
         st = load_onnx(data, size, name, dir, params, &g, &layouts, &onnx_err);
-        if (st == KEYER_STATUS_BAD_DATA)
-            st = keyer_error_set(err, KEYER_STATUS_BAD_DATA, "%s: not a TFLite model (bytes 4-7 "
-                                 "are not TFL3) and not an ONNX model (%s)", name,
-                                 onnx_err.message);
-        else if (st != KEYER_OK && err)
+        if (st == KEYER_STATUS_BAD_DATA) { /* neither: the TFLite reader's message, and ONNX's */
+            keyer_error tfl_err = {0};
+            kr_tflite_read(data, size, name, &g, &tfl_err);
+            kr_graph_destroy(&g);
+            st = keyer_error_set(err, KEYER_STATUS_BAD_DATA, "%s; and not an ONNX model: %s",
+                                 tfl_err.message, onnx_err.message);
+        } else if (st != KEYER_OK && err) {
             *err = onnx_err;
+        }
     }
     if (st != KEYER_OK)
         return st;

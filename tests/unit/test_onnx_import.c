@@ -260,8 +260,9 @@ static void test_not_a_model(void **state)
     assert_int_equal(keyer_model_load_memory(junk, sizeof(junk), "junk.bin", &m, &err),
                      KEYER_STATUS_BAD_DATA);
     assert_null(m);
-    assert_non_null(strstr(err.message, "not a TFLite model"));
-    assert_non_null(strstr(err.message, "not an ONNX model"));
+    assert_non_null(strstr(err.message, "not a TFLite model: bytes 4-7 are not the file "
+                                        "identifier TFL3"));
+    assert_non_null(strstr(err.message, "and not an ONNX model: junk.bin:"));
 }
 
 int main(void)
