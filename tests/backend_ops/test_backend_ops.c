@@ -6,12 +6,17 @@
  *  test_ops_all_backends: for each case below (every kr_op; odd sizes, strides 1 and 2, SAME
  *    and VALID, kernels 1/2/3/5, depth multipliers 1 and 2, every fused activation,
  *    broadcasting, each resize mode, pad on each axis, concat on axes 1..3, MEAN over [1,2]...)
+ *    and the ONNX operators' cases of onnx_cases.c (explicit pads, groups, ceil_mode,
+ *    count_include_pad, dilated pools, every PAD mode, SUB/DIV, the unary operators, REDUCE_MAX,
+ *    every RESIZE mode, TRANSPOSE, SLICE, SOFTMAX, ARG_MAX, MATMUL, GATHER, TRANSPOSE_CONV),
  *    a one-node graph is built by hand, validated with kr_graph_validate, given fresh random
- *    inputs and weights (fixed seed per case) and run at batch 1 and batch 3 on every backend
+ *    inputs and weights (fixed seed per case) and run at batch 1 and batch 3 (batch 1 only for
+ *    a fixed_batch graph) on every backend
  *    compiled in (reference, cpu, and cuda when built with the CUDA backend (KEYER_HAVE_CUDA_NN)
  *    and a device exists).
  *      - reference, batch 3: each batch item equals a batch-1 run on that item, bit for bit.
- *      - other backends: error = max |y - y_ref| / max(1, |y_ref|) must be <= the backend's
+ *      - other backends: error = max |y - y_ref| / max(1, |y_ref|) (INT32 outputs: the largest
+ *        index difference, so any mismatch fails) must be <= the backend's
  *        tolerance: cpu 1e-4 (XNNPACK reorders float sums and uses its own sigmoid/hard-swish
  *        approximations), cuda 1e-3 (allows TF32 tensor-core convolutions).
  *    A backend that does not support a node is listed and skipped (the cpu backend must run
