@@ -18,8 +18,14 @@
  *    runtimes share the pool for XNNPACK's per-operator parallelism. Splitting the batch avoids
  *    XNNPACK's fine-grained per-operator synchronisation, which costs more than it gains on
  *    small models on few cores (see BENCHMARKS.md). Each lane packs its own weights.
+ *    After each runtime and each CPU kernel the pool's workers sleep rather than spin until
+ *    the next one (XNN_FLAG_YIELD_WORKERS / PTHREADPOOL_FLAG_YIELD_WORKERS): a graph of many
+ *    segments (an ONNX model) otherwise spends its CPU spinning when the cores are shared.
  *  - Graph inputs and outputs live in one block for the whole batch (batch outermost); each
  *    lane reads and writes its slice of it.
+ *  - Some nodes run on the backend's own kernels instead (nn/cpu/kernels.h: Winograd 3x3
+ *    convolutions, multi-threaded concatenation); they sit in the non-XNNPACK segments beside
+ *    the reference nodes, with the same host storage, and use the pool when there is one lane.
  *  - If XNNPACK rejects a node (defining it or creating its operator fails with an invalid or
  *    unsupported parameter), that node is moved to the reference kernels and the partition is
  *    rebuilt; a warning names the node. Out-of-memory is reported, not worked around.
@@ -41,15 +47,16 @@
 
 /* Options beyond kr_backend_config, for tests and profiling. Zero-initialise. */
 typedef struct kr_cpu_options {
-    int node_per_segment; /* 1: every XNNPACK node its own runtime (per-operator profiling;
-                             disables XNNPACK's cross-node fusions) */
+    int node_per_segment; /* 1: every node its own segment (per-operator profiling; disables
+                             XNNPACK's cross-node fusions and the CPU kernels' fusions) */
     int reference_only;   /* 1: run every node with the reference kernels (one segment) */
     /* Tests of the fallback path: node index + 1 whose XNNPACK definition (reject_define) or
      * runtime creation (reject_runtime, also when probed alone) fails as if XNNPACK rejected
      * it; 0: none. */
     int test_reject_define;
     int test_reject_runtime;
-    int reserved[4];
+    int no_kernels;       /* 1: no CPU kernel (kernels.h): XNNPACK or the reference only */
+    int reserved[3];
 } kr_cpu_options;
 
 /* Creates an instance like kr_backend_cpu.create with extra options (@p opt may be NULL). */
