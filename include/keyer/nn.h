@@ -151,6 +151,9 @@ keyer_status keyer_model_output_info(const keyer_model *model, int index, keyer_
 uint64_t keyer_model_macs(const keyer_model *model);
 /** Number of operators (after DEQUANTIZE folding) and bytes of constant weights (float32). */
 int keyer_model_node_count(const keyer_model *model);
+/** Operator of node @p index (0 .. node count - 1) as keyer names it ("CONV_2D", ...); "" for a
+ *  bad index or a NULL model. The string is static. */
+const char *keyer_model_node_op_name(const keyer_model *model, int index);
 size_t keyer_model_weight_bytes(const keyer_model *model);
 
 /**

@@ -319,6 +319,13 @@ int keyer_model_node_count(const keyer_model *model)
     return model ? model->graph->n_nodes : 0;
 }
 
+const char *keyer_model_node_op_name(const keyer_model *model, int index)
+{
+    if (!model || index < 0 || index >= model->graph->n_nodes)
+        return "";
+    return kr_op_name(model->graph->nodes[index].op);
+}
+
 size_t keyer_model_weight_bytes(const keyer_model *model)
 {
     return model ? model->weight_bytes : 0;

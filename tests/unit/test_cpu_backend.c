@@ -24,6 +24,7 @@
 #include "keyer/nn.h"
 #include "nn/backend.h"
 #include "nn/cpu/cpu.h"
+#include "nn/cpu/kernels.h"
 #include "nn/graph.h"
 #include "nn/model.h"
 #include "nn/reference/ops.h"
@@ -619,6 +620,109 @@ static void test_transpose_conv(void **state)
     }
 }
 
+/* A 3x3 stride-1 convolution with dilation @p d, random bias and random weights scaled by
+ * 1 / sqrt(9 C_in) as trained layers' are (the outputs stay about as large as the inputs). */
+static int gb_conv3_dilated(gbuild *b, int x, int cout, int d, kr_padding pad, kr_activation act)
+{
+    const kr_tensor *in = &b->g->tensors[x];
+    int cin = in->dims[3];
+    size_t nw = (size_t)cout * 9 * (size_t)cin;
+    float *wv = malloc(nw * sizeof(float));
+    assert_non_null(wv);
+    for (size_t i = 0; i < nw; i++)
+        wv[i] = next_weight(b) / sqrtf(9.0f * (float)cin);
+    int w = gb_const(b, KR_DTYPE_F32, 4, (int[]){cout, 3, 3, cin}, wv);
+    free(wv);
+    int bias = gb_const(b, KR_DTYPE_F32, 1, (int[]){cout}, NULL);
+    int oh = kr_window_out_size(pad, in->dims[1], 3, 1, d);
+    int ow = kr_window_out_size(pad, in->dims[2], 3, 1, d);
+    int y = gb_act(b, 4, (int[]){1, oh, ow, cout});
+    kr_node *n = gb_node(b, KR_OP_CONV_2D, 3, (int[]){x, w, bias}, y);
+    n->p.window = window(3, 3, 1, pad);
+    n->p.window.dilation_h = n->p.window.dilation_w = d;
+    n->activation = act;
+    return y;
+}
+
+/* The Winograd F(4x4, 3x3) kernel (nn/cpu/conv_winograd.c): odd sizes (partial tiles), every
+ * dilation u2netp uses, SAME and VALID, one and two 16-column panels, activations, batches split
+ * over lanes or not; against the reference kernel, and the same graph without the CPU kernels
+ * (XNNPACK). A concatenation feeding one runs on the CPU concat kernel. Tolerance 5e-5: the
+ * transforms' rounding (about 1e-5 here with 576 terms; with unit-scale weights, 1.7e-4). */
+static void test_winograd_conv(void **state)
+{
+    (void)state;
+    static const struct {
+        int h, w, cin, cout, d;
+        kr_padding pad;
+        kr_activation act;
+    } cases[] = {
+        {16, 16, 16, 16, 1, KR_PADDING_SAME, KR_ACT_RELU},
+        {19, 23, 32, 16, 1, KR_PADDING_VALID, KR_ACT_NONE},
+        {20, 20, 16, 32, 2, KR_PADDING_SAME, KR_ACT_RELU6},
+        {21, 18, 16, 16, 4, KR_PADDING_SAME, KR_ACT_NONE},
+        {33, 35, 16, 48, 8, KR_PADDING_SAME, KR_ACT_RELU},
+        {40, 40, 64, 64, 1, KR_PADDING_SAME, KR_ACT_RELU},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        gbuild b;
+        gb_begin(&b, "winograd");
+        int x = gb_act(&b, 4, (int[]){1, cases[i].h, cases[i].w, cases[i].cin / 2});
+        int x2 = gb_act(&b, 4, (int[]){1, cases[i].h, cases[i].w, cases[i].cin / 2});
+        int cat = gb_concat(&b, 2, (int[]){x, x2}, 3);
+        int y = gb_conv3_dilated(&b, cat, cases[i].cout, cases[i].d, cases[i].pad, cases[i].act);
+        /* Odd cases: a RELU node after the convolution (fused into the kernel). */
+        if (i % 2)
+            y = gb_unary(&b, KR_OP_RELU, y);
+        kr_graph *g = gb_finish(&b, 2, (int[]){x, x2}, 1, (int[]){y});
+        assert_true(kr_cpu_kernel_supports(g, &g->nodes[0])); /* the concat */
+        assert_true(kr_cpu_kernel_supports(g, &g->nodes[1]));
+        kr_backend_instance *inst = NULL;
+        outputs fast = {0}, xnn = {0};
+        run_graph(g, 1, 2, NULL, 0, &fast, &inst);
+        assert_int_equal(kr_cpu_segment_count(inst), 1);
+        expect_segment(inst, 0, 0, g->n_nodes - 1, 0, 0);
+        kr_backend_cpu.destroy(&inst);
+        kr_cpu_options no_kernels = {.no_kernels = 1};
+        run_graph(g, 1, 2, &no_kernels, 0, &xnn, NULL);
+        double dx = max_rel_diff(fast.data[0], xnn.data[0], fast.floats[0]);
+        if (!(dx <= 5e-5))
+            print_message("case %zu: Winograd vs XNNPACK %g\n", i, dx);
+        assert_true(dx <= 5e-5);
+        outputs_free(&fast);
+        outputs_free(&xnn);
+        expect_matches_reference(g, 1, 1, 5e-5);
+        expect_matches_reference(g, 1, 2, 5e-5);
+        expect_matches_reference(g, 3, 2, 5e-5); /* lanes */
+        expect_matches_reference(g, 2, 1, 5e-5);
+        kr_graph_destroy(&g);
+    }
+    /* A concatenation used twice, and a RELU on a tensor that is also an output: not fused. */
+    {
+        gbuild b;
+        gb_begin(&b, "winograd-unfused");
+        int x = gb_act(&b, 4, (int[]){1, 17, 18, 16});
+        int cat = gb_concat(&b, 2, (int[]){x, x}, 3);
+        int y = gb_conv3_dilated(&b, cat, 16, 1, KR_PADDING_SAME, KR_ACT_NONE);
+        int r = gb_unary(&b, KR_OP_RELU, y);
+        int z = gb_conv3_dilated(&b, cat, 16, 2, KR_PADDING_SAME, KR_ACT_RELU);
+        kr_graph *g = gb_finish(&b, 1, (int[]){x}, 3, (int[]){r, y, z});
+        expect_matches_reference(g, 1, 2, 5e-5);
+        expect_matches_reference(g, 2, 2, 5e-5);
+        kr_graph_destroy(&g);
+    }
+    /* Below 16x16 outputs, or channels not multiples of 16: XNNPACK. */
+    gbuild b;
+    gb_begin(&b, "winograd-small");
+    int x = gb_act(&b, 4, (int[]){1, 12, 12, 16});
+    int y = gb_conv3_dilated(&b, x, 16, 1, KR_PADDING_SAME, KR_ACT_NONE);
+    int z = gb_conv3_dilated(&b, y, 8, 1, KR_PADDING_SAME, KR_ACT_NONE);
+    kr_graph *g = gb_finish(&b, 1, (int[]){x}, 1, (int[]){z});
+    assert_false(kr_cpu_kernel_supports(g, &g->nodes[0]));
+    assert_false(kr_cpu_kernel_supports(g, &g->nodes[1]));
+    kr_graph_destroy(&g);
+}
+
 static void test_create_failures(void **state)
 {
     (void)state;
@@ -808,6 +912,7 @@ int main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_batch_equals_single_runs),
         cmocka_unit_test(test_transpose_conv),
+        cmocka_unit_test(test_winograd_conv),
         cmocka_unit_test(test_create_failures),
         cmocka_unit_test(test_model_nodes_selfie),
         cmocka_unit_test(test_model_nodes_selfie_landscape),

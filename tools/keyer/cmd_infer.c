@@ -1,13 +1,17 @@
 /*
  * keyer infer: runs one model from the command line, for people debugging models and for tests.
  *
- *   keyer infer --model NAME|FILE.tflite [--backend reference|cpu|cuda] [--threads N]
- *               (--image PHOTO | --input-tensor FILE.f32 ...) --output-dir DIR
+ *   keyer infer --model NAME|FILE.tflite|FILE.onnx [--backend reference|cpu|cuda] [--threads N]
+ *               [--input-size HxW] (--image PHOTO | --input-tensor FILE.f32 ...) --output-dir DIR
  *
  * --image decodes a photo, stretches it to the model input (bilinear) and normalises it as the
- * registry says; --input-tensor takes raw little-endian float32 NHWC input (repeat for several
- * inputs, in input order). Writes DIR/<output name>.f32 and DIR/outputs.json. Its options
- * come from an option table (args.h).
+ * registry says; --input-tensor takes raw little-endian float32 input in the model file's own
+ * declared shape and layout (NHWC for TFLite, NCHW for ONNX images; repeat for several inputs,
+ * in input order). --input-size fixes the dynamic height and width of an ONNX model's inputs.
+ * Writes every output in the file's declared shape and layout as DIR/<output name>.f32 (so
+ * that ONNX outputs compare one to one with ONNX Runtime's) and DIR/outputs.json. File names:
+ * '/', '\' and control characters in an output name become '_', and a name that is empty or
+ * starts with '.' gets a '_' in front. Its options come from an option table (args.h).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -95,7 +99,39 @@ typedef struct infer_args {
     int n_tensors;
     int threads;
     keyer_backend backend;
+    int height, width; /* --input-size */
 } infer_args;
+
+/* --input-size HxW */
+static keyer_status set_size(const keyer_option *o, void *obj, const char *value,
+                             keyer_error *err)
+{
+    infer_args *a = obj;
+    char *end;
+    errno = 0;
+    long h = strtol(value, &end, 10);
+    long w = (*end == 'x' || *end == 'X') ? strtol(end + 1, &end, 10) : -1;
+    if (errno || *end || h < 1 || w < 1 || h > 65536 || w > 65536)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "option %s: '%s' is not HxW (two sizes 1..65536)", o->name, value);
+    a->height = (int)h;
+    a->width = (int)w;
+    return KEYER_OK;
+}
+
+/* JSON string body of @p s (quotes, backslashes and control characters escaped). */
+static void json_string(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+}
 
 /* --input-tensor, once per model input */
 static keyer_status add_tensor(const keyer_option *o, void *obj, const char *value,
@@ -112,16 +148,19 @@ static keyer_status add_tensor(const keyer_option *o, void *obj, const char *val
 
 #define OFF(f) offsetof(infer_args, f)
 static const keyer_option infer_options[] = {
-    {"model", "registry name (see 'keyer models') or .tflite file", OFF(model),
-     KEYER_OPTION_STRING, 0, 0, 0, NULL, NULL, NULL, "NAME|FILE.tflite", 0, 0u},
+    {"model", "registry name (see 'keyer models'), .tflite or .onnx file", OFF(model),
+     KEYER_OPTION_STRING, 0, 0, 0, NULL, NULL, NULL, "NAME|FILE", 0, 0u},
     {"backend", "reference, cpu (default) or cuda", OFF(backend), KEYER_OPTION_CUSTOM, 0, 0, 0,
      NULL, kc_set_backend, "cpu", "NAME", 0, 0u},
     {"threads", "CPU threads; 0 = all cores (default 0)", OFF(threads), KEYER_OPTION_INT, 0, 0,
      INT_MAX, NULL, NULL, NULL, "N", 0, 0u},
     {"image", "a photo, stretched to the model input and normalised", OFF(image),
      KEYER_OPTION_STRING, 0, 0, 0, NULL, NULL, NULL, "PHOTO", 0, 0u},
-    {"input_tensor", "raw little-endian float32 NHWC input (once per input, in order)", 0,
+    {"input_tensor", "raw little-endian float32 input in the model's declared shape and layout "
+     "(NCHW for ONNX images; once per input, in order)", 0,
      KEYER_OPTION_CUSTOM, 0, 0, 0, NULL, add_tensor, NULL, "FILE.f32", 0, 0u},
+    {"input_size", "height and width for an ONNX model's dynamic input dimensions", 0,
+     KEYER_OPTION_CUSTOM, 0, 0, 0, NULL, set_size, NULL, "HxW", 0, 0u},
     {"output_dir", "where to write <output name>.f32 and outputs.json", OFF(outdir),
      KEYER_OPTION_STRING, 0, 0, 0, NULL, NULL, NULL, "DIR", 0, 0u},
     KC_OPTION_HELP,
@@ -140,11 +179,12 @@ int keyer_cmd_infer(int argc, char **argv)
         .tables = &table,
         .ntables = 1,
         .help_tables = 1,
-        .usage = "usage: keyer infer --model NAME|FILE.tflite [--backend reference|cpu|cuda]\n"
-                 "                   [--threads N] (--image PHOTO | --input-tensor FILE.f32 ...)\n"
-                 "                   --output-dir DIR\n"
+        .usage = "usage: keyer infer --model NAME|FILE.tflite|FILE.onnx [--backend reference|cpu|cuda]\n"
+                 "                   [--threads N] [--input-size HxW]\n"
+                 "                   (--image PHOTO | --input-tensor FILE.f32 ...) --output-dir DIR\n"
                  "Runs one inference and writes every output as DIR/<name>.f32 (raw little-endian\n"
-                 "float32, the model's shape) plus DIR/outputs.json.\n\n",
+                 "float32 in the model file's declared shape and layout: NCHW for ONNX images)\n"
+                 "plus DIR/outputs.json.\n\n",
     };
     int rc = kc_args_parse(&a, argc, argv);
     if (rc)
@@ -168,8 +208,11 @@ int keyer_cmd_infer(int argc, char **argv)
     rc = 1;
     keyer_model *model = NULL;
     keyer_runtime *rt = NULL;
-    float *host = NULL;
-    if (keyer_model_load_file(path, &model, &err) ||
+    float *host = NULL, *file = NULL;
+    keyer_model_load_params lp = keyer_model_load_params_defaults();
+    lp.height = args.height;
+    lp.width = args.width;
+    if (keyer_model_load_file_params(path, &lp, &model, &err) ||
         keyer_runtime_create(model, &params, &rt, &err)) {
         fail(path, &err);
         goto done;
@@ -188,19 +231,27 @@ int keyer_cmd_infer(int argc, char **argv)
     for (int i = 0; i < n_in; i++) {
         size_t bytes = keyer_runtime_input_bytes(rt, i);
         free(host);
+        free(file);
         host = malloc(bytes);
-        if (!host) {
+        file = malloc(bytes);
+        if (!host || !file) {
             fprintf(stderr, "keyer infer: out of memory\n");
             goto done;
         }
+        keyer_tensor_info info;
+        if (keyer_model_input_info(model, i, &info, &err)) {
+            fail("input", &err);
+            goto done;
+        }
         if (image) {
-            keyer_tensor_info info;
-            if (keyer_model_input_info(model, 0, &info, &err) ||
-                keyer_infer_image_tensor(image, model_name, &info, host, &err)) {
+            if (keyer_infer_image_tensor(image, model_name, &info, host, &err)) {
                 fail(image, &err);
                 goto done;
             }
-        } else if (read_exact(tensors[i], host, bytes)) {
+        } else if (read_exact(tensors[i], file, bytes)) {
+            goto done;
+        } else if (keyer_tensor_to_graph_layout(&info, 1, file, host, &err)) {
+            fail(tensors[i], &err);
             goto done;
         }
         if (keyer_runtime_set_input(rt, i, host, bytes, &err)) {
@@ -225,7 +276,9 @@ int keyer_cmd_infer(int argc, char **argv)
         fprintf(stderr, "keyer infer: out of memory\n");
         goto done;
     }
-    fprintf(js, "{\n  \"model\": \"%s\",\n  \"backend\": \"%s\",\n  \"outputs\": [\n", path,
+    fprintf(js, "{\n  \"model\": \"");
+    json_string(js, path);
+    fprintf(js, "\",\n  \"backend\": \"%s\",\n  \"outputs\": [\n",
             keyer_backend_name(params.backend));
     int n_out = keyer_model_output_count(model);
     int ok = 1;
@@ -233,28 +286,43 @@ int keyer_cmd_infer(int argc, char **argv)
         keyer_tensor_info info;
         size_t bytes = keyer_runtime_output_bytes(rt, o);
         free(host);
+        free(file);
         host = malloc(bytes);
-        if (!host || keyer_model_output_info(model, o, &info, &err) ||
-            keyer_runtime_get_output(rt, o, host, bytes, &err)) {
-            fail("reading an output", host ? &err : NULL);
+        file = malloc(bytes);
+        if (!host || !file || keyer_model_output_info(model, o, &info, &err) ||
+            keyer_runtime_get_output(rt, o, host, bytes, &err) ||
+            keyer_tensor_to_file_layout(&info, 1, host, file, &err)) {
+            fail("reading an output", host && file ? &err : NULL);
             ok = 0;
             break;
         }
-        /* Output names may hold '/': keep file names flat. */
+        if (info.dtype == KEYER_DTYPE_I32) { /* class indices (ArgMax): written as floats */
+            int32_t v;
+            for (size_t j = 0; j < bytes / sizeof(float); j++) {
+                memcpy(&v, &file[j], sizeof(v));
+                file[j] = (float)v;
+            }
+        }
+        /* Output names may hold '/' or anything else: keep file names flat and visible. */
         char fname[512];
-        snprintf(fname, sizeof(fname), "%s.f32", info.name);
+        snprintf(fname, sizeof(fname), "%s%s.f32",
+                 info.name[0] == '\0' || info.name[0] == '.' ? "_" : "", info.name);
         for (char *c = fname; *c; c++)
-            if (*c == '/' || *c == '\\')
+            if (*c == '/' || *c == '\\' || (unsigned char)*c < 0x20)
                 *c = '_';
         char out_path[4700];
         snprintf(out_path, sizeof(out_path), "%s/%s", outdir, fname);
-        if (write_file(out_path, host, bytes)) {
+        if (write_file(out_path, file, bytes)) {
             ok = 0;
             break;
         }
-        fprintf(js, "    {\"name\": \"%s\", \"file\": \"%s\", \"shape\": [", info.name, fname);
-        for (int d = 0; d < info.rank; d++)
-            fprintf(js, "%s%d", d ? ", " : "", info.dims[d]);
+        fprintf(js, "    {\"name\": \"");
+        json_string(js, info.name);
+        fprintf(js, "\", \"file\": \"");
+        json_string(js, fname);
+        fprintf(js, "\", \"shape\": [");
+        for (int d = 0; d < info.file_rank; d++)
+            fprintf(js, "%s%d", d ? ", " : "", info.file_dims[d]);
         fprintf(js, "]}%s\n", o + 1 < n_out ? "," : "");
     }
     fprintf(js, "  ]\n}\n");
@@ -266,6 +334,7 @@ int keyer_cmd_infer(int argc, char **argv)
     free(json);
 done:
     free(host);
+    free(file);
     keyer_runtime_destroy(&rt);
     keyer_model_destroy(&model);
     return rc;

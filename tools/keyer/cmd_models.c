@@ -1,5 +1,12 @@
-/* keyer models: the shipped models, their files, sizes and what they output. */
+/*
+ * keyer models: the shipped models, their files, sizes and what they output; or, given model
+ * files (TFLite or ONNX), each file's inputs, outputs (the graph's shape, and the file's own
+ * where it differs: NCHW for ONNX images) and operators.
+ */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
@@ -18,14 +25,113 @@ static const char *task_name(keyer_model_task t)
     return "?";
 }
 
+#define MAX_FILES 16
+
 typedef struct models_args {
     int verbose;
+    int height, width; /* --input-size */
+    const char *files[MAX_FILES];
+    int n_files;
 } models_args;
+
+/* --input-size HxW */
+static keyer_status set_size(const keyer_option *o, void *obj, const char *value,
+                             keyer_error *err)
+{
+    models_args *a = obj;
+    char *end;
+    errno = 0;
+    long h = strtol(value, &end, 10);
+    long w = (*end == 'x' || *end == 'X') ? strtol(end + 1, &end, 10) : -1;
+    if (errno || *end || h < 1 || w < 1 || h > 65536 || w > 65536)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "option %s: '%s' is not HxW (two sizes 1..65536)", o->name, value);
+    a->height = (int)h;
+    a->width = (int)w;
+    return KEYER_OK;
+}
+
+static int add_file(const kc_args *a, const char *arg)
+{
+    models_args *m = a->opaque;
+    if (m->n_files == MAX_FILES)
+        return kc_usage_error(a, "at most 16 model files");
+    m->files[m->n_files++] = arg;
+    return 0;
+}
+
+static void print_dims(const char *label, int rank, const int *dims)
+{
+    printf("%s[", label);
+    for (int d = 0; d < rank; d++)
+        printf("%s%d", d ? "," : "", dims[d]);
+    printf("]");
+}
+
+static void print_tensor(const char *what, int index, const keyer_tensor_info *info)
+{
+    printf("    %s %d %-28s ", what, index, info->name);
+    print_dims("", info->rank, info->dims);
+    int same = 1;
+    for (int d = 0; d < info->rank; d++)
+        same &= info->file_perm[d] == d;
+    if (!same)
+        print_dims("  file ", info->file_rank, info->file_dims);
+    printf("%s\n", info->dtype == KEYER_DTYPE_I32 ? "  int32" : "");
+}
+
+/* One model file: inputs, outputs, operator counts. Returns 0 or 1. */
+static int describe_file(const char *path, const models_args *args)
+{
+    keyer_error err = {0};
+    keyer_model *m = NULL;
+    keyer_model_load_params lp = keyer_model_load_params_defaults();
+    lp.height = args->height;
+    lp.width = args->width;
+    if (keyer_model_load_file_params(path, &lp, &m, &err)) {
+        fprintf(stderr, "keyer models: %s\n", err.message);
+        return 1;
+    }
+    printf("%s\n    %d operators, %.1f M multiply-adds, %.2f MB float32 weights\n", path,
+           keyer_model_node_count(m), (double)keyer_model_macs(m) / 1e6,
+           (double)keyer_model_weight_bytes(m) / 1e6);
+    keyer_tensor_info info;
+    for (int i = 0; i < keyer_model_input_count(m); i++)
+        if (!keyer_model_input_info(m, i, &info, NULL))
+            print_tensor("input ", i, &info);
+    for (int o = 0; o < keyer_model_output_count(m); o++)
+        if (!keyer_model_output_info(m, o, &info, NULL))
+            print_tensor("output", o, &info);
+    /* Operator counts, in order of first appearance. */
+    int n = keyer_model_node_count(m);
+    const char *names[64];
+    int counts[64], kinds = 0;
+    for (int i = 0; i < n; i++) {
+        const char *op = keyer_model_node_op_name(m, i);
+        int k = 0;
+        while (k < kinds && strcmp(names[k], op) != 0)
+            k++;
+        if (k == kinds && kinds < 64) {
+            names[kinds] = op;
+            counts[kinds++] = 0;
+        }
+        if (k < kinds)
+            counts[k]++;
+    }
+    printf("    operators:");
+    for (int k = 0; k < kinds; k++)
+        printf(" %s %d%s", names[k], counts[k], k + 1 < kinds ? "," : "");
+    printf("\n");
+    keyer_model_destroy(&m);
+    return 0;
+}
 
 static const keyer_option models_options[] = {
     {"verbose", "load each model and print its operations, outputs and weights",
      offsetof(models_args, verbose), KEYER_OPTION_BOOL, 0, 0, 1, NULL, NULL, NULL, NULL, 'v',
      KEYER_OPTION_FLAG_VALUE_OPTIONAL},
+    {"input_size", "height and width for an ONNX model file's dynamic input dimensions", 0,
+     KEYER_OPTION_CUSTOM, 0, 0, 0, NULL, set_size, NULL, "HxW", 0, 0u},
     KC_OPTION_HELP,
     KEYER_OPTION_END,
 };
@@ -40,12 +146,22 @@ int keyer_cmd_models(int argc, char **argv)
         .ntables = 1,
         .help_tables = 1,
         .usage = "usage: keyer models [-v]\n"
+                 "       keyer models [--input-size HxW] FILE.tflite|FILE.onnx ...\n"
                  "Lists the shipped models: name, task, input size, file and whether it is\n"
-                 "present.\n\n",
+                 "present; or describes model files: inputs, outputs (the graph's NHWC shape and\n"
+                 "the file's own, e.g. NCHW for ONNX) and operators.\n\n",
+        .positional = add_file,
+        .opaque = &args,
     };
     int rc = kc_args_parse(&a, argc, argv);
     if (rc)
         return rc == 1 ? 0 : rc;
+    if (args.n_files) {
+        int bad = 0;
+        for (int i = 0; i < args.n_files; i++)
+            bad |= describe_file(args.files[i], &args);
+        return bad;
+    }
     int verbose = args.verbose;
     int n = 0;
     const keyer_model_entry *e = keyer_registry_list(&n);

@@ -3,6 +3,7 @@
  * out the arenas, binds every pointer once, and runs the segments in order. See nn/cpu/cpu.h
  * for the design.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "keyer/alloc.h"
 #include "keyer/log.h"
 #include "nn/cpu/cpu.h"
+#include "nn/cpu/kernels.h"
 #include "nn/reference/ops.h"
 
 #define ARENA_ALIGN 64
@@ -37,6 +39,8 @@ typedef struct lane {
     float *storage;              /* static data made here (zero biases, repacked weights) */
     size_t storage_floats;
     kr_op_ctx *ctx;              /* per node; filled for reference nodes */
+    kr_cpu_kernel **kern;        /* per node: the CPU kernel running it (nn/cpu/kernels.h), or
+                                  * NULL (XNNPACK or the reference kernel) */
     keyer_status status;         /* result of the lane's last run */
     keyer_error err;
 } lane;
@@ -53,6 +57,10 @@ struct kr_backend_instance {
     lane *lanes;
 
     unsigned char *use_xnn; /* per node: 1 if it goes to XNNPACK */
+    unsigned char *use_kernel; /* per node: 1 if it goes to a CPU kernel (kernels.h) */
+    unsigned char *skip;    /* per node: 1 if a neighbour's kernel does its work (fused) */
+    int *fuse_concat;       /* per kernel node: the CONCATENATION it reads through, or -1 */
+    int *fuse_act;          /* per kernel node: the activation whose output it writes, or -1 */
     int *mark;              /* per tensor: scratch for create */
     uint32_t *ids;          /* per tensor: scratch for create */
 
@@ -509,6 +517,17 @@ static void bind_reference_nodes(kr_backend_instance *inst, lane *ln)
 
 /* ---- checks before building --------------------------------------------------------------- */
 
+/* Whether the backend can hold non-constant tensor @p t: float32, or the int32 class indices
+ * an ARG_MAX writes (the reference kernel computes them; XNNPACK never sees them). */
+static int activation_dtype_ok(const kr_graph *g, int t)
+{
+    const kr_tensor *tt = &g->tensors[t];
+    if (kr_tensor_is_const(tt) || tt->dtype == KR_DTYPE_F32)
+        return 1;
+    return tt->dtype == KR_DTYPE_I32 && tt->producer >= 0 && tt->producer < g->n_nodes &&
+           g->nodes[tt->producer].op == KR_OP_ARGMAX;
+}
+
 static keyer_status check_graph(const kr_graph *g, keyer_error *err)
 {
     for (int i = 0; i < g->n_nodes; i++) {
@@ -533,11 +552,11 @@ static keyer_status check_graph(const kr_graph *g, keyer_error *err)
                                        "range",
                                        graph_name(g), i, kr_op_name(node->op), t);
             const kr_tensor *tt = &g->tensors[t];
-            if (!kr_tensor_is_const(tt) && tt->dtype != KR_DTYPE_F32)
+            if (!activation_dtype_ok(g, t))
                 return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                        "cpu backend: %s: node %d (%s, operator %d in the file): "
                                        "tensor '%s' is not float32; the CPU backend computes "
-                                       "float32 activations only",
+                                       "float32 activations (and ARG_MAX's int32) only",
                                        graph_name(g), i, kr_op_name(node->op),
                                        node->source_index, tt->name ? tt->name : "?");
         }
@@ -548,10 +567,10 @@ static keyer_status check_graph(const kr_graph *g, keyer_error *err)
             return keyer_error_set(err, KEYER_STATUS_INTERNAL,
                                    "cpu backend: %s: graph input/output tensor %d out of range",
                                    graph_name(g), t);
-        if (kr_tensor_is_const(&g->tensors[t]) || g->tensors[t].dtype != KR_DTYPE_F32)
+        if (kr_tensor_is_const(&g->tensors[t]) || !activation_dtype_ok(g, t))
             return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                    "cpu backend: %s: graph input/output '%s' is a constant or not "
-                                   "float32",
+                                   "float32 (or an ARG_MAX's int32)",
                                    graph_name(g), g->tensors[t].name ? g->tensors[t].name : "?");
     }
     return KEYER_OK;
@@ -567,6 +586,9 @@ static void cpu_destroy(kr_backend_instance **pinst)
     for (int l = 0; inst->lanes && l < inst->n_lanes; l++) {
         lane *ln = &inst->lanes[l];
         release_lane(ln);
+        for (int i = 0; ln->kern && i < inst->g->n_nodes; i++)
+            kr_cpu_kernel_destroy(&ln->kern[i]);
+        free(ln->kern);
         free(ln->offsets);
         free(ln->ctx);
     }
@@ -574,6 +596,10 @@ static void cpu_destroy(kr_backend_instance **pinst)
     if (inst->pool)
         pthreadpool_destroy(inst->pool);
     free(inst->use_xnn);
+    free(inst->use_kernel);
+    free(inst->skip);
+    free(inst->fuse_concat);
+    free(inst->fuse_act);
     free(inst->mark);
     free(inst->ids);
     free(inst->io_offsets);
@@ -603,6 +629,65 @@ static keyer_status plan_io(kr_backend_instance *inst, keyer_error *err)
                                "cpu backend: %s: cannot allocate %zu bytes of inputs/outputs",
                                graph_name(g), off);
     return KEYER_OK;
+}
+
+/* ---- fusions around the CPU kernels ---------------------------------------------------------- */
+
+/* The clamp of a RELU, RELU6 or CLIP node; 0 for other operators. */
+static int clamp_of(const kr_node *n, float *lo, float *hi)
+{
+    switch (n->op) {
+    case KR_OP_RELU: *lo = 0.0f; *hi = INFINITY; return 1;
+    case KR_OP_RELU6: *lo = 0.0f; *hi = 6.0f; return 1;
+    case KR_OP_CLIP: *lo = n->p.unary.alpha; *hi = n->p.unary.beta; return !(*lo > *hi);
+    default: break;
+    }
+    return 0;
+}
+
+/* Whether tensor @p t is read by exactly one node and is not a graph output. */
+static int single_use(const kr_graph *g, int t)
+{
+    if (t < 0 || t >= g->n_tensors || g->tensors[t].graph_output >= 0)
+        return 0;
+    int uses = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_inputs; k++)
+            uses += g->nodes[i].inputs[k] == t;
+    return uses == 1;
+}
+
+/* Gives Winograd convolutions the CONCATENATION just before them (reading its inputs in place
+ * of the concatenated tensor) and the RELU/RELU6/CLIP just after them (writing its output),
+ * when the tensor between is used only there. Adjacent nodes only, so the fused nodes share
+ * the kernel's segment and their tensors' arena lifetimes. */
+static void plan_fusions(kr_backend_instance *inst)
+{
+    const kr_graph *g = inst->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kr_node *n = &g->nodes[i];
+        if (!inst->use_kernel[i] || n->op != KR_OP_CONV_2D || n->n_outputs != 1)
+            continue;
+        if (i > 0 && !inst->skip[i - 1] && inst->fuse_act[i - 1] < 0 &&
+            kr_cpu_winograd_can_read_concat(g, n, &g->nodes[i - 1]) &&
+            single_use(g, n->inputs[0])) {
+            inst->fuse_concat[i] = i - 1;
+            inst->skip[i - 1] = 1;
+        }
+        if (i + 1 < g->n_nodes) {
+            const kr_node *a = &g->nodes[i + 1];
+            float lo, hi, nlo, nhi;
+            kr_activation_range(n->activation, &nlo, &nhi);
+            if (clamp_of(a, &lo, &hi) && a->n_inputs == 1 && a->n_outputs == 1 &&
+                a->inputs[0] == n->outputs[0] && single_use(g, n->outputs[0]) &&
+                kr_tensor_same_dims(&g->tensors[a->inputs[0]], &g->tensors[a->outputs[0]]) &&
+                g->tensors[a->outputs[0]].dtype == KR_DTYPE_F32 &&
+                (lo > nlo ? lo : nlo) <= (hi < nhi ? hi : nhi)) {
+                inst->fuse_act[i] = i + 1;
+                inst->skip[i + 1] = 1;
+            }
+        }
+    }
 }
 
 keyer_status kr_cpu_create(const kr_graph *g, const kr_backend_config *cfg,
@@ -640,13 +725,26 @@ keyer_status kr_cpu_create(const kr_graph *g, const kr_backend_config *cfg,
     if (opt)
         inst->opt = *opt;
     inst->use_xnn = calloc(nn, 1);
+    inst->use_kernel = calloc(nn, 1);
+    inst->skip = calloc(nn, 1);
+    inst->fuse_concat = malloc(nn * sizeof(int));
+    inst->fuse_act = malloc(nn * sizeof(int));
     inst->mark = calloc(nt, sizeof(int));
     inst->ids = calloc(nt, sizeof(uint32_t));
     inst->io_offsets = calloc(nt, sizeof(size_t));
-    if (!inst->use_xnn || !inst->mark || !inst->ids || !inst->io_offsets)
+    if (!inst->use_xnn || !inst->use_kernel || !inst->skip || !inst->fuse_concat ||
+        !inst->fuse_act || !inst->mark || !inst->ids || !inst->io_offsets)
         goto oom;
+    for (int i = 0; i < g->n_nodes; i++) {
+        inst->use_kernel[i] = !inst->opt.reference_only && !inst->opt.no_kernels &&
+                              kr_cpu_kernel_supports(g, &g->nodes[i]);
+        inst->fuse_concat[i] = inst->fuse_act[i] = -1;
+    }
+    if (!inst->opt.node_per_segment)
+        plan_fusions(inst);
     for (int i = 0; i < g->n_nodes; i++)
-        inst->use_xnn[i] = !inst->opt.reference_only && kr_cpu_xnn_supports(g, &g->nodes[i]);
+        inst->use_xnn[i] = !inst->opt.reference_only && !inst->use_kernel[i] && !inst->skip[i] &&
+                           kr_cpu_xnn_supports(g, &g->nodes[i]);
     st = plan_io(inst, err);
     if (st != KEYER_OK)
         goto fail;
@@ -682,8 +780,23 @@ keyer_status kr_cpu_create(const kr_graph *g, const kr_backend_config *cfg,
         offset += ln->batch;
         ln->offsets = calloc(nt, sizeof(size_t));
         ln->ctx = calloc(nn, sizeof(kr_op_ctx));
-        if (!ln->offsets || !ln->ctx)
+        ln->kern = calloc(nn, sizeof(kr_cpu_kernel *));
+        if (!ln->offsets || !ln->ctx || !ln->kern)
             goto oom;
+        /* A lane of its own (batch split) computes on one thread; one lane uses the pool. */
+        for (int i = 0; i < g->n_nodes; i++)
+            if (inst->use_kernel[i] && !inst->skip[i]) {
+                kr_cpu_fusion fu = {.concat = NULL, .lo = -INFINITY, .hi = INFINITY};
+                if (inst->fuse_concat[i] >= 0)
+                    fu.concat = &g->nodes[inst->fuse_concat[i]];
+                if (inst->fuse_act[i] >= 0)
+                    clamp_of(&g->nodes[inst->fuse_act[i]], &fu.lo, &fu.hi);
+                st = kr_cpu_kernel_create(g, &g->nodes[i], ln->batch,
+                                          inst->n_lanes == 1 ? inst->threads : 1, &fu,
+                                          &ln->kern[i], err);
+                if (st != KEYER_OK)
+                    goto fail;
+            }
     }
 
     /* Every demotion moves one more node to the reference kernels, so this ends. */
@@ -733,7 +846,10 @@ static int cpu_supports_node(const kr_graph *g, const kr_node *node)
             continue;
         if (t >= g->n_tensors)
             return 0;
-        if (!kr_tensor_is_const(&g->tensors[t]) && g->tensors[t].dtype != KR_DTYPE_F32)
+        const kr_tensor *tt = &g->tensors[t];
+        int argmax_out = node->op == KR_OP_ARGMAX && k >= node->n_inputs;
+        if (!kr_tensor_is_const(tt) && tt->dtype != KR_DTYPE_F32 &&
+            !(argmax_out && tt->dtype == KR_DTYPE_I32))
             return 0;
     }
     return 1;
@@ -768,8 +884,17 @@ static keyer_status run_segment(kr_backend_instance *inst, lane *ln, const segme
         return KEYER_OK;
     }
     /* Every tensor has its own storage here, so RESHAPE copies (kr_ref_reshape does). */
-    for (int ni = seg->first; ni <= seg->last; ni++)
-        kr_ref_ops[ln->ctx[ni].node->op](&ln->ctx[ni]);
+    pthreadpool_t pool = inst->n_lanes == 1 ? inst->pool : NULL;
+    for (int ni = seg->first; ni <= seg->last; ni++) {
+        if (inst->skip[ni])
+            continue;
+        if (ln->kern[ni]) {
+            int c = inst->fuse_concat[ni], a = inst->fuse_act[ni];
+            kr_cpu_kernel_run(ln->kern[ni], &ln->ctx[ni], c >= 0 ? &ln->ctx[c] : NULL,
+                              a >= 0 ? (float *)ln->ctx[a].out[0] : NULL, pool);
+        } else
+            kr_ref_ops[ln->ctx[ni].node->op](&ln->ctx[ni]);
+    }
     return KEYER_OK;
 }
 

@@ -20,6 +20,9 @@
  *    small models on few cores (see BENCHMARKS.md). Each lane packs its own weights.
  *  - Graph inputs and outputs live in one block for the whole batch (batch outermost); each
  *    lane reads and writes its slice of it.
+ *  - Some nodes run on the backend's own kernels instead (nn/cpu/kernels.h: Winograd 3x3
+ *    convolutions, multi-threaded concatenation); they sit in the non-XNNPACK segments beside
+ *    the reference nodes, with the same host storage, and use the pool when there is one lane.
  *  - If XNNPACK rejects a node (defining it or creating its operator fails with an invalid or
  *    unsupported parameter), that node is moved to the reference kernels and the partition is
  *    rebuilt; a warning names the node. Out-of-memory is reported, not worked around.
@@ -49,7 +52,8 @@ typedef struct kr_cpu_options {
      * it; 0: none. */
     int test_reject_define;
     int test_reject_runtime;
-    int reserved[4];
+    int no_kernels;       /* 1: no CPU kernel (kernels.h): XNNPACK or the reference only */
+    int reserved[3];
 } kr_cpu_options;
 
 /* Creates an instance like kr_backend_cpu.create with extra options (@p opt may be NULL). */

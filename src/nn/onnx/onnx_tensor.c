@@ -423,8 +423,8 @@ keyer_status kr_onnx_tensor_decode(const Onnx__TensorProto *tp, const char *file
     }
     if (typed != FIELD_NONE && typed != want)
         return keyer_error_set(err, KEYER_STATUS_BAD_DATA,
-                               "%s: %s: a %s tensor with its data in %s (expected %s)", file,
-                               what, kr_onnx_type_name(type), field_name(typed),
+                               "%s: %s: data type %s with its data in %s (expected %s)",
+                               file, what, kr_onnx_type_name(type), field_name(typed),
                                field_name(want));
     size_t n = n_typed[typed];
     if (n != count)

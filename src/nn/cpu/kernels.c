@@ -1,0 +1,86 @@
+/*
+ * The CPU backend's own kernels behind one handle (nn/cpu/kernels.h): which node goes to which
+ * kernel, and their create/run/destroy.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "nn/cpu/kernels.h"
+
+typedef enum kernel_kind { KERNEL_WINOGRAD, KERNEL_CONCAT } kernel_kind;
+
+struct kr_cpu_kernel {
+    kernel_kind kind;
+    kr_cpu_winograd *winograd;
+};
+
+int kr_cpu_kernel_supports(const kr_graph *g, const kr_node *node)
+{
+    if (!g || !node)
+        return 0;
+    switch (node->op) {
+    case KR_OP_CONV_2D: return kr_cpu_winograd_supports(g, node);
+    case KR_OP_CONCATENATION: return kr_cpu_concat_supports(g, node);
+    default: break;
+    }
+    return 0;
+}
+
+keyer_status kr_cpu_kernel_create(const kr_graph *g, const kr_node *node, int batch, int threads,
+                                  const kr_cpu_fusion *fusion, kr_cpu_kernel **out,
+                                  keyer_error *err)
+{
+    *out = NULL;
+    if (!kr_cpu_kernel_supports(g, node))
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                               "cpu backend: %s: node (%s, operator %d in the file) has no CPU "
+                               "kernel",
+                               g && g->name ? g->name : "model", kr_op_name(node->op),
+                               node->source_index);
+    kr_cpu_kernel *k = calloc(1, sizeof(*k));
+    if (!k)
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "cpu backend: no memory");
+    if (node->op == KR_OP_CONV_2D) {
+        k->kind = KERNEL_WINOGRAD;
+        keyer_status st =
+            kr_cpu_winograd_create(g, node, batch, threads, fusion, &k->winograd, err);
+        if (st != KEYER_OK) {
+            free(k);
+            return st;
+        }
+    } else {
+        if (fusion && (fusion->concat || fusion->lo != -INFINITY || fusion->hi != INFINITY)) {
+            free(k);
+            return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                                   "cpu backend: the concatenation kernel fuses nothing");
+        }
+        k->kind = KERNEL_CONCAT;
+    }
+    *out = k;
+    return KEYER_OK;
+}
+
+void kr_cpu_kernel_run(kr_cpu_kernel *k, const kr_op_ctx *ctx, const kr_op_ctx *concat_ctx,
+                       float *out, pthreadpool_t pool)
+{
+    switch (k->kind) {
+    case KERNEL_WINOGRAD: {
+        const float *src[KR_MAX_NODE_INPUTS] = {ctx->in[0]};
+        if (concat_ctx)
+            for (int i = 0; i < concat_ctx->node->n_inputs; i++)
+                src[i] = concat_ctx->in[i];
+        kr_cpu_winograd_run(k->winograd, src, out ? out : ctx->out[0], pool);
+        break;
+    }
+    case KERNEL_CONCAT: kr_cpu_concat_run(ctx, pool); break;
+    }
+}
+
+void kr_cpu_kernel_destroy(kr_cpu_kernel **pk)
+{
+    if (!pk || !*pk)
+        return;
+    kr_cpu_winograd_destroy(&(*pk)->winograd);
+    free(*pk);
+    *pk = NULL;
+}
