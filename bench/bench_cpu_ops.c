@@ -3,9 +3,11 @@
  *
  *   bench_cpu_ops MODEL.tflite [--threads N] [--batch N] [--iterations N] [--top N]
  *
- * Creates the CPU backend twice: as it runs normally (segments = maximal XNNPACK runs, with
- * XNNPACK's fusions), and with one XNNPACK runtime per node, whose segments are timed one by
- * one (median over the iterations). Prints the per-operator-type totals, the slowest nodes with
+ * Creates the CPU backend three times: as it runs normally (segments = maximal XNNPACK runs, with
+ * XNNPACK's fusions, and the backend's own kernels between them), without the backend's own
+ * kernels (XNNPACK and the reference only: what they gain), and with one segment per node, whose
+ * segments are timed one by one (median over the iterations). The whole runs report wall time
+ * and the process's CPU time per inference (all threads: steadier on a busy machine). Prints the per-operator-type totals, the slowest nodes with
  * their MACs and achieved GFLOP/s, and the normal run's median for comparison (the per-node sum
  * is larger: no clamp fusion, one thread-pool dispatch per node). Uses private headers.
  */
@@ -37,6 +39,34 @@ static uint64_t node_macs(const kr_graph *g, const kr_node *n)
     }
     default: return 0;
     }
+}
+
+/* Process CPU time in seconds (every thread). */
+static double cpu_now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* 10 warm-up runs, then @p iters timed ones: the median wall time and the mean CPU time. */
+static keyer_status time_runs(kr_backend_instance *inst, int iters, double *samples,
+                              double *median, double *cpu, keyer_error *err)
+{
+    for (int i = 0; i < 10; i++)
+        if (kr_backend_cpu.run(inst, err) != KEYER_OK)
+            return err->status;
+    double c0 = cpu_now_s();
+    for (int i = 0; i < iters; i++) {
+        double t0 = kb_now_s();
+        if (kr_backend_cpu.run(inst, err) != KEYER_OK)
+            return err->status;
+        samples[i] = kb_now_s() - t0;
+    }
+    *cpu = (cpu_now_s() - c0) / iters;
+    qsort(samples, (size_t)iters, sizeof(double), kb_cmp_double);
+    *median = samples[iters / 2];
+    return KEYER_OK;
 }
 
 typedef struct row {
@@ -80,7 +110,7 @@ int main(int argc, char **argv)
     int rc = 1;
     keyer_error err = {0};
     keyer_model *model = NULL;
-    kr_backend_instance *whole = NULL, *split = NULL;
+    kr_backend_instance *whole = NULL, *split = NULL, *xnn_only = NULL;
     double *samples = NULL, *node_s = NULL;
     row *rows = NULL;
     if (keyer_model_load_file(path, &model, &err) != KEYER_OK) {
@@ -89,8 +119,9 @@ int main(int argc, char **argv)
     }
     const kr_graph *g = kr_model_graph(model);
     kr_backend_config cfg = {.batch = batch, .threads = threads};
-    kr_cpu_options per_node = {.node_per_segment = 1};
+    kr_cpu_options per_node = {.node_per_segment = 1}, no_kernels = {.no_kernels = 1};
     if (kr_cpu_create(g, &cfg, NULL, &whole, &err) != KEYER_OK ||
+        kr_cpu_create(g, &cfg, &no_kernels, &xnn_only, &err) != KEYER_OK ||
         kr_cpu_create(g, &cfg, &per_node, &split, &err) != KEYER_OK) {
         fprintf(stderr, "bench_cpu_ops: %s\n", err.message);
         goto done;
@@ -108,24 +139,19 @@ int main(int argc, char **argv)
     for (int i = 0; i < g->n_inputs; i++) {
         float *a = kr_backend_cpu.tensor_data(whole, g->inputs[i]);
         float *b = kr_backend_cpu.tensor_data(split, g->inputs[i]);
+        float *c = kr_backend_cpu.tensor_data(xnn_only, g->inputs[i]);
         size_t n = kr_tensor_bytes(&g->tensors[g->inputs[i]], batch) / sizeof(float);
         for (size_t k = 0; k < n; k++)
-            a[k] = b[k] = (float)((k * 7919u) % 1000u) / 1000.0f;
+            a[k] = b[k] = c[k] = (float)((k * 7919u) % 1000u) / 1000.0f;
     }
-    /* The normal run. */
-    for (int i = 0; i < 10; i++)
-        kr_backend_cpu.run(whole, &err);
-    for (int i = 0; i < iters; i++) {
-        double t0 = kb_now_s();
-        if (kr_backend_cpu.run(whole, &err) != KEYER_OK) {
-            fprintf(stderr, "bench_cpu_ops: %s\n", err.message);
-            free(seg_samples);
-            goto done;
-        }
-        samples[i] = kb_now_s() - t0;
+    /* The normal run, and the run without the backend's own kernels. */
+    double whole_median, whole_cpu, xnn_median, xnn_cpu;
+    if (time_runs(whole, iters, samples, &whole_median, &whole_cpu, &err) != KEYER_OK ||
+        time_runs(xnn_only, iters, samples, &xnn_median, &xnn_cpu, &err) != KEYER_OK) {
+        fprintf(stderr, "bench_cpu_ops: %s\n", err.message);
+        free(seg_samples);
+        goto done;
     }
-    qsort(samples, (size_t)iters, sizeof(double), kb_cmp_double);
-    double whole_median = samples[iters / 2];
 
     /* One runtime per node, each timed. */
     for (int i = 0; i < 10; i++)
@@ -166,7 +192,11 @@ int main(int argc, char **argv)
     printf("normal run: %d segments, median %.3f ms, %.1f GFLOP/s\n",
            kr_cpu_segment_count(whole), whole_median * 1e3,
            2.0 * (double)keyer_model_macs(model) * batch / whole_median * 1e-9);
-    printf("one runtime per node: sum of medians %.3f ms\n\n", sum * 1e3);
+    printf("            cpu time %.3f ms per inference (all threads)\n", whole_cpu * 1e3);
+    printf("without the CPU kernels (XNNPACK and reference only): %d segments, median %.3f ms, "
+           "cpu time %.3f ms\n",
+           kr_cpu_segment_count(xnn_only), xnn_median * 1e3, xnn_cpu * 1e3);
+    printf("one segment per node: sum of medians %.3f ms\n\n", sum * 1e3);
     printf("%-28s %5s %9s %6s %9s\n", "operator", "count", "ms", "share", "GFLOP/s");
     for (int op = 0; op < KR_OP_COUNT; op++) {
         if (!op_count[op])
@@ -198,6 +228,7 @@ int main(int argc, char **argv)
     rc = 0;
 done:
     kr_backend_cpu.destroy(&whole);
+    kr_backend_cpu.destroy(&xnn_only);
     kr_backend_cpu.destroy(&split);
     keyer_model_destroy(&model);
     free(samples);

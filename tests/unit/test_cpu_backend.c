@@ -58,8 +58,8 @@ static void gb_begin(gbuild *b, const char *name)
     g->name = dup_string(name);
     g->tensors = calloc(MAX_T, sizeof(kr_tensor));
     g->nodes = calloc(MAX_N, sizeof(kr_node));
-    g->inputs = calloc(4, sizeof(int));
-    g->outputs = calloc(4, sizeof(int));
+    g->inputs = calloc(8, sizeof(int));
+    g->outputs = calloc(8, sizeof(int));
     g->const_storage = calloc(1, CONST_BYTES);
     assert_true(g->name && g->tensors && g->nodes && g->inputs && g->outputs && g->const_storage);
     b->g = g;
@@ -723,6 +723,60 @@ static void test_winograd_conv(void **state)
     kr_graph_destroy(&g);
 }
 
+/* One-output-channel convolutions (nn/cpu/conv_1out.c): u2netp's heads (3x3 over 64 channels,
+ * a 1x1 over a 6-channel concatenation of one-channel maps) and other windows, strides,
+ * dilations, channel counts with a tail, batches; against the reference kernel. */
+static void test_conv_1out(void **state)
+{
+    (void)state;
+    static const struct {
+        int h, w, cin, k, s, d;
+        kr_padding pad;
+        kr_activation act;
+    } cases[] = {
+        {20, 17, 64, 3, 1, 1, KR_PADDING_SAME, KR_ACT_NONE},
+        {9, 11, 6, 1, 1, 1, KR_PADDING_VALID, KR_ACT_NONE},
+        {13, 10, 20, 3, 2, 1, KR_PADDING_SAME, KR_ACT_RELU},
+        {12, 12, 16, 3, 1, 2, KR_PADDING_SAME, KR_ACT_RELU6},
+        {10, 9, 35, 5, 2, 1, KR_PADDING_VALID, KR_ACT_NONE},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        gbuild b;
+        gb_begin(&b, "conv-1out");
+        int x = gb_act(&b, 4, (int[]){1, cases[i].h, cases[i].w, cases[i].cin});
+        int k = cases[i].k, d = cases[i].d;
+        int w = gb_const(&b, KR_DTYPE_F32, 4, (int[]){1, k, k, cases[i].cin}, NULL);
+        int bias = gb_const(&b, KR_DTYPE_F32, 1, (int[]){1}, NULL);
+        int oh = kr_window_out_size(cases[i].pad, cases[i].h, k, cases[i].s, d);
+        int ow = kr_window_out_size(cases[i].pad, cases[i].w, k, cases[i].s, d);
+        int y = gb_act(&b, 4, (int[]){1, oh, ow, 1});
+        kr_node *n = gb_node(&b, KR_OP_CONV_2D, 3, (int[]){x, w, bias}, y);
+        n->p.window = window(k, k, cases[i].s, cases[i].pad);
+        n->p.window.dilation_h = n->p.window.dilation_w = d;
+        n->activation = cases[i].act;
+        kr_graph *g = gb_finish(&b, 1, (int[]){x}, 1, (int[]){y});
+        assert_true(kr_cpu_kernel_supports(g, &g->nodes[0]));
+        expect_matches_reference(g, 1, 1, 1e-5);
+        expect_matches_reference(g, 1, 2, 1e-5);
+        expect_matches_reference(g, 3, 2, 1e-5);
+        kr_graph_destroy(&g);
+    }
+    /* Six one-channel maps concatenated (the concat kernel's small blocks), then 1x1 to one. */
+    gbuild b;
+    gb_begin(&b, "heads");
+    int maps[6];
+    for (int i = 0; i < 6; i++)
+        maps[i] = gb_act(&b, 4, (int[]){1, 7, 9, 1});
+    int cat = gb_concat(&b, 6, maps, 3);
+    int y = gb_conv(&b, KR_OP_CONV_2D, cat, 1, 1, 1, KR_PADDING_VALID, KR_ACT_NONE);
+    kr_graph *g = gb_finish(&b, 6, maps, 2, (int[]){y, cat});
+    assert_true(kr_cpu_kernel_supports(g, &g->nodes[0]));
+    assert_true(kr_cpu_kernel_supports(g, &g->nodes[1]));
+    expect_matches_reference(g, 1, 2, 1e-5);
+    expect_matches_reference(g, 2, 1, 1e-5);
+    kr_graph_destroy(&g);
+}
+
 static void test_create_failures(void **state)
 {
     (void)state;
@@ -913,6 +967,7 @@ int main(void)
         cmocka_unit_test(test_batch_equals_single_runs),
         cmocka_unit_test(test_transpose_conv),
         cmocka_unit_test(test_winograd_conv),
+        cmocka_unit_test(test_conv_1out),
         cmocka_unit_test(test_create_failures),
         cmocka_unit_test(test_model_nodes_selfie),
         cmocka_unit_test(test_model_nodes_selfie_landscape),

@@ -209,7 +209,7 @@ static keyer_status partition(kr_backend_instance *inst, lane *ln, keyer_error *
                                graph_name(g));
     for (int i = 0; i < g->n_nodes; i++) {
         int x = inst->use_xnn[i];
-        if (n == 0 || ln->segments[n - 1].xnn != x || (x && inst->opt.node_per_segment)) {
+        if (n == 0 || ln->segments[n - 1].xnn != x || inst->opt.node_per_segment) {
             ln->segments[n].first = i;
             ln->segments[n].xnn = x;
             n++;
@@ -666,7 +666,7 @@ static void plan_fusions(kr_backend_instance *inst)
     const kr_graph *g = inst->g;
     for (int i = 0; i < g->n_nodes; i++) {
         const kr_node *n = &g->nodes[i];
-        if (!inst->use_kernel[i] || n->op != KR_OP_CONV_2D || n->n_outputs != 1)
+        if (!inst->use_kernel[i] || !kr_cpu_winograd_supports(g, n))
             continue;
         if (i > 0 && !inst->skip[i - 1] && inst->fuse_act[i - 1] < 0 &&
             kr_cpu_winograd_can_read_concat(g, n, &g->nodes[i - 1]) &&

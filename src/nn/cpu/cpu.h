@@ -44,8 +44,8 @@
 
 /* Options beyond kr_backend_config, for tests and profiling. Zero-initialise. */
 typedef struct kr_cpu_options {
-    int node_per_segment; /* 1: every XNNPACK node its own runtime (per-operator profiling;
-                             disables XNNPACK's cross-node fusions) */
+    int node_per_segment; /* 1: every node its own segment (per-operator profiling; disables
+                             XNNPACK's cross-node fusions and the CPU kernels' fusions) */
     int reference_only;   /* 1: run every node with the reference kernels (one segment) */
     /* Tests of the fallback path: node index + 1 whose XNNPACK definition (reject_define) or
      * runtime creation (reject_runtime, also when probed alone) fails as if XNNPACK rejected

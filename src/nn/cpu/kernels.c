@@ -7,11 +7,12 @@
 
 #include "nn/cpu/kernels.h"
 
-typedef enum kernel_kind { KERNEL_WINOGRAD, KERNEL_CONCAT } kernel_kind;
+typedef enum kernel_kind { KERNEL_WINOGRAD, KERNEL_CONV_1OUT, KERNEL_CONCAT } kernel_kind;
 
 struct kr_cpu_kernel {
     kernel_kind kind;
     kr_cpu_winograd *winograd;
+    pthreadpool_task_1d_tile_1d_t rows; /* CONV_1OUT */
 };
 
 int kr_cpu_kernel_supports(const kr_graph *g, const kr_node *node)
@@ -19,7 +20,8 @@ int kr_cpu_kernel_supports(const kr_graph *g, const kr_node *node)
     if (!g || !node)
         return 0;
     switch (node->op) {
-    case KR_OP_CONV_2D: return kr_cpu_winograd_supports(g, node);
+    case KR_OP_CONV_2D:
+        return kr_cpu_winograd_supports(g, node) || kr_cpu_conv_1out_supports(g, node);
     case KR_OP_CONCATENATION: return kr_cpu_concat_supports(g, node);
     default: break;
     }
@@ -40,7 +42,15 @@ keyer_status kr_cpu_kernel_create(const kr_graph *g, const kr_node *node, int ba
     kr_cpu_kernel *k = calloc(1, sizeof(*k));
     if (!k)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "cpu backend: no memory");
-    if (node->op == KR_OP_CONV_2D) {
+    if (node->op == KR_OP_CONV_2D && !kr_cpu_winograd_supports(g, node)) {
+        if (fusion && (fusion->concat || fusion->lo != -INFINITY || fusion->hi != INFINITY)) {
+            free(k);
+            return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                                   "cpu backend: the one-channel convolution fuses nothing");
+        }
+        k->kind = KERNEL_CONV_1OUT;
+        k->rows = kr_cpu_conv_1out_pick();
+    } else if (node->op == KR_OP_CONV_2D) {
         k->kind = KERNEL_WINOGRAD;
         keyer_status st =
             kr_cpu_winograd_create(g, node, batch, threads, fusion, &k->winograd, err);
@@ -72,6 +82,7 @@ void kr_cpu_kernel_run(kr_cpu_kernel *k, const kr_op_ctx *ctx, const kr_op_ctx *
         kr_cpu_winograd_run(k->winograd, src, out ? out : ctx->out[0], pool);
         break;
     }
+    case KERNEL_CONV_1OUT: kr_cpu_conv_1out_run(ctx, k->rows, pool); break;
     case KERNEL_CONCAT: kr_cpu_concat_run(ctx, pool); break;
     }
 }

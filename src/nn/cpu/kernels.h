@@ -6,8 +6,10 @@
  *                            4x4 output tile and channel pair instead of 144. Any dilation
  *                            (as interleaved undilated convolutions) and padding; channel
  *                            counts multiples of 16; big enough outputs (kr_cpu_kernel_supports).
- *  CONCATENATION             channel (last-axis) concatenation copied by row blocks over the
- *                            pool (concat.c).
+ *  CONV_2D, 1 output channel direct dot products per output pixel (conv_1out.c): XNNPACK
+ *                            pads the output channels to 16.
+ *  CONCATENATION             any axis but the batch: blocks copied per outer index, the outer
+ *                            indices split over the pool (concat.c).
  *
  * A kernel object is made per node and lane at create (weights transformed and packed, scratch
  * allocated); running it allocates nothing. Internal to keyer (prefix kr_cpu_).
@@ -73,6 +75,12 @@ keyer_status kr_cpu_winograd_create(const kr_graph *g, const kr_node *node, int 
 void kr_cpu_winograd_run(kr_cpu_winograd *k, const float *const *src, float *y,
                          pthreadpool_t pool);
 void kr_cpu_winograd_destroy(kr_cpu_winograd **k);
+
+int kr_cpu_conv_1out_supports(const kr_graph *g, const kr_node *node);
+/* The row function for this CPU (AVX-512F, AVX2 or portable), picked once at create. */
+pthreadpool_task_1d_tile_1d_t kr_cpu_conv_1out_pick(void);
+void kr_cpu_conv_1out_run(const kr_op_ctx *ctx, pthreadpool_task_1d_tile_1d_t rows,
+                          pthreadpool_t pool);
 
 int kr_cpu_concat_supports(const kr_graph *g, const kr_node *node);
 void kr_cpu_concat_run(const kr_op_ctx *ctx, pthreadpool_t pool);
