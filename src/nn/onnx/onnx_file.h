@@ -92,7 +92,8 @@ int kr_onnx_file_producer(const kr_onnx_file *f, const char *name);
  * Attribute access for the importer. Each looks up @p attr_name on @p node; when absent it
  * stores @p def (or, for lists, count 0) and returns KEYER_OK. Present with the wrong type:
  * BAD_DATA naming the node, operator and attribute. Strings are NUL-terminated copies owned by
- * @p f; lists point into the parsed model.
+ * @p f; lists point into the parsed model, and an empty or absent list is count 0 with a
+ * non-NULL pointer (so that memcpy(dst, list, 0) is defined).
  */
 keyer_status kr_onnx_attr_int(const kr_onnx_file *f, const Onnx__NodeProto *node,
                               const char *attr_name, int64_t def, int64_t *out, keyer_error *err);
