@@ -32,7 +32,7 @@ CASES = []  # (name, builder): the builder returns a Case
 class Case:
     """A model and its inputs. inputs: list of (name, array, shape given to ORT)."""
 
-    def __init__(self, model, inputs, f16_tol=0.02, tol=None, size=None):
+    def __init__(self, model, inputs, f16_tol=0.005, tol=None, size=None):
         self.model = model
         self.inputs = inputs
         self.f16_tol = f16_tol  # per-element tolerance x max(1, |ref|) for cuda f16; None: skip
@@ -80,7 +80,7 @@ def model(nodes, inputs, outputs, inits=(), opset=13, name="g"):
 
 
 def unary(op, shape, opset=13, lo=-3.0, hi=3.0, attrs=None, extra_inits=(), extra_inputs=(),
-          f16_tol=0.02):
+          f16_tol=0.005):
     """A one-operator model y = op(x, extra inputs...) on one input x of @p shape."""
     def build(name):
         rng = rng_for(name)
@@ -370,7 +370,7 @@ case("upsample_opset9_linear")(upsample([1, 3, 4, 3], 9, [1.0, 1.0, 2.0, 2.0], "
 
 
 # ---- Concat, binary operators with broadcasting ------------------------------------------------
-def multi_input(op, shapes, opset=13, attrs=None, positive=(), f16_tol=0.02):
+def multi_input(op, shapes, opset=13, attrs=None, positive=(), f16_tol=0.005):
     def build(name):
         rng = rng_for(name)
         names = [f"x{i}" for i in range(len(shapes))]
