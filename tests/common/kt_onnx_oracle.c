@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* strtok_r */
 /*
  * ONNX models against ONNX Runtime's outputs: see kt_onnx_oracle.h.
  */

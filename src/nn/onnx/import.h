@@ -14,8 +14,9 @@
  *    dim_param or absent value) becomes 1: keyer's graph is per sample and a runtime scales
  *    dimension 0. Dynamic height and width (dimensions 2 and 3 of a rank-4 input) come from
  *    the parameters; any other dynamic dimension, or height/width the parameters leave at 0,
- *    is an error naming the input and the dimension. A static batch other than 1 is
- *    UNSUPPORTED.
+ *    is an error naming the input and the dimension. A static batch other than 1 stays in the
+ *    graph, which is then marked fixed_batch (it runs at runtime batch 1 with the model's own
+ *    batch inside), as is a graph whose operators move, reduce or slice axis 0.
  *  - Static shapes and constant folding: shapes are inferred node by node. A node whose inputs
  *    are all constants (initializers, Constant nodes, folded results), and Shape/Size of any
  *    tensor, is evaluated at load in int64 or float (import_fold.c): the shape subgraphs

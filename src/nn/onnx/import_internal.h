@@ -1,6 +1,6 @@
 /*
- * Shared state of the ONNX importer (import.c, import_fold.c, import_ops_*.c). Internal to
- * src/nn/onnx/ (prefix kr_imp_).
+ * Shared state of the ONNX importer (import.c, import_fold.c, import_ops_*.c; the helpers
+ * declared here live in import_util.c). Internal to src/nn/onnx/ (prefix kr_imp_).
  *
  * Every ONNX value name the import meets gets an imp_value: absent (an empty optional input),
  * a constant held on the host (int64 or float, ONNX order), or an activation (a kr_graph
@@ -76,6 +76,14 @@ __attribute__((format(printf, 3, 4)))
 keyer_status kr_imp_fail(kr_imp_ctx *c, keyer_status st, const char *fmt, ...);
 /* OUT_OF_MEMORY naming the node. */
 keyer_status kr_imp_oom(kr_imp_ctx *c);
+
+/* Index of the value called @p name, or -1. */
+int kr_imp_find_value(const kr_imp_ctx *c, const char *name);
+/* Adds a value called @p name (not yet present; the name must outlive the import); returns
+ * its index or -1 (error set). */
+int kr_imp_add_value(kr_imp_ctx *c, const char *name);
+/* A decoded ONNX tensor as a host constant (*k owns its arrays on success). */
+keyer_status kr_imp_load_tensor(kr_imp_ctx *c, const kr_onnx_tensor *t, kr_imp_const *k);
 
 /* The value called @p name: a known value, else an initializer (loaded as a constant), else
  * NULL (BAD_DATA set) when nothing defines it. "" gives a value of kind ABSENT. */

@@ -194,7 +194,8 @@ static keyer_status map_resize(kr_imp_ctx *c, int upsample)
             if (!(scales[a] > 0) || scales[a] > 65536)
                 return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "scale %g of axis %d", scales[a],
                                    a);
-            out[a] = (int64_t)floor((double)x->dims[a] * (float)scales[a]);
+            /* in float, as ONNX Runtime sizes it: floor(0.7f * 10) is 7 */
+            out[a] = (int64_t)floorf((float)x->dims[a] * (float)scales[a]);
         }
     }
     if (out[0] != x->dims[0] || out[1] != x->dims[1])

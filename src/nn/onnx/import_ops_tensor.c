@@ -630,9 +630,9 @@ static keyer_status map_matmul(kr_imp_ctx *c, int gemm)
         KR_IMP_TRY(kr_imp_attr_float(c, "alpha", 1.0f, &alpha));
         KR_IMP_TRY(kr_imp_attr_float(c, "beta", 1.0f, &beta));
         KR_IMP_TRY(kr_imp_input(c, 2, &bias));
-        if (a->rank != 2 || ta)
-            return kr_imp_fail(c, KEYER_STATUS_UNSUPPORTED, "A '%s' is not an untransposed "
-                               "matrix", a->name);
+        if (a->rank != 2)
+            return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "A '%s' has rank %d, not 2", a->name,
+                               a->rank);
         if (b->kind != KR_IMP_CONST || (bias->kind == KR_IMP_ACT))
             return kr_imp_fail(c, KEYER_STATUS_UNSUPPORTED, "B or C is computed; keyer maps Gemm "
                                "with constant B and C");
@@ -640,6 +640,25 @@ static keyer_status map_matmul(kr_imp_ctx *c, int gemm)
     if (a->rank < 2)
         return kr_imp_fail(c, KEYER_STATUS_UNSUPPORTED, "A '%s' has rank %d (keyer multiplies "
                            "rank 2 and more)", a->name, a->rank);
+    kr_imp_value at_val; /* transA: A^T through a TRANSPOSE (axis 0 moves: fixed batch) */
+    if (ta) {
+        int64_t td[2] = {a->dims[1], a->dims[0]};
+        int kd[2] = {(int)td[0], (int)td[1]};
+        char name[256];
+        int t = kr_imp_new_act(c, kr_imp_name(c, a->name, "T", name, sizeof(name)), 2, kd);
+        kr_node *nd = t < 0 ? NULL : kr_imp_emit(c, KR_OP_TRANSPOSE, 1, &a->tensor, t);
+        if (!nd)
+            return c->err->status;
+        nd->p.transpose.perm[0] = 1;
+        nd->p.transpose.perm[1] = 0;
+        c->fixed_batch = 1;
+        at_val = *a;
+        at_val.tensor = t;
+        at_val.dims[0] = td[0];
+        at_val.dims[1] = td[1];
+        at_val.other = -1;
+        a = &at_val;
+    }
     int brank = b->kind == KR_IMP_ACT ? b->rank : b->c.rank;
     if (brank < 2)
         return kr_imp_fail(c, KEYER_STATUS_UNSUPPORTED, "B '%s' has rank %d", b->name, brank);

@@ -251,7 +251,7 @@ static keyer_status map_conv(kr_imp_ctx *c, int transpose)
         return c->err->status;
     int xt, yt;
     KR_IMP_TRY(kr_imp_nhwc(c, x, &xt));
-    int64_t odims[4] = {1, cout, oh, ow};
+    int64_t odims[4] = {x->dims[0], cout, oh, ow};
     KR_IMP_TRY(kr_imp_out_act(c, 0, 4, odims, 1, &yt));
     int ins[3] = {xt, wt, bt};
     kr_node *n = kr_imp_emit(c, transpose ? KR_OP_TRANSPOSE_CONV
@@ -380,7 +380,7 @@ static keyer_status map_pool(kr_imp_ctx *c, int max)
     w.count_include_pad = cip != 0;
     int xt, yt;
     KR_IMP_TRY(kr_imp_nhwc(c, x, &xt));
-    int64_t odims[4] = {1, x->dims[1], oh, ow};
+    int64_t odims[4] = {x->dims[0], x->dims[1], oh, ow};
     KR_IMP_TRY(kr_imp_out_act(c, 0, 4, odims, 1, &yt));
     kr_node *n = kr_imp_emit(c, max ? KR_OP_MAX_POOL_2D : KR_OP_AVERAGE_POOL_2D, 1, &xt, yt);
     if (!n)
