@@ -17,6 +17,10 @@
  *  - Every node input names a graph input, an initializer or an earlier node's output (so the
  *    nodes are in topological order: a cycle or an unproduced tensor is an error naming the
  *    node), every value is produced once, and names are NUL-terminated strings.
+ *  - Decoded tensor data is aligned for its element type. The unpacked model is never changed
+ *    after open: every function below only reads, so threads may share an opened file.
+ *  - Not checked: subgraphs (If/Loop bodies, which keyer does not run) beyond their protobuf
+ *    structure; their Constant nodes and tensor attributes are not decoded.
  *
  * Errors (status + keyer_error, message naming the file and what is wrong): IO (the file or
  * an external data file missing or unreadable; keyer_status has no separate "not found"),
