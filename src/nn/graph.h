@@ -6,6 +6,8 @@
  * Conventions
  *  - Activations are NHWC and dims[0] is the batch, which is 1 in the graph; a runtime created
  *    with batch N scales dims[0] of every non-constant tensor by N (kr_tensor_bytes(t, N)).
+ *    In a fixed_batch graph dims[0] may be any extent (it runs at batch 1 only).
+ *  - Activations are float32, except ARGMAX's outputs (int32), which no operator reads.
  *  - Constants are float32 (FLOAT16 weights behind DEQUANTIZE are converted at load and the
  *    DEQUANTIZE nodes removed) or int32 (shapes, paddings, axes). Their bytes live in the graph.
  *  - RESHAPE nodes are kept in the node list (so every backend sees the graph's shape changes)
@@ -58,7 +60,8 @@ typedef enum kr_op {
     KR_OP_CLIP,           /* min(max(x, alpha), beta); +-INFINITY for an absent bound */
     KR_OP_POW,            /* powf(x, alpha): constant exponent          (p.unary.alpha) */
     KR_OP_REDUCE_MAX,     /* like MEAN (p.mean: axes_mask, keep_dims), maximum instead */
-    KR_OP_RESIZE,         /* ONNX Resize/Upsample over H and W of NHWC  (p.resize_onnx) */
+    KR_OP_RESIZE,         /* ONNX Resize/Upsample over H and W of NHWC  (p.resize_onnx);
+                           * reads input 0 only (further inputs: constants, not read) */
     KR_OP_TRANSPOSE,      /* y dims[d] = x dims[perm[d]]                (p.transpose) */
     KR_OP_SLICE,          /* y[i] = x[start + i * step] per dimension   (p.slice) */
     KR_OP_SOFTMAX,        /* over one axis                              (p.axis.axis) */
@@ -113,15 +116,17 @@ typedef struct kr_window_params {
     int pad_top, pad_bottom, pad_left, pad_right; /* resolved (TF SAME puts the odd one after) */
     int depth_multiplier;                         /* depthwise only */
     /* ONNX additions (zero from TFLite, meaning the TFLite behaviour):
-     *  groups: CONV_2D and TRANSPOSE_CONV; 0 or 1 = ungrouped. Filter layouts:
+     *  groups: CONV_2D and TRANSPOSE_CONV; 0 or 1 = ungrouped (the validator stores 1).
+     *    Filter layouts:
      *    CONV_2D        [C_out, kh, kw, C_in / groups]; group g's outputs
      *                   [g * C_out/groups, (g+1) * C_out/groups) read inputs
      *                   [g * C_in/groups, (g+1) * C_in/groups).
      *    TRANSPOSE_CONV [C_out, kh, kw, C_in / groups], bias [C_out]; grouped the same way;
      *                   y[o] += x[i] * w[k] where o = i * stride - pad_before + k * dilation;
      *                   the output size is the output tensor's (output_padding is implied).
-     *  ceil_mode: pools; the output size may be the ceil of (n + pads - k_eff) / s + 1 (ONNX);
-     *    taps past n + pad_after are never read or counted.
+     *  ceil_mode: pools; the output size may be the ceil of (n + pads - k_eff) / s + 1 (ONNX),
+     *    less one where that last window would start at or past n + pad_before (as ONNX
+     *    Runtime and PyTorch do); taps past n + pad_after are never read or counted.
      *  count_include_pad: AVERAGE_POOL_2D; 1: the divisor counts taps inside
      *    [-pad_before, n + pad_after) (padding included), 0: taps inside the input only.
      *  Pools honour dilation_h/_w (ONNX MaxPool opset 10+); 0 means 1. */
@@ -157,7 +162,9 @@ typedef struct kr_node {
     int n_inputs, n_outputs;
     int inputs[KR_MAX_NODE_INPUTS];   /* tensor indices; -1 for an absent optional input */
     int outputs[KR_MAX_NODE_OUTPUTS];
-    kr_activation activation;         /* fused activation (NONE where the op has none) */
+    kr_activation activation;         /* fused activation: CONV_2D, DEPTHWISE_CONV_2D, ADD,
+                                       * MUL, SUB, DIV, the pools, TRANSPOSE_CONV; NONE for
+                                       * every other operator */
     union {
         kr_window_params window;      /* CONV_2D, DEPTHWISE_CONV_2D, pools, TRANSPOSE_CONV_BIAS */
         struct {
