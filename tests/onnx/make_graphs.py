@@ -32,8 +32,9 @@ CASES = []  # (name, builder): the builder returns a Case
 class Case:
     """A model and its inputs. inputs: list of (name, array, shape given to ORT)."""
 
-    def __init__(self, model, inputs, f16_tol=0.005, tol=None, size=None):
+    def __init__(self, model, inputs, f16_tol=0.005, tol=None, size=None, static_batch=False):
         self.model = model
+        self.static_batch = static_batch  # keep a declared first dimension above 1
         self.inputs = inputs
         self.f16_tol = f16_tol  # per-element tolerance x max(1, |ref|) for cuda f16; None: skip
         self.tol = tol          # lowest tolerance for every backend (data in half), or None
@@ -811,12 +812,27 @@ def _(name):
     return Case(m, [("x", rnd(rng, xs, 0, 1), xs)])
 
 
+def static_batch(build):
+    """The case as built, its first dimension above 1 kept static (not made dynamic)."""
+    def wrapped(name):
+        c = build(name)
+        c.static_batch = True
+        return c
+    return wrapped
+
+
+case("conv_static_batch2")(static_batch(conv_case([2, 3, 6, 5], [4, 3, 3, 3], pads=[1, 1, 1, 1])))
+case("softmax_static_rows3")(static_batch(unary("Softmax", [3, 7], attrs={"axis": -1})))
+case("gemm_static_rows3")(static_batch(gemm_case([3, 6], [6, 4], [4])))
+
+
 # ---- Driver -------------------------------------------------------------------------------------
 def dynamic_batch(m):
     """A model whose inputs have a first dimension above 1 gets a dynamic first dimension 'N'
     on every input (and its outputs' shapes inferred again): keyer's graph is per item and a
-    runtime sets the batch, so a batch > 1 is a dynamic batch run at that size. The manifest
-    keeps the sizes ONNX Runtime ran."""
+    runtime sets the batch, so a batch > 1 is a dynamic batch run at that size (the cases
+    marked static_batch keep theirs: keyer runs those at batch 1 with the file's first
+    dimension). The manifest keeps the sizes ONNX Runtime ran."""
     ins = [i for i in m.graph.input if i.name not in {t.name for t in m.graph.initializer}]
     if not any(i.type.tensor_type.shape.dim[0].dim_value > 1 for i in ins
                if len(i.type.tensor_type.shape.dim)):
@@ -858,7 +874,8 @@ def main():
     lines = []
     for name, build in CASES:
         c = build(name)
-        dynamic_batch(c.model)
+        if not c.static_batch:
+            dynamic_batch(c.model)
         d = os.path.join(out_root, name)
         os.makedirs(d, exist_ok=True)
         data = c.model.SerializeToString()
