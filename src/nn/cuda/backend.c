@@ -119,14 +119,28 @@ static keyer_status enqueue(kr_backend_instance *inst, cudaStream_t stream, int 
 
 static int is_conv(kr_op op)
 {
-    return op == KR_OP_CONV_2D || op == KR_OP_DEPTHWISE_CONV_2D || op == KR_OP_TRANSPOSE_CONV_BIAS;
+    return op == KR_OP_CONV_2D || op == KR_OP_DEPTHWISE_CONV_2D ||
+           op == KR_OP_TRANSPOSE_CONV_BIAS || op == KR_OP_TRANSPOSE_CONV;
 }
 
-/* Element size of constant @p t: float for convolution weights and biases, else the element
- * type (see ops.h). 0 if the constant is read both ways (not supported: no shipped model). */
+/* Whether constant @p t is read as GATHER indices (uploaded as int32). */
+static int is_gather_indices(const kr_graph *g, int t)
+{
+    for (int n = 0; n < g->n_nodes; n++)
+        if (g->nodes[n].op == KR_OP_GATHER && g->nodes[n].n_inputs > 1 &&
+            g->nodes[n].inputs[1] == t)
+            return 1;
+    return 0;
+}
+
+/* Element size of constant @p t: float for convolution weights and biases, 4 for int32 (GATHER
+ * indices), else the element type (see ops.h). 0 if the constant is read both ways (not
+ * supported: no shipped model). */
 static size_t const_esize(const kr_backend_instance *inst, int t)
 {
     const kr_graph *g = inst->graph;
+    if (g->tensors[t].dtype == KR_DTYPE_I32)
+        return 4;
     int as_weight = 0, as_operand = 0;
     for (int n = 0; n < g->n_nodes; n++)
         for (int i = 0; i < g->nodes[n].n_inputs; i++)
@@ -141,7 +155,8 @@ static size_t const_esize(const kr_backend_instance *inst, int t)
     return as_weight ? 4 : inst->esize;
 }
 
-/* Uploads every float constant (as float or in the element type, see const_esize). */
+/* Uploads every float constant (as float or in the element type, see const_esize) and the
+ * int32 GATHER indices (as they are). */
 static keyer_status upload_weights(kr_backend_instance *inst, keyer_error *err)
 {
     const kr_graph *g = inst->graph;
@@ -150,7 +165,9 @@ static keyer_status upload_weights(kr_backend_instance *inst, keyer_error *err)
         const kr_tensor *tt = &g->tensors[t];
         inst->const_offsets[t] = SIZE_MAX;
         inst->const_half[t] = 0;
-        if (!kr_tensor_is_const(tt) || tt->dtype != KR_DTYPE_F32)
+        if (!kr_tensor_is_const(tt) ||
+            (tt->dtype != KR_DTYPE_F32 &&
+             !(tt->dtype == KR_DTYPE_I32 && is_gather_indices(g, t))))
             continue;
         size_t es = const_esize(inst, t);
         if (!es)
@@ -297,6 +314,30 @@ static keyer_status alloc_io(kr_backend_instance *inst, keyer_error *err)
 
 /* One validation run node by node (after the set-up's uploads have arrived), then the
  * inference captured as one CUDA graph, instantiated and uploaded to the run stream. */
+/* f16 instances: points ARGMAX's int32 output at its graph output's 4-byte staging (the arena
+ * gives every tensor 2 bytes per element). Errors: UNSUPPORTED for an int32 tensor that is not
+ * a graph output (its storage would not fit). */
+static keyer_status bind_int_outputs(kr_backend_instance *inst, keyer_error *err)
+{
+    const kr_graph *g = inst->graph;
+    if (!inst->f16)
+        return KEYER_OK;
+    for (int n = 0; n < g->n_nodes; n++) {
+        int t = g->nodes[n].outputs[0];
+        if (t < 0 || g->tensors[t].dtype != KR_DTYPE_I32)
+            continue;
+        if (g->tensors[t].graph_output < 0 || !inst->io[t])
+            return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                                   "%s: cuda backend: node %d (operator %d in the file, %s): an "
+                                   "int32 result that is not a graph output is not supported in "
+                                   "f16 (use f32)",
+                                   g->name, n, g->nodes[n].source_index,
+                                   kr_op_name(g->nodes[n].op));
+        inst->ops[n].out = inst->io[t];
+    }
+    return KEYER_OK;
+}
+
 static keyer_status validate_and_capture(kr_backend_instance *inst, keyer_error *err)
 {
     const kr_graph *g = inst->graph;
@@ -351,6 +392,11 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
     if (plan->n_tensors != g->n_tensors || plan->batch != cfg->batch)
         return keyer_error_set(err, KEYER_STATUS_INTERNAL,
                                "%s: cuda backend: the plan does not match the graph", g->name);
+    if (g->fixed_batch && cfg->batch != 1) /* its axis 0 is not a batch axis (graph.h) */
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                               "%s: cuda backend: the model runs at batch 1 only (its operators "
+                               "move or mix axis 0), batch %d asked",
+                               g->name, cfg->batch);
     keyer_status st = select_device(g, cfg, err);
     if (st)
         return st;
@@ -365,6 +411,9 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
         st = alloc_io(inst, err);
     if (!st) {
         inst->n_folded = kr_cuda_fuse(&inst->mem, inst->f16, inst->ops, inst->folded);
+        st = bind_int_outputs(inst, err);
+    }
+    if (!st) {
         st = kr_cuda_psched_create(&inst->mem, inst->io, inst->ops, inst->folded, cfg,
                                    &inst->pers, err);
     }

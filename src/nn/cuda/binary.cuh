@@ -1,5 +1,5 @@
 /*
- * The per-node element-wise binary kernels shared by ADD, MUL and PRELU (the arithmetic per
+ * The per-node element-wise binary kernels shared by ADD, MUL, PRELU, SUB and DIV (the arithmetic per
  * element: ops/binary.cuh, kr_binary_out), with NumPy broadcasting (as
  * src/nn/reference/common.h): operand shapes are right-aligned to the output's rank; an operand
  * axis of extent 1 against a larger output extent does not advance.
@@ -161,7 +161,7 @@ static void binary_flat_launch(const kr_cuda_op *op, const T *full, const T *oth
             full, other, (T *)op->out, (I)total, w, e);
 }
 
-/* F: 0 add, 1 mul, 2 prelu (b is alpha). */
+/* F: 0 add, 1 mul, 2 prelu (b is alpha), 3 sub, 4 div (a - b, a / b). */
 template <typename T, int F, typename I> static int binary_launch(const kr_cuda_op *op)
 {
     bcast w;

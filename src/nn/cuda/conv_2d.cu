@@ -536,12 +536,17 @@ template <typename T> static int launch(const kr_cuda_op *op)
 {
     const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
     const kr_window_params *p = &op->node->p.window;
+    if (p->groups > 1) /* grouped (ONNX): its own direct kernel, conv_2d_grouped.cu */
+        return kr_cuda_conv_2d_grouped(op);
+    if (kr_cuda_conv_2d_mma_fits(op)) /* f16 ONNX layers on the tensor cores, conv_2d_mma.cu */
+        return kr_cuda_conv_2d_mma(op);
     conv_shape s;
     s.n = kr_dim(op, xt, 0);
     s.ih = xt->dims[1], s.iw = xt->dims[2], s.ic = xt->dims[3];
     s.oh = yt->dims[1], s.ow = yt->dims[2], s.oc = yt->dims[3];
     s.kh = wt->dims[1], s.kw = wt->dims[2];
-    s.sh = p->stride_h, s.sw = p->stride_w, s.dh = p->dilation_h, s.dw = p->dilation_w;
+    s.sh = p->stride_h, s.sw = p->stride_w, s.dh = p->dilation_h > 0 ? p->dilation_h : 1;
+    s.dw = p->dilation_w > 0 ? p->dilation_w : 1;
     s.pt = p->pad_top, s.pl = p->pad_left;
     s.M = s.n * s.oh * s.ow;
     s.K = s.kh * s.kw * s.ic;

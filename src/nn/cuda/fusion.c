@@ -151,8 +151,11 @@ int kr_cuda_is_global_pool(const kr_graph *g, const kr_node *node)
     if (node->op == KR_OP_MEAN)
         return node->p.mean.axes_mask == ((1u << 1) | (1u << 2)) && node->p.mean.keep_dims;
     const kr_window_params *p = &node->p.window;
+    /* (ONNX windows: dilated taps skip pixels; counting the padding changes the divisor) */
     return node->op == KR_OP_AVERAGE_POOL_2D && p->pad_top <= 0 && p->pad_left <= 0 &&
-           p->kernel_h - p->pad_top >= x->dims[1] && p->kernel_w - p->pad_left >= x->dims[2];
+           p->kernel_h - p->pad_top >= x->dims[1] && p->kernel_w - p->pad_left >= x->dims[2] &&
+           p->dilation_h <= 1 && p->dilation_w <= 1 &&
+           !(p->count_include_pad && (p->pad_bottom > 0 || p->pad_right > 0));
 }
 
 /* An ADD (no activation, same-shape operands) read only by the global average pool right

@@ -7,9 +7,10 @@
  * launcher may be captured into a CUDA graph. Shapes come from the graph (batch 1 in dims[0],
  * scaled by op->batch); activation pointers are device memory in the instance's element type
  * (float, or __half when op->f16). Convolution weights and biases (inputs 1 and 2 of CONV_2D,
- * DEPTHWISE_CONV_2D and the transpose convolution) are always float: they are small and read
+ * DEPTHWISE_CONV_2D and the transpose convolutions) are always float: they are small and read
  * from cache, so half storage would save no memory traffic, only accuracy; other constants
- * (ADD/MUL/PRELU operands) are in the element type.
+ * (ADD/MUL/PRELU/SUB/DIV operands, MATMUL and GATHER data) are in the element type, except
+ * GATHER's int32 indices.
  */
 #ifndef KEYER_NN_CUDA_OPS_H
 #define KEYER_NN_CUDA_OPS_H
@@ -83,6 +84,35 @@ int kr_cuda_pad(const kr_cuda_op *op);
 int kr_cuda_resize_bilinear(const kr_cuda_op *op);
 int kr_cuda_reshape(const kr_cuda_op *op);
 int kr_cuda_concatenation(const kr_cuda_op *op);
+/* Operators of ONNX models (per-node only; semantics in nn/graph.h). */
+int kr_cuda_sub(const kr_cuda_op *op);
+int kr_cuda_div(const kr_cuda_op *op);
+int kr_cuda_tanh(const kr_cuda_op *op);
+int kr_cuda_exp(const kr_cuda_op *op);
+int kr_cuda_sqrt(const kr_cuda_op *op);
+int kr_cuda_elu(const kr_cuda_op *op);
+int kr_cuda_leaky_relu(const kr_cuda_op *op);
+int kr_cuda_hard_sigmoid(const kr_cuda_op *op);
+int kr_cuda_clip(const kr_cuda_op *op);
+int kr_cuda_pow(const kr_cuda_op *op);
+int kr_cuda_reduce_max(const kr_cuda_op *op);
+int kr_cuda_resize(const kr_cuda_op *op);
+int kr_cuda_transpose(const kr_cuda_op *op);
+int kr_cuda_slice(const kr_cuda_op *op);
+int kr_cuda_softmax(const kr_cuda_op *op);
+/* ARGMAX writes int32 (op->out points at 4-byte elements in every instance, see backend.c). */
+int kr_cuda_argmax(const kr_cuda_op *op);
+int kr_cuda_matmul(const kr_cuda_op *op);
+/* GATHER: op->in[1] is the constant int32 indices, uploaded as int32 (backend.c). */
+int kr_cuda_gather(const kr_cuda_op *op);
+int kr_cuda_transpose_conv(const kr_cuda_op *op);
+/* CONV_2D with window.groups > 1 (kr_cuda_conv_2d calls it for such nodes). */
+int kr_cuda_conv_2d_grouped(const kr_cuda_op *op);
+/* Whether CONV_2D node @p op runs on the tensor cores (kr_cuda_conv_2d_mma): an f16 instance,
+ * explicit padding (ONNX models), no groups, input channels a multiple of 16, 16-byte aligned
+ * input and weights, compute capability 7 or more. kr_cuda_conv_2d calls both. */
+int kr_cuda_conv_2d_mma_fits(const kr_cuda_op *op);
+int kr_cuda_conv_2d_mma(const kr_cuda_op *op);
 
 /* Whether @p node of @p g is a global average pool: an AVERAGE_POOL_2D with one output pixel
  * whose window covers the whole NHWC input, or a MEAN over H and W keeping them (the same

@@ -21,6 +21,25 @@ static const kr_cuda_op_fn cuda_ops[KR_OP_COUNT] = {
     [KR_OP_RESIZE_BILINEAR] = kr_cuda_resize_bilinear,
     [KR_OP_RESHAPE] = kr_cuda_reshape,
     [KR_OP_CONCATENATION] = kr_cuda_concatenation,
+    [KR_OP_SUB] = kr_cuda_sub,
+    [KR_OP_DIV] = kr_cuda_div,
+    [KR_OP_TANH] = kr_cuda_tanh,
+    [KR_OP_EXP] = kr_cuda_exp,
+    [KR_OP_SQRT] = kr_cuda_sqrt,
+    [KR_OP_ELU] = kr_cuda_elu,
+    [KR_OP_LEAKY_RELU] = kr_cuda_leaky_relu,
+    [KR_OP_HARD_SIGMOID] = kr_cuda_hard_sigmoid,
+    [KR_OP_CLIP] = kr_cuda_clip,
+    [KR_OP_POW] = kr_cuda_pow,
+    [KR_OP_REDUCE_MAX] = kr_cuda_reduce_max,
+    [KR_OP_RESIZE] = kr_cuda_resize,
+    [KR_OP_TRANSPOSE] = kr_cuda_transpose,
+    [KR_OP_SLICE] = kr_cuda_slice,
+    [KR_OP_SOFTMAX] = kr_cuda_softmax,
+    [KR_OP_ARGMAX] = kr_cuda_argmax,
+    [KR_OP_MATMUL] = kr_cuda_matmul,
+    [KR_OP_GATHER] = kr_cuda_gather,
+    [KR_OP_TRANSPOSE_CONV] = kr_cuda_transpose_conv,
 };
 _Static_assert(sizeof(cuda_ops) / sizeof(cuda_ops[0]) == KR_OP_COUNT,
                "cuda_ops must have an entry for every kr_op");
@@ -36,6 +55,21 @@ int kr_cuda_pernode_supports(const kr_graph *g, const kr_node *node)
     }
     if (node->op == KR_OP_CONCATENATION && node->n_inputs > KR_MAX_NODE_INPUTS)
         return 0;
+    /* int32 outputs: ARGMAX's only; GATHER's indices: a constant int32 */
+    for (int o = 0; o < node->n_outputs; o++)
+        if (node->outputs[o] >= 0 && (g->tensors[node->outputs[o]].dtype == KR_DTYPE_I32) !=
+                                         (node->op == KR_OP_ARGMAX))
+            return 0;
+    if (node->op == KR_OP_GATHER &&
+        (node->n_inputs != 2 || node->inputs[1] < 0 ||
+         !kr_tensor_is_const(&g->tensors[node->inputs[1]]) ||
+         g->tensors[node->inputs[1]].dtype != KR_DTYPE_I32 ||
+         g->tensors[node->inputs[0]].dtype != KR_DTYPE_F32))
+        return 0;
+    if ((node->op == KR_OP_RESIZE || node->op == KR_OP_TRANSPOSE_CONV ||
+         (node->op == KR_OP_CONV_2D && node->p.window.groups > 1)) &&
+        g->tensors[node->inputs[0]].rank != 4)
+        return 0;
     return 1;
 }
 
@@ -48,6 +82,8 @@ keyer_status kr_cuda_pernode_enqueue(const kr_cuda_mem *mem, int f16, float *con
     if (f16)
         for (int i = 0; i < g->n_inputs; i++) {
             int t = g->inputs[i];
+            if (g->tensors[t].dtype != KR_DTYPE_F32)
+                continue;
             e = (cudaError_t)kr_cuda_f32_to_f16(io[t], kr_cuda_mem_ptr(mem, t),
                                                 kr_tensor_bytes(&g->tensors[t], mem->batch) / 4,
                                                 stream);
@@ -72,6 +108,8 @@ keyer_status kr_cuda_pernode_enqueue(const kr_cuda_mem *mem, int f16, float *con
     if (f16)
         for (int i = 0; i < g->n_outputs; i++) {
             int t = g->outputs[i];
+            if (g->tensors[t].dtype != KR_DTYPE_F32)
+                continue; /* ARGMAX's int32: already in its staging */
             e = (cudaError_t)kr_cuda_f16_to_f32(kr_cuda_mem_ptr(mem, t), io[t],
                                                 kr_tensor_bytes(&g->tensors[t], mem->batch) / 4,
                                                 stream);

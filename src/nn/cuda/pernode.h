@@ -12,13 +12,15 @@
 #include "nn/cuda/ops.h"
 
 /* Whether the per-node kernels (and so the backend) can run @p node of @p g: an operator in
- * the table, float activations (int32 only as constants), at most KR_MAX_NODE_INPUTS operands
- * of a CONCATENATION. */
+ * the table, float activations (int32 only as constants, and as ARGMAX's output), GATHER with
+ * constant int32 indices, 4-D RESIZE, TRANSPOSE_CONV and grouped CONV_2D, at most
+ * KR_MAX_NODE_INPUTS operands of a CONCATENATION. */
 int kr_cuda_pernode_supports(const kr_graph *g, const kr_node *node);
 
 /* Queues one inference on @p stream: the graph inputs' conversions to half from their float
  * staging @p io[t] (f16 instances: @p f16), the kernel of every node not marked in @p folded
- * (@p ops as kr_cuda_fuse left them; their stream field is set), the outputs' conversions.
+ * (@p ops as kr_cuda_fuse left them; their stream field is set), the outputs' conversions
+ * (float outputs only: an int32 output is written straight to its staging, see backend.c).
  * Never allocates or synchronises, except with @p check: then it synchronises after every
  * kernel, so that a failure names its node. Errors: DEVICE (or OUT_OF_MEMORY) naming the node
  * or the conversion. */

@@ -1,14 +1,27 @@
 /*
  * AVERAGE_POOL_2D (mean of the taps inside the input: divided by their count, not the window
- * size) and MAX_POOL_2D, then the fused clamp (src/nn/reference/pool_2d.c). One thread per
+ * size; with count_include_pad by the count of taps inside [-pad_before, n + pad_after) per
+ * axis) and MAX_POOL_2D, then the fused clamp (src/nn/reference/pool_2d.c). Dilation and the
+ * explicit, ceil-mode windows of ONNX need nothing more: taps outside the input are skipped. One thread per
  * output element, channel fastest (the window: ops/pool_2d.cuh, kr_pool_window); global pooling
  * has its own reduction kernel (its order: ops/pool_2d.cuh).
  */
 #include "nn/cuda/ops/pool_2d.cuh"
 
 struct pool_shape {
-    int ih, iw, ic, oh, ow, kh, kw, sh, sw, pt, pl;
+    int ih, iw, ic, oh, ow, kh, kw, sh, sw, pt, pl, dh, dw, pb, pr, include_pad;
 };
+
+/* Taps of a window starting at @p start (dilation @p d, @p k taps) inside [lo, hi). */
+__device__ __forceinline__ int taps_within(int start, int k, int d, int lo, int hi)
+{
+    int n = 0;
+    for (int t = 0; t < k; t++) {
+        const int v = start + t * d;
+        n += v >= lo && v < hi;
+    }
+    return n;
+}
 
 template <typename T, int MAX, typename I>
 __global__ void pool_kernel(const T *__restrict__ x, T *__restrict__ y, I total, pool_shape s,
@@ -24,6 +37,9 @@ __global__ void pool_kernel(const T *__restrict__ x, T *__restrict__ y, I total,
         float acc;
         int count;
         kr_pool_window<T, 1, MAX != 0>(x, s, b, oy, ox, c, &acc, &count);
+        if (!MAX && s.include_pad)
+            count = taps_within(oy * s.sh - s.pt, s.kh, s.dh, -s.pt, s.ih + s.pb) *
+                    taps_within(ox * s.sw - s.pl, s.kw, s.dw, -s.pl, s.iw + s.pr);
         kr_st(y + i, kr_apply(e, MAX ? acc : (count ? acc / (float)count : 0.0f)));
     }
 }
@@ -74,9 +90,12 @@ template <typename T, int MAX, typename I> static int launch(const kr_cuda_op *o
     const kr_tensor *xt = kr_in_t(op, 0), *yt = kr_out_t(op);
     const kr_window_params *p = &op->node->p.window;
     pool_shape s = {xt->dims[1], xt->dims[2], xt->dims[3], yt->dims[1], yt->dims[2],
-                    p->kernel_h, p->kernel_w, p->stride_h, p->stride_w, p->pad_top, p->pad_left};
+                    p->kernel_h, p->kernel_w, p->stride_h, p->stride_w, p->pad_top, p->pad_left,
+                    p->dilation_h > 0 ? p->dilation_h : 1, p->dilation_w > 0 ? p->dilation_w : 1,
+                    p->pad_bottom, p->pad_right, !MAX && p->count_include_pad};
     if (s.oh == 1 && s.ow == 1 && s.pt <= 0 && s.pl <= 0 && s.kh - s.pt >= s.ih &&
-        s.kw - s.pl >= s.iw) /* every tap inside: count = pixels */
+        s.kw - s.pl >= s.iw && s.dh == 1 && s.dw == 1 &&
+        !(s.include_pad && (s.pb > 0 || s.pr > 0))) /* every tap inside: count = pixels */
         return launch_global<T, MAX>(op);
     size_t total = kr_elems(op, yt);
     unsigned blocks = kr_blocks(total, 256);

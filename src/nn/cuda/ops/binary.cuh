@@ -1,5 +1,5 @@
 /*
- * ADD, MUL and PRELU per element, as every schedule computes them: the per-node kernels
+ * ADD, MUL, PRELU (and SUB, DIV: per-node only) per element, as every schedule computes them: the per-node kernels
  * (binary.cuh) and the persistent schedule's BINARY step. One function per unit: the operation
  * on the two operands in their order, then the node's epilogue (clamp, post function, folded
  * residual); the caller stores the values. The schedules differ
@@ -10,13 +10,18 @@
 
 #include "nn/cuda/common.cuh"
 
-/* The element-wise binary operators: @p f 0 ADD, 1 MUL, 2 PRELU (b the slope where a < 0). */
+/* The element-wise binary operators: @p f 0 ADD, 1 MUL, 2 PRELU (b the slope where a < 0),
+ * 3 SUB (a - b), 4 DIV (a / b, IEEE division). SUB and DIV run in the per-node kernels only. */
 __device__ __forceinline__ float kr_bin_op(int f, float a, float b)
 {
     if (f == 0)
         return a + b;
     if (f == 1)
         return a * b;
+    if (f == 3)
+        return a - b;
+    if (f == 4)
+        return __fdiv_rn(a, b);
     return a >= 0.0f ? a : a * b;
 }
 

@@ -23,6 +23,11 @@
  *      contiguous s-th of the inputs in order, a butterfly of shuffles from the nearest lane up;
  *      + bias last. U's a-convolution with S > 1 (segment): the lanes' parts added to the bias
  *      in lane order.
+ *  tensor-core (conv_2d_mma.cu, f16 ONNX layers): the weights rounded to half; from 0, the
+ *      16-deep chunks of k = (ky, kx, ic) in order, each chunk's 16 products summed as the
+ *      tensor core sums them (float accumulation), then + bias (kr_conv_out).
+ *  grouped direct (conv_2d_grouped.cu, groups > 1): from the bias, taps in (ky, kx) order and
+ *      the group's channels in order.
  * Which path a layer takes never depends on the batch (or, where it does, conv_pw_tile sums in
  * the order of the path it displaces), so an item's result is the same at every batch size.
  */

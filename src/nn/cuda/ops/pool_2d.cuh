@@ -2,9 +2,10 @@
  * Pooling per output unit, as the schedules compute it.
  *
  * Window pools (AVERAGE_POOL_2D, MAX_POOL_2D; src/nn/reference/pool_2d.c): kr_pool_window, the
- * per-node kernel's (pool_2d.cu) and the persistent MAXPOOL step's: the taps inside the input
- * only (padding is never a candidate nor counted), in (ky, kx) order; the maximum from
- * -FLT_MAX, the average as the sum from 0 divided by the count of taps.
+ * per-node kernel's (pool_2d.cu) and the persistent MAXPOOL step's: the taps (dilated by dh, dw)
+ * inside the input only (padding is never a candidate), in (ky, kx) order; the maximum from
+ * -FLT_MAX, the average as the sum from 0 divided by the count of taps inside the input, or
+ * with count_include_pad (ONNX; per-node only) by the count of taps inside the padded extent.
  *
  * Global average pools (a window over the whole input, or MEAN over H and W) sum each channel
  * over every pixel of an item, plus a folded ADD's other operand per pixel where there is one;
@@ -27,8 +28,8 @@
 #include "nn/cuda/common.cuh"
 
 /* The window of pooled output (oy, ox) of item @p b, channels [c, c + V): input x [b][ih][iw]
- * [ic] with the window of @p s (fields kh, kw, sh, sw, pt, pl, ih, iw, ic: the per-node shape
- * or a persistent step). MAX: acc[k] the largest tap; else acc[k] their sum and *count the taps
+ * [ic] with the window of @p s (fields kh, kw, sh, sw, dh, dw, pt, pl, ih, iw, ic: the per-node
+ * shape or a persistent step; dh, dw >= 1). MAX: acc[k] the largest tap; else acc[k] their sum and *count the taps
  * inside. */
 template <typename T, int V, bool MAX, typename I, typename S>
 __device__ __forceinline__ void kr_pool_window(const T *x, const S &s, I b, int oy, int ox, int c,
@@ -39,11 +40,11 @@ __device__ __forceinline__ void kr_pool_window(const T *x, const S &s, I b, int 
         acc[k] = MAX ? -FLT_MAX : 0.0f;
     int n = 0;
     for (int ky = 0; ky < s.kh; ky++) {
-        const int iy = oy * s.sh - s.pt + ky;
+        const int iy = oy * s.sh - s.pt + ky * s.dh;
         if ((unsigned)iy >= (unsigned)s.ih)
             continue;
         for (int kx = 0; kx < s.kw; kx++) {
-            const int ix = ox * s.sw - s.pl + kx;
+            const int ix = ox * s.sw - s.pl + kx * s.dw;
             if ((unsigned)ix >= (unsigned)s.iw)
                 continue;
             float v[V];

@@ -140,6 +140,8 @@ const char *kr_pp_conv_like(kr_cuda_step *s, const kr_cuda_op *op, int n, int ba
     const kr_tensor *w = kr_pp_in(op, 1);
     if (kr_pp_in(op, 0)->rank != 4 || w->rank != 4)
         return "a convolution that is not 2-D";
+    if (op->node->p.window.groups > 1)
+        return "a grouped convolution";
     kr_pp_common(s, op, n, batch, use_activation);
     s->kind = kind;
     kr_pp_window(s, op, w->dims[1], w->dims[2]);
@@ -162,7 +164,7 @@ int kr_pp_channel_vec(const kr_cuda_step *s, size_t esize)
 int kr_pp_channel_pad(const kr_graph *g, const kr_node *node)
 {
     const kr_tensor *x = &g->tensors[node->inputs[0]];
-    if (x->rank != 4)
+    if (x->rank != 4 || !kr_pp_zero_pad(node))
         return 0;
     for (int d = 0; d < 4; d++)
         if (node->p.pad.before[d] || (d < 3 && node->p.pad.after[d]))
@@ -174,7 +176,7 @@ int kr_pp_channel_pad(const kr_graph *g, const kr_node *node)
 int kr_pp_spatial_pad(const kr_graph *g, const kr_node *node)
 {
     const kr_tensor *x = &g->tensors[node->inputs[0]];
-    return x->rank == 4 && !node->p.pad.before[0] && !node->p.pad.after[0] &&
+    return x->rank == 4 && kr_pp_zero_pad(node) && !node->p.pad.before[0] && !node->p.pad.after[0] &&
            !node->p.pad.before[3] && !node->p.pad.after[3] && node->p.pad.before[1] >= 0 &&
            node->p.pad.before[2] >= 0 && node->p.pad.after[1] >= 0 && node->p.pad.after[2] >= 0;
 }

@@ -111,6 +111,13 @@ const char *kr_pp_conv_like(kr_cuda_step *s, const kr_cuda_op *op, int n, int ba
  * residual 16-byte aligned at @p esize bytes per element), else 1. */
 int kr_pp_channel_vec(const kr_cuda_step *s, size_t esize);
 
+/* Whether PAD node @p node fills with zeros (CONSTANT mode, value 0): the only PAD the
+ * persistent schedule does or folds. */
+static inline int kr_pp_zero_pad(const kr_node *node)
+{
+    return node->p.pad.mode == KR_PAD_CONSTANT && node->p.pad.value == 0.0f;
+}
+
 /* Whether PAD node @p node pads only the channels of an NHWC tensor, after them. */
 int kr_pp_channel_pad(const kr_graph *g, const kr_node *node);
 

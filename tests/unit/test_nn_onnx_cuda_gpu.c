@@ -1,0 +1,233 @@
+/*
+ * u2netp (the ONNX segmentation model of models/manifest.tsv) on the cuda backend against the
+ * cpu backend (itself checked against ONNX Runtime's outputs by the ONNX tests), on a synthetic
+ * 320 x 320 picture (smooth gradients and a bright disc, every item of a batch different).
+ *
+ *  float32: every output within 1e-3 * max(1, |cpu|) of the cpu backend's (the outputs are
+ *           sigmoids in [0, 1]), at batch 1 and 2, with the AUTO schedule (the per-node
+ *           kernels: the persistent schedule refuses RESIZE) and KERNELS.
+ *  float16: every output within 2e-2 absolute of the cpu backend's and the final mask
+ *           (output 0) thresholded at 0.5 agreeing on >= 99.5% of the pixels.
+ *  batch:   item b of a batch-2 run equals a batch-1 run of that item, bit for bit, in f32 and
+ *           f16 (the kernels' summation order does not depend on the batch).
+ *  persistent: asked for explicitly, the persistent schedule refuses the model (UNSUPPORTED),
+ *           naming why, instead of running it wrongly.
+ *
+ * Label gpu (file name *_gpu.c); exits 77 without a CUDA device or without the model file.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keyer/nn.h"
+#include "testutil.h"
+
+#define U2_FILE "u2netp.onnx"
+#define U2_SIZE 320
+#define U2_MAX_OUT 8
+
+typedef struct {
+    int n;
+    float *out[U2_MAX_OUT];
+    size_t bytes[U2_MAX_OUT];
+} outputs;
+
+static void outputs_free(outputs *o)
+{
+    for (int i = 0; i < o->n; i++)
+        free(o->out[i]);
+    memset(o, 0, sizeof(*o));
+}
+
+/* Item @p b of the synthetic input, NHWC [320][320][3] in the model's normalised range. */
+static void make_item(float *x, int b)
+{
+    const float cx = 140.0f + 30.0f * (float)b, cy = 170.0f - 20.0f * (float)b, r = 90.0f;
+    for (int y = 0; y < U2_SIZE; y++)
+        for (int xx = 0; xx < U2_SIZE; xx++) {
+            float d = sqrtf((xx - cx) * (xx - cx) + (y - cy) * (y - cy));
+            float disc = d < r ? 1.0f : 0.0f;
+            for (int c = 0; c < 3; c++) {
+                float v = 0.3f * (float)xx / U2_SIZE + 0.2f * (float)y / U2_SIZE * (float)(c + 1) +
+                          0.8f * disc - 0.1f * (float)c;
+                x[((size_t)y * U2_SIZE + xx) * 3 + c] = (v - 0.45f) / 0.226f;
+            }
+        }
+}
+
+/* Runs @p model at @p batch on items first..first+batch-1. Returns the status of the runtime's
+ * creation (the outputs are filled only for KEYER_OK); @p why gets the message. */
+static keyer_status run(const keyer_model *model, keyer_backend backend, keyer_precision prec,
+                        keyer_cuda_schedule schedule, int batch, int first, outputs *o,
+                        char *why, size_t why_cap)
+{
+    keyer_runtime_params p = keyer_runtime_params_defaults();
+    p.backend = backend;
+    p.precision = prec;
+    p.batch = batch;
+    p.cuda_schedule = schedule;
+    keyer_runtime *rt = NULL;
+    keyer_error err = {0};
+    keyer_status st = keyer_runtime_create(model, &p, &rt, &err);
+    if (st != KEYER_OK) {
+        snprintf(why, why_cap, "%s", err.message);
+        return st;
+    }
+    size_t in_bytes = keyer_runtime_input_bytes(rt, 0);
+    size_t item = (size_t)U2_SIZE * U2_SIZE * 3;
+    assert_int_equal(in_bytes, item * sizeof(float) * (size_t)batch);
+    float *x = malloc(in_bytes);
+    assert_non_null(x);
+    for (int b = 0; b < batch; b++)
+        make_item(x + item * (size_t)b, first + b);
+    assert_int_equal(keyer_runtime_set_input(rt, 0, x, in_bytes, &err), KEYER_OK);
+    free(x);
+    if (keyer_runtime_run(rt, &err) != KEYER_OK)
+        fail_msg("%s", err.message);
+    o->n = keyer_model_output_count(model);
+    assert_true(o->n >= 1 && o->n <= U2_MAX_OUT);
+    for (int i = 0; i < o->n; i++) {
+        o->bytes[i] = keyer_runtime_output_bytes(rt, i);
+        o->out[i] = malloc(o->bytes[i]);
+        assert_non_null(o->out[i]);
+        assert_int_equal(keyer_runtime_get_output(rt, i, o->out[i], o->bytes[i], &err), KEYER_OK);
+    }
+    keyer_runtime_destroy(&rt);
+    return KEYER_OK;
+}
+
+static void run_ok(const keyer_model *model, keyer_backend backend, keyer_precision prec,
+                   keyer_cuda_schedule schedule, int batch, int first, outputs *o)
+{
+    char why[512];
+    if (run(model, backend, prec, schedule, batch, first, o, why, sizeof(why)) != KEYER_OK)
+        fail_msg("%s", why);
+}
+
+static keyer_model *load_u2netp(void)
+{
+    char path[1024];
+    kt_model_path(path, sizeof(path), U2_FILE);
+    keyer_model *model = NULL;
+    keyer_error err = {0};
+    if (keyer_model_load_file(path, &model, &err) != KEYER_OK)
+        fail_msg("%s", err.message);
+    return model;
+}
+
+/* Output @p i of item @p b of @p batched against output @p i of @p one (batch 1). */
+static void check_bitwise(const outputs *batched, int b, const outputs *one, const char *what)
+{
+    for (int i = 0; i < one->n; i++) {
+        size_t n = one->bytes[i];
+        assert_int_equal(batched->bytes[i], n * 2);
+        if (memcmp((const char *)batched->out[i] + n * (size_t)b, one->out[i], n) != 0)
+            fail_msg("%s: output %d of item %d differs from its batch-1 run", what, i, b);
+    }
+}
+
+static void compare(const outputs *got, const outputs *want, int f16, const char *what)
+{
+    assert_int_equal(got->n, want->n);
+    for (int i = 0; i < want->n; i++) {
+        assert_int_equal(got->bytes[i], want->bytes[i]);
+        size_t n = want->bytes[i] / sizeof(float), agree = 0;
+        double max_abs = 0, max_rel = 0;
+        for (size_t k = 0; k < n; k++) {
+            double d = fabs((double)got->out[i][k] - want->out[i][k]);
+            if (isnan(d))
+                d = INFINITY;
+            max_abs = fmax(max_abs, d);
+            max_rel = fmax(max_rel, d / fmax(1.0, fabs((double)want->out[i][k])));
+            agree += (got->out[i][k] >= 0.5f) == (want->out[i][k] >= 0.5f);
+        }
+        double agreement = (double)agree / (double)n;
+        printf("  %s output %d: max abs %.3g, max rel %.3g, mask agreement %.5f\n", what, i,
+               max_abs, max_rel, agreement);
+        if (f16) {
+            assert_true(max_abs <= 2e-2);
+            if (i == 0)
+                assert_true(agreement >= 0.995);
+        } else {
+            assert_true(max_rel <= 1e-3);
+        }
+    }
+}
+
+static void test_u2netp(void **state)
+{
+    (void)state;
+    keyer_model *model = load_u2netp();
+    outputs cpu[2] = {{0}}, one = {0}, two = {0};
+    run_ok(model, KEYER_BACKEND_CPU, KEYER_PRECISION_F32, KEYER_CUDA_SCHEDULE_AUTO, 1, 0, &cpu[0]);
+    run_ok(model, KEYER_BACKEND_CPU, KEYER_PRECISION_F32, KEYER_CUDA_SCHEDULE_AUTO, 1, 1, &cpu[1]);
+    static const keyer_cuda_schedule schedules[] = {KEYER_CUDA_SCHEDULE_AUTO,
+                                                    KEYER_CUDA_SCHEDULE_KERNELS};
+    for (int f16 = 0; f16 <= 1; f16++)
+        for (int s = 0; s < 2; s++) {
+            keyer_precision prec = f16 ? KEYER_PRECISION_F16 : KEYER_PRECISION_F32;
+            char what[64];
+            snprintf(what, sizeof(what), "cuda %s %s", f16 ? "f16" : "f32",
+                     s ? "kernels" : "auto");
+            run_ok(model, KEYER_BACKEND_CUDA, prec, schedules[s], 1, 0, &one);
+            compare(&one, &cpu[0], f16, what);
+            run_ok(model, KEYER_BACKEND_CUDA, prec, schedules[s], 2, 0, &two);
+            check_bitwise(&two, 0, &one, what);
+            outputs_free(&one);
+            run_ok(model, KEYER_BACKEND_CUDA, prec, schedules[s], 1, 1, &one);
+            compare(&one, &cpu[1], f16, what);
+            check_bitwise(&two, 1, &one, what);
+            outputs_free(&one);
+            outputs_free(&two);
+        }
+    outputs_free(&cpu[0]);
+    outputs_free(&cpu[1]);
+    keyer_model_destroy(&model);
+}
+
+static void test_persistent_refuses(void **state)
+{
+    (void)state;
+    keyer_model *model = load_u2netp();
+    outputs o = {0};
+    char why[512];
+    for (int f16 = 0; f16 <= 1; f16++) {
+        keyer_status st = run(model, KEYER_BACKEND_CUDA, f16 ? KEYER_PRECISION_F16 : KEYER_PRECISION_F32,
+                              KEYER_CUDA_SCHEDULE_PERSISTENT, 1, 0, &o, why, sizeof(why));
+        printf("  persistent %s: %s\n", f16 ? "f16" : "f32", st ? why : "ran");
+        assert_int_equal(st, KEYER_STATUS_UNSUPPORTED);
+    }
+    keyer_model_destroy(&model);
+}
+
+int main(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        fprintf(stderr, "test_nn_onnx_cuda_gpu: no CUDA device, skipped\n");
+        return 77;
+    }
+    char path[1024];
+    kt_model_path(path, sizeof(path), U2_FILE);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "test_nn_onnx_cuda_gpu: %s absent (scripts/setup.sh fetches it), skipped\n",
+                path);
+        return 77;
+    }
+    fclose(f);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_u2netp),
+        cmocka_unit_test(test_persistent_refuses),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
