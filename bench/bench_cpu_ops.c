@@ -2,12 +2,15 @@
  * bench_cpu_ops: where the CPU backend's time goes, operator by operator.
  *
  *   bench_cpu_ops MODEL.tflite [--threads N] [--batch N] [--iterations N] [--top N]
+ *                 [--thread-clock]
  *
  * Creates the CPU backend three times: as it runs normally (segments = maximal XNNPACK runs, with
  * XNNPACK's fusions, and the backend's own kernels between them), without the backend's own
  * kernels (XNNPACK and the reference only: what they gain), and with one segment per node, whose
  * segments are timed one by one (median over the iterations). The whole runs report wall time
- * and the process's CPU time per inference (all threads: steadier on a busy machine). Prints the per-operator-type totals, the slowest nodes with
+ * and the process's CPU time per inference (all threads: steadier on a busy machine).
+ * --thread-clock times the segments by the calling thread's CPU time instead of the wall clock
+ * (meaningful with --threads 1, where that thread does all the work; steady on a busy machine). Prints the per-operator-type totals, the slowest nodes with
  * their MACs and achieved GFLOP/s, and the normal run's median for comparison (the per-node sum
  * is larger: no clamp fusion, one thread-pool dispatch per node). Uses private headers.
  */
@@ -39,6 +42,14 @@ static uint64_t node_macs(const kr_graph *g, const kr_node *n)
     }
     default: return 0;
     }
+}
+
+/* This thread's CPU time in seconds (the per-segment clock with --thread-clock). */
+static double thread_now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 /* Process CPU time in seconds (every thread). */
@@ -86,6 +97,7 @@ int main(int argc, char **argv)
 {
     const char *path = NULL;
     int threads = 1, batch = 1, iters = 200, top = 15;
+    double (*clock_fn)(void) = kb_now_s; /* per-segment clock: wall, or --thread-clock */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = kb_int_arg(PROG, "--threads", argv[++i]);
@@ -95,11 +107,13 @@ int main(int argc, char **argv)
             iters = kb_int_arg(PROG, "--iterations", argv[++i]);
         else if (!strcmp(argv[i], "--top") && i + 1 < argc)
             top = kb_int_arg(PROG, "--top", argv[++i]);
+        else if (!strcmp(argv[i], "--thread-clock"))
+            clock_fn = thread_now_s;
         else if (argv[i][0] != '-' && !path)
             path = argv[i];
         else {
             fprintf(stderr, "usage: bench_cpu_ops MODEL.tflite [--threads N] [--batch N] "
-                            "[--iterations N] [--top N]\n");
+                            "[--iterations N] [--top N] [--thread-clock]\n");
             return 2;
         }
     }
@@ -158,9 +172,9 @@ int main(int argc, char **argv)
         kr_backend_cpu.run(split, &err);
     for (int i = 0; i < iters; i++)
         for (int s = 0; s < n_seg; s++) {
-            double t0 = kb_now_s();
+            double t0 = clock_fn();
             kr_cpu_run_segment(split, s, &err);
-            seg_samples[(size_t)s * (size_t)iters + (size_t)i] = kb_now_s() - t0;
+            seg_samples[(size_t)s * (size_t)iters + (size_t)i] = clock_fn() - t0;
         }
     double sum = 0;
     double op_s[KR_OP_COUNT] = {0};
@@ -225,6 +239,44 @@ int main(int argc, char **argv)
             printf(" %9.1f", 2.0 * (double)m / rows[i].median_s * 1e-9);
         printf("\n");
     }
+    /* The normal run's segments (fusions included), each timed alone. */
+    int n_whole = kr_cpu_segment_count(whole);
+    row *segs = calloc((size_t)n_whole, sizeof(row));
+    double *v = calloc((size_t)iters, sizeof(double));
+    if (!segs || !v) {
+        free(segs);
+        free(v);
+        fprintf(stderr, "bench_cpu_ops: out of memory\n");
+        goto done;
+    }
+    double seg_sum = 0;
+    for (int sgi = 0; sgi < n_whole; sgi++) {
+        for (int i = 0; i < iters; i++) {
+            double t0 = clock_fn();
+            kr_cpu_run_segment(whole, sgi, &err);
+            v[i] = clock_fn() - t0;
+        }
+        qsort(v, (size_t)iters, sizeof(double), kb_cmp_double);
+        segs[sgi].node = sgi;
+        segs[sgi].median_s = v[iters / 2];
+        seg_sum += v[iters / 2];
+    }
+    qsort(segs, (size_t)n_whole, sizeof(row), cmp_row);
+    printf("\nslowest segments of the normal run (sum %.3f ms):\n%5s %5s %5s %-8s %9s  %s\n",
+           seg_sum * 1e3, "seg", "first", "last", "kind", "us", "first node");
+    for (int i = 0; i < top && i < n_whole; i++) {
+        kr_cpu_segment_info info;
+        kr_cpu_segment_get(whole, segs[i].node, &info, &err);
+        const kr_node *n = &g->nodes[info.first_node];
+        const kr_tensor *o = &g->tensors[n->outputs[0]];
+        printf("%5d %5d %5d %-8s %9.1f  %s", segs[i].node, info.first_node, info.last_node,
+               info.xnnpack ? "xnnpack" : "kernels", segs[i].median_s * 1e6, kr_op_name(n->op));
+        for (int d = 0; d < o->rank; d++)
+            printf("%s%d", d ? "x" : " ", o->dims[d]);
+        printf("\n");
+    }
+    free(segs);
+    free(v);
     rc = 0;
 done:
     kr_backend_cpu.destroy(&whole);

@@ -18,8 +18,10 @@
 #                 (install scripts may be disabled with --ignore-scripts: the package carries
 #                 libonnxruntime.so for linux x64)
 #
-# Prints each round's medians and ratio, then the medians over the rounds. Both runtimes time
-# inference only (inputs already in place): `keyer bench nn` and bench/ort_cpu_bench.js.
+# Prints each round's median wall times and their ratio, and the CPU time per inference of each
+# (all threads; on a busy machine the steadier figure), then the medians over the rounds. Both
+# runtimes time inference only (inputs already in place): `keyer bench nn` and
+# bench/ort_cpu_bench.js.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -61,22 +63,29 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
 echo "model    $model"
 echo "machine  $(nproc) cores: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)"
 echo "threads  $threads; $iterations timed inferences per round and runtime"
-printf '%-6s %12s %12s %8s\n' round keyer_ms ort_ms ort/keyer
+row() { printf '%-6s %10s %10s %9s %10s %10s %9s\n' "$@"; }
+row round keyer_ms ort_ms ort/keyer keyer_cpu ort_cpu ort/keyer
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 r=1
 while [ "$r" -le "$rounds" ]; do
-    k=$("$keyer" bench nn --model "$model" --backend cpu --threads "$threads" \
-        --iterations "$iterations" --warmup 3 --json | field median_ms)
-    o=$(NODE_PATH="$ort_dir/node_modules" node "$here/ort_cpu_bench.js" "$model" \
-        --threads "$threads" --iterations "$iterations" --warmup 3 | field median_ms)
-    [ -n "$k" ] && [ -n "$o" ] || die "a run printed no median (round $r)"
+    kj=$("$keyer" bench nn --model "$model" --backend cpu --threads "$threads" \
+         --iterations "$iterations" --warmup 3 --json)
+    oj=$(NODE_PATH="$ort_dir/node_modules" node "$here/ort_cpu_bench.js" "$model" \
+         --threads "$threads" --iterations "$iterations" --warmup 3)
+    k=$(echo "$kj" | field median_ms)
+    kc=$(echo "$kj" | field cpu_ms)
+    o=$(echo "$oj" | field median_ms)
+    oc=$(echo "$oj" | field cpu_ms)
+    [ -n "$k" ] && [ -n "$o" ] && [ -n "$kc" ] && [ -n "$oc" ] ||
+        die "a run printed no timing (round $r)"
     ratio=$(awk -v a="$o" -v b="$k" 'BEGIN { printf "%.3f", a / b }')
-    printf '%-6s %12s %12s %8s\n' "$r" "$k" "$o" "$ratio"
-    echo "$k" >>"$tmp/k"
-    echo "$o" >>"$tmp/o"
-    echo "$ratio" >>"$tmp/r"
+    cratio=$(awk -v a="$oc" -v b="$kc" 'BEGIN { printf "%.3f", a / b }')
+    row "$r" "$k" "$o" "$ratio" "$kc" "$oc" "$cratio"
+    for f in k:"$k" o:"$o" r:"$ratio" kc:"$kc" oc:"$oc" cr:"$cratio"; do
+        echo "${f#*:}" >>"$tmp/${f%%:*}"
+    done
     r=$((r + 1))
 done
-printf '%-6s %12s %12s %8s\n' median "$(median <"$tmp/k")" "$(median <"$tmp/o")" \
-    "$(median <"$tmp/r")"
+row median "$(median <"$tmp/k")" "$(median <"$tmp/o")" "$(median <"$tmp/r")" \
+    "$(median <"$tmp/kc")" "$(median <"$tmp/oc")" "$(median <"$tmp/cr")"

@@ -1,4 +1,3 @@
-#define _POSIX_C_SOURCE 200809L /* strtok_r */
 /*
  * ONNX models against ONNX Runtime's outputs: see kt_onnx_oracle.h.
  */

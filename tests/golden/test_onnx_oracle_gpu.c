@@ -2,8 +2,9 @@
  * ONNX models on the cuda backend against ONNX Runtime 1.30.0's outputs: the part of
  * test_onnx_oracle.c that needs a GPU (same data, same comparisons; see there).
  *  - float32: every operator test graph and U^2-NetP's outputs within 1e-3 * max(1, |ort|).
- *  - float16: each operator graph within its manifest tolerance (column f16_tol: 0.02 * max(1,
- *    |ort|) by default, exact for ArgMax without ties, not compared for ArgMax with ties);
+ *  - float16: each operator graph within its manifest tolerance (column f16_tol: 5e-3 * max(1,
+ *    |ort|) by default, exact for ArgMax without ties, not compared for ArgMax with ties; the
+ *    largest measured on an H200 was 1.3e-3, Exp);
  *    U^2-NetP's mask '1959' on the same side of 0.5 as ONNX Runtime's on >= 99.5% of pixels and
  *    a mean absolute difference <= 5e-3 (the side outputs are printed, not judged).
  */

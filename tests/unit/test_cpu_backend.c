@@ -697,6 +697,30 @@ static void test_winograd_conv(void **state)
         expect_matches_reference(g, 2, 1, 5e-5);
         kr_graph_destroy(&g);
     }
+    /* Residual ADDs after a Winograd convolution (after its RELU, or directly; either operand
+     * order; with the ADD's own activation), fused into its output stage. */
+    for (int v = 0; v < 3; v++) {
+        gbuild b;
+        gb_begin(&b, "winograd-residual");
+        int x = gb_act(&b, 4, (int[]){1, 18, 21, 16});
+        int r = gb_act(&b, 4, (int[]){1, 18, 21, 32});
+        int y = gb_conv3_dilated(&b, x, 32, v + 1, KR_PADDING_SAME, KR_ACT_NONE);
+        if (v != 1)
+            y = gb_unary(&b, KR_OP_RELU, y);
+        int sum = gb_act(&b, 4, (int[]){1, 18, 21, 32});
+        kr_node *add = gb_node(&b, KR_OP_ADD, 2, v == 2 ? (int[]){r, y} : (int[]){y, r}, sum);
+        add->activation = v == 2 ? KR_ACT_RELU6 : KR_ACT_NONE;
+        kr_graph *g = gb_finish(&b, 2, (int[]){x, r}, 1, (int[]){sum});
+        kr_backend_instance *inst = NULL;
+        outputs out = {0};
+        run_graph(g, 1, 2, NULL, 0, &out, &inst);
+        assert_int_equal(kr_cpu_segment_count(inst), 1); /* ADD and RELU taken by the kernel */
+        kr_backend_cpu.destroy(&inst);
+        outputs_free(&out);
+        expect_matches_reference(g, 1, 2, 5e-5);
+        expect_matches_reference(g, 3, 2, 5e-5);
+        kr_graph_destroy(&g);
+    }
     /* A concatenation used twice, and a RELU on a tensor that is also an output: not fused. */
     {
         gbuild b;

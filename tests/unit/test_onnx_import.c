@@ -8,7 +8,10 @@
  *  - the small graphs of tests/data/onnx_import/ (made by make_models.py there): a model with
  *    dynamic height and width run at two sizes against values computed here by hand, a
  *    PyTorch-style shape subgraph (Shape/Gather/Unsqueeze/Concat/Reshape) that folds, layouts
- *    of inputs and outputs, and an unsupported operator's message.
+ *    of inputs and outputs, and an unsupported operator's message;
+ *  - the structure of some of the oracle's operator graphs (tests/data/onnx/ops/): a
+ *    BatchNormalization folded into its Conv, or MUL + ADD alone; a static batch of 2 kept in
+ *    a fixed_batch graph. (Their numbers against ONNX Runtime: tests/golden/test_onnx_oracle.c.)
  */
 #include <math.h>
 #include <setjmp.h>
@@ -249,6 +252,47 @@ static void test_unsupported_operator(void **state)
     assert_non_null(strstr(err.message, "node 'topk_0' (op TopK, opset 13) is not supported"));
 }
 
+/* Graphs of the ONNX oracle's set (tests/data/onnx/ops/, tests/onnx/make_graphs.py): the
+ * import's structure, which the oracle test does not look at. */
+static const kr_graph *load_op_graph(const char *name, keyer_model **m)
+{
+    char rel[256], path[1024];
+    snprintf(rel, sizeof(rel), "onnx/ops/%s/model.onnx", name);
+    kt_data_path(path, sizeof(path), rel);
+    keyer_error err = {0};
+    *m = load(path, 0, 0, KEYER_OK, &err);
+    return kr_model_graph(*m);
+}
+
+static void test_batchnorm_folds_and_batch(void **state)
+{
+    (void)state;
+    keyer_model *m;
+    /* Conv + BatchNormalization: one CONV_2D, the normalisation in its weights. */
+    const kr_graph *g = load_op_graph("conv_batchnorm", &m);
+    assert_int_equal(g->n_nodes, 1);
+    assert_int_equal(g->nodes[0].op, KR_OP_CONV_2D);
+    assert_int_equal(g->fixed_batch, 0);
+    keyer_model_destroy(&m);
+    /* BatchNormalization alone (a dynamic batch): MUL + ADD with per-channel constants. */
+    g = load_op_graph("batchnorm_alone", &m);
+    assert_int_equal(g->n_nodes, 2);
+    assert_int_equal(g->nodes[0].op, KR_OP_MUL);
+    assert_int_equal(g->nodes[1].op, KR_OP_ADD);
+    assert_int_equal(g->fixed_batch, 0);
+    assert_int_equal(g->tensors[g->inputs[0]].dims[0], 1);
+    keyer_model_destroy(&m);
+    /* A static batch of 2 stays in the graph, which is marked fixed_batch. */
+    g = load_op_graph("conv_static_batch2", &m);
+    assert_int_equal(g->fixed_batch, 1);
+    assert_int_equal(g->tensors[g->inputs[0]].dims[0], 2);
+    keyer_tensor_info in;
+    keyer_error err = {0};
+    assert_int_equal(keyer_model_input_info(m, 0, &in, &err), KEYER_OK);
+    assert_int_equal(in.file_dims[0], 2);
+    keyer_model_destroy(&m);
+}
+
 static void test_not_a_model(void **state)
 {
     (void)state;
@@ -272,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_shape_subgraph_folds),
         cmocka_unit_test(test_unsupported_operator),
         cmocka_unit_test(test_not_a_model),
+        cmocka_unit_test(test_batchnorm_folds_and_batch),
         cmocka_unit_test(test_u2netp_folds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

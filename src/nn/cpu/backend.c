@@ -61,6 +61,8 @@ struct kr_backend_instance {
     unsigned char *skip;    /* per node: 1 if a neighbour's kernel does its work (fused) */
     int *fuse_concat;       /* per kernel node: the CONCATENATION it reads through, or -1 */
     int *fuse_act;          /* per kernel node: the activation whose output it writes, or -1 */
+    int *fuse_add;          /* per kernel node: the residual ADD whose output it writes, or -1 */
+    int *fuse_add_other;    /* the ADD's input index of the other operand */
     int *mark;              /* per tensor: scratch for create */
     uint32_t *ids;          /* per tensor: scratch for create */
 
@@ -426,10 +428,6 @@ static keyer_status build_runtimes(kr_backend_instance *inst, lane *ln, int *ret
 {
     const kr_graph *g = inst->g;
     *retry = 0;
-    int last_xnn = -1;
-    for (int s = 0; s < ln->n_segments; s++)
-        if (ln->segments[s].xnn)
-            last_xnn = s;
     for (int si = 0; si < ln->n_segments; si++) {
         segment *seg = &ln->segments[si];
         if (!seg->xnn)
@@ -438,9 +436,12 @@ static keyer_status build_runtimes(kr_backend_instance *inst, lane *ln, int *ret
         seg->ext = calloc((size_t)(seg->n_ext > 0 ? seg->n_ext : 1), sizeof(*seg->ext));
         if (!seg->ext)
             return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "cpu backend: no memory");
-        /* The pool's workers sleep after the last runtime instead of spinning: the CPU is
-         * shared with the rest of the pipeline between inferences. */
-        uint32_t flags = si == last_xnn ? XNN_FLAG_YIELD_WORKERS : 0;
+        /* The pool's workers sleep after each runtime instead of spinning: between runtimes
+         * the CPU kernels or reference nodes run, and the CPU is shared with the rest of the
+         * pipeline. Spinning workers there cost more than waking them: on a busy 2-core
+         * machine u2netp with 2 threads took twice the wall and CPU time with spinning
+         * workers (one runtime per segment, over 100 segments). */
+        uint32_t flags = XNN_FLAG_YIELD_WORKERS;
         int bad = -1;
         enum xnn_status s =
             build_subgraph(inst, ln, seg->first, seg->last, flags, seg->ext, &seg->runtime, &bad);
@@ -600,6 +601,8 @@ static void cpu_destroy(kr_backend_instance **pinst)
     free(inst->skip);
     free(inst->fuse_concat);
     free(inst->fuse_act);
+    free(inst->fuse_add);
+    free(inst->fuse_add_other);
     free(inst->mark);
     free(inst->ids);
     free(inst->io_offsets);
@@ -658,8 +661,8 @@ static int single_use(const kr_graph *g, int t)
 }
 
 /* Gives Winograd convolutions the CONCATENATION just before them (reading its inputs in place
- * of the concatenated tensor) and the RELU/RELU6/CLIP just after them (writing its output),
- * when the tensor between is used only there. Adjacent nodes only, so the fused nodes share
+ * of the concatenated tensor), the RELU/RELU6/CLIP just after them and then a residual ADD
+ * (writing the last one's output), when the tensors between are used only there. Adjacent nodes only, so the fused nodes share
  * the kernel's segment and their tensors' arena lifetimes. */
 static void plan_fusions(kr_backend_instance *inst)
 {
@@ -685,6 +688,22 @@ static void plan_fusions(kr_backend_instance *inst)
                 (lo > nlo ? lo : nlo) <= (hi < nhi ? hi : nhi)) {
                 inst->fuse_act[i] = i + 1;
                 inst->skip[i + 1] = 1;
+            }
+        }
+        /* y = conv (+ activation) + other: the ADD next, reading that result once. */
+        int t = inst->fuse_act[i] >= 0 ? g->nodes[i + 1].outputs[0] : n->outputs[0];
+        int j = inst->fuse_act[i] >= 0 ? i + 2 : i + 1;
+        if (j < g->n_nodes && g->nodes[j].op == KR_OP_ADD && g->nodes[j].n_inputs == 2 &&
+            g->nodes[j].n_outputs == 1 && single_use(g, t) &&
+            (g->nodes[j].inputs[0] == t) != (g->nodes[j].inputs[1] == t)) {
+            const kr_node *add = &g->nodes[j];
+            int other = add->inputs[0] == t ? 1 : 0;
+            const kr_tensor *o = &g->tensors[add->inputs[other]], *y = &g->tensors[add->outputs[0]];
+            if (!kr_tensor_is_const(o) && o->dtype == KR_DTYPE_F32 && y->dtype == KR_DTYPE_F32 &&
+                kr_tensor_same_dims(o, &g->tensors[t]) && kr_tensor_same_dims(y, o)) {
+                inst->fuse_add[i] = j;
+                inst->fuse_add_other[i] = other;
+                inst->skip[j] = 1;
             }
         }
     }
@@ -729,16 +748,20 @@ keyer_status kr_cpu_create(const kr_graph *g, const kr_backend_config *cfg,
     inst->skip = calloc(nn, 1);
     inst->fuse_concat = malloc(nn * sizeof(int));
     inst->fuse_act = malloc(nn * sizeof(int));
+    inst->fuse_add = malloc(nn * sizeof(int));
+    inst->fuse_add_other = malloc(nn * sizeof(int));
     inst->mark = calloc(nt, sizeof(int));
     inst->ids = calloc(nt, sizeof(uint32_t));
     inst->io_offsets = calloc(nt, sizeof(size_t));
     if (!inst->use_xnn || !inst->use_kernel || !inst->skip || !inst->fuse_concat ||
-        !inst->fuse_act || !inst->mark || !inst->ids || !inst->io_offsets)
+        !inst->fuse_act || !inst->fuse_add || !inst->fuse_add_other || !inst->mark ||
+        !inst->ids || !inst->io_offsets)
         goto oom;
     for (int i = 0; i < g->n_nodes; i++) {
         inst->use_kernel[i] = !inst->opt.reference_only && !inst->opt.no_kernels &&
                               kr_cpu_kernel_supports(g, &g->nodes[i]);
-        inst->fuse_concat[i] = inst->fuse_act[i] = -1;
+        inst->fuse_concat[i] = inst->fuse_act[i] = inst->fuse_add[i] = -1;
+        inst->fuse_add_other[i] = -1;
     }
     if (!inst->opt.node_per_segment)
         plan_fusions(inst);
@@ -791,6 +814,11 @@ keyer_status kr_cpu_create(const kr_graph *g, const kr_backend_config *cfg,
                     fu.concat = &g->nodes[inst->fuse_concat[i]];
                 if (inst->fuse_act[i] >= 0)
                     clamp_of(&g->nodes[inst->fuse_act[i]], &fu.lo, &fu.hi);
+                if (inst->fuse_add[i] >= 0) {
+                    fu.residual = 1;
+                    kr_activation_range(g->nodes[inst->fuse_add[i]].activation, &fu.res_lo,
+                                        &fu.res_hi);
+                }
                 st = kr_cpu_kernel_create(g, &g->nodes[i], ln->batch,
                                           inst->n_lanes == 1 ? inst->threads : 1, &fu,
                                           &ln->kern[i], err);
@@ -889,9 +917,15 @@ static keyer_status run_segment(kr_backend_instance *inst, lane *ln, const segme
         if (inst->skip[ni])
             continue;
         if (ln->kern[ni]) {
-            int c = inst->fuse_concat[ni], a = inst->fuse_act[ni];
-            kr_cpu_kernel_run(ln->kern[ni], &ln->ctx[ni], c >= 0 ? &ln->ctx[c] : NULL,
-                              a >= 0 ? (float *)ln->ctx[a].out[0] : NULL, pool);
+            int c = inst->fuse_concat[ni], a = inst->fuse_act[ni], r = inst->fuse_add[ni];
+            kr_cpu_fused_io io = {.concat = c >= 0 ? &ln->ctx[c] : NULL};
+            if (a >= 0)
+                io.out = ln->ctx[a].out[0];
+            if (r >= 0) {
+                io.out = ln->ctx[r].out[0];
+                io.residual = ln->ctx[r].in[inst->fuse_add_other[ni]];
+            }
+            kr_cpu_kernel_run(ln->kern[ni], &ln->ctx[ni], &io, pool);
         } else
             kr_ref_ops[ln->ctx[ni].node->op](&ln->ctx[ni]);
     }

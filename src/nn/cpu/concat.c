@@ -69,7 +69,8 @@ void kr_cpu_concat_run(const kr_op_ctx *ctx, pthreadpool_t pool)
     size_t row_bytes = j.out_block * sizeof(float);
     size_t tile = row_bytes >= 16384 ? 1 : 16384 / (row_bytes ? row_bytes : 1);
     if (pool && outer > tile)
-        pthreadpool_parallelize_1d_tile_1d(pool, copy_rows, &j, outer, tile, 0);
+        pthreadpool_parallelize_1d_tile_1d(pool, copy_rows, &j, outer, tile,
+                                           PTHREADPOOL_FLAG_YIELD_WORKERS);
     else
         copy_rows(&j, 0, outer);
 }

@@ -151,7 +151,7 @@ void kr_cpu_conv_1out_run(const kr_op_ctx *ctx, pthreadpool_task_1d_tile_1d_t fn
     kr_activation_range(n->activation, &j.lo, &j.hi);
     size_t rows = (size_t)j.n * (size_t)j.oh;
     if (pool)
-        pthreadpool_parallelize_1d_tile_1d(pool, fn, &j, rows, 4, 0);
+        pthreadpool_parallelize_1d_tile_1d(pool, fn, &j, rows, 4, PTHREADPOOL_FLAG_YIELD_WORKERS);
     else
         fn(&j, 0, rows);
 }

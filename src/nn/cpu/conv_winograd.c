@@ -58,12 +58,15 @@ struct kr_cpu_winograd {
     int n_slots;     /* scratch sets, one per thread */
     size_t slot_floats;
     float *scratch;  /* per slot: V [36][block][cin], then M [36][block][cout] */
+    float res_lo, res_hi; /* the fused ADD's clamp */
+    int residual;    /* 1: an ADD is fused (y = clamp(clamp(conv) + residual)) */
     int n_src;       /* 1, or the fused concatenation's inputs */
     int src_ch[KR_MAX_NODE_INPUTS]; /* channels of each (multiples of 16, summing to cin) */
     block_fn run_block;
     /* per run */
     atomic_int next;
     const float *src[KR_MAX_NODE_INPUTS];
+    const float *res;
     float *y;
 };
 
@@ -181,17 +184,26 @@ static inline __attribute__((always_inline)) void input_tile(const kr_cpu_winogr
     }
 #define OPUT(j)                                                                                   \
     if ((j) < cols) {                                                                             \
+        size_t at_ = (size_t)(ox0 + k->dw * (j)) * k->cout + co;                                  \
         v16 sum = o[j] + bias, val;                                                               \
         CLAMP16(val, sum, lo, hi);                                                                \
-        STORE(row + (size_t)(ox0 + k->dw * (j)) * k->cout + co, val);                             \
+        if (res_row) {                                                                            \
+            v16 res_;                                                                             \
+            LOAD(res_, res_row + at_);                                                            \
+            sum = val + res_;                                                                     \
+            CLAMP16(val, sum, rlo, rhi);                                                          \
+        }                                                                                         \
+        STORE(row + at_, val);                                                                    \
     }
 #define OROW(i)                                                                                   \
     if ((i) < rows) {                                                                             \
         v16 o[4];                                                                                 \
         AT6(o, s[6 * (i)], s[6 * (i) + 1], s[6 * (i) + 2], s[6 * (i) + 3], s[6 * (i) + 4],       \
             s[6 * (i) + 5]);                                                                      \
-        float *row = k->y + (((size_t)n * k->oh + (size_t)(oy0 + k->dh * (i))) * k->ow) *         \
-                                (size_t)k->cout;                                                  \
+        size_t row_at_ = (((size_t)n * k->oh + (size_t)(oy0 + k->dh * (i))) * k->ow) *           \
+                         (size_t)k->cout;                                                         \
+        float *row = k->y + row_at_;                                                              \
+        const float *res_row = k->res ? k->res + row_at_ : NULL;                                  \
         OPUT(0) OPUT(1) OPUT(2) OPUT(3)                                                           \
     }
 
@@ -199,10 +211,12 @@ static inline __attribute__((always_inline)) void output_tile(const kr_cpu_winog
                                                               int oy0, int ox0, const float *mt,
                                                               size_t plane)
 {
-    v16 lo, hi;
+    v16 lo, hi, rlo, rhi;
     for (int l = 0; l < LANES; l++) {
         lo[l] = k->lo;
         hi[l] = k->hi;
+        rlo[l] = k->res_lo;
+        rhi[l] = k->res_hi;
     }
     int rows = 0, cols = 0;
     while (rows < 4 && oy0 + k->dh * rows < k->oh)
@@ -506,6 +520,13 @@ keyer_status kr_cpu_winograd_create(const kr_graph *g, const kr_node *n, int bat
         k->lo = fusion->lo > k->lo ? fusion->lo : k->lo;
         k->hi = fusion->hi < k->hi ? fusion->hi : k->hi;
     }
+    k->res_lo = -INFINITY;
+    k->res_hi = INFINITY;
+    if (fusion && fusion->residual) {
+        k->residual = 1;
+        k->res_lo = fusion->res_lo;
+        k->res_hi = fusion->res_hi;
+    }
     k->n_src = 1;
     k->src_ch[0] = k->cin;
     if (fusion && fusion->concat) {
@@ -595,15 +616,17 @@ static void slot_task(void *arg, size_t slot)
     }
 }
 
-void kr_cpu_winograd_run(kr_cpu_winograd *k, const float *const *src, float *y,
-                         pthreadpool_t pool)
+void kr_cpu_winograd_run(kr_cpu_winograd *k, const float *const *src, const float *residual,
+                         float *y, pthreadpool_t pool)
 {
+    k->res = k->residual ? residual : NULL;
     for (int i = 0; i < k->n_src; i++)
         k->src[i] = src[i];
     k->y = y;
     atomic_store_explicit(&k->next, 0, memory_order_relaxed);
     if (pool && k->n_slots > 1)
-        pthreadpool_parallelize_1d(pool, slot_task, k, (size_t)k->n_slots, 0);
+        pthreadpool_parallelize_1d(pool, slot_task, k, (size_t)k->n_slots,
+                                   PTHREADPOOL_FLAG_YIELD_WORKERS);
     else
         slot_task(k, 0);
 }

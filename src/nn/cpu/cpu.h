@@ -18,6 +18,9 @@
  *    runtimes share the pool for XNNPACK's per-operator parallelism. Splitting the batch avoids
  *    XNNPACK's fine-grained per-operator synchronisation, which costs more than it gains on
  *    small models on few cores (see BENCHMARKS.md). Each lane packs its own weights.
+ *    After each runtime and each CPU kernel the pool's workers sleep rather than spin until
+ *    the next one (XNN_FLAG_YIELD_WORKERS / PTHREADPOOL_FLAG_YIELD_WORKERS): a graph of many
+ *    segments (an ONNX model) otherwise spends its CPU spinning when the cores are shared.
  *  - Graph inputs and outputs live in one block for the whole batch (batch outermost); each
  *    lane reads and writes its slice of it.
  *  - Some nodes run on the backend's own kernels instead (nn/cpu/kernels.h: Winograd 3x3

@@ -43,7 +43,8 @@ keyer_status kr_cpu_kernel_create(const kr_graph *g, const kr_node *node, int ba
     if (!k)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "cpu backend: no memory");
     if (node->op == KR_OP_CONV_2D && !kr_cpu_winograd_supports(g, node)) {
-        if (fusion && (fusion->concat || fusion->lo != -INFINITY || fusion->hi != INFINITY)) {
+        if (fusion && (fusion->concat || fusion->residual || fusion->lo != -INFINITY ||
+                       fusion->hi != INFINITY)) {
             free(k);
             return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                    "cpu backend: the one-channel convolution fuses nothing");
@@ -59,7 +60,8 @@ keyer_status kr_cpu_kernel_create(const kr_graph *g, const kr_node *node, int ba
             return st;
         }
     } else {
-        if (fusion && (fusion->concat || fusion->lo != -INFINITY || fusion->hi != INFINITY)) {
+        if (fusion && (fusion->concat || fusion->residual || fusion->lo != -INFINITY ||
+                       fusion->hi != INFINITY)) {
             free(k);
             return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                    "cpu backend: the concatenation kernel fuses nothing");
@@ -70,16 +72,17 @@ keyer_status kr_cpu_kernel_create(const kr_graph *g, const kr_node *node, int ba
     return KEYER_OK;
 }
 
-void kr_cpu_kernel_run(kr_cpu_kernel *k, const kr_op_ctx *ctx, const kr_op_ctx *concat_ctx,
-                       float *out, pthreadpool_t pool)
+void kr_cpu_kernel_run(kr_cpu_kernel *k, const kr_op_ctx *ctx, const kr_cpu_fused_io *io,
+                       pthreadpool_t pool)
 {
     switch (k->kind) {
     case KERNEL_WINOGRAD: {
         const float *src[KR_MAX_NODE_INPUTS] = {ctx->in[0]};
-        if (concat_ctx)
-            for (int i = 0; i < concat_ctx->node->n_inputs; i++)
-                src[i] = concat_ctx->in[i];
-        kr_cpu_winograd_run(k->winograd, src, out ? out : ctx->out[0], pool);
+        if (io && io->concat)
+            for (int i = 0; i < io->concat->node->n_inputs; i++)
+                src[i] = io->concat->in[i];
+        kr_cpu_winograd_run(k->winograd, src, io ? io->residual : NULL,
+                            io && io->out ? io->out : ctx->out[0], pool);
         break;
     }
     case KERNEL_CONV_1OUT: kr_cpu_conv_1out_run(ctx, k->rows, pool); break;

@@ -12,7 +12,9 @@
  *                            indices split over the pool (concat.c).
  *
  * A kernel object is made per node and lane at create (weights transformed and packed, scratch
- * allocated); running it allocates nothing. Internal to keyer (prefix kr_cpu_).
+ * allocated); running it allocates nothing. Each run is one parallel region of the pool, after
+ * which its workers sleep (PTHREADPOOL_FLAG_YIELD_WORKERS, as the backend's XNNPACK runtimes).
+ * Internal to keyer (prefix kr_cpu_).
  */
 #ifndef KEYER_NN_CPU_KERNELS_H
 #define KEYER_NN_CPU_KERNELS_H
@@ -25,17 +27,30 @@
 
 typedef struct kr_cpu_kernel kr_cpu_kernel;
 
-/* Neighbouring nodes a kernel takes over (the backend then skips them):
- *  concat: a CONCATENATION on the channel axis whose only consumer is this Winograd
- *    convolution: the convolution reads the concatenation's inputs in place of its own input
- *    (each a multiple of 16 channels), so the concatenated tensor is never written.
+/* Neighbouring nodes a kernel takes over (the backend then skips them). Winograd convolutions
+ * only:
+ *  concat: a CONCATENATION on the channel axis whose only consumer is the convolution: it reads
+ *    the concatenation's inputs in place of its own input (each a multiple of 16 channels), so
+ *    the concatenated tensor is never written.
  *  lo, hi: the clamp of a RELU, RELU6 or CLIP that is the only consumer of the output, applied
  *    with the node's own activation (the intersection; the backend checks it is not empty);
- *    the kernel then writes the activation node's output. -INFINITY, INFINITY: none. */
+ *    the kernel then writes the activation node's output. -INFINITY, INFINITY: none.
+ *  residual: an ADD (no broadcasting) of that result and another tensor of its shape, the
+ *    ADD's only input from the convolution: y = clamp(clamp(conv) + other, res_lo, res_hi)
+ *    with the ADD's fused activation; the kernel then writes the ADD's output. */
 typedef struct kr_cpu_fusion {
     const kr_node *concat;
     float lo, hi;
+    int residual;
+    float res_lo, res_hi;
 } kr_cpu_fusion;
+
+/* Where a fused kernel's run reads and writes (NULL members: not fused). */
+typedef struct kr_cpu_fused_io {
+    const kr_op_ctx *concat; /* the fused CONCATENATION's bound inputs */
+    float *out;              /* the last fused node's output (NULL: the node's own) */
+    const float *residual;   /* the fused ADD's other input */
+} kr_cpu_fused_io;
 
 /* Whether the Winograd convolution @p conv can read the inputs of @p concat (its input's
  * producer) in place of the concatenated tensor. */
@@ -55,11 +70,10 @@ keyer_status kr_cpu_kernel_create(const kr_graph *g, const kr_node *node, int ba
                                   keyer_error *err);
 
 /* Runs the node on the pointers of @p ctx (ctx->batch images) with @p pool (NULL: this
- * thread). With a fused concatenation, @p concat_ctx holds its bound inputs; with a fused
- * activation, @p out is that node's output (NULL: ctx->out[0]). Not thread-safe per kernel:
- * one run at a time. */
-void kr_cpu_kernel_run(kr_cpu_kernel *k, const kr_op_ctx *ctx, const kr_op_ctx *concat_ctx,
-                       float *out, pthreadpool_t pool);
+ * thread); @p io (NULL when nothing is fused) gives the fused nodes' pointers. Not thread-safe
+ * per kernel: one run at a time. */
+void kr_cpu_kernel_run(kr_cpu_kernel *k, const kr_op_ctx *ctx, const kr_cpu_fused_io *io,
+                       pthreadpool_t pool);
 
 /* Frees a kernel; sets *k to NULL. NULL accepted. */
 void kr_cpu_kernel_destroy(kr_cpu_kernel **k);
@@ -71,9 +85,10 @@ int kr_cpu_winograd_supports(const kr_graph *g, const kr_node *node);
 keyer_status kr_cpu_winograd_create(const kr_graph *g, const kr_node *node, int batch,
                                     int threads, const kr_cpu_fusion *fusion,
                                     kr_cpu_winograd **out, keyer_error *err);
-/* @p src: the input, or the fused concatenation's inputs in order. */
-void kr_cpu_winograd_run(kr_cpu_winograd *k, const float *const *src, float *y,
-                         pthreadpool_t pool);
+/* @p src: the input, or the fused concatenation's inputs in order; @p residual: the fused
+ * ADD's other input (NULL when none is fused). */
+void kr_cpu_winograd_run(kr_cpu_winograd *k, const float *const *src, const float *residual,
+                         float *y, pthreadpool_t pool);
 void kr_cpu_winograd_destroy(kr_cpu_winograd **k);
 
 int kr_cpu_conv_1out_supports(const kr_graph *g, const kr_node *node);

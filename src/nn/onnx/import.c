@@ -145,13 +145,23 @@ static keyer_status read_outputs(kr_imp_ctx *c, kr_graph *g, kr_onnx_layout *lay
         int dup = t < g->n_inputs;
         for (size_t j = 0; j < k; j++)
             dup |= g->outputs[j] == t;
-        if (dup || strcmp(c->tensors[t].name, name) != 0) {
-            /* An alias (Identity, Cast, a graph input, another output): a RESHAPE view under
-             * the file's name, so each output is its own tensor with its own name. */
+        if (dup) {
+            /* The same tensor as a graph input or another output (Identity, Cast): a RESHAPE
+             * view under the file's name, so each output is its own tensor. */
             int y = kr_imp_new_act(c, name, c->tensors[t].rank, c->tensors[t].dims);
             if (y < 0 || !kr_imp_emit(c, KR_OP_RESHAPE, 1, &t, y))
                 return c->err->status;
             t = y;
+        } else if (strcmp(c->tensors[t].name, name) != 0) {
+            /* An alias (a folded BatchNormalization, Identity, Cast): the file's name wins. */
+            size_t len = strlen(name) > 255 ? 255 : strlen(name);
+            char *copy = malloc(len + 1);
+            if (!copy)
+                return kr_imp_oom(c);
+            memcpy(copy, name, len);
+            copy[len] = 0;
+            free(c->tensors[t].name);
+            c->tensors[t].name = copy;
         }
         g->outputs[k] = t;
         kr_onnx_layout *l = &layouts[g->n_inputs + (int)k];

@@ -32,7 +32,7 @@
  *    Axes (Concat, Softmax, Slice, Split, Gather, ArgMax, Reduce*, Pad) are remapped; Transpose
  *    nodes are composed with the layout permutation; constants of element-wise operators are
  *    re-laid to broadcast against the permuted operand. Graph inputs of rank 4 are permuted;
- *    graph outputs keep whatever tag they have: kr_onnx_import_layout() tells which.
+ *    graph outputs keep whatever tag they have: the layouts kr_onnx_import returns tell which.
  *  - Operators: mapped onto kr ops (import_ops_*.c; the list is in import_ops.c). Conv
  *    weights are re-laid once (OIHW -> OHWI, depthwise -> [1,KH,KW,C*M], ConvTranspose
  *    [I,O/g,KH,KW] -> [O,KH,KW,I/g]); BatchNormalization after a Conv that is its only consumer

@@ -266,7 +266,8 @@ keyer_status kr_imp_squeeze_dims(kr_imp_ctx *c, int unsqueeze, int rank, const i
         KR_IMP_TRY(kr_imp_attr_ints(c, "axes", &a, &count));
         if (count > KR_IMP_MAX_RANK)
             return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "%zu axes", count);
-        memcpy(axes, a, count * sizeof(int64_t));
+        if (count) /* an absent list is NULL */
+            memcpy(axes, a, count * sizeof(int64_t));
         n = (int)count;
     } else {
         kr_imp_value *a;
@@ -360,11 +361,13 @@ keyer_status kr_imp_slice_params(kr_imp_ctx *c, int rank, const int64_t *dims, i
         size_t n;
         KR_IMP_TRY(kr_imp_attr_ints(c, "starts", &a, &n));
         if (n > KR_IMP_MAX_RANK) return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "%zu starts", n);
-        memcpy(st, a, n * sizeof(*a));
+        if (n) /* an absent list is NULL */
+            memcpy(st, a, n * sizeof(*a));
         ns = (int)n;
         KR_IMP_TRY(kr_imp_attr_ints(c, "ends", &a, &n));
         if (n > KR_IMP_MAX_RANK) return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "%zu ends", n);
-        memcpy(en, a, n * sizeof(*a));
+        if (n) /* an absent list is NULL */
+            memcpy(en, a, n * sizeof(*a));
         ne = (int)n;
         KR_IMP_TRY(kr_imp_attr_ints(c, "axes", &a, &n));
         if (n > KR_IMP_MAX_RANK) return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "%zu axes", n);
@@ -403,14 +406,22 @@ keyer_status kr_imp_slice_params(kr_imp_ctx *c, int rank, const int64_t *dims, i
         int64_t n = dims[a], s = st[k], e = en[k], p = np >= 0 ? sp[k] : 1;
         if (p == 0)
             return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "step 0 on axis %d", a);
-        if (s < 0) s = s < -n ? -1 - n + n : s + n; /* very negative: clamped below */
-        if (e < 0) e = e < -n - 1 ? -1 : e + n;
-        if (p > 0) {
+        /* A step longer than the axis reads one element at most: the same with |step| = n
+         * (keeps the arithmetic below and the graph's int steps in range). */
+        if (p > n)
+            p = n > 0 ? n : 1;
+        if (p < -n)
+            p = -(n > 0 ? n : 1);
+        if (s < 0) /* n is small: no overflow, even from INT64_MIN */
+            s += n;
+        if (e < 0)
+            e += n;
+        if (p > 0) { /* clamped into [0, n] */
             s = s < 0 ? 0 : s > n ? n : s;
             e = e < 0 ? 0 : e > n ? n : e;
             count[a] = e > s ? (e - s + p - 1) / p : 0;
-        } else {
-            s = s < 0 ? (p < 0 ? -1 : 0) : s > n - 1 ? n - 1 : s;
+        } else { /* start into [0, n-1], end into [-1, n-1] */
+            s = s < 0 ? 0 : s > n - 1 ? n - 1 : s;
             e = e < -1 ? -1 : e > n - 1 ? n - 1 : e;
             count[a] = s > e ? (s - e + (-p) - 1) / (-p) : 0;
         }

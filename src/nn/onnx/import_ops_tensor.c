@@ -215,7 +215,8 @@ static keyer_status map_split(kr_imp_ctx *c)
         KR_IMP_TRY(kr_imp_attr_ints(c, "split", &s, &ns));
         if (ns > 64)
             return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "split has %zu entries", ns);
-        memcpy(parts, s, ns * sizeof(int64_t));
+        if (ns) /* an absent list is NULL */
+            memcpy(parts, s, ns * sizeof(int64_t));
         np = (int)ns;
     } else {
         kr_imp_value *s;
@@ -326,7 +327,8 @@ static keyer_status map_reduce(kr_imp_ctx *c, const char *op)
         KR_IMP_TRY(kr_imp_attr_ints(c, "axes", &a, &n));
         if (n > KR_IMP_MAX_RANK)
             return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "%zu axes", n);
-        memcpy(axes, a, n * sizeof(int64_t));
+        if (n) /* an absent list is NULL */
+            memcpy(axes, a, n * sizeof(int64_t));
         n_axes = (int)n;
         kr_imp_value *v;
         KR_IMP_TRY(kr_imp_input(c, 1, &v));
@@ -491,7 +493,8 @@ static keyer_status map_pad(kr_imp_ctx *c)
         KR_IMP_TRY(kr_imp_attr_ints(c, c->opset < 2 ? "paddings" : "pads", &p, &n));
         if (n > 2 * KR_IMP_MAX_RANK)
             return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "%zu pads", n);
-        memcpy(pads, p, n * sizeof(int64_t));
+        if (n) /* an absent list is NULL */
+            memcpy(pads, p, n * sizeof(int64_t));
         np = (int)n;
         KR_IMP_TRY(kr_imp_attr_float(c, "value", 0.0f, &value));
     } else {

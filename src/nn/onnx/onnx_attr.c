@@ -7,6 +7,10 @@
 
 #include "nn/onnx/onnx_internal.h"
 
+/* What an empty list points to (protobuf-c leaves the pointer of an empty list NULL). */
+static const int64_t no_ints[1];
+static const float no_floats[1];
+
 /* Finds @p attr_name on @p node: KEYER_OK with *index = -1 when absent; BAD_DATA when present
  * with another type than @p type. */
 static keyer_status find(const kr_onnx_file *f, const Onnx__NodeProto *node,
@@ -105,8 +109,8 @@ keyer_status kr_onnx_attr_ints(const kr_onnx_file *f, const Onnx__NodeProto *nod
                            err);
     if (st != KEYER_OK)
         return st;
-    *out = i < 0 ? NULL : node->attribute[i]->ints;
     *count = i < 0 ? 0 : node->attribute[i]->n_ints;
+    *out = *count ? node->attribute[i]->ints : no_ints;
     return KEYER_OK;
 }
 
@@ -119,8 +123,8 @@ keyer_status kr_onnx_attr_floats(const kr_onnx_file *f, const Onnx__NodeProto *n
                            err);
     if (st != KEYER_OK)
         return st;
-    *out = i < 0 ? NULL : node->attribute[i]->floats;
     *count = i < 0 ? 0 : node->attribute[i]->n_floats;
+    *out = *count ? node->attribute[i]->floats : no_floats;
     return KEYER_OK;
 }
 

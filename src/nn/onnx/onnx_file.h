@@ -4,6 +4,18 @@
  * keyer's graph. Everything in a model file is untrusted: kr_onnx_file_open checks what it
  * returns, so the importer may rely on the guarantees below. Internal to keyer (prefix kr_).
  *
+ *   keyer_error err = {0};
+ *   kr_onnx_file *f = NULL;
+ *   if (kr_onnx_file_open("model.onnx", &f, &err) != KEYER_OK)
+ *       return err.status;                        // err.message names the file and the fault
+ *   const Onnx__GraphProto *g = kr_onnx_file_graph(f);
+ *   for (size_t i = 0; i < g->n_node; i++) {
+ *       int64_t group;
+ *       if (kr_onnx_attr_int(f, g->node[i], "group", 1, &group, &err) != KEYER_OK) ...
+ *       const kr_onnx_tensor *w = kr_onnx_file_initializer(f, g->node[i]->input[1]); ...
+ *   }
+ *   kr_onnx_file_destroy(&f);
+ *
  * Guarantees after a successful open
  *  - The model has a graph; the default-domain ("" or "ai.onnx") opset is within 7..21 and no
  *    node uses another domain (such a node is refused, naming it).
@@ -17,6 +29,15 @@
  *  - Every node input names a graph input, an initializer or an earlier node's output (so the
  *    nodes are in topological order: a cycle or an unproduced tensor is an error naming the
  *    node), every value is produced once, and names are NUL-terminated strings.
+ *  - Every node has an operator type; its attributes have names (no two alike) and types;
+ *    STRING attributes hold no NUL byte; TENSOR attributes are decoded like initializers.
+ *  - Protobuf structure: nesting is bounded, and the parsed model takes at most 4 times the
+ *    file's size plus 256 MiB of memory (a small hostile file cannot make the parse allocate
+ *    without bound).
+ *  - Decoded tensor data is aligned for its element type. The unpacked model is never changed
+ *    after open: every function below only reads, so threads may share an opened file.
+ *  - Not checked: subgraphs (If/Loop bodies, which keyer does not run) beyond their protobuf
+ *    structure; their Constant nodes and tensor attributes are not decoded.
  *
  * Errors (status + keyer_error, message naming the file and what is wrong): IO (the file or
  * an external data file missing or unreadable; keyer_status has no separate "not found"),
@@ -52,8 +73,10 @@ typedef struct kr_onnx_tensor {
 } kr_onnx_tensor;
 
 /*
- * Opens and checks the model at @p path (see the guarantees above). On success *out owns the
- * parsed model and every decoded tensor; free it with kr_onnx_file_destroy.
+ * Opens and checks the model at @p path (see the guarantees above); external data is read
+ * from @p path's folder and messages start with @p path. On success *out owns the parsed model
+ * and every decoded tensor; free it with kr_onnx_file_destroy. On failure *out is NULL. Files
+ * over KR_ONNX_MAX_FILE_BYTES are UNSUPPORTED.
  */
 keyer_status kr_onnx_file_open(const char *path, kr_onnx_file **out, keyer_error *err);
 
@@ -92,7 +115,8 @@ int kr_onnx_file_producer(const kr_onnx_file *f, const char *name);
  * Attribute access for the importer. Each looks up @p attr_name on @p node; when absent it
  * stores @p def (or, for lists, count 0) and returns KEYER_OK. Present with the wrong type:
  * BAD_DATA naming the node, operator and attribute. Strings are NUL-terminated copies owned by
- * @p f; lists point into the parsed model.
+ * @p f; lists point into the parsed model, and an empty or absent list is count 0 with a
+ * non-NULL pointer (so that memcpy(dst, list, 0) is defined).
  */
 keyer_status kr_onnx_attr_int(const kr_onnx_file *f, const Onnx__NodeProto *node,
                               const char *attr_name, int64_t def, int64_t *out, keyer_error *err);
