@@ -18,8 +18,10 @@
 #                 (install scripts may be disabled with --ignore-scripts: the package carries
 #                 libonnxruntime.so for linux x64)
 #
-# Prints each round's median wall times and their ratio, and the CPU time per inference of each
-# (all threads; on a busy machine the steadier figure), then the medians over the rounds. Both
+# Prints each round's median wall times and their ratio, the fastest inference of each (what a
+# quiet moment gives on a shared machine) and the CPU time per inference of each (all threads),
+# then the medians over the rounds. On a busy machine two threads' fork-join stalls whenever one
+# thread waits for a core, so quote the medians only from a quiet machine. Both
 # runtimes time inference only (inputs already in place): `keyer bench nn` and
 # bench/ort_cpu_bench.js.
 set -eu
@@ -63,8 +65,8 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
 echo "model    $model"
 echo "machine  $(nproc) cores: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)"
 echo "threads  $threads; $iterations timed inferences per round and runtime"
-row() { printf '%-6s %10s %10s %9s %10s %10s %9s\n' "$@"; }
-row round keyer_ms ort_ms ort/keyer keyer_cpu ort_cpu ort/keyer
+row() { printf '%-6s %10s %10s %9s %10s %10s %9s %10s %10s %9s\n' "$@"; }
+row round keyer_ms ort_ms ort/keyer keyer_min ort_min ort/keyer keyer_cpu ort_cpu ort/keyer
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 r=1
@@ -77,15 +79,20 @@ while [ "$r" -le "$rounds" ]; do
     kc=$(echo "$kj" | field cpu_ms)
     o=$(echo "$oj" | field median_ms)
     oc=$(echo "$oj" | field cpu_ms)
-    [ -n "$k" ] && [ -n "$o" ] && [ -n "$kc" ] && [ -n "$oc" ] ||
+    km=$(echo "$kj" | field min_ms)
+    om=$(echo "$oj" | field min_ms)
+    [ -n "$k" ] && [ -n "$o" ] && [ -n "$kc" ] && [ -n "$oc" ] && [ -n "$km" ] && [ -n "$om" ] ||
         die "a run printed no timing (round $r)"
     ratio=$(awk -v a="$o" -v b="$k" 'BEGIN { printf "%.3f", a / b }')
+    mratio=$(awk -v a="$om" -v b="$km" 'BEGIN { printf "%.3f", a / b }')
     cratio=$(awk -v a="$oc" -v b="$kc" 'BEGIN { printf "%.3f", a / b }')
-    row "$r" "$k" "$o" "$ratio" "$kc" "$oc" "$cratio"
-    for f in k:"$k" o:"$o" r:"$ratio" kc:"$kc" oc:"$oc" cr:"$cratio"; do
+    row "$r" "$k" "$o" "$ratio" "$km" "$om" "$mratio" "$kc" "$oc" "$cratio"
+    for f in k:"$k" o:"$o" r:"$ratio" km:"$km" om:"$om" mr:"$mratio" kc:"$kc" oc:"$oc" \
+        cr:"$cratio"; do
         echo "${f#*:}" >>"$tmp/${f%%:*}"
     done
     r=$((r + 1))
 done
 row median "$(median <"$tmp/k")" "$(median <"$tmp/o")" "$(median <"$tmp/r")" \
+    "$(median <"$tmp/km")" "$(median <"$tmp/om")" "$(median <"$tmp/mr")" \
     "$(median <"$tmp/kc")" "$(median <"$tmp/oc")" "$(median <"$tmp/cr")"

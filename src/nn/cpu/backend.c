@@ -57,12 +57,7 @@ struct kr_backend_instance {
     lane *lanes;
 
     unsigned char *use_xnn; /* per node: 1 if it goes to XNNPACK */
-    unsigned char *use_kernel; /* per node: 1 if it goes to a CPU kernel (kernels.h) */
-    unsigned char *skip;    /* per node: 1 if a neighbour's kernel does its work (fused) */
-    int *fuse_concat;       /* per kernel node: the CONCATENATION it reads through, or -1 */
-    int *fuse_act;          /* per kernel node: the activation whose output it writes, or -1 */
-    int *fuse_add;          /* per kernel node: the residual ADD whose output it writes, or -1 */
-    int *fuse_add_other;    /* the ADD's input index of the other operand */
+    kr_cpu_node_plan *plan; /* per node: CPU kernel, fused neighbours (kernels.h) */
     int *mark;              /* per tensor: scratch for create */
     uint32_t *ids;          /* per tensor: scratch for create */
 
@@ -597,12 +592,7 @@ static void cpu_destroy(kr_backend_instance **pinst)
     if (inst->pool)
         pthreadpool_destroy(inst->pool);
     free(inst->use_xnn);
-    free(inst->use_kernel);
-    free(inst->skip);
-    free(inst->fuse_concat);
-    free(inst->fuse_act);
-    free(inst->fuse_add);
-    free(inst->fuse_add_other);
+    free(inst->plan);
     free(inst->mark);
     free(inst->ids);
     free(inst->io_offsets);
@@ -632,81 +622,6 @@ static keyer_status plan_io(kr_backend_instance *inst, keyer_error *err)
                                "cpu backend: %s: cannot allocate %zu bytes of inputs/outputs",
                                graph_name(g), off);
     return KEYER_OK;
-}
-
-/* ---- fusions around the CPU kernels ---------------------------------------------------------- */
-
-/* The clamp of a RELU, RELU6 or CLIP node; 0 for other operators. */
-static int clamp_of(const kr_node *n, float *lo, float *hi)
-{
-    switch (n->op) {
-    case KR_OP_RELU: *lo = 0.0f; *hi = INFINITY; return 1;
-    case KR_OP_RELU6: *lo = 0.0f; *hi = 6.0f; return 1;
-    case KR_OP_CLIP: *lo = n->p.unary.alpha; *hi = n->p.unary.beta; return !(*lo > *hi);
-    default: break;
-    }
-    return 0;
-}
-
-/* Whether tensor @p t is read by exactly one node and is not a graph output. */
-static int single_use(const kr_graph *g, int t)
-{
-    if (t < 0 || t >= g->n_tensors || g->tensors[t].graph_output >= 0)
-        return 0;
-    int uses = 0;
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i].n_inputs; k++)
-            uses += g->nodes[i].inputs[k] == t;
-    return uses == 1;
-}
-
-/* Gives Winograd convolutions the CONCATENATION just before them (reading its inputs in place
- * of the concatenated tensor), the RELU/RELU6/CLIP just after them and then a residual ADD
- * (writing the last one's output), when the tensors between are used only there. Adjacent nodes only, so the fused nodes share
- * the kernel's segment and their tensors' arena lifetimes. */
-static void plan_fusions(kr_backend_instance *inst)
-{
-    const kr_graph *g = inst->g;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const kr_node *n = &g->nodes[i];
-        if (!inst->use_kernel[i] || !kr_cpu_winograd_supports(g, n))
-            continue;
-        if (i > 0 && !inst->skip[i - 1] && inst->fuse_act[i - 1] < 0 &&
-            kr_cpu_winograd_can_read_concat(g, n, &g->nodes[i - 1]) &&
-            single_use(g, n->inputs[0])) {
-            inst->fuse_concat[i] = i - 1;
-            inst->skip[i - 1] = 1;
-        }
-        if (i + 1 < g->n_nodes) {
-            const kr_node *a = &g->nodes[i + 1];
-            float lo, hi, nlo, nhi;
-            kr_activation_range(n->activation, &nlo, &nhi);
-            if (clamp_of(a, &lo, &hi) && a->n_inputs == 1 && a->n_outputs == 1 &&
-                a->inputs[0] == n->outputs[0] && single_use(g, n->outputs[0]) &&
-                kr_tensor_same_dims(&g->tensors[a->inputs[0]], &g->tensors[a->outputs[0]]) &&
-                g->tensors[a->outputs[0]].dtype == KR_DTYPE_F32 &&
-                (lo > nlo ? lo : nlo) <= (hi < nhi ? hi : nhi)) {
-                inst->fuse_act[i] = i + 1;
-                inst->skip[i + 1] = 1;
-            }
-        }
-        /* y = conv (+ activation) + other: the ADD next, reading that result once. */
-        int t = inst->fuse_act[i] >= 0 ? g->nodes[i + 1].outputs[0] : n->outputs[0];
-        int j = inst->fuse_act[i] >= 0 ? i + 2 : i + 1;
-        if (j < g->n_nodes && g->nodes[j].op == KR_OP_ADD && g->nodes[j].n_inputs == 2 &&
-            g->nodes[j].n_outputs == 1 && single_use(g, t) &&
-            (g->nodes[j].inputs[0] == t) != (g->nodes[j].inputs[1] == t)) {
-            const kr_node *add = &g->nodes[j];
-            int other = add->inputs[0] == t ? 1 : 0;
-            const kr_tensor *o = &g->tensors[add->inputs[other]], *y = &g->tensors[add->outputs[0]];
-            if (!kr_tensor_is_const(o) && o->dtype == KR_DTYPE_F32 && y->dtype == KR_DTYPE_F32 &&
-                kr_tensor_same_dims(o, &g->tensors[t]) && kr_tensor_same_dims(y, o)) {
-                inst->fuse_add[i] = j;
-                inst->fuse_add_other[i] = other;
-                inst->skip[j] = 1;
-            }
-        }
-    }
 }
 
 keyer_status kr_cpu_create(const kr_graph *g, const kr_backend_config *cfg,
@@ -744,30 +659,17 @@ keyer_status kr_cpu_create(const kr_graph *g, const kr_backend_config *cfg,
     if (opt)
         inst->opt = *opt;
     inst->use_xnn = calloc(nn, 1);
-    inst->use_kernel = calloc(nn, 1);
-    inst->skip = calloc(nn, 1);
-    inst->fuse_concat = malloc(nn * sizeof(int));
-    inst->fuse_act = malloc(nn * sizeof(int));
-    inst->fuse_add = malloc(nn * sizeof(int));
-    inst->fuse_add_other = malloc(nn * sizeof(int));
+    inst->plan = calloc(nn, sizeof(kr_cpu_node_plan));
     inst->mark = calloc(nt, sizeof(int));
     inst->ids = calloc(nt, sizeof(uint32_t));
     inst->io_offsets = calloc(nt, sizeof(size_t));
-    if (!inst->use_xnn || !inst->use_kernel || !inst->skip || !inst->fuse_concat ||
-        !inst->fuse_act || !inst->fuse_add || !inst->fuse_add_other || !inst->mark ||
-        !inst->ids || !inst->io_offsets)
+    if (!inst->use_xnn || !inst->plan || !inst->mark || !inst->ids || !inst->io_offsets)
         goto oom;
-    for (int i = 0; i < g->n_nodes; i++) {
-        inst->use_kernel[i] = !inst->opt.reference_only && !inst->opt.no_kernels &&
-                              kr_cpu_kernel_supports(g, &g->nodes[i]);
-        inst->fuse_concat[i] = inst->fuse_act[i] = inst->fuse_add[i] = -1;
-        inst->fuse_add_other[i] = -1;
-    }
-    if (!inst->opt.node_per_segment)
-        plan_fusions(inst);
+    kr_cpu_plan_nodes(g, !inst->opt.reference_only && !inst->opt.no_kernels,
+                      !inst->opt.node_per_segment, inst->plan);
     for (int i = 0; i < g->n_nodes; i++)
-        inst->use_xnn[i] = !inst->opt.reference_only && !inst->use_kernel[i] && !inst->skip[i] &&
-                           kr_cpu_xnn_supports(g, &g->nodes[i]);
+        inst->use_xnn[i] = !inst->opt.reference_only && !inst->plan[i].kernel &&
+                           !inst->plan[i].skip && kr_cpu_xnn_supports(g, &g->nodes[i]);
     st = plan_io(inst, err);
     if (st != KEYER_OK)
         goto fail;
@@ -808,17 +710,9 @@ keyer_status kr_cpu_create(const kr_graph *g, const kr_backend_config *cfg,
             goto oom;
         /* A lane of its own (batch split) computes on one thread; one lane uses the pool. */
         for (int i = 0; i < g->n_nodes; i++)
-            if (inst->use_kernel[i] && !inst->skip[i]) {
-                kr_cpu_fusion fu = {.concat = NULL, .lo = -INFINITY, .hi = INFINITY};
-                if (inst->fuse_concat[i] >= 0)
-                    fu.concat = &g->nodes[inst->fuse_concat[i]];
-                if (inst->fuse_act[i] >= 0)
-                    clamp_of(&g->nodes[inst->fuse_act[i]], &fu.lo, &fu.hi);
-                if (inst->fuse_add[i] >= 0) {
-                    fu.residual = 1;
-                    kr_activation_range(g->nodes[inst->fuse_add[i]].activation, &fu.res_lo,
-                                        &fu.res_hi);
-                }
+            if (inst->plan[i].kernel && !inst->plan[i].skip) {
+                kr_cpu_fusion fu;
+                kr_cpu_fusion_of(g, &inst->plan[i], &fu);
                 st = kr_cpu_kernel_create(g, &g->nodes[i], ln->batch,
                                           inst->n_lanes == 1 ? inst->threads : 1, &fu,
                                           &ln->kern[i], err);
@@ -914,16 +808,16 @@ static keyer_status run_segment(kr_backend_instance *inst, lane *ln, const segme
     /* Every tensor has its own storage here, so RESHAPE copies (kr_ref_reshape does). */
     pthreadpool_t pool = inst->n_lanes == 1 ? inst->pool : NULL;
     for (int ni = seg->first; ni <= seg->last; ni++) {
-        if (inst->skip[ni])
+        const kr_cpu_node_plan *p = &inst->plan[ni];
+        if (p->skip)
             continue;
         if (ln->kern[ni]) {
-            int c = inst->fuse_concat[ni], a = inst->fuse_act[ni], r = inst->fuse_add[ni];
-            kr_cpu_fused_io io = {.concat = c >= 0 ? &ln->ctx[c] : NULL};
-            if (a >= 0)
-                io.out = ln->ctx[a].out[0];
-            if (r >= 0) {
-                io.out = ln->ctx[r].out[0];
-                io.residual = ln->ctx[r].in[inst->fuse_add_other[ni]];
+            kr_cpu_fused_io io = {.concat = p->concat >= 0 ? &ln->ctx[p->concat] : NULL};
+            if (p->act >= 0)
+                io.out = ln->ctx[p->act].out[0];
+            if (p->add >= 0) {
+                io.out = ln->ctx[p->add].out[0];
+                io.residual = ln->ctx[p->add].in[p->add_other];
             }
             kr_cpu_kernel_run(ln->kern[ni], &ln->ctx[ni], &io, pool);
         } else

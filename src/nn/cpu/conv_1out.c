@@ -1,7 +1,8 @@
 /*
  * CONV_2D with one output channel (a saliency or matting head: u2netp's side outputs), any
  * kernel size, stride, dilation and padding: per output pixel, the dot product of the filter
- * with the window's taps, 16 input channels at a time, reduced once at the end. XNNPACK 2022
+ * with the window's taps, 16 input channels at a time in four independent sums (the additions'
+ * latency bounds a single sum), reduced once at the end. XNNPACK 2022
  * runs these as a matrix product padded to 16 output channels, 16 times the work.
  *
  * Rows of the output are split over the pool. The 16-channel steps use GCC vector extensions,
@@ -60,7 +61,7 @@ static inline __attribute__((always_inline)) void c1_rows(const c1_job *j, size_
     for (size_t r = first; r < first + count; r++) {
         int b = (int)(r / (size_t)j->oh), oy = (int)(r % (size_t)j->oh);
         for (int ox = 0; ox < j->ow; ox++) {
-            v16 acc = {0};
+            v16 acc = {0}, acc1 = {0}, acc2 = {0}, acc3 = {0}; /* four independent sums */
             float tail = 0.0f;
             for (int ky = 0; ky < j->kh; ky++) {
                 int iy = oy * j->sh - j->pt + ky * j->dh;
@@ -72,17 +73,34 @@ static inline __attribute__((always_inline)) void c1_rows(const c1_job *j, size_
                         continue;
                     const float *px = x + (((size_t)b * j->ih + iy) * j->iw + ix) * cin;
                     const float *pw = j->w + ((size_t)ky * j->kw + kx) * cin;
-                    for (int c = 0; c < full; c += LANES) {
+                    int c = 0;
+                    for (; c + 4 * LANES <= full; c += 4 * LANES) {
+                        v16 a0, f0, a1, f1, a2, f2, a3, f3;
+                        memcpy(&a0, px + c, sizeof(v16));
+                        memcpy(&f0, pw + c, sizeof(v16));
+                        memcpy(&a1, px + c + LANES, sizeof(v16));
+                        memcpy(&f1, pw + c + LANES, sizeof(v16));
+                        memcpy(&a2, px + c + 2 * LANES, sizeof(v16));
+                        memcpy(&f2, pw + c + 2 * LANES, sizeof(v16));
+                        memcpy(&a3, px + c + 3 * LANES, sizeof(v16));
+                        memcpy(&f3, pw + c + 3 * LANES, sizeof(v16));
+                        acc += a0 * f0;
+                        acc1 += a1 * f1;
+                        acc2 += a2 * f2;
+                        acc3 += a3 * f3;
+                    }
+                    for (; c < full; c += LANES) {
                         v16 a, f;
                         memcpy(&a, px + c, sizeof(v16));
                         memcpy(&f, pw + c, sizeof(v16));
                         acc += a * f;
                     }
-                    for (int c = full; c < cin; c++)
+                    for (c = full; c < cin; c++)
                         tail += px[c] * pw[c];
                 }
             }
             float s = j->bias + tail;
+            acc += acc1 + acc2 + acc3;
             for (int l = 0; l < LANES; l++)
                 s += acc[l];
             s = s < j->lo ? j->lo : s;

@@ -78,6 +78,25 @@ void kr_cpu_kernel_run(kr_cpu_kernel *k, const kr_op_ctx *ctx, const kr_cpu_fuse
 /* Frees a kernel; sets *k to NULL. NULL accepted. */
 void kr_cpu_kernel_destroy(kr_cpu_kernel **k);
 
+/* ---- the plan (fusion.c), for the backend --------------------------------------------------- */
+
+/* What the backend does with one node besides XNNPACK and the reference kernels. */
+typedef struct kr_cpu_node_plan {
+    unsigned char kernel; /* 1: a CPU kernel runs it */
+    unsigned char skip;   /* 1: a neighbour's kernel does its work (it is not run) */
+    int concat;           /* kernel nodes: the fused CONCATENATION, or -1 */
+    int act;              /* kernel nodes: the fused RELU/RELU6/CLIP, or -1 */
+    int add;              /* kernel nodes: the fused residual ADD, or -1 */
+    int add_other;        /* that ADD's input index of the other operand, or -1 */
+} kr_cpu_node_plan;
+
+/* Fills @p plan (g->n_nodes entries): with @p kernels, which nodes a CPU kernel runs; with
+ * @p fusions too, the neighbours they take over (kr_cpu_fusion's rules). */
+void kr_cpu_plan_nodes(const kr_graph *g, int kernels, int fusions, kr_cpu_node_plan *plan);
+
+/* The kr_cpu_fusion to create node @p p's kernel with. */
+void kr_cpu_fusion_of(const kr_graph *g, const kr_cpu_node_plan *p, kr_cpu_fusion *out);
+
 /* ---- between kernels.c and the kernel files ---------------------------------------------- */
 
 typedef struct kr_cpu_winograd kr_cpu_winograd;
