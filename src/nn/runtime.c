@@ -114,6 +114,11 @@ keyer_status keyer_runtime_create(const keyer_model *model, const keyer_runtime_
     if (p.batch < 1 || p.batch > MAX_BATCH)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "%s: batch %d is outside 1..%d", g->name, p.batch, MAX_BATCH);
+    if (g->fixed_batch && p.batch != 1)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "%s: the model's first dimension is not a batch of independent "
+                               "items (a static batch, or operators that mix it): it runs at "
+                               "batch 1 only", g->name);
     if (p.device < 0)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "%s: device ordinal %d is negative", g->name, p.device);

@@ -695,7 +695,9 @@ static keyer_status map_matmul(kr_imp_ctx *c, int gemm)
     }
     od[rank - 2] = M;
     od[rank - 1] = N;
-    if (rank == 2)
+    /* A rank-2 product with a computed B mixes rows of both operands; with a constant B each
+     * row of A is independent, so axis 0 stays a batch axis (the validator's rule too). */
+    if (rank == 2 && b->kind != KR_IMP_CONST)
         c->fixed_batch = 1;
     int has_bias = gemm && bias->kind == KR_IMP_CONST && beta != 0;
     int yt;

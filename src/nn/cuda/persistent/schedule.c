@@ -242,6 +242,9 @@ static keyer_status plan_persistent(kr_cuda_psched *p, const kr_cuda_op *ops,
     int k = 0;
     size_t scratch = 0;
     const char *why = plan_steps(p, ops, folded, h, &k, &scratch);
+    /* its steps walk cfg->batch items of dims[0] == 1 each */
+    if (!why && g->fixed_batch)
+        why = "the model's first dimension is not a batch of items (fixed_batch)";
     int sms = 0, coop = 0, ce = 0, occupancy = 0;
     cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p->device);
     if (e == cudaSuccess)
