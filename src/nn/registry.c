@@ -59,7 +59,7 @@ static const keyer_model_entry entries[] = {
     {"u2netp", "u2netp.onnx", U2NET_PKG, KEYER_TASK_SEGMENTATION, 320, 320, 1.0f, 0.0f, 0, 0, 0,
      "U-2-NetP salient object segmentation (ONNX), 320x320 NCHW input, [1,1,320,320] "
      "probability",
-     0, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, KEYER_TENSOR_LAYOUT_NCHW},
+     1, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, KEYER_TENSOR_LAYOUT_NCHW},
 };
 
 keyer_precision keyer_registry_precision(const keyer_model_entry *entry, keyer_precision requested,
