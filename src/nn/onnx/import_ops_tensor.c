@@ -523,14 +523,19 @@ static keyer_status map_pad(kr_imp_ctx *c)
     int crop = 0;
     int64_t start[KR_IMP_MAX_RANK], count[KR_IMP_MAX_RANK];
     for (int d = 0; d < r; d++) {
+        /* range first, so the arithmetic below cannot overflow (a pad may be INT64_MIN) */
+        if (before[d] > (1 << 24) || after[d] > (1 << 24))
+            return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "pads of axis %d are too large", d);
+        if (before[d] < -x->dims[d] || after[d] < -x->dims[d])
+            return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "negative pads of axis %d (%lld, %lld) "
+                               "crop more than its %lld elements", d, (long long)before[d],
+                               (long long)after[d], (long long)x->dims[d]);
         start[d] = before[d] < 0 ? -before[d] : 0;
         count[d] = x->dims[d] - start[d] - (after[d] < 0 ? -after[d] : 0);
         crop |= before[d] < 0 || after[d] < 0;
         if (count[d] < 1)
             return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "negative pads remove all of axis %d",
                                d);
-        if (before[d] > (1 << 24) || after[d] > (1 << 24))
-            return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "pads of axis %d are too large", d);
     }
     int src = x->tensor;
     kr_imp_value cropped = *x;
