@@ -139,9 +139,9 @@ def import_models():
         write("bad_import_quantize_%s_scale.onnx" % name, model(nodes, [vi("x", [2])], [y],
                                                                  inits))
     # Pad (opset 13, pads as an input): a pad of INT64_MIN cannot be negated; pads of -2^62
-    # and -2^62 overflow the size arithmetic.
+    # and -2^62 - 8 overflow the size arithmetic (4 - 2^62 - 2^62 - 8 < INT64_MIN).
     for name, pads in (("int64_min", [0, 0, -(1 << 63), 0, 0, 0, 0, 0]),
-                       ("huge_negative", [0, 0, -(1 << 62) - 1, 0, 0, 0, -(1 << 62), 0])):
+                       ("huge_negative", [0, 0, -(1 << 62), 0, 0, 0, -(1 << 62) - 8, 0])):
         write("bad_import_pad_%s.onnx" % name,
               model([helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")], [x], [y],
                     [helper.make_tensor("pads", i64, [8], pads)]))

@@ -112,13 +112,13 @@ static const expectation imports[] = {
     {"bad_import_quantize_nan_scale.onnx", KEYER_STATUS_BAD_DATA,
      "node 'quantize' (op QuantizeLinear, opset 13): quantizes 0 with the scale nan and zero "
      "point 0 (value 0)"},
-    /* negating INT64_MIN; subtracting pads of -2^62 */
+    /* negating INT64_MIN; subtracting pads of about -2^62 from 4 */
     {"bad_import_pad_int64_min.onnx", KEYER_STATUS_BAD_DATA,
      "node 'pad' (op Pad, opset 13): negative pads of axis 2 (-9223372036854775808, 0) crop "
      "more than its 4 elements"},
     {"bad_import_pad_huge_negative.onnx", KEYER_STATUS_BAD_DATA,
-     "node 'pad' (op Pad, opset 13): negative pads of axis 2 (-4611686018427387905, "
-     "-4611686018427387904) crop more than its 4 elements"},
+     "node 'pad' (op Pad, opset 13): negative pads of axis 2 (-4611686018427387904, "
+     "-4611686018427387912) crop more than its 4 elements"},
     /* output[0] of a node with no outputs (a NULL array) */
     {"bad_import_no_output.onnx", KEYER_STATUS_BAD_DATA,
      "node 'argmax' (op ArgMax, opset 13): has no first output"},
