@@ -145,6 +145,10 @@ def import_models():
         write("bad_import_pad_%s.onnx" % name,
               model([helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")], [x], [y],
                     [helper.make_tensor("pads", i64, [8], pads)]))
+    # Split (opset 13, sizes as an input): parts of 2^62 and 2^62 overflow their sum.
+    nodes = [helper.make_node("Split", ["x", "split"], ["s0", "y"], name="split", axis=1)]
+    write("bad_import_split_overflow.onnx",
+          model(nodes, [x], [y], [helper.make_tensor("split", i64, [2], [1 << 62, 1 << 62])]))
     # A node with no outputs (ArgMax names its tensors after its first output).
     nodes = [helper.make_node("ArgMax", ["x"], [], name="argmax", axis=1),
              helper.make_node("Relu", ["x"], ["y"], name="relu")]

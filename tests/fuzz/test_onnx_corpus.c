@@ -46,6 +46,7 @@ static const expectation cases[] = {
     {"bad_import_pad_int64_min.onnx", KEYER_OK, NULL},
     {"bad_import_pad_huge_negative.onnx", KEYER_OK, NULL},
     {"bad_import_no_output.onnx", KEYER_OK, NULL},
+    {"bad_import_split_overflow.onnx", KEYER_OK, NULL},
     {"bad_truncated.onnx", KEYER_STATUS_BAD_DATA, "running past its end"},
     {"bad_truncated_varint.onnx", KEYER_STATUS_BAD_DATA, "a truncated varint"},
     {"bad_wire_graph.onnx", KEYER_STATUS_BAD_DATA, "field 'graph' with wire type 0 (expected 2)"},
@@ -119,6 +120,9 @@ static const expectation imports[] = {
     {"bad_import_pad_huge_negative.onnx", KEYER_STATUS_BAD_DATA,
      "node 'pad' (op Pad, opset 13): negative pads of axis 2 (-4611686018427387904, "
      "-4611686018427387912) crop more than its 4 elements"},
+    /* adding split sizes of 2^62 */
+    {"bad_import_split_overflow.onnx", KEYER_STATUS_BAD_DATA,
+     "node 'split' (op Split, opset 13): split part 0 is 4611686018427387904 (of an axis of 3)"},
     /* output[0] of a node with no outputs (a NULL array) */
     {"bad_import_no_output.onnx", KEYER_STATUS_BAD_DATA,
      "node 'argmax' (op ArgMax, opset 13): has no first output"},

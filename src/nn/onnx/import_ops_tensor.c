@@ -235,8 +235,12 @@ static keyer_status map_split(kr_imp_ctx *c)
         np = n;
     }
     int64_t sum = 0;
-    for (int i = 0; i < np; i++)
-        sum += parts[i] < 1 ? -((int64_t)1 << 40) : parts[i];
+    for (int i = 0; i < np; i++) { /* each in 1..len first: then the sum cannot overflow */
+        if (parts[i] < 1 || parts[i] > len)
+            return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "split part %d is %lld (of an axis of "
+                               "%lld)", i, (long long)parts[i], (long long)len);
+        sum += parts[i];
+    }
     if (np != n || sum != len)
         return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "split sizes do not add up to %lld in %d "
                            "parts", (long long)len, n);
