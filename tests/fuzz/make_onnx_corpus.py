@@ -149,6 +149,25 @@ def import_models():
     nodes = [helper.make_node("Split", ["x", "split"], ["s0", "y"], name="split", axis=1)]
     write("bad_import_split_overflow.onnx",
           model(nodes, [x], [y], [helper.make_tensor("split", i64, [2], [1 << 62, 1 << 62])]))
+    # Folded integer Pow past int64 (10^30): casting the double result was undefined.
+    inits = [helper.make_tensor("base", i64, [4], [1, 3, 4, 10]),
+             helper.make_tensor("exp", i64, [4], [1, 1, 1, 30])]
+    nodes = [helper.make_node("Pow", ["base", "exp"], ["shape"], name="pow"),
+             helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
+    write("bad_import_pow_overflow.onnx", model(nodes, [x], [y], inits))
+    # Folded Range from 0 by 2^62 to 2^64 (a float limit): 2 * 2^62 overflowed int64.
+    inits = [helper.make_tensor("r_start", i64, [], [0]),
+             helper.make_tensor("r_limit", TensorProto.FLOAT, [], [2.0 ** 64]),
+             helper.make_tensor("r_delta", i64, [], [1 << 62])]
+    nodes = [helper.make_node("Range", ["r_start", "r_limit", "r_delta"], ["shape"],
+                              name="range"),
+             helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
+    write("bad_import_range_overflow.onnx", model(nodes, [x], [y], inits))
+    # Resize to sizes holding INT64_MAX (2^63 as a double): casting it back was undefined.
+    nodes = [helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], name="resize")]
+    write("bad_import_resize_sizes.onnx",
+          model(nodes, [x], [y], [helper.make_tensor("sizes", i64, [4],
+                                                     [1, 3, (1 << 63) - 1, 8])]))
     # A node with no outputs (ArgMax names its tensors after its first output).
     nodes = [helper.make_node("ArgMax", ["x"], [], name="argmax", axis=1),
              helper.make_node("Relu", ["x"], ["y"], name="relu")]

@@ -47,6 +47,9 @@ static const expectation cases[] = {
     {"bad_import_pad_huge_negative.onnx", KEYER_OK, NULL},
     {"bad_import_no_output.onnx", KEYER_OK, NULL},
     {"bad_import_split_overflow.onnx", KEYER_OK, NULL},
+    {"bad_import_pow_overflow.onnx", KEYER_OK, NULL},
+    {"bad_import_range_overflow.onnx", KEYER_OK, NULL},
+    {"bad_import_resize_sizes.onnx", KEYER_OK, NULL},
     {"bad_truncated.onnx", KEYER_STATUS_BAD_DATA, "running past its end"},
     {"bad_truncated_varint.onnx", KEYER_STATUS_BAD_DATA, "a truncated varint"},
     {"bad_wire_graph.onnx", KEYER_STATUS_BAD_DATA, "field 'graph' with wire type 0 (expected 2)"},
@@ -123,6 +126,15 @@ static const expectation imports[] = {
     /* adding split sizes of 2^62 */
     {"bad_import_split_overflow.onnx", KEYER_STATUS_BAD_DATA,
      "node 'split' (op Split, opset 13): split part 0 is 4611686018427387904 (of an axis of 3)"},
+    /* Found reviewing the same arithmetic: a folded integer Pow, a folded integer Range and
+     * Resize sizes cast out-of-range doubles to int64, or overflowed j * delta */
+    {"bad_import_pow_overflow.onnx", KEYER_STATUS_BAD_DATA,
+     "node 'pow' (op Pow, opset 13): integer Pow 10 ^ 30 is not an int64"},
+    {"bad_import_range_overflow.onnx", KEYER_STATUS_BAD_DATA,
+     "node 'range' (op Range, opset 13): a range from 0 by 4611686018427387904 to "
+     "18446744073709551616 leaves int64"},
+    {"bad_import_resize_sizes.onnx", KEYER_STATUS_BAD_DATA,
+     "node 'resize' (op Resize, opset 13): sizes entry 2 is 9.22337e+18 (1 to 2^24)"},
     /* output[0] of a node with no outputs (a NULL array) */
     {"bad_import_no_output.onnx", KEYER_STATUS_BAD_DATA,
      "node 'argmax' (op ArgMax, opset 13): has no first output"},

@@ -125,8 +125,15 @@ static keyer_status fold_binary(kr_imp_ctx *c, const char *op)
         else if (!strcmp(op, "Mul")) r = (int64_t)((uint64_t)x * (uint64_t)y);
         else if (!strcmp(op, "Min")) r = x < y ? x : y;
         else if (!strcmp(op, "Max")) r = x > y ? x : y;
-        else if (!strcmp(op, "Pow")) r = (int64_t)pow((double)x, (double)y);
-        else {
+        else if (!strcmp(op, "Pow")) {
+            double p = pow((double)x, (double)y);
+            if (!(p > -9.2e18 && p < 9.2e18)) { /* casting it would be undefined */
+                kr_imp_const_free(&k);
+                return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "integer Pow %lld ^ %lld is not "
+                                   "an int64", (long long)x, (long long)y);
+            }
+            r = (int64_t)p;
+        } else {
             if (y == 0 || (x == INT64_MIN && y == -1)) {
                 kr_imp_const_free(&k);
                 return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "integer %s by %lld", op,
@@ -718,12 +725,19 @@ static keyer_status fold_range(kr_imp_ctx *c)
     if (n > (double)MAX_FOLD_ELEMENTS)
         return kr_imp_fail(c, KEYER_STATUS_UNSUPPORTED, "a range of %.0f elements", n);
     int64_t count = (int64_t)n;
+    /* Integers: the last element (n is rounded in double) must be an int64 too; then every
+     * element is, and wrapping arithmetic computes each exactly (j * delta may overflow). */
+    if (!s->c.is_float && count > 0 &&
+        !(fabs(start + (double)(count - 1) * delta) < 9.2e18))
+        return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "a range from %.0f by %.0f to %.0f "
+                           "leaves int64", start, delta, limit);
     kr_imp_const k;
     KR_IMP_TRY(kr_imp_const_alloc(c, &k, s->c.is_float, 1, &count));
     k.onnx_type = s->c.onnx_type;
+    uint64_t di = (uint64_t)kr_imp_const_geti(&d->c, 0);
     for (int64_t j = 0; j < count; j++) {
         if (k.is_float) k.f[j] = (float)(start + (double)j * delta);
-        else k.i[j] = s->c.i[0] + j * kr_imp_const_geti(&d->c, 0);
+        else k.i[j] = (int64_t)((uint64_t)s->c.i[0] + (uint64_t)j * di);
     }
     return kr_imp_set_const(c, 0, &k);
 }
