@@ -175,7 +175,8 @@ keyer_status kr_detect_create(const kr_detect_params *p, kr_detect **out, keyer_
         .model_name = d->name,
         .what = "detection: ",
         /* values in [-1, 1], bars at -1 (BlazeFace) */
-        .input = {p->slot, d->in_w, d->in_h, 1, 2.0f, -1.0f, 1, "detection: "},
+        .input = {.slot = p->slot, .width = d->in_w, .height = d->in_h, .letterbox = 1,
+                  .scale = 2.0f, .offset = -1.0f, .threads = 1, .what = "detection: "},
         .ctx = p->ctx,
         .stats = p->stats,
         .counters = p->counters,

@@ -115,6 +115,65 @@ def nest(depth):
                  [vi("x", [1], TensorProto.BOOL)], [vi("y", None)])
 
 
+def import_models():
+    """Files that open but that the importer must refuse (regressions of fuzzing findings:
+    undefined behaviour in the importer's arithmetic)."""
+    x = vi("x", [1, 3, 4, 4])
+    y = vi("y", None)
+    i64 = TensorProto.INT64
+    # Reshape: two shape entries of 2^40 each are in range, their product overflows int64.
+    shape = helper.make_tensor("shape", i64, [2], [1 << 40, 1 << 40])
+    write("bad_import_reshape_overflow.onnx",
+          model([helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")], [x], [y],
+                [shape]))
+    # QuantizeLinear folded over constants: 0 / 0 is NaN (no uint8 value), as is x / NaN.
+    for name, scale in (("zero", 0.0), ("nan", float("nan"))):
+        inits = [helper.make_tensor("q_x", TensorProto.FLOAT, [2], [0.0, 1.0]),
+                 helper.make_tensor("q_scale", TensorProto.FLOAT, [], [scale]),
+                 helper.make_tensor("q_zp", TensorProto.UINT8, [], [0])]
+        nodes = [helper.make_node("QuantizeLinear", ["q_x", "q_scale", "q_zp"], ["q"],
+                                  name="quantize"),
+                 helper.make_node("DequantizeLinear", ["q", "q_scale", "q_zp"], ["dq"],
+                                  name="dequantize"),
+                 helper.make_node("Add", ["x", "dq"], ["y"], name="add")]
+        write("bad_import_quantize_%s_scale.onnx" % name, model(nodes, [vi("x", [2])], [y],
+                                                                 inits))
+    # Pad (opset 13, pads as an input): a pad of INT64_MIN cannot be negated; pads of -2^62
+    # and -2^62 - 8 overflow the size arithmetic (4 - 2^62 - 2^62 - 8 < INT64_MIN).
+    for name, pads in (("int64_min", [0, 0, -(1 << 63), 0, 0, 0, 0, 0]),
+                       ("huge_negative", [0, 0, -(1 << 62), 0, 0, 0, -(1 << 62) - 8, 0])):
+        write("bad_import_pad_%s.onnx" % name,
+              model([helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")], [x], [y],
+                    [helper.make_tensor("pads", i64, [8], pads)]))
+    # Split (opset 13, sizes as an input): parts of 2^62 and 2^62 overflow their sum.
+    nodes = [helper.make_node("Split", ["x", "split"], ["s0", "y"], name="split", axis=1)]
+    write("bad_import_split_overflow.onnx",
+          model(nodes, [x], [y], [helper.make_tensor("split", i64, [2], [1 << 62, 1 << 62])]))
+    # Folded integer Pow past int64 (10^30): casting the double result was undefined.
+    inits = [helper.make_tensor("base", i64, [4], [1, 3, 4, 10]),
+             helper.make_tensor("exp", i64, [4], [1, 1, 1, 30])]
+    nodes = [helper.make_node("Pow", ["base", "exp"], ["shape"], name="pow"),
+             helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
+    write("bad_import_pow_overflow.onnx", model(nodes, [x], [y], inits))
+    # Folded Range from 0 by 2^62 to 2^64 (a float limit): 2 * 2^62 overflowed int64.
+    inits = [helper.make_tensor("r_start", i64, [], [0]),
+             helper.make_tensor("r_limit", TensorProto.FLOAT, [], [2.0 ** 64]),
+             helper.make_tensor("r_delta", i64, [], [1 << 62])]
+    nodes = [helper.make_node("Range", ["r_start", "r_limit", "r_delta"], ["shape"],
+                              name="range"),
+             helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
+    write("bad_import_range_overflow.onnx", model(nodes, [x], [y], inits))
+    # Resize to sizes holding INT64_MAX (2^63 as a double): casting it back was undefined.
+    nodes = [helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], name="resize")]
+    write("bad_import_resize_sizes.onnx",
+          model(nodes, [x], [y], [helper.make_tensor("sizes", i64, [4],
+                                                     [1, 3, (1 << 63) - 1, 8])]))
+    # A node with no outputs (ArgMax names its tensors after its first output).
+    nodes = [helper.make_node("ArgMax", ["x"], [], name="argmax", axis=1),
+             helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    write("bad_import_no_output.onnx", model(nodes, [x], [y]))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     # ---- valid seeds -------------------------------------------------------------------------
@@ -211,6 +270,7 @@ def main():
     write("bad_external_missing.onnx", with_external("missing.weights"))
     write("bad_external_short.onnx", with_external("ok_external.weights", offset=16))
     write("bad_external_length.onnx", with_external("ok_external.weights", length=12))
+    import_models()
 
 
 if __name__ == "__main__":

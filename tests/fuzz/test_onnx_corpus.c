@@ -1,9 +1,11 @@
 /*
  * Robustness of the ONNX file reader: every file of tests/fuzz/corpus/onnx/ (written by
  * tests/fuzz/make_onnx_corpus.py) opens, or fails with the status and message listed below,
- * both from its path and from memory; then truncations and a deterministic, time-bounded
- * mutation loop over the valid models. Run it under -DKEYER_SANITIZE=ON too: a crash, a leak
- * or undefined behaviour is a failure.
+ * both from its path and from memory; a file that opens is imported as fuzz_onnx does and
+ * imports, or fails with the status and message listed in imports[] (the bad_import_*
+ * files: regressions of fuzzing findings in the importer); then truncations and a
+ * deterministic, time-bounded mutation loop over the valid models. Run it under
+ * -DKEYER_SANITIZE=ON too: a crash, a leak or undefined behaviour is a failure.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -18,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "nn/graph.h"
+#include "nn/onnx/import.h"
 #include "nn/onnx/onnx_file.h"
 #include "testutil.h"
 
@@ -35,6 +39,17 @@ static const expectation cases[] = {
     {"ok_external.onnx", KEYER_OK, NULL},
     /* The reader does not know operators: the importer refuses this one, naming it. */
     {"ok_unknown_operator.onnx", KEYER_OK, NULL},
+    /* They open; the importer refuses them (see imports below). */
+    {"bad_import_reshape_overflow.onnx", KEYER_OK, NULL},
+    {"bad_import_quantize_zero_scale.onnx", KEYER_OK, NULL},
+    {"bad_import_quantize_nan_scale.onnx", KEYER_OK, NULL},
+    {"bad_import_pad_int64_min.onnx", KEYER_OK, NULL},
+    {"bad_import_pad_huge_negative.onnx", KEYER_OK, NULL},
+    {"bad_import_no_output.onnx", KEYER_OK, NULL},
+    {"bad_import_split_overflow.onnx", KEYER_OK, NULL},
+    {"bad_import_pow_overflow.onnx", KEYER_OK, NULL},
+    {"bad_import_range_overflow.onnx", KEYER_OK, NULL},
+    {"bad_import_resize_sizes.onnx", KEYER_OK, NULL},
     {"bad_truncated.onnx", KEYER_STATUS_BAD_DATA, "running past its end"},
     {"bad_truncated_varint.onnx", KEYER_STATUS_BAD_DATA, "a truncated varint"},
     {"bad_wire_graph.onnx", KEYER_STATUS_BAD_DATA, "field 'graph' with wire type 0 (expected 2)"},
@@ -80,6 +95,51 @@ static const expectation cases[] = {
      "external data length 12, but its dims need 16 bytes"},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
+
+/* The import of every file that opens (KEYER_OK: a consistent graph). */
+static const expectation imports[] = {
+    {"ok_conv_relu.onnx", KEYER_OK, NULL},
+    {"ok_opset7.onnx", KEYER_OK, NULL},
+    {"ok_opset21.onnx", KEYER_OK, NULL},
+    {"ok_attrs.onnx", KEYER_STATUS_BAD_DATA,
+     "node 'resize' (op Resize, opset 13): sizes has 2 values for 4 axes"},
+    {"ok_external.onnx", KEYER_OK, NULL},
+    {"ok_unknown_operator.onnx", KEYER_STATUS_UNSUPPORTED, "NoSuchOperator"},
+    /* Fuzzing findings, undefined behaviour before: a product of shape entries past int64 */
+    {"bad_import_reshape_overflow.onnx", KEYER_STATUS_BAD_DATA,
+     "node 'reshape' (op Reshape, opset 13): shape is too large (entry 1, 1099511627776, "
+     "makes more than 2^40 elements)"},
+    /* casting NaN (0 / 0 or x / NaN) to an integer */
+    {"bad_import_quantize_zero_scale.onnx", KEYER_STATUS_BAD_DATA,
+     "node 'quantize' (op QuantizeLinear, opset 13): quantizes 0 with the scale 0 and zero "
+     "point 0 (value 0): the scale must be non-zero and the result a number"},
+    {"bad_import_quantize_nan_scale.onnx", KEYER_STATUS_BAD_DATA,
+     "node 'quantize' (op QuantizeLinear, opset 13): quantizes 0 with the scale nan and zero "
+     "point 0 (value 0)"},
+    /* negating INT64_MIN; subtracting pads of about -2^62 from 4 */
+    {"bad_import_pad_int64_min.onnx", KEYER_STATUS_BAD_DATA,
+     "node 'pad' (op Pad, opset 13): negative pads of axis 2 (-9223372036854775808, 0) crop "
+     "more than its 4 elements"},
+    {"bad_import_pad_huge_negative.onnx", KEYER_STATUS_BAD_DATA,
+     "node 'pad' (op Pad, opset 13): negative pads of axis 2 (-4611686018427387904, "
+     "-4611686018427387912) crop more than its 4 elements"},
+    /* adding split sizes of 2^62 */
+    {"bad_import_split_overflow.onnx", KEYER_STATUS_BAD_DATA,
+     "node 'split' (op Split, opset 13): split part 0 is 4611686018427387904 (of an axis of 3)"},
+    /* Found reviewing the same arithmetic: a folded integer Pow, a folded integer Range and
+     * Resize sizes cast out-of-range doubles to int64, or overflowed j * delta */
+    {"bad_import_pow_overflow.onnx", KEYER_STATUS_BAD_DATA,
+     "node 'pow' (op Pow, opset 13): integer Pow 10 ^ 30 is not an int64"},
+    {"bad_import_range_overflow.onnx", KEYER_STATUS_BAD_DATA,
+     "node 'range' (op Range, opset 13): a range from 0 by 4611686018427387904 to "
+     "18446744073709551616 leaves int64"},
+    {"bad_import_resize_sizes.onnx", KEYER_STATUS_BAD_DATA,
+     "node 'resize' (op Resize, opset 13): sizes entry 2 is 9.22337e+18 (1 to 2^24)"},
+    /* output[0] of a node with no outputs (a NULL array) */
+    {"bad_import_no_output.onnx", KEYER_STATUS_BAD_DATA,
+     "node 'argmax' (op ArgMax, opset 13): has no first output"},
+};
+#define N_IMPORTS (sizeof imports / sizeof imports[0])
 
 static char corpus_dir[1200];
 
@@ -178,6 +238,56 @@ static void expect(const void *d, size_t size, const char *dir, keyer_status wan
         assert_non_null(strstr(err.message, needle));
 }
 
+/* Imports @p f (@p file, opened from @p path) as fuzz_onnx does (dynamic sizes 16x16): the
+ * graph is consistent, or the import fails as imports[] says, its message starting with the
+ * path. */
+static void check_import(const kr_onnx_file *f, const char *file, const char *path)
+{
+    const expectation *c = NULL;
+    for (size_t i = 0; i < N_IMPORTS; i++)
+        if (strcmp(imports[i].file, file) == 0)
+            c = &imports[i];
+    if (!c)
+        print_message("%s opens but has no import expectation in test_onnx_corpus.c\n", file);
+    assert_non_null(c);
+    keyer_error err = {0};
+    kr_graph *g = NULL;
+    kr_onnx_layout *layouts = NULL;
+    kr_onnx_import_params p = kr_onnx_import_params_defaults();
+    p.height = 16;
+    p.width = 16;
+    keyer_status st = kr_onnx_import(f, &p, &g, &layouts, &err);
+    if (st != c->status ||
+        (st != KEYER_OK && c->needle && !strstr(err.message, c->needle)))
+        print_message("%s: import status %s, message: %s\n(expected %s: %s)\n", file,
+                      keyer_status_name(st), err.message, keyer_status_name(c->status),
+                      c->needle ? c->needle : "");
+    assert_int_equal(st, c->status);
+    if (st != KEYER_OK) {
+        assert_null(g);
+        assert_null(layouts);
+        assert_int_equal(err.status, st);
+        assert_int_equal(strncmp(err.message, path, strlen(path)), 0);
+        assert_non_null(c->needle);
+        assert_non_null(strstr(err.message, c->needle));
+        return;
+    }
+    assert_non_null(g);
+    assert_non_null(layouts);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kr_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_inputs; k++)
+            assert_true(n->inputs[k] >= -1 && n->inputs[k] < g->n_tensors);
+        assert_true(n->outputs[0] >= 0 && n->outputs[0] < g->n_tensors);
+        assert_int_equal(g->tensors[n->outputs[0]].producer, i);
+    }
+    for (int i = 0; i < g->n_inputs + g->n_outputs; i++)
+        assert_true(layouts[i].rank >= 0 && layouts[i].rank <= KR_MAX_DIMS);
+    free(layouts);
+    kr_graph_destroy(&g);
+    assert_null(g);
+}
+
 static void test_corpus_files(void **state)
 {
     (void)state;
@@ -195,6 +305,7 @@ static void test_corpus_files(void **state)
         assert_int_equal(st, c->status);
         if (st == KEYER_OK) {
             check_opened(f);
+            check_import(f, c->file, path);
             kr_onnx_file_destroy(&f);
         } else {
             assert_null(f);

@@ -107,6 +107,10 @@ static keyer_status import_node(kr_imp_ctx *c)
 {
     const Onnx__NodeProto *node = c->node;
     const char *op = node->op_type ? node->op_type : "";
+    /* every operator keyer imports or folds has a first output; the mappers name their
+     * intermediate tensors after it */
+    if (node->n_output == 0 || !node->output[0] || !node->output[0][0])
+        return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "has no first output");
     if (strcmp(op, "Constant") == 0) {
         const kr_onnx_tensor *t = kr_onnx_file_constant(c->f, node);
         if (!t)

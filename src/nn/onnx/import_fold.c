@@ -125,8 +125,15 @@ static keyer_status fold_binary(kr_imp_ctx *c, const char *op)
         else if (!strcmp(op, "Mul")) r = (int64_t)((uint64_t)x * (uint64_t)y);
         else if (!strcmp(op, "Min")) r = x < y ? x : y;
         else if (!strcmp(op, "Max")) r = x > y ? x : y;
-        else if (!strcmp(op, "Pow")) r = (int64_t)pow((double)x, (double)y);
-        else {
+        else if (!strcmp(op, "Pow")) {
+            double p = pow((double)x, (double)y);
+            if (!(p > -9.2e18 && p < 9.2e18)) { /* casting it would be undefined */
+                kr_imp_const_free(&k);
+                return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "integer Pow %lld ^ %lld is not "
+                                   "an int64", (long long)x, (long long)y);
+            }
+            r = (int64_t)p;
+        } else {
             if (y == 0 || (x == INT64_MIN && y == -1)) {
                 kr_imp_const_free(&k);
                 return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "integer %s by %lld", op,
@@ -313,8 +320,13 @@ keyer_status kr_imp_reshape_dims(kr_imp_ctx *c, int rank, const int64_t *dims,
     int n;
     KR_IMP_TRY(kr_imp_const_ints(c, shape, "shape", s, KR_IMP_MAX_RANK, &n));
     int64_t total = 1, known = 1;
-    for (int d = 0; d < rank; d++)
+    const int64_t limit = (int64_t)1 << 40;
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] < 0 || (dims[d] && total > limit / dims[d]))
+            return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "the input's dimension %d is %lld "
+                               "(negative, or too many elements)", d, (long long)dims[d]);
         total *= dims[d];
+    }
     int infer = -1;
     for (int d = 0; d < n; d++) {
         int64_t v = s[d];
@@ -330,13 +342,15 @@ keyer_status kr_imp_reshape_dims(kr_imp_ctx *c, int rank, const int64_t *dims,
             infer = d;
             continue;
         }
-        if (v < 0 || v > ((int64_t)1 << 40))
+        if (v < 0 || v > limit)
             return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "shape entry %d is %lld", d,
                                (long long)v);
         out[d] = v;
+        /* known and v are at most 2^40: check before multiplying (2^80 overflows int64) */
+        if (v && known > limit / v)
+            return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "shape is too large (entry %d, %lld, "
+                               "makes more than 2^40 elements)", d, (long long)v);
         known *= v;
-        if (known > ((int64_t)1 << 40))
-            return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "shape is too large");
     }
     if (infer >= 0) {
         if (known == 0 || total % known)
@@ -711,12 +725,19 @@ static keyer_status fold_range(kr_imp_ctx *c)
     if (n > (double)MAX_FOLD_ELEMENTS)
         return kr_imp_fail(c, KEYER_STATUS_UNSUPPORTED, "a range of %.0f elements", n);
     int64_t count = (int64_t)n;
+    /* Integers: the last element (n is rounded in double) must be an int64 too; then every
+     * element is, and wrapping arithmetic computes each exactly (j * delta may overflow). */
+    if (!s->c.is_float && count > 0 &&
+        !(fabs(start + (double)(count - 1) * delta) < 9.2e18))
+        return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "a range from %.0f by %.0f to %.0f "
+                           "leaves int64", start, delta, limit);
     kr_imp_const k;
     KR_IMP_TRY(kr_imp_const_alloc(c, &k, s->c.is_float, 1, &count));
     k.onnx_type = s->c.onnx_type;
+    uint64_t di = (uint64_t)kr_imp_const_geti(&d->c, 0);
     for (int64_t j = 0; j < count; j++) {
         if (k.is_float) k.f[j] = (float)(start + (double)j * delta);
-        else k.i[j] = s->c.i[0] + j * kr_imp_const_geti(&d->c, 0);
+        else k.i[j] = (int64_t)((uint64_t)s->c.i[0] + (uint64_t)j * di);
     }
     return kr_imp_set_const(c, 0, &k);
 }
@@ -777,6 +798,12 @@ static keyer_status fold_quant(kr_imp_ctx *c, int quantize)
     int32_t qt = zp->kind == KR_IMP_CONST ? zp->c.onnx_type : ONNX__TENSOR_PROTO__DATA_TYPE__UINT8;
     double lo = qt == ONNX__TENSOR_PROTO__DATA_TYPE__INT8 ? -128 : 0;
     double hi = qt == ONNX__TENSOR_PROTO__DATA_TYPE__INT8 ? 127 : 255;
+    if (quantize && qt != ONNX__TENSOR_PROTO__DATA_TYPE__INT8 &&
+        qt != ONNX__TENSOR_PROTO__DATA_TYPE__UINT8) {
+        kr_imp_const_free(&k);
+        return kr_imp_fail(c, KEYER_STATUS_UNSUPPORTED, "quantizes to ONNX type %d (keyer folds "
+                           "QuantizeLinear to INT8 or UINT8 only)", (int)qt);
+    }
     if (quantize)
         k.onnx_type = qt;
     for (size_t j = 0; j < k.count; j++) {
@@ -784,7 +811,16 @@ static keyer_status fold_quant(kr_imp_ctx *c, int quantize)
         double s = kr_imp_const_get(&scale->c, q);
         double z = zp->kind == KR_IMP_CONST ? kr_imp_const_get(&zp->c, q) : 0;
         if (quantize) {
-            double v = nearbyint(kr_imp_const_get(&x->c, j) / s) + z;
+            /* x / s must be a number to saturate: a zero or NaN scale, or a NaN input, has no
+             * uint8/int8 value (casting NaN to an integer is undefined) */
+            double xv = kr_imp_const_get(&x->c, j);
+            double v = nearbyint(xv / s) + z;
+            if (s == 0 || isnan(v)) {
+                kr_imp_const_free(&k);
+                return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "quantizes %g with the scale %g "
+                                   "and zero point %g (value %zu): the scale must be non-zero "
+                                   "and the result a number", xv, s, z, j);
+            }
             k.i[j] = (int64_t)(v < lo ? lo : v > hi ? hi : v);
         } else {
             k.f[j] = (float)((kr_imp_const_get(&x->c, j) - z) * s);

@@ -149,8 +149,13 @@ static keyer_status map_resize(kr_imp_ctx *c, int upsample)
                                        "axes", ns, nax);
                 for (int a = 0; a < 4; a++)
                     sizes[a] = x->dims[a];
-                for (int k = 0; k < ns; k++)
+                for (int k = 0; k < ns; k++) {
+                    /* in range before the cast (NaN or 2^63 would be undefined) */
+                    if (!(v[k] >= 1 && v[k] <= (1 << 24)))
+                        return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "sizes entry %d is %g "
+                                           "(1 to 2^24)", k, v[k]);
                     sizes[ax[k]] = (int64_t)v[k];
+                }
                 have_sizes = 1;
             } else if (!n) {
                 return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "has neither scales nor sizes");
@@ -183,7 +188,11 @@ static keyer_status map_resize(kr_imp_ctx *c, int upsample)
                 listed |= ax[k] == a;
             if (keep && listed) {
                 scales[a] = s;
-                out[a] = (int64_t)floor((double)x->dims[a] * s + 0.5);
+                double o = floor((double)x->dims[a] * s + 0.5);
+                if (!(o >= 0 && o <= (double)(1 << 30)))
+                    return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "resizes axis %d of %lld to "
+                                       "%g", a, (long long)x->dims[a], o);
+                out[a] = (int64_t)o;
             } else {
                 out[a] = sizes[a];
                 scales[a] = (double)sizes[a] / (double)x->dims[a];

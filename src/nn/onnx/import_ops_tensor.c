@@ -235,8 +235,12 @@ static keyer_status map_split(kr_imp_ctx *c)
         np = n;
     }
     int64_t sum = 0;
-    for (int i = 0; i < np; i++)
-        sum += parts[i] < 1 ? -((int64_t)1 << 40) : parts[i];
+    for (int i = 0; i < np; i++) { /* each in 1..len first: then the sum cannot overflow */
+        if (parts[i] < 1 || parts[i] > len)
+            return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "split part %d is %lld (of an axis of "
+                               "%lld)", i, (long long)parts[i], (long long)len);
+        sum += parts[i];
+    }
     if (np != n || sum != len)
         return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "split sizes do not add up to %lld in %d "
                            "parts", (long long)len, n);
@@ -523,14 +527,19 @@ static keyer_status map_pad(kr_imp_ctx *c)
     int crop = 0;
     int64_t start[KR_IMP_MAX_RANK], count[KR_IMP_MAX_RANK];
     for (int d = 0; d < r; d++) {
+        /* range first, so the arithmetic below cannot overflow (a pad may be INT64_MIN) */
+        if (before[d] > (1 << 24) || after[d] > (1 << 24))
+            return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "pads of axis %d are too large", d);
+        if (before[d] < -x->dims[d] || after[d] < -x->dims[d])
+            return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "negative pads of axis %d (%lld, %lld) "
+                               "crop more than its %lld elements", d, (long long)before[d],
+                               (long long)after[d], (long long)x->dims[d]);
         start[d] = before[d] < 0 ? -before[d] : 0;
         count[d] = x->dims[d] - start[d] - (after[d] < 0 ? -after[d] : 0);
         crop |= before[d] < 0 || after[d] < 0;
         if (count[d] < 1)
             return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "negative pads remove all of axis %d",
                                d);
-        if (before[d] > (1 << 24) || after[d] > (1 << 24))
-            return kr_imp_fail(c, KEYER_STATUS_BAD_DATA, "pads of axis %d are too large", d);
     }
     int src = x->tensor;
     kr_imp_value cropped = *x;
