@@ -105,8 +105,14 @@ static float *read_f32(const char *rel, size_t count)
     char path[1024], full[1200];
     snprintf(full, sizeof(full), "onnx/%s", rel);
     kt_data_path(path, sizeof(path), full);
-    size_t size = 0;
-    float *data = kt_read_file(path, &size);
+    size_t size = 0, n = 0, len = strlen(rel);
+    float *data;
+    if (len > 4 && !strcmp(rel + len - 4, ".f16")) { /* exact binary16 values (PROVENANCE.md) */
+        data = kt_read_f16_file(path, &n);
+        size = n * sizeof(float);
+    } else {
+        data = kt_read_file(path, &size);
+    }
     if (data && size != count * sizeof(float)) {
         printf("    %s: %zu bytes, expected %zu\n", path, size, count * sizeof(float));
         free(data);
@@ -497,7 +503,7 @@ int kt_onnx_run_u2netp(const kt_onnx_target *t, const kt_u2netp_limits *lim)
     static const char *const photos[] = {"grace_hopper", "messi5"};
     for (int p = 0; p < 2; p++) {
         char rel[256];
-        snprintf(rel, sizeof(rel), "u2netp/%s/input.f32", photos[p]);
+        snprintf(rel, sizeof(rel), "u2netp/%s/input.f16", photos[p]);
         tensor_spec in = {"input.1", rel, 4, {1, 3, U2_SIZE, U2_SIZE}, 3 * U2_SIZE * U2_SIZE};
         if (set_inputs(rt, model, 1, &in, 1) || keyer_runtime_run(rt, &err)) {
             printf("  %s: FAIL: %s\n", photos[p], err.status ? err.message : "input (above)");

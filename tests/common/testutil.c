@@ -2,12 +2,14 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "nn/graph.h" /* kr_half_to_float */
 #include "keyer/image.h"
 
 static void *counting_alloc(void *opaque, size_t size, size_t alignment)
@@ -90,6 +92,24 @@ void *kt_read_file(const char *path, size_t *size)
     }
     fclose(f);
     return data;
+}
+
+float *kt_read_f16_file(const char *path, size_t *count)
+{
+    size_t size = 0;
+    unsigned char *raw = kt_read_file(path, &size);
+    if (!raw || size % 2) {
+        free(raw);
+        return NULL;
+    }
+    float *out = malloc(size ? size * 2 : 1);
+    if (out) {
+        for (size_t i = 0; i < size / 2; i++)
+            out[i] = kr_half_to_float((uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8));
+        *count = size / 2;
+    }
+    free(raw);
+    return out;
 }
 
 int kt_write_file(const char *path, const void *data, size_t size)

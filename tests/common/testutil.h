@@ -40,6 +40,9 @@ int kt_exists(const char *path);
 
 /** Reads a whole file into malloc'd memory; *size set. NULL on failure. */
 void *kt_read_file(const char *path, size_t *size);
+/** Reads a file of little-endian IEEE binary16 values into malloc'd floats (each converted
+ *  exactly); *count set to the number of values. NULL on failure or an odd byte count. */
+float *kt_read_f16_file(const char *path, size_t *count);
 /** Writes bytes to a file; 0 on success. */
 int kt_write_file(const char *path, const void *data, size_t size);
 

@@ -29,8 +29,14 @@ static float *read_f32(const char *photo, const char *name, size_t count)
     char rel[256], path[1024];
     snprintf(rel, sizeof(rel), "onnx/u2netp/%s/%s", photo, name);
     kt_data_path(path, sizeof(path), rel);
-    size_t size = 0;
-    float *p = kt_read_file(path, &size);
+    size_t size = 0, n = 0, len = strlen(name);
+    float *p;
+    if (len > 4 && !strcmp(name + len - 4, ".f16")) { /* exact binary16 values */
+        p = kt_read_f16_file(path, &n);
+        size = n * sizeof(float);
+    } else {
+        p = kt_read_file(path, &size);
+    }
     if (!p || size != count * sizeof(float))
         fail_msg("%s: missing or %zu bytes (expected %zu)", path, size, count * sizeof(float));
     return p;
@@ -75,7 +81,7 @@ static void check_photo(const char *photo, double mean_input_diff, double far_fr
     assert_non_null(want);
     const keyer_frame *frames[1] = {img};
     assert_int_equal(keyer_prepare_run(prep, frames, NULL, 1, got, NULL, &err), KEYER_OK);
-    float *nchw = read_f32(photo, "input.f32", n);
+    float *nchw = read_f32(photo, "input.f16", n);
     assert_int_equal(keyer_tensor_to_graph_layout(&in, 1, nchw, want, &err), KEYER_OK);
     double worst = 0, sum = 0;
     size_t far = 0;
