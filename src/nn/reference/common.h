@@ -99,4 +99,55 @@ static inline void ref_bcast_next(ref_bcast *w)
     }
 }
 
+/* The index walk of the reductions (MEAN, REDUCE_MAX): the input's axes split into kept and
+ * reduced ones by axes_mask, innermost first. Output element o and reduced element r address
+ * the input at ref_reduce_base(w, o) + ref_reduce_offset(w, r). */
+typedef struct ref_reduce {
+    int kept_dims[KR_MAX_DIMS], red_dims[KR_MAX_DIMS], n_kept, n_red;
+    size_t kept_stride[KR_MAX_DIMS], red_stride[KR_MAX_DIMS];
+    size_t n_out, n_reduced; /* output elements; input elements per output element */
+} ref_reduce;
+
+static inline void ref_reduce_init(const kr_op_ctx *c, ref_reduce *w)
+{
+    const kr_tensor *xt = ref_in(c, 0);
+    unsigned mask = c->node->p.mean.axes_mask;
+    size_t stride = 1;
+    w->n_kept = w->n_red = 0;
+    w->n_out = w->n_reduced = 1;
+    for (int d = xt->rank - 1; d >= 0; d--) { /* innermost first */
+        int extent = ref_dim(c, xt, d);
+        if (mask & (1u << d)) {
+            w->red_dims[w->n_red] = extent;
+            w->red_stride[w->n_red++] = stride;
+            w->n_reduced *= (size_t)extent;
+        } else {
+            w->kept_dims[w->n_kept] = extent;
+            w->kept_stride[w->n_kept++] = stride;
+            w->n_out *= (size_t)extent;
+        }
+        stride *= (size_t)extent;
+    }
+}
+
+static inline size_t ref_reduce_walk_(const int *dims, const size_t *strides, int n, size_t i)
+{
+    size_t off = 0;
+    for (int k = 0; k < n; k++) {
+        off += (i % (size_t)dims[k]) * strides[k];
+        i /= (size_t)dims[k];
+    }
+    return off;
+}
+
+static inline size_t ref_reduce_base(const ref_reduce *w, size_t o)
+{
+    return ref_reduce_walk_(w->kept_dims, w->kept_stride, w->n_kept, o);
+}
+
+static inline size_t ref_reduce_offset(const ref_reduce *w, size_t r)
+{
+    return ref_reduce_walk_(w->red_dims, w->red_stride, w->n_red, r);
+}
+
 #endif
