@@ -275,6 +275,19 @@ keyer_status keyer_runtime_run(keyer_runtime *rt, keyer_error *err);
 /** Waits for the last run to finish (no-op on CPU backends). */
 keyer_status keyer_runtime_synchronize(keyer_runtime *rt, keyer_error *err);
 
+/**
+ * The schedule the runtime runs, chosen at keyer_runtime_create() from the cuda_schedule asked
+ * for, the batch, the model and the device's compute capability (see keyer_cuda_schedule):
+ * "per-node" (a kernel per node), "persistent" (one cooperative kernel) or "persistent+cluster"
+ * (the persistent kernel with a cluster segment: compute 9.0 and newer only). "" for the
+ * reference and cpu backends and for NULL. Static storage; never NULL. The device's compute
+ * capability is its own unless the environment variable KEYER_CUDA_EMULATE_CC names an older
+ * class (7.5, 8.0, 8.6, 8.7, 8.9): then every choice and limit is that class's, so that the
+ * schedules and kernels an older GPU runs are tested on a newer one (a bad value makes
+ * keyer_runtime_create() fail with INVALID_ARGUMENT naming it).
+ */
+const char *keyer_runtime_schedule(const keyer_runtime *rt);
+
 /** Bytes of activation memory (the planned arena) and of weights held by the runtime. */
 size_t keyer_runtime_arena_bytes(const keyer_runtime *rt);
 size_t keyer_runtime_weight_bytes(const keyer_runtime *rt);

@@ -454,6 +454,11 @@ typedef struct keyer_session_report {
     char detector[64];         /**< the session's detector (params.detect), "" when none */
     char model_precision[8];   /**< "f32" or "f16": the keying model's arithmetic ("" in passthrough) */
     char detector_precision[8]; /**< the detector's ("" when none) */
+    /** The CUDA schedule of the keying model's runtimes by batch size (keyer_runtime_schedule:
+     *  "per-node", "persistent", "persistent+cluster"), for example "persistent+cluster at
+     *  batch 1-8, per-node at 16-64"; "" on the CPU and in passthrough. */
+    char model_schedule[96];
+    char detector_schedule[96]; /**< the detector's ("" when none or on the CPU) */
     int batch;                 /**< frames per inference in use */
     int fell_back;             /**< 1 when CUDA was asked for (or AUTO found a GPU) but the CPU ran */
     int warnings;              /**< warnings logged by the session */

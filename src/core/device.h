@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 
+#include "core/gpu_caps.h"
 #include "keyer/frame.h"
 #include "keyer/status.h"
 
@@ -28,6 +29,12 @@ typedef struct kr_device_fns {
     /* Name and total memory of device @p ordinal. Errors: DEVICE. */
     keyer_status (*describe)(int ordinal, char *name, size_t name_size, size_t *total_bytes,
                              keyer_error *err);
+
+    /* The capabilities and limits of device @p ordinal from its attributes (gpu_caps.h), into
+     * @p caps; with @p emulate, the emulated older class that KEYER_CUDA_EMULATE_CC asks for
+     * applied (kr_gpu_caps_from_env). Queried on each call: callers fill their struct once at
+     * set-up. Errors: DEVICE, INVALID_ARGUMENT (a bad KEYER_CUDA_EMULATE_CC, named). */
+    keyer_status (*caps)(int ordinal, int emulate, kr_gpu_caps *caps, keyer_error *err);
 
     /* Free and total memory of device @p ordinal. Errors: DEVICE. */
     keyer_status (*mem_info)(int ordinal, size_t *free_bytes, size_t *total_bytes,

@@ -76,6 +76,10 @@ typedef struct kr_backend_ops {
      * Not for hot paths: may create and destroy timing objects. Errors: DEVICE. */
     keyer_status (*profile)(kr_backend_instance *inst, double *ms, keyer_error *err);
 
+    /* Optional (NULL: ""). The name of the schedule the instance runs (cuda: "per-node",
+     * "persistent" or "persistent+cluster"; nn/schedule_choice.h); static storage. */
+    const char *(*schedule_name)(const kr_backend_instance *inst);
+
     /* Required. Frees everything; sets *inst to NULL; NULL accepted. */
     void (*destroy)(kr_backend_instance **inst);
 } kr_backend_ops;

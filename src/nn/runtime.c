@@ -295,6 +295,13 @@ size_t keyer_runtime_arena_bytes(const keyer_runtime *rt)
     return rt->ops->arena_bytes ? rt->ops->arena_bytes(rt->inst) : rt->plan.arena_bytes;
 }
 
+const char *keyer_runtime_schedule(const keyer_runtime *rt)
+{
+    if (!rt || !rt->ops->schedule_name)
+        return "";
+    return rt->ops->schedule_name(rt->inst);
+}
+
 size_t keyer_runtime_weight_bytes(const keyer_runtime *rt)
 {
     if (!rt)

@@ -109,6 +109,41 @@ keyer_status kr_model_stage_runtimes(kr_model_stage *ms, int cuda, int batch, in
     return KEYER_OK;
 }
 
+void kr_model_stage_schedules(const kr_model_stage *ms, char *buf, size_t size)
+{
+    int first[KR_MAX_BATCH_LOG2 + 1], last[KR_MAX_BATCH_LOG2 + 1], runs = 0;
+    const char *name[KR_MAX_BATCH_LOG2 + 1];
+    for (int b = 0; b <= KR_MAX_BATCH_LOG2; b++) {
+        const keyer_runtime *rt = ms->rt[1][b];
+        if (!rt)
+            continue;
+        const char *s = keyer_runtime_schedule(rt);
+        if (runs && !strcmp(name[runs - 1], s)) {
+            last[runs - 1] = 1 << b;
+        } else {
+            name[runs] = s;
+            first[runs] = last[runs] = 1 << b;
+            runs++;
+        }
+    }
+    size_t n = 0;
+    buf[0] = 0;
+    for (int i = 0; i < runs && n < size; i++) {
+        int w;
+        if (runs == 1)
+            w = snprintf(buf, size, "%s", name[0]);
+        else if (first[i] == last[i])
+            w = snprintf(buf + n, size - n, "%s%s at %s%d", i ? ", " : "", name[i],
+                         i ? "" : "batch ", first[i]);
+        else
+            w = snprintf(buf + n, size - n, "%s%s at %s%d-%d", i ? ", " : "", name[i],
+                         i ? "" : "batch ", first[i], last[i]);
+        if (w < 0)
+            break;
+        n += (size_t)w;
+    }
+}
+
 void kr_model_stage_drop_runtimes(kr_model_stage *ms, int cuda)
 {
     for (int b = 0; b <= KR_MAX_BATCH_LOG2; b++)

@@ -113,6 +113,13 @@ void kr_model_stage_drop_cuda(kr_model_stage *ms);
 keyer_status kr_model_stage_runtimes(kr_model_stage *ms, int cuda, int batch, int warm,
                                      keyer_error *err);
 
+/**
+ * The schedules of its CUDA runtimes (keyer_runtime_schedule) into @p buf, by batch:
+ * "persistent+cluster" when every batch runs the same one, else runs of batches with one
+ * schedule, "persistent+cluster at batch 1-8, per-node at 16-64"; "" without CUDA runtimes.
+ */
+void kr_model_stage_schedules(const kr_model_stage *ms, char *buf, size_t size);
+
 /** Destroys the runtimes of one device. */
 void kr_model_stage_drop_runtimes(kr_model_stage *ms, int cuda);
 

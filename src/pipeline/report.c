@@ -126,6 +126,13 @@ void keyer_session_get_report(keyer_session *s, keyer_session_report *out)
              !s->detect ? ""
              : keyer_precision_name(on_cuda ? kr_detect_cuda_precision(s->detect)
                                             : KEYER_PRECISION_F32));
+    out->model_schedule[0] = out->detector_schedule[0] = 0;
+    if (on_cuda && s->infer)
+        kr_model_stage_schedules(kr_infer_stage(s->infer), out->model_schedule,
+                                 sizeof(out->model_schedule));
+    if (on_cuda && s->detect)
+        kr_model_stage_schedules(kr_detect_stage(s->detect), out->detector_schedule,
+                                 sizeof(out->detector_schedule));
     out->batch = s->batch;
     out->fell_back = s->fell_back || atomic_load(&s->gpu_failed);
     out->warnings = atomic_load(&s->warnings);
@@ -272,6 +279,10 @@ keyer_status keyer_session_write_stats(keyer_session *s, const char *path, keyer
     json_string(f, r.detector);
     fprintf(f, ",\n  \"detector_precision\": ");
     json_string(f, r.detector_precision);
+    fprintf(f, ",\n  \"model_schedule\": ");
+    json_string(f, r.model_schedule);
+    fprintf(f, ",\n  \"detector_schedule\": ");
+    json_string(f, r.detector_schedule);
     fprintf(f, ",\n  \"mode\": \"%s\",\n  \"batch\": %d,\n  \"fell_back\": %s,\n",
             s->params.mode == KEYER_PIPELINE_LATENCY ? "latency" : "throughput", r.batch,
             r.fell_back ? "true" : "false");

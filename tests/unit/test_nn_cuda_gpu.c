@@ -75,6 +75,7 @@ typedef struct {
     int n;
     float *out[5];
     size_t bytes[5];
+    char schedule[24]; /* keyer_runtime_schedule() of the run */
 } outputs;
 
 static void outputs_free(outputs *o)
@@ -141,6 +142,7 @@ static int run(const keyer_model *model, keyer_backend backend, keyer_precision 
     free(x);
     if (keyer_runtime_run(rt, &err) != KEYER_OK)
         fail_msg("%s", err.message);
+    snprintf(o->schedule, sizeof(o->schedule), "%s", keyer_runtime_schedule(rt));
     o->n = keyer_model_output_count(model);
     for (int i = 0; i < o->n; i++) {
         o->bytes[i] = keyer_runtime_output_bytes(rt, i);
@@ -150,6 +152,28 @@ static int run(const keyer_model *model, keyer_backend backend, keyer_precision 
     }
     keyer_runtime_destroy(&rt);
     return 0;
+}
+
+/* Whether the device runs thread-block clusters as keyer sees it: compute 9.0 or newer, and
+ * no older class emulated (KEYER_CUDA_EMULATE_CC; ctest runs this test once per class). */
+static int clusters_expected(void)
+{
+    int dev = 0, major = 0;
+    assert_int_equal(cudaGetDevice(&dev), cudaSuccess);
+    assert_int_equal(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
+                     cudaSuccess);
+    const char *emu = getenv("KEYER_CUDA_EMULATE_CC");
+    if (emu && emu[0]) /* "8.6", "86", "sm_86": the classes keyer emulates are all below 9 */
+        return 0;
+    return major >= 9;
+}
+
+/* Whether @p model's PERSISTENT schedule has a cluster segment here (selfie, selfie-landscape
+ * on a device with clusters). */
+static int segment_expected(const char *model)
+{
+    return clusters_expected() &&
+           (!strcmp(model, "selfie") || !strcmp(model, "selfie-landscape"));
 }
 
 static void diff(const float *got, const float *want, size_t n, double *max_abs, double *max_rel)
@@ -223,6 +247,15 @@ static void test_models(void **state)
                 continue;
             run(model, KEYER_BACKEND_CUDA, KEYER_PRECISION_F16, sched, 1, 0, x, item, in.dims[2],
                 in.dims[3], &f16);
+            printf("    runs as: %s (f32), %s (f16)\n", f32.schedule, f16.schedule);
+            /* KERNELS is per node; PERSISTENT_GRID never has a cluster segment; PERSISTENT has
+             * one exactly when the device (or the emulated class) has clusters and the model a
+             * run for it (selfie, selfie-landscape) */
+            const char *want = si == 0                                ? "per-node"
+                               : si == 2 || !segment_expected(mc->model) ? "persistent"
+                                                                     : "persistent+cluster";
+            assert_string_equal(f32.schedule, want);
+            assert_string_equal(f16.schedule, want);
             for (int i = 0; i < ref.n; i++) {
                 size_t n = ref.bytes[i] / sizeof(float);
                 double a32, r32, a16, r16;
@@ -363,14 +396,23 @@ static void test_auto_batch_limits(void **state)
         assert_int_equal(keyer_model_input_info(model, 0, &in, &err), KEYER_OK);
         size_t item = (size_t)in.dims[1] * in.dims[2] * in.dims[3];
         float *x = load_input(limits[ci].model, item * sizeof(float));
+        /* without clusters (compute below 9.0, or emulating it) no model has a segment, so
+         * AUTO above KEYER_CUDA_PERSISTENT_MAX_BATCH is per node for every model */
+        const keyer_cuda_schedule expect =
+            limits[ci].batch > KEYER_CUDA_PERSISTENT_MAX_BATCH && !segment_expected(limits[ci].model)
+                ? KEYER_CUDA_SCHEDULE_KERNELS
+                : limits[ci].expect;
         for (int prec = 0; prec < 2; prec++) {
             outputs all = {0};
             run(model, KEYER_BACKEND_CUDA, (keyer_precision)prec, KEYER_CUDA_SCHEDULE_AUTO,
                 limits[ci].batch, 0, x, item, in.dims[2], in.dims[3], &all);
+            assert_string_equal(all.schedule, expect == KEYER_CUDA_SCHEDULE_KERNELS
+                                                  ? "per-node"
+                                                  : "persistent+cluster");
             for (int bi = 0; bi < limits[ci].batch; bi++) {
                 outputs one = {0};
-                run(model, KEYER_BACKEND_CUDA, (keyer_precision)prec, limits[ci].expect, 1, bi, x,
-                    item, in.dims[2], in.dims[3], &one);
+                run(model, KEYER_BACKEND_CUDA, (keyer_precision)prec, expect, 1, bi, x, item,
+                    in.dims[2], in.dims[3], &one);
                 for (int i = 0; i < one.n; i++)
                     assert_memory_equal((const char *)all.out[i] + one.bytes[i] * (size_t)bi,
                                         one.out[i], one.bytes[i]);
@@ -380,7 +422,7 @@ static void test_auto_batch_limits(void **state)
         }
         printf("%s AUTO batch %d == %d batch-1 runs %s: identical (f32 and f16)\n",
                limits[ci].model, limits[ci].batch, limits[ci].batch,
-               limits[ci].expect == KEYER_CUDA_SCHEDULE_PERSISTENT ? "persistent" : "per node");
+               expect == KEYER_CUDA_SCHEDULE_PERSISTENT ? "persistent" : "per node");
         free(x);
         keyer_model_destroy(&model);
     }

@@ -502,6 +502,7 @@ static void test_file_run(void **state)
     assert_int_equal(rep.frames_dropped, 0);
     assert_string_equal(rep.model, "selfie"); /* 4:3 is not wide: the square model */
     assert_string_equal(rep.model_precision, "f32"); /* AUTO on the CPU */
+    assert_string_equal(rep.model_schedule, "");      /* no CUDA runtime */
     assert_string_equal(rep.detector_precision, "");  /* no detector */
     assert_true(rep.fps > 0);
     assert_int_equal(rep.stage_count, 6);

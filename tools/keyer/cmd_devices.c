@@ -3,7 +3,11 @@
  * (dlopen("libcuda.so.1")), so this works in CPU-only builds and on machines without a
  * driver. NVDEC and NVENC are checked by doing the work through keyer's public I/O API: a
  * tiny generated H.264 clip is decoded with NVDEC, and an NVENC encoder is opened (a GPU
- * without NVENC engines, such as the H100, fails that and is reported as such).
+ * without NVENC engines, such as the H100, fails that and is reported as such). In CUDA builds
+ * each registry model found in the models directory is set up on each device (batches 1, 8 and
+ * 16, the precision AUTO gives it) and its schedule printed (keyer_runtime_schedule): what the
+ * runtime chose from the device's compute capability, or from the older class that
+ * KEYER_CUDA_EMULATE_CC emulates.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
@@ -17,6 +21,8 @@
 #include "keyer/image.h"
 #include "keyer/io.h"
 #include "keyer/keyer.h"
+#include "keyer/nn.h"
+#include "keyer/registry.h"
 
 /* The few driver API entry points used, with the driver's ABI (cuda.h). */
 typedef int CUresult_;
@@ -36,6 +42,9 @@ typedef struct driver {
 #define CU_ATTR_MULTIPROCESSOR_COUNT 16
 #define CU_ATTR_CC_MAJOR 75
 #define CU_ATTR_CC_MINOR 76
+#define CU_ATTR_SMEM_PER_SM 81
+#define CU_ATTR_SMEM_PER_BLOCK_OPTIN 97
+#define CU_ATTR_CLUSTER_LAUNCH 120
 
 static void *sym(void *lib, const char *name)
 {
@@ -126,6 +135,42 @@ static int probe_nvenc(const char *dir, const char *codec, char *why, size_t n)
     return ok;
 }
 
+/* Each registry model present in the models directory, set up on device @p ordinal at batches
+ * 1, 8 and 16 in the precision AUTO gives it on CUDA: its precision and schedules. */
+static void print_schedules(int ordinal)
+{
+    static const int batches[] = {1, 8, 16};
+    keyer_logger lg = quiet_logger();
+    int count = 0;
+    const keyer_model_entry *e = keyer_registry_list(&count);
+    printf("        models (precision, schedule at batch 1 / 8 / 16):\n");
+    for (int m = 0; m < count; m++) {
+        char path[4096];
+        keyer_error err = {0};
+        keyer_model *model = NULL;
+        if (keyer_registry_resolve(e[m].name, path, sizeof(path), &err) ||
+            keyer_model_load_file(path, &model, &err))
+            continue; /* not fetched */
+        keyer_runtime_params rp = keyer_runtime_params_defaults();
+        rp.backend = KEYER_BACKEND_CUDA;
+        rp.device = ordinal;
+        rp.logger = &lg;
+        rp.precision = keyer_registry_precision(&e[m], KEYER_PRECISION_AUTO, 1);
+        printf("          %-18s %s ", e[m].name, keyer_precision_name(rp.precision));
+        for (size_t b = 0; b < sizeof(batches) / sizeof(batches[0]); b++) {
+            rp.batch = batches[b];
+            keyer_runtime *rt = NULL;
+            if (keyer_runtime_create(model, &rp, &rt, &err))
+                printf("%s(batch %d: %s)", b ? " / " : " ", batches[b], err.message);
+            else
+                printf("%s%s", b ? " / " : " ", keyer_runtime_schedule(rt));
+            keyer_runtime_destroy(&rt);
+        }
+        printf("\n");
+        keyer_model_destroy(&model);
+    }
+}
+
 typedef struct devices_args {
     int no_probe;
 } devices_args;
@@ -149,7 +194,10 @@ int keyer_cmd_devices(int argc, char **argv)
         .usage = "usage: keyer devices [--no-probe]\n"
                  "Lists the CUDA GPUs (through the driver, loaded at run time), their memory and\n"
                  "whether keyer can decode with NVDEC and encode with NVENC on them (checked by\n"
-                 "decoding and encoding a few generated frames; --no-probe skips that).\n\n",
+                 "decoding and encoding a few generated frames; --no-probe skips that), and in\n"
+                 "CUDA builds the precision and schedule each model gets on them (per-node,\n"
+                 "persistent, persistent+cluster: chosen from the compute capability, or from\n"
+                 "the older class KEYER_CUDA_EMULATE_CC=7.5|8.0|8.6|8.7|8.9 emulates).\n\n",
     };
     int rc = kc_args_parse(&a, argc, argv);
     if (rc)
@@ -216,7 +264,7 @@ int keyer_cmd_devices(int argc, char **argv)
         CUdevice_ dev;
         char name[256] = "?";
         size_t mem = 0;
-        int sms = 0, major = 0, minor = 0;
+        int sms = 0, major = 0, minor = 0, smem_sm = 0, smem_block = 0, clusters = 0;
         if (d.get(&dev, i) != 0) {
             printf("cuda:%d  (cannot open)\n", i);
             rc = 1;
@@ -227,10 +275,22 @@ int keyer_cmd_devices(int argc, char **argv)
         d.attribute(&sms, CU_ATTR_MULTIPROCESSOR_COUNT, dev);
         d.attribute(&major, CU_ATTR_CC_MAJOR, dev);
         d.attribute(&minor, CU_ATTR_CC_MINOR, dev);
+        d.attribute(&smem_sm, CU_ATTR_SMEM_PER_SM, dev);
+        d.attribute(&smem_block, CU_ATTR_SMEM_PER_BLOCK_OPTIN, dev);
+        d.attribute(&clusters, CU_ATTR_CLUSTER_LAUNCH, dev);
         printf("cuda:%d  %s, compute %d.%d, %d SMs, %.1f GiB\n", i, name, major, minor, sms,
                (double)mem / (1024.0 * 1024.0 * 1024.0));
+        printf("        shared memory %d KB per block (opt-in), %d KB per SM; thread-block "
+               "clusters %s\n",
+               smem_block / 1024, smem_sm / 1024, clusters ? "yes" : "no");
+        const char *emu = getenv("KEYER_CUDA_EMULATE_CC");
+        if (emu && emu[0])
+            printf("        emulating compute %s (KEYER_CUDA_EMULATE_CC): the schedules below are "
+                   "that class's\n", emu);
         if (!probe)
             continue;
+        if (keyer_built_with_cuda())
+            print_schedules(i);
         char why[600] = "";
         if (!keyer_built_with_cuda())
             printf("        NVDEC: not used (keyer built without CUDA)\n");

@@ -95,11 +95,14 @@ void run_summary(keyer_session *s, const run_opts *r, FILE *f)
 {
     keyer_session_report rep;
     keyer_session_get_report(s, &rep);
-    char model_prec[16] = "", det_prec[16] = "";
+    /* " (f16)", or on CUDA " (f16, persistent+cluster at batch 1-8, per-node at 16)" */
+    char model_prec[128] = "", det_prec[128] = "";
     if (rep.model_precision[0])
-        snprintf(model_prec, sizeof(model_prec), " (%s)", rep.model_precision);
+        snprintf(model_prec, sizeof(model_prec), " (%s%s%s)", rep.model_precision,
+                 rep.model_schedule[0] ? ", " : "", rep.model_schedule);
     if (rep.detector_precision[0])
-        snprintf(det_prec, sizeof(det_prec), " (%s)", rep.detector_precision);
+        snprintf(det_prec, sizeof(det_prec), " (%s%s%s)", rep.detector_precision,
+                 rep.detector_schedule[0] ? ", " : "", rep.detector_schedule);
     fprintf(f, "keyer: %lld frame%s in %.2f s (%.1f fps) on %s, model %s%s, batch %d%s%s%s\n",
             (long long)rep.frames_written, rep.frames_written == 1 ? "" : "s", rep.seconds, rep.fps,
             rep.device, rep.model, model_prec, rep.batch, rep.detector[0] ? ", detector " : "",

@@ -1,6 +1,7 @@
 /* The CUDA device table (CUDA builds only): memory, streams, copies and events. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/device.h"
 
@@ -41,6 +42,63 @@ static keyer_status describe(int ordinal, char *name, size_t name_size, size_t *
     if (total_bytes)
         *total_bytes = prop.totalGlobalMem;
     return KEYER_OK;
+}
+
+static keyer_status caps(int ordinal, int emulate, kr_gpu_caps *out, keyer_error *err)
+{
+    /* the attribute for each field (gpu_caps.h), queried in this order */
+    int v[14] = {0};
+    static const enum cudaDeviceAttr attrs[14] = {
+        cudaDevAttrComputeCapabilityMajor,
+        cudaDevAttrComputeCapabilityMinor,
+        cudaDevAttrMultiProcessorCount,
+        cudaDevAttrMaxSharedMemoryPerBlock,
+        cudaDevAttrMaxSharedMemoryPerBlockOptin,
+        cudaDevAttrMaxSharedMemoryPerMultiprocessor,
+        cudaDevAttrReservedSharedMemoryPerBlock,
+        cudaDevAttrMaxRegistersPerBlock,
+        cudaDevAttrMaxRegistersPerMultiprocessor,
+        cudaDevAttrMaxThreadsPerBlock,
+        cudaDevAttrMaxThreadsPerMultiProcessor,
+        cudaDevAttrMaxBlocksPerMultiprocessor,
+        cudaDevAttrCooperativeLaunch,
+        cudaDevAttrClusterLaunch,
+    };
+    memset(out, 0, sizeof(*out));
+    for (int i = 0; i < 14; i++) {
+        cudaError_t e = cudaDeviceGetAttribute(&v[i], attrs[i], ordinal);
+        if (e != cudaSuccess) {
+            keyer_status st = keyer_error_set(err, KEYER_STATUS_DEVICE,
+                                              "device %d: cudaDeviceGetAttribute(%d): %s", ordinal,
+                                              (int)attrs[i], cudaGetErrorString(e));
+            cudaGetLastError();
+            return st;
+        }
+    }
+    kr_gpu_caps c = {
+        .major = v[0],
+        .minor = v[1],
+        .real_major = v[0],
+        .real_minor = v[1],
+        .sms = v[2],
+        .smem_block = (size_t)v[3],
+        .smem_block_optin = (size_t)v[4],
+        .smem_sm = (size_t)v[5],
+        .smem_reserved_block = (size_t)v[6],
+        .regs_block = v[7],
+        .regs_sm = v[8],
+        .threads_block = v[9],
+        .threads_sm = v[10],
+        .blocks_sm = v[11],
+        .cooperative_launch = v[12] != 0,
+        .cluster_launch = v[13] != 0,
+    };
+    if (!emulate) {
+        *out = c;
+        return KEYER_OK;
+    }
+    keyer_status st = kr_gpu_caps_from_env(&c, out, err);
+    return st ? keyer_error_prefix(err, "device %d: ", ordinal) : KEYER_OK;
 }
 
 static keyer_status mem_info(int ordinal, size_t *free_bytes, size_t *total_bytes,
@@ -189,6 +247,7 @@ static const kr_device_fns cuda_fns = {
     .name = "cuda",
     .count = count,
     .describe = describe,
+    .caps = caps,
     .mem_info = mem_info,
     .alloc = alloc,
     .free = dfree,

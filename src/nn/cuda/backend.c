@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/device.h"
 #include "keyer/log.h"
 #include "keyer/nn.h"
 #include "nn/backend.h"
@@ -29,6 +30,7 @@
 #include "nn/cuda/mem.h"
 #include "nn/cuda/pernode.h"
 #include "nn/cuda/persistent/schedule.h"
+#include "nn/schedule_choice.h"
 
 #define WEIGHT_ALIGN 256
 
@@ -47,6 +49,7 @@ struct kr_backend_instance {
     size_t *const_offsets;     /* per tensor, bytes in weights, SIZE_MAX: not uploaded */
     unsigned char *const_half; /* per tensor: constant stored as half */
     kr_cuda_mem mem;           /* the view of the above that the schedules read */
+    kr_gpu_caps caps;          /* the device's limits (an emulated class's), read at set-up */
     float **io;                /* per tensor: f32 device staging of graph inputs/outputs (f16) */
     void *pinned;              /* host staging for copy_in/copy_out */
     size_t pinned_bytes;
@@ -54,6 +57,7 @@ struct kr_backend_instance {
     unsigned char *folded;     /* per node: 1 if folded into the previous node */
     int n_folded;
     kr_cuda_psched *pers;      /* the persistent schedule; NULL: a kernel per node */
+    kr_schedule_kind schedule; /* which of the schedules runs (keyer_runtime_schedule) */
     cudaGraph_t cgraph;
     cudaGraphExec_t exec;
 };
@@ -366,9 +370,10 @@ static keyer_status validate_and_capture(kr_backend_instance *inst, keyer_error 
     return e == cudaSuccess ? KEYER_OK : kr_cuda_fail(err, g, "building the CUDA graph", e);
 }
 
-/* Checks and selects device cfg->device. */
+/* Checks and selects device cfg->device; its capabilities into @p caps, with the emulated
+ * older class of KEYER_CUDA_EMULATE_CC applied (core/gpu_caps.h), logged when emulated. */
 static keyer_status select_device(const kr_graph *g, const kr_backend_config *cfg,
-                                  keyer_error *err)
+                                  kr_gpu_caps *caps, keyer_error *err)
 {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -381,7 +386,24 @@ static keyer_status select_device(const kr_graph *g, const kr_backend_config *cf
                                "%s: cuda backend: device %d does not exist (%d present)", g->name,
                                cfg->device, count);
     e = cudaSetDevice(cfg->device);
-    return e == cudaSuccess ? KEYER_OK : kr_cuda_fail(err, g, "selecting the device", e);
+    if (e != cudaSuccess)
+        return kr_cuda_fail(err, g, "selecting the device", e);
+    const kr_device_fns *dev = kr_device_cuda();
+    if (!dev || dev->caps(cfg->device, 1, caps, err))
+        return dev ? keyer_error_prefix(err, "%s: cuda backend: ", g->name)
+                   : keyer_error_set(err, KEYER_STATUS_INTERNAL, "%s: no CUDA device table",
+                                     g->name);
+    if (caps->emulated) {
+        char line[400];
+        kr_gpu_caps_describe(caps, line, sizeof(line));
+        keyer_log(cfg->logger, KEYER_LOG_INFO,
+                  "%s: cuda backend: device %d treated as %s (%s): the choices of schedule and "
+                  "kernels and their limits are that class's; the code that runs is still the "
+                  "device's own compute %d.%d machine code",
+                  g->name, cfg->device, line, KR_GPU_EMULATE_ENV, caps->real_major,
+                  caps->real_minor);
+    }
+    return KEYER_OK;
 }
 
 static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
@@ -397,13 +419,16 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
                                "%s: cuda backend: the model runs at batch 1 only (its operators "
                                "move or mix axis 0), batch %d asked",
                                g->name, cfg->batch);
-    keyer_status st = select_device(g, cfg, err);
+    kr_gpu_caps caps;
+    keyer_status st = select_device(g, cfg, &caps, err);
     if (st)
         return st;
     kr_backend_instance *inst = NULL;
     st = instance_new(g, cfg, &inst, err);
     if (st)
         return st;
+    inst->caps = caps;
+    inst->mem.caps = &inst->caps;
     st = alloc_arena(inst, plan, err);
     if (!st)
         st = upload_weights(inst, err);
@@ -416,6 +441,9 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
     if (!st) {
         st = kr_cuda_psched_create(&inst->mem, inst->io, inst->ops, inst->folded, cfg,
                                    &inst->pers, err);
+        inst->schedule = !inst->pers           ? KR_SCHEDULE_PER_NODE
+                         : inst->pers->has_seg ? KR_SCHEDULE_PERSISTENT_CLUSTER
+                                               : KR_SCHEDULE_PERSISTENT;
     }
     if (!st)
         st = validate_and_capture(inst, err);
@@ -424,12 +452,13 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
         return st;
     }
     keyer_log(cfg->logger, KEYER_LOG_DEBUG,
-              "%s: cuda backend: device %d, %s, batch %d, arena %.1f MB, weights %.1f MB, %d "
-              "nodes (%d activations and residual ADDs folded into their producers), one CUDA graph "
-              "of %s",
-              g->name, cfg->device, inst->f16 ? "f16" : "f32", cfg->batch,
+              "%s: cuda backend: device %d (compute %d.%d%s), %s, batch %d, arena %.1f MB, "
+              "weights %.1f MB, %d nodes (%d activations and residual ADDs folded into their "
+              "producers), one CUDA graph of the %s schedule",
+              g->name, cfg->device, inst->caps.major, inst->caps.minor,
+              inst->caps.emulated ? ", emulated" : "", inst->f16 ? "f16" : "f32", cfg->batch,
               inst->arena_bytes / 1e6, inst->weight_bytes / 1e6, g->n_nodes, inst->n_folded,
-              inst->pers ? "one persistent kernel" : "a kernel per node");
+              kr_schedule_name(inst->schedule));
     *out = inst;
     return KEYER_OK;
 }
@@ -499,6 +528,10 @@ static keyer_status cuda_profile(kr_backend_instance *inst, double *ms, keyer_er
 }
 
 static size_t cuda_arena_bytes(const kr_backend_instance *inst) { return inst->arena_bytes; }
+static const char *cuda_schedule_name(const kr_backend_instance *inst)
+{
+    return kr_schedule_name(inst->schedule);
+}
 static size_t cuda_weight_bytes(const kr_backend_instance *inst) { return inst->weight_bytes; }
 
 const kr_backend_ops kr_backend_cuda = {
@@ -515,5 +548,6 @@ const kr_backend_ops kr_backend_cuda = {
     .arena_bytes = cuda_arena_bytes,
     .weight_bytes = cuda_weight_bytes,
     .profile = cuda_profile,
+    .schedule_name = cuda_schedule_name,
     .destroy = cuda_destroy,
 };

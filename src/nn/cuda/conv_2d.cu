@@ -508,10 +508,16 @@ template <typename T> static int try_pw_tile(const kr_cuda_op *op, const conv_sh
     if (s.K * s.oc > PW_TILE_MAX_KN && s.K > PW_TILE_ANY_KN_K)
         return 0;
     const int cpt = s.oc % 8 == 0 && s.oc >= 48 ? 8 : 4, rows = 256 / (s.oc / cpt);
+    /* PW_TILE_MAX_SMEM, or less where the device (or the emulated class) allows a block less */
+    size_t max_smem = PW_TILE_MAX_SMEM;
+    if (!op->caps)
+        return 0;
+    if (op->caps->smem_block_optin < max_smem)
+        max_smem = op->caps->smem_block_optin;
     int r = 4;
-    while (r > 1 && pw_tile_smem<T>(s.K, s.oc, rows, r) > PW_TILE_MAX_SMEM)
+    while (r > 1 && pw_tile_smem<T>(s.K, s.oc, rows, r) > max_smem)
         r /= 2;
-    if (pw_tile_smem<T>(s.K, s.oc, rows, r) > PW_TILE_MAX_SMEM ||
+    if (pw_tile_smem<T>(s.K, s.oc, rows, r) > max_smem ||
         (s.M + rows * r - 1) / (rows * r) < PW_TILE_MIN_TILES)
         return 0;
     /* the sum in the order of the kernel this layer gets otherwise (conv_pw_groups: the bias

@@ -172,11 +172,7 @@ extern "C" int kr_cuda_conv_2d_mma_fits(const kr_cuda_op *op)
         wt->rank != 4 || xt->dims[3] % 16 || wt->dims[3] != xt->dims[3] ||
         !kr_aligned(op->in[0], 16) || !kr_aligned(op->in[1], 16))
         return 0;
-    int dev = 0, major = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-        return 0;
-    return major >= 7;
+    return op->caps && kr_gpu_has_wmma_f16(op->caps); /* the device's or the emulated class's */
 }
 
 extern "C" int kr_cuda_conv_2d_mma(const kr_cuda_op *op)

@@ -199,6 +199,7 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
         op->node = node;
         op->batch = mem->batch;
         op->f16 = f16;
+        op->caps = mem->caps;
         for (int i = 0; i < node->n_inputs; i++)
             op->in[i] = node->inputs[i] >= 0 ? kr_cuda_mem_ptr(mem, node->inputs[i]) : NULL;
         op->out = kr_cuda_mem_ptr(mem, node->outputs[0]);

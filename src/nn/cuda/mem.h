@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/gpu_caps.h"
 #include "keyer/status.h"
 #include "nn/graph.h"
 
@@ -24,6 +25,11 @@ typedef struct kr_cuda_mem {
     const size_t *offsets;       /* per tensor: bytes into arena (element type), SIZE_MAX: none */
     unsigned char *weights;
     const size_t *const_offsets; /* per tensor: bytes into weights, SIZE_MAX: not uploaded */
+    /* The device's capabilities and limits, filled once at set-up with an emulated older class
+     * applied (core/gpu_caps.h): what every choice of kernel or schedule and every launch
+     * configuration that depends on the device reads. NULL only in the CPU tests of the
+     * planner, which launch nothing. */
+    const kr_gpu_caps *caps;
 } kr_cuda_mem;
 
 /* Device address of tensor @p t (its storage's, for a view): in the arena, or in the weights

@@ -19,6 +19,7 @@
 extern "C" {
 #endif
 
+#include "core/gpu_caps.h"
 #include "nn/graph.h" /* C declarations, also when included from the .cu files */
 
 /* An element-wise function applied after the node's own fused clamp: the following RELU,
@@ -60,6 +61,7 @@ typedef struct kr_cuda_op {
      * in[0] + addend (both of the ADD's operands, of the same shape); NULL when none. */
     const void *addend;
     void *stream;                  /* cudaStream_t */
+    const kr_gpu_caps *caps;       /* the instance's (kr_cuda_mem.caps); NULL: launch nothing */
 } kr_cuda_op;
 
 typedef int (*kr_cuda_op_fn)(const kr_cuda_op *op);

@@ -196,13 +196,23 @@ __global__ void __launch_bounds__(NT, 2)
     }
 }
 
-extern "C" int kr_cuda_persistent_occupancy(int f16, int *cuda_error)
+extern "C" int kr_cuda_persistent_occupancy(int f16, const kr_gpu_caps *caps, int *cuda_error)
 {
     int blocks = 0;
     cudaError_t e = f16 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(
                               &blocks, persistent_kernel<__half>, KR_CUDA_PERSISTENT_THREADS, 0)
                         : cudaOccupancyMaxActiveBlocksPerMultiprocessor(
                               &blocks, persistent_kernel<float>, KR_CUDA_PERSISTENT_THREADS, 0);
+    if (e == cudaSuccess && caps && caps->emulated) { /* the emulated class's limits too */
+        cudaFuncAttributes fa;
+        e = f16 ? cudaFuncGetAttributes(&fa, persistent_kernel<__half>)
+                : cudaFuncGetAttributes(&fa, persistent_kernel<float>);
+        if (e == cudaSuccess) {
+            const int cls = kr_gpu_blocks_per_sm(caps, KR_CUDA_PERSISTENT_THREADS, fa.numRegs,
+                                                 fa.sharedSizeBytes);
+            blocks = cls < blocks ? cls : blocks;
+        }
+    }
     *cuda_error = (int)e;
     return e == cudaSuccess ? blocks : 0;
 }

@@ -210,9 +210,11 @@ void kr_cuda_persistent_convert(kr_cuda_step *s, int to_f16, const void *src, vo
 void kr_cuda_persistent_copy(kr_cuda_step *s, int node, int batch, const void *src, void *dst,
                              size_t count);
 
-/* Blocks per multiprocessor the kernel can keep resident (element type by @p f16); 0 with the
- * CUDA error in @p cuda_error when the query fails. */
-int kr_cuda_persistent_occupancy(int f16, int *cuda_error);
+/* Blocks per multiprocessor the kernel can keep resident (element type by @p f16): the
+ * device's occupancy query, and when @p caps is an emulated class, no more than that class's
+ * limits allow (kr_gpu_blocks_per_sm with the kernel's registers and static shared memory as
+ * compiled for this device); 0 with the CUDA error in @p cuda_error when a query fails. */
+int kr_cuda_persistent_occupancy(int f16, const kr_gpu_caps *caps, int *cuda_error);
 
 /* Queues the kernel over @p n steps in device memory, @p blocks blocks of
  * KR_CUDA_PERSISTENT_THREADS, as a cooperative launch (every block resident) on @p stream.

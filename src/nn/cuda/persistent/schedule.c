@@ -9,6 +9,7 @@
 
 #include "keyer/nn.h"
 #include "nn/cuda/tuning.h"
+#include "nn/schedule_choice.h"
 
 /* The first step after a cluster segment's kernel: seg.first + seg.count, or one less where the
  * segment's last slot holds the copy of its own output buffer (seg.shared_out, plan_segment). */
@@ -115,7 +116,7 @@ static cudaError_t plan_segment(kr_cuda_psched *p, kr_cuda_step *h, int k)
                       g->name, why);
         return cudaSuccess;
     }
-    cudaError_t e = (cudaError_t)kr_cuda_segment_prepare(&seg, &why);
+    cudaError_t e = (cudaError_t)kr_cuda_segment_prepare(&seg, p->mem->caps, &why);
     if (e != cudaSuccess || why) {
         if (why)
             keyer_log(p->logger, KEYER_LOG_DEBUG,
@@ -215,14 +216,9 @@ static const char *plan_steps(kr_cuda_psched *p, const kr_cuda_op *ops,
 
 /* Whether AUTO or the caller's choice in @p cfg leaves graph @p g to the per-node kernels from
  * the start (tuning.h). */
-_Static_assert(KEYER_CUDA_SEGMENT_MAX_BATCH >= KEYER_CUDA_PERSISTENT_MAX_BATCH,
-               "AUTO's two batch limits");
 static int per_node_by_config(const kr_graph *g, const kr_backend_config *cfg)
 {
-    const int auto_ = cfg->schedule == KEYER_CUDA_SCHEDULE_AUTO;
-    return cfg->schedule == KEYER_CUDA_SCHEDULE_KERNELS ||
-           (auto_ && (cfg->batch > KEYER_CUDA_SEGMENT_MAX_BATCH ||
-                      (double)kr_graph_macs(g) * cfg->batch > KEYER_CUDA_PERSISTENT_MAX_MACS));
+    return kr_schedule_per_node_by_config(cfg->schedule, cfg->batch, (double)kr_graph_macs(g));
 }
 
 /* Plans and uploads the schedule into @p p (see kr_cuda_psched_create); leaves p->steps NULL
@@ -233,8 +229,7 @@ static keyer_status plan_persistent(kr_cuda_psched *p, const kr_cuda_op *ops,
 {
     const kr_graph *g = p->graph;
     /* AUTO above KEYER_CUDA_PERSISTENT_MAX_BATCH: only with a cluster segment (checked below) */
-    const int needs_seg =
-        cfg->schedule == KEYER_CUDA_SCHEDULE_AUTO && cfg->batch > KEYER_CUDA_PERSISTENT_MAX_BATCH;
+    const int needs_seg = kr_schedule_needs_segment(cfg->schedule, cfg->batch);
     size_t cap = 2 * (size_t)g->n_nodes + (size_t)g->n_inputs + (size_t)g->n_outputs + 1;
     kr_cuda_step *h = calloc(cap, sizeof(*h));
     if (!h)
@@ -245,22 +240,17 @@ static keyer_status plan_persistent(kr_cuda_psched *p, const kr_cuda_op *ops,
     /* its steps walk cfg->batch items of dims[0] == 1 each */
     if (!why && g->fixed_batch)
         why = "the model's first dimension is not a batch of items (fixed_batch)";
-    int sms = 0, coop = 0, ce = 0, occupancy = 0;
-    cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p->device);
-    if (e == cudaSuccess)
-        e = cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, p->device);
-    if (e == cudaSuccess) {
-        occupancy = kr_cuda_persistent_occupancy(p->f16, &ce);
-        e = (cudaError_t)ce;
-    }
+    /* the device's limits (or the emulated class's), read once at set-up (mem.h) */
+    const kr_gpu_caps *caps = p->mem->caps;
+    int ce = 0;
+    const int sms = caps->sms, occupancy = kr_cuda_persistent_occupancy(p->f16, caps, &ce);
+    cudaError_t e = (cudaError_t)ce;
     if (e != cudaSuccess) {
         free(h);
         return kr_cuda_fail(err, g, "querying the device for the persistent kernel", e);
     }
-    if (!why && !coop)
-        why = "the device has no cooperative launch";
-    if (!why && occupancy < 1)
-        why = "the kernel does not fit on a multiprocessor";
+    if (!why)
+        why = kr_schedule_persistent_refusal(caps, occupancy);
     if (why) {
         free(h);
         if (cfg->schedule == KEYER_CUDA_SCHEDULE_PERSISTENT ||

@@ -12,6 +12,17 @@
  * The packed weights' and shared memory's layouts are segment.h's (kr_seg_*_layout), the ones
  * the packer and kr_cuda_segment_smem use.
  */
+#include <cuda_fp16.h>
+
+#include "nn/cuda/segment/segment.h"
+#include "nn/schedule_choice.h"
+
+/* The device code needs sm_90 (thread-block clusters, distributed shared memory, bulk copies,
+ * mbarriers with transaction counts, programmatic dependent launch): it is compiled for sm_90
+ * and newer only. For older architectures the kernel's body traps; it is never launched there,
+ * since kr_cuda_segment_prepare refuses devices (or emulated classes) below compute 9.0. */
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define KR_SEG_DEVICE_CODE 1
 #include "nn/cuda/segment/stage_u.cuh"
 
 /* pair() with run-time shapes: one copy, called (not inlined). */
@@ -21,9 +32,11 @@ __device__ __noinline__ void pair_rt(const kr_cuda_segment &s, int k, const floa
 {
     pair<T, K, 0, 0>(s, k, we, m, cl);
 }
+#endif
 
 template <typename T, int K>
-__global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ kr_cuda_segment s)
+__global__ void __launch_bounds__(KR_CUDA_PERSISTENT_THREADS, 1)
+    segment_kernel(const __grid_constant__ kr_cuda_segment s)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) float sm[];
@@ -168,6 +181,8 @@ __global__ void __launch_bounds__(NT, 1) segment_kernel(const __grid_constant__ 
         }
     }
     cl.sync(); /* no block leaves while another may read its shared memory */
+#elif defined(__CUDA_ARCH__)
+    __trap(); /* below sm_90: never launched (see above) */
 #endif
 }
 
@@ -194,7 +209,7 @@ static cudaLaunchConfig_t launch_config(const kr_cuda_segment *seg, int items, i
     attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.gridDim = dim3((unsigned)(seg->h * items));
-    cfg.blockDim = dim3(NT);
+    cfg.blockDim = dim3(KR_CUDA_PERSISTENT_THREADS);
     cfg.dynamicSmemBytes = kr_cuda_segment_smem(seg);
     cfg.stream = stream;
     cfg.attrs = attr;
@@ -202,25 +217,14 @@ static cudaLaunchConfig_t launch_config(const kr_cuda_segment *seg, int items, i
     return cfg;
 }
 
-extern "C" int kr_cuda_segment_prepare(const kr_cuda_segment *seg, const char **why)
+extern "C" int kr_cuda_segment_prepare(const kr_cuda_segment *seg, const kr_gpu_caps *caps,
+                                       const char **why)
 {
-    *why = NULL;
-    int dev = 0, cluster = 0, optin = 0, fits = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess)
-        e = cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, dev);
-    if (e == cudaSuccess)
-        e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (e != cudaSuccess)
-        return (int)e;
-    if (!cluster) {
-        *why = "the device has no thread-block clusters";
+    int fits = 0;
+    *why = kr_schedule_segment_refusal(caps, seg->h, kr_cuda_segment_smem(seg));
+    if (*why) /* below sm_90 (or emulating it): the kernel is not even compiled for it */
         return 0;
-    }
-    if ((size_t)optin < kr_cuda_segment_smem(seg)) {
-        *why = "a block's shared memory is too small for it";
-        return 0;
-    }
+    cudaError_t e = cudaSuccess;
     /* the kernel's shared-memory allowance is the function's, shared by every instance: only
      * ever raised, so that an instance with a smaller segment never lowers another's */
     const segment_fn fn = pick(seg);

@@ -199,12 +199,15 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
 /* Bytes of shared memory the kernel needs per block for @p seg. */
 size_t kr_cuda_segment_smem(const kr_cuda_segment *seg);
 
-/* Prepares the kernel for @p seg on the current device (raises its shared-memory allowance to
- * what @p seg needs, never lowers it: the allowance is the kernel's, for every instance; allows
- * the cluster size) and checks that one cluster fits; returns the CUDA error of a failed query
- * (0 otherwise), and in @p why a static reason when it cannot run (the caller then keeps the
- * persistent kernel). */
-int kr_cuda_segment_prepare(const kr_cuda_segment *seg, const char **why);
+/* Prepares the kernel for @p seg on the current device, whose capabilities (or the emulated
+ * class's) are @p caps: refuses a device below compute 9.0 or without clusters, or with too
+ * little shared memory per block (kr_schedule_segment_refusal); raises the kernel's
+ * shared-memory allowance to what @p seg needs, never lowers it (the allowance is the
+ * kernel's, for every instance); allows the cluster size and checks that one cluster fits.
+ * Returns the CUDA error of a failed query (0 otherwise), and in @p why a static reason when
+ * it cannot run (the caller then keeps the persistent kernel). */
+int kr_cuda_segment_prepare(const kr_cuda_segment *seg, const kr_gpu_caps *caps,
+                            const char **why);
 
 /* Queues the kernel on @p stream: a cluster of seg->h blocks per image. @p after_kernel: the
  * launch follows a kernel on the stream and is a programmatic dependent launch of it (set up
