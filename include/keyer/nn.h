@@ -194,13 +194,12 @@ keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, k
  * broadcasting per channel at most, PAD of the channels, or spatially when one convolution reads
  * it, bilinear resize, RELU/RELU6/HARD_SWISH/LOGISTIC, RESHAPE, CONCATENATION of two operands
  * that are one run per item: every shipped model), else KERNELS.
- * On a GPU with thread-block clusters (sm_90), PERSISTENT (and AUTO when it picks it) runs a
- * run of inverted-residual blocks with excitations at a small resolution (at most 16 x 16:
- * selfie's and selfie-landscape's at 1/16 of the input, with the encoder block before them and
- * the 1x1 convolution and decoder blocks after them, up to 1/4 of the input) as one kernel
- * with a cluster of blocks per item and the activations in shared memory, between two
- * launches of the persistent kernel; PERSISTENT_GRID leaves every step to the persistent
- * kernel.
+ * On a GPU with thread-block clusters (compute 9.0 and newer), PERSISTENT (and AUTO when it picks
+ * it) runs a run of inverted-residual blocks with excitations at a small resolution (at most 16 x
+ * 16: selfie's and selfie-landscape's at 1/16 of the input, with the encoder block before them and
+ * the 1x1 convolution and decoder blocks after them, up to 1/4 of the input) as one kernel with a
+ * cluster of blocks per item and the activations in shared memory, between two launches of the
+ * persistent kernel; PERSISTENT_GRID leaves every step to the persistent kernel.
  */
 typedef enum keyer_cuda_schedule {
     KEYER_CUDA_SCHEDULE_AUTO = 0,   /**< by batch size (default) */

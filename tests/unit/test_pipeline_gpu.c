@@ -91,6 +91,11 @@ static keyer_session_report run_file(int device, const char *out, int mode, doub
     printf("  %-34s %lld frames, %.1f fps, device %s, NVDEC %d, cuda %lld / cpu %lld inferred, "
            "lost %lld\n", out, (long long)rep.frames_written, rep.fps, rep.device, sr.hw_decode,
            (long long)rep.frames_on_cuda, (long long)rep.frames_on_cpu, (long long)rep.frames_lost);
+    if (rep.frames_on_cuda > 0 && !rep.fell_back) { /* the CUDA runtimes' schedules, by batch */
+        printf("  model %s (%s): %s\n", rep.model, rep.model_precision, rep.model_schedule);
+        assert_true(strstr(rep.model_schedule, "per-node") ||
+                    strstr(rep.model_schedule, "persistent"));
+    }
     if (seconds)
         *seconds = rep.seconds;
     keyer_session_destroy(&s);
