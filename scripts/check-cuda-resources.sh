@@ -10,7 +10,10 @@
 # Where the numbers come from, first that applies:
 #   --lib FILE    cuobjdump (on the GPU machines' CUDA toolkits; not every build machine has
 #                 it): `cuobjdump --list-elf FILE` (which architectures the library holds) and
-#                 `cuobjdump --dump-resource-usage FILE`. FILE: build*/libkeyer.so or .a.
+#                 `cuobjdump --dump-resource-usage FILE`. FILE: build*/libkeyer.so. Without
+#                 cuobjdump it lists the code objects (ELF and PTX per architecture) of each
+#                 translation unit from the .nv_fatbin section and checks every architecture
+#                 has ELF in each, but reports no resources.
 #   --log FILE    the output of a build configured with -DKEYER_CUDA_RESOURCE_USAGE=ON (nvcc
 #                 --resource-usage: ptxas prints each kernel's resources for each architecture).
 #   [FILE.cu...]  compiles the files (default: every .cu under src/ and gst/) with nvcc for
@@ -33,14 +36,44 @@ src=""
 case "${1:-}" in
   --lib) mode=lib; src=$2; shift 2 ;;
   --log) mode=log; src=$2; shift 2 ;;
-  -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
 esac
 
 if [ "$mode" = lib ]; then
   if ! command -v cuobjdump >/dev/null 2>&1; then
-    echo "check-cuda-resources: cuobjdump is not installed here; use --log (a build with" >&2
-    echo "  -DKEYER_CUDA_RESOURCE_USAGE=ON) or compile mode instead" >&2
-    exit 2
+    # Without cuobjdump: the architectures of every CUDA translation unit, read from the
+    # library's .nv_fatbin section (fatbin headers: magic 0xBA55ED50, then one entry per code
+    # object, kind 1 PTX / 2 ELF, its architecture in the entry header's eighth word).
+    echo "check-cuda-resources: cuobjdump is not installed here: listing the code objects from" >&2
+    echo "  the .nv_fatbin section instead (resources: --log, or compile mode)" >&2
+    objcopy -O binary --only-section=.nv_fatbin "$src" "$work/fatbin.bin"
+    "$py" - "$work/fatbin.bin" "$archs" <<'EOF2'
+import collections, struct, sys
+d = open(sys.argv[1], "rb").read()
+want = sys.argv[2].split()
+i, units, seen = 0, 0, collections.Counter()
+while i + 16 <= len(d):
+    magic, _, hs, size = struct.unpack_from("<IHHQ", d, i)
+    if magic != 0xBA55ED50:
+        i += 8
+        continue
+    units += 1
+    j, end = i + hs, i + hs + size
+    while j < end:
+        kind, _, ehs, psz = struct.unpack_from("<HHIQ", d, j)
+        arch = struct.unpack_from("<I", d, j + 28)[0]
+        seen[({1: "PTX", 2: "ELF"}.get(kind, "kind%d" % kind), arch)] += 1
+        j += ehs + psz
+    i = end
+print("%d CUDA translation units (fatbins)" % units)
+for (kind, arch), n in sorted(seen.items()):
+    print("  %s sm_%d: %d" % (kind, arch, n))
+missing = [a for a in want if seen[("ELF", int(a))] != units]
+if missing:
+    print("missing ELF code for sm_" + ", sm_".join(missing))
+sys.exit(1 if missing or not units else 0)
+EOF2
+    exit $?
   fi
   echo "== cuobjdump --list-elf $src"
   cuobjdump --list-elf "$src" | tee "$work/elf.txt"
