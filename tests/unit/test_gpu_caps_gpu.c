@@ -199,6 +199,7 @@ static void test_emulated_schedules_and_results(void **state)
             }
             if (has_segment) {
                 pers = run(m, pr, KEYER_CUDA_SCHEDULE_PERSISTENT, x, &bp, sp, sizeof(sp));
+                assert_non_null(pers);
                 assert_string_equal(sp, kr_gpu_has_clusters(&real) ? "persistent+cluster"
                                                                    : "persistent");
                 free(pers);
@@ -223,6 +224,7 @@ static void test_emulated_schedules_and_results(void **state)
                             sizeof(name));
                     assert_non_null(o);
                     assert_string_equal(name, "persistent");
+                    assert_int_equal(b, bg);
                     assert_memory_equal(o, grid, b);
                     free(o);
                 }
