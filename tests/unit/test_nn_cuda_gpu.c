@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/gpu_caps.h"
 #include "keyer/detect.h"
 #include "keyer/nn.h"
 #include "keyer/registry.h"
@@ -162,9 +163,12 @@ static int clusters_expected(void)
     assert_int_equal(cudaGetDevice(&dev), cudaSuccess);
     assert_int_equal(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
                      cudaSuccess);
-    const char *emu = getenv("KEYER_CUDA_EMULATE_CC");
-    if (emu && emu[0]) /* "8.6", "86", "sm_86": the classes keyer emulates are all below 9 */
-        return 0;
+    int emu_major = 0, emu_minor = 0;
+    assert_int_equal(kr_gpu_emulate_parse(getenv(KR_GPU_EMULATE_ENV), KR_GPU_EMULATE_ENV,
+                                          &emu_major, &emu_minor, NULL),
+                     KEYER_OK);
+    if (emu_major) /* an emulated class: clusters from 9.0 only */
+        return emu_major >= 9 && major >= 9;
     return major >= 9;
 }
 
