@@ -70,6 +70,8 @@ struct keyer_session {
     keyer_frame *bg_image;    /* still background (host), or NULL */
     int started;
     int batch, depth, workers, threads;
+    int stream_depth;         /* each stream's input queue (depth, or a share of 4 batches) */
+    int refine_workers;
     int serial_threads;       /* threads of the one-worker stages (models, refine) */
     int64_t batch_wait_ns;
 
