@@ -85,7 +85,8 @@ keyer_status keyer_decode_device_from_name(const char *name, keyer_decode_device
 /** Whether a reader reopens a network input that breaks off (see keyer_reader_params). */
 typedef enum keyer_reconnect {
     /** Live network inputs reconnect: rtsp, rtsps, rtmp(s/t/ts), srt, udp, rtp and tcp URLs,
-     *  and http(s) URLs whose length is unknown (live HLS playlists, MPEG-TS or FLV served
+     *  SDP files (".sdp": an RTP session, also timed as a network input), and http(s) URLs
+     *  whose length is unknown (live HLS playlists, MPEG-TS or FLV served
      *  live); files and on-demand HTTP files end at their end. */
     KEYER_RECONNECT_AUTO = 0,
     KEYER_RECONNECT_OFF, /**< never: a break is the end (clean close) or an error */
