@@ -124,7 +124,9 @@ static void discard_log(void *opaque, keyer_log_level level, const char *message
 static void probe_encoder(keyer_encoder_probe *p, const AVCodec *c, probe_answer *a)
 {
     keyer_logger quiet = {KEYER_LOG_QUIET, discard_log, NULL};
-    keyer_writer_params wp = keyer_writer_params_defaults();
+    keyer_writer_params wp; /* what kr_encoder_open reads: keyer's defaults, no user options */
+    memset(&wp, 0, sizeof(wp));
+    wp.quality = -1;
     for (int b = 0; b < KR_NVENC_BFRAMES_COUNT; b++) {
         kr_encoder_config cfg = {
             .path = "NVENC probe",
