@@ -10,8 +10,9 @@
 #     with its output finalised and the summary naming the URL and the reason. Skipped (said
 #     so) when the system's libavformat has no SRT.
 #  3. HLS: ffmpeg writes a live playlist (1 s segments) that Python's http.server serves;
-#     keyer reads the playlist over HTTP. The HTTP server is killed and restarted while ffmpeg
-#     goes on writing segments; keyer reconnects and reads on. Ctrl-C ends the run.
+#     keyer reads the playlist over HTTP. The HTTP server is killed for 2.5 s and restarted
+#     while ffmpeg goes on writing segments: the playlist reload fails, keyer reconnects and
+#     reads on. Ctrl-C ends the run.
 #  4. RTSP: FFmpeg cannot serve RTSP to a client (its RTSP "listen" mode only receives a
 #     publisher), so the server is GStreamer's RTSP server library, driven by lib/rtsp_server.py
 #     (Debian: python3-gi, gir1.2-gst-rtsp-server-1.0), serving the H.264 of a 30 s clip over
@@ -146,7 +147,9 @@ keyer=$!
 pids+=($keyer)
 wait_frames "$tmp/hls.log" 24 HLS
 kill $server 2>/dev/null; wait $server 2>/dev/null
-sleep 1.5
+# keyer reads the segments faster than real time, so it soon waits at the live edge and reloads
+# the playlist every target duration (1 s): 2.5 s away is sure to fail a reload
+sleep 2.5
 http_server
 wait_listen "$port"
 wait_resume "$tmp/hls.log" HLS
