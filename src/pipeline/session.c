@@ -362,7 +362,13 @@ keyer_status keyer_session_create(const keyer_session_params *params, keyer_sess
     s->stages_ready = 1;
     if (p.trace_events > 0 && (st = kr_trace_create(p.trace_events, &s->trace, err)))
         goto fail;
+    /* NVENC or x264/x265 for outputs whose codec is left to keyer: probed once, on the
+     * session's device, when the first such output opens */
+    if ((st = keyer_encoder_probe_create(p.cuda_device > 0 ? p.cuda_device : 0,
+                                         &s->encoder_probe, err)))
+        goto fail;
     init_context(s);
+    s->env.encoder_probe = s->encoder_probe;
     /* A still background is read once, here, so a bad file is reported before any work. */
     if (p.composite.mode == KEYER_COMPOSITE_IMAGE && is_image_path(s->background_path)) {
         if ((st = keyer_frame_create(&s->bg_image, err)) ||
@@ -427,6 +433,7 @@ void keyer_session_destroy(keyer_session **sp)
     kr_composite_stage_destroy(&s->composite);
     keyer_frame_destroy(&s->bg_image);
     kr_trace_destroy(&s->trace);
+    keyer_encoder_probe_destroy(&s->encoder_probe); /* after every writer */
     kr_nvml_close(&s->nvml);
     if (s->stages_ready)
         for (int i = 0; i < KR_ST_COUNT; i++)

@@ -87,6 +87,7 @@ struct keyer_session {
     kr_output_stats out;
     kr_batch_counters batches;
     kr_trace *trace;
+    keyer_encoder_probe *encoder_probe; /* NVENC on the session's device, for its writers */
 
     /* completion of file sinks */
     pthread_mutex_t done_lock;
