@@ -36,10 +36,14 @@ typedef struct cpu_knn {
     keyer_knn_params p;
     int max_points;
     keyer_knn_edge *prev; /* previous frame's edges, in the order they were chosen */
+    int *prev_at;         /* ... and the indices of their ends in that frame (2 per edge) */
     int n_prev;
     keyer_knn_edge *next; /* this frame's edges while they are chosen */
-    float *best;          /* k squared distances of the point being searched */
-    int *best_j;          /* ... and their indices */
+    int *next_at;
+    float *knn_d2;        /* per point: k squared distances to its neighbours, nearest first */
+    int *knn_j;           /* ... and the neighbours' indices */
+    int *n_knn;           /* per point: neighbours found (< k when fewer are in reach) */
+    cand *sorted;         /* the candidates while they are sorted */
     float *kth;           /* per point: distance to its k-th nearest neighbour (INFINITY: none) */
     int *degree;
     cand *cand;           /* candidate edges, n x k at most */
@@ -58,8 +62,12 @@ static void cpu_destroy(void *state)
         return;
     free(g->prev);
     free(g->next);
-    free(g->best);
-    free(g->best_j);
+    free(g->prev_at);
+    free(g->next_at);
+    free(g->knn_d2);
+    free(g->knn_j);
+    free(g->n_knn);
+    free(g->sorted);
     free(g->kth);
     free(g->degree);
     free(g->cand);
@@ -84,8 +92,12 @@ static keyer_status cpu_create(const keyer_knn_params *params, int max_points, v
     size_t max_edges = n * (size_t)params->max_degree;
     g->prev = malloc(max_edges * sizeof(keyer_knn_edge));
     g->next = malloc(max_edges * sizeof(keyer_knn_edge));
-    g->best = malloc(k * sizeof(float));
-    g->best_j = malloc(k * sizeof(int));
+    g->prev_at = malloc(2 * max_edges * sizeof(int));
+    g->next_at = malloc(2 * max_edges * sizeof(int));
+    g->knn_d2 = malloc(n * k * sizeof(float));
+    g->knn_j = malloc(n * k * sizeof(int));
+    g->n_knn = malloc(n * sizeof(int));
+    g->sorted = malloc(n * k * sizeof(cand));
     g->kth = malloc(n * sizeof(float));
     g->degree = malloc(n * sizeof(int));
     g->cand = malloc(n * k * sizeof(cand));
@@ -94,8 +106,9 @@ static keyer_status cpu_create(const keyer_knn_params *params, int max_points, v
     g->cell_start = malloc(((size_t)g->max_cells + 1) * sizeof(int));
     g->cell_pts = malloc(n * sizeof(int));
     g->pt_cell = malloc(n * sizeof(int));
-    if (!g->prev || !g->next || !g->best || !g->best_j || !g->kth || !g->degree || !g->cand ||
-        !g->nbr || !g->by_id || !g->cell_start || !g->cell_pts || !g->pt_cell)
+    if (!g->prev || !g->next || !g->prev_at || !g->next_at || !g->knn_d2 || !g->knn_j ||
+        !g->n_knn || !g->sorted || !g->kth || !g->degree || !g->cand || !g->nbr || !g->by_id ||
+        !g->cell_start || !g->cell_pts || !g->pt_cell)
         goto oom;
     *state = g;
     return KEYER_OK;
@@ -196,19 +209,25 @@ static int offer(float *best, int *best_j, int n_best, int k, float d2, int j)
     return n_best;
 }
 
-/* Offers the points of cell c to point i's k best. */
-static int scan_cell(cpu_knn *g, const uint32_t *ids, const float *xy, int i, int c, int n_best)
+/* Offers the points of cell c to point i's k best (@p best, @p best_j): dist2's arithmetic
+ * (ids are distinct, so only i itself has i's id). */
+static int scan_cell(const cpu_knn *g, const float *xy, int i, int c, int n_best, float *best,
+                     int *best_j)
 {
+    const float xi = xy[2 * i], yi = xy[2 * i + 1], max_dy = g->p.max_dy;
     for (int q = g->cell_start[c]; q < g->cell_start[c + 1]; q++) {
         int j = g->cell_pts[q];
-        n_best = offer(g->best, g->best_j, n_best, g->p.k, dist2(&g->p, ids, xy, i, j), j);
+        float dx = xy[2 * j] - xi, dy = xy[2 * j + 1] - yi;
+        if (j == i || (max_dy > 0 && fabsf(dy) > max_dy))
+            continue;
+        n_best = offer(best, best_j, n_best, g->p.k, dx * dx + dy * dy, j);
     }
     return n_best;
 }
 
-/* The k nearest neighbours of point i (a finite point) into g->best / g->best_j; returns how
+/* The k nearest neighbours of point i (a finite point) into g->knn_d2 / g->knn_j; returns how
  * many were found (fewer than k when fewer points are in reach). */
-static int search(cpu_knn *g, const grid *gr, const uint32_t *ids, const float *xy, int i)
+static int search(const cpu_knn *g, const grid *gr, const float *xy, int i)
 {
     const keyer_knn_params *p = &g->p;
     const int k = p->k, ci = g->pt_cell[i] % gr->gx, cj = g->pt_cell[i] / gr->gx;
@@ -223,20 +242,21 @@ static int search(cpu_knn *g, const grid *gr, const uint32_t *ids, const float *
         rlo = a < 0 ? 0 : a > rhi ? rhi : (int)a;
         rhi = b < 0 ? 0 : b > rhi ? rhi : (int)b;
     }
-    int n_best = 0;
+    float *best = &g->knn_d2[(size_t)i * (size_t)k];
+    int *best_j = &g->knn_j[(size_t)i * (size_t)k], n_best = 0;
     for (int r = 0;; r++) {
         int ylo = cj - r > rlo ? cj - r : rlo, yhi = cj + r < rhi ? cj + r : rhi;
         int xlo = ci - r > 0 ? ci - r : 0, xhi = ci + r < gr->gx - 1 ? ci + r : gr->gx - 1;
         for (int cy = ylo; cy <= yhi; cy++) {
             if (cy == cj - r || cy == cj + r) { /* a whole row of the ring */
                 for (int cx = xlo; cx <= xhi; cx++)
-                    n_best = scan_cell(g, ids, xy, i, cy * gr->gx + cx, n_best);
+                    n_best = scan_cell(g, xy, i, cy * gr->gx + cx, n_best, best, best_j);
                 continue;
             }
             if (ci - r >= 0) /* its two sides */
-                n_best = scan_cell(g, ids, xy, i, cy * gr->gx + ci - r, n_best);
+                n_best = scan_cell(g, xy, i, cy * gr->gx + ci - r, n_best, best, best_j);
             if (ci + r < gr->gx)
-                n_best = scan_cell(g, ids, xy, i, cy * gr->gx + ci + r, n_best);
+                n_best = scan_cell(g, xy, i, cy * gr->gx + ci + r, n_best, best, best_j);
         }
         /* Unvisited cells lie beyond one of the block's sides that has cells behind it. */
         double lb = INFINITY;
@@ -251,7 +271,7 @@ static int search(cpu_knn *g, const grid *gr, const uint32_t *ids, const float *
         if (lb == INFINITY)
             return n_best; /* every reachable cell visited */
         lb -= eps;
-        if (n_best == k && lb > 0 && lb * lb * (1 - 1e-5) > (double)g->best[k - 1])
+        if (n_best == k && lb > 0 && lb * lb * (1 - 1e-5) > (double)best[k - 1])
             return n_best;
     }
 }
@@ -262,21 +282,56 @@ static int cmp_id(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-/* Shortest first; equal lengths by ids (unique per frame), so the order never depends on the
- * sort. */
-static int cmp_cand(const void *a, const void *b)
+/* Equal lengths by ids (unique per frame), so the order never depends on the sort. */
+static int cmp_cand_ids(const void *a, const void *b)
 {
     const cand *x = a, *y = b;
-    if (x->len != y->len)
-        return x->len < y->len ? -1 : 1;
     if (x->e.a != y->e.a)
         return x->e.a < y->e.a ? -1 : 1;
     return (x->e.b > y->e.b) - (x->e.b < y->e.b);
 }
 
-/* The index of the point with id @p id (g->by_id sorted over n points), or -1. */
-static int index_of(const cpu_knn *g, int n, uint32_t id)
+static uint32_t len_bits(float len)
 {
+    uint32_t u;
+    memcpy(&u, &len, sizeof(u));
+    return u; /* lengths are >= +0 and finite: their bits sort as the numbers do */
+}
+
+/* Sorts g->cand[0..n) by (length, a, b): a stable radix sort on the length's bits (4 passes of
+ * 8 bits through g->sorted), then each run of equal lengths by ids. */
+static void sort_candidates(cpu_knn *g, int n)
+{
+    cand *src = g->cand, *dst = g->sorted;
+    for (int shift = 0; shift < 32; shift += 8) {
+        int count[257] = {0};
+        for (int c = 0; c < n; c++)
+            count[((len_bits(src[c].len) >> shift) & 255u) + 1]++;
+        for (int b = 0; b < 256; b++)
+            count[b + 1] += count[b];
+        for (int c = 0; c < n; c++)
+            dst[count[(len_bits(src[c].len) >> shift) & 255u]++] = src[c];
+        cand *t = src;
+        src = dst;
+        dst = t;
+    }
+    /* Four passes: the result is back in g->cand. */
+    for (int c = 0; c < n;) {
+        int e = c + 1;
+        while (e < n && g->cand[e].len == g->cand[c].len)
+            e++;
+        if (e - c > 1)
+            qsort(&g->cand[c], (size_t)(e - c), sizeof(cand), cmp_cand_ids);
+        c = e;
+    }
+}
+
+/* The index of the point with id @p id in this frame (by_id sorted over n points), or -1;
+ * @p hint is the index it had in the previous frame (tried first). */
+static int index_of(const cpu_knn *g, const uint32_t *ids, int n, uint32_t id, int hint)
+{
+    if (hint >= 0 && hint < n && ids[hint] == id)
+        return hint;
     id_index key = {id, 0};
     const id_index *hit = bsearch(&key, g->by_id, (size_t)n, sizeof(id_index), cmp_id);
     return hit ? hit->index : -1;
@@ -292,12 +347,26 @@ static int joined(const cpu_knn *g, int ia, int ib)
     return 0;
 }
 
-/* Joins ia and ib (their degrees are below max_degree). */
-static void join(cpu_knn *g, int ia, int ib)
+/* Joins ia and ib (their degrees are below max_degree) as edge e of this frame. */
+static void join(cpu_knn *g, int ia, int ib, keyer_knn_edge e, int *n_next)
 {
     size_t md = (size_t)g->p.max_degree;
     g->nbr[(size_t)ia * md + (size_t)g->degree[ia]++] = ib;
     g->nbr[(size_t)ib * md + (size_t)g->degree[ib]++] = ia;
+    g->next[*n_next] = e;
+    g->next_at[2 * *n_next] = ia;
+    g->next_at[2 * *n_next + 1] = ib;
+    (*n_next)++;
+}
+
+/* Whether point i's neighbour list holds j. */
+static int has_neighbour(const cpu_knn *g, int i, int j)
+{
+    const int *nb = &g->knn_j[(size_t)i * (size_t)g->p.k];
+    for (int r = 0; r < g->n_knn[i]; r++)
+        if (nb[r] == j)
+            return 1;
+    return 0;
 }
 
 static keyer_status cpu_update(void *state, const uint32_t *ids, const float *xy, int n,
@@ -307,6 +376,7 @@ static keyer_status cpu_update(void *state, const uint32_t *ids, const float *xy
     (void)stream;
     cpu_knn *g = state;
     const keyer_knn_params *p = &g->p;
+    const int k = p->k;
     /* Ids sorted (for the previous frame's edges); a repeated id is refused. */
     for (int i = 0; i < n; i++) {
         g->by_id[i].id = ids[i];
@@ -320,31 +390,31 @@ static keyer_status cpu_update(void *state, const uint32_t *ids, const float *xy
                                    (unsigned)g->by_id[i].id);
     /* k nearest per point. */
     grid gr = grid_build(g, xy, n);
-    int n_cand = 0;
     for (int i = 0; i < n; i++) {
-        int n_best = g->pt_cell[i] >= 0 ? search(g, &gr, ids, xy, i) : 0;
-        g->kth[i] = n_best > 0 ? sqrtf(g->best[n_best - 1]) : INFINITY;
-        for (int r = 0; r < n_best; r++) {
-            int j = g->best_j[r];
+        g->n_knn[i] = g->pt_cell[i] >= 0 ? search(g, &gr, xy, i) : 0;
+        g->kth[i] = g->n_knn[i] > 0 ? sqrtf(g->knn_d2[(size_t)i * (size_t)k + (size_t)g->n_knn[i] - 1])
+                                    : INFINITY;
+    }
+    /* One candidate per joined pair: from i when j is i's neighbour, unless i is also j's and
+     * j has the smaller id (then from j). Both ends compute the same length. */
+    int n_cand = 0;
+    for (int i = 0; i < n; i++)
+        for (int r = 0; r < g->n_knn[i]; r++) {
+            int j = g->knn_j[(size_t)i * (size_t)k + (size_t)r];
+            if (ids[j] < ids[i] && has_neighbour(g, j, i))
+                continue;
             uint32_t a = ids[i], b = ids[j];
             cand c = {{a < b ? a : b, a < b ? b : a}, a < b ? i : j, a < b ? j : i,
-                      sqrtf(g->best[r])};
+                      sqrtf(g->knn_d2[(size_t)i * (size_t)k + (size_t)r])};
             g->cand[n_cand++] = c;
         }
-    }
-    /* Shortest first; an edge found from both ends appears twice, side by side: keep one. */
-    qsort(g->cand, (size_t)n_cand, sizeof(cand), cmp_cand);
-    int n_unique = 0;
-    for (int c = 0; c < n_cand; c++)
-        if (n_unique == 0 || g->cand[n_unique - 1].e.a != g->cand[c].e.a ||
-            g->cand[n_unique - 1].e.b != g->cand[c].e.b)
-            g->cand[n_unique++] = g->cand[c];
-    n_cand = n_unique;
+    sort_candidates(g, n_cand);
     memset(g->degree, 0, (size_t)n * sizeof(int));
     int n_next = 0;
     /* 1. Keep previous edges that are still short enough (hysteresis), in their order. */
     for (int e = 0; e < g->n_prev; e++) {
-        int ia = index_of(g, n, g->prev[e].a), ib = index_of(g, n, g->prev[e].b);
+        int ia = index_of(g, ids, n, g->prev[e].a, g->prev_at[2 * e]);
+        int ib = index_of(g, ids, n, g->prev[e].b, g->prev_at[2 * e + 1]);
         if (ia < 0 || ib < 0 || joined(g, ia, ib))
             continue;
         float d = sqrtf(dist2(p, ids, xy, ia, ib));
@@ -352,20 +422,21 @@ static keyer_status cpu_update(void *state, const uint32_t *ids, const float *xy
         if (!isfinite(d) || d > bound || g->degree[ia] >= p->max_degree ||
             g->degree[ib] >= p->max_degree)
             continue;
-        join(g, ia, ib);
-        g->next[n_next++] = g->prev[e];
+        join(g, ia, ib, g->prev[e], &n_next);
     }
     /* 2. Add new candidate edges, shortest first, while degrees allow. */
     for (int c = 0; c < n_cand; c++) {
         int ia = g->cand[c].ia, ib = g->cand[c].ib;
-        if (joined(g, ia, ib) || g->degree[ia] >= p->max_degree || g->degree[ib] >= p->max_degree)
+        if (g->degree[ia] >= p->max_degree || g->degree[ib] >= p->max_degree || joined(g, ia, ib))
             continue;
-        join(g, ia, ib);
-        g->next[n_next++] = g->cand[c].e;
+        join(g, ia, ib, g->cand[c].e, &n_next);
     }
     keyer_knn_edge *t = g->prev;
     g->prev = g->next;
     g->next = t;
+    int *ta = g->prev_at;
+    g->prev_at = g->next_at;
+    g->next_at = ta;
     g->n_prev = n_next;
     int n_out = n_next < capacity ? n_next : capacity;
     if (n_out > 0)
