@@ -77,7 +77,11 @@ keyer_status keyer_overlay_add_polyline(keyer_overlay *ov, const float *xy, int 
 /**
  * A quadratic Bézier curve from (x0,y0) to (x1,y1) whose control point sits at the chord's
  * midpoint pushed sideways by @p bend times the chord length (0: a straight line), drawn as
- * segments short enough to stay within a tenth of a pixel of the curve.
+ * segments short enough to stay within a tenth of a pixel of the curve (1 to 64 of them; the
+ * curve takes one primitive of the capacity per segment). The segments are computed when the
+ * overlay is rendered: on the host for host frames, on the device for CUDA frames (the same
+ * float operations, so the same segments). Errors: INVALID_ARGUMENT (a value not finite,
+ * width <= 0, an end or the control point beyond 1e30 pixels), OUT_OF_MEMORY (capacity).
  */
 keyer_status keyer_overlay_add_curve(keyer_overlay *ov, float x0, float y0, float x1, float y1,
                                      float bend, float width, keyer_color color, keyer_error *err);
