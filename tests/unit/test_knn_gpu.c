@@ -3,7 +3,9 @@
  * frames (hysteresis): random sets (uniform, clustered, lattice with exact ties, duplicate
  * positions, NaN / infinite / far points) at several k / max_degree / max_dy, 5,000 and 50,000
  * points, face-mesh landmarks of the test photos; then repeated ids, an empty frame, the output
- * capacity and a stream. KEYER_KNN_GPU_QUICK=1 (e.g. under compute-sanitizer): small sets only.
+ * capacity and a stream. Also curves flattened on the device against the CPU renderer (the
+ * overlay tests' tolerance: one code value, 99% of samples equal).
+ * KEYER_KNN_GPU_QUICK=1 (e.g. under compute-sanitizer): small sets only.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -171,6 +173,103 @@ static void test_arguments(void **state)
     assert_int_equal(cudaStreamDestroy(stream), cudaSuccess);
 }
 
+static void device_free(void *opaque, void *data)
+{
+    (void)opaque;
+    cudaFree(data);
+}
+
+/* An RGBA frame of random pixels in host memory (seeded) and its copy in device memory. */
+static void rgba_pair(int w, int h, uint32_t seed, keyer_frame **host, keyer_frame **dev)
+{
+    assert_int_equal(keyer_frame_create(host, NULL), KEYER_OK);
+    assert_int_equal(keyer_frame_alloc(*host, KEYER_PIXEL_FORMAT_RGBA, w, h, NULL, NULL),
+                     KEYER_OK);
+    keyer_frame *f = *host;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < 4 * w; x++) {
+            seed = seed * 1664525u + 1013904223u;
+            f->data[0][y * f->stride[0] + x] = (uint8_t)(seed >> 24);
+        }
+    size_t pitch = (size_t)w * 4 + 64, total = pitch * (size_t)h;
+    void *mem = NULL;
+    assert_int_equal(cudaMalloc(&mem, total), cudaSuccess);
+    keyer_buffer *buf = NULL;
+    assert_int_equal(keyer_buffer_wrap(mem, total, KEYER_MEMORY_CUDA, device_free, NULL, &buf, NULL),
+                     KEYER_OK);
+    assert_int_equal(keyer_frame_create(dev, NULL), KEYER_OK);
+    keyer_frame *d = *dev;
+    d->format = KEYER_PIXEL_FORMAT_RGBA;
+    d->width = w;
+    d->height = h;
+    d->memory = KEYER_MEMORY_CUDA;
+    d->device = 0;
+    d->buf[0] = buf;
+    d->data[0] = mem;
+    d->stride[0] = (ptrdiff_t)pitch;
+    assert_int_equal(cudaMemcpy2D(mem, pitch, f->data[0], (size_t)f->stride[0], (size_t)w * 4,
+                                  (size_t)h, cudaMemcpyHostToDevice),
+                     cudaSuccess);
+}
+
+/* Curves flattened on the device (CUDA renderer) against the CPU renderer, whole and cut in the
+ * middle of a curve by keyer_overlay_truncate. */
+static void test_curves(void **state)
+{
+    (void)state;
+    keyer_error err = {0};
+    const int w = 1280, h = 720;
+    keyer_overlay *ov = NULL;
+    assert_int_equal(keyer_overlay_create(60000, &ov, &err), KEYER_OK);
+    for (int cut = 0; cut < 2; cut++) {
+        keyer_overlay_clear(ov);
+        uint32_t s = 77;
+        int mid = 0;
+#define U() ((s = s * 1664525u + 1013904223u), (float)(s >> 8) / 16777216.0f)
+        for (int i = 0; i < 1000; i++) {
+            keyer_color c = {U(), U(), U(), 0.3f + 0.7f * U()};
+            float x0 = U() * w * 1.2f - 60, y0 = U() * h * 1.2f - 40;
+            float x1 = x0 + (U() - 0.5f) * 600, y1 = y0 + (U() - 0.5f) * 400;
+            float bend = (U() - 0.5f) * (i % 10 == 0 ? 6.0f : 1.0f);
+            if (i == 500)
+                mid = keyer_overlay_count(ov) + 2;
+            if (keyer_overlay_add_curve(ov, x0, y0, x1, y1, bend, 0.5f + 5 * U(), c, &err))
+                fail_msg("%s", err.message);
+        }
+#undef U
+        if (cut)
+            keyer_overlay_truncate(ov, mid);
+        keyer_frame *cpu = NULL, *dev = NULL;
+        rgba_pair(w, h, 5, &cpu, &dev);
+        assert_int_equal(keyer_overlay_render(ov, cpu, &err), KEYER_OK);
+        if (keyer_overlay_render(ov, dev, &err))
+            fail_msg("%s", err.message);
+        assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+        uint8_t *back = malloc((size_t)w * 4 * (size_t)h);
+        assert_non_null(back);
+        assert_int_equal(cudaMemcpy2D(back, (size_t)w * 4, dev->data[0], (size_t)dev->stride[0],
+                                      (size_t)w * 4, (size_t)h, cudaMemcpyDeviceToHost),
+                         cudaSuccess);
+        long equal = 0, samples = (long)w * h * 4;
+        int max = 0;
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < 4 * w; x++) {
+                int d = abs((int)cpu->data[0][y * cpu->stride[0] + x] - (int)back[y * 4 * w + x]);
+                equal += d == 0;
+                max = d > max ? d : max;
+            }
+        printf("  curves%s: %d primitives, %.4f%% of samples equal, max diff %d\n",
+               cut ? " (truncated mid-curve)" : "", keyer_overlay_count(ov),
+               100.0 * (double)equal / (double)samples, max);
+        assert_true(max <= 1);
+        assert_true((double)equal >= 0.99 * (double)samples);
+        free(back);
+        keyer_frame_destroy(&cpu);
+        keyer_frame_destroy(&dev);
+    }
+    keyer_overlay_destroy(&ov);
+}
+
 int main(void)
 {
     int n = 0;
@@ -182,6 +281,7 @@ int main(void)
         cmocka_unit_test(test_sets),
         cmocka_unit_test(test_face_mesh),
         cmocka_unit_test(test_arguments),
+        cmocka_unit_test(test_curves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
