@@ -175,6 +175,7 @@ static void test_arguments(void **state)
     keyer_knn_edge e1[32], e2[32];
     int n1 = 0, n2 = 0;
     assert_int_equal(keyer_knn_graph_update(g, ids, xy, 4, e1, 32, &n1, &err), KEYER_OK);
+    assert_int_equal(n1, 6); /* k 3 on 4 points: every pair, degrees 3 <= 4 */
     assert_int_equal(keyer_knn_graph_update(g, dup, xy, 4, e2, 32, &n2, &err),
                      KEYER_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(err.message, "twice"));

@@ -153,7 +153,7 @@ static void test_arguments(void **state)
     keyer_knn_edge e1[32], e2[32];
     int n1 = 0, n2 = 0;
     assert_int_equal(keyer_knn_graph_update(g, ids, xy, 4, e1, 32, &n1, &err), KEYER_OK);
-    assert_int_equal(n1, 3); /* k 3 on a line of 4: the three gaps */
+    assert_int_equal(n1, 6); /* k 3 on 4 points: every pair, degrees 3 <= 4 */
     assert_int_equal(keyer_knn_graph_update(g, dup, xy, 4, e2, 32, &n2, &err),
                      KEYER_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(err.message, "id 2 appears twice"));
@@ -166,8 +166,8 @@ static void test_arguments(void **state)
     assert_int_equal(n2, 0);
     assert_int_equal(keyer_knn_graph_update(g, ids, xy, 4, e2, 32, &n2, &err), KEYER_OK);
     assert_int_equal(kt_knn_first_difference(e1, n1, e2, n2), -1);
-    assert_int_equal(keyer_knn_graph_update(g, ids, xy, 5, e2, 32, &n2, &err),
-                     KEYER_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(keyer_knn_graph_update(g, ids, xy, 9, e2, 32, &n2, &err),
+                     KEYER_STATUS_INVALID_ARGUMENT); /* more than max_points: refused first */
     keyer_knn_graph_destroy(&g);
     assert_null(g);
     assert_int_equal(cudaStreamDestroy(stream), cudaSuccess);
