@@ -117,7 +117,7 @@ int main(int argc, char **argv)
 #endif
     };
     static const int sizes[] = {1000, 5000, 50000};
-    static const kt_knn_set sets[] = {KT_KNN_UNIFORM, KT_KNN_CLUSTERED};
+    static const kt_knn_set sets[] = {KT_KNN_UNIFORM, KT_KNN_CLUSTERED, KT_KNN_MIXED};
     if (json)
         printf("[\n");
     int first = 1;

@@ -127,8 +127,44 @@ static float dist2(const keyer_knn_params *p, const uint32_t *ids, const float *
     return dx * dx + dy * dy;
 }
 
+/* Narrows [*lo, *hi], the extent of the m finite points' coordinate @p axis (0: x, 1: y), to
+ * where most of them are, so that a few far points do not make every cell huge: twice, a
+ * histogram of KNN_BINS bins over the extent, cut where fewer than 1% of the points in it lie
+ * beyond on either side, kept when it is less than half as wide. Points outside the extent go
+ * to the grid's border cells (the search's bounds stay valid: a cell beyond a side still holds
+ * only points beyond that side). */
+#define KNN_BINS 1024
+static void robust_extent(const float *xy, int n, int axis, double *lo, double *hi)
+{
+    int hist[KNN_BINS];
+    for (int pass = 0; pass < 2 && *hi > *lo; pass++) {
+        const double bw = (*hi - *lo) / KNN_BINS;
+        int in = 0;
+        memset(hist, 0, sizeof(hist));
+        for (int i = 0; i < n; i++) {
+            double v = xy[2 * i + axis];
+            if (!isfinite(xy[2 * i]) || !isfinite(xy[2 * i + 1]) || !(v >= *lo && v <= *hi))
+                continue;
+            double b = (v - *lo) / bw;
+            hist[b >= KNN_BINS - 1 ? KNN_BINS - 1 : (int)b]++;
+            in++;
+        }
+        int cut = in / 100, b0 = 0, b1 = KNN_BINS - 1;
+        for (int sum = hist[0]; sum <= cut && b0 < KNN_BINS - 1;)
+            sum += hist[++b0];
+        for (int sum = hist[KNN_BINS - 1]; sum <= cut && b1 > 0;)
+            sum += hist[--b1];
+        if (b1 < b0 || (double)(b1 + 1 - b0) >= 0.5 * KNN_BINS)
+            return;
+        const double nlo = *lo + b0 * bw, nhi = *lo + (b1 + 1) * bw;
+        *lo = nlo;
+        *hi = nhi;
+    }
+}
+
 /* Builds the grid over the points with finite coordinates: about two points per cell over
- * their bounding box, at most g->max_cells cells; fills cell_start, cell_pts and pt_cell. */
+ * their extent (robust_extent), at most g->max_cells cells; fills cell_start, cell_pts and
+ * pt_cell. */
 static grid grid_build(cpu_knn *g, const float *xy, int n)
 {
     grid gr = {0, 0, 1, 1, 1, 1};
@@ -145,6 +181,8 @@ static grid grid_build(cpu_knn *g, const float *xy, int n)
         y1 = y > y1 ? y : y1;
     }
     if (m > 0) {
+        robust_extent(xy, n, 0, &x0, &x1);
+        robust_extent(xy, n, 1, &y0, &y1);
         double w = x1 - x0, h = y1 - y0;
         double target = m / 2 > 1 ? (double)(m / 2) : 1.0;
         if (target > g->max_cells)
@@ -172,9 +210,10 @@ static grid grid_build(cpu_knn *g, const float *xy, int n)
             g->pt_cell[i] = -1;
             continue;
         }
-        int cx = (int)((x - gr.x0) * gr.inv), cy = (int)((y - gr.y0) * gr.inv);
-        cx = cx < 0 ? 0 : cx >= gr.gx ? gr.gx - 1 : cx;
-        cy = cy < 0 ? 0 : cy >= gr.gy ? gr.gy - 1 : cy;
+        /* Clamped before the conversion: points beyond the extent go to the border cells. */
+        double fx = (x - gr.x0) * gr.inv, fy = (y - gr.y0) * gr.inv;
+        int cx = fx < 0 ? 0 : fx >= gr.gx ? gr.gx - 1 : (int)fx;
+        int cy = fy < 0 ? 0 : fy >= gr.gy ? gr.gy - 1 : (int)fy;
         g->pt_cell[i] = cy * gr.gx + cx;
         g->cell_start[g->pt_cell[i] + 1]++;
     }

@@ -2,8 +2,9 @@
  * CUDA kNN graph (knn_backend.h): the graph of cpu/knn.c, edge for edge and in the same order
  * (the rules are in include/keyer/overlay.h), computed on the device:
  *
- *  1. grid: the bounding box of the finite points (one block), a cell per point, counts, a
- *     prefix sum and a scatter (a counting sort of the points by cell);
+ *  1. grid: the extent of the finite points (one block: bounding box, narrowed by histograms
+ *     past a few far points), a cell per point, counts, a prefix sum and a scatter (a counting
+ *     sort of the points by cell);
  *  2. knn_kernel: one thread per point searches rings of cells outward exactly as the CPU does
  *     (neighbours ordered by (squared distance, index); IEEE round-to-nearest operations, no
  *     fused multiply-add, so every distance is the CPU's float);
@@ -47,6 +48,7 @@ constexpr int kThreads = 256;
 constexpr int kBoxThreads = 1024;
 constexpr int kLocalK = 16;    /* neighbour lists of k <= 16 are kept in thread-local arrays */
 constexpr int kGridRounds = 6; /* grid-wide rounds of the degree cap before one block finishes */
+constexpr int kBins = 1024;    /* histogram bins of the grid's extent (cpu/knn.c's KNN_BINS) */
 
 /* Edge states of the degree cap (bits). */
 constexpr int kOkU = 1, kOkV = 2, kTaken = 4, kRefused = 8;
@@ -244,14 +246,17 @@ __device__ bool vertex_step(int u, int max_degree, const int *__restrict__ v_off
 
 /* ---- kernels -------------------------------------------------------------------------- */
 
-/* Bounding box of the finite points and the grid (cpu/knn.c's grid_build); one block. Also
- * clears the frame's counters. */
+/* Bounding box of the finite points, narrowed to where most of them are, and the grid
+ * (cpu/knn.c's grid_build and robust_extent); one block. Also clears the frame's counters. */
 __global__ void __launch_bounds__(kBoxThreads)
     grid_kernel(const float2 *__restrict__ xy, int n, int max_cells, GridParams *out,
                 int *counters)
 {
     __shared__ double s_lo[2][kBoxThreads / 32], s_hi[2][kBoxThreads / 32];
     __shared__ int s_m[kBoxThreads / 32];
+    __shared__ double s_ext[4]; /* lo x, hi x, lo y, hi y */
+    __shared__ int s_total, s_stop;
+    __shared__ int hist[kBins];
     double lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY};
     int m = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -280,18 +285,65 @@ __global__ void __launch_bounds__(kBoxThreads)
         s_m[warp] = m;
     }
     __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < (int)(blockDim.x >> 5); w++) {
+            for (int c = 0; c < 2; c++) {
+                lo[c] = fmin(lo[c], s_lo[c][w]);
+                hi[c] = fmax(hi[c], s_hi[c][w]);
+            }
+            m += s_m[w];
+        }
+        s_ext[0] = lo[0];
+        s_ext[1] = hi[0];
+        s_ext[2] = lo[1];
+        s_ext[3] = hi[1];
+        s_total = m;
+    }
+    __syncthreads();
+    /* The extent of each axis narrowed twice by a histogram (robust_extent). */
+    for (int axis = 0; axis < 2 && s_total > 0; axis++)
+        for (int pass = 0; pass < 2; pass++) {
+            const double elo = s_ext[2 * axis], ehi = s_ext[2 * axis + 1];
+            if (!(ehi > elo))
+                break;
+            for (int b = threadIdx.x; b < kBins; b += blockDim.x)
+                hist[b] = 0;
+            __syncthreads();
+            const double bw = (ehi - elo) / kBins;
+            for (int i = threadIdx.x; i < n; i += blockDim.x) {
+                const float2 p = xy[i];
+                const double v = axis ? p.y : p.x;
+                if (!finite2(p.x, p.y) || !(v >= elo && v <= ehi))
+                    continue;
+                const double b = (v - elo) / bw;
+                atomicAdd(&hist[b >= kBins - 1 ? kBins - 1 : (int)b], 1);
+            }
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                int in = 0;
+                for (int b = 0; b < kBins; b++)
+                    in += hist[b];
+                int cut = in / 100, b0 = 0, b1 = kBins - 1;
+                for (int sum = hist[0]; sum <= cut && b0 < kBins - 1;)
+                    sum += hist[++b0];
+                for (int sum = hist[kBins - 1]; sum <= cut && b1 > 0;)
+                    sum += hist[--b1];
+                s_stop = b1 < b0 || (double)(b1 + 1 - b0) >= 0.5 * kBins;
+                if (!s_stop) {
+                    s_ext[2 * axis] = elo + b0 * bw;
+                    s_ext[2 * axis + 1] = elo + (b1 + 1) * bw;
+                }
+            }
+            __syncthreads();
+            if (s_stop)
+                break;
+        }
     if (threadIdx.x != 0)
         return;
-    for (int w = 1; w < (int)(blockDim.x >> 5); w++) {
-        for (int c = 0; c < 2; c++) {
-            lo[c] = fmin(lo[c], s_lo[c][w]);
-            hi[c] = fmax(hi[c], s_hi[c][w]);
-        }
-        m += s_m[w];
-    }
+    m = s_total;
     GridParams gr = {0, 0, 1, 1, 1, 1};
     if (m > 0) {
-        const double w = hi[0] - lo[0], h = hi[1] - lo[1];
+        const double w = s_ext[1] - s_ext[0], h = s_ext[3] - s_ext[2];
         double target = m / 2 > 1 ? (double)(m / 2) : 1.0;
         if (target > max_cells)
             target = max_cells;
@@ -305,8 +357,8 @@ __global__ void __launch_bounds__(kBoxThreads)
             }
             s *= 1.25;
         }
-        gr.x0 = lo[0];
-        gr.y0 = lo[1];
+        gr.x0 = s_ext[0];
+        gr.y0 = s_ext[2];
         gr.s = s;
         gr.inv = 1.0 / s;
     }
@@ -328,9 +380,10 @@ __global__ void cell_kernel(const float2 *__restrict__ xy, int n, const GridPara
         pt_cell[i] = -1;
         return;
     }
-    int cx = (int)(((double)p.x - gr.x0) * gr.inv), cy = (int)(((double)p.y - gr.y0) * gr.inv);
-    cx = cx < 0 ? 0 : cx >= gr.gx ? gr.gx - 1 : cx;
-    cy = cy < 0 ? 0 : cy >= gr.gy ? gr.gy - 1 : cy;
+    /* Clamped before the conversion: points beyond the extent go to the border cells. */
+    const double fx = ((double)p.x - gr.x0) * gr.inv, fy = ((double)p.y - gr.y0) * gr.inv;
+    const int cx = fx < 0 ? 0 : fx >= gr.gx ? gr.gx - 1 : (int)fx;
+    const int cy = fy < 0 ? 0 : fy >= gr.gy ? gr.gy - 1 : (int)fy;
     pt_cell[i] = cy * gr.gx + cx;
     atomicAdd(&cell_count[cy * gr.gx + cx], 1);
 }
