@@ -11,7 +11,8 @@
  *  3. the previous frame's edges: ids found by binary search over the sorted ids (after a try
  *     at the index each had before), each edge kept or dropped by the hysteresis bound;
  *  4. candidates: one per joined pair, sorted by (length, a, b) with two stable radix sorts
- *     (by (a, b), then by the length's bits);
+ *     (by (a, b) as the ids' ranks in sorted order, 2 x 16 bits for 50,000 points, then by the
+ *     length's bits);
  *  5. the degree cap. The CPU runs a sequential greedy over the list L = [kept previous edges
  *     in their order] ++ [candidates in their order] (a candidate that is also a previous
  *     edge is never added: the earlier copy either joined the pair or found a degree full).
@@ -367,13 +368,16 @@ __global__ void __launch_bounds__(kBoxThreads)
     counters[1] = 0; /* edges taken */
 }
 
-/* Cell of each point (-1: not finite) and the count per cell. */
+/* Cell of each point (-1: not finite) and the count per cell; idx[i] = i (the values of the
+ * ids' sort). */
 __global__ void cell_kernel(const float2 *__restrict__ xy, int n, const GridParams *grp,
-                            int *__restrict__ pt_cell, int *__restrict__ cell_count)
+                            int *__restrict__ pt_cell, int *__restrict__ cell_count,
+                            int *__restrict__ idx)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
         return;
+    idx[i] = i;
     const GridParams gr = *grp;
     const float2 p = xy[i];
     if (!finite2(p.x, p.y)) {
@@ -400,32 +404,24 @@ __global__ void scatter_kernel(const int *__restrict__ pt_cell, int n,
     cell_pts[cell_start[c] + atomicAdd(&cell_fill[c], 1)] = i;
 }
 
-__global__ void iota_kernel(int *__restrict__ v, int n)
-{
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        v[i] = i;
-}
-
-/* A repeated id (the sorted ids side by side) sets counters[0]. */
-__global__ void repeat_kernel(const uint32_t *__restrict__ sorted_ids, int n, int *counters)
-{
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i > 0 && i < n && sorted_ids[i] == sorted_ids[i - 1])
-        atomicOr(&counters[0], 1);
-}
-
-/* Neighbours and kth of every point; clears the point's candidate-drop flags. */
+/* Neighbours and kth of every point; clears the point's candidate-drop flags. Also, at
+ * position i of the sorted ids: the rank of that point's id (rank[point] = i) and a repeated
+ * id (the sorted ids side by side) into counters[0]. */
 __global__ void knn_kernel(const float2 *__restrict__ xy, int n, const GridParams *grp,
                            const int *__restrict__ pt_cell, const int *__restrict__ cell_start,
                            const int *__restrict__ cell_pts, int k, float max_dy,
-                           float *__restrict__ knn_d2, int *__restrict__ knn_j,
+                           const uint32_t *__restrict__ sorted_ids,
+                           const int *__restrict__ sorted_idx, int *__restrict__ rank,
+                           int *counters, float *__restrict__ knn_d2, int *__restrict__ knn_j,
                            int *__restrict__ n_knn, float *__restrict__ kth,
                            unsigned char *__restrict__ drop)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
         return;
+    rank[sorted_idx[i]] = i;
+    if (i > 0 && sorted_ids[i] == sorted_ids[i - 1])
+        atomicOr(&counters[0], 1);
     const GridParams gr = *grp;
     float *gd = knn_d2 + (size_t)i * k;
     int *gj = knn_j + (size_t)i * k;
@@ -493,23 +489,24 @@ __global__ void prev_kernel(const keyer_knn_edge *__restrict__ prev,
     vval[2 * e + 1] = e;
 }
 
-/* Candidate keys: (a << 32 | b) for the slot that emits a pair not in the previous frame,
- * the largest key otherwise. */
-__global__ void cand_kernel(const uint32_t *__restrict__ ids, int n, const int *__restrict__ knn_j,
-                            const int *__restrict__ n_knn, int k,
-                            const unsigned char *__restrict__ drop, uint64_t *__restrict__ key,
-                            int *__restrict__ slot)
+/* Candidate keys: (rank of a << bits | rank of b) for the slot that emits a pair not in the
+ * previous frame (ranks of the ids in sorted order, below 2^bits - 1: the order of (a, b)),
+ * @p none (2^(2 bits) - 1, above every such key) otherwise. */
+__global__ void cand_kernel(const uint32_t *__restrict__ ids, const int *__restrict__ rank,
+                            int n, const int *__restrict__ knn_j, const int *__restrict__ n_knn,
+                            int k, const unsigned char *__restrict__ drop, int bits,
+                            uint64_t none, uint64_t *__restrict__ key, int *__restrict__ slot)
 {
     const int q = blockIdx.x * blockDim.x + threadIdx.x;
     if (q >= n * k)
         return;
     const int i = q / k, r = q % k;
-    uint64_t kv = ~0ull;
+    uint64_t kv = none;
     if (r < n_knn[i] && !drop[q]) {
         const int j = knn_j[q];
         if (emits(ids, knn_j, n_knn, k, i, j)) {
-            const uint32_t a = min(ids[i], ids[j]), b = max(ids[i], ids[j]);
-            kv = ((uint64_t)a << 32) | b;
+            const uint64_t ri = (uint64_t)rank[i], rj = (uint64_t)rank[j];
+            kv = ids[i] < ids[j] ? (ri << bits) | rj : (rj << bits) | ri;
         }
     }
     key[q] = kv;
@@ -518,14 +515,14 @@ __global__ void cand_kernel(const uint32_t *__restrict__ ids, int n, const int *
 
 /* Length bits of the candidates in (a, b) order (invalid ones last). */
 __global__ void len_kernel(const uint64_t *__restrict__ key, const int *__restrict__ slot,
-                           int total, const float *__restrict__ knn_d2,
+                           int total, uint64_t none, const float *__restrict__ knn_d2,
                            uint32_t *__restrict__ len_key)
 {
     const int q = blockIdx.x * blockDim.x + threadIdx.x;
     if (q >= total)
         return;
     uint32_t bits = 0xffffffffu;
-    if (key[q] != ~0ull)
+    if (key[q] != none)
         bits = __float_as_uint(__fsqrt_rn(knn_d2[slot[q]]));
     len_key[q] = bits;
 }
@@ -654,7 +651,7 @@ struct State {
     /* device */
     uint32_t *ids, *sorted_ids;
     float2 *xy;
-    int *idx, *sorted_idx;
+    int *idx, *sorted_idx, *rank;
     GridParams *grid;
     int *counters;
     int *pt_cell, *cell_count, *cell_start, *cell_fill, *cell_pts;
@@ -702,7 +699,8 @@ cudaError_t launch_update(State *s, int n, cudaStream_t stream)
     KNN_LAUNCHED();
     KNN_CHECK(cudaMemsetAsync(s->cell_count, 0, (size_t)(cells + 1) * sizeof(int), stream));
     KNN_CHECK(cudaMemsetAsync(s->cell_fill, 0, (size_t)cells * sizeof(int), stream));
-    cell_kernel<<<blocks(n), kThreads, 0, stream>>>(s->xy, n, s->grid, s->pt_cell, s->cell_count);
+    cell_kernel<<<blocks(n), kThreads, 0, stream>>>(s->xy, n, s->grid, s->pt_cell, s->cell_count,
+                                                    s->idx);
     KNN_LAUNCHED();
     size_t tb = s->temp_bytes;
     KNN_CHECK(cub::DeviceScan::ExclusiveSum(s->temp, tb, s->cell_count, s->cell_start, cells + 1,
@@ -710,18 +708,15 @@ cudaError_t launch_update(State *s, int n, cudaStream_t stream)
     scatter_kernel<<<blocks(n), kThreads, 0, stream>>>(s->pt_cell, n, s->cell_start,
                                                        s->cell_fill, s->cell_pts);
     KNN_LAUNCHED();
-    /* ids sorted, for the previous frame's edges; a repeated id is flagged */
-    iota_kernel<<<blocks(n), kThreads, 0, stream>>>(s->idx, n);
-    KNN_LAUNCHED();
+    /* ids sorted (the previous frame's edges find their points there; the ranks order the
+     * candidates; a repeated id is flagged by knn_kernel) */
     tb = s->temp_bytes;
     KNN_CHECK(cub::DeviceRadixSort::SortPairs(s->temp, tb, s->ids, s->sorted_ids, s->idx,
                                               s->sorted_idx, n, 0, 32, stream));
-    repeat_kernel<<<blocks(n), kThreads, 0, stream>>>(s->sorted_ids, n, s->counters);
-    KNN_LAUNCHED();
     /* 2. neighbours */
-    knn_kernel<<<blocks(n), kThreads, 0, stream>>>(s->xy, n, s->grid, s->pt_cell, s->cell_start,
-                                                   s->cell_pts, k, s->p.max_dy, s->knn_d2,
-                                                   s->knn_j, s->n_knn, s->kth, s->drop);
+    knn_kernel<<<blocks(n), kThreads, 0, stream>>>(
+        s->xy, n, s->grid, s->pt_cell, s->cell_start, s->cell_pts, k, s->p.max_dy, s->sorted_ids,
+        s->sorted_idx, s->rank, s->counters, s->knn_d2, s->knn_j, s->n_knn, s->kth, s->drop);
     KNN_LAUNCHED();
     /* 3. previous edges */
     if (P > 0) {
@@ -731,14 +726,19 @@ cudaError_t launch_update(State *s, int n, cudaStream_t stream)
             s->vkey, s->vval);
         KNN_LAUNCHED();
     }
-    /* 4. candidates by (a, b), then stably by length */
-    cand_kernel<<<blocks(nk), kThreads, 0, stream>>>(s->ids, n, s->knn_j, s->n_knn, k, s->drop,
-                                                     s->ckey, s->cslot);
+    /* 4. candidates by (a, b) (as ranks of bits bits: 2^bits - 1 > n - 1), then stably by
+     * length */
+    int bits = 1;
+    while (bits < 31 && (1ll << bits) - 1 <= (long long)(n - 1))
+        bits++;
+    const uint64_t none = (1ull << (2 * bits)) - 1;
+    cand_kernel<<<blocks(nk), kThreads, 0, stream>>>(s->ids, s->rank, n, s->knn_j, s->n_knn, k,
+                                                     s->drop, bits, none, s->ckey, s->cslot);
     KNN_LAUNCHED();
     tb = s->temp_bytes;
     KNN_CHECK(cub::DeviceRadixSort::SortPairs(s->temp, tb, s->ckey, s->ckey_sorted, s->cslot,
-                                              s->cslot_sorted, nk, 0, 64, stream));
-    len_kernel<<<blocks(nk), kThreads, 0, stream>>>(s->ckey_sorted, s->cslot_sorted, nk,
+                                              s->cslot_sorted, nk, 0, 2 * bits, stream));
+    len_kernel<<<blocks(nk), kThreads, 0, stream>>>(s->ckey_sorted, s->cslot_sorted, nk, none,
                                                     s->knn_d2, s->len_key);
     KNN_LAUNCHED();
     tb = s->temp_bytes;
@@ -829,6 +829,7 @@ void free_all(State *s)
     cudaFreeHost(s->h_counters);
     cudaFreeHost(s->h_edges);
     void *dev[] = {s->ids,        s->sorted_ids,   s->xy,          s->idx,     s->sorted_idx,
+                   s->rank,
                    s->grid,       s->counters,     s->pt_cell,     s->cell_count,
                    s->cell_start, s->cell_fill,    s->cell_pts,    s->knn_d2,  s->kth,
                    s->knn_j,      s->n_knn,        s->drop,        s->ckey,    s->ckey_sorted,
@@ -897,7 +898,8 @@ keyer_status knn_create(const keyer_knn_params *p, int max_points, void **state,
                                 me * sizeof(keyer_knn_edge))) ||
             (e = dalloc(&s->ids, n)) || (e = dalloc(&s->sorted_ids, n)) ||
             (e = dalloc(&s->xy, n)) || (e = dalloc(&s->idx, n)) ||
-            (e = dalloc(&s->sorted_idx, n)) || (e = dalloc(&s->grid, 1)) ||
+            (e = dalloc(&s->sorted_idx, n)) || (e = dalloc(&s->rank, n)) ||
+            (e = dalloc(&s->grid, 1)) ||
             (e = dalloc(&s->counters, 2)) || (e = dalloc(&s->pt_cell, n)) ||
             (e = dalloc(&s->cell_count, n + 1)) || (e = dalloc(&s->cell_start, n + 1)) ||
             (e = dalloc(&s->cell_fill, n)) || (e = dalloc(&s->cell_pts, n)) ||
