@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "overlay/knn_backend.h"
+#include "overlay/cuda/knn_cap.cuh"
 
 namespace {
 
@@ -51,8 +52,6 @@ constexpr int kLocalK = 16;    /* neighbour lists of k <= 16 are kept in thread-
 constexpr int kGridRounds = 6; /* grid-wide rounds of the degree cap before one block finishes */
 constexpr int kBins = 1024;    /* histogram bins of the grid's extent (cpu/knn.c's KNN_BINS) */
 
-/* Edge states of the degree cap (bits). */
-constexpr int kOkU = 1, kOkV = 2, kTaken = 4, kRefused = 8;
 
 struct GridParams {
     double x0, y0, s, inv;
@@ -193,56 +192,6 @@ __device__ __forceinline__ bool emits(const uint32_t *__restrict__ ids,
                                       const int *__restrict__ n_knn, int k, int i, int j)
 {
     return !(ids[j] < ids[i] && has_neighbour(knn_j, n_knn, k, j, i));
-}
-
-/* One step of point u in the degree cap (see the file's comment). Returns whether u still has
- * undecided edges. */
-__device__ bool vertex_step(int u, int max_degree, const int *__restrict__ v_off,
-                            const int *__restrict__ v_rank, const int *__restrict__ l_u,
-                            int *v_pos, int *v_acc, int *st)
-{
-    volatile int *vst = st;
-    int pos = v_pos[u], acc = v_acc[u];
-    const int end = v_off[u + 1];
-    for (;;) {
-        while (pos < end) {
-            const int s = vst[v_rank[pos]];
-            if (s & kTaken) {
-                acc++;
-                pos++;
-            } else if (s & kRefused) {
-                pos++;
-            } else {
-                break;
-            }
-        }
-        if (pos < end && acc >= max_degree) { /* full: the next edge is refused here */
-            atomicOr(&st[v_rank[pos]], kRefused);
-            pos++;
-            continue;
-        }
-        break;
-    }
-    v_pos[u] = pos;
-    v_acc[u] = acc;
-    if (pos == end)
-        return false;
-    int maybe = 0; /* undecided or taken edges passed beyond the decided prefix */
-    for (int q = pos; q < end && acc + maybe < max_degree; q++) {
-        const int r = v_rank[q];
-        int s = vst[r];
-        if (s & kRefused)
-            continue;
-        if (!(s & kTaken)) {
-            const int mine = l_u[r] == u ? kOkU : kOkV, other = mine ^ (kOkU | kOkV);
-            if (!(s & mine))
-                s = atomicOr(&st[r], mine) | mine;
-            if ((s & other) && !(s & kRefused))
-                atomicOr(&st[r], kTaken);
-        }
-        maybe++;
-    }
-    return true;
 }
 
 /* ---- kernels -------------------------------------------------------------------------- */
@@ -575,29 +524,6 @@ __global__ void offsets_kernel(const uint32_t *__restrict__ vkey_sorted, int ent
     if (u < n) {
         v_pos[u] = lo;
         v_acc[u] = 0;
-    }
-}
-
-__global__ void round_kernel(int n, int max_degree, const int *__restrict__ v_off,
-                             const int *__restrict__ v_rank, const int *__restrict__ l_u,
-                             int *v_pos, int *v_acc, int *st)
-{
-    const int u = blockIdx.x * blockDim.x + threadIdx.x;
-    if (u < n)
-        vertex_step(u, max_degree, v_off, v_rank, l_u, v_pos, v_acc, st);
-}
-
-__global__ void __launch_bounds__(1024)
-    finish_kernel(int n, int max_degree, const int *__restrict__ v_off,
-                  const int *__restrict__ v_rank, const int *__restrict__ l_u, int *v_pos,
-                  int *v_acc, int *st)
-{
-    for (;;) {
-        int pending = 0;
-        for (int u = threadIdx.x; u < n; u += blockDim.x)
-            pending |= vertex_step(u, max_degree, v_off, v_rank, l_u, v_pos, v_acc, st);
-        if (!__syncthreads_or(pending))
-            return;
     }
 }
 
