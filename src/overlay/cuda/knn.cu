@@ -675,10 +675,11 @@ cudaError_t launch_update(State *s, int n, cudaStream_t stream)
                                                           P, s->ids, s->knn_j, k, s->l_u, s->l_v,
                                                           s->st, s->vkey, s->vval);
     KNN_LAUNCHED();
-    /* 5. degree cap: each point's edges in L order, then the rounds */
+    /* 5. degree cap: each point's edges in L order (point indices are below 2^bits - 1, the
+     * low bits of the dead entries' key: those go last), then the rounds */
     tb = s->temp_bytes;
     KNN_CHECK(cub::DeviceRadixSort::SortPairs(s->temp, tb, s->vkey, s->vkey_sorted, s->vval,
-                                              s->v_rank, 2 * total, 0, 32, stream));
+                                              s->v_rank, 2 * total, 0, bits, stream));
     offsets_kernel<<<blocks(n + 1), kThreads, 0, stream>>>(s->vkey_sorted, 2 * total, n, s->v_off,
                                                            s->v_pos, s->v_acc);
     KNN_LAUNCHED();
