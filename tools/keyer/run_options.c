@@ -523,6 +523,8 @@ static int settle_analytics(run_opts *r, kc_analytics_opts *ao)
         r->sp.passthrough = 1;
     /* faces alone: detected by the session, batched across streams on its device */
     ao->session_detect = kc_analytics_session_can_detect(ao);
+    /* with the mesh: the session's face-mesh stage, batched across faces and streams */
+    ao->session_mesh = ao->session_detect && (ao->draw & KC_DRAW_MESH);
     return 0;
 }
 
