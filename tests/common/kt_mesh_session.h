@@ -30,6 +30,7 @@ typedef struct ms_rec {
     int n[MS_STREAMS][MS_FRAMES];
     uint32_t ids[MS_STREAMS][MS_FRAMES][MS_KEEP];
     float presence[MS_STREAMS][MS_FRAMES][MS_KEEP];
+    float side[MS_STREAMS][MS_FRAMES][MS_KEEP]; /* the crop's side (frame pixels) */
     float lm[MS_STREAMS][MS_FRAMES][MS_KEEP][KEYER_FACE_MESH_POINTS][2];
 } ms_rec;
 
@@ -48,15 +49,20 @@ void ms_run_files(const char *const *inputs, int n, int frames, int device, int 
 void ms_run_pushed(keyer_frame *const *frames, int n, int nframes, const char *dir, int device,
                    int precision, ms_rec *rec);
 
-/** Decodes the first @p nframes frames of @p input on the CPU into @p out (made here). */
-void ms_decode(const char *input, int nframes, keyer_frame **out);
+/** Decodes the first @p nframes frames of @p input on the CPU into @p out (made here), in
+ *  @p format (keyer_pixel_format: NV12, YUV420P, P010, ...). */
+void ms_decode(const char *input, int nframes, int format, keyer_frame **out);
 
 /** keyer_faces_run() on @p nframes host frames as stream @p sid of @p rec. */
 void ms_reference(keyer_frame *const *frames, int nframes, int sid, ms_rec *rec);
 
-/** Fails the running test unless @p a and @p b have the same faces (count and ids) in every
- *  frame of every stream; returns the largest landmark distance (pixels) and counts the
- *  faces compared in *@p faces and the frames with a face in *@p with_faces. */
-double ms_compare(const ms_rec *a, const ms_rec *b, int *faces, int *with_faces);
+/** Compares the faces of @p a and @p b frame by frame. Frames whose face counts differ are
+ *  counted (more than @p max_mismatch fails the running test; with 0 the ids must be equal
+ *  too); in the others, returns the largest distance between corresponding landmarks (x, y in
+ *  frame pixels) and puts in *@p worst_rel the largest of those distances divided by the
+ *  face's crop side; counts the faces compared in *@p faces and the frames with a face in
+ *  *@p with_faces. */
+double ms_compare(const ms_rec *a, const ms_rec *b, int max_mismatch, double *worst_rel,
+                  int *faces, int *with_faces);
 
 #endif

@@ -716,12 +716,12 @@ static void test_session_mesh_cpu(void **state)
     assert_non_null(ref);
     assert_non_null(got);
     for (int i = 0; i < 3; i++) {
-        ms_decode(paths[i], 16, frames + i * 16);
+        ms_decode(paths[i], 16, KEYER_PIXEL_FORMAT_NV12, frames + i * 16);
         ms_reference(frames + i * 16, 16, i, ref);
     }
     ms_run_pushed(frames, 3, 16, dir, KEYER_DEVICE_CPU, KEYER_PRECISION_AUTO, got);
     int faces = 0, with = 0;
-    double worst = ms_compare(ref, got, &faces, &with);
+    double worst = ms_compare(ref, got, 0, NULL, &faces, &with);
     print_message("  mesh stage (cpu, pushed): %d faces in %d frames, max landmark distance "
                   "%.6f px\n", faces, with, worst);
     assert_true(with >= 6);
@@ -730,7 +730,7 @@ static void test_session_mesh_cpu(void **state)
     /* files: decoded by the session's reader; the reference on the same decoder's frames */
     const char *inputs[3] = {paths[0], paths[1], paths[2]};
     ms_run_files(inputs, 3, 16, KEYER_DEVICE_CPU, KEYER_PRECISION_AUTO, 4, got);
-    worst = ms_compare(ref, got, &faces, &with);
+    worst = ms_compare(ref, got, 0, NULL, &faces, &with);
     print_message("  mesh stage (cpu, files, batch 4): max landmark distance %.6f px\n", worst);
     assert_true(worst <= 1e-3);
     for (int i = 0; i < 3 * 16; i++)
