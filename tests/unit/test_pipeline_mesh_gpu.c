@@ -16,7 +16,11 @@
  *  - the same clips read as files by the CUDA session (NVDEC frames, the mesh's crops made
  *    from them on the device, the tool's path), against keyer_faces_run() on the CPU decoder's
  *    frames (the decoders may differ by a code value): within 1 px, at most 2 frames with
- *    another count.
+ *    another count;
+ *  - KEYER_FAIL_CUDA_AT_FRAME=6 on that file run: the GPU fails mid-run (in the detector, the
+ *    first model stage), the face-mesh stage receives the later frames on the CPU and runs
+ *    them there (its CPU runtimes made then); every frame is written and reported with its
+ *    faces, within the same bounds.
  * The distances are printed. Written to be clean under compute-sanitizer --tool memcheck.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -203,6 +207,25 @@ static void test_mesh_stage_nvdec_files(void **state)
     free(got);
 }
 
+static void test_mesh_stage_gpu_failure(void **state)
+{
+    (void)state;
+    reference();
+    ms_rec *got = calloc(1, sizeof(*got));
+    assert_non_null(got);
+    const char *inputs[CLIPS] = {clips[0], clips[1]};
+    setenv("KEYER_FAIL_CUDA_AT_FRAME", "6", 1);
+    ms_run_files(inputs, CLIPS, FRAMES, KEYER_DEVICE_CUDA, KEYER_PRECISION_AUTO, 0, got);
+    unsetenv("KEYER_FAIL_CUDA_AT_FRAME");
+    int faces = 0, with = 0;
+    double rel = 0, worst = ms_compare(ref, got, 2, &rel, &faces, &with);
+    printf("  mesh stage, GPU failure at frame 6 (files): %d faces in %d frames, max landmark "
+           "distance %.4f px\n", faces, with, worst);
+    assert_true(with >= 8);
+    assert_true(worst <= 1.0);
+    free(got);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -225,6 +248,7 @@ int main(void)
         cmocka_unit_test(test_mesh_stage_f32),
         cmocka_unit_test(test_mesh_stage_f16),
         cmocka_unit_test(test_mesh_stage_nvdec_files),
+        cmocka_unit_test(test_mesh_stage_gpu_failure),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
