@@ -49,8 +49,8 @@ static keyer_status ms_faces(void *opaque, int sid, int64_t index, const keyer_f
     return keyer_faces_draw(ov, faces, count, NULL, err);
 }
 
-static keyer_session *ms_session(int device, int precision, int batch, ms_rec *rec, int streams,
-                                 int frames, keyer_logger *lg)
+static keyer_session *ms_session(int device, int precision, int batch, int keying, ms_rec *rec,
+                                 int streams, int frames, keyer_logger *lg)
 {
     memset(rec, 0, sizeof(*rec));
     rec->streams = streams;
@@ -62,7 +62,8 @@ static keyer_session *ms_session(int device, int precision, int batch, ms_rec *r
     sp.precision = precision;
     sp.batch = batch;
     sp.logger = lg;
-    sp.passthrough = 1;
+    sp.passthrough = !keying;
+    sp.composite.mode = KEYER_COMPOSITE_BLUR;
     sp.detect = KEYER_SESSION_DETECT_FACES;
     sp.mesh = 1;
     sp.mesh_max_faces = MS_KEEP;
@@ -108,10 +109,10 @@ void ms_make_clips(const char *dir, int n, const int sizes[][2], int frames, cha
 }
 
 void ms_run_files(const char *const *inputs, int n, int frames, int device, int precision,
-                  int batch, ms_rec *rec)
+                  int batch, int keying, ms_rec *rec)
 {
     keyer_logger lg;
-    keyer_session *s = ms_session(device, precision, batch, rec, n, frames, &lg);
+    keyer_session *s = ms_session(device, precision, batch, keying, rec, n, frames, &lg);
     keyer_error err = {0};
     for (int i = 0; i < n; i++) {
         keyer_file_stream_params fp = keyer_file_stream_params_defaults();
@@ -132,7 +133,7 @@ void ms_run_pushed(keyer_frame *const *frames, int n, int nframes, const char *d
                    int precision, ms_rec *rec)
 {
     keyer_logger lg;
-    keyer_session *s = ms_session(device, precision, 0, rec, n, nframes, &lg);
+    keyer_session *s = ms_session(device, precision, 0, 0, rec, n, nframes, &lg);
     keyer_error err = {0};
     int ids[MS_STREAMS];
     char out[MS_STREAMS][4096];

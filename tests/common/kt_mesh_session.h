@@ -40,9 +40,11 @@ void ms_make_clips(const char *dir, int n, const int sizes[][2], int frames,
                    char paths[][4096]);
 
 /** Runs a session on @p device (keyer_device_kind) at @p precision (keyer_precision) with
- *  batch @p batch (0: the session's) over the @p n files, records into @p rec. */
+ *  batch @p batch (0: the session's) over the @p n files, records into @p rec. With
+ *  @p keying the frames are also keyed (blur): the face mesh hands its items to the keying
+ *  model instead of the writers. */
 void ms_run_files(const char *const *inputs, int n, int frames, int device, int precision,
-                  int batch, ms_rec *rec);
+                  int batch, int keying, ms_rec *rec);
 
 /** Pushes @p n streams of @p frames host frames each (frames[i * frames + k]) into a session
  *  on @p device at @p precision, each stream writing to @p dir/ms_push<i>.mp4; records. */

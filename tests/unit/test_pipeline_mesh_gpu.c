@@ -197,7 +197,7 @@ static void test_mesh_stage_nvdec_files(void **state)
     ms_rec *got = calloc(1, sizeof(*got));
     assert_non_null(got);
     const char *inputs[CLIPS] = {clips[0], clips[1]};
-    ms_run_files(inputs, CLIPS, FRAMES, KEYER_DEVICE_CUDA, KEYER_PRECISION_AUTO, 0, got);
+    ms_run_files(inputs, CLIPS, FRAMES, KEYER_DEVICE_CUDA, KEYER_PRECISION_AUTO, 0, 0, got);
     int faces = 0, with = 0;
     double rel = 0, worst = ms_compare(ref, got, 2, &rel, &faces, &with);
     printf("  mesh stage cuda auto (files, NVDEC 1080p): %d faces in %d frames, max landmark "
@@ -215,7 +215,7 @@ static void test_mesh_stage_gpu_failure(void **state)
     assert_non_null(got);
     const char *inputs[CLIPS] = {clips[0], clips[1]};
     setenv("KEYER_FAIL_CUDA_AT_FRAME", "6", 1);
-    ms_run_files(inputs, CLIPS, FRAMES, KEYER_DEVICE_CUDA, KEYER_PRECISION_AUTO, 0, got);
+    ms_run_files(inputs, CLIPS, FRAMES, KEYER_DEVICE_CUDA, KEYER_PRECISION_AUTO, 0, 0, got);
     unsetenv("KEYER_FAIL_CUDA_AT_FRAME");
     int faces = 0, with = 0;
     double rel = 0, worst = ms_compare(ref, got, 2, &rel, &faces, &with);

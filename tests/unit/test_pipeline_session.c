@@ -702,7 +702,8 @@ static void test_session_detect_errors(void **state)
  * (batch 4: frames of one stream in one batch run in rounds), gives every frame the faces of
  * keyer_faces_run() on the same frames: same counts and ids, landmarks equal (the same
  * crops and the same CPU runtime; 1e-3 px allows for nothing but printing). The clips are
- * decoded to NV12 and pushed, then read as files (the CPU decoder's own frames). */
+ * decoded to NV12 and pushed, then read as files (the CPU decoder's own frames), also keyed
+ * (the mesh then hands its items to the keying model). */
 static void test_session_mesh_cpu(void **state)
 {
     (void)state;
@@ -729,9 +730,15 @@ static void test_session_mesh_cpu(void **state)
     assert_true(worst <= 1e-3);
     /* files: decoded by the session's reader; the reference on the same decoder's frames */
     const char *inputs[3] = {paths[0], paths[1], paths[2]};
-    ms_run_files(inputs, 3, 16, KEYER_DEVICE_CPU, KEYER_PRECISION_AUTO, 4, got);
+    ms_run_files(inputs, 3, 16, KEYER_DEVICE_CPU, KEYER_PRECISION_AUTO, 4, 0, got);
     worst = ms_compare(ref, got, 0, NULL, &faces, &with);
     print_message("  mesh stage (cpu, files, batch 4): max landmark distance %.6f px\n", worst);
+    assert_true(worst <= 1e-3);
+    /* keyed: the mesh hands its items on to the keying model */
+    ms_run_files(inputs, 3, 16, KEYER_DEVICE_CPU, KEYER_PRECISION_AUTO, 2, 1, got);
+    worst = ms_compare(ref, got, 0, NULL, &faces, &with);
+    print_message("  mesh stage (cpu, files, batch 2, keyed): max landmark distance %.6f px\n",
+                  worst);
     assert_true(worst <= 1e-3);
     for (int i = 0; i < 3 * 16; i++)
         keyer_frame_destroy(&frames[i]);
