@@ -17,10 +17,11 @@
  *    from them on the device, the tool's path), against keyer_faces_run() on the CPU decoder's
  *    frames (the decoders may differ by a code value): within 1 px, at most 2 frames with
  *    another count;
- *  - KEYER_FAIL_CUDA_AT_FRAME=6 on that file run: the GPU fails mid-run (in the detector, the
- *    first model stage), the face-mesh stage receives the later frames on the CPU and runs
- *    them there (its CPU runtimes made then); every frame is written and reported with its
- *    faces, within the same bounds.
+ *  - KEYER_FAIL_CUDA_AT_FRAME=6 on that file run, keyed (blur: the mesh hands its items to
+ *    the keying model): the GPU fails mid-run (in the detector, the first model stage), the
+ *    face-mesh stage receives the later frames on the CPU and runs them there (its CPU
+ *    runtimes made then); every frame is written and reported with its faces, within the
+ *    same bounds.
  * The distances are printed. Written to be clean under compute-sanitizer --tool memcheck.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -215,11 +216,11 @@ static void test_mesh_stage_gpu_failure(void **state)
     assert_non_null(got);
     const char *inputs[CLIPS] = {clips[0], clips[1]};
     setenv("KEYER_FAIL_CUDA_AT_FRAME", "6", 1);
-    ms_run_files(inputs, CLIPS, FRAMES, KEYER_DEVICE_CUDA, KEYER_PRECISION_AUTO, 0, 0, got);
+    ms_run_files(inputs, CLIPS, FRAMES, KEYER_DEVICE_CUDA, KEYER_PRECISION_AUTO, 0, 1, got);
     unsetenv("KEYER_FAIL_CUDA_AT_FRAME");
     int faces = 0, with = 0;
     double rel = 0, worst = ms_compare(ref, got, 2, &rel, &faces, &with);
-    printf("  mesh stage, GPU failure at frame 6 (files): %d faces in %d frames, max landmark "
+    printf("  mesh stage, GPU failure at frame 6 (files, keyed): %d faces in %d frames, max landmark "
            "distance %.4f px\n", faces, with, worst);
     assert_true(with >= 8);
     assert_true(worst <= 1.0);
