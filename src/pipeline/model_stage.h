@@ -1,7 +1,8 @@
 /*
  * A model stage (internal, prefix kr_): one neural network run on batches of items from all
- * streams, on one worker thread. The session makes one for the keying model (infer.c) and
- * one for its detector (detect.c); another model is one more instance.
+ * streams, on one worker thread. The session makes one for the keying model (infer.c), one
+ * for its detector (detect.c) and one for the face mesh (mesh.c, whose batch op crops the
+ * faces itself); another model is one more instance.
  *
  * The stage owns the model, its runtimes for batch 1, 2, 4, ... on the CPU and on CUDA, its
  * input queue, its CUDA stream and its thread. Its input is one slot of every item (made by
@@ -33,7 +34,7 @@
 
 /** How prepare makes a model stage's input in each item. */
 typedef struct kr_model_input {
-    int slot;             /* the item's input slot */
+    int slot;             /* the item's input slot; -1: none (the batch op makes the inputs) */
     int width, height;    /* the model's input (float H x W x 3) */
     int letterbox;        /* keep the aspect ratio (else stretch) */
     float scale, offset;  /* value = rgb * scale + offset */
