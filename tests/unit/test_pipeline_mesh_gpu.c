@@ -9,10 +9,11 @@
  *  - the session's face-mesh stage on CUDA (keyer_session_params::mesh) on two 1080p clips
  *    decoded on the CPU and pushed (the same pixels on both sides), against keyer_faces_run()
  *    on those frames: in float32 the same faces and ids in every frame and every landmark
- *    within 1e-3 of its face's crop side (the runtime's float32 tolerance, 1e-3 relative on
- *    landmark outputs in crop pixels; about 0.5 px for a 500 px crop); in float16 (detector
- *    and mesh) at most 2 of the 48 frames with another face count and every landmark of the
- *    others within 1 px;
+ *    within 1.5e-3 of its face's crop side (the runtime's float32 tolerance, 1e-3 relative on
+ *    outputs, on landmark coordinates of up to 192 crop pixels: 1e-3 of the crop side per
+ *    coordinate, sqrt(2) times that as a distance; about 0.7 px for a 500 px crop); in
+ *    float16 (detector and mesh) at most 2 of the 48 frames with another face count and every
+ *    landmark of the others within 1 px;
  *  - the same clips read as files by the CUDA session (NVDEC frames, the mesh's crops made
  *    from them on the device, the tool's path), against keyer_faces_run() on the CPU decoder's
  *    frames (the decoders may differ by a code value): within 1 px, at most 2 frames with
@@ -171,7 +172,7 @@ static void test_mesh_stage_f32(void **state)
     printf("  mesh stage cuda f32 (pushed NV12 1080p): %d faces in %d frames, max landmark "
            "distance %.4f px, %.2e of the crop side\n", faces, with, worst, rel);
     assert_true(with >= 8);
-    assert_true(rel <= 1e-3);
+    assert_true(rel <= 1.5e-3);
     free(got);
 }
 
