@@ -221,8 +221,8 @@ static void test_mesh_stage_gpu_failure(void **state)
     unsetenv("KEYER_FAIL_CUDA_AT_FRAME");
     int faces = 0, with = 0;
     double rel = 0, worst = ms_compare(ref, got, 2, &rel, &faces, &with);
-    printf("  mesh stage, GPU failure at frame 6 (files, keyed): %d faces in %d frames, max landmark "
-           "distance %.4f px\n", faces, with, worst);
+    printf("  mesh stage, GPU failure at frame 6 (files, keyed): %d faces in %d frames, max "
+           "landmark distance %.4f px\n", faces, with, worst);
     assert_true(with >= 8);
     assert_true(worst <= 1.0);
     free(got);
