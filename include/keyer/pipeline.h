@@ -65,6 +65,7 @@
 #include "keyer/config.h"
 #include "keyer/detect.h"
 #include "keyer/effects.h"
+#include "keyer/faces.h"
 #include "keyer/frame.h"
 #include "keyer/io.h"
 #include "keyer/log.h"
@@ -150,6 +151,17 @@ typedef keyer_status (*keyer_detect_fn)(void *opaque, int stream_id, int64_t fra
                                         const keyer_frame *frame, const keyer_detection *dets,
                                         int count, keyer_overlay *overlay, keyer_error *err);
 
+/**
+ * Face callback (see keyer_session_params::mesh), called instead of keyer_detect_fn, on the
+ * same thread, in the same order and with the same @p frame and @p overlay rules: @p faces
+ * holds the frame's @p count faces as keyer_faces_run() gives them (faces followed from the
+ * previous frame first, then new detections; landmarks in frame pixels; tracker ids), valid
+ * only during the call. A non-OK return, with @p err set, fails the stream.
+ */
+typedef keyer_status (*keyer_faces_fn)(void *opaque, int stream_id, int64_t frame_index,
+                                       const keyer_frame *frame, const keyer_face *faces,
+                                       int count, keyer_overlay *overlay, keyer_error *err);
+
 KEYER_OPTION_ENUM_CHECK(keyer_reconnect);
 
 /**
@@ -231,7 +243,7 @@ typedef struct keyer_session_params {
      *  passthrough; needs detect_fn. Default NONE. */
     keyer_session_detect detect;
     float detect_min_score;      /**< detection threshold; <= 0 (default): the model's */
-    keyer_detect_fn detect_fn;   /**< required with detect */
+    keyer_detect_fn detect_fn;   /**< required with detect, unless mesh */
     void *detect_opaque;         /**< passed to detect_fn */
     keyer_frame_fn frame_fn;     /**< NULL (default): none */
     void *frame_opaque;          /**< passed to frame_fn */
@@ -244,7 +256,19 @@ typedef struct keyer_session_params {
      *  the mask output and its kind). NULL (default): the registry's description of a shipped
      *  model, keyer_model_desc_defaults() for another file. */
     const keyer_model_desc *model_desc;
-    void *reserved[8];           /**< zero */
+    /** 1 (with detect): the face mesh (468 landmarks, "face-mesh") runs on the faces as a
+     *  model stage after the detector, batched across faces and streams (crops made where
+     *  the frames are, on the GPU when the session computes there; only the landmarks come
+     *  to the host), with keyer_faces_run()'s tracking: faces followed by their landmarks from
+     *  frame to frame, the detections used when no face is followed, one was lost, or every
+     *  mesh_detect_interval frames; tracker ids. faces_fn receives the faces instead of
+     *  detect_fn receiving the detections. Default 0. */
+    int mesh;
+    int mesh_max_faces;          /**< faces followed per stream, 1..KEYER_FACES_MAX (default 4) */
+    int mesh_detect_interval;    /**< as keyer_faces_params::detect_interval (default 0) */
+    keyer_faces_fn faces_fn;     /**< required with mesh */
+    void *faces_opaque;          /**< passed to faces_fn */
+    void *reserved[4];           /**< zero (the fields from mesh on took 4 of 8) */
 } keyer_session_params;
 
 /** Default session parameters (see each field). */

@@ -27,6 +27,8 @@ static kr_queue *stage_queue(keyer_session *s, int i)
     switch (i) {
     case KR_ST_DETECT:
         return s->detect ? kr_model_stage_queue(kr_detect_stage(s->detect)) : NULL;
+    case KR_ST_MESH:
+        return s->mesh ? kr_model_stage_queue(kr_mesh_stage(s->mesh)) : NULL;
     case KR_ST_INFER:
         return s->infer ? kr_model_stage_queue(kr_infer_stage(s->infer)) : NULL;
     case KR_ST_REFINE:
@@ -58,7 +60,7 @@ static void stage_reports(keyer_session *s, int n, keyer_session_report *out)
         if (i == KR_ST_WRITE)
             snaps[i].workers = sinks > 0 ? sinks : 1;
     }
-    out->stage_count = s->detect ? KR_ST_COUNT : KR_ST_DETECT;
+    out->stage_count = s->mesh ? KR_ST_COUNT : s->detect ? KR_ST_MESH : KR_ST_DETECT;
     double wall = out->seconds;
     for (int i = 0; i < out->stage_count; i++) {
         keyer_stage_report *r = &out->stages[i];

@@ -98,6 +98,7 @@ keyer_session_params keyer_session_params_defaults(void)
     keyer_options_set_defaults(session_options, &p, NULL);
     p.refine = keyer_refine_params_defaults();
     p.composite = keyer_composite_params_defaults();
+    p.mesh_max_faces = 4;
     return p;
 }
 
@@ -198,7 +199,7 @@ static char *dup_or_null(const char *s)
 }
 
 static const char *const stage_names[KR_ST_COUNT] = {"read",      "prepare", "infer", "refine",
-                                                     "composite", "write",   "detect"};
+                                                     "composite", "write",   "detect", "mesh"};
 
 static int is_image_path(const char *path)
 {
@@ -258,9 +259,15 @@ static keyer_status check_params(keyer_session_params *p, keyer_error *err)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "session parameters: detect %d is not a keyer_session_detect, or "
                                "detect_min_score is not below 1", p->detect);
-    if (p->detect && !p->detect_fn)
+    if (p->detect && !p->detect_fn && !p->mesh)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "session parameters: detect needs detect_fn");
+    if (p->mesh && (p->mesh != 1 || !p->detect || !p->faces_fn || p->mesh_max_faces < 1 ||
+                    p->mesh_max_faces > KEYER_FACES_MAX || p->mesh_detect_interval < 0))
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "session parameters: mesh needs detect and faces_fn, "
+                               "mesh_max_faces 1..%d and mesh_detect_interval >= 0",
+                               KEYER_FACES_MAX);
     if (p->detect) {
         char path[4096];
         const char *dn = p->detect == KEYER_SESSION_DETECT_FACES_FULL ? "face-full" : "face-short";
@@ -401,12 +408,15 @@ void keyer_session_cancel(keyer_session *s)
 static void stop_shared(keyer_session *s)
 {
     kr_model_stage *det = s->detect ? kr_detect_stage(s->detect) : NULL;
+    kr_model_stage *mesh = s->mesh ? kr_mesh_stage(s->mesh) : NULL;
     kr_model_stage *inf = s->infer ? kr_infer_stage(s->infer) : NULL;
     kr_model_stage_cancel(det);
+    kr_model_stage_cancel(mesh);
     kr_model_stage_cancel(inf);
     kr_refine_stage_cancel(s->refine);
     kr_composite_stage_cancel(s->composite);
     kr_model_stage_join(det);
+    kr_model_stage_join(mesh);
     kr_model_stage_join(inf);
     kr_refine_stage_join(s->refine);
     kr_composite_stage_join(s->composite);
@@ -428,6 +438,7 @@ void keyer_session_destroy(keyer_session **sp)
     for (int i = 0; i < n; i++)
         kr_stream_destroy(&s->streams[i]);
     kr_detect_destroy(&s->detect);
+    kr_mesh_destroy(&s->mesh);
     kr_infer_destroy(&s->infer);
     kr_refine_stage_destroy(&s->refine);
     kr_composite_stage_destroy(&s->composite);
@@ -473,12 +484,15 @@ static const char *auto_model(keyer_session *s)
     return "selfie-landscape";
 }
 
-/* The model stages, in the order items pass them: the detector first, then the keying model. */
+/* The model stages, in the order items pass them: the detector first, the face mesh, then the
+ * keying model. */
 static int model_stages(keyer_session *s, kr_model_stage **out)
 {
     int n = 0;
     if (s->detect)
         out[n++] = kr_detect_stage(s->detect);
+    if (s->mesh)
+        out[n++] = kr_mesh_stage(s->mesh);
     if (s->infer)
         out[n++] = kr_infer_stage(s->infer);
     return n;
@@ -514,13 +528,19 @@ static keyer_status load_models(keyer_session *s, keyer_error *err)
         if ((st = kr_detect_create(&dp, &s->detect, err)))
             return st;
     }
+    if (p->mesh) {
+        kr_mesh_params mp = {p->mesh_max_faces, p->mesh_detect_interval, p->max_streams,
+                             &s->ctx, &s->stages[KR_ST_MESH], s->serial_threads, p->precision};
+        if ((st = kr_mesh_create(&mp, &s->mesh, err)))
+            return st;
+    }
     return KEYER_OK;
 }
 
 /* Creates the runtimes of one device for batch 1, 2, 4, ... up to s->batch. */
 static keyer_status create_runtimes(keyer_session *s, int cuda, keyer_error *err)
 {
-    kr_model_stage *ms[2];
+    kr_model_stage *ms[3];
     int n = model_stages(s, ms);
     for (int i = 0; i < n; i++) {
         keyer_status st = kr_model_stage_runtimes(ms[i], cuda, s->batch, 1, err);
@@ -532,7 +552,7 @@ static keyer_status create_runtimes(keyer_session *s, int cuda, keyer_error *err
 
 static void destroy_runtimes(keyer_session *s, int cuda)
 {
-    kr_model_stage *ms[2];
+    kr_model_stage *ms[3];
     int n = model_stages(s, ms);
     for (int i = 0; i < n; i++)
         kr_model_stage_drop_runtimes(ms[i], cuda);
@@ -558,7 +578,7 @@ static int try_cuda(keyer_session *s, int asked)
     }
     s->dev = dev;
     s->ordinal = s->params.cuda_device;
-    kr_model_stage *ms[2];
+    kr_model_stage *ms[3];
     int nms = model_stages(s, ms);
     for (int i = 0; i < nms; i++) {
         if (kr_model_stage_use_cuda(ms[i], dev, s->ordinal, &e)) {
@@ -674,6 +694,17 @@ static keyer_status open_stages(keyer_session *s, keyer_error *err)
         kr_infer_connect(s->infer, kr_refine_stage_queue(s->refine));
         keying = kr_model_stage_queue(ms);
     }
+    if (s->mesh) {
+        kr_model_stage *ms = kr_mesh_stage(s->mesh);
+        int need = s->infer ? KR_NEED_INPUT(0) : 0;
+        kr_model_stage_run run = {s->batch, s->batch_wait_ns, infer_cap, need, models_cuda};
+        if ((st = kr_model_stage_open(ms, &run, err)) ||
+            (st = kr_mesh_connect(s->mesh, keying, dev, s->ordinal, dev && !models_cuda,
+                                  s->batch, err)))
+            return st;
+        keying = kr_model_stage_queue(ms); /* the detector hands its items to the mesh */
+        s->stages[KR_ST_MESH].workers = 1;
+    }
     if (s->detect) {
         kr_model_stage *ms = kr_detect_stage(s->detect);
         /* a CUDA item moved to the CPU here also needs its keying input there */
@@ -698,13 +729,16 @@ static void fill_stream_env(keyer_session *s)
     l->ctx = &s->ctx;
     l->dev = s->dev;
     l->ordinal = s->ordinal;
-    kr_model_stage *ms[2];
+    kr_model_stage *ms[3];
     int n = model_stages(s, ms);
     env->inputs = 0;
-    l->inputs = n;
-    /* prepare makes the keying input first, then the detector's */
+    l->inputs = 0;
+    /* prepare makes the keying input first, then the detector's (the face mesh crops its own) */
     for (int i = n - 1; i >= 0; i--) {
         const kr_model_input *in = kr_model_stage_input(ms[i]);
+        if (in->slot < 0)
+            continue;
+        l->inputs++;
         env->input[env->inputs++] = *in;
         l->input_bytes[in->slot] = (size_t)in->width * (size_t)in->height * 3 * sizeof(float);
     }
@@ -741,6 +775,10 @@ static keyer_status start_threads(keyer_session *s, keyer_error *err)
     s->out.t_start = s->out.t_last = kr_clock_ns();
     kr_histogram_reset(&s->out.e2e);
     keyer_status st;
+    if (s->mesh &&
+        (st = kr_model_stage_start(kr_mesh_stage(s->mesh), kr_trace_thread(s->trace, "mesh", 0),
+                                   err)))
+        return st;
     if (s->detect) {
         if ((st = kr_model_stage_start(kr_detect_stage(s->detect), track_detect, err)))
             return st;

@@ -6,10 +6,10 @@
  * Topology (one row per thread kind):
  *
  *   per stream   read ──ingest──▶ prepare ─┐                          ┌─▶ reorder ─▶ write
- *   shared                                 └─▶ [detect] ─▶ infer ─▶ refine ─▶ composite ×W
+ *   shared                                 └─▶ [detect] ─▶ [mesh] ─▶ infer ─▶ refine ─▶ composite ×W
  *
- * The model stages (model_stage.h) are the keying model (infer.c) and the session's detector
- * (detect.c, params.detect); in passthrough the detector hands its items straight to the
+ * The model stages (model_stage.h) are the keying model (infer.c), the session's detector
+ * (detect.c, params.detect) and its face mesh (mesh.c, params.mesh); in passthrough the detector hands its items straight to the
  * streams' reorder buffers. The writer calls detect_fn and draws its overlay on the output
  * frame where that frame is (sink.c).
  */
@@ -24,16 +24,18 @@
 #include "pipeline/composite.h"
 #include "pipeline/detect.h"
 #include "pipeline/infer.h"
+#include "pipeline/mesh.h"
 #include "pipeline/nvml.h"
 #include "pipeline/refine.h"
 #include "pipeline/stats.h"
 #include "pipeline/stream.h"
 #include "pipeline/trace.h"
 
-/* Stages, in report order. DETECT (the session's detector, params.detect) comes last so that
- * the report of a session without detection lists the first six only. */
+/* Stages, in report order. DETECT (the session's detector, params.detect) and MESH (its face
+ * mesh, params.mesh) come last so that the report of a session without them lists the first
+ * six (seven) only. */
 enum { KR_ST_READ = 0, KR_ST_PREPARE, KR_ST_INFER, KR_ST_REFINE, KR_ST_COMPOSITE, KR_ST_WRITE,
-       KR_ST_DETECT, KR_ST_COUNT };
+       KR_ST_DETECT, KR_ST_MESH, KR_ST_COUNT };
 
 struct keyer_session {
     keyer_session_params params;
@@ -65,6 +67,7 @@ struct keyer_session {
     char model_used[64];      /* the keying model's name, or "none" */
     kr_infer *infer;          /* the keying model, or NULL (passthrough) */
     kr_detect *detect;        /* the session's detector, or NULL */
+    kr_mesh *mesh;            /* the face mesh after it (params.mesh), or NULL */
     kr_refine_stage *refine;
     kr_composite_stage *composite;
     keyer_frame *bg_image;    /* still background (host), or NULL */

@@ -30,6 +30,7 @@
 #include "keyer/registry.h"
 #include "kt_detect_session.h"
 #include "kt_json.h"
+#include "kt_mesh_session.h"
 #include "testutil.h"
 
 static keyer_frame *photo; /* grace_hopper.jpg, RGB24 */
@@ -709,6 +710,78 @@ static void test_session_detect_errors(void **state)
     assert_null(s);
 }
 
+/* keyer_session_params::mesh on the CPU: the face-mesh stage, batched across three streams
+ * (batch 4: frames of one stream in one batch run in rounds), gives every frame the faces of
+ * keyer_faces_run() on the same frames: same counts and ids, landmarks equal (the same
+ * crops and the same CPU runtime; 1e-3 px allows for nothing but printing). The clips are
+ * decoded to NV12 and pushed, then read as files (the CPU decoder's own frames), also keyed
+ * (the mesh then hands its items to the keying model). */
+static void test_session_mesh_cpu(void **state)
+{
+    (void)state;
+    char dir[3000];
+    kt_tmpdir(dir, sizeof(dir), "pipeline_session");
+    const int sizes[3][2] = {{480, 360}, {640, 360}, {360, 480}};
+    char paths[3][4096];
+    ms_make_clips(dir, 3, sizes, 16, paths);
+    ms_rec *ref = calloc(1, sizeof(*ref)), *got = calloc(1, sizeof(*got));
+    keyer_frame *frames[3 * 16];
+    assert_non_null(ref);
+    assert_non_null(got);
+    for (int i = 0; i < 3; i++) {
+        ms_decode(paths[i], 16, KEYER_PIXEL_FORMAT_NV12, frames + i * 16);
+        ms_reference(frames + i * 16, 16, i, ref);
+    }
+    ms_run_pushed(frames, 3, 16, dir, KEYER_DEVICE_CPU, KEYER_PRECISION_AUTO, got);
+    int faces = 0, with = 0;
+    double worst = ms_compare(ref, got, 0, NULL, &faces, &with);
+    print_message("  mesh stage (cpu, pushed): %d faces in %d frames, max landmark distance "
+                  "%.6f px\n", faces, with, worst);
+    assert_true(with >= 6);
+    assert_true(with < 3 * 16); /* the face leaves the view: loss and detection again */
+    assert_true(worst <= 1e-3);
+    /* files: decoded by the session's reader; the reference on the same decoder's frames */
+    const char *inputs[3] = {paths[0], paths[1], paths[2]};
+    ms_run_files(inputs, 3, 16, KEYER_DEVICE_CPU, KEYER_PRECISION_AUTO, 4, 0, got);
+    worst = ms_compare(ref, got, 0, NULL, &faces, &with);
+    print_message("  mesh stage (cpu, files, batch 4): max landmark distance %.6f px\n", worst);
+    assert_true(worst <= 1e-3);
+    /* keyed: the mesh hands its items on to the keying model */
+    ms_run_files(inputs, 3, 16, KEYER_DEVICE_CPU, KEYER_PRECISION_AUTO, 2, 1, got);
+    worst = ms_compare(ref, got, 0, NULL, &faces, &with);
+    print_message("  mesh stage (cpu, files, batch 2, keyed): max landmark distance %.6f px\n",
+                  worst);
+    assert_true(worst <= 1e-3);
+    for (int i = 0; i < 3 * 16; i++)
+        keyer_frame_destroy(&frames[i]);
+    free(ref);
+    free(got);
+}
+
+/* Bad mesh parameters are refused. */
+static void test_session_mesh_errors(void **state)
+{
+    (void)state;
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.passthrough = 1;
+    sp.mesh = 1;
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    /* no detect, no faces_fn */
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "mesh"));
+    sp.detect = KEYER_SESSION_DETECT_FACES;
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    sp.faces_fn = (keyer_faces_fn)1; /* never called: create fails first */
+    sp.mesh_max_faces = KEYER_FACES_MAX + 1;
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    sp.mesh_max_faces = 4;
+    sp.mesh_detect_interval = -1;
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_null(s);
+}
+
 typedef struct stopper {
     keyer_session *s;
     int64_t at;
@@ -1154,6 +1227,8 @@ int main(void)
         cmocka_unit_test(test_frame_callback_passthrough),
         cmocka_unit_test(test_session_detect),
         cmocka_unit_test(test_session_detect_errors),
+        cmocka_unit_test(test_session_mesh_cpu),
+        cmocka_unit_test(test_session_mesh_errors),
         cmocka_unit_test(test_cancel_leaves_valid_output),
         cmocka_unit_test(test_again_and_latency_mode),
         cmocka_unit_test(test_live_drops_oldest),

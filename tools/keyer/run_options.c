@@ -523,6 +523,15 @@ static int settle_analytics(run_opts *r, kc_analytics_opts *ao)
         r->sp.passthrough = 1;
     /* faces alone: detected by the session, batched across streams on its device */
     ao->session_detect = kc_analytics_session_can_detect(ao);
+    /* with the mesh: the session's face-mesh stage, batched across faces and streams; with
+     * --device cpu the per-stream analysers instead, one per writer thread side by side (the
+     * same results; the stage would run the streams' faces on one thread) */
+    if (ao->session_detect && (ao->draw & KC_DRAW_MESH)) {
+        if (r->sp.device == KEYER_DEVICE_CPU)
+            ao->session_detect = 0;
+        else
+            ao->session_mesh = 1;
+    }
     return 0;
 }
 
