@@ -26,6 +26,7 @@
 
 #include "keyer/pipeline.h"
 #include "option_props.h"
+#include "session_group.h"
 #include "video_frames.h"
 
 GST_DEBUG_CATEGORY_STATIC(keyer_debug);
@@ -54,11 +55,13 @@ typedef struct _GstKeyer {
     keyer_session_params params;
     gchar *model;
     gchar *background;
+    gchar *session_group; /* NULL: a session of its own */
     gchar **owned; /* copies of generated string properties, one slot per property */
     keyer_logger logger;
 
     /* streaming */
-    keyer_session *session;
+    kg_group *group;        /* the shared session's group, or NULL */
+    keyer_session *session; /* the element's own, or the group's (borrowed) */
     int stream_id; /* -1: no stream open */
     GstVideoInfo in_info, out_info;
     gboolean swap_in;
@@ -84,7 +87,8 @@ typedef struct _GstKeyerClass {
 
 G_DEFINE_TYPE(GstKeyer, gst_keyer, GST_TYPE_VIDEO_FILTER)
 
-enum { PROP_0, PROP_MODEL, PROP_BACKGROUND, PROP_GENERATED };
+enum { PROP_0, PROP_MODEL, PROP_BACKGROUND, PROP_SESSION_GROUP, PROP_SESSION_SHARED_BY,
+       PROP_GENERATED };
 
 enum { TARGET_SESSION, TARGET_REFINE, TARGET_COMPOSITE };
 
@@ -125,6 +129,10 @@ static void gst_keyer_set_property(GObject *object, guint id, const GValue *valu
         g_free(self->background);
         self->background = g_value_dup_string(value);
         break;
+    case PROP_SESSION_GROUP:
+        g_free(self->session_group);
+        self->session_group = g_value_dup_string(value);
+        break;
     default: {
         const kg_prop *p = kg_props_find(&klass->props, id);
         if (!p) {
@@ -153,6 +161,12 @@ static void gst_keyer_get_property(GObject *object, guint id, GValue *value, GPa
     case PROP_BACKGROUND:
         g_value_set_string(value, self->background);
         break;
+    case PROP_SESSION_GROUP:
+        g_value_set_string(value, self->session_group);
+        break;
+    case PROP_SESSION_SHARED_BY: /* self->group and self->session change under the lock */
+        g_value_set_int(value, self->group ? kg_group_members(self->group) : self->session ? 1 : 0);
+        break;
     default: {
         const kg_prop *p = kg_props_find(&klass->props, id);
         if (p)
@@ -179,13 +193,40 @@ static void log_to_gst(void *opaque, keyer_log_level level, const char *message)
 
 /* ---- the session ------------------------------------------------------------------------ */
 
-/* Creates the session from the settings. FALSE after posting an error. */
+/* The element's settings as text: every property but the object's own (name, parent), qos
+ * and session-group, "name=value" joined with ';'. Elements of one session group must have
+ * the same. Freed with g_free. */
+static gchar *settings_text(GstKeyer *self)
+{
+    guint n = 0;
+    GParamSpec **specs = g_object_class_list_properties(G_OBJECT_GET_CLASS(self), &n);
+    GString *s = g_string_new(NULL);
+    for (guint i = 0; i < n; i++) {
+        const char *name = g_param_spec_get_name(specs[i]);
+        if (!(specs[i]->flags & G_PARAM_READABLE) || !strcmp(name, "name") ||
+            !strcmp(name, "parent") || !strcmp(name, "qos") || !strcmp(name, "session-group"))
+            continue;
+        GValue v = G_VALUE_INIT;
+        g_value_init(&v, G_PARAM_SPEC_VALUE_TYPE(specs[i]));
+        g_object_get_property(G_OBJECT(self), name, &v);
+        gchar *text = g_strdup_value_contents(&v);
+        g_string_append_printf(s, "%s=%s;", name, text);
+        g_free(text);
+        g_value_unset(&v);
+    }
+    g_free(specs);
+    return g_string_free(s, FALSE);
+}
+
+/* Creates the session from the settings, or joins the session group. FALSE after posting an
+ * error. */
 static gboolean session_create(GstKeyer *self)
 {
     keyer_error err = {0};
     GST_OBJECT_LOCK(self);
     keyer_session_params sp = self->params;
     gchar *model = g_strdup(self->model), *background = g_strdup(self->background);
+    gchar *group = g_strdup(self->session_group);
     GST_OBJECT_UNLOCK(self);
     sp.model = model;
     sp.background = background;
@@ -195,15 +236,43 @@ static gboolean session_create(GstKeyer *self)
                          : threshold >= GST_LEVEL_WARNING ? KEYER_LOG_WARNING
                                                           : KEYER_LOG_ERROR;
     sp.logger = &self->logger;
-    keyer_status st = keyer_session_create(&sp, &self->session, &err);
+    keyer_status st = KEYER_OK;
+    keyer_session *session = NULL;
+    kg_group *joined = NULL;
+    if (group && group[0]) {
+        gchar *settings = settings_text(self);
+        joined = kg_group_join(group, &sp, settings, &err);
+        g_free(settings);
+        if (joined)
+            session = kg_group_session(joined);
+        else
+            st = err.status ? err.status : KEYER_STATUS_INVALID_ARGUMENT;
+    } else {
+        st = keyer_session_create(&sp, &session, &err);
+    }
+    GST_OBJECT_LOCK(self);
+    self->group = joined;
+    self->session = session;
+    GST_OBJECT_UNLOCK(self);
     g_free(model); /* the session copied its strings */
     g_free(background);
+    g_free(group);
     if (st) {
         GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("keyer: %s", err.message),
                           ("keyer_session_create failed (%s)", keyer_status_name(st)));
         return FALSE;
     }
     return TRUE;
+}
+
+/* Destroys the element's own session (not a group's). */
+static void session_destroy_own(GstKeyer *self)
+{
+    GST_OBJECT_LOCK(self);
+    keyer_session *s = self->session;
+    self->session = NULL;
+    GST_OBJECT_UNLOCK(self);
+    keyer_session_destroy(&s);
 }
 
 static void pending_clear(GstKeyer *self)
@@ -215,10 +284,25 @@ static void pending_clear(GstKeyer *self)
     self->pending_head = self->pending_count = 0;
 }
 
-/* Frees the session and whatever was in flight (a flush, stop). */
+/* Frees the session and whatever was in flight (a flush, stop). A member of a session group
+ * keeps the group's session: its stream is closed and what it still holds is received and
+ * dropped (the session's stages must not wait on a stream nobody reads). */
 static void session_discard(GstKeyer *self)
 {
-    keyer_session_destroy(&self->session);
+    if (self->group) {
+        if (self->stream_id >= 0 && self->received) {
+            keyer_error err = {0};
+            keyer_status st = kg_group_close_stream(self->group, self->stream_id, &err);
+            while (st == KEYER_OK) {
+                st = keyer_session_receive_frame(self->session, self->stream_id, self->received,
+                                                 -1, &err);
+                if (st == KEYER_OK)
+                    keyer_frame_unref(self->received);
+            }
+        }
+    } else {
+        session_destroy_own(self);
+    }
     self->stream_id = -1;
     for (int i = 0; i < self->ready_count; i++)
         gst_buffer_unref(self->ready[(self->ready_head + i) % READY_MAX]);
@@ -232,10 +316,12 @@ static gboolean stream_open(GstKeyer *self)
 {
     keyer_error err = {0};
     /* a fresh session from the settings as they are now (the one made at start only checked
-     * them: properties set since then take effect here) */
-    keyer_session_destroy(&self->session);
-    if (!session_create(self))
-        return FALSE;
+     * them: properties set since then take effect here); a group's session is the group's */
+    if (!self->group) {
+        session_destroy_own(self);
+        if (!session_create(self))
+            return FALSE;
+    }
     gboolean swap;
     keyer_stream_params stp = keyer_stream_params_defaults();
     stp.width = GST_VIDEO_INFO_WIDTH(&self->in_info);
@@ -244,7 +330,11 @@ static gboolean stream_open(GstKeyer *self)
     if (GST_VIDEO_INFO_FPS_N(&self->in_info) > 0 && GST_VIDEO_INFO_FPS_D(&self->in_info) > 0)
         stp.frame_rate = (keyer_rational){GST_VIDEO_INFO_FPS_N(&self->in_info),
                                           GST_VIDEO_INFO_FPS_D(&self->in_info)};
-    if (keyer_session_open_stream(self->session, &stp, &self->stream_id, &err)) {
+    keyer_status st = self->group ? kg_group_open_stream(self->group, &stp, &self->stream_id,
+                                                         &err)
+                                  : keyer_session_open_stream(self->session, &stp,
+                                                              &self->stream_id, &err);
+    if (st) {
         GST_ELEMENT_ERROR(self, LIBRARY, INIT, ("keyer: %s", err.message), (NULL));
         self->stream_id = -1;
         return FALSE;
@@ -377,7 +467,9 @@ static GstFlowReturn drain(GstKeyer *self)
         return GST_FLOW_OK;
     keyer_error err = {0};
     GstFlowReturn ret = GST_FLOW_OK;
-    keyer_status st = keyer_session_close_stream(self->session, self->stream_id, &err);
+    keyer_status st = self->group ? kg_group_close_stream(self->group, self->stream_id, &err)
+                                  : keyer_session_close_stream(self->session, self->stream_id,
+                                                               &err);
     while (st == KEYER_OK && ret == GST_FLOW_OK) {
         GstBuffer *buf = NULL;
         if (self->ready_count) {
@@ -429,6 +521,12 @@ static gboolean gst_keyer_stop(GstBaseTransform *trans)
 {
     GstKeyer *self = (GstKeyer *)trans;
     session_discard(self);
+    GST_OBJECT_LOCK(self);
+    kg_group *g = self->group;
+    self->group = NULL;
+    self->session = NULL;
+    GST_OBJECT_UNLOCK(self);
+    kg_group_leave(&g);
     keyer_frame_destroy(&self->received);
     keyer_frame_destroy(&self->staging);
     g_free(self->pending);
@@ -721,11 +819,14 @@ static void gst_keyer_finalize(GObject *object)
     GstKeyer *self = (GstKeyer *)object;
     GstKeyerClass *klass = G_TYPE_INSTANCE_GET_CLASS(object, GST_TYPE_KEYER, GstKeyerClass);
     session_discard(self);
+    kg_group_leave(&self->group);
+    self->session = NULL;
     keyer_frame_destroy(&self->received);
     keyer_frame_destroy(&self->staging);
     g_free(self->pending);
     g_free(self->model);
     g_free(self->background);
+    g_free(self->session_group);
     for (guint i = 0; i < klass->props.count; i++)
         g_free(self->owned[i]);
     g_free(self->owned);
@@ -777,6 +878,20 @@ static void gst_keyer_class_init(GstKeyerClass *klass)
         g_param_spec_string("background", "background",
                             "picture or video replacing the background with effect=image",
                             NULL, flags));
+    g_object_class_install_property(
+        gobject_class, PROP_SESSION_GROUP,
+        g_param_spec_string("session-group", "session group",
+                            "name of a session shared with the other keyer elements of this "
+                            "process that give the same name: each is one stream of it, their "
+                            "frames batched together (all of them need the same other "
+                            "properties); unset: a session of its own",
+                            NULL, flags));
+    g_object_class_install_property(
+        gobject_class, PROP_SESSION_SHARED_BY,
+        g_param_spec_int("session-shared-by", "session shared by",
+                         "elements using this element's session now: 1 for a session of its "
+                         "own, the members of its session group, 0 while stopped",
+                         0, G_MAXINT, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
     const kg_prop_table tables[] = {
         {keyer_session_options(), TARGET_SESSION, "Session", session_skip, NULL},
         {keyer_refine_options(), TARGET_REFINE, "Refine", effects_skip, NULL},
