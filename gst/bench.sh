@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The GStreamer element against the keyer command on the same machine (BENCHMARKS.md,
-# "GStreamer element"): throughput on tests/data/sample_hevc.mp4 and on a longer 640x360 clip
-# (both decoded on the CPU, keyed on the CPU, frames discarded), and the latency the element
-# adds in a live pipeline (GStreamer's latency tracer, per element).
+# "GStreamer element"): throughput on tests/data/sample_hevc.mp4 (24 frames: start-up
+# dominates) and on longer clips made by `keyer make-sample` at the sample's size (480 frames)
+# and at 640x360 (300 frames), where the steady state dominates (all decoded on the CPU,
+# keyed on the CPU, frames discarded), and the latency the element adds in a live pipeline
+# (GStreamer's latency tracer, per element).
 #   gst/bench.sh [BUILD_DIR]      (default build; needs build/keyer and build/gst/libgstkeyer.so)
 # Environment: RUNS (default 5) runs per measurement; the median is printed.
 set -euo pipefail
@@ -16,10 +18,11 @@ trap 'rm -rf "$tmp"' EXIT
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 seconds() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }; t1=$(date +%s.%N); echo "$t1 - $t0" | bc -l; }
 
-clip=$tmp/clip.mp4
+small=$tmp/clip320.mp4 clip=$tmp/clip640.mp4
+"$build/keyer" make-sample "$small" --size 320x240 --frames 480 --no-audio --bframes 0 >/dev/null
 "$build/keyer" make-sample "$clip" --size 640x360 --frames 300 --no-audio --bframes 0 >/dev/null
 
-for input in "$repo/tests/data/sample_hevc.mp4" "$clip"; do
+for input in "$repo/tests/data/sample_hevc.mp4" "$small" "$clip"; do
     frames=$("$build/keyer" probe "$input" | sed -n 's/^frames=//p')
     for kind in cli element; do
         for ((i = 0; i < runs; i++)); do

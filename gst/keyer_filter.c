@@ -28,6 +28,9 @@
 #include "option_props.h"
 #include "session_group.h"
 #include "video_frames.h"
+#ifdef KEYER_GST_CUDA
+#include "cuda_memory.h"
+#endif
 
 GST_DEBUG_CATEGORY_STATIC(keyer_debug);
 #define GST_CAT_DEFAULT keyer_debug
@@ -66,6 +69,12 @@ typedef struct _GstKeyer {
     GstVideoInfo in_info, out_info;
     gboolean swap_in;
     keyer_frame *staging; /* BGRx input as RGBA */
+    keyer_frame *host_out; /* BGRx output of a GPU session, on its way down */
+    gboolean cuda_in, cuda_out; /* the caps' memory is CUDA memory */
+    gboolean warned_foreign;    /* CUDA memory of another context was reported */
+#ifdef KEYER_GST_CUDA
+    kg_cuda *cuda; /* keyer's CUDA context wrapped for GStreamer (READY and up), or NULL */
+#endif
     keyer_frame *received; /* the frame being received */
     GstBuffer *ready[READY_MAX];
     int ready_head, ready_count;
@@ -92,13 +101,20 @@ enum { PROP_0, PROP_MODEL, PROP_BACKGROUND, PROP_SESSION_GROUP, PROP_SESSION_SHA
 
 enum { TARGET_SESSION, TARGET_REFINE, TARGET_COMPOSITE };
 
+/* CUDA memory first: where both sides can, frames stay on the GPU */
+#ifdef KEYER_GST_CUDA
+#define CUDA_CAPS GST_VIDEO_CAPS_MAKE_WITH_FEATURES(KG_CAPS_FEATURE_CUDA, KG_CUDA_FORMATS) "; "
+#else
+#define CUDA_CAPS
+#endif
+
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
     "sink", GST_PAD_SINK, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE(KG_VIDEO_FORMATS)));
+    GST_STATIC_CAPS(CUDA_CAPS GST_VIDEO_CAPS_MAKE(KG_VIDEO_FORMATS)));
 
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
     "src", GST_PAD_SRC, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE("{ NV12, I420, RGBA, BGRx, RGB, GRAY8 }")));
+    GST_STATIC_CAPS(CUDA_CAPS GST_VIDEO_CAPS_MAKE("{ NV12, I420, RGBA, BGRx, RGB, GRAY8 }")));
 
 /* ---- settings -------------------------------------------------------------------------- */
 
@@ -327,6 +343,7 @@ static gboolean stream_open(GstKeyer *self)
     stp.width = GST_VIDEO_INFO_WIDTH(&self->in_info);
     stp.height = GST_VIDEO_INFO_HEIGHT(&self->in_info);
     stp.format = kg_keyer_format(GST_VIDEO_INFO_FORMAT(&self->in_info), &swap);
+    stp.memory = self->cuda_in ? KEYER_MEMORY_CUDA : KEYER_MEMORY_HOST;
     if (GST_VIDEO_INFO_FPS_N(&self->in_info) > 0 && GST_VIDEO_INFO_FPS_D(&self->in_info) > 0)
         stp.frame_rate = (keyer_rational){GST_VIDEO_INFO_FPS_N(&self->in_info),
                                           GST_VIDEO_INFO_FPS_D(&self->in_info)};
@@ -429,19 +446,24 @@ static GstFlowReturn make_output(GstKeyer *self, keyer_frame *kf, GstBuffer **ou
         return ret != GST_FLOW_OK ? ret : GST_FLOW_ERROR;
     }
     GstVideoFrame vf;
-    gboolean ok = gst_video_frame_map(&vf, &self->out_info, buf, GST_MAP_WRITE);
+    char why[256] = "cannot map the output buffer";
+    gboolean ok;
+#ifdef KEYER_GST_CUDA
+    if (self->cuda_out)
+        ok = kg_cuda_frame_map(&vf, &self->out_info, buf, GST_MAP_WRITE);
+    else
+#endif
+        ok = gst_video_frame_map(&vf, &self->out_info, buf, GST_MAP_WRITE);
     if (ok) {
-        ok = kg_frame_copy_out(kf, &vf);
+        ok = kg_frame_copy_out(kf, &vf, self->cuda_out, self->host_out, why, sizeof(why));
         gst_video_frame_unmap(&vf);
     }
-    keyer_pixel_format kformat = kf->format;
     keyer_frame_unref(kf); /* the session may reuse its memory now */
     if (!ok) {
         gst_buffer_unref(buf);
         gst_clear_buffer(&p.metas);
         GST_ELEMENT_ERROR(self, STREAM, FAILED, ("keyer: cannot write the output frame"),
-                          ("a %s frame into %s", keyer_pixel_format_name(kformat),
-                           GST_VIDEO_INFO_NAME(&self->out_info)));
+                          ("%s", why));
         return GST_FLOW_ERROR;
     }
     if (p.metas) {
@@ -511,6 +533,8 @@ static gboolean gst_keyer_start(GstBaseTransform *trans)
         goto fail;
     if (!self->staging && keyer_frame_create(&self->staging, &err))
         goto fail;
+    if (!self->host_out && keyer_frame_create(&self->host_out, &err))
+        goto fail;
     return session_create(self);
 fail:
     GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("keyer: %s", err.message), (NULL));
@@ -529,6 +553,7 @@ static gboolean gst_keyer_stop(GstBaseTransform *trans)
     kg_group_leave(&g);
     keyer_frame_destroy(&self->received);
     keyer_frame_destroy(&self->staging);
+    keyer_frame_destroy(&self->host_out);
     g_free(self->pending);
     self->pending = NULL;
     self->pending_cap = 0;
@@ -556,6 +581,22 @@ static GstCaps *gst_keyer_transform_caps(GstBaseTransform *trans, GstPadDirectio
                 gst_structure_set(s, "format", G_TYPE_STRING, out_format, NULL);
         }
     }
+    /* either memory on the other side: CUDA memory first when the element has a CUDA context
+     * (so negotiation prefers it), system memory only when it has none */
+    GstCaps *both = gst_caps_new_empty();
+    for (guint i = 0; i < gst_caps_get_size(res); i++) {
+#ifdef KEYER_GST_CUDA
+        if (self->cuda) {
+            GstStructure *c = gst_structure_copy(gst_caps_get_structure(res, i));
+            gst_caps_append_structure_full(both, c,
+                                           gst_caps_features_new(KG_CAPS_FEATURE_CUDA, NULL));
+        }
+#endif
+        GstStructure *h = gst_structure_copy(gst_caps_get_structure(res, i));
+        gst_caps_append_structure_full(both, h, gst_caps_features_new_empty());
+    }
+    gst_caps_unref(res);
+    res = gst_caps_simplify(both);
     /* the other pad's template: a mode changing the format accepts any input format */
     GstPad *other = direction == GST_PAD_SINK ? GST_BASE_TRANSFORM_SRC_PAD(trans)
                                               : GST_BASE_TRANSFORM_SINK_PAD(trans);
@@ -592,6 +633,13 @@ static gboolean gst_keyer_set_info(GstVideoFilter *filter, GstCaps *incaps, GstV
     self->in_info = *in_info;
     self->out_info = *out_info;
     self->swap_in = swap;
+    self->cuda_in = self->cuda_out = FALSE;
+#ifdef KEYER_GST_CUDA
+    self->cuda_in = kg_caps_are_cuda(incaps) && self->cuda;
+    self->cuda_out = kg_caps_are_cuda(outcaps) && self->cuda;
+    if ((kg_caps_are_cuda(incaps) || kg_caps_are_cuda(outcaps)) && !self->cuda)
+        return FALSE;
+#endif
     if (swap) {
         keyer_error err = {0};
         if (keyer_frame_alloc(self->staging, KEYER_PIXEL_FORMAT_RGBA, GST_VIDEO_INFO_WIDTH(in_info),
@@ -652,6 +700,11 @@ static gboolean gst_keyer_query(GstBaseTransform *trans, GstPadDirection directi
                                 GstQuery *query)
 {
     GstKeyer *self = (GstKeyer *)trans;
+#ifdef KEYER_GST_CUDA
+    if (GST_QUERY_TYPE(query) == GST_QUERY_CONTEXT &&
+        kg_cuda_handle_context_query(self->cuda, GST_ELEMENT(self), query))
+        return TRUE;
+#endif
     gboolean ok = GST_BASE_TRANSFORM_CLASS(gst_keyer_parent_class)->query(trans, direction, query);
     if (ok && direction == GST_PAD_SRC && GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
         gboolean live;
@@ -719,13 +772,36 @@ static GstFlowReturn gst_keyer_submit_input_buffer(GstBaseTransform *trans, gboo
         return GST_FLOW_ERROR;
     }
     GstVideoFrame vf;
-    if (!gst_video_frame_map(&vf, &self->in_info, buf, GST_MAP_READ)) {
+    gboolean mapped;
+#ifdef KEYER_GST_CUDA
+    /* CUDA memory of keyer's context is read where it is; of another context (an element
+     * that made its own), through host memory (GstCudaMemory downloads it when mapped) */
+    gboolean on_device = self->cuda_in && kg_cuda_buffer_is_ours(self->cuda, buf);
+    if (self->cuda_in && !on_device && !self->warned_foreign) {
+        GST_ELEMENT_WARNING(self, STREAM, FORMAT,
+                            ("keyer: CUDA memory of another CUDA context is read through host "
+                             "memory (one download per frame)"),
+                            ("the upstream element did not take keyer's context"));
+        self->warned_foreign = TRUE;
+    }
+    if (on_device)
+        mapped = kg_cuda_frame_map(&vf, &self->in_info, buf, GST_MAP_READ);
+    else
+#endif
+        mapped = gst_video_frame_map(&vf, &self->in_info, buf, GST_MAP_READ);
+    if (!mapped) {
         gst_buffer_unref(buf);
         GST_ELEMENT_ERROR(self, STREAM, FAILED, ("keyer: cannot map the input frame"), (NULL));
         return GST_FLOW_ERROR;
     }
     keyer_frame view;
     kg_frame_view(&vf, &view);
+#ifdef KEYER_GST_CUDA
+    if (on_device) { /* device pointers of keyer's device: copied by the session */
+        view.memory = KEYER_MEMORY_CUDA;
+        view.device = kg_cuda_device(self->cuda);
+    }
+#endif
     if (self->swap_in) {
         kg_swap_rb(&view, self->staging);
         view = *self->staging;
@@ -812,6 +888,66 @@ static GstFlowReturn gst_keyer_generate_output(GstBaseTransform *trans, GstBuffe
     return make_output(self, kf, out);
 }
 
+#ifdef KEYER_GST_CUDA
+/* CUDA memory out: a CUDA buffer pool of keyer's context (the downstream element's proposal
+ * is taken when it is one; its memory must be in keyer's context to be written there). */
+static gboolean gst_keyer_decide_allocation(GstBaseTransform *trans, GstQuery *query)
+{
+    GstKeyer *self = (GstKeyer *)trans;
+    GstCaps *caps = NULL;
+    gst_query_parse_allocation(query, &caps, NULL);
+    if (!caps || !kg_caps_are_cuda(caps) || !self->cuda)
+        return GST_BASE_TRANSFORM_CLASS(gst_keyer_parent_class)->decide_allocation(trans, query);
+    GstVideoInfo info;
+    if (!gst_video_info_from_caps(&info, caps))
+        return FALSE;
+    guint min = 0;
+    if (gst_query_get_n_allocation_pools(query) > 0)
+        gst_query_parse_nth_allocation_pool(query, 0, NULL, NULL, &min, NULL);
+    GstBufferPool *pool = kg_cuda_pool_new(self->cuda, caps, (guint)GST_VIDEO_INFO_SIZE(&info),
+                                           min);
+    if (!pool) {
+        GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("keyer: cannot make a CUDA buffer pool"),
+                          ("caps %" GST_PTR_FORMAT, (void *)caps));
+        return FALSE;
+    }
+    GstStructure *config = gst_buffer_pool_get_config(pool);
+    guint size = 0;
+    gst_buffer_pool_config_get_params(config, NULL, &size, NULL, NULL);
+    gst_structure_free(config);
+    if (gst_query_get_n_allocation_pools(query) > 0)
+        gst_query_set_nth_allocation_pool(query, 0, pool, size, min, 0);
+    else
+        gst_query_add_allocation_pool(query, pool, size, min, 0);
+    gst_object_unref(pool);
+    return TRUE;
+}
+
+/* keyer's CUDA context exists from READY on, so that the neighbours opening in NULL->READY
+ * (decoders, uploaders, encoders) find it through the context query */
+static GstStateChangeReturn gst_keyer_change_state(GstElement *element, GstStateChange transition)
+{
+    GstKeyer *self = (GstKeyer *)element;
+    if (transition == GST_STATE_CHANGE_NULL_TO_READY && !self->cuda) {
+        GST_OBJECT_LOCK(self);
+        keyer_device_kind device = self->params.device;
+        int ordinal = self->params.cuda_device;
+        GST_OBJECT_UNLOCK(self);
+        if (device != KEYER_DEVICE_CPU) {
+            char why[256] = "";
+            self->cuda = kg_cuda_create(ordinal, why, sizeof(why));
+            if (!self->cuda)
+                GST_INFO_OBJECT(self, "no CUDA memory: %s", why);
+        }
+    }
+    GstStateChangeReturn ret =
+        GST_ELEMENT_CLASS(gst_keyer_parent_class)->change_state(element, transition);
+    if (transition == GST_STATE_CHANGE_READY_TO_NULL)
+        kg_cuda_destroy(&self->cuda);
+    return ret;
+}
+#endif
+
 /* ---- GObject ------------------------------------------------------------------------------ */
 
 static void gst_keyer_finalize(GObject *object)
@@ -823,6 +959,10 @@ static void gst_keyer_finalize(GObject *object)
     self->session = NULL;
     keyer_frame_destroy(&self->received);
     keyer_frame_destroy(&self->staging);
+    keyer_frame_destroy(&self->host_out);
+#ifdef KEYER_GST_CUDA
+    kg_cuda_destroy(&self->cuda);
+#endif
     g_free(self->pending);
     g_free(self->model);
     g_free(self->background);
@@ -918,6 +1058,10 @@ static void gst_keyer_class_init(GstKeyerClass *klass)
     trans_class->generate_output = GST_DEBUG_FUNCPTR(gst_keyer_generate_output);
     trans_class->passthrough_on_same_caps = FALSE;
     filter_class->set_info = GST_DEBUG_FUNCPTR(gst_keyer_set_info);
+#ifdef KEYER_GST_CUDA
+    trans_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_keyer_decide_allocation);
+    element_class->change_state = GST_DEBUG_FUNCPTR(gst_keyer_change_state);
+#endif
 
     GST_DEBUG_CATEGORY_INIT(keyer_debug, "keyer", 0, "keyer video filter");
 }
