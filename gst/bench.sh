@@ -12,6 +12,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$repo/build}
 runs=${RUNS:-5}
 export GST_PLUGIN_PATH=$build/gst KEYER_MODELS_DIR=$repo/models
+cd "$repo" # make-sample reads tests/data
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -60,6 +60,7 @@ typedef struct _GstKeyer {
     gchar *background;
     gchar *session_group; /* NULL: a session of its own */
     gchar **owned; /* copies of generated string properties, one slot per property */
+    guint64 settings_serial; /* counts property changes */
     keyer_logger logger;
 
     /* streaming */
@@ -83,6 +84,10 @@ typedef struct _GstKeyer {
     int64_t seq;
     guint64 processed, dropped;
     gint64 latency_window_max, latency_window_frames; /* microseconds, frames */
+    /* the element's own session has had no stream yet and was made from the settings of
+     * this serial (the one made at start serves the first stream when nothing changed) */
+    gboolean session_unused;
+    guint64 session_serial;
 
     /* latency and QoS (object lock) */
     GstClockTime reported_latency;
@@ -136,6 +141,7 @@ static void gst_keyer_set_property(GObject *object, guint id, const GValue *valu
     GstKeyer *self = (GstKeyer *)object;
     GstKeyerClass *klass = G_TYPE_INSTANCE_GET_CLASS(object, GST_TYPE_KEYER, GstKeyerClass);
     GST_OBJECT_LOCK(self);
+    self->settings_serial++;
     switch (id) {
     case PROP_MODEL:
         g_free(self->model);
@@ -209,31 +215,6 @@ static void log_to_gst(void *opaque, keyer_log_level level, const char *message)
 
 /* ---- the session ------------------------------------------------------------------------ */
 
-/* The element's settings as text: every property but the object's own (name, parent), qos
- * and session-group, "name=value" joined with ';'. Elements of one session group must have
- * the same. Freed with g_free. */
-static gchar *settings_text(GstKeyer *self)
-{
-    guint n = 0;
-    GParamSpec **specs = g_object_class_list_properties(G_OBJECT_GET_CLASS(self), &n);
-    GString *s = g_string_new(NULL);
-    for (guint i = 0; i < n; i++) {
-        const char *name = g_param_spec_get_name(specs[i]);
-        if (!(specs[i]->flags & G_PARAM_READABLE) || !strcmp(name, "name") ||
-            !strcmp(name, "parent") || !strcmp(name, "qos") || !strcmp(name, "session-group"))
-            continue;
-        GValue v = G_VALUE_INIT;
-        g_value_init(&v, G_PARAM_SPEC_VALUE_TYPE(specs[i]));
-        g_object_get_property(G_OBJECT(self), name, &v);
-        gchar *text = g_strdup_value_contents(&v);
-        g_string_append_printf(s, "%s=%s;", name, text);
-        g_free(text);
-        g_value_unset(&v);
-    }
-    g_free(specs);
-    return g_string_free(s, FALSE);
-}
-
 /* Creates the session from the settings, or joins the session group. FALSE after posting an
  * error. */
 static gboolean session_create(GstKeyer *self)
@@ -243,6 +224,7 @@ static gboolean session_create(GstKeyer *self)
     keyer_session_params sp = self->params;
     gchar *model = g_strdup(self->model), *background = g_strdup(self->background);
     gchar *group = g_strdup(self->session_group);
+    guint64 serial = self->settings_serial;
     GST_OBJECT_UNLOCK(self);
     sp.model = model;
     sp.background = background;
@@ -256,7 +238,9 @@ static gboolean session_create(GstKeyer *self)
     keyer_session *session = NULL;
     kg_group *joined = NULL;
     if (group && group[0]) {
-        gchar *settings = settings_text(self);
+        static const char *const skip[] = {"name", "parent", "qos", "session-group",
+                                           "session-shared-by", NULL};
+        gchar *settings = kg_settings_text(G_OBJECT(self), skip);
         joined = kg_group_join(group, &sp, settings, &err);
         g_free(settings);
         if (joined)
@@ -270,6 +254,8 @@ static gboolean session_create(GstKeyer *self)
     self->group = joined;
     self->session = session;
     GST_OBJECT_UNLOCK(self);
+    self->session_unused = session != NULL;
+    self->session_serial = serial;
     g_free(model); /* the session copied its strings */
     g_free(background);
     g_free(group);
@@ -331,13 +317,19 @@ static void session_discard(GstKeyer *self)
 static gboolean stream_open(GstKeyer *self)
 {
     keyer_error err = {0};
-    /* a fresh session from the settings as they are now (the one made at start only checked
-     * them: properties set since then take effect here); a group's session is the group's */
-    if (!self->group) {
+    /* a fresh session from the settings as they are now: the one made at start serves the
+     * first stream when no property changed since (start-up costs once), else properties set
+     * since then take effect here; a group's session is the group's */
+    GST_OBJECT_LOCK(self);
+    gboolean reuse = self->session && self->session_unused &&
+                     self->session_serial == self->settings_serial;
+    GST_OBJECT_UNLOCK(self);
+    if (!self->group && !reuse) {
         session_destroy_own(self);
         if (!session_create(self))
             return FALSE;
     }
+    self->session_unused = FALSE;
     gboolean swap;
     keyer_stream_params stp = keyer_stream_params_defaults();
     stp.width = GST_VIDEO_INFO_WIDTH(&self->in_info);
@@ -898,28 +890,40 @@ static gboolean gst_keyer_decide_allocation(GstBaseTransform *trans, GstQuery *q
     gst_query_parse_allocation(query, &caps, NULL);
     if (!caps || !kg_caps_are_cuda(caps) || !self->cuda)
         return GST_BASE_TRANSFORM_CLASS(gst_keyer_parent_class)->decide_allocation(trans, query);
+    if (kg_cuda_decide_allocation(self->cuda, caps, query))
+        return TRUE;
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("keyer: cannot make a CUDA buffer pool"),
+                      ("caps %" GST_PTR_FORMAT, (void *)caps));
+    return FALSE;
+}
+
+/* CUDA memory in: upstream is offered a CUDA pool of keyer's context */
+static gboolean gst_keyer_propose_allocation(GstBaseTransform *trans, GstQuery *decide_query,
+                                             GstQuery *query)
+{
+    GstKeyer *self = (GstKeyer *)trans;
+    GstCaps *caps = NULL;
+    gboolean need_pool = FALSE;
+    gst_query_parse_allocation(query, &caps, &need_pool);
+    if (!caps || !kg_caps_are_cuda(caps) || !self->cuda)
+        return GST_BASE_TRANSFORM_CLASS(gst_keyer_parent_class)
+            ->propose_allocation(trans, decide_query, query);
     GstVideoInfo info;
     if (!gst_video_info_from_caps(&info, caps))
         return FALSE;
-    guint min = 0;
-    if (gst_query_get_n_allocation_pools(query) > 0)
-        gst_query_parse_nth_allocation_pool(query, 0, NULL, NULL, &min, NULL);
-    GstBufferPool *pool = kg_cuda_pool_new(self->cuda, caps, (guint)GST_VIDEO_INFO_SIZE(&info),
-                                           min);
-    if (!pool) {
-        GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("keyer: cannot make a CUDA buffer pool"),
-                          ("caps %" GST_PTR_FORMAT, (void *)caps));
-        return FALSE;
+    if (need_pool) {
+        GstBufferPool *pool =
+            kg_cuda_pool_new(self->cuda, caps, (guint)GST_VIDEO_INFO_SIZE(&info), 2);
+        if (!pool)
+            return FALSE;
+        GstStructure *config = gst_buffer_pool_get_config(pool);
+        guint size = 0;
+        gst_buffer_pool_config_get_params(config, NULL, &size, NULL, NULL);
+        gst_structure_free(config);
+        gst_query_add_allocation_pool(query, pool, size, 2, 0);
+        gst_object_unref(pool);
     }
-    GstStructure *config = gst_buffer_pool_get_config(pool);
-    guint size = 0;
-    gst_buffer_pool_config_get_params(config, NULL, &size, NULL, NULL);
-    gst_structure_free(config);
-    if (gst_query_get_n_allocation_pools(query) > 0)
-        gst_query_set_nth_allocation_pool(query, 0, pool, size, min, 0);
-    else
-        gst_query_add_allocation_pool(query, pool, size, min, 0);
-    gst_object_unref(pool);
+    gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, NULL);
     return TRUE;
 }
 
@@ -1060,6 +1064,7 @@ static void gst_keyer_class_init(GstKeyerClass *klass)
     filter_class->set_info = GST_DEBUG_FUNCPTR(gst_keyer_set_info);
 #ifdef KEYER_GST_CUDA
     trans_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_keyer_decide_allocation);
+    trans_class->propose_allocation = GST_DEBUG_FUNCPTR(gst_keyer_propose_allocation);
     element_class->change_state = GST_DEBUG_FUNCPTR(gst_keyer_change_state);
 #endif
 

@@ -30,6 +30,35 @@ static void log_to_gst(void *opaque, keyer_log_level level, const char *message)
     GST_CAT_LEVEL_LOG(group_debug, l, NULL, "session-group %s: %s", g->name, message);
 }
 
+static gboolean skipped(const char *const *skip, const char *name)
+{
+    for (; skip && *skip; skip++)
+        if (!strcmp(*skip, name))
+            return TRUE;
+    return FALSE;
+}
+
+gchar *kg_settings_text(GObject *object, const char *const *skip)
+{
+    guint n = 0;
+    GParamSpec **specs = g_object_class_list_properties(G_OBJECT_GET_CLASS(object), &n);
+    GString *s = g_string_new(NULL);
+    for (guint i = 0; i < n; i++) {
+        const char *name = g_param_spec_get_name(specs[i]);
+        if (!(specs[i]->flags & G_PARAM_READABLE) || skipped(skip, name))
+            continue;
+        GValue v = G_VALUE_INIT;
+        g_value_init(&v, G_PARAM_SPEC_VALUE_TYPE(specs[i]));
+        g_object_get_property(object, name, &v);
+        gchar *text = g_strdup_value_contents(&v);
+        g_string_append_printf(s, "%s=%s;", name, text);
+        g_free(text);
+        g_value_unset(&v);
+    }
+    g_free(specs);
+    return g_string_free(s, FALSE);
+}
+
 static void group_free(kg_group *g)
 {
     keyer_session_destroy(&g->session);

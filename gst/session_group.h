@@ -16,11 +16,18 @@
 #ifndef KEYER_GST_SESSION_GROUP_H
 #define KEYER_GST_SESSION_GROUP_H
 
-#include <glib.h>
+#include <glib-object.h>
 
 #include "keyer/pipeline.h"
 
 G_BEGIN_DECLS
+
+/**
+ * The readable properties of @p object as text, "name=value;" for each except those named in
+ * @p skip (NULL-terminated; may be NULL), in the class's order: the settings compared by
+ * kg_group_join(). Freed with g_free.
+ */
+gchar *kg_settings_text(GObject *object, const char *const *skip);
 
 /** A shared session. Opaque. */
 typedef struct kg_group kg_group;
