@@ -4,7 +4,8 @@
 #  - GLib, GStreamer core (with gst-plugin-scanner and coreelements), gst-plugins-base's
 #    libraries (video, gl, pbutils, ...), libgstcuda, libgstcodecs and libgstcodecparsers from
 #    gst-plugins-bad, and the libraries they load (orc, unwind, dw, GL/EGL dispatch, X11,
-#    wayland, drm, gbm, gudev);
+#    wayland, drm, gbm, gudev, udev; gio's libmount and libselinux, zlib, liblzma and libstdc++
+#    are taken from the GPU machine, Ubuntu 24.04, which has them);
 #  - the plugins the GPU tests use: nvcodec (cudaupload, cudadownload, nvh264dec, nvh265dec,
 #    nvh264enc), videoparsersbad (h264parse, h265parse), isomp4 (qtdemux), videoconvertscale,
 #    videotestsrc, app;
@@ -28,7 +29,7 @@ debs="libglib2.0-0 libglib2.0-dev libgstreamer1.0-0 libgstreamer1.0-dev
       liborc-0.4-0 libunwind8 libdw1 libelf1 libgl1 libglvnd0 libglx0 libegl1 libgl-dev
       libwayland-client0 libwayland-cursor0 libwayland-egl1 libwayland-server0
       libx11-6 libx11-xcb1 libxcb1 libxau6 libxdmcp6 libbsd0 libmd0
-      libgudev-1.0-0 libdrm2 libgbm1 libexpat1 libffi8 libpcre2-8-0"
+      libgudev-1.0-0 libudev1 libdrm2 libgbm1 libexpat1 libffi8 libpcre2-8-0"
 (cd "$stage" && apt-get download $debs >/dev/null 2>"$stage/apt.log") ||
     { cat "$stage/apt.log" >&2; exit 1; }
 for d in "$stage"/*.deb; do dpkg -x "$d" "$stage/root"; done
@@ -37,13 +38,13 @@ dst=$stage/keyer-gst
 mkdir -p "$dst/lib/gstreamer-1.0" "$dst/lib/pkgconfig" "$dst/libexec" "$dst/include"
 
 # libraries (the versioned files and their links; development links for the ones built against)
-for l in libglib-2.0 libgobject-2.0 libgmodule-2.0 libgstreamer-1.0 libgstbase-1.0 \
+for l in libglib-2.0 libgobject-2.0 libgmodule-2.0 libgio-2.0 libgstreamer-1.0 libgstbase-1.0 \
          libgstcheck-1.0 libgstcontroller-1.0 libgstvideo-1.0 libgstgl-1.0 \
          libgstallocators-1.0 libgstpbutils-1.0 libgstaudio-1.0 libgsttag-1.0 libgstriff-1.0 \
          libgstrtp-1.0 libgstapp-1.0 libgstcuda-1.0 libgstcodecs-1.0 libgstcodecparsers-1.0 \
          liborc-0.4 libunwind libdw libelf libGL libGLdispatch libGLX libEGL \
          libwayland-client libwayland-cursor libwayland-egl libwayland-server libX11 \
-         libX11-xcb libxcb libXau libXdmcp libbsd libmd libgudev-1.0 libdrm libgbm libexpat \
+         libX11-xcb libxcb libXau libXdmcp libbsd libmd libgudev-1.0 libudev libdrm libgbm libexpat \
          libffi libpcre2-8; do
     found=$(ls "$src/$l.so"* "$stage/root/lib/x86_64-linux-gnu/$l.so"* 2>/dev/null || true)
     [ -n "$found" ] || { echo "gst-device-bundle: $l not found in the packages" >&2; exit 1; }
@@ -88,7 +89,7 @@ for pc in glib-2.0 gobject-2.0 gmodule-2.0 gmodule-no-export-2.0 gstreamer-1.0 \
         "$src/pkgconfig/$pc.pc" > "$dst/lib/pkgconfig/$pc.pc"
 done
 # development links (libfoo.so -> libfoo.so.N) for what the plugin and its tests link
-for l in libglib-2.0 libgobject-2.0 libgmodule-2.0 libgstreamer-1.0 libgstbase-1.0 \
+for l in libglib-2.0 libgobject-2.0 libgmodule-2.0 libgio-2.0 libgstreamer-1.0 libgstbase-1.0 \
          libgstcheck-1.0 libgstcontroller-1.0 libgstvideo-1.0 libgstcuda-1.0; do
     [ -e "$dst/lib/$l.so" ] || ln -s "$(basename "$(ls "$dst/lib/$l.so."[0-9]* | head -n1)")" \
         "$dst/lib/$l.so"
