@@ -4,7 +4,9 @@
 # dominates) and on longer clips made by `keyer make-sample` at the sample's size (480 frames)
 # and at 640x360 (300 frames), where the steady state dominates (all decoded on the CPU,
 # keyed on the CPU, frames discarded), and the latency the element adds in a live pipeline
-# (GStreamer's latency tracer, per element).
+# (GStreamer's latency tracer, per element). Each run's wall time and CPU time (user + system,
+# all threads) are taken; the medians are printed, and the CPU time of the same GStreamer
+# pipeline without keyer (GStreamer's own start-up and decoding).
 #   gst/bench.sh [BUILD_DIR]      (default build; needs build/keyer and build/gst/libgstkeyer.so)
 # Environment: RUNS (default 5) runs per measurement; the median is printed.
 set -euo pipefail
@@ -16,8 +18,15 @@ cd "$repo" # make-sample reads tests/data
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-seconds() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }; t1=$(date +%s.%N); echo "$t1 - $t0" | bc -l; }
+# median of column $1 of the lines read
+median() { awk -v c="$1" '{print $c}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# "WALL CPU": the wall time and the CPU time (user + system, all threads) of the command, in
+# seconds; the CPU time is what a loaded shared machine disturbs least
+seconds() {
+    local TIMEFORMAT='%R %U %S' t
+    t=$({ time "$@" >/dev/null 2>"$tmp/err"; } 2>&1) || { cat "$tmp/err" >&2; exit 1; }
+    echo "$t" | awk '{printf "%s %.3f\n", $1, $2 + $3}'
+}
 
 small=$tmp/clip320.mp4 clip=$tmp/clip640.mp4
 "$build/keyer" make-sample "$small" --size 320x240 --frames 480 --no-audio --bframes 0 >/dev/null
@@ -25,20 +34,43 @@ small=$tmp/clip320.mp4 clip=$tmp/clip640.mp4
 
 for input in "$repo/tests/data/sample_hevc.mp4" "$small" "$clip"; do
     frames=$("$build/keyer" probe "$input" | sed -n 's/^frames=//p')
-    for kind in cli element; do
+    for kind in cli element bare; do
         for ((i = 0; i < runs; i++)); do
             if [ $kind = cli ]; then
                 seconds "$build/keyer" "$input" --stats "$tmp/s.json" --device cpu -q --no-progress
+            elif [ $kind = bare ]; then # GStreamer's own share: the same pipeline without keyer
+                seconds gst-launch-1.0 -q filesrc location="$input" ! decodebin ! videoconvert ! \
+                    fakesink
             else
                 seconds gst-launch-1.0 -q filesrc location="$input" ! decodebin ! videoconvert ! \
                     keyer device=cpu ! fakesink
             fi
-        done | median > "$tmp/$kind"
+        done > "$tmp/$kind"
     done
-    cli=$(cat "$tmp/cli") el=$(cat "$tmp/element")
-    printf '%-28s %4d frames  cli %6.3f s (%6.1f fps)  element %6.3f s (%6.1f fps)  element/cli %.2f\n' \
+    cli=$(median 1 < "$tmp/cli") el=$(median 1 < "$tmp/element")
+    ccpu=$(median 2 < "$tmp/cli") ecpu=$(median 2 < "$tmp/element") bcpu=$(median 2 < "$tmp/bare")
+    printf '%-14s %4d frames  cli %6.3f s (%6.1f fps)  element %6.3f s (%6.1f fps)  element/cli %.2f   CPU s: cli %6.3f element %6.3f element/cli %.2f (GStreamer without keyer %.3f)\n' \
         "$(basename "$input")" "$frames" "$cli" "$(echo "$frames / $cli" | bc -l)" "$el" \
-        "$(echo "$frames / $el" | bc -l)" "$(echo "$el / $cli" | bc -l)"
+        "$(echo "$frames / $el" | bc -l)" "$(echo "$el / $cli" | bc -l)" "$ccpu" "$ecpu" \
+        "$(echo "$ecpu / $ccpu" | bc -l)" "$bcpu"
+    # steady state, start-up excluded: the command's own rate (frames / seconds from the start
+    # of its stages to its last frame, --stats) against the element's from its first output
+    # frame to its last (GStreamer's latency tracer stamps each frame leaving keyer)
+    for ((i = 0; i < runs; i++)); do
+        "$build/keyer" "$input" --stats "$tmp/s.json" --device cpu -q --no-progress
+        sed -n 's/.*"fps": *\([0-9.]*\).*/\1/p' "$tmp/s.json" | head -n1
+    done | median 1 > "$tmp/cli_fps"
+    for ((i = 0; i < runs; i++)); do
+        GST_TRACERS="latency(flags=element)" GST_DEBUG="GST_TRACER:7" GST_DEBUG_NO_COLOR=1 \
+            gst-launch-1.0 -q filesrc location="$input" ! decodebin ! videoconvert ! \
+            keyer name=k device=cpu ! fakesink 2> "$tmp/trace.log" >/dev/null
+        grep 'element-latency' "$tmp/trace.log" | grep 'element=(string)k' |
+            sed -n 's/.*ts=(guint64)\([0-9]*\).*/\1/p' |
+            awk 'NR == 1 {a = $1} {b = $1; n = NR} END {if (n > 1) printf "%.3f\n", (n - 1) / ((b - a) / 1e9)}'
+    done | median 1 > "$tmp/el_fps"
+    printf '%-14s steady state: cli %6.1f fps  element %6.1f fps  element/cli %.2f\n' \
+        "$(basename "$input")" "$(cat "$tmp/cli_fps")" "$(cat "$tmp/el_fps")" \
+        "$(echo "$(cat "$tmp/el_fps") / $(cat "$tmp/cli_fps")" | bc -l)"
 done
 
 # live: 30 fps camera-like source, latency mode; the tracer logs each buffer's time inside keyer

@@ -106,9 +106,10 @@ enum { PROP_0, PROP_MODEL, PROP_BACKGROUND, PROP_SESSION_GROUP, PROP_SESSION_SHA
 
 enum { TARGET_SESSION, TARGET_REFINE, TARGET_COMPOSITE };
 
-/* CUDA memory first: where both sides can, frames stay on the GPU */
+/* GStreamer's CUDA memory (cuda_memory.h) */
+#define CUDA_FEATURE "memory:CUDAMemory"
 #ifdef KEYER_GST_CUDA
-#define CUDA_CAPS GST_VIDEO_CAPS_MAKE_WITH_FEATURES(KG_CAPS_FEATURE_CUDA, KG_CUDA_FORMATS) "; "
+#define CUDA_CAPS GST_VIDEO_CAPS_MAKE_WITH_FEATURES(CUDA_FEATURE, KG_CUDA_FORMATS) "; "
 #else
 #define CUDA_CAPS
 #endif
@@ -573,22 +574,30 @@ static GstCaps *gst_keyer_transform_caps(GstBaseTransform *trans, GstPadDirectio
                 gst_structure_set(s, "format", G_TYPE_STRING, out_format, NULL);
         }
     }
-    /* either memory on the other side: CUDA memory first when the element has a CUDA context
-     * (so negotiation prefers it), system memory only when it has none */
+    /* either memory on the other side when the element has a CUDA context, system memory
+     * only when it has none; the memory of this side first (no transfer: the cheapest path),
+     * so CUDA memory in gives CUDA memory out where the next element takes it */
     GstCaps *both = gst_caps_new_empty();
     for (guint i = 0; i < gst_caps_get_size(res); i++) {
+        gboolean cuda_first = FALSE, with_cuda = FALSE;
 #ifdef KEYER_GST_CUDA
-        if (self->cuda) {
-            GstStructure *c = gst_structure_copy(gst_caps_get_structure(res, i));
-            gst_caps_append_structure_full(both, c,
-                                           gst_caps_features_new(KG_CAPS_FEATURE_CUDA, NULL));
-        }
+        GstCapsFeatures *f = gst_caps_get_features(res, i);
+        with_cuda = self->cuda != NULL;
+        cuda_first = with_cuda && f && gst_caps_features_contains(f, KG_CAPS_FEATURE_CUDA);
 #endif
-        GstStructure *h = gst_structure_copy(gst_caps_get_structure(res, i));
-        gst_caps_append_structure_full(both, h, gst_caps_features_new_empty());
+        for (int k = 0; k < 2; k++) {
+            gboolean cuda = (k == 0) == cuda_first;
+            if (cuda && !with_cuda)
+                continue;
+            GstStructure *c = gst_structure_copy(gst_caps_get_structure(res, i));
+            /* no features: system memory */
+            gst_caps_append_structure_full(both, c,
+                                           cuda ? gst_caps_features_new(CUDA_FEATURE, NULL)
+                                                : NULL);
+        }
     }
     gst_caps_unref(res);
-    res = gst_caps_simplify(both);
+    res = both; /* not simplified: that would lose the order */
     /* the other pad's template: a mode changing the format accepts any input format */
     GstPad *other = direction == GST_PAD_SINK ? GST_BASE_TRANSFORM_SRC_PAD(trans)
                                               : GST_BASE_TRANSFORM_SINK_PAD(trans);
