@@ -88,6 +88,9 @@ typedef struct _GstKeyer {
      * this serial (the one made at start serves the first stream when nothing changed) */
     gboolean session_unused;
     guint64 session_serial;
+    /* this stream's rate: frames out, the first frame's arrival and the last push (monotonic
+     * microseconds), logged at its end (gst/bench.sh reads it) */
+    gint64 stream_frames, stream_first_in, stream_last_out;
 
     /* latency and QoS (object lock) */
     GstClockTime reported_latency;
@@ -331,6 +334,7 @@ static gboolean stream_open(GstKeyer *self)
             return FALSE;
     }
     self->session_unused = FALSE;
+    self->stream_frames = self->stream_first_in = self->stream_last_out = 0;
     gboolean swap;
     keyer_stream_params stp = keyer_stream_params_defaults();
     stp.width = GST_VIDEO_INFO_WIDTH(&self->in_info);
@@ -470,6 +474,8 @@ static GstFlowReturn make_output(GstKeyer *self, keyer_frame *kf, GstBuffer **ou
     GST_BUFFER_OFFSET_END(buf) = p.offset_end;
     GST_BUFFER_FLAGS(buf) = p.flags;
     self->processed++;
+    self->stream_frames++;
+    self->stream_last_out = g_get_monotonic_time();
     note_latency(self, g_get_monotonic_time() - p.arrival);
     *out = buf;
     return GST_FLOW_OK;
@@ -503,6 +509,13 @@ static GstFlowReturn drain(GstKeyer *self)
     if (st != KEYER_OK && st != KEYER_STATUS_END) {
         GST_ELEMENT_ERROR(self, STREAM, FAILED, ("keyer: %s", err.message), (NULL));
         ret = GST_FLOW_ERROR;
+    }
+    if (self->stream_frames > 1 && self->stream_last_out > self->stream_first_in) {
+        double secs = (double)(self->stream_last_out - self->stream_first_in) / 1e6;
+        GST_INFO_OBJECT(self,
+                        "stream rate: %" G_GINT64_FORMAT " frames in %.3f s from the first "
+                        "frame in to the last out: %.2f frames/s",
+                        self->stream_frames, secs, (double)self->stream_frames / secs);
     }
     session_discard(self); /* the next stream gets a fresh session */
     return ret;
@@ -809,6 +822,8 @@ static GstFlowReturn gst_keyer_submit_input_buffer(GstBaseTransform *trans, gboo
         memset(view.buf, 0, sizeof(view.buf)); /* sent without buffers: copied */
     }
     view.pts = self->seq;
+    if (!self->stream_first_in)
+        self->stream_first_in = g_get_monotonic_time();
     pending_frame p = {self->seq,
                        GST_BUFFER_PTS(buf),
                        GST_BUFFER_DTS(buf),
