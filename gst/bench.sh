@@ -5,8 +5,9 @@
 # and at 640x360 (300 frames), where the steady state dominates (all decoded on the CPU,
 # keyed on the CPU, frames discarded), and the latency the element adds in a live pipeline
 # (GStreamer's latency tracer, per element). Each run's wall time and CPU time (user + system,
-# all threads) are taken; the medians are printed, and the CPU time of the same GStreamer
-# pipeline without keyer (GStreamer's own start-up and decoding).
+# all threads) are taken, the steady-state rates (the command's --stats; the element logs its
+# own at INFO level), and the CPU time of the same GStreamer pipeline without keyer
+# (GStreamer's own start-up and decoding); medians are printed.
 #   gst/bench.sh [BUILD_DIR]      (default build; needs build/keyer and build/gst/libgstkeyer.so)
 # Environment: RUNS (default 5) runs per measurement; the median is printed.
 set -euo pipefail
@@ -32,42 +33,32 @@ small=$tmp/clip320.mp4 clip=$tmp/clip640.mp4
 "$build/keyer" make-sample "$small" --size 320x240 --frames 480 --no-audio --bframes 0 >/dev/null
 "$build/keyer" make-sample "$clip" --size 640x360 --frames 300 --no-audio --bframes 0 >/dev/null
 
+# Runs alternate (command, element, GStreamer alone, again), so that each pair meets the same
+# load; the ratios are taken per pair, then their median.
 for input in "$repo/tests/data/sample_hevc.mp4" "$small" "$clip"; do
     frames=$("$build/keyer" probe "$input" | sed -n 's/^frames=//p')
-    for kind in cli element bare; do
-        for ((i = 0; i < runs; i++)); do
-            if [ $kind = cli ]; then
-                seconds "$build/keyer" "$input" --stats "$tmp/s.json" --device cpu -q --no-progress
-            elif [ $kind = bare ]; then # GStreamer's own share: the same pipeline without keyer
-                seconds gst-launch-1.0 -q filesrc location="$input" ! decodebin ! videoconvert ! \
-                    fakesink
-            else
-                seconds gst-launch-1.0 -q filesrc location="$input" ! decodebin ! videoconvert ! \
-                    keyer device=cpu ! fakesink
-            fi
-        done > "$tmp/$kind"
-    done
-    cli=$(median 1 < "$tmp/cli") el=$(median 1 < "$tmp/element")
-    ccpu=$(median 2 < "$tmp/cli") ecpu=$(median 2 < "$tmp/element") bcpu=$(median 2 < "$tmp/bare")
-    printf '%-14s %4d frames  cli %6.3f s (%6.1f fps)  element %6.3f s (%6.1f fps)  element/cli %.2f   CPU s: cli %6.3f element %6.3f element/cli %.2f (GStreamer without keyer %.3f)\n' \
-        "$(basename "$input")" "$frames" "$cli" "$(echo "$frames / $cli" | bc -l)" "$el" \
-        "$(echo "$frames / $el" | bc -l)" "$(echo "$el / $cli" | bc -l)" "$ccpu" "$ecpu" \
-        "$(echo "$ecpu / $ccpu" | bc -l)" "$bcpu"
-    # steady state, start-up excluded: the command's own rate (frames / seconds from the start
-    # of its stages to its last frame, --stats) against the element's (frames / seconds from
-    # the first frame in, after the model is loaded, to the last out: its log at INFO level)
+    : > "$tmp/runs"
     for ((i = 0; i < runs; i++)); do
-        "$build/keyer" "$input" --stats "$tmp/s.json" --device cpu -q --no-progress
-        sed -n 's/.*"fps": *\([0-9.]*\).*/\1/p' "$tmp/s.json" | head -n1
-    done | median 1 > "$tmp/cli_fps"
-    for ((i = 0; i < runs; i++)); do
-        GST_DEBUG="keyer:4" GST_DEBUG_NO_COLOR=1 gst-launch-1.0 -q filesrc location="$input" ! \
-            decodebin ! videoconvert ! keyer device=cpu ! fakesink 2> "$tmp/log" >/dev/null
-        sed -n 's/.*stream rate: .* \([0-9.]*\) frames\/s.*/\1/p' "$tmp/log" | tail -n1
-    done | median 1 > "$tmp/el_fps"
-    printf '%-14s steady state: cli %6.1f fps  element %6.1f fps  element/cli %.2f\n' \
-        "$(basename "$input")" "$(cat "$tmp/cli_fps")" "$(cat "$tmp/el_fps")" \
-        "$(echo "$(cat "$tmp/el_fps") / $(cat "$tmp/cli_fps")" | bc -l)"
+        c=$(seconds "$build/keyer" "$input" --stats "$tmp/s.json" --device cpu -q --no-progress)
+        cfps=$(sed -n 's/.*"fps": *\([0-9.]*\).*/\1/p' "$tmp/s.json" | head -n1)
+        rm -f "$tmp/log"
+        e=$(GST_DEBUG="keyer:4" GST_DEBUG_FILE="$tmp/log" GST_DEBUG_NO_COLOR=1 \
+            seconds gst-launch-1.0 -q filesrc location="$input" ! decodebin ! videoconvert ! \
+            keyer device=cpu ! fakesink)
+        efps=$(sed -n 's/.*stream rate: .* \([0-9.]*\) frames\/s.*/\1/p' "$tmp/log" | tail -n1)
+        g=$(seconds gst-launch-1.0 -q filesrc location="$input" ! decodebin ! videoconvert ! \
+            fakesink)
+        echo "$c $e $g $cfps $efps" | awk '{print $1, $2, $3, $4, $6, $7, $8, $3/$1, $4/$2, $8/$7}'
+    done > "$tmp/runs"
+    # columns: cli wall, cli cpu, element wall, element cpu, bare cpu, cli fps, element fps,
+    # element/cli wall, element/cli cpu, element/cli steady-state rate
+    m() { median "$1" < "$tmp/runs"; }
+    printf '%-16s %4d frames  wall: cli %6.3f s  element %6.3f s  (element/cli %.2f)\n' \
+        "$(basename "$input")" "$frames" "$(m 1)" "$(m 3)" "$(m 8)"
+    printf '%-16s              CPU:  cli %6.3f s  element %6.3f s  (element/cli %.2f; GStreamer without keyer %.3f s)\n' \
+        "" "$(m 2)" "$(m 4)" "$(m 9)" "$(m 5)"
+    printf '%-16s              steady state: cli %6.1f fps  element %6.1f fps  (element/cli %.2f)\n' \
+        "" "$(m 6)" "$(m 7)" "$(m 10)"
 done
 
 # live: 30 fps camera-like source, latency mode; the tracer logs each buffer's time inside keyer
