@@ -247,7 +247,7 @@ static void test_harness_cuda_memory(void **state)
     }
 }
 
-/* Runs @p desc to EOS; fails on an error or a warning (a foreign CUDA context). */
+/* Runs @p desc to EOS; fails on an error, or a warning of keyer's (a foreign CUDA context). */
 static void run_pipeline(const char *desc)
 {
     GError *e = NULL;
@@ -268,6 +268,14 @@ static void run_pipeline(const char *desc)
             gst_message_parse_error(m, &ge, NULL);
         else
             gst_message_parse_warning(m, &ge, NULL);
+        if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING &&
+            !g_str_has_prefix(GST_OBJECT_NAME(GST_MESSAGE_SRC(m)), "keyer")) {
+            /* another element's warning: printed, not keyer's concern */
+            printf("  warning from %s: %s\n", GST_OBJECT_NAME(GST_MESSAGE_SRC(m)), ge->message);
+            g_error_free(ge);
+            gst_message_unref(m);
+            continue;
+        }
         fail_msg("%s from %s: %s (pipeline %s)", GST_MESSAGE_TYPE_NAME(m),
                  GST_OBJECT_NAME(GST_MESSAGE_SRC(m)), ge->message, desc);
     }
