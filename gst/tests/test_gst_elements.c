@@ -396,6 +396,8 @@ static void test_keyer_equals_cli(void **state)
 
 /* ---- session groups ----------------------------------------------------------------------- */
 
+static GstPadProbeReturn count_buffers(GstPad *pad, GstPadProbeInfo *info, gpointer data);
+
 /* Reads the session-shared-by of the element on the probed pad at its first buffer. */
 static GstPadProbeReturn shared_by(GstPad *pad, GstPadProbeInfo *info, gpointer data)
 {
@@ -493,6 +495,44 @@ static void test_session_group(void **state)
     if (!strstr(error, "session-group g2") || !strstr(error, "settings differ"))
         fail_msg("unexpected error: %s", error);
     g_free(error);
+
+    /* a flushing seek: each member closes its stream, drops the frames it had in flight and
+     * opens a new stream in the same session; then NULL <-> PLAYING without waiting (leaks:
+     * the sanitizer build) */
+    snprintf(cmd, sizeof(cmd),
+             "filesrc location=\"%s\" ! decodebin ! videoconvert ! keyer device=cpu "
+             "session-group=g3 name=k1 ! fakesink sync=false "
+             "filesrc location=\"%s\" ! decodebin ! videoconvert ! keyer device=cpu "
+             "session-group=g3 name=k2 ! fakesink sync=false",
+             sample, sample);
+    p = parse(cmd);
+    gint frames[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        GstElement *e = gst_bin_get_by_name(GST_BIN(p), i ? "k2" : "k1");
+        GstPad *pad = gst_element_get_static_pad(e, "src");
+        gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, count_buffers, &frames[i], NULL);
+        gst_object_unref(pad);
+        gst_object_unref(e);
+    }
+    assert_int_not_equal(gst_element_set_state(p, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+    assert_int_equal(gst_element_get_state(p, NULL, NULL, 60 * GST_SECOND),
+                     GST_STATE_CHANGE_SUCCESS);
+    assert_true(gst_element_seek_simple(p, GST_FORMAT_TIME,
+                                        GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_ACCURATE,
+                                        GST_SECOND / 2));
+    error = run_pipeline(p);
+    if (error)
+        fail_msg("session group after the seek: %s", error);
+    for (int i = 0; i < 2; i++) /* the second half of the 24 frames at least */
+        if (g_atomic_int_get(&frames[i]) < 12)
+            fail_msg("k%d gave %d frames after the seek", i + 1, g_atomic_int_get(&frames[i]));
+    for (int i = 0; i < 2; i++) {
+        assert_int_not_equal(gst_element_set_state(p, GST_STATE_PLAYING),
+                             GST_STATE_CHANGE_FAILURE);
+        g_usleep(50000);
+        assert_int_equal(gst_element_set_state(p, GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
+    }
+    gst_object_unref(p);
 }
 
 /* ---- keyerdetect against the command line's export ------------------------------------------ */
