@@ -18,11 +18,10 @@
 #include <string.h>
 
 #include "core/device.h"
+#include "pipeline/engines.h"
 #include "pipeline/placement.h"
-#include "pipeline/session.h"
 
-/* Most GPUs of one session: every ordinal keyer_device_parse_list() reads. */
-#define MAX_ENGINES 64
+#define MAX_ENGINES KR_MAX_ENGINES
 
 typedef struct kr_engines kr_engines;
 
@@ -155,7 +154,8 @@ static int resolve_devices(const keyer_session_params *p, int *ordinals, keyer_e
 }
 
 static keyer_status group_create(keyer_session *s, const keyer_session_params *p,
-                                 const int *ordinals, int n, keyer_error *err)
+                                 const keyer_device_kind *kinds, const int *ordinals, int n,
+                                 keyer_error *err)
 {
     kr_engines *g = calloc(1, sizeof(*g));
     if (!g)
@@ -172,7 +172,7 @@ static keyer_status group_create(keyer_session *s, const keyer_session_params *p
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
     for (int e = 0; e < n; e++) {
         keyer_session_params ep = *p;
-        ep.device = KEYER_DEVICE_CUDA;
+        ep.device = kinds[e];
         ep.cuda_device = ordinals[e];
         ep.cuda_devices = 0;
         g->slot[e] = (engine_slot){g, e};
@@ -184,11 +184,37 @@ static keyer_status group_create(keyer_session *s, const keyer_session_params *p
             ep.progress = on_progress, ep.progress_opaque = &g->slot[e];
         keyer_status st = kr_engine_create(&ep, &g->engine[e], err);
         if (st)
-            return keyer_error_prefix(err, "cuda:%d: ", ordinals[e]);
+            return kinds[e] == KEYER_DEVICE_CUDA ? keyer_error_prefix(err, "cuda:%d: ", ordinals[e])
+                                                 : st;
         g->ordinal[e] = ordinals[e];
         g->count = e + 1;
         g->progress[e].remaining = -1.0;
     }
+    return KEYER_OK;
+}
+
+keyer_status kr_session_create_engines(const keyer_session_params *params,
+                                       const keyer_device_kind *kinds, const int *ordinals,
+                                       int count, keyer_session **out, keyer_error *err)
+{
+    if (!out || !params || !kinds || !ordinals || count < 1 || count > MAX_ENGINES)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "kr_session_create_engines: bad arguments");
+    *out = NULL;
+    /* the parent: checks and holds the parameters; it never starts */
+    keyer_session_params pp = *params;
+    pp.device = kinds[0];
+    pp.cuda_device = ordinals[0];
+    pp.cuda_devices = 0;
+    keyer_session *s = NULL;
+    keyer_status st = kr_engine_create(&pp, &s, err);
+    if (st)
+        return st;
+    if (count > 1 && (st = group_create(s, params, kinds, ordinals, count, err))) {
+        keyer_session_destroy(&s);
+        return st;
+    }
+    *out = s;
     return KEYER_OK;
 }
 
@@ -200,24 +226,13 @@ keyer_status keyer_session_create(const keyer_session_params *params, keyer_sess
         return kr_engine_create(params, out, err);
     *out = NULL;
     int ordinals[MAX_ENGINES];
+    keyer_device_kind kinds[MAX_ENGINES];
     int n = resolve_devices(&p, ordinals, err);
     if (n == 0)
         return err && err->status ? err->status : KEYER_STATUS_INVALID_ARGUMENT;
-    /* the parent: checks and holds the parameters; it never starts */
-    keyer_session_params pp = p;
-    pp.device = KEYER_DEVICE_CUDA;
-    pp.cuda_device = ordinals[0];
-    pp.cuda_devices = 0;
-    keyer_session *s = NULL;
-    keyer_status st = kr_engine_create(&pp, &s, err);
-    if (st)
-        return st;
-    if (n > 1 && (st = group_create(s, &p, ordinals, n, err))) {
-        keyer_session_destroy(&s);
-        return st;
-    }
-    *out = s;
-    return KEYER_OK;
+    for (int e = 0; e < n; e++)
+        kinds[e] = KEYER_DEVICE_CUDA;
+    return kr_session_create_engines(&p, kinds, ordinals, n, out, err);
 }
 
 void keyer_session_destroy(keyer_session **sp)
@@ -524,6 +539,13 @@ keyer_status keyer_session_get_stream_report(keyer_session *s, int stream_id,
     int local;
     keyer_session *e = engine_of(s, stream_id, &local, err, "keyer_session_get_stream_report");
     return e ? kr_engine_get_stream_report(e, local, out, err) : KEYER_STATUS_INVALID_ARGUMENT;
+}
+
+int kr_session_stream_engine(const keyer_session *s, int stream_id)
+{
+    if (!s || stream_id < 0 || stream_id >= keyer_session_stream_count(s))
+        return -1;
+    return s->group ? s->group->where[stream_id] : 0;
 }
 
 keyer_status keyer_session_write_trace(keyer_session *s, const char *path, keyer_error *err)
