@@ -187,12 +187,12 @@ static void test_placement(void **state)
     for (int i = 0; i < 8; i++)
         assert_int_equal(w8[i], i % 4);
     /* a GPU that starts loaded gets nothing until the others catch up */
-    double g2[2] = {10, 0}, s3[3] = {4, 4, 4};
+    double g2[2] = {10, 0}, s3[3] = {6, 6, 6};
     int w3[3];
     assert_int_equal(kr_place_streams(s3, 3, g2, 2, w3), 0);
     assert_int_equal(w3[0], 1);
     assert_int_equal(w3[1], 1);
-    assert_int_equal(w3[2], 0); /* 10 vs 8 */
+    assert_int_equal(w3[2], 0); /* 10 < 12 */
     assert_int_equal(kr_place_streams(s3, 3, g2, 0, w3), -1);
     assert_int_equal(kr_place_streams(NULL, 3, g2, 2, w3), -1);
 }
