@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "pipeline/placement.h"
 
+#include <stdio.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,4 +78,34 @@ int kr_fail_spec_parse(const char *text, int *ordinal, int *frame)
     *ordinal = (int)k;
     *frame = (int)f;
     return 0;
+}
+
+keyer_status kr_set_cuda_devices(const keyer_option *o, void *obj, const char *value,
+                                 keyer_error *err)
+{
+    keyer_session_params *p = obj;
+    if (!value || !*value || !strcmp(value, "none")) {
+        p->cuda_devices = 0;
+        return KEYER_OK;
+    }
+    uint64_t set = 0;
+    keyer_device_kind kind;
+    int ordinal = 0;
+    char text[256];
+    keyer_status st = KEYER_OK;
+    if (!strcmp(value, "all")) {
+        set = KEYER_CUDA_DEVICES_ALL;
+    } else if (!strchr(value, ',')) {
+        st = keyer_parse_int("option cuda_devices", value, 0, 63, &ordinal, err);
+        set = UINT64_C(1) << ordinal;
+    } else if (snprintf(text, sizeof(text), "cuda:%s", value) >= (int)sizeof(text)) {
+        st = keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "option %s: list too long",
+                             o->name);
+    } else {
+        st = keyer_device_parse_list(text, &kind, &ordinal, &set, err);
+    }
+    if (st)
+        return st;
+    p->cuda_devices = set;
+    return KEYER_OK;
 }

@@ -12,7 +12,9 @@
 
 #include <stdint.h>
 
+#include "keyer/config.h"
 #include "keyer/frame.h"
+#include "keyer/pipeline.h"
 
 /** Frame rate a stream counts with when its own is unknown. */
 #define KR_PLACE_DEFAULT_FPS 30.0
@@ -37,5 +39,14 @@ int kr_place_streams(const double *stream_load, int count, double *gpu_load, int
  * 0..63. Returns 0, or -1 for any other text (both outputs then untouched).
  */
 int kr_fail_spec_parse(const char *text, int *ordinal, int *frame);
+
+/**
+ * Setter of the session table's cuda_devices option (keyer_session_params::cuda_devices):
+ * "all" (KEYER_CUDA_DEVICES_ALL), "none" or "" (0), ordinals "0,2" (a single "1" lists one
+ * GPU). Errors: INVALID_ARGUMENT naming the option and the value (as
+ * keyer_device_parse_list()); the field is then unchanged.
+ */
+keyer_status kr_set_cuda_devices(const keyer_option *option, void *obj, const char *value,
+                                 keyer_error *err);
 
 #endif

@@ -43,43 +43,13 @@ static const keyer_option_choice reconnect_choices[] = {
     {NULL, 0, NULL},
 };
 
-/* cuda_devices: "all", "none" (or ""), or ordinals "0,2" (a single "1" lists one GPU). */
-static keyer_status set_cuda_devices(const keyer_option *o, void *obj, const char *value,
-                                     keyer_error *err)
-{
-    keyer_session_params *p = obj;
-    if (!value || !*value || !strcmp(value, "none")) {
-        p->cuda_devices = 0;
-        return KEYER_OK;
-    }
-    uint64_t set = 0;
-    keyer_device_kind kind;
-    int ordinal = 0;
-    char text[256];
-    keyer_status st = KEYER_OK;
-    if (!strcmp(value, "all"))
-        set = KEYER_CUDA_DEVICES_ALL;
-    else if (!strchr(value, ','))
-        st = keyer_parse_int("option cuda_devices", value, 0, 63, &ordinal, err),
-        set = UINT64_C(1) << ordinal;
-    else if (snprintf(text, sizeof(text), "cuda:%s", value) >= (int)sizeof(text))
-        st = keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "option %s: list too long",
-                             o->name);
-    else
-        st = keyer_device_parse_list(text, &kind, &ordinal, &set, err);
-    if (st)
-        return st;
-    p->cuda_devices = set;
-    return KEYER_OK;
-}
-
 static const keyer_option session_options[] = {
     KEYER_OPTION_FIELD("device", "where to compute", OFF(device), KEYER_OPTION_ENUM,
         KEYER_DEVICE_AUTO, 0, 0, device_choices),
     KEYER_OPTION_FIELD("cuda_device", "CUDA device ordinal", OFF(cuda_device), KEYER_OPTION_INT, 0,
         0, 63, NULL),
     {"cuda_devices", "several GPUs: all, or ordinals 0,2 (before cuda_device); none: one GPU",
-     OFF(cuda_devices), KEYER_OPTION_CUSTOM, 0, 0, 0, NULL, set_cuda_devices, "none",
+     OFF(cuda_devices), KEYER_OPTION_CUSTOM, 0, 0, 0, NULL, kr_set_cuda_devices, "none",
      "all|N,N,...|none", 0, 0u},
     KEYER_OPTION_FIELD("precision", "of the networks on CUDA (the CPU computes in float32)",
         OFF(precision), KEYER_OPTION_ENUM, KEYER_PRECISION_AUTO, 0, 0, precision_choices),
