@@ -449,14 +449,25 @@ static keyer_status fix_model(kr_engines *g, keyer_error *err)
     return KEYER_OK;
 }
 
+/* File streams (keyer_session_add_file) of one engine; its pushed streams run without it. */
+static int file_streams(const keyer_session *e)
+{
+    int n = kr_engine_stream_count(e), files = 0;
+    for (int i = 0; i < n; i++)
+        files += e->streams[i]->source == KR_SOURCE_READER;
+    return files;
+}
+
 static keyer_status group_run(keyer_session *s, keyer_error *err)
 {
     kr_engines *g = s->group;
     if (g->run_called)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "keyer_session_run: the session already ran");
-    int n = atomic_load(&g->streams);
-    if (n == 0)
+    int n = atomic_load(&g->streams), files = 0;
+    for (int e = 0; e < g->count; e++)
+        files += file_streams(g->engine[e]);
+    if (files == 0)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "keyer_session_run: no input was added");
     g->run_called = 1;
@@ -467,7 +478,7 @@ static keyer_status group_run(keyer_session *s, keyer_error *err)
     memset(runs, 0, sizeof(runs));
     for (int e = 0; e < g->count; e++) {
         runs[e].engine = g->engine[e];
-        if (kr_engine_stream_count(g->engine[e]) == 0)
+        if (file_streams(g->engine[e]) == 0)
             continue;
         if (pthread_create(&runs[e].thread, NULL, run_thread, &runs[e])) {
             /* run it here instead: slower, nothing lost */
@@ -481,8 +492,11 @@ static keyer_status group_run(keyer_session *s, keyer_error *err)
             pthread_join(runs[e].thread, NULL);
     /* as one session: the first failed stream in stream order, then an engine's own error */
     for (int id = 0; id < n; id++) {
+        keyer_session *e = g->engine[g->where[id]];
+        if (e->streams[g->local[id]]->source != KR_SOURCE_READER)
+            continue; /* pushed streams report through their own calls */
         keyer_error se = {0};
-        keyer_status ss = kr_engine_stream_status(g->engine[g->where[id]], g->local[id], &se);
+        keyer_status ss = kr_engine_stream_status(e, g->local[id], &se);
         if (ss) {
             if (err)
                 *err = se;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keyer/image.h"
 #include "keyer/io.h"
 #include "keyer/pipeline.h"
 #include "core/device.h"
@@ -485,6 +486,75 @@ static void test_failed_input_among_engines(void **state)
     keyer_session_destroy(&s);
 }
 
+/* Pushed streams over two CPU engines: placed 0, 1; each frame as from one engine. */
+static void test_pushed_streams(void **state)
+{
+    (void)state;
+    keyer_frame *photo = NULL;
+    char path[4096];
+    keyer_error err = {0};
+    assert_int_equal(keyer_frame_create(&photo, &err), KEYER_OK);
+    assert_int_equal(keyer_image_read(kt_data_path(path, sizeof(path), "grace_hopper.jpg"),
+                                      KEYER_PIXEL_FORMAT_RGBA, photo, &err),
+                     KEYER_OK);
+    uint64_t sums[2][2][3]; /* [engines - 1][stream][frame] */
+    char model[2][64];
+    for (int engines = 1; engines <= 2; engines++) {
+        keyer_logger lg = keyer_logger_default();
+        lg.level = KEYER_LOG_ERROR;
+        keyer_session_params sp = keyer_session_params_defaults();
+        sp.device = KEYER_DEVICE_CPU;
+        sp.logger = &lg;
+        sp.composite.mode = KEYER_COMPOSITE_MASK;
+        keyer_device_kind kinds[2] = {KEYER_DEVICE_CPU, KEYER_DEVICE_CPU};
+        int ordinals[2] = {0, 0};
+        keyer_session *s = NULL;
+        assert_int_equal(kr_session_create_engines(&sp, kinds, ordinals, engines, &s, &err),
+                         KEYER_OK);
+        int ids[2];
+        for (int k = 0; k < 2; k++) {
+            keyer_stream_params stp = keyer_stream_params_defaults();
+            stp.width = photo->width;
+            stp.height = photo->height;
+            stp.format = KEYER_PIXEL_FORMAT_RGBA;
+            stp.frame_rate = (keyer_rational){25, 1};
+            assert_int_equal(keyer_session_open_stream(s, &stp, &ids[k], &err), KEYER_OK);
+            assert_int_equal(ids[k], k);
+            assert_int_equal(kr_session_stream_engine(s, k), engines == 2 ? k : 0);
+        }
+        keyer_frame *o = NULL;
+        keyer_frame_create(&o, NULL);
+        for (int f = 0; f < 3; f++) {
+            for (int k = 0; k < 2; k++)
+                assert_int_equal(keyer_session_send_frame(s, ids[k], photo, &err), KEYER_OK);
+            for (int k = 0; k < 2; k++) {
+                assert_int_equal(keyer_session_receive_frame(s, ids[k], o, -1, &err), KEYER_OK);
+                assert_int_equal(o->format, KEYER_PIXEL_FORMAT_GRAY8);
+                sums[engines - 1][k][f] = fnv(o);
+                keyer_frame_unref(o);
+            }
+        }
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(keyer_session_close_stream(s, ids[k], &err), KEYER_OK);
+            assert_int_equal(keyer_session_receive_frame(s, ids[k], o, -1, &err),
+                             KEYER_STATUS_END);
+        }
+        assert_int_equal(keyer_session_send_frame(s, 2, photo, &err),
+                         KEYER_STATUS_INVALID_ARGUMENT);
+        keyer_frame_destroy(&o);
+        keyer_session_report rep;
+        keyer_session_get_report(s, &rep);
+        assert_int_equal(rep.frames_written, 6);
+        snprintf(model[engines - 1], sizeof(model[0]), "%s", rep.model);
+        /* no file stream: nothing to run */
+        assert_int_equal(keyer_session_run(s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+        keyer_session_destroy(&s);
+    }
+    assert_string_equal(model[0], model[1]);
+    assert_memory_equal(sums[0], sums[1], sizeof(sums[0]));
+    keyer_frame_destroy(&photo);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -495,6 +565,7 @@ int main(void)
         cmocka_unit_test(test_fail_spec),
         cmocka_unit_test(test_two_engines_equal_one),
         cmocka_unit_test(test_failed_input_among_engines),
+        cmocka_unit_test(test_pushed_streams),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
