@@ -422,8 +422,12 @@ static void test_two_engines_equal_one(void **state)
 
     /* the statistics file: the devices, and each stream's */
     size_t n = 0;
-    char *json = kt_read_file(stats, &n);
+    char *raw = kt_read_file(stats, &n);
+    assert_non_null(raw);
+    char *json = calloc(n + 1, 1); /* the file's bytes, NUL-terminated */
     assert_non_null(json);
+    memcpy(json, raw, n);
+    free(raw);
     assert_non_null(strstr(json, "\"device\": \"cpu + cpu\""));
     int per_stream = 0;
     for (const char *p = json; (p = strstr(p, "\"encoder\": \"\", \"device\": \"cpu\"")); p++)
