@@ -268,7 +268,19 @@ typedef struct keyer_session_params {
      * report "cuda:N, then cpu (GPU failure)".
      */
     uint64_t cuda_devices;
-    void *reserved[7];           /**< zero */
+    /**
+     * 1: with several GPUs (@ref cuda_devices) and one file input, that file is split over
+     * the GPUs: cut at keyframes into chunks of whole GOPs (keyer_reader_plan_chunks; at
+     * least 24 frames each), chunk k processed on GPU k mod N (its own NVDEC, batcher and
+     * stages), the frames written back in the file's order by one writer (device frames
+     * downloaded; video only: audio, subtitles and metadata are not copied). The matte's
+     * temporal smoothing restarts at each chunk (KEYER_FRAME_FLAG_DISCONTINUITY), as at the
+     * start of a file. frame_fn and detect_fn are not called (INVALID_ARGUMENT with them), a
+     * second input is INVALID_ARGUMENT, and a file that cannot be split (not seekable, no
+     * keyframe index, too short) runs on one GPU (logged). Default 0: each input on one GPU.
+     */
+    int split_gpus;
+    void *reserved[6];           /**< zero */
 } keyer_session_params;
 
 /** Default session parameters (see each field). */

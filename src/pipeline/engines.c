@@ -20,6 +20,7 @@
 #include "core/device.h"
 #include "pipeline/engines.h"
 #include "pipeline/placement.h"
+#include "pipeline/split_gpus.h"
 
 #define MAX_ENGINES KR_MAX_ENGINES
 
@@ -44,6 +45,7 @@ struct kr_engines {
     atomic_int streams;
     int run_called, model_fixed;
     keyer_session_params user;           /* the caller's callbacks */
+    kr_split_gpus *split;                /* split_gpus: the one input, split over the engines */
     pthread_mutex_t progress_lock;
     keyer_session_progress progress[MAX_ENGINES];
 };
@@ -105,8 +107,10 @@ static void group_destroy(kr_engines **gp)
     kr_engines *g = *gp;
     if (!g)
         return;
+    kr_split_gpus_cancel(g->split);
     for (int e = 0; e < g->count; e++)
         kr_engine_cancel(g->engine[e]);
+    kr_split_gpus_destroy(&g->split);
     for (int e = 0; e < g->count; e++)
         kr_engine_destroy(&g->engine[e]);
     pthread_mutex_destroy(&g->progress_lock);
@@ -248,9 +252,11 @@ void keyer_session_cancel(keyer_session *s)
     if (!s)
         return;
     kr_engines *g = s->group;
-    if (g)
+    if (g) {
+        kr_split_gpus_cancel(g->split);
         for (int e = 0; e < g->count; e++)
             kr_engine_cancel(g->engine[e]);
+    }
     kr_engine_cancel(s);
 }
 
@@ -297,6 +303,34 @@ static int publish(kr_engines *g, int e, int local, double load)
     return id;
 }
 
+/* split_gpus: the input becomes stream 0, split over every engine (engine index -1 in the
+ * maps). UNSUPPORTED when the file cannot be split (logged; the caller places it whole). */
+static keyer_status add_split(keyer_session *s, const keyer_file_stream_params *params,
+                              keyer_error *err)
+{
+    kr_engines *g = s->group;
+    if (atomic_load(&g->streams) > 0)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "split_gpus: one input only (%s is the second)", params->input);
+    if (g->user.frame_fn || g->user.detect_fn)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "split_gpus: per-frame callbacks (frame_fn, detect_fn) are not "
+                               "called for a split input");
+    keyer_status st = kr_split_gpus_create(params, g->count, s->logger, &g->split, err);
+    if (st == KEYER_STATUS_UNSUPPORTED) {
+        keyer_log(s->logger, KEYER_LOG_WARNING, "%s runs on one GPU: %s", params->input,
+                  err ? err->message : "it cannot be split");
+        return st;
+    }
+    if (st)
+        return st;
+    int id = atomic_load(&g->streams);
+    g->where[id] = -1;
+    g->local[id] = 0;
+    atomic_store(&g->streams, id + 1);
+    return KEYER_OK;
+}
+
 keyer_status keyer_session_add_file(keyer_session *s, const keyer_file_stream_params *params,
                                     int *stream_id, keyer_error *err)
 {
@@ -312,6 +346,15 @@ keyer_status keyer_session_add_file(keyer_session *s, const keyer_file_stream_pa
     if (atomic_load(&g->streams) >= g->max_streams)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "session: at most %d streams (max_streams)", g->max_streams);
+    if (g->user.split_gpus) {
+        keyer_status st = add_split(s, params, err);
+        if (st != KEYER_STATUS_UNSUPPORTED) {
+            if (!st && stream_id)
+                *stream_id = 0;
+            return st;
+        }
+        keyer_error_clear(err); /* cannot be split: it runs on one GPU */
+    }
     double load = file_load(params);
     int e = kr_place_pick(g->load, g->count), local = -1;
     keyer_status st = kr_engine_add_file(g->engine[e], params, &local, err);
@@ -332,6 +375,10 @@ keyer_status keyer_session_open_stream(keyer_session *s, const keyer_stream_para
     if (!params)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "keyer_session_open_stream: NULL argument");
+    if (g->split)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_session_open_stream: the session splits one file over "
+                               "its GPUs (split_gpus)");
     if (atomic_load(&g->streams) >= g->max_streams)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "session: at most %d streams (max_streams)", g->max_streams);
@@ -362,6 +409,11 @@ static keyer_session *engine_of(keyer_session *s, int id, int *local, keyer_erro
     kr_engines *g = s->group;
     if (id < 0 || id >= atomic_load(&g->streams)) {
         keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "%s: no stream %d", fn, id);
+        return NULL;
+    }
+    if (g->where[id] < 0) {
+        keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                        "%s: stream %d is split over the GPUs", fn, id);
         return NULL;
     }
     *local = g->local[id];
@@ -402,6 +454,8 @@ keyer_status keyer_session_stream_status(keyer_session *s, int stream_id, keyer_
 {
     if (!s || !s->group)
         return kr_engine_stream_status(s, stream_id, err);
+    if (s->group->split && stream_id == 0)
+        return kr_split_gpus_status(s->group->split, err);
     int local;
     keyer_session *e = engine_of(s, stream_id, &local, err, "keyer_session_stream_status");
     return e ? kr_engine_stream_status(e, local, err) : KEYER_STATUS_INVALID_ARGUMENT;
@@ -464,6 +518,10 @@ static keyer_status group_run(keyer_session *s, keyer_error *err)
     if (g->run_called)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "keyer_session_run: the session already ran");
+    if (g->split) {
+        g->run_called = 1;
+        return kr_split_gpus_run(g->split, g->engine, g->count, &g->user, err);
+    }
     int n = atomic_load(&g->streams), files = 0;
     for (int e = 0; e < g->count; e++)
         files += file_streams(g->engine[e]);
@@ -550,6 +608,10 @@ keyer_status keyer_session_get_stream_report(keyer_session *s, int stream_id,
 {
     if (!s || !s->group)
         return kr_engine_get_stream_report(s, stream_id, out, err);
+    if (s->group->split && stream_id == 0 && out) {
+        kr_split_gpus_report(s->group->split, s->group->engine, s->group->count, out);
+        return KEYER_OK;
+    }
     int local;
     keyer_session *e = engine_of(s, stream_id, &local, err, "keyer_session_get_stream_report");
     return e ? kr_engine_get_stream_report(e, local, out, err) : KEYER_STATUS_INVALID_ARGUMENT;
@@ -559,7 +621,7 @@ int kr_session_stream_engine(const keyer_session *s, int stream_id)
 {
     if (!s || stream_id < 0 || stream_id >= keyer_session_stream_count(s))
         return -1;
-    return s->group ? s->group->where[stream_id] : 0;
+    return s->group ? s->group->where[stream_id] : 0; /* -1: split over every engine */
 }
 
 keyer_status keyer_session_write_trace(keyer_session *s, const char *path, keyer_error *err)

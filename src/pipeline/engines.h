@@ -24,7 +24,7 @@ keyer_status kr_session_create_engines(const keyer_session_params *params,
                                        int count, keyer_session **out, keyer_error *err);
 
 /** Index of the engine stream @p stream_id runs on (0 for a session on one device); -1 for
- *  a bad id. For tests and reports. */
+ *  a bad id, and for an input split over every engine (split_gpus). For tests and reports. */
 int kr_session_stream_engine(const keyer_session *session, int stream_id);
 
 #endif

@@ -559,6 +559,115 @@ static void test_pushed_streams(void **state)
     keyer_frame_destroy(&photo);
 }
 
+/* One file split at keyframes over two CPU engines, written back in order: every output frame
+ * equals the one-session run's (temporal smoothing off: a frame's matte is its own). */
+enum { SPLIT_FRAMES = 96 };
+
+static int run_split(const char *in, const char *out_pattern, int engines, int split,
+                     keyer_stream_report *sr, keyer_error *err)
+{
+    keyer_logger lg = keyer_logger_default();
+    lg.level = KEYER_LOG_ERROR;
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.logger = &lg;
+    sp.composite.mode = KEYER_COMPOSITE_BLUR;
+    sp.refine.temporal = KEYER_TEMPORAL_OFF;
+    sp.split_gpus = split;
+    keyer_device_kind kinds[2] = {KEYER_DEVICE_CPU, KEYER_DEVICE_CPU};
+    int ordinals[2] = {0, 0};
+    keyer_session *s = NULL;
+    assert_int_equal(kr_session_create_engines(&sp, kinds, ordinals, engines, &s, err), KEYER_OK);
+    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+    fp.input = in;
+    fp.output = out_pattern;
+    int id = -1;
+    keyer_status st = keyer_session_add_file(s, &fp, &id, err);
+    if (!st) {
+        assert_int_equal(id, 0);
+        if (split && engines > 1) {
+            assert_int_equal(kr_session_stream_engine(s, 0), -1);
+            /* a second input, pushed streams: refused */
+            assert_int_equal(keyer_session_add_file(s, &fp, NULL, err),
+                             KEYER_STATUS_INVALID_ARGUMENT);
+            keyer_stream_params stp = keyer_stream_params_defaults();
+            stp.width = 64;
+            stp.height = 64;
+            stp.format = KEYER_PIXEL_FORMAT_RGBA;
+            assert_int_equal(keyer_session_open_stream(s, &stp, NULL, err),
+                             KEYER_STATUS_INVALID_ARGUMENT);
+            keyer_error_clear(err);
+        }
+        st = keyer_session_run(s, err);
+    }
+    if (!st) {
+        assert_int_equal(keyer_session_stream_count(s), 1);
+        assert_int_equal(keyer_session_get_stream_report(s, 0, sr, err), KEYER_OK);
+        keyer_session_report rep;
+        keyer_session_get_report(s, &rep);
+        assert_int_equal(rep.frames_written, sr->frames_written);
+    }
+    keyer_session_destroy(&s);
+    return st;
+}
+
+static void test_split_over_engines(void **state)
+{
+    (void)state;
+    char dir[3000], in[4096], img[4096], ref[4096], got[4096];
+    kt_tmpdir(dir, sizeof(dir), "pipeline_multigpu_split");
+    snprintf(in, sizeof(in), "%s/long.mp4", dir);
+    keyer_sample_params p = keyer_sample_params_defaults();
+    p.width = 192;
+    p.height = 108;
+    p.frames = SPLIT_FRAMES;
+    p.frame_rate = (keyer_rational){24, 1};
+    p.keyint = 12; /* chunks of 24 frames: 4 chunks, 2 per engine */
+    p.preset = "ultrafast";
+    keyer_error err = {0};
+    assert_int_equal(keyer_video_write_sample(in, kt_data_path(img, sizeof(img),
+                                                               "grace_hopper.jpg"), &p, &err),
+                     KEYER_OK);
+    int64_t *starts = NULL;
+    int chunks = 0;
+    assert_int_equal(keyer_reader_plan_chunks(in, 2, &starts, &chunks, &err), KEYER_OK);
+    printf("  %d chunks, starting at pts", chunks);
+    for (int k = 0; k < chunks; k++)
+        printf(" %lld", (long long)starts[k]);
+    printf("\n");
+    assert_int_equal(chunks, 4);
+    for (int k = 1; k < chunks; k++)
+        assert_true(starts[k] > starts[k - 1]);
+    free(starts);
+
+    char ref_pat[4096], got_pat[4096];
+    snprintf(ref_pat, sizeof(ref_pat), "%s/ref_%%05d.png", dir);
+    snprintf(got_pat, sizeof(got_pat), "%s/got_%%05d.png", dir);
+    keyer_stream_report r1, r2;
+    assert_int_equal(run_split(in, ref_pat, 1, 0, &r1, &err), KEYER_OK);
+    if (run_split(in, got_pat, 2, 1, &r2, &err))
+        fail_msg("split run: %s", err.message);
+    assert_int_equal(r1.frames_written, SPLIT_FRAMES);
+    assert_int_equal(r2.frames_written, SPLIT_FRAMES);
+    assert_int_equal(r2.frames_read, SPLIT_FRAMES);
+    assert_int_equal(r2.status, KEYER_OK);
+    assert_string_equal(r2.device, "cpu + cpu (split)");
+    for (int f = 0; f < SPLIT_FRAMES + 1; f++) {
+        snprintf(ref, sizeof(ref), "%s/ref_%05d.png", dir, f + 1);
+        snprintf(got, sizeof(got), "%s/got_%05d.png", dir, f + 1);
+        if (f == SPLIT_FRAMES) {
+            assert_false(kt_exists(got)); /* no frame more */
+            break;
+        }
+        size_t na = 0, nb = 0;
+        void *a = kt_read_file(ref, &na), *b = kt_read_file(got, &nb);
+        if (!a || !b || na != nb || memcmp(a, b, na))
+            fail_msg("frame %d of the split run differs from the one-session run", f);
+        free(a);
+        free(b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -570,6 +679,7 @@ int main(void)
         cmocka_unit_test(test_two_engines_equal_one),
         cmocka_unit_test(test_failed_input_among_engines),
         cmocka_unit_test(test_pushed_streams),
+        cmocka_unit_test(test_split_over_engines),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -219,6 +219,9 @@ static const keyer_option run_options[] = {
          "with --detect: one JSON object per frame (docs/cli.md)"),
     CUSTOM("device", set_device, "auto|cpu|cuda[:N]|cuda:all|cuda:N,M",
            "where to compute (default auto); several GPUs: streams placed by load"),
+    {"split_gpus", "with several GPUs and one input: split it at keyframes over the GPUs "
+     "(video only, written back in order)", OFF(sp.split_gpus), KEYER_OPTION_BOOL, 0, 0, 1, NULL,
+     NULL, NULL, NULL, 0, OPT},
     CUSTOM("mode", set_in_session, "throughput|latency",
            "large batches for files, or batch 1 for live use"),
     CUSTOM("batch", set_in_session, "N", "frames per inference (default: 1 on the CPU, 16 on CUDA)"),
