@@ -5,9 +5,11 @@
 #   bench/multigpu.sh [KEYER_BINARY]        (default build/keyer; a CUDA build)
 #
 # Makes its inputs with `keyer make-sample` (no ffmpeg program needed): a 1080p30 clip of 300
-# frames and a 4K30 clip of 150 frames (--noise 6, x264 veryfast), N streams being N symbolic
-# links to the same file. Runs, each as `keyer INPUTS... --blur` with a null output:
+# frames and a 4K30 clip of 600 frames (--noise 6, x264 veryfast, a keyframe every 12 frames),
+# N streams being N symbolic links to the same file. Runs, each as `keyer INPUTS... --blur`
+# with a null output:
 #   - 16 streams of 1080p on cuda:0, then on cuda:0,1 (8 streams per GPU: placement by load);
+#   - one 4K file on cuda:0, then split over cuda:0,1 (--split-gpus: chunks of 24 frames);
 #   - 2 streams of 4K on cuda:0, then on cuda:0,1 (one per GPU);
 # and prints frames/s, latency p50/p99 and the speed-up from each session's own statistics
 # (--stats), with where each stream ran. Needs two CUDA devices and python3 (for the JSON).
@@ -40,7 +42,7 @@ links() { # FILE COUNT PREFIX: prints the paths of COUNT links to FILE
 }
 
 declare -A fps
-bench() { # LABEL DEVICE INPUTS...
+bench() { # LABEL DEVICE INPUTS... [extra options]
     local label=$1 device=$2
     shift 2
     "$K" "$@" --blur --device "$device" --stats "$dir/stats.json" -q -y 2>"$dir/err.log"
@@ -69,7 +71,7 @@ print('%-22s speed-up on two GPUs: %s' % (sys.argv[1], '%.2fx' % (b / a) if a > 
 }
 
 sample b1080.mp4 1920x1080 300
-sample b4k.mp4 3840x2160 150
+sample b4k.mp4 3840x2160 600
 mapfile -t hd16 < <(links b1080.mp4 16 hd)
 mapfile -t k2 < <(links b4k.mp4 2 k)
 
@@ -79,8 +81,11 @@ printf '%-22s %-9s %6s %9s %8s %8s   %s\n' run device frames frames/s p50_ms p99
 for dev in cuda:0 cuda:0,1; do
     bench "1080p x16 blur null" "$dev" "${hd16[@]}"
 done
+bench "4K x1 split blur null" cuda:0 "$dir/b4k.mp4"
+bench "4K x1 split blur null" cuda:0,1 "$dir/b4k.mp4" --split-gpus
 for dev in cuda:0 cuda:0,1; do
     bench "4K x2 blur null" "$dev" "${k2[@]}"
 done
 speedup "1080p x16 blur null"
+speedup "4K x1 split blur null"
 speedup "4K x2 blur null"

@@ -10,6 +10,9 @@
  *    stream writes all its frames, each inferred once), the streams of cuda:0 are unchanged
  *    (same tolerance), those of cuda:1 go on on the CPU (PSNR >= 30 dB against the GPU run,
  *    the bound of the one-GPU failure test), and the reports name where each stream went.
+ *  - one file split at keyframes over cuda:0,1 (split_gpus; 4 chunks of 24 frames, two per
+ *    GPU, each decoded by its GPU's NVDEC) is written back complete and in order: every
+ *    frame within 2 code values of the same file run on cuda:0 alone.
  * Temporal smoothing is off so that a frame's matte depends on that frame alone.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -24,6 +27,7 @@
 #include <string.h>
 
 #include "core/device.h"
+#include "keyer/image.h"
 #include "keyer/io.h"
 #include "keyer/pipeline.h"
 #include "testutil.h"
@@ -232,6 +236,102 @@ static void test_one_gpu_fails(void **state)
     keyer_session_destroy(&s);
 }
 
+/* Runs @p in on @p devices (split over them when @p split) writing PNG mattes to @p pattern. */
+static void run_png(const char *in, const char *pattern, uint64_t devices, int split,
+                    keyer_stream_report *sr)
+{
+    keyer_logger lg = keyer_logger_default();
+    lg.level = KEYER_LOG_WARNING;
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CUDA;
+    sp.cuda_devices = devices;
+    sp.split_gpus = split;
+    sp.logger = &lg;
+    sp.model = "selfie-landscape";
+    sp.precision = KEYER_PRECISION_F32;
+    sp.composite.mode = KEYER_COMPOSITE_MASK;
+    sp.refine.temporal = KEYER_TEMPORAL_OFF;
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    if (keyer_session_create(&sp, &s, &err))
+        fail_msg("create: %s", err.message);
+    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+    fp.input = in;
+    fp.output = pattern;
+    if (keyer_session_add_file(s, &fp, NULL, &err) || keyer_session_run(s, &err))
+        fail_msg("run (split %d): %s", split, err.message);
+    assert_int_equal(keyer_session_get_stream_report(s, 0, sr, &err), KEYER_OK);
+    keyer_session_report rep;
+    keyer_session_get_report(s, &rep);
+    printf("  %s: %lld frames, %.1f fps, device %s, NVDEC %d\n", split ? "split" : "one GPU",
+           (long long)sr->frames_written, rep.fps, sr->device, sr->hw_decode);
+    keyer_session_destroy(&s);
+}
+
+static void test_split_over_two_gpus(void **state)
+{
+    (void)state;
+    enum { SF = 96 };
+    char dir[3000], in[4096], img[4096], pa[4096], pb[4096];
+    kt_tmpdir(dir, sizeof(dir), "pipeline_multigpu_gpu_split");
+    snprintf(in, sizeof(in), "%s/long.mp4", dir);
+    keyer_sample_params p = keyer_sample_params_defaults();
+    p.width = W;
+    p.height = H;
+    p.frames = SF;
+    p.frame_rate = (keyer_rational){30, 1};
+    p.keyint = 12;
+    p.preset = "ultrafast";
+    keyer_error err = {0};
+    assert_int_equal(keyer_video_write_sample(in, kt_data_path(img, sizeof(img), "messi5.jpg"),
+                                              &p, &err),
+                     KEYER_OK);
+    snprintf(pa, sizeof(pa), "%s/one_%%05d.png", dir);
+    snprintf(pb, sizeof(pb), "%s/split_%%05d.png", dir);
+    keyer_stream_report ra, rb;
+    run_png(in, pa, UINT64_C(1), 0, &ra);
+    run_png(in, pb, UINT64_C(3), 1, &rb);
+    assert_int_equal(ra.frames_written, SF);
+    assert_int_equal(rb.frames_written, SF);
+    assert_int_equal(rb.status, KEYER_OK);
+    assert_string_equal(rb.device, "cuda:0 + cuda:1 (split)");
+    assert_int_equal(rb.hw_decode, 1);
+    keyer_frame *fa = NULL, *fb = NULL;
+    keyer_frame_create(&fa, NULL);
+    keyer_frame_create(&fb, NULL);
+    int identical = 0, worst = 0;
+    for (int f = 0; f <= SF; f++) {
+        char a[4096], b[4096];
+        snprintf(a, sizeof(a), "%s/one_%05d.png", dir, f + 1);
+        snprintf(b, sizeof(b), "%s/split_%05d.png", dir, f + 1);
+        if (f == SF) {
+            assert_false(kt_exists(b)); /* nothing more */
+            break;
+        }
+        assert_int_equal(keyer_image_read(a, KEYER_PIXEL_FORMAT_GRAY8, fa, &err), KEYER_OK);
+        assert_int_equal(keyer_image_read(b, KEYER_PIXEL_FORMAT_GRAY8, fb, &err), KEYER_OK);
+        assert_int_equal(fa->width, fb->width);
+        assert_int_equal(fa->height, fb->height);
+        int d = 0;
+        for (int y = 0; y < fa->height; y++)
+            for (int x = 0; x < fa->width; x++) {
+                int v = abs((int)fa->data[0][y * fa->stride[0] + x] -
+                            (int)fb->data[0][y * fb->stride[0] + x]);
+                if (v > d)
+                    d = v;
+            }
+        identical += d == 0;
+        if (d > worst)
+            worst = d;
+        if (d > 2)
+            fail_msg("frame %d: the split run differs by %d from cuda:0 alone", f, d);
+    }
+    printf("  split vs one GPU: %d of %d frames bit-identical, largest difference %d\n",
+           identical, SF, worst);
+    keyer_frame_destroy(&fa);
+    keyer_frame_destroy(&fb);
+}
+
 int main(void)
 {
     const kr_device_fns *dev = kr_device_cuda();
@@ -249,6 +349,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_gpus_equal_one),
         cmocka_unit_test(test_one_gpu_fails),
+        cmocka_unit_test(test_split_over_two_gpus),
     };
     int rc = cmocka_run_group_tests(tests, setup, NULL);
     free(one.px);
