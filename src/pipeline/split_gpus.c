@@ -383,6 +383,15 @@ keyer_status kr_split_gpus_run(kr_split_gpus *sp, keyer_session *const *engines,
         st = open_part(sp, engines[i], i, err);
     if (!st && !(st = keyer_frame_create(&o.host, err)))
         st = keyer_frame_create(&f, err);
+    /* Every engine's stages were started one after the other (runtimes, warm-up); the run's
+     * wall time starts now, when the first frame can go in, for all of them. */
+    int64_t now = kr_clock_ns();
+    for (int i = 0; i < count && !st; i++) {
+        pthread_mutex_lock(&engines[i]->out.lock);
+        engines[i]->out.t_start = engines[i]->out.t_last = now;
+        pthread_mutex_unlock(&engines[i]->out.lock);
+    }
+    o.t0 = now;
     for (int i = 0; i < count && !st; i++) {
         if (pthread_create(&sp->prod[i].thread, NULL, producer_main, &sp->prod[i])) {
             st = keyer_error_set(err, KEYER_STATUS_INTERNAL, "split over GPUs: no thread");
