@@ -252,9 +252,10 @@ typedef struct keyer_session_params {
      * model runtimes, detector, refine and composite workers); each stream runs on one of
      * them from NVDEC to the encoder. A file input is placed when it is added
      * (keyer_session_add_file: its width x height x frame rate, read from a probe of the
-     * file on the CPU; network inputs are not probed and count as 1920x1080 at 30 fps), a
-     * pushed stream when it is opened (its width x height x frame_rate, 30 fps when unset):
-     * on the GPU with the least load so far, the lowest ordinal on a tie. Stream ids stay
+     * file on the CPU; network inputs, devices and forced demuxers are not probed and count
+     * as 1920x1080 at 30 fps), a pushed stream when it is opened (its width x height x
+     * frame_rate, 30 fps when unset): on the GPU with the least load so far, the lowest
+     * ordinal on a tie (see also @ref split_gpus). Stream ids stay
      * the session's (0, 1, ... in the order added). The keying model chosen by aspect
      * ratio (@ref model NULL) is chosen over every stream of every GPU. The reports sum the
      * GPUs (keyer_session_report::device lists them; keyer_stream_report::device names each

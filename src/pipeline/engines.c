@@ -8,8 +8,9 @@
  * writers). A stream lives on one engine from its reader to its writer; it is placed when it
  * is added, on the engine with the least load (placement.h). The group maps the session's
  * stream ids to (engine, the engine's own id) and back, so callbacks and reports speak the
- * session's ids. keyer_session_run() runs each engine's keyer_session_run on its own thread
- * and waits for all.
+ * session's ids. keyer_session_run() runs each engine's kr_engine_run on its own thread and
+ * waits for all. With split_gpus the one input is not placed but split over every engine
+ * (split_gpus.h); its stream id 0 maps to engine -1.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -267,12 +268,14 @@ static void drop_log(void *opaque, keyer_log_level level, const char *message)
     (void)opaque, (void)level, (void)message;
 }
 
-/* Pixels per second of a file input: a probe on the CPU (not for network inputs). */
+/* Pixels per second of a file input: a probe on the CPU. Network inputs and devices (a second
+ * connection, a camera opened twice) are not probed: they count as 1080p30. */
 static double file_load(const keyer_file_stream_params *fp)
 {
     const char *url = fp->input;
     const char *sep = strstr(url, "://");
-    if (sep && strncmp(url, "file://", 7))
+    if ((sep && strncmp(url, "file://", 7)) || !strncmp(url, "/dev/", 5) ||
+        fp->reader.input_format)
         return kr_place_load(1920, 1080, (keyer_rational){30, 1});
     keyer_reader_params rp = fp->reader;
     rp.device = KEYER_DECODE_DEVICE_CPU;
