@@ -177,7 +177,10 @@ typedef struct keyer_session_params {
      *  latency mode, else 20000 on the CPU and 4000 on CUDA. */
     int batch_wait_us;
     /** Frames each queue between stages holds, 1..1024. 0 (default): 1 in latency mode,
-     *  else twice the batch. Each stream's frame pool is sized from it. */
+     *  else twice the batch for the shared stages' queues, and for each stream's own input
+     *  queue 4 batches shared out over the file streams known at the start (between 2 and
+     *  twice the batch), so that frames waiting in many streams' queues do not add up to a
+     *  long latency. Each stream's frame pool is sized from its queue. */
     int queue_depth;
     /** CPU threads inside each stage (inference, prepare, refine, composite). 0 (default):
      *  1 in throughput mode, where the stages running side by side fill the cores; half the
@@ -186,6 +189,10 @@ typedef struct keyer_session_params {
     /** Composite workers, each on its own frame. 0 (default): one per core on the CPU in
      *  throughput mode, else 1. */
     int composite_workers;
+    /** Refine workers, 1..8: stream s is refined by worker s % W (its frames in order). 0
+     *  (default): on CUDA one per 8 file streams known at the start (1 to 4); on the CPU 2
+     *  when there are 8 cores or more and several streams, else 1. */
+    int refine_workers;
     int max_streams;        /**< streams a session may hold, 1..1024 (default 64) */
     /** Live inputs (cameras, network streams) drop their oldest unprocessed frames when the
      *  pipeline falls behind: -1 (default) for inputs that look live (URLs with "://" other
@@ -288,9 +295,9 @@ typedef struct keyer_session_params {
 keyer_session_params keyer_session_params_defaults(void);
 
 /** Option table over keyer_session_params: device, cuda_device, cuda_devices ("all",
- *  "0,2", "none"), mode, batch, batch_wait_us,
- *  queue_depth, threads, composite_workers, max_streams, live, realtime, reconnect (auto, on,
- *  off), reconnect_max, input_timeout, trace_events, progress_interval_ms. */
+ *  "0,2", "none"), split_gpus, mode, batch, batch_wait_us, queue_depth, threads,
+ *  composite_workers, refine_workers, max_streams, live, realtime, reconnect (auto, on, off),
+ *  reconnect_max, input_timeout, trace_events, progress_interval_ms. */
 const keyer_option *keyer_session_options(void);
 
 /* ---- the session ------------------------------------------------------------------------ */

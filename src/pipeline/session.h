@@ -75,6 +75,8 @@ struct keyer_session {
     keyer_frame *bg_image;    /* still background (host), or NULL */
     int started;
     int batch, depth, workers, threads;
+    int stream_depth;         /* each stream's input queue (depth, or a share of 4 batches) */
+    int refine_workers;
     int serial_threads;       /* threads of the one-worker stages (models, refine) */
     int64_t batch_wait_ns;
 
@@ -90,6 +92,7 @@ struct keyer_session {
     kr_output_stats out;
     kr_batch_counters batches;
     kr_trace *trace;
+    keyer_encoder_probe *encoder_probe; /* NVENC on the session's device, for its writers */
 
     /* completion of file sinks */
     pthread_mutex_t done_lock;

@@ -330,62 +330,74 @@ static void test_streams_equal_separate_runs(void **state)
     keyer_frame **alone[2];
     for (int k = 0; k < 2; k++)
         alone[k] = session_frames(&sp, w[k], h[k], fmt[k], N);
-    /* both in one session, frames interleaved, shared batches */
-    keyer_session *s = NULL;
-    keyer_error err = {0};
-    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
-    int id[2];
-    for (int k = 0; k < 2; k++) {
-        keyer_stream_params stp = keyer_stream_params_defaults();
-        stp.width = w[k];
-        stp.height = h[k];
-        stp.format = fmt[k];
-        assert_int_equal(keyer_session_open_stream(s, &stp, &id[k], &err), KEYER_OK);
-    }
-    assert_int_equal(keyer_session_stream_count(s), 2);
-    int sent[2] = {0, 0}, got[2] = {0, 0};
-    while (got[0] < N || got[1] < N) {
+    /* both in one session, frames interleaved, shared batches; then again with the two
+     * streams on two refine workers */
+    for (int workers = 1; workers <= 2; workers++) {
+        sp.refine_workers = workers;
+        keyer_session *s = NULL;
+        keyer_error err = {0};
+        assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
+        int id[2];
         for (int k = 0; k < 2; k++) {
-            if (sent[k] < N) {
-                keyer_frame *f = make_frame(w[k], h[k], fmt[k], sent[k]);
-                keyer_status st = keyer_session_send_frame(s, id[k], f, &err);
-                keyer_frame_destroy(&f);
-                if (st == KEYER_OK && ++sent[k] == N)
-                    assert_int_equal(keyer_session_close_stream(s, id[k], &err), KEYER_OK);
-                else if (st != KEYER_OK)
-                    assert_int_equal(st, KEYER_STATUS_AGAIN);
+            keyer_stream_params stp = keyer_stream_params_defaults();
+            stp.width = w[k];
+            stp.height = h[k];
+            stp.format = fmt[k];
+            assert_int_equal(keyer_session_open_stream(s, &stp, &id[k], &err), KEYER_OK);
+        }
+        assert_int_equal(keyer_session_stream_count(s), 2);
+        int sent[2] = {0, 0}, got[2] = {0, 0};
+        while (got[0] < N || got[1] < N) {
+            for (int k = 0; k < 2; k++) {
+                if (sent[k] < N) {
+                    keyer_frame *f = make_frame(w[k], h[k], fmt[k], sent[k]);
+                    keyer_status st = keyer_session_send_frame(s, id[k], f, &err);
+                    keyer_frame_destroy(&f);
+                    if (st == KEYER_OK && ++sent[k] == N)
+                        assert_int_equal(keyer_session_close_stream(s, id[k], &err), KEYER_OK);
+                    else if (st != KEYER_OK)
+                        assert_int_equal(st, KEYER_STATUS_AGAIN);
+                }
+            }
+            for (int k = 0; k < 2; k++) {
+                keyer_frame *o = NULL;
+                keyer_frame_create(&o, NULL);
+                keyer_status st = keyer_session_receive_frame(s, id[k], o, 20000, &err);
+                if (st == KEYER_OK) {
+                    assert_int_equal(o->pts, got[k]);
+                    double mean;
+                    int d = max_diff(o, alone[k][got[k]], &mean);
+                    if (d > 1)
+                        fail_msg("stream %d frame %d differs from its separate run by %d", k, got[k], d);
+                    got[k]++;
+                } else if (st != KEYER_STATUS_AGAIN) {
+                    assert_int_equal(st, KEYER_STATUS_END);
+                    assert_int_equal(got[k], N);
+                }
+                keyer_frame_destroy(&o);
             }
         }
-        for (int k = 0; k < 2; k++) {
-            keyer_frame *o = NULL;
-            keyer_frame_create(&o, NULL);
-            keyer_status st = keyer_session_receive_frame(s, id[k], o, 20000, &err);
-            if (st == KEYER_OK) {
-                assert_int_equal(o->pts, got[k]);
-                double mean;
-                int d = max_diff(o, alone[k][got[k]], &mean);
-                if (d > 1)
-                    fail_msg("stream %d frame %d differs from its separate run by %d", k, got[k], d);
-                got[k]++;
-            } else if (st != KEYER_STATUS_AGAIN) {
-                assert_int_equal(st, KEYER_STATUS_END);
-                assert_int_equal(got[k], N);
+        keyer_session_report rep;
+        keyer_session_get_report(s, &rep);
+        assert_int_equal(rep.frames_written, 2 * N);
+        assert_true(rep.batches >= 2 * N / 4);
+        assert_true(rep.batch_mean >= 1.0 && rep.batch_mean <= 4.0);
+        int refine_seen = 0;
+        for (int i = 0; i < rep.stage_count; i++)
+            if (!strcmp(rep.stages[i].name, "refine")) {
+                assert_int_equal(rep.stages[i].workers, workers);
+                assert_int_equal(rep.stages[i].frames, 2 * N);
+                refine_seen = 1;
             }
-            keyer_frame_destroy(&o);
-        }
+        assert_true(refine_seen);
+        keyer_stream_report sr;
+        assert_int_equal(keyer_session_get_stream_report(s, 1, &sr, &err), KEYER_OK);
+        assert_int_equal(sr.width, 200);
+        assert_int_equal(sr.frames_written, N);
+        assert_int_equal(keyer_session_get_stream_report(s, 2, &sr, &err),
+                         KEYER_STATUS_INVALID_ARGUMENT);
+        keyer_session_destroy(&s);
     }
-    keyer_session_report rep;
-    keyer_session_get_report(s, &rep);
-    assert_int_equal(rep.frames_written, 2 * N);
-    assert_true(rep.batches >= 2 * N / 4);
-    assert_true(rep.batch_mean >= 1.0 && rep.batch_mean <= 4.0);
-    keyer_stream_report sr;
-    assert_int_equal(keyer_session_get_stream_report(s, 1, &sr, &err), KEYER_OK);
-    assert_int_equal(sr.width, 200);
-    assert_int_equal(sr.frames_written, N);
-    assert_int_equal(keyer_session_get_stream_report(s, 2, &sr, &err),
-                     KEYER_STATUS_INVALID_ARGUMENT);
-    keyer_session_destroy(&s);
     for (int k = 0; k < 2; k++) {
         for (int i = 0; i < N; i++)
             keyer_frame_destroy(&alone[k][i]);

@@ -229,7 +229,7 @@ static const keyer_option run_options[] = {
            "of the networks on CUDA (default auto: f16 for the models that meet keyer's "
            "half-precision bounds, f32 for the others; the CPU computes in float32)"),
     CUSTOM("threads", set_in_session, "N", "CPU threads of the pixel stages (default: all cores)"),
-    TEXT("codec", codec, "NAME", "video encoder (libx264, libx265, h264_nvenc, prores_ks, ...)"),
+    TEXT("codec", codec, "NAME", "video encoder: h264/hevc (NVENC where it opens, else x264/x265), libx264, prores_ks, ..."),
     TEXT("preset", preset, "NAME", "encoder preset (medium, fast, p4, ...)"),
     {"crf", "constant quality (x264/x265/VP9 CRF, NVENC CQ)", OFF(crf), KEYER_OPTION_INT, -1, 0,
      63, NULL, NULL, NULL, "N", 0, 0u},
