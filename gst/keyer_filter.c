@@ -1015,9 +1015,11 @@ static void gst_keyer_init(GstKeyer *self)
 
 /* Session options an element with one pushed stream has no use for: max_streams (one
  * stream), live (drops by the session: QoS drops late frames here), realtime (files only),
- * trace_events and progress_interval_ms (no trace file, no progress callback). */
+ * trace_events and progress_interval_ms (no trace file, no progress callback), cuda_devices
+ * and split_gpus (several GPUs: streams placed over them, a file split over them). */
 static const char *const session_skip[] = {"max_streams", "live", "realtime", "trace_events",
-                                           "progress_interval_ms", NULL};
+                                           "progress_interval_ms", "cuda_devices", "split_gpus",
+                                           NULL};
 /* Set by the session from its own: the stream count and the stage threads. */
 static const char *const effects_skip[] = {"max_streams", "threads", NULL};
 /* The compositing mode is the element's effect (the session has a "mode" of its own). */

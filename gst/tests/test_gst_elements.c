@@ -91,7 +91,8 @@ static void run_command(const char *cmd)
 /* ---- properties ---------------------------------------------------------------------------- */
 
 static const char *const skipped_session[] = {"max_streams", "live", "realtime", "trace_events",
-                                              "progress_interval_ms", NULL};
+                                              "progress_interval_ms", "cuda_devices",
+                                              "split_gpus", NULL};
 
 static int listed(const char *const *l, const char *n)
 {

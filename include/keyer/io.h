@@ -193,6 +193,22 @@ typedef struct keyer_video_info {
     char container[64];         /**< demuxer name ("mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm") */
 } keyer_video_info;
 
+/**
+ * Plans the cut of a file into chunks of whole GOPs, as the split decode
+ * (keyer_reader_params::segments) does, for a caller that processes the chunks elsewhere (a
+ * session splitting one file over several GPUs): chunks of at least 24 frames (fewer when
+ * the file is shorter than 24 x @p parts), each starting at a keyframe of the container's
+ * index. *@p start_pts receives an array (free it with free()) of *@p count pts, in the video
+ * stream's time base (the unit of keyer_video_info::time_base and of the frames'
+ * pts), one per chunk: chunk k holds the frames with pts in [start_pts[k], start_pts[k+1])
+ * (the last one to the end); read one with keyer_reader_seek(start_pts[k]) then reads until
+ * a pts at or past the next start. Errors: INVALID_ARGUMENT, IO / BAD_DATA (cannot open, no
+ * video stream), UNSUPPORTED (not seekable, no keyframe index, fewer than two chunks),
+ * OUT_OF_MEMORY; the message names @p url.
+ */
+keyer_status keyer_reader_plan_chunks(const char *url, int parts, int64_t **start_pts,
+                                      int *count, keyer_error *err);
+
 /** Counters of a reader, for reports. */
 typedef struct keyer_reader_stats {
     int64_t frames;          /**< frames returned by keyer_reader_read() */

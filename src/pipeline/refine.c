@@ -162,7 +162,12 @@ static keyer_status refine_item(refine_worker *w, kr_item *it, keyer_error *err)
                 region.height = g->content.height * sy;
                 rp = &region;
             }
-            rs = keyer_refine_run(ref, it->stream, it->src, b->mask_frame, rp, b->alpha, err);
+            /* a jump in the stream (KEYER_FRAME_FLAG_DISCONTINUITY): no history */
+            if (it->frame->flags & KEYER_FRAME_FLAG_DISCONTINUITY)
+                rs = keyer_refine_reset(ref, it->stream, err);
+            if (!rs)
+                rs = keyer_refine_run(ref, it->stream, it->src, b->mask_frame, rp, b->alpha,
+                                      err);
         }
         if (!rs && cuda) /* composite waits for it on its own stream */
             rs = kr_item_record(it, w->stream, err);

@@ -10,6 +10,7 @@
 #include "keyer/image.h"
 #include "keyer/registry.h"
 #include "pipeline/clock.h"
+#include "pipeline/placement.h"
 #include "pipeline/session.h"
 /* ---- parameters ----------------------------------------------------------------------------- */
 
@@ -47,6 +48,12 @@ static const keyer_option session_options[] = {
         KEYER_DEVICE_AUTO, 0, 0, device_choices),
     KEYER_OPTION_FIELD("cuda_device", "CUDA device ordinal", OFF(cuda_device), KEYER_OPTION_INT, 0,
         0, 63, NULL),
+    {"cuda_devices", "several GPUs: all, or ordinals 0,2 (before cuda_device); none: one GPU",
+     OFF(cuda_devices), KEYER_OPTION_CUSTOM, 0, 0, 0, NULL, kr_set_cuda_devices, "none",
+     "all|N,N,...|none", 0, 0u},
+    KEYER_OPTION_FIELD("split_gpus",
+        "one file input over several GPUs: chunks at keyframes, written back in order",
+        OFF(split_gpus), KEYER_OPTION_BOOL, 0, 0, 1, NULL),
     KEYER_OPTION_FIELD("precision", "of the networks on CUDA (the CPU computes in float32)",
         OFF(precision), KEYER_OPTION_ENUM, KEYER_PRECISION_AUTO, 0, 0, precision_choices),
     KEYER_OPTION_FIELD("mode", "latency or throughput trade-off", OFF(mode), KEYER_OPTION_ENUM,
@@ -141,7 +148,7 @@ static void session_fail(keyer_session *s, keyer_status st, const keyer_error *e
     /* the caller gets the message from keyer_session_run() or the send/receive calls */
     if (first)
         keyer_log(s->logger, KEYER_LOG_INFO, "stopping after an error: %s", s->error.message);
-    keyer_session_cancel(s);
+    kr_engine_cancel(s);
 }
 
 /* Wakes keyer_session_run() (a file sink finished). */
@@ -175,8 +182,8 @@ static void on_report(void *opaque, kr_report what, int stream, keyer_status sta
         int expected = 0;
         if (atomic_compare_exchange_strong(&s->gpu_failed, &expected, 1))
             kr_stage_warn(&s->ctx,
-                          "GPU failure, the remaining frames are processed on the CPU: %s",
-                          err && err->message[0] ? err->message : "unknown error");
+                          "GPU failure on %s, the remaining frames are processed on the CPU: %s",
+                          s->device_name, err && err->message[0] ? err->message : "unknown error");
         break;
     }
     case KR_REPORT_SINK_DONE:
@@ -298,7 +305,7 @@ static void init_context(keyer_session *s)
     s->env.out = &s->out;
 }
 
-keyer_status keyer_session_create(const keyer_session_params *params, keyer_session **out,
+keyer_status kr_engine_create(const keyer_session_params *params, keyer_session **out,
                                   keyer_error *err)
 {
     if (!out)
@@ -331,13 +338,11 @@ keyer_status keyer_session_create(const keyer_session_params *params, keyer_sess
     }
     s->params.logger = s->logger;
     s->fail_cuda_at = -1;
-    const char *fail_env = getenv("KEYER_FAIL_CUDA_AT_FRAME");
-    if (fail_env && *fail_env) {
-        char *end = NULL;
-        long n = strtol(fail_env, &end, 10);
-        if (end && !*end && n >= 0 && n < (1L << 30))
-            s->fail_cuda_at = (int)n;
-    }
+    int fail_dev = -1, fail_at = -1;
+    /* "N": any device; "cuda:K@N": this engine only when it computes on CUDA device K */
+    if (!kr_fail_spec_parse(getenv("KEYER_FAIL_CUDA_AT_FRAME"), &fail_dev, &fail_at) &&
+        (fail_dev < 0 || fail_dev == p.cuda_device))
+        s->fail_cuda_at = fail_at;
     s->model_name = dup_or_null(p.model);
     s->background_path = dup_or_null(p.background);
     s->params.model = s->model_name;
@@ -386,11 +391,11 @@ keyer_status keyer_session_create(const keyer_session_params *params, keyer_sess
     *out = s;
     return KEYER_OK;
 fail:
-    keyer_session_destroy(&s);
+    kr_engine_destroy(&s);
     return st;
 }
 
-void keyer_session_cancel(keyer_session *s)
+void kr_engine_cancel(keyer_session *s)
 {
     if (!s)
         return;
@@ -422,12 +427,12 @@ static void stop_shared(keyer_session *s)
     kr_composite_stage_join(s->composite);
 }
 
-void keyer_session_destroy(keyer_session **sp)
+void kr_engine_destroy(keyer_session **sp)
 {
     if (!sp || !*sp)
         return;
     keyer_session *s = *sp;
-    keyer_session_cancel(s);
+    kr_engine_cancel(s);
     int n = atomic_load(&s->stream_count);
     /* Sources stop first (cancel), then the shared stages are stopped, then each stream
      * joins its threads, finalises its output and frees its pool. */
@@ -482,6 +487,25 @@ static const char *auto_model(keyer_session *s)
             return "selfie";
     }
     return "selfie-landscape";
+}
+
+const char *kr_engine_auto_model(keyer_session *s)
+{
+    return s->model_name ? s->model_name : auto_model(s);
+}
+
+keyer_status kr_engine_set_model(keyer_session *s, const char *name, keyer_error *err)
+{
+    if (s->started)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "session: the model cannot change once the stages run");
+    char *copy = dup_or_null(name);
+    if (name && !copy)
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
+    free(s->model_name);
+    s->model_name = copy;
+    s->params.model = copy;
+    return KEYER_OK;
 }
 
 /* The model stages, in the order items pass them: the detector first, the face mesh, then the
@@ -921,7 +945,7 @@ static void wait_for_sinks(keyer_session *s, int n)
     report_progress(s, t0);
 }
 
-keyer_status keyer_session_run(keyer_session *s, keyer_error *err)
+keyer_status kr_engine_run(keyer_session *s, keyer_error *err)
 {
     if (!s)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "keyer_session_run: NULL");
@@ -986,7 +1010,7 @@ static void stream_publish(keyer_session *s, kr_stream *st)
     atomic_store(&s->stream_count, st->id + 1);
 }
 
-keyer_status keyer_session_add_file(keyer_session *s, const keyer_file_stream_params *params,
+keyer_status kr_engine_add_file(keyer_session *s, const keyer_file_stream_params *params,
                                     int *stream_id, keyer_error *err)
 {
     if (!s || !params || !params->input)
@@ -1024,7 +1048,7 @@ keyer_status keyer_session_add_file(keyer_session *s, const keyer_file_stream_pa
     return KEYER_OK;
 }
 
-keyer_status keyer_session_open_stream(keyer_session *s, const keyer_stream_params *params,
+keyer_status kr_engine_open_stream(keyer_session *s, const keyer_stream_params *params,
                                        int *stream_id, keyer_error *err)
 {
     if (!s || !params)
@@ -1064,7 +1088,7 @@ static kr_stream *pushed_stream(keyer_session *s, int id, keyer_error *err, cons
     return st;
 }
 
-keyer_status keyer_session_send_frame(keyer_session *s, int stream_id, const keyer_frame *frame,
+keyer_status kr_engine_send_frame(keyer_session *s, int stream_id, const keyer_frame *frame,
                                       keyer_error *err)
 {
     kr_stream *st = pushed_stream(s, stream_id, err, "keyer_session_send_frame");
@@ -1073,7 +1097,7 @@ keyer_status keyer_session_send_frame(keyer_session *s, int stream_id, const key
     return kr_stream_send(st, frame, err);
 }
 
-keyer_status keyer_session_receive_frame(keyer_session *s, int stream_id, keyer_frame *out,
+keyer_status kr_engine_receive_frame(keyer_session *s, int stream_id, keyer_frame *out,
                                          int64_t timeout_us, keyer_error *err)
 {
     kr_stream *st = pushed_stream(s, stream_id, err, "keyer_session_receive_frame");
@@ -1082,7 +1106,7 @@ keyer_status keyer_session_receive_frame(keyer_session *s, int stream_id, keyer_
     return kr_sink_receive(st, out, timeout_us, err);
 }
 
-keyer_status keyer_session_close_stream(keyer_session *s, int stream_id, keyer_error *err)
+keyer_status kr_engine_close_stream(keyer_session *s, int stream_id, keyer_error *err)
 {
     kr_stream *st = pushed_stream(s, stream_id, err, "keyer_session_close_stream");
     if (!st)
@@ -1090,7 +1114,7 @@ keyer_status keyer_session_close_stream(keyer_session *s, int stream_id, keyer_e
     return kr_stream_close(st, err);
 }
 
-keyer_status keyer_session_stream_status(keyer_session *s, int stream_id, keyer_error *err)
+keyer_status kr_engine_stream_status(keyer_session *s, int stream_id, keyer_error *err)
 {
     if (!s || stream_id < 0 || stream_id >= atomic_load(&s->stream_count) ||
         !s->streams[stream_id])

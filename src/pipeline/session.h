@@ -1,7 +1,12 @@
 /*
  * The keying session's state (internal, prefix kr_), shared by session.c (parameters, set-up,
- * the stages, running, the public stream calls) and report.c (reports and statistics files).
+ * the stages, running, the stream calls) and report.c (reports).
  * No stage sees it: stages get a kr_stage_ctx (stage.h), streams a kr_stream_env (stream.h).
+ *
+ * One such object is an *engine*: the whole pipeline on one device. The public keyer_session
+ * functions (engines.c) forward to the kr_engine_* functions below for a session on one
+ * device; a session over several GPUs is an engine that never starts and holds the engines
+ * of its GPUs in @c group (engines.c owns it; nothing here touches it).
  *
  * Topology (one row per thread kind):
  *
@@ -100,6 +105,53 @@ struct keyer_session {
     pthread_mutex_t err_lock;
     keyer_status status;
     keyer_error error;
+
+    /* several GPUs: their engines (engines.c); NULL for a session on one device */
+    struct kr_engines *group;
 };
+
+/* The engine's calls: each is the public keyer_session_* function of the same name for a
+ * session on one device (documented in keyer/pipeline.h), on one engine. */
+keyer_status kr_engine_create(const keyer_session_params *params, keyer_session **out,
+                              keyer_error *err);
+void kr_engine_destroy(keyer_session **session);
+void kr_engine_cancel(keyer_session *session);
+keyer_status kr_engine_add_file(keyer_session *session, const keyer_file_stream_params *params,
+                                int *stream_id, keyer_error *err);
+keyer_status kr_engine_run(keyer_session *session, keyer_error *err);
+keyer_status kr_engine_stream_status(keyer_session *session, int stream_id, keyer_error *err);
+keyer_status kr_engine_open_stream(keyer_session *session, const keyer_stream_params *params,
+                                   int *stream_id, keyer_error *err);
+keyer_status kr_engine_send_frame(keyer_session *session, int stream_id,
+                                  const keyer_frame *frame, keyer_error *err);
+keyer_status kr_engine_receive_frame(keyer_session *session, int stream_id, keyer_frame *out,
+                                     int64_t timeout_us, keyer_error *err);
+keyer_status kr_engine_close_stream(keyer_session *session, int stream_id, keyer_error *err);
+void kr_engine_get_report(keyer_session *session, keyer_session_report *out);
+int kr_engine_stream_count(const keyer_session *session);
+keyer_status kr_engine_get_stream_report(keyer_session *session, int stream_id,
+                                         keyer_stream_report *out, keyer_error *err);
+keyer_status kr_engine_write_trace(keyer_session *session, const char *path, keyer_error *err);
+
+/**
+ * The report of @p count engines together (report.c): frames, batches and warnings summed,
+ * latency and stage histograms merged, the wall time from the first engine's start to the
+ * last frame of any, the device "cuda:0 + cuda:1" (each engine's, with its GPU failure),
+ * model and batch of the first engine. keyer_session_get_report() of one engine is this with
+ * @p count 1.
+ */
+void kr_engines_get_report(keyer_session *const *engines, int count, keyer_session_report *out);
+
+/**
+ * The keying model an engine would choose by aspect ratio from its streams so far (its own
+ * params.model when set): "selfie" or "selfie-landscape".
+ */
+const char *kr_engine_auto_model(keyer_session *session);
+
+/**
+ * Sets the keying model of an engine that has not started (several GPUs choose one model
+ * for all). Errors: INVALID_ARGUMENT (already started), OUT_OF_MEMORY.
+ */
+keyer_status kr_engine_set_model(keyer_session *session, const char *name, keyer_error *err);
 
 #endif

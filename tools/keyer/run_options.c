@@ -91,11 +91,13 @@ static keyer_status set_device(const keyer_option *o, void *obj, const char *val
     run_opts *r = obj;
     keyer_device_kind kind;
     int ordinal;
-    keyer_status st = keyer_device_parse(value, &kind, &ordinal, err);
+    uint64_t devices;
+    keyer_status st = keyer_device_parse_list(value, &kind, &ordinal, &devices, err);
     if (st)
         return st;
     r->sp.device = kind;
     r->sp.cuda_device = ordinal;
+    r->sp.cuda_devices = devices;
     return KEYER_OK;
 }
 
@@ -215,7 +217,11 @@ static const keyer_option run_options[] = {
          "boxes,ids,skeleton)"),
     TEXT("export", export_path, "FILE.jsonl",
          "with --detect: one JSON object per frame (docs/cli.md)"),
-    CUSTOM("device", set_device, "auto|cpu|cuda[:N]", "where to compute (default auto)"),
+    CUSTOM("device", set_device, "auto|cpu|cuda[:N]|cuda:all|cuda:N,M",
+           "where to compute (default auto); several GPUs: streams placed by load"),
+    {"split_gpus", "with several GPUs and one input: split it at keyframes over the GPUs "
+     "(video only, written back in order)", OFF(sp.split_gpus), KEYER_OPTION_BOOL, 0, 0, 1, NULL,
+     NULL, NULL, NULL, 0, OPT},
     CUSTOM("mode", set_in_session, "throughput|latency",
            "large batches for files, or batch 1 for live use"),
     CUSTOM("batch", set_in_session, "N", "frames per inference (default: 1 on the CPU, 16 on CUDA)"),
