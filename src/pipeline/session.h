@@ -154,4 +154,12 @@ const char *kr_engine_auto_model(keyer_session *session);
  */
 keyer_status kr_engine_set_model(keyer_session *session, const char *name, keyer_error *err);
 
+/**
+ * Starts an engine's shared stages once its streams are known (engine_start.c): loads its
+ * models, chooses its device (CUDA, else the CPU when AUTO), fixes batches, queues and
+ * workers, fills the streams' environment and starts the stages' threads. Does nothing when
+ * already started. Errors: those of loading the models, the device and the stages.
+ */
+keyer_status kr_engine_start(keyer_session *session, keyer_error *err);
+
 #endif
