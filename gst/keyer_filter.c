@@ -26,7 +26,11 @@
 
 #include "keyer/pipeline.h"
 #include "option_props.h"
+#include "session_group.h"
 #include "video_frames.h"
+#ifdef KEYER_GST_CUDA
+#include "cuda_memory.h"
+#endif
 
 GST_DEBUG_CATEGORY_STATIC(keyer_debug);
 #define GST_CAT_DEFAULT keyer_debug
@@ -54,15 +58,24 @@ typedef struct _GstKeyer {
     keyer_session_params params;
     gchar *model;
     gchar *background;
+    gchar *session_group; /* NULL: a session of its own */
     gchar **owned; /* copies of generated string properties, one slot per property */
+    guint64 settings_serial; /* counts property changes */
     keyer_logger logger;
 
     /* streaming */
-    keyer_session *session;
+    kg_group *group;        /* the shared session's group, or NULL */
+    keyer_session *session; /* the element's own, or the group's (borrowed) */
     int stream_id; /* -1: no stream open */
     GstVideoInfo in_info, out_info;
     gboolean swap_in;
     keyer_frame *staging; /* BGRx input as RGBA */
+    keyer_frame *host_out; /* BGRx output of a GPU session, on its way down */
+    gboolean cuda_in, cuda_out; /* the caps' memory is CUDA memory */
+    gboolean warned_foreign;    /* CUDA memory of another context was reported */
+#ifdef KEYER_GST_CUDA
+    kg_cuda *cuda; /* keyer's CUDA context wrapped for GStreamer (READY and up), or NULL */
+#endif
     keyer_frame *received; /* the frame being received */
     GstBuffer *ready[READY_MAX];
     int ready_head, ready_count;
@@ -71,6 +84,13 @@ typedef struct _GstKeyer {
     int64_t seq;
     guint64 processed, dropped;
     gint64 latency_window_max, latency_window_frames; /* microseconds, frames */
+    /* the element's own session has had no stream yet and was made from the settings of
+     * this serial (the one made at start serves the first stream when nothing changed) */
+    gboolean session_unused;
+    guint64 session_serial;
+    /* this stream's rate: frames out, the first frame's arrival and the last push (monotonic
+     * microseconds), logged at its end (gst/bench.sh reads it) */
+    gint64 stream_frames, stream_first_in, stream_last_out;
 
     /* latency and QoS (object lock) */
     GstClockTime reported_latency;
@@ -84,17 +104,26 @@ typedef struct _GstKeyerClass {
 
 G_DEFINE_TYPE(GstKeyer, gst_keyer, GST_TYPE_VIDEO_FILTER)
 
-enum { PROP_0, PROP_MODEL, PROP_BACKGROUND, PROP_GENERATED };
+enum { PROP_0, PROP_MODEL, PROP_BACKGROUND, PROP_SESSION_GROUP, PROP_SESSION_SHARED_BY,
+       PROP_GENERATED };
 
 enum { TARGET_SESSION, TARGET_REFINE, TARGET_COMPOSITE };
 
+/* GStreamer's CUDA memory (cuda_memory.h) */
+#define CUDA_FEATURE "memory:CUDAMemory"
+#ifdef KEYER_GST_CUDA
+#define CUDA_CAPS GST_VIDEO_CAPS_MAKE_WITH_FEATURES(CUDA_FEATURE, KG_CUDA_FORMATS) "; "
+#else
+#define CUDA_CAPS
+#endif
+
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
     "sink", GST_PAD_SINK, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE(KG_VIDEO_FORMATS)));
+    GST_STATIC_CAPS(CUDA_CAPS GST_VIDEO_CAPS_MAKE(KG_VIDEO_FORMATS)));
 
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
     "src", GST_PAD_SRC, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE("{ NV12, I420, RGBA, BGRx, RGB, GRAY8 }")));
+    GST_STATIC_CAPS(CUDA_CAPS GST_VIDEO_CAPS_MAKE("{ NV12, I420, RGBA, BGRx, RGB, GRAY8 }")));
 
 /* ---- settings -------------------------------------------------------------------------- */
 
@@ -116,6 +145,7 @@ static void gst_keyer_set_property(GObject *object, guint id, const GValue *valu
     GstKeyer *self = (GstKeyer *)object;
     GstKeyerClass *klass = G_TYPE_INSTANCE_GET_CLASS(object, GST_TYPE_KEYER, GstKeyerClass);
     GST_OBJECT_LOCK(self);
+    self->settings_serial++;
     switch (id) {
     case PROP_MODEL:
         g_free(self->model);
@@ -124,6 +154,10 @@ static void gst_keyer_set_property(GObject *object, guint id, const GValue *valu
     case PROP_BACKGROUND:
         g_free(self->background);
         self->background = g_value_dup_string(value);
+        break;
+    case PROP_SESSION_GROUP:
+        g_free(self->session_group);
+        self->session_group = g_value_dup_string(value);
         break;
     default: {
         const kg_prop *p = kg_props_find(&klass->props, id);
@@ -153,6 +187,12 @@ static void gst_keyer_get_property(GObject *object, guint id, GValue *value, GPa
     case PROP_BACKGROUND:
         g_value_set_string(value, self->background);
         break;
+    case PROP_SESSION_GROUP:
+        g_value_set_string(value, self->session_group);
+        break;
+    case PROP_SESSION_SHARED_BY: /* self->group and self->session change under the lock */
+        g_value_set_int(value, self->group ? kg_group_members(self->group) : self->session ? 1 : 0);
+        break;
     default: {
         const kg_prop *p = kg_props_find(&klass->props, id);
         if (p)
@@ -179,13 +219,16 @@ static void log_to_gst(void *opaque, keyer_log_level level, const char *message)
 
 /* ---- the session ------------------------------------------------------------------------ */
 
-/* Creates the session from the settings. FALSE after posting an error. */
+/* Creates the session from the settings, or joins the session group. FALSE after posting an
+ * error. */
 static gboolean session_create(GstKeyer *self)
 {
     keyer_error err = {0};
     GST_OBJECT_LOCK(self);
     keyer_session_params sp = self->params;
     gchar *model = g_strdup(self->model), *background = g_strdup(self->background);
+    gchar *group = g_strdup(self->session_group);
+    guint64 serial = self->settings_serial;
     GST_OBJECT_UNLOCK(self);
     sp.model = model;
     sp.background = background;
@@ -195,15 +238,47 @@ static gboolean session_create(GstKeyer *self)
                          : threshold >= GST_LEVEL_WARNING ? KEYER_LOG_WARNING
                                                           : KEYER_LOG_ERROR;
     sp.logger = &self->logger;
-    keyer_status st = keyer_session_create(&sp, &self->session, &err);
+    keyer_status st = KEYER_OK;
+    keyer_session *session = NULL;
+    kg_group *joined = NULL;
+    if (group && group[0]) {
+        static const char *const skip[] = {"name", "parent", "qos", "session-group",
+                                           "session-shared-by", NULL};
+        gchar *settings = kg_settings_text(G_OBJECT(self), skip);
+        joined = kg_group_join(group, &sp, settings, &err);
+        g_free(settings);
+        if (joined)
+            session = kg_group_session(joined);
+        else
+            st = err.status ? err.status : KEYER_STATUS_INVALID_ARGUMENT;
+    } else {
+        st = keyer_session_create(&sp, &session, &err);
+    }
+    GST_OBJECT_LOCK(self);
+    self->group = joined;
+    self->session = session;
+    GST_OBJECT_UNLOCK(self);
+    self->session_unused = session != NULL;
+    self->session_serial = serial;
     g_free(model); /* the session copied its strings */
     g_free(background);
+    g_free(group);
     if (st) {
         GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("keyer: %s", err.message),
                           ("keyer_session_create failed (%s)", keyer_status_name(st)));
         return FALSE;
     }
     return TRUE;
+}
+
+/* Destroys the element's own session (not a group's). */
+static void session_destroy_own(GstKeyer *self)
+{
+    GST_OBJECT_LOCK(self);
+    keyer_session *s = self->session;
+    self->session = NULL;
+    GST_OBJECT_UNLOCK(self);
+    keyer_session_destroy(&s);
 }
 
 static void pending_clear(GstKeyer *self)
@@ -215,10 +290,25 @@ static void pending_clear(GstKeyer *self)
     self->pending_head = self->pending_count = 0;
 }
 
-/* Frees the session and whatever was in flight (a flush, stop). */
+/* Frees the session and whatever was in flight (a flush, stop). A member of a session group
+ * keeps the group's session: its stream is closed and what it still holds is received and
+ * dropped (the session's stages must not wait on a stream nobody reads). */
 static void session_discard(GstKeyer *self)
 {
-    keyer_session_destroy(&self->session);
+    if (self->group) {
+        if (self->stream_id >= 0 && self->received) {
+            keyer_error err = {0};
+            keyer_status st = kg_group_close_stream(self->group, self->stream_id, &err);
+            while (st == KEYER_OK) {
+                st = keyer_session_receive_frame(self->session, self->stream_id, self->received,
+                                                 -1, &err);
+                if (st == KEYER_OK)
+                    keyer_frame_unref(self->received);
+            }
+        }
+    } else {
+        session_destroy_own(self);
+    }
     self->stream_id = -1;
     for (int i = 0; i < self->ready_count; i++)
         gst_buffer_unref(self->ready[(self->ready_head + i) % READY_MAX]);
@@ -231,20 +321,34 @@ static void session_discard(GstKeyer *self)
 static gboolean stream_open(GstKeyer *self)
 {
     keyer_error err = {0};
-    /* a fresh session from the settings as they are now (the one made at start only checked
-     * them: properties set since then take effect here) */
-    keyer_session_destroy(&self->session);
-    if (!session_create(self))
-        return FALSE;
+    /* a fresh session from the settings as they are now: the one made at start serves the
+     * first stream when no property changed since (start-up costs once), else properties set
+     * since then take effect here; a group's session is the group's */
+    GST_OBJECT_LOCK(self);
+    gboolean reuse = self->session && self->session_unused &&
+                     self->session_serial == self->settings_serial;
+    GST_OBJECT_UNLOCK(self);
+    if (!self->group && !reuse) {
+        session_destroy_own(self);
+        if (!session_create(self))
+            return FALSE;
+    }
+    self->session_unused = FALSE;
+    self->stream_frames = self->stream_first_in = self->stream_last_out = 0;
     gboolean swap;
     keyer_stream_params stp = keyer_stream_params_defaults();
     stp.width = GST_VIDEO_INFO_WIDTH(&self->in_info);
     stp.height = GST_VIDEO_INFO_HEIGHT(&self->in_info);
     stp.format = kg_keyer_format(GST_VIDEO_INFO_FORMAT(&self->in_info), &swap);
+    stp.memory = self->cuda_in ? KEYER_MEMORY_CUDA : KEYER_MEMORY_HOST;
     if (GST_VIDEO_INFO_FPS_N(&self->in_info) > 0 && GST_VIDEO_INFO_FPS_D(&self->in_info) > 0)
         stp.frame_rate = (keyer_rational){GST_VIDEO_INFO_FPS_N(&self->in_info),
                                           GST_VIDEO_INFO_FPS_D(&self->in_info)};
-    if (keyer_session_open_stream(self->session, &stp, &self->stream_id, &err)) {
+    keyer_status st = self->group ? kg_group_open_stream(self->group, &stp, &self->stream_id,
+                                                         &err)
+                                  : keyer_session_open_stream(self->session, &stp,
+                                                              &self->stream_id, &err);
+    if (st) {
         GST_ELEMENT_ERROR(self, LIBRARY, INIT, ("keyer: %s", err.message), (NULL));
         self->stream_id = -1;
         return FALSE;
@@ -339,19 +443,24 @@ static GstFlowReturn make_output(GstKeyer *self, keyer_frame *kf, GstBuffer **ou
         return ret != GST_FLOW_OK ? ret : GST_FLOW_ERROR;
     }
     GstVideoFrame vf;
-    gboolean ok = gst_video_frame_map(&vf, &self->out_info, buf, GST_MAP_WRITE);
+    char why[256] = "cannot map the output buffer";
+    gboolean ok;
+#ifdef KEYER_GST_CUDA
+    if (self->cuda_out)
+        ok = kg_cuda_frame_map(&vf, &self->out_info, buf, GST_MAP_WRITE);
+    else
+#endif
+        ok = gst_video_frame_map(&vf, &self->out_info, buf, GST_MAP_WRITE);
     if (ok) {
-        ok = kg_frame_copy_out(kf, &vf);
+        ok = kg_frame_copy_out(kf, &vf, self->cuda_out, self->host_out, why, sizeof(why));
         gst_video_frame_unmap(&vf);
     }
-    keyer_pixel_format kformat = kf->format;
     keyer_frame_unref(kf); /* the session may reuse its memory now */
     if (!ok) {
         gst_buffer_unref(buf);
         gst_clear_buffer(&p.metas);
         GST_ELEMENT_ERROR(self, STREAM, FAILED, ("keyer: cannot write the output frame"),
-                          ("a %s frame into %s", keyer_pixel_format_name(kformat),
-                           GST_VIDEO_INFO_NAME(&self->out_info)));
+                          ("%s", why));
         return GST_FLOW_ERROR;
     }
     if (p.metas) {
@@ -365,6 +474,8 @@ static GstFlowReturn make_output(GstKeyer *self, keyer_frame *kf, GstBuffer **ou
     GST_BUFFER_OFFSET_END(buf) = p.offset_end;
     GST_BUFFER_FLAGS(buf) = p.flags;
     self->processed++;
+    self->stream_frames++;
+    self->stream_last_out = g_get_monotonic_time();
     note_latency(self, g_get_monotonic_time() - p.arrival);
     *out = buf;
     return GST_FLOW_OK;
@@ -377,7 +488,9 @@ static GstFlowReturn drain(GstKeyer *self)
         return GST_FLOW_OK;
     keyer_error err = {0};
     GstFlowReturn ret = GST_FLOW_OK;
-    keyer_status st = keyer_session_close_stream(self->session, self->stream_id, &err);
+    keyer_status st = self->group ? kg_group_close_stream(self->group, self->stream_id, &err)
+                                  : keyer_session_close_stream(self->session, self->stream_id,
+                                                               &err);
     while (st == KEYER_OK && ret == GST_FLOW_OK) {
         GstBuffer *buf = NULL;
         if (self->ready_count) {
@@ -396,6 +509,13 @@ static GstFlowReturn drain(GstKeyer *self)
     if (st != KEYER_OK && st != KEYER_STATUS_END) {
         GST_ELEMENT_ERROR(self, STREAM, FAILED, ("keyer: %s", err.message), (NULL));
         ret = GST_FLOW_ERROR;
+    }
+    if (self->stream_frames > 1 && self->stream_last_out > self->stream_first_in) {
+        double secs = (double)(self->stream_last_out - self->stream_first_in) / 1e6;
+        GST_INFO_OBJECT(self,
+                        "stream rate: %" G_GINT64_FORMAT " frames in %.3f s from the first "
+                        "frame in to the last out: %.2f frames/s",
+                        self->stream_frames, secs, (double)self->stream_frames / secs);
     }
     session_discard(self); /* the next stream gets a fresh session */
     return ret;
@@ -419,6 +539,8 @@ static gboolean gst_keyer_start(GstBaseTransform *trans)
         goto fail;
     if (!self->staging && keyer_frame_create(&self->staging, &err))
         goto fail;
+    if (!self->host_out && keyer_frame_create(&self->host_out, &err))
+        goto fail;
     return session_create(self);
 fail:
     GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("keyer: %s", err.message), (NULL));
@@ -429,8 +551,15 @@ static gboolean gst_keyer_stop(GstBaseTransform *trans)
 {
     GstKeyer *self = (GstKeyer *)trans;
     session_discard(self);
+    GST_OBJECT_LOCK(self);
+    kg_group *g = self->group;
+    self->group = NULL;
+    self->session = NULL;
+    GST_OBJECT_UNLOCK(self);
+    kg_group_leave(&g);
     keyer_frame_destroy(&self->received);
     keyer_frame_destroy(&self->staging);
+    keyer_frame_destroy(&self->host_out);
     g_free(self->pending);
     self->pending = NULL;
     self->pending_cap = 0;
@@ -458,6 +587,30 @@ static GstCaps *gst_keyer_transform_caps(GstBaseTransform *trans, GstPadDirectio
                 gst_structure_set(s, "format", G_TYPE_STRING, out_format, NULL);
         }
     }
+    /* either memory on the other side when the element has a CUDA context, system memory
+     * only when it has none; the memory of this side first (no transfer: the cheapest path),
+     * so CUDA memory in gives CUDA memory out where the next element takes it */
+    GstCaps *both = gst_caps_new_empty();
+    for (guint i = 0; i < gst_caps_get_size(res); i++) {
+        gboolean cuda_first = FALSE, with_cuda = FALSE;
+#ifdef KEYER_GST_CUDA
+        GstCapsFeatures *f = gst_caps_get_features(res, i);
+        with_cuda = self->cuda != NULL;
+        cuda_first = with_cuda && f && gst_caps_features_contains(f, KG_CAPS_FEATURE_CUDA);
+#endif
+        for (int k = 0; k < 2; k++) {
+            gboolean cuda = (k == 0) == cuda_first;
+            if (cuda && !with_cuda)
+                continue;
+            GstStructure *c = gst_structure_copy(gst_caps_get_structure(res, i));
+            /* no features: system memory */
+            gst_caps_append_structure_full(both, c,
+                                           cuda ? gst_caps_features_new(CUDA_FEATURE, NULL)
+                                                : NULL);
+        }
+    }
+    gst_caps_unref(res);
+    res = both; /* not simplified: that would lose the order */
     /* the other pad's template: a mode changing the format accepts any input format */
     GstPad *other = direction == GST_PAD_SINK ? GST_BASE_TRANSFORM_SRC_PAD(trans)
                                               : GST_BASE_TRANSFORM_SINK_PAD(trans);
@@ -494,6 +647,13 @@ static gboolean gst_keyer_set_info(GstVideoFilter *filter, GstCaps *incaps, GstV
     self->in_info = *in_info;
     self->out_info = *out_info;
     self->swap_in = swap;
+    self->cuda_in = self->cuda_out = FALSE;
+#ifdef KEYER_GST_CUDA
+    self->cuda_in = kg_caps_are_cuda(incaps) && self->cuda;
+    self->cuda_out = kg_caps_are_cuda(outcaps) && self->cuda;
+    if ((kg_caps_are_cuda(incaps) || kg_caps_are_cuda(outcaps)) && !self->cuda)
+        return FALSE;
+#endif
     if (swap) {
         keyer_error err = {0};
         if (keyer_frame_alloc(self->staging, KEYER_PIXEL_FORMAT_RGBA, GST_VIDEO_INFO_WIDTH(in_info),
@@ -554,6 +714,11 @@ static gboolean gst_keyer_query(GstBaseTransform *trans, GstPadDirection directi
                                 GstQuery *query)
 {
     GstKeyer *self = (GstKeyer *)trans;
+#ifdef KEYER_GST_CUDA
+    if (GST_QUERY_TYPE(query) == GST_QUERY_CONTEXT &&
+        kg_cuda_handle_context_query(self->cuda, GST_ELEMENT(self), query))
+        return TRUE;
+#endif
     gboolean ok = GST_BASE_TRANSFORM_CLASS(gst_keyer_parent_class)->query(trans, direction, query);
     if (ok && direction == GST_PAD_SRC && GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
         gboolean live;
@@ -621,19 +786,44 @@ static GstFlowReturn gst_keyer_submit_input_buffer(GstBaseTransform *trans, gboo
         return GST_FLOW_ERROR;
     }
     GstVideoFrame vf;
-    if (!gst_video_frame_map(&vf, &self->in_info, buf, GST_MAP_READ)) {
+    gboolean mapped;
+#ifdef KEYER_GST_CUDA
+    /* CUDA memory of keyer's context is read where it is; of another context (an element
+     * that made its own), through host memory (GstCudaMemory downloads it when mapped) */
+    gboolean on_device = self->cuda_in && kg_cuda_buffer_is_ours(self->cuda, buf);
+    if (self->cuda_in && !on_device && !self->warned_foreign) {
+        GST_ELEMENT_WARNING(self, STREAM, FORMAT,
+                            ("keyer: CUDA memory of another CUDA context is read through host "
+                             "memory (one download per frame)"),
+                            ("the upstream element did not take keyer's context"));
+        self->warned_foreign = TRUE;
+    }
+    if (on_device)
+        mapped = kg_cuda_frame_map(&vf, &self->in_info, buf, GST_MAP_READ);
+    else
+#endif
+        mapped = gst_video_frame_map(&vf, &self->in_info, buf, GST_MAP_READ);
+    if (!mapped) {
         gst_buffer_unref(buf);
         GST_ELEMENT_ERROR(self, STREAM, FAILED, ("keyer: cannot map the input frame"), (NULL));
         return GST_FLOW_ERROR;
     }
     keyer_frame view;
     kg_frame_view(&vf, &view);
+#ifdef KEYER_GST_CUDA
+    if (on_device) { /* device pointers of keyer's device: copied by the session */
+        view.memory = KEYER_MEMORY_CUDA;
+        view.device = kg_cuda_device(self->cuda);
+    }
+#endif
     if (self->swap_in) {
         kg_swap_rb(&view, self->staging);
         view = *self->staging;
         memset(view.buf, 0, sizeof(view.buf)); /* sent without buffers: copied */
     }
     view.pts = self->seq;
+    if (!self->stream_first_in)
+        self->stream_first_in = g_get_monotonic_time();
     pending_frame p = {self->seq,
                        GST_BUFFER_PTS(buf),
                        GST_BUFFER_DTS(buf),
@@ -714,6 +904,78 @@ static GstFlowReturn gst_keyer_generate_output(GstBaseTransform *trans, GstBuffe
     return make_output(self, kf, out);
 }
 
+#ifdef KEYER_GST_CUDA
+/* CUDA memory out: a CUDA buffer pool of keyer's context (the downstream element's proposal
+ * is taken when it is one; its memory must be in keyer's context to be written there). */
+static gboolean gst_keyer_decide_allocation(GstBaseTransform *trans, GstQuery *query)
+{
+    GstKeyer *self = (GstKeyer *)trans;
+    GstCaps *caps = NULL;
+    gst_query_parse_allocation(query, &caps, NULL);
+    if (!caps || !kg_caps_are_cuda(caps) || !self->cuda)
+        return GST_BASE_TRANSFORM_CLASS(gst_keyer_parent_class)->decide_allocation(trans, query);
+    if (kg_cuda_decide_allocation(self->cuda, caps, query))
+        return TRUE;
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("keyer: cannot make a CUDA buffer pool"),
+                      ("caps %" GST_PTR_FORMAT, (void *)caps));
+    return FALSE;
+}
+
+/* CUDA memory in: upstream is offered a CUDA pool of keyer's context */
+static gboolean gst_keyer_propose_allocation(GstBaseTransform *trans, GstQuery *decide_query,
+                                             GstQuery *query)
+{
+    GstKeyer *self = (GstKeyer *)trans;
+    GstCaps *caps = NULL;
+    gboolean need_pool = FALSE;
+    gst_query_parse_allocation(query, &caps, &need_pool);
+    if (!caps || !kg_caps_are_cuda(caps) || !self->cuda)
+        return GST_BASE_TRANSFORM_CLASS(gst_keyer_parent_class)
+            ->propose_allocation(trans, decide_query, query);
+    GstVideoInfo info;
+    if (!gst_video_info_from_caps(&info, caps))
+        return FALSE;
+    if (need_pool) {
+        GstBufferPool *pool =
+            kg_cuda_pool_new(self->cuda, caps, (guint)GST_VIDEO_INFO_SIZE(&info), 2);
+        if (!pool)
+            return FALSE;
+        GstStructure *config = gst_buffer_pool_get_config(pool);
+        guint size = 0;
+        gst_buffer_pool_config_get_params(config, NULL, &size, NULL, NULL);
+        gst_structure_free(config);
+        gst_query_add_allocation_pool(query, pool, size, 2, 0);
+        gst_object_unref(pool);
+    }
+    gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, NULL);
+    return TRUE;
+}
+
+/* keyer's CUDA context exists from READY on, so that the neighbours opening in NULL->READY
+ * (decoders, uploaders, encoders) find it through the context query */
+static GstStateChangeReturn gst_keyer_change_state(GstElement *element, GstStateChange transition)
+{
+    GstKeyer *self = (GstKeyer *)element;
+    if (transition == GST_STATE_CHANGE_NULL_TO_READY && !self->cuda) {
+        GST_OBJECT_LOCK(self);
+        keyer_device_kind device = self->params.device;
+        int ordinal = self->params.cuda_device;
+        GST_OBJECT_UNLOCK(self);
+        if (device != KEYER_DEVICE_CPU) {
+            char why[256] = "";
+            self->cuda = kg_cuda_create(ordinal, why, sizeof(why));
+            if (!self->cuda)
+                GST_INFO_OBJECT(self, "no CUDA memory: %s", why);
+        }
+    }
+    GstStateChangeReturn ret =
+        GST_ELEMENT_CLASS(gst_keyer_parent_class)->change_state(element, transition);
+    if (transition == GST_STATE_CHANGE_READY_TO_NULL)
+        kg_cuda_destroy(&self->cuda);
+    return ret;
+}
+#endif
+
 /* ---- GObject ------------------------------------------------------------------------------ */
 
 static void gst_keyer_finalize(GObject *object)
@@ -721,11 +983,18 @@ static void gst_keyer_finalize(GObject *object)
     GstKeyer *self = (GstKeyer *)object;
     GstKeyerClass *klass = G_TYPE_INSTANCE_GET_CLASS(object, GST_TYPE_KEYER, GstKeyerClass);
     session_discard(self);
+    kg_group_leave(&self->group);
+    self->session = NULL;
     keyer_frame_destroy(&self->received);
     keyer_frame_destroy(&self->staging);
+    keyer_frame_destroy(&self->host_out);
+#ifdef KEYER_GST_CUDA
+    kg_cuda_destroy(&self->cuda);
+#endif
     g_free(self->pending);
     g_free(self->model);
     g_free(self->background);
+    g_free(self->session_group);
     for (guint i = 0; i < klass->props.count; i++)
         g_free(self->owned[i]);
     g_free(self->owned);
@@ -746,9 +1015,11 @@ static void gst_keyer_init(GstKeyer *self)
 
 /* Session options an element with one pushed stream has no use for: max_streams (one
  * stream), live (drops by the session: QoS drops late frames here), realtime (files only),
- * trace_events and progress_interval_ms (no trace file, no progress callback). */
+ * trace_events and progress_interval_ms (no trace file, no progress callback), cuda_devices
+ * and split_gpus (several GPUs: streams placed over them, a file split over them). */
 static const char *const session_skip[] = {"max_streams", "live", "realtime", "trace_events",
-                                           "progress_interval_ms", NULL};
+                                           "progress_interval_ms", "cuda_devices", "split_gpus",
+                                           NULL};
 /* Set by the session from its own: the stream count and the stage threads. */
 static const char *const effects_skip[] = {"max_streams", "threads", NULL};
 /* The compositing mode is the element's effect (the session has a "mode" of its own). */
@@ -777,6 +1048,20 @@ static void gst_keyer_class_init(GstKeyerClass *klass)
         g_param_spec_string("background", "background",
                             "picture or video replacing the background with effect=image",
                             NULL, flags));
+    g_object_class_install_property(
+        gobject_class, PROP_SESSION_GROUP,
+        g_param_spec_string("session-group", "session group",
+                            "name of a session shared with the other keyer elements of this "
+                            "process that give the same name: each is one stream of it, their "
+                            "frames batched together (all of them need the same other "
+                            "properties); unset: a session of its own",
+                            NULL, flags));
+    g_object_class_install_property(
+        gobject_class, PROP_SESSION_SHARED_BY,
+        g_param_spec_int("session-shared-by", "session shared by",
+                         "elements using this element's session now: 1 for a session of its "
+                         "own, the members of its session group, 0 while stopped",
+                         0, G_MAXINT, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
     const kg_prop_table tables[] = {
         {keyer_session_options(), TARGET_SESSION, "Session", session_skip, NULL},
         {keyer_refine_options(), TARGET_REFINE, "Refine", effects_skip, NULL},
@@ -803,6 +1088,11 @@ static void gst_keyer_class_init(GstKeyerClass *klass)
     trans_class->generate_output = GST_DEBUG_FUNCPTR(gst_keyer_generate_output);
     trans_class->passthrough_on_same_caps = FALSE;
     filter_class->set_info = GST_DEBUG_FUNCPTR(gst_keyer_set_info);
+#ifdef KEYER_GST_CUDA
+    trans_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_keyer_decide_allocation);
+    trans_class->propose_allocation = GST_DEBUG_FUNCPTR(gst_keyer_propose_allocation);
+    element_class->change_state = GST_DEBUG_FUNCPTR(gst_keyer_change_state);
+#endif
 
     GST_DEBUG_CATEGORY_INIT(keyer_debug, "keyer", 0, "keyer video filter");
 }

@@ -1,6 +1,7 @@
 /* Between GStreamer's mapped video frames and keyer frames (see video_frames.h). */
 #include "video_frames.h"
 
+#include <stdio.h>
 #include <string.h>
 
 keyer_pixel_format kg_keyer_format(GstVideoFormat format, gboolean *swap)
@@ -90,13 +91,50 @@ void kg_swap_rb(const keyer_frame *src, keyer_frame *dst)
     }
 }
 
-gboolean kg_frame_copy_out(const keyer_frame *src, GstVideoFrame *dst)
+gboolean kg_frame_copy_out(const keyer_frame *src, GstVideoFrame *dst, gboolean dst_on_device,
+                           keyer_frame *host, char *why, size_t why_size)
 {
     gboolean swap;
     keyer_pixel_format f = kg_keyer_format(GST_VIDEO_FRAME_FORMAT(dst), &swap);
     if (f != src->format || src->width != GST_VIDEO_FRAME_WIDTH(dst) ||
-        src->height != GST_VIDEO_FRAME_HEIGHT(dst))
+        src->height != GST_VIDEO_FRAME_HEIGHT(dst)) {
+        snprintf(why, why_size, "a %dx%d %s frame into %dx%d %s", src->width, src->height,
+                 keyer_pixel_format_name(src->format), GST_VIDEO_FRAME_WIDTH(dst),
+                 GST_VIDEO_FRAME_HEIGHT(dst), GST_VIDEO_INFO_NAME(&dst->info));
         return FALSE;
+    }
+    uint8_t *planes[4] = {0};
+    gint strides[4] = {0};
+    for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(dst) && p < 4; p++) {
+        planes[p] = GST_VIDEO_FRAME_PLANE_DATA(dst, p);
+        strides[p] = GST_VIDEO_FRAME_PLANE_STRIDE(dst, p);
+    }
+    if (src->memory == KEYER_MEMORY_CUDA || dst_on_device) {
+#ifdef KEYER_GST_HAVE_CUDA
+        if (!swap)
+            return kg_cuda_copy_planes(src, planes, strides, dst_on_device, src->device, why,
+                                       why_size);
+        /* BGRx (host memory only): down into @p host, then swapped */
+        keyer_error err = {0};
+        if ((host->width != src->width || host->height != src->height ||
+             host->format != KEYER_PIXEL_FORMAT_RGBA || host->memory != KEYER_MEMORY_HOST) &&
+            keyer_frame_alloc(host, KEYER_PIXEL_FORMAT_RGBA, src->width, src->height, NULL,
+                              &err)) {
+            snprintf(why, why_size, "%s", err.message);
+            return FALSE;
+        }
+        uint8_t *hp[4] = {host->data[0]};
+        gint hs[4] = {host->stride[0]};
+        if (!kg_cuda_copy_planes(src, hp, hs, FALSE, src->device, why, why_size))
+            return FALSE;
+        src = host;
+#else
+        (void)host;
+        snprintf(why, why_size, "CUDA memory, but keyer's GStreamer elements were built without "
+                                "CUDA");
+        return FALSE;
+#endif
+    }
     if (swap) {
         keyer_frame view;
         if (!kg_frame_view(dst, &view))
@@ -110,10 +148,8 @@ gboolean kg_frame_copy_out(const keyer_frame *src, GstVideoFrame *dst)
             return FALSE;
         size_t row = (size_t)pw * (size_t)bpe;
         const uint8_t *s = src->data[p];
-        uint8_t *d = GST_VIDEO_FRAME_PLANE_DATA(dst, p);
-        gint ds = GST_VIDEO_FRAME_PLANE_STRIDE(dst, p);
         for (int y = 0; y < ph; y++)
-            memcpy(d + (size_t)y * ds, s + y * src->stride[p], row);
+            memcpy(planes[p] + (size_t)y * strides[p], s + y * src->stride[p], row);
     }
     return TRUE;
 }

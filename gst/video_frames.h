@@ -37,12 +37,31 @@ gboolean kg_frame_view(const GstVideoFrame *vf, keyer_frame *out);
  */
 void kg_swap_rb(const keyer_frame *src, keyer_frame *dst);
 
+#ifdef KEYER_GST_HAVE_CUDA
+/**
+ * Copies the planes of @p src (host or CUDA memory of device @p device) into the planes
+ * @p dst / @p dst_stride (host memory, or device memory of the same device when
+ * @p dst_on_device), with the CUDA runtime, and waits for the copy. @p src's format and size
+ * say how many planes and bytes. FALSE with the reason in @p why on a CUDA error.
+ * Exists when keyer is built with CUDA (KEYER_GST_HAVE_CUDA; gst/cuda_copy.c).
+ */
+gboolean kg_cuda_copy_planes(const keyer_frame *src, uint8_t *const dst[4],
+                             const gint dst_stride[4], gboolean dst_on_device, int device,
+                             char *why, size_t why_size);
+
+#endif
+
 /**
  * Copies the planes of @p src into the mapped frame @p dst (same size; @p src's format must be
- * the one kg_keyer_format() gives for @p dst, swapping channels for BGRx).
- * Returns FALSE when the formats or sizes do not match.
+ * the one kg_keyer_format() gives for @p dst, swapping channels for BGRx). @p src may be in
+ * CUDA memory (a session computing on the GPU hands out its frames there; keyer built with
+ * CUDA): it is then copied with the CUDA runtime, through @p host (a frame of the element,
+ * allocated here in host memory when needed) for BGRx. @p dst_on_device: @p dst was mapped
+ * with CUDA device pointers (kg_cuda_frame_map()). Returns FALSE, with the reason in @p why,
+ * when the formats or sizes do not match or a copy fails.
  */
-gboolean kg_frame_copy_out(const keyer_frame *src, GstVideoFrame *dst);
+gboolean kg_frame_copy_out(const keyer_frame *src, GstVideoFrame *dst, gboolean dst_on_device,
+                           keyer_frame *host, char *why, size_t why_size);
 
 G_END_DECLS
 #endif

@@ -19,7 +19,8 @@ packages=(
     libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev  # the GStreamer plugin (gst/)
     gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-libav  # its tests
     slurm-wlm munge                             # tests/cli/batch_slurm.sh: a one-node Slurm cluster
-    ffmpeg                                      # tests only: the RTMP/UDP server of tests/cli/run_reconnect.sh
+    ffmpeg                                      # tests only: the RTMP/UDP/SRT/RTP/HLS servers of tests/cli/run_reconnect.sh, run_live_protocols.sh
+    python3-gi gir1.2-gst-rtsp-server-1.0       # tests only: the RTSP server of tests/cli/run_live_protocols.sh
 )
 # `npm pack` fetches the MediaPipe models. Some machines have a Node.js build that bundles npm
 # (and conflicts with Debian's npm package): install Debian's only when the commands are absent.

@@ -12,7 +12,10 @@
  *  - QoS: a frame later than the last QoS event allows is dropped;
  *  - an unknown model, a missing model file and nothing to detect post an error naming the
  *    problem and the pipeline stops cleanly;
- *  - NULL <-> PLAYING repeated and a flushing seek (leaks are found by the sanitizer build).
+ *  - NULL <-> PLAYING repeated and a flushing seek (leaks are found by the sanitizer build);
+ *  - session groups: two keyer elements with the same session-group share one session (two
+ *    members while they run, frames batched together) and each gives the frames it gives
+ *    alone (within 1 code value); an element with other settings cannot join.
  * The plugin is registered statically (no plugin scanner, so the sanitizer build runs it too).
  * Needs the `keyer` command (KEYER_BIN), the models and gst-libav's HEVC decoder; exits 77
  * (skipped) with the reason when GStreamer's own elements it uses are missing.
@@ -88,7 +91,8 @@ static void run_command(const char *cmd)
 /* ---- properties ---------------------------------------------------------------------------- */
 
 static const char *const skipped_session[] = {"max_streams", "live", "realtime", "trace_events",
-                                              "progress_interval_ms", NULL};
+                                              "progress_interval_ms", "cuda_devices",
+                                              "split_gpus", NULL};
 
 static int listed(const char *const *l, const char *n)
 {
@@ -389,6 +393,147 @@ static void test_keyer_equals_cli(void **state)
     keyer_frame_destroy(&f);
     keyer_reader_destroy(&r);
     free(got);
+}
+
+/* ---- session groups ----------------------------------------------------------------------- */
+
+static GstPadProbeReturn count_buffers(GstPad *pad, GstPadProbeInfo *info, gpointer data);
+
+/* Reads the session-shared-by of the element on the probed pad at its first buffer. */
+static GstPadProbeReturn shared_by(GstPad *pad, GstPadProbeInfo *info, gpointer data)
+{
+    (void)info;
+    int *out = data;
+    if (*out < 0) {
+        GstElement *e = gst_pad_get_parent_element(pad);
+        g_object_get(e, "session-shared-by", out, NULL);
+        gst_object_unref(e);
+    }
+    return GST_PAD_PROBE_OK;
+}
+
+/* The largest difference between two files of the same size. */
+static int file_diff(const char *a, const char *b)
+{
+    size_t na = 0, nb = 0;
+    uint8_t *x = kt_read_file(a, &na), *y = kt_read_file(b, &nb);
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_true(na > 0);
+    assert_int_equal(na, nb);
+    int worst = 0;
+    for (size_t i = 0; i < na; i++)
+        if (abs(x[i] - y[i]) > worst)
+            worst = abs(x[i] - y[i]);
+    free(x);
+    free(y);
+    return worst;
+}
+
+static void test_session_group(void **state)
+{
+    (void)state;
+    char dir[1024], alone[1024 + 32], one[1024 + 32], two[1024 + 32], cmd[16384];
+    kt_tmpdir(dir, sizeof(dir), "gst_group");
+    snprintf(alone, sizeof(alone), "%s/alone.i420", dir);
+    snprintf(one, sizeof(one), "%s/one.i420", dir);
+    snprintf(two, sizeof(two), "%s/two.i420", dir);
+    /* batch 2: the shared session's batches hold frames of both streams */
+    const char *keyer = "keyer device=cpu effect=blur batch=2";
+    snprintf(cmd, sizeof(cmd),
+             "filesrc location=\"%s\" ! decodebin ! videoconvert ! %s ! "
+             "video/x-raw,format=I420 ! filesink location=\"%s\"",
+             sample, keyer, alone);
+    GstElement *p = parse(cmd);
+    gchar *error = run_pipeline(p);
+    gst_object_unref(p);
+    if (error)
+        fail_msg("pipeline alone: %s", error);
+
+    snprintf(cmd, sizeof(cmd),
+             "filesrc location=\"%s\" ! decodebin ! videoconvert ! %s session-group=g name=k1 ! "
+             "video/x-raw,format=I420 ! filesink location=\"%s\" "
+             "filesrc location=\"%s\" ! decodebin ! videoconvert ! %s session-group=g name=k2 ! "
+             "video/x-raw,format=I420 ! filesink location=\"%s\"",
+             sample, keyer, one, sample, keyer, two);
+    p = parse(cmd);
+    int members[2] = {-1, -1};
+    for (int i = 0; i < 2; i++) {
+        GstElement *k = gst_bin_get_by_name(GST_BIN(p), i ? "k2" : "k1");
+        GstPad *pad = gst_element_get_static_pad(k, "src");
+        gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, shared_by, &members[i], NULL);
+        gst_object_unref(pad);
+        gst_object_unref(k);
+    }
+    error = run_pipeline(p);
+    if (error)
+        fail_msg("pipeline with a session group: %s", error);
+    assert_int_equal(members[0], 2);
+    assert_int_equal(members[1], 2);
+    /* stopped: the group is gone */
+    GstElement *k = gst_bin_get_by_name(GST_BIN(p), "k1");
+    int after = -1;
+    g_object_get(k, "session-shared-by", &after, NULL);
+    assert_int_equal(after, 0);
+    gst_object_unref(k);
+    gst_object_unref(p);
+    int d1 = file_diff(alone, one), d2 = file_diff(alone, two);
+    if (d1 > 1 || d2 > 1)
+        fail_msg("shared session differs from the element alone by %d and %d code values", d1,
+                 d2);
+
+    /* other settings: refused with the group's name */
+    snprintf(cmd, sizeof(cmd),
+             "videotestsrc num-buffers=5 ! video/x-raw,format=RGBA,width=64,height=64 ! "
+             "%s session-group=g2 ! fakesink "
+             "videotestsrc num-buffers=5 ! video/x-raw,format=RGBA,width=64,height=64 ! "
+             "%s blur-radius=3 session-group=g2 ! fakesink",
+             keyer, keyer);
+    p = parse(cmd);
+    error = run_pipeline(p);
+    gst_object_unref(p);
+    assert_non_null(error);
+    if (!strstr(error, "session-group g2") || !strstr(error, "settings differ"))
+        fail_msg("unexpected error: %s", error);
+    g_free(error);
+
+    /* a flushing seek: each member closes its stream, drops the frames it had in flight and
+     * opens a new stream in the same session; then NULL <-> PLAYING without waiting (leaks:
+     * the sanitizer build) */
+    snprintf(cmd, sizeof(cmd),
+             "filesrc location=\"%s\" ! decodebin ! videoconvert ! keyer device=cpu "
+             "session-group=g3 name=k1 ! fakesink sync=false "
+             "filesrc location=\"%s\" ! decodebin ! videoconvert ! keyer device=cpu "
+             "session-group=g3 name=k2 ! fakesink sync=false",
+             sample, sample);
+    p = parse(cmd);
+    gint frames[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        GstElement *e = gst_bin_get_by_name(GST_BIN(p), i ? "k2" : "k1");
+        GstPad *pad = gst_element_get_static_pad(e, "src");
+        gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, count_buffers, &frames[i], NULL);
+        gst_object_unref(pad);
+        gst_object_unref(e);
+    }
+    assert_int_not_equal(gst_element_set_state(p, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+    assert_int_equal(gst_element_get_state(p, NULL, NULL, 60 * GST_SECOND),
+                     GST_STATE_CHANGE_SUCCESS);
+    assert_true(gst_element_seek_simple(p, GST_FORMAT_TIME,
+                                        GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_ACCURATE,
+                                        GST_SECOND / 2));
+    error = run_pipeline(p);
+    if (error)
+        fail_msg("session group after the seek: %s", error);
+    for (int i = 0; i < 2; i++) /* the second half of the 24 frames at least */
+        if (g_atomic_int_get(&frames[i]) < 12)
+            fail_msg("k%d gave %d frames after the seek", i + 1, g_atomic_int_get(&frames[i]));
+    for (int i = 0; i < 2; i++) {
+        assert_int_not_equal(gst_element_set_state(p, GST_STATE_PLAYING),
+                             GST_STATE_CHANGE_FAILURE);
+        g_usleep(50000);
+        assert_int_equal(gst_element_set_state(p, GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
+    }
+    gst_object_unref(p);
 }
 
 /* ---- keyerdetect against the command line's export ------------------------------------------ */
@@ -773,6 +918,7 @@ int main(void)
         cmocka_unit_test(test_live_latency),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_state_cycles),
+        cmocka_unit_test(test_session_group),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     gst_deinit();

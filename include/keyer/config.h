@@ -18,12 +18,15 @@
  *     fprintf(stderr, "keyer: %s\n", err.message);
  * @endcode
  *
- * keyer_device_parse() reads where to compute ("auto", "cpu", "cuda", "cuda:1").
+ * keyer_device_parse() reads where to compute ("auto", "cpu", "cuda", "cuda:1");
+ * keyer_device_parse_list() also reads several GPUs ("cuda:all", "cuda:0,2").
  *
  * Thread safety: the functions touch only their arguments.
  */
 #ifndef KEYER_CONFIG_H
 #define KEYER_CONFIG_H
+
+#include <stdint.h>
 
 #include "keyer/options.h"
 #include "keyer/status.h"
@@ -49,6 +52,29 @@ KEYER_OPTION_ENUM_CHECK(keyer_device_kind);
  */
 keyer_status keyer_device_parse(const char *text, keyer_device_kind *kind, int *ordinal,
                                 keyer_error *err);
+
+/** A CUDA device list meaning every CUDA device present (keyer_session_params::cuda_devices). */
+#define KEYER_CUDA_DEVICES_ALL UINT64_MAX
+
+/**
+ * Parses what keyer_device_parse() reads, and lists of GPUs: "cuda:all" (every CUDA device
+ * present: *@p devices = KEYER_CUDA_DEVICES_ALL) and "cuda:N,M,..." (ordinals 0..63, each
+ * at most once: bit N of *@p devices set). *@p kind is KEYER_DEVICE_CUDA for both and
+ * *@p ordinal the lowest ordinal listed (0 for "all"). A single device ("cuda:2", "cuda",
+ * "cpu", "auto") sets *@p devices to 0 and *@p kind, *@p ordinal as keyer_device_parse()
+ * does. Whether the devices exist is checked by keyer_session_create(), not here.
+ * Errors: INVALID_ARGUMENT naming the text and the reason (unknown name, an ordinal that is
+ * not a number in 0..63, an empty element, an ordinal listed twice), NULL arguments.
+ */
+keyer_status keyer_device_parse_list(const char *text, keyer_device_kind *kind, int *ordinal,
+                                     uint64_t *devices, keyer_error *err);
+
+/**
+ * Writes @p devices (a keyer_session_params::cuda_devices value) as text that
+ * keyer_device_parse_list() reads back: "cuda:all", "cuda:0,2"; 0 gives "". Returns the
+ * length written (like snprintf, the length needed when @p size is too small).
+ */
+int keyer_device_list_format(uint64_t devices, char *buf, size_t size);
 
 /* ---- configuration files ---------------------------------------------------------------- */
 

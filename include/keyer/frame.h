@@ -140,6 +140,10 @@ typedef struct keyer_frame {
 #define KEYER_FRAME_FLAG_CORRUPT 1
 /** Frame flag: keyframe / scene start known to the decoder. */
 #define KEYER_FRAME_FLAG_KEY 2
+/** Frame flag: the frame does not follow the previous frame of its stream (a jump, e.g. the
+ *  next chunk of a file split over several GPUs): temporal effects restart their history
+ *  (the keying session resets the matte's temporal smoothing). */
+#define KEYER_FRAME_FLAG_DISCONTINUITY 4
 
 /** Canonical lower-case name ("nv12", "rgba", ...); "none" for unknown values. */
 const char *keyer_pixel_format_name(keyer_pixel_format format);

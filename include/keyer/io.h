@@ -85,7 +85,8 @@ keyer_status keyer_decode_device_from_name(const char *name, keyer_decode_device
 /** Whether a reader reopens a network input that breaks off (see keyer_reader_params). */
 typedef enum keyer_reconnect {
     /** Live network inputs reconnect: rtsp, rtsps, rtmp(s/t/ts), srt, udp, rtp and tcp URLs,
-     *  and http(s) URLs whose length is unknown (live HLS playlists, MPEG-TS or FLV served
+     *  SDP files (".sdp": an RTP session, also timed as a network input), and http(s) URLs
+     *  whose length is unknown (live HLS playlists, MPEG-TS or FLV served
      *  live); files and on-demand HTTP files end at their end. */
     KEYER_RECONNECT_AUTO = 0,
     KEYER_RECONNECT_OFF, /**< never: a break is the end (clean close) or an error */
@@ -192,6 +193,22 @@ typedef struct keyer_video_info {
     char container[64];         /**< demuxer name ("mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm") */
 } keyer_video_info;
 
+/**
+ * Plans the cut of a file into chunks of whole GOPs, as the split decode
+ * (keyer_reader_params::segments) does, for a caller that processes the chunks elsewhere (a
+ * session splitting one file over several GPUs): chunks of at least 24 frames (fewer when
+ * the file is shorter than 24 x @p parts), each starting at a keyframe of the container's
+ * index. *@p start_pts receives an array (free it with free()) of *@p count pts, in the video
+ * stream's time base (the unit of keyer_video_info::time_base and of the frames'
+ * pts), one per chunk: chunk k holds the frames with pts in [start_pts[k], start_pts[k+1])
+ * (the last one to the end); read one with keyer_reader_seek(start_pts[k]) then reads until
+ * a pts at or past the next start. Errors: INVALID_ARGUMENT, IO / BAD_DATA (cannot open, no
+ * video stream), UNSUPPORTED (not seekable, no keyframe index, fewer than two chunks),
+ * OUT_OF_MEMORY; the message names @p url.
+ */
+keyer_status keyer_reader_plan_chunks(const char *url, int parts, int64_t **start_pts,
+                                      int *count, keyer_error *err);
+
 /** Counters of a reader, for reports. */
 typedef struct keyer_reader_stats {
     int64_t frames;          /**< frames returned by keyer_reader_read() */
@@ -271,6 +288,52 @@ void keyer_reader_destroy(keyer_reader **reader);
 /** An open video output. Opaque. */
 typedef struct keyer_writer keyer_writer;
 
+/**
+ * Whether NVENC opens on one CUDA device, asked once per encoder and remembered. A writer whose
+ * codec is left to it (keyer_writer_params::codec NULL for MP4, MOV and MKV, or "h264",
+ * "hevc") asks it to choose between h264_nvenc/hevc_nvenc and libx264/libx265. A session owns
+ * one for its device and hands it to every writer it opens; a writer given none makes its own.
+ *
+ *     keyer_encoder_probe *probe = NULL;
+ *     keyer_encoder_probe_create(0, &probe, &err);
+ *     char why[256];
+ *     if (!keyer_encoder_probe_nvenc(probe, "hevc_nvenc", why, sizeof(why)))
+ *         printf("no NVENC: %s\n", why);
+ *     keyer_encoder_probe_destroy(&probe);
+ *
+ * Opaque. Thread-safe: writers in several threads may share one (the first question per
+ * encoder opens a test encoder while holding the probe's lock; later ones only read).
+ */
+typedef struct keyer_encoder_probe keyer_encoder_probe;
+
+/**
+ * Creates a probe for CUDA device @p cuda_device (>= 0). Opens nothing yet: the first
+ * keyer_encoder_probe_nvenc() per encoder does. Errors: INVALID_ARGUMENT (a negative device),
+ * OUT_OF_MEMORY.
+ */
+keyer_status keyer_encoder_probe_create(int cuda_device, keyer_encoder_probe **out,
+                                        keyer_error *err);
+
+/**
+ * 1 when NVENC encoder @p codec ("h264_nvenc", "hevc_nvenc") opens on the probe's device, else 0
+ * with the reason in @p why (when not NULL; @p why_size bytes, cut to fit): FFmpeg's message
+ * ("Cannot load libcuda.so.1", "OpenEncodeSessionEx failed: unsupported device (2) ..."), or
+ * keyer's. The first call per encoder opens a 256x144 encoder with keyer's NVENC setup (in a
+ * CUDA build on CUDA frames of the device's primary context, as the writer does) and closes it;
+ * when the GPU refuses the setup's B-frames (B-frames as references, or B-frames at all), the
+ * setup without them is tried and remembered for the writers. FFmpeg's messages of a failed
+ * probe are logged at debug level only. Later calls return the remembered answer.
+ */
+int keyer_encoder_probe_nvenc(keyer_encoder_probe *probe, const char *codec, char *why,
+                              size_t why_size);
+
+/** The probe's CUDA device; -1 for NULL. */
+int keyer_encoder_probe_device(const keyer_encoder_probe *probe);
+
+/** Frees the probe; accepts NULL and a NULL handle, and sets *@p probe to NULL. The writers
+ *  given it must be destroyed first. */
+void keyer_encoder_probe_destroy(keyer_encoder_probe **probe);
+
 /** Parameters of keyer_writer_open(). Initialise with keyer_writer_params_defaults(). */
 typedef struct keyer_writer_params {
     int width, height;         /**< size of the frames to write (required, > 0) */
@@ -285,14 +348,22 @@ typedef struct keyer_writer_params {
     const char *format;
     /**
      * libavcodec encoder name: "libx264", "libx265", "h264_nvenc", "hevc_nvenc",
-     * "prores_ks", "libvpx-vp9", "png", "rawvideo", ... NULL (default): libx264 for
-     * MP4/MOV/MKV (prores_ks with alpha in MOV), libvpx-vp9 for WebM, png for image
-     * sequences, the muxer's own for y4m and raw. An NVENC encoder that cannot open
-     * (no GPU, no NVENC engine) is replaced by libx264/libx265 with one logged line.
+     * "prores_ks", "libvpx-vp9", "png", "rawvideo", ...; or "h264" / "hevc" (also "avc",
+     * "h265"): H.264 / HEVC with the encoder keyer chooses. NULL (default): H.264 with the
+     * encoder keyer chooses for MP4/MOV/MKV (prores_ks with alpha in MOV), libvpx-vp9 for
+     * WebM, png for image sequences, the muxer's own for y4m and raw.
+     * keyer chooses h264_nvenc / hevc_nvenc when @ref encoder_probe says NVENC opens on its
+     * device, else libx264 / libx265 (libavcodec's own encoder when those are missing), and
+     * logs the choice at info level: "OUT: encoder: hevc_nvenc on cuda:0" or
+     * "OUT: encoder: libx265 (NVENC unavailable: <reason>)". An NVENC encoder named here that
+     * cannot open (no GPU, no NVENC engine) is replaced by libx264/libx265 with a warning.
      */
     const char *codec;
-    const char *preset;  /**< encoder preset ("medium", "slow", "p4" for NVENC); NULL: encoder default */
-    /** Constant-quality level: CRF for x264/x265/VP9, CQ for NVENC, qscale for ProRes; -1 (default): encoder default (x264 CRF 23). */
+    /** Encoder preset ("medium", "slow", "p4" for NVENC); NULL: the encoder's default (p5 for
+     *  NVENC). On NVENC, x264 names map to p1..p7 (ultrafast p1 ... medium p5, slow p6,
+     *  slower p7); on x264/x265, p1..p7 are dropped when NVENC was replaced. */
+    const char *preset;
+    /** Constant-quality level: CRF for x264/x265/VP9, CQ for NVENC, qscale for ProRes; -1 (default): encoder default (x264 CRF 23, NVENC CQ 23). */
     int quality;
     /**
      * libav pixel format of the encoded stream ("yuv420p", "yuv444p", "yuva444p10le",
@@ -316,14 +387,26 @@ typedef struct keyer_writer_params {
      * or is killed leaves a playable file. Default 1. 0: one moov written by close.
      */
     int fragmented;
-    /** Extra encoder options "key=value:key=value" (e.g. "x264-params=keyint=60"); NULL: none. */
+    /**
+     * Extra encoder options "key=value:key=value" (e.g. "x264-params=keyint=60"); NULL: none.
+     * They replace keyer's own settings of the same name, such as NVENC's defaults for
+     * offline transcoding: preset p5, tune hq, rc vbr, cq 23, rc-lookahead 20, spatial-aq 1,
+     * bf 3 with b_ref_mode middle (fewer B-frame features on GPUs without them), e.g.
+     * "rc-lookahead=32:multipass=qres:bf=0".
+     */
     const char *codec_options;
     /**
      * Receives the writer's messages and FFmpeg's (see "Logging" above); must stay valid
      * until keyer_writer_destroy(). NULL: warnings and errors to stderr.
      */
     const keyer_logger *logger;
-    void *reserved[4];          /**< zero */
+    /**
+     * Answers whether NVENC opens, for a codec left to keyer (see @ref codec), and gives
+     * NVENC's device; must outlive the writer. NULL (default): the writer probes device 0
+     * itself when it needs to.
+     */
+    keyer_encoder_probe *encoder_probe;
+    void *reserved[3];          /**< zero */
 } keyer_writer_params;
 
 /** Default writer parameters (see each field; width, height and frame_rate must be set). */

@@ -77,7 +77,11 @@ keyer_status keyer_overlay_add_polyline(keyer_overlay *ov, const float *xy, int 
 /**
  * A quadratic Bézier curve from (x0,y0) to (x1,y1) whose control point sits at the chord's
  * midpoint pushed sideways by @p bend times the chord length (0: a straight line), drawn as
- * segments short enough to stay within a tenth of a pixel of the curve.
+ * segments short enough to stay within a tenth of a pixel of the curve (1 to 64 of them; the
+ * curve takes one primitive of the capacity per segment). The segments are computed when the
+ * overlay is rendered: on the host for host frames, on the device for CUDA frames (the same
+ * float operations, so the same segments). Errors: INVALID_ARGUMENT (a value not finite,
+ * width <= 0, an end or the control point beyond 1e30 pixels), OUT_OF_MEMORY (capacity).
  */
 keyer_status keyer_overlay_add_curve(keyer_overlay *ov, float x0, float y0, float x1, float y1,
                                      float bend, float width, keyer_color color, keyer_error *err);
@@ -167,6 +171,41 @@ keyer_status keyer_overlay_render(keyer_overlay *ov, keyer_frame *frame, keyer_e
 
 /* ---- k-nearest-neighbour graph of tracked points ------------------------------------- */
 
+/*
+ * A graph joins each tracked point to its nearest neighbours, with edges that do not flicker
+ * from frame to frame. It runs on the CPU (a uniform grid over the points: about O(n k) per
+ * frame for evenly spread points) or, with keyer_knn_params.cuda = 1, on a CUDA device; both
+ * compute the same graph, edge for edge and in the same order, by these rules:
+ *
+ *  1. Distances are float: d2 = dx * dx + dy * dy (dx = x_j - x_i, one rounding per
+ *     operation), length = sqrtf(d2). Points with a non-finite coordinate have no neighbours;
+ *     a pair whose d2 overflows to infinity, or with |dy| > max_dy (when max_dy > 0), is never
+ *     joined.
+ *  2. The k nearest neighbours of point i are the k smallest pairs (d2, j) in lexicographic
+ *     order: equal distances are ordered by the point's index j in this frame's arrays (the
+ *     lower index first). kth(i) is the length to the last of them (INFINITY: none).
+ *  3. Candidate edges: (i, j) for every j among i's neighbours, one edge per pair, ordered by
+ *     (length, smaller id, larger id).
+ *  4. Degree cap, greedy and sequential: first the previous frame's edges in the order they
+ *     were output, each kept when both ids are still present, its length is finite and at most
+ *     max(kth(a), kth(b)) * (1 + hysteresis), it is not joined yet and both degrees are below
+ *     max_degree; then the candidates in their order, each added when not joined yet and both
+ *     degrees are below max_degree.
+ *  5. The output lists the kept edges, then the added ones, in the order they were chosen (and
+ *     that order is the previous frame's order at the next update).
+ *
+ * @code
+ * keyer_knn_params kp = keyer_knn_params_defaults();
+ * kp.k = 5;
+ * keyer_knn_graph *g = NULL;
+ * keyer_knn_graph_create(&kp, 50000, &g, &err);
+ * // per frame: ids (track ids, unique in the frame) and xy pixel positions of n points
+ * keyer_knn_graph_update(g, ids, xy, n, edges, 50000 * kp.max_degree, &n_edges, &err);
+ * keyer_knn_graph_destroy(&g);
+ * @endcode
+ * A graph is used by one thread at a time.
+ */
+
 /** Settings of a kNN graph. */
 typedef struct keyer_knn_params {
     int k;               /**< neighbours considered per point (3) */
@@ -174,7 +213,10 @@ typedef struct keyer_knn_params {
     int max_degree;      /**< edges per point at most (4) */
     float hysteresis;    /**< an existing edge survives until its length exceeds the k-th
                               neighbour distance times (1 + hysteresis) (0.2) */
-    int reserved[4];
+    int cuda;            /**< 0 (default): build the graph on the CPU; 1: on CUDA device
+                              cuda_device (keyer built with CUDA) */
+    int cuda_device;     /**< the CUDA device when cuda is 1 (0) */
+    int reserved[2];
 } keyer_knn_params;
 
 keyer_knn_params keyer_knn_params_defaults(void);
@@ -186,17 +228,36 @@ typedef struct keyer_knn_edge {
 
 typedef struct keyer_knn_graph keyer_knn_graph;
 
-/** Creates a graph for up to @p max_points points per frame. */
+/**
+ * Creates a graph for up to @p max_points points per frame (any number: the buffers for that
+ * many points are allocated here, and nothing per frame). A CUDA graph (params->cuda = 1)
+ * allocates device and pinned host memory on params->cuda_device.
+ * Errors: INVALID_ARGUMENT (max_points < 1, k < 1, max_degree < 1, hysteresis negative or not
+ * finite, max_dy not finite, cuda not 0 or 1), UNSUPPORTED (cuda in a keyer built without
+ * CUDA), OUT_OF_MEMORY, DEVICE (a CUDA call failed, e.g. no such device).
+ */
 keyer_status keyer_knn_graph_create(const keyer_knn_params *params, int max_points,
                                     keyer_knn_graph **out, keyer_error *err);
+/** Frees a graph (a CUDA graph waits for its work first); NULL accepted; sets *g to NULL. */
 void keyer_knn_graph_destroy(keyer_knn_graph **g);
 
 /**
- * Updates the graph with this frame's points (@p ids stable across frames, e.g. track ids;
- * @p xy pixel positions) and writes the edges to @p edges (at most @p capacity; *count set).
- * An edge is added when b is among a's k nearest (or a among b's), within max_dy, and both
- * degrees allow; an edge present in the previous frame is kept while its length stays below
- * the hysteresis bound, so edges do not flicker. Errors: INVALID_ARGUMENT.
+ * Sets the CUDA stream (a cudaStream_t) a CUDA graph's updates are queued on (NULL, the
+ * default: the legacy default stream). keyer_knn_graph_update still returns only when the
+ * edges are on the host. The CPU graph ignores it. Errors: INVALID_ARGUMENT (NULL graph).
+ */
+keyer_status keyer_knn_graph_set_stream(keyer_knn_graph *g, void *cuda_stream, keyer_error *err);
+
+/**
+ * Updates the graph with this frame's points (@p ids stable across frames and distinct within
+ * the frame, e.g. track ids; @p xy pixel positions, host memory) and writes the edges to
+ * @p edges (host memory, at most @p capacity; *count set; the graph keeps all of them,
+ * at most max_points x max_degree / 2, for the next frame's hysteresis). An edge is added when
+ * b is among a's k nearest (or a among b's), within max_dy, and both degrees allow; an edge
+ * present in the previous frame is kept while its length stays below the hysteresis bound, so
+ * edges do not flicker (the exact rules are above). Errors: INVALID_ARGUMENT (NULL arrays,
+ * n > max_points, an id twice in the frame: the graph is then left as it was), DEVICE (a CUDA
+ * call failed).
  */
 keyer_status keyer_knn_graph_update(keyer_knn_graph *g, const uint32_t *ids, const float *xy,
                                     int n, keyer_knn_edge *edges, int capacity, int *count,

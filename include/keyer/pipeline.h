@@ -46,7 +46,8 @@
  * as long as the GPU can still copy memory (a frame whose download fails is counted as lost
  * and reported). For tests, the environment variable KEYER_FAIL_CUDA_AT_FRAME=N (read by
  * keyer_session_create) makes the CUDA inference fail on the first batch holding a frame
- * numbered N (0-based) of any stream.
+ * numbered N (0-based) of any stream; KEYER_FAIL_CUDA_AT_FRAME=cuda:K@N does so only on CUDA
+ * device K (several GPUs: see keyer_session_params::cuda_devices).
  *
  * Stopping: keyer_session_cancel() (async-signal-safe, e.g. from a SIGINT handler) stops
  * reading; the frames already read are still processed and written and the outputs are
@@ -65,6 +66,7 @@
 #include "keyer/config.h"
 #include "keyer/detect.h"
 #include "keyer/effects.h"
+#include "keyer/faces.h"
 #include "keyer/frame.h"
 #include "keyer/io.h"
 #include "keyer/log.h"
@@ -150,6 +152,17 @@ typedef keyer_status (*keyer_detect_fn)(void *opaque, int stream_id, int64_t fra
                                         const keyer_frame *frame, const keyer_detection *dets,
                                         int count, keyer_overlay *overlay, keyer_error *err);
 
+/**
+ * Face callback (see keyer_session_params::mesh), called instead of keyer_detect_fn, on the
+ * same thread, in the same order and with the same @p frame and @p overlay rules: @p faces
+ * holds the frame's @p count faces as keyer_faces_run() gives them (faces followed from the
+ * previous frame first, then new detections; landmarks in frame pixels; tracker ids), valid
+ * only during the call. A non-OK return, with @p err set, fails the stream.
+ */
+typedef keyer_status (*keyer_faces_fn)(void *opaque, int stream_id, int64_t frame_index,
+                                       const keyer_frame *frame, const keyer_face *faces,
+                                       int count, keyer_overlay *overlay, keyer_error *err);
+
 KEYER_OPTION_ENUM_CHECK(keyer_reconnect);
 
 /**
@@ -176,7 +189,10 @@ typedef struct keyer_session_params {
      *  latency mode, else 20000 on the CPU and 4000 on CUDA. */
     int batch_wait_us;
     /** Frames each queue between stages holds, 1..1024. 0 (default): 1 in latency mode,
-     *  else twice the batch. Each stream's frame pool is sized from it. */
+     *  else twice the batch for the shared stages' queues, and for each stream's own input
+     *  queue 4 batches shared out over the file streams known at the start (between 2 and
+     *  twice the batch), so that frames waiting in many streams' queues do not add up to a
+     *  long latency. Each stream's frame pool is sized from its queue. */
     int queue_depth;
     /** CPU threads inside each stage (inference, prepare, refine, composite). 0 (default):
      *  1 in throughput mode, where the stages running side by side fill the cores; half the
@@ -185,6 +201,10 @@ typedef struct keyer_session_params {
     /** Composite workers, each on its own frame. 0 (default): one per core on the CPU in
      *  throughput mode, else 1. */
     int composite_workers;
+    /** Refine workers, 1..8: stream s is refined by worker s % W (its frames in order). 0
+     *  (default): on CUDA one per 8 file streams known at the start (1 to 4); on the CPU 2
+     *  when there are 8 cores or more and several streams, else 1. */
+    int refine_workers;
     int max_streams;        /**< streams a session may hold, 1..1024 (default 64) */
     /** Live inputs (cameras, network streams) drop their oldest unprocessed frames when the
      *  pipeline falls behind: -1 (default) for inputs that look live (URLs with "://" other
@@ -224,7 +244,7 @@ typedef struct keyer_session_params {
      *  passthrough; needs detect_fn. Default NONE. */
     keyer_session_detect detect;
     float detect_min_score;      /**< detection threshold; <= 0 (default): the model's */
-    keyer_detect_fn detect_fn;   /**< required with detect */
+    keyer_detect_fn detect_fn;   /**< required with detect, unless mesh */
     void *detect_opaque;         /**< passed to detect_fn */
     keyer_frame_fn frame_fn;     /**< NULL (default): none */
     void *frame_opaque;          /**< passed to frame_fn */
@@ -237,15 +257,72 @@ typedef struct keyer_session_params {
      *  the mask output and its kind). NULL (default): the registry's description of a shipped
      *  model, keyer_model_desc_defaults() for another file. */
     const keyer_model_desc *model_desc;
-    void *reserved[8];           /**< zero */
+    /** 1 (with detect): the face mesh (468 landmarks, "face-mesh") runs on the faces as a
+     *  model stage after the detector, batched across faces and streams (crops made where
+     *  the frames are, on the GPU when the session computes there; only the landmarks come
+     *  to the host), with keyer_faces_run()'s tracking: faces followed by their landmarks from
+     *  frame to frame, the detections used when no face is followed, one was lost, or every
+     *  mesh_detect_interval frames; tracker ids. faces_fn receives the faces instead of
+     *  detect_fn receiving the detections. Default 0. */
+    int mesh;
+    int mesh_max_faces;          /**< faces followed per stream, 1..KEYER_FACES_MAX (default 4) */
+    int mesh_detect_interval;    /**< as keyer_faces_params::detect_interval (default 0) */
+    keyer_faces_fn faces_fn;     /**< required with mesh */
+    void *faces_opaque;          /**< passed to faces_fn */
+    /**
+     * Several GPUs in one session ("--device cuda:all", "cuda:0,2"; keyer_device_parse_list()):
+     * bit N set means CUDA ordinal N; KEYER_CUDA_DEVICES_ALL means every CUDA device present.
+     * 0 (default): one device, chosen by @ref device and @ref cuda_device as before.
+     * Precedence: when nonzero, this field decides the GPUs and @ref cuda_device is ignored;
+     * @ref device must then be AUTO or CUDA. keyer_session_create() checks the list against
+     * the devices present: INVALID_ARGUMENT names an ordinal that does not exist, and a
+     * machine without a CUDA device (or a build without CUDA) gives INVALID_ARGUMENT saying
+     * so. A list that resolves to one GPU is the same as cuda_device = that ordinal.
+     *
+     * With two or more GPUs the session keeps one engine per GPU (its own decoders, batcher,
+     * model runtimes, detector, refine and composite workers); each stream runs on one of
+     * them from NVDEC to the encoder. A file input is placed when it is added
+     * (keyer_session_add_file: its width x height x frame rate, read from a probe of the
+     * file on the CPU; network inputs, devices and forced demuxers are not probed and count
+     * as 1920x1080 at 30 fps), a pushed stream when it is opened (its width x height x
+     * frame_rate, 30 fps when unset): on the GPU with the least load so far, the lowest
+     * ordinal on a tie (see also @ref split_gpus). Stream ids stay
+     * the session's (0, 1, ... in the order added). The keying model chosen by aspect
+     * ratio (@ref model NULL) is chosen over every stream of every GPU. The reports sum the
+     * GPUs (keyer_session_report::device lists them; keyer_stream_report::device names each
+     * stream's); progress calls come from the GPUs' run threads, one at a time.
+     * keyer_session_write_trace() is UNSUPPORTED with several GPUs.
+     *
+     * A GPU that fails while running (KEYER_FAIL_CUDA_AT_FRAME=cuda:N@F injects it) moves
+     * its engine's frames to the CPU as a one-GPU session does: the frames already on that
+     * GPU are downloaded and finished on the CPU, every later frame of its streams is
+     * computed on the CPU; the other GPUs' streams go on unchanged, and that GPU's streams
+     * report "cuda:N, then cpu (GPU failure)".
+     */
+    uint64_t cuda_devices;
+    /**
+     * 1: with several GPUs (@ref cuda_devices) and one file input, that file is split over
+     * the GPUs: cut at keyframes into chunks of whole GOPs (keyer_reader_plan_chunks; at
+     * least 24 frames each), chunk k processed on GPU k mod N (its own NVDEC, batcher and
+     * stages), the frames written back in the file's order by one writer (device frames
+     * downloaded; video only: audio, subtitles and metadata are not copied). The matte's
+     * temporal smoothing restarts at each chunk (KEYER_FRAME_FLAG_DISCONTINUITY), as at the
+     * start of a file. frame_fn and detect_fn are not called (INVALID_ARGUMENT with them), a
+     * second input is INVALID_ARGUMENT, and a file that cannot be split (not seekable, no
+     * keyframe index, too short) runs on one GPU (logged). Default 0: each input on one GPU.
+     */
+    int split_gpus;
+    void *reserved[2];           /**< zero (mesh .. faces_opaque took 4 of 8, cuda_devices and
+                                  *   split_gpus 2) */
 } keyer_session_params;
 
 /** Default session parameters (see each field). */
 keyer_session_params keyer_session_params_defaults(void);
 
-/** Option table over keyer_session_params: device, cuda_device, mode, batch, batch_wait_us,
- *  queue_depth, threads, composite_workers, max_streams, live, realtime, reconnect (auto, on,
- *  off), reconnect_max, input_timeout, trace_events, progress_interval_ms. */
+/** Option table over keyer_session_params: device, cuda_device, cuda_devices ("all",
+ *  "0,2", "none"), split_gpus, mode, batch, batch_wait_us, queue_depth, threads,
+ *  composite_workers, refine_workers, max_streams, live, realtime, reconnect (auto, on, off),
+ *  reconnect_max, input_timeout, trace_events, progress_interval_ms. */
 const keyer_option *keyer_session_options(void);
 
 /* ---- the session ------------------------------------------------------------------------ */
@@ -490,6 +567,8 @@ typedef struct keyer_stream_report {
     int has_audio;          /**< the input had audio (copied to the output) */
     keyer_status status;    /**< the stream's first error, KEYER_OK when it has none */
     char error[KEYER_ERROR_MESSAGE_MAX]; /**< its message ("" when none) */
+    /** where it computed: "cpu", "cuda:1", "cuda:1, then cpu (GPU failure)" */
+    char device[64];
 } keyer_stream_report;
 
 /** Fills @p out with the session's statistics so far (callable during a run). */

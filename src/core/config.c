@@ -33,6 +33,82 @@ keyer_status keyer_device_parse(const char *text, keyer_device_kind *kind, int *
                            "unknown device '%s' (use auto, cpu, cuda or cuda:N)", text);
 }
 
+keyer_status keyer_device_parse_list(const char *text, keyer_device_kind *kind, int *ordinal,
+                                     uint64_t *devices, keyer_error *err)
+{
+    if (!text || !kind || !ordinal || !devices)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "device: NULL argument");
+    if (strncmp(text, "cuda:", 5) || (!strchr(text, ',') && strcmp(text + 5, "all"))) {
+        keyer_status st = keyer_device_parse(text, kind, ordinal, err);
+        if (st)
+            return keyer_error_set(err, st,
+                                   "unknown device '%s' (use auto, cpu, cuda, cuda:N, "
+                                   "cuda:N,M,... or cuda:all)", text);
+        *devices = 0;
+        return KEYER_OK;
+    }
+    if (!strcmp(text + 5, "all")) {
+        *kind = KEYER_DEVICE_CUDA;
+        *ordinal = 0;
+        *devices = KEYER_CUDA_DEVICES_ALL;
+        return KEYER_OK;
+    }
+    uint64_t set = 0;
+    int lowest = -1;
+    const char *p = text + 5;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == 0)
+            return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                                   "device list '%s': an empty element", text);
+        char num[8];
+        int n = -1;
+        if (len < sizeof(num)) {
+            memcpy(num, p, len);
+            num[len] = 0;
+            char *end = NULL;
+            errno = 0;
+            long v = strtol(num, &end, 10);
+            if (num[0] >= '0' && num[0] <= '9' && !errno && end && !*end && v >= 0 && v <= 63)
+                n = (int)v;
+        }
+        if (n < 0)
+            return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                                   "device list '%s': '%.*s' is not a CUDA ordinal 0..63", text,
+                                   (int)(len < 32 ? len : 32), p);
+        if (set & (UINT64_C(1) << n))
+            return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                                   "device list '%s': cuda:%d is listed twice", text, n);
+        set |= UINT64_C(1) << n;
+        if (lowest < 0 || n < lowest)
+            lowest = n;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    *kind = KEYER_DEVICE_CUDA;
+    *ordinal = lowest;
+    *devices = set;
+    return KEYER_OK;
+}
+
+int keyer_device_list_format(uint64_t devices, char *buf, size_t size)
+{
+    if (devices == KEYER_CUDA_DEVICES_ALL)
+        return snprintf(buf, size, "cuda:all");
+    size_t len = 0;
+    char tmp[4 * 64 + 8] = "";
+    for (int i = 0; i < 64; i++) {
+        if (!(devices & (UINT64_C(1) << i)))
+            continue;
+        int w = snprintf(tmp + len, sizeof(tmp) - len, "%s%d", len ? "," : "cuda:", i);
+        if (w > 0)
+            len += (size_t)w;
+    }
+    return snprintf(buf, size, "%s", tmp);
+}
+
 #ifdef KEYER_HAVE_YAML
 #include <yaml.h>
 

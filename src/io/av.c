@@ -385,8 +385,36 @@ static log_entry log_entries[KR_AV_LOG_MAX];
 static unsigned long log_serial;
 static _Thread_local int log_inside; /* this thread is forwarding a line already */
 static _Thread_local int log_demoted; /* this thread's lines go at DEBUG at most */
+static _Thread_local char *log_capture; /* this thread's first error line goes here */
+static _Thread_local size_t log_capture_size;
 
 void kr_av_log_demote(int on) { log_demoted = on != 0; }
+
+static void log_install(void);
+
+void kr_av_log_capture(char *buf, size_t size)
+{
+    pthread_once(&log_once, log_install);
+    log_capture = buf && size ? buf : NULL;
+    log_capture_size = log_capture ? size : 0;
+    if (log_capture)
+        buf[0] = '\0';
+}
+
+/* Keeps the first error line of a capturing thread (kr_av_log_capture). */
+__attribute__((format(printf, 2, 0)))
+static void capture_line(int av_level, const char *fmt, va_list ap)
+{
+    if (!log_capture || log_capture[0] || av_level > AV_LOG_ERROR)
+        return;
+    va_list aq;
+    va_copy(aq, ap);
+    vsnprintf(log_capture, log_capture_size, fmt, aq);
+    va_end(aq);
+    size_t n = strlen(log_capture);
+    while (n > 0 && (log_capture[n - 1] == '\n' || log_capture[n - 1] == '\r'))
+        log_capture[--n] = '\0';
+}
 
 static keyer_log_level keyer_level(int av_level)
 {
@@ -410,6 +438,7 @@ static void log_callback(void *avcl, int level, const char *fmt, va_list ap)
         av_log_default_callback(avcl, level, fmt, ap);
         return;
     }
+    capture_line(av_level, fmt, ap);
     pthread_mutex_lock(&log_lock);
     const log_entry *e = NULL;
     for (int i = 0; i < KR_AV_LOG_MAX; i++)
@@ -417,12 +446,14 @@ static void log_callback(void *avcl, int level, const char *fmt, va_list ap)
             e = &log_entries[i];
     if (!e) {
         pthread_mutex_unlock(&log_lock);
+        if (log_capture && av_level <= AV_LOG_WARNING)
+            return; /* the capturing caller reports what failed */
         av_log_default_callback(avcl, level, fmt, ap);
         return;
     }
     keyer_logger lg = e->logger ? *e->logger : keyer_logger_default();
     keyer_log_level kl = keyer_level(av_level);
-    if (log_demoted && kl < KEYER_LOG_DEBUG)
+    if ((log_demoted || log_capture) && kl < KEYER_LOG_DEBUG)
         kl = KEYER_LOG_DEBUG;
     if (kl <= lg.level) {
         char text[1024];

@@ -101,7 +101,7 @@ void kr_convert_free(kr_converter *c);
 
 /*
  * FFmpeg's log lines. av_log_set_callback() is process-global, so keyer installs one callback
- * (once, when the first reader or writer attaches) and keeps a small registry, guarded by a
+ * (once, when the first reader or writer attaches or a probe captures) and keeps a small registry, guarded by a
  * mutex, of the loggers of the readers and writers alive. Each FFmpeg line goes to the logger
  * attached last that is still attached, as "ffmpeg: [<context>] <text>" (no trailing newline)
  * at the mapped level: panic/fatal/error -> ERROR, warning -> WARNING, info -> INFO,
@@ -132,5 +132,11 @@ void kr_av_log_detach(const void *owner);
 /** While @p on is non-zero, FFmpeg's lines logged by the calling thread are passed on at
  *  DEBUG at most (a reconnecting reader's failed attempts, whose outcome it reports itself). */
 void kr_av_log_demote(int on);
+
+/** While @p buf is not NULL, the first error line FFmpeg logs from the calling thread is
+ *  copied into @p buf (@p size bytes, cut to fit, no trailing newline; emptied by this call),
+ *  and the thread's lines are passed on at DEBUG at most, as with kr_av_log_demote: a probe
+ *  that expects to fail reports FFmpeg's reason itself. kr_av_log_capture(NULL, 0) stops. */
+void kr_av_log_capture(char *buf, size_t size);
 
 #endif /* KEYER_IO_AV_H */

@@ -99,30 +99,72 @@ static void set_picture(AVCodecContext *e, const kr_encoder_config *cfg, enum AV
         e->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
 }
 
-/* Quality, preset and the caller's codec options for encoder @p c into @p opts (and the rate
- * control fields of @p e). Errors: INVALID_ARGUMENT (codec options that do not parse). */
-static keyer_status set_options(AVCodecContext *e, const AVCodec *c, const kr_encoder_config *cfg,
-                                const keyer_writer_params *p, int use_preset,
-                                AVDictionary **opts, keyer_error *err)
+const char *kr_nvenc_preset(const char *preset)
+{
+    static const char *const map[][2] = {
+        {"ultrafast", "p1"}, {"superfast", "p2"}, {"veryfast", "p3"}, {"faster", "p3"},
+        {"fast", "p4"},      {"medium", "p5"},    {"slow", "p6"},     {"slower", "p7"},
+        {"veryslow", "p7"},  {"placebo", "p7"}};
+    if (!preset)
+        return "p5";
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (!strcmp(preset, map[i][0]))
+            return map[i][1];
+    return preset;
+}
+
+keyer_status kr_nvenc_options(const keyer_writer_params *p, kr_nvenc_bframes bframes, int gpu,
+                              AVDictionary **opts, keyer_error *err)
+{
+    char q[32];
+    snprintf(q, sizeof(q), "%d", p->quality >= 0 ? p->quality : 23);
+    int ret = 0;
+    ret |= av_dict_set(opts, "preset", kr_nvenc_preset(p->preset), 0);
+    ret |= av_dict_set(opts, "tune", "hq", 0);
+    ret |= av_dict_set(opts, "rc", "vbr", 0);
+    ret |= av_dict_set(opts, "cq", q, 0);
+    ret |= av_dict_set(opts, "rc-lookahead", "20", 0);
+    ret |= av_dict_set(opts, "spatial-aq", "1", 0);
+    ret |= av_dict_set(opts, "bf", bframes == KR_NVENC_BFRAMES_NONE ? "0" : "3", 0);
+    if (bframes == KR_NVENC_BFRAMES_NONE)
+        av_dict_set(opts, "b_ref_mode", NULL, 0);
+    else
+        ret |= av_dict_set(opts, "b_ref_mode",
+                           bframes == KR_NVENC_BFRAMES_MIDDLE_REF ? "middle" : "disabled", 0);
+    if (gpu >= 0)
+        ret |= av_dict_set_int(opts, "gpu", gpu, 0);
+    if (ret < 0)
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "NVENC options: out of memory");
+    return KEYER_OK;
+}
+
+keyer_status kr_encoder_options(AVCodecContext *e, const AVCodec *c, const kr_encoder_config *cfg,
+                                const keyer_writer_params *p, int use_preset, AVDictionary **opts,
+                                keyer_error *err)
 {
     const char *n = c->name;
     const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(e->pix_fmt);
     int x26x = !strcmp(n, "libx264") || !strcmp(n, "libx265");
-    if (use_preset && p->preset)
-        av_dict_set(opts, !strcmp(n, "libvpx-vp9") ? "deadline" : "preset", p->preset, 0);
     char q[32];
     snprintf(q, sizeof(q), "%d", p->quality);
-    if (x26x && p->quality >= 0) {
+    if (kr_encoder_is_nvenc(c)) {
+        keyer_status st = kr_nvenc_options(p, (kr_nvenc_bframes)cfg->nvenc_bframes,
+                                           kr_hwdec_built() ? -1 : cfg->cuda_device, opts, err);
+        if (st)
+            return keyer_error_prefix(err, "%s: ", cfg->path);
+        e->bit_rate = 0;
+    } else if (use_preset && p->preset) {
+        av_dict_set(opts, !strcmp(n, "libvpx-vp9") ? "deadline" : "preset", p->preset, 0);
+    }
+    if (kr_encoder_is_nvenc(c)) {
+        /* quality is NVENC's cq, set with its other defaults above */
+    } else if (x26x && p->quality >= 0) {
         av_dict_set(opts, "crf", q, 0);
     } else if (!strcmp(n, "libvpx-vp9")) {
         e->bit_rate = 0;
         av_dict_set(opts, "crf", p->quality >= 0 ? q : "32", 0);
         av_dict_set(opts, "row-mt", "1", 0);
         av_dict_set(opts, "cpu-used", "5", 0);
-    } else if (kr_encoder_is_nvenc(c)) {
-        av_dict_set(opts, "rc", "vbr", 0);
-        av_dict_set(opts, "cq", p->quality >= 0 ? q : "23", 0);
-        e->bit_rate = 0;
     } else if (!strcmp(n, "prores_ks")) {
         av_dict_set(opts, "profile", d && (d->flags & AV_PIX_FMT_FLAG_ALPHA) ? "4444" : "hq", 0);
         if (p->quality >= 0) {
@@ -143,14 +185,14 @@ static keyer_status set_options(AVCodecContext *e, const AVCodec *c, const kr_en
     return KEYER_OK;
 }
 
-/* Device frames go in directly: a CUDA frames context (NV12) on device 0's primary context
- * for NVENC encoder context @p e, kept in enc->hw_frames. Errors: UNSUPPORTED (no CUDA),
- * OUT_OF_MEMORY, DEVICE, or libav's error. */
+/* Device frames go in directly: a CUDA frames context (NV12) on the primary context of device
+ * cfg->cuda_device for NVENC encoder context @p e, kept in enc->hw_frames. Errors:
+ * UNSUPPORTED (no CUDA), OUT_OF_MEMORY, DEVICE, or libav's error. */
 static keyer_status attach_cuda_frames(kr_encoder *enc, AVCodecContext *e, const char *name,
                                        const kr_encoder_config *cfg, keyer_error *err)
 {
     AVBufferRef *dev = NULL;
-    keyer_status st = kr_hwdec_device_create(0, &dev, err);
+    keyer_status st = kr_hwdec_device_create(cfg->cuda_device, &dev, err);
     if (st)
         return st;
     enc->hw_frames = av_hwframe_ctx_alloc(dev);
@@ -209,7 +251,7 @@ keyer_status kr_encoder_open(kr_encoder *enc, const AVCodec *c, const kr_encoder
     if (!e)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", cfg->path);
     set_picture(e, cfg, pix);
-    if ((st = set_options(e, c, cfg, p, use_preset, &opts, err)))
+    if ((st = kr_encoder_options(e, c, cfg, p, use_preset, &opts, err)))
         goto fail;
     if (kr_encoder_is_nvenc(c) && kr_hwdec_built()) {
         enc->failed = 1; /* until the encoder opens */

@@ -23,7 +23,18 @@ typedef struct kr_encoder_config {
     keyer_color_matrix matrix;  /* resolved: never UNSPECIFIED */
     keyer_color_range range;
     int global_header;          /* the container wants global headers */
+    int cuda_device;            /* NVENC's device: its CUDA frames, or its "gpu" option */
+    int nvenc_bframes;          /* kr_nvenc_bframes: the B-frame setup NVENC takes here */
 } kr_encoder_config;
+
+/** The B-frame setup of keyer's NVENC defaults, best first (GPUs without B-frames as
+ *  references, or without B-frames at all (HEVC before Turing), take a later one). */
+typedef enum kr_nvenc_bframes {
+    KR_NVENC_BFRAMES_MIDDLE_REF = 0, /* 3 B-frames, the middle one a reference */
+    KR_NVENC_BFRAMES_NO_REF,         /* 3 B-frames, none a reference */
+    KR_NVENC_BFRAMES_NONE,           /* no B-frames */
+    KR_NVENC_BFRAMES_COUNT
+} kr_nvenc_bframes;
 
 /** An encoder. Zero-initialise; free with kr_encoder_free. */
 typedef struct kr_encoder {
@@ -45,10 +56,41 @@ typedef struct kr_encoder {
 int kr_encoder_is_nvenc(const AVCodec *c);
 
 /**
+ * NVENC preset for keyer's preset name @p preset: NULL gives "p5"; x264/x265 names map to
+ * NVENC's p1 (fastest) .. p7 (best): ultrafast p1, superfast p2, veryfast and faster p3, fast
+ * p4, medium p5, slow p6, slower, veryslow and placebo p7; any other name (p1..p7, NVENC's
+ * own "hq", "ll", ...) is returned as given. Returns a static string or @p preset.
+ */
+const char *kr_nvenc_preset(const char *preset);
+
+/**
+ * keyer's NVENC setup for offline transcoding (NVIDIA's recommendations for high quality,
+ * as FFmpeg's nvenc options) into @p opts: preset (kr_nvenc_preset of @p p->preset), tune hq,
+ * rc vbr with cq @p p->quality (23 when < 0), rc-lookahead 20, spatial-aq 1, B-frames as
+ * @p bframes says (bf 3 and b_ref_mode middle / disabled, or bf 0), and, when @p gpu >= 0,
+ * "gpu" (the device FFmpeg opens when it gets host frames). The caller's codec_options are
+ * applied after these by kr_encoder_options and win. Entries already in @p opts are replaced.
+ * Errors: OUT_OF_MEMORY.
+ */
+keyer_status kr_nvenc_options(const keyer_writer_params *p, kr_nvenc_bframes bframes, int gpu,
+                              AVDictionary **opts, keyer_error *err);
+
+/**
+ * The options encoder context @p e (of encoder @p c, pixel format set) is opened with for
+ * @p cfg and @p p: quality, preset (when @p use_preset), each encoder's defaults (NVENC's from
+ * kr_nvenc_options), then @p p->codec_options, which replace any of them; rate-control fields
+ * of @p e are set too. Entries are added to @p opts (the caller frees it).
+ * Errors: INVALID_ARGUMENT (codec options that do not parse), OUT_OF_MEMORY.
+ */
+keyer_status kr_encoder_options(AVCodecContext *e, const AVCodec *c, const kr_encoder_config *cfg,
+                                const keyer_writer_params *p, int use_preset, AVDictionary **opts,
+                                keyer_error *err);
+
+/**
  * Creates and opens encoder @p c into @p e (zeroed, or left by a failed open) for @p cfg,
  * with @p params' pixel format, alpha, quality, codec options and (when @p use_preset)
- * preset. An NVENC encoder in a CUDA build takes CUDA frames (a frames context on device 0's
- * primary context). On failure e->ctx stays NULL, except when a buffer for the opened
+ * preset. An NVENC encoder in a CUDA build takes CUDA frames (a frames context on the primary
+ * context of device cfg->cuda_device); without CUDA it takes host frames that FFmpeg uploads. On failure e->ctx stays NULL, except when a buffer for the opened
  * encoder could not be allocated; e->failed says whether the encoder itself (or NVENC's CUDA
  * frames) failed, where the caller may try another encoder.
  * Errors: INVALID_ARGUMENT (pixel format name, codec options), UNSUPPORTED (pixel format or

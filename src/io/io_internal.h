@@ -120,8 +120,13 @@ keyer_status kr_source_seek(kr_source *s, int64_t ts, int flags, keyer_error *er
 /** Frees everything; the struct may be reused. */
 void kr_source_close(kr_source *s);
 
-/** 1 when @p url names a network input (a "scheme://" URL other than file://). */
+/** 1 when @p url names a network input: a "scheme://" URL other than file://, or an SDP file
+ *  (kr_source_is_sdp: it describes an RTP session received over UDP). */
 int kr_source_is_network(const char *url);
+
+/** 1 when @p url is a path (no "://") ending in ".sdp" (any case): an RTP session's
+ *  description, opened with the protocols it needs allowed (file, udp, rtp). */
+int kr_source_is_sdp(const char *url);
 
 /* ---- live network inputs (live.c) ------------------------------------------------------ */
 
@@ -153,7 +158,8 @@ int64_t kr_live_now_ns(void);
 
 /**
  * 1 when @p url, opened as @p fc, is a live network input (KEYER_RECONNECT_AUTO): rtsp(s),
- * rtmp (all its variants), srt, udp, rtp and tcp URLs, and http(s) URLs of unknown length.
+ * rtmp (all its variants), srt, udp, rtp and tcp URLs, SDP files (RTP sessions), and http(s)
+ * URLs of unknown length.
  */
 int kr_live_url(const char *url, const AVFormatContext *fc);
 

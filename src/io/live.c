@@ -25,6 +25,8 @@ int kr_live_url(const char *url, const AVFormatContext *fc)
 {
     static const char *const live[] = {"rtsp", "rtsps", "rtmp", "rtmps", "rtmpt", "rtmpts",
                                        "rtmpe", "rtmpte", "srt", "udp", "rtp", "tcp"};
+    if (kr_source_is_sdp(url))
+        return 1;
     const char *sep = strstr(url, "://");
     if (!sep)
         return 0;

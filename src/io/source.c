@@ -59,10 +59,16 @@ static int timed_out(const kr_source *s, int ret)
                              now_ns() - s->op_start_ns >= s->timeout_ns);
 }
 
+int kr_source_is_sdp(const char *url)
+{
+    size_t n = url ? strlen(url) : 0;
+    return n > 4 && !strstr(url, "://") && !strcasecmp(url + n - 4, ".sdp");
+}
+
 int kr_source_is_network(const char *url)
 {
     const char *sep = url ? strstr(url, "://") : NULL;
-    return sep && sep > url && strncmp(url, "file://", 7) != 0;
+    return (sep && sep > url && strncmp(url, "file://", 7) != 0) || kr_source_is_sdp(url);
 }
 
 /* The scheme of @p url is @p scheme (case-insensitive). */
@@ -187,7 +193,11 @@ static keyer_status open_input(kr_source *s, const kr_source_opts *o, const char
                                "%s: cannot parse input options \"%s\" (want key=value:key=value)",
                                o->url, o->input_options);
     }
-    if (s->timeout_ns && kr_source_is_network(url) && add_timeouts(&opts, url, o->timeout_us) < 0) {
+    /* an SDP file's RTP session: libavformat allows only the file protocol by default */
+    if ((kr_source_is_sdp(url) &&
+         av_dict_set(&opts, "protocol_whitelist", "file,udp,rtp", AV_DICT_DONT_OVERWRITE) < 0) ||
+        (s->timeout_ns && kr_source_is_network(url) &&
+         add_timeouts(&opts, url, o->timeout_us) < 0)) {
         av_dict_free(&opts);
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", o->url);
     }

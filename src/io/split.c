@@ -273,6 +273,56 @@ static keyer_status plan(kr_split *sp, kr_source *main, int n, keyer_error *err)
     return st;
 }
 
+keyer_status keyer_reader_plan_chunks(const char *url, int parts, int64_t **start_pts,
+                                      int *count, keyer_error *err)
+{
+    if (!url || parts < 1 || !start_pts || !count)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_reader_plan_chunks: bad arguments");
+    *start_pts = NULL;
+    *count = 0;
+    AVFormatContext *fc = NULL;
+    AVPacket *pkt = av_packet_alloc();
+    kr_split plan_of;
+    memset(&plan_of, 0, sizeof(plan_of));
+    keyer_status st = KEYER_OK;
+    int ret = pkt ? avformat_open_input(&fc, url, NULL, NULL) : AVERROR(ENOMEM);
+    if (ret < 0) {
+        st = kr_av_error(err, ret, "%s: cannot open", url);
+        goto done;
+    }
+    if ((ret = avformat_find_stream_info(fc, NULL)) < 0) {
+        st = kr_av_error(err, ret, "%s: cannot read the stream information", url);
+        goto done;
+    }
+    int stream = av_find_best_stream(fc, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
+    if (stream < 0) {
+        st = keyer_error_set(err, KEYER_STATUS_BAD_DATA, "%s: no video stream", url);
+        goto done;
+    }
+    if (!fc->pb || !(fc->pb->seekable & AVIO_SEEKABLE_NORMAL)) {
+        st = keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%s: the input is not seekable", url);
+        goto done;
+    }
+    if ((st = plan_with(&plan_of, fc, stream, pkt, parts, err))) {
+        keyer_error_prefix(err, "%s: cannot be split at keyframes: ", url);
+        goto done;
+    }
+    *start_pts = malloc(sizeof(int64_t) * (size_t)plan_of.nchunks);
+    if (!*start_pts) {
+        st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "out of memory");
+        goto done;
+    }
+    for (int k = 0; k < plan_of.nchunks; k++)
+        (*start_pts)[k] = plan_of.chunks[k].start_pts;
+    *count = plan_of.nchunks;
+done:
+    free(plan_of.chunks);
+    avformat_close_input(&fc);
+    av_packet_free(&pkt);
+    return st;
+}
+
 keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, int queue,
                              int64_t from, kr_split **out, keyer_error *err)
 {

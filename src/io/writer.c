@@ -1,4 +1,4 @@
-/* keyer_writer: libavformat/libavcodec output, NVENC with a logged libx264 fallback, alpha
+/* keyer_writer: libavformat/libavcodec output, NVENC where it opens (else x264/x265), alpha
  * codecs, stream copy (and AAC re-encode) of a reader's audio and subtitles. The video encoder
  * is encoder.c's, the copied streams are copy.c's. */
 #define _POSIX_C_SOURCE 200809L
@@ -13,6 +13,7 @@
 #include "io/av.h"
 #include "io/copy.h"
 #include "io/encoder.h"
+#include "io/encoder_probe.h"
 #include "io/io_internal.h"
 #include "keyer/io.h"
 #include "keyer/log.h"
@@ -23,6 +24,7 @@ struct keyer_writer {
     AVFormatContext *oc;
     int pb_opened, created_file, header_written;
     kr_encoder enc;
+    keyer_encoder_probe *own_probe; /* when the caller gave none and the codec is left to keyer */
     AVStream *vst;
     AVPacket *pkt;
     AVRational in_tb;    /* the writer's time base */
@@ -147,10 +149,9 @@ static keyer_status writer_create(const char *path, const keyer_writer_params *p
     return KEYER_OK;
 }
 
-/* Opens encoder @p codec; an NVENC encoder that cannot start (no GPU, no driver, no free
- * NVENC session) gives way to libx264 or libx265, logged. */
-static keyer_status open_encoder(keyer_writer *w, const AVCodec *codec, const char *cname,
-                                 const keyer_writer_params *p, keyer_error *err)
+/* The encoder settings of writer @p w, with NVENC on device @p device taking @p bframes. */
+static kr_encoder_config encoder_config(const keyer_writer *w, int device,
+                                        kr_nvenc_bframes bframes)
 {
     kr_encoder_config cfg = {
         .path = w->path,
@@ -162,28 +163,115 @@ static keyer_status open_encoder(keyer_writer *w, const AVCodec *codec, const ch
         .matrix = w->matrix,
         .range = w->range,
         .global_header = (w->oc->oformat->flags & AVFMT_GLOBALHEADER) != 0,
+        .cuda_device = device,
+        .nvenc_bframes = bframes,
     };
+    return cfg;
+}
+
+/* 1 for NVENC's own presets p1..p7, which mean nothing to x264/x265. */
+static int nvenc_preset(const char *preset)
+{
+    return preset && preset[0] == 'p' && preset[1] >= '1' && preset[1] <= '7' && !preset[2];
+}
+
+/* The caller's probe, else the writer's own (device 0). Errors: OUT_OF_MEMORY. */
+static keyer_status get_probe(keyer_writer *w, const keyer_writer_params *p,
+                              keyer_encoder_probe **probe, keyer_error *err)
+{
+    *probe = p->encoder_probe;
+    if (*probe)
+        return KEYER_OK;
+    if (!w->own_probe && keyer_encoder_probe_create(0, &w->own_probe, err))
+        return keyer_error_prefix(err, "%s: ", w->path);
+    *probe = w->own_probe;
+    return KEYER_OK;
+}
+
+/* Opens encoder @p codec, named by the caller; an NVENC encoder that does not open for the
+ * probe or for this output (no GPU, no driver, no free NVENC session) gives way to libx264 or
+ * libx265, with a warning. */
+static keyer_status open_named(keyer_writer *w, const AVCodec *codec, const char *cname,
+                               const keyer_writer_params *p, keyer_error *err)
+{
     int nvenc = kr_encoder_is_nvenc(codec);
-    keyer_error nverr = {0};
-    keyer_status st = kr_encoder_open(&w->enc, codec, &cfg, p, 1, nvenc ? &nverr : err);
-    if (st && nvenc && w->enc.failed) {
-        const char *alt = codec->id == AV_CODEC_ID_HEVC && avcodec_find_encoder_by_name("libx265")
-                              ? "libx265"
-                              : "libx264";
-        keyer_log(w->logger, KEYER_LOG_WARNING, "%s is unavailable (%s); encoding with %s instead",
-                  codec->name, nverr.message, alt);
-        codec = avcodec_find_encoder_by_name(alt);
-        if (!codec)
-            return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
-                                   "%s: %s failed and %s is missing", w->path, cname, alt);
-        /* NVENC presets (p1..p7) mean nothing to x264/x265. */
-        int keep_preset =
-            p->preset && !(p->preset[0] == 'p' && p->preset[1] >= '1' && p->preset[1] <= '7');
-        st = kr_encoder_open(&w->enc, codec, &cfg, p, keep_preset, err);
-    } else if (st && err && nvenc) {
-        *err = nverr;
+    if (!nvenc) {
+        kr_encoder_config cfg = encoder_config(w, 0, KR_NVENC_BFRAMES_MIDDLE_REF);
+        return kr_encoder_open(&w->enc, codec, &cfg, p, 1, err);
     }
-    return st;
+    keyer_encoder_probe *probe = NULL;
+    keyer_status st = get_probe(w, p, &probe, err);
+    if (st)
+        return st;
+    kr_encoder_config cfg = encoder_config(w, keyer_encoder_probe_device(probe),
+                                           kr_encoder_probe_bframes(probe, codec->name));
+    keyer_error nverr = {0};
+    if (keyer_encoder_probe_nvenc(probe, codec->name, nverr.message, sizeof(nverr.message))) {
+        st = kr_encoder_open(&w->enc, codec, &cfg, p, 1, &nverr);
+        if (st == KEYER_OK || !w->enc.failed) {
+            if (st && err)
+                *err = nverr;
+            return st;
+        }
+    }
+    const char *alt = codec->id == AV_CODEC_ID_HEVC && avcodec_find_encoder_by_name("libx265")
+                          ? "libx265"
+                          : "libx264";
+    keyer_log(w->logger, KEYER_LOG_WARNING, "%s is unavailable (%s); encoding with %s instead",
+              codec->name, nverr.message, alt);
+    codec = avcodec_find_encoder_by_name(alt);
+    if (!codec)
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%s: %s failed and %s is missing",
+                               w->path, cname, alt);
+    return kr_encoder_open(&w->enc, codec, &cfg, p, !nvenc_preset(p->preset), err);
+}
+
+/* Opens the encoder keyer chooses for family @p fam: NVENC when the probe (the caller's, else
+ * the writer's own for device 0) says it opens, else x264/x265 (libavcodec's own encoder of the
+ * codec when those are missing); an NVENC that opened for the probe but not for this output
+ * (a pixel format it lacks, no free session) gives way too. The choice is logged (info). */
+static keyer_status open_chosen(keyer_writer *w, kr_encoder_family fam,
+                                const keyer_writer_params *p, keyer_error *err)
+{
+    keyer_encoder_probe *probe = NULL;
+    keyer_status st = get_probe(w, p, &probe, err);
+    if (st)
+        return st;
+    int device = keyer_encoder_probe_device(probe);
+    const char *nv = kr_encoder_nvenc_name(fam);
+    char why[KEYER_ERROR_MESSAGE_MAX];
+    const AVCodec *c = NULL;
+    if (keyer_encoder_probe_nvenc(probe, nv, why, sizeof(why)) &&
+        (c = avcodec_find_encoder_by_name(nv))) {
+        kr_encoder_config cfg = encoder_config(w, device, kr_encoder_probe_bframes(probe, nv));
+        keyer_error nverr = {0};
+        st = kr_encoder_open(&w->enc, c, &cfg, p, 1, &nverr);
+        if (st == KEYER_OK) {
+            keyer_log(w->logger, KEYER_LOG_INFO, "%s: encoder: %s on cuda:%d", w->path, nv,
+                      device);
+            return KEYER_OK;
+        }
+        if (w->enc.ctx) { /* opened, then out of memory */
+            if (err)
+                *err = nverr;
+            return st;
+        }
+        kr_encoder_free(&w->enc);
+        snprintf(why, sizeof(why), "%s", nverr.message);
+    }
+    const char *sw = kr_encoder_pick(fam, 0);
+    c = avcodec_find_encoder_by_name(sw);
+    if (!c) {
+        c = avcodec_find_encoder(fam == KR_ENCODER_HEVC ? AV_CODEC_ID_HEVC : AV_CODEC_ID_H264);
+        if (!c || kr_encoder_is_nvenc(c))
+            return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                                   "%s: NVENC is unavailable (%s) and libavcodec has no %s",
+                                   w->path, why, sw);
+    }
+    keyer_log(w->logger, KEYER_LOG_INFO, "%s: encoder: %s (NVENC unavailable: %s)", w->path,
+              c->name, why);
+    kr_encoder_config cfg = encoder_config(w, device, KR_NVENC_BFRAMES_MIDDLE_REF);
+    return kr_encoder_open(&w->enc, c, &cfg, p, !nvenc_preset(p->preset), err);
 }
 
 /* The video encoder for @p p (its codec, or the container's default) and the video stream
@@ -198,14 +286,22 @@ static keyer_status add_video(keyer_writer *w, const keyer_writer_params *p, key
                                           "ProRes 4444, .webm for VP9, or a PNG sequence)"
                                         : "%s: no video encoder for %s",
                                w->path, of->name);
-    const AVCodec *codec = avcodec_find_encoder_by_name(cname);
-    if (!codec || codec->type != AVMEDIA_TYPE_VIDEO)
-        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
-                               "%s: libavcodec has no video encoder \"%s\"", w->path, cname);
-    if (avformat_query_codec(of, codec->id, FF_COMPLIANCE_NORMAL) == 0)
+    kr_encoder_family fam = kr_encoder_family_of(p->codec, cname);
+    const AVCodec *codec = NULL;
+    enum AVCodecID id = fam == KR_ENCODER_H264   ? AV_CODEC_ID_H264
+                        : fam == KR_ENCODER_HEVC ? AV_CODEC_ID_HEVC
+                                                 : AV_CODEC_ID_NONE;
+    if (fam == KR_ENCODER_NAMED) {
+        codec = avcodec_find_encoder_by_name(cname);
+        if (!codec || codec->type != AVMEDIA_TYPE_VIDEO)
+            return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                                   "%s: libavcodec has no video encoder \"%s\"", w->path, cname);
+        id = codec->id;
+    }
+    if (avformat_query_codec(of, id, FF_COMPLIANCE_NORMAL) == 0)
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%s: %s cannot hold %s video",
-                               w->path, of->name, avcodec_get_name(codec->id));
-    keyer_status st = open_encoder(w, codec, cname, p, err);
+                               w->path, of->name, avcodec_get_name(id));
+    keyer_status st = codec ? open_named(w, codec, cname, p, err) : open_chosen(w, fam, p, err);
     if (st)
         return st;
     w->vst = avformat_new_stream(w->oc, NULL);
@@ -483,6 +579,7 @@ void keyer_writer_destroy(keyer_writer **pw)
         avio_closep(&w->oc->pb);
     kr_copies_free(&w->copies);
     kr_encoder_free(&w->enc);
+    keyer_encoder_probe_destroy(&w->own_probe);
     av_packet_free(&w->pkt);
     avformat_free_context(w->oc);
     free(w->path);

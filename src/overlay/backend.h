@@ -25,6 +25,8 @@ extern "C" {
 typedef struct kr_overlay_job {
     const kr_prim *prims; /* count > 0 records, in drawing order (the overlay's) */
     int count;
+    int curves;           /* how many of them are curves (KR_PRIM_CURVE): the backend flattens
+                             each into its segments (kr_ov_curve_segment) before drawing */
     keyer_frame *frame;   /* RGBA, NV12 or YUV420P in the backend's memory, drawn in place */
     int yuv;              /* 1: NV12 or YUV420P, 0: RGBA */
     kr_ov_yuv yc;         /* conversion constants of the frame's matrix and range */

@@ -135,8 +135,17 @@ keyer_status keyer_overlay_add_curve(keyer_overlay *ov, float x0, float y0, floa
     if (!finite4(x0, y0, x1, y1) || !isfinite(bend))
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "overlay curve: values must be finite");
+    if (!(width > 0) || !isfinite(width))
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "overlay line: coordinates must be finite and width > 0");
     float dx = x1 - x0, dy = y1 - y0, len = sqrtf(dx * dx + dy * dy);
     float cx = (x0 + x1) / 2 - dy * bend, cy = (y0 + y1) / 2 + dx * bend;
+    /* Points of the curve are weighted means of these three: bounded, so finite. */
+    const float big = 1e30f;
+    if (!(fabsf(x0) <= big && fabsf(y0) <= big && fabsf(x1) <= big && fabsf(y1) <= big &&
+          fabsf(cx) <= big && fabsf(cy) <= big))
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "overlay curve: ends or control point beyond 1e30 pixels");
     /* A quadratic's distance from its chord is at most |P0 - 2C + P1| / 4 per subdivision level;
      * n segments keep the error below 0.1 px when dev / (4 n^2) <= 0.1 (dev = |P0-2C+P1|). */
     float ddx = x0 - 2 * cx + x1, ddy = y0 - 2 * cy + y1;
@@ -146,19 +155,36 @@ keyer_status keyer_overlay_add_curve(keyer_overlay *ov, float x0, float y0, floa
         n = 1;
     if (n > 64)
         n = 64;
-    if (ov && ov->count + n > ov->capacity)
+    if (!ov)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "overlay is NULL");
+    if (ov->count + n > ov->capacity)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY,
                                "overlay: capacity of %d primitives reached", ov->capacity);
-    float px = x0, py = y0;
-    for (int i = 1; i <= n; i++) {
-        float t = (float)i / (float)n, u = 1 - t;
-        float qx = u * u * x0 + 2 * u * t * cx + t * t * x1;
-        float qy = u * u * y0 + 2 * u * t * cy + t * t * y1;
-        keyer_status st = keyer_overlay_add_line(ov, px, py, qx, qy, width, color, err);
-        if (st)
-            return st;
-        px = qx;
-        py = qy;
+    /* One curve record and n - 1 slots for the rest of its segments: the renderer flattens it
+     * (overlay_internal.h), on the device for CUDA frames. */
+    kr_prim *p = kr_overlay_new_prim(ov, err);
+    p->kind = KR_PRIM_CURVE;
+    p->x0 = x0;
+    p->y0 = y0;
+    p->x1 = x1;
+    p->y1 = y1;
+    p->cx = cx;
+    p->cy = cy;
+    p->segs = n;
+    p->half_width = width / 2;
+    float m = p->half_width + 1.0f;
+    p->bx0 = fminf(fminf(x0, x1), cx) - m;
+    p->by0 = fminf(fminf(y0, y1), cy) - m;
+    p->bx1 = fmaxf(fmaxf(x0, x1), cx) + m;
+    p->by1 = fmaxf(fmaxf(y0, y1), cy) + m;
+    kr_overlay_premultiply(color, p->stroke);
+    ov->count++;
+    for (int i = 1; i < n; i++) {
+        kr_prim *r = kr_overlay_new_prim(ov, err);
+        r->kind = KR_PRIM_CURVE_REST;
+        r->bx0 = r->by0 = INFINITY; /* an empty bounding box */
+        r->bx1 = r->by1 = -INFINITY;
+        ov->count++;
     }
     return KEYER_OK;
 }
@@ -254,8 +280,12 @@ keyer_status keyer_overlay_render(keyer_overlay *ov, keyer_frame *f, keyer_error
                                "overlay render: unknown frame memory type %d", (int)f->memory);
     if (ov->count == 0)
         return KEYER_OK;
+    int curves = 0;
+    for (int i = 0; i < ov->count; i++)
+        curves += ov->prims[i].kind == KR_PRIM_CURVE;
     kr_overlay_job job = {
         .prims = ov->prims,
+        .curves = curves,
         .count = ov->count,
         .frame = f,
         .yuv = yuv,

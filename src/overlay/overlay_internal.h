@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "keyer/overlay.h"
 
@@ -17,6 +18,18 @@
 #define KR_OV_HD static __host__ __device__ __forceinline__
 #else
 #define KR_OV_HD static inline
+#endif
+
+/* Float operations rounded once each, never fused (the host's C arithmetic), for values both
+ * renderers must compute bit for bit (curve points). */
+#ifdef __CUDA_ARCH__
+#define KR_OV_ADD(a, b) __fadd_rn((a), (b))
+#define KR_OV_MUL(a, b) __fmul_rn((a), (b))
+#define KR_OV_DIV(a, b) __fdiv_rn((a), (b))
+#else
+#define KR_OV_ADD(a, b) ((a) + (b))
+#define KR_OV_MUL(a, b) ((a) * (b))
+#define KR_OV_DIV(a, b) ((a) / (b))
 #endif
 
 #ifdef __cplusplus
@@ -36,7 +49,13 @@ extern "C" {
 #define KR_FONT_ADVANCE 6
 #define KR_FONT_LINE 9
 
-typedef enum kr_prim_kind { KR_PRIM_SEGMENT = 0, KR_PRIM_BOX, KR_PRIM_GLYPH } kr_prim_kind;
+typedef enum kr_prim_kind {
+    KR_PRIM_SEGMENT = 0,
+    KR_PRIM_BOX,
+    KR_PRIM_GLYPH,
+    KR_PRIM_CURVE,     /* a quadratic Bézier, flattened by the renderer into segs segments */
+    KR_PRIM_CURVE_REST /* the slots of a curve's segments after its first: draws nothing */
+} kr_prim_kind;
 
 /*
  * One primitive. The layout is plain data shared with the CUDA renderer (copied as is).
@@ -44,6 +63,13 @@ typedef enum kr_prim_kind { KR_PRIM_SEGMENT = 0, KR_PRIM_BOX, KR_PRIM_GLYPH } kr
  *  - box: (x0,y0) centre, (x1,y1) half extents, radius, half_width (stroke); stroke and fill.
  *  - glyph: (x0,y0) top-left of the 5x7 cell, radius = pixels per font unit, rows = the
  *    glyph's 7 rows (bit 4 = leftmost column); colour in stroke.
+ *  - curve: (x0,y0) and (x1,y1) the ends, (cx,cy) the control point, segs the number of
+ *    segments (1..64) it is drawn as, half_width; colour in stroke; the bounding box is that of
+ *    the control polygon. It takes segs slots: this one and segs - 1 KR_PRIM_CURVE_REST records
+ *    after it (empty bounding box). A renderer replaces the curve and its rest by its segments
+ *    (kr_ov_curve_segment: the CPU renderer on the host, the CUDA renderer on the device), each
+ *    exactly the segment record keyer_overlay_add_line would make; slots past the overlay's
+ *    count (keyer_overlay_truncate) are left out.
  */
 typedef struct kr_prim {
     int32_t kind;             /* kr_prim_kind */
@@ -53,6 +79,8 @@ typedef struct kr_prim {
     float stroke[4]; /* premultiplied r, g, b, a */
     float fill[4];
     uint8_t rows[8];
+    float cx, cy;    /* curve: control point */
+    int32_t segs;    /* curve: segments */
 } kr_prim;
 
 /** Renderer state slots of an overlay, indexed by keyer_memory_type (host, CUDA). */
@@ -114,18 +142,79 @@ KR_OV_HD float kr_ov_glyph_coverage(const uint8_t *rows, float ox, float oy, flo
     return kr_ov_clamp01(area * s * s);
 }
 
+/* Segment i (1..c->segs) of curve c: from the curve's point at t = (i - 1) / segs to the one
+ * at i / segs, as the record keyer_overlay_add_line makes for it (the same float operations on
+ * host and device). */
+KR_OV_HD void kr_ov_curve_segment(const kr_prim *c, int i, kr_prim *seg)
+{
+    float pt[2][2];
+    for (int e = 0; e < 2; e++) {
+        const int at = i - 1 + e;
+        if (at == 0) {
+            pt[e][0] = c->x0;
+            pt[e][1] = c->y0;
+            continue;
+        }
+        const float t = KR_OV_DIV((float)at, (float)c->segs), u = 1 - t;
+        const float w0 = KR_OV_MUL(u, u), w1 = KR_OV_MUL(KR_OV_MUL(2.0f, u), t),
+                    w2 = KR_OV_MUL(t, t);
+        pt[e][0] = KR_OV_ADD(KR_OV_ADD(KR_OV_MUL(w0, c->x0), KR_OV_MUL(w1, c->cx)),
+                             KR_OV_MUL(w2, c->x1));
+        pt[e][1] = KR_OV_ADD(KR_OV_ADD(KR_OV_MUL(w0, c->y0), KR_OV_MUL(w1, c->cy)),
+                             KR_OV_MUL(w2, c->y1));
+    }
+    kr_prim s;
+    memset(&s, 0, sizeof(s));
+    s.kind = KR_PRIM_SEGMENT;
+    s.x0 = pt[0][0];
+    s.y0 = pt[0][1];
+    s.x1 = pt[1][0];
+    s.y1 = pt[1][1];
+    s.half_width = c->half_width;
+    const float m = c->half_width + 1.0f;
+    s.bx0 = fminf(s.x0, s.x1) - m;
+    s.by0 = fminf(s.y0, s.y1) - m;
+    s.bx1 = fmaxf(s.x0, s.x1) + m;
+    s.by1 = fmaxf(s.y0, s.y1) + m;
+    for (int k = 0; k < 4; k++)
+        s.stroke[k] = c->stroke[k];
+    *seg = s;
+}
+
+/* Coverage of segment p at pixel centre (px, py). */
+KR_OV_HD float kr_ov_segment_coverage(const kr_prim *p, float px, float py)
+{
+    float vx = p->x1 - p->x0, vy = p->y1 - p->y0, wx = px - p->x0, wy = py - p->y0;
+    float len2 = vx * vx + vy * vy;
+    float t = len2 > 0 ? kr_ov_clamp01((wx * vx + wy * vy) / len2) : 0;
+    float dx = wx - t * vx, dy = wy - t * vy;
+    return kr_ov_clamp01(p->half_width - sqrtf(dx * dx + dy * dy) + 0.5f);
+}
+
 /* Composites primitive p's contribution at pixel (ix, iy) over the accumulator acc
- * (premultiplied), sampling coverage at the pixel centre. */
+ * (premultiplied), sampling coverage at the pixel centre. A curve composites its segments in
+ * order (what its flattened records draw); its rest draws nothing. */
 KR_OV_HD void kr_ov_shade(const kr_prim *p, int ix, int iy, float acc[4])
 {
     float px = (float)ix + 0.5f, py = (float)iy + 0.5f;
     float src[4] = {0, 0, 0, 0};
+    if (p->kind == KR_PRIM_CURVE) {
+        for (int i = 1; i <= p->segs; i++) {
+            kr_prim seg;
+            kr_ov_curve_segment(p, i, &seg);
+            if ((float)ix + 1 < seg.bx0 || (float)ix > seg.bx1 || (float)iy + 1 < seg.by0 ||
+                (float)iy > seg.by1)
+                continue;
+            float cov = kr_ov_segment_coverage(&seg, px, py), k = 1 - seg.stroke[3] * cov;
+            for (int c = 0; c < 4; c++)
+                acc[c] = seg.stroke[c] * cov + acc[c] * k;
+        }
+        return;
+    }
+    if (p->kind == KR_PRIM_CURVE_REST)
+        return;
     if (p->kind == KR_PRIM_SEGMENT) {
-        float vx = p->x1 - p->x0, vy = p->y1 - p->y0, wx = px - p->x0, wy = py - p->y0;
-        float len2 = vx * vx + vy * vy;
-        float t = len2 > 0 ? kr_ov_clamp01((wx * vx + wy * vy) / len2) : 0;
-        float dx = wx - t * vx, dy = wy - t * vy;
-        float cov = kr_ov_clamp01(p->half_width - sqrtf(dx * dx + dy * dy) + 0.5f);
+        float cov = kr_ov_segment_coverage(p, px, py);
         for (int c = 0; c < 4; c++)
             src[c] = p->stroke[c] * cov;
     } else if (p->kind == KR_PRIM_BOX) {
@@ -171,8 +260,10 @@ KR_OV_HD int kr_ov_may_touch_rect(const kr_prim *p, int px0, int py0, int px1, i
     if ((float)px1 < p->bx0 || (float)px0 > p->bx1 || (float)py1 < p->by0 ||
         (float)py0 > p->by1)
         return 0;
-    if (p->kind == KR_PRIM_GLYPH)
+    if (p->kind == KR_PRIM_GLYPH || p->kind == KR_PRIM_CURVE)
         return 1;
+    if (p->kind == KR_PRIM_CURVE_REST)
+        return 0;
     float cx = 0.5f * (float)(px0 + px1), cy = 0.5f * (float)(py0 + py1);
     float hx = 0.5f * (float)(px1 - px0), hy = 0.5f * (float)(py1 - py0);
     float r = sqrtf(hx * hx + hy * hy) + 1.0f;

@@ -94,7 +94,7 @@ static int forward(void *opaque, kr_item *it)
 }
 
 /* The detections live on the host: nothing goes back to the device after a CPU run. */
-static const kr_model_stage_ops detect_ops = {cpu_outputs, cuda_outputs, NULL, forward};
+static const kr_model_stage_ops detect_ops = {cpu_outputs, cuda_outputs, NULL, forward, NULL};
 
 /* ---- set-up ----------------------------------------------------------------------------------- */
 

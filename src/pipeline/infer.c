@@ -85,7 +85,8 @@ static int forward(void *opaque, kr_item *it)
     return kr_queue_push(inf->next, it) != KEYER_OK;
 }
 
-static const kr_model_stage_ops infer_ops = {cpu_outputs, cuda_outputs, upload_outputs, forward};
+static const kr_model_stage_ops infer_ops = {cpu_outputs, cuda_outputs, upload_outputs, forward,
+                                               NULL};
 
 /* ---- set-up ----------------------------------------------------------------------------------- */
 

@@ -326,6 +326,7 @@ void kr_item_pool_destroy(kr_item_pool **pp)
             keyer_frame_destroy(&it->input_copy);
             bufs_free(&p->layout, &it->host, 0);
             bufs_free(&p->layout, &it->cuda, 1);
+            free(it->faces);
         }
         free(p->items);
     }
@@ -350,6 +351,7 @@ void kr_item_release(kr_item *it)
     it->bg = NULL;
     it->lost = it->failed = 0;
     it->cuda.ready_set = 0;
+    it->n_faces = 0;
     it->seq = -1;
     /* the free list holds every item, so it is never full */
     kr_queue_try_push(it->pool->free, it);

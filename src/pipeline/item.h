@@ -86,6 +86,9 @@ typedef struct kr_item {
     keyer_prepare_geometry geom[KR_ITEM_MAX_INPUTS]; /* where the frame went in each input */
     int n_dets;              /* detections of this frame (frame pixels), best first */
     keyer_detection dets[KEYER_SESSION_MAX_DETECTIONS];
+    int n_faces;             /* faces of this frame with their landmarks (face-mesh stage) */
+    int faces_cap;           /* room in faces: grows to the most faces a frame had, kept */
+    keyer_face *faces;       /* NULL until the face-mesh stage stores faces */
     int64_t t_in;            /* when it entered (read or sent) */
 } kr_item;
 

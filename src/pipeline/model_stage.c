@@ -172,6 +172,37 @@ keyer_model *kr_model_stage_model(const kr_model_stage *ms)
     return ms->model;
 }
 
+keyer_status kr_model_stage_runtime(kr_model_stage *ms, int cuda, int lg, keyer_runtime **rt,
+                                    keyer_error *err)
+{
+    *rt = NULL;
+    if (lg < 0 || lg > KR_MAX_BATCH_LOG2)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL, "%s: no runtime of batch 2^%d",
+                               ms->p.name, lg);
+    if (!ms->rt[cuda][lg]) {
+        keyer_status st = kr_model_stage_runtimes(ms, cuda, 1 << lg, 0, err);
+        if (st)
+            return st;
+    }
+    *rt = ms->rt[cuda][lg];
+    return KEYER_OK;
+}
+
+const kr_model_stage_run *kr_model_stage_get_run(const kr_model_stage *ms)
+{
+    return &ms->run;
+}
+
+void *kr_model_stage_stream(const kr_model_stage *ms)
+{
+    return ms->stream;
+}
+
+const kr_stage_ctx *kr_model_stage_ctx(const kr_model_stage *ms)
+{
+    return ms->p.ctx;
+}
+
 /* ---- running a chunk on one device ------------------------------------------------------------ */
 
 /* Runs @p n CPU items through the CPU runtime of batch 2^lg. */
@@ -328,15 +359,19 @@ static int run_batch(kr_model_stage *ms, kr_item **items, int n, int full)
             if (items[i]->on_cuda && !items[i]->lost && !items[i]->failed)
                 kr_item_demote(items[i], ms->run.need, ms->stream);
     /* group by device (both groups first: a failing CUDA group moves its items to the CPU and
-     * runs them there itself), keeping failed and lost items out of the runs */
+     * runs them there itself), keeping failed and lost items out of the runs; or the owner
+     * runs the batch itself */
     int ncuda = 0, ncpu = 0;
-    for (int i = 0; i < n; i++)
-        if (!items[i]->lost && !items[i]->failed) {
-            if (items[i]->on_cuda)
-                run[ncuda++] = items[i];
-            else
-                run_on_cpu[ncpu++] = items[i];
-        }
+    if (ms->p.ops->batch)
+        ms->p.ops->batch(ms->p.opaque, ms, items, n);
+    else
+        for (int i = 0; i < n; i++)
+            if (!items[i]->lost && !items[i]->failed) {
+                if (items[i]->on_cuda)
+                    run[ncuda++] = items[i];
+                else
+                    run_on_cpu[ncpu++] = items[i];
+            }
     if (ncuda)
         run_group(ms, run, ncuda);
     if (ncpu)

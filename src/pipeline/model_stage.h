@@ -1,7 +1,8 @@
 /*
  * A model stage (internal, prefix kr_): one neural network run on batches of items from all
- * streams, on one worker thread. The session makes one for the keying model (infer.c) and
- * one for its detector (detect.c); another model is one more instance.
+ * streams, on one worker thread. The session makes one for the keying model (infer.c), one
+ * for its detector (detect.c) and one for the face mesh (mesh.c, whose batch op crops the
+ * faces itself); another model is one more instance.
  *
  * The stage owns the model, its runtimes for batch 1, 2, 4, ... on the CPU and on CUDA, its
  * input queue, its CUDA stream and its thread. Its input is one slot of every item (made by
@@ -33,7 +34,7 @@
 
 /** How prepare makes a model stage's input in each item. */
 typedef struct kr_model_input {
-    int slot;             /* the item's input slot */
+    int slot;             /* the item's input slot; -1: none (the batch op makes the inputs) */
     int width, height;    /* the model's input (float H x W x 3) */
     int letterbox;        /* keep the aspect ratio (else stretch) */
     float scale, offset;  /* value = rgb * scale + offset */
@@ -42,6 +43,8 @@ typedef struct kr_model_input {
     float mean[3], std[3]; /* then (value - mean[c]) / std[c]; std 0: none */
     int bgr;              /* 1: the tensor's channels are B, G, R */
 } kr_model_input;
+
+typedef struct kr_model_stage kr_model_stage;
 
 /** What the stage's owner does with a run's outputs, and where items go next. */
 typedef struct kr_model_stage_ops {
@@ -59,6 +62,14 @@ typedef struct kr_model_stage_ops {
     /* Hands a finished (or failed, or lost) item on; non-zero when the next stage is gone
      * (the item then stays the stage's, which returns it to its pool). */
     int (*forward)(void *opaque, kr_item *it);
+    /* Optional (NULL: the stage gathers each item's input slot and calls cpu_outputs or
+     * cuda_outputs): runs a whole batch itself, for models whose inputs are not one per item
+     * (the face mesh: one crop per face). Called with the @p n items of a batch (CUDA items
+     * of a session whose GPU failed already moved to the CPU; failed and lost items among
+     * them, to be left alone); it reads the runtimes through kr_model_stage_runtime() and
+     * marks the items it cannot finish with kr_item_fail(). The other ops may then be NULL
+     * except forward. */
+    void (*batch)(void *opaque, kr_model_stage *ms, kr_item **items, int n);
 } kr_model_stage_ops;
 
 typedef struct kr_model_stage_params {
@@ -84,8 +95,6 @@ typedef struct kr_model_stage_run {
     int need;           /* KR_NEED_* of a CUDA item moved to the CPU here */
     int cuda;           /* its CUDA runtimes exist (else CUDA items run hybrid) */
 } kr_model_stage_run;
-
-typedef struct kr_model_stage kr_model_stage;
 
 /** Creates a stage owning *@p model (taken: set to NULL, also on failure).
  *  Errors: OUT_OF_MEMORY. */
@@ -145,5 +154,19 @@ const kr_model_input *kr_model_stage_input(const kr_model_stage *ms);
 
 /** Its model. */
 keyer_model *kr_model_stage_model(const kr_model_stage *ms);
+
+/** Its runtime of batch 2^@p lg on CUDA (@p cuda) or the CPU, made when missing (the CPU's
+ *  after a GPU failure); for the batch op. Errors: as kr_model_stage_runtimes(). */
+keyer_status kr_model_stage_runtime(kr_model_stage *ms, int cuda, int lg, keyer_runtime **rt,
+                                    keyer_error *err);
+
+/** How it runs (set by open). */
+const kr_model_stage_run *kr_model_stage_get_run(const kr_model_stage *ms);
+
+/** Its CUDA stream (NULL before use_cuda or without CUDA). */
+void *kr_model_stage_stream(const kr_model_stage *ms);
+
+/** Its parameters' stage context. */
+const kr_stage_ctx *kr_model_stage_ctx(const kr_model_stage *ms);
 
 #endif

@@ -27,6 +27,8 @@ static kr_queue *stage_queue(keyer_session *s, int i)
     switch (i) {
     case KR_ST_DETECT:
         return s->detect ? kr_model_stage_queue(kr_detect_stage(s->detect)) : NULL;
+    case KR_ST_MESH:
+        return s->mesh ? kr_model_stage_queue(kr_mesh_stage(s->mesh)) : NULL;
     case KR_ST_INFER:
         return s->infer ? kr_model_stage_queue(kr_infer_stage(s->infer)) : NULL;
     case KR_ST_REFINE:
@@ -38,31 +40,51 @@ static kr_queue *stage_queue(keyer_session *s, int i)
     }
 }
 
-/* The per-stage part of the report (after the totals: it needs out->seconds). */
-static void stage_reports(keyer_session *s, int n, keyer_session_report *out)
+/* The per-stage part of the report of @p ne engines (after the totals: it needs out->seconds):
+ * the engines' counters summed, their latency histograms merged, their queues summed. */
+static void stage_reports(keyer_session *const *engines, int ne, keyer_session_report *out)
 {
     kr_stage_stats snaps[KR_ST_COUNT];
-    int read_workers = 0, prep_workers = 0, sinks = 0;
-    for (int i = 0; i < n; i++) {
-        kr_stream *st = s->streams[i];
-        read_workers += st->source == KR_SOURCE_READER && !st->open_failed;
-        prep_workers++;
-        sinks += st->sink != KR_SINK_PULL;
+    memset(snaps, 0, sizeof(snaps));
+    int read_workers = 0, prep_workers = 0, sinks = 0, workers[KR_ST_COUNT] = {0};
+    int detect = 0, mesh = 0;
+    for (int e = 0; e < ne; e++) {
+        keyer_session *s = engines[e];
+        int n = atomic_load(&s->stream_count);
+        for (int i = 0; i < n; i++) {
+            kr_stream *st = s->streams[i];
+            read_workers += st->source == KR_SOURCE_READER && !st->open_failed;
+            prep_workers++;
+            sinks += st->sink != KR_SINK_PULL;
+        }
+        detect |= s->detect != NULL;
+        mesh |= s->mesh != NULL;
+        for (int i = 0; i < KR_ST_COUNT; i++) {
+            kr_stage_stats one;
+            kr_stage_stats_snapshot(&s->stages[i], &one);
+            snaps[i].items += one.items;
+            snaps[i].calls += one.calls;
+            snaps[i].busy_ns += one.busy_ns;
+            kr_histogram_merge(&snaps[i].latency, &one.latency);
+            workers[i] += one.workers;
+        }
     }
     for (int i = 0; i < KR_ST_COUNT; i++) {
-        kr_stage_stats_snapshot(&s->stages[i], &snaps[i]);
+        snaps[i].workers = workers[i];
         if (i == KR_ST_READ)
             snaps[i].workers = read_workers > 0 ? read_workers : 1;
         if (i == KR_ST_PREPARE)
             snaps[i].workers = prep_workers > 0 ? prep_workers : 1;
         if (i == KR_ST_WRITE)
             snaps[i].workers = sinks > 0 ? sinks : 1;
+        if (snaps[i].workers < 1)
+            snaps[i].workers = 1;
     }
-    out->stage_count = s->detect ? KR_ST_COUNT : KR_ST_DETECT;
+    out->stage_count = mesh ? KR_ST_COUNT : detect ? KR_ST_MESH : KR_ST_DETECT;
     double wall = out->seconds;
     for (int i = 0; i < out->stage_count; i++) {
         keyer_stage_report *r = &out->stages[i];
-        snprintf(r->name, sizeof(r->name), "%s", s->stages[i].name);
+        snprintf(r->name, sizeof(r->name), "%s", engines[0]->stages[i].name);
         r->workers = snaps[i].workers;
         r->frames = snaps[i].items;
         r->busy = (double)snaps[i].busy_ns * 1e-9;
@@ -70,101 +92,159 @@ static void stage_reports(keyer_session *s, int n, keyer_session_report *out)
         if (r->utilization > 1.0)
             r->utilization = 1.0;
         r->latency = latency_of(&snaps[i].latency);
-        kr_queue *q = stage_queue(s, i);
-        if (q) {
-            kr_queue_stats qs;
-            kr_queue_stats_get(q, &qs);
-            r->queue_capacity = qs.capacity;
-            r->queue_mean = qs.mean_depth;
-            r->queue_max = qs.max_depth;
-        } else if (i == KR_ST_PREPARE && n > 0) {
-            /* the streams' ingest queues, summed */
-            for (int k = 0; k < n; k++) {
-                if (!s->streams[k]->ingest)
-                    continue;
+        for (int e = 0; e < ne; e++) {
+            keyer_session *s = engines[e];
+            kr_queue *q = stage_queue(s, i);
+            int n = atomic_load(&s->stream_count);
+            if (q) {
                 kr_queue_stats qs;
-                kr_queue_stats_get(s->streams[k]->ingest, &qs);
+                kr_queue_stats_get(q, &qs);
                 r->queue_capacity += qs.capacity;
                 r->queue_mean += qs.mean_depth;
                 r->queue_max += qs.max_depth;
+            } else if (i == KR_ST_PREPARE) {
+                /* the streams' ingest queues, summed */
+                for (int k = 0; k < n; k++) {
+                    if (!s->streams[k]->ingest)
+                        continue;
+                    kr_queue_stats qs;
+                    kr_queue_stats_get(s->streams[k]->ingest, &qs);
+                    r->queue_capacity += qs.capacity;
+                    r->queue_mean += qs.mean_depth;
+                    r->queue_max += qs.max_depth;
+                }
             }
         }
     }
     out->bottleneck = kr_stage_stats_bottleneck(snaps, KR_ST_COUNT);
 }
 
-void keyer_session_get_report(keyer_session *s, keyer_session_report *out)
+/* "cuda:1", or "cuda:1, then cpu (GPU failure)" when its GPU failed while running. */
+static void engine_device(const keyer_session *s, char *buf, size_t size)
+{
+    if (s->use_cuda && atomic_load((atomic_int *)&s->gpu_failed))
+        snprintf(buf, size, "%.16s, then cpu (GPU failure)", s->device_name);
+    else
+        snprintf(buf, size, "%s", s->device_name);
+}
+
+void kr_engines_get_report(keyer_session *const *engines, int ne, keyer_session_report *out)
 {
     memset(out, 0, sizeof(*out));
     out->bottleneck = -1;
     out->gpu_memory_used = out->gpu_memory_total = -1;
     out->gpu_utilization = -1;
-    if (!s)
+    if (!engines || ne < 1 || !engines[0])
         return;
-    int n = atomic_load(&s->stream_count);
-    for (int i = 0; i < n; i++) {
-        kr_stream *st = s->streams[i];
-        out->frames_read += atomic_load(&st->frames_read);
-        out->frames_written += atomic_load(&st->frames_written);
-        out->frames_dropped += atomic_load(&st->frames_dropped);
-        out->frames_damaged += atomic_load(&st->frames_damaged);
-        out->frames_lost += atomic_load(&st->frames_lost);
+    kr_histogram e2e;
+    kr_histogram_reset(&e2e);
+    int64_t t_start = INT64_MAX, t_last = INT64_MIN, batch_frames = 0;
+    int started = 0, ready = 1, failed = 0, util_engines = 0;
+    double util = 0;
+    size_t dlen = 0;
+    for (int e = 0; e < ne; e++) {
+        keyer_session *s = engines[e];
+        int n = atomic_load(&s->stream_count);
+        for (int i = 0; i < n; i++) {
+            kr_stream *st = s->streams[i];
+            out->frames_read += atomic_load(&st->frames_read);
+            out->frames_written += atomic_load(&st->frames_written);
+            out->frames_dropped += atomic_load(&st->frames_dropped);
+            out->frames_damaged += atomic_load(&st->frames_damaged);
+            out->frames_lost += atomic_load(&st->frames_lost);
+        }
+        int64_t on_cpu = 0, on_cuda = 0;
+        kr_infer_frames(s->infer, &on_cpu, &on_cuda);
+        out->frames_on_cpu += on_cpu;
+        out->frames_on_cuda += on_cuda;
+        failed |= s->use_cuda && atomic_load(&s->gpu_failed);
+        if (ne == 1) {
+            snprintf(out->device, sizeof(out->device), "%s",
+                     failed ? "cpu (after a GPU failure)" : s->device_name);
+        } else if (dlen + 1 < sizeof(out->device)) {
+            /* "cuda:0 + cuda:1, then cpu (GPU failure)" */
+            char one[64];
+            engine_device(s, one, sizeof(one));
+            int w = snprintf(out->device + dlen, sizeof(out->device) - dlen, "%s%s",
+                             e ? " + " : "", one);
+            dlen = w < 0 ? dlen : dlen + (size_t)w;
+            if (dlen >= sizeof(out->device))
+                dlen = sizeof(out->device) - 1;
+        }
+        out->fell_back |= s->fell_back || atomic_load(&s->gpu_failed);
+        out->warnings += atomic_load(&s->warnings);
+        out->batches += atomic_load(&s->batches.batches);
+        batch_frames += atomic_load(&s->batches.frames);
+        out->batches_full += atomic_load(&s->batches.full);
+        pthread_mutex_lock(&s->out.lock);
+        kr_histogram_merge(&e2e, &s->out.e2e);
+        if (s->started) {
+            started = 1;
+            if (s->out.t_start < t_start)
+                t_start = s->out.t_start;
+            if (s->out.t_last > t_last)
+                t_last = s->out.t_last;
+        }
+        pthread_mutex_unlock(&s->out.lock);
+        pthread_mutex_lock(&s->stats_lock);
+        if (s->gpu_mem_used >= 0) {
+            out->gpu_memory_used = (out->gpu_memory_used < 0 ? 0 : out->gpu_memory_used) +
+                                   s->gpu_mem_used;
+            out->gpu_memory_total = (out->gpu_memory_total < 0 ? 0 : out->gpu_memory_total) +
+                                    s->gpu_mem_total;
+        }
+        if (s->gpu_util_samples) {
+            util += s->gpu_util_sum / (double)s->gpu_util_samples;
+            util_engines++;
+        }
+        pthread_mutex_unlock(&s->stats_lock);
+        ready &= s->stages_ready;
     }
-    kr_infer_frames(s->infer, &out->frames_on_cpu, &out->frames_on_cuda);
-    snprintf(out->device, sizeof(out->device), "%s",
-             s->use_cuda && atomic_load(&s->gpu_failed) ? "cpu (after a GPU failure)"
-                                                        : s->device_name);
-    snprintf(out->model, sizeof(out->model), "%s", s->model_used);
-    snprintf(out->detector, sizeof(out->detector), "%s", s->detect ? kr_detect_name(s->detect) : "");
+    keyer_session *s0 = engines[0];
+    snprintf(out->model, sizeof(out->model), "%s", s0->model_used);
+    snprintf(out->detector, sizeof(out->detector), "%s",
+             s0->detect ? kr_detect_name(s0->detect) : "");
     /* CUDA runtimes ran in their precision; the CPU (also after a GPU failure) in float32 */
-    int on_cuda = s->use_cuda && !atomic_load(&s->gpu_failed);
+    int on_cuda = s0->use_cuda && !failed;
     snprintf(out->model_precision, sizeof(out->model_precision), "%s",
-             !s->infer ? ""
-             : keyer_precision_name(on_cuda ? kr_infer_get_info(s->infer)->cuda_precision
+             !s0->infer ? ""
+             : keyer_precision_name(on_cuda ? kr_infer_get_info(s0->infer)->cuda_precision
                                             : KEYER_PRECISION_F32));
     snprintf(out->detector_precision, sizeof(out->detector_precision), "%s",
-             !s->detect ? ""
-             : keyer_precision_name(on_cuda ? kr_detect_cuda_precision(s->detect)
+             !s0->detect ? ""
+             : keyer_precision_name(on_cuda ? kr_detect_cuda_precision(s0->detect)
                                             : KEYER_PRECISION_F32));
     out->model_schedule[0] = out->detector_schedule[0] = 0;
-    if (on_cuda && s->infer)
-        kr_model_stage_schedules(kr_infer_stage(s->infer), out->model_schedule,
+    if (on_cuda && s0->infer) /* engine 0's: its device's choices */
+        kr_model_stage_schedules(kr_infer_stage(s0->infer), out->model_schedule,
                                  sizeof(out->model_schedule));
-    if (on_cuda && s->detect)
-        kr_model_stage_schedules(kr_detect_stage(s->detect), out->detector_schedule,
+    if (on_cuda && s0->detect)
+        kr_model_stage_schedules(kr_detect_stage(s0->detect), out->detector_schedule,
                                  sizeof(out->detector_schedule));
-    out->batch = s->batch;
-    out->fell_back = s->fell_back || atomic_load(&s->gpu_failed);
-    out->warnings = atomic_load(&s->warnings);
-    out->batches = atomic_load(&s->batches.batches);
-    out->batch_mean = out->batches
-                          ? (double)atomic_load(&s->batches.frames) / (double)out->batches
-                          : 0.0;
-    out->batches_full = atomic_load(&s->batches.full);
-    pthread_mutex_lock(&s->out.lock);
-    kr_histogram e2e = s->out.e2e;
-    int64_t t_start = s->out.t_start, t_last = s->out.t_last;
-    pthread_mutex_unlock(&s->out.lock);
-    pthread_mutex_lock(&s->stats_lock);
-    out->gpu_memory_used = s->gpu_mem_used;
-    out->gpu_memory_total = s->gpu_mem_total;
-    if (s->gpu_util_samples)
-        out->gpu_utilization = s->gpu_util_sum / (double)s->gpu_util_samples;
-    pthread_mutex_unlock(&s->stats_lock);
+    out->batch = s0->batch;
+    out->batch_mean = out->batches ? (double)batch_frames / (double)out->batches : 0.0;
+    /* GPU utilisation: the mean over the GPUs */
+    if (util_engines)
+        out->gpu_utilization = util / (double)util_engines;
     out->latency = latency_of(&e2e);
-    out->seconds = s->started && t_last > t_start ? (double)(t_last - t_start) * 1e-9 : 0.0;
+    out->seconds = started && t_last > t_start ? (double)(t_last - t_start) * 1e-9 : 0.0;
     out->fps = out->seconds > 0 ? (double)out->frames_written / out->seconds : 0.0;
-    if (!s->stages_ready)
+    if (!ready)
         return;
-    stage_reports(s, n, out);
+    stage_reports(engines, ne, out);
 }
 
-int keyer_session_stream_count(const keyer_session *s)
+void kr_engine_get_report(keyer_session *s, keyer_session_report *out)
+{
+    kr_engines_get_report(&s, 1, out);
+}
+
+int kr_engine_stream_count(const keyer_session *s)
 {
     return s ? atomic_load((atomic_int *)&s->stream_count) : 0;
 }
 
-keyer_status keyer_session_get_stream_report(keyer_session *s, int id, keyer_stream_report *out,
+keyer_status kr_engine_get_stream_report(keyer_session *s, int id, keyer_stream_report *out,
                                              keyer_error *err)
 {
     if (!s || !out || id < 0 || id >= atomic_load(&s->stream_count))
@@ -191,6 +271,7 @@ keyer_status keyer_session_get_stream_report(keyer_session *s, int id, keyer_str
     }
     out->has_audio = st->source == KR_SOURCE_READER ? st->info.has_audio : 0;
     snprintf(out->encoder, sizeof(out->encoder), "%s", st->encoder);
+    engine_device(s, out->device, sizeof(out->device));
     keyer_error se = {0};
     out->status = kr_stream_status(st, &se);
     if (out->status)
@@ -198,142 +279,7 @@ keyer_status keyer_session_get_stream_report(keyer_session *s, int id, keyer_str
     return KEYER_OK;
 }
 
-/* ---- JSON ----------------------------------------------------------------------------------- */
-
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-static double finite_or_zero(double v)
-{
-    return isfinite(v) ? v : 0.0;
-}
-
-static void json_latency(FILE *f, const keyer_latency *l)
-{
-    fprintf(f, "{\"count\":%lld,\"mean\":%.4f,\"p50\":%.4f,\"p95\":%.4f,\"p99\":%.4f,\"max\":%.4f}",
-            (long long)l->count, finite_or_zero(l->mean), finite_or_zero(l->p50),
-            finite_or_zero(l->p95), finite_or_zero(l->p99), finite_or_zero(l->max));
-}
-
-/* The "streams" array's entries. */
-static void json_streams(FILE *f, keyer_session *s)
-{
-    int n = keyer_session_stream_count(s);
-    for (int i = 0; i < n; i++) {
-        keyer_stream_report sr;
-        if (keyer_session_get_stream_report(s, i, &sr, NULL))
-            continue;
-        fprintf(f, "    {\"id\": %d, \"input\": ", i);
-        json_string(f, sr.input);
-        fprintf(f, ", \"output\": ");
-        json_string(f, sr.output);
-        fprintf(f, ", \"width\": %d, \"height\": %d, \"frames_read\": %lld, "
-                   "\"frames_written\": %lld, \"dropped\": %lld, \"damaged\": %lld, "
-                   "\"lost\": %lld, \"hw_decode\": %s, \"encoder\": ",
-                sr.width, sr.height, (long long)sr.frames_read, (long long)sr.frames_written,
-                (long long)sr.frames_dropped, (long long)sr.frames_damaged,
-                (long long)sr.frames_lost, sr.hw_decode ? "true" : "false");
-        json_string(f, sr.encoder);
-        fprintf(f, ", \"reconnects\": %lld, \"missed_frames\": %lld, "
-                   "\"disconnected_seconds\": %.3f",
-                (long long)sr.reconnects, (long long)sr.missed_frames,
-                finite_or_zero(sr.disconnected_seconds));
-        fprintf(f, ", \"audio\": %s, \"status\": ", sr.has_audio ? "true" : "false");
-        json_string(f, sr.status ? keyer_status_name(sr.status) : "ok");
-        fprintf(f, ", \"error\": ");
-        json_string(f, sr.error);
-        fprintf(f, "}%s\n", i + 1 < n ? "," : "");
-    }
-}
-
-keyer_status keyer_session_write_stats(keyer_session *s, const char *path, keyer_error *err)
-{
-    if (!s || !path)
-        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "keyer_session_write_stats: NULL argument");
-    keyer_session_report r;
-    keyer_session_get_report(s, &r);
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return keyer_error_set(err, KEYER_STATUS_IO, "%s: cannot create: %s", path,
-                               strerror(errno));
-    fprintf(f, "{\n  \"keyer_stats_version\": 1,\n  \"device\": ");
-    json_string(f, r.device);
-    fprintf(f, ",\n  \"model\": ");
-    json_string(f, r.model);
-    fprintf(f, ",\n  \"model_precision\": ");
-    json_string(f, r.model_precision);
-    fprintf(f, ",\n  \"detector\": ");
-    json_string(f, r.detector);
-    fprintf(f, ",\n  \"detector_precision\": ");
-    json_string(f, r.detector_precision);
-    fprintf(f, ",\n  \"model_schedule\": ");
-    json_string(f, r.model_schedule);
-    fprintf(f, ",\n  \"detector_schedule\": ");
-    json_string(f, r.detector_schedule);
-    fprintf(f, ",\n  \"mode\": \"%s\",\n  \"batch\": %d,\n  \"fell_back\": %s,\n",
-            s->params.mode == KEYER_PIPELINE_LATENCY ? "latency" : "throughput", r.batch,
-            r.fell_back ? "true" : "false");
-    fprintf(f, "  \"seconds\": %.4f,\n  \"fps\": %.3f,\n", finite_or_zero(r.seconds),
-            finite_or_zero(r.fps));
-    fprintf(f, "  \"frames\": {\"read\": %lld, \"written\": %lld, \"dropped\": %lld, "
-               "\"damaged\": %lld, \"lost\": %lld, \"on_cpu\": %lld, \"on_cuda\": %lld},\n",
-            (long long)r.frames_read, (long long)r.frames_written, (long long)r.frames_dropped,
-            (long long)r.frames_damaged, (long long)r.frames_lost, (long long)r.frames_on_cpu,
-            (long long)r.frames_on_cuda);
-    fprintf(f, "  \"batches\": {\"count\": %lld, \"mean_frames\": %.3f, \"full\": %lld},\n",
-            (long long)r.batches, finite_or_zero(r.batch_mean), (long long)r.batches_full);
-    fprintf(f, "  \"latency_ms\": ");
-    json_latency(f, &r.latency);
-    fprintf(f, ",\n  \"stages\": [\n");
-    for (int i = 0; i < r.stage_count; i++) {
-        const keyer_stage_report *g = &r.stages[i];
-        fprintf(f, "    {\"name\": ");
-        json_string(f, g->name);
-        fprintf(f, ", \"workers\": %d, \"frames\": %lld, \"busy_seconds\": %.4f, "
-                   "\"utilization\": %.4f, \"latency_ms\": ",
-                g->workers, (long long)g->frames, finite_or_zero(g->busy),
-                finite_or_zero(g->utilization));
-        json_latency(f, &g->latency);
-        fprintf(f, ", \"queue\": {\"capacity\": %d, \"mean_depth\": %.3f, \"max_depth\": %d}}%s\n",
-                g->queue_capacity, finite_or_zero(g->queue_mean), g->queue_max,
-                i + 1 < r.stage_count ? "," : "");
-    }
-    fprintf(f, "  ],\n  \"bottleneck\": ");
-    if (r.bottleneck >= 0)
-        json_string(f, r.stages[r.bottleneck].name);
-    else
-        fprintf(f, "null");
-    fprintf(f, ",\n  \"gpu\": {\"memory_used_bytes\": %lld, \"memory_total_bytes\": %lld, "
-               "\"utilization_percent\": %.1f},\n",
-            (long long)r.gpu_memory_used, (long long)r.gpu_memory_total,
-            finite_or_zero(r.gpu_utilization));
-    int failed = 0;
-    for (int i = 0; i < keyer_session_stream_count(s); i++)
-        failed += kr_stream_status(s->streams[i], NULL) != KEYER_OK;
-    fprintf(f, "  \"warnings\": %d,\n  \"failed_streams\": %d,\n  \"streams\": [\n",
-            r.warnings, failed);
-    json_streams(f, s);
-    fprintf(f, "  ]\n}\n");
-    int bad = ferror(f);
-    if (fclose(f) || bad)
-        return keyer_error_set(err, KEYER_STATUS_IO, "%s: writing the statistics failed", path);
-    return KEYER_OK;
-}
-
-keyer_status keyer_session_write_trace(keyer_session *s, const char *path, keyer_error *err)
+keyer_status kr_engine_write_trace(keyer_session *s, const char *path, keyer_error *err)
 {
     if (!s || !path)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,

@@ -1,4 +1,5 @@
-/* The keying session: parameters, set-up of the devices and stages, running, the stream calls. */
+/* The keying session of one device (an engine): parameters, creation and tear-down, running, the
+ * stream calls. Its start (models, device, stages) is engine_start.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include "keyer/image.h"
 #include "keyer/registry.h"
 #include "pipeline/clock.h"
+#include "pipeline/placement.h"
 #include "pipeline/session.h"
 /* ---- parameters ----------------------------------------------------------------------------- */
 
@@ -47,6 +49,12 @@ static const keyer_option session_options[] = {
         KEYER_DEVICE_AUTO, 0, 0, device_choices),
     KEYER_OPTION_FIELD("cuda_device", "CUDA device ordinal", OFF(cuda_device), KEYER_OPTION_INT, 0,
         0, 63, NULL),
+    {"cuda_devices", "several GPUs: all, or ordinals 0,2 (before cuda_device); none: one GPU",
+     OFF(cuda_devices), KEYER_OPTION_CUSTOM, 0, 0, 0, NULL, kr_set_cuda_devices, "none",
+     "all|N,N,...|none", 0, 0u},
+    KEYER_OPTION_FIELD("split_gpus",
+        "one file input over several GPUs: chunks at keyframes, written back in order",
+        OFF(split_gpus), KEYER_OPTION_BOOL, 0, 0, 1, NULL),
     KEYER_OPTION_FIELD("precision", "of the networks on CUDA (the CPU computes in float32)",
         OFF(precision), KEYER_OPTION_ENUM, KEYER_PRECISION_AUTO, 0, 0, precision_choices),
     KEYER_OPTION_FIELD("mode", "latency or throughput trade-off", OFF(mode), KEYER_OPTION_ENUM,
@@ -62,6 +70,8 @@ static const keyer_option session_options[] = {
         OFF(threads), KEYER_OPTION_INT, 0, 0, 1024, NULL),
     KEYER_OPTION_FIELD("composite_workers", "concurrent composite workers; 0: automatic",
         OFF(composite_workers), KEYER_OPTION_INT, 0, 0, KR_MAX_COMPOSITE_WORKERS, NULL),
+    KEYER_OPTION_FIELD("refine_workers", "refine workers (a stream stays on one); 0: automatic",
+        OFF(refine_workers), KEYER_OPTION_INT, 0, 0, KR_MAX_REFINE_WORKERS, NULL),
     KEYER_OPTION_FIELD("max_streams", "most streams in one session", OFF(max_streams),
         KEYER_OPTION_INT, 64, 1, 1024, NULL),
     KEYER_OPTION_FIELD("live",
@@ -96,6 +106,7 @@ keyer_session_params keyer_session_params_defaults(void)
     keyer_options_set_defaults(session_options, &p, NULL);
     p.refine = keyer_refine_params_defaults();
     p.composite = keyer_composite_params_defaults();
+    p.mesh_max_faces = 4;
     return p;
 }
 
@@ -138,7 +149,7 @@ static void session_fail(keyer_session *s, keyer_status st, const keyer_error *e
     /* the caller gets the message from keyer_session_run() or the send/receive calls */
     if (first)
         keyer_log(s->logger, KEYER_LOG_INFO, "stopping after an error: %s", s->error.message);
-    keyer_session_cancel(s);
+    kr_engine_cancel(s);
 }
 
 /* Wakes keyer_session_run() (a file sink finished). */
@@ -172,8 +183,8 @@ static void on_report(void *opaque, kr_report what, int stream, keyer_status sta
         int expected = 0;
         if (atomic_compare_exchange_strong(&s->gpu_failed, &expected, 1))
             kr_stage_warn(&s->ctx,
-                          "GPU failure, the remaining frames are processed on the CPU: %s",
-                          err && err->message[0] ? err->message : "unknown error");
+                          "GPU failure on %s, the remaining frames are processed on the CPU: %s",
+                          s->device_name, err && err->message[0] ? err->message : "unknown error");
         break;
     }
     case KR_REPORT_SINK_DONE:
@@ -196,7 +207,7 @@ static char *dup_or_null(const char *s)
 }
 
 static const char *const stage_names[KR_ST_COUNT] = {"read",      "prepare", "infer", "refine",
-                                                     "composite", "write",   "detect"};
+                                                     "composite", "write",   "detect", "mesh"};
 
 static int is_image_path(const char *path)
 {
@@ -256,9 +267,15 @@ static keyer_status check_params(keyer_session_params *p, keyer_error *err)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "session parameters: detect %d is not a keyer_session_detect, or "
                                "detect_min_score is not below 1", p->detect);
-    if (p->detect && !p->detect_fn)
+    if (p->detect && !p->detect_fn && !p->mesh)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "session parameters: detect needs detect_fn");
+    if (p->mesh && (p->mesh != 1 || !p->detect || !p->faces_fn || p->mesh_max_faces < 1 ||
+                    p->mesh_max_faces > KEYER_FACES_MAX || p->mesh_detect_interval < 0))
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "session parameters: mesh needs detect and faces_fn, "
+                               "mesh_max_faces 1..%d and mesh_detect_interval >= 0",
+                               KEYER_FACES_MAX);
     if (p->detect) {
         char path[4096];
         const char *dn = p->detect == KEYER_SESSION_DETECT_FACES_FULL ? "face-full" : "face-short";
@@ -289,7 +306,7 @@ static void init_context(keyer_session *s)
     s->env.out = &s->out;
 }
 
-keyer_status keyer_session_create(const keyer_session_params *params, keyer_session **out,
+keyer_status kr_engine_create(const keyer_session_params *params, keyer_session **out,
                                   keyer_error *err)
 {
     if (!out)
@@ -322,13 +339,11 @@ keyer_status keyer_session_create(const keyer_session_params *params, keyer_sess
     }
     s->params.logger = s->logger;
     s->fail_cuda_at = -1;
-    const char *fail_env = getenv("KEYER_FAIL_CUDA_AT_FRAME");
-    if (fail_env && *fail_env) {
-        char *end = NULL;
-        long n = strtol(fail_env, &end, 10);
-        if (end && !*end && n >= 0 && n < (1L << 30))
-            s->fail_cuda_at = (int)n;
-    }
+    int fail_dev = -1, fail_at = -1;
+    /* "N": any device; "cuda:K@N": this engine only when it computes on CUDA device K */
+    if (!kr_fail_spec_parse(getenv("KEYER_FAIL_CUDA_AT_FRAME"), &fail_dev, &fail_at) &&
+        (fail_dev < 0 || fail_dev == p.cuda_device))
+        s->fail_cuda_at = fail_at;
     s->model_name = dup_or_null(p.model);
     s->background_path = dup_or_null(p.background);
     s->params.model = s->model_name;
@@ -360,7 +375,13 @@ keyer_status keyer_session_create(const keyer_session_params *params, keyer_sess
     s->stages_ready = 1;
     if (p.trace_events > 0 && (st = kr_trace_create(p.trace_events, &s->trace, err)))
         goto fail;
+    /* NVENC or x264/x265 for outputs whose codec is left to keyer: probed once, on the
+     * session's device, when the first such output opens */
+    if ((st = keyer_encoder_probe_create(p.cuda_device > 0 ? p.cuda_device : 0,
+                                         &s->encoder_probe, err)))
+        goto fail;
     init_context(s);
+    s->env.encoder_probe = s->encoder_probe;
     /* A still background is read once, here, so a bad file is reported before any work. */
     if (p.composite.mode == KEYER_COMPOSITE_IMAGE && is_image_path(s->background_path)) {
         if ((st = keyer_frame_create(&s->bg_image, err)) ||
@@ -371,11 +392,11 @@ keyer_status keyer_session_create(const keyer_session_params *params, keyer_sess
     *out = s;
     return KEYER_OK;
 fail:
-    keyer_session_destroy(&s);
+    kr_engine_destroy(&s);
     return st;
 }
 
-void keyer_session_cancel(keyer_session *s)
+void kr_engine_cancel(keyer_session *s)
 {
     if (!s)
         return;
@@ -393,23 +414,26 @@ void keyer_session_cancel(keyer_session *s)
 static void stop_shared(keyer_session *s)
 {
     kr_model_stage *det = s->detect ? kr_detect_stage(s->detect) : NULL;
+    kr_model_stage *mesh = s->mesh ? kr_mesh_stage(s->mesh) : NULL;
     kr_model_stage *inf = s->infer ? kr_infer_stage(s->infer) : NULL;
     kr_model_stage_cancel(det);
+    kr_model_stage_cancel(mesh);
     kr_model_stage_cancel(inf);
     kr_refine_stage_cancel(s->refine);
     kr_composite_stage_cancel(s->composite);
     kr_model_stage_join(det);
+    kr_model_stage_join(mesh);
     kr_model_stage_join(inf);
     kr_refine_stage_join(s->refine);
     kr_composite_stage_join(s->composite);
 }
 
-void keyer_session_destroy(keyer_session **sp)
+void kr_engine_destroy(keyer_session **sp)
 {
     if (!sp || !*sp)
         return;
     keyer_session *s = *sp;
-    keyer_session_cancel(s);
+    kr_engine_cancel(s);
     int n = atomic_load(&s->stream_count);
     /* Sources stop first (cancel), then the shared stages are stopped, then each stream
      * joins its threads, finalises its output and frees its pool. */
@@ -420,11 +444,13 @@ void keyer_session_destroy(keyer_session **sp)
     for (int i = 0; i < n; i++)
         kr_stream_destroy(&s->streams[i]);
     kr_detect_destroy(&s->detect);
+    kr_mesh_destroy(&s->mesh);
     kr_infer_destroy(&s->infer);
     kr_refine_stage_destroy(&s->refine);
     kr_composite_stage_destroy(&s->composite);
     keyer_frame_destroy(&s->bg_image);
     kr_trace_destroy(&s->trace);
+    keyer_encoder_probe_destroy(&s->encoder_probe); /* after every writer */
     kr_nvml_close(&s->nvml);
     if (s->stages_ready)
         for (int i = 0; i < KR_ST_COUNT; i++)
@@ -443,353 +469,19 @@ void keyer_session_destroy(keyer_session **sp)
 
 /* ---- start: models, device, stages, threads ---------------------------------------------------- */
 
-static const char *auto_model(keyer_session *s)
-{
-    int n = atomic_load(&s->stream_count);
-    if (n == 0)
-        return "selfie";
-    for (int i = 0; i < n; i++) {
-        kr_stream *st = s->streams[i];
-        if (st->open_failed)
-            continue;
-        int w = st->width, h = st->height;
-        if (st->source == KR_SOURCE_READER && (st->info.rotation == 90 || st->info.rotation == 270)) {
-            int t = w;
-            w = h;
-            h = t;
-        }
-        if (h <= 0 || (double)w / (double)h < 1.5)
-            return "selfie";
-    }
-    return "selfie-landscape";
-}
-
-/* The model stages, in the order items pass them: the detector first, then the keying model. */
-static int model_stages(keyer_session *s, kr_model_stage **out)
-{
-    int n = 0;
-    if (s->detect)
-        out[n++] = kr_detect_stage(s->detect);
-    if (s->infer)
-        out[n++] = kr_infer_stage(s->infer);
-    return n;
-}
-
-/* Loads the keying model (slot 0) and the detector (the next slot). */
-static keyer_status load_models(keyer_session *s, keyer_error *err)
-{
-    const keyer_session_params *p = &s->params;
-    keyer_status st;
-    if (p->passthrough) {
-        snprintf(s->model_used, sizeof(s->model_used), "none");
-        snprintf(s->device_name, sizeof(s->device_name), "cpu");
-    } else {
-        const char *name = s->model_name ? s->model_name : auto_model(s);
-        snprintf(s->model_used, sizeof(s->model_used), "%s", name);
-        kr_infer_params ip = {name, p->model_desc, 0, &s->ctx, &s->stages[KR_ST_INFER],
-                              &s->batches, s->serial_threads, s->fail_cuda_at, p->precision};
-        if ((st = kr_infer_create(&ip, &s->infer, err)))
-            return st;
-    }
-    if (p->detect) {
-        /* without keying the session's batch counters count the detector's batches */
-        kr_detect_params dp = {p->detect == KEYER_SESSION_DETECT_FACES_FULL,
-                               p->detect_min_score,
-                               s->infer ? 1 : 0,
-                               &s->ctx,
-                               &s->stages[KR_ST_DETECT],
-                               s->infer ? NULL : &s->batches,
-                               s->serial_threads,
-                               s->fail_cuda_at,
-                               p->precision};
-        if ((st = kr_detect_create(&dp, &s->detect, err)))
-            return st;
-    }
-    return KEYER_OK;
-}
-
-/* Creates the runtimes of one device for batch 1, 2, 4, ... up to s->batch. */
-static keyer_status create_runtimes(keyer_session *s, int cuda, keyer_error *err)
-{
-    kr_model_stage *ms[2];
-    int n = model_stages(s, ms);
-    for (int i = 0; i < n; i++) {
-        keyer_status st = kr_model_stage_runtimes(ms[i], cuda, s->batch, 1, err);
-        if (st)
-            return st;
-    }
-    return KEYER_OK;
-}
-
-static void destroy_runtimes(keyer_session *s, int cuda)
-{
-    kr_model_stage *ms[2];
-    int n = model_stages(s, ms);
-    for (int i = 0; i < n; i++)
-        kr_model_stage_drop_runtimes(ms[i], cuda);
-}
-
-/* Tries CUDA; on out-of-memory halves the batch; returns 1 when CUDA is usable. */
-static int try_cuda(keyer_session *s, int asked)
-{
-    keyer_error e = {0};
-    const kr_device_fns *dev = kr_device_cuda();
-    if (!dev) {
-        if (asked)
-            kr_stage_warn(&s->ctx,
-                          "CUDA was asked for but keyer was built without it; using the CPU");
-        return 0;
-    }
-    int n = dev->count();
-    if (n <= s->params.cuda_device) {
-        if (asked || n > 0)
-            kr_stage_warn(&s->ctx, "no CUDA device %d (%d found); using the CPU",
-                          s->params.cuda_device, n);
-        return 0;
-    }
-    s->dev = dev;
-    s->ordinal = s->params.cuda_device;
-    kr_model_stage *ms[2];
-    int nms = model_stages(s, ms);
-    for (int i = 0; i < nms; i++) {
-        if (kr_model_stage_use_cuda(ms[i], dev, s->ordinal, &e)) {
-            kr_stage_warn(&s->ctx, "CUDA device %d does not work (%s); using the CPU",
-                          s->ordinal, e.message);
-            goto off;
-        }
-    }
-    s->infer_cuda = 1;
-    for (;;) {
-        keyer_error_clear(&e);
-        keyer_status st = create_runtimes(s, 1, &e);
-        if (!st)
-            break;
-        destroy_runtimes(s, 1);
-        if (st == KEYER_STATUS_OUT_OF_MEMORY && s->batch > 1) {
-            kr_stage_warn(&s->ctx, "out of GPU memory at batch %d, trying batch %d", s->batch,
-                          s->batch / 2);
-            s->batch /= 2;
-            continue;
-        }
-        if (st == KEYER_STATUS_OUT_OF_MEMORY || st == KEYER_STATUS_DEVICE) {
-            kr_stage_warn(&s->ctx, "cannot run on CUDA device %d (%s); using the CPU",
-                          s->ordinal, e.message);
-            goto off;
-        }
-        /* no CUDA inference for this model (backend not built, an operator it lacks): the
-         * pixel stages stay on the GPU and the small model runs on the CPU in between */
-        kr_stage_warn(&s->ctx, "inference on the CPU, pixel stages on CUDA device %d: %s",
-                      s->ordinal, e.message);
-        s->infer_cuda = 0;
-        if (s->params.batch <= 0)
-            s->batch = s->params.mode == KEYER_PIPELINE_LATENCY ? 1 : 4;
-        break;
-    }
-    s->use_cuda = 1;
-    snprintf(s->device_name, sizeof(s->device_name), "cuda:%d%s", s->ordinal,
-             s->infer_cuda ? "" : " (inference on the cpu)");
-    s->nvml = kr_nvml_open(s->ordinal);
-    return 1;
-off:
-    /* infer_cuda may stay set: no item is on CUDA now, and the model stages then make their
-     * CPU runtimes when first needed */
-    for (int i = 0; i < nms; i++)
-        kr_model_stage_drop_cuda(ms[i]);
-    s->dev = NULL;
-    return 0;
-}
-
-/* Decides the device and the batch: CUDA first when wanted, else (or when it fails) the CPU. */
-static keyer_status choose_device(keyer_session *s, keyer_error *err)
-{
-    const keyer_session_params *p = &s->params;
-    int latency = p->mode == KEYER_PIPELINE_LATENCY;
-    int want_cuda = p->device != KEYER_DEVICE_CPU;
-    /* the batch is decided per device; CUDA's is tried first */
-    s->batch = p->batch > 0 ? p->batch : latency ? 1 : 16;
-    if (p->passthrough && !p->detect)
-        want_cuda = 0; /* nothing runs on the GPU */
-    if (want_cuda && !try_cuda(s, p->device == KEYER_DEVICE_CUDA)) {
-        s->fell_back = p->device == KEYER_DEVICE_CUDA || kr_device_cuda() != NULL;
-        if (s->fell_back && p->device == KEYER_DEVICE_AUTO && kr_device_cuda() &&
-            kr_device_cuda()->count() == 0)
-            s->fell_back = 0; /* AUTO without any GPU is not a fallback */
-    }
-    if (!s->use_cuda) {
-        /* XNNPACK's time per frame does not drop with the batch: batch 1 keeps latency low */
-        s->batch = p->batch > 0 ? p->batch : 1;
-    }
-    if (!s->infer_cuda)
-        return create_runtimes(s, 0, err);
-    return KEYER_OK;
-}
-
-/* Fixes the batches and queues of the stages and connects them. */
-static keyer_status open_stages(keyer_session *s, keyer_error *err)
-{
-    const keyer_session_params *p = &s->params;
-    keyer_status st;
-    int infer_cap = s->depth > s->batch ? s->depth : s->batch;
-    const kr_device_fns *dev = s->use_cuda ? s->dev : NULL;
-    int models_cuda = s->use_cuda && s->infer_cuda; /* the models' CUDA runtimes exist */
-    kr_queue *keying = NULL;
-    if (s->infer) {
-        const kr_infer_info *ki = kr_infer_get_info(s->infer);
-        kr_composite_stage_params cp = {&s->ctx,        &s->stages[KR_ST_COMPOSITE],
-                                        p->composite,   s->threads,
-                                        s->workers,     p->max_streams,
-                                        s->bg_image,    dev,
-                                        s->ordinal,     s->depth};
-        if ((st = kr_composite_stage_create(&cp, &s->composite, err)))
-            return st;
-        keyer_refine_params rp = p->refine;
-        rp.max_streams = p->max_streams;
-        rp.threads = s->serial_threads;
-        kr_refine_stage_params fp = {&s->ctx,     &s->stages[KR_ST_REFINE],
-                                     rp,          dev,
-                                     s->ordinal,  0,
-                                     ki->letterbox, ki->in_w,
-                                     ki->in_h,    ki->mask_w,
-                                     ki->mask_h,  s->depth,
-                                     kr_composite_stage_queue(s->composite)};
-        if ((st = kr_refine_stage_create(&fp, &s->refine, err)))
-            return st;
-        kr_model_stage_run run = {s->batch, s->batch_wait_ns, infer_cap, KR_NEED_INPUT(0),
-                                  models_cuda};
-        kr_model_stage *ms = kr_infer_stage(s->infer);
-        if ((st = kr_model_stage_open(ms, &run, err)))
-            return st;
-        kr_infer_connect(s->infer, kr_refine_stage_queue(s->refine));
-        keying = kr_model_stage_queue(ms);
-    }
-    if (s->detect) {
-        kr_model_stage *ms = kr_detect_stage(s->detect);
-        /* a CUDA item moved to the CPU here also needs its keying input there */
-        int need = KR_NEED_INPUT(kr_model_stage_input(ms)->slot) | (s->infer ? KR_NEED_INPUT(0) : 0);
-        kr_model_stage_run run = {s->batch, s->batch_wait_ns, infer_cap, need, models_cuda};
-        if ((st = kr_model_stage_open(ms, &run, err)) ||
-            (st = kr_detect_connect(s->detect, keying, models_cuda, s->batch, err)))
-            return st;
-    }
-    s->stages[KR_ST_INFER].workers = 1;
-    s->stages[KR_ST_REFINE].workers = 1;
-    s->stages[KR_ST_COMPOSITE].workers = s->workers;
-    return KEYER_OK;
-}
-
-/* What the streams need to start: devices, buffers, model inputs, the first queue. */
-static void fill_stream_env(keyer_session *s)
-{
-    const keyer_session_params *p = &s->params;
-    kr_stream_env *env = &s->env;
-    kr_item_layout *l = &env->layout;
-    l->ctx = &s->ctx;
-    l->dev = s->dev;
-    l->ordinal = s->ordinal;
-    kr_model_stage *ms[2];
-    int n = model_stages(s, ms);
-    env->inputs = 0;
-    l->inputs = n;
-    /* prepare makes the keying input first, then the detector's */
-    for (int i = n - 1; i >= 0; i--) {
-        const kr_model_input *in = kr_model_stage_input(ms[i]);
-        env->input[env->inputs++] = *in;
-        l->input_bytes[in->slot] = (size_t)in->width * (size_t)in->height * 3 * sizeof(float);
-    }
-    if (s->infer) {
-        l->mask_w = kr_infer_get_info(s->infer)->mask_w;
-        l->mask_h = kr_infer_get_info(s->infer)->mask_h;
-    }
-    env->use_cuda = s->use_cuda;
-    /* A pool big enough to keep every stage busy: the ingest queue, a batch, the composite
-     * workers and the frames the shared queues may hold of this stream, plus slack. */
-    env->pool_size = s->depth + s->batch + s->workers + 4;
-    if (p->mode != KEYER_PIPELINE_LATENCY)
-        env->pool_size += s->depth;
-    env->depth = s->depth;
-    env->buffers = !(p->passthrough && !s->detect); /* else the input frame itself is written */
-    env->first = n ? kr_model_stage_queue(ms[0]) : NULL;
-    env->threads = s->threads;
-    env->detect = s->detect != NULL;
-    env->bg_video = p->composite.mode == KEYER_COMPOSITE_IMAGE && !s->bg_image;
-}
-
-/* Starts the shared stages' threads, tracing them as before: composite, infer, detect, refine. */
-static keyer_status start_threads(keyer_session *s, keyer_error *err)
-{
-    int track_infer = -1, track_detect = -1, track_refine = -1;
-    if (s->composite)
-        kr_composite_stage_trace(s->composite);
-    if (s->infer)
-        track_infer = kr_trace_thread(s->trace, "infer", 0);
-    if (s->detect)
-        track_detect = kr_trace_thread(s->trace, "detect", 0);
-    if (s->refine)
-        track_refine = kr_trace_thread(s->trace, "refine", 0);
-    s->out.t_start = s->out.t_last = kr_clock_ns();
-    kr_histogram_reset(&s->out.e2e);
-    keyer_status st;
-    if (s->detect) {
-        if ((st = kr_model_stage_start(kr_detect_stage(s->detect), track_detect, err)))
-            return st;
-        s->stages[KR_ST_DETECT].workers = 1;
-    }
-    if (s->infer && ((st = kr_model_stage_start(kr_infer_stage(s->infer), track_infer, err)) ||
-                     (st = kr_refine_stage_start(s->refine, track_refine, err)) ||
-                     (st = kr_composite_stage_start(s->composite, err))))
-        return st;
-    return KEYER_OK;
-}
-
-/* Starts the shared stages (models, device, queues, threads) once the streams are known. */
-static keyer_status session_start(keyer_session *s, keyer_error *err)
+keyer_status kr_engine_set_model(keyer_session *s, const char *name, keyer_error *err)
 {
     if (s->started)
-        return KEYER_OK;
-    const keyer_session_params *p = &s->params;
-    int latency = p->mode == KEYER_PIPELINE_LATENCY;
-    /* Throughput: the stages run side by side and already fill the cores, so each works
-     * single-threaded (threads inside a stage only contend with the other stages); latency:
-     * one frame at a time, so a stage may spread over half the cores (the other stages and
-     * the codecs keep the rest busy; measured: docs/notes/pipeline-throughput.md). */
-    int cores = kr_cpu_count();
-    s->threads = p->threads > 0 ? p->threads : latency && cores >= 4 ? cores / 2 : 1;
-    /* inference and refinement have one worker each: on a large machine they get a share of
-     * the cores so that they do not cap the many-stream throughput */
-    s->serial_threads = p->threads > 0 ? p->threads : cores >= 8 ? cores / 4 : s->threads;
-    keyer_status st;
-    if ((st = load_models(s, err)) || (st = choose_device(s, err)))
-        return st;
-    s->depth = p->queue_depth > 0 ? p->queue_depth : latency ? 1 : 2 * s->batch;
-    int64_t wait_us = p->batch_wait_us >= 0 ? p->batch_wait_us
-                      : latency               ? 0
-                      : s->use_cuda           ? 4000
-                                              : 20000;
-    s->batch_wait_ns = wait_us * 1000;
-    s->workers = p->composite_workers > 0 ? p->composite_workers
-                 : s->use_cuda            ? 1
-                 : latency                ? 1
-                                          : (cores < KR_MAX_COMPOSITE_WORKERS ? cores
-                                                                              : KR_MAX_COMPOSITE_WORKERS);
-    if (s->workers < 1)
-        s->workers = 1;
-    if ((st = open_stages(s, err)))
-        return st;
-    fill_stream_env(s);
-    if ((st = start_threads(s, err)))
-        return st;
-    s->started = 1;
-    const kr_infer_info *ki = s->infer ? kr_infer_get_info(s->infer) : NULL;
-    keyer_log(s->logger, KEYER_LOG_INFO,
-              "pipeline: model %s (%dx%d), device %s, batch %d, queues %d, %d composite "
-              "worker%s%s%s",
-              s->model_used, ki ? ki->in_w : 0, ki ? ki->in_h : 0, s->device_name, s->batch,
-              s->depth, s->workers, s->workers == 1 ? "" : "s", s->detect ? ", detector " : "",
-              s->detect ? kr_detect_name(s->detect) : "");
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "session: the model cannot change once the stages run");
+    char *copy = dup_or_null(name);
+    if (name && !copy)
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
+    free(s->model_name);
+    s->model_name = copy;
+    s->params.model = copy;
     return KEYER_OK;
 }
-
-/* ---- run -------------------------------------------------------------------------------------- */
 
 static void sample_gpu(keyer_session *s)
 {
@@ -850,7 +542,7 @@ static void wait_for_sinks(keyer_session *s, int n)
     report_progress(s, t0);
 }
 
-keyer_status keyer_session_run(keyer_session *s, keyer_error *err)
+keyer_status kr_engine_run(keyer_session *s, keyer_error *err)
 {
     if (!s)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "keyer_session_run: NULL");
@@ -868,7 +560,7 @@ keyer_status keyer_session_run(keyer_session *s, keyer_error *err)
                                "keyer_session_run: no input was added");
     s->run_called = 1;
     /* with no input opened there is nothing to start: the streams' errors are the result */
-    keyer_status st = opened ? session_start(s, err) : KEYER_OK;
+    keyer_status st = opened ? kr_engine_start(s, err) : KEYER_OK;
     if (st)
         session_fail(s, st, err);
     for (int i = 0; i < n && !st; i++) {
@@ -915,7 +607,7 @@ static void stream_publish(keyer_session *s, kr_stream *st)
     atomic_store(&s->stream_count, st->id + 1);
 }
 
-keyer_status keyer_session_add_file(keyer_session *s, const keyer_file_stream_params *params,
+keyer_status kr_engine_add_file(keyer_session *s, const keyer_file_stream_params *params,
                                     int *stream_id, keyer_error *err)
 {
     if (!s || !params || !params->input)
@@ -953,7 +645,7 @@ keyer_status keyer_session_add_file(keyer_session *s, const keyer_file_stream_pa
     return KEYER_OK;
 }
 
-keyer_status keyer_session_open_stream(keyer_session *s, const keyer_stream_params *params,
+keyer_status kr_engine_open_stream(keyer_session *s, const keyer_stream_params *params,
                                        int *stream_id, keyer_error *err)
 {
     if (!s || !params)
@@ -966,7 +658,7 @@ keyer_status keyer_session_open_stream(keyer_session *s, const keyer_stream_para
         return rs;
     /* the first stream decides the model (by its aspect ratio) and starts the stages */
     stream_publish(s, st);
-    if ((rs = session_start(s, err)) || (rs = kr_stream_start(st, err))) {
+    if ((rs = kr_engine_start(s, err)) || (rs = kr_stream_start(st, err))) {
         s->streams[st->id] = NULL;
         atomic_store(&s->stream_count, st->id);
         kr_stream_destroy(&st);
@@ -993,7 +685,7 @@ static kr_stream *pushed_stream(keyer_session *s, int id, keyer_error *err, cons
     return st;
 }
 
-keyer_status keyer_session_send_frame(keyer_session *s, int stream_id, const keyer_frame *frame,
+keyer_status kr_engine_send_frame(keyer_session *s, int stream_id, const keyer_frame *frame,
                                       keyer_error *err)
 {
     kr_stream *st = pushed_stream(s, stream_id, err, "keyer_session_send_frame");
@@ -1002,7 +694,7 @@ keyer_status keyer_session_send_frame(keyer_session *s, int stream_id, const key
     return kr_stream_send(st, frame, err);
 }
 
-keyer_status keyer_session_receive_frame(keyer_session *s, int stream_id, keyer_frame *out,
+keyer_status kr_engine_receive_frame(keyer_session *s, int stream_id, keyer_frame *out,
                                          int64_t timeout_us, keyer_error *err)
 {
     kr_stream *st = pushed_stream(s, stream_id, err, "keyer_session_receive_frame");
@@ -1011,7 +703,7 @@ keyer_status keyer_session_receive_frame(keyer_session *s, int stream_id, keyer_
     return kr_sink_receive(st, out, timeout_us, err);
 }
 
-keyer_status keyer_session_close_stream(keyer_session *s, int stream_id, keyer_error *err)
+keyer_status kr_engine_close_stream(keyer_session *s, int stream_id, keyer_error *err)
 {
     kr_stream *st = pushed_stream(s, stream_id, err, "keyer_session_close_stream");
     if (!st)
@@ -1019,7 +711,7 @@ keyer_status keyer_session_close_stream(keyer_session *s, int stream_id, keyer_e
     return kr_stream_close(st, err);
 }
 
-keyer_status keyer_session_stream_status(keyer_session *s, int stream_id, keyer_error *err)
+keyer_status kr_engine_stream_status(keyer_session *s, int stream_id, keyer_error *err)
 {
     if (!s || stream_id < 0 || stream_id >= atomic_load(&s->stream_count) ||
         !s->streams[stream_id])

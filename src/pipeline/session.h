@@ -1,15 +1,20 @@
 /*
  * The keying session's state (internal, prefix kr_), shared by session.c (parameters, set-up,
- * the stages, running, the public stream calls) and report.c (reports and statistics files).
+ * the stages, running, the stream calls) and report.c (reports).
  * No stage sees it: stages get a kr_stage_ctx (stage.h), streams a kr_stream_env (stream.h).
+ *
+ * One such object is an *engine*: the whole pipeline on one device. The public keyer_session
+ * functions (engines.c) forward to the kr_engine_* functions below for a session on one
+ * device; a session over several GPUs is an engine that never starts and holds the engines
+ * of its GPUs in @c group (engines.c owns it; nothing here touches it).
  *
  * Topology (one row per thread kind):
  *
  *   per stream   read ──ingest──▶ prepare ─┐                          ┌─▶ reorder ─▶ write
- *   shared                                 └─▶ [detect] ─▶ infer ─▶ refine ─▶ composite ×W
+ *   shared                                 └─▶ [detect] ─▶ [mesh] ─▶ infer ─▶ refine ─▶ composite ×W
  *
- * The model stages (model_stage.h) are the keying model (infer.c) and the session's detector
- * (detect.c, params.detect); in passthrough the detector hands its items straight to the
+ * The model stages (model_stage.h) are the keying model (infer.c), the session's detector
+ * (detect.c, params.detect) and its face mesh (mesh.c, params.mesh); in passthrough the detector hands its items straight to the
  * streams' reorder buffers. The writer calls detect_fn and draws its overlay on the output
  * frame where that frame is (sink.c).
  */
@@ -24,16 +29,18 @@
 #include "pipeline/composite.h"
 #include "pipeline/detect.h"
 #include "pipeline/infer.h"
+#include "pipeline/mesh.h"
 #include "pipeline/nvml.h"
 #include "pipeline/refine.h"
 #include "pipeline/stats.h"
 #include "pipeline/stream.h"
 #include "pipeline/trace.h"
 
-/* Stages, in report order. DETECT (the session's detector, params.detect) comes last so that
- * the report of a session without detection lists the first six only. */
+/* Stages, in report order. DETECT (the session's detector, params.detect) and MESH (its face
+ * mesh, params.mesh) come last so that the report of a session without them lists the first
+ * six (seven) only. */
 enum { KR_ST_READ = 0, KR_ST_PREPARE, KR_ST_INFER, KR_ST_REFINE, KR_ST_COMPOSITE, KR_ST_WRITE,
-       KR_ST_DETECT, KR_ST_COUNT };
+       KR_ST_DETECT, KR_ST_MESH, KR_ST_COUNT };
 
 struct keyer_session {
     keyer_session_params params;
@@ -65,11 +72,14 @@ struct keyer_session {
     char model_used[64];      /* the keying model's name, or "none" */
     kr_infer *infer;          /* the keying model, or NULL (passthrough) */
     kr_detect *detect;        /* the session's detector, or NULL */
+    kr_mesh *mesh;            /* the face mesh after it (params.mesh), or NULL */
     kr_refine_stage *refine;
     kr_composite_stage *composite;
     keyer_frame *bg_image;    /* still background (host), or NULL */
     int started;
     int batch, depth, workers, threads;
+    int stream_depth;         /* each stream's input queue (depth, or a share of 4 batches) */
+    int refine_workers;
     int serial_threads;       /* threads of the one-worker stages (models, refine) */
     int64_t batch_wait_ns;
 
@@ -85,6 +95,7 @@ struct keyer_session {
     kr_output_stats out;
     kr_batch_counters batches;
     kr_trace *trace;
+    keyer_encoder_probe *encoder_probe; /* NVENC on the session's device, for its writers */
 
     /* completion of file sinks */
     pthread_mutex_t done_lock;
@@ -94,6 +105,61 @@ struct keyer_session {
     pthread_mutex_t err_lock;
     keyer_status status;
     keyer_error error;
+
+    /* several GPUs: their engines (engines.c); NULL for a session on one device */
+    struct kr_engines *group;
 };
+
+/* The engine's calls: each is the public keyer_session_* function of the same name for a
+ * session on one device (documented in keyer/pipeline.h), on one engine. */
+keyer_status kr_engine_create(const keyer_session_params *params, keyer_session **out,
+                              keyer_error *err);
+void kr_engine_destroy(keyer_session **session);
+void kr_engine_cancel(keyer_session *session);
+keyer_status kr_engine_add_file(keyer_session *session, const keyer_file_stream_params *params,
+                                int *stream_id, keyer_error *err);
+keyer_status kr_engine_run(keyer_session *session, keyer_error *err);
+keyer_status kr_engine_stream_status(keyer_session *session, int stream_id, keyer_error *err);
+keyer_status kr_engine_open_stream(keyer_session *session, const keyer_stream_params *params,
+                                   int *stream_id, keyer_error *err);
+keyer_status kr_engine_send_frame(keyer_session *session, int stream_id,
+                                  const keyer_frame *frame, keyer_error *err);
+keyer_status kr_engine_receive_frame(keyer_session *session, int stream_id, keyer_frame *out,
+                                     int64_t timeout_us, keyer_error *err);
+keyer_status kr_engine_close_stream(keyer_session *session, int stream_id, keyer_error *err);
+void kr_engine_get_report(keyer_session *session, keyer_session_report *out);
+int kr_engine_stream_count(const keyer_session *session);
+keyer_status kr_engine_get_stream_report(keyer_session *session, int stream_id,
+                                         keyer_stream_report *out, keyer_error *err);
+keyer_status kr_engine_write_trace(keyer_session *session, const char *path, keyer_error *err);
+
+/**
+ * The report of @p count engines together (report.c): frames, batches and warnings summed,
+ * latency and stage histograms merged, the wall time from the first engine's start to the
+ * last frame of any, the device "cuda:0 + cuda:1" (each engine's, with its GPU failure),
+ * model and batch of the first engine. keyer_session_get_report() of one engine is this with
+ * @p count 1.
+ */
+void kr_engines_get_report(keyer_session *const *engines, int count, keyer_session_report *out);
+
+/**
+ * The keying model an engine would choose by aspect ratio from its streams so far (its own
+ * params.model when set): "selfie" or "selfie-landscape".
+ */
+const char *kr_engine_auto_model(keyer_session *session);
+
+/**
+ * Sets the keying model of an engine that has not started (several GPUs choose one model
+ * for all). Errors: INVALID_ARGUMENT (already started), OUT_OF_MEMORY.
+ */
+keyer_status kr_engine_set_model(keyer_session *session, const char *name, keyer_error *err);
+
+/**
+ * Starts an engine's shared stages once its streams are known (engine_start.c): loads its
+ * models, chooses its device (CUDA, else the CPU when AUTO), fixes batches, queues and
+ * workers, fills the streams' environment and starts the stages' threads. Does nothing when
+ * already started. Errors: those of loading the models, the device and the stages.
+ */
+keyer_status kr_engine_start(keyer_session *session, keyer_error *err);
 
 #endif

@@ -236,6 +236,8 @@ static keyer_status open_writer(kr_stream *st, keyer_error *err)
     wp.frame_rate = st->frame_rate;
     wp.time_base = st->time_base;
     wp.logger = env->ctx->logger;
+    if (!wp.encoder_probe)
+        wp.encoder_probe = env->encoder_probe;
     int mode = env->params->composite.mode;
     wp.alpha = mode == KEYER_COMPOSITE_ALPHA || mode == KEYER_COMPOSITE_ALPHA_PREMULTIPLIED;
     if (st->source == KR_SOURCE_READER) {

@@ -50,6 +50,7 @@ typedef struct kr_stream_env {
     int threads;               /* CPU threads prepare's shared inputs divide among streams */
     int detect;                /* the session's detector runs: detect_fn draws an overlay */
     int bg_video;              /* the background is a video: one reader per stream */
+    keyer_encoder_probe *encoder_probe; /* the session's: writers whose codec is left to keyer */
 } kr_stream_env;
 
 /** The stream's source and sink kinds. */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vision/faces_steps.h"
 #include "vision/vmodel.h"
 
 #define DECODE_CAPACITY 64
@@ -41,6 +42,9 @@ struct keyer_faces {
     keyer_track *tracks;       /* tracker output, tracker.max_tracks */
     int *used;                 /* max_tracks flags for id matching */
     keyer_faces_stats stats;
+    /* the frame being analysed (kr_faces_begin .. kr_faces_end, faces_steps.h) */
+    int frame_w, frame_h;
+    int lost;                  /* tracked faces lost in this frame */
 };
 
 keyer_faces_params keyer_faces_params_defaults(void)
@@ -281,29 +285,25 @@ static keyer_roi roi_from_landmarks(const keyer_face *f, float scale)
 }
 
 /* Whether a ROI is usable: finite, a positive size not absurdly larger than the frame. */
-static int roi_ok(const keyer_roi *r, const keyer_frame *frame)
+static int roi_ok(const keyer_roi *r, int width, int height)
 {
-    float limit = 4.0f * (float)(frame->width > frame->height ? frame->width : frame->height);
+    float limit = 4.0f * (float)(width > height ? width : height);
     return isfinite(r->center_x) && isfinite(r->center_y) && isfinite(r->rotation) &&
            r->width >= 4.0f && r->width <= limit;
 }
 
-/* Runs the face mesh on @p roi; fills f's landmarks, presence, roi and landmark box. */
-static keyer_status run_mesh(keyer_faces *fa, const keyer_frame *frame, const keyer_roi *roi,
-                             keyer_face *f, keyer_error *err)
+/* Fills f from the face mesh's outputs on @p roi (@p pts: 468 x 3 tensor coordinates,
+ * @p flag: the presence logit; @p geo: where the crop went): landmarks, presence, roi and
+ * the landmark box with its 6 keypoints. */
+static void fill_face(const float *pts, float flag, const keyer_roi *roi,
+                      const keyer_prepare_geometry *geo, keyer_face *f)
 {
-    keyer_prepare_geometry geo;
-    keyer_status st = kr_vmodel_run(&fa->mesh, frame, roi, &geo, err);
-    if (st)
-        return st;
-    fa->stats.mesh_runs++;
-    const float *pts = fa->mesh.out[fa->mesh_points];
-    f->presence = sigmoidf(fa->mesh.out[fa->mesh_flag][0]);
+    f->presence = sigmoidf(flag);
     f->roi = *roi;
-    float zscale = sqrtf(geo.matrix[0] * geo.matrix[0] + geo.matrix[3] * geo.matrix[3]);
+    float zscale = sqrtf(geo->matrix[0] * geo->matrix[0] + geo->matrix[3] * geo->matrix[3]);
     int finite = 1;
     for (int i = 0; i < KEYER_FACE_MESH_POINTS; i++) {
-        kr_geo_apply(&geo, pts[3 * i], pts[3 * i + 1], &f->landmarks[i][0], &f->landmarks[i][1]);
+        kr_geo_apply(geo, pts[3 * i], pts[3 * i + 1], &f->landmarks[i][0], &f->landmarks[i][1]);
         f->landmarks[i][2] = pts[3 * i + 2] * zscale;
         finite &= isfinite(f->landmarks[i][0]) && isfinite(f->landmarks[i][1]) &&
                   isfinite(f->landmarks[i][2]);
@@ -325,6 +325,19 @@ static keyer_status run_mesh(keyer_faces *fa, const keyer_frame *frame, const ke
     for (int k = 0; k < 6; k++)
         for (int c = 0; c < 2; c++)
             b->keypoints[k][c] = (f->landmarks[pairs[k][0]][c] + f->landmarks[pairs[k][1]][c]) / 2;
+}
+
+/* Runs the face mesh on @p roi of a host frame: its outputs and where the crop went. */
+static keyer_status run_mesh(keyer_faces *fa, const keyer_frame *frame, const keyer_roi *roi,
+                             const float **pts, float *flag, keyer_prepare_geometry *geo,
+                             keyer_error *err)
+{
+    keyer_status st = kr_vmodel_run(&fa->mesh, frame, roi, geo, err);
+    if (st)
+        return st;
+    fa->stats.mesh_runs++;
+    *pts = fa->mesh.out[fa->mesh_points];
+    *flag = fa->mesh.out[fa->mesh_flag][0];
     return KEYER_OK;
 }
 
@@ -390,60 +403,155 @@ static keyer_status assign_ids(keyer_faces *fa, float fw, float fh, keyer_error 
     return KEYER_OK;
 }
 
+/* ---- the steps of one frame (faces_steps.h; keyer_faces_run runs them with its own models) */
+
+int kr_faces_begin(keyer_faces *fa, int width, int height, keyer_roi *rois)
+{
+    keyer_face *t = fa->prev;
+    fa->prev = fa->cur;
+    fa->cur = t;
+    fa->n_prev = fa->n_cur;
+    fa->n_cur = 0;
+    fa->lost = 0;
+    fa->frame_w = width;
+    fa->frame_h = height;
+    int n = 0;
+    for (int i = 0; i < fa->n_prev && fa->p.landmarks; i++) {
+        keyer_roi roi = roi_from_landmarks(&fa->prev[i], fa->p.roi_scale);
+        if (!roi_ok(&roi, width, height)) {
+            fa->lost++;
+            continue;
+        }
+        rois[n++] = roi;
+    }
+    return n;
+}
+
+void kr_faces_add_tracked(keyer_faces *fa, const keyer_roi *roi, const float *points,
+                          float logit, const keyer_prepare_geometry *geo)
+{
+    keyer_face *f = &fa->cur[fa->n_cur];
+    memset(f, 0, sizeof(*f));
+    fill_face(points, logit, roi, geo, f);
+    if (f->presence < fa->p.min_presence)
+        fa->lost++;
+    else
+        fa->n_cur++;
+}
+
+int kr_faces_wants_detection(keyer_faces *fa)
+{
+    int interval = fa->p.detect_interval > 0 && fa->stats.frames % fa->p.detect_interval == 0;
+    return fa->n_cur < fa->p.max_faces &&
+           (!fa->p.landmarks || fa->n_cur == 0 || fa->lost > 0 || interval);
+}
+
+int kr_faces_detection_rois(keyer_faces *fa, const keyer_detection *dets, int n,
+                            keyer_roi *rois, int *index)
+{
+    int k = 0;
+    for (int j = 0; j < n; j++) {
+        if (already_tracked(fa, &dets[j]))
+            continue;
+        keyer_roi roi = roi_from_detection(&dets[j], fa->p.roi_scale);
+        if (!roi_ok(&roi, fa->frame_w, fa->frame_h))
+            continue;
+        rois[k] = roi;
+        index[k++] = j;
+    }
+    return k;
+}
+
+void kr_faces_add_detected(keyer_faces *fa, const keyer_detection *d, const keyer_roi *roi,
+                           const float *points, float logit,
+                           const keyer_prepare_geometry *geo)
+{
+    /* the faces accepted before this one may cover it now */
+    if (fa->n_cur >= fa->p.max_faces || already_tracked(fa, d))
+        return;
+    keyer_face *f = &fa->cur[fa->n_cur];
+    memset(f, 0, sizeof(*f));
+    f->detected = 1;
+    f->detection = *d;
+    fill_face(points, logit, roi, geo, f);
+    if (f->presence >= fa->p.min_presence) /* else the mesh sees no face there */
+        fa->n_cur++;
+}
+
+keyer_status kr_faces_end(keyer_faces *fa, const keyer_face **faces, int *count,
+                          keyer_error *err)
+{
+    fa->stats.lost += fa->lost;
+    keyer_status st = assign_ids(fa, (float)fa->frame_w, (float)fa->frame_h, err);
+    if (st) {
+        keyer_faces_reset(fa);
+        *faces = NULL;
+        *count = 0;
+        return st;
+    }
+    fa->stats.frames++;
+    *faces = fa->cur;
+    *count = fa->n_cur;
+    return KEYER_OK;
+}
+
+keyer_status kr_faces_create_external(const keyer_faces_params *params, keyer_faces **out,
+                                      keyer_error *err)
+{
+    if (!params || !out)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "kr_faces_create_external: NULL argument");
+    keyer_faces_params p = *params;
+    p.detector = 0; /* no model is loaded: the caller runs them */
+    p.landmarks = 0;
+    keyer_status st = keyer_faces_create(&p, out, err);
+    if (!st)
+        (*out)->p.landmarks = 1;
+    return st;
+}
+
+/* One frame with the analyser's own models, one region at a time. */
 static keyer_status run_frame(keyer_faces *fa, const keyer_frame *frame, keyer_error *err)
 {
     keyer_status st;
-    int lost = 0;
-    fa->n_cur = 0;
+    keyer_roi rois[DECODE_CAPACITY];
+    int index[DECODE_CAPACITY];
+    const float *pts;
+    float flag;
+    keyer_prepare_geometry geo;
     /* 1. Follow the previous frame's faces by their landmarks. */
-    for (int i = 0; i < fa->n_prev && fa->p.landmarks; i++) {
-        keyer_roi roi = roi_from_landmarks(&fa->prev[i], fa->p.roi_scale);
-        if (!roi_ok(&roi, frame)) {
-            lost++;
-            continue;
-        }
-        keyer_face *f = &fa->cur[fa->n_cur];
-        memset(f, 0, sizeof(*f));
-        if ((st = run_mesh(fa, frame, &roi, f, err)))
+    int n = kr_faces_begin(fa, frame->width, frame->height, rois);
+    for (int i = 0; i < n; i++) {
+        if ((st = run_mesh(fa, frame, &rois[i], &pts, &flag, &geo, err)))
             return st;
-        if (f->presence < fa->p.min_presence) {
-            lost++;
-            continue;
-        }
-        fa->n_cur++;
+        kr_faces_add_tracked(fa, &rois[i], pts, flag, &geo);
     }
-    fa->stats.lost += lost;
     /* 2. Detect when nothing is followed, a face was lost, or at the interval. */
-    int interval = fa->p.detect_interval > 0 && fa->stats.frames % fa->p.detect_interval == 0;
-    if (fa->n_cur < fa->p.max_faces &&
-        (!fa->p.landmarks || fa->n_cur == 0 || lost > 0 || interval)) {
+    if (kr_faces_wants_detection(fa)) {
         int nd = 0;
         if ((st = detect(fa, frame, &nd, err)))
             return st;
-        for (int j = 0; j < nd && fa->n_cur < fa->p.max_faces; j++) {
-            const keyer_detection *d = &fa->dets[j];
-            if (fa->p.landmarks && already_tracked(fa, d))
-                continue;
-            keyer_face *f = &fa->cur[fa->n_cur];
-            memset(f, 0, sizeof(*f));
-            f->detected = 1;
-            f->detection = *d;
-            if (fa->p.landmarks) {
-                keyer_roi roi = roi_from_detection(d, fa->p.roi_scale);
-                if (!roi_ok(&roi, frame))
-                    continue;
-                if ((st = run_mesh(fa, frame, &roi, f, err)))
-                    return st;
-                if (f->presence < fa->p.min_presence)
-                    continue; /* the mesh sees no face there */
-            } else {
-                f->box = *d;
+        if (!fa->p.landmarks) {
+            for (int j = 0; j < nd && fa->n_cur < fa->p.max_faces; j++) {
+                keyer_face *f = &fa->cur[fa->n_cur++];
+                memset(f, 0, sizeof(*f));
+                f->detected = 1;
+                f->detection = fa->dets[j];
+                f->box = fa->dets[j];
             }
-            fa->n_cur++;
+        } else {
+            int nc = kr_faces_detection_rois(fa, fa->dets, nd, rois, index);
+            for (int i = 0; i < nc && fa->n_cur < fa->p.max_faces; i++) {
+                if (already_tracked(fa, &fa->dets[index[i]]))
+                    continue; /* covered by a face accepted in this loop: no mesh run */
+                if ((st = run_mesh(fa, frame, &rois[i], &pts, &flag, &geo, err)))
+                    return st;
+                kr_faces_add_detected(fa, &fa->dets[index[i]], &rois[i], pts, flag, &geo);
+            }
         }
     }
-    /* 3. Stable ids. */
-    return assign_ids(fa, (float)frame->width, (float)frame->height, err);
+    /* 3. Stable ids (kr_faces_end, by the caller). */
+    return KEYER_OK;
 }
 
 keyer_status keyer_faces_run(keyer_faces *fa, const keyer_frame *frame, const keyer_face **faces,
@@ -463,19 +571,12 @@ keyer_status keyer_faces_run(keyer_faces *fa, const keyer_frame *frame, const ke
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "keyer_faces_run: the analyser has no detector (use "
                                "keyer_faces_track)");
-    /* The previous frame's faces become the tracking state. */
-    keyer_face *t = fa->prev;
-    fa->prev = fa->cur;
-    fa->cur = t;
-    fa->n_prev = fa->n_cur;
+    /* The previous frame's faces become the tracking state (kr_faces_begin). */
     if ((st = run_frame(fa, frame, err))) {
         keyer_faces_reset(fa);
         return st;
     }
-    fa->stats.frames++;
-    *faces = fa->cur;
-    *count = fa->n_cur;
-    return KEYER_OK;
+    return kr_faces_end(fa, faces, count, err);
 }
 
 keyer_status keyer_faces_detect(keyer_faces *fa, const keyer_frame *frame, keyer_detection *out,

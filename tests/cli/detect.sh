@@ -62,6 +62,22 @@ missed=$(comm -23 <(grep -o '"frame":[0-9]*,.*"faces":\[{"id":[0-9]*' "$tmp/det.
                   <(grep -o '"frame":[0-9]*,.*"faces":\[{"id":[0-9]*' "$tmp/m.jsonl" | cut -d, -f1 | sort))
 [ -z "$missed" ] || fail "the mesh run found no face in frames where the detector did: $missed"
 
+# the face mesh on the session's device (the default device): the session's detector and its
+# face-mesh stage, and on the CPU exactly the per-stream analysers' export (the same crops,
+# tracking and ids); on a GPU the same frames with faces, with landmarks
+"$bin" "$tmp/in.mp4" -o "$tmp/mesh2.mp4" --detect faces --draw boxes,mesh --export "$tmp/m2.jsonl" \
+    --preset ultrafast 2>"$tmp/log5" || { cat "$tmp/log5"; fail "mesh stage run failed"; }
+grep -q "detector face-short" "$tmp/log5" || fail "the mesh stage run did not use the session's detector"
+[ "$("$bin" probe "$tmp/mesh2.mp4" | field frames)" = 20 ] || fail "mesh stage: frames lost"
+if grep -q " on cpu," "$tmp/log5"; then
+    cmp "$tmp/m.jsonl" "$tmp/m2.jsonl" || fail "the mesh stage's export differs from the per-stream analysers'"
+else
+    cmp <(grep -o '"frame":[0-9]*,.*"faces":\[{"id":[0-9]*' "$tmp/m.jsonl" | cut -d, -f1) \
+        <(grep -o '"frame":[0-9]*,.*"faces":\[{"id":[0-9]*' "$tmp/m2.jsonl" | cut -d, -f1) ||
+        fail "the mesh stage found faces in other frames than the per-stream analysers"
+    sed -n 5p "$tmp/m2.jsonl" | grep -q '"landmarks":\[\[' || fail "mesh stage: no landmarks in frame 4"
+fi
+
 # usage errors
 "$bin" "$tmp/in.mp4" -o "$tmp/x.mp4" --draw boxes 2>/dev/null
 [ $? = 2 ] || fail "--draw without --detect was accepted"

@@ -34,10 +34,22 @@ static void test_live_urls(void **state)
     fc->duration = 10 * AV_TIME_BASE; /* an HTTP file of known length is not live */
     assert_false(kr_live_url("http://h/clip.mp4", fc));
     assert_true(kr_live_url("rtsp://h/s", fc));
+    assert_true(kr_live_url("cam.sdp", fc)); /* an RTP session */
+    assert_true(kr_live_url("/srv/CAM.SDP", fc));
+    assert_false(kr_live_url("cam.sdp.mp4", fc));
     avformat_free_context(fc);
 
     assert_true(kr_source_is_network("udp://127.0.0.1:5000"));
     assert_false(kr_source_is_network("file:///x.mp4"));
+    /* an SDP file describes an RTP session: a live network input */
+    assert_true(kr_source_is_sdp("cam.sdp"));
+    assert_true(kr_source_is_sdp("/tmp/x/CAM.SDP"));
+    assert_false(kr_source_is_sdp("http://h/cam.sdp")); /* a URL: opened as its scheme says */
+    assert_false(kr_source_is_sdp(".sdp.mp4"));
+    assert_false(kr_source_is_sdp("sdp"));
+    assert_false(kr_source_is_sdp(NULL));
+    assert_true(kr_source_is_network("cam.sdp"));
+    assert_false(kr_source_is_network("cam.mp4"));
     assert_false(kr_source_is_network("x.mp4"));
     assert_false(kr_source_is_network("://x"));
 }

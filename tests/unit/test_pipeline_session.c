@@ -30,6 +30,7 @@
 #include "keyer/registry.h"
 #include "kt_detect_session.h"
 #include "kt_json.h"
+#include "kt_mesh_session.h"
 #include "testutil.h"
 
 static keyer_frame *photo; /* grace_hopper.jpg, RGB24 */
@@ -330,62 +331,74 @@ static void test_streams_equal_separate_runs(void **state)
     keyer_frame **alone[2];
     for (int k = 0; k < 2; k++)
         alone[k] = session_frames(&sp, w[k], h[k], fmt[k], N);
-    /* both in one session, frames interleaved, shared batches */
-    keyer_session *s = NULL;
-    keyer_error err = {0};
-    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
-    int id[2];
-    for (int k = 0; k < 2; k++) {
-        keyer_stream_params stp = keyer_stream_params_defaults();
-        stp.width = w[k];
-        stp.height = h[k];
-        stp.format = fmt[k];
-        assert_int_equal(keyer_session_open_stream(s, &stp, &id[k], &err), KEYER_OK);
-    }
-    assert_int_equal(keyer_session_stream_count(s), 2);
-    int sent[2] = {0, 0}, got[2] = {0, 0};
-    while (got[0] < N || got[1] < N) {
+    /* both in one session, frames interleaved, shared batches; then again with the two
+     * streams on two refine workers */
+    for (int workers = 1; workers <= 2; workers++) {
+        sp.refine_workers = workers;
+        keyer_session *s = NULL;
+        keyer_error err = {0};
+        assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
+        int id[2];
         for (int k = 0; k < 2; k++) {
-            if (sent[k] < N) {
-                keyer_frame *f = make_frame(w[k], h[k], fmt[k], sent[k]);
-                keyer_status st = keyer_session_send_frame(s, id[k], f, &err);
-                keyer_frame_destroy(&f);
-                if (st == KEYER_OK && ++sent[k] == N)
-                    assert_int_equal(keyer_session_close_stream(s, id[k], &err), KEYER_OK);
-                else if (st != KEYER_OK)
-                    assert_int_equal(st, KEYER_STATUS_AGAIN);
+            keyer_stream_params stp = keyer_stream_params_defaults();
+            stp.width = w[k];
+            stp.height = h[k];
+            stp.format = fmt[k];
+            assert_int_equal(keyer_session_open_stream(s, &stp, &id[k], &err), KEYER_OK);
+        }
+        assert_int_equal(keyer_session_stream_count(s), 2);
+        int sent[2] = {0, 0}, got[2] = {0, 0};
+        while (got[0] < N || got[1] < N) {
+            for (int k = 0; k < 2; k++) {
+                if (sent[k] < N) {
+                    keyer_frame *f = make_frame(w[k], h[k], fmt[k], sent[k]);
+                    keyer_status st = keyer_session_send_frame(s, id[k], f, &err);
+                    keyer_frame_destroy(&f);
+                    if (st == KEYER_OK && ++sent[k] == N)
+                        assert_int_equal(keyer_session_close_stream(s, id[k], &err), KEYER_OK);
+                    else if (st != KEYER_OK)
+                        assert_int_equal(st, KEYER_STATUS_AGAIN);
+                }
+            }
+            for (int k = 0; k < 2; k++) {
+                keyer_frame *o = NULL;
+                keyer_frame_create(&o, NULL);
+                keyer_status st = keyer_session_receive_frame(s, id[k], o, 20000, &err);
+                if (st == KEYER_OK) {
+                    assert_int_equal(o->pts, got[k]);
+                    double mean;
+                    int d = max_diff(o, alone[k][got[k]], &mean);
+                    if (d > 1)
+                        fail_msg("stream %d frame %d differs from its separate run by %d", k, got[k], d);
+                    got[k]++;
+                } else if (st != KEYER_STATUS_AGAIN) {
+                    assert_int_equal(st, KEYER_STATUS_END);
+                    assert_int_equal(got[k], N);
+                }
+                keyer_frame_destroy(&o);
             }
         }
-        for (int k = 0; k < 2; k++) {
-            keyer_frame *o = NULL;
-            keyer_frame_create(&o, NULL);
-            keyer_status st = keyer_session_receive_frame(s, id[k], o, 20000, &err);
-            if (st == KEYER_OK) {
-                assert_int_equal(o->pts, got[k]);
-                double mean;
-                int d = max_diff(o, alone[k][got[k]], &mean);
-                if (d > 1)
-                    fail_msg("stream %d frame %d differs from its separate run by %d", k, got[k], d);
-                got[k]++;
-            } else if (st != KEYER_STATUS_AGAIN) {
-                assert_int_equal(st, KEYER_STATUS_END);
-                assert_int_equal(got[k], N);
+        keyer_session_report rep;
+        keyer_session_get_report(s, &rep);
+        assert_int_equal(rep.frames_written, 2 * N);
+        assert_true(rep.batches >= 2 * N / 4);
+        assert_true(rep.batch_mean >= 1.0 && rep.batch_mean <= 4.0);
+        int refine_seen = 0;
+        for (int i = 0; i < rep.stage_count; i++)
+            if (!strcmp(rep.stages[i].name, "refine")) {
+                assert_int_equal(rep.stages[i].workers, workers);
+                assert_int_equal(rep.stages[i].frames, 2 * N);
+                refine_seen = 1;
             }
-            keyer_frame_destroy(&o);
-        }
+        assert_true(refine_seen);
+        keyer_stream_report sr;
+        assert_int_equal(keyer_session_get_stream_report(s, 1, &sr, &err), KEYER_OK);
+        assert_int_equal(sr.width, 200);
+        assert_int_equal(sr.frames_written, N);
+        assert_int_equal(keyer_session_get_stream_report(s, 2, &sr, &err),
+                         KEYER_STATUS_INVALID_ARGUMENT);
+        keyer_session_destroy(&s);
     }
-    keyer_session_report rep;
-    keyer_session_get_report(s, &rep);
-    assert_int_equal(rep.frames_written, 2 * N);
-    assert_true(rep.batches >= 2 * N / 4);
-    assert_true(rep.batch_mean >= 1.0 && rep.batch_mean <= 4.0);
-    keyer_stream_report sr;
-    assert_int_equal(keyer_session_get_stream_report(s, 1, &sr, &err), KEYER_OK);
-    assert_int_equal(sr.width, 200);
-    assert_int_equal(sr.frames_written, N);
-    assert_int_equal(keyer_session_get_stream_report(s, 2, &sr, &err),
-                     KEYER_STATUS_INVALID_ARGUMENT);
-    keyer_session_destroy(&s);
     for (int k = 0; k < 2; k++) {
         for (int i = 0; i < N; i++)
             keyer_frame_destroy(&alone[k][i]);
@@ -694,6 +707,78 @@ static void test_session_detect_errors(void **state)
     assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
     sp.detect = KEYER_SESSION_DETECT_FACES_FULL;
     sp.detect_min_score = 1.5f;
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_null(s);
+}
+
+/* keyer_session_params::mesh on the CPU: the face-mesh stage, batched across three streams
+ * (batch 4: frames of one stream in one batch run in rounds), gives every frame the faces of
+ * keyer_faces_run() on the same frames: same counts and ids, landmarks equal (the same
+ * crops and the same CPU runtime; 1e-3 px allows for nothing but printing). The clips are
+ * decoded to NV12 and pushed, then read as files (the CPU decoder's own frames), also keyed
+ * (the mesh then hands its items to the keying model). */
+static void test_session_mesh_cpu(void **state)
+{
+    (void)state;
+    char dir[3000];
+    kt_tmpdir(dir, sizeof(dir), "pipeline_session");
+    const int sizes[3][2] = {{480, 360}, {640, 360}, {360, 480}};
+    char paths[3][4096];
+    ms_make_clips(dir, 3, sizes, 16, paths);
+    ms_rec *ref = calloc(1, sizeof(*ref)), *got = calloc(1, sizeof(*got));
+    keyer_frame *frames[3 * 16];
+    assert_non_null(ref);
+    assert_non_null(got);
+    for (int i = 0; i < 3; i++) {
+        ms_decode(paths[i], 16, KEYER_PIXEL_FORMAT_NV12, frames + i * 16);
+        ms_reference(frames + i * 16, 16, i, ref);
+    }
+    ms_run_pushed(frames, 3, 16, dir, KEYER_DEVICE_CPU, KEYER_PRECISION_AUTO, got);
+    int faces = 0, with = 0;
+    double worst = ms_compare(ref, got, 0, NULL, &faces, &with);
+    print_message("  mesh stage (cpu, pushed): %d faces in %d frames, max landmark distance "
+                  "%.6f px\n", faces, with, worst);
+    assert_true(with >= 6);
+    assert_true(with < 3 * 16); /* the face leaves the view: loss and detection again */
+    assert_true(worst <= 1e-3);
+    /* files: decoded by the session's reader; the reference on the same decoder's frames */
+    const char *inputs[3] = {paths[0], paths[1], paths[2]};
+    ms_run_files(inputs, 3, 16, KEYER_DEVICE_CPU, KEYER_PRECISION_AUTO, 4, 0, got);
+    worst = ms_compare(ref, got, 0, NULL, &faces, &with);
+    print_message("  mesh stage (cpu, files, batch 4): max landmark distance %.6f px\n", worst);
+    assert_true(worst <= 1e-3);
+    /* keyed: the mesh hands its items on to the keying model */
+    ms_run_files(inputs, 3, 16, KEYER_DEVICE_CPU, KEYER_PRECISION_AUTO, 2, 1, got);
+    worst = ms_compare(ref, got, 0, NULL, &faces, &with);
+    print_message("  mesh stage (cpu, files, batch 2, keyed): max landmark distance %.6f px\n",
+                  worst);
+    assert_true(worst <= 1e-3);
+    for (int i = 0; i < 3 * 16; i++)
+        keyer_frame_destroy(&frames[i]);
+    free(ref);
+    free(got);
+}
+
+/* Bad mesh parameters are refused. */
+static void test_session_mesh_errors(void **state)
+{
+    (void)state;
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.passthrough = 1;
+    sp.mesh = 1;
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    /* no detect, no faces_fn */
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "mesh"));
+    sp.detect = KEYER_SESSION_DETECT_FACES;
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    sp.faces_fn = (keyer_faces_fn)1; /* never called: create fails first */
+    sp.mesh_max_faces = KEYER_FACES_MAX + 1;
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    sp.mesh_max_faces = 4;
+    sp.mesh_detect_interval = -1;
     assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
     assert_null(s);
 }
@@ -1143,6 +1228,8 @@ int main(void)
         cmocka_unit_test(test_frame_callback_passthrough),
         cmocka_unit_test(test_session_detect),
         cmocka_unit_test(test_session_detect_errors),
+        cmocka_unit_test(test_session_mesh_cpu),
+        cmocka_unit_test(test_session_mesh_errors),
         cmocka_unit_test(test_cancel_leaves_valid_output),
         cmocka_unit_test(test_again_and_latency_mode),
         cmocka_unit_test(test_live_drops_oldest),

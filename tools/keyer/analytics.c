@@ -159,13 +159,13 @@ keyer_status kc_analytics_create(const kc_analytics_opts *o, int n, const char *
     for (int i = 0; i < n && !st; i++) {
         kc_stream *s = &a->st[i];
         s->input = inputs[i];
-        if (o->faces) {
+        if (o->faces && !o->session_mesh) {
             keyer_faces_params fp = keyer_faces_params_defaults();
             fp.range = o->full_range ? KEYER_FACE_RANGE_FULL : KEYER_FACE_RANGE_SHORT;
             fp.landmarks = (o->draw & KC_DRAW_MESH) != 0;
             fp.detector = !o->session_detect;
-            fp.max_faces = 16;
-            fp.detect_interval = fp.landmarks ? 10 : 0;
+            fp.max_faces = KC_MESH_MAX_FACES;
+            fp.detect_interval = fp.landmarks ? KC_MESH_DETECT_INTERVAL : 0;
             fp.backend = o->backend;
             fp.threads = o->threads;
             st = keyer_faces_create(&fp, &s->faces, err);
@@ -292,7 +292,7 @@ static void export_frame(kc_analytics *a, kc_stream *s, int stream_id, int64_t i
     if (f->pts != INT64_MIN && f->time_base.num > 0 && f->time_base.den > 0)
         put(s, ",\"time\":%.6f", (double)f->pts * f->time_base.num / f->time_base.den);
     put(s, ",\"width\":%d,\"height\":%d", f->width, f->height);
-    if (s->faces) {
+    if (a->o.faces) {
         put(s, ",\"faces\":[");
         for (int i = 0; i < nf; i++) {
             const keyer_face *fc = &faces[i];
@@ -419,7 +419,7 @@ static keyer_status finish_frame(kc_analytics *a, kc_stream *s, int stream_id, i
         if (faces[i].id)
             add_id(s, faces[i].id);
     if (ov && a->o.draw) {
-        if ((s->faces && (a->o.draw & (KC_DRAW_BOXES | KC_DRAW_IDS | KC_DRAW_KEYPOINTS |
+        if ((a->o.faces && (a->o.draw & (KC_DRAW_BOXES | KC_DRAW_IDS | KC_DRAW_KEYPOINTS |
                                        KC_DRAW_MESH)) &&
              (st = keyer_faces_draw(ov, faces, nf, &s->fdp, err))) ||
             (s->pose && (a->o.draw & (KC_DRAW_SKELETON | KC_DRAW_KEYPOINTS)) &&
@@ -490,7 +490,7 @@ void kc_analytics_summary(const kc_analytics *a, FILE *f)
     for (int i = 0; i < a->n; i++) {
         const kc_stream *s = &a->st[i];
         fprintf(f, "  analytics %s: %lld frames", s->input, (long long)s->frames);
-        if (s->faces)
+        if (a->o.faces)
             fprintf(f, ", %d face id%s", s->n_ids, s->n_ids == 1 ? "" : "s");
         if (s->pose)
             fprintf(f, ", a pose in %lld frames", (long long)s->pose_frames);
@@ -500,7 +500,25 @@ void kc_analytics_summary(const kc_analytics *a, FILE *f)
         fprintf(f, "  export: %s (one JSON object per frame)\n", a->o.export_path);
 }
 
+keyer_status kc_analytics_faces(void *opaque, int stream_id, int64_t index,
+                                const keyer_frame *frame, const keyer_face *faces, int count,
+                                keyer_overlay *overlay, keyer_error *err)
+{
+    kc_analytics *a = opaque;
+    if (stream_id < 0 || stream_id >= a->n)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL, "analytics: no stream %d", stream_id);
+    kc_stream *s = &a->st[stream_id];
+    double t0 = now_ms();
+    if (!s->drawing_set)
+        sizes_for(s, &a->o, frame->height);
+    keyer_status st = finish_frame(a, s, stream_id, index, frame, faces, count, overlay, err);
+    if (st)
+        return st;
+    s->busy_ms += now_ms() - t0;
+    return KEYER_OK;
+}
+
 int kc_analytics_session_can_detect(const kc_analytics_opts *o)
 {
-    return o->faces && !o->pose && !(o->draw & KC_DRAW_MESH);
+    return o->faces && !o->pose;
 }

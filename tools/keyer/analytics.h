@@ -37,7 +37,15 @@ typedef struct kc_analytics_opts {
     /* faces come from the session's batched detector (keyer_session_params::detect) through
      * kc_analytics_detections; no detector per stream */
     int session_detect;
+    /* with session_detect and the mesh drawn: the session's face-mesh stage
+     * (keyer_session_params::mesh) tracks the faces and hands them to kc_analytics_faces */
+    int session_mesh;
 } kc_analytics_opts;
+
+/* Faces followed per stream and the detection interval of the face mesh (the analyser's and
+ * the session's face-mesh stage's). */
+#define KC_MESH_MAX_FACES 16
+#define KC_MESH_DETECT_INTERVAL 10
 
 typedef struct kc_analytics kc_analytics;
 
@@ -60,7 +68,12 @@ keyer_status kc_analytics_frame(void *opaque, int stream_id, int64_t index,
 keyer_status kc_analytics_detections(void *opaque, int stream_id, int64_t index,
                                      const keyer_frame *frame, const keyer_detection *dets,
                                      int count, keyer_overlay *overlay, keyer_error *err);
-/* Whether the options can use the session's detector: faces without the face mesh, no pose. */
+/* Adds the drawing of the session's faces (landmarks, ids) to @p overlay and exports the
+ * frame: a keyer_faces_fn (opaque = the kc_analytics; needs session_mesh). */
+keyer_status kc_analytics_faces(void *opaque, int stream_id, int64_t index,
+                                const keyer_frame *frame, const keyer_face *faces, int count,
+                                keyer_overlay *overlay, keyer_error *err);
+/* Whether the options can use the session's detector (and face mesh): faces, no pose. */
 int kc_analytics_session_can_detect(const kc_analytics_opts *o);
 /* One line per stream: frames, distinct face ids, frames with a pose, ms per frame. */
 void kc_analytics_summary(const kc_analytics *a, FILE *f);

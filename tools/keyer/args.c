@@ -1,8 +1,10 @@
 /* Command lines and configuration files from option tables (see args.h). */
 #include "args.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "keyer/nn.h"
@@ -27,6 +29,20 @@ keyer_status kc_set_backend(const keyer_option *o, void *obj, const char *value,
     if (st == KEYER_OK)
         memcpy((char *)obj + o->offset, &backend, sizeof(backend));
     return st;
+}
+
+keyer_status kc_set_size(const keyer_option *o, void *obj, const char *value, keyer_error *err)
+{
+    char *end;
+    errno = 0;
+    long h = strtol(value, &end, 10);
+    long w = (*end == 'x' || *end == 'X') ? strtol(end + 1, &end, 10) : -1;
+    if (errno || *end || h < 1 || w < 1 || h > 65536 || w > 65536)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "option %s: '%s' is not HxW (two sizes 1..65536)", o->name, value);
+    kc_size size = {(int)h, (int)w};
+    memcpy((char *)obj + o->offset, &size, sizeof(size));
+    return KEYER_OK;
 }
 
 int kc_choice_value(const keyer_option *o, const char *value)

@@ -100,6 +100,15 @@ int kc_usage_error(const kc_args *a, const char *fmt, ...)
 keyer_status kc_set_backend(const keyer_option *o, void *obj, const char *value,
                             keyer_error *err);
 
+/* A height and a width given together as "HxW" (each 1..65536). */
+typedef struct kc_size {
+    int height, width;
+} kc_size;
+
+/* Setter of a kc_size field at the entry's offset from "HxW" ("480x640"); INVALID_ARGUMENT
+ * naming the option for anything else. */
+keyer_status kc_set_size(const keyer_option *o, void *obj, const char *value, keyer_error *err);
+
 /* The value of ENUM entry @p o's choice @p value (a name or a number the table accepted). */
 int kc_choice_value(const keyer_option *o, const char *value);
 

@@ -308,6 +308,9 @@ int keyer_cmd_devices(int argc, char **argv)
                    ok ? "" : why, ok ? "" : ")");
         }
     }
+    if (count > 1 && keyer_built_with_cuda())
+        printf("several GPUs in one session: --device cuda:all, or a list such as cuda:0,%d "
+               "(streams placed by load)\n", count - 1);
     if (clip[0])
         unlink(clip);
     if (dir[0])

@@ -99,25 +99,8 @@ typedef struct infer_args {
     int n_tensors;
     int threads;
     keyer_backend backend;
-    int height, width; /* --input-size */
+    kc_size size; /* --input-size */
 } infer_args;
-
-/* --input-size HxW */
-static keyer_status set_size(const keyer_option *o, void *obj, const char *value,
-                             keyer_error *err)
-{
-    infer_args *a = obj;
-    char *end;
-    errno = 0;
-    long h = strtol(value, &end, 10);
-    long w = (*end == 'x' || *end == 'X') ? strtol(end + 1, &end, 10) : -1;
-    if (errno || *end || h < 1 || w < 1 || h > 65536 || w > 65536)
-        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "option %s: '%s' is not HxW (two sizes 1..65536)", o->name, value);
-    a->height = (int)h;
-    a->width = (int)w;
-    return KEYER_OK;
-}
 
 /* JSON string body of @p s (quotes, backslashes and control characters escaped). */
 static void json_string(FILE *f, const char *s)
@@ -159,8 +142,8 @@ static const keyer_option infer_options[] = {
     {"input_tensor", "raw little-endian float32 input in the model's declared shape and layout "
      "(NCHW for ONNX images; once per input, in order)", 0,
      KEYER_OPTION_CUSTOM, 0, 0, 0, NULL, add_tensor, NULL, "FILE.f32", 0, 0u},
-    {"input_size", "height and width for an ONNX model's dynamic input dimensions", 0,
-     KEYER_OPTION_CUSTOM, 0, 0, 0, NULL, set_size, NULL, "HxW", 0, 0u},
+    {"input_size", "height and width for an ONNX model's dynamic input dimensions", OFF(size),
+     KEYER_OPTION_CUSTOM, 0, 0, 0, NULL, kc_set_size, NULL, "HxW", 0, 0u},
     {"output_dir", "where to write <output name>.f32 and outputs.json", OFF(outdir),
      KEYER_OPTION_STRING, 0, 0, 0, NULL, NULL, NULL, "DIR", 0, 0u},
     KC_OPTION_HELP,
@@ -210,8 +193,8 @@ int keyer_cmd_infer(int argc, char **argv)
     keyer_runtime *rt = NULL;
     float *host = NULL, *file = NULL;
     keyer_model_load_params lp = keyer_model_load_params_defaults();
-    lp.height = args.height;
-    lp.width = args.width;
+    lp.height = args.size.height;
+    lp.width = args.size.width;
     if (keyer_model_load_file_params(path, &lp, &model, &err) ||
         keyer_runtime_create(model, &params, &rt, &err)) {
         fail(path, &err);

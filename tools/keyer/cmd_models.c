@@ -3,7 +3,6 @@
  * files (TFLite or ONNX), each file's inputs, outputs (the graph's shape, and the file's own
  * where it differs: NCHW for ONNX images) and operators.
  */
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,27 +28,10 @@ static const char *task_name(keyer_model_task t)
 
 typedef struct models_args {
     int verbose;
-    int height, width; /* --input-size */
+    kc_size size; /* --input-size */
     const char *files[MAX_FILES];
     int n_files;
 } models_args;
-
-/* --input-size HxW */
-static keyer_status set_size(const keyer_option *o, void *obj, const char *value,
-                             keyer_error *err)
-{
-    models_args *a = obj;
-    char *end;
-    errno = 0;
-    long h = strtol(value, &end, 10);
-    long w = (*end == 'x' || *end == 'X') ? strtol(end + 1, &end, 10) : -1;
-    if (errno || *end || h < 1 || w < 1 || h > 65536 || w > 65536)
-        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "option %s: '%s' is not HxW (two sizes 1..65536)", o->name, value);
-    a->height = (int)h;
-    a->width = (int)w;
-    return KEYER_OK;
-}
 
 static int add_file(const kc_args *a, const char *arg)
 {
@@ -86,8 +68,8 @@ static int describe_file(const char *path, const models_args *args)
     keyer_error err = {0};
     keyer_model *m = NULL;
     keyer_model_load_params lp = keyer_model_load_params_defaults();
-    lp.height = args->height;
-    lp.width = args->width;
+    lp.height = args->size.height;
+    lp.width = args->size.width;
     if (keyer_model_load_file_params(path, &lp, &m, &err)) {
         fprintf(stderr, "keyer models: %s\n", err.message);
         return 1;
@@ -130,8 +112,8 @@ static const keyer_option models_options[] = {
     {"verbose", "load each model and print its operations, outputs and weights",
      offsetof(models_args, verbose), KEYER_OPTION_BOOL, 0, 0, 1, NULL, NULL, NULL, NULL, 'v',
      KEYER_OPTION_FLAG_VALUE_OPTIONAL},
-    {"input_size", "height and width for an ONNX model file's dynamic input dimensions", 0,
-     KEYER_OPTION_CUSTOM, 0, 0, 0, NULL, set_size, NULL, "HxW", 0, 0u},
+    {"input_size", "height and width for an ONNX model file's dynamic input dimensions",
+     offsetof(models_args, size), KEYER_OPTION_CUSTOM, 0, 0, 0, NULL, kc_set_size, NULL, "HxW", 0, 0u},
     KC_OPTION_HELP,
     KEYER_OPTION_END,
 };

@@ -168,8 +168,16 @@ static keyer_status attach_analytics(run_opts *r, const kc_analytics_opts *ao,
         return st;
     if (ao->session_detect) {
         r->sp.detect = ao->full_range ? KEYER_SESSION_DETECT_FACES_FULL : KEYER_SESSION_DETECT_FACES;
-        r->sp.detect_fn = kc_analytics_detections;
-        r->sp.detect_opaque = *an;
+        if (ao->session_mesh) {
+            r->sp.mesh = 1;
+            r->sp.mesh_max_faces = KC_MESH_MAX_FACES;
+            r->sp.mesh_detect_interval = KC_MESH_DETECT_INTERVAL;
+            r->sp.faces_fn = kc_analytics_faces;
+            r->sp.faces_opaque = *an;
+        } else {
+            r->sp.detect_fn = kc_analytics_detections;
+            r->sp.detect_opaque = *an;
+        }
     } else {
         r->sp.frame_fn = kc_analytics_frame;
         r->sp.frame_opaque = *an;

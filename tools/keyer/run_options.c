@@ -91,11 +91,13 @@ static keyer_status set_device(const keyer_option *o, void *obj, const char *val
     run_opts *r = obj;
     keyer_device_kind kind;
     int ordinal;
-    keyer_status st = keyer_device_parse(value, &kind, &ordinal, err);
+    uint64_t devices;
+    keyer_status st = keyer_device_parse_list(value, &kind, &ordinal, &devices, err);
     if (st)
         return st;
     r->sp.device = kind;
     r->sp.cuda_device = ordinal;
+    r->sp.cuda_devices = devices;
     return KEYER_OK;
 }
 
@@ -215,7 +217,11 @@ static const keyer_option run_options[] = {
          "boxes,ids,skeleton)"),
     TEXT("export", export_path, "FILE.jsonl",
          "with --detect: one JSON object per frame (docs/cli.md)"),
-    CUSTOM("device", set_device, "auto|cpu|cuda[:N]", "where to compute (default auto)"),
+    CUSTOM("device", set_device, "auto|cpu|cuda[:N]|cuda:all|cuda:N,M",
+           "where to compute (default auto); several GPUs: streams placed by load"),
+    {"split_gpus", "with several GPUs and one input: split it at keyframes over the GPUs "
+     "(video only, written back in order)", OFF(sp.split_gpus), KEYER_OPTION_BOOL, 0, 0, 1, NULL,
+     NULL, NULL, NULL, 0, OPT},
     CUSTOM("mode", set_in_session, "throughput|latency",
            "large batches for files, or batch 1 for live use"),
     CUSTOM("batch", set_in_session, "N", "frames per inference (default: 1 on the CPU, 16 on CUDA)"),
@@ -223,7 +229,7 @@ static const keyer_option run_options[] = {
            "of the networks on CUDA (default auto: f16 for the models that meet keyer's "
            "half-precision bounds, f32 for the others; the CPU computes in float32)"),
     CUSTOM("threads", set_in_session, "N", "CPU threads of the pixel stages (default: all cores)"),
-    TEXT("codec", codec, "NAME", "video encoder (libx264, libx265, h264_nvenc, prores_ks, ...)"),
+    TEXT("codec", codec, "NAME", "video encoder: h264/hevc (NVENC where it opens, else x264/x265), libx264, prores_ks, ..."),
     TEXT("preset", preset, "NAME", "encoder preset (medium, fast, p4, ...)"),
     {"crf", "constant quality (x264/x265/VP9 CRF, NVENC CQ)", OFF(crf), KEYER_OPTION_INT, -1, 0,
      63, NULL, NULL, NULL, "N", 0, 0u},
@@ -523,6 +529,15 @@ static int settle_analytics(run_opts *r, kc_analytics_opts *ao)
         r->sp.passthrough = 1;
     /* faces alone: detected by the session, batched across streams on its device */
     ao->session_detect = kc_analytics_session_can_detect(ao);
+    /* with the mesh: the session's face-mesh stage, batched across faces and streams; with
+     * --device cpu the per-stream analysers instead, one per writer thread side by side (the
+     * same results; the stage would run the streams' faces on one thread) */
+    if (ao->session_detect && (ao->draw & KC_DRAW_MESH)) {
+        if (r->sp.device == KEYER_DEVICE_CPU)
+            ao->session_detect = 0;
+        else
+            ao->session_mesh = 1;
+    }
     return 0;
 }
 

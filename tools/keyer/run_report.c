@@ -1,5 +1,6 @@
 /* The main job's reports (see run.h): the progress bar, log lines below it, the summary. */
 #include <stdio.h>
+#include <string.h>
 
 #include "run.h"
 
@@ -108,6 +109,8 @@ void run_summary(keyer_session *s, const run_opts *r, FILE *f)
             rep.device, rep.model, model_prec, rep.batch, rep.detector[0] ? ", detector " : "",
             rep.detector, det_prec);
     int n = keyer_session_stream_count(s), failed = 0;
+    /* several GPUs (the device lists them): each stream's line says where it ran */
+    int several = strchr(rep.device, '+') != NULL;
     for (int i = 0; i < n; i++) {
         keyer_stream_report sr;
         if (keyer_session_get_stream_report(s, i, &sr, NULL))
@@ -120,10 +123,11 @@ void run_summary(keyer_session *s, const run_opts *r, FILE *f)
             failed++;
             continue;
         }
-        fprintf(f, "  %s -> %s: %lld frames, %dx%d, %s decode, %s%s\n", sr.input,
+        fprintf(f, "  %s -> %s: %lld frames, %dx%d, %s decode, %s%s%s%s\n", sr.input,
                 sr.output[0] ? sr.output : "(discarded)", (long long)sr.frames_written, sr.width,
                 sr.height, sr.hw_decode ? "NVDEC" : "CPU", sr.encoder[0] ? sr.encoder : "no encoder",
-                sr.has_audio ? (r->no_audio ? ", audio not copied" : ", audio copied") : "");
+                sr.has_audio ? (r->no_audio ? ", audio not copied" : ", audio copied") : "",
+                several ? ", on " : "", several ? sr.device : "");
         summary_reconnects(&sr, f);
     }
     if (failed)

@@ -7,25 +7,17 @@
  * i = (o + pad_before - k * dilation) / stride is whole and inside the input; then the bias and
  * the epilogue (fused clamp, folded post function and residual).
  */
-#include "nn/cuda/common.cuh"
-
-struct tcv_shape {
-    int ih, iw, ic, oh, ow, oc, kh, kw, sh, sw, dh, dw, pt, pl, cig, cog;
-};
+#include "nn/cuda/window_shape.cuh"
 
 template <typename T, typename I>
 __global__ void tconv_general(const T *__restrict__ x, const float *__restrict__ w,
                               const float *__restrict__ bias, T *__restrict__ y, I total,
-                              tcv_shape s, kr_epilogue e)
+                              kr_win_shape s, kr_epilogue e)
 {
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
          i += (I)gridDim.x * blockDim.x) {
-        const int o = (int)(i % (I)s.oc);
-        const I p = i / (I)s.oc;
-        const int ox = (int)(p % (I)s.ow);
-        const I q = p / (I)s.ow;
-        const int oy = (int)(q % (I)s.oh);
-        const I b = q / (I)s.oh;
+        int oy, ox, o;
+        const I b = kr_win_split(i, s, &oy, &ox, &o);
         const int c0 = (o / s.cog) * s.cig;
         float acc = 0.0f;
         for (int ky = 0; ky < s.kh; ky++) {
@@ -40,12 +32,8 @@ __global__ void tconv_general(const T *__restrict__ x, const float *__restrict__
                 if (tx < 0 || tx % s.sw)
                     continue;
                 const int ix = tx / s.sw;
-                if (ix >= s.iw)
-                    continue;
-                const T *xp = x + ((b * (I)s.ih + (I)iy) * (I)s.iw + (I)ix) * (I)s.ic + c0;
-                const float *wp = w + (((size_t)o * s.kh + ky) * s.kw + kx) * s.cig;
-                for (int c = 0; c < s.cig; c++)
-                    acc = fmaf(kr_ld(xp + c), __ldg(wp + c), acc);
+                if (ix < s.iw)
+                    acc = kr_win_tap(x, w, s, b, iy, ix, c0, o, ky, kx, acc);
             }
         }
         float v = kr_apply(e, acc + (bias ? bias[o] : 0.0f));
@@ -56,20 +44,12 @@ __global__ void tconv_general(const T *__restrict__ x, const float *__restrict__
 
 template <typename T, typename I> static int launch(const kr_cuda_op *op)
 {
-    const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
-    const kr_window_params *p = &op->node->p.window;
-    const int groups = p->groups > 1 ? p->groups : 1;
-    tcv_shape s = {xt->dims[1], xt->dims[2], xt->dims[3], yt->dims[1], yt->dims[2], yt->dims[3],
-                   wt->dims[1], wt->dims[2], p->stride_h > 0 ? p->stride_h : 1,
-                   p->stride_w > 0 ? p->stride_w : 1, p->dilation_h > 0 ? p->dilation_h : 1,
-                   p->dilation_w > 0 ? p->dilation_w : 1, p->pad_top, p->pad_left,
-                   xt->dims[3] / groups, yt->dims[3] / groups};
-    if (s.cig * groups != s.ic || s.cog * groups != s.oc || wt->dims[3] != s.cig ||
-        wt->dims[0] != s.oc)
-        return (int)cudaErrorInvalidValue;
+    kr_win_shape s;
+    if (int bad = kr_win_shape_of(op, &s))
+        return bad;
     const float *bias =
         op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? (const float *)op->in[2] : NULL;
-    size_t total = kr_elems(op, yt);
+    size_t total = kr_elems(op, kr_out_t(op));
     tconv_general<T, I><<<kr_blocks(total, 128), 128, 0, (cudaStream_t)op->stream>>>(
         (const T *)op->in[0], (const float *)op->in[1], bias, (T *)op->out, (I)total, s,
         kr_make_epilogue(op, 1));

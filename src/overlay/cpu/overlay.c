@@ -22,6 +22,8 @@ typedef struct cpu_state {
     int *tile_items;
     int sub_cap;
     int *sub_items; /* one pixel block's primitives */
+    int flat_cap;
+    kr_prim *flat;  /* the job's records with the curves flattened into segments */
 } cpu_state;
 
 /* Tile index of pixel coordinate v, clamped to [-1, n] before the conversion so that any
@@ -199,13 +201,45 @@ static void render_block(const kr_prim *prims, keyer_frame *f, const kr_ov_yuv *
         }
 }
 
-static keyer_status cpu_render(void **state, const kr_overlay_job *job, keyer_error *err)
+/* The job's records with every curve replaced by its segments (at its slot and the following
+ * ones, up to the job's count) in s->flat (grown when needed). Errors: OUT_OF_MEMORY. */
+static keyer_status flatten(cpu_state *s, const kr_overlay_job *job, keyer_error *err)
+{
+    if (job->count > s->flat_cap) {
+        kr_prim *flat = realloc(s->flat, (size_t)job->count * sizeof(kr_prim));
+        if (!flat)
+            return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "overlay: out of memory");
+        s->flat = flat;
+        s->flat_cap = job->count;
+    }
+    memcpy(s->flat, job->prims, (size_t)job->count * sizeof(kr_prim));
+    for (int i = 0; i < job->count; i++) {
+        const kr_prim *c = &job->prims[i];
+        if (c->kind != KR_PRIM_CURVE)
+            continue;
+        for (int k = 1; k <= c->segs && i + k - 1 < job->count; k++)
+            kr_ov_curve_segment(c, k, &s->flat[i + k - 1]);
+    }
+    return KEYER_OK;
+}
+
+static keyer_status cpu_render(void **state, const kr_overlay_job *job_in, keyer_error *err)
 {
     cpu_state *s = *state;
     if (!s) {
         if (!(s = calloc(1, sizeof(*s))))
             return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "overlay: out of memory");
         *state = s;
+    }
+    kr_overlay_job flat_job = *job_in;
+    const kr_overlay_job *job = job_in;
+    if (job_in->curves > 0) {
+        keyer_status fst = flatten(s, job_in, err);
+        if (fst)
+            return fst;
+        flat_job.prims = s->flat;
+        flat_job.curves = 0;
+        job = &flat_job;
     }
     keyer_frame *f = job->frame;
     int tw = 0, th = 0;
@@ -257,6 +291,7 @@ static void cpu_state_destroy(void *state)
     free(s->tile_start);
     free(s->tile_items);
     free(s->sub_items);
+    free(s->flat);
     free(s);
 }
 

@@ -1,8 +1,11 @@
 /*
  * CUDA overlay renderer. The host copies the primitive records (one transfer through pinned
  * staging memory, double-buffered so the next frame's records can be staged while this one
- * draws); everything else happens on the device, in two kernel launches per frame:
+ * draws); everything else happens on the device, in two or three kernel launches per frame:
  *
+ *  0. flatten_kernel (when the scene has curves): each quadratic Bézier record becomes its
+ *     segment records, computed on the device (kr_ov_curve_segment, the host's float
+ *     operations, so the segments are the CPU renderer's);
  *  1. bin_kernel: one thread block per 128x128 region (4x4 tiles) scans every primitive and
  *     writes, in primitive order, the indices of those that can touch the region
  *     (kr_ov_may_touch_rect).
@@ -100,6 +103,22 @@ __device__ int compact(bool keep, int value, int *out, int base, int *warp_count
     const int total = warp_counts[BLOCK / 32];
     __syncthreads(); /* warp_counts may be reused at once */
     return total;
+}
+
+/* Flattens each curve record into its segments, in place: the curve's slot and the rest slots
+ * after it (up to n). Other threads only read their own record's kind, which a write here
+ * never turns into KR_PRIM_CURVE. */
+__global__ void flatten_kernel(kr_prim *prims, int n)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n || prims[i].kind != KR_PRIM_CURVE)
+        return;
+    const kr_prim c = prims[i];
+    for (int k = 1; k <= c.segs && i + k - 1 < n; k++) {
+        kr_prim seg;
+        kr_ov_curve_segment(&c, k, &seg);
+        prims[i + k - 1] = seg;
+    }
 }
 
 __global__ void __launch_bounds__(kBinBlock) bin_kernel(const kr_prim *__restrict__ prims, int n,
@@ -248,8 +267,15 @@ __global__ void __launch_bounds__(kBlock, 4) overlay_kernel(const kr_prim *__res
 
 /* ---- launcher -------------------------------------------------------------------------- */
 
-cudaError_t launch_overlay(const State *s, int n, const FrameArgs &f, cudaStream_t stream)
+cudaError_t launch_overlay(const State *s, int n, int curves, const FrameArgs &f,
+                           cudaStream_t stream)
 {
+    if (curves > 0) {
+        flatten_kernel<<<(n + 255) / 256, 256, 0, stream>>>(s->prims, n);
+        const cudaError_t fe = cudaGetLastError();
+        if (fe != cudaSuccess)
+            return fe;
+    }
     const int tiles_x = (f.width + kTile - 1) / kTile;
     const int tiles_y = (f.height + kTile - 1) / kTile;
     const int regions_x = (tiles_x + kRegionTiles - 1) / kRegionTiles;
@@ -423,7 +449,7 @@ keyer_status render(void **state, const kr_overlay_job *job, keyer_error *err)
     }
     s->pending[b] = 1;
     s->next = 1 - b;
-    if ((e = launch_overlay(s, job->count, fa, stream)) != cudaSuccess)
+    if ((e = launch_overlay(s, job->count, job->curves, fa, stream)) != cudaSuccess)
         st = cuda_fail(err, "overlay kernel launch", e);
 done:
     if (prev >= 0 && prev != f->device)

@@ -1,0 +1,149 @@
+/*
+ * kNN graph per frame: the CPU graph (uniform grid) against the O(n^2) search it replaced
+ * (the tests' oracle, only for small n), and the CUDA graph when keyer is built with CUDA and
+ * a device exists. Points move a little every frame (the hysteresis path of a tracked scene).
+ *
+ * Usage: bench_knn [--frames F] [--k K] [--json]
+ * Prints one line per (implementation, set, n): the median and best wall-clock ms per graph over
+ * F frames, and the median CPU time of the calling thread (the one core's work on the CPU; on a
+ * shared machine it is the steadier figure; for CUDA only the host's part).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_util.h"
+#include "keyer/overlay.h"
+#include "kt_knn.h"
+
+typedef struct result {
+    double median, best, cpu;
+    int edges;
+} result;
+
+/* Milliseconds of CPU time used by the calling thread. */
+static double thread_cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* Times F frames of one implementation (cuda -1: the oracle). */
+static int run(int cuda, kt_knn_set set, int n, int k, int frames, result *out)
+{
+    uint32_t *ids = malloc((size_t)n * sizeof(uint32_t));
+    float *xy = malloc((size_t)n * 2 * sizeof(float));
+    keyer_knn_edge *edges = malloc((size_t)n * 4 * sizeof(keyer_knn_edge));
+    double *ms = malloc((size_t)frames * sizeof(double));
+    double *cpu = malloc((size_t)frames * sizeof(double));
+    keyer_knn_params p = keyer_knn_params_defaults();
+    p.k = k;
+    p.cuda = cuda > 0;
+    keyer_knn_graph *g = NULL;
+    kt_knn_oracle *o = NULL;
+    keyer_error err = {0};
+    int rc = -1;
+    if (!ids || !xy || !edges || !ms || !cpu)
+        goto done;
+    if (cuda >= 0 && keyer_knn_graph_create(&p, n, &g, &err)) {
+        fprintf(stderr, "bench_knn: %s\n", err.message);
+        goto done;
+    }
+    if (cuda < 0 && !(o = kt_knn_oracle_create(&p, n)))
+        goto done;
+    kt_knn_points(set, n, 7, ids, xy);
+    for (int f = -2; f < frames; f++) { /* two warm-up frames */
+        kt_knn_jitter(set, n, (uint32_t)(f + 3), xy);
+        int ne = 0;
+        double t0 = kb_now_ms(), c0 = thread_cpu_ms();
+        if (o)
+            ne = kt_knn_oracle_update(o, ids, xy, n, edges);
+        else if (keyer_knn_graph_update(g, ids, xy, n, edges, n * 4, &ne, &err)) {
+            fprintf(stderr, "bench_knn: %s\n", err.message);
+            goto done;
+        }
+        double t1 = kb_now_ms(), c1 = thread_cpu_ms();
+        if (f >= 0) {
+            ms[f] = t1 - t0;
+            cpu[f] = c1 - c0;
+        }
+        out->edges = ne;
+    }
+    qsort(ms, (size_t)frames, sizeof(double), kb_cmp_double);
+    out->median = ms[frames / 2];
+    out->best = ms[0];
+    qsort(cpu, (size_t)frames, sizeof(double), kb_cmp_double);
+    out->cpu = cpu[frames / 2];
+    rc = 0;
+done:
+    keyer_knn_graph_destroy(&g);
+    kt_knn_oracle_destroy(&o);
+    free(ids);
+    free(xy);
+    free(edges);
+    free(ms);
+    free(cpu);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    int frames = 20, k = 5, json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--frames") && i + 1 < argc)
+            frames = kb_int_arg(argv[0], "--frames", argv[++i]);
+        else if (!strcmp(argv[i], "--k") && i + 1 < argc)
+            k = kb_int_arg(argv[0], "--k", argv[++i]);
+        else if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else {
+            fprintf(stderr, "usage: %s [--frames F] [--k K] [--json]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (frames < 1 || k < 1) {
+        fprintf(stderr, "%s: --frames and --k must be >= 1\n", argv[0]);
+        return 2;
+    }
+    static const struct {
+        const char *name;
+        int cuda, max_n;
+    } impls[] = {{"cpu-o(n^2)", -1, 5000}, {"cpu-grid", 0, 1 << 30},
+#ifdef KEYER_HAVE_CUDA
+                 {"cuda", 1, 1 << 30},
+#endif
+    };
+    static const int sizes[] = {1000, 5000, 50000};
+    static const kt_knn_set sets[] = {KT_KNN_UNIFORM, KT_KNN_CLUSTERED, KT_KNN_MIXED};
+    if (json)
+        printf("[\n");
+    int first = 1;
+    for (size_t s = 0; s < sizeof(sets) / sizeof(sets[0]); s++)
+        for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++)
+            for (size_t m = 0; m < sizeof(impls) / sizeof(impls[0]); m++) {
+                if (sizes[z] > impls[m].max_n)
+                    continue;
+                result r = {0, 0, 0, 0};
+                if (run(impls[m].cuda, sets[s], sizes[z], k, frames, &r))
+                    continue;
+                if (json)
+                    printf("%s  {\"impl\": \"%s\", \"set\": \"%s\", \"n\": %d, \"k\": %d, "
+                           "\"median_ms\": %.4f, \"best_ms\": %.4f, \"thread_cpu_ms\": %.4f, "
+                           "\"edges\": %d}",
+                           first ? "" : ",\n", impls[m].name, kt_knn_set_name(sets[s]),
+                           sizes[z], k, r.median, r.best, r.cpu, r.edges);
+                else
+                    printf("%-11s %-10s n=%-6d k=%d  %9.3f ms/graph (median of %d), best %9.3f, "
+                           "thread CPU %9.3f ms, %d edges\n",
+                           impls[m].name, kt_knn_set_name(sets[s]), sizes[z], k, r.median, frames,
+                           r.best, r.cpu, r.edges);
+                first = 0;
+                fflush(stdout);
+            }
+    if (json)
+        printf("\n]\n");
+    return 0;
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Several GPUs in one session (issue 28): the same work on one GPU and on two, in one run, so
+# the speed-up is measured on one machine at one time.
+#
+#   bench/multigpu.sh [KEYER_BINARY]        (default build/keyer; a CUDA build)
+#
+# Makes its inputs with `keyer make-sample` (no ffmpeg program needed): a 1080p30 clip of 300
+# frames and a 4K30 clip of 600 frames (--noise 6, x264 veryfast, a keyframe every 12 frames),
+# N streams being N symbolic links to the same file. Runs, each as `keyer INPUTS... --blur`
+# with a null output:
+#   - 16 streams of 1080p on cuda:0, then on cuda:0,1 (8 streams per GPU: placement by load);
+#   - one 4K file on cuda:0, then split over cuda:0,1 (--split-gpus: chunks of 24 frames);
+#   - 2 streams of 4K on cuda:0, then on cuda:0,1 (one per GPU);
+# and prints frames/s, latency p50/p99 and the speed-up from each session's own statistics
+# (--stats), with where each stream ran. Needs two CUDA devices and python3 (for the JSON).
+# Samples go to a temporary directory (KEYER_BENCH_DIR to keep them).
+set -u
+set -o pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+K=${1:-$repo/build/keyer}
+dir=${KEYER_BENCH_DIR:-$(mktemp -d)}
+mkdir -p "$dir"
+img=$repo/tests/data/grace_hopper.jpg
+[ -x "$K" ] || { echo "no keyer binary at $K (build first, or pass its path)"; exit 2; }
+gpus=$("$K" devices --no-probe 2>/dev/null | grep -c '^cuda:[0-9]')
+if [ "${gpus:-0}" -lt 2 ]; then
+    echo "bench/multigpu.sh: needs two CUDA devices, found ${gpus:-0}"
+    exit 77
+fi
+
+sample() { # NAME WxH FRAMES
+    [ -f "$dir/$1" ] || "$K" make-sample "$dir/$1" --image "$img" --size "$2" --frames "$3" \
+        --fps 30 --noise 6 --preset veryfast 2>/dev/null || { echo "make-sample $1 failed"; exit 1; }
+}
+
+links() { # FILE COUNT PREFIX: prints the paths of COUNT links to FILE
+    local i
+    for i in $(seq 1 "$2"); do
+        ln -sf "$dir/$1" "$dir/$3$i.mp4"
+        printf '%s\n' "$dir/$3$i.mp4"
+    done
+}
+
+declare -A fps
+bench() { # LABEL DEVICE INPUTS... [extra options]
+    local label=$1 device=$2
+    shift 2
+    "$K" "$@" --blur --device "$device" --stats "$dir/stats.json" -q -y 2>"$dir/err.log"
+    local rc=$?
+    python3 - "$label" "$device" "$rc" "$dir/stats.json" "$dir/fps.txt" <<'PY'
+import collections, json, sys
+label, device, rc, path, fps_file = sys.argv[1:6]
+try:
+    d = json.load(open(path))
+except Exception as e:
+    print('%-22s %-9s exit %s, no statistics (%s)' % (label, device, rc, e)); sys.exit()
+where = collections.Counter(s.get('device', '?') for s in d['streams'])
+print('%-22s %-9s %6d %9.1f %8.1f %8.1f   %s%s' % (
+    label, device, d['frames']['written'], d['fps'], d['latency_ms']['p50'],
+    d['latency_ms']['p99'], ', '.join('%d on %s' % (n, k) for k, n in sorted(where.items())),
+    '' if rc == '0' else '  (exit %s)' % rc))
+open(fps_file, 'w').write('%.3f\n' % d['fps'])
+PY
+    fps[$label/$device]=$(cat "$dir/fps.txt" 2>/dev/null || echo 0)
+}
+
+speedup() { # LABEL
+    python3 -c "import sys; a, b = float(sys.argv[2]), float(sys.argv[3]); \
+print('%-22s speed-up on two GPUs: %s' % (sys.argv[1], '%.2fx' % (b / a) if a > 0 else 'n/a'))" \
+        "$1" "${fps[$1/cuda:0]:-0}" "${fps[$1/cuda:0,1]:-0}"
+}
+
+sample b1080.mp4 1920x1080 300
+sample b4k.mp4 3840x2160 600
+mapfile -t hd16 < <(links b1080.mp4 16 hd)
+mapfile -t k2 < <(links b4k.mp4 2 k)
+
+echo "keyer: $("$K" --version 2>/dev/null | head -1)"
+"$K" devices --no-probe 2>/dev/null | grep '^cuda:'
+printf '%-22s %-9s %6s %9s %8s %8s   %s\n' run device frames frames/s p50_ms p99_ms streams
+for dev in cuda:0 cuda:0,1; do
+    bench "1080p x16 blur null" "$dev" "${hd16[@]}"
+done
+bench "4K x1 split blur null" cuda:0 "$dir/b4k.mp4"
+bench "4K x1 split blur null" cuda:0,1 "$dir/b4k.mp4" --split-gpus
+for dev in cuda:0 cuda:0,1; do
+    bench "4K x2 blur null" "$dev" "${k2[@]}"
+done
+speedup "1080p x16 blur null"
+speedup "4K x1 split blur null"
+speedup "4K x2 blur null"

@@ -1,0 +1,96 @@
+/*
+ * The degree cap of the CUDA kNN graph (included by knn.cu only): every point walks its
+ * incident edges of L in order (v_rank[v_off[u]..v_off[u+1]), the ranks of its edges), counts
+ * the taken ones of its decided prefix (v_pos, v_acc), and posts "my side agrees" on each
+ * following edge for as long as even all undecided edges before it being taken would leave
+ * room, or refuses the first undecided one once its count is full. An edge is taken when both
+ * of its ends agree (st: the edge's state bits; l_u: its first end). The first undecided edge
+ * of L is decided in every round, so the rounds end, and each decision is the one of the
+ * sequential greedy (an end agrees only when fewer than max_degree edges before it can be
+ * taken, and refuses only when max_degree are).
+ */
+#ifndef KEYER_OVERLAY_CUDA_KNN_CAP_CUH
+#define KEYER_OVERLAY_CUDA_KNN_CAP_CUH
+
+namespace {
+
+/* Edge states of the degree cap (bits). */
+constexpr int kOkU = 1, kOkV = 2, kTaken = 4, kRefused = 8;
+
+/* One step of point u in the degree cap (see the file's comment). Returns whether u still has
+ * undecided edges. */
+__device__ bool vertex_step(int u, int max_degree, const int *__restrict__ v_off,
+                            const int *__restrict__ v_rank, const int *__restrict__ l_u,
+                            int *v_pos, int *v_acc, int *st)
+{
+    volatile int *vst = st;
+    int pos = v_pos[u], acc = v_acc[u];
+    const int end = v_off[u + 1];
+    for (;;) {
+        while (pos < end) {
+            const int s = vst[v_rank[pos]];
+            if (s & kTaken) {
+                acc++;
+                pos++;
+            } else if (s & kRefused) {
+                pos++;
+            } else {
+                break;
+            }
+        }
+        if (pos < end && acc >= max_degree) { /* full: the next edge is refused here */
+            atomicOr(&st[v_rank[pos]], kRefused);
+            pos++;
+            continue;
+        }
+        break;
+    }
+    v_pos[u] = pos;
+    v_acc[u] = acc;
+    if (pos == end)
+        return false;
+    int maybe = 0; /* undecided or taken edges passed beyond the decided prefix */
+    for (int q = pos; q < end && acc + maybe < max_degree; q++) {
+        const int r = v_rank[q];
+        int s = vst[r];
+        if (s & kRefused)
+            continue;
+        if (!(s & kTaken)) {
+            const int mine = l_u[r] == u ? kOkU : kOkV, other = mine ^ (kOkU | kOkV);
+            if (!(s & mine))
+                s = atomicOr(&st[r], mine) | mine;
+            if ((s & other) && !(s & kRefused))
+                atomicOr(&st[r], kTaken);
+        }
+        maybe++;
+    }
+    return true;
+}
+
+/* One round over all points (a thread per point). */
+__global__ void round_kernel(int n, int max_degree, const int *__restrict__ v_off,
+                             const int *__restrict__ v_rank, const int *__restrict__ l_u,
+                             int *v_pos, int *v_acc, int *st)
+{
+    const int u = blockIdx.x * blockDim.x + threadIdx.x;
+    if (u < n)
+        vertex_step(u, max_degree, v_off, v_rank, l_u, v_pos, v_acc, st);
+}
+
+__global__ void __launch_bounds__(1024)
+    finish_kernel(int n, int max_degree, const int *__restrict__ v_off,
+                  const int *__restrict__ v_rank, const int *__restrict__ l_u, int *v_pos,
+                  int *v_acc, int *st)
+{
+    for (;;) {
+        int pending = 0;
+        for (int u = threadIdx.x; u < n; u += blockDim.x)
+            pending |= vertex_step(u, max_degree, v_off, v_rank, l_u, v_pos, v_acc, st);
+        if (!__syncthreads_or(pending))
+            return;
+    }
+}
+
+} // namespace
+
+#endif /* KEYER_OVERLAY_CUDA_KNN_CAP_CUH */

@@ -1,0 +1,30 @@
+/*
+ * Sessions over several devices (internal, prefix kr_): engines.c, which also holds the public
+ * keyer_session_* calls (a session on one device forwards them to its one engine). See
+ * keyer_session_params::cuda_devices for what a user sees.
+ */
+#ifndef KEYER_PIPELINE_ENGINES_H
+#define KEYER_PIPELINE_ENGINES_H
+
+#include "pipeline/session.h"
+
+/** Most engines of one session: every ordinal keyer_device_parse_list() reads. */
+#define KR_MAX_ENGINES 64
+
+/**
+ * Creates a session over @p count engines, engine i computing on @p kinds[i] (CUDA device
+ * @p ordinals[i] for KEYER_DEVICE_CUDA), in that order (placement ties go to the lowest
+ * index). keyer_session_create() calls it with the GPUs of params->cuda_devices, all CUDA;
+ * tests call it with CPU engines to run the several-engine machinery without a GPU.
+ * params->cuda_devices is not read. With @p count 1 the session is one engine, as for one
+ * device. Errors: INVALID_ARGUMENT (bad arguments), and those of keyer_session_create().
+ */
+keyer_status kr_session_create_engines(const keyer_session_params *params,
+                                       const keyer_device_kind *kinds, const int *ordinals,
+                                       int count, keyer_session **out, keyer_error *err);
+
+/** Index of the engine stream @p stream_id runs on (0 for a session on one device); -1 for
+ *  a bad id, and for an input split over every engine (split_gpus). For tests and reports. */
+int kr_session_stream_engine(const keyer_session *session, int stream_id);
+
+#endif

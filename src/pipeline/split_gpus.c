@@ -1,0 +1,511 @@
+/* One file split at keyframes over several engines, written back in order (split_gpus.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "pipeline/split_gpus.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/device.h"
+#include "pipeline/clock.h"
+#include "pipeline/placement.h"
+
+/* Most engines a split spreads over (the group's limit). */
+#define MAX_PARTS 64
+
+typedef struct producer {
+    struct kr_split_gpus *sp;
+    int index;                 /* engine index: chunks index, index + n, ... */
+    keyer_session *engine;
+    int stream;                /* the engine's pushed stream */
+    keyer_reader *reader;
+    keyer_frame *frame;
+    pthread_t thread;
+    int started;
+    atomic_llong sent;
+    keyer_frame *pending;      /* writer side: a frame of this engine's next chunk */
+    int has_pending;
+} producer;
+
+struct kr_split_gpus {
+    char *input, *output;
+    char *w_format, *w_codec, *w_preset, *w_pixel_format, *w_codec_options;
+    keyer_writer_params writer_params;
+    keyer_reader_params reader_params;
+    const keyer_logger *logger;
+    keyer_video_info info;     /* from the probe */
+    int64_t *starts;           /* chunk k: pts in [starts[k], starts[k + 1]) */
+    atomic_int *chunk_frames;  /* frames the producer sent of chunk k; -1 while unknown */
+    int chunks;
+    int parts;
+    producer prod[MAX_PARTS];
+    atomic_int cancel;
+    atomic_llong written;
+    pthread_mutex_t lock;      /* the first error */
+    keyer_status status;
+    keyer_error error;
+    int hw_decode;
+    char encoder[32];
+};
+
+static char *dup_or_null(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+/* Records the first error and stops everything. */
+static void split_fail(kr_split_gpus *sp, keyer_status st, const keyer_error *err)
+{
+    pthread_mutex_lock(&sp->lock);
+    if (!sp->status) {
+        sp->status = st;
+        sp->error.status = st;
+        snprintf(sp->error.message, sizeof(sp->error.message), "%s",
+                 err && err->message[0] ? err->message : keyer_status_name(st));
+    }
+    pthread_mutex_unlock(&sp->lock);
+    kr_split_gpus_cancel(sp);
+}
+
+keyer_status kr_split_gpus_create(const keyer_file_stream_params *fp, int parts,
+                                  const keyer_logger *logger, kr_split_gpus **out,
+                                  keyer_error *err)
+{
+    *out = NULL;
+    if (parts < 2 || parts > MAX_PARTS)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "split over GPUs: %d parts (2..%d)", parts, MAX_PARTS);
+    kr_split_gpus *sp = calloc(1, sizeof(*sp));
+    if (!sp)
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "split over GPUs: out of memory");
+    pthread_mutex_init(&sp->lock, NULL);
+    atomic_init(&sp->cancel, 0);
+    atomic_init(&sp->written, 0);
+    sp->parts = parts;
+    sp->logger = logger;
+    sp->reader_params = fp->reader;
+    sp->writer_params = fp->writer;
+    sp->input = dup_or_null(fp->input);
+    sp->output = dup_or_null(fp->output);
+    sp->w_format = dup_or_null(fp->writer.format);
+    sp->w_codec = dup_or_null(fp->writer.codec);
+    sp->w_preset = dup_or_null(fp->writer.preset);
+    sp->w_pixel_format = dup_or_null(fp->writer.pixel_format);
+    sp->w_codec_options = dup_or_null(fp->writer.codec_options);
+    keyer_status st;
+    if (!sp->input || (fp->output && !sp->output) || (fp->writer.format && !sp->w_format) ||
+        (fp->writer.codec && !sp->w_codec) || (fp->writer.preset && !sp->w_preset) ||
+        (fp->writer.pixel_format && !sp->w_pixel_format) ||
+        (fp->writer.codec_options && !sp->w_codec_options)) {
+        st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "split over GPUs: out of memory");
+        goto fail;
+    }
+    sp->reader_params.input_format = NULL; /* a file: probed */
+    sp->reader_params.input_options = NULL;
+    sp->reader_params.segments = 0;
+    sp->reader_params.keep_streams = 0;    /* video only: no audio to copy */
+    sp->reader_params.logger = logger;
+    if ((st = keyer_reader_plan_chunks(sp->input, parts, &sp->starts, &sp->chunks, err)))
+        goto fail;
+    sp->chunk_frames = malloc(sizeof(atomic_int) * (size_t)sp->chunks);
+    if (!sp->chunk_frames) {
+        st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "split over GPUs: out of memory");
+        goto fail;
+    }
+    for (int k = 0; k < sp->chunks; k++)
+        atomic_init(&sp->chunk_frames[k], -1);
+    /* the stream's properties, from a probe on the CPU */
+    keyer_reader_params rp = sp->reader_params;
+    rp.device = KEYER_DECODE_DEVICE_CPU;
+    keyer_reader *r = NULL;
+    if ((st = keyer_reader_open(sp->input, &rp, &r, err)))
+        goto fail;
+    sp->info = *keyer_reader_info(r);
+    keyer_reader_destroy(&r);
+    *out = sp;
+    return KEYER_OK;
+fail:
+    kr_split_gpus_destroy(&sp);
+    return st;
+}
+
+double kr_split_gpus_load(const kr_split_gpus *sp)
+{
+    return sp ? kr_place_load(sp->info.width, sp->info.height, sp->info.frame_rate) : 0.0;
+}
+
+void kr_split_gpus_cancel(kr_split_gpus *sp)
+{
+    if (!sp)
+        return;
+    atomic_store(&sp->cancel, 1);
+    for (int i = 0; i < sp->parts; i++)
+        if (sp->prod[i].reader)
+            keyer_reader_interrupt(sp->prod[i].reader);
+}
+
+/* ---- producers: read this engine's chunks and send them ---------------------------------- */
+
+/* Sends @p f, waiting while the stream's pool is full (the writer is on another chunk). */
+static keyer_status send_one(producer *pr, const keyer_frame *f, keyer_error *err)
+{
+    kr_split_gpus *sp = pr->sp;
+    for (;;) {
+        keyer_status st = kr_engine_send_frame(pr->engine, pr->stream, f, err);
+        if (st != KEYER_STATUS_AGAIN)
+            return st;
+        if (atomic_load(&sp->cancel))
+            return keyer_error_set(err, KEYER_STATUS_INTERRUPTED, "interrupted");
+        keyer_error_clear(err);
+        struct timespec ts = {0, 500000}; /* 0.5 ms */
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void *producer_main(void *arg)
+{
+    producer *pr = arg;
+    kr_split_gpus *sp = pr->sp;
+    keyer_error err = {0};
+    keyer_status st = KEYER_OK;
+    for (int k = pr->index; k < sp->chunks && !st && !atomic_load(&sp->cancel); k += sp->parts) {
+        int64_t end = k + 1 < sp->chunks ? sp->starts[k + 1] : INT64_MAX;
+        if ((st = keyer_reader_seek(pr->reader, sp->starts[k], &err)))
+            break;
+        int sent = 0;
+        for (int first = 1; !atomic_load(&sp->cancel);) {
+            st = keyer_reader_read(pr->reader, pr->frame, &err);
+            if (st == KEYER_STATUS_END) {
+                st = KEYER_OK;
+                break;
+            }
+            if (st)
+                break;
+            if (pr->frame->pts < sp->starts[k])
+                continue; /* before the chunk (the seek lands at or before it) */
+            if (pr->frame->pts >= end)
+                break; /* the next chunk's first frame */
+            if (first)
+                pr->frame->flags |= KEYER_FRAME_FLAG_DISCONTINUITY;
+            first = 0;
+            if ((st = send_one(pr, pr->frame, &err)))
+                break;
+            atomic_fetch_add(&pr->sent, 1);
+            sent++;
+        }
+        keyer_frame_unref(pr->frame);
+        if (!st)
+            atomic_store(&sp->chunk_frames[k], sent); /* the writer may leave the chunk */
+    }
+    if (st && st != KEYER_STATUS_INTERRUPTED) {
+        keyer_error_prefix(&err, "%s, split over GPUs (part %d): ", sp->input, pr->index);
+        split_fail(sp, st, &err);
+    }
+    /* the frames sent are still processed; the writer receives them until END */
+    keyer_error ce = {0};
+    kr_engine_close_stream(pr->engine, pr->stream, &ce);
+    return NULL;
+}
+
+/* Opens engine @p i's reader (on its device) and pushed stream. */
+static keyer_status open_part(kr_split_gpus *sp, keyer_session *engine, int i, keyer_error *err)
+{
+    producer *pr = &sp->prod[i];
+    pr->sp = sp;
+    pr->index = i;
+    pr->engine = engine;
+    atomic_init(&pr->sent, 0);
+    keyer_reader_params rp = sp->reader_params;
+    int cuda = engine->params.device != KEYER_DEVICE_CPU;
+    rp.device = cuda ? KEYER_DECODE_DEVICE_AUTO : KEYER_DECODE_DEVICE_CPU;
+    rp.cuda_device = engine->params.cuda_device;
+    keyer_status st;
+    if ((st = keyer_frame_create(&pr->frame, err)) ||
+        (st = keyer_frame_create(&pr->pending, err)) ||
+        (st = keyer_reader_open(sp->input, &rp, &pr->reader, err)))
+        return st;
+    const keyer_video_info *vi = keyer_reader_info(pr->reader);
+    sp->hw_decode |= vi->hw_decode;
+    keyer_stream_params p = keyer_stream_params_defaults();
+    p.width = vi->width;
+    p.height = vi->height;
+    p.format = vi->format;
+    p.memory = vi->memory;
+    p.frame_rate = vi->frame_rate;
+    p.time_base = vi->time_base;
+    return kr_engine_open_stream(engine, &p, &pr->stream, err);
+}
+
+/* ---- the writer -------------------------------------------------------------------------- */
+
+typedef struct out_state {
+    keyer_writer *writer;
+    keyer_frame *host;    /* a device frame's download, allocated once */
+    int64_t t0, next_progress;
+} out_state;
+
+static keyer_status write_frame(kr_split_gpus *sp, out_state *o, const keyer_frame *f,
+                                keyer_error *err)
+{
+    keyer_status st;
+    if (!o->writer && sp->output) {
+        keyer_writer_params wp = sp->writer_params;
+        wp.width = f->width;
+        wp.height = f->height;
+        wp.frame_rate = sp->info.frame_rate.num > 0 ? sp->info.frame_rate
+                                                    : (keyer_rational){30, 1};
+        wp.time_base = sp->info.time_base;
+        wp.rotation = sp->info.rotation;
+        wp.matrix = sp->info.matrix;
+        wp.range = sp->info.range;
+        wp.alpha = f->format == KEYER_PIXEL_FORMAT_RGBA;
+        wp.format = sp->w_format;
+        wp.codec = sp->w_codec;
+        wp.preset = sp->w_preset;
+        wp.pixel_format = sp->w_pixel_format;
+        wp.codec_options = sp->w_codec_options;
+        wp.copy_from = NULL;
+        wp.logger = sp->logger;
+        if ((st = keyer_writer_open(sp->output, &wp, &o->writer, err)))
+            return st;
+    }
+    if (!o->writer)
+        return KEYER_OK; /* no output: the frame is dropped */
+    const keyer_frame *w = f;
+    if (f->memory == KEYER_MEMORY_CUDA) {
+        /* frames of different GPUs meet here: the encoder gets host frames */
+        const kr_device_fns *dev = kr_device_cuda();
+        if (!dev)
+            return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                                   "split over GPUs: a CUDA frame without CUDA");
+        if (!o->host->buf[0] &&
+            (st = keyer_frame_alloc(o->host, f->format, f->width, f->height, NULL, err)))
+            return st;
+        if ((st = kr_device_frame_copy(dev, f->device, o->host, f, NULL, err)))
+            return st;
+        w = o->host;
+    }
+    return keyer_writer_write(o->writer, w, err);
+}
+
+static void progress(kr_split_gpus *sp, out_state *o, const keyer_session_params *p, int last)
+{
+    if (!p->progress)
+        return;
+    int64_t now = kr_clock_ns();
+    if (!last && now < o->next_progress)
+        return;
+    o->next_progress = now + (int64_t)p->progress_interval_ms * 1000000;
+    keyer_session_progress pr;
+    memset(&pr, 0, sizeof(pr));
+    pr.frames_done = atomic_load(&sp->written);
+    for (int i = 0; i < sp->parts; i++)
+        pr.frames_read += atomic_load(&sp->prod[i].sent);
+    pr.frames_total = sp->info.frame_count;
+    pr.elapsed = (double)(now - o->t0) * 1e-9;
+    pr.fps = pr.elapsed > 0 ? (double)pr.frames_done / pr.elapsed : 0.0;
+    pr.remaining = pr.frames_total > 0 && pr.fps > 0 && pr.frames_done <= pr.frames_total
+                       ? (double)(pr.frames_total - pr.frames_done) / pr.fps
+                       : -1.0;
+    p->progress(p->progress_opaque, &pr);
+}
+
+/* Writes chunk @p k, from its engine's stream, in order. */
+static keyer_status write_chunk(kr_split_gpus *sp, int k, out_state *o,
+                                const keyer_session_params *p, keyer_frame *f, keyer_error *err)
+{
+    producer *pr = &sp->prod[k % sp->parts];
+    int64_t end = k + 1 < sp->chunks ? sp->starts[k + 1] : INT64_MAX;
+    for (int got = 0;;) {
+        keyer_status st;
+        if (atomic_load(&sp->cancel))
+            return KEYER_STATUS_INTERRUPTED;
+        /* the producer says how many frames the chunk had once it has sent them all */
+        if (got == atomic_load(&sp->chunk_frames[k]))
+            return KEYER_OK;
+        if (pr->has_pending) {
+            keyer_frame_unref(f);
+            if ((st = keyer_frame_ref(f, pr->pending, err)))
+                return st;
+            keyer_frame_unref(pr->pending);
+            pr->has_pending = 0;
+        } else {
+            st = kr_engine_receive_frame(pr->engine, pr->stream, f, 50000, err);
+            if (st == KEYER_STATUS_AGAIN) {
+                keyer_error_clear(err);
+                progress(sp, o, p, 0);
+                if (atomic_load(&sp->cancel))
+                    return KEYER_STATUS_INTERRUPTED;
+                continue;
+            }
+            if (st == KEYER_STATUS_END)
+                return KEYER_OK; /* the engine's last chunk ended */
+            if (st)
+                return st;
+        }
+        if (f->pts >= end) {
+            /* the first frame of this engine's next chunk: kept for its turn */
+            if ((st = keyer_frame_ref(pr->pending, f, err)))
+                return st;
+            pr->has_pending = 1;
+            keyer_frame_unref(f);
+            return KEYER_OK;
+        }
+        st = write_frame(sp, o, f, err);
+        keyer_frame_unref(f);
+        if (st)
+            return st;
+        got++;
+        atomic_fetch_add(&sp->written, 1);
+        progress(sp, o, p, 0);
+    }
+}
+
+keyer_status kr_split_gpus_run(kr_split_gpus *sp, keyer_session *const *engines, int count,
+                               const keyer_session_params *params, keyer_error *err)
+{
+    if (count != sp->parts)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL,
+                               "split over GPUs: planned for %d parts, %d engines", sp->parts,
+                               count);
+    keyer_status st = KEYER_OK;
+    out_state o = {NULL, NULL, kr_clock_ns(), 0};
+    keyer_frame *f = NULL;
+    for (int i = 0; i < count && !st; i++)
+        st = open_part(sp, engines[i], i, err);
+    if (!st && !(st = keyer_frame_create(&o.host, err)))
+        st = keyer_frame_create(&f, err);
+    /* Every engine's stages were started one after the other (runtimes, warm-up); the run's
+     * wall time starts now, when the first frame can go in, for all of them. */
+    int64_t now = kr_clock_ns();
+    for (int i = 0; i < count && !st; i++) {
+        pthread_mutex_lock(&engines[i]->out.lock);
+        engines[i]->out.t_start = engines[i]->out.t_last = now;
+        pthread_mutex_unlock(&engines[i]->out.lock);
+    }
+    o.t0 = now;
+    for (int i = 0; i < count && !st; i++) {
+        if (pthread_create(&sp->prod[i].thread, NULL, producer_main, &sp->prod[i])) {
+            st = keyer_error_set(err, KEYER_STATUS_INTERNAL, "split over GPUs: no thread");
+            break;
+        }
+        sp->prod[i].started = 1;
+    }
+    for (int k = 0; k < sp->chunks && !st; k++)
+        st = write_chunk(sp, k, &o, params, f, err);
+    if (st && st != KEYER_STATUS_INTERRUPTED)
+        keyer_error_prefix(err, "%s: ", sp->output ? sp->output : sp->input);
+    if (st)
+        split_fail(sp, st, err);
+    /* Every chunk written (the producers are done), or a failure: the producers stop at
+     * their next read or send (readers interrupted, sends see the flag). */
+    kr_split_gpus_cancel(sp);
+    for (int i = 0; i < count; i++) {
+        if (sp->prod[i].started)
+            pthread_join(sp->prod[i].thread, NULL);
+        sp->prod[i].started = 0;
+    }
+    if (o.writer) {
+        keyer_error we = {0};
+        keyer_status ws = keyer_writer_close(o.writer, &we);
+        if (ws)
+            split_fail(sp, ws, &we);
+        snprintf(sp->encoder, sizeof(sp->encoder), "%s", sp->w_codec ? sp->w_codec : "default");
+        keyer_writer_destroy(&o.writer);
+    }
+    progress(sp, &o, params, 1);
+    keyer_frame_destroy(&f);
+    keyer_frame_destroy(&o.host);
+    pthread_mutex_lock(&sp->lock);
+    keyer_status first = sp->status;
+    if (first && err)
+        *err = sp->error;
+    pthread_mutex_unlock(&sp->lock);
+    return first;
+}
+
+void kr_split_gpus_report(kr_split_gpus *sp, keyer_session *const *engines, int count,
+                          keyer_stream_report *out)
+{
+    memset(out, 0, sizeof(*out));
+    snprintf(out->input, sizeof(out->input), "%s", sp->input);
+    snprintf(out->output, sizeof(out->output), "%s", sp->output ? sp->output : "");
+    out->width = sp->info.width;
+    out->height = sp->info.height;
+    size_t len = 0;
+    for (int i = 0; i < count; i++) {
+        producer *pr = &sp->prod[i];
+        out->frames_read += atomic_load(&pr->sent);
+        if (pr->engine) {
+            keyer_stream_report part;
+            if (!kr_engine_get_stream_report(pr->engine, pr->stream, &part, NULL)) {
+                out->frames_dropped += part.frames_dropped;
+                out->frames_damaged += part.frames_damaged;
+                out->frames_lost += part.frames_lost;
+            }
+        }
+        /* "cuda:0 + cuda:1 (split)" */
+        char one[80];
+        keyer_session_report er;
+        kr_engine_get_report(engines[i], &er);
+        snprintf(one, sizeof(one), "%s%s", i ? " + " : "", er.device);
+        int w = snprintf(out->device + len, sizeof(out->device) - len, "%s", one);
+        len = w < 0 ? len : len + (size_t)w;
+        if (len >= sizeof(out->device))
+            len = sizeof(out->device) - 1;
+    }
+    if (len + 1 < sizeof(out->device))
+        snprintf(out->device + len, sizeof(out->device) - len, " (split)");
+    out->frames_written = atomic_load(&sp->written);
+    out->hw_decode = sp->hw_decode;
+    snprintf(out->encoder, sizeof(out->encoder), "%s", sp->encoder);
+    keyer_error e = {0};
+    out->status = kr_split_gpus_status(sp, &e);
+    if (out->status)
+        snprintf(out->error, sizeof(out->error), "%s", e.message);
+}
+
+keyer_status kr_split_gpus_status(kr_split_gpus *sp, keyer_error *err)
+{
+    pthread_mutex_lock(&sp->lock);
+    keyer_status st = sp->status;
+    if (st && err)
+        *err = sp->error;
+    pthread_mutex_unlock(&sp->lock);
+    return st;
+}
+
+void kr_split_gpus_destroy(kr_split_gpus **spp)
+{
+    if (!spp || !*spp)
+        return;
+    kr_split_gpus *sp = *spp;
+    for (int i = 0; i < MAX_PARTS; i++) {
+        producer *pr = &sp->prod[i];
+        if (pr->started)
+            pthread_join(pr->thread, NULL);
+        keyer_reader_destroy(&pr->reader);
+        keyer_frame_destroy(&pr->frame);
+        keyer_frame_destroy(&pr->pending);
+    }
+    free(sp->starts);
+    free(sp->chunk_frames);
+    free(sp->input);
+    free(sp->output);
+    free(sp->w_format);
+    free(sp->w_codec);
+    free(sp->w_preset);
+    free(sp->w_pixel_format);
+    free(sp->w_codec_options);
+    pthread_mutex_destroy(&sp->lock);
+    free(sp);
+    *spp = NULL;
+}

@@ -1,0 +1,287 @@
+/*
+ * The CUDA kNN graph against the CPU graph, edge for edge and in order, over consecutive
+ * frames (hysteresis): random sets (uniform, clustered, lattice with exact ties, duplicate
+ * positions, NaN / infinite / far points) at several k / max_degree / max_dy, 5,000 and 50,000
+ * points, face-mesh landmarks of the test photos; then repeated ids, an empty frame, the output
+ * capacity and a stream. Also curves flattened on the device against the CPU renderer (the
+ * overlay tests' tolerance: one code value, 99% of samples equal).
+ * KEYER_KNN_GPU_QUICK=1 (e.g. under compute-sanitizer): small sets only.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keyer/overlay.h"
+#include "kt_knn.h"
+
+static int quick(void)
+{
+    const char *q = getenv("KEYER_KNN_GPU_QUICK");
+    return q && *q == '1';
+}
+
+/* Runs @p frames frames through a CPU and a CUDA graph; every frame's edges must be equal.
+ * kind KT_KNN_SETS: the given points, moved by kt_knn_jitter(UNIFORM) between frames. */
+static void check(const keyer_knn_params *p, kt_knn_set kind, int n, int frames, uint32_t seed,
+                  uint32_t *ids, float *xy, const char *name)
+{
+    keyer_error err = {0};
+    keyer_knn_params pc = *p, pg = *p;
+    pc.cuda = 0;
+    pg.cuda = 1;
+    keyer_knn_graph *gc = NULL, *gg = NULL;
+    assert_int_equal(keyer_knn_graph_create(&pc, n, &gc, &err), KEYER_OK);
+    if (keyer_knn_graph_create(&pg, n, &gg, &err))
+        fail_msg("%s", err.message);
+    size_t cap = (size_t)n * (size_t)p->max_degree;
+    keyer_knn_edge *a = malloc(cap * sizeof(*a)), *b = malloc(cap * sizeof(*b));
+    assert_true(a && b);
+    if (kind != KT_KNN_SETS)
+        kt_knn_points(kind, n, seed, ids, xy);
+    int na = 0, nb = 0;
+    for (int f = 0; f < frames; f++) {
+        if (f > 0)
+            kt_knn_jitter(kind == KT_KNN_SETS ? KT_KNN_UNIFORM : kind, n, seed * 31 + (uint32_t)f,
+                          xy);
+        if (keyer_knn_graph_update(gc, ids, xy, n, a, (int)cap, &na, &err))
+            fail_msg("cpu: %s", err.message);
+        if (keyer_knn_graph_update(gg, ids, xy, n, b, (int)cap, &nb, &err))
+            fail_msg("cuda: %s", err.message);
+        int d = kt_knn_first_difference(a, na, b, nb);
+        if (d >= 0)
+            fail_msg("%s n=%d k=%d max_degree=%d max_dy=%g frame %d: edge %d differs (cpu %d, "
+                     "cuda %d edges; cpu %u-%u, cuda %u-%u)",
+                     name, n, p->k, p->max_degree, (double)p->max_dy, f, d, na, nb,
+                     d < na ? a[d].a : 0, d < na ? a[d].b : 0, d < nb ? b[d].a : 0,
+                     d < nb ? b[d].b : 0);
+    }
+    printf("  %-10s n=%-6d k=%d max_degree=%d max_dy=%-3g: %d frames equal, %d edges\n", name, n,
+           p->k, p->max_degree, (double)p->max_dy, frames, na);
+    assert_true(n < 10 || na > 0);
+    free(a);
+    free(b);
+    keyer_knn_graph_destroy(&gc);
+    keyer_knn_graph_destroy(&gg);
+}
+
+static void test_sets(void **state)
+{
+    (void)state;
+    const int n = quick() ? 600 : 5000;
+    uint32_t *ids = malloc(50000 * sizeof(uint32_t));
+    float *xy = malloc(50000 * 2 * sizeof(float));
+    assert_true(ids && xy);
+    static const struct {
+        int k, max_degree;
+        float max_dy, hysteresis;
+    } cfg[] = {{3, 4, 0, 0.2f}, {5, 4, 0, 0.2f}, {1, 2, 0, 0.0f}, {5, 5, 40, 0.5f},
+               {20, 3, 0, 0.2f}, {2, 6, 3, 0.1f}};
+    for (int kind = 0; kind < KT_KNN_SETS; kind++)
+        for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
+            keyer_knn_params p = keyer_knn_params_defaults();
+            p.k = cfg[c].k;
+            p.max_degree = cfg[c].max_degree;
+            p.max_dy = cfg[c].max_dy;
+            p.hysteresis = cfg[c].hysteresis;
+            check(&p, (kt_knn_set)kind, n, 5, (uint32_t)(kind * 10 + (int)c), ids, xy,
+                  kt_knn_set_name((kt_knn_set)kind));
+        }
+    if (!quick()) {
+        keyer_knn_params p = keyer_knn_params_defaults();
+        p.k = 5;
+        check(&p, KT_KNN_UNIFORM, 50000, 4, 1, ids, xy, "uniform");
+        check(&p, KT_KNN_CLUSTERED, 50000, 4, 2, ids, xy, "clustered");
+        check(&p, KT_KNN_LATTICE, 50000, 4, 3, ids, xy, "lattice");
+    }
+    /* Tiny frames: 1, 2, 3 points; all on one spot. */
+    keyer_knn_params p = keyer_knn_params_defaults();
+    for (int m = 1; m <= 3; m++)
+        check(&p, KT_KNN_UNIFORM, m, 3, 5, ids, xy, "tiny");
+    for (int i = 0; i < 64; i++) {
+        ids[i] = (uint32_t)(900 - i);
+        xy[2 * i] = 7;
+        xy[2 * i + 1] = 9;
+    }
+    check(&p, KT_KNN_SETS, 64, 1, 0, ids, xy, "one spot");
+    free(ids);
+    free(xy);
+}
+
+static void test_face_mesh(void **state)
+{
+    (void)state;
+    const int faces = quick() ? 4 : 40, n = faces * 468;
+    uint32_t *ids = malloc((size_t)n * sizeof(uint32_t));
+    float *xy = malloc((size_t)n * 2 * sizeof(float));
+    assert_true(ids && xy);
+    if (kt_knn_face_points(faces, ids, xy)) {
+        free(ids);
+        free(xy);
+        skip();
+    }
+    keyer_knn_params p = keyer_knn_params_defaults();
+    p.k = 5;
+    check(&p, KT_KNN_SETS, n, 4, 9, ids, xy, "face mesh");
+    free(ids);
+    free(xy);
+}
+
+static void test_arguments(void **state)
+{
+    (void)state;
+    keyer_error err = {0};
+    keyer_knn_params p = keyer_knn_params_defaults();
+    p.cuda = 1;
+    p.cuda_device = 1000;
+    keyer_knn_graph *g = NULL;
+    assert_int_equal(keyer_knn_graph_create(&p, 8, &g, &err), KEYER_STATUS_DEVICE);
+    assert_null(g);
+    p.cuda_device = 0;
+    assert_int_equal(keyer_knn_graph_create(&p, 8, &g, &err), KEYER_OK);
+    cudaStream_t stream;
+    assert_int_equal(cudaStreamCreate(&stream), cudaSuccess);
+    assert_int_equal(keyer_knn_graph_set_stream(g, stream, &err), KEYER_OK);
+    uint32_t ids[4] = {1, 2, 3, 4}, dup[4] = {1, 2, 3, 2};
+    float xy[8] = {0, 0, 10, 0, 20, 0, 30, 0};
+    keyer_knn_edge e1[32], e2[32];
+    int n1 = 0, n2 = 0;
+    assert_int_equal(keyer_knn_graph_update(g, ids, xy, 4, e1, 32, &n1, &err), KEYER_OK);
+    assert_int_equal(n1, 6); /* k 3 on 4 points: every pair, degrees 3 <= 4 */
+    assert_int_equal(keyer_knn_graph_update(g, dup, xy, 4, e2, 32, &n2, &err),
+                     KEYER_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "id 2 appears twice"));
+    assert_int_equal(keyer_knn_graph_update(g, ids, xy, 4, e2, 32, &n2, &err), KEYER_OK);
+    assert_int_equal(kt_knn_first_difference(e1, n1, e2, n2), -1);
+    assert_int_equal(keyer_knn_graph_update(g, ids, xy, 4, e2, 2, &n2, &err), KEYER_OK);
+    assert_int_equal(n2, 2);
+    /* An empty frame drops every edge; the next frame starts afresh. */
+    assert_int_equal(keyer_knn_graph_update(g, ids, xy, 0, e2, 32, &n2, &err), KEYER_OK);
+    assert_int_equal(n2, 0);
+    assert_int_equal(keyer_knn_graph_update(g, ids, xy, 4, e2, 32, &n2, &err), KEYER_OK);
+    assert_int_equal(kt_knn_first_difference(e1, n1, e2, n2), -1);
+    assert_int_equal(keyer_knn_graph_update(g, ids, xy, 9, e2, 32, &n2, &err),
+                     KEYER_STATUS_INVALID_ARGUMENT); /* more than max_points: refused first */
+    keyer_knn_graph_destroy(&g);
+    assert_null(g);
+    assert_int_equal(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+static void device_free(void *opaque, void *data)
+{
+    (void)opaque;
+    cudaFree(data);
+}
+
+/* An RGBA frame of random pixels in host memory (seeded) and its copy in device memory. */
+static void rgba_pair(int w, int h, uint32_t seed, keyer_frame **host, keyer_frame **dev)
+{
+    assert_int_equal(keyer_frame_create(host, NULL), KEYER_OK);
+    assert_int_equal(keyer_frame_alloc(*host, KEYER_PIXEL_FORMAT_RGBA, w, h, NULL, NULL),
+                     KEYER_OK);
+    keyer_frame *f = *host;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < 4 * w; x++) {
+            seed = seed * 1664525u + 1013904223u;
+            f->data[0][y * f->stride[0] + x] = (uint8_t)(seed >> 24);
+        }
+    size_t pitch = (size_t)w * 4 + 64, total = pitch * (size_t)h;
+    void *mem = NULL;
+    assert_int_equal(cudaMalloc(&mem, total), cudaSuccess);
+    keyer_buffer *buf = NULL;
+    assert_int_equal(keyer_buffer_wrap(mem, total, KEYER_MEMORY_CUDA, device_free, NULL, &buf, NULL),
+                     KEYER_OK);
+    assert_int_equal(keyer_frame_create(dev, NULL), KEYER_OK);
+    keyer_frame *d = *dev;
+    d->format = KEYER_PIXEL_FORMAT_RGBA;
+    d->width = w;
+    d->height = h;
+    d->memory = KEYER_MEMORY_CUDA;
+    d->device = 0;
+    d->buf[0] = buf;
+    d->data[0] = mem;
+    d->stride[0] = (ptrdiff_t)pitch;
+    assert_int_equal(cudaMemcpy2D(mem, pitch, f->data[0], (size_t)f->stride[0], (size_t)w * 4,
+                                  (size_t)h, cudaMemcpyHostToDevice),
+                     cudaSuccess);
+}
+
+/* Curves flattened on the device (CUDA renderer) against the CPU renderer, whole and cut in the
+ * middle of a curve by keyer_overlay_truncate. */
+static void test_curves(void **state)
+{
+    (void)state;
+    keyer_error err = {0};
+    const int w = 1280, h = 720;
+    keyer_overlay *ov = NULL;
+    assert_int_equal(keyer_overlay_create(60000, &ov, &err), KEYER_OK);
+    for (int cut = 0; cut < 2; cut++) {
+        keyer_overlay_clear(ov);
+        uint32_t s = 77;
+        int mid = 0;
+#define U() ((s = s * 1664525u + 1013904223u), (float)(s >> 8) / 16777216.0f)
+        for (int i = 0; i < 1000; i++) {
+            keyer_color c = {U(), U(), U(), 0.3f + 0.7f * U()};
+            float x0 = U() * w * 1.2f - 60, y0 = U() * h * 1.2f - 40;
+            float x1 = x0 + (U() - 0.5f) * 600, y1 = y0 + (U() - 0.5f) * 400;
+            float bend = (U() - 0.5f) * (i % 10 == 0 ? 6.0f : 1.0f);
+            if (i == 500)
+                mid = keyer_overlay_count(ov) + 2;
+            if (keyer_overlay_add_curve(ov, x0, y0, x1, y1, bend, 0.5f + 5 * U(), c, &err))
+                fail_msg("%s", err.message);
+        }
+#undef U
+        if (cut)
+            keyer_overlay_truncate(ov, mid);
+        keyer_frame *cpu = NULL, *dev = NULL;
+        rgba_pair(w, h, 5, &cpu, &dev);
+        assert_int_equal(keyer_overlay_render(ov, cpu, &err), KEYER_OK);
+        if (keyer_overlay_render(ov, dev, &err))
+            fail_msg("%s", err.message);
+        assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+        uint8_t *back = malloc((size_t)w * 4 * (size_t)h);
+        assert_non_null(back);
+        assert_int_equal(cudaMemcpy2D(back, (size_t)w * 4, dev->data[0], (size_t)dev->stride[0],
+                                      (size_t)w * 4, (size_t)h, cudaMemcpyDeviceToHost),
+                         cudaSuccess);
+        long equal = 0, samples = (long)w * h * 4;
+        int max = 0;
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < 4 * w; x++) {
+                int d = abs((int)cpu->data[0][y * cpu->stride[0] + x] - (int)back[y * 4 * w + x]);
+                equal += d == 0;
+                max = d > max ? d : max;
+            }
+        printf("  curves%s: %d primitives, %.4f%% of samples equal, max diff %d\n",
+               cut ? " (truncated mid-curve)" : "", keyer_overlay_count(ov),
+               100.0 * (double)equal / (double)samples, max);
+        assert_true(max <= 1);
+        assert_true((double)equal >= 0.99 * (double)samples);
+        free(back);
+        keyer_frame_destroy(&cpu);
+        keyer_frame_destroy(&dev);
+    }
+    keyer_overlay_destroy(&ov);
+}
+
+int main(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+        printf("no CUDA device: skipped\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sets),
+        cmocka_unit_test(test_face_mesh),
+        cmocka_unit_test(test_arguments),
+        cmocka_unit_test(test_curves),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,685 @@
+/*
+ * Sessions over several devices, on the CPU (label cpu):
+ *  - device lists: keyer_device_parse_list() ("cuda:all", "cuda:0,2", errors), the session
+ *    table's cuda_devices option, keyer_session_create() refusing a list where no GPU exists;
+ *  - the placement arithmetic (loads, least loaded, ties) and the fault-injection switch;
+ *  - the several-engine machinery with two CPU engines (kr_session_create_engines): four
+ *    streams of different sizes are placed by load, every frame comes out equal (per-frame
+ *    checksum of the output pixels) to the same streams in a session on one engine, the
+ *    callbacks and reports speak the session's stream ids, one model is chosen for all, and
+ *    the merged report and statistics file count every engine.
+ * The GPU side (two GPUs, a forced failure of one) is test_pipeline_multigpu_gpu.c.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keyer/image.h"
+#include "keyer/io.h"
+#include "keyer/pipeline.h"
+#include "core/device.h"
+#include "pipeline/engines.h"
+#include "pipeline/placement.h"
+#include "testutil.h"
+
+/* ---- device lists ------------------------------------------------------------------------ */
+
+static void test_device_lists(void **state)
+{
+    (void)state;
+    keyer_device_kind k;
+    int ord = -1;
+    uint64_t set = 1;
+    keyer_error err = {0};
+    assert_int_equal(keyer_device_parse_list("cuda:all", &k, &ord, &set, &err), KEYER_OK);
+    assert_int_equal(k, KEYER_DEVICE_CUDA);
+    assert_int_equal(ord, 0);
+    assert_true(set == KEYER_CUDA_DEVICES_ALL);
+    assert_int_equal(keyer_device_parse_list("cuda:2,0", &k, &ord, &set, &err), KEYER_OK);
+    assert_true(set == ((UINT64_C(1) << 0) | (UINT64_C(1) << 2)));
+    assert_int_equal(ord, 0);
+    assert_int_equal(keyer_device_parse_list("cuda:63,5,7", &k, &ord, &set, &err), KEYER_OK);
+    assert_true(set == ((UINT64_C(1) << 63) | (UINT64_C(1) << 5) | (UINT64_C(1) << 7)));
+    assert_int_equal(ord, 5);
+    /* one device: the old forms, no list */
+    assert_int_equal(keyer_device_parse_list("cuda:3", &k, &ord, &set, &err), KEYER_OK);
+    assert_int_equal(k, KEYER_DEVICE_CUDA);
+    assert_int_equal(ord, 3);
+    assert_true(set == 0);
+    assert_int_equal(keyer_device_parse_list("cpu", &k, &ord, &set, &err), KEYER_OK);
+    assert_int_equal(k, KEYER_DEVICE_CPU);
+    assert_true(set == 0);
+    assert_int_equal(keyer_device_parse_list("auto", &k, &ord, &set, &err), KEYER_OK);
+    assert_int_equal(k, KEYER_DEVICE_AUTO);
+    struct {
+        const char *text, *says;
+    } bad[] = {
+        {"cuda:0,0", "listed twice"},       {"cuda:1,2,1", "listed twice"},
+        {"cuda:0,", "empty element"},       {"cuda:,1", "empty element"},
+        {"cuda:0,,1", "empty element"},     {"cuda:0,64", "'64' is not a CUDA ordinal"},
+        {"cuda:a,1", "'a' is not"},         {"cuda:-1,2", "'-1' is not"},
+        {"cuda:all,1", "'all' is not"},     {"cuda:1,+2", "'+2' is not"},
+        {"cuda:64", "unknown device"},      {"gpu", "unknown device 'gpu'"},
+        {"cuda:ALL", "unknown device"},     {"cuda:0 ,1", "'0 ' is not"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        set = 7;
+        keyer_error_clear(&err);
+        assert_int_equal(keyer_device_parse_list(bad[i].text, &k, &ord, &set, &err),
+                         KEYER_STATUS_INVALID_ARGUMENT);
+        if (!strstr(err.message, bad[i].says))
+            fail_msg("'%s': message '%s' lacks '%s'", bad[i].text, err.message, bad[i].says);
+        assert_true(set == 7); /* untouched */
+    }
+    assert_int_equal(keyer_device_parse_list(NULL, &k, &ord, &set, &err),
+                     KEYER_STATUS_INVALID_ARGUMENT);
+    char buf[64];
+    keyer_device_list_format(KEYER_CUDA_DEVICES_ALL, buf, sizeof(buf));
+    assert_string_equal(buf, "cuda:all");
+    keyer_device_list_format((UINT64_C(1) << 0) | (UINT64_C(1) << 2), buf, sizeof(buf));
+    assert_string_equal(buf, "cuda:0,2");
+    assert_int_equal(keyer_device_parse_list(buf, &k, &ord, &set, &err), KEYER_OK);
+    assert_true(set == 5);
+    keyer_device_list_format(0, buf, sizeof(buf));
+    assert_string_equal(buf, "");
+}
+
+static void test_session_option(void **state)
+{
+    (void)state;
+    keyer_error err = {0};
+    keyer_session_params p = keyer_session_params_defaults();
+    assert_true(p.cuda_devices == 0);
+    const keyer_option *t = keyer_session_options();
+    assert_int_equal(keyer_option_set(t, &p, "cuda_devices", "all", &err), KEYER_OK);
+    assert_true(p.cuda_devices == KEYER_CUDA_DEVICES_ALL);
+    assert_int_equal(keyer_option_set(t, &p, "cuda_devices", "0,2", &err), KEYER_OK);
+    assert_true(p.cuda_devices == 5);
+    assert_int_equal(keyer_option_set(t, &p, "cuda_devices", "3", &err), KEYER_OK);
+    assert_true(p.cuda_devices == 8);
+    assert_int_equal(keyer_option_set(t, &p, "cuda_devices", "none", &err), KEYER_OK);
+    assert_true(p.cuda_devices == 0);
+    p.cuda_devices = 5;
+    const char *bad[] = {"x", "0,0", "64", "1,", "-1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        keyer_error_clear(&err);
+        assert_int_equal(keyer_option_set(t, &p, "cuda_devices", bad[i], &err),
+                         KEYER_STATUS_INVALID_ARGUMENT);
+        assert_true(p.cuda_devices == 5);
+        assert_true(err.message[0] != 0);
+    }
+    assert_int_equal(keyer_options_parse(t, &p, "mode=latency,cuda_devices=1", &err), KEYER_OK);
+    assert_true(p.cuda_devices == 2);
+    assert_int_equal(p.mode, KEYER_PIPELINE_LATENCY);
+}
+
+/* Without a GPU (a CPU build, or no device) a list is an error naming why; auto stays auto. */
+static void test_list_without_gpu(void **state)
+{
+    (void)state;
+    const kr_device_fns *dev = kr_device_cuda();
+    if (dev && dev->count() > 0) {
+        printf("  (a CUDA device exists: the no-GPU errors are not checked here)\n");
+        return;
+    }
+    keyer_error err = {0};
+    keyer_session *s = NULL;
+    keyer_session_params p = keyer_session_params_defaults();
+    p.cuda_devices = KEYER_CUDA_DEVICES_ALL;
+    assert_int_equal(keyer_session_create(&p, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_null(s);
+    printf("  cuda:all here: %s\n", err.message);
+    assert_non_null(strstr(err.message, "cuda:all"));
+    assert_non_null(strstr(err.message, dev ? "no CUDA device" : "built without CUDA"));
+    p.cuda_devices = 3;
+    keyer_error_clear(&err);
+    assert_int_equal(keyer_session_create(&p, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "cuda:0,1"));
+    p.device = KEYER_DEVICE_CPU;
+    keyer_error_clear(&err);
+    assert_int_equal(keyer_session_create(&p, &s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "device cpu"));
+    /* auto without a list is unchanged */
+    p = keyer_session_params_defaults();
+    assert_int_equal(keyer_session_create(&p, &s, &err), KEYER_OK);
+    keyer_session_destroy(&s);
+}
+
+/* ---- placement and the fault switch ------------------------------------------------------ */
+
+static void test_placement(void **state)
+{
+    (void)state;
+    assert_true(kr_place_load(1920, 1080, (keyer_rational){30, 1}) == 1920.0 * 1080 * 30);
+    assert_true(kr_place_load(1920, 1080, (keyer_rational){30000, 1001}) ==
+                1920.0 * 1080 * 30000 / 1001);
+    assert_true(kr_place_load(100, 10, (keyer_rational){0, 1}) == 1000.0 * KR_PLACE_DEFAULT_FPS);
+    assert_true(kr_place_load(0, 10, (keyer_rational){30, 1}) == 0.0);
+    double l3[3] = {5, 2, 2};
+    assert_int_equal(kr_place_pick(l3, 3), 1); /* tie: the lower index */
+    assert_int_equal(kr_place_pick(l3, 0), -1);
+    assert_int_equal(kr_place_pick(NULL, 2), -1);
+
+    /* 2 GPUs: one 4K30, five 1080p30, one 720p60, in that order */
+    const double k4 = 3840.0 * 2160 * 30, hd = 1920.0 * 1080 * 30, p720 = 1280.0 * 720 * 60;
+    double streams[7] = {k4, hd, hd, hd, hd, hd, p720};
+    double gpus[2] = {0, 0};
+    int where[7];
+    assert_int_equal(kr_place_streams(streams, 7, gpus, 2, where), 0);
+    /* by hand, in units of hd (4K = 4): 4K -> 0 (0 = 0: tie, the lower); hd -> 1 (0 < 4);
+     * hd -> 1 (1 < 4); hd -> 1 (2 < 4); hd -> 1 (3 < 4); hd -> 0 (4 = 4: tie);
+     * 720p60 (0.89) -> 1 (4 < 5) */
+    int expect[7] = {0, 1, 1, 1, 1, 0, 1};
+    for (int i = 0; i < 7; i++)
+        if (where[i] != expect[i])
+            fail_msg("stream %d on GPU %d, expected %d", i, where[i], expect[i]);
+    assert_true(gpus[0] == k4 + hd);
+    assert_true(gpus[1] == 4 * hd + p720);
+    /* equal streams spread round robin over 4 GPUs, starting from the lowest */
+    double eq[8] = {1, 1, 1, 1, 1, 1, 1, 1}, g4[4] = {0, 0, 0, 0};
+    int w8[8];
+    assert_int_equal(kr_place_streams(eq, 8, g4, 4, w8), 0);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(w8[i], i % 4);
+    /* a GPU that starts loaded gets nothing until the others catch up */
+    double g2[2] = {10, 0}, s3[3] = {6, 6, 6};
+    int w3[3];
+    assert_int_equal(kr_place_streams(s3, 3, g2, 2, w3), 0);
+    assert_int_equal(w3[0], 1);
+    assert_int_equal(w3[1], 1);
+    assert_int_equal(w3[2], 0); /* 10 < 12 */
+    assert_int_equal(kr_place_streams(s3, 3, g2, 0, w3), -1);
+    assert_int_equal(kr_place_streams(NULL, 3, g2, 2, w3), -1);
+}
+
+static void test_fail_spec(void **state)
+{
+    (void)state;
+    int ord = 9, frame = 9;
+    assert_int_equal(kr_fail_spec_parse("120", &ord, &frame), 0);
+    assert_int_equal(ord, -1);
+    assert_int_equal(frame, 120);
+    assert_int_equal(kr_fail_spec_parse("cuda:1@120", &ord, &frame), 0);
+    assert_int_equal(ord, 1);
+    assert_int_equal(frame, 120);
+    assert_int_equal(kr_fail_spec_parse("cuda:0@0", &ord, &frame), 0);
+    assert_int_equal(ord, 0);
+    assert_int_equal(frame, 0);
+    const char *bad[] = {"", "x", "-1", "12x", "1073741824", "cuda:1", "cuda:@5", "cuda:1@",
+                         "cuda:64@1", "cuda:a@1", "cuda:1@-2", "cuda:1@2@3", "cpu@1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ord = 7, frame = 7;
+        if (kr_fail_spec_parse(bad[i], &ord, &frame) != -1)
+            fail_msg("'%s' was accepted", bad[i]);
+        assert_int_equal(ord, 7);
+        assert_int_equal(frame, 7);
+    }
+    assert_int_equal(kr_fail_spec_parse(NULL, &ord, &frame), -1);
+}
+
+/* ---- two CPU engines against one --------------------------------------------------------- */
+
+enum { STREAMS = 4, FRAMES = 10 };
+
+static char inputs[STREAMS][4096];
+static const int sizes[STREAMS][3] = {{320, 240, 24}, {640, 360, 30}, {320, 180, 30},
+                                      {160, 120, 24}};
+
+typedef struct run_record {
+    uint64_t sum[STREAMS][FRAMES]; /* FNV-1a of each output frame's pixels */
+    int calls[STREAMS];
+    int bad_id;
+    int64_t last_done, last_total;
+    int progress_calls;
+} run_record;
+
+static uint64_t fnv(const keyer_frame *f)
+{
+    uint64_t h = 1469598103934665603ull;
+    int planes = keyer_pixel_format_planes(f->format);
+    for (int p = 0; p < planes; p++) {
+        int pw = 0, rows = 0, bpe = 0;
+        if (keyer_pixel_format_plane(f->format, f->width, f->height, p, &pw, &rows, &bpe, NULL))
+            return 0;
+        int w = pw * bpe;
+        for (int y = 0; y < rows; y++)
+            for (int x = 0; x < w; x++) {
+                h ^= f->data[p][(size_t)y * (size_t)f->stride[p] + (size_t)x];
+                h *= 1099511628211ull;
+            }
+    }
+    return h;
+}
+
+static keyer_status on_frame(void *opaque, int stream_id, int64_t index, const keyer_frame *in,
+                             keyer_frame *out, keyer_error *err)
+{
+    (void)in, (void)err;
+    run_record *r = opaque;
+    /* each stream's callback runs on its own writer thread: only its own row is written */
+    if (stream_id < 0 || stream_id >= STREAMS || index < 0 || index >= FRAMES ||
+        out->width != sizes[stream_id][0]) {
+        r->bad_id = 1;
+        return KEYER_OK;
+    }
+    r->sum[stream_id][index] = fnv(out);
+    r->calls[stream_id]++;
+    return KEYER_OK;
+}
+
+static void on_progress(void *opaque, const keyer_session_progress *p)
+{
+    run_record *r = opaque;
+    r->last_done = p->frames_done;
+    r->last_total = p->frames_total;
+    r->progress_calls++;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    char dir[3000], img[4096];
+    kt_tmpdir(dir, sizeof(dir), "pipeline_multigpu");
+    for (int i = 0; i < STREAMS; i++) {
+        snprintf(inputs[i], sizeof(inputs[i]), "%s/in%d.mp4", dir, i);
+        keyer_sample_params p = keyer_sample_params_defaults();
+        p.width = sizes[i][0];
+        p.height = sizes[i][1];
+        p.frame_rate = (keyer_rational){sizes[i][2], 1};
+        p.frames = FRAMES;
+        p.preset = "ultrafast";
+        p.audio_codec = NULL;
+        keyer_error err = {0};
+        if (keyer_video_write_sample(inputs[i], kt_data_path(img, sizeof(img), "grace_hopper.jpg"),
+                                     &p, &err)) {
+            fprintf(stderr, "sample: %s\n", err.message);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Runs the four inputs (null outputs) over @p engines CPU engines; fills @p rec and @p rep. */
+static keyer_session *run_engines(int engines, run_record *rec, keyer_session_report *rep,
+                                  const char *stats)
+{
+    keyer_logger lg = keyer_logger_default();
+    lg.level = KEYER_LOG_ERROR;
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.logger = &lg;
+    sp.composite.mode = KEYER_COMPOSITE_BLUR;
+    sp.frame_fn = on_frame;
+    sp.frame_opaque = rec;
+    sp.progress = on_progress;
+    sp.progress_opaque = rec;
+    sp.progress_interval_ms = 10;
+    keyer_device_kind kinds[2] = {KEYER_DEVICE_CPU, KEYER_DEVICE_CPU};
+    int ordinals[2] = {0, 0};
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    memset(rec, 0, sizeof(*rec));
+    assert_int_equal(kr_session_create_engines(&sp, kinds, ordinals, engines, &s, &err), KEYER_OK);
+    for (int i = 0; i < STREAMS; i++) {
+        keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+        fp.input = inputs[i];
+        int id = -1;
+        if (keyer_session_add_file(s, &fp, &id, &err))
+            fail_msg("add %s: %s", inputs[i], err.message);
+        assert_int_equal(id, i);
+    }
+    if (keyer_session_run(s, &err))
+        fail_msg("run over %d engine(s): %s", engines, err.message);
+    keyer_session_get_report(s, rep);
+    if (stats)
+        assert_int_equal(keyer_session_write_stats(s, stats, &err), KEYER_OK);
+    return s;
+}
+
+static void test_two_engines_equal_one(void **state)
+{
+    (void)state;
+    static run_record one, two;
+    keyer_session_report r1, r2;
+    char dir[3000], stats[4096];
+    kt_tmpdir(dir, sizeof(dir), "pipeline_multigpu");
+    snprintf(stats, sizeof(stats), "%s/two.json", dir);
+    keyer_session *s1 = run_engines(1, &one, &r1, NULL);
+    keyer_session *s2 = run_engines(2, &two, &r2, stats);
+
+    /* placement by load (pixels per second), in the order added: 320x240@24 -> 0 (tie),
+     * 640x360@30 -> 1, 320x180@30 -> 0 (1.84M < 6.91M), 160x120@24 -> 0 (3.57M < 6.91M) */
+    const int expect[STREAMS] = {0, 1, 0, 0};
+    for (int i = 0; i < STREAMS; i++) {
+        assert_int_equal(kr_session_stream_engine(s1, i), 0);
+        assert_int_equal(kr_session_stream_engine(s2, i), expect[i]);
+    }
+    assert_int_equal(kr_session_stream_engine(s2, STREAMS), -1);
+
+    /* every frame of every stream, equal to the one-engine run */
+    assert_int_equal(one.bad_id, 0);
+    assert_int_equal(two.bad_id, 0);
+    for (int i = 0; i < STREAMS; i++) {
+        assert_int_equal(one.calls[i], FRAMES);
+        assert_int_equal(two.calls[i], FRAMES);
+        for (int f = 0; f < FRAMES; f++)
+            if (one.sum[i][f] != two.sum[i][f])
+                fail_msg("stream %d frame %d differs between one engine and two", i, f);
+    }
+    /* one model for all: the 4:3 stream makes it "selfie", on the engine of the 16:9 one too */
+    assert_string_equal(r1.model, "selfie");
+    assert_string_equal(r2.model, "selfie");
+
+    /* the merged report counts both engines */
+    assert_int_equal(r2.frames_read, STREAMS * FRAMES);
+    assert_int_equal(r2.frames_written, STREAMS * FRAMES);
+    assert_int_equal(r2.frames_on_cpu, STREAMS * FRAMES);
+    assert_int_equal(r2.frames_lost, 0);
+    assert_int_equal(r2.latency.count, STREAMS * FRAMES);
+    assert_string_equal(r1.device, "cpu");
+    assert_string_equal(r2.device, "cpu + cpu");
+    assert_true(r2.seconds > 0);
+    assert_int_equal(r2.stage_count, r1.stage_count);
+    for (int i = 0; i < r2.stage_count; i++) {
+        assert_string_equal(r2.stages[i].name, r1.stages[i].name);
+        assert_int_equal(r2.stages[i].frames, r1.stages[i].frames);
+    }
+    /* composite: one worker set per engine */
+    for (int i = 0; i < r2.stage_count; i++)
+        if (!strcmp(r2.stages[i].name, "infer") || !strcmp(r2.stages[i].name, "refine"))
+            assert_int_equal(r2.stages[i].workers, 2);
+    assert_int_equal(r2.batches, r1.batches);
+
+    /* the progress calls summed the engines */
+    assert_true(two.progress_calls > 0);
+    assert_int_equal(two.last_done, STREAMS * FRAMES);
+    assert_int_equal(two.last_total, STREAMS * FRAMES);
+
+    /* stream reports by the session's ids */
+    assert_int_equal(keyer_session_stream_count(s2), STREAMS);
+    for (int i = 0; i < STREAMS; i++) {
+        keyer_stream_report sr;
+        keyer_error err = {0};
+        assert_int_equal(keyer_session_get_stream_report(s2, i, &sr, &err), KEYER_OK);
+        assert_string_equal(sr.input, inputs[i]);
+        assert_int_equal(sr.width, sizes[i][0]);
+        assert_int_equal(sr.frames_written, FRAMES);
+        assert_string_equal(sr.device, "cpu");
+        assert_int_equal(keyer_session_stream_status(s2, i, &err), KEYER_OK);
+    }
+    keyer_stream_report sr;
+    keyer_error err = {0};
+    assert_int_equal(keyer_session_get_stream_report(s2, STREAMS, &sr, &err),
+                     KEYER_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(keyer_session_write_trace(s2, stats, &err), KEYER_STATUS_UNSUPPORTED);
+    assert_int_equal(keyer_session_run(s2, &err), KEYER_STATUS_INVALID_ARGUMENT);
+
+    /* the statistics file: the devices, and each stream's */
+    size_t n = 0;
+    char *raw = kt_read_file(stats, &n);
+    assert_non_null(raw);
+    char *json = calloc(n + 1, 1); /* the file's bytes, NUL-terminated */
+    assert_non_null(json);
+    memcpy(json, raw, n);
+    free(raw);
+    assert_non_null(strstr(json, "\"device\": \"cpu + cpu\""));
+    int per_stream = 0;
+    for (const char *p = json; (p = strstr(p, "\"encoder\": \"\", \"device\": \"cpu\"")); p++)
+        per_stream++;
+    assert_int_equal(per_stream, STREAMS);
+    assert_non_null(strstr(json, "\"written\": 40"));
+    free(json);
+    keyer_session_destroy(&s1);
+    keyer_session_destroy(&s2);
+    assert_null(s2);
+}
+
+/* An input that cannot be opened fails alone on its engine; the others run to their end. */
+static void test_failed_input_among_engines(void **state)
+{
+    (void)state;
+    static run_record rec;
+    memset(&rec, 0, sizeof(rec));
+    char dir[3000], junk[4096];
+    kt_tmpdir(dir, sizeof(dir), "pipeline_multigpu");
+    snprintf(junk, sizeof(junk), "%s/not-a-video.mp4", dir);
+    assert_int_equal(kt_write_file(junk, "hello", 5), 0);
+    keyer_logger lg = keyer_logger_default();
+    lg.level = KEYER_LOG_ERROR;
+    lg.callback = NULL;
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.logger = &lg;
+    sp.passthrough = 1;
+    sp.frame_fn = on_frame;
+    sp.frame_opaque = &rec;
+    keyer_device_kind kinds[2] = {KEYER_DEVICE_CPU, KEYER_DEVICE_CPU};
+    int ordinals[2] = {0, 0};
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    assert_int_equal(kr_session_create_engines(&sp, kinds, ordinals, 2, &s, &err), KEYER_OK);
+    const char *in[3] = {inputs[0], junk, inputs[2]};
+    for (int i = 0; i < 3; i++) {
+        keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+        fp.input = in[i];
+        fp.fail_alone = 1;
+        int id = -1;
+        assert_int_equal(keyer_session_add_file(s, &fp, &id, &err), KEYER_OK);
+        assert_int_equal(id, i);
+    }
+    /* the junk input (load 0: the probe fails) goes to the engine with no load, engine 1,
+     * and so does the third (1.73M against engine 0's 1.84M) */
+    assert_int_equal(kr_session_stream_engine(s, 0), 0);
+    assert_int_equal(kr_session_stream_engine(s, 1), 1);
+    assert_int_equal(kr_session_stream_engine(s, 2), 1);
+    keyer_status st = keyer_session_run(s, &err);
+    assert_int_not_equal(st, KEYER_OK);
+    assert_non_null(strstr(err.message, "not-a-video.mp4"));
+    assert_int_equal(keyer_session_stream_status(s, 0, NULL), KEYER_OK);
+    assert_int_not_equal(keyer_session_stream_status(s, 1, NULL), KEYER_OK);
+    assert_int_equal(keyer_session_stream_status(s, 2, NULL), KEYER_OK);
+    keyer_session_report rep;
+    keyer_session_get_report(s, &rep);
+    assert_int_equal(rep.frames_written, 2 * FRAMES);
+    keyer_session_destroy(&s);
+}
+
+/* Pushed streams over two CPU engines: placed 0, 1; each frame as from one engine. */
+static void test_pushed_streams(void **state)
+{
+    (void)state;
+    keyer_frame *photo = NULL;
+    char path[4096];
+    keyer_error err = {0};
+    assert_int_equal(keyer_frame_create(&photo, &err), KEYER_OK);
+    assert_int_equal(keyer_image_read(kt_data_path(path, sizeof(path), "grace_hopper.jpg"),
+                                      KEYER_PIXEL_FORMAT_RGBA, photo, &err),
+                     KEYER_OK);
+    uint64_t sums[2][2][3]; /* [engines - 1][stream][frame] */
+    char model[2][64];
+    for (int engines = 1; engines <= 2; engines++) {
+        keyer_logger lg = keyer_logger_default();
+        lg.level = KEYER_LOG_ERROR;
+        keyer_session_params sp = keyer_session_params_defaults();
+        sp.device = KEYER_DEVICE_CPU;
+        sp.logger = &lg;
+        sp.composite.mode = KEYER_COMPOSITE_MASK;
+        keyer_device_kind kinds[2] = {KEYER_DEVICE_CPU, KEYER_DEVICE_CPU};
+        int ordinals[2] = {0, 0};
+        keyer_session *s = NULL;
+        assert_int_equal(kr_session_create_engines(&sp, kinds, ordinals, engines, &s, &err),
+                         KEYER_OK);
+        int ids[2];
+        for (int k = 0; k < 2; k++) {
+            keyer_stream_params stp = keyer_stream_params_defaults();
+            stp.width = photo->width;
+            stp.height = photo->height;
+            stp.format = KEYER_PIXEL_FORMAT_RGBA;
+            stp.frame_rate = (keyer_rational){25, 1};
+            assert_int_equal(keyer_session_open_stream(s, &stp, &ids[k], &err), KEYER_OK);
+            assert_int_equal(ids[k], k);
+            assert_int_equal(kr_session_stream_engine(s, k), engines == 2 ? k : 0);
+        }
+        keyer_frame *o = NULL;
+        keyer_frame_create(&o, NULL);
+        for (int f = 0; f < 3; f++) {
+            for (int k = 0; k < 2; k++)
+                assert_int_equal(keyer_session_send_frame(s, ids[k], photo, &err), KEYER_OK);
+            for (int k = 0; k < 2; k++) {
+                assert_int_equal(keyer_session_receive_frame(s, ids[k], o, -1, &err), KEYER_OK);
+                assert_int_equal(o->format, KEYER_PIXEL_FORMAT_GRAY8);
+                sums[engines - 1][k][f] = fnv(o);
+                keyer_frame_unref(o);
+            }
+        }
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(keyer_session_close_stream(s, ids[k], &err), KEYER_OK);
+            assert_int_equal(keyer_session_receive_frame(s, ids[k], o, -1, &err),
+                             KEYER_STATUS_END);
+        }
+        assert_int_equal(keyer_session_send_frame(s, 2, photo, &err),
+                         KEYER_STATUS_INVALID_ARGUMENT);
+        keyer_frame_destroy(&o);
+        keyer_session_report rep;
+        keyer_session_get_report(s, &rep);
+        assert_int_equal(rep.frames_written, 6);
+        snprintf(model[engines - 1], sizeof(model[0]), "%s", rep.model);
+        /* no file stream: nothing to run */
+        assert_int_equal(keyer_session_run(s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+        keyer_session_destroy(&s);
+    }
+    assert_string_equal(model[0], model[1]);
+    assert_memory_equal(sums[0], sums[1], sizeof(sums[0]));
+    keyer_frame_destroy(&photo);
+}
+
+/* One file split at keyframes over two CPU engines, written back in order: every output frame
+ * equals the one-session run's (temporal smoothing off: a frame's matte is its own). */
+enum { SPLIT_FRAMES = 96 };
+
+static int run_split(const char *in, const char *out_pattern, int engines, int split,
+                     keyer_stream_report *sr, keyer_error *err)
+{
+    keyer_logger lg = keyer_logger_default();
+    lg.level = KEYER_LOG_ERROR;
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.logger = &lg;
+    sp.composite.mode = KEYER_COMPOSITE_BLUR;
+    sp.refine.temporal = KEYER_TEMPORAL_OFF;
+    sp.split_gpus = split;
+    keyer_device_kind kinds[2] = {KEYER_DEVICE_CPU, KEYER_DEVICE_CPU};
+    int ordinals[2] = {0, 0};
+    keyer_session *s = NULL;
+    assert_int_equal(kr_session_create_engines(&sp, kinds, ordinals, engines, &s, err), KEYER_OK);
+    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+    fp.input = in;
+    fp.output = out_pattern;
+    int id = -1;
+    keyer_status st = keyer_session_add_file(s, &fp, &id, err);
+    if (!st) {
+        assert_int_equal(id, 0);
+        if (split && engines > 1) {
+            assert_int_equal(kr_session_stream_engine(s, 0), -1);
+            /* a second input, pushed streams: refused */
+            assert_int_equal(keyer_session_add_file(s, &fp, NULL, err),
+                             KEYER_STATUS_INVALID_ARGUMENT);
+            keyer_stream_params stp = keyer_stream_params_defaults();
+            stp.width = 64;
+            stp.height = 64;
+            stp.format = KEYER_PIXEL_FORMAT_RGBA;
+            assert_int_equal(keyer_session_open_stream(s, &stp, NULL, err),
+                             KEYER_STATUS_INVALID_ARGUMENT);
+            keyer_error_clear(err);
+        }
+        st = keyer_session_run(s, err);
+    }
+    if (!st) {
+        assert_int_equal(keyer_session_stream_count(s), 1);
+        assert_int_equal(keyer_session_get_stream_report(s, 0, sr, err), KEYER_OK);
+        keyer_session_report rep;
+        keyer_session_get_report(s, &rep);
+        assert_int_equal(rep.frames_written, sr->frames_written);
+    }
+    keyer_session_destroy(&s);
+    return st;
+}
+
+static void test_split_over_engines(void **state)
+{
+    (void)state;
+    char dir[3000], in[4096], img[4096], ref[4096], got[4096];
+    kt_tmpdir(dir, sizeof(dir), "pipeline_multigpu_split");
+    snprintf(in, sizeof(in), "%s/long.mp4", dir);
+    keyer_sample_params p = keyer_sample_params_defaults();
+    p.width = 192;
+    p.height = 108;
+    p.frames = SPLIT_FRAMES;
+    p.frame_rate = (keyer_rational){24, 1};
+    p.keyint = 12; /* chunks of 24 frames: 4 chunks, 2 per engine */
+    p.preset = "ultrafast";
+    keyer_error err = {0};
+    assert_int_equal(keyer_video_write_sample(in, kt_data_path(img, sizeof(img),
+                                                               "grace_hopper.jpg"), &p, &err),
+                     KEYER_OK);
+    int64_t *starts = NULL;
+    int chunks = 0;
+    assert_int_equal(keyer_reader_plan_chunks(in, 2, &starts, &chunks, &err), KEYER_OK);
+    printf("  %d chunks, starting at pts", chunks);
+    for (int k = 0; k < chunks; k++)
+        printf(" %lld", (long long)starts[k]);
+    printf("\n");
+    assert_int_equal(chunks, 4);
+    for (int k = 1; k < chunks; k++)
+        assert_true(starts[k] > starts[k - 1]);
+    free(starts);
+
+    char ref_pat[4096], got_pat[4096];
+    snprintf(ref_pat, sizeof(ref_pat), "%s/ref_%%05d.png", dir);
+    snprintf(got_pat, sizeof(got_pat), "%s/got_%%05d.png", dir);
+    keyer_stream_report r1, r2;
+    assert_int_equal(run_split(in, ref_pat, 1, 0, &r1, &err), KEYER_OK);
+    if (run_split(in, got_pat, 2, 1, &r2, &err))
+        fail_msg("split run: %s", err.message);
+    assert_int_equal(r1.frames_written, SPLIT_FRAMES);
+    assert_int_equal(r2.frames_written, SPLIT_FRAMES);
+    assert_int_equal(r2.frames_read, SPLIT_FRAMES);
+    assert_int_equal(r2.status, KEYER_OK);
+    assert_string_equal(r2.device, "cpu + cpu (split)");
+    for (int f = 0; f < SPLIT_FRAMES + 1; f++) {
+        snprintf(ref, sizeof(ref), "%s/ref_%05d.png", dir, f + 1);
+        snprintf(got, sizeof(got), "%s/got_%05d.png", dir, f + 1);
+        if (f == SPLIT_FRAMES) {
+            assert_false(kt_exists(got)); /* no frame more */
+            break;
+        }
+        size_t na = 0, nb = 0;
+        void *a = kt_read_file(ref, &na), *b = kt_read_file(got, &nb);
+        if (!a || !b || na != nb || memcmp(a, b, na))
+            fail_msg("frame %d of the split run differs from the one-session run", f);
+        free(a);
+        free(b);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_device_lists),
+        cmocka_unit_test(test_session_option),
+        cmocka_unit_test(test_list_without_gpu),
+        cmocka_unit_test(test_placement),
+        cmocka_unit_test(test_fail_spec),
+        cmocka_unit_test(test_two_engines_equal_one),
+        cmocka_unit_test(test_failed_input_among_engines),
+        cmocka_unit_test(test_pushed_streams),
+        cmocka_unit_test(test_split_over_engines),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

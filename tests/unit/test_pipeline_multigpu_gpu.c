@@ -1,0 +1,359 @@
+/*
+ * A session over two GPUs (label gpu; exits 77, saying why, with fewer than two CUDA
+ * devices):
+ *  - four streams over cuda:0,1 are placed two per GPU (equal loads: 0, 1, 0, 1), run from
+ *    NVDEC to the output on their GPU, and give every frame of the same four streams run on
+ *    cuda:0 alone: per element within 2 code values of the matte (batches of different
+ *    streams meet on each GPU, and the runtimes of different batch sizes may round
+ *    differently); the frames that are bit-identical are counted and printed;
+ *  - KEYER_FAIL_CUDA_AT_FRAME=cuda:1@10 makes cuda:1 fail mid-run: no frame is lost (every
+ *    stream writes all its frames, each inferred once), the streams of cuda:0 are unchanged
+ *    (same tolerance), those of cuda:1 go on on the CPU (PSNR >= 30 dB against the GPU run,
+ *    the bound of the one-GPU failure test), and the reports name where each stream went.
+ *  - one file split at keyframes over cuda:0,1 (split_gpus; 4 chunks of 24 frames, two per
+ *    GPU, each decoded by its GPU's NVDEC) is written back complete and in order: every
+ *    frame within 2 code values of the same file run on cuda:0 alone.
+ * Temporal smoothing is off so that a frame's matte depends on that frame alone.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/device.h"
+#include "keyer/image.h"
+#include "keyer/io.h"
+#include "keyer/pipeline.h"
+#include "testutil.h"
+
+enum { STREAMS = 4, N = 40, W = 640, H = 360, FAIL_AT = 10 };
+
+static char inputs[STREAMS][4096];
+
+/* The matte of every frame of every stream (GRAY8, W x H), and a count of calls. */
+typedef struct mattes {
+    uint8_t *px;
+    int calls[STREAMS];
+    int bad;
+} mattes;
+
+static uint8_t *frame_at(mattes *m, int stream, int frame)
+{
+    return m->px + ((size_t)stream * N + (size_t)frame) * (size_t)W * H;
+}
+
+static keyer_status on_frame(void *opaque, int stream_id, int64_t index, const keyer_frame *in,
+                             keyer_frame *out, keyer_error *err)
+{
+    (void)in, (void)err;
+    mattes *m = opaque;
+    if (stream_id < 0 || stream_id >= STREAMS || index < 0 || index >= N || out->width != W ||
+        out->height != H || out->format != KEYER_PIXEL_FORMAT_GRAY8 ||
+        out->memory != KEYER_MEMORY_HOST) {
+        m->bad = 1;
+        return KEYER_OK;
+    }
+    for (int y = 0; y < H; y++)
+        memcpy(frame_at(m, stream_id, (int)index) + (size_t)y * W,
+               out->data[0] + (size_t)y * (size_t)out->stride[0], W);
+    m->calls[stream_id]++;
+    return KEYER_OK;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    char dir[3000], img[4096];
+    kt_tmpdir(dir, sizeof(dir), "pipeline_multigpu_gpu");
+    for (int i = 0; i < STREAMS; i++) {
+        snprintf(inputs[i], sizeof(inputs[i]), "%s/in%d.mp4", dir, i);
+        keyer_sample_params p = keyer_sample_params_defaults();
+        p.width = W;
+        p.height = H;
+        p.frames = N;
+        p.frame_rate = (keyer_rational){30, 1};
+        p.preset = "ultrafast";
+        p.noise = 2 * i; /* four different streams */
+        keyer_error err = {0};
+        if (keyer_video_write_sample(inputs[i], kt_data_path(img, sizeof(img),
+                                                             i % 2 ? "messi5.jpg"
+                                                                   : "grace_hopper.jpg"),
+                                     &p, &err)) {
+            fprintf(stderr, "sample: %s\n", err.message);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Runs the four inputs (null outputs) on the GPUs of @p devices; mattes into @p m. */
+static keyer_session *run(uint64_t devices, mattes *m, keyer_session_report *rep)
+{
+    keyer_logger lg = keyer_logger_default();
+    lg.level = KEYER_LOG_WARNING;
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CUDA;
+    sp.cuda_devices = devices;
+    sp.logger = &lg;
+    sp.model = "selfie-landscape";
+    sp.precision = KEYER_PRECISION_F32;
+    sp.composite.mode = KEYER_COMPOSITE_MASK;
+    sp.refine.temporal = KEYER_TEMPORAL_OFF;
+    sp.frame_fn = on_frame;
+    sp.frame_opaque = m;
+    memset(m->calls, 0, sizeof(m->calls));
+    m->bad = 0;
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    if (keyer_session_create(&sp, &s, &err))
+        fail_msg("create: %s", err.message);
+    for (int i = 0; i < STREAMS; i++) {
+        keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+        fp.input = inputs[i];
+        int id = -1;
+        if (keyer_session_add_file(s, &fp, &id, &err))
+            fail_msg("add %s: %s", inputs[i], err.message);
+        assert_int_equal(id, i);
+    }
+    if (keyer_session_run(s, &err))
+        fail_msg("run: %s", err.message);
+    keyer_session_get_report(s, rep);
+    printf("  %lld frames, %.1f fps, device %s, cuda %lld / cpu %lld inferred, lost %lld\n",
+           (long long)rep->frames_written, rep->fps, rep->device,
+           (long long)rep->frames_on_cuda, (long long)rep->frames_on_cpu,
+           (long long)rep->frames_lost);
+    for (int i = 0; i < STREAMS; i++) {
+        keyer_stream_report sr;
+        assert_int_equal(keyer_session_get_stream_report(s, i, &sr, &err), KEYER_OK);
+        printf("    stream %d: %lld frames on %s, NVDEC %d\n", i, (long long)sr.frames_written,
+               sr.device, sr.hw_decode);
+    }
+    return s;
+}
+
+/* Largest per-element difference between two frames; *psnr gets their PSNR. */
+static int frame_diff(const uint8_t *a, const uint8_t *b, double *psnr)
+{
+    int worst = 0;
+    double se = 0;
+    for (size_t i = 0; i < (size_t)W * H; i++) {
+        int d = abs((int)a[i] - (int)b[i]);
+        if (d > worst)
+            worst = d;
+        se += (double)d * d;
+    }
+    double mse = se / ((double)W * H);
+    *psnr = mse > 0 ? 10 * log10(255.0 * 255.0 / mse) : 99;
+    return worst;
+}
+
+static mattes one, two, failed;
+
+static void test_two_gpus_equal_one(void **state)
+{
+    (void)state;
+    keyer_session_report r1, r2;
+    keyer_session *s1 = run(UINT64_C(1), &one, &r1); /* cuda:0 alone */
+    keyer_session *s2 = run(UINT64_C(3), &two, &r2); /* cuda:0,1 */
+    assert_int_equal(one.bad, 0);
+    assert_int_equal(two.bad, 0);
+    assert_string_equal(r1.device, "cuda:0");
+    assert_string_equal(r2.device, "cuda:0 + cuda:1");
+    assert_int_equal(r2.frames_written, STREAMS * N);
+    assert_int_equal(r2.frames_on_cuda, STREAMS * N);
+    assert_int_equal(r2.frames_lost, 0);
+    const char *expect[STREAMS] = {"cuda:0", "cuda:1", "cuda:0", "cuda:1"};
+    int identical = 0, worst = 0;
+    for (int i = 0; i < STREAMS; i++) {
+        keyer_stream_report sr;
+        keyer_error err = {0};
+        assert_int_equal(keyer_session_get_stream_report(s2, i, &sr, &err), KEYER_OK);
+        assert_string_equal(sr.device, expect[i]);
+        assert_int_equal(sr.hw_decode, 1); /* NVDEC of its own GPU */
+        assert_int_equal(one.calls[i], N);
+        assert_int_equal(two.calls[i], N);
+        for (int f = 0; f < N; f++) {
+            double p;
+            int d = frame_diff(frame_at(&one, i, f), frame_at(&two, i, f), &p);
+            identical += d == 0;
+            if (d > worst)
+                worst = d;
+            if (d > 2)
+                fail_msg("stream %d frame %d: differs by %d code values between cuda:0 alone "
+                         "and cuda:0,1", i, f, d);
+        }
+    }
+    printf("  two GPUs vs one: %d of %d frames bit-identical, largest difference %d\n",
+           identical, STREAMS * N, worst);
+    keyer_session_destroy(&s1);
+    keyer_session_destroy(&s2);
+}
+
+static void test_one_gpu_fails(void **state)
+{
+    (void)state;
+    keyer_session_report r;
+    setenv("KEYER_FAIL_CUDA_AT_FRAME", "cuda:1@10", 1);
+    keyer_session *s = run(UINT64_C(3), &failed, &r);
+    unsetenv("KEYER_FAIL_CUDA_AT_FRAME");
+    assert_int_equal(failed.bad, 0);
+    assert_int_equal(r.frames_written, STREAMS * N);
+    assert_int_equal(r.frames_lost, 0);
+    assert_int_equal(r.fell_back, 1);
+    assert_int_equal(r.frames_on_cuda + r.frames_on_cpu, STREAMS * N); /* each inferred once */
+    assert_true(r.frames_on_cpu >= 2 * (N - FAIL_AT));
+    assert_true(r.warnings >= 1);
+    assert_non_null(strstr(r.device, "cuda:1, then cpu (GPU failure)"));
+    double lowest = 99;
+    for (int i = 0; i < STREAMS; i++) {
+        keyer_stream_report sr;
+        keyer_error err = {0};
+        assert_int_equal(keyer_session_get_stream_report(s, i, &sr, &err), KEYER_OK);
+        assert_int_equal(sr.frames_written, N);
+        assert_int_equal(sr.frames_lost, 0);
+        assert_int_equal(sr.status, KEYER_OK);
+        assert_int_equal(failed.calls[i], N);
+        assert_string_equal(sr.device, i % 2 ? "cuda:1, then cpu (GPU failure)" : "cuda:0");
+        for (int f = 0; f < N; f++) {
+            double p;
+            int d = frame_diff(frame_at(&two, i, f), frame_at(&failed, i, f), &p);
+            if (i % 2 == 0 && d > 2)
+                fail_msg("stream %d (cuda:0) frame %d changed by %d with cuda:1 failing", i, f, d);
+            if (i % 2 && p < lowest)
+                lowest = p;
+            if (i % 2 && p < 30.0)
+                fail_msg("stream %d (cuda:1, then cpu) frame %d: PSNR %.2f dB < 30", i, f, p);
+        }
+    }
+    printf("  cuda:1 failed at frame %d: its streams on the CPU, min PSNR %.2f dB vs the GPU\n",
+           FAIL_AT, lowest);
+    keyer_session_destroy(&s);
+}
+
+/* Runs @p in on @p devices (split over them when @p split) writing PNG mattes to @p pattern. */
+static void run_png(const char *in, const char *pattern, uint64_t devices, int split,
+                    keyer_stream_report *sr)
+{
+    keyer_logger lg = keyer_logger_default();
+    lg.level = KEYER_LOG_WARNING;
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CUDA;
+    sp.cuda_devices = devices;
+    sp.split_gpus = split;
+    sp.logger = &lg;
+    sp.model = "selfie-landscape";
+    sp.precision = KEYER_PRECISION_F32;
+    sp.composite.mode = KEYER_COMPOSITE_MASK;
+    sp.refine.temporal = KEYER_TEMPORAL_OFF;
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    if (keyer_session_create(&sp, &s, &err))
+        fail_msg("create: %s", err.message);
+    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+    fp.input = in;
+    fp.output = pattern;
+    if (keyer_session_add_file(s, &fp, NULL, &err) || keyer_session_run(s, &err))
+        fail_msg("run (split %d): %s", split, err.message);
+    assert_int_equal(keyer_session_get_stream_report(s, 0, sr, &err), KEYER_OK);
+    keyer_session_report rep;
+    keyer_session_get_report(s, &rep);
+    printf("  %s: %lld frames, %.1f fps, device %s, NVDEC %d\n", split ? "split" : "one GPU",
+           (long long)sr->frames_written, rep.fps, sr->device, sr->hw_decode);
+    keyer_session_destroy(&s);
+}
+
+static void test_split_over_two_gpus(void **state)
+{
+    (void)state;
+    enum { SF = 96 };
+    char dir[3000], in[4096], img[4096], pa[4096], pb[4096];
+    kt_tmpdir(dir, sizeof(dir), "pipeline_multigpu_gpu_split");
+    snprintf(in, sizeof(in), "%s/long.mp4", dir);
+    keyer_sample_params p = keyer_sample_params_defaults();
+    p.width = W;
+    p.height = H;
+    p.frames = SF;
+    p.frame_rate = (keyer_rational){30, 1};
+    p.keyint = 12;
+    p.preset = "ultrafast";
+    keyer_error err = {0};
+    assert_int_equal(keyer_video_write_sample(in, kt_data_path(img, sizeof(img), "messi5.jpg"),
+                                              &p, &err),
+                     KEYER_OK);
+    snprintf(pa, sizeof(pa), "%s/one_%%05d.png", dir);
+    snprintf(pb, sizeof(pb), "%s/split_%%05d.png", dir);
+    keyer_stream_report ra, rb;
+    run_png(in, pa, UINT64_C(1), 0, &ra);
+    run_png(in, pb, UINT64_C(3), 1, &rb);
+    assert_int_equal(ra.frames_written, SF);
+    assert_int_equal(rb.frames_written, SF);
+    assert_int_equal(rb.status, KEYER_OK);
+    assert_string_equal(rb.device, "cuda:0 + cuda:1 (split)");
+    assert_int_equal(rb.hw_decode, 1);
+    keyer_frame *fa = NULL, *fb = NULL;
+    keyer_frame_create(&fa, NULL);
+    keyer_frame_create(&fb, NULL);
+    int identical = 0, worst = 0;
+    for (int f = 0; f <= SF; f++) {
+        char a[4096], b[4096];
+        snprintf(a, sizeof(a), "%s/one_%05d.png", dir, f + 1);
+        snprintf(b, sizeof(b), "%s/split_%05d.png", dir, f + 1);
+        if (f == SF) {
+            assert_false(kt_exists(b)); /* nothing more */
+            break;
+        }
+        assert_int_equal(keyer_image_read(a, KEYER_PIXEL_FORMAT_GRAY8, fa, &err), KEYER_OK);
+        assert_int_equal(keyer_image_read(b, KEYER_PIXEL_FORMAT_GRAY8, fb, &err), KEYER_OK);
+        assert_int_equal(fa->width, fb->width);
+        assert_int_equal(fa->height, fb->height);
+        int d = 0;
+        for (int y = 0; y < fa->height; y++)
+            for (int x = 0; x < fa->width; x++) {
+                int v = abs((int)fa->data[0][y * fa->stride[0] + x] -
+                            (int)fb->data[0][y * fb->stride[0] + x]);
+                if (v > d)
+                    d = v;
+            }
+        identical += d == 0;
+        if (d > worst)
+            worst = d;
+        if (d > 2)
+            fail_msg("frame %d: the split run differs by %d from cuda:0 alone", f, d);
+    }
+    printf("  split vs one GPU: %d of %d frames bit-identical, largest difference %d\n",
+           identical, SF, worst);
+    keyer_frame_destroy(&fa);
+    keyer_frame_destroy(&fb);
+}
+
+int main(void)
+{
+    const kr_device_fns *dev = kr_device_cuda();
+    int count = dev ? dev->count() : 0;
+    if (count < 2) {
+        printf("skipped: %d CUDA device%s (this test needs two)\n", count, count == 1 ? "" : "s");
+        return 77;
+    }
+    size_t bytes = (size_t)STREAMS * N * W * H;
+    one.px = malloc(bytes);
+    two.px = malloc(bytes);
+    failed.px = malloc(bytes);
+    if (!one.px || !two.px || !failed.px)
+        return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_two_gpus_equal_one),
+        cmocka_unit_test(test_one_gpu_fails),
+        cmocka_unit_test(test_split_over_two_gpus),
+    };
+    int rc = cmocka_run_group_tests(tests, setup, NULL);
+    free(one.px);
+    free(two.px);
+    free(failed.px);
+    return rc;
+}
