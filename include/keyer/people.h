@@ -12,8 +12,14 @@
  * Per frame, keyer_people_run():
  *  1. Detection. pose_detection.tflite ("pose-detect") on the whole frame letterboxed into
  *     224x224 ([-1,1]), decoded by keyer_detector (keyer_detector_params_pose(): 2254 anchors,
- *     box + 4 keypoints, weighted NMS), detections with score >= min_score, the best
- *     max_people of them.
+ *     box + 4 keypoints, weighted NMS), detections with score >= min_score. The detector's
+ *     box is the head (MediaPipe's detector finds a person by the face, with the hips and the
+ *     body's size as keypoints), so a person 100 pixels tall in a 768x576 frame has a head of
+ *     3 input pixels: too small. With @c tiles on, the detector also runs on square tiles of
+ *     the frame (side tile_size, or half the frame's short side when that is at least twice
+ *     the detector's input; overlapping, at most 3/4 of a tile apart), and the detections of
+ *     all regions are merged (best first; one overlapping a better one by IoU > 0.3 dropped).
+ *     The best max_people are kept.
  *  2. Tracking. The detections go through a keyer_tracker (IoU association, min_hits 1,
  *     max_misses as given) whose ids name the people. A person followed on the previous frame
  *     (landmark presence >= min_presence) takes its crop from its previous landmarks (the
@@ -65,6 +71,11 @@ extern "C" {
 
 /** Most people one object follows (max_people's upper bound). */
 #define KEYER_PEOPLE_MAX 64
+/** The keying model name that selects this keyer (keyer_keying_params::model, `--model`). */
+#define KEYER_PEOPLE_MODEL "people"
+/** Side of the square people mask the keying chain and the main job make (stretched over the
+ *  frame) and refine into the matte. */
+#define KEYER_PEOPLE_MASK_SIDE 640
 
 /** Parameters. Initialise with keyer_people_params_defaults(). */
 typedef struct keyer_people_params {
@@ -83,6 +94,8 @@ typedef struct keyer_people_params {
     float roi_scale;              /**< crop side / (2 |kp1 - kp0|), 1..4 (1.25, MediaPipe's) */
     float track_smoothing;        /**< weight of a person's previous mask, 0..0.99 (0.7,
                                        MediaPipe's combine_with_previous_ratio); 0: off */
+    int tiles;                    /**< 1: the detector also runs on tiles (see overview) (1) */
+    int tile_size;                /**< tile side in pixels; 0: automatic (default 0) */
     const keyer_logger *logger;   /**< NULL: default */
     void *reserved[4];            /**< zero */
 } keyer_people_params;
@@ -98,9 +111,22 @@ typedef struct keyer_person {
     float presence;       /**< landmark model's pose presence */
     int from_landmarks;   /**< 1: the crop came from the previous frame's landmarks */
     keyer_roi roi;        /**< the crop, frame pixels */
-    float box[4];         /**< the matched detection's box (xmin, ymin, xmax, ymax, pixels), or
-                               the crop's axis-aligned bounds when none */
+    float box[4];         /**< keyer_person_box() of the matched detection, or the crop's
+                               axis-aligned bounds when none */
 } keyer_person;
+
+/** Width / height of keyer_person_box(). */
+#define KEYER_PERSON_BOX_ASPECT 0.4f
+
+/**
+ * The whole person's box (xmin, ymin, xmax, ymax) from a pose detection (frame pixels, as
+ * keyer_people_detect() gives them): from the top of the head box down to as far below the
+ * hips (keypoint 0) as the hips are below that top (the hips are at about half a standing
+ * person's height), KEYER_PERSON_BOX_ASPECT times as wide as tall, centred between the head and
+ * the hips. An upright-person estimate for measurements and drawing; a detection whose hips are
+ * above the bottom of its head box gives the head box's height.
+ */
+void keyer_person_box(const keyer_detection *d, float box[4]);
 
 /** A people keyer. Opaque. */
 typedef struct keyer_people keyer_people;

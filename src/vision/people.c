@@ -25,6 +25,7 @@
 #define AUX_SCALE 34
 #define MAX_BATCH 16
 #define MAX_DETECTIONS 64
+#define MAX_ALL 256 /* detections of all regions before merging */
 
 /* One followed person (a slot per tracker id). */
 typedef struct person_slot {
@@ -69,6 +70,8 @@ struct keyer_people {
     person_slot slots[KEYER_PEOPLE_MAX];
     float *scratch;               /* seg_w x seg_h */
     keyer_detection dets[MAX_DETECTIONS];
+    keyer_detection all[MAX_ALL];
+    int n_all;
     keyer_track tracks[KEYER_PEOPLE_MAX * 2];
     job jobs[KEYER_PEOPLE_MAX];
     keyer_prepare_geometry geos[MAX_BATCH];
@@ -90,6 +93,7 @@ keyer_people_params keyer_people_params_defaults(void)
     p.max_misses = 5;
     p.roi_scale = 1.25f;
     p.track_smoothing = 0.7f;
+    p.tiles = 1;
     return p;
 }
 
@@ -123,12 +127,13 @@ static keyer_status check_params(const keyer_people_params *p, keyer_error *err)
         p->max_people > KEYER_PEOPLE_MAX || p->batch < 1 || p->batch > MAX_BATCH ||
         p->max_misses < 0 || p->max_misses > 30 || !(p->roi_scale >= 1 && p->roi_scale <= 4) ||
         !(p->track_smoothing >= 0 && p->track_smoothing <= 0.99f) || p->threads < 0 ||
+        (p->tiles != 0 && p->tiles != 1) || p->tile_size < 0 || p->tile_size > 8192 ||
         p->device < 0 || p->device > 63)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "people: a parameter is out of range (model 0..2, min_score and "
                                "min_presence 0..1, max_people 1..%d, batch 1..%d, max_misses "
                                "0..30, roi_scale 1..4, track_smoothing 0..0.99, threads >= 0, "
-                               "device 0..63)", KEYER_PEOPLE_MAX, MAX_BATCH);
+                               "device 0..63, tiles 0 or 1, tile_size 0..8192)", KEYER_PEOPLE_MAX, MAX_BATCH);
     return KEYER_OK;
 }
 
@@ -231,6 +236,7 @@ static keyer_status open_landmarks(keyer_people *k, keyer_error *err)
     pp.scale = 1.0f;
     pp.offset = 0.0f;
     pp.threads = p->threads;
+    pp.max_batch = p->batch;
     if ((st = keyer_prepare_create(&pp, &k->prep, err)))
         return keyer_error_prefix(err, "people landmarks: ");
     return KEYER_OK;
@@ -297,21 +303,22 @@ static keyer_status check_frame(const keyer_frame *frame, const char *fn, keyer_
     return KEYER_OK;
 }
 
-static keyer_status detect(keyer_people *k, const keyer_frame *frame, int *count,
-                           keyer_error *err)
+/* The detector on @p roi of @p frame (NULL: the whole frame letterboxed); its detections in
+ * frame pixels appended to k->all (at most MAX_ALL). */
+static keyer_status detect_region(keyer_people *k, const keyer_frame *frame, const keyer_roi *roi,
+                                  keyer_error *err)
 {
     keyer_prepare_geometry geo;
-    keyer_status st = kr_vmodel_run(&k->det, frame, NULL, &geo, err);
+    keyer_status st = kr_vmodel_run(&k->det, frame, roi, &geo, err);
     if (st)
         return st;
     int n = 0;
     if ((st = keyer_detector_decode(k->decoder, k->det.out[k->det_boxes],
                                     k->det.out[k->det_scores], k->dets, MAX_DETECTIONS, &n, err)))
         return st;
-    /* normalised tensor coordinates -> frame pixels through the letterbox */
+    /* normalised tensor coordinates -> frame pixels through the region's geometry */
     float tw = (float)k->det.width, th = (float)k->det.height;
-    int kept = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && k->n_all < MAX_ALL; i++) {
         keyer_detection d = k->dets[i];
         float x0, y0, x1, y1;
         kr_geo_apply(&geo, d.xmin * tw, d.ymin * th, &x0, &y0);
@@ -325,10 +332,87 @@ static keyer_status detect(keyer_people *k, const keyer_frame *frame, int *count
                          &d.keypoints[j][0], &d.keypoints[j][1]);
         if (!isfinite(d.xmin + d.xmax + d.ymin + d.ymax))
             continue;
-        k->dets[kept++] = d;
+        k->all[k->n_all++] = d;
+    }
+    return KEYER_OK;
+}
+
+/* The tile side for a W x H frame: 0 (no tiles) when the frame's short side is under twice
+ * the detector's input, else half the short side (or p.tile_size). */
+static int tile_side(const keyer_people *k, int w, int h)
+{
+    if (!k->p.tiles)
+        return 0;
+    int s = w < h ? w : h;
+    if (k->p.tile_size > 0)
+        return k->p.tile_size < s ? k->p.tile_size : 0;
+    return s >= 2 * k->det.width ? s / 2 : 0;
+}
+
+/* Tile positions along an extent @p n for side @p t: evenly spread from 0 to n - t, at most
+ * 3/4 of a tile apart. */
+static int tile_count(int n, int t)
+{
+    int step = 3 * t / 4;
+    return n <= t ? 1 : (n - t + step - 1) / step + 1;
+}
+
+/* The whole frame, then the tiles; detections merged best first, a detection overlapping a
+ * better one (IoU of their boxes > min_suppression_iou) dropped; the best MAX_DETECTIONS in
+ * k->dets. */
+static keyer_status detect(keyer_people *k, const keyer_frame *frame, int *count,
+                           keyer_error *err)
+{
+    k->n_all = 0;
+    keyer_status st = detect_region(k, frame, NULL, err);
+    int t = tile_side(k, frame->width, frame->height);
+    if (!st && t > 0) {
+        int nx = tile_count(frame->width, t), ny = tile_count(frame->height, t);
+        for (int j = 0; j < ny && !st; j++)
+            for (int i = 0; i < nx && !st; i++) {
+                float x0 = nx > 1 ? (float)i * (float)(frame->width - t) / (float)(nx - 1) : 0;
+                float y0 = ny > 1 ? (float)j * (float)(frame->height - t) / (float)(ny - 1) : 0;
+                keyer_roi roi = {x0 + 0.5f * (float)t, y0 + 0.5f * (float)t, (float)t, (float)t,
+                                 0.0f};
+                st = detect_region(k, frame, &roi, err);
+            }
+    }
+    if (st)
+        return st;
+    /* best first (stable), then greedy suppression */
+    for (int i = 1; i < k->n_all; i++) {
+        keyer_detection v = k->all[i];
+        int j = i;
+        for (; j > 0 && k->all[j - 1].score < v.score; j--)
+            k->all[j] = k->all[j - 1];
+        k->all[j] = v;
+    }
+    int kept = 0;
+    keyer_detector_params dp = keyer_detector_params_pose();
+    for (int i = 0; i < k->n_all && kept < MAX_DETECTIONS; i++) {
+        int dup = 0;
+        for (int j = 0; j < kept && !dup; j++)
+            dup = keyer_detection_iou(&k->all[i], &k->dets[j]) > dp.min_suppression_iou;
+        if (!dup)
+            k->dets[kept++] = k->all[i];
     }
     *count = kept;
     return KEYER_OK;
+}
+
+void keyer_person_box(const keyer_detection *d, float box[4])
+{
+    float cx = 0.5f * (d->xmin + d->xmax), top = d->ymin;
+    float hips = d->num_keypoints > 0 ? d->keypoints[0][1] : d->ymax;
+    float hx = d->num_keypoints > 0 ? d->keypoints[0][0] : cx;
+    float height = 2.0f * (hips - top);
+    if (!(height > d->ymax - d->ymin))
+        height = d->ymax - d->ymin; /* hips above the head's bottom: the head box alone */
+    float mid = 0.5f * (cx + hx), half = 0.5f * KEYER_PERSON_BOX_ASPECT * height;
+    box[0] = mid - half;
+    box[1] = top;
+    box[2] = mid + half;
+    box[3] = top + height;
 }
 
 keyer_status keyer_people_detect(keyer_people *k, const keyer_frame *frame, keyer_detection *out,
@@ -573,10 +657,16 @@ keyer_status keyer_people_run(keyer_people *k, const keyer_frame *frame, keyer_p
             }
             s->seen = 1;
             jb->score = pass == 0 ? tr->box.score : 0.0f;
-            jb->box[0] = tr->box.xmin * fw;
-            jb->box[1] = tr->box.ymin * fh;
-            jb->box[2] = tr->box.xmax * fw;
-            jb->box[3] = tr->box.ymax * fh;
+            keyer_detection px = tr->box; /* back to pixels */
+            px.xmin *= fw;
+            px.xmax *= fw;
+            px.ymin *= fh;
+            px.ymax *= fh;
+            for (int q = 0; q < px.num_keypoints; q++) {
+                px.keypoints[q][0] *= fw;
+                px.keypoints[q][1] *= fh;
+            }
+            keyer_person_box(&px, jb->box);
             n_jobs++;
         }
     /* people no longer tracked free their slots */
