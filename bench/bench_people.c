@@ -3,7 +3,7 @@
  * person detector's boxes, and a contact sheet.
  *
  *   bench_people [--model NAME]... [--frames N] [--every K] [--backend cpu|cuda] [--threads T]
- *                [--sheet OUT.png] [--rows R] [--json] INPUT
+ *                [--sheet OUT.png] [--rows R] [--json] [--verbose] INPUT
  *
  * Every frame of INPUT (up to N, default all) is keyed in order by the keying chain of each
  * --model (keyer/keying.h: the main job's chain, background blur, default models selfie and
@@ -16,7 +16,7 @@
  *    the table gives the mean and the maximum over the measured frames.
  * The detector's box is the one MediaPipe's pose detector emits for a person (its SSD box, with
  * the hip and body keypoints that the crop comes from).
- * Also the keying time per frame (all steps of keyer_keying_process, this machine).
+ * --verbose prints every box's coverage. Also the keying time per frame (all steps of keyer_keying_process, this machine).
  * --sheet writes a PNG: R rows (default 3) of frames spread over the measured range, one
  * column per model, each tile at half size: the frame in grey, the matte tinted green, the
  * detector's boxes in red.
@@ -37,12 +37,20 @@
 #define MAX_BOXES 64
 #define MAX_ROWS 16
 
+enum { SET_DETECTOR = 0, SET_LANDMARKS = 1, SETS = 2 };
+static const char *const set_names[SETS] = {"detector", "landmarks"};
+
+typedef struct box_stats {
+    double min_cov, sum_cov, sum_out, max_out;
+    long n_boxes, n_frames;
+} box_stats;
+
 typedef struct model_run {
     const char *name;
     keyer_keying *keying;
     keyer_frame *matte;
-    double min_cov, sum_cov, sum_out, max_out, ms;
-    long n_boxes, n_frames;
+    box_stats set[SETS];
+    double ms;
 } model_run;
 
 static int die(const char *what, const keyer_error *err)
@@ -51,31 +59,29 @@ static int die(const char *what, const keyer_error *err)
     return 1;
 }
 
-/* Box coverage and outside fraction of @p matte (GRAY8) against @p boxes. */
-static void measure(const keyer_frame *matte, const keyer_detection *dets, int n, double *cov,
-                    double *outside)
+/* Box coverage of each of the @p n boxes (xmin, ymin, xmax, ymax) and the outside fraction
+ * of @p matte (GRAY8) added to @p bs. */
+static void measure(const keyer_frame *matte, const float (*boxes)[4], int n, box_stats *bs,
+                    long frame, const char *what, int verbose)
 {
-    keyer_detection boxes[MAX_BOXES];
-    for (int b = 0; b < n; b++) {
-        float bx[4];
-        keyer_person_box(&dets[b], bx);
-        boxes[b].xmin = bx[0];
-        boxes[b].ymin = bx[1];
-        boxes[b].xmax = bx[2];
-        boxes[b].ymax = bx[3];
-    }
     int w = matte->width, h = matte->height;
     long out = 0;
     for (int b = 0; b < n; b++) {
-        int x0 = (int)fmaxf(floorf(boxes[b].xmin), 0), x1 = (int)fminf(ceilf(boxes[b].xmax), (float)w);
-        int y0 = (int)fmaxf(floorf(boxes[b].ymin), 0), y1 = (int)fminf(ceilf(boxes[b].ymax), (float)h);
+        int x0 = (int)fmaxf(floorf(boxes[b][0]), 0), x1 = (int)fminf(ceilf(boxes[b][2]), (float)w);
+        int y0 = (int)fmaxf(floorf(boxes[b][1]), 0), y1 = (int)fminf(ceilf(boxes[b][3]), (float)h);
         long in = 0, area = 0;
         for (int y = y0; y < y1; y++)
             for (int x = x0; x < x1; x++) {
                 area++;
                 in += matte->data[0][y * matte->stride[0] + x] >= 128;
             }
-        cov[b] = area ? (double)in / (double)area : 1.0;
+        double cov = area ? (double)in / (double)area : 1.0;
+        if (verbose)
+            printf("frame %ld %s: box %d (%.0f,%.0f %.0fx%.0f): coverage %.1f%%\n", frame, what,
+                   b, boxes[b][0], boxes[b][1], boxes[b][2] - boxes[b][0],
+                   boxes[b][3] - boxes[b][1], 100.0 * cov);
+        bs->min_cov = cov < bs->min_cov ? cov : bs->min_cov;
+        bs->sum_cov += cov;
     }
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++) {
@@ -83,17 +89,21 @@ static void measure(const keyer_frame *matte, const keyer_detection *dets, int n
                 continue;
             int inside = 0;
             for (int b = 0; b < n && !inside; b++)
-                inside = x >= boxes[b].xmin && x < boxes[b].xmax && y >= boxes[b].ymin &&
-                         y < boxes[b].ymax;
+                inside = x >= boxes[b][0] && x < boxes[b][2] && y >= boxes[b][1] &&
+                         y < boxes[b][3];
             out += !inside;
         }
-    *outside = (double)out / ((double)w * (double)h);
+    double outside = (double)out / ((double)w * (double)h);
+    bs->n_boxes += n;
+    bs->sum_out += outside;
+    bs->max_out = outside > bs->max_out ? outside : bs->max_out;
+    bs->n_frames++;
 }
 
 /* Tile (col, row) of the sheet: @p frame (RGB24) at half size in grey, the matte green, boxes
  * red. */
 static void draw_tile(keyer_frame *sheet, int col, int row, const keyer_frame *frame,
-                      const keyer_frame *matte, const keyer_detection *boxes, int n)
+                      const keyer_frame *matte, const float (*boxes)[4], int n)
 {
     int tw = frame->width / 2, th = frame->height / 2;
     for (int y = 0; y < th; y++) {
@@ -117,8 +127,7 @@ static void draw_tile(keyer_frame *sheet, int col, int row, const keyer_frame *f
         }
     }
     for (int b = 0; b < n; b++) {
-        float bx[4];
-        keyer_person_box(&boxes[b], bx);
+        const float *bx = boxes[b];
         int x0 = (int)(bx[0] / 2), x1 = (int)(bx[2] / 2);
         int y0 = (int)(bx[1] / 2), y1 = (int)(bx[3] / 2);
         for (int y = y0; y <= y1; y++)
@@ -138,7 +147,7 @@ int main(int argc, char **argv)
 {
     const char *prog = "bench_people", *input = NULL, *sheet_path = NULL;
     const char *names[MAX_MODELS];
-    int n_models = 0, frames = 0, every = 1, threads = 0, rows = 3, json = 0;
+    int n_models = 0, frames = 0, every = 1, threads = 0, rows = 3, json = 0, verbose = 0;
     keyer_backend backend = KEYER_BACKEND_CPU;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -159,6 +168,8 @@ int main(int argc, char **argv)
             backend = !strcmp(b, "cuda") ? KEYER_BACKEND_CUDA : KEYER_BACKEND_CPU;
         } else if (!strcmp(a, "--json"))
             json = 1;
+        else if (!strcmp(a, "--verbose"))
+            verbose = 1;
         else if (a[0] != '-' && !input)
             input = a;
         else {
@@ -195,7 +206,7 @@ int main(int argc, char **argv)
         kp.backend = backend;
         kp.threads = threads;
         runs[m].name = names[m];
-        runs[m].min_cov = 1.0;
+        runs[m].set[0].min_cov = runs[m].set[1].min_cov = 1.0;
         if (keyer_keying_create(&kp, &runs[m].keying, &err) ||
             keyer_frame_create(&runs[m].matte, &err)) {
             die(names[m], &err);
@@ -226,19 +237,32 @@ int main(int argc, char **argv)
         }
         memset(sheet->data[0], 0, (size_t)sheet->stride[0] * (size_t)sheet->height);
     }
-    keyer_detection boxes[MAX_BOXES];
-    double cov[MAX_BOXES];
+    keyer_detection dets[MAX_BOXES];
+    keyer_person people[MAX_BOXES];
+    float boxes[SETS][MAX_BOXES][4];
+    int nb[SETS];
     keyer_status st;
     long i = 0, measured = 0;
     int row = 0;
     while ((frames == 0 || i < frames) && (st = keyer_reader_read(r, f, &err)) == KEYER_OK) {
-        int n = 0, want = (int)(i % every == 0);
+        int n = 0, np = 0, want = (int)(i % every == 0);
         long sheet_at = rows > 1 && total > 1 ? (long)row * (total - 1) / (rows - 1) : 0;
         int draw = sheet && row < rows && i == sheet_at;
-        if ((want || draw) && keyer_people_detect(det, f, boxes, MAX_BOXES, &n, &err)) {
+        /* the reference boxes: the detector's (every detection), the landmarks' (people found
+         * with a detection >= 0.5); the people keyer runs every frame to track */
+        if (keyer_people_run(det, f, people, MAX_BOXES, &np, &err) ||
+            ((want || draw) && keyer_people_detect(det, f, dets, MAX_BOXES, &n, &err))) {
             die(input, &err);
             goto done;
         }
+        nb[SET_DETECTOR] = n;
+        for (int b = 0; b < n; b++)
+            keyer_person_box(&dets[b], boxes[SET_DETECTOR][b]);
+        nb[SET_LANDMARKS] = 0;
+        for (int b = 0; b < np; b++)
+            if (people[b].score >= 0.5f)
+                memcpy(boxes[SET_LANDMARKS][nb[SET_LANDMARKS]++], people[b].body,
+                       sizeof(people[b].body));
         for (int m = 0; m < n_models; m++) {
             model_run *mr = &runs[m];
             double t0 = kb_now_ms();
@@ -247,20 +271,16 @@ int main(int argc, char **argv)
                 goto done;
             }
             mr->ms += kb_now_ms() - t0;
-            if (want) {
-                double outside;
-                measure(mr->matte, boxes, n, cov, &outside);
-                for (int b = 0; b < n; b++) {
-                    mr->min_cov = cov[b] < mr->min_cov ? cov[b] : mr->min_cov;
-                    mr->sum_cov += cov[b];
+            if (want)
+                for (int set = 0; set < SETS; set++) {
+                    char what[96];
+                    snprintf(what, sizeof(what), "%s %s", mr->name, set_names[set]);
+                    measure(mr->matte, (const float(*)[4])boxes[set], nb[set], &mr->set[set], i,
+                            what, verbose);
                 }
-                mr->n_boxes += n;
-                mr->sum_out += outside;
-                mr->max_out = outside > mr->max_out ? outside : mr->max_out;
-                mr->n_frames++;
-            }
             if (draw)
-                draw_tile(sheet, m, row, f, mr->matte, boxes, n);
+                draw_tile(sheet, m, row, f, mr->matte, (const float(*)[4])boxes[SET_DETECTOR],
+                          nb[SET_DETECTOR]);
         }
         measured += want;
         row += draw;
@@ -271,33 +291,35 @@ int main(int argc, char **argv)
         goto done;
     }
     if (json) {
-        printf("{\"input\": \"%s\", \"frames\": %ld, \"measured\": %ld, \"models\": [", input, i,
-               measured);
-        for (int m = 0; m < n_models; m++) {
-            const model_run *mr = &runs[m];
-            printf("%s{\"model\": \"%s\", \"boxes\": %ld, \"min_box_coverage\": %.4f, "
-                   "\"mean_box_coverage\": %.4f, \"mean_outside\": %.5f, \"max_outside\": %.5f, "
-                   "\"ms_per_frame\": %.1f}",
-                   m ? ", " : "", mr->name, mr->n_boxes, mr->n_boxes ? mr->min_cov : 0.0,
-                   mr->n_boxes ? mr->sum_cov / (double)mr->n_boxes : 0.0,
-                   mr->n_frames ? mr->sum_out / (double)mr->n_frames : 0.0, mr->max_out,
-                   i ? mr->ms / (double)i : 0.0);
-        }
-        printf("]}\n");
+        printf("{\"input\": \"%s\", \"frames\": %ld, \"measured\": %ld, \"results\": [", input,
+               i, measured);
     } else {
-        printf("%s: %ld frames keyed, %ld measured (every %d), person boxes with score >= 0.5\n",
-               input, i, measured, every);
-        printf("| model | boxes | min box coverage | mean box coverage | mean outside | max "
-               "outside | ms/frame |\n|---|---|---|---|---|---|---|\n");
-        for (int m = 0; m < n_models; m++) {
-            const model_run *mr = &runs[m];
-            printf("| %s | %ld | %.1f%% | %.1f%% | %.2f%% | %.2f%% | %.1f |\n", mr->name,
-                   mr->n_boxes, 100.0 * (mr->n_boxes ? mr->min_cov : 0.0),
-                   100.0 * (mr->n_boxes ? mr->sum_cov / (double)mr->n_boxes : 0.0),
-                   100.0 * (mr->n_frames ? mr->sum_out / (double)mr->n_frames : 0.0),
-                   100.0 * mr->max_out, i ? mr->ms / (double)i : 0.0);
-        }
+        printf("%s: %ld frames keyed, %ld measured (every %d); person boxes of detections with "
+               "score >= 0.5\n", input, i, measured, every);
+        printf("| model | boxes | count | min box coverage | mean box coverage | mean outside | "
+               "max outside | ms/frame |\n|---|---|---|---|---|---|---|---|\n");
     }
+    for (int m = 0; m < n_models; m++)
+        for (int set = 0; set < SETS; set++) {
+            const model_run *mr = &runs[m];
+            const box_stats *b = &mr->set[set];
+            double minc = b->n_boxes ? b->min_cov : 0.0;
+            double meanc = b->n_boxes ? b->sum_cov / (double)b->n_boxes : 0.0;
+            double meano = b->n_frames ? b->sum_out / (double)b->n_frames : 0.0;
+            double ms = i ? mr->ms / (double)i : 0.0;
+            if (json)
+                printf("%s{\"model\": \"%s\", \"boxes\": \"%s\", \"count\": %ld, "
+                       "\"min_box_coverage\": %.4f, \"mean_box_coverage\": %.4f, "
+                       "\"mean_outside\": %.5f, \"max_outside\": %.5f, \"ms_per_frame\": %.1f}",
+                       m || set ? ", " : "", mr->name, set_names[set], b->n_boxes, minc, meanc,
+                       meano, b->max_out, ms);
+            else
+                printf("| %s | %s | %ld | %.1f%% | %.1f%% | %.2f%% | %.2f%% | %.1f |\n", mr->name,
+                       set_names[set], b->n_boxes, 100.0 * minc, 100.0 * meanc, 100.0 * meano,
+                       100.0 * b->max_out, ms);
+        }
+    if (json)
+        printf("]}\n");
     rc = 0;
 done:
     for (int m = 0; m < n_models; m++) {

@@ -113,18 +113,24 @@ typedef struct keyer_person {
     keyer_roi roi;        /**< the crop, frame pixels */
     float box[4];         /**< keyer_person_box() of the matched detection, or the crop's
                                axis-aligned bounds when none */
+    float body[4];        /**< bounds of the 33 body landmarks (xmin, ymin, xmax, ymax, frame
+                               pixels): the person's extent as the landmark model sees it (the
+                               top of the head lies above the eyes and ears, so a little
+                               outside) */
 } keyer_person;
 
-/** Width / height of keyer_person_box(). */
-#define KEYER_PERSON_BOX_ASPECT 0.4f
+/** Width / height of keyer_person_box() for an upright person: 0.41, the aspect ratio to
+ *  which pedestrian benchmarks (Caltech Pedestrians, CityPersons) standardise person boxes. */
+#define KEYER_PERSON_BOX_ASPECT 0.41f
 
 /**
  * The whole person's box (xmin, ymin, xmax, ymax) from a pose detection (frame pixels, as
- * keyer_people_detect() gives them): from the top of the head box down to as far below the
- * hips (keypoint 0) as the hips are below that top (the hips are at about half a standing
- * person's height), KEYER_PERSON_BOX_ASPECT times as wide as tall, centred between the head and
- * the hips. An upright-person estimate for measurements and drawing; a detection whose hips are
- * above the bottom of its head box gives the head box's height.
+ * keyer_people_detect() gives them). The detector's own box is not the person's extent (it is
+ * of almost constant size, about a fifth of its input); its keypoints are: keypoint 0 is the
+ * hips' centre and keypoint 1 lies on the circle around the whole body centred there
+ * (MediaPipe's full-body alignment points). The person is taken as the rectangle centred on
+ * the hips, 2 |kp1 - kp0| long along kp0 -> kp1 and KEYER_PERSON_BOX_ASPECT times that wide;
+ * the box is its axis-aligned bounds. A detection with fewer than 2 keypoints gives its box.
  */
 void keyer_person_box(const keyer_detection *d, float box[4]);
 
@@ -152,6 +158,19 @@ void keyer_people_destroy(keyer_people **people);
  */
 keyer_status keyer_people_run(keyer_people *people, const keyer_frame *frame,
                               keyer_person *out, int capacity, int *count, keyer_error *err);
+
+/**
+ * keyer_people_run() with the whole-frame detection done by the caller: @p dets (@p n_dets of
+ * them, frame pixels, as keyer_people_detect() or the pose detector's outputs decoded with
+ * keyer_detector_params_pose() and keyer_detections_to_pixels() give them; those under
+ * min_score are ignored; NULL with 0: none) replace the whole-frame pass; the tiles (when on)
+ * still run here. Lets a pipeline batch the whole-frame detector across streams.
+ * Errors: as keyer_people_run().
+ */
+keyer_status keyer_people_run_detections(keyer_people *people, const keyer_frame *frame,
+                                         const keyer_detection *dets, int n_dets,
+                                         keyer_person *out, int capacity, int *count,
+                                         keyer_error *err);
 
 /**
  * The detector alone on @p frame: detections with score >= min_score in frame pixels (boxes

@@ -360,11 +360,19 @@ static int tile_count(int n, int t)
 /* The whole frame, then the tiles; detections merged best first, a detection overlapping a
  * better one (IoU of their boxes > min_suppression_iou) dropped; the best MAX_DETECTIONS in
  * k->dets. */
-static keyer_status detect(keyer_people *k, const keyer_frame *frame, int *count,
-                           keyer_error *err)
+static keyer_status detect(keyer_people *k, const keyer_frame *frame,
+                           const keyer_detection *given, int n_given, int *count, keyer_error *err)
 {
     k->n_all = 0;
-    keyer_status st = detect_region(k, frame, NULL, err);
+    keyer_status st = KEYER_OK;
+    if (given) { /* the caller's whole-frame detections */
+        for (int i = 0; i < n_given && k->n_all < MAX_ALL; i++)
+            if (given[i].score >= k->p.min_score && isfinite(given[i].xmin + given[i].xmax +
+                                                             given[i].ymin + given[i].ymax))
+                k->all[k->n_all++] = given[i];
+    } else {
+        st = detect_region(k, frame, NULL, err);
+    }
     int t = tile_side(k, frame->width, frame->height);
     if (!st && t > 0) {
         int nx = tile_count(frame->width, t), ny = tile_count(frame->height, t);
@@ -402,17 +410,22 @@ static keyer_status detect(keyer_people *k, const keyer_frame *frame, int *count
 
 void keyer_person_box(const keyer_detection *d, float box[4])
 {
-    float cx = 0.5f * (d->xmin + d->xmax), top = d->ymin;
-    float hips = d->num_keypoints > 0 ? d->keypoints[0][1] : d->ymax;
-    float hx = d->num_keypoints > 0 ? d->keypoints[0][0] : cx;
-    float height = 2.0f * (hips - top);
-    if (!(height > d->ymax - d->ymin))
-        height = d->ymax - d->ymin; /* hips above the head's bottom: the head box alone */
-    float mid = 0.5f * (cx + hx), half = 0.5f * KEYER_PERSON_BOX_ASPECT * height;
-    box[0] = mid - half;
-    box[1] = top;
-    box[2] = mid + half;
-    box[3] = top + height;
+    if (d->num_keypoints < 2) { /* no body keypoints: the detector's box */
+        box[0] = d->xmin;
+        box[1] = d->ymin;
+        box[2] = d->xmax;
+        box[3] = d->ymax;
+        return;
+    }
+    float cx = d->keypoints[0][0], cy = d->keypoints[0][1];
+    float ux = d->keypoints[1][0] - cx, uy = d->keypoints[1][1] - cy; /* half the body axis */
+    /* the rectangle: +-u along the body, +-aspect * |u| across it; its axis-aligned bounds */
+    float hx = fabsf(ux) + KEYER_PERSON_BOX_ASPECT * fabsf(uy);
+    float hy = fabsf(uy) + KEYER_PERSON_BOX_ASPECT * fabsf(ux);
+    box[0] = cx - hx;
+    box[1] = cy - hy;
+    box[2] = cx + hx;
+    box[3] = cy + hy;
 }
 
 keyer_status keyer_people_detect(keyer_people *k, const keyer_frame *frame, keyer_detection *out,
@@ -424,7 +437,7 @@ keyer_status keyer_people_detect(keyer_people *k, const keyer_frame *frame, keye
     *count = 0;
     int n = 0;
     keyer_status st = check_frame(frame, "keyer_people_detect", err);
-    if (st || (st = detect(k, frame, &n, err)))
+    if (st || (st = detect(k, frame, NULL, 0, &n, err)))
         return st;
     n = n < capacity ? n : capacity;
     memcpy(out, k->dets, (size_t)n * sizeof(*out));
@@ -579,6 +592,16 @@ static keyer_status run_chunk(keyer_people *k, int r, int first, int n, keyer_pe
             ps->from_landmarks = from_landmarks;
             ps->roi = jb->roi;
             ps->score = jb->score;
+            ps->body[0] = ps->body[1] = INFINITY;
+            ps->body[2] = ps->body[3] = -INFINITY;
+            for (int q = 0; q < KEYER_POSE_LANDMARKS; q++) {
+                float lx, ly;
+                kr_geo_apply(geo, pts[q * 5], pts[q * 5 + 1], &lx, &ly);
+                ps->body[0] = fminf(ps->body[0], lx);
+                ps->body[1] = fminf(ps->body[1], ly);
+                ps->body[2] = fmaxf(ps->body[2], lx);
+                ps->body[3] = fmaxf(ps->body[3], ly);
+            }
             if (jb->score > 0) {
                 memcpy(ps->box, jb->box, sizeof(ps->box));
             } else { /* the crop's axis-aligned bounds */
@@ -595,12 +618,14 @@ static keyer_status run_chunk(keyer_people *k, int r, int first, int n, keyer_pe
     return KEYER_OK;
 }
 
-keyer_status keyer_people_run(keyer_people *k, const keyer_frame *frame, keyer_person *out,
-                              int capacity, int *count, keyer_error *err)
+static keyer_status run(keyer_people *k, const keyer_frame *frame, const keyer_detection *given,
+                        int n_given, keyer_person *out, int capacity, int *count,
+                        keyer_error *err)
 {
-    if (!k || !frame || !count || capacity < 0 || (capacity > 0 && !out))
+    if (!k || !frame || !count || capacity < 0 || (capacity > 0 && !out) || n_given < 0 ||
+        (n_given > 0 && !given))
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "keyer_people_run: NULL argument or negative capacity");
+                               "keyer_people_run: NULL argument or negative count");
     *count = 0;
     keyer_status st = check_frame(frame, "keyer_people_run", err);
     if (st)
@@ -610,7 +635,7 @@ keyer_status keyer_people_run(keyer_people *k, const keyer_frame *frame, keyer_p
     k->frame_w = frame->width;
     k->frame_h = frame->height;
     int n_dets = 0, n_tracks = 0;
-    if ((st = detect(k, frame, &n_dets, err)))
+    if ((st = detect(k, frame, given, n_given, &n_dets, err)))
         goto fail;
     if (n_dets > k->p.max_people)
         n_dets = k->p.max_people;
@@ -693,6 +718,21 @@ keyer_status keyer_people_run(keyer_people *k, const keyer_frame *frame, keyer_p
 fail:
     keyer_people_reset(k);
     return st;
+}
+
+keyer_status keyer_people_run(keyer_people *k, const keyer_frame *frame, keyer_person *out,
+                              int capacity, int *count, keyer_error *err)
+{
+    return run(k, frame, NULL, 0, out, capacity, count, err);
+}
+
+keyer_status keyer_people_run_detections(keyer_people *k, const keyer_frame *frame,
+                                         const keyer_detection *dets, int n_dets,
+                                         keyer_person *out, int capacity, int *count,
+                                         keyer_error *err)
+{
+    static const keyer_detection none[1];
+    return run(k, frame, dets ? dets : none, dets ? n_dets : 0, out, capacity, count, err);
 }
 
 keyer_status keyer_people_mask(const keyer_people *k, keyer_frame *mask, keyer_error *err)
