@@ -20,6 +20,7 @@ packages=(
     gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-libav  # its tests
     slurm-wlm munge                             # tests/cli/batch_slurm.sh: a one-node Slurm cluster
     ffmpeg                                      # tests only: the RTMP/UDP server of tests/cli/run_reconnect.sh
+    opencv-doc                                  # tests and bench_people: vtest.avi, people walking far from the camera
 )
 # `npm pack` fetches the MediaPipe models. Some machines have a Node.js build that bundles npm
 # (and conflicts with Debian's npm package): install Debian's only when the commands are absent.

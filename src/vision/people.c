@@ -138,10 +138,10 @@ static keyer_status check_params(const keyer_people_params *p, keyer_error *err)
 }
 
 /* The detector: the network, its outputs and the decoder. */
-static keyer_status open_detector(keyer_people *k, keyer_error *err)
+static keyer_status open_detector(keyer_people *k, const char *name, keyer_error *err)
 {
     const keyer_people_params *p = &k->p;
-    kr_vmodel_spec spec = {"person detector", p->detector_model ? p->detector_model : "pose-detect",
+    kr_vmodel_spec spec = {"person detector", name ? name : "pose-detect",
                            p->backend, p->threads, p->logger, KEYER_FIT_LETTERBOX, 2.0f, -1.0f, 2};
     keyer_status st = kr_vmodel_open(&k->det, &spec, err);
     if (st)
@@ -164,10 +164,10 @@ static keyer_status open_detector(keyer_people *k, keyer_error *err)
 }
 
 /* The landmark model: its outputs, runtimes for batch 1 and p.batch, the preparation. */
-static keyer_status open_landmarks(keyer_people *k, keyer_error *err)
+static keyer_status open_landmarks(keyer_people *k, const char *model, keyer_error *err)
 {
     const keyer_people_params *p = &k->p;
-    const char *name = p->landmark_model ? p->landmark_model : landmark_names[p->model];
+    const char *name = model ? model : landmark_names[p->model];
     char path[4096];
     keyer_status st;
     if ((st = keyer_registry_resolve(name, path, sizeof(path), err)) ||
@@ -263,7 +263,8 @@ keyer_status keyer_people_create(const keyer_people_params *params, keyer_people
     tp.min_hits = 1;
     tp.max_misses = params->max_misses;
     tp.max_tracks = 2 * KEYER_PEOPLE_MAX;
-    if ((st = open_detector(k, err)) || (st = open_landmarks(k, err)) ||
+    if ((st = open_detector(k, params->detector_model, err)) ||
+        (st = open_landmarks(k, params->landmark_model, err)) ||
         (st = keyer_tracker_create(&tp, &k->tracker, err)))
         goto fail;
     size_t cells = (size_t)k->seg_w * (size_t)k->seg_h;
