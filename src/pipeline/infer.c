@@ -284,6 +284,18 @@ fail:
     return st;
 }
 
+keyer_status kr_infer_resolve(const char *name, keyer_error *err)
+{
+    char path[4096];
+    keyer_status st;
+    if (strcmp(name, KEYER_PEOPLE_MODEL))
+        return keyer_registry_resolve(name, path, sizeof(path), err);
+    if ((st = keyer_registry_resolve("pose-detect", path, sizeof(path), err)) ||
+        (st = keyer_registry_resolve("pose-full", path, sizeof(path), err)))
+        return keyer_error_prefix(err, "model people: ");
+    return KEYER_OK;
+}
+
 void kr_infer_destroy(kr_infer **pinf)
 {
     if (!pinf || !*pinf)

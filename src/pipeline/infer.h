@@ -57,6 +57,12 @@ typedef struct kr_infer kr_infer;
  */
 keyer_status kr_infer_create(const kr_infer_params *params, kr_infer **out, keyer_error *err);
 
+/**
+ * Checks that the keying model @p name (a registry name, a file, or "people": its two
+ * networks) resolves to files that exist. Errors: those of keyer_registry_resolve.
+ */
+keyer_status kr_infer_resolve(const char *name, keyer_error *err);
+
 /** Frees it and its stage; accepts NULL; sets *inf NULL. */
 void kr_infer_destroy(kr_infer **inf);
 

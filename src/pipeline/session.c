@@ -8,7 +8,6 @@
 
 #include "core/threadpool.h"
 #include "keyer/image.h"
-#include "keyer/people.h"
 #include "keyer/registry.h"
 #include "pipeline/clock.h"
 #include "pipeline/session.h"
@@ -272,13 +271,7 @@ static keyer_status check_params(keyer_session_params *p, keyer_error *err)
         return st;
     if (p->model) {
         /* an unknown name or a missing file is reported now, not when the stages start */
-        char path[4096];
-        if (!strcmp(p->model, KEYER_PEOPLE_MODEL)) /* its two networks */
-            return (st = keyer_registry_resolve("pose-detect", path, sizeof(path), err)) ||
-                           (st = keyer_registry_resolve("pose-full", path, sizeof(path), err))
-                       ? keyer_error_prefix(err, "model people: ")
-                       : KEYER_OK;
-        return keyer_registry_resolve(p->model, path, sizeof(path), err);
+        return kr_infer_resolve(p->model, err);
     }
     return KEYER_OK;
 }
