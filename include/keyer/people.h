@@ -18,8 +18,11 @@
  *     3 input pixels: too small. With @c tiles on, the detector also runs on square tiles of
  *     the frame (side tile_size, or half the frame's short side when that is at least twice
  *     the detector's input; overlapping, at most 3/4 of a tile apart), and the detections of
- *     all regions are merged (best first; one overlapping a better one by IoU > 0.3 dropped).
- *     The best max_people are kept.
+ *     all regions are merged: best first, one whose hips (keypoint 0) lie within 0.3 body radii
+ *     (|kp1 - kp0|) of a better one's is the same person and dropped. The detector's box is of
+ *     almost constant size (about a fifth of its input), so the weighted NMS inside each region
+ *     merges boxes at IoU > 0.6 (MediaPipe's single-person graph: 0.3, which merges two people
+ *     walking side by side). The best max_people are kept.
  *  2. Tracking. The detections go through a keyer_tracker (IoU association, min_hits 1,
  *     max_misses as given) whose ids name the people. A person followed on the previous frame
  *     (landmark presence >= min_presence) takes its crop from its previous landmarks (the

@@ -26,6 +26,10 @@
 #define MAX_BATCH 16
 #define MAX_DETECTIONS 64
 #define MAX_ALL 256 /* detections of all regions before merging */
+#define SAME_PERSON 0.3f     /* hips closer than this times the body radius: one person */
+#define SAME_PERSON_IOU 0.6f /* without keypoints: boxes overlapping more than this */
+#define NMS_IOU 0.6f         /* the decoder's weighted NMS (MediaPipe's single-person graph:
+                              * 0.3), so that people side by side stay apart */
 
 /* One followed person (a slot per tracker id). */
 typedef struct person_slot {
@@ -148,6 +152,7 @@ static keyer_status open_detector(keyer_people *k, const char *name, keyer_error
         return st;
     keyer_detector_params dp = keyer_detector_params_pose();
     dp.min_score = p->min_score;
+    dp.min_suppression_iou = NMS_IOU;
     if ((st = keyer_detector_create(&dp, &k->decoder, err)))
         return st;
     size_t anchors = (size_t)keyer_detector_anchor_count(k->decoder);
@@ -358,6 +363,22 @@ static int tile_count(int n, int t)
     return n <= t ? 1 : (n - t + step - 1) / step + 1;
 }
 
+/* Two detections of one person: hips (keypoint 0) closer than SAME_PERSON times the smaller
+ * body radius |kp1 - kp0|. (The detector's boxes are of almost constant size, so their overlap
+ * says little about two people walking side by side.) */
+static int same_person(const keyer_detection *a, const keyer_detection *b)
+{
+    if (a->num_keypoints < 2 || b->num_keypoints < 2)
+        return keyer_detection_iou(a, b) > SAME_PERSON_IOU;
+    float ra = hypotf(a->keypoints[1][0] - a->keypoints[0][0],
+                      a->keypoints[1][1] - a->keypoints[0][1]);
+    float rb = hypotf(b->keypoints[1][0] - b->keypoints[0][0],
+                      b->keypoints[1][1] - b->keypoints[0][1]);
+    float d = hypotf(a->keypoints[0][0] - b->keypoints[0][0],
+                     a->keypoints[0][1] - b->keypoints[0][1]);
+    return d < SAME_PERSON * fminf(ra, rb);
+}
+
 /* The whole frame, then the tiles; detections merged best first, a detection overlapping a
  * better one (IoU of their boxes > min_suppression_iou) dropped; the best MAX_DETECTIONS in
  * k->dets. */
@@ -397,11 +418,10 @@ static keyer_status detect(keyer_people *k, const keyer_frame *frame,
         k->all[j] = v;
     }
     int kept = 0;
-    keyer_detector_params dp = keyer_detector_params_pose();
     for (int i = 0; i < k->n_all && kept < MAX_DETECTIONS; i++) {
         int dup = 0;
         for (int j = 0; j < kept && !dup; j++)
-            dup = keyer_detection_iou(&k->all[i], &k->dets[j]) > dp.min_suppression_iou;
+            dup = same_person(&k->all[i], &k->dets[j]);
         if (!dup)
             k->dets[kept++] = k->all[i];
     }
