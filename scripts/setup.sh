@@ -21,6 +21,7 @@ packages=(
     slurm-wlm munge                             # tests/cli/batch_slurm.sh: a one-node Slurm cluster
     ffmpeg                                      # tests only: the RTMP/UDP/SRT/RTP/HLS servers of tests/cli/run_reconnect.sh, run_live_protocols.sh
     python3-gi gir1.2-gst-rtsp-server-1.0       # tests only: the RTSP server of tests/cli/run_live_protocols.sh
+    opencv-doc                                  # tests and bench_people: vtest.avi, people walking far from the camera
 )
 # `npm pack` fetches the MediaPipe models. Some machines have a Node.js build that bundles npm
 # (and conflicts with Debian's npm package): install Debian's only when the commands are absent.

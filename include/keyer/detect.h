@@ -51,6 +51,11 @@ typedef struct keyer_detector_params {
 keyer_detector_params keyer_detector_params_face_short(void);
 /** BlazeFace full range (192x192, 2304 anchors, min score 0.6). */
 keyer_detector_params keyer_detector_params_face_full(void);
+/** BlazePose person detector (pose_detection.tflite, MediaPipe's pose_detection_cpu.pbtxt):
+ *  224x224, strides 8, 16, 32, 32, 32 with 2 anchors each (2254), 12 values per anchor (box
+ *  and 4 keypoints: 0 hip centre, 1 full-body size and rotation, 2 shoulder centre, 3 upper-body
+ *  size and rotation), scales 224, score clip 100, min score 0.5, weighted NMS at IoU 0.3. */
+keyer_detector_params keyer_detector_params_pose(void);
 
 /** One detection. */
 typedef struct keyer_detection {

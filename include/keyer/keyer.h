@@ -28,6 +28,7 @@
 #include "keyer/options.h"
 #include "keyer/overlay.h"
 #include "keyer/pipeline.h"
+#include "keyer/people.h"
 #include "keyer/pose.h"
 #include "keyer/registry.h"
 #include "keyer/status.h"

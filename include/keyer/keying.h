@@ -82,7 +82,12 @@ typedef struct keyer_keying_params {
     const char *model;          /**< registry name or .tflite / .onnx path (default and NULL:
                                      "selfie"); a model with a person mask: selfie,
                                      selfie-landscape, u2netp, pose-lite, pose-full,
-                                     pose-heavy, or a file described by model_desc */
+                                     pose-heavy, or a file described by model_desc; or
+                                     "people" (KEYER_PEOPLE_MODEL, keyer/people.h: the person
+                                     detector and a pose body mask per person, its mask
+                                     KEYER_PEOPLE_MASK_SIDE square over the frame; host frames
+                                     only, its networks on the backend; model_desc, fit and
+                                     precision do not apply) */
     keyer_backend backend;      /**< where the network runs (default CPU) */
     keyer_precision precision;  /**< of the network (default AUTO: keyer_registry_precision();
                                      F16 on CUDA only) */

@@ -6,9 +6,10 @@
  *        plus the 35 skeleton connections and a drawing helper.
  *
  * Region of interest. MediaPipe finds the person with its pose detector
- * (pose_detection.tflite) on the first frame and after a loss. That file uses the DENSIFY
- * operator (sparse weights), which keyer's model reader does not support, so keyer does not
- * use it. Instead, on the first frame and after a loss ("seeding"):
+ * (pose_detection.tflite) on the first frame and after a loss. keyer reads that file (its
+ * sparse weights are densified at load) and keys people with it (keyer/people.h); this
+ * single-person tracker seeds itself without it, on the first frame and after a loss
+ * ("seeding"):
  *  - with seed_from_face (the default), the full-range face detector looks for faces on the
  *    whole frame; the best face gives a first body crop: the hips 3 face sizes below the face
  *    centre along the face's up direction, the top of the body 3.5 face sizes above the hips,

@@ -32,6 +32,8 @@ typedef enum keyer_model_task {
     KEYER_TASK_FACE_DETECTION,   /**< SSD boxes + 6 keypoints (needs anchor decoding) */
     KEYER_TASK_POSE_LANDMARKS,   /**< 39 landmarks, body mask logits, heatmaps, world landmarks */
     KEYER_TASK_FACE_LANDMARKS,   /**< 468 face-mesh points */
+    KEYER_TASK_POSE_DETECTION,   /**< SSD person boxes + 4 keypoints (hip centre, full-body
+                                      size/rotation, shoulder centre, upper-body size) */
 } keyer_model_task;
 
 /** One shipped model. All strings are static. */

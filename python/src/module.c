@@ -274,7 +274,7 @@ static PyObject *py_models(PyObject *self, PyObject *unused)
     (void)self;
     (void)unused;
     static const char *tasks[] = {"segmentation", "face_detection", "pose_landmarks",
-                                  "face_landmarks"};
+                                  "face_landmarks", "pose_detection"};
     int count = 0;
     const keyer_model_entry *list = keyer_registry_list(&count);
     const char *dir = keyer_registry_models_dir();
@@ -290,7 +290,7 @@ static PyObject *py_models(PyObject *self, PyObject *unused)
         PyObject *d = Py_BuildValue(
             "{s:s,s:s,s:s,s:s,s:s,s:(ii),s:f,s:f,s:O,s:O,s:s,s:O}", "name", m->name, "file",
             m->file, "path", path, "package", m->package, "task",
-            (unsigned)m->task < 4 ? tasks[m->task] : "?", "input_size", m->input_width,
+            (unsigned)m->task < 5 ? tasks[m->task] : "?", "input_size", m->input_width,
             m->input_height, "input_scale", (double)m->input_scale, "input_offset",
             (double)m->input_offset, "letterbox", m->letterbox ? Py_True : Py_False, "has_mask",
             (m->mask_output >= 0 || m->task == KEYER_TASK_SEGMENTATION) ? Py_True : Py_False,

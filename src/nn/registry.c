@@ -43,6 +43,13 @@ static const keyer_model_entry entries[] = {
      1.0f, 0.0f, 1, 2, 1,
      "BlazePose heavy: 39 landmarks, presence, body mask logits (output 2), heatmaps, world",
      1, TFLITE_INPUT},
+    /* MediaPipe's pose_detection_cpu.pbtxt: 224x224 letterboxed, [-1,1]; sparse weights
+     * (DENSIFY, expanded at load). */
+    {"pose-detect", "pose_detection.tflite", POSE_PKG, KEYER_TASK_POSE_DETECTION, 224, 224, 2.0f,
+     -1.0f, 1, -1, 0,
+     "BlazePose person detector, 2254 anchors: boxes + 4 keypoints (hips, body size and "
+     "rotation), score logits",
+     0, TFLITE_INPUT},
     {"face-mesh", "face_landmark.tflite", MESH_PKG, KEYER_TASK_FACE_LANDMARKS, 192, 192, 1.0f, 0.0f,
      0, -1, 0, "face mesh: 468 3-D landmarks on a 192x192 face crop, face presence score",
      0, TFLITE_INPUT},

@@ -31,8 +31,14 @@
  * Graph construction
  *  - Operator code = max(builtin_code, deprecated_builtin_code) (older files leave builtin_code
  *    at 0). Operators are scanned in file order first, so an unsupported operator is reported
- *    (UNSUPPORTED, with its index and name) before any tensor is looked at: sparse models fail
- *    on DENSIFY rather than on their sparse tensors.
+ *    (UNSUPPORTED, with its index and name) before any tensor is looked at.
+ *  - DENSIFY of a constant sparse tensor (SparsityParameters: CSR and block-sparse) is expanded
+ *    once at load into a dense constant (tflite_sparse.c: every length, index and segment
+ *    checked) and the node is dropped; a sparse tensor read by any other operator is
+ *    UNSUPPORTED. DENSIFY followed by DEQUANTIZE (FLOAT16 sparse weights) folds both.
+ *  - DEPTH_TO_SPACE (NHWC, TFLite's DCR order) is lowered to RESHAPE [N,H,W,b,b*C'],
+ *    TRANSPOSE (0,1,3,2,4) and RESHAPE [N,H*b,W*b,C'], operators every backend has; the two
+ *    intermediate tensors are added after the file's.
  *  - DEQUANTIZE of a FLOAT16 constant is folded: its FLOAT32 output becomes a constant holding
  *    the converted values (kr_half_to_float, subnormals included) and the node is dropped, so
  *    consumers read the constant directly. FLOAT32 and INT32 constants are copied. Every
@@ -47,7 +53,8 @@
  *  - Shapes, operator rules, graph order and views are then checked by kr_graph_validate().
  *
  * Files: flatbuffer.c (the bounds-checked access of 2 and 3), tflite_options.c (operator
- * options), this file (operator codes, operators, tensors, DEQUANTIZE folding, the graph).
+ * options), tflite_sparse.c (DENSIFY), this file (operator codes, operators, tensors,
+ * DEQUANTIZE and DENSIFY folding, DEPTH_TO_SPACE lowering, the graph).
  */
 #include "nn/tflite.h"
 
@@ -77,6 +84,7 @@ enum {
     TFL_CONCATENATION = 2,
     TFL_CONV_2D = 3,
     TFL_DEPTHWISE_CONV_2D = 4,
+    TFL_DEPTH_TO_SPACE = 5,
     TFL_DEQUANTIZE = 6,
     TFL_LOGISTIC = 14,
     TFL_MAX_POOL_2D = 17,
@@ -90,7 +98,13 @@ enum {
     TFL_MEAN = 40,
     TFL_PRELU = 54,
     TFL_HARD_SWISH = 117,
+    TFL_DENSIFY = 124,
 };
+
+/* BuiltinOptions tag of DepthToSpaceOptions (schema.fbs). */
+#define TFL_OPTIONS_DEPTH_TO_SPACE 94
+/* Largest DEPTH_TO_SPACE block keyer accepts. */
+#define MAX_D2S_BLOCK 64
 
 /* clang-format off */
 static const char *const builtin_names[] = {
@@ -194,6 +208,8 @@ static keyer_status op_kind(const tfl_ctx *c, size_t i, const tfl_opcode *oc, in
     case TFL_CONV_2D: *kind = KR_OP_CONV_2D; return KEYER_OK;
     case TFL_DEPTHWISE_CONV_2D: *kind = KR_OP_DEPTHWISE_CONV_2D; return KEYER_OK;
     case TFL_DEQUANTIZE: *kind = KIND_DEQUANTIZE; return KEYER_OK;
+    case TFL_DENSIFY: *kind = KIND_DENSIFY; return KEYER_OK;
+    case TFL_DEPTH_TO_SPACE: *kind = KIND_DEPTH_TO_SPACE; return KEYER_OK;
     case TFL_LOGISTIC: *kind = KR_OP_LOGISTIC; return KEYER_OK;
     case TFL_MAX_POOL_2D: *kind = KR_OP_MAX_POOL_2D; return KEYER_OK;
     case TFL_MUL: *kind = KR_OP_MUL; return KEYER_OK;
@@ -326,9 +342,7 @@ static keyer_status parse_tensor(tfl_ctx *c, size_t idx)
     if (is_variable & 0xff)
         return UNSUPPORTED(r, "tensor %zu '%s' is a variable tensor, which keyer does not support",
                            idx, ft->label);
-    if (sparsity)
-        return UNSUPPORTED(r, "tensor %zu '%s' is sparse, which keyer does not support", idx,
-                           ft->label);
+    ft->sparsity = sparsity; /* expanded by its DENSIFY (link_densify), refused elsewhere */
     if (buffer >= c->buffers.len)
         return BAD(r, "tensor %zu '%s' uses buffer %llu, but the model has %zu buffers", idx,
                    ft->label, (unsigned long long)buffer, c->buffers.len);
@@ -347,13 +361,40 @@ static keyer_status parse_tensor(tfl_ctx *c, size_t idx)
                            ft->label, (unsigned long long)offset);
     ft->data = data.data;
     ft->data_len = data.len;
-    if (data.len) {
+    if (data.len && !sparsity) {
         size_t need = ft->elements * type_size(ft->type);
         if (need != data.len)
             return BAD(r, "tensor %zu '%s' needs %zu bytes but buffer %u holds %zu", idx,
                        ft->label, need, ft->buffer, data.len);
     }
     ft->parsed = 1;
+    return KEYER_OK;
+}
+
+/* Expands each DENSIFY: a sparse constant in, its dense output becomes a constant. */
+static keyer_status link_densify(tfl_ctx *c)
+{
+    const fb_reader *r = &c->r;
+    for (size_t i = 0; i < c->n_ops; i++) {
+        const tfl_op *op = &c->ops[i];
+        if (op->kind != KIND_DENSIFY)
+            continue;
+        if (op->n_in != 1 || op->in[0] < 0)
+            return BAD(r, "operator %zu (DENSIFY) has %d inputs; it needs exactly 1", i,
+                       op->n_in);
+        TRY(parse_tensor(c, (size_t)op->in[0]));
+        TRY(parse_tensor(c, (size_t)op->out[0]));
+        const tfl_tensor *src = &c->ft[op->in[0]];
+        tfl_tensor *dst = &c->ft[op->out[0]];
+        if (dst->data_len || dst->sparsity || dst->dense)
+            return BAD(r, "operator %zu (DENSIFY): output tensor %d '%s' already holds data, is "
+                       "sparse or is written twice", i, op->out[0], dst->label);
+        if (src->dense)
+            return UNSUPPORTED(r, "operator %zu (DENSIFY): input tensor %d '%s' is itself "
+                               "densified", i, op->in[0], src->label);
+        TRY(kr_tfl_densify(c, i, src, dst, &dst->dense));
+        dst->densify_op = (int)i;
+    }
     return KEYER_OK;
 }
 
@@ -372,7 +413,11 @@ static keyer_status link_dequantize(tfl_ctx *c)
         TRY(parse_tensor(c, (size_t)op->out[0]));
         const tfl_tensor *src = &c->ft[op->in[0]];
         tfl_tensor *dst = &c->ft[op->out[0]];
-        if (!src->data_len)
+        if (src->sparsity)
+            return UNSUPPORTED(r, "operator %zu (DEQUANTIZE): input tensor %d '%s' is sparse; "
+                               "keyer densifies sparse tensors only through DENSIFY", i,
+                               op->in[0], src->label);
+        if (!src->data_len && !src->dense)
             return UNSUPPORTED(r, "operator %zu (DEQUANTIZE): input tensor %d '%s' is not a "
                                "constant; keyer folds DEQUANTIZE of constants only", i,
                                op->in[0], src->label);
@@ -383,7 +428,7 @@ static keyer_status link_dequantize(tfl_ctx *c)
         if (dst->type != TFL_FLOAT32)
             return BAD(r, "operator %zu (DEQUANTIZE): output tensor %d '%s' is %s, not FLOAT32",
                        i, op->out[0], dst->label, type_name(dst->type));
-        if (dst->data_len)
+        if (dst->data_len || dst->dense)
             return BAD(r, "operator %zu (DEQUANTIZE): output tensor %d '%s' already holds "
                        "constant data", i, op->out[0], dst->label);
         if (!kr_dims_equal(src->rank, src->dims, dst->rank, dst->dims))
@@ -416,20 +461,36 @@ static char *dup_bytes(const char *s, size_t len, size_t cap)
     return d;
 }
 
+/* Little-endian reads of a constant's bytes: the densified copy, or the file. */
+static uint16_t const_u16(const tfl_ctx *c, const tfl_tensor *ft, size_t e)
+{
+    if (ft->dense)
+        return (uint16_t)(ft->dense[2 * e] | ft->dense[2 * e + 1] << 8);
+    return fb_u16(&c->r, ft->data + 2 * e);
+}
+
+static uint32_t const_u32(const tfl_ctx *c, const tfl_tensor *ft, size_t e)
+{
+    if (ft->dense) {
+        const uint8_t *b = ft->dense + 4 * e;
+        return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+    }
+    return fb_u32(&c->r, ft->data + 4 * e);
+}
+
 /* Copies constant @p ft into @p dst as float32 (FLOAT16 converted) or int32. */
 static void copy_constant(const tfl_ctx *c, const tfl_tensor *ft, void *dst)
 {
-    const fb_reader *r = &c->r;
     uint8_t *out = dst;
     if (ft->deq_source >= 0) {
         const tfl_tensor *src = &c->ft[ft->deq_source];
         for (size_t e = 0; e < src->elements; e++) {
-            float f = kr_half_to_float(fb_u16(r, src->data + 2 * e));
+            float f = kr_half_to_float(const_u16(c, src, e));
             memcpy(out + 4 * e, &f, 4);
         }
     } else {
         for (size_t e = 0; e < ft->elements; e++) {
-            uint32_t u = fb_u32(r, ft->data + 4 * e);
+            uint32_t u = const_u32(c, ft, e);
             memcpy(out + 4 * e, &u, 4);
         }
     }
@@ -437,7 +498,95 @@ static void copy_constant(const tfl_ctx *c, const tfl_tensor *ft, void *dst)
 
 static int is_const(const tfl_tensor *ft)
 {
-    return ft->deq_source >= 0 || ft->data_len > 0;
+    return ft->deq_source >= 0 || ft->data_len > 0 || ft->dense;
+}
+
+static int folded(int kind)
+{
+    return kind == KIND_DEQUANTIZE || kind == KIND_DENSIFY;
+}
+
+/* The block size of DEPTH_TO_SPACE operator @p i, and its input and output checked: NHWC rank
+ * 4, batch 1, channels divisible by block^2, the output [1, H*b, W*b, C/b^2]. */
+static keyer_status depth_to_space_block(tfl_ctx *c, size_t i, int *block)
+{
+    const fb_reader *r = &c->r;
+    const tfl_op *op = &c->ops[i];
+    char where[48];
+    snprintf(where, sizeof(where), "operator %zu (DEPTH_TO_SPACE)", i);
+    if (op->n_in != 1 || op->in[0] < 0)
+        return BAD(r, "%s has %d inputs; it needs exactly 1", where, op->n_in);
+    uint64_t tag, size;
+    size_t target;
+    TRY(kr_fb_scalar(r, &op->t, 3, 1, 0, where, "builtin_options_type", &tag));
+    TRY(kr_fb_ref(r, &op->t, 4, where, "builtin_options", &target));
+    if (tag != TFL_OPTIONS_DEPTH_TO_SPACE || !target)
+        return BAD(r, "%s has no DepthToSpaceOptions (options type %llu)", where,
+                   (unsigned long long)tag);
+    fb_table t;
+    TRY(kr_fb_table_at(r, target, where, &t));
+    TRY(kr_fb_scalar(r, &t, 0, 4, 0, where, "block_size", &size));
+    int32_t b = fb_i32((uint32_t)size);
+    if (b < 1 || b > MAX_D2S_BLOCK)
+        return BAD(r, "%s: block size %d (1..%d)", where, (int)b, MAX_D2S_BLOCK);
+    TRY(parse_tensor(c, (size_t)op->in[0]));
+    TRY(parse_tensor(c, (size_t)op->out[0]));
+    const tfl_tensor *x = &c->ft[op->in[0]], *y = &c->ft[op->out[0]];
+    if (x->rank != 4 || y->rank != 4 || x->dims[3] % (b * b) || y->dims[0] != x->dims[0] ||
+        (int64_t)y->dims[1] != (int64_t)x->dims[1] * b ||
+        (int64_t)y->dims[2] != (int64_t)x->dims[2] * b || y->dims[3] != x->dims[3] / (b * b))
+        return BAD(r, "%s: input '%s' and output '%s' do not have the shapes [N,H,W,C] and "
+                   "[N,H*%d,W*%d,C/%d]", where, x->label, y->label, (int)b, (int)b,
+                   (int)(b * b));
+    *block = (int)b;
+    return KEYER_OK;
+}
+
+/* DEPTH_TO_SPACE (block b, NHWC [N,H,W,C] -> [N,H*b,W*b,C/b^2], TFLite's DCR order: output
+ * (h*b + i, w*b + j, k) = input (h, w, (i*b + j) * C/b^2 + k)) as three nodes the backends
+ * have: RESHAPE to [N,H,W,b,b*C'], TRANSPOSE (0,1,3,2,4) to [N,H,b,W,b*C'], RESHAPE to the
+ * output. Two new tensors at *extra (named after the output); nodes at *n. */
+static keyer_status lower_depth_to_space(tfl_ctx *c, size_t i, kr_graph *g, size_t *n,
+                                         size_t *extra)
+{
+    const fb_reader *r = &c->r;
+    const tfl_op *op = &c->ops[i];
+    int b = 1;
+    TRY(depth_to_space_block(c, i, &b));
+    const tfl_tensor *x = &c->ft[op->in[0]], *y = &c->ft[op->out[0]];
+    int cp = x->dims[3] / (b * b);
+    int t1 = (int)(*extra)++, t2 = (int)(*extra)++;
+    const int shapes[2][5] = {{x->dims[0], x->dims[1], x->dims[2], b, b * cp},
+                              {x->dims[0], x->dims[1], b, x->dims[2], b * cp}};
+    for (int k = 0; k < 2; k++) {
+        kr_tensor *kt = &g->tensors[k ? t2 : t1];
+        kt->view_of = -1;
+        kt->producer = kt->last_consumer = kt->graph_input = kt->graph_output = -1;
+        char name[MAX_NAME_BYTES + 1];
+        snprintf(name, sizeof(name), "%.200s/depth_to_space_%d", y->name ? y->label : "", k);
+        kt->name = dup_bytes(name, strlen(name), MAX_NAME_BYTES);
+        if (!kt->name)
+            return kr_fb_fail(r, KEYER_STATUS_OUT_OF_MEMORY, "cannot allocate a tensor name");
+        kt->rank = 5;
+        memcpy(kt->dims, shapes[k], sizeof(shapes[k]));
+        kt->dtype = KR_DTYPE_F32;
+    }
+    const int ins[3] = {x->index, t1, t2}, outs[3] = {t1, t2, y->index};
+    for (int k = 0; k < 3; k++) {
+        kr_node *node = &g->nodes[(*n)++];
+        node->op = k == 1 ? KR_OP_TRANSPOSE : KR_OP_RESHAPE;
+        node->source_index = (int)i;
+        node->n_inputs = 1;
+        node->n_outputs = 1;
+        node->activation = KR_ACT_NONE;
+        node->inputs[0] = ins[k];
+        node->outputs[0] = outs[k];
+        if (k == 1) {
+            const int perm[5] = {0, 1, 3, 2, 4};
+            memcpy(node->p.transpose.perm, perm, sizeof(perm));
+        }
+    }
+    return KEYER_OK;
 }
 
 static keyer_status build_graph(tfl_ctx *c, const fb_table *model, kr_graph *g)
@@ -445,12 +594,16 @@ static keyer_status build_graph(tfl_ctx *c, const fb_table *model, kr_graph *g)
     const fb_reader *r = &c->r;
 
     /* Tensors read or written by kept nodes, and the graph's inputs and outputs. */
-    size_t n_nodes = 0;
+    size_t n_nodes = 0, n_d2s = 0;
     for (size_t i = 0; i < c->n_ops; i++) {
         const tfl_op *op = &c->ops[i];
-        if (op->kind == KIND_DEQUANTIZE)
+        if (folded(op->kind))
             continue;
         n_nodes++;
+        if (op->kind == KIND_DEPTH_TO_SPACE) {
+            n_nodes += 2; /* RESHAPE, TRANSPOSE, RESHAPE */
+            n_d2s++;
+        }
         for (int k = 0; k < op->n_in; k++)
             if (op->in[k] >= 0)
                 c->ft[op->in[k]].used = 1;
@@ -481,7 +634,11 @@ static keyer_status build_graph(tfl_ctx *c, const fb_table *model, kr_graph *g)
             continue;
         TRY(parse_tensor(c, t));
         ft->index = (int)n_used++;
-        if (ft->deq_source >= 0 && ft->data_len)
+        if (ft->sparsity)
+            return UNSUPPORTED(r, "tensor %zu '%s' is sparse and read directly by an operator; "
+                               "keyer densifies sparse tensors only through DENSIFY", t,
+                               ft->label);
+        if (ft->deq_source >= 0 && (ft->data_len || ft->dense))
             return BAD(r, "operator %d (DEQUANTIZE) writes constant tensor %zu '%s'", ft->deq_op,
                        t, ft->label);
         if (!is_const(ft)) {
@@ -503,6 +660,8 @@ static keyer_status build_graph(tfl_ctx *c, const fb_table *model, kr_graph *g)
                        "buffers are shared by too many tensors", total);
     }
 
+    size_t n_file_used = n_used;
+    n_used += 2 * n_d2s; /* DEPTH_TO_SPACE's two intermediate tensors, after the file's */
     g->tensors = calloc(n_used ? n_used : 1, sizeof(*g->tensors));
     g->nodes = calloc(n_nodes ? n_nodes : 1, sizeof(*g->nodes));
     g->inputs = calloc(c->g_inputs.len ? c->g_inputs.len : 1, sizeof(int));
@@ -543,11 +702,15 @@ static keyer_status build_graph(tfl_ctx *c, const fb_table *model, kr_graph *g)
         }
     }
 
-    size_t n = 0;
+    size_t n = 0, extra = n_file_used;
     for (size_t i = 0; i < c->n_ops; i++) {
         const tfl_op *op = &c->ops[i];
-        if (op->kind == KIND_DEQUANTIZE)
+        if (folded(op->kind))
             continue;
+        if (op->kind == KIND_DEPTH_TO_SPACE) {
+            TRY(lower_depth_to_space(c, i, g, &n, &extra));
+            continue;
+        }
         kr_node *node = &g->nodes[n++];
         node->op = (kr_op)op->kind;
         node->source_index = (int)i;
@@ -638,13 +801,24 @@ static keyer_status read_model(tfl_ctx *c, kr_graph *g)
     for (size_t t = 0; t < c->n_tensors; t++) {
         c->ft[t].deq_source = -1;
         c->ft[t].deq_op = -1;
+        c->ft[t].densify_op = -1;
         c->ft[t].index = -1;
     }
     TRY(read_operators(c));
     TRY(check_io(c, &c->g_inputs, "input"));
     TRY(check_io(c, &c->g_outputs, "output"));
+    TRY(link_densify(c));
     TRY(link_dequantize(c));
     return build_graph(c, &model, g);
+}
+
+static void free_ctx(tfl_ctx *c)
+{
+    for (size_t t = 0; c->ft && t < c->n_tensors; t++)
+        free(c->ft[t].dense);
+    free(c->codes);
+    free(c->ops);
+    free(c->ft);
 }
 
 keyer_status kr_tflite_read(const void *data, size_t size, const char *name, kr_graph **out,
@@ -675,16 +849,12 @@ keyer_status kr_tflite_read(const void *data, size_t size, const char *name, kr_
     st = kr_graph_validate(g, err);
     if (st != KEYER_OK)
         goto fail;
-    free(c.codes);
-    free(c.ops);
-    free(c.ft);
+    free_ctx(&c);
     *out = g;
     return KEYER_OK;
 
 fail:
-    free(c.codes);
-    free(c.ops);
-    free(c.ft);
+    free_ctx(&c);
     kr_graph_destroy(&g);
     return st;
 }

@@ -12,8 +12,11 @@
 #include "nn/flatbuffer.h"
 #include "nn/graph.h"
 
-/* Operator kind beyond kr_op: folded at load. */
+/* Operator kinds beyond kr_op: folded (DEQUANTIZE, DENSIFY) or lowered (DEPTH_TO_SPACE into
+ * RESHAPE, TRANSPOSE, RESHAPE) at load. */
 #define KIND_DEQUANTIZE (-1)
+#define KIND_DENSIFY (-2)
+#define KIND_DEPTH_TO_SPACE (-3)
 
 /** An operator code: the builtin code, or a custom operator's name. */
 typedef struct tfl_opcode {
@@ -25,7 +28,7 @@ typedef struct tfl_opcode {
 /** An operator of subgraph 0 (read_operators, in tflite.c). */
 typedef struct tfl_op {
     fb_table t;
-    int kind; /* a kr_op, or KIND_DEQUANTIZE */
+    int kind; /* a kr_op, or a KIND_* above */
     int n_in, n_out;
     int in[KR_MAX_NODE_INPUTS]; /* file tensor indices; -1 = absent */
     int out[KR_MAX_NODE_OUTPUTS];
@@ -46,6 +49,10 @@ typedef struct tfl_tensor {
     size_t data, data_len; /* constant bytes in the file; data_len 0: no data */
     int deq_source;        /* file tensor a DEQUANTIZE converts into this one, or -1 */
     int deq_op;            /* that DEQUANTIZE's operator index */
+    size_t sparsity;       /* the SparsityParameters table, or 0 (a dense tensor) */
+    uint8_t *dense;        /* DENSIFY's output: the densified bytes (owned by the reader, in
+                            * the file's element encoding), or NULL */
+    int densify_op;        /* the DENSIFY writing it, or -1 */
     int index;             /* index in the graph, or -1 */
 } tfl_tensor;
 
@@ -61,11 +68,27 @@ typedef struct tfl_ctx {
     size_t n_tensors;
 } tfl_ctx;
 
-/** The name of an operator kind (a kr_op, or KIND_DEQUANTIZE) for messages. */
+/** The name of an operator kind (a kr_op, or a KIND_*) for messages. */
 static inline const char *tfl_kind_name(int kind)
 {
-    return kind == KIND_DEQUANTIZE ? "DEQUANTIZE" : kr_op_name((kr_op)kind);
+    switch (kind) {
+    case KIND_DEQUANTIZE: return "DEQUANTIZE";
+    case KIND_DENSIFY: return "DENSIFY";
+    case KIND_DEPTH_TO_SPACE: return "DEPTH_TO_SPACE";
+    default: return kr_op_name((kr_op)kind);
+    }
 }
+
+/**
+ * DENSIFY (tflite_sparse.c): expands the sparse constant @p src (read by operator @p op, its
+ * sparsity table at src->sparsity, its stored values at src->data) into *@p out, a malloc'd
+ * array of src->elements values in the file's encoding (2 bytes for FLOAT16, else 4), zero
+ * where absent; @p dst is the operator's output (same type and shape). Every length, index
+ * and segment is checked first. Errors (in c->r.err, naming the operator and tensor):
+ * BAD_DATA, UNSUPPORTED, OUT_OF_MEMORY.
+ */
+keyer_status kr_tfl_densify(const tfl_ctx *c, size_t op, const tfl_tensor *src,
+                            const tfl_tensor *dst, uint8_t **out);
 
 /**
  * Reads the options of operator @p i (its builtin options table, or the custom options of

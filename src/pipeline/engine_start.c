@@ -64,7 +64,9 @@ static keyer_status load_models(keyer_session *s, keyer_error *err)
         const char *name = s->model_name ? s->model_name : auto_model(s);
         snprintf(s->model_used, sizeof(s->model_used), "%s", name);
         kr_infer_params ip = {name, p->model_desc, 0, &s->ctx, &s->stages[KR_ST_INFER],
-                              &s->batches, s->serial_threads, s->fail_cuda_at, p->precision};
+                              &s->batches, s->serial_threads, s->fail_cuda_at, p->precision,
+                              p->max_streams,
+                              p->device == KEYER_DEVICE_CUDA ? p->cuda_device : -1};
         if ((st = kr_infer_create(&ip, &s->infer, err)))
             return st;
     }
@@ -192,6 +194,8 @@ static keyer_status choose_device(keyer_session *s, keyer_error *err)
     s->batch = p->batch > 0 ? p->batch : latency ? 1 : 16;
     if (p->passthrough && !p->detect)
         want_cuda = 0; /* nothing runs on the GPU */
+    if (s->infer && kr_infer_get_info(s->infer)->host_frames)
+        want_cuda = 0; /* model people: host frames; its networks run where it was told */
     if (want_cuda && !try_cuda(s, p->device == KEYER_DEVICE_CUDA)) {
         s->fell_back = p->device == KEYER_DEVICE_CUDA || kr_device_cuda() != NULL;
         if (s->fell_back && p->device == KEYER_DEVICE_AUTO && kr_device_cuda() &&

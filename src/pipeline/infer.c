@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keyer/detect.h"
+#include "keyer/people.h"
 #include "keyer/registry.h"
 #include "vision/segmodel.h"
 
@@ -15,6 +17,15 @@ struct kr_infer {
     kr_model_stage *stage;
     kr_queue *next;
     atomic_llong frames_cpu, frames_cuda;
+    /* model people */
+    int people;                  /* 1: the people keyer */
+    keyer_people_params people_params;
+    keyer_people **per_stream;   /* [max_streams], made at a stream's first frame */
+    int max_streams;
+    keyer_detector *decoder;     /* the detector's outputs */
+    int det_boxes, det_scores;   /* their indices */
+    size_t box_count, score_count; /* values per frame */
+    int slot;                    /* the items' input slot */
 };
 
 /* ---- outputs ---------------------------------------------------------------------------------- */
@@ -88,6 +99,132 @@ static int forward(void *opaque, kr_item *it)
 static const kr_model_stage_ops infer_ops = {cpu_outputs, cuda_outputs, upload_outputs, forward,
                                                NULL};
 
+/* ---- model people ----------------------------------------------------------------------------- */
+
+/* One frame: the whole-frame detections decoded into frame pixels, the stream's people keyer
+ * (made now at its first frame), its mask into the item's. */
+static keyer_status people_frame(kr_infer *inf, kr_item *it, const float *boxes,
+                                 const float *scores, keyer_error *err)
+{
+    keyer_detection dets[KEYER_SESSION_MAX_DETECTIONS];
+    int n = 0;
+    keyer_status st = keyer_detector_decode(inf->decoder, boxes, scores, dets,
+                                            KEYER_SESSION_MAX_DETECTIONS, &n, err);
+    if (st)
+        return st;
+    const keyer_prepare_geometry *g = &it->geom[inf->slot];
+    float tw = (float)inf->info.in_w, th = (float)inf->info.in_h;
+    keyer_letterbox lb = {g->content.x / tw, g->content.y / th,
+                          (tw - g->content.x - g->content.width) / tw,
+                          (th - g->content.y - g->content.height) / th};
+    keyer_detections_to_pixels(dets, n, &lb, it->src->width, it->src->height);
+    if (it->stream < 0 || it->stream >= inf->max_streams)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL, "people: stream %d of %d", it->stream,
+                               inf->max_streams);
+    keyer_people **pp = &inf->per_stream[it->stream];
+    if (!*pp && (st = keyer_people_create(&inf->people_params, pp, err)))
+        return st;
+    int count = 0;
+    if ((st = keyer_people_run_detections(*pp, it->src, dets, n, NULL, 0, &count, err)))
+        return st;
+    return keyer_people_mask(*pp, it->host.mask_frame, err);
+}
+
+static keyer_status people_cpu_outputs(void *opaque, keyer_runtime *rt, kr_item **items, int n,
+                                       keyer_error *err)
+{
+    kr_infer *inf = opaque;
+    const float *boxes = keyer_runtime_output_data(rt, inf->det_boxes);
+    const float *scores = keyer_runtime_output_data(rt, inf->det_scores);
+    keyer_status st = KEYER_OK;
+    for (int i = 0; i < n && !st; i++)
+        st = people_frame(inf, items[i], boxes + (size_t)i * inf->box_count,
+                          scores + (size_t)i * inf->score_count, err);
+    if (!st)
+        atomic_fetch_add(&inf->frames_cpu, n);
+    return st;
+}
+
+/* The session keeps model people's frames on the host (info.host_frames): never called. */
+static keyer_status people_cuda_outputs(void *opaque, keyer_runtime *rt, kr_item **items, int n,
+                                        void *stream, keyer_error *err)
+{
+    (void)opaque, (void)rt, (void)items, (void)n, (void)stream;
+    return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                           "model people keys frames in host memory, not CUDA frames");
+}
+
+static const kr_model_stage_ops people_ops = {people_cpu_outputs, people_cuda_outputs, NULL,
+                                              forward, NULL};
+
+/* The person detector as the stage's network, the decoder, the people keyers' parameters. */
+static keyer_status people_create(kr_infer *inf, const kr_infer_params *p, keyer_model **model,
+                                  keyer_error *err)
+{
+    char path[4096];
+    keyer_status st;
+    if ((st = keyer_registry_resolve("pose-detect", path, sizeof(path), err)) ||
+        (st = keyer_model_load_file(path, model, err)))
+        return keyer_error_prefix(err, "model people: ");
+    keyer_detector_params dp = keyer_detector_params_pose();
+    if ((st = keyer_detector_create(&dp, &inf->decoder, err)))
+        return st;
+    inf->box_count = (size_t)keyer_detector_anchor_count(inf->decoder) * (size_t)dp.num_coords;
+    inf->score_count = (size_t)keyer_detector_anchor_count(inf->decoder);
+    inf->det_boxes = inf->det_scores = -1;
+    for (int i = 0; i < keyer_model_output_count(*model); i++) {
+        keyer_tensor_info t;
+        if (keyer_model_output_info(*model, i, &t, NULL) != KEYER_OK)
+            continue;
+        size_t c = 1;
+        for (int d = 0; d < t.rank; d++)
+            c *= (size_t)t.dims[d];
+        if (c == inf->box_count && inf->det_boxes < 0)
+            inf->det_boxes = i;
+        else if (c == inf->score_count && inf->det_scores < 0)
+            inf->det_scores = i;
+    }
+    if (inf->det_boxes < 0 || inf->det_scores < 0)
+        return keyer_error_set(err, KEYER_STATUS_BAD_DATA,
+                               "model people: %s is not the pose detector", path);
+    inf->max_streams = p->max_streams > 0 ? p->max_streams : 1;
+    if (!(inf->per_stream = calloc((size_t)inf->max_streams, sizeof(*inf->per_stream))))
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
+    keyer_people_params pp = keyer_people_params_defaults();
+    pp.threads = p->threads;
+    if (p->people_cuda >= 0) {
+        pp.backend = KEYER_BACKEND_CUDA;
+        pp.device = p->people_cuda;
+    }
+    inf->people_params = pp;
+    inf->people = 1;
+    inf->slot = p->slot;
+    inf->info.in_w = dp.input_width;
+    inf->info.in_h = dp.input_height;
+    inf->info.mask_w = inf->info.mask_h = KEYER_PEOPLE_MASK_SIDE;
+    inf->info.letterbox = 0; /* the mask covers the whole frame */
+    inf->info.cuda_precision = KEYER_PRECISION_F32;
+    inf->info.host_frames = 1;
+    inf->mask_bytes = (size_t)inf->info.mask_w * (size_t)inf->info.mask_h * sizeof(float);
+    kr_model_stage_params mp = {
+        .name = "infer",
+        .model_name = inf->info.model,
+        .what = "people detection: ",
+        /* values in [-1, 1], bars at -1 (MediaPipe's pose detector) */
+        .input = {.slot = p->slot, .width = dp.input_width, .height = dp.input_height,
+                  .letterbox = 1, .scale = 2.0f, .offset = -1.0f, .what = ""},
+        .ctx = p->ctx,
+        .stats = p->stats,
+        .counters = p->counters,
+        .threads = p->threads,
+        .fail_cuda_at = p->fail_cuda_at,
+        .cuda_precision = KEYER_PRECISION_F32,
+        .ops = &people_ops,
+        .opaque = inf,
+    };
+    return kr_model_stage_create(&mp, model, &inf->stage, err);
+}
+
 /* ---- set-up ----------------------------------------------------------------------------------- */
 
 keyer_status kr_infer_create(const kr_infer_params *p, kr_infer **out, keyer_error *err)
@@ -100,7 +237,17 @@ keyer_status kr_infer_create(const kr_infer_params *p, kr_infer **out, keyer_err
     atomic_init(&inf->frames_cpu, 0);
     atomic_init(&inf->frames_cuda, 0);
     snprintf(inf->info.model, sizeof(inf->info.model), "%s", name);
-    keyer_status st = kr_segmodel_open(&inf->seg, name, p->desc, err);
+    keyer_status st;
+    if (!strcmp(name, KEYER_PEOPLE_MODEL)) {
+        keyer_model *model = NULL;
+        st = people_create(inf, p, &model, err);
+        keyer_model_destroy(&model); /* NULL once the stage took it */
+        if (st)
+            goto fail;
+        *out = inf;
+        return KEYER_OK;
+    }
+    st = kr_segmodel_open(&inf->seg, name, p->desc, err);
     if (st)
         goto fail;
     inf->info.in_w = inf->seg.in_w;
@@ -138,12 +285,29 @@ fail:
     return st;
 }
 
+keyer_status kr_infer_resolve(const char *name, keyer_error *err)
+{
+    char path[4096];
+    keyer_status st;
+    if (strcmp(name, KEYER_PEOPLE_MODEL))
+        return keyer_registry_resolve(name, path, sizeof(path), err);
+    if ((st = keyer_registry_resolve("pose-detect", path, sizeof(path), err)) ||
+        (st = keyer_registry_resolve("pose-full", path, sizeof(path), err)))
+        return keyer_error_prefix(err, "model people: ");
+    return KEYER_OK;
+}
+
 void kr_infer_destroy(kr_infer **pinf)
 {
     if (!pinf || !*pinf)
         return;
-    kr_model_stage_destroy(&(*pinf)->stage);
-    kr_segmodel_close(&(*pinf)->seg);
+    kr_infer *inf = *pinf;
+    kr_model_stage_destroy(&inf->stage);
+    kr_segmodel_close(&inf->seg);
+    for (int i = 0; inf->per_stream && i < inf->max_streams; i++)
+        keyer_people_destroy(&inf->per_stream[i]);
+    free(inf->per_stream);
+    keyer_detector_destroy(&inf->decoder);
     free(*pinf);
     *pinf = NULL;
 }

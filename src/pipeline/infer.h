@@ -5,6 +5,13 @@
  * says (probability, logits, alpha, classes: vision/segmodel.h). Finished items go to the
  * refine stage's queue.
  *
+ * Model "people" (keyer/people.h, KEYER_PEOPLE_MODEL): the stage's network is the person
+ * detector, run on every frame letterboxed (batched across streams); its outputs are decoded
+ * and handed with the host frame to the stream's people keyer (made at the stream's first
+ * frame), which adds its tiles, tracks, runs the pose model per person and writes the mask
+ * (KEYER_PEOPLE_MASK_SIDE square, stretched over the frame). It needs host frames
+ * (info.host_frames); its networks run on the CPU or on CUDA device params.people_cuda.
+ *
  * Thread safety: set-up from the session's thread; the stage runs on its own thread.
  */
 #ifndef KEYER_PIPELINE_INFER_H
@@ -24,6 +31,10 @@ typedef struct kr_infer_params {
     int threads;                 /* CPU threads of its runtimes */
     int fail_cuda_at;            /* KEYER_FAIL_CUDA_AT_FRAME, -1: off */
     keyer_precision precision;   /* the session's; AUTO is resolved for the model here */
+    /* model "people" (keyer/people.h): the stage runs the person detector on whole frames
+     * (batched across streams), then each stream's people keyer makes the mask */
+    int max_streams;             /* stream ids 0..max_streams-1 */
+    int people_cuda;             /* the people keyers' networks on this CUDA device; -1: CPU */
 } kr_infer_params;
 
 /** What the session and the other stages need to know of the keying model. */
@@ -33,6 +44,7 @@ typedef struct kr_infer_info {
     int mask_w, mask_h;      /* its mask */
     int letterbox;           /* its input keeps the frame's aspect ratio */
     keyer_precision cuda_precision; /* of its CUDA runtimes (F32 or F16) */
+    int host_frames;         /* 1: it needs the frames in host memory (model people) */
 } kr_infer_info;
 
 typedef struct kr_infer kr_infer;
@@ -44,6 +56,12 @@ typedef struct kr_infer kr_infer;
  * BAD_DATA, UNSUPPORTED, OUT_OF_MEMORY.
  */
 keyer_status kr_infer_create(const kr_infer_params *params, kr_infer **out, keyer_error *err);
+
+/**
+ * Checks that the keying model @p name (a registry name, a file, or "people": its two
+ * networks) resolves to files that exist. Errors: those of keyer_registry_resolve.
+ */
+keyer_status kr_infer_resolve(const char *name, keyer_error *err);
 
 /** Frees it and its stage; accepts NULL; sets *inf NULL. */
 void kr_infer_destroy(kr_infer **inf);

@@ -286,8 +286,7 @@ static keyer_status check_params(keyer_session_params *p, keyer_error *err)
         return st;
     if (p->model) {
         /* an unknown name or a missing file is reported now, not when the stages start */
-        char path[4096];
-        return keyer_registry_resolve(p->model, path, sizeof(path), err);
+        return kr_infer_resolve(p->model, err);
     }
     return KEYER_OK;
 }

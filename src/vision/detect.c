@@ -49,6 +49,22 @@ keyer_detector_params keyer_detector_params_face_full(void)
     return p;
 }
 
+keyer_detector_params keyer_detector_params_pose(void)
+{
+    keyer_detector_params p = keyer_detector_params_face_short();
+    p.input_width = p.input_height = 224;
+    p.num_layers = 5;
+    p.strides[0] = 8;
+    p.strides[1] = 16;
+    p.strides[2] = p.strides[3] = p.strides[4] = 32;
+    p.anchors_per_layer = 2; /* aspect ratio 1.0 + the interpolated anchor */
+    p.num_coords = 12;
+    p.num_keypoints = 4;
+    p.x_scale = p.y_scale = p.w_scale = p.h_scale = 224.0f;
+    p.min_score = 0.5f;
+    return p;
+}
+
 /* Counts (out == NULL) or writes anchor centres. */
 static int make_anchors(const keyer_detector_params *p, float *out)
 {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/device.h"
+#include "keyer/people.h"
 #include "vision/segmodel.h"
 
 enum { MEM_HOST = 0, MEM_CUDA = 1 };
@@ -22,6 +23,7 @@ struct keyer_keying {
     int mask_w, mask_h, mask_c;     /* its mask output: cells and channels per cell */
     int mask_index, mask_plain, letterbox; /* mask_plain: the output is the mask itself */
     kr_segmodel seg;                /* input, mask output and its kind (seg.model moves out) */
+    keyer_people *people;           /* model "people": the people keyer instead of a network */
     keyer_model_desc desc;          /* copy of *p.model_desc */
     size_t in_bytes, out_bytes, mask_bytes; /* input tensor, mask output, one-channel mask */
 
@@ -74,7 +76,8 @@ static const keyer_option_choice fit_choices[] = {
 
 #define OFF(f) offsetof(keyer_keying_params, f)
 static const keyer_option keying_options[] = {
-    {"model", "segmentation model: registry name or .tflite path", OFF(model),
+    {"model", "segmentation model: registry name, .tflite or .onnx path, or people (the person "
+     "detector and a pose body mask per person, for people far from the camera)", OFF(model),
      KEYER_OPTION_STRING, 0, 0, 4095, NULL, NULL, "selfie", "NAME", 0, 0u},
     KEYER_OPTION_FIELD("backend", "where the network runs", OFF(backend), KEYER_OPTION_ENUM,
         KEYER_BACKEND_CPU, 0, 0, backend_choices),
@@ -108,7 +111,11 @@ keyer_keying_params keyer_keying_params_defaults(void)
 static keyer_status make_effects(keyer_keying *k, int mem, keyer_error *err)
 {
     keyer_prepare_params pp = keyer_prepare_params_defaults();
-    kr_segmodel_prepare_params(&k->seg, &pp);
+    if (k->people) { /* no network input: any valid preparation (never run) */
+        pp.width = pp.height = 8;
+    } else {
+        kr_segmodel_prepare_params(&k->seg, &pp);
+    }
     pp.fit = k->letterbox ? KEYER_FIT_LETTERBOX : KEYER_FIT_STRETCH;
     pp.threads = k->p.threads;
     keyer_refine_params rp = k->p.refine;
@@ -174,6 +181,50 @@ static keyer_status open_model(keyer_keying *k, keyer_error *err)
     return KEYER_OK;
 }
 
+/* Model "people": the people keyer on the backend, its mask KEYER_PEOPLE_MASK_SIDE square
+ * stretched over the frame, the host effects. */
+static keyer_status open_people(keyer_keying *k, keyer_error *err)
+{
+    keyer_people_params pp = keyer_people_params_defaults();
+    pp.backend = k->p.backend;
+    pp.device = k->p.device;
+    pp.threads = k->p.threads;
+    pp.logger = k->p.logger;
+    keyer_status st = keyer_people_create(&pp, &k->people, err);
+    if (st)
+        return st;
+    k->in_w = k->in_h = k->mask_w = k->mask_h = KEYER_PEOPLE_MASK_SIDE;
+    k->mask_c = 1;
+    k->mask_plain = 0;
+    k->letterbox = 0;
+    k->mask_bytes = (size_t)k->mask_w * (size_t)k->mask_h * sizeof(float);
+    if (!(k->host_mask = malloc(k->mask_bytes)))
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "keying: out of memory");
+    return make_effects(k, MEM_HOST, err);
+}
+
+/* Model "people" on a host frame: the people mask into host_mask and the mask view. */
+static keyer_status people_mask(keyer_keying *k, const keyer_frame *frame, keyer_error *err)
+{
+    int n = 0;
+    keyer_status st = keyer_people_run(k->people, frame, NULL, 0, &n, err);
+    if (st)
+        return st;
+    keyer_frame *m = &k->mask;
+    memset(m, 0, sizeof(*m));
+    m->format = KEYER_PIXEL_FORMAT_GRAYF32;
+    m->width = k->mask_w;
+    m->height = k->mask_h;
+    m->memory = KEYER_MEMORY_HOST;
+    m->data[0] = (uint8_t *)k->host_mask;
+    m->stride[0] = (ptrdiff_t)k->mask_w * (ptrdiff_t)sizeof(float);
+    m->pts = INT64_MIN;
+    if ((st = keyer_people_mask(k->people, m, err)))
+        return st;
+    k->mask_valid = 1;
+    return KEYER_OK;
+}
+
 keyer_status keyer_keying_create(const keyer_keying_params *params, keyer_keying **out,
                                  keyer_error *err)
 {
@@ -213,6 +264,12 @@ keyer_status keyer_keying_create(const keyer_keying_params *params, keyer_keying
                              "keying: keyer was built without CUDA, so the cuda backend is not "
                              "available");
         goto fail;
+    }
+    if (!strcmp(k->name, KEYER_PEOPLE_MODEL)) {
+        if ((st = open_people(k, err)))
+            goto fail;
+        *out = k;
+        return KEYER_OK;
     }
     if ((st = open_model(k, err)))
         goto fail;
@@ -266,6 +323,7 @@ void keyer_keying_destroy(keyer_keying **pk)
     keyer_frame_destroy(&k->bg_moved);
     keyer_runtime_destroy(&k->rt);
     keyer_model_destroy(&k->model);
+    keyer_people_destroy(&k->people);
     free(k->host_in);
     free(k->host_out);
     free(k->host_mask);
@@ -464,6 +522,10 @@ keyer_status keyer_keying_process(keyer_keying *k, const keyer_frame *frame, key
     if (st)
         return keyer_error_prefix(err, "keying: frame: ");
     int mem = frame->memory == KEYER_MEMORY_CUDA ? MEM_CUDA : MEM_HOST;
+    if (mem == MEM_CUDA && k->people)
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                               "keying: model people keys host frames (its networks run on the "
+                               "backend); this frame is in CUDA memory");
     if (mem == MEM_CUDA && (st = cuda_ready(k, frame, err)))
         return st;
     keyer_frame *alpha = matte;
@@ -495,8 +557,13 @@ keyer_status keyer_keying_process(keyer_keying *k, const keyer_frame *frame, key
         k->cuda_queued = 1;
 
     keyer_prepare_geometry geom;
-    if ((st = make_input(k, mem, frame, &geom, err)) || (st = make_mask(k, mem, frame, err)))
+    if (k->people) {
+        if ((st = people_mask(k, frame, err)))
+            return st;
+    } else if ((st = make_input(k, mem, frame, &geom, err)) ||
+               (st = make_mask(k, mem, frame, err))) {
         return st;
+    }
     /* the part of the mask covering the frame (letterboxed) */
     keyer_rectf region, *rp = NULL;
     if (k->letterbox) {
@@ -567,6 +634,7 @@ void keyer_keying_reset(keyer_keying *k)
     for (int m = 0; m < 2; m++)
         if (k->refine[m])
             keyer_refine_reset(k->refine[m], -1, NULL);
+    keyer_people_reset(k->people);
     k->mask_valid = 0;
 }
 

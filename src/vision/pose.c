@@ -332,8 +332,8 @@ keyer_status keyer_pose_run(keyer_pose *pose, const keyer_frame *frame, keyer_po
     pose->frame_w = frame->width;
     pose->frame_h = frame->height;
     if (!pose->has_roi) {
-        /* No person detector (pose_detection.tflite needs DENSIFY): seed from a face or the
-         * whole frame, then refine on the crop that result gives. */
+        /* Seed from a face or the whole frame (keyer/pose.h), then refine on the crop that
+         * result gives. */
         int face = 0;
         keyer_roi seed;
         if (pose->faces && (st = roi_from_face(pose, frame, &seed, &face, err)))

@@ -150,16 +150,65 @@ static void write_opcode(fb *b, size_t slot, const kt_op *op)
         ref(b, pos[1], str(b, op->custom));
 }
 
-static void write_tensor(fb *b, size_t slot, const kt_tensor *x)
+/* A SparseIndexVector table (Int32Vector, Uint16Vector or Uint8Vector) referenced from @p slot. */
+static void write_index_vector(fb *b, size_t slot, int type, int n, const int *v)
 {
-    kt_field f[4] = {placeholder(1), {1, (uint64_t)(uint8_t)x->type}, {4, (uint64_t)x->buffer},
-                     placeholder(x->name != NULL)};
-    size_t pos[4];
-    size_t t = table(b, 4, f, pos);
+    kt_field f[1] = {placeholder(1)};
+    size_t pos[1];
+    size_t t = table(b, 1, f, pos);
+    ref(b, slot, t);
+    size_t elem = type == 1 ? 4 : type == 2 ? 2 : 1;
+    pad(b, 4, 0);
+    size_t vp = put_u32(b, (uint32_t)n);
+    for (int i = 0; i < n; i++) {
+        size_t at = put(b, NULL, elem);
+        set_le(b, at, (uint64_t)(uint32_t)v[i], (int)elem);
+    }
+    ref(b, pos[0], vp);
+}
+
+static void write_sparsity(fb *b, size_t slot, const kt_sparsity *sp)
+{
+    kt_field f[3] = {placeholder(1), placeholder(sp->n_block > 0), placeholder(1)};
+    size_t pos[3];
+    size_t t = table(b, 3, f, pos);
+    ref(b, slot, t);
+    pad(b, 4, 0);
+    ref(b, pos[0], vec_i32(b, sp->n_trav, sp->trav));
+    if (sp->n_block)
+        ref(b, pos[1], vec_i32(b, sp->n_block, sp->block_map));
+    size_t dims = put_u32(b, (uint32_t)sp->n_dims);
+    put(b, NULL, 4 * (size_t)sp->n_dims);
+    ref(b, pos[2], dims);
+    for (int i = 0; i < sp->n_dims; i++) {
+        const kt_dim_meta *d = &sp->dims[i];
+        int csr = d->format == 1;
+        kt_field df[6] = {{1, (uint64_t)(uint8_t)d->format}, {4, (uint64_t)(uint32_t)d->dense_size},
+                          {csr ? 1 : 0, (uint64_t)(uint8_t)d->seg_type}, placeholder(csr),
+                          {csr ? 1 : 0, (uint64_t)(uint8_t)d->idx_type}, placeholder(csr)};
+        size_t dpos[6];
+        size_t dt = table(b, 6, df, dpos);
+        ref(b, dims + 4 + 4 * (size_t)i, dt);
+        if (csr) {
+            write_index_vector(b, dpos[3], d->seg_type, d->n_seg, d->seg);
+            write_index_vector(b, dpos[5], d->idx_type, d->n_idx, d->idx);
+        }
+    }
+}
+
+static void write_tensor(fb *b, size_t slot, const kt_tensor *x, const kt_sparsity *sparsity)
+{
+    kt_field f[7] = {placeholder(1), {1, (uint64_t)(uint8_t)x->type}, {4, (uint64_t)x->buffer},
+                     placeholder(x->name != NULL), {0, 0}, {0, 0},
+                     placeholder(sparsity != NULL)};
+    size_t pos[7];
+    size_t t = table(b, 7, f, pos);
     ref(b, slot, t);
     ref(b, pos[0], vec_i32(b, x->rank, x->dims));
     if (x->name)
         ref(b, pos[3], str(b, x->name));
+    if (sparsity)
+        write_sparsity(b, pos[6], sparsity);
 }
 
 static void write_op(fb *b, size_t slot, int index, const kt_op *op)
@@ -206,7 +255,8 @@ uint8_t *kt_tflite_build(const kt_model *m, size_t *size)
     put(&b, NULL, 4 * (size_t)m->n_tensors);
     ref(&b, spos[0], tensors);
     for (int i = 0; i < m->n_tensors; i++)
-        write_tensor(&b, tensors + 4 + 4 * (size_t)i, &m->tensors[i]);
+        write_tensor(&b, tensors + 4 + 4 * (size_t)i, &m->tensors[i],
+                     m->sparsity ? m->sparsity[i] : NULL);
     ref(&b, spos[1], vec_i32(&b, m->n_inputs, m->inputs));
     ref(&b, spos[2], vec_i32(&b, m->n_outputs, m->outputs));
     size_t ops = put_u32(&b, (uint32_t)m->n_ops);

@@ -20,6 +20,28 @@ typedef struct kt_field {
     uint64_t value; /* little-endian bits */
 } kt_field;
 
+/* One level of a sparse tensor's traversal (TFLite DimensionMetadata). */
+typedef struct kt_dim_meta {
+    int format;     /* 0 DENSE, 1 SPARSE_CSR */
+    int dense_size;
+    int seg_type;   /* SparseIndexVector: 1 int32, 2 uint16, 3 uint8 (CSR only) */
+    int n_seg;
+    const int *seg;
+    int idx_type;
+    int n_idx;
+    const int *idx;
+} kt_dim_meta;
+
+/* TFLite SparsityParameters. */
+typedef struct kt_sparsity {
+    int n_trav;
+    int trav[12];
+    int n_block;
+    int block_map[6];
+    int n_dims;
+    kt_dim_meta dims[12];
+} kt_sparsity;
+
 typedef struct kt_tensor {
     const char *name; /* NULL: no name field */
     int type;         /* TensorType: 0 FLOAT32, 1 FLOAT16, 2 INT32 */
@@ -52,6 +74,7 @@ typedef struct kt_model {
     const kt_tensor *tensors;
     const kt_op *ops;
     const kt_buffer *buffers;
+    const kt_sparsity *const *sparsity; /* NULL, or one per tensor (NULL: a dense tensor) */
     int inputs[8], outputs[8];
     const char *description;
 } kt_model;

@@ -806,6 +806,67 @@ static void test_write_seeds(void **state)
     free(d);
 }
 
+/* A sparse model: 1x1 convolution weights stored block-sparse (FLOAT16, int32 segments, uint16
+ * indices, blocks of 2 along the input channels) behind DENSIFY and DEQUANTIZE, then
+ * DEPTH_TO_SPACE; written as a seed and mutated (the densifier's checks under fire). */
+static uint8_t *sparse_model(size_t *n)
+{
+    static const uint16_t vals[12] = {0x3c00, 0, 0x4000, 0, 0, 0x4200, 0x4400, 0x4500, 0xc600, 0,
+                                      0, 0x4780};
+    static const float bias[4] = {0, 1, 2, 3};
+    static const int seg[5] = {0, 2, 2, 4, 6};
+    static const int idx[6] = {0, 1, 0, 1, 0, 1};
+    static kt_sparsity sp;
+    memset(&sp, 0, sizeof(sp));
+    sp.n_trav = 5;
+    for (int i = 0; i < 5; i++)
+        sp.trav[i] = i;
+    sp.n_block = 1;
+    sp.block_map[0] = 3;
+    sp.n_dims = 5;
+    sp.dims[0] = (kt_dim_meta){0, 4, 0, 0, NULL, 0, 0, NULL};
+    sp.dims[1] = (kt_dim_meta){0, 1, 0, 0, NULL, 0, 0, NULL};
+    sp.dims[2] = (kt_dim_meta){0, 1, 0, 0, NULL, 0, 0, NULL};
+    sp.dims[3] = (kt_dim_meta){1, 0, 1, 5, seg, 2, 6, idx};
+    sp.dims[4] = (kt_dim_meta){0, 2, 0, 0, NULL, 0, 0, NULL};
+    static const kt_tensor t[] = {
+        {"in", F32, 4, {1, 2, 2, 4}, 0},  {"w_sparse", F16, 4, {4, 1, 1, 4}, 1},
+        {"w16", F16, 4, {4, 1, 1, 4}, 0}, {"w", F32, 4, {4, 1, 1, 4}, 0},
+        {"b", F32, 1, {4}, 2},            {"conv", F32, 4, {1, 2, 2, 4}, 0},
+        {"out", F32, 4, {1, 4, 4, 1}, 0},
+    };
+    static const kt_sparsity *sparsity[7] = {NULL, &sp, NULL, NULL, NULL, NULL, NULL};
+    kt_buffer b[] = {{NULL, 0}, {vals, sizeof(vals)}, {bias, sizeof(bias)}};
+    kt_op o[4] = {{.code = 124, .n_in = 1, .in = {1}, .n_out = 1, .out = {2}},
+                  {.code = 6, .n_in = 1, .in = {2}, .n_out = 1, .out = {3}},
+                  {.code = 3, .n_in = 3, .in = {0, 3, 4}, .n_out = 1, .out = {5}, .opt_type = 1,
+                   .n_opt = 3, .opt = {kt_i8(1), kt_i32(1), kt_i32(1)}},
+                  {.code = 5, .n_in = 1, .in = {5}, .n_out = 1, .out = {6}, .opt_type = 94,
+                   .n_opt = 1, .opt = {kt_i32(2)}}};
+    kt_model m = {.n_tensors = 7, .tensors = t, .n_ops = 4, .ops = o, .n_buffers = 3,
+                  .buffers = b, .sparsity = sparsity, .n_inputs = 1, .inputs = {0},
+                  .n_outputs = 1, .outputs = {6}};
+    return build(&m, n);
+}
+
+static void test_sparse_model(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *d = sparse_model(&n);
+    keyer_model *km = expect_ok(d, n);
+    const kr_graph *g = kr_model_graph(km);
+    assert_int_equal(g->n_nodes, 4); /* CONV_2D, RESHAPE, TRANSPOSE, RESHAPE */
+    const float *w = g->tensors[g->nodes[0].inputs[1]].data;
+    assert_true(w[0] == 1.0f && w[1] == 0.0f && w[2] == 2.0f && w[15] == 7.5f);
+    keyer_model_destroy(&km);
+    write_seed("sparse_conv.tflite", d, n);
+    mutation_stats s = mutate(d, n, NULL, 0, 20000, 10.0, 0x5ba45eull);
+    print_message("sparse_conv: %ld mutations, %ld still loaded\n", s.runs, s.loaded);
+    assert_true(s.runs >= 1000);
+    free(d);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -837,6 +898,7 @@ int main(void)
         cmocka_unit_test(test_shared_buffer_budget),
         cmocka_unit_test(test_write_seeds),
         cmocka_unit_test(test_mutations),
+        cmocka_unit_test(test_sparse_model),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

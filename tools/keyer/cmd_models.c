@@ -20,6 +20,7 @@ static const char *task_name(keyer_model_task t)
     case KEYER_TASK_FACE_DETECTION: return "face detection";
     case KEYER_TASK_POSE_LANDMARKS: return "pose landmarks";
     case KEYER_TASK_FACE_LANDMARKS: return "face landmarks";
+    case KEYER_TASK_POSE_DETECTION: return "pose detection";
     }
     return "?";
 }

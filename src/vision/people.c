@@ -1,0 +1,827 @@
+/*
+ * Keying people at any distance (keyer/people.h): the person detector, per-person crops
+ * tracked from the landmarks, the landmark model's body mask per crop batched over the people,
+ * per-person temporal smoothing, and the masks combined into the frame's. Built on the public
+ * API and the vision helpers (vmodel.h).
+ */
+#include "keyer/people.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keyer/registry.h"
+#include "keyer/track.h"
+#include "render/fx_math.h"
+#include "vision/sigmoid.h"
+#include "vision/vmodel.h"
+
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
+
+#define MODEL_POINTS 39 /* landmarks the model emits: 33 + 2 auxiliary + 4 unused */
+#define AUX_CENTER 33
+#define AUX_SCALE 34
+#define MAX_BATCH 16
+#define MAX_DETECTIONS 64
+#define MAX_ALL 256 /* detections of all regions before merging */
+#define SAME_PERSON 0.3f     /* hips closer than this times the body radius: one person */
+#define SAME_PERSON_IOU 0.6f /* without keypoints: boxes overlapping more than this */
+#define NMS_IOU 0.6f         /* the decoder's weighted NMS (MediaPipe's single-person graph:
+                              * 0.3), so that people side by side stay apart */
+
+/* One followed person (a slot per tracker id). */
+typedef struct person_slot {
+    uint32_t id;       /* 0: free */
+    int seen;          /* touched this frame */
+    int has_roi;       /* roi is from the previous frame's landmarks */
+    keyer_roi roi;
+    int has_mask;      /* mask is this person's last mask */
+    int mask_now;      /* ... and it is part of the current frame's mask */
+    float *mask;       /* seg_w x seg_h probabilities in the crop's grid */
+    float inv[6];      /* frame pixels -> tensor pixels of the crop of mask */
+} person_slot;
+
+/* One crop to run. */
+typedef struct job {
+    int slot;
+    keyer_roi roi;
+    const keyer_frame *frame;
+    float score;  /* the matched detection's, 0 without one */
+    float box[4]; /* its box in pixels */
+} job;
+
+struct keyer_people {
+    keyer_people_params p;
+    kr_vmodel det;                /* the detector, batch 1 */
+    int det_boxes, det_scores;    /* its outputs */
+    keyer_detector *decoder;
+    keyer_tracker *tracker;
+    /* landmarks */
+    keyer_model *lm;
+    keyer_runtime *rt[2];         /* batch 1 and batch p.batch (same when batch is 1) */
+    int rt_batch[2];
+    int host;                     /* the runtimes' tensors are in host memory */
+    keyer_prepare *prep;
+    int lm_w, lm_h;               /* its input */
+    int out_points, out_flag, out_seg;
+    int seg_w, seg_h;
+    size_t out_count[3];          /* elements per item of points, flag, seg */
+    float *in_staging;            /* device runtimes: batch inputs */
+    float *out_staging[3];        /* device runtimes: batch outputs of points, flag, seg */
+    /* state */
+    person_slot slots[KEYER_PEOPLE_MAX];
+    float *scratch;               /* seg_w x seg_h */
+    keyer_detection dets[MAX_DETECTIONS];
+    keyer_detection all[MAX_ALL];
+    int n_all;
+    keyer_track tracks[KEYER_PEOPLE_MAX * 2];
+    job jobs[KEYER_PEOPLE_MAX];
+    keyer_prepare_geometry geos[MAX_BATCH];
+    int frame_w, frame_h;         /* the analysed frame; 0: none yet */
+};
+
+static const char *const landmark_names[] = {"pose-lite", "pose-full", "pose-heavy"};
+
+keyer_people_params keyer_people_params_defaults(void)
+{
+    keyer_people_params p;
+    memset(&p, 0, sizeof(p));
+    p.model = KEYER_POSE_MODEL_FULL;
+    p.backend = KEYER_BACKEND_CPU;
+    p.min_score = 0.5f;
+    p.min_presence = 0.5f;
+    p.max_people = 16;
+    p.batch = 4;
+    p.max_misses = 5;
+    p.roi_scale = 1.25f;
+    p.track_smoothing = 0.7f;
+    p.tiles = 1;
+    return p;
+}
+
+void keyer_people_destroy(keyer_people **pp)
+{
+    if (!pp || !*pp)
+        return;
+    keyer_people *k = *pp;
+    kr_vmodel_close(&k->det);
+    keyer_detector_destroy(&k->decoder);
+    keyer_tracker_destroy(&k->tracker);
+    keyer_runtime_destroy(&k->rt[0]);
+    keyer_runtime_destroy(&k->rt[1]);
+    keyer_model_destroy(&k->lm);
+    keyer_prepare_destroy(&k->prep);
+    free(k->in_staging);
+    for (int i = 0; i < 3; i++)
+        free(k->out_staging[i]);
+    for (int i = 0; i < KEYER_PEOPLE_MAX; i++)
+        free(k->slots[i].mask);
+    free(k->scratch);
+    free(k);
+    *pp = NULL;
+}
+
+static keyer_status check_params(const keyer_people_params *p, keyer_error *err)
+{
+    if (p->model < KEYER_POSE_MODEL_LITE || p->model > KEYER_POSE_MODEL_HEAVY ||
+        !(p->min_score >= 0 && p->min_score <= 1) ||
+        !(p->min_presence >= 0 && p->min_presence <= 1) || p->max_people < 1 ||
+        p->max_people > KEYER_PEOPLE_MAX || p->batch < 1 || p->batch > MAX_BATCH ||
+        p->max_misses < 0 || p->max_misses > 30 || !(p->roi_scale >= 1 && p->roi_scale <= 4) ||
+        !(p->track_smoothing >= 0 && p->track_smoothing <= 0.99f) || p->threads < 0 ||
+        (p->tiles != 0 && p->tiles != 1) || p->tile_size < 0 || p->tile_size > 8192 ||
+        p->device < 0 || p->device > 63)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "people: a parameter is out of range (model 0..2, min_score and "
+                               "min_presence 0..1, max_people 1..%d, batch 1..%d, max_misses "
+                               "0..30, roi_scale 1..4, track_smoothing 0..0.99, threads >= 0, "
+                               "device 0..63, tiles 0 or 1, tile_size 0..8192)", KEYER_PEOPLE_MAX, MAX_BATCH);
+    return KEYER_OK;
+}
+
+/* The detector: the network, its outputs and the decoder. */
+static keyer_status open_detector(keyer_people *k, const char *name, keyer_error *err)
+{
+    const keyer_people_params *p = &k->p;
+    kr_vmodel_spec spec = {"person detector", name ? name : "pose-detect",
+                           p->backend, p->threads, p->logger, KEYER_FIT_LETTERBOX, 2.0f, -1.0f, 2};
+    keyer_status st = kr_vmodel_open(&k->det, &spec, err);
+    if (st)
+        return st;
+    keyer_detector_params dp = keyer_detector_params_pose();
+    dp.min_score = p->min_score;
+    dp.min_suppression_iou = NMS_IOU;
+    if ((st = keyer_detector_create(&dp, &k->decoder, err)))
+        return st;
+    size_t anchors = (size_t)keyer_detector_anchor_count(k->decoder);
+    k->det_boxes = kr_vmodel_find_output(&k->det, anchors * (size_t)dp.num_coords, 0);
+    k->det_scores = kr_vmodel_find_output(&k->det, anchors, 0);
+    if (k->det_boxes < 0 || k->det_scores < 0 || k->det.width != dp.input_width ||
+        k->det.height != dp.input_height)
+        return keyer_error_set(err, KEYER_STATUS_BAD_DATA,
+                               "person detector: %s: not MediaPipe's pose detector (expected a "
+                               "%dx%d input and outputs of %zu x %d boxes and %zu scores)",
+                               k->det.path, dp.input_width, dp.input_height, anchors,
+                               dp.num_coords, anchors);
+    return KEYER_OK;
+}
+
+/* The landmark model: its outputs, runtimes for batch 1 and p.batch, the preparation. */
+static keyer_status open_landmarks(keyer_people *k, const char *model, keyer_error *err)
+{
+    const keyer_people_params *p = &k->p;
+    const char *name = model ? model : landmark_names[p->model];
+    char path[4096];
+    keyer_status st;
+    if ((st = keyer_registry_resolve(name, path, sizeof(path), err)) ||
+        (st = keyer_model_load_file(path, &k->lm, err)))
+        return keyer_error_prefix(err, "people landmarks: ");
+    keyer_tensor_info in;
+    int n_out = keyer_model_output_count(k->lm);
+    k->out_points = k->out_flag = k->out_seg = -1;
+    for (int i = 0; i < n_out; i++) {
+        keyer_tensor_info t;
+        if (keyer_model_output_info(k->lm, i, &t, NULL) != KEYER_OK)
+            continue;
+        size_t n = 1;
+        for (int d = 0; d < t.rank; d++)
+            n *= (size_t)t.dims[d];
+        if (n == MODEL_POINTS * 5 && k->out_points < 0) {
+            k->out_points = i;
+            k->out_count[0] = n;
+        } else if (n == 1 && k->out_flag < 0) {
+            k->out_flag = i;
+            k->out_count[1] = n;
+        } else if (t.rank == 4 && t.dims[3] == 1 && t.dims[1] >= 8 && k->out_seg < 0) {
+            k->out_seg = i;
+            k->seg_h = t.dims[1];
+            k->seg_w = t.dims[2];
+            k->out_count[2] = n;
+        }
+    }
+    if (keyer_model_input_count(k->lm) != 1 ||
+        keyer_model_input_info(k->lm, 0, &in, NULL) != KEYER_OK || in.rank != 4 ||
+        in.dims[3] != 3 || in.dims[1] != in.dims[2] || in.dims[1] < 8 || in.dims[1] > 4096 ||
+        k->out_points < 0 || k->out_flag < 0 || k->out_seg < 0)
+        return keyer_error_set(err, KEYER_STATUS_BAD_DATA,
+                               "people landmarks: %s: not a BlazePose landmark model (expected "
+                               "a square [1,H,W,3] input and outputs of %d x 5 landmarks, 1 "
+                               "presence and a [1,H,W,1] segmentation)", path, MODEL_POINTS);
+    k->lm_h = in.dims[1];
+    k->lm_w = in.dims[2];
+    k->rt_batch[0] = 1;
+    k->rt_batch[1] = p->batch;
+    for (int r = 0; r < 2; r++) {
+        if (r == 1 && p->batch == 1)
+            break;
+        keyer_runtime_params rp = keyer_runtime_params_defaults();
+        rp.backend = p->backend;
+        rp.batch = k->rt_batch[r];
+        rp.threads = p->threads;
+        rp.device = p->device;
+        rp.logger = p->logger;
+        if ((st = keyer_runtime_create(k->lm, &rp, &k->rt[r], err)))
+            return keyer_error_prefix(err, "people landmarks: %s: ", path);
+    }
+    k->host = keyer_runtime_backend(k->rt[0]) != KEYER_BACKEND_CUDA;
+    size_t b = (size_t)p->batch;
+    if (!k->host) {
+        if (!(k->in_staging = malloc(b * (size_t)k->lm_w * (size_t)k->lm_h * 3 * sizeof(float))))
+            goto oom;
+        for (int i = 0; i < 3; i++)
+            if (!(k->out_staging[i] = malloc(b * k->out_count[i] * sizeof(float))))
+                goto oom;
+    }
+    keyer_prepare_params pp = keyer_prepare_params_defaults();
+    pp.width = k->lm_w;
+    pp.height = k->lm_h;
+    pp.fit = KEYER_FIT_LETTERBOX;
+    pp.scale = 1.0f;
+    pp.offset = 0.0f;
+    pp.threads = p->threads;
+    pp.max_batch = p->batch;
+    if ((st = keyer_prepare_create(&pp, &k->prep, err)))
+        return keyer_error_prefix(err, "people landmarks: ");
+    return KEYER_OK;
+oom:
+    return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "people: out of memory");
+}
+
+keyer_status keyer_people_create(const keyer_people_params *params, keyer_people **out,
+                                 keyer_error *err)
+{
+    if (!params || !out)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_people_create: %s is NULL", !params ? "params" : "out");
+    *out = NULL;
+    keyer_status st = check_params(params, err);
+    if (st)
+        return st;
+    keyer_people *k = calloc(1, sizeof(*k));
+    if (!k)
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "people: out of memory");
+    k->p = *params;
+    k->p.landmark_model = k->p.detector_model = NULL; /* not kept */
+    keyer_tracker_params tp = keyer_tracker_params_defaults();
+    tp.min_hits = 1;
+    tp.max_misses = params->max_misses;
+    tp.max_tracks = 2 * KEYER_PEOPLE_MAX;
+    if ((st = open_detector(k, params->detector_model, err)) ||
+        (st = open_landmarks(k, params->landmark_model, err)) ||
+        (st = keyer_tracker_create(&tp, &k->tracker, err)))
+        goto fail;
+    size_t cells = (size_t)k->seg_w * (size_t)k->seg_h;
+    if (!(k->scratch = malloc(cells * sizeof(float))))
+        goto oom;
+    for (int i = 0; i < params->max_people; i++)
+        if (!(k->slots[i].mask = calloc(cells, sizeof(float))))
+            goto oom;
+    *out = k;
+    return KEYER_OK;
+oom:
+    st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "people: out of memory");
+fail:
+    keyer_people_destroy(&k);
+    return st;
+}
+
+void keyer_people_reset(keyer_people *k)
+{
+    if (!k)
+        return;
+    keyer_tracker_reset(k->tracker);
+    for (int i = 0; i < KEYER_PEOPLE_MAX; i++) {
+        k->slots[i].id = 0;
+        k->slots[i].has_roi = k->slots[i].has_mask = k->slots[i].mask_now = 0;
+    }
+}
+
+static keyer_status check_frame(const keyer_frame *frame, const char *fn, keyer_error *err)
+{
+    if (keyer_frame_check(frame, err))
+        return keyer_error_prefix(err, "%s: ", fn);
+    if (frame->memory != KEYER_MEMORY_HOST)
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                               "%s: the frame is in CUDA memory; people keying takes host frames",
+                               fn);
+    return KEYER_OK;
+}
+
+/* The detector on @p roi of @p frame (NULL: the whole frame letterboxed); its detections in
+ * frame pixels appended to k->all (at most MAX_ALL). */
+static keyer_status detect_region(keyer_people *k, const keyer_frame *frame, const keyer_roi *roi,
+                                  keyer_error *err)
+{
+    keyer_prepare_geometry geo;
+    keyer_status st = kr_vmodel_run(&k->det, frame, roi, &geo, err);
+    if (st)
+        return st;
+    int n = 0;
+    if ((st = keyer_detector_decode(k->decoder, k->det.out[k->det_boxes],
+                                    k->det.out[k->det_scores], k->dets, MAX_DETECTIONS, &n, err)))
+        return st;
+    /* normalised tensor coordinates -> frame pixels through the region's geometry */
+    float tw = (float)k->det.width, th = (float)k->det.height;
+    for (int i = 0; i < n && k->n_all < MAX_ALL; i++) {
+        keyer_detection d = k->dets[i];
+        float x0, y0, x1, y1;
+        kr_geo_apply(&geo, d.xmin * tw, d.ymin * th, &x0, &y0);
+        kr_geo_apply(&geo, d.xmax * tw, d.ymax * th, &x1, &y1);
+        d.xmin = fminf(x0, x1);
+        d.xmax = fmaxf(x0, x1);
+        d.ymin = fminf(y0, y1);
+        d.ymax = fmaxf(y0, y1);
+        for (int j = 0; j < d.num_keypoints; j++)
+            kr_geo_apply(&geo, d.keypoints[j][0] * tw, d.keypoints[j][1] * th,
+                         &d.keypoints[j][0], &d.keypoints[j][1]);
+        if (!isfinite(d.xmin + d.xmax + d.ymin + d.ymax))
+            continue;
+        k->all[k->n_all++] = d;
+    }
+    return KEYER_OK;
+}
+
+/* The tile side for a W x H frame: 0 (no tiles) when the frame's short side is under twice
+ * the detector's input, else half the short side (or p.tile_size). */
+static int tile_side(const keyer_people *k, int w, int h)
+{
+    if (!k->p.tiles)
+        return 0;
+    int s = w < h ? w : h;
+    if (k->p.tile_size > 0)
+        return k->p.tile_size < s ? k->p.tile_size : 0;
+    return s >= 2 * k->det.width ? s / 2 : 0;
+}
+
+/* Tile positions along an extent @p n for side @p t: evenly spread from 0 to n - t, at most
+ * 3/4 of a tile apart. */
+static int tile_count(int n, int t)
+{
+    int step = 3 * t / 4;
+    return n <= t ? 1 : (n - t + step - 1) / step + 1;
+}
+
+/* Two detections of one person: hips (keypoint 0) closer than SAME_PERSON times the smaller
+ * body radius |kp1 - kp0|. (The detector's boxes are of almost constant size, so their overlap
+ * says little about two people walking side by side.) */
+static int same_person(const keyer_detection *a, const keyer_detection *b)
+{
+    if (a->num_keypoints < 2 || b->num_keypoints < 2)
+        return keyer_detection_iou(a, b) > SAME_PERSON_IOU;
+    float ra = hypotf(a->keypoints[1][0] - a->keypoints[0][0],
+                      a->keypoints[1][1] - a->keypoints[0][1]);
+    float rb = hypotf(b->keypoints[1][0] - b->keypoints[0][0],
+                      b->keypoints[1][1] - b->keypoints[0][1]);
+    float d = hypotf(a->keypoints[0][0] - b->keypoints[0][0],
+                     a->keypoints[0][1] - b->keypoints[0][1]);
+    return d < SAME_PERSON * fminf(ra, rb);
+}
+
+/* The whole frame, then the tiles; detections merged best first, a detection overlapping a
+ * better one (IoU of their boxes > min_suppression_iou) dropped; the best MAX_DETECTIONS in
+ * k->dets. */
+static keyer_status detect(keyer_people *k, const keyer_frame *frame,
+                           const keyer_detection *given, int n_given, int *count, keyer_error *err)
+{
+    k->n_all = 0;
+    keyer_status st = KEYER_OK;
+    if (given) { /* the caller's whole-frame detections */
+        for (int i = 0; i < n_given && k->n_all < MAX_ALL; i++)
+            if (given[i].score >= k->p.min_score && isfinite(given[i].xmin + given[i].xmax +
+                                                             given[i].ymin + given[i].ymax))
+                k->all[k->n_all++] = given[i];
+    } else {
+        st = detect_region(k, frame, NULL, err);
+    }
+    int t = tile_side(k, frame->width, frame->height);
+    if (!st && t > 0) {
+        int nx = tile_count(frame->width, t), ny = tile_count(frame->height, t);
+        for (int j = 0; j < ny && !st; j++)
+            for (int i = 0; i < nx && !st; i++) {
+                float x0 = nx > 1 ? (float)i * (float)(frame->width - t) / (float)(nx - 1) : 0;
+                float y0 = ny > 1 ? (float)j * (float)(frame->height - t) / (float)(ny - 1) : 0;
+                keyer_roi roi = {x0 + 0.5f * (float)t, y0 + 0.5f * (float)t, (float)t, (float)t,
+                                 0.0f};
+                st = detect_region(k, frame, &roi, err);
+            }
+    }
+    if (st)
+        return st;
+    /* best first (stable), then greedy suppression */
+    for (int i = 1; i < k->n_all; i++) {
+        keyer_detection v = k->all[i];
+        int j = i;
+        for (; j > 0 && k->all[j - 1].score < v.score; j--)
+            k->all[j] = k->all[j - 1];
+        k->all[j] = v;
+    }
+    int kept = 0;
+    for (int i = 0; i < k->n_all && kept < MAX_DETECTIONS; i++) {
+        int dup = 0;
+        for (int j = 0; j < kept && !dup; j++)
+            dup = same_person(&k->all[i], &k->dets[j]);
+        if (!dup)
+            k->dets[kept++] = k->all[i];
+    }
+    *count = kept;
+    return KEYER_OK;
+}
+
+void keyer_person_box(const keyer_detection *d, float box[4])
+{
+    if (d->num_keypoints < 2) { /* no body keypoints: the detector's box */
+        box[0] = d->xmin;
+        box[1] = d->ymin;
+        box[2] = d->xmax;
+        box[3] = d->ymax;
+        return;
+    }
+    float cx = d->keypoints[0][0], cy = d->keypoints[0][1];
+    float ux = d->keypoints[1][0] - cx, uy = d->keypoints[1][1] - cy; /* half the body axis */
+    /* the rectangle: +-u along the body, +-aspect * |u| across it; its axis-aligned bounds */
+    float hx = fabsf(ux) + KEYER_PERSON_BOX_ASPECT * fabsf(uy);
+    float hy = fabsf(uy) + KEYER_PERSON_BOX_ASPECT * fabsf(ux);
+    box[0] = cx - hx;
+    box[1] = cy - hy;
+    box[2] = cx + hx;
+    box[3] = cy + hy;
+}
+
+keyer_status keyer_people_detect(keyer_people *k, const keyer_frame *frame, keyer_detection *out,
+                                 int capacity, int *count, keyer_error *err)
+{
+    if (!k || !frame || !count || capacity < 0 || (capacity > 0 && !out))
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_people_detect: NULL argument or negative capacity");
+    *count = 0;
+    int n = 0;
+    keyer_status st = check_frame(frame, "keyer_people_detect", err);
+    if (st || (st = detect(k, frame, NULL, 0, &n, err)))
+        return st;
+    n = n < capacity ? n : capacity;
+    memcpy(out, k->dets, (size_t)n * sizeof(*out));
+    *count = n;
+    return KEYER_OK;
+}
+
+/* MediaPipe's pose crop from two points: centre (x0, y0), side 2 |p1 - p0| * scale, rotated
+ * so that p0 -> p1 points up; 0 when degenerate. */
+static int roi_from_points(const keyer_people *k, float x0, float y0, float x1, float y1,
+                           keyer_roi *roi)
+{
+    float side = 2.0f * sqrtf((x1 - x0) * (x1 - x0) + (y1 - y0) * (y1 - y0)) * k->p.roi_scale;
+    double rot = M_PI / 2 - atan2(-(double)(y1 - y0), (double)(x1 - x0));
+    rot = rot - 2 * M_PI * floor((rot + M_PI) / (2 * M_PI)); /* into [-pi, pi) */
+    float limit = 4.0f * (float)(k->frame_w > k->frame_h ? k->frame_w : k->frame_h);
+    if (!isfinite(x0) || !isfinite(y0) || !(side >= 4.0f && side <= limit) || !isfinite(rot))
+        return 0;
+    roi->center_x = x0;
+    roi->center_y = y0;
+    roi->width = roi->height = side;
+    roi->rotation = (float)rot;
+    return 1;
+}
+
+static person_slot *slot_of(keyer_people *k, uint32_t id, int make)
+{
+    for (int i = 0; i < k->p.max_people; i++)
+        if (k->slots[i].id == id)
+            return &k->slots[i];
+    if (!make)
+        return NULL;
+    for (int i = 0; i < k->p.max_people; i++)
+        if (!k->slots[i].id) {
+            person_slot *s = &k->slots[i];
+            s->id = id;
+            s->has_roi = s->has_mask = s->mask_now = 0;
+            return s;
+        }
+    return NULL;
+}
+
+/* Bilinear sample of a seg_w x seg_h grid at index coordinates (u, q); 0 outside. */
+static float sample_grid(const float *g, int w, int h, float u, float q)
+{
+    if (!(u > -1.0f && q > -1.0f && u < (float)w && q < (float)h))
+        return 0.0f;
+    int x0 = (int)floorf(u), y0 = (int)floorf(q);
+    float ax = u - (float)x0, ay = q - (float)y0, v = 0.0f;
+    for (int dy = 0; dy < 2; dy++)
+        for (int dx = 0; dx < 2; dx++) {
+            int xx = x0 + dx, yy = y0 + dy;
+            if (xx < 0 || yy < 0 || xx >= w || yy >= h)
+                continue;
+            v += (dx ? ax : 1 - ax) * (dy ? ay : 1 - ay) * g[(size_t)yy * (size_t)w + (size_t)xx];
+        }
+    return v;
+}
+
+/* The new mask of slot @p s from the segmentation logits @p seg of its crop (geometry @p geo):
+ * sigmoid, blended with its previous mask resampled into this crop. */
+static void update_mask(keyer_people *k, person_slot *s, const float *seg,
+                        const keyer_prepare_geometry *geo)
+{
+    int w = k->seg_w, h = k->seg_h;
+    size_t cells = (size_t)w * (size_t)h;
+    float inv[6];
+    if (!kr_geo_invert(geo, inv)) {
+        s->has_mask = s->mask_now = 0;
+        return;
+    }
+    kr_sigmoid_cpu(k->scratch, seg, cells, 1);
+    if (s->has_mask && k->p.track_smoothing > 0) {
+        /* cell (i, j) of the new crop -> tensor -> frame -> previous tensor -> previous cell */
+        float tx = (float)k->lm_w / (float)w, ty = (float)k->lm_h / (float)h;
+        float kx = 1.0f / tx, ky = 1.0f / ty;
+        const float *pi = s->inv;
+        for (int j = 0; j < h; j++)
+            for (int i = 0; i < w; i++) {
+                float fx, fy;
+                kr_geo_apply(geo, ((float)i + 0.5f) * tx, ((float)j + 0.5f) * ty, &fx, &fy);
+                float px = pi[0] * fx + pi[1] * fy + pi[2], py = pi[3] * fx + pi[4] * fy + pi[5];
+                float q = sample_grid(s->mask, w, h, px * kx - 0.5f, py * ky - 0.5f);
+                float p = k->scratch[(size_t)j * (size_t)w + (size_t)i];
+                k->scratch[(size_t)j * (size_t)w + (size_t)i] =
+                    p + (q - p) * k->p.track_smoothing * kr_mediapipe_uncertainty(p);
+            }
+    }
+    memcpy(s->mask, k->scratch, cells * sizeof(float));
+    memcpy(s->inv, inv, sizeof(inv));
+    s->has_mask = s->mask_now = 1;
+}
+
+/* Runs the landmark model on jobs [first, first + n) with runtime @p r; updates their slots. */
+static keyer_status run_chunk(keyer_people *k, int r, int first, int n, keyer_person *out,
+                              int capacity, int *count, keyer_error *err)
+{
+    keyer_runtime *rt = k->rt[r];
+    size_t in_bytes = (size_t)k->rt_batch[r] * (size_t)k->lm_w * (size_t)k->lm_h * 3 *
+                      sizeof(float);
+    const keyer_frame *frames[MAX_BATCH];
+    keyer_roi rois[MAX_BATCH];
+    for (int i = 0; i < n; i++) {
+        frames[i] = k->jobs[first + i].frame;
+        rois[i] = k->jobs[first + i].roi;
+    }
+    float *in = k->host ? keyer_runtime_input_data(rt, 0) : k->in_staging;
+    keyer_status st;
+    if (n < k->rt_batch[r]) /* unused items of the batch: zeros */
+        memset(in, 0, in_bytes);
+    if ((st = keyer_prepare_run(k->prep, frames, rois, n, in, k->geos, err)) ||
+        (!k->host && (st = keyer_runtime_set_input(rt, 0, in, in_bytes, err))) ||
+        (st = keyer_runtime_run(rt, err)))
+        return keyer_error_prefix(err, "people landmarks: ");
+    const int idx[3] = {k->out_points, k->out_flag, k->out_seg};
+    const float *o[3];
+    for (int i = 0; i < 3; i++) {
+        if (k->host) {
+            o[i] = keyer_runtime_output_data(rt, idx[i]);
+        } else {
+            size_t bytes = (size_t)k->rt_batch[r] * k->out_count[i] * sizeof(float);
+            if ((st = keyer_runtime_get_output(rt, idx[i], k->out_staging[i], bytes, err)))
+                return keyer_error_prefix(err, "people landmarks: ");
+            o[i] = k->out_staging[i];
+        }
+        if (!o[i])
+            return keyer_error_set(err, KEYER_STATUS_INTERNAL,
+                                   "people landmarks: output %d has no data", idx[i]);
+    }
+    for (int i = 0; i < n; i++) {
+        const job *jb = &k->jobs[first + i];
+        person_slot *s = &k->slots[jb->slot];
+        const keyer_prepare_geometry *geo = &k->geos[i];
+        float pr = o[1][(size_t)i * k->out_count[1]];
+        float presence = pr == pr ? fminf(fmaxf(pr, 0.0f), 1.0f) : 0.0f;
+        const float *pts = o[0] + (size_t)i * k->out_count[0];
+        float ax, ay, bx, by;
+        kr_geo_apply(geo, pts[AUX_CENTER * 5], pts[AUX_CENTER * 5 + 1], &ax, &ay);
+        kr_geo_apply(geo, pts[AUX_SCALE * 5], pts[AUX_SCALE * 5 + 1], &bx, &by);
+        int from_landmarks = s->has_roi;
+        if (!(presence >= k->p.min_presence)) {
+            s->has_roi = 0;
+            s->has_mask = s->mask_now = 0;
+            continue;
+        }
+        s->has_roi = roi_from_points(k, ax, ay, bx, by, &s->roi);
+        update_mask(k, s, o[2] + (size_t)i * k->out_count[2], geo);
+        if (*count < capacity) {
+            keyer_person *ps = &out[*count];
+            ps->id = s->id;
+            ps->presence = presence;
+            ps->from_landmarks = from_landmarks;
+            ps->roi = jb->roi;
+            ps->score = jb->score;
+            ps->body[0] = ps->body[1] = INFINITY;
+            ps->body[2] = ps->body[3] = -INFINITY;
+            for (int q = 0; q < KEYER_POSE_LANDMARKS; q++) {
+                float lx, ly;
+                kr_geo_apply(geo, pts[q * 5], pts[q * 5 + 1], &lx, &ly);
+                ps->body[0] = fminf(ps->body[0], lx);
+                ps->body[1] = fminf(ps->body[1], ly);
+                ps->body[2] = fmaxf(ps->body[2], lx);
+                ps->body[3] = fmaxf(ps->body[3], ly);
+            }
+            if (jb->score > 0) {
+                memcpy(ps->box, jb->box, sizeof(ps->box));
+            } else { /* the crop's axis-aligned bounds */
+                float hw = jb->roi.width * 0.5f * (fabsf(cosf(jb->roi.rotation)) +
+                                                   fabsf(sinf(jb->roi.rotation)));
+                ps->box[0] = jb->roi.center_x - hw;
+                ps->box[1] = jb->roi.center_y - hw;
+                ps->box[2] = jb->roi.center_x + hw;
+                ps->box[3] = jb->roi.center_y + hw;
+            }
+            (*count)++;
+        }
+    }
+    return KEYER_OK;
+}
+
+static keyer_status run(keyer_people *k, const keyer_frame *frame, const keyer_detection *given,
+                        int n_given, keyer_person *out, int capacity, int *count,
+                        keyer_error *err)
+{
+    if (!k || !frame || !count || capacity < 0 || (capacity > 0 && !out) || n_given < 0 ||
+        (n_given > 0 && !given))
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_people_run: NULL argument or negative count");
+    *count = 0;
+    keyer_status st = check_frame(frame, "keyer_people_run", err);
+    if (st)
+        return st;
+    if (k->frame_w != frame->width || k->frame_h != frame->height)
+        keyer_people_reset(k); /* a new geometry: nothing carries over */
+    k->frame_w = frame->width;
+    k->frame_h = frame->height;
+    int n_dets = 0, n_tracks = 0;
+    if ((st = detect(k, frame, given, n_given, &n_dets, err)))
+        goto fail;
+    if (n_dets > k->p.max_people)
+        n_dets = k->p.max_people;
+    /* the tracker works in normalised coordinates */
+    keyer_detection norm[MAX_DETECTIONS];
+    float fw = (float)frame->width, fh = (float)frame->height;
+    for (int i = 0; i < n_dets; i++) {
+        norm[i] = k->dets[i];
+        norm[i].xmin /= fw;
+        norm[i].xmax /= fw;
+        norm[i].ymin /= fh;
+        norm[i].ymax /= fh;
+        for (int j = 0; j < norm[i].num_keypoints; j++) {
+            norm[i].keypoints[j][0] /= fw;
+            norm[i].keypoints[j][1] /= fh;
+        }
+    }
+    int cap = (int)(sizeof(k->tracks) / sizeof(k->tracks[0]));
+    if ((st = keyer_tracker_update(k->tracker, norm, n_dets, k->tracks, cap, &n_tracks, err)))
+        goto fail;
+    for (int i = 0; i < k->p.max_people; i++)
+        k->slots[i].seen = k->slots[i].mask_now = 0;
+    /* this frame's crops: matched tracks first (their detection or landmarks), then tracks
+     * followed by their landmarks alone */
+    int n_jobs = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int t = 0; t < n_tracks && n_jobs < k->p.max_people; t++) {
+            const keyer_track *tr = &k->tracks[t];
+            if ((tr->misses == 0) != (pass == 0))
+                continue;
+            person_slot *s = slot_of(k, tr->id, pass == 0);
+            if (!s || (pass == 1 && !s->has_roi))
+                continue;
+            job *jb = &k->jobs[n_jobs];
+            jb->slot = (int)(s - k->slots);
+            jb->frame = frame;
+            if (!s->has_roi) {
+                const keyer_detection *d = &tr->box;
+                if (!roi_from_points(k, d->keypoints[0][0] * fw, d->keypoints[0][1] * fh,
+                                     d->keypoints[1][0] * fw, d->keypoints[1][1] * fh, &jb->roi))
+                    continue;
+            } else {
+                jb->roi = s->roi;
+            }
+            s->seen = 1;
+            jb->score = pass == 0 ? tr->box.score : 0.0f;
+            keyer_detection px = tr->box; /* back to pixels */
+            px.xmin *= fw;
+            px.xmax *= fw;
+            px.ymin *= fh;
+            px.ymax *= fh;
+            for (int q = 0; q < px.num_keypoints; q++) {
+                px.keypoints[q][0] *= fw;
+                px.keypoints[q][1] *= fh;
+            }
+            keyer_person_box(&px, jb->box);
+            n_jobs++;
+        }
+    /* people no longer tracked free their slots */
+    for (int i = 0; i < k->p.max_people; i++)
+        if (k->slots[i].id && !k->slots[i].seen) {
+            int alive = 0;
+            for (int t = 0; t < n_tracks && !alive; t++)
+                alive = k->tracks[t].id == k->slots[i].id;
+            if (!alive)
+                k->slots[i].id = 0;
+            k->slots[i].has_mask = alive && k->slots[i].has_mask;
+        }
+    /* landmarks in chunks of the batch, the rest one by one */
+    int done = 0;
+    while (done < n_jobs) {
+        int left = n_jobs - done;
+        int r = (k->rt[1] && left >= 2) ? 1 : 0;
+        int n = left < k->rt_batch[r] ? left : k->rt_batch[r];
+        if ((st = run_chunk(k, r, done, n, out, capacity, count, err)))
+            goto fail;
+        done += n;
+    }
+    return KEYER_OK;
+fail:
+    keyer_people_reset(k);
+    return st;
+}
+
+keyer_status keyer_people_run(keyer_people *k, const keyer_frame *frame, keyer_person *out,
+                              int capacity, int *count, keyer_error *err)
+{
+    return run(k, frame, NULL, 0, out, capacity, count, err);
+}
+
+keyer_status keyer_people_run_detections(keyer_people *k, const keyer_frame *frame,
+                                         const keyer_detection *dets, int n_dets,
+                                         keyer_person *out, int capacity, int *count,
+                                         keyer_error *err)
+{
+    static const keyer_detection none[1];
+    return run(k, frame, dets ? dets : none, dets ? n_dets : 0, out, capacity, count, err);
+}
+
+keyer_status keyer_people_mask(const keyer_people *k, keyer_frame *mask, keyer_error *err)
+{
+    if (!k || !mask)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_people_mask: NULL argument");
+    if (!k->frame_w)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_people_mask: no frame has been analysed");
+    if (keyer_frame_check(mask, err))
+        return keyer_error_prefix(err, "keyer_people_mask: ");
+    if (mask->memory != KEYER_MEMORY_HOST || (mask->format != KEYER_PIXEL_FORMAT_GRAYF32 &&
+                                              mask->format != KEYER_PIXEL_FORMAT_GRAY8))
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_people_mask: the mask must be a host gray8 or grayf32 "
+                               "frame (got %s)", keyer_pixel_format_name(mask->format));
+    int w = mask->width, h = mask->height, f32 = mask->format == KEYER_PIXEL_FORMAT_GRAYF32;
+    for (int j = 0; j < h; j++)
+        memset(mask->data[0] + (ptrdiff_t)j * mask->stride[0], 0,
+               (size_t)w * (f32 ? sizeof(float) : 1));
+    float sx = (float)k->frame_w / (float)w, sy = (float)k->frame_h / (float)h;
+    float kx = (float)k->seg_w / (float)k->lm_w, ky = (float)k->seg_h / (float)k->lm_h;
+    for (int n = 0; n < k->p.max_people; n++) {
+        const person_slot *s = &k->slots[n];
+        if (!s->id || !s->mask_now)
+            continue;
+        /* the crop's corners in mask pixels: tensor corners -> frame (the inverse's inverse) */
+        keyer_prepare_geometry g;
+        memset(&g, 0, sizeof(g));
+        float inv2[6];
+        keyer_prepare_geometry ig = {{0, 0, 0, 0}, {s->inv[0], s->inv[1], s->inv[2], s->inv[3],
+                                                    s->inv[4], s->inv[5]}};
+        if (!kr_geo_invert(&ig, inv2))
+            continue;
+        memcpy(g.matrix, inv2, sizeof(inv2));
+        float lo_x = INFINITY, lo_y = INFINITY, hi_x = -INFINITY, hi_y = -INFINITY;
+        for (int c = 0; c < 4; c++) {
+            float fx, fy;
+            kr_geo_apply(&g, (c & 1) ? (float)k->lm_w : 0.0f, (c & 2) ? (float)k->lm_h : 0.0f,
+                         &fx, &fy);
+            lo_x = fminf(lo_x, fx / sx);
+            hi_x = fmaxf(hi_x, fx / sx);
+            lo_y = fminf(lo_y, fy / sy);
+            hi_y = fmaxf(hi_y, fy / sy);
+        }
+        if (!(hi_x > 0 && hi_y > 0 && lo_x < (float)w && lo_y < (float)h))
+            continue;
+        int i0 = (int)fmaxf(floorf(lo_x), 0.0f), i1 = (int)fminf(ceilf(hi_x), (float)w);
+        int j0 = (int)fmaxf(floorf(lo_y), 0.0f), j1 = (int)fminf(ceilf(hi_y), (float)h);
+        const float *inv = s->inv;
+        for (int j = j0; j < j1; j++) {
+            uint8_t *row = mask->data[0] + (ptrdiff_t)j * mask->stride[0];
+            for (int i = i0; i < i1; i++) {
+                float fx = ((float)i + 0.5f) * sx, fy = ((float)j + 0.5f) * sy;
+                float tx = inv[0] * fx + inv[1] * fy + inv[2];
+                float ty = inv[3] * fx + inv[4] * fy + inv[5];
+                float v = sample_grid(s->mask, k->seg_w, k->seg_h, tx * kx - 0.5f,
+                                      ty * ky - 0.5f);
+                if (f32) {
+                    float *d = (float *)row + i;
+                    *d = v > *d ? v : *d;
+                } else {
+                    uint8_t q = (uint8_t)(fminf(fmaxf(v, 0.0f), 1.0f) * 255.0f + 0.5f);
+                    row[i] = q > row[i] ? q : row[i];
+                }
+            }
+        }
+    }
+    return KEYER_OK;
+}
