@@ -46,7 +46,10 @@ for l in libglib-2.0 libgobject-2.0 libgmodule-2.0 libgio-2.0 libgstreamer-1.0 l
          libwayland-client libwayland-cursor libwayland-egl libwayland-server libX11 \
          libX11-xcb libxcb libXau libXdmcp libbsd libmd libgudev-1.0 libudev libdrm libgbm libexpat \
          libffi libpcre2-8; do
-    found=$(ls "$src/$l.so"* "$stage/root/lib/x86_64-linux-gnu/$l.so"* 2>/dev/null || true)
+    # libNAME.so* and, for libraries whose links point at libNAME-VERSION.so (elfutils' libdw
+    # and libelf), that file too
+    found=$(ls "$src/$l.so"* "$stage/root/lib/x86_64-linux-gnu/$l.so"* "$src/$l"-[0-9]*.so \
+               2>/dev/null || true)
     [ -n "$found" ] || { echo "gst-device-bundle: $l not found in the packages" >&2; exit 1; }
     cp -a $found "$dst/lib/"
 done
@@ -58,6 +61,10 @@ for pl in videoconvertscale videotestsrc app typefindfunctions isomp4 nvcodec vi
     cp "$src/gstreamer-1.0/libgst$pl.so" "$dst/lib/gstreamer-1.0/"
 done
 cp "$src/gstreamer1.0/gstreamer-1.0/gst-plugin-scanner" "$dst/libexec/"
+# no link may dangle (a missing target fails only when the GPU machine links or loads it)
+for f in "$dst"/lib/*.so*; do
+    [ -e "$f" ] || { echo "gst-device-bundle: $f points at a file not packed" >&2; exit 1; }
+done
 
 # headers: GLib, GStreamer core and base (all), gst/cuda, GL for cudaGL.h
 inc=$stage/root/usr/include

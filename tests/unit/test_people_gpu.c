@@ -156,7 +156,14 @@ static void test_vtest(void **state)
     rp.device = KEYER_DECODE_DEVICE_CPU;
     rp.format = KEYER_PIXEL_FORMAT_RGB24;
     rp.keep_streams = 0;
-    assert_int_equal(keyer_reader_open(path, &rp, &r, &err), KEYER_OK);
+    keyer_status st = keyer_reader_open(path, &rp, &r, &err);
+    if (st == KEYER_STATUS_UNSUPPORTED) {
+        /* vtest.avi is MS-MPEG4 v3: an FFmpeg built without that decoder (the GPU machine's
+         * minimal bundle) cannot read it */
+        print_message("skipped: %s\n", err.message);
+        skip();
+    }
+    assert_int_equal(st, KEYER_OK);
     assert_int_equal(keyer_frame_create(&f, &err), KEYER_OK);
     side cpu = {0}, gpu = {0};
     side_open(&cpu, KEYER_BACKEND_CPU);
