@@ -86,25 +86,13 @@ static keyer_status cuda_outputs(void *opaque, keyer_runtime *rt, kr_item **item
 /* Keying: on to the inference; passthrough: to the writer, which restores the order. */
 static int forward(void *opaque, kr_item *it)
 {
-    kr_detect *d = opaque;
-    if (d->next)
-        return kr_queue_push(d->next, it) != KEYER_OK;
-    kr_item_done(it);
-    return 0;
+    return kr_model_stage_pass_on(((kr_detect *)opaque)->next, it);
 }
 
 /* The detections live on the host: nothing goes back to the device after a CPU run. */
 static const kr_model_stage_ops detect_ops = {cpu_outputs, cuda_outputs, NULL, forward, NULL};
 
 /* ---- set-up ----------------------------------------------------------------------------------- */
-
-static size_t elements(const keyer_tensor_info *t)
-{
-    size_t n = 1;
-    for (int d = 1; d < t->rank; d++) /* dims[0] is the batch */
-        n *= (size_t)(t->dims[d] > 0 ? t->dims[d] : 0);
-    return n;
-}
 
 /* Checks the model's input against @p dp, finds its box and score outputs. */
 static keyer_status check_model(kr_detect *d, keyer_model *model,
@@ -128,7 +116,7 @@ static keyer_status check_model(kr_detect *d, keyer_model *model,
         keyer_tensor_info o;
         if ((st = keyer_model_output_info(model, i, &o, err)))
             return st;
-        size_t n = elements(&o);
+        size_t n = kr_model_stage_item_elements(&o);
         if (o.dtype != KEYER_DTYPE_F32)
             continue;
         if (d->boxes < 0 && n == anchors * (size_t)dp->num_coords)

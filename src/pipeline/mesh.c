@@ -320,25 +320,13 @@ static void run_batch(void *opaque, kr_model_stage *ms, kr_item **items, int n)
 /* Keying: on to the inference; passthrough: to the writer, which restores the order. */
 static int forward(void *opaque, kr_item *it)
 {
-    kr_mesh *m = opaque;
-    if (m->next)
-        return kr_queue_push(m->next, it) != KEYER_OK;
-    kr_item_done(it);
-    return 0;
+    return kr_model_stage_pass_on(((kr_mesh *)opaque)->next, it);
 }
 
 /* The crops are made by the batch op: no per-item input, no per-run outputs callbacks. */
 static const kr_model_stage_ops mesh_ops = {NULL, NULL, NULL, forward, run_batch};
 
 /* ---- set-up ------------------------------------------------------------------------------- */
-
-static size_t elements(const keyer_tensor_info *t)
-{
-    size_t n = 1;
-    for (int d = 1; d < t->rank; d++) /* dims[0] is the batch */
-        n *= (size_t)(t->dims[d] > 0 ? t->dims[d] : 0);
-    return n;
-}
 
 /* Checks the model's input and finds its landmark and presence outputs (the first output of
  * 468 x 3 values and the first of 1, as the face analyser finds them). */
@@ -360,7 +348,7 @@ static keyer_status check_model(kr_mesh *m, keyer_model *model, const char *path
         keyer_tensor_info o;
         if ((st = keyer_model_output_info(model, i, &o, err)))
             return st;
-        size_t n = elements(&o);
+        size_t n = kr_model_stage_item_elements(&o);
         if (o.dtype != KEYER_DTYPE_F32)
             continue;
         if (m->points < 0 && n == MESH_VALUES)

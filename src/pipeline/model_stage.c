@@ -157,6 +157,22 @@ keyer_status kr_model_stage_open(kr_model_stage *ms, const kr_model_stage_run *r
     return kr_queue_create(run->capacity, &ms->in, err);
 }
 
+int kr_model_stage_pass_on(kr_queue *next, kr_item *it)
+{
+    if (next)
+        return kr_queue_push(next, it) != KEYER_OK;
+    kr_item_done(it);
+    return 0;
+}
+
+size_t kr_model_stage_item_elements(const keyer_tensor_info *t)
+{
+    size_t n = 1;
+    for (int d = 1; d < t->rank; d++) /* dims[0] is the batch */
+        n *= (size_t)(t->dims[d] > 0 ? t->dims[d] : 0);
+    return n;
+}
+
 kr_queue *kr_model_stage_queue(const kr_model_stage *ms)
 {
     return ms ? ms->in : NULL;

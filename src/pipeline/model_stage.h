@@ -149,6 +149,15 @@ void kr_model_stage_join(kr_model_stage *ms);
 /** Its input queue (NULL before open): where the previous stage pushes items. */
 kr_queue *kr_model_stage_queue(const kr_model_stage *ms);
 
+/** For an owner's forward op: hands @p it to @p next, or, when @p next is NULL (nothing after
+ *  the owner), to its stream's reorder buffer (kr_item_done). Non-zero when @p next is gone
+ *  (the item is then still the caller's). */
+int kr_model_stage_pass_on(kr_queue *next, kr_item *it);
+
+/** Values per item of a model tensor: the product of its dimensions after the batch (a
+ *  dynamic dimension, negative, counts 0). */
+size_t kr_model_stage_item_elements(const keyer_tensor_info *t);
+
 /** How prepare makes its input. */
 const kr_model_input *kr_model_stage_input(const kr_model_stage *ms);
 
