@@ -18,7 +18,7 @@ struct kr_copy_stream {
     int in_index;
     AVStream *ost;
     AVRational in_tb;
-    int64_t last_dts;
+    int64_t last_dts; /* of the last copied packet, in the output stream's time base */
     /* re-encoding (the container cannot hold the input codec) */
     AVCodecContext *dec, *enc;
     SwrContext *swr;
@@ -333,18 +333,21 @@ static keyer_status transcode_packet(kr_copies *cp, kr_copy_stream *cs, AVPacket
     return KEYER_OK;
 }
 
-/* Writes copied packet @p pkt (input time base; consumed) unless it goes back in time. */
+/* Writes copied packet @p pkt (input time base; consumed) unless it does not go forward in
+ * the output's time base: out of order after a seek of the reader or a live input's
+ * reconnection, or two input timestamps that round to one output tick (the muxer refuses a
+ * dts that does not increase, and that would fail the whole output). */
 static keyer_status write_copied(kr_copies *cp, kr_copy_stream *cs, AVPacket *pkt,
                                  keyer_error *err)
 {
+    av_packet_rescale_ts(pkt, cs->in_tb, cs->ost->time_base);
     if (pkt->dts != AV_NOPTS_VALUE) {
         if (cs->last_dts != INT64_MIN && pkt->dts <= cs->last_dts) {
-            av_packet_unref(pkt); /* out of order after a seek of the reader */
+            av_packet_unref(pkt);
             return KEYER_OK;
         }
         cs->last_dts = pkt->dts;
     }
-    av_packet_rescale_ts(pkt, cs->in_tb, cs->ost->time_base);
     pkt->stream_index = cs->ost->index;
     pkt->pos = -1;
     return kr_av_write_packet(cp->oc, pkt, cp->path, err);
