@@ -3,10 +3,12 @@
  * (the tests' oracle, only for small n), and the CUDA graph when keyer is built with CUDA and
  * a device exists. Points move a little every frame (the hysteresis path of a tracked scene).
  *
- * Usage: bench_knn [--frames F] [--k K] [--json]
+ * Usage: bench_knn [--frames F] [--k K] [--impl cpu-o(n^2)|cpu-grid|cuda] [--json]
  * Prints one line per (implementation, set, n): the median and best wall-clock ms per graph over
  * F frames, and the median CPU time of the calling thread (the one core's work on the CPU; on a
- * shared machine it is the steadier figure; for CUDA only the host's part).
+ * shared machine it is the steadier figure; for CUDA only the host's part). --impl times one
+ * implementation only. The CUDA figure is what a caller gets: the points copied in, the graph
+ * built, the edges back in host memory when keyer_knn_graph_update returns.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -92,6 +94,7 @@ done:
 int main(int argc, char **argv)
 {
     int frames = 20, k = 5, json = 0;
+    const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--frames") && i + 1 < argc)
             frames = kb_int_arg(argv[0], "--frames", argv[++i]);
@@ -99,8 +102,10 @@ int main(int argc, char **argv)
             k = kb_int_arg(argv[0], "--k", argv[++i]);
         else if (!strcmp(argv[i], "--json"))
             json = 1;
+        else if (!strcmp(argv[i], "--impl") && i + 1 < argc)
+            only = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--frames F] [--k K] [--json]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--frames F] [--k K] [--impl NAME] [--json]\n", argv[0]);
             return 2;
         }
     }
@@ -116,6 +121,14 @@ int main(int argc, char **argv)
                  {"cuda", 1, 1 << 30},
 #endif
     };
+    int known = !only;
+    for (size_t m = 0; m < sizeof(impls) / sizeof(impls[0]); m++)
+        known |= only && !strcmp(only, impls[m].name);
+    if (!known) {
+        fprintf(stderr, "%s: --impl %s: not one of this build's implementations\n", argv[0],
+                only);
+        return 2;
+    }
     static const int sizes[] = {1000, 5000, 50000};
     static const kt_knn_set sets[] = {KT_KNN_UNIFORM, KT_KNN_CLUSTERED, KT_KNN_MIXED};
     if (json)
@@ -124,7 +137,7 @@ int main(int argc, char **argv)
     for (size_t s = 0; s < sizeof(sets) / sizeof(sets[0]); s++)
         for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++)
             for (size_t m = 0; m < sizeof(impls) / sizeof(impls[0]); m++) {
-                if (sizes[z] > impls[m].max_n)
+                if (sizes[z] > impls[m].max_n || (only && strcmp(only, impls[m].name)))
                     continue;
                 result r = {0, 0, 0, 0};
                 if (run(impls[m].cuda, sets[s], sizes[z], k, frames, &r))
