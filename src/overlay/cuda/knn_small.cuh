@@ -1,23 +1,26 @@
 /*
  * The small path of the CUDA kNN graph (included by knn.cu only): for up to kSmallN points an
- * update is six kernels (five on a first frame), three of them one block of kSmallThreads
- * threads working in shared memory, instead of the large path's forty launches and CUB sorts:
+ * update is eight kernels (seven on a first frame), three of them one block of kSmallThreads
+ * threads, instead of the large path's forty launches and CUB sorts:
  *
  *  1. small_prep_kernel (one block): the grid (grid_block), a cell per point, counts, a prefix
- *     sum and the scatter by cell; the ids sorted (a bitonic sort of (id << 32 | index));
+ *     sum and the scatter by cell; small_rank_kernel and small_order_kernel: the ids in order
+ *     by counting, for each point, the (id, index) pairs below its own (n^2 / 2 comparisons
+ *     over the whole device: a few microseconds at 5,000 points);
  *  2. knn_kernel and prev_kernel of the large path (unchanged);
  *  3. small_cand_kernel: every live edge of L (kept previous edges, then candidates) gets a
  *     64-bit key in L order (a previous edge: its rank e; a candidate: bit 63, its length's
  *     bits, the ranks of its ids: (length, a, b) order) and counts at both of its ends;
  *  4. small_csr_kernel (one block): each point's live edges listed (a prefix sum of the counts
  *     and a fill) and sorted by key, so that each list is in L order as the degree cap needs;
- *  5. small_cap_kernel (one block): the degree cap's rounds (vertex_step_t, states in shared
- *     memory) until every edge is decided; then the taken previous edges in their order, and
- *     the taken candidates sorted by key (bitonic, in shared memory), to the output.
+ *  5. small_cap_kernel (one block): the degree cap's rounds (small_step: vertex_step_t's
+ *     rules, the states a byte per edge in shared memory, the lists there too when they fit)
+ *     until every edge is decided; then the taken previous edges in their order, and the taken
+ *     candidates sorted by key (bitonic, in shared memory), to the output.
  *
  * Limits (checked by the launcher, which otherwise takes the large path): n <= kSmallN (ranks
- * in 13 bits), the states of all P + n k slots of L in kSmallSmem bytes, and the taken
- * candidates (at most n max_degree / 2) sortable in kSmallSmem bytes.
+ * in 13 bits, kPerThread points per thread), a byte per slot of L (P + n k) in kSmallSmem
+ * bytes, and the taken candidates (at most n max_degree / 2) sortable in kSmallSmem bytes.
  */
 #ifndef KEYER_OVERLAY_CUDA_KNN_SMALL_CUH
 #define KEYER_OVERLAY_CUDA_KNN_SMALL_CUH
@@ -86,16 +89,13 @@ __device__ void block_bitonic_sort(uint64_t *a, int m)
         }
 }
 
-/* 1. The grid, the points by cell, the sorted ids, and the counts at each point cleared.
- * Dynamic shared memory: 8 x sort_m bytes (sort_m = pow2_at_least(n)). */
+/* 1. The grid and the points by cell; the counts at each point (deg, below[]) cleared. */
 __global__ void __launch_bounds__(kSmallThreads)
-    small_prep_kernel(const float2 *__restrict__ xy, const uint32_t *__restrict__ ids, int n,
-                      int max_cells, int sort_m, GridParams *grid, int *counters,
-                      int *__restrict__ pt_cell, int *cell_count, int *cell_start, int *cell_fill,
-                      int *__restrict__ cell_pts, uint32_t *__restrict__ sorted_ids,
-                      int *__restrict__ sorted_idx, int *__restrict__ deg)
+    small_prep_kernel(const float2 *__restrict__ xy, int n, int max_cells, GridParams *grid,
+                      int *counters, int *__restrict__ pt_cell, int *cell_count, int *cell_start,
+                      int *cell_fill, int *__restrict__ cell_pts, int *__restrict__ below,
+                      int *__restrict__ deg)
 {
-    extern __shared__ uint64_t s_sort[];
     __shared__ GridParams s_gr;
     __shared__ int s_part[kSmallThreads];
     const int tid = threadIdx.x;
@@ -111,6 +111,7 @@ __global__ void __launch_bounds__(kSmallThreads)
     __syncthreads();
     for (int i = tid; i < n; i += kSmallThreads) {
         deg[i] = 0;
+        below[i] = 0;
         const float2 p = xy[i];
         int cell = -1;
         if (finite2(p.x, p.y)) { /* cell_kernel's arithmetic */
@@ -129,15 +130,55 @@ __global__ void __launch_bounds__(kSmallThreads)
         if (c >= 0)
             cell_pts[__ldcg(&cell_start[c]) + atomicAdd(&cell_fill[c], 1)] = i;
     }
-    /* The ids with their indices, sorted (equal ids side by side: knn_kernel flags them). */
-    for (int i = tid; i < sort_m; i += kSmallThreads)
-        s_sort[i] = i < n ? ((uint64_t)ids[i] << 32) | (uint32_t)i : ~0ull;
+}
+
+/* 1b. The ids' order by counting: below[i] += the points j of this block's chunk of
+ * kRankChunk with (ids[j], j) < (ids[i], i) (a grid of point tiles x chunks; below[] cleared
+ * by small_prep_kernel). Summed over the chunks, below[i] is point i's place in the order of
+ * (id, index): a permutation, with equal ids side by side. */
+constexpr int kRankChunk = 256;
+__global__ void __launch_bounds__(kRankChunk)
+    small_rank_kernel(const uint32_t *__restrict__ ids, int n, int *below)
+{
+    __shared__ uint32_t s_ids[kRankChunk];
+    const int j0 = blockIdx.y * kRankChunk, j1 = min(j0 + kRankChunk, n);
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j0 + (int)threadIdx.x < j1)
+        s_ids[threadIdx.x] = ids[j0 + threadIdx.x];
     __syncthreads();
-    block_bitonic_sort(s_sort, sort_m);
-    for (int i = tid; i < n; i += kSmallThreads) {
-        sorted_ids[i] = (uint32_t)(s_sort[i] >> 32);
-        sorted_idx[i] = (int)(s_sort[i] & 0xffffffffu);
+    if (i >= n)
+        return;
+    const uint32_t id = ids[i];
+    int c = 0;
+    if (j1 - j0 == kRankChunk && (i < j0 || i >= j1)) { /* a whole chunk, i not in it */
+        const int low = i >= j1; /* an equal id before i counts */
+#pragma unroll 8
+        for (int q = 0; q < kRankChunk; q++) {
+            const uint32_t o = s_ids[q];
+            c += o < id || (o == id && low);
+        }
+    } else {
+        for (int j = j0; j < j1; j++) {
+            const uint32_t o = s_ids[j - j0];
+            c += o < id || (o == id && j < i);
+        }
     }
+    if (c)
+        atomicAdd(&below[i], c);
+}
+
+/* 1c. The sorted ids and their points (at place below[i]: knn_kernel then ranks them and flags
+ * an id twice). */
+__global__ void small_order_kernel(const uint32_t *__restrict__ ids, int n,
+                                   const int *__restrict__ below,
+                                   uint32_t *__restrict__ sorted_ids,
+                                   int *__restrict__ sorted_idx)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    sorted_ids[below[i]] = ids[i];
+    sorted_idx[below[i]] = i;
 }
 
 /* 3. Slot t of L (t < P: previous edge t, as prev_kernel left it; else candidate slot t - P):
@@ -182,8 +223,10 @@ __global__ void small_cand_kernel(int n_prev, int total, const uint32_t *__restr
     atomicAdd(&deg[v], 1);
 }
 
-/* 4. Each point's live edges (v_list[v_off[u]..v_off[u+1]), slots of L) in key order.
+/* 4. Each point's live edges (v_list[v_off[u]..v_off[u+1])) in key order, as entries
+ * (slot << 1 | end): end 0 when the point is the edge's l_u, 1 when it is its l_v.
  * Dynamic shared memory: 4 x n bytes. */
+constexpr int kListSort = 16; /* lists up to this long are sorted in registers */
 __global__ void __launch_bounds__(kSmallThreads)
     small_csr_kernel(int n, int total, const int *deg, const int *__restrict__ st,
                      const int *__restrict__ l_u, const int *__restrict__ l_v,
@@ -198,23 +241,42 @@ __global__ void __launch_bounds__(kSmallThreads)
     __syncthreads();
     for (int t = tid; t < total; t += kSmallThreads)
         if (st[t] == 0) {
-            v_list[atomicAdd(&s_cur[l_u[t]], 1)] = t;
-            v_list[atomicAdd(&s_cur[l_v[t]], 1)] = t;
+            v_list[atomicAdd(&s_cur[l_u[t]], 1)] = t << 1;
+            v_list[atomicAdd(&s_cur[l_v[t]], 1)] = (t << 1) | 1;
         }
     __syncthreads();
     for (int u = tid; u < n; u += kSmallThreads) {
-        const int lo = __ldcg(&v_off[u]), hi = __ldcg(&v_off[u + 1]);
-        for (int a = lo + 1; a < hi; a++) { /* insertion sort: a point has few edges */
-            const int ra = __ldcg(&v_list[a]);
-            const uint64_t ka = key[ra];
+        const int lo = __ldcg(&v_off[u]), hi = __ldcg(&v_off[u + 1]), d = hi - lo;
+        if (d <= kListSort) { /* each entry's place: the keys below its own (keys differ) */
+            uint64_t kk[kListSort];
+            int ee[kListSort];
+#pragma unroll
+            for (int q = 0; q < kListSort; q++) {
+                ee[q] = q < d ? __ldcg(&v_list[lo + q]) : 0;
+                kk[q] = q < d ? key[ee[q] >> 1] : ~0ull;
+            }
+#pragma unroll
+            for (int q = 0; q < kListSort; q++) {
+                int below = 0;
+#pragma unroll
+                for (int r = 0; r < kListSort; r++)
+                    below += kk[r] < kk[q];
+                if (q < d)
+                    v_list[lo + below] = ee[q];
+            }
+            continue;
+        }
+        for (int a = lo + 1; a < hi; a++) { /* a long list: insertion sort in place */
+            const int ea = __ldcg(&v_list[a]);
+            const uint64_t ka = key[ea >> 1];
             int b = a - 1;
             for (; b >= lo; b--) {
-                const int rb = __ldcg(&v_list[b]);
-                if (key[rb] < ka)
+                const int eb = __ldcg(&v_list[b]);
+                if (key[eb >> 1] < ka)
                     break;
-                v_list[b + 1] = rb;
+                v_list[b + 1] = eb;
             }
-            v_list[b + 1] = ra;
+            v_list[b + 1] = ea;
         }
     }
 }
@@ -237,37 +299,111 @@ __device__ __forceinline__ void put_edge(const uint32_t *__restrict__ ids, int u
     next_at[2 * pos + 1] = v;
 }
 
+/* Edge states as bytes, four to a word of shared memory, read and set by atomics. */
+__device__ __forceinline__ int byte_state(unsigned *stw, int t)
+{
+    return (int)((atomicOr(&stw[t >> 2], 0u) >> ((t & 3) * 8)) & 0xffu);
+}
+__device__ __forceinline__ int byte_set(unsigned *stw, int t, int bits)
+{
+    const int sh = (t & 3) * 8;
+    return (int)((atomicOr(&stw[t >> 2], (unsigned)bits << sh) >> sh) & 0xffu);
+}
+
+/* vertex_step_t (knn_cap.cuh) for the small path: the point's list entries carry its end of
+ * each edge, its place and count are the caller's registers, the states are bytes. */
+__device__ bool small_step(const int *list, int end, int max_degree, unsigned *stw, int &pos,
+                           int &acc)
+{
+    for (;;) {
+        while (pos < end) {
+            const int s = byte_state(stw, list[pos] >> 1);
+            if (s & kTaken) {
+                acc++;
+                pos++;
+            } else if (s & kRefused) {
+                pos++;
+            } else {
+                break;
+            }
+        }
+        if (pos < end && acc >= max_degree) { /* full: the next edge is refused here */
+            byte_set(stw, list[pos] >> 1, kRefused);
+            pos++;
+            continue;
+        }
+        break;
+    }
+    if (pos == end)
+        return false;
+    int maybe = 0; /* undecided or taken edges passed beyond the decided prefix */
+    for (int q = pos; q < end && acc + maybe < max_degree; q++) {
+        const int e = list[q], t = e >> 1;
+        int s = byte_state(stw, t);
+        if (s & kRefused)
+            continue;
+        if (!(s & kTaken)) {
+            const int mine = (e & 1) ? kOkV : kOkU, other = mine ^ (kOkU | kOkV);
+            if (!(s & mine))
+                s = byte_set(stw, t, mine) | mine;
+            if ((s & other) && !(s & kRefused))
+                byte_set(stw, t, kTaken);
+        }
+        maybe++;
+    }
+    return true;
+}
+
 /* 5. The degree cap and the output (taken edges in L order; counters[1]: their number).
- * Dynamic shared memory: max(4 x total, 8 x sort_cap) bytes, sort_cap a power of two >= the
- * taken candidates (a larger number sets bit 1 of counters[0] and outputs no candidate). */
+ * Dynamic shared memory: @p smem bytes (the states: a byte per slot; the lists when they fit
+ * after them, else they are read from v_list; at the end the taken candidates' sort, sort_cap
+ * keys of 8 bytes: more taken than sort_cap sets bit 1 of counters[0] and outputs none). */
+constexpr int kPerThread = kSmallN / kSmallThreads; /* points per thread */
 __global__ void __launch_bounds__(kSmallThreads)
-    small_cap_kernel(int n, int n_prev, int total, int max_degree, int sort_cap,
+    small_cap_kernel(int n, int n_prev, int total, int max_degree, int sort_cap, int smem,
                      const int *__restrict__ v_off, const int *__restrict__ v_list,
                      const int *__restrict__ l_u, const int *__restrict__ l_v,
                      const int *__restrict__ st, const uint64_t *__restrict__ key,
                      const uint32_t *__restrict__ ids, const int *__restrict__ sorted_idx,
-                     int *v_pos, int *v_acc, uint64_t *taken_key,
-                     keyer_knn_edge *__restrict__ next, int *__restrict__ next_at,
-                     int *counters)
+                     uint64_t *taken_key, keyer_knn_edge *__restrict__ next,
+                     int *__restrict__ next_at, int *counters)
 {
     extern __shared__ uint64_t s_mem[];
-    int *s_st = reinterpret_cast<int *>(s_mem);
+    unsigned *stw = reinterpret_cast<unsigned *>(s_mem);
     __shared__ int s_part[kSmallThreads];
     __shared__ int s_taken;
     const int tid = threadIdx.x;
-    for (int t = tid; t < total; t += kSmallThreads)
-        s_st[t] = st[t];
-    for (int u = tid; u < n; u += kSmallThreads) { /* u stays this thread's below */
-        v_pos[u] = v_off[u];
-        v_acc[u] = 0;
+    const int st_words = (total + 3) / 4, st_bytes = (st_words * 4 + 15) / 16 * 16;
+    const int entries = v_off[n];
+    const bool fit = (long long)st_bytes + 4ll * entries <= (long long)smem;
+    int *s_list = reinterpret_cast<int *>(reinterpret_cast<unsigned char *>(s_mem) + st_bytes);
+    const int *list = fit ? s_list : v_list;
+    for (int w = tid; w < st_words; w += kSmallThreads) { /* 0 (live) or kRefused per byte */
+        unsigned word = 0;
+        for (int b = 0; b < 4 && 4 * w + b < total; b++)
+            word |= (unsigned)st[4 * w + b] << (8 * b);
+        stw[w] = word;
+    }
+    if (fit)
+        for (int q = tid; q < entries; q += kSmallThreads)
+            s_list[q] = v_list[q];
+    int pos[kPerThread], end[kPerThread], acc[kPerThread];
+#pragma unroll
+    for (int j = 0; j < kPerThread; j++) {
+        const int u = tid + j * kSmallThreads;
+        pos[j] = u < n ? v_off[u] : 0;
+        end[j] = u < n ? v_off[u + 1] : 0;
+        acc[j] = 0;
     }
     if (tid == 0)
         s_taken = 0;
     __syncthreads();
     for (;;) {
         int pending = 0;
-        for (int u = tid; u < n; u += kSmallThreads)
-            pending |= vertex_step_t<true>(u, max_degree, v_off, v_list, l_u, v_pos, v_acc, s_st);
+#pragma unroll
+        for (int j = 0; j < kPerThread; j++)
+            if (pos[j] < end[j])
+                pending |= small_step(list, end[j], max_degree, stw, pos[j], acc[j]);
         if (!__syncthreads_or(pending))
             break;
     }
@@ -276,7 +412,7 @@ __global__ void __launch_bounds__(kSmallThreads)
     const int lo = min(tid * per, n_prev), hi = min(lo + per, n_prev);
     int mine = 0;
     for (int t = lo; t < hi; t++)
-        mine += (atomicOr(&s_st[t], 0) & kTaken) != 0;
+        mine += (byte_state(stw, t) & kTaken) != 0;
     s_part[tid] = mine;
     __syncthreads();
     for (int off = 1; off < kSmallThreads; off <<= 1) {
@@ -286,13 +422,13 @@ __global__ void __launch_bounds__(kSmallThreads)
         __syncthreads();
     }
     const int kept = s_part[kSmallThreads - 1];
-    int pos = s_part[tid] - mine;
+    int at = s_part[tid] - mine;
     for (int t = lo; t < hi; t++)
-        if (atomicOr(&s_st[t], 0) & kTaken)
-            put_edge(ids, l_u[t], l_v[t], pos++, next, next_at);
+        if (byte_state(stw, t) & kTaken)
+            put_edge(ids, l_u[t], l_v[t], at++, next, next_at);
     /* The taken candidates' keys (in any order), then sorted where the states were. */
     for (int t = n_prev + tid; t < total; t += kSmallThreads)
-        if (atomicOr(&s_st[t], 0) & kTaken)
+        if (byte_state(stw, t) & kTaken)
             taken_key[atomicAdd(&s_taken, 1)] = key[t];
     __syncthreads();
     const int taken = s_taken;
@@ -324,25 +460,22 @@ __global__ void __launch_bounds__(kSmallThreads)
 /* The small path's sizes for an update of n points (ok: it applies; knn_small.cuh's limits). */
 struct SmallPlan {
     bool ok;
-    int sort_m;      /* the ids' sort: a power of two >= n */
     int sort_cap;    /* the taken candidates' sort: a power of two >= n max_degree / 2 */
     size_t cap_smem; /* small_cap_kernel's dynamic shared memory */
 };
 
 SmallPlan small_plan(const State *s, int n)
 {
-    SmallPlan sp = {false, 0, 0, 0};
+    SmallPlan sp = {false, 0, 0};
     const long long total = (long long)s->n_prev + (long long)n * s->p.k;
     const long long half = (long long)n * s->p.max_degree / 2;
     if (n > kSmallN || s->small_smem <= 0 || half > s->small_smem / 8 ||
-        4 * total > s->small_smem)
+        total + 16 > s->small_smem)
         return sp;
-    sp.sort_m = pow2_at_least(n);
     sp.sort_cap = pow2_at_least(half > 0 ? half : 1);
-    const long long smem = 4 * total > 8ll * sp.sort_cap ? 4 * total : 8ll * sp.sort_cap;
-    if (smem > s->small_smem)
+    if (8ll * sp.sort_cap > s->small_smem)
         return sp;
-    sp.cap_smem = (size_t)smem;
+    sp.cap_smem = (size_t)s->small_smem; /* the lists go there too when they fit */
     sp.ok = true;
     return sp;
 }
@@ -357,10 +490,17 @@ cudaError_t launch_small(State *s, int n, const SmallPlan &sp, cudaStream_t stre
         if ((e = cudaGetLastError()) != cudaSuccess)                                           \
             return e;                                                                          \
     } while (0)
-    small_prep_kernel<<<1, kSmallThreads, (size_t)sp.sort_m * sizeof(uint64_t), stream>>>(
-        s->xy, s->ids, n, s->max_cells, sp.sort_m, s->grid, s->counters, s->pt_cell,
-        s->cell_count, s->cell_start, s->cell_fill, s->cell_pts, s->sorted_ids, s->sorted_idx,
-        s->deg);
+    /* below[]: the large path's iota buffer (idx) */
+    small_prep_kernel<<<1, kSmallThreads, 0, stream>>>(
+        s->xy, n, s->max_cells, s->grid, s->counters, s->pt_cell, s->cell_count, s->cell_start,
+        s->cell_fill, s->cell_pts, s->idx, s->deg);
+    KNN_SMALL_LAUNCHED();
+    small_rank_kernel<<<dim3((unsigned)((n + kRankChunk - 1) / kRankChunk),
+                             (unsigned)((n + kRankChunk - 1) / kRankChunk)),
+                        kRankChunk, 0, stream>>>(s->ids, n, s->idx);
+    KNN_SMALL_LAUNCHED();
+    small_order_kernel<<<blocks(n), kThreads, 0, stream>>>(s->ids, n, s->idx, s->sorted_ids,
+                                                           s->sorted_idx);
     KNN_SMALL_LAUNCHED();
     knn_kernel<<<blocks(n), kThreads, 0, stream>>>(
         s->xy, n, s->grid, s->pt_cell, s->cell_start, s->cell_pts, k, s->p.max_dy, s->sorted_ids,
@@ -381,9 +521,8 @@ cudaError_t launch_small(State *s, int n, const SmallPlan &sp, cudaStream_t stre
         n, total, s->deg, s->st, s->l_u, s->l_v, s->key, s->v_off, s->v_rank);
     KNN_SMALL_LAUNCHED();
     small_cap_kernel<<<1, kSmallThreads, sp.cap_smem, stream>>>(
-        n, P, total, s->p.max_degree, sp.sort_cap, s->v_off, s->v_rank, s->l_u, s->l_v, s->st,
-        s->key, s->ids, s->sorted_idx, s->v_pos, s->v_acc, s->ckey, s->next, s->next_at,
-        s->counters);
+        n, P, total, s->p.max_degree, sp.sort_cap, (int)sp.cap_smem, s->v_off, s->v_rank, s->l_u,
+        s->l_v, s->st, s->key, s->ids, s->sorted_idx, s->ckey, s->next, s->next_at, s->counters);
     KNN_SMALL_LAUNCHED();
 #undef KNN_SMALL_LAUNCHED
     return cudaSuccess;
