@@ -239,11 +239,28 @@ __global__ void __launch_bounds__(kSmallThreads)
     for (int u = tid; u < n; u += kSmallThreads)
         s_cur[u] = __ldcg(&v_off[u]);
     __syncthreads();
-    for (int t = tid; t < total; t += kSmallThreads)
-        if (st[t] == 0) {
-            v_list[atomicAdd(&s_cur[l_u[t]], 1)] = t << 1;
-            v_list[atomicAdd(&s_cur[l_v[t]], 1)] = (t << 1) | 1;
+    constexpr int kBatch = 4; /* slots per thread whose loads are in flight together */
+    for (int t0 = tid; t0 < total; t0 += kBatch * kSmallThreads) {
+        int live[kBatch], a[kBatch], b[kBatch];
+#pragma unroll
+        for (int q = 0; q < kBatch; q++) {
+            const int t = t0 + q * kSmallThreads;
+            live[q] = t < total && st[t] == 0;
         }
+#pragma unroll
+        for (int q = 0; q < kBatch; q++) {
+            const int t = t0 + q * kSmallThreads;
+            a[q] = live[q] ? l_u[t] : 0;
+            b[q] = live[q] ? l_v[t] : 0;
+        }
+#pragma unroll
+        for (int q = 0; q < kBatch; q++)
+            if (live[q]) {
+                const int t = t0 + q * kSmallThreads;
+                v_list[atomicAdd(&s_cur[a[q]], 1)] = t << 1;
+                v_list[atomicAdd(&s_cur[b[q]], 1)] = (t << 1) | 1;
+            }
+    }
     __syncthreads();
     for (int u = tid; u < n; u += kSmallThreads) {
         const int lo = __ldcg(&v_off[u]), hi = __ldcg(&v_off[u + 1]), d = hi - lo;
@@ -378,15 +395,44 @@ __global__ void __launch_bounds__(kSmallThreads)
     const bool fit = (long long)st_bytes + 4ll * entries <= (long long)smem;
     int *s_list = reinterpret_cast<int *>(reinterpret_cast<unsigned char *>(s_mem) + st_bytes);
     const int *list = fit ? s_list : v_list;
-    for (int w = tid; w < st_words; w += kSmallThreads) { /* 0 (live) or kRefused per byte */
-        unsigned word = 0;
-        for (int b = 0; b < 4 && 4 * w + b < total; b++)
-            word |= (unsigned)st[4 * w + b] << (8 * b);
-        stw[w] = word;
+    /* The states, 0 (live) or kRefused, a byte each: four slots per word (st is 16-byte
+     * aligned), two words per thread in flight. */
+    for (int w0 = tid; w0 < st_words; w0 += 2 * kSmallThreads) {
+        int4 v[2];
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+            const int w = w0 + q * kSmallThreads;
+            if (4 * w + 3 < total) {
+                v[q] = reinterpret_cast<const int4 *>(st)[w];
+            } else {
+                v[q].x = 4 * w < total ? st[4 * w] : 0;
+                v[q].y = 4 * w + 1 < total ? st[4 * w + 1] : 0;
+                v[q].z = 4 * w + 2 < total ? st[4 * w + 2] : 0;
+                v[q].w = 0;
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+            const int w = w0 + q * kSmallThreads;
+            if (w < st_words)
+                stw[w] = (unsigned)v[q].x | (unsigned)v[q].y << 8 | (unsigned)v[q].z << 16 |
+                         (unsigned)v[q].w << 24;
+        }
     }
-    if (fit)
-        for (int q = tid; q < entries; q += kSmallThreads)
+    if (fit) { /* the lists: 16 bytes per load (both 16-byte aligned), two in flight */
+        const int quads = entries / 4;
+        const int4 *src = reinterpret_cast<const int4 *>(v_list);
+        int4 *dst = reinterpret_cast<int4 *>(s_list);
+        for (int q0 = tid; q0 < quads; q0 += 2 * kSmallThreads) {
+            const int q1 = q0 + kSmallThreads;
+            const int4 x = src[q0], y = q1 < quads ? src[q1] : x;
+            dst[q0] = x;
+            if (q1 < quads)
+                dst[q1] = y;
+        }
+        for (int q = 4 * quads + tid; q < entries; q += kSmallThreads)
             s_list[q] = v_list[q];
+    }
     int pos[kPerThread], end[kPerThread], acc[kPerThread];
 #pragma unroll
     for (int j = 0; j < kPerThread; j++) {
