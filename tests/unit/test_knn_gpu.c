@@ -167,9 +167,9 @@ static void check_sizes(const keyer_knn_params *p, kt_knn_set kind, const int *s
     keyer_knn_graph_destroy(&gg);
 }
 
-/* Both sides of the small path's limits: 8,192 points (small: 3 x 8,192 candidates and up to
- * 16,384 previous edges fit) and 8,193 (large), in one graph; k 100 on 600 points (the
- * candidates' states do not fit: large) and k 5 on 5,000 (small) next to each other. */
+/* Both sides of the small path's limits: 8,192 points (small) and 8,193 (large), in one graph;
+ * k 120 on 2,000 points (240,000 candidate slots: more states than the small path's shared
+ * memory holds, large) and k 5 on 5,000 (small). */
 static void test_paths(void **state)
 {
     (void)state;
@@ -184,10 +184,10 @@ static void test_paths(void **state)
         check_sizes(&p, KT_KNN_DUPLICATES, sizes, 8, 13, "paths");
     }
     keyer_knn_params wide = keyer_knn_params_defaults();
-    wide.k = 100;
+    wide.k = 120;
     wide.max_degree = 3;
-    static const int few[] = {600, 600, 590};
-    check_sizes(&wide, KT_KNN_CLUSTERED, few, 3, 14, "k=100");
+    static const int few[] = {2000, 2000, 1990};
+    check_sizes(&wide, KT_KNN_CLUSTERED, few, 3, 14, "k=120");
     if (!quick()) {
         keyer_knn_params five = keyer_knn_params_defaults();
         five.k = 5;
