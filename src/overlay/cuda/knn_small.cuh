@@ -109,6 +109,7 @@ __global__ void __launch_bounds__(kSmallThreads)
             cell_fill[c] = 0;
     }
     __syncthreads();
+#pragma unroll 4
     for (int i = tid; i < n; i += kSmallThreads) {
         deg[i] = 0;
         below[i] = 0;
@@ -125,6 +126,7 @@ __global__ void __launch_bounds__(kSmallThreads)
     }
     __syncthreads();
     block_exclusive_scan(cell_count, cell_start, cells, s_part);
+#pragma unroll 4
     for (int i = tid; i < n; i += kSmallThreads) {
         const int c = pt_cell[i];
         if (c >= 0)
