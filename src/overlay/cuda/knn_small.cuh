@@ -387,7 +387,7 @@ __global__ void __launch_bounds__(kSmallThreads)
                      uint64_t *taken_key, keyer_knn_edge *__restrict__ next,
                      int *__restrict__ next_at, int *counters)
 {
-    extern __shared__ uint64_t s_mem[];
+    extern __shared__ __align__(16) uint64_t s_mem[];
     unsigned *stw = reinterpret_cast<unsigned *>(s_mem);
     __shared__ int s_part[kSmallThreads];
     __shared__ int s_taken;
