@@ -95,7 +95,7 @@ done:
 
 int main(int argc, char **argv)
 {
-    int frames = 20, k = 5, json = 0, only_n = 0;
+    int frames = 20, k = 5, json = 0, only_n = -1;
     const char *only = NULL, *only_set = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--frames") && i + 1 < argc)
@@ -117,7 +117,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (frames < 1 || k < 1 || only_n < 0) {
+    if (frames < 1 || k < 1 || only_n == 0 || only_n < -1) {
         fprintf(stderr, "%s: --frames and --k must be >= 1, --n >= 1\n", argv[0]);
         return 2;
     }
@@ -138,8 +138,8 @@ int main(int argc, char **argv)
         return 2;
     }
     const int all_sizes[] = {1000, 5000, 50000}, one_size[] = {only_n};
-    const int *sizes = only_n ? one_size : all_sizes;
-    const size_t n_sizes = only_n ? 1 : 3;
+    const int *sizes = only_n > 0 ? one_size : all_sizes;
+    const size_t n_sizes = only_n > 0 ? 1 : 3;
     static const kt_knn_set sets[] = {KT_KNN_UNIFORM, KT_KNN_CLUSTERED, KT_KNN_MIXED};
     int set_known = !only_set;
     for (size_t q = 0; q < sizeof(sets) / sizeof(sets[0]); q++)
