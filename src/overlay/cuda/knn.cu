@@ -57,6 +57,8 @@ constexpr int kBoxThreads = 1024;
 constexpr int kLocalK = 16;    /* neighbour lists of k <= 16 are kept in thread-local arrays */
 constexpr int kGridRounds = 6; /* grid-wide rounds of the degree cap before one block finishes */
 constexpr int kBins = 1024;    /* histogram bins of the grid's extent (cpu/knn.c's KNN_BINS) */
+constexpr int kHardRings = 32; /* rings a thread searches before hard_kernel takes the point */
+constexpr int kHardBlocks = 128;
 constexpr size_t kInBytes = 2 * sizeof(float) + sizeof(uint32_t); /* a point in: xy, id */
 
 
@@ -112,10 +114,12 @@ __device__ __forceinline__ int scan_cell(const float2 *__restrict__ xy,
     return n_best;
 }
 
-/* The k nearest neighbours of the finite point i (cpu/knn.c's search, line for line). */
+/* The k nearest neighbours of the finite point i (cpu/knn.c's search, line for line); -1 when
+ * more than @p max_rings rings of cells would be searched (a point far from the others: it
+ * is left to hard_kernel, which compares it with every point). */
 __device__ int search(const float2 *__restrict__ xy, const int *__restrict__ cell_start,
                       const int *__restrict__ cell_pts, const GridParams &gr, int cell, int i,
-                      int k, float max_dy, float *best, int *best_j)
+                      int k, float max_dy, float *best, int *best_j, int max_rings)
 {
     const int ci = cell % gr.gx, cj = cell / gr.gx;
     const float xi = xy[i].x, yi = xy[i].y;
@@ -130,6 +134,8 @@ __device__ int search(const float2 *__restrict__ xy, const int *__restrict__ cel
     }
     int n_best = 0;
     for (int r = 0;; r++) {
+        if (r > max_rings)
+            return -1;
         const int ylo = max(cj - r, rlo), yhi = min(cj + r, rhi);
         const int xlo = max(ci - r, 0), xhi = min(ci + r, gr.gx - 1);
         for (int cy = ylo; cy <= yhi; cy++) {
@@ -325,6 +331,7 @@ __device__ void grid_block(const float2 *__restrict__ xy, int n, int max_cells, 
         *s_out = gr;
     counters[0] = 0; /* a repeated id (bit 0), an internal limit exceeded (bit 1) */
     counters[1] = 0; /* edges taken */
+    counters[2] = 0; /* points left to hard_kernel */
 }
 
 /* The grid of the large path (grid_block), one block. */
@@ -381,7 +388,7 @@ __global__ void knn_kernel(const float2 *__restrict__ xy, int n, const GridParam
                            const int *__restrict__ sorted_idx, int *__restrict__ rank,
                            int *counters, float *__restrict__ knn_d2, int *__restrict__ knn_j,
                            int *__restrict__ n_knn, float *__restrict__ kth,
-                           unsigned char *__restrict__ drop)
+                           unsigned char *__restrict__ drop, int *__restrict__ hard)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
@@ -397,19 +404,80 @@ __global__ void knn_kernel(const float2 *__restrict__ xy, int n, const GridParam
     int found = 0;
     if (pt_cell[i] >= 0) {
         if (k <= kLocalK) {
+            /* A point outside the grid's extent (one of the few far ones robust_extent cut off)
+             * would search ring after ring: it goes to hard_kernel at once. */
+            const double fx = ((double)xy[i].x - gr.x0) * gr.inv;
+            const double fy = ((double)xy[i].y - gr.y0) * gr.inv;
             float best[kLocalK];
             int best_j[kLocalK];
-            found = search(xy, cell_start, cell_pts, gr, pt_cell[i], i, k, max_dy, best, best_j);
+            found = fx < 0 || fx >= gr.gx || fy < 0 || fy >= gr.gy
+                        ? -1
+                        : search(xy, cell_start, cell_pts, gr, pt_cell[i], i, k, max_dy, best,
+                                 best_j, kHardRings);
+            if (found < 0) { /* hard_kernel's */
+                hard[atomicAdd(&counters[2], 1)] = i;
+                return;
+            }
             for (int r = 0; r < found; r++) {
                 gd[r] = best[r];
                 gj[r] = best_j[r];
             }
         } else {
-            found = search(xy, cell_start, cell_pts, gr, pt_cell[i], i, k, max_dy, gd, gj);
+            found = search(xy, cell_start, cell_pts, gr, pt_cell[i], i, k, max_dy, gd, gj,
+                           0x7fffffff);
         }
     }
     n_knn[i] = found;
     kth[i] = found > 0 ? __fsqrt_rn(gd[found - 1]) : INFINITY;
+}
+
+/* The points knn_kernel left (hard[0..counters[2])), a block each in turn: every thread keeps
+ * the k best of a stride of all n points (scan_cell's rules: the same set the grid search
+ * would find), then the lists are merged pairwise in shared memory. k <= kLocalK. */
+constexpr int kHardThreads = 256;
+__global__ void __launch_bounds__(kHardThreads)
+    hard_kernel(const float2 *__restrict__ xy, int n, int k, float max_dy,
+                const int *__restrict__ hard, const int *counters, float *__restrict__ knn_d2,
+                int *__restrict__ knn_j, int *__restrict__ n_knn, float *__restrict__ kth)
+{
+    __shared__ float s_d2[kHardThreads * kLocalK];
+    __shared__ int s_j[kHardThreads * kLocalK], s_n[kHardThreads];
+    const int tid = threadIdx.x, hards = counters[2];
+    float *mine_d2 = s_d2 + tid * kLocalK;
+    int *mine_j = s_j + tid * kLocalK;
+    for (int h = blockIdx.x; h < hards; h += gridDim.x) {
+        const int i = hard[h];
+        const float xi = xy[i].x, yi = xy[i].y;
+        int found = 0;
+        for (int j = tid; j < n; j += kHardThreads) {
+            const float2 pj = xy[j];
+            const float dy = __fsub_rn(pj.y, yi);
+            if (j == i || (max_dy > 0 && fabsf(dy) > max_dy))
+                continue;
+            found = offer(mine_d2, mine_j, found, k, dist2_rn(xi, yi, pj.x, pj.y), j);
+        }
+        s_n[tid] = found;
+        __syncthreads();
+        for (int half = kHardThreads / 2; half > 0; half >>= 1) {
+            if (tid < half) {
+                const float *od = s_d2 + (tid + half) * kLocalK;
+                const int *oj = s_j + (tid + half) * kLocalK;
+                for (int r = 0; r < s_n[tid + half]; r++)
+                    found = offer(mine_d2, mine_j, found, k, od[r], oj[r]);
+                s_n[tid] = found;
+            }
+            __syncthreads();
+        }
+        if (tid == 0) {
+            for (int r = 0; r < found; r++) {
+                knn_d2[(size_t)i * k + r] = mine_d2[r];
+                knn_j[(size_t)i * k + r] = mine_j[r];
+            }
+            n_knn[i] = found;
+            kth[i] = found > 0 ? __fsqrt_rn(mine_d2[found - 1]) : INFINITY;
+        }
+        __syncthreads();
+    }
 }
 
 /* The previous frame's edges: rank e of L when kept by the hysteresis bound (else refused
@@ -666,8 +734,16 @@ cudaError_t launch_large(State *s, int n, cudaStream_t stream)
     /* 2. neighbours */
     knn_kernel<<<blocks(n), kThreads, 0, stream>>>(
         s->xy, n, s->grid, s->pt_cell, s->cell_start, s->cell_pts, k, s->p.max_dy, s->sorted_ids,
-        s->sorted_idx, s->rank, s->counters, s->knn_d2, s->knn_j, s->n_knn, s->kth, s->drop);
+        s->sorted_idx, s->rank, s->counters, s->knn_d2, s->knn_j, s->n_knn, s->kth, s->drop,
+        s->cell_fill);
     KNN_LAUNCHED();
+    if (k <= kLocalK) {
+        hard_kernel<<<kHardBlocks, kHardThreads, 0, stream>>>(s->xy, n, k, s->p.max_dy,
+                                                              s->cell_fill, s->counters,
+                                                              s->knn_d2, s->knn_j, s->n_knn,
+                                                              s->kth);
+        KNN_LAUNCHED();
+    }
     /* 3. previous edges */
     if (P > 0) {
         prev_kernel<<<blocks(P), kThreads, 0, stream>>>(
@@ -864,7 +940,7 @@ keyer_status knn_create(const keyer_knn_params *p, int max_points, void **state,
             (e = dalloc(&s->key, ml)) || (e = dalloc(&s->deg, n)) || (e = dalloc(&s->idx, n)) ||
             (e = dalloc(&s->sorted_idx, n)) || (e = dalloc(&s->rank, n)) ||
             (e = dalloc(&s->grid, 1)) ||
-            (e = dalloc(&s->counters, 2)) || (e = dalloc(&s->pt_cell, n)) ||
+            (e = dalloc(&s->counters, 4)) || (e = dalloc(&s->pt_cell, n)) ||
             (e = dalloc(&s->cell_count, n + 1)) || (e = dalloc(&s->cell_start, n + 1)) ||
             (e = dalloc(&s->cell_fill, n)) || (e = dalloc(&s->cell_pts, n)) ||
             (e = dalloc(&s->knn_d2, nk)) || (e = dalloc(&s->kth, n)) ||

@@ -552,8 +552,16 @@ cudaError_t launch_small(State *s, int n, const SmallPlan &sp, cudaStream_t stre
     KNN_SMALL_LAUNCHED();
     knn_kernel<<<blocks(n), kThreads, 0, stream>>>(
         s->xy, n, s->grid, s->pt_cell, s->cell_start, s->cell_pts, k, s->p.max_dy, s->sorted_ids,
-        s->sorted_idx, s->rank, s->counters, s->knn_d2, s->knn_j, s->n_knn, s->kth, s->drop);
+        s->sorted_idx, s->rank, s->counters, s->knn_d2, s->knn_j, s->n_knn, s->kth, s->drop,
+        s->cell_fill);
     KNN_SMALL_LAUNCHED();
+    if (k <= kLocalK) { /* the hard points: cell_fill is free once the points are by cell */
+        hard_kernel<<<kHardBlocks, kHardThreads, 0, stream>>>(s->xy, n, k, s->p.max_dy,
+                                                              s->cell_fill, s->counters,
+                                                              s->knn_d2, s->knn_j, s->n_knn,
+                                                              s->kth);
+        KNN_SMALL_LAUNCHED();
+    }
     if (P > 0) {
         prev_kernel<<<blocks(P), kThreads, 0, stream>>>(
             s->prev, s->prev_at, P, s->ids, s->xy, n, s->sorted_ids, s->sorted_idx, s->knn_j,
