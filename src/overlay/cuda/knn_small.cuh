@@ -1,13 +1,14 @@
 /*
  * The small path of the CUDA kNN graph (included by knn.cu only): for up to kSmallN points an
- * update is eight kernels (seven on a first frame), three of them one block of kSmallThreads
+ * update is nine kernels (one fewer on a first frame), three of them one block of kSmallThreads
  * threads, instead of the large path's forty launches and CUB sorts:
  *
  *  1. small_prep_kernel (one block): the grid (grid_block), a cell per point, counts, a prefix
  *     sum and the scatter by cell; small_rank_kernel and small_order_kernel: the ids in order
  *     by counting, for each point, the (id, index) pairs below its own (n^2 / 2 comparisons
  *     over the whole device: a few microseconds at 5,000 points);
- *  2. knn_kernel and prev_kernel of the large path (unchanged);
+ *  2. knn_kernel, hard_kernel (k <= 16; knn_search.cuh) and prev_kernel (when there are
+ *     previous edges) of the large path;
  *  3. small_cand_kernel: every live edge of L (kept previous edges, then candidates) gets a
  *     64-bit key in L order (a previous edge: its rank e; a candidate: bit 63, its length's
  *     bits, the ranks of its ids: (length, a, b) order) and counts at both of its ends;
