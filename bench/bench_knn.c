@@ -3,10 +3,14 @@
  * (the tests' oracle, only for small n), and the CUDA graph when keyer is built with CUDA and
  * a device exists. Points move a little every frame (the hysteresis path of a tracked scene).
  *
- * Usage: bench_knn [--frames F] [--k K] [--json]
+ * Usage: bench_knn [--frames F] [--k K] [--impl cpu-o(n^2)|cpu-grid|cuda] [--n N]
+ *                  [--set uniform|clustered|mixed] [--json]
  * Prints one line per (implementation, set, n): the median and best wall-clock ms per graph over
  * F frames, and the median CPU time of the calling thread (the one core's work on the CPU; on a
- * shared machine it is the steadier figure; for CUDA only the host's part).
+ * shared machine it is the steadier figure; for CUDA only the host's part). --impl times one
+ * implementation only, --n one number of points (instead of 1,000, 5,000 and 50,000), --set one
+ * set (e.g. for a profiler). The CUDA figure is what a caller gets: the points copied in, the graph
+ * built, the edges back in host memory when keyer_knn_graph_update returns.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -91,7 +95,8 @@ done:
 
 int main(int argc, char **argv)
 {
-    int frames = 20, k = 5, json = 0;
+    int frames = 20, k = 5, json = 0, only_n = -1;
+    const char *only = NULL, *only_set = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--frames") && i + 1 < argc)
             frames = kb_int_arg(argv[0], "--frames", argv[++i]);
@@ -99,13 +104,21 @@ int main(int argc, char **argv)
             k = kb_int_arg(argv[0], "--k", argv[++i]);
         else if (!strcmp(argv[i], "--json"))
             json = 1;
+        else if (!strcmp(argv[i], "--impl") && i + 1 < argc)
+            only = argv[++i];
+        else if (!strcmp(argv[i], "--n") && i + 1 < argc)
+            only_n = kb_int_arg(argv[0], "--n", argv[++i]);
+        else if (!strcmp(argv[i], "--set") && i + 1 < argc)
+            only_set = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--frames F] [--k K] [--json]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--frames F] [--k K] [--impl NAME] [--n N] [--set NAME] [--json]\n",
+                    argv[0]);
             return 2;
         }
     }
-    if (frames < 1 || k < 1) {
-        fprintf(stderr, "%s: --frames and --k must be >= 1\n", argv[0]);
+    if (frames < 1 || k < 1 || only_n == 0 || only_n < -1) {
+        fprintf(stderr, "%s: --frames and --k must be >= 1, --n >= 1\n", argv[0]);
         return 2;
     }
     static const struct {
@@ -116,15 +129,33 @@ int main(int argc, char **argv)
                  {"cuda", 1, 1 << 30},
 #endif
     };
-    static const int sizes[] = {1000, 5000, 50000};
+    int known = !only;
+    for (size_t m = 0; m < sizeof(impls) / sizeof(impls[0]); m++)
+        known |= only && !strcmp(only, impls[m].name);
+    if (!known) {
+        fprintf(stderr, "%s: --impl %s: not one of this build's implementations\n", argv[0],
+                only);
+        return 2;
+    }
+    const int all_sizes[] = {1000, 5000, 50000}, one_size[] = {only_n};
+    const int *sizes = only_n > 0 ? one_size : all_sizes;
+    const size_t n_sizes = only_n > 0 ? 1 : 3;
     static const kt_knn_set sets[] = {KT_KNN_UNIFORM, KT_KNN_CLUSTERED, KT_KNN_MIXED};
+    int set_known = !only_set;
+    for (size_t q = 0; q < sizeof(sets) / sizeof(sets[0]); q++)
+        set_known |= only_set && !strcmp(only_set, kt_knn_set_name(sets[q]));
+    if (!set_known) {
+        fprintf(stderr, "%s: --set %s: not uniform, clustered or mixed\n", argv[0], only_set);
+        return 2;
+    }
     if (json)
         printf("[\n");
     int first = 1;
     for (size_t s = 0; s < sizeof(sets) / sizeof(sets[0]); s++)
-        for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++)
+        for (size_t z = 0; z < n_sizes; z++)
             for (size_t m = 0; m < sizeof(impls) / sizeof(impls[0]); m++) {
-                if (sizes[z] > impls[m].max_n)
+                if (sizes[z] > impls[m].max_n || (only && strcmp(only, impls[m].name)) ||
+                    (only_set && strcmp(only_set, kt_knn_set_name(sets[s]))))
                     continue;
                 result r = {0, 0, 0, 0};
                 if (run(impls[m].cuda, sets[s], sizes[z], k, frames, &r))

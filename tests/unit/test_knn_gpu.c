@@ -2,8 +2,9 @@
  * The CUDA kNN graph against the CPU graph, edge for edge and in order, over consecutive
  * frames (hysteresis): random sets (uniform, clustered, lattice with exact ties, duplicate
  * positions, NaN / infinite / far points) at several k / max_degree / max_dy, 5,000 and 50,000
- * points, face-mesh landmarks of the test photos; then repeated ids, an empty frame, the output
- * capacity and a stream. Also curves flattened on the device against the CPU renderer (the
+ * points, face-mesh landmarks of the test photos; frames of changing size across the limits of
+ * the CUDA graph's small path; then repeated ids, an empty frame, the output capacity and a
+ * stream. Also curves flattened on the device against the CPU renderer (the
  * overlay tests' tolerance: one code value, 99% of samples equal).
  * KEYER_KNN_GPU_QUICK=1 (e.g. under compute-sanitizer): small sets only.
  */
@@ -112,6 +113,88 @@ static void test_sets(void **state)
     check(&p, KT_KNN_SETS, 64, 1, 0, ids, xy, "one spot");
     free(ids);
     free(xy);
+}
+
+/* Frames of changing size through one CPU and one CUDA graph (points 0..n-1 of one set, moved
+ * every frame), edge for edge. The CUDA graph takes its small path up to 8,192 points when the
+ * states of the previous edges and the n x k candidates fit its shared memory
+ * (src/overlay/cuda/knn_small.cuh), the large path otherwise: these sizes cross that line in
+ * both directions with the previous frame's edges carried over (hysteresis). */
+static void check_sizes(const keyer_knn_params *p, kt_knn_set kind, const int *sizes, int frames,
+                        uint32_t seed, const char *name)
+{
+    int max_n = 0;
+    for (int f = 0; f < frames; f++)
+        max_n = sizes[f] > max_n ? sizes[f] : max_n;
+    keyer_error err = {0};
+    keyer_knn_params pc = *p, pg = *p;
+    pc.cuda = 0;
+    pg.cuda = 1;
+    keyer_knn_graph *gc = NULL, *gg = NULL;
+    assert_int_equal(keyer_knn_graph_create(&pc, max_n, &gc, &err), KEYER_OK);
+    if (keyer_knn_graph_create(&pg, max_n, &gg, &err))
+        fail_msg("%s", err.message);
+    size_t cap = (size_t)max_n * (size_t)p->max_degree;
+    uint32_t *ids = malloc((size_t)max_n * sizeof(uint32_t));
+    float *xy = malloc((size_t)max_n * 2 * sizeof(float));
+    keyer_knn_edge *a = malloc(cap * sizeof(*a)), *b = malloc(cap * sizeof(*b));
+    assert_true(ids && xy && a && b);
+    kt_knn_points(kind, max_n, seed, ids, xy);
+    for (int f = 0; f < frames; f++) {
+        const int n = sizes[f];
+        if (f > 0)
+            kt_knn_jitter(kind, max_n, seed * 31 + (uint32_t)f, xy);
+        int na = 0, nb = 0;
+        if (keyer_knn_graph_update(gc, ids, xy, n, a, (int)cap, &na, &err))
+            fail_msg("cpu: %s", err.message);
+        if (keyer_knn_graph_update(gg, ids, xy, n, b, (int)cap, &nb, &err))
+            fail_msg("cuda: %s", err.message);
+        int d = kt_knn_first_difference(a, na, b, nb);
+        if (d >= 0)
+            fail_msg("%s k=%d max_degree=%d frame %d (n=%d): edge %d differs (cpu %d, cuda %d "
+                     "edges; cpu %u-%u, cuda %u-%u)",
+                     name, p->k, p->max_degree, f, n, d, na, nb, d < na ? a[d].a : 0,
+                     d < na ? a[d].b : 0, d < nb ? b[d].a : 0, d < nb ? b[d].b : 0);
+        assert_true(n < 10 || na > 0);
+        printf("  %-10s n=%-6d k=%d max_degree=%d: frame %d equal, %d edges\n", name, n, p->k,
+               p->max_degree, f, na);
+    }
+    free(ids);
+    free(xy);
+    free(a);
+    free(b);
+    keyer_knn_graph_destroy(&gc);
+    keyer_knn_graph_destroy(&gg);
+}
+
+/* Both sides of the small path's limits: 8,192 points (small) and 8,193 (large), in one graph;
+ * k 120 on 2,000 points (240,000 candidate slots: more states than the small path's shared
+ * memory holds, large) and k 5 on 5,000 (small). */
+static void test_paths(void **state)
+{
+    (void)state;
+    keyer_knn_params p = keyer_knn_params_defaults();
+    if (quick()) {
+        static const int sizes[] = {500, 9000, 500, 420};
+        check_sizes(&p, KT_KNN_UNIFORM, sizes, 4, 11, "paths");
+    } else {
+        static const int sizes[] = {8192, 8193, 8192, 7000, 9000, 8192, 300, 8193};
+        check_sizes(&p, KT_KNN_UNIFORM, sizes, 8, 11, "paths");
+        check_sizes(&p, KT_KNN_CLUSTERED, sizes, 8, 12, "paths");
+        check_sizes(&p, KT_KNN_DUPLICATES, sizes, 8, 13, "paths");
+    }
+    keyer_knn_params wide = keyer_knn_params_defaults();
+    wide.k = 120;
+    wide.max_degree = 3;
+    static const int few[] = {2000, 2000, 1990};
+    check_sizes(&wide, KT_KNN_CLUSTERED, few, 3, 14, "k=120");
+    if (!quick()) {
+        keyer_knn_params five = keyer_knn_params_defaults();
+        five.k = 5;
+        static const int mid[] = {5000, 5000, 4990, 5000};
+        check_sizes(&five, KT_KNN_MIXED, mid, 4, 15, "mixed");
+        check_sizes(&five, KT_KNN_LATTICE, mid, 4, 16, "lattice");
+    }
 }
 
 static void test_face_mesh(void **state)
@@ -279,6 +362,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sets),
+        cmocka_unit_test(test_paths),
         cmocka_unit_test(test_face_mesh),
         cmocka_unit_test(test_arguments),
         cmocka_unit_test(test_curves),

@@ -5,9 +5,10 @@
  *  1. grid: the extent of the finite points (one block: bounding box, narrowed by histograms
  *     past a few far points), a cell per point, counts, a prefix sum and a scatter (a counting
  *     sort of the points by cell);
- *  2. knn_kernel: one thread per point searches rings of cells outward exactly as the CPU does
- *     (neighbours ordered by (squared distance, index); IEEE round-to-nearest operations, no
- *     fused multiply-add, so every distance is the CPU's float);
+ *  2. knn_kernel (knn_search.cuh): one thread per point searches rings of cells outward as
+ *     the CPU does (neighbours ordered by (squared distance, index); IEEE round-to-nearest
+ *     operations, no fused multiply-add, so every distance is the CPU's float); the few far
+ *     points by hard_kernel, a block each;
  *  3. the previous frame's edges: ids found by binary search over the sorted ids (after a try
  *     at the index each had before), each edge kept or dropped by the hysteresis bound;
  *  4. candidates: one per joined pair, sorted by (length, a, b) with two stable radix sorts
@@ -26,8 +27,14 @@
  *     loops until all are decided;
  *  6. the taken edges, in L order, compacted and copied to the host.
  *
+ * That is the large path (about 40 launches). Up to 8,192 points an update takes the small
+ * path of knn_small.cuh instead: the same steps in six kernels, three of them one block in
+ * shared memory, with no CUB sort. Either way the points go in with one copy and the counters
+ * and edges come back after one synchronisation.
+ *
  * Every buffer is allocated at create for max_points points; an update allocates nothing.
- * Layout: device helpers, kernels, the launcher of one update, the entry points.
+ * Layout: device helpers, kernels, the state, the small path (knn_small.cuh), the large path's
+ * launcher, the entry points.
  */
 #include <cuda_runtime.h>
 
@@ -51,6 +58,9 @@ constexpr int kBoxThreads = 1024;
 constexpr int kLocalK = 16;    /* neighbour lists of k <= 16 are kept in thread-local arrays */
 constexpr int kGridRounds = 6; /* grid-wide rounds of the degree cap before one block finishes */
 constexpr int kBins = 1024;    /* histogram bins of the grid's extent (cpu/knn.c's KNN_BINS) */
+constexpr int kHardRings = 32; /* rings a thread searches before hard_kernel takes the point */
+constexpr int kHardBlocks = 128;
+constexpr size_t kInBytes = 2 * sizeof(float) + sizeof(uint32_t); /* a point in: xy, id */
 
 
 struct GridParams {
@@ -85,75 +95,6 @@ __device__ __forceinline__ int offer(float *best, int *best_j, int n_best, int k
     best[at] = d2;
     best_j[at] = j;
     return n_best;
-}
-
-__device__ __forceinline__ int scan_cell(const float2 *__restrict__ xy,
-                                         const int *__restrict__ cell_start,
-                                         const int *__restrict__ cell_pts, int i, float xi,
-                                         float yi, float max_dy, int c, int n_best, int k,
-                                         float *best, int *best_j)
-{
-    const int q1 = cell_start[c + 1];
-    for (int q = cell_start[c]; q < q1; q++) {
-        const int j = cell_pts[q];
-        const float2 pj = xy[j];
-        const float dy = __fsub_rn(pj.y, yi);
-        if (j == i || (max_dy > 0 && fabsf(dy) > max_dy))
-            continue;
-        n_best = offer(best, best_j, n_best, k, dist2_rn(xi, yi, pj.x, pj.y), j);
-    }
-    return n_best;
-}
-
-/* The k nearest neighbours of the finite point i (cpu/knn.c's search, line for line). */
-__device__ int search(const float2 *__restrict__ xy, const int *__restrict__ cell_start,
-                      const int *__restrict__ cell_pts, const GridParams &gr, int cell, int i,
-                      int k, float max_dy, float *best, int *best_j)
-{
-    const int ci = cell % gr.gx, cj = cell / gr.gx;
-    const float xi = xy[i].x, yi = xy[i].y;
-    const double x = xi, y = yi;
-    const double eps = 1e-7 * (fabs(gr.x0) + fabs(gr.y0) + (gr.gx + gr.gy + 2) * gr.s);
-    int rlo = 0, rhi = gr.gy - 1;
-    if (max_dy > 0) {
-        const double a = floor((y - max_dy - eps - gr.y0) * gr.inv);
-        const double b = floor((y + max_dy + eps - gr.y0) * gr.inv);
-        rlo = a < 0 ? 0 : a > rhi ? rhi : (int)a;
-        rhi = b < 0 ? 0 : b > rhi ? rhi : (int)b;
-    }
-    int n_best = 0;
-    for (int r = 0;; r++) {
-        const int ylo = max(cj - r, rlo), yhi = min(cj + r, rhi);
-        const int xlo = max(ci - r, 0), xhi = min(ci + r, gr.gx - 1);
-        for (int cy = ylo; cy <= yhi; cy++) {
-            if (cy == cj - r || cy == cj + r) {
-                for (int cx = xlo; cx <= xhi; cx++)
-                    n_best = scan_cell(xy, cell_start, cell_pts, i, xi, yi, max_dy,
-                                       cy * gr.gx + cx, n_best, k, best, best_j);
-                continue;
-            }
-            if (ci - r >= 0)
-                n_best = scan_cell(xy, cell_start, cell_pts, i, xi, yi, max_dy,
-                                   cy * gr.gx + ci - r, n_best, k, best, best_j);
-            if (ci + r < gr.gx)
-                n_best = scan_cell(xy, cell_start, cell_pts, i, xi, yi, max_dy,
-                                   cy * gr.gx + ci + r, n_best, k, best, best_j);
-        }
-        double lb = INFINITY;
-        if (ci - r > 0)
-            lb = fmin(lb, x - (gr.x0 + (ci - r) * gr.s));
-        if (ci + r < gr.gx - 1)
-            lb = fmin(lb, gr.x0 + (ci + r + 1) * gr.s - x);
-        if (cj - r > rlo)
-            lb = fmin(lb, y - (gr.y0 + (cj - r) * gr.s));
-        if (cj + r < rhi)
-            lb = fmin(lb, gr.y0 + (cj + r + 1) * gr.s - y);
-        if (lb == INFINITY)
-            return n_best;
-        lb -= eps;
-        if (n_best == k && lb > 0 && lb * lb * (1 - 1e-5) > (double)best[k - 1])
-            return n_best;
-    }
 }
 
 /* Index of id in the sorted ids (-1: absent); @p hint first. */
@@ -197,10 +138,11 @@ __device__ __forceinline__ bool emits(const uint32_t *__restrict__ ids,
 /* ---- kernels -------------------------------------------------------------------------- */
 
 /* Bounding box of the finite points, narrowed to where most of them are, and the grid
- * (cpu/knn.c's grid_build and robust_extent); one block. Also clears the frame's counters. */
-__global__ void __launch_bounds__(kBoxThreads)
-    grid_kernel(const float2 *__restrict__ xy, int n, int max_cells, GridParams *out,
-                int *counters)
+ * (cpu/knn.c's grid_build and robust_extent), computed by one block of kBoxThreads threads
+ * (all of them call it). Thread 0 writes the grid to *out and, when not NULL, *s_out (shared:
+ * every thread may read it after a __syncthreads), and clears the frame's counters. */
+__device__ void grid_block(const float2 *__restrict__ xy, int n, int max_cells, GridParams *out,
+                           int *counters, GridParams *s_out)
 {
     __shared__ double s_lo[2][kBoxThreads / 32], s_hi[2][kBoxThreads / 32];
     __shared__ int s_m[kBoxThreads / 32];
@@ -289,7 +231,7 @@ __global__ void __launch_bounds__(kBoxThreads)
                 break;
         }
     if (threadIdx.x != 0)
-        return;
+        return; /* the rest is thread 0's */
     m = s_total;
     GridParams gr = {0, 0, 1, 1, 1, 1};
     if (m > 0) {
@@ -313,8 +255,19 @@ __global__ void __launch_bounds__(kBoxThreads)
         gr.inv = 1.0 / s;
     }
     *out = gr;
-    counters[0] = 0; /* a repeated id */
+    if (s_out)
+        *s_out = gr;
+    counters[0] = 0; /* a repeated id (bit 0), an internal limit exceeded (bit 1) */
     counters[1] = 0; /* edges taken */
+    counters[2] = 0; /* points left to hard_kernel */
+}
+
+/* The grid of the large path (grid_block), one block. */
+__global__ void __launch_bounds__(kBoxThreads)
+    grid_kernel(const float2 *__restrict__ xy, int n, int max_cells, GridParams *out,
+                int *counters)
+{
+    grid_block(xy, n, max_cells, out, counters, nullptr);
 }
 
 /* Cell of each point (-1: not finite) and the count per cell; idx[i] = i (the values of the
@@ -353,46 +306,9 @@ __global__ void scatter_kernel(const int *__restrict__ pt_cell, int n,
     cell_pts[cell_start[c] + atomicAdd(&cell_fill[c], 1)] = i;
 }
 
-/* Neighbours and kth of every point; clears the point's candidate-drop flags. Also, at
- * position i of the sorted ids: the rank of that point's id (rank[point] = i) and a repeated
- * id (the sorted ids side by side) into counters[0]. */
-__global__ void knn_kernel(const float2 *__restrict__ xy, int n, const GridParams *grp,
-                           const int *__restrict__ pt_cell, const int *__restrict__ cell_start,
-                           const int *__restrict__ cell_pts, int k, float max_dy,
-                           const uint32_t *__restrict__ sorted_ids,
-                           const int *__restrict__ sorted_idx, int *__restrict__ rank,
-                           int *counters, float *__restrict__ knn_d2, int *__restrict__ knn_j,
-                           int *__restrict__ n_knn, float *__restrict__ kth,
-                           unsigned char *__restrict__ drop)
-{
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    rank[sorted_idx[i]] = i;
-    if (i > 0 && sorted_ids[i] == sorted_ids[i - 1])
-        atomicOr(&counters[0], 1);
-    const GridParams gr = *grp;
-    float *gd = knn_d2 + (size_t)i * k;
-    int *gj = knn_j + (size_t)i * k;
-    for (int r = 0; r < k; r++)
-        drop[(size_t)i * k + r] = 0;
-    int found = 0;
-    if (pt_cell[i] >= 0) {
-        if (k <= kLocalK) {
-            float best[kLocalK];
-            int best_j[kLocalK];
-            found = search(xy, cell_start, cell_pts, gr, pt_cell[i], i, k, max_dy, best, best_j);
-            for (int r = 0; r < found; r++) {
-                gd[r] = best[r];
-                gj[r] = best_j[r];
-            }
-        } else {
-            found = search(xy, cell_start, cell_pts, gr, pt_cell[i], i, k, max_dy, gd, gj);
-        }
-    }
-    n_knn[i] = found;
-    kth[i] = found > 0 ? __fsqrt_rn(gd[found - 1]) : INFINITY;
-}
+/* The neighbours of every point: the grid search (knn_kernel) and the few far points
+ * (hard_kernel). */
+#include "overlay/cuda/knn_search.cuh"
 
 /* The previous frame's edges: rank e of L when kept by the hysteresis bound (else refused
  * from the start), and the candidate slot of the same pair marked dropped. */
@@ -569,12 +485,12 @@ struct State {
     int max_points, max_cells, max_edges, max_l;
     cudaEvent_t done;
     bool event_made;
-    /* pinned host staging */
-    uint32_t *h_ids;
-    float *h_xy;
+    /* pinned host staging: the points in (xy, then ids: one copy), counters and edges out */
+    unsigned char *h_in;
     int *h_counters;
     keyer_knn_edge *h_edges;
-    /* device */
+    /* device: the points (the frame's xy and ids point into in), ... */
+    unsigned char *in;
     uint32_t *ids, *sorted_ids;
     float2 *xy;
     int *idx, *sorted_idx, *rank;
@@ -592,11 +508,14 @@ struct State {
     int *vval, *v_rank;
     int *v_off, *v_pos, *v_acc;
     int *flag, *at;
+    uint64_t *key; /* the small path: slots' keys in L order */
+    int *deg;      /* ... and live edges per point */
     keyer_knn_edge *prev, *next;
     int *prev_at, *next_at;
     int n_prev;
     void *temp;
     size_t temp_bytes;
+    int small_smem; /* dynamic shared memory small_cap_kernel may have (0: no small path) */
 };
 
 keyer_status cuda_fail(keyer_error *err, const char *what, cudaError_t e)
@@ -607,19 +526,22 @@ keyer_status cuda_fail(keyer_error *err, const char *what, cudaError_t e)
 
 int blocks(long long n) { return (int)((n + kThreads - 1) / kThreads); }
 
-/* Queues one update of n points (already on the device) on @p stream, up to the copy of the
- * counters to the host. */
-cudaError_t launch_update(State *s, int n, cudaStream_t stream)
-{
-    const int k = s->p.k, nk = n * k, P = s->n_prev, total = P + nk;
-    const int cells = s->max_cells;
-    cudaError_t e;
+/* The small path: its kernels, its plan and its launcher (they use the kernels above). */
+#include "overlay/cuda/knn_small.cuh"
+
 #define KNN_CHECK(x)                                                                           \
     do {                                                                                       \
         if ((e = (x)) != cudaSuccess)                                                          \
             return e;                                                                          \
     } while (0)
 #define KNN_LAUNCHED() KNN_CHECK(cudaGetLastError())
+
+/* Queues the large path's update of n points (on the device) on @p stream. */
+cudaError_t launch_large(State *s, int n, cudaStream_t stream)
+{
+    const int k = s->p.k, nk = n * k, P = s->n_prev, total = P + nk;
+    const int cells = s->max_cells;
+    cudaError_t e;
     /* 1. grid */
     grid_kernel<<<1, kBoxThreads, 0, stream>>>(s->xy, n, cells, s->grid, s->counters);
     KNN_LAUNCHED();
@@ -642,8 +564,16 @@ cudaError_t launch_update(State *s, int n, cudaStream_t stream)
     /* 2. neighbours */
     knn_kernel<<<blocks(n), kThreads, 0, stream>>>(
         s->xy, n, s->grid, s->pt_cell, s->cell_start, s->cell_pts, k, s->p.max_dy, s->sorted_ids,
-        s->sorted_idx, s->rank, s->counters, s->knn_d2, s->knn_j, s->n_knn, s->kth, s->drop);
+        s->sorted_idx, s->rank, s->counters, s->knn_d2, s->knn_j, s->n_knn, s->kth, s->drop,
+        s->cell_fill);
     KNN_LAUNCHED();
+    if (k <= kLocalK) {
+        hard_kernel<<<kHardBlocks, kHardThreads, 0, stream>>>(s->xy, n, k, s->p.max_dy,
+                                                              s->cell_fill, s->counters,
+                                                              s->knn_d2, s->knn_j, s->n_knn,
+                                                              s->kth);
+        KNN_LAUNCHED();
+    }
     /* 3. previous edges */
     if (P > 0) {
         prev_kernel<<<blocks(P), kThreads, 0, stream>>>(
@@ -700,12 +630,26 @@ cudaError_t launch_update(State *s, int n, cudaStream_t stream)
                                                           s->ids, s->next, s->next_at,
                                                           s->counters);
     KNN_LAUNCHED();
-    KNN_CHECK(cudaMemcpyAsync(s->h_counters, s->counters, 2 * sizeof(int),
-                              cudaMemcpyDeviceToHost, stream));
-#undef KNN_LAUNCHED
-#undef KNN_CHECK
     return cudaSuccess;
 }
+
+/* Queues one update of n points (on the device) on @p stream by the small or the large path,
+ * then the copies of the counters and of the first @p copy_edges edges to the pinned staging
+ * buffers (one synchronisation for the caller). */
+cudaError_t launch_update(State *s, int n, int copy_edges, cudaStream_t stream)
+{
+    cudaError_t e;
+    const SmallPlan sp = small_plan(s, n);
+    KNN_CHECK(sp.ok ? launch_small(s, n, sp, stream) : launch_large(s, n, stream));
+    KNN_CHECK(cudaMemcpyAsync(s->h_counters, s->counters, 2 * sizeof(int),
+                              cudaMemcpyDeviceToHost, stream));
+    if (copy_edges > 0)
+        KNN_CHECK(cudaMemcpyAsync(s->h_edges, s->next, (size_t)copy_edges * sizeof(keyer_knn_edge),
+                                  cudaMemcpyDeviceToHost, stream));
+    return cudaSuccess;
+}
+#undef KNN_LAUNCHED
+#undef KNN_CHECK
 
 /* Device memory of n elements of T. */
 template <typename T> cudaError_t dalloc(T **p, size_t n)
@@ -751,11 +695,11 @@ void free_all(State *s)
 {
     if (s->event_made)
         cudaEventSynchronize(s->done);
-    cudaFreeHost(s->h_ids);
-    cudaFreeHost(s->h_xy);
+    cudaFreeHost(s->h_in);
     cudaFreeHost(s->h_counters);
     cudaFreeHost(s->h_edges);
-    void *dev[] = {s->ids,        s->sorted_ids,   s->xy,          s->idx,     s->sorted_idx,
+    void *dev[] = {s->in,         s->sorted_ids,   s->key,         s->idx,     s->sorted_idx,
+                   s->deg,
                    s->rank,
                    s->grid,       s->counters,     s->pt_cell,     s->cell_count,
                    s->cell_start, s->cell_fill,    s->cell_pts,    s->knn_d2,  s->kth,
@@ -818,16 +762,15 @@ keyer_status knn_create(const keyer_knn_params *p, int max_points, void **state,
     {
         const size_t n = (size_t)max_points, nk = n * (size_t)p->k, ml = (size_t)s->max_l;
         const size_t me = (size_t)s->max_edges;
-        if ((e = cudaMallocHost(reinterpret_cast<void **>(&s->h_ids), n * sizeof(uint32_t))) ||
-            (e = cudaMallocHost(reinterpret_cast<void **>(&s->h_xy), 2 * n * sizeof(float))) ||
+        if ((e = cudaMallocHost(reinterpret_cast<void **>(&s->h_in), n * kInBytes)) ||
             (e = cudaMallocHost(reinterpret_cast<void **>(&s->h_counters), 2 * sizeof(int))) ||
             (e = cudaMallocHost(reinterpret_cast<void **>(&s->h_edges),
                                 me * sizeof(keyer_knn_edge))) ||
-            (e = dalloc(&s->ids, n)) || (e = dalloc(&s->sorted_ids, n)) ||
-            (e = dalloc(&s->xy, n)) || (e = dalloc(&s->idx, n)) ||
+            (e = dalloc(&s->in, n * kInBytes)) || (e = dalloc(&s->sorted_ids, n)) ||
+            (e = dalloc(&s->key, ml)) || (e = dalloc(&s->deg, n)) || (e = dalloc(&s->idx, n)) ||
             (e = dalloc(&s->sorted_idx, n)) || (e = dalloc(&s->rank, n)) ||
             (e = dalloc(&s->grid, 1)) ||
-            (e = dalloc(&s->counters, 2)) || (e = dalloc(&s->pt_cell, n)) ||
+            (e = dalloc(&s->counters, 4)) || (e = dalloc(&s->pt_cell, n)) ||
             (e = dalloc(&s->cell_count, n + 1)) || (e = dalloc(&s->cell_start, n + 1)) ||
             (e = dalloc(&s->cell_fill, n)) || (e = dalloc(&s->cell_pts, n)) ||
             (e = dalloc(&s->knn_d2, nk)) || (e = dalloc(&s->kth, n)) ||
@@ -857,6 +800,12 @@ keyer_status knn_create(const keyer_knn_params *p, int max_points, void **state,
         goto done;
     }
     s->event_made = true;
+    s->xy = reinterpret_cast<float2 *>(s->in);
+    s->ids = reinterpret_cast<uint32_t *>(s->in + 2 * sizeof(float) * (size_t)max_points);
+    if ((e = small_path_setup(s)) != cudaSuccess) {
+        st = cuda_fail(err, "kernel attributes", e);
+        goto done;
+    }
 done:
     if (st && s) {
         free_all(s);
@@ -883,23 +832,36 @@ keyer_status knn_update(void *state, const uint32_t *ids, const float *xy, int n
     if (prev != s->device && (e = cudaSetDevice(s->device)) != cudaSuccess)
         return cuda_fail(err, "cudaSetDevice", e);
     keyer_status st = KEYER_OK;
-    int taken = 0;
+    int taken = 0, copied = 0;
     if (n == 0) { /* no point: every previous edge goes */
         s->n_prev = 0;
         *count = 0;
         goto done;
     }
-    /* The previous update's copies out of the staging buffers are done (it synchronised). */
-    memcpy(s->h_ids, ids, (size_t)n * sizeof(uint32_t));
-    memcpy(s->h_xy, xy, (size_t)n * 2 * sizeof(float));
-    if ((e = cudaMemcpyAsync(s->ids, s->h_ids, (size_t)n * sizeof(uint32_t),
-                             cudaMemcpyHostToDevice, stream)) != cudaSuccess ||
-        (e = cudaMemcpyAsync(s->xy, s->h_xy, (size_t)n * 2 * sizeof(float),
-                             cudaMemcpyHostToDevice, stream)) != cudaSuccess ||
-        (e = launch_update(s, n, stream)) != cudaSuccess ||
+    /* At most n max_degree / 2 edges are taken (each uses two of the n points' max_degree
+     * places): that many come back with the counters, after one synchronisation. */
+    {
+        const long long most = (long long)n * s->p.max_degree / 2;
+        copied = most < capacity ? (int)most : capacity;
+    }
+    /* The previous update's copies out of the staging buffers are done (it synchronised). The
+     * points go in with one copy: xy, then ids. */
+    s->xy = reinterpret_cast<float2 *>(s->in);
+    s->ids = reinterpret_cast<uint32_t *>(s->in + 2 * sizeof(float) * (size_t)n);
+    memcpy(s->h_in, xy, (size_t)n * 2 * sizeof(float));
+    memcpy(s->h_in + 2 * sizeof(float) * (size_t)n, ids, (size_t)n * sizeof(uint32_t));
+    if ((e = cudaMemcpyAsync(s->in, s->h_in, (size_t)n * kInBytes, cudaMemcpyHostToDevice,
+                             stream)) != cudaSuccess ||
+        (e = launch_update(s, n, copied, stream)) != cudaSuccess ||
         (e = cudaEventRecord(s->done, stream)) != cudaSuccess ||
         (e = cudaEventSynchronize(s->done)) != cudaSuccess) {
         st = cuda_fail(err, "update", e);
+        goto done;
+    }
+    if (s->h_counters[0] & 2) {
+        st = keyer_error_set(err, KEYER_STATUS_DEVICE,
+                             "knn graph (cuda): more edges taken than the points allow "
+                             "(an internal error)");
         goto done;
     }
     if (s->h_counters[0]) {
@@ -920,8 +882,9 @@ keyer_status knn_update(void *state, const uint32_t *ids, const float *xy, int n
     taken = s->h_counters[1];
     {
         const int n_out = taken < capacity ? taken : capacity;
-        if (n_out > 0 &&
-            ((e = cudaMemcpyAsync(s->h_edges, s->next, (size_t)n_out * sizeof(keyer_knn_edge),
+        if (n_out > copied && /* never expected: the rest of the edges */
+            ((e = cudaMemcpyAsync(s->h_edges + copied, s->next + copied,
+                                  (size_t)(n_out - copied) * sizeof(keyer_knn_edge),
                                   cudaMemcpyDeviceToHost, stream)) != cudaSuccess ||
              (e = cudaEventRecord(s->done, stream)) != cudaSuccess ||
              (e = cudaEventSynchronize(s->done)) != cudaSuccess)) {

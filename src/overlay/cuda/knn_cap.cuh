@@ -17,18 +17,27 @@ namespace {
 /* Edge states of the degree cap (bits). */
 constexpr int kOkU = 1, kOkV = 2, kTaken = 4, kRefused = 8;
 
-/* One step of point u in the degree cap (see the file's comment). Returns whether u still has
- * undecided edges. */
-__device__ bool vertex_step(int u, int max_degree, const int *__restrict__ v_off,
-                            const int *__restrict__ v_rank, const int *__restrict__ l_u,
-                            int *v_pos, int *v_acc, int *st)
+/* An edge's state as another thread may be changing it: a volatile read (global memory), or an
+ * atomic one (shared memory, where the race checker sees atomics as such). */
+template <bool kAtomicRead> __device__ __forceinline__ int state_of(int *st, int r)
 {
-    volatile int *vst = st;
+    if (kAtomicRead)
+        return atomicOr(&st[r], 0);
+    return static_cast<volatile int *>(st)[r];
+}
+
+/* One step of point u in the degree cap (see the file's comment). Returns whether u still has
+ * undecided edges. kAtomicRead: read the states with atomics (st in shared memory). */
+template <bool kAtomicRead>
+__device__ bool vertex_step_t(int u, int max_degree, const int *__restrict__ v_off,
+                              const int *__restrict__ v_rank, const int *__restrict__ l_u,
+                              int *v_pos, int *v_acc, int *st)
+{
     int pos = v_pos[u], acc = v_acc[u];
     const int end = v_off[u + 1];
     for (;;) {
         while (pos < end) {
-            const int s = vst[v_rank[pos]];
+            const int s = state_of<kAtomicRead>(st, v_rank[pos]);
             if (s & kTaken) {
                 acc++;
                 pos++;
@@ -52,7 +61,7 @@ __device__ bool vertex_step(int u, int max_degree, const int *__restrict__ v_off
     int maybe = 0; /* undecided or taken edges passed beyond the decided prefix */
     for (int q = pos; q < end && acc + maybe < max_degree; q++) {
         const int r = v_rank[q];
-        int s = vst[r];
+        int s = state_of<kAtomicRead>(st, r);
         if (s & kRefused)
             continue;
         if (!(s & kTaken)) {
@@ -65,6 +74,15 @@ __device__ bool vertex_step(int u, int max_degree, const int *__restrict__ v_off
         maybe++;
     }
     return true;
+}
+
+/* The large path's step: states in global memory. */
+__device__ __forceinline__ bool vertex_step(int u, int max_degree, const int *__restrict__ v_off,
+                                            const int *__restrict__ v_rank,
+                                            const int *__restrict__ l_u, int *v_pos, int *v_acc,
+                                            int *st)
+{
+    return vertex_step_t<false>(u, max_degree, v_off, v_rank, l_u, v_pos, v_acc, st);
 }
 
 /* One round over all points (a thread per point). */

@@ -1,0 +1,191 @@
+/*
+ * The k nearest neighbours of every point, for the CUDA kNN graph (included by knn.cu only,
+ * inside its anonymous namespace, after the helpers and the grid kernels):
+ *
+ *  - knn_kernel: one thread per point searches rings of cells outward exactly as cpu/knn.c
+ *    does (neighbours ordered by (squared distance, index); IEEE round-to-nearest operations,
+ *    no fused multiply-add, so every distance is the CPU's float);
+ *  - hard_kernel: a point outside the grid's extent (one of the few far points the extent
+ *    was narrowed past) or past kHardRings rings would keep one thread walking cell after cell
+ *    (the mixed set's far point: every point, one after another); a block compares it with
+ *    every point instead and merges its threads' lists: the same k smallest (d2, index).
+ */
+#ifndef KEYER_OVERLAY_CUDA_KNN_SEARCH_CUH
+#define KEYER_OVERLAY_CUDA_KNN_SEARCH_CUH
+
+__device__ __forceinline__ int scan_cell(const float2 *__restrict__ xy,
+                                         const int *__restrict__ cell_start,
+                                         const int *__restrict__ cell_pts, int i, float xi,
+                                         float yi, float max_dy, int c, int n_best, int k,
+                                         float *best, int *best_j)
+{
+    const int q1 = cell_start[c + 1];
+    for (int q = cell_start[c]; q < q1; q++) {
+        const int j = cell_pts[q];
+        const float2 pj = xy[j];
+        const float dy = __fsub_rn(pj.y, yi);
+        if (j == i || (max_dy > 0 && fabsf(dy) > max_dy))
+            continue;
+        n_best = offer(best, best_j, n_best, k, dist2_rn(xi, yi, pj.x, pj.y), j);
+    }
+    return n_best;
+}
+
+/* The k nearest neighbours of the finite point i (cpu/knn.c's search, line for line); -1 when
+ * more than @p max_rings rings of cells would be searched (a point far from the others: it
+ * is left to hard_kernel, which compares it with every point). */
+__device__ int search(const float2 *__restrict__ xy, const int *__restrict__ cell_start,
+                      const int *__restrict__ cell_pts, const GridParams &gr, int cell, int i,
+                      int k, float max_dy, float *best, int *best_j, int max_rings)
+{
+    const int ci = cell % gr.gx, cj = cell / gr.gx;
+    const float xi = xy[i].x, yi = xy[i].y;
+    const double x = xi, y = yi;
+    const double eps = 1e-7 * (fabs(gr.x0) + fabs(gr.y0) + (gr.gx + gr.gy + 2) * gr.s);
+    int rlo = 0, rhi = gr.gy - 1;
+    if (max_dy > 0) {
+        const double a = floor((y - max_dy - eps - gr.y0) * gr.inv);
+        const double b = floor((y + max_dy + eps - gr.y0) * gr.inv);
+        rlo = a < 0 ? 0 : a > rhi ? rhi : (int)a;
+        rhi = b < 0 ? 0 : b > rhi ? rhi : (int)b;
+    }
+    int n_best = 0;
+    for (int r = 0;; r++) {
+        if (r > max_rings)
+            return -1;
+        const int ylo = max(cj - r, rlo), yhi = min(cj + r, rhi);
+        const int xlo = max(ci - r, 0), xhi = min(ci + r, gr.gx - 1);
+        for (int cy = ylo; cy <= yhi; cy++) {
+            if (cy == cj - r || cy == cj + r) {
+                for (int cx = xlo; cx <= xhi; cx++)
+                    n_best = scan_cell(xy, cell_start, cell_pts, i, xi, yi, max_dy,
+                                       cy * gr.gx + cx, n_best, k, best, best_j);
+                continue;
+            }
+            if (ci - r >= 0)
+                n_best = scan_cell(xy, cell_start, cell_pts, i, xi, yi, max_dy,
+                                   cy * gr.gx + ci - r, n_best, k, best, best_j);
+            if (ci + r < gr.gx)
+                n_best = scan_cell(xy, cell_start, cell_pts, i, xi, yi, max_dy,
+                                   cy * gr.gx + ci + r, n_best, k, best, best_j);
+        }
+        double lb = INFINITY;
+        if (ci - r > 0)
+            lb = fmin(lb, x - (gr.x0 + (ci - r) * gr.s));
+        if (ci + r < gr.gx - 1)
+            lb = fmin(lb, gr.x0 + (ci + r + 1) * gr.s - x);
+        if (cj - r > rlo)
+            lb = fmin(lb, y - (gr.y0 + (cj - r) * gr.s));
+        if (cj + r < rhi)
+            lb = fmin(lb, gr.y0 + (cj + r + 1) * gr.s - y);
+        if (lb == INFINITY)
+            return n_best;
+        lb -= eps;
+        if (n_best == k && lb > 0 && lb * lb * (1 - 1e-5) > (double)best[k - 1])
+            return n_best;
+    }
+}
+
+/* Neighbours and kth of every point; clears the point's candidate-drop flags. Also, at
+ * position i of the sorted ids: the rank of that point's id (rank[point] = i) and a repeated
+ * id (the sorted ids side by side) into counters[0]. */
+__global__ void knn_kernel(const float2 *__restrict__ xy, int n, const GridParams *grp,
+                           const int *__restrict__ pt_cell, const int *__restrict__ cell_start,
+                           const int *__restrict__ cell_pts, int k, float max_dy,
+                           const uint32_t *__restrict__ sorted_ids,
+                           const int *__restrict__ sorted_idx, int *__restrict__ rank,
+                           int *counters, float *__restrict__ knn_d2, int *__restrict__ knn_j,
+                           int *__restrict__ n_knn, float *__restrict__ kth,
+                           unsigned char *__restrict__ drop, int *__restrict__ hard)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    rank[sorted_idx[i]] = i;
+    if (i > 0 && sorted_ids[i] == sorted_ids[i - 1])
+        atomicOr(&counters[0], 1);
+    const GridParams gr = *grp;
+    float *gd = knn_d2 + (size_t)i * k;
+    int *gj = knn_j + (size_t)i * k;
+    for (int r = 0; r < k; r++)
+        drop[(size_t)i * k + r] = 0;
+    int found = 0;
+    if (pt_cell[i] >= 0) {
+        if (k <= kLocalK) {
+            /* A point outside the grid's extent (one of the few far ones robust_extent cut off)
+             * would search ring after ring: it goes to hard_kernel at once. */
+            const double fx = ((double)xy[i].x - gr.x0) * gr.inv;
+            const double fy = ((double)xy[i].y - gr.y0) * gr.inv;
+            float best[kLocalK];
+            int best_j[kLocalK];
+            found = fx < 0 || fx >= gr.gx || fy < 0 || fy >= gr.gy
+                        ? -1
+                        : search(xy, cell_start, cell_pts, gr, pt_cell[i], i, k, max_dy, best,
+                                 best_j, kHardRings);
+            if (found < 0) { /* hard_kernel's */
+                hard[atomicAdd(&counters[2], 1)] = i;
+                return;
+            }
+            for (int r = 0; r < found; r++) {
+                gd[r] = best[r];
+                gj[r] = best_j[r];
+            }
+        } else {
+            found = search(xy, cell_start, cell_pts, gr, pt_cell[i], i, k, max_dy, gd, gj,
+                           0x7fffffff);
+        }
+    }
+    n_knn[i] = found;
+    kth[i] = found > 0 ? __fsqrt_rn(gd[found - 1]) : INFINITY;
+}
+
+/* The points knn_kernel left (hard[0..counters[2])), a block each in turn: every thread keeps
+ * the k best of a stride of all n points (scan_cell's rules: the same set the grid search
+ * would find), then the lists are merged pairwise in shared memory. k <= kLocalK. */
+constexpr int kHardThreads = 256;
+__global__ void __launch_bounds__(kHardThreads)
+    hard_kernel(const float2 *__restrict__ xy, int n, int k, float max_dy,
+                const int *__restrict__ hard, const int *counters, float *__restrict__ knn_d2,
+                int *__restrict__ knn_j, int *__restrict__ n_knn, float *__restrict__ kth)
+{
+    __shared__ float s_d2[kHardThreads * kLocalK];
+    __shared__ int s_j[kHardThreads * kLocalK], s_n[kHardThreads];
+    const int tid = threadIdx.x, hards = counters[2];
+    float *mine_d2 = s_d2 + tid * kLocalK;
+    int *mine_j = s_j + tid * kLocalK;
+    for (int h = blockIdx.x; h < hards; h += gridDim.x) {
+        const int i = hard[h];
+        const float xi = xy[i].x, yi = xy[i].y;
+        int found = 0;
+        for (int j = tid; j < n; j += kHardThreads) {
+            const float2 pj = xy[j];
+            const float dy = __fsub_rn(pj.y, yi);
+            if (j == i || (max_dy > 0 && fabsf(dy) > max_dy))
+                continue;
+            found = offer(mine_d2, mine_j, found, k, dist2_rn(xi, yi, pj.x, pj.y), j);
+        }
+        s_n[tid] = found;
+        __syncthreads();
+        for (int half = kHardThreads / 2; half > 0; half >>= 1) {
+            if (tid < half) {
+                const float *od = s_d2 + (tid + half) * kLocalK;
+                const int *oj = s_j + (tid + half) * kLocalK;
+                for (int r = 0; r < s_n[tid + half]; r++)
+                    found = offer(mine_d2, mine_j, found, k, od[r], oj[r]);
+                s_n[tid] = found;
+            }
+            __syncthreads();
+        }
+        if (tid == 0) {
+            for (int r = 0; r < found; r++) {
+                knn_d2[(size_t)i * k + r] = mine_d2[r];
+                knn_j[(size_t)i * k + r] = mine_j[r];
+            }
+            n_knn[i] = found;
+            kth[i] = found > 0 ? __fsqrt_rn(mine_d2[found - 1]) : INFINITY;
+        }
+        __syncthreads();
+    }
+}
+
+#endif /* KEYER_OVERLAY_CUDA_KNN_SEARCH_CUH */
