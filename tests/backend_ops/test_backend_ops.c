@@ -1052,10 +1052,10 @@ static int chain_cat(kt_graph *b, int a, const int *ad, int c, const int *cd, in
     return y;
 }
 
-/* How many RESIZE_BILINEAR and CONCATENATION nodes of @p g the cuda backend's per-node
- * schedule folds into the convolutions after them in f16 (its profile gives a folded node -1
- * ms); -1 when there is no device, or it (or the emulated class) has no mma.sync, so that no
- * fold is expected. */
+/* How many RESIZE_BILINEAR, CONCATENATION and MAX_POOL_2D nodes of @p g the cuda backend's
+ * per-node schedule folds into the convolutions after them in f16 (its profile gives a folded
+ * node -1 ms); -1 when there is no device, or it (or the emulated class) has no mma.sync, so
+ * that no fold is expected. */
 static int gather_folds(const kr_graph *g)
 {
 #ifdef KEYER_HAVE_CUDA_NN
@@ -1074,7 +1074,8 @@ static int gather_folds(const kr_graph *g)
     int folds = 0;
     for (int n = 0; n < g->n_nodes; n++)
         folds += ms[n] < 0 && (g->nodes[n].op == KR_OP_RESIZE_BILINEAR ||
-                               g->nodes[n].op == KR_OP_CONCATENATION);
+                               g->nodes[n].op == KR_OP_CONCATENATION ||
+                               g->nodes[n].op == KR_OP_MAX_POOL_2D);
     free(ms);
     instance_destroy(&in);
     return folds;
@@ -1085,14 +1086,14 @@ static int gather_folds(const kr_graph *g)
 }
 
 /*
- * u2netp's decoder pattern, RESIZE_BILINEAR -> CONCATENATION -> CONV_2D, which the cuda
- * backend's per-node schedule folds into the convolution's gather on the tensor cores (f16,
- * compute 8.0+): the convolution samples the resize's input and reads the other source
- * directly. Odd sizes and ratios (5 x 4 -> 9 x 7, 3 x 3 -> 9 x 7 with align_corners), the
+ * u2netp's decoder pattern, RESIZE_BILINEAR -> CONCATENATION -> CONV_2D, and its encoder's
+ * ceil-mode MAX_POOL_2D -> CONV_2D, which the cuda backend's per-node schedule folds into the
+ * convolution's gather on the tensor cores (f16, compute 8.0+): the convolution samples the
+ * resize's input, reads the other source directly, takes the pool's window maxima. Odd sizes and ratios (5 x 4 -> 9 x 7, 3 x 3 -> 9 x 7 with align_corners), the
  * resized source first and second, a concatenation of two same-size tensors without a resize,
  * 3x3 (explicit padding) and 1x1 (VALID) convolutions with folded RELUs and a residual ADD.
  * Every cuda variant against the reference at batch 1 and 3; on a device with mma.sync, the
- * per-node f16 schedule must fold all 5 of them (3 concatenations, 2 resizes).
+ * per-node f16 schedule must fold all 6 of them (3 concatenations, 2 resizes, the pool).
  */
 static void test_gather_folds(void **state)
 {
@@ -1100,14 +1101,21 @@ static void test_gather_folds(void **state)
     kt_graph b;
     kt_graph_begin(&b, "gather folds", 64, 32, 1 << 20);
     kt_rng rng = kt_rng_seed(2727);
-    int xd[4] = {1, 9, 7, 16}, sd[4] = {1, 5, 4, 8}, td[4] = {1, 3, 3, 24};
-    int ad[4], rd[4], kd[4], cd[4], r2d[4], k2d[4], ed[4], k3d[4], fd[4];
-    int x = kt_graph_act(&b, 4, xd), sm = kt_graph_act(&b, 4, sd), tn = kt_graph_act(&b, 4, td);
+    int xd[4] = {1, 9, 7, 16}, pd[4] = {1, 5, 4, 16}, td[4] = {1, 3, 3, 24};
+    int ad[4], sd[4], rd[4], kd[4], cd[4], r2d[4], k2d[4], ed[4], k3d[4], fd[4];
+    int x = kt_graph_act(&b, 4, xd), tn = kt_graph_act(&b, 4, td);
     kt_graph_input(&b, x);
-    kt_graph_input(&b, sm);
     kt_graph_input(&b, tn);
     int a = chain_conv_onnx(&b, &rng, x, xd, 16, 3, 1, 1, 1, ad);
     a = chain_unary(&b, KR_OP_RELU, a, ad);
+    int p = kt_graph_act(&b, 4, pd); /* ceil((9 - 2) / 2) + 1, ceil((7 - 2) / 2) + 1 */
+    kr_node *pool = kt_graph_node(&b, KR_OP_MAX_POOL_2D, 1, &a, p);
+    pool->p.window.kernel_h = pool->p.window.kernel_w = 2;
+    pool->p.window.stride_h = pool->p.window.stride_w = 2;
+    pool->p.window.dilation_h = pool->p.window.dilation_w = 1;
+    pool->p.window.padding = KR_PADDING_EXPLICIT;
+    pool->p.window.ceil_mode = 1;
+    int sm = chain_conv_onnx(&b, &rng, p, pd, 8, 3, 1, 1, 1, sd);  /* the pool folded in */
     int r = chain_resize(&b, sm, sd, 9, 7, 0, 1, rd);              /* half-pixel, first */
     int k = chain_cat(&b, r, rd, a, ad, kd);                       /* 8 + 16 */
     int c = chain_conv_onnx(&b, &rng, k, kd, 32, 3, 1, 1, 1, cd);
@@ -1124,10 +1132,10 @@ static void test_gather_folds(void **state)
     if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
         fail_msg("gather folds: %s", err.message);
     const int folds = gather_folds(gr);
-    printf("gather folds: %d resize/concatenation nodes folded (-1: none expected here)\n",
+    printf("gather folds: %d resize/concatenation/pool nodes folded (-1: none expected here)\n",
            folds);
     if (folds >= 0)
-        assert_int_equal(folds, 5);
+        assert_int_equal(folds, 6);
     check_graph(gr, "gather folds", 1);
 }
 

@@ -10,9 +10,11 @@
  * multiple of 8; a chunk outside the input (padding) or past M, N or K is zero-filled by cp.async.
  * With op->cat.src[0] set (a CONCATENATION along the channels folded into the convolution,
  * fusion.h) a chunk reads channels [c, c + 8) from the first source below cat.c0 and from the
- * second above; a source with a resize (op->cat.rz) is sampled bilinearly (half-pixel centres,
- * as RESIZE_BILINEAR computes it, ops/resize_bilinear.cuh) and rounded to half, the value the
- * unfused RESIZE would have stored, with ordinary loads into the same pipeline stage.
+ * second above; a source with a resize (op->cat.rz) is sampled bilinearly as RESIZE_BILINEAR
+ * computes it (ops/resize_bilinear.cuh) and rounded to half, the value the unfused RESIZE would
+ * have stored, with ordinary loads into the same pipeline stage. With op->pool.src set (a
+ * MAX_POOL_2D folded into the convolution) each input pixel is the pool's window maximum over
+ * that source, taken in half (exact: the value the pool would have stored).
  *
  * Tiling: 4 warps compute a BM x BN tile of Y (BN 16, 32 or 64 by the layer's output channels,
  * BM 128, or 64 where 128 would leave the multiprocessors short of blocks: a choice by M, which
@@ -43,6 +45,9 @@ struct tc_shape {
      * pixel), [c0, ic) from src1 (ic - c0); rz: which source is resized (-1 none) from rh x rw
      * pixels to ih x iw, with RESIZE_BILINEAR's align_corners and half_pixel_centers */
     int c0, rz, rh, rw, align, half;
+    /* the folded max pool (pool = 0: none): the input pixels are window maxima over the
+     * pih x piw source */
+    int pool, pih, piw, pkh, pkw, psh, psw, pdh, pdw, ppt, ppl;
 };
 
 template <int BM, int BN, int WM, int WN> struct tc_tile {
@@ -134,6 +139,38 @@ __device__ __forceinline__ uint4 tc_resized8(const __half *__restrict__ src, con
     return out;
 }
 
+/* 8 channels [c, c + 8) of the folded max pool's output pixel (b, oy, ox): the largest of the
+ * window's taps inside the source (kr_pool_window's candidates; -inf, as the pool stores its
+ * -FLT_MAX in half, when none is), exact in half. */
+__device__ __forceinline__ uint4 tc_pooled8(const __half *__restrict__ src, const tc_shape &s,
+                                            int b, int oy, int ox, int c)
+{
+    const __half2 ninf = __half2half2(__ushort_as_half((unsigned short)0xFC00u));
+    __half2 m[4] = {ninf, ninf, ninf, ninf};
+    const __half *base = src + (size_t)b * s.pih * s.piw * s.ic + c;
+    for (int ky = 0; ky < s.pkh; ky++) {
+        const int iy = oy * s.psh - s.ppt + ky * s.pdh;
+        if ((unsigned)iy >= (unsigned)s.pih)
+            continue;
+        for (int kx = 0; kx < s.pkw; kx++) {
+            const int ix = ox * s.psw - s.ppl + kx * s.pdw;
+            if ((unsigned)ix >= (unsigned)s.piw)
+                continue;
+            const uint4 q = *reinterpret_cast<const uint4 *>(base + ((size_t)iy * s.piw + ix) * s.ic);
+            const __half2 *h = reinterpret_cast<const __half2 *>(&q);
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                m[j] = __hmax2(m[j], h[j]);
+        }
+    }
+    uint4 out;
+    __half2 *o = reinterpret_cast<__half2 *>(&out);
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        o[j] = m[j];
+    return out;
+}
+
 template <int BM, int BN, int WM, int WN>
 __global__ void __launch_bounds__(TC_THREADS)
     conv_tc(const __half *__restrict__ x, const __half *__restrict__ x1,
@@ -188,10 +225,11 @@ __global__ void __launch_bounds__(TC_THREADS)
             const bool ok = kin && a_b[i] >= 0 && (unsigned)iy < (unsigned)s.ih &&
                             (unsigned)ix < (unsigned)s.iw;
             __half *dst = &As[st][r][ach * 8];
-            if (resized) {
+            if (resized || s.pool) {
                 uint4 v = make_uint4(0, 0, 0, 0);
                 if (ok)
-                    v = tc_resized8(src, s, a_b[i], iy, ix, cc, cs);
+                    v = s.pool ? tc_pooled8(src, s, a_b[i], iy, ix, cc)
+                               : tc_resized8(src, s, a_b[i], iy, ix, cc, cs);
                 *reinterpret_cast<uint4 *>(dst) = v;
             } else {
                 const __half *p =
@@ -321,6 +359,8 @@ static int tc_possible(const kr_cuda_op *op)
         !kr_aligned(op->w16, 16) || !kr_aligned(op->out, 4) ||
         (op->residual && !kr_aligned(op->residual, 4)))
         return 0;
+    if (op->pool.src) /* the folded pool's source (fusion.c checked its shape) */
+        return !op->cat.src[0] && kr_aligned(op->pool.src, 16);
     if (op->cat.src[0]) /* the folded concatenation's sources (fusion.c checked their shapes) */
         return op->cat.c0 > 0 && op->cat.c0 < ic && op->cat.c0 % 8 == 0 &&
                kr_aligned(op->cat.src[0], 16) &&
@@ -333,7 +373,7 @@ extern "C" int kr_cuda_conv_2d_tc_fits(const kr_cuda_op *op)
 {
     if (!tc_possible(op))
         return 0;
-    if (op->node->p.window.padding == KR_PADDING_EXPLICIT || op->cat.src[0])
+    if (op->node->p.window.padding == KR_PADDING_EXPLICIT || op->cat.src[0] || op->pool.src)
         return 1; /* ONNX layers: all of them (they had the WMMA kernel) */
     /* the TFLite models' layers: where the tensor cores pay (by shape, never by batch) */
     const kr_tensor *wt = kr_in_t(op, 1);
@@ -353,6 +393,7 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
     s.dh = p->dilation_h > 0 ? p->dilation_h : 1, s.dw = p->dilation_w > 0 ? p->dilation_w : 1;
     s.pt = p->pad_top, s.pl = p->pad_left;
     s.c0 = 0, s.rz = -1, s.rh = s.rw = 0, s.align = s.half = 0;
+    s.pool = 0, s.pih = s.piw = s.pkh = s.pkw = s.psh = s.psw = s.pdh = s.pdw = s.ppt = s.ppl = 0;
     const __half *x0 = (const __half *)op->in[0], *x1 = NULL;
     if (op->cat.src[0]) {
         s.ih = op->cat.h, s.iw = op->cat.w;
@@ -364,6 +405,13 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
     } else {
         const kr_tensor *xt = kr_in_t(op, 0);
         s.ih = xt->dims[1], s.iw = xt->dims[2];
+    }
+    if (op->pool.src) {
+        s.pool = 1;
+        s.pih = op->pool.ih, s.piw = op->pool.iw, s.pkh = op->pool.kh, s.pkw = op->pool.kw;
+        s.psh = op->pool.sh, s.psw = op->pool.sw, s.pdh = op->pool.dh, s.pdw = op->pool.dw;
+        s.ppt = op->pool.pt, s.ppl = op->pool.pl;
+        x0 = (const __half *)op->pool.src;
     }
     const size_t batch = (size_t)kr_dim(op, yt, 0);
     const size_t M = batch * s.oh * s.ow;

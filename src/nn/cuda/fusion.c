@@ -245,6 +245,38 @@ static int cat_source(const kr_cuda_mem *mem, const kr_cuda_op *ops, const unsig
     return t;
 }
 
+/* The MAX_POOL_2D fold of fusion.h into CONV_2D @p n from node @p p before it: 1 if done. */
+static int fold_pool(const kr_cuda_mem *mem, kr_cuda_op *ops, int p, int n)
+{
+    const kr_graph *g = mem->graph;
+    const kr_node *pool = &g->nodes[p], *conv = &g->nodes[n];
+    int t = pool->outputs[0], x = pool->inputs[0];
+    const kr_tensor *tt = &g->tensors[t], *xt = &g->tensors[x];
+    const kr_window_params *w = &pool->p.window;
+    if (pool->op != KR_OP_MAX_POOL_2D || conv->inputs[0] != t || tt->rank != 4 || xt->rank != 4 ||
+        kr_tensor_is_const(xt) || pool->activation != KR_ACT_NONE ||
+        ops[p].post != KR_CUDA_POST_NONE || ops[p].residual ||
+        ops[p].out != kr_cuda_mem_ptr(mem, t) || !private_tensor(g, t) ||
+        xt->dims[3] != tt->dims[3] || xt->dims[0] != tt->dims[0] || w->kernel_h < 1 ||
+        w->kernel_w < 1 || w->stride_h < 1 || w->stride_w < 1)
+        return 0;
+    /* the convolution must not write over the pool's input */
+    if (ptr_overlaps(mem, ops[n].out, kr_cuda_mem_bytes(mem, conv->outputs[0]), x))
+        return 0;
+    kr_cuda_op trial = ops[n];
+    trial.pool.src = kr_cuda_mem_ptr(mem, x);
+    trial.pool.ih = xt->dims[1], trial.pool.iw = xt->dims[2];
+    trial.pool.kh = w->kernel_h, trial.pool.kw = w->kernel_w;
+    trial.pool.sh = w->stride_h, trial.pool.sw = w->stride_w;
+    trial.pool.dh = w->dilation_h > 0 ? w->dilation_h : 1;
+    trial.pool.dw = w->dilation_w > 0 ? w->dilation_w : 1;
+    trial.pool.pt = w->pad_top, trial.pool.pl = w->pad_left;
+    if (!kr_cuda_conv_2d_tc_fits(&trial))
+        return 0;
+    ops[n] = trial;
+    return 1;
+}
+
 /* (fusion.h) */
 int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
 {
@@ -252,13 +284,19 @@ int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
     int n_folded = 0;
     for (int n = 1; n < g->n_nodes; n++) {
         const kr_node *conv = &g->nodes[n];
-        if (conv->op != KR_OP_CONV_2D || folded[n] || ops[n].cat.src[0] || !ops[n].w16)
+        if (conv->op != KR_OP_CONV_2D || folded[n] || ops[n].cat.src[0] || ops[n].pool.src ||
+            !ops[n].w16)
             continue;
         int c = n - 1;
         while (c >= 0 && folded[c])
             c--;
         if (c < 0)
             continue;
+        if (fold_pool(mem, ops, c, n)) {
+            folded[c] = 1;
+            n_folded++;
+            continue;
+        }
         const kr_node *cat = &g->nodes[c];
         int k = cat->outputs[0];
         const kr_tensor *kt = &g->tensors[k];
@@ -341,6 +379,7 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
             op->w16 = mem->weights + mem->w16_offsets[node->inputs[1]];
         op->cat.src[0] = op->cat.src[1] = NULL;
         op->cat.rz = -1;
+        op->pool.src = NULL;
     }
     int n_folded = plan_folds(mem, ops, folded);
     n_folded += plan_residual_folds(mem, ops, folded);
