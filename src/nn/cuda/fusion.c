@@ -245,6 +245,42 @@ static int cat_source(const kr_cuda_mem *mem, const kr_cuda_op *ops, const unsig
     return t;
 }
 
+/* Whether node @p q's kernel writes over the storage of source tensor @p src[0] or @p src[1]
+ * (-1: none). */
+static int writes_over(const kr_cuda_mem *mem, const kr_cuda_op *ops, int q, const int *src)
+{
+    const kr_graph *g = mem->graph;
+    if (!ops[q].out)
+        return 0;
+    size_t bytes = kr_cuda_mem_bytes(mem, g->nodes[q].outputs[0]);
+    for (int side = 0; side < 2; side++)
+        if (src[side] >= 0 && ptr_overlaps(mem, ops[q].out, bytes, src[side]))
+            return 1;
+    return 0;
+}
+
+/* Undoes the residual ADD fold into node @p n (plan_residual_folds): @p n writes its own
+ * output again and the ADD is no longer marked folded. Returns the ADD's node, -1 if none was
+ * found (then nothing changed). */
+static int unfold_residual(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded, int n)
+{
+    const kr_graph *g = mem->graph;
+    for (int m = n + 1; m < g->n_nodes; m++) {
+        const kr_node *add = &g->nodes[m];
+        if (!folded[m] || add->op != KR_OP_ADD || add->n_inputs != 2 ||
+            kr_cuda_mem_ptr(mem, add->outputs[0]) != ops[n].out)
+            continue;
+        for (int side = 0; side < 2; side++)
+            if (kr_cuda_mem_ptr(mem, add->inputs[1 - side]) == ops[n].residual) {
+                ops[n].out = kr_cuda_mem_ptr(mem, add->inputs[side]);
+                ops[n].residual = NULL;
+                folded[m] = 0;
+                return m;
+            }
+    }
+    return -1;
+}
+
 /* The MAX_POOL_2D fold of fusion.h into CONV_2D @p n from node @p p before it: 1 if done. */
 static int fold_pool(const kr_cuda_mem *mem, kr_cuda_op *ops, int p, int n)
 {
@@ -322,12 +358,25 @@ int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
         for (int side = 0; side < 2; side++)
             first = rz[side] >= 0 && rz[side] < first ? rz[side] : first;
         const int skip = rz[0] >= 0 ? rz[0] : rz[1];
-        for (int q = first; q <= n && ok; q++) {
-            if (folded[q] || q == c || q == skip || !ops[q].out)
-                continue;
-            size_t bytes = kr_cuda_mem_bytes(mem, g->nodes[q].outputs[0]);
-            for (int side = 0; side < 2 && ok; side++)
-                ok = !ptr_overlaps(mem, ops[q].out, bytes, src[side]);
+        for (int q = first; q < n && ok; q++)
+            if (!folded[q] && q != c && q != skip)
+                ok = !writes_over(mem, ops, q, src);
+        /* the residual ADD folded into the convolution may write where a source lies (the
+         * planner's slack ends before it: the end of u2netp's RSU blocks, upsample-concatenate-
+         * convolve + ADD); then the ADD runs on its own again, which saves one launch less */
+        int unfolded = -1;
+        const kr_cuda_op keep = ops[n];
+        if (ok && writes_over(mem, ops, n, src) && ops[n].residual) {
+            unfolded = unfold_residual(mem, ops, folded, n);
+            if (unfolded < 0 || writes_over(mem, ops, n, src)) {
+                if (unfolded >= 0)
+                    folded[unfolded] = 1;
+                ops[n] = keep;
+                unfolded = -1;
+                ok = 0;
+            }
+        } else if (ok && writes_over(mem, ops, n, src)) {
+            ok = 0;
         }
         if (!ok)
             continue;
@@ -345,11 +394,16 @@ int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
             trial.cat.align = rn->p.resize.align_corners;
             trial.cat.half = rn->p.resize.half_pixel_centers;
         }
-        if (!kr_cuda_conv_2d_tc_fits(&trial))
+        if (!kr_cuda_conv_2d_tc_fits(&trial)) {
+            if (unfolded >= 0) { /* put the residual fold back */
+                folded[unfolded] = 1;
+                ops[n] = keep;
+            }
             continue;
+        }
         ops[n] = trial;
         folded[c] = 1;
-        n_folded++;
+        n_folded += unfolded >= 0 ? 0 : 1; /* the ADD runs again */
         if (r >= 0) {
             folded[rz[r]] = 1;
             n_folded++;
