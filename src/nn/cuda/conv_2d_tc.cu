@@ -64,11 +64,18 @@ __device__ __forceinline__ unsigned tc_smem(const void *p)
     return (unsigned)__cvta_generic_to_shared(p);
 }
 
-__device__ __forceinline__ void tc_cp16(unsigned dst, const void *src, bool ok)
+/* 16 bytes from global @p src to shared @p dst, or 16 zero bytes where !ok (nothing is read).
+ * CA: through L1 (the activations: a 3x3 layer reads each input pixel for up to 9 taps of a
+ * block's rows); else L2 only (the weights, shared by all blocks). */
+template <bool CA> __device__ __forceinline__ void tc_cp16(unsigned dst, const void *src, bool ok)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(ok ? 16 : 0));
+    if (CA)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                     "r"(ok ? 16 : 0));
+    else
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                     "r"(ok ? 16 : 0));
 #endif
 }
 
@@ -234,7 +241,7 @@ __global__ void __launch_bounds__(TC_THREADS)
             } else {
                 const __half *p =
                     ok ? src + (((size_t)a_b[i] * s.ih + iy) * s.iw + ix) * cs + cc : x;
-                tc_cp16(tc_smem(dst), p, ok);
+                tc_cp16<true>(tc_smem(dst), p, ok);
             }
         }
 #pragma unroll
@@ -244,7 +251,7 @@ __global__ void __launch_bounds__(TC_THREADS)
                 const int n = chunk >> 2, kb = kt * TC_BK + (chunk & 3) * 8;
                 const bool ok = n0 + n < s.oc && kb < s.K;
                 const __half *p = ok ? w + (size_t)(n0 + n) * s.K + kb : w;
-                tc_cp16(tc_smem(&Bs[st][n][(chunk & 3) * 8]), p, ok);
+                tc_cp16<false>(tc_smem(&Bs[st][n][(chunk & 3) * 8]), p, ok);
             }
         }
     };
