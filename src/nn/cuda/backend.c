@@ -490,8 +490,9 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
     }
     keyer_log(cfg->logger, KEYER_LOG_DEBUG,
               "%s: cuda backend: device %d (compute %d.%d%s), %s, batch %d, arena %.1f MB, "
-              "weights %.1f MB, %d nodes (%d activations and residual ADDs folded into their "
-              "producers), one CUDA graph of the %s schedule",
+              "weights %.1f MB, %d nodes (%d activations, residual ADDs, resizes, "
+              "concatenations and pools folded into other nodes), one CUDA graph of the %s "
+              "schedule",
               g->name, cfg->device, inst->caps.major, inst->caps.minor,
               inst->caps.emulated ? ", emulated" : "", inst->f16 ? "f16" : "f32", cfg->batch,
               inst->arena_bytes / 1e6, inst->weight_bytes / 1e6, g->n_nodes, inst->n_folded,
