@@ -127,10 +127,9 @@ static const tcase cases[] = {
     CONV(80, 80, 24, 96, 1, 1, 1, 1, SAME, NONE, 1),
     CONV(66, 64, 32, 128, 1, 1, 1, 1, VALID, RELU, 1), /* more than 2304 weights, K <= 32 */
     CONV(320, 324, 8, 40, 1, 1, 1, 1, VALID, RELU, 1),
-    /* f16 layers of the TFLite models on the tensor cores (cuda conv_2d_tc on compute 8.0+:
-     * K >= 32 and N >= 32): stride 2 with SAME padding and 40 outputs (a partial 64-wide tile),
-     * dilation 2 with K = 216 (a partial 32-deep k step) and 33 outputs (odd: single stores),
-     * K = 40 over 17 x 19 pixels, 128 -> 48 */
+    /* wider TFLite layers with input channels a multiple of 8 (the CUDA-core paths; the
+     * tensor-core kernel takes only ONNX layers): stride 2 with SAME padding and 40 outputs,
+     * dilation 2 with K = 216 and 33 outputs, K = 40 over 17 x 19 pixels, 128 -> 48 */
     CONV(13, 11, 16, 40, 3, 3, 2, 2, SAME, RELU6, 1),
     CONV(9, 7, 24, 33, 3, 3, 1, 1, SAME, NONE, 2),
     CONV(17, 19, 40, 64, 1, 1, 1, 1, VALID, RELU, 1),

@@ -141,10 +141,9 @@ int kr_cuda_conv_2d_mma_fits(const kr_cuda_op *op);
 int kr_cuda_conv_2d_mma(const kr_cuda_op *op);
 /* Whether CONV_2D node @p op runs on the tensor cores with mma.sync (kr_cuda_conv_2d_tc): an f16
  * instance with half weights (op->w16), compute capability 8.0 or more (the device's or the
- * emulated class's), no groups, input channels a multiple of 8, 16-byte aligned input(s) and
- * weights; ONNX layers (explicit padding) and folded concatenations always, TFLite layers where
- * the shape pays (tuning.h: TC_TFLITE_MIN_K, TC_TFLITE_MIN_N), never by batch. kr_cuda_conv_2d
- * calls both, before the WMMA kernel. */
+ * emulated class's), an ONNX layer (explicit padding), no groups, input channels a multiple of
+ * 8, 16-byte aligned input(s) and weights; never chosen by batch. kr_cuda_conv_2d calls both,
+ * before the WMMA kernel. */
 int kr_cuda_conv_2d_tc_fits(const kr_cuda_op *op);
 /* Queues the tensor-core convolution of @p op (which kr_cuda_conv_2d_tc_fits accepted);
  * returns the launch's CUDA error, cudaErrorInvalidValue for a layer past 32-bit indexing. */

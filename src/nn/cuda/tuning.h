@@ -48,15 +48,6 @@
 #define PW_TILE_MIN_TILES 64
 #define PW_TILE_MAX_SMEM (100 * 1024)
 
-/* ---- the tensor-core convolution (conv_2d_tc.cu) for the TFLite models' f16 layers --------
- * A layer with at least TC_TFLITE_MIN_K reductions (K = kh kw ic) and TC_TFLITE_MIN_N output
- * channels takes it on compute 8.0+ (ONNX layers always do). Narrower layers keep the narrow,
- * tile and grouped pointwise paths, whose 16- to 24-deep sums would fill half a 32-deep k
- * step. Not yet tuned on the GPU: a first choice from the layer shapes of selfie and
- * face-short, by shape only (an item's result stays the same at every batch). */
-#define TC_TFLITE_MIN_K 32
-#define TC_TFLITE_MIN_N 32
-
 /* ---- the persistent planner (persistent/plan.c) -------------------------------------------- */
 
 /* Threads the lane split of a convolution aims to fill, per batch item (fixed, not the GPU's
