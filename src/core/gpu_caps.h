@@ -96,6 +96,9 @@ static inline int kr_gpu_has_clusters(const kr_gpu_caps *c)
 }
 /* Half-precision tensor cores through WMMA (16x16x16, float accumulation): compute 7.0+. */
 static inline int kr_gpu_has_wmma_f16(const kr_gpu_caps *c) { return kr_gpu_cc(c) >= 70; }
+/* mma.sync m16n8k16 with half inputs and float accumulation, ldmatrix and cp.async (the
+ * tensor-core convolution, nn/cuda/conv_2d_tc.cu): compute 8.0+. */
+static inline int kr_gpu_has_mma_sync(const kr_gpu_caps *c) { return kr_gpu_cc(c) >= 80; }
 
 #ifdef __cplusplus
 }

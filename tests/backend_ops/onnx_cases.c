@@ -77,6 +77,16 @@ static const ocase cases[] = {
     CONVG(8, 9, 8, 8, 3, 1, 1, 1, 1, 1, 1, 8, RELU6), /* depthwise as groups = C */
     CONVG(5, 6, 2, 3, 5, 1, 1, 0, 0, 0, 0, 1, NONE),  /* VALID written as explicit zeros */
     CONVG(11, 10, 6, 4, 3, 2, 3, 3, 3, 3, 3, 2, NONE), /* dilation 3, pads as dilation */
+    /* f16 on the tensor cores (cuda conv_2d_tc, compute 8.0+; WMMA on 7.x where C % 16 == 0):
+     * stride 2 with asymmetric pads; dilation 2; K = 72 (a partial 32-deep k step) with 72
+     * outputs (a full and a partial 64-wide tile); more than 33,792 output pixels (128-row
+     * tiles on a 132-multiprocessor GPU) at 16, 32 and 64 output channels */
+    CONVG(19, 17, 16, 24, 3, 2, 1, 1, 0, 2, 1, 1, NONE),
+    CONVG(11, 13, 24, 16, 3, 1, 2, 2, 1, 2, 1, 1, RELU),
+    CONVG(13, 9, 8, 72, 3, 1, 1, 1, 1, 1, 1, 1, NONE),
+    CONVG(190, 180, 16, 16, 3, 1, 1, 1, 1, 1, 1, 1, NONE),
+    CONVG(185, 183, 16, 32, 1, 1, 1, 0, 0, 0, 0, 1, RELU6),
+    CONVG(187, 181, 32, 40, 1, 1, 1, 0, 0, 0, 0, 1, NONE),
     /* DEPTHWISE_CONV_2D with explicit asymmetric pads */
     {.op = KR_OP_DEPTHWISE_CONV_2D, .rank = 4, .dims = D4(1, 8, 7, 3), .cout = 6, .k = {3, 3},
      .s = {2, 2}, .pads = {0, 1, 1, 0}},

@@ -26,6 +26,12 @@
  *    RESIZE_BILINEAR against re-derivations written differently from the kernels (explicit
  *    zero-padded input; gather instead of scatter; double-precision resize coordinates).
  *
+ *  test_u2net_block, test_gather_folds and the *_chains tests: small graphs in the shapes the
+ *    cuda backend fuses (see each test's comment), every cuda variant against the reference;
+ *    test_gather_folds also checks that the per-node f16 schedule folds its resizes and
+ *    concatenations into the tensor-core convolutions on a device with mma.sync.
+ *
+ * KEYER_BACKEND_OPS_TESTS=pattern runs only the tests whose names match (cmocka's filter).
  * Perf mode: KEYER_BACKEND_OPS_PERF=1 also times each case per backend (batch 1 and 3) and
  * prints microseconds per run.
  */
@@ -52,6 +58,10 @@
 #include "nn/reference/ops.h"
 #include "onnx_cases.h"
 #include "testutil.h"
+#ifdef KEYER_HAVE_CUDA_NN
+#include "core/device.h"
+#include "core/gpu_caps.h"
+#endif
 
 /* ---- cases ------------------------------------------------------------------------------------ */
 
@@ -117,6 +127,13 @@ static const tcase cases[] = {
     CONV(80, 80, 24, 96, 1, 1, 1, 1, SAME, NONE, 1),
     CONV(66, 64, 32, 128, 1, 1, 1, 1, VALID, RELU, 1), /* more than 2304 weights, K <= 32 */
     CONV(320, 324, 8, 40, 1, 1, 1, 1, VALID, RELU, 1),
+    /* wider TFLite layers with input channels a multiple of 8 (the CUDA-core paths; the
+     * tensor-core kernel takes only ONNX layers): stride 2 with SAME padding and 40 outputs,
+     * dilation 2 with K = 216 and 33 outputs, K = 40 over 17 x 19 pixels, 128 -> 48 */
+    CONV(13, 11, 16, 40, 3, 3, 2, 2, SAME, RELU6, 1),
+    CONV(9, 7, 24, 33, 3, 3, 1, 1, SAME, NONE, 2),
+    CONV(17, 19, 40, 64, 1, 1, 1, 1, VALID, RELU, 1),
+    CONV(6, 5, 128, 48, 1, 1, 1, 1, VALID, NONE, 1),
     /* DEPTHWISE_CONV_2D: H, W, C, multiplier, K, S, padding, activation, dilation */
     DWCONV(7, 5, 3, 1, 3, 1, SAME, NONE, 1),
     DWCONV(7, 5, 3, 2, 3, 2, SAME, RELU6, 1),
@@ -872,12 +889,21 @@ static int chain_binary(kt_graph *b, kr_op op, int x, int z, const int *d)
  * against the reference at batch 1 and 3; prints each error; fails if any is above its
  * tolerance. With @p persistent_may_refuse, the persistent schedule's UNSUPPORTED (a graph with
  * operators it does not take) is listed and skipped; otherwise it fails too. */
+static void check_graph(kr_graph *gr, const char *name, int persistent_may_refuse);
+
 static void finish_and_check_opt(kt_graph *b, const char *name, int persistent_may_refuse)
 {
     kr_graph *gr = NULL;
     keyer_error err = {0};
     if (kt_graph_finish(b, &gr, &err) != KEYER_OK)
         fail_msg("%s: %s", name, err.message);
+    check_graph(gr, name, persistent_may_refuse);
+}
+
+/* finish_and_check_opt's checks on the finished graph @p gr, which it destroys. */
+static void check_graph(kr_graph *gr, const char *name, int persistent_may_refuse)
+{
+    keyer_error err = {0};
     int failures = 0;
     for (int batch = 1; batch <= 3; batch += 2) {
         float **in = make_inputs(gr, batch, 4242u + (uint32_t)batch, -1.0f, 1.0f);
@@ -999,6 +1025,117 @@ static void test_u2net_block(void **state)
     g = chain_unary(&b, KR_OP_LOGISTIC, g, gd);
     kt_graph_output(&b, g);
     finish_and_check_opt(&b, "u2net block", 1);
+}
+
+/* A RESIZE_BILINEAR of @p x (@p xd) to @p h x @p w with @p align / @p half; its output
+ * dims in @p od. */
+static int chain_resize(kt_graph *b, int x, const int *xd, int h, int w, int align, int half,
+                        int *od)
+{
+    od[0] = 1, od[1] = h, od[2] = w, od[3] = xd[3];
+    int y = kt_graph_act(b, 4, od), size[2] = {h, w}, two = 2;
+    int in[2] = {x, kt_graph_const(b, KR_DTYPE_I32, 1, &two, size)};
+    kr_node *n = kt_graph_node(b, KR_OP_RESIZE_BILINEAR, 2, in, y);
+    n->p.resize.align_corners = align;
+    n->p.resize.half_pixel_centers = half;
+    return y;
+}
+
+/* The channel concatenation of @p a (@p ad) and @p c (@p cd), same pixels; dims in @p od. */
+static int chain_cat(kt_graph *b, int a, const int *ad, int c, const int *cd, int *od)
+{
+    od[0] = 1, od[1] = ad[1], od[2] = ad[2], od[3] = ad[3] + cd[3];
+    int y = kt_graph_act(b, 4, od), in[2] = {a, c};
+    kr_node *n = kt_graph_node(b, KR_OP_CONCATENATION, 2, in, y);
+    n->p.concat.axis = 3;
+    return y;
+}
+
+/* How many RESIZE_BILINEAR, CONCATENATION and MAX_POOL_2D nodes of @p g the cuda backend's
+ * per-node schedule folds into the convolutions after them in f16 (its profile gives a folded
+ * node -1 ms); -1 when there is no device, or it (or the emulated class) has no mma.sync, so
+ * that no fold is expected. */
+static int gather_folds(const kr_graph *g)
+{
+#ifdef KEYER_HAVE_CUDA_NN
+    keyer_error err = {0};
+    kr_gpu_caps caps;
+    const kr_device_fns *dev = kr_device_cuda();
+    if (!dev || dev->caps(0, 1, &caps, &err) != KEYER_OK || !kr_gpu_has_mma_sync(&caps))
+        return -1;
+    instance in;
+    if (instance_create(&in, &kr_backend_cuda, g, 1, 1, KEYER_CUDA_SCHEDULE_KERNELS, &err) !=
+        KEYER_OK)
+        fail_msg("%s: %s", g->name, err.message);
+    double *ms = calloc((size_t)g->n_nodes, sizeof(double));
+    assert_non_null(ms);
+    assert_int_equal(kr_backend_cuda.profile(in.inst, ms, &err), KEYER_OK);
+    int folds = 0;
+    for (int n = 0; n < g->n_nodes; n++)
+        folds += ms[n] < 0 && (g->nodes[n].op == KR_OP_RESIZE_BILINEAR ||
+                               g->nodes[n].op == KR_OP_CONCATENATION ||
+                               g->nodes[n].op == KR_OP_MAX_POOL_2D);
+    free(ms);
+    instance_destroy(&in);
+    return folds;
+#else
+    (void)g;
+    return -1;
+#endif
+}
+
+/*
+ * u2netp's decoder pattern, RESIZE_BILINEAR -> CONCATENATION -> CONV_2D, and its encoder's
+ * ceil-mode MAX_POOL_2D -> CONV_2D, which the cuda backend's per-node schedule folds into the
+ * convolution's gather on the tensor cores (f16, compute 8.0+): the convolution samples the
+ * resize's input, reads the other source directly, takes the pool's window maxima. Odd sizes and ratios (5 x 4 -> 9 x 7, 3 x 3 -> 9 x 7 with align_corners), the
+ * resized source first and second, a concatenation of two same-size tensors without a resize,
+ * 3x3 (explicit padding) and 1x1 (VALID) convolutions with folded RELUs and a residual ADD.
+ * Every cuda variant against the reference at batch 1 and 3; on a device with mma.sync, the
+ * per-node f16 schedule must fold all 6 of them (3 concatenations, 2 resizes, the pool).
+ */
+static void test_gather_folds(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "gather folds", 64, 32, 1 << 20);
+    kt_rng rng = kt_rng_seed(2727);
+    int xd[4] = {1, 9, 7, 16}, pd[4] = {1, 5, 4, 16}, td[4] = {1, 3, 3, 24};
+    int ad[4], sd[4], rd[4], kd[4], cd[4], r2d[4], k2d[4], ed[4], k3d[4], fd[4];
+    int x = kt_graph_act(&b, 4, xd), tn = kt_graph_act(&b, 4, td);
+    kt_graph_input(&b, x);
+    kt_graph_input(&b, tn);
+    int a = chain_conv_onnx(&b, &rng, x, xd, 16, 3, 1, 1, 1, ad);
+    a = chain_unary(&b, KR_OP_RELU, a, ad);
+    int p = kt_graph_act(&b, 4, pd); /* ceil((9 - 2) / 2) + 1, ceil((7 - 2) / 2) + 1 */
+    kr_node *pool = kt_graph_node(&b, KR_OP_MAX_POOL_2D, 1, &a, p);
+    pool->p.window.kernel_h = pool->p.window.kernel_w = 2;
+    pool->p.window.stride_h = pool->p.window.stride_w = 2;
+    pool->p.window.dilation_h = pool->p.window.dilation_w = 1;
+    pool->p.window.padding = KR_PADDING_EXPLICIT;
+    pool->p.window.ceil_mode = 1;
+    int sm = chain_conv_onnx(&b, &rng, p, pd, 8, 3, 1, 1, 1, sd);  /* the pool folded in */
+    int r = chain_resize(&b, sm, sd, 9, 7, 0, 1, rd);              /* half-pixel, first */
+    int k = chain_cat(&b, r, rd, a, ad, kd);                       /* 8 + 16 */
+    int c = chain_conv_onnx(&b, &rng, k, kd, 32, 3, 1, 1, 1, cd);
+    c = chain_unary(&b, KR_OP_RELU, c, cd);
+    int r2 = chain_resize(&b, tn, td, 9, 7, 1, 0, r2d);            /* align_corners, second */
+    int k2 = chain_cat(&b, c, cd, r2, r2d, k2d);                   /* 32 + 24 */
+    int e = chain_conv(&b, &rng, KR_OP_CONV_2D, k2, k2d, 16, 1, 1, KR_ACT_NONE, ed); /* 1x1 */
+    int s2 = chain_binary(&b, KR_OP_ADD, e, a, ed);                /* residual into it */
+    int k3 = chain_cat(&b, s2, ed, x, xd, k3d);                    /* no resize: 16 + 16 */
+    int f = chain_conv_onnx(&b, &rng, k3, k3d, 8, 3, 2, 2, 1, fd); /* dilated */
+    kt_graph_output(&b, f);
+    kr_graph *gr = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
+        fail_msg("gather folds: %s", err.message);
+    const int folds = gather_folds(gr);
+    printf("gather folds: %d resize/concatenation/pool nodes folded (-1: none expected here)\n",
+           folds);
+    if (folds >= 0)
+        assert_int_equal(folds, 6);
+    check_graph(gr, "gather folds", 1);
 }
 
 /*
@@ -1580,6 +1717,12 @@ int main(void)
         cmocka_unit_test(test_excitation_chains),
         cmocka_unit_test(test_expand_dw_chains),
         cmocka_unit_test(test_u2net_block),
+        cmocka_unit_test(test_gather_folds),
     };
+    /* KEYER_BACKEND_OPS_TESTS=pattern runs only the matching tests (e.g. under
+     * compute-sanitizer, which is slow) */
+    const char *only = getenv("KEYER_BACKEND_OPS_TESTS");
+    if (only && *only)
+        cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,6 +47,7 @@ struct kr_backend_instance {
     unsigned char *weights;    /* device, float constants in the element type */
     size_t weight_bytes;
     size_t *const_offsets;     /* per tensor, bytes in weights, SIZE_MAX: not uploaded */
+    size_t *w16_offsets;       /* per tensor, bytes in weights of a half copy (mem.h) */
     unsigned char *const_half; /* per tensor: constant stored as half */
     kr_cuda_mem mem;           /* the view of the above that the schedules read */
     kr_gpu_caps caps;          /* the device's limits (an emulated class's), read at set-up */
@@ -103,6 +104,7 @@ static void cuda_destroy(kr_backend_instance **pinst)
     free(inst->io);
     free(inst->offsets);
     free(inst->const_offsets);
+    free(inst->w16_offsets);
     free(inst->const_half);
     free(inst->ops);
     free(inst->folded);
@@ -159,8 +161,20 @@ static size_t const_esize(const kr_backend_instance *inst, int t)
     return as_weight ? 4 : inst->esize;
 }
 
+/* Whether constant @p t is the weights (input 1) of an ungrouped CONV_2D: f16 instances keep a
+ * half copy of it for the tensor-core kernel (kr_cuda_op.w16). */
+static int is_conv_weight16(const kr_graph *g, int t)
+{
+    for (int n = 0; n < g->n_nodes; n++)
+        if (g->nodes[n].op == KR_OP_CONV_2D && g->nodes[n].n_inputs > 1 &&
+            g->nodes[n].inputs[1] == t && g->nodes[n].p.window.groups <= 1)
+            return 1;
+    return 0;
+}
+
 /* Uploads every float constant (as float or in the element type, see const_esize) and the
- * int32 GATHER indices (as they are). */
+ * int32 GATHER indices (as they are); f16 instances also a half copy of the CONV_2D weights
+ * (is_conv_weight16), converted once here. */
 static keyer_status upload_weights(kr_backend_instance *inst, keyer_error *err)
 {
     const kr_graph *g = inst->graph;
@@ -184,6 +198,11 @@ static keyer_status upload_weights(kr_backend_instance *inst, keyer_error *err)
         size_t n = kr_tensor_elements(tt);
         total += (n * es + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
         f32_total += (n * 4 + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
+        if (inst->w16_offsets && tt->dtype == KR_DTYPE_F32 && is_conv_weight16(g, t)) {
+            inst->w16_offsets[t] = total;
+            total += (n * 2 + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
+            f32_total += (n * 4 + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
+        }
     }
     inst->weight_bytes = total;
     if (!total)
@@ -217,6 +236,16 @@ static keyer_status upload_weights(kr_backend_instance *inst, keyer_error *err)
                                                     inst->own);
             f32_off += (n * 4 + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
         }
+        if (e == cudaSuccess && inst->w16_offsets && inst->w16_offsets[t] != SIZE_MAX) {
+            float *s = (float *)((unsigned char *)staging + f32_off);
+            e = cudaMemcpy(s, tt->data, n * 4, cudaMemcpyHostToDevice);
+            if (e == cudaSuccess)
+                e = cudaStreamSynchronize(cudaStreamLegacy);
+            if (e == cudaSuccess)
+                e = (cudaError_t)kr_cuda_f32_to_f16(s, inst->weights + inst->w16_offsets[t], n,
+                                                    inst->own);
+            f32_off += (n * 4 + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
+        }
     }
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(inst->own);
@@ -242,11 +271,16 @@ static keyer_status instance_new(const kr_graph *g, const kr_backend_config *cfg
     inst->offsets = malloc(nt * sizeof(size_t));
     inst->const_offsets = malloc(nt * sizeof(size_t));
     inst->const_half = calloc(nt, 1);
+    if (inst->f16) {
+        inst->w16_offsets = malloc(nt * sizeof(size_t));
+        for (size_t t = 0; inst->w16_offsets && t < nt; t++)
+            inst->w16_offsets[t] = SIZE_MAX;
+    }
     inst->io = calloc(nt, sizeof(float *));
     inst->ops = calloc(nn, sizeof(kr_cuda_op));
     inst->folded = calloc(nn, 1);
     if (!inst->offsets || !inst->const_offsets || !inst->const_half || !inst->io || !inst->ops ||
-        !inst->folded) {
+        !inst->folded || (inst->f16 && !inst->w16_offsets)) {
         cuda_destroy(&inst);
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->name);
     }
@@ -260,7 +294,8 @@ static keyer_status instance_new(const kr_graph *g, const kr_backend_config *cfg
                               .batch = inst->batch,
                               .esize = inst->esize,
                               .offsets = inst->offsets,
-                              .const_offsets = inst->const_offsets};
+                              .const_offsets = inst->const_offsets,
+                              .w16_offsets = inst->w16_offsets};
     *out = inst;
     return KEYER_OK;
 }
@@ -444,6 +479,8 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
         inst->schedule = !inst->pers           ? KR_SCHEDULE_PER_NODE
                          : inst->pers->has_seg ? KR_SCHEDULE_PERSISTENT_CLUSTER
                                                : KR_SCHEDULE_PERSISTENT;
+        if (!st && !inst->pers) /* the per-node schedule's own folds (fusion.h) */
+            inst->n_folded += kr_cuda_fuse_gathers(&inst->mem, inst->ops, inst->folded);
     }
     if (!st)
         st = validate_and_capture(inst, err);
@@ -453,8 +490,9 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
     }
     keyer_log(cfg->logger, KEYER_LOG_DEBUG,
               "%s: cuda backend: device %d (compute %d.%d%s), %s, batch %d, arena %.1f MB, "
-              "weights %.1f MB, %d nodes (%d activations and residual ADDs folded into their "
-              "producers), one CUDA graph of the %s schedule",
+              "weights %.1f MB, %d nodes (%d activations, residual ADDs, resizes, "
+              "concatenations and pools folded into other nodes), one CUDA graph of the %s "
+              "schedule",
               g->name, cfg->device, inst->caps.major, inst->caps.minor,
               inst->caps.emulated ? ", emulated" : "", inst->f16 ? "f16" : "f32", cfg->batch,
               inst->arena_bytes / 1e6, inst->weight_bytes / 1e6, g->n_nodes, inst->n_folded,

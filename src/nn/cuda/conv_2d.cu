@@ -544,7 +544,9 @@ template <typename T> static int launch(const kr_cuda_op *op)
     const kr_window_params *p = &op->node->p.window;
     if (p->groups > 1) /* grouped (ONNX): its own direct kernel, conv_2d_grouped.cu */
         return kr_cuda_conv_2d_grouped(op);
-    if (kr_cuda_conv_2d_mma_fits(op)) /* f16 ONNX layers on the tensor cores, conv_2d_mma.cu */
+    if (kr_cuda_conv_2d_tc_fits(op)) /* f16 on the tensor cores, compute 8.0+: conv_2d_tc.cu */
+        return kr_cuda_conv_2d_tc(op);
+    if (kr_cuda_conv_2d_mma_fits(op)) /* f16 ONNX layers on WMMA (compute 7.x), conv_2d_mma.cu */
         return kr_cuda_conv_2d_mma(op);
     conv_shape s;
     s.n = kr_dim(op, xt, 0);

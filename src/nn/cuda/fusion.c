@@ -4,6 +4,7 @@
 #include "nn/cuda/fusion.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 static int takes_post(kr_op op)
 {
@@ -189,6 +190,228 @@ static int plan_pool_folds(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned cha
     return n_folded;
 }
 
+/* How many nodes read tensor @p t. */
+static int readers(const kr_graph *g, int t)
+{
+    int r = 0;
+    for (int n = 0; n < g->n_nodes; n++)
+        for (int i = 0; i < g->nodes[n].n_inputs; i++)
+            r += g->nodes[n].inputs[i] == t;
+    return r;
+}
+
+/* Whether the @p bytes at device address @p p overlap activation tensor @p t's storage. */
+static int ptr_overlaps(const kr_cuda_mem *mem, const void *p, size_t bytes, int t)
+{
+    const kr_graph *g = mem->graph;
+    int s = kr_tensor_storage(g, t);
+    if (kr_tensor_is_const(&g->tensors[s]))
+        return 0;
+    const unsigned char *a0 = (const unsigned char *)p, *b0 = mem->arena + mem->offsets[s];
+    return a0 < b0 + kr_cuda_mem_bytes(mem, s) && b0 < a0 + bytes;
+}
+
+/* An intermediate tensor that a fold may skip: an activation read by exactly one node, not a
+ * graph output, not viewed. */
+static int private_tensor(const kr_graph *g, int t)
+{
+    const kr_tensor *tt = &g->tensors[t];
+    return !kr_tensor_is_const(tt) && tt->graph_output < 0 && tt->view_of < 0 && !is_viewed(g, t) &&
+           readers(g, t) == 1;
+}
+
+/* The source of side @p side of CONCATENATION @p cat feeding CONV_2D @p n: the tensor itself,
+ * or the input of the RESIZE_BILINEAR that wrote it (set *rz_node), when that resize is
+ * unfolded, has no activation or post function and its output is read only by the
+ * concatenation. */
+static int cat_source(const kr_cuda_mem *mem, const kr_cuda_op *ops, const unsigned char *folded,
+                      int t, int *rz_node)
+{
+    const kr_graph *g = mem->graph;
+    const kr_tensor *tt = &g->tensors[t];
+    *rz_node = -1;
+    int p = tt->producer;
+    if (p >= 0 && g->nodes[p].op == KR_OP_RESIZE_BILINEAR && !folded[p] &&
+        ops[p].post == KR_CUDA_POST_NONE && !ops[p].residual &&
+        g->nodes[p].activation == KR_ACT_NONE && ops[p].out == kr_cuda_mem_ptr(mem, t) &&
+        private_tensor(g, t)) {
+        const kr_tensor *in = &g->tensors[g->nodes[p].inputs[0]];
+        if (in->rank == 4 && !kr_tensor_is_const(in) && in->dims[0] == tt->dims[0] &&
+            in->dims[3] == tt->dims[3]) {
+            *rz_node = p;
+            return g->nodes[p].inputs[0];
+        }
+    }
+    return t;
+}
+
+/* Whether node @p q's kernel writes over the storage of source tensor @p src[0] or @p src[1]
+ * (-1: none). */
+static int writes_over(const kr_cuda_mem *mem, const kr_cuda_op *ops, int q, const int *src)
+{
+    const kr_graph *g = mem->graph;
+    if (!ops[q].out)
+        return 0;
+    size_t bytes = kr_cuda_mem_bytes(mem, g->nodes[q].outputs[0]);
+    for (int side = 0; side < 2; side++)
+        if (src[side] >= 0 && ptr_overlaps(mem, ops[q].out, bytes, src[side]))
+            return 1;
+    return 0;
+}
+
+/* Undoes the residual ADD fold into node @p n (plan_residual_folds): @p n writes its own
+ * output again and the ADD is no longer marked folded. Returns the ADD's node, -1 if none was
+ * found (then nothing changed). */
+static int unfold_residual(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded, int n)
+{
+    const kr_graph *g = mem->graph;
+    for (int m = n + 1; m < g->n_nodes; m++) {
+        const kr_node *add = &g->nodes[m];
+        if (!folded[m] || add->op != KR_OP_ADD || add->n_inputs != 2 ||
+            kr_cuda_mem_ptr(mem, add->outputs[0]) != ops[n].out)
+            continue;
+        for (int side = 0; side < 2; side++)
+            if (kr_cuda_mem_ptr(mem, add->inputs[1 - side]) == ops[n].residual) {
+                ops[n].out = kr_cuda_mem_ptr(mem, add->inputs[side]);
+                ops[n].residual = NULL;
+                folded[m] = 0;
+                return m;
+            }
+    }
+    return -1;
+}
+
+/* The MAX_POOL_2D fold of fusion.h into CONV_2D @p n from node @p p before it: 1 if done. */
+static int fold_pool(const kr_cuda_mem *mem, kr_cuda_op *ops, int p, int n)
+{
+    const kr_graph *g = mem->graph;
+    const kr_node *pool = &g->nodes[p], *conv = &g->nodes[n];
+    int t = pool->outputs[0], x = pool->inputs[0];
+    const kr_tensor *tt = &g->tensors[t], *xt = &g->tensors[x];
+    const kr_window_params *w = &pool->p.window;
+    if (pool->op != KR_OP_MAX_POOL_2D || conv->inputs[0] != t || tt->rank != 4 || xt->rank != 4 ||
+        kr_tensor_is_const(xt) || pool->activation != KR_ACT_NONE ||
+        ops[p].post != KR_CUDA_POST_NONE || ops[p].residual ||
+        ops[p].out != kr_cuda_mem_ptr(mem, t) || !private_tensor(g, t) ||
+        xt->dims[3] != tt->dims[3] || xt->dims[0] != tt->dims[0] || w->kernel_h < 1 ||
+        w->kernel_w < 1 || w->stride_h < 1 || w->stride_w < 1)
+        return 0;
+    /* the convolution must not write over the pool's input */
+    if (ptr_overlaps(mem, ops[n].out, kr_cuda_mem_bytes(mem, conv->outputs[0]), x))
+        return 0;
+    kr_cuda_op trial = ops[n];
+    trial.pool.src = kr_cuda_mem_ptr(mem, x);
+    trial.pool.ih = xt->dims[1], trial.pool.iw = xt->dims[2];
+    trial.pool.kh = w->kernel_h, trial.pool.kw = w->kernel_w;
+    trial.pool.sh = w->stride_h, trial.pool.sw = w->stride_w;
+    trial.pool.dh = w->dilation_h > 0 ? w->dilation_h : 1;
+    trial.pool.dw = w->dilation_w > 0 ? w->dilation_w : 1;
+    trial.pool.pt = w->pad_top, trial.pool.pl = w->pad_left;
+    if (!kr_cuda_conv_2d_tc_fits(&trial))
+        return 0;
+    ops[n] = trial;
+    return 1;
+}
+
+/* (fusion.h) */
+int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
+{
+    const kr_graph *g = mem->graph;
+    int n_folded = 0;
+    for (int n = 1; n < g->n_nodes; n++) {
+        const kr_node *conv = &g->nodes[n];
+        if (conv->op != KR_OP_CONV_2D || folded[n] || ops[n].cat.src[0] || ops[n].pool.src ||
+            !ops[n].w16)
+            continue;
+        int c = n - 1;
+        while (c >= 0 && folded[c])
+            c--;
+        if (c < 0)
+            continue;
+        if (fold_pool(mem, ops, c, n)) {
+            folded[c] = 1;
+            n_folded++;
+            continue;
+        }
+        const kr_node *cat = &g->nodes[c];
+        int k = cat->outputs[0];
+        const kr_tensor *kt = &g->tensors[k];
+        if (cat->op != KR_OP_CONCATENATION || cat->n_inputs != 2 || kt->rank != 4 ||
+            cat->p.concat.axis != 3 || conv->inputs[0] != k || ops[c].post != KR_CUDA_POST_NONE ||
+            ops[c].out != kr_cuda_mem_ptr(mem, k) || !private_tensor(g, k))
+            continue;
+        int rz[2], src[2], ok = 1;
+        for (int side = 0; side < 2 && ok; side++) {
+            int t = cat->inputs[side];
+            const kr_tensor *st = &g->tensors[t];
+            ok = t >= 0 && st->rank == 4 && !kr_tensor_is_const(st) && st->dims[0] == kt->dims[0] &&
+                 st->dims[1] == kt->dims[1] && st->dims[2] == kt->dims[2];
+            if (ok)
+                src[side] = cat_source(mem, ops, folded, t, &rz[side]);
+        }
+        if (!ok || (rz[0] >= 0 && rz[1] >= 0) || src[0] == src[1])
+            continue;
+        /* the sources must still hold their values when the convolution runs, and it must not
+         * write over them: no node from the first folded one to the convolution (itself
+         * included) writes their storage */
+        int first = c;
+        for (int side = 0; side < 2; side++)
+            first = rz[side] >= 0 && rz[side] < first ? rz[side] : first;
+        const int skip = rz[0] >= 0 ? rz[0] : rz[1];
+        for (int q = first; q < n && ok; q++)
+            if (!folded[q] && q != c && q != skip)
+                ok = !writes_over(mem, ops, q, src);
+        /* the residual ADD folded into the convolution may write where a source lies (the
+         * planner's slack ends before it: the end of u2netp's RSU blocks, upsample-concatenate-
+         * convolve + ADD); then the ADD runs on its own again, which saves one launch less */
+        int unfolded = -1;
+        const kr_cuda_op keep = ops[n];
+        if (ok && writes_over(mem, ops, n, src) && ops[n].residual) {
+            unfolded = unfold_residual(mem, ops, folded, n);
+            if (unfolded < 0 || writes_over(mem, ops, n, src)) {
+                if (unfolded >= 0)
+                    folded[unfolded] = 1;
+                ops[n] = keep;
+                unfolded = -1;
+                ok = 0;
+            }
+        } else if (ok && writes_over(mem, ops, n, src)) {
+            ok = 0;
+        }
+        if (!ok)
+            continue;
+        kr_cuda_op trial = ops[n];
+        const int r = rz[0] >= 0 ? 0 : rz[1] >= 0 ? 1 : -1;
+        trial.cat.src[0] = kr_cuda_mem_ptr(mem, src[0]);
+        trial.cat.src[1] = kr_cuda_mem_ptr(mem, src[1]);
+        trial.cat.c0 = g->tensors[cat->inputs[0]].dims[3];
+        trial.cat.h = kt->dims[1], trial.cat.w = kt->dims[2];
+        trial.cat.rz = r;
+        trial.cat.rh = trial.cat.rw = trial.cat.align = trial.cat.half = 0;
+        if (r >= 0) {
+            const kr_node *rn = &g->nodes[rz[r]];
+            trial.cat.rh = g->tensors[src[r]].dims[1], trial.cat.rw = g->tensors[src[r]].dims[2];
+            trial.cat.align = rn->p.resize.align_corners;
+            trial.cat.half = rn->p.resize.half_pixel_centers;
+        }
+        if (!kr_cuda_conv_2d_tc_fits(&trial)) {
+            if (unfolded >= 0) { /* put the residual fold back */
+                folded[unfolded] = 1;
+                ops[n] = keep;
+            }
+            continue;
+        }
+        ops[n] = trial;
+        folded[c] = 1;
+        n_folded += unfolded >= 0 ? 0 : 1; /* the ADD runs again */
+        if (r >= 0) {
+            folded[rz[r]] = 1;
+            n_folded++;
+        }
+    }
+    return n_folded;
+}
+
 int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char *folded)
 {
     const kr_graph *g = mem->graph;
@@ -204,6 +427,13 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
             op->in[i] = node->inputs[i] >= 0 ? kr_cuda_mem_ptr(mem, node->inputs[i]) : NULL;
         op->out = kr_cuda_mem_ptr(mem, node->outputs[0]);
         op->post = KR_CUDA_POST_NONE;
+        op->w16 = NULL;
+        if (node->op == KR_OP_CONV_2D && node->n_inputs > 1 && node->inputs[1] >= 0 &&
+            mem->w16_offsets && mem->w16_offsets[node->inputs[1]] != SIZE_MAX)
+            op->w16 = mem->weights + mem->w16_offsets[node->inputs[1]];
+        op->cat.src[0] = op->cat.src[1] = NULL;
+        op->cat.rz = -1;
+        op->pool.src = NULL;
     }
     int n_folded = plan_folds(mem, ops, folded);
     n_folded += plan_residual_folds(mem, ops, folded);

@@ -31,4 +31,17 @@
  * fails; reads only the graph and @p mem. */
 int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char *folded);
 
+/* The per-node schedule's gather folds, after kr_cuda_fuse (the persistent schedule does not
+ * read kr_cuda_op.cat, so only it calls this): a CONCATENATION of two rank-4 tensors along the
+ * channels, read only by the CONV_2D right after it, is done by that convolution's gather
+ * (kr_cuda_op.cat), and so is a RESIZE_BILINEAR (no activation, no post function) whose output
+ * only the concatenation reads: the convolution samples the resize's input; a MAX_POOL_2D (no
+ * activation, no post function) read only by the CONV_2D right after it is done by the
+ * convolution's gather (kr_cuda_op.pool: window maxima of the pool's input). Only where the
+ * tensor-core kernel takes the folded layer (kr_cuda_conv_2d_tc_fits) and no node from the
+ * first folded one to the convolution writes over the sources (where only a residual ADD
+ * folded into the convolution would, that ADD is unfolded and runs on its own again). The folded nodes are marked in
+ * @p folded; returns how many. Never fails. */
+int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded);
+
 #endif

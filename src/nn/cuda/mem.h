@@ -25,6 +25,9 @@ typedef struct kr_cuda_mem {
     const size_t *offsets;       /* per tensor: bytes into arena (element type), SIZE_MAX: none */
     unsigned char *weights;
     const size_t *const_offsets; /* per tensor: bytes into weights, SIZE_MAX: not uploaded */
+    /* f16 instances: per tensor, bytes into weights of the half copy of a CONV_2D weight tensor
+     * (kr_cuda_op.w16), SIZE_MAX: none; NULL for f32 instances. */
+    const size_t *w16_offsets;
     /* The device's capabilities and limits, filled once at set-up with an emulated older class
      * applied (core/gpu_caps.h): what every choice of kernel or schedule and every launch
      * configuration that depends on the device reads. NULL only in the CPU tests of the

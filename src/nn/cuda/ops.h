@@ -60,6 +60,30 @@ typedef struct kr_cuda_op {
     /* An ADD folded into the global pool reading it (kr_cuda_is_global_pool): the pool averages
      * in[0] + addend (both of the ADD's operands, of the same shape); NULL when none. */
     const void *addend;
+    /* CONV_2D of an f16 instance: its weights (input 1) rounded to half once at set-up, OHWI
+     * like the float ones, for the tensor-core kernel (kr_cuda_conv_2d_tc); NULL when the
+     * instance has none (f32, grouped layers). In the weight buffer; not owned. */
+    const void *w16;
+    /* A CONCATENATION along the channels of two tensors folded into the CONV_2D reading it
+     * (fusion.h): the convolution reads src[0] for its input channels [0, c0) and src[1] for the
+     * rest, at the concatenation's h x w pixels, instead of in[0] (which is not written). With
+     * rz = 0 or 1, that source is the input of a folded RESIZE_BILINEAR (rh x rw pixels,
+     * align_corners, half_pixel_centers), sampled by the convolution; rz = -1: none. src[0] NULL:
+     * no fold. Only the tensor-core kernel takes folded layers. */
+    struct {
+        const void *src[2];
+        int c0, h, w;
+        int rz, rh, rw, align, half;
+    } cat;
+    /* A MAX_POOL_2D folded into the CONV_2D reading its output (fusion.h): the convolution
+     * takes each input pixel as the pool's window maximum over src (ih x iw pixels, the pool's
+     * kernel, stride, dilation and leading pads; taps outside src are no candidates), instead of
+     * reading in[0] (which is not written). src NULL: no fold. Only the tensor-core kernel takes
+     * folded layers; never together with cat. */
+    struct {
+        const void *src;
+        int ih, iw, kh, kw, sh, sw, dh, dw, pt, pl;
+    } pool;
     void *stream;                  /* cudaStream_t */
     const kr_gpu_caps *caps;       /* the instance's (kr_cuda_mem.caps); NULL: launch nothing */
 } kr_cuda_op;
@@ -115,6 +139,15 @@ int kr_cuda_conv_2d_grouped(const kr_cuda_op *op);
  * input and weights, compute capability 7 or more. kr_cuda_conv_2d calls both. */
 int kr_cuda_conv_2d_mma_fits(const kr_cuda_op *op);
 int kr_cuda_conv_2d_mma(const kr_cuda_op *op);
+/* Whether CONV_2D node @p op runs on the tensor cores with mma.sync (kr_cuda_conv_2d_tc): an f16
+ * instance with half weights (op->w16), compute capability 8.0 or more (the device's or the
+ * emulated class's), an ONNX layer (explicit padding), no groups, input channels a multiple of
+ * 8, 16-byte aligned input(s) and weights; never chosen by batch. kr_cuda_conv_2d calls both,
+ * before the WMMA kernel. */
+int kr_cuda_conv_2d_tc_fits(const kr_cuda_op *op);
+/* Queues the tensor-core convolution of @p op (which kr_cuda_conv_2d_tc_fits accepted);
+ * returns the launch's CUDA error, cudaErrorInvalidValue for a layer past 32-bit indexing. */
+int kr_cuda_conv_2d_tc(const kr_cuda_op *op);
 
 /* Whether @p node of @p g is a global average pool: an AVERAGE_POOL_2D with one output pixel
  * whose window covers the whole NHWC input, or a MEAN over H and W keeping them (the same

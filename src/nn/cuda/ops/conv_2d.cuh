@@ -23,9 +23,11 @@
  *      contiguous s-th of the inputs in order, a butterfly of shuffles from the nearest lane up;
  *      + bias last. U's a-convolution with S > 1 (segment): the lanes' parts added to the bias
  *      in lane order.
- *  tensor-core (conv_2d_mma.cu, f16 ONNX layers): the weights rounded to half; from 0, the
- *      16-deep chunks of k = (ky, kx, ic) in order, each chunk's 16 products summed as the
- *      tensor core sums them (float accumulation), then + bias (kr_conv_out).
+ *  tensor-core (f16 ONNX layers: conv_2d_tc.cu on compute 8.0+, conv_2d_mma.cu on 7.x, so
+ *      these layers' results differ between the two classes): the weights rounded to
+ *      half; from 0, the 16-deep chunks of k = (ky, kx, ic) in order (conv_2d_tc: K rounded up
+ *      to 32 with zero products), each chunk's 16 products summed as the tensor core sums them
+ *      (float accumulation), then + bias (kr_conv_out).
  *  grouped direct (conv_2d_grouped.cu, groups > 1): from the bias, taps in (ky, kx) order and
  *      the group's channels in order.
  * Which path a layer takes never depends on the batch (or, where it does, conv_pw_tile sums in

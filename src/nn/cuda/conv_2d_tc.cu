@@ -1,0 +1,445 @@
+/*
+ * CONV_2D on the tensor cores for compute capability 8.0 and newer, f16 instances: an implicit
+ * GEMM Y[m, n] = act(bias[n] + sum_k X'[m, k] * W[n, k]) (m = (b, oy, ox), n = output channel,
+ * k = (ky, kx, ic), the OHWI weight layout) with mma.sync m16n8k16 (half inputs, float
+ * accumulation). kr_cuda_conv_2d hands it the layers of kr_cuda_conv_2d_tc_fits (ops.h): the
+ * ONNX models' layers; the TFLite models keep their CUDA-core paths.
+ *
+ * Data: the weights are read in half from op->w16, the OHWI weights rounded to half once at set-up
+ * (backend.c; nothing is converted per run). The input is NHWC half. Each 16-byte chunk of a
+ * shared-memory row is 8 consecutive k, which lie in one tap because the input channels are a
+ * multiple of 8; a chunk outside the input (padding) or past M, N or K is zero-filled by cp.async.
+ * With op->cat.src[0] set (a CONCATENATION along the channels folded into the convolution,
+ * fusion.h) a chunk reads channels [c, c + 8) from the first source below cat.c0 and from the
+ * second above; a source with a resize (op->cat.rz) is sampled bilinearly as RESIZE_BILINEAR
+ * computes it (ops/resize_bilinear.cuh) and rounded to half, the value the unfused RESIZE would
+ * have stored, with ordinary loads into the same pipeline stage. With op->pool.src set (a
+ * MAX_POOL_2D folded into the convolution) each input pixel is the pool's window maximum over
+ * that source, taken in half (exact: the value the pool would have stored).
+ *
+ * Tiling: 4 warps compute a BM x BN tile of Y (BN 16, 32 or 64 by the layer's output channels,
+ * BM 128, or 64 where 128 would leave the multiprocessors short of blocks: a choice by M, which
+ * changes no output's sum). k steps by 32 through a 3-stage cp.async pipeline in shared memory
+ * (rows padded to 80 bytes: ldmatrix reads 8 rows without bank conflicts); each warp loads its A
+ * and B fragments with ldmatrix.x4 and issues MI x NI mma.sync per 16 k. The epilogue runs from
+ * the accumulator registers: bias, clamp, folded activation and residual (kr_conv_out,
+ * ops/conv_2d.cuh), stored as half pairs.
+ *
+ * Summation order (ops/conv_2d.cuh lists it with the others): per output, from 0, the 16-deep
+ * chunks of k in order (k past K counts as zero products), each chunk's products summed as the
+ * tensor core sums them in float; the bias last. It depends only on the layer, not on the batch
+ * or the tile.
+ */
+#include "nn/cuda/ops/conv_2d.cuh"
+#include "nn/cuda/ops/resize_bilinear.cuh"
+
+#define TC_BK 32
+#define TC_LDS (TC_BK + 8) /* halves per shared row: 80 bytes */
+#define TC_STAGES 3
+#define TC_THREADS 128
+
+struct tc_shape {
+    int ih, iw, ic, oh, ow, oc, kw, sh, sw, dh, dw, pt, pl;
+    int M, K;
+    /* the folded concatenation (c0 = 0: none): channels [0, c0) from src0 (c0 channels per
+     * pixel), [c0, ic) from src1 (ic - c0); rz: which source is resized (-1 none) from rh x rw
+     * pixels to ih x iw, with RESIZE_BILINEAR's align_corners and half_pixel_centers */
+    int c0, rz, rh, rw, align, half;
+    /* the folded max pool (pool = 0: none): the input pixels are window maxima over the
+     * pih x piw source */
+    int pool, pih, piw, pkh, pkw, psh, psw, pdh, pdw, ppt, ppl;
+};
+
+template <int BM, int BN, int WM, int WN> struct tc_tile {
+    static constexpr int TM = BM / WM, TN = BN / WN; /* a warp's tile */
+    static constexpr int MI = TM / 16, NI = TN / 8;  /* m16 and n8 fragments per warp */
+    static constexpr int AROWS = BM / 32;            /* A rows each thread loads per stage */
+    static_assert(WM * WN == 4, "4 warps");
+    static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "fragments");
+    static_assert(BN * 4 <= 2 * TC_THREADS, "B chunks per thread");
+};
+
+__device__ __forceinline__ unsigned tc_smem(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes from global @p src to shared @p dst, or 16 zero bytes where !ok (nothing is read).
+ * CA: through L1 (the activations: a 3x3 layer reads each input pixel for up to 9 taps of a
+ * block's rows); else L2 only (the weights, shared by all blocks). */
+template <bool CA> __device__ __forceinline__ void tc_cp16(unsigned dst, const void *src, bool ok)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (CA)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                     "r"(ok ? 16 : 0));
+    else
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                     "r"(ok ? 16 : 0));
+#endif
+}
+
+__device__ __forceinline__ void tc_commit()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+template <int N> __device__ __forceinline__ void tc_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+__device__ __forceinline__ void tc_ldsm4(unsigned *r, unsigned addr)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+#endif
+}
+
+__device__ __forceinline__ void tc_mma(float *c, const unsigned *a, const unsigned *b)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+/* 8 channels [c, c + 8) of the resized source at output pixel (b, iy, ix) of the concatenation,
+ * from the rh x rw source of @p cs channels as RESIZE_BILINEAR computes them (rs_axis, the taps
+ * in rs_pixel's order), each rounded to half as the RESIZE would store it. */
+__device__ __forceinline__ uint4 tc_resized8(const __half *__restrict__ src, const tc_shape &s,
+                                             int b, int iy, int ix, int c, int cs)
+{
+    int y0, y1, x0, x1;
+    float fy, fx;
+    rs_axis(s.rh, s.ih, s.align, s.half, iy, &y0, &y1, &fy);
+    rs_axis(s.rw, s.iw, s.align, s.half, ix, &x0, &x1, &fx);
+    const __half *base = src + (size_t)b * s.rh * s.rw * cs + c;
+    const uint4 q00 = *reinterpret_cast<const uint4 *>(base + ((size_t)y0 * s.rw + x0) * cs);
+    const uint4 q01 = *reinterpret_cast<const uint4 *>(base + ((size_t)y0 * s.rw + x1) * cs);
+    const uint4 q10 = *reinterpret_cast<const uint4 *>(base + ((size_t)y1 * s.rw + x0) * cs);
+    const uint4 q11 = *reinterpret_cast<const uint4 *>(base + ((size_t)y1 * s.rw + x1) * cs);
+    const __half2 *h00 = reinterpret_cast<const __half2 *>(&q00);
+    const __half2 *h01 = reinterpret_cast<const __half2 *>(&q01);
+    const __half2 *h10 = reinterpret_cast<const __half2 *>(&q10);
+    const __half2 *h11 = reinterpret_cast<const __half2 *>(&q11);
+    uint4 out;
+    __half2 *o = reinterpret_cast<__half2 *>(&out);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float2 a = __half22float2(h00[j]), bb = __half22float2(h01[j]);
+        const float2 cc = __half22float2(h10[j]), d = __half22float2(h11[j]);
+        /* v00 = q00 (y0, x0), v10 = q10 (y1, x0), v01 = q01 (y0, x1), v11 = q11 */
+        o[j] = __floats2half2_rn(a.x * (1 - fy) * (1 - fx) + cc.x * fy * (1 - fx) +
+                                     bb.x * (1 - fy) * fx + d.x * fy * fx,
+                                 a.y * (1 - fy) * (1 - fx) + cc.y * fy * (1 - fx) +
+                                     bb.y * (1 - fy) * fx + d.y * fy * fx);
+    }
+    return out;
+}
+
+/* 8 channels [c, c + 8) of the folded max pool's output pixel (b, oy, ox): the largest of the
+ * window's taps inside the source (kr_pool_window's candidates; -inf, as the pool stores its
+ * -FLT_MAX in half, when none is), exact in half. */
+__device__ __forceinline__ uint4 tc_pooled8(const __half *__restrict__ src, const tc_shape &s,
+                                            int b, int oy, int ox, int c)
+{
+    const __half2 ninf = __half2half2(__ushort_as_half((unsigned short)0xFC00u));
+    __half2 m[4] = {ninf, ninf, ninf, ninf};
+    const __half *base = src + (size_t)b * s.pih * s.piw * s.ic + c;
+    for (int ky = 0; ky < s.pkh; ky++) {
+        const int iy = oy * s.psh - s.ppt + ky * s.pdh;
+        if ((unsigned)iy >= (unsigned)s.pih)
+            continue;
+        for (int kx = 0; kx < s.pkw; kx++) {
+            const int ix = ox * s.psw - s.ppl + kx * s.pdw;
+            if ((unsigned)ix >= (unsigned)s.piw)
+                continue;
+            const uint4 q = *reinterpret_cast<const uint4 *>(base + ((size_t)iy * s.piw + ix) * s.ic);
+            const __half2 *h = reinterpret_cast<const __half2 *>(&q);
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                m[j] = __hmax2(m[j], h[j]);
+        }
+    }
+    uint4 out;
+    __half2 *o = reinterpret_cast<__half2 *>(&out);
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        o[j] = m[j];
+    return out;
+}
+
+template <int BM, int BN, int WM, int WN>
+__global__ void __launch_bounds__(TC_THREADS)
+    conv_tc(const __half *__restrict__ x, const __half *__restrict__ x1,
+            const __half *__restrict__ w, const float *__restrict__ bias, __half *__restrict__ y,
+            tc_shape s, kr_epilogue e)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    typedef tc_tile<BM, BN, WM, WN> tl;
+    constexpr int MI = tl::MI, NI = tl::NI, AR = tl::AROWS;
+    __shared__ __align__(128) __half As[TC_STAGES][BM][TC_LDS];
+    __shared__ __align__(128) __half Bs[TC_STAGES][BN][TC_LDS];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / WN, wn = warp % WN;
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+
+    /* the A rows this thread loads (rows tid / 4 + 32 i, chunk tid % 4 of each stage) */
+    const int ach = tid & 3;
+    int a_b[AR], a_iy[AR], a_ix[AR];
+#pragma unroll
+    for (int i = 0; i < AR; i++) {
+        const int m = m0 + (tid >> 2) + 32 * i;
+        if (m < s.M) {
+            const int ox = m % s.ow, t = m / s.ow;
+            a_iy[i] = (t % s.oh) * s.sh - s.pt;
+            a_ix[i] = ox * s.sw - s.pl;
+            a_b[i] = t / s.oh;
+        } else {
+            a_b[i] = -1, a_iy[i] = 0, a_ix[i] = 0;
+        }
+    }
+    const int ktiles = (s.K + TC_BK - 1) / TC_BK;
+
+    auto load_stage = [&](int st, int kt) {
+        const int k = kt * TC_BK + ach * 8;
+        const bool kin = k < s.K;
+        const int tap = kin ? k / s.ic : 0, c = k - tap * s.ic;
+        const int ky = tap / s.kw, kx = tap - ky * s.kw;
+        /* which source: the input, or a side of the folded concatenation */
+        const __half *src = x;
+        int cs = s.ic, cc = c, resized = 0;
+        if (s.c0) {
+            const bool second = c >= s.c0;
+            src = second ? x1 : x;
+            cs = second ? s.ic - s.c0 : s.c0;
+            cc = second ? c - s.c0 : c;
+            resized = s.rz == (second ? 1 : 0);
+        }
+#pragma unroll
+        for (int i = 0; i < AR; i++) {
+            const int r = (tid >> 2) + 32 * i;
+            const int iy = a_iy[i] + ky * s.dh, ix = a_ix[i] + kx * s.dw;
+            const bool ok = kin && a_b[i] >= 0 && (unsigned)iy < (unsigned)s.ih &&
+                            (unsigned)ix < (unsigned)s.iw;
+            __half *dst = &As[st][r][ach * 8];
+            if (resized || s.pool) {
+                uint4 v = make_uint4(0, 0, 0, 0);
+                if (ok)
+                    v = s.pool ? tc_pooled8(src, s, a_b[i], iy, ix, cc)
+                               : tc_resized8(src, s, a_b[i], iy, ix, cc, cs);
+                *reinterpret_cast<uint4 *>(dst) = v;
+            } else {
+                const __half *p =
+                    ok ? src + (((size_t)a_b[i] * s.ih + iy) * s.iw + ix) * cs + cc : x;
+                tc_cp16<true>(tc_smem(dst), p, ok);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < (BN * 4 + TC_THREADS - 1) / TC_THREADS; j++) {
+            const int chunk = tid + j * TC_THREADS;
+            if (chunk < BN * 4) {
+                const int n = chunk >> 2, kb = kt * TC_BK + (chunk & 3) * 8;
+                const bool ok = n0 + n < s.oc && kb < s.K;
+                const __half *p = ok ? w + (size_t)(n0 + n) * s.K + kb : w;
+                tc_cp16<false>(tc_smem(&Bs[st][n][(chunk & 3) * 8]), p, ok);
+            }
+        }
+    };
+
+    float acc[MI][NI][4];
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int j = 0; j < NI; j++)
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                acc[i][j][q] = 0.0f;
+
+#pragma unroll
+    for (int st = 0; st < TC_STAGES - 1; st++) {
+        if (st < ktiles)
+            load_stage(st, st);
+        tc_commit();
+    }
+    for (int kt = 0; kt < ktiles; kt++) {
+        tc_wait<TC_STAGES - 2>();
+        __syncthreads(); /* stage kt is in for every thread; stage kt - 1 is read by all */
+        const int nk = kt + TC_STAGES - 1;
+        if (nk < ktiles)
+            load_stage(nk % TC_STAGES, nk);
+        tc_commit();
+        const int st = kt % TC_STAGES;
+#pragma unroll
+        for (int kk = 0; kk < TC_BK; kk += 16) {
+            unsigned a[MI][4], b[NI][2];
+#pragma unroll
+            for (int i = 0; i < MI; i++)
+                tc_ldsm4(a[i], tc_smem(&As[st][wm * tl::TM + i * 16 + (lane & 15)]
+                                          [kk + (lane >> 4) * 8]));
+#pragma unroll
+            for (int j = 0; j < NI; j += 2) {
+                unsigned r[4];
+                tc_ldsm4(r, tc_smem(&Bs[st][wn * tl::TN + j * 8 + (lane >> 4) * 8 + (lane & 7)]
+                                       [kk + ((lane >> 3) & 1) * 8]));
+                b[j][0] = r[0], b[j][1] = r[1], b[j + 1][0] = r[2], b[j + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int i = 0; i < MI; i++)
+#pragma unroll
+                for (int j = 0; j < NI; j++)
+                    tc_mma(acc[i][j], a[i], b[j]);
+        }
+    }
+    tc_wait<0>(); /* no copy left in flight at exit */
+
+    const bool pairs = (s.oc & 1) == 0;
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int m = m0 + wm * tl::TM + i * 16 + (lane >> 2) + h * 8;
+            if (m >= s.M)
+                continue;
+#pragma unroll
+            for (int j = 0; j < NI; j++) {
+                const int n = n0 + wn * tl::TN + j * 8 + (lane & 3) * 2;
+                float v[2];
+#pragma unroll
+                for (int q = 0; q < 2; q++) {
+                    v[q] = kr_conv_out(acc[i][j][h * 2 + q],
+                                       bias && n + q < s.oc ? bias[n + q] : 0.0f, 0.0f, false,
+                                       kr_no_res(), [&](float a) { return kr_apply(e, a); });
+                }
+                const size_t o = (size_t)m * s.oc + n;
+                if (pairs && n < s.oc) {
+                    if (e.res) {
+                        const float2 r =
+                            __half22float2(*reinterpret_cast<const __half2 *>((const __half *)e.res + o));
+                        v[0] += r.x, v[1] += r.y;
+                    }
+                    *reinterpret_cast<__half2 *>(y + o) = __floats2half2_rn(v[0], v[1]);
+                } else {
+#pragma unroll
+                    for (int q = 0; q < 2; q++)
+                        if (n + q < s.oc) {
+                            kr_add_res<__half, 1>(e, o + q, &v[q]);
+                            kr_st(y + o + q, v[q]);
+                        }
+                }
+            }
+        }
+#else
+    __trap(); /* built without mma.sync / cp.async for this device: fail loudly */
+#endif
+}
+
+template <int BM, int BN, int WM, int WN>
+static void launch_tile(const kr_cuda_op *op, const tc_shape &s, const __half *x0,
+                        const __half *x1, const float *bias)
+{
+    dim3 grid((unsigned)((s.M + BM - 1) / BM), (unsigned)((s.oc + BN - 1) / BN));
+    conv_tc<BM, BN, WM, WN><<<grid, TC_THREADS, 0, (cudaStream_t)op->stream>>>(
+        x0, x1, (const __half *)op->w16, bias, (__half *)op->out, s, kr_make_epilogue(op, 1));
+}
+
+/* Whether layer @p op's input channels, alignment and device allow the kernel (before the
+ * choice of where it pays). */
+static int tc_possible(const kr_cuda_op *op)
+{
+    const kr_window_params *p = &op->node->p.window;
+    if (!op->f16 || !op->w16 || !op->caps || !kr_gpu_has_mma_sync(op->caps) || p->groups > 1 ||
+        op->node->n_inputs < 2)
+        return 0;
+    const kr_tensor *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
+    const int ic = wt->dims[3];
+    if (wt->rank != 4 || yt->rank != 4 || ic % 8 || wt->dims[0] != yt->dims[3] ||
+        !kr_aligned(op->w16, 16) || !kr_aligned(op->out, 4) ||
+        (op->residual && !kr_aligned(op->residual, 4)))
+        return 0;
+    if (op->pool.src) /* the folded pool's source (fusion.c checked its shape) */
+        return !op->cat.src[0] && kr_aligned(op->pool.src, 16);
+    if (op->cat.src[0]) /* the folded concatenation's sources (fusion.c checked their shapes) */
+        return op->cat.c0 > 0 && op->cat.c0 < ic && op->cat.c0 % 8 == 0 &&
+               kr_aligned(op->cat.src[0], 16) &&
+               kr_aligned(op->cat.src[1], 16);
+    const kr_tensor *xt = kr_in_t(op, 0);
+    return xt->rank == 4 && xt->dims[3] == ic && kr_aligned(op->in[0], 16);
+}
+
+extern "C" int kr_cuda_conv_2d_tc_fits(const kr_cuda_op *op)
+{
+    /* ONNX layers (explicit padding) only, as the WMMA kernel before it: the TFLite models keep
+     * their CUDA-core paths, which sum alike on every compute capability (an emulated older
+     * class gives the device's results bit for bit, test_gpu_caps_gpu) and measured faster on
+     * the H100 at batch 256 than this kernel on their 1x1 layers (selfie f16 68,162 against
+     * 72,534 frames/s, face-short 121,270 against 124,389, with the layers of K >= 32 and
+     * N >= 32 on it) */
+    return op->node->p.window.padding == KR_PADDING_EXPLICIT && tc_possible(op);
+}
+
+extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
+{
+    const kr_tensor *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
+    const kr_window_params *p = &op->node->p.window;
+    tc_shape s;
+    s.oh = yt->dims[1], s.ow = yt->dims[2], s.oc = yt->dims[3];
+    s.ic = wt->dims[3];
+    s.kw = wt->dims[2];
+    s.sh = p->stride_h, s.sw = p->stride_w;
+    s.dh = p->dilation_h > 0 ? p->dilation_h : 1, s.dw = p->dilation_w > 0 ? p->dilation_w : 1;
+    s.pt = p->pad_top, s.pl = p->pad_left;
+    s.c0 = 0, s.rz = -1, s.rh = s.rw = 0, s.align = s.half = 0;
+    s.pool = 0, s.pih = s.piw = s.pkh = s.pkw = s.psh = s.psw = s.pdh = s.pdw = s.ppt = s.ppl = 0;
+    const __half *x0 = (const __half *)op->in[0], *x1 = NULL;
+    if (op->cat.src[0]) {
+        s.ih = op->cat.h, s.iw = op->cat.w;
+        s.c0 = op->cat.c0;
+        s.rz = op->cat.rz;
+        s.rh = op->cat.rh, s.rw = op->cat.rw;
+        s.align = op->cat.align, s.half = op->cat.half;
+        x0 = (const __half *)op->cat.src[0], x1 = (const __half *)op->cat.src[1];
+    } else {
+        const kr_tensor *xt = kr_in_t(op, 0);
+        s.ih = xt->dims[1], s.iw = xt->dims[2];
+    }
+    if (op->pool.src) {
+        s.pool = 1;
+        s.pih = op->pool.ih, s.piw = op->pool.iw, s.pkh = op->pool.kh, s.pkw = op->pool.kw;
+        s.psh = op->pool.sh, s.psw = op->pool.sw, s.pdh = op->pool.dh, s.pdw = op->pool.dw;
+        s.ppt = op->pool.pt, s.ppl = op->pool.pl;
+        x0 = (const __half *)op->pool.src;
+    }
+    const size_t batch = (size_t)kr_dim(op, yt, 0);
+    const size_t M = batch * s.oh * s.ow;
+    const size_t K = (size_t)wt->dims[1] * wt->dims[2] * s.ic;
+    if (M >= ((size_t)1 << 31) || K >= ((size_t)1 << 31) ||
+        batch * s.ih * s.iw * s.ic >= ((size_t)1 << 40))
+        return (int)cudaErrorInvalidValue;
+    s.M = (int)M, s.K = (int)K;
+    const float *bias =
+        op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? (const float *)op->in[2] : NULL;
+    const int bn = s.oc <= 16 ? 16 : s.oc <= 32 ? 32 : 64;
+    const size_t ntiles = (size_t)(s.oc + bn - 1) / bn;
+    /* BM 64 where 128-row tiles would give fewer than two blocks per multiprocessor */
+    const int small = ((M + 127) / 128) * ntiles < (size_t)(2 * (op->caps->sms > 0 ? op->caps->sms : 1));
+    if (bn == 16)
+        small ? launch_tile<64, 16, 4, 1>(op, s, x0, x1, bias)
+              : launch_tile<128, 16, 4, 1>(op, s, x0, x1, bias);
+    else if (bn == 32)
+        small ? launch_tile<64, 32, 2, 2>(op, s, x0, x1, bias)
+              : launch_tile<128, 32, 4, 1>(op, s, x0, x1, bias);
+    else
+        small ? launch_tile<64, 64, 2, 2>(op, s, x0, x1, bias)
+              : launch_tile<128, 64, 2, 2>(op, s, x0, x1, bias);
+    return (int)cudaGetLastError();
+}
