@@ -160,7 +160,20 @@ typedef struct keyer_reader_params {
      * Files are not timed.
      */
     float timeout;
-    void *reserved[4];                /**< zero */
+    /**
+     * NVDEC: decoder surfaces added to libavcodec's (its extra_hw_frames), 0..32; more
+     * frames may then be in flight inside the decoder session. 0 (default): libavcodec's
+     * own count.
+     */
+    int hw_surfaces;
+    /**
+     * NVDEC: 0 (default): each reader's decoder maps and copies its frames on a CUDA stream
+     * of its own, so that the readers of one GPU do not wait for each other's copies; 1:
+     * on the device's legacy default stream, shared by every reader (keyer's behaviour before
+     * the own streams; kept for comparisons).
+     */
+    int hw_shared_stream;
+    void *reserved[3];                /**< zero (hw_surfaces and hw_shared_stream took 1 of 4) */
 } keyer_reader_params;
 
 /** Default reader parameters (see each field). */

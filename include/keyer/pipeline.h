@@ -312,17 +312,39 @@ typedef struct keyer_session_params {
      * keyframe index, too short) runs on one GPU (logged). Default 0: each input on one GPU.
      */
     int split_gpus;
-    void *reserved[2];           /**< zero (mesh .. faces_opaque took 4 of 8, cuda_devices and
-                                  *   split_gpus 2) */
+    /**
+     * With @ref split_gpus: chunks in flight on each GPU, 1..16, each read by a decoder
+     * session of its own (a GPU has several NVDEC engines, one session keeps one busy) into a
+     * stream of its own on that GPU, so several chunks are decoded and processed at once
+     * while the writer takes them in order. N GPUs run N x split_chunks chunks at a time (at
+     * most 128). With one GPU (@ref cuda_devices unset, device CUDA or AUTO) and
+     * split_chunks >= 2, split_gpus splits the file over that GPU's decoder sessions. Memory:
+     * each of them holds a stream's frame pool. 0 (default): 2.
+     */
+    int split_chunks;
+    /**
+     * File streams on NVDEC: decoder sessions per stream (keyer_reader_params::segments, when
+     * the stream's own reader parameters leave it 0): 2..16 split each file at keyframes over
+     * that many concurrent decoders, its frames still in order. 0 or 1 (default): one.
+     */
+    int decode_segments;
+    /** File streams on NVDEC: extra decoder surfaces per session
+     *  (keyer_reader_params::hw_surfaces when that is 0), 0..32; default 0: libavcodec's. */
+    int decode_surfaces;
+    /** File streams on NVDEC: 1 puts every decoder's copies on the device's shared default
+     *  stream, as keyer did before each decoder had a CUDA stream of its own
+     *  (keyer_reader_params::hw_shared_stream); for comparisons. Default 0. */
+    int decode_shared_stream;
 } keyer_session_params;
 
 /** Default session parameters (see each field). */
 keyer_session_params keyer_session_params_defaults(void);
 
 /** Option table over keyer_session_params: device, cuda_device, cuda_devices ("all",
- *  "0,2", "none"), split_gpus, mode, batch, batch_wait_us, queue_depth, threads,
- *  composite_workers, refine_workers, max_streams, live, realtime, reconnect (auto, on, off),
- *  reconnect_max, input_timeout, trace_events, progress_interval_ms. */
+ *  "0,2", "none"), split_gpus, split_chunks, mode, batch, batch_wait_us, queue_depth,
+ *  threads, composite_workers, refine_workers, max_streams, live, realtime, reconnect (auto,
+ *  on, off), reconnect_max, input_timeout, decode_segments, decode_surfaces,
+ *  decode_shared_stream, trace_events, progress_interval_ms. */
 const keyer_option *keyer_session_options(void);
 
 /* ---- the session ------------------------------------------------------------------------ */

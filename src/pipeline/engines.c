@@ -227,7 +227,9 @@ keyer_status kr_session_create_engines(const keyer_session_params *params,
     keyer_status st = kr_engine_create(&pp, &s, err);
     if (st)
         return st;
-    if (count > 1 && (st = group_create(s, params, kinds, ordinals, count, err))) {
+    /* a split over one engine's decoder sessions is a group of one */
+    if ((count > 1 || params->split_gpus) &&
+        (st = group_create(s, params, kinds, ordinals, count, err))) {
         keyer_session_destroy(&s);
         return st;
     }
@@ -239,6 +241,16 @@ keyer_status keyer_session_create(const keyer_session_params *params, keyer_sess
                                   keyer_error *err)
 {
     keyer_session_params p = params ? *params : keyer_session_params_defaults();
+    if (out && !p.cuda_devices && p.split_gpus && p.device != KEYER_DEVICE_CPU &&
+        kr_split_gpus_lanes(1, p.split_chunks) >= 2) {
+        /* one GPU: the file split over its decoder sessions (when it is there) */
+        const kr_device_fns *dev = kr_device_cuda();
+        if (dev && p.cuda_device < dev->count()) {
+            keyer_device_kind kind = KEYER_DEVICE_CUDA;
+            *out = NULL;
+            return kr_session_create_engines(&p, &kind, &p.cuda_device, 1, out, err);
+        }
+    }
     if (!out || !p.cuda_devices)
         return kr_engine_create(params, out, err);
     *out = NULL;
@@ -331,7 +343,10 @@ static keyer_status add_split(keyer_session *s, const keyer_file_stream_params *
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "split_gpus: per-frame callbacks (frame_fn, detect_fn, faces_fn) "
                                "are not called for a split input");
-    keyer_status st = kr_split_gpus_create(params, g->count, s->logger, &g->split, err);
+    keyer_file_stream_params fp = *params;
+    kr_stream_decoder_knobs(&g->user, &fp.reader); /* the lanes' decoders */
+    keyer_status st = kr_split_gpus_create(&fp, g->count, g->user.split_chunks, s->logger,
+                                           &g->split, err);
     if (st == KEYER_STATUS_UNSUPPORTED) {
         keyer_log(s->logger, KEYER_LOG_WARNING, "%s runs on one GPU: %s", params->input,
                   err ? err->message : "it cannot be split");

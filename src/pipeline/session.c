@@ -13,6 +13,7 @@
 #include "pipeline/clock.h"
 #include "pipeline/placement.h"
 #include "pipeline/session.h"
+#include "pipeline/split_gpus.h"
 /* ---- parameters ----------------------------------------------------------------------------- */
 
 #define OFF(f) offsetof(keyer_session_params, f)
@@ -55,6 +56,9 @@ static const keyer_option session_options[] = {
     KEYER_OPTION_FIELD("split_gpus",
         "one file input over several GPUs: chunks at keyframes, written back in order",
         OFF(split_gpus), KEYER_OPTION_BOOL, 0, 0, 1, NULL),
+    KEYER_OPTION_FIELD("split_chunks",
+        "with split_gpus: chunks in flight per GPU, each on a decoder session of its own; "
+        "0: 2", OFF(split_chunks), KEYER_OPTION_INT, 0, 0, KR_SPLIT_MAX_CHUNKS, NULL),
     KEYER_OPTION_FIELD("precision", "of the networks on CUDA (the CPU computes in float32)",
         OFF(precision), KEYER_OPTION_ENUM, KEYER_PRECISION_AUTO, 0, 0, precision_choices),
     KEYER_OPTION_FIELD("mode", "latency or throughput trade-off", OFF(mode), KEYER_OPTION_ENUM,
@@ -87,6 +91,14 @@ static const keyer_option session_options[] = {
     KEYER_OPTION_FIELD("input_timeout",
         "seconds without data after which a network open or read fails; 0: none",
         OFF(input_timeout), KEYER_OPTION_FLOAT, 10, 0, 86400, NULL),
+    KEYER_OPTION_FIELD("decode_segments",
+        "NVDEC sessions per file stream (split at keyframes, frames in order); 0 or 1: one",
+        OFF(decode_segments), KEYER_OPTION_INT, 0, 0, 16, NULL),
+    KEYER_OPTION_FIELD("decode_surfaces", "extra NVDEC surfaces per decoder; 0: libavcodec's",
+        OFF(decode_surfaces), KEYER_OPTION_INT, 0, 0, 32, NULL),
+    KEYER_OPTION_FIELD("decode_shared_stream",
+        "NVDEC copies on the device's shared default stream instead of one per decoder "
+        "(for comparisons)", OFF(decode_shared_stream), KEYER_OPTION_BOOL, 0, 0, 1, NULL),
     KEYER_OPTION_FIELD("trace_events", "record a trace with room for this many events; 0: off",
         OFF(trace_events), KEYER_OPTION_INT, 0, 0, 1 << 26, NULL),
     KEYER_OPTION_FIELD("progress_interval_ms", "progress callback period",

@@ -118,6 +118,7 @@ keyer_status kr_stream_open_file(const kr_stream_env *env, int id,
     st->reader_params.reconnect = sp->reconnect;
     st->reader_params.reconnect_max = sp->reconnect_max;
     st->reader_params.timeout = sp->input_timeout;
+    kr_stream_decoder_knobs(sp, &st->reader_params);
     st->writer_params = params->writer;
     st->copy_streams = params->copy_streams;
     int live = params->live >= 0 ? params->live : sp->live;

@@ -53,6 +53,19 @@ typedef struct kr_stream_env {
     keyer_encoder_probe *encoder_probe; /* the session's: writers whose codec is left to keyer */
 } kr_stream_env;
 
+/** The session's decoder knobs (decode_segments, decode_surfaces, decode_shared_stream) in
+ *  @p rp, where the stream's own reader parameters leave them at 0. */
+static inline void kr_stream_decoder_knobs(const keyer_session_params *sp,
+                                           keyer_reader_params *rp)
+{
+    if (rp->segments == 0 && sp->decode_segments > 1)
+        rp->segments = sp->decode_segments;
+    if (rp->hw_surfaces == 0)
+        rp->hw_surfaces = sp->decode_surfaces;
+    if (sp->decode_shared_stream)
+        rp->hw_shared_stream = 1;
+}
+
 /** The stream's source and sink kinds. */
 enum { KR_SOURCE_READER = 0, KR_SOURCE_PUSH };
 enum { KR_SINK_WRITER = 0, KR_SINK_PULL, KR_SINK_DISCARD };

@@ -26,6 +26,7 @@
 #include "core/device.h"
 #include "pipeline/engines.h"
 #include "pipeline/placement.h"
+#include "pipeline/split_gpus.h"
 #include "testutil.h"
 
 /* ---- device lists ------------------------------------------------------------------------ */
@@ -563,8 +564,8 @@ static void test_pushed_streams(void **state)
  * equals the one-session run's (temporal smoothing off: a frame's matte is its own). */
 enum { SPLIT_FRAMES = 96 };
 
-static int run_split(const char *in, const char *out_pattern, int engines, int split,
-                     keyer_stream_report *sr, keyer_error *err)
+static int run_split_chunks(const char *in, const char *out_pattern, int engines, int split,
+                            int chunks, keyer_stream_report *sr, keyer_error *err)
 {
     keyer_logger lg = keyer_logger_default();
     lg.level = KEYER_LOG_ERROR;
@@ -574,6 +575,7 @@ static int run_split(const char *in, const char *out_pattern, int engines, int s
     sp.composite.mode = KEYER_COMPOSITE_BLUR;
     sp.refine.temporal = KEYER_TEMPORAL_OFF;
     sp.split_gpus = split;
+    sp.split_chunks = chunks;
     keyer_device_kind kinds[2] = {KEYER_DEVICE_CPU, KEYER_DEVICE_CPU};
     int ordinals[2] = {0, 0};
     keyer_session *s = NULL;
@@ -585,7 +587,7 @@ static int run_split(const char *in, const char *out_pattern, int engines, int s
     keyer_status st = keyer_session_add_file(s, &fp, &id, err);
     if (!st) {
         assert_int_equal(id, 0);
-        if (split && engines > 1) {
+        if (split && kr_split_gpus_lanes(engines, chunks) > 1) {
             assert_int_equal(kr_session_stream_engine(s, 0), -1);
             /* a second input, pushed streams: refused */
             assert_int_equal(keyer_session_add_file(s, &fp, NULL, err),
@@ -611,10 +613,98 @@ static int run_split(const char *in, const char *out_pattern, int engines, int s
     return st;
 }
 
+static int run_split(const char *in, const char *out_pattern, int engines, int split,
+                     keyer_stream_report *sr, keyer_error *err)
+{
+    return run_split_chunks(in, out_pattern, engines, split, 0, sr, err);
+}
+
+/* Every PNG of @p got equals @p ref's, and there is no frame more. */
+static void same_pngs(const char *dir, const char *ref_prefix, const char *got_prefix)
+{
+    char ref[4096], got[4096];
+    for (int f = 0; f < SPLIT_FRAMES + 1; f++) {
+        snprintf(ref, sizeof(ref), "%s/%s_%05d.png", dir, ref_prefix, f + 1);
+        snprintf(got, sizeof(got), "%s/%s_%05d.png", dir, got_prefix, f + 1);
+        if (f == SPLIT_FRAMES) {
+            assert_false(kt_exists(got)); /* no frame more */
+            break;
+        }
+        size_t na = 0, nb = 0;
+        void *a = kt_read_file(ref, &na), *b = kt_read_file(got, &nb);
+        if (!a || !b || na != nb || memcmp(a, b, na))
+            fail_msg("frame %d of the %s run differs from the one-session run", f, got_prefix);
+        free(a);
+        free(b);
+    }
+}
+
+static void test_split_lanes(void **state)
+{
+    (void)state;
+    /* lanes: engines x chunks in flight, default 2 each, at most 16 each and 128 in all */
+    assert_int_equal(kr_split_gpus_lanes(1, 0), KR_SPLIT_DEFAULT_CHUNKS);
+    assert_int_equal(kr_split_gpus_lanes(2, 0), 2 * KR_SPLIT_DEFAULT_CHUNKS);
+    assert_int_equal(kr_split_gpus_lanes(1, 1), 1);
+    assert_int_equal(kr_split_gpus_lanes(2, 3), 6);
+    assert_int_equal(kr_split_gpus_lanes(3, 99), 3 * KR_SPLIT_MAX_CHUNKS);
+    assert_int_equal(kr_split_gpus_lanes(64, 16), 128);
+    assert_int_equal(kr_split_gpus_lanes(64, 1), 64);
+    assert_int_equal(kr_split_gpus_lanes(0, 2), 0);
+    assert_int_equal(kr_split_gpus_lanes(65, 1), 0);
+    /* the session option */
+    keyer_session_params p = keyer_session_params_defaults();
+    keyer_error err = {0};
+    assert_int_equal(p.split_chunks, 0);
+    assert_int_equal(keyer_option_set(keyer_session_options(), &p, "split_chunks", "4", &err),
+                     KEYER_OK);
+    assert_int_equal(p.split_chunks, 4);
+    assert_int_not_equal(keyer_option_set(keyer_session_options(), &p, "split_chunks", "17",
+                                          &err), KEYER_OK);
+    assert_int_equal(keyer_option_set(keyer_session_options(), &p, "decode_segments", "2", &err),
+                     KEYER_OK);
+    assert_int_equal(keyer_option_set(keyer_session_options(), &p, "decode_surfaces", "8", &err),
+                     KEYER_OK);
+    assert_int_equal(keyer_option_set(keyer_session_options(), &p, "decode_shared_stream", "1",
+                                      &err), KEYER_OK);
+    assert_int_equal(p.decode_segments, 2);
+    assert_int_equal(p.decode_surfaces, 8);
+    assert_int_equal(p.decode_shared_stream, 1);
+    assert_int_not_equal(keyer_option_set(keyer_session_options(), &p, "decode_surfaces", "33",
+                                          &err), KEYER_OK);
+    /* what the knobs give a stream's reader: its own values win */
+    keyer_reader_params rp = keyer_reader_params_defaults();
+    kr_stream_decoder_knobs(&p, &rp);
+    assert_int_equal(rp.segments, 2);
+    assert_int_equal(rp.hw_surfaces, 8);
+    assert_int_equal(rp.hw_shared_stream, 1);
+    rp = keyer_reader_params_defaults();
+    rp.segments = 3;
+    rp.hw_surfaces = 1;
+    kr_stream_decoder_knobs(&p, &rp);
+    assert_int_equal(rp.segments, 3);
+    assert_int_equal(rp.hw_surfaces, 1);
+    keyer_session_params d = keyer_session_params_defaults();
+    rp = keyer_reader_params_defaults();
+    kr_stream_decoder_knobs(&d, &rp);
+    assert_int_equal(rp.segments, 0);
+    assert_int_equal(rp.hw_surfaces, 0);
+    assert_int_equal(rp.hw_shared_stream, 0);
+    /* and the reader refuses values out of range */
+    keyer_reader *r = NULL;
+    char img[4096];
+    rp = keyer_reader_params_defaults();
+    rp.hw_surfaces = 33;
+    assert_int_equal(keyer_reader_open(kt_data_path(img, sizeof(img), "grace_hopper.jpg"), &rp,
+                                       &r, &err),
+                     KEYER_STATUS_INVALID_ARGUMENT);
+    assert_null(r);
+}
+
 static void test_split_over_engines(void **state)
 {
     (void)state;
-    char dir[3000], in[4096], img[4096], ref[4096], got[4096];
+    char dir[3000], in[4096], img[4096];
     kt_tmpdir(dir, sizeof(dir), "pipeline_multigpu_split");
     snprintf(in, sizeof(in), "%s/long.mp4", dir);
     keyer_sample_params p = keyer_sample_params_defaults();
@@ -652,20 +742,26 @@ static void test_split_over_engines(void **state)
     assert_int_equal(r2.frames_read, SPLIT_FRAMES);
     assert_int_equal(r2.status, KEYER_OK);
     assert_string_equal(r2.device, "cpu + cpu (split)");
-    for (int f = 0; f < SPLIT_FRAMES + 1; f++) {
-        snprintf(ref, sizeof(ref), "%s/ref_%05d.png", dir, f + 1);
-        snprintf(got, sizeof(got), "%s/got_%05d.png", dir, f + 1);
-        if (f == SPLIT_FRAMES) {
-            assert_false(kt_exists(got)); /* no frame more */
-            break;
-        }
-        size_t na = 0, nb = 0;
-        void *a = kt_read_file(ref, &na), *b = kt_read_file(got, &nb);
-        if (!a || !b || na != nb || memcmp(a, b, na))
-            fail_msg("frame %d of the split run differs from the one-session run", f);
-        free(a);
-        free(b);
-    }
+    same_pngs(dir, "ref", "got");
+
+    /* one engine, three chunks in flight (three lanes over four chunks: lane 0 takes chunks
+     * 0 and 3), and two engines with one chunk in flight each (lanes = engines) */
+    char one_pat[4096], two_pat[4096];
+    snprintf(one_pat, sizeof(one_pat), "%s/one_%%05d.png", dir);
+    snprintf(two_pat, sizeof(two_pat), "%s/two_%%05d.png", dir);
+    keyer_stream_report r3, r4;
+    if (run_split_chunks(in, one_pat, 1, 1, 3, &r3, &err))
+        fail_msg("split run on one engine: %s", err.message);
+    assert_int_equal(r3.frames_written, SPLIT_FRAMES);
+    assert_int_equal(r3.frames_read, SPLIT_FRAMES);
+    assert_int_equal(r3.status, KEYER_OK);
+    assert_string_equal(r3.device, "cpu (split)");
+    same_pngs(dir, "ref", "one");
+    if (run_split_chunks(in, two_pat, 2, 1, 1, &r4, &err))
+        fail_msg("split run, one chunk per engine: %s", err.message);
+    assert_int_equal(r4.frames_written, SPLIT_FRAMES);
+    assert_string_equal(r4.device, "cpu + cpu (split)");
+    same_pngs(dir, "ref", "two");
 }
 
 int main(void)
@@ -679,6 +775,7 @@ int main(void)
         cmocka_unit_test(test_two_engines_equal_one),
         cmocka_unit_test(test_failed_input_among_engines),
         cmocka_unit_test(test_pushed_streams),
+        cmocka_unit_test(test_split_lanes),
         cmocka_unit_test(test_split_over_engines),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
