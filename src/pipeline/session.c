@@ -96,9 +96,10 @@ static const keyer_option session_options[] = {
         OFF(decode_segments), KEYER_OPTION_INT, 0, 0, 16, NULL),
     KEYER_OPTION_FIELD("decode_surfaces", "extra NVDEC surfaces per decoder; 0: libavcodec's",
         OFF(decode_surfaces), KEYER_OPTION_INT, 0, 0, 32, NULL),
-    KEYER_OPTION_FIELD("decode_shared_stream",
-        "NVDEC copies on the device's shared default stream instead of one per decoder "
-        "(for comparisons)", OFF(decode_shared_stream), KEYER_OPTION_BOOL, 0, 0, 1, NULL),
+    {"decode_shared_stream",
+     "NVDEC copies on the device's shared default stream instead of one per decoder (for "
+     "comparisons)", OFF(decode_shared_stream), KEYER_OPTION_BOOL, 0, 0, 1, NULL, NULL, NULL,
+     NULL, 0, KEYER_OPTION_FLAG_VALUE_OPTIONAL},
     KEYER_OPTION_FIELD("trace_events", "record a trace with room for this many events; 0: off",
         OFF(trace_events), KEYER_OPTION_INT, 0, 0, 1 << 26, NULL),
     KEYER_OPTION_FIELD("progress_interval_ms", "progress callback period",
