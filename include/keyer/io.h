@@ -449,6 +449,18 @@ keyer_status keyer_writer_open(const char *path, const keyer_writer_params *para
 keyer_status keyer_writer_write(keyer_writer *writer, const keyer_frame *frame, keyer_error *err);
 
 /**
+ * Makes @p writer copy its audio, subtitles and metadata packets from @p reader from now on,
+ * instead of its keyer_writer_params::copy_from (which it no longer reads): a reader of the
+ * same file (the same streams), for instance one opened again and seeked to where the first
+ * one stopped. Packets that do not go forward in time from what was written are dropped,
+ * so an overlap after the seek is harmless. Writers that copy nothing ignore the call.
+ * @p reader must stay open until keyer_writer_close(). Not thread-safe with a write on the
+ * same writer. Errors: INVALID_ARGUMENT (NULL arguments).
+ */
+keyer_status keyer_writer_set_copy_source(keyer_writer *writer, keyer_reader *reader,
+                                          keyer_error *err);
+
+/**
  * Finalises the output: flushes the encoders, writes the remaining copied packets and
  * the trailer (also after a failed write, as far as the disk allows) and closes the file.
  * Calling it again returns the first call's status. Errors: IO (flush or trailer failed;

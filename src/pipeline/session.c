@@ -196,7 +196,11 @@ static void on_report(void *opaque, kr_report what, int stream, keyer_status sta
         int expected = 0;
         if (atomic_compare_exchange_strong(&s->gpu_failed, &expected, 1))
             kr_stage_warn(&s->ctx,
-                          "GPU failure on %s, the remaining frames are processed on the CPU: %s",
+                          s->env.failover
+                              ? "GPU failure on %s: its file streams move to another GPU where "
+                                "one is running, the rest is processed on the CPU: %s"
+                              : "GPU failure on %s, the remaining frames are processed on the "
+                                "CPU: %s",
                           s->device_name, err && err->message[0] ? err->message : "unknown error");
         break;
     }
@@ -337,6 +341,7 @@ keyer_status kr_engine_create(const keyer_session_params *params, keyer_session 
     pthread_mutex_init(&s->stats_lock, NULL);
     pthread_mutex_init(&s->out.lock, NULL);
     pthread_mutex_init(&s->done_lock, NULL);
+    pthread_mutex_init(&s->accept_lock, NULL);
     /* its timed waits take CLOCK_MONOTONIC deadlines (kr_clock_deadline): with the default
      * clock they would all be in the past, and keyer_session_run() would spin */
     pthread_condattr_t ca;
@@ -472,6 +477,7 @@ void kr_engine_destroy(keyer_session **sp)
     free(s->background_path);
     pthread_cond_destroy(&s->done_cond);
     pthread_mutex_destroy(&s->done_lock);
+    pthread_mutex_destroy(&s->accept_lock);
     pthread_mutex_destroy(&s->out.lock);
     pthread_mutex_destroy(&s->stats_lock);
     pthread_mutex_destroy(&s->err_lock);
@@ -521,7 +527,7 @@ static void report_progress(keyer_session *s, int64_t t0)
         kr_stream *st = s->streams[i];
         pr.frames_done += atomic_load(&st->frames_written);
         pr.frames_read += atomic_load(&st->frames_read);
-        if (st->source == KR_SOURCE_READER)
+        if (st->source == KR_SOURCE_READER && !st->continuation) /* counted by its first part */
             pr.frames_total += st->info.frame_count;
     }
     pr.elapsed = (double)(kr_clock_ns() - t0) * 1e-9;
@@ -532,17 +538,34 @@ static void report_progress(keyer_session *s, int64_t t0)
     s->params.progress(s->params.progress_opaque, &pr);
 }
 
-/* Waits for every file sink, calling the progress callback and sampling the GPU. */
-static void wait_for_sinks(keyer_session *s, int n)
+/* File sinks of the first @p n streams still writing. */
+static int sinks_pending(keyer_session *s, int n)
+{
+    int pending = 0;
+    for (int i = 0; i < n; i++)
+        pending += kr_stream_sink_pending(s->streams[i]);
+    return pending;
+}
+
+/* Waits for every file sink, calling the progress callback and sampling the GPU; streams
+ * moved here from a failed GPU while it waits (kr_engine_add_continuation) are waited for
+ * too. Returns the streams there are then: no stream is added after it returns. */
+static int wait_for_sinks(keyer_session *s)
 {
     int64_t t0 = kr_clock_ns();
     int64_t interval = (int64_t)s->params.progress_interval_ms * 1000000;
     for (;;) {
-        int pending = 0;
-        for (int i = 0; i < n; i++)
-            pending += kr_stream_sink_pending(s->streams[i]);
-        if (!pending)
-            break;
+        if (!sinks_pending(s, atomic_load(&s->stream_count))) {
+            /* a continuation is published and started under accept_lock: none is half made */
+            pthread_mutex_lock(&s->accept_lock);
+            int n = atomic_load(&s->stream_count);
+            int done = !sinks_pending(s, n);
+            if (done)
+                s->closing = 1;
+            pthread_mutex_unlock(&s->accept_lock);
+            if (done)
+                break;
+        }
         sample_gpu(s);
         report_progress(s, t0);
         pthread_mutex_lock(&s->done_lock);
@@ -552,6 +575,7 @@ static void wait_for_sinks(keyer_session *s, int n)
     }
     sample_gpu(s);
     report_progress(s, t0);
+    return atomic_load(&s->stream_count);
 }
 
 keyer_status kr_engine_run(keyer_session *s, keyer_error *err)
@@ -587,7 +611,7 @@ keyer_status kr_engine_run(keyer_session *s, keyer_error *err)
             kr_stream_cancel(ss); /* unblock what of it did start */
         }
     }
-    wait_for_sinks(s, n);
+    n = wait_for_sinks(s);
     /* join the file streams' threads and finalise their outputs */
     keyer_status first = KEYER_OK;
     keyer_error first_err = {0};
@@ -655,6 +679,54 @@ keyer_status kr_engine_add_file(keyer_session *s, const keyer_file_stream_params
     if (atomic_load(&s->cancel))
         kr_stream_interrupt(st);
     return KEYER_OK;
+}
+
+keyer_status kr_engine_add_continuation(keyer_session *s, const keyer_file_stream_params *params,
+                                        const kr_continuation *c, int *stream_id,
+                                        keyer_error *err)
+{
+    pthread_mutex_lock(&s->accept_lock);
+    keyer_status rs = KEYER_OK;
+    int id = atomic_load(&s->stream_count);
+    if (!s->started || s->closing || !s->run_called || atomic_load(&s->cancel) ||
+        atomic_load(&s->gpu_failed) || id >= s->params.max_streams) {
+        rs = keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                             "%s: not running, failed, stopping or full", s->device_name);
+        goto done;
+    }
+    kr_stream *st = NULL;
+    if ((rs = kr_stream_open_file(&s->env, id, params, &st, err)))
+        goto done;
+    st->continuation = 1;
+    st->handoff = c->handoff;
+    st->resume_pts = c->resume_pts;
+    st->seq_base = c->seq_base;
+    stream_publish(s, st);
+    if ((rs = kr_stream_start(st, err))) {
+        s->streams[id] = NULL;
+        atomic_store(&s->stream_count, id);
+        kr_stream_destroy(&st);
+        goto done;
+    }
+    if (stream_id)
+        *stream_id = id;
+done:
+    pthread_mutex_unlock(&s->accept_lock);
+    return rs;
+}
+
+void kr_engine_set_failover(keyer_session *s, int (*fn)(void *, kr_stream *, int64_t, int64_t),
+                            void *opaque)
+{
+    s->env.failover = fn;
+    s->env.failover_opaque = opaque;
+}
+
+void kr_engine_mark_failed(keyer_session *s, const char *why)
+{
+    keyer_error e = {0};
+    keyer_error_set(&e, KEYER_STATUS_DEVICE, "%s", why);
+    on_report(s, KR_REPORT_GPU_FAILURE, -1, KEYER_STATUS_DEVICE, &e);
 }
 
 keyer_status kr_engine_open_stream(keyer_session *s, const keyer_stream_params *params,

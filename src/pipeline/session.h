@@ -100,6 +100,9 @@ struct keyer_session {
     /* completion of file sinks */
     pthread_mutex_t done_lock;
     pthread_cond_t done_cond;
+    /* streams moved here from a failed GPU while running (kr_engine_add_continuation) */
+    pthread_mutex_t accept_lock;
+    int closing;              /* the run waits for no more streams: none is accepted */
 
     /* first fatal error */
     pthread_mutex_t err_lock;
@@ -132,6 +135,39 @@ int kr_engine_stream_count(const keyer_session *session);
 keyer_status kr_engine_get_stream_report(keyer_session *session, int stream_id,
                                          keyer_stream_report *out, keyer_error *err);
 keyer_status kr_engine_write_trace(keyer_session *session, const char *path, keyer_error *err);
+
+/** Where a continuation stream starts (kr_engine_add_continuation). */
+typedef struct kr_continuation {
+    struct kr_handoff *handoff; /* shared with the stream it continues (not owned) */
+    int64_t resume_pts;         /* its first frame: the first with pts >= this */
+    int64_t seq_base;           /* that frame's number in the stream (for the callbacks) */
+} kr_continuation;
+
+/**
+ * GPU-to-GPU failover: adds to a *running* engine a file stream that continues a stream of
+ * a failed GPU's engine (@p params: the same input and output), reading on NVDEC of this
+ * engine from @p c->resume_pts, numbering its frames from @p c->seq_base and writing with the
+ * writer the first stream hands over through @p c->handoff (its own output is not opened).
+ * The engine's run waits for it. *@p stream_id receives the engine's id for it.
+ * Errors: UNSUPPORTED (the engine has not started, its run is finishing, its own GPU failed,
+ * it was cancelled, or it holds max_streams streams), and those of opening the input.
+ */
+keyer_status kr_engine_add_continuation(keyer_session *session,
+                                        const keyer_file_stream_params *params,
+                                        const kr_continuation *c, int *stream_id,
+                                        keyer_error *err);
+
+/** Sets the failover hook of the engine's file streams (kr_stream_env::failover); before its
+ *  run. */
+void kr_engine_set_failover(keyer_session *session,
+                            int (*fn)(void *opaque, kr_stream *st, int64_t last_pts,
+                                      int64_t frames),
+                            void *opaque);
+
+/** Marks the engine's device failed, as a CUDA error in a stage does (a warning naming
+ *  @p why; CUDA items move to the CPU, file streams to another GPU through the hook). For
+ *  tests of the failover on engines without a GPU. */
+void kr_engine_mark_failed(keyer_session *session, const char *why);
 
 /**
  * The report of @p count engines together (report.c): frames, batches and warnings summed,

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <libavformat/avformat.h>
+
 #include "keyer/image.h"
 #include "keyer/io.h"
 #include "keyer/pipeline.h"
@@ -560,6 +562,188 @@ static void test_pushed_streams(void **state)
     keyer_frame_destroy(&photo);
 }
 
+/* ---- GPU-to-GPU failover, on CPU engines ----------------------------------------------------- */
+
+enum { FO_FRAMES = 48, FO_FAIL_AT = 5 };
+
+typedef struct fo_record {
+    uint64_t sum[2][FO_FRAMES];
+    int calls[2];
+    int bad;
+    keyer_session *session;
+    int fail_engine; /* -1: no failure */
+    int failed;
+} fo_record;
+
+static keyer_status fo_frame(void *opaque, int stream_id, int64_t index, const keyer_frame *in,
+                             keyer_frame *out, keyer_error *err)
+{
+    (void)in, (void)err;
+    fo_record *r = opaque;
+    if (stream_id < 0 || stream_id > 1 || index < 0 || index >= FO_FRAMES || r->sum[stream_id][index]) {
+        r->bad = 1;
+        return KEYER_OK;
+    }
+    r->sum[stream_id][index] = fnv(out) | 1; /* 0 marks a frame not seen */
+    r->calls[stream_id]++;
+    /* the engine of stream 1 "fails" when that stream writes its frame FO_FAIL_AT: its reader
+     * is a pool ahead, so the frames up to there finish on it and the rest moves */
+    if (stream_id == 1 && index == FO_FAIL_AT && r->fail_engine >= 0 && !r->failed) {
+        r->failed = 1;
+        kr_session_fail_engine(r->session, r->fail_engine);
+    }
+    return KEYER_OK;
+}
+
+/* Two inputs (the second written to @p out1 with its audio) over @p engines CPU engines;
+ * with @p fail, stream 1's engine fails at its frame FO_FAIL_AT. */
+static keyer_session *fo_run(const char *in0, const char *in1, const char *out1, int engines,
+                             int fail, fo_record *rec, keyer_session_report *rep)
+{
+    keyer_logger lg = keyer_logger_default();
+    lg.level = KEYER_LOG_ERROR;
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.logger = &lg;
+    sp.composite.mode = KEYER_COMPOSITE_BLUR;
+    sp.refine.temporal = KEYER_TEMPORAL_OFF;
+    sp.frame_fn = fo_frame;
+    sp.frame_opaque = rec;
+    keyer_device_kind kinds[2] = {KEYER_DEVICE_CPU, KEYER_DEVICE_CPU};
+    int ordinals[2] = {0, 1};
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    memset(rec, 0, sizeof(*rec));
+    rec->fail_engine = -1;
+    assert_int_equal(kr_session_create_engines(&sp, kinds, ordinals, engines, &s, &err), KEYER_OK);
+    const char *ins[2] = {in0, in1}, *outs[2] = {NULL, out1};
+    for (int i = 0; i < 2; i++) {
+        keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+        fp.input = ins[i];
+        fp.output = outs[i];
+        if (keyer_session_add_file(s, &fp, NULL, &err))
+            fail_msg("add %s: %s", ins[i], err.message);
+    }
+    rec->session = s;
+    if (fail)
+        rec->fail_engine = kr_session_stream_engine(s, 1);
+    if (keyer_session_run(s, &err))
+        fail_msg("run over %d engine(s), failure %d: %s", engines, fail, err.message);
+    keyer_session_get_report(s, rep);
+    return s;
+}
+
+/* Video and audio packets of a file (libavformat). */
+static void count_packets(const char *path, int *video, int *audio)
+{
+    *video = *audio = 0;
+    AVFormatContext *fc = NULL;
+    if (avformat_open_input(&fc, path, NULL, NULL) < 0 || avformat_find_stream_info(fc, NULL) < 0)
+        fail_msg("%s: cannot open", path);
+    AVPacket *pkt = av_packet_alloc();
+    assert_non_null(pkt);
+    while (av_read_frame(fc, pkt) >= 0) {
+        enum AVMediaType t = fc->streams[pkt->stream_index]->codecpar->codec_type;
+        *video += t == AVMEDIA_TYPE_VIDEO;
+        *audio += t == AVMEDIA_TYPE_AUDIO;
+        av_packet_unref(pkt);
+    }
+    av_packet_free(&pkt);
+    avformat_close_input(&fc);
+}
+
+static void test_failover_between_engines(void **state)
+{
+    (void)state;
+    char dir[3000], img[4096], in0[4096], in1[4096], ref_out[4096], fo_out[4096];
+    kt_tmpdir(dir, sizeof(dir), "pipeline_multigpu_failover");
+    const char *names[2] = {in0, in1};
+    snprintf(in0, sizeof(in0), "%s/a.mp4", dir);
+    snprintf(in1, sizeof(in1), "%s/b.mp4", dir);
+    snprintf(ref_out, sizeof(ref_out), "%s/ref.mp4", dir);
+    snprintf(fo_out, sizeof(fo_out), "%s/moved.mp4", dir);
+    for (int i = 0; i < 2; i++) {
+        keyer_sample_params p = keyer_sample_params_defaults();
+        p.width = 160;
+        p.height = 96;
+        p.frames = FO_FRAMES;
+        p.frame_rate = (keyer_rational){24, 1};
+        p.keyint = 12;
+        p.preset = "ultrafast";
+        p.noise = 3 * i;
+        keyer_error err = {0};
+        assert_int_equal(keyer_video_write_sample(names[i],
+                                                  kt_data_path(img, sizeof(img),
+                                                               i ? "messi5.jpg"
+                                                                 : "grace_hopper.jpg"),
+                                                  &p, &err),
+                         KEYER_OK);
+    }
+    /* the healthy placement and the failover choice */
+    double load[3] = {5, 1, 3};
+    int healthy[3] = {1, 0, 1};
+    assert_int_equal(kr_place_failover(load, healthy, 3), 2); /* the failed 1 is out */
+    healthy[2] = 0;
+    assert_int_equal(kr_place_failover(load, healthy, 3), 0);
+    healthy[0] = 0;
+    assert_int_equal(kr_place_failover(load, healthy, 3), -1); /* none: the CPU */
+    double tie[2] = {2, 2};
+    int both[2] = {1, 1};
+    assert_int_equal(kr_place_failover(tie, both, 2), 0);
+    assert_int_equal(kr_place_failover(NULL, both, 2), -1);
+
+    static fo_record ref, moved;
+    keyer_session_report r1, r2;
+    keyer_session *s1 = fo_run(in0, in1, ref_out, 1, 0, &ref, &r1);
+    keyer_session *s2 = fo_run(in0, in1, fo_out, 2, 1, &moved, &r2);
+    assert_int_equal(ref.bad, 0);
+    assert_int_equal(moved.bad, 0);
+    assert_int_equal(moved.failed, 1);
+    assert_int_equal(kr_session_stream_engine(s2, 0), 0);
+    assert_int_equal(kr_session_stream_engine(s2, 1), 1);
+    assert_int_equal(kr_session_stream_moved_to(s2, 1), 0); /* to the one engine left */
+    assert_int_equal(kr_session_stream_moved_to(s2, 0), -1);
+    assert_int_equal(kr_session_stream_moved_to(s1, 1), -1);
+    /* no frame lost, each written once, in order, equal to the run without a failure */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(ref.calls[i], FO_FRAMES);
+        assert_int_equal(moved.calls[i], FO_FRAMES);
+        for (int f = 0; f < FO_FRAMES; f++)
+            if (!moved.sum[i][f] || moved.sum[i][f] != ref.sum[i][f])
+                fail_msg("stream %d frame %d differs after the failover", i, f);
+    }
+    assert_int_equal(r2.frames_written, 2 * FO_FRAMES);
+    assert_int_equal(r2.frames_lost, 0);
+    assert_true(r2.warnings >= 2); /* the failure and the move */
+    printf("  session: %s\n", r2.device);
+    assert_string_equal(r2.device, "cpu + cpu (failed: 1 stream moved to other GPUs)");
+    keyer_stream_report sr;
+    keyer_error err = {0};
+    assert_int_equal(keyer_session_get_stream_report(s2, 1, &sr, &err), KEYER_OK);
+    printf("  stream 1: %lld frames read, %lld written on %s\n", (long long)sr.frames_read,
+           (long long)sr.frames_written, sr.device);
+    assert_string_equal(sr.device, "cpu, then cpu (GPU failure)");
+    assert_int_equal(sr.frames_written, FO_FRAMES);
+    assert_int_equal(sr.frames_read, FO_FRAMES);
+    assert_int_equal(sr.frames_lost, 0);
+    assert_int_equal(sr.status, KEYER_OK);
+    assert_int_equal(keyer_session_stream_status(s2, 1, &err), KEYER_OK);
+    assert_int_equal(keyer_session_get_stream_report(s2, 0, &sr, &err), KEYER_OK);
+    assert_string_equal(sr.device, "cpu");
+    keyer_session_destroy(&s1);
+    keyer_session_destroy(&s2);
+    /* one output file, whole: every video frame, and the audio after the move too */
+    int v1 = 0, a1 = 0, v2 = 0, a2 = 0;
+    count_packets(ref_out, &v1, &a1);
+    count_packets(fo_out, &v2, &a2);
+    printf("  output: %d video frames, %d audio packets (without a failure: %d, %d)\n", v2, a2,
+           v1, a1);
+    assert_int_equal(v1, FO_FRAMES);
+    assert_int_equal(v2, FO_FRAMES);
+    assert_true(a1 > 0);
+    assert_true(a2 >= a1 - 1 && a2 <= a1);
+}
+
 /* One file split at keyframes over two CPU engines, written back in order: every output frame
  * equals the one-session run's (temporal smoothing off: a frame's matte is its own). */
 enum { SPLIT_FRAMES = 96 };
@@ -775,6 +959,7 @@ int main(void)
         cmocka_unit_test(test_two_engines_equal_one),
         cmocka_unit_test(test_failed_input_among_engines),
         cmocka_unit_test(test_pushed_streams),
+        cmocka_unit_test(test_failover_between_engines),
         cmocka_unit_test(test_split_lanes),
         cmocka_unit_test(test_split_over_engines),
     };
