@@ -161,9 +161,11 @@ typedef struct keyer_reader_params {
      */
     float timeout;
     /**
-     * NVDEC: decoder surfaces added to libavcodec's (its extra_hw_frames), 0..32; more
-     * frames may then be in flight inside the decoder session. 0 (default): libavcodec's
-     * own count.
+     * NVDEC: decoder surfaces added to libavcodec's (its extra_hw_frames), 0..16; more
+     * frames may then be in flight inside the decoder session. A session holds at most 32
+     * surfaces in all (an H.264/HEVC stream's reference frames take up to 17): one that
+     * asks for more does not start, and that input is decoded on the CPU (logged).
+     * 0 (default): libavcodec's own count.
      */
     int hw_surfaces;
     /**

@@ -329,7 +329,7 @@ typedef struct keyer_session_params {
      */
     int decode_segments;
     /** File streams on NVDEC: extra decoder surfaces per session
-     *  (keyer_reader_params::hw_surfaces when that is 0), 0..32; default 0: libavcodec's. */
+     *  (keyer_reader_params::hw_surfaces when that is 0), 0..16; default 0: libavcodec's. */
     int decode_surfaces;
     /** File streams on NVDEC: 1 puts every decoder's copies on the device's shared default
      *  stream, as keyer did before each decoder had a CUDA stream of its own

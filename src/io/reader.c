@@ -679,9 +679,9 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
                                "%s: bad reader parameters (device %d, segments %d, threads %d, "
                                "format %s)", url, (int)p.device, p.segments, p.threads,
                                keyer_pixel_format_name(p.format));
-    if (p.hw_surfaces < 0 || p.hw_surfaces > 32 || (unsigned)p.hw_shared_stream > 1)
+    if (p.hw_surfaces < 0 || p.hw_surfaces > 16 || (unsigned)p.hw_shared_stream > 1)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "%s: bad reader parameters (hw_surfaces %d (0..32), "
+                               "%s: bad reader parameters (hw_surfaces %d (0..16), "
                                "hw_shared_stream %d (0 or 1))", url, p.hw_surfaces,
                                p.hw_shared_stream);
     if ((unsigned)p.reconnect > KEYER_RECONNECT_ON || !(p.reconnect_max >= 0.0f) ||

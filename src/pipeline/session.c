@@ -95,7 +95,7 @@ static const keyer_option session_options[] = {
         "NVDEC sessions per file stream (split at keyframes, frames in order); 0 or 1: one",
         OFF(decode_segments), KEYER_OPTION_INT, 0, 0, 16, NULL),
     KEYER_OPTION_FIELD("decode_surfaces", "extra NVDEC surfaces per decoder; 0: libavcodec's",
-        OFF(decode_surfaces), KEYER_OPTION_INT, 0, 0, 32, NULL),
+        OFF(decode_surfaces), KEYER_OPTION_INT, 0, 0, 16, NULL),
     {"decode_shared_stream",
      "NVDEC copies on the device's shared default stream instead of one per decoder (for "
      "comparisons)", OFF(decode_shared_stream), KEYER_OPTION_BOOL, 0, 0, 1, NULL, NULL, NULL,

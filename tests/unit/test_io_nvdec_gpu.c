@@ -225,7 +225,6 @@ static void test_decoder_knobs(void **state)
     p.hw_shared_stream = 0;
     p.hw_surfaces = 8;
     check_bit_exact_with(h264, KEYER_PIXEL_FORMAT_NV12, 48, &p);
-    p.hw_surfaces = 32;
     check_bit_exact_with(h264_long, KEYER_PIXEL_FORMAT_NV12, 96, &p);
     p.hw_surfaces = 0;
     p.segments = 3;

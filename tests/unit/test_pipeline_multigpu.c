@@ -607,6 +607,10 @@ static keyer_session *fo_run(const char *in0, const char *in1, const char *out1,
     sp.logger = &lg;
     sp.composite.mode = KEYER_COMPOSITE_BLUR;
     sp.refine.temporal = KEYER_TEMPORAL_OFF;
+    /* short queues on any machine, so that the reader is still reading at the failure */
+    sp.queue_depth = 2;
+    sp.composite_workers = 1;
+    sp.refine_workers = 1;
     sp.frame_fn = fo_frame;
     sp.frame_opaque = rec;
     keyer_device_kind kinds[2] = {KEYER_DEVICE_CPU, KEYER_DEVICE_CPU};
@@ -854,7 +858,7 @@ static void test_split_lanes(void **state)
     assert_int_equal(p.decode_segments, 2);
     assert_int_equal(p.decode_surfaces, 8);
     assert_int_equal(p.decode_shared_stream, 1);
-    assert_int_not_equal(keyer_option_set(keyer_session_options(), &p, "decode_surfaces", "33",
+    assert_int_not_equal(keyer_option_set(keyer_session_options(), &p, "decode_surfaces", "17",
                                           &err), KEYER_OK);
     /* what the knobs give a stream's reader: its own values win */
     keyer_reader_params rp = keyer_reader_params_defaults();
@@ -878,7 +882,7 @@ static void test_split_lanes(void **state)
     keyer_reader *r = NULL;
     char img[4096];
     rp = keyer_reader_params_defaults();
-    rp.hw_surfaces = 33;
+    rp.hw_surfaces = 17;
     assert_int_equal(keyer_reader_open(kt_data_path(img, sizeof(img), "grace_hopper.jpg"), &rp,
                                        &r, &err),
                      KEYER_STATUS_INVALID_ARGUMENT);
