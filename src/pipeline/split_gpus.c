@@ -91,6 +91,29 @@ int kr_split_gpus_lanes(int parts, int per_engine)
     return parts * per_engine;
 }
 
+/* The plan's chunks are GOPs of at least 24 frames; each costs a seek, a decoder flush and
+ * the frames decoded past its end. A long file gets longer chunks: up to 3 planned chunks
+ * in one, as long as every lane still gets two (and a chunk stays within a lane's pool of
+ * about 85 frames for 24-frame GOP chunks). */
+int kr_split_gpus_merge(int chunks, int lanes)
+{
+    if (chunks < 1 || lanes < 1)
+        return 1;
+    int m = chunks / (2 * lanes);
+    return m < 1 ? 1 : m > KR_SPLIT_MAX_MERGE ? KR_SPLIT_MAX_MERGE : m;
+}
+
+static void merge_chunks(kr_split_gpus *sp)
+{
+    int m = kr_split_gpus_merge(sp->chunks, sp->lanes);
+    if (m < 2)
+        return;
+    int n = 0;
+    for (int k = 0; k < sp->chunks; k += m)
+        sp->starts[n++] = sp->starts[k];
+    sp->chunks = n;
+}
+
 keyer_status kr_split_gpus_create(const keyer_file_stream_params *fp, int parts, int per_engine,
                                   const keyer_logger *logger, kr_split_gpus **out,
                                   keyer_error *err)
@@ -136,6 +159,7 @@ keyer_status kr_split_gpus_create(const keyer_file_stream_params *fp, int parts,
     sp->reader_params.logger = logger;
     if ((st = keyer_reader_plan_chunks(sp->input, lanes, &sp->starts, &sp->chunks, err)))
         goto fail;
+    merge_chunks(sp);
     sp->chunk_frames = malloc(sizeof(atomic_int) * (size_t)sp->chunks);
     if (!sp->chunk_frames) {
         st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "split over GPUs: out of memory");
@@ -360,7 +384,10 @@ static keyer_status write_chunk(kr_split_gpus *sp, int k, out_state *o,
             keyer_frame_unref(pr->pending);
             pr->has_pending = 0;
         } else {
-            st = kr_engine_receive_frame(pr->engine, pr->stream, f, 50000, err);
+            /* a short wait: the chunk may have ended (its producer says so once it has read
+             * past it), and then the writer goes on to the next lane at once, where waiting
+             * for this lane's next frame would hold every lane up by the pipeline's latency */
+            st = kr_engine_receive_frame(pr->engine, pr->stream, f, 1000, err);
             if (st == KEYER_STATUS_AGAIN) {
                 keyer_error_clear(err);
                 progress(sp, o, p, 0);

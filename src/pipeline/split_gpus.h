@@ -2,7 +2,8 @@
  * One file split over several engines (internal, prefix kr_): keyer_session_params::split_gpus.
  *
  * The file is cut at keyframes into chunks of whole GOPs (keyer_reader_plan_chunks, the plan
- * of the split decode). Each of the N engines runs C *lanes* (C chunks in flight per engine,
+ * of the split decode; a long file's chunks merged up to 3 in one, keeping at least two per
+ * lane, since each chunk costs a seek and a decoder flush). Each of the N engines runs C *lanes* (C chunks in flight per engine,
  * keyer_session_params::split_chunks), L = N x C lanes in all; lane l runs on engine l mod N
  * and takes chunks l, l + L, l + 2L, ... (consecutive chunks go to different GPUs, then to
  * the same GPU's other lanes). A lane is one pushed stream of its engine (pulled, no output
@@ -35,11 +36,17 @@ typedef struct kr_split_gpus kr_split_gpus;
 /** Most chunks in flight per engine (the option's maximum), and most lanes in all. */
 #define KR_SPLIT_MAX_CHUNKS 16
 #define KR_SPLIT_MAX_LANES 128
+/** Most planned chunks (GOPs of at least 24 frames) merged into one (a long file). */
+#define KR_SPLIT_MAX_MERGE 3
 
 /** Lanes of a split over @p parts engines with @p per_engine chunks in flight each (0: the
  *  default; clamped to KR_SPLIT_MAX_CHUNKS and to KR_SPLIT_MAX_LANES in all); 0 for
  *  @p parts outside 1..64. A pure function, for the unit tests. */
 int kr_split_gpus_lanes(int parts, int per_engine);
+
+/** Planned chunks merged into one for @p chunks planned over @p lanes lanes: as many as
+ *  leave every lane two chunks, 1..KR_SPLIT_MAX_MERGE. A pure function, for the unit tests. */
+int kr_split_gpus_merge(int chunks, int lanes);
 
 /**
  * Plans the split of @p fp->input over @p parts engines with @p per_engine chunks in flight

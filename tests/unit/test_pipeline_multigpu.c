@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <libavformat/avformat.h>
 
@@ -592,6 +593,14 @@ static keyer_status fo_frame(void *opaque, int stream_id, int64_t index, const k
         r->failed = 1;
         kr_session_fail_engine(r->session, r->fail_engine);
     }
+    /* stream 0's engine must still run when stream 1 moves (on a machine with many cores it
+     * could otherwise finish first, and a finished engine takes no stream): its writer waits
+     * here for the move, at most 10 s */
+    if (stream_id == 0 && index == 2 * FO_FAIL_AT && r->fail_engine >= 0)
+        for (int i = 0; i < 1000 && kr_session_stream_moved_to(r->session, 1) < 0; i++) {
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
     return KEYER_OK;
 }
 
@@ -807,14 +816,15 @@ static int run_split(const char *in, const char *out_pattern, int engines, int s
     return run_split_chunks(in, out_pattern, engines, split, 0, sr, err);
 }
 
-/* Every PNG of @p got equals @p ref's, and there is no frame more. */
-static void same_pngs(const char *dir, const char *ref_prefix, const char *got_prefix)
+/* Every PNG of @p got equals @p ref's (@p frames of them), and there is no frame more. */
+static void same_pngs_n(const char *dir, const char *ref_prefix, const char *got_prefix,
+                        int frames)
 {
     char ref[4096], got[4096];
-    for (int f = 0; f < SPLIT_FRAMES + 1; f++) {
+    for (int f = 0; f < frames + 1; f++) {
         snprintf(ref, sizeof(ref), "%s/%s_%05d.png", dir, ref_prefix, f + 1);
         snprintf(got, sizeof(got), "%s/%s_%05d.png", dir, got_prefix, f + 1);
-        if (f == SPLIT_FRAMES) {
+        if (f == frames) {
             assert_false(kt_exists(got)); /* no frame more */
             break;
         }
@@ -825,6 +835,11 @@ static void same_pngs(const char *dir, const char *ref_prefix, const char *got_p
         free(a);
         free(b);
     }
+}
+
+static void same_pngs(const char *dir, const char *ref_prefix, const char *got_prefix)
+{
+    same_pngs_n(dir, ref_prefix, got_prefix, SPLIT_FRAMES);
 }
 
 static void test_split_lanes(void **state)
@@ -840,6 +855,14 @@ static void test_split_lanes(void **state)
     assert_int_equal(kr_split_gpus_lanes(64, 1), 64);
     assert_int_equal(kr_split_gpus_lanes(0, 2), 0);
     assert_int_equal(kr_split_gpus_lanes(65, 1), 0);
+    /* a long file's chunks merged, every lane keeping two */
+    assert_int_equal(kr_split_gpus_merge(4, 4), 1);   /* the 96-frame file below */
+    assert_int_equal(kr_split_gpus_merge(25, 4), 3);  /* 600 frames, 2 GPUs x 2 lanes */
+    assert_int_equal(kr_split_gpus_merge(16, 4), 2);
+    assert_int_equal(kr_split_gpus_merge(15, 4), 1);
+    assert_int_equal(kr_split_gpus_merge(1000, 2), KR_SPLIT_MAX_MERGE);
+    assert_int_equal(kr_split_gpus_merge(0, 2), 1);
+    assert_int_equal(kr_split_gpus_merge(10, 0), 1);
     /* the session option */
     keyer_session_params p = keyer_session_params_defaults();
     keyer_error err = {0};
@@ -950,6 +973,32 @@ static void test_split_over_engines(void **state)
     assert_int_equal(r4.frames_written, SPLIT_FRAMES);
     assert_string_equal(r4.device, "cpu + cpu (split)");
     same_pngs(dir, "ref", "two");
+
+    /* a longer file (8 planned chunks over 2 lanes: merged 2 by 2) split over one engine */
+    enum { LONG = 192 };
+    char lin[4096], lref[4096], lgot[4096];
+    snprintf(lin, sizeof(lin), "%s/longer.mp4", dir);
+    p.frames = LONG;
+    p.width = 128;
+    p.height = 72;
+    assert_int_equal(keyer_video_write_sample(lin, kt_data_path(img, sizeof(img),
+                                                                "grace_hopper.jpg"), &p, &err),
+                     KEYER_OK);
+    int64_t *ls = NULL;
+    int lc = 0;
+    assert_int_equal(keyer_reader_plan_chunks(lin, 2, &ls, &lc, &err), KEYER_OK);
+    free(ls);
+    assert_int_equal(lc, 8);
+    assert_int_equal(kr_split_gpus_merge(lc, 2), 2);
+    snprintf(lref, sizeof(lref), "%s/lref_%%05d.png", dir);
+    snprintf(lgot, sizeof(lgot), "%s/lgot_%%05d.png", dir);
+    keyer_stream_report r5, r6;
+    assert_int_equal(run_split(lin, lref, 1, 0, &r5, &err), KEYER_OK);
+    if (run_split_chunks(lin, lgot, 1, 1, 2, &r6, &err))
+        fail_msg("split of the longer file: %s", err.message);
+    assert_int_equal(r6.frames_written, LONG);
+    assert_string_equal(r6.device, "cpu (split)");
+    same_pngs_n(dir, "lref", "lgot", LONG);
 }
 
 int main(void)
