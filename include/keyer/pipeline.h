@@ -294,18 +294,26 @@ typedef struct keyer_session_params {
      * keyer_session_write_trace() is UNSUPPORTED with several GPUs.
      *
      * A GPU that fails while running (KEYER_FAIL_CUDA_AT_FRAME=cuda:N@F injects it) moves
-     * its engine's frames to the CPU as a one-GPU session does: the frames already on that
-     * GPU are downloaded and finished on the CPU, every later frame of its streams is
-     * computed on the CPU; the other GPUs' streams go on unchanged, and that GPU's streams
-     * report "cuda:N, then cpu (GPU failure)".
+     * its file streams to another GPU: the frames its pipeline holds are downloaded and
+     * finished on the CPU as in a one-GPU session, and the rest of each of its file streams
+     * (from the frame after the last one its reader read) is read again by NVDEC of the
+     * least loaded GPU that is healthy and still running, keyed there and written to the same
+     * output, in order, nothing lost (audio copied on). Such a stream reports
+     * "cuda:N, then cuda:M (GPU failure)", the session "cuda:N (failed: K streams moved to
+     * other GPUs)". Only when no GPU is left (or for live inputs, pushed streams, and inputs
+     * without timestamps) do they go on on the CPU as before ("cuda:N, then cpu (GPU
+     * failure)"). The other GPUs' streams go on unchanged.
      */
     uint64_t cuda_devices;
     /**
      * 1: with several GPUs (@ref cuda_devices) and one file input, that file is split over
      * the GPUs: cut at keyframes into chunks of whole GOPs (keyer_reader_plan_chunks; at
-     * least 24 frames each), chunk k processed on GPU k mod N (its own NVDEC, batcher and
-     * stages), the frames written back in the file's order by one writer (device frames
-     * downloaded; video only: audio, subtitles and metadata are not copied). The matte's
+     * least 24 frames each, a long file's merged up to 3 in one), @ref split_chunks chunks
+     * in flight on each GPU (N x split_chunks lanes; lane l on GPU l mod N takes chunks l,
+     * l + lanes, ...: its own decoder session, batcher and stages), the frames written back
+     * in the file's order by one writer (device frames downloaded; video only: audio,
+     * subtitles and metadata are not copied). With one GPU the file is split over that GPU's
+     * decoder sessions (split_chunks of them). The matte's
      * temporal smoothing restarts at each chunk (KEYER_FRAME_FLAG_DISCONTINUITY), as at the
      * start of a file. frame_fn and detect_fn are not called (INVALID_ARGUMENT with them), a
      * second input is INVALID_ARGUMENT, and a file that cannot be split (not seekable, no
