@@ -160,7 +160,17 @@ static int write_item(kr_stream *st, kr_item *it, int track)
         keyer_error_prefix(&e, "stream %d, frame %lld: ", st->id, (long long)it->seq);
     } else if (env->params->frame_fn && (rs = call_frame_fn(st, it, &out, &e))) {
         keyer_error_prefix(&e, "stream %d, frame %lld: ", st->id, (long long)it->seq);
-    } else if (st->writer && (rs = keyer_writer_write(st->writer, out, &e))) {
+    } else if (st->writer && st->continuation && out->memory == KEYER_MEMORY_CUDA &&
+               (rs = copy_frame(st, &st->hook_out, out, 0, &e))) {
+        /* the writer came from a failed GPU (its encoder's device is not this one): it gets
+         * host frames */
+        keyer_error_prefix(&e, "stream %d, frame %lld: ", st->id, (long long)it->seq);
+    } else if (st->writer &&
+               (rs = keyer_writer_write(st->writer,
+                                        st->continuation && out->memory == KEYER_MEMORY_CUDA
+                                            ? st->hook_out
+                                            : out,
+                                        &e))) {
         keyer_error_prefix(&e, "writing %s: ", st->output);
     } else {
         int64_t t1 = kr_clock_ns();
