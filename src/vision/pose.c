@@ -150,7 +150,7 @@ keyer_status keyer_pose_create(const keyer_pose_params *params, keyer_pose **out
     pose->p.model_path = NULL;
     pose->p.face_model = NULL;
     kr_vmodel_spec spec = {"pose landmarks", p->model_path ? p->model_path : model_names[p->model],
-                           p->backend, p->threads, p->logger, KEYER_FIT_LETTERBOX, 1.0f, 0.0f, 5};
+                           p->backend, p->threads, p->logger, KEYER_FIT_LETTERBOX, 1.0f, 0.0f, 5, 0};
     if ((st = kr_vmodel_open(&pose->m, &spec, err)))
         goto fail;
     kr_vmodel *m = &pose->m;
