@@ -338,7 +338,8 @@ typedef struct keyer_session_params {
     keyer_pose_fn pose_fn;       /**< required with pose */
     void *pose_opaque;           /**< passed to pose_fn */
     void *reserved[2];           /**< zero (mesh .. faces_opaque took 4 of 8, cuda_devices and
-                                  *   split_gpus 2) */
+                                  *   split_gpus 2; pose .. pose_opaque, four fields, were
+                                  *   added before them: the struct grew, callers rebuild) */
 } keyer_session_params;
 
 /** Default session parameters (see each field). */
