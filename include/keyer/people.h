@@ -51,8 +51,11 @@
  * keyer_people_destroy(&pp);
  * @endcode
  *
- * Frames are host frames (RGB24, RGBA, NV12, YUV420P, P010); the networks run on the
- * parameters' backend (CUDA through host staging). Everything is allocated at create;
+ * Frames are host frames (RGB24, RGBA, NV12, YUV420P, P010), or with backend CUDA also frames
+ * in CUDA memory of the parameters' device (complete: no work pending on them): the crops
+ * are then made on the device straight into the networks' inputs, and only the networks'
+ * outputs come to the host; host frames on CUDA go through host staging. The networks run on
+ * the parameters' backend. Everything is allocated at create;
  * run and mask allocate nothing. One object per stream, one thread at a time.
  */
 #ifndef KEYER_PEOPLE_H
@@ -156,8 +159,8 @@ void keyer_people_destroy(keyer_people **people);
  * Finds and keys the people of @p frame (see the overview); writes at most @p capacity of
  * them to @p out (may be NULL with capacity 0) and how many to *count. No one found is not an
  * error. Errors: INVALID_ARGUMENT (NULL, a frame failing keyer_frame_check or of another
- * format), UNSUPPORTED (a CUDA frame), inference errors (DEVICE, INTERNAL); on error the
- * tracking is dropped.
+ * format), UNSUPPORTED (a CUDA frame with the CPU backend), inference errors (DEVICE,
+ * INTERNAL); on error the tracking is dropped.
  */
 keyer_status keyer_people_run(keyer_people *people, const keyer_frame *frame,
                               keyer_person *out, int capacity, int *count, keyer_error *err);

@@ -72,6 +72,7 @@
 #include "keyer/log.h"
 #include "keyer/options.h"
 #include "keyer/overlay.h"
+#include "keyer/pose.h"
 #include "keyer/registry.h"
 #include "keyer/status.h"
 
@@ -162,6 +163,19 @@ typedef keyer_status (*keyer_detect_fn)(void *opaque, int stream_id, int64_t fra
 typedef keyer_status (*keyer_faces_fn)(void *opaque, int stream_id, int64_t frame_index,
                                        const keyer_frame *frame, const keyer_face *faces,
                                        int count, keyer_overlay *overlay, keyer_error *err);
+
+/**
+ * Pose callback (see keyer_session_params::pose), called instead of keyer_detect_fn (and
+ * keyer_faces_fn), on the same thread, in the same order and with the same @p frame and
+ * @p overlay rules: @p dets and @p count are the frame's detections as keyer_detect_fn
+ * receives them, @p pose the frame's body pose as keyer_pose_run() gives it (found 0 when no
+ * person), both valid only during the call. A non-OK return, with @p err set, fails the
+ * stream.
+ */
+typedef keyer_status (*keyer_pose_fn)(void *opaque, int stream_id, int64_t frame_index,
+                                      const keyer_frame *frame, const keyer_detection *dets,
+                                      int count, const keyer_pose_result *pose,
+                                      keyer_overlay *overlay, keyer_error *err);
 
 KEYER_OPTION_ENUM_CHECK(keyer_reconnect);
 
@@ -320,6 +334,17 @@ typedef struct keyer_session_params {
      * keyframe index, too short) runs on one GPU (logged). Default 0: each input on one GPU.
      */
     int split_gpus;
+    /** 1 (with detect FACES_FULL, without mesh): the BlazePose landmark model (@ref pose_model)
+     *  runs as a model stage after the detector, batched across streams (crops made where the
+     *  frames are, on the GPU when the session computes there; the landmarks refined from the
+     *  heatmaps there; only the landmarks come to the host), with keyer_pose_run()'s
+     *  tracking (default parameters): seeded from the frame's best face, else the whole
+     *  frame, then followed by its auxiliary landmarks. pose_fn receives the frame's pose
+     *  instead of detect_fn receiving the detections. Default 0. */
+    int pose;
+    keyer_pose_model pose_model; /**< landmark model of pose (default LITE) */
+    keyer_pose_fn pose_fn;       /**< required with pose */
+    void *pose_opaque;           /**< passed to pose_fn */
     /**
      * With @ref split_gpus: chunks in flight on each GPU, 1..16, each read by a decoder
      * session of its own (a GPU has several NVDEC engines, one session keeps one busy) into a
@@ -343,6 +368,10 @@ typedef struct keyer_session_params {
      *  stream, as keyer did before each decoder had a CUDA stream of its own
      *  (keyer_reader_params::hw_shared_stream); for comparisons. Default 0. */
     int decode_shared_stream;
+    void *reserved[2];           /**< zero (mesh .. faces_opaque took 4 of 8, cuda_devices and
+                                  *   split_gpus 2; pose .. pose_opaque and split_chunks ..
+                                  *   decode_shared_stream were added before them: the struct
+                                  *   grew, callers rebuild) */
 } keyer_session_params;
 
 /** Default session parameters (see each field). */
@@ -543,7 +572,7 @@ typedef struct keyer_stage_report {
     int queue_max;          /**< its largest depth */
 } keyer_stage_report;
 
-#define KEYER_SESSION_MAX_STAGES 8
+#define KEYER_SESSION_MAX_STAGES 9
 
 /** A session's statistics; see keyer_session_get_report(). */
 typedef struct keyer_session_report {

@@ -96,6 +96,17 @@ static keyer_status on_faces(void *opaque, int stream_id, int64_t frame_index,
                        count, overlay, err);
 }
 
+static keyer_status on_pose(void *opaque, int stream_id, int64_t frame_index,
+                            const keyer_frame *frame, const keyer_detection *dets, int count,
+                            const keyer_pose_result *pose, keyer_overlay *overlay,
+                            keyer_error *err)
+{
+    const engine_slot *sl = opaque;
+    const keyer_session_params *u = &sl->group->user;
+    return u->pose_fn(u->pose_opaque, global_id(sl, stream_id), frame_index, frame, dets, count,
+                      pose, overlay, err);
+}
+
 /* Each engine's progress is kept; the caller gets the sum, one call at a time. */
 static void on_progress(void *opaque, const keyer_session_progress *p)
 {
@@ -279,6 +290,8 @@ static keyer_status group_create(keyer_session *s, const keyer_session_params *p
             ep.detect_fn = on_detect, ep.detect_opaque = &g->slot[e];
         if (p->faces_fn)
             ep.faces_fn = on_faces, ep.faces_opaque = &g->slot[e];
+        if (p->pose_fn)
+            ep.pose_fn = on_pose, ep.pose_opaque = &g->slot[e];
         if (p->progress)
             ep.progress = on_progress, ep.progress_opaque = &g->slot[e];
         keyer_status st = kr_engine_create(&ep, &g->engine[e], err);
@@ -424,9 +437,10 @@ static keyer_status add_split(keyer_session *s, const keyer_file_stream_params *
     if (atomic_load(&g->streams) > 0)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "split_gpus: one input only (%s is the second)", params->input);
-    if (g->user.frame_fn || g->user.detect_fn || g->user.faces_fn)
+    if (g->user.frame_fn || g->user.detect_fn || g->user.faces_fn || g->user.pose_fn)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "split_gpus: per-frame callbacks (frame_fn, detect_fn, faces_fn) "
+                               "split_gpus: per-frame callbacks (frame_fn, detect_fn, faces_fn, "
+                               "pose_fn) "
                                "are not called for a split input");
     keyer_file_stream_params fp = *params;
     kr_stream_decoder_knobs(&g->user, &fp.reader); /* the lanes' decoders */

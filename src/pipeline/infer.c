@@ -26,6 +26,9 @@ struct kr_infer {
     int det_boxes, det_scores;   /* their indices */
     size_t box_count, score_count; /* values per frame */
     int slot;                    /* the items' input slot */
+    /* model people on CUDA frames (people_cuda >= 0) */
+    float *boxes_host, *scores_host; /* a batch's raw detector outputs, brought down */
+    keyer_frame *mask_host;      /* one frame's mask before it goes up */
 };
 
 /* ---- outputs ---------------------------------------------------------------------------------- */
@@ -102,9 +105,10 @@ static const kr_model_stage_ops infer_ops = {cpu_outputs, cuda_outputs, upload_o
 /* ---- model people ----------------------------------------------------------------------------- */
 
 /* One frame: the whole-frame detections decoded into frame pixels, the stream's people keyer
- * (made now at its first frame), its mask into the item's. */
+ * (made now at its first frame; it crops the item's frame where it is), its mask into
+ * @p mask. */
 static keyer_status people_frame(kr_infer *inf, kr_item *it, const float *boxes,
-                                 const float *scores, keyer_error *err)
+                                 const float *scores, keyer_frame *mask, keyer_error *err)
 {
     keyer_detection dets[KEYER_SESSION_MAX_DETECTIONS];
     int n = 0;
@@ -127,7 +131,7 @@ static keyer_status people_frame(kr_infer *inf, kr_item *it, const float *boxes,
     int count = 0;
     if ((st = keyer_people_run_detections(*pp, it->src, dets, n, NULL, 0, &count, err)))
         return st;
-    return keyer_people_mask(*pp, it->host.mask_frame, err);
+    return keyer_people_mask(*pp, mask, err);
 }
 
 static keyer_status people_cpu_outputs(void *opaque, keyer_runtime *rt, kr_item **items, int n,
@@ -139,23 +143,51 @@ static keyer_status people_cpu_outputs(void *opaque, keyer_runtime *rt, kr_item 
     keyer_status st = KEYER_OK;
     for (int i = 0; i < n && !st; i++)
         st = people_frame(inf, items[i], boxes + (size_t)i * inf->box_count,
-                          scores + (size_t)i * inf->score_count, err);
+                          scores + (size_t)i * inf->score_count, items[i]->host.mask_frame, err);
     if (!st)
         atomic_fetch_add(&inf->frames_cpu, n);
     return st;
 }
 
-/* The session keeps model people's frames on the host (info.host_frames): never called. */
+/* CUDA items (people keyers on CUDA): the detector's raw outputs come down (the frames are
+ * then complete: the stage's stream waited for them before the run), each stream's people
+ * keyer crops its people from the device frame, and the mask goes up into the item's. */
 static keyer_status people_cuda_outputs(void *opaque, keyer_runtime *rt, kr_item **items, int n,
                                         void *stream, keyer_error *err)
 {
-    (void)opaque, (void)rt, (void)items, (void)n, (void)stream;
-    return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
-                           "model people keys frames in host memory, not CUDA frames");
+    kr_infer *inf = opaque;
+    const kr_item_layout *l = &items[0]->pool->layout;
+    const kr_device_fns *dev = l->dev;
+    if (!inf->boxes_host || n > (1 << KR_MAX_BATCH_LOG2))
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL,
+                               "model people: CUDA frames without their buffers");
+    keyer_status rs;
+    if ((rs = dev->copy(l->ordinal, inf->boxes_host, keyer_runtime_output_data(rt, inf->det_boxes),
+                        (size_t)n * inf->box_count * sizeof(float), stream, err)) ||
+        (rs = dev->copy(l->ordinal, inf->scores_host,
+                        keyer_runtime_output_data(rt, inf->det_scores),
+                        (size_t)n * inf->score_count * sizeof(float), stream, err)) ||
+        (rs = dev->stream_sync(l->ordinal, stream, err)))
+        return rs;
+    for (int i = 0; i < n && !rs; i++) {
+        rs = people_frame(inf, items[i], inf->boxes_host + (size_t)i * inf->box_count,
+                          inf->scores_host + (size_t)i * inf->score_count, inf->mask_host, err);
+        /* the host mask is written again for the next item: each copy completes first */
+        if (!rs)
+            rs = dev->copy(l->ordinal, items[i]->cuda.mask, inf->mask_host->data[0],
+                           inf->mask_bytes, stream, err);
+        if (!rs)
+            rs = dev->stream_sync(l->ordinal, stream, err);
+    }
+    for (int i = 0; i < n && !rs; i++)
+        rs = kr_item_record(items[i], stream, err);
+    if (!rs)
+        atomic_fetch_add(&inf->frames_cuda, n);
+    return rs;
 }
 
-static const kr_model_stage_ops people_ops = {people_cpu_outputs, people_cuda_outputs, NULL,
-                                              forward, NULL};
+static const kr_model_stage_ops people_ops = {people_cpu_outputs, people_cuda_outputs,
+                                              upload_outputs, forward, NULL};
 
 /* The person detector as the stage's network, the decoder, the people keyers' parameters. */
 static keyer_status people_create(kr_infer *inf, const kr_infer_params *p, keyer_model **model,
@@ -204,8 +236,22 @@ static keyer_status people_create(kr_infer *inf, const kr_infer_params *p, keyer
     inf->info.mask_w = inf->info.mask_h = KEYER_PEOPLE_MASK_SIDE;
     inf->info.letterbox = 0; /* the mask covers the whole frame */
     inf->info.cuda_precision = KEYER_PRECISION_F32;
-    inf->info.host_frames = 1;
+    /* with its networks on CUDA the people keyers crop the device frames; else host frames */
+    inf->info.host_frames = p->people_cuda < 0;
     inf->mask_bytes = (size_t)inf->info.mask_w * (size_t)inf->info.mask_h * sizeof(float);
+    if (p->people_cuda >= 0) {
+        size_t most = (size_t)1 << KR_MAX_BATCH_LOG2;
+        inf->boxes_host = malloc(most * inf->box_count * sizeof(float));
+        inf->scores_host = malloc(most * inf->score_count * sizeof(float));
+        if (!inf->boxes_host || !inf->scores_host ||
+            keyer_frame_create(&inf->mask_host, NULL) != KEYER_OK ||
+            keyer_frame_alloc(inf->mask_host, KEYER_PIXEL_FORMAT_GRAYF32, inf->info.mask_w,
+                              inf->info.mask_h, NULL, NULL) != KEYER_OK)
+            return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
+        if ((size_t)inf->mask_host->stride[0] != (size_t)inf->info.mask_w * sizeof(float))
+            return keyer_error_set(err, KEYER_STATUS_INTERNAL,
+                                   "model people: the mask's rows are not contiguous");
+    }
     kr_model_stage_params mp = {
         .name = "infer",
         .model_name = inf->info.model,
@@ -308,6 +354,9 @@ void kr_infer_destroy(kr_infer **pinf)
         keyer_people_destroy(&inf->per_stream[i]);
     free(inf->per_stream);
     keyer_detector_destroy(&inf->decoder);
+    free(inf->boxes_host);
+    free(inf->scores_host);
+    keyer_frame_destroy(&inf->mask_host);
     free(*pinf);
     *pinf = NULL;
 }

@@ -7,10 +7,13 @@
  *
  * Model "people" (keyer/people.h, KEYER_PEOPLE_MODEL): the stage's network is the person
  * detector, run on every frame letterboxed (batched across streams); its outputs are decoded
- * and handed with the host frame to the stream's people keyer (made at the stream's first
- * frame), which adds its tiles, tracks, runs the pose model per person and writes the mask
- * (KEYER_PEOPLE_MASK_SIDE square, stretched over the frame). It needs host frames
- * (info.host_frames); its networks run on the CPU or on CUDA device params.people_cuda.
+ * and handed with the frame to the stream's people keyer (made at the stream's first frame),
+ * which adds its tiles, tracks, runs the pose model per person and writes the mask
+ * (KEYER_PEOPLE_MASK_SIDE square, stretched over the frame). Its networks run on the CPU or
+ * on CUDA device params.people_cuda. On the CPU it needs host frames (info.host_frames); on
+ * CUDA the session's frames stay on the device: the detector's raw outputs come down, the
+ * people keyer crops the people from the device frame (its tiles and landmark crops made on
+ * the GPU) and the mask goes up into the item's.
  *
  * Thread safety: set-up from the session's thread; the stage runs on its own thread.
  */

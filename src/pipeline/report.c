@@ -29,6 +29,8 @@ static kr_queue *stage_queue(keyer_session *s, int i)
         return s->detect ? kr_model_stage_queue(kr_detect_stage(s->detect)) : NULL;
     case KR_ST_MESH:
         return s->mesh ? kr_model_stage_queue(kr_mesh_stage(s->mesh)) : NULL;
+    case KR_ST_POSE:
+        return s->pose ? kr_model_stage_queue(kr_pose_stage_model(s->pose)) : NULL;
     case KR_ST_INFER:
         return s->infer ? kr_model_stage_queue(kr_infer_stage(s->infer)) : NULL;
     case KR_ST_REFINE:
@@ -47,7 +49,7 @@ static void stage_reports(keyer_session *const *engines, int ne, keyer_session_r
     kr_stage_stats snaps[KR_ST_COUNT];
     memset(snaps, 0, sizeof(snaps));
     int read_workers = 0, prep_workers = 0, sinks = 0, workers[KR_ST_COUNT] = {0};
-    int detect = 0, mesh = 0;
+    int detect = 0, mesh = 0, pose = 0;
     for (int e = 0; e < ne; e++) {
         keyer_session *s = engines[e];
         int n = atomic_load(&s->stream_count);
@@ -59,6 +61,7 @@ static void stage_reports(keyer_session *const *engines, int ne, keyer_session_r
         }
         detect |= s->detect != NULL;
         mesh |= s->mesh != NULL;
+        pose |= s->pose != NULL;
         for (int i = 0; i < KR_ST_COUNT; i++) {
             kr_stage_stats one;
             kr_stage_stats_snapshot(&s->stages[i], &one);
@@ -80,7 +83,7 @@ static void stage_reports(keyer_session *const *engines, int ne, keyer_session_r
         if (snaps[i].workers < 1)
             snaps[i].workers = 1;
     }
-    out->stage_count = mesh ? KR_ST_COUNT : detect ? KR_ST_MESH : KR_ST_DETECT;
+    out->stage_count = pose ? KR_ST_COUNT : mesh ? KR_ST_POSE : detect ? KR_ST_MESH : KR_ST_DETECT;
     double wall = out->seconds;
     for (int i = 0; i < out->stage_count; i++) {
         keyer_stage_report *r = &out->stages[i];

@@ -224,7 +224,8 @@ static char *dup_or_null(const char *s)
 }
 
 static const char *const stage_names[KR_ST_COUNT] = {"read",      "prepare", "infer", "refine",
-                                                     "composite", "write",   "detect", "mesh"};
+                                                     "composite", "write",   "detect", "mesh",
+                                                     "pose"};
 
 static int is_image_path(const char *path)
 {
@@ -284,7 +285,7 @@ static keyer_status check_params(keyer_session_params *p, keyer_error *err)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "session parameters: detect %d is not a keyer_session_detect, or "
                                "detect_min_score is not below 1", p->detect);
-    if (p->detect && !p->detect_fn && !p->mesh)
+    if (p->detect && !p->detect_fn && !p->mesh && !p->pose)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "session parameters: detect needs detect_fn");
     if (p->mesh && (p->mesh != 1 || !p->detect || !p->faces_fn || p->mesh_max_faces < 1 ||
@@ -293,6 +294,12 @@ static keyer_status check_params(keyer_session_params *p, keyer_error *err)
                                "session parameters: mesh needs detect and faces_fn, "
                                "mesh_max_faces 1..%d and mesh_detect_interval >= 0",
                                KEYER_FACES_MAX);
+    if (p->pose && (p->pose != 1 || p->detect != KEYER_SESSION_DETECT_FACES_FULL || p->mesh ||
+                    !p->pose_fn || p->pose_model < KEYER_POSE_MODEL_LITE ||
+                    p->pose_model > KEYER_POSE_MODEL_HEAVY))
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "session parameters: pose needs detect faces_full (its seeding), "
+                               "pose_fn and a pose_model 0..2, and no mesh");
     if (p->detect) {
         char path[4096];
         const char *dn = p->detect == KEYER_SESSION_DETECT_FACES_FULL ? "face-full" : "face-short";
@@ -432,14 +439,17 @@ static void stop_shared(keyer_session *s)
 {
     kr_model_stage *det = s->detect ? kr_detect_stage(s->detect) : NULL;
     kr_model_stage *mesh = s->mesh ? kr_mesh_stage(s->mesh) : NULL;
+    kr_model_stage *pose = s->pose ? kr_pose_stage_model(s->pose) : NULL;
     kr_model_stage *inf = s->infer ? kr_infer_stage(s->infer) : NULL;
     kr_model_stage_cancel(det);
     kr_model_stage_cancel(mesh);
+    kr_model_stage_cancel(pose);
     kr_model_stage_cancel(inf);
     kr_refine_stage_cancel(s->refine);
     kr_composite_stage_cancel(s->composite);
     kr_model_stage_join(det);
     kr_model_stage_join(mesh);
+    kr_model_stage_join(pose);
     kr_model_stage_join(inf);
     kr_refine_stage_join(s->refine);
     kr_composite_stage_join(s->composite);
@@ -462,6 +472,7 @@ void kr_engine_destroy(keyer_session **sp)
         kr_stream_destroy(&s->streams[i]);
     kr_detect_destroy(&s->detect);
     kr_mesh_destroy(&s->mesh);
+    kr_pose_stage_destroy(&s->pose);
     kr_infer_destroy(&s->infer);
     kr_refine_stage_destroy(&s->refine);
     kr_composite_stage_destroy(&s->composite);

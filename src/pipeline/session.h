@@ -31,16 +31,17 @@
 #include "pipeline/infer.h"
 #include "pipeline/mesh.h"
 #include "pipeline/nvml.h"
+#include "pipeline/pose_stage.h"
 #include "pipeline/refine.h"
 #include "pipeline/stats.h"
 #include "pipeline/stream.h"
 #include "pipeline/trace.h"
 
-/* Stages, in report order. DETECT (the session's detector, params.detect) and MESH (its face
- * mesh, params.mesh) come last so that the report of a session without them lists the first
- * six (seven) only. */
+/* Stages, in report order. DETECT (the session's detector, params.detect), MESH (its face
+ * mesh, params.mesh) and POSE (its pose landmarks, params.pose) come last so that the report
+ * of a session without them lists the first six (seven, eight) only. */
 enum { KR_ST_READ = 0, KR_ST_PREPARE, KR_ST_INFER, KR_ST_REFINE, KR_ST_COMPOSITE, KR_ST_WRITE,
-       KR_ST_DETECT, KR_ST_MESH, KR_ST_COUNT };
+       KR_ST_DETECT, KR_ST_MESH, KR_ST_POSE, KR_ST_COUNT };
 
 struct keyer_session {
     keyer_session_params params;
@@ -73,6 +74,7 @@ struct keyer_session {
     kr_infer *infer;          /* the keying model, or NULL (passthrough) */
     kr_detect *detect;        /* the session's detector, or NULL */
     kr_mesh *mesh;            /* the face mesh after it (params.mesh), or NULL */
+    kr_pose_stage *pose;      /* the pose landmarks after it (params.pose), or NULL */
     kr_refine_stage *refine;
     kr_composite_stage *composite;
     keyer_frame *bg_image;    /* still background (host), or NULL */

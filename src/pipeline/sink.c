@@ -68,10 +68,12 @@ static keyer_status draw_detections(kr_stream *st, kr_item *it, const keyer_fram
     keyer_overlay_clear(st->overlay);
     const keyer_frame *in = it->frame && it->frame->data[0] ? it->frame : it->src;
     keyer_status rs =
-        p->mesh ? p->faces_fn(p->faces_opaque, st->id, it->seq + st->seq_base, in, it->faces,
-                              it->n_faces, st->overlay, err)
-                : p->detect_fn(p->detect_opaque, st->id, it->seq + st->seq_base, in, it->dets,
-                               it->n_dets, st->overlay, err);
+        p->pose   ? p->pose_fn(p->pose_opaque, st->id, it->seq + st->seq_base, in, it->dets,
+                               it->n_dets, &it->pose, st->overlay, err)
+        : p->mesh ? p->faces_fn(p->faces_opaque, st->id, it->seq + st->seq_base, in, it->faces,
+                                it->n_faces, st->overlay, err)
+                  : p->detect_fn(p->detect_opaque, st->id, it->seq + st->seq_base, in, it->dets,
+                                 it->n_dets, st->overlay, err);
     if (rs || keyer_overlay_count(st->overlay) == 0)
         return rs;
     for (;;) {

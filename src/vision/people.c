@@ -146,7 +146,8 @@ static keyer_status open_detector(keyer_people *k, const char *name, keyer_error
 {
     const keyer_people_params *p = &k->p;
     kr_vmodel_spec spec = {"person detector", name ? name : "pose-detect",
-                           p->backend, p->threads, p->logger, KEYER_FIT_LETTERBOX, 2.0f, -1.0f, 2};
+                           p->backend, p->threads, p->logger, KEYER_FIT_LETTERBOX, 2.0f, -1.0f, 2,
+                           p->device};
     keyer_status st = kr_vmodel_open(&k->det, &spec, err);
     if (st)
         return st;
@@ -222,6 +223,7 @@ static keyer_status open_landmarks(keyer_people *k, const char *model, keyer_err
         rp.threads = p->threads;
         rp.device = p->device;
         rp.logger = p->logger;
+        rp.stream = k->det.stream; /* the crops of CUDA frames are made on it (CUDA: not NULL) */
         if ((st = keyer_runtime_create(k->lm, &rp, &k->rt[r], err)))
             return keyer_error_prefix(err, "people landmarks: %s: ", path);
     }
@@ -242,6 +244,7 @@ static keyer_status open_landmarks(keyer_people *k, const char *model, keyer_err
     pp.offset = 0.0f;
     pp.threads = p->threads;
     pp.max_batch = p->batch;
+    pp.stream = k->det.stream;
     if ((st = keyer_prepare_create(&pp, &k->prep, err)))
         return keyer_error_prefix(err, "people landmarks: ");
     return KEYER_OK;
@@ -298,14 +301,15 @@ void keyer_people_reset(keyer_people *k)
     }
 }
 
-static keyer_status check_frame(const keyer_frame *frame, const char *fn, keyer_error *err)
+static keyer_status check_frame(const keyer_people *k, const keyer_frame *frame, const char *fn,
+                                keyer_error *err)
 {
     if (keyer_frame_check(frame, err))
         return keyer_error_prefix(err, "%s: ", fn);
-    if (frame->memory != KEYER_MEMORY_HOST)
+    if (frame->memory != KEYER_MEMORY_HOST && (k->host || k->det.host))
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
-                               "%s: the frame is in CUDA memory; people keying takes host frames",
-                               fn);
+                               "%s: the frame is in CUDA memory; people keying on the CPU takes "
+                               "host frames", fn);
     return KEYER_OK;
 }
 
@@ -457,7 +461,7 @@ keyer_status keyer_people_detect(keyer_people *k, const keyer_frame *frame, keye
                                "keyer_people_detect: NULL argument or negative capacity");
     *count = 0;
     int n = 0;
-    keyer_status st = check_frame(frame, "keyer_people_detect", err);
+    keyer_status st = check_frame(k, frame, "keyer_people_detect", err);
     if (st || (st = detect(k, frame, NULL, 0, &n, err)))
         return st;
     n = n < capacity ? n : capacity;
@@ -565,12 +569,16 @@ static keyer_status run_chunk(keyer_people *k, int r, int first, int n, keyer_pe
         frames[i] = k->jobs[first + i].frame;
         rois[i] = k->jobs[first + i].roi;
     }
-    float *in = k->host ? keyer_runtime_input_data(rt, 0) : k->in_staging;
+    /* CUDA frames: cropped on the device straight into the runtime's input (unused items of
+     * the batch keep what they held: their outputs are not read) */
+    int device_frames = frames[0]->memory == KEYER_MEMORY_CUDA;
+    float *in = k->host || device_frames ? keyer_runtime_input_data(rt, 0) : k->in_staging;
     keyer_status st;
-    if (n < k->rt_batch[r]) /* unused items of the batch: zeros */
+    if (n < k->rt_batch[r] && !device_frames) /* unused items of the batch: zeros */
         memset(in, 0, in_bytes);
     if ((st = keyer_prepare_run(k->prep, frames, rois, n, in, k->geos, err)) ||
-        (!k->host && (st = keyer_runtime_set_input(rt, 0, in, in_bytes, err))) ||
+        (!k->host && !device_frames &&
+         (st = keyer_runtime_set_input(rt, 0, in, in_bytes, err))) ||
         (st = keyer_runtime_run(rt, err)))
         return keyer_error_prefix(err, "people landmarks: ");
     const int idx[3] = {k->out_points, k->out_flag, k->out_seg};
@@ -648,7 +656,7 @@ static keyer_status run(keyer_people *k, const keyer_frame *frame, const keyer_d
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "keyer_people_run: NULL argument or negative count");
     *count = 0;
-    keyer_status st = check_frame(frame, "keyer_people_run", err);
+    keyer_status st = check_frame(k, frame, "keyer_people_run", err);
     if (st)
         return st;
     if (k->frame_w != frame->width || k->frame_h != frame->height)
