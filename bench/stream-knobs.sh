@@ -3,7 +3,7 @@
 # in one call and prints, per run, frames/s, latency p50/p99, the bottleneck and the stage
 # table (mean ms per frame and utilisation of each stage), from the session's own statistics.
 #
-#   bench/stream-knobs.sh [streams|split|all] [KEYER_BINARY]      (default: all, build/keyer)
+#   bench/stream-knobs.sh [streams|split|all|quick] [KEYER_BINARY]  (default: all, build/keyer)
 #
 # KEYER_KNOB_COUNTS    stream counts of the sweep (default "8 32")
 # KEYER_KNOB_DEVICE    the GPU (default cuda:0)
@@ -16,6 +16,8 @@
 # split: one 4K30 file (240 frames, keyframe every 12) blur to null: as one stream; with
 #   decode_segments 4; split over the GPU's decoder sessions (--split-gpus) with 2, 4 and 6
 #   chunks in flight.
+# quick: at each count the defaults and decode_shared_stream only; the 4K file as one stream,
+#   with decode_segments 4, and split with 2 and 4 chunks in flight (about a minute and a half).
 # About 2 to 4 minutes on an H100 (sample encoding included).
 set -u
 set -o pipefail
@@ -28,7 +30,9 @@ dir=${KEYER_BENCH_DIR:-$(mktemp -d)}
 mkdir -p "$dir"
 img=$repo/tests/data/grace_hopper.jpg
 [ -x "$K" ] || { echo "no keyer binary at $K (build first, or pass its path)"; exit 2; }
-case $what in streams|split|all) ;; *) echo "usage: $0 [streams|split|all] [KEYER]"; exit 2;; esac
+case $what in streams|split|all|quick) ;; *) echo "usage: $0 [streams|split|all|quick] [KEYER]"; exit 2;; esac
+quick=0
+[ "$what" = quick ] && quick=1
 
 sample() { # NAME WxH FRAMES
     [ -f "$dir/$1" ] || "$K" make-sample "$dir/$1" --image "$img" --size "$2" --frames "$3" \
@@ -72,6 +76,7 @@ if [ "$what" != split ]; then
         done
         bench "1080p x$n defaults" "${ins[@]}"
         bench "1080p x$n decode_shared_stream" "${ins[@]}" --decode-shared-stream
+        [ "$quick" = 1 ] && continue
         bench "1080p x$n decode_surfaces 8" "${ins[@]}" --decode-surfaces 8
         bench "1080p x$n decode_segments 2" "${ins[@]}" --decode-segments 2
         bench "1080p x$n refine_workers 4" "${ins[@]}" --refine-workers 4
@@ -83,7 +88,7 @@ if [ "$what" != streams ]; then
     "$K" "$dir/b4k.mp4" --blur --device "$dev" -q -y >/dev/null 2>&1 # warm-up, not reported
     bench "4K x1 one stream" "$dir/b4k.mp4"
     bench "4K x1 decode_segments 4" "$dir/b4k.mp4" --decode-segments 4
-    for c in 2 4 6; do
+    for c in 2 4 $([ "$quick" = 1 ] || echo 6); do
         bench "4K x1 split, $c chunks in flight" "$dir/b4k.mp4" --split-gpus --split-chunks "$c"
     done
 fi
