@@ -626,7 +626,8 @@ typedef struct keyer_stream_report {
     int has_audio;          /**< the input had audio (copied to the output) */
     keyer_status status;    /**< the stream's first error, KEYER_OK when it has none */
     char error[KEYER_ERROR_MESSAGE_MAX]; /**< its message ("" when none) */
-    /** where it computed: "cpu", "cuda:1", "cuda:1, then cpu (GPU failure)" */
+    /** where it computed: "cpu", "cuda:1", "cuda:1, then cuda:0 (GPU failure)" (moved to
+     *  another GPU), "cuda:1, then cpu (GPU failure)" */
     char device[64];
 } keyer_stream_report;
 
