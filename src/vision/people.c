@@ -50,6 +50,9 @@ typedef struct job {
     const keyer_frame *frame;
     float score;  /* the matched detection's, 0 without one */
     float box[4]; /* its box in pixels */
+    int from_landmarks; /* roi is the slot's crop from the previous landmarks */
+    int has_det_roi;    /* det_roi is the crop of this frame's matched detection */
+    keyer_roi det_roi;
 } job;
 
 struct keyer_people {
@@ -78,6 +81,8 @@ struct keyer_people {
     int n_all;
     keyer_track tracks[KEYER_PEOPLE_MAX * 2];
     job jobs[KEYER_PEOPLE_MAX];
+    job retry[KEYER_PEOPLE_MAX]; /* crops to run again from their detection */
+    int n_retry;
     keyer_prepare_geometry geos[MAX_BATCH];
     int frame_w, frame_h;         /* the analysed frame; 0: none yet */
 };
@@ -598,10 +603,22 @@ static keyer_status run_chunk(keyer_people *k, int r, int first, int n, keyer_pe
         float ax, ay, bx, by;
         kr_geo_apply(geo, pts[AUX_CENTER * 5], pts[AUX_CENTER * 5 + 1], &ax, &ay);
         kr_geo_apply(geo, pts[AUX_SCALE * 5], pts[AUX_SCALE * 5 + 1], &bx, &by);
-        int from_landmarks = s->has_roi;
+        int from_landmarks = jb->from_landmarks;
         if (!(presence >= k->p.min_presence)) {
             s->has_roi = 0;
-            s->has_mask = s->mask_now = 0;
+            if (jb->from_landmarks && jb->has_det_roi && k->n_retry < KEYER_PEOPLE_MAX) {
+                /* the crop followed the landmarks off the person while the detector still
+                 * finds it: this frame again from the detection's crop */
+                job *rj = &k->retry[k->n_retry++];
+                *rj = *jb;
+                rj->roi = jb->det_roi;
+                rj->from_landmarks = 0;
+                continue;
+            }
+            if (jb->score > 0) /* the detector sees a person here: its body mask counts */
+                update_mask(k, s, o[2] + (size_t)i * k->out_count[2], geo);
+            else
+                s->has_mask = s->mask_now = 0;
             continue;
         }
         s->has_roi = roi_from_points(k, ax, ay, bx, by, &s->roi);
@@ -635,6 +652,23 @@ static keyer_status run_chunk(keyer_people *k, int r, int first, int n, keyer_pe
             }
             (*count)++;
         }
+    }
+    return KEYER_OK;
+}
+
+/* The landmark model on jobs [0, n): in chunks of the batch, the rest one by one. */
+static keyer_status run_jobs(keyer_people *k, int n_jobs, keyer_person *out, int capacity,
+                             int *count, keyer_error *err)
+{
+    int done = 0;
+    while (done < n_jobs) {
+        int left = n_jobs - done;
+        int r = (k->rt[1] && left >= 2) ? 1 : 0;
+        int n = left < k->rt_batch[r] ? left : k->rt_batch[r];
+        keyer_status st = run_chunk(k, r, done, n, out, capacity, count, err);
+        if (st)
+            return st;
+        done += n;
     }
     return KEYER_OK;
 }
@@ -693,11 +727,16 @@ static keyer_status run(keyer_people *k, const keyer_frame *frame, const keyer_d
             job *jb = &k->jobs[n_jobs];
             jb->slot = (int)(s - k->slots);
             jb->frame = frame;
+            const keyer_detection *d = &tr->box;
+            jb->has_det_roi = pass == 0 &&
+                              roi_from_points(k, d->keypoints[0][0] * fw, d->keypoints[0][1] * fh,
+                                              d->keypoints[1][0] * fw, d->keypoints[1][1] * fh,
+                                              &jb->det_roi);
+            jb->from_landmarks = s->has_roi;
             if (!s->has_roi) {
-                const keyer_detection *d = &tr->box;
-                if (!roi_from_points(k, d->keypoints[0][0] * fw, d->keypoints[0][1] * fh,
-                                     d->keypoints[1][0] * fw, d->keypoints[1][1] * fh, &jb->roi))
+                if (!jb->has_det_roi)
                     continue;
+                jb->roi = jb->det_roi;
             } else {
                 jb->roi = s->roi;
             }
@@ -725,15 +764,16 @@ static keyer_status run(keyer_people *k, const keyer_frame *frame, const keyer_d
                 k->slots[i].id = 0;
             k->slots[i].has_mask = alive && k->slots[i].has_mask;
         }
-    /* landmarks in chunks of the batch, the rest one by one */
-    int done = 0;
-    while (done < n_jobs) {
-        int left = n_jobs - done;
-        int r = (k->rt[1] && left >= 2) ? 1 : 0;
-        int n = left < k->rt_batch[r] ? left : k->rt_batch[r];
-        if ((st = run_chunk(k, r, done, n, out, capacity, count, err)))
+    /* landmarks in chunks of the batch, the rest one by one; then once more the crops that
+     * lost their person, from their detections */
+    k->n_retry = 0;
+    if ((st = run_jobs(k, n_jobs, out, capacity, count, err)))
+        goto fail;
+    if (k->n_retry > 0) {
+        int n_retry = k->n_retry;
+        memcpy(k->jobs, k->retry, (size_t)n_retry * sizeof(k->jobs[0]));
+        if ((st = run_jobs(k, n_retry, out, capacity, count, err)))
             goto fail;
-        done += n;
     }
     return KEYER_OK;
 fail:
