@@ -31,8 +31,13 @@
  *     centre = keypoint 0 (hips), side = 2 |kp1 - kp0| * roi_scale, rotated so that kp0 -> kp1
  *     points up (MediaPipe's pose_detection_to_roi).
  *  3. Landmarks. The landmark model (lite, full or heavy) runs on the crops, up to @c batch
- *     crops per inference. A crop whose presence is below min_presence gives nothing and its
- *     person loses its landmark crop (the next frame starts from its detection again).
+ *     crops per inference. A crop whose presence is below min_presence gives no person and its
+ *     person loses its landmark crop (the next frame starts from its detection again). When
+ *     that crop came from the previous landmarks and the detector finds the person in this
+ *     frame, the model runs once more on the detection's crop in the same frame; a person
+ *     matched to a detection of this frame keeps its crop's body mask (step 4) even at low
+ *     presence (the detector sees a person the landmark model half sees), without being
+ *     listed among the frame's people.
  *  4. Mask. The segmentation output's sigmoid (in the crop's 256x256 grid), where it is weak
  *     combined with the fallback model's mask of the same crop (see fallback_model), is
  *     blended with the
