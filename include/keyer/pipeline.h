@@ -609,6 +609,12 @@ typedef struct keyer_session_report {
      *  sampled through NVML when present; -1 when unknown. */
     int64_t gpu_memory_used, gpu_memory_total;
     double gpu_utilization;
+    /** 1 when the model was chosen automatically (params.model NULL: a selfie model) and a
+     *  stream whose frames show no one large switches to people mode (keyer/people.h) until
+     *  someone large is back; on frames keyed on the CPU. See keyer_stream_report::frames_people. */
+    int auto_people;
+    /** frames keyed in people mode, all streams (see keyer_stream_report::frames_people) */
+    int64_t frames_people;
 } keyer_session_report;
 
 /** Per-stream counters. */
@@ -629,6 +635,12 @@ typedef struct keyer_stream_report {
     /** where it computed: "cpu", "cuda:1", "cuda:1, then cuda:0 (GPU failure)" (moved to
      *  another GPU), "cuda:1, then cpu (GPU failure)" */
     char device[64];
+    /** frames keyed in people mode (keyer/people.h): every frame with model "people"; with the
+     *  model chosen automatically (keyer_session_report::auto_people), the frames the stream
+     *  spent in people mode because the selfie model's mask showed no one large (its largest
+     *  region under 8% of the frame for 5 frames in a row; back to the selfie model after 15
+     *  frames with one of at least 15%); else 0 */
+    int64_t frames_people;
 } keyer_stream_report;
 
 /** Fills @p out with the session's statistics so far (callable during a run). */

@@ -68,7 +68,9 @@ static keyer_status load_models(keyer_session *s, keyer_error *err)
         kr_infer_params ip = {name, p->model_desc, 0, &s->ctx, &s->stages[KR_ST_INFER],
                               &s->batches, s->serial_threads, s->fail_cuda_at, p->precision,
                               p->max_streams,
-                              p->device == KEYER_DEVICE_CUDA ? p->cuda_device : -1};
+                              p->device == KEYER_DEVICE_CUDA ? p->cuda_device : -1,
+                              /* no model given: a stream with no one large goes to people */
+                              s->model_name == NULL};
         if ((st = kr_infer_create(&ip, &s->infer, err)))
             return st;
     }

@@ -155,7 +155,9 @@ void kr_engines_get_report(keyer_session *const *engines, int ne, keyer_session_
             out->frames_dropped += atomic_load(&st->frames_dropped);
             out->frames_damaged += atomic_load(&st->frames_damaged);
             out->frames_lost += atomic_load(&st->frames_lost);
+            out->frames_people += kr_infer_people_frames(s->infer, i);
         }
+        out->auto_people |= kr_infer_auto_people(s->infer);
         int64_t on_cpu = 0, on_cuda = 0;
         kr_infer_frames(s->infer, &on_cpu, &on_cuda);
         out->frames_on_cpu += on_cpu;
@@ -275,6 +277,7 @@ keyer_status kr_engine_get_stream_report(keyer_session *s, int id, keyer_stream_
     out->has_audio = st->source == KR_SOURCE_READER ? st->info.has_audio : 0;
     snprintf(out->encoder, sizeof(out->encoder), "%s", st->encoder);
     engine_device(s, out->device, sizeof(out->device));
+    out->frames_people = kr_infer_people_frames(s->infer, id);
     keyer_error se = {0};
     out->status = kr_stream_status(st, &se);
     if (out->status)
