@@ -20,6 +20,7 @@
 
 #include "core/device.h"
 #include "pipeline/engines.h"
+#include "pipeline/gate.h"
 #include "pipeline/handoff.h"
 #include "pipeline/placement.h"
 #include "pipeline/split_gpus.h"
@@ -669,12 +670,19 @@ static keyer_status group_run(keyer_session *s, keyer_error *err)
         return st;
     engine_run runs[MAX_ENGINES];
     memset(runs, 0, sizeof(runs));
+    /* the engines with files start reading together (gate.h) */
+    int running = 0;
+    for (int e = 0; e < g->count; e++)
+        running += file_streams(g->engine[e]) > 0;
+    kr_gate gate;
+    int gated = running > 1 && !kr_gate_init(&gate, running);
     for (int e = 0; e < g->count; e++) {
         runs[e].engine = g->engine[e];
         if (file_streams(g->engine[e]) == 0)
             continue;
+        g->engine[e]->start_gate = gated ? &gate : NULL;
         if (pthread_create(&runs[e].thread, NULL, run_thread, &runs[e])) {
-            /* run it here instead: slower, nothing lost */
+            /* run it here instead: slower, nothing lost (the gate's wait is bounded) */
             run_thread(&runs[e]);
             continue;
         }
@@ -683,6 +691,10 @@ static keyer_status group_run(keyer_session *s, keyer_error *err)
     for (int e = 0; e < g->count; e++)
         if (runs[e].started)
             pthread_join(runs[e].thread, NULL);
+    for (int e = 0; e < g->count; e++)
+        g->engine[e]->start_gate = NULL;
+    if (gated)
+        kr_gate_destroy(&gate);
     /* as one session: the first failed stream in stream order, then an engine's own error */
     for (int id = 0; id < n; id++) {
         keyer_session *e = g->engine[g->where[id]];

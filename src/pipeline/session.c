@@ -11,6 +11,7 @@
 #include "keyer/image.h"
 #include "keyer/registry.h"
 #include "pipeline/clock.h"
+#include "pipeline/gate.h"
 #include "pipeline/placement.h"
 #include "pipeline/session.h"
 #include "pipeline/split_gpus.h"
@@ -610,6 +611,13 @@ keyer_status kr_engine_run(keyer_session *s, keyer_error *err)
     keyer_status st = opened ? kr_engine_start(s, err) : KEYER_OK;
     if (st)
         session_fail(s, st, err);
+    if (s->start_gate) {
+        /* every GPU's engine starts reading at once (at most 60 s apart) */
+        int64_t t = kr_gate_pass(s->start_gate, (int64_t)60 * 1000000000);
+        pthread_mutex_lock(&s->out.lock);
+        s->out.t_start = s->out.t_last = t;
+        pthread_mutex_unlock(&s->out.lock);
+    }
     for (int i = 0; i < n && !st; i++) {
         kr_stream *ss = s->streams[i];
         if (ss->source != KR_SOURCE_READER || ss->open_failed)

@@ -113,6 +113,8 @@ struct keyer_session {
 
     /* several GPUs: their engines (engines.c); NULL for a session on one device */
     struct kr_engines *group;
+    /* several GPUs: the engines' common start (gate.h), set by engines.c for the run; NULL */
+    struct kr_gate *start_gate;
 };
 
 /* The engine's calls: each is the public keyer_session_* function of the same name for a
