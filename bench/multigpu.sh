@@ -9,7 +9,8 @@
 # N streams being N symbolic links to the same file. Runs, each as `keyer INPUTS... --blur`
 # with a null output:
 #   - 16 streams of 1080p on cuda:0, then on cuda:0,1 (8 streams per GPU: placement by load);
-#   - one 4K file on cuda:0, then split over cuda:0,1 (--split-gpus: chunks of 24 frames);
+#   - one 4K file on cuda:0 as one stream; split over cuda:0's decoder sessions (--split-gpus,
+#     2 chunks in flight); split over cuda:0,1 (2 chunks in flight per GPU, then 4);
 #   - 2 streams of 4K on cuda:0, then on cuda:0,1 (one per GPU);
 # and prints frames/s, latency p50/p99 and the speed-up from each session's own statistics
 # (--stats), with where each stream ran. Needs two CUDA devices and python3 (for the JSON).
@@ -82,10 +83,15 @@ for dev in cuda:0 cuda:0,1; do
     bench "1080p x16 blur null" "$dev" "${hd16[@]}"
 done
 bench "4K x1 split blur null" cuda:0 "$dir/b4k.mp4"
+bench "4K x1 split, 1 GPU" cuda:0 "$dir/b4k.mp4" --split-gpus
 bench "4K x1 split blur null" cuda:0,1 "$dir/b4k.mp4" --split-gpus
+bench "4K x1 split x4 chunks" cuda:0,1 "$dir/b4k.mp4" --split-gpus --split-chunks 4
 for dev in cuda:0 cuda:0,1; do
     bench "4K x2 blur null" "$dev" "${k2[@]}"
 done
 speedup "1080p x16 blur null"
 speedup "4K x1 split blur null"
+python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); \
+print('%-22s split over two GPUs vs split over one: %s' % ('4K x1', '%.2fx' % (b / a) if a > 0 else 'n/a'))" \
+    "${fps[4K x1 split, 1 GPU/cuda:0]:-0}" "${fps[4K x1 split blur null/cuda:0,1]:-0}"
 speedup "4K x2 blur null"

@@ -160,7 +160,22 @@ typedef struct keyer_reader_params {
      * Files are not timed.
      */
     float timeout;
-    void *reserved[4];                /**< zero */
+    /**
+     * NVDEC: decoder surfaces added to libavcodec's (its extra_hw_frames), 0..16; more
+     * frames may then be in flight inside the decoder session. A session holds at most 32
+     * surfaces in all (an H.264/HEVC stream's reference frames take up to 17): one that
+     * asks for more does not start, and that input is decoded on the CPU (logged).
+     * 0 (default): libavcodec's own count.
+     */
+    int hw_surfaces;
+    /**
+     * NVDEC: 0 (default): each reader's decoder maps and copies its frames on a CUDA stream
+     * of its own, so that the readers of one GPU do not wait for each other's copies; 1:
+     * on the device's legacy default stream, shared by every reader (keyer's behaviour before
+     * the own streams; kept for comparisons).
+     */
+    int hw_shared_stream;
+    void *reserved[3];                /**< zero (hw_surfaces and hw_shared_stream took 1 of 4) */
 } keyer_reader_params;
 
 /** Default reader parameters (see each field). */
@@ -434,6 +449,18 @@ keyer_status keyer_writer_open(const char *path, const keyer_writer_params *para
  * any status from encoding. After an error the writer only accepts close().
  */
 keyer_status keyer_writer_write(keyer_writer *writer, const keyer_frame *frame, keyer_error *err);
+
+/**
+ * Makes @p writer copy its audio, subtitles and metadata packets from @p reader from now on,
+ * instead of its keyer_writer_params::copy_from (which it no longer reads): a reader of the
+ * same file (the same streams), for instance one opened again and seeked to where the first
+ * one stopped. Packets that do not go forward in time from what was written are dropped,
+ * so an overlap after the seek is harmless. Writers that copy nothing ignore the call.
+ * @p reader must stay open until keyer_writer_close(). Not thread-safe with a write on the
+ * same writer. Errors: INVALID_ARGUMENT (NULL arguments).
+ */
+keyer_status keyer_writer_set_copy_source(keyer_writer *writer, keyer_reader *reader,
+                                          keyer_error *err);
 
 /**
  * Finalises the output: flushes the encoders, writes the remaining copied packets and

@@ -31,9 +31,16 @@
  *     centre = keypoint 0 (hips), side = 2 |kp1 - kp0| * roi_scale, rotated so that kp0 -> kp1
  *     points up (MediaPipe's pose_detection_to_roi).
  *  3. Landmarks. The landmark model (lite, full or heavy) runs on the crops, up to @c batch
- *     crops per inference. A crop whose presence is below min_presence gives nothing and its
- *     person loses its landmark crop (the next frame starts from its detection again).
- *  4. Mask. The segmentation output's sigmoid (in the crop's 256x256 grid) is blended with the
+ *     crops per inference. A crop whose presence is below min_presence gives no person and its
+ *     person loses its landmark crop (the next frame starts from its detection again). When
+ *     that crop came from the previous landmarks and the detector finds the person in this
+ *     frame, the model runs once more on the detection's crop in the same frame; a person
+ *     matched to a detection of this frame keeps its crop's body mask (step 4) even at low
+ *     presence (the detector sees a person the landmark model half sees), without being
+ *     listed among the frame's people.
+ *  4. Mask. The segmentation output's sigmoid (in the crop's 256x256 grid), where it is weak
+ *     combined with the fallback model's mask of the same crop (see fallback_model), is
+ *     blended with the
  *     same person's mask of the previous frame, resampled into the new crop:
  *     m = p + (q - p) * track_smoothing * u(p), with u MediaPipe's uncertainty (1 at p = 0.5,
  *     0 at 0 and 1), as MediaPipe's SegmentationSmoothingCalculator does on a whole frame.
@@ -51,8 +58,11 @@
  * keyer_people_destroy(&pp);
  * @endcode
  *
- * Frames are host frames (RGB24, RGBA, NV12, YUV420P, P010); the networks run on the
- * parameters' backend (CUDA through host staging). Everything is allocated at create;
+ * Frames are host frames (RGB24, RGBA, NV12, YUV420P, P010), or with backend CUDA also frames
+ * in CUDA memory of the parameters' device (complete: no work pending on them): the crops
+ * are then made on the device straight into the networks' inputs, and only the networks'
+ * outputs come to the host; host frames on CUDA go through host staging. The networks run on
+ * the parameters' backend. Everything is allocated at create;
  * run and mask allocate nothing. One object per stream, one thread at a time.
  */
 #ifndef KEYER_PEOPLE_H
@@ -100,7 +110,16 @@ typedef struct keyer_people_params {
     int tiles;                    /**< 1: the detector also runs on tiles (see overview) (1) */
     int tile_size;                /**< tile side in pixels; 0: automatic (default 0) */
     const keyer_logger *logger;   /**< NULL: default */
-    void *reserved[4];            /**< zero */
+    /** Segmentation model run on a person's crop when the landmark model's body mask there is
+     *  weak (fewer than weak_mask of the crop's cells at or above 0.5: a person the landmark
+     *  model half sees, far away, occluded or lying), its mask combined with the body mask
+     *  (maximum) in the crop's grid. A model with a [1,H,W,3] input in [0,1] and an output of
+     *  H x W person probabilities, run on the same rotated crop (letterboxed). Registry name
+     *  or file; NULL: "selfie"; "none": no fallback. */
+    const char *fallback_model;
+    float weak_mask;              /**< 0..1 (0.04; a standing person fills about 9% of the
+                                       crop); 0: never */
+    void *reserved[2];            /**< zero (fallback_model and weak_mask took 2 of 4) */
 } keyer_people_params;
 
 /** Defaults as documented in ::keyer_people_params. */
@@ -156,8 +175,8 @@ void keyer_people_destroy(keyer_people **people);
  * Finds and keys the people of @p frame (see the overview); writes at most @p capacity of
  * them to @p out (may be NULL with capacity 0) and how many to *count. No one found is not an
  * error. Errors: INVALID_ARGUMENT (NULL, a frame failing keyer_frame_check or of another
- * format), UNSUPPORTED (a CUDA frame), inference errors (DEVICE, INTERNAL); on error the
- * tracking is dropped.
+ * format), UNSUPPORTED (a CUDA frame with the CPU backend), inference errors (DEVICE,
+ * INTERNAL); on error the tracking is dropped.
  */
 keyer_status keyer_people_run(keyer_people *people, const keyer_frame *frame,
                               keyer_person *out, int capacity, int *count, keyer_error *err);

@@ -72,6 +72,7 @@
 #include "keyer/log.h"
 #include "keyer/options.h"
 #include "keyer/overlay.h"
+#include "keyer/pose.h"
 #include "keyer/registry.h"
 #include "keyer/status.h"
 
@@ -162,6 +163,19 @@ typedef keyer_status (*keyer_detect_fn)(void *opaque, int stream_id, int64_t fra
 typedef keyer_status (*keyer_faces_fn)(void *opaque, int stream_id, int64_t frame_index,
                                        const keyer_frame *frame, const keyer_face *faces,
                                        int count, keyer_overlay *overlay, keyer_error *err);
+
+/**
+ * Pose callback (see keyer_session_params::pose), called instead of keyer_detect_fn (and
+ * keyer_faces_fn), on the same thread, in the same order and with the same @p frame and
+ * @p overlay rules: @p dets and @p count are the frame's detections as keyer_detect_fn
+ * receives them, @p pose the frame's body pose as keyer_pose_run() gives it (found 0 when no
+ * person), both valid only during the call. A non-OK return, with @p err set, fails the
+ * stream.
+ */
+typedef keyer_status (*keyer_pose_fn)(void *opaque, int stream_id, int64_t frame_index,
+                                      const keyer_frame *frame, const keyer_detection *dets,
+                                      int count, const keyer_pose_result *pose,
+                                      keyer_overlay *overlay, keyer_error *err);
 
 KEYER_OPTION_ENUM_CHECK(keyer_reconnect);
 
@@ -294,35 +308,80 @@ typedef struct keyer_session_params {
      * keyer_session_write_trace() is UNSUPPORTED with several GPUs.
      *
      * A GPU that fails while running (KEYER_FAIL_CUDA_AT_FRAME=cuda:N@F injects it) moves
-     * its engine's frames to the CPU as a one-GPU session does: the frames already on that
-     * GPU are downloaded and finished on the CPU, every later frame of its streams is
-     * computed on the CPU; the other GPUs' streams go on unchanged, and that GPU's streams
-     * report "cuda:N, then cpu (GPU failure)".
+     * its file streams to another GPU: the frames its pipeline holds are downloaded and
+     * finished on the CPU as in a one-GPU session, and the rest of each of its file streams
+     * (from the frame after the last one its reader read) is read again by NVDEC of the
+     * least loaded GPU that is healthy and still running, keyed there and written to the same
+     * output, in order, nothing lost (audio copied on). Such a stream reports
+     * "cuda:N, then cuda:M (GPU failure)", the session "cuda:N (failed: K streams moved to
+     * other GPUs)". Only when no GPU is left (or for live inputs, pushed streams, and inputs
+     * without timestamps) do they go on on the CPU as before ("cuda:N, then cpu (GPU
+     * failure)"). The other GPUs' streams go on unchanged.
      */
     uint64_t cuda_devices;
     /**
      * 1: with several GPUs (@ref cuda_devices) and one file input, that file is split over
      * the GPUs: cut at keyframes into chunks of whole GOPs (keyer_reader_plan_chunks; at
-     * least 24 frames each), chunk k processed on GPU k mod N (its own NVDEC, batcher and
-     * stages), the frames written back in the file's order by one writer (device frames
-     * downloaded; video only: audio, subtitles and metadata are not copied). The matte's
+     * least 24 frames each, a long file's merged up to 3 in one), @ref split_chunks chunks
+     * in flight on each GPU (N x split_chunks lanes; lane l on GPU l mod N takes chunks l,
+     * l + lanes, ...: its own decoder session, batcher and stages), the frames written back
+     * in the file's order by one writer (device frames downloaded; video only: audio,
+     * subtitles and metadata are not copied). With one GPU the file is split over that GPU's
+     * decoder sessions (split_chunks of them). The matte's
      * temporal smoothing restarts at each chunk (KEYER_FRAME_FLAG_DISCONTINUITY), as at the
      * start of a file. frame_fn and detect_fn are not called (INVALID_ARGUMENT with them), a
      * second input is INVALID_ARGUMENT, and a file that cannot be split (not seekable, no
      * keyframe index, too short) runs on one GPU (logged). Default 0: each input on one GPU.
      */
     int split_gpus;
+    /** 1 (with detect FACES_FULL, without mesh): the BlazePose landmark model (@ref pose_model)
+     *  runs as a model stage after the detector, batched across streams (crops made where the
+     *  frames are, on the GPU when the session computes there; the landmarks refined from the
+     *  heatmaps there; only the landmarks come to the host), with keyer_pose_run()'s
+     *  tracking (default parameters): seeded from the frame's best face, else the whole
+     *  frame, then followed by its auxiliary landmarks. pose_fn receives the frame's pose
+     *  instead of detect_fn receiving the detections. Default 0. */
+    int pose;
+    keyer_pose_model pose_model; /**< landmark model of pose (default LITE) */
+    keyer_pose_fn pose_fn;       /**< required with pose */
+    void *pose_opaque;           /**< passed to pose_fn */
+    /**
+     * With @ref split_gpus: chunks in flight on each GPU, 1..16, each read by a decoder
+     * session of its own (a GPU has several NVDEC engines, one session keeps one busy) into a
+     * stream of its own on that GPU, so several chunks are decoded and processed at once
+     * while the writer takes them in order. N GPUs run N x split_chunks chunks at a time (at
+     * most 128). With one GPU (@ref cuda_devices unset, device CUDA or AUTO) and
+     * split_chunks >= 2, split_gpus splits the file over that GPU's decoder sessions. Memory:
+     * each of them holds a stream's frame pool. 0 (default): 2.
+     */
+    int split_chunks;
+    /**
+     * File streams on NVDEC: decoder sessions per stream (keyer_reader_params::segments, when
+     * the stream's own reader parameters leave it 0): 2..16 split each file at keyframes over
+     * that many concurrent decoders, its frames still in order. 0 or 1 (default): one.
+     */
+    int decode_segments;
+    /** File streams on NVDEC: extra decoder surfaces per session
+     *  (keyer_reader_params::hw_surfaces when that is 0), 0..16; default 0: libavcodec's. */
+    int decode_surfaces;
+    /** File streams on NVDEC: 1 puts every decoder's copies on the device's shared default
+     *  stream, as keyer did before each decoder had a CUDA stream of its own
+     *  (keyer_reader_params::hw_shared_stream); for comparisons. Default 0. */
+    int decode_shared_stream;
     void *reserved[2];           /**< zero (mesh .. faces_opaque took 4 of 8, cuda_devices and
-                                  *   split_gpus 2) */
+                                  *   split_gpus 2; pose .. pose_opaque and split_chunks ..
+                                  *   decode_shared_stream were added before them: the struct
+                                  *   grew, callers rebuild) */
 } keyer_session_params;
 
 /** Default session parameters (see each field). */
 keyer_session_params keyer_session_params_defaults(void);
 
 /** Option table over keyer_session_params: device, cuda_device, cuda_devices ("all",
- *  "0,2", "none"), split_gpus, mode, batch, batch_wait_us, queue_depth, threads,
- *  composite_workers, refine_workers, max_streams, live, realtime, reconnect (auto, on, off),
- *  reconnect_max, input_timeout, trace_events, progress_interval_ms. */
+ *  "0,2", "none"), split_gpus, split_chunks, mode, batch, batch_wait_us, queue_depth,
+ *  threads, composite_workers, refine_workers, max_streams, live, realtime, reconnect (auto,
+ *  on, off), reconnect_max, input_timeout, decode_segments, decode_surfaces,
+ *  decode_shared_stream, trace_events, progress_interval_ms. */
 const keyer_option *keyer_session_options(void);
 
 /* ---- the session ------------------------------------------------------------------------ */
@@ -513,7 +572,7 @@ typedef struct keyer_stage_report {
     int queue_max;          /**< its largest depth */
 } keyer_stage_report;
 
-#define KEYER_SESSION_MAX_STAGES 8
+#define KEYER_SESSION_MAX_STAGES 9
 
 /** A session's statistics; see keyer_session_get_report(). */
 typedef struct keyer_session_report {
@@ -550,6 +609,12 @@ typedef struct keyer_session_report {
      *  sampled through NVML when present; -1 when unknown. */
     int64_t gpu_memory_used, gpu_memory_total;
     double gpu_utilization;
+    /** 1 when the model was chosen automatically (params.model NULL: a selfie model) and a
+     *  stream whose frames show no one large switches to people mode (keyer/people.h) until
+     *  someone large is back; on frames keyed on the CPU. See keyer_stream_report::frames_people. */
+    int auto_people;
+    /** frames keyed in people mode, all streams (see keyer_stream_report::frames_people) */
+    int64_t frames_people;
 } keyer_session_report;
 
 /** Per-stream counters. */
@@ -567,8 +632,15 @@ typedef struct keyer_stream_report {
     int has_audio;          /**< the input had audio (copied to the output) */
     keyer_status status;    /**< the stream's first error, KEYER_OK when it has none */
     char error[KEYER_ERROR_MESSAGE_MAX]; /**< its message ("" when none) */
-    /** where it computed: "cpu", "cuda:1", "cuda:1, then cpu (GPU failure)" */
+    /** where it computed: "cpu", "cuda:1", "cuda:1, then cuda:0 (GPU failure)" (moved to
+     *  another GPU), "cuda:1, then cpu (GPU failure)" */
     char device[64];
+    /** frames keyed in people mode (keyer/people.h): every frame with model "people"; with the
+     *  model chosen automatically (keyer_session_report::auto_people), the frames the stream
+     *  spent in people mode because the selfie model's mask showed no one large (its largest
+     *  region under 8% of the frame for 5 frames in a row; back to the selfie model after 15
+     *  frames with one of at least 15%); else 0 */
+    int64_t frames_people;
 } keyer_stream_report;
 
 /** Fills @p out with the session's statistics so far (callable during a run). */

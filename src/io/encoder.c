@@ -192,7 +192,7 @@ static keyer_status attach_cuda_frames(kr_encoder *enc, AVCodecContext *e, const
                                        const kr_encoder_config *cfg, keyer_error *err)
 {
     AVBufferRef *dev = NULL;
-    keyer_status st = kr_hwdec_device_create(cfg->cuda_device, &dev, err);
+    keyer_status st = kr_hwdec_device_create(cfg->cuda_device, 0, &dev, err);
     if (st)
         return st;
     enc->hw_frames = av_hwframe_ctx_alloc(dev);

@@ -24,7 +24,8 @@ const kr_io_cuda_fns *kr_io_cuda(void)
 
 int kr_hwdec_built(void) { return kr_io_cuda() != NULL; }
 
-keyer_status kr_hwdec_device_create(int ordinal, AVBufferRef **out, keyer_error *err)
+keyer_status kr_hwdec_device_create(int ordinal, int own_stream, AVBufferRef **out,
+                                    keyer_error *err)
 {
     *out = NULL;
     const kr_io_cuda_fns *cuda = kr_io_cuda();
@@ -34,7 +35,7 @@ keyer_status kr_hwdec_device_create(int ordinal, AVBufferRef **out, keyer_error 
     /* Not av_hwdevice_ctx_create(..., AV_CUDA_USE_PRIMARY_CONTEXT): libav refuses a primary
      * context that is already active with other flags than its own, which is the case once
      * keyer's CUDA code (the runtime API) has run. */
-    return cuda->hwdevice_create(ordinal, out, err);
+    return cuda->hwdevice_create(ordinal, own_stream, out, err);
 }
 
 int kr_hwdec_codec_supported(const AVCodec *codec)

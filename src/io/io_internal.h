@@ -39,10 +39,14 @@ int kr_hwdec_built(void);
 
 /**
  * Creates a CUDA device context on device @p ordinal using the primary CUDA context
- * (AV_CUDA_USE_PRIMARY_CONTEXT), so frames share keyer's CUDA context.
- * Errors: UNSUPPORTED (built without CUDA), DEVICE (no GPU, no driver).
+ * (AV_CUDA_USE_PRIMARY_CONTEXT), so frames share keyer's CUDA context. @p own_stream 1: the
+ * context gets a non-blocking CUDA stream of its own (destroyed with it), on which a decoder
+ * using it maps and copies its frames; 0: the legacy default stream, shared by every user
+ * of the device. Errors: UNSUPPORTED (built without CUDA), DEVICE (no GPU, no driver, the
+ * stream cannot be made).
  */
-keyer_status kr_hwdec_device_create(int ordinal, AVBufferRef **out, keyer_error *err);
+keyer_status kr_hwdec_device_create(int ordinal, int own_stream, AVBufferRef **out,
+                                    keyer_error *err);
 
 /** 1 when libavcodec's @p codec decodes through the CUDA hwaccel. */
 int kr_hwdec_codec_supported(const AVCodec *codec);
@@ -67,6 +71,9 @@ typedef struct kr_source_opts {
     const char *input_options; /* may be NULL */
     int threads;
     AVBufferRef *hw_device;    /* NULL: software decoding */
+    int hw_own_stream;         /* hw_device has a stream of its own: split workers get theirs */
+    int hw_ordinal;            /* hw_device's CUDA ordinal */
+    int hw_surfaces;           /* extra NVDEC surfaces (extra_hw_frames); 0: libavcodec's */
     int source_index;          /* for log lines */
     const AVCodecParameters *codecpar; /* split workers: the main source's, skips probing */
     int stream_index;          /* with codecpar: the stream to decode */
@@ -256,12 +263,15 @@ int kr_reader_input_done(keyer_reader *r);
 typedef struct kr_io_cuda_fns {
     /** kr_hwdec_device_create() in CUDA builds: retains the primary context itself
      *  (cuda/hwdevice.c). Errors: OUT_OF_MEMORY, DEVICE (no driver, no such device). */
-    keyer_status (*hwdevice_create)(int ordinal, AVBufferRef **out, keyer_error *err);
+    keyer_status (*hwdevice_create)(int ordinal, int own_stream, AVBufferRef **out,
+                                    keyer_error *err);
 
     /**
      * Replaces NVDEC frame @p pic (AV_PIX_FMT_CUDA, mapped from one of the decoder's few
      * surfaces) with a device-to-device copy in a buffer of *@p pool (created or re-created to
-     * match), releasing the surface at once. @p tmp is a blank frame used for the copy
+     * match), releasing the surface at once; the copy runs on the stream of @p pic's device
+     * context (its own, or the legacy default stream) and is complete when this returns.
+     * @p tmp is a blank frame used for the copy
      * (cuda/hwdevice.c). Errors: OUT_OF_MEMORY, INTERNAL (plane pitches), DEVICE.
      */
     keyer_status (*detach_frame)(AVBufferRef **pool, AVFrame *pic, AVFrame *tmp,

@@ -679,6 +679,11 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
                                "%s: bad reader parameters (device %d, segments %d, threads %d, "
                                "format %s)", url, (int)p.device, p.segments, p.threads,
                                keyer_pixel_format_name(p.format));
+    if (p.hw_surfaces < 0 || p.hw_surfaces > 16 || (unsigned)p.hw_shared_stream > 1)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "%s: bad reader parameters (hw_surfaces %d (0..16), "
+                               "hw_shared_stream %d (0 or 1))", url, p.hw_surfaces,
+                               p.hw_shared_stream);
     if ((unsigned)p.reconnect > KEYER_RECONNECT_ON || !(p.reconnect_max >= 0.0f) ||
         p.reconnect_max > 1e6f || !(p.timeout >= 0.0f) || p.timeout > 86400.0f)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
@@ -724,7 +729,8 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
             }
         } else {
             keyer_error herr = {0};
-            if (kr_hwdec_device_create(p.cuda_device, &r->hw_device, &herr)) {
+            if (kr_hwdec_device_create(p.cuda_device, !p.hw_shared_stream, &r->hw_device,
+                                       &herr)) {
                 keyer_log(r->logger,
                           p.device == KEYER_DECODE_DEVICE_CUDA ? KEYER_LOG_WARNING : KEYER_LOG_INFO,
                           "%s: %s: decoding on the CPU", url, herr.message);
@@ -738,6 +744,9 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
         .input_options = r->input_options,
         .threads = p.threads,
         .hw_device = r->hw_device,
+        .hw_own_stream = r->hw_device && !p.hw_shared_stream,
+        .hw_ordinal = p.cuda_device,
+        .hw_surfaces = p.hw_surfaces,
         .interrupt = &r->interrupt,
         .logger = r->logger,
         .stream_index = -1,

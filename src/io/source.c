@@ -313,6 +313,8 @@ static keyer_status open_decoder(kr_source *s, const kr_source_opts *o, keyer_er
             if ((st = kr_hwdec_attach(s->dec, &s->hw, o->hw_device, err)))
                 return st;
             s->dec->thread_count = 1; /* NVDEC decodes; threads would only add surfaces */
+            if (o->hw_surfaces > 0)
+                s->dec->extra_hw_frames = o->hw_surfaces;
         } else {
             keyer_log(s->logger, KEYER_LOG_WARNING,
                       "%s: NVDEC does not decode %s: decoding on the CPU", o->url, codec->name);

@@ -378,7 +378,16 @@ keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, in
         wo.stream_index = main->stream;
         wo.source_index = i;
         wo.interrupt = &sp->abort;
+        AVBufferRef *own = NULL;
+        if (o->hw_device && o->hw_own_stream) {
+            /* a stream of its own for each worker's decoder (its decoder keeps the
+             * reference; this one goes after the open) */
+            if ((st = kr_hwdec_device_create(o->hw_ordinal, 1, &own, err)))
+                goto fail;
+            wo.hw_device = own;
+        }
         st = kr_source_open(&w->s, &wo, err);
+        av_buffer_unref(&own);
         if (st)
             goto fail;
         w->s.hw.ordinal = main->hw.ordinal;

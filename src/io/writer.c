@@ -507,6 +507,21 @@ static void close_fail(keyer_writer *w, keyer_status st, const keyer_error *e)
     }
 }
 
+keyer_status keyer_writer_set_copy_source(keyer_writer *w, keyer_reader *r, keyer_error *err)
+{
+    if (!w || !r)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_writer_set_copy_source: NULL argument");
+    if (!w->src)
+        return KEYER_OK; /* copies nothing */
+    w->src = r;
+    if (w->copies.src) {
+        w->copies.src = r;
+        kr_reader_attach_consumer(r);
+    }
+    return KEYER_OK;
+}
+
 keyer_status keyer_writer_close(keyer_writer *w, keyer_error *err)
 {
     if (!w)

@@ -38,8 +38,8 @@ const char *kr_engine_auto_model(keyer_session *s)
 }
 
 
-/* The model stages, in the order items pass them: the detector first, the face mesh, then the
- * keying model. */
+/* The model stages, in the order items pass them: the detector first, the face mesh, the pose
+ * landmarks, then the keying model. */
 static int model_stages(keyer_session *s, kr_model_stage **out)
 {
     int n = 0;
@@ -47,6 +47,8 @@ static int model_stages(keyer_session *s, kr_model_stage **out)
         out[n++] = kr_detect_stage(s->detect);
     if (s->mesh)
         out[n++] = kr_mesh_stage(s->mesh);
+    if (s->pose)
+        out[n++] = kr_pose_stage_model(s->pose);
     if (s->infer)
         out[n++] = kr_infer_stage(s->infer);
     return n;
@@ -66,7 +68,9 @@ static keyer_status load_models(keyer_session *s, keyer_error *err)
         kr_infer_params ip = {name, p->model_desc, 0, &s->ctx, &s->stages[KR_ST_INFER],
                               &s->batches, s->serial_threads, s->fail_cuda_at, p->precision,
                               p->max_streams,
-                              p->device == KEYER_DEVICE_CUDA ? p->cuda_device : -1};
+                              p->device == KEYER_DEVICE_CUDA ? p->cuda_device : -1,
+                              /* no model given: a stream with no one large goes to people */
+                              s->model_name == NULL};
         if ((st = kr_infer_create(&ip, &s->infer, err)))
             return st;
     }
@@ -90,13 +94,19 @@ static keyer_status load_models(keyer_session *s, keyer_error *err)
         if ((st = kr_mesh_create(&mp, &s->mesh, err)))
             return st;
     }
+    if (p->pose) {
+        kr_pose_stage_params pp = {(int)p->pose_model, p->max_streams, &s->ctx,
+                                   &s->stages[KR_ST_POSE], s->serial_threads, p->precision};
+        if ((st = kr_pose_stage_create(&pp, &s->pose, err)))
+            return st;
+    }
     return KEYER_OK;
 }
 
 /* Creates the runtimes of one device for batch 1, 2, 4, ... up to s->batch. */
 static keyer_status create_runtimes(keyer_session *s, int cuda, keyer_error *err)
 {
-    kr_model_stage *ms[3];
+    kr_model_stage *ms[4];
     int n = model_stages(s, ms);
     for (int i = 0; i < n; i++) {
         keyer_status st = kr_model_stage_runtimes(ms[i], cuda, s->batch, 1, err);
@@ -108,7 +118,7 @@ static keyer_status create_runtimes(keyer_session *s, int cuda, keyer_error *err
 
 static void destroy_runtimes(keyer_session *s, int cuda)
 {
-    kr_model_stage *ms[3];
+    kr_model_stage *ms[4];
     int n = model_stages(s, ms);
     for (int i = 0; i < n; i++)
         kr_model_stage_drop_runtimes(ms[i], cuda);
@@ -134,7 +144,7 @@ static int try_cuda(keyer_session *s, int asked)
     }
     s->dev = dev;
     s->ordinal = s->params.cuda_device;
-    kr_model_stage *ms[3];
+    kr_model_stage *ms[4];
     int nms = model_stages(s, ms);
     for (int i = 0; i < nms; i++) {
         if (kr_model_stage_use_cuda(ms[i], dev, s->ordinal, &e)) {
@@ -252,6 +262,17 @@ static keyer_status open_stages(keyer_session *s, keyer_error *err)
         kr_infer_connect(s->infer, kr_refine_stage_queue(s->refine));
         keying = kr_model_stage_queue(ms);
     }
+    if (s->pose) {
+        kr_model_stage *ms = kr_pose_stage_model(s->pose);
+        int need = s->infer ? KR_NEED_INPUT(0) : 0;
+        kr_model_stage_run run = {s->batch, s->batch_wait_ns, infer_cap, need, models_cuda};
+        if ((st = kr_model_stage_open(ms, &run, err)) ||
+            (st = kr_pose_stage_connect(s->pose, keying, dev, s->ordinal, dev && !models_cuda,
+                                        s->batch, err)))
+            return st;
+        keying = kr_model_stage_queue(ms); /* the detector hands its items to the pose stage */
+        s->stages[KR_ST_POSE].workers = 1;
+    }
     if (s->mesh) {
         kr_model_stage *ms = kr_mesh_stage(s->mesh);
         int need = s->infer ? KR_NEED_INPUT(0) : 0;
@@ -287,7 +308,7 @@ static void fill_stream_env(keyer_session *s)
     l->ctx = &s->ctx;
     l->dev = s->dev;
     l->ordinal = s->ordinal;
-    kr_model_stage *ms[3];
+    kr_model_stage *ms[4];
     int n = model_stages(s, ms);
     env->inputs = 0;
     l->inputs = 0;
@@ -336,6 +357,10 @@ static keyer_status start_threads(keyer_session *s, keyer_error *err)
     if (s->mesh &&
         (st = kr_model_stage_start(kr_mesh_stage(s->mesh), kr_trace_thread(s->trace, "mesh", 0),
                                    err)))
+        return st;
+    if (s->pose &&
+        (st = kr_model_stage_start(kr_pose_stage_model(s->pose),
+                                   kr_trace_thread(s->trace, "pose", 0), err)))
         return st;
     if (s->detect) {
         if ((st = kr_model_stage_start(kr_detect_stage(s->detect), track_detect, err)))

@@ -20,6 +20,8 @@
 
 #include "core/device.h"
 #include "pipeline/engines.h"
+#include "pipeline/gate.h"
+#include "pipeline/handoff.h"
 #include "pipeline/placement.h"
 #include "pipeline/split_gpus.h"
 
@@ -49,6 +51,14 @@ struct kr_engines {
     kr_split_gpus *split;                /* split_gpus: the one input, split over the engines */
     pthread_mutex_t progress_lock;
     keyer_session_progress progress[MAX_ENGINES];
+    /* GPU-to-GPU failover: per session stream id, where its rest runs (engine -1: nowhere
+     * else), its id there, the handoff of its output, and its load */
+    pthread_mutex_t failover_lock;
+    int *moved_engine;
+    int *moved_local;
+    kr_handoff **handoff;
+    double *stream_load;
+    int moved[MAX_ENGINES];              /* streams each engine gave away */
 };
 
 /* ---- callbacks: engine ids to session ids ---------------------------------------------------- */
@@ -87,6 +97,17 @@ static keyer_status on_faces(void *opaque, int stream_id, int64_t frame_index,
                        count, overlay, err);
 }
 
+static keyer_status on_pose(void *opaque, int stream_id, int64_t frame_index,
+                            const keyer_frame *frame, const keyer_detection *dets, int count,
+                            const keyer_pose_result *pose, keyer_overlay *overlay,
+                            keyer_error *err)
+{
+    const engine_slot *sl = opaque;
+    const keyer_session_params *u = &sl->group->user;
+    return u->pose_fn(u->pose_opaque, global_id(sl, stream_id), frame_index, frame, dets, count,
+                      pose, overlay, err);
+}
+
 /* Each engine's progress is kept; the caller gets the sum, one call at a time. */
 static void on_progress(void *opaque, const keyer_session_progress *p)
 {
@@ -111,6 +132,63 @@ static void on_progress(void *opaque, const keyer_session_progress *p)
     pthread_mutex_unlock(&g->progress_lock);
 }
 
+/* ---- GPU-to-GPU failover --------------------------------------------------------------------- */
+
+/* kr_stream_env::failover of every engine: file stream @p st of the engine whose GPU failed
+ * continues on the least loaded healthy engine, from the frame after @p last_pts. Runs on
+ * that stream's reader thread. */
+static int on_failover(void *opaque, kr_stream *st, int64_t last_pts, int64_t frames)
+{
+    const engine_slot *sl = opaque;
+    kr_engines *g = sl->group;
+    int k = sl->index;
+    if (st->live || (frames > 0 && last_pts == INT64_MIN))
+        return 0; /* a live input cannot be read again; without pts the place is unknown */
+    pthread_mutex_lock(&g->failover_lock);
+    int id = global_id(sl, st->id);
+    int healthy[MAX_ENGINES];
+    for (int e = 0; e < g->count; e++)
+        healthy[e] = e != k && g->engine[e]->started && !atomic_load(&g->engine[e]->gpu_failed);
+    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+    fp.input = st->input;
+    fp.output = st->output;
+    fp.reader = st->reader_params;
+    fp.writer = st->writer_params;
+    fp.copy_streams = st->copy_streams;
+    fp.live = 0;
+    kr_continuation c = {NULL, frames > 0 ? last_pts + 1 : INT64_MIN, frames};
+    int moved = 0;
+    for (int j; !moved && (j = kr_place_failover(g->load, healthy, g->count)) >= 0;) {
+        healthy[j] = 0;
+        keyer_error e = {0};
+        int local = -1;
+        if (kr_handoff_create(&c.handoff, &e) ||
+            kr_engine_add_continuation(g->engine[j], &fp, &c, &local, &e)) {
+            kr_handoff_destroy(&c.handoff);
+            keyer_log(g->engine[k]->logger, KEYER_LOG_WARNING,
+                      "stream %d (%s): cannot move to %s: %s", id, st->input,
+                      g->engine[j]->device_name, e.message);
+            continue;
+        }
+        g->global[(size_t)j * (size_t)g->max_streams + (size_t)local] = id;
+        g->moved_local[id] = local;
+        g->handoff[id] = c.handoff;
+        st->handoff = c.handoff;
+        g->moved_engine[id] = j; /* last: the reports read it without the lock */
+        g->load[j] += g->stream_load[id];
+        g->load[k] -= g->stream_load[id];
+        g->moved[k]++;
+        moved = 1;
+        kr_stage_warn(&g->engine[k]->ctx,
+                      "stream %d (%s): %s failed; the stream moves to %s from frame %lld (the "
+                      "frames before it finish here, on the CPU where the GPU no longer can)",
+                      id, st->input, g->engine[k]->device_name, g->engine[j]->device_name,
+                      (long long)frames);
+    }
+    pthread_mutex_unlock(&g->failover_lock);
+    return moved;
+}
+
 /* ---- create / destroy ------------------------------------------------------------------------ */
 
 static void group_destroy(kr_engines **gp)
@@ -124,7 +202,14 @@ static void group_destroy(kr_engines **gp)
     kr_split_gpus_destroy(&g->split);
     for (int e = 0; e < g->count; e++)
         kr_engine_destroy(&g->engine[e]);
+    for (int i = 0; g->handoff && i < g->max_streams; i++)
+        kr_handoff_destroy(&g->handoff[i]); /* after both of its streams finished */
     pthread_mutex_destroy(&g->progress_lock);
+    pthread_mutex_destroy(&g->failover_lock);
+    free(g->moved_engine);
+    free(g->moved_local);
+    free(g->handoff);
+    free(g->stream_load);
     free(g->where);
     free(g->local);
     free(g->global);
@@ -176,15 +261,24 @@ static keyer_status group_create(keyer_session *s, const keyer_session_params *p
     if (!g)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
     pthread_mutex_init(&g->progress_lock, NULL);
+    pthread_mutex_init(&g->failover_lock, NULL);
     s->group = g;
     g->user = *p;
     g->max_streams = p->max_streams;
     atomic_init(&g->streams, 0);
-    g->where = calloc((size_t)p->max_streams, sizeof(int));
-    g->local = calloc((size_t)p->max_streams, sizeof(int));
-    g->global = calloc((size_t)p->max_streams * (size_t)n, sizeof(int));
-    if (!g->where || !g->local || !g->global)
+    size_t ms = (size_t)p->max_streams;
+    g->where = calloc(ms, sizeof(int));
+    g->local = calloc(ms, sizeof(int));
+    g->global = calloc(ms * (size_t)n, sizeof(int));
+    g->moved_engine = malloc(ms * sizeof(int));
+    g->moved_local = malloc(ms * sizeof(int));
+    g->handoff = calloc(ms, sizeof(*g->handoff));
+    g->stream_load = calloc(ms, sizeof(double));
+    if (!g->where || !g->local || !g->global || !g->moved_engine || !g->moved_local ||
+        !g->handoff || !g->stream_load)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
+    for (size_t i = 0; i < ms; i++)
+        g->moved_engine[i] = -1;
     for (int e = 0; e < n; e++) {
         keyer_session_params ep = *p;
         ep.device = kinds[e];
@@ -197,6 +291,8 @@ static keyer_status group_create(keyer_session *s, const keyer_session_params *p
             ep.detect_fn = on_detect, ep.detect_opaque = &g->slot[e];
         if (p->faces_fn)
             ep.faces_fn = on_faces, ep.faces_opaque = &g->slot[e];
+        if (p->pose_fn)
+            ep.pose_fn = on_pose, ep.pose_opaque = &g->slot[e];
         if (p->progress)
             ep.progress = on_progress, ep.progress_opaque = &g->slot[e];
         keyer_status st = kr_engine_create(&ep, &g->engine[e], err);
@@ -206,6 +302,8 @@ static keyer_status group_create(keyer_session *s, const keyer_session_params *p
         g->ordinal[e] = ordinals[e];
         g->count = e + 1;
         g->progress[e].remaining = -1.0;
+        if (n > 1)
+            kr_engine_set_failover(g->engine[e], on_failover, &g->slot[e]);
     }
     return KEYER_OK;
 }
@@ -227,7 +325,9 @@ keyer_status kr_session_create_engines(const keyer_session_params *params,
     keyer_status st = kr_engine_create(&pp, &s, err);
     if (st)
         return st;
-    if (count > 1 && (st = group_create(s, params, kinds, ordinals, count, err))) {
+    /* a split over one engine's decoder sessions is a group of one */
+    if ((count > 1 || params->split_gpus) &&
+        (st = group_create(s, params, kinds, ordinals, count, err))) {
         keyer_session_destroy(&s);
         return st;
     }
@@ -239,6 +339,16 @@ keyer_status keyer_session_create(const keyer_session_params *params, keyer_sess
                                   keyer_error *err)
 {
     keyer_session_params p = params ? *params : keyer_session_params_defaults();
+    if (out && !p.cuda_devices && p.split_gpus && p.device != KEYER_DEVICE_CPU &&
+        kr_split_gpus_lanes(1, p.split_chunks) >= 2) {
+        /* one GPU: the file split over its decoder sessions (when it is there) */
+        const kr_device_fns *dev = kr_device_cuda();
+        if (dev && p.cuda_device < dev->count()) {
+            keyer_device_kind kind = KEYER_DEVICE_CUDA;
+            *out = NULL;
+            return kr_session_create_engines(&p, &kind, &p.cuda_device, 1, out, err);
+        }
+    }
     if (!out || !p.cuda_devices)
         return kr_engine_create(params, out, err);
     *out = NULL;
@@ -314,6 +424,7 @@ static int publish(kr_engines *g, int e, int local, double load)
     g->local[id] = local;
     g->global[(size_t)e * (size_t)g->max_streams + (size_t)local] = id;
     g->load[e] += load;
+    g->stream_load[id] = load;
     atomic_store(&g->streams, id + 1);
     return id;
 }
@@ -327,11 +438,15 @@ static keyer_status add_split(keyer_session *s, const keyer_file_stream_params *
     if (atomic_load(&g->streams) > 0)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "split_gpus: one input only (%s is the second)", params->input);
-    if (g->user.frame_fn || g->user.detect_fn || g->user.faces_fn)
+    if (g->user.frame_fn || g->user.detect_fn || g->user.faces_fn || g->user.pose_fn)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "split_gpus: per-frame callbacks (frame_fn, detect_fn, faces_fn) "
+                               "split_gpus: per-frame callbacks (frame_fn, detect_fn, faces_fn, "
+                               "pose_fn) "
                                "are not called for a split input");
-    keyer_status st = kr_split_gpus_create(params, g->count, s->logger, &g->split, err);
+    keyer_file_stream_params fp = *params;
+    kr_stream_decoder_knobs(&g->user, &fp.reader); /* the lanes' decoders */
+    keyer_status st = kr_split_gpus_create(&fp, g->count, g->user.split_chunks, s->logger,
+                                           &g->split, err);
     if (st == KEYER_STATUS_UNSUPPORTED) {
         keyer_log(s->logger, KEYER_LOG_WARNING, "%s runs on one GPU: %s", params->input,
                   err ? err->message : "it cannot be split");
@@ -473,7 +588,13 @@ keyer_status keyer_session_stream_status(keyer_session *s, int stream_id, keyer_
         return kr_split_gpus_status(s->group->split, err);
     int local;
     keyer_session *e = engine_of(s, stream_id, &local, err, "keyer_session_stream_status");
-    return e ? kr_engine_stream_status(e, local, err) : KEYER_STATUS_INVALID_ARGUMENT;
+    if (!e)
+        return KEYER_STATUS_INVALID_ARGUMENT;
+    keyer_status st = kr_engine_stream_status(e, local, err);
+    int j = s->group->moved_engine[stream_id];
+    if (!st && j >= 0) /* its rest, on the GPU it moved to */
+        st = kr_engine_stream_status(s->group->engine[j], s->group->moved_local[stream_id], err);
+    return st;
 }
 
 /* ---- run ------------------------------------------------------------------------------------- */
@@ -549,12 +670,19 @@ static keyer_status group_run(keyer_session *s, keyer_error *err)
         return st;
     engine_run runs[MAX_ENGINES];
     memset(runs, 0, sizeof(runs));
+    /* the engines with files start reading together (gate.h) */
+    int running = 0;
+    for (int e = 0; e < g->count; e++)
+        running += file_streams(g->engine[e]) > 0;
+    kr_gate gate;
+    int gated = running > 1 && !kr_gate_init(&gate, running);
     for (int e = 0; e < g->count; e++) {
         runs[e].engine = g->engine[e];
         if (file_streams(g->engine[e]) == 0)
             continue;
+        g->engine[e]->start_gate = gated ? &gate : NULL;
         if (pthread_create(&runs[e].thread, NULL, run_thread, &runs[e])) {
-            /* run it here instead: slower, nothing lost */
+            /* run it here instead: slower, nothing lost (the gate's wait is bounded) */
             run_thread(&runs[e]);
             continue;
         }
@@ -563,13 +691,17 @@ static keyer_status group_run(keyer_session *s, keyer_error *err)
     for (int e = 0; e < g->count; e++)
         if (runs[e].started)
             pthread_join(runs[e].thread, NULL);
+    for (int e = 0; e < g->count; e++)
+        g->engine[e]->start_gate = NULL;
+    if (gated)
+        kr_gate_destroy(&gate);
     /* as one session: the first failed stream in stream order, then an engine's own error */
     for (int id = 0; id < n; id++) {
         keyer_session *e = g->engine[g->where[id]];
         if (e->streams[g->local[id]]->source != KR_SOURCE_READER)
             continue; /* pushed streams report through their own calls */
         keyer_error se = {0};
-        keyer_status ss = kr_engine_stream_status(e, g->local[id], &se);
+        keyer_status ss = keyer_session_stream_status(s, id, &se); /* with a moved rest */
         if (ss) {
             if (err)
                 *err = se;
@@ -609,6 +741,32 @@ void keyer_session_get_report(keyer_session *s, keyer_session_report *out)
         return;
     }
     kr_engines_get_report(s->group->engine, s->group->count, out);
+    kr_engines *g = s->group;
+    int any = 0;
+    for (int e = 0; e < g->count; e++)
+        any |= g->moved[e] > 0;
+    if (!any)
+        return;
+    /* "cuda:0 + cuda:1 (failed: 2 streams moved to other GPUs)" */
+    size_t len = 0;
+    out->device[0] = 0;
+    for (int e = 0; e < g->count && len + 1 < sizeof(out->device); e++) {
+        const keyer_session *en = g->engine[e];
+        int w;
+        if (g->moved[e] > 0)
+            w = snprintf(out->device + len, sizeof(out->device) - len,
+                         "%s%.16s (failed: %d stream%s moved to other GPUs)", e ? " + " : "",
+                         en->device_name, g->moved[e], g->moved[e] == 1 ? "" : "s");
+        else if (en->use_cuda && atomic_load((atomic_int *)&en->gpu_failed))
+            w = snprintf(out->device + len, sizeof(out->device) - len,
+                         "%s%.16s, then cpu (GPU failure)", e ? " + " : "", en->device_name);
+        else
+            w = snprintf(out->device + len, sizeof(out->device) - len, "%s%s", e ? " + " : "",
+                         en->device_name);
+        len = w < 0 ? len : len + (size_t)w;
+        if (len >= sizeof(out->device))
+            len = sizeof(out->device) - 1;
+    }
 }
 
 int keyer_session_stream_count(const keyer_session *s)
@@ -629,7 +787,32 @@ keyer_status keyer_session_get_stream_report(keyer_session *s, int stream_id,
     }
     int local;
     keyer_session *e = engine_of(s, stream_id, &local, err, "keyer_session_get_stream_report");
-    return e ? kr_engine_get_stream_report(e, local, out, err) : KEYER_STATUS_INVALID_ARGUMENT;
+    if (!e)
+        return KEYER_STATUS_INVALID_ARGUMENT;
+    keyer_status st = kr_engine_get_stream_report(e, local, out, err);
+    int j = s->group->moved_engine[stream_id];
+    if (st || j < 0 || !out)
+        return st;
+    /* moved after a GPU failure: the two parts as one stream */
+    keyer_stream_report rest;
+    keyer_session *je = s->group->engine[j];
+    if (kr_engine_get_stream_report(je, s->group->moved_local[stream_id], &rest, NULL))
+        return KEYER_OK;
+    out->frames_read += rest.frames_read;
+    out->frames_written += rest.frames_written;
+    out->frames_dropped += rest.frames_dropped;
+    out->frames_damaged += rest.frames_damaged;
+    out->frames_lost += rest.frames_lost;
+    out->reconnects += rest.reconnects;
+    out->missed_frames += rest.missed_frames;
+    out->hw_decode |= rest.hw_decode;
+    snprintf(out->device, sizeof(out->device), "%.16s, then %.16s (GPU failure)",
+             e->device_name, je->device_name);
+    if (!out->status && rest.status) {
+        out->status = rest.status;
+        snprintf(out->error, sizeof(out->error), "%s", rest.error);
+    }
+    return KEYER_OK;
 }
 
 int kr_session_stream_engine(const keyer_session *s, int stream_id)
@@ -637,6 +820,20 @@ int kr_session_stream_engine(const keyer_session *s, int stream_id)
     if (!s || stream_id < 0 || stream_id >= keyer_session_stream_count(s))
         return -1;
     return s->group ? s->group->where[stream_id] : 0; /* -1: split over every engine */
+}
+
+void kr_session_fail_engine(keyer_session *s, int engine)
+{
+    if (!s || !s->group || engine < 0 || engine >= s->group->count)
+        return;
+    kr_engine_mark_failed(s->group->engine[engine], "device failure forced by a test");
+}
+
+int kr_session_stream_moved_to(const keyer_session *s, int stream_id)
+{
+    if (!s || !s->group || stream_id < 0 || stream_id >= keyer_session_stream_count(s))
+        return -1;
+    return s->group->moved_engine[stream_id];
 }
 
 keyer_status keyer_session_write_trace(keyer_session *s, const char *path, keyer_error *err)

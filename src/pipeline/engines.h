@@ -27,4 +27,17 @@ keyer_status kr_session_create_engines(const keyer_session_params *params,
  *  a bad id, and for an input split over every engine (split_gpus). For tests and reports. */
 int kr_session_stream_engine(const keyer_session *session, int stream_id);
 
+/**
+ * Marks engine @p engine's device failed while the session runs, as a CUDA error does
+ * (kr_engine_mark_failed): its file streams move to the least loaded healthy engine
+ * (GPU-to-GPU failover), else go on on the CPU. For the tests of the failover on CPU
+ * engines; KEYER_FAIL_CUDA_AT_FRAME=cuda:K@N is the switch on GPUs. Bad arguments are
+ * ignored.
+ */
+void kr_session_fail_engine(keyer_session *session, int engine);
+
+/** Engine index where the rest of session stream @p stream_id runs after its GPU failed;
+ *  -1 when it did not move (or a bad id). For tests and reports. */
+int kr_session_stream_moved_to(const keyer_session *session, int stream_id);
+
 #endif

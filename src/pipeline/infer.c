@@ -8,6 +8,7 @@
 #include "keyer/detect.h"
 #include "keyer/people.h"
 #include "keyer/registry.h"
+#include "vision/people_switch.h"
 #include "vision/segmodel.h"
 
 struct kr_infer {
@@ -26,22 +27,63 @@ struct kr_infer {
     int det_boxes, det_scores;   /* their indices */
     size_t box_count, score_count; /* values per frame */
     int slot;                    /* the items' input slot */
+    /* model people on CUDA frames (people_cuda >= 0) */
+    float *boxes_host, *scores_host; /* a batch's raw detector outputs, brought down */
+    keyer_frame *mask_host;      /* one frame's mask before it goes up */
+    /* the automatic model (params.auto_people) */
+    int auto_people;
+    kr_people_switch **switches; /* [max_streams], made at a stream's first frame */
+    atomic_llong *people_frames; /* [max_streams]: frames keyed in people mode */
 };
 
 /* ---- outputs ---------------------------------------------------------------------------------- */
 
+/* The automatic model on one CPU item whose selfie mask is in it->host.mask: the stream's
+ * switch decides; in people mode the stream's people keyer's mask replaces it. */
+static keyer_status auto_frame(kr_infer *inf, kr_item *it, keyer_error *err)
+{
+    if (it->on_cuda || !it->src || it->src->memory != KEYER_MEMORY_HOST)
+        return KEYER_OK; /* people mode keys host frames */
+    if (it->stream < 0 || it->stream >= inf->max_streams)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL, "people: stream %d of %d", it->stream,
+                               inf->max_streams);
+    keyer_status st;
+    kr_people_switch **sw = &inf->switches[it->stream];
+    if (!*sw) {
+        kr_people_switch_params sp = kr_people_switch_params_defaults();
+        if ((st = kr_people_switch_create(&sp, inf->info.mask_w, inf->info.mask_h, sw, err)))
+            return st;
+    }
+    keyer_people **pp = &inf->per_stream[it->stream];
+    if (!kr_people_switch_update(*sw, it->host.mask)) {
+        keyer_people_reset(*pp); /* a later switch starts afresh */
+        return KEYER_OK;
+    }
+    if (!*pp && (st = keyer_people_create(&inf->people_params, pp, err)))
+        return keyer_error_prefix(err, "automatic people mode: ");
+    int count = 0;
+    if ((st = keyer_people_run(*pp, it->src, NULL, 0, &count, err)) ||
+        (st = keyer_people_mask(*pp, it->host.mask_frame, err)))
+        return keyer_error_prefix(err, "automatic people mode: ");
+    atomic_fetch_add(&inf->people_frames[it->stream], 1);
+    return KEYER_OK;
+}
+
 static keyer_status cpu_outputs(void *opaque, keyer_runtime *rt, kr_item **items, int n,
                                 keyer_error *err)
 {
-    (void)err;
     kr_infer *inf = opaque;
     const float *outp = keyer_runtime_output_data(rt, inf->seg.output);
     size_t cells = (size_t)inf->info.mask_w * (size_t)inf->info.mask_h;
     size_t c = (size_t)inf->seg.mask_c;
+    keyer_status st = KEYER_OK;
     for (int i = 0; i < n; i++)
         kr_segmask_cpu(&inf->seg, items[i]->host.mask, outp + (size_t)i * cells * c, cells);
-    atomic_fetch_add(&inf->frames_cpu, n);
-    return KEYER_OK;
+    for (int i = 0; i < n && inf->auto_people && !st; i++)
+        st = auto_frame(inf, items[i], err);
+    if (!st)
+        atomic_fetch_add(&inf->frames_cpu, n);
+    return st;
 }
 
 static keyer_status cuda_outputs(void *opaque, keyer_runtime *rt, kr_item **items, int n,
@@ -102,9 +144,10 @@ static const kr_model_stage_ops infer_ops = {cpu_outputs, cuda_outputs, upload_o
 /* ---- model people ----------------------------------------------------------------------------- */
 
 /* One frame: the whole-frame detections decoded into frame pixels, the stream's people keyer
- * (made now at its first frame), its mask into the item's. */
+ * (made now at its first frame; it crops the item's frame where it is), its mask into
+ * @p mask. */
 static keyer_status people_frame(kr_infer *inf, kr_item *it, const float *boxes,
-                                 const float *scores, keyer_error *err)
+                                 const float *scores, keyer_frame *mask, keyer_error *err)
 {
     keyer_detection dets[KEYER_SESSION_MAX_DETECTIONS];
     int n = 0;
@@ -125,9 +168,11 @@ static keyer_status people_frame(kr_infer *inf, kr_item *it, const float *boxes,
     if (!*pp && (st = keyer_people_create(&inf->people_params, pp, err)))
         return st;
     int count = 0;
-    if ((st = keyer_people_run_detections(*pp, it->src, dets, n, NULL, 0, &count, err)))
+    if ((st = keyer_people_run_detections(*pp, it->src, dets, n, NULL, 0, &count, err)) ||
+        (st = keyer_people_mask(*pp, mask, err)))
         return st;
-    return keyer_people_mask(*pp, it->host.mask_frame, err);
+    atomic_fetch_add(&inf->people_frames[it->stream], 1);
+    return KEYER_OK;
 }
 
 static keyer_status people_cpu_outputs(void *opaque, keyer_runtime *rt, kr_item **items, int n,
@@ -139,23 +184,72 @@ static keyer_status people_cpu_outputs(void *opaque, keyer_runtime *rt, kr_item 
     keyer_status st = KEYER_OK;
     for (int i = 0; i < n && !st; i++)
         st = people_frame(inf, items[i], boxes + (size_t)i * inf->box_count,
-                          scores + (size_t)i * inf->score_count, err);
+                          scores + (size_t)i * inf->score_count, items[i]->host.mask_frame, err);
     if (!st)
         atomic_fetch_add(&inf->frames_cpu, n);
     return st;
 }
 
-/* The session keeps model people's frames on the host (info.host_frames): never called. */
+/* CUDA items (people keyers on CUDA): the detector's raw outputs come down (the frames are
+ * then complete: the stage's stream waited for them before the run), each stream's people
+ * keyer crops its people from the device frame, and the mask goes up into the item's. */
 static keyer_status people_cuda_outputs(void *opaque, keyer_runtime *rt, kr_item **items, int n,
                                         void *stream, keyer_error *err)
 {
-    (void)opaque, (void)rt, (void)items, (void)n, (void)stream;
-    return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
-                           "model people keys frames in host memory, not CUDA frames");
+    kr_infer *inf = opaque;
+    const kr_item_layout *l = &items[0]->pool->layout;
+    const kr_device_fns *dev = l->dev;
+    if (!inf->boxes_host || n > (1 << KR_MAX_BATCH_LOG2))
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL,
+                               "model people: CUDA frames without their buffers");
+    keyer_status rs;
+    if ((rs = dev->copy(l->ordinal, inf->boxes_host, keyer_runtime_output_data(rt, inf->det_boxes),
+                        (size_t)n * inf->box_count * sizeof(float), stream, err)) ||
+        (rs = dev->copy(l->ordinal, inf->scores_host,
+                        keyer_runtime_output_data(rt, inf->det_scores),
+                        (size_t)n * inf->score_count * sizeof(float), stream, err)) ||
+        (rs = dev->stream_sync(l->ordinal, stream, err)))
+        return rs;
+    for (int i = 0; i < n && !rs; i++) {
+        rs = people_frame(inf, items[i], inf->boxes_host + (size_t)i * inf->box_count,
+                          inf->scores_host + (size_t)i * inf->score_count, inf->mask_host, err);
+        /* the host mask is written again for the next item: each copy completes first */
+        if (!rs)
+            rs = dev->copy(l->ordinal, items[i]->cuda.mask, inf->mask_host->data[0],
+                           inf->mask_bytes, stream, err);
+        if (!rs)
+            rs = dev->stream_sync(l->ordinal, stream, err);
+    }
+    for (int i = 0; i < n && !rs; i++)
+        rs = kr_item_record(items[i], stream, err);
+    if (!rs)
+        atomic_fetch_add(&inf->frames_cuda, n);
+    return rs;
 }
 
-static const kr_model_stage_ops people_ops = {people_cpu_outputs, people_cuda_outputs, NULL,
-                                              forward, NULL};
+static const kr_model_stage_ops people_ops = {people_cpu_outputs, people_cuda_outputs,
+                                              upload_outputs, forward, NULL};
+
+/* The people keyers' parameters and the per-stream arrays (people keyers, switches, counts). */
+static keyer_status per_stream_create(kr_infer *inf, const kr_infer_params *p, keyer_error *err)
+{
+    inf->max_streams = p->max_streams > 0 ? p->max_streams : 1;
+    size_t n = (size_t)inf->max_streams;
+    if (!(inf->per_stream = calloc(n, sizeof(*inf->per_stream))) ||
+        !(inf->switches = calloc(n, sizeof(*inf->switches))) ||
+        !(inf->people_frames = malloc(n * sizeof(*inf->people_frames))))
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
+    for (size_t i = 0; i < n; i++)
+        atomic_init(&inf->people_frames[i], 0);
+    keyer_people_params pp = keyer_people_params_defaults();
+    pp.threads = p->threads;
+    if (p->people_cuda >= 0) {
+        pp.backend = KEYER_BACKEND_CUDA;
+        pp.device = p->people_cuda;
+    }
+    inf->people_params = pp;
+    return KEYER_OK;
+}
 
 /* The person detector as the stage's network, the decoder, the people keyers' parameters. */
 static keyer_status people_create(kr_infer *inf, const kr_infer_params *p, keyer_model **model,
@@ -187,16 +281,8 @@ static keyer_status people_create(kr_infer *inf, const kr_infer_params *p, keyer
     if (inf->det_boxes < 0 || inf->det_scores < 0)
         return keyer_error_set(err, KEYER_STATUS_BAD_DATA,
                                "model people: %s is not the pose detector", path);
-    inf->max_streams = p->max_streams > 0 ? p->max_streams : 1;
-    if (!(inf->per_stream = calloc((size_t)inf->max_streams, sizeof(*inf->per_stream))))
-        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
-    keyer_people_params pp = keyer_people_params_defaults();
-    pp.threads = p->threads;
-    if (p->people_cuda >= 0) {
-        pp.backend = KEYER_BACKEND_CUDA;
-        pp.device = p->people_cuda;
-    }
-    inf->people_params = pp;
+    if ((st = per_stream_create(inf, p, err)))
+        return st;
     inf->people = 1;
     inf->slot = p->slot;
     inf->info.in_w = dp.input_width;
@@ -204,8 +290,22 @@ static keyer_status people_create(kr_infer *inf, const kr_infer_params *p, keyer
     inf->info.mask_w = inf->info.mask_h = KEYER_PEOPLE_MASK_SIDE;
     inf->info.letterbox = 0; /* the mask covers the whole frame */
     inf->info.cuda_precision = KEYER_PRECISION_F32;
-    inf->info.host_frames = 1;
+    /* with its networks on CUDA the people keyers crop the device frames; else host frames */
+    inf->info.host_frames = p->people_cuda < 0;
     inf->mask_bytes = (size_t)inf->info.mask_w * (size_t)inf->info.mask_h * sizeof(float);
+    if (p->people_cuda >= 0) {
+        size_t most = (size_t)1 << KR_MAX_BATCH_LOG2;
+        inf->boxes_host = malloc(most * inf->box_count * sizeof(float));
+        inf->scores_host = malloc(most * inf->score_count * sizeof(float));
+        if (!inf->boxes_host || !inf->scores_host ||
+            keyer_frame_create(&inf->mask_host, NULL) != KEYER_OK ||
+            keyer_frame_alloc(inf->mask_host, KEYER_PIXEL_FORMAT_GRAYF32, inf->info.mask_w,
+                              inf->info.mask_h, NULL, NULL) != KEYER_OK)
+            return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
+        if ((size_t)inf->mask_host->stride[0] != (size_t)inf->info.mask_w * sizeof(float))
+            return keyer_error_set(err, KEYER_STATUS_INTERNAL,
+                                   "model people: the mask's rows are not contiguous");
+    }
     kr_model_stage_params mp = {
         .name = "infer",
         .model_name = inf->info.model,
@@ -257,6 +357,12 @@ keyer_status kr_infer_create(const kr_infer_params *p, kr_infer **out, keyer_err
     inf->info.letterbox = inf->seg.desc.letterbox;
     inf->info.cuda_precision = keyer_registry_precision(inf->seg.entry, p->precision, 1);
     inf->mask_bytes = (size_t)inf->info.mask_w * (size_t)inf->info.mask_h * sizeof(float);
+    /* the automatic model: a probability mask over the whole frame can switch to people */
+    if (p->auto_people && !inf->info.letterbox && inf->seg.kind == KEYER_MASK_PROBABILITY) {
+        if ((st = per_stream_create(inf, p, err)))
+            goto fail;
+        inf->auto_people = 1;
+    }
     keyer_prepare_params pp = keyer_prepare_params_defaults();
     kr_segmodel_prepare_params(&inf->seg, &pp);
     kr_model_stage_params mp = {
@@ -306,8 +412,15 @@ void kr_infer_destroy(kr_infer **pinf)
     kr_segmodel_close(&inf->seg);
     for (int i = 0; inf->per_stream && i < inf->max_streams; i++)
         keyer_people_destroy(&inf->per_stream[i]);
+    for (int i = 0; inf->switches && i < inf->max_streams; i++)
+        kr_people_switch_destroy(&inf->switches[i]);
     free(inf->per_stream);
+    free(inf->switches);
+    free(inf->people_frames);
     keyer_detector_destroy(&inf->decoder);
+    free(inf->boxes_host);
+    free(inf->scores_host);
+    keyer_frame_destroy(&inf->mask_host);
     free(*pinf);
     *pinf = NULL;
 }
@@ -325,6 +438,18 @@ const kr_infer_info *kr_infer_get_info(const kr_infer *inf)
 void kr_infer_connect(kr_infer *inf, kr_queue *next)
 {
     inf->next = next;
+}
+
+int64_t kr_infer_people_frames(const kr_infer *inf, int stream)
+{
+    if (!inf || !inf->people_frames || stream < 0 || stream >= inf->max_streams)
+        return 0;
+    return atomic_load(&inf->people_frames[stream]);
+}
+
+int kr_infer_auto_people(const kr_infer *inf)
+{
+    return inf && inf->auto_people;
 }
 
 void kr_infer_frames(kr_infer *inf, int64_t *cpu, int64_t *cuda)

@@ -7,10 +7,19 @@
  *
  * Model "people" (keyer/people.h, KEYER_PEOPLE_MODEL): the stage's network is the person
  * detector, run on every frame letterboxed (batched across streams); its outputs are decoded
- * and handed with the host frame to the stream's people keyer (made at the stream's first
- * frame), which adds its tiles, tracks, runs the pose model per person and writes the mask
- * (KEYER_PEOPLE_MASK_SIDE square, stretched over the frame). It needs host frames
- * (info.host_frames); its networks run on the CPU or on CUDA device params.people_cuda.
+ * and handed with the frame to the stream's people keyer (made at the stream's first frame),
+ * which adds its tiles, tracks, runs the pose model per person and writes the mask
+ * (KEYER_PEOPLE_MASK_SIDE square, stretched over the frame). Its networks run on the CPU or
+ * on CUDA device params.people_cuda. On the CPU it needs host frames (info.host_frames); on
+ * CUDA the session's frames stay on the device: the detector's raw outputs come down, the
+ * people keyer crops the people from the device frame (its tiles and landmark crops made on
+ * the GPU) and the mask goes up into the item's.
+ *
+ * The automatic model (params.auto_people: a selfie model the session chose): each stream's
+ * selfie mask goes through a kr_people_switch (made at the stream's first frame); while it
+ * says people mode, the stream's people keyer runs on the host frame with its own detector
+ * and its mask replaces the selfie model's (stretched over the frame, in the selfie mask's
+ * cells). Frames inferred on CUDA keep the selfie mask.
  *
  * Thread safety: set-up from the session's thread; the stage runs on its own thread.
  */
@@ -35,6 +44,10 @@ typedef struct kr_infer_params {
      * (batched across streams), then each stream's people keyer makes the mask */
     int max_streams;             /* stream ids 0..max_streams-1 */
     int people_cuda;             /* the people keyers' networks on this CUDA device; -1: CPU */
+    /* 1: the model was chosen automatically (a selfie model): a stream whose frames show no
+     * one large switches to people mode and back (vision/people_switch.h); on frames inferred
+     * on the CPU (host frames), with a model whose mask covers the whole frame */
+    int auto_people;
 } kr_infer_params;
 
 /** What the session and the other stages need to know of the keying model. */
@@ -74,6 +87,15 @@ const kr_infer_info *kr_infer_get_info(const kr_infer *inf);
 
 /** Finished items go to @p next (the refine stage's queue); call before the stage starts. */
 void kr_infer_connect(kr_infer *inf, kr_queue *next);
+
+/**
+ * Stream @p stream's frames keyed in people mode so far: all of them with model people, the
+ * switch's with params.auto_people, else 0. Safe while the stage runs.
+ */
+int64_t kr_infer_people_frames(const kr_infer *inf, int stream);
+
+/** 1 when the stage switches streams to people mode by itself (params.auto_people took). */
+int kr_infer_auto_people(const kr_infer *inf);
 
 /** Frames inferred on the CPU (hybrid runs included) and on CUDA so far. */
 void kr_infer_frames(kr_infer *inf, int64_t *cpu, int64_t *cuda);

@@ -89,6 +89,7 @@ typedef struct kr_item {
     int n_faces;             /* faces of this frame with their landmarks (face-mesh stage) */
     int faces_cap;           /* room in faces: grows to the most faces a frame had, kept */
     keyer_face *faces;       /* NULL until the face-mesh stage stores faces */
+    keyer_pose_result pose;  /* this frame's body pose (pose stage) */
     int64_t t_in;            /* when it entered (read or sent) */
 } kr_item;
 

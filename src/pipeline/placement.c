@@ -40,6 +40,17 @@ int kr_place_streams(const double *stream_load, int count, double *gpu_load, int
     return 0;
 }
 
+int kr_place_failover(const double *load, const int *healthy, int n)
+{
+    if (!load || !healthy)
+        return -1;
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (healthy[i] && (best < 0 || load[i] < load[best]))
+            best = i;
+    return best;
+}
+
 /* A decimal integer filling [p, end) within 0..max, else -1. */
 static long whole_number(const char *p, long max)
 {

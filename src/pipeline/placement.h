@@ -34,6 +34,13 @@ int kr_place_streams(const double *stream_load, int count, double *gpu_load, int
                      int *out);
 
 /**
+ * GPU-to-GPU failover: the engine a stream of a failed GPU moves to, the least loaded of
+ * those with @p healthy[i] non-zero (running, GPU not failed; the failed one is marked 0),
+ * the lowest index on a tie; -1 when there is none (the stream then goes on on the CPU).
+ */
+int kr_place_failover(const double *load, const int *healthy, int n);
+
+/**
  * Parses the fault-injection switch KEYER_FAIL_CUDA_AT_FRAME: "F" (frame F on any device:
  * *@p ordinal = -1) or "cuda:K@F" (frame F on CUDA device K only). F in 0..2^30-1, K in
  * 0..63. Returns 0, or -1 for any other text (both outputs then untouched).

@@ -29,6 +29,8 @@ static kr_queue *stage_queue(keyer_session *s, int i)
         return s->detect ? kr_model_stage_queue(kr_detect_stage(s->detect)) : NULL;
     case KR_ST_MESH:
         return s->mesh ? kr_model_stage_queue(kr_mesh_stage(s->mesh)) : NULL;
+    case KR_ST_POSE:
+        return s->pose ? kr_model_stage_queue(kr_pose_stage_model(s->pose)) : NULL;
     case KR_ST_INFER:
         return s->infer ? kr_model_stage_queue(kr_infer_stage(s->infer)) : NULL;
     case KR_ST_REFINE:
@@ -47,7 +49,7 @@ static void stage_reports(keyer_session *const *engines, int ne, keyer_session_r
     kr_stage_stats snaps[KR_ST_COUNT];
     memset(snaps, 0, sizeof(snaps));
     int read_workers = 0, prep_workers = 0, sinks = 0, workers[KR_ST_COUNT] = {0};
-    int detect = 0, mesh = 0;
+    int detect = 0, mesh = 0, pose = 0;
     for (int e = 0; e < ne; e++) {
         keyer_session *s = engines[e];
         int n = atomic_load(&s->stream_count);
@@ -59,6 +61,7 @@ static void stage_reports(keyer_session *const *engines, int ne, keyer_session_r
         }
         detect |= s->detect != NULL;
         mesh |= s->mesh != NULL;
+        pose |= s->pose != NULL;
         for (int i = 0; i < KR_ST_COUNT; i++) {
             kr_stage_stats one;
             kr_stage_stats_snapshot(&s->stages[i], &one);
@@ -80,7 +83,7 @@ static void stage_reports(keyer_session *const *engines, int ne, keyer_session_r
         if (snaps[i].workers < 1)
             snaps[i].workers = 1;
     }
-    out->stage_count = mesh ? KR_ST_COUNT : detect ? KR_ST_MESH : KR_ST_DETECT;
+    out->stage_count = pose ? KR_ST_COUNT : mesh ? KR_ST_POSE : detect ? KR_ST_MESH : KR_ST_DETECT;
     double wall = out->seconds;
     for (int i = 0; i < out->stage_count; i++) {
         keyer_stage_report *r = &out->stages[i];
@@ -152,7 +155,9 @@ void kr_engines_get_report(keyer_session *const *engines, int ne, keyer_session_
             out->frames_dropped += atomic_load(&st->frames_dropped);
             out->frames_damaged += atomic_load(&st->frames_damaged);
             out->frames_lost += atomic_load(&st->frames_lost);
+            out->frames_people += kr_infer_people_frames(s->infer, i);
         }
+        out->auto_people |= kr_infer_auto_people(s->infer);
         int64_t on_cpu = 0, on_cuda = 0;
         kr_infer_frames(s->infer, &on_cpu, &on_cuda);
         out->frames_on_cpu += on_cpu;
@@ -272,6 +277,7 @@ keyer_status kr_engine_get_stream_report(keyer_session *s, int id, keyer_stream_
     out->has_audio = st->source == KR_SOURCE_READER ? st->info.has_audio : 0;
     snprintf(out->encoder, sizeof(out->encoder), "%s", st->encoder);
     engine_device(s, out->device, sizeof(out->device));
+    out->frames_people = kr_infer_people_frames(s->infer, id);
     keyer_error se = {0};
     out->status = kr_stream_status(st, &se);
     if (out->status)

@@ -11,8 +11,10 @@
 #include "keyer/image.h"
 #include "keyer/registry.h"
 #include "pipeline/clock.h"
+#include "pipeline/gate.h"
 #include "pipeline/placement.h"
 #include "pipeline/session.h"
+#include "pipeline/split_gpus.h"
 /* ---- parameters ----------------------------------------------------------------------------- */
 
 #define OFF(f) offsetof(keyer_session_params, f)
@@ -55,6 +57,9 @@ static const keyer_option session_options[] = {
     KEYER_OPTION_FIELD("split_gpus",
         "one file input over several GPUs: chunks at keyframes, written back in order",
         OFF(split_gpus), KEYER_OPTION_BOOL, 0, 0, 1, NULL),
+    KEYER_OPTION_FIELD("split_chunks",
+        "with split_gpus: chunks in flight per GPU, each on a decoder session of its own; "
+        "0: 2", OFF(split_chunks), KEYER_OPTION_INT, 0, 0, KR_SPLIT_MAX_CHUNKS, NULL),
     KEYER_OPTION_FIELD("precision", "of the networks on CUDA (the CPU computes in float32)",
         OFF(precision), KEYER_OPTION_ENUM, KEYER_PRECISION_AUTO, 0, 0, precision_choices),
     KEYER_OPTION_FIELD("mode", "latency or throughput trade-off", OFF(mode), KEYER_OPTION_ENUM,
@@ -87,6 +92,15 @@ static const keyer_option session_options[] = {
     KEYER_OPTION_FIELD("input_timeout",
         "seconds without data after which a network open or read fails; 0: none",
         OFF(input_timeout), KEYER_OPTION_FLOAT, 10, 0, 86400, NULL),
+    KEYER_OPTION_FIELD("decode_segments",
+        "NVDEC sessions per file stream (split at keyframes, frames in order); 0 or 1: one",
+        OFF(decode_segments), KEYER_OPTION_INT, 0, 0, 16, NULL),
+    KEYER_OPTION_FIELD("decode_surfaces", "extra NVDEC surfaces per decoder; 0: libavcodec's",
+        OFF(decode_surfaces), KEYER_OPTION_INT, 0, 0, 16, NULL),
+    {"decode_shared_stream",
+     "NVDEC copies on the device's shared default stream instead of one per decoder (for "
+     "comparisons)", OFF(decode_shared_stream), KEYER_OPTION_BOOL, 0, 0, 1, NULL, NULL, NULL,
+     NULL, 0, KEYER_OPTION_FLAG_VALUE_OPTIONAL},
     KEYER_OPTION_FIELD("trace_events", "record a trace with room for this many events; 0: off",
         OFF(trace_events), KEYER_OPTION_INT, 0, 0, 1 << 26, NULL),
     KEYER_OPTION_FIELD("progress_interval_ms", "progress callback period",
@@ -183,7 +197,11 @@ static void on_report(void *opaque, kr_report what, int stream, keyer_status sta
         int expected = 0;
         if (atomic_compare_exchange_strong(&s->gpu_failed, &expected, 1))
             kr_stage_warn(&s->ctx,
-                          "GPU failure on %s, the remaining frames are processed on the CPU: %s",
+                          s->env.failover
+                              ? "GPU failure on %s: its file streams move to another GPU where "
+                                "one is running, the rest is processed on the CPU: %s"
+                              : "GPU failure on %s, the remaining frames are processed on the "
+                                "CPU: %s",
                           s->device_name, err && err->message[0] ? err->message : "unknown error");
         break;
     }
@@ -207,7 +225,8 @@ static char *dup_or_null(const char *s)
 }
 
 static const char *const stage_names[KR_ST_COUNT] = {"read",      "prepare", "infer", "refine",
-                                                     "composite", "write",   "detect", "mesh"};
+                                                     "composite", "write",   "detect", "mesh",
+                                                     "pose"};
 
 static int is_image_path(const char *path)
 {
@@ -267,7 +286,7 @@ static keyer_status check_params(keyer_session_params *p, keyer_error *err)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "session parameters: detect %d is not a keyer_session_detect, or "
                                "detect_min_score is not below 1", p->detect);
-    if (p->detect && !p->detect_fn && !p->mesh)
+    if (p->detect && !p->detect_fn && !p->mesh && !p->pose)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "session parameters: detect needs detect_fn");
     if (p->mesh && (p->mesh != 1 || !p->detect || !p->faces_fn || p->mesh_max_faces < 1 ||
@@ -276,6 +295,12 @@ static keyer_status check_params(keyer_session_params *p, keyer_error *err)
                                "session parameters: mesh needs detect and faces_fn, "
                                "mesh_max_faces 1..%d and mesh_detect_interval >= 0",
                                KEYER_FACES_MAX);
+    if (p->pose && (p->pose != 1 || p->detect != KEYER_SESSION_DETECT_FACES_FULL || p->mesh ||
+                    !p->pose_fn || p->pose_model < KEYER_POSE_MODEL_LITE ||
+                    p->pose_model > KEYER_POSE_MODEL_HEAVY))
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "session parameters: pose needs detect faces_full (its seeding), "
+                               "pose_fn and a pose_model 0..2, and no mesh");
     if (p->detect) {
         char path[4096];
         const char *dn = p->detect == KEYER_SESSION_DETECT_FACES_FULL ? "face-full" : "face-short";
@@ -324,6 +349,7 @@ keyer_status kr_engine_create(const keyer_session_params *params, keyer_session 
     pthread_mutex_init(&s->stats_lock, NULL);
     pthread_mutex_init(&s->out.lock, NULL);
     pthread_mutex_init(&s->done_lock, NULL);
+    pthread_mutex_init(&s->accept_lock, NULL);
     /* its timed waits take CLOCK_MONOTONIC deadlines (kr_clock_deadline): with the default
      * clock they would all be in the past, and keyer_session_run() would spin */
     pthread_condattr_t ca;
@@ -414,14 +440,17 @@ static void stop_shared(keyer_session *s)
 {
     kr_model_stage *det = s->detect ? kr_detect_stage(s->detect) : NULL;
     kr_model_stage *mesh = s->mesh ? kr_mesh_stage(s->mesh) : NULL;
+    kr_model_stage *pose = s->pose ? kr_pose_stage_model(s->pose) : NULL;
     kr_model_stage *inf = s->infer ? kr_infer_stage(s->infer) : NULL;
     kr_model_stage_cancel(det);
     kr_model_stage_cancel(mesh);
+    kr_model_stage_cancel(pose);
     kr_model_stage_cancel(inf);
     kr_refine_stage_cancel(s->refine);
     kr_composite_stage_cancel(s->composite);
     kr_model_stage_join(det);
     kr_model_stage_join(mesh);
+    kr_model_stage_join(pose);
     kr_model_stage_join(inf);
     kr_refine_stage_join(s->refine);
     kr_composite_stage_join(s->composite);
@@ -444,6 +473,7 @@ void kr_engine_destroy(keyer_session **sp)
         kr_stream_destroy(&s->streams[i]);
     kr_detect_destroy(&s->detect);
     kr_mesh_destroy(&s->mesh);
+    kr_pose_stage_destroy(&s->pose);
     kr_infer_destroy(&s->infer);
     kr_refine_stage_destroy(&s->refine);
     kr_composite_stage_destroy(&s->composite);
@@ -459,6 +489,7 @@ void kr_engine_destroy(keyer_session **sp)
     free(s->background_path);
     pthread_cond_destroy(&s->done_cond);
     pthread_mutex_destroy(&s->done_lock);
+    pthread_mutex_destroy(&s->accept_lock);
     pthread_mutex_destroy(&s->out.lock);
     pthread_mutex_destroy(&s->stats_lock);
     pthread_mutex_destroy(&s->err_lock);
@@ -508,7 +539,7 @@ static void report_progress(keyer_session *s, int64_t t0)
         kr_stream *st = s->streams[i];
         pr.frames_done += atomic_load(&st->frames_written);
         pr.frames_read += atomic_load(&st->frames_read);
-        if (st->source == KR_SOURCE_READER)
+        if (st->source == KR_SOURCE_READER && !st->continuation) /* counted by its first part */
             pr.frames_total += st->info.frame_count;
     }
     pr.elapsed = (double)(kr_clock_ns() - t0) * 1e-9;
@@ -519,17 +550,34 @@ static void report_progress(keyer_session *s, int64_t t0)
     s->params.progress(s->params.progress_opaque, &pr);
 }
 
-/* Waits for every file sink, calling the progress callback and sampling the GPU. */
-static void wait_for_sinks(keyer_session *s, int n)
+/* File sinks of the first @p n streams still writing. */
+static int sinks_pending(keyer_session *s, int n)
+{
+    int pending = 0;
+    for (int i = 0; i < n; i++)
+        pending += kr_stream_sink_pending(s->streams[i]);
+    return pending;
+}
+
+/* Waits for every file sink, calling the progress callback and sampling the GPU; streams
+ * moved here from a failed GPU while it waits (kr_engine_add_continuation) are waited for
+ * too. Returns the streams there are then: no stream is added after it returns. */
+static int wait_for_sinks(keyer_session *s)
 {
     int64_t t0 = kr_clock_ns();
     int64_t interval = (int64_t)s->params.progress_interval_ms * 1000000;
     for (;;) {
-        int pending = 0;
-        for (int i = 0; i < n; i++)
-            pending += kr_stream_sink_pending(s->streams[i]);
-        if (!pending)
-            break;
+        if (!sinks_pending(s, atomic_load(&s->stream_count))) {
+            /* a continuation is published and started under accept_lock: none is half made */
+            pthread_mutex_lock(&s->accept_lock);
+            int n = atomic_load(&s->stream_count);
+            int done = !sinks_pending(s, n);
+            if (done)
+                s->closing = 1;
+            pthread_mutex_unlock(&s->accept_lock);
+            if (done)
+                break;
+        }
         sample_gpu(s);
         report_progress(s, t0);
         pthread_mutex_lock(&s->done_lock);
@@ -539,6 +587,7 @@ static void wait_for_sinks(keyer_session *s, int n)
     }
     sample_gpu(s);
     report_progress(s, t0);
+    return atomic_load(&s->stream_count);
 }
 
 keyer_status kr_engine_run(keyer_session *s, keyer_error *err)
@@ -562,6 +611,13 @@ keyer_status kr_engine_run(keyer_session *s, keyer_error *err)
     keyer_status st = opened ? kr_engine_start(s, err) : KEYER_OK;
     if (st)
         session_fail(s, st, err);
+    if (s->start_gate) {
+        /* every GPU's engine starts reading at once (at most 60 s apart) */
+        int64_t t = kr_gate_pass(s->start_gate, (int64_t)60 * 1000000000);
+        pthread_mutex_lock(&s->out.lock);
+        s->out.t_start = s->out.t_last = t;
+        pthread_mutex_unlock(&s->out.lock);
+    }
     for (int i = 0; i < n && !st; i++) {
         kr_stream *ss = s->streams[i];
         if (ss->source != KR_SOURCE_READER || ss->open_failed)
@@ -574,7 +630,7 @@ keyer_status kr_engine_run(keyer_session *s, keyer_error *err)
             kr_stream_cancel(ss); /* unblock what of it did start */
         }
     }
-    wait_for_sinks(s, n);
+    n = wait_for_sinks(s);
     /* join the file streams' threads and finalise their outputs */
     keyer_status first = KEYER_OK;
     keyer_error first_err = {0};
@@ -642,6 +698,54 @@ keyer_status kr_engine_add_file(keyer_session *s, const keyer_file_stream_params
     if (atomic_load(&s->cancel))
         kr_stream_interrupt(st);
     return KEYER_OK;
+}
+
+keyer_status kr_engine_add_continuation(keyer_session *s, const keyer_file_stream_params *params,
+                                        const kr_continuation *c, int *stream_id,
+                                        keyer_error *err)
+{
+    pthread_mutex_lock(&s->accept_lock);
+    keyer_status rs = KEYER_OK;
+    int id = atomic_load(&s->stream_count);
+    if (!s->started || s->closing || !s->run_called || atomic_load(&s->cancel) ||
+        atomic_load(&s->gpu_failed) || id >= s->params.max_streams) {
+        rs = keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                             "%s: not running, failed, stopping or full", s->device_name);
+        goto done;
+    }
+    kr_stream *st = NULL;
+    if ((rs = kr_stream_open_file(&s->env, id, params, &st, err)))
+        goto done;
+    st->continuation = 1;
+    st->handoff = c->handoff;
+    st->resume_pts = c->resume_pts;
+    st->seq_base = c->seq_base;
+    stream_publish(s, st);
+    if ((rs = kr_stream_start(st, err))) {
+        s->streams[id] = NULL;
+        atomic_store(&s->stream_count, id);
+        kr_stream_destroy(&st);
+        goto done;
+    }
+    if (stream_id)
+        *stream_id = id;
+done:
+    pthread_mutex_unlock(&s->accept_lock);
+    return rs;
+}
+
+void kr_engine_set_failover(keyer_session *s, int (*fn)(void *, kr_stream *, int64_t, int64_t),
+                            void *opaque)
+{
+    s->env.failover = fn;
+    s->env.failover_opaque = opaque;
+}
+
+void kr_engine_mark_failed(keyer_session *s, const char *why)
+{
+    keyer_error e = {0};
+    keyer_error_set(&e, KEYER_STATUS_DEVICE, "%s", why);
+    on_report(s, KR_REPORT_GPU_FAILURE, -1, KEYER_STATUS_DEVICE, &e);
 }
 
 keyer_status kr_engine_open_stream(keyer_session *s, const keyer_stream_params *params,

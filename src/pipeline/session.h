@@ -31,16 +31,17 @@
 #include "pipeline/infer.h"
 #include "pipeline/mesh.h"
 #include "pipeline/nvml.h"
+#include "pipeline/pose_stage.h"
 #include "pipeline/refine.h"
 #include "pipeline/stats.h"
 #include "pipeline/stream.h"
 #include "pipeline/trace.h"
 
-/* Stages, in report order. DETECT (the session's detector, params.detect) and MESH (its face
- * mesh, params.mesh) come last so that the report of a session without them lists the first
- * six (seven) only. */
+/* Stages, in report order. DETECT (the session's detector, params.detect), MESH (its face
+ * mesh, params.mesh) and POSE (its pose landmarks, params.pose) come last so that the report
+ * of a session without them lists the first six (seven, eight) only. */
 enum { KR_ST_READ = 0, KR_ST_PREPARE, KR_ST_INFER, KR_ST_REFINE, KR_ST_COMPOSITE, KR_ST_WRITE,
-       KR_ST_DETECT, KR_ST_MESH, KR_ST_COUNT };
+       KR_ST_DETECT, KR_ST_MESH, KR_ST_POSE, KR_ST_COUNT };
 
 struct keyer_session {
     keyer_session_params params;
@@ -73,6 +74,7 @@ struct keyer_session {
     kr_infer *infer;          /* the keying model, or NULL (passthrough) */
     kr_detect *detect;        /* the session's detector, or NULL */
     kr_mesh *mesh;            /* the face mesh after it (params.mesh), or NULL */
+    kr_pose_stage *pose;      /* the pose landmarks after it (params.pose), or NULL */
     kr_refine_stage *refine;
     kr_composite_stage *composite;
     keyer_frame *bg_image;    /* still background (host), or NULL */
@@ -100,6 +102,9 @@ struct keyer_session {
     /* completion of file sinks */
     pthread_mutex_t done_lock;
     pthread_cond_t done_cond;
+    /* streams moved here from a failed GPU while running (kr_engine_add_continuation) */
+    pthread_mutex_t accept_lock;
+    int closing;              /* the run waits for no more streams: none is accepted */
 
     /* first fatal error */
     pthread_mutex_t err_lock;
@@ -108,6 +113,8 @@ struct keyer_session {
 
     /* several GPUs: their engines (engines.c); NULL for a session on one device */
     struct kr_engines *group;
+    /* several GPUs: the engines' common start (gate.h), set by engines.c for the run; NULL */
+    struct kr_gate *start_gate;
 };
 
 /* The engine's calls: each is the public keyer_session_* function of the same name for a
@@ -132,6 +139,39 @@ int kr_engine_stream_count(const keyer_session *session);
 keyer_status kr_engine_get_stream_report(keyer_session *session, int stream_id,
                                          keyer_stream_report *out, keyer_error *err);
 keyer_status kr_engine_write_trace(keyer_session *session, const char *path, keyer_error *err);
+
+/** Where a continuation stream starts (kr_engine_add_continuation). */
+typedef struct kr_continuation {
+    struct kr_handoff *handoff; /* shared with the stream it continues (not owned) */
+    int64_t resume_pts;         /* its first frame: the first with pts >= this */
+    int64_t seq_base;           /* that frame's number in the stream (for the callbacks) */
+} kr_continuation;
+
+/**
+ * GPU-to-GPU failover: adds to a *running* engine a file stream that continues a stream of
+ * a failed GPU's engine (@p params: the same input and output), reading on NVDEC of this
+ * engine from @p c->resume_pts, numbering its frames from @p c->seq_base and writing with the
+ * writer the first stream hands over through @p c->handoff (its own output is not opened).
+ * The engine's run waits for it. *@p stream_id receives the engine's id for it.
+ * Errors: UNSUPPORTED (the engine has not started, its run is finishing, its own GPU failed,
+ * it was cancelled, or it holds max_streams streams), and those of opening the input.
+ */
+keyer_status kr_engine_add_continuation(keyer_session *session,
+                                        const keyer_file_stream_params *params,
+                                        const kr_continuation *c, int *stream_id,
+                                        keyer_error *err);
+
+/** Sets the failover hook of the engine's file streams (kr_stream_env::failover); before its
+ *  run. */
+void kr_engine_set_failover(keyer_session *session,
+                            int (*fn)(void *opaque, kr_stream *st, int64_t last_pts,
+                                      int64_t frames),
+                            void *opaque);
+
+/** Marks the engine's device failed, as a CUDA error in a stage does (a warning naming
+ *  @p why; CUDA items move to the CPU, file streams to another GPU through the hook). For
+ *  tests of the failover on engines without a GPU. */
+void kr_engine_mark_failed(keyer_session *session, const char *why);
 
 /**
  * The report of @p count engines together (report.c): frames, batches and warnings summed,

@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "pipeline/clock.h"
+#include "pipeline/handoff.h"
 #include "pipeline/stream.h"
 
 /* A frame left the pipeline: counted, and its latency recorded. */
@@ -51,7 +52,7 @@ static keyer_status call_frame_fn(kr_stream *st, kr_item *it, const keyer_frame 
     } else {
         w = (keyer_frame *)*out; /* the item's own composite buffer */
     }
-    if ((rs = p->frame_fn(p->frame_opaque, st->id, it->seq, in, w, err)))
+    if ((rs = p->frame_fn(p->frame_opaque, st->id, it->seq + st->seq_base, in, w, err)))
         return rs;
     *out = w;
     return KEYER_OK;
@@ -67,10 +68,12 @@ static keyer_status draw_detections(kr_stream *st, kr_item *it, const keyer_fram
     keyer_overlay_clear(st->overlay);
     const keyer_frame *in = it->frame && it->frame->data[0] ? it->frame : it->src;
     keyer_status rs =
-        p->mesh ? p->faces_fn(p->faces_opaque, st->id, it->seq, in, it->faces, it->n_faces,
-                              st->overlay, err)
-                : p->detect_fn(p->detect_opaque, st->id, it->seq, in, it->dets, it->n_dets,
-                               st->overlay, err);
+        p->pose   ? p->pose_fn(p->pose_opaque, st->id, it->seq + st->seq_base, in, it->dets,
+                               it->n_dets, &it->pose, st->overlay, err)
+        : p->mesh ? p->faces_fn(p->faces_opaque, st->id, it->seq + st->seq_base, in, it->faces,
+                                it->n_faces, st->overlay, err)
+                  : p->detect_fn(p->detect_opaque, st->id, it->seq + st->seq_base, in, it->dets,
+                                 it->n_dets, st->overlay, err);
     if (rs || keyer_overlay_count(st->overlay) == 0)
         return rs;
     for (;;) {
@@ -159,7 +162,17 @@ static int write_item(kr_stream *st, kr_item *it, int track)
         keyer_error_prefix(&e, "stream %d, frame %lld: ", st->id, (long long)it->seq);
     } else if (env->params->frame_fn && (rs = call_frame_fn(st, it, &out, &e))) {
         keyer_error_prefix(&e, "stream %d, frame %lld: ", st->id, (long long)it->seq);
-    } else if (st->writer && (rs = keyer_writer_write(st->writer, out, &e))) {
+    } else if (st->writer && st->continuation && out->memory == KEYER_MEMORY_CUDA &&
+               (rs = copy_frame(st, &st->hook_out, out, 0, &e))) {
+        /* the writer came from a failed GPU (its encoder's device is not this one): it gets
+         * host frames */
+        keyer_error_prefix(&e, "stream %d, frame %lld: ", st->id, (long long)it->seq);
+    } else if (st->writer &&
+               (rs = keyer_writer_write(st->writer,
+                                        st->continuation && out->memory == KEYER_MEMORY_CUDA
+                                            ? st->hook_out
+                                            : out,
+                                        &e))) {
         keyer_error_prefix(&e, "writing %s: ", st->output);
     } else {
         int64_t t1 = kr_clock_ns();
@@ -172,12 +185,39 @@ static int write_item(kr_stream *st, kr_item *it, int track)
     return 0;
 }
 
+/* A continuation's sink: waits for the stream it continues to hand over its output (and to
+ * have made every callback of its frames). Returns 0 when this stream must not write: that
+ * stream failed, or the session stops. */
+static int take_output(kr_stream *st)
+{
+    keyer_writer *w = NULL;
+    int ok = kr_handoff_take(st->handoff, st->env->ctx->cancel, &w);
+    if (ok <= 0) {
+        if (ok == 0) {
+            keyer_error e = {0};
+            keyer_error_set(&e, KEYER_STATUS_IO,
+                            "%s: the part read before the GPU failure did not complete; the "
+                            "rest is not written", st->input);
+            kr_stage_fail(st->env->ctx, st->id, KEYER_STATUS_IO, &e);
+        }
+        return 0;
+    }
+    st->writer = w;
+    if (w && st->reader) {
+        keyer_error e = {0};
+        keyer_writer_set_copy_source(w, st->reader, &e); /* audio from here on */
+    }
+    return 1;
+}
+
 void *kr_sink_main(void *arg)
 {
     kr_stream *st = arg;
     const kr_stage_ctx *ctx = st->env->ctx;
     int track = kr_trace_thread(ctx->trace, "write", st->id);
     int writing = 1;
+    if (st->continuation && st->handoff)
+        writing = take_output(st);
     for (;;) {
         void *p = NULL;
         if (kr_reorder_take(st->done, &p, 1) != KEYER_OK)
@@ -190,6 +230,13 @@ void *kr_sink_main(void *arg)
         if (!it->lost && !it->failed && writing)
             writing = write_item(st, it, track);
         kr_item_release(it);
+    }
+    if (st->moved && st->handoff) {
+        /* the rest of the input went to another GPU: its continuation writes on */
+        int ok = !kr_stream_status(st, NULL) && writing;
+        kr_handoff_give(st->handoff, ok ? st->writer : NULL, ok);
+        if (ok)
+            st->writer = NULL;
     }
     atomic_store(&st->sink_finished, 1);
     ctx->report(ctx->opaque, KR_REPORT_SINK_DONE, st->id, KEYER_OK, NULL);

@@ -12,12 +12,14 @@
 #include "pipeline/clock.h"
 #include "pipeline/placement.h"
 
-/* Most engines a split spreads over (the group's limit). */
+/* Most engines a split spreads over (the group's limit), and most lanes in all. */
 #define MAX_PARTS 64
+#define MAX_LANES KR_SPLIT_MAX_LANES
 
+/* A lane: one reader (decoder session) and one pushed stream on one engine. */
 typedef struct producer {
     struct kr_split_gpus *sp;
-    int index;                 /* engine index: chunks index, index + n, ... */
+    int index;                 /* lane: chunks index, index + lanes, ...; engine index % parts */
     keyer_session *engine;
     int stream;                /* the engine's pushed stream */
     keyer_reader *reader;
@@ -39,8 +41,9 @@ struct kr_split_gpus {
     int64_t *starts;           /* chunk k: pts in [starts[k], starts[k + 1]) */
     atomic_int *chunk_frames;  /* frames the producer sent of chunk k; -1 while unknown */
     int chunks;
-    int parts;
-    producer prod[MAX_PARTS];
+    int parts;                 /* engines */
+    int lanes;                 /* parts x chunks in flight per engine */
+    producer prod[MAX_LANES];
     atomic_int cancel;
     atomic_llong written;
     pthread_mutex_t lock;      /* the first error */
@@ -75,14 +78,54 @@ static void split_fail(kr_split_gpus *sp, keyer_status st, const keyer_error *er
     kr_split_gpus_cancel(sp);
 }
 
-keyer_status kr_split_gpus_create(const keyer_file_stream_params *fp, int parts,
+int kr_split_gpus_lanes(int parts, int per_engine)
+{
+    if (parts < 1 || parts > MAX_PARTS)
+        return 0;
+    if (per_engine <= 0)
+        per_engine = KR_SPLIT_DEFAULT_CHUNKS;
+    if (per_engine > KR_SPLIT_MAX_CHUNKS)
+        per_engine = KR_SPLIT_MAX_CHUNKS;
+    if (parts * per_engine > MAX_LANES)
+        per_engine = MAX_LANES / parts;
+    return parts * per_engine;
+}
+
+/* The plan's chunks are GOPs of at least 24 frames; each costs a seek, a decoder flush and
+ * the frames decoded past its end. A long file gets longer chunks: up to 3 planned chunks
+ * in one, as long as every lane still gets two (and a chunk stays within a lane's pool of
+ * about 85 frames for 24-frame GOP chunks). */
+int kr_split_gpus_merge(int chunks, int lanes)
+{
+    if (chunks < 1 || lanes < 1)
+        return 1;
+    int m = chunks / (2 * lanes);
+    return m < 1 ? 1 : m > KR_SPLIT_MAX_MERGE ? KR_SPLIT_MAX_MERGE : m;
+}
+
+static void merge_chunks(kr_split_gpus *sp)
+{
+    int m = kr_split_gpus_merge(sp->chunks, sp->lanes);
+    if (m < 2)
+        return;
+    int n = 0;
+    for (int k = 0; k < sp->chunks; k += m)
+        sp->starts[n++] = sp->starts[k];
+    sp->chunks = n;
+}
+
+keyer_status kr_split_gpus_create(const keyer_file_stream_params *fp, int parts, int per_engine,
                                   const keyer_logger *logger, kr_split_gpus **out,
                                   keyer_error *err)
 {
     *out = NULL;
-    if (parts < 2 || parts > MAX_PARTS)
+    if (parts < 1 || parts > MAX_PARTS)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "split over GPUs: %d parts (2..%d)", parts, MAX_PARTS);
+                               "split over GPUs: %d parts (1..%d)", parts, MAX_PARTS);
+    int lanes = kr_split_gpus_lanes(parts, per_engine);
+    if (lanes < 2)
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                               "split: one GPU with one chunk in flight is no split");
     kr_split_gpus *sp = calloc(1, sizeof(*sp));
     if (!sp)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "split over GPUs: out of memory");
@@ -90,6 +133,7 @@ keyer_status kr_split_gpus_create(const keyer_file_stream_params *fp, int parts,
     atomic_init(&sp->cancel, 0);
     atomic_init(&sp->written, 0);
     sp->parts = parts;
+    sp->lanes = lanes;
     sp->logger = logger;
     sp->reader_params = fp->reader;
     sp->writer_params = fp->writer;
@@ -113,8 +157,9 @@ keyer_status kr_split_gpus_create(const keyer_file_stream_params *fp, int parts,
     sp->reader_params.segments = 0;
     sp->reader_params.keep_streams = 0;    /* video only: no audio to copy */
     sp->reader_params.logger = logger;
-    if ((st = keyer_reader_plan_chunks(sp->input, parts, &sp->starts, &sp->chunks, err)))
+    if ((st = keyer_reader_plan_chunks(sp->input, lanes, &sp->starts, &sp->chunks, err)))
         goto fail;
+    merge_chunks(sp);
     sp->chunk_frames = malloc(sizeof(atomic_int) * (size_t)sp->chunks);
     if (!sp->chunk_frames) {
         st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "split over GPUs: out of memory");
@@ -147,7 +192,7 @@ void kr_split_gpus_cancel(kr_split_gpus *sp)
     if (!sp)
         return;
     atomic_store(&sp->cancel, 1);
-    for (int i = 0; i < sp->parts; i++)
+    for (int i = 0; i < sp->lanes; i++)
         if (sp->prod[i].reader)
             keyer_reader_interrupt(sp->prod[i].reader);
 }
@@ -176,7 +221,7 @@ static void *producer_main(void *arg)
     kr_split_gpus *sp = pr->sp;
     keyer_error err = {0};
     keyer_status st = KEYER_OK;
-    for (int k = pr->index; k < sp->chunks && !st && !atomic_load(&sp->cancel); k += sp->parts) {
+    for (int k = pr->index; k < sp->chunks && !st && !atomic_load(&sp->cancel); k += sp->lanes) {
         int64_t end = k + 1 < sp->chunks ? sp->starts[k + 1] : INT64_MAX;
         if ((st = keyer_reader_seek(pr->reader, sp->starts[k], &err)))
             break;
@@ -215,7 +260,8 @@ static void *producer_main(void *arg)
     return NULL;
 }
 
-/* Opens engine @p i's reader (on its device) and pushed stream. */
+/* Opens lane @p i's reader (on its engine's device: a decoder session of its own) and pushed
+ * stream. */
 static keyer_status open_part(kr_split_gpus *sp, keyer_session *engine, int i, keyer_error *err)
 {
     producer *pr = &sp->prod[i];
@@ -307,7 +353,7 @@ static void progress(kr_split_gpus *sp, out_state *o, const keyer_session_params
     keyer_session_progress pr;
     memset(&pr, 0, sizeof(pr));
     pr.frames_done = atomic_load(&sp->written);
-    for (int i = 0; i < sp->parts; i++)
+    for (int i = 0; i < sp->lanes; i++)
         pr.frames_read += atomic_load(&sp->prod[i].sent);
     pr.frames_total = sp->info.frame_count;
     pr.elapsed = (double)(now - o->t0) * 1e-9;
@@ -322,7 +368,7 @@ static void progress(kr_split_gpus *sp, out_state *o, const keyer_session_params
 static keyer_status write_chunk(kr_split_gpus *sp, int k, out_state *o,
                                 const keyer_session_params *p, keyer_frame *f, keyer_error *err)
 {
-    producer *pr = &sp->prod[k % sp->parts];
+    producer *pr = &sp->prod[k % sp->lanes];
     int64_t end = k + 1 < sp->chunks ? sp->starts[k + 1] : INT64_MAX;
     for (int got = 0;;) {
         keyer_status st;
@@ -338,7 +384,10 @@ static keyer_status write_chunk(kr_split_gpus *sp, int k, out_state *o,
             keyer_frame_unref(pr->pending);
             pr->has_pending = 0;
         } else {
-            st = kr_engine_receive_frame(pr->engine, pr->stream, f, 50000, err);
+            /* a short wait: the chunk may have ended (its producer says so once it has read
+             * past it), and then the writer goes on to the next lane at once, where waiting
+             * for this lane's next frame would hold every lane up by the pipeline's latency */
+            st = kr_engine_receive_frame(pr->engine, pr->stream, f, 1000, err);
             if (st == KEYER_STATUS_AGAIN) {
                 keyer_error_clear(err);
                 progress(sp, o, p, 0);
@@ -379,8 +428,8 @@ keyer_status kr_split_gpus_run(kr_split_gpus *sp, keyer_session *const *engines,
     keyer_status st = KEYER_OK;
     out_state o = {NULL, NULL, kr_clock_ns(), 0};
     keyer_frame *f = NULL;
-    for (int i = 0; i < count && !st; i++)
-        st = open_part(sp, engines[i], i, err);
+    for (int i = 0; i < sp->lanes && !st; i++)
+        st = open_part(sp, engines[i % count], i, err);
     if (!st && !(st = keyer_frame_create(&o.host, err)))
         st = keyer_frame_create(&f, err);
     /* Every engine's stages were started one after the other (runtimes, warm-up); the run's
@@ -392,7 +441,7 @@ keyer_status kr_split_gpus_run(kr_split_gpus *sp, keyer_session *const *engines,
         pthread_mutex_unlock(&engines[i]->out.lock);
     }
     o.t0 = now;
-    for (int i = 0; i < count && !st; i++) {
+    for (int i = 0; i < sp->lanes && !st; i++) {
         if (pthread_create(&sp->prod[i].thread, NULL, producer_main, &sp->prod[i])) {
             st = keyer_error_set(err, KEYER_STATUS_INTERNAL, "split over GPUs: no thread");
             break;
@@ -408,7 +457,7 @@ keyer_status kr_split_gpus_run(kr_split_gpus *sp, keyer_session *const *engines,
     /* Every chunk written (the producers are done), or a failure: the producers stop at
      * their next read or send (readers interrupted, sends see the flag). */
     kr_split_gpus_cancel(sp);
-    for (int i = 0; i < count; i++) {
+    for (int i = 0; i < sp->lanes; i++) {
         if (sp->prod[i].started)
             pthread_join(sp->prod[i].thread, NULL);
         sp->prod[i].started = 0;
@@ -441,7 +490,7 @@ void kr_split_gpus_report(kr_split_gpus *sp, keyer_session *const *engines, int 
     out->width = sp->info.width;
     out->height = sp->info.height;
     size_t len = 0;
-    for (int i = 0; i < count; i++) {
+    for (int i = 0; i < sp->lanes; i++) {
         producer *pr = &sp->prod[i];
         out->frames_read += atomic_load(&pr->sent);
         if (pr->engine) {
@@ -452,6 +501,8 @@ void kr_split_gpus_report(kr_split_gpus *sp, keyer_session *const *engines, int 
                 out->frames_lost += part.frames_lost;
             }
         }
+    }
+    for (int i = 0; i < count; i++) {
         /* "cuda:0 + cuda:1 (split)" */
         char one[80];
         keyer_session_report er;
@@ -488,7 +539,7 @@ void kr_split_gpus_destroy(kr_split_gpus **spp)
     if (!spp || !*spp)
         return;
     kr_split_gpus *sp = *spp;
-    for (int i = 0; i < MAX_PARTS; i++) {
+    for (int i = 0; i < MAX_LANES; i++) {
         producer *pr = &sp->prod[i];
         if (pr->started)
             pthread_join(pr->thread, NULL);

@@ -2,18 +2,26 @@
  * One file split over several engines (internal, prefix kr_): keyer_session_params::split_gpus.
  *
  * The file is cut at keyframes into chunks of whole GOPs (keyer_reader_plan_chunks, the plan
- * of the split decode); chunk k goes to engine k mod N. Each engine gets one pushed stream
- * (pulled, no output of its own) and one producer thread with its own reader (NVDEC of that
- * GPU), which seeks to each of its chunks in turn, reads the chunk's frames (pts in
+ * of the split decode; a long file's chunks merged up to 3 in one, keeping at least two per
+ * lane, since each chunk costs a seek and a decoder flush). Each of the N engines runs C *lanes* (C chunks in flight per engine,
+ * keyer_session_params::split_chunks), L = N x C lanes in all; lane l runs on engine l mod N
+ * and takes chunks l, l + L, l + 2L, ... (consecutive chunks go to different GPUs, then to
+ * the same GPU's other lanes). A lane is one pushed stream of its engine (pulled, no output
+ * of its own) and one producer thread with its own reader: a decoder session of its own
+ * (NVDEC of that GPU; a GPU has several NVDEC engines and one session keeps one busy), which
+ * seeks to each of its chunks in turn, reads the chunk's frames (pts in
  * [start_k, start_k+1)), marks the first one KEYER_FRAME_FLAG_DISCONTINUITY (the matte's
  * temporal smoothing restarts: as at the start of a file) and sends them. One writer (the
- * thread of kr_split_gpus_run) receives chunk 0 from engine 0, chunk 1 from engine 1, ...,
- * so frames leave in the file's order; a frame of a later chunk received while looking for
- * the end of the current one (its pts says so) is kept for its turn. The writer downloads
- * device frames and encodes them with one keyer_writer, or drops them (no output).
+ * thread of kr_split_gpus_run) receives chunk 0 from lane 0, chunk 1 from lane 1, ..., so
+ * frames leave in the file's order; a frame of a later chunk received while looking for the
+ * end of the current one (its pts says so) is kept for its turn. The writer downloads device
+ * frames and encodes them with one keyer_writer, or drops them (no output).
  *
- * Engine g may run ahead by what its stream's pool holds (a send that finds the pool full
- * waits for the writer): chunks shorter than the pool keep every GPU busy.
+ * The bounded buffer of a lane is its pushed stream's pool: a lane runs ahead of the writer
+ * by what that pool holds (a send that finds it full waits), more than two chunks of the
+ * usual 24 to 48 frames, so every lane decodes and processes its next chunk while the writer
+ * takes the others' in turn. With one engine and C >= 2 the file is split over several
+ * decoder sessions of one GPU.
  */
 #ifndef KEYER_PIPELINE_SPLIT_GPUS_H
 #define KEYER_PIPELINE_SPLIT_GPUS_H
@@ -23,13 +31,32 @@
 
 typedef struct kr_split_gpus kr_split_gpus;
 
+/** Chunks in flight per engine when keyer_session_params::split_chunks is 0. */
+#define KR_SPLIT_DEFAULT_CHUNKS 2
+/** Most chunks in flight per engine (the option's maximum), and most lanes in all. */
+#define KR_SPLIT_MAX_CHUNKS 16
+#define KR_SPLIT_MAX_LANES 128
+/** Most planned chunks (GOPs of at least 24 frames) merged into one (a long file). */
+#define KR_SPLIT_MAX_MERGE 3
+
+/** Lanes of a split over @p parts engines with @p per_engine chunks in flight each (0: the
+ *  default; clamped to KR_SPLIT_MAX_CHUNKS and to KR_SPLIT_MAX_LANES in all); 0 for
+ *  @p parts outside 1..64. A pure function, for the unit tests. */
+int kr_split_gpus_lanes(int parts, int per_engine);
+
+/** Planned chunks merged into one for @p chunks planned over @p lanes lanes: as many as
+ *  leave every lane two chunks, 1..KR_SPLIT_MAX_MERGE. A pure function, for the unit tests. */
+int kr_split_gpus_merge(int chunks, int lanes);
+
 /**
- * Plans the split of @p fp->input over @p parts engines and copies what the run needs (the
- * paths and the writer's strings are copied). Errors: UNSUPPORTED (the file cannot be
- * split: not seekable, no keyframe index, fewer than two chunks; the caller then runs it
- * as one stream), IO / BAD_DATA (cannot open), OUT_OF_MEMORY.
+ * Plans the split of @p fp->input over @p parts engines with @p per_engine chunks in flight
+ * on each (kr_split_gpus_lanes) and copies what the run needs (the paths and the writer's
+ * strings are copied). Errors: UNSUPPORTED (fewer than two lanes, or the file cannot be
+ * split: not seekable, no keyframe index, fewer than two chunks; the caller then runs it as
+ * one stream), INVALID_ARGUMENT (@p parts outside 1..64), IO / BAD_DATA (cannot open),
+ * OUT_OF_MEMORY.
  */
-keyer_status kr_split_gpus_create(const keyer_file_stream_params *fp, int parts,
+keyer_status kr_split_gpus_create(const keyer_file_stream_params *fp, int parts, int per_engine,
                                   const keyer_logger *logger, kr_split_gpus **out,
                                   keyer_error *err);
 
@@ -49,7 +76,8 @@ keyer_status kr_split_gpus_run(kr_split_gpus *sp, keyer_session *const *engines,
 /** Stops the readers and the writer (async-signal-safe). NULL accepted. */
 void kr_split_gpus_cancel(kr_split_gpus *sp);
 
-/** The split input as one stream's report (device: the engines' devices and "split"). */
+/** The split input as one stream's report (device: the engines' devices and " (split)",
+ *  "cuda:0 + cuda:1 (split)"; frames summed over the lanes). */
 void kr_split_gpus_report(kr_split_gpus *sp, keyer_session *const *engines, int count,
                           keyer_stream_report *out);
 

@@ -56,6 +56,7 @@ static void json_streams(FILE *f, keyer_session *s)
         json_string(f, sr.encoder);
         fprintf(f, ", \"device\": ");
         json_string(f, sr.device);
+        fprintf(f, ", \"frames_people\": %lld", (long long)sr.frames_people);
         fprintf(f, ", \"reconnects\": %lld, \"missed_frames\": %lld, "
                    "\"disconnected_seconds\": %.3f",
                 (long long)sr.reconnects, (long long)sr.missed_frames,
@@ -83,6 +84,8 @@ keyer_status keyer_session_write_stats(keyer_session *s, const char *path, keyer
     json_string(f, r.device);
     fprintf(f, ",\n  \"model\": ");
     json_string(f, r.model);
+    fprintf(f, ",\n  \"auto_people\": %s,\n  \"frames_people\": %lld",
+            r.auto_people ? "true" : "false", (long long)r.frames_people);
     fprintf(f, ",\n  \"model_precision\": ");
     json_string(f, r.model_precision);
     fprintf(f, ",\n  \"detector\": ");

@@ -118,6 +118,7 @@ keyer_status kr_stream_open_file(const kr_stream_env *env, int id,
     st->reader_params.reconnect = sp->reconnect;
     st->reader_params.reconnect_max = sp->reconnect_max;
     st->reader_params.timeout = sp->input_timeout;
+    kr_stream_decoder_knobs(sp, &st->reader_params);
     st->writer_params = params->writer;
     st->copy_streams = params->copy_streams;
     int live = params->live >= 0 ? params->live : sp->live;
@@ -342,7 +343,8 @@ keyer_status kr_stream_start(kr_stream *st, keyer_error *err)
         return rs;
     if (env->bg_video && (rs = open_background_video(st, err)))
         return rs;
-    if (st->sink == KR_SINK_WRITER && (rs = open_writer(st, err)))
+    /* a continuation writes with the writer its first stream hands over (handoff.h) */
+    if (st->sink == KR_SINK_WRITER && !st->continuation && (rs = open_writer(st, err)))
         return rs;
     if (st->source == KR_SOURCE_READER) {
         if (pthread_create(&st->reader_thread, NULL, reader_main, st))
@@ -631,12 +633,33 @@ static void *reader_main(void *arg)
                   (double)st->frame_rate.num / st->frame_rate.den <= 1000.0;
     int64_t released = 0, due = 0;
     int64_t last_end = INT64_MIN; /* end of the last frame read, in the stream's time base */
+    int64_t last_pts = INT64_MIN, ingested = 0;
+    if (st->continuation && st->resume_pts != INT64_MIN) {
+        /* on from the frame after the last one the failed GPU's stream read */
+        keyer_error e = {0};
+        keyer_status rs = keyer_reader_seek(st->reader, st->resume_pts, &e);
+        if (rs) {
+            keyer_error_prefix(&e, "reading %s (moved to another GPU): ", st->input);
+            stream_fail(st, rs, &e);
+            kr_queue_close(st->ingest);
+            return NULL;
+        }
+    }
     while (!stream_stopped(st)) {
         kr_item *it = take_free_item(st, 1);
         if (!it)
             break;
         if (stream_stopped(st)) {
             kr_item_release(it);
+            break;
+        }
+        /* this engine's GPU failed: the rest of the input may move to another GPU (a
+         * continuation stream there reads on from the next frame; the frames read so far
+         * are finished here, on the CPU) */
+        if (env->failover && !st->continuation && kr_stage_gpu_failed(ctx) &&
+            env->failover(env->failover_opaque, st, last_pts, ingested)) {
+            kr_item_release(it);
+            st->moved = 1;
             break;
         }
         keyer_error e = {0};
@@ -650,6 +673,16 @@ static void *reader_main(void *arg)
             if (rs == KEYER_STATUS_END && (rs = check_complete(st, last_end, &e)))
                 stream_fail(st, rs, &e);
             break;
+        }
+        if (rs == KEYER_STATUS_DEVICE && env->failover && !st->continuation &&
+            env->layout.dev) {
+            /* NVDEC failed with its GPU: the stream may go on on another GPU */
+            kr_stage_gpu_failure(ctx, &e);
+            if (env->failover(env->failover_opaque, st, last_pts, ingested)) {
+                kr_item_release(it);
+                st->moved = 1;
+                break;
+            }
         }
         if (rs) {
             kr_item_release(it);
@@ -673,6 +706,7 @@ static void *reader_main(void *arg)
         if (it->frame->time_base.num <= 0 || it->frame->time_base.den <= 0)
             it->frame->time_base = st->time_base;
         frame_end(it->frame, st->time_base, &last_end);
+        last_pts = it->frame->pts;
         atomic_fetch_add(&st->frames_read, 1);
         it->t_in = arrive;
         kr_stage_stats_record(env->read_stats, 1, t0, t1);
@@ -682,6 +716,7 @@ static void *reader_main(void *arg)
             read_background(st, it->bg_src);
         if (!ingest(st, it))
             break;
+        ingested++;
     }
     kr_queue_close(st->ingest);
     return NULL;

@@ -30,6 +30,9 @@
 #include "pipeline/prepare.h"
 #include "pipeline/stats.h"
 
+struct kr_stream;
+struct kr_handoff;
+
 /** What the session hands its streams. */
 typedef struct kr_stream_env {
     /* read when a stream opens */
@@ -51,7 +54,28 @@ typedef struct kr_stream_env {
     int detect;                /* the session's detector runs: detect_fn draws an overlay */
     int bg_video;              /* the background is a video: one reader per stream */
     keyer_encoder_probe *encoder_probe; /* the session's: writers whose codec is left to keyer */
+    /* several GPUs (engines.c): a file stream's reader calls this when its engine's GPU has
+     * failed, with the pts of the last frame it read (INT64_MIN: none yet) and the number of
+     * frames it read; 1: the rest of the stream moved to another GPU (a continuation there
+     * reads on from the next frame and takes over the output: this stream's reader stops,
+     * its frames so far are finished here); 0: the stream goes on here, on the CPU. NULL:
+     * never moves. Read when the reader starts. */
+    int (*failover)(void *opaque, struct kr_stream *st, int64_t last_pts, int64_t frames);
+    void *failover_opaque;
 } kr_stream_env;
+
+/** The session's decoder knobs (decode_segments, decode_surfaces, decode_shared_stream) in
+ *  @p rp, where the stream's own reader parameters leave them at 0. */
+static inline void kr_stream_decoder_knobs(const keyer_session_params *sp,
+                                           keyer_reader_params *rp)
+{
+    if (rp->segments == 0 && sp->decode_segments > 1)
+        rp->segments = sp->decode_segments;
+    if (rp->hw_surfaces == 0)
+        rp->hw_surfaces = sp->decode_surfaces;
+    if (sp->decode_shared_stream)
+        rp->hw_shared_stream = 1;
+}
 
 /** The stream's source and sink kinds. */
 enum { KR_SOURCE_READER = 0, KR_SOURCE_PUSH };
@@ -102,6 +126,13 @@ typedef struct kr_stream {
     keyer_frame *hook_out;
     int geometry_warned;    /* a frame of another size or format was skipped (logged once) */
     int bg_warned;          /* the background video could not be read (logged once) */
+    /* GPU-to-GPU failover (handoff.h): NULL, or the handoff this stream gives its output
+     * through (moved 1) or takes it from (continuation 1) */
+    struct kr_handoff *handoff;
+    int moved;              /* the rest of the input went to a continuation on another GPU */
+    int continuation;       /* reads on from resume_pts; its writer comes from the handoff */
+    int64_t resume_pts;     /* continuation: its first frame is the first with pts >= this */
+    int64_t seq_base;       /* frame number of its first frame (what the callbacks see) */
     /* counters */
     atomic_llong frames_read, frames_written, frames_dropped, frames_damaged, frames_lost;
     atomic_int closed;      /* push: no more sends */

@@ -126,7 +126,7 @@ keyer_status keyer_faces_create(const keyer_faces_params *params, keyer_faces **
         goto tracker; /* detections come from keyer_faces_track() */
     kr_vmodel_spec ds = {"face detector",
                          p->detector_model ? p->detector_model : full ? "face-full" : "face-short",
-                         p->backend, p->threads, p->logger, KEYER_FIT_LETTERBOX, 2.0f, -1.0f, 2};
+                         p->backend, p->threads, p->logger, KEYER_FIT_LETTERBOX, 2.0f, -1.0f, 2, 0};
     if ((st = kr_vmodel_open(&fa->det, &ds, err)))
         goto fail;
     keyer_detector_params dp = full ? keyer_detector_params_face_full()
@@ -156,7 +156,7 @@ keyer_status keyer_faces_create(const keyer_faces_params *params, keyer_faces **
 
     if (p->landmarks) {
         kr_vmodel_spec ms = {"face mesh", p->mesh_model ? p->mesh_model : "face-mesh", p->backend,
-                             p->threads, p->logger, KEYER_FIT_STRETCH, 1.0f, 0.0f, 2};
+                             p->threads, p->logger, KEYER_FIT_STRETCH, 1.0f, 0.0f, 2, 0};
         if ((st = kr_vmodel_open(&fa->mesh, &ms, err)))
             goto fail;
         fa->mesh_points = kr_vmodel_find_output(&fa->mesh, KEYER_FACE_MESH_POINTS * 3, 0);

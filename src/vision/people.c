@@ -50,6 +50,9 @@ typedef struct job {
     const keyer_frame *frame;
     float score;  /* the matched detection's, 0 without one */
     float box[4]; /* its box in pixels */
+    int from_landmarks; /* roi is the slot's crop from the previous landmarks */
+    int has_det_roi;    /* det_roi is the crop of this frame's matched detection */
+    keyer_roi det_roi;
 } job;
 
 struct keyer_people {
@@ -78,8 +81,13 @@ struct keyer_people {
     int n_all;
     keyer_track tracks[KEYER_PEOPLE_MAX * 2];
     job jobs[KEYER_PEOPLE_MAX];
+    job retry[KEYER_PEOPLE_MAX]; /* crops to run again from their detection */
+    int n_retry;
     keyer_prepare_geometry geos[MAX_BATCH];
     int frame_w, frame_h;         /* the analysed frame; 0: none yet */
+    /* the fallback segmentation of weak crops (p.fallback_model) */
+    kr_vmodel fb;                 /* fb.model NULL: none */
+    int fb_out;                   /* its mask output (fb.width x fb.height probabilities) */
 };
 
 static const char *const landmark_names[] = {"pose-lite", "pose-full", "pose-heavy"};
@@ -98,6 +106,7 @@ keyer_people_params keyer_people_params_defaults(void)
     p.roi_scale = 1.25f;
     p.track_smoothing = 0.7f;
     p.tiles = 1;
+    p.weak_mask = 0.04f;
     return p;
 }
 
@@ -106,13 +115,15 @@ void keyer_people_destroy(keyer_people **pp)
     if (!pp || !*pp)
         return;
     keyer_people *k = *pp;
-    kr_vmodel_close(&k->det);
-    keyer_detector_destroy(&k->decoder);
-    keyer_tracker_destroy(&k->tracker);
+    /* the landmark runtimes and preparation first: they use the detector's CUDA stream */
     keyer_runtime_destroy(&k->rt[0]);
     keyer_runtime_destroy(&k->rt[1]);
     keyer_model_destroy(&k->lm);
     keyer_prepare_destroy(&k->prep);
+    kr_vmodel_close(&k->det);
+    kr_vmodel_close(&k->fb);
+    keyer_detector_destroy(&k->decoder);
+    keyer_tracker_destroy(&k->tracker);
     free(k->in_staging);
     for (int i = 0; i < 3; i++)
         free(k->out_staging[i]);
@@ -132,12 +143,13 @@ static keyer_status check_params(const keyer_people_params *p, keyer_error *err)
         p->max_misses < 0 || p->max_misses > 30 || !(p->roi_scale >= 1 && p->roi_scale <= 4) ||
         !(p->track_smoothing >= 0 && p->track_smoothing <= 0.99f) || p->threads < 0 ||
         (p->tiles != 0 && p->tiles != 1) || p->tile_size < 0 || p->tile_size > 8192 ||
-        p->device < 0 || p->device > 63)
+        p->device < 0 || p->device > 63 || !(p->weak_mask >= 0 && p->weak_mask <= 1))
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "people: a parameter is out of range (model 0..2, min_score and "
                                "min_presence 0..1, max_people 1..%d, batch 1..%d, max_misses "
                                "0..30, roi_scale 1..4, track_smoothing 0..0.99, threads >= 0, "
-                               "device 0..63, tiles 0 or 1, tile_size 0..8192)", KEYER_PEOPLE_MAX, MAX_BATCH);
+                               "device 0..63, tiles 0 or 1, tile_size 0..8192, weak_mask "
+                               "0..1)", KEYER_PEOPLE_MAX, MAX_BATCH);
     return KEYER_OK;
 }
 
@@ -146,7 +158,8 @@ static keyer_status open_detector(keyer_people *k, const char *name, keyer_error
 {
     const keyer_people_params *p = &k->p;
     kr_vmodel_spec spec = {"person detector", name ? name : "pose-detect",
-                           p->backend, p->threads, p->logger, KEYER_FIT_LETTERBOX, 2.0f, -1.0f, 2};
+                           p->backend, p->threads, p->logger, KEYER_FIT_LETTERBOX, 2.0f, -1.0f, 2,
+                           p->device};
     keyer_status st = kr_vmodel_open(&k->det, &spec, err);
     if (st)
         return st;
@@ -165,6 +178,27 @@ static keyer_status open_detector(keyer_people *k, const char *name, keyer_error
                                "%dx%d input and outputs of %zu x %d boxes and %zu scores)",
                                k->det.path, dp.input_width, dp.input_height, anchors,
                                dp.num_coords, anchors);
+    return KEYER_OK;
+}
+
+/* The fallback segmentation model of weak crops (none with "none" or weak_mask 0). */
+static keyer_status open_fallback(keyer_people *k, const char *name, keyer_error *err)
+{
+    const keyer_people_params *p = &k->p;
+    if ((name && !strcmp(name, "none")) || p->weak_mask <= 0)
+        return KEYER_OK;
+    kr_vmodel_spec spec = {"people fallback segmentation", name ? name : "selfie", p->backend,
+                           p->threads, p->logger, KEYER_FIT_LETTERBOX, 1.0f, 0.0f, 1,
+                           p->device};
+    keyer_status st = kr_vmodel_open(&k->fb, &spec, err);
+    if (st)
+        return st;
+    k->fb_out = kr_vmodel_find_output(&k->fb, (size_t)k->fb.width * (size_t)k->fb.height, 0);
+    if (k->fb_out < 0)
+        return keyer_error_set(err, KEYER_STATUS_BAD_DATA,
+                               "people fallback segmentation: %s: no output of %d x %d person "
+                               "probabilities (its input's size)", k->fb.path, k->fb.width,
+                               k->fb.height);
     return KEYER_OK;
 }
 
@@ -222,6 +256,7 @@ static keyer_status open_landmarks(keyer_people *k, const char *model, keyer_err
         rp.threads = p->threads;
         rp.device = p->device;
         rp.logger = p->logger;
+        rp.stream = k->det.stream; /* the crops of CUDA frames are made on it (CUDA: not NULL) */
         if ((st = keyer_runtime_create(k->lm, &rp, &k->rt[r], err)))
             return keyer_error_prefix(err, "people landmarks: %s: ", path);
     }
@@ -242,6 +277,7 @@ static keyer_status open_landmarks(keyer_people *k, const char *model, keyer_err
     pp.offset = 0.0f;
     pp.threads = p->threads;
     pp.max_batch = p->batch;
+    pp.stream = k->det.stream;
     if ((st = keyer_prepare_create(&pp, &k->prep, err)))
         return keyer_error_prefix(err, "people landmarks: ");
     return KEYER_OK;
@@ -263,13 +299,14 @@ keyer_status keyer_people_create(const keyer_people_params *params, keyer_people
     if (!k)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "people: out of memory");
     k->p = *params;
-    k->p.landmark_model = k->p.detector_model = NULL; /* not kept */
+    k->p.landmark_model = k->p.detector_model = k->p.fallback_model = NULL; /* not kept */
     keyer_tracker_params tp = keyer_tracker_params_defaults();
     tp.min_hits = 1;
     tp.max_misses = params->max_misses;
     tp.max_tracks = 2 * KEYER_PEOPLE_MAX;
     if ((st = open_detector(k, params->detector_model, err)) ||
         (st = open_landmarks(k, params->landmark_model, err)) ||
+        (st = open_fallback(k, params->fallback_model, err)) ||
         (st = keyer_tracker_create(&tp, &k->tracker, err)))
         goto fail;
     size_t cells = (size_t)k->seg_w * (size_t)k->seg_h;
@@ -298,14 +335,15 @@ void keyer_people_reset(keyer_people *k)
     }
 }
 
-static keyer_status check_frame(const keyer_frame *frame, const char *fn, keyer_error *err)
+static keyer_status check_frame(const keyer_people *k, const keyer_frame *frame, const char *fn,
+                                keyer_error *err)
 {
     if (keyer_frame_check(frame, err))
         return keyer_error_prefix(err, "%s: ", fn);
-    if (frame->memory != KEYER_MEMORY_HOST)
+    if (frame->memory != KEYER_MEMORY_HOST && (k->host || k->det.host))
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
-                               "%s: the frame is in CUDA memory; people keying takes host frames",
-                               fn);
+                               "%s: the frame is in CUDA memory; people keying on the CPU takes "
+                               "host frames", fn);
     return KEYER_OK;
 }
 
@@ -457,7 +495,7 @@ keyer_status keyer_people_detect(keyer_people *k, const keyer_frame *frame, keye
                                "keyer_people_detect: NULL argument or negative capacity");
     *count = 0;
     int n = 0;
-    keyer_status st = check_frame(frame, "keyer_people_detect", err);
+    keyer_status st = check_frame(k, frame, "keyer_people_detect", err);
     if (st || (st = detect(k, frame, NULL, 0, &n, err)))
         return st;
     n = n < capacity ? n : capacity;
@@ -518,19 +556,58 @@ static float sample_grid(const float *g, int w, int h, float u, float q)
     return v;
 }
 
-/* The new mask of slot @p s from the segmentation logits @p seg of its crop (geometry @p geo):
- * sigmoid, blended with its previous mask resampled into this crop. */
-static void update_mask(keyer_people *k, person_slot *s, const float *seg,
-                        const keyer_prepare_geometry *geo)
+/* Where the body mask in k->scratch (crop @p jb, geometry @p geo) is weak: the fallback
+ * model on the same crop, its mask combined (maximum) cell by cell through both geometries. */
+static keyer_status fallback(keyer_people *k, const job *jb, const keyer_prepare_geometry *geo,
+                             keyer_error *err)
+{
+    int w = k->seg_w, h = k->seg_h;
+    size_t cells = (size_t)w * (size_t)h, on = 0;
+    for (size_t c = 0; c < cells; c++)
+        on += k->scratch[c] >= 0.5f;
+    if (!k->fb.model || (double)on >= (double)k->p.weak_mask * (double)cells)
+        return KEYER_OK;
+    keyer_prepare_geometry fg;
+    float finv[6];
+    keyer_status st = kr_vmodel_run(&k->fb, jb->frame, &jb->roi, &fg, err);
+    if (st)
+        return keyer_error_prefix(err, "people: ");
+    if (!kr_geo_invert(&fg, finv))
+        return KEYER_OK;
+    const float *fm = k->fb.out[k->fb_out];
+    float tx = (float)k->lm_w / (float)w, ty = (float)k->lm_h / (float)h;
+    for (int j = 0; j < h; j++)
+        for (int i = 0; i < w; i++) {
+            /* cell -> crop tensor -> frame -> fallback tensor (= its mask's cells) */
+            float fx, fy;
+            kr_geo_apply(geo, ((float)i + 0.5f) * tx, ((float)j + 0.5f) * ty, &fx, &fy);
+            float u = finv[0] * fx + finv[1] * fy + finv[2];
+            float q = finv[3] * fx + finv[4] * fy + finv[5];
+            float v = sample_grid(fm, k->fb.width, k->fb.height, u - 0.5f, q - 0.5f);
+            float *d = &k->scratch[(size_t)j * (size_t)w + (size_t)i];
+            *d = v > *d ? v : *d; /* NaN from the model never wins */
+        }
+    return KEYER_OK;
+}
+
+/* The new mask of slot @p s from the segmentation logits @p seg of its crop @p jb (geometry
+ * @p geo): sigmoid, the fallback where weak, blended with its previous mask resampled into
+ * this crop. */
+static keyer_status update_mask(keyer_people *k, person_slot *s, const float *seg,
+                                const job *jb, const keyer_prepare_geometry *geo,
+                                keyer_error *err)
 {
     int w = k->seg_w, h = k->seg_h;
     size_t cells = (size_t)w * (size_t)h;
     float inv[6];
     if (!kr_geo_invert(geo, inv)) {
         s->has_mask = s->mask_now = 0;
-        return;
+        return KEYER_OK;
     }
     kr_sigmoid_cpu(k->scratch, seg, cells, 1);
+    keyer_status st = fallback(k, jb, geo, err);
+    if (st)
+        return st;
     if (s->has_mask && k->p.track_smoothing > 0) {
         /* cell (i, j) of the new crop -> tensor -> frame -> previous tensor -> previous cell */
         float tx = (float)k->lm_w / (float)w, ty = (float)k->lm_h / (float)h;
@@ -550,6 +627,7 @@ static void update_mask(keyer_people *k, person_slot *s, const float *seg,
     memcpy(s->mask, k->scratch, cells * sizeof(float));
     memcpy(s->inv, inv, sizeof(inv));
     s->has_mask = s->mask_now = 1;
+    return KEYER_OK;
 }
 
 /* Runs the landmark model on jobs [first, first + n) with runtime @p r; updates their slots. */
@@ -565,12 +643,16 @@ static keyer_status run_chunk(keyer_people *k, int r, int first, int n, keyer_pe
         frames[i] = k->jobs[first + i].frame;
         rois[i] = k->jobs[first + i].roi;
     }
-    float *in = k->host ? keyer_runtime_input_data(rt, 0) : k->in_staging;
+    /* CUDA frames: cropped on the device straight into the runtime's input (unused items of
+     * the batch keep what they held: their outputs are not read) */
+    int device_frames = frames[0]->memory == KEYER_MEMORY_CUDA;
+    float *in = k->host || device_frames ? keyer_runtime_input_data(rt, 0) : k->in_staging;
     keyer_status st;
-    if (n < k->rt_batch[r]) /* unused items of the batch: zeros */
+    if (n < k->rt_batch[r] && !device_frames) /* unused items of the batch: zeros */
         memset(in, 0, in_bytes);
     if ((st = keyer_prepare_run(k->prep, frames, rois, n, in, k->geos, err)) ||
-        (!k->host && (st = keyer_runtime_set_input(rt, 0, in, in_bytes, err))) ||
+        (!k->host && !device_frames &&
+         (st = keyer_runtime_set_input(rt, 0, in, in_bytes, err))) ||
         (st = keyer_runtime_run(rt, err)))
         return keyer_error_prefix(err, "people landmarks: ");
     const int idx[3] = {k->out_points, k->out_flag, k->out_seg};
@@ -598,14 +680,29 @@ static keyer_status run_chunk(keyer_people *k, int r, int first, int n, keyer_pe
         float ax, ay, bx, by;
         kr_geo_apply(geo, pts[AUX_CENTER * 5], pts[AUX_CENTER * 5 + 1], &ax, &ay);
         kr_geo_apply(geo, pts[AUX_SCALE * 5], pts[AUX_SCALE * 5 + 1], &bx, &by);
-        int from_landmarks = s->has_roi;
+        int from_landmarks = jb->from_landmarks;
         if (!(presence >= k->p.min_presence)) {
             s->has_roi = 0;
-            s->has_mask = s->mask_now = 0;
+            if (jb->from_landmarks && jb->has_det_roi && k->n_retry < KEYER_PEOPLE_MAX) {
+                /* the crop followed the landmarks off the person while the detector still
+                 * finds it: this frame again from the detection's crop */
+                job *rj = &k->retry[k->n_retry++];
+                *rj = *jb;
+                rj->roi = jb->det_roi;
+                rj->from_landmarks = 0;
+                continue;
+            }
+            if (jb->score > 0) { /* the detector sees a person here: its body mask counts */
+                if ((st = update_mask(k, s, o[2] + (size_t)i * k->out_count[2], jb, geo, err)))
+                    return st;
+            } else {
+                s->has_mask = s->mask_now = 0;
+            }
             continue;
         }
         s->has_roi = roi_from_points(k, ax, ay, bx, by, &s->roi);
-        update_mask(k, s, o[2] + (size_t)i * k->out_count[2], geo);
+        if ((st = update_mask(k, s, o[2] + (size_t)i * k->out_count[2], jb, geo, err)))
+            return st;
         if (*count < capacity) {
             keyer_person *ps = &out[*count];
             ps->id = s->id;
@@ -639,6 +736,23 @@ static keyer_status run_chunk(keyer_people *k, int r, int first, int n, keyer_pe
     return KEYER_OK;
 }
 
+/* The landmark model on jobs [0, n): in chunks of the batch, the rest one by one. */
+static keyer_status run_jobs(keyer_people *k, int n_jobs, keyer_person *out, int capacity,
+                             int *count, keyer_error *err)
+{
+    int done = 0;
+    while (done < n_jobs) {
+        int left = n_jobs - done;
+        int r = (k->rt[1] && left >= 2) ? 1 : 0;
+        int n = left < k->rt_batch[r] ? left : k->rt_batch[r];
+        keyer_status st = run_chunk(k, r, done, n, out, capacity, count, err);
+        if (st)
+            return st;
+        done += n;
+    }
+    return KEYER_OK;
+}
+
 static keyer_status run(keyer_people *k, const keyer_frame *frame, const keyer_detection *given,
                         int n_given, keyer_person *out, int capacity, int *count,
                         keyer_error *err)
@@ -648,7 +762,7 @@ static keyer_status run(keyer_people *k, const keyer_frame *frame, const keyer_d
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "keyer_people_run: NULL argument or negative count");
     *count = 0;
-    keyer_status st = check_frame(frame, "keyer_people_run", err);
+    keyer_status st = check_frame(k, frame, "keyer_people_run", err);
     if (st)
         return st;
     if (k->frame_w != frame->width || k->frame_h != frame->height)
@@ -693,11 +807,16 @@ static keyer_status run(keyer_people *k, const keyer_frame *frame, const keyer_d
             job *jb = &k->jobs[n_jobs];
             jb->slot = (int)(s - k->slots);
             jb->frame = frame;
+            const keyer_detection *d = &tr->box;
+            jb->has_det_roi = pass == 0 &&
+                              roi_from_points(k, d->keypoints[0][0] * fw, d->keypoints[0][1] * fh,
+                                              d->keypoints[1][0] * fw, d->keypoints[1][1] * fh,
+                                              &jb->det_roi);
+            jb->from_landmarks = s->has_roi;
             if (!s->has_roi) {
-                const keyer_detection *d = &tr->box;
-                if (!roi_from_points(k, d->keypoints[0][0] * fw, d->keypoints[0][1] * fh,
-                                     d->keypoints[1][0] * fw, d->keypoints[1][1] * fh, &jb->roi))
+                if (!jb->has_det_roi)
                     continue;
+                jb->roi = jb->det_roi;
             } else {
                 jb->roi = s->roi;
             }
@@ -725,15 +844,16 @@ static keyer_status run(keyer_people *k, const keyer_frame *frame, const keyer_d
                 k->slots[i].id = 0;
             k->slots[i].has_mask = alive && k->slots[i].has_mask;
         }
-    /* landmarks in chunks of the batch, the rest one by one */
-    int done = 0;
-    while (done < n_jobs) {
-        int left = n_jobs - done;
-        int r = (k->rt[1] && left >= 2) ? 1 : 0;
-        int n = left < k->rt_batch[r] ? left : k->rt_batch[r];
-        if ((st = run_chunk(k, r, done, n, out, capacity, count, err)))
+    /* landmarks in chunks of the batch, the rest one by one; then once more the crops that
+     * lost their person, from their detections */
+    k->n_retry = 0;
+    if ((st = run_jobs(k, n_jobs, out, capacity, count, err)))
+        goto fail;
+    if (k->n_retry > 0) {
+        int n_retry = k->n_retry;
+        memcpy(k->jobs, k->retry, (size_t)n_retry * sizeof(k->jobs[0]));
+        if ((st = run_jobs(k, n_retry, out, capacity, count, err)))
             goto fail;
-        done += n;
     }
     return KEYER_OK;
 fail:

@@ -9,13 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vision/pose_heatmap.h"
+#include "vision/pose_steps.h"
 #include "vision/vmodel.h"
 
-#define MODEL_POINTS 39 /* landmarks the model emits: 33 + 2 auxiliary + 4 unused */
+#define MODEL_POINTS KR_POSE_MODEL_POINTS
 #define AUX_CENTER 33
 #define AUX_SCALE 34
-#define HEATMAP_KERNEL 7
-#define HEATMAP_MIN_CONFIDENCE 0.5f
 
 #ifndef M_PI
 #define M_PI 3.14159265358979323846
@@ -32,6 +32,7 @@ struct keyer_pose {
     int out_points, out_flag, out_seg, out_heat, out_world;
     int heat_w, heat_h;      /* heatmap grid */
     int seg_w, seg_h;        /* segmentation grid */
+    int in_w, in_h;          /* the model's input */
     /* tracking */
     int has_roi;
     keyer_roi roi;
@@ -73,6 +74,52 @@ static float sigmoidf(float x)
     return 1.0f / (1.0f + expf(-x));
 }
 
+static keyer_status check_params(const keyer_pose_params *p, keyer_error *err)
+{
+    if (p->model < KEYER_POSE_MODEL_LITE || p->model > KEYER_POSE_MODEL_HEAVY ||
+        !(p->min_presence >= 0 && p->min_presence <= 1) ||
+        !(p->roi_scale >= 1 && p->roi_scale <= 4) || p->threads < 0 ||
+        (p->refine_heatmap != 0 && p->refine_heatmap != 1) ||
+        (p->segmentation != 0 && p->segmentation != 1) ||
+        (p->seed_from_face != 0 && p->seed_from_face != 1))
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_pose_create: a parameter is out of range (model 0..2, "
+                               "min_presence 0..1, roi_scale 1..4, refine_heatmap, "
+                               "segmentation and seed_from_face 0 or 1)");
+    return KEYER_OK;
+}
+
+keyer_status kr_pose_create_external(const keyer_pose_params *params, const kr_pose_shape *shape,
+                                     keyer_pose **out, keyer_error *err)
+{
+    *out = NULL;
+    keyer_status st = check_params(params, err);
+    if (st)
+        return st;
+    if (shape->width < 1 || shape->width != shape->height || shape->heat_w < 1 ||
+        shape->heat_h < 1 || shape->seg_w < 1 || shape->seg_h < 1)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "pose landmarks: a square input and non-empty heatmap and "
+                               "segmentation grids are needed");
+    keyer_pose *pose = calloc(1, sizeof(*pose));
+    if (!pose ||
+        !(pose->mask = calloc((size_t)shape->seg_w * (size_t)shape->seg_h, sizeof(float)))) {
+        free(pose);
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "pose landmarks: out of memory");
+    }
+    pose->p = *params;
+    pose->p.model_path = NULL;
+    pose->p.face_model = NULL;
+    pose->in_w = shape->width;
+    pose->in_h = shape->height;
+    pose->heat_w = shape->heat_w;
+    pose->heat_h = shape->heat_h;
+    pose->seg_w = shape->seg_w;
+    pose->seg_h = shape->seg_h;
+    *out = pose;
+    return KEYER_OK;
+}
+
 void keyer_pose_destroy(keyer_pose **pp)
 {
     if (!pp || !*pp)
@@ -94,16 +141,8 @@ keyer_status keyer_pose_create(const keyer_pose_params *params, keyer_pose **out
                                "keyer_pose_create: %s is NULL", !params ? "params" : "out");
     *out = NULL;
     const keyer_pose_params *p = params;
-    if (p->model < KEYER_POSE_MODEL_LITE || p->model > KEYER_POSE_MODEL_HEAVY ||
-        !(p->min_presence >= 0 && p->min_presence <= 1) ||
-        !(p->roi_scale >= 1 && p->roi_scale <= 4) || p->threads < 0 ||
-        (p->refine_heatmap != 0 && p->refine_heatmap != 1) ||
-        (p->segmentation != 0 && p->segmentation != 1) ||
-        (p->seed_from_face != 0 && p->seed_from_face != 1))
-        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "keyer_pose_create: a parameter is out of range (model 0..2, "
-                               "min_presence 0..1, roi_scale 1..4, refine_heatmap, "
-                               "segmentation and seed_from_face 0 or 1)");
+    if ((st = check_params(p, err)))
+        return st;
     keyer_pose *pose = calloc(1, sizeof(*pose));
     if (!pose)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "keyer_pose_create: out of memory");
@@ -111,7 +150,7 @@ keyer_status keyer_pose_create(const keyer_pose_params *params, keyer_pose **out
     pose->p.model_path = NULL;
     pose->p.face_model = NULL;
     kr_vmodel_spec spec = {"pose landmarks", p->model_path ? p->model_path : model_names[p->model],
-                           p->backend, p->threads, p->logger, KEYER_FIT_LETTERBOX, 1.0f, 0.0f, 5};
+                           p->backend, p->threads, p->logger, KEYER_FIT_LETTERBOX, 1.0f, 0.0f, 5, 0};
     if ((st = kr_vmodel_open(&pose->m, &spec, err)))
         goto fail;
     kr_vmodel *m = &pose->m;
@@ -143,6 +182,8 @@ keyer_status keyer_pose_create(const keyer_pose_params *params, keyer_pose **out
                              m->path, MODEL_POINTS, MODEL_POINTS, MODEL_POINTS);
         goto fail;
     }
+    pose->in_w = m->width;
+    pose->in_h = m->height;
     if (p->seed_from_face) {
         keyer_faces_params fp = keyer_faces_params_defaults();
         fp.range = KEYER_FACE_RANGE_FULL;
@@ -184,83 +225,57 @@ keyer_status keyer_pose_get_stats(const keyer_pose *pose, keyer_pose_stats *out,
     return KEYER_OK;
 }
 
-/* MediaPipe's RefineLandmarksFromHeatmapCalculator on landmark i, in normalised tensor
- * coordinates (*xn, *yn). */
-static void refine_from_heatmap(const keyer_pose *pose, const float *heat, int i, float *xn,
-                                float *yn)
+/* One pass's outputs (see kr_pose_outputs): the presence and the model's 39 landmarks into
+ * pose->pts (frame pixels, heatmap-refined when the heatmaps are given). */
+static float decode_pass(keyer_pose *pose, const kr_pose_outputs *o,
+                         const keyer_prepare_geometry *geo)
 {
-    int hw = pose->heat_w, hh = pose->heat_h;
-    float fx = *xn * (float)hw, fy = *yn * (float)hh;
-    /* The centre is the truncated cell index; landmarks whose centre is outside are skipped
-     * (the range test comes first so that the conversion is always defined). */
-    if (!(fx > -1.0f && fx < (float)hw && fy > -1.0f && fy < (float)hh))
-        return;
-    int cx = (int)fx, cy = (int)fy;
-    int r = HEATMAP_KERNEL / 2;
-    float sum = 0, sx = 0, sy = 0, best = 0;
-    for (int row = cy - r; row <= cy + r; row++) {
-        if (row < 0 || row >= hh)
-            continue;
-        for (int col = cx - r; col <= cx + r; col++) {
-            if (col < 0 || col >= hw)
-                continue;
-            float conf = sigmoidf(heat[((size_t)row * (size_t)hw + (size_t)col) * MODEL_POINTS +
-                                      (size_t)i]);
-            sum += conf;
-            sx += (float)col * conf;
-            sy += (float)row * conf;
-            if (conf > best)
-                best = conf;
-        }
-    }
-    if (best >= HEATMAP_MIN_CONFIDENCE && sum > 0) {
-        *xn = sx / sum / (float)hw;
-        *yn = sy / sum / (float)hh;
-    }
-}
-
-/* One inference on @p roi (NULL: the whole frame letterboxed): the presence and the model's
- * 39 landmarks into pose->pts (frame pixels, heatmap-refined); the other outputs stay in the
- * runtime for the caller. */
-static keyer_status pass(keyer_pose *pose, const keyer_frame *frame, const keyer_roi *roi,
-                         float *presence, keyer_prepare_geometry *geo, keyer_error *err)
-{
-    keyer_status st = kr_vmodel_run(&pose->m, frame, roi, geo, err);
-    if (st)
-        return st;
-    pose->stats.inferences++;
-    const kr_vmodel *m = &pose->m;
-    float pr = m->out[pose->out_flag][0];
-    *presence = pr == pr ? fminf(fmaxf(pr, 0.0f), 1.0f) : 0.0f;
-    const float *raw = m->out[pose->out_points];
-    const float *heat = m->out[pose->out_heat];
-    float tw = (float)m->width, th = (float)m->height;
+    float pr = o->presence;
+    float presence = pr == pr ? fminf(fmaxf(pr, 0.0f), 1.0f) : 0.0f;
+    const float *raw = o->points;
+    float tw = (float)pose->in_w, th = (float)pose->in_h;
     float zscale = sqrtf(geo->matrix[0] * geo->matrix[0] + geo->matrix[3] * geo->matrix[3]);
     for (int i = 0; i < MODEL_POINTS; i++) {
         const float *v = &raw[i * 5];
         float xn = v[0] / tw, yn = v[1] / th;
-        if (pose->p.refine_heatmap)
-            refine_from_heatmap(pose, heat, i, &xn, &yn);
+        if (pose->p.refine_heatmap && o->heat)
+            kr_pose_heatmap_refine(o->heat, pose->heat_w, pose->heat_h, MODEL_POINTS, i, &xn, &yn);
         kr_geo_apply(geo, xn * tw, yn * th, &pose->pts[i][0], &pose->pts[i][1]);
         pose->pts[i][2] = v[2] * zscale;
         pose->pts[i][3] = sigmoidf(v[3]);
         pose->pts[i][4] = sigmoidf(v[4]);
         for (int c = 0; c < 3; c++)
             if (!isfinite(pose->pts[i][c]))
-                *presence = 0.0f; /* a model producing NaN has found nothing */
+                presence = 0.0f; /* a model producing NaN has found nothing */
     }
+    return presence;
+}
+
+/* One inference on @p roi (NULL: the whole frame letterboxed), its outputs to *@p o. */
+static keyer_status pass(keyer_pose *pose, const keyer_frame *frame, const keyer_roi *roi,
+                         kr_pose_outputs *o, keyer_prepare_geometry *geo, keyer_error *err)
+{
+    keyer_status st = kr_vmodel_run(&pose->m, frame, roi, geo, err);
+    if (st)
+        return st;
+    const kr_vmodel *m = &pose->m;
+    o->points = m->out[pose->out_points];
+    o->presence = m->out[pose->out_flag][0];
+    o->world = m->out[pose->out_world];
+    o->heat = m->out[pose->out_heat];
+    o->seg = m->out[pose->out_seg];
     return KEYER_OK;
 }
 
 /* MediaPipe's pose ROI from two points: centre l33, side 2|l34 - l33| * scale, rotated so
  * that l33 -> l34 points up. */
-static int roi_from_points(const keyer_pose *pose, const keyer_frame *frame, float x0, float y0,
+static int roi_from_points(const keyer_pose *pose, int width, int height, float x0, float y0,
                            float x1, float y1, keyer_roi *roi)
 {
     float side = 2.0f * sqrtf((x1 - x0) * (x1 - x0) + (y1 - y0) * (y1 - y0)) * pose->p.roi_scale;
     double rot = M_PI / 2 - atan2(-(double)(y1 - y0), (double)(x1 - x0));
     rot = rot - 2 * M_PI * floor((rot + M_PI) / (2 * M_PI)); /* into [-pi, pi) */
-    float limit = 4.0f * (float)(frame->width > frame->height ? frame->width : frame->height);
+    float limit = 4.0f * (float)(width > height ? width : height);
     if (!isfinite(x0) || !isfinite(y0) || !(side >= 8.0f && side <= limit) || !isfinite(rot))
         return 0;
     roi->center_x = x0;
@@ -270,45 +285,110 @@ static int roi_from_points(const keyer_pose *pose, const keyer_frame *frame, flo
     return 1;
 }
 
-static int roi_from_aux(const keyer_pose *pose, const keyer_frame *frame, keyer_roi *roi)
+static int roi_from_aux(const keyer_pose *pose, keyer_roi *roi)
 {
-    return roi_from_points(pose, frame, pose->pts[AUX_CENTER][0], pose->pts[AUX_CENTER][1],
+    return roi_from_points(pose, pose->frame_w, pose->frame_h, pose->pts[AUX_CENTER][0], pose->pts[AUX_CENTER][1],
                            pose->pts[AUX_SCALE][0], pose->pts[AUX_SCALE][1], roi);
 }
 
-/* A first body crop from the best face in the frame (see keyer/pose.h); 0 when no face. */
-static keyer_status roi_from_face(keyer_pose *pose, const keyer_frame *frame, keyer_roi *roi,
-                                  int *found, keyer_error *err)
+/* A first body crop from face @p d (see keyer/pose.h); 0 when it gives none. */
+static int roi_from_detection(const keyer_pose *pose, const keyer_detection *d, keyer_roi *roi)
 {
-    keyer_detection d;
-    int n = 0;
-    *found = 0;
-    keyer_status st = keyer_faces_detect(pose->faces, frame, &d, 1, &n, err);
-    if (st || n < 1)
-        return st;
-    float s = fmaxf(d.xmax - d.xmin, d.ymax - d.ymin);
-    float ex = d.keypoints[1][0] - d.keypoints[0][0], ey = d.keypoints[1][1] - d.keypoints[0][1];
+    float s = fmaxf(d->xmax - d->xmin, d->ymax - d->ymin);
+    float ex = d->keypoints[1][0] - d->keypoints[0][0], ey = d->keypoints[1][1] - d->keypoints[0][1];
     float el = sqrtf(ex * ex + ey * ey);
     /* The face's up direction: the eye line (right eye to left eye in the image) turned by
      * -90 degrees; straight up when the eyes coincide. */
     float ux = el > 0 ? ey / el : 0.0f, uy = el > 0 ? -ex / el : -1.0f;
-    float cx = (d.xmin + d.xmax) / 2, cy = (d.ymin + d.ymax) / 2;
+    float cx = (d->xmin + d->xmax) / 2, cy = (d->ymin + d->ymax) / 2;
     float hx = cx - ux * FACE_TO_HIPS * s, hy = cy - uy * FACE_TO_HIPS * s;
-    *found = roi_from_points(pose, frame, hx, hy, hx + ux * HIPS_TO_TOP * s,
-                             hy + uy * HIPS_TO_TOP * s, roi);
-    return KEYER_OK;
+    return roi_from_points(pose, pose->frame_w, pose->frame_h, hx, hy, hx + ux * HIPS_TO_TOP * s,
+                           hy + uy * HIPS_TO_TOP * s, roi);
 }
 
-static void keep_mask(keyer_pose *pose, const keyer_prepare_geometry *geo, int found)
+static void keep_mask(keyer_pose *pose, const float *seg, const keyer_prepare_geometry *geo,
+                      int found)
 {
     pose->mask_valid = 1;
-    pose->mask_found = found && pose->p.segmentation && kr_geo_invert(geo, pose->mask_inv);
+    pose->mask_found = found && pose->p.segmentation && seg && kr_geo_invert(geo, pose->mask_inv);
     if (!pose->mask_found)
         return;
-    const float *seg = pose->m.out[pose->out_seg];
     size_t n = (size_t)pose->seg_w * (size_t)pose->seg_h;
     for (size_t i = 0; i < n; i++)
         pose->mask[i] = sigmoidf(seg[i]);
+}
+
+/* ---- the steps of keyer_pose_run (vision/pose_steps.h) --------------------------------- */
+
+int kr_pose_begin(keyer_pose *pose, int width, int height, keyer_pose_result *out,
+                  keyer_roi *roi)
+{
+    memset(out, 0, sizeof(*out));
+    pose->mask_valid = 0;
+    pose->frame_w = width;
+    pose->frame_h = height;
+    if (!pose->has_roi)
+        return 0;
+    *roi = pose->roi;
+    return 1;
+}
+
+int kr_pose_seed(keyer_pose *pose, const keyer_detection *face, keyer_pose_result *out,
+                 keyer_roi *roi)
+{
+    int found = face && pose->p.seed_from_face && roi_from_detection(pose, face, roi);
+    if (!found)
+        memset(roi, 0, sizeof(*roi));
+    out->seeded = found ? 2 : 1;
+    pose->stats.seeds++;
+    pose->stats.face_seeds += found;
+    return found;
+}
+
+int kr_pose_add_seed(keyer_pose *pose, const kr_pose_outputs *o,
+                     const keyer_prepare_geometry *geo, keyer_pose_result *out, keyer_roi *roi)
+{
+    pose->stats.inferences++;
+    float presence = decode_pass(pose, o, geo);
+    if (presence < pose->p.min_presence || !roi_from_aux(pose, roi)) {
+        keep_mask(pose, o->seg, geo, 0);
+        out->presence = presence;
+        pose->stats.frames++;
+        return 0;
+    }
+    return 1;
+}
+
+void kr_pose_add_final(keyer_pose *pose, const keyer_roi *roi, const kr_pose_outputs *o,
+                       const keyer_prepare_geometry *geo, keyer_pose_result *out)
+{
+    pose->stats.inferences++;
+    float presence = decode_pass(pose, o, geo);
+    out->presence = presence;
+    pose->stats.frames++;
+    if (presence < pose->p.min_presence) {
+        pose->has_roi = 0;
+        keep_mask(pose, o->seg, geo, 0);
+        return;
+    }
+    out->found = 1;
+    out->roi = *roi;
+    float c = cosf(roi->rotation), s = sinf(roi->rotation);
+    const float *world = o->world;
+    for (int i = 0; i < KEYER_POSE_LANDMARKS; i++) {
+        keyer_pose_landmark *l = &out->landmarks[i];
+        l->x = pose->pts[i][0];
+        l->y = pose->pts[i][1];
+        l->z = pose->pts[i][2];
+        l->visibility = pose->pts[i][3];
+        l->presence = pose->pts[i][4];
+        float wx = world[3 * i], wy = world[3 * i + 1];
+        out->world[i][0] = c * wx - s * wy;
+        out->world[i][1] = s * wx + c * wy;
+        out->world[i][2] = world[3 * i + 2];
+    }
+    keep_mask(pose, o->seg, geo, 1);
+    pose->has_roi = roi_from_aux(pose, &pose->roi);
 }
 
 keyer_status keyer_pose_run(keyer_pose *pose, const keyer_frame *frame, keyer_pose_result *out,
@@ -324,61 +404,29 @@ keyer_status keyer_pose_run(keyer_pose *pose, const keyer_frame *frame, keyer_po
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                "keyer_pose_run: the frame is in CUDA memory; pose takes host "
                                "frames");
+    if (!pose->m.rt)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_pose_run: the tracker has no model of its own");
     keyer_status st;
-    float presence = 0;
+    kr_pose_outputs o;
     keyer_prepare_geometry geo;
     keyer_roi roi;
-    pose->mask_valid = 0;
-    pose->frame_w = frame->width;
-    pose->frame_h = frame->height;
-    if (!pose->has_roi) {
+    if (!kr_pose_begin(pose, frame->width, frame->height, out, &roi)) {
         /* Seed from a face or the whole frame (keyer/pose.h), then refine on the crop that
          * result gives. */
-        int face = 0;
-        keyer_roi seed;
-        if (pose->faces && (st = roi_from_face(pose, frame, &seed, &face, err)))
+        keyer_detection d;
+        int n = 0;
+        if (pose->faces && (st = keyer_faces_detect(pose->faces, frame, &d, 1, &n, err)))
             goto fail;
-        out->seeded = face ? 2 : 1;
-        pose->stats.seeds++;
-        pose->stats.face_seeds += face;
-        if ((st = pass(pose, frame, face ? &seed : NULL, &presence, &geo, err)))
+        int face = kr_pose_seed(pose, n > 0 ? &d : NULL, out, &roi);
+        if ((st = pass(pose, frame, face ? &roi : NULL, &o, &geo, err)))
             goto fail;
-        if (presence < pose->p.min_presence || !roi_from_aux(pose, frame, &roi)) {
-            keep_mask(pose, &geo, 0);
-            out->presence = presence;
-            pose->stats.frames++;
+        if (!kr_pose_add_seed(pose, &o, &geo, out, &roi))
             return KEYER_OK;
-        }
-    } else {
-        roi = pose->roi;
     }
-    if ((st = pass(pose, frame, &roi, &presence, &geo, err)))
+    if ((st = pass(pose, frame, &roi, &o, &geo, err)))
         goto fail;
-    out->presence = presence;
-    pose->stats.frames++;
-    if (presence < pose->p.min_presence) {
-        pose->has_roi = 0;
-        keep_mask(pose, &geo, 0);
-        return KEYER_OK;
-    }
-    out->found = 1;
-    out->roi = roi;
-    float c = cosf(roi.rotation), s = sinf(roi.rotation);
-    const float *world = pose->m.out[pose->out_world];
-    for (int i = 0; i < KEYER_POSE_LANDMARKS; i++) {
-        keyer_pose_landmark *l = &out->landmarks[i];
-        l->x = pose->pts[i][0];
-        l->y = pose->pts[i][1];
-        l->z = pose->pts[i][2];
-        l->visibility = pose->pts[i][3];
-        l->presence = pose->pts[i][4];
-        float wx = world[3 * i], wy = world[3 * i + 1];
-        out->world[i][0] = c * wx - s * wy;
-        out->world[i][1] = s * wx + c * wy;
-        out->world[i][2] = world[3 * i + 2];
-    }
-    keep_mask(pose, &geo, 1);
-    pose->has_roi = roi_from_aux(pose, frame, &pose->roi);
+    kr_pose_add_final(pose, &roi, &o, &geo, out);
     return KEYER_OK;
 fail:
     pose->has_roi = 0;
@@ -407,7 +455,7 @@ keyer_status keyer_pose_mask(const keyer_pose *pose, keyer_frame *mask, keyer_er
     const float *inv = pose->mask_inv;
     float sx = (float)pose->frame_w / (float)w, sy = (float)pose->frame_h / (float)h;
     /* tensor pixels -> segmentation cells */
-    float kx = (float)pose->seg_w / (float)pose->m.width, ky = (float)pose->seg_h / (float)pose->m.height;
+    float kx = (float)pose->seg_w / (float)pose->in_w, ky = (float)pose->seg_h / (float)pose->in_h;
     for (int j = 0; j < h; j++) {
         uint8_t *row = mask->data[0] + (ptrdiff_t)j * mask->stride[0];
         for (int i = 0; i < w; i++) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/device.h"
 #include "keyer/registry.h"
 
 void kr_vmodel_close(kr_vmodel *m)
@@ -17,6 +18,8 @@ void kr_vmodel_close(kr_vmodel *m)
     free(m->in_staging);
     for (int i = 0; i < KR_VMODEL_MAX_OUTPUTS; i++)
         free(m->out_staging[i]);
+    if (m->stream && kr_device_cuda())
+        kr_device_cuda()->stream_destroy(m->device, m->stream);
     memset(m, 0, sizeof(*m));
 }
 
@@ -73,6 +76,18 @@ keyer_status kr_vmodel_open(kr_vmodel *m, const kr_vmodel_spec *spec, keyer_erro
     rp.backend = spec->backend;
     rp.threads = spec->threads;
     rp.logger = spec->logger;
+    rp.device = spec->device;
+    if (spec->backend == KEYER_BACKEND_CUDA && kr_device_cuda()) {
+        /* one stream for the preparation of CUDA frames and the runtime, so that a crop is
+         * made before the network reads it */
+        m->device = spec->device;
+        if ((st = kr_device_cuda()->stream_create(spec->device, &m->stream, err))) {
+            m->stream = NULL;
+            keyer_error_prefix(err, "%s: ", spec->what);
+            goto fail;
+        }
+        rp.stream = m->stream;
+    }
     if ((st = keyer_runtime_create(m->model, &rp, &m->rt, err))) {
         keyer_error_prefix(err, "%s: ", spec->what);
         goto fail;
@@ -93,6 +108,7 @@ keyer_status kr_vmodel_open(kr_vmodel *m, const kr_vmodel_spec *spec, keyer_erro
     pp.scale = spec->scale;
     pp.offset = spec->offset;
     pp.threads = spec->threads > 0 ? spec->threads : 0;
+    pp.stream = m->stream;
     if ((st = keyer_prepare_create(&pp, &m->prep, err))) {
         keyer_error_prefix(err, "%s: ", spec->what);
         goto fail;
@@ -109,11 +125,15 @@ keyer_status kr_vmodel_run(kr_vmodel *m, const keyer_frame *frame, const keyer_r
                            keyer_prepare_geometry *geo, keyer_error *err)
 {
     keyer_status st;
-    float *in = m->host ? keyer_runtime_input_data(m->rt, 0) : m->in_staging;
+    int device_frame = frame->memory == KEYER_MEMORY_CUDA;
+    if (device_frame && m->host)
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                               "%s: a CUDA frame for a network on the CPU", m->what);
+    float *in = m->host || device_frame ? keyer_runtime_input_data(m->rt, 0) : m->in_staging;
     if ((st = keyer_prepare_run(m->prep, &frame, roi, 1, in, geo, err)))
         return keyer_error_prefix(err, "%s: ", m->what);
-    if (!m->host && (st = keyer_runtime_set_input(m->rt, 0, in, keyer_runtime_input_bytes(m->rt, 0),
-                                                  err)))
+    if (!m->host && !device_frame &&
+        (st = keyer_runtime_set_input(m->rt, 0, in, keyer_runtime_input_bytes(m->rt, 0), err)))
         return keyer_error_prefix(err, "%s: ", m->what);
     if ((st = keyer_runtime_run(m->rt, err)))
         return keyer_error_prefix(err, "%s: ", m->what);

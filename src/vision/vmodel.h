@@ -1,11 +1,14 @@
 /*
- * Internal to the vision analysers (faces.c, pose.c): one image model with its runtime and
- * its input preparation, run on one region of a host frame at a time, built on the public
- * API only (keyer/nn.h, keyer/effects.h, keyer/registry.h).
+ * Internal to the vision analysers (faces.c, pose.c, people.c): one image model with its
+ * runtime and input preparation, run on one region of a frame at a time, built on the public
+ * API (keyer/nn.h, keyer/effects.h, keyer/registry.h) and, for a CUDA stream shared by the
+ * preparation and the runtime, core/device.h.
  *
  * On host backends the model input is prepared straight into the runtime's input tensor and
- * the outputs are read in place; on device backends both go through host staging buffers
- * allocated at open. Nothing is allocated per run.
+ * the outputs are read in place; on device backends host frames are prepared into a host
+ * staging buffer, CUDA frames straight into the runtime's input on the model's own stream,
+ * and the outputs come down into host staging buffers allocated at open. Nothing is
+ * allocated per run.
  */
 #ifndef KEYER_VISION_VMODEL_H
 #define KEYER_VISION_VMODEL_H
@@ -26,6 +29,8 @@ typedef struct kr_vmodel {
     char path[512];           /* the model file */
     int width, height;        /* input tensor size */
     int host;                 /* 1: the runtime's tensors are in host memory */
+    void *stream;             /* device backends: the CUDA stream of the preparation and runtime */
+    int device;               /* device backends: the CUDA ordinal */
     float *in_staging;        /* device backends: the prepared input */
     int n_outputs;
     size_t out_count[KR_VMODEL_MAX_OUTPUTS];     /* elements of each output (batch 1) */
@@ -44,6 +49,7 @@ typedef struct kr_vmodel_spec {
     int fit;                  /* keyer_fit */
     float scale, offset;      /* tensor = rgb * scale + offset */
     int min_outputs;          /* the model must have at least this many outputs */
+    int device;               /* CUDA ordinal of a CUDA backend (0 when left out) */
 } kr_vmodel_spec;
 
 /*
@@ -58,9 +64,11 @@ keyer_status kr_vmodel_open(kr_vmodel *m, const kr_vmodel_spec *spec, keyer_erro
 void kr_vmodel_close(kr_vmodel *m);
 
 /*
- * Prepares @p roi of host @p frame (NULL: the whole frame) into the input, runs the model and
+ * Prepares @p roi of @p frame (NULL: the whole frame) into the input, runs the model and
  * makes m->out[] point at host copies of the outputs. @p geo receives where the region went.
- * Errors: those of keyer_prepare_run and keyer_runtime_run.
+ * @p frame is a host frame, or a CUDA frame (of the model's device, ready for any stream)
+ * when the runtime is on CUDA. Errors: UNSUPPORTED (a CUDA frame for a host runtime); those
+ * of keyer_prepare_run and keyer_runtime_run.
  */
 keyer_status kr_vmodel_run(kr_vmodel *m, const keyer_frame *frame, const keyer_roi *roi,
                            keyer_prepare_geometry *geo, keyer_error *err);

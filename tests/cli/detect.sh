@@ -78,6 +78,29 @@ else
     sed -n 5p "$tmp/m2.jsonl" | grep -q '"landmarks":\[\[' || fail "mesh stage: no landmarks in frame 4"
 fi
 
+# the pose: with --device cpu the per-stream trackers (the frame callback); on the session's
+# device its detector (full range, the seeding) and pose stage, and on the CPU exactly the
+# per-stream trackers' export (the same crops, seeding and tracking); the skeleton drawn the
+# same; on a GPU the same frames with a pose
+"$bin" "$tmp/in.mp4" -o "$tmp/pose.mp4" --detect pose --draw skeleton --export "$tmp/p.jsonl" \
+    --device cpu --preset ultrafast 2>"$tmp/log6" || { cat "$tmp/log6"; fail "pose run failed"; }
+grep -q "detector face-full" "$tmp/log6" && fail "the --device cpu pose run used the session's detector"
+[ "$(grep -c '"pose":{"presence"' "$tmp/p.jsonl")" -ge 5 ] || fail "pose: fewer than 5 frames with a pose"
+"$bin" "$tmp/in.mp4" -o "$tmp/pose2.mp4" --detect pose --draw skeleton --export "$tmp/p2.jsonl" \
+    --preset ultrafast 2>"$tmp/log7" || { cat "$tmp/log7"; fail "pose stage run failed"; }
+grep -q "detector face-full" "$tmp/log7" || fail "the pose stage run did not use the session's detector"
+[ "$("$bin" probe "$tmp/pose2.mp4" | field frames)" = 20 ] || fail "pose stage: frames lost"
+if grep -q " on cpu," "$tmp/log7"; then
+    cmp "$tmp/p.jsonl" "$tmp/p2.jsonl" || fail "the pose stage's export differs from the per-stream trackers'"
+    "$bin" compare "$tmp/pose.mp4" "$tmp/pose2.mp4" --every 5 > "$tmp/cmp2" || fail "compare failed"
+    awk -F= '/^min_psnr=/ { exit !($2 >= 99) }' "$tmp/cmp2" ||
+        { cat "$tmp/cmp2"; fail "the pose stage's skeleton is drawn differently"; }
+else
+    cmp <(grep -o '"frame":[0-9]*,.*"pose":.' "$tmp/p.jsonl" | sed 's/,.*"pose"/ /') \
+        <(grep -o '"frame":[0-9]*,.*"pose":.' "$tmp/p2.jsonl" | sed 's/,.*"pose"/ /') ||
+        echo "note: the pose stage on the GPU found a pose in other frames than the CPU trackers"
+fi
+
 # usage errors
 "$bin" "$tmp/in.mp4" -o "$tmp/x.mp4" --draw boxes 2>/dev/null
 [ $? = 2 ] || fail "--draw without --detect was accepted"

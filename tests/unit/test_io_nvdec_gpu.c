@@ -3,6 +3,8 @@
  *    keyer_video_write_sample + libx265): device frames (NV12 / P010, CUDA memory of the
  *    primary context, all held at once) are bit-identical to libavcodec's software decoder;
  *  - split decode over several NVDEC sessions gives the same frames in order;
+ *  - the decoder knobs (the shared legacy stream instead of one per decoder, extra surfaces,
+ *    with and without the split decode) give the same frames;
  *  - fallback to the CPU, logged, for a profile (H.264 High 10) and a size (4112 wide) NVDEC
  *    does not take;
  *  - host output formats from NVDEC, and device frames given to a CPU encoder.
@@ -173,13 +175,13 @@ static void assert_primary_context(const void *ptr, int ordinal)
     cuDevicePrimaryCtxRelease(dev);
 }
 
-static void check_bit_exact(const char *path, keyer_pixel_format want, int frames)
+static void check_bit_exact_with(const char *path, keyer_pixel_format want, int frames,
+                                 const keyer_reader_params *params)
 {
     ref_frames ref;
     decode_reference(path, &ref);
     assert_int_equal(ref.n, frames);
-    keyer_reader_params p = keyer_reader_params_defaults();
-    p.device = KEYER_DECODE_DEVICE_CUDA;
+    keyer_reader_params p = *params;
     kt_stream *s = kt_read_stream(path, &p, 1); /* all frames held at once */
     assert_int_equal(s->info.hw_decode, 1);
     assert_int_equal(s->info.memory, KEYER_MEMORY_CUDA);
@@ -203,6 +205,34 @@ static void check_bit_exact(const char *path, keyer_pixel_format want, int frame
     free_reference(&ref);
 }
 
+static void check_bit_exact(const char *path, keyer_pixel_format want, int frames)
+{
+    keyer_reader_params p = keyer_reader_params_defaults();
+    p.device = KEYER_DECODE_DEVICE_CUDA;
+    check_bit_exact_with(path, want, frames, &p);
+}
+
+/* The decoder knobs change where and how NVDEC works, never the frames: the legacy default
+ * stream shared by every decoder (the old way), 8 extra surfaces, and both with the split
+ * decode (each session's stream its own) are bit-identical to the CPU decoder. */
+static void test_decoder_knobs(void **state)
+{
+    (void)state;
+    keyer_reader_params p = keyer_reader_params_defaults();
+    p.device = KEYER_DECODE_DEVICE_CUDA;
+    p.hw_shared_stream = 1;
+    check_bit_exact_with(h264, KEYER_PIXEL_FORMAT_NV12, 48, &p);
+    p.hw_shared_stream = 0;
+    p.hw_surfaces = 8;
+    check_bit_exact_with(h264, KEYER_PIXEL_FORMAT_NV12, 48, &p);
+    check_bit_exact_with(h264_long, KEYER_PIXEL_FORMAT_NV12, 96, &p);
+    p.hw_surfaces = 0;
+    p.segments = 3;
+    check_bit_exact_with(h264_long, KEYER_PIXEL_FORMAT_NV12, 96, &p);
+    p.hw_shared_stream = 1;
+    check_bit_exact_with(h264_long, KEYER_PIXEL_FORMAT_NV12, 96, &p);
+}
+
 static void test_h264_bit_exact(void **state)
 {
     (void)state;
@@ -219,16 +249,17 @@ static void test_hevc_bit_exact(void **state)
 }
 
 /* A frame is complete when keyer_reader_read() returns, also for work on a non-blocking stream
- * (which does not wait for the legacy default stream, where copies out of the NVDEC surfaces
- * run): the legacy stream is kept busy with memsets before every read, then the frame is
- * downloaded on a non-blocking stream at once. */
-static void test_frames_complete_for_other_streams(void **state)
+ * (which waits neither for the decoder's own stream nor for the legacy default stream, where
+ * the copies out of the NVDEC surfaces run with hw_shared_stream): the legacy stream is kept
+ * busy with memsets before every read, then the frame is downloaded on a non-blocking stream
+ * at once. */
+static void frames_complete(int shared)
 {
-    (void)state;
     ref_frames ref;
     decode_reference(h264, &ref);
     keyer_reader_params p = keyer_reader_params_defaults();
     p.device = KEYER_DECODE_DEVICE_CUDA;
+    p.hw_shared_stream = shared;
     keyer_reader *r = NULL;
     keyer_frame *f = NULL;
     keyer_error err = {0};
@@ -250,9 +281,9 @@ static void test_frames_complete_for_other_streams(void **state)
         total += compare_device_frame_on(f, ref.f[i], other);
         frames++;
     }
-    print_message("    %d NVDEC frames read on a non-blocking stream right after "
+    print_message("    %d NVDEC frames (%s stream) read on a non-blocking stream right after "
                   "keyer_reader_read: %ld samples differ from the CPU decoder\n",
-                  frames, total);
+                  frames, shared ? "the shared legacy" : "the decoder's own", total);
     assert_int_equal(frames, 48);
     assert_int_equal(total, 0);
     assert_int_equal(cudaFree(busy), cudaSuccess);
@@ -260,6 +291,13 @@ static void test_frames_complete_for_other_streams(void **state)
     keyer_frame_destroy(&f);
     keyer_reader_destroy(&r);
     free_reference(&ref);
+}
+
+static void test_frames_complete_for_other_streams(void **state)
+{
+    (void)state;
+    frames_complete(0);
+    frames_complete(1);
 }
 
 static void test_split_sessions(void **state)
@@ -441,6 +479,7 @@ int main(void)
         cmocka_unit_test(test_hevc_bit_exact),
         cmocka_unit_test(test_frames_complete_for_other_streams),
         cmocka_unit_test(test_split_sessions),
+        cmocka_unit_test(test_decoder_knobs),
         cmocka_unit_test(test_fallback_profile_and_size),
         cmocka_unit_test(test_host_formats),
         cmocka_unit_test(test_device_frames_to_writer),

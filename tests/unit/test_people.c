@@ -171,6 +171,13 @@ static void test_params(void **state)
     p.detector_model = "face-short"; /* a detector, but not the pose detector */
     assert_int_equal(keyer_people_create(&p, &pp, &err), KEYER_STATUS_BAD_DATA);
     assert_non_null(strstr(err.message, "not MediaPipe's pose detector"));
+    p = keyer_people_params_defaults();
+    p.weak_mask = 1.5f;
+    assert_int_equal(keyer_people_create(&p, &pp, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    p = keyer_people_params_defaults();
+    p.fallback_model = "/nonexistent/fallback.tflite";
+    assert_int_equal(keyer_people_create(&p, &pp, &err), KEYER_STATUS_IO);
+    assert_non_null(strstr(err.message, "/nonexistent/fallback.tflite"));
     keyer_people_destroy(&pp);
     keyer_people_destroy(NULL);
     keyer_people_reset(NULL);
@@ -272,6 +279,59 @@ static void test_photo(void **state)
     keyer_frame_destroy(&img);
 }
 
+/* The fallback segmentation of weak crops: forced on every crop (weak_mask 1) its mask only
+ * adds to the body mask (the maximum of both, first frame: no temporal blend), and it adds
+ * something; off ("none") the mask is the body mask alone. */
+static void test_fallback(void **state)
+{
+    (void)state;
+    char path[1024], selfie[1024];
+    kt_data_path(path, sizeof(path), "messi5.jpg");
+    kt_model_path(selfie, sizeof(selfie), "selfie_segmentation.tflite");
+    if (!have_models() || !kt_exists(path) || !kt_exists(selfie)) {
+        print_message("skipped: models or %s missing\n", path);
+        skip();
+    }
+    keyer_error err = {0};
+    keyer_frame *img = NULL, *m[2] = {NULL, NULL};
+    assert_int_equal(keyer_frame_create(&img, &err), KEYER_OK);
+    assert_int_equal(keyer_image_read(path, KEYER_PIXEL_FORMAT_RGB24, img, &err), KEYER_OK);
+    for (int v = 0; v < 2; v++) {
+        keyer_people_params p = keyer_people_params_defaults();
+        p.threads = 2;
+        p.fallback_model = v ? "selfie" : "none";
+        p.weak_mask = 1.0f;
+        keyer_people *pp = NULL;
+        keyer_person people[4];
+        int n = 0;
+        assert_int_equal(keyer_people_create(&p, &pp, &err), KEYER_OK);
+        assert_int_equal(keyer_people_run(pp, img, people, 4, &n, &err), KEYER_OK);
+        assert_int_equal(n, 1);
+        assert_int_equal(keyer_frame_create(&m[v], &err), KEYER_OK);
+        assert_int_equal(keyer_frame_alloc(m[v], KEYER_PIXEL_FORMAT_GRAYF32, img->width,
+                                           img->height, NULL, &err),
+                         KEYER_OK);
+        assert_int_equal(keyer_people_mask(pp, m[v], &err), KEYER_OK);
+        keyer_people_destroy(&pp);
+    }
+    double added = 0;
+    for (int y = 0; y < img->height; y++) {
+        const float *a = (const float *)(m[0]->data[0] + (ptrdiff_t)y * m[0]->stride[0]);
+        const float *b = (const float *)(m[1]->data[0] + (ptrdiff_t)y * m[1]->stride[0]);
+        for (int x = 0; x < img->width; x++) {
+            if (b[x] < a[x] - 1e-6f)
+                fail_msg("pixel (%d,%d): %g with the fallback, %g without", x, y, (double)b[x],
+                         (double)a[x]);
+            added += b[x] - a[x];
+        }
+    }
+    print_message("messi5: the fallback adds %.1f pixels of mask\n", added);
+    assert_true(added > 1.0);
+    keyer_frame_destroy(&m[0]);
+    keyer_frame_destroy(&m[1]);
+    keyer_frame_destroy(&img);
+}
+
 /* vtest.avi: see the file comment. */
 static void test_vtest_end_to_end(void **state)
 {
@@ -352,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_person_box),
         cmocka_unit_test(test_params),
         cmocka_unit_test(test_photo),
+        cmocka_unit_test(test_fallback),
         cmocka_unit_test(test_vtest_end_to_end),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

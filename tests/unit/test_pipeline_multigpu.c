@@ -19,6 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <libavformat/avformat.h>
 
 #include "keyer/image.h"
 #include "keyer/io.h"
@@ -26,6 +29,7 @@
 #include "core/device.h"
 #include "pipeline/engines.h"
 #include "pipeline/placement.h"
+#include "pipeline/split_gpus.h"
 #include "testutil.h"
 
 /* ---- device lists ------------------------------------------------------------------------ */
@@ -559,12 +563,206 @@ static void test_pushed_streams(void **state)
     keyer_frame_destroy(&photo);
 }
 
+/* ---- GPU-to-GPU failover, on CPU engines ----------------------------------------------------- */
+
+enum { FO_FRAMES = 48, FO_FAIL_AT = 5 };
+
+typedef struct fo_record {
+    uint64_t sum[2][FO_FRAMES];
+    int calls[2];
+    int bad;
+    keyer_session *session;
+    int fail_engine; /* -1: no failure */
+    int failed;
+} fo_record;
+
+static keyer_status fo_frame(void *opaque, int stream_id, int64_t index, const keyer_frame *in,
+                             keyer_frame *out, keyer_error *err)
+{
+    (void)in, (void)err;
+    fo_record *r = opaque;
+    if (stream_id < 0 || stream_id > 1 || index < 0 || index >= FO_FRAMES || r->sum[stream_id][index]) {
+        r->bad = 1;
+        return KEYER_OK;
+    }
+    r->sum[stream_id][index] = fnv(out) | 1; /* 0 marks a frame not seen */
+    r->calls[stream_id]++;
+    /* the engine of stream 1 "fails" when that stream writes its frame FO_FAIL_AT: its reader
+     * is a pool ahead, so the frames up to there finish on it and the rest moves */
+    if (stream_id == 1 && index == FO_FAIL_AT && r->fail_engine >= 0 && !r->failed) {
+        r->failed = 1;
+        kr_session_fail_engine(r->session, r->fail_engine);
+    }
+    /* stream 0's engine must still run when stream 1 moves (on a machine with many cores it
+     * could otherwise finish first, and a finished engine takes no stream): its writer waits
+     * here for the move, at most 10 s */
+    if (stream_id == 0 && index == 2 * FO_FAIL_AT && r->fail_engine >= 0)
+        for (int i = 0; i < 1000 && kr_session_stream_moved_to(r->session, 1) < 0; i++) {
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    return KEYER_OK;
+}
+
+/* Two inputs (the second written to @p out1 with its audio) over @p engines CPU engines;
+ * with @p fail, stream 1's engine fails at its frame FO_FAIL_AT. */
+static keyer_session *fo_run(const char *in0, const char *in1, const char *out1, int engines,
+                             int fail, fo_record *rec, keyer_session_report *rep)
+{
+    keyer_logger lg = keyer_logger_default();
+    lg.level = KEYER_LOG_ERROR;
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.logger = &lg;
+    sp.composite.mode = KEYER_COMPOSITE_BLUR;
+    sp.refine.temporal = KEYER_TEMPORAL_OFF;
+    /* short queues on any machine, so that the reader is still reading at the failure */
+    sp.queue_depth = 2;
+    sp.composite_workers = 1;
+    sp.refine_workers = 1;
+    sp.frame_fn = fo_frame;
+    sp.frame_opaque = rec;
+    keyer_device_kind kinds[2] = {KEYER_DEVICE_CPU, KEYER_DEVICE_CPU};
+    int ordinals[2] = {0, 1};
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    memset(rec, 0, sizeof(*rec));
+    rec->fail_engine = -1;
+    assert_int_equal(kr_session_create_engines(&sp, kinds, ordinals, engines, &s, &err), KEYER_OK);
+    const char *ins[2] = {in0, in1}, *outs[2] = {NULL, out1};
+    for (int i = 0; i < 2; i++) {
+        keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+        fp.input = ins[i];
+        fp.output = outs[i];
+        if (keyer_session_add_file(s, &fp, NULL, &err))
+            fail_msg("add %s: %s", ins[i], err.message);
+    }
+    rec->session = s;
+    if (fail)
+        rec->fail_engine = kr_session_stream_engine(s, 1);
+    if (keyer_session_run(s, &err))
+        fail_msg("run over %d engine(s), failure %d: %s", engines, fail, err.message);
+    keyer_session_get_report(s, rep);
+    return s;
+}
+
+/* Video and audio packets of a file (libavformat). */
+static void count_packets(const char *path, int *video, int *audio)
+{
+    *video = *audio = 0;
+    AVFormatContext *fc = NULL;
+    if (avformat_open_input(&fc, path, NULL, NULL) < 0 || avformat_find_stream_info(fc, NULL) < 0)
+        fail_msg("%s: cannot open", path);
+    AVPacket *pkt = av_packet_alloc();
+    assert_non_null(pkt);
+    while (av_read_frame(fc, pkt) >= 0) {
+        enum AVMediaType t = fc->streams[pkt->stream_index]->codecpar->codec_type;
+        *video += t == AVMEDIA_TYPE_VIDEO;
+        *audio += t == AVMEDIA_TYPE_AUDIO;
+        av_packet_unref(pkt);
+    }
+    av_packet_free(&pkt);
+    avformat_close_input(&fc);
+}
+
+static void test_failover_between_engines(void **state)
+{
+    (void)state;
+    char dir[3000], img[4096], in0[4096], in1[4096], ref_out[4096], fo_out[4096];
+    kt_tmpdir(dir, sizeof(dir), "pipeline_multigpu_failover");
+    const char *names[2] = {in0, in1};
+    snprintf(in0, sizeof(in0), "%s/a.mp4", dir);
+    snprintf(in1, sizeof(in1), "%s/b.mp4", dir);
+    snprintf(ref_out, sizeof(ref_out), "%s/ref.mp4", dir);
+    snprintf(fo_out, sizeof(fo_out), "%s/moved.mp4", dir);
+    for (int i = 0; i < 2; i++) {
+        keyer_sample_params p = keyer_sample_params_defaults();
+        p.width = 160;
+        p.height = 96;
+        p.frames = FO_FRAMES;
+        p.frame_rate = (keyer_rational){24, 1};
+        p.keyint = 12;
+        p.preset = "ultrafast";
+        p.noise = 3 * i;
+        keyer_error err = {0};
+        assert_int_equal(keyer_video_write_sample(names[i],
+                                                  kt_data_path(img, sizeof(img),
+                                                               i ? "messi5.jpg"
+                                                                 : "grace_hopper.jpg"),
+                                                  &p, &err),
+                         KEYER_OK);
+    }
+    /* the healthy placement and the failover choice */
+    double load[3] = {5, 1, 3};
+    int healthy[3] = {1, 0, 1};
+    assert_int_equal(kr_place_failover(load, healthy, 3), 2); /* the failed 1 is out */
+    healthy[2] = 0;
+    assert_int_equal(kr_place_failover(load, healthy, 3), 0);
+    healthy[0] = 0;
+    assert_int_equal(kr_place_failover(load, healthy, 3), -1); /* none: the CPU */
+    double tie[2] = {2, 2};
+    int both[2] = {1, 1};
+    assert_int_equal(kr_place_failover(tie, both, 2), 0);
+    assert_int_equal(kr_place_failover(NULL, both, 2), -1);
+
+    static fo_record ref, moved;
+    keyer_session_report r1, r2;
+    keyer_session *s1 = fo_run(in0, in1, ref_out, 1, 0, &ref, &r1);
+    keyer_session *s2 = fo_run(in0, in1, fo_out, 2, 1, &moved, &r2);
+    assert_int_equal(ref.bad, 0);
+    assert_int_equal(moved.bad, 0);
+    assert_int_equal(moved.failed, 1);
+    assert_int_equal(kr_session_stream_engine(s2, 0), 0);
+    assert_int_equal(kr_session_stream_engine(s2, 1), 1);
+    assert_int_equal(kr_session_stream_moved_to(s2, 1), 0); /* to the one engine left */
+    assert_int_equal(kr_session_stream_moved_to(s2, 0), -1);
+    assert_int_equal(kr_session_stream_moved_to(s1, 1), -1);
+    /* no frame lost, each written once, in order, equal to the run without a failure */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(ref.calls[i], FO_FRAMES);
+        assert_int_equal(moved.calls[i], FO_FRAMES);
+        for (int f = 0; f < FO_FRAMES; f++)
+            if (!moved.sum[i][f] || moved.sum[i][f] != ref.sum[i][f])
+                fail_msg("stream %d frame %d differs after the failover", i, f);
+    }
+    assert_int_equal(r2.frames_written, 2 * FO_FRAMES);
+    assert_int_equal(r2.frames_lost, 0);
+    assert_true(r2.warnings >= 2); /* the failure and the move */
+    printf("  session: %s\n", r2.device);
+    assert_string_equal(r2.device, "cpu + cpu (failed: 1 stream moved to other GPUs)");
+    keyer_stream_report sr;
+    keyer_error err = {0};
+    assert_int_equal(keyer_session_get_stream_report(s2, 1, &sr, &err), KEYER_OK);
+    printf("  stream 1: %lld frames read, %lld written on %s\n", (long long)sr.frames_read,
+           (long long)sr.frames_written, sr.device);
+    assert_string_equal(sr.device, "cpu, then cpu (GPU failure)");
+    assert_int_equal(sr.frames_written, FO_FRAMES);
+    assert_int_equal(sr.frames_read, FO_FRAMES);
+    assert_int_equal(sr.frames_lost, 0);
+    assert_int_equal(sr.status, KEYER_OK);
+    assert_int_equal(keyer_session_stream_status(s2, 1, &err), KEYER_OK);
+    assert_int_equal(keyer_session_get_stream_report(s2, 0, &sr, &err), KEYER_OK);
+    assert_string_equal(sr.device, "cpu");
+    keyer_session_destroy(&s1);
+    keyer_session_destroy(&s2);
+    /* one output file, whole: every video frame, and the audio after the move too */
+    int v1 = 0, a1 = 0, v2 = 0, a2 = 0;
+    count_packets(ref_out, &v1, &a1);
+    count_packets(fo_out, &v2, &a2);
+    printf("  output: %d video frames, %d audio packets (without a failure: %d, %d)\n", v2, a2,
+           v1, a1);
+    assert_int_equal(v1, FO_FRAMES);
+    assert_int_equal(v2, FO_FRAMES);
+    assert_true(a1 > 0);
+    assert_true(a2 >= a1 - 1 && a2 <= a1);
+}
+
 /* One file split at keyframes over two CPU engines, written back in order: every output frame
  * equals the one-session run's (temporal smoothing off: a frame's matte is its own). */
 enum { SPLIT_FRAMES = 96 };
 
-static int run_split(const char *in, const char *out_pattern, int engines, int split,
-                     keyer_stream_report *sr, keyer_error *err)
+static int run_split_chunks(const char *in, const char *out_pattern, int engines, int split,
+                            int chunks, keyer_stream_report *sr, keyer_error *err)
 {
     keyer_logger lg = keyer_logger_default();
     lg.level = KEYER_LOG_ERROR;
@@ -574,6 +772,7 @@ static int run_split(const char *in, const char *out_pattern, int engines, int s
     sp.composite.mode = KEYER_COMPOSITE_BLUR;
     sp.refine.temporal = KEYER_TEMPORAL_OFF;
     sp.split_gpus = split;
+    sp.split_chunks = chunks;
     keyer_device_kind kinds[2] = {KEYER_DEVICE_CPU, KEYER_DEVICE_CPU};
     int ordinals[2] = {0, 0};
     keyer_session *s = NULL;
@@ -585,7 +784,7 @@ static int run_split(const char *in, const char *out_pattern, int engines, int s
     keyer_status st = keyer_session_add_file(s, &fp, &id, err);
     if (!st) {
         assert_int_equal(id, 0);
-        if (split && engines > 1) {
+        if (split && kr_split_gpus_lanes(engines, chunks) > 1) {
             assert_int_equal(kr_session_stream_engine(s, 0), -1);
             /* a second input, pushed streams: refused */
             assert_int_equal(keyer_session_add_file(s, &fp, NULL, err),
@@ -611,10 +810,112 @@ static int run_split(const char *in, const char *out_pattern, int engines, int s
     return st;
 }
 
+static int run_split(const char *in, const char *out_pattern, int engines, int split,
+                     keyer_stream_report *sr, keyer_error *err)
+{
+    return run_split_chunks(in, out_pattern, engines, split, 0, sr, err);
+}
+
+/* Every PNG of @p got equals @p ref's (@p frames of them), and there is no frame more. */
+static void same_pngs_n(const char *dir, const char *ref_prefix, const char *got_prefix,
+                        int frames)
+{
+    char ref[4096], got[4096];
+    for (int f = 0; f < frames + 1; f++) {
+        snprintf(ref, sizeof(ref), "%s/%s_%05d.png", dir, ref_prefix, f + 1);
+        snprintf(got, sizeof(got), "%s/%s_%05d.png", dir, got_prefix, f + 1);
+        if (f == frames) {
+            assert_false(kt_exists(got)); /* no frame more */
+            break;
+        }
+        size_t na = 0, nb = 0;
+        void *a = kt_read_file(ref, &na), *b = kt_read_file(got, &nb);
+        if (!a || !b || na != nb || memcmp(a, b, na))
+            fail_msg("frame %d of the %s run differs from the one-session run", f, got_prefix);
+        free(a);
+        free(b);
+    }
+}
+
+static void same_pngs(const char *dir, const char *ref_prefix, const char *got_prefix)
+{
+    same_pngs_n(dir, ref_prefix, got_prefix, SPLIT_FRAMES);
+}
+
+static void test_split_lanes(void **state)
+{
+    (void)state;
+    /* lanes: engines x chunks in flight, default 2 each, at most 16 each and 128 in all */
+    assert_int_equal(kr_split_gpus_lanes(1, 0), KR_SPLIT_DEFAULT_CHUNKS);
+    assert_int_equal(kr_split_gpus_lanes(2, 0), 2 * KR_SPLIT_DEFAULT_CHUNKS);
+    assert_int_equal(kr_split_gpus_lanes(1, 1), 1);
+    assert_int_equal(kr_split_gpus_lanes(2, 3), 6);
+    assert_int_equal(kr_split_gpus_lanes(3, 99), 3 * KR_SPLIT_MAX_CHUNKS);
+    assert_int_equal(kr_split_gpus_lanes(64, 16), 128);
+    assert_int_equal(kr_split_gpus_lanes(64, 1), 64);
+    assert_int_equal(kr_split_gpus_lanes(0, 2), 0);
+    assert_int_equal(kr_split_gpus_lanes(65, 1), 0);
+    /* a long file's chunks merged, every lane keeping two */
+    assert_int_equal(kr_split_gpus_merge(4, 4), 1);   /* the 96-frame file below */
+    assert_int_equal(kr_split_gpus_merge(25, 4), 3);  /* 600 frames, 2 GPUs x 2 lanes */
+    assert_int_equal(kr_split_gpus_merge(16, 4), 2);
+    assert_int_equal(kr_split_gpus_merge(15, 4), 1);
+    assert_int_equal(kr_split_gpus_merge(1000, 2), KR_SPLIT_MAX_MERGE);
+    assert_int_equal(kr_split_gpus_merge(0, 2), 1);
+    assert_int_equal(kr_split_gpus_merge(10, 0), 1);
+    /* the session option */
+    keyer_session_params p = keyer_session_params_defaults();
+    keyer_error err = {0};
+    assert_int_equal(p.split_chunks, 0);
+    assert_int_equal(keyer_option_set(keyer_session_options(), &p, "split_chunks", "4", &err),
+                     KEYER_OK);
+    assert_int_equal(p.split_chunks, 4);
+    assert_int_not_equal(keyer_option_set(keyer_session_options(), &p, "split_chunks", "17",
+                                          &err), KEYER_OK);
+    assert_int_equal(keyer_option_set(keyer_session_options(), &p, "decode_segments", "2", &err),
+                     KEYER_OK);
+    assert_int_equal(keyer_option_set(keyer_session_options(), &p, "decode_surfaces", "8", &err),
+                     KEYER_OK);
+    assert_int_equal(keyer_option_set(keyer_session_options(), &p, "decode_shared_stream", "1",
+                                      &err), KEYER_OK);
+    assert_int_equal(p.decode_segments, 2);
+    assert_int_equal(p.decode_surfaces, 8);
+    assert_int_equal(p.decode_shared_stream, 1);
+    assert_int_not_equal(keyer_option_set(keyer_session_options(), &p, "decode_surfaces", "17",
+                                          &err), KEYER_OK);
+    /* what the knobs give a stream's reader: its own values win */
+    keyer_reader_params rp = keyer_reader_params_defaults();
+    kr_stream_decoder_knobs(&p, &rp);
+    assert_int_equal(rp.segments, 2);
+    assert_int_equal(rp.hw_surfaces, 8);
+    assert_int_equal(rp.hw_shared_stream, 1);
+    rp = keyer_reader_params_defaults();
+    rp.segments = 3;
+    rp.hw_surfaces = 1;
+    kr_stream_decoder_knobs(&p, &rp);
+    assert_int_equal(rp.segments, 3);
+    assert_int_equal(rp.hw_surfaces, 1);
+    keyer_session_params d = keyer_session_params_defaults();
+    rp = keyer_reader_params_defaults();
+    kr_stream_decoder_knobs(&d, &rp);
+    assert_int_equal(rp.segments, 0);
+    assert_int_equal(rp.hw_surfaces, 0);
+    assert_int_equal(rp.hw_shared_stream, 0);
+    /* and the reader refuses values out of range */
+    keyer_reader *r = NULL;
+    char img[4096];
+    rp = keyer_reader_params_defaults();
+    rp.hw_surfaces = 17;
+    assert_int_equal(keyer_reader_open(kt_data_path(img, sizeof(img), "grace_hopper.jpg"), &rp,
+                                       &r, &err),
+                     KEYER_STATUS_INVALID_ARGUMENT);
+    assert_null(r);
+}
+
 static void test_split_over_engines(void **state)
 {
     (void)state;
-    char dir[3000], in[4096], img[4096], ref[4096], got[4096];
+    char dir[3000], in[4096], img[4096];
     kt_tmpdir(dir, sizeof(dir), "pipeline_multigpu_split");
     snprintf(in, sizeof(in), "%s/long.mp4", dir);
     keyer_sample_params p = keyer_sample_params_defaults();
@@ -652,20 +953,52 @@ static void test_split_over_engines(void **state)
     assert_int_equal(r2.frames_read, SPLIT_FRAMES);
     assert_int_equal(r2.status, KEYER_OK);
     assert_string_equal(r2.device, "cpu + cpu (split)");
-    for (int f = 0; f < SPLIT_FRAMES + 1; f++) {
-        snprintf(ref, sizeof(ref), "%s/ref_%05d.png", dir, f + 1);
-        snprintf(got, sizeof(got), "%s/got_%05d.png", dir, f + 1);
-        if (f == SPLIT_FRAMES) {
-            assert_false(kt_exists(got)); /* no frame more */
-            break;
-        }
-        size_t na = 0, nb = 0;
-        void *a = kt_read_file(ref, &na), *b = kt_read_file(got, &nb);
-        if (!a || !b || na != nb || memcmp(a, b, na))
-            fail_msg("frame %d of the split run differs from the one-session run", f);
-        free(a);
-        free(b);
-    }
+    same_pngs(dir, "ref", "got");
+
+    /* one engine, three chunks in flight (three lanes over four chunks: lane 0 takes chunks
+     * 0 and 3), and two engines with one chunk in flight each (lanes = engines) */
+    char one_pat[4096], two_pat[4096];
+    snprintf(one_pat, sizeof(one_pat), "%s/one_%%05d.png", dir);
+    snprintf(two_pat, sizeof(two_pat), "%s/two_%%05d.png", dir);
+    keyer_stream_report r3, r4;
+    if (run_split_chunks(in, one_pat, 1, 1, 3, &r3, &err))
+        fail_msg("split run on one engine: %s", err.message);
+    assert_int_equal(r3.frames_written, SPLIT_FRAMES);
+    assert_int_equal(r3.frames_read, SPLIT_FRAMES);
+    assert_int_equal(r3.status, KEYER_OK);
+    assert_string_equal(r3.device, "cpu (split)");
+    same_pngs(dir, "ref", "one");
+    if (run_split_chunks(in, two_pat, 2, 1, 1, &r4, &err))
+        fail_msg("split run, one chunk per engine: %s", err.message);
+    assert_int_equal(r4.frames_written, SPLIT_FRAMES);
+    assert_string_equal(r4.device, "cpu + cpu (split)");
+    same_pngs(dir, "ref", "two");
+
+    /* a longer file (8 planned chunks over 2 lanes: merged 2 by 2) split over one engine */
+    enum { LONG = 192 };
+    char lin[4096], lref[4096], lgot[4096];
+    snprintf(lin, sizeof(lin), "%s/longer.mp4", dir);
+    p.frames = LONG;
+    p.width = 128;
+    p.height = 72;
+    assert_int_equal(keyer_video_write_sample(lin, kt_data_path(img, sizeof(img),
+                                                                "grace_hopper.jpg"), &p, &err),
+                     KEYER_OK);
+    int64_t *ls = NULL;
+    int lc = 0;
+    assert_int_equal(keyer_reader_plan_chunks(lin, 2, &ls, &lc, &err), KEYER_OK);
+    free(ls);
+    assert_int_equal(lc, 8);
+    assert_int_equal(kr_split_gpus_merge(lc, 2), 2);
+    snprintf(lref, sizeof(lref), "%s/lref_%%05d.png", dir);
+    snprintf(lgot, sizeof(lgot), "%s/lgot_%%05d.png", dir);
+    keyer_stream_report r5, r6;
+    assert_int_equal(run_split(lin, lref, 1, 0, &r5, &err), KEYER_OK);
+    if (run_split_chunks(lin, lgot, 1, 1, 2, &r6, &err))
+        fail_msg("split of the longer file: %s", err.message);
+    assert_int_equal(r6.frames_written, LONG);
+    assert_string_equal(r6.device, "cpu (split)");
+    same_pngs_n(dir, "lref", "lgot", LONG);
 }
 
 int main(void)
@@ -679,6 +1012,8 @@ int main(void)
         cmocka_unit_test(test_two_engines_equal_one),
         cmocka_unit_test(test_failed_input_among_engines),
         cmocka_unit_test(test_pushed_streams),
+        cmocka_unit_test(test_failover_between_engines),
+        cmocka_unit_test(test_split_lanes),
         cmocka_unit_test(test_split_over_engines),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

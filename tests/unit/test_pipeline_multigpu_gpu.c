@@ -6,10 +6,14 @@
  *    cuda:0 alone: per element within 2 code values of the matte (batches of different
  *    streams meet on each GPU, and the runtimes of different batch sizes may round
  *    differently); the frames that are bit-identical are counted and printed;
- *  - KEYER_FAIL_CUDA_AT_FRAME=cuda:1@10 makes cuda:1 fail mid-run: no frame is lost (every
- *    stream writes all its frames, each inferred once), the streams of cuda:0 are unchanged
- *    (same tolerance), those of cuda:1 go on on the CPU (PSNR >= 30 dB against the GPU run,
- *    the bound of the one-GPU failure test), and the reports name where each stream went.
+ *  - KEYER_FAIL_CUDA_AT_FRAME=cuda:1@10 makes cuda:1 fail mid-run (batches of 4, queues of 4,
+ *    so that its readers are still reading then): no frame is lost (every stream writes all
+ *    its frames, each inferred once), the streams of cuda:0 are unchanged (same tolerance),
+ *    those of cuda:1 move to cuda:0 (GPU-to-GPU failover): the frames cuda:1's pipeline held
+ *    are finished on the CPU (PSNR >= 30 dB against the GPU run, the bound of the one-GPU
+ *    failure test), the rest is read again from the next frame by NVDEC of cuda:0 and keyed
+ *    there (within 2 code values of the GPU run, counted), and the reports name where each
+ *    stream went.
  *  - one file split at keyframes over cuda:0,1 (split_gpus; 4 chunks of 24 frames, two per
  *    GPU, each decoded by its GPU's NVDEC) is written back complete and in order: every
  *    frame within 2 code values of the same file run on cuda:0 alone.
@@ -30,6 +34,7 @@
 #include "keyer/image.h"
 #include "keyer/io.h"
 #include "keyer/pipeline.h"
+#include "pipeline/engines.h"
 #include "testutil.h"
 
 enum { STREAMS = 4, N = 40, W = 640, H = 360, FAIL_AT = 10 };
@@ -92,8 +97,9 @@ static int setup(void **state)
     return 0;
 }
 
-/* Runs the four inputs (null outputs) on the GPUs of @p devices; mattes into @p m. */
-static keyer_session *run(uint64_t devices, mattes *m, keyer_session_report *rep)
+/* Runs the four inputs (null outputs) on the GPUs of @p devices (batches and queues of 4 with
+ * @p small); mattes into @p m. */
+static keyer_session *run_with(uint64_t devices, int small, mattes *m, keyer_session_report *rep)
 {
     keyer_logger lg = keyer_logger_default();
     lg.level = KEYER_LOG_WARNING;
@@ -107,6 +113,8 @@ static keyer_session *run(uint64_t devices, mattes *m, keyer_session_report *rep
     sp.refine.temporal = KEYER_TEMPORAL_OFF;
     sp.frame_fn = on_frame;
     sp.frame_opaque = m;
+    if (small)
+        sp.batch = sp.queue_depth = 4;
     memset(m->calls, 0, sizeof(m->calls));
     m->bad = 0;
     keyer_session *s = NULL;
@@ -135,6 +143,11 @@ static keyer_session *run(uint64_t devices, mattes *m, keyer_session_report *rep
                sr.device, sr.hw_decode);
     }
     return s;
+}
+
+static keyer_session *run(uint64_t devices, mattes *m, keyer_session_report *rep)
+{
+    return run_with(devices, 0, m, rep);
 }
 
 /* Largest per-element difference between two frames; *psnr gets their PSNR. */
@@ -200,26 +213,32 @@ static void test_one_gpu_fails(void **state)
     (void)state;
     keyer_session_report r;
     setenv("KEYER_FAIL_CUDA_AT_FRAME", "cuda:1@10", 1);
-    keyer_session *s = run(UINT64_C(3), &failed, &r);
+    keyer_session *s = run_with(UINT64_C(3), 1, &failed, &r);
     unsetenv("KEYER_FAIL_CUDA_AT_FRAME");
     assert_int_equal(failed.bad, 0);
     assert_int_equal(r.frames_written, STREAMS * N);
     assert_int_equal(r.frames_lost, 0);
     assert_int_equal(r.fell_back, 1);
     assert_int_equal(r.frames_on_cuda + r.frames_on_cpu, STREAMS * N); /* each inferred once */
-    assert_true(r.frames_on_cpu >= 2 * (N - FAIL_AT));
-    assert_true(r.warnings >= 1);
-    assert_non_null(strstr(r.device, "cuda:1, then cpu (GPU failure)"));
+    /* without the failover every later frame of cuda:1's two streams went to the CPU */
+    assert_true(r.frames_on_cpu < 2 * (N - FAIL_AT));
+    assert_true(r.warnings >= 3); /* the failure, and each stream's move */
+    assert_string_equal(r.device, "cuda:0 + cuda:1 (failed: 2 streams moved to other GPUs)");
     double lowest = 99;
+    int moved_close = 0;
     for (int i = 0; i < STREAMS; i++) {
         keyer_stream_report sr;
         keyer_error err = {0};
         assert_int_equal(keyer_session_get_stream_report(s, i, &sr, &err), KEYER_OK);
+        printf("    stream %d: %lld frames read, %lld written on %s\n", i,
+               (long long)sr.frames_read, (long long)sr.frames_written, sr.device);
         assert_int_equal(sr.frames_written, N);
+        assert_int_equal(sr.frames_read, N);
         assert_int_equal(sr.frames_lost, 0);
         assert_int_equal(sr.status, KEYER_OK);
         assert_int_equal(failed.calls[i], N);
-        assert_string_equal(sr.device, i % 2 ? "cuda:1, then cpu (GPU failure)" : "cuda:0");
+        assert_string_equal(sr.device, i % 2 ? "cuda:1, then cuda:0 (GPU failure)" : "cuda:0");
+        assert_int_equal(kr_session_stream_moved_to(s, i), i % 2 ? 0 : -1);
         for (int f = 0; f < N; f++) {
             double p;
             int d = frame_diff(frame_at(&two, i, f), frame_at(&failed, i, f), &p);
@@ -228,11 +247,16 @@ static void test_one_gpu_fails(void **state)
             if (i % 2 && p < lowest)
                 lowest = p;
             if (i % 2 && p < 30.0)
-                fail_msg("stream %d (cuda:1, then cpu) frame %d: PSNR %.2f dB < 30", i, f, p);
+                fail_msg("stream %d (cuda:1, then cuda:0) frame %d: PSNR %.2f dB < 30", i, f, p);
+            if (i % 2 && f > FAIL_AT)
+                moved_close += d <= 2;
         }
     }
-    printf("  cuda:1 failed at frame %d: its streams on the CPU, min PSNR %.2f dB vs the GPU\n",
-           FAIL_AT, lowest);
+    printf("  cuda:1 failed at frame %d: its streams moved to cuda:0 (%lld frames inferred on "
+           "the CPU in between), min PSNR %.2f dB vs the GPU run, %d later frames within 2 "
+           "code values\n", FAIL_AT, (long long)r.frames_on_cpu, lowest, moved_close);
+    /* the frames keyed on cuda:0 after the move are GPU frames again */
+    assert_true(moved_close >= 2 * (N - FAIL_AT - 1) - (int)r.frames_on_cpu);
     keyer_session_destroy(&s);
 }
 

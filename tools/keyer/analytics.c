@@ -170,7 +170,7 @@ keyer_status kc_analytics_create(const kc_analytics_opts *o, int n, const char *
             fp.threads = o->threads;
             st = keyer_faces_create(&fp, &s->faces, err);
         }
-        if (!st && o->pose) {
+        if (!st && o->pose && !o->session_pose) {
             keyer_pose_params pp = keyer_pose_params_defaults();
             pp.model = o->pose_model;
             pp.backend = o->backend;
@@ -184,7 +184,7 @@ keyer_status kc_analytics_create(const kc_analytics_opts *o, int n, const char *
             kp.max_degree = o->knn + 1;
             st = keyer_knn_graph_create(&kp, GRAPH_POINTS, &s->graph, err);
         }
-        if (!st && o->draw && !o->session_detect)
+        if (!st && o->draw && !o->session_detect && !o->session_pose)
             st = keyer_overlay_create(1 << 16, &s->ov, err);
     }
     if (!st && o->export_path) {
@@ -315,7 +315,7 @@ static void export_frame(kc_analytics *a, kc_stream *s, int stream_id, int64_t i
         }
         put(s, "]");
     }
-    if (s->pose) {
+    if (a->o.pose) {
         if (!s->pr.found) {
             put(s, ",\"pose\":null");
         } else {
@@ -350,7 +350,7 @@ static keyer_status draw_graph(kc_stream *s, keyer_overlay *ov, const keyer_face
         xy[2 * n + 1] = (faces[i].box.ymin + faces[i].box.ymax) / 2;
         n++;
     }
-    for (int i = 0; s->pose && s->pr.found && i < KEYER_POSE_LANDMARKS && n < GRAPH_POINTS; i++) {
+    for (int i = 0; s->pr.found && i < KEYER_POSE_LANDMARKS && n < GRAPH_POINTS; i++) {
         if (s->pr.landmarks[i].visibility < 0.5f)
             continue;
         ids[n] = POSE_ID_BASE + (uint32_t)i;
@@ -422,7 +422,7 @@ static keyer_status finish_frame(kc_analytics *a, kc_stream *s, int stream_id, i
         if ((a->o.faces && (a->o.draw & (KC_DRAW_BOXES | KC_DRAW_IDS | KC_DRAW_KEYPOINTS |
                                        KC_DRAW_MESH)) &&
              (st = keyer_faces_draw(ov, faces, nf, &s->fdp, err))) ||
-            (s->pose && (a->o.draw & (KC_DRAW_SKELETON | KC_DRAW_KEYPOINTS)) &&
+            (a->o.pose && (a->o.draw & (KC_DRAW_SKELETON | KC_DRAW_KEYPOINTS)) &&
              (st = keyer_pose_draw(ov, &s->pr, &s->pdp, err))) ||
             (s->graph && (st = draw_graph(s, ov, faces, nf, err))))
             return keyer_error_prefix(err, "%s: drawing: ", s->input);
@@ -492,7 +492,7 @@ void kc_analytics_summary(const kc_analytics *a, FILE *f)
         fprintf(f, "  analytics %s: %lld frames", s->input, (long long)s->frames);
         if (a->o.faces)
             fprintf(f, ", %d face id%s", s->n_ids, s->n_ids == 1 ? "" : "s");
-        if (s->pose)
+        if (a->o.pose)
             fprintf(f, ", a pose in %lld frames", (long long)s->pose_frames);
         fprintf(f, ", %.1f ms per frame\n", s->frames ? s->busy_ms / (double)s->frames : 0.0);
     }
@@ -518,7 +518,34 @@ keyer_status kc_analytics_faces(void *opaque, int stream_id, int64_t index,
     return KEYER_OK;
 }
 
+keyer_status kc_analytics_pose(void *opaque, int stream_id, int64_t index,
+                               const keyer_frame *frame, const keyer_detection *dets, int count,
+                               const keyer_pose_result *pose, keyer_overlay *overlay,
+                               keyer_error *err)
+{
+    (void)dets, (void)count;
+    kc_analytics *a = opaque;
+    if (stream_id < 0 || stream_id >= a->n)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL, "analytics: no stream %d", stream_id);
+    kc_stream *s = &a->st[stream_id];
+    double t0 = now_ms();
+    if (!s->drawing_set)
+        sizes_for(s, &a->o, frame->height);
+    s->pr = *pose;
+    s->pose_frames += s->pr.found;
+    keyer_status st = finish_frame(a, s, stream_id, index, frame, NULL, 0, overlay, err);
+    if (st)
+        return st;
+    s->busy_ms += now_ms() - t0;
+    return KEYER_OK;
+}
+
 int kc_analytics_session_can_detect(const kc_analytics_opts *o)
 {
     return o->faces && !o->pose;
+}
+
+int kc_analytics_session_can_pose(const kc_analytics_opts *o)
+{
+    return o->pose && !o->faces;
 }

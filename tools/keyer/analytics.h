@@ -40,6 +40,10 @@ typedef struct kc_analytics_opts {
     /* with session_detect and the mesh drawn: the session's face-mesh stage
      * (keyer_session_params::mesh) tracks the faces and hands them to kc_analytics_faces */
     int session_mesh;
+    /* pose without faces, not on --device cpu: the session's detector (full range, for the
+     * seeding) and pose stage (keyer_session_params::pose) hand each frame's pose to
+     * kc_analytics_pose; no tracker per stream */
+    int session_pose;
 } kc_analytics_opts;
 
 /* Faces followed per stream and the detection interval of the face mesh (the analyser's and
@@ -73,8 +77,16 @@ keyer_status kc_analytics_detections(void *opaque, int stream_id, int64_t index,
 keyer_status kc_analytics_faces(void *opaque, int stream_id, int64_t index,
                                 const keyer_frame *frame, const keyer_face *faces, int count,
                                 keyer_overlay *overlay, keyer_error *err);
+/* Adds the drawing of the session's pose (skeleton, keypoints) to @p overlay and exports the
+ * frame: a keyer_pose_fn (opaque = the kc_analytics; needs session_pose). */
+keyer_status kc_analytics_pose(void *opaque, int stream_id, int64_t index,
+                               const keyer_frame *frame, const keyer_detection *dets, int count,
+                               const keyer_pose_result *pose, keyer_overlay *overlay,
+                               keyer_error *err);
 /* Whether the options can use the session's detector (and face mesh): faces, no pose. */
 int kc_analytics_session_can_detect(const kc_analytics_opts *o);
+/* Whether the options can use the session's pose stage: pose without faces. */
+int kc_analytics_session_can_pose(const kc_analytics_opts *o);
 /* One line per stream: frames, distinct face ids, frames with a pose, ms per frame. */
 void kc_analytics_summary(const kc_analytics *a, FILE *f);
 /* Closes the export (flushing it) and frees everything; accepts NULL. Returns 0, or -1 when

@@ -166,7 +166,13 @@ static keyer_status attach_analytics(run_opts *r, const kc_analytics_opts *ao,
     keyer_status st = kc_analytics_create(ao, r->ninputs, r->inputs, an, err);
     if (st)
         return st;
-    if (ao->session_detect) {
+    if (ao->session_pose) {
+        r->sp.detect = KEYER_SESSION_DETECT_FACES_FULL; /* the trackers' seeding */
+        r->sp.pose = 1;
+        r->sp.pose_model = (keyer_pose_model)ao->pose_model;
+        r->sp.pose_fn = kc_analytics_pose;
+        r->sp.pose_opaque = *an;
+    } else if (ao->session_detect) {
         r->sp.detect = ao->full_range ? KEYER_SESSION_DETECT_FACES_FULL : KEYER_SESSION_DETECT_FACES;
         if (ao->session_mesh) {
             r->sp.mesh = 1;

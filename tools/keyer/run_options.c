@@ -532,6 +532,9 @@ static int settle_analytics(run_opts *r, kc_analytics_opts *ao)
     /* with the mesh: the session's face-mesh stage, batched across faces and streams; with
      * --device cpu the per-stream analysers instead, one per writer thread side by side (the
      * same results; the stage would run the streams' faces on one thread) */
+    /* pose alone: the session's pose stage, batched across streams; with --device cpu the
+     * per-stream trackers (the same results, side by side on the writer threads) */
+    ao->session_pose = kc_analytics_session_can_pose(ao) && r->sp.device != KEYER_DEVICE_CPU;
     if (ao->session_detect && (ao->draw & KC_DRAW_MESH)) {
         if (r->sp.device == KEYER_DEVICE_CPU)
             ao->session_detect = 0;

@@ -108,6 +108,11 @@ void run_summary(keyer_session *s, const run_opts *r, FILE *f)
             (long long)rep.frames_written, rep.frames_written == 1 ? "" : "s", rep.seconds, rep.fps,
             rep.device, rep.model, model_prec, rep.batch, rep.detector[0] ? ", detector " : "",
             rep.detector, det_prec);
+    if (rep.auto_people && rep.frames_people > 0)
+        fprintf(f, "  automatic model: %s where someone is large in the frame, people mode on "
+                   "the other %lld frame%s (--model %s or --model people fixes one)\n",
+                rep.model, (long long)rep.frames_people, rep.frames_people == 1 ? "" : "s",
+                rep.model);
     int n = keyer_session_stream_count(s), failed = 0;
     /* several GPUs (the device lists them): each stream's line says where it ran */
     int several = strchr(rep.device, '+') != NULL;
@@ -123,11 +128,15 @@ void run_summary(keyer_session *s, const run_opts *r, FILE *f)
             failed++;
             continue;
         }
-        fprintf(f, "  %s -> %s: %lld frames, %dx%d, %s decode, %s%s%s%s\n", sr.input,
+        char mode[64] = "";
+        if (rep.auto_people && rep.frames_people > 0)
+            snprintf(mode, sizeof(mode), ", people mode on %lld frame%s",
+                     (long long)sr.frames_people, sr.frames_people == 1 ? "" : "s");
+        fprintf(f, "  %s -> %s: %lld frames, %dx%d, %s decode, %s%s%s%s%s\n", sr.input,
                 sr.output[0] ? sr.output : "(discarded)", (long long)sr.frames_written, sr.width,
                 sr.height, sr.hw_decode ? "NVDEC" : "CPU", sr.encoder[0] ? sr.encoder : "no encoder",
                 sr.has_audio ? (r->no_audio ? ", audio not copied" : ", audio copied") : "",
-                several ? ", on " : "", several ? sr.device : "");
+                several ? ", on " : "", several ? sr.device : "", mode);
         summary_reconnects(&sr, f);
     }
     if (failed)

@@ -29,7 +29,13 @@ typedef struct driver_api {
     CUresult (*ctx_retain)(CUcontext *, CUdevice);
     CUresult (*ctx_release)(CUdevice);
     CUresult (*error_string)(CUresult, const char **);
+    CUresult (*ctx_push)(CUcontext);
+    CUresult (*ctx_pop)(CUcontext *);
+    CUresult (*stream_create)(CUstream *, unsigned int);
+    CUresult (*stream_destroy)(CUstream);
     CUdevice device; /* the device whose primary context is retained */
+    CUcontext ctx;
+    CUstream stream; /* the decoder's own stream, or NULL (the legacy default stream) */
 } driver_api;
 
 static void *sym(void *lib, const char *a, const char *b)
@@ -51,7 +57,12 @@ static keyer_status driver_open(driver_api *d, int ordinal, keyer_error *err)
     *(void **)&d->ctx_release = sym(d->lib, "cuDevicePrimaryCtxRelease_v2",
                                     "cuDevicePrimaryCtxRelease");
     *(void **)&d->error_string = sym(d->lib, "cuGetErrorString", NULL);
-    if (!d->init || !d->device_get || !d->ctx_retain || !d->ctx_release || !d->error_string) {
+    *(void **)&d->ctx_push = sym(d->lib, "cuCtxPushCurrent_v2", "cuCtxPushCurrent");
+    *(void **)&d->ctx_pop = sym(d->lib, "cuCtxPopCurrent_v2", "cuCtxPopCurrent");
+    *(void **)&d->stream_create = sym(d->lib, "cuStreamCreate", NULL);
+    *(void **)&d->stream_destroy = sym(d->lib, "cuStreamDestroy_v2", "cuStreamDestroy");
+    if (!d->init || !d->device_get || !d->ctx_retain || !d->ctx_release || !d->error_string ||
+        !d->ctx_push || !d->ctx_pop || !d->stream_create || !d->stream_destroy) {
         dlclose(d->lib);
         d->lib = NULL;
         return keyer_error_set(err, KEYER_STATUS_DEVICE,
@@ -70,15 +81,34 @@ static keyer_status cu_fail(const driver_api *d, keyer_error *err, const char *w
                            what, name ? name : "unknown error");
 }
 
+/* A non-blocking stream in the primary context @p d->ctx (made current for the call). */
+static CUresult own_stream(driver_api *d)
+{
+    CUresult r = d->ctx_push(d->ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = d->stream_create(&d->stream, CU_STREAM_NON_BLOCKING);
+    CUcontext popped = NULL;
+    d->ctx_pop(&popped);
+    if (r != CUDA_SUCCESS)
+        d->stream = NULL;
+    return r;
+}
+
 static void release_primary(AVHWDeviceContext *ctx)
 {
     driver_api *d = ctx->user_opaque;
+    if (d->stream && d->ctx_push(d->ctx) == CUDA_SUCCESS) {
+        d->stream_destroy(d->stream); /* waits for nothing: every frame was copied out */
+        CUcontext popped = NULL;
+        d->ctx_pop(&popped);
+    }
     d->ctx_release(d->device);
     dlclose(d->lib);
     free(d);
 }
 
-static keyer_status hwdevice_create(int ordinal, AVBufferRef **out, keyer_error *err)
+static keyer_status hwdevice_create(int ordinal, int own, AVBufferRef **out, keyer_error *err)
 {
     *out = NULL;
     driver_api *d = calloc(1, sizeof(*d));
@@ -102,8 +132,21 @@ static keyer_status hwdevice_create(int ordinal, AVBufferRef **out, keyer_error 
         free(d);
         return st;
     }
+    d->ctx = ctx;
+    if (own && (r = own_stream(d)) != CUDA_SUCCESS) {
+        st = cu_fail(d, err, "creating the decoder's stream", r, ordinal);
+        d->ctx_release(d->device);
+        dlclose(d->lib);
+        free(d);
+        return st;
+    }
     AVBufferRef *ref = av_hwdevice_ctx_alloc(AV_HWDEVICE_TYPE_CUDA);
     if (!ref) {
+        if (d->stream && d->ctx_push(d->ctx) == CUDA_SUCCESS) {
+            d->stream_destroy(d->stream);
+            CUcontext popped = NULL;
+            d->ctx_pop(&popped);
+        }
         d->ctx_release(d->device);
         dlclose(d->lib);
         free(d);
@@ -113,6 +156,7 @@ static keyer_status hwdevice_create(int ordinal, AVBufferRef **out, keyer_error 
     AVHWDeviceContext *hw = (AVHWDeviceContext *)ref->data;
     AVCUDADeviceContext *cu = hw->hwctx;
     cu->cuda_ctx = ctx; /* libav uses it and does not destroy it */
+    cu->stream = d->stream; /* NVDEC maps and copies its frames there (NULL: legacy stream) */
     hw->user_opaque = d;
     hw->free = release_primary; /* runs when the last reference goes, also if init fails */
     int ret = av_hwdevice_ctx_init(ref);
@@ -152,6 +196,10 @@ static keyer_status detach_frame(AVBufferRef **pool, AVFrame *pic, AVFrame *tmp,
         return kr_av_error(err, ret, "NVDEC frame pool: no buffer");
     const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(fc->sw_format);
     int planes = av_pix_fmt_count_planes(fc->sw_format);
+    /* the decoder's own stream, where NVDEC's copy into this frame was queued (NULL: the
+     * legacy default stream, shared by every decoder of the device) */
+    const AVCUDADeviceContext *cu = src->device_ctx->hwctx;
+    void *stream = cu->stream;
     for (int p = 0; p < planes && p < 4; p++) {
         int rows = p == 0 || p == 3 ? pic->height : AV_CEIL_RSHIFT(pic->height, d->log2_chroma_h);
         int bytes = av_image_get_linesize(fc->sw_format, pic->width, p);
@@ -159,9 +207,18 @@ static keyer_status detach_frame(AVBufferRef **pool, AVFrame *pic, AVFrame *tmp,
             return keyer_error_set(err, KEYER_STATUS_INTERNAL,
                                    "NVDEC frame plane %d: %d bytes per row, pitches %d and %d", p,
                                    bytes, pic->linesize[p], tmp->linesize[p]);
-        keyer_status st = kr_io_cuda_copy_2d(tmp->data[p], (size_t)tmp->linesize[p], pic->data[p],
-                                             (size_t)pic->linesize[p], (size_t)bytes, (size_t)rows,
-                                             err);
+        keyer_status st =
+            stream ? kr_io_cuda_copy_2d_async(tmp->data[p], (size_t)tmp->linesize[p], pic->data[p],
+                                              (size_t)pic->linesize[p], (size_t)bytes,
+                                              (size_t)rows, stream, err)
+                   : kr_io_cuda_copy_2d(tmp->data[p], (size_t)tmp->linesize[p], pic->data[p],
+                                        (size_t)pic->linesize[p], (size_t)bytes, (size_t)rows,
+                                        err);
+        if (st)
+            return keyer_error_prefix(err, "copying an NVDEC frame: ");
+    }
+    if (stream) {
+        keyer_status st = kr_io_cuda_stream_sync(stream, err);
         if (st)
             return keyer_error_prefix(err, "copying an NVDEC frame: ");
     }

@@ -19,3 +19,25 @@ keyer_status kr_io_cuda_copy_2d(void *dst, size_t dst_pitch, const void *src, si
                                rows, row_bytes, cudaGetErrorString(e));
     return KEYER_OK;
 }
+
+keyer_status kr_io_cuda_copy_2d_async(void *dst, size_t dst_pitch, const void *src,
+                                      size_t src_pitch, size_t row_bytes, size_t rows,
+                                      void *stream, keyer_error *err)
+{
+    cudaError_t e = cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows,
+                                      cudaMemcpyDefault, (cudaStream_t)stream);
+    if (e != cudaSuccess)
+        return keyer_error_set(err, KEYER_STATUS_DEVICE,
+                               "cudaMemcpy2DAsync of %zu rows of %zu bytes: %s", rows, row_bytes,
+                               cudaGetErrorString(e));
+    return KEYER_OK;
+}
+
+keyer_status kr_io_cuda_stream_sync(void *stream, keyer_error *err)
+{
+    cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
+    if (e != cudaSuccess)
+        return keyer_error_set(err, KEYER_STATUS_DEVICE, "cudaStreamSynchronize: %s",
+                               cudaGetErrorString(e));
+    return KEYER_OK;
+}

@@ -15,4 +15,16 @@
 keyer_status kr_io_cuda_copy_2d(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
                                 size_t row_bytes, size_t rows, keyer_error *err);
 
+/**
+ * The same copy queued on CUDA stream @p stream (a cudaStream_t / CUstream of the device's
+ * primary context) without waiting: complete once kr_io_cuda_stream_sync(@p stream) returns.
+ * Errors: DEVICE.
+ */
+keyer_status kr_io_cuda_copy_2d_async(void *dst, size_t dst_pitch, const void *src,
+                                      size_t src_pitch, size_t row_bytes, size_t rows,
+                                      void *stream, keyer_error *err);
+
+/** Waits for the work queued on @p stream. Errors: DEVICE. */
+keyer_status kr_io_cuda_stream_sync(void *stream, keyer_error *err);
+
 #endif

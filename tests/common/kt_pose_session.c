@@ -1,0 +1,219 @@
+/* The session's pose stage against the per-stream tracker: see kt_pose_session.h. */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "keyer/io.h"
+#include "keyer/pipeline.h"
+#include "kt_pose_session.h"
+#include "testutil.h"
+
+static void record(ps_rec *r, int sid, int index, const keyer_pose_result *pose)
+{
+    r->found[sid][index] = pose->found;
+    r->seeded[sid][index] = pose->seeded;
+    r->side[sid][index] = pose->roi.width;
+    for (int k = 0; k < KEYER_POSE_LANDMARKS; k++) {
+        r->lm[sid][index][k][0] = pose->landmarks[k].x;
+        r->lm[sid][index][k][1] = pose->landmarks[k].y;
+        r->lm[sid][index][k][2] = pose->landmarks[k].z;
+        r->lm[sid][index][k][3] = pose->landmarks[k].visibility;
+    }
+}
+
+/* pose_fn: the streams' writer threads call it concurrently, each for its own stream only
+ * (rec's per-stream rows); the two counters are only read after the session is destroyed. */
+static keyer_status ps_pose(void *opaque, int sid, int64_t index, const keyer_frame *frame,
+                            const keyer_detection *dets, int count,
+                            const keyer_pose_result *pose, keyer_overlay *ov, keyer_error *err)
+{
+    ps_rec *r = opaque;
+    __atomic_add_fetch(&r->calls, 1, __ATOMIC_RELAXED);
+    if (sid < 0 || sid >= r->streams || index != r->next[sid] || index >= r->frames || !frame ||
+        !pose || count < 0 || (count > 0 && !dets)) {
+        __atomic_add_fetch(&r->out_of_order, 1, __ATOMIC_RELAXED);
+        return KEYER_OK;
+    }
+    r->next[sid]++;
+    record(r, sid, (int)index, pose);
+    /* the drawing the tool does, on the frame's device */
+    return keyer_pose_draw(ov, pose, NULL, err);
+}
+
+static keyer_session *ps_session(int device, int precision, int batch, int keying, int model,
+                                 ps_rec *rec, int streams, int frames, keyer_logger *lg)
+{
+    memset(rec, 0, sizeof(*rec));
+    rec->streams = streams;
+    rec->frames = frames;
+    *lg = keyer_logger_default();
+    lg->level = KEYER_LOG_ERROR;
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = device;
+    sp.precision = precision;
+    sp.batch = batch;
+    sp.logger = lg;
+    sp.passthrough = !keying;
+    sp.composite.mode = KEYER_COMPOSITE_BLUR;
+    sp.detect = KEYER_SESSION_DETECT_FACES_FULL;
+    sp.pose = 1;
+    sp.pose_model = model;
+    sp.pose_fn = ps_pose;
+    sp.pose_opaque = rec;
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    if (keyer_session_create(&sp, &s, &err))
+        fail_msg("session: %s", err.message);
+    return s;
+}
+
+static void ps_check_report(keyer_session *s, int device, int frames)
+{
+    keyer_session_report rep;
+    keyer_session_get_report(s, &rep);
+    assert_int_equal(rep.frames_written, frames);
+    assert_int_equal(rep.stage_count, 9);
+    assert_string_equal(rep.stages[8].name, "pose");
+    assert_int_equal(rep.stages[8].frames, frames);
+    assert_int_equal(rep.frames_lost, 0);
+    /* on CUDA, or on the CPU after the failure KEYER_FAIL_CUDA_AT_FRAME forces */
+    if (device == KEYER_DEVICE_CUDA)
+        assert_non_null(strstr(rep.device, getenv("KEYER_FAIL_CUDA_AT_FRAME") ? "GPU failure"
+                                                                               : "cuda"));
+}
+
+void ps_run_files(const char *const *inputs, int n, int frames, int device, int precision,
+                  int batch, int keying, int model, ps_rec *rec)
+{
+    keyer_logger lg;
+    keyer_session *s = ps_session(device, precision, batch, keying, model, rec, n, frames, &lg);
+    keyer_error err = {0};
+    for (int i = 0; i < n; i++) {
+        keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+        fp.input = inputs[i];
+        fp.output = NULL;
+        if (keyer_session_add_file(s, &fp, NULL, &err))
+            fail_msg("add %s: %s", inputs[i], err.message);
+    }
+    if (keyer_session_run(s, &err))
+        fail_msg("run: %s", err.message);
+    ps_check_report(s, device, n * frames);
+    keyer_session_destroy(&s);
+    assert_int_equal(rec->out_of_order, 0);
+    assert_int_equal(rec->calls, n * frames);
+}
+
+void ps_run_pushed(keyer_frame *const *frames, int n, int nframes, const char *dir, int device,
+                   int precision, int model, ps_rec *rec)
+{
+    keyer_logger lg;
+    keyer_session *s = ps_session(device, precision, 0, 0, model, rec, n, nframes, &lg);
+    keyer_error err = {0};
+    int ids[PS_STREAMS];
+    char out[PS_STREAMS][4096];
+    for (int i = 0; i < n; i++) {
+        const keyer_frame *f0 = frames[i * nframes];
+        keyer_stream_params stp = keyer_stream_params_defaults();
+        stp.width = f0->width;
+        stp.height = f0->height;
+        stp.format = f0->format;
+        stp.frame_rate = (keyer_rational){25, 1};
+        snprintf(out[i], sizeof(out[i]), "%s/ps_push%d.mp4", dir, i);
+        stp.output = out[i];
+        stp.writer.preset = "ultrafast";
+        if (keyer_session_open_stream(s, &stp, &ids[i], &err))
+            fail_msg("open stream %d: %s", i, err.message);
+    }
+    /* round robin over the streams, as cameras deliver */
+    for (int k = 0; k < nframes; k++)
+        for (int i = 0; i < n; i++) {
+            keyer_status st;
+            while ((st = keyer_session_send_frame(s, ids[i], frames[i * nframes + k], &err)) ==
+                   KEYER_STATUS_AGAIN) {
+                struct timespec ts = {0, 2000000};
+                nanosleep(&ts, NULL);
+            }
+            if (st)
+                fail_msg("send stream %d frame %d: %s", i, k, err.message);
+        }
+    for (int i = 0; i < n; i++)
+        if (keyer_session_close_stream(s, ids[i], &err))
+            fail_msg("close stream %d: %s", i, err.message);
+    ps_check_report(s, device, n * nframes);
+    keyer_session_destroy(&s);
+    assert_int_equal(rec->out_of_order, 0);
+    assert_int_equal(rec->calls, n * nframes);
+}
+
+void ps_reference(keyer_frame *const *frames, int nframes, int sid, int model, ps_rec *rec)
+{
+    keyer_pose_params pp = keyer_pose_params_defaults();
+    pp.model = model;
+    pp.threads = 1;
+    pp.segmentation = 0;
+    keyer_pose *pose = NULL;
+    keyer_error err = {0};
+    if (keyer_pose_create(&pp, &pose, &err))
+        fail_msg("pose: %s", err.message);
+    if (sid >= rec->streams)
+        rec->streams = sid + 1;
+    rec->frames = nframes;
+    for (int i = 0; i < nframes; i++) {
+        keyer_pose_result r;
+        if (keyer_pose_run(pose, frames[i], &r, &err))
+            fail_msg("pose frame %d: %s", i, err.message);
+        record(rec, sid, i, &r);
+    }
+    keyer_pose_destroy(&pose);
+}
+
+double ps_compare(const ps_rec *a, const ps_rec *b, int max_mismatch, double *worst_rel,
+                  int *with_pose)
+{
+    double worst = 0, rel = 0;
+    int mismatch = 0;
+    *with_pose = 0;
+    assert_int_equal(a->streams, b->streams);
+    assert_int_equal(a->frames, b->frames);
+    for (int s = 0; s < a->streams; s++)
+        for (int i = 0; i < a->frames; i++) {
+            if (a->found[s][i] != b->found[s][i]) {
+                print_message("  stream %d frame %d: pose %d against %d\n", s, i,
+                              a->found[s][i], b->found[s][i]);
+                mismatch++;
+                continue;
+            }
+            if (!max_mismatch && a->seeded[s][i] != b->seeded[s][i])
+                fail_msg("stream %d frame %d: seeded %d against %d", s, i, a->seeded[s][i],
+                         b->seeded[s][i]);
+            if (!a->found[s][i])
+                continue;
+            (*with_pose)++;
+            double side = a->side[s][i] > 1 ? a->side[s][i] : 1;
+            for (int k = 0; k < KEYER_POSE_LANDMARKS; k++) {
+                double dx = (double)a->lm[s][i][k][0] - b->lm[s][i][k][0];
+                double dy = (double)a->lm[s][i][k][1] - b->lm[s][i][k][1];
+                double d = sqrt(dx * dx + dy * dy);
+                if (isnan(d))
+                    d = INFINITY;
+                worst = d > worst ? d : worst;
+                rel = d / side > rel ? d / side : rel;
+            }
+        }
+    if (mismatch > max_mismatch)
+        fail_msg("%d frames where only one side found a pose (at most %d allowed)", mismatch,
+                 max_mismatch);
+    if (worst_rel)
+        *worst_rel = rel;
+    return worst;
+}

@@ -1,0 +1,262 @@
+/*
+ * Keying people from frames in CUDA memory (label gpu; exits 77 without a device):
+ *  - keyer_people with its networks on CUDA, once on host frames (the crops made on the CPU
+ *    and staged up) and once on the same frames copied to the device (the crops made on the
+ *    GPU straight into the networks' inputs), on three 1080p NV12 frames of a pan over
+ *    messi5.jpg (several people; tiles): the same detections (count; scores within 1e-3;
+ *    boxes and keypoints within 0.5 pixel), the same people (count, ids), and the people masks
+ *    agree (mean absolute difference <= 5e-3, the same side of 0.5 on >= 99.5% of pixels:
+ *    test_people_gpu's bounds for CPU against CUDA; here only the preparation differs, the
+ *    CPU's and the GPU's evaluation of the same sampling, within 1e-4 per tensor element);
+ *  - the session with model people on CUDA reading the clip as a file (NVDEC frames that stay
+ *    on the device: the report says cuda and hardware decoding) writes every frame, and its
+ *    mattes (composite mask) agree with the CPU session's on the CPU decoder's frames: mean
+ *    absolute difference <= 2 code values, at most 1% of pixels more than 64 apart (the
+ *    decoders differ by a code value, the refinement on the two devices by one).
+ * The figures are printed. Written to be clean under compute-sanitizer --tool memcheck.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/device.h"
+#include "keyer/io.h"
+#include "keyer/people.h"
+#include "keyer/pipeline.h"
+#include "kt_mesh_session.h"
+#include "testutil.h"
+
+#define MAX_DETS 32
+enum { FRAMES = 3, W = 1920, H = 1080 };
+
+static char clip[4096];
+static char dir[3000];
+
+typedef struct side {
+    keyer_people *pp;
+    keyer_frame *mask;
+    keyer_detection dets[MAX_DETS];
+    keyer_person people[KEYER_PEOPLE_MAX];
+    int nd, np;
+} side;
+
+static void side_open(side *s)
+{
+    keyer_error err = {0};
+    keyer_people_params p = keyer_people_params_defaults();
+    p.backend = KEYER_BACKEND_CUDA;
+    p.threads = 4;
+    keyer_status st = keyer_people_create(&p, &s->pp, &err);
+    if (st)
+        print_message("%s\n", err.message);
+    assert_int_equal(st, KEYER_OK);
+    assert_int_equal(keyer_frame_create(&s->mask, &err), KEYER_OK);
+    assert_int_equal(keyer_frame_alloc(s->mask, KEYER_PIXEL_FORMAT_GRAYF32, W, H, NULL, &err),
+                     KEYER_OK);
+}
+
+static void side_close(side *s)
+{
+    keyer_people_destroy(&s->pp);
+    keyer_frame_destroy(&s->mask);
+}
+
+static void side_run(side *s, const keyer_frame *f)
+{
+    keyer_error err = {0};
+    keyer_status st = keyer_people_detect(s->pp, f, s->dets, MAX_DETS, &s->nd, &err);
+    if (!st)
+        st = keyer_people_run(s->pp, f, s->people, KEYER_PEOPLE_MAX, &s->np, &err);
+    if (st)
+        print_message("%s\n", err.message);
+    assert_int_equal(st, KEYER_OK);
+    assert_int_equal(keyer_people_mask(s->pp, s->mask, &err), KEYER_OK);
+}
+
+static void test_people_device_frames(void **state)
+{
+    (void)state;
+    const kr_device_fns *dev = kr_device_cuda();
+    keyer_error err = {0};
+    keyer_frame *host[FRAMES];
+    ms_decode(clip, FRAMES, KEYER_PIXEL_FORMAT_NV12, host);
+    side a, b;
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    side_open(&a);
+    side_open(&b);
+    keyer_frame *d = NULL;
+    assert_int_equal(keyer_frame_create(&d, &err), KEYER_OK);
+    assert_int_equal(kr_device_frame_alloc(dev, 0, d, KEYER_PIXEL_FORMAT_NV12, W, H, &err),
+                     KEYER_OK);
+    int people = 0;
+    for (int i = 0; i < FRAMES; i++) {
+        /* the copy is complete when it returns: the frame is ready for any stream */
+        assert_int_equal(kr_device_frame_copy(dev, 0, d, host[i], NULL, &err), KEYER_OK);
+        side_run(&a, host[i]);
+        side_run(&b, d);
+        printf("  frame %d: %d detections, %d people (host frame), %d and %d (device frame)\n",
+               i, a.nd, a.np, b.nd, b.np);
+        assert_int_equal(b.nd, a.nd);
+        for (int k = 0; k < a.nd; k++) {
+            const keyer_detection *x = &a.dets[k], *y = &b.dets[k];
+            assert_float_equal(x->score, y->score, 1e-3);
+            assert_float_equal(x->xmin, y->xmin, 0.5);
+            assert_float_equal(x->ymin, y->ymin, 0.5);
+            assert_float_equal(x->xmax, y->xmax, 0.5);
+            assert_float_equal(x->ymax, y->ymax, 0.5);
+            for (int q = 0; q < x->num_keypoints; q++) {
+                assert_float_equal(x->keypoints[q][0], y->keypoints[q][0], 0.5);
+                assert_float_equal(x->keypoints[q][1], y->keypoints[q][1], 0.5);
+            }
+        }
+        assert_int_equal(b.np, a.np);
+        for (int k = 0; k < a.np; k++)
+            assert_int_equal(b.people[k].id, a.people[k].id);
+        people += a.np;
+        double sum = 0;
+        long differ = 0, n = (long)W * H;
+        for (int y = 0; y < H; y++) {
+            const float *ra = (const float *)(a.mask->data[0] + y * a.mask->stride[0]);
+            const float *rb = (const float *)(b.mask->data[0] + y * b.mask->stride[0]);
+            for (int x = 0; x < W; x++) {
+                sum += fabs((double)ra[x] - (double)rb[x]);
+                differ += (ra[x] >= 0.5f) != (rb[x] >= 0.5f);
+            }
+        }
+        printf("  frame %d: mask mean |host - device frame| %.2e, %.3f%% of pixels on "
+               "different sides of 0.5\n", i, sum / (double)n, 100.0 * (double)differ / (double)n);
+        assert_true(sum / (double)n <= 5e-3);
+        assert_true((double)differ / (double)n <= 0.005);
+    }
+    assert_true(people >= FRAMES); /* the photo has people in it */
+    keyer_frame_destroy(&d);
+    side_close(&a);
+    side_close(&b);
+    for (int i = 0; i < FRAMES; i++)
+        keyer_frame_destroy(&host[i]);
+}
+
+/* ---- the session ---------------------------------------------------------------------------- */
+
+typedef struct mattes {
+    int frames;
+    uint8_t *luma; /* FRAMES x W x H: plane 0 of each output */
+} mattes;
+
+static keyer_status keep_matte(void *opaque, int sid, int64_t index, const keyer_frame *input,
+                               keyer_frame *output, keyer_error *err)
+{
+    (void)sid, (void)input, (void)err;
+    mattes *m = opaque;
+    if (index < 0 || index >= FRAMES || output->width != W || output->height != H)
+        return KEYER_OK; /* counted: frames must be FRAMES */
+    for (int y = 0; y < H; y++)
+        memcpy(m->luma + ((size_t)index * H + (size_t)y) * W,
+               output->data[0] + (size_t)y * (size_t)output->stride[0], W);
+    m->frames++;
+    return KEYER_OK;
+}
+
+static void run_session(keyer_device_kind device, mattes *m)
+{
+    keyer_logger lg = keyer_logger_default();
+    lg.level = KEYER_LOG_ERROR;
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = device;
+    sp.model = KEYER_PEOPLE_MODEL;
+    sp.logger = &lg;
+    sp.composite.mode = KEYER_COMPOSITE_MASK;
+    sp.frame_fn = keep_matte;
+    sp.frame_opaque = m;
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    if (keyer_session_create(&sp, &s, &err))
+        fail_msg("session: %s", err.message);
+    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+    fp.input = clip;
+    fp.output = NULL;
+    if (keyer_session_add_file(s, &fp, NULL, &err) || keyer_session_run(s, &err))
+        fail_msg("%s: %s", clip, err.message);
+    keyer_session_report rep;
+    keyer_session_get_report(s, &rep);
+    keyer_stream_report sr;
+    assert_int_equal(keyer_session_get_stream_report(s, 0, &sr, &err), KEYER_OK);
+    printf("  session %s: %lld frames, %s%s\n", device == KEYER_DEVICE_CUDA ? "cuda" : "cpu",
+           (long long)rep.frames_written, rep.device, sr.hw_decode ? ", NVDEC" : "");
+    assert_int_equal(rep.frames_written, FRAMES);
+    assert_int_equal(rep.frames_lost, 0);
+    if (device == KEYER_DEVICE_CUDA) {
+        assert_non_null(strstr(rep.device, "cuda"));
+        assert_null(strstr(rep.device, "cpu"));
+    }
+    keyer_session_destroy(&s);
+    assert_int_equal(m->frames, FRAMES);
+}
+
+static void test_people_session_cuda(void **state)
+{
+    (void)state;
+    mattes cpu = {0, calloc((size_t)FRAMES * W * H, 1)};
+    mattes gpu = {0, calloc((size_t)FRAMES * W * H, 1)};
+    assert_non_null(cpu.luma);
+    assert_non_null(gpu.luma);
+    run_session(KEYER_DEVICE_CPU, &cpu);
+    run_session(KEYER_DEVICE_CUDA, &gpu);
+    size_t n = (size_t)FRAMES * W * H, far = 0, keyed = 0;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        int d = abs((int)cpu.luma[i] - (int)gpu.luma[i]);
+        sum += d;
+        far += d > 64;
+        keyed += cpu.luma[i] >= 128;
+    }
+    printf("  session mattes cuda against cpu: mean |difference| %.3f code values, %.3f%% of "
+           "pixels more than 64 apart; %.1f%% of pixels keyed in (cpu)\n", sum / (double)n,
+           100.0 * (double)far / (double)n, 100.0 * (double)keyed / (double)n);
+    assert_true(keyed > n / 100); /* people were keyed at all */
+    assert_true(sum / (double)n <= 2.0);
+    assert_true((double)far / (double)n <= 0.01);
+    free(cpu.luma);
+    free(gpu.luma);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    kt_tmpdir(dir, sizeof(dir), "people_device_gpu");
+    snprintf(clip, sizeof(clip), "%s/people_1080p.mp4", dir);
+    char img[4096];
+    keyer_error err = {0};
+    keyer_sample_params p = keyer_sample_params_defaults();
+    p.width = W;
+    p.height = H;
+    p.frames = FRAMES;
+    p.frame_rate = (keyer_rational){25, 1};
+    p.preset = "ultrafast";
+    p.bframes = 0;
+    if (keyer_video_write_sample(clip, kt_data_path(img, sizeof(img), "messi5.jpg"), &p, &err))
+        fail_msg("sample: %s", err.message);
+    return 0;
+}
+
+int main(void)
+{
+    const kr_device_fns *dev = kr_device_cuda();
+    if (!dev || dev->count() == 0) {
+        printf("no CUDA device: skipped\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_people_device_frames),
+        cmocka_unit_test(test_people_session_cuda),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
