@@ -89,7 +89,7 @@ typedef struct _GstKeyer {
     gboolean session_unused;
     guint64 session_serial;
     /* this stream's rate: frames out, the first frame's arrival and the last push (monotonic
-     * microseconds), logged at its end (gst/bench.sh reads it) */
+     * microseconds), logged at its end (scripts/bench-gst.sh reads it) */
     gint64 stream_frames, stream_first_in, stream_last_out;
 
     /* latency and QoS (object lock) */
