@@ -645,6 +645,21 @@ static gboolean gst_keyer_detect_query(GstBaseTransform *trans, GstPadDirection 
     return GST_BASE_TRANSFORM_CLASS(gst_keyer_detect_parent_class)->query(trans, direction, query);
 }
 
+/* CUDA memory in (and out: in place): upstream is offered a CUDA pool of keyer's context, so
+ * that its buffers are read by the session on the device */
+static gboolean gst_keyer_detect_propose_allocation(GstBaseTransform *trans,
+                                                    GstQuery *decide_query, GstQuery *query)
+{
+    GstKeyerDetect *self = (GstKeyerDetect *)trans;
+    GstCaps *caps = NULL;
+    gboolean need_pool = FALSE;
+    gst_query_parse_allocation(query, &caps, &need_pool);
+    if (!caps || !kg_caps_are_cuda(caps) || !self->cuda)
+        return GST_BASE_TRANSFORM_CLASS(gst_keyer_detect_parent_class)
+            ->propose_allocation(trans, decide_query, query);
+    return kg_cuda_propose_allocation(self->cuda, caps, need_pool, query);
+}
+
 /* The context exists from READY on (the neighbours opening in NULL->READY ask for it), when
  * the device is not the CPU and a GPU is there */
 static GstStateChangeReturn gst_keyer_detect_change_state(GstElement *element,
@@ -703,6 +718,7 @@ static void gst_keyer_detect_class_init(GstKeyerDetectClass *klass)
     gobject_class->finalize = gst_keyer_detect_finalize;
     element_class->change_state = GST_DEBUG_FUNCPTR(gst_keyer_detect_change_state);
     trans_class->query = GST_DEBUG_FUNCPTR(gst_keyer_detect_query);
+    trans_class->propose_allocation = GST_DEBUG_FUNCPTR(gst_keyer_detect_propose_allocation);
 #endif
 
     GParamFlags flags = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY;

@@ -932,23 +932,7 @@ static gboolean gst_keyer_propose_allocation(GstBaseTransform *trans, GstQuery *
     if (!caps || !kg_caps_are_cuda(caps) || !self->cuda)
         return GST_BASE_TRANSFORM_CLASS(gst_keyer_parent_class)
             ->propose_allocation(trans, decide_query, query);
-    GstVideoInfo info;
-    if (!gst_video_info_from_caps(&info, caps))
-        return FALSE;
-    if (need_pool) {
-        GstBufferPool *pool =
-            kg_cuda_pool_new(self->cuda, caps, (guint)GST_VIDEO_INFO_SIZE(&info), 2);
-        if (!pool)
-            return FALSE;
-        GstStructure *config = gst_buffer_pool_get_config(pool);
-        guint size = 0;
-        gst_buffer_pool_config_get_params(config, NULL, &size, NULL, NULL);
-        gst_structure_free(config);
-        gst_query_add_allocation_pool(query, pool, size, 2, 0);
-        gst_object_unref(pool);
-    }
-    gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, NULL);
-    return TRUE;
+    return kg_cuda_propose_allocation(self->cuda, caps, need_pool, query);
 }
 
 /* keyer's CUDA context exists from READY on, so that the neighbours opening in NULL->READY
