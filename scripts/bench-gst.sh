@@ -20,7 +20,7 @@
 # nvcodec and the plugin CUDA memory; a raw clip is uploaded by keyer on both sides). An input
 # with no GStreamer decoder for the path is left out (printed).
 # Runs with the system's GStreamer or the GPU machine's bundle (scripts/gst-device-env.sh:
-# gst-launch-1.0, gst-inspect-1.0, decodebin, de265dec, y4mdec, nvcodec, the tracers).
+# gst-launch-1.0, gst-inspect-1.0, decodebin, libde265dec, y4mdec, nvcodec, the tracers).
 #   scripts/bench-gst.sh [BUILD_DIR]      (default build; needs BUILD_DIR/keyer and
 #                                           BUILD_DIR/gst/libgstkeyer.so)
 # Environment: ROUNDS (default 5); THREADS (CPU threads of both, keyer --threads N and
@@ -88,7 +88,7 @@ gst_chain() {
     raw) echo "y4mdec" ;;
     sample | h264)
         local cpu_dec gpu_dec
-        if [ "$in" = sample ]; then cpu_dec="avdec_h265 de265dec" gpu_dec=nvh265dec
+        if [ "$in" = sample ]; then cpu_dec="avdec_h265 libde265dec" gpu_dec=nvh265dec
         else cpu_dec="avdec_h264 openh264dec" gpu_dec=nvh264dec; fi
         if [ "$path" = cuda ]; then
             have "$gpu_dec" && echo decodebin
@@ -100,7 +100,7 @@ gst_chain() {
     esac
 }
 ranks() {
-    if [ "$1" = cuda ]; then echo "avdec_h265:0,de265dec:0,avdec_h264:0,openh264dec:0"
+    if [ "$1" = cuda ]; then echo "avdec_h265:0,libde265dec:0,avdec_h264:0,openh264dec:0,nvh265dec:512,nvh264dec:512"
     else echo "nvh265dec:0,nvh264dec:0,nvh265sldec:0,nvh264sldec:0"; fi
 }
 

@@ -10,7 +10,7 @@
 #    nvh264enc), videoparsersbad (h264parse, h265parse), isomp4 (qtdemux), videoconvertscale,
 #    videotestsrc, app;
 #  - for scripts/bench-gst.sh: gst-launch-1.0 and gst-inspect-1.0 (bin/), playback (decodebin),
-#    de265 (de265dec, HEVC on the CPU, with libde265), y4mdec (raw clips), coretracers (the
+#    de265 (libde265dec, HEVC on the CPU, with libde265), y4mdec (raw clips), coretracers (the
 #    latency tracer);
 #  - the headers and pkg-config files to build the plugin against them (GLib, GStreamer,
 #    gst-plugins-base, gst/cuda, and GL/gl.h for gst/cuda's cudaGL.h).
