@@ -10,14 +10,14 @@ struct kg_detect_session {
     keyer_session *session;
     keyer_faces *tracker; /* without landmarks: ids for the session's detections */
     keyer_frame *received;
-    int stream_id;        /* -1: no stream open */
-    int width, height;    /* of the open stream */
+    int stream_id;     /* -1: no stream open */
+    int width, height; /* of the open stream */
     keyer_pixel_format format;
     keyer_memory_type memory;
-    int64_t sent;         /* frames sent on the open stream */
+    int64_t sent; /* frames sent on the open stream */
     /* what the session reported for the frame being received */
-    int64_t reported;     /* its frame index; -1: nothing reported */
-    keyer_face *faces;    /* landmarks: copies of the mesh stage's faces (max_faces) */
+    int64_t reported;  /* its frame index; -1: nothing reported */
+    keyer_face *faces; /* landmarks: copies of the mesh stage's faces (max_faces) */
     int max_faces;
     const keyer_face *result;
     int count;
@@ -26,8 +26,8 @@ struct kg_detect_session {
 
 /* keyer_detect_fn: the detections get tracker ids (keyer_faces_track keeps the faces). */
 static keyer_status on_detections(void *opaque, int stream_id, int64_t frame_index,
-                                  const keyer_frame *frame, const keyer_detection *dets,
-                                  int count, keyer_overlay *overlay, keyer_error *err)
+                                  const keyer_frame *frame, const keyer_detection *dets, int count,
+                                  keyer_overlay *overlay, keyer_error *err)
 {
     (void)stream_id;
     (void)overlay; /* the element draws on its own buffer */
@@ -192,7 +192,4 @@ keyer_status kg_detect_session_run(kg_detect_session *s, const keyer_frame *fram
     return KEYER_OK;
 }
 
-const char *kg_detect_session_device(kg_detect_session *s)
-{
-    return s->device;
-}
+const char *kg_detect_session_device(kg_detect_session *s) { return s->device; }
