@@ -352,7 +352,10 @@ static void run_detect_harness(const char *desc, gboolean cuda, guint8 **out, GA
         gst_buffer_unref(o);
     }
     gchar *dev = NULL;
-    g_object_get(h->element, "detector-device", &dev, NULL);
+    GstElement *d = gst_harness_find_element(h, "keyerdetect"); /* h->element: the parsed bin */
+    assert_non_null(d);
+    g_object_get(d, "detector-device", &dev, NULL);
+    gst_object_unref(d);
     snprintf(device, device_size, "%s", dev ? dev : "");
     g_free(dev);
     gst_harness_teardown(h);

@@ -272,6 +272,89 @@ static void test_keyer_caps(void **state)
     }
 }
 
+/* The output buffers come from the element's own pool: one video meta, its own layout, also
+ * when the input's memory is laid out otherwise (I420 with padded rows and its video meta):
+ * the same pixels as the unpadded frame gives. */
+static void test_keyer_output_buffers(void **state)
+{
+    const int w = 64, h = 48, pad = 128; /* luma row stride of the padded input */
+    GstBuffer *outs[2];
+    for (int k = 0; k < 2; k++) {
+        GstHarness *hn = gst_harness_new_parse("keyer device=cpu mode=latency effect=color");
+        gst_harness_set_src_caps_str(hn,
+                                     "video/x-raw,format=I420,width=64,height=48,framerate=30/1");
+        gsize offset[4] = {0, (gsize)pad * h, (gsize)pad * h + (gsize)(pad / 2) * (h / 2)};
+        gint stride[4] = {k ? pad : w, k ? pad / 2 : w / 2, k ? pad / 2 : w / 2};
+        if (!k) {
+            offset[1] = (gsize)w * h;
+            offset[2] = offset[1] + (gsize)(w / 2) * (h / 2);
+        }
+        gsize size = offset[2] + (gsize)stride[2] * (h / 2);
+        GstBuffer *in = gst_buffer_new_allocate(NULL, size, NULL);
+        gst_buffer_memset(in, 0, 0x55, size);
+        gst_buffer_add_video_meta_full(in, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_FORMAT_I420, w,
+                                       h, 3, offset, stride);
+        GstVideoInfo info;
+        gst_video_info_set_format(&info, GST_VIDEO_FORMAT_I420, w, h);
+        GstVideoFrame vf;
+        assert_true(gst_video_frame_map(&vf, &info, in, GST_MAP_WRITE));
+        for (int p = 0; p < 3; p++) { /* the same picture in either layout */
+            int pw = p ? w / 2 : w, ph = p ? h / 2 : h;
+            for (int y = 0; y < ph; y++)
+                for (int x = 0; x < pw; x++)
+                    ((guint8 *)GST_VIDEO_FRAME_PLANE_DATA(&vf, p))
+                        [y * GST_VIDEO_FRAME_PLANE_STRIDE(&vf, p) + x] =
+                        (guint8)(p ? 128 + (x - y) % 16 : 40 + (x * 3 + y * 2) % 160);
+        }
+        gst_video_frame_unmap(&vf);
+        GST_BUFFER_PTS(in) = 0;
+        assert_int_equal(gst_harness_push(hn, in), GST_FLOW_OK);
+        outs[k] = gst_harness_pull(hn);
+        assert_non_null(outs[k]);
+        assert_int_equal(gst_buffer_get_n_meta(outs[k], GST_VIDEO_META_API_TYPE), 1);
+        gst_harness_teardown(hn);
+    }
+    GstVideoInfo info;
+    gst_video_info_set_format(&info, GST_VIDEO_FORMAT_I420, w, h);
+    GstVideoFrame a, b;
+    assert_true(gst_video_frame_map(&a, &info, outs[0], GST_MAP_READ));
+    assert_true(gst_video_frame_map(&b, &info, outs[1], GST_MAP_READ));
+    for (int p = 0; p < 3; p++) {
+        int pw = p ? w / 2 : w, ph = p ? h / 2 : h;
+        for (int y = 0; y < ph; y++)
+            if (memcmp((guint8 *)GST_VIDEO_FRAME_PLANE_DATA(&a, p) +
+                           y * GST_VIDEO_FRAME_PLANE_STRIDE(&a, p),
+                       (guint8 *)GST_VIDEO_FRAME_PLANE_DATA(&b, p) +
+                           y * GST_VIDEO_FRAME_PLANE_STRIDE(&b, p),
+                       (size_t)pw))
+                fail_msg("plane %d row %d: the padded input's output differs", p, y);
+    }
+    gst_video_frame_unmap(&a);
+    gst_video_frame_unmap(&b);
+    gst_buffer_unref(outs[0]);
+    gst_buffer_unref(outs[1]);
+
+    /* CUDA memory caps link to keyer in the NULL state (pipelines are linked before the
+     * element has its CUDA context) when built with GStreamer's CUDA library and the device
+     * is not the CPU */
+    GError *e = NULL;
+    GstElement *p = gst_parse_launch(
+        "identity ! video/x-raw(memory:CUDAMemory),format=NV12 ! keyer ! fakesink", &e);
+#ifdef KEYER_GST_CUDA
+    if (e)
+        fail_msg("CUDA memory caps do not link to keyer: %s", e->message);
+#else
+    assert_non_null(e); /* no CUDA memory in the templates */
+#endif
+    g_clear_error(&e);
+    gst_clear_object(&p);
+    p = gst_parse_launch(
+        "identity ! video/x-raw(memory:CUDAMemory),format=NV12 ! keyer device=cpu ! fakesink", &e);
+    assert_non_null(e);
+    g_clear_error(&e);
+    gst_clear_object(&p);
+}
+
 /* Throughput mode: frames may stay in the session until EOS, which pushes all of them. */
 static void test_keyer_drain(void **state)
 {
@@ -1055,6 +1138,7 @@ int main(void)
         cmocka_unit_test(test_keyer_properties),
         cmocka_unit_test(test_detect_properties),
         cmocka_unit_test(test_keyer_caps),
+        cmocka_unit_test(test_keyer_output_buffers),
         cmocka_unit_test(test_keyer_drain),
         cmocka_unit_test(test_keyer_qos),
         cmocka_unit_test(test_detect_caps),
