@@ -38,6 +38,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$repo"
 
+for t in gst-launch-1.0 gst-inspect-1.0; do
+    command -v $t >/dev/null || { echo "bench-gst: $t not found (on the GPU machine: the bundle" \
+        "of scripts/gst-device-bundle.sh, made from this tree, and scripts/gst-device-env.sh)" >&2
+        exit 1; }
+done
 have() { gst-inspect-1.0 --exists "$1" 2>/dev/null; }
 if [ -z "${PATHS:-}" ]; then
     PATHS=cpu
