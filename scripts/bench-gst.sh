@@ -4,7 +4,8 @@
 #  - throughput: per input and path, rounds of three runs in an order rotated each round (so
 #    that every kind meets the same load): the command (`keyer IN --device D`, frames
 #    discarded), the element (`gst-launch-1.0 filesrc ! decodebin ! [videoconvert !] keyer
-#    device=D ! fakesink`) and the same pipeline without keyer (GStreamer's decoding: the
+#    device=D ! fakesink`; on the GPU path the NVDEC decoder named, `qtdemux ! h265parse !
+#    nvh265dec`) and the same pipeline without keyer (GStreamer's decoding: the
 #    floor). Each run's wall time and CPU time (the whole process: start-up, model load, decoding
 #    included) and frames/s; the steady-state rates (the command's --stats, the element's
 #    "stream rate" log line: first frame in to last out); medians over the rounds, and the
@@ -96,7 +97,10 @@ gst_chain() {
         if [ "$in" = sample ]; then cpu_dec="avdec_h265 libde265dec" gpu_dec=nvh265dec
         else cpu_dec="avdec_h264 openh264dec" gpu_dec=nvh264dec; fi
         if [ "$path" = cuda ]; then
-            have "$gpu_dec" && echo decodebin
+            # the decoder named (decodebin decides its memory before keyer is linked)
+            local parse=h264parse
+            [ "$in" = sample ] && parse=h265parse
+            if have "$gpu_dec"; then echo "qtdemux ! $parse ! $gpu_dec"; fi
         else
             for d in $cpu_dec; do
                 if have "$d"; then echo decodebin; return; fi
