@@ -33,3 +33,15 @@ gboolean kg_cuda_copy_planes(const keyer_frame *src, uint8_t *const dst[4],
     }
     return TRUE;
 }
+
+gboolean kg_cuda_sync(int device, char *why, size_t why_size)
+{
+    cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(0);
+    if (e != cudaSuccess) {
+        snprintf(why, why_size, "waiting for cuda:%d: %s", device, cudaGetErrorString(e));
+        return FALSE;
+    }
+    return TRUE;
+}

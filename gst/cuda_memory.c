@@ -119,25 +119,23 @@ GstBufferPool *kg_cuda_pool_new(kg_cuda *c, GstCaps *caps, guint size, guint min
     return pool;
 }
 
-gboolean kg_cuda_decide_allocation(kg_cuda *c, GstCaps *caps, GstQuery *query)
+gboolean kg_cuda_propose_allocation(kg_cuda *c, GstCaps *caps, gboolean need_pool,
+                                    GstQuery *query)
 {
     GstVideoInfo info;
     if (!gst_video_info_from_caps(&info, caps))
         return FALSE;
-    guint min = 0;
-    if (gst_query_get_n_allocation_pools(query) > 0)
-        gst_query_parse_nth_allocation_pool(query, 0, NULL, NULL, &min, NULL);
-    GstBufferPool *pool = kg_cuda_pool_new(c, caps, (guint)GST_VIDEO_INFO_SIZE(&info), min);
-    if (!pool)
-        return FALSE;
-    GstStructure *config = gst_buffer_pool_get_config(pool);
-    guint size = 0;
-    gst_buffer_pool_config_get_params(config, NULL, &size, NULL, NULL);
-    gst_structure_free(config);
-    if (gst_query_get_n_allocation_pools(query) > 0)
-        gst_query_set_nth_allocation_pool(query, 0, pool, size, min, 0);
-    else
-        gst_query_add_allocation_pool(query, pool, size, min, 0);
-    gst_object_unref(pool);
+    if (need_pool) {
+        GstBufferPool *pool = kg_cuda_pool_new(c, caps, (guint)GST_VIDEO_INFO_SIZE(&info), 2);
+        if (!pool)
+            return FALSE;
+        GstStructure *config = gst_buffer_pool_get_config(pool);
+        guint size = 0;
+        gst_buffer_pool_config_get_params(config, NULL, &size, NULL, NULL);
+        gst_structure_free(config);
+        gst_query_add_allocation_pool(query, pool, size, 2, 0);
+        gst_object_unref(pool);
+    }
+    gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, NULL);
     return TRUE;
 }

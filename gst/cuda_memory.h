@@ -73,12 +73,12 @@ gboolean kg_cuda_frame_map(GstVideoFrame *vf, const GstVideoInfo *info, GstBuffe
 GstBufferPool *kg_cuda_pool_new(kg_cuda *c, GstCaps *caps, guint size, guint min);
 
 /**
- * Answers an allocation query for CUDA memory @p caps (the element's output) with a CUDA
- * pool of @p c's context (kg_cuda_pool_new(); the first proposed pool, if any, is replaced,
- * keeping its minimum count). FALSE when the caps are not video caps or the pool cannot be
- * made.
+ * Answers an allocation query of upstream for CUDA memory @p caps (the element's input): with
+ * @p need_pool, a CUDA pool of @p c's context (kg_cuda_pool_new(), at least 2 buffers), and
+ * the video meta. FALSE when the caps are not video caps or the pool cannot be made.
  */
-gboolean kg_cuda_decide_allocation(kg_cuda *c, GstCaps *caps, GstQuery *query);
+gboolean kg_cuda_propose_allocation(kg_cuda *c, GstCaps *caps, gboolean need_pool,
+                                    GstQuery *query);
 
 G_END_DECLS
 #endif

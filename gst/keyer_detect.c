@@ -16,6 +16,15 @@
  *    time, timestamp, frame number and the same structures (faces: a GstValueArray).
  * Models, runtimes, overlay and staging frame are made at start and at caps time, never per
  * frame.
+ *
+ * Where the faces are detected: on the CPU by keyer's analysers (keyer_faces_run,
+ * keyer_pose_run) on the mapped frame; or, for faces without pose on a GPU (device=cuda, or
+ * device=auto with a CUDA context), by a keyer session (detect_session.h: the batched detector
+ * and face-mesh stage of `keyer --detect faces`) from the frame where it is: CUDA memory of
+ * keyer's context (video/x-raw(memory:CUDAMemory)) is read on the device and drawn on there.
+ * CUDA memory of another context, or with the CPU analysers, is mapped through host memory
+ * (GStreamer's CUDA memory downloads it, and uploads what was drawn). The element is in place:
+ * the memory out is the memory in (caps pass through), so each pad offers the other pad's.
  */
 #include "keyer_detect.h"
 
@@ -27,7 +36,11 @@
 #include "keyer/faces.h"
 #include "keyer/overlay.h"
 #include "keyer/pose.h"
+#include "detect_session.h"
 #include "video_frames.h"
+#ifdef KEYER_GST_CUDA
+#include "cuda_memory.h"
+#endif
 
 GST_DEBUG_CATEGORY_STATIC(keyer_detect_debug);
 #define GST_CAT_DEFAULT keyer_detect_debug
@@ -43,6 +56,7 @@ typedef struct _GstKeyerDetect {
     gint pose; /* POSE_NONE or a keyer_pose_model */
     gint max_faces, threads;
     gfloat min_score;
+    gint device, cuda_device; /* keyer_device_kind, CUDA ordinal */
 
     /* streaming */
     keyer_faces *faces;
@@ -53,6 +67,14 @@ typedef struct _GstKeyerDetect {
     keyer_faces_draw_params fdp;
     keyer_pose_draw_params pdp;
     guint64 frames;
+    kg_detect_session *session; /* faces through a keyer session (GPU), or NULL */
+    keyer_logger logger;        /* the session's log, to GStreamer's */
+    gboolean cuda_in;           /* the caps' memory is CUDA memory */
+    gboolean warned_foreign;    /* CUDA memory of another context was reported */
+    gchar detector_device[64];  /* where the faces were last detected (object lock) */
+#ifdef KEYER_GST_CUDA
+    kg_cuda *cuda; /* keyer's CUDA context wrapped for GStreamer (READY and up), or NULL */
+#endif
 } GstKeyerDetect;
 
 typedef struct _GstKeyerDetectClass {
@@ -72,14 +94,39 @@ enum {
     PROP_THREADS,
     PROP_DRAW,
     PROP_POST_MESSAGES,
+    PROP_DEVICE,
+    PROP_CUDA_DEVICE,
+    PROP_DETECTOR_DEVICE,
 };
 
 #define DRAW_FORMATS "{ NV12, I420, RGBA, BGRx }"
+/* GStreamer's CUDA memory (cuda_memory.h): NV12, I420 and RGBA, which the overlay draws too */
+#ifdef KEYER_GST_CUDA
+#define CUDA_CAPS GST_VIDEO_CAPS_MAKE_WITH_FEATURES(KG_CAPS_FEATURE_CUDA, KG_CUDA_FORMATS) "; "
+#else
+#define CUDA_CAPS
+#endif
 
-static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
-    "sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE(KG_VIDEO_FORMATS)));
-static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
-    "src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE(KG_VIDEO_FORMATS)));
+static GstStaticPadTemplate sink_template =
+    GST_STATIC_PAD_TEMPLATE("sink", GST_PAD_SINK, GST_PAD_ALWAYS,
+                            GST_STATIC_CAPS(CUDA_CAPS GST_VIDEO_CAPS_MAKE(KG_VIDEO_FORMATS)));
+static GstStaticPadTemplate src_template =
+    GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS,
+                            GST_STATIC_CAPS(CUDA_CAPS GST_VIDEO_CAPS_MAKE(KG_VIDEO_FORMATS)));
+
+static GType device_type(void)
+{
+    static GType type = 0;
+    static const GEnumValue values[] = {
+        {KEYER_DEVICE_AUTO, "a GPU when the element has a CUDA context, else the CPU", "auto"},
+        {KEYER_DEVICE_CPU, "the CPU", "cpu"},
+        {KEYER_DEVICE_CUDA, "a CUDA GPU (the CPU when it cannot be used, logged)", "cuda"},
+        {0, NULL, NULL},
+    };
+    if (g_once_init_enter(&type))
+        g_once_init_leave(&type, g_enum_register_static("KeyerDetectDevice", values));
+    return type;
+}
 
 static GType pose_type(void)
 {
@@ -131,6 +178,12 @@ static void gst_keyer_detect_set_property(GObject *object, guint id, const GValu
     case PROP_POST_MESSAGES:
         self->post_messages = g_value_get_boolean(value);
         break;
+    case PROP_DEVICE:
+        self->device = g_value_get_enum(value);
+        break;
+    case PROP_CUDA_DEVICE:
+        self->cuda_device = g_value_get_int(value);
+        break;
     default:
         G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
         break;
@@ -173,6 +226,15 @@ static void gst_keyer_detect_get_property(GObject *object, guint id, GValue *val
     case PROP_POST_MESSAGES:
         g_value_set_boolean(value, self->post_messages);
         break;
+    case PROP_DEVICE:
+        g_value_set_enum(value, self->device);
+        break;
+    case PROP_CUDA_DEVICE:
+        g_value_set_int(value, self->cuda_device);
+        break;
+    case PROP_DETECTOR_DEVICE:
+        g_value_set_string(value, self->detector_device);
+        break;
     default:
         G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
         break;
@@ -181,6 +243,33 @@ static void gst_keyer_detect_get_property(GObject *object, guint id, GValue *val
 }
 
 /* ---- start, stop, caps ---------------------------------------------------------------------- */
+
+static void log_to_gst(void *opaque, keyer_log_level level, const char *message)
+{
+    GstKeyerDetect *self = opaque;
+    GstDebugLevel l = level <= KEYER_LOG_ERROR     ? GST_LEVEL_ERROR
+                      : level == KEYER_LOG_WARNING ? GST_LEVEL_WARNING
+                      : level == KEYER_LOG_INFO    ? GST_LEVEL_INFO
+                                                   : GST_LEVEL_DEBUG;
+    GST_CAT_LEVEL_LOG(keyer_detect_debug, l, self, "%s", message);
+}
+
+/* Whether the faces are found by a keyer session: faces without pose (as `keyer --detect
+ * faces`), on a GPU asked for or, with device=auto, when the element has keyer's CUDA
+ * context (a GPU is there and GStreamer's CUDA memory is built in). */
+static gboolean wants_session(GstKeyerDetect *self, gboolean faces_on, gint pose, gint device)
+{
+    if (!faces_on || pose != POSE_NONE || device == KEYER_DEVICE_CPU)
+        return FALSE;
+    if (device == KEYER_DEVICE_CUDA)
+        return TRUE;
+#ifdef KEYER_GST_CUDA
+    return self->cuda != NULL;
+#else
+    (void)self;
+    return FALSE;
+#endif
+}
 
 static gboolean gst_keyer_detect_start(GstBaseTransform *trans)
 {
@@ -191,16 +280,33 @@ static gboolean gst_keyer_detect_start(GstBaseTransform *trans)
     gboolean faces_on = self->faces_on, full = self->full_range, lm = self->landmarks;
     gboolean draw = self->draw;
     gint pose = self->pose, max_faces = self->max_faces, threads = self->threads;
+    gint device = self->device, cuda_device = self->cuda_device;
     gfloat min_score = self->min_score;
     GST_OBJECT_UNLOCK(self);
     self->frames = 0;
     self->drawing = draw;
+    self->warned_foreign = FALSE;
     if (!faces_on && pose == POSE_NONE) {
         GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
                           ("keyerdetect: nothing to detect (faces=false and pose=none)"), (NULL));
         return FALSE;
     }
-    if (faces_on) {
+    if (wants_session(self, faces_on, pose, device)) {
+        GstDebugLevel threshold = gst_debug_category_get_threshold(keyer_detect_debug);
+        self->logger.level = threshold >= GST_LEVEL_DEBUG     ? KEYER_LOG_DEBUG
+                             : threshold >= GST_LEVEL_INFO    ? KEYER_LOG_INFO
+                             : threshold >= GST_LEVEL_WARNING ? KEYER_LOG_WARNING
+                                                              : KEYER_LOG_ERROR;
+        kg_detect_session_params dp = {(keyer_device_kind)device,
+                                       cuda_device,
+                                       full,
+                                       lm,
+                                       max_faces,
+                                       min_score,
+                                       threads,
+                                       &self->logger};
+        st = kg_detect_session_create(&dp, &self->session, &err);
+    } else if (faces_on) {
         keyer_faces_params fp = keyer_faces_params_defaults();
         fp.range = full ? KEYER_FACE_RANGE_FULL : KEYER_FACE_RANGE_SHORT;
         fp.landmarks = lm;
@@ -224,17 +330,23 @@ static gboolean gst_keyer_detect_start(GstBaseTransform *trans)
     if (st) {
         GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("keyerdetect: %s", err.message),
                           ("%s", keyer_status_name(st)));
+        kg_detect_session_destroy(&self->session);
         keyer_faces_destroy(&self->faces);
         keyer_pose_destroy(&self->pose_an);
         keyer_overlay_destroy(&self->overlay);
         return FALSE;
     }
+    GST_OBJECT_LOCK(self);
+    /* the CPU analysers' device is known now; a session's when its stages start */
+    g_strlcpy(self->detector_device, self->session ? "" : "cpu", sizeof(self->detector_device));
+    GST_OBJECT_UNLOCK(self);
     return TRUE;
 }
 
 static gboolean gst_keyer_detect_stop(GstBaseTransform *trans)
 {
     GstKeyerDetect *self = (GstKeyerDetect *)trans;
+    kg_detect_session_destroy(&self->session);
     keyer_faces_destroy(&self->faces);
     keyer_pose_destroy(&self->pose_an);
     keyer_overlay_destroy(&self->overlay);
@@ -251,7 +363,7 @@ static GstCaps *gst_keyer_detect_transform_caps(GstBaseTransform *trans, GstPadD
     GST_OBJECT_UNLOCK(self);
     GstCaps *res = gst_caps_copy(caps);
     if (draw) {
-        GstCaps *drawable = gst_caps_from_string(GST_VIDEO_CAPS_MAKE(DRAW_FORMATS));
+        GstCaps *drawable = gst_caps_from_string(CUDA_CAPS GST_VIDEO_CAPS_MAKE(DRAW_FORMATS));
         GstCaps *t = gst_caps_intersect_full(res, drawable, GST_CAPS_INTERSECT_FIRST);
         gst_caps_unref(drawable);
         gst_caps_unref(res);
@@ -274,6 +386,10 @@ static gboolean gst_keyer_detect_set_info(GstVideoFilter *filter, GstCaps *incap
     if (kg_keyer_format(GST_VIDEO_INFO_FORMAT(in_info), &swap) == KEYER_PIXEL_FORMAT_NONE)
         return FALSE;
     self->swap = swap;
+    self->cuda_in = FALSE;
+#ifdef KEYER_GST_CUDA
+    self->cuda_in = kg_caps_are_cuda(incaps);
+#endif
     if (swap) {
         keyer_error err = {0};
         if (keyer_frame_alloc(self->staging, KEYER_PIXEL_FORMAT_RGBA, GST_VIDEO_INFO_WIDTH(in_info),
@@ -384,13 +500,37 @@ static GstFlowReturn gst_keyer_detect_transform_ip(GstBaseTransform *trans, GstB
     gboolean post = self->post_messages;
     GST_OBJECT_UNLOCK(self);
     GstVideoFrame vf;
-    if (!gst_video_frame_map(&vf, &filter->in_info, buf,
-                             self->drawing ? GST_MAP_READWRITE : GST_MAP_READ)) {
+    GstMapFlags flags = self->drawing ? GST_MAP_READWRITE : GST_MAP_READ;
+    gboolean mapped;
+#ifdef KEYER_GST_CUDA
+    /* CUDA memory of keyer's context is read (and drawn on) where it is by the session; of
+     * another context, or for the CPU analysers, through host memory */
+    gboolean on_device =
+        self->session && self->cuda_in && kg_cuda_buffer_is_ours(self->cuda, buf);
+    if (self->session && self->cuda_in && !on_device && !self->warned_foreign) {
+        GST_ELEMENT_WARNING(self, STREAM, FORMAT,
+                            ("keyerdetect: CUDA memory of another CUDA context is read through "
+                             "host memory (one download per frame)"),
+                            ("the upstream element did not take keyer's context"));
+        self->warned_foreign = TRUE;
+    }
+    if (on_device)
+        mapped = kg_cuda_frame_map(&vf, &filter->in_info, buf, flags);
+    else
+#endif
+        mapped = gst_video_frame_map(&vf, &filter->in_info, buf, flags);
+    if (!mapped) {
         GST_ELEMENT_ERROR(self, STREAM, FAILED, ("keyerdetect: cannot map the frame"), (NULL));
         return GST_FLOW_ERROR;
     }
     keyer_frame view;
     kg_frame_view(&vf, &view);
+#ifdef KEYER_GST_CUDA
+    if (on_device) { /* device pointers of keyer's device */
+        view.memory = KEYER_MEMORY_CUDA;
+        view.device = kg_cuda_device(self->cuda);
+    }
+#endif
     const keyer_frame *analysed = &view;
     if (self->swap) {
         kg_swap_rb(&view, self->staging);
@@ -401,8 +541,19 @@ static GstFlowReturn gst_keyer_detect_transform_ip(GstBaseTransform *trans, GstB
     keyer_pose_result pr;
     memset(&pr, 0, sizeof(pr));
     keyer_status st = KEYER_OK;
-    if (self->faces)
+    if (self->session) {
+        st = kg_detect_session_run(self->session, analysed, &faces, &nf, &err);
+        if (!st && self->frames == 0) {
+            GST_INFO_OBJECT(self, "faces detected by a keyer session on %s",
+                            kg_detect_session_device(self->session));
+            GST_OBJECT_LOCK(self);
+            g_strlcpy(self->detector_device, kg_detect_session_device(self->session),
+                      sizeof(self->detector_device));
+            GST_OBJECT_UNLOCK(self);
+        }
+    } else if (self->faces) {
         st = keyer_faces_run(self->faces, analysed, &faces, &nf, &err);
+    }
     if (!st && self->pose_an)
         st = keyer_pose_run(self->pose_an, analysed, &pr, &err);
     if (!st && self->overlay) {
@@ -413,6 +564,11 @@ static GstFlowReturn gst_keyer_detect_transform_ip(GstBaseTransform *trans, GstB
             st = keyer_pose_draw(self->overlay, &pr, &self->pdp, &err);
         if (!st) /* a BGRx frame is drawn as RGBA with red and blue swapped in the colours */
             st = keyer_overlay_render(self->overlay, &view, &err);
+#ifdef KEYER_GST_CUDA
+        char why[256];
+        if (!st && on_device && !kg_cuda_sync(view.device, why, sizeof(why)))
+            st = keyer_error_set(&err, KEYER_STATUS_DEVICE, "drawing: %s", why);
+#endif
     }
     gst_video_frame_unmap(&vf);
     if (st) {
@@ -474,6 +630,68 @@ static GstFlowReturn gst_keyer_detect_transform_ip(GstBaseTransform *trans, GstB
     return GST_FLOW_OK;
 }
 
+/* ---- CUDA context --------------------------------------------------------------------------- */
+
+#ifdef KEYER_GST_CUDA
+/* keyer's CUDA context, given to the neighbours that ask (decoders, uploaders), so that their
+ * CUDA memory is memory the session reads on the device */
+static gboolean gst_keyer_detect_query(GstBaseTransform *trans, GstPadDirection direction,
+                                       GstQuery *query)
+{
+    GstKeyerDetect *self = (GstKeyerDetect *)trans;
+    if (GST_QUERY_TYPE(query) == GST_QUERY_CONTEXT &&
+        kg_cuda_handle_context_query(self->cuda, GST_ELEMENT(self), query))
+        return TRUE;
+    return GST_BASE_TRANSFORM_CLASS(gst_keyer_detect_parent_class)->query(trans, direction, query);
+}
+
+/* CUDA memory in (and out: in place): upstream is offered a CUDA pool of keyer's context, so
+ * that its buffers are read by the session on the device */
+static gboolean gst_keyer_detect_propose_allocation(GstBaseTransform *trans,
+                                                    GstQuery *decide_query, GstQuery *query)
+{
+    GstKeyerDetect *self = (GstKeyerDetect *)trans;
+    GstCaps *caps = NULL;
+    gboolean need_pool = FALSE;
+    gst_query_parse_allocation(query, &caps, &need_pool);
+    if (!caps || !kg_caps_are_cuda(caps) || !self->cuda)
+        return GST_BASE_TRANSFORM_CLASS(gst_keyer_detect_parent_class)
+            ->propose_allocation(trans, decide_query, query);
+    return kg_cuda_propose_allocation(self->cuda, caps, need_pool, query);
+}
+
+/* The context exists from READY on (the neighbours opening in NULL->READY ask for it), when
+ * the device is not the CPU and a GPU is there */
+static GstStateChangeReturn gst_keyer_detect_change_state(GstElement *element,
+                                                          GstStateChange transition)
+{
+    GstKeyerDetect *self = (GstKeyerDetect *)element;
+    if (transition == GST_STATE_CHANGE_NULL_TO_READY && !self->cuda) {
+        GST_OBJECT_LOCK(self);
+        gint device = self->device, ordinal = self->cuda_device;
+        GST_OBJECT_UNLOCK(self);
+        if (device != KEYER_DEVICE_CPU) {
+            char why[256] = "";
+            self->cuda = kg_cuda_create(ordinal, why, sizeof(why));
+            if (!self->cuda)
+                GST_INFO_OBJECT(self, "no CUDA memory: %s", why);
+        }
+    }
+    GstStateChangeReturn ret =
+        GST_ELEMENT_CLASS(gst_keyer_detect_parent_class)->change_state(element, transition);
+    if (transition == GST_STATE_CHANGE_READY_TO_NULL)
+        kg_cuda_destroy(&self->cuda);
+    return ret;
+}
+
+static void gst_keyer_detect_finalize(GObject *object)
+{
+    GstKeyerDetect *self = (GstKeyerDetect *)object;
+    kg_cuda_destroy(&self->cuda);
+    G_OBJECT_CLASS(gst_keyer_detect_parent_class)->finalize(object);
+}
+#endif
+
 /* ---- GObject -------------------------------------------------------------------------------- */
 
 static void gst_keyer_detect_init(GstKeyerDetect *self)
@@ -482,6 +700,8 @@ static void gst_keyer_detect_init(GstKeyerDetect *self)
     self->pose = POSE_NONE;
     self->max_faces = 16;
     self->post_messages = TRUE;
+    self->device = KEYER_DEVICE_AUTO;
+    self->logger = (keyer_logger){KEYER_LOG_DEBUG, log_to_gst, self};
     gst_base_transform_set_in_place(GST_BASE_TRANSFORM(self), TRUE);
 }
 
@@ -494,6 +714,12 @@ static void gst_keyer_detect_class_init(GstKeyerDetectClass *klass)
 
     gobject_class->set_property = gst_keyer_detect_set_property;
     gobject_class->get_property = gst_keyer_detect_get_property;
+#ifdef KEYER_GST_CUDA
+    gobject_class->finalize = gst_keyer_detect_finalize;
+    element_class->change_state = GST_DEBUG_FUNCPTR(gst_keyer_detect_change_state);
+    trans_class->query = GST_DEBUG_FUNCPTR(gst_keyer_detect_query);
+    trans_class->propose_allocation = GST_DEBUG_FUNCPTR(gst_keyer_detect_propose_allocation);
+#endif
 
     GParamFlags flags = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY;
     g_object_class_install_property(
@@ -537,6 +763,23 @@ static void gst_keyer_detect_class_init(GstKeyerDetectClass *klass)
                              "post each frame's detections as an element message", TRUE,
                              G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                  GST_PARAM_MUTABLE_PLAYING));
+    g_object_class_install_property(
+        gobject_class, PROP_DEVICE,
+        g_param_spec_enum("device", "device",
+                          "where faces are detected without pose: on a GPU by a keyer session "
+                          "(from CUDA memory where it is), or on the CPU; pose is on the CPU",
+                          device_type(), KEYER_DEVICE_AUTO, flags));
+    g_object_class_install_property(
+        gobject_class, PROP_DETECTOR_DEVICE,
+        g_param_spec_string("detector-device", "detector device",
+                            "where the faces are detected: \"cpu\" (the CPU analysers, or a "
+                            "session on the CPU) or the session's GPU (\"cuda:0\"), known from "
+                            "the first frame on; \"\" before the first start",
+                            "", G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+    g_object_class_install_property(
+        gobject_class, PROP_CUDA_DEVICE,
+        g_param_spec_int("cuda-device", "CUDA device", "the CUDA device's ordinal", 0, 63, 0,
+                         flags));
 
     gst_element_class_set_static_metadata(
         element_class, "keyer detection", "Filter/Analyzer/Video",

@@ -75,7 +75,11 @@ typedef struct _GstKeyer {
     gboolean warned_foreign;    /* CUDA memory of another context was reported */
 #ifdef KEYER_GST_CUDA
     kg_cuda *cuda; /* keyer's CUDA context wrapped for GStreamer (READY and up), or NULL */
+    gboolean cuda_tried; /* READY and up: kg_cuda_create() was tried (cuda says how it went) */
 #endif
+    /* the output buffers (made at caps time): GstVideoFilter runs the element in place, so
+     * GstBaseTransform negotiates no pool for it */
+    GstBufferPool *out_pool;
     keyer_frame *received; /* the frame being received */
     GstBuffer *ready[READY_MAX];
     int ready_head, ready_count;
@@ -89,7 +93,7 @@ typedef struct _GstKeyer {
     gboolean session_unused;
     guint64 session_serial;
     /* this stream's rate: frames out, the first frame's arrival and the last push (monotonic
-     * microseconds), logged at its end (gst/bench.sh reads it) */
+     * microseconds), logged at its end (scripts/bench-gst.sh reads it) */
     gint64 stream_frames, stream_first_in, stream_last_out;
 
     /* latency and QoS (object lock) */
@@ -420,7 +424,6 @@ static void note_latency(GstKeyer *self, gint64 us)
 /* Makes the output buffer of the processed frame @p kf (unreferenced here). */
 static GstFlowReturn make_output(GstKeyer *self, keyer_frame *kf, GstBuffer **out)
 {
-    GstBaseTransform *trans = GST_BASE_TRANSFORM(self);
     pending_frame p;
     if (!pending_take(self, kf->pts, &p)) {
         keyer_frame_unref(kf);
@@ -429,14 +432,8 @@ static GstFlowReturn make_output(GstKeyer *self, keyer_frame *kf, GstBuffer **ou
         return GST_FLOW_ERROR;
     }
     GstBuffer *buf = NULL;
-    GstBufferPool *pool = gst_base_transform_get_buffer_pool(trans);
-    GstFlowReturn ret = GST_FLOW_OK;
-    if (pool) {
-        ret = gst_buffer_pool_acquire_buffer(pool, &buf, NULL);
-        gst_object_unref(pool);
-    } else {
-        buf = gst_buffer_new_allocate(NULL, GST_VIDEO_INFO_SIZE(&self->out_info), NULL);
-    }
+    GstFlowReturn ret = self->out_pool ? gst_buffer_pool_acquire_buffer(self->out_pool, &buf, NULL)
+                                       : GST_FLOW_NOT_NEGOTIATED;
     if (ret != GST_FLOW_OK || !buf) {
         keyer_frame_unref(kf);
         gst_clear_buffer(&p.metas);
@@ -523,6 +520,14 @@ static GstFlowReturn drain(GstKeyer *self)
 
 /* ---- GstBaseTransform -------------------------------------------------------------------- */
 
+static void out_pool_clear(GstKeyer *self)
+{
+    if (!self->out_pool)
+        return;
+    gst_buffer_pool_set_active(self->out_pool, FALSE); /* buffers out are freed on return */
+    gst_clear_object(&self->out_pool);
+}
+
 static gboolean gst_keyer_start(GstBaseTransform *trans)
 {
     GstKeyer *self = (GstKeyer *)trans;
@@ -560,6 +565,7 @@ static gboolean gst_keyer_stop(GstBaseTransform *trans)
     keyer_frame_destroy(&self->received);
     keyer_frame_destroy(&self->staging);
     keyer_frame_destroy(&self->host_out);
+    out_pool_clear(self);
     g_free(self->pending);
     self->pending = NULL;
     self->pending_cap = 0;
@@ -572,7 +578,9 @@ static GstCaps *gst_keyer_transform_caps(GstBaseTransform *trans, GstPadDirectio
     GstKeyer *self = (GstKeyer *)trans;
     GST_OBJECT_LOCK(self);
     keyer_composite_mode mode = self->params.composite.mode;
+    keyer_device_kind device = self->params.device;
     GST_OBJECT_UNLOCK(self);
+    (void)device; /* read with CUDA memory only */
     const char *out_format = NULL; /* NULL: the input's */
     if (mode == KEYER_COMPOSITE_ALPHA || mode == KEYER_COMPOSITE_ALPHA_PREMULTIPLIED)
         out_format = "RGBA";
@@ -595,7 +603,9 @@ static GstCaps *gst_keyer_transform_caps(GstBaseTransform *trans, GstPadDirectio
         gboolean cuda_first = FALSE, with_cuda = FALSE;
 #ifdef KEYER_GST_CUDA
         GstCapsFeatures *f = gst_caps_get_features(res, i);
-        with_cuda = self->cuda != NULL;
+        /* before the context is tried (the NULL state, when pipelines are linked) CUDA memory
+         * is offered unless the device is the CPU; then only with a context */
+        with_cuda = self->cuda != NULL || (!self->cuda_tried && device != KEYER_DEVICE_CPU);
         cuda_first = with_cuda && f && gst_caps_features_contains(f, KG_CAPS_FEATURE_CUDA);
 #endif
         for (int k = 0; k < 2; k++) {
@@ -637,6 +647,35 @@ static GstCaps *gst_keyer_transform_caps(GstBaseTransform *trans, GstPadDirectio
     return res;
 }
 
+/* The output buffers' pool for @p outcaps: CUDA memory of keyer's context for CUDA caps, else a
+ * video buffer pool, active; FALSE after posting an error. */
+static gboolean out_pool_make(GstKeyer *self, GstCaps *outcaps)
+{
+    out_pool_clear(self);
+    guint size = (guint)GST_VIDEO_INFO_SIZE(&self->out_info);
+    GstBufferPool *pool = NULL;
+#ifdef KEYER_GST_CUDA
+    if (self->cuda_out)
+        pool = kg_cuda_pool_new(self->cuda, outcaps, size, 2);
+#endif
+    if (!self->cuda_out) {
+        pool = gst_video_buffer_pool_new();
+        GstStructure *config = gst_buffer_pool_get_config(pool);
+        gst_buffer_pool_config_set_params(config, outcaps, size, 2, 0);
+        gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
+        if (!gst_buffer_pool_set_config(pool, config))
+            gst_clear_object(&pool);
+    }
+    if (!pool || !gst_buffer_pool_set_active(pool, TRUE)) {
+        gst_clear_object(&pool);
+        GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("keyer: cannot make the output buffer pool"),
+                          ("caps %" GST_PTR_FORMAT, (void *)outcaps));
+        return FALSE;
+    }
+    self->out_pool = pool;
+    return TRUE;
+}
+
 static gboolean gst_keyer_set_info(GstVideoFilter *filter, GstCaps *incaps, GstVideoInfo *in_info,
                                    GstCaps *outcaps, GstVideoInfo *out_info)
 {
@@ -662,6 +701,8 @@ static gboolean gst_keyer_set_info(GstVideoFilter *filter, GstCaps *incaps, GstV
             return FALSE;
         }
     }
+    if (!out_pool_make(self, outcaps))
+        return FALSE;
     GST_OBJECT_LOCK(self);
     if (!GST_CLOCK_TIME_IS_VALID(self->reported_latency) && GST_VIDEO_INFO_FPS_N(in_info) > 0)
         self->reported_latency = gst_util_uint64_scale_int(
@@ -765,10 +806,27 @@ static gboolean too_late(GstKeyer *self, GstBuffer *buf)
     return TRUE;
 }
 
+/* Whether @p buf has metas its output carries: any but the video meta, which describes the
+ * input's memory (the output buffer, from the element's pool, has its own). */
 static gboolean has_meta(GstBuffer *buf)
 {
     gpointer state = NULL;
-    return gst_buffer_iterate_meta(buf, &state) != NULL;
+    GstMeta *m;
+    while ((m = gst_buffer_iterate_meta(buf, &state)))
+        if (m->info->api != GST_VIDEO_META_API_TYPE)
+            return TRUE;
+    return FALSE;
+}
+
+/* Removes the video metas of @p buf. */
+static void drop_video_metas(GstBuffer *buf)
+{
+    gpointer state = NULL;
+    GstMeta *m;
+    while ((m = gst_buffer_iterate_meta_filtered(buf, &state, GST_VIDEO_META_API_TYPE))) {
+        gst_buffer_remove_meta(buf, m);
+        state = NULL; /* the iteration starts again after a removal */
+    }
 }
 
 static GstFlowReturn gst_keyer_submit_input_buffer(GstBaseTransform *trans, gboolean discont,
@@ -836,6 +894,7 @@ static GstFlowReturn gst_keyer_submit_input_buffer(GstBaseTransform *trans, gboo
     if (has_meta(buf)) {
         p.metas = gst_buffer_new();
         gst_buffer_copy_into(p.metas, buf, GST_BUFFER_COPY_META, 0, (gsize)-1);
+        drop_video_metas(p.metas);
     }
     keyer_status st;
     for (;;) {
@@ -905,22 +964,6 @@ static GstFlowReturn gst_keyer_generate_output(GstBaseTransform *trans, GstBuffe
 }
 
 #ifdef KEYER_GST_CUDA
-/* CUDA memory out: a CUDA buffer pool of keyer's context (the downstream element's proposal
- * is taken when it is one; its memory must be in keyer's context to be written there). */
-static gboolean gst_keyer_decide_allocation(GstBaseTransform *trans, GstQuery *query)
-{
-    GstKeyer *self = (GstKeyer *)trans;
-    GstCaps *caps = NULL;
-    gst_query_parse_allocation(query, &caps, NULL);
-    if (!caps || !kg_caps_are_cuda(caps) || !self->cuda)
-        return GST_BASE_TRANSFORM_CLASS(gst_keyer_parent_class)->decide_allocation(trans, query);
-    if (kg_cuda_decide_allocation(self->cuda, caps, query))
-        return TRUE;
-    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("keyer: cannot make a CUDA buffer pool"),
-                      ("caps %" GST_PTR_FORMAT, (void *)caps));
-    return FALSE;
-}
-
 /* CUDA memory in: upstream is offered a CUDA pool of keyer's context */
 static gboolean gst_keyer_propose_allocation(GstBaseTransform *trans, GstQuery *decide_query,
                                              GstQuery *query)
@@ -932,23 +975,7 @@ static gboolean gst_keyer_propose_allocation(GstBaseTransform *trans, GstQuery *
     if (!caps || !kg_caps_are_cuda(caps) || !self->cuda)
         return GST_BASE_TRANSFORM_CLASS(gst_keyer_parent_class)
             ->propose_allocation(trans, decide_query, query);
-    GstVideoInfo info;
-    if (!gst_video_info_from_caps(&info, caps))
-        return FALSE;
-    if (need_pool) {
-        GstBufferPool *pool =
-            kg_cuda_pool_new(self->cuda, caps, (guint)GST_VIDEO_INFO_SIZE(&info), 2);
-        if (!pool)
-            return FALSE;
-        GstStructure *config = gst_buffer_pool_get_config(pool);
-        guint size = 0;
-        gst_buffer_pool_config_get_params(config, NULL, &size, NULL, NULL);
-        gst_structure_free(config);
-        gst_query_add_allocation_pool(query, pool, size, 2, 0);
-        gst_object_unref(pool);
-    }
-    gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, NULL);
-    return TRUE;
+    return kg_cuda_propose_allocation(self->cuda, caps, need_pool, query);
 }
 
 /* keyer's CUDA context exists from READY on, so that the neighbours opening in NULL->READY
@@ -967,11 +994,14 @@ static GstStateChangeReturn gst_keyer_change_state(GstElement *element, GstState
             if (!self->cuda)
                 GST_INFO_OBJECT(self, "no CUDA memory: %s", why);
         }
+        self->cuda_tried = TRUE;
     }
     GstStateChangeReturn ret =
         GST_ELEMENT_CLASS(gst_keyer_parent_class)->change_state(element, transition);
-    if (transition == GST_STATE_CHANGE_READY_TO_NULL)
+    if (transition == GST_STATE_CHANGE_READY_TO_NULL) {
         kg_cuda_destroy(&self->cuda);
+        self->cuda_tried = FALSE;
+    }
     return ret;
 }
 #endif
@@ -988,6 +1018,7 @@ static void gst_keyer_finalize(GObject *object)
     keyer_frame_destroy(&self->received);
     keyer_frame_destroy(&self->staging);
     keyer_frame_destroy(&self->host_out);
+    out_pool_clear(self);
 #ifdef KEYER_GST_CUDA
     kg_cuda_destroy(&self->cuda);
 #endif
@@ -1089,7 +1120,6 @@ static void gst_keyer_class_init(GstKeyerClass *klass)
     trans_class->passthrough_on_same_caps = FALSE;
     filter_class->set_info = GST_DEBUG_FUNCPTR(gst_keyer_set_info);
 #ifdef KEYER_GST_CUDA
-    trans_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_keyer_decide_allocation);
     trans_class->propose_allocation = GST_DEBUG_FUNCPTR(gst_keyer_propose_allocation);
     element_class->change_state = GST_DEBUG_FUNCPTR(gst_keyer_change_state);
 #endif

@@ -49,6 +49,13 @@ gboolean kg_cuda_copy_planes(const keyer_frame *src, uint8_t *const dst[4],
                              const gint dst_stride[4], gboolean dst_on_device, int device,
                              char *why, size_t why_size);
 
+/**
+ * Waits for the work queued on the legacy default CUDA stream of device @p device (what
+ * keyer_overlay_render() queues on CUDA frames by default). FALSE with the reason in @p why
+ * on a CUDA error.
+ */
+gboolean kg_cuda_sync(int device, char *why, size_t why_size);
+
 #endif
 
 /**

@@ -6,6 +6,7 @@ export PKG_CONFIG_PATH=/opt/keyer-gst/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONF
 export LD_LIBRARY_PATH=/opt/keyer-gst/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export CMAKE_PREFIX_PATH=/opt/keyer-gst${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
 export CMAKE_INCLUDE_PATH=/opt/keyer-gst/include${CMAKE_INCLUDE_PATH:+:$CMAKE_INCLUDE_PATH}
+export PATH=/opt/keyer-gst/bin:$PATH
 export GST_PLUGIN_SYSTEM_PATH=/opt/keyer-gst/lib/gstreamer-1.0
 export GST_PLUGIN_SCANNER=/opt/keyer-gst/libexec/gst-plugin-scanner
 export GST_REGISTRY=/tmp/keyer-gst-registry.bin

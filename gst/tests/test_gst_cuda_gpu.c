@@ -12,7 +12,15 @@
  *    filesrc ! qtdemux ! h265parse ! nvh265dec ! keyer device=cuda ! cudadownload gives, with
  *    CUDA memory on both sides of keyer and no warning about a foreign context, the frames of
  *    ... nvh265dec ! cudadownload ! keyer device=cpu (same decoded frames) within the same
- *    tolerance; skipped with a message when nvh265dec is missing.
+ *    tolerance; skipped with a message when nvh265dec is missing;
+ *  - keyerdetect: the same frames in CUDA memory of its context through
+ *    `keyerdetect device=cuda draw=true` (faces found by a keyer session on the GPU from the
+ *    device frame, drawn there) come out in the same CUDA memory, with the faces of
+ *    `keyerdetect device=cpu draw=true` on system memory (same count and ids in every frame,
+ *    boxes at IoU >= 0.9, the library's CPU-vs-CUDA detection bound) and its drawn frames
+ *    within PSNR >= 30 dB; and nvh265dec ! keyerdetect device=cuda draw=true ! cudadownload
+ *    (CUDA memory on both sides, no foreign context) against the CPU element after
+ *    cudadownload within the same tolerance.
  * The plugin is registered statically; nvcodec comes from GStreamer's plugin path
  * (scripts/gst-device-env.sh on the GPU machine).
  */
@@ -247,6 +255,161 @@ static void test_harness_cuda_memory(void **state)
     }
 }
 
+/* ---- keyerdetect ---------------------------------------------------------------------------- */
+
+/* The face ROI metas of @p buf: per face id, xmin, ymin, xmax, ymax (keyer-face params). */
+static GArray *faces_of(GstBuffer *buf)
+{
+    GArray *faces = g_array_new(FALSE, FALSE, sizeof(double) * 5);
+    gpointer st = NULL;
+    GstMeta *meta;
+    while ((meta = gst_buffer_iterate_meta_filtered(buf, &st,
+                                                    GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE))) {
+        GstVideoRegionOfInterestMeta *m = (GstVideoRegionOfInterestMeta *)meta;
+        if (strcmp(g_quark_to_string(m->roi_type), "face"))
+            continue;
+        GstStructure *s = gst_video_region_of_interest_meta_get_param(m, "keyer-face");
+        assert_non_null(s);
+        double v[5];
+        guint id;
+        assert_true(gst_structure_get_uint(s, "id", &id));
+        v[0] = id;
+        assert_true(gst_structure_get_double(s, "xmin", &v[1]));
+        assert_true(gst_structure_get_double(s, "ymin", &v[2]));
+        assert_true(gst_structure_get_double(s, "xmax", &v[3]));
+        assert_true(gst_structure_get_double(s, "ymax", &v[4]));
+        g_array_append_val(faces, v);
+    }
+    return faces;
+}
+
+static double iou(const double *a, const double *b)
+{
+    double w = fmin(a[3], b[3]) - fmax(a[1], b[1]), h = fmin(a[4], b[4]) - fmax(a[2], b[2]);
+    double inter = w > 0 && h > 0 ? w * h : 0;
+    double u = (a[3] - a[1]) * (a[4] - a[2]) + (b[3] - b[1]) * (b[4] - b[2]) - inter;
+    return u > 0 ? inter / u : 0;
+}
+
+/* The sample's frames through keyerdetect @p desc in CUDA memory of its context (@p cuda) or
+ * in system memory: the drawn frames packed in @p out (g_free), the faces in @p faces
+ * (g_array_unref), the element's detector-device in @p device. */
+static void run_detect_harness(const char *desc, gboolean cuda, guint8 **out, GArray **faces,
+                               char *device, size_t device_size)
+{
+    GstHarness *h = gst_harness_new_parse(desc);
+    gst_harness_set_src_caps_str(h, cuda ? "video/x-raw(memory:CUDAMemory)," CAPS_NV12
+                                         : "video/x-raw," CAPS_NV12);
+    GstVideoInfo info;
+    GstCaps *caps = gst_caps_from_string("video/x-raw," CAPS_NV12);
+    assert_true(gst_video_info_from_caps(&info, caps));
+    gst_caps_unref(caps);
+    GstCudaContext *ctx = NULL;
+    GstBufferPool *pool = NULL;
+    if (cuda) {
+        ctx = element_context(h);
+        pool = gst_cuda_buffer_pool_new(ctx);
+        GstCaps *cc = gst_caps_from_string("video/x-raw(memory:CUDAMemory)," CAPS_NV12);
+        GstStructure *config = gst_buffer_pool_get_config(pool);
+        gst_buffer_pool_config_set_params(config, cc, (guint)GST_VIDEO_INFO_SIZE(&info), 2, 0);
+        gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
+        if (!gst_buffer_pool_set_config(pool, config))
+            assert_true(gst_buffer_pool_set_config(pool, gst_buffer_pool_get_config(pool)));
+        gst_caps_unref(cc);
+        assert_true(gst_buffer_pool_set_active(pool, TRUE));
+    }
+    for (int i = 0; i < N; i++) {
+        GstBuffer *in = NULL;
+        if (cuda)
+            assert_int_equal(gst_buffer_pool_acquire_buffer(pool, &in, NULL), GST_FLOW_OK);
+        else
+            in = gst_harness_create_buffer(h, GST_VIDEO_INFO_SIZE(&info));
+        GstVideoFrame vf;
+        assert_true(gst_video_frame_map(&vf, &info, in, GST_MAP_WRITE)); /* uploaded later */
+        fill(&vf, frames[i]);
+        gst_video_frame_unmap(&vf);
+        GST_BUFFER_PTS(in) = gst_util_uint64_scale_int(i, GST_SECOND, 24);
+        GST_BUFFER_DURATION(in) = GST_SECOND / 24;
+        GstMemory *in_mem = gst_buffer_peek_memory(in, 0);
+        assert_int_equal(gst_harness_push(h, in), GST_FLOW_OK);
+        GstBuffer *o = gst_harness_pull(h);
+        assert_non_null(o);
+        GstMemory *m = gst_buffer_peek_memory(o, 0);
+        if (cuda) {
+            /* in place: the same CUDA memory of the element's context */
+            if (!gst_is_cuda_memory(m))
+                fail_msg("frame %d: the output is not in CUDA memory", i);
+            assert_ptr_equal(m, in_mem);
+            assert_ptr_equal(gst_cuda_context_get_handle(GST_CUDA_MEMORY_CAST(m)->context),
+                             gst_cuda_context_get_handle(ctx));
+        } else {
+            assert_false(gst_is_cuda_memory(m));
+        }
+        faces[i] = faces_of(o);
+        assert_true(gst_video_frame_map(&vf, &info, o, GST_MAP_READ)); /* downloaded */
+        out[i] = pack(&vf);
+        gst_video_frame_unmap(&vf);
+        gst_buffer_unref(o);
+    }
+    gchar *dev = NULL;
+    GstElement *d = gst_harness_find_element(h, "keyerdetect"); /* h->element: the parsed bin */
+    assert_non_null(d);
+    g_object_get(d, "detector-device", &dev, NULL);
+    gst_object_unref(d);
+    snprintf(device, device_size, "%s", dev ? dev : "");
+    g_free(dev);
+    gst_harness_teardown(h);
+    if (pool) {
+        gst_buffer_pool_set_active(pool, FALSE);
+        gst_object_unref(pool);
+    }
+    gst_clear_object(&ctx);
+}
+
+static void test_detect_cuda_memory(void **state)
+{
+    (void)state;
+    guint8 *cpu[N], *gpu[N];
+    GArray *fc[N], *fg[N];
+    char dev_cpu[64], dev_gpu[64];
+    run_detect_harness("keyerdetect device=cpu draw=true", FALSE, cpu, fc, dev_cpu,
+                       sizeof(dev_cpu));
+    run_detect_harness("keyerdetect device=cuda draw=true", TRUE, gpu, fg, dev_gpu,
+                       sizeof(dev_gpu));
+    assert_string_equal(dev_cpu, "cpu");
+    if (strncmp(dev_gpu, "cuda", 4))
+        fail_msg("keyerdetect device=cuda detected on \"%s\", not a GPU", dev_gpu);
+    int seen = 0;
+    double worst = 1;
+    for (int i = 0; i < N; i++) {
+        if (fc[i]->len != fg[i]->len)
+            fail_msg("frame %d: %u faces on the CPU, %u on %s", i, fc[i]->len, fg[i]->len,
+                     dev_gpu);
+        for (guint k = 0; k < fc[i]->len; k++) {
+            const double *a = &g_array_index(fc[i], double, 5 * k);
+            const double *b = &g_array_index(fg[i], double, 5 * k);
+            double o = iou(a, b);
+            worst = fmin(worst, o);
+            if (a[0] != b[0] || o < 0.9)
+                fail_msg("frame %d face %u: CPU id %g box %.2f,%.2f,%.2f,%.2f; %s id %g box "
+                         "%.2f,%.2f,%.2f,%.2f (IoU %.3f)",
+                         i, k, a[0], a[1], a[2], a[3], a[4], dev_gpu, b[0], b[1], b[2], b[3],
+                         b[4], o);
+            seen++;
+        }
+    }
+    assert_true(seen > 0); /* the sample shows a face in some frames */
+    printf("  keyerdetect on %s from CUDA memory: %d faces as the CPU's (worst IoU %.4f)\n",
+           dev_gpu, seen, worst);
+    compare("keyerdetect draw=true, CUDA memory", gpu, cpu);
+    for (int i = 0; i < N; i++) {
+        g_free(cpu[i]);
+        g_free(gpu[i]);
+        g_array_unref(fc[i]);
+        g_array_unref(fg[i]);
+    }
+}
+
 /* Runs @p desc to EOS; fails on an error, or a warning of keyer's (a foreign CUDA context). */
 static void run_pipeline(const char *desc)
 {
@@ -299,9 +462,10 @@ static void read_frames(const char *path, guint8 **out)
     free(all);
 }
 
-static void test_nvdec_pipeline(void **state)
+/* filesrc ! ... nvh265dec ! @p gpu ! cudadownload (CUDA memory on both sides of @p gpu)
+ * against ... nvh265dec ! cudadownload ! @p cpu: every frame within PSNR >= 30 dB. */
+static void nvdec_pipeline(const char *gpu_element, const char *cpu_element)
 {
-    (void)state;
     GstElementFactory *f = gst_element_factory_find("nvh265dec");
     if (!f) {
         printf("  skipped: GStreamer's nvh265dec is missing (nvcodec plugin without NVDEC)\n");
@@ -316,23 +480,37 @@ static void test_nvdec_pipeline(void **state)
     /* keyer between CUDA memory on both sides (the caps filters insist on it) */
     snprintf(desc, sizeof(desc),
              "filesrc location=\"%s\" ! %s ! video/x-raw(memory:CUDAMemory) ! "
-             "keyer device=cuda effect=blur ! video/x-raw(memory:CUDAMemory) ! cudadownload ! "
+             "%s ! video/x-raw(memory:CUDAMemory) ! cudadownload ! "
              "video/x-raw,format=NV12 ! filesink location=\"%s\"",
-             sample, decode, a);
+             sample, decode, gpu_element, a);
     run_pipeline(desc);
     snprintf(desc, sizeof(desc),
              "filesrc location=\"%s\" ! %s ! cudadownload ! video/x-raw,format=NV12 ! "
-             "keyer device=cpu effect=blur ! video/x-raw,format=NV12 ! filesink location=\"%s\"",
-             sample, decode, b);
+             "%s ! video/x-raw,format=NV12 ! filesink location=\"%s\"",
+             sample, decode, cpu_element, b);
     run_pipeline(desc);
     guint8 *gpu[N], *cpu[N];
     read_frames(a, gpu);
     read_frames(b, cpu);
-    compare("nvh265dec ! keyer device=cuda ! cudadownload", gpu, cpu);
+    char what[256];
+    snprintf(what, sizeof(what), "nvh265dec ! %s ! cudadownload", gpu_element);
+    compare(what, gpu, cpu);
     for (int i = 0; i < N; i++) {
         g_free(cpu[i]);
         g_free(gpu[i]);
     }
+}
+
+static void test_nvdec_pipeline(void **state)
+{
+    (void)state;
+    nvdec_pipeline("keyer device=cuda effect=blur", "keyer device=cpu effect=blur");
+}
+
+static void test_nvdec_detect_pipeline(void **state)
+{
+    (void)state;
+    nvdec_pipeline("keyerdetect device=cuda draw=true", "keyerdetect device=cpu draw=true");
 }
 
 int main(void)
@@ -354,6 +532,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_harness_cuda_memory),
         cmocka_unit_test(test_nvdec_pipeline),
+        cmocka_unit_test(test_detect_cuda_memory),
+        cmocka_unit_test(test_nvdec_detect_pipeline),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     for (int i = 0; i < N; i++)

@@ -7,7 +7,10 @@
  *  - filesrc ! decodebin ! videoconvert ! keyer on tests/data/sample_hevc.mp4 gives the `keyer`
  *    command's frames (lossless FFV1 output) within 1 code value, on the CPU;
  *  - keyerdetect's region-of-interest metas carry what `keyer ... --detect faces,pose
- *    --export` writes for the same clip;
+ *    --export` writes for the same clip; its faces found by a keyer session (device=cuda:
+ *    the GPU, or the session on the CPU without one) are the CPU analysers' faces; its pad
+ *    templates have CUDA memory exactly when built with GStreamer's CUDA library, and then
+ *    each pad offers the other pad's memory in the other pad's order;
  *  - a live videotestsrc pipeline answers the latency query with keyer's added latency;
  *  - QoS: a frame later than the last QoS event allows is dropped;
  *  - an unknown model, a missing model file and nothing to detect post an error naming the
@@ -188,13 +191,22 @@ static void test_detect_properties(void **state)
     GstElement *e = gst_element_factory_make("keyerdetect", NULL);
     assert_non_null(e);
     const char *names[] = {"faces", "full-range", "landmarks", "pose", "max-faces",
-                           "min-score", "threads", "draw", "post-messages"};
+                           "min-score", "threads", "draw", "post-messages", "device",
+                           "cuda-device"};
     for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
         GParamSpec *ps = g_object_class_find_property(G_OBJECT_GET_CLASS(e), names[i]);
         if (!ps)
             fail_msg("keyerdetect has no property %s", names[i]);
         check_roundtrip(G_OBJECT(e), ps);
     }
+    /* read-only: where the faces are detected, "" before the first start */
+    GParamSpec *dd = g_object_class_find_property(G_OBJECT_GET_CLASS(e), "detector-device");
+    assert_non_null(dd);
+    assert_false(dd->flags & G_PARAM_WRITABLE);
+    gchar *dev = NULL;
+    g_object_get(e, "detector-device", &dev, NULL);
+    assert_string_equal(dev, "");
+    g_free(dev);
     gst_object_unref(e);
 }
 
@@ -258,6 +270,89 @@ static void test_keyer_caps(void **state)
             gst_harness_teardown(h);
         }
     }
+}
+
+/* The output buffers come from the element's own pool: one video meta, its own layout, also
+ * when the input's memory is laid out otherwise (I420 with padded rows and its video meta):
+ * the same pixels as the unpadded frame gives. */
+static void test_keyer_output_buffers(void **state)
+{
+    const int w = 64, h = 48, pad = 128; /* luma row stride of the padded input */
+    GstBuffer *outs[2];
+    for (int k = 0; k < 2; k++) {
+        GstHarness *hn = gst_harness_new_parse("keyer device=cpu mode=latency effect=color");
+        gst_harness_set_src_caps_str(hn,
+                                     "video/x-raw,format=I420,width=64,height=48,framerate=30/1");
+        gsize offset[4] = {0, (gsize)pad * h, (gsize)pad * h + (gsize)(pad / 2) * (h / 2)};
+        gint stride[4] = {k ? pad : w, k ? pad / 2 : w / 2, k ? pad / 2 : w / 2};
+        if (!k) {
+            offset[1] = (gsize)w * h;
+            offset[2] = offset[1] + (gsize)(w / 2) * (h / 2);
+        }
+        gsize size = offset[2] + (gsize)stride[2] * (h / 2);
+        GstBuffer *in = gst_buffer_new_allocate(NULL, size, NULL);
+        gst_buffer_memset(in, 0, 0x55, size);
+        gst_buffer_add_video_meta_full(in, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_FORMAT_I420, w,
+                                       h, 3, offset, stride);
+        GstVideoInfo info;
+        gst_video_info_set_format(&info, GST_VIDEO_FORMAT_I420, w, h);
+        GstVideoFrame vf;
+        assert_true(gst_video_frame_map(&vf, &info, in, GST_MAP_WRITE));
+        for (int p = 0; p < 3; p++) { /* the same picture in either layout */
+            int pw = p ? w / 2 : w, ph = p ? h / 2 : h;
+            for (int y = 0; y < ph; y++)
+                for (int x = 0; x < pw; x++)
+                    ((guint8 *)GST_VIDEO_FRAME_PLANE_DATA(&vf, p))
+                        [y * GST_VIDEO_FRAME_PLANE_STRIDE(&vf, p) + x] =
+                        (guint8)(p ? 128 + (x - y) % 16 : 40 + (x * 3 + y * 2) % 160);
+        }
+        gst_video_frame_unmap(&vf);
+        GST_BUFFER_PTS(in) = 0;
+        assert_int_equal(gst_harness_push(hn, in), GST_FLOW_OK);
+        outs[k] = gst_harness_pull(hn);
+        assert_non_null(outs[k]);
+        assert_int_equal(gst_buffer_get_n_meta(outs[k], GST_VIDEO_META_API_TYPE), 1);
+        gst_harness_teardown(hn);
+    }
+    GstVideoInfo info;
+    gst_video_info_set_format(&info, GST_VIDEO_FORMAT_I420, w, h);
+    GstVideoFrame a, b;
+    assert_true(gst_video_frame_map(&a, &info, outs[0], GST_MAP_READ));
+    assert_true(gst_video_frame_map(&b, &info, outs[1], GST_MAP_READ));
+    for (int p = 0; p < 3; p++) {
+        int pw = p ? w / 2 : w, ph = p ? h / 2 : h;
+        for (int y = 0; y < ph; y++)
+            if (memcmp((guint8 *)GST_VIDEO_FRAME_PLANE_DATA(&a, p) +
+                           y * GST_VIDEO_FRAME_PLANE_STRIDE(&a, p),
+                       (guint8 *)GST_VIDEO_FRAME_PLANE_DATA(&b, p) +
+                           y * GST_VIDEO_FRAME_PLANE_STRIDE(&b, p),
+                       (size_t)pw))
+                fail_msg("plane %d row %d: the padded input's output differs", p, y);
+    }
+    gst_video_frame_unmap(&a);
+    gst_video_frame_unmap(&b);
+    gst_buffer_unref(outs[0]);
+    gst_buffer_unref(outs[1]);
+
+    /* CUDA memory caps link to keyer in the NULL state (pipelines are linked before the
+     * element has its CUDA context) when built with GStreamer's CUDA library and the device
+     * is not the CPU */
+    GError *e = NULL;
+    GstElement *p = gst_parse_launch(
+        "identity ! video/x-raw(memory:CUDAMemory),format=NV12 ! keyer ! fakesink", &e);
+#ifdef KEYER_GST_CUDA
+    if (e)
+        fail_msg("CUDA memory caps do not link to keyer: %s", e->message);
+#else
+    assert_non_null(e); /* no CUDA memory in the templates */
+#endif
+    g_clear_error(&e);
+    gst_clear_object(&p);
+    p = gst_parse_launch(
+        "identity ! video/x-raw(memory:CUDAMemory),format=NV12 ! keyer device=cpu ! fakesink", &e);
+    assert_non_null(e);
+    g_clear_error(&e);
+    gst_clear_object(&p);
 }
 
 /* Throughput mode: frames may stay in the session until EOS, which pushes all of them. */
@@ -327,6 +422,41 @@ static void test_detect_caps(void **state)
     gst_caps_unref(bgrx);
     gchar *out = one_frame(h, "BGRx");
     g_free(out);
+    gst_harness_teardown(h);
+
+    /* CUDA memory (video/x-raw(memory:CUDAMemory)): in the pad templates exactly when the
+     * plugin is built with GStreamer's CUDA library; then each pad offers the other pad's
+     * memory, in the other pad's order (in place: the memory out is the memory in) */
+    GstCaps *cuda = gst_caps_from_string("video/x-raw(memory:CUDAMemory),format=NV12");
+    h = gst_harness_new("keyerdetect");
+    GstCaps *templ = gst_pad_get_pad_template_caps(GST_BASE_TRANSFORM_SINK_PAD(h->element));
+#ifdef KEYER_GST_CUDA
+    assert_true(gst_caps_can_intersect(templ, cuda));
+    const char *orders[] = {"video/x-raw(memory:CUDAMemory),format=NV12; video/x-raw,format=NV12",
+                            "video/x-raw,format=NV12; video/x-raw(memory:CUDAMemory),format=NV12"};
+    for (int k = 0; k < 2; k++) {
+        for (int d = 0; d < 2; d++) {
+            g_object_set(h->element, "draw", d == 1, NULL);
+            gst_harness_set_sink_caps_str(h, orders[k]);
+            c = gst_pad_peer_query_caps(h->srcpad, NULL); /* keyerdetect's sink pad */
+            assert_int_equal(gst_caps_get_size(c), 2);
+            gboolean first_cuda = gst_caps_features_contains(gst_caps_get_features(c, 0),
+                                                             "memory:CUDAMemory");
+            gboolean second_cuda = gst_caps_features_contains(gst_caps_get_features(c, 1),
+                                                              "memory:CUDAMemory");
+            if (first_cuda != (k == 0) || second_cuda != (k == 1)) {
+                gchar *t = gst_caps_to_string(c);
+                fail_msg("downstream %s (draw %d): keyerdetect's sink offers %s", orders[k], d,
+                         t);
+            }
+            gst_caps_unref(c);
+        }
+    }
+#else
+    assert_false(gst_caps_can_intersect(templ, cuda));
+#endif
+    gst_caps_unref(templ);
+    gst_caps_unref(cuda);
     gst_harness_teardown(h);
 }
 
@@ -705,6 +835,105 @@ static void test_detect_equals_cli_export(void **state)
     g_ptr_array_unref(rf.poses);
 }
 
+/* The faces of the 24 frames of @p input as `keyerdetect PROPS` finds them (roi_frames of
+ * collect()); the element's detector-device in @p device. */
+static roi_frames detect_faces(const char *input, const char *props, char *device,
+                               size_t device_size)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof(cmd),
+             "filesrc location=\"%s\" ! decodebin ! videoconvert ! video/x-raw,format=NV12 ! "
+             "keyerdetect name=d %s ! fakesink",
+             input, props);
+    GstElement *p = parse(cmd);
+    GstElement *d = gst_bin_get_by_name(GST_BIN(p), "d");
+    GstPad *src = gst_element_get_static_pad(d, "src");
+    roi_frames rf = {g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref),
+                     g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref), 0};
+    gst_pad_add_probe(src, GST_PAD_PROBE_TYPE_BUFFER, collect, &rf, NULL);
+    gst_object_unref(src);
+    gchar *error = run_pipeline(p);
+    gchar *dev = NULL;
+    g_object_get(d, "detector-device", &dev, NULL);
+    snprintf(device, device_size, "%s", dev ? dev : "");
+    g_free(dev);
+    gst_object_unref(d);
+    gst_object_unref(p);
+    if (error)
+        fail_msg("%s: %s", cmd, error);
+    assert_int_equal(rf.faces->len, 24);
+    return rf;
+}
+
+static double iou(const double *a, const double *b)
+{
+    double w = fmin(a[4], b[4]) - fmax(a[2], b[2]), h = fmin(a[5], b[5]) - fmax(a[3], b[3]);
+    double inter = w > 0 && h > 0 ? w * h : 0;
+    double u = (a[4] - a[2]) * (a[5] - a[3]) + (b[4] - b[2]) * (b[5] - b[3]) - inter;
+    return u > 0 ? inter / u : 0;
+}
+
+/* Faces through a keyer session (device=cuda: the GPU where there is one, else the session on
+ * the CPU, logged) against the CPU analysers (device=cpu), without the face mesh on the
+ * sample and with it on a pan over grace_hopper.jpg (keyer make-sample; the sample's faces are
+ * too small for the mesh): the same faces in every frame with the same ids; on the CPU the
+ * same boxes (0.01 px), on a GPU boxes overlapping at IoU >= 0.9 (the library's CPU-vs-CUDA
+ * detection bound, tests/common/kt_detect_session.h). */
+static void test_detect_session(void **state)
+{
+    char dir[4096], pan[4096 + 32], photo[4096], cmd[16384];
+    kt_tmpdir(dir, sizeof(dir), "gst_detect_session");
+    kt_data_path(photo, sizeof(photo), "grace_hopper.jpg");
+    snprintf(pan, sizeof(pan), "%s/pan.mp4", dir);
+    snprintf(cmd, sizeof(cmd),
+             "\"%s\" make-sample \"%s\" --image \"%s\" --size 320x240 --frames 24 --no-audio "
+             "--bframes 0 >/dev/null",
+             getenv("KEYER_BIN"), pan, photo);
+    run_command(cmd);
+    for (int lm = 0; lm < 2; lm++) {
+        char dev_cpu[64], dev_session[64];
+        const char *input = lm ? pan : sample;
+        roi_frames a = detect_faces(input, lm ? "device=cpu landmarks=true" : "device=cpu",
+                                    dev_cpu, sizeof(dev_cpu));
+        roi_frames b = detect_faces(input, lm ? "device=cuda landmarks=true" : "device=cuda",
+                                    dev_session, sizeof(dev_session));
+        assert_string_equal(dev_cpu, "cpu");
+        assert_true(dev_session[0] != 0);
+        int on_cpu = !strcmp(dev_session, "cpu");
+        int seen = 0;
+        double worst = 1;
+        for (guint f = 0; f < 24; f++) {
+            GArray *fa = g_ptr_array_index(a.faces, f), *fb = g_ptr_array_index(b.faces, f);
+            if (fa->len != fb->len)
+                fail_msg("landmarks %d, frame %u: %u faces on the CPU, %u by the session (%s)",
+                         lm, f, fa->len, fb->len, dev_session);
+            for (guint i = 0; i < fa->len; i++) {
+                const double *x = &g_array_index(fa, double, 6 * i);
+                const double *y = &g_array_index(fb, double, 6 * i);
+                double o = iou(x, y);
+                worst = fmin(worst, o);
+                int close = on_cpu ? fabs(x[2] - y[2]) <= 0.01 && fabs(x[3] - y[3]) <= 0.01 &&
+                                         fabs(x[4] - y[4]) <= 0.01 && fabs(x[5] - y[5]) <= 0.01
+                                   : o >= 0.9;
+                if (x[0] != y[0] || !close)
+                    fail_msg("landmarks %d, frame %u, face %u: CPU id %g box %.2f,%.2f,%.2f,%.2f; "
+                             "session (%s) id %g box %.2f,%.2f,%.2f,%.2f",
+                             lm, f, i, x[0], x[2], x[3], x[4], x[5], dev_session, y[0], y[2],
+                             y[3], y[4], y[5]);
+                seen++;
+            }
+        }
+        assert_true(seen > 0);
+        printf("  keyerdetect landmarks=%d: session on %s, %d faces as the CPU's (worst IoU "
+               "%.4f)\n",
+               lm, dev_session, seen, worst);
+        g_ptr_array_unref(a.faces);
+        g_ptr_array_unref(a.poses);
+        g_ptr_array_unref(b.faces);
+        g_ptr_array_unref(b.poses);
+    }
+}
+
 /* Element messages: one per frame, with the faces array. */
 static void test_detect_messages(void **state)
 {
@@ -909,11 +1138,13 @@ int main(void)
         cmocka_unit_test(test_keyer_properties),
         cmocka_unit_test(test_detect_properties),
         cmocka_unit_test(test_keyer_caps),
+        cmocka_unit_test(test_keyer_output_buffers),
         cmocka_unit_test(test_keyer_drain),
         cmocka_unit_test(test_keyer_qos),
         cmocka_unit_test(test_detect_caps),
         cmocka_unit_test(test_keyer_equals_cli),
         cmocka_unit_test(test_detect_equals_cli_export),
+        cmocka_unit_test(test_detect_session),
         cmocka_unit_test(test_detect_messages),
         cmocka_unit_test(test_live_latency),
         cmocka_unit_test(test_errors),

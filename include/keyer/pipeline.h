@@ -139,8 +139,11 @@ KEYER_OPTION_ENUM_CHECK(keyer_session_detect);
 /**
  * Detection callback (see keyer_session_params::detect), called on a stream's writer thread
  * for each frame, in the stream's order, before keyer_frame_fn and before the frame is
- * written (so, as keyer_frame_fn, concurrently for different streams); like keyer_frame_fn, for streams with an output or none, not for pushed streams
- * read with keyer_session_receive_frame (their frames are detected but not reported). @p dets holds @p count detections in frame pixels (box corners and keypoints;
+ * written (so, as keyer_frame_fn, concurrently for different streams); for pushed streams
+ * read with keyer_session_receive_frame, on the thread calling it, for the frame it is about
+ * to return (what the callback draws is on that frame; in passthrough on the stream's copy of
+ * it, which the stream's next keyer_session_receive_frame reuses). @p dets holds @p count
+ * detections in frame pixels (box corners and keypoints;
  * best first; at most KEYER_SESSION_MAX_DETECTIONS), valid only during the call. @p frame is
  * the decoded frame: its size, pts and time base may be read; its pixels may be in CUDA
  * memory. @p overlay is the stream's overlay (room for KEYER_SESSION_OVERLAY_CAPACITY

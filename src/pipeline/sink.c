@@ -289,6 +289,17 @@ keyer_status kr_sink_receive(kr_stream *st, keyer_frame *out, int64_t timeout_us
             kr_item_release(it);
             continue;
         }
+        /* the session's detections are reported on the caller's thread, as the writer
+         * reports them for the other streams; a failure fails the stream */
+        if (st->env->detect &&
+            (rs = draw_detections(st, it, &res, !st->env->params->passthrough, &e))) {
+            keyer_error_prefix(&e, "stream %d, frame %lld: ", st->id, (long long)it->seq);
+            kr_item_release(it);
+            kr_stage_fail(st->env->ctx, st->id, rs, &e);
+            if (err)
+                *err = e;
+            return rs;
+        }
         /* out refers to the item's pixels; a ticket in an unused buffer slot returns the
          * item to the pool when the caller drops the frame */
         keyer_buffer *ticket = NULL;

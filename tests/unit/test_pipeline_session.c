@@ -711,6 +711,104 @@ static void test_session_detect_errors(void **state)
     assert_null(s);
 }
 
+/* What a detect_fn for pulled streams saw: one call per frame, in order. */
+typedef struct pulled_calls {
+    int calls;
+    int64_t last_index;
+    int in_order;
+} pulled_calls;
+
+/* Records the call; fills the left half of frame 1 with opaque red; fails at frame 3. */
+static keyer_status detect_pulled(void *opaque, int sid, int64_t index, const keyer_frame *frame,
+                                  const keyer_detection *dets, int count, keyer_overlay *ov,
+                                  keyer_error *err)
+{
+    (void)sid, (void)dets, (void)count;
+    pulled_calls *c = opaque;
+    c->in_order &= index == c->last_index + 1;
+    c->last_index = index;
+    c->calls++;
+    if (index == 1)
+        return keyer_overlay_add_box(ov, 0, 0, (float)frame->width / 2, (float)frame->height, 0,
+                                     0, (keyer_color){0, 0, 0, 0}, (keyer_color){1, 0, 0, 1},
+                                     err);
+    if (index == 3)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL, "detect_fn failed on purpose at 3");
+    return KEYER_OK;
+}
+
+/* A pushed stream read with keyer_session_receive_frame (passthrough with the session's
+ * detector): detect_fn is called for each frame, in order, before receive returns it (on the
+ * caller's thread); what it draws is on the returned frame (frame 1: the left half red, the
+ * right half the input's pixels), an undrawn frame is the input; a failing detect_fn fails
+ * the stream at that frame with its message. */
+static void test_session_detect_pulled(void **state)
+{
+    (void)state;
+    keyer_logger lg = quiet();
+    pulled_calls calls = {0, -1, 1};
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = KEYER_DEVICE_CPU;
+    sp.logger = &lg;
+    sp.mode = KEYER_PIPELINE_LATENCY;
+    sp.passthrough = 1;
+    sp.detect = KEYER_SESSION_DETECT_FACES;
+    sp.detect_fn = detect_pulled;
+    sp.detect_opaque = &calls;
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    assert_int_equal(keyer_session_create(&sp, &s, &err), KEYER_OK);
+    const int w = 64, h = 48;
+    keyer_stream_params stp = keyer_stream_params_defaults();
+    stp.width = w;
+    stp.height = h;
+    stp.format = KEYER_PIXEL_FORMAT_RGBA;
+    int id = -1;
+    assert_int_equal(keyer_session_open_stream(s, &stp, &id, &err), KEYER_OK);
+    keyer_frame *out = NULL;
+    assert_int_equal(keyer_frame_create(&out, &err), KEYER_OK);
+    for (int i = 0; i < 4; i++) {
+        keyer_frame *f = make_frame(w, h, KEYER_PIXEL_FORMAT_RGBA, i);
+        f->pts = i;
+        assert_int_equal(keyer_session_send_frame(s, id, f, &err), KEYER_OK);
+        keyer_status st = keyer_session_receive_frame(s, id, out, -1, &err);
+        assert_int_equal(calls.calls, i + 1); /* called before the frame came back */
+        if (i == 3) {
+            assert_int_equal(st, KEYER_STATUS_INTERNAL);
+            assert_non_null(strstr(err.message, "detect_fn failed on purpose at 3"));
+            assert_non_null(strstr(err.message, "frame 3"));
+            keyer_frame_destroy(&f);
+            break;
+        }
+        assert_int_equal(st, KEYER_OK);
+        assert_int_equal(out->pts, i);
+        assert_int_equal(out->memory, KEYER_MEMORY_HOST);
+        for (int y = 0; y < h; y++) {
+            const uint8_t *o = out->data[0] + (ptrdiff_t)y * out->stride[0];
+            const uint8_t *in = f->data[0] + (ptrdiff_t)y * f->stride[0];
+            for (int x = 0; x < w; x++) {
+                if (i == 1 && x < w / 2 - 1) { /* inside the box (its edge is antialiased) */
+                    if (o[4 * x] != 255 || o[4 * x + 1] != 0 || o[4 * x + 2] != 0)
+                        fail_msg("frame 1 (%d,%d): %d,%d,%d, not red", x, y, o[4 * x],
+                                 o[4 * x + 1], o[4 * x + 2]);
+                } else if (i != 1 || x > w / 2) {
+                    if (memcmp(o + 4 * x, in + 4 * x, 3))
+                        fail_msg("frame %d (%d,%d) differs from the input", i, x, y);
+                }
+            }
+        }
+        keyer_frame_unref(out);
+        keyer_frame_destroy(&f);
+    }
+    assert_true(calls.in_order);
+    /* the stream failed: sending more is refused with the same error */
+    keyer_frame *f = make_frame(w, h, KEYER_PIXEL_FORMAT_RGBA, 4);
+    assert_int_not_equal(keyer_session_send_frame(s, id, f, &err), KEYER_OK);
+    keyer_frame_destroy(&f);
+    keyer_frame_destroy(&out);
+    keyer_session_destroy(&s);
+}
+
 /* keyer_session_params::mesh on the CPU: the face-mesh stage, batched across three streams
  * (batch 4: frames of one stream in one batch run in rounds), gives every frame the faces of
  * keyer_faces_run() on the same frames: same counts and ids, landmarks equal (the same
@@ -1228,6 +1326,7 @@ int main(void)
         cmocka_unit_test(test_frame_callback_passthrough),
         cmocka_unit_test(test_session_detect),
         cmocka_unit_test(test_session_detect_errors),
+        cmocka_unit_test(test_session_detect_pulled),
         cmocka_unit_test(test_session_mesh_cpu),
         cmocka_unit_test(test_session_mesh_errors),
         cmocka_unit_test(test_cancel_leaves_valid_output),
