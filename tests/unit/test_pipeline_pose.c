@@ -59,6 +59,13 @@ static void test_session_pose_cpu(void **state)
     assert_true(with >= 6);
     assert_true(with < STREAMS * FRAMES); /* the person leaves the view: loss and seeding */
     assert_true(worst <= 1e-4);
+    /* the GPU test's per-crop check (the CPU model on each recorded crop) gives the stage's
+     * landmarks exactly on the CPU */
+    double max_rel = 1, p99 = 1, max_px = 1;
+    int crops = ps_same_crops(got, frames, FRAMES, KEYER_POSE_MODEL_LITE, &max_rel, &p99, &max_px);
+    print_message("  pose stage (cpu, pushed) on the same %d crops: max %.6f px\n", crops, max_px);
+    assert_int_equal(crops, with);
+    assert_true(max_px <= 1e-4);
     /* files, keyed, batch 4: decoded by the session's reader; the reference on the same
      * decoder's frames; the pose stage hands its items to the keying model */
     const char *inputs[STREAMS] = {paths[0], paths[1], paths[2]};
