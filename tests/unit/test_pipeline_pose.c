@@ -5,7 +5,8 @@
  * runtime of batch 1 and the same steps: 1e-4 px allows for nothing but the float printing of
  * a rounding; a batch of 4 runs another runtime, whose sums may round differently: 1e-3 px).
  * The clips are decoded to NV12 and pushed, then read as files by the session's decoder and
- * keyed (the pose stage then hands its items to the keying model). Bad parameters are
+ * keyed (the pose stage then hands its items to the keying model); 3 streams of 12 frames
+ * (kept short: the test runs under the sanitizers in CI). Bad parameters are
  * refused. The GPU side is test_pipeline_pose_gpu.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -23,7 +24,7 @@
 #include "kt_pose_session.h"
 #include "testutil.h"
 
-enum { STREAMS = 3, FRAMES = 16 };
+enum { STREAMS = 3, FRAMES = 12 };
 
 static keyer_status no_pose(void *opaque, int sid, int64_t index, const keyer_frame *frame,
                             const keyer_detection *dets, int count,
