@@ -15,7 +15,11 @@
 
 #include "keyer/io.h"
 #include "keyer/pipeline.h"
+#include "keyer/effects.h"
+#include "keyer/nn.h"
+#include "keyer/registry.h"
 #include "kt_pose_session.h"
+#include "vision/pose_steps.h"
 #include "testutil.h"
 
 static void record(ps_rec *r, int sid, int index, const keyer_pose_result *pose)
@@ -23,6 +27,7 @@ static void record(ps_rec *r, int sid, int index, const keyer_pose_result *pose)
     r->found[sid][index] = pose->found;
     r->seeded[sid][index] = pose->seeded;
     r->side[sid][index] = pose->roi.width;
+    r->roi[sid][index] = pose->roi;
     for (int k = 0; k < KEYER_POSE_LANDMARKS; k++) {
         r->lm[sid][index][k][0] = pose->landmarks[k].x;
         r->lm[sid][index][k][1] = pose->landmarks[k].y;
@@ -216,4 +221,119 @@ double ps_compare(const ps_rec *a, const ps_rec *b, int max_mismatch, double *wo
     if (worst_rel)
         *worst_rel = rel;
     return worst;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int ps_same_crops(const ps_rec *got, keyer_frame *const *frames, int nframes, int model,
+                  double *max_rel, double *p99_rel, double *max_px)
+{
+    static const char *const names[] = {"pose-lite", "pose-full", "pose-heavy"};
+    keyer_error err = {0};
+    char path[4096];
+    keyer_model *m = NULL;
+    keyer_runtime *rt = NULL;
+    keyer_prepare *prep = NULL;
+    keyer_pose *tr = NULL;
+    if (keyer_registry_resolve(names[model], path, sizeof(path), &err) ||
+        keyer_model_load_file(path, &m, &err))
+        fail_msg("%s", err.message);
+    keyer_runtime_params rp = keyer_runtime_params_defaults();
+    rp.threads = 4;
+    if (keyer_runtime_create(m, &rp, &rt, &err))
+        fail_msg("%s", err.message);
+    kr_pose_shape shape = {0, 0, 0, 0, 0, 0};
+    int o_pts = -1, o_flag = -1, o_world = -1, o_heat = -1;
+    for (int i = 0; i < keyer_model_output_count(m); i++) {
+        keyer_tensor_info t;
+        if (keyer_model_output_info(m, i, &t, &err))
+            fail_msg("%s", err.message);
+        size_t n = 1;
+        for (int d = 1; d < t.rank; d++)
+            n *= (size_t)t.dims[d];
+        if (o_pts < 0 && n == KR_POSE_MODEL_POINTS * 5)
+            o_pts = i;
+        if (o_flag < 0 && n == 1)
+            o_flag = i;
+        if (o_world < 0 && n == KR_POSE_MODEL_POINTS * 3)
+            o_world = i;
+        if (t.rank == 4 && t.dims[3] == KR_POSE_MODEL_POINTS && o_heat < 0) {
+            o_heat = i;
+            shape.heat_h = t.dims[1];
+            shape.heat_w = t.dims[2];
+        } else if (t.rank == 4 && t.dims[3] == 1) {
+            shape.seg_h = t.dims[1];
+            shape.seg_w = t.dims[2];
+        }
+    }
+    keyer_tensor_info in;
+    if (keyer_model_input_info(m, 0, &in, &err))
+        fail_msg("%s", err.message);
+    shape.width = in.dims[2];
+    shape.height = in.dims[1];
+    assert_true(o_pts >= 0 && o_flag >= 0 && o_world >= 0 && o_heat >= 0);
+    keyer_prepare_params pp = keyer_prepare_params_defaults();
+    pp.width = shape.width;
+    pp.height = shape.height;
+    pp.fit = KEYER_FIT_LETTERBOX;
+    pp.scale = 1.0f;
+    pp.offset = 0.0f;
+    keyer_pose_params tp = keyer_pose_params_defaults();
+    tp.model = model;
+    tp.segmentation = 0;
+    if (keyer_prepare_create(&pp, &prep, &err) ||
+        kr_pose_create_external(&tp, &shape, &tr, &err))
+        fail_msg("%s", err.message);
+    size_t cap = (size_t)got->streams * (size_t)got->frames * KEYER_POSE_LANDMARKS;
+    double *rel = malloc(cap * sizeof(double));
+    assert_non_null(rel);
+    size_t nrel = 0;
+    int crops = 0;
+    *max_rel = *p99_rel = *max_px = 0;
+    for (int s = 0; s < got->streams; s++)
+        for (int i = 0; i < got->frames && i < nframes; i++) {
+            if (!got->found[s][i])
+                continue;
+            const keyer_frame *f = frames[s * nframes + i];
+            keyer_roi roi = got->roi[s][i];
+            keyer_prepare_geometry geo;
+            if (keyer_prepare_run(prep, &f, &roi, 1, keyer_runtime_input_data(rt, 0), &geo,
+                                  &err) ||
+                keyer_runtime_run(rt, &err))
+                fail_msg("%s", err.message);
+            kr_pose_outputs o = {keyer_runtime_output_data(rt, o_pts),
+                                 keyer_runtime_output_data(rt, o_flag)[0],
+                                 keyer_runtime_output_data(rt, o_world),
+                                 keyer_runtime_output_data(rt, o_heat), NULL};
+            keyer_pose_result r;
+            keyer_roi unused;
+            kr_pose_begin(tr, f->width, f->height, &r, &unused);
+            kr_pose_add_final(tr, &roi, &o, &geo, &r);
+            crops++;
+            double side = roi.width > 1 ? roi.width : 1;
+            for (int k = 0; k < KEYER_POSE_LANDMARKS; k++) {
+                double dx = (double)r.landmarks[k].x - got->lm[s][i][k][0];
+                double dy = (double)r.landmarks[k].y - got->lm[s][i][k][1];
+                double d = sqrt(dx * dx + dy * dy);
+                if (isnan(d))
+                    d = INFINITY;
+                *max_px = d > *max_px ? d : *max_px;
+                rel[nrel++] = d / side;
+            }
+        }
+    if (nrel) {
+        qsort(rel, nrel, sizeof(double), cmp_double);
+        *max_rel = rel[nrel - 1];
+        *p99_rel = rel[(size_t)((double)(nrel - 1) * 0.99)];
+    }
+    free(rel);
+    keyer_pose_destroy(&tr);
+    keyer_prepare_destroy(&prep);
+    keyer_runtime_destroy(&rt);
+    keyer_model_destroy(&m);
+    return crops;
 }

@@ -28,6 +28,7 @@ typedef struct ps_rec {
     int found[PS_STREAMS][PS_FRAMES];
     int seeded[PS_STREAMS][PS_FRAMES];
     float side[PS_STREAMS][PS_FRAMES]; /* the crop's side (frame pixels) */
+    keyer_roi roi[PS_STREAMS][PS_FRAMES]; /* the crop the landmarks come from */
     float lm[PS_STREAMS][PS_FRAMES][KEYER_POSE_LANDMARKS][4]; /* x, y, z, visibility */
 } ps_rec;
 
@@ -56,5 +57,17 @@ void ps_reference(keyer_frame *const *frames, int nframes, int sid, int model, p
  *  counts the frames with a pose in both in *@p with_pose. */
 double ps_compare(const ps_rec *a, const ps_rec *b, int max_mismatch, double *worst_rel,
                   int *with_pose);
+
+/**
+ * The per-crop check of @p got (a GPU run): for every frame where it found a pose, the CPU
+ * landmark model (@p model, float32, batch 1) is run on the same frame (@p frames[s * nframes
+ * + i], host frames) and the same crop (got->roi) and decoded by the same steps
+ * (kr_pose_add_final, heatmap refinement on the CPU); no tracking feeds one frame's
+ * differences into the next. Puts the largest distance between corresponding landmarks
+ * (x, y) divided by the crop's side in *@p max_rel, the 99th percentile of those in
+ * *@p p99_rel, the largest distance in pixels in *@p max_px; returns the crops compared.
+ */
+int ps_same_crops(const ps_rec *got, keyer_frame *const *frames, int nframes, int model,
+                  double *max_rel, double *p99_rel, double *max_px);
 
 #endif

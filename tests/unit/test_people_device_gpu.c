@@ -168,7 +168,7 @@ static keyer_status keep_matte(void *opaque, int sid, int64_t index, const keyer
 static void run_session(keyer_device_kind device, mattes *m)
 {
     keyer_logger lg = keyer_logger_default();
-    lg.level = KEYER_LOG_ERROR;
+    lg.level = KEYER_LOG_WARNING; /* a fallback to the CPU says why */
     keyer_session_params sp = keyer_session_params_defaults();
     sp.device = device;
     sp.model = KEYER_PEOPLE_MODEL;
