@@ -319,6 +319,7 @@ static keyer_session *run_engines(int engines, run_record *rec, keyer_session_re
     sp.device = KEYER_DEVICE_CPU;
     sp.logger = &lg;
     sp.composite.mode = KEYER_COMPOSITE_BLUR;
+    sp.refine_workers = 1; /* the default gives 2 per engine on machines of 8+ cores */
     sp.frame_fn = on_frame;
     sp.frame_opaque = rec;
     sp.progress = on_progress;
