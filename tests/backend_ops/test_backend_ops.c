@@ -1073,10 +1073,17 @@ static int gather_folds(const kr_graph *g, int *emulated)
     assert_non_null(ms);
     assert_int_equal(kr_backend_cuda.profile(in.inst, ms, &err), KEYER_OK);
     int folds = 0;
-    for (int n = 0; n < g->n_nodes; n++)
-        folds += ms[n] < 0 && (g->nodes[n].op == KR_OP_RESIZE_BILINEAR ||
-                               g->nodes[n].op == KR_OP_CONCATENATION ||
-                               g->nodes[n].op == KR_OP_MAX_POOL_2D);
+    for (int n = 0; n < g->n_nodes; n++) {
+        const int gather = g->nodes[n].op == KR_OP_RESIZE_BILINEAR ||
+                           g->nodes[n].op == KR_OP_CONCATENATION ||
+                           g->nodes[n].op == KR_OP_MAX_POOL_2D;
+        folds += gather && ms[n] < 0;
+        if (gather && ms[n] >= 0) /* which one stayed a node of its own, and on what limits */
+            printf("gather folds: node %d (%s) not folded; compute %d.%d, %d SMs, shared memory "
+                   "%zu per block (%zu opt-in), %zu per SM\n",
+                   n, kr_op_name(g->nodes[n].op), caps.major, caps.minor, caps.sms,
+                   caps.smem_block, caps.smem_block_optin, caps.smem_sm);
+    }
     free(ms);
     instance_destroy(&in);
     return folds;
