@@ -20,7 +20,7 @@ ins=(); for _ in $(seq "$streams"); do ins+=("$input"); done
 for p in "${precisions[@]}"; do
   ncu --metrics gpu__time_duration.sum --csv --print-units base --print-kernel-base function \
       --target-processes all --log-file "$tmp/$p.csv" \
-      "$keyer" "${ins[@]}" --device cuda --blur --precision "$p" -q -y >"$tmp/$p.log" 2>&1 ||
+      "$keyer" "${ins[@]}" --device cuda --blur --precision "$p" --stats "$tmp/$p.json" -q -y >"$tmp/$p.log" 2>&1 ||
     { echo "precision $p: the run failed:"; tail -5 "$tmp/$p.log"; exit 1; }
   python3 - "$root" "$tmp/$p.csv" "$p" <<'PY'
 import csv, os, re, sys
