@@ -1,7 +1,10 @@
 /* Rounds of a cropping model stage: ready, steps, retry on the CPU; a pass's crops in runs. */
+#define _POSIX_C_SOURCE 200809L
 #include "pipeline/crop_rounds.h"
 
 #include <stdlib.h>
+
+#include "pipeline/clock.h"
 
 struct kr_rounds {
     const kr_rounds_ops *ops;
@@ -62,9 +65,20 @@ void kr_rounds_destroy(kr_rounds **pr)
     *pr = NULL;
 }
 
-const kr_rounds_counters *kr_rounds_get_counters(const kr_rounds *r)
+void kr_rounds_report_add(const kr_rounds *r, keyer_rounds_report *out)
 {
-    return &r->counters;
+    if (!r)
+        return;
+    const kr_rounds_counters *c = &r->counters;
+    out->batches += atomic_load(&c->batches);
+    out->rounds += atomic_load(&c->rounds);
+    out->passes += atomic_load(&c->passes);
+    out->runs += atomic_load(&c->runs);
+    out->crops += atomic_load(&c->crops);
+    out->padded += atomic_load(&c->padded);
+    out->syncs += atomic_load(&c->syncs);
+    out->round_seconds += (double)atomic_load(&c->round_ns) * 1e-9;
+    out->wait_seconds += (double)atomic_load(&c->wait_ns) * 1e-9;
 }
 
 /* ---- rounds ------------------------------------------------------------------------------- */
@@ -170,7 +184,9 @@ void kr_rounds_run_batch(kr_rounds *r, kr_model_stage *ms, kr_item **items, int 
         }
         if (!k)
             break;
+        int64_t t0 = kr_clock_ns();
         run_round(r, ms, k);
+        atomic_fetch_add(&r->counters.round_ns, kr_clock_ns() - t0);
     }
 }
 
@@ -181,7 +197,9 @@ void kr_rounds_run_batch(kr_rounds *r, kr_model_stage *ms, kr_item **items, int 
 static keyer_status flush(kr_rounds *r, kr_model_stage *ms, int done, int at,
                           const kr_crops_ops *cops, void *opaque, keyer_error *err)
 {
+    int64_t t0 = kr_clock_ns();
     keyer_status st = kr_model_stage_sync(ms, err);
+    atomic_fetch_add(&r->counters.wait_ns, kr_clock_ns() - t0);
     atomic_fetch_add(&r->counters.syncs, 1);
     if (st)
         return st;

@@ -31,6 +31,7 @@
 #ifndef KEYER_PIPELINE_CROP_ROUNDS_H
 #define KEYER_PIPELINE_CROP_ROUNDS_H
 
+#include "keyer/pipeline.h"
 #include "pipeline/model_stage.h"
 
 /** What a cropping stage does in its rounds. */
@@ -73,6 +74,8 @@ typedef struct kr_rounds_counters {
     atomic_llong crops;   /* crops run */
     atomic_llong padded;  /* padding crops in the CUDA runs */
     atomic_llong syncs;   /* host waits for the stage's stream */
+    atomic_llong round_ns; /* time in rounds */
+    atomic_llong wait_ns;  /* of it, in the host waits */
 } kr_rounds_counters;
 
 typedef struct kr_rounds kr_rounds;
@@ -102,7 +105,7 @@ void kr_rounds_run_batch(kr_rounds *r, kr_model_stage *ms, kr_item **items, int 
 keyer_status kr_rounds_crops(kr_rounds *r, kr_model_stage *ms, const int *cuda, int n,
                              const kr_crops_ops *cops, void *opaque, keyer_error *err);
 
-/** Its counters. */
-const kr_rounds_counters *kr_rounds_get_counters(const kr_rounds *r);
+/** Adds its counters into @p out (NULL @p r: nothing). */
+void kr_rounds_report_add(const kr_rounds *r, keyer_rounds_report *out);
 
 #endif

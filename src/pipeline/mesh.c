@@ -389,6 +389,11 @@ void kr_mesh_destroy(kr_mesh **pm)
     *pm = NULL;
 }
 
+const kr_rounds *kr_mesh_rounds(const kr_mesh *m)
+{
+    return m->rounds;
+}
+
 kr_model_stage *kr_mesh_stage(kr_mesh *m)
 {
     return m->stage;

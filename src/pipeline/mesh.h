@@ -26,6 +26,7 @@
 #ifndef KEYER_PIPELINE_MESH_H
 #define KEYER_PIPELINE_MESH_H
 
+#include "pipeline/crop_rounds.h"
 #include "pipeline/model_stage.h"
 
 typedef struct kr_mesh_params {
@@ -63,5 +64,8 @@ kr_model_stage *kr_mesh_stage(kr_mesh *m);
  */
 keyer_status kr_mesh_connect(kr_mesh *m, kr_queue *next, const kr_device_fns *dev, int ordinal,
                              int hybrid, int batch, keyer_error *err);
+
+/** Its rounds (NULL before connect): their counters for the session's report. */
+const kr_rounds *kr_mesh_rounds(const kr_mesh *m);
 
 #endif

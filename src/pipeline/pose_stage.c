@@ -387,6 +387,11 @@ kr_model_stage *kr_pose_stage_model(kr_pose_stage *ps)
     return ps->stage;
 }
 
+const kr_rounds *kr_pose_stage_rounds(const kr_pose_stage *ps)
+{
+    return ps->rounds;
+}
+
 const char *kr_pose_stage_name(const kr_pose_stage *ps)
 {
     return model_names[ps->p.model];

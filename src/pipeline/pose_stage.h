@@ -28,6 +28,7 @@
 #ifndef KEYER_PIPELINE_POSE_STAGE_H
 #define KEYER_PIPELINE_POSE_STAGE_H
 
+#include "pipeline/crop_rounds.h"
 #include "pipeline/model_stage.h"
 
 typedef struct kr_pose_stage_params {
@@ -69,5 +70,8 @@ const char *kr_pose_stage_name(const kr_pose_stage *ps);
  */
 keyer_status kr_pose_stage_connect(kr_pose_stage *ps, kr_queue *next, const kr_device_fns *dev,
                                    int ordinal, int hybrid, int batch, keyer_error *err);
+
+/** Its rounds (NULL before connect): their counters for the session's report. */
+const kr_rounds *kr_pose_stage_rounds(const kr_pose_stage *ps);
 
 #endif

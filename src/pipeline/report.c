@@ -158,6 +158,10 @@ void kr_engines_get_report(keyer_session *const *engines, int ne, keyer_session_
             out->frames_people += kr_infer_people_frames(s->infer, i);
         }
         out->auto_people |= kr_infer_auto_people(s->infer);
+        if (s->mesh)
+            kr_rounds_report_add(kr_mesh_rounds(s->mesh), &out->landmark_rounds);
+        if (s->pose)
+            kr_rounds_report_add(kr_pose_stage_rounds(s->pose), &out->landmark_rounds);
         int64_t on_cpu = 0, on_cuda = 0;
         kr_infer_frames(s->infer, &on_cpu, &on_cuda);
         out->frames_on_cpu += on_cpu;
@@ -226,6 +230,11 @@ void kr_engines_get_report(keyer_session *const *engines, int ne, keyer_session_
     if (on_cuda && s0->detect)
         kr_model_stage_schedules(kr_detect_stage(s0->detect), out->detector_schedule,
                                  sizeof(out->detector_schedule));
+    if (on_cuda && (s0->mesh || s0->pose))
+        kr_model_stage_schedules(s0->mesh ? kr_mesh_stage(s0->mesh)
+                                          : kr_pose_stage_model(s0->pose),
+                                 out->landmark_rounds.schedule,
+                                 sizeof(out->landmark_rounds.schedule));
     out->batch = s0->batch;
     out->batch_mean = out->batches ? (double)batch_frames / (double)out->batches : 0.0;
     /* GPU utilisation: the mean over the GPUs */
