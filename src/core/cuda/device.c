@@ -276,6 +276,8 @@ static const kr_device_fns cuda_fns = {
     .mem_info = mem_info,
     .alloc = alloc,
     .free = dfree,
+    .host_alloc = host_alloc,
+    .host_free = host_free,
     .stream_create = stream_create,
     .stream_destroy = stream_destroy,
     .stream_sync = stream_sync,
@@ -286,8 +288,6 @@ static const kr_device_fns cuda_fns = {
     .event_record = event_record,
     .event_wait = event_wait,
     .event_sync = event_sync,
-    .host_alloc = host_alloc,
-    .host_free = host_free,
 };
 
 const kr_device_fns *kr_device_cuda_table(void)
