@@ -39,7 +39,8 @@ const char *kr_engine_auto_model(keyer_session *s)
 
 
 /* The model stages, in the order items pass them: the detector first, the face mesh, the pose
- * landmarks, then the keying model and the people stage. */
+ * landmarks, then the keying model and the people stage (at most 4: the mesh and the pose
+ * exclude each other, the people stage comes only without a detector). */
 static int model_stages(keyer_session *s, kr_model_stage **out)
 {
     int n = 0;
@@ -123,7 +124,7 @@ static keyer_status load_models(keyer_session *s, keyer_error *err)
 /* Creates the runtimes of one device for batch 1, 2, 4, ... up to s->batch. */
 static keyer_status create_runtimes(keyer_session *s, int cuda, keyer_error *err)
 {
-    kr_model_stage *ms[5];
+    kr_model_stage *ms[4];
     int n = model_stages(s, ms);
     for (int i = 0; i < n; i++) {
         keyer_status st = kr_model_stage_runtimes(ms[i], cuda, s->batch, 1, err);
@@ -135,7 +136,7 @@ static keyer_status create_runtimes(keyer_session *s, int cuda, keyer_error *err
 
 static void destroy_runtimes(keyer_session *s, int cuda)
 {
-    kr_model_stage *ms[5];
+    kr_model_stage *ms[4];
     int n = model_stages(s, ms);
     for (int i = 0; i < n; i++)
         kr_model_stage_drop_runtimes(ms[i], cuda);
@@ -161,7 +162,7 @@ static int try_cuda(keyer_session *s, int asked)
     }
     s->dev = dev;
     s->ordinal = s->params.cuda_device;
-    kr_model_stage *ms[5];
+    kr_model_stage *ms[4];
     int nms = model_stages(s, ms);
     for (int i = 0; i < nms; i++) {
         if (kr_model_stage_use_cuda(ms[i], dev, s->ordinal, &e)) {
@@ -320,7 +321,8 @@ static keyer_status open_stages(keyer_session *s, keyer_error *err)
         int need = KR_NEED_INPUT(kr_model_stage_input(ms)->slot) | (s->infer ? KR_NEED_INPUT(0) : 0);
         kr_model_stage_run run = {s->batch, s->batch_wait_ns, infer_cap, need, models_cuda};
         if ((st = kr_model_stage_open(ms, &run, err)) ||
-            (st = kr_detect_connect(s->detect, keying, models_cuda, s->batch, err)))
+            (st = kr_detect_connect(s->detect, keying, models_cuda ? dev : NULL, s->ordinal,
+                                   s->batch, err)))
             return st;
     }
     s->stages[KR_ST_INFER].workers = 1;
@@ -338,7 +340,7 @@ static void fill_stream_env(keyer_session *s)
     l->ctx = &s->ctx;
     l->dev = s->dev;
     l->ordinal = s->ordinal;
-    kr_model_stage *ms[5];
+    kr_model_stage *ms[4];
     int n = model_stages(s, ms);
     env->inputs = 0;
     l->inputs = 0;
