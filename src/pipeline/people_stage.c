@@ -378,9 +378,7 @@ keyer_status kr_people_stage_create(const kr_people_stage_params *p, kr_people_s
         free(ps);
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "people landmarks: out of memory");
     }
-    ps->p = *p;
-    ps->p.people.landmark_model = ps->p.people.detector_model = NULL; /* not kept */
-    ps->p.people.fallback_model = NULL;
+    ps->p = *p; /* the model names stay the session's (read when a stream's keyer is made) */
     const char *name = p->people.landmark_model ? p->people.landmark_model
                                                 : model_names[p->people.model];
     char path[4096];
