@@ -65,6 +65,18 @@ void kr_rounds_destroy(kr_rounds **pr)
     *pr = NULL;
 }
 
+void kr_rounds_note_pass(kr_rounds *r)
+{
+    atomic_fetch_add(&r->counters.passes, 1);
+}
+
+void kr_rounds_note_run(kr_rounds *r, int crops, int padded)
+{
+    atomic_fetch_add(&r->counters.runs, 1);
+    atomic_fetch_add(&r->counters.crops, crops);
+    atomic_fetch_add(&r->counters.padded, padded);
+}
+
 void kr_rounds_report_add(const kr_rounds *r, keyer_rounds_report *out)
 {
     if (!r)

@@ -105,6 +105,11 @@ void kr_rounds_run_batch(kr_rounds *r, kr_model_stage *ms, kr_item **items, int 
 keyer_status kr_rounds_crops(kr_rounds *r, kr_model_stage *ms, const int *cuda, int n,
                              const kr_crops_ops *cops, void *opaque, keyer_error *err);
 
+/** Counts a pass, or a model run of @p crops crops with @p padded padding crops, that the
+ *  owner ran itself (not through kr_rounds_crops()). */
+void kr_rounds_note_pass(kr_rounds *r);
+void kr_rounds_note_run(kr_rounds *r, int crops, int padded);
+
 /** Adds its counters into @p out (NULL @p r: nothing). */
 void kr_rounds_report_add(const kr_rounds *r, keyer_rounds_report *out);
 

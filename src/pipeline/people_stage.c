@@ -195,6 +195,7 @@ static keyer_status run_host_jobs(kr_people_stage *ps, int j, int count, keyer_e
                                     err)) ||
             (st = keyer_runtime_run(rt, err)) || (st = take_host(ps, rt, n, kp, job, err)))
             return st;
+        kr_rounds_note_run(ps->rounds, n, (1 << lg) - n);
         done += n;
     }
     return KEYER_OK;
@@ -219,9 +220,14 @@ static keyer_status run_pass(kr_people_stage *ps, kr_model_stage *ms, int k, key
         }
     }
     keyer_status st = kr_rounds_crops(ps->rounds, ms, ps->crop_cuda, n, &people_crops, ps, err);
+    int host = 0;
     for (int j = 0; j < k && !st; j++)
-        if (ps->round_kp[j] && !ps->round[j]->on_cuda)
+        if (ps->round_kp[j] && !ps->round[j]->on_cuda && ps->jobs[j] > 0) {
             st = run_host_jobs(ps, j, ps->jobs[j], err);
+            host = 1;
+        }
+    if (host && !n) /* counted once: kr_rounds_crops counted the pass with CUDA crops */
+        kr_rounds_note_pass(ps->rounds);
     return st;
 }
 

@@ -99,10 +99,12 @@ static void run_session(char paths[][4096], int per_stream, mattes *m)
         if (!strcmp(rep.stages[i].name, "people"))
             people_stage = i;
     const keyer_rounds_report *lr = &rep.landmark_rounds;
-    print_message("  %s: people stage %s, %lld batches, %lld rounds\n",
+    print_message("  %s: people stage %s, %lld batches, %lld rounds, %lld passes, %lld runs, "
+                  "%lld crops (+ %lld padding)\n",
                   per_stream ? "per-stream keyers" : "people stage",
                   people_stage >= 0 ? "present" : "absent", (long long)lr->batches,
-                  (long long)lr->rounds);
+                  (long long)lr->rounds, (long long)lr->passes, (long long)lr->runs,
+                  (long long)lr->crops, (long long)lr->padded);
     if (per_stream) {
         assert_int_equal(people_stage, -1);
         assert_int_equal(lr->rounds, 0);
@@ -110,6 +112,7 @@ static void run_session(char paths[][4096], int per_stream, mattes *m)
         assert_true(people_stage >= 0);
         assert_int_equal(rep.stages[people_stage].frames, STREAMS * FRAMES);
         assert_true(lr->rounds >= lr->batches && lr->batches >= 1);
+        assert_true(lr->passes >= 1 && lr->runs >= 1 && lr->crops >= lr->runs);
     }
     keyer_session_destroy(&s);
     for (int i = 0; i < STREAMS; i++)
