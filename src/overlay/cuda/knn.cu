@@ -27,10 +27,11 @@
  *     loops until all are decided;
  *  6. the taken edges, in L order, compacted and copied to the host.
  *
- * That is the large path (about 40 launches). Up to 8,192 points an update takes the small
- * path of knn_small.cuh instead: the same steps in six kernels, three of them one block in
- * shared memory, with no CUB sort. Either way the points go in with one copy and the counters
- * and edges come back after one synchronisation.
+ * That is the large path (about 40 launches). Up to 8,192 points and k <= 16 an update takes
+ * the small path of knn_small.cuh instead: no grid (the neighbours by walking the points in x
+ * order, knn_sweep.cuh), no CUB sort, two kernels of one block in shared memory. Either way
+ * the points go in with one copy and the counters and edges come back after one
+ * synchronisation.
  *
  * Every buffer is allocated at create for max_points points; an update allocates nothing.
  * Layout: device helpers, kernels, the state, the small path (knn_small.cuh), the large path's
@@ -510,6 +511,9 @@ struct State {
     int *flag, *at;
     uint64_t *key; /* the small path: slots' keys in L order */
     int *deg;      /* ... and live edges per point */
+    int *rank2;    /* ... each point's place in the ids' order (n), in the x order (n) */
+    float2 *xs;    /* ... the points in x order */
+    int *xs_idx;   /* ... and their indices */
     keyer_knn_edge *prev, *next;
     int *prev_at, *next_at;
     int n_prev;
@@ -699,7 +703,7 @@ void free_all(State *s)
     cudaFreeHost(s->h_counters);
     cudaFreeHost(s->h_edges);
     void *dev[] = {s->in,         s->sorted_ids,   s->key,         s->idx,     s->sorted_idx,
-                   s->deg,
+                   s->deg,        s->rank2,        s->xs,          s->xs_idx,
                    s->rank,
                    s->grid,       s->counters,     s->pt_cell,     s->cell_count,
                    s->cell_start, s->cell_fill,    s->cell_pts,    s->knn_d2,  s->kth,
@@ -767,10 +771,12 @@ keyer_status knn_create(const keyer_knn_params *p, int max_points, void **state,
             (e = cudaMallocHost(reinterpret_cast<void **>(&s->h_edges),
                                 me * sizeof(keyer_knn_edge))) ||
             (e = dalloc(&s->in, n * kInBytes)) || (e = dalloc(&s->sorted_ids, n)) ||
-            (e = dalloc(&s->key, ml)) || (e = dalloc(&s->deg, n)) || (e = dalloc(&s->idx, n)) ||
+            (e = dalloc(&s->key, ml)) || (e = dalloc(&s->deg, n)) ||
+            (e = dalloc(&s->rank2, 2 * n)) || (e = dalloc(&s->xs, n)) ||
+            (e = dalloc(&s->xs_idx, n)) || (e = dalloc(&s->idx, n)) ||
             (e = dalloc(&s->sorted_idx, n)) || (e = dalloc(&s->rank, n)) ||
             (e = dalloc(&s->grid, 1)) ||
-            (e = dalloc(&s->counters, 4)) || (e = dalloc(&s->pt_cell, n)) ||
+            (e = dalloc(&s->counters, 8)) || (e = dalloc(&s->pt_cell, n)) ||
             (e = dalloc(&s->cell_count, n + 1)) || (e = dalloc(&s->cell_start, n + 1)) ||
             (e = dalloc(&s->cell_fill, n)) || (e = dalloc(&s->cell_pts, n)) ||
             (e = dalloc(&s->knn_d2, nk)) || (e = dalloc(&s->kth, n)) ||

@@ -1,14 +1,13 @@
 /*
- * The small path of the CUDA kNN graph (included by knn.cu only): for up to kSmallN points an
- * update is nine kernels (one fewer on a first frame), three of them one block of kSmallThreads
- * threads, instead of the large path's forty launches and CUB sorts:
+ * The small path of the CUDA kNN graph (included by knn.cu only): for up to kSmallN points and
+ * k <= kSweepK an update is a memset and eleven kernels (one fewer on a first frame), two of
+ * them one block of kSmallThreads threads, instead of the large path's forty launches and CUB
+ * sorts:
  *
- *  1. small_prep_kernel (one block): the grid (grid_block), a cell per point, counts, a prefix
- *     sum and the scatter by cell; small_rank_kernel and small_order_kernel: the ids in order
- *     by counting, for each point, the (id, index) pairs below its own (n^2 / 2 comparisons
- *     over the whole device: a few microseconds at 5,000 points);
- *  2. knn_kernel, hard_kernel (k <= 16; knn_search.cuh) and prev_kernel (when there are
- *     previous edges) of the large path;
+ *  1. the neighbours (knn_sweep.cuh): the ids' order and the x order by counting (n^2
+ *     comparisons over the whole device), the points in x order, and a warp per point walking
+ *     that order outward; hard_kernel (knn_search.cuh) for the few points whose walk is long;
+ *  2. prev_kernel (when there are previous edges) of the large path;
  *  3. small_cand_kernel: every live edge of L (kept previous edges, then candidates) gets a
  *     64-bit key in L order (a previous edge: its rank e; a candidate: bit 63, its length's
  *     bits, the ranks of its ids: (length, a, b) order) and counts at both of its ends;
@@ -16,12 +15,15 @@
  *     and a fill) and sorted by key, so that each list is in L order as the degree cap needs;
  *  5. small_cap_kernel (one block): the degree cap's rounds (small_step: vertex_step_t's
  *     rules, the states a byte per edge in shared memory, the lists there too when they fit)
- *     until every edge is decided; then the taken previous edges in their order, and the taken
- *     candidates sorted by key (bitonic, in shared memory), to the output.
+ *     until every edge is decided; then the taken previous edges in their order to the output,
+ *     and the taken candidates' keys compacted;
+ *  6. small_chunk_sort_kernel and small_merge_kernel: the taken candidates in key order to the
+ *     output, over several blocks (chunks of kChunk keys sorted, then each key's place: its
+ *     place in its chunk plus the keys below it in the others).
  *
  * Limits (checked by the launcher, which otherwise takes the large path): n <= kSmallN (ranks
- * in 13 bits, kPerThread points per thread), a byte per slot of L (P + n k) in kSmallSmem
- * bytes, and the taken candidates (at most n max_degree / 2) sortable in kSmallSmem bytes.
+ * in 13 bits, kPerThread points per thread), k <= kSweepK, and a byte per slot of L (P + n k)
+ * in kSmallSmem bytes.
  */
 #ifndef KEYER_OVERLAY_CUDA_KNN_SMALL_CUH
 #define KEYER_OVERLAY_CUDA_KNN_SMALL_CUH
@@ -33,6 +35,9 @@ constexpr int kSmallThreads = 1024;     /* threads of the one-block kernels */
 constexpr int kSmallSmem = 220 * 1024;  /* dynamic shared memory of small_cap_kernel, at most */
 constexpr int kRankBits = 13;
 constexpr uint64_t kCandBit = 1ull << 63;
+/* counters[] beyond the host's two: the kept previous edges and the taken candidates, from
+ * small_cap_kernel to the output kernels */
+constexpr int kCountKept = 4, kCountTaken = 5;
 
 /* The smallest power of two >= v (v >= 1). */
 __host__ __device__ __forceinline__ int pow2_at_least(long long v)
@@ -72,117 +77,8 @@ __device__ void block_exclusive_scan(const int *in, int *out, int len, int *s_pa
     __syncthreads();
 }
 
-/* Sorts a[0..m) ascending (m a power of two) by one block: a bitonic network, one
- * compare-exchange per pair and stage. */
-__device__ void block_bitonic_sort(uint64_t *a, int m)
-{
-    for (int size = 2; size <= m; size <<= 1)
-        for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            for (int p = threadIdx.x; p < (m >> 1); p += kSmallThreads) {
-                const int i = ((p & ~(stride - 1)) << 1) | (p & (stride - 1)), j = i | stride;
-                const uint64_t x = a[i], y = a[j];
-                if ((x > y) == ((i & size) == 0)) {
-                    a[i] = y;
-                    a[j] = x;
-                }
-            }
-            __syncthreads();
-        }
-}
-
-/* 1. The grid and the points by cell; the counts at each point (deg, below[]) cleared. */
-__global__ void __launch_bounds__(kSmallThreads)
-    small_prep_kernel(const float2 *__restrict__ xy, int n, int max_cells, GridParams *grid,
-                      int *counters, int *__restrict__ pt_cell, int *cell_count, int *cell_start,
-                      int *cell_fill, int *__restrict__ cell_pts, int *__restrict__ below,
-                      int *__restrict__ deg)
-{
-    __shared__ GridParams s_gr;
-    __shared__ int s_part[kSmallThreads];
-    const int tid = threadIdx.x;
-    grid_block(xy, n, max_cells, grid, counters, &s_gr);
-    __syncthreads();
-    const GridParams gr = s_gr;
-    const int cells = gr.gx * gr.gy;
-    for (int c = tid; c <= cells; c += kSmallThreads) {
-        cell_count[c] = 0;
-        if (c < cells)
-            cell_fill[c] = 0;
-    }
-    __syncthreads();
-#pragma unroll 4
-    for (int i = tid; i < n; i += kSmallThreads) {
-        deg[i] = 0;
-        below[i] = 0;
-        const float2 p = xy[i];
-        int cell = -1;
-        if (finite2(p.x, p.y)) { /* cell_kernel's arithmetic */
-            const double fx = ((double)p.x - gr.x0) * gr.inv, fy = ((double)p.y - gr.y0) * gr.inv;
-            const int cx = fx < 0 ? 0 : fx >= gr.gx ? gr.gx - 1 : (int)fx;
-            const int cy = fy < 0 ? 0 : fy >= gr.gy ? gr.gy - 1 : (int)fy;
-            cell = cy * gr.gx + cx;
-            atomicAdd(&cell_count[cell], 1);
-        }
-        pt_cell[i] = cell;
-    }
-    __syncthreads();
-    block_exclusive_scan(cell_count, cell_start, cells, s_part);
-#pragma unroll 4
-    for (int i = tid; i < n; i += kSmallThreads) {
-        const int c = pt_cell[i];
-        if (c >= 0)
-            cell_pts[__ldcg(&cell_start[c]) + atomicAdd(&cell_fill[c], 1)] = i;
-    }
-}
-
-/* 1b. The ids' order by counting: below[i] += the points j of this block's chunk of
- * kRankChunk with (ids[j], j) < (ids[i], i) (a grid of point tiles x chunks; below[] cleared
- * by small_prep_kernel). Summed over the chunks, below[i] is point i's place in the order of
- * (id, index): a permutation, with equal ids side by side. */
-constexpr int kRankChunk = 256;
-__global__ void __launch_bounds__(kRankChunk)
-    small_rank_kernel(const uint32_t *__restrict__ ids, int n, int *below)
-{
-    __shared__ uint32_t s_ids[kRankChunk];
-    const int j0 = blockIdx.y * kRankChunk, j1 = min(j0 + kRankChunk, n);
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j0 + (int)threadIdx.x < j1)
-        s_ids[threadIdx.x] = ids[j0 + threadIdx.x];
-    __syncthreads();
-    if (i >= n)
-        return;
-    const uint32_t id = ids[i];
-    int c = 0;
-    if (j1 - j0 == kRankChunk && (i < j0 || i >= j1)) { /* a whole chunk, i not in it */
-        const int low = i >= j1; /* an equal id before i counts */
-#pragma unroll 8
-        for (int q = 0; q < kRankChunk; q++) {
-            const uint32_t o = s_ids[q];
-            c += o < id || (o == id && low);
-        }
-    } else {
-        for (int j = j0; j < j1; j++) {
-            const uint32_t o = s_ids[j - j0];
-            c += o < id || (o == id && j < i);
-        }
-    }
-    if (c)
-        atomicAdd(&below[i], c);
-}
-
-/* 1c. The sorted ids and their points (at place below[i]: knn_kernel then ranks them and flags
- * an id twice). */
-__global__ void small_order_kernel(const uint32_t *__restrict__ ids, int n,
-                                   const int *__restrict__ below,
-                                   uint32_t *__restrict__ sorted_ids,
-                                   int *__restrict__ sorted_idx)
-{
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    sorted_ids[below[i]] = ids[i];
-    sorted_idx[below[i]] = i;
-}
+/* 1, 2. The neighbours (knn_sweep.cuh). */
+#include "overlay/cuda/knn_sweep.cuh"
 
 /* 3. Slot t of L (t < P: previous edge t, as prev_kernel left it; else candidate slot t - P):
  * its key when live, its ends (l_u, l_v) and state, and a count at each end of a live edge. */
@@ -276,13 +172,17 @@ __global__ void __launch_bounds__(kSmallThreads)
                 kk[q] = q < d ? key[ee[q] >> 1] : ~0ull;
             }
 #pragma unroll
-            for (int q = 0; q < kListSort; q++) {
+            for (int q = 0; q < kListSort; q++) { /* d^2 comparisons, not kListSort^2 */
+                if (q >= d)
+                    break;
                 int below = 0;
 #pragma unroll
-                for (int r = 0; r < kListSort; r++)
+                for (int r = 0; r < kListSort; r++) {
+                    if (r >= d)
+                        break;
                     below += kk[r] < kk[q];
-                if (q < d)
-                    v_list[lo + below] = ee[q];
+                }
+                v_list[lo + below] = ee[q];
             }
             continue;
         }
@@ -374,24 +274,24 @@ __device__ bool small_step(const int *list, int end, int max_degree, unsigned *s
     return true;
 }
 
-/* 5. The degree cap and the output (taken edges in L order; counters[1]: their number).
- * Dynamic shared memory: @p smem bytes (the states: a byte per slot; the lists when they fit
- * after them, else they are read from v_list; at the end the taken candidates' sort, sort_cap
- * keys of 8 bytes: more taken than sort_cap sets bit 1 of counters[0] and outputs none). */
+/* 5. The degree cap; the taken previous edges to the output in their order, the taken
+ * candidates' keys to taken_key (compacted; their number and the kept edges' in counters[]:
+ * small_merge_kernel finishes the output). More taken than n max_degree / 2 sets bit 1 of
+ * counters[0]. Dynamic shared memory: @p smem bytes (the states: a byte per slot; the lists
+ * when they fit after them, else they are read from v_list). */
 constexpr int kPerThread = kSmallN / kSmallThreads; /* points per thread */
 __global__ void __launch_bounds__(kSmallThreads)
-    small_cap_kernel(int n, int n_prev, int total, int max_degree, int sort_cap, int smem,
+    small_cap_kernel(int n, int n_prev, int total, int max_degree, int smem,
                      const int *__restrict__ v_off, const int *__restrict__ v_list,
                      const int *__restrict__ l_u, const int *__restrict__ l_v,
                      const int *__restrict__ st, const uint64_t *__restrict__ key,
-                     const uint32_t *__restrict__ ids, const int *__restrict__ sorted_idx,
-                     uint64_t *taken_key, keyer_knn_edge *__restrict__ next,
+                     const uint32_t *__restrict__ ids, uint64_t *__restrict__ taken_key,
+                     keyer_knn_edge *__restrict__ next,
                      int *__restrict__ next_at, int *counters)
 {
     extern __shared__ __align__(16) uint64_t s_mem[];
     unsigned *stw = reinterpret_cast<unsigned *>(s_mem);
     __shared__ int s_part[kSmallThreads];
-    __shared__ int s_taken;
     const int tid = threadIdx.x;
     const int st_words = (total + 3) / 4, st_bytes = (st_words * 4 + 15) / 16 * 16;
     const int entries = v_off[n];
@@ -444,8 +344,6 @@ __global__ void __launch_bounds__(kSmallThreads)
         end[j] = u < n ? v_off[u + 1] : 0;
         acc[j] = 0;
     }
-    if (tid == 0)
-        s_taken = 0;
     __syncthreads();
     for (;;) {
         int pending = 0;
@@ -475,33 +373,117 @@ __global__ void __launch_bounds__(kSmallThreads)
     for (int t = lo; t < hi; t++)
         if (byte_state(stw, t) & kTaken)
             put_edge(ids, l_u[t], l_v[t], at++, next, next_at);
-    /* The taken candidates' keys (in any order), then sorted where the states were. */
-    for (int t = n_prev + tid; t < total; t += kSmallThreads)
-        if (byte_state(stw, t) & kTaken)
-            taken_key[atomicAdd(&s_taken, 1)] = key[t];
+    __syncthreads(); /* every thread has read s_part */
+    /* The taken candidates' keys, compacted in slot order (a count per contiguous range of
+     * slots, a scan): small_chunk_sort_kernel and small_merge_kernel put them in key order. */
+    const int n_cand = total - n_prev, cper = (n_cand + kSmallThreads - 1) / kSmallThreads;
+    const int clo = min(tid * cper, n_cand), chi = min(clo + cper, n_cand);
+    int cmine = 0;
+    for (int c = clo; c < chi; c++)
+        cmine += (byte_state(stw, n_prev + c) & kTaken) != 0;
+    s_part[tid] = cmine;
     __syncthreads();
-    const int taken = s_taken;
-    if (taken > sort_cap) { /* cannot happen: at most n max_degree / 2 edges are taken */
+    for (int off = 1; off < kSmallThreads; off <<= 1) {
+        const int v = tid >= off ? s_part[tid - off] : 0;
+        __syncthreads();
+        s_part[tid] += v;
+        __syncthreads();
+    }
+    const int taken = s_part[kSmallThreads - 1];
+    if ((long long)kept + taken > (long long)n * max_degree / 2) {
+        /* cannot happen: each taken edge uses two of the n points' max_degree places */
         if (tid == 0) {
             atomicOr(&counters[0], 2);
-            counters[1] = kept;
+            counters[kCountKept] = kept;
+            counters[kCountTaken] = 0;
         }
         return;
     }
-    const int m = pow2_at_least(taken > 0 ? taken : 1);
-    for (int i = tid; i < m; i += kSmallThreads)
-        s_mem[i] = i < taken ? __ldcg(&taken_key[i]) : ~0ull;
-    __syncthreads();
-    block_bitonic_sort(s_mem, m);
-    const uint64_t rank_mask = (1ull << kRankBits) - 1;
-    for (int i = tid; i < taken; i += kSmallThreads) {
-        const uint64_t kv = s_mem[i];
-        const int u = sorted_idx[(int)((kv >> kRankBits) & rank_mask)];
-        const int v = sorted_idx[(int)(kv & rank_mask)];
-        put_edge(ids, u, v, kept + i, next, next_at);
+    int cat = s_part[tid] - cmine;
+    for (int c = clo; c < chi; c++)
+        if (byte_state(stw, n_prev + c) & kTaken)
+            taken_key[cat++] = key[n_prev + c];
+    if (tid == 0) {
+        counters[kCountKept] = kept;
+        counters[kCountTaken] = taken;
     }
-    if (tid == 0)
+}
+
+/* 6a. The taken candidates' keys (counters[kCountTaken] of them in taken_key) sorted in chunks
+ * of kChunk, a block each (bitonic in shared memory): chunk c is sorted[c kChunk ..]. */
+constexpr int kChunk = 1024;
+constexpr int kChunkThreads = kChunk / 2;
+__global__ void __launch_bounds__(kChunkThreads)
+    small_chunk_sort_kernel(const uint64_t *__restrict__ taken_key, const int *counters,
+                            uint64_t *__restrict__ sorted)
+{
+    __shared__ uint64_t s_k[kChunk];
+    const int c0 = blockIdx.x * kChunk, m = min(kChunk, counters[kCountTaken] - c0);
+    if (m <= 0)
+        return;
+    const int len = pow2_at_least(m);
+    for (int i = threadIdx.x; i < len; i += kChunkThreads)
+        s_k[i] = i < m ? taken_key[c0 + i] : ~0ull;
+    __syncthreads();
+    for (int size = 2; size <= len; size <<= 1)
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            for (int p = threadIdx.x; p < (len >> 1); p += kChunkThreads) {
+                const int i = ((p & ~(stride - 1)) << 1) | (p & (stride - 1)), j = i | stride;
+                const uint64_t x = s_k[i], y = s_k[j];
+                if ((x > y) == ((i & size) == 0)) {
+                    s_k[i] = y;
+                    s_k[j] = x;
+                }
+            }
+            __syncthreads();
+        }
+    for (int i = threadIdx.x; i < m; i += kChunkThreads)
+        sorted[c0 + i] = s_k[i];
+}
+
+/* 6b. The output: each taken candidate's place among the taken ones is its place in its own
+ * sorted chunk plus, for every other chunk, the number of its keys below (a binary search in
+ * shared memory; the keys are distinct). Written after the kept previous edges; counters[1]:
+ * the number of edges. A block of kChunk threads per chunk. */
+__global__ void __launch_bounds__(kChunk)
+    small_merge_kernel(const uint64_t *__restrict__ sorted, const uint32_t *__restrict__ ids,
+                       const int *__restrict__ sorted_idx, keyer_knn_edge *__restrict__ next,
+                       int *__restrict__ next_at, int *counters)
+{
+    __shared__ uint64_t s_k[kChunk];
+    const int kept = counters[kCountKept], taken = counters[kCountTaken];
+    const int c = blockIdx.x, p = threadIdx.x, m = min(kChunk, taken - c * kChunk);
+    if (c == 0 && p == 0)
         counters[1] = kept + taken;
+    if (m <= 0)
+        return;
+    const uint64_t x = p < m ? sorted[c * kChunk + p] : 0;
+    int place = p;
+    const int chunks = (taken + kChunk - 1) / kChunk;
+    for (int o = 0; o < chunks; o++) {
+        if (o == c)
+            continue;
+        const int mo = min(kChunk, taken - o * kChunk);
+        __syncthreads(); /* the previous chunk's searches are done */
+        for (int i = p; i < mo; i += kChunk)
+            s_k[i] = sorted[o * kChunk + i];
+        __syncthreads();
+        int lo = 0, hi = mo;
+        while (lo < hi) {
+            const int mid = (lo + hi) >> 1;
+            if (s_k[mid] < x)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        place += lo;
+    }
+    if (p >= m)
+        return;
+    const uint64_t rank_mask = (1ull << kRankBits) - 1;
+    const int u = sorted_idx[(int)((x >> kRankBits) & rank_mask)];
+    const int v = sorted_idx[(int)(x & rank_mask)];
+    put_edge(ids, u, v, kept + place, next, next_at);
 }
 
 /* ---- plan, launcher ------------------------------------------------------------------- */
@@ -509,7 +491,8 @@ __global__ void __launch_bounds__(kSmallThreads)
 /* The small path's sizes for an update of n points (ok: it applies; knn_small.cuh's limits). */
 struct SmallPlan {
     bool ok;
-    int sort_cap;    /* the taken candidates' sort: a power of two >= n max_degree / 2 */
+    int chunks;      /* blocks of the output's sort: kChunk keys each, for every edge that can be
+                        taken (at most n max_degree / 2, and at most the n k candidates) */
     size_t cap_smem; /* small_cap_kernel's dynamic shared memory */
 };
 
@@ -517,13 +500,14 @@ SmallPlan small_plan(const State *s, int n)
 {
     SmallPlan sp = {false, 0, 0};
     const long long total = (long long)s->n_prev + (long long)n * s->p.k;
-    const long long half = (long long)n * s->p.max_degree / 2;
-    if (n > kSmallN || s->small_smem <= 0 || half > s->small_smem / 8 ||
-        total + 16 > s->small_smem)
+    long long most = (long long)n * s->p.max_degree / 2;
+    if (most > (long long)n * s->p.k)
+        most = (long long)n * s->p.k;
+    if (n > kSmallN || s->p.k > kSweepK || s->small_smem <= 0 || total + 16 > s->small_smem)
         return sp;
-    sp.sort_cap = pow2_at_least(half > 0 ? half : 1);
-    if (8ll * sp.sort_cap > s->small_smem)
-        return sp;
+    sp.chunks = (int)((most + kChunk - 1) / kChunk);
+    if (sp.chunks < 1)
+        sp.chunks = 1;
     sp.cap_smem = (size_t)s->small_smem; /* the lists go there too when they fit */
     sp.ok = true;
     return sp;
@@ -534,35 +518,30 @@ cudaError_t launch_small(State *s, int n, const SmallPlan &sp, cudaStream_t stre
 {
     const int k = s->p.k, P = s->n_prev, total = P + n * k;
     cudaError_t e;
-#define KNN_SMALL_LAUNCHED()                                                                   \
+#define KNN_SMALL_CHECK(x)                                                                     \
     do {                                                                                       \
-        if ((e = cudaGetLastError()) != cudaSuccess)                                           \
+        if ((e = (x)) != cudaSuccess)                                                          \
             return e;                                                                          \
     } while (0)
-    /* below[]: the large path's iota buffer (idx) */
-    small_prep_kernel<<<1, kSmallThreads, 0, stream>>>(
-        s->xy, n, s->max_cells, s->grid, s->counters, s->pt_cell, s->cell_count, s->cell_start,
-        s->cell_fill, s->cell_pts, s->idx, s->deg);
+#define KNN_SMALL_LAUNCHED() KNN_SMALL_CHECK(cudaGetLastError())
+    KNN_SMALL_CHECK(cudaMemsetAsync(s->rank2, 0, 2 * (size_t)n * sizeof(int), stream));
+    const unsigned tiles = (unsigned)((n + kRankChunk - 1) / kRankChunk);
+    sweep_rank_kernel<<<dim3(tiles, tiles), kRankChunk, 0, stream>>>(s->ids, s->xy, n, s->rank2);
     KNN_SMALL_LAUNCHED();
-    small_rank_kernel<<<dim3((unsigned)((n + kRankChunk - 1) / kRankChunk),
-                             (unsigned)((n + kRankChunk - 1) / kRankChunk)),
-                        kRankChunk, 0, stream>>>(s->ids, n, s->idx);
+    sweep_order_kernel<<<blocks(n), kThreads, 0, stream>>>(s->ids, s->xy, n, s->rank2,
+                                                           s->sorted_ids, s->sorted_idx, s->rank,
+                                                           s->xs, s->xs_idx, s->deg, s->counters);
     KNN_SMALL_LAUNCHED();
-    small_order_kernel<<<blocks(n), kThreads, 0, stream>>>(s->ids, n, s->idx, s->sorted_ids,
-                                                           s->sorted_idx);
+    sweep_knn_kernel<<<(unsigned)((n + kSweepThreads / 32 - 1) / (kSweepThreads / 32)),
+                       kSweepThreads, 0, stream>>>(
+        s->xy, s->xs, s->xs_idx, s->rank2, s->sorted_ids, s->rank, n, k, s->p.max_dy,
+        s->counters, s->knn_d2, s->knn_j, s->n_knn, s->kth, s->drop, s->cell_fill);
     KNN_SMALL_LAUNCHED();
-    knn_kernel<<<blocks(n), kThreads, 0, stream>>>(
-        s->xy, n, s->grid, s->pt_cell, s->cell_start, s->cell_pts, k, s->p.max_dy, s->sorted_ids,
-        s->sorted_idx, s->rank, s->counters, s->knn_d2, s->knn_j, s->n_knn, s->kth, s->drop,
-        s->cell_fill);
+    /* the far points (cell_fill: their list) */
+    hard_kernel<<<kHardBlocks, kHardThreads, 0, stream>>>(s->xy, n, k, s->p.max_dy, s->cell_fill,
+                                                          s->counters, s->knn_d2, s->knn_j,
+                                                          s->n_knn, s->kth);
     KNN_SMALL_LAUNCHED();
-    if (k <= kLocalK) { /* the hard points: cell_fill is free once the points are by cell */
-        hard_kernel<<<kHardBlocks, kHardThreads, 0, stream>>>(s->xy, n, k, s->p.max_dy,
-                                                              s->cell_fill, s->counters,
-                                                              s->knn_d2, s->knn_j, s->n_knn,
-                                                              s->kth);
-        KNN_SMALL_LAUNCHED();
-    }
     if (P > 0) {
         prev_kernel<<<blocks(P), kThreads, 0, stream>>>(
             s->prev, s->prev_at, P, s->ids, s->xy, n, s->sorted_ids, s->sorted_idx, s->knn_j,
@@ -578,10 +557,17 @@ cudaError_t launch_small(State *s, int n, const SmallPlan &sp, cudaStream_t stre
         n, total, s->deg, s->st, s->l_u, s->l_v, s->key, s->v_off, s->v_rank);
     KNN_SMALL_LAUNCHED();
     small_cap_kernel<<<1, kSmallThreads, sp.cap_smem, stream>>>(
-        n, P, total, s->p.max_degree, sp.sort_cap, (int)sp.cap_smem, s->v_off, s->v_rank, s->l_u,
-        s->l_v, s->st, s->key, s->ids, s->sorted_idx, s->ckey, s->next, s->next_at, s->counters);
+        n, P, total, s->p.max_degree, (int)sp.cap_smem, s->v_off, s->v_rank, s->l_u, s->l_v,
+        s->st, s->key, s->ids, s->ckey, s->next, s->next_at, s->counters);
+    KNN_SMALL_LAUNCHED();
+    small_chunk_sort_kernel<<<sp.chunks, kChunkThreads, 0, stream>>>(s->ckey, s->counters,
+                                                                      s->ckey_sorted);
+    KNN_SMALL_LAUNCHED();
+    small_merge_kernel<<<sp.chunks, kChunk, 0, stream>>>(s->ckey_sorted, s->ids, s->sorted_idx,
+                                                         s->next, s->next_at, s->counters);
     KNN_SMALL_LAUNCHED();
 #undef KNN_SMALL_LAUNCHED
+#undef KNN_SMALL_CHECK
     return cudaSuccess;
 }
 
@@ -600,13 +586,10 @@ cudaError_t small_path_setup(State *s)
     long long room = (long long)optin - (long long)fa.sharedSizeBytes - 1024;
     if (room > kSmallSmem)
         room = kSmallSmem;
-    const int prep = kSmallN * (int)sizeof(uint64_t);
-    if (room < prep)
+    if (room < kSmallN * (long long)sizeof(uint64_t))
         return cudaSuccess; /* a small device: the large path only */
     if ((e = cudaFuncSetAttribute(small_cap_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)room)) != cudaSuccess ||
-        (e = cudaFuncSetAttribute(small_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  prep)) != cudaSuccess)
+                                  (int)room)) != cudaSuccess)
         return e;
     s->small_smem = (int)room;
     return cudaSuccess;
