@@ -357,9 +357,11 @@ __global__ void __launch_bounds__(kSmallThreads)
     /* The taken previous edges, in their order: a count per contiguous chunk, a scan. */
     const int per = (n_prev + kSmallThreads - 1) / kSmallThreads;
     const int lo = min(tid * per, n_prev), hi = min(lo + per, n_prev);
+    /* Past the rounds' last barrier nothing writes the states: plain reads. */
+    const unsigned char *stb = reinterpret_cast<const unsigned char *>(stw);
     int mine = 0;
     for (int t = lo; t < hi; t++)
-        mine += (byte_state(stw, t) & kTaken) != 0;
+        mine += (stb[t] & kTaken) != 0;
     s_part[tid] = mine;
     __syncthreads();
     for (int off = 1; off < kSmallThreads; off <<= 1) {
@@ -371,7 +373,7 @@ __global__ void __launch_bounds__(kSmallThreads)
     const int kept = s_part[kSmallThreads - 1];
     int at = s_part[tid] - mine;
     for (int t = lo; t < hi; t++)
-        if (byte_state(stw, t) & kTaken)
+        if (stb[t] & kTaken)
             put_edge(ids, l_u[t], l_v[t], at++, next, next_at);
     __syncthreads(); /* every thread has read s_part */
     /* The taken candidates' keys, compacted in slot order (a count per contiguous range of
@@ -380,7 +382,7 @@ __global__ void __launch_bounds__(kSmallThreads)
     const int clo = min(tid * cper, n_cand), chi = min(clo + cper, n_cand);
     int cmine = 0;
     for (int c = clo; c < chi; c++)
-        cmine += (byte_state(stw, n_prev + c) & kTaken) != 0;
+        cmine += (stb[n_prev + c] & kTaken) != 0;
     s_part[tid] = cmine;
     __syncthreads();
     for (int off = 1; off < kSmallThreads; off <<= 1) {
@@ -401,7 +403,7 @@ __global__ void __launch_bounds__(kSmallThreads)
     }
     int cat = s_part[tid] - cmine;
     for (int c = clo; c < chi; c++)
-        if (byte_state(stw, n_prev + c) & kTaken)
+        if (stb[n_prev + c] & kTaken)
             taken_key[cat++] = key[n_prev + c];
     if (tid == 0) {
         counters[kCountKept] = kept;
