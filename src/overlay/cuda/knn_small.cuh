@@ -80,17 +80,18 @@ __device__ void block_exclusive_scan(const int *in, int *out, int len, int *s_pa
 /* 1, 2. The neighbours (knn_sweep.cuh). */
 #include "overlay/cuda/knn_sweep.cuh"
 
-/* 3. Slot t of L (t < P: previous edge t, as prev_kernel left it; else candidate slot t - P):
- * its key when live, its ends (l_u, l_v) and state, and a count at each end of a live edge. */
-__global__ void small_cand_kernel(int n_prev, int total, const uint32_t *__restrict__ ids,
+/* 3. Slot t of L (t < P = hdr[0]: previous edge t, as prev_kernel left it; else candidate
+ * slot t - P; P + n k slots): its key when live, its ends (l_u, l_v) and state, and a count at
+ * each end of a live edge. */
+__global__ void small_cand_kernel(const int *__restrict__ hdr, int n, const uint32_t *__restrict__ ids,
                                   const int *__restrict__ rank, const int *__restrict__ knn_j,
                                   const int *__restrict__ n_knn,
                                   const float *__restrict__ knn_d2, int k,
                                   const unsigned char *__restrict__ drop, int *l_u, int *l_v,
                                   int *st, uint64_t *__restrict__ key, int *deg)
 {
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= total)
+    const int t = blockIdx.x * blockDim.x + threadIdx.x, n_prev = hdr[0];
+    if (t >= n_prev + n * k)
         return;
     if (t < n_prev) {
         if (st[t] == 0) {
@@ -127,13 +128,14 @@ __global__ void small_cand_kernel(int n_prev, int total, const uint32_t *__restr
  * Dynamic shared memory: 4 x n bytes. */
 constexpr int kListSort = 16; /* lists up to this long are sorted in registers */
 __global__ void __launch_bounds__(kSmallThreads)
-    small_csr_kernel(int n, int total, const int *deg, const int *__restrict__ st,
+    small_csr_kernel(int n, int k, const int *__restrict__ hdr, const int *deg,
+                     const int *__restrict__ st,
                      const int *__restrict__ l_u, const int *__restrict__ l_v,
                      const uint64_t *__restrict__ key, int *v_off, int *v_list)
 {
     extern __shared__ int s_cur[];
     __shared__ int s_part[kSmallThreads];
-    const int tid = threadIdx.x;
+    const int tid = threadIdx.x, total = hdr[0] + n * k;
     block_exclusive_scan(deg, v_off, n, s_part);
     for (int u = tid; u < n; u += kSmallThreads)
         s_cur[u] = __ldcg(&v_off[u]);
@@ -281,7 +283,7 @@ __device__ bool small_step(const int *list, int end, int max_degree, unsigned *s
  * when they fit after them, else they are read from v_list). */
 constexpr int kPerThread = kSmallN / kSmallThreads; /* points per thread */
 __global__ void __launch_bounds__(kSmallThreads)
-    small_cap_kernel(int n, int n_prev, int total, int max_degree, int smem,
+    small_cap_kernel(int n, int k, const int *__restrict__ hdr, int max_degree, int smem,
                      const int *__restrict__ v_off, const int *__restrict__ v_list,
                      const int *__restrict__ l_u, const int *__restrict__ l_v,
                      const int *__restrict__ st, const uint64_t *__restrict__ key,
@@ -292,7 +294,7 @@ __global__ void __launch_bounds__(kSmallThreads)
     extern __shared__ __align__(16) uint64_t s_mem[];
     unsigned *stw = reinterpret_cast<unsigned *>(s_mem);
     __shared__ int s_part[kSmallThreads];
-    const int tid = threadIdx.x;
+    const int tid = threadIdx.x, n_prev = hdr[0], total = n_prev + n * k;
     const int st_words = (total + 3) / 4, st_bytes = (st_words * 4 + 15) / 16 * 16;
     const int entries = v_off[n];
     const bool fit = (long long)st_bytes + 4ll * entries <= (long long)smem;
@@ -493,6 +495,10 @@ __global__ void __launch_bounds__(kChunk)
 /* The small path's sizes for an update of n points (ok: it applies; knn_small.cuh's limits). */
 struct SmallPlan {
     bool ok;
+    bool replay;     /* the launches below hold for any number of previous edges up to
+                        n max_degree / 2 (and this update has no more): a captured update of
+                        n points can be replayed */
+    int p_grid;      /* previous edges the grids cover (P, or n max_degree / 2 for a replay) */
     int chunks;      /* blocks of the output's sort: kChunk keys each, for every edge that can be
                         taken (at most n max_degree / 2, and at most the n k candidates) */
     size_t cap_smem; /* small_cap_kernel's dynamic shared memory */
@@ -500,13 +506,14 @@ struct SmallPlan {
 
 SmallPlan small_plan(const State *s, int n)
 {
-    SmallPlan sp = {false, 0, 0};
-    const long long total = (long long)s->n_prev + (long long)n * s->p.k;
-    long long most = (long long)n * s->p.max_degree / 2;
-    if (most > (long long)n * s->p.k)
-        most = (long long)n * s->p.k;
+    SmallPlan sp = {false, false, 0, 0, 0};
+    const long long nk = (long long)n * s->p.k, total = (long long)s->n_prev + nk;
+    const long long half = (long long)n * s->p.max_degree / 2;
     if (n > kSmallN || s->p.k > kSweepK || s->small_smem <= 0 || total + 16 > s->small_smem)
         return sp;
+    sp.replay = s->n_prev <= half && half + nk + 16 <= s->small_smem;
+    sp.p_grid = sp.replay ? (int)half : s->n_prev;
+    const long long most = half < nk ? half : nk;
     sp.chunks = (int)((most + kChunk - 1) / kChunk);
     if (sp.chunks < 1)
         sp.chunks = 1;
@@ -515,10 +522,11 @@ SmallPlan small_plan(const State *s, int n)
     return sp;
 }
 
-/* Queues the small path's update of n points (on the device) on @p stream (knn_small.cuh). */
+/* Queues the small path's update of n points (on the device) on @p stream (knn_small.cuh).
+ * The number of previous edges is read on the device (s->hdr[0]); the grids cover sp.p_grid. */
 cudaError_t launch_small(State *s, int n, const SmallPlan &sp, cudaStream_t stream)
 {
-    const int k = s->p.k, P = s->n_prev, total = P + n * k;
+    const int k = s->p.k, nk = n * k;
     cudaError_t e;
 #define KNN_SMALL_CHECK(x)                                                                     \
     do {                                                                                       \
@@ -544,22 +552,22 @@ cudaError_t launch_small(State *s, int n, const SmallPlan &sp, cudaStream_t stre
                                                           s->counters, s->knn_d2, s->knn_j,
                                                           s->n_knn, s->kth);
     KNN_SMALL_LAUNCHED();
-    if (P > 0) {
-        prev_kernel<<<blocks(P), kThreads, 0, stream>>>(
-            s->prev, s->prev_at, P, s->ids, s->xy, n, s->sorted_ids, s->sorted_idx, s->knn_j,
-            s->n_knn, s->kth, k, s->p.max_dy, s->p.hysteresis, s->drop, s->l_u, s->l_v, s->st,
-            s->vkey, s->vval);
+    if (sp.p_grid > 0) {
+        prev_kernel<<<blocks(sp.p_grid), kThreads, 0, stream>>>(
+            s->prev, s->prev_at, s->hdr, s->ids, s->xy, n, s->sorted_ids, s->sorted_idx,
+            s->knn_j, s->n_knn, s->kth, k, s->p.max_dy, s->p.hysteresis, s->drop, s->l_u,
+            s->l_v, s->st, s->vkey, s->vval);
         KNN_SMALL_LAUNCHED();
     }
-    small_cand_kernel<<<blocks(total), kThreads, 0, stream>>>(
-        P, total, s->ids, s->rank, s->knn_j, s->n_knn, s->knn_d2, k, s->drop, s->l_u, s->l_v,
+    small_cand_kernel<<<blocks((long long)sp.p_grid + nk), kThreads, 0, stream>>>(
+        s->hdr, n, s->ids, s->rank, s->knn_j, s->n_knn, s->knn_d2, k, s->drop, s->l_u, s->l_v,
         s->st, s->key, s->deg);
     KNN_SMALL_LAUNCHED();
     small_csr_kernel<<<1, kSmallThreads, (size_t)n * sizeof(int), stream>>>(
-        n, total, s->deg, s->st, s->l_u, s->l_v, s->key, s->v_off, s->v_rank);
+        n, k, s->hdr, s->deg, s->st, s->l_u, s->l_v, s->key, s->v_off, s->v_rank);
     KNN_SMALL_LAUNCHED();
     small_cap_kernel<<<1, kSmallThreads, sp.cap_smem, stream>>>(
-        n, P, total, s->p.max_degree, (int)sp.cap_smem, s->v_off, s->v_rank, s->l_u, s->l_v,
+        n, k, s->hdr, s->p.max_degree, (int)sp.cap_smem, s->v_off, s->v_rank, s->l_u, s->l_v,
         s->st, s->key, s->ids, s->ckey, s->next, s->next_at, s->counters);
     KNN_SMALL_LAUNCHED();
     small_chunk_sort_kernel<<<sp.chunks, kChunkThreads, 0, stream>>>(s->ckey, s->counters,
