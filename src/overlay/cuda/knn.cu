@@ -870,7 +870,8 @@ keyer_status knn_create(const keyer_knn_params *p, int max_points, void **state,
     s->cap_stream_made = true;
     s->hdr = reinterpret_cast<int *>(s->in);
     s->xy = reinterpret_cast<float2 *>(s->in + kHdrBytes);
-    s->ids = reinterpret_cast<uint32_t *>(s->in + kHdrBytes + 2 * sizeof(float) * (size_t)max_points);
+    s->ids = reinterpret_cast<uint32_t *>(s->in + kHdrBytes +
+                                          2 * sizeof(float) * (size_t)max_points);
     s->edges0 = s->prev;
     s->last_n = -1;
     if ((e = small_path_setup(s)) != cudaSuccess) {

@@ -83,7 +83,8 @@ __device__ void block_exclusive_scan(const int *in, int *out, int len, int *s_pa
 /* 3. Slot t of L (t < P = hdr[0]: previous edge t, as prev_kernel left it; else candidate
  * slot t - P; P + n k slots): its key when live, its ends (l_u, l_v) and state, and a count at
  * each end of a live edge. */
-__global__ void small_cand_kernel(const int *__restrict__ hdr, int n, const uint32_t *__restrict__ ids,
+__global__ void small_cand_kernel(const int *__restrict__ hdr, int n,
+                                  const uint32_t *__restrict__ ids,
                                   const int *__restrict__ rank, const int *__restrict__ knn_j,
                                   const int *__restrict__ n_knn,
                                   const float *__restrict__ knn_d2, int k,
