@@ -24,7 +24,9 @@ order = []
 for row in csv.DictReader(lines):
     if row.get("Metric Name") != "gpu__time_duration.sum":
         continue
-    name = re.split(r"[<(\s]", row["Kernel Name"].strip())[0]
+    raw = row["Kernel Name"].strip()
+    name = re.split(r"[<(\s]", re.sub(r"\(anonymous namespace\)::", "", raw))[0]
+    name = name.split("::")[-1] or raw
     if name not in times:
         times[name] = []
         order.append(name)
