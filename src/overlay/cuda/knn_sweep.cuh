@@ -27,7 +27,7 @@
 #define KEYER_OVERLAY_CUDA_KNN_SWEEP_CUH
 
 constexpr int kSweepK = kLocalK;  /* neighbours at most (hard_kernel's limit; a lane each) */
-constexpr int kSweepSteps = 24;   /* steps of 16 places per side before hard_kernel takes over */
+constexpr int kSweepSteps = 16;   /* steps of 16 places per side before hard_kernel takes over */
 constexpr int kRankChunk = 256;   /* points per tile of sweep_rank_kernel */
 constexpr int kSweepThreads = 256; /* 8 warps: 8 points per block of sweep_knn_kernel */
 
