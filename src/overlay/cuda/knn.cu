@@ -31,10 +31,10 @@
  * the small path of knn_small.cuh instead: no grid (the neighbours by walking the points in x
  * order, knn_sweep.cuh), no CUB sort, two kernels of one block in shared memory. Either way
  * the points go in with one copy (after a small header: the number of previous edges, which
- * the small path's kernels read on the device) and the counters and edges come back after one
- * synchronisation. An update of the small path with as many points as the update before is
- * the replay of a CUDA graph (captured once per size and parity of the edge buffers): one
- * launch instead of about fifteen.
+ * the small path's kernels read on the device) and the counters and edges come back with one
+ * copy after one synchronisation. An update of the small path with as many points as the
+ * update before is the replay of a CUDA graph (captured once per size and parity of the edge
+ * buffers): one launch instead of about fifteen.
  *
  * Every buffer is allocated at create for max_points points; an update allocates nothing.
  * Layout: device helpers, kernels, the state, the small path (knn_small.cuh), the large path's
@@ -66,6 +66,7 @@ constexpr int kHardRings = 32; /* rings a thread searches before hard_kernel tak
 constexpr int kHardBlocks = 128;
 constexpr size_t kInBytes = 2 * sizeof(float) + sizeof(uint32_t); /* a point in: xy, id */
 constexpr size_t kHdrBytes = 16; /* before the points: the number of previous edges (an int) */
+constexpr int kOutHdr = 2; /* edges' room before the edges out: the counters (4 ints) */
 
 
 struct GridParams {
@@ -456,6 +457,15 @@ __global__ void taken_kernel(const int *__restrict__ st, int total, int *__restr
         flag[r] = (st[r] & kTaken) ? 1 : 0;
 }
 
+/* The counters the host reads (error bits, edges) also written just before the edges out, so
+ * that one copy brings both (by the update's last kernel, one thread). */
+__device__ __forceinline__ void put_counters(keyer_knn_edge *next, int bits, int edges)
+{
+    int *h = reinterpret_cast<int *>(next - kOutHdr);
+    h[0] = bits;
+    h[1] = edges;
+}
+
 /* The taken edges in L order (ids a < b and their indices, for the next frame). */
 __global__ void output_kernel(const int *__restrict__ flag, const int *__restrict__ at,
                               int total, const int *__restrict__ l_u, const int *__restrict__ l_v,
@@ -465,8 +475,10 @@ __global__ void output_kernel(const int *__restrict__ flag, const int *__restric
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= total)
         return;
-    if (r == total - 1)
+    if (r == total - 1) {
         counters[1] = at[r] + flag[r];
+        put_counters(next, counters[0], at[r] + flag[r]);
+    }
     if (!flag[r])
         return;
     int u = l_u[r], v = l_v[r];
@@ -491,8 +503,10 @@ struct State {
     int max_points, max_cells, max_edges, max_l;
     cudaEvent_t done;
     bool event_made;
-    /* pinned host staging: the points in (xy, then ids: one copy), counters and edges out */
+    /* pinned host staging: the points in (header, xy, ids: one copy); out (one copy): the
+     * counters (h_counters, kOutHdr edges' room) and the edges (h_edges) of h_out */
     unsigned char *h_in;
+    keyer_knn_edge *h_out;
     int *h_counters;
     keyer_knn_edge *h_edges;
     /* device: the header and the points (the frame's hdr, xy and ids point into in), ... */
@@ -520,7 +534,8 @@ struct State {
     int *rank2;    /* ... each point's place in the ids' order (n), in the x order (n) */
     float2 *xs;    /* ... the points in x order */
     int *xs_idx;   /* ... and their indices */
-    keyer_knn_edge *prev, *next;
+    keyer_knn_edge *ebuf[2];     /* the two edge buffers, kOutHdr edges' room first */
+    keyer_knn_edge *prev, *next; /* their edges (ebuf + kOutHdr), swapped every update */
     int *prev_at, *next_at;
     int n_prev;
     void *temp;
@@ -652,10 +667,10 @@ cudaError_t launch_large(State *s, int n, cudaStream_t stream)
     return cudaSuccess;
 }
 
-/* Queues one update of n points on @p stream: the header and the points in (from the pinned
- * staging buffer), the small or the large path, then the copies of the counters and of the
- * first @p copy_edges edges to the pinned staging buffers (one synchronisation for the
- * caller). */
+/* Queues one update of n points on @p stream: one copy in (the header and the points, from the
+ * pinned staging buffer), the small or the large path, one copy out (the counters, which the
+ * last kernel put before the edges, and the first @p copy_edges edges, to h_out): one
+ * synchronisation for the caller. */
 cudaError_t queue_update(State *s, int n, int copy_edges, const SmallPlan &sp,
                          cudaStream_t stream)
 {
@@ -663,11 +678,9 @@ cudaError_t queue_update(State *s, int n, int copy_edges, const SmallPlan &sp,
     KNN_CHECK(cudaMemcpyAsync(s->in, s->h_in, kHdrBytes + (size_t)n * kInBytes,
                               cudaMemcpyHostToDevice, stream));
     KNN_CHECK(sp.ok ? launch_small(s, n, sp, stream) : launch_large(s, n, stream));
-    KNN_CHECK(cudaMemcpyAsync(s->h_counters, s->counters, 2 * sizeof(int),
+    KNN_CHECK(cudaMemcpyAsync(s->h_out, s->next - kOutHdr,
+                              (size_t)(kOutHdr + copy_edges) * sizeof(keyer_knn_edge),
                               cudaMemcpyDeviceToHost, stream));
-    if (copy_edges > 0)
-        KNN_CHECK(cudaMemcpyAsync(s->h_edges, s->next, (size_t)copy_edges * sizeof(keyer_knn_edge),
-                                  cudaMemcpyDeviceToHost, stream));
     return cudaSuccess;
 }
 
@@ -757,8 +770,7 @@ void free_all(State *s)
     if (s->cap_stream_made)
         cudaStreamDestroy(s->cap_stream);
     cudaFreeHost(s->h_in);
-    cudaFreeHost(s->h_counters);
-    cudaFreeHost(s->h_edges);
+    cudaFreeHost(s->h_out);
     void *dev[] = {s->in,         s->sorted_ids,   s->key,         s->idx,     s->sorted_idx,
                    s->deg,        s->rank2,        s->xs,          s->xs_idx,
                    s->rank,
@@ -768,7 +780,7 @@ void free_all(State *s)
                    s->cslot,      s->cslot_sorted, s->cslot_final, s->len_key,
                    s->len_key_sorted, s->l_u,      s->l_v,         s->st,      s->vkey,
                    s->vkey_sorted, s->vval,        s->v_rank,      s->v_off,   s->v_pos,
-                   s->v_acc,      s->flag,         s->at,          s->prev,    s->next,
+                   s->v_acc,      s->flag,         s->at,          s->ebuf[0], s->ebuf[1],
                    s->prev_at,    s->next_at,      s->temp};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         if (dev[i])
@@ -824,9 +836,8 @@ keyer_status knn_create(const keyer_knn_params *p, int max_points, void **state,
         const size_t n = (size_t)max_points, nk = n * (size_t)p->k, ml = (size_t)s->max_l;
         const size_t me = (size_t)s->max_edges;
         if ((e = cudaMallocHost(reinterpret_cast<void **>(&s->h_in), kHdrBytes + n * kInBytes)) ||
-            (e = cudaMallocHost(reinterpret_cast<void **>(&s->h_counters), 2 * sizeof(int))) ||
-            (e = cudaMallocHost(reinterpret_cast<void **>(&s->h_edges),
-                                me * sizeof(keyer_knn_edge))) ||
+            (e = cudaMallocHost(reinterpret_cast<void **>(&s->h_out),
+                                (kOutHdr + me) * sizeof(keyer_knn_edge))) ||
             (e = dalloc(&s->in, kHdrBytes + n * kInBytes)) || (e = dalloc(&s->sorted_ids, n)) ||
             (e = dalloc(&s->key, ml)) || (e = dalloc(&s->deg, n)) ||
             (e = dalloc(&s->rank2, 2 * n)) || (e = dalloc(&s->xs, n)) ||
@@ -847,7 +858,7 @@ keyer_status knn_create(const keyer_knn_params *p, int max_points, void **state,
             (e = dalloc(&s->vval, 2 * ml)) || (e = dalloc(&s->v_rank, 2 * ml)) ||
             (e = dalloc(&s->v_off, n + 1)) || (e = dalloc(&s->v_pos, n)) ||
             (e = dalloc(&s->v_acc, n)) || (e = dalloc(&s->flag, ml)) || (e = dalloc(&s->at, ml)) ||
-            (e = dalloc(&s->prev, me)) || (e = dalloc(&s->next, me)) ||
+            (e = dalloc(&s->ebuf[0], kOutHdr + me)) || (e = dalloc(&s->ebuf[1], kOutHdr + me)) ||
             (e = dalloc(&s->prev_at, 2 * me)) || (e = dalloc(&s->next_at, 2 * me))) {
             st = cuda_fail(err, "allocation", e);
             goto done;
@@ -872,6 +883,10 @@ keyer_status knn_create(const keyer_knn_params *p, int max_points, void **state,
     s->xy = reinterpret_cast<float2 *>(s->in + kHdrBytes);
     s->ids = reinterpret_cast<uint32_t *>(s->in + kHdrBytes +
                                           2 * sizeof(float) * (size_t)max_points);
+    s->h_counters = reinterpret_cast<int *>(s->h_out);
+    s->h_edges = s->h_out + kOutHdr;
+    s->prev = s->ebuf[0] + kOutHdr;
+    s->next = s->ebuf[1] + kOutHdr;
     s->edges0 = s->prev;
     s->last_n = -1;
     if ((e = small_path_setup(s)) != cudaSuccess) {

@@ -458,8 +458,10 @@ __global__ void __launch_bounds__(kChunk)
     __shared__ uint64_t s_k[kChunk];
     const int kept = counters[kCountKept], taken = counters[kCountTaken];
     const int c = blockIdx.x, p = threadIdx.x, m = min(kChunk, taken - c * kChunk);
-    if (c == 0 && p == 0)
+    if (c == 0 && p == 0) {
         counters[1] = kept + taken;
+        put_counters(next, counters[0], kept + taken);
+    }
     if (m <= 0)
         return;
     const uint64_t x = p < m ? sorted[c * kChunk + p] : 0;
