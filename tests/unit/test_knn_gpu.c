@@ -4,7 +4,9 @@
  * positions, NaN / infinite / far points) at several k / max_degree / max_dy, 5,000 and 50,000
  * points, face-mesh landmarks of the test photos; frames of changing size across the limits of
  * the CUDA graph's small path; then repeated ids, an empty frame, the output capacity and a
- * stream. Also curves flattened on the device against the CPU renderer (the
+ * stream. Consecutive frames of one size take the small path's replays of a captured CUDA
+ * graph (both parities of its edge buffers from the third frame), frames of changing size its
+ * launches one by one. Also curves flattened on the device against the CPU renderer (the
  * overlay tests' tolerance: one code value, 99% of samples equal).
  * KEYER_KNN_GPU_QUICK=1 (e.g. under compute-sanitizer): small sets only.
  */
