@@ -1,8 +1,8 @@
 /*
  * The small path of the CUDA kNN graph (included by knn.cu only): for up to kSmallN points and
- * k <= kSweepK an update is a memset and eleven kernels (one fewer on a first frame), two of
- * them one block of kSmallThreads threads, instead of the large path's forty launches and CUB
- * sorts:
+ * k <= kSweepK an update is a memset and thirteen kernels (one fewer on a first frame), two
+ * of them one block of kSmallThreads threads, instead of the large path's forty launches and
+ * CUB sorts:
  *
  *  1. the neighbours (knn_sweep.cuh): the ids' order and the x order by counting (n^2
  *     comparisons over the whole device), the points in x order, and a warp per point walking
@@ -11,8 +11,9 @@
  *  3. small_cand_kernel: every live edge of L (kept previous edges, then candidates) gets a
  *     64-bit key in L order (a previous edge: its rank e; a candidate: bit 63, its length's
  *     bits, the ranks of its ids: (length, a, b) order) and counts at both of its ends;
- *  4. small_csr_kernel (one block): each point's live edges listed (a prefix sum of the counts
- *     and a fill) and sorted by key, so that each list is in L order as the degree cap needs;
+ *  4. each point's live edges listed (small_offsets_kernel, one block: a prefix sum of the
+ *     counts; small_fill_kernel) and sorted by key (small_sort_kernel), so that each list is
+ *     in L order as the degree cap needs;
  *  5. small_cap_kernel (one block): the degree cap's rounds (small_step: vertex_step_t's
  *     rules, the states a byte per edge in shared memory, the lists there too when they fit)
  *     until every edge is decided; then the taken previous edges in their order to the output,
@@ -125,82 +126,72 @@ __global__ void small_cand_kernel(const int *__restrict__ hdr, int n,
 }
 
 /* 4. Each point's live edges (v_list[v_off[u]..v_off[u+1])) in key order, as entries
- * (slot << 1 | end): end 0 when the point is the edge's l_u, 1 when it is its l_v.
- * Dynamic shared memory: 4 x n bytes. */
-constexpr int kListSort = 16; /* lists up to this long are sorted in registers */
+ * (slot << 1 | end): end 0 when the point is the edge's l_u, 1 when it is its l_v. Three
+ * kernels: the offsets (one block: a prefix sum of the counts), the fill (a thread per slot),
+ * the sort (a thread per point). */
+
+/* 4a. v_off: the prefix sum of deg (n + 1 entries); cur: a copy of its first n. */
 __global__ void __launch_bounds__(kSmallThreads)
-    small_csr_kernel(int n, int k, const int *__restrict__ hdr, const int *deg,
-                     const int *__restrict__ st,
-                     const int *__restrict__ l_u, const int *__restrict__ l_v,
-                     const uint64_t *__restrict__ key, int *v_off, int *v_list)
+    small_offsets_kernel(int n, const int *deg, int *v_off, int *__restrict__ cur)
 {
-    extern __shared__ int s_cur[];
     __shared__ int s_part[kSmallThreads];
-    const int tid = threadIdx.x, total = hdr[0] + n * k;
     block_exclusive_scan(deg, v_off, n, s_part);
-    for (int u = tid; u < n; u += kSmallThreads)
-        s_cur[u] = __ldcg(&v_off[u]);
-    __syncthreads();
-    constexpr int kBatch = 4; /* slots per thread whose loads are in flight together */
-    for (int t0 = tid; t0 < total; t0 += kBatch * kSmallThreads) {
-        int live[kBatch], a[kBatch], b[kBatch];
+    for (int u = threadIdx.x; u < n; u += kSmallThreads)
+        cur[u] = __ldcg(&v_off[u]);
+}
+
+/* 4b. Each live slot of L (P = hdr[0] previous edges, then n k candidate slots) listed at both
+ * of its ends, in any order. */
+__global__ void small_fill_kernel(const int *__restrict__ hdr, int n, int k,
+                                  const int *__restrict__ st, const int *__restrict__ l_u,
+                                  const int *__restrict__ l_v, int *cur, int *__restrict__ v_list)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= hdr[0] + n * k || st[t] != 0)
+        return;
+    v_list[atomicAdd(&cur[l_u[t]], 1)] = t << 1;
+    v_list[atomicAdd(&cur[l_v[t]], 1)] = (t << 1) | 1;
+}
+
+/* 4c. Each point's list sorted by key (a thread per point). */
+constexpr int kListSort = 16; /* lists up to this long are sorted in registers */
+__global__ void small_sort_kernel(int n, const int *__restrict__ v_off,
+                                  const uint64_t *__restrict__ key, int *v_list)
+{
+    const int u = blockIdx.x * blockDim.x + threadIdx.x;
+    if (u >= n)
+        return;
+    const int lo = v_off[u], hi = v_off[u + 1], d = hi - lo;
+    if (d <= kListSort) { /* each entry's place: the keys below its own (keys differ) */
+        uint64_t kk[kListSort];
+        int ee[kListSort];
 #pragma unroll
-        for (int q = 0; q < kBatch; q++) {
-            const int t = t0 + q * kSmallThreads;
-            live[q] = t < total && st[t] == 0;
+        for (int q = 0; q < kListSort; q++) {
+            ee[q] = q < d ? v_list[lo + q] : 0;
+            kk[q] = q < d ? key[ee[q] >> 1] : ~0ull;
         }
 #pragma unroll
-        for (int q = 0; q < kBatch; q++) {
-            const int t = t0 + q * kSmallThreads;
-            a[q] = live[q] ? l_u[t] : 0;
-            b[q] = live[q] ? l_v[t] : 0;
-        }
+        for (int q = 0; q < kListSort; q++) {
+            int below = 0;
 #pragma unroll
-        for (int q = 0; q < kBatch; q++)
-            if (live[q]) {
-                const int t = t0 + q * kSmallThreads;
-                v_list[atomicAdd(&s_cur[a[q]], 1)] = t << 1;
-                v_list[atomicAdd(&s_cur[b[q]], 1)] = (t << 1) | 1;
-            }
-    }
-    __syncthreads();
-    for (int u = tid; u < n; u += kSmallThreads) {
-        const int lo = __ldcg(&v_off[u]), hi = __ldcg(&v_off[u + 1]), d = hi - lo;
-        if (d <= kListSort) { /* each entry's place: the keys below its own (keys differ) */
-            uint64_t kk[kListSort];
-            int ee[kListSort];
-#pragma unroll
-            for (int q = 0; q < kListSort; q++) {
-                ee[q] = q < d ? __ldcg(&v_list[lo + q]) : 0;
-                kk[q] = q < d ? key[ee[q] >> 1] : ~0ull;
-            }
-#pragma unroll
-            for (int q = 0; q < kListSort; q++) { /* d^2 comparisons, not kListSort^2 */
-                if (q >= d)
-                    break;
-                int below = 0;
-#pragma unroll
-                for (int r = 0; r < kListSort; r++) {
-                    if (r >= d)
-                        break;
-                    below += kk[r] < kk[q];
-                }
+            for (int r = 0; r < kListSort; r++)
+                below += kk[r] < kk[q];
+            if (q < d)
                 v_list[lo + below] = ee[q];
-            }
-            continue;
         }
-        for (int a = lo + 1; a < hi; a++) { /* a long list: insertion sort in place */
-            const int ea = __ldcg(&v_list[a]);
-            const uint64_t ka = key[ea >> 1];
-            int b = a - 1;
-            for (; b >= lo; b--) {
-                const int eb = __ldcg(&v_list[b]);
-                if (key[eb >> 1] < ka)
-                    break;
-                v_list[b + 1] = eb;
-            }
-            v_list[b + 1] = ea;
+        return;
+    }
+    for (int a = lo + 1; a < hi; a++) { /* a long list: insertion sort in place */
+        const int ea = v_list[a];
+        const uint64_t ka = key[ea >> 1];
+        int b = a - 1;
+        for (; b >= lo; b--) {
+            const int eb = v_list[b];
+            if (key[eb >> 1] < ka)
+                break;
+            v_list[b + 1] = eb;
         }
+        v_list[b + 1] = ea;
     }
 }
 
@@ -566,8 +557,13 @@ cudaError_t launch_small(State *s, int n, const SmallPlan &sp, cudaStream_t stre
         s->hdr, n, s->ids, s->rank, s->knn_j, s->n_knn, s->knn_d2, k, s->drop, s->l_u, s->l_v,
         s->st, s->key, s->deg);
     KNN_SMALL_LAUNCHED();
-    small_csr_kernel<<<1, kSmallThreads, (size_t)n * sizeof(int), stream>>>(
-        n, k, s->hdr, s->deg, s->st, s->l_u, s->l_v, s->key, s->v_off, s->v_rank);
+    /* the lists (v_rank), their offsets (v_off); v_pos: the fill's cursors */
+    small_offsets_kernel<<<1, kSmallThreads, 0, stream>>>(n, s->deg, s->v_off, s->v_pos);
+    KNN_SMALL_LAUNCHED();
+    small_fill_kernel<<<blocks((long long)sp.p_grid + nk), kThreads, 0, stream>>>(
+        s->hdr, n, k, s->st, s->l_u, s->l_v, s->v_pos, s->v_rank);
+    KNN_SMALL_LAUNCHED();
+    small_sort_kernel<<<blocks(n), kThreads, 0, stream>>>(n, s->v_off, s->key, s->v_rank);
     KNN_SMALL_LAUNCHED();
     small_cap_kernel<<<1, kSmallThreads, sp.cap_smem, stream>>>(
         n, k, s->hdr, s->p.max_degree, (int)sp.cap_smem, s->v_off, s->v_rank, s->l_u, s->l_v,
