@@ -224,10 +224,17 @@ __device__ __forceinline__ int byte_set(unsigned *stw, int t, int bits)
     return (int)((atomicOr(&stw[t >> 2], (unsigned)bits << sh) >> sh) & 0xffu);
 }
 
+/* The lists' entries: the first cap in shared memory, the rest in global memory. */
+struct ListView {
+    const int *s, *g;
+    int cap;
+    __device__ __forceinline__ int operator[](int q) const { return q < cap ? s[q] : g[q]; }
+};
+
 /* vertex_step_t (knn_cap.cuh) for the small path: the point's list entries carry its end of
  * each edge, its place and count are the caller's registers, the states are bytes. */
-__device__ bool small_step(const int *list, int end, int max_degree, unsigned *stw, int &pos,
-                           int &acc)
+__device__ bool small_step(const ListView &list, int end, int max_degree, unsigned *stw,
+                           int &pos, int &acc)
 {
     for (;;) {
         while (pos < end) {
@@ -271,8 +278,8 @@ __device__ bool small_step(const int *list, int end, int max_degree, unsigned *s
 /* 5. The degree cap; the taken previous edges to the output in their order, the taken
  * candidates' keys to taken_key (compacted; their number and the kept edges' in counters[]:
  * small_merge_kernel finishes the output). More taken than n max_degree / 2 sets bit 1 of
- * counters[0]. Dynamic shared memory: @p smem bytes (the states: a byte per slot; the lists
- * when they fit after them, else they are read from v_list). */
+ * counters[0]. Dynamic shared memory: @p smem bytes (the states: a byte per slot; then as
+ * many of the lists' first entries as fit, the rest read from v_list). */
 constexpr int kPerThread = kSmallN / kSmallThreads; /* points per thread */
 __global__ void __launch_bounds__(kSmallThreads)
     small_cap_kernel(int n, int k, const int *__restrict__ hdr, int max_degree, int smem,
@@ -289,9 +296,9 @@ __global__ void __launch_bounds__(kSmallThreads)
     const int tid = threadIdx.x, n_prev = hdr[0], total = n_prev + n * k;
     const int st_words = (total + 3) / 4, st_bytes = (st_words * 4 + 15) / 16 * 16;
     const int entries = v_off[n];
-    const bool fit = (long long)st_bytes + 4ll * entries <= (long long)smem;
+    const int in_smem = max(0, min(entries, (smem - st_bytes) / 4));
     int *s_list = reinterpret_cast<int *>(reinterpret_cast<unsigned char *>(s_mem) + st_bytes);
-    const int *list = fit ? s_list : v_list;
+    const ListView list = {s_list, v_list, in_smem};
     /* The states, 0 (live) or kRefused, a byte each: four slots per word (st is 16-byte
      * aligned), two words per thread in flight. */
     for (int w0 = tid; w0 < st_words; w0 += 2 * kSmallThreads) {
@@ -316,8 +323,9 @@ __global__ void __launch_bounds__(kSmallThreads)
                          (unsigned)v[q].w << 24;
         }
     }
-    if (fit) { /* the lists: 16 bytes per load (both 16-byte aligned), two in flight */
-        const int quads = entries / 4;
+    { /* the lists' first in_smem entries: 16 bytes per load (both 16-byte aligned), two in
+       * flight */
+        const int quads = in_smem / 4;
         const int4 *src = reinterpret_cast<const int4 *>(v_list);
         int4 *dst = reinterpret_cast<int4 *>(s_list);
         for (int q0 = tid; q0 < quads; q0 += 2 * kSmallThreads) {
@@ -327,7 +335,7 @@ __global__ void __launch_bounds__(kSmallThreads)
             if (q1 < quads)
                 dst[q1] = y;
         }
-        for (int q = 4 * quads + tid; q < entries; q += kSmallThreads)
+        for (int q = 4 * quads + tid; q < in_smem; q += kSmallThreads)
             s_list[q] = v_list[q];
     }
     int pos[kPerThread], end[kPerThread], acc[kPerThread];
