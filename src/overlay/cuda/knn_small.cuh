@@ -14,17 +14,18 @@
  *  4. each point's live edges listed (small_offsets_kernel, one block: a prefix sum of the
  *     counts; small_fill_kernel) and sorted by key (small_sort_kernel), so that each list is
  *     in L order as the degree cap needs;
- *  5. small_cap_kernel (one block): the degree cap's rounds (small_step: vertex_step_t's
- *     rules, the states a byte per edge in shared memory, the lists there too when they fit)
- *     until every edge is decided; then the taken previous edges in their order to the output,
- *     and the taken candidates' keys compacted;
+ *  5. small_cap_kernel (one block): the degree cap's rounds (small_read, small_write:
+ *     vertex_step_t's rules in a reading and a writing phase, a byte per edge and end in
+ *     shared memory, the lists there too as far as they fit) until every edge is decided; then
+ *     the taken previous edges in their order to the output, and the taken candidates' keys
+ *     compacted;
  *  6. small_chunk_sort_kernel and small_merge_kernel: the taken candidates in key order to the
  *     output, over several blocks (chunks of kChunk keys sorted, then each key's place: its
  *     place in its chunk plus the keys below it in the others).
  *
  * Limits (checked by the launcher, which otherwise takes the large path): n <= kSmallN (ranks
- * in 13 bits, kPerThread points per thread), k <= kSweepK, and a byte per slot of L (P + n k)
- * in kSmallSmem bytes.
+ * in 13 bits, kPerThread points per thread), k <= kSweepK, and two bytes per slot of L
+ * (P + n k) in kSmallSmem bytes.
  */
 #ifndef KEYER_OVERLAY_CUDA_KNN_SMALL_CUH
 #define KEYER_OVERLAY_CUDA_KNN_SMALL_CUH
@@ -213,15 +214,22 @@ __device__ __forceinline__ void put_edge(const uint32_t *__restrict__ ids, int u
     next_at[2 * pos + 1] = v;
 }
 
-/* Edge states as bytes, four to a word of shared memory, read and set by atomics. */
-__device__ __forceinline__ int byte_state(unsigned *stw, int t)
+/* The degree cap's states in shared memory: a byte per slot of L for each end of the edge
+ * (ends[t]: its l_u end's, ends[slots + t]: its l_v end's): 0 undecided, kEndOk (the end
+ * agrees), kEndNo (the end refuses; also a dead slot's). Each byte is written by one thread
+ * only, the one that owns that end's point: reads and writes happen in phases separated by
+ * barriers, so plain loads and stores suffice (no atomics). An edge is taken when both ends
+ * agree, refused when either refuses (an end that agrees never refuses the same edge: it
+ * agrees only when it has room even if every undecided edge before it is taken). */
+constexpr unsigned char kEndOk = 1, kEndNo = 2;
+enum EdgeState { kUndecided = 0, kIsTaken = 1, kIsRefused = 2 };
+
+__device__ __forceinline__ int end_state(const unsigned char *ends, int slots, int t)
 {
-    return (int)((atomicOr(&stw[t >> 2], 0u) >> ((t & 3) * 8)) & 0xffu);
-}
-__device__ __forceinline__ int byte_set(unsigned *stw, int t, int bits)
-{
-    const int sh = (t & 3) * 8;
-    return (int)((atomicOr(&stw[t >> 2], (unsigned)bits << sh) >> sh) & 0xffu);
+    const unsigned char a = ends[t], b = ends[slots + t];
+    return (a == kEndNo || b == kEndNo) ? kIsRefused
+           : (a == kEndOk && b == kEndOk) ? kIsTaken
+                                          : kUndecided;
 }
 
 /* The lists' entries: the first cap in shared memory, the rest in global memory. */
@@ -231,55 +239,67 @@ struct ListView {
     __device__ __forceinline__ int operator[](int q) const { return q < cap ? s[q] : g[q]; }
 };
 
-/* vertex_step_t (knn_cap.cuh) for the small path: the point's list entries carry its end of
- * each edge, its place and count are the caller's registers, the states are bytes. */
-__device__ bool small_step(const ListView &list, int end, int max_degree, unsigned *stw,
-                           int &pos, int &acc)
+/* vertex_step_t's rules (knn_cap.cuh) as one round's reading phase for one point: its decided
+ * prefix passed (pos, acc), then what it writes in the writing phase: *mask (bit o: the entry
+ * at pos + o, at most 32 of them) and *mark (kEndNo: it is full, it refuses them; kEndOk: it
+ * agrees to them, each with room even if every undecided edge before it is taken). Returns
+ * whether the point still has undecided edges. */
+__device__ bool small_read(const ListView &list, int end, int max_degree,
+                           const unsigned char *ends, int slots, int &pos, int &acc,
+                           unsigned &mask, unsigned char &mark)
 {
-    for (;;) {
-        while (pos < end) {
-            const int s = byte_state(stw, list[pos] >> 1);
-            if (s & kTaken) {
-                acc++;
-                pos++;
-            } else if (s & kRefused) {
-                pos++;
-            } else {
-                break;
-            }
-        }
-        if (pos < end && acc >= max_degree) { /* full: the next edge is refused here */
-            byte_set(stw, list[pos] >> 1, kRefused);
-            pos++;
-            continue;
-        }
-        break;
+    mask = 0;
+    while (pos < end) {
+        const int s = end_state(ends, slots, list[pos] >> 1);
+        if (s == kUndecided)
+            break;
+        acc += s == kIsTaken;
+        pos++;
     }
     if (pos == end)
         return false;
-    int maybe = 0; /* undecided or taken edges passed beyond the decided prefix */
-    for (int q = pos; q < end && acc + maybe < max_degree; q++) {
-        const int e = list[q], t = e >> 1;
-        int s = byte_state(stw, t);
-        if (s & kRefused)
-            continue;
-        if (!(s & kTaken)) {
-            const int mine = (e & 1) ? kOkV : kOkU, other = mine ^ (kOkU | kOkV);
-            if (!(s & mine))
-                s = byte_set(stw, t, mine) | mine;
-            if ((s & other) && !(s & kRefused))
-                byte_set(stw, t, kTaken);
+    if (acc >= max_degree) { /* full: every undecided edge from here is refused */
+        mark = kEndNo;
+        for (int o = 0; o < 32 && pos + o < end; o++) {
+            const int e = list[pos + o], t = e >> 1;
+            if (end_state(ends, slots, t) == kUndecided &&
+                ends[(e & 1) ? slots + t : t] == 0) /* (an end never changes its mark) */
+                mask |= 1u << o;
         }
+        return true;
+    }
+    mark = kEndOk;
+    int maybe = 0; /* undecided or taken edges passed beyond the decided prefix */
+    for (int o = 0; o < 32 && pos + o < end && acc + maybe < max_degree; o++) {
+        const int e = list[pos + o], t = e >> 1;
+        const int s = end_state(ends, slots, t);
+        if (s == kIsRefused)
+            continue;
+        if (s == kUndecided && ends[(e & 1) ? slots + t : t] != kEndOk)
+            mask |= 1u << o;
         maybe++;
     }
     return true;
 }
 
+/* The writing phase of a round for one point: its mark on the entries of mask. */
+__device__ __forceinline__ void small_write(const ListView &list, unsigned char *ends,
+                                            int slots, int pos, unsigned mask,
+                                            unsigned char mark)
+{
+    while (mask) {
+        const int o = __ffs(mask) - 1;
+        mask &= mask - 1;
+        const int e = list[pos + o];
+        ends[(e & 1) ? slots + (e >> 1) : (e >> 1)] = mark;
+    }
+}
+
 /* 5. The degree cap; the taken previous edges to the output in their order, the taken
  * candidates' keys to taken_key (compacted; their number and the kept edges' in counters[]:
  * small_merge_kernel finishes the output). More taken than n max_degree / 2 sets bit 1 of
- * counters[0]. Dynamic shared memory: @p smem bytes (the states: a byte per slot; then as
- * many of the lists' first entries as fit, the rest read from v_list). */
+ * counters[0]. Dynamic shared memory: @p smem bytes (the marks: a byte per slot and end; then
+ * as many of the lists' first entries as fit, the rest read from v_list). */
 constexpr int kPerThread = kSmallN / kSmallThreads; /* points per thread */
 __global__ void __launch_bounds__(kSmallThreads)
     small_cap_kernel(int n, int k, const int *__restrict__ hdr, int max_degree, int smem,
@@ -291,37 +311,19 @@ __global__ void __launch_bounds__(kSmallThreads)
                      int *__restrict__ next_at, int *counters)
 {
     extern __shared__ __align__(16) uint64_t s_mem[];
-    unsigned *stw = reinterpret_cast<unsigned *>(s_mem);
+    unsigned char *ends = reinterpret_cast<unsigned char *>(s_mem);
     __shared__ int s_part[kSmallThreads];
     const int tid = threadIdx.x, n_prev = hdr[0], total = n_prev + n * k;
-    const int st_words = (total + 3) / 4, st_bytes = (st_words * 4 + 15) / 16 * 16;
+    const int slots = (total + 15) / 16 * 16, st_bytes = 2 * slots; /* both ends' marks */
     const int entries = v_off[n];
     const int in_smem = max(0, min(entries, (smem - st_bytes) / 4));
-    int *s_list = reinterpret_cast<int *>(reinterpret_cast<unsigned char *>(s_mem) + st_bytes);
+    int *s_list = reinterpret_cast<int *>(ends + st_bytes);
     const ListView list = {s_list, v_list, in_smem};
-    /* The states, 0 (live) or kRefused, a byte each: four slots per word (st is 16-byte
-     * aligned), two words per thread in flight. */
-    for (int w0 = tid; w0 < st_words; w0 += 2 * kSmallThreads) {
-        int4 v[2];
-#pragma unroll
-        for (int q = 0; q < 2; q++) {
-            const int w = w0 + q * kSmallThreads;
-            if (4 * w + 3 < total) {
-                v[q] = reinterpret_cast<const int4 *>(st)[w];
-            } else {
-                v[q].x = 4 * w < total ? st[4 * w] : 0;
-                v[q].y = 4 * w + 1 < total ? st[4 * w + 1] : 0;
-                v[q].z = 4 * w + 2 < total ? st[4 * w + 2] : 0;
-                v[q].w = 0;
-            }
-        }
-#pragma unroll
-        for (int q = 0; q < 2; q++) {
-            const int w = w0 + q * kSmallThreads;
-            if (w < st_words)
-                stw[w] = (unsigned)v[q].x | (unsigned)v[q].y << 8 | (unsigned)v[q].z << 16 |
-                         (unsigned)v[q].w << 24;
-        }
+    /* The marks: a dead slot (st: kRefused) refused at its first end, a live one undecided. */
+#pragma unroll 4
+    for (int t = tid; t < slots; t += kSmallThreads) {
+        ends[t] = t < total && st[t] != 0 ? kEndNo : 0;
+        ends[slots + t] = 0;
     }
     { /* the lists' first in_smem entries: 16 bytes per load (both 16-byte aligned), two in
        * flight */
@@ -347,23 +349,35 @@ __global__ void __launch_bounds__(kSmallThreads)
         acc[j] = 0;
     }
     __syncthreads();
+    /* Rounds: every point reads (its edges' marks, as the last round left them), a barrier,
+     * every point writes its own marks, a barrier. The first undecided edge of L is decided in
+     * every round (both its ends have passed every edge before it), so the rounds end. */
     for (;;) {
+        unsigned mask[kPerThread];
+        unsigned char mark[kPerThread];
         int pending = 0;
 #pragma unroll
-        for (int j = 0; j < kPerThread; j++)
+        for (int j = 0; j < kPerThread; j++) {
+            mask[j] = 0;
+            mark[j] = 0;
             if (pos[j] < end[j])
-                pending |= small_step(list, end[j], max_degree, stw, pos[j], acc[j]);
+                pending |= small_read(list, end[j], max_degree, ends, slots, pos[j], acc[j],
+                                      mask[j], mark[j]);
+        }
         if (!__syncthreads_or(pending))
             break;
+#pragma unroll
+        for (int j = 0; j < kPerThread; j++)
+            if (mask[j])
+                small_write(list, ends, slots, pos[j], mask[j], mark[j]);
+        __syncthreads();
     }
     /* The taken previous edges, in their order: a count per contiguous chunk, a scan. */
     const int per = (n_prev + kSmallThreads - 1) / kSmallThreads;
     const int lo = min(tid * per, n_prev), hi = min(lo + per, n_prev);
-    /* Past the rounds' last barrier nothing writes the states: plain reads. */
-    const unsigned char *stb = reinterpret_cast<const unsigned char *>(stw);
     int mine = 0;
     for (int t = lo; t < hi; t++)
-        mine += (stb[t] & kTaken) != 0;
+        mine += end_state(ends, slots, t) == kIsTaken;
     s_part[tid] = mine;
     __syncthreads();
     for (int off = 1; off < kSmallThreads; off <<= 1) {
@@ -375,7 +389,7 @@ __global__ void __launch_bounds__(kSmallThreads)
     const int kept = s_part[kSmallThreads - 1];
     int at = s_part[tid] - mine;
     for (int t = lo; t < hi; t++)
-        if (stb[t] & kTaken)
+        if (end_state(ends, slots, t) == kIsTaken)
             put_edge(ids, l_u[t], l_v[t], at++, next, next_at);
     __syncthreads(); /* every thread has read s_part */
     /* The taken candidates' keys, compacted in slot order (a count per contiguous range of
@@ -384,7 +398,7 @@ __global__ void __launch_bounds__(kSmallThreads)
     const int clo = min(tid * cper, n_cand), chi = min(clo + cper, n_cand);
     int cmine = 0;
     for (int c = clo; c < chi; c++)
-        cmine += (stb[n_prev + c] & kTaken) != 0;
+        cmine += end_state(ends, slots, n_prev + c) == kIsTaken;
     s_part[tid] = cmine;
     __syncthreads();
     for (int off = 1; off < kSmallThreads; off <<= 1) {
@@ -405,7 +419,7 @@ __global__ void __launch_bounds__(kSmallThreads)
     }
     int cat = s_part[tid] - cmine;
     for (int c = clo; c < chi; c++)
-        if (stb[n_prev + c] & kTaken)
+        if (end_state(ends, slots, n_prev + c) == kIsTaken)
             taken_key[cat++] = key[n_prev + c];
     if (tid == 0) {
         counters[kCountKept] = kept;
@@ -511,9 +525,10 @@ SmallPlan small_plan(const State *s, int n)
     SmallPlan sp = {false, false, 0, 0, 0};
     const long long nk = (long long)n * s->p.k, total = (long long)s->n_prev + nk;
     const long long half = (long long)n * s->p.max_degree / 2;
-    if (n > kSmallN || s->p.k > kSweepK || s->small_smem <= 0 || total + 16 > s->small_smem)
+    /* the degree cap's marks: two bytes per slot of L (16-byte aligned) */
+    if (n > kSmallN || s->p.k > kSweepK || s->small_smem <= 0 || 2 * (total + 16) > s->small_smem)
         return sp;
-    sp.replay = s->n_prev <= half && half + nk + 16 <= s->small_smem;
+    sp.replay = s->n_prev <= half && 2 * (half + nk + 16) <= s->small_smem;
     sp.p_grid = sp.replay ? (int)half : s->n_prev;
     const long long most = half < nk ? half : nk;
     sp.chunks = (int)((most + kChunk - 1) / kChunk);
