@@ -4,13 +4,16 @@
  * a device exists. Points move a little every frame (the hysteresis path of a tracked scene).
  *
  * Usage: bench_knn [--frames F] [--k K] [--impl cpu-o(n^2)|cpu-grid|cuda] [--n N]
- *                  [--set uniform|clustered|mixed] [--json]
+ *                  [--set uniform|clustered|mixed] [--vary] [--json]
  * Prints one line per (implementation, set, n): the median and best wall-clock ms per graph over
  * F frames, and the median CPU time of the calling thread (the one core's work on the CPU; on a
  * shared machine it is the steadier figure; for CUDA only the host's part). --impl times one
  * implementation only, --n one number of points (instead of 1,000, 5,000 and 50,000), --set one
  * set (e.g. for a profiler). The CUDA figure is what a caller gets: the points copied in, the graph
- * built, the edges back in host memory when keyer_knn_graph_update returns.
+ * built, the edges back in host memory when keyer_knn_graph_update returns. --vary: every other
+ * frame has one point fewer (points leaving and coming back: no two updates in a row of one
+ * size, so the CUDA graph queues its launches one by one instead of replaying a captured
+ * update).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -35,8 +38,9 @@ static double thread_cpu_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-/* Times F frames of one implementation (cuda -1: the oracle). */
-static int run(int cuda, kt_knn_set set, int n, int k, int frames, result *out)
+/* Times F frames of one implementation (cuda -1: the oracle); vary: every other frame has one
+ * point fewer. */
+static int run(int cuda, kt_knn_set set, int n, int k, int frames, int vary, result *out)
 {
     uint32_t *ids = malloc((size_t)n * sizeof(uint32_t));
     float *xy = malloc((size_t)n * 2 * sizeof(float));
@@ -62,10 +66,11 @@ static int run(int cuda, kt_knn_set set, int n, int k, int frames, result *out)
     for (int f = -2; f < frames; f++) { /* two warm-up frames */
         kt_knn_jitter(set, n, (uint32_t)(f + 3), xy);
         int ne = 0;
+        const int m = vary && (f & 1) ? n - 1 : n;
         double t0 = kb_now_ms(), c0 = thread_cpu_ms();
         if (o)
-            ne = kt_knn_oracle_update(o, ids, xy, n, edges);
-        else if (keyer_knn_graph_update(g, ids, xy, n, edges, n * 4, &ne, &err)) {
+            ne = kt_knn_oracle_update(o, ids, xy, m, edges);
+        else if (keyer_knn_graph_update(g, ids, xy, m, edges, n * 4, &ne, &err)) {
             fprintf(stderr, "bench_knn: %s\n", err.message);
             goto done;
         }
@@ -95,7 +100,7 @@ done:
 
 int main(int argc, char **argv)
 {
-    int frames = 20, k = 5, json = 0, only_n = -1;
+    int frames = 20, k = 5, json = 0, only_n = -1, vary = 0;
     const char *only = NULL, *only_set = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--frames") && i + 1 < argc)
@@ -104,6 +109,8 @@ int main(int argc, char **argv)
             k = kb_int_arg(argv[0], "--k", argv[++i]);
         else if (!strcmp(argv[i], "--json"))
             json = 1;
+        else if (!strcmp(argv[i], "--vary"))
+            vary = 1;
         else if (!strcmp(argv[i], "--impl") && i + 1 < argc)
             only = argv[++i];
         else if (!strcmp(argv[i], "--n") && i + 1 < argc)
@@ -112,13 +119,15 @@ int main(int argc, char **argv)
             only_set = argv[++i];
         else {
             fprintf(stderr,
-                    "usage: %s [--frames F] [--k K] [--impl NAME] [--n N] [--set NAME] [--json]\n",
+                    "usage: %s [--frames F] [--k K] [--impl NAME] [--n N] [--set NAME] [--vary] "
+                    "[--json]\n",
                     argv[0]);
             return 2;
         }
     }
-    if (frames < 1 || k < 1 || only_n == 0 || only_n < -1) {
-        fprintf(stderr, "%s: --frames and --k must be >= 1, --n >= 1\n", argv[0]);
+    if (frames < 1 || k < 1 || only_n == 0 || only_n < -1 || (vary && only_n == 1)) {
+        fprintf(stderr, "%s: --frames and --k must be >= 1, --n >= 1 (>= 2 with --vary)\n",
+                argv[0]);
         return 2;
     }
     static const struct {
@@ -158,19 +167,19 @@ int main(int argc, char **argv)
                     (only_set && strcmp(only_set, kt_knn_set_name(sets[s]))))
                     continue;
                 result r = {0, 0, 0, 0};
-                if (run(impls[m].cuda, sets[s], sizes[z], k, frames, &r))
+                if (run(impls[m].cuda, sets[s], sizes[z], k, frames, vary, &r))
                     continue;
                 if (json)
                     printf("%s  {\"impl\": \"%s\", \"set\": \"%s\", \"n\": %d, \"k\": %d, "
-                           "\"median_ms\": %.4f, \"best_ms\": %.4f, \"thread_cpu_ms\": %.4f, "
-                           "\"edges\": %d}",
+                           "\"vary\": %d, \"median_ms\": %.4f, \"best_ms\": %.4f, "
+                           "\"thread_cpu_ms\": %.4f, \"edges\": %d}",
                            first ? "" : ",\n", impls[m].name, kt_knn_set_name(sets[s]),
-                           sizes[z], k, r.median, r.best, r.cpu, r.edges);
+                           sizes[z], k, vary, r.median, r.best, r.cpu, r.edges);
                 else
                     printf("%-11s %-10s n=%-6d k=%d  %9.3f ms/graph (median of %d), best %9.3f, "
-                           "thread CPU %9.3f ms, %d edges\n",
+                           "thread CPU %9.3f ms, %d edges%s\n",
                            impls[m].name, kt_knn_set_name(sets[s]), sizes[z], k, r.median, frames,
-                           r.best, r.cpu, r.edges);
+                           r.best, r.cpu, r.edges, vary ? " (n varies)" : "");
                 first = 0;
                 fflush(stdout);
             }

@@ -231,7 +231,11 @@ typedef struct keyer_knn_graph keyer_knn_graph;
 /**
  * Creates a graph for up to @p max_points points per frame (any number: the buffers for that
  * many points are allocated here, and nothing per frame). A CUDA graph (params->cuda = 1)
- * allocates device and pinned host memory on params->cuda_device.
+ * allocates device and pinned host memory and a CUDA stream on params->cuda_device. Its
+ * updates of up to 8,192 points with k <= 16 replay a captured CUDA graph when the number of
+ * points is the previous update's: the second and third updates of a new number capture it
+ * (once for each of the two edge buffers it alternates between) and later ones replay it; a
+ * number of points that changes every frame is served by launches queued one by one.
  * Errors: INVALID_ARGUMENT (max_points < 1, k < 1, max_degree < 1, hysteresis negative or not
  * finite, max_dy not finite, cuda not 0 or 1), UNSUPPORTED (cuda in a keyer built without
  * CUDA), OUT_OF_MEMORY, DEVICE (a CUDA call failed, e.g. no such device).

@@ -4,7 +4,9 @@
  * positions, NaN / infinite / far points) at several k / max_degree / max_dy, 5,000 and 50,000
  * points, face-mesh landmarks of the test photos; frames of changing size across the limits of
  * the CUDA graph's small path; then repeated ids, an empty frame, the output capacity and a
- * stream. Also curves flattened on the device against the CPU renderer (the
+ * stream. Consecutive frames of one size take the small path's replays of a captured CUDA
+ * graph (both parities of its edge buffers from the third frame), frames of changing size its
+ * launches one by one. Also curves flattened on the device against the CPU renderer (the
  * overlay tests' tolerance: one code value, 99% of samples equal).
  * KEYER_KNN_GPU_QUICK=1 (e.g. under compute-sanitizer): small sets only.
  */
@@ -111,6 +113,14 @@ static void test_sets(void **state)
         xy[2 * i + 1] = 9;
     }
     check(&p, KT_KNN_SETS, 64, 1, 0, ids, xy, "one spot");
+    /* Signed zeros and equal x: the small path walks the points in x order, where -0 and +0
+     * are distinct keys of equal numbers; columns of equal x on both sides of each point. */
+    for (int i = 0; i < 300; i++) {
+        ids[i] = (uint32_t)(7 * i + 1);
+        xy[2 * i] = i % 3 == 0 ? -0.0f : i % 3 == 1 ? 0.0f : (float)(i % 7) - 3.0f;
+        xy[2 * i + 1] = (float)(i / 5);
+    }
+    check(&p, KT_KNN_SETS, 300, 3, 0, ids, xy, "zeros");
     free(ids);
     free(xy);
 }
@@ -169,7 +179,8 @@ static void check_sizes(const keyer_knn_params *p, kt_knn_set kind, const int *s
 
 /* Both sides of the small path's limits: 8,192 points (small) and 8,193 (large), in one graph;
  * k 120 on 2,000 points (240,000 candidate slots: more states than the small path's shared
- * memory holds, large) and k 5 on 5,000 (small). */
+ * memory holds, large) and k 5 on 5,000 (small); k 16 (small: a lane of the x-order walk per
+ * neighbour, and the far point of the mixed set left to hard_kernel) and k 17 (large). */
 static void test_paths(void **state)
 {
     (void)state;
@@ -188,6 +199,14 @@ static void test_paths(void **state)
     wide.max_degree = 3;
     static const int few[] = {2000, 2000, 1990};
     check_sizes(&wide, KT_KNN_CLUSTERED, few, 3, 14, "k=120");
+    static const int some[] = {600, 600, 590, 600};
+    for (int kk = 16; kk <= 17; kk++) {
+        keyer_knn_params kp = keyer_knn_params_defaults();
+        kp.k = kk;
+        kp.max_degree = 5;
+        check_sizes(&kp, KT_KNN_MIXED, some, 4, 17, kk == 16 ? "k=16" : "k=17");
+        check_sizes(&kp, KT_KNN_CLUSTERED, some, 4, 18, kk == 16 ? "k=16" : "k=17");
+    }
     if (!quick()) {
         keyer_knn_params five = keyer_knn_params_defaults();
         five.k = 5;

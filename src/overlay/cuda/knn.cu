@@ -27,10 +27,14 @@
  *     loops until all are decided;
  *  6. the taken edges, in L order, compacted and copied to the host.
  *
- * That is the large path (about 40 launches). Up to 8,192 points an update takes the small
- * path of knn_small.cuh instead: the same steps in six kernels, three of them one block in
- * shared memory, with no CUB sort. Either way the points go in with one copy and the counters
- * and edges come back after one synchronisation.
+ * That is the large path (about 40 launches). Up to 8,192 points and k <= 16 an update takes
+ * the small path of knn_small.cuh instead: no grid (the neighbours by walking the points in x
+ * order, knn_sweep.cuh), no CUB sort, two kernels of one block in shared memory. Either way
+ * the points go in with one copy (after a small header: the number of previous edges, which
+ * the small path's kernels read on the device) and the counters and edges come back with one
+ * copy after one synchronisation. An update of the small path with as many points as the
+ * update before is the replay of a CUDA graph (captured once per size and parity of the edge
+ * buffers): one launch instead of about fifteen.
  *
  * Every buffer is allocated at create for max_points points; an update allocates nothing.
  * Layout: device helpers, kernels, the state, the small path (knn_small.cuh), the large path's
@@ -61,6 +65,8 @@ constexpr int kBins = 1024;    /* histogram bins of the grid's extent (cpu/knn.c
 constexpr int kHardRings = 32; /* rings a thread searches before hard_kernel takes the point */
 constexpr int kHardBlocks = 128;
 constexpr size_t kInBytes = 2 * sizeof(float) + sizeof(uint32_t); /* a point in: xy, id */
+constexpr size_t kHdrBytes = 16; /* before the points: the number of previous edges (an int) */
+constexpr int kOutHdr = 2; /* edges' room before the edges out: the counters (4 ints) */
 
 
 struct GridParams {
@@ -310,10 +316,11 @@ __global__ void scatter_kernel(const int *__restrict__ pt_cell, int n,
  * (hard_kernel). */
 #include "overlay/cuda/knn_search.cuh"
 
-/* The previous frame's edges: rank e of L when kept by the hysteresis bound (else refused
- * from the start), and the candidate slot of the same pair marked dropped. */
+/* The previous frame's edges (hdr[0] of them: the update's header, knn_update): rank e of L
+ * when kept by the hysteresis bound (else refused from the start), and the candidate slot of
+ * the same pair marked dropped. */
 __global__ void prev_kernel(const keyer_knn_edge *__restrict__ prev,
-                            const int *__restrict__ prev_at, int n_prev,
+                            const int *__restrict__ prev_at, const int *__restrict__ hdr,
                             const uint32_t *__restrict__ ids, const float2 *__restrict__ xy,
                             int n, const uint32_t *__restrict__ sorted_ids,
                             const int *__restrict__ sorted_idx, const int *__restrict__ knn_j,
@@ -323,7 +330,7 @@ __global__ void prev_kernel(const keyer_knn_edge *__restrict__ prev,
                             uint32_t *__restrict__ vkey, int *__restrict__ vval)
 {
     const int e = blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= n_prev)
+    if (e >= hdr[0])
         return;
     const int ia = index_of(ids, sorted_ids, sorted_idx, n, prev[e].a, prev_at[2 * e]);
     const int ib = index_of(ids, sorted_ids, sorted_idx, n, prev[e].b, prev_at[2 * e + 1]);
@@ -450,6 +457,15 @@ __global__ void taken_kernel(const int *__restrict__ st, int total, int *__restr
         flag[r] = (st[r] & kTaken) ? 1 : 0;
 }
 
+/* The counters the host reads (error bits, edges) also written just before the edges out, so
+ * that one copy brings both (by the update's last kernel, one thread). */
+__device__ __forceinline__ void put_counters(keyer_knn_edge *next, int bits, int edges)
+{
+    int *h = reinterpret_cast<int *>(next - kOutHdr);
+    h[0] = bits;
+    h[1] = edges;
+}
+
 /* The taken edges in L order (ids a < b and their indices, for the next frame). */
 __global__ void output_kernel(const int *__restrict__ flag, const int *__restrict__ at,
                               int total, const int *__restrict__ l_u, const int *__restrict__ l_v,
@@ -459,8 +475,10 @@ __global__ void output_kernel(const int *__restrict__ flag, const int *__restric
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= total)
         return;
-    if (r == total - 1)
+    if (r == total - 1) {
         counters[1] = at[r] + flag[r];
+        put_counters(next, counters[0], at[r] + flag[r]);
+    }
     if (!flag[r])
         return;
     int u = l_u[r], v = l_v[r];
@@ -485,12 +503,15 @@ struct State {
     int max_points, max_cells, max_edges, max_l;
     cudaEvent_t done;
     bool event_made;
-    /* pinned host staging: the points in (xy, then ids: one copy), counters and edges out */
+    /* pinned host staging: the points in (header, xy, ids: one copy); out (one copy): the
+     * counters (h_counters, kOutHdr edges' room) and the edges (h_edges) of h_out */
     unsigned char *h_in;
+    keyer_knn_edge *h_out;
     int *h_counters;
     keyer_knn_edge *h_edges;
-    /* device: the points (the frame's xy and ids point into in), ... */
+    /* device: the header and the points (the frame's hdr, xy and ids point into in), ... */
     unsigned char *in;
+    int *hdr;
     uint32_t *ids, *sorted_ids;
     float2 *xy;
     int *idx, *sorted_idx, *rank;
@@ -510,12 +531,25 @@ struct State {
     int *flag, *at;
     uint64_t *key; /* the small path: slots' keys in L order */
     int *deg;      /* ... and live edges per point */
-    keyer_knn_edge *prev, *next;
+    int *rank2;    /* ... each point's place in the ids' order (n), in the x order (n) */
+    float2 *xs;    /* ... the points in x order */
+    int *xs_idx;   /* ... and their indices */
+    keyer_knn_edge *ebuf[2];     /* the two edge buffers, kOutHdr edges' room first */
+    keyer_knn_edge *prev, *next; /* their edges (ebuf + kOutHdr), swapped every update */
     int *prev_at, *next_at;
     int n_prev;
     void *temp;
     size_t temp_bytes;
     int small_smem; /* dynamic shared memory small_cap_kernel may have (0: no small path) */
+    /* Replays of the small path: an update of the same number of points as the one before is
+     * captured once (on cap_stream) as a CUDA graph and replayed, one per parity of the
+     * previous/next edge buffers (edges0: the first prev). */
+    cudaStream_t cap_stream;
+    bool cap_stream_made;
+    cudaGraphExec_t exec[2];
+    int exec_n[2], exec_copy[2];
+    keyer_knn_edge *edges0;
+    int last_n;
 };
 
 keyer_status cuda_fail(keyer_error *err, const char *what, cudaError_t e)
@@ -577,7 +611,7 @@ cudaError_t launch_large(State *s, int n, cudaStream_t stream)
     /* 3. previous edges */
     if (P > 0) {
         prev_kernel<<<blocks(P), kThreads, 0, stream>>>(
-            s->prev, s->prev_at, P, s->ids, s->xy, n, s->sorted_ids, s->sorted_idx, s->knn_j,
+            s->prev, s->prev_at, s->hdr, s->ids, s->xy, n, s->sorted_ids, s->sorted_idx, s->knn_j,
             s->n_knn, s->kth, k, s->p.max_dy, s->p.hysteresis, s->drop, s->l_u, s->l_v, s->st,
             s->vkey, s->vval);
         KNN_LAUNCHED();
@@ -633,20 +667,55 @@ cudaError_t launch_large(State *s, int n, cudaStream_t stream)
     return cudaSuccess;
 }
 
-/* Queues one update of n points (on the device) on @p stream by the small or the large path,
- * then the copies of the counters and of the first @p copy_edges edges to the pinned staging
- * buffers (one synchronisation for the caller). */
-cudaError_t launch_update(State *s, int n, int copy_edges, cudaStream_t stream)
+/* Queues one update of n points on @p stream: one copy in (the header and the points, from the
+ * pinned staging buffer), the small or the large path, one copy out (the counters, which the
+ * last kernel put before the edges, and the first @p copy_edges edges, to h_out): one
+ * synchronisation for the caller. */
+cudaError_t queue_update(State *s, int n, int copy_edges, const SmallPlan &sp,
+                         cudaStream_t stream)
 {
     cudaError_t e;
-    const SmallPlan sp = small_plan(s, n);
+    KNN_CHECK(cudaMemcpyAsync(s->in, s->h_in, kHdrBytes + (size_t)n * kInBytes,
+                              cudaMemcpyHostToDevice, stream));
     KNN_CHECK(sp.ok ? launch_small(s, n, sp, stream) : launch_large(s, n, stream));
-    KNN_CHECK(cudaMemcpyAsync(s->h_counters, s->counters, 2 * sizeof(int),
+    KNN_CHECK(cudaMemcpyAsync(s->h_out, s->next - kOutHdr,
+                              (size_t)(kOutHdr + copy_edges) * sizeof(keyer_knn_edge),
                               cudaMemcpyDeviceToHost, stream));
-    if (copy_edges > 0)
-        KNN_CHECK(cudaMemcpyAsync(s->h_edges, s->next, (size_t)copy_edges * sizeof(keyer_knn_edge),
-                                  cudaMemcpyDeviceToHost, stream));
     return cudaSuccess;
+}
+
+/* The same update as queue_update, as the replay of a CUDA graph (sp.replay: the launches
+ * hold for any number of previous edges the update can have): captured on first use for this
+ * parity of the edge buffers, n and copy_edges, then launched on @p stream. */
+cudaError_t replay_update(State *s, int n, int copy_edges, const SmallPlan &sp,
+                          cudaStream_t stream)
+{
+    cudaError_t e;
+    const int par = s->prev == s->edges0 ? 0 : 1;
+    if (!s->exec[par] || s->exec_n[par] != n || s->exec_copy[par] != copy_edges) {
+        if (s->exec[par]) {
+            cudaGraphExecDestroy(s->exec[par]);
+            s->exec[par] = nullptr;
+        }
+        cudaGraph_t g = nullptr;
+        KNN_CHECK(cudaStreamBeginCapture(s->cap_stream, cudaStreamCaptureModeThreadLocal));
+        const cudaError_t qe = queue_update(s, n, copy_edges, sp, s->cap_stream);
+        const cudaError_t ce = cudaStreamEndCapture(s->cap_stream, &g);
+        if (qe != cudaSuccess || ce != cudaSuccess) {
+            if (g)
+                cudaGraphDestroy(g);
+            return qe != cudaSuccess ? qe : ce;
+        }
+        e = cudaGraphInstantiate(&s->exec[par], g, 0);
+        cudaGraphDestroy(g);
+        if (e != cudaSuccess) {
+            s->exec[par] = nullptr;
+            return e;
+        }
+        s->exec_n[par] = n;
+        s->exec_copy[par] = copy_edges;
+    }
+    return cudaGraphLaunch(s->exec[par], stream);
 }
 #undef KNN_LAUNCHED
 #undef KNN_CHECK
@@ -695,11 +764,15 @@ void free_all(State *s)
 {
     if (s->event_made)
         cudaEventSynchronize(s->done);
+    for (int par = 0; par < 2; par++)
+        if (s->exec[par])
+            cudaGraphExecDestroy(s->exec[par]);
+    if (s->cap_stream_made)
+        cudaStreamDestroy(s->cap_stream);
     cudaFreeHost(s->h_in);
-    cudaFreeHost(s->h_counters);
-    cudaFreeHost(s->h_edges);
+    cudaFreeHost(s->h_out);
     void *dev[] = {s->in,         s->sorted_ids,   s->key,         s->idx,     s->sorted_idx,
-                   s->deg,
+                   s->deg,        s->rank2,        s->xs,          s->xs_idx,
                    s->rank,
                    s->grid,       s->counters,     s->pt_cell,     s->cell_count,
                    s->cell_start, s->cell_fill,    s->cell_pts,    s->knn_d2,  s->kth,
@@ -707,7 +780,7 @@ void free_all(State *s)
                    s->cslot,      s->cslot_sorted, s->cslot_final, s->len_key,
                    s->len_key_sorted, s->l_u,      s->l_v,         s->st,      s->vkey,
                    s->vkey_sorted, s->vval,        s->v_rank,      s->v_off,   s->v_pos,
-                   s->v_acc,      s->flag,         s->at,          s->prev,    s->next,
+                   s->v_acc,      s->flag,         s->at,          s->ebuf[0], s->ebuf[1],
                    s->prev_at,    s->next_at,      s->temp};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         if (dev[i])
@@ -762,15 +835,16 @@ keyer_status knn_create(const keyer_knn_params *p, int max_points, void **state,
     {
         const size_t n = (size_t)max_points, nk = n * (size_t)p->k, ml = (size_t)s->max_l;
         const size_t me = (size_t)s->max_edges;
-        if ((e = cudaMallocHost(reinterpret_cast<void **>(&s->h_in), n * kInBytes)) ||
-            (e = cudaMallocHost(reinterpret_cast<void **>(&s->h_counters), 2 * sizeof(int))) ||
-            (e = cudaMallocHost(reinterpret_cast<void **>(&s->h_edges),
-                                me * sizeof(keyer_knn_edge))) ||
-            (e = dalloc(&s->in, n * kInBytes)) || (e = dalloc(&s->sorted_ids, n)) ||
-            (e = dalloc(&s->key, ml)) || (e = dalloc(&s->deg, n)) || (e = dalloc(&s->idx, n)) ||
+        if ((e = cudaMallocHost(reinterpret_cast<void **>(&s->h_in), kHdrBytes + n * kInBytes)) ||
+            (e = cudaMallocHost(reinterpret_cast<void **>(&s->h_out),
+                                (kOutHdr + me) * sizeof(keyer_knn_edge))) ||
+            (e = dalloc(&s->in, kHdrBytes + n * kInBytes)) || (e = dalloc(&s->sorted_ids, n)) ||
+            (e = dalloc(&s->key, ml)) || (e = dalloc(&s->deg, n)) ||
+            (e = dalloc(&s->rank2, 2 * n)) || (e = dalloc(&s->xs, n)) ||
+            (e = dalloc(&s->xs_idx, n)) || (e = dalloc(&s->idx, n)) ||
             (e = dalloc(&s->sorted_idx, n)) || (e = dalloc(&s->rank, n)) ||
             (e = dalloc(&s->grid, 1)) ||
-            (e = dalloc(&s->counters, 4)) || (e = dalloc(&s->pt_cell, n)) ||
+            (e = dalloc(&s->counters, 8)) || (e = dalloc(&s->pt_cell, n)) ||
             (e = dalloc(&s->cell_count, n + 1)) || (e = dalloc(&s->cell_start, n + 1)) ||
             (e = dalloc(&s->cell_fill, n)) || (e = dalloc(&s->cell_pts, n)) ||
             (e = dalloc(&s->knn_d2, nk)) || (e = dalloc(&s->kth, n)) ||
@@ -784,7 +858,7 @@ keyer_status knn_create(const keyer_knn_params *p, int max_points, void **state,
             (e = dalloc(&s->vval, 2 * ml)) || (e = dalloc(&s->v_rank, 2 * ml)) ||
             (e = dalloc(&s->v_off, n + 1)) || (e = dalloc(&s->v_pos, n)) ||
             (e = dalloc(&s->v_acc, n)) || (e = dalloc(&s->flag, ml)) || (e = dalloc(&s->at, ml)) ||
-            (e = dalloc(&s->prev, me)) || (e = dalloc(&s->next, me)) ||
+            (e = dalloc(&s->ebuf[0], kOutHdr + me)) || (e = dalloc(&s->ebuf[1], kOutHdr + me)) ||
             (e = dalloc(&s->prev_at, 2 * me)) || (e = dalloc(&s->next_at, 2 * me))) {
             st = cuda_fail(err, "allocation", e);
             goto done;
@@ -800,8 +874,21 @@ keyer_status knn_create(const keyer_knn_params *p, int max_points, void **state,
         goto done;
     }
     s->event_made = true;
-    s->xy = reinterpret_cast<float2 *>(s->in);
-    s->ids = reinterpret_cast<uint32_t *>(s->in + 2 * sizeof(float) * (size_t)max_points);
+    if ((e = cudaStreamCreateWithFlags(&s->cap_stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        st = cuda_fail(err, "cudaStreamCreate", e);
+        goto done;
+    }
+    s->cap_stream_made = true;
+    s->hdr = reinterpret_cast<int *>(s->in);
+    s->xy = reinterpret_cast<float2 *>(s->in + kHdrBytes);
+    s->ids = reinterpret_cast<uint32_t *>(s->in + kHdrBytes +
+                                          2 * sizeof(float) * (size_t)max_points);
+    s->h_counters = reinterpret_cast<int *>(s->h_out);
+    s->h_edges = s->h_out + kOutHdr;
+    s->prev = s->ebuf[0] + kOutHdr;
+    s->next = s->ebuf[1] + kOutHdr;
+    s->edges0 = s->prev;
+    s->last_n = -1;
     if ((e = small_path_setup(s)) != cudaSuccess) {
         st = cuda_fail(err, "kernel attributes", e);
         goto done;
@@ -835,6 +922,7 @@ keyer_status knn_update(void *state, const uint32_t *ids, const float *xy, int n
     int taken = 0, copied = 0;
     if (n == 0) { /* no point: every previous edge goes */
         s->n_prev = 0;
+        s->last_n = 0;
         *count = 0;
         goto done;
     }
@@ -845,19 +933,30 @@ keyer_status knn_update(void *state, const uint32_t *ids, const float *xy, int n
         copied = most < capacity ? (int)most : capacity;
     }
     /* The previous update's copies out of the staging buffers are done (it synchronised). The
-     * points go in with one copy: xy, then ids. */
-    s->xy = reinterpret_cast<float2 *>(s->in);
-    s->ids = reinterpret_cast<uint32_t *>(s->in + 2 * sizeof(float) * (size_t)n);
-    memcpy(s->h_in, xy, (size_t)n * 2 * sizeof(float));
-    memcpy(s->h_in + 2 * sizeof(float) * (size_t)n, ids, (size_t)n * sizeof(uint32_t));
-    if ((e = cudaMemcpyAsync(s->in, s->h_in, (size_t)n * kInBytes, cudaMemcpyHostToDevice,
-                             stream)) != cudaSuccess ||
-        (e = launch_update(s, n, copied, stream)) != cudaSuccess ||
-        (e = cudaEventRecord(s->done, stream)) != cudaSuccess ||
-        (e = cudaEventSynchronize(s->done)) != cudaSuccess) {
-        st = cuda_fail(err, "update", e);
-        goto done;
+     * header and the points go in with one copy: the number of previous edges, xy, ids. */
+    s->xy = reinterpret_cast<float2 *>(s->in + kHdrBytes);
+    s->ids = reinterpret_cast<uint32_t *>(s->in + kHdrBytes + 2 * sizeof(float) * (size_t)n);
+    {
+        int hdr[kHdrBytes / sizeof(int)] = {s->n_prev};
+        memcpy(s->h_in, hdr, kHdrBytes);
     }
+    memcpy(s->h_in + kHdrBytes, xy, (size_t)n * 2 * sizeof(float));
+    memcpy(s->h_in + kHdrBytes + 2 * sizeof(float) * (size_t)n, ids, (size_t)n * sizeof(uint32_t));
+    {
+        /* An update of as many points as the last one is a CUDA graph's replay when the small
+         * path's launches allow it; otherwise (and for a first size) the launches are queued
+         * one by one. */
+        const SmallPlan sp = small_plan(s, n);
+        if ((e = sp.ok && sp.replay && n == s->last_n ? replay_update(s, n, copied, sp, stream)
+                                                      : queue_update(s, n, copied, sp, stream)) !=
+                cudaSuccess ||
+            (e = cudaEventRecord(s->done, stream)) != cudaSuccess ||
+            (e = cudaEventSynchronize(s->done)) != cudaSuccess) {
+            st = cuda_fail(err, "update", e);
+            goto done;
+        }
+    }
+    s->last_n = n;
     if (s->h_counters[0] & 2) {
         st = keyer_error_set(err, KEYER_STATUS_DEVICE,
                              "knn graph (cuda): more edges taken than the points allow "

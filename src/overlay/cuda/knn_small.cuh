@@ -1,27 +1,31 @@
 /*
- * The small path of the CUDA kNN graph (included by knn.cu only): for up to kSmallN points an
- * update is nine kernels (one fewer on a first frame), three of them one block of kSmallThreads
- * threads, instead of the large path's forty launches and CUB sorts:
+ * The small path of the CUDA kNN graph (included by knn.cu only): for up to kSmallN points and
+ * k <= kSweepK an update is a memset and thirteen kernels (one fewer on a first frame), two
+ * of them one block of kSmallThreads threads, instead of the large path's forty launches and
+ * CUB sorts:
  *
- *  1. small_prep_kernel (one block): the grid (grid_block), a cell per point, counts, a prefix
- *     sum and the scatter by cell; small_rank_kernel and small_order_kernel: the ids in order
- *     by counting, for each point, the (id, index) pairs below its own (n^2 / 2 comparisons
- *     over the whole device: a few microseconds at 5,000 points);
- *  2. knn_kernel, hard_kernel (k <= 16; knn_search.cuh) and prev_kernel (when there are
- *     previous edges) of the large path;
+ *  1. the neighbours (knn_sweep.cuh): the ids' order and the x order by counting (n^2
+ *     comparisons over the whole device), the points in x order, and a warp per point walking
+ *     that order outward; hard_kernel (knn_search.cuh) for the few points whose walk is long;
+ *  2. prev_kernel (when there are previous edges) of the large path;
  *  3. small_cand_kernel: every live edge of L (kept previous edges, then candidates) gets a
  *     64-bit key in L order (a previous edge: its rank e; a candidate: bit 63, its length's
  *     bits, the ranks of its ids: (length, a, b) order) and counts at both of its ends;
- *  4. small_csr_kernel (one block): each point's live edges listed (a prefix sum of the counts
- *     and a fill) and sorted by key, so that each list is in L order as the degree cap needs;
- *  5. small_cap_kernel (one block): the degree cap's rounds (small_step: vertex_step_t's
- *     rules, the states a byte per edge in shared memory, the lists there too when they fit)
- *     until every edge is decided; then the taken previous edges in their order, and the taken
- *     candidates sorted by key (bitonic, in shared memory), to the output.
+ *  4. each point's live edges listed (small_offsets_kernel, one block: a prefix sum of the
+ *     counts; small_fill_kernel) and sorted by key (small_sort_kernel), so that each list is
+ *     in L order as the degree cap needs;
+ *  5. small_cap_kernel (one block): the degree cap's rounds (small_read, small_write:
+ *     vertex_step_t's rules in a reading and a writing phase, a byte per edge and end in
+ *     shared memory, the lists there too as far as they fit) until every edge is decided; then
+ *     the taken previous edges in their order to the output, and the taken candidates' keys
+ *     compacted;
+ *  6. small_chunk_sort_kernel and small_merge_kernel: the taken candidates in key order to the
+ *     output, over several blocks (chunks of kChunk keys sorted, then each key's place: its
+ *     place in its chunk plus the keys below it in the others).
  *
  * Limits (checked by the launcher, which otherwise takes the large path): n <= kSmallN (ranks
- * in 13 bits, kPerThread points per thread), a byte per slot of L (P + n k) in kSmallSmem
- * bytes, and the taken candidates (at most n max_degree / 2) sortable in kSmallSmem bytes.
+ * in 13 bits, kPerThread points per thread), k <= kSweepK, and two bytes per slot of L
+ * (P + n k) in kSmallSmem bytes.
  */
 #ifndef KEYER_OVERLAY_CUDA_KNN_SMALL_CUH
 #define KEYER_OVERLAY_CUDA_KNN_SMALL_CUH
@@ -33,6 +37,9 @@ constexpr int kSmallThreads = 1024;     /* threads of the one-block kernels */
 constexpr int kSmallSmem = 220 * 1024;  /* dynamic shared memory of small_cap_kernel, at most */
 constexpr int kRankBits = 13;
 constexpr uint64_t kCandBit = 1ull << 63;
+/* counters[] beyond the host's two: the kept previous edges and the taken candidates, from
+ * small_cap_kernel to the output kernels */
+constexpr int kCountKept = 4, kCountTaken = 5;
 
 /* The smallest power of two >= v (v >= 1). */
 __host__ __device__ __forceinline__ int pow2_at_least(long long v)
@@ -72,129 +79,22 @@ __device__ void block_exclusive_scan(const int *in, int *out, int len, int *s_pa
     __syncthreads();
 }
 
-/* Sorts a[0..m) ascending (m a power of two) by one block: a bitonic network, one
- * compare-exchange per pair and stage. */
-__device__ void block_bitonic_sort(uint64_t *a, int m)
-{
-    for (int size = 2; size <= m; size <<= 1)
-        for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            for (int p = threadIdx.x; p < (m >> 1); p += kSmallThreads) {
-                const int i = ((p & ~(stride - 1)) << 1) | (p & (stride - 1)), j = i | stride;
-                const uint64_t x = a[i], y = a[j];
-                if ((x > y) == ((i & size) == 0)) {
-                    a[i] = y;
-                    a[j] = x;
-                }
-            }
-            __syncthreads();
-        }
-}
+/* 1, 2. The neighbours (knn_sweep.cuh). */
+#include "overlay/cuda/knn_sweep.cuh"
 
-/* 1. The grid and the points by cell; the counts at each point (deg, below[]) cleared. */
-__global__ void __launch_bounds__(kSmallThreads)
-    small_prep_kernel(const float2 *__restrict__ xy, int n, int max_cells, GridParams *grid,
-                      int *counters, int *__restrict__ pt_cell, int *cell_count, int *cell_start,
-                      int *cell_fill, int *__restrict__ cell_pts, int *__restrict__ below,
-                      int *__restrict__ deg)
-{
-    __shared__ GridParams s_gr;
-    __shared__ int s_part[kSmallThreads];
-    const int tid = threadIdx.x;
-    grid_block(xy, n, max_cells, grid, counters, &s_gr);
-    __syncthreads();
-    const GridParams gr = s_gr;
-    const int cells = gr.gx * gr.gy;
-    for (int c = tid; c <= cells; c += kSmallThreads) {
-        cell_count[c] = 0;
-        if (c < cells)
-            cell_fill[c] = 0;
-    }
-    __syncthreads();
-#pragma unroll 4
-    for (int i = tid; i < n; i += kSmallThreads) {
-        deg[i] = 0;
-        below[i] = 0;
-        const float2 p = xy[i];
-        int cell = -1;
-        if (finite2(p.x, p.y)) { /* cell_kernel's arithmetic */
-            const double fx = ((double)p.x - gr.x0) * gr.inv, fy = ((double)p.y - gr.y0) * gr.inv;
-            const int cx = fx < 0 ? 0 : fx >= gr.gx ? gr.gx - 1 : (int)fx;
-            const int cy = fy < 0 ? 0 : fy >= gr.gy ? gr.gy - 1 : (int)fy;
-            cell = cy * gr.gx + cx;
-            atomicAdd(&cell_count[cell], 1);
-        }
-        pt_cell[i] = cell;
-    }
-    __syncthreads();
-    block_exclusive_scan(cell_count, cell_start, cells, s_part);
-#pragma unroll 4
-    for (int i = tid; i < n; i += kSmallThreads) {
-        const int c = pt_cell[i];
-        if (c >= 0)
-            cell_pts[__ldcg(&cell_start[c]) + atomicAdd(&cell_fill[c], 1)] = i;
-    }
-}
-
-/* 1b. The ids' order by counting: below[i] += the points j of this block's chunk of
- * kRankChunk with (ids[j], j) < (ids[i], i) (a grid of point tiles x chunks; below[] cleared
- * by small_prep_kernel). Summed over the chunks, below[i] is point i's place in the order of
- * (id, index): a permutation, with equal ids side by side. */
-constexpr int kRankChunk = 256;
-__global__ void __launch_bounds__(kRankChunk)
-    small_rank_kernel(const uint32_t *__restrict__ ids, int n, int *below)
-{
-    __shared__ uint32_t s_ids[kRankChunk];
-    const int j0 = blockIdx.y * kRankChunk, j1 = min(j0 + kRankChunk, n);
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j0 + (int)threadIdx.x < j1)
-        s_ids[threadIdx.x] = ids[j0 + threadIdx.x];
-    __syncthreads();
-    if (i >= n)
-        return;
-    const uint32_t id = ids[i];
-    int c = 0;
-    if (j1 - j0 == kRankChunk && (i < j0 || i >= j1)) { /* a whole chunk, i not in it */
-        const int low = i >= j1; /* an equal id before i counts */
-#pragma unroll 8
-        for (int q = 0; q < kRankChunk; q++) {
-            const uint32_t o = s_ids[q];
-            c += o < id || (o == id && low);
-        }
-    } else {
-        for (int j = j0; j < j1; j++) {
-            const uint32_t o = s_ids[j - j0];
-            c += o < id || (o == id && j < i);
-        }
-    }
-    if (c)
-        atomicAdd(&below[i], c);
-}
-
-/* 1c. The sorted ids and their points (at place below[i]: knn_kernel then ranks them and flags
- * an id twice). */
-__global__ void small_order_kernel(const uint32_t *__restrict__ ids, int n,
-                                   const int *__restrict__ below,
-                                   uint32_t *__restrict__ sorted_ids,
-                                   int *__restrict__ sorted_idx)
-{
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    sorted_ids[below[i]] = ids[i];
-    sorted_idx[below[i]] = i;
-}
-
-/* 3. Slot t of L (t < P: previous edge t, as prev_kernel left it; else candidate slot t - P):
- * its key when live, its ends (l_u, l_v) and state, and a count at each end of a live edge. */
-__global__ void small_cand_kernel(int n_prev, int total, const uint32_t *__restrict__ ids,
+/* 3. Slot t of L (t < P = hdr[0]: previous edge t, as prev_kernel left it; else candidate
+ * slot t - P; P + n k slots): its key when live, its ends (l_u, l_v) and state, and a count at
+ * each end of a live edge. */
+__global__ void small_cand_kernel(const int *__restrict__ hdr, int n,
+                                  const uint32_t *__restrict__ ids,
                                   const int *__restrict__ rank, const int *__restrict__ knn_j,
                                   const int *__restrict__ n_knn,
                                   const float *__restrict__ knn_d2, int k,
                                   const unsigned char *__restrict__ drop, int *l_u, int *l_v,
                                   int *st, uint64_t *__restrict__ key, int *deg)
 {
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= total)
+    const int t = blockIdx.x * blockDim.x + threadIdx.x, n_prev = hdr[0];
+    if (t >= n_prev + n * k)
         return;
     if (t < n_prev) {
         if (st[t] == 0) {
@@ -227,77 +127,72 @@ __global__ void small_cand_kernel(int n_prev, int total, const uint32_t *__restr
 }
 
 /* 4. Each point's live edges (v_list[v_off[u]..v_off[u+1])) in key order, as entries
- * (slot << 1 | end): end 0 when the point is the edge's l_u, 1 when it is its l_v.
- * Dynamic shared memory: 4 x n bytes. */
-constexpr int kListSort = 16; /* lists up to this long are sorted in registers */
+ * (slot << 1 | end): end 0 when the point is the edge's l_u, 1 when it is its l_v. Three
+ * kernels: the offsets (one block: a prefix sum of the counts), the fill (a thread per slot),
+ * the sort (a thread per point). */
+
+/* 4a. v_off: the prefix sum of deg (n + 1 entries); cur: a copy of its first n. */
 __global__ void __launch_bounds__(kSmallThreads)
-    small_csr_kernel(int n, int total, const int *deg, const int *__restrict__ st,
-                     const int *__restrict__ l_u, const int *__restrict__ l_v,
-                     const uint64_t *__restrict__ key, int *v_off, int *v_list)
+    small_offsets_kernel(int n, const int *deg, int *v_off, int *__restrict__ cur)
 {
-    extern __shared__ int s_cur[];
     __shared__ int s_part[kSmallThreads];
-    const int tid = threadIdx.x;
     block_exclusive_scan(deg, v_off, n, s_part);
-    for (int u = tid; u < n; u += kSmallThreads)
-        s_cur[u] = __ldcg(&v_off[u]);
-    __syncthreads();
-    constexpr int kBatch = 4; /* slots per thread whose loads are in flight together */
-    for (int t0 = tid; t0 < total; t0 += kBatch * kSmallThreads) {
-        int live[kBatch], a[kBatch], b[kBatch];
+    for (int u = threadIdx.x; u < n; u += kSmallThreads)
+        cur[u] = __ldcg(&v_off[u]);
+}
+
+/* 4b. Each live slot of L (P = hdr[0] previous edges, then n k candidate slots) listed at both
+ * of its ends, in any order. */
+__global__ void small_fill_kernel(const int *__restrict__ hdr, int n, int k,
+                                  const int *__restrict__ st, const int *__restrict__ l_u,
+                                  const int *__restrict__ l_v, int *cur, int *__restrict__ v_list)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= hdr[0] + n * k || st[t] != 0)
+        return;
+    v_list[atomicAdd(&cur[l_u[t]], 1)] = t << 1;
+    v_list[atomicAdd(&cur[l_v[t]], 1)] = (t << 1) | 1;
+}
+
+/* 4c. Each point's list sorted by key (a thread per point). */
+constexpr int kListSort = 16; /* lists up to this long are sorted in registers */
+__global__ void small_sort_kernel(int n, const int *__restrict__ v_off,
+                                  const uint64_t *__restrict__ key, int *v_list)
+{
+    const int u = blockIdx.x * blockDim.x + threadIdx.x;
+    if (u >= n)
+        return;
+    const int lo = v_off[u], hi = v_off[u + 1], d = hi - lo;
+    if (d <= kListSort) { /* each entry's place: the keys below its own (keys differ) */
+        uint64_t kk[kListSort];
+        int ee[kListSort];
 #pragma unroll
-        for (int q = 0; q < kBatch; q++) {
-            const int t = t0 + q * kSmallThreads;
-            live[q] = t < total && st[t] == 0;
+        for (int q = 0; q < kListSort; q++) {
+            ee[q] = q < d ? v_list[lo + q] : 0;
+            kk[q] = q < d ? key[ee[q] >> 1] : ~0ull;
         }
 #pragma unroll
-        for (int q = 0; q < kBatch; q++) {
-            const int t = t0 + q * kSmallThreads;
-            a[q] = live[q] ? l_u[t] : 0;
-            b[q] = live[q] ? l_v[t] : 0;
-        }
+        for (int q = 0; q < kListSort; q++) {
+            int below = 0;
 #pragma unroll
-        for (int q = 0; q < kBatch; q++)
-            if (live[q]) {
-                const int t = t0 + q * kSmallThreads;
-                v_list[atomicAdd(&s_cur[a[q]], 1)] = t << 1;
-                v_list[atomicAdd(&s_cur[b[q]], 1)] = (t << 1) | 1;
-            }
+            for (int r = 0; r < kListSort; r++)
+                below += kk[r] < kk[q];
+            if (q < d)
+                v_list[lo + below] = ee[q];
+        }
+        return;
     }
-    __syncthreads();
-    for (int u = tid; u < n; u += kSmallThreads) {
-        const int lo = __ldcg(&v_off[u]), hi = __ldcg(&v_off[u + 1]), d = hi - lo;
-        if (d <= kListSort) { /* each entry's place: the keys below its own (keys differ) */
-            uint64_t kk[kListSort];
-            int ee[kListSort];
-#pragma unroll
-            for (int q = 0; q < kListSort; q++) {
-                ee[q] = q < d ? __ldcg(&v_list[lo + q]) : 0;
-                kk[q] = q < d ? key[ee[q] >> 1] : ~0ull;
-            }
-#pragma unroll
-            for (int q = 0; q < kListSort; q++) {
-                int below = 0;
-#pragma unroll
-                for (int r = 0; r < kListSort; r++)
-                    below += kk[r] < kk[q];
-                if (q < d)
-                    v_list[lo + below] = ee[q];
-            }
-            continue;
+    for (int a = lo + 1; a < hi; a++) { /* a long list: insertion sort in place */
+        const int ea = v_list[a];
+        const uint64_t ka = key[ea >> 1];
+        int b = a - 1;
+        for (; b >= lo; b--) {
+            const int eb = v_list[b];
+            if (key[eb >> 1] < ka)
+                break;
+            v_list[b + 1] = eb;
         }
-        for (int a = lo + 1; a < hi; a++) { /* a long list: insertion sort in place */
-            const int ea = __ldcg(&v_list[a]);
-            const uint64_t ka = key[ea >> 1];
-            int b = a - 1;
-            for (; b >= lo; b--) {
-                const int eb = __ldcg(&v_list[b]);
-                if (key[eb >> 1] < ka)
-                    break;
-                v_list[b + 1] = eb;
-            }
-            v_list[b + 1] = ea;
-        }
+        v_list[b + 1] = ea;
     }
 }
 
@@ -319,111 +214,120 @@ __device__ __forceinline__ void put_edge(const uint32_t *__restrict__ ids, int u
     next_at[2 * pos + 1] = v;
 }
 
-/* Edge states as bytes, four to a word of shared memory, read and set by atomics. */
-__device__ __forceinline__ int byte_state(unsigned *stw, int t)
+/* The degree cap's states in shared memory: a byte per slot of L for each end of the edge
+ * (ends[t]: its l_u end's, ends[slots + t]: its l_v end's): 0 undecided, kEndOk (the end
+ * agrees), kEndNo (the end refuses; also a dead slot's). Each byte is written by one thread
+ * only, the one that owns that end's point: reads and writes happen in phases separated by
+ * barriers, so plain loads and stores suffice (no atomics). An edge is taken when both ends
+ * agree, refused when either refuses (an end that agrees never refuses the same edge: it
+ * agrees only when it has room even if every undecided edge before it is taken). */
+constexpr unsigned char kEndOk = 1, kEndNo = 2;
+enum EdgeState { kUndecided = 0, kIsTaken = 1, kIsRefused = 2 };
+
+__device__ __forceinline__ int end_state(const unsigned char *ends, int slots, int t)
 {
-    return (int)((atomicOr(&stw[t >> 2], 0u) >> ((t & 3) * 8)) & 0xffu);
-}
-__device__ __forceinline__ int byte_set(unsigned *stw, int t, int bits)
-{
-    const int sh = (t & 3) * 8;
-    return (int)((atomicOr(&stw[t >> 2], (unsigned)bits << sh) >> sh) & 0xffu);
+    const unsigned char a = ends[t], b = ends[slots + t];
+    return (a == kEndNo || b == kEndNo) ? kIsRefused
+           : (a == kEndOk && b == kEndOk) ? kIsTaken
+                                          : kUndecided;
 }
 
-/* vertex_step_t (knn_cap.cuh) for the small path: the point's list entries carry its end of
- * each edge, its place and count are the caller's registers, the states are bytes. */
-__device__ bool small_step(const int *list, int end, int max_degree, unsigned *stw, int &pos,
-                           int &acc)
+/* The lists' entries: the first cap in shared memory, the rest in global memory. */
+struct ListView {
+    const int *s, *g;
+    int cap;
+    __device__ __forceinline__ int operator[](int q) const { return q < cap ? s[q] : g[q]; }
+};
+
+/* vertex_step_t's rules (knn_cap.cuh) as one round's reading phase for one point: its decided
+ * prefix passed (pos, acc), then what it writes in the writing phase: *mask (bit o: the entry
+ * at pos + o, at most 32 of them) and *mark (kEndNo: it is full, it refuses them; kEndOk: it
+ * agrees to them, each with room even if every undecided edge before it is taken). Returns
+ * whether the point still has undecided edges. */
+__device__ bool small_read(const ListView &list, int end, int max_degree,
+                           const unsigned char *ends, int slots, int &pos, int &acc,
+                           unsigned &mask, unsigned char &mark)
 {
-    for (;;) {
-        while (pos < end) {
-            const int s = byte_state(stw, list[pos] >> 1);
-            if (s & kTaken) {
-                acc++;
-                pos++;
-            } else if (s & kRefused) {
-                pos++;
-            } else {
-                break;
-            }
-        }
-        if (pos < end && acc >= max_degree) { /* full: the next edge is refused here */
-            byte_set(stw, list[pos] >> 1, kRefused);
-            pos++;
-            continue;
-        }
-        break;
+    mask = 0;
+    while (pos < end) {
+        const int s = end_state(ends, slots, list[pos] >> 1);
+        if (s == kUndecided)
+            break;
+        acc += s == kIsTaken;
+        pos++;
     }
     if (pos == end)
         return false;
-    int maybe = 0; /* undecided or taken edges passed beyond the decided prefix */
-    for (int q = pos; q < end && acc + maybe < max_degree; q++) {
-        const int e = list[q], t = e >> 1;
-        int s = byte_state(stw, t);
-        if (s & kRefused)
-            continue;
-        if (!(s & kTaken)) {
-            const int mine = (e & 1) ? kOkV : kOkU, other = mine ^ (kOkU | kOkV);
-            if (!(s & mine))
-                s = byte_set(stw, t, mine) | mine;
-            if ((s & other) && !(s & kRefused))
-                byte_set(stw, t, kTaken);
+    if (acc >= max_degree) { /* full: every undecided edge from here is refused */
+        mark = kEndNo;
+        for (int o = 0; o < 32 && pos + o < end; o++) {
+            const int e = list[pos + o], t = e >> 1;
+            if (end_state(ends, slots, t) == kUndecided &&
+                ends[(e & 1) ? slots + t : t] == 0) /* (an end never changes its mark) */
+                mask |= 1u << o;
         }
+        return true;
+    }
+    mark = kEndOk;
+    int maybe = 0; /* undecided or taken edges passed beyond the decided prefix */
+    for (int o = 0; o < 32 && pos + o < end && acc + maybe < max_degree; o++) {
+        const int e = list[pos + o], t = e >> 1;
+        const int s = end_state(ends, slots, t);
+        if (s == kIsRefused)
+            continue;
+        if (s == kUndecided && ends[(e & 1) ? slots + t : t] != kEndOk)
+            mask |= 1u << o;
         maybe++;
     }
     return true;
 }
 
-/* 5. The degree cap and the output (taken edges in L order; counters[1]: their number).
- * Dynamic shared memory: @p smem bytes (the states: a byte per slot; the lists when they fit
- * after them, else they are read from v_list; at the end the taken candidates' sort, sort_cap
- * keys of 8 bytes: more taken than sort_cap sets bit 1 of counters[0] and outputs none). */
+/* The writing phase of a round for one point: its mark on the entries of mask. */
+__device__ __forceinline__ void small_write(const ListView &list, unsigned char *ends,
+                                            int slots, int pos, unsigned mask,
+                                            unsigned char mark)
+{
+    while (mask) {
+        const int o = __ffs(mask) - 1;
+        mask &= mask - 1;
+        const int e = list[pos + o];
+        ends[(e & 1) ? slots + (e >> 1) : (e >> 1)] = mark;
+    }
+}
+
+/* 5. The degree cap; the taken previous edges to the output in their order, the taken
+ * candidates' keys to taken_key (compacted; their number and the kept edges' in counters[]:
+ * small_merge_kernel finishes the output). More taken than n max_degree / 2 sets bit 1 of
+ * counters[0]. Dynamic shared memory: @p smem bytes (the marks: a byte per slot and end; then
+ * as many of the lists' first entries as fit, the rest read from v_list). */
 constexpr int kPerThread = kSmallN / kSmallThreads; /* points per thread */
 __global__ void __launch_bounds__(kSmallThreads)
-    small_cap_kernel(int n, int n_prev, int total, int max_degree, int sort_cap, int smem,
+    small_cap_kernel(int n, int k, const int *__restrict__ hdr, int max_degree, int smem,
                      const int *__restrict__ v_off, const int *__restrict__ v_list,
                      const int *__restrict__ l_u, const int *__restrict__ l_v,
                      const int *__restrict__ st, const uint64_t *__restrict__ key,
-                     const uint32_t *__restrict__ ids, const int *__restrict__ sorted_idx,
-                     uint64_t *taken_key, keyer_knn_edge *__restrict__ next,
+                     const uint32_t *__restrict__ ids, uint64_t *__restrict__ taken_key,
+                     keyer_knn_edge *__restrict__ next,
                      int *__restrict__ next_at, int *counters)
 {
     extern __shared__ __align__(16) uint64_t s_mem[];
-    unsigned *stw = reinterpret_cast<unsigned *>(s_mem);
+    unsigned char *ends = reinterpret_cast<unsigned char *>(s_mem);
     __shared__ int s_part[kSmallThreads];
-    __shared__ int s_taken;
-    const int tid = threadIdx.x;
-    const int st_words = (total + 3) / 4, st_bytes = (st_words * 4 + 15) / 16 * 16;
+    const int tid = threadIdx.x, n_prev = hdr[0], total = n_prev + n * k;
+    const int slots = (total + 15) / 16 * 16, st_bytes = 2 * slots; /* both ends' marks */
     const int entries = v_off[n];
-    const bool fit = (long long)st_bytes + 4ll * entries <= (long long)smem;
-    int *s_list = reinterpret_cast<int *>(reinterpret_cast<unsigned char *>(s_mem) + st_bytes);
-    const int *list = fit ? s_list : v_list;
-    /* The states, 0 (live) or kRefused, a byte each: four slots per word (st is 16-byte
-     * aligned), two words per thread in flight. */
-    for (int w0 = tid; w0 < st_words; w0 += 2 * kSmallThreads) {
-        int4 v[2];
-#pragma unroll
-        for (int q = 0; q < 2; q++) {
-            const int w = w0 + q * kSmallThreads;
-            if (4 * w + 3 < total) {
-                v[q] = reinterpret_cast<const int4 *>(st)[w];
-            } else {
-                v[q].x = 4 * w < total ? st[4 * w] : 0;
-                v[q].y = 4 * w + 1 < total ? st[4 * w + 1] : 0;
-                v[q].z = 4 * w + 2 < total ? st[4 * w + 2] : 0;
-                v[q].w = 0;
-            }
-        }
-#pragma unroll
-        for (int q = 0; q < 2; q++) {
-            const int w = w0 + q * kSmallThreads;
-            if (w < st_words)
-                stw[w] = (unsigned)v[q].x | (unsigned)v[q].y << 8 | (unsigned)v[q].z << 16 |
-                         (unsigned)v[q].w << 24;
-        }
+    const int in_smem = max(0, min(entries, (smem - st_bytes) / 4));
+    int *s_list = reinterpret_cast<int *>(ends + st_bytes);
+    const ListView list = {s_list, v_list, in_smem};
+    /* The marks: a dead slot (st: kRefused) refused at its first end, a live one undecided. */
+#pragma unroll 4
+    for (int t = tid; t < slots; t += kSmallThreads) {
+        ends[t] = t < total && st[t] != 0 ? kEndNo : 0;
+        ends[slots + t] = 0;
     }
-    if (fit) { /* the lists: 16 bytes per load (both 16-byte aligned), two in flight */
-        const int quads = entries / 4;
+    { /* the lists' first in_smem entries: 16 bytes per load (both 16-byte aligned), two in
+       * flight */
+        const int quads = in_smem / 4;
         const int4 *src = reinterpret_cast<const int4 *>(v_list);
         int4 *dst = reinterpret_cast<int4 *>(s_list);
         for (int q0 = tid; q0 < quads; q0 += 2 * kSmallThreads) {
@@ -433,7 +337,7 @@ __global__ void __launch_bounds__(kSmallThreads)
             if (q1 < quads)
                 dst[q1] = y;
         }
-        for (int q = 4 * quads + tid; q < entries; q += kSmallThreads)
+        for (int q = 4 * quads + tid; q < in_smem; q += kSmallThreads)
             s_list[q] = v_list[q];
     }
     int pos[kPerThread], end[kPerThread], acc[kPerThread];
@@ -444,24 +348,36 @@ __global__ void __launch_bounds__(kSmallThreads)
         end[j] = u < n ? v_off[u + 1] : 0;
         acc[j] = 0;
     }
-    if (tid == 0)
-        s_taken = 0;
     __syncthreads();
+    /* Rounds: every point reads (its edges' marks, as the last round left them), a barrier,
+     * every point writes its own marks, a barrier. The first undecided edge of L is decided in
+     * every round (both its ends have passed every edge before it), so the rounds end. */
     for (;;) {
+        unsigned mask[kPerThread];
+        unsigned char mark[kPerThread];
         int pending = 0;
 #pragma unroll
-        for (int j = 0; j < kPerThread; j++)
+        for (int j = 0; j < kPerThread; j++) {
+            mask[j] = 0;
+            mark[j] = 0;
             if (pos[j] < end[j])
-                pending |= small_step(list, end[j], max_degree, stw, pos[j], acc[j]);
+                pending |= small_read(list, end[j], max_degree, ends, slots, pos[j], acc[j],
+                                      mask[j], mark[j]);
+        }
         if (!__syncthreads_or(pending))
             break;
+#pragma unroll
+        for (int j = 0; j < kPerThread; j++)
+            if (mask[j])
+                small_write(list, ends, slots, pos[j], mask[j], mark[j]);
+        __syncthreads();
     }
     /* The taken previous edges, in their order: a count per contiguous chunk, a scan. */
     const int per = (n_prev + kSmallThreads - 1) / kSmallThreads;
     const int lo = min(tid * per, n_prev), hi = min(lo + per, n_prev);
     int mine = 0;
     for (int t = lo; t < hi; t++)
-        mine += (byte_state(stw, t) & kTaken) != 0;
+        mine += end_state(ends, slots, t) == kIsTaken;
     s_part[tid] = mine;
     __syncthreads();
     for (int off = 1; off < kSmallThreads; off <<= 1) {
@@ -473,35 +389,121 @@ __global__ void __launch_bounds__(kSmallThreads)
     const int kept = s_part[kSmallThreads - 1];
     int at = s_part[tid] - mine;
     for (int t = lo; t < hi; t++)
-        if (byte_state(stw, t) & kTaken)
+        if (end_state(ends, slots, t) == kIsTaken)
             put_edge(ids, l_u[t], l_v[t], at++, next, next_at);
-    /* The taken candidates' keys (in any order), then sorted where the states were. */
-    for (int t = n_prev + tid; t < total; t += kSmallThreads)
-        if (byte_state(stw, t) & kTaken)
-            taken_key[atomicAdd(&s_taken, 1)] = key[t];
+    __syncthreads(); /* every thread has read s_part */
+    /* The taken candidates' keys, compacted in slot order (a count per contiguous range of
+     * slots, a scan): small_chunk_sort_kernel and small_merge_kernel put them in key order. */
+    const int n_cand = total - n_prev, cper = (n_cand + kSmallThreads - 1) / kSmallThreads;
+    const int clo = min(tid * cper, n_cand), chi = min(clo + cper, n_cand);
+    int cmine = 0;
+    for (int c = clo; c < chi; c++)
+        cmine += end_state(ends, slots, n_prev + c) == kIsTaken;
+    s_part[tid] = cmine;
     __syncthreads();
-    const int taken = s_taken;
-    if (taken > sort_cap) { /* cannot happen: at most n max_degree / 2 edges are taken */
+    for (int off = 1; off < kSmallThreads; off <<= 1) {
+        const int v = tid >= off ? s_part[tid - off] : 0;
+        __syncthreads();
+        s_part[tid] += v;
+        __syncthreads();
+    }
+    const int taken = s_part[kSmallThreads - 1];
+    if ((long long)kept + taken > (long long)n * max_degree / 2) {
+        /* cannot happen: each taken edge uses two of the n points' max_degree places */
         if (tid == 0) {
             atomicOr(&counters[0], 2);
-            counters[1] = kept;
+            counters[kCountKept] = kept;
+            counters[kCountTaken] = 0;
         }
         return;
     }
-    const int m = pow2_at_least(taken > 0 ? taken : 1);
-    for (int i = tid; i < m; i += kSmallThreads)
-        s_mem[i] = i < taken ? __ldcg(&taken_key[i]) : ~0ull;
-    __syncthreads();
-    block_bitonic_sort(s_mem, m);
-    const uint64_t rank_mask = (1ull << kRankBits) - 1;
-    for (int i = tid; i < taken; i += kSmallThreads) {
-        const uint64_t kv = s_mem[i];
-        const int u = sorted_idx[(int)((kv >> kRankBits) & rank_mask)];
-        const int v = sorted_idx[(int)(kv & rank_mask)];
-        put_edge(ids, u, v, kept + i, next, next_at);
+    int cat = s_part[tid] - cmine;
+    for (int c = clo; c < chi; c++)
+        if (end_state(ends, slots, n_prev + c) == kIsTaken)
+            taken_key[cat++] = key[n_prev + c];
+    if (tid == 0) {
+        counters[kCountKept] = kept;
+        counters[kCountTaken] = taken;
     }
-    if (tid == 0)
+}
+
+/* 6a. The taken candidates' keys (counters[kCountTaken] of them in taken_key) sorted in chunks
+ * of kChunk, a block each (bitonic in shared memory): chunk c is sorted[c kChunk ..]. */
+constexpr int kChunk = 1024;
+constexpr int kChunkThreads = kChunk / 2;
+__global__ void __launch_bounds__(kChunkThreads)
+    small_chunk_sort_kernel(const uint64_t *__restrict__ taken_key, const int *counters,
+                            uint64_t *__restrict__ sorted)
+{
+    __shared__ uint64_t s_k[kChunk];
+    const int c0 = blockIdx.x * kChunk, m = min(kChunk, counters[kCountTaken] - c0);
+    if (m <= 0)
+        return;
+    const int len = pow2_at_least(m);
+    for (int i = threadIdx.x; i < len; i += kChunkThreads)
+        s_k[i] = i < m ? taken_key[c0 + i] : ~0ull;
+    __syncthreads();
+    for (int size = 2; size <= len; size <<= 1)
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            for (int p = threadIdx.x; p < (len >> 1); p += kChunkThreads) {
+                const int i = ((p & ~(stride - 1)) << 1) | (p & (stride - 1)), j = i | stride;
+                const uint64_t x = s_k[i], y = s_k[j];
+                if ((x > y) == ((i & size) == 0)) {
+                    s_k[i] = y;
+                    s_k[j] = x;
+                }
+            }
+            __syncthreads();
+        }
+    for (int i = threadIdx.x; i < m; i += kChunkThreads)
+        sorted[c0 + i] = s_k[i];
+}
+
+/* 6b. The output: each taken candidate's place among the taken ones is its place in its own
+ * sorted chunk plus, for every other chunk, the number of its keys below (a binary search in
+ * shared memory; the keys are distinct). Written after the kept previous edges; counters[1]:
+ * the number of edges. A block of kChunk threads per chunk. */
+__global__ void __launch_bounds__(kChunk)
+    small_merge_kernel(const uint64_t *__restrict__ sorted, const uint32_t *__restrict__ ids,
+                       const int *__restrict__ sorted_idx, keyer_knn_edge *__restrict__ next,
+                       int *__restrict__ next_at, int *counters)
+{
+    __shared__ uint64_t s_k[kChunk];
+    const int kept = counters[kCountKept], taken = counters[kCountTaken];
+    const int c = blockIdx.x, p = threadIdx.x, m = min(kChunk, taken - c * kChunk);
+    if (c == 0 && p == 0) {
         counters[1] = kept + taken;
+        put_counters(next, counters[0], kept + taken);
+    }
+    if (m <= 0)
+        return;
+    const uint64_t x = p < m ? sorted[c * kChunk + p] : 0;
+    int place = p;
+    const int chunks = (taken + kChunk - 1) / kChunk;
+    for (int o = 0; o < chunks; o++) {
+        if (o == c)
+            continue;
+        const int mo = min(kChunk, taken - o * kChunk);
+        __syncthreads(); /* the previous chunk's searches are done */
+        for (int i = p; i < mo; i += kChunk)
+            s_k[i] = sorted[o * kChunk + i];
+        __syncthreads();
+        int lo = 0, hi = mo;
+        while (lo < hi) {
+            const int mid = (lo + hi) >> 1;
+            if (s_k[mid] < x)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        place += lo;
+    }
+    if (p >= m)
+        return;
+    const uint64_t rank_mask = (1ull << kRankBits) - 1;
+    const int u = sorted_idx[(int)((x >> kRankBits) & rank_mask)];
+    const int v = sorted_idx[(int)(x & rank_mask)];
+    put_edge(ids, u, v, kept + place, next, next_at);
 }
 
 /* ---- plan, launcher ------------------------------------------------------------------- */
@@ -509,79 +511,95 @@ __global__ void __launch_bounds__(kSmallThreads)
 /* The small path's sizes for an update of n points (ok: it applies; knn_small.cuh's limits). */
 struct SmallPlan {
     bool ok;
-    int sort_cap;    /* the taken candidates' sort: a power of two >= n max_degree / 2 */
+    bool replay;     /* the launches below hold for any number of previous edges up to
+                        n max_degree / 2 (and this update has no more): a captured update of
+                        n points can be replayed */
+    int p_grid;      /* previous edges the grids cover (P, or n max_degree / 2 for a replay) */
+    int chunks;      /* blocks of the output's sort: kChunk keys each, for every edge that can be
+                        taken (at most n max_degree / 2, and at most the n k candidates) */
     size_t cap_smem; /* small_cap_kernel's dynamic shared memory */
 };
 
 SmallPlan small_plan(const State *s, int n)
 {
-    SmallPlan sp = {false, 0, 0};
-    const long long total = (long long)s->n_prev + (long long)n * s->p.k;
+    SmallPlan sp = {false, false, 0, 0, 0};
+    const long long nk = (long long)n * s->p.k, total = (long long)s->n_prev + nk;
     const long long half = (long long)n * s->p.max_degree / 2;
-    if (n > kSmallN || s->small_smem <= 0 || half > s->small_smem / 8 ||
-        total + 16 > s->small_smem)
+    /* the degree cap's marks: two bytes per slot of L (16-byte aligned) */
+    if (n > kSmallN || s->p.k > kSweepK || s->small_smem <= 0 || 2 * (total + 16) > s->small_smem)
         return sp;
-    sp.sort_cap = pow2_at_least(half > 0 ? half : 1);
-    if (8ll * sp.sort_cap > s->small_smem)
-        return sp;
+    sp.replay = s->n_prev <= half && 2 * (half + nk + 16) <= s->small_smem;
+    sp.p_grid = sp.replay ? (int)half : s->n_prev;
+    const long long most = half < nk ? half : nk;
+    sp.chunks = (int)((most + kChunk - 1) / kChunk);
+    if (sp.chunks < 1)
+        sp.chunks = 1;
     sp.cap_smem = (size_t)s->small_smem; /* the lists go there too when they fit */
     sp.ok = true;
     return sp;
 }
 
-/* Queues the small path's update of n points (on the device) on @p stream (knn_small.cuh). */
+/* Queues the small path's update of n points (on the device) on @p stream (knn_small.cuh).
+ * The number of previous edges is read on the device (s->hdr[0]); the grids cover sp.p_grid. */
 cudaError_t launch_small(State *s, int n, const SmallPlan &sp, cudaStream_t stream)
 {
-    const int k = s->p.k, P = s->n_prev, total = P + n * k;
+    const int k = s->p.k, nk = n * k;
     cudaError_t e;
-#define KNN_SMALL_LAUNCHED()                                                                   \
+#define KNN_SMALL_CHECK(x)                                                                     \
     do {                                                                                       \
-        if ((e = cudaGetLastError()) != cudaSuccess)                                           \
+        if ((e = (x)) != cudaSuccess)                                                          \
             return e;                                                                          \
     } while (0)
-    /* below[]: the large path's iota buffer (idx) */
-    small_prep_kernel<<<1, kSmallThreads, 0, stream>>>(
-        s->xy, n, s->max_cells, s->grid, s->counters, s->pt_cell, s->cell_count, s->cell_start,
-        s->cell_fill, s->cell_pts, s->idx, s->deg);
+#define KNN_SMALL_LAUNCHED() KNN_SMALL_CHECK(cudaGetLastError())
+    KNN_SMALL_CHECK(cudaMemsetAsync(s->rank2, 0, 2 * (size_t)n * sizeof(int), stream));
+    const unsigned tiles = (unsigned)((n + kRankChunk - 1) / kRankChunk);
+    sweep_rank_kernel<<<dim3(tiles, tiles), kRankChunk, 0, stream>>>(s->ids, s->xy, n, s->rank2);
     KNN_SMALL_LAUNCHED();
-    small_rank_kernel<<<dim3((unsigned)((n + kRankChunk - 1) / kRankChunk),
-                             (unsigned)((n + kRankChunk - 1) / kRankChunk)),
-                        kRankChunk, 0, stream>>>(s->ids, n, s->idx);
+    sweep_order_kernel<<<blocks(n), kThreads, 0, stream>>>(s->ids, s->xy, n, s->rank2,
+                                                           s->sorted_ids, s->sorted_idx, s->rank,
+                                                           s->xs, s->xs_idx, s->deg, s->counters);
     KNN_SMALL_LAUNCHED();
-    small_order_kernel<<<blocks(n), kThreads, 0, stream>>>(s->ids, n, s->idx, s->sorted_ids,
-                                                           s->sorted_idx);
+    sweep_knn_kernel<<<(unsigned)((n + kSweepThreads / 32 - 1) / (kSweepThreads / 32)),
+                       kSweepThreads, 0, stream>>>(
+        s->xy, s->xs, s->xs_idx, s->rank2, s->sorted_ids, s->rank, n, k, s->p.max_dy,
+        s->counters, s->knn_d2, s->knn_j, s->n_knn, s->kth, s->drop, s->cell_fill);
     KNN_SMALL_LAUNCHED();
-    knn_kernel<<<blocks(n), kThreads, 0, stream>>>(
-        s->xy, n, s->grid, s->pt_cell, s->cell_start, s->cell_pts, k, s->p.max_dy, s->sorted_ids,
-        s->sorted_idx, s->rank, s->counters, s->knn_d2, s->knn_j, s->n_knn, s->kth, s->drop,
-        s->cell_fill);
+    /* the far points (cell_fill: their list) */
+    hard_kernel<<<kHardBlocks, kHardThreads, 0, stream>>>(s->xy, n, k, s->p.max_dy, s->cell_fill,
+                                                          s->counters, s->knn_d2, s->knn_j,
+                                                          s->n_knn, s->kth);
     KNN_SMALL_LAUNCHED();
-    if (k <= kLocalK) { /* the hard points: cell_fill is free once the points are by cell */
-        hard_kernel<<<kHardBlocks, kHardThreads, 0, stream>>>(s->xy, n, k, s->p.max_dy,
-                                                              s->cell_fill, s->counters,
-                                                              s->knn_d2, s->knn_j, s->n_knn,
-                                                              s->kth);
+    if (sp.p_grid > 0) {
+        prev_kernel<<<blocks(sp.p_grid), kThreads, 0, stream>>>(
+            s->prev, s->prev_at, s->hdr, s->ids, s->xy, n, s->sorted_ids, s->sorted_idx,
+            s->knn_j, s->n_knn, s->kth, k, s->p.max_dy, s->p.hysteresis, s->drop, s->l_u,
+            s->l_v, s->st, s->vkey, s->vval);
         KNN_SMALL_LAUNCHED();
     }
-    if (P > 0) {
-        prev_kernel<<<blocks(P), kThreads, 0, stream>>>(
-            s->prev, s->prev_at, P, s->ids, s->xy, n, s->sorted_ids, s->sorted_idx, s->knn_j,
-            s->n_knn, s->kth, k, s->p.max_dy, s->p.hysteresis, s->drop, s->l_u, s->l_v, s->st,
-            s->vkey, s->vval);
-        KNN_SMALL_LAUNCHED();
-    }
-    small_cand_kernel<<<blocks(total), kThreads, 0, stream>>>(
-        P, total, s->ids, s->rank, s->knn_j, s->n_knn, s->knn_d2, k, s->drop, s->l_u, s->l_v,
+    small_cand_kernel<<<blocks((long long)sp.p_grid + nk), kThreads, 0, stream>>>(
+        s->hdr, n, s->ids, s->rank, s->knn_j, s->n_knn, s->knn_d2, k, s->drop, s->l_u, s->l_v,
         s->st, s->key, s->deg);
     KNN_SMALL_LAUNCHED();
-    small_csr_kernel<<<1, kSmallThreads, (size_t)n * sizeof(int), stream>>>(
-        n, total, s->deg, s->st, s->l_u, s->l_v, s->key, s->v_off, s->v_rank);
+    /* the lists (v_rank), their offsets (v_off); v_pos: the fill's cursors */
+    small_offsets_kernel<<<1, kSmallThreads, 0, stream>>>(n, s->deg, s->v_off, s->v_pos);
+    KNN_SMALL_LAUNCHED();
+    small_fill_kernel<<<blocks((long long)sp.p_grid + nk), kThreads, 0, stream>>>(
+        s->hdr, n, k, s->st, s->l_u, s->l_v, s->v_pos, s->v_rank);
+    KNN_SMALL_LAUNCHED();
+    small_sort_kernel<<<blocks(n), kThreads, 0, stream>>>(n, s->v_off, s->key, s->v_rank);
     KNN_SMALL_LAUNCHED();
     small_cap_kernel<<<1, kSmallThreads, sp.cap_smem, stream>>>(
-        n, P, total, s->p.max_degree, sp.sort_cap, (int)sp.cap_smem, s->v_off, s->v_rank, s->l_u,
-        s->l_v, s->st, s->key, s->ids, s->sorted_idx, s->ckey, s->next, s->next_at, s->counters);
+        n, k, s->hdr, s->p.max_degree, (int)sp.cap_smem, s->v_off, s->v_rank, s->l_u, s->l_v,
+        s->st, s->key, s->ids, s->ckey, s->next, s->next_at, s->counters);
+    KNN_SMALL_LAUNCHED();
+    small_chunk_sort_kernel<<<sp.chunks, kChunkThreads, 0, stream>>>(s->ckey, s->counters,
+                                                                      s->ckey_sorted);
+    KNN_SMALL_LAUNCHED();
+    small_merge_kernel<<<sp.chunks, kChunk, 0, stream>>>(s->ckey_sorted, s->ids, s->sorted_idx,
+                                                         s->next, s->next_at, s->counters);
     KNN_SMALL_LAUNCHED();
 #undef KNN_SMALL_LAUNCHED
+#undef KNN_SMALL_CHECK
     return cudaSuccess;
 }
 
@@ -600,13 +618,10 @@ cudaError_t small_path_setup(State *s)
     long long room = (long long)optin - (long long)fa.sharedSizeBytes - 1024;
     if (room > kSmallSmem)
         room = kSmallSmem;
-    const int prep = kSmallN * (int)sizeof(uint64_t);
-    if (room < prep)
+    if (room < kSmallN * (long long)sizeof(uint64_t))
         return cudaSuccess; /* a small device: the large path only */
     if ((e = cudaFuncSetAttribute(small_cap_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)room)) != cudaSuccess ||
-        (e = cudaFuncSetAttribute(small_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  prep)) != cudaSuccess)
+                                  (int)room)) != cudaSuccess)
         return e;
     s->small_smem = (int)room;
     return cudaSuccess;
