@@ -39,8 +39,11 @@
 #define TC_THREADS 128
 
 struct tc_shape {
-    int ih, iw, ic, oh, ow, oc, kw, sh, sw, dh, dw, pt, pl;
+    int ih, iw, ic, oh, ow, oc, kh, kw, sh, sw, dh, dw, pt, pl;
     int M, K;
+    /* the patch kernel (conv_tcp): tiles of the output per image along y and x, and the input
+     * patch a tile reads (ph x pw pixels) */
+    int tiles_y, tiles_x, ph, pw;
     /* the folded concatenation (c0 = 0: none): channels [0, c0) from src0 (c0 channels per
      * pixel), [c0, ic) from src1 (ic - c0); rz: which source is resized (-1 none) from rh x rw
      * pixels to ih x iw, with RESIZE_BILINEAR's align_corners and half_pixel_centers */
@@ -178,6 +181,37 @@ __device__ __forceinline__ uint4 tc_pooled8(const __half *__restrict__ src, cons
     return out;
 }
 
+/* The epilogue of output channels n and n + 1 of the output pixel whose first element is at
+ * @p row in @p y, from their sums @p a0 and @p a1: bias, clamp, folded activation and residual
+ * (kr_conv_out, ops/conv_2d.cuh), stored in half (as a pair where @p oc is even). */
+__device__ __forceinline__ void tc_store2(__half *__restrict__ y, const float *__restrict__ bias,
+                                          const kr_epilogue &e, int oc, size_t row, int n,
+                                          float a0, float a1)
+{
+    float v[2];
+    const float a[2] = {a0, a1};
+#pragma unroll
+    for (int q = 0; q < 2; q++)
+        v[q] = kr_conv_out(a[q], bias && n + q < oc ? bias[n + q] : 0.0f, 0.0f, false, kr_no_res(),
+                           [&](float t) { return kr_apply(e, t); });
+    const size_t o = row + n;
+    if ((oc & 1) == 0 && n < oc) {
+        if (e.res) {
+            const float2 r =
+                __half22float2(*reinterpret_cast<const __half2 *>((const __half *)e.res + o));
+            v[0] += r.x, v[1] += r.y;
+        }
+        *reinterpret_cast<__half2 *>(y + o) = __floats2half2_rn(v[0], v[1]);
+    } else {
+#pragma unroll
+        for (int q = 0; q < 2; q++)
+            if (n + q < oc) {
+                kr_add_res<__half, 1>(e, o + q, &v[q]);
+                kr_st(y + o + q, v[q]);
+            }
+    }
+}
+
 template <int BM, int BN, int WM, int WN>
 __global__ void __launch_bounds__(TC_THREADS)
     conv_tc(const __half *__restrict__ x, const __half *__restrict__ x1,
@@ -302,7 +336,6 @@ __global__ void __launch_bounds__(TC_THREADS)
     }
     tc_wait<0>(); /* no copy left in flight at exit */
 
-    const bool pairs = (s.oc & 1) == 0;
 #pragma unroll
     for (int i = 0; i < MI; i++)
 #pragma unroll
@@ -311,36 +344,219 @@ __global__ void __launch_bounds__(TC_THREADS)
             if (m >= s.M)
                 continue;
 #pragma unroll
-            for (int j = 0; j < NI; j++) {
-                const int n = n0 + wn * tl::TN + j * 8 + (lane & 3) * 2;
-                float v[2];
-#pragma unroll
-                for (int q = 0; q < 2; q++) {
-                    v[q] = kr_conv_out(acc[i][j][h * 2 + q],
-                                       bias && n + q < s.oc ? bias[n + q] : 0.0f, 0.0f, false,
-                                       kr_no_res(), [&](float a) { return kr_apply(e, a); });
-                }
-                const size_t o = (size_t)m * s.oc + n;
-                if (pairs && n < s.oc) {
-                    if (e.res) {
-                        const float2 r =
-                            __half22float2(*reinterpret_cast<const __half2 *>((const __half *)e.res + o));
-                        v[0] += r.x, v[1] += r.y;
-                    }
-                    *reinterpret_cast<__half2 *>(y + o) = __floats2half2_rn(v[0], v[1]);
-                } else {
-#pragma unroll
-                    for (int q = 0; q < 2; q++)
-                        if (n + q < s.oc) {
-                            kr_add_res<__half, 1>(e, o + q, &v[q]);
-                            kr_st(y + o + q, v[q]);
-                        }
-                }
-            }
+            for (int j = 0; j < NI; j++)
+                tc_store2(y, bias, e, s.oc, (size_t)m * s.oc,
+                          n0 + wn * tl::TN + j * 8 + (lane & 3) * 2, acc[i][j][h * 2],
+                          acc[i][j][h * 2 + 1]);
         }
 #else
     __trap(); /* built without mma.sync / cp.async for this device: fail loudly */
 #endif
+}
+
+/*
+ * The patch kernel (conv_tcp), for layers with more than one tap: a block computes a tile of
+ * TH x TP_TW output pixels of one image (BM = TH * 16 GEMM rows) by BN output channels. For each
+ * 16-channel chunk of the input it stages, in shared memory, the input patch the tile's windows
+ * cover (ph x pw pixels, zeros outside the input) and the chunk's weights of every tap; every
+ * input value (gathered from a folded concatenation, resize or pool, once) then serves all the
+ * taps that read it: each tap's A fragments are ldmatrix rows pointed at the shifted patch
+ * pixels. Two stages: the next chunk's patch and weights load (cp.async) while this one's are
+ * multiplied.
+ *
+ * Summation order: per output, from 0, the 16-channel chunks of the input in order, within each
+ * the taps in (ky, kx) order, each tap's 16 products (channels past ic count as zero) summed as
+ * the tensor core sums them in float; the bias last. Only the layer's shape chooses this kernel
+ * (tc_use_patch), never the batch.
+ */
+#define TP_CK 16  /* input channels per stage */
+#define TP_LDS 24 /* halves per shared row: 48 bytes (8 consecutive rows: no bank conflict) */
+#define TP_TW 16  /* tile width in output pixels: a 16-row fragment is one tile row */
+
+/* Shared memory of conv_tcp: two stages of the patch and BN x taps weight rows. */
+static size_t tp_smem_bytes(const tc_shape &s, int bn)
+{
+    return 2 * ((size_t)s.ph * s.pw + (size_t)s.kh * s.kw * bn) * TP_LDS * sizeof(__half);
+}
+
+template <int TH, int BN, int WM, int WN>
+__global__ void __launch_bounds__(TC_THREADS)
+    conv_tcp(const __half *__restrict__ x, const __half *__restrict__ x1,
+             const __half *__restrict__ w, const float *__restrict__ bias, __half *__restrict__ y,
+             tc_shape s, kr_epilogue e)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    typedef tc_tile<TH * TP_TW, BN, WM, WN> tl;
+    constexpr int MI = tl::MI, NI = tl::NI;
+    extern __shared__ uint4 tp_shared[];
+    __half *const sm = reinterpret_cast<__half *>(tp_shared);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / WN, wn = warp % WN;
+    const int taps = s.kh * s.kw, patch = s.ph * s.pw;
+    const int stage = (patch + taps * BN) * TP_LDS; /* halves */
+
+    int t = blockIdx.x;
+    const int tx = t % s.tiles_x;
+    t /= s.tiles_x;
+    const int ty = t % s.tiles_y, b = t / s.tiles_y;
+    const int oy0 = ty * TH, ox0 = tx * TP_TW, n0 = blockIdx.y * BN;
+    const int iy0 = oy0 * s.sh - s.pt, ix0 = ox0 * s.sw - s.pl;
+    const int nq = (s.ic + TP_CK - 1) / TP_CK;
+
+    auto load_stage = [&](int buf, int q) {
+        __half *P = sm + buf * stage, *W = P + patch * TP_LDS;
+        for (int i = tid; i < patch * 2; i += TC_THREADS) {
+            const int p = i >> 1, hc = i & 1;
+            const int py = p / s.pw, px = p - py * s.pw;
+            const int iy = iy0 + py, ix = ix0 + px, c = q * TP_CK + hc * 8;
+            const bool ok = c < s.ic && (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
+            const __half *src = x;
+            int cs = s.ic, cc = c, resized = 0;
+            if (s.c0) {
+                const bool second = c >= s.c0;
+                src = second ? x1 : x;
+                cs = second ? s.ic - s.c0 : s.c0;
+                cc = second ? c - s.c0 : c;
+                resized = s.rz == (second ? 1 : 0);
+            }
+            __half *dst = P + p * TP_LDS + hc * 8;
+            if (resized || s.pool) {
+                uint4 v = make_uint4(0, 0, 0, 0);
+                if (ok)
+                    v = s.pool ? tc_pooled8(src, s, b, iy, ix, cc)
+                               : tc_resized8(src, s, b, iy, ix, cc, cs);
+                *reinterpret_cast<uint4 *>(dst) = v;
+            } else {
+                const __half *g = ok ? src + (((size_t)b * s.ih + iy) * s.iw + ix) * cs + cc : x;
+                tc_cp16<true>(tc_smem(dst), g, ok);
+            }
+        }
+        for (int i = tid; i < taps * BN * 2; i += TC_THREADS) {
+            const int hc = i & 1, r = i >> 1, n = r % BN, tap = r / BN;
+            const int c = q * TP_CK + hc * 8;
+            const bool ok = n0 + n < s.oc && c < s.ic;
+            const __half *g = ok ? w + (size_t)(n0 + n) * s.K + (size_t)tap * s.ic + c : w;
+            tc_cp16<false>(tc_smem(W + (tap * BN + n) * TP_LDS + hc * 8), g, ok);
+        }
+    };
+
+    /* each A fragment row's patch pixel at tap (0, 0): row r = wm * TM + i * 16 + (lane & 15)
+     * is tile pixel (r / 16, lane & 15) */
+    int arow[MI];
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+        arow[i] = ((wm * tl::TM + i * 16) / TP_TW) * s.sh * s.pw + (lane & 15) * s.sw;
+    const int acol = (lane >> 4) * 8;
+    const int brow = wn * tl::TN + (lane >> 4) * 8 + (lane & 7), bcol = ((lane >> 3) & 1) * 8;
+
+    float acc[MI][NI][4];
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int j = 0; j < NI; j++)
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                acc[i][j][q] = 0.0f;
+
+    load_stage(0, 0);
+    tc_commit();
+    for (int q = 0; q < nq; q++) {
+        if (q + 1 < nq) /* the other buffer: every warp finished with it (the barrier below) */
+            load_stage((q + 1) & 1, q + 1);
+        tc_commit();
+        tc_wait<1>(); /* chunk q's copies are in (chunk q + 1's may still be in flight) */
+        __syncthreads();
+        const __half *P = sm + (q & 1) * stage, *W = P + patch * TP_LDS;
+        int ky = 0, kx = 0;
+#pragma unroll 1
+        for (int tap = 0; tap < taps; tap++) {
+            const int off = ky * s.dh * s.pw + kx * s.dw;
+            unsigned a[MI][4], bf[NI][2];
+#pragma unroll
+            for (int i = 0; i < MI; i++)
+                tc_ldsm4(a[i], tc_smem(P + (arow[i] + off) * TP_LDS + acol));
+#pragma unroll
+            for (int j = 0; j < NI; j += 2) {
+                unsigned r[4];
+                tc_ldsm4(r, tc_smem(W + (tap * BN + brow + j * 8) * TP_LDS + bcol));
+                bf[j][0] = r[0], bf[j][1] = r[1], bf[j + 1][0] = r[2], bf[j + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int i = 0; i < MI; i++)
+#pragma unroll
+                for (int j = 0; j < NI; j++)
+                    tc_mma(acc[i][j], a[i], bf[j]);
+            if (++kx == s.kw)
+                kx = 0, ky++;
+        }
+        __syncthreads(); /* this buffer is loaded again at chunk q + 2 */
+    }
+    tc_wait<0>(); /* no copy left in flight at exit */
+
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = wm * tl::TM + i * 16 + (lane >> 2) + h * 8;
+            const int oy = oy0 + r / TP_TW, ox = ox0 + r % TP_TW;
+            if (oy >= s.oh || ox >= s.ow)
+                continue;
+            const size_t row = (((size_t)b * s.oh + oy) * s.ow + ox) * s.oc;
+#pragma unroll
+            for (int j = 0; j < NI; j++)
+                tc_store2(y, bias, e, s.oc, row, n0 + wn * tl::TN + j * 8 + (lane & 3) * 2,
+                          acc[i][j][h * 2], acc[i][j][h * 2 + 1]);
+        }
+#else
+    __trap(); /* built without mma.sync / cp.async for this device: fail loudly */
+#endif
+}
+
+/* Patch tiles of TH rows: their geometry in @p s (tiles_y, ph; tiles_x and pw do not depend on
+ * TH). */
+static void tp_geometry(tc_shape &s, int th)
+{
+    s.tiles_y = (s.oh + th - 1) / th;
+    s.tiles_x = (s.ow + TP_TW - 1) / TP_TW;
+    s.ph = (th - 1) * s.sh + (s.kh - 1) * s.dh + 1;
+    s.pw = (TP_TW - 1) * s.sw + (s.kw - 1) * s.dw + 1;
+}
+
+/* The most shared memory conv_tcp takes: beyond it (large dilations: a patch mostly outside the
+ * input) a layer stays on conv_tc, which keeps several blocks per multiprocessor. */
+#define TP_SMEM_MAX (100 * 1024)
+
+/* Whether the layer of shape @p s (kh, kw, strides, dilations, oc set) runs on conv_tcp: more
+ * than one tap and the 8-row tile's shared memory (the larger of the two tile heights) within
+ * TP_SMEM_MAX and the device's opt-in limit. By the layer's shape and the device only. */
+static int tc_use_patch(const kr_cuda_op *op, tc_shape s, int bn)
+{
+    if (s.kh * s.kw < 2)
+        return 0;
+    tp_geometry(s, 8);
+    const size_t smem = tp_smem_bytes(s, bn);
+    return smem <= TP_SMEM_MAX && smem <= op->caps->smem_block_optin;
+}
+
+template <int TH, int BN, int WM, int WN>
+static int launch_patch(const kr_cuda_op *op, tc_shape s, const __half *x0, const __half *x1,
+                        const float *bias, int batch)
+{
+    tp_geometry(s, TH);
+    const size_t smem = tp_smem_bytes(s, BN);
+    cudaError_t err;
+    if (smem > 48 * 1024 &&
+        (err = cudaFuncSetAttribute(conv_tcp<TH, BN, WM, WN>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) !=
+            cudaSuccess)
+        return (int)err;
+    const size_t blocks = (size_t)batch * s.tiles_y * s.tiles_x;
+    if (blocks >= ((size_t)1 << 31))
+        return (int)cudaErrorInvalidValue;
+    dim3 grid((unsigned)blocks, (unsigned)((s.oc + BN - 1) / BN));
+    conv_tcp<TH, BN, WM, WN><<<grid, TC_THREADS, smem, (cudaStream_t)op->stream>>>(
+        x0, x1, (const __half *)op->w16, bias, (__half *)op->out, s, kr_make_epilogue(op, 1));
+    return (int)cudaGetLastError();
 }
 
 template <int BM, int BN, int WM, int WN>
@@ -394,7 +610,7 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
     tc_shape s;
     s.oh = yt->dims[1], s.ow = yt->dims[2], s.oc = yt->dims[3];
     s.ic = wt->dims[3];
-    s.kw = wt->dims[2];
+    s.kh = wt->dims[1], s.kw = wt->dims[2];
     s.sh = p->stride_h, s.sw = p->stride_w;
     s.dh = p->dilation_h > 0 ? p->dilation_h : 1, s.dw = p->dilation_w > 0 ? p->dilation_w : 1;
     s.pt = p->pad_top, s.pl = p->pad_left;
@@ -430,8 +646,25 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
         op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? (const float *)op->in[2] : NULL;
     const int bn = s.oc <= 16 ? 16 : s.oc <= 32 ? 32 : 64;
     const size_t ntiles = (size_t)(s.oc + bn - 1) / bn;
+    const size_t sms = (size_t)(op->caps->sms > 0 ? op->caps->sms : 1);
+    s.tiles_y = s.tiles_x = s.ph = s.pw = 0;
+    if (tc_use_patch(op, s, bn)) {
+        /* 4-row tiles where 8-row ones would give fewer than two blocks per multiprocessor (a
+         * choice by M, which changes no output's sum) */
+        const size_t big = batch * ((s.oh + 7) / 8) * ((s.ow + TP_TW - 1) / TP_TW) * ntiles;
+        const int th4 = big < 2 * sms;
+        const int ib = (int)batch;
+        if (bn == 16)
+            return th4 ? launch_patch<4, 16, 4, 1>(op, s, x0, x1, bias, ib)
+                       : launch_patch<8, 16, 4, 1>(op, s, x0, x1, bias, ib);
+        if (bn == 32)
+            return th4 ? launch_patch<4, 32, 2, 2>(op, s, x0, x1, bias, ib)
+                       : launch_patch<8, 32, 4, 1>(op, s, x0, x1, bias, ib);
+        return th4 ? launch_patch<4, 64, 2, 2>(op, s, x0, x1, bias, ib)
+                   : launch_patch<8, 64, 2, 2>(op, s, x0, x1, bias, ib);
+    }
     /* BM 64 where 128-row tiles would give fewer than two blocks per multiprocessor */
-    const int small = ((M + 127) / 128) * ntiles < (size_t)(2 * (op->caps->sms > 0 ? op->caps->sms : 1));
+    const int small = ((M + 127) / 128) * ntiles < 2 * sms;
     if (bn == 16)
         small ? launch_tile<64, 16, 4, 1>(op, s, x0, x1, bias)
               : launch_tile<128, 16, 4, 1>(op, s, x0, x1, bias);
