@@ -158,6 +158,34 @@ __device__ __forceinline__ uint4 tc_pooled8(const __half *__restrict__ src, cons
     const __half2 ninf = __half2half2(__ushort_as_half((unsigned short)0xFC00u));
     __half2 m[4] = {ninf, ninf, ninf, ninf};
     const __half *base = src + (size_t)b * s.pih * s.piw * s.ic + c;
+    if (s.pkh == 2 && s.pkw == 2) {
+        /* u2netp's pools: the four taps' loads issued together, then the same maxima in the same
+         * (ky, kx) order (a tap outside the source reads as -inf: max(m, -inf) = m) */
+        const int y0 = oy * s.psh - s.ppt, x0 = ox * s.psw - s.ppl;
+        const int yy[2] = {y0, y0 + s.pdh}, xx[2] = {x0, x0 + s.pdw};
+        const uint4 ninf4 = make_uint4(0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u);
+        uint4 q[4];
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const int iy = yy[t >> 1], ix = xx[t & 1];
+            q[t] = (unsigned)iy < (unsigned)s.pih && (unsigned)ix < (unsigned)s.piw
+                       ? *reinterpret_cast<const uint4 *>(base + ((size_t)iy * s.piw + ix) * s.ic)
+                       : ninf4;
+        }
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const __half2 *h = reinterpret_cast<const __half2 *>(&q[t]);
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                m[j] = __hmax2(m[j], h[j]);
+        }
+        uint4 out;
+        __half2 *o = reinterpret_cast<__half2 *>(&out);
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            o[j] = m[j];
+        return out;
+    }
     for (int ky = 0; ky < s.pkh; ky++) {
         const int iy = oy * s.psh - s.ppt + ky * s.pdh;
         if ((unsigned)iy >= (unsigned)s.pih)
@@ -403,34 +431,52 @@ __global__ void __launch_bounds__(TC_THREADS)
     const int iy0 = oy0 * s.sh - s.pt, ix0 = ox0 * s.sw - s.pl;
     const int nq = (s.ic + TP_CK - 1) / TP_CK;
 
-    auto load_stage = [&](int buf, int q) {
-        __half *P = sm + buf * stage, *W = P + patch * TP_LDS;
-        for (int i = tid; i < patch * 2; i += TC_THREADS) {
-            const int p = i >> 1, hc = i & 1;
-            const int py = p / s.pw, px = p - py * s.pw;
-            const int iy = iy0 + py, ix = ix0 + px, c = q * TP_CK + hc * 8;
-            const bool ok = c < s.ic && (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
-            const __half *src = x;
-            int cs = s.ic, cc = c, resized = 0;
-            if (s.c0) {
-                const bool second = c >= s.c0;
-                src = second ? x1 : x;
-                cs = second ? s.ic - s.c0 : s.c0;
-                cc = second ? c - s.c0 : c;
-                resized = s.rz == (second ? 1 : 0);
+    auto load_patch = [&](int buf, int q) {
+        __half *P = sm + buf * stage;
+        /* two elements per pass: a gathered (resized or pooled) element's loads are all issued
+         * before either is stored */
+        for (int i0 = tid; i0 < patch * 2; i0 += 2 * TC_THREADS) {
+            uint4 v[2];
+            __half *vd[2] = {NULL, NULL};
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int i = i0 + u * TC_THREADS;
+                if (i >= patch * 2)
+                    break;
+                const int p = i >> 1, hc = i & 1;
+                const int py = p / s.pw, px = p - py * s.pw;
+                const int iy = iy0 + py, ix = ix0 + px, c = q * TP_CK + hc * 8;
+                const bool ok =
+                    c < s.ic && (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
+                const __half *src = x;
+                int cs = s.ic, cc = c, resized = 0;
+                if (s.c0) {
+                    const bool second = c >= s.c0;
+                    src = second ? x1 : x;
+                    cs = second ? s.ic - s.c0 : s.c0;
+                    cc = second ? c - s.c0 : c;
+                    resized = s.rz == (second ? 1 : 0);
+                }
+                __half *dst = P + p * TP_LDS + hc * 8;
+                if (resized || s.pool) {
+                    v[u] = make_uint4(0, 0, 0, 0);
+                    if (ok)
+                        v[u] = s.pool ? tc_pooled8(src, s, b, iy, ix, cc)
+                                      : tc_resized8(src, s, b, iy, ix, cc, cs);
+                    vd[u] = dst;
+                } else {
+                    const __half *g = ok ? src + (((size_t)b * s.ih + iy) * s.iw + ix) * cs + cc : x;
+                    tc_cp16<true>(tc_smem(dst), g, ok);
+                }
             }
-            __half *dst = P + p * TP_LDS + hc * 8;
-            if (resized || s.pool) {
-                uint4 v = make_uint4(0, 0, 0, 0);
-                if (ok)
-                    v = s.pool ? tc_pooled8(src, s, b, iy, ix, cc)
-                               : tc_resized8(src, s, b, iy, ix, cc, cs);
-                *reinterpret_cast<uint4 *>(dst) = v;
-            } else {
-                const __half *g = ok ? src + (((size_t)b * s.ih + iy) * s.iw + ix) * cs + cc : x;
-                tc_cp16<true>(tc_smem(dst), g, ok);
-            }
+#pragma unroll
+            for (int u = 0; u < 2; u++)
+                if (vd[u])
+                    *reinterpret_cast<uint4 *>(vd[u]) = v[u];
         }
+    };
+    auto load_weights = [&](int buf, int q) {
+        __half *W = sm + buf * stage + patch * TP_LDS;
         for (int i = tid; i < taps * BN * 2; i += TC_THREADS) {
             const int hc = i & 1, r = i >> 1, n = r % BN, tap = r / BN;
             const int c = q * TP_CK + hc * 8;
@@ -458,11 +504,19 @@ __global__ void __launch_bounds__(TC_THREADS)
             for (int q = 0; q < 4; q++)
                 acc[i][j][q] = 0.0f;
 
-    load_stage(0, 0);
+    /* the weights are the layer's own (written once at set-up): loaded before waiting for the
+     * kernel before, which a programmatic dependent launch lets run until here (sm_90) */
+    load_weights(0, 0);
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    load_patch(0, 0);
     tc_commit();
     for (int q = 0; q < nq; q++) {
-        if (q + 1 < nq) /* the other buffer: every warp finished with it (the barrier below) */
-            load_stage((q + 1) & 1, q + 1);
+        if (q + 1 < nq) { /* the other buffer: every warp finished with it (the barrier below) */
+            load_weights((q + 1) & 1, q + 1);
+            load_patch((q + 1) & 1, q + 1);
+        }
         tc_commit();
         tc_wait<1>(); /* chunk q's copies are in (chunk q + 1's may still be in flight) */
         __syncthreads();
@@ -553,10 +607,22 @@ static int launch_patch(const kr_cuda_op *op, tc_shape s, const __half *x0, cons
     const size_t blocks = (size_t)batch * s.tiles_y * s.tiles_x;
     if (blocks >= ((size_t)1 << 31))
         return (int)cudaErrorInvalidValue;
-    dim3 grid((unsigned)blocks, (unsigned)((s.oc + BN - 1) / BN));
-    conv_tcp<TH, BN, WM, WN><<<grid, TC_THREADS, smem, (cudaStream_t)op->stream>>>(
-        x0, x1, (const __half *)op->w16, bias, (__half *)op->out, s, kr_make_epilogue(op, 1));
-    return (int)cudaGetLastError();
+    /* on compute 9.0 a programmatic dependent launch: the blocks start (index arithmetic, the
+     * first weights) while the kernel before finishes; the kernel waits for it
+     * (griddepcontrol.wait) before reading any activation or writing */
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)blocks, (unsigned)((s.oc + BN - 1) / BN));
+    cfg.blockDim = dim3(TC_THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = (cudaStream_t)op->stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = op->caps->major >= 9 ? 1 : 0;
+    return (int)cudaLaunchKernelEx(&cfg, conv_tcp<TH, BN, WM, WN>, x0, x1,
+                                   (const __half *)op->w16, bias, (__half *)op->out, s,
+                                   kr_make_epilogue(op, 1));
 }
 
 template <int BM, int BN, int WM, int WN>
