@@ -105,6 +105,12 @@ static const ocase cases[] = {
      .s = {1, 1}, .dil = {1, 1}, .pads = {1, 1, 1, 1}, .groups = 1, .act = KR_ACT_RELU,
      .lo = -0.125f, .hi = 0.125f},
     CONVG(13, 11, 16, 64, 3, 1, 12, 12, 12, 12, 12, 1, NONE),
+    /* 16-row tiles (8 warps) where they still give two blocks per multiprocessor (at batch 3 on
+     * a 132-multiprocessor GPU; 8-row tiles at batch 1): 64, 32 and 16 outputs */
+    {.op = KR_OP_CONV_2D, .rank = 4, .dims = {1, 190, 170, 16}, .cout = 64, .k = {3, 3},
+     .s = {1, 1}, .dil = {1, 1}, .pads = {1, 1, 1, 1}, .groups = 1, .act = KR_ACT_RELU,
+     .lo = -0.125f, .hi = 0.125f},
+    CONVG(150, 170, 16, 32, 3, 1, 1, 1, 1, 1, 1, 1, NONE),
     /* DEPTHWISE_CONV_2D with explicit asymmetric pads */
     {.op = KR_OP_DEPTHWISE_CONV_2D, .rank = 4, .dims = D4(1, 8, 7, 3), .cout = 6, .k = {3, 3},
      .s = {2, 2}, .pads = {0, 1, 1, 0}},

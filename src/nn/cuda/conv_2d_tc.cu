@@ -57,7 +57,7 @@ template <int BM, int BN, int WM, int WN> struct tc_tile {
     static constexpr int TM = BM / WM, TN = BN / WN; /* a warp's tile */
     static constexpr int MI = TM / 16, NI = TN / 8;  /* m16 and n8 fragments per warp */
     static constexpr int AROWS = BM / 32;            /* A rows each thread loads per stage */
-    static_assert(WM * WN == 4, "4 warps");
+    static_assert(WM * WN == 4 || WM * WN == 8, "4 warps (conv_tc), 4 or 8 (conv_tcp)");
     static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "fragments");
     static_assert(BN * 4 <= 2 * TC_THREADS, "B chunks per thread");
 };
@@ -248,6 +248,7 @@ __global__ void __launch_bounds__(TC_THREADS)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     typedef tc_tile<BM, BN, WM, WN> tl;
+    static_assert(WM * WN == 4, "conv_tc: 4 warps (TC_THREADS)");
     constexpr int MI = tl::MI, NI = tl::NI, AR = tl::AROWS;
     __shared__ __align__(128) __half As[TC_STAGES][BM][TC_LDS];
     __shared__ __align__(128) __half Bs[TC_STAGES][BN][TC_LDS];
@@ -383,8 +384,9 @@ __global__ void __launch_bounds__(TC_THREADS)
 }
 
 /*
- * The patch kernel (conv_tcp), for layers with more than one tap: a block computes a tile of
- * TH x TP_TW output pixels of one image (BM = TH * 16 GEMM rows) by BN output channels. For each
+ * The patch kernel (conv_tcp), for layers with more than one tap: a block of WM x WN warps (4
+ * or 8) computes a tile of TH x TP_TW output pixels of one image (BM = TH * 16 GEMM rows) by BN
+ * output channels. For each
  * 16-channel chunk of the input it stages, in shared memory, the input patch the tile's windows
  * cover (ph x pw pixels, zeros outside the input) and the chunk's weights of every tap; every
  * input value (gathered from a folded concatenation, resize or pool, once) then serves all the
@@ -408,14 +410,14 @@ static size_t tp_smem_bytes(const tc_shape &s, int bn)
 }
 
 template <int TH, int BN, int WM, int WN>
-__global__ void __launch_bounds__(TC_THREADS)
+__global__ void __launch_bounds__(WM * WN * 32)
     conv_tcp(const __half *__restrict__ x, const __half *__restrict__ x1,
              const __half *__restrict__ w, const float *__restrict__ bias, __half *__restrict__ y,
              tc_shape s, kr_epilogue e)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     typedef tc_tile<TH * TP_TW, BN, WM, WN> tl;
-    constexpr int MI = tl::MI, NI = tl::NI;
+    constexpr int MI = tl::MI, NI = tl::NI, NT = WM * WN * 32;
     extern __shared__ uint4 tp_shared[];
     __half *const sm = reinterpret_cast<__half *>(tp_shared);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -435,12 +437,12 @@ __global__ void __launch_bounds__(TC_THREADS)
         __half *P = sm + buf * stage;
         /* two elements per pass: a gathered (resized or pooled) element's loads are all issued
          * before either is stored */
-        for (int i0 = tid; i0 < patch * 2; i0 += 2 * TC_THREADS) {
+        for (int i0 = tid; i0 < patch * 2; i0 += 2 * NT) {
             uint4 v[2];
             __half *vd[2] = {NULL, NULL};
 #pragma unroll
             for (int u = 0; u < 2; u++) {
-                const int i = i0 + u * TC_THREADS;
+                const int i = i0 + u * NT;
                 if (i >= patch * 2)
                     break;
                 const int p = i >> 1, hc = i & 1;
@@ -477,7 +479,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     };
     auto load_weights = [&](int buf, int q) {
         __half *W = sm + buf * stage + patch * TP_LDS;
-        for (int i = tid; i < taps * BN * 2; i += TC_THREADS) {
+        for (int i = tid; i < taps * BN * 2; i += NT) {
             const int hc = i & 1, r = i >> 1, n = r % BN, tap = r / BN;
             const int c = q * TP_CK + hc * 8;
             const bool ok = n0 + n < s.oc && c < s.ic;
@@ -615,7 +617,7 @@ static int launch_patch(const kr_cuda_op *op, tc_shape s, const __half *x0, cons
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.gridDim = dim3((unsigned)blocks, (unsigned)((s.oc + BN - 1) / BN));
-    cfg.blockDim = dim3(TC_THREADS);
+    cfg.blockDim = dim3(WM * WN * 32);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = (cudaStream_t)op->stream;
     cfg.attrs = attr;
@@ -715,19 +717,32 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
     const size_t sms = (size_t)(op->caps->sms > 0 ? op->caps->sms : 1);
     s.tiles_y = s.tiles_x = s.ph = s.pw = 0;
     if (tc_use_patch(op, s, bn)) {
-        /* 4-row tiles where 8-row ones would give fewer than two blocks per multiprocessor (a
-         * choice by M, which changes no output's sum) */
-        const size_t big = batch * ((s.oh + 7) / 8) * ((s.ow + TP_TW - 1) / TP_TW) * ntiles;
-        const int th4 = big < 2 * sms;
+        /* the tile height by M (which changes no output's sum): 16 rows (8 warps, the weights
+         * staged once for 256 pixels) where that still gives two blocks per multiprocessor and
+         * its patch fits, 4 rows where 8-row tiles would not, else 8 */
+        const size_t tx = (size_t)(s.ow + TP_TW - 1) / TP_TW;
+        const size_t t8 = batch * ((s.oh + 7) / 8) * tx * ntiles;
+        const size_t t16 = batch * ((s.oh + 15) / 16) * tx * ntiles;
+        tc_shape s16 = s;
+        tp_geometry(s16, 16);
+        const size_t smem16 = tp_smem_bytes(s16, bn);
+        const int th = t8 < 2 * sms ? 4
+                       : t16 >= 2 * sms && smem16 <= TP_SMEM_MAX &&
+                               smem16 <= op->caps->smem_block_optin
+                           ? 16
+                           : 8;
         const int ib = (int)batch;
         if (bn == 16)
-            return th4 ? launch_patch<4, 16, 4, 1>(op, s, x0, x1, bias, ib)
-                       : launch_patch<8, 16, 4, 1>(op, s, x0, x1, bias, ib);
+            return th == 4   ? launch_patch<4, 16, 4, 1>(op, s, x0, x1, bias, ib)
+                   : th == 8 ? launch_patch<8, 16, 4, 1>(op, s, x0, x1, bias, ib)
+                             : launch_patch<16, 16, 8, 1>(op, s, x0, x1, bias, ib);
         if (bn == 32)
-            return th4 ? launch_patch<4, 32, 2, 2>(op, s, x0, x1, bias, ib)
-                       : launch_patch<8, 32, 4, 1>(op, s, x0, x1, bias, ib);
-        return th4 ? launch_patch<4, 64, 2, 2>(op, s, x0, x1, bias, ib)
-                   : launch_patch<8, 64, 2, 2>(op, s, x0, x1, bias, ib);
+            return th == 4   ? launch_patch<4, 32, 2, 2>(op, s, x0, x1, bias, ib)
+                   : th == 8 ? launch_patch<8, 32, 4, 1>(op, s, x0, x1, bias, ib)
+                             : launch_patch<16, 32, 8, 1>(op, s, x0, x1, bias, ib);
+        return th == 4   ? launch_patch<4, 64, 2, 2>(op, s, x0, x1, bias, ib)
+               : th == 8 ? launch_patch<8, 64, 2, 2>(op, s, x0, x1, bias, ib)
+                         : launch_patch<16, 64, 4, 2>(op, s, x0, x1, bias, ib);
     }
     /* BM 64 where 128-row tiles would give fewer than two blocks per multiprocessor */
     const int small = ((M + 127) / 128) * ntiles < 2 * sms;
