@@ -14,6 +14,10 @@
  *    its activation inputs and writes its output once: the floor for a node-by-node schedule)
  *    against the measured device copy bandwidth (cudaMemcpy device to device, 1 GB).
  *  - --best: keyer_runtime_best_batch() up to the largest batch given.
+ *  - --profile: after each throughput line, one profiled run: the timed nodes (launches) and
+ *    the summed device time, per operator type, and the --profile-top N slowest nodes
+ *    (default 10) with their output shapes;
+ *  - --precision f32|f16: only that precision (default both).
  *  - --verbose: the runtime's debug messages (with --profile and the persistent schedule, the
  *    time of every step and its parts);
  *  - --schedule: the cuda schedule (keyer_cuda_schedule; default auto: the persistent kernel up
@@ -75,7 +79,8 @@ static double copy_bandwidth(void)
 }
 
 /* Per-operator device times of one run: totals per operator type and the ten slowest nodes. */
-static void print_profile(keyer_runtime *rt, const char *name, const char *prec, int batch)
+static void print_profile(keyer_runtime *rt, const char *name, const char *prec, int batch,
+                          int top)
 {
     keyer_node_timing t[1024];
     int n = 0;
@@ -108,7 +113,7 @@ static void print_profile(keyer_runtime *rt, const char *name, const char *prec,
     for (int k = 0; k < n_ops; k++)
         printf("    %-28s %3d nodes %.4f ms (%.1f%%)\n", ops[k], cnt[k], tot[k],
                100.0 * tot[k] / (all > 0 ? all : 1));
-    for (int r = 0; r < 10; r++) {
+    for (int r = 0; r < top; r++) {
         int best = -1;
         for (int i = 0; i < n; i++)
             if (t[i].ms >= 0 && (best < 0 || t[i].ms > t[best].ms))
@@ -129,6 +134,7 @@ int main(int argc, char **argv)
     const char *models = "selfie,selfie-landscape,face-short,face-full,face-mesh,pose-lite,pose-full,"
                          "pose-heavy";
     int batches[16] = {1, 8, 64, 256}, n_batches = 4, best = 0, device = 0, profile = 0;
+    int top = 10, only_prec = -1;
     keyer_cuda_schedule schedule = KEYER_CUDA_SCHEDULE_AUTO;
     keyer_logger logger = keyer_logger_default();
     double seconds = 1.0;
@@ -145,6 +151,11 @@ int main(int argc, char **argv)
             best = 1;
         else if (!strcmp(argv[i], "--profile"))
             profile = 1;
+        else if (!strcmp(argv[i], "--profile-top") && i + 1 < argc)
+            top = kb_int_arg(PROG, "--profile-top", argv[++i]);
+        else if (!strcmp(argv[i], "--precision") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "f32") || !strcmp(argv[i + 1], "f16")))
+            only_prec = !strcmp(argv[++i], "f16");
         else if (!strcmp(argv[i], "--verbose"))
             logger.level = KEYER_LOG_DEBUG;
         else if (!strcmp(argv[i], "--schedule") && i + 1 < argc) {
@@ -156,7 +167,7 @@ int main(int argc, char **argv)
         }
         else {
             fprintf(stderr, "usage: %s [--models a,b] [--batches 1,8,64,256] [--seconds S] [--best] "
-                            "[--profile] [--verbose] [--device N] [--schedule auto|kernels|persistent|persistent-grid]\n", argv[0]);
+                            "[--profile] [--profile-top N] [--precision f32|f16] [--verbose] [--device N] [--schedule auto|kernels|persistent|persistent-grid]\n", argv[0]);
             return 2;
         }
     }
@@ -194,6 +205,8 @@ int main(int argc, char **argv)
         const kr_graph *g = kr_model_graph(model);
         double macs = (double)keyer_model_macs(model);
         for (int prec = 0; prec < 2; prec++) {
+            if (only_prec >= 0 && prec != only_prec)
+                continue;
             keyer_runtime_params p = keyer_runtime_params_defaults();
             p.backend = KEYER_BACKEND_CUDA;
             p.precision = (keyer_precision)prec;
@@ -247,7 +260,7 @@ int main(int argc, char **argv)
                        keyer_runtime_arena_bytes(rt) / 1e6);
                 fflush(stdout);
                 if (profile)
-                    print_profile(rt, name, keyer_precision_name(p.precision), p.batch);
+                    print_profile(rt, name, keyer_precision_name(p.precision), p.batch, top);
                 keyer_runtime_destroy(&rt);
             }
             if (best) {

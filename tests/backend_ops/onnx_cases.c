@@ -87,6 +87,42 @@ static const ocase cases[] = {
     CONVG(190, 180, 16, 16, 3, 1, 1, 1, 1, 1, 1, 1, NONE),
     CONVG(185, 183, 16, 32, 1, 1, 1, 0, 0, 0, 0, 1, RELU6),
     CONVG(187, 181, 32, 40, 1, 1, 1, 0, 0, 0, 0, 1, NONE),
+    /* f16, the patch kernel (conv_2d_tc.cu conv_tcp: 16-channel chunks, 8- or 4-row tiles of 16
+     * pixels): 128 input channels (8 chunks) to 64 on partial tiles; 40 inputs (a half chunk
+     * last) to 20 outputs with stride 2 and dilation 2; dilation 8 on 20 x 20 (a patch mostly
+     * outside the input); a 5x5 window; one row; 4- and 8-row tiles at 64 outputs (130 x 100 at
+     * batch 1 and 3); dilation 12 at 64 outputs (its patch over the kernel's shared-memory
+     * bound: conv_tc takes it). The larger ones here read inputs in [-0.125, 0.125): with
+     * [-1, 1) the cpu backend's Winograd transform errs by up to 2.3e-4 on them, past its 1e-4 */
+    {.op = KR_OP_CONV_2D, .rank = 4, .dims = {1, 23, 37, 128}, .cout = 64, .k = {3, 3},
+     .s = {1, 1}, .dil = {1, 1}, .pads = {1, 1, 1, 1}, .groups = 1, .act = KR_ACT_RELU,
+     .lo = -0.125f, .hi = 0.125f},
+    CONVG(17, 21, 40, 20, 3, 2, 2, 2, 2, 2, 2, 1, NONE),
+    CONVG(20, 20, 16, 16, 3, 1, 8, 8, 8, 8, 8, 1, RELU),
+    CONVG(9, 10, 8, 16, 5, 1, 1, 2, 2, 2, 2, 1, NONE),
+    CONVG(1, 40, 16, 16, 3, 1, 1, 1, 1, 1, 1, 1, NONE),
+    {.op = KR_OP_CONV_2D, .rank = 4, .dims = {1, 130, 100, 32}, .cout = 64, .k = {3, 3},
+     .s = {1, 1}, .dil = {1, 1}, .pads = {1, 1, 1, 1}, .groups = 1, .act = KR_ACT_RELU,
+     .lo = -0.125f, .hi = 0.125f},
+    CONVG(13, 11, 16, 64, 3, 1, 12, 12, 12, 12, 12, 1, NONE),
+    /* small layers (4-row tiles) with more than two 16-channel chunks: a shared-memory buffer
+     * per chunk, all loaded at once (64 -> 16 at 10 x 10; 64 -> 64 dilated where the device's
+     * opt-in limit allows it, the two-stage pipeline below it; the 40-input case above too) */
+    CONVG(10, 10, 64, 16, 3, 1, 1, 1, 1, 1, 1, 1, RELU),
+    CONVG(12, 20, 64, 64, 3, 1, 2, 2, 2, 2, 2, 1, NONE),
+    /* fewer than 8 input channels on the patch kernel (compute 8.0+; its scalar gather): an
+     * RGB stem to 64 outputs as u2netp's (4- and 16-row tiles at batch 1 and 3), 5 inputs with
+     * stride 2 and dilation 2 */
+    CONVG(150, 170, 3, 64, 3, 1, 1, 1, 1, 1, 1, 1, RELU),
+    CONVG(19, 23, 5, 16, 3, 2, 2, 2, 2, 2, 2, 1, NONE),
+    /* 16-row tiles (8 warps) where they still give two blocks per multiprocessor (at batch 3 on
+     * a 132-multiprocessor GPU; 8-row tiles at batch 1): 64, 32 and 16 outputs */
+    {.op = KR_OP_CONV_2D, .rank = 4, .dims = {1, 190, 170, 16}, .cout = 64, .k = {3, 3},
+     .s = {1, 1}, .dil = {1, 1}, .pads = {1, 1, 1, 1}, .groups = 1, .act = KR_ACT_RELU,
+     .lo = -0.125f, .hi = 0.125f},
+    {.op = KR_OP_CONV_2D, .rank = 4, .dims = {1, 150, 170, 16}, .cout = 32, .k = {3, 3},
+     .s = {1, 1}, .dil = {1, 1}, .pads = {1, 1, 1, 1}, .groups = 1, .act = KR_ACT_NONE,
+     .lo = -0.125f, .hi = 0.125f},
     /* DEPTHWISE_CONV_2D with explicit asymmetric pads */
     {.op = KR_OP_DEPTHWISE_CONV_2D, .rank = 4, .dims = D4(1, 8, 7, 3), .cout = 6, .k = {3, 3},
      .s = {2, 2}, .pads = {0, 1, 1, 0}},

@@ -39,8 +39,15 @@
 #define TC_THREADS 128
 
 struct tc_shape {
-    int ih, iw, ic, oh, ow, oc, kw, sh, sw, dh, dw, pt, pl;
+    int ih, iw, ic, oh, ow, oc, kh, kw, sh, sw, dh, dw, pt, pl;
     int M, K;
+    /* the patch kernel (conv_tcp): tiles of the output per image along y and x, and the input
+     * patch a tile reads (ph x pw pixels) */
+    int tiles_y, tiles_x, ph, pw;
+    /* its shared-memory buffers: 2 (a two-stage pipeline over the input chunks), or one per
+     * chunk (every chunk's loads issued at once: small layers, where each chunk's load latency
+     * would otherwise follow the one before) */
+    int nbuf;
     /* the folded concatenation (c0 = 0: none): channels [0, c0) from src0 (c0 channels per
      * pixel), [c0, ic) from src1 (ic - c0); rz: which source is resized (-1 none) from rh x rw
      * pixels to ih x iw, with RESIZE_BILINEAR's align_corners and half_pixel_centers */
@@ -54,7 +61,7 @@ template <int BM, int BN, int WM, int WN> struct tc_tile {
     static constexpr int TM = BM / WM, TN = BN / WN; /* a warp's tile */
     static constexpr int MI = TM / 16, NI = TN / 8;  /* m16 and n8 fragments per warp */
     static constexpr int AROWS = BM / 32;            /* A rows each thread loads per stage */
-    static_assert(WM * WN == 4, "4 warps");
+    static_assert(WM * WN == 4 || WM * WN == 8, "4 warps (conv_tc), 4 or 8 (conv_tcp)");
     static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "fragments");
     static_assert(BN * 4 <= 2 * TC_THREADS, "B chunks per thread");
 };
@@ -155,6 +162,34 @@ __device__ __forceinline__ uint4 tc_pooled8(const __half *__restrict__ src, cons
     const __half2 ninf = __half2half2(__ushort_as_half((unsigned short)0xFC00u));
     __half2 m[4] = {ninf, ninf, ninf, ninf};
     const __half *base = src + (size_t)b * s.pih * s.piw * s.ic + c;
+    if (s.pkh == 2 && s.pkw == 2) {
+        /* u2netp's pools: the four taps' loads issued together, then the same maxima in the same
+         * (ky, kx) order (a tap outside the source reads as -inf: max(m, -inf) = m) */
+        const int y0 = oy * s.psh - s.ppt, x0 = ox * s.psw - s.ppl;
+        const int yy[2] = {y0, y0 + s.pdh}, xx[2] = {x0, x0 + s.pdw};
+        const uint4 ninf4 = make_uint4(0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u);
+        uint4 q[4];
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const int iy = yy[t >> 1], ix = xx[t & 1];
+            q[t] = (unsigned)iy < (unsigned)s.pih && (unsigned)ix < (unsigned)s.piw
+                       ? *reinterpret_cast<const uint4 *>(base + ((size_t)iy * s.piw + ix) * s.ic)
+                       : ninf4;
+        }
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const __half2 *h = reinterpret_cast<const __half2 *>(&q[t]);
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                m[j] = __hmax2(m[j], h[j]);
+        }
+        uint4 out;
+        __half2 *o = reinterpret_cast<__half2 *>(&out);
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            o[j] = m[j];
+        return out;
+    }
     for (int ky = 0; ky < s.pkh; ky++) {
         const int iy = oy * s.psh - s.ppt + ky * s.pdh;
         if ((unsigned)iy >= (unsigned)s.pih)
@@ -178,6 +213,52 @@ __device__ __forceinline__ uint4 tc_pooled8(const __half *__restrict__ src, cons
     return out;
 }
 
+/* The @p ic (< 8) channels of input pixel (b, iy, ix) of a layer with fewer than 8 input
+ * channels (the RGB stem), zero-extended to 8 halves: scalar loads (its pixels are not 16-byte
+ * aligned). */
+__device__ __forceinline__ uint4 tc_narrow8(const __half *__restrict__ src, const tc_shape &s,
+                                            int b, int iy, int ix)
+{
+    const unsigned short *px = reinterpret_cast<const unsigned short *>(src) +
+                               (((size_t)b * s.ih + iy) * s.iw + ix) * s.ic;
+    unsigned h[8];
+#pragma unroll
+    for (int c = 0; c < 8; c++)
+        h[c] = c < s.ic ? px[c] : 0u;
+    return make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+}
+
+/* The epilogue of output channels n and n + 1 of the output pixel whose first element is at
+ * @p row in @p y, from their sums @p a0 and @p a1: bias, clamp, folded activation and residual
+ * (kr_conv_out, ops/conv_2d.cuh), stored in half (as a pair where @p oc is even). */
+__device__ __forceinline__ void tc_store2(__half *__restrict__ y, const float *__restrict__ bias,
+                                          const kr_epilogue &e, int oc, size_t row, int n,
+                                          float a0, float a1)
+{
+    float v[2];
+    const float a[2] = {a0, a1};
+#pragma unroll
+    for (int q = 0; q < 2; q++)
+        v[q] = kr_conv_out(a[q], bias && n + q < oc ? bias[n + q] : 0.0f, 0.0f, false, kr_no_res(),
+                           [&](float t) { return kr_apply(e, t); });
+    const size_t o = row + n;
+    if ((oc & 1) == 0 && n < oc) {
+        if (e.res) {
+            const float2 r =
+                __half22float2(*reinterpret_cast<const __half2 *>((const __half *)e.res + o));
+            v[0] += r.x, v[1] += r.y;
+        }
+        *reinterpret_cast<__half2 *>(y + o) = __floats2half2_rn(v[0], v[1]);
+    } else {
+#pragma unroll
+        for (int q = 0; q < 2; q++)
+            if (n + q < oc) {
+                kr_add_res<__half, 1>(e, o + q, &v[q]);
+                kr_st(y + o + q, v[q]);
+            }
+    }
+}
+
 template <int BM, int BN, int WM, int WN>
 __global__ void __launch_bounds__(TC_THREADS)
     conv_tc(const __half *__restrict__ x, const __half *__restrict__ x1,
@@ -186,6 +267,7 @@ __global__ void __launch_bounds__(TC_THREADS)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     typedef tc_tile<BM, BN, WM, WN> tl;
+    static_assert(WM * WN == 4, "conv_tc: 4 warps (TC_THREADS)");
     constexpr int MI = tl::MI, NI = tl::NI, AR = tl::AROWS;
     __shared__ __align__(128) __half As[TC_STAGES][BM][TC_LDS];
     __shared__ __align__(128) __half Bs[TC_STAGES][BN][TC_LDS];
@@ -302,7 +384,6 @@ __global__ void __launch_bounds__(TC_THREADS)
     }
     tc_wait<0>(); /* no copy left in flight at exit */
 
-    const bool pairs = (s.oc & 1) == 0;
 #pragma unroll
     for (int i = 0; i < MI; i++)
 #pragma unroll
@@ -311,36 +392,298 @@ __global__ void __launch_bounds__(TC_THREADS)
             if (m >= s.M)
                 continue;
 #pragma unroll
-            for (int j = 0; j < NI; j++) {
-                const int n = n0 + wn * tl::TN + j * 8 + (lane & 3) * 2;
-                float v[2];
-#pragma unroll
-                for (int q = 0; q < 2; q++) {
-                    v[q] = kr_conv_out(acc[i][j][h * 2 + q],
-                                       bias && n + q < s.oc ? bias[n + q] : 0.0f, 0.0f, false,
-                                       kr_no_res(), [&](float a) { return kr_apply(e, a); });
-                }
-                const size_t o = (size_t)m * s.oc + n;
-                if (pairs && n < s.oc) {
-                    if (e.res) {
-                        const float2 r =
-                            __half22float2(*reinterpret_cast<const __half2 *>((const __half *)e.res + o));
-                        v[0] += r.x, v[1] += r.y;
-                    }
-                    *reinterpret_cast<__half2 *>(y + o) = __floats2half2_rn(v[0], v[1]);
-                } else {
-#pragma unroll
-                    for (int q = 0; q < 2; q++)
-                        if (n + q < s.oc) {
-                            kr_add_res<__half, 1>(e, o + q, &v[q]);
-                            kr_st(y + o + q, v[q]);
-                        }
-                }
-            }
+            for (int j = 0; j < NI; j++)
+                tc_store2(y, bias, e, s.oc, (size_t)m * s.oc,
+                          n0 + wn * tl::TN + j * 8 + (lane & 3) * 2, acc[i][j][h * 2],
+                          acc[i][j][h * 2 + 1]);
         }
 #else
     __trap(); /* built without mma.sync / cp.async for this device: fail loudly */
 #endif
+}
+
+/*
+ * The patch kernel (conv_tcp), for layers with more than one tap: a block of WM x WN warps (4
+ * or 8) computes a tile of TH x TP_TW output pixels of one image (BM = TH * 16 GEMM rows) by BN
+ * output channels. For each
+ * 16-channel chunk of the input it stages, in shared memory, the input patch the tile's windows
+ * cover (ph x pw pixels, zeros outside the input) and the chunk's weights of every tap; every
+ * input value (gathered from a folded concatenation, resize or pool, once) then serves all the
+ * taps that read it: each tap's A fragments are ldmatrix rows pointed at the shifted patch
+ * pixels. Two stages: the next chunk's patch and weights load (cp.async) while this one's are
+ * multiplied; or, for small grids (4-row tiles) of more than two chunks, one buffer per chunk
+ * where they fit the opt-in limit, every chunk's loads issued at once (tc_shape.nbuf).
+ *
+ * Summation order: per output, from 0, the 16-channel chunks of the input in order, within each
+ * the taps in (ky, kx) order, each tap's 16 products (channels past ic count as zero) summed as
+ * the tensor core sums them in float; the bias last. Only the layer's shape chooses this kernel
+ * (tc_use_patch), never the batch.
+ */
+#define TP_CK 16  /* input channels per stage */
+#define TP_LDS 24 /* halves per shared row: 48 bytes (8 consecutive rows: no bank conflict) */
+#define TP_TW 16  /* tile width in output pixels: a 16-row fragment is one tile row */
+
+/* Shared memory of one conv_tcp buffer (a chunk's patch and BN x taps weight rows), and of the
+ * two-stage pipeline. */
+static size_t tp_buffer_bytes(const tc_shape &s, int bn)
+{
+    return ((size_t)s.ph * s.pw + (size_t)s.kh * s.kw * bn) * TP_LDS * sizeof(__half);
+}
+static size_t tp_smem_bytes(const tc_shape &s, int bn) { return 2 * tp_buffer_bytes(s, bn); }
+
+template <int TH, int BN, int WM, int WN>
+__global__ void __launch_bounds__(WM * WN * 32)
+    conv_tcp(const __half *__restrict__ x, const __half *__restrict__ x1,
+             const __half *__restrict__ w, const float *__restrict__ bias, __half *__restrict__ y,
+             tc_shape s, kr_epilogue e)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    typedef tc_tile<TH * TP_TW, BN, WM, WN> tl;
+    constexpr int MI = tl::MI, NI = tl::NI, NT = WM * WN * 32;
+    extern __shared__ uint4 tp_shared[];
+    __half *const sm = reinterpret_cast<__half *>(tp_shared);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / WN, wn = warp % WN;
+    const int taps = s.kh * s.kw, patch = s.ph * s.pw;
+    const int stage = (patch + taps * BN) * TP_LDS; /* halves */
+
+    int t = blockIdx.x;
+    const int tx = t % s.tiles_x;
+    t /= s.tiles_x;
+    const int ty = t % s.tiles_y, b = t / s.tiles_y;
+    const int oy0 = ty * TH, ox0 = tx * TP_TW, n0 = blockIdx.y * BN;
+    const int iy0 = oy0 * s.sh - s.pt, ix0 = ox0 * s.sw - s.pl;
+    const int nq = (s.ic + TP_CK - 1) / TP_CK;
+
+    auto load_patch = [&](int buf, int q) {
+        __half *P = sm + buf * stage;
+        /* two elements per pass: a gathered (resized or pooled) element's loads are all issued
+         * before either is stored */
+        for (int i0 = tid; i0 < patch * 2; i0 += 2 * NT) {
+            uint4 v[2];
+            __half *vd[2] = {NULL, NULL};
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int i = i0 + u * NT;
+                if (i >= patch * 2)
+                    break;
+                const int p = i >> 1, hc = i & 1;
+                const int py = p / s.pw, px = p - py * s.pw;
+                const int iy = iy0 + py, ix = ix0 + px, c = q * TP_CK + hc * 8;
+                const bool ok =
+                    c < s.ic && (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
+                const __half *src = x;
+                int cs = s.ic, cc = c, resized = 0;
+                if (s.c0) {
+                    const bool second = c >= s.c0;
+                    src = second ? x1 : x;
+                    cs = second ? s.ic - s.c0 : s.c0;
+                    cc = second ? c - s.c0 : c;
+                    resized = s.rz == (second ? 1 : 0);
+                }
+                __half *dst = P + p * TP_LDS + hc * 8;
+                if (s.ic < 8) { /* the stem: no folds; channels [ic, 8) and [8, 16) zero */
+                    v[u] = ok ? tc_narrow8(x, s, b, iy, ix) : make_uint4(0, 0, 0, 0);
+                    vd[u] = dst;
+                } else if (resized || s.pool) {
+                    v[u] = make_uint4(0, 0, 0, 0);
+                    if (ok)
+                        v[u] = s.pool ? tc_pooled8(src, s, b, iy, ix, cc)
+                                      : tc_resized8(src, s, b, iy, ix, cc, cs);
+                    vd[u] = dst;
+                } else {
+                    const __half *g = ok ? src + (((size_t)b * s.ih + iy) * s.iw + ix) * cs + cc : x;
+                    tc_cp16<true>(tc_smem(dst), g, ok);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 2; u++)
+                if (vd[u])
+                    *reinterpret_cast<uint4 *>(vd[u]) = v[u];
+        }
+    };
+    auto load_weights = [&](int buf, int q) {
+        __half *W = sm + buf * stage + patch * TP_LDS;
+        for (int i = tid; i < taps * BN * 2; i += NT) {
+            const int hc = i & 1, r = i >> 1, n = r % BN, tap = r / BN;
+            const int c = q * TP_CK + hc * 8;
+            const bool ok = n0 + n < s.oc && c < s.ic;
+            const __half *g = ok ? w + (size_t)(n0 + n) * s.K + (size_t)tap * s.ic + c : w;
+            __half *dst = W + (tap * BN + n) * TP_LDS + hc * 8;
+            if (s.ic < 8) { /* the stem's weight rows: ic halves, not 16-byte aligned */
+                const unsigned short *gw = reinterpret_cast<const unsigned short *>(g);
+                unsigned h[8];
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    h[k] = ok && k < s.ic ? gw[k] : 0u;
+                *reinterpret_cast<uint4 *>(dst) = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16,
+                                                             h[4] | h[5] << 16, h[6] | h[7] << 16);
+            } else {
+                tc_cp16<false>(tc_smem(dst), g, ok);
+            }
+        }
+    };
+
+    /* each A fragment row's patch pixel at tap (0, 0): row r = wm * TM + i * 16 + (lane & 15)
+     * is tile pixel (r / 16, lane & 15) */
+    int arow[MI];
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+        arow[i] = ((wm * tl::TM + i * 16) / TP_TW) * s.sh * s.pw + (lane & 15) * s.sw;
+    const int acol = (lane >> 4) * 8;
+    const int brow = wn * tl::TN + (lane >> 4) * 8 + (lane & 7), bcol = ((lane >> 3) & 1) * 8;
+
+    float acc[MI][NI][4];
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int j = 0; j < NI; j++)
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                acc[i][j][q] = 0.0f;
+
+    /* the weights are the layer's own (written once at set-up): loaded before waiting for the
+     * kernel before, which a programmatic dependent launch lets run until here (sm_90) */
+    load_weights(0, 0);
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    load_patch(0, 0);
+    tc_commit();
+    /* the products of the chunk in buffer @p buf, every tap in (ky, kx) order */
+    auto mma_chunk = [&](int buf) {
+        const __half *P = sm + buf * stage, *W = P + patch * TP_LDS;
+        int ky = 0, kx = 0;
+#pragma unroll 3
+        for (int tap = 0; tap < taps; tap++) {
+            const int off = ky * s.dh * s.pw + kx * s.dw;
+            unsigned a[MI][4], bf[NI][2];
+#pragma unroll
+            for (int i = 0; i < MI; i++)
+                tc_ldsm4(a[i], tc_smem(P + (arow[i] + off) * TP_LDS + acol));
+#pragma unroll
+            for (int j = 0; j < NI; j += 2) {
+                unsigned r[4];
+                tc_ldsm4(r, tc_smem(W + (tap * BN + brow + j * 8) * TP_LDS + bcol));
+                bf[j][0] = r[0], bf[j][1] = r[1], bf[j + 1][0] = r[2], bf[j + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int i = 0; i < MI; i++)
+#pragma unroll
+                for (int j = 0; j < NI; j++)
+                    tc_mma(acc[i][j], a[i], bf[j]);
+            if (++kx == s.kw)
+                kx = 0, ky++;
+        }
+    };
+    if (s.nbuf >= nq && nq > 2) { /* a buffer per chunk: all loads at once, then the chunks */
+        for (int q = 1; q < nq; q++) {
+            load_weights(q, q);
+            load_patch(q, q);
+        }
+        tc_commit();
+        tc_wait<0>();
+        __syncthreads();
+        for (int q = 0; q < nq; q++)
+            mma_chunk(q);
+    } else {
+        for (int q = 0; q < nq; q++) {
+            if (q + 1 < nq) { /* the other buffer: every warp finished with it (barrier below) */
+                load_weights((q + 1) & 1, q + 1);
+                load_patch((q + 1) & 1, q + 1);
+            }
+            tc_commit();
+            tc_wait<1>(); /* chunk q's copies are in (chunk q + 1's may still be in flight) */
+            __syncthreads();
+            mma_chunk(q & 1);
+            __syncthreads(); /* this buffer is loaded again at chunk q + 2 */
+        }
+    }
+    tc_wait<0>(); /* no copy left in flight at exit */
+
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = wm * tl::TM + i * 16 + (lane >> 2) + h * 8;
+            const int oy = oy0 + r / TP_TW, ox = ox0 + r % TP_TW;
+            if (oy >= s.oh || ox >= s.ow)
+                continue;
+            const size_t row = (((size_t)b * s.oh + oy) * s.ow + ox) * s.oc;
+#pragma unroll
+            for (int j = 0; j < NI; j++)
+                tc_store2(y, bias, e, s.oc, row, n0 + wn * tl::TN + j * 8 + (lane & 3) * 2,
+                          acc[i][j][h * 2], acc[i][j][h * 2 + 1]);
+        }
+#else
+    __trap(); /* built without mma.sync / cp.async for this device: fail loudly */
+#endif
+}
+
+/* Patch tiles of TH rows: their geometry in @p s (tiles_y, ph; tiles_x and pw do not depend on
+ * TH). */
+static void tp_geometry(tc_shape &s, int th)
+{
+    s.tiles_y = (s.oh + th - 1) / th;
+    s.tiles_x = (s.ow + TP_TW - 1) / TP_TW;
+    s.ph = (th - 1) * s.sh + (s.kh - 1) * s.dh + 1;
+    s.pw = (TP_TW - 1) * s.sw + (s.kw - 1) * s.dw + 1;
+}
+
+/* The most shared memory conv_tcp takes: beyond it (large dilations: a patch mostly outside the
+ * input) a layer stays on conv_tc, which keeps several blocks per multiprocessor. */
+#define TP_SMEM_MAX (100 * 1024)
+
+/* Whether the layer of shape @p s (kh, kw, strides, dilations, oc set) runs on conv_tcp: more
+ * than one tap and the 8-row tile's shared memory (the larger of the two tile heights) within
+ * TP_SMEM_MAX and the device's opt-in limit. By the layer's shape and the device only. */
+static int tc_use_patch(const kr_cuda_op *op, tc_shape s, int bn)
+{
+    if (s.kh * s.kw < 2)
+        return 0;
+    tp_geometry(s, 8);
+    const size_t smem = tp_smem_bytes(s, bn);
+    return smem <= TP_SMEM_MAX && smem <= op->caps->smem_block_optin;
+}
+
+template <int TH, int BN, int WM, int WN>
+static int launch_patch(const kr_cuda_op *op, tc_shape s, const __half *x0, const __half *x1,
+                        const float *bias, int batch)
+{
+    tp_geometry(s, TH);
+    /* a buffer per input chunk where the grid is small (4-row tiles: latency, not throughput,
+     * sets the time) and they fit the device; the order of the sums is the same either way */
+    const int nq = (s.ic + TP_CK - 1) / TP_CK;
+    s.nbuf = TH == 4 && nq > 2 && nq * tp_buffer_bytes(s, BN) <= op->caps->smem_block_optin ? nq
+                                                                                          : 2;
+    const size_t smem = (size_t)s.nbuf * tp_buffer_bytes(s, BN);
+    cudaError_t err;
+    /* the opt-in limit itself (the same value for every layer, so that no later launch lowers
+     * it under an earlier one's need) */
+    if (smem > 48 * 1024 &&
+        (err = cudaFuncSetAttribute(conv_tcp<TH, BN, WM, WN>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)op->caps->smem_block_optin)) != cudaSuccess)
+        return (int)err;
+    const size_t blocks = (size_t)batch * s.tiles_y * s.tiles_x;
+    if (blocks >= ((size_t)1 << 31))
+        return (int)cudaErrorInvalidValue;
+    /* on compute 9.0 a programmatic dependent launch: the blocks start (index arithmetic, the
+     * first weights) while the kernel before finishes; the kernel waits for it
+     * (griddepcontrol.wait) before reading any activation or writing */
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)blocks, (unsigned)((s.oc + BN - 1) / BN));
+    cfg.blockDim = dim3(WM * WN * 32);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = (cudaStream_t)op->stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = op->caps->major >= 9 ? 1 : 0;
+    return (int)cudaLaunchKernelEx(&cfg, conv_tcp<TH, BN, WM, WN>, x0, x1,
+                                   (const __half *)op->w16, bias, (__half *)op->out, s,
+                                   kr_make_epilogue(op, 1));
 }
 
 template <int BM, int BN, int WM, int WN>
@@ -352,8 +695,26 @@ static void launch_tile(const kr_cuda_op *op, const tc_shape &s, const __half *x
         x0, x1, (const __half *)op->w16, bias, (__half *)op->out, s, kr_make_epilogue(op, 1));
 }
 
+/* The window geometry of layer @p op into @p s: output size and channels, input channels,
+ * kernel, strides, dilations, pads. */
+static void tc_window_shape(const kr_cuda_op *op, tc_shape &s)
+{
+    const kr_tensor *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
+    const kr_window_params *p = &op->node->p.window;
+    s.oh = yt->dims[1], s.ow = yt->dims[2], s.oc = yt->dims[3];
+    s.ic = wt->dims[3];
+    s.kh = wt->dims[1], s.kw = wt->dims[2];
+    s.sh = p->stride_h, s.sw = p->stride_w;
+    s.dh = p->dilation_h > 0 ? p->dilation_h : 1, s.dw = p->dilation_w > 0 ? p->dilation_w : 1;
+    s.pt = p->pad_top, s.pl = p->pad_left;
+}
+
+/* Output channels of a tile for @p oc outputs. */
+static int tc_bn(int oc) { return oc <= 16 ? 16 : oc <= 32 ? 32 : 64; }
+
 /* Whether layer @p op's input channels, alignment and device allow the kernel (before the
- * choice of where it pays). */
+ * choice of where it pays). Fewer than 8 input channels (the RGB stem): only on the patch kernel
+ * (its scalar gather), without folds. */
 static int tc_possible(const kr_cuda_op *op)
 {
     const kr_window_params *p = &op->node->p.window;
@@ -361,18 +722,24 @@ static int tc_possible(const kr_cuda_op *op)
         op->node->n_inputs < 2)
         return 0;
     const kr_tensor *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
-    const int ic = wt->dims[3];
-    if (wt->rank != 4 || yt->rank != 4 || ic % 8 || wt->dims[0] != yt->dims[3] ||
+    const int ic = wt->dims[3], narrow = ic > 0 && ic < 8;
+    if (wt->rank != 4 || yt->rank != 4 || (ic % 8 && !narrow) || wt->dims[0] != yt->dims[3] ||
         !kr_aligned(op->w16, 16) || !kr_aligned(op->out, 4) ||
         (op->residual && !kr_aligned(op->residual, 4)))
         return 0;
     if (op->pool.src) /* the folded pool's source (fusion.c checked its shape) */
-        return !op->cat.src[0] && kr_aligned(op->pool.src, 16);
+        return !narrow && !op->cat.src[0] && kr_aligned(op->pool.src, 16);
     if (op->cat.src[0]) /* the folded concatenation's sources (fusion.c checked their shapes) */
-        return op->cat.c0 > 0 && op->cat.c0 < ic && op->cat.c0 % 8 == 0 &&
+        return !narrow && op->cat.c0 > 0 && op->cat.c0 < ic && op->cat.c0 % 8 == 0 &&
                kr_aligned(op->cat.src[0], 16) &&
                kr_aligned(op->cat.src[1], 16);
     const kr_tensor *xt = kr_in_t(op, 0);
+    if (narrow) {
+        tc_shape s;
+        tc_window_shape(op, s);
+        return xt->rank == 4 && xt->dims[3] == ic && kr_aligned(op->in[0], 2) &&
+               tc_use_patch(op, s, tc_bn(s.oc));
+    }
     return xt->rank == 4 && xt->dims[3] == ic && kr_aligned(op->in[0], 16);
 }
 
@@ -390,14 +757,9 @@ extern "C" int kr_cuda_conv_2d_tc_fits(const kr_cuda_op *op)
 extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
 {
     const kr_tensor *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
-    const kr_window_params *p = &op->node->p.window;
     tc_shape s;
-    s.oh = yt->dims[1], s.ow = yt->dims[2], s.oc = yt->dims[3];
-    s.ic = wt->dims[3];
-    s.kw = wt->dims[2];
-    s.sh = p->stride_h, s.sw = p->stride_w;
-    s.dh = p->dilation_h > 0 ? p->dilation_h : 1, s.dw = p->dilation_w > 0 ? p->dilation_w : 1;
-    s.pt = p->pad_top, s.pl = p->pad_left;
+    tc_window_shape(op, s);
+    s.nbuf = 2;
     s.c0 = 0, s.rz = -1, s.rh = s.rw = 0, s.align = s.half = 0;
     s.pool = 0, s.pih = s.piw = s.pkh = s.pkw = s.psh = s.psw = s.pdh = s.pdw = s.ppt = s.ppl = 0;
     const __half *x0 = (const __half *)op->in[0], *x1 = NULL;
@@ -428,10 +790,40 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
     s.M = (int)M, s.K = (int)K;
     const float *bias =
         op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? (const float *)op->in[2] : NULL;
-    const int bn = s.oc <= 16 ? 16 : s.oc <= 32 ? 32 : 64;
+    const int bn = tc_bn(s.oc);
     const size_t ntiles = (size_t)(s.oc + bn - 1) / bn;
+    const size_t sms = (size_t)(op->caps->sms > 0 ? op->caps->sms : 1);
+    s.tiles_y = s.tiles_x = s.ph = s.pw = 0;
+    if (tc_use_patch(op, s, bn)) {
+        /* the tile height by M (which changes no output's sum): 16 rows (8 warps, the weights
+         * staged once for 256 pixels) where that still gives two blocks per multiprocessor and
+         * its patch fits, 4 rows where 8-row tiles would not, else 8 */
+        const size_t tx = (size_t)(s.ow + TP_TW - 1) / TP_TW;
+        const size_t t8 = batch * ((s.oh + 7) / 8) * tx * ntiles;
+        const size_t t16 = batch * ((s.oh + 15) / 16) * tx * ntiles;
+        tc_shape s16 = s;
+        tp_geometry(s16, 16);
+        const size_t smem16 = tp_smem_bytes(s16, bn);
+        const int th = t8 < 2 * sms ? 4
+                       : t16 >= 2 * sms && smem16 <= TP_SMEM_MAX &&
+                               smem16 <= op->caps->smem_block_optin
+                           ? 16
+                           : 8;
+        const int ib = (int)batch;
+        if (bn == 16)
+            return th == 4   ? launch_patch<4, 16, 4, 1>(op, s, x0, x1, bias, ib)
+                   : th == 8 ? launch_patch<8, 16, 4, 1>(op, s, x0, x1, bias, ib)
+                             : launch_patch<16, 16, 8, 1>(op, s, x0, x1, bias, ib);
+        if (bn == 32)
+            return th == 4   ? launch_patch<4, 32, 2, 2>(op, s, x0, x1, bias, ib)
+                   : th == 8 ? launch_patch<8, 32, 4, 1>(op, s, x0, x1, bias, ib)
+                             : launch_patch<16, 32, 8, 1>(op, s, x0, x1, bias, ib);
+        return th == 4   ? launch_patch<4, 64, 2, 2>(op, s, x0, x1, bias, ib)
+               : th == 8 ? launch_patch<8, 64, 2, 2>(op, s, x0, x1, bias, ib)
+                         : launch_patch<16, 64, 4, 2>(op, s, x0, x1, bias, ib);
+    }
     /* BM 64 where 128-row tiles would give fewer than two blocks per multiprocessor */
-    const int small = ((M + 127) / 128) * ntiles < (size_t)(2 * (op->caps->sms > 0 ? op->caps->sms : 1));
+    const int small = ((M + 127) / 128) * ntiles < 2 * sms;
     if (bn == 16)
         small ? launch_tile<64, 16, 4, 1>(op, s, x0, x1, bias)
               : launch_tile<128, 16, 4, 1>(op, s, x0, x1, bias);

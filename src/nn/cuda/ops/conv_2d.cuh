@@ -28,6 +28,11 @@
  *      half; from 0, the 16-deep chunks of k = (ky, kx, ic) in order (conv_2d_tc: K rounded up
  *      to 32 with zero products), each chunk's 16 products summed as the tensor core sums them
  *      (float accumulation), then + bias (kr_conv_out).
+ *  tensor-core patch (conv_2d_tc.cu conv_tcp, compute 8.0+: the f16 ONNX layers of more than
+ *      one tap whose patch fits its shared-memory bound, a choice by shape): the weights
+ *      rounded to half; from 0, the 16-channel chunks of the input in order, within each the
+ *      taps in (ky, kx) order, each tap's 16 products (channels past ic: zero) summed as the
+ *      tensor core sums them (float accumulation), then + bias (kr_conv_out).
  *  grouped direct (conv_2d_grouped.cu, groups > 1): from the bias, taps in (ky, kx) order and
  *      the group's channels in order.
  * Which path a layer takes never depends on the batch (or, where it does, conv_pw_tile sums in
