@@ -364,11 +364,9 @@ keyer_status kr_engine_create(const keyer_session_params *params, keyer_session 
     }
     s->params.logger = s->logger;
     s->fail_cuda_at = -1;
-    int fail_dev = -1, fail_at = -1;
-    /* "N": any device; "cuda:K@N": this engine only when it computes on CUDA device K */
-    if (!kr_fail_spec_parse(getenv("KEYER_FAIL_CUDA_AT_FRAME"), &fail_dev, &fail_at) &&
-        (fail_dev < 0 || fail_dev == p.cuda_device))
-        s->fail_cuda_at = fail_at;
+    /* "N": any device; "cuda:K@N": this engine only when it computes on CUDA device K; a
+     * comma-separated list of those: each device its own frame */
+    s->fail_cuda_at = kr_fail_spec_frame(getenv("KEYER_FAIL_CUDA_AT_FRAME"), p.cuda_device);
     s->model_name = dup_or_null(p.model);
     s->background_path = dup_or_null(p.background);
     s->params.model = s->model_name;
@@ -572,6 +570,15 @@ static int wait_for_sinks(keyer_session *s)
             pthread_mutex_lock(&s->accept_lock);
             int n = atomic_load(&s->stream_count);
             int done = !sinks_pending(s, n);
+            if (done && s->hold) {
+                /* several GPUs: open to moved streams while another engine works */
+                if (s->counted) {
+                    s->counted = 0;
+                    if (atomic_fetch_sub(s->hold, 1) == 1 && s->hold_wake)
+                        s->hold_wake(s->hold_opaque);
+                }
+                done = atomic_load(s->hold) == 0;
+            }
             if (done)
                 s->closing = 1;
             pthread_mutex_unlock(&s->accept_lock);
@@ -603,14 +610,24 @@ keyer_status kr_engine_run(keyer_session *s, keyer_error *err)
         files += s->streams[i]->source == KR_SOURCE_READER;
         opened += s->streams[i]->source == KR_SOURCE_READER && !s->streams[i]->open_failed;
     }
-    if (files == 0)
+    int standby = files == 0 && s->hold; /* several GPUs: for streams moved here */
+    if (files == 0 && !standby)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "keyer_session_run: no input was added");
     s->run_called = 1;
     /* with no input opened there is nothing to start: the streams' errors are the result */
-    keyer_status st = opened ? kr_engine_start(s, err) : KEYER_OK;
-    if (st)
+    keyer_status st = opened || standby ? kr_engine_start(s, err) : KEYER_OK;
+    if (st && standby) {
+        /* a standby that cannot start takes no stream; the others run on */
+        keyer_log(s->logger, KEYER_LOG_WARNING,
+                  "%s: cannot start as a standby for the other GPUs' streams: %s",
+                  s->device_name, err ? err->message : keyer_status_name(st));
+        if (err)
+            keyer_error_clear(err);
+        st = KEYER_OK;
+    } else if (st) {
         session_fail(s, st, err);
+    }
     if (s->start_gate) {
         /* every GPU's engine starts reading at once (at most 60 s apart) */
         int64_t t = kr_gate_pass(s->start_gate, (int64_t)60 * 1000000000);
@@ -700,6 +717,17 @@ keyer_status kr_engine_add_file(keyer_session *s, const keyer_file_stream_params
     return KEYER_OK;
 }
 
+/* Makes @p st continue a stream of a failed GPU's engine as @p c says (stream.h). */
+static void continue_from(kr_stream *st, const kr_continuation *c)
+{
+    st->continuation = 1;
+    st->handoff_in = c->handoff;
+    st->resume_pts = st->live ? INT64_MIN : c->resume_pts;
+    st->seq_base = c->seq_base;
+    st->switch_ns = c->switch_ns;
+    st->switch_pts = c->switch_pts;
+}
+
 keyer_status kr_engine_add_continuation(keyer_session *s, const keyer_file_stream_params *params,
                                         const kr_continuation *c, int *stream_id,
                                         keyer_error *err)
@@ -716,10 +744,7 @@ keyer_status kr_engine_add_continuation(keyer_session *s, const keyer_file_strea
     kr_stream *st = NULL;
     if ((rs = kr_stream_open_file(&s->env, id, params, &st, err)))
         goto done;
-    st->continuation = 1;
-    st->handoff = c->handoff;
-    st->resume_pts = c->resume_pts;
-    st->seq_base = c->seq_base;
+    continue_from(st, c);
     stream_publish(s, st);
     if ((rs = kr_stream_start(st, err))) {
         s->streams[id] = NULL;
@@ -727,11 +752,60 @@ keyer_status kr_engine_add_continuation(keyer_session *s, const keyer_file_strea
         kr_stream_destroy(&st);
         goto done;
     }
+    if (s->hold && !s->counted) {
+        /* working again: the other engines stay open while it does */
+        s->counted = 1;
+        atomic_fetch_add(s->hold, 1);
+    }
     if (stream_id)
         *stream_id = id;
 done:
     pthread_mutex_unlock(&s->accept_lock);
     return rs;
+}
+
+keyer_status kr_engine_open_continuation(keyer_session *s, const keyer_stream_params *params,
+                                         const kr_continuation *c, int *stream_id,
+                                         keyer_error *err)
+{
+    if (!s || !params || !c)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "kr_engine_open_continuation: NULL argument");
+    if (atomic_load(&s->gpu_failed) || atomic_load(&s->cancel))
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%s: failed or stopping",
+                               s->device_name);
+    kr_stream *st = NULL;
+    keyer_status rs = kr_stream_open_push(&s->env, atomic_load(&s->stream_count), params, &st,
+                                          err);
+    if (rs)
+        return rs;
+    continue_from(st, c);
+    stream_publish(s, st);
+    if ((rs = kr_engine_start(s, err)) || (rs = kr_stream_start(st, err))) {
+        s->streams[st->id] = NULL;
+        atomic_store(&s->stream_count, st->id);
+        kr_stream_destroy(&st);
+        return rs;
+    }
+    if (stream_id)
+        *stream_id = st->id;
+    return KEYER_OK;
+}
+
+void kr_engine_end_input(keyer_session *s, int stream_id)
+{
+    if (!s || stream_id < 0 || stream_id >= atomic_load(&s->stream_count) ||
+        !s->streams[stream_id] || s->streams[stream_id]->source != KR_SOURCE_PUSH)
+        return;
+    kr_stream *st = s->streams[stream_id];
+    atomic_store(&st->closed, 1);
+    kr_queue_close(st->ingest);
+}
+
+void kr_engine_wake(keyer_session *s)
+{
+    if (s)
+        notify(s);
 }
 
 void kr_engine_set_failover(keyer_session *s, int (*fn)(void *, kr_stream *, int64_t, int64_t),
