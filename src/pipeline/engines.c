@@ -912,25 +912,37 @@ void keyer_session_get_report(keyer_session *s, keyer_session_report *out)
         any |= g->moved[e] > 0;
     if (!any)
         return;
-    /* "cuda:0 + cuda:1 (failed: 2 streams moved to other GPUs)" */
-    size_t len = 0;
-    out->device[0] = 0;
-    for (int e = 0; e < g->count && len + 1 < sizeof(out->device); e++) {
-        const keyer_session *en = g->engine[e];
-        int w;
-        if (g->moved[e] > 0)
-            w = snprintf(out->device + len, sizeof(out->device) - len,
-                         "%s%.16s (failed: %d stream%s moved to other GPUs)", e ? " + " : "",
-                         en->device_name, g->moved[e], g->moved[e] == 1 ? "" : "s");
-        else if (en->use_cuda && atomic_load((atomic_int *)&en->gpu_failed))
-            w = snprintf(out->device + len, sizeof(out->device) - len,
-                         "%s%.16s, then cpu (GPU failure)", e ? " + " : "", en->device_name);
-        else
-            w = snprintf(out->device + len, sizeof(out->device) - len, "%s%s", e ? " + " : "",
-                         en->device_name);
-        len = w < 0 ? len : len + (size_t)w;
-        if (len >= sizeof(out->device))
-            len = sizeof(out->device) - 1;
+    /* "cuda:0 + cuda:1 (failed: 2 streams moved to other GPUs)"; where that does not fit,
+     * "cuda:0 + cuda:1 (failed, 1 moved) + cuda:2 (failed, 1 moved)" */
+    for (int brief = 0; brief < 2; brief++) {
+        size_t len = 0, size = sizeof(out->device);
+        int cut = 0;
+        out->device[0] = 0;
+        for (int e = 0; e < g->count; e++) {
+            const keyer_session *en = g->engine[e];
+            int w;
+            if (g->moved[e] > 0 && brief)
+                w = snprintf(out->device + len, size - len, "%s%.16s (failed, %d moved)",
+                             e ? " + " : "", en->device_name, g->moved[e]);
+            else if (g->moved[e] > 0)
+                w = snprintf(out->device + len, size - len,
+                             "%s%.16s (failed: %d stream%s moved to other GPUs)", e ? " + " : "",
+                             en->device_name, g->moved[e], g->moved[e] == 1 ? "" : "s");
+            else if (en->use_cuda && atomic_load((atomic_int *)&en->gpu_failed))
+                w = snprintf(out->device + len, size - len, "%s%.16s, then cpu (GPU failure)",
+                             e ? " + " : "", en->device_name);
+            else
+                w = snprintf(out->device + len, size - len, "%s%s", e ? " + " : "",
+                             en->device_name);
+            if (w < 0 || (size_t)w >= size - len) {
+                out->device[size - 1] = 0;
+                cut = 1;
+                break;
+            }
+            len += (size_t)w;
+        }
+        if (!cut)
+            break;
     }
 }
 

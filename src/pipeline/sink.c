@@ -216,6 +216,7 @@ void *kr_sink_main(void *arg)
 {
     kr_stream *st = arg;
     const kr_stage_ctx *ctx = st->env->ctx;
+    kr_thread_name("write");
     int track = kr_trace_thread(ctx->trace, "write", st->id);
     int writing = 1;
     if (st->continuation && st->handoff_in)

@@ -664,6 +664,7 @@ static void *reader_main(void *arg)
     kr_stream *st = arg;
     const kr_stream_env *env = st->env;
     const kr_stage_ctx *ctx = env->ctx;
+    kr_thread_name("read");
     int track = kr_trace_thread(ctx->trace, "read", st->id);
     int64_t origin_ns = 0, origin_pts = INT64_MIN;
     int realtime = env->params->realtime;
