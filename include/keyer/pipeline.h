@@ -47,7 +47,9 @@
  * and reported). For tests, the environment variable KEYER_FAIL_CUDA_AT_FRAME=N (read by
  * keyer_session_create) makes the CUDA inference fail on the first batch holding a frame
  * numbered N (0-based) of any stream; KEYER_FAIL_CUDA_AT_FRAME=cuda:K@N does so only on CUDA
- * device K (several GPUs: see keyer_session_params::cuda_devices).
+ * device K, and a comma-separated list of those ("cuda:1@10,cuda:0@30") gives each device its
+ * own frame (several GPUs: see keyer_session_params::cuda_devices). With several GPUs the
+ * frame numbers of a stream moved to another GPU start again at 0 there.
  *
  * Stopping: keyer_session_cancel() (async-signal-safe, e.g. from a SIGINT handler) stops
  * reading; the frames already read are still processed and written and the outputs are
@@ -310,16 +312,25 @@ typedef struct keyer_session_params {
      * stream's); progress calls come from the GPUs' run threads, one at a time.
      * keyer_session_write_trace() is UNSUPPORTED with several GPUs.
      *
-     * A GPU that fails while running (KEYER_FAIL_CUDA_AT_FRAME=cuda:N@F injects it) moves
-     * its file streams to another GPU: the frames its pipeline holds are downloaded and
-     * finished on the CPU as in a one-GPU session, and the rest of each of its file streams
-     * (from the frame after the last one its reader read) is read again by NVDEC of the
-     * least loaded GPU that is healthy and still running, keyed there and written to the same
-     * output, in order, nothing lost (audio copied on). Such a stream reports
-     * "cuda:N, then cuda:M (GPU failure)", the session "cuda:N (failed: K streams moved to
-     * other GPUs)". Only when no GPU is left (or for live inputs, pushed streams, and inputs
-     * without timestamps) do they go on on the CPU as before ("cuda:N, then cpu (GPU
-     * failure)"). The other GPUs' streams go on unchanged.
+     * A GPU that fails while running (KEYER_FAIL_CUDA_AT_FRAME=cuda:N@F injects it, a list
+     * "cuda:1@10,cuda:0@30" one frame per GPU) moves its streams to another GPU: the frames
+     * its pipeline holds are downloaded and finished on the CPU as in a one-GPU session, and
+     * the rest of each of its file streams (from the frame after the last one its reader
+     * read) is read again by NVDEC of the least loaded GPU that is healthy, keyed there and
+     * written to the same output, in order, nothing lost (audio copied on). A GPU with no
+     * stream of its own stands by for this (its stages start with the others'), and a GPU
+     * whose own streams are done stays open to moved streams while another GPU works. A
+     * moved stream whose new GPU fails moves again. A live input is opened again on the new
+     * GPU and read from where the source is then: the frames of the switch are counted as
+     * missed (keyer_stream_report::missed_frames, one more reconnect) and the output's
+     * timestamps go on after the gap; its audio is not copied after the switch. A pushed
+     * stream moves at its next keyer_session_send_frame(): that frame and the later ones go
+     * to the new GPU, the frames already sent come out (or are written) first. Such a
+     * stream reports "cuda:N, then cuda:M (GPU failure)" ("cuda:N, then cuda:M, then cuda:L
+     * (GPU failures)" after two moves), the session "cuda:N (failed: K streams moved to
+     * other GPUs)" (or "cuda:N (failed, K moved)" where the long form does not fit). Only
+     * when no GPU is left (or for file inputs without timestamps) do they go on on the CPU
+     * as before ("cuda:N, then cpu (GPU failure)"). The other GPUs' streams go on unchanged.
      */
     uint64_t cuda_devices;
     /**
