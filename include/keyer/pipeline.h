@@ -184,6 +184,21 @@ typedef keyer_status (*keyer_pose_fn)(void *opaque, int stream_id, int64_t frame
 
 KEYER_OPTION_ENUM_CHECK(keyer_reconnect);
 
+/** How the host threads of a session on CUDA wait for the GPU (keyer_session_params::cuda_sync).
+ *  The setting is the device's (its primary context's scheduling flags): it applies to every
+ *  user of that GPU in the process from the session's start on. */
+typedef enum keyer_cuda_sync {
+    /** CUDA's default: spin while the process has fewer CUDA contexts than cores */
+    KEYER_CUDA_SYNC_AUTO = 0,
+    KEYER_CUDA_SYNC_SPIN,  /**< spin: the lowest wake-up latency, a core per waiting thread */
+    KEYER_CUDA_SYNC_YIELD, /**< spin, yielding the core to other threads between checks */
+    /** sleep until the GPU signals (also the frames' completion events): frees the cores of
+     *  the waiting threads (readers waiting for NVDEC, writers for their frames) for work */
+    KEYER_CUDA_SYNC_BLOCK,
+} keyer_cuda_sync;
+
+KEYER_OPTION_ENUM_CHECK(keyer_cuda_sync);
+
 /**
  * Parameters of a session. Initialise with keyer_session_params_defaults(); the integer
  * fields are described by keyer_session_options() as well (for command lines and
@@ -382,9 +397,12 @@ typedef struct keyer_session_params {
      *  stream, as keyer did before each decoder had a CUDA stream of its own
      *  (keyer_reader_params::hw_shared_stream); for comparisons. Default 0. */
     int decode_shared_stream;
+    /** How its threads wait for the GPU (default AUTO: CUDA's own choice); see
+     *  keyer_cuda_sync. */
+    keyer_cuda_sync cuda_sync;
     void *reserved[2];           /**< zero (mesh .. faces_opaque took 4 of 8, cuda_devices and
                                   *   split_gpus 2; pose .. pose_opaque and split_chunks ..
-                                  *   decode_shared_stream were added before them: the struct
+                                  *   cuda_sync were added before them: the struct
                                   *   grew, callers rebuild) */
 } keyer_session_params;
 
@@ -395,7 +413,8 @@ keyer_session_params keyer_session_params_defaults(void);
  *  "0,2", "none"), split_gpus, split_chunks, mode, batch, batch_wait_us, queue_depth,
  *  threads, composite_workers, refine_workers, max_streams, live, realtime, reconnect (auto,
  *  on, off), reconnect_max, input_timeout, decode_segments, decode_surfaces,
- *  decode_shared_stream, trace_events, progress_interval_ms. */
+ *  decode_shared_stream, cuda_sync (auto, spin, yield, block), trace_events,
+ *  progress_interval_ms. */
 const keyer_option *keyer_session_options(void);
 
 /* ---- the session ------------------------------------------------------------------------ */

@@ -126,7 +126,9 @@ static keyer_status inputs_cuda(const kr_item_layout *l, kr_item_bufs *b, keyer_
     if (!rs && l->mask_w)
         rs = l->dev->alloc(l->ordinal, mask_bytes(l), (void **)&b->mask, err);
     if (!rs)
-        rs = l->dev->event_create(l->ordinal, &b->ready, err);
+        rs = l->blocking_events && l->dev->event_create_blocking
+                 ? l->dev->event_create_blocking(l->ordinal, &b->ready, err)
+                 : l->dev->event_create(l->ordinal, &b->ready, err);
     return rs;
 }
 

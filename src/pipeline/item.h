@@ -51,6 +51,7 @@ typedef struct kr_item_layout {
     int width, height;           /* the stream's frames */
     keyer_pixel_format out_format; /* the composite output's format */
     void *copy_stream;           /* CUDA stream of the staging copies of the frames */
+    int blocking_events;         /* CUDA: ready events block the waiting thread (cuda_sync block) */
 } kr_item_layout;
 
 /** Buffers of one item in one memory (host or CUDA). */

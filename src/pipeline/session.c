@@ -46,6 +46,14 @@ static const keyer_option_choice reconnect_choices[] = {
     {NULL, 0, NULL},
 };
 
+static const keyer_option_choice cuda_sync_choices[] = {
+    {"auto", KEYER_CUDA_SYNC_AUTO, "CUDA's default (spin with fewer contexts than cores)"},
+    {"spin", KEYER_CUDA_SYNC_SPIN, "spin: lowest latency, a core per waiting thread"},
+    {"yield", KEYER_CUDA_SYNC_YIELD, "spin, yielding to other threads"},
+    {"block", KEYER_CUDA_SYNC_BLOCK, "sleep until the GPU signals: frees the waiting cores"},
+    {NULL, 0, NULL},
+};
+
 static const keyer_option session_options[] = {
     KEYER_OPTION_FIELD("device", "where to compute", OFF(device), KEYER_OPTION_ENUM,
         KEYER_DEVICE_AUTO, 0, 0, device_choices),
@@ -101,6 +109,9 @@ static const keyer_option session_options[] = {
      "NVDEC copies on the device's shared default stream instead of one per decoder (for "
      "comparisons)", OFF(decode_shared_stream), KEYER_OPTION_BOOL, 0, 0, 1, NULL, NULL, NULL,
      NULL, 0, KEYER_OPTION_FLAG_VALUE_OPTIONAL},
+    KEYER_OPTION_FIELD("cuda_sync",
+        "how threads wait for the GPU (the device's setting, for the whole process)",
+        OFF(cuda_sync), KEYER_OPTION_ENUM, KEYER_CUDA_SYNC_AUTO, 0, 0, cuda_sync_choices),
     KEYER_OPTION_FIELD("trace_events", "record a trace with room for this many events; 0: off",
         OFF(trace_events), KEYER_OPTION_INT, 0, 0, 1 << 26, NULL),
     KEYER_OPTION_FIELD("progress_interval_ms", "progress callback period",
