@@ -108,14 +108,18 @@ static void group_destroy(kr_engines **gp)
     for (int e = 0; e < g->count; e++)
         kr_engine_cancel(g->engine[e]);
     kr_split_gpus_destroy(&g->split);
+    /* every engine's streams first, then the handoffs (a writer given and never taken),
+     * then the engines: a writer handed over logs through, and encodes with the probe of,
+     * the engine that made it */
     for (int e = 0; e < g->count; e++)
-        kr_engine_destroy(&g->engine[e]);
+        kr_engine_release_streams(g->engine[e]);
     for (int i = 0; g->parts && i < g->max_streams; i++) {
-        /* after the parts of each stream finished */
         for (int p = 0; p < atomic_load(&g->parts[i].n); p++)
             kr_handoff_destroy(&g->parts[i].handoff[p]);
         free(g->parts[i].push_output);
     }
+    for (int e = 0; e < g->count; e++)
+        kr_engine_destroy(&g->engine[e]);
     pthread_mutex_destroy(&g->progress_lock);
     pthread_mutex_destroy(&g->failover_lock);
     free(g->parts);

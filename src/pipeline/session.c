@@ -465,11 +465,10 @@ static void stop_shared(keyer_session *s)
     kr_composite_stage_join(s->composite);
 }
 
-void kr_engine_destroy(keyer_session **sp)
+void kr_engine_release_streams(keyer_session *s)
 {
-    if (!sp || !*sp)
+    if (!s)
         return;
-    keyer_session *s = *sp;
     kr_engine_cancel(s);
     int n = atomic_load(&s->stream_count);
     /* Sources stop first (cancel), then the shared stages are stopped, then each stream
@@ -480,6 +479,14 @@ void kr_engine_destroy(keyer_session **sp)
     stop_shared(s);
     for (int i = 0; i < n; i++)
         kr_stream_destroy(&s->streams[i]);
+}
+
+void kr_engine_destroy(keyer_session **sp)
+{
+    if (!sp || !*sp)
+        return;
+    keyer_session *s = *sp;
+    kr_engine_release_streams(s);
     kr_detect_destroy(&s->detect);
     kr_mesh_destroy(&s->mesh);
     kr_pose_stage_destroy(&s->pose);

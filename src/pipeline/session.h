@@ -195,6 +195,13 @@ keyer_status kr_engine_open_continuation(keyer_session *session,
  *  keyer_session_close_stream() it does not wait for them. */
 void kr_engine_end_input(keyer_session *session, int stream_id);
 
+/** Cancels the engine and destroys its streams (their threads joined, outputs finalised), as
+ *  kr_engine_destroy does first; the engine itself stays until kr_engine_destroy. Several
+ *  GPUs release every engine's streams before destroying any engine: a writer handed over
+ *  from another engine logs through, and encodes with the probe of, the engine that made it.
+ *  NULL accepted. */
+void kr_engine_release_streams(keyer_session *session);
+
 /** Wakes the engine's run where it waits for its streams (the hold changed). */
 void kr_engine_wake(keyer_session *session);
 
