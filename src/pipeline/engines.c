@@ -563,7 +563,18 @@ typedef struct engine_run {
 static void *run_thread(void *arg)
 {
     engine_run *r = arg;
-    r->status = kr_engine_run(r->engine, &r->err);
+    keyer_session *e = r->engine;
+    r->status = kr_engine_run(e, &r->err);
+    /* a run that returned before its wait for streams leaves the working engines too (the
+     * others would wait for it) */
+    pthread_mutex_lock(&e->accept_lock);
+    e->closing = 1;
+    if (e->hold && e->counted) {
+        e->counted = 0;
+        if (atomic_fetch_sub(e->hold, 1) == 1 && e->hold_wake)
+            e->hold_wake(e->hold_opaque);
+    }
+    pthread_mutex_unlock(&e->accept_lock);
     return NULL;
 }
 
