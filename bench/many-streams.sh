@@ -28,9 +28,10 @@ mkdir -p "$dir"
 size=${KEYER_BENCH_SIZE:-1920x1080}
 frames=${KEYER_BENCH_FRAMES:-300}
 clip=$dir/b$size-$frames.mp4
-[ -f "$clip" ] || "$K" make-sample "$clip" --image "$repo/tests/data/grace_hopper.jpg" \
-    --size "$size" --frames "$frames" --fps 30 --noise 6 --preset veryfast 2>/dev/null ||
-    { echo "make-sample failed"; exit 1; }
+# made under a temporary name: a run cut short leaves no half-written sample behind
+[ -f "$clip" ] || { "$K" make-sample "$clip.part.mp4" --image "$repo/tests/data/grace_hopper.jpg" \
+    --size "$size" --frames "$frames" --fps 30 --noise 6 --preset veryfast 2>/dev/null &&
+    mv "$clip.part.mp4" "$clip"; } || { echo "make-sample failed"; exit 1; }
 ins=()
 for i in $(seq 1 "$N"); do
     ln -sf "$clip" "$dir/s$size-$i.mp4"

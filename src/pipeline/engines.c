@@ -796,9 +796,12 @@ keyer_status keyer_session_get_stream_report(keyer_session *s, int stream_id,
     int n = atomic_load(&s->group->parts[stream_id].n);
     if (st || n < 2 || !out)
         return st;
-    /* moved after GPU failures: the parts as one stream, "cuda:1, then cuda:0 (GPU
-     * failure)", "cuda:1, then cuda:2, then cuda:0 (GPU failures)" */
+    /* moved after GPU failures: the parts as one stream, each part's GPU named once:
+     * "cuda:1, then cuda:0 (GPU failure)", "cuda:1, then cuda:2, then cuda:0 (GPU failures)",
+     * and ", then cpu" when the last one failed too */
+    snprintf(out->device, sizeof(out->device), "%.16s", e->device_name);
     size_t len = strlen(out->device);
+    int failures = n - 1;
     for (int p = 1; p < n; p++) {
         keyer_stream_report rest;
         keyer_session *pe = engine_of(s, stream_id, p, &local, NULL, NULL);
@@ -813,9 +816,11 @@ keyer_status keyer_session_get_stream_report(keyer_session *s, int stream_id,
         out->missed_frames += rest.missed_frames;
         out->disconnected_seconds += rest.disconnected_seconds;
         out->hw_decode |= rest.hw_decode;
+        int last_failed = p == n - 1 && pe->use_cuda && atomic_load(&pe->gpu_failed);
+        failures += last_failed;
         if (len + 1 < sizeof(out->device)) {
-            int w = snprintf(out->device + len, sizeof(out->device) - len, ", then %.16s",
-                             pe->device_name);
+            int w = snprintf(out->device + len, sizeof(out->device) - len, ", then %.16s%s",
+                             pe->device_name, last_failed ? ", then cpu" : "");
             len = w < 0 ? len : len + (size_t)w;
             if (len >= sizeof(out->device))
                 len = sizeof(out->device) - 1;
@@ -827,7 +832,7 @@ keyer_status keyer_session_get_stream_report(keyer_session *s, int stream_id,
     }
     if (len + 1 < sizeof(out->device))
         snprintf(out->device + len, sizeof(out->device) - len, " (GPU failure%s)",
-                 n > 2 ? "s" : "");
+                 failures > 1 ? "s" : "");
     return KEYER_OK;
 }
 

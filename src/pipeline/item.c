@@ -345,6 +345,14 @@ kr_item *kr_item_pool_take(kr_item_pool *pool, int wait)
     return p;
 }
 
+kr_item *kr_item_pool_take_timed(kr_item_pool *pool, int64_t timeout_ns, int *stopped)
+{
+    void *p = NULL;
+    keyer_status st = kr_queue_pop_timed(pool->free, &p, timeout_ns);
+    *stopped = st != KEYER_OK && st != KEYER_STATUS_AGAIN;
+    return st ? NULL : p;
+}
+
 void kr_item_release(kr_item *it)
 {
     keyer_frame_unref(it->frame);

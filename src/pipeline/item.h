@@ -128,6 +128,10 @@ void kr_item_pool_destroy(kr_item_pool **pool);
 /** A free item, waiting for one when @p wait; NULL when none (or the pool was cancelled). */
 kr_item *kr_item_pool_take(kr_item_pool *pool, int wait);
 
+/** A free item, waiting at most @p timeout_ns; NULL when none came, *@p stopped then 1 when
+ *  none will (the pool was cancelled), else 0. */
+kr_item *kr_item_pool_take_timed(kr_item_pool *pool, int64_t timeout_ns, int *stopped);
+
 /** Returns an item to its pool (drops its frame references, clears its state). */
 void kr_item_release(kr_item *it);
 

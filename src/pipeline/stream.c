@@ -473,6 +473,41 @@ static void read_background(kr_stream *st, keyer_frame *dst)
 }
 
 /* A free item, or for a live source the oldest one still waiting for prepare (dropped). */
+static kr_item *take_free_item(kr_stream *st, int wait);
+
+/*
+ * The reader's next item. A stream that may move to another GPU (env->failover) waits for it
+ * in steps of 20 ms and, between them, moves when its engine's GPU has failed: a reader
+ * waiting for its pool while the failed GPU's frames are finished on the CPU would otherwise
+ * notice the failure only after them. Returns NULL when the reader stops: *@p moved 1 when
+ * the rest of the stream moved.
+ */
+static kr_item *next_item(kr_stream *st, int64_t last_pts, int64_t ingested, int *moved)
+{
+    const kr_stream_env *env = st->env;
+    *moved = 0;
+    for (;;) {
+        /* this engine's GPU failed: the rest of the input may move to another GPU (a
+         * continuation stream there reads on from the next frame; the frames read so far
+         * are finished here, on the CPU) */
+        if (env->failover && kr_stage_gpu_failed(env->ctx) &&
+            env->failover(env->failover_opaque, st, last_pts, ingested)) {
+            st->moved = 1;
+            *moved = 1;
+            return NULL;
+        }
+        if (!env->failover)
+            return take_free_item(st, 1);
+        kr_item *it = take_free_item(st, 0);
+        if (it)
+            return it;
+        int stopped = 0;
+        it = kr_item_pool_take_timed(st->pool, 20 * 1000000LL, &stopped);
+        if (it || stopped || stream_stopped(st))
+            return it;
+    }
+}
+
 static kr_item *take_free_item(kr_stream *st, int wait)
 {
     kr_item *it = kr_item_pool_take(st->pool, 0);
@@ -686,20 +721,12 @@ static void *reader_main(void *arg)
         }
     }
     while (!stream_stopped(st)) {
-        kr_item *it = take_free_item(st, 1);
+        int moved = 0;
+        kr_item *it = next_item(st, last_pts, ingested, &moved);
         if (!it)
             break;
         if (stream_stopped(st)) {
             kr_item_release(it);
-            break;
-        }
-        /* this engine's GPU failed: the rest of the input may move to another GPU (a
-         * continuation stream there reads on from the next frame; the frames read so far
-         * are finished here, on the CPU) */
-        if (env->failover && kr_stage_gpu_failed(ctx) &&
-            env->failover(env->failover_opaque, st, last_pts, ingested)) {
-            kr_item_release(it);
-            st->moved = 1;
             break;
         }
         keyer_error e = {0};

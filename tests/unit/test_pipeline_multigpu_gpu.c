@@ -17,7 +17,8 @@
  *  - one stream over cuda:0,1 (cuda:1 has none: it stands by) with cuda:0 failing at frame
  *    10 moves to cuda:1, nothing lost, every frame PSNR >= 30 dB against the GPU run;
  *  - KEYER_FAIL_CUDA_AT_FRAME=cuda:1@10,cuda:0@25: both fail; cuda:1's streams move to cuda:0
- *    and then go on on the CPU with it: nothing lost, every frame PSNR >= 30 dB;
+ *    (unless it failed first) and then go on on the CPU with it: nothing lost, every frame
+ *    PSNR >= 30 dB, each stream's report naming where it ran;
  *  - one file split at keyframes over cuda:0,1 (split_gpus; 4 chunks of 24 frames, two per
  *    GPU, each decoded by its GPU's NVDEC) is written back complete and in order: every
  *    frame within 2 code values of the same file run on cuda:0 alone.
@@ -367,7 +368,15 @@ static void test_both_gpus_fail(void **state)
         assert_int_equal(sr.frames_lost, 0);
         assert_int_equal(sr.status, KEYER_OK);
         assert_int_equal(failed.calls[i], N);
-        assert_string_equal(sr.device, i % 2 ? "cuda:1, then cuda:0 (GPU failure)" : "cuda:0");
+        /* cuda:0 fails too, so every part ends on the CPU; a stream of cuda:1 moves to cuda:0
+         * unless cuda:0 failed first (each GPU counts its own frames: which comes first is
+         * not fixed) */
+        printf("    stream %d: %s\n", i, sr.device);
+        if (i % 2 == 0)
+            assert_string_equal(sr.device, "cuda:0, then cpu (GPU failure)");
+        else if (strcmp(sr.device, "cuda:1, then cuda:0, then cpu (GPU failures)") &&
+                 strcmp(sr.device, "cuda:1, then cpu (GPU failure)"))
+            fail_msg("stream %d: ran on %s", i, sr.device);
         for (int f = 0; f < N; f++) {
             double p;
             frame_diff(frame_at(&two, i, f), frame_at(&failed, i, f), &p);
