@@ -47,7 +47,9 @@
  * and reported). For tests, the environment variable KEYER_FAIL_CUDA_AT_FRAME=N (read by
  * keyer_session_create) makes the CUDA inference fail on the first batch holding a frame
  * numbered N (0-based) of any stream; KEYER_FAIL_CUDA_AT_FRAME=cuda:K@N does so only on CUDA
- * device K (several GPUs: see keyer_session_params::cuda_devices).
+ * device K, and a comma-separated list of those ("cuda:1@10,cuda:0@30") gives each device its
+ * own frame (several GPUs: see keyer_session_params::cuda_devices). With several GPUs the
+ * frame numbers of a stream moved to another GPU start again at 0 there.
  *
  * Stopping: keyer_session_cancel() (async-signal-safe, e.g. from a SIGINT handler) stops
  * reading; the frames already read are still processed and written and the outputs are
@@ -182,6 +184,21 @@ typedef keyer_status (*keyer_pose_fn)(void *opaque, int stream_id, int64_t frame
 
 KEYER_OPTION_ENUM_CHECK(keyer_reconnect);
 
+/** How the host threads of a session on CUDA wait for the GPU (keyer_session_params::cuda_sync).
+ *  The setting is the device's (its primary context's scheduling flags): it applies to every
+ *  user of that GPU in the process from the session's start on. */
+typedef enum keyer_cuda_sync {
+    /** CUDA's default: spin while the process has fewer CUDA contexts than cores */
+    KEYER_CUDA_SYNC_AUTO = 0,
+    KEYER_CUDA_SYNC_SPIN,  /**< spin: the lowest wake-up latency, a core per waiting thread */
+    KEYER_CUDA_SYNC_YIELD, /**< spin, yielding the core to other threads between checks */
+    /** sleep until the GPU signals (also the frames' completion events): frees the cores of
+     *  the waiting threads (readers waiting for NVDEC, writers for their frames) for work */
+    KEYER_CUDA_SYNC_BLOCK,
+} keyer_cuda_sync;
+
+KEYER_OPTION_ENUM_CHECK(keyer_cuda_sync);
+
 /**
  * Parameters of a session. Initialise with keyer_session_params_defaults(); the integer
  * fields are described by keyer_session_options() as well (for command lines and
@@ -310,16 +327,25 @@ typedef struct keyer_session_params {
      * stream's); progress calls come from the GPUs' run threads, one at a time.
      * keyer_session_write_trace() is UNSUPPORTED with several GPUs.
      *
-     * A GPU that fails while running (KEYER_FAIL_CUDA_AT_FRAME=cuda:N@F injects it) moves
-     * its file streams to another GPU: the frames its pipeline holds are downloaded and
-     * finished on the CPU as in a one-GPU session, and the rest of each of its file streams
-     * (from the frame after the last one its reader read) is read again by NVDEC of the
-     * least loaded GPU that is healthy and still running, keyed there and written to the same
-     * output, in order, nothing lost (audio copied on). Such a stream reports
-     * "cuda:N, then cuda:M (GPU failure)", the session "cuda:N (failed: K streams moved to
-     * other GPUs)". Only when no GPU is left (or for live inputs, pushed streams, and inputs
-     * without timestamps) do they go on on the CPU as before ("cuda:N, then cpu (GPU
-     * failure)"). The other GPUs' streams go on unchanged.
+     * A GPU that fails while running (KEYER_FAIL_CUDA_AT_FRAME=cuda:N@F injects it, a list
+     * "cuda:1@10,cuda:0@30" one frame per GPU) moves its streams to another GPU: the frames
+     * its pipeline holds are downloaded and finished on the CPU as in a one-GPU session, and
+     * the rest of each of its file streams (from the frame after the last one its reader
+     * read) is read again by NVDEC of the least loaded GPU that is healthy, keyed there and
+     * written to the same output, in order, nothing lost (audio copied on). A GPU with no
+     * stream of its own stands by for this (its stages start with the others'), and a GPU
+     * whose own streams are done stays open to moved streams while another GPU works. A
+     * moved stream whose new GPU fails moves again. A live input is opened again on the new
+     * GPU and read from where the source is then: the frames of the switch are counted as
+     * missed (keyer_stream_report::missed_frames, one more reconnect) and the output's
+     * timestamps go on after the gap; its audio is not copied after the switch. A pushed
+     * stream moves at its next keyer_session_send_frame(): that frame and the later ones go
+     * to the new GPU, the frames already sent come out (or are written) first. Such a
+     * stream reports "cuda:N, then cuda:M (GPU failure)" ("cuda:N, then cuda:M, then cuda:L
+     * (GPU failures)" after two moves), the session "cuda:N (failed: K streams moved to
+     * other GPUs)" (or "cuda:N (failed, K moved)" where the long form does not fit). Only
+     * when no GPU is left (or for file inputs without timestamps) do they go on on the CPU
+     * as before ("cuda:N, then cpu (GPU failure)"). The other GPUs' streams go on unchanged.
      */
     uint64_t cuda_devices;
     /**
@@ -371,9 +397,12 @@ typedef struct keyer_session_params {
      *  stream, as keyer did before each decoder had a CUDA stream of its own
      *  (keyer_reader_params::hw_shared_stream); for comparisons. Default 0. */
     int decode_shared_stream;
+    /** How its threads wait for the GPU (default AUTO: CUDA's own choice); see
+     *  keyer_cuda_sync. */
+    keyer_cuda_sync cuda_sync;
     void *reserved[2];           /**< zero (mesh .. faces_opaque took 4 of 8, cuda_devices and
                                   *   split_gpus 2; pose .. pose_opaque and split_chunks ..
-                                  *   decode_shared_stream were added before them: the struct
+                                  *   cuda_sync were added before them: the struct
                                   *   grew, callers rebuild) */
 } keyer_session_params;
 
@@ -384,7 +413,8 @@ keyer_session_params keyer_session_params_defaults(void);
  *  "0,2", "none"), split_gpus, split_chunks, mode, batch, batch_wait_us, queue_depth,
  *  threads, composite_workers, refine_workers, max_streams, live, realtime, reconnect (auto,
  *  on, off), reconnect_max, input_timeout, decode_segments, decode_surfaces,
- *  decode_shared_stream, trace_events, progress_interval_ms. */
+ *  decode_shared_stream, cuda_sync (auto, spin, yield, block), trace_events,
+ *  progress_interval_ms. */
 const keyer_option *keyer_session_options(void);
 
 /* ---- the session ------------------------------------------------------------------------ */

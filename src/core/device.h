@@ -80,6 +80,15 @@ typedef struct kr_device_fns {
     keyer_status (*event_wait)(int ordinal, void *stream, void *event, keyer_error *err);
     /* The host waits for @p event. Errors: DEVICE (with the failure's text). */
     keyer_status (*event_sync)(int ordinal, void *event, keyer_error *err);
+
+    /* How host threads wait for device @p ordinal (stream_sync and the device's own waits):
+     * 0 CUDA's default, 1 spin, 2 spin and yield, 3 block on an OS primitive. The device's
+     * setting: every user of the device in the process gets it from then on. Errors: DEVICE.
+     * May be NULL in a table (then the default stays). */
+    keyer_status (*set_sync)(int ordinal, int mode, keyer_error *err);
+    /* As event_create, but event_sync on it blocks the thread (sleeps) until the event
+     * completes instead of spinning. Errors: DEVICE. May be NULL in a table. */
+    keyer_status (*event_create_blocking)(int ordinal, void **event, keyer_error *err);
 } kr_device_fns;
 
 /** The CUDA table, or NULL when keyer was built without CUDA. */

@@ -201,6 +201,7 @@ static void *worker_main(void *arg)
 {
     worker *cw = arg;
     kr_composite_stage *cs = cw->stage;
+    kr_thread_name("composite");
     for (;;) {
         void *p = NULL;
         if (kr_queue_pop(cs->in, &p) != KEYER_OK)

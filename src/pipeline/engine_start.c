@@ -233,6 +233,13 @@ static keyer_status choose_device(keyer_session *s, keyer_error *err)
     if (!s->use_cuda) {
         /* XNNPACK's time per frame does not drop with the batch: batch 1 keeps latency low */
         s->batch = p->batch > 0 ? p->batch : 1;
+    } else if (p->cuda_sync != KEYER_CUDA_SYNC_AUTO && s->dev->set_sync) {
+        /* how the threads wait for this GPU (the device's setting); the default stays when
+         * it cannot be set */
+        keyer_error e = {0};
+        if (s->dev->set_sync(s->ordinal, (int)p->cuda_sync, &e))
+            keyer_log(s->logger, KEYER_LOG_WARNING, "%s: cuda_sync is not applied: %s",
+                      s->device_name, e.message);
     }
     if (!s->infer_cuda)
         return create_runtimes(s, 0, err);
@@ -340,6 +347,7 @@ static void fill_stream_env(keyer_session *s)
     l->ctx = &s->ctx;
     l->dev = s->dev;
     l->ordinal = s->ordinal;
+    l->blocking_events = s->use_cuda && p->cuda_sync == KEYER_CUDA_SYNC_BLOCK;
     kr_model_stage *ms[4];
     int n = model_stages(s, ms);
     env->inputs = 0;

@@ -19,53 +19,18 @@
 #include <string.h>
 
 #include "core/device.h"
-#include "pipeline/engines.h"
+#include "pipeline/clock.h"
+#include "pipeline/engines_group.h"
 #include "pipeline/gate.h"
 #include "pipeline/handoff.h"
 #include "pipeline/placement.h"
 #include "pipeline/split_gpus.h"
 
-#define MAX_ENGINES KR_MAX_ENGINES
-
-typedef struct kr_engines kr_engines;
-
-/* What an engine's callbacks get: the group and the engine's index. */
-typedef struct engine_slot {
-    kr_engines *group;
-    int index;
-} engine_slot;
-
-struct kr_engines {
-    int count;                           /* engines, one per GPU, in ordinal order */
-    keyer_session *engine[MAX_ENGINES];
-    int ordinal[MAX_ENGINES];
-    double load[MAX_ENGINES];            /* pixels per second placed on each */
-    engine_slot slot[MAX_ENGINES];
-    int max_streams;
-    int *where;                          /* session stream id -> engine index */
-    int *local;                          /* session stream id -> the engine's stream id */
-    int *global;                         /* engine e's id i -> session id: [e * max + i] */
-    atomic_int streams;
-    int run_called, model_fixed;
-    keyer_session_params user;           /* the caller's callbacks */
-    kr_split_gpus *split;                /* split_gpus: the one input, split over the engines */
-    pthread_mutex_t progress_lock;
-    keyer_session_progress progress[MAX_ENGINES];
-    /* GPU-to-GPU failover: per session stream id, where its rest runs (engine -1: nowhere
-     * else), its id there, the handoff of its output, and its load */
-    pthread_mutex_t failover_lock;
-    int *moved_engine;
-    int *moved_local;
-    kr_handoff **handoff;
-    double *stream_load;
-    int moved[MAX_ENGINES];              /* streams each engine gave away */
-};
-
 /* ---- callbacks: engine ids to session ids ---------------------------------------------------- */
 
 static int global_id(const engine_slot *sl, int local)
 {
-    return sl->group->global[(size_t)sl->index * (size_t)sl->group->max_streams + (size_t)local];
+    return kr_group_global_id(sl, local);
 }
 
 static keyer_status on_frame(void *opaque, int stream_id, int64_t frame_index,
@@ -132,63 +97,6 @@ static void on_progress(void *opaque, const keyer_session_progress *p)
     pthread_mutex_unlock(&g->progress_lock);
 }
 
-/* ---- GPU-to-GPU failover --------------------------------------------------------------------- */
-
-/* kr_stream_env::failover of every engine: file stream @p st of the engine whose GPU failed
- * continues on the least loaded healthy engine, from the frame after @p last_pts. Runs on
- * that stream's reader thread. */
-static int on_failover(void *opaque, kr_stream *st, int64_t last_pts, int64_t frames)
-{
-    const engine_slot *sl = opaque;
-    kr_engines *g = sl->group;
-    int k = sl->index;
-    if (st->live || (frames > 0 && last_pts == INT64_MIN))
-        return 0; /* a live input cannot be read again; without pts the place is unknown */
-    pthread_mutex_lock(&g->failover_lock);
-    int id = global_id(sl, st->id);
-    int healthy[MAX_ENGINES];
-    for (int e = 0; e < g->count; e++)
-        healthy[e] = e != k && g->engine[e]->started && !atomic_load(&g->engine[e]->gpu_failed);
-    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
-    fp.input = st->input;
-    fp.output = st->output;
-    fp.reader = st->reader_params;
-    fp.writer = st->writer_params;
-    fp.copy_streams = st->copy_streams;
-    fp.live = 0;
-    kr_continuation c = {NULL, frames > 0 ? last_pts + 1 : INT64_MIN, frames};
-    int moved = 0;
-    for (int j; !moved && (j = kr_place_failover(g->load, healthy, g->count)) >= 0;) {
-        healthy[j] = 0;
-        keyer_error e = {0};
-        int local = -1;
-        if (kr_handoff_create(&c.handoff, &e) ||
-            kr_engine_add_continuation(g->engine[j], &fp, &c, &local, &e)) {
-            kr_handoff_destroy(&c.handoff);
-            keyer_log(g->engine[k]->logger, KEYER_LOG_WARNING,
-                      "stream %d (%s): cannot move to %s: %s", id, st->input,
-                      g->engine[j]->device_name, e.message);
-            continue;
-        }
-        g->global[(size_t)j * (size_t)g->max_streams + (size_t)local] = id;
-        g->moved_local[id] = local;
-        g->handoff[id] = c.handoff;
-        st->handoff = c.handoff;
-        g->moved_engine[id] = j; /* last: the reports read it without the lock */
-        g->load[j] += g->stream_load[id];
-        g->load[k] -= g->stream_load[id];
-        g->moved[k]++;
-        moved = 1;
-        kr_stage_warn(&g->engine[k]->ctx,
-                      "stream %d (%s): %s failed; the stream moves to %s from frame %lld (the "
-                      "frames before it finish here, on the CPU where the GPU no longer can)",
-                      id, st->input, g->engine[k]->device_name, g->engine[j]->device_name,
-                      (long long)frames);
-    }
-    pthread_mutex_unlock(&g->failover_lock);
-    return moved;
-}
-
 /* ---- create / destroy ------------------------------------------------------------------------ */
 
 static void group_destroy(kr_engines **gp)
@@ -200,16 +108,21 @@ static void group_destroy(kr_engines **gp)
     for (int e = 0; e < g->count; e++)
         kr_engine_cancel(g->engine[e]);
     kr_split_gpus_destroy(&g->split);
+    /* every engine's streams first, then the handoffs (a writer given and never taken),
+     * then the engines: a writer handed over logs through, and encodes with the probe of,
+     * the engine that made it */
+    for (int e = 0; e < g->count; e++)
+        kr_engine_release_streams(g->engine[e]);
+    for (int i = 0; g->parts && i < g->max_streams; i++) {
+        for (int p = 0; p < atomic_load(&g->parts[i].n); p++)
+            kr_handoff_destroy(&g->parts[i].handoff[p]);
+        free(g->parts[i].push_output);
+    }
     for (int e = 0; e < g->count; e++)
         kr_engine_destroy(&g->engine[e]);
-    for (int i = 0; g->handoff && i < g->max_streams; i++)
-        kr_handoff_destroy(&g->handoff[i]); /* after both of its streams finished */
     pthread_mutex_destroy(&g->progress_lock);
     pthread_mutex_destroy(&g->failover_lock);
-    free(g->moved_engine);
-    free(g->moved_local);
-    free(g->handoff);
-    free(g->stream_load);
+    free(g->parts);
     free(g->where);
     free(g->local);
     free(g->global);
@@ -270,15 +183,12 @@ static keyer_status group_create(keyer_session *s, const keyer_session_params *p
     g->where = calloc(ms, sizeof(int));
     g->local = calloc(ms, sizeof(int));
     g->global = calloc(ms * (size_t)n, sizeof(int));
-    g->moved_engine = malloc(ms * sizeof(int));
-    g->moved_local = malloc(ms * sizeof(int));
-    g->handoff = calloc(ms, sizeof(*g->handoff));
-    g->stream_load = calloc(ms, sizeof(double));
-    if (!g->where || !g->local || !g->global || !g->moved_engine || !g->moved_local ||
-        !g->handoff || !g->stream_load)
+    g->parts = calloc(ms, sizeof(*g->parts));
+    atomic_init(&g->working, 0);
+    if (!g->where || !g->local || !g->global || !g->parts)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
     for (size_t i = 0; i < ms; i++)
-        g->moved_engine[i] = -1;
+        atomic_init(&g->parts[i].n, 0);
     for (int e = 0; e < n; e++) {
         keyer_session_params ep = *p;
         ep.device = kinds[e];
@@ -303,7 +213,7 @@ static keyer_status group_create(keyer_session *s, const keyer_session_params *p
         g->count = e + 1;
         g->progress[e].remaining = -1.0;
         if (n > 1)
-            kr_engine_set_failover(g->engine[e], on_failover, &g->slot[e]);
+            kr_engine_set_failover(g->engine[e], kr_group_failover, &g->slot[e]);
     }
     return KEYER_OK;
 }
@@ -424,7 +334,11 @@ static int publish(kr_engines *g, int e, int local, double load)
     g->local[id] = local;
     g->global[(size_t)e * (size_t)g->max_streams + (size_t)local] = id;
     g->load[e] += load;
-    g->stream_load[id] = load;
+    stream_parts *sp = &g->parts[id];
+    sp->load = load;
+    sp->engine[0] = e;
+    sp->local[0] = local;
+    atomic_store(&sp->n, 1);
     atomic_store(&g->streams, id + 1);
     return id;
 }
@@ -527,13 +441,20 @@ keyer_status keyer_session_open_stream(keyer_session *s, const keyer_stream_para
     }
     g->model_fixed = 1;
     int id = publish(g, e, local, load);
+    /* kept for a move to another GPU (without the copy of its output name: none) */
+    stream_parts *sp = &g->parts[id];
+    sp->push = *params;
+    sp->push_output = params->output ? strdup(params->output) : NULL;
+    sp->push.output = sp->push_output;
+    sp->stuck = params->output && !sp->push_output;
     if (stream_id)
         *stream_id = id;
     return KEYER_OK;
 }
 
-/* The engine and its stream id behind session stream @p id; NULL with @p err set. */
-static keyer_session *engine_of(keyer_session *s, int id, int *local, keyer_error *err,
+/* The engine and its stream id of part @p part of session stream @p id (-1: its last part);
+ * NULL with @p err set. */
+static keyer_session *engine_of(keyer_session *s, int id, int part, int *local, keyer_error *err,
                                 const char *fn)
 {
     kr_engines *g = s->group;
@@ -546,8 +467,11 @@ static keyer_session *engine_of(keyer_session *s, int id, int *local, keyer_erro
                         "%s: stream %d is split over the GPUs", fn, id);
         return NULL;
     }
-    *local = g->local[id];
-    return g->engine[g->where[id]];
+    const stream_parts *sp = &g->parts[id];
+    int n = atomic_load(&sp->n);
+    int p = part < 0 || part >= n ? n - 1 : part;
+    *local = sp->local[p];
+    return g->engine[sp->engine[p]];
 }
 
 keyer_status keyer_session_send_frame(keyer_session *s, int stream_id, const keyer_frame *frame,
@@ -556,7 +480,13 @@ keyer_status keyer_session_send_frame(keyer_session *s, int stream_id, const key
     if (!s || !s->group)
         return kr_engine_send_frame(s, stream_id, frame, err);
     int local;
-    keyer_session *e = engine_of(s, stream_id, &local, err, "keyer_session_send_frame");
+    keyer_session *e = engine_of(s, stream_id, -1, &local, err, "keyer_session_send_frame");
+    if (e && atomic_load(&e->gpu_failed) && !s->group->parts[stream_id].stuck &&
+        e->streams[local]->source == KR_SOURCE_PUSH) {
+        /* its GPU failed: this frame and the next go to another GPU where one is left */
+        kr_group_move_pushed(s->group, stream_id);
+        e = engine_of(s, stream_id, -1, &local, err, "keyer_session_send_frame");
+    }
     return e ? kr_engine_send_frame(e, local, frame, err) : KEYER_STATUS_INVALID_ARGUMENT;
 }
 
@@ -566,9 +496,18 @@ keyer_status keyer_session_receive_frame(keyer_session *s, int stream_id, keyer_
     if (!s || !s->group)
         return kr_engine_receive_frame(s, stream_id, out, timeout_us, err);
     int local;
-    keyer_session *e = engine_of(s, stream_id, &local, err, "keyer_session_receive_frame");
-    return e ? kr_engine_receive_frame(e, local, out, timeout_us, err)
-             : KEYER_STATUS_INVALID_ARGUMENT;
+    if (!engine_of(s, stream_id, -1, &local, err, "keyer_session_receive_frame"))
+        return KEYER_STATUS_INVALID_ARGUMENT;
+    stream_parts *sp = &s->group->parts[stream_id];
+    for (;;) {
+        /* the parts in order: a part that moved on ends (END) after its last frame */
+        keyer_session *e = engine_of(s, stream_id, sp->recv, &local, err,
+                                     "keyer_session_receive_frame");
+        keyer_status st = kr_engine_receive_frame(e, local, out, timeout_us, err);
+        if (st != KEYER_STATUS_END || sp->recv + 1 >= atomic_load(&sp->n))
+            return st;
+        sp->recv++;
+    }
 }
 
 keyer_status keyer_session_close_stream(keyer_session *s, int stream_id, keyer_error *err)
@@ -576,8 +515,20 @@ keyer_status keyer_session_close_stream(keyer_session *s, int stream_id, keyer_e
     if (!s || !s->group)
         return kr_engine_close_stream(s, stream_id, err);
     int local;
-    keyer_session *e = engine_of(s, stream_id, &local, err, "keyer_session_close_stream");
-    return e ? kr_engine_close_stream(e, local, err) : KEYER_STATUS_INVALID_ARGUMENT;
+    keyer_session *e = engine_of(s, stream_id, -1, &local, err, "keyer_session_close_stream");
+    if (!e)
+        return KEYER_STATUS_INVALID_ARGUMENT;
+    /* the last part (after the parts before it handed over their output); then the first
+     * error of any part */
+    keyer_status st = kr_engine_close_stream(e, local, err);
+    int n = atomic_load(&s->group->parts[stream_id].n);
+    for (int p = 0; p + 1 < n && !st; p++) {
+        keyer_session *pe = engine_of(s, stream_id, p, &local, err, "keyer_session_close_stream");
+        st = kr_engine_close_stream(pe, local, err);
+        if (!st)
+            st = kr_engine_stream_status(pe, local, err);
+    }
+    return st;
 }
 
 keyer_status keyer_session_stream_status(keyer_session *s, int stream_id, keyer_error *err)
@@ -587,13 +538,15 @@ keyer_status keyer_session_stream_status(keyer_session *s, int stream_id, keyer_
     if (s->group->split && stream_id == 0)
         return kr_split_gpus_status(s->group->split, err);
     int local;
-    keyer_session *e = engine_of(s, stream_id, &local, err, "keyer_session_stream_status");
-    if (!e)
+    if (!engine_of(s, stream_id, 0, &local, err, "keyer_session_stream_status"))
         return KEYER_STATUS_INVALID_ARGUMENT;
-    keyer_status st = kr_engine_stream_status(e, local, err);
-    int j = s->group->moved_engine[stream_id];
-    if (!st && j >= 0) /* its rest, on the GPU it moved to */
-        st = kr_engine_stream_status(s->group->engine[j], s->group->moved_local[stream_id], err);
+    /* its parts in order: the first error */
+    int n = atomic_load(&s->group->parts[stream_id].n);
+    keyer_status st = KEYER_OK;
+    for (int p = 0; p < n && !st; p++) {
+        keyer_session *e = engine_of(s, stream_id, p, &local, err, "keyer_session_stream_status");
+        st = kr_engine_stream_status(e, local, err);
+    }
     return st;
 }
 
@@ -610,7 +563,18 @@ typedef struct engine_run {
 static void *run_thread(void *arg)
 {
     engine_run *r = arg;
-    r->status = kr_engine_run(r->engine, &r->err);
+    keyer_session *e = r->engine;
+    r->status = kr_engine_run(e, &r->err);
+    /* a run that returned before its wait for streams leaves the working engines too (the
+     * others would wait for it) */
+    pthread_mutex_lock(&e->accept_lock);
+    e->closing = 1;
+    if (e->hold && e->counted) {
+        e->counted = 0;
+        if (atomic_fetch_sub(e->hold, 1) == 1 && e->hold_wake)
+            e->hold_wake(e->hold_opaque);
+    }
+    pthread_mutex_unlock(&e->accept_lock);
     return NULL;
 }
 
@@ -648,6 +612,14 @@ static int file_streams(const keyer_session *e)
     return files;
 }
 
+/* kr_session::hold_wake: the last working engine is done; the others close. */
+static void wake_all(void *opaque)
+{
+    kr_engines *g = opaque;
+    for (int e = 0; e < g->count; e++)
+        kr_engine_wake(g->engine[e]);
+}
+
 static keyer_status group_run(keyer_session *s, keyer_error *err)
 {
     kr_engines *g = s->group;
@@ -670,19 +642,36 @@ static keyer_status group_run(keyer_session *s, keyer_error *err)
         return st;
     engine_run runs[MAX_ENGINES];
     memset(runs, 0, sizeof(runs));
-    /* the engines with files start reading together (gate.h) */
-    int running = 0;
-    for (int e = 0; e < g->count; e++)
-        running += file_streams(g->engine[e]) > 0;
+    /* the engines with files, and those with no stream at all (standbys: a failed GPU's
+     * streams move to them), start reading together (gate.h); each stays open to moved
+     * streams while another works (session.h) */
+    int running = 0, run[MAX_ENGINES];
+    for (int e = 0; e < g->count; e++) {
+        run[e] = file_streams(g->engine[e]) > 0 || kr_engine_stream_count(g->engine[e]) == 0;
+        running += run[e];
+    }
     kr_gate gate;
     int gated = running > 1 && !kr_gate_init(&gate, running);
     for (int e = 0; e < g->count; e++) {
-        runs[e].engine = g->engine[e];
-        if (file_streams(g->engine[e]) == 0)
+        if (!run[e])
             continue;
         g->engine[e]->start_gate = gated ? &gate : NULL;
+        g->engine[e]->hold = &g->working;
+        g->engine[e]->hold_wake = wake_all;
+        g->engine[e]->hold_opaque = g;
+        g->engine[e]->counted = 1;
+        atomic_fetch_add(&g->working, 1);
+    }
+    for (int e = 0; e < g->count; e++) {
+        runs[e].engine = g->engine[e];
+        if (!run[e])
+            continue;
         if (pthread_create(&runs[e].thread, NULL, run_thread, &runs[e])) {
-            /* run it here instead: slower, nothing lost (the gate's wait is bounded) */
+            /* run it here instead, not waiting for the others (they start after it): slower,
+             * nothing lost (the gate's wait is bounded) */
+            g->engine[e]->hold = NULL;
+            g->engine[e]->counted = 0;
+            atomic_fetch_sub(&g->working, 1);
             run_thread(&runs[e]);
             continue;
         }
@@ -691,8 +680,10 @@ static keyer_status group_run(keyer_session *s, keyer_error *err)
     for (int e = 0; e < g->count; e++)
         if (runs[e].started)
             pthread_join(runs[e].thread, NULL);
-    for (int e = 0; e < g->count; e++)
+    for (int e = 0; e < g->count; e++) {
         g->engine[e]->start_gate = NULL;
+        g->engine[e]->hold = NULL;
+    }
     if (gated)
         kr_gate_destroy(&gate);
     /* as one session: the first failed stream in stream order, then an engine's own error */
@@ -747,25 +738,37 @@ void keyer_session_get_report(keyer_session *s, keyer_session_report *out)
         any |= g->moved[e] > 0;
     if (!any)
         return;
-    /* "cuda:0 + cuda:1 (failed: 2 streams moved to other GPUs)" */
-    size_t len = 0;
-    out->device[0] = 0;
-    for (int e = 0; e < g->count && len + 1 < sizeof(out->device); e++) {
-        const keyer_session *en = g->engine[e];
-        int w;
-        if (g->moved[e] > 0)
-            w = snprintf(out->device + len, sizeof(out->device) - len,
-                         "%s%.16s (failed: %d stream%s moved to other GPUs)", e ? " + " : "",
-                         en->device_name, g->moved[e], g->moved[e] == 1 ? "" : "s");
-        else if (en->use_cuda && atomic_load((atomic_int *)&en->gpu_failed))
-            w = snprintf(out->device + len, sizeof(out->device) - len,
-                         "%s%.16s, then cpu (GPU failure)", e ? " + " : "", en->device_name);
-        else
-            w = snprintf(out->device + len, sizeof(out->device) - len, "%s%s", e ? " + " : "",
-                         en->device_name);
-        len = w < 0 ? len : len + (size_t)w;
-        if (len >= sizeof(out->device))
-            len = sizeof(out->device) - 1;
+    /* "cuda:0 + cuda:1 (failed: 2 streams moved to other GPUs)"; where that does not fit,
+     * "cuda:0 + cuda:1 (failed, 1 moved) + cuda:2 (failed, 1 moved)" */
+    for (int brief = 0; brief < 2; brief++) {
+        size_t len = 0, size = sizeof(out->device);
+        int cut = 0;
+        out->device[0] = 0;
+        for (int e = 0; e < g->count; e++) {
+            const keyer_session *en = g->engine[e];
+            int w;
+            if (g->moved[e] > 0 && brief)
+                w = snprintf(out->device + len, size - len, "%s%.16s (failed, %d moved)",
+                             e ? " + " : "", en->device_name, g->moved[e]);
+            else if (g->moved[e] > 0)
+                w = snprintf(out->device + len, size - len,
+                             "%s%.16s (failed: %d stream%s moved to other GPUs)", e ? " + " : "",
+                             en->device_name, g->moved[e], g->moved[e] == 1 ? "" : "s");
+            else if (en->use_cuda && atomic_load((atomic_int *)&en->gpu_failed))
+                w = snprintf(out->device + len, size - len, "%s%.16s, then cpu (GPU failure)",
+                             e ? " + " : "", en->device_name);
+            else
+                w = snprintf(out->device + len, size - len, "%s%s", e ? " + " : "",
+                             en->device_name);
+            if (w < 0 || (size_t)w >= size - len) {
+                out->device[size - 1] = 0;
+                cut = 1;
+                break;
+            }
+            len += (size_t)w;
+        }
+        if (!cut)
+            break;
     }
 }
 
@@ -786,32 +789,50 @@ keyer_status keyer_session_get_stream_report(keyer_session *s, int stream_id,
         return KEYER_OK;
     }
     int local;
-    keyer_session *e = engine_of(s, stream_id, &local, err, "keyer_session_get_stream_report");
+    keyer_session *e = engine_of(s, stream_id, 0, &local, err, "keyer_session_get_stream_report");
     if (!e)
         return KEYER_STATUS_INVALID_ARGUMENT;
     keyer_status st = kr_engine_get_stream_report(e, local, out, err);
-    int j = s->group->moved_engine[stream_id];
-    if (st || j < 0 || !out)
+    int n = atomic_load(&s->group->parts[stream_id].n);
+    if (st || n < 2 || !out)
         return st;
-    /* moved after a GPU failure: the two parts as one stream */
-    keyer_stream_report rest;
-    keyer_session *je = s->group->engine[j];
-    if (kr_engine_get_stream_report(je, s->group->moved_local[stream_id], &rest, NULL))
-        return KEYER_OK;
-    out->frames_read += rest.frames_read;
-    out->frames_written += rest.frames_written;
-    out->frames_dropped += rest.frames_dropped;
-    out->frames_damaged += rest.frames_damaged;
-    out->frames_lost += rest.frames_lost;
-    out->reconnects += rest.reconnects;
-    out->missed_frames += rest.missed_frames;
-    out->hw_decode |= rest.hw_decode;
-    snprintf(out->device, sizeof(out->device), "%.16s, then %.16s (GPU failure)",
-             e->device_name, je->device_name);
-    if (!out->status && rest.status) {
-        out->status = rest.status;
-        snprintf(out->error, sizeof(out->error), "%s", rest.error);
+    /* moved after GPU failures: the parts as one stream, each part's GPU named once:
+     * "cuda:1, then cuda:0 (GPU failure)", "cuda:1, then cuda:2, then cuda:0 (GPU failures)",
+     * and ", then cpu" when the last one failed too */
+    snprintf(out->device, sizeof(out->device), "%.16s", e->device_name);
+    size_t len = strlen(out->device);
+    int failures = n - 1;
+    for (int p = 1; p < n; p++) {
+        keyer_stream_report rest;
+        keyer_session *pe = engine_of(s, stream_id, p, &local, NULL, NULL);
+        if (kr_engine_get_stream_report(pe, local, &rest, NULL))
+            continue;
+        out->frames_read += rest.frames_read;
+        out->frames_written += rest.frames_written;
+        out->frames_dropped += rest.frames_dropped;
+        out->frames_damaged += rest.frames_damaged;
+        out->frames_lost += rest.frames_lost;
+        out->reconnects += rest.reconnects;
+        out->missed_frames += rest.missed_frames;
+        out->disconnected_seconds += rest.disconnected_seconds;
+        out->hw_decode |= rest.hw_decode;
+        int last_failed = p == n - 1 && pe->use_cuda && atomic_load(&pe->gpu_failed);
+        failures += last_failed;
+        if (len + 1 < sizeof(out->device)) {
+            int w = snprintf(out->device + len, sizeof(out->device) - len, ", then %.16s%s",
+                             pe->device_name, last_failed ? ", then cpu" : "");
+            len = w < 0 ? len : len + (size_t)w;
+            if (len >= sizeof(out->device))
+                len = sizeof(out->device) - 1;
+        }
+        if (!out->status && rest.status) {
+            out->status = rest.status;
+            snprintf(out->error, sizeof(out->error), "%s", rest.error);
+        }
     }
+    if (len + 1 < sizeof(out->device))
+        snprintf(out->device + len, sizeof(out->device) - len, " (GPU failure%s)",
+                 failures > 1 ? "s" : "");
     return KEYER_OK;
 }
 
@@ -833,7 +854,9 @@ int kr_session_stream_moved_to(const keyer_session *s, int stream_id)
 {
     if (!s || !s->group || stream_id < 0 || stream_id >= keyer_session_stream_count(s))
         return -1;
-    return s->group->moved_engine[stream_id];
+    const stream_parts *sp = &s->group->parts[stream_id];
+    int n = atomic_load(&sp->n);
+    return n > 1 ? sp->engine[n - 1] : -1;
 }
 
 keyer_status keyer_session_write_trace(keyer_session *s, const char *path, keyer_error *err)

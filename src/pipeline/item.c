@@ -126,7 +126,9 @@ static keyer_status inputs_cuda(const kr_item_layout *l, kr_item_bufs *b, keyer_
     if (!rs && l->mask_w)
         rs = l->dev->alloc(l->ordinal, mask_bytes(l), (void **)&b->mask, err);
     if (!rs)
-        rs = l->dev->event_create(l->ordinal, &b->ready, err);
+        rs = l->blocking_events && l->dev->event_create_blocking
+                 ? l->dev->event_create_blocking(l->ordinal, &b->ready, err)
+                 : l->dev->event_create(l->ordinal, &b->ready, err);
     return rs;
 }
 
@@ -341,6 +343,14 @@ kr_item *kr_item_pool_take(kr_item_pool *pool, int wait)
     if (wait ? kr_queue_pop(pool->free, &p) : kr_queue_try_pop(pool->free, &p))
         return NULL;
     return p;
+}
+
+kr_item *kr_item_pool_take_timed(kr_item_pool *pool, int64_t timeout_ns, int *stopped)
+{
+    void *p = NULL;
+    keyer_status st = kr_queue_pop_timed(pool->free, &p, timeout_ns);
+    *stopped = st != KEYER_OK && st != KEYER_STATUS_AGAIN;
+    return st ? NULL : p;
 }
 
 void kr_item_release(kr_item *it)

@@ -51,6 +51,7 @@ typedef struct kr_item_layout {
     int width, height;           /* the stream's frames */
     keyer_pixel_format out_format; /* the composite output's format */
     void *copy_stream;           /* CUDA stream of the staging copies of the frames */
+    int blocking_events;         /* CUDA: ready events block the waiting thread (cuda_sync block) */
 } kr_item_layout;
 
 /** Buffers of one item in one memory (host or CUDA). */
@@ -126,6 +127,10 @@ void kr_item_pool_destroy(kr_item_pool **pool);
 
 /** A free item, waiting for one when @p wait; NULL when none (or the pool was cancelled). */
 kr_item *kr_item_pool_take(kr_item_pool *pool, int wait);
+
+/** A free item, waiting at most @p timeout_ns; NULL when none came, *@p stopped then 1 when
+ *  none will (the pool was cancelled), else 0. */
+kr_item *kr_item_pool_take_timed(kr_item_pool *pool, int64_t timeout_ns, int *stopped);
 
 /** Returns an item to its pool (drops its frame references, clears its state). */
 void kr_item_release(kr_item *it);

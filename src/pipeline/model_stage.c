@@ -423,6 +423,7 @@ static int run_batch(kr_model_stage *ms, kr_item **items, int n, int full)
 static void *stage_main(void *arg)
 {
     kr_model_stage *ms = arg;
+    kr_thread_name(ms->p.name);
     kr_item *items[64];
     for (;;) {
         int n = 0, full = 0;

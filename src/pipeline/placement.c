@@ -91,6 +91,31 @@ int kr_fail_spec_parse(const char *text, int *ordinal, int *frame)
     return 0;
 }
 
+int kr_fail_spec_frame(const char *text, int ordinal)
+{
+    if (!text || !*text)
+        return -1;
+    int found = -1;
+    for (const char *p = text;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char item[32];
+        if (len == 0 || len >= sizeof(item))
+            return -1;
+        memcpy(item, p, len);
+        item[len] = 0;
+        int dev = -1, frame = -1;
+        if (kr_fail_spec_parse(item, &dev, &frame))
+            return -1;
+        if (found < 0 && (dev < 0 || dev == ordinal))
+            found = frame;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return found;
+}
+
 keyer_status kr_set_cuda_devices(const keyer_option *o, void *obj, const char *value,
                                  keyer_error *err)
 {

@@ -48,6 +48,15 @@ int kr_place_failover(const double *load, const int *healthy, int n);
 int kr_fail_spec_parse(const char *text, int *ordinal, int *frame);
 
 /**
+ * The frame at which CUDA device @p ordinal fails under the switch @p text: a comma-separated
+ * list of kr_fail_spec_parse() items ("cuda:1@10,cuda:0@30": each GPU its own frame; an item
+ * "F" applies to every device; the first item naming the device, or applying to all, wins).
+ * Returns that frame, or -1 when no item applies or the text is not such a list (NULL
+ * included).
+ */
+int kr_fail_spec_frame(const char *text, int ordinal);
+
+/**
  * Setter of the session table's cuda_devices option (keyer_session_params::cuda_devices):
  * "all" (KEYER_CUDA_DEVICES_ALL), "none" or "" (0), ordinals "0,2" (a single "1" lists one
  * GPU). Errors: INVALID_ARGUMENT naming the option and the value (as

@@ -117,6 +117,7 @@ static void *prepare_main(void *arg)
 {
     kr_prepare_stage *ps = arg;
     const kr_stage_ctx *ctx = ps->p.ctx;
+    kr_thread_name("prepare");
     int track = kr_trace_thread(ctx->trace, "prepare", ps->p.stream);
     for (;;) {
         void *p = NULL;

@@ -224,6 +224,26 @@ keyer_status kr_queue_try_pop(kr_queue *q, void **item)
     return pop_impl(q, item, 0);
 }
 
+keyer_status kr_queue_pop_timed(kr_queue *q, void **item, int64_t timeout_ns)
+{
+    pthread_mutex_lock(&q->lock);
+    if (q->count == 0 && !q->cancelled && !q->closed && timeout_ns > 0) {
+        struct timespec ts = kr_clock_deadline(kr_clock_ns() + timeout_ns);
+        int64_t t0 = kr_clock_ns();
+        while (q->count == 0 && !q->cancelled && !q->closed &&
+               pthread_cond_timedwait(&q->not_empty, &q->lock, &ts) != ETIMEDOUT) {
+        }
+        q->pop_wait_ns += kr_clock_ns() - t0;
+    }
+    keyer_status st = wait_item(q, 0);
+    if (st == KEYER_OK) {
+        *item = remove_oldest(q, kr_clock_ns());
+        q->popped++;
+    }
+    pthread_mutex_unlock(&q->lock);
+    return st;
+}
+
 keyer_status kr_queue_pop_batch(kr_queue *q, void **items, int max, int64_t budget_ns,
                                 int *count, int *full)
 {

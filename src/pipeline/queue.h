@@ -70,6 +70,10 @@ keyer_status kr_queue_pop(kr_queue *q, void **item);
 /** As kr_queue_pop but never waits: KEYER_STATUS_AGAIN when empty and open. */
 keyer_status kr_queue_try_pop(kr_queue *q, void **item);
 
+/** As kr_queue_pop but waits at most @p timeout_ns (<= 0: not at all): KEYER_STATUS_AGAIN
+ *  when the queue is still empty and open then. */
+keyer_status kr_queue_pop_timed(kr_queue *q, void **item, int64_t timeout_ns);
+
 /**
  * Forms a batch: waits for a first item (like kr_queue_pop), then keeps waiting until
  * @p max items are inside, or the oldest of them has been inside for @p budget_ns

@@ -183,6 +183,7 @@ static void *refine_main(void *arg)
 {
     refine_worker *w = arg;
     const kr_refine_stage *r = w->stage;
+    kr_thread_name("refine");
     for (;;) {
         void *p = NULL;
         if (kr_queue_pop(w->in, &p) != KEYER_OK)
@@ -210,6 +211,7 @@ static void *refine_main(void *arg)
 static void *route_main(void *arg)
 {
     kr_refine_stage *r = arg;
+    kr_thread_name("route");
     for (;;) {
         void *p = NULL;
         if (kr_queue_pop(r->in, &p) != KEYER_OK)

@@ -286,6 +286,11 @@ keyer_status kr_engine_get_stream_report(keyer_session *s, int id, keyer_stream_
         out->missed_frames = rs.missed_frames;
         out->disconnected_seconds = rs.disconnected_seconds;
     }
+    if (st->continuation && st->live) { /* reopened on this GPU after a GPU failure */
+        out->reconnects += 1;
+        out->missed_frames += atomic_load(&st->switch_missed);
+        out->disconnected_seconds += st->shift_known ? st->switch_seconds : 0.0;
+    }
     out->has_audio = st->source == KR_SOURCE_READER ? st->info.has_audio : 0;
     snprintf(out->encoder, sizeof(out->encoder), "%s", st->encoder);
     engine_device(s, out->device, sizeof(out->device));

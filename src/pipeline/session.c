@@ -46,6 +46,14 @@ static const keyer_option_choice reconnect_choices[] = {
     {NULL, 0, NULL},
 };
 
+static const keyer_option_choice cuda_sync_choices[] = {
+    {"auto", KEYER_CUDA_SYNC_AUTO, "CUDA's default (spin with fewer contexts than cores)"},
+    {"spin", KEYER_CUDA_SYNC_SPIN, "spin: lowest latency, a core per waiting thread"},
+    {"yield", KEYER_CUDA_SYNC_YIELD, "spin, yielding to other threads"},
+    {"block", KEYER_CUDA_SYNC_BLOCK, "sleep until the GPU signals: frees the waiting cores"},
+    {NULL, 0, NULL},
+};
+
 static const keyer_option session_options[] = {
     KEYER_OPTION_FIELD("device", "where to compute", OFF(device), KEYER_OPTION_ENUM,
         KEYER_DEVICE_AUTO, 0, 0, device_choices),
@@ -101,6 +109,9 @@ static const keyer_option session_options[] = {
      "NVDEC copies on the device's shared default stream instead of one per decoder (for "
      "comparisons)", OFF(decode_shared_stream), KEYER_OPTION_BOOL, 0, 0, 1, NULL, NULL, NULL,
      NULL, 0, KEYER_OPTION_FLAG_VALUE_OPTIONAL},
+    KEYER_OPTION_FIELD("cuda_sync",
+        "how threads wait for the GPU (the device's setting, for the whole process)",
+        OFF(cuda_sync), KEYER_OPTION_ENUM, KEYER_CUDA_SYNC_AUTO, 0, 0, cuda_sync_choices),
     KEYER_OPTION_FIELD("trace_events", "record a trace with room for this many events; 0: off",
         OFF(trace_events), KEYER_OPTION_INT, 0, 0, 1 << 26, NULL),
     KEYER_OPTION_FIELD("progress_interval_ms", "progress callback period",
@@ -364,11 +375,9 @@ keyer_status kr_engine_create(const keyer_session_params *params, keyer_session 
     }
     s->params.logger = s->logger;
     s->fail_cuda_at = -1;
-    int fail_dev = -1, fail_at = -1;
-    /* "N": any device; "cuda:K@N": this engine only when it computes on CUDA device K */
-    if (!kr_fail_spec_parse(getenv("KEYER_FAIL_CUDA_AT_FRAME"), &fail_dev, &fail_at) &&
-        (fail_dev < 0 || fail_dev == p.cuda_device))
-        s->fail_cuda_at = fail_at;
+    /* "N": any device; "cuda:K@N": this engine only when it computes on CUDA device K; a
+     * comma-separated list of those: each device its own frame */
+    s->fail_cuda_at = kr_fail_spec_frame(getenv("KEYER_FAIL_CUDA_AT_FRAME"), p.cuda_device);
     s->model_name = dup_or_null(p.model);
     s->background_path = dup_or_null(p.background);
     s->params.model = s->model_name;
@@ -459,11 +468,10 @@ static void stop_shared(keyer_session *s)
     kr_composite_stage_join(s->composite);
 }
 
-void kr_engine_destroy(keyer_session **sp)
+void kr_engine_release_streams(keyer_session *s)
 {
-    if (!sp || !*sp)
+    if (!s)
         return;
-    keyer_session *s = *sp;
     kr_engine_cancel(s);
     int n = atomic_load(&s->stream_count);
     /* Sources stop first (cancel), then the shared stages are stopped, then each stream
@@ -474,6 +482,14 @@ void kr_engine_destroy(keyer_session **sp)
     stop_shared(s);
     for (int i = 0; i < n; i++)
         kr_stream_destroy(&s->streams[i]);
+}
+
+void kr_engine_destroy(keyer_session **sp)
+{
+    if (!sp || !*sp)
+        return;
+    keyer_session *s = *sp;
+    kr_engine_release_streams(s);
     kr_detect_destroy(&s->detect);
     kr_mesh_destroy(&s->mesh);
     kr_pose_stage_destroy(&s->pose);
@@ -576,6 +592,15 @@ static int wait_for_sinks(keyer_session *s)
             pthread_mutex_lock(&s->accept_lock);
             int n = atomic_load(&s->stream_count);
             int done = !sinks_pending(s, n);
+            if (done && s->hold) {
+                /* several GPUs: open to moved streams while another engine works */
+                if (s->counted) {
+                    s->counted = 0;
+                    if (atomic_fetch_sub(s->hold, 1) == 1 && s->hold_wake)
+                        s->hold_wake(s->hold_opaque);
+                }
+                done = atomic_load(s->hold) == 0;
+            }
             if (done)
                 s->closing = 1;
             pthread_mutex_unlock(&s->accept_lock);
@@ -607,14 +632,24 @@ keyer_status kr_engine_run(keyer_session *s, keyer_error *err)
         files += s->streams[i]->source == KR_SOURCE_READER;
         opened += s->streams[i]->source == KR_SOURCE_READER && !s->streams[i]->open_failed;
     }
-    if (files == 0)
+    int standby = files == 0 && s->hold; /* several GPUs: for streams moved here */
+    if (files == 0 && !standby)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "keyer_session_run: no input was added");
     s->run_called = 1;
     /* with no input opened there is nothing to start: the streams' errors are the result */
-    keyer_status st = opened ? kr_engine_start(s, err) : KEYER_OK;
-    if (st)
+    keyer_status st = opened || standby ? kr_engine_start(s, err) : KEYER_OK;
+    if (st && standby) {
+        /* a standby that cannot start takes no stream; the others run on */
+        keyer_log(s->logger, KEYER_LOG_WARNING,
+                  "%s: cannot start as a standby for the other GPUs' streams: %s",
+                  s->device_name, err ? err->message : keyer_status_name(st));
+        if (err)
+            keyer_error_clear(err);
+        st = KEYER_OK;
+    } else if (st) {
         session_fail(s, st, err);
+    }
     if (s->start_gate) {
         /* every GPU's engine starts reading at once (at most 60 s apart) */
         int64_t t = kr_gate_pass(s->start_gate, (int64_t)60 * 1000000000);
@@ -704,6 +739,17 @@ keyer_status kr_engine_add_file(keyer_session *s, const keyer_file_stream_params
     return KEYER_OK;
 }
 
+/* Makes @p st continue a stream of a failed GPU's engine as @p c says (stream.h). */
+static void continue_from(kr_stream *st, const kr_continuation *c)
+{
+    st->continuation = 1;
+    st->handoff_in = c->handoff;
+    st->resume_pts = st->live ? INT64_MIN : c->resume_pts;
+    st->seq_base = c->seq_base;
+    st->switch_ns = c->switch_ns;
+    st->switch_pts = c->switch_pts;
+}
+
 keyer_status kr_engine_add_continuation(keyer_session *s, const keyer_file_stream_params *params,
                                         const kr_continuation *c, int *stream_id,
                                         keyer_error *err)
@@ -720,10 +766,7 @@ keyer_status kr_engine_add_continuation(keyer_session *s, const keyer_file_strea
     kr_stream *st = NULL;
     if ((rs = kr_stream_open_file(&s->env, id, params, &st, err)))
         goto done;
-    st->continuation = 1;
-    st->handoff = c->handoff;
-    st->resume_pts = c->resume_pts;
-    st->seq_base = c->seq_base;
+    continue_from(st, c);
     stream_publish(s, st);
     if ((rs = kr_stream_start(st, err))) {
         s->streams[id] = NULL;
@@ -731,11 +774,60 @@ keyer_status kr_engine_add_continuation(keyer_session *s, const keyer_file_strea
         kr_stream_destroy(&st);
         goto done;
     }
+    if (s->hold && !s->counted) {
+        /* working again: the other engines stay open while it does */
+        s->counted = 1;
+        atomic_fetch_add(s->hold, 1);
+    }
     if (stream_id)
         *stream_id = id;
 done:
     pthread_mutex_unlock(&s->accept_lock);
     return rs;
+}
+
+keyer_status kr_engine_open_continuation(keyer_session *s, const keyer_stream_params *params,
+                                         const kr_continuation *c, int *stream_id,
+                                         keyer_error *err)
+{
+    if (!s || !params || !c)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "kr_engine_open_continuation: NULL argument");
+    if (atomic_load(&s->gpu_failed) || atomic_load(&s->cancel))
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%s: failed or stopping",
+                               s->device_name);
+    kr_stream *st = NULL;
+    keyer_status rs = kr_stream_open_push(&s->env, atomic_load(&s->stream_count), params, &st,
+                                          err);
+    if (rs)
+        return rs;
+    continue_from(st, c);
+    stream_publish(s, st);
+    if ((rs = kr_engine_start(s, err)) || (rs = kr_stream_start(st, err))) {
+        s->streams[st->id] = NULL;
+        atomic_store(&s->stream_count, st->id);
+        kr_stream_destroy(&st);
+        return rs;
+    }
+    if (stream_id)
+        *stream_id = st->id;
+    return KEYER_OK;
+}
+
+void kr_engine_end_input(keyer_session *s, int stream_id)
+{
+    if (!s || stream_id < 0 || stream_id >= atomic_load(&s->stream_count) ||
+        !s->streams[stream_id] || s->streams[stream_id]->source != KR_SOURCE_PUSH)
+        return;
+    kr_stream *st = s->streams[stream_id];
+    atomic_store(&st->closed, 1);
+    kr_queue_close(st->ingest);
+}
+
+void kr_engine_wake(keyer_session *s)
+{
+    if (s)
+        notify(s);
 }
 
 void kr_engine_set_failover(keyer_session *s, int (*fn)(void *, kr_stream *, int64_t, int64_t),

@@ -108,6 +108,16 @@ struct keyer_session {
     /* streams moved here from a failed GPU while running (kr_engine_add_continuation) */
     pthread_mutex_t accept_lock;
     int closing;              /* the run waits for no more streams: none is accepted */
+    /* several GPUs (engines.c sets these for the run; NULL: a session on one device): the
+     * engines still working, each counted while its own file streams run (under
+     * accept_lock: counted). An engine whose streams are done stays open to streams moved
+     * from a failed GPU while another engine works, and closes when none does; the one that
+     * brings the count to 0 calls hold_wake (which wakes the others' waits). An engine with
+     * no file streams of its own runs as a standby: it starts its stages and waits so. */
+    atomic_int *hold;
+    int counted;
+    void (*hold_wake)(void *opaque);
+    void *hold_opaque;
 
     /* first fatal error */
     pthread_mutex_t err_lock;
@@ -145,9 +155,13 @@ keyer_status kr_engine_write_trace(keyer_session *session, const char *path, key
 
 /** Where a continuation stream starts (kr_engine_add_continuation). */
 typedef struct kr_continuation {
-    struct kr_handoff *handoff; /* shared with the stream it continues (not owned) */
-    int64_t resume_pts;         /* its first frame: the first with pts >= this */
+    struct kr_handoff *handoff; /* shared with the stream it continues (not owned); NULL:
+                                 * no output to take (a pushed stream pulled by the caller) */
+    int64_t resume_pts;         /* its first frame: the first with pts >= this (INT64_MIN:
+                                 * from where the source is, a live source reopened) */
     int64_t seq_base;           /* that frame's number in the stream (for the callbacks) */
+    int64_t switch_ns;          /* live: when the failed GPU's stream stopped reading */
+    int64_t switch_pts;         /* live: the end of the last frame it read (INT64_MIN: none) */
 } kr_continuation;
 
 /**
@@ -155,7 +169,9 @@ typedef struct kr_continuation {
  * a failed GPU's engine (@p params: the same input and output), reading on NVDEC of this
  * engine from @p c->resume_pts, numbering its frames from @p c->seq_base and writing with the
  * writer the first stream hands over through @p c->handoff (its own output is not opened).
- * The engine's run waits for it. *@p stream_id receives the engine's id for it.
+ * A live input (params->live 1) is opened again and read from where it is; its pts are
+ * shifted to follow @p c->switch_pts (stream.h). The engine's run waits for it. *@p stream_id
+ * receives the engine's id for it.
  * Errors: UNSUPPORTED (the engine has not started, its run is finishing, its own GPU failed,
  * it was cancelled, or it holds max_streams streams), and those of opening the input.
  */
@@ -163,6 +179,34 @@ keyer_status kr_engine_add_continuation(keyer_session *session,
                                         const keyer_file_stream_params *params,
                                         const kr_continuation *c, int *stream_id,
                                         keyer_error *err);
+
+/**
+ * GPU-to-GPU failover of a pushed stream: opens on this engine (starting its stages when
+ * they are not running) a pushed stream of @p params that continues one of a failed GPU's
+ * engine: its frames are numbered from @p c->seq_base and, with an output path, written with
+ * the writer handed over through @p c->handoff (its own output is not opened).
+ * *@p stream_id receives the engine's id for it. Errors: UNSUPPORTED (this engine's GPU
+ * failed or it was cancelled), and those of keyer_session_open_stream().
+ */
+keyer_status kr_engine_open_continuation(keyer_session *session,
+                                         const keyer_stream_params *params,
+                                         const kr_continuation *c, int *stream_id,
+                                         keyer_error *err);
+
+/** Ends the input of a pushed stream whose rest moved to another GPU: it takes no more
+ *  frames; those it holds are finished and come out (or are written) as before. Unlike
+ *  keyer_session_close_stream() it does not wait for them. */
+void kr_engine_end_input(keyer_session *session, int stream_id);
+
+/** Cancels the engine and destroys its streams (their threads joined, outputs finalised), as
+ *  kr_engine_destroy does first; the engine itself stays until kr_engine_destroy. Several
+ *  GPUs release every engine's streams before destroying any engine: a writer handed over
+ *  from another engine logs through, and encodes with the probe of, the engine that made it.
+ *  NULL accepted. */
+void kr_engine_release_streams(keyer_session *session);
+
+/** Wakes the engine's run where it waits for its streams (the hold changed). */
+void kr_engine_wake(keyer_session *session);
 
 /** Sets the failover hook of the engine's file streams (kr_stream_env::failover); before its
  *  run. */

@@ -191,7 +191,7 @@ static int write_item(kr_stream *st, kr_item *it, int track)
 static int take_output(kr_stream *st)
 {
     keyer_writer *w = NULL;
-    int ok = kr_handoff_take(st->handoff, st->env->ctx->cancel, &w);
+    int ok = kr_handoff_take(st->handoff_in, st->env->ctx->cancel, &w);
     if (ok <= 0) {
         if (ok == 0) {
             keyer_error e = {0};
@@ -203,9 +203,11 @@ static int take_output(kr_stream *st)
         return 0;
     }
     st->writer = w;
-    if (w && st->reader) {
+    /* audio from here on; not for a reopened live source, whose audio pts are not shifted
+     * (stream.h) */
+    if (w && st->reader && !st->live) {
         keyer_error e = {0};
-        keyer_writer_set_copy_source(w, st->reader, &e); /* audio from here on */
+        keyer_writer_set_copy_source(w, st->reader, &e);
     }
     return 1;
 }
@@ -214,9 +216,10 @@ void *kr_sink_main(void *arg)
 {
     kr_stream *st = arg;
     const kr_stage_ctx *ctx = st->env->ctx;
+    kr_thread_name("write");
     int track = kr_trace_thread(ctx->trace, "write", st->id);
     int writing = 1;
-    if (st->continuation && st->handoff)
+    if (st->continuation && st->handoff_in)
         writing = take_output(st);
     for (;;) {
         void *p = NULL;
@@ -231,10 +234,10 @@ void *kr_sink_main(void *arg)
             writing = write_item(st, it, track);
         kr_item_release(it);
     }
-    if (st->moved && st->handoff) {
+    if (st->moved && st->handoff_out) {
         /* the rest of the input went to another GPU: its continuation writes on */
         int ok = !kr_stream_status(st, NULL) && writing;
-        kr_handoff_give(st->handoff, ok ? st->writer : NULL, ok);
+        kr_handoff_give(st->handoff_out, ok ? st->writer : NULL, ok);
         if (ok)
             st->writer = NULL;
     }

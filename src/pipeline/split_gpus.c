@@ -219,6 +219,7 @@ static void *producer_main(void *arg)
 {
     producer *pr = arg;
     kr_split_gpus *sp = pr->sp;
+    kr_thread_name("split");
     keyer_error err = {0};
     keyer_status st = KEYER_OK;
     for (int k = pr->index; k < sp->chunks && !st && !atomic_load(&sp->cancel); k += sp->lanes) {

@@ -59,6 +59,7 @@ static keyer_status stream_new(const kr_stream_env *env, int id, kr_stream **out
     atomic_init(&st->frames_dropped, 0);
     atomic_init(&st->frames_damaged, 0);
     atomic_init(&st->frames_lost, 0);
+    atomic_init(&st->switch_missed, 0);
     *out = st;
     return KEYER_OK;
 }
@@ -472,6 +473,41 @@ static void read_background(kr_stream *st, keyer_frame *dst)
 }
 
 /* A free item, or for a live source the oldest one still waiting for prepare (dropped). */
+static kr_item *take_free_item(kr_stream *st, int wait);
+
+/*
+ * The reader's next item. A stream that may move to another GPU (env->failover) waits for it
+ * in steps of 20 ms and, between them, moves when its engine's GPU has failed: a reader
+ * waiting for its pool while the failed GPU's frames are finished on the CPU would otherwise
+ * notice the failure only after them. Returns NULL when the reader stops: *@p moved 1 when
+ * the rest of the stream moved.
+ */
+static kr_item *next_item(kr_stream *st, int64_t last_pts, int64_t ingested, int *moved)
+{
+    const kr_stream_env *env = st->env;
+    *moved = 0;
+    for (;;) {
+        /* this engine's GPU failed: the rest of the input may move to another GPU (a
+         * continuation stream there reads on from the next frame; the frames read so far
+         * are finished here, on the CPU) */
+        if (env->failover && kr_stage_gpu_failed(env->ctx) &&
+            env->failover(env->failover_opaque, st, last_pts, ingested)) {
+            st->moved = 1;
+            *moved = 1;
+            return NULL;
+        }
+        if (!env->failover)
+            return take_free_item(st, 1);
+        kr_item *it = take_free_item(st, 0);
+        if (it)
+            return it;
+        int stopped = 0;
+        it = kr_item_pool_take_timed(st->pool, 20 * 1000000LL, &stopped);
+        if (it || stopped || stream_stopped(st))
+            return it;
+    }
+}
+
 static kr_item *take_free_item(kr_stream *st, int wait)
 {
     kr_item *it = kr_item_pool_take(st->pool, 0);
@@ -620,11 +656,50 @@ static keyer_status check_complete(kr_stream *st, int64_t last_end, keyer_error 
                            (long long)atomic_load(&st->frames_read));
 }
 
+/*
+ * A live continuation (stream.h): the reopened source's frames follow the last frame the
+ * failed GPU's stream read. The first frame's pts becomes that frame's end plus the switch's
+ * wall-clock length in whole frames (at least one), as the reader maps a reconnection
+ * (kr_live_map); the whole frames skipped are counted as missed. Later frames keep their
+ * distance to the first.
+ */
+static void shift_live(kr_stream *st, keyer_frame *f)
+{
+    if (f->pts == INT64_MIN)
+        return;
+    if (!st->shift_known) {
+        st->shift_known = 1;
+        keyer_rational fr = st->frame_rate.num > 0 && st->frame_rate.den > 0
+                                ? st->frame_rate
+                                : (keyer_rational){25, 1};
+        keyer_rational tb = f->time_base;
+        /* one frame in the frame's time base (at least one tick) */
+        int64_t dur = f->duration > 0
+                          ? f->duration
+                          : (int64_t)((double)fr.den * tb.den / ((double)fr.num * tb.num) + 0.5);
+        if (dur < 1)
+            dur = 1;
+        double seconds = (double)(kr_clock_ns() - st->switch_ns) * 1e-9;
+        int64_t steps = (int64_t)(seconds * fr.num / fr.den + 0.5);
+        if (steps < 1)
+            steps = 1;
+        int64_t base = st->switch_pts == INT64_MIN ? 0 : st->switch_pts;
+        st->pts_shift = base + steps * dur - f->pts;
+        st->switch_seconds = seconds;
+        atomic_store(&st->switch_missed, steps - 1);
+        kr_stage_warn(st->env->ctx,
+                      "%s: reopened on another GPU after %.2f s (%lld frames missed)", st->input,
+                      seconds, (long long)(steps - 1));
+    }
+    f->pts += st->pts_shift;
+}
+
 static void *reader_main(void *arg)
 {
     kr_stream *st = arg;
     const kr_stream_env *env = st->env;
     const kr_stage_ctx *ctx = env->ctx;
+    kr_thread_name("read");
     int track = kr_trace_thread(ctx->trace, "read", st->id);
     int64_t origin_ns = 0, origin_pts = INT64_MIN;
     int realtime = env->params->realtime;
@@ -646,20 +721,12 @@ static void *reader_main(void *arg)
         }
     }
     while (!stream_stopped(st)) {
-        kr_item *it = take_free_item(st, 1);
+        int moved = 0;
+        kr_item *it = next_item(st, last_pts, ingested, &moved);
         if (!it)
             break;
         if (stream_stopped(st)) {
             kr_item_release(it);
-            break;
-        }
-        /* this engine's GPU failed: the rest of the input may move to another GPU (a
-         * continuation stream there reads on from the next frame; the frames read so far
-         * are finished here, on the CPU) */
-        if (env->failover && !st->continuation && kr_stage_gpu_failed(ctx) &&
-            env->failover(env->failover_opaque, st, last_pts, ingested)) {
-            kr_item_release(it);
-            st->moved = 1;
             break;
         }
         keyer_error e = {0};
@@ -674,8 +741,7 @@ static void *reader_main(void *arg)
                 stream_fail(st, rs, &e);
             break;
         }
-        if (rs == KEYER_STATUS_DEVICE && env->failover && !st->continuation &&
-            env->layout.dev) {
+        if (rs == KEYER_STATUS_DEVICE && env->failover && env->layout.dev) {
             /* NVDEC failed with its GPU: the stream may go on on another GPU */
             kr_stage_gpu_failure(ctx, &e);
             if (env->failover(env->failover_opaque, st, last_pts, ingested)) {
@@ -705,6 +771,8 @@ static void *reader_main(void *arg)
             atomic_fetch_add(&st->frames_damaged, 1);
         if (it->frame->time_base.num <= 0 || it->frame->time_base.den <= 0)
             it->frame->time_base = st->time_base;
+        if (st->continuation && st->live)
+            shift_live(st, it->frame);
         frame_end(it->frame, st->time_base, &last_end);
         last_pts = it->frame->pts;
         atomic_fetch_add(&st->frames_read, 1);

@@ -126,13 +126,22 @@ typedef struct kr_stream {
     keyer_frame *hook_out;
     int geometry_warned;    /* a frame of another size or format was skipped (logged once) */
     int bg_warned;          /* the background video could not be read (logged once) */
-    /* GPU-to-GPU failover (handoff.h): NULL, or the handoff this stream gives its output
-     * through (moved 1) or takes it from (continuation 1) */
-    struct kr_handoff *handoff;
+    /* GPU-to-GPU failover (handoff.h): the handoff this stream takes its output from
+     * (continuation 1; NULL: it has no output to take) and the one it gives its output
+     * through (moved 1). A continuation may move again: it then has both. */
+    struct kr_handoff *handoff_in, *handoff_out;
     int moved;              /* the rest of the input went to a continuation on another GPU */
-    int continuation;       /* reads on from resume_pts; its writer comes from the handoff */
+    int continuation;       /* reads on from resume_pts; its writer comes from handoff_in */
     int64_t resume_pts;     /* continuation: its first frame is the first with pts >= this */
     int64_t seq_base;       /* frame number of its first frame (what the callbacks see) */
+    /* a live continuation: the source reopened on this GPU; its frames' pts are shifted to
+     * follow the last frame the failed GPU's stream read (switch_pts, its end) by the
+     * wall-clock time of the switch (from switch_ns) in whole frames, and the frames that
+     * time held are counted as missed, as after a disconnect */
+    int64_t switch_ns, switch_pts, pts_shift;
+    int shift_known;
+    atomic_llong switch_missed;
+    double switch_seconds;
     /* counters */
     atomic_llong frames_read, frames_written, frames_dropped, frames_damaged, frames_lost;
     atomic_int closed;      /* push: no more sends */

@@ -2,10 +2,25 @@
 #define _POSIX_C_SOURCE 200809L
 #include "pipeline/trace.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "pipeline/clock.h"
+
+void kr_thread_name(const char *stage)
+{
+#ifdef __linux__
+    char name[16];
+    snprintf(name, sizeof(name), "kr-%s", stage ? stage : "");
+    (void)prctl(PR_SET_NAME, (unsigned long)name, 0UL, 0UL, 0UL);
+#else
+    (void)stage;
+#endif
+}
 
 keyer_status kr_trace_create(int64_t capacity, kr_trace **out, keyer_error *err)
 {

@@ -58,6 +58,13 @@ void kr_trace_destroy(kr_trace **t);
  */
 int kr_trace_thread(kr_trace *t, const char *stage, int index);
 
+/**
+ * Names the calling thread "kr-" @p stage (cut to the 15 characters Linux keeps) for
+ * profilers and /proc/PID/task/TID/comm (bench/many-streams.sh groups the threads' CPU time
+ * by it). Elsewhere than Linux it does nothing; so does a failure.
+ */
+void kr_thread_name(const char *stage);
+
 /** Records one event; does nothing for a NULL trace or a track < 0. */
 void kr_trace_add(kr_trace *t, int track, const char *name, int stream, int64_t frame, int count,
                   int64_t start_ns, int64_t end_ns);

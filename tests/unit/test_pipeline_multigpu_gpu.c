@@ -14,6 +14,11 @@
  *    failure test), the rest is read again from the next frame by NVDEC of cuda:0 and keyed
  *    there (within 2 code values of the GPU run, counted), and the reports name where each
  *    stream went.
+ *  - one stream over cuda:0,1 (cuda:1 has none: it stands by) with cuda:0 failing at frame
+ *    10 moves to cuda:1, nothing lost, every frame PSNR >= 30 dB against the GPU run;
+ *  - KEYER_FAIL_CUDA_AT_FRAME=cuda:1@10,cuda:0@25: both fail; cuda:1's streams move to cuda:0
+ *    (unless it failed first) and then go on on the CPU with it: nothing lost, every frame
+ *    PSNR >= 30 dB, each stream's report naming where it ran;
  *  - one file split at keyframes over cuda:0,1 (split_gpus; 4 chunks of 24 frames, two per
  *    GPU, each decoded by its GPU's NVDEC) is written back complete and in order: every
  *    frame within 2 code values of the same file run on cuda:0 alone.
@@ -99,7 +104,8 @@ static int setup(void **state)
 
 /* Runs the four inputs (null outputs) on the GPUs of @p devices (batches and queues of 4 with
  * @p small); mattes into @p m. */
-static keyer_session *run_with(uint64_t devices, int small, mattes *m, keyer_session_report *rep)
+static keyer_session *run_streams(uint64_t devices, int small, int streams, mattes *m,
+                                  keyer_session_report *rep)
 {
     keyer_logger lg = keyer_logger_default();
     lg.level = KEYER_LOG_WARNING;
@@ -121,7 +127,7 @@ static keyer_session *run_with(uint64_t devices, int small, mattes *m, keyer_ses
     keyer_error err = {0};
     if (keyer_session_create(&sp, &s, &err))
         fail_msg("create: %s", err.message);
-    for (int i = 0; i < STREAMS; i++) {
+    for (int i = 0; i < streams; i++) {
         keyer_file_stream_params fp = keyer_file_stream_params_defaults();
         fp.input = inputs[i];
         int id = -1;
@@ -136,13 +142,18 @@ static keyer_session *run_with(uint64_t devices, int small, mattes *m, keyer_ses
            (long long)rep->frames_written, rep->fps, rep->device,
            (long long)rep->frames_on_cuda, (long long)rep->frames_on_cpu,
            (long long)rep->frames_lost);
-    for (int i = 0; i < STREAMS; i++) {
+    for (int i = 0; i < streams; i++) {
         keyer_stream_report sr;
         assert_int_equal(keyer_session_get_stream_report(s, i, &sr, &err), KEYER_OK);
         printf("    stream %d: %lld frames on %s, NVDEC %d\n", i, (long long)sr.frames_written,
                sr.device, sr.hw_decode);
     }
     return s;
+}
+
+static keyer_session *run_with(uint64_t devices, int small, mattes *m, keyer_session_report *rep)
+{
+    return run_streams(devices, small, STREAMS, m, rep);
 }
 
 static keyer_session *run(uint64_t devices, mattes *m, keyer_session_report *rep)
@@ -292,6 +303,94 @@ static void run_png(const char *in, const char *pattern, uint64_t devices, int s
     keyer_session_destroy(&s);
 }
 
+/* One stream over cuda:0,1: it is placed on cuda:0, and cuda:1, with no stream of its own,
+ * stands by. cuda:0 fails at frame FAIL_AT: the stream moves to cuda:1, nothing lost. */
+static void test_idle_gpu_takes_over(void **state)
+{
+    (void)state;
+    keyer_session_report r;
+    setenv("KEYER_FAIL_CUDA_AT_FRAME", "cuda:0@10", 1);
+    keyer_session *s = run_streams(UINT64_C(3), 1, 1, &failed, &r);
+    unsetenv("KEYER_FAIL_CUDA_AT_FRAME");
+    assert_int_equal(failed.bad, 0);
+    assert_int_equal(r.frames_written, N);
+    assert_int_equal(r.frames_lost, 0);
+    assert_int_equal(r.frames_on_cuda + r.frames_on_cpu, N);
+    assert_string_equal(r.device, "cuda:0 (failed: 1 stream moved to other GPUs) + cuda:1");
+    keyer_stream_report sr;
+    keyer_error err = {0};
+    assert_int_equal(keyer_session_get_stream_report(s, 0, &sr, &err), KEYER_OK);
+    assert_int_equal(sr.frames_written, N);
+    assert_int_equal(sr.frames_read, N);
+    assert_int_equal(sr.status, KEYER_OK);
+    assert_string_equal(sr.device, "cuda:0, then cuda:1 (GPU failure)");
+    assert_int_equal(kr_session_stream_moved_to(s, 0), 1);
+    assert_int_equal(failed.calls[0], N);
+    double lowest = 99;
+    int within = 0;
+    for (int f = 0; f < N; f++) {
+        double p;
+        int d = frame_diff(frame_at(&two, 0, f), frame_at(&failed, 0, f), &p);
+        if (p < lowest)
+            lowest = p;
+        if (p < 30.0)
+            fail_msg("stream 0 (cuda:0, then cuda:1) frame %d: PSNR %.2f dB < 30", f, p);
+        within += f > FAIL_AT && d <= 2;
+    }
+    printf("  cuda:0 failed at frame %d: the stream moved to the idle cuda:1 (%lld frames on "
+           "the CPU in between), min PSNR %.2f dB, %d later frames within 2 code values\n",
+           FAIL_AT, (long long)r.frames_on_cpu, lowest, within);
+    assert_true(within >= N - FAIL_AT - 1 - (int)r.frames_on_cpu);
+    keyer_session_destroy(&s);
+}
+
+/* Both GPUs fail, cuda:1 at frame 10 and cuda:0 at frame 25 (KEYER_FAIL_CUDA_AT_FRAME per
+ * device): cuda:1's streams move to cuda:0, then, with no GPU left, everything goes on on the
+ * CPU. Nothing is lost and every frame stays within the CPU fallback's bound. */
+static void test_both_gpus_fail(void **state)
+{
+    (void)state;
+    keyer_session_report r;
+    setenv("KEYER_FAIL_CUDA_AT_FRAME", "cuda:1@10,cuda:0@25", 1);
+    keyer_session *s = run_with(UINT64_C(3), 1, &failed, &r);
+    unsetenv("KEYER_FAIL_CUDA_AT_FRAME");
+    assert_int_equal(failed.bad, 0);
+    assert_int_equal(r.frames_written, STREAMS * N);
+    assert_int_equal(r.frames_lost, 0);
+    assert_int_equal(r.frames_on_cuda + r.frames_on_cpu, STREAMS * N);
+    double lowest = 99;
+    for (int i = 0; i < STREAMS; i++) {
+        keyer_stream_report sr;
+        keyer_error err = {0};
+        assert_int_equal(keyer_session_get_stream_report(s, i, &sr, &err), KEYER_OK);
+        assert_int_equal(sr.frames_written, N);
+        assert_int_equal(sr.frames_read, N);
+        assert_int_equal(sr.frames_lost, 0);
+        assert_int_equal(sr.status, KEYER_OK);
+        assert_int_equal(failed.calls[i], N);
+        /* cuda:0 fails too, so every part ends on the CPU; a stream of cuda:1 moves to cuda:0
+         * unless cuda:0 failed first (each GPU counts its own frames: which comes first is
+         * not fixed) */
+        printf("    stream %d: %s\n", i, sr.device);
+        if (i % 2 == 0)
+            assert_string_equal(sr.device, "cuda:0, then cpu (GPU failure)");
+        else if (strcmp(sr.device, "cuda:1, then cuda:0, then cpu (GPU failures)") &&
+                 strcmp(sr.device, "cuda:1, then cpu (GPU failure)"))
+            fail_msg("stream %d: ran on %s", i, sr.device);
+        for (int f = 0; f < N; f++) {
+            double p;
+            frame_diff(frame_at(&two, i, f), frame_at(&failed, i, f), &p);
+            if (p < lowest)
+                lowest = p;
+            if (p < 30.0)
+                fail_msg("stream %d frame %d: PSNR %.2f dB < 30 with both GPUs failing", i, f, p);
+        }
+    }
+    printf("  both GPUs failed: %lld frames on the CPU, min PSNR %.2f dB, session %s\n",
+           (long long)r.frames_on_cpu, lowest, r.device);
+    keyer_session_destroy(&s);
+}
+
 static void test_split_over_two_gpus(void **state)
 {
     (void)state;
@@ -373,6 +472,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_gpus_equal_one),
         cmocka_unit_test(test_one_gpu_fails),
+        cmocka_unit_test(test_idle_gpu_takes_over),
+        cmocka_unit_test(test_both_gpus_fail),
         cmocka_unit_test(test_split_over_two_gpus),
     };
     int rc = cmocka_run_group_tests(tests, setup, NULL);

@@ -83,6 +83,49 @@ static void test_queue_close_drains(void **state)
     kr_queue_destroy(&q);
 }
 
+/* kr_queue_pop_timed: waits at least its timeout on an empty queue (AGAIN), takes what is
+ * there at once, gets an item pushed while it waits, and END once closed and drained. */
+typedef struct late_push {
+    kr_queue *q;
+} late_push;
+
+static void *late_push_main(void *arg)
+{
+    late_push *lp = arg;
+    struct timespec ts = {0, 20 * 1000000L};
+    nanosleep(&ts, NULL);
+    kr_queue_push(lp->q, P(7));
+    return NULL;
+}
+
+static void test_queue_pop_timed(void **state)
+{
+    (void)state;
+    kr_queue *q = NULL;
+    assert_int_equal(kr_queue_create(4, &q, NULL), KEYER_OK);
+    void *p = NULL;
+    int64_t t0 = kr_clock_ns();
+    assert_int_equal(kr_queue_pop_timed(q, &p, 30 * 1000000LL), KEYER_STATUS_AGAIN);
+    assert_true(kr_clock_ns() - t0 >= 30 * 1000000LL);
+    assert_int_equal(kr_queue_pop_timed(q, &p, 0), KEYER_STATUS_AGAIN);
+    kr_queue_push(q, P(5));
+    assert_int_equal(kr_queue_pop_timed(q, &p, 0), KEYER_OK);
+    assert_int_equal(I(p), 5);
+    late_push lp = {q};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, late_push_main, &lp), 0);
+    /* the push comes after about 20 ms, well within 10 s */
+    assert_int_equal(kr_queue_pop_timed(q, &p, 10 * 1000000000LL), KEYER_OK);
+    assert_int_equal(I(p), 7);
+    pthread_join(th, NULL);
+    kr_queue_push(q, P(8));
+    kr_queue_close(q);
+    assert_int_equal(kr_queue_pop_timed(q, &p, 1000000LL), KEYER_OK);
+    assert_int_equal(I(p), 8);
+    assert_int_equal(kr_queue_pop_timed(q, &p, 1000000LL), KEYER_STATUS_END);
+    kr_queue_destroy(&q);
+}
+
 typedef struct blocker {
     kr_queue *q;
     int pop; /* 1: pop, 0: push */
@@ -460,6 +503,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_queue_fifo_and_bounds),
         cmocka_unit_test(test_queue_close_drains),
+        cmocka_unit_test(test_queue_pop_timed),
         cmocka_unit_test(test_queue_blocks_until_room),
         cmocka_unit_test(test_queue_cancel_wakes_everyone),
         cmocka_unit_test(test_queue_drop_oldest),

@@ -268,6 +268,35 @@ static keyer_status event_sync(int ordinal, void *event, keyer_error *err)
     return KEYER_OK;
 }
 
+static keyer_status set_sync(int ordinal, int mode, keyer_error *err)
+{
+    static const unsigned flags[4] = {cudaDeviceScheduleAuto, cudaDeviceScheduleSpin,
+                                      cudaDeviceScheduleYield, cudaDeviceScheduleBlockingSync};
+    if (mode < 0 || mode > 3)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "device %d: synchronisation mode %d is not 0..3", ordinal, mode);
+    if (use(ordinal, err))
+        return err ? err->status : KEYER_STATUS_DEVICE;
+    /* an initialised device takes the new flags too (they replace the old ones) */
+    cudaError_t e = cudaSetDeviceFlags(flags[mode]);
+    if (e != cudaSuccess)
+        return fail(err, "cudaSetDeviceFlags", e);
+    return KEYER_OK;
+}
+
+static keyer_status event_create_blocking(int ordinal, void **event, keyer_error *err)
+{
+    *event = NULL;
+    if (use(ordinal, err))
+        return err ? err->status : KEYER_STATUS_DEVICE;
+    cudaEvent_t ev;
+    cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming | cudaEventBlockingSync);
+    if (e != cudaSuccess)
+        return fail(err, "cudaEventCreateWithFlags", e);
+    *event = ev;
+    return KEYER_OK;
+}
+
 static const kr_device_fns cuda_fns = {
     .name = "cuda",
     .count = count,
@@ -288,6 +317,8 @@ static const kr_device_fns cuda_fns = {
     .event_record = event_record,
     .event_wait = event_wait,
     .event_sync = event_sync,
+    .set_sync = set_sync,
+    .event_create_blocking = event_create_blocking,
 };
 
 const kr_device_fns *kr_device_cuda_table(void)
