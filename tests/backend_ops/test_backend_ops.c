@@ -1323,6 +1323,106 @@ static void test_expand_dw_chains(void **state)
     finish_and_check(&b, "pointwise + depthwise chains");
 }
 
+/* How many nodes of operator @p op in @p g the cuda backend's per-node schedule folds (its
+ * profile gives a folded node -1 ms), in f16 (@p f16) or f32; -1 without a device. */
+static int pernode_folds(const kr_graph *g, int f16, kr_op op)
+{
+#ifdef KEYER_HAVE_CUDA_NN
+    keyer_error err = {0};
+    kr_gpu_caps caps;
+    const kr_device_fns *dev = kr_device_cuda();
+    if (!dev || dev->caps(0, 1, &caps, &err) != KEYER_OK)
+        return -1;
+    instance in;
+    if (instance_create(&in, &kr_backend_cuda, g, 1, f16, KEYER_CUDA_SCHEDULE_KERNELS, &err) !=
+        KEYER_OK)
+        fail_msg("%s: %s", g->name, err.message);
+    double *ms = calloc((size_t)g->n_nodes, sizeof(double));
+    assert_non_null(ms);
+    assert_int_equal(kr_backend_cuda.profile(in.inst, ms, &err), KEYER_OK);
+    int folds = 0;
+    for (int n = 0; n < g->n_nodes; n++)
+        folds += ms[n] < 0 && g->nodes[n].op == op;
+    free(ms);
+    instance_destroy(&in);
+    return folds;
+#else
+    (void)g;
+    (void)f16;
+    (void)op;
+    return -1;
+#endif
+}
+
+/*
+ * Depthwise convolutions whose output only a pointwise convolution reads, which the per-node
+ * schedule folds into that convolution's tile (cuda conv_2d.cu, kr_cuda_op.dw), with the ADD
+ * after it when that ADD has an activation (kr_cuda_op.add): BlazeFace's block (depthwise 3x3
+ * -> 1x1 24 -> 24, + the depthwise's input, RELU6 as a node of its own), its widening block (a
+ * stride-2 depthwise -> 1x1 24 -> 32, + a max pool of the depthwise's input padded from 24 to
+ * 32 channels with zeros, + RELU), a 5x5 depthwise + HARD_SWISH (a node of its own) into a
+ * narrow 1x1 32 -> 16 (the narrow path's order: from the bias), and a 3x3 depthwise with a
+ * RELU6 clamp into a 1x1 16 -> 72 (the tile's order in f32, conv_pw_groups' in f16). Odd
+ * sizes (37 x 29, 19 x 15), so that tiles are cut at the edges and across items. Every cuda
+ * variant against the reference at batch 1 and 3; on a device, the per-node schedule must fold
+ * all 4 depthwise nodes, both ADDs and the PAD, in f32 and in f16.
+ */
+static void test_dw_pw_chains(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "depthwise + pointwise chains", 64, 32, 1 << 20);
+    kt_rng rng = kt_rng_seed(4711);
+    int xd[4] = {1, 37, 29, 24}, d1[4], d2[4], d3[4], d4[4], d5[4], d6[4], d7[4], d8[4];
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    /* values clamped where they would grow past what a float16 check can bound */
+    int w = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, 24, 3, 1, KR_ACT_NONE, d1);
+    int p = chain_conv(&b, &rng, KR_OP_CONV_2D, w, d1, 24, 1, 1, KR_ACT_NONE, d2);
+    int r = chain_binary(&b, KR_OP_ADD, p, x, d2);
+    r = chain_unary(&b, KR_OP_RELU6, r, d2);
+    int v = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, r, d2, 24, 3, 2, KR_ACT_NONE, d3);
+    int mp = kt_graph_act(&b, 4, d3);
+    kr_node *pool = kt_graph_node(&b, KR_OP_MAX_POOL_2D, 1, &r, mp);
+    pool->p.window.kernel_h = pool->p.window.kernel_w = 2;
+    pool->p.window.stride_h = pool->p.window.stride_w = 2;
+    pool->p.window.dilation_h = pool->p.window.dilation_w = 1;
+    pool->p.window.padding = KR_PADDING_SAME;
+    int q = chain_conv(&b, &rng, KR_OP_CONV_2D, v, d3, 32, 1, 1, KR_ACT_NONE, d4);
+    int32_t pads[8] = {0, 0, 0, 0, 0, 0, 0, 8};
+    int two[2] = {4, 2};
+    int pin[2] = {mp, kt_graph_const(&b, KR_DTYPE_I32, 2, two, pads)};
+    int pd = kt_graph_act(&b, 4, d4);
+    kr_node *pn = kt_graph_node(&b, KR_OP_PAD, 2, pin, pd);
+    pn->p.pad.after[3] = 8;
+    int s2 = chain_binary(&b, KR_OP_ADD, pd, q, d4);
+    s2 = chain_unary(&b, KR_OP_RELU, s2, d4);
+    int u = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, s2, d4, 32, 5, 1, KR_ACT_RELU6, d5);
+    u = chain_unary(&b, KR_OP_HARD_SWISH, u, d5);
+    int n = chain_conv(&b, &rng, KR_OP_CONV_2D, u, d5, 16, 1, 1, KR_ACT_RELU6, d6);
+    int t = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, n, d6, 16, 3, 1, KR_ACT_RELU6, d7);
+    int e = chain_conv(&b, &rng, KR_OP_CONV_2D, t, d7, 72, 1, 1, KR_ACT_RELU6, d8);
+    kt_graph_output(&b, e);
+    kr_graph *gr = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
+        fail_msg("depthwise + pointwise chains: %s", err.message);
+    for (int f16 = 0; f16 <= 1; f16++) {
+        const int dws = pernode_folds(gr, f16, KR_OP_DEPTHWISE_CONV_2D);
+        const int adds = pernode_folds(gr, f16, KR_OP_ADD);
+        const int padf = pernode_folds(gr, f16, KR_OP_PAD);
+        printf("depthwise + pointwise chains: %s: folded %d depthwise, %d ADD, %d PAD nodes "
+               "(-1: no device)\n",
+               f16 ? "f16" : "f32", dws, adds, padf);
+        if (dws >= 0) {
+            assert_int_equal(dws, 4);
+            assert_int_equal(adds, 2);
+            assert_int_equal(padf, 1);
+        }
+    }
+    check_graph(gr, "depthwise + pointwise chains", 0);
+}
+
 /* ---- the reference against hand-computed values ----------------------------------------------- */
 
 /* Runs the one-node graph of @p c on the reference backend at batch 1 on @p input and compares
@@ -1722,6 +1822,7 @@ int main(void)
         cmocka_unit_test(test_pointwise_tile_chains),
         cmocka_unit_test(test_excitation_chains),
         cmocka_unit_test(test_expand_dw_chains),
+        cmocka_unit_test(test_dw_pw_chains),
         cmocka_unit_test(test_u2net_block),
         cmocka_unit_test(test_gather_folds),
     };

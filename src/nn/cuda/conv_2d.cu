@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "nn/cuda/ops/conv_2d.cuh"
+#include "nn/cuda/ops/depthwise_conv_2d.cuh"
 #include "nn/cuda/tuning.h"
 
 #define BK 16
@@ -386,12 +387,23 @@ template <typename T> static int try_pw_groups(const kr_cuda_op *op, const conv_
  * GEMM; else from the bias, as conv_pw_groups), so that an item's result is the same bit for
  * bit at every batch size. Blocks loop over tiles, so the weights are staged once per block.
  */
-template <typename T, int CPT, int R, bool BL>
+typedef kr_dw_src pw_dw;
+
+/* The ADD folded into a tile with a depthwise (kr_cuda_op.add): the other operand src (c
+ * channels per pixel, zeros after them), the ADD's clamp and post function; src NULL: none. */
+struct pw_add {
+    const void *src;
+    int c;
+    kr_epilogue e;
+};
+
+template <typename T, int CPT, int R, bool BL, bool DW>
 __global__ void __launch_bounds__(256) conv_pw_tile(const T *__restrict__ x,
                                                     const float *__restrict__ w,
                                                     const float *__restrict__ bias,
                                                     T *__restrict__ y, int M, int K, int N,
-                                                    int rows, int tiles, kr_epilogue e)
+                                                    int rows, int tiles, kr_epilogue e,
+                                                    pw_dw d, pw_add a)
 {
     extern __shared__ __align__(16) float sm[];
     float *ws = sm;       /* [K][N] */
@@ -411,7 +423,10 @@ __global__ void __launch_bounds__(256) conv_pw_tile(const T *__restrict__ x,
         for (int i = tid; i < here * K / 4; i += 256) {
             const int p = 4 * i / K, k = 4 * i % K;
             float v[4];
-            kr_ldv<4>(x + (size_t)(m0 + p) * K + k, v);
+            if (DW)
+                kr_dw_unit<T>(d, m0 + p, k, v); /* the folded depthwise's 4 channels */
+            else
+                kr_ldv<4>(x + (size_t)(m0 + p) * K + k, v);
 #pragma unroll
             for (int j = 0; j < 4; j++)
                 kr_st(xs + p * ld + k + j, v[j]);
@@ -451,7 +466,16 @@ __global__ void __launch_bounds__(256) conv_pw_tile(const T *__restrict__ x,
 #pragma unroll
                 for (int j = 0; j < 4; j++)
                     v[j] = kr_apply(e, BL ? acc[r][c + j] + bs[n0 + c + j] : acc[r][c + j]);
-                kr_add_res<T, 4>(e, o + c, v);
+                if (DW && a.src) { /* the folded ADD: as the unfused ADD node computes it */
+                    float rv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    if (n0 + c < a.c)
+                        kr_ldv<4>((const T *)a.src + (size_t)(m0 + p) * a.c + n0 + c, rv);
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        v[j] = kr_apply(a.e, kr_stored<T>(v[j]) + rv[j]);
+                } else {
+                    kr_add_res<T, 4>(e, o + c, v);
+                }
                 kr_stv<4>(y + o + c, v);
             }
         }
@@ -465,38 +489,47 @@ template <typename T> static size_t pw_tile_smem(int K, int N, int rows, int r)
     return ((size_t)K * N + (size_t)N) * sizeof(float) + (size_t)rows * r * ld * sizeof(T);
 }
 
-/* Launches the tile path; 0 when the device refuses its shared memory (the caller falls back). */
-template <typename T, int CPT, int R, bool BL>
-static int launch_pw_tile(const kr_cuda_op *op, const conv_shape &s)
+/* Launches the tile path; 0 when the device refuses its shared memory (the caller falls back).
+ * With DW, the tile's inputs are the folded depthwise @p d's outputs, computed in the block. */
+template <typename T, int CPT, int R, bool BL, bool DW>
+static int launch_pw_tile(const kr_cuda_op *op, const conv_shape &s, const pw_dw &d)
 {
+    pw_add a = {};
+    if (DW && op->add.src) {
+        a.src = op->add.src;
+        a.c = op->add.c;
+        kr_activation_range(op->add.node->activation, &a.e.lo, &a.e.hi);
+        a.e.post = (int)op->add.post;
+        a.e.res = NULL;
+    }
     const int rows = 256 / (s.oc / CPT), P = rows * R;
     const size_t smem = pw_tile_smem<T>(s.K, s.oc, rows, R);
     const int tiles = (s.M + P - 1) / P;
     const int grid = tiles < 1024 ? tiles : 1024;
     if (smem > 48 * 1024 &&
-        cudaFuncSetAttribute(conv_pw_tile<T, CPT, R, BL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)smem) != cudaSuccess)
+        cudaFuncSetAttribute(conv_pw_tile<T, CPT, R, BL, DW>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
         return 0;
-    conv_pw_tile<T, CPT, R, BL><<<(unsigned)grid, 256, smem, (cudaStream_t)op->stream>>>(
+    conv_pw_tile<T, CPT, R, BL, DW><<<(unsigned)grid, 256, smem, (cudaStream_t)op->stream>>>(
         (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2], (T *)op->out,
-        s.M, s.K, s.oc, rows, tiles, kr_make_epilogue(op, 1));
+        s.M, s.K, s.oc, rows, tiles, kr_make_epilogue(op, 1), d, a);
     return 1;
 }
 
 /* launch_pw_tile with @p r (4, 2 or 1) pixels per thread. */
-template <typename T, int CPT, bool BL>
-static int launch_pw_tile_r(const kr_cuda_op *op, const conv_shape &s, int r)
+template <typename T, int CPT, bool BL, bool DW>
+static int launch_pw_tile_r(const kr_cuda_op *op, const conv_shape &s, int r, const pw_dw &d)
 {
-    return r == 4   ? launch_pw_tile<T, CPT, 4, BL>(op, s)
-           : r == 2 ? launch_pw_tile<T, CPT, 2, BL>(op, s)
-                    : launch_pw_tile<T, CPT, 1, BL>(op, s);
+    return r == 4   ? launch_pw_tile<T, CPT, 4, BL, DW>(op, s, d)
+           : r == 2 ? launch_pw_tile<T, CPT, 2, BL, DW>(op, s, d)
+                    : launch_pw_tile<T, CPT, 1, BL, DW>(op, s, d);
 }
 
-/* The tile path (above) for a pointwise layer where it pays (PW_TILE_MAX_KN, PW_TILE_ANY_KN_K,
- * PW_TILE_MIN_TILES):
- * 8 channels per thread from 48 outputs (4 below), 4 pixels per thread, fewer where the tile's
- * shared memory would pass 100 KB. */
-template <typename T> static int try_pw_tile(const kr_cuda_op *op, const conv_shape &s)
+/* Whether pointwise layer @p s of @p op has the tile path's shape (PW_TILE_MAX_KN,
+ * PW_TILE_ANY_KN_K; the tile count aside) and its shared memory fits: sets the channels per
+ * thread @p cpt and the pixels per thread @p r (4, fewer where the tile's shared memory would
+ * pass PW_TILE_MAX_SMEM or the device's, or the emulated class's, opt-in limit). */
+template <typename T> static int pw_tile_shape(const kr_cuda_op *op, const conv_shape &s, int *cpt, int *r)
 {
     const kr_tensor *wt = kr_in_t(op, 1);
     const kr_tensor *bt = op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
@@ -507,26 +540,117 @@ template <typename T> static int try_pw_tile(const kr_cuda_op *op, const conv_sh
         return 0;
     if (s.K * s.oc > PW_TILE_MAX_KN && s.K > PW_TILE_ANY_KN_K)
         return 0;
-    const int cpt = s.oc % 8 == 0 && s.oc >= 48 ? 8 : 4, rows = 256 / (s.oc / cpt);
-    /* PW_TILE_MAX_SMEM, or less where the device (or the emulated class) allows a block less */
+    *cpt = s.oc % 8 == 0 && s.oc >= 48 ? 8 : 4;
+    const int rows = 256 / (s.oc / *cpt);
     size_t max_smem = PW_TILE_MAX_SMEM;
     if (!op->caps)
         return 0;
     if (op->caps->smem_block_optin < max_smem)
         max_smem = op->caps->smem_block_optin;
-    int r = 4;
-    while (r > 1 && pw_tile_smem<T>(s.K, s.oc, rows, r) > max_smem)
-        r /= 2;
-    if (pw_tile_smem<T>(s.K, s.oc, rows, r) > max_smem ||
-        (s.M + rows * r - 1) / (rows * r) < PW_TILE_MIN_TILES)
+    *r = 4;
+    while (*r > 1 && pw_tile_smem<T>(s.K, s.oc, rows, *r) > max_smem)
+        *r /= 2;
+    return pw_tile_smem<T>(s.K, s.oc, rows, *r) <= max_smem;
+}
+
+/* Whether the narrow path (try_narrow) takes a layer of @p K inputs and @p N outputs that meets
+ * its other conditions: the (K, N) pairs launch_narrow is instantiated for. */
+static int narrow_pair(int K, int N)
+{
+    return ((K == 8 || K == 16) && (N == 32 || N == 24 || N == 16 || N == 8)) ||
+           ((K == 24 || K == 32) && (N == 16 || N == 8));
+}
+
+/* Whether the layer's sum starts from the bias in the kernel it gets without the tile path
+ * (conv_narrow, or conv_pw_groups in half precision) rather than from 0 (the GEMM). */
+template <typename T> static bool pw_bias_first(const conv_shape &s)
+{
+    if (s.K % 8 == 0 && s.K <= 32 && s.oc % 4 == 0 && narrow_pair(s.K, s.oc))
+        return true;
+    return sizeof(T) == 2 && s.K <= 32 && s.K % 8 == 0 && s.oc % 8 == 0;
+}
+
+/* The tile path (above) for a pointwise layer where it pays (pw_tile_shape and
+ * PW_TILE_MIN_TILES): 8 channels per thread from 48 outputs (4 below), 4 pixels per thread,
+ * fewer where the tile's shared memory would pass 100 KB. */
+template <typename T> static int try_pw_tile(const kr_cuda_op *op, const conv_shape &s)
+{
+    int cpt, r;
+    if (!pw_tile_shape<T>(op, s, &cpt, &r))
+        return 0;
+    const int rows = 256 / (s.oc / cpt);
+    if ((s.M + rows * r - 1) / (rows * r) < PW_TILE_MIN_TILES)
         return 0;
     /* the sum in the order of the kernel this layer gets otherwise (conv_pw_groups: the bias
      * first; the GEMM: the bias last), so that an item's result does not depend on which of the
-     * two runs (keyer/nn.h) */
+     * two runs (keyer/nn.h); narrow layers never get here (try_narrow takes them first) */
     const bool bl = !(sizeof(T) == 2 && s.K <= 32 && s.K % 8 == 0 && s.oc % 8 == 0);
+    const pw_dw none = {};
     if (cpt == 8)
-        return bl ? launch_pw_tile_r<T, 8, true>(op, s, r) : launch_pw_tile_r<T, 8, false>(op, s, r);
-    return bl ? launch_pw_tile_r<T, 4, true>(op, s, r) : launch_pw_tile_r<T, 4, false>(op, s, r);
+        return bl ? launch_pw_tile_r<T, 8, true, false>(op, s, r, none)
+                  : launch_pw_tile_r<T, 8, false, false>(op, s, r, none);
+    return bl ? launch_pw_tile_r<T, 4, true, false>(op, s, r, none)
+              : launch_pw_tile_r<T, 4, false, false>(op, s, r, none);
+}
+
+/* The depthwise folded into pointwise layer @p op (op->dw, fusion.h) as the tile's source. */
+template <typename T> static pw_dw dw_source(const kr_cuda_op *op)
+{
+    const kr_cuda_op *dw = op->dw;
+    const kr_tensor *xt = kr_in_t(dw, 0), *wt = kr_in_t(dw, 1), *yt = kr_out_t(dw);
+    const kr_window_params *p = &dw->node->p.window;
+    pw_dw d;
+    d.x = dw->in[0];
+    d.w = (const float *)dw->in[1];
+    d.bias = dw->node->n_inputs > 2 && dw->node->inputs[2] >= 0 ? (const float *)dw->in[2] : NULL;
+    d.ih = xt->dims[1], d.iw = xt->dims[2], d.c = xt->dims[3];
+    d.oh = yt->dims[1], d.ow = yt->dims[2];
+    d.kh = wt->dims[1], d.kw = wt->dims[2];
+    d.sh = p->stride_h, d.sw = p->stride_w, d.pt = p->pad_top, d.pl = p->pad_left;
+    d.e = kr_make_epilogue(dw, 1);
+    return d;
+}
+
+/* Whether the fold of depthwise @p dw into pointwise @p op holds (kr_cuda_conv_2d_dw_fits). */
+template <typename T> static int dw_fits(const kr_cuda_op *op, const conv_shape &s, const kr_cuda_op *dw)
+{
+    int cpt, r;
+    if (!pw_tile_shape<T>(op, s, &cpt, &r))
+        return 0;
+    const kr_node *n = dw->node;
+    const kr_window_params *p = &n->p.window;
+    if (n->op != KR_OP_DEPTHWISE_CONV_2D || dw->residual || n->n_inputs < 2 || n->inputs[1] < 0)
+        return 0;
+    const kr_tensor *xt = kr_in_t(dw, 0), *wt = kr_in_t(dw, 1), *yt = kr_out_t(dw);
+    const kr_tensor *bt = n->n_inputs > 2 && n->inputs[2] >= 0 ? kr_in_t(dw, 2) : NULL;
+    if (op->add.src && (op->residual || !op->add.node || op->add.c < 4 || op->add.c > s.oc ||
+                        op->add.c % 4 || !kr_aligned(op->add.src, 4 * sizeof(T))))
+        return 0;
+    return xt->rank == 4 && yt->rank == 4 && wt->rank == 4 && xt->dims[3] == s.K &&
+           yt->dims[3] == s.K && yt->dims[1] == s.oh && yt->dims[2] == s.ow &&
+           p->depth_multiplier <= 1 && p->dilation_h <= 1 && p->dilation_w <= 1 &&
+           p->stride_h >= 1 && p->stride_w >= 1 && wt->dims[0] == 1 && wt->dims[3] == s.K &&
+           wt->data && wt->dtype == KR_DTYPE_F32 && kr_aligned(dw->in[1], 16) &&
+           (!bt || (bt->data && bt->dtype == KR_DTYPE_F32 && kr_aligned(dw->in[2], 16))) &&
+           kr_aligned(dw->in[0], 4 * sizeof(T));
+}
+
+/* The pointwise tile with its folded depthwise computed in the block (op->dw): the sum in the
+ * order of the kernel the layer would get unfused (pw_bias_first), so that the fold changes no
+ * bit of the output. Without the tile's shared memory (the device refused it), the depthwise
+ * runs on its own first and the layer takes its unfused path: returns 0. */
+template <typename T> static int try_dw_tile(const kr_cuda_op *op, const conv_shape &s)
+{
+    int cpt, r;
+    if (!dw_fits<T>(op, s, op->dw) || !pw_tile_shape<T>(op, s, &cpt, &r))
+        return 0;
+    const pw_dw d = dw_source<T>(op);
+    const bool bf = pw_bias_first<T>(s);
+    if (cpt == 8)
+        return bf ? launch_pw_tile_r<T, 8, false, true>(op, s, r, d)
+                  : launch_pw_tile_r<T, 8, true, true>(op, s, r, d);
+    return bf ? launch_pw_tile_r<T, 4, false, true>(op, s, r, d)
+              : launch_pw_tile_r<T, 4, true, true>(op, s, r, d);
 }
 
 template <typename T, int BN> static void launch_bn(const kr_cuda_op *op, const conv_shape &s)
@@ -538,16 +662,11 @@ template <typename T, int BN> static void launch_bn(const kr_cuda_op *op, const 
         kr_make_epilogue(op, 1));
 }
 
-template <typename T> static int launch(const kr_cuda_op *op)
+/* The GEMM view of CONV_2D node @p op. */
+static conv_shape shape_of(const kr_cuda_op *op)
 {
     const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
     const kr_window_params *p = &op->node->p.window;
-    if (p->groups > 1) /* grouped (ONNX): its own direct kernel, conv_2d_grouped.cu */
-        return kr_cuda_conv_2d_grouped(op);
-    if (kr_cuda_conv_2d_tc_fits(op)) /* f16 on the tensor cores, compute 8.0+: conv_2d_tc.cu */
-        return kr_cuda_conv_2d_tc(op);
-    if (kr_cuda_conv_2d_mma_fits(op)) /* f16 ONNX layers on WMMA (compute 7.x), conv_2d_mma.cu */
-        return kr_cuda_conv_2d_mma(op);
     conv_shape s;
     s.n = kr_dim(op, xt, 0);
     s.ih = xt->dims[1], s.iw = xt->dims[2], s.ic = xt->dims[3];
@@ -560,6 +679,30 @@ template <typename T> static int launch(const kr_cuda_op *op)
     s.K = s.kh * s.kw * s.ic;
     s.pointwise = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.pt == 0 && s.pl == 0 &&
                   s.oh == s.ih && s.ow == s.iw;
+    return s;
+}
+
+template <typename T> static int launch(const kr_cuda_op *op)
+{
+    if (op->node->p.window.groups > 1) /* grouped (ONNX): its own direct kernel, conv_2d_grouped.cu */
+        return kr_cuda_conv_2d_grouped(op);
+    if (kr_cuda_conv_2d_tc_fits(op)) /* f16 on the tensor cores, compute 8.0+: conv_2d_tc.cu */
+        return kr_cuda_conv_2d_tc(op);
+    if (kr_cuda_conv_2d_mma_fits(op)) /* f16 ONNX layers on WMMA (compute 7.x), conv_2d_mma.cu */
+        return kr_cuda_conv_2d_mma(op);
+    const conv_shape s = shape_of(op);
+    if (op->dw && !try_dw_tile<T>(op, s)) {
+        if (op->add.src) /* the folded ADD has no unfused path here */
+            return (int)cudaErrorInvalidValue;
+        /* the fold could not launch: the depthwise writes its output, as unfused */
+        kr_cuda_op d = *op->dw;
+        d.stream = op->stream;
+        const int e = kr_cuda_depthwise_conv_2d(&d);
+        if (e)
+            return e;
+    } else if (op->dw) {
+        return (int)cudaGetLastError();
+    }
     if (try_stem<T>(op, s) || try_narrow<T>(op, s) || try_pw_tile<T>(op, s) ||
         try_pw_groups<T>(op, s)) {
         /* launched */
@@ -574,3 +717,17 @@ template <typename T> static int launch(const kr_cuda_op *op)
 }
 
 extern "C" int kr_cuda_conv_2d(const kr_cuda_op *op) { return KR_BY_TYPE(launch, op); }
+
+template <typename T> static int dw_fits_op(const kr_cuda_op *op, const kr_cuda_op *dw)
+{
+    const kr_node *n = op->node;
+    if (n->op != KR_OP_CONV_2D || n->p.window.groups > 1 || n->n_inputs < 2 || n->inputs[1] < 0 ||
+        op->cat.src[0] || op->pool.src || kr_cuda_conv_2d_tc_fits(op) || kr_cuda_conv_2d_mma_fits(op))
+        return 0;
+    return dw_fits<T>(op, shape_of(op), dw);
+}
+
+extern "C" int kr_cuda_conv_2d_dw_fits(const kr_cuda_op *op, const kr_cuda_op *dw)
+{
+    return op->f16 ? dw_fits_op<__half>(op, dw) : dw_fits_op<float>(op, dw);
+}

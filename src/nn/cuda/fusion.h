@@ -44,4 +44,14 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
  * @p folded; returns how many. Never fails. */
 int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded);
 
+/* The per-node schedule's depthwise folds, after kr_cuda_fuse_gathers: a DEPTHWISE_CONV_2D
+ * (with its folded activation, no folded residual) whose output only a pointwise CONV_2D reads
+ * is done by that convolution (kr_cuda_op.dw: the convolution's tile computes the depthwise's
+ * outputs in shared memory, the BlazeFace blocks and the MobileNet projections), where
+ * kr_cuda_conv_2d_dw_fits accepts the pair and no node from the depthwise to the convolution
+ * (the convolution's output included) writes over the depthwise's input. Chosen by the layers'
+ * shapes, never by the batch; the outputs are the unfused nodes' bit for bit. The folded
+ * depthwise nodes are marked in @p folded; returns how many. Never fails. */
+int kr_cuda_fuse_dw_pw(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded);
+
 #endif
