@@ -1423,6 +1423,61 @@ static void test_dw_pw_chains(void **state)
     check_graph(gr, "depthwise + pointwise chains", 0);
 }
 
+/*
+ * Pointwise convolutions whose output only a depthwise convolution reads (or also the residual
+ * ADD folded into it), which the per-node schedule folds into that depthwise (cuda
+ * depthwise_conv_2d.cu, kr_cuda_op.pw: bands of rows with their halo in shared memory): a
+ * narrow 1x1 16 -> 16 + RELU into a stride-2 3x3 depthwise + RELU (selfie's first block; the
+ * narrow path's order), a 1x1 16 -> 72 + RELU into a 3x3 depthwise (conv_pw_groups' order in
+ * f16, the GEMM's in f32) followed by a projection 72 -> 24, a 1x1 24 -> 24 + RELU into a 3x3
+ * depthwise + RELU whose folded residual ADD is the pointwise output itself (selfie's decoder),
+ * and a 1x1 24 -> 32 + HARD_SWISH into a 5x5 stride-2 depthwise + HARD_SWISH. Odd sizes (37 x
+ * 29), so that bands are cut at the bottom and windows at every edge. Every cuda variant
+ * against the reference at batch 1 and 3; on a device, the per-node schedule must fold all 4
+ * pointwise convolutions in f32 and in f16.
+ */
+static void test_pw_dw_chains(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "pointwise into depthwise chains", 64, 32, 1 << 20);
+    kt_rng rng = kt_rng_seed(5150);
+    int xd[4] = {1, 37, 29, 16}, d1[4], d2[4], d3[4], d4[4], d5[4], d6[4], d7[4], d8[4], d9[4];
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    /* every layer clamped to [0, 6], so that a float16 check can bound the values */
+    int a = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 16, 1, 1, KR_ACT_RELU6, d1);
+    a = chain_unary(&b, KR_OP_RELU, a, d1);
+    int w = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, a, d1, 16, 3, 2, KR_ACT_RELU6, d2);
+    w = chain_unary(&b, KR_OP_RELU, w, d2);
+    int c = chain_conv(&b, &rng, KR_OP_CONV_2D, w, d2, 72, 1, 1, KR_ACT_RELU6, d3);
+    c = chain_unary(&b, KR_OP_RELU, c, d3);
+    int v = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, c, d3, 72, 3, 1, KR_ACT_RELU6, d4);
+    int e = chain_conv(&b, &rng, KR_OP_CONV_2D, v, d4, 24, 1, 1, KR_ACT_RELU6, d5);
+    int f = chain_conv(&b, &rng, KR_OP_CONV_2D, e, d5, 24, 1, 1, KR_ACT_RELU6, d6);
+    f = chain_unary(&b, KR_OP_RELU, f, d6);
+    int gw = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, f, d6, 24, 3, 1, KR_ACT_RELU6, d7);
+    gw = chain_unary(&b, KR_OP_RELU, gw, d7);
+    int h = chain_binary(&b, KR_OP_ADD, f, gw, d7);                   /* into the depthwise */
+    int i = chain_conv(&b, &rng, KR_OP_CONV_2D, h, d7, 32, 1, 1, KR_ACT_RELU6, d8);
+    i = chain_unary(&b, KR_OP_HARD_SWISH, i, d8);
+    int j = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, i, d8, 32, 5, 2, KR_ACT_RELU6, d9);
+    j = chain_unary(&b, KR_OP_HARD_SWISH, j, d9);
+    kt_graph_output(&b, j);
+    kr_graph *gr = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
+        fail_msg("pointwise into depthwise chains: %s", err.message);
+    for (int f16 = 0; f16 <= 1; f16++) {
+        const int convs = pernode_folds(gr, f16, KR_OP_CONV_2D);
+        printf("pointwise into depthwise chains: %s: folded %d pointwise nodes (-1: no device)\n",
+               f16 ? "f16" : "f32", convs);
+        if (convs >= 0)
+            assert_int_equal(convs, 4);
+    }
+    check_graph(gr, "pointwise into depthwise chains", 0);
+}
+
 /* ---- the reference against hand-computed values ----------------------------------------------- */
 
 /* Runs the one-node graph of @p c on the reference backend at batch 1 on @p input and compares
@@ -1823,6 +1878,7 @@ int main(void)
         cmocka_unit_test(test_excitation_chains),
         cmocka_unit_test(test_expand_dw_chains),
         cmocka_unit_test(test_dw_pw_chains),
+        cmocka_unit_test(test_pw_dw_chains),
         cmocka_unit_test(test_u2net_block),
         cmocka_unit_test(test_gather_folds),
     };

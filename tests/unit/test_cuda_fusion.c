@@ -85,6 +85,8 @@ static void make_view(view *v, const kr_graph *g, int f16, int slack, int cc)
     v->caps.major = v->caps.real_major = cc / 10;
     v->caps.minor = v->caps.real_minor = cc % 10;
     v->caps.sms = 132;
+    /* opt-in shared memory per block: the class's (docs/nn-cuda.md) */
+    v->caps.smem_block_optin = cc >= 90 ? 227 * 1024 : cc == 75 ? 64 * 1024 : 99 * 1024;
     v->mem = (kr_cuda_mem){.graph = g,
                            .batch = 1,
                            .esize = f16 ? 2 : 4,
@@ -96,6 +98,8 @@ static void make_view(view *v, const kr_graph *g, int f16, int slack, int cc)
                            .caps = &v->caps};
     v->n_folded = kr_cuda_fuse(&v->mem, f16, v->ops, v->folded);
     v->n_folded += kr_cuda_fuse_gathers(&v->mem, v->ops, v->folded);
+    v->n_folded += kr_cuda_fuse_pw_dw(&v->mem, v->ops, v->folded);
+    v->n_folded += kr_cuda_fuse_dw_pw(&v->mem, v->ops, v->folded);
 }
 
 static void free_view(view *v)
@@ -258,10 +262,111 @@ static void test_u2netp_folds(void **state)
     keyer_model_destroy(&m);
 }
 
+/* Whether the arena bytes of activation tensor @p t overlap [p, p + bytes). */
+static int overlaps_t(const view *v, const void *p, size_t bytes, int t)
+{
+    const int st = kr_tensor_storage(v->mem.graph, t);
+    return ranges_overlap((uintptr_t)p, bytes, (uintptr_t)(v->mem.arena + v->offsets[st]),
+                          kr_cuda_mem_bytes(&v->mem, st));
+}
+
+/* Every depthwise/pointwise fold of @p v (kr_cuda_op.pw, .dw, .add): the folded node is the
+ * surviving node's input's producer (or the node its activation was folded into), marked
+ * folded; the survivor's output does not overlap what its kernel reads (the folded node's
+ * input, the ADD's other operand). Sets the counts of each kind of fold. */
+static void check_dw_folds(const view *v, int *pw, int *dw, int *adds)
+{
+    const kr_graph *g = v->mem.graph;
+    *pw = *dw = *adds = 0;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const kr_cuda_op *op = &v->ops[n];
+        const kr_cuda_op *in_op = op->pw ? op->pw : op->dw;
+        if (!in_op)
+            continue;
+        assert_false(v->folded[n]);
+        const int f = (int)(in_op - v->ops);
+        assert_true(f >= 0 && f < n && v->folded[f]);
+        assert_int_equal(g->nodes[f].op, op->pw ? KR_OP_CONV_2D : KR_OP_DEPTHWISE_CONV_2D);
+        assert_int_equal(g->nodes[n].op, op->pw ? KR_OP_DEPTHWISE_CONV_2D : KR_OP_CONV_2D);
+        assert_ptr_equal(in_op->out, v->mem.arena + v->offsets[kr_tensor_storage(g, g->nodes[n].inputs[0])]);
+        const size_t out_bytes = kr_cuda_mem_bytes(&v->mem, g->nodes[n].outputs[0]);
+        const int x = g->nodes[f].inputs[0];
+        assert_false(overlaps_t(v, op->out, out_bytes, x));
+        *pw += op->pw != NULL;
+        *dw += op->dw != NULL;
+        if (op->add.src) {
+            assert_non_null(op->dw);
+            assert_int_equal(op->add.node->op, KR_OP_ADD);
+            assert_true(op->add.c % 4 == 0 && op->add.c <= g->tensors[g->nodes[n].outputs[0]].dims[3]);
+            const uintptr_t a = (uintptr_t)op->add.src;
+            if (op->add.c < g->tensors[g->nodes[n].outputs[0]].dims[3])
+                assert_false(ranges_overlap((uintptr_t)op->out, out_bytes, a, out_bytes));
+            (*adds)++;
+        }
+    }
+}
+
+static keyer_model *load_tflite(const char *name)
+{
+    char path[1024];
+    keyer_error err = {0};
+    if (keyer_registry_resolve(name, path, sizeof(path), &err) != KEYER_OK) {
+        printf("%s not available (%s): skipped\n", name, err.message);
+        return NULL;
+    }
+    keyer_model *m = NULL;
+    if (keyer_model_load_file(path, &m, &err) != KEYER_OK)
+        fail_msg("%s", err.message);
+    return m;
+}
+
+/*
+ * The per-node schedule's depthwise/pointwise folds (kr_cuda_fuse_pw_dw, kr_cuda_fuse_dw_pw) on
+ * the TFLite models, f32 and f16, as the H100 and as an emulated 7.5 (64 KB of shared memory
+ * per block): selfie's 11 expansions (every 1x1 whose output only a depthwise reads, 3 of them
+ * with the block's residual ADD folded into the depthwise) go into their depthwise convs;
+ * face-short's depthwise convs of the 64 x 64 and 32 x 32 blocks (6; the 16 x 16 blocks' 1x1
+ * layers, 48 inputs and more with over 2,304 weights, keep the GEMM) go into the 1x1 after
+ * them, each with its ADD + RELU and 5 of them with their channel PAD.
+ */
+static void test_tflite_dw_folds(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        int pw, dw, adds, pads;
+    } models[] = {{"selfie", 11, 0, 0, 0}, {"face-short", 0, 6, 6, 5}};
+    static const int ccs[] = {90, 75};
+    for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
+        keyer_model *m = load_tflite(models[i].name);
+        if (!m)
+            continue;
+        const kr_graph *g = kr_model_graph(m);
+        for (size_t c = 0; c < sizeof(ccs) / sizeof(ccs[0]); c++)
+            for (int f16 = 0; f16 < 2; f16++) {
+                view v;
+                make_view(&v, g, f16, KR_CUDA_PLAN_SLACK, ccs[c]);
+                int pw, dw, adds;
+                check_dw_folds(&v, &pw, &dw, &adds);
+                const int pads = folded_of(&v, KR_OP_PAD);
+                printf("%s %s compute %d: %d pointwise into depthwise, %d depthwise into "
+                       "pointwise, %d ADDs, %d PADs folded (%d nodes in all)\n",
+                       models[i].name, f16 ? "f16" : "f32", ccs[c], pw, dw, adds, pads, v.n_folded);
+                assert_int_equal(pw, models[i].pw);
+                assert_int_equal(dw, models[i].dw);
+                assert_int_equal(adds, models[i].adds);
+                assert_int_equal(pads, models[i].pads);
+                free_view(&v);
+            }
+        keyer_model_destroy(&m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_u2netp_folds),
+        cmocka_unit_test(test_tflite_dw_folds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

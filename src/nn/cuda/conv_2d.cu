@@ -619,7 +619,8 @@ template <typename T> static int dw_fits(const kr_cuda_op *op, const conv_shape 
         return 0;
     const kr_node *n = dw->node;
     const kr_window_params *p = &n->p.window;
-    if (n->op != KR_OP_DEPTHWISE_CONV_2D || dw->residual || n->n_inputs < 2 || n->inputs[1] < 0)
+    if (n->op != KR_OP_DEPTHWISE_CONV_2D || dw->residual || dw->pw || n->n_inputs < 2 ||
+        n->inputs[1] < 0)
         return 0;
     const kr_tensor *xt = kr_in_t(dw, 0), *wt = kr_in_t(dw, 1), *yt = kr_out_t(dw);
     const kr_tensor *bt = n->n_inputs > 2 && n->inputs[2] >= 0 ? kr_in_t(dw, 2) : NULL;
@@ -725,6 +726,12 @@ template <typename T> static int dw_fits_op(const kr_cuda_op *op, const kr_cuda_
         op->cat.src[0] || op->pool.src || kr_cuda_conv_2d_tc_fits(op) || kr_cuda_conv_2d_mma_fits(op))
         return 0;
     return dw_fits<T>(op, shape_of(op), dw);
+}
+
+extern "C" int kr_cuda_conv_2d_bias_first(const kr_cuda_op *op)
+{
+    const conv_shape s = shape_of(op);
+    return op->f16 ? pw_bias_first<__half>(s) : pw_bias_first<float>(s);
 }
 
 extern "C" int kr_cuda_conv_2d_dw_fits(const kr_cuda_op *op, const kr_cuda_op *dw)
