@@ -72,6 +72,12 @@ static void make_view(view *v, const kr_graph *g, int f16, int slack, int cc)
         v->const_offsets[t] = SIZE_MAX;
         v->w16_offsets[t] = SIZE_MAX;
     }
+    /* the float constants in the weight buffer, 256-byte aligned as backend.c uploads them */
+    for (size_t t = 0; t < nt; t++)
+        if (kr_tensor_is_const(&g->tensors[t])) {
+            v->const_offsets[t] = wbytes;
+            wbytes += (kr_tensor_bytes(&g->tensors[t], 1) + 255) / 256 * 256;
+        }
     for (int n = 0; n < g->n_nodes; n++) {
         const kr_node *node = &g->nodes[n];
         if (node->op != KR_OP_CONV_2D || node->p.window.groups > 1 || node->n_inputs < 2)
@@ -324,10 +330,13 @@ static keyer_model *load_tflite(const char *name)
  * The per-node schedule's depthwise/pointwise folds (kr_cuda_fuse_pw_dw, kr_cuda_fuse_dw_pw) on
  * the TFLite models, f32 and f16, as the H100 and as an emulated 7.5 (64 KB of shared memory
  * per block): selfie's 11 expansions (every 1x1 whose output only a depthwise reads, 3 of them
- * with the block's residual ADD folded into the depthwise) go into their depthwise convs;
- * face-short's depthwise convs of the 64 x 64 and 32 x 32 blocks (6; the 16 x 16 blocks' 1x1
- * layers, 48 inputs and more with over 2,304 weights, keep the GEMM) go into the 1x1 after
- * them, each with its ADD + RELU and 5 of them with their channel PAD.
+ * with the block's residual ADD folded into the depthwise) go into their depthwise convs, but
+ * for one in f32 as 7.5 (the 24 -> 96 expansion before the 5x5 stride-2 depthwise: one output
+ * row's band, 71 KB, passes the class's 64 KB); face-short's depthwise convs of the 4 blocks
+ * at 64 x 64 and 32 x 32 whose widths are multiples of 4 (24 -> 24, 24 -> 28, 28 -> 32 after a
+ * stride-2 depthwise beside a max pool, 32 -> 36; the 36 -> 42 and 42 -> 48 blocks are not, and
+ * the 16 x 16 blocks' 1x1 layers, 48 inputs and more with over 2,304 weights, keep the GEMM)
+ * go into the 1x1 after them, each with its ADD + RELU and 3 of them with their channel PAD.
  */
 static void test_tflite_dw_folds(void **state)
 {
@@ -335,7 +344,7 @@ static void test_tflite_dw_folds(void **state)
     static const struct {
         const char *name;
         int pw, dw, adds, pads;
-    } models[] = {{"selfie", 11, 0, 0, 0}, {"face-short", 0, 6, 6, 5}};
+    } models[] = {{"selfie", 11, 0, 0, 0}, {"face-short", 0, 4, 4, 3}};
     static const int ccs[] = {90, 75};
     for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
         keyer_model *m = load_tflite(models[i].name);
@@ -352,7 +361,7 @@ static void test_tflite_dw_folds(void **state)
                 printf("%s %s compute %d: %d pointwise into depthwise, %d depthwise into "
                        "pointwise, %d ADDs, %d PADs folded (%d nodes in all)\n",
                        models[i].name, f16 ? "f16" : "f32", ccs[c], pw, dw, adds, pads, v.n_folded);
-                assert_int_equal(pw, models[i].pw);
+                assert_int_equal(pw, models[i].pw - (i == 0 && !f16 && ccs[c] == 75));
                 assert_int_equal(dw, models[i].dw);
                 assert_int_equal(adds, models[i].adds);
                 assert_int_equal(pads, models[i].pads);

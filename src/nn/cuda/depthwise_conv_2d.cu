@@ -266,8 +266,8 @@ static int band_rows(const band_shape &s, size_t esize, const kr_gpu_caps *caps)
     return band_smem(s, 1, esize) <= max_smem ? 1 : 0;
 }
 
-/* The band view of depthwise @p op with its folded pointwise op->pw. */
-static band_shape band_of(const kr_cuda_op *op)
+/* The band view of depthwise @p op with pointwise @p pw folded in. */
+static band_shape band_of(const kr_cuda_op *op, const kr_cuda_op *pw)
 {
     const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
     const kr_window_params *p = &op->node->p.window;
@@ -276,7 +276,7 @@ static band_shape band_of(const kr_cuda_op *op)
     s.oh = yt->dims[1], s.ow = yt->dims[2];
     s.kh = wt->dims[1], s.kw = wt->dims[2];
     s.sh = p->stride_h, s.sw = p->stride_w, s.pt = p->pad_top, s.pl = p->pad_left;
-    s.K = op->pw ? kr_in_t(op->pw, 0)->dims[3] : 0;
+    s.K = kr_in_t(pw, 0)->dims[3];
     s.rows = s.bands = 0;
     return s;
 }
@@ -312,7 +312,7 @@ template <typename T> static int pw_fits(const kr_cuda_op *op, const kr_cuda_op 
     if (op->residual && op->residual == pw->out &&
         (yt->dims[1] != xt->dims[1] || yt->dims[2] != xt->dims[2]))
         return 0;
-    const band_shape s = band_of(op);
+    const band_shape s = band_of(op, pw);
     return s.K > 0 && s.K <= 256 && band_rows(s, sizeof(T), op->caps) > 0 && op->caps;
 }
 
@@ -323,7 +323,7 @@ template <typename T> static int launch_band(const kr_cuda_op *op)
     const kr_cuda_op *pw = op->pw;
     if (!pw_fits<T>(op, pw))
         return 0;
-    band_shape s = band_of(op);
+    band_shape s = band_of(op, pw);
     s.rows = band_rows(s, sizeof(T), op->caps);
     s.bands = (s.oh + s.rows - 1) / s.rows;
     const size_t smem = band_smem(s, s.rows, sizeof(T));
