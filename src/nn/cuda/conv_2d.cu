@@ -638,8 +638,8 @@ template <typename T> static int dw_fits(const kr_cuda_op *op, const conv_shape 
 
 /* The pointwise tile with its folded depthwise computed in the block (op->dw): the sum in the
  * order of the kernel the layer would get unfused (pw_bias_first), so that the fold changes no
- * bit of the output. Without the tile's shared memory (the device refused it), the depthwise
- * runs on its own first and the layer takes its unfused path: returns 0. */
+ * bit of the output. 0 when the device refused the tile's shared memory (which
+ * kr_cuda_conv_2d_dw_fits checked against its opt-in limit). */
 template <typename T> static int try_dw_tile(const kr_cuda_op *op, const conv_shape &s)
 {
     int cpt, r;
@@ -692,18 +692,8 @@ template <typename T> static int launch(const kr_cuda_op *op)
     if (kr_cuda_conv_2d_mma_fits(op)) /* f16 ONNX layers on WMMA (compute 7.x), conv_2d_mma.cu */
         return kr_cuda_conv_2d_mma(op);
     const conv_shape s = shape_of(op);
-    if (op->dw && !try_dw_tile<T>(op, s)) {
-        if (op->add.src) /* the folded ADD has no unfused path here */
-            return (int)cudaErrorInvalidValue;
-        /* the fold could not launch: the depthwise writes its output, as unfused */
-        kr_cuda_op d = *op->dw;
-        d.stream = op->stream;
-        const int e = kr_cuda_depthwise_conv_2d(&d);
-        if (e)
-            return e;
-    } else if (op->dw) {
-        return (int)cudaGetLastError();
-    }
+    if (op->dw) /* kr_cuda_conv_2d_dw_fits checked the shared memory against the device's */
+        return try_dw_tile<T>(op, s) ? (int)cudaGetLastError() : (int)cudaErrorInvalidValue;
     if (try_stem<T>(op, s) || try_narrow<T>(op, s) || try_pw_tile<T>(op, s) ||
         try_pw_groups<T>(op, s)) {
         /* launched */
