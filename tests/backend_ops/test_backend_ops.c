@@ -1403,6 +1403,7 @@ static void test_dw_pw_chains(void **state)
     int t = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, n, d6, 16, 3, 1, KR_ACT_RELU6, d7);
     int e = chain_conv(&b, &rng, KR_OP_CONV_2D, t, d7, 72, 1, 1, KR_ACT_RELU6, d8);
     kt_graph_output(&b, e);
+    kt_graph_output(&b, n); /* read twice: not folded into the depthwise after it (pw) */
     kr_graph *gr = NULL;
     keyer_error err = {0};
     if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
