@@ -1479,6 +1479,45 @@ static void test_pw_dw_chains(void **state)
     check_graph(gr, "pointwise into depthwise chains", 0);
 }
 
+/*
+ * Bilinear upsamples whose output only a pointwise convolution reads, which the per-node
+ * schedule folds into that convolution's tile (cuda conv_2d.cu, kr_cuda_op.rz): selfie's
+ * decoder shapes (a resize with half-pixel centres from 19 x 13 x 24 to 37 x 29 into a narrow
+ * 1x1 24 -> 16, then align_corners to 64 x 50 into a 1x1 16 -> 16 + RELU whose residual ADD
+ * is folded too). Every cuda variant against the reference at batch 1 and 3; on a device, the
+ * per-node schedule must fold both resizes in f32 and in f16.
+ */
+static void test_resize_pw_chains(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "resize into pointwise chains", 64, 32, 1 << 20);
+    kt_rng rng = kt_rng_seed(6060);
+    int xd[4] = {1, 19, 13, 24}, sd[4] = {1, 64, 50, 16}, r1d[4], c1d[4], r2d[4], c2d[4];
+    int x = kt_graph_act(&b, 4, xd), sk = kt_graph_act(&b, 4, sd);
+    kt_graph_input(&b, x);
+    kt_graph_input(&b, sk);
+    int r1 = chain_resize(&b, x, xd, 37, 29, 0, 1, r1d);
+    int c1 = chain_conv(&b, &rng, KR_OP_CONV_2D, r1, r1d, 16, 1, 1, KR_ACT_RELU6, c1d);
+    int r2 = chain_resize(&b, c1, c1d, 64, 50, 1, 0, r2d);
+    int c2 = chain_conv(&b, &rng, KR_OP_CONV_2D, r2, r2d, 16, 1, 1, KR_ACT_NONE, c2d);
+    c2 = chain_unary(&b, KR_OP_RELU, c2, c2d);
+    int y = chain_binary(&b, KR_OP_ADD, c2, sk, c2d);
+    kt_graph_output(&b, y);
+    kr_graph *gr = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
+        fail_msg("resize into pointwise chains: %s", err.message);
+    for (int f16 = 0; f16 <= 1; f16++) {
+        const int rzs = pernode_folds(gr, f16, KR_OP_RESIZE_BILINEAR);
+        printf("resize into pointwise chains: %s: folded %d resizes (-1: no device)\n",
+               f16 ? "f16" : "f32", rzs);
+        if (rzs >= 0)
+            assert_int_equal(rzs, 2);
+    }
+    check_graph(gr, "resize into pointwise chains", 1);
+}
+
 /* ---- the reference against hand-computed values ----------------------------------------------- */
 
 /* Runs the one-node graph of @p c on the reference backend at batch 1 on @p input and compares
@@ -1880,6 +1919,7 @@ int main(void)
         cmocka_unit_test(test_expand_dw_chains),
         cmocka_unit_test(test_dw_pw_chains),
         cmocka_unit_test(test_pw_dw_chains),
+        cmocka_unit_test(test_resize_pw_chains),
         cmocka_unit_test(test_u2net_block),
         cmocka_unit_test(test_gather_folds),
     };

@@ -299,6 +299,7 @@ static void check_dw_folds(const view *v, int *pw, int *dw, int *adds)
         const int x = g->nodes[f].inputs[0];
         assert_false(overlaps_t(v, op->out, out_bytes, x));
         *pw += op->pw != NULL;
+        assert_null(op->rz); /* never together with pw or dw */
         *dw += op->dw != NULL;
         if (op->add.src) {
             assert_non_null(op->dw);
@@ -310,6 +311,29 @@ static void check_dw_folds(const view *v, int *pw, int *dw, int *adds)
             (*adds)++;
         }
     }
+}
+
+/* Every resize fold of @p v (kr_cuda_op.rz): the folded node is the convolution's input's
+ * producer, a RESIZE_BILINEAR marked folded, and the convolution's output does not overlap the
+ * resize's input. Returns how many. */
+static int check_rz_folds(const view *v)
+{
+    const kr_graph *g = v->mem.graph;
+    int n_rz = 0;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const kr_cuda_op *op = &v->ops[n];
+        if (!op->rz)
+            continue;
+        const int r = (int)(op->rz - v->ops), t = g->nodes[n].inputs[0];
+        assert_int_equal(g->nodes[n].op, KR_OP_CONV_2D);
+        assert_int_equal(r, g->tensors[t].producer);
+        assert_int_equal(g->nodes[r].op, KR_OP_RESIZE_BILINEAR);
+        assert_true(v->folded[r] && !v->folded[n]);
+        assert_false(overlaps_t(v, op->out, kr_cuda_mem_bytes(&v->mem, g->nodes[n].outputs[0]),
+                                g->nodes[r].inputs[0]));
+        n_rz++;
+    }
+    return n_rz;
 }
 
 static keyer_model *load_tflite(const char *name)
@@ -336,15 +360,17 @@ static keyer_model *load_tflite(const char *name)
  * at 64 x 64 and 32 x 32 whose widths are multiples of 4 (24 -> 24, 24 -> 28, 28 -> 32 after a
  * stride-2 depthwise beside a max pool, 32 -> 36; the 36 -> 42 and 42 -> 48 blocks are not, and
  * the 16 x 16 blocks' 1x1 layers, 48 inputs and more with over 2,304 weights, keep the GEMM)
- * go into the 1x1 after them, each with its ADD + RELU and 3 of them with their channel PAD.
+ * go into the 1x1 after them, each with its ADD + RELU and 3 of them with their channel PAD;
+ * selfie's decoder upsamples to 64 x 64 and 128 x 128 go into the 1x1 layers reading them (the
+ * one to 32 x 32 feeds a 128 -> 24 layer off the tile path's shapes).
  */
 static void test_tflite_dw_folds(void **state)
 {
     (void)state;
     static const struct {
         const char *name;
-        int pw, dw, adds, pads;
-    } models[] = {{"selfie", 11, 0, 0, 0}, {"face-short", 0, 4, 4, 3}};
+        int pw, dw, adds, pads, rzs;
+    } models[] = {{"selfie", 11, 0, 0, 0, 2}, {"face-short", 0, 4, 4, 3, 0}};
     static const int ccs[] = {90, 75};
     for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
         keyer_model *m = load_tflite(models[i].name);
@@ -358,9 +384,12 @@ static void test_tflite_dw_folds(void **state)
                 int pw, dw, adds;
                 check_dw_folds(&v, &pw, &dw, &adds);
                 const int pads = folded_of(&v, KR_OP_PAD);
+                const int rzs = check_rz_folds(&v);
                 printf("%s %s compute %d: %d pointwise into depthwise, %d depthwise into "
-                       "pointwise, %d ADDs, %d PADs folded (%d nodes in all)\n",
-                       models[i].name, f16 ? "f16" : "f32", ccs[c], pw, dw, adds, pads, v.n_folded);
+                       "pointwise, %d ADDs, %d PADs, %d resizes folded (%d nodes in all)\n",
+                       models[i].name, f16 ? "f16" : "f32", ccs[c], pw, dw, adds, pads, rzs,
+                       v.n_folded);
+                assert_int_equal(rzs, models[i].rzs);
                 assert_int_equal(pw, models[i].pw - (i == 0 && !f16 && ccs[c] == 75));
                 assert_int_equal(dw, models[i].dw);
                 assert_int_equal(adds, models[i].adds);

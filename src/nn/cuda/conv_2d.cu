@@ -37,6 +37,7 @@
 
 #include "nn/cuda/ops/conv_2d.cuh"
 #include "nn/cuda/ops/depthwise_conv_2d.cuh"
+#include "nn/cuda/ops/resize_bilinear.cuh"
 #include "nn/cuda/tuning.h"
 
 #define BK 16
@@ -387,7 +388,16 @@ template <typename T> static int try_pw_groups(const kr_cuda_op *op, const conv_
  * GEMM; else from the bias, as conv_pw_groups), so that an item's result is the same bit for
  * bit at every batch size. Blocks loop over tiles, so the weights are staged once per block.
  */
-typedef kr_dw_src pw_dw;
+/* Where a tile's inputs come from: copied from the layer's input (SRC_COPY), or computed from
+ * a node folded into the layer: a depthwise (SRC_DW, kr_cuda_op.dw) or a bilinear resize
+ * (SRC_RZ, kr_cuda_op.rz), each as its per-node kernel computes and stores it. */
+enum { SRC_COPY = 0, SRC_DW = 1, SRC_RZ = 2 };
+struct pw_dw {
+    kr_dw_src dw;   /* SRC_DW */
+    const void *rx; /* SRC_RZ: the resize's input, its sizes and epilogue */
+    rs_shape rz;
+    kr_epilogue rze;
+};
 
 /* The ADD folded into a tile with a depthwise (kr_cuda_op.add): the other operand src (c
  * channels per pixel, zeros after them), the ADD's clamp and post function; src NULL: none. */
@@ -397,7 +407,7 @@ struct pw_add {
     kr_epilogue e;
 };
 
-template <typename T, int CPT, int R, bool BL, bool DW>
+template <typename T, int CPT, int R, bool BL, int DW>
 __global__ void __launch_bounds__(256) conv_pw_tile(const T *__restrict__ x,
                                                     const float *__restrict__ w,
                                                     const float *__restrict__ bias,
@@ -423,10 +433,18 @@ __global__ void __launch_bounds__(256) conv_pw_tile(const T *__restrict__ x,
         for (int i = tid; i < here * K / 4; i += 256) {
             const int p = 4 * i / K, k = 4 * i % K;
             float v[4];
-            if (DW)
-                kr_dw_unit<T>(d, m0 + p, k, v); /* the folded depthwise's 4 channels */
-            else
+            if (DW == SRC_DW) {
+                kr_dw_unit<T>(d.dw, m0 + p, k, v); /* the folded depthwise's 4 channels */
+            } else if (DW == SRC_RZ) { /* the folded resize's, as resize_kernel computes them */
+                const int m = m0 + p, ox = m % d.rz.ow, t = m / d.rz.ow;
+                rs_pixel<T, 4, size_t>((const T *)d.rx, d.rz, (size_t)(t / d.rz.oh), t % d.rz.oh,
+                                       ox, k, v);
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    v[j] = kr_apply(d.rze, v[j]);
+            } else {
                 kr_ldv<4>(x + (size_t)(m0 + p) * K + k, v);
+            }
 #pragma unroll
             for (int j = 0; j < 4; j++)
                 kr_st(xs + p * ld + k + j, v[j]);
@@ -466,7 +484,7 @@ __global__ void __launch_bounds__(256) conv_pw_tile(const T *__restrict__ x,
 #pragma unroll
                 for (int j = 0; j < 4; j++)
                     v[j] = kr_apply(e, BL ? acc[r][c + j] + bs[n0 + c + j] : acc[r][c + j]);
-                if (DW && a.src) { /* the folded ADD: as the unfused ADD node computes it */
+                if (DW == SRC_DW && a.src) { /* the folded ADD: as the unfused ADD computes it */
                     float rv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                     if (n0 + c < a.c)
                         kr_ldv<4>((const T *)a.src + (size_t)(m0 + p) * a.c + n0 + c, rv);
@@ -491,11 +509,11 @@ template <typename T> static size_t pw_tile_smem(int K, int N, int rows, int r)
 
 /* Launches the tile path; 0 when the device refuses its shared memory (the caller falls back).
  * With DW, the tile's inputs are the folded depthwise @p d's outputs, computed in the block. */
-template <typename T, int CPT, int R, bool BL, bool DW>
+template <typename T, int CPT, int R, bool BL, int DW>
 static int launch_pw_tile(const kr_cuda_op *op, const conv_shape &s, const pw_dw &d)
 {
     pw_add a = {};
-    if (DW && op->add.src) {
+    if (DW == SRC_DW && op->add.src) {
         a.src = op->add.src;
         a.c = op->add.c;
         kr_activation_range(op->add.node->activation, &a.e.lo, &a.e.hi);
@@ -517,7 +535,7 @@ static int launch_pw_tile(const kr_cuda_op *op, const conv_shape &s, const pw_dw
 }
 
 /* launch_pw_tile with @p r (4, 2 or 1) pixels per thread. */
-template <typename T, int CPT, bool BL, bool DW>
+template <typename T, int CPT, bool BL, int DW>
 static int launch_pw_tile_r(const kr_cuda_op *op, const conv_shape &s, int r, const pw_dw &d)
 {
     return r == 4   ? launch_pw_tile<T, CPT, 4, BL, DW>(op, s, d)
@@ -587,10 +605,10 @@ template <typename T> static int try_pw_tile(const kr_cuda_op *op, const conv_sh
     const bool bl = !(sizeof(T) == 2 && s.K <= 32 && s.K % 8 == 0 && s.oc % 8 == 0);
     const pw_dw none = {};
     if (cpt == 8)
-        return bl ? launch_pw_tile_r<T, 8, true, false>(op, s, r, none)
-                  : launch_pw_tile_r<T, 8, false, false>(op, s, r, none);
-    return bl ? launch_pw_tile_r<T, 4, true, false>(op, s, r, none)
-              : launch_pw_tile_r<T, 4, false, false>(op, s, r, none);
+        return bl ? launch_pw_tile_r<T, 8, true, SRC_COPY>(op, s, r, none)
+                  : launch_pw_tile_r<T, 8, false, SRC_COPY>(op, s, r, none);
+    return bl ? launch_pw_tile_r<T, 4, true, SRC_COPY>(op, s, r, none)
+              : launch_pw_tile_r<T, 4, false, SRC_COPY>(op, s, r, none);
 }
 
 /* The depthwise folded into pointwise layer @p op (op->dw, fusion.h) as the tile's source. */
@@ -599,7 +617,8 @@ template <typename T> static pw_dw dw_source(const kr_cuda_op *op)
     const kr_cuda_op *dw = op->dw;
     const kr_tensor *xt = kr_in_t(dw, 0), *wt = kr_in_t(dw, 1), *yt = kr_out_t(dw);
     const kr_window_params *p = &dw->node->p.window;
-    pw_dw d;
+    pw_dw src = {};
+    kr_dw_src &d = src.dw;
     d.x = dw->in[0];
     d.w = (const float *)dw->in[1];
     d.bias = dw->node->n_inputs > 2 && dw->node->inputs[2] >= 0 ? (const float *)dw->in[2] : NULL;
@@ -608,7 +627,7 @@ template <typename T> static pw_dw dw_source(const kr_cuda_op *op)
     d.kh = wt->dims[1], d.kw = wt->dims[2];
     d.sh = p->stride_h, d.sw = p->stride_w, d.pt = p->pad_top, d.pl = p->pad_left;
     d.e = kr_make_epilogue(dw, 1);
-    return d;
+    return src;
 }
 
 /* Whether the fold of depthwise @p dw into pointwise @p op holds (kr_cuda_conv_2d_dw_fits). */
@@ -648,10 +667,50 @@ template <typename T> static int try_dw_tile(const kr_cuda_op *op, const conv_sh
     const pw_dw d = dw_source<T>(op);
     const bool bf = pw_bias_first<T>(s);
     if (cpt == 8)
-        return bf ? launch_pw_tile_r<T, 8, false, true>(op, s, r, d)
-                  : launch_pw_tile_r<T, 8, true, true>(op, s, r, d);
-    return bf ? launch_pw_tile_r<T, 4, false, true>(op, s, r, d)
-              : launch_pw_tile_r<T, 4, true, true>(op, s, r, d);
+        return bf ? launch_pw_tile_r<T, 8, false, SRC_DW>(op, s, r, d)
+                  : launch_pw_tile_r<T, 8, true, SRC_DW>(op, s, r, d);
+    return bf ? launch_pw_tile_r<T, 4, false, SRC_DW>(op, s, r, d)
+              : launch_pw_tile_r<T, 4, true, SRC_DW>(op, s, r, d);
+}
+
+/* Whether the fold of RESIZE_BILINEAR @p rz into pointwise @p op holds (kr_cuda_conv_2d_rz_fits):
+ * the tile path's shape, a rank-4 resize of the layer's input channels without clamp, post
+ * function or residual, 4-channel aligned input. */
+template <typename T> static int rz_fits(const kr_cuda_op *op, const conv_shape &s, const kr_cuda_op *rz)
+{
+    int cpt, r;
+    if (!pw_tile_shape<T>(op, s, &cpt, &r) || op->dw || op->add.src)
+        return 0;
+    const kr_node *n = rz->node;
+    if (n->op != KR_OP_RESIZE_BILINEAR || rz->residual || rz->post != KR_CUDA_POST_NONE ||
+        n->n_inputs < 1 || n->inputs[0] < 0)
+        return 0;
+    const kr_tensor *xt = kr_in_t(rz, 0), *yt = kr_out_t(rz);
+    return xt->rank == 4 && yt->rank == 4 && !kr_tensor_is_const(xt) && xt->dims[3] == s.K &&
+           yt->dims[3] == s.K && yt->dims[1] == s.oh && yt->dims[2] == s.ow &&
+           xt->dims[0] == yt->dims[0] && kr_aligned(rz->in[0], 4 * sizeof(T));
+}
+
+/* The pointwise tile with its folded resize computed in the block (op->rz), in the order of
+ * the kernel the layer would get unfused, as try_dw_tile. */
+template <typename T> static int try_rz_tile(const kr_cuda_op *op, const conv_shape &s)
+{
+    int cpt, r;
+    if (!rz_fits<T>(op, s, op->rz) || !pw_tile_shape<T>(op, s, &cpt, &r))
+        return 0;
+    const kr_cuda_op *rz = op->rz;
+    const kr_tensor *xt = kr_in_t(rz, 0), *yt = kr_out_t(rz);
+    pw_dw d = {};
+    d.rx = rz->in[0];
+    d.rz = {xt->dims[1], xt->dims[2], xt->dims[3], yt->dims[1], yt->dims[2],
+            rz->node->p.resize.align_corners, rz->node->p.resize.half_pixel_centers};
+    d.rze = kr_make_epilogue(rz, 0);
+    const bool bf = pw_bias_first<T>(s);
+    if (cpt == 8)
+        return bf ? launch_pw_tile_r<T, 8, false, SRC_RZ>(op, s, r, d)
+                  : launch_pw_tile_r<T, 8, true, SRC_RZ>(op, s, r, d);
+    return bf ? launch_pw_tile_r<T, 4, false, SRC_RZ>(op, s, r, d)
+              : launch_pw_tile_r<T, 4, true, SRC_RZ>(op, s, r, d);
 }
 
 template <typename T, int BN> static void launch_bn(const kr_cuda_op *op, const conv_shape &s)
@@ -692,8 +751,12 @@ template <typename T> static int launch(const kr_cuda_op *op)
     if (kr_cuda_conv_2d_mma_fits(op)) /* f16 ONNX layers on WMMA (compute 7.x), conv_2d_mma.cu */
         return kr_cuda_conv_2d_mma(op);
     const conv_shape s = shape_of(op);
-    if (op->dw) /* kr_cuda_conv_2d_dw_fits checked the shared memory against the device's */
+    /* a folded depthwise or resize: kr_cuda_conv_2d_dw_fits / _rz_fits checked the shared
+     * memory against the device's limit */
+    if (op->dw)
         return try_dw_tile<T>(op, s) ? (int)cudaGetLastError() : (int)cudaErrorInvalidValue;
+    if (op->rz)
+        return try_rz_tile<T>(op, s) ? (int)cudaGetLastError() : (int)cudaErrorInvalidValue;
     if (try_stem<T>(op, s) || try_narrow<T>(op, s) || try_pw_tile<T>(op, s) ||
         try_pw_groups<T>(op, s)) {
         /* launched */
@@ -727,4 +790,18 @@ extern "C" int kr_cuda_conv_2d_bias_first(const kr_cuda_op *op)
 extern "C" int kr_cuda_conv_2d_dw_fits(const kr_cuda_op *op, const kr_cuda_op *dw)
 {
     return op->f16 ? dw_fits_op<__half>(op, dw) : dw_fits_op<float>(op, dw);
+}
+
+template <typename T> static int rz_fits_op(const kr_cuda_op *op, const kr_cuda_op *rz)
+{
+    const kr_node *n = op->node;
+    if (n->op != KR_OP_CONV_2D || n->p.window.groups > 1 || n->n_inputs < 2 || n->inputs[1] < 0 ||
+        op->cat.src[0] || op->pool.src || kr_cuda_conv_2d_tc_fits(op) || kr_cuda_conv_2d_mma_fits(op))
+        return 0;
+    return rz_fits<T>(op, shape_of(op), rz);
+}
+
+extern "C" int kr_cuda_conv_2d_rz_fits(const kr_cuda_op *op, const kr_cuda_op *rz)
+{
+    return op->f16 ? rz_fits_op<__half>(op, rz) : rz_fits_op<float>(op, rz);
 }

@@ -435,6 +435,7 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
         op->cat.rz = -1;
         op->pool.src = NULL;
         op->dw = NULL;
+        op->rz = NULL;
         op->pw = NULL;
         op->add.src = NULL;
         op->add.c = 0;
@@ -587,6 +588,37 @@ int kr_cuda_fuse_pw_dw(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *f
     return n_folded;
 }
 
+/* The resize folds of kr_cuda_fuse_dw_pw: returns how many. */
+static int fold_resizes(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
+{
+    const kr_graph *g = mem->graph;
+    int n_folded = 0;
+    for (int n = 1; n < g->n_nodes; n++) {
+        const kr_node *conv = &g->nodes[n];
+        if (conv->op != KR_OP_CONV_2D || folded[n] || ops[n].dw || ops[n].rz || ops[n].add.src ||
+            conv->n_inputs < 1 || conv->inputs[0] < 0)
+            continue;
+        const int t = conv->inputs[0], r = g->tensors[t].producer;
+        if (!private_tensor(g, t) || r < 0 || r >= n || folded[r] ||
+            g->nodes[r].op != KR_OP_RESIZE_BILINEAR || ops[r].out != kr_cuda_mem_ptr(mem, t) ||
+            ops[r].residual || ops[r].post != KR_CUDA_POST_NONE)
+            continue;
+        const int x = g->nodes[r].inputs[0];
+        if (x < 0 || kr_tensor_is_const(&g->tensors[x]))
+            continue;
+        const int src[2] = {x, -1};
+        int clash = 0;
+        for (int q = r + 1; q <= n && !clash; q++)
+            clash = !folded[q] && writes_over(mem, ops, q, src);
+        if (clash || !kr_cuda_conv_2d_rz_fits(&ops[n], &ops[r]))
+            continue;
+        ops[n].rz = &ops[r];
+        folded[r] = 1;
+        n_folded++;
+    }
+    return n_folded;
+}
+
 /* (fusion.h) */
 int kr_cuda_fuse_dw_pw(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
 {
@@ -624,5 +656,5 @@ int kr_cuda_fuse_dw_pw(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *f
         n_folded++;
         n_folded += fold_post_add(mem, ops, folded, n, x);
     }
-    return n_folded;
+    return n_folded + fold_resizes(mem, ops, folded);
 }

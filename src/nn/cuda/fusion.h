@@ -61,9 +61,12 @@ int kr_cuda_fuse_pw_dw(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *f
  * is done by that convolution (kr_cuda_op.dw: the convolution's tile computes the depthwise's
  * outputs in shared memory, the BlazeFace blocks and the MobileNet projections), where
  * kr_cuda_conv_2d_dw_fits accepts the pair and no node from the depthwise to the convolution
- * (the convolution's output included) writes over the depthwise's input. Chosen by the layers'
- * shapes, never by the batch; the outputs are the unfused nodes' bit for bit. The folded
- * depthwise nodes are marked in @p folded; returns how many. Never fails. */
+ * (the convolution's output included) writes over the depthwise's input. Then, the same way,
+ * a RESIZE_BILINEAR whose output only a pointwise CONV_2D reads (kr_cuda_op.rz: the tile
+ * samples the resize's input; selfie's decoder upsamples), where kr_cuda_conv_2d_rz_fits
+ * accepts the pair. Chosen by the layers' shapes, never by the batch; the outputs are the
+ * unfused nodes' bit for bit. The folded depthwise and resize nodes (and ADDs, PADs) are marked
+ * in @p folded; returns how many. Never fails. */
 int kr_cuda_fuse_dw_pw(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded);
 
 #endif

@@ -90,6 +90,11 @@ typedef struct kr_cuda_op {
      * memory, as the depthwise kernel would have stored it (kr_cuda_conv_2d_dw_fits). NULL:
      * none. */
     const struct kr_cuda_op *dw;
+    /* A RESIZE_BILINEAR (no clamp, post function or residual) folded into this pointwise CONV_2D
+     * reading its output (fusion.h, per-node schedule only): the resize's own op, whose output
+     * is not written; the convolution's tile samples the resize's input per pixel as the resize
+     * kernel would have stored it (kr_cuda_conv_2d_rz_fits). NULL: none. */
+    const struct kr_cuda_op *rz;
     /* A pointwise CONV_2D folded into this DEPTHWISE_CONV_2D reading its output (fusion.h,
      * per-node schedule only): the convolution's own op, whose output is not written (unless a
      * fold cannot launch); this node's kernel computes it per band of rows in shared memory, as
@@ -181,6 +186,11 @@ int kr_cuda_conv_2d_tc(const kr_cuda_op *op);
  * (fusion.c) checks the graph and the memory. Results are the unfused nodes' bit for bit. */
 int kr_cuda_conv_2d_dw_fits(const kr_cuda_op *op, const kr_cuda_op *dw);
 
+/* Whether RESIZE_BILINEAR @p rz can be folded into pointwise CONV_2D @p op reading its output
+ * (kr_cuda_op.rz): the convolution on the tile path's shapes as for kr_cuda_conv_2d_dw_fits, no
+ * other fold; the resize without clamp, post function or residual, its input 4-channel
+ * aligned. Results are the unfused nodes' bit for bit. */
+int kr_cuda_conv_2d_rz_fits(const kr_cuda_op *op, const kr_cuda_op *rz);
 /* Whether pointwise CONV_2D @p pw can be folded into DEPTHWISE_CONV_2D @p op reading its output
  * (kr_cuda_op.pw): a TFLite 1x1 stride-1 layer with float weights, no folds of its own, input
  * channels a multiple of 4; the depthwise with multiplier 1, no dilation, channels a multiple of
