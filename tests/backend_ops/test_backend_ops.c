@@ -1362,10 +1362,12 @@ static int pernode_folds(const kr_graph *g, int f16, kr_op op)
  * stride-2 depthwise -> 1x1 24 -> 32, + a max pool of the depthwise's input padded from 24 to
  * 32 channels with zeros, + RELU), a 5x5 depthwise + HARD_SWISH (a node of its own) into a
  * narrow 1x1 32 -> 16 (the narrow path's order: from the bias), and a 3x3 depthwise with a
- * RELU6 clamp into a 1x1 16 -> 72 (the tile's order in f32, conv_pw_groups' in f16). Odd
- * sizes (37 x 29, 19 x 15), so that tiles are cut at the edges and across items. Every cuda
- * variant against the reference at batch 1 and 3; on a device, the per-node schedule must fold
- * all 4 depthwise nodes, both ADDs and the PAD, in f32 and in f16.
+ * RELU6 clamp into a 1x1 16 -> 72 (the tile's order in f32, conv_pw_groups' in f16); then a
+ * block whose 1x1 72 -> 80 only the GEMM takes (its depthwise stays on its own), whose ADD +
+ * RELU and channel PAD 72 -> 80 fold into the GEMM. Odd sizes (37 x 29, 19 x 15), so that
+ * tiles are cut at the edges and across items. Every cuda variant against the reference at
+ * batch 1 and 3; on a device, the per-node schedule must fold all 4 depthwise nodes, the 3
+ * ADDs and both PADs, in f32 and in f16.
  */
 static void test_dw_pw_chains(void **state)
 {
@@ -1402,7 +1404,18 @@ static void test_dw_pw_chains(void **state)
     int n = chain_conv(&b, &rng, KR_OP_CONV_2D, u, d5, 16, 1, 1, KR_ACT_RELU6, d6);
     int t = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, n, d6, 16, 3, 1, KR_ACT_RELU6, d7);
     int e = chain_conv(&b, &rng, KR_OP_CONV_2D, t, d7, 72, 1, 1, KR_ACT_RELU6, d8);
-    kt_graph_output(&b, e);
+    /* a block whose 1x1 72 -> 80 only the GEMM takes: its ADD + RELU and PAD fold into it */
+    int d9[4], d10[4];
+    int f = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, e, d8, 72, 3, 1, KR_ACT_RELU6, d9);
+    int gc = chain_conv(&b, &rng, KR_OP_CONV_2D, f, d9, 80, 1, 1, KR_ACT_NONE, d10);
+    int32_t pads2[8] = {0, 0, 0, 0, 0, 0, 0, 8};
+    int pin2[2] = {e, kt_graph_const(&b, KR_DTYPE_I32, 2, two, pads2)};
+    int pd2 = kt_graph_act(&b, 4, d10);
+    kr_node *pn2 = kt_graph_node(&b, KR_OP_PAD, 2, pin2, pd2);
+    pn2->p.pad.after[3] = 8;
+    int s3 = chain_binary(&b, KR_OP_ADD, gc, pd2, d10);
+    s3 = chain_unary(&b, KR_OP_RELU, s3, d10);
+    kt_graph_output(&b, s3);
     kt_graph_output(&b, n); /* read twice: not folded into the depthwise after it (pw) */
     kr_graph *gr = NULL;
     keyer_error err = {0};
@@ -1417,8 +1430,8 @@ static void test_dw_pw_chains(void **state)
                f16 ? "f16" : "f32", dws, adds, padf);
         if (dws >= 0) {
             assert_int_equal(dws, 4);
-            assert_int_equal(adds, 2);
-            assert_int_equal(padf, 1);
+            assert_int_equal(adds, 3);
+            assert_int_equal(padf, 2);
         }
     }
     check_graph(gr, "depthwise + pointwise chains", 0);

@@ -49,6 +49,38 @@ struct conv_shape {
     int pointwise;
 };
 
+/* The ADD folded into a convolution (kr_cuda_op.add; the tile with a depthwise, or the GEMM):
+ * the other operand src (c channels per pixel, zeros after them), the ADD's clamp and post
+ * function; src NULL: none. */
+struct pw_add {
+    const void *src;
+    int c;
+    kr_epilogue e;
+};
+
+/* The pw_add of @p op (none without a folded ADD). */
+static pw_add add_of(const kr_cuda_op *op)
+{
+    pw_add a = {};
+    if (op->add.src) {
+        a.src = op->add.src;
+        a.c = op->add.c;
+        kr_activation_range(op->add.node->activation, &a.e.lo, &a.e.hi);
+        a.e.post = (int)op->add.post;
+        a.e.res = NULL;
+    }
+    return a;
+}
+
+/* Output element @p v at pixel @p m, channel @p n after the folded ADD @p a: the other operand
+ * added to v as the unfused convolution stored it, then the ADD's clamp and post function. */
+template <typename T>
+__device__ __forceinline__ float kr_post_add(const pw_add &a, size_t m, int n, float v)
+{
+    const float r = n < a.c ? kr_ld((const T *)a.src + m * a.c + n) : 0.0f;
+    return kr_apply(a.e, kr_stored<T>(v) + r);
+}
+
 template <typename T>
 __device__ __forceinline__ float gather(const T *__restrict__ x, const conv_shape &s, int m, int k)
 {
@@ -69,7 +101,7 @@ __device__ __forceinline__ float gather(const T *__restrict__ x, const conv_shap
 template <typename T, int BN>
 __global__ void __launch_bounds__(256) conv_gemm(const T *__restrict__ x, const float *__restrict__ w,
                                                  const float *__restrict__ bias, T *__restrict__ y,
-                                                 conv_shape s, kr_epilogue e)
+                                                 conv_shape s, kr_epilogue e, pw_add a)
 {
     constexpr int TX = BN / 4, TY = 256 / TX, BM = TY * 4;
     __shared__ __align__(16) float As[BK][BM + 4];
@@ -113,8 +145,11 @@ __global__ void __launch_bounds__(256) conv_gemm(const T *__restrict__ x, const 
             int n = n0 + tx * 4 + j;
             if (n < s.oc) {
                 float v = kr_conv_out(acc[i][j], bias ? kr_ld(bias + n) : 0.0f, 0.0f, false,
-                                      kr_no_res(), [&](float a) { return kr_apply(e, a); });
-                kr_add_res<T, 1>(e, (size_t)m * s.oc + n, &v);
+                                      kr_no_res(), [&](float u) { return kr_apply(e, u); });
+                if (a.src) /* a folded ADD (kr_cuda_op.add) */
+                    v = kr_post_add<T>(a, (size_t)m, n, v);
+                else
+                    kr_add_res<T, 1>(e, (size_t)m * s.oc + n, &v);
                 kr_st(y + (size_t)m * s.oc + n, v);
             }
         }
@@ -399,13 +434,6 @@ struct pw_dw {
     kr_epilogue rze;
 };
 
-/* The ADD folded into a tile with a depthwise (kr_cuda_op.add): the other operand src (c
- * channels per pixel, zeros after them), the ADD's clamp and post function; src NULL: none. */
-struct pw_add {
-    const void *src;
-    int c;
-    kr_epilogue e;
-};
 
 template <typename T, int CPT, int R, bool BL, int DW>
 __global__ void __launch_bounds__(256) conv_pw_tile(const T *__restrict__ x,
@@ -485,12 +513,9 @@ __global__ void __launch_bounds__(256) conv_pw_tile(const T *__restrict__ x,
                 for (int j = 0; j < 4; j++)
                     v[j] = kr_apply(e, BL ? acc[r][c + j] + bs[n0 + c + j] : acc[r][c + j]);
                 if (DW == SRC_DW && a.src) { /* the folded ADD: as the unfused ADD computes it */
-                    float rv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                    if (n0 + c < a.c)
-                        kr_ldv<4>((const T *)a.src + (size_t)(m0 + p) * a.c + n0 + c, rv);
 #pragma unroll
                     for (int j = 0; j < 4; j++)
-                        v[j] = kr_apply(a.e, kr_stored<T>(v[j]) + rv[j]);
+                        v[j] = kr_post_add<T>(a, (size_t)(m0 + p), n0 + c + j, v[j]);
                 } else {
                     kr_add_res<T, 4>(e, o + c, v);
                 }
@@ -512,14 +537,7 @@ template <typename T> static size_t pw_tile_smem(int K, int N, int rows, int r)
 template <typename T, int CPT, int R, bool BL, int DW>
 static int launch_pw_tile(const kr_cuda_op *op, const conv_shape &s, const pw_dw &d)
 {
-    pw_add a = {};
-    if (DW == SRC_DW && op->add.src) {
-        a.src = op->add.src;
-        a.c = op->add.c;
-        kr_activation_range(op->add.node->activation, &a.e.lo, &a.e.hi);
-        a.e.post = (int)op->add.post;
-        a.e.res = NULL;
-    }
+    const pw_add a = DW == SRC_DW ? add_of(op) : pw_add{};
     const int rows = 256 / (s.oc / CPT), P = rows * R;
     const size_t smem = pw_tile_smem<T>(s.K, s.oc, rows, R);
     const int tiles = (s.M + P - 1) / P;
@@ -719,7 +737,7 @@ template <typename T, int BN> static void launch_bn(const kr_cuda_op *op, const 
     dim3 grid((unsigned)((s.M + BM - 1) / BM), (unsigned)((s.oc + BN - 1) / BN));
     conv_gemm<T, BN><<<grid, 256, 0, (cudaStream_t)op->stream>>>(
         (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2], (T *)op->out, s,
-        kr_make_epilogue(op, 1));
+        kr_make_epilogue(op, 1), op->dw ? pw_add{} : add_of(op));
 }
 
 /* The GEMM view of CONV_2D node @p op. */
@@ -757,6 +775,15 @@ template <typename T> static int launch(const kr_cuda_op *op)
         return try_dw_tile<T>(op, s) ? (int)cudaGetLastError() : (int)cudaErrorInvalidValue;
     if (op->rz)
         return try_rz_tile<T>(op, s) ? (int)cudaGetLastError() : (int)cudaErrorInvalidValue;
+    if (op->add.src) { /* a folded ADD on a layer only the GEMM takes (kr_cuda_conv_2d_add_fits) */
+        if (s.oc <= 16)
+            launch_bn<T, 16>(op, s);
+        else if (s.oc <= 32)
+            launch_bn<T, 32>(op, s);
+        else
+            launch_bn<T, 64>(op, s);
+        return (int)cudaGetLastError();
+    }
     if (try_stem<T>(op, s) || try_narrow<T>(op, s) || try_pw_tile<T>(op, s) ||
         try_pw_groups<T>(op, s)) {
         /* launched */
@@ -790,6 +817,33 @@ extern "C" int kr_cuda_conv_2d_bias_first(const kr_cuda_op *op)
 extern "C" int kr_cuda_conv_2d_dw_fits(const kr_cuda_op *op, const kr_cuda_op *dw)
 {
     return op->f16 ? dw_fits_op<__half>(op, dw) : dw_fits_op<float>(op, dw);
+}
+
+/* Whether layer @p s of @p op takes the GEMM at every batch size: not a stem, not a pointwise
+ * layer that the narrow, grouped or tile paths could take. */
+template <typename T> static int gemm_only(const kr_cuda_op *op, const conv_shape &s)
+{
+    int cpt, r;
+    return s.ic != 3 && !(s.pointwise && s.K <= 32) && !pw_tile_shape<T>(op, s, &cpt, &r);
+}
+
+template <typename T> static int add_fits_op(const kr_cuda_op *op)
+{
+    const kr_node *n = op->node;
+    if (!op->add.src || !op->add.node || op->residual || op->rz || op->add.c < 1)
+        return 0;
+    if (op->dw)
+        return kr_cuda_conv_2d_dw_fits(op, op->dw);
+    if (n->op != KR_OP_CONV_2D || n->p.window.groups > 1 || n->n_inputs < 2 || n->inputs[1] < 0 ||
+        op->cat.src[0] || op->pool.src || kr_cuda_conv_2d_tc_fits(op) || kr_cuda_conv_2d_mma_fits(op))
+        return 0;
+    const conv_shape s = shape_of(op);
+    return op->add.c <= s.oc && gemm_only<T>(op, s);
+}
+
+extern "C" int kr_cuda_conv_2d_add_fits(const kr_cuda_op *op)
+{
+    return op->f16 ? add_fits_op<__half>(op) : add_fits_op<float>(op);
 }
 
 template <typename T> static int rz_fits_op(const kr_cuda_op *op, const kr_cuda_op *rz)

@@ -462,8 +462,9 @@ static int channel_pad(const kr_graph *g, const kr_node *p)
     return 1;
 }
 
-/* The fold of fusion.h's ADD (with its activation or post function) after CONV_2D @p n, which
- * has a depthwise folded in reading @p x: 1 (2 with a channel PAD folded too) if done. The ADD
+/* The fold of fusion.h's ADD (with its activation or post function) after CONV_2D @p n, whose
+ * kernel reads @p x (the folded depthwise's input, or its own): 1 (2 with a channel PAD folded
+ * too) if done. The ADD
  * is the first unfolded node after the convolution, or after one channel PAD of its other
  * operand; it writes its output within KR_CUDA_PLAN_SLACK nodes of the convolution, so the
  * planner gave its storage to no tensor read from the convolution on. */
@@ -526,7 +527,7 @@ static int fold_post_add(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
         trial.add.c = c;
         trial.add.node = add;
         trial.add.post = ops[m].post;
-        if (!kr_cuda_conv_2d_dw_fits(&trial, ops[n].dw))
+        if (!kr_cuda_conv_2d_add_fits(&trial))
             continue;
         ops[n] = trial;
         folded[m] = 1;
@@ -656,5 +657,11 @@ int kr_cuda_fuse_dw_pw(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *f
         n_folded++;
         n_folded += fold_post_add(mem, ops, folded, n, x);
     }
+    /* the ADD + activation after a convolution only the GEMM takes (BlazeFace's 16 x 16 and
+     * 8 x 8 blocks) */
+    for (int n = 0; n < g->n_nodes; n++)
+        if (g->nodes[n].op == KR_OP_CONV_2D && !folded[n] && !ops[n].dw && !ops[n].add.src &&
+            g->nodes[n].n_inputs > 0 && g->nodes[n].inputs[0] >= 0)
+            n_folded += fold_post_add(mem, ops, folded, n, g->nodes[n].inputs[0]);
     return n_folded + fold_resizes(mem, ops, folded);
 }

@@ -61,7 +61,9 @@ int kr_cuda_fuse_pw_dw(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *f
  * is done by that convolution (kr_cuda_op.dw: the convolution's tile computes the depthwise's
  * outputs in shared memory, the BlazeFace blocks and the MobileNet projections), where
  * kr_cuda_conv_2d_dw_fits accepts the pair and no node from the depthwise to the convolution
- * (the convolution's output included) writes over the depthwise's input. Then, the same way,
+ * (the convolution's output included) writes over the depthwise's input. The same ADD (+ PAD)
+ * after a convolution that only the GEMM takes is folded into it too (kr_cuda_op.add,
+ * kr_cuda_conv_2d_add_fits). Then, the same way,
  * a RESIZE_BILINEAR whose output only a pointwise CONV_2D reads (kr_cuda_op.rz: the tile
  * samples the resize's input; selfie's decoder upsamples), where kr_cuda_conv_2d_rz_fits
  * accepts the pair. Chosen by the layers' shapes, never by the batch; the outputs are the

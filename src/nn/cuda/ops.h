@@ -101,9 +101,9 @@ typedef struct kr_cuda_op {
      * the convolution would have stored it (kr_cuda_depthwise_conv_2d_pw_fits). A residual
      * equal to the convolution's output (its out) is read from there. NULL: none. */
     const struct kr_cuda_op *pw;
-    /* With dw: an ADD with an activation or a folded post function (which plan_residual_folds
-     * leaves alone: BlazeFace's ADD + RELU) of this node's output and src, folded into this
-     * node (fusion.h): the node writes the ADD's output, each element
+    /* With dw, or on a layer only the GEMM takes: an ADD with an activation or a folded post
+     * function (which plan_residual_folds leaves alone: BlazeFace's ADD + RELU) of this node's
+     * output and src, folded into this node (fusion.h, kr_cuda_conv_2d_add_fits): the node writes the ADD's output, each element
      * post(clamp(stored(y) + src)) with the ADD's clamp and post function, y rounded to the
      * element type as the unfused node would have stored it. src has c channels per pixel,
      * the output's or fewer (a folded channel PAD with zeros after them). src NULL: none. */
@@ -186,6 +186,11 @@ int kr_cuda_conv_2d_tc(const kr_cuda_op *op);
  * (fusion.c) checks the graph and the memory. Results are the unfused nodes' bit for bit. */
 int kr_cuda_conv_2d_dw_fits(const kr_cuda_op *op, const kr_cuda_op *dw);
 
+/* Whether @p op's folded ADD (op->add, set by the caller on a trial copy) can run: with op->dw
+ * as kr_cuda_conv_2d_dw_fits; without, on a TFLite CONV_2D without other folds that takes the
+ * GEMM at every batch size (not a stem, not a pointwise layer of at most 32 inputs or on the
+ * tile path's shapes), src's channels at most the output's. */
+int kr_cuda_conv_2d_add_fits(const kr_cuda_op *op);
 /* Whether RESIZE_BILINEAR @p rz can be folded into pointwise CONV_2D @p op reading its output
  * (kr_cuda_op.rz): the convolution on the tile path's shapes as for kr_cuda_conv_2d_dw_fits, no
  * other fold; the resize without clamp, post function or residual, its input 4-channel
