@@ -1354,142 +1354,131 @@ static int pernode_folds(const kr_graph *g, int f16, kr_op op)
 #endif
 }
 
+/* Runs @p b's graph through the fold counts of the per-node schedule (f32 and f16: @p dws
+ * depthwise, @p adds ADD and @p pads PAD nodes folded, where a device exists) and check_graph. */
+static void check_dw_pw_graph(kt_graph *b, const char *name, int dws, int adds, int pads)
+{
+    kr_graph *gr = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(b, &gr, &err) != KEYER_OK)
+        fail_msg("%s: %s", name, err.message);
+    for (int f16 = 0; f16 <= 1; f16++) {
+        const int d = pernode_folds(gr, f16, KR_OP_DEPTHWISE_CONV_2D);
+        const int a = pernode_folds(gr, f16, KR_OP_ADD);
+        const int p = pernode_folds(gr, f16, KR_OP_PAD);
+        printf("%s: %s: folded %d depthwise, %d ADD, %d PAD nodes (-1: no device)\n", name,
+               f16 ? "f16" : "f32", d, a, p);
+        if (d >= 0) {
+            assert_int_equal(d, dws);
+            assert_int_equal(a, adds);
+            assert_int_equal(p, pads);
+        }
+    }
+    check_graph(gr, name, 0);
+}
+
+/* A channel PAD of @p x (@p xd) to @p c channels, zeros after. */
+static int chain_channel_pad(kt_graph *b, int x, const int *xd, int c, int *od)
+{
+    static const int two[2] = {4, 2};
+    int32_t pads[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    pads[7] = c - xd[3];
+    od[0] = xd[0], od[1] = xd[1], od[2] = xd[2], od[3] = c;
+    int in[2] = {x, kt_graph_const(b, KR_DTYPE_I32, 2, two, pads)};
+    int y = kt_graph_act(b, 4, od);
+    kr_node *n = kt_graph_node(b, KR_OP_PAD, 2, in, y);
+    n->p.pad.after[3] = c - xd[3];
+    return y;
+}
+
 /*
  * Depthwise convolutions whose output only a pointwise convolution reads, which the per-node
  * schedule folds into that convolution's tile (cuda conv_2d.cu, kr_cuda_op.dw), with the ADD
- * after it when that ADD has an activation (kr_cuda_op.add): BlazeFace's block (depthwise 3x3
- * -> 1x1 24 -> 24, + the depthwise's input, RELU6 as a node of its own), its widening block (a
+ * after it when that ADD has an activation (kr_cuda_op.add), and BlazeFace's ADD + RELU after a
+ * 1x1 layer that only the GEMM takes. Five graphs of two layers each (so that half precision's
+ * rounding stays within the f16 tolerance: one 7-layer graph of them all measured 0.07-0.09
+ * in every f16 schedule, the persistent one included): BlazeFace's block (depthwise 3x3 ->
+ * 1x1 24 -> 24, + the depthwise's input, RELU6 as a node of its own); its widening block (a
  * stride-2 depthwise -> 1x1 24 -> 32, + a max pool of the depthwise's input padded from 24 to
- * 32 channels with zeros, + RELU), a 5x5 depthwise + HARD_SWISH (a node of its own) into a
- * narrow 1x1 32 -> 16 (the narrow path's order: from the bias), and a 3x3 depthwise with a
- * RELU6 clamp into a 1x1 16 -> 72 (the tile's order in f32, conv_pw_groups' in f16); then a
- * block whose 1x1 72 -> 80 only the GEMM takes (its depthwise stays on its own), whose ADD +
- * RELU and channel PAD 72 -> 80 fold into the GEMM. Odd sizes (37 x 29, 19 x 15), so that
- * tiles are cut at the edges and across items. Every cuda variant against the reference at
- * batch 1 and 3; on a device, the per-node schedule must fold all 4 depthwise nodes, the 3
- * ADDs and both PADs, in f32 and in f16.
+ * 32 channels, + RELU); a 5x5 depthwise + HARD_SWISH (a node of its own) into a narrow 1x1
+ * 32 -> 16 (the narrow path's order: from the bias); a 3x3 depthwise into a 1x1 16 -> 72
+ * (the tile's order in f32, conv_pw_groups' in f16); a block
+ * whose 1x1 72 -> 80 only the GEMM takes (its depthwise stays on its own), with its ADD + RELU
+ * and channel PAD 72 -> 80. Odd sizes (37 x 29, 19 x 15), so that tiles are cut at the edges
+ * and across items. Every cuda variant against the reference at batch 1 and 3; on a device,
+ * the per-node schedule must fold the depthwise, ADD and PAD nodes named, in f32 and in f16.
  */
 static void test_dw_pw_chains(void **state)
 {
     (void)state;
     kt_graph b;
-    kt_graph_begin(&b, "depthwise + pointwise chains", 64, 32, 1 << 20);
     kt_rng rng = kt_rng_seed(4711);
-    int xd[4] = {1, 37, 29, 24}, d1[4], d2[4], d3[4], d4[4], d5[4], d6[4], d7[4], d8[4];
-    int x = kt_graph_act(&b, 4, xd);
-    kt_graph_input(&b, x);
-    /* values clamped where they would grow past what a float16 check can bound */
-    int w = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, 24, 3, 1, KR_ACT_NONE, d1);
-    int p = chain_conv(&b, &rng, KR_OP_CONV_2D, w, d1, 24, 1, 1, KR_ACT_NONE, d2);
-    int r = chain_binary(&b, KR_OP_ADD, p, x, d2);
-    r = chain_unary(&b, KR_OP_RELU6, r, d2);
-    int v = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, r, d2, 24, 3, 2, KR_ACT_NONE, d3);
-    int mp = kt_graph_act(&b, 4, d3);
-    kr_node *pool = kt_graph_node(&b, KR_OP_MAX_POOL_2D, 1, &r, mp);
-    pool->p.window.kernel_h = pool->p.window.kernel_w = 2;
-    pool->p.window.stride_h = pool->p.window.stride_w = 2;
-    pool->p.window.dilation_h = pool->p.window.dilation_w = 1;
-    pool->p.window.padding = KR_PADDING_SAME;
-    int q = chain_conv(&b, &rng, KR_OP_CONV_2D, v, d3, 32, 1, 1, KR_ACT_NONE, d4);
-    int32_t pads[8] = {0, 0, 0, 0, 0, 0, 0, 8};
-    int two[2] = {4, 2};
-    int pin[2] = {mp, kt_graph_const(&b, KR_DTYPE_I32, 2, two, pads)};
-    int pd = kt_graph_act(&b, 4, d4);
-    kr_node *pn = kt_graph_node(&b, KR_OP_PAD, 2, pin, pd);
-    pn->p.pad.after[3] = 8;
-    int s2 = chain_binary(&b, KR_OP_ADD, pd, q, d4);
-    s2 = chain_unary(&b, KR_OP_RELU, s2, d4);
-    int u = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, s2, d4, 32, 5, 1, KR_ACT_RELU6, d5);
-    u = chain_unary(&b, KR_OP_HARD_SWISH, u, d5);
-    int n = chain_conv(&b, &rng, KR_OP_CONV_2D, u, d5, 16, 1, 1, KR_ACT_RELU6, d6);
-    int t = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, n, d6, 16, 3, 1, KR_ACT_RELU6, d7);
-    int e = chain_conv(&b, &rng, KR_OP_CONV_2D, t, d7, 72, 1, 1, KR_ACT_RELU6, d8);
-    /* a block whose 1x1 72 -> 80 only the GEMM takes: its ADD + RELU and PAD fold into it */
-    int d9[4], d10[4];
-    int f = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, e, d8, 72, 3, 1, KR_ACT_RELU6, d9);
-    int gc = chain_conv(&b, &rng, KR_OP_CONV_2D, f, d9, 80, 1, 1, KR_ACT_NONE, d10);
-    int32_t pads2[8] = {0, 0, 0, 0, 0, 0, 0, 8};
-    int pin2[2] = {e, kt_graph_const(&b, KR_DTYPE_I32, 2, two, pads2)};
-    int pd2 = kt_graph_act(&b, 4, d10);
-    kr_node *pn2 = kt_graph_node(&b, KR_OP_PAD, 2, pin2, pd2);
-    pn2->p.pad.after[3] = 8;
-    int s3 = chain_binary(&b, KR_OP_ADD, gc, pd2, d10);
-    s3 = chain_unary(&b, KR_OP_RELU, s3, d10);
-    kt_graph_output(&b, s3);
-    kt_graph_output(&b, n); /* read twice: not folded into the depthwise after it (pw) */
-    kr_graph *gr = NULL;
-    keyer_error err = {0};
-    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
-        fail_msg("depthwise + pointwise chains: %s", err.message);
-    for (int f16 = 0; f16 <= 1; f16++) {
-        const int dws = pernode_folds(gr, f16, KR_OP_DEPTHWISE_CONV_2D);
-        const int adds = pernode_folds(gr, f16, KR_OP_ADD);
-        const int padf = pernode_folds(gr, f16, KR_OP_PAD);
-        printf("depthwise + pointwise chains: %s: folded %d depthwise, %d ADD, %d PAD nodes "
-               "(-1: no device)\n",
-               f16 ? "f16" : "f32", dws, adds, padf);
-        if (dws >= 0) {
-            assert_int_equal(dws, 4);
-            assert_int_equal(adds, 3);
-            assert_int_equal(padf, 2);
-        }
+    int d1[4], d2[4], d3[4], pd[4];
+    {
+        kt_graph_begin(&b, "depthwise + pointwise: BlazeFace block", 64, 32, 1 << 20);
+        int xd[4] = {1, 37, 29, 24};
+        int x = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, x);
+        int w = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, 24, 3, 1, KR_ACT_NONE, d1);
+        int p = chain_conv(&b, &rng, KR_OP_CONV_2D, w, d1, 24, 1, 1, KR_ACT_NONE, d2);
+        int r = chain_binary(&b, KR_OP_ADD, p, x, d2);
+        r = chain_unary(&b, KR_OP_RELU6, r, d2);
+        kt_graph_output(&b, r);
+        check_dw_pw_graph(&b, "depthwise + pointwise: BlazeFace block", 1, 1, 0);
     }
-    check_graph(gr, "depthwise + pointwise chains", 0);
-}
-
-/*
- * Pointwise convolutions whose output only a depthwise convolution reads (or also the residual
- * ADD folded into it), which the per-node schedule folds into that depthwise (cuda
- * depthwise_conv_2d.cu, kr_cuda_op.pw: bands of rows with their halo in shared memory): a
- * narrow 1x1 16 -> 16 + RELU into a stride-2 3x3 depthwise + RELU (selfie's first block; the
- * narrow path's order), a 1x1 16 -> 72 + RELU into a 3x3 depthwise (conv_pw_groups' order in
- * f16, the GEMM's in f32) followed by a projection 72 -> 24, a 1x1 24 -> 24 + RELU into a 3x3
- * depthwise + RELU whose folded residual ADD is the pointwise output itself (selfie's decoder),
- * and a 1x1 24 -> 32 + HARD_SWISH into a 5x5 stride-2 depthwise + HARD_SWISH. Odd sizes (37 x
- * 29), so that bands are cut at the bottom and windows at every edge. Every cuda variant
- * against the reference at batch 1 and 3; on a device, the per-node schedule must fold all 4
- * pointwise convolutions in f32 and in f16.
- */
-static void test_pw_dw_chains(void **state)
-{
-    (void)state;
-    kt_graph b;
-    kt_graph_begin(&b, "pointwise into depthwise chains", 64, 32, 1 << 20);
-    kt_rng rng = kt_rng_seed(5150);
-    int xd[4] = {1, 37, 29, 16}, d1[4], d2[4], d3[4], d4[4], d5[4], d6[4], d7[4], d8[4], d9[4];
-    int x = kt_graph_act(&b, 4, xd);
-    kt_graph_input(&b, x);
-    /* every layer clamped to [0, 6], so that a float16 check can bound the values */
-    int a = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 16, 1, 1, KR_ACT_RELU6, d1);
-    a = chain_unary(&b, KR_OP_RELU, a, d1);
-    int w = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, a, d1, 16, 3, 2, KR_ACT_RELU6, d2);
-    w = chain_unary(&b, KR_OP_RELU, w, d2);
-    int c = chain_conv(&b, &rng, KR_OP_CONV_2D, w, d2, 72, 1, 1, KR_ACT_RELU6, d3);
-    c = chain_unary(&b, KR_OP_RELU, c, d3);
-    int v = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, c, d3, 72, 3, 1, KR_ACT_RELU6, d4);
-    int e = chain_conv(&b, &rng, KR_OP_CONV_2D, v, d4, 24, 1, 1, KR_ACT_RELU6, d5);
-    int f = chain_conv(&b, &rng, KR_OP_CONV_2D, e, d5, 24, 1, 1, KR_ACT_RELU6, d6);
-    f = chain_unary(&b, KR_OP_RELU, f, d6);
-    int gw = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, f, d6, 24, 3, 1, KR_ACT_RELU6, d7);
-    gw = chain_unary(&b, KR_OP_RELU, gw, d7);
-    int h = chain_binary(&b, KR_OP_ADD, f, gw, d7);                   /* into the depthwise */
-    int i = chain_conv(&b, &rng, KR_OP_CONV_2D, h, d7, 32, 1, 1, KR_ACT_RELU6, d8);
-    i = chain_unary(&b, KR_OP_HARD_SWISH, i, d8);
-    int j = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, i, d8, 32, 5, 2, KR_ACT_RELU6, d9);
-    j = chain_unary(&b, KR_OP_HARD_SWISH, j, d9);
-    kt_graph_output(&b, j);
-    kr_graph *gr = NULL;
-    keyer_error err = {0};
-    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
-        fail_msg("pointwise into depthwise chains: %s", err.message);
-    for (int f16 = 0; f16 <= 1; f16++) {
-        const int convs = pernode_folds(gr, f16, KR_OP_CONV_2D);
-        printf("pointwise into depthwise chains: %s: folded %d pointwise nodes (-1: no device)\n",
-               f16 ? "f16" : "f32", convs);
-        if (convs >= 0)
-            assert_int_equal(convs, 4);
+    {
+        kt_graph_begin(&b, "depthwise + pointwise: BlazeFace widening", 64, 32, 1 << 20);
+        int xd[4] = {1, 37, 29, 24};
+        int x = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, x);
+        int v = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, 24, 3, 2, KR_ACT_RELU6, d1);
+        int mp = kt_graph_act(&b, 4, d1);
+        kr_node *pool = kt_graph_node(&b, KR_OP_MAX_POOL_2D, 1, &x, mp);
+        pool->p.window.kernel_h = pool->p.window.kernel_w = 2;
+        pool->p.window.stride_h = pool->p.window.stride_w = 2;
+        pool->p.window.dilation_h = pool->p.window.dilation_w = 1;
+        pool->p.window.padding = KR_PADDING_SAME;
+        int q = chain_conv(&b, &rng, KR_OP_CONV_2D, v, d1, 32, 1, 1, KR_ACT_NONE, d2);
+        int pad = chain_channel_pad(&b, mp, d1, 32, pd);
+        int s2 = chain_binary(&b, KR_OP_ADD, pad, q, d2);
+        s2 = chain_unary(&b, KR_OP_RELU, s2, d2);
+        kt_graph_output(&b, s2);
+        check_dw_pw_graph(&b, "depthwise + pointwise: BlazeFace widening", 1, 1, 1);
     }
-    check_graph(gr, "pointwise into depthwise chains", 0);
+    {
+        kt_graph_begin(&b, "depthwise + pointwise: narrow", 64, 32, 1 << 20);
+        int xd[4] = {1, 19, 15, 32};
+        int x = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, x);
+        int u = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, 32, 5, 1, KR_ACT_RELU6, d1);
+        u = chain_unary(&b, KR_OP_HARD_SWISH, u, d1);
+        int n = chain_conv(&b, &rng, KR_OP_CONV_2D, u, d1, 16, 1, 1, KR_ACT_RELU6, d2);
+        kt_graph_output(&b, n);
+        check_dw_pw_graph(&b, "depthwise + pointwise: narrow", 1, 0, 0);
+    }
+    {
+        kt_graph_begin(&b, "depthwise + pointwise: wide", 64, 32, 1 << 20);
+        int xd[4] = {1, 19, 15, 16};
+        int x = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, x);
+        int t = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, 16, 3, 1, KR_ACT_RELU6, d1);
+        int e = chain_conv(&b, &rng, KR_OP_CONV_2D, t, d1, 72, 1, 1, KR_ACT_RELU6, d2);
+        kt_graph_output(&b, e);
+        check_dw_pw_graph(&b, "depthwise + pointwise: wide", 1, 0, 0);
+    }
+    {
+        kt_graph_begin(&b, "depthwise + pointwise: GEMM + ADD", 64, 32, 1 << 20);
+        int xd[4] = {1, 19, 15, 72};
+        int x = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, x);
+        int f = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, 72, 3, 1, KR_ACT_RELU6, d1);
+        int gc = chain_conv(&b, &rng, KR_OP_CONV_2D, f, d1, 80, 1, 1, KR_ACT_NONE, d3);
+        int pad = chain_channel_pad(&b, x, xd, 80, pd);
+        int s3 = chain_binary(&b, KR_OP_ADD, gc, pad, d3);
+        s3 = chain_unary(&b, KR_OP_RELU, s3, d3);
+        kt_graph_output(&b, s3);
+        check_dw_pw_graph(&b, "depthwise + pointwise: GEMM + ADD", 0, 1, 1);
+    }
 }
 
 /*
@@ -1931,7 +1920,6 @@ int main(void)
         cmocka_unit_test(test_excitation_chains),
         cmocka_unit_test(test_expand_dw_chains),
         cmocka_unit_test(test_dw_pw_chains),
-        cmocka_unit_test(test_pw_dw_chains),
         cmocka_unit_test(test_resize_pw_chains),
         cmocka_unit_test(test_u2net_block),
         cmocka_unit_test(test_gather_folds),

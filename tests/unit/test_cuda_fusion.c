@@ -104,7 +104,6 @@ static void make_view(view *v, const kr_graph *g, int f16, int slack, int cc)
                            .caps = &v->caps};
     v->n_folded = kr_cuda_fuse(&v->mem, f16, v->ops, v->folded);
     v->n_folded += kr_cuda_fuse_gathers(&v->mem, v->ops, v->folded);
-    v->n_folded += kr_cuda_fuse_pw_dw(&v->mem, v->ops, v->folded);
     v->n_folded += kr_cuda_fuse_dw_pw(&v->mem, v->ops, v->folded);
 }
 
@@ -276,18 +275,17 @@ static int overlaps_t(const view *v, const void *p, size_t bytes, int t)
                           kr_cuda_mem_bytes(&v->mem, st));
 }
 
-/* Every depthwise/pointwise fold of @p v (kr_cuda_op.pw, .dw, .add): the folded node is the
- * surviving node's input's producer (or the node its activation was folded into), marked
- * folded; the survivor's output does not overlap what its kernel reads (the folded node's
- * input, the ADD's other operand; a GEMM convolution's own input). Sets the counts of each
- * kind of fold. */
-static void check_dw_folds(const view *v, int *pw, int *dw, int *adds)
+/* Every depthwise and ADD fold of @p v (kr_cuda_op.dw, .add): the folded depthwise is the
+ * convolution's input's producer (or the node its activation was folded into), marked folded;
+ * the convolution's output does not overlap what its kernel reads (the depthwise's input, the
+ * ADD's other operand; a GEMM convolution's own input). Sets the counts of each kind of fold. */
+static void check_dw_folds(const view *v, int *dw, int *adds)
 {
     const kr_graph *g = v->mem.graph;
-    *pw = *dw = *adds = 0;
+    *dw = *adds = 0;
     for (int n = 0; n < g->n_nodes; n++) {
         const kr_cuda_op *op = &v->ops[n];
-        const kr_cuda_op *in_op = op->pw ? op->pw : op->dw;
+        const kr_cuda_op *in_op = op->dw;
         if (!in_op && op->add.src) { /* an ADD folded into a GEMM convolution */
             assert_int_equal(g->nodes[n].op, KR_OP_CONV_2D);
             assert_false(v->folded[n]);
@@ -301,15 +299,14 @@ static void check_dw_folds(const view *v, int *pw, int *dw, int *adds)
         assert_false(v->folded[n]);
         const int f = (int)(in_op - v->ops);
         assert_true(f >= 0 && f < n && v->folded[f]);
-        assert_int_equal(g->nodes[f].op, op->pw ? KR_OP_CONV_2D : KR_OP_DEPTHWISE_CONV_2D);
-        assert_int_equal(g->nodes[n].op, op->pw ? KR_OP_DEPTHWISE_CONV_2D : KR_OP_CONV_2D);
+        assert_int_equal(g->nodes[f].op, KR_OP_DEPTHWISE_CONV_2D);
+        assert_int_equal(g->nodes[n].op, KR_OP_CONV_2D);
         assert_ptr_equal(in_op->out, v->mem.arena + v->offsets[kr_tensor_storage(g, g->nodes[n].inputs[0])]);
         const size_t out_bytes = kr_cuda_mem_bytes(&v->mem, g->nodes[n].outputs[0]);
         const int x = g->nodes[f].inputs[0];
         assert_false(overlaps_t(v, op->out, out_bytes, x));
-        *pw += op->pw != NULL;
-        assert_null(op->rz); /* never together with pw or dw */
-        *dw += op->dw != NULL;
+        assert_null(op->rz); /* never together with dw */
+        (*dw)++;
         if (op->add.src) {
             assert_non_null(op->dw);
             assert_int_equal(op->add.node->op, KR_OP_ADD);
@@ -360,28 +357,26 @@ static keyer_model *load_tflite(const char *name)
 }
 
 /*
- * The per-node schedule's depthwise/pointwise folds (kr_cuda_fuse_pw_dw, kr_cuda_fuse_dw_pw) on
- * the TFLite models, f32 and f16, as the H100 and as an emulated 7.5 (64 KB of shared memory
- * per block): selfie's 11 expansions (every 1x1 whose output only a depthwise reads, 3 of them
- * with the block's residual ADD folded into the depthwise) go into their depthwise convs, but
- * for one in f32 as 7.5 (the 24 -> 96 expansion before the 5x5 stride-2 depthwise: one output
- * row's band, 71 KB, passes the class's 64 KB); face-short's depthwise convs of the 4 blocks
- * at 64 x 64 and 32 x 32 whose widths are multiples of 4 (24 -> 24, 24 -> 28, 28 -> 32 after a
- * stride-2 depthwise beside a max pool, 32 -> 36; the 36 -> 42 and 42 -> 48 blocks are not, and
- * the 16 x 16 blocks' 1x1 layers, 48 inputs and more with over 2,304 weights, keep the GEMM)
- * go into the 1x1 after them, each with its ADD + RELU and 3 of them with their channel PAD,
- * and the other 12 blocks' ADD + RELU (and 8 channel PADs) go into their 1x1 layers, which only
- * the GEMM takes (all 16 ADDs and 11 PADs of the model);
- * selfie's decoder upsamples to 64 x 64 and 128 x 128 go into the 1x1 layers reading them (the
- * one to 32 x 32 feeds a 128 -> 24 layer off the tile path's shapes).
+ * The per-node schedule's depthwise, ADD and resize folds (kr_cuda_fuse_dw_pw) on the TFLite
+ * models, f32 and f16, as the H100 and as an emulated 7.5 (64 KB of shared memory per block):
+ * selfie's two depthwise convs read only by a 1x1 layer (the 72 -> 24 and 88 -> 24 projections
+ * at 32 x 32) go into it, and its decoder's upsamples to 64 x 64 and 128 x 128 into the 1x1
+ * layers reading them (the one to 32 x 32 feeds a 128 -> 24 layer off the tile path's
+ * shapes); face-short's depthwise convs of the 4 blocks at 64 x 64 and 32 x 32 whose widths
+ * are multiples of 4 (24 -> 24, 24 -> 28, 28 -> 32 after a stride-2 depthwise beside a max
+ * pool, 32 -> 36; the 36 -> 42 and 42 -> 48 blocks are not, and the 16 x 16 blocks' 1x1
+ * layers, 48 inputs and more with over 2,304 weights, keep the GEMM) go into the 1x1 after
+ * them, each with its ADD + RELU and 3 of them with their channel PAD, and the other 12
+ * blocks' ADD + RELU (and 8 channel PADs) go into their 1x1 layers, which only the GEMM takes
+ * (all 16 ADDs and 11 PADs of the model).
  */
 static void test_tflite_dw_folds(void **state)
 {
     (void)state;
     static const struct {
         const char *name;
-        int pw, dw, adds, pads, rzs;
-    } models[] = {{"selfie", 11, 0, 0, 0, 2}, {"face-short", 0, 4, 16, 11, 0}};
+        int dw, adds, pads, rzs;
+    } models[] = {{"selfie", 2, 0, 0, 2}, {"face-short", 4, 16, 11, 0}};
     static const int ccs[] = {90, 75};
     for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
         keyer_model *m = load_tflite(models[i].name);
@@ -392,19 +387,18 @@ static void test_tflite_dw_folds(void **state)
             for (int f16 = 0; f16 < 2; f16++) {
                 view v;
                 make_view(&v, g, f16, KR_CUDA_PLAN_SLACK, ccs[c]);
-                int pw, dw, adds;
-                check_dw_folds(&v, &pw, &dw, &adds);
+                int dw, adds;
+                check_dw_folds(&v, &dw, &adds);
                 const int pads = folded_of(&v, KR_OP_PAD);
                 const int rzs = check_rz_folds(&v);
-                printf("%s %s compute %d: %d pointwise into depthwise, %d depthwise into "
-                       "pointwise, %d ADDs, %d PADs, %d resizes folded (%d nodes in all)\n",
-                       models[i].name, f16 ? "f16" : "f32", ccs[c], pw, dw, adds, pads, rzs,
+                printf("%s %s compute %d: %d depthwise into pointwise, %d ADDs, %d PADs, %d "
+                       "resizes folded (%d nodes in all)\n",
+                       models[i].name, f16 ? "f16" : "f32", ccs[c], dw, adds, pads, rzs,
                        v.n_folded);
-                assert_int_equal(rzs, models[i].rzs);
-                assert_int_equal(pw, models[i].pw - (i == 0 && !f16 && ccs[c] == 75));
                 assert_int_equal(dw, models[i].dw);
                 assert_int_equal(adds, models[i].adds);
                 assert_int_equal(pads, models[i].pads);
+                assert_int_equal(rzs, models[i].rzs);
                 free_view(&v);
             }
         keyer_model_destroy(&m);

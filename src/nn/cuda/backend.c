@@ -481,7 +481,6 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
                                                : KR_SCHEDULE_PERSISTENT;
         if (!st && !inst->pers) { /* the per-node schedule's own folds (fusion.h) */
             inst->n_folded += kr_cuda_fuse_gathers(&inst->mem, inst->ops, inst->folded);
-            inst->n_folded += kr_cuda_fuse_pw_dw(&inst->mem, inst->ops, inst->folded);
             inst->n_folded += kr_cuda_fuse_dw_pw(&inst->mem, inst->ops, inst->folded);
         }
     }

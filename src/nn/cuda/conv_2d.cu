@@ -461,8 +461,13 @@ __global__ void __launch_bounds__(256) conv_pw_tile(const T *__restrict__ x,
         for (int i = tid; i < here * K / 4; i += 256) {
             const int p = 4 * i / K, k = 4 * i % K;
             float v[4];
-            if (DW == SRC_DW) {
-                kr_dw_unit<T>(d.dw, m0 + p, k, v); /* the folded depthwise's 4 channels */
+            if (DW == SRC_DW) { /* the folded depthwise's 4 channels */
+                if (d.dw.kw == 3)
+                    kr_dw_unit<T, 3>(d.dw, m0 + p, k, v);
+                else if (d.dw.kw == 5)
+                    kr_dw_unit<T, 5>(d.dw, m0 + p, k, v);
+                else
+                    kr_dw_unit<T, 0>(d.dw, m0 + p, k, v);
             } else if (DW == SRC_RZ) { /* the folded resize's, as resize_kernel computes them */
                 const int m = m0 + p, ox = m % d.rz.ow, t = m / d.rz.ow;
                 rs_pixel<T, 4, size_t>((const T *)d.rx, d.rz, (size_t)(t / d.rz.oh), t % d.rz.oh,
@@ -656,8 +661,7 @@ template <typename T> static int dw_fits(const kr_cuda_op *op, const conv_shape 
         return 0;
     const kr_node *n = dw->node;
     const kr_window_params *p = &n->p.window;
-    if (n->op != KR_OP_DEPTHWISE_CONV_2D || dw->residual || dw->pw || n->n_inputs < 2 ||
-        n->inputs[1] < 0)
+    if (n->op != KR_OP_DEPTHWISE_CONV_2D || dw->residual || n->n_inputs < 2 || n->inputs[1] < 0)
         return 0;
     const kr_tensor *xt = kr_in_t(dw, 0), *wt = kr_in_t(dw, 1), *yt = kr_out_t(dw);
     const kr_tensor *bt = n->n_inputs > 2 && n->inputs[2] >= 0 ? kr_in_t(dw, 2) : NULL;
@@ -806,12 +810,6 @@ template <typename T> static int dw_fits_op(const kr_cuda_op *op, const kr_cuda_
         op->cat.src[0] || op->pool.src || kr_cuda_conv_2d_tc_fits(op) || kr_cuda_conv_2d_mma_fits(op))
         return 0;
     return dw_fits<T>(op, shape_of(op), dw);
-}
-
-extern "C" int kr_cuda_conv_2d_bias_first(const kr_cuda_op *op)
-{
-    const conv_shape s = shape_of(op);
-    return op->f16 ? pw_bias_first<__half>(s) : pw_bias_first<float>(s);
 }
 
 extern "C" int kr_cuda_conv_2d_dw_fits(const kr_cuda_op *op, const kr_cuda_op *dw)

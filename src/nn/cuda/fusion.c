@@ -436,7 +436,6 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
         op->pool.src = NULL;
         op->dw = NULL;
         op->rz = NULL;
-        op->pw = NULL;
         op->add.src = NULL;
         op->add.c = 0;
         op->add.node = NULL;
@@ -538,57 +537,6 @@ static int fold_post_add(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
     return 0;
 }
 
-/* (fusion.h) */
-int kr_cuda_fuse_pw_dw(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
-{
-    const kr_graph *g = mem->graph;
-    int n_folded = 0;
-    for (int n = 1; n < g->n_nodes; n++) {
-        const kr_node *dw = &g->nodes[n];
-        if (dw->op != KR_OP_DEPTHWISE_CONV_2D || folded[n] || ops[n].pw || ops[n].dw ||
-            dw->n_inputs < 1 || dw->inputs[0] < 0)
-            continue;
-        const int t = dw->inputs[0];
-        const kr_tensor *tt = &g->tensors[t];
-        /* t is read by the depthwise alone, or also as its folded residual */
-        const int self_res = ops[n].residual == kr_cuda_mem_ptr(mem, t);
-        if (kr_tensor_is_const(tt) || tt->graph_output >= 0 || tt->view_of >= 0 ||
-            is_viewed(g, t) || readers(g, t) != 1 + self_res)
-            continue;
-        if (self_res) { /* its other reader: the ADD folded into the depthwise */
-            int ok = 0;
-            for (int m = n + 1; m < g->n_nodes && !ok; m++)
-                ok = folded[m] && g->nodes[m].op == KR_OP_ADD &&
-                     kr_cuda_mem_ptr(mem, g->nodes[m].outputs[0]) == ops[n].out &&
-                     (g->nodes[m].inputs[0] == t || g->nodes[m].inputs[1] == t);
-            if (!ok)
-                continue;
-        }
-        /* the pointwise writing t: its producer, or the node its activation was folded into */
-        int p = tt->producer;
-        if (p >= 1 && folded[p] && kr_cuda_post_of(g->nodes[p].op) != KR_CUDA_POST_NONE)
-            p--;
-        if (p < 0 || p >= n || folded[p] || g->nodes[p].op != KR_OP_CONV_2D ||
-            ops[p].out != kr_cuda_mem_ptr(mem, t))
-            continue;
-        const int x = g->nodes[p].inputs[0];
-        if (x < 0 || kr_tensor_is_const(&g->tensors[x]))
-            continue;
-        /* the depthwise reads x when it runs: no node from the pointwise on writes over it,
-         * the depthwise's own output included */
-        const int src[2] = {x, -1};
-        int clash = 0;
-        for (int q = p + 1; q <= n && !clash; q++)
-            clash = !folded[q] && writes_over(mem, ops, q, src);
-        if (clash || !kr_cuda_depthwise_conv_2d_pw_fits(&ops[n], &ops[p]))
-            continue;
-        ops[n].pw = &ops[p];
-        folded[p] = 1;
-        n_folded++;
-    }
-    return n_folded;
-}
-
 /* The resize folds of kr_cuda_fuse_dw_pw: returns how many. */
 static int fold_resizes(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
 {
@@ -638,8 +586,7 @@ int kr_cuda_fuse_dw_pw(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *f
         if (d >= 1 && folded[d] && kr_cuda_post_of(g->nodes[d].op) != KR_CUDA_POST_NONE)
             d--;
         if (d < 0 || d >= n || folded[d] || g->nodes[d].op != KR_OP_DEPTHWISE_CONV_2D ||
-            ops[d].out != kr_cuda_mem_ptr(mem, t) || ops[d].residual || ops[d].addend ||
-            ops[d].pw)
+            ops[d].out != kr_cuda_mem_ptr(mem, t) || ops[d].residual || ops[d].addend)
             continue;
         int x = g->nodes[d].inputs[0];
         if (x < 0 || kr_tensor_is_const(&g->tensors[x]))

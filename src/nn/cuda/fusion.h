@@ -44,19 +44,7 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
  * @p folded; returns how many. Never fails. */
 int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded);
 
-/* The per-node schedule's pointwise folds, after kr_cuda_fuse_gathers: a pointwise CONV_2D
- * (with its folded activation, no other fold) whose output only a DEPTHWISE_CONV_2D reads (or
- * also the residual ADD folded into that depthwise: selfie's decoder blocks) is done by that
- * depthwise (kr_cuda_op.pw: the depthwise's kernel computes the pointwise outputs of a band of
- * rows, halo included, in shared memory: the MobileNet expansions), where
- * kr_cuda_depthwise_conv_2d_pw_fits accepts the pair and no node from the convolution to the
- * depthwise (its output included) writes over the convolution's input. Chosen by the layers'
- * shapes, never by the batch; the outputs are the unfused nodes' bit for bit. The folded
- * convolutions are marked in @p folded; returns how many. Never fails. Before
- * kr_cuda_fuse_dw_pw, which leaves these depthwise nodes alone. */
-int kr_cuda_fuse_pw_dw(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded);
-
-/* The per-node schedule's depthwise folds, after kr_cuda_fuse_pw_dw: a DEPTHWISE_CONV_2D
+/* The per-node schedule's depthwise folds, after kr_cuda_fuse_gathers: a DEPTHWISE_CONV_2D
  * (with its folded activation, no folded residual) whose output only a pointwise CONV_2D reads
  * is done by that convolution (kr_cuda_op.dw: the convolution's tile computes the depthwise's
  * outputs in shared memory, the BlazeFace blocks and the MobileNet projections), where

@@ -95,12 +95,6 @@ typedef struct kr_cuda_op {
      * is not written; the convolution's tile samples the resize's input per pixel as the resize
      * kernel would have stored it (kr_cuda_conv_2d_rz_fits). NULL: none. */
     const struct kr_cuda_op *rz;
-    /* A pointwise CONV_2D folded into this DEPTHWISE_CONV_2D reading its output (fusion.h,
-     * per-node schedule only): the convolution's own op, whose output is not written (unless a
-     * fold cannot launch); this node's kernel computes it per band of rows in shared memory, as
-     * the convolution would have stored it (kr_cuda_depthwise_conv_2d_pw_fits). A residual
-     * equal to the convolution's output (its out) is read from there. NULL: none. */
-    const struct kr_cuda_op *pw;
     /* With dw, or on a layer only the GEMM takes: an ADD with an activation or a folded post
      * function (which plan_residual_folds leaves alone: BlazeFace's ADD + RELU) of this node's
      * output and src, folded into this node (fusion.h, kr_cuda_conv_2d_add_fits): the node writes the ADD's output, each element
@@ -196,18 +190,6 @@ int kr_cuda_conv_2d_add_fits(const kr_cuda_op *op);
  * other fold; the resize without clamp, post function or residual, its input 4-channel
  * aligned. Results are the unfused nodes' bit for bit. */
 int kr_cuda_conv_2d_rz_fits(const kr_cuda_op *op, const kr_cuda_op *rz);
-/* Whether pointwise CONV_2D @p pw can be folded into DEPTHWISE_CONV_2D @p op reading its output
- * (kr_cuda_op.pw): a TFLite 1x1 stride-1 layer with float weights, no folds of its own, input
- * channels a multiple of 4; the depthwise with multiplier 1, no dilation, channels a multiple of
- * 4, and a band of one output row's shared memory within the device's (or the emulated
- * class's) opt-in limit. The host checks of depthwise_conv_2d.cu; the caller (fusion.c) checks
- * the graph and the memory. Results are the unfused nodes' bit for bit. */
-int kr_cuda_depthwise_conv_2d_pw_fits(const kr_cuda_op *op, const kr_cuda_op *pw);
-/* Whether pointwise CONV_2D @p op's sum starts from the bias in the kernel it takes unfused
- * (conv_narrow, conv_pw_groups: 1) or from 0 with the bias added last (the GEMM, the tile
- * path with BL: 0); ops/conv_2d.cuh lists the orders. For folds that must sum alike. */
-int kr_cuda_conv_2d_bias_first(const kr_cuda_op *op);
-
 /* Whether @p node of @p g is a global average pool: an AVERAGE_POOL_2D with one output pixel
  * whose window covers the whole NHWC input, or a MEAN over H and W keeping them (the same
  * arithmetic: selfie-landscape's excitations). The fusion pass folds an ADD before either into

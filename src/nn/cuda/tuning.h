@@ -48,13 +48,6 @@
 #define PW_TILE_MIN_TILES 64
 #define PW_TILE_MAX_SMEM (100 * 1024)
 
-/* ---- the per-node depthwise with a folded pointwise layer (depthwise_conv_2d.cu, dw_pw_band)
- * A band of output rows takes the most rows (16, 8, 4, 2 or 1) whose shared memory (the
- * pointwise weights and the pointwise outputs of the band's input rows) stays within
- * DW_PW_SMEM: three blocks per multiprocessor on an H100. Not yet measured against other
- * values. */
-#define DW_PW_SMEM (72 * 1024)
-
 /* ---- the persistent planner (persistent/plan.c) -------------------------------------------- */
 
 /* Threads the lane split of a convolution aims to fill, per batch item (fixed, not the GPU's
