@@ -422,12 +422,19 @@ template <typename T> static int try_pw_groups(const kr_cuda_op *op, const conv_
  * order of the kernel the layer gets otherwise (BL: from 0 with the bias added last, as the
  * GEMM; else from the bias, as conv_pw_groups), so that an item's result is the same bit for
  * bit at every batch size. Blocks loop over tiles, so the weights are staged once per block.
+ *
+ * Folds (per-node schedule, fusion.h): with a depthwise or a resize folded into the layer, the
+ * tile computes its inputs from the folded node's input instead of copying them (SRC below),
+ * rounded to T as that node would have stored them, and the layer always takes this path (by
+ * its shape, whatever the tile count), summing in the order of the path it takes unfused
+ * (pw_bias_first); with a depthwise, an ADD with an activation after the layer may be folded
+ * into the epilogue too (pw_add). So a folded layer's output is the unfused nodes' bit for bit.
  */
 /* Where a tile's inputs come from: copied from the layer's input (SRC_COPY), or computed from
  * a node folded into the layer: a depthwise (SRC_DW, kr_cuda_op.dw) or a bilinear resize
  * (SRC_RZ, kr_cuda_op.rz), each as its per-node kernel computes and stores it. */
 enum { SRC_COPY = 0, SRC_DW = 1, SRC_RZ = 2 };
-struct pw_dw {
+struct tile_src {
     kr_dw_src dw;   /* SRC_DW */
     const void *rx; /* SRC_RZ: the resize's input, its sizes and epilogue */
     rs_shape rz;
@@ -435,13 +442,13 @@ struct pw_dw {
 };
 
 
-template <typename T, int CPT, int R, bool BL, int DW>
+template <typename T, int CPT, int R, bool BL, int SRC>
 __global__ void __launch_bounds__(256) conv_pw_tile(const T *__restrict__ x,
                                                     const float *__restrict__ w,
                                                     const float *__restrict__ bias,
                                                     T *__restrict__ y, int M, int K, int N,
                                                     int rows, int tiles, kr_epilogue e,
-                                                    pw_dw d, pw_add a)
+                                                    tile_src d, pw_add a)
 {
     extern __shared__ __align__(16) float sm[];
     float *ws = sm;       /* [K][N] */
@@ -461,14 +468,14 @@ __global__ void __launch_bounds__(256) conv_pw_tile(const T *__restrict__ x,
         for (int i = tid; i < here * K / 4; i += 256) {
             const int p = 4 * i / K, k = 4 * i % K;
             float v[4];
-            if (DW == SRC_DW) { /* the folded depthwise's 4 channels */
+            if (SRC == SRC_DW) { /* the folded depthwise's 4 channels */
                 if (d.dw.kw == 3)
                     kr_dw_unit<T, 3>(d.dw, m0 + p, k, v);
                 else if (d.dw.kw == 5)
                     kr_dw_unit<T, 5>(d.dw, m0 + p, k, v);
                 else
                     kr_dw_unit<T, 0>(d.dw, m0 + p, k, v);
-            } else if (DW == SRC_RZ) { /* the folded resize's, as resize_kernel computes them */
+            } else if (SRC == SRC_RZ) { /* the folded resize's, as resize_kernel computes them */
                 const int m = m0 + p, ox = m % d.rz.ow, t = m / d.rz.ow;
                 rs_pixel<T, 4, size_t>((const T *)d.rx, d.rz, (size_t)(t / d.rz.oh), t % d.rz.oh,
                                        ox, k, v);
@@ -517,7 +524,7 @@ __global__ void __launch_bounds__(256) conv_pw_tile(const T *__restrict__ x,
 #pragma unroll
                 for (int j = 0; j < 4; j++)
                     v[j] = kr_apply(e, BL ? acc[r][c + j] + bs[n0 + c + j] : acc[r][c + j]);
-                if (DW == SRC_DW && a.src) { /* the folded ADD: as the unfused ADD computes it */
+                if (SRC == SRC_DW && a.src) { /* the folded ADD: as the unfused ADD computes it */
 #pragma unroll
                     for (int j = 0; j < 4; j++)
                         v[j] = kr_post_add<T>(a, (size_t)(m0 + p), n0 + c + j, v[j]);
@@ -538,32 +545,32 @@ template <typename T> static size_t pw_tile_smem(int K, int N, int rows, int r)
 }
 
 /* Launches the tile path; 0 when the device refuses its shared memory (the caller falls back).
- * With DW, the tile's inputs are the folded depthwise @p d's outputs, computed in the block. */
-template <typename T, int CPT, int R, bool BL, int DW>
-static int launch_pw_tile(const kr_cuda_op *op, const conv_shape &s, const pw_dw &d)
+ * With SRC_DW or SRC_RZ, the tile computes its inputs from the folded node @p d. */
+template <typename T, int CPT, int R, bool BL, int SRC>
+static int launch_pw_tile(const kr_cuda_op *op, const conv_shape &s, const tile_src &d)
 {
-    const pw_add a = DW == SRC_DW ? add_of(op) : pw_add{};
+    const pw_add a = SRC == SRC_DW ? add_of(op) : pw_add{};
     const int rows = 256 / (s.oc / CPT), P = rows * R;
     const size_t smem = pw_tile_smem<T>(s.K, s.oc, rows, R);
     const int tiles = (s.M + P - 1) / P;
     const int grid = tiles < 1024 ? tiles : 1024;
     if (smem > 48 * 1024 &&
-        cudaFuncSetAttribute(conv_pw_tile<T, CPT, R, BL, DW>,
+        cudaFuncSetAttribute(conv_pw_tile<T, CPT, R, BL, SRC>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
         return 0;
-    conv_pw_tile<T, CPT, R, BL, DW><<<(unsigned)grid, 256, smem, (cudaStream_t)op->stream>>>(
+    conv_pw_tile<T, CPT, R, BL, SRC><<<(unsigned)grid, 256, smem, (cudaStream_t)op->stream>>>(
         (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2], (T *)op->out,
         s.M, s.K, s.oc, rows, tiles, kr_make_epilogue(op, 1), d, a);
     return 1;
 }
 
 /* launch_pw_tile with @p r (4, 2 or 1) pixels per thread. */
-template <typename T, int CPT, bool BL, int DW>
-static int launch_pw_tile_r(const kr_cuda_op *op, const conv_shape &s, int r, const pw_dw &d)
+template <typename T, int CPT, bool BL, int SRC>
+static int launch_pw_tile_r(const kr_cuda_op *op, const conv_shape &s, int r, const tile_src &d)
 {
-    return r == 4   ? launch_pw_tile<T, CPT, 4, BL, DW>(op, s, d)
-           : r == 2 ? launch_pw_tile<T, CPT, 2, BL, DW>(op, s, d)
-                    : launch_pw_tile<T, CPT, 1, BL, DW>(op, s, d);
+    return r == 4   ? launch_pw_tile<T, CPT, 4, BL, SRC>(op, s, d)
+           : r == 2 ? launch_pw_tile<T, CPT, 2, BL, SRC>(op, s, d)
+                    : launch_pw_tile<T, CPT, 1, BL, SRC>(op, s, d);
 }
 
 /* Whether pointwise layer @p s of @p op has the tile path's shape (PW_TILE_MAX_KN,
@@ -626,7 +633,7 @@ template <typename T> static int try_pw_tile(const kr_cuda_op *op, const conv_sh
      * first; the GEMM: the bias last), so that an item's result does not depend on which of the
      * two runs (keyer/nn.h); narrow layers never get here (try_narrow takes them first) */
     const bool bl = !(sizeof(T) == 2 && s.K <= 32 && s.K % 8 == 0 && s.oc % 8 == 0);
-    const pw_dw none = {};
+    const tile_src none = {};
     if (cpt == 8)
         return bl ? launch_pw_tile_r<T, 8, true, SRC_COPY>(op, s, r, none)
                   : launch_pw_tile_r<T, 8, false, SRC_COPY>(op, s, r, none);
@@ -635,12 +642,12 @@ template <typename T> static int try_pw_tile(const kr_cuda_op *op, const conv_sh
 }
 
 /* The depthwise folded into pointwise layer @p op (op->dw, fusion.h) as the tile's source. */
-template <typename T> static pw_dw dw_source(const kr_cuda_op *op)
+template <typename T> static tile_src dw_source(const kr_cuda_op *op)
 {
     const kr_cuda_op *dw = op->dw;
     const kr_tensor *xt = kr_in_t(dw, 0), *wt = kr_in_t(dw, 1), *yt = kr_out_t(dw);
     const kr_window_params *p = &dw->node->p.window;
-    pw_dw src = {};
+    tile_src src = {};
     kr_dw_src &d = src.dw;
     d.x = dw->in[0];
     d.w = (const float *)dw->in[1];
@@ -686,7 +693,7 @@ template <typename T> static int try_dw_tile(const kr_cuda_op *op, const conv_sh
     int cpt, r;
     if (!dw_fits<T>(op, s, op->dw) || !pw_tile_shape<T>(op, s, &cpt, &r))
         return 0;
-    const pw_dw d = dw_source<T>(op);
+    const tile_src d = dw_source<T>(op);
     const bool bf = pw_bias_first<T>(s);
     if (cpt == 8)
         return bf ? launch_pw_tile_r<T, 8, false, SRC_DW>(op, s, r, d)
@@ -722,7 +729,7 @@ template <typename T> static int try_rz_tile(const kr_cuda_op *op, const conv_sh
         return 0;
     const kr_cuda_op *rz = op->rz;
     const kr_tensor *xt = kr_in_t(rz, 0), *yt = kr_out_t(rz);
-    pw_dw d = {};
+    tile_src d = {};
     d.rx = rz->in[0];
     d.rz = {xt->dims[1], xt->dims[2], xt->dims[3], yt->dims[1], yt->dims[2],
             rz->node->p.resize.align_corners, rz->node->p.resize.half_pixel_centers};
