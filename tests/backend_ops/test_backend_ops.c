@@ -1330,6 +1330,203 @@ static void test_expand_dw_chains(void **state)
     finish_and_check(&b, "pointwise + depthwise chains");
 }
 
+/* How many nodes of operator @p op in @p g the cuda backend's per-node schedule folds (its
+ * profile gives a folded node -1 ms), in f16 (@p f16) or f32; -1 without a device. */
+static int pernode_folds(const kr_graph *g, int f16, kr_op op)
+{
+#ifdef KEYER_HAVE_CUDA_NN
+    keyer_error err = {0};
+    kr_gpu_caps caps;
+    const kr_device_fns *dev = kr_device_cuda();
+    if (!dev || dev->caps(0, 1, &caps, &err) != KEYER_OK)
+        return -1;
+    instance in;
+    if (instance_create(&in, &kr_backend_cuda, g, 1, f16, KEYER_CUDA_SCHEDULE_KERNELS, &err) !=
+        KEYER_OK)
+        fail_msg("%s: %s", g->name, err.message);
+    double *ms = calloc((size_t)g->n_nodes, sizeof(double));
+    assert_non_null(ms);
+    assert_int_equal(kr_backend_cuda.profile(in.inst, ms, &err), KEYER_OK);
+    int folds = 0;
+    for (int n = 0; n < g->n_nodes; n++)
+        folds += ms[n] < 0 && g->nodes[n].op == op;
+    free(ms);
+    instance_destroy(&in);
+    return folds;
+#else
+    (void)g;
+    (void)f16;
+    (void)op;
+    return -1;
+#endif
+}
+
+/* Runs @p b's graph through the fold counts of the per-node schedule (f32 and f16: @p dws
+ * depthwise, @p adds ADD and @p pads PAD nodes folded, where a device exists) and check_graph. */
+static void check_dw_pw_graph(kt_graph *b, const char *name, int dws, int adds, int pads)
+{
+    kr_graph *gr = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(b, &gr, &err) != KEYER_OK)
+        fail_msg("%s: %s", name, err.message);
+    for (int f16 = 0; f16 <= 1; f16++) {
+        const int d = pernode_folds(gr, f16, KR_OP_DEPTHWISE_CONV_2D);
+        const int a = pernode_folds(gr, f16, KR_OP_ADD);
+        const int p = pernode_folds(gr, f16, KR_OP_PAD);
+        printf("%s: %s: folded %d depthwise, %d ADD, %d PAD nodes (-1: no device)\n", name,
+               f16 ? "f16" : "f32", d, a, p);
+        if (d >= 0) {
+            assert_int_equal(d, dws);
+            assert_int_equal(a, adds);
+            assert_int_equal(p, pads);
+        }
+    }
+    check_graph(gr, name, 0);
+}
+
+/* A channel PAD of @p x (@p xd) to @p c channels, zeros after. */
+static int chain_channel_pad(kt_graph *b, int x, const int *xd, int c, int *od)
+{
+    static const int two[2] = {4, 2};
+    int32_t pads[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    pads[7] = c - xd[3];
+    od[0] = xd[0], od[1] = xd[1], od[2] = xd[2], od[3] = c;
+    int in[2] = {x, kt_graph_const(b, KR_DTYPE_I32, 2, two, pads)};
+    int y = kt_graph_act(b, 4, od);
+    kr_node *n = kt_graph_node(b, KR_OP_PAD, 2, in, y);
+    n->p.pad.after[3] = c - xd[3];
+    return y;
+}
+
+/*
+ * Depthwise convolutions whose output only a pointwise convolution reads, which the per-node
+ * schedule folds into that convolution's tile (cuda conv_2d.cu, kr_cuda_op.dw), with the ADD
+ * after it when that ADD has an activation (kr_cuda_op.add), and BlazeFace's ADD + RELU after a
+ * 1x1 layer that only the GEMM takes. Five graphs of two layers each (so that half precision's
+ * rounding stays within the f16 tolerance: one 7-layer graph of them all measured 0.07-0.09
+ * in every f16 schedule, the persistent one included): BlazeFace's block (depthwise 3x3 ->
+ * 1x1 24 -> 24, + the depthwise's input, RELU6 as a node of its own); its widening block (a
+ * stride-2 depthwise -> 1x1 24 -> 32, + a max pool of the depthwise's input padded from 24 to
+ * 32 channels, + RELU); a 5x5 depthwise + HARD_SWISH (a node of its own) into a narrow 1x1
+ * 32 -> 16 (the narrow path's order: from the bias); a 3x3 depthwise into a 1x1 16 -> 72
+ * (the tile's order in f32, conv_pw_groups' in f16); a block
+ * whose 1x1 72 -> 80 only the GEMM takes (its depthwise stays on its own), with its ADD + RELU
+ * and channel PAD 72 -> 80. Odd sizes (37 x 29, 19 x 15), so that tiles are cut at the edges
+ * and across items. Every cuda variant against the reference at batch 1 and 3; on a device,
+ * the per-node schedule must fold the depthwise, ADD and PAD nodes named, in f32 and in f16.
+ */
+static void test_dw_pw_chains(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_rng rng = kt_rng_seed(4711);
+    int d1[4], d2[4], d3[4], pd[4];
+    {
+        kt_graph_begin(&b, "depthwise + pointwise: BlazeFace block", 64, 32, 1 << 20);
+        int xd[4] = {1, 37, 29, 24};
+        int x = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, x);
+        int w = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, 24, 3, 1, KR_ACT_NONE, d1);
+        int p = chain_conv(&b, &rng, KR_OP_CONV_2D, w, d1, 24, 1, 1, KR_ACT_NONE, d2);
+        int r = chain_binary(&b, KR_OP_ADD, p, x, d2);
+        r = chain_unary(&b, KR_OP_RELU6, r, d2);
+        kt_graph_output(&b, r);
+        check_dw_pw_graph(&b, "depthwise + pointwise: BlazeFace block", 1, 1, 0);
+    }
+    {
+        kt_graph_begin(&b, "depthwise + pointwise: BlazeFace widening", 64, 32, 1 << 20);
+        int xd[4] = {1, 37, 29, 24};
+        int x = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, x);
+        int v = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, 24, 3, 2, KR_ACT_RELU6, d1);
+        int mp = kt_graph_act(&b, 4, d1);
+        kr_node *pool = kt_graph_node(&b, KR_OP_MAX_POOL_2D, 1, &x, mp);
+        pool->p.window.kernel_h = pool->p.window.kernel_w = 2;
+        pool->p.window.stride_h = pool->p.window.stride_w = 2;
+        pool->p.window.dilation_h = pool->p.window.dilation_w = 1;
+        pool->p.window.padding = KR_PADDING_SAME;
+        int q = chain_conv(&b, &rng, KR_OP_CONV_2D, v, d1, 32, 1, 1, KR_ACT_NONE, d2);
+        int pad = chain_channel_pad(&b, mp, d1, 32, pd);
+        int s2 = chain_binary(&b, KR_OP_ADD, pad, q, d2);
+        s2 = chain_unary(&b, KR_OP_RELU, s2, d2);
+        kt_graph_output(&b, s2);
+        check_dw_pw_graph(&b, "depthwise + pointwise: BlazeFace widening", 1, 1, 1);
+    }
+    {
+        kt_graph_begin(&b, "depthwise + pointwise: narrow", 64, 32, 1 << 20);
+        int xd[4] = {1, 19, 15, 32};
+        int x = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, x);
+        int u = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, 32, 5, 1, KR_ACT_RELU6, d1);
+        u = chain_unary(&b, KR_OP_HARD_SWISH, u, d1);
+        int n = chain_conv(&b, &rng, KR_OP_CONV_2D, u, d1, 16, 1, 1, KR_ACT_RELU6, d2);
+        kt_graph_output(&b, n);
+        check_dw_pw_graph(&b, "depthwise + pointwise: narrow", 1, 0, 0);
+    }
+    {
+        kt_graph_begin(&b, "depthwise + pointwise: wide", 64, 32, 1 << 20);
+        int xd[4] = {1, 19, 15, 16};
+        int x = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, x);
+        int t = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, 16, 3, 1, KR_ACT_RELU6, d1);
+        int e = chain_conv(&b, &rng, KR_OP_CONV_2D, t, d1, 72, 1, 1, KR_ACT_RELU6, d2);
+        kt_graph_output(&b, e);
+        check_dw_pw_graph(&b, "depthwise + pointwise: wide", 1, 0, 0);
+    }
+    {
+        kt_graph_begin(&b, "depthwise + pointwise: GEMM + ADD", 64, 32, 1 << 20);
+        int xd[4] = {1, 19, 15, 72};
+        int x = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, x);
+        int f = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, 72, 3, 1, KR_ACT_RELU6, d1);
+        int gc = chain_conv(&b, &rng, KR_OP_CONV_2D, f, d1, 80, 1, 1, KR_ACT_NONE, d3);
+        int pad = chain_channel_pad(&b, x, xd, 80, pd);
+        int s3 = chain_binary(&b, KR_OP_ADD, gc, pad, d3);
+        s3 = chain_unary(&b, KR_OP_RELU, s3, d3);
+        kt_graph_output(&b, s3);
+        check_dw_pw_graph(&b, "depthwise + pointwise: GEMM + ADD", 0, 1, 1);
+    }
+}
+
+/*
+ * Bilinear upsamples whose output only a pointwise convolution reads, which the per-node
+ * schedule folds into that convolution's tile (cuda conv_2d.cu, kr_cuda_op.rz): selfie's
+ * decoder shapes (a resize with half-pixel centres from 19 x 13 x 24 to 37 x 29 into a narrow
+ * 1x1 24 -> 16, then align_corners to 64 x 50 into a 1x1 16 -> 16 + RELU whose residual ADD
+ * is folded too). Every cuda variant against the reference at batch 1 and 3; on a device, the
+ * per-node schedule must fold both resizes in f32 and in f16.
+ */
+static void test_resize_pw_chains(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "resize into pointwise chains", 64, 32, 1 << 20);
+    kt_rng rng = kt_rng_seed(6060);
+    int xd[4] = {1, 19, 13, 24}, sd[4] = {1, 64, 50, 16}, r1d[4], c1d[4], r2d[4], c2d[4];
+    int x = kt_graph_act(&b, 4, xd), sk = kt_graph_act(&b, 4, sd);
+    kt_graph_input(&b, x);
+    kt_graph_input(&b, sk);
+    int r1 = chain_resize(&b, x, xd, 37, 29, 0, 1, r1d);
+    int c1 = chain_conv(&b, &rng, KR_OP_CONV_2D, r1, r1d, 16, 1, 1, KR_ACT_RELU6, c1d);
+    int r2 = chain_resize(&b, c1, c1d, 64, 50, 1, 0, r2d);
+    int c2 = chain_conv(&b, &rng, KR_OP_CONV_2D, r2, r2d, 16, 1, 1, KR_ACT_NONE, c2d);
+    c2 = chain_unary(&b, KR_OP_RELU, c2, c2d);
+    int y = chain_binary(&b, KR_OP_ADD, c2, sk, c2d);
+    kt_graph_output(&b, y);
+    kr_graph *gr = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
+        fail_msg("resize into pointwise chains: %s", err.message);
+    for (int f16 = 0; f16 <= 1; f16++) {
+        const int rzs = pernode_folds(gr, f16, KR_OP_RESIZE_BILINEAR);
+        printf("resize into pointwise chains: %s: folded %d resizes (-1: no device)\n",
+               f16 ? "f16" : "f32", rzs);
+        if (rzs >= 0)
+            assert_int_equal(rzs, 2);
+    }
+    check_graph(gr, "resize into pointwise chains", 1);
+}
+
 /* ---- the reference against hand-computed values ----------------------------------------------- */
 
 /* Runs the one-node graph of @p c on the reference backend at batch 1 on @p input and compares
@@ -1729,6 +1926,8 @@ int main(void)
         cmocka_unit_test(test_pointwise_tile_chains),
         cmocka_unit_test(test_excitation_chains),
         cmocka_unit_test(test_expand_dw_chains),
+        cmocka_unit_test(test_dw_pw_chains),
+        cmocka_unit_test(test_resize_pw_chains),
         cmocka_unit_test(test_u2net_block),
         cmocka_unit_test(test_gather_folds),
     };

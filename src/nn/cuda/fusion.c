@@ -434,9 +434,181 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
         op->cat.src[0] = op->cat.src[1] = NULL;
         op->cat.rz = -1;
         op->pool.src = NULL;
+        op->dw = NULL;
+        op->rz = NULL;
+        op->add.src = NULL;
+        op->add.c = 0;
+        op->add.node = NULL;
+        op->add.post = KR_CUDA_POST_NONE;
     }
     int n_folded = plan_folds(mem, ops, folded);
     n_folded += plan_residual_folds(mem, ops, folded);
     n_folded += plan_pool_folds(mem, ops, folded);
     return n_folded;
+}
+
+/* Whether PAD node @p p pads only the channels of a rank-4 tensor, after them, with zeros
+ * (BlazeFace's residual widening). */
+static int channel_pad(const kr_graph *g, const kr_node *p)
+{
+    if (p->op != KR_OP_PAD || p->n_inputs < 1 || p->inputs[0] < 0 ||
+        g->tensors[p->inputs[0]].rank != 4 || p->p.pad.mode != KR_PAD_CONSTANT ||
+        p->p.pad.value != 0.0f || p->activation != KR_ACT_NONE)
+        return 0;
+    for (int d = 0; d < 4; d++)
+        if (p->p.pad.before[d] != 0 || (d < 3 && p->p.pad.after[d] != 0))
+            return 0;
+    return 1;
+}
+
+/* The fold of fusion.h's ADD (with its activation or post function) after CONV_2D @p n, whose
+ * kernel reads @p x (the folded depthwise's input, or its own): 1 (2 with a channel PAD folded
+ * too) if done. The ADD
+ * is the first unfolded node after the convolution, or after one channel PAD of its other
+ * operand; it writes its output within KR_CUDA_PLAN_SLACK nodes of the convolution, so the
+ * planner gave its storage to no tensor read from the convolution on. */
+static int fold_post_add(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded, int n, int x)
+{
+    const kr_graph *g = mem->graph;
+    if (ops[n].residual || ops[n].add.src)
+        return 0;
+    int m = n + 1, pad = -1;
+    while (m < g->n_nodes && folded[m])
+        m++;
+    if (m < g->n_nodes && g->nodes[m].op == KR_OP_PAD) {
+        pad = m++;
+        while (m < g->n_nodes && folded[m])
+            m++;
+    }
+    if (m >= g->n_nodes || m - n > 2)
+        return 0;
+    const kr_node *add = &g->nodes[m];
+    if (add->op != KR_OP_ADD || add->n_inputs != 2 || ops[m].residual || ops[m].addend ||
+        (add->activation == KR_ACT_NONE && ops[m].post == KR_CUDA_POST_NONE))
+        return 0;
+    const int out = add->outputs[0];
+    /* the tensor the ADD's kernel writes: its own, or the folded activation's (plan_folds) */
+    const int ot = ops[m].post != KR_CUDA_POST_NONE && m + 1 < g->n_nodes && folded[m + 1]
+                       ? g->nodes[m + 1].outputs[0]
+                       : out;
+    if (kr_cuda_mem_ptr(mem, ot) != ops[m].out || is_viewed(g, ot) || g->tensors[ot].view_of >= 0 ||
+        !kr_tensor_same_dims(&g->tensors[ot], &g->tensors[out]))
+        return 0;
+    for (int side = 0; side < 2; side++) {
+        int t = add->inputs[side], r = add->inputs[1 - side];
+        const kr_tensor *tt = &g->tensors[t], *rt = &g->tensors[r];
+        if (t == r || kr_tensor_is_const(tt) || kr_tensor_is_const(rt) ||
+            !kr_tensor_same_dims(tt, &g->tensors[out]) ||
+            !kr_tensor_same_dims(rt, &g->tensors[out]) || ops[n].out != kr_cuda_mem_ptr(mem, t) ||
+            !private_tensor(g, t))
+            continue;
+        int src = r, folds = 1;
+        if (pad >= 0) { /* the PAD between must write r, read only here */
+            if (rt->producer != pad || !channel_pad(g, &g->nodes[pad]) || !private_tensor(g, r) ||
+                ops[pad].post != KR_CUDA_POST_NONE || ops[pad].residual)
+                continue;
+            src = g->nodes[pad].inputs[0];
+            folds = 2;
+        } else if (rt->producer >= n) {
+            continue;
+        }
+        const int c = g->tensors[src].dims[3];
+        /* the convolution writes the ADD's output while it reads src and x: no overlap (src
+         * may share the output's exact bytes when it has all the channels) */
+        const void *o = ops[m].out;
+        const size_t bytes = kr_cuda_mem_bytes(mem, ot);
+        if ((ptr_overlaps(mem, o, bytes, src) && !(c == tt->dims[3] && same_place(mem, src, ot))) ||
+            ptr_overlaps(mem, o, bytes, x))
+            continue;
+        kr_cuda_op trial = ops[n];
+        trial.out = ops[m].out;
+        trial.add.src = kr_cuda_mem_ptr(mem, src);
+        trial.add.c = c;
+        trial.add.node = add;
+        trial.add.post = ops[m].post;
+        if (!kr_cuda_conv_2d_add_fits(&trial))
+            continue;
+        ops[n] = trial;
+        folded[m] = 1;
+        if (pad >= 0)
+            folded[pad] = 1;
+        return folds;
+    }
+    return 0;
+}
+
+/* The resize folds of kr_cuda_fuse_dw_pw: returns how many. */
+static int fold_resizes(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
+{
+    const kr_graph *g = mem->graph;
+    int n_folded = 0;
+    for (int n = 1; n < g->n_nodes; n++) {
+        const kr_node *conv = &g->nodes[n];
+        if (conv->op != KR_OP_CONV_2D || folded[n] || ops[n].dw || ops[n].rz || ops[n].add.src ||
+            conv->n_inputs < 1 || conv->inputs[0] < 0)
+            continue;
+        const int t = conv->inputs[0], r = g->tensors[t].producer;
+        if (!private_tensor(g, t) || r < 0 || r >= n || folded[r] ||
+            g->nodes[r].op != KR_OP_RESIZE_BILINEAR || ops[r].out != kr_cuda_mem_ptr(mem, t) ||
+            ops[r].residual || ops[r].post != KR_CUDA_POST_NONE)
+            continue;
+        const int x = g->nodes[r].inputs[0];
+        if (x < 0 || kr_tensor_is_const(&g->tensors[x]))
+            continue;
+        const int src[2] = {x, -1};
+        int clash = 0;
+        for (int q = r + 1; q <= n && !clash; q++)
+            clash = !folded[q] && writes_over(mem, ops, q, src);
+        if (clash || !kr_cuda_conv_2d_rz_fits(&ops[n], &ops[r]))
+            continue;
+        ops[n].rz = &ops[r];
+        folded[r] = 1;
+        n_folded++;
+    }
+    return n_folded;
+}
+
+/* (fusion.h) */
+int kr_cuda_fuse_dw_pw(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
+{
+    const kr_graph *g = mem->graph;
+    int n_folded = 0;
+    for (int n = 1; n < g->n_nodes; n++) {
+        const kr_node *conv = &g->nodes[n];
+        if (conv->op != KR_OP_CONV_2D || folded[n] || ops[n].dw || conv->n_inputs < 1)
+            continue;
+        int t = conv->inputs[0];
+        if (t < 0 || !private_tensor(g, t))
+            continue;
+        /* the depthwise writing t: its producer, or the node an activation producing t was
+         * folded into (plan_folds: the node just before it) */
+        int d = g->tensors[t].producer;
+        if (d >= 1 && folded[d] && kr_cuda_post_of(g->nodes[d].op) != KR_CUDA_POST_NONE)
+            d--;
+        if (d < 0 || d >= n || folded[d] || g->nodes[d].op != KR_OP_DEPTHWISE_CONV_2D ||
+            ops[d].out != kr_cuda_mem_ptr(mem, t) || ops[d].residual || ops[d].addend)
+            continue;
+        int x = g->nodes[d].inputs[0];
+        if (x < 0 || kr_tensor_is_const(&g->tensors[x]))
+            continue;
+        /* the convolution reads x when it runs: no node from the depthwise on writes over it,
+         * the convolution's own output included */
+        const int src[2] = {x, -1};
+        int clash = 0;
+        for (int q = d + 1; q <= n && !clash; q++)
+            clash = !folded[q] && writes_over(mem, ops, q, src);
+        if (clash || !kr_cuda_conv_2d_dw_fits(&ops[n], &ops[d]))
+            continue;
+        ops[n].dw = &ops[d];
+        folded[d] = 1;
+        n_folded++;
+        n_folded += fold_post_add(mem, ops, folded, n, x);
+    }
+    /* the ADD + activation after a convolution only the GEMM takes (BlazeFace's 16 x 16 and
+     * 8 x 8 blocks) */
+    for (int n = 0; n < g->n_nodes; n++)
+        if (g->nodes[n].op == KR_OP_CONV_2D && !folded[n] && !ops[n].dw && !ops[n].add.src &&
+            g->nodes[n].n_inputs > 0 && g->nodes[n].inputs[0] >= 0)
+            n_folded += fold_post_add(mem, ops, folded, n, g->nodes[n].inputs[0]);
+    return n_folded + fold_resizes(mem, ops, folded);
 }
