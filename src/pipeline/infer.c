@@ -29,44 +29,67 @@ struct kr_infer {
     int slot;                    /* the items' input slot */
     /* model people on CUDA frames (people_cuda >= 0) */
     float *boxes_host, *scores_host; /* a batch's raw detector outputs, brought down */
-    keyer_frame *mask_host;      /* one frame's mask before it goes up */
+    keyer_frame *mask_host;      /* one frame's mask before it goes up (also the automatic
+                                    model's people mask on CUDA) */
     /* the automatic model (params.auto_people) */
     int auto_people;
+    float *auto_masks;           /* on CUDA: a batch's selfie masks, brought down */
     kr_people_switch **switches; /* [max_streams], made at a stream's first frame */
     atomic_llong *people_frames; /* [max_streams]: frames keyed in people mode */
 };
 
 /* ---- outputs ---------------------------------------------------------------------------------- */
 
-/* The automatic model on one CPU item whose selfie mask is in it->host.mask: the stream's
- * switch decides; in people mode the stream's people keyer's mask replaces it. */
-static keyer_status auto_frame(kr_infer *inf, kr_item *it, keyer_error *err)
+/* The automatic model on one frame whose selfie mask is in host memory (@p selfie, the mask's
+ * cells): the stream's switch decides; in people mode the stream's people keyer keys @p frame
+ * and writes its mask into @p out (GRAYF32, the selfie mask's size: it covers the whole frame
+ * as the selfie mask does) and *people is 1. The same decision for every device a frame is
+ * inferred on: CPU items, CUDA items inferred on the CPU and CUDA items (their mask brought
+ * down). A frame the stream's people keyer cannot read (in CUDA memory of another device, or
+ * with a CPU people keyer) keeps the selfie mask; the switch still counts it. */
+static keyer_status auto_decide(kr_infer *inf, int stream, const float *selfie,
+                                const keyer_frame *frame, keyer_frame *out, int *people,
+                                keyer_error *err)
 {
-    if (it->on_cuda || !it->src || it->src->memory != KEYER_MEMORY_HOST)
-        return KEYER_OK; /* people mode keys host frames */
-    if (it->stream < 0 || it->stream >= inf->max_streams)
-        return keyer_error_set(err, KEYER_STATUS_INTERNAL, "people: stream %d of %d", it->stream,
+    *people = 0;
+    if (stream < 0 || stream >= inf->max_streams)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL, "people: stream %d of %d", stream,
                                inf->max_streams);
     keyer_status st;
-    kr_people_switch **sw = &inf->switches[it->stream];
+    kr_people_switch **sw = &inf->switches[stream];
     if (!*sw) {
         kr_people_switch_params sp = kr_people_switch_params_defaults();
         if ((st = kr_people_switch_create(&sp, inf->info.mask_w, inf->info.mask_h, sw, err)))
             return st;
     }
-    keyer_people **pp = &inf->per_stream[it->stream];
-    if (!kr_people_switch_update(*sw, it->host.mask)) {
+    keyer_people **pp = &inf->per_stream[stream];
+    if (!kr_people_switch_update(*sw, selfie)) {
         keyer_people_reset(*pp); /* a later switch starts afresh */
         return KEYER_OK;
     }
-    if (!*pp && (st = keyer_people_create(&inf->people_params, pp, err)))
+    const keyer_people_params *q = &inf->people_params;
+    if (!frame || (frame->memory == KEYER_MEMORY_CUDA &&
+                   (q->backend != KEYER_BACKEND_CUDA || frame->device != q->device)))
+        return KEYER_OK;
+    if (!*pp && (st = keyer_people_create(q, pp, err)))
         return keyer_error_prefix(err, "automatic people mode: ");
     int count = 0;
-    if ((st = keyer_people_run(*pp, it->src, NULL, 0, &count, err)) ||
-        (st = keyer_people_mask(*pp, it->host.mask_frame, err)))
+    if ((st = keyer_people_run(*pp, frame, NULL, 0, &count, err)) ||
+        (st = keyer_people_mask(*pp, out, err)))
         return keyer_error_prefix(err, "automatic people mode: ");
-    atomic_fetch_add(&inf->people_frames[it->stream], 1);
+    atomic_fetch_add(&inf->people_frames[stream], 1);
+    *people = 1;
     return KEYER_OK;
+}
+
+/* The automatic model on one item inferred on the CPU (a CPU item, or a CUDA item of a hybrid
+ * run: its frame is complete, the stage waited for it before the inputs came down) whose
+ * selfie mask is in it->host.mask: people mode replaces it there. */
+static keyer_status auto_frame(kr_infer *inf, kr_item *it, keyer_error *err)
+{
+    int people = 0;
+    return auto_decide(inf, it->stream, it->host.mask, it->src, it->host.mask_frame, &people,
+                       err);
 }
 
 static keyer_status cpu_outputs(void *opaque, keyer_runtime *rt, kr_item **items, int n,
@@ -84,6 +107,39 @@ static keyer_status cpu_outputs(void *opaque, keyer_runtime *rt, kr_item **items
     if (!st)
         atomic_fetch_add(&inf->frames_cpu, n);
     return st;
+}
+
+/* The automatic model on CUDA items whose selfie masks were just written to their device masks
+ * on @p stream: the masks come down (small: the model's size) into auto_masks, and the host
+ * waits for them, so the frames are complete too (the stage's stream waited for them before
+ * the run); each goes through the stream's switch (auto_decide), and a people mask made on
+ * the host goes up into the item's device mask. */
+static keyer_status auto_cuda(kr_infer *inf, const kr_item_layout *l, kr_item **items, int n,
+                              void *stream, keyer_error *err)
+{
+    const kr_device_fns *dev = l->dev;
+    size_t cells = (size_t)inf->info.mask_w * (size_t)inf->info.mask_h;
+    if (!inf->auto_masks || !inf->mask_host || n > (1 << KR_MAX_BATCH_LOG2))
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL,
+                               "automatic people mode: CUDA frames without their buffers");
+    keyer_status rs = KEYER_OK;
+    for (int i = 0; i < n && !rs; i++)
+        rs = dev->copy(l->ordinal, inf->auto_masks + (size_t)i * cells, items[i]->cuda.mask,
+                       inf->mask_bytes, stream, err);
+    if (!rs)
+        rs = dev->stream_sync(l->ordinal, stream, err);
+    for (int i = 0; i < n && !rs; i++) {
+        int people = 0;
+        rs = auto_decide(inf, items[i]->stream, inf->auto_masks + (size_t)i * cells,
+                         items[i]->src, inf->mask_host, &people, err);
+        /* the host mask is written again for the next item: each copy completes first */
+        if (!rs && people)
+            rs = dev->copy(l->ordinal, items[i]->cuda.mask, inf->mask_host->data[0],
+                           inf->mask_bytes, stream, err);
+        if (!rs && people)
+            rs = dev->stream_sync(l->ordinal, stream, err);
+    }
+    return rs;
 }
 
 static keyer_status cuda_outputs(void *opaque, keyer_runtime *rt, kr_item **items, int n,
@@ -109,6 +165,8 @@ static keyer_status cuda_outputs(void *opaque, keyer_runtime *rt, kr_item **item
             rs = kr_segmask_cuda(&inf->seg, l->ordinal, mask, (const float *)src, cells, stream,
                                  err);
     }
+    if (!rs && inf->auto_people)
+        rs = auto_cuda(inf, l, items, n, stream, err);
     /* refine waits for the masks on its own stream */
     for (int i = 0; i < n && !rs; i++)
         rs = kr_item_record(items[i], stream, err);
@@ -251,6 +309,19 @@ static keyer_status per_stream_create(kr_infer *inf, const kr_infer_params *p, k
     return KEYER_OK;
 }
 
+/* mask_host: one frame's mask in host memory (GRAYF32, the mask's size, rows contiguous). */
+static keyer_status host_mask_create(kr_infer *inf, keyer_error *err)
+{
+    if (keyer_frame_create(&inf->mask_host, NULL) != KEYER_OK ||
+        keyer_frame_alloc(inf->mask_host, KEYER_PIXEL_FORMAT_GRAYF32, inf->info.mask_w,
+                          inf->info.mask_h, NULL, NULL) != KEYER_OK)
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
+    if ((size_t)inf->mask_host->stride[0] != (size_t)inf->info.mask_w * sizeof(float))
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL,
+                               "model %s: the mask's rows are not contiguous", inf->info.model);
+    return KEYER_OK;
+}
+
 /* The person detector as the stage's network, the decoder, the people keyers' parameters. */
 static keyer_status people_create(kr_infer *inf, const kr_infer_params *p, keyer_model **model,
                                   keyer_error *err)
@@ -297,14 +368,10 @@ static keyer_status people_create(kr_infer *inf, const kr_infer_params *p, keyer
         size_t most = (size_t)1 << KR_MAX_BATCH_LOG2;
         inf->boxes_host = malloc(most * inf->box_count * sizeof(float));
         inf->scores_host = malloc(most * inf->score_count * sizeof(float));
-        if (!inf->boxes_host || !inf->scores_host ||
-            keyer_frame_create(&inf->mask_host, NULL) != KEYER_OK ||
-            keyer_frame_alloc(inf->mask_host, KEYER_PIXEL_FORMAT_GRAYF32, inf->info.mask_w,
-                              inf->info.mask_h, NULL, NULL) != KEYER_OK)
+        if (!inf->boxes_host || !inf->scores_host)
             return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
-        if ((size_t)inf->mask_host->stride[0] != (size_t)inf->info.mask_w * sizeof(float))
-            return keyer_error_set(err, KEYER_STATUS_INTERNAL,
-                                   "model people: the mask's rows are not contiguous");
+        if ((st = host_mask_create(inf, err)))
+            return st;
     }
     kr_model_stage_params mp = {
         .name = "infer",
@@ -362,6 +429,16 @@ keyer_status kr_infer_create(const kr_infer_params *p, kr_infer **out, keyer_err
         if ((st = per_stream_create(inf, p, err)))
             goto fail;
         inf->auto_people = 1;
+        /* on CUDA the selfie masks come down for the switch (auto_cuda) */
+        if (p->people_cuda >= 0) {
+            size_t most = (size_t)1 << KR_MAX_BATCH_LOG2;
+            if (!(inf->auto_masks = malloc(most * inf->mask_bytes))) {
+                st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
+                goto fail;
+            }
+            if ((st = host_mask_create(inf, err)))
+                goto fail;
+        }
     }
     keyer_prepare_params pp = keyer_prepare_params_defaults();
     kr_segmodel_prepare_params(&inf->seg, &pp);
@@ -420,6 +497,7 @@ void kr_infer_destroy(kr_infer **pinf)
     keyer_detector_destroy(&inf->decoder);
     free(inf->boxes_host);
     free(inf->scores_host);
+    free(inf->auto_masks);
     keyer_frame_destroy(&inf->mask_host);
     free(*pinf);
     *pinf = NULL;
