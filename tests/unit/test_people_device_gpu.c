@@ -233,7 +233,7 @@ static void test_people_session_cuda(void **state)
 
 /* ---- the automatic switch on CUDA ------------------------------------------------------------- */
 
-enum { STREET_FRAMES = 49, SW = 768, SH = 576, SWITCH_AT = 4 };
+enum { STREET_FRAMES = 49, SW = 768, SH = 576, SWITCH_AT = 4, SETTLE = 2 };
 
 typedef struct street {
     int frames;
@@ -297,8 +297,8 @@ static int64_t run_auto(const char *path, keyer_device_kind device, street *m)
 
 /* Without --model the CUDA session switches a street clip to people mode at the same frame as
  * the CPU session (the switch goes one way on this clip: no one comes near the camera, so
- * equal counts of people frames are equal switch frames), and keys people there: every
- * people frame's matte covers 0.2% to 5% of the frame on both devices (the selfie model's
+ * equal counts of people frames are equal switch frames), and keys people there: from the
+ * third people frame on every matte covers 0.2% to 5% of the frame on both devices (the selfie model's
  * blobs are larger, people 10-30 m away smaller), and the CUDA mattes of those frames agree
  * with the CPU's (test_people_session_cuda's bounds: mean |difference| <= 2 code values, at
  * most 1% of pixels more than 64 apart). */
@@ -329,8 +329,11 @@ static void test_auto_people_cuda(void **state)
             keyed_b += b[i] >= 128;
         }
         double ca = (double)keyed_a / (double)plane, cb = (double)keyed_b / (double)plane;
-        min_cov = fmin(min_cov, fmin(ca, cb));
-        max_cov = fmax(max_cov, fmax(ca, cb));
+        if (f >= SWITCH_AT + SETTLE) { /* the matte's temporal smoothing has let go of the
+                                        * selfie model's blobs */
+            min_cov = fmin(min_cov, fmin(ca, cb));
+            max_cov = fmax(max_cov, fmax(ca, cb));
+        }
     }
     size_t n = plane * (size_t)(STREET_FRAMES - SWITCH_AT);
     printf("  people frames: mattes cover %.2f%% to %.2f%% of the frame; cuda against cpu: mean "
