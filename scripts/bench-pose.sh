@@ -28,8 +28,8 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$bin" make-sample "$dir/cam.mp4" --size 1920x1080 --frames "$frames" --fps 30 --noise 6 \
   --bframes 0 --keyint 30 --no-audio --preset veryfast
-printf '| streams | model | frames/s (needed) | real time | latency p50 / p99 ms (release to drawn, decode included) | read mean / p99 ms | detect batch mean frames, mean / p99 ms | pose mean / p99 ms (per batch) | write mean / p99 ms | frames with a pose | dropped | NVDEC streams | GPU util |\n'
-printf '|---|---|---:|---|---|---|---|---|---|---:|---:|---:|---:|\n'
+printf '| streams | model | frames/s (needed) | real time | latency p50 / p99 ms (release to drawn, decode included) | read mean / p99 ms | detect batch mean frames, mean / p99 ms | pose mean / p99 ms (per batch) | pose per batch: frames, rounds, passes, runs, host waits | pose crops per run (+ padding) | pose round mean ms, host waiting | write mean / p99 ms | frames with a pose | dropped | NVDEC streams | GPU util |\n'
+printf '|---|---|---:|---|---|---|---|---|---|---|---|---|---:|---:|---:|---:|\n'
 for n in "${counts[@]}"; do
   ins=()
   for i in $(seq "$n"); do ins+=("$dir/cam.mp4"); done
@@ -49,8 +49,21 @@ rt = 'yes' if d['fps'] >= 0.98 * need and lat['p99'] <= 50 else 'no'
 lines = open(sys.argv[4]).read().splitlines()
 posed = sum(1 for l in lines if '"pose":{' in l)
 pose = ms('pose') if 'pose' in st else 'n/a (per-stream trackers)'
+# the pose stage's rounds (stats "landmark_rounds"): where its time goes
+lr = d.get('landmark_rounds', {})
+b = max(lr.get('batches', 0), 1); runs = max(lr.get('runs', 0), 1)
+frames_b = st['pose']['frames'] / b if 'pose' in st else 0
+per_batch = (f"{frames_b:.1f}, {lr.get('rounds', 0) / b:.2f}, {lr.get('passes', 0) / b:.2f}, "
+             f"{lr.get('runs', 0) / b:.2f}, {lr.get('syncs', 0) / b:.2f}")
+per_run = f"{lr.get('crops', 0) / runs:.1f} (+ {lr.get('padded', 0) / runs:.1f})"
+rs = lr.get('round_seconds', 0)
+per_round = (f"{1000 * rs / max(lr.get('rounds', 0), 1):.2f}, "
+             f"{100 * lr.get('wait_seconds', 0) / rs if rs > 0 else 0:.0f}%")
 print(f"| {n} | {model} | {d['fps']:.1f} ({need:.0f}) | {rt} | {lat['p50']:.1f} / {lat['p99']:.1f} | {ms('read')} | "
-      f"{d['batches']['mean_frames']:.1f}, {ms('detect') if 'detect' in st else 'n/a'} | {pose} | {ms('write')} | "
+      f"{d['batches']['mean_frames']:.1f}, {ms('detect') if 'detect' in st else 'n/a'} | {pose} | "
+      f"{per_batch} | {per_run} | {per_round} | {ms('write')} | "
       f"{posed} of {len(lines)} | {drop} | {hw} | {util} |")
+if lr.get('schedule'):
+    print(f"<!-- pose landmark model on CUDA: {lr['schedule']} -->")
 PY
 done

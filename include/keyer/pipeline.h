@@ -577,6 +577,28 @@ typedef struct keyer_stage_report {
 
 #define KEYER_SESSION_MAX_STAGES 9
 
+/**
+ * The landmark stage's rounds (keyer_session_params::mesh or ::pose): the crops of a batch's
+ * frames run in rounds of at most one frame per stream (tracking makes a stream's frames
+ * depend on each other), each round in passes of crops that do not depend on each other; on
+ * CUDA a pass's crops go through one runtime (padded to its batch) and the host waits once.
+ * Counts over the run, all streams; all zero without a landmark stage.
+ */
+typedef struct keyer_rounds_report {
+    int64_t batches;     /**< batches the stage took from its queue */
+    int64_t rounds;      /**< rounds run (a retry on the CPU after a GPU failure counts again) */
+    int64_t passes;      /**< passes with crops */
+    int64_t runs;        /**< model runs */
+    int64_t crops;       /**< crops run (padding not counted) */
+    int64_t padded;      /**< padding crops of the CUDA runs */
+    int64_t syncs;       /**< waits of the host for the stage's GPU work */
+    double round_seconds; /**< time in rounds (crops, runs, the landmarks' tracking) */
+    double wait_seconds;  /**< of it, the host waiting for the GPU */
+    /** The CUDA schedule of the landmark model's runtimes by batch size, as
+     *  keyer_session_report::model_schedule; "" on the CPU or without the stage. */
+    char schedule[96];
+} keyer_rounds_report;
+
 /** A session's statistics; see keyer_session_get_report(). */
 typedef struct keyer_session_report {
     int64_t frames_read;       /**< frames that entered (all streams) */
@@ -619,6 +641,7 @@ typedef struct keyer_session_report {
     int auto_people;
     /** frames keyed in people mode, all streams (see keyer_stream_report::frames_people) */
     int64_t frames_people;
+    keyer_rounds_report landmark_rounds; /**< the face mesh's or pose stage's rounds */
 } keyer_session_report;
 
 /** Per-stream counters. */

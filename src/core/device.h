@@ -44,6 +44,12 @@ typedef struct kr_device_fns {
     keyer_status (*alloc)(int ordinal, size_t bytes, void **ptr, keyer_error *err);
     /* Frees memory from alloc; NULL accepted. */
     void (*free)(int ordinal, void *ptr);
+    /* Page-locked host memory of @p bytes for device @p ordinal: copies to and from it are
+     * asynchronous (a copy to pageable memory waits for the stream). Errors: OUT_OF_MEMORY,
+     * DEVICE. */
+    keyer_status (*host_alloc)(int ordinal, size_t bytes, void **ptr, keyer_error *err);
+    /* Frees memory from host_alloc; NULL accepted. */
+    void (*host_free)(int ordinal, void *ptr);
 
     /* A non-blocking stream on @p ordinal. Errors: DEVICE. */
     keyer_status (*stream_create)(int ordinal, void **stream, keyer_error *err);

@@ -1,7 +1,9 @@
-#define _POSIX_C_SOURCE 200809L
+/* sched_getaffinity and CPU_COUNT are GNU extensions of glibc. */
+#define _GNU_SOURCE
 #include "core/threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -24,6 +26,15 @@ struct kr_threadpool {
 
 int kr_cpu_count(void)
 {
+    /* The CPUs this process may run on (taskset, a container's or a Slurm task's cpuset),
+     * not every CPU of the machine. */
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0)
+            return n;
+    }
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : (int)n;
 }

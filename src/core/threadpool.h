@@ -36,7 +36,8 @@ void kr_threadpool_parallel_for(kr_threadpool *pool, kr_task_fn fn, void *ctx, s
 /** Stops and joins the workers, frees the pool, sets *pool to NULL. NULL accepted. */
 void kr_threadpool_destroy(kr_threadpool **pool);
 
-/** Number of online CPUs (at least 1). */
+/** Number of CPUs this process may run on: its CPU affinity (taskset, a cpuset), else the
+ *  online CPUs; at least 1. */
 int kr_cpu_count(void);
 
 #endif

@@ -17,6 +17,8 @@ struct kr_detect {
     int boxes, scores;        /* output indices */
     size_t box_count, score_count; /* values per frame */
     float *out;               /* host copy of a CUDA batch's outputs */
+    const kr_device_fns *out_dev; /* out is page-locked memory of this device table */
+    int out_ordinal;
     kr_queue *next;           /* NULL: the stream's reorder buffer */
     kr_model_stage *stage;
 };
@@ -190,7 +192,10 @@ void kr_detect_destroy(kr_detect **pd)
         return;
     kr_detect *d = *pd;
     kr_model_stage_destroy(&d->stage);
-    keyer_free(NULL, d->out);
+    if (d->out_dev)
+        d->out_dev->host_free(d->out_ordinal, d->out);
+    else
+        keyer_free(NULL, d->out);
     keyer_detector_destroy(&d->decoder);
     free(d);
     *pd = NULL;
@@ -211,15 +216,22 @@ keyer_precision kr_detect_cuda_precision(const kr_detect *d)
     return d->cuda_precision;
 }
 
-keyer_status kr_detect_connect(kr_detect *d, kr_queue *next, int cuda, int batch,
-                               keyer_error *err)
+keyer_status kr_detect_connect(kr_detect *d, kr_queue *next, const kr_device_fns *dev,
+                               int ordinal, int batch, keyer_error *err)
 {
     d->next = next;
-    if (cuda && !d->out) {
-        d->out = keyer_alloc(NULL, (size_t)batch * (d->box_count + d->score_count) * sizeof(float),
-                             KEYER_ALIGNMENT);
-        if (!d->out)
+    if (dev && !d->out) {
+        size_t bytes = (size_t)batch * (d->box_count + d->score_count) * sizeof(float);
+        if (dev->host_alloc) {
+            /* page-locked: both copies queued, one wait */
+            keyer_status st = dev->host_alloc(ordinal, bytes, (void **)&d->out, err);
+            if (st)
+                return keyer_error_prefix(err, "detection: ");
+            d->out_dev = dev;
+            d->out_ordinal = ordinal;
+        } else if (!(d->out = keyer_alloc(NULL, bytes, KEYER_ALIGNMENT))) {
             return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "detection: out of memory");
+        }
     }
     return KEYER_OK;
 }

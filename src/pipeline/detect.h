@@ -51,11 +51,12 @@ keyer_precision kr_detect_cuda_precision(const kr_detect *det);
 
 /**
  * Finished items go to @p next (the keying model's queue), or with NULL straight to their
- * stream's reorder buffer (passthrough). With @p cuda (its CUDA runtimes exist) it makes the
- * host buffer of a batch's raw outputs for @p batch frames. Call before the stage starts.
- * Errors: OUT_OF_MEMORY.
+ * stream's reorder buffer (passthrough). With @p dev (its CUDA runtimes exist, on device
+ * @p ordinal of that table) it makes the host buffer of a batch's raw outputs for @p batch
+ * frames, page-locked when the table can. Call before the stage starts.
+ * Errors: OUT_OF_MEMORY, DEVICE.
  */
-keyer_status kr_detect_connect(kr_detect *det, kr_queue *next, int cuda, int batch,
-                               keyer_error *err);
+keyer_status kr_detect_connect(kr_detect *det, kr_queue *next, const kr_device_fns *dev,
+                               int ordinal, int batch, keyer_error *err);
 
 #endif

@@ -39,7 +39,8 @@ const char *kr_engine_auto_model(keyer_session *s)
 
 
 /* The model stages, in the order items pass them: the detector first, the face mesh, the pose
- * landmarks, then the keying model. */
+ * landmarks, then the keying model and the people stage (at most 4: the mesh and the pose
+ * exclude each other, the people stage comes only without a detector). */
 static int model_stages(keyer_session *s, kr_model_stage **out)
 {
     int n = 0;
@@ -51,6 +52,8 @@ static int model_stages(keyer_session *s, kr_model_stage **out)
         out[n++] = kr_pose_stage_model(s->pose);
     if (s->infer)
         out[n++] = kr_infer_stage(s->infer);
+    if (s->people)
+        out[n++] = kr_people_stage_model(s->people);
     return n;
 }
 
@@ -99,6 +102,21 @@ static keyer_status load_models(keyer_session *s, keyer_error *err)
                                    &s->stages[KR_ST_POSE], s->serial_threads, p->precision};
         if ((st = kr_pose_stage_create(&pp, &s->pose, err)))
             return st;
+    }
+    /* model people: the people's crops of all streams in one stage (the session's detector
+     * would share the items' detections: with one, each stream's keyer runs them) */
+    const keyer_people_params *people = s->infer ? kr_infer_people_params(s->infer) : NULL;
+    if (people && !s->detect) {
+        kr_people_stage_params pp = {*people,
+                                     p->max_streams,
+                                     &s->ctx,
+                                     &s->stages[KR_ST_POSE],
+                                     s->serial_threads,
+                                     kr_infer_get_info(s->infer)->mask_w,
+                                     kr_infer_get_info(s->infer)->mask_h};
+        if ((st = kr_people_stage_create(&pp, &s->people, err)))
+            return st;
+        s->stages[KR_ST_POSE].name = "people";
     }
     return KEYER_OK;
 }
@@ -259,7 +277,20 @@ static keyer_status open_stages(keyer_session *s, keyer_error *err)
         kr_model_stage *ms = kr_infer_stage(s->infer);
         if ((st = kr_model_stage_open(ms, &run, err)))
             return st;
-        kr_infer_connect(s->infer, kr_refine_stage_queue(s->refine));
+        kr_queue *after = kr_refine_stage_queue(s->refine);
+        if (s->people) {
+            /* the people's crops between the person detector and refine */
+            kr_model_stage *pm = kr_people_stage_model(s->people);
+            kr_model_stage_run prun = {s->batch, s->batch_wait_ns, infer_cap, 0, models_cuda};
+            if ((st = kr_model_stage_open(pm, &prun, err)) ||
+                (st = kr_people_stage_connect(s->people, after, dev, s->ordinal,
+                                              dev && !models_cuda, s->batch, err)))
+                return st;
+            kr_infer_people_later(s->infer);
+            after = kr_model_stage_queue(pm);
+            s->stages[KR_ST_POSE].workers = 1;
+        }
+        kr_infer_connect(s->infer, after);
         keying = kr_model_stage_queue(ms);
     }
     if (s->pose) {
@@ -290,7 +321,8 @@ static keyer_status open_stages(keyer_session *s, keyer_error *err)
         int need = KR_NEED_INPUT(kr_model_stage_input(ms)->slot) | (s->infer ? KR_NEED_INPUT(0) : 0);
         kr_model_stage_run run = {s->batch, s->batch_wait_ns, infer_cap, need, models_cuda};
         if ((st = kr_model_stage_open(ms, &run, err)) ||
-            (st = kr_detect_connect(s->detect, keying, models_cuda, s->batch, err)))
+            (st = kr_detect_connect(s->detect, keying, models_cuda ? dev : NULL, s->ordinal,
+                                   s->batch, err)))
             return st;
     }
     s->stages[KR_ST_INFER].workers = 1;
@@ -361,6 +393,10 @@ static keyer_status start_threads(keyer_session *s, keyer_error *err)
     if (s->pose &&
         (st = kr_model_stage_start(kr_pose_stage_model(s->pose),
                                    kr_trace_thread(s->trace, "pose", 0), err)))
+        return st;
+    if (s->people &&
+        (st = kr_model_stage_start(kr_people_stage_model(s->people),
+                                   kr_trace_thread(s->trace, "people", 0), err)))
         return st;
     if (s->detect) {
         if ((st = kr_model_stage_start(kr_detect_stage(s->detect), track_detect, err)))

@@ -36,6 +36,8 @@ struct kr_infer {
     float *auto_masks;           /* on CUDA: a batch's selfie masks, brought down */
     kr_people_switch **switches; /* [max_streams], made at a stream's first frame */
     atomic_llong *people_frames; /* [max_streams]: frames keyed in people mode */
+    int people_later;            /* model people: the people stage runs the keyers (the
+                                  * detections wait in the items) */
 };
 
 /* ---- outputs ---------------------------------------------------------------------------------- */
@@ -222,6 +224,12 @@ static keyer_status people_frame(kr_infer *inf, kr_item *it, const float *boxes,
     if (it->stream < 0 || it->stream >= inf->max_streams)
         return keyer_error_set(err, KEYER_STATUS_INTERNAL, "people: stream %d of %d", it->stream,
                                inf->max_streams);
+    if (inf->people_later) { /* the people stage (people_stage.h) keys the frame */
+        memcpy(it->dets, dets, (size_t)n * sizeof(dets[0]));
+        it->n_dets = n;
+        atomic_fetch_add(&inf->people_frames[it->stream], 1);
+        return KEYER_OK;
+    }
     keyer_people **pp = &inf->per_stream[it->stream];
     if (!*pp && (st = keyer_people_create(&inf->people_params, pp, err)))
         return st;
@@ -272,10 +280,10 @@ static keyer_status people_cuda_outputs(void *opaque, keyer_runtime *rt, kr_item
         rs = people_frame(inf, items[i], inf->boxes_host + (size_t)i * inf->box_count,
                           inf->scores_host + (size_t)i * inf->score_count, inf->mask_host, err);
         /* the host mask is written again for the next item: each copy completes first */
-        if (!rs)
+        if (!rs && !inf->people_later)
             rs = dev->copy(l->ordinal, items[i]->cuda.mask, inf->mask_host->data[0],
                            inf->mask_bytes, stream, err);
-        if (!rs)
+        if (!rs && !inf->people_later)
             rs = dev->stream_sync(l->ordinal, stream, err);
     }
     for (int i = 0; i < n && !rs; i++)
@@ -516,6 +524,16 @@ const kr_infer_info *kr_infer_get_info(const kr_infer *inf)
 void kr_infer_connect(kr_infer *inf, kr_queue *next)
 {
     inf->next = next;
+}
+
+const keyer_people_params *kr_infer_people_params(const kr_infer *inf)
+{
+    return inf && inf->people ? &inf->people_params : NULL;
+}
+
+void kr_infer_people_later(kr_infer *inf)
+{
+    inf->people_later = 1;
 }
 
 int64_t kr_infer_people_frames(const kr_infer *inf, int stream)

@@ -30,6 +30,7 @@
 
 #include <stdatomic.h>
 
+#include "keyer/people.h"
 #include "pipeline/model_stage.h"
 
 typedef struct kr_infer_params {
@@ -89,6 +90,15 @@ const kr_infer_info *kr_infer_get_info(const kr_infer *inf);
 
 /** Finished items go to @p next (the refine stage's queue); call before the stage starts. */
 void kr_infer_connect(kr_infer *inf, kr_queue *next);
+
+/** Model people: the people keyers' parameters (NULL in other modes, and for the automatic
+ *  switch's keyers). */
+const keyer_people_params *kr_infer_people_params(const kr_infer *inf);
+
+/** Model people: a later stage (people_stage.h) runs the keyers; each item leaves with its
+ *  whole-frame person detections (frame pixels) in kr_item::dets and no mask. Call before the
+ *  stage starts. */
+void kr_infer_people_later(kr_infer *inf);
 
 /**
  * Stream @p stream's frames keyed in people mode so far: all of them with model people, the

@@ -7,6 +7,7 @@
 
 #include "keyer/alloc.h"
 #include "keyer/registry.h"
+#include "pipeline/crop_rounds.h"
 #include "vision/faces_steps.h"
 
 #define MESH_VALUES (KEYER_FACE_MESH_POINTS * 3)
@@ -23,6 +24,7 @@ struct kr_mesh {
     int in_w, in_h;
     int points, flag;             /* output indices */
     kr_model_stage *stage;
+    kr_rounds *rounds;            /* the rounds and passes (crop_rounds.h) */
     kr_queue *next;               /* NULL: the stream's reorder buffer */
     keyer_faces **faces;          /* per stream id, made at the stream's first frame */
     keyer_prepare *prep;          /* crops into a runtime's input (host or CUDA frames) */
@@ -36,74 +38,91 @@ struct kr_mesh {
     keyer_prepare_geometry *geo;  /* cap */
     float *pts;                   /* cap x MESH_VALUES */
     float *logits;                /* cap */
-    int *order;                   /* cap: crop indices, CUDA items' first */
+    int *cuda;                    /* cap: whether a crop is of a CUDA item */
     const keyer_frame **frames;   /* batch: one run's frames */
     keyer_roi *run_rois;          /* batch */
     keyer_prepare_geometry *run_geo; /* batch */
-    float *run_out;               /* batch x (MESH_VALUES + 1): a CUDA run's outputs */
-    kr_item **round;              /* batch: one round's items, one per stream */
-    keyer_faces **round_fa;       /* batch: their analysers (NULL: not run) */
-    int *done;                    /* batch: per position in the batch */
+    int out_cap;                  /* host places of the CUDA runs' outputs */
+    float *run_out;               /* out_cap x (MESH_VALUES + 1): landmarks, then presences
+                                   * (page-locked on CUDA) */
+    int run_out_pinned;           /* run_out came from dev->host_alloc */
+    kr_item *const *round;        /* the round being run (the rounds' array) */
+    keyer_faces **round_fa;       /* batch: its analysers (NULL: not run) */
 };
 
 /* ---- running crops ------------------------------------------------------------------------ */
 
-/* Runs crops m->order[0 .. n) of the round, all of items on CUDA (@p cuda) or host, through
- * the runtime of batch 2^lg (n == 2^lg); outputs and geometry to the crops' places. */
-static keyer_status run_chunk(kr_mesh *m, kr_model_stage *ms, const int *ord, int n, int lg,
-                              int cuda, keyer_error *err)
+/* The deferred CUDA crops ord[0 .. n) take their outputs from host places 0 .. n. */
+static keyer_status take_deferred(void *opaque, const int *ord, int n, keyer_error *err)
 {
-    const kr_model_stage_run *run = kr_model_stage_get_run(ms);
+    (void)err;
+    kr_mesh *m = opaque;
+    const float *logits = m->run_out + (size_t)m->out_cap * MESH_VALUES;
+    for (int c = 0; c < n; c++) {
+        memcpy(m->pts + (size_t)ord[c] * MESH_VALUES, m->run_out + (size_t)c * MESH_VALUES,
+               MESH_VALUES * sizeof(float));
+        m->logits[ord[c]] = logits[c];
+    }
+    return KEYER_OK;
+}
+
+/* Runs crops ord[0 .. n) of the pass (kr_crops_ops::chunk) through the runtime of batch
+ * 2^lg; outputs and geometry to the crops' places. */
+static keyer_status run_chunk(void *opaque, const int *ord, int n, int lg, int cuda,
+                              int deferred, int at, keyer_error *err)
+{
+    kr_mesh *m = opaque;
+    kr_model_stage *ms = m->stage;
     void *stream = kr_model_stage_stream(ms);
-    int rt_cuda = cuda && run->cuda;
     keyer_runtime *rt = NULL;
-    keyer_status st = kr_model_stage_runtime(ms, rt_cuda, lg, &rt, err);
+    keyer_status st = kr_model_stage_runtime(ms, deferred, lg, &rt, err);
     if (st)
         return st;
-    size_t in_bytes = (size_t)n * (size_t)m->in_w * (size_t)m->in_h * 3 * sizeof(float);
+    size_t in_bytes = ((size_t)1 << lg) * (size_t)m->in_w * (size_t)m->in_h * 3 * sizeof(float);
     if (keyer_runtime_input_bytes(rt, 0) != in_bytes)
         return keyer_error_set(err, KEYER_STATUS_INTERNAL,
                                "face mesh: the runtime of batch %d takes %zu input bytes, not "
-                               "%zu", n, keyer_runtime_input_bytes(rt, 0), in_bytes);
+                               "%zu", 1 << lg, keyer_runtime_input_bytes(rt, 0), in_bytes);
     for (int c = 0; c < n; c++) {
         m->frames[c] = m->round[m->crops[ord[c]].item]->src;
         m->run_rois[c] = m->rois[ord[c]];
     }
-    const float *pts = NULL, *logits = NULL;
-    if (rt_cuda) {
-        /* crops straight into the runtime's input; only the outputs come down */
-        float *pts_host = m->run_out, *logits_host = m->run_out + (size_t)n * MESH_VALUES;
+    if (deferred) {
+        /* crops straight into the runtime's input (its padding keeps what it held: those
+         * outputs are not read); only the outputs come down, to their host places, read
+         * after the pass's one wait */
+        float *pts_host = m->run_out + (size_t)at * MESH_VALUES;
+        float *logits_host = m->run_out + (size_t)m->out_cap * MESH_VALUES + at;
         if ((st = keyer_prepare_run(m->prep, m->frames, m->run_rois, n,
                                     keyer_runtime_input_data(rt, 0), m->run_geo, err)) ||
             (st = keyer_runtime_run(rt, err)) ||
             (st = m->dev->copy(m->ordinal, pts_host, keyer_runtime_output_data(rt, m->points),
                                (size_t)n * MESH_VALUES * sizeof(float), stream, err)) ||
             (st = m->dev->copy(m->ordinal, logits_host, keyer_runtime_output_data(rt, m->flag),
-                               (size_t)n * sizeof(float), stream, err)) ||
+                               (size_t)n * sizeof(float), stream, err)))
+            return st;
+        for (int c = 0; c < n; c++)
+            m->geo[ord[c]] = m->run_geo[c];
+        return KEYER_OK;
+    }
+    if (cuda) {
+        /* CUDA items, CPU model: cropped on the GPU, the crops come down */
+        if ((st = keyer_prepare_run(m->prep, m->frames, m->run_rois, n, m->dev_crops,
+                                    m->run_geo, err)) ||
+            (st = m->dev->copy(m->ordinal, keyer_runtime_input_data(rt, 0), m->dev_crops,
+                               in_bytes, stream, err)) ||
             (st = m->dev->stream_sync(m->ordinal, stream, err)))
             return st;
-        pts = pts_host;
-        logits = logits_host;
-    } else {
-        if (cuda) {
-            /* CUDA items, CPU model: cropped on the GPU, the crops come down */
-            if ((st = keyer_prepare_run(m->prep, m->frames, m->run_rois, n, m->dev_crops,
-                                        m->run_geo, err)) ||
-                (st = m->dev->copy(m->ordinal, keyer_runtime_input_data(rt, 0), m->dev_crops,
-                                   in_bytes, stream, err)) ||
-                (st = m->dev->stream_sync(m->ordinal, stream, err)))
-                return st;
-        } else if ((st = keyer_prepare_run(m->prep, m->frames, m->run_rois, n,
-                                           keyer_runtime_input_data(rt, 0), m->run_geo, err))) {
-            return st;
-        }
-        if ((st = keyer_runtime_run(rt, err)))
-            return st;
-        pts = keyer_runtime_output_data(rt, m->points);
-        logits = keyer_runtime_output_data(rt, m->flag);
-        if (!pts || !logits)
-            return keyer_error_set(err, KEYER_STATUS_INTERNAL, "face mesh: no output data");
+    } else if ((st = keyer_prepare_run(m->prep, m->frames, m->run_rois, n,
+                                       keyer_runtime_input_data(rt, 0), m->run_geo, err))) {
+        return st;
     }
+    if ((st = keyer_runtime_run(rt, err)))
+        return st;
+    const float *pts = keyer_runtime_output_data(rt, m->points);
+    const float *logits = keyer_runtime_output_data(rt, m->flag);
+    if (!pts || !logits)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL, "face mesh: no output data");
     for (int c = 0; c < n; c++) {
         memcpy(m->pts + (size_t)ord[c] * MESH_VALUES, pts + (size_t)c * MESH_VALUES,
                MESH_VALUES * sizeof(float));
@@ -113,36 +132,22 @@ static keyer_status run_chunk(kr_mesh *m, kr_model_stage *ms, const int *ord, in
     return KEYER_OK;
 }
 
-/* Runs the round's crops 0 .. n - 1: the CUDA items' together, then the host items'. */
+static const kr_crops_ops mesh_crops = {run_chunk, take_deferred};
+
+/* Runs the round's crops 0 .. n - 1 (one pass). */
 static keyer_status run_crops(kr_mesh *m, kr_model_stage *ms, int n, keyer_error *err)
 {
-    int k = 0;
-    for (int pass = 1; pass >= 0; pass--)
-        for (int c = 0; c < n; c++)
-            if (m->round[m->crops[c].item]->on_cuda == pass)
-                m->order[k++] = c;
-    int done = 0;
-    while (done < n) {
-        int cuda = m->round[m->crops[m->order[done]].item]->on_cuda;
-        int same = 1;
-        while (done + same < n && m->round[m->crops[m->order[done + same]].item]->on_cuda == cuda)
-            same++;
-        int lg = 0;
-        while (lg < KR_MAX_BATCH_LOG2 && (1 << (lg + 1)) <= same && (1 << (lg + 1)) <= m->batch)
-            lg++;
-        keyer_status st = run_chunk(m, ms, m->order + done, 1 << lg, lg, cuda, err);
-        if (st)
-            return st;
-        done += 1 << lg;
-    }
-    return KEYER_OK;
+    for (int c = 0; c < n; c++)
+        m->cuda[c] = m->round[m->crops[c].item]->on_cuda;
+    return kr_rounds_crops(m->rounds, ms, m->cuda, n, &mesh_crops, m, err);
 }
 
 /* ---- rounds ------------------------------------------------------------------------------- */
 
-/* The analyser of stream @p id, made at its first frame. */
-static keyer_status analyser(kr_mesh *m, int id, keyer_faces **out, keyer_error *err)
+/* The analyser of stream @p id, made at its first frame (kr_rounds_ops::state). */
+static keyer_status analyser(void *opaque, int id, void **out, keyer_error *err)
 {
+    kr_mesh *m = opaque;
     *out = NULL;
     if (id < 0 || id >= m->p.max_streams)
         return keyer_error_set(err, KEYER_STATUS_INTERNAL, "face mesh: no stream %d", id);
@@ -177,9 +182,14 @@ static keyer_status store_faces(kr_item *it, const keyer_face *faces, int n, key
 }
 
 /* The steps of keyer_faces_run() for the round's k items (those with an analyser). */
-static keyer_status round_steps(kr_mesh *m, kr_model_stage *ms, int k, keyer_error *err)
+static keyer_status round_steps(void *opaque, kr_model_stage *ms, kr_item *const *round,
+                                void *const *states, int k, keyer_error *err)
 {
+    kr_mesh *m = opaque;
     keyer_status st;
+    m->round = round;
+    for (int j = 0; j < k; j++)
+        m->round_fa[j] = states[j];
     /* 1. the faces followed, by their landmarks */
     int n = 0;
     for (int j = 0; j < k; j++) {
@@ -230,91 +240,23 @@ static keyer_status round_steps(kr_mesh *m, kr_model_stage *ms, int k, keyer_err
     return KEYER_OK;
 }
 
-/* Readies the round's items: CUDA items move to the CPU after a GPU failure, or the stage's
- * stream waits for them; each gets its stream's analyser (NULL when it is not run). */
-static void round_ready(kr_mesh *m, kr_model_stage *ms, int k)
+static void clear_item(kr_item *it)
 {
-    const kr_stage_ctx *ctx = m->p.ctx;
-    void *stream = kr_model_stage_stream(ms);
-    for (int j = 0; j < k; j++) {
-        kr_item *it = m->round[j];
-        keyer_error e = {0};
-        m->round_fa[j] = NULL;
-        if (it->on_cuda && kr_stage_gpu_failed(ctx))
-            kr_item_demote(it, kr_model_stage_get_run(ms)->need, stream);
-        if (it->lost || it->failed)
-            continue;
-        keyer_status st = it->on_cuda ? kr_item_wait(it, stream, &e) : KEYER_OK;
-        if (st && kr_stage_device_error(ctx, st, &e)) {
-            kr_item_demote(it, kr_model_stage_get_run(ms)->need, stream);
-            if (it->lost)
-                continue;
-            st = KEYER_OK;
-        }
-        if (!st)
-            st = analyser(m, it->stream, &m->round_fa[j], &e);
-        if (st)
-            kr_item_fail(it, st, &e, "mesh");
-    }
+    it->n_faces = 0;
 }
 
-static void run_round(kr_mesh *m, kr_model_stage *ms, int k)
+static void reset_analyser(void *state)
 {
-    const kr_stage_ctx *ctx = m->p.ctx;
-    round_ready(m, ms, k);
-    keyer_error e = {0};
-    keyer_status st = round_steps(m, ms, k, &e);
-    if (!st)
-        return;
-    /* the frames start afresh: tracking state dropped, as keyer_faces_run() does on error */
-    for (int j = 0; j < k; j++)
-        keyer_faces_reset(m->round_fa[j]);
-    int on_cuda = 0;
-    for (int j = 0; j < k; j++)
-        on_cuda |= m->round_fa[j] && m->round[j]->on_cuda;
-    if (on_cuda && kr_stage_device_error(ctx, st, &e)) {
-        /* the GPU failed: the round goes again on the CPU */
-        round_ready(m, ms, k);
-        keyer_error_clear(&e);
-        st = round_steps(m, ms, k, &e);
-        if (!st)
-            return;
-        for (int j = 0; j < k; j++)
-            keyer_faces_reset(m->round_fa[j]);
-    }
-    for (int j = 0; j < k; j++) {
-        if (!m->round_fa[j])
-            continue;
-        keyer_error ej = e;
-        kr_item_fail(m->round[j], st, &ej, "mesh");
-    }
+    keyer_faces_reset(state);
 }
+
+static const kr_rounds_ops mesh_rounds = {"mesh", clear_item, analyser, round_steps,
+                                          reset_analyser};
 
 /* The batch in rounds of at most one frame per stream, each stream's frames in order. */
 static void run_batch(void *opaque, kr_model_stage *ms, kr_item **items, int n)
 {
-    kr_mesh *m = opaque;
-    for (int i = 0; i < n; i++) {
-        items[i]->n_faces = 0;
-        m->done[i] = items[i]->lost || items[i]->failed;
-    }
-    for (;;) {
-        int k = 0;
-        for (int i = 0; i < n; i++) {
-            if (m->done[i])
-                continue;
-            int seen = 0;
-            for (int j = 0; j < k && !seen; j++)
-                seen = m->round[j]->stream == items[i]->stream;
-            if (seen)
-                continue; /* the next round: it depends on this round's frame */
-            m->round[k++] = items[i];
-            m->done[i] = 1;
-        }
-        if (!k)
-            break;
-        run_round(m, ms, k);
-    }
+    kr_rounds_run_batch(((kr_mesh *)opaque)->rounds, ms, items, n);
 }
 
 /* Keying: on to the inference; passthrough: to the writer, which restores the order. */
@@ -422,6 +364,7 @@ void kr_mesh_destroy(kr_mesh **pm)
         return;
     kr_mesh *m = *pm;
     kr_model_stage_destroy(&m->stage); /* its thread stops before the buffers go */
+    kr_rounds_destroy(&m->rounds);
     for (int i = 0; m->faces && i < m->p.max_streams; i++)
         keyer_faces_destroy(&m->faces[i]);
     free(m->faces);
@@ -433,16 +376,22 @@ void kr_mesh_destroy(kr_mesh **pm)
     free(m->geo);
     free(m->pts);
     free(m->logits);
-    free(m->order);
+    free(m->cuda);
     free(m->frames);
     free(m->run_rois);
     free(m->run_geo);
-    free(m->run_out);
-    free(m->round);
+    if (m->run_out_pinned)
+        m->dev->host_free(m->ordinal, m->run_out);
+    else
+        free(m->run_out);
     free(m->round_fa);
-    free(m->done);
     free(m);
     *pm = NULL;
+}
+
+const kr_rounds *kr_mesh_rounds(const kr_mesh *m)
+{
+    return m->rounds;
 }
 
 kr_model_stage *kr_mesh_stage(kr_mesh *m)
@@ -466,17 +415,27 @@ keyer_status kr_mesh_connect(kr_mesh *m, kr_queue *next, const kr_device_fns *de
     m->geo = calloc(cap, sizeof(*m->geo));
     m->pts = calloc(cap * MESH_VALUES, sizeof(float));
     m->logits = calloc(cap, sizeof(float));
-    m->order = calloc(cap, sizeof(int));
+    m->cuda = calloc(cap, sizeof(int));
     m->frames = calloc(b, sizeof(*m->frames));
     m->run_rois = calloc(b, sizeof(*m->run_rois));
     m->run_geo = calloc(b, sizeof(*m->run_geo));
-    m->run_out = calloc(b * (MESH_VALUES + 1), sizeof(float));
-    m->round = calloc(b, sizeof(*m->round));
     m->round_fa = calloc(b, sizeof(*m->round_fa));
-    m->done = calloc(b, sizeof(int));
-    if (!m->crops || !m->rois || !m->geo || !m->pts || !m->logits || !m->order || !m->frames ||
-        !m->run_rois || !m->run_geo || !m->run_out || !m->round || !m->round_fa || !m->done)
+    /* the CUDA runs' outputs of up to 4 batches of crops between two waits */
+    m->out_cap = 4 * m->batch < m->cap ? 4 * m->batch : m->cap;
+    size_t out_bytes = (size_t)m->out_cap * (MESH_VALUES + 1) * sizeof(float);
+    keyer_status st;
+    if (dev && dev->host_alloc) {
+        if ((st = dev->host_alloc(ordinal, out_bytes, (void **)&m->run_out, err)))
+            return keyer_error_prefix(err, "face mesh: ");
+        m->run_out_pinned = 1;
+    } else {
+        m->run_out = calloc(1, out_bytes);
+    }
+    if (!m->crops || !m->rois || !m->geo || !m->pts || !m->logits || !m->cuda || !m->frames ||
+        !m->run_rois || !m->run_geo || !m->run_out || !m->round_fa)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "face mesh: out of memory");
+    if ((st = kr_rounds_create(&mesh_rounds, m, m->batch, m->cap, m->out_cap, &m->rounds, err)))
+        return keyer_error_prefix(err, "face mesh: ");
     /* the face analyser's crops: stretched, rgb in [0, 1] */
     keyer_prepare_params pp = keyer_prepare_params_defaults();
     pp.width = m->in_w;
@@ -487,7 +446,7 @@ keyer_status kr_mesh_connect(kr_mesh *m, kr_queue *next, const kr_device_fns *de
     pp.offset = 0.0f;
     pp.threads = m->p.threads;
     pp.stream = dev ? kr_model_stage_stream(m->stage) : NULL;
-    keyer_status st = keyer_prepare_create(&pp, &m->prep, err);
+    st = keyer_prepare_create(&pp, &m->prep, err);
     if (st)
         return keyer_error_prefix(err, "face mesh: ");
     if (dev && hybrid &&

@@ -7,12 +7,16 @@
  * so that the crops (from the previous frame's landmarks, or from the item's detections when
  * keyer_faces_run() would detect), the acceptance of faces and the ids are those of
  * keyer_faces_run(). A stream's frames depend on each other (tracking), so a batch is run in
- * rounds of at most one frame per stream; each round runs the tracked crops of all its frames,
- * then the detections' crops. The crops are made by keyer_prepare from the frames where they
- * are (render's CUDA prepare kernel for CUDA items: a batch of rotated regions, bilinear or
- * area-averaged as on the CPU, straight into the runtime's input), the runtime of the
- * largest power of two not above the crops left runs them, and only the landmarks and the
- * presence scores (1,405 floats per face) come to the host, where the analyser takes them.
+ * rounds of at most one frame per stream (the rounds, the retry on the CPU and the passes'
+ * runs are crop_rounds.h's, shared with the pose stage); each round runs the tracked crops of
+ * all its frames, then the detections' crops. The crops are made by keyer_prepare from the
+ * frames where they are (render's CUDA prepare kernel for CUDA items: a batch of rotated
+ * regions, bilinear or area-averaged as on the CPU, straight into the runtime's input); on
+ * CUDA a pass's crops run through the smallest runtimes holding them (padded), only the
+ * landmarks and the presence scores (1,405 floats per face) come to the host, into
+ * page-locked memory, and the host waits once per pass (or per 4 batches of crops); there the
+ * analyser takes them. On the CPU the runtime of the largest power of two not above the crops
+ * left runs them.
  * Each item's faces are copied into the item (kr_item::faces) for the sink's faces_fn.
  *
  * CPU items are cropped and run on the CPU exactly as keyer_faces_run() does (same
@@ -26,6 +30,7 @@
 #ifndef KEYER_PIPELINE_MESH_H
 #define KEYER_PIPELINE_MESH_H
 
+#include "pipeline/crop_rounds.h"
 #include "pipeline/model_stage.h"
 
 typedef struct kr_mesh_params {
@@ -63,5 +68,8 @@ kr_model_stage *kr_mesh_stage(kr_mesh *m);
  */
 keyer_status kr_mesh_connect(kr_mesh *m, kr_queue *next, const kr_device_fns *dev, int ordinal,
                              int hybrid, int batch, keyer_error *err);
+
+/** Its rounds (NULL before connect): their counters for the session's report. */
+const kr_rounds *kr_mesh_rounds(const kr_mesh *m);
 
 #endif

@@ -214,6 +214,14 @@ void *kr_model_stage_stream(const kr_model_stage *ms)
     return ms->stream;
 }
 
+keyer_status kr_model_stage_sync(kr_model_stage *ms, keyer_error *err)
+{
+    if (!ms->dev || !ms->stream)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL, "%s: no CUDA stream to wait for",
+                               ms->p.name);
+    return ms->dev->stream_sync(ms->ordinal, ms->stream, err);
+}
+
 const kr_stage_ctx *kr_model_stage_ctx(const kr_model_stage *ms)
 {
     return ms->p.ctx;

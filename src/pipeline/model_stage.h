@@ -175,6 +175,10 @@ const kr_model_stage_run *kr_model_stage_get_run(const kr_model_stage *ms);
 /** Its CUDA stream (NULL before use_cuda or without CUDA). */
 void *kr_model_stage_stream(const kr_model_stage *ms);
 
+/** The host waits for the work queued on its CUDA stream. Errors: DEVICE (the failure's
+ *  text), INTERNAL (no CUDA stream). */
+keyer_status kr_model_stage_sync(kr_model_stage *ms, keyer_error *err);
+
 /** Its parameters' stage context. */
 const kr_stage_ctx *kr_model_stage_ctx(const kr_model_stage *ms);
 

@@ -7,6 +7,7 @@
 
 #include "keyer/alloc.h"
 #include "keyer/registry.h"
+#include "pipeline/crop_rounds.h"
 #include "vision/pose_heatmap.h"
 #include "vision/pose_steps.h"
 
@@ -24,24 +25,27 @@ struct kr_pose_stage {
     kr_pose_shape shape;
     int out_points, out_flag, out_world, out_heat; /* output indices */
     kr_model_stage *stage;
+    kr_rounds *rounds;            /* the rounds and passes (crop_rounds.h) */
     kr_queue *next;               /* NULL: the stream's reorder buffer */
     keyer_pose **trackers;        /* per stream id, made at the stream's first frame */
     keyer_prepare *prep;          /* crops into a runtime's input (host or CUDA frames) */
     const kr_device_fns *dev;     /* CUDA table, or NULL */
     int ordinal;
     float *dev_crops;             /* hybrid: the crops on the device before they come down */
-    float *dev_out;               /* batch x GATHERED: a CUDA run's gathered outputs */
-    float *run_out;               /* batch x GATHERED: the same on the host */
+    float *dev_out;               /* batch x GATHERED: the CUDA runs' gathered outputs */
+    float *run_out;               /* batch x GATHERED: the same on the host (page-locked) */
+    int run_out_pinned;           /* run_out came from dev->host_alloc */
     int batch;                    /* items per batch, crops per run at most */
-    int *order;                   /* batch: round positions of the crops, CUDA items' first */
     const keyer_frame **frames;   /* batch: one run's frames */
     keyer_roi *run_rois;          /* batch */
-    keyer_prepare_geometry *run_geo; /* batch */
-    kr_item **round;              /* batch: one round's items, one per stream */
-    keyer_pose **round_tr;        /* batch: their trackers (NULL: not run) */
+    keyer_prepare_geometry *run_geo; /* batch: a host run's crops */
+    keyer_prepare_geometry *geo;  /* batch: the deferred CUDA crops, by host place */
+    kr_item *const *round;        /* the round being run (the rounds' array) */
+    keyer_pose **round_tr;        /* batch: its trackers (NULL: not run) */
     int *state;                   /* batch: PS_* per round position */
     keyer_roi *rois;              /* batch: the crop each round position runs next */
-    int *done;                    /* batch: per position in the batch */
+    int *pos;                     /* batch: a pass's crops' round positions */
+    int *pass_cuda;               /* batch: whether they are of CUDA items */
 };
 
 /* ---- running crops ------------------------------------------------------------------------ */
@@ -61,51 +65,58 @@ static void take(kr_pose_stage *ps, int j, const kr_pose_outputs *o,
     }
 }
 
-/* Runs the crops of round positions ord[0 .. n), all of items on CUDA (@p cuda) or host,
- * through the runtime of batch 2^lg (n == 2^lg), and hands each its outputs. */
-static keyer_status run_chunk(kr_pose_stage *ps, kr_model_stage *ms, const int *ord, int n,
-                              int lg, int cuda, keyer_error *err)
+/* The deferred CUDA crops ord[0 .. n) take their gathered outputs at host places 0 .. n. */
+static keyer_status take_deferred(void *opaque, const int *ord, int n, keyer_error *err)
 {
-    const kr_model_stage_run *run = kr_model_stage_get_run(ms);
+    (void)err;
+    kr_pose_stage *ps = opaque;
+    for (int c = 0; c < n; c++) {
+        const float *g = ps->run_out + (size_t)c * GATHERED;
+        kr_pose_outputs o = {g, g[POINTS * 5], g + POINTS * 5 + 1, NULL, NULL};
+        take(ps, ps->pos[ord[c]], &o, &ps->geo[c]);
+    }
+    return KEYER_OK;
+}
+
+/* Runs the pass's crops ord[0 .. n) (kr_crops_ops::chunk) through the runtime of batch 2^lg. */
+static keyer_status run_chunk(void *opaque, const int *ord, int n, int lg, int cuda,
+                              int deferred, int at, keyer_error *err)
+{
+    kr_pose_stage *ps = opaque;
+    kr_model_stage *ms = ps->stage;
     void *stream = kr_model_stage_stream(ms);
-    int rt_cuda = cuda && run->cuda;
     keyer_runtime *rt = NULL;
-    keyer_status st = kr_model_stage_runtime(ms, rt_cuda, lg, &rt, err);
+    keyer_status st = kr_model_stage_runtime(ms, deferred, lg, &rt, err);
     if (st)
         return st;
     int side = ps->shape.width;
-    size_t in_bytes = (size_t)n * (size_t)side * (size_t)side * 3 * sizeof(float);
+    size_t in_bytes = ((size_t)1 << lg) * (size_t)side * (size_t)side * 3 * sizeof(float);
     if (keyer_runtime_input_bytes(rt, 0) != in_bytes)
         return keyer_error_set(err, KEYER_STATUS_INTERNAL,
                                "pose landmarks: the runtime of batch %d takes %zu input bytes, "
-                               "not %zu", n, keyer_runtime_input_bytes(rt, 0), in_bytes);
+                               "not %zu", 1 << lg, keyer_runtime_input_bytes(rt, 0), in_bytes);
     for (int c = 0; c < n; c++) {
-        ps->frames[c] = ps->round[ord[c]]->src;
-        ps->run_rois[c] = ps->rois[ord[c]];
+        ps->frames[c] = ps->round[ps->pos[ord[c]]]->src;
+        ps->run_rois[c] = ps->rois[ps->pos[ord[c]]];
     }
-    if (rt_cuda) {
-        /* crops straight into the runtime's input; the landmarks refined on the device and
-         * gathered: only they come down */
+    if (deferred) {
+        /* crops straight into the runtime's input (its padding keeps what it held: those
+         * outputs are not read); the landmarks refined on the device and gathered: only they
+         * come down, to their host places, read after the pass's one wait */
+        float *dst = ps->dev_out + (size_t)at * GATHERED;
         if ((st = keyer_prepare_run(ps->prep, ps->frames, ps->run_rois, n,
-                                    keyer_runtime_input_data(rt, 0), ps->run_geo, err)) ||
+                                    keyer_runtime_input_data(rt, 0), ps->geo + at, err)) ||
             (st = keyer_runtime_run(rt, err)) ||
-            (st = kr_pose_gather_cuda(ps->ordinal, ps->dev_out,
+            (st = kr_pose_gather_cuda(ps->ordinal, dst,
                                       keyer_runtime_output_data(rt, ps->out_points),
                                       keyer_runtime_output_data(rt, ps->out_flag),
                                       keyer_runtime_output_data(rt, ps->out_world),
                                       keyer_runtime_output_data(rt, ps->out_heat), n, POINTS,
                                       ps->shape.heat_w, ps->shape.heat_h, side, side,
-                                      1, stream, err)) ||
-            (st = ps->dev->copy(ps->ordinal, ps->run_out, ps->dev_out,
-                                (size_t)n * GATHERED * sizeof(float), stream, err)) ||
-            (st = ps->dev->stream_sync(ps->ordinal, stream, err)))
+                                      1, stream, err)))
             return st;
-        for (int c = 0; c < n; c++) {
-            const float *g = ps->run_out + (size_t)c * GATHERED;
-            kr_pose_outputs o = {g, g[POINTS * 5], g + POINTS * 5 + 1, NULL, NULL};
-            take(ps, ord[c], &o, &ps->run_geo[c]);
-        }
-        return KEYER_OK;
+        return ps->dev->copy(ps->ordinal, ps->run_out + (size_t)at * GATHERED, dst,
+                             (size_t)n * GATHERED * sizeof(float), stream, err);
     }
     if (cuda) {
         /* CUDA items, CPU model: cropped on the GPU, the crops come down */
@@ -131,43 +142,33 @@ static keyer_status run_chunk(kr_pose_stage *ps, kr_model_stage *ms, const int *
     for (int c = 0; c < n; c++) {
         kr_pose_outputs o = {pts + (size_t)c * POINTS * 5, flag[c],
                              world + (size_t)c * POINTS * 3, heat + (size_t)c * heat_n, NULL};
-        take(ps, ord[c], &o, &ps->run_geo[c]);
+        take(ps, ps->pos[ord[c]], &o, &ps->run_geo[c]);
     }
     return KEYER_OK;
 }
 
-/* Runs the crops of the round positions in state @p want (of @p k): the CUDA items'
- * together, then the host items'. */
-static keyer_status run_crops(kr_pose_stage *ps, kr_model_stage *ms, int k, int want,
-                              keyer_error *err)
+static const kr_crops_ops pose_crops = {run_chunk, take_deferred};
+
+/* One pass: the crops of the round positions whose state is in @p want (bits 1 << PS_*). */
+static keyer_status run_pass(kr_pose_stage *ps, kr_model_stage *ms, int k, int want,
+                             keyer_error *err)
 {
     int n = 0;
-    for (int pass = 1; pass >= 0; pass--)
-        for (int j = 0; j < k; j++)
-            if (ps->round_tr[j] && ps->state[j] == want && ps->round[j]->on_cuda == pass)
-                ps->order[n++] = j;
-    int done = 0;
-    while (done < n) {
-        int cuda = ps->round[ps->order[done]]->on_cuda;
-        int same = 1;
-        while (done + same < n && ps->round[ps->order[done + same]]->on_cuda == cuda)
-            same++;
-        int lg = 0;
-        while (lg < KR_MAX_BATCH_LOG2 && (1 << (lg + 1)) <= same && (1 << (lg + 1)) <= ps->batch)
-            lg++;
-        keyer_status st = run_chunk(ps, ms, ps->order + done, 1 << lg, lg, cuda, err);
-        if (st)
-            return st;
-        done += 1 << lg;
-    }
-    return KEYER_OK;
+    for (int j = 0; j < k; j++)
+        if (ps->round_tr[j] && (want & (1 << ps->state[j]))) {
+            ps->pos[n] = j;
+            ps->pass_cuda[n] = ps->round[j]->on_cuda;
+            n++;
+        }
+    return kr_rounds_crops(ps->rounds, ms, ps->pass_cuda, n, &pose_crops, ps, err);
 }
 
 /* ---- rounds ------------------------------------------------------------------------------- */
 
-/* The tracker of stream @p id, made at its first frame. */
-static keyer_status tracker(kr_pose_stage *ps, int id, keyer_pose **out, keyer_error *err)
+/* The tracker of stream @p id, made at its first frame (kr_rounds_ops::state). */
+static keyer_status tracker(void *opaque, int id, void **out, keyer_error *err)
 {
+    kr_pose_stage *ps = opaque;
     *out = NULL;
     if (id < 0 || id >= ps->p.max_streams)
         return keyer_error_set(err, KEYER_STATUS_INTERNAL, "pose landmarks: no stream %d", id);
@@ -184,11 +185,17 @@ static keyer_status tracker(kr_pose_stage *ps, int id, keyer_pose **out, keyer_e
     return KEYER_OK;
 }
 
-/* The steps of keyer_pose_run() for the round's k items (those with a tracker). */
-static keyer_status round_steps(kr_pose_stage *ps, kr_model_stage *ms, int k, keyer_error *err)
+/* The steps of keyer_pose_run() for the round's k items (those with a tracker), in as few
+ * passes as they allow: the seeding crops and the tracked crops together, then the final
+ * crops of the frames just seeded. */
+static keyer_status round_steps(void *opaque, kr_model_stage *ms, kr_item *const *round,
+                                void *const *states, int k, keyer_error *err)
 {
+    kr_pose_stage *ps = opaque;
+    ps->round = round;
     for (int j = 0; j < k; j++) {
-        kr_item *it = ps->round[j];
+        kr_item *it = round[j];
+        ps->round_tr[j] = states[j];
         ps->state[j] = PS_IDLE;
         if (!ps->round_tr[j])
             continue;
@@ -202,97 +209,29 @@ static keyer_status round_steps(kr_pose_stage *ps, kr_model_stage *ms, int k, ke
             ps->state[j] = PS_SEED;
         }
     }
-    keyer_status st = run_crops(ps, ms, k, PS_SEED, err);
+    keyer_status st = run_pass(ps, ms, k, (1 << PS_SEED) | (1 << PS_FINAL), err);
     if (!st)
-        st = run_crops(ps, ms, k, PS_FINAL, err);
+        st = run_pass(ps, ms, k, 1 << PS_FINAL, err);
     return st;
 }
 
-/* Readies the round's items: CUDA items move to the CPU after a GPU failure, or the stage's
- * stream waits for them; each gets its stream's tracker (NULL when it is not run). */
-static void round_ready(kr_pose_stage *ps, kr_model_stage *ms, int k)
+static void clear_item(kr_item *it)
 {
-    const kr_stage_ctx *ctx = ps->p.ctx;
-    void *stream = kr_model_stage_stream(ms);
-    for (int j = 0; j < k; j++) {
-        kr_item *it = ps->round[j];
-        keyer_error e = {0};
-        ps->round_tr[j] = NULL;
-        if (it->on_cuda && kr_stage_gpu_failed(ctx))
-            kr_item_demote(it, kr_model_stage_get_run(ms)->need, stream);
-        if (it->lost || it->failed)
-            continue;
-        keyer_status st = it->on_cuda ? kr_item_wait(it, stream, &e) : KEYER_OK;
-        if (st && kr_stage_device_error(ctx, st, &e)) {
-            kr_item_demote(it, kr_model_stage_get_run(ms)->need, stream);
-            if (it->lost)
-                continue;
-            st = KEYER_OK;
-        }
-        if (!st)
-            st = tracker(ps, it->stream, &ps->round_tr[j], &e);
-        if (st)
-            kr_item_fail(it, st, &e, "pose");
-    }
+    memset(&it->pose, 0, sizeof(it->pose));
 }
 
-static void run_round(kr_pose_stage *ps, kr_model_stage *ms, int k)
+static void reset_tracker(void *state)
 {
-    const kr_stage_ctx *ctx = ps->p.ctx;
-    round_ready(ps, ms, k);
-    keyer_error e = {0};
-    keyer_status st = round_steps(ps, ms, k, &e);
-    if (!st)
-        return;
-    /* the frames start afresh: tracking dropped, as keyer_pose_run() does on error */
-    for (int j = 0; j < k; j++)
-        keyer_pose_reset(ps->round_tr[j]);
-    int on_cuda = 0;
-    for (int j = 0; j < k; j++)
-        on_cuda |= ps->round_tr[j] && ps->round[j]->on_cuda;
-    if (on_cuda && kr_stage_device_error(ctx, st, &e)) {
-        /* the GPU failed: the round goes again on the CPU */
-        round_ready(ps, ms, k);
-        keyer_error_clear(&e);
-        st = round_steps(ps, ms, k, &e);
-        if (!st)
-            return;
-        for (int j = 0; j < k; j++)
-            keyer_pose_reset(ps->round_tr[j]);
-    }
-    for (int j = 0; j < k; j++) {
-        if (!ps->round_tr[j])
-            continue;
-        keyer_error ej = e;
-        kr_item_fail(ps->round[j], st, &ej, "pose");
-    }
+    keyer_pose_reset(state);
 }
+
+static const kr_rounds_ops pose_rounds = {"pose", clear_item, tracker, round_steps,
+                                          reset_tracker};
 
 /* The batch in rounds of at most one frame per stream, each stream's frames in order. */
 static void run_batch(void *opaque, kr_model_stage *ms, kr_item **items, int n)
 {
-    kr_pose_stage *ps = opaque;
-    for (int i = 0; i < n; i++) {
-        memset(&items[i]->pose, 0, sizeof(items[i]->pose));
-        ps->done[i] = items[i]->lost || items[i]->failed;
-    }
-    for (;;) {
-        int k = 0;
-        for (int i = 0; i < n; i++) {
-            if (ps->done[i])
-                continue;
-            int seen = 0;
-            for (int j = 0; j < k && !seen; j++)
-                seen = ps->round[j]->stream == items[i]->stream;
-            if (seen)
-                continue; /* the next round: it depends on this round's frame */
-            ps->round[k++] = items[i];
-            ps->done[i] = 1;
-        }
-        if (!k)
-            break;
-        run_round(ps, ms, k);
-    }
+    kr_rounds_run_batch(((kr_pose_stage *)opaque)->rounds, ms, items, n);
 }
 
 /* On to the next model stage, or to the writer, which restores the order. */
@@ -417,6 +356,7 @@ void kr_pose_stage_destroy(kr_pose_stage **pps)
         return;
     kr_pose_stage *ps = *pps;
     kr_model_stage_destroy(&ps->stage); /* its thread stops before the buffers go */
+    kr_rounds_destroy(&ps->rounds);
     for (int i = 0; ps->trackers && i < ps->p.max_streams; i++)
         keyer_pose_destroy(&ps->trackers[i]);
     free(ps->trackers);
@@ -425,16 +365,19 @@ void kr_pose_stage_destroy(kr_pose_stage **pps)
         ps->dev->free(ps->ordinal, ps->dev_crops);
         ps->dev->free(ps->ordinal, ps->dev_out);
     }
-    free(ps->run_out);
-    free(ps->order);
+    if (ps->run_out_pinned)
+        ps->dev->host_free(ps->ordinal, ps->run_out);
+    else
+        free(ps->run_out);
     free(ps->frames);
     free(ps->run_rois);
     free(ps->run_geo);
-    free(ps->round);
+    free(ps->geo);
     free(ps->round_tr);
     free(ps->state);
     free(ps->rois);
-    free(ps->done);
+    free(ps->pos);
+    free(ps->pass_cuda);
     free(ps);
     *pps = NULL;
 }
@@ -442,6 +385,11 @@ void kr_pose_stage_destroy(kr_pose_stage **pps)
 kr_model_stage *kr_pose_stage_model(kr_pose_stage *ps)
 {
     return ps->stage;
+}
+
+const kr_rounds *kr_pose_stage_rounds(const kr_pose_stage *ps)
+{
+    return ps->rounds;
 }
 
 const char *kr_pose_stage_name(const kr_pose_stage *ps)
@@ -457,19 +405,32 @@ keyer_status kr_pose_stage_connect(kr_pose_stage *ps, kr_queue *next, const kr_d
     ps->ordinal = ordinal;
     ps->batch = batch < 1 ? 1 : batch;
     size_t b = (size_t)ps->batch;
-    ps->run_out = calloc(b * GATHERED, sizeof(float));
-    ps->order = calloc(b, sizeof(int));
+    keyer_status st;
+    if (dev && dev->host_alloc) {
+        /* page-locked: the gathered outputs come down without the host waiting per run */
+        if ((st = dev->host_alloc(ordinal, b * GATHERED * sizeof(float), (void **)&ps->run_out,
+                                  err)))
+            return keyer_error_prefix(err, "pose landmarks: ");
+        ps->run_out_pinned = 1;
+    } else {
+        ps->run_out = calloc(b * GATHERED, sizeof(float));
+    }
     ps->frames = calloc(b, sizeof(*ps->frames));
     ps->run_rois = calloc(b, sizeof(*ps->run_rois));
     ps->run_geo = calloc(b, sizeof(*ps->run_geo));
-    ps->round = calloc(b, sizeof(*ps->round));
+    ps->geo = calloc(b, sizeof(*ps->geo));
     ps->round_tr = calloc(b, sizeof(*ps->round_tr));
     ps->state = calloc(b, sizeof(int));
     ps->rois = calloc(b, sizeof(*ps->rois));
-    ps->done = calloc(b, sizeof(int));
-    if (!ps->run_out || !ps->order || !ps->frames || !ps->run_rois || !ps->run_geo ||
-        !ps->round || !ps->round_tr || !ps->state || !ps->rois || !ps->done)
+    ps->pos = calloc(b, sizeof(int));
+    ps->pass_cuda = calloc(b, sizeof(int));
+    if (!ps->run_out || !ps->frames || !ps->run_rois || !ps->run_geo || !ps->geo ||
+        !ps->round_tr || !ps->state || !ps->rois || !ps->pos || !ps->pass_cuda)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "pose landmarks: out of memory");
+    /* a round has one frame per stream: a pass at most one crop per item of the batch */
+    if ((st = kr_rounds_create(&pose_rounds, ps, ps->batch, ps->batch, ps->batch, &ps->rounds,
+                               err)))
+        return keyer_error_prefix(err, "pose landmarks: ");
     /* keyer_pose_run's crops: letterboxed, rgb in [0, 1] */
     keyer_prepare_params pp = keyer_prepare_params_defaults();
     pp.width = ps->shape.width;
@@ -480,7 +441,7 @@ keyer_status kr_pose_stage_connect(kr_pose_stage *ps, kr_queue *next, const kr_d
     pp.offset = 0.0f;
     pp.threads = ps->p.threads;
     pp.stream = dev ? kr_model_stage_stream(ps->stage) : NULL;
-    keyer_status st = keyer_prepare_create(&pp, &ps->prep, err);
+    st = keyer_prepare_create(&pp, &ps->prep, err);
     if (st)
         return keyer_error_prefix(err, "pose landmarks: ");
     if (dev && (st = dev->alloc(ordinal, b * GATHERED * sizeof(float), (void **)&ps->dev_out,

@@ -7,18 +7,23 @@
  * so that the seeding (from the best of the item's face detections, else the whole frame
  * letterboxed), the crops tracked from the previous frame's auxiliary landmarks, the heatmap
  * refinement and the results are those of keyer_pose_run(). A stream's frames depend on each
- * other (tracking), so a batch is run in rounds of at most one frame per stream; each round
- * runs the seeding crops of its frames, then the final crops (tracked or just seeded). The
- * crops are made by keyer_prepare from the frames where they are (render's CUDA prepare
- * kernel for CUDA items: a batch of rotated regions, letterboxed as on the CPU, straight into
- * the runtime's input), the runtime of the largest power of two not above the crops left runs
- * them, the landmarks are refined from the heatmaps on the device (vision/pose_heatmap.h) and
- * only the landmarks, the presence and the world landmarks (313 floats per crop) come to the
- * host, where the tracker takes them. Each item's result goes into the item
- * (kr_item::pose) for the sink's pose_fn.
+ * other (tracking), so a batch is run in rounds of at most one frame per stream (the rounds,
+ * the retry on the CPU and the passes' runs are crop_rounds.h's, shared with the face mesh);
+ * each round runs as few passes as its frames allow: the seeding crops and the tracked crops
+ * together, then the final crops of the frames just seeded (a frame is tracked, or seeded
+ * and found empty, in one pass; only a frame seeded with a person takes two). The crops are
+ * made by keyer_prepare from the frames where they are (render's CUDA prepare kernel for CUDA
+ * items: a batch of rotated regions, letterboxed as on the CPU, straight into the runtime's
+ * input); on CUDA a pass's crops run through one runtime (the smallest power of two holding
+ * them, padded), the landmarks are refined from the heatmaps on the device
+ * (vision/pose_heatmap.h) and only the landmarks, the presence and the world landmarks (313
+ * floats per crop) come to the host, into page-locked memory, with one wait of the host per
+ * pass; the tracker takes them there. Each item's result goes into the item (kr_item::pose)
+ * for the sink's pose_fn.
  *
  * CPU items are cropped and run on the CPU exactly as keyer_pose_run() does (same
- * preparation, batch 1 runtimes at the session's CPU batch of 1). CUDA items with a CPU-only
+ * preparation, batch 1 runtimes at the session's CPU batch of 1; at a larger batch the runtime
+ * of the largest power of two not above the crops left). CUDA items with a CPU-only
  * model are cropped on the GPU and their crops come down. After a GPU failure the round
  * moves to the CPU: its streams lose their tracking for that frame (seeded again, as after
  * keyer_pose_reset()).
@@ -28,6 +33,7 @@
 #ifndef KEYER_PIPELINE_POSE_STAGE_H
 #define KEYER_PIPELINE_POSE_STAGE_H
 
+#include "pipeline/crop_rounds.h"
 #include "pipeline/model_stage.h"
 
 typedef struct kr_pose_stage_params {
@@ -69,5 +75,8 @@ const char *kr_pose_stage_name(const kr_pose_stage *ps);
  */
 keyer_status kr_pose_stage_connect(kr_pose_stage *ps, kr_queue *next, const kr_device_fns *dev,
                                    int ordinal, int hybrid, int batch, keyer_error *err);
+
+/** Its rounds (NULL before connect): their counters for the session's report. */
+const kr_rounds *kr_pose_stage_rounds(const kr_pose_stage *ps);
 
 #endif

@@ -61,7 +61,7 @@ static void stage_reports(keyer_session *const *engines, int ne, keyer_session_r
         }
         detect |= s->detect != NULL;
         mesh |= s->mesh != NULL;
-        pose |= s->pose != NULL;
+        pose |= s->pose != NULL || s->people != NULL; /* the people stage: pose's slot */
         for (int i = 0; i < KR_ST_COUNT; i++) {
             kr_stage_stats one;
             kr_stage_stats_snapshot(&s->stages[i], &one);
@@ -158,6 +158,12 @@ void kr_engines_get_report(keyer_session *const *engines, int ne, keyer_session_
             out->frames_people += kr_infer_people_frames(s->infer, i);
         }
         out->auto_people |= kr_infer_auto_people(s->infer);
+        if (s->mesh)
+            kr_rounds_report_add(kr_mesh_rounds(s->mesh), &out->landmark_rounds);
+        if (s->pose)
+            kr_rounds_report_add(kr_pose_stage_rounds(s->pose), &out->landmark_rounds);
+        if (s->people)
+            kr_rounds_report_add(kr_people_stage_rounds(s->people), &out->landmark_rounds);
         int64_t on_cpu = 0, on_cuda = 0;
         kr_infer_frames(s->infer, &on_cpu, &on_cuda);
         out->frames_on_cpu += on_cpu;
@@ -226,6 +232,12 @@ void kr_engines_get_report(keyer_session *const *engines, int ne, keyer_session_
     if (on_cuda && s0->detect)
         kr_model_stage_schedules(kr_detect_stage(s0->detect), out->detector_schedule,
                                  sizeof(out->detector_schedule));
+    if (on_cuda && (s0->mesh || s0->pose || s0->people))
+        kr_model_stage_schedules(s0->mesh   ? kr_mesh_stage(s0->mesh)
+                                 : s0->pose ? kr_pose_stage_model(s0->pose)
+                                            : kr_people_stage_model(s0->people),
+                                 out->landmark_rounds.schedule,
+                                 sizeof(out->landmark_rounds.schedule));
     out->batch = s0->batch;
     out->batch_mean = out->batches ? (double)batch_frames / (double)out->batches : 0.0;
     /* GPU utilisation: the mean over the GPUs */

@@ -442,16 +442,19 @@ static void stop_shared(keyer_session *s)
     kr_model_stage *mesh = s->mesh ? kr_mesh_stage(s->mesh) : NULL;
     kr_model_stage *pose = s->pose ? kr_pose_stage_model(s->pose) : NULL;
     kr_model_stage *inf = s->infer ? kr_infer_stage(s->infer) : NULL;
+    kr_model_stage *people = s->people ? kr_people_stage_model(s->people) : NULL;
     kr_model_stage_cancel(det);
     kr_model_stage_cancel(mesh);
     kr_model_stage_cancel(pose);
     kr_model_stage_cancel(inf);
+    kr_model_stage_cancel(people);
     kr_refine_stage_cancel(s->refine);
     kr_composite_stage_cancel(s->composite);
     kr_model_stage_join(det);
     kr_model_stage_join(mesh);
     kr_model_stage_join(pose);
     kr_model_stage_join(inf);
+    kr_model_stage_join(people);
     kr_refine_stage_join(s->refine);
     kr_composite_stage_join(s->composite);
 }
@@ -474,6 +477,7 @@ void kr_engine_destroy(keyer_session **sp)
     kr_detect_destroy(&s->detect);
     kr_mesh_destroy(&s->mesh);
     kr_pose_stage_destroy(&s->pose);
+    kr_people_stage_destroy(&s->people);
     kr_infer_destroy(&s->infer);
     kr_refine_stage_destroy(&s->refine);
     kr_composite_stage_destroy(&s->composite);

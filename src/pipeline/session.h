@@ -31,6 +31,7 @@
 #include "pipeline/infer.h"
 #include "pipeline/mesh.h"
 #include "pipeline/nvml.h"
+#include "pipeline/people_stage.h"
 #include "pipeline/pose_stage.h"
 #include "pipeline/refine.h"
 #include "pipeline/stats.h"
@@ -75,6 +76,8 @@ struct keyer_session {
     kr_detect *detect;        /* the session's detector, or NULL */
     kr_mesh *mesh;            /* the face mesh after it (params.mesh), or NULL */
     kr_pose_stage *pose;      /* the pose landmarks after it (params.pose), or NULL */
+    kr_people_stage *people;  /* model people: the people's crops after the keying model's
+                               * person detector, or NULL (its statistics: KR_ST_POSE's slot) */
     kr_refine_stage *refine;
     kr_composite_stage *composite;
     keyer_frame *bg_image;    /* still background (host), or NULL */

@@ -108,6 +108,16 @@ keyer_status keyer_session_write_stats(keyer_session *s, const char *path, keyer
             (long long)r.frames_on_cuda);
     fprintf(f, "  \"batches\": {\"count\": %lld, \"mean_frames\": %.3f, \"full\": %lld},\n",
             (long long)r.batches, finite_or_zero(r.batch_mean), (long long)r.batches_full);
+    const keyer_rounds_report *lr = &r.landmark_rounds;
+    fprintf(f, "  \"landmark_rounds\": {\"batches\": %lld, \"rounds\": %lld, \"passes\": %lld, "
+               "\"runs\": %lld, \"crops\": %lld, \"padded\": %lld, \"syncs\": %lld, "
+               "\"round_seconds\": %.4f, \"wait_seconds\": %.4f, \"schedule\": ",
+            (long long)lr->batches, (long long)lr->rounds, (long long)lr->passes,
+            (long long)lr->runs, (long long)lr->crops, (long long)lr->padded,
+            (long long)lr->syncs, finite_or_zero(lr->round_seconds),
+            finite_or_zero(lr->wait_seconds));
+    json_string(f, lr->schedule);
+    fprintf(f, "},\n");
     fprintf(f, "  \"latency_ms\": ");
     json_latency(f, &r.latency);
     fprintf(f, ",\n  \"stages\": [\n");

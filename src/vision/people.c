@@ -14,6 +14,7 @@
 #include "keyer/track.h"
 #include "render/fx_math.h"
 #include "vision/mask_regions.h"
+#include "vision/people_steps.h"
 #include "vision/sigmoid.h"
 #include "vision/vmodel.h"
 
@@ -91,6 +92,9 @@ struct keyer_people {
     int n_retry;
     keyer_prepare_geometry geos[MAX_BATCH];
     int frame_w, frame_h;         /* the analysed frame; 0: none yet */
+    int n_jobs;                   /* this frame's crops in jobs */
+    int external;                 /* no landmark runtimes: the caller runs the crops
+                                   * (vision/people_steps.h) */
     /* the fallback segmentation of weak crops (p.fallback_model) */
     kr_vmodel fb;                 /* fb.model NULL: none */
     int fb_out;                   /* its mask output (fb.width x fb.height probabilities) */
@@ -254,6 +258,11 @@ static keyer_status open_landmarks(keyer_people *k, const char *model, keyer_err
                                "presence and a [1,H,W,1] segmentation)", path, MODEL_POINTS);
     k->lm_h = in.dims[1];
     k->lm_w = in.dims[2];
+    if (k->external) { /* the caller runs the crops: only the model's grids are needed */
+        keyer_model_destroy(&k->lm);
+        k->host = k->det.host;
+        return KEYER_OK;
+    }
     k->rt_batch[0] = 1;
     k->rt_batch[1] = p->batch;
     for (int r = 0; r < 2; r++) {
@@ -294,8 +303,9 @@ oom:
     return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "people: out of memory");
 }
 
-keyer_status keyer_people_create(const keyer_people_params *params, keyer_people **out,
-                                 keyer_error *err)
+/* keyer_people_create(), with landmark runtimes of its own unless @p external. */
+static keyer_status create(const keyer_people_params *params, int external, keyer_people **out,
+                           keyer_error *err)
 {
     if (!params || !out)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
@@ -308,6 +318,7 @@ keyer_status keyer_people_create(const keyer_people_params *params, keyer_people
     if (!k)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "people: out of memory");
     k->p = *params;
+    k->external = external;
     k->p.landmark_model = k->p.detector_model = k->p.fallback_model = NULL; /* not kept */
     keyer_tracker_params tp = keyer_tracker_params_defaults();
     tp.min_hits = 1;
@@ -333,6 +344,12 @@ oom:
 fail:
     keyer_people_destroy(&k);
     return st;
+}
+
+keyer_status keyer_people_create(const keyer_people_params *params, keyer_people **out,
+                                 keyer_error *err)
+{
+    return create(params, 0, out, err);
 }
 
 void keyer_people_reset(keyer_people *k)
@@ -652,6 +669,74 @@ static keyer_status update_mask(keyer_people *k, person_slot *s, const float *se
     return KEYER_OK;
 }
 
+/* The landmark model's outputs on job @p jb's crop (geometry @p geo): @p pts (39 x 5), the
+ * presence @p pr, the segmentation logits @p seg; updates its slot, and lists the person in
+ * @p out when found (at most @p capacity). */
+static keyer_status take_crop(keyer_people *k, const job *jb, const keyer_prepare_geometry *geo,
+                              const float *pts, float pr, const float *seg, keyer_person *out,
+                              int capacity, int *count, keyer_error *err)
+{
+    person_slot *s = &k->slots[jb->slot];
+    float presence = pr == pr ? fminf(fmaxf(pr, 0.0f), 1.0f) : 0.0f;
+    keyer_status st;
+    float ax, ay, bx, by;
+    kr_geo_apply(geo, pts[AUX_CENTER * 5], pts[AUX_CENTER * 5 + 1], &ax, &ay);
+    kr_geo_apply(geo, pts[AUX_SCALE * 5], pts[AUX_SCALE * 5 + 1], &bx, &by);
+    int from_landmarks = jb->from_landmarks;
+    if (!(presence >= k->p.min_presence)) {
+        s->has_roi = 0;
+        if (jb->from_landmarks && jb->has_det_roi && k->n_retry < KEYER_PEOPLE_MAX) {
+            /* the crop followed the landmarks off the person while the detector still
+             * finds it: this frame again from the detection's crop */
+            job *rj = &k->retry[k->n_retry++];
+            *rj = *jb;
+            rj->roi = jb->det_roi;
+            rj->from_landmarks = 0;
+            return KEYER_OK;
+        }
+        if (jb->score > 0) { /* the detector sees a person here: its body mask counts */
+            if ((st = update_mask(k, s, seg, jb, geo, err)))
+                return st;
+        } else {
+            s->has_mask = s->mask_now = 0;
+        }
+        return KEYER_OK;
+    }
+    s->has_roi = roi_from_points(k, ax, ay, bx, by, &s->roi);
+    if ((st = update_mask(k, s, seg, jb, geo, err)))
+        return st;
+    if (*count < capacity) {
+        keyer_person *ps = &out[*count];
+        ps->id = s->id;
+        ps->presence = presence;
+        ps->from_landmarks = from_landmarks;
+        ps->roi = jb->roi;
+        ps->score = jb->score;
+        ps->body[0] = ps->body[1] = INFINITY;
+        ps->body[2] = ps->body[3] = -INFINITY;
+        for (int q = 0; q < KEYER_POSE_LANDMARKS; q++) {
+            float lx, ly;
+            kr_geo_apply(geo, pts[q * 5], pts[q * 5 + 1], &lx, &ly);
+            ps->body[0] = fminf(ps->body[0], lx);
+            ps->body[1] = fminf(ps->body[1], ly);
+            ps->body[2] = fmaxf(ps->body[2], lx);
+            ps->body[3] = fmaxf(ps->body[3], ly);
+        }
+        if (jb->score > 0) {
+            memcpy(ps->box, jb->box, sizeof(ps->box));
+        } else { /* the crop's axis-aligned bounds */
+            float hw = jb->roi.width * 0.5f * (fabsf(cosf(jb->roi.rotation)) +
+                                               fabsf(sinf(jb->roi.rotation)));
+            ps->box[0] = jb->roi.center_x - hw;
+            ps->box[1] = jb->roi.center_y - hw;
+            ps->box[2] = jb->roi.center_x + hw;
+            ps->box[3] = jb->roi.center_y + hw;
+        }
+        (*count)++;
+    }
+    return KEYER_OK;
+}
+
 /* Runs the landmark model on jobs [first, first + n) with runtime @p r; updates their slots. */
 static keyer_status run_chunk(keyer_people *k, int r, int first, int n, keyer_person *out,
                               int capacity, int *count, keyer_error *err)
@@ -693,67 +778,10 @@ static keyer_status run_chunk(keyer_people *k, int r, int first, int n, keyer_pe
                                    "people landmarks: output %d has no data", idx[i]);
     }
     for (int i = 0; i < n; i++) {
-        const job *jb = &k->jobs[first + i];
-        person_slot *s = &k->slots[jb->slot];
-        const keyer_prepare_geometry *geo = &k->geos[i];
-        float pr = o[1][(size_t)i * k->out_count[1]];
-        float presence = pr == pr ? fminf(fmaxf(pr, 0.0f), 1.0f) : 0.0f;
-        const float *pts = o[0] + (size_t)i * k->out_count[0];
-        float ax, ay, bx, by;
-        kr_geo_apply(geo, pts[AUX_CENTER * 5], pts[AUX_CENTER * 5 + 1], &ax, &ay);
-        kr_geo_apply(geo, pts[AUX_SCALE * 5], pts[AUX_SCALE * 5 + 1], &bx, &by);
-        int from_landmarks = jb->from_landmarks;
-        if (!(presence >= k->p.min_presence)) {
-            s->has_roi = 0;
-            if (jb->from_landmarks && jb->has_det_roi && k->n_retry < KEYER_PEOPLE_MAX) {
-                /* the crop followed the landmarks off the person while the detector still
-                 * finds it: this frame again from the detection's crop */
-                job *rj = &k->retry[k->n_retry++];
-                *rj = *jb;
-                rj->roi = jb->det_roi;
-                rj->from_landmarks = 0;
-                continue;
-            }
-            if (jb->score > 0) { /* the detector sees a person here: its body mask counts */
-                if ((st = update_mask(k, s, o[2] + (size_t)i * k->out_count[2], jb, geo, err)))
-                    return st;
-            } else {
-                s->has_mask = s->mask_now = 0;
-            }
-            continue;
-        }
-        s->has_roi = roi_from_points(k, ax, ay, bx, by, &s->roi);
-        if ((st = update_mask(k, s, o[2] + (size_t)i * k->out_count[2], jb, geo, err)))
+        const float *seg = o[2] + (size_t)i * k->out_count[2];
+        if ((st = take_crop(k, &k->jobs[first + i], &k->geos[i], o[0] + (size_t)i * k->out_count[0],
+                            o[1][(size_t)i * k->out_count[1]], seg, out, capacity, count, err)))
             return st;
-        if (*count < capacity) {
-            keyer_person *ps = &out[*count];
-            ps->id = s->id;
-            ps->presence = presence;
-            ps->from_landmarks = from_landmarks;
-            ps->roi = jb->roi;
-            ps->score = jb->score;
-            ps->body[0] = ps->body[1] = INFINITY;
-            ps->body[2] = ps->body[3] = -INFINITY;
-            for (int q = 0; q < KEYER_POSE_LANDMARKS; q++) {
-                float lx, ly;
-                kr_geo_apply(geo, pts[q * 5], pts[q * 5 + 1], &lx, &ly);
-                ps->body[0] = fminf(ps->body[0], lx);
-                ps->body[1] = fminf(ps->body[1], ly);
-                ps->body[2] = fmaxf(ps->body[2], lx);
-                ps->body[3] = fmaxf(ps->body[3], ly);
-            }
-            if (jb->score > 0) {
-                memcpy(ps->box, jb->box, sizeof(ps->box));
-            } else { /* the crop's axis-aligned bounds */
-                float hw = jb->roi.width * 0.5f * (fabsf(cosf(jb->roi.rotation)) +
-                                                   fabsf(sinf(jb->roi.rotation)));
-                ps->box[0] = jb->roi.center_x - hw;
-                ps->box[1] = jb->roi.center_y - hw;
-                ps->box[2] = jb->roi.center_x + hw;
-                ps->box[3] = jb->roi.center_y + hw;
-            }
-            (*count)++;
-        }
     }
     return KEYER_OK;
 }
@@ -775,15 +803,13 @@ static keyer_status run_jobs(keyer_people *k, int n_jobs, keyer_person *out, int
     return KEYER_OK;
 }
 
-static keyer_status run(keyer_people *k, const keyer_frame *frame, const keyer_detection *given,
-                        int n_given, keyer_person *out, int capacity, int *count,
-                        keyer_error *err)
+/* A frame's steps before the landmarks: detection (the caller's whole-frame detections and the
+ * tiles), tracking, this frame's crops in k->jobs[0 .. k->n_jobs); the tracking state is
+ * dropped on an error. */
+static keyer_status begin(keyer_people *k, const keyer_frame *frame,
+                          const keyer_detection *given, int n_given, keyer_error *err)
 {
-    if (!k || !frame || !count || capacity < 0 || (capacity > 0 && !out) || n_given < 0 ||
-        (n_given > 0 && !given))
-        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "keyer_people_run: NULL argument or negative count");
-    *count = 0;
+    k->n_jobs = 0;
     keyer_status st = check_frame(k, frame, "keyer_people_run", err);
     if (st)
         return st;
@@ -866,10 +892,32 @@ static keyer_status run(keyer_people *k, const keyer_frame *frame, const keyer_d
                 k->slots[i].id = 0;
             k->slots[i].has_mask = alive && k->slots[i].has_mask;
         }
+    k->n_jobs = n_jobs;
+    k->n_retry = 0;
+    return KEYER_OK;
+fail:
+    keyer_people_reset(k);
+    return st;
+}
+
+static keyer_status run(keyer_people *k, const keyer_frame *frame, const keyer_detection *given,
+                        int n_given, keyer_person *out, int capacity, int *count,
+                        keyer_error *err)
+{
+    if (!k || !frame || !count || capacity < 0 || (capacity > 0 && !out) || n_given < 0 ||
+        (n_given > 0 && !given))
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_people_run: NULL argument or negative count");
+    *count = 0;
+    if (k->external)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_people_run: this keyer has no landmark model of its own");
+    keyer_status st = begin(k, frame, given, n_given, err);
+    if (st)
+        return st;
     /* landmarks in chunks of the batch, the rest one by one; then once more the crops that
      * lost their person, from their detections */
-    k->n_retry = 0;
-    if ((st = run_jobs(k, n_jobs, out, capacity, count, err)))
+    if ((st = run_jobs(k, k->n_jobs, out, capacity, count, err)))
         goto fail;
     if (k->n_retry > 0) {
         int n_retry = k->n_retry;
@@ -966,4 +1014,58 @@ keyer_status keyer_people_mask(const keyer_people *k, keyer_frame *mask, keyer_e
         }
     }
     return KEYER_OK;
+}
+
+/* ---- the steps for an external landmark model (vision/people_steps.h) ------------------------ */
+
+keyer_status kr_people_create_external(const keyer_people_params *params, keyer_people **out,
+                                       keyer_error *err)
+{
+    return create(params, 1, out, err);
+}
+
+void kr_people_grids(const keyer_people *k, int *input, int *seg_w, int *seg_h)
+{
+    *input = k->lm_w;
+    *seg_w = k->seg_w;
+    *seg_h = k->seg_h;
+}
+
+keyer_status kr_people_begin(keyer_people *k, const keyer_frame *frame,
+                             const keyer_detection *dets, int n_dets, int *jobs,
+                             keyer_error *err)
+{
+    static const keyer_detection none[1];
+    *jobs = 0;
+    if (!frame || n_dets < 0 || (n_dets > 0 && !dets))
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "kr_people_begin: NULL frame or bad detections");
+    keyer_status st = begin(k, frame, dets ? dets : none, dets ? n_dets : 0, err);
+    if (!st)
+        *jobs = k->n_jobs;
+    return st;
+}
+
+void kr_people_job(const keyer_people *k, int i, keyer_roi *roi, const keyer_frame **frame)
+{
+    *roi = k->jobs[i].roi;
+    *frame = k->jobs[i].frame;
+}
+
+keyer_status kr_people_add(keyer_people *k, int i, const float *points, float presence,
+                           const float *seg, const keyer_prepare_geometry *geo,
+                           keyer_error *err)
+{
+    int count = 0;
+    return take_crop(k, &k->jobs[i], geo, points, presence, seg, NULL, 0, &count, err);
+}
+
+int kr_people_retries(keyer_people *k)
+{
+    int n = k->n_retry;
+    if (n > 0)
+        memcpy(k->jobs, k->retry, (size_t)n * sizeof(k->jobs[0]));
+    k->n_retry = 0;
+    k->n_jobs = n;
+    return n;
 }

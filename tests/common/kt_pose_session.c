@@ -91,6 +91,17 @@ static void ps_check_report(keyer_session *s, int device, int frames)
     assert_string_equal(rep.stages[8].name, "pose");
     assert_int_equal(rep.stages[8].frames, frames);
     assert_int_equal(rep.frames_lost, 0);
+    /* the pose stage's rounds: every frame of a batch in one round (one frame per stream) */
+    const keyer_rounds_report *lr = &rep.landmark_rounds;
+    printf("  pose stage rounds: %lld batches, %lld rounds, %lld passes, %lld runs, %lld crops "
+           "(+ %lld padding), %lld host waits; %.3f s in rounds, %.3f s waiting%s%s\n",
+           (long long)lr->batches, (long long)lr->rounds, (long long)lr->passes,
+           (long long)lr->runs, (long long)lr->crops, (long long)lr->padded,
+           (long long)lr->syncs, lr->round_seconds, lr->wait_seconds,
+           lr->schedule[0] ? "; schedule " : "", lr->schedule);
+    assert_true(lr->batches >= 1);
+    assert_true(lr->rounds >= lr->batches);
+    assert_true(lr->crops >= 1 && lr->runs >= 1 && lr->passes >= 1);
     /* on CUDA, or on the CPU after the failure KEYER_FAIL_CUDA_AT_FRAME forces */
     if (device == KEYER_DEVICE_CUDA)
         assert_non_null(strstr(rep.device, getenv("KEYER_FAIL_CUDA_AT_FRAME") ? "GPU failure"

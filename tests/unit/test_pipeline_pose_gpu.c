@@ -20,7 +20,10 @@
  *    path), against the CPU model on the CPU decoder's frames: 99% within 5e-3, all 5e-2;
  *  - KEYER_FAIL_CUDA_AT_FRAME=6 on that file run, keyed (blur: the pose stage hands its
  *    items to the keying model): every frame written and reported with its pose, the same
- *    bounds.
+ *    bounds;
+ *  - three streams pushed (the first clip twice): rounds of three crops run through the
+ *    runtime of batch 4 with a crop of padding; f32's bounds.
+ * KEYER_TEST_FILTER (a cmocka pattern) runs only the matching tests.
  * Written to be clean under compute-sanitizer --tool memcheck.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -73,13 +76,14 @@ static void reference(void)
 /* The end-to-end check (the same frames with a person, within @p mismatch) and the per-crop
  * check against the CPU model on the same crops (ps_same_crops), printed; returns nothing, the
  * bounds are the caller's. */
-static void check(const ps_rec *got, const char *what, int mismatch, double p99_bound,
-                  double max_bound, double *max_px)
+static void check_with(const ps_rec *want, keyer_frame *const *fr, int nframes,
+                       const ps_rec *got, const char *what, int mismatch, double p99_bound,
+                       double max_bound, double *max_px)
 {
     int with = 0;
-    double rel = 0, worst = ps_compare(ref, got, mismatch, &rel, &with);
+    double rel = 0, worst = ps_compare(want, got, mismatch, &rel, &with);
     double max_rel = 0, p99 = 0;
-    int crops = ps_same_crops(got, frames, FRAMES, KEYER_POSE_MODEL_LITE, &max_rel, &p99, max_px);
+    int crops = ps_same_crops(got, fr, nframes, KEYER_POSE_MODEL_LITE, &max_rel, &p99, max_px);
     printf("  pose stage %s: a pose in %d frames (tracked on both sides: max landmark distance "
            "%.1f px, %.2e of the crop side); on the same %d crops as the CPU model: max %.3f "
            "px, %.2e of the crop side, 99th percentile %.2e\n", what, with, worst, rel, crops,
@@ -88,6 +92,12 @@ static void check(const ps_rec *got, const char *what, int mismatch, double p99_
     assert_true(crops >= 8);
     assert_true(p99 <= p99_bound);
     assert_true(max_rel <= max_bound);
+}
+
+static void check(const ps_rec *got, const char *what, int mismatch, double p99_bound,
+                  double max_bound, double *max_px)
+{
+    check_with(ref, frames, FRAMES, got, what, mismatch, p99_bound, max_bound, max_px);
 }
 
 static void test_pose_stage_f32(void **state)
@@ -155,6 +165,45 @@ static void test_pose_stage_gpu_failure(void **state)
     free(got);
 }
 
+/* Three streams (the first clip twice, round robin; their first half, kept short for
+ * compute-sanitizer): rounds of three frames, whose CUDA crops run through the runtime of
+ * batch 4 with a crop of padding (pipeline/crop_rounds.h); the same bounds as f32 above, the
+ * reference the first clip's for the third stream (tracking makes the first frames' results
+ * those of the whole run's). */
+static void test_pose_stage_three_streams(void **state)
+{
+    (void)state;
+    enum { NF = FRAMES / 2 };
+    reference();
+    ps_rec *want = calloc(1, sizeof(*want)), *got = calloc(1, sizeof(*got));
+    assert_non_null(want);
+    assert_non_null(got);
+    want->streams = 3;
+    want->frames = NF;
+    for (int s = 0; s < 3; s++) {
+        int from = s == 1 ? 1 : 0;
+        want->next[s] = NF;
+        memcpy(want->found[s], ref->found[from], sizeof(want->found[0]));
+        memcpy(want->seeded[s], ref->seeded[from], sizeof(want->seeded[0]));
+        memcpy(want->side[s], ref->side[from], sizeof(want->side[0]));
+        memcpy(want->roi[s], ref->roi[from], sizeof(want->roi[0]));
+        memcpy(want->lm[s], ref->lm[from], sizeof(want->lm[0]));
+    }
+    keyer_frame *three[3 * NF];
+    for (int i = 0; i < NF; i++) {
+        three[i] = frames[i];
+        three[NF + i] = frames[FRAMES + i];
+        three[2 * NF + i] = frames[i];
+    }
+    ps_run_pushed(three, 3, NF, dir, KEYER_DEVICE_CUDA, KEYER_PRECISION_F32,
+                  KEYER_POSE_MODEL_LITE, got);
+    double px = 0;
+    check_with(want, three, NF, got, "cuda f32 (three streams pushed, padded runs)", 6, 2e-3,
+               2e-2, &px);
+    free(want);
+    free(got);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -177,6 +226,11 @@ int main(void)
         cmocka_unit_test(test_pose_stage_f16),
         cmocka_unit_test(test_pose_stage_nvdec_files),
         cmocka_unit_test(test_pose_stage_gpu_failure),
+        cmocka_unit_test(test_pose_stage_three_streams),
     };
+    /* KEYER_TEST_FILTER: only the tests matching it (a short run under compute-sanitizer) */
+    const char *filter = getenv("KEYER_TEST_FILTER");
+    if (filter && *filter)
+        cmocka_set_test_filter(filter);
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -137,6 +137,31 @@ static void dfree(int ordinal, void *ptr)
     cudaFree(ptr);
 }
 
+static keyer_status host_alloc(int ordinal, size_t bytes, void **ptr, keyer_error *err)
+{
+    *ptr = NULL;
+    if (use(ordinal, err))
+        return err ? err->status : KEYER_STATUS_DEVICE;
+    cudaError_t e = cudaMallocHost(ptr, bytes);
+    if (e != cudaSuccess) {
+        *ptr = NULL;
+        cudaGetLastError();
+        return keyer_error_set(err, e == cudaErrorMemoryAllocation ? KEYER_STATUS_OUT_OF_MEMORY
+                                                                   : KEYER_STATUS_DEVICE,
+                               "cudaMallocHost of %zu bytes for device %d: %s", bytes, ordinal,
+                               cudaGetErrorString(e));
+    }
+    return KEYER_OK;
+}
+
+static void host_free(int ordinal, void *ptr)
+{
+    if (!ptr)
+        return;
+    cudaSetDevice(ordinal);
+    cudaFreeHost(ptr);
+}
+
 static keyer_status stream_create(int ordinal, void **stream, keyer_error *err)
 {
     *stream = NULL;
@@ -251,6 +276,8 @@ static const kr_device_fns cuda_fns = {
     .mem_info = mem_info,
     .alloc = alloc,
     .free = dfree,
+    .host_alloc = host_alloc,
+    .host_free = host_free,
     .stream_create = stream_create,
     .stream_destroy = stream_destroy,
     .stream_sync = stream_sync,
