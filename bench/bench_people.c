@@ -17,7 +17,8 @@
  * The detector's box is the one MediaPipe's pose detector emits for a person (its SSD box, with
  * the hip and body keypoints that the crop comes from).
  * --silhouette adds a row "body-mask": the reference people keyer's own mask (pose-lite's
- * body masks combined, keyer_people_mask, no refinement or smoothing of the keying chain)
+ * body masks combined, keyer_people_mask, without the fallback segmentation, no refinement or
+ * smoothing of the keying chain)
  * thresholded at 0.5 at frame resolution, measured the same way: how much of each box a
  * person's silhouette as the landmark model sees it fills.
  * --verbose prints every box's coverage. Also the keying time per frame (all steps of keyer_keying_process, this machine).
@@ -204,7 +205,8 @@ int main(int argc, char **argv)
     keyer_frame *f = NULL, *sheet = NULL;
     int rc = 1;
     keyer_people_params pp = keyer_people_params_defaults();
-    pp.model = KEYER_POSE_MODEL_LITE; /* only its detector is used here */
+    pp.model = KEYER_POSE_MODEL_LITE; /* the reference boxes (and --silhouette's mask) */
+    pp.fallback_model = "none";       /* --silhouette: the landmark model's own masks */
     pp.threads = threads;
     pp.backend = backend;
     if (keyer_people_create(&pp, &det, &err))
