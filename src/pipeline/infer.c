@@ -33,7 +33,13 @@ struct kr_infer {
                                     model's people mask on CUDA) */
     /* the automatic model (params.auto_people) */
     int auto_people;
-    float *auto_masks;           /* on CUDA: a batch's selfie masks, brought down */
+    /* on CUDA: the last batch's selfie masks on their way down (auto_cuda) */
+    float *lag_masks;            /* page-locked, [1 << KR_MAX_BATCH_LOG2] masks */
+    int lag_stream[1 << KR_MAX_BATCH_LOG2]; /* their streams */
+    int lag_n;                   /* pending masks; 0: none */
+    void *lag_event;             /* recorded after their copies */
+    const kr_device_fns *lag_dev;
+    int lag_ordinal;
     kr_people_switch **switches; /* [max_streams], made at a stream's first frame */
     atomic_llong *people_frames; /* [max_streams]: frames keyed in people mode */
     int people_later;            /* model people: the people stage runs the keyers (the
@@ -42,15 +48,10 @@ struct kr_infer {
 
 /* ---- outputs ---------------------------------------------------------------------------------- */
 
-/* The automatic model on one frame whose selfie mask is in host memory (@p selfie, the mask's
- * cells): the stream's switch decides; in people mode the stream's people keyer keys @p frame
- * and writes its mask into @p out (GRAYF32, the selfie mask's size: it covers the whole frame
- * as the selfie mask does) and *people is 1. The same decision for every device a frame is
- * inferred on: CPU items, CUDA items inferred on the CPU and CUDA items (their mask brought
- * down). A frame the stream's people keyer cannot read (in CUDA memory of another device, or
- * with a CPU people keyer) keeps the selfie mask; the switch still counts it. */
-static keyer_status auto_decide(kr_infer *inf, int stream, const float *selfie,
-                                const keyer_frame *frame, keyer_frame *out, int *people,
+/* Stream @p stream's switch (made at its first mask) takes this frame's selfie mask (@p selfie,
+ * the mask's cells); returns in *people what it says: 1 for people mode. Selfie mode resets the
+ * stream's people keyer (a later switch starts afresh). */
+static keyer_status auto_update(kr_infer *inf, int stream, const float *selfie, int *people,
                                 keyer_error *err)
 {
     *people = 0;
@@ -64,11 +65,22 @@ static keyer_status auto_decide(kr_infer *inf, int stream, const float *selfie,
         if ((st = kr_people_switch_create(&sp, inf->info.mask_w, inf->info.mask_h, sw, err)))
             return st;
     }
+    *people = kr_people_switch_update(*sw, selfie);
+    if (!*people)
+        keyer_people_reset(inf->per_stream[stream]);
+    return KEYER_OK;
+}
+
+/* A frame of stream @p stream in people mode: the stream's people keyer keys @p frame and
+ * writes its mask into @p out (GRAYF32, the selfie mask's size: it covers the whole frame as
+ * the selfie mask does); *keyed 1. A frame the people keyer cannot read (in CUDA memory of
+ * another device, or with a CPU people keyer) keeps the selfie mask (*keyed 0). */
+static keyer_status auto_key(kr_infer *inf, int stream, const keyer_frame *frame,
+                             keyer_frame *out, int *keyed, keyer_error *err)
+{
+    *keyed = 0;
+    keyer_status st;
     keyer_people **pp = &inf->per_stream[stream];
-    if (!kr_people_switch_update(*sw, selfie)) {
-        keyer_people_reset(*pp); /* a later switch starts afresh */
-        return KEYER_OK;
-    }
     const keyer_people_params *q = &inf->people_params;
     if (!frame || (frame->memory == KEYER_MEMORY_CUDA &&
                    (q->backend != KEYER_BACKEND_CUDA || frame->device != q->device)))
@@ -80,8 +92,31 @@ static keyer_status auto_decide(kr_infer *inf, int stream, const float *selfie,
         (st = keyer_people_mask(*pp, out, err)))
         return keyer_error_prefix(err, "automatic people mode: ");
     atomic_fetch_add(&inf->people_frames[stream], 1);
-    *people = 1;
+    *keyed = 1;
     return KEYER_OK;
+}
+
+/* The CUDA batch whose selfie masks are on their way down (auto_cuda) goes through the
+ * switches, in order; nothing pending: nothing. The host waits for the copies (the batch's
+ * inference, queued before the next one's). After a GPU failure the pending masks are
+ * dropped (the next frames update the switches). */
+static keyer_status auto_pending(kr_infer *inf, keyer_error *err)
+{
+    int n = inf->lag_n;
+    if (!n)
+        return KEYER_OK;
+    inf->lag_n = 0;
+    keyer_error e = {0};
+    if (inf->lag_dev->event_sync(inf->lag_ordinal, inf->lag_event, &e) != KEYER_OK)
+        return KEYER_OK; /* the GPU failed: the stage reports it on its own run */
+    size_t cells = (size_t)inf->info.mask_w * (size_t)inf->info.mask_h;
+    keyer_status st = KEYER_OK;
+    for (int i = 0; i < n && !st; i++) {
+        int people = 0;
+        st = auto_update(inf, inf->lag_stream[i], inf->lag_masks + (size_t)i * cells, &people,
+                         err);
+    }
+    return st;
 }
 
 /* The automatic model on one item inferred on the CPU (a CPU item, or a CUDA item of a hybrid
@@ -89,9 +124,13 @@ static keyer_status auto_decide(kr_infer *inf, int stream, const float *selfie,
  * selfie mask is in it->host.mask: people mode replaces it there. */
 static keyer_status auto_frame(kr_infer *inf, kr_item *it, keyer_error *err)
 {
-    int people = 0;
-    return auto_decide(inf, it->stream, it->host.mask, it->src, it->host.mask_frame, &people,
-                       err);
+    int people = 0, keyed = 0;
+    keyer_status st = auto_pending(inf, err); /* a CUDA batch before these frames */
+    if (!st)
+        st = auto_update(inf, it->stream, it->host.mask, &people, err);
+    if (!st && people)
+        st = auto_key(inf, it->stream, it->src, it->host.mask_frame, &keyed, err);
+    return st;
 }
 
 static keyer_status cpu_outputs(void *opaque, keyer_runtime *rt, kr_item **items, int n,
@@ -111,34 +150,62 @@ static keyer_status cpu_outputs(void *opaque, keyer_runtime *rt, kr_item **items
     return st;
 }
 
-/* The automatic model on CUDA items whose selfie masks were just written to their device masks
- * on @p stream: the masks come down (small: the model's size) into auto_masks, and the host
- * waits for them, so the frames are complete too (the stage's stream waited for them before
- * the run); each goes through the stream's switch (auto_decide), and a people mask made on
- * the host goes up into the item's device mask. */
+/* The automatic model on CUDA items whose selfie masks were just queued into their device masks
+ * on @p stream, without the host waiting for this batch's inference: the switches first take
+ * the previous CUDA batch's masks (auto_pending: its inference ran before this one's), and
+ * each item is keyed in the mode its stream's switch is in then; this batch's masks go down
+ * asynchronously into page-locked memory (an event after them) for the next batch. On CUDA a
+ * switch therefore acts from the first frame of a later batch than on the CPU, which decides
+ * on each frame's own mask (at most one batch later). A people frame waits for its frame
+ * (kr_item_sync), the people keyer crops it on the device, and its mask goes up over the
+ * selfie mask (after this batch's download in the stream's order). */
 static keyer_status auto_cuda(kr_infer *inf, const kr_item_layout *l, kr_item **items, int n,
                               void *stream, keyer_error *err)
 {
     const kr_device_fns *dev = l->dev;
     size_t cells = (size_t)inf->info.mask_w * (size_t)inf->info.mask_h;
-    if (!inf->auto_masks || !inf->mask_host || n > (1 << KR_MAX_BATCH_LOG2))
+    size_t most = (size_t)1 << KR_MAX_BATCH_LOG2;
+    keyer_status rs = KEYER_OK;
+    if (!inf->mask_host || n > (int)most)
         return keyer_error_set(err, KEYER_STATUS_INTERNAL,
                                "automatic people mode: CUDA frames without their buffers");
-    keyer_status rs = KEYER_OK;
-    for (int i = 0; i < n && !rs; i++)
-        rs = dev->copy(l->ordinal, inf->auto_masks + (size_t)i * cells, items[i]->cuda.mask,
-                       inf->mask_bytes, stream, err);
-    if (!rs)
-        rs = dev->stream_sync(l->ordinal, stream, err);
+    if (!inf->lag_masks) { /* at the first CUDA batch: the device is known now */
+        if ((rs = dev->host_alloc(l->ordinal, most * inf->mask_bytes, (void **)&inf->lag_masks,
+                                  err)) ||
+            (rs = dev->event_create(l->ordinal, &inf->lag_event, err)))
+            return rs;
+        inf->lag_dev = dev;
+        inf->lag_ordinal = l->ordinal;
+    }
+    if ((rs = auto_pending(inf, err)))
+        return rs;
+    int people[1 << KR_MAX_BATCH_LOG2];
+    for (int i = 0; i < n; i++) {
+        int sid = items[i]->stream;
+        if (sid < 0 || sid >= inf->max_streams)
+            return keyer_error_set(err, KEYER_STATUS_INTERNAL, "people: stream %d of %d", sid,
+                                   inf->max_streams);
+        people[i] = inf->switches[sid] && kr_people_switch_people(inf->switches[sid]);
+    }
     for (int i = 0; i < n && !rs; i++) {
-        int people = 0;
-        rs = auto_decide(inf, items[i]->stream, inf->auto_masks + (size_t)i * cells,
-                         items[i]->src, inf->mask_host, &people, err);
+        rs = dev->copy(l->ordinal, inf->lag_masks + (size_t)i * cells, items[i]->cuda.mask,
+                       inf->mask_bytes, stream, err);
+        inf->lag_stream[i] = items[i]->stream;
+    }
+    if (!rs && (rs = dev->event_record(l->ordinal, inf->lag_event, stream, err)) == KEYER_OK)
+        inf->lag_n = n;
+    for (int i = 0; i < n && !rs; i++) {
+        int keyed = 0;
+        if (!people[i])
+            continue;
+        rs = kr_item_sync(items[i], err); /* its frame, made by earlier stages */
+        if (!rs)
+            rs = auto_key(inf, items[i]->stream, items[i]->src, inf->mask_host, &keyed, err);
         /* the host mask is written again for the next item: each copy completes first */
-        if (!rs && people)
+        if (!rs && keyed)
             rs = dev->copy(l->ordinal, items[i]->cuda.mask, inf->mask_host->data[0],
                            inf->mask_bytes, stream, err);
-        if (!rs && people)
+        if (!rs && keyed)
             rs = dev->stream_sync(l->ordinal, stream, err);
     }
     return rs;
@@ -437,16 +504,10 @@ keyer_status kr_infer_create(const kr_infer_params *p, kr_infer **out, keyer_err
         if ((st = per_stream_create(inf, p, err)))
             goto fail;
         inf->auto_people = 1;
-        /* on CUDA the selfie masks come down for the switch (auto_cuda) */
-        if (p->people_cuda >= 0) {
-            size_t most = (size_t)1 << KR_MAX_BATCH_LOG2;
-            if (!(inf->auto_masks = malloc(most * inf->mask_bytes))) {
-                st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
-                goto fail;
-            }
-            if ((st = host_mask_create(inf, err)))
-                goto fail;
-        }
+        /* on CUDA the people masks go up from here (auto_cuda; its page-locked buffer for
+         * the selfie masks is made at the first CUDA batch, when the device is known) */
+        if (p->people_cuda >= 0 && (st = host_mask_create(inf, err)))
+            goto fail;
     }
     keyer_prepare_params pp = keyer_prepare_params_defaults();
     kr_segmodel_prepare_params(&inf->seg, &pp);
@@ -505,7 +566,10 @@ void kr_infer_destroy(kr_infer **pinf)
     keyer_detector_destroy(&inf->decoder);
     free(inf->boxes_host);
     free(inf->scores_host);
-    free(inf->auto_masks);
+    if (inf->lag_dev) {
+        inf->lag_dev->host_free(inf->lag_ordinal, inf->lag_masks);
+        inf->lag_dev->event_destroy(inf->lag_ordinal, inf->lag_event);
+    }
     keyer_frame_destroy(&inf->mask_host);
     free(*pinf);
     *pinf = NULL;

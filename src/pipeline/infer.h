@@ -19,9 +19,11 @@
  * selfie mask goes through a kr_people_switch (made at the stream's first frame); while it
  * says people mode, the stream's people keyer runs on the frame with its own detector and its
  * mask replaces the selfie model's (stretched over the frame, in the selfie mask's cells). On
- * CUDA the selfie masks come down for the decision (the model's size) and a people mask goes
+ * CUDA the selfie masks come down asynchronously (the model's size) and the switches take
+ * them when the next CUDA batch comes, so that the host does not wait for the inference it
+ * just queued: there a switch acts up to one batch later than on the CPU. A people mask goes
  * up; the people keyer (its networks on CUDA device params.people_cuda) crops the device
- * frame. One decision for every device a frame is inferred on.
+ * frame.
  *
  * Thread safety: set-up from the session's thread; the stage runs on its own thread.
  */

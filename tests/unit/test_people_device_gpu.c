@@ -256,13 +256,14 @@ static keyer_status keep_street(void *opaque, int sid, int64_t index, const keye
 
 /* The street clip keyed without a model (the automatic choice) on @p device: returns the
  * frames the stream spent in people mode. */
-static int64_t run_auto(const char *path, keyer_device_kind device, street *m)
+static int64_t run_auto(const char *path, keyer_device_kind device, int batch, street *m)
 {
     keyer_logger lg = keyer_logger_default();
     lg.level = KEYER_LOG_WARNING;
     keyer_session_params sp = keyer_session_params_defaults();
     sp.device = device;
     sp.model = NULL; /* the automatic model: selfie, people mode when no one is large */
+    sp.batch = batch;
     sp.logger = &lg;
     sp.composite.mode = KEYER_COMPOSITE_MASK;
     sp.frame_fn = keep_street;
@@ -280,8 +281,8 @@ static int64_t run_auto(const char *path, keyer_device_kind device, street *m)
     keyer_session_get_report(s, &rep);
     keyer_stream_report sr;
     assert_int_equal(keyer_session_get_stream_report(s, 0, &sr, &err), KEYER_OK);
-    printf("  automatic model, %s: %lld frames, %s, %lld in people mode\n",
-           device == KEYER_DEVICE_CUDA ? "cuda" : "cpu", (long long)rep.frames_written,
+    printf("  automatic model, %s, batch %d: %lld frames, %s, %lld in people mode\n",
+           device == KEYER_DEVICE_CUDA ? "cuda" : "cpu", batch, (long long)rep.frames_written,
            rep.device, (long long)sr.frames_people);
     assert_int_equal(rep.frames_written, STREET_FRAMES);
     assert_int_equal(rep.frames_lost, 0);
@@ -295,9 +296,12 @@ static int64_t run_auto(const char *path, keyer_device_kind device, street *m)
     return sr.frames_people;
 }
 
-/* Without --model the CUDA session switches a street clip to people mode at the same frame as
- * the CPU session (the switch goes one way on this clip: no one comes near the camera, so
- * equal counts of people frames are equal switch frames), and keys people there: from the
+/* Without --model the CUDA session switches a street clip to people mode one batch later than
+ * the CPU session (on CUDA the switch takes a batch's selfie masks when the next batch comes,
+ * so that the host does not wait for the inference; infer.c, auto_cuda): with batches of one
+ * frame exactly one frame later, with the default batch (16) at most 16 frames later (the
+ * switch goes one way on this clip: no one comes near the camera, so the counts of people
+ * frames give the switch frames). Where both key people the mattes agree: from the
  * third people frame on every matte covers 0.2% to 5% of the frame on both devices (the selfie model's
  * blobs are larger, people 10-30 m away smaller), and the CUDA mattes of those frames agree
  * with the CPU's (test_people_session_cuda's bounds: mean |difference| <= 2 code values, at
@@ -311,14 +315,19 @@ static void test_auto_people_cuda(void **state)
     street gpu = {0, calloc((size_t)STREET_FRAMES * SW * SH, 1)};
     assert_non_null(cpu.luma);
     assert_non_null(gpu.luma);
-    int64_t on_cpu = run_auto(path, KEYER_DEVICE_CPU, &cpu);
-    int64_t on_gpu = run_auto(path, KEYER_DEVICE_CUDA, &gpu);
+    int64_t on_cpu = run_auto(path, KEYER_DEVICE_CPU, 0, &cpu);
+    /* the default batch: the switch at most one batch of 16 later */
+    gpu.frames = 0;
+    int64_t on_gpu16 = run_auto(path, KEYER_DEVICE_CUDA, 0, &gpu);
+    assert_true(on_gpu16 <= on_cpu && on_gpu16 >= on_cpu - 16);
+    gpu.frames = 0;
+    int64_t on_gpu = run_auto(path, KEYER_DEVICE_CUDA, 1, &gpu);
     /* five frames in a row with no one large, then people mode: from frame SWITCH_AT on */
     assert_int_equal(on_cpu, STREET_FRAMES - SWITCH_AT);
-    assert_int_equal(on_gpu, on_cpu);
+    assert_int_equal(on_gpu, on_cpu - 1); /* batches of one frame: one frame later */
     size_t plane = (size_t)SW * SH, far = 0;
     double sum = 0, min_cov = 1, max_cov = 0;
-    for (int f = SWITCH_AT; f < STREET_FRAMES; f++) {
+    for (int f = SWITCH_AT + 1; f < STREET_FRAMES; f++) {
         const uint8_t *a = cpu.luma + (size_t)f * plane, *b = gpu.luma + (size_t)f * plane;
         size_t keyed_a = 0, keyed_b = 0;
         for (size_t i = 0; i < plane; i++) {
@@ -329,13 +338,13 @@ static void test_auto_people_cuda(void **state)
             keyed_b += b[i] >= 128;
         }
         double ca = (double)keyed_a / (double)plane, cb = (double)keyed_b / (double)plane;
-        if (f >= SWITCH_AT + SETTLE) { /* the matte's temporal smoothing has let go of the
+        if (f >= SWITCH_AT + 1 + SETTLE) { /* the matte's temporal smoothing has let go of the
                                         * selfie model's blobs */
             min_cov = fmin(min_cov, fmin(ca, cb));
             max_cov = fmax(max_cov, fmax(ca, cb));
         }
     }
-    size_t n = plane * (size_t)(STREET_FRAMES - SWITCH_AT);
+    size_t n = plane * (size_t)(STREET_FRAMES - SWITCH_AT - 1);
     printf("  people frames: mattes cover %.2f%% to %.2f%% of the frame; cuda against cpu: mean "
            "|difference| %.3f code values, %.3f%% of pixels more than 64 apart\n",
            100.0 * min_cov, 100.0 * max_cov, sum / (double)n, 100.0 * (double)far / (double)n);
