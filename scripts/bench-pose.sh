@@ -28,7 +28,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$bin" make-sample "$dir/cam.mp4" --size 1920x1080 --frames "$frames" --fps 30 --noise 6 \
   --bframes 0 --keyint 30 --no-audio --preset veryfast
-printf '| streams | model | frames/s (needed) | real time | latency p50 / p99 ms (release to drawn, decode included) | read mean / p99 ms | detect batch mean frames, mean / p99 ms | pose mean / p99 ms (per batch) | pose per batch: frames, rounds, passes, runs, host waits | pose crops per run (+ padding) | pose round mean ms, host waiting | write mean / p99 ms | frames with a pose | dropped | NVDEC streams | GPU util |\n'
+printf '| streams | model | frames/s (needed) | real time | latency p50 / p99 ms (release to drawn, decode included) | read mean / p99 ms | detect batch mean frames, mean / p99 ms | pose mean / p99 ms (per batch) | pose per batch: frames, rounds, passes, runs, host waits | pose crops per run (+ padding); runs of batch 1/2/4/8/16 | pose round mean ms, host waiting | write mean / p99 ms | frames with a pose | dropped | NVDEC streams | GPU util |\n'
 printf '|---|---|---:|---|---|---|---|---|---|---|---|---|---:|---:|---:|---:|\n'
 for n in "${counts[@]}"; do
   ins=()
@@ -55,7 +55,9 @@ b = max(lr.get('batches', 0), 1); runs = max(lr.get('runs', 0), 1)
 frames_b = st['pose']['frames'] / b if 'pose' in st else 0
 per_batch = (f"{frames_b:.1f}, {lr.get('rounds', 0) / b:.2f}, {lr.get('passes', 0) / b:.2f}, "
              f"{lr.get('runs', 0) / b:.2f}, {lr.get('syncs', 0) / b:.2f}")
-per_run = f"{lr.get('crops', 0) / runs:.1f} (+ {lr.get('padded', 0) / runs:.1f})"
+rb = lr.get('runs_by_batch', [])
+per_run = (f"{lr.get('crops', 0) / runs:.1f} (+ {lr.get('padded', 0) / runs:.1f}); "
+           + "/".join(str(x) for x in rb[:5]))
 rs = lr.get('round_seconds', 0)
 per_round = (f"{1000 * rs / max(lr.get('rounds', 0), 1):.2f}, "
              f"{100 * lr.get('wait_seconds', 0) / rs if rs > 0 else 0:.0f}%")

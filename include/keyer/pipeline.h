@@ -592,6 +592,8 @@ typedef struct keyer_rounds_report {
     int64_t crops;       /**< crops run (padding not counted) */
     int64_t padded;      /**< padding crops of the CUDA runs */
     int64_t syncs;       /**< waits of the host for the stage's GPU work */
+    /** runs by the runtime's batch: [0] batch 1, [1] batch 2, [2] 4, ... [6] 64 */
+    int64_t runs_by_batch[7];
     double round_seconds; /**< time in rounds (crops, runs, the landmarks' tracking) */
     double wait_seconds;  /**< of it, the host waiting for the GPU */
     /** The CUDA schedule of the landmark model's runtimes by batch size, as

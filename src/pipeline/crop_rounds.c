@@ -6,6 +6,10 @@
 
 #include "pipeline/clock.h"
 
+_Static_assert(sizeof(((keyer_rounds_report *)0)->runs_by_batch) / sizeof(int64_t) ==
+                   KR_MAX_BATCH_LOG2 + 1,
+               "keyer_rounds_report::runs_by_batch has a place per runtime batch");
+
 struct kr_rounds {
     const kr_rounds_ops *ops;
     void *opaque;
@@ -70,11 +74,12 @@ void kr_rounds_note_pass(kr_rounds *r)
     atomic_fetch_add(&r->counters.passes, 1);
 }
 
-void kr_rounds_note_run(kr_rounds *r, int crops, int padded)
+void kr_rounds_note_run(kr_rounds *r, int crops, int lg)
 {
     atomic_fetch_add(&r->counters.runs, 1);
+    atomic_fetch_add(&r->counters.runs_by_lg[lg], 1);
     atomic_fetch_add(&r->counters.crops, crops);
-    atomic_fetch_add(&r->counters.padded, padded);
+    atomic_fetch_add(&r->counters.padded, (1 << lg) - crops);
 }
 
 void kr_rounds_report_add(const kr_rounds *r, keyer_rounds_report *out)
@@ -89,6 +94,8 @@ void kr_rounds_report_add(const kr_rounds *r, keyer_rounds_report *out)
     out->crops += atomic_load(&c->crops);
     out->padded += atomic_load(&c->padded);
     out->syncs += atomic_load(&c->syncs);
+    for (int i = 0; i <= KR_MAX_BATCH_LOG2; i++)
+        out->runs_by_batch[i] += atomic_load(&c->runs_by_lg[i]);
     out->round_seconds += (double)atomic_load(&c->round_ns) * 1e-9;
     out->wait_seconds += (double)atomic_load(&c->wait_ns) * 1e-9;
 }
@@ -258,12 +265,10 @@ keyer_status kr_rounds_crops(kr_rounds *r, kr_model_stage *ms, const int *cuda, 
         }
         if ((st = cops->chunk(opaque, r->order + done, m, lg, dev, deferred, at, err)))
             return st;
-        atomic_fetch_add(&r->counters.runs, 1);
-        atomic_fetch_add(&r->counters.crops, m);
+        kr_rounds_note_run(r, m, lg);
         done += m;
         if (!deferred)
             continue;
-        atomic_fetch_add(&r->counters.padded, (1 << lg) - m);
         at += m;
         /* the CUDA items' crops end here: one wait for all their runs */
         if (done == n || !cuda[r->order[done]]) {

@@ -74,6 +74,7 @@ typedef struct kr_rounds_counters {
     atomic_llong crops;   /* crops run */
     atomic_llong padded;  /* padding crops in the CUDA runs */
     atomic_llong syncs;   /* host waits for the stage's stream */
+    atomic_llong runs_by_lg[KR_MAX_BATCH_LOG2 + 1]; /* runs by log2 of the runtime's batch */
     atomic_llong round_ns; /* time in rounds */
     atomic_llong wait_ns;  /* of it, in the host waits */
 } kr_rounds_counters;
@@ -105,10 +106,10 @@ void kr_rounds_run_batch(kr_rounds *r, kr_model_stage *ms, kr_item **items, int 
 keyer_status kr_rounds_crops(kr_rounds *r, kr_model_stage *ms, const int *cuda, int n,
                              const kr_crops_ops *cops, void *opaque, keyer_error *err);
 
-/** Counts a pass, or a model run of @p crops crops with @p padded padding crops, that the
+/** Counts a pass, or a model run of @p crops crops on the runtime of batch 2^@p lg, that the
  *  owner ran itself (not through kr_rounds_crops()). */
 void kr_rounds_note_pass(kr_rounds *r);
-void kr_rounds_note_run(kr_rounds *r, int crops, int padded);
+void kr_rounds_note_run(kr_rounds *r, int crops, int lg);
 
 /** Adds its counters into @p out (NULL @p r: nothing). */
 void kr_rounds_report_add(const kr_rounds *r, keyer_rounds_report *out);

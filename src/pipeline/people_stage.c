@@ -195,7 +195,7 @@ static keyer_status run_host_jobs(kr_people_stage *ps, int j, int count, keyer_e
                                     err)) ||
             (st = keyer_runtime_run(rt, err)) || (st = take_host(ps, rt, n, kp, job, err)))
             return st;
-        kr_rounds_note_run(ps->rounds, n, (1 << lg) - n);
+        kr_rounds_note_run(ps->rounds, n, lg);
         done += n;
     }
     return KEYER_OK;

@@ -117,7 +117,10 @@ keyer_status keyer_session_write_stats(keyer_session *s, const char *path, keyer
             (long long)lr->syncs, finite_or_zero(lr->round_seconds),
             finite_or_zero(lr->wait_seconds));
     json_string(f, lr->schedule);
-    fprintf(f, "},\n");
+    fprintf(f, ", \"runs_by_batch\": [");
+    for (int i = 0; i < 7; i++)
+        fprintf(f, "%s%lld", i ? ", " : "", (long long)lr->runs_by_batch[i]);
+    fprintf(f, "]},\n");
     fprintf(f, "  \"latency_ms\": ");
     json_latency(f, &r.latency);
     fprintf(f, ",\n  \"stages\": [\n");

@@ -253,6 +253,8 @@ static void test_pass_cuda_padded_then_host(void **state)
     assert_int_equal(rep.crops, 7);
     assert_int_equal(rep.padded, 3);
     assert_int_equal(rep.syncs, 1);
+    for (int i = 0; i < 7; i++) /* one run of batch 8, one of batch 2 */
+        assert_int_equal(rep.runs_by_batch[i], i == 3 || i == 1);
     /* an empty pass does nothing */
     assert_int_equal(kr_rounds_crops(r, ms, cuda, 0, &crops_ops, o, &err), KEYER_OK);
     assert_int_equal(o->ncalls, 3);

@@ -21,8 +21,8 @@
  *  - KEYER_FAIL_CUDA_AT_FRAME=6 on that file run, keyed (blur: the pose stage hands its
  *    items to the keying model): every frame written and reported with its pose, the same
  *    bounds;
- *  - three streams pushed (the first clip twice): rounds of three crops run through the
- *    runtime of batch 4 with a crop of padding; f32's bounds.
+ *  - three streams pushed (the first clip twice, its first 6 frames): rounds of three crops run
+ *    through the runtime of batch 4 with a crop of padding; f32's bounds.
  * KEYER_TEST_FILTER (a cmocka pattern) runs only the matching tests.
  * Written to be clean under compute-sanitizer --tool memcheck.
  */
@@ -165,7 +165,7 @@ static void test_pose_stage_gpu_failure(void **state)
     free(got);
 }
 
-/* Three streams (the first clip twice, round robin; their first half, kept short for
+/* Three streams (the first clip twice, round robin; their first quarter, kept short for
  * compute-sanitizer): rounds of three frames, whose CUDA crops run through the runtime of
  * batch 4 with a crop of padding (pipeline/crop_rounds.h); the same bounds as f32 above, the
  * reference the first clip's for the third stream (tracking makes the first frames' results
@@ -173,7 +173,7 @@ static void test_pose_stage_gpu_failure(void **state)
 static void test_pose_stage_three_streams(void **state)
 {
     (void)state;
-    enum { NF = FRAMES / 2 };
+    enum { NF = FRAMES / 4 };
     reference();
     ps_rec *want = calloc(1, sizeof(*want)), *got = calloc(1, sizeof(*got));
     assert_non_null(want);
