@@ -169,16 +169,25 @@ static keyer_status auto_cuda(kr_infer *inf, const kr_item_layout *l, kr_item **
     if (!inf->mask_host || n > (int)most)
         return keyer_error_set(err, KEYER_STATUS_INTERNAL,
                                "automatic people mode: CUDA frames without their buffers");
-    if (!inf->lag_masks) { /* at the first CUDA batch: the device is known now */
-        if ((rs = dev->host_alloc(l->ordinal, most * inf->mask_bytes, (void **)&inf->lag_masks,
-                                  err)) ||
-            (rs = dev->event_create(l->ordinal, &inf->lag_event, err)))
+    if (!inf->lag_dev) { /* at the first CUDA batch: the device is known now */
+        void *buf = NULL, *ev = NULL;
+        if ((rs = dev->host_alloc(l->ordinal, most * inf->mask_bytes, &buf, err)))
             return rs;
+        if ((rs = dev->event_create(l->ordinal, &ev, err))) {
+            dev->host_free(l->ordinal, buf);
+            return rs;
+        }
+        inf->lag_masks = buf;
+        inf->lag_event = ev;
         inf->lag_dev = dev;
         inf->lag_ordinal = l->ordinal;
     }
     if ((rs = auto_pending(inf, err)))
         return rs;
+    if (l->ordinal != inf->lag_ordinal) /* a session's items are on its one device */
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL,
+                               "automatic people mode: CUDA items on device %d, then %d",
+                               inf->lag_ordinal, l->ordinal);
     int people[1 << KR_MAX_BATCH_LOG2];
     for (int i = 0; i < n; i++) {
         int sid = items[i]->stream;
