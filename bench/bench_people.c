@@ -3,7 +3,7 @@
  * person detector's boxes, and a contact sheet.
  *
  *   bench_people [--model NAME]... [--frames N] [--every K] [--backend cpu|cuda] [--threads T]
- *                [--sheet OUT.png] [--rows R] [--json] [--verbose] INPUT
+ *                [--sheet OUT.png] [--rows R] [--json] [--verbose] [--silhouette] INPUT
  *
  * Every frame of INPUT (up to N, default all) is keyed in order by the keying chain of each
  * --model (keyer/keying.h: the main job's chain, background blur, default models selfie and
@@ -16,6 +16,11 @@
  *    the table gives the mean and the maximum over the measured frames.
  * The detector's box is the one MediaPipe's pose detector emits for a person (its SSD box, with
  * the hip and body keypoints that the crop comes from).
+ * --silhouette adds a row "body-mask": the reference people keyer's own mask (pose-lite's
+ * body masks combined, keyer_people_mask, without the fallback segmentation, no refinement or
+ * smoothing of the keying chain)
+ * thresholded at 0.5 at frame resolution, measured the same way: how much of each box a
+ * person's silhouette as the landmark model sees it fills.
  * --verbose prints every box's coverage. Also the keying time per frame (all steps of keyer_keying_process, this machine).
  * --sheet writes a PNG: R rows (default 3) of frames spread over the measured range, one
  * column per model, each tile at half size: the frame in grey, the matte tinted green, the
@@ -34,6 +39,7 @@
 #include "keyer/people.h"
 
 #define MAX_MODELS 4
+#define BODY_MASK "body-mask" /* --silhouette's row */
 #define MAX_BOXES 64
 #define MAX_ROWS 16
 
@@ -148,6 +154,7 @@ int main(int argc, char **argv)
     const char *prog = "bench_people", *input = NULL, *sheet_path = NULL;
     const char *names[MAX_MODELS];
     int n_models = 0, frames = 0, every = 1, threads = 0, rows = 3, json = 0, verbose = 0;
+    int silhouette = 0;
     keyer_backend backend = KEYER_BACKEND_CPU;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -170,6 +177,8 @@ int main(int argc, char **argv)
             json = 1;
         else if (!strcmp(a, "--verbose"))
             verbose = 1;
+        else if (!strcmp(a, "--silhouette"))
+            silhouette = 1;
         else if (a[0] != '-' && !input)
             input = a;
         else {
@@ -179,7 +188,8 @@ int main(int argc, char **argv)
     }
     if (!input || every < 1 || frames < 0 || rows < 1 || rows > MAX_ROWS || threads < 0) {
         fprintf(stderr, "usage: %s [--model NAME]... [--frames N] [--every K] [--backend cpu|cuda] "
-                        "[--threads T] [--sheet OUT.png] [--rows R (1..%d)] [--json] INPUT\n",
+                        "[--threads T] [--sheet OUT.png] [--rows R (1..%d)] [--json] [--verbose] "
+                        "[--silhouette] INPUT\n",
                 prog, MAX_ROWS);
         return 2;
     }
@@ -188,14 +198,15 @@ int main(int argc, char **argv)
         names[n_models++] = KEYER_PEOPLE_MODEL;
     }
     keyer_error err = {0};
-    model_run runs[MAX_MODELS];
+    model_run runs[MAX_MODELS + 1]; /* the models, then --silhouette's row */
     memset(runs, 0, sizeof(runs));
     keyer_people *det = NULL;
     keyer_reader *r = NULL;
     keyer_frame *f = NULL, *sheet = NULL;
     int rc = 1;
     keyer_people_params pp = keyer_people_params_defaults();
-    pp.model = KEYER_POSE_MODEL_LITE; /* only its detector is used here */
+    pp.model = KEYER_POSE_MODEL_LITE; /* the reference boxes (and --silhouette's mask) */
+    pp.fallback_model = "none";       /* --silhouette: the landmark model's own masks */
     pp.threads = threads;
     pp.backend = backend;
     if (keyer_people_create(&pp, &det, &err))
@@ -212,6 +223,16 @@ int main(int argc, char **argv)
             die(names[m], &err);
             goto done;
         }
+    }
+    int n_rows = n_models; /* rows of the table */
+    if (silhouette) {
+        runs[n_rows].name = BODY_MASK;
+        runs[n_rows].set[0].min_cov = runs[n_rows].set[1].min_cov = 1.0;
+        if (keyer_frame_create(&runs[n_rows].matte, &err)) {
+            die(BODY_MASK, &err);
+            goto done;
+        }
+        n_rows++;
     }
     keyer_reader_params rp = keyer_reader_params_defaults();
     rp.device = KEYER_DECODE_DEVICE_CPU;
@@ -282,6 +303,21 @@ int main(int argc, char **argv)
                 draw_tile(sheet, m, row, f, mr->matte, (const float(*)[4])boxes[SET_DETECTOR],
                           nb[SET_DETECTOR]);
         }
+        if (silhouette && want) {
+            model_run *mr = &runs[n_models]; /* ms/frame stays 0: no keying */
+            if (keyer_frame_alloc(mr->matte, KEYER_PIXEL_FORMAT_GRAY8, f->width, f->height, NULL,
+                                  &err) ||
+                keyer_people_mask(det, mr->matte, &err)) {
+                die(BODY_MASK, &err);
+                goto done;
+            }
+            for (int set = 0; set < SETS; set++) {
+                char what[96];
+                snprintf(what, sizeof(what), "%s %s", mr->name, set_names[set]);
+                measure(mr->matte, (const float(*)[4])boxes[set], nb[set], &mr->set[set], i,
+                        what, verbose);
+            }
+        }
         measured += want;
         row += draw;
         i++;
@@ -299,7 +335,7 @@ int main(int argc, char **argv)
         printf("| model | boxes | count | min box coverage | mean box coverage | mean outside | "
                "max outside | ms/frame |\n|---|---|---|---|---|---|---|---|\n");
     }
-    for (int m = 0; m < n_models; m++)
+    for (int m = 0; m < n_rows; m++)
         for (int set = 0; set < SETS; set++) {
             const model_run *mr = &runs[m];
             const box_stats *b = &mr->set[set];
@@ -322,7 +358,7 @@ int main(int argc, char **argv)
         printf("]}\n");
     rc = 0;
 done:
-    for (int m = 0; m < n_models; m++) {
+    for (int m = 0; m < MAX_MODELS + 1; m++) {
         keyer_keying_destroy(&runs[m].keying);
         keyer_frame_destroy(&runs[m].matte);
     }

@@ -39,7 +39,8 @@
  *     presence (the detector sees a person the landmark model half sees), without being
  *     listed among the frame's people.
  *  4. Mask. The segmentation output's sigmoid (in the crop's 256x256 grid), where it is weak
- *     combined with the fallback model's mask of the same crop (see fallback_model), is
+ *     combined with the fallback model's mask of the same crop, and on a detected person's
+ *     crop with that mask's person-sized regions (see fallback_model), is
  *     blended with the
  *     same person's mask of the previous frame, resampled into the new crop:
  *     m = p + (q - p) * track_smoothing * u(p), with u MediaPipe's uncertainty (1 at p = 0.5,
@@ -113,12 +114,17 @@ typedef struct keyer_people_params {
     /** Segmentation model run on a person's crop when the landmark model's body mask there is
      *  weak (fewer than weak_mask of the crop's cells at or above 0.5: a person the landmark
      *  model half sees, far away, occluded or lying), its mask combined with the body mask
-     *  (maximum) in the crop's grid. A model with a [1,H,W,3] input in [0,1] and an output of
+     *  (maximum) in the crop's grid. It also runs on the crop of every person matched to a
+     *  detection of this frame, and there only its connected regions (cells >= 0.5) of at
+     *  least 0.3 times the body mask's cells are combined: a second person the one detection
+     *  holds (two people walking side by side, of whom the landmark model follows one) and
+     *  the parts of the silhouette the body mask misses, not the model's small blobs.
+     *  A model with a [1,H,W,3] input in [0,1] and an output of
      *  H x W person probabilities, run on the same rotated crop (letterboxed). Registry name
-     *  or file; NULL: "selfie"; "none": no fallback. */
+     *  or file; NULL: "selfie"; "none": no fallback (neither use). */
     const char *fallback_model;
     float weak_mask;              /**< 0..1 (0.04; a standing person fills about 9% of the
-                                       crop); 0: never */
+                                       crop); 0: no fallback at all */
     void *reserved[2];            /**< zero (fallback_model and weak_mask took 2 of 4) */
 } keyer_people_params;
 

@@ -29,9 +29,17 @@ struct kr_infer {
     int slot;                    /* the items' input slot */
     /* model people on CUDA frames (people_cuda >= 0) */
     float *boxes_host, *scores_host; /* a batch's raw detector outputs, brought down */
-    keyer_frame *mask_host;      /* one frame's mask before it goes up */
+    keyer_frame *mask_host;      /* one frame's mask before it goes up (also the automatic
+                                    model's people mask on CUDA) */
     /* the automatic model (params.auto_people) */
     int auto_people;
+    /* on CUDA: the last batch's selfie masks on their way down (auto_cuda) */
+    float *lag_masks;            /* page-locked, [1 << KR_MAX_BATCH_LOG2] masks */
+    int lag_stream[1 << KR_MAX_BATCH_LOG2]; /* their streams */
+    int lag_n;                   /* pending masks; 0: none */
+    void *lag_event;             /* recorded after their copies */
+    const kr_device_fns *lag_dev;
+    int lag_ordinal;
     kr_people_switch **switches; /* [max_streams], made at a stream's first frame */
     atomic_llong *people_frames; /* [max_streams]: frames keyed in people mode */
     int people_later;            /* model people: the people stage runs the keyers (the
@@ -40,35 +48,89 @@ struct kr_infer {
 
 /* ---- outputs ---------------------------------------------------------------------------------- */
 
-/* The automatic model on one CPU item whose selfie mask is in it->host.mask: the stream's
- * switch decides; in people mode the stream's people keyer's mask replaces it. */
-static keyer_status auto_frame(kr_infer *inf, kr_item *it, keyer_error *err)
+/* Stream @p stream's switch (made at its first mask) takes this frame's selfie mask (@p selfie,
+ * the mask's cells); returns in *people what it says: 1 for people mode. Selfie mode resets the
+ * stream's people keyer (a later switch starts afresh). */
+static keyer_status auto_update(kr_infer *inf, int stream, const float *selfie, int *people,
+                                keyer_error *err)
 {
-    if (it->on_cuda || !it->src || it->src->memory != KEYER_MEMORY_HOST)
-        return KEYER_OK; /* people mode keys host frames */
-    if (it->stream < 0 || it->stream >= inf->max_streams)
-        return keyer_error_set(err, KEYER_STATUS_INTERNAL, "people: stream %d of %d", it->stream,
+    *people = 0;
+    if (stream < 0 || stream >= inf->max_streams)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL, "people: stream %d of %d", stream,
                                inf->max_streams);
     keyer_status st;
-    kr_people_switch **sw = &inf->switches[it->stream];
+    kr_people_switch **sw = &inf->switches[stream];
     if (!*sw) {
         kr_people_switch_params sp = kr_people_switch_params_defaults();
         if ((st = kr_people_switch_create(&sp, inf->info.mask_w, inf->info.mask_h, sw, err)))
             return st;
     }
-    keyer_people **pp = &inf->per_stream[it->stream];
-    if (!kr_people_switch_update(*sw, it->host.mask)) {
-        keyer_people_reset(*pp); /* a later switch starts afresh */
+    *people = kr_people_switch_update(*sw, selfie);
+    if (!*people)
+        keyer_people_reset(inf->per_stream[stream]);
+    return KEYER_OK;
+}
+
+/* A frame of stream @p stream in people mode: the stream's people keyer keys @p frame and
+ * writes its mask into @p out (GRAYF32, the selfie mask's size: it covers the whole frame as
+ * the selfie mask does); *keyed 1. A frame the people keyer cannot read (in CUDA memory of
+ * another device, or with a CPU people keyer) keeps the selfie mask (*keyed 0). */
+static keyer_status auto_key(kr_infer *inf, int stream, const keyer_frame *frame,
+                             keyer_frame *out, int *keyed, keyer_error *err)
+{
+    *keyed = 0;
+    keyer_status st;
+    keyer_people **pp = &inf->per_stream[stream];
+    const keyer_people_params *q = &inf->people_params;
+    if (!frame || (frame->memory == KEYER_MEMORY_CUDA &&
+                   (q->backend != KEYER_BACKEND_CUDA || frame->device != q->device)))
         return KEYER_OK;
-    }
-    if (!*pp && (st = keyer_people_create(&inf->people_params, pp, err)))
+    if (!*pp && (st = keyer_people_create(q, pp, err)))
         return keyer_error_prefix(err, "automatic people mode: ");
     int count = 0;
-    if ((st = keyer_people_run(*pp, it->src, NULL, 0, &count, err)) ||
-        (st = keyer_people_mask(*pp, it->host.mask_frame, err)))
+    if ((st = keyer_people_run(*pp, frame, NULL, 0, &count, err)) ||
+        (st = keyer_people_mask(*pp, out, err)))
         return keyer_error_prefix(err, "automatic people mode: ");
-    atomic_fetch_add(&inf->people_frames[it->stream], 1);
+    atomic_fetch_add(&inf->people_frames[stream], 1);
+    *keyed = 1;
     return KEYER_OK;
+}
+
+/* The CUDA batch whose selfie masks are on their way down (auto_cuda) goes through the
+ * switches, in order; nothing pending: nothing. The host waits for the copies (the batch's
+ * inference, queued before the next one's). After a GPU failure the pending masks are
+ * dropped (the next frames update the switches). */
+static keyer_status auto_pending(kr_infer *inf, keyer_error *err)
+{
+    int n = inf->lag_n;
+    if (!n)
+        return KEYER_OK;
+    inf->lag_n = 0;
+    keyer_error e = {0};
+    if (inf->lag_dev->event_sync(inf->lag_ordinal, inf->lag_event, &e) != KEYER_OK)
+        return KEYER_OK; /* the GPU failed: the stage reports it on its own run */
+    size_t cells = (size_t)inf->info.mask_w * (size_t)inf->info.mask_h;
+    keyer_status st = KEYER_OK;
+    for (int i = 0; i < n && !st; i++) {
+        int people = 0;
+        st = auto_update(inf, inf->lag_stream[i], inf->lag_masks + (size_t)i * cells, &people,
+                         err);
+    }
+    return st;
+}
+
+/* The automatic model on one item inferred on the CPU (a CPU item, or a CUDA item of a hybrid
+ * run: its frame is complete, the stage waited for it before the inputs came down) whose
+ * selfie mask is in it->host.mask: people mode replaces it there. */
+static keyer_status auto_frame(kr_infer *inf, kr_item *it, keyer_error *err)
+{
+    int people = 0, keyed = 0;
+    keyer_status st = auto_pending(inf, err); /* a CUDA batch before these frames */
+    if (!st)
+        st = auto_update(inf, it->stream, it->host.mask, &people, err);
+    if (!st && people)
+        st = auto_key(inf, it->stream, it->src, it->host.mask_frame, &keyed, err);
+    return st;
 }
 
 static keyer_status cpu_outputs(void *opaque, keyer_runtime *rt, kr_item **items, int n,
@@ -86,6 +148,76 @@ static keyer_status cpu_outputs(void *opaque, keyer_runtime *rt, kr_item **items
     if (!st)
         atomic_fetch_add(&inf->frames_cpu, n);
     return st;
+}
+
+/* The automatic model on CUDA items whose selfie masks were just queued into their device masks
+ * on @p stream, without the host waiting for this batch's inference: the switches first take
+ * the previous CUDA batch's masks (auto_pending: its inference ran before this one's), and
+ * each item is keyed in the mode its stream's switch is in then; this batch's masks go down
+ * asynchronously into page-locked memory (an event after them) for the next batch. On CUDA a
+ * switch therefore acts from the first frame of a later batch than on the CPU, which decides
+ * on each frame's own mask (at most one batch later). A people frame waits for its frame
+ * (kr_item_sync), the people keyer crops it on the device, and its mask goes up over the
+ * selfie mask (after this batch's download in the stream's order). */
+static keyer_status auto_cuda(kr_infer *inf, const kr_item_layout *l, kr_item **items, int n,
+                              void *stream, keyer_error *err)
+{
+    const kr_device_fns *dev = l->dev;
+    size_t cells = (size_t)inf->info.mask_w * (size_t)inf->info.mask_h;
+    size_t most = (size_t)1 << KR_MAX_BATCH_LOG2;
+    keyer_status rs = KEYER_OK;
+    if (!inf->mask_host || n > (int)most)
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL,
+                               "automatic people mode: CUDA frames without their buffers");
+    if (!inf->lag_dev) { /* at the first CUDA batch: the device is known now */
+        void *buf = NULL, *ev = NULL;
+        if ((rs = dev->host_alloc(l->ordinal, most * inf->mask_bytes, &buf, err)))
+            return rs;
+        if ((rs = dev->event_create(l->ordinal, &ev, err))) {
+            dev->host_free(l->ordinal, buf);
+            return rs;
+        }
+        inf->lag_masks = buf;
+        inf->lag_event = ev;
+        inf->lag_dev = dev;
+        inf->lag_ordinal = l->ordinal;
+    }
+    if ((rs = auto_pending(inf, err)))
+        return rs;
+    if (l->ordinal != inf->lag_ordinal) /* a session's items are on its one device */
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL,
+                               "automatic people mode: CUDA items on device %d, then %d",
+                               inf->lag_ordinal, l->ordinal);
+    int people[1 << KR_MAX_BATCH_LOG2];
+    for (int i = 0; i < n; i++) {
+        int sid = items[i]->stream;
+        if (sid < 0 || sid >= inf->max_streams)
+            return keyer_error_set(err, KEYER_STATUS_INTERNAL, "people: stream %d of %d", sid,
+                                   inf->max_streams);
+        people[i] = inf->switches[sid] && kr_people_switch_people(inf->switches[sid]);
+    }
+    for (int i = 0; i < n && !rs; i++) {
+        rs = dev->copy(l->ordinal, inf->lag_masks + (size_t)i * cells, items[i]->cuda.mask,
+                       inf->mask_bytes, stream, err);
+        inf->lag_stream[i] = items[i]->stream;
+    }
+    if (!rs && (rs = dev->event_record(l->ordinal, inf->lag_event, stream, err)) == KEYER_OK)
+        inf->lag_n = n;
+    for (int i = 0; i < n && !rs; i++) {
+        int keyed = 0;
+        if (!people[i])
+            continue;
+        rs = kr_item_sync(items[i], err); /* its frame, made by earlier stages */
+        if (!rs)
+            rs = auto_key(inf, items[i]->stream, items[i]->src, inf->mask_host, &keyed, err);
+        /* the host mask is written again for the next item: each copy completes first */
+        if (!rs && keyed)
+            rs = dev->copy(l->ordinal, items[i]->cuda.mask, inf->mask_host->data[0],
+                           inf->mask_bytes, stream, err);
+        if (!rs && keyed)
+            rs = dev->stream_sync(l->ordinal, stream, err);
+    }
+    return rs;
 }
 
 static keyer_status cuda_outputs(void *opaque, keyer_runtime *rt, kr_item **items, int n,
@@ -111,6 +243,8 @@ static keyer_status cuda_outputs(void *opaque, keyer_runtime *rt, kr_item **item
             rs = kr_segmask_cuda(&inf->seg, l->ordinal, mask, (const float *)src, cells, stream,
                                  err);
     }
+    if (!rs && inf->auto_people)
+        rs = auto_cuda(inf, l, items, n, stream, err);
     /* refine waits for the masks on its own stream */
     for (int i = 0; i < n && !rs; i++)
         rs = kr_item_record(items[i], stream, err);
@@ -259,6 +393,19 @@ static keyer_status per_stream_create(kr_infer *inf, const kr_infer_params *p, k
     return KEYER_OK;
 }
 
+/* mask_host: one frame's mask in host memory (GRAYF32, the mask's size, rows contiguous). */
+static keyer_status host_mask_create(kr_infer *inf, keyer_error *err)
+{
+    if (keyer_frame_create(&inf->mask_host, NULL) != KEYER_OK ||
+        keyer_frame_alloc(inf->mask_host, KEYER_PIXEL_FORMAT_GRAYF32, inf->info.mask_w,
+                          inf->info.mask_h, NULL, NULL) != KEYER_OK)
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
+    if ((size_t)inf->mask_host->stride[0] != (size_t)inf->info.mask_w * sizeof(float))
+        return keyer_error_set(err, KEYER_STATUS_INTERNAL,
+                               "model %s: the mask's rows are not contiguous", inf->info.model);
+    return KEYER_OK;
+}
+
 /* The person detector as the stage's network, the decoder, the people keyers' parameters. */
 static keyer_status people_create(kr_infer *inf, const kr_infer_params *p, keyer_model **model,
                                   keyer_error *err)
@@ -305,14 +452,10 @@ static keyer_status people_create(kr_infer *inf, const kr_infer_params *p, keyer
         size_t most = (size_t)1 << KR_MAX_BATCH_LOG2;
         inf->boxes_host = malloc(most * inf->box_count * sizeof(float));
         inf->scores_host = malloc(most * inf->score_count * sizeof(float));
-        if (!inf->boxes_host || !inf->scores_host ||
-            keyer_frame_create(&inf->mask_host, NULL) != KEYER_OK ||
-            keyer_frame_alloc(inf->mask_host, KEYER_PIXEL_FORMAT_GRAYF32, inf->info.mask_w,
-                              inf->info.mask_h, NULL, NULL) != KEYER_OK)
+        if (!inf->boxes_host || !inf->scores_host)
             return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "session: out of memory");
-        if ((size_t)inf->mask_host->stride[0] != (size_t)inf->info.mask_w * sizeof(float))
-            return keyer_error_set(err, KEYER_STATUS_INTERNAL,
-                                   "model people: the mask's rows are not contiguous");
+        if ((st = host_mask_create(inf, err)))
+            return st;
     }
     kr_model_stage_params mp = {
         .name = "infer",
@@ -370,6 +513,10 @@ keyer_status kr_infer_create(const kr_infer_params *p, kr_infer **out, keyer_err
         if ((st = per_stream_create(inf, p, err)))
             goto fail;
         inf->auto_people = 1;
+        /* on CUDA the people masks go up from here (auto_cuda; its page-locked buffer for
+         * the selfie masks is made at the first CUDA batch, when the device is known) */
+        if (p->people_cuda >= 0 && (st = host_mask_create(inf, err)))
+            goto fail;
     }
     keyer_prepare_params pp = keyer_prepare_params_defaults();
     kr_segmodel_prepare_params(&inf->seg, &pp);
@@ -428,6 +575,10 @@ void kr_infer_destroy(kr_infer **pinf)
     keyer_detector_destroy(&inf->decoder);
     free(inf->boxes_host);
     free(inf->scores_host);
+    if (inf->lag_dev) {
+        inf->lag_dev->host_free(inf->lag_ordinal, inf->lag_masks);
+        inf->lag_dev->event_destroy(inf->lag_ordinal, inf->lag_event);
+    }
     keyer_frame_destroy(&inf->mask_host);
     free(*pinf);
     *pinf = NULL;

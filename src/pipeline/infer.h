@@ -17,9 +17,13 @@
  *
  * The automatic model (params.auto_people: a selfie model the session chose): each stream's
  * selfie mask goes through a kr_people_switch (made at the stream's first frame); while it
- * says people mode, the stream's people keyer runs on the host frame with its own detector
- * and its mask replaces the selfie model's (stretched over the frame, in the selfie mask's
- * cells). Frames inferred on CUDA keep the selfie mask.
+ * says people mode, the stream's people keyer runs on the frame with its own detector and its
+ * mask replaces the selfie model's (stretched over the frame, in the selfie mask's cells). On
+ * CUDA the selfie masks come down asynchronously (the model's size) and the switches take
+ * them when the next CUDA batch comes, so that the host does not wait for the inference it
+ * just queued: there a switch acts up to one batch later than on the CPU. A people mask goes
+ * up; the people keyer (its networks on CUDA device params.people_cuda) crops the device
+ * frame.
  *
  * Thread safety: set-up from the session's thread; the stage runs on its own thread.
  */
@@ -46,8 +50,8 @@ typedef struct kr_infer_params {
     int max_streams;             /* stream ids 0..max_streams-1 */
     int people_cuda;             /* the people keyers' networks on this CUDA device; -1: CPU */
     /* 1: the model was chosen automatically (a selfie model): a stream whose frames show no
-     * one large switches to people mode and back (vision/people_switch.h); on frames inferred
-     * on the CPU (host frames), with a model whose mask covers the whole frame */
+     * one large switches to people mode and back (vision/people_switch.h), on the CPU and on
+     * CUDA, with a model whose mask covers the whole frame */
     int auto_people;
 } kr_infer_params;
 

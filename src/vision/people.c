@@ -13,6 +13,7 @@
 #include "keyer/registry.h"
 #include "keyer/track.h"
 #include "render/fx_math.h"
+#include "vision/mask_regions.h"
 #include "vision/people_steps.h"
 #include "vision/sigmoid.h"
 #include "vision/vmodel.h"
@@ -29,6 +30,8 @@
 #define MAX_ALL 256 /* detections of all regions before merging */
 #define SAME_PERSON 0.3f     /* hips closer than this times the body radius: one person */
 #define SAME_PERSON_IOU 0.6f /* without keypoints: boxes overlapping more than this */
+#define COMPANION_CELLS 0.3 /* fallback regions kept on a detected person's crop: at least
+                             * this times the body mask's cells (a person beside it) */
 #define NMS_IOU 0.6f         /* the decoder's weighted NMS (MediaPipe's single-person graph:
                               * 0.3), so that people side by side stay apart */
 
@@ -77,6 +80,9 @@ struct keyer_people {
     /* state */
     person_slot slots[KEYER_PEOPLE_MAX];
     float *scratch;               /* seg_w x seg_h */
+    float *fb_grid;               /* seg_w x seg_h: the fallback's mask in the crop's grid */
+    uint8_t *seen;                /* seg_w x seg_h: kr_mask_keep_regions' scratch */
+    int32_t *cell_list;           /* seg_w x seg_h: the same */
     keyer_detection dets[MAX_DETECTIONS];
     keyer_detection all[MAX_ALL];
     int n_all;
@@ -134,6 +140,9 @@ void keyer_people_destroy(keyer_people **pp)
     for (int i = 0; i < KEYER_PEOPLE_MAX; i++)
         free(k->slots[i].mask);
     free(k->scratch);
+    free(k->fb_grid);
+    free(k->seen);
+    free(k->cell_list);
     free(k);
     *pp = NULL;
 }
@@ -321,7 +330,9 @@ static keyer_status create(const keyer_people_params *params, int external, keye
         (st = keyer_tracker_create(&tp, &k->tracker, err)))
         goto fail;
     size_t cells = (size_t)k->seg_w * (size_t)k->seg_h;
-    if (!(k->scratch = malloc(cells * sizeof(float))))
+    if (!(k->scratch = malloc(cells * sizeof(float))) ||
+        !(k->fb_grid = malloc(cells * sizeof(float))) || !(k->seen = malloc(cells)) ||
+        !(k->cell_list = malloc(cells * sizeof(int32_t))))
         goto oom;
     for (int i = 0; i < params->max_people; i++)
         if (!(k->slots[i].mask = calloc(cells, sizeof(float))))
@@ -573,8 +584,12 @@ static float sample_grid(const float *g, int w, int h, float u, float q)
     return v;
 }
 
-/* Where the body mask in k->scratch (crop @p jb, geometry @p geo) is weak: the fallback
- * model on the same crop, its mask combined (maximum) cell by cell through both geometries. */
+/* The fallback model on crop @p jb (geometry @p geo), its mask combined (maximum) cell by cell
+ * with the body mask in k->scratch through both geometries: where the body mask is weak, all
+ * of it; on the crop of a person the detector finds in this frame, its regions of at least
+ * COMPANION_CELLS of the body mask's cells (a second person the detection holds, beside the one
+ * the landmark model follows; the parts of the silhouette the body mask misses), not its
+ * smaller blobs. */
 static keyer_status fallback(keyer_people *k, const job *jb, const keyer_prepare_geometry *geo,
                              keyer_error *err)
 {
@@ -582,7 +597,8 @@ static keyer_status fallback(keyer_people *k, const job *jb, const keyer_prepare
     size_t cells = (size_t)w * (size_t)h, on = 0;
     for (size_t c = 0; c < cells; c++)
         on += k->scratch[c] >= 0.5f;
-    if (!k->fb.model || (double)on >= (double)k->p.weak_mask * (double)cells)
+    int weak = (double)on < (double)k->p.weak_mask * (double)cells;
+    if (!k->fb.model || (!weak && !(jb->score > 0)))
         return KEYER_OK;
     keyer_prepare_geometry fg;
     float finv[6];
@@ -600,10 +616,16 @@ static keyer_status fallback(keyer_people *k, const job *jb, const keyer_prepare
             kr_geo_apply(geo, ((float)i + 0.5f) * tx, ((float)j + 0.5f) * ty, &fx, &fy);
             float u = finv[0] * fx + finv[1] * fy + finv[2];
             float q = finv[3] * fx + finv[4] * fy + finv[5];
-            float v = sample_grid(fm, k->fb.width, k->fb.height, u - 0.5f, q - 0.5f);
-            float *d = &k->scratch[(size_t)j * (size_t)w + (size_t)i];
-            *d = v > *d ? v : *d; /* NaN from the model never wins */
+            k->fb_grid[(size_t)j * (size_t)w + (size_t)i] =
+                sample_grid(fm, k->fb.width, k->fb.height, u - 0.5f, q - 0.5f);
         }
+    if (!weak)
+        kr_mask_keep_regions(k->fb_grid, w, h, (long)ceil(COMPANION_CELLS * (double)on),
+                             k->seen, k->cell_list);
+    for (size_t c = 0; c < cells; c++) {
+        float v = k->fb_grid[c];
+        k->scratch[c] = v > k->scratch[c] ? v : k->scratch[c]; /* NaN never wins */
+    }
     return KEYER_OK;
 }
 

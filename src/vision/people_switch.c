@@ -108,6 +108,11 @@ int kr_people_switch_update(kr_people_switch *sw, const float *mask)
     return sw->people;
 }
 
+int kr_people_switch_people(const kr_people_switch *sw)
+{
+    return sw->people;
+}
+
 float kr_people_switch_largest(const kr_people_switch *sw)
 {
     return sw->largest;

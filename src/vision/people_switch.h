@@ -58,6 +58,9 @@ void kr_people_switch_destroy(kr_people_switch **sw);
  */
 int kr_people_switch_update(kr_people_switch *sw, const float *mask);
 
+/* What the last update returned: 1 in people mode (0 before the first update). */
+int kr_people_switch_people(const kr_people_switch *sw);
+
 /* The largest region of the last mask, as a fraction of its cells. */
 float kr_people_switch_largest(const kr_people_switch *sw);
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # keyer IN -o OUT with no --model: the automatic choice between the selfie model and people
-# mode (src/vision/people_switch.h). On OpenCV's street clip (vtest.avi, Debian's opencv-doc;
-# that part is skipped when absent) the selfie model finds no one large, so after 5 frames the
+# mode (src/vision/people_switch.h). On OpenCV's street clip (the start of vtest.avi, committed
+# as tests/data/street_vtest.mp4) the selfie model finds no one large, so after 5 frames the
 # stream switches to people mode: the summary and --stats say so and count the frames. On the
 # sample clip (a portrait near the camera) the stream stays with the selfie model and the
 # output is byte for byte that of --model selfie (the same decoded frames).
@@ -24,8 +24,10 @@ b=$(ffmpeg -loglevel error -i "$tmp/selfie.mp4" -map 0:v -f framemd5 - | grep -v
 [ -n "$a" ] && [ "$a" = "$b" ] || fail "the default output differs from --model selfie-landscape's"
 [ "$(echo "$a" | wc -l)" -eq 24 ] || fail "$(echo "$a" | wc -l) frames decoded, want 24"
 
-vtest=${KEYER_VTEST:-/usr/share/doc/opencv-doc/examples/data/vtest.avi}
-[ -f "$vtest" ] || { echo "SKIP: $vtest missing (opencv-doc); the sample clip part passed"; exit 77; }
+# the street clip: the first 49 frames of vtest.avi, committed (tests/data/PROVENANCE.md);
+# KEYER_VTEST names another copy (vtest.avi itself)
+vtest=${KEYER_VTEST:-$data/street_vtest.mp4}
+[ -f "$vtest" ] || fail "$vtest missing"
 # 7 frames: the selfie model for the first 4, people mode from the fifth (5 frames in a row
 # with no one large)
 ffmpeg -loglevel error -i "$vtest" -frames:v 7 -c:v ffv1 "$tmp/street.mkv" || fail "ffmpeg cut"

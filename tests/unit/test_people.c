@@ -9,7 +9,9 @@
  *    on the first two frames; on the second, the matte (>= 0.5) covers at least 30% of every
  *    person box (the bounds of the 33 landmarks pose-lite finds for each person with a
  *    detection >= 0.5, from a separate people keyer) and at most 2% of the frame outside all of
- *    them, and at most 2% outside the detector's body boxes.
+ *    them, and at most 2% outside the detector's body boxes;
+ *  - two people side by side in one detection (the committed clip tests/data/street_vtest.mp4,
+ *    frame 48): both keyed (test_street_pair).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -332,6 +334,77 @@ static void test_fallback(void **state)
     keyer_frame_destroy(&img);
 }
 
+/* Two people walking side by side whom the detector sees as one (the committed start of
+ * vtest.avi, tests/data/street_vtest.mp4, frame 48: a woman close beside a man): the keying
+ * chain with model people from frame 40 keys both; on frame 48 the matte (>= 0.5) covers at
+ * least 30% of every landmark box (pose-lite's bounds of each person with a detection >= 0.5,
+ * from a separate keyer run from frame 40, which follows her), hers included (0% before the
+ * fallback segmentation's person-sized regions were added to a detected person's crop), and
+ * at most 2% of the frame outside them. */
+static void test_street_pair(void **state)
+{
+    (void)state;
+    char path[1024];
+    kt_data_path(path, sizeof(path), "street_vtest.mp4");
+    if (!have_models() || !kt_exists(path)) {
+        print_message("skipped: models or %s missing\n", path);
+        skip();
+    }
+    keyer_error err = {0};
+    keyer_reader *r = NULL;
+    keyer_frame *f = NULL, *matte = NULL;
+    keyer_reader_params rp = keyer_reader_params_defaults();
+    rp.device = KEYER_DECODE_DEVICE_CPU;
+    rp.format = KEYER_PIXEL_FORMAT_RGB24;
+    rp.keep_streams = 0;
+    assert_int_equal(keyer_reader_open(path, &rp, &r, &err), KEYER_OK);
+    assert_int_equal(keyer_frame_create(&f, &err), KEYER_OK);
+    assert_int_equal(keyer_frame_create(&matte, &err), KEYER_OK);
+    keyer_keying_params kp = keyer_keying_params_defaults();
+    kp.model = KEYER_PEOPLE_MODEL;
+    kp.threads = 2;
+    keyer_keying *k = NULL;
+    assert_int_equal(keyer_keying_create(&kp, &k, &err), KEYER_OK);
+    keyer_people_params pp = keyer_people_params_defaults();
+    pp.threads = 2;
+    pp.model = KEYER_POSE_MODEL_LITE;
+    keyer_people *ref = NULL;
+    assert_int_equal(keyer_people_create(&pp, &ref, &err), KEYER_OK);
+    keyer_person people[KEYER_PEOPLE_MAX];
+    int np = 0;
+    for (int i = 0; i <= 48; i++) {
+        assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
+        if (i < 40)
+            continue;
+        assert_int_equal(keyer_keying_process(k, f, NULL, matte, &err), KEYER_OK);
+        assert_int_equal(keyer_people_run(ref, f, people, KEYER_PEOPLE_MAX, &np, &err), KEYER_OK);
+    }
+    float boxes[KEYER_PEOPLE_MAX][4];
+    int nb = 0, pair = 0;
+    for (int i = 0; i < np; i++) {
+        if (people[i].score < 0.5f)
+            continue;
+        memcpy(boxes[nb], people[i].body, sizeof(boxes[nb]));
+        double cov = box_coverage(matte, boxes[nb]);
+        print_message("frame 48, person %u: box %.0f,%.0f %.0fx%.0f, coverage %.3f\n",
+                      people[i].id, boxes[nb][0], boxes[nb][1], boxes[nb][2] - boxes[nb][0],
+                      boxes[nb][3] - boxes[nb][1], cov);
+        assert_true(cov >= 0.30);
+        /* the woman: about 560,224 30x81 */
+        pair |= fabsf(boxes[nb][0] - 560.0f) < 12.0f && fabsf(boxes[nb][1] - 224.0f) < 12.0f;
+        nb++;
+    }
+    assert_true(pair); /* the reference keyer follows her */
+    double out = outside(matte, (const float(*)[4])boxes, nb);
+    print_message("%d people, outside their boxes %.4f of the frame\n", nb, out);
+    assert_true(out <= 0.02);
+    keyer_people_destroy(&ref);
+    keyer_keying_destroy(&k);
+    keyer_reader_destroy(&r);
+    keyer_frame_destroy(&f);
+    keyer_frame_destroy(&matte);
+}
+
 /* vtest.avi: see the file comment. */
 static void test_vtest_end_to_end(void **state)
 {
@@ -414,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_photo),
         cmocka_unit_test(test_fallback),
         cmocka_unit_test(test_vtest_end_to_end),
+        cmocka_unit_test(test_street_pair),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

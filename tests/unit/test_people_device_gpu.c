@@ -13,6 +13,9 @@
  *    mattes (composite mask) agree with the CPU session's on the CPU decoder's frames: mean
  *    absolute difference <= 2 code values, at most 1% of pixels more than 64 apart (the
  *    decoders differ by a code value, the refinement on the two devices by one).
+ *  - the automatic model (no model given) on the street clip tests/data/street_vtest.mp4:
+ *    the CUDA session switches to people mode at the same frame as the CPU session, and the
+ *    people frames' mattes agree (bounds at test_auto_people_cuda).
  * The figures are printed. Written to be clean under compute-sanitizer --tool memcheck.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -228,6 +231,130 @@ static void test_people_session_cuda(void **state)
     free(gpu.luma);
 }
 
+/* ---- the automatic switch on CUDA ------------------------------------------------------------- */
+
+enum { STREET_FRAMES = 49, SW = 768, SH = 576, SWITCH_AT = 4, SETTLE = 2 };
+
+typedef struct street {
+    int frames;
+    uint8_t *luma; /* STREET_FRAMES x SW x SH: plane 0 of each matte */
+} street;
+
+static keyer_status keep_street(void *opaque, int sid, int64_t index, const keyer_frame *input,
+                                keyer_frame *output, keyer_error *err)
+{
+    (void)sid, (void)input, (void)err;
+    street *m = opaque;
+    if (index < 0 || index >= STREET_FRAMES || output->width != SW || output->height != SH)
+        return KEYER_OK; /* counted: frames must be STREET_FRAMES */
+    for (int y = 0; y < SH; y++)
+        memcpy(m->luma + ((size_t)index * SH + (size_t)y) * SW,
+               output->data[0] + (size_t)y * (size_t)output->stride[0], SW);
+    m->frames++;
+    return KEYER_OK;
+}
+
+/* The street clip keyed without a model (the automatic choice) on @p device: returns the
+ * frames the stream spent in people mode. */
+static int64_t run_auto(const char *path, keyer_device_kind device, int batch, street *m)
+{
+    keyer_logger lg = keyer_logger_default();
+    lg.level = KEYER_LOG_WARNING;
+    keyer_session_params sp = keyer_session_params_defaults();
+    sp.device = device;
+    sp.model = NULL; /* the automatic model: selfie, people mode when no one is large */
+    sp.batch = batch;
+    sp.logger = &lg;
+    sp.composite.mode = KEYER_COMPOSITE_MASK;
+    sp.frame_fn = keep_street;
+    sp.frame_opaque = m;
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    if (keyer_session_create(&sp, &s, &err))
+        fail_msg("session: %s", err.message);
+    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+    fp.input = path;
+    fp.output = NULL;
+    if (keyer_session_add_file(s, &fp, NULL, &err) || keyer_session_run(s, &err))
+        fail_msg("%s: %s", path, err.message);
+    keyer_session_report rep;
+    keyer_session_get_report(s, &rep);
+    keyer_stream_report sr;
+    assert_int_equal(keyer_session_get_stream_report(s, 0, &sr, &err), KEYER_OK);
+    printf("  automatic model, %s, batch %d: %lld frames, %s, %lld in people mode\n",
+           device == KEYER_DEVICE_CUDA ? "cuda" : "cpu", batch, (long long)rep.frames_written,
+           rep.device, (long long)sr.frames_people);
+    assert_int_equal(rep.frames_written, STREET_FRAMES);
+    assert_int_equal(rep.frames_lost, 0);
+    assert_int_equal(rep.auto_people, 1);
+    if (device == KEYER_DEVICE_CUDA) {
+        assert_non_null(strstr(rep.device, "cuda"));
+        assert_null(strstr(rep.device, "cpu"));
+    }
+    keyer_session_destroy(&s);
+    assert_int_equal(m->frames, STREET_FRAMES);
+    return sr.frames_people;
+}
+
+/* Without --model the CUDA session switches a street clip to people mode one batch later than
+ * the CPU session (on CUDA the switch takes a batch's selfie masks when the next batch comes,
+ * so that the host does not wait for the inference; infer.c, auto_cuda): with batches of one
+ * frame exactly one frame later, with the default batch (16) at most 16 frames later (the
+ * switch goes one way on this clip: no one comes near the camera, so the counts of people
+ * frames give the switch frames). Where both key people the mattes agree: from the
+ * third people frame on every matte covers 0.2% to 5% of the frame on both devices (the selfie model's
+ * blobs are larger, people 10-30 m away smaller), and the CUDA mattes of those frames agree
+ * with the CPU's (test_people_session_cuda's bounds: mean |difference| <= 2 code values, at
+ * most 1% of pixels more than 64 apart). */
+static void test_auto_people_cuda(void **state)
+{
+    (void)state;
+    char path[4096];
+    kt_data_path(path, sizeof(path), "street_vtest.mp4");
+    street cpu = {0, calloc((size_t)STREET_FRAMES * SW * SH, 1)};
+    street gpu = {0, calloc((size_t)STREET_FRAMES * SW * SH, 1)};
+    assert_non_null(cpu.luma);
+    assert_non_null(gpu.luma);
+    int64_t on_cpu = run_auto(path, KEYER_DEVICE_CPU, 0, &cpu);
+    /* the default batch: the switch at most one batch of 16 later */
+    gpu.frames = 0;
+    int64_t on_gpu16 = run_auto(path, KEYER_DEVICE_CUDA, 0, &gpu);
+    assert_true(on_gpu16 <= on_cpu && on_gpu16 >= on_cpu - 16);
+    gpu.frames = 0;
+    int64_t on_gpu = run_auto(path, KEYER_DEVICE_CUDA, 1, &gpu);
+    /* five frames in a row with no one large, then people mode: from frame SWITCH_AT on */
+    assert_int_equal(on_cpu, STREET_FRAMES - SWITCH_AT);
+    assert_int_equal(on_gpu, on_cpu - 1); /* batches of one frame: one frame later */
+    size_t plane = (size_t)SW * SH, far = 0;
+    double sum = 0, min_cov = 1, max_cov = 0;
+    for (int f = SWITCH_AT + 1; f < STREET_FRAMES; f++) {
+        const uint8_t *a = cpu.luma + (size_t)f * plane, *b = gpu.luma + (size_t)f * plane;
+        size_t keyed_a = 0, keyed_b = 0;
+        for (size_t i = 0; i < plane; i++) {
+            int d = abs((int)a[i] - (int)b[i]);
+            sum += d;
+            far += d > 64;
+            keyed_a += a[i] >= 128;
+            keyed_b += b[i] >= 128;
+        }
+        double ca = (double)keyed_a / (double)plane, cb = (double)keyed_b / (double)plane;
+        if (f >= SWITCH_AT + 1 + SETTLE) { /* the matte's temporal smoothing has let go of the
+                                        * selfie model's blobs */
+            min_cov = fmin(min_cov, fmin(ca, cb));
+            max_cov = fmax(max_cov, fmax(ca, cb));
+        }
+    }
+    size_t n = plane * (size_t)(STREET_FRAMES - SWITCH_AT - 1);
+    printf("  people frames: mattes cover %.2f%% to %.2f%% of the frame; cuda against cpu: mean "
+           "|difference| %.3f code values, %.3f%% of pixels more than 64 apart\n",
+           100.0 * min_cov, 100.0 * max_cov, sum / (double)n, 100.0 * (double)far / (double)n);
+    assert_true(min_cov >= 0.002 && max_cov <= 0.05);
+    assert_true(sum / (double)n <= 2.0);
+    assert_true((double)far / (double)n <= 0.01);
+    free(cpu.luma);
+    free(gpu.luma);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -257,6 +384,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_people_device_frames),
         cmocka_unit_test(test_people_session_cuda),
+        cmocka_unit_test(test_auto_people_cuda),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

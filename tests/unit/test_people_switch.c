@@ -74,6 +74,7 @@ static void test_hysteresis(void **state)
     kr_people_switch *sw = NULL;
     kr_people_switch_params p = {0.10f, 0.20f, 3, 4};
     assert_int_equal(kr_people_switch_create(&p, W, H, &sw, &err), KEYER_OK);
+    assert_int_equal(kr_people_switch_people(sw), 0); /* selfie before the first mask */
     float big[W * H], mid[W * H], small[W * H];
     memset(big, 0, sizeof(big));
     memset(mid, 0, sizeof(mid));
@@ -90,6 +91,7 @@ static void test_hysteresis(void **state)
     int n = (int)(sizeof(want) / sizeof(want[0])), people = 0;
     for (int i = 0; i < n; i++) {
         int got = kr_people_switch_update(sw, seq[i]);
+        assert_int_equal(kr_people_switch_people(sw), got);
         if (got != want[i])
             fail_msg("frame %d: mode %d, want %d", i, got, want[i]);
         people += want[i];
