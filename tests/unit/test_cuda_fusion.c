@@ -72,12 +72,6 @@ static void make_view(view *v, const kr_graph *g, int f16, int slack, int cc)
         v->const_offsets[t] = SIZE_MAX;
         v->w16_offsets[t] = SIZE_MAX;
     }
-    /* the float constants in the weight buffer, 256-byte aligned as backend.c uploads them */
-    for (size_t t = 0; t < nt; t++)
-        if (kr_tensor_is_const(&g->tensors[t])) {
-            v->const_offsets[t] = wbytes;
-            wbytes += (kr_tensor_bytes(&g->tensors[t], 1) + 255) / 256 * 256;
-        }
     for (int n = 0; n < g->n_nodes; n++) {
         const kr_node *node = &g->nodes[n];
         if (node->op != KR_OP_CONV_2D || node->p.window.groups > 1 || node->n_inputs < 2)
@@ -91,8 +85,6 @@ static void make_view(view *v, const kr_graph *g, int f16, int slack, int cc)
     v->caps.major = v->caps.real_major = cc / 10;
     v->caps.minor = v->caps.real_minor = cc % 10;
     v->caps.sms = 132;
-    /* opt-in shared memory per block: the class's (docs/nn-cuda.md) */
-    v->caps.smem_block_optin = cc >= 90 ? 227 * 1024 : cc == 75 ? 64 * 1024 : 99 * 1024;
     v->mem = (kr_cuda_mem){.graph = g,
                            .batch = 1,
                            .esize = f16 ? 2 : 4,
@@ -104,7 +96,6 @@ static void make_view(view *v, const kr_graph *g, int f16, int slack, int cc)
                            .caps = &v->caps};
     v->n_folded = kr_cuda_fuse(&v->mem, f16, v->ops, v->folded);
     v->n_folded += kr_cuda_fuse_gathers(&v->mem, v->ops, v->folded);
-    v->n_folded += kr_cuda_fuse_dw_pw(&v->mem, v->ops, v->folded);
 }
 
 static void free_view(view *v)
@@ -267,149 +258,10 @@ static void test_u2netp_folds(void **state)
     keyer_model_destroy(&m);
 }
 
-/* Whether the arena bytes of activation tensor @p t overlap [p, p + bytes). */
-static int overlaps_t(const view *v, const void *p, size_t bytes, int t)
-{
-    const int st = kr_tensor_storage(v->mem.graph, t);
-    return ranges_overlap((uintptr_t)p, bytes, (uintptr_t)(v->mem.arena + v->offsets[st]),
-                          kr_cuda_mem_bytes(&v->mem, st));
-}
-
-/* Every depthwise and ADD fold of @p v (kr_cuda_op.dw, .add): the folded depthwise is the
- * convolution's input's producer (or the node its activation was folded into), marked folded;
- * the convolution's output does not overlap what its kernel reads (the depthwise's input, the
- * ADD's other operand; a GEMM convolution's own input). Sets the counts of each kind of fold. */
-static void check_dw_folds(const view *v, int *dw, int *adds)
-{
-    const kr_graph *g = v->mem.graph;
-    *dw = *adds = 0;
-    for (int n = 0; n < g->n_nodes; n++) {
-        const kr_cuda_op *op = &v->ops[n];
-        const kr_cuda_op *in_op = op->dw;
-        if (!in_op && op->add.src) { /* an ADD folded into a GEMM convolution */
-            assert_int_equal(g->nodes[n].op, KR_OP_CONV_2D);
-            assert_false(v->folded[n]);
-            assert_int_equal(op->add.node->op, KR_OP_ADD);
-            assert_false(overlaps_t(v, op->out, kr_cuda_mem_bytes(&v->mem, g->nodes[n].outputs[0]),
-                                    g->nodes[n].inputs[0]));
-            (*adds)++;
-        }
-        if (!in_op)
-            continue;
-        assert_false(v->folded[n]);
-        const int f = (int)(in_op - v->ops);
-        assert_true(f >= 0 && f < n && v->folded[f]);
-        assert_int_equal(g->nodes[f].op, KR_OP_DEPTHWISE_CONV_2D);
-        assert_int_equal(g->nodes[n].op, KR_OP_CONV_2D);
-        assert_ptr_equal(in_op->out, v->mem.arena + v->offsets[kr_tensor_storage(g, g->nodes[n].inputs[0])]);
-        const size_t out_bytes = kr_cuda_mem_bytes(&v->mem, g->nodes[n].outputs[0]);
-        const int x = g->nodes[f].inputs[0];
-        assert_false(overlaps_t(v, op->out, out_bytes, x));
-        assert_null(op->rz); /* never together with dw */
-        (*dw)++;
-        if (op->add.src) {
-            assert_non_null(op->dw);
-            assert_int_equal(op->add.node->op, KR_OP_ADD);
-            assert_true(op->add.c % 4 == 0 && op->add.c <= g->tensors[g->nodes[n].outputs[0]].dims[3]);
-            const uintptr_t a = (uintptr_t)op->add.src;
-            if (op->add.c < g->tensors[g->nodes[n].outputs[0]].dims[3])
-                assert_false(ranges_overlap((uintptr_t)op->out, out_bytes, a, out_bytes));
-            (*adds)++;
-        }
-    }
-}
-
-/* Every resize fold of @p v (kr_cuda_op.rz): the folded node is the convolution's input's
- * producer, a RESIZE_BILINEAR marked folded, and the convolution's output does not overlap the
- * resize's input. Returns how many. */
-static int check_rz_folds(const view *v)
-{
-    const kr_graph *g = v->mem.graph;
-    int n_rz = 0;
-    for (int n = 0; n < g->n_nodes; n++) {
-        const kr_cuda_op *op = &v->ops[n];
-        if (!op->rz)
-            continue;
-        const int r = (int)(op->rz - v->ops), t = g->nodes[n].inputs[0];
-        assert_int_equal(g->nodes[n].op, KR_OP_CONV_2D);
-        assert_int_equal(r, g->tensors[t].producer);
-        assert_int_equal(g->nodes[r].op, KR_OP_RESIZE_BILINEAR);
-        assert_true(v->folded[r] && !v->folded[n]);
-        assert_false(overlaps_t(v, op->out, kr_cuda_mem_bytes(&v->mem, g->nodes[n].outputs[0]),
-                                g->nodes[r].inputs[0]));
-        n_rz++;
-    }
-    return n_rz;
-}
-
-static keyer_model *load_tflite(const char *name)
-{
-    char path[1024];
-    keyer_error err = {0};
-    if (keyer_registry_resolve(name, path, sizeof(path), &err) != KEYER_OK) {
-        printf("%s not available (%s): skipped\n", name, err.message);
-        return NULL;
-    }
-    keyer_model *m = NULL;
-    if (keyer_model_load_file(path, &m, &err) != KEYER_OK)
-        fail_msg("%s", err.message);
-    return m;
-}
-
-/*
- * The per-node schedule's depthwise, ADD and resize folds (kr_cuda_fuse_dw_pw) on the TFLite
- * models, f32 and f16, as the H100 and as an emulated 7.5 (64 KB of shared memory per block):
- * selfie's two depthwise convs read only by a 1x1 layer (the 72 -> 24 and 88 -> 24 projections
- * at 32 x 32) go into it, and its decoder's upsamples to 64 x 64 and 128 x 128 into the 1x1
- * layers reading them (the one to 32 x 32 feeds a 128 -> 24 layer off the tile path's
- * shapes); face-short's depthwise convs of the 4 blocks at 64 x 64 and 32 x 32 whose widths
- * are multiples of 4 (24 -> 24, 24 -> 28, 28 -> 32 after a stride-2 depthwise beside a max
- * pool, 32 -> 36; the 36 -> 42 and 42 -> 48 blocks are not, and the 16 x 16 blocks' 1x1
- * layers, 48 inputs and more with over 2,304 weights, keep the GEMM) go into the 1x1 after
- * them, each with its ADD + RELU and 3 of them with their channel PAD, and the other 12
- * blocks' ADD + RELU (and 8 channel PADs) go into their 1x1 layers, which only the GEMM takes
- * (all 16 ADDs and 11 PADs of the model).
- */
-static void test_tflite_dw_folds(void **state)
-{
-    (void)state;
-    static const struct {
-        const char *name;
-        int dw, adds, pads, rzs;
-    } models[] = {{"selfie", 2, 0, 0, 2}, {"face-short", 4, 16, 11, 0}};
-    static const int ccs[] = {90, 75};
-    for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
-        keyer_model *m = load_tflite(models[i].name);
-        if (!m)
-            continue;
-        const kr_graph *g = kr_model_graph(m);
-        for (size_t c = 0; c < sizeof(ccs) / sizeof(ccs[0]); c++)
-            for (int f16 = 0; f16 < 2; f16++) {
-                view v;
-                make_view(&v, g, f16, KR_CUDA_PLAN_SLACK, ccs[c]);
-                int dw, adds;
-                check_dw_folds(&v, &dw, &adds);
-                const int pads = folded_of(&v, KR_OP_PAD);
-                const int rzs = check_rz_folds(&v);
-                printf("%s %s compute %d: %d depthwise into pointwise, %d ADDs, %d PADs, %d "
-                       "resizes folded (%d nodes in all)\n",
-                       models[i].name, f16 ? "f16" : "f32", ccs[c], dw, adds, pads, rzs,
-                       v.n_folded);
-                assert_int_equal(dw, models[i].dw);
-                assert_int_equal(adds, models[i].adds);
-                assert_int_equal(pads, models[i].pads);
-                assert_int_equal(rzs, models[i].rzs);
-                free_view(&v);
-            }
-        keyer_model_destroy(&m);
-    }
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_u2netp_folds),
-        cmocka_unit_test(test_tflite_dw_folds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

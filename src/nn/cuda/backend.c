@@ -479,10 +479,8 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
         inst->schedule = !inst->pers           ? KR_SCHEDULE_PER_NODE
                          : inst->pers->has_seg ? KR_SCHEDULE_PERSISTENT_CLUSTER
                                                : KR_SCHEDULE_PERSISTENT;
-        if (!st && !inst->pers) { /* the per-node schedule's own folds (fusion.h) */
+        if (!st && !inst->pers) /* the per-node schedule's own folds (fusion.h) */
             inst->n_folded += kr_cuda_fuse_gathers(&inst->mem, inst->ops, inst->folded);
-            inst->n_folded += kr_cuda_fuse_dw_pw(&inst->mem, inst->ops, inst->folded);
-        }
     }
     if (!st)
         st = validate_and_capture(inst, err);

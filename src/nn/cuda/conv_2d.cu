@@ -36,8 +36,6 @@
 #include <string.h>
 
 #include "nn/cuda/ops/conv_2d.cuh"
-#include "nn/cuda/ops/depthwise_conv_2d.cuh"
-#include "nn/cuda/ops/resize_bilinear.cuh"
 #include "nn/cuda/tuning.h"
 
 #define BK 16
@@ -48,38 +46,6 @@ struct conv_shape {
     int M, K;
     int pointwise;
 };
-
-/* The ADD folded into a convolution (kr_cuda_op.add; the tile with a depthwise, or the GEMM):
- * the other operand src (c channels per pixel, zeros after them), the ADD's clamp and post
- * function; src NULL: none. */
-struct pw_add {
-    const void *src;
-    int c;
-    kr_epilogue e;
-};
-
-/* The pw_add of @p op (none without a folded ADD). */
-static pw_add add_of(const kr_cuda_op *op)
-{
-    pw_add a = {};
-    if (op->add.src) {
-        a.src = op->add.src;
-        a.c = op->add.c;
-        kr_activation_range(op->add.node->activation, &a.e.lo, &a.e.hi);
-        a.e.post = (int)op->add.post;
-        a.e.res = NULL;
-    }
-    return a;
-}
-
-/* Output element @p v at pixel @p m, channel @p n after the folded ADD @p a: the other operand
- * added to v as the unfused convolution stored it, then the ADD's clamp and post function. */
-template <typename T>
-__device__ __forceinline__ float kr_post_add(const pw_add &a, size_t m, int n, float v)
-{
-    const float r = n < a.c ? kr_ld((const T *)a.src + m * a.c + n) : 0.0f;
-    return kr_apply(a.e, kr_stored<T>(v) + r);
-}
 
 template <typename T>
 __device__ __forceinline__ float gather(const T *__restrict__ x, const conv_shape &s, int m, int k)
@@ -101,7 +67,7 @@ __device__ __forceinline__ float gather(const T *__restrict__ x, const conv_shap
 template <typename T, int BN>
 __global__ void __launch_bounds__(256) conv_gemm(const T *__restrict__ x, const float *__restrict__ w,
                                                  const float *__restrict__ bias, T *__restrict__ y,
-                                                 conv_shape s, kr_epilogue e, pw_add a)
+                                                 conv_shape s, kr_epilogue e)
 {
     constexpr int TX = BN / 4, TY = 256 / TX, BM = TY * 4;
     __shared__ __align__(16) float As[BK][BM + 4];
@@ -145,11 +111,8 @@ __global__ void __launch_bounds__(256) conv_gemm(const T *__restrict__ x, const 
             int n = n0 + tx * 4 + j;
             if (n < s.oc) {
                 float v = kr_conv_out(acc[i][j], bias ? kr_ld(bias + n) : 0.0f, 0.0f, false,
-                                      kr_no_res(), [&](float u) { return kr_apply(e, u); });
-                if (a.src) /* a folded ADD (kr_cuda_op.add) */
-                    v = kr_post_add<T>(a, (size_t)m, n, v);
-                else
-                    kr_add_res<T, 1>(e, (size_t)m * s.oc + n, &v);
+                                      kr_no_res(), [&](float a) { return kr_apply(e, a); });
+                kr_add_res<T, 1>(e, (size_t)m * s.oc + n, &v);
                 kr_st(y + (size_t)m * s.oc + n, v);
             }
         }
@@ -422,33 +385,13 @@ template <typename T> static int try_pw_groups(const kr_cuda_op *op, const conv_
  * order of the kernel the layer gets otherwise (BL: from 0 with the bias added last, as the
  * GEMM; else from the bias, as conv_pw_groups), so that an item's result is the same bit for
  * bit at every batch size. Blocks loop over tiles, so the weights are staged once per block.
- *
- * Folds (per-node schedule, fusion.h): with a depthwise or a resize folded into the layer, the
- * tile computes its inputs from the folded node's input instead of copying them (SRC below),
- * rounded to T as that node would have stored them, and the layer always takes this path (by
- * its shape, whatever the tile count), summing in the order of the path it takes unfused
- * (pw_bias_first); with a depthwise, an ADD with an activation after the layer may be folded
- * into the epilogue too (pw_add). So a folded layer's output is the unfused nodes' bit for bit.
  */
-/* Where a tile's inputs come from: copied from the layer's input (SRC_COPY), or computed from
- * a node folded into the layer: a depthwise (SRC_DW, kr_cuda_op.dw) or a bilinear resize
- * (SRC_RZ, kr_cuda_op.rz), each as its per-node kernel computes and stores it. */
-enum { SRC_COPY = 0, SRC_DW = 1, SRC_RZ = 2 };
-struct tile_src {
-    kr_dw_src dw;   /* SRC_DW */
-    const void *rx; /* SRC_RZ: the resize's input, its sizes and epilogue */
-    rs_shape rz;
-    kr_epilogue rze;
-};
-
-
-template <typename T, int CPT, int R, bool BL, int SRC>
+template <typename T, int CPT, int R, bool BL>
 __global__ void __launch_bounds__(256) conv_pw_tile(const T *__restrict__ x,
                                                     const float *__restrict__ w,
                                                     const float *__restrict__ bias,
                                                     T *__restrict__ y, int M, int K, int N,
-                                                    int rows, int tiles, kr_epilogue e,
-                                                    tile_src d, pw_add a)
+                                                    int rows, int tiles, kr_epilogue e)
 {
     extern __shared__ __align__(16) float sm[];
     float *ws = sm;       /* [K][N] */
@@ -468,23 +411,7 @@ __global__ void __launch_bounds__(256) conv_pw_tile(const T *__restrict__ x,
         for (int i = tid; i < here * K / 4; i += 256) {
             const int p = 4 * i / K, k = 4 * i % K;
             float v[4];
-            if (SRC == SRC_DW) { /* the folded depthwise's 4 channels */
-                if (d.dw.kw == 3)
-                    kr_dw_unit<T, 3>(d.dw, m0 + p, k, v);
-                else if (d.dw.kw == 5)
-                    kr_dw_unit<T, 5>(d.dw, m0 + p, k, v);
-                else
-                    kr_dw_unit<T, 0>(d.dw, m0 + p, k, v);
-            } else if (SRC == SRC_RZ) { /* the folded resize's, as resize_kernel computes them */
-                const int m = m0 + p, ox = m % d.rz.ow, t = m / d.rz.ow;
-                rs_pixel<T, 4, size_t>((const T *)d.rx, d.rz, (size_t)(t / d.rz.oh), t % d.rz.oh,
-                                       ox, k, v);
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    v[j] = kr_apply(d.rze, v[j]);
-            } else {
-                kr_ldv<4>(x + (size_t)(m0 + p) * K + k, v);
-            }
+            kr_ldv<4>(x + (size_t)(m0 + p) * K + k, v);
 #pragma unroll
             for (int j = 0; j < 4; j++)
                 kr_st(xs + p * ld + k + j, v[j]);
@@ -524,13 +451,7 @@ __global__ void __launch_bounds__(256) conv_pw_tile(const T *__restrict__ x,
 #pragma unroll
                 for (int j = 0; j < 4; j++)
                     v[j] = kr_apply(e, BL ? acc[r][c + j] + bs[n0 + c + j] : acc[r][c + j]);
-                if (SRC == SRC_DW && a.src) { /* the folded ADD: as the unfused ADD computes it */
-#pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        v[j] = kr_post_add<T>(a, (size_t)(m0 + p), n0 + c + j, v[j]);
-                } else {
-                    kr_add_res<T, 4>(e, o + c, v);
-                }
+                kr_add_res<T, 4>(e, o + c, v);
                 kr_stv<4>(y + o + c, v);
             }
         }
@@ -544,40 +465,38 @@ template <typename T> static size_t pw_tile_smem(int K, int N, int rows, int r)
     return ((size_t)K * N + (size_t)N) * sizeof(float) + (size_t)rows * r * ld * sizeof(T);
 }
 
-/* Launches the tile path; 0 when the device refuses its shared memory (the caller falls back).
- * With SRC_DW or SRC_RZ, the tile computes its inputs from the folded node @p d. */
-template <typename T, int CPT, int R, bool BL, int SRC>
-static int launch_pw_tile(const kr_cuda_op *op, const conv_shape &s, const tile_src &d)
+/* Launches the tile path; 0 when the device refuses its shared memory (the caller falls back). */
+template <typename T, int CPT, int R, bool BL>
+static int launch_pw_tile(const kr_cuda_op *op, const conv_shape &s)
 {
-    const pw_add a = SRC == SRC_DW ? add_of(op) : pw_add{};
     const int rows = 256 / (s.oc / CPT), P = rows * R;
     const size_t smem = pw_tile_smem<T>(s.K, s.oc, rows, R);
     const int tiles = (s.M + P - 1) / P;
     const int grid = tiles < 1024 ? tiles : 1024;
     if (smem > 48 * 1024 &&
-        cudaFuncSetAttribute(conv_pw_tile<T, CPT, R, BL, SRC>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+        cudaFuncSetAttribute(conv_pw_tile<T, CPT, R, BL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)smem) != cudaSuccess)
         return 0;
-    conv_pw_tile<T, CPT, R, BL, SRC><<<(unsigned)grid, 256, smem, (cudaStream_t)op->stream>>>(
+    conv_pw_tile<T, CPT, R, BL><<<(unsigned)grid, 256, smem, (cudaStream_t)op->stream>>>(
         (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2], (T *)op->out,
-        s.M, s.K, s.oc, rows, tiles, kr_make_epilogue(op, 1), d, a);
+        s.M, s.K, s.oc, rows, tiles, kr_make_epilogue(op, 1));
     return 1;
 }
 
 /* launch_pw_tile with @p r (4, 2 or 1) pixels per thread. */
-template <typename T, int CPT, bool BL, int SRC>
-static int launch_pw_tile_r(const kr_cuda_op *op, const conv_shape &s, int r, const tile_src &d)
+template <typename T, int CPT, bool BL>
+static int launch_pw_tile_r(const kr_cuda_op *op, const conv_shape &s, int r)
 {
-    return r == 4   ? launch_pw_tile<T, CPT, 4, BL, SRC>(op, s, d)
-           : r == 2 ? launch_pw_tile<T, CPT, 2, BL, SRC>(op, s, d)
-                    : launch_pw_tile<T, CPT, 1, BL, SRC>(op, s, d);
+    return r == 4   ? launch_pw_tile<T, CPT, 4, BL>(op, s)
+           : r == 2 ? launch_pw_tile<T, CPT, 2, BL>(op, s)
+                    : launch_pw_tile<T, CPT, 1, BL>(op, s);
 }
 
-/* Whether pointwise layer @p s of @p op has the tile path's shape (PW_TILE_MAX_KN,
- * PW_TILE_ANY_KN_K; the tile count aside) and its shared memory fits: sets the channels per
- * thread @p cpt and the pixels per thread @p r (4, fewer where the tile's shared memory would
- * pass PW_TILE_MAX_SMEM or the device's, or the emulated class's, opt-in limit). */
-template <typename T> static int pw_tile_shape(const kr_cuda_op *op, const conv_shape &s, int *cpt, int *r)
+/* The tile path (above) for a pointwise layer where it pays (PW_TILE_MAX_KN, PW_TILE_ANY_KN_K,
+ * PW_TILE_MIN_TILES):
+ * 8 channels per thread from 48 outputs (4 below), 4 pixels per thread, fewer where the tile's
+ * shared memory would pass 100 KB. */
+template <typename T> static int try_pw_tile(const kr_cuda_op *op, const conv_shape &s)
 {
     const kr_tensor *wt = kr_in_t(op, 1);
     const kr_tensor *bt = op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
@@ -588,158 +507,26 @@ template <typename T> static int pw_tile_shape(const kr_cuda_op *op, const conv_
         return 0;
     if (s.K * s.oc > PW_TILE_MAX_KN && s.K > PW_TILE_ANY_KN_K)
         return 0;
-    *cpt = s.oc % 8 == 0 && s.oc >= 48 ? 8 : 4;
-    const int rows = 256 / (s.oc / *cpt);
+    const int cpt = s.oc % 8 == 0 && s.oc >= 48 ? 8 : 4, rows = 256 / (s.oc / cpt);
+    /* PW_TILE_MAX_SMEM, or less where the device (or the emulated class) allows a block less */
     size_t max_smem = PW_TILE_MAX_SMEM;
     if (!op->caps)
         return 0;
     if (op->caps->smem_block_optin < max_smem)
         max_smem = op->caps->smem_block_optin;
-    *r = 4;
-    while (*r > 1 && pw_tile_smem<T>(s.K, s.oc, rows, *r) > max_smem)
-        *r /= 2;
-    return pw_tile_smem<T>(s.K, s.oc, rows, *r) <= max_smem;
-}
-
-/* Whether the narrow path (try_narrow) takes a layer of @p K inputs and @p N outputs that meets
- * its other conditions: the (K, N) pairs launch_narrow is instantiated for. */
-static int narrow_pair(int K, int N)
-{
-    return ((K == 8 || K == 16) && (N == 32 || N == 24 || N == 16 || N == 8)) ||
-           ((K == 24 || K == 32) && (N == 16 || N == 8));
-}
-
-/* Whether the layer's sum starts from the bias in the kernel it gets without the tile path
- * (conv_narrow, or conv_pw_groups in half precision) rather than from 0 (the GEMM). */
-template <typename T> static bool pw_bias_first(const conv_shape &s)
-{
-    if (s.K % 8 == 0 && s.K <= 32 && s.oc % 4 == 0 && narrow_pair(s.K, s.oc))
-        return true;
-    return sizeof(T) == 2 && s.K <= 32 && s.K % 8 == 0 && s.oc % 8 == 0;
-}
-
-/* The tile path (above) for a pointwise layer where it pays (pw_tile_shape and
- * PW_TILE_MIN_TILES): 8 channels per thread from 48 outputs (4 below), 4 pixels per thread,
- * fewer where the tile's shared memory would pass 100 KB. */
-template <typename T> static int try_pw_tile(const kr_cuda_op *op, const conv_shape &s)
-{
-    int cpt, r;
-    if (!pw_tile_shape<T>(op, s, &cpt, &r))
-        return 0;
-    const int rows = 256 / (s.oc / cpt);
-    if ((s.M + rows * r - 1) / (rows * r) < PW_TILE_MIN_TILES)
+    int r = 4;
+    while (r > 1 && pw_tile_smem<T>(s.K, s.oc, rows, r) > max_smem)
+        r /= 2;
+    if (pw_tile_smem<T>(s.K, s.oc, rows, r) > max_smem ||
+        (s.M + rows * r - 1) / (rows * r) < PW_TILE_MIN_TILES)
         return 0;
     /* the sum in the order of the kernel this layer gets otherwise (conv_pw_groups: the bias
      * first; the GEMM: the bias last), so that an item's result does not depend on which of the
-     * two runs (keyer/nn.h); narrow layers never get here (try_narrow takes them first) */
+     * two runs (keyer/nn.h) */
     const bool bl = !(sizeof(T) == 2 && s.K <= 32 && s.K % 8 == 0 && s.oc % 8 == 0);
-    const tile_src none = {};
     if (cpt == 8)
-        return bl ? launch_pw_tile_r<T, 8, true, SRC_COPY>(op, s, r, none)
-                  : launch_pw_tile_r<T, 8, false, SRC_COPY>(op, s, r, none);
-    return bl ? launch_pw_tile_r<T, 4, true, SRC_COPY>(op, s, r, none)
-              : launch_pw_tile_r<T, 4, false, SRC_COPY>(op, s, r, none);
-}
-
-/* The depthwise folded into pointwise layer @p op (op->dw, fusion.h) as the tile's source. */
-template <typename T> static tile_src dw_source(const kr_cuda_op *op)
-{
-    const kr_cuda_op *dw = op->dw;
-    const kr_tensor *xt = kr_in_t(dw, 0), *wt = kr_in_t(dw, 1), *yt = kr_out_t(dw);
-    const kr_window_params *p = &dw->node->p.window;
-    tile_src src = {};
-    kr_dw_src &d = src.dw;
-    d.x = dw->in[0];
-    d.w = (const float *)dw->in[1];
-    d.bias = dw->node->n_inputs > 2 && dw->node->inputs[2] >= 0 ? (const float *)dw->in[2] : NULL;
-    d.ih = xt->dims[1], d.iw = xt->dims[2], d.c = xt->dims[3];
-    d.oh = yt->dims[1], d.ow = yt->dims[2];
-    d.kh = wt->dims[1], d.kw = wt->dims[2];
-    d.sh = p->stride_h, d.sw = p->stride_w, d.pt = p->pad_top, d.pl = p->pad_left;
-    d.e = kr_make_epilogue(dw, 1);
-    return src;
-}
-
-/* Whether the fold of depthwise @p dw into pointwise @p op holds (kr_cuda_conv_2d_dw_fits). */
-template <typename T> static int dw_fits(const kr_cuda_op *op, const conv_shape &s, const kr_cuda_op *dw)
-{
-    int cpt, r;
-    if (!pw_tile_shape<T>(op, s, &cpt, &r))
-        return 0;
-    const kr_node *n = dw->node;
-    const kr_window_params *p = &n->p.window;
-    if (n->op != KR_OP_DEPTHWISE_CONV_2D || dw->residual || n->n_inputs < 2 || n->inputs[1] < 0)
-        return 0;
-    const kr_tensor *xt = kr_in_t(dw, 0), *wt = kr_in_t(dw, 1), *yt = kr_out_t(dw);
-    const kr_tensor *bt = n->n_inputs > 2 && n->inputs[2] >= 0 ? kr_in_t(dw, 2) : NULL;
-    if (op->add.src && (op->residual || !op->add.node || op->add.c < 4 || op->add.c > s.oc ||
-                        op->add.c % 4 || !kr_aligned(op->add.src, 4 * sizeof(T))))
-        return 0;
-    return xt->rank == 4 && yt->rank == 4 && wt->rank == 4 && xt->dims[3] == s.K &&
-           yt->dims[3] == s.K && yt->dims[1] == s.oh && yt->dims[2] == s.ow &&
-           p->depth_multiplier <= 1 && p->dilation_h <= 1 && p->dilation_w <= 1 &&
-           p->stride_h >= 1 && p->stride_w >= 1 && wt->dims[0] == 1 && wt->dims[3] == s.K &&
-           wt->data && wt->dtype == KR_DTYPE_F32 && kr_aligned(dw->in[1], 16) &&
-           (!bt || (bt->data && bt->dtype == KR_DTYPE_F32 && kr_aligned(dw->in[2], 16))) &&
-           kr_aligned(dw->in[0], 4 * sizeof(T));
-}
-
-/* The pointwise tile with its folded depthwise computed in the block (op->dw): the sum in the
- * order of the kernel the layer would get unfused (pw_bias_first), so that the fold changes no
- * bit of the output. 0 when the device refused the tile's shared memory (which
- * kr_cuda_conv_2d_dw_fits checked against its opt-in limit). */
-template <typename T> static int try_dw_tile(const kr_cuda_op *op, const conv_shape &s)
-{
-    int cpt, r;
-    if (!dw_fits<T>(op, s, op->dw) || !pw_tile_shape<T>(op, s, &cpt, &r))
-        return 0;
-    const tile_src d = dw_source<T>(op);
-    const bool bf = pw_bias_first<T>(s);
-    if (cpt == 8)
-        return bf ? launch_pw_tile_r<T, 8, false, SRC_DW>(op, s, r, d)
-                  : launch_pw_tile_r<T, 8, true, SRC_DW>(op, s, r, d);
-    return bf ? launch_pw_tile_r<T, 4, false, SRC_DW>(op, s, r, d)
-              : launch_pw_tile_r<T, 4, true, SRC_DW>(op, s, r, d);
-}
-
-/* Whether the fold of RESIZE_BILINEAR @p rz into pointwise @p op holds (kr_cuda_conv_2d_rz_fits):
- * the tile path's shape, a rank-4 resize of the layer's input channels without clamp, post
- * function or residual, 4-channel aligned input. */
-template <typename T> static int rz_fits(const kr_cuda_op *op, const conv_shape &s, const kr_cuda_op *rz)
-{
-    int cpt, r;
-    if (!pw_tile_shape<T>(op, s, &cpt, &r) || op->dw || op->add.src)
-        return 0;
-    const kr_node *n = rz->node;
-    if (n->op != KR_OP_RESIZE_BILINEAR || rz->residual || rz->post != KR_CUDA_POST_NONE ||
-        n->n_inputs < 1 || n->inputs[0] < 0)
-        return 0;
-    const kr_tensor *xt = kr_in_t(rz, 0), *yt = kr_out_t(rz);
-    return xt->rank == 4 && yt->rank == 4 && !kr_tensor_is_const(xt) && xt->dims[3] == s.K &&
-           yt->dims[3] == s.K && yt->dims[1] == s.oh && yt->dims[2] == s.ow &&
-           xt->dims[0] == yt->dims[0] && kr_aligned(rz->in[0], 4 * sizeof(T));
-}
-
-/* The pointwise tile with its folded resize computed in the block (op->rz), in the order of
- * the kernel the layer would get unfused, as try_dw_tile. */
-template <typename T> static int try_rz_tile(const kr_cuda_op *op, const conv_shape &s)
-{
-    int cpt, r;
-    if (!rz_fits<T>(op, s, op->rz) || !pw_tile_shape<T>(op, s, &cpt, &r))
-        return 0;
-    const kr_cuda_op *rz = op->rz;
-    const kr_tensor *xt = kr_in_t(rz, 0), *yt = kr_out_t(rz);
-    tile_src d = {};
-    d.rx = rz->in[0];
-    d.rz = {xt->dims[1], xt->dims[2], xt->dims[3], yt->dims[1], yt->dims[2],
-            rz->node->p.resize.align_corners, rz->node->p.resize.half_pixel_centers};
-    d.rze = kr_make_epilogue(rz, 0);
-    const bool bf = pw_bias_first<T>(s);
-    if (cpt == 8)
-        return bf ? launch_pw_tile_r<T, 8, false, SRC_RZ>(op, s, r, d)
-                  : launch_pw_tile_r<T, 8, true, SRC_RZ>(op, s, r, d);
-    return bf ? launch_pw_tile_r<T, 4, false, SRC_RZ>(op, s, r, d)
-              : launch_pw_tile_r<T, 4, true, SRC_RZ>(op, s, r, d);
+        return bl ? launch_pw_tile_r<T, 8, true>(op, s, r) : launch_pw_tile_r<T, 8, false>(op, s, r);
+    return bl ? launch_pw_tile_r<T, 4, true>(op, s, r) : launch_pw_tile_r<T, 4, false>(op, s, r);
 }
 
 template <typename T, int BN> static void launch_bn(const kr_cuda_op *op, const conv_shape &s)
@@ -748,14 +535,19 @@ template <typename T, int BN> static void launch_bn(const kr_cuda_op *op, const 
     dim3 grid((unsigned)((s.M + BM - 1) / BM), (unsigned)((s.oc + BN - 1) / BN));
     conv_gemm<T, BN><<<grid, 256, 0, (cudaStream_t)op->stream>>>(
         (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2], (T *)op->out, s,
-        kr_make_epilogue(op, 1), op->dw ? pw_add{} : add_of(op));
+        kr_make_epilogue(op, 1));
 }
 
-/* The GEMM view of CONV_2D node @p op. */
-static conv_shape shape_of(const kr_cuda_op *op)
+template <typename T> static int launch(const kr_cuda_op *op)
 {
     const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
     const kr_window_params *p = &op->node->p.window;
+    if (p->groups > 1) /* grouped (ONNX): its own direct kernel, conv_2d_grouped.cu */
+        return kr_cuda_conv_2d_grouped(op);
+    if (kr_cuda_conv_2d_tc_fits(op)) /* f16 on the tensor cores, compute 8.0+: conv_2d_tc.cu */
+        return kr_cuda_conv_2d_tc(op);
+    if (kr_cuda_conv_2d_mma_fits(op)) /* f16 ONNX layers on WMMA (compute 7.x), conv_2d_mma.cu */
+        return kr_cuda_conv_2d_mma(op);
     conv_shape s;
     s.n = kr_dim(op, xt, 0);
     s.ih = xt->dims[1], s.iw = xt->dims[2], s.ic = xt->dims[3];
@@ -768,33 +560,6 @@ static conv_shape shape_of(const kr_cuda_op *op)
     s.K = s.kh * s.kw * s.ic;
     s.pointwise = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.pt == 0 && s.pl == 0 &&
                   s.oh == s.ih && s.ow == s.iw;
-    return s;
-}
-
-template <typename T> static int launch(const kr_cuda_op *op)
-{
-    if (op->node->p.window.groups > 1) /* grouped (ONNX): its own direct kernel, conv_2d_grouped.cu */
-        return kr_cuda_conv_2d_grouped(op);
-    if (kr_cuda_conv_2d_tc_fits(op)) /* f16 on the tensor cores, compute 8.0+: conv_2d_tc.cu */
-        return kr_cuda_conv_2d_tc(op);
-    if (kr_cuda_conv_2d_mma_fits(op)) /* f16 ONNX layers on WMMA (compute 7.x), conv_2d_mma.cu */
-        return kr_cuda_conv_2d_mma(op);
-    const conv_shape s = shape_of(op);
-    /* a folded depthwise or resize: kr_cuda_conv_2d_dw_fits / _rz_fits checked the shared
-     * memory against the device's limit */
-    if (op->dw)
-        return try_dw_tile<T>(op, s) ? (int)cudaGetLastError() : (int)cudaErrorInvalidValue;
-    if (op->rz)
-        return try_rz_tile<T>(op, s) ? (int)cudaGetLastError() : (int)cudaErrorInvalidValue;
-    if (op->add.src) { /* a folded ADD on a layer only the GEMM takes (kr_cuda_conv_2d_add_fits) */
-        if (s.oc <= 16)
-            launch_bn<T, 16>(op, s);
-        else if (s.oc <= 32)
-            launch_bn<T, 32>(op, s);
-        else
-            launch_bn<T, 64>(op, s);
-        return (int)cudaGetLastError();
-    }
     if (try_stem<T>(op, s) || try_narrow<T>(op, s) || try_pw_tile<T>(op, s) ||
         try_pw_groups<T>(op, s)) {
         /* launched */
@@ -809,58 +574,3 @@ template <typename T> static int launch(const kr_cuda_op *op)
 }
 
 extern "C" int kr_cuda_conv_2d(const kr_cuda_op *op) { return KR_BY_TYPE(launch, op); }
-
-template <typename T> static int dw_fits_op(const kr_cuda_op *op, const kr_cuda_op *dw)
-{
-    const kr_node *n = op->node;
-    if (n->op != KR_OP_CONV_2D || n->p.window.groups > 1 || n->n_inputs < 2 || n->inputs[1] < 0 ||
-        op->cat.src[0] || op->pool.src || kr_cuda_conv_2d_tc_fits(op) || kr_cuda_conv_2d_mma_fits(op))
-        return 0;
-    return dw_fits<T>(op, shape_of(op), dw);
-}
-
-extern "C" int kr_cuda_conv_2d_dw_fits(const kr_cuda_op *op, const kr_cuda_op *dw)
-{
-    return op->f16 ? dw_fits_op<__half>(op, dw) : dw_fits_op<float>(op, dw);
-}
-
-/* Whether layer @p s of @p op takes the GEMM at every batch size: not a stem, not a pointwise
- * layer that the narrow, grouped or tile paths could take. */
-template <typename T> static int gemm_only(const kr_cuda_op *op, const conv_shape &s)
-{
-    int cpt, r;
-    return s.ic != 3 && !(s.pointwise && s.K <= 32) && !pw_tile_shape<T>(op, s, &cpt, &r);
-}
-
-template <typename T> static int add_fits_op(const kr_cuda_op *op)
-{
-    const kr_node *n = op->node;
-    if (!op->add.src || !op->add.node || op->residual || op->rz || op->add.c < 1)
-        return 0;
-    if (op->dw)
-        return kr_cuda_conv_2d_dw_fits(op, op->dw);
-    if (n->op != KR_OP_CONV_2D || n->p.window.groups > 1 || n->n_inputs < 2 || n->inputs[1] < 0 ||
-        op->cat.src[0] || op->pool.src || kr_cuda_conv_2d_tc_fits(op) || kr_cuda_conv_2d_mma_fits(op))
-        return 0;
-    const conv_shape s = shape_of(op);
-    return op->add.c <= s.oc && gemm_only<T>(op, s);
-}
-
-extern "C" int kr_cuda_conv_2d_add_fits(const kr_cuda_op *op)
-{
-    return op->f16 ? add_fits_op<__half>(op) : add_fits_op<float>(op);
-}
-
-template <typename T> static int rz_fits_op(const kr_cuda_op *op, const kr_cuda_op *rz)
-{
-    const kr_node *n = op->node;
-    if (n->op != KR_OP_CONV_2D || n->p.window.groups > 1 || n->n_inputs < 2 || n->inputs[1] < 0 ||
-        op->cat.src[0] || op->pool.src || kr_cuda_conv_2d_tc_fits(op) || kr_cuda_conv_2d_mma_fits(op))
-        return 0;
-    return rz_fits<T>(op, shape_of(op), rz);
-}
-
-extern "C" int kr_cuda_conv_2d_rz_fits(const kr_cuda_op *op, const kr_cuda_op *rz)
-{
-    return op->f16 ? rz_fits_op<__half>(op, rz) : rz_fits_op<float>(op, rz);
-}

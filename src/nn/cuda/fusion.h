@@ -44,19 +44,4 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
  * @p folded; returns how many. Never fails. */
 int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded);
 
-/* The per-node schedule's depthwise folds, after kr_cuda_fuse_gathers: a DEPTHWISE_CONV_2D
- * (with its folded activation, no folded residual) whose output only a pointwise CONV_2D reads
- * is done by that convolution (kr_cuda_op.dw: the convolution's tile computes the depthwise's
- * outputs in shared memory, the BlazeFace blocks and the MobileNet projections), where
- * kr_cuda_conv_2d_dw_fits accepts the pair and no node from the depthwise to the convolution
- * (the convolution's output included) writes over the depthwise's input. The same ADD (+ PAD)
- * after a convolution that only the GEMM takes is folded into it too (kr_cuda_op.add,
- * kr_cuda_conv_2d_add_fits). Then, the same way,
- * a RESIZE_BILINEAR whose output only a pointwise CONV_2D reads (kr_cuda_op.rz: the tile
- * samples the resize's input; selfie's decoder upsamples), where kr_cuda_conv_2d_rz_fits
- * accepts the pair. Chosen by the layers' shapes, never by the batch; the outputs are the
- * unfused nodes' bit for bit. The folded depthwise and resize nodes (and ADDs, PADs) are marked
- * in @p folded; returns how many. Never fails. */
-int kr_cuda_fuse_dw_pw(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded);
-
 #endif

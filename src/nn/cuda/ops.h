@@ -84,29 +84,6 @@ typedef struct kr_cuda_op {
         const void *src;
         int ih, iw, kh, kw, sh, sw, dh, dw, pt, pl;
     } pool;
-    /* A DEPTHWISE_CONV_2D folded into this pointwise CONV_2D reading its output (fusion.h,
-     * per-node schedule only): the depthwise's own op (inputs, weights, clamp, post function),
-     * whose output is not written; the convolution's kernel computes it per tile in shared
-     * memory, as the depthwise kernel would have stored it (kr_cuda_conv_2d_dw_fits). NULL:
-     * none. */
-    const struct kr_cuda_op *dw;
-    /* A RESIZE_BILINEAR (no clamp, post function or residual) folded into this pointwise CONV_2D
-     * reading its output (fusion.h, per-node schedule only): the resize's own op, whose output
-     * is not written; the convolution's tile samples the resize's input per pixel as the resize
-     * kernel would have stored it (kr_cuda_conv_2d_rz_fits). NULL: none. */
-    const struct kr_cuda_op *rz;
-    /* With dw, or on a layer only the GEMM takes: an ADD with an activation or a folded post
-     * function (which plan_residual_folds leaves alone: BlazeFace's ADD + RELU) of this node's
-     * output and src, folded into this node (fusion.h, kr_cuda_conv_2d_add_fits): the node writes the ADD's output, each element
-     * post(clamp(stored(y) + src)) with the ADD's clamp and post function, y rounded to the
-     * element type as the unfused node would have stored it. src has c channels per pixel,
-     * the output's or fewer (a folded channel PAD with zeros after them). src NULL: none. */
-    struct {
-        const void *src;
-        int c;
-        const kr_node *node;
-        kr_cuda_post post;
-    } add;
     void *stream;                  /* cudaStream_t */
     const kr_gpu_caps *caps;       /* the instance's (kr_cuda_mem.caps); NULL: launch nothing */
 } kr_cuda_op;
@@ -172,24 +149,6 @@ int kr_cuda_conv_2d_tc_fits(const kr_cuda_op *op);
  * returns the launch's CUDA error, cudaErrorInvalidValue for a layer past 32-bit indexing. */
 int kr_cuda_conv_2d_tc(const kr_cuda_op *op);
 
-/* Whether DEPTHWISE_CONV_2D @p dw can be folded into pointwise CONV_2D @p op reading its output
- * (kr_cuda_op.dw): the convolution takes the per-node pointwise tile path by its shape
- * (the tile count aside; its shared memory within the device's, or the emulated class's,
- * opt-in limit), the depthwise has multiplier 1, no dilation, no folded residual, float
- * weights and bias, and 4-channel aligned input. The host checks of conv_2d.cu; the caller
- * (fusion.c) checks the graph and the memory. Results are the unfused nodes' bit for bit. */
-int kr_cuda_conv_2d_dw_fits(const kr_cuda_op *op, const kr_cuda_op *dw);
-
-/* Whether @p op's folded ADD (op->add, set by the caller on a trial copy) can run: with op->dw
- * as kr_cuda_conv_2d_dw_fits; without, on a TFLite CONV_2D without other folds that takes the
- * GEMM at every batch size (not a stem, not a pointwise layer of at most 32 inputs or on the
- * tile path's shapes), src's channels at most the output's. */
-int kr_cuda_conv_2d_add_fits(const kr_cuda_op *op);
-/* Whether RESIZE_BILINEAR @p rz can be folded into pointwise CONV_2D @p op reading its output
- * (kr_cuda_op.rz): the convolution on the tile path's shapes as for kr_cuda_conv_2d_dw_fits, no
- * other fold; the resize without clamp, post function or residual, its input 4-channel
- * aligned. Results are the unfused nodes' bit for bit. */
-int kr_cuda_conv_2d_rz_fits(const kr_cuda_op *op, const kr_cuda_op *rz);
 /* Whether @p node of @p g is a global average pool: an AVERAGE_POOL_2D with one output pixel
  * whose window covers the whole NHWC input, or a MEAN over H and W keeping them (the same
  * arithmetic: selfie-landscape's excitations). The fusion pass folds an ADD before either into

@@ -7,16 +7,14 @@
  *
  *  zero-first: from 0, over the window's taps in (ky, kx) order and each tap's input channels in
  *      order (a tap outside the input adds 0 x w), then + bias (kr_conv_out). The per-node GEMM
- *      (conv_2d.cu, conv_gemm) and its pointwise tile path with BL (conv_pw_tile; also with a
- *      folded depthwise or resize), the
+ *      (conv_2d.cu, conv_gemm) and its pointwise tile path with BL (conv_pw_tile), the
  *      persistent schedule's group-4 convolutions (persistent/steps_conv.cuh: step_conv_g4, the
  *      resize-fed step_conv_rz, both halves of step_conv_pw, the pointwise half of
  *      step_expand_dw), and the cluster segment's pointwise stages where one lane takes all the
  *      inputs (segment/stages.cuh, pointwise_k with S = 1, U's a-convolution with S = 1).
  *  bias-first: from the bias, taps and channels in the same order. The per-node stem
- *      (conv_stem), narrow (conv_narrow), grouped (conv_pw_groups) paths, the pointwise tile
- *      path without BL (conv_pw_tile, where conv_narrow or, in half precision,
- *      conv_pw_groups would run).
+ *      (conv_stem), narrow (conv_narrow), grouped (conv_pw_groups) paths and the pointwise tile
+ *      path without BL (conv_pw_tile, in half precision where conv_pw_groups would run).
  *  split (persistent step_conv_split): `split` lanes per output, lane l taking the 4-channel
  *      chunks l, l + split, ... of each tap (vec 4: channels 0 and 2 of a chunk into one
  *      accumulator, 1 and 3 into another, added at the end), then a butterfly of shuffles from
