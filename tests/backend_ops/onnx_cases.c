@@ -105,11 +105,6 @@ static const ocase cases[] = {
      .s = {1, 1}, .dil = {1, 1}, .pads = {1, 1, 1, 1}, .groups = 1, .act = KR_ACT_RELU,
      .lo = -0.125f, .hi = 0.125f},
     CONVG(13, 11, 16, 64, 3, 1, 12, 12, 12, 12, 12, 1, NONE),
-    /* small layers (4-row tiles) with more than two 16-channel chunks: a shared-memory buffer
-     * per chunk, all loaded at once (64 -> 16 at 10 x 10; 64 -> 64 dilated where the device's
-     * opt-in limit allows it, the two-stage pipeline below it; the 40-input case above too) */
-    CONVG(10, 10, 64, 16, 3, 1, 1, 1, 1, 1, 1, 1, RELU),
-    CONVG(12, 20, 64, 64, 3, 1, 2, 2, 2, 2, 2, 1, NONE),
     /* fewer than 8 input channels on the patch kernel (compute 8.0+; its scalar gather): an
      * RGB stem to 64 outputs as u2netp's (4- and 16-row tiles at batch 1 and 3), 5 inputs with
      * stride 2 and dilation 2 */

@@ -44,10 +44,6 @@ struct tc_shape {
     /* the patch kernel (conv_tcp): tiles of the output per image along y and x, and the input
      * patch a tile reads (ph x pw pixels) */
     int tiles_y, tiles_x, ph, pw;
-    /* its shared-memory buffers: 2 (a two-stage pipeline over the input chunks), or one per
-     * chunk (every chunk's loads issued at once: small layers, where each chunk's load latency
-     * would otherwise follow the one before) */
-    int nbuf;
     /* the folded concatenation (c0 = 0: none): channels [0, c0) from src0 (c0 channels per
      * pixel), [c0, ic) from src1 (ic - c0); rz: which source is resized (-1 none) from rh x rw
      * pixels to ih x iw, with RESIZE_BILINEAR's align_corners and half_pixel_centers */
@@ -411,8 +407,7 @@ __global__ void __launch_bounds__(TC_THREADS)
  * input value (gathered from a folded concatenation, resize or pool, once) then serves all the
  * taps that read it: each tap's A fragments are ldmatrix rows pointed at the shifted patch
  * pixels. Two stages: the next chunk's patch and weights load (cp.async) while this one's are
- * multiplied; or, for small grids (4-row tiles) of more than two chunks, one buffer per chunk
- * where they fit the opt-in limit, every chunk's loads issued at once (tc_shape.nbuf).
+ * multiplied.
  *
  * Summation order: per output, from 0, the 16-channel chunks of the input in order, within each
  * the taps in (ky, kx) order, each tap's 16 products (channels past ic count as zero) summed as
@@ -423,13 +418,11 @@ __global__ void __launch_bounds__(TC_THREADS)
 #define TP_LDS 24 /* halves per shared row: 48 bytes (8 consecutive rows: no bank conflict) */
 #define TP_TW 16  /* tile width in output pixels: a 16-row fragment is one tile row */
 
-/* Shared memory of one conv_tcp buffer (a chunk's patch and BN x taps weight rows), and of the
- * two-stage pipeline. */
-static size_t tp_buffer_bytes(const tc_shape &s, int bn)
+/* Shared memory of conv_tcp: two stages of the patch and BN x taps weight rows. */
+static size_t tp_smem_bytes(const tc_shape &s, int bn)
 {
-    return ((size_t)s.ph * s.pw + (size_t)s.kh * s.kw * bn) * TP_LDS * sizeof(__half);
+    return 2 * ((size_t)s.ph * s.pw + (size_t)s.kh * s.kw * bn) * TP_LDS * sizeof(__half);
 }
-static size_t tp_smem_bytes(const tc_shape &s, int bn) { return 2 * tp_buffer_bytes(s, bn); }
 
 template <int TH, int BN, int WM, int WN>
 __global__ void __launch_bounds__(WM * WN * 32)
@@ -550,9 +543,15 @@ __global__ void __launch_bounds__(WM * WN * 32)
 #endif
     load_patch(0, 0);
     tc_commit();
-    /* the products of the chunk in buffer @p buf, every tap in (ky, kx) order */
-    auto mma_chunk = [&](int buf) {
-        const __half *P = sm + buf * stage, *W = P + patch * TP_LDS;
+    for (int q = 0; q < nq; q++) {
+        if (q + 1 < nq) { /* the other buffer: every warp finished with it (the barrier below) */
+            load_weights((q + 1) & 1, q + 1);
+            load_patch((q + 1) & 1, q + 1);
+        }
+        tc_commit();
+        tc_wait<1>(); /* chunk q's copies are in (chunk q + 1's may still be in flight) */
+        __syncthreads();
+        const __half *P = sm + (q & 1) * stage, *W = P + patch * TP_LDS;
         int ky = 0, kx = 0;
 #pragma unroll 3
         for (int tap = 0; tap < taps; tap++) {
@@ -575,29 +574,7 @@ __global__ void __launch_bounds__(WM * WN * 32)
             if (++kx == s.kw)
                 kx = 0, ky++;
         }
-    };
-    if (s.nbuf >= nq && nq > 2) { /* a buffer per chunk: all loads at once, then the chunks */
-        for (int q = 1; q < nq; q++) {
-            load_weights(q, q);
-            load_patch(q, q);
-        }
-        tc_commit();
-        tc_wait<0>();
-        __syncthreads();
-        for (int q = 0; q < nq; q++)
-            mma_chunk(q);
-    } else {
-        for (int q = 0; q < nq; q++) {
-            if (q + 1 < nq) { /* the other buffer: every warp finished with it (barrier below) */
-                load_weights((q + 1) & 1, q + 1);
-                load_patch((q + 1) & 1, q + 1);
-            }
-            tc_commit();
-            tc_wait<1>(); /* chunk q's copies are in (chunk q + 1's may still be in flight) */
-            __syncthreads();
-            mma_chunk(q & 1);
-            __syncthreads(); /* this buffer is loaded again at chunk q + 2 */
-        }
+        __syncthreads(); /* this buffer is loaded again at chunk q + 2 */
     }
     tc_wait<0>(); /* no copy left in flight at exit */
 
@@ -651,19 +628,12 @@ static int launch_patch(const kr_cuda_op *op, tc_shape s, const __half *x0, cons
                         const float *bias, int batch)
 {
     tp_geometry(s, TH);
-    /* a buffer per input chunk where the grid is small (4-row tiles: latency, not throughput,
-     * sets the time) and they fit the device; the order of the sums is the same either way */
-    const int nq = (s.ic + TP_CK - 1) / TP_CK;
-    s.nbuf = TH == 4 && nq > 2 && nq * tp_buffer_bytes(s, BN) <= op->caps->smem_block_optin ? nq
-                                                                                          : 2;
-    const size_t smem = (size_t)s.nbuf * tp_buffer_bytes(s, BN);
+    const size_t smem = tp_smem_bytes(s, BN);
     cudaError_t err;
-    /* the opt-in limit itself (the same value for every layer, so that no later launch lowers
-     * it under an earlier one's need) */
     if (smem > 48 * 1024 &&
         (err = cudaFuncSetAttribute(conv_tcp<TH, BN, WM, WN>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)op->caps->smem_block_optin)) != cudaSuccess)
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) !=
+            cudaSuccess)
         return (int)err;
     const size_t blocks = (size_t)batch * s.tiles_y * s.tiles_x;
     if (blocks >= ((size_t)1 << 31))
@@ -759,7 +729,6 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
     const kr_tensor *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
     tc_shape s;
     tc_window_shape(op, s);
-    s.nbuf = 2;
     s.c0 = 0, s.rz = -1, s.rh = s.rw = 0, s.align = s.half = 0;
     s.pool = 0, s.pih = s.piw = s.pkh = s.pkw = s.psh = s.psw = s.pdh = s.pdw = s.ppt = s.ppl = 0;
     const __half *x0 = (const __half *)op->in[0], *x1 = NULL;
