@@ -105,11 +105,6 @@ static const ocase cases[] = {
      .s = {1, 1}, .dil = {1, 1}, .pads = {1, 1, 1, 1}, .groups = 1, .act = KR_ACT_RELU,
      .lo = -0.125f, .hi = 0.125f},
     CONVG(13, 11, 16, 64, 3, 1, 12, 12, 12, 12, 12, 1, NONE),
-    /* fewer than 8 input channels on the patch kernel (compute 8.0+; its scalar gather): an
-     * RGB stem to 64 outputs as u2netp's (4- and 16-row tiles at batch 1 and 3), 5 inputs with
-     * stride 2 and dilation 2 */
-    CONVG(150, 170, 3, 64, 3, 1, 1, 1, 1, 1, 1, 1, RELU),
-    CONVG(19, 23, 5, 16, 3, 2, 2, 2, 2, 2, 2, 1, NONE),
     /* 16-row tiles (8 warps) where they still give two blocks per multiprocessor (at batch 3 on
      * a 132-multiprocessor GPU; 8-row tiles at batch 1): 64, 32 and 16 outputs */
     {.op = KR_OP_CONV_2D, .rank = 4, .dims = {1, 190, 170, 16}, .cout = 64, .k = {3, 3},

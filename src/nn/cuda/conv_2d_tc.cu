@@ -209,21 +209,6 @@ __device__ __forceinline__ uint4 tc_pooled8(const __half *__restrict__ src, cons
     return out;
 }
 
-/* The @p ic (< 8) channels of input pixel (b, iy, ix) of a layer with fewer than 8 input
- * channels (the RGB stem), zero-extended to 8 halves: scalar loads (its pixels are not 16-byte
- * aligned). */
-__device__ __forceinline__ uint4 tc_narrow8(const __half *__restrict__ src, const tc_shape &s,
-                                            int b, int iy, int ix)
-{
-    const unsigned short *px = reinterpret_cast<const unsigned short *>(src) +
-                               (((size_t)b * s.ih + iy) * s.iw + ix) * s.ic;
-    unsigned h[8];
-#pragma unroll
-    for (int c = 0; c < 8; c++)
-        h[c] = c < s.ic ? px[c] : 0u;
-    return make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
-}
-
 /* The epilogue of output channels n and n + 1 of the output pixel whose first element is at
  * @p row in @p y, from their sums @p a0 and @p a1: bias, clamp, folded activation and residual
  * (kr_conv_out, ops/conv_2d.cuh), stored in half (as a pair where @p oc is even). */
@@ -475,10 +460,7 @@ __global__ void __launch_bounds__(WM * WN * 32)
                     resized = s.rz == (second ? 1 : 0);
                 }
                 __half *dst = P + p * TP_LDS + hc * 8;
-                if (s.ic < 8) { /* the stem: no folds; channels [ic, 8) and [8, 16) zero */
-                    v[u] = ok ? tc_narrow8(x, s, b, iy, ix) : make_uint4(0, 0, 0, 0);
-                    vd[u] = dst;
-                } else if (resized || s.pool) {
+                if (resized || s.pool) {
                     v[u] = make_uint4(0, 0, 0, 0);
                     if (ok)
                         v[u] = s.pool ? tc_pooled8(src, s, b, iy, ix, cc)
@@ -502,18 +484,7 @@ __global__ void __launch_bounds__(WM * WN * 32)
             const int c = q * TP_CK + hc * 8;
             const bool ok = n0 + n < s.oc && c < s.ic;
             const __half *g = ok ? w + (size_t)(n0 + n) * s.K + (size_t)tap * s.ic + c : w;
-            __half *dst = W + (tap * BN + n) * TP_LDS + hc * 8;
-            if (s.ic < 8) { /* the stem's weight rows: ic halves, not 16-byte aligned */
-                const unsigned short *gw = reinterpret_cast<const unsigned short *>(g);
-                unsigned h[8];
-#pragma unroll
-                for (int k = 0; k < 8; k++)
-                    h[k] = ok && k < s.ic ? gw[k] : 0u;
-                *reinterpret_cast<uint4 *>(dst) = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16,
-                                                             h[4] | h[5] << 16, h[6] | h[7] << 16);
-            } else {
-                tc_cp16<false>(tc_smem(dst), g, ok);
-            }
+            tc_cp16<false>(tc_smem(W + (tap * BN + n) * TP_LDS + hc * 8), g, ok);
         }
     };
 
@@ -553,7 +524,7 @@ __global__ void __launch_bounds__(WM * WN * 32)
         __syncthreads();
         const __half *P = sm + (q & 1) * stage, *W = P + patch * TP_LDS;
         int ky = 0, kx = 0;
-#pragma unroll 3
+#pragma unroll 1
         for (int tap = 0; tap < taps; tap++) {
             const int off = ky * s.dh * s.pw + kx * s.dw;
             unsigned a[MI][4], bf[NI][2];
@@ -665,26 +636,8 @@ static void launch_tile(const kr_cuda_op *op, const tc_shape &s, const __half *x
         x0, x1, (const __half *)op->w16, bias, (__half *)op->out, s, kr_make_epilogue(op, 1));
 }
 
-/* The window geometry of layer @p op into @p s: output size and channels, input channels,
- * kernel, strides, dilations, pads. */
-static void tc_window_shape(const kr_cuda_op *op, tc_shape &s)
-{
-    const kr_tensor *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
-    const kr_window_params *p = &op->node->p.window;
-    s.oh = yt->dims[1], s.ow = yt->dims[2], s.oc = yt->dims[3];
-    s.ic = wt->dims[3];
-    s.kh = wt->dims[1], s.kw = wt->dims[2];
-    s.sh = p->stride_h, s.sw = p->stride_w;
-    s.dh = p->dilation_h > 0 ? p->dilation_h : 1, s.dw = p->dilation_w > 0 ? p->dilation_w : 1;
-    s.pt = p->pad_top, s.pl = p->pad_left;
-}
-
-/* Output channels of a tile for @p oc outputs. */
-static int tc_bn(int oc) { return oc <= 16 ? 16 : oc <= 32 ? 32 : 64; }
-
 /* Whether layer @p op's input channels, alignment and device allow the kernel (before the
- * choice of where it pays). Fewer than 8 input channels (the RGB stem): only on the patch kernel
- * (its scalar gather), without folds. */
+ * choice of where it pays). */
 static int tc_possible(const kr_cuda_op *op)
 {
     const kr_window_params *p = &op->node->p.window;
@@ -692,24 +645,18 @@ static int tc_possible(const kr_cuda_op *op)
         op->node->n_inputs < 2)
         return 0;
     const kr_tensor *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
-    const int ic = wt->dims[3], narrow = ic > 0 && ic < 8;
-    if (wt->rank != 4 || yt->rank != 4 || (ic % 8 && !narrow) || wt->dims[0] != yt->dims[3] ||
+    const int ic = wt->dims[3];
+    if (wt->rank != 4 || yt->rank != 4 || ic % 8 || wt->dims[0] != yt->dims[3] ||
         !kr_aligned(op->w16, 16) || !kr_aligned(op->out, 4) ||
         (op->residual && !kr_aligned(op->residual, 4)))
         return 0;
     if (op->pool.src) /* the folded pool's source (fusion.c checked its shape) */
-        return !narrow && !op->cat.src[0] && kr_aligned(op->pool.src, 16);
+        return !op->cat.src[0] && kr_aligned(op->pool.src, 16);
     if (op->cat.src[0]) /* the folded concatenation's sources (fusion.c checked their shapes) */
-        return !narrow && op->cat.c0 > 0 && op->cat.c0 < ic && op->cat.c0 % 8 == 0 &&
+        return op->cat.c0 > 0 && op->cat.c0 < ic && op->cat.c0 % 8 == 0 &&
                kr_aligned(op->cat.src[0], 16) &&
                kr_aligned(op->cat.src[1], 16);
     const kr_tensor *xt = kr_in_t(op, 0);
-    if (narrow) {
-        tc_shape s;
-        tc_window_shape(op, s);
-        return xt->rank == 4 && xt->dims[3] == ic && kr_aligned(op->in[0], 2) &&
-               tc_use_patch(op, s, tc_bn(s.oc));
-    }
     return xt->rank == 4 && xt->dims[3] == ic && kr_aligned(op->in[0], 16);
 }
 
@@ -727,8 +674,14 @@ extern "C" int kr_cuda_conv_2d_tc_fits(const kr_cuda_op *op)
 extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
 {
     const kr_tensor *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
+    const kr_window_params *p = &op->node->p.window;
     tc_shape s;
-    tc_window_shape(op, s);
+    s.oh = yt->dims[1], s.ow = yt->dims[2], s.oc = yt->dims[3];
+    s.ic = wt->dims[3];
+    s.kh = wt->dims[1], s.kw = wt->dims[2];
+    s.sh = p->stride_h, s.sw = p->stride_w;
+    s.dh = p->dilation_h > 0 ? p->dilation_h : 1, s.dw = p->dilation_w > 0 ? p->dilation_w : 1;
+    s.pt = p->pad_top, s.pl = p->pad_left;
     s.c0 = 0, s.rz = -1, s.rh = s.rw = 0, s.align = s.half = 0;
     s.pool = 0, s.pih = s.piw = s.pkh = s.pkw = s.psh = s.psw = s.pdh = s.pdw = s.ppt = s.ppl = 0;
     const __half *x0 = (const __half *)op->in[0], *x1 = NULL;
@@ -759,7 +712,7 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
     s.M = (int)M, s.K = (int)K;
     const float *bias =
         op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? (const float *)op->in[2] : NULL;
-    const int bn = tc_bn(s.oc);
+    const int bn = s.oc <= 16 ? 16 : s.oc <= 32 ? 32 : 64;
     const size_t ntiles = (size_t)(s.oc + bn - 1) / bn;
     const size_t sms = (size_t)(op->caps->sms > 0 ? op->caps->sms : 1);
     s.tiles_y = s.tiles_x = s.ph = s.pw = 0;
