@@ -173,6 +173,21 @@ size_t kr_model_stage_item_elements(const keyer_tensor_info *t)
     return n;
 }
 
+keyer_status kr_model_stage_square_image(keyer_model *model, const char *what, const char *path,
+                                         int *side, keyer_error *err)
+{
+    keyer_tensor_info in;
+    keyer_status st = keyer_model_input_info(model, 0, &in, err);
+    if (st)
+        return st;
+    if (keyer_model_input_count(model) != 1 || in.rank != 4 || in.dtype != KEYER_DTYPE_F32 ||
+        in.dims[1] < 8 || in.dims[1] != in.dims[2] || in.dims[1] > 4096 || in.dims[3] != 3)
+        return keyer_error_set(err, KEYER_STATUS_BAD_DATA,
+                               "%s: %s: the input is not one float [1,S,S,3] image", what, path);
+    *side = in.dims[1];
+    return KEYER_OK;
+}
+
 kr_queue *kr_model_stage_queue(const kr_model_stage *ms)
 {
     return ms ? ms->in : NULL;

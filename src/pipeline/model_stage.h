@@ -158,6 +158,13 @@ int kr_model_stage_pass_on(kr_queue *next, kr_item *it);
  *  dynamic dimension, negative, counts 0). */
 size_t kr_model_stage_item_elements(const keyer_tensor_info *t);
 
+/** Checks that @p model takes one float [1,S,S,3] image with 8 <= S <= 4096 (the BlazePose
+ *  landmark models' crop input) and sets *side to S. Errors: the model's own from reading its
+ *  input; BAD_DATA "WHAT: PATH: the input is not one float [1,S,S,3] image" otherwise (*side
+ *  unchanged). */
+keyer_status kr_model_stage_square_image(keyer_model *model, const char *what, const char *path,
+                                         int *side, keyer_error *err);
+
 /** How prepare makes its input. */
 const kr_model_input *kr_model_stage_input(const kr_model_stage *ms);
 

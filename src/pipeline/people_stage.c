@@ -331,16 +331,9 @@ static const kr_model_stage_ops people_ops = {NULL, NULL, NULL, forward, run_bat
 static keyer_status check_model(kr_people_stage *ps, keyer_model *model, const char *path,
                                 keyer_error *err)
 {
-    keyer_tensor_info in;
-    keyer_status st = keyer_model_input_info(model, 0, &in, err);
+    keyer_status st = kr_model_stage_square_image(model, "people landmarks", path, &ps->side, err);
     if (st)
         return st;
-    if (keyer_model_input_count(model) != 1 || in.rank != 4 || in.dtype != KEYER_DTYPE_F32 ||
-        in.dims[1] < 8 || in.dims[1] != in.dims[2] || in.dims[1] > 4096 || in.dims[3] != 3)
-        return keyer_error_set(err, KEYER_STATUS_BAD_DATA,
-                               "people landmarks: %s: the input is not one float [1,S,S,3] "
-                               "image", path);
-    ps->side = in.dims[1];
     ps->out_points = ps->out_flag = ps->out_seg = -1;
     for (int i = 0; i < keyer_model_output_count(model); i++) {
         keyer_tensor_info o;

@@ -249,16 +249,11 @@ static const kr_model_stage_ops pose_ops = {NULL, NULL, NULL, forward, run_batch
 static keyer_status check_model(kr_pose_stage *ps, keyer_model *model, const char *path,
                                 keyer_error *err)
 {
-    keyer_tensor_info in;
-    keyer_status st = keyer_model_input_info(model, 0, &in, err);
+    int side = 0;
+    keyer_status st = kr_model_stage_square_image(model, "pose landmarks", path, &side, err);
     if (st)
         return st;
-    if (keyer_model_input_count(model) != 1 || in.rank != 4 || in.dtype != KEYER_DTYPE_F32 ||
-        in.dims[1] < 8 || in.dims[1] != in.dims[2] || in.dims[1] > 4096 || in.dims[3] != 3)
-        return keyer_error_set(err, KEYER_STATUS_BAD_DATA,
-                               "pose landmarks: %s: the input is not one float [1,S,S,3] image",
-                               path);
-    ps->shape.width = ps->shape.height = in.dims[1];
+    ps->shape.width = ps->shape.height = side;
     ps->out_points = ps->out_flag = ps->out_world = ps->out_heat = -1;
     int out_seg = -1;
     for (int i = 0; i < keyer_model_output_count(model); i++) {
