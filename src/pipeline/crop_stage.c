@@ -90,12 +90,9 @@ fail:
     return st;
 }
 
-void kr_crop_stage_destroy(kr_crop_stage **pcs)
+/* Frees what connect made (none of it in use: the stage's thread is not running). */
+static void disconnect(kr_crop_stage *cs)
 {
-    if (!pcs || !*pcs)
-        return;
-    kr_crop_stage *cs = *pcs;
-    kr_model_stage_destroy(&cs->stage); /* its thread stops before the buffers go */
     kr_rounds_destroy(&cs->rounds);
     keyer_prepare_destroy(&cs->prep);
     if (cs->dev) {
@@ -110,6 +107,18 @@ void kr_crop_stage_destroy(kr_crop_stage **pcs)
     free(cs->buf.rois);
     free(cs->buf.geo);
     free(cs->buf.out_geo);
+    cs->dev_crops = NULL;
+    cs->out_pinned = 0;
+    memset(&cs->buf, 0, sizeof(cs->buf));
+}
+
+void kr_crop_stage_destroy(kr_crop_stage **pcs)
+{
+    if (!pcs || !*pcs)
+        return;
+    kr_crop_stage *cs = *pcs;
+    kr_model_stage_destroy(&cs->stage); /* its thread stops before the buffers go */
+    disconnect(cs);
     free(cs);
     *pcs = NULL;
 }
@@ -118,13 +127,14 @@ keyer_status kr_crop_stage_connect(kr_crop_stage *cs, const kr_crop_stage_run_pa
                                    keyer_error *err)
 {
     const char *what = cs->p.what;
-    if (cs->rounds || run->batch < 1 || run->run_cap < run->batch ||
+    if (run->batch < 1 || run->run_cap < run->batch ||
         run->run_cap > 1 << KR_MAX_BATCH_LOG2 || run->out_cap < run->batch ||
         run->crop_cap < 1 || run->out_floats < 1)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "%sconnected with batch %d, %d crops per run, %d per pass, %d "
-                               "output places (or connected twice)", what, run->batch,
-                               run->run_cap, run->crop_cap, run->out_cap);
+                               "output places", what, run->batch, run->run_cap, run->crop_cap,
+                               run->out_cap);
+    disconnect(cs); /* connected again (the session's start again after a failure): anew */
     cs->next = run->next;
     cs->dev = run->dev;
     cs->ordinal = run->ordinal;

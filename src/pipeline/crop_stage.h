@@ -92,7 +92,8 @@ keyer_status kr_crop_stage_create(const kr_crop_stage_params *params, kr_crop_st
 void kr_crop_stage_destroy(kr_crop_stage **cs);
 
 /**
- * Connects it (call once, after the model stage is opened, before it starts): makes the rounds
+ * Connects it (after the model stage is opened, before it starts; again: what the last connect
+ * made is freed first): makes the rounds
  * (kr_rounds_create with the rounds' ops), the preparation (the crops' size, @c fit, rgb in
  * [0, 1]; on the model stage's stream with @c dev) and the buffers. Errors (prefixed with
  * the stage's @c what): INVALID_ARGUMENT (caps), OUT_OF_MEMORY, DEVICE.
