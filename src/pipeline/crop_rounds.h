@@ -1,6 +1,7 @@
 /*
  * Rounds of a cropping model stage (internal, prefix kr_rounds_): the machinery that the face
- * mesh (mesh.c) and the pose stage (pose_stage.c) share, written once.
+ * mesh (mesh.c), the pose stage (pose_stage.c) and the people stage (people_stage.c) share,
+ * written once; the cropping stage object (crop_stage.h) owns them with the model stage.
  *
  * Both run a landmark model on crops cut from the frames of a batch's items, across streams,
  * and a stream's frames depend on each other (tracking: a frame's crops come from the previous
