@@ -139,3 +139,26 @@ gboolean kg_cuda_propose_allocation(kg_cuda *c, GstCaps *caps, gboolean need_poo
     gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, NULL);
     return TRUE;
 }
+
+kg_cuda *kg_cuda_open(GstElement *element, GstDebugCategory *cat, gboolean cpu, int ordinal)
+{
+    if (cpu)
+        return NULL;
+    char why[256] = "";
+    kg_cuda *c = kg_cuda_create(ordinal, why, sizeof(why));
+    if (!c)
+        GST_CAT_INFO_OBJECT(cat, element, "no CUDA memory: %s", why);
+    return c;
+}
+
+gboolean kg_cuda_propose_or_parent(kg_cuda *c, GstBaseTransformClass *parent,
+                                   GstBaseTransform *trans, GstQuery *decide_query,
+                                   GstQuery *query)
+{
+    GstCaps *caps = NULL;
+    gboolean need_pool = FALSE;
+    gst_query_parse_allocation(query, &caps, &need_pool);
+    if (!caps || !kg_caps_are_cuda(caps) || !c)
+        return parent->propose_allocation(trans, decide_query, query);
+    return kg_cuda_propose_allocation(c, caps, need_pool, query);
+}

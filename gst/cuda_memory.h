@@ -15,6 +15,7 @@
 #ifndef KEYER_GST_CUDA_MEMORY_H
 #define KEYER_GST_CUDA_MEMORY_H
 
+#include <gst/base/gstbasetransform.h>
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
@@ -79,6 +80,22 @@ GstBufferPool *kg_cuda_pool_new(kg_cuda *c, GstCaps *caps, guint size, guint min
  */
 gboolean kg_cuda_propose_allocation(kg_cuda *c, GstCaps *caps, gboolean need_pool,
                                     GstQuery *query);
+
+/**
+ * For an element's change to READY: keyer's context on CUDA device @p ordinal
+ * (kg_cuda_create()) unless @p cpu (the element computes on the CPU). NULL without one, the
+ * reason logged at INFO for @p element in @p cat. Free with kg_cuda_destroy().
+ */
+kg_cuda *kg_cuda_open(GstElement *element, GstDebugCategory *cat, gboolean cpu, int ordinal);
+
+/**
+ * An element's propose_allocation: CUDA memory caps with @p c (not NULL) get
+ * kg_cuda_propose_allocation(), anything else @p parent's propose_allocation (the element's
+ * parent class).
+ */
+gboolean kg_cuda_propose_or_parent(kg_cuda *c, GstBaseTransformClass *parent,
+                                   GstBaseTransform *trans, GstQuery *decide_query,
+                                   GstQuery *query);
 
 G_END_DECLS
 #endif

@@ -37,6 +37,7 @@
 #include "keyer/overlay.h"
 #include "keyer/pose.h"
 #include "detect_session.h"
+#include "gst_log.h"
 #include "video_frames.h"
 #ifdef KEYER_GST_CUDA
 #include "cuda_memory.h"
@@ -247,11 +248,7 @@ static void gst_keyer_detect_get_property(GObject *object, guint id, GValue *val
 static void log_to_gst(void *opaque, keyer_log_level level, const char *message)
 {
     GstKeyerDetect *self = opaque;
-    GstDebugLevel l = level <= KEYER_LOG_ERROR     ? GST_LEVEL_ERROR
-                      : level == KEYER_LOG_WARNING ? GST_LEVEL_WARNING
-                      : level == KEYER_LOG_INFO    ? GST_LEVEL_INFO
-                                                   : GST_LEVEL_DEBUG;
-    GST_CAT_LEVEL_LOG(keyer_detect_debug, l, self, "%s", message);
+    GST_CAT_LEVEL_LOG(keyer_detect_debug, kg_gst_level(level), self, "%s", message);
 }
 
 /* Whether the faces are found by a keyer session: faces without pose (as `keyer --detect
@@ -292,11 +289,7 @@ static gboolean gst_keyer_detect_start(GstBaseTransform *trans)
         return FALSE;
     }
     if (wants_session(self, faces_on, pose, device)) {
-        GstDebugLevel threshold = gst_debug_category_get_threshold(keyer_detect_debug);
-        self->logger.level = threshold >= GST_LEVEL_DEBUG     ? KEYER_LOG_DEBUG
-                             : threshold >= GST_LEVEL_INFO    ? KEYER_LOG_INFO
-                             : threshold >= GST_LEVEL_WARNING ? KEYER_LOG_WARNING
-                                                              : KEYER_LOG_ERROR;
+        self->logger.level = kg_keyer_level(keyer_detect_debug);
         kg_detect_session_params dp = {(keyer_device_kind)device,
                                        cuda_device,
                                        full,
@@ -651,13 +644,9 @@ static gboolean gst_keyer_detect_propose_allocation(GstBaseTransform *trans,
                                                     GstQuery *decide_query, GstQuery *query)
 {
     GstKeyerDetect *self = (GstKeyerDetect *)trans;
-    GstCaps *caps = NULL;
-    gboolean need_pool = FALSE;
-    gst_query_parse_allocation(query, &caps, &need_pool);
-    if (!caps || !kg_caps_are_cuda(caps) || !self->cuda)
-        return GST_BASE_TRANSFORM_CLASS(gst_keyer_detect_parent_class)
-            ->propose_allocation(trans, decide_query, query);
-    return kg_cuda_propose_allocation(self->cuda, caps, need_pool, query);
+    return kg_cuda_propose_or_parent(
+        self->cuda, GST_BASE_TRANSFORM_CLASS(gst_keyer_detect_parent_class), trans,
+        decide_query, query);
 }
 
 /* The context exists from READY on (the neighbours opening in NULL->READY ask for it), when
@@ -670,12 +659,8 @@ static GstStateChangeReturn gst_keyer_detect_change_state(GstElement *element,
         GST_OBJECT_LOCK(self);
         gint device = self->device, ordinal = self->cuda_device;
         GST_OBJECT_UNLOCK(self);
-        if (device != KEYER_DEVICE_CPU) {
-            char why[256] = "";
-            self->cuda = kg_cuda_create(ordinal, why, sizeof(why));
-            if (!self->cuda)
-                GST_INFO_OBJECT(self, "no CUDA memory: %s", why);
-        }
+        self->cuda = kg_cuda_open(element, keyer_detect_debug, device == KEYER_DEVICE_CPU,
+                                  ordinal);
     }
     GstStateChangeReturn ret =
         GST_ELEMENT_CLASS(gst_keyer_detect_parent_class)->change_state(element, transition);

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "keyer/pipeline.h"
+#include "gst_log.h"
 #include "option_props.h"
 #include "session_group.h"
 #include "video_frames.h"
@@ -214,11 +215,7 @@ static void gst_keyer_get_property(GObject *object, guint id, GValue *value, GPa
 static void log_to_gst(void *opaque, keyer_log_level level, const char *message)
 {
     GstKeyer *self = opaque;
-    GstDebugLevel l = level <= KEYER_LOG_ERROR     ? GST_LEVEL_ERROR
-                      : level == KEYER_LOG_WARNING ? GST_LEVEL_WARNING
-                      : level == KEYER_LOG_INFO    ? GST_LEVEL_INFO
-                                                   : GST_LEVEL_DEBUG;
-    GST_CAT_LEVEL_LOG(keyer_debug, l, self, "%s", message);
+    GST_CAT_LEVEL_LOG(keyer_debug, kg_gst_level(level), self, "%s", message);
 }
 
 /* ---- the session ------------------------------------------------------------------------ */
@@ -236,11 +233,7 @@ static gboolean session_create(GstKeyer *self)
     GST_OBJECT_UNLOCK(self);
     sp.model = model;
     sp.background = background;
-    GstDebugLevel threshold = gst_debug_category_get_threshold(keyer_debug);
-    self->logger.level = threshold >= GST_LEVEL_DEBUG     ? KEYER_LOG_DEBUG
-                         : threshold >= GST_LEVEL_INFO    ? KEYER_LOG_INFO
-                         : threshold >= GST_LEVEL_WARNING ? KEYER_LOG_WARNING
-                                                          : KEYER_LOG_ERROR;
+    self->logger.level = kg_keyer_level(keyer_debug);
     sp.logger = &self->logger;
     keyer_status st = KEYER_OK;
     keyer_session *session = NULL;
@@ -969,13 +962,8 @@ static gboolean gst_keyer_propose_allocation(GstBaseTransform *trans, GstQuery *
                                              GstQuery *query)
 {
     GstKeyer *self = (GstKeyer *)trans;
-    GstCaps *caps = NULL;
-    gboolean need_pool = FALSE;
-    gst_query_parse_allocation(query, &caps, &need_pool);
-    if (!caps || !kg_caps_are_cuda(caps) || !self->cuda)
-        return GST_BASE_TRANSFORM_CLASS(gst_keyer_parent_class)
-            ->propose_allocation(trans, decide_query, query);
-    return kg_cuda_propose_allocation(self->cuda, caps, need_pool, query);
+    return kg_cuda_propose_or_parent(self->cuda, GST_BASE_TRANSFORM_CLASS(gst_keyer_parent_class),
+                                     trans, decide_query, query);
 }
 
 /* keyer's CUDA context exists from READY on, so that the neighbours opening in NULL->READY
@@ -988,12 +976,7 @@ static GstStateChangeReturn gst_keyer_change_state(GstElement *element, GstState
         keyer_device_kind device = self->params.device;
         int ordinal = self->params.cuda_device;
         GST_OBJECT_UNLOCK(self);
-        if (device != KEYER_DEVICE_CPU) {
-            char why[256] = "";
-            self->cuda = kg_cuda_create(ordinal, why, sizeof(why));
-            if (!self->cuda)
-                GST_INFO_OBJECT(self, "no CUDA memory: %s", why);
-        }
+        self->cuda = kg_cuda_open(element, keyer_debug, device == KEYER_DEVICE_CPU, ordinal);
         self->cuda_tried = TRUE;
     }
     GstStateChangeReturn ret =

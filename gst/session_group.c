@@ -4,6 +4,8 @@
 #include <gst/gst.h>
 #include <string.h>
 
+#include "gst_log.h"
+
 GST_DEBUG_CATEGORY_STATIC(group_debug);
 #define GST_CAT_DEFAULT group_debug
 
@@ -23,11 +25,8 @@ static GHashTable *table;
 static void log_to_gst(void *opaque, keyer_log_level level, const char *message)
 {
     const kg_group *g = opaque;
-    GstDebugLevel l = level <= KEYER_LOG_ERROR     ? GST_LEVEL_ERROR
-                      : level == KEYER_LOG_WARNING ? GST_LEVEL_WARNING
-                      : level == KEYER_LOG_INFO    ? GST_LEVEL_INFO
-                                                   : GST_LEVEL_DEBUG;
-    GST_CAT_LEVEL_LOG(group_debug, l, NULL, "session-group %s: %s", g->name, message);
+    GST_CAT_LEVEL_LOG(group_debug, kg_gst_level(level), NULL, "session-group %s: %s", g->name,
+                      message);
 }
 
 static gboolean skipped(const char *const *skip, const char *name)

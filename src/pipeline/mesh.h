@@ -8,7 +8,8 @@
  * keyer_faces_run() would detect), the acceptance of faces and the ids are those of
  * keyer_faces_run(). A stream's frames depend on each other (tracking), so a batch is run in
  * rounds of at most one frame per stream (the rounds, the retry on the CPU and the passes'
- * runs are crop_rounds.h's, shared with the pose stage); each round runs the tracked crops of
+ * runs are crop_rounds.h's, the model stage, crops and buffers crop_stage.h's, shared with
+ * the pose and people stages); each round runs the tracked crops of
  * all its frames, then the detections' crops. The crops are made by keyer_prepare from the
  * frames where they are (render's CUDA prepare kernel for CUDA items: a batch of rotated
  * regions, bilinear or area-averaged as on the CPU, straight into the runtime's input); on

@@ -9,7 +9,8 @@
  * (vision/people_steps.h), so that the detection (the item's detections and the keyer's
  * tiles), tracking, crops, masks and their smoothing are those of keyer_people_run(). A
  * stream's frames depend on each other (tracking), so a batch runs in rounds of at most one
- * frame per stream (crop_rounds.h, shared with the face mesh and the pose stage); each round
+ * frame per stream (crop_rounds.h; the model stage, crops and buffers crop_stage.h's, shared
+ * with the face mesh and the pose stage); each round
  * runs every person's crop of its frames in one pass, then the crops that lost their person
  * again from their detections, then each frame's mask (keyer_people_mask) goes into its item.
  *

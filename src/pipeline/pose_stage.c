@@ -7,7 +7,7 @@
 
 #include "keyer/alloc.h"
 #include "keyer/registry.h"
-#include "pipeline/crop_rounds.h"
+#include "pipeline/crop_stage.h"
 #include "vision/pose_heatmap.h"
 #include "vision/pose_steps.h"
 
@@ -21,25 +21,13 @@ static const char *const model_names[] = {"pose-lite", "pose-full", "pose-heavy"
 
 struct kr_pose_stage {
     kr_pose_stage_params p;
-    keyer_precision cuda_precision;
     kr_pose_shape shape;
     int out_points, out_flag, out_world, out_heat; /* output indices */
-    kr_model_stage *stage;
-    kr_rounds *rounds;            /* the rounds and passes (crop_rounds.h) */
-    kr_queue *next;               /* NULL: the stream's reorder buffer */
+    kr_crop_stage *cs;            /* model stage, rounds, crops, buffers (crop_stage.h): its
+                                   * out and dev_out hold batch x GATHERED floats, the CUDA
+                                   * runs' gathered outputs (host, page-locked; device) */
     keyer_pose **trackers;        /* per stream id, made at the stream's first frame */
-    keyer_prepare *prep;          /* crops into a runtime's input (host or CUDA frames) */
-    const kr_device_fns *dev;     /* CUDA table, or NULL */
-    int ordinal;
-    float *dev_crops;             /* hybrid: the crops on the device before they come down */
-    float *dev_out;               /* batch x GATHERED: the CUDA runs' gathered outputs */
-    float *run_out;               /* batch x GATHERED: the same on the host (page-locked) */
-    int run_out_pinned;           /* run_out came from dev->host_alloc */
     int batch;                    /* items per batch, crops per run at most */
-    const keyer_frame **frames;   /* batch: one run's frames */
-    keyer_roi *run_rois;          /* batch */
-    keyer_prepare_geometry *run_geo; /* batch: a host run's crops */
-    keyer_prepare_geometry *geo;  /* batch: the deferred CUDA crops, by host place */
     kr_item *const *round;        /* the round being run (the rounds' array) */
     keyer_pose **round_tr;        /* batch: its trackers (NULL: not run) */
     int *state;                   /* batch: PS_* per round position */
@@ -70,68 +58,46 @@ static keyer_status take_deferred(void *opaque, const int *ord, int n, keyer_err
 {
     (void)err;
     kr_pose_stage *ps = opaque;
+    const kr_crop_buffers *b = kr_crop_stage_buffers(ps->cs);
     for (int c = 0; c < n; c++) {
-        const float *g = ps->run_out + (size_t)c * GATHERED;
+        const float *g = b->out + (size_t)c * GATHERED;
         kr_pose_outputs o = {g, g[POINTS * 5], g + POINTS * 5 + 1, NULL, NULL};
-        take(ps, ps->pos[ord[c]], &o, &ps->geo[c]);
+        take(ps, ps->pos[ord[c]], &o, &b->out_geo[c]);
     }
     return KEYER_OK;
 }
 
-/* Runs the pass's crops ord[0 .. n) (kr_crops_ops::chunk) through the runtime of batch 2^lg. */
+/* Runs the pass's crops ord[0 .. n) (kr_crops_ops::chunk) through the runtime of batch 2^lg
+ * (deferred: the landmarks refined on the device and gathered, only they come down, to host
+ * places at .. at + n, read by take_deferred after the pass's one wait). */
 static keyer_status run_chunk(void *opaque, const int *ord, int n, int lg, int cuda,
                               int deferred, int at, keyer_error *err)
 {
     kr_pose_stage *ps = opaque;
-    kr_model_stage *ms = ps->stage;
-    void *stream = kr_model_stage_stream(ms);
+    const kr_crop_buffers *b = kr_crop_stage_buffers(ps->cs);
+    for (int c = 0; c < n; c++) {
+        b->frames[c] = ps->round[ps->pos[ord[c]]]->src;
+        b->rois[c] = ps->rois[ps->pos[ord[c]]];
+    }
     keyer_runtime *rt = NULL;
-    keyer_status st = kr_model_stage_runtime(ms, deferred, lg, &rt, err);
+    keyer_status st = kr_crop_stage_run(ps->cs, n, lg, cuda, deferred, at, &rt, err);
     if (st)
         return st;
     int side = ps->shape.width;
-    size_t in_bytes = ((size_t)1 << lg) * (size_t)side * (size_t)side * 3 * sizeof(float);
-    if (keyer_runtime_input_bytes(rt, 0) != in_bytes)
-        return keyer_error_set(err, KEYER_STATUS_INTERNAL,
-                               "pose landmarks: the runtime of batch %d takes %zu input bytes, "
-                               "not %zu", 1 << lg, keyer_runtime_input_bytes(rt, 0), in_bytes);
-    for (int c = 0; c < n; c++) {
-        ps->frames[c] = ps->round[ps->pos[ord[c]]]->src;
-        ps->run_rois[c] = ps->rois[ps->pos[ord[c]]];
-    }
     if (deferred) {
-        /* crops straight into the runtime's input (its padding keeps what it held: those
-         * outputs are not read); the landmarks refined on the device and gathered: only they
-         * come down, to their host places, read after the pass's one wait */
-        float *dst = ps->dev_out + (size_t)at * GATHERED;
-        if ((st = keyer_prepare_run(ps->prep, ps->frames, ps->run_rois, n,
-                                    keyer_runtime_input_data(rt, 0), ps->geo + at, err)) ||
-            (st = keyer_runtime_run(rt, err)) ||
-            (st = kr_pose_gather_cuda(ps->ordinal, dst,
+        float *dst = b->dev_out + (size_t)at * GATHERED;
+        if ((st = kr_pose_gather_cuda(kr_crop_stage_ordinal(ps->cs), dst,
                                       keyer_runtime_output_data(rt, ps->out_points),
                                       keyer_runtime_output_data(rt, ps->out_flag),
                                       keyer_runtime_output_data(rt, ps->out_world),
                                       keyer_runtime_output_data(rt, ps->out_heat), n, POINTS,
-                                      ps->shape.heat_w, ps->shape.heat_h, side, side,
-                                      1, stream, err)))
+                                      ps->shape.heat_w, ps->shape.heat_h, side, side, 1,
+                                      kr_model_stage_stream(kr_crop_stage_model(ps->cs)),
+                                      err)))
             return st;
-        return ps->dev->copy(ps->ordinal, ps->run_out + (size_t)at * GATHERED, dst,
-                             (size_t)n * GATHERED * sizeof(float), stream, err);
+        return kr_crop_stage_copy(ps->cs, b->out + (size_t)at * GATHERED, dst,
+                                  (size_t)n * GATHERED * sizeof(float), err);
     }
-    if (cuda) {
-        /* CUDA items, CPU model: cropped on the GPU, the crops come down */
-        if ((st = keyer_prepare_run(ps->prep, ps->frames, ps->run_rois, n, ps->dev_crops,
-                                    ps->run_geo, err)) ||
-            (st = ps->dev->copy(ps->ordinal, keyer_runtime_input_data(rt, 0), ps->dev_crops,
-                                in_bytes, stream, err)) ||
-            (st = ps->dev->stream_sync(ps->ordinal, stream, err)))
-            return st;
-    } else if ((st = keyer_prepare_run(ps->prep, ps->frames, ps->run_rois, n,
-                                       keyer_runtime_input_data(rt, 0), ps->run_geo, err))) {
-        return st;
-    }
-    if ((st = keyer_runtime_run(rt, err)))
-        return st;
     const float *pts = keyer_runtime_output_data(rt, ps->out_points);
     const float *flag = keyer_runtime_output_data(rt, ps->out_flag);
     const float *world = keyer_runtime_output_data(rt, ps->out_world);
@@ -142,7 +108,7 @@ static keyer_status run_chunk(void *opaque, const int *ord, int n, int lg, int c
     for (int c = 0; c < n; c++) {
         kr_pose_outputs o = {pts + (size_t)c * POINTS * 5, flag[c],
                              world + (size_t)c * POINTS * 3, heat + (size_t)c * heat_n, NULL};
-        take(ps, ps->pos[ord[c]], &o, &ps->run_geo[c]);
+        take(ps, ps->pos[ord[c]], &o, &b->geo[c]);
     }
     return KEYER_OK;
 }
@@ -160,7 +126,8 @@ static keyer_status run_pass(kr_pose_stage *ps, kr_model_stage *ms, int k, int w
             ps->pass_cuda[n] = ps->round[j]->on_cuda;
             n++;
         }
-    return kr_rounds_crops(ps->rounds, ms, ps->pass_cuda, n, &pose_crops, ps, err);
+    return kr_rounds_crops(kr_crop_stage_rounds(ps->cs), ms, ps->pass_cuda, n, &pose_crops, ps,
+                           err);
 }
 
 /* ---- rounds ------------------------------------------------------------------------------- */
@@ -228,32 +195,19 @@ static void reset_tracker(void *state)
 static const kr_rounds_ops pose_rounds = {"pose", clear_item, tracker, round_steps,
                                           reset_tracker};
 
-/* The batch in rounds of at most one frame per stream, each stream's frames in order. */
-static void run_batch(void *opaque, kr_model_stage *ms, kr_item **items, int n)
-{
-    kr_rounds_run_batch(((kr_pose_stage *)opaque)->rounds, ms, items, n);
-}
-
-/* On to the next model stage, or to the writer, which restores the order. */
-static int forward(void *opaque, kr_item *it)
-{
-    return kr_model_stage_pass_on(((kr_pose_stage *)opaque)->next, it);
-}
-
-/* The crops are made by the batch op: no per-item input, no per-run outputs callbacks. */
-static const kr_model_stage_ops pose_ops = {NULL, NULL, NULL, forward, run_batch};
-
 /* ---- set-up ------------------------------------------------------------------------------- */
 
 /* Checks the model's input and finds its outputs as keyer_pose_create() does. */
-static keyer_status check_model(kr_pose_stage *ps, keyer_model *model, const char *path,
-                                keyer_error *err)
+static keyer_status check_model(void *opaque, keyer_model *model, const char *path,
+                                int *width, int *height, keyer_error *err)
 {
+    kr_pose_stage *ps = opaque;
     int side = 0;
     keyer_status st = kr_model_stage_square_image(model, "pose landmarks", path, &side, err);
     if (st)
         return st;
     ps->shape.width = ps->shape.height = side;
+    *width = *height = side;
     ps->out_points = ps->out_flag = ps->out_world = ps->out_heat = -1;
     int out_seg = -1;
     for (int i = 0; i < keyer_model_output_count(model); i++) {
@@ -307,42 +261,25 @@ keyer_status kr_pose_stage_create(const kr_pose_stage_params *p, kr_pose_stage *
     }
     ps->p = *p;
     const char *name = model_names[p->model];
-    ps->cuda_precision = keyer_registry_precision(keyer_registry_find(name), p->precision, 1);
-    char path[4096];
-    keyer_model *model = NULL;
-    keyer_status st = keyer_registry_resolve(name, path, sizeof(path), err);
-    if (!st)
-        st = keyer_model_load_file(path, &model, err);
-    if (st) {
-        keyer_error_prefix(err, "pose landmarks: ");
-        goto fail;
-    }
-    if ((st = check_model(ps, model, path, err)))
-        goto fail;
-    kr_model_stage_params mp = {
+    kr_crop_stage_params cp = {
         .name = "pose",
-        .model_name = name,
         .what = "pose landmarks: ",
-        /* slot -1: no input made by prepare (the batch op crops the bodies) */
-        .input = {.slot = -1, .width = ps->shape.width, .height = ps->shape.height,
-                  .scale = 1.0f, .what = "pose landmarks: "},
+        .model_name = name,
+        .cuda_precision = keyer_registry_precision(keyer_registry_find(name), p->precision, 1),
         .ctx = p->ctx,
         .stats = p->stats,
-        .counters = NULL,
         .threads = p->threads,
-        .fail_cuda_at = -1,
-        .cuda_precision = ps->cuda_precision,
-        .ops = &pose_ops,
+        .check_model = check_model,
+        .rounds = &pose_rounds,
         .opaque = ps,
     };
-    if ((st = kr_model_stage_create(&mp, &model, &ps->stage, err)))
-        goto fail;
+    keyer_status st = kr_crop_stage_create(&cp, &ps->cs, err);
+    if (st) {
+        kr_pose_stage_destroy(&ps);
+        return st;
+    }
     *out = ps;
     return KEYER_OK;
-fail:
-    keyer_model_destroy(&model);
-    kr_pose_stage_destroy(&ps);
-    return st;
 }
 
 void kr_pose_stage_destroy(kr_pose_stage **pps)
@@ -350,24 +287,10 @@ void kr_pose_stage_destroy(kr_pose_stage **pps)
     if (!pps || !*pps)
         return;
     kr_pose_stage *ps = *pps;
-    kr_model_stage_destroy(&ps->stage); /* its thread stops before the buffers go */
-    kr_rounds_destroy(&ps->rounds);
+    kr_crop_stage_destroy(&ps->cs); /* its thread stops before the buffers go */
     for (int i = 0; ps->trackers && i < ps->p.max_streams; i++)
         keyer_pose_destroy(&ps->trackers[i]);
     free(ps->trackers);
-    keyer_prepare_destroy(&ps->prep);
-    if (ps->dev) {
-        ps->dev->free(ps->ordinal, ps->dev_crops);
-        ps->dev->free(ps->ordinal, ps->dev_out);
-    }
-    if (ps->run_out_pinned)
-        ps->dev->host_free(ps->ordinal, ps->run_out);
-    else
-        free(ps->run_out);
-    free(ps->frames);
-    free(ps->run_rois);
-    free(ps->run_geo);
-    free(ps->geo);
     free(ps->round_tr);
     free(ps->state);
     free(ps->rois);
@@ -379,12 +302,12 @@ void kr_pose_stage_destroy(kr_pose_stage **pps)
 
 kr_model_stage *kr_pose_stage_model(kr_pose_stage *ps)
 {
-    return ps->stage;
+    return kr_crop_stage_model(ps->cs);
 }
 
 const kr_rounds *kr_pose_stage_rounds(const kr_pose_stage *ps)
 {
-    return ps->rounds;
+    return kr_crop_stage_rounds(ps->cs);
 }
 
 const char *kr_pose_stage_name(const kr_pose_stage *ps)
@@ -395,57 +318,28 @@ const char *kr_pose_stage_name(const kr_pose_stage *ps)
 keyer_status kr_pose_stage_connect(kr_pose_stage *ps, kr_queue *next, const kr_device_fns *dev,
                                    int ordinal, int hybrid, int batch, keyer_error *err)
 {
-    ps->next = next;
-    ps->dev = dev;
-    ps->ordinal = ordinal;
     ps->batch = batch < 1 ? 1 : batch;
     size_t b = (size_t)ps->batch;
-    keyer_status st;
-    if (dev && dev->host_alloc) {
-        /* page-locked: the gathered outputs come down without the host waiting per run */
-        if ((st = dev->host_alloc(ordinal, b * GATHERED * sizeof(float), (void **)&ps->run_out,
-                                  err)))
-            return keyer_error_prefix(err, "pose landmarks: ");
-        ps->run_out_pinned = 1;
-    } else {
-        ps->run_out = calloc(b * GATHERED, sizeof(float));
-    }
-    ps->frames = calloc(b, sizeof(*ps->frames));
-    ps->run_rois = calloc(b, sizeof(*ps->run_rois));
-    ps->run_geo = calloc(b, sizeof(*ps->run_geo));
-    ps->geo = calloc(b, sizeof(*ps->geo));
     ps->round_tr = calloc(b, sizeof(*ps->round_tr));
     ps->state = calloc(b, sizeof(int));
     ps->rois = calloc(b, sizeof(*ps->rois));
     ps->pos = calloc(b, sizeof(int));
     ps->pass_cuda = calloc(b, sizeof(int));
-    if (!ps->run_out || !ps->frames || !ps->run_rois || !ps->run_geo || !ps->geo ||
-        !ps->round_tr || !ps->state || !ps->rois || !ps->pos || !ps->pass_cuda)
+    if (!ps->round_tr || !ps->state || !ps->rois || !ps->pos || !ps->pass_cuda)
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "pose landmarks: out of memory");
     /* a round has one frame per stream: a pass at most one crop per item of the batch */
-    if ((st = kr_rounds_create(&pose_rounds, ps, ps->batch, ps->batch, ps->batch, &ps->rounds,
-                               err)))
-        return keyer_error_prefix(err, "pose landmarks: ");
-    /* keyer_pose_run's crops: letterboxed, rgb in [0, 1] */
-    keyer_prepare_params pp = keyer_prepare_params_defaults();
-    pp.width = ps->shape.width;
-    pp.height = ps->shape.height;
-    pp.max_batch = ps->batch;
-    pp.fit = KEYER_FIT_LETTERBOX;
-    pp.scale = 1.0f;
-    pp.offset = 0.0f;
-    pp.threads = ps->p.threads;
-    pp.stream = dev ? kr_model_stage_stream(ps->stage) : NULL;
-    st = keyer_prepare_create(&pp, &ps->prep, err);
-    if (st)
-        return keyer_error_prefix(err, "pose landmarks: ");
-    if (dev && (st = dev->alloc(ordinal, b * GATHERED * sizeof(float), (void **)&ps->dev_out,
-                                err)))
-        return keyer_error_prefix(err, "pose landmarks: ");
-    if (dev && hybrid &&
-        (st = dev->alloc(ordinal, b * (size_t)ps->shape.width * (size_t)ps->shape.height * 3 *
-                                      sizeof(float),
-                         (void **)&ps->dev_crops, err)))
-        return keyer_error_prefix(err, "pose landmarks: ");
-    return KEYER_OK;
+    kr_crop_stage_run_params run = {
+        .next = next,
+        .dev = dev,
+        .ordinal = ordinal,
+        .hybrid = hybrid,
+        .batch = ps->batch,
+        .crop_cap = ps->batch,
+        .out_cap = ps->batch,
+        .run_cap = ps->batch,
+        .fit = KEYER_FIT_LETTERBOX, /* keyer_pose_run's crops: letterboxed, rgb in [0, 1] */
+        .out_floats = b * GATHERED,
+        .dev_floats = b * GATHERED, /* the gathered outputs on the device */
+    };
+    return kr_crop_stage_connect(ps->cs, &run, err);
 }

@@ -8,7 +8,8 @@
  * letterboxed), the crops tracked from the previous frame's auxiliary landmarks, the heatmap
  * refinement and the results are those of keyer_pose_run(). A stream's frames depend on each
  * other (tracking), so a batch is run in rounds of at most one frame per stream (the rounds,
- * the retry on the CPU and the passes' runs are crop_rounds.h's, shared with the face mesh);
+ * the retry on the CPU and the passes' runs are crop_rounds.h's, the model stage, crops and
+ * buffers crop_stage.h's, shared with the face mesh and the people stage);
  * each round runs as few passes as its frames allow: the seeding crops and the tracked crops
  * together, then the final crops of the frames just seeded (a frame is tracked, or seeded
  * and found empty, in one pass; only a frame seeded with a person takes two). The crops are

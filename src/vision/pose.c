@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "vision/pose_heatmap.h"
+#include "vision/pose_heatmap_math.h"
 #include "vision/pose_steps.h"
 #include "vision/vmodel.h"
 
@@ -61,17 +62,6 @@ keyer_pose_params keyer_pose_params_defaults(void)
     p.segmentation = 1;
     p.seed_from_face = 1;
     return p;
-}
-
-static float sigmoidf(float x)
-{
-    if (!(x == x))
-        return 0.0f;
-    if (x < -80.0f)
-        return 0.0f;
-    if (x > 80.0f)
-        return 1.0f;
-    return 1.0f / (1.0f + expf(-x));
 }
 
 static keyer_status check_params(const keyer_pose_params *p, keyer_error *err)
@@ -242,8 +232,8 @@ static float decode_pass(keyer_pose *pose, const kr_pose_outputs *o,
             kr_pose_heatmap_refine(o->heat, pose->heat_w, pose->heat_h, MODEL_POINTS, i, &xn, &yn);
         kr_geo_apply(geo, xn * tw, yn * th, &pose->pts[i][0], &pose->pts[i][1]);
         pose->pts[i][2] = v[2] * zscale;
-        pose->pts[i][3] = sigmoidf(v[3]);
-        pose->pts[i][4] = sigmoidf(v[4]);
+        pose->pts[i][3] = kr_pose_sigmoid(v[3]);
+        pose->pts[i][4] = kr_pose_sigmoid(v[4]);
         for (int c = 0; c < 3; c++)
             if (!isfinite(pose->pts[i][c]))
                 presence = 0.0f; /* a model producing NaN has found nothing */
@@ -315,7 +305,7 @@ static void keep_mask(keyer_pose *pose, const float *seg, const keyer_prepare_ge
         return;
     size_t n = (size_t)pose->seg_w * (size_t)pose->seg_h;
     for (size_t i = 0; i < n; i++)
-        pose->mask[i] = sigmoidf(seg[i]);
+        pose->mask[i] = kr_pose_sigmoid(seg[i]);
 }
 
 /* ---- the steps of keyer_pose_run (vision/pose_steps.h) --------------------------------- */

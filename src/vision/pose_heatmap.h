@@ -4,7 +4,8 @@
  * the confidence-weighted mean cell replaces the landmark when the best confidence in the
  * window is >= 0.5), on the CPU for keyer_pose_run() and on CUDA for the session's pose
  * stage, which refines a batch of crops on the device so that only the landmarks come to
- * the host. Each backend keeps its own expf, so the two agree within float rounding.
+ * the host. Both run the arithmetic of vision/pose_heatmap_math.h; each backend keeps its own
+ * expf, so the two agree within float rounding.
  */
 #ifndef KEYER_VISION_POSE_HEATMAP_H
 #define KEYER_VISION_POSE_HEATMAP_H
@@ -13,11 +14,9 @@
 
 #include "keyer/status.h"
 
-#define KR_POSE_HEATMAP_KERNEL 7
-#define KR_POSE_HEATMAP_MIN_CONFIDENCE 0.5f
-
 /** Refines landmark @p i of @p points (normalised tensor coordinates *@p xn, *@p yn) from
- *  @p heat (hh x hw x @p channels logits, host memory). Never fails. */
+ *  @p heat (hh x hw x @p channels logits, host memory) with kr_pose_heatmap_refine_at()
+ *  (vision/pose_heatmap_math.h, the device's code too). Never fails. */
 void kr_pose_heatmap_refine(const float *heat, int hw, int hh, int channels, int i, float *xn,
                             float *yn);
 

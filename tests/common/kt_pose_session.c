@@ -20,6 +20,7 @@
 #include "keyer/registry.h"
 #include "kt_pose_session.h"
 #include "vision/pose_steps.h"
+#include "kt_session.h"
 #include "testutil.h"
 
 static void record(ps_rec *r, int sid, int index, const keyer_pose_result *pose)
@@ -61,25 +62,13 @@ static keyer_session *ps_session(int device, int precision, int batch, int keyin
     memset(rec, 0, sizeof(*rec));
     rec->streams = streams;
     rec->frames = frames;
-    *lg = keyer_logger_default();
-    lg->level = KEYER_LOG_ERROR;
-    keyer_session_params sp = keyer_session_params_defaults();
-    sp.device = device;
-    sp.precision = precision;
-    sp.batch = batch;
-    sp.logger = lg;
-    sp.passthrough = !keying;
-    sp.composite.mode = KEYER_COMPOSITE_BLUR;
+    keyer_session_params sp = kt_session_params(device, precision, batch, keying, lg);
     sp.detect = KEYER_SESSION_DETECT_FACES_FULL;
     sp.pose = 1;
     sp.pose_model = model;
     sp.pose_fn = ps_pose;
     sp.pose_opaque = rec;
-    keyer_session *s = NULL;
-    keyer_error err = {0};
-    if (keyer_session_create(&sp, &s, &err))
-        fail_msg("session: %s", err.message);
-    return s;
+    return kt_session_create(&sp);
 }
 
 static void ps_check_report(keyer_session *s, int device, int frames)
@@ -113,16 +102,7 @@ void ps_run_files(const char *const *inputs, int n, int frames, int device, int 
 {
     keyer_logger lg;
     keyer_session *s = ps_session(device, precision, batch, keying, model, rec, n, frames, &lg);
-    keyer_error err = {0};
-    for (int i = 0; i < n; i++) {
-        keyer_file_stream_params fp = keyer_file_stream_params_defaults();
-        fp.input = inputs[i];
-        fp.output = NULL;
-        if (keyer_session_add_file(s, &fp, NULL, &err))
-            fail_msg("add %s: %s", inputs[i], err.message);
-    }
-    if (keyer_session_run(s, &err))
-        fail_msg("run: %s", err.message);
+    kt_session_run_files(s, inputs, n);
     ps_check_report(s, device, n * frames);
     keyer_session_destroy(&s);
     assert_int_equal(rec->out_of_order, 0);
@@ -134,37 +114,7 @@ void ps_run_pushed(keyer_frame *const *frames, int n, int nframes, const char *d
 {
     keyer_logger lg;
     keyer_session *s = ps_session(device, precision, 0, 0, model, rec, n, nframes, &lg);
-    keyer_error err = {0};
-    int ids[PS_STREAMS];
-    char out[PS_STREAMS][4096];
-    for (int i = 0; i < n; i++) {
-        const keyer_frame *f0 = frames[i * nframes];
-        keyer_stream_params stp = keyer_stream_params_defaults();
-        stp.width = f0->width;
-        stp.height = f0->height;
-        stp.format = f0->format;
-        stp.frame_rate = (keyer_rational){25, 1};
-        snprintf(out[i], sizeof(out[i]), "%s/ps_push%d.mp4", dir, i);
-        stp.output = out[i];
-        stp.writer.preset = "ultrafast";
-        if (keyer_session_open_stream(s, &stp, &ids[i], &err))
-            fail_msg("open stream %d: %s", i, err.message);
-    }
-    /* round robin over the streams, as cameras deliver */
-    for (int k = 0; k < nframes; k++)
-        for (int i = 0; i < n; i++) {
-            keyer_status st;
-            while ((st = keyer_session_send_frame(s, ids[i], frames[i * nframes + k], &err)) ==
-                   KEYER_STATUS_AGAIN) {
-                struct timespec ts = {0, 2000000};
-                nanosleep(&ts, NULL);
-            }
-            if (st)
-                fail_msg("send stream %d frame %d: %s", i, k, err.message);
-        }
-    for (int i = 0; i < n; i++)
-        if (keyer_session_close_stream(s, ids[i], &err))
-            fail_msg("close stream %d: %s", i, err.message);
+    kt_session_push_round_robin(s, frames, n, nframes, dir, "ps_push");
     ps_check_report(s, device, n * nframes);
     keyer_session_destroy(&s);
     assert_int_equal(rec->out_of_order, 0);

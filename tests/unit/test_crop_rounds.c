@@ -202,6 +202,29 @@ static void owner_reset(owner *o)
     errors_reported = 0;
 }
 
+/* A case's set-up: the owner reset, a stage of @p batch (make_stage's @p cuda, @p models_cuda)
+ * into *@p ms and rounds of that batch with @p crop_cap crops per pass and @p out_cap output
+ * places, which must be made. */
+static kr_rounds *case_start(kr_model_stage **ms, int batch, int cuda, int models_cuda,
+                             int crop_cap, int out_cap)
+{
+    owner_reset(&the_owner);
+    *ms = make_stage(batch, cuda, models_cuda);
+    kr_rounds *r = NULL;
+    keyer_error err = {0};
+    assert_int_equal(kr_rounds_create(&rounds_ops, &the_owner, batch, crop_cap, out_cap, &r,
+                                      &err),
+                     KEYER_OK);
+    return r;
+}
+
+/* A case's end: its rounds and stage freed. */
+static void case_end(kr_rounds **r, kr_model_stage **ms)
+{
+    kr_rounds_destroy(r);
+    kr_model_stage_destroy(ms);
+}
+
 /* ---- passes ----------------------------------------------------------------------------------- */
 
 static void expect_chunk(const call *c, int n, int lg, int cuda, int deferred, int at,
@@ -231,11 +254,9 @@ static void test_pass_cuda_padded_then_host(void **state)
 {
     (void)state;
     owner *o = &the_owner;
-    owner_reset(o);
-    kr_model_stage *ms = make_stage(8, 1, 1);
-    kr_rounds *r = NULL;
+    kr_model_stage *ms = NULL;
+    kr_rounds *r = case_start(&ms, 8, 1, 1, 64, 8);
     keyer_error err = {0};
-    assert_int_equal(kr_rounds_create(&rounds_ops, o, 8, 64, 8, &r, &err), KEYER_OK);
     /* crops 0, 2, 3, 5, 6 of CUDA items, 1 and 4 of host items */
     const int cuda[7] = {1, 0, 1, 1, 0, 1, 1};
     assert_int_equal(kr_rounds_crops(r, ms, cuda, 7, &crops_ops, o, &err), KEYER_OK);
@@ -264,20 +285,17 @@ static void test_pass_cuda_padded_then_host(void **state)
                      KEYER_STATUS_INTERNAL);
     kr_rounds_destroy(&r);
     assert_null(r);
-    kr_rounds_destroy(&r); /* NULL accepted */
-    kr_model_stage_destroy(&ms);
+    case_end(&r, &ms); /* NULL rounds accepted */
 }
 
 static void test_pass_output_places_full(void **state)
 {
     (void)state;
     owner *o = &the_owner;
-    owner_reset(o);
-    kr_model_stage *ms = make_stage(8, 1, 1);
-    kr_rounds *r = NULL;
-    keyer_error err = {0};
+    kr_model_stage *ms = NULL;
     /* batch 8, 8 output places: 20 CUDA crops run 8, 8 and 4 with a wait after each */
-    assert_int_equal(kr_rounds_create(&rounds_ops, o, 8, 64, 8, &r, &err), KEYER_OK);
+    kr_rounds *r = case_start(&ms, 8, 1, 1, 64, 8);
+    keyer_error err = {0};
     int cuda[20], ord[20];
     for (int i = 0; i < 20; i++)
         cuda[i] = 1, ord[i] = i;
@@ -289,10 +307,9 @@ static void test_pass_output_places_full(void **state)
     expect_take(&o->calls[3], 8, 2, ord + 8);
     expect_chunk(&o->calls[4], 4, 2, 1, 1, 0, ord + 16);
     expect_take(&o->calls[5], 4, 3, ord + 16);
-    kr_rounds_destroy(&r);
+    case_end(&r, &ms);
     /* 16 places: the first two runs share a wait */
-    owner_reset(o);
-    assert_int_equal(kr_rounds_create(&rounds_ops, o, 8, 64, 16, &r, &err), KEYER_OK);
+    r = case_start(&ms, 8, 1, 1, 64, 16);
     assert_int_equal(kr_rounds_crops(r, ms, cuda, 20, &crops_ops, o, &err), KEYER_OK);
     assert_int_equal(o->ncalls, 5);
     expect_chunk(&o->calls[0], 8, 3, 1, 1, 0, ord);
@@ -300,10 +317,9 @@ static void test_pass_output_places_full(void **state)
     expect_take(&o->calls[2], 16, 1, ord);
     expect_chunk(&o->calls[3], 4, 2, 1, 1, 0, ord + 16);
     expect_take(&o->calls[4], 4, 2, ord + 16);
-    kr_rounds_destroy(&r);
+    case_end(&r, &ms);
     /* batch 6: the largest runtime is 4 (powers of two), 7 crops run 4 and 4 (1 padding) */
-    owner_reset(o);
-    assert_int_equal(kr_rounds_create(&rounds_ops, o, 6, 64, 6, &r, &err), KEYER_OK);
+    r = case_start(&ms, 6, 1, 1, 64, 6);
     assert_int_equal(kr_rounds_crops(r, ms, cuda, 7, &crops_ops, o, &err), KEYER_OK);
     assert_int_equal(o->ncalls, 4);
     expect_chunk(&o->calls[0], 4, 2, 1, 1, 0, ord);
@@ -315,20 +331,17 @@ static void test_pass_output_places_full(void **state)
     assert_int_equal(kr_rounds_create(&rounds_ops, o, 8, 64, 4, &bad, &err),
                      KEYER_STATUS_INVALID_ARGUMENT);
     assert_null(bad);
-    kr_rounds_destroy(&r);
-    kr_model_stage_destroy(&ms);
+    case_end(&r, &ms);
 }
 
 static void test_pass_cpu_runtimes_and_errors(void **state)
 {
     (void)state;
     owner *o = &the_owner;
-    owner_reset(o);
     /* CUDA items, CPU runtimes (hybrid): exact powers of two, no wait of the host here */
-    kr_model_stage *ms = make_stage(8, 1, 0);
-    kr_rounds *r = NULL;
+    kr_model_stage *ms = NULL;
+    kr_rounds *r = case_start(&ms, 8, 1, 0, 64, 8);
     keyer_error err = {0};
-    assert_int_equal(kr_rounds_create(&rounds_ops, o, 8, 64, 8, &r, &err), KEYER_OK);
     const int cuda[7] = {1, 1, 1, 1, 1, 1, 1}, ord[7] = {0, 1, 2, 3, 4, 5, 6};
     assert_int_equal(kr_rounds_crops(r, ms, cuda, 7, &crops_ops, o, &err), KEYER_OK);
     assert_int_equal(o->ncalls, 3);
@@ -336,31 +349,24 @@ static void test_pass_cpu_runtimes_and_errors(void **state)
     expect_chunk(&o->calls[1], 2, 1, 1, 0, 0, ord + 4);
     expect_chunk(&o->calls[2], 1, 0, 1, 0, 0, ord + 6);
     assert_int_equal(waits, 0);
-    kr_rounds_destroy(&r);
-    kr_model_stage_destroy(&ms);
+    case_end(&r, &ms);
     /* a failing chunk stops the pass with its error */
-    owner_reset(o);
-    ms = make_stage(2, 0, 0);
-    assert_int_equal(kr_rounds_create(&rounds_ops, o, 2, 64, 2, &r, &err), KEYER_OK);
+    r = case_start(&ms, 2, 0, 0, 64, 2);
     const int host[5] = {0};
     o->fail_chunk = 1;
     assert_int_equal(kr_rounds_crops(r, ms, host, 5, &crops_ops, o, &err),
                      KEYER_STATUS_BAD_DATA);
     assert_int_equal(o->ncalls, 2);
-    kr_rounds_destroy(&r);
-    kr_model_stage_destroy(&ms);
+    case_end(&r, &ms);
     /* a failing wait: the deferred crops take nothing, the error comes back */
-    owner_reset(o);
-    ms = make_stage(4, 1, 1);
-    assert_int_equal(kr_rounds_create(&rounds_ops, o, 4, 64, 4, &r, &err), KEYER_OK);
+    r = case_start(&ms, 4, 1, 1, 64, 4);
     fail_wait = 1;
     keyer_error_clear(&err);
     assert_int_equal(kr_rounds_crops(r, ms, cuda, 3, &crops_ops, o, &err),
                      KEYER_STATUS_DEVICE);
     assert_int_equal(o->ncalls, 1);
     assert_non_null(strstr(err.message, "the stream failed"));
-    kr_rounds_destroy(&r);
-    kr_model_stage_destroy(&ms);
+    case_end(&r, &ms);
 }
 
 /* ---- rounds ----------------------------------------------------------------------------------- */
@@ -369,11 +375,9 @@ static void test_rounds_one_frame_per_stream(void **state)
 {
     (void)state;
     owner *o = &the_owner;
-    owner_reset(o);
-    kr_model_stage *ms = make_stage(8, 0, 0);
-    kr_rounds *r = NULL;
+    kr_model_stage *ms = NULL;
+    kr_rounds *r = case_start(&ms, 8, 0, 0, 8, 8);
     keyer_error err = {0};
-    assert_int_equal(kr_rounds_create(&rounds_ops, o, 8, 8, 8, &r, &err), KEYER_OK);
     kr_item_pool pool;
     memset(&pool, 0, sizeof(pool));
     pool.layout.ctx = &ctx;
@@ -440,8 +444,7 @@ static void test_rounds_one_frame_per_stream(void **state)
     assert_int_equal(o->rounds, 0);
     assert_int_equal(errors_reported, 7);
     kr_rounds_destroy(&small);
-    kr_rounds_destroy(&r);
-    kr_model_stage_destroy(&ms);
+    case_end(&r, &ms);
 }
 
 int main(void)

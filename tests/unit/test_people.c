@@ -334,6 +334,66 @@ static void test_fallback(void **state)
     keyer_frame_destroy(&img);
 }
 
+/* A clip's case: its frames decoded on the CPU as RGB24, the keying chain with model people
+ * (2 threads) and a reference people keyer with pose-lite (2 threads), whose boxes are checked
+ * against the chain's matte. */
+typedef struct clip_case {
+    keyer_reader *r;
+    keyer_frame *f, *matte;
+    keyer_keying *k;
+    keyer_people *ref;
+} clip_case;
+
+static void clip_open(clip_case *c, const char *path)
+{
+    keyer_error err = {0};
+    memset(c, 0, sizeof(*c));
+    keyer_reader_params rp = keyer_reader_params_defaults();
+    rp.device = KEYER_DECODE_DEVICE_CPU;
+    rp.format = KEYER_PIXEL_FORMAT_RGB24;
+    rp.keep_streams = 0;
+    assert_int_equal(keyer_reader_open(path, &rp, &c->r, &err), KEYER_OK);
+    assert_int_equal(keyer_frame_create(&c->f, &err), KEYER_OK);
+    assert_int_equal(keyer_frame_create(&c->matte, &err), KEYER_OK);
+    keyer_keying_params kp = keyer_keying_params_defaults();
+    kp.model = KEYER_PEOPLE_MODEL;
+    kp.threads = 2;
+    assert_int_equal(keyer_keying_create(&kp, &c->k, &err), KEYER_OK);
+    keyer_people_params pp = keyer_people_params_defaults();
+    pp.threads = 2;
+    pp.model = KEYER_POSE_MODEL_LITE; /* the boxes from another landmark model than the mask's */
+    assert_int_equal(keyer_people_create(&pp, &c->ref, &err), KEYER_OK);
+}
+
+static void clip_close(clip_case *c)
+{
+    keyer_people_destroy(&c->ref);
+    keyer_keying_destroy(&c->k);
+    keyer_reader_destroy(&c->r);
+    keyer_frame_destroy(&c->f);
+    keyer_frame_destroy(&c->matte);
+}
+
+/* The body boxes of the reference's people with a score >= 0.5 into @p boxes (their count
+ * returned), each covered by the matte (>= 0.5) for at least 30% (printed after @p what). */
+static int covered_boxes(const keyer_frame *matte, const keyer_person *people, int np,
+                         const char *what, float boxes[][4])
+{
+    int nb = 0;
+    for (int i = 0; i < np; i++) {
+        if (people[i].score < 0.5f)
+            continue;
+        memcpy(boxes[nb], people[i].body, sizeof(boxes[nb]));
+        double cov = box_coverage(matte, boxes[nb]);
+        print_message("%sperson %u: box %.0f,%.0f %.0fx%.0f, coverage %.3f\n", what,
+                      people[i].id, boxes[nb][0], boxes[nb][1], boxes[nb][2] - boxes[nb][0],
+                      boxes[nb][3] - boxes[nb][1], cov);
+        assert_true(cov >= 0.30);
+        nb++;
+    }
+    return nb;
+}
+
 /* Two people walking side by side whom the detector sees as one (the committed start of
  * vtest.avi, tests/data/street_vtest.mp4, frame 48: a woman close beside a man): the keying
  * chain with model people from frame 40 keys both; on frame 48 the matte (>= 0.5) covers at
@@ -351,58 +411,27 @@ static void test_street_pair(void **state)
         skip();
     }
     keyer_error err = {0};
-    keyer_reader *r = NULL;
-    keyer_frame *f = NULL, *matte = NULL;
-    keyer_reader_params rp = keyer_reader_params_defaults();
-    rp.device = KEYER_DECODE_DEVICE_CPU;
-    rp.format = KEYER_PIXEL_FORMAT_RGB24;
-    rp.keep_streams = 0;
-    assert_int_equal(keyer_reader_open(path, &rp, &r, &err), KEYER_OK);
-    assert_int_equal(keyer_frame_create(&f, &err), KEYER_OK);
-    assert_int_equal(keyer_frame_create(&matte, &err), KEYER_OK);
-    keyer_keying_params kp = keyer_keying_params_defaults();
-    kp.model = KEYER_PEOPLE_MODEL;
-    kp.threads = 2;
-    keyer_keying *k = NULL;
-    assert_int_equal(keyer_keying_create(&kp, &k, &err), KEYER_OK);
-    keyer_people_params pp = keyer_people_params_defaults();
-    pp.threads = 2;
-    pp.model = KEYER_POSE_MODEL_LITE;
-    keyer_people *ref = NULL;
-    assert_int_equal(keyer_people_create(&pp, &ref, &err), KEYER_OK);
+    clip_case c;
+    clip_open(&c, path);
     keyer_person people[KEYER_PEOPLE_MAX];
     int np = 0;
     for (int i = 0; i <= 48; i++) {
-        assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
+        assert_int_equal(keyer_reader_read(c.r, c.f, &err), KEYER_OK);
         if (i < 40)
             continue;
-        assert_int_equal(keyer_keying_process(k, f, NULL, matte, &err), KEYER_OK);
-        assert_int_equal(keyer_people_run(ref, f, people, KEYER_PEOPLE_MAX, &np, &err), KEYER_OK);
+        assert_int_equal(keyer_keying_process(c.k, c.f, NULL, c.matte, &err), KEYER_OK);
+        assert_int_equal(keyer_people_run(c.ref, c.f, people, KEYER_PEOPLE_MAX, &np, &err),
+                         KEYER_OK);
     }
     float boxes[KEYER_PEOPLE_MAX][4];
-    int nb = 0, pair = 0;
-    for (int i = 0; i < np; i++) {
-        if (people[i].score < 0.5f)
-            continue;
-        memcpy(boxes[nb], people[i].body, sizeof(boxes[nb]));
-        double cov = box_coverage(matte, boxes[nb]);
-        print_message("frame 48, person %u: box %.0f,%.0f %.0fx%.0f, coverage %.3f\n",
-                      people[i].id, boxes[nb][0], boxes[nb][1], boxes[nb][2] - boxes[nb][0],
-                      boxes[nb][3] - boxes[nb][1], cov);
-        assert_true(cov >= 0.30);
-        /* the woman: about 560,224 30x81 */
-        pair |= fabsf(boxes[nb][0] - 560.0f) < 12.0f && fabsf(boxes[nb][1] - 224.0f) < 12.0f;
-        nb++;
-    }
+    int nb = covered_boxes(c.matte, people, np, "frame 48, ", boxes), pair = 0;
+    for (int i = 0; i < nb; i++) /* the woman: about 560,224 30x81 */
+        pair |= fabsf(boxes[i][0] - 560.0f) < 12.0f && fabsf(boxes[i][1] - 224.0f) < 12.0f;
     assert_true(pair); /* the reference keyer follows her */
-    double out = outside(matte, (const float(*)[4])boxes, nb);
+    double out = outside(c.matte, (const float(*)[4])boxes, nb);
     print_message("%d people, outside their boxes %.4f of the frame\n", nb, out);
     assert_true(out <= 0.02);
-    keyer_people_destroy(&ref);
-    keyer_keying_destroy(&k);
-    keyer_reader_destroy(&r);
-    keyer_frame_destroy(&f);
-    keyer_frame_destroy(&matte);
+    clip_close(&c);
 }
 
 /* vtest.avi: see the file comment. */
@@ -417,64 +446,34 @@ static void test_vtest_end_to_end(void **state)
         skip();
     }
     keyer_error err = {0};
-    keyer_reader *r = NULL;
-    keyer_frame *f = NULL, *matte = NULL;
-    keyer_reader_params rp = keyer_reader_params_defaults();
-    rp.device = KEYER_DECODE_DEVICE_CPU;
-    rp.format = KEYER_PIXEL_FORMAT_RGB24;
-    rp.keep_streams = 0;
-    assert_int_equal(keyer_reader_open(path, &rp, &r, &err), KEYER_OK);
-    assert_int_equal(keyer_frame_create(&f, &err), KEYER_OK);
-    assert_int_equal(keyer_frame_create(&matte, &err), KEYER_OK);
-    keyer_keying_params kp = keyer_keying_params_defaults();
-    kp.model = KEYER_PEOPLE_MODEL;
-    kp.threads = 2;
-    keyer_keying *k = NULL;
-    assert_int_equal(keyer_keying_create(&kp, &k, &err), KEYER_OK);
-    keyer_people_params pp = keyer_people_params_defaults();
-    pp.threads = 2;
-    pp.model = KEYER_POSE_MODEL_LITE; /* the boxes from another landmark model than the mask's */
-    keyer_people *ref = NULL; /* the reference boxes */
-    assert_int_equal(keyer_people_create(&pp, &ref, &err), KEYER_OK);
+    clip_case c; /* the reference boxes: c.ref */
+    clip_open(&c, path);
     const int frames = 2; /* the second keys from the first's landmarks */
     keyer_person people[KEYER_PEOPLE_MAX];
     keyer_detection dets[KEYER_PEOPLE_MAX];
     int np = 0, nd = 0;
     for (int i = 0; i < frames; i++) {
-        assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
-        assert_int_equal(keyer_keying_process(k, f, NULL, matte, &err), KEYER_OK);
-        assert_int_equal(keyer_people_run(ref, f, people, KEYER_PEOPLE_MAX, &np, &err), KEYER_OK);
+        assert_int_equal(keyer_reader_read(c.r, c.f, &err), KEYER_OK);
+        assert_int_equal(keyer_keying_process(c.k, c.f, NULL, c.matte, &err), KEYER_OK);
+        assert_int_equal(keyer_people_run(c.ref, c.f, people, KEYER_PEOPLE_MAX, &np, &err),
+                         KEYER_OK);
     }
-    assert_int_equal(keyer_people_detect(ref, f, dets, KEYER_PEOPLE_MAX, &nd, &err), KEYER_OK);
+    assert_int_equal(keyer_people_detect(c.ref, c.f, dets, KEYER_PEOPLE_MAX, &nd, &err),
+                     KEYER_OK);
     float boxes[KEYER_PEOPLE_MAX][4];
-    int nb = 0;
-    for (int i = 0; i < np; i++) {
-        if (people[i].score < 0.5f)
-            continue;
-        memcpy(boxes[nb], people[i].body, sizeof(boxes[nb]));
-        double cov = box_coverage(matte, boxes[nb]);
-        print_message("person %u: box %.0f,%.0f %.0fx%.0f, coverage %.3f\n", people[i].id,
-                      boxes[nb][0], boxes[nb][1], boxes[nb][2] - boxes[nb][0],
-                      boxes[nb][3] - boxes[nb][1], cov);
-        assert_true(cov >= 0.30);
-        nb++;
-    }
+    int nb = covered_boxes(c.matte, people, np, "", boxes);
     assert_true(nb >= 3); /* the first frames show three people walking */
-    double out = outside(matte, (const float(*)[4])boxes, nb);
+    double out = outside(c.matte, (const float(*)[4])boxes, nb);
     print_message("%d people, outside their boxes %.4f of the frame\n", nb, out);
     assert_true(out <= 0.02);
     float dboxes[KEYER_PEOPLE_MAX][4];
     for (int i = 0; i < nd; i++)
         keyer_person_box(&dets[i], dboxes[i]);
-    double dout = outside(matte, (const float(*)[4])dboxes, nd);
+    double dout = outside(c.matte, (const float(*)[4])dboxes, nd);
     print_message("%d detections, outside their body boxes %.4f of the frame\n", nd, dout);
     assert_true(nd >= 3);
     assert_true(dout <= 0.02);
-    keyer_people_destroy(&ref);
-    keyer_keying_destroy(&k);
-    keyer_reader_destroy(&r);
-    keyer_frame_destroy(&f);
-    keyer_frame_destroy(&matte);
+    clip_close(&c);
 }
 
 int main(void)

@@ -169,6 +169,25 @@ static keyer_status keep_matte(void *opaque, int sid, int64_t index, const keyer
     return KEYER_OK;
 }
 
+/* Runs a session of @p sp on the file @p path to the end; its report and the stream's into
+ * @p rep and @p sr. */
+static void run_file(const keyer_session_params *sp, const char *path, keyer_session_report *rep,
+                     keyer_stream_report *sr)
+{
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    if (keyer_session_create(sp, &s, &err))
+        fail_msg("session: %s", err.message);
+    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+    fp.input = path;
+    fp.output = NULL;
+    if (keyer_session_add_file(s, &fp, NULL, &err) || keyer_session_run(s, &err))
+        fail_msg("%s: %s", path, err.message);
+    keyer_session_get_report(s, rep);
+    assert_int_equal(keyer_session_get_stream_report(s, 0, sr, &err), KEYER_OK);
+    keyer_session_destroy(&s);
+}
+
 static void run_session(keyer_device_kind device, mattes *m)
 {
     keyer_logger lg = keyer_logger_default();
@@ -180,19 +199,9 @@ static void run_session(keyer_device_kind device, mattes *m)
     sp.composite.mode = KEYER_COMPOSITE_MASK;
     sp.frame_fn = keep_matte;
     sp.frame_opaque = m;
-    keyer_session *s = NULL;
-    keyer_error err = {0};
-    if (keyer_session_create(&sp, &s, &err))
-        fail_msg("session: %s", err.message);
-    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
-    fp.input = clip;
-    fp.output = NULL;
-    if (keyer_session_add_file(s, &fp, NULL, &err) || keyer_session_run(s, &err))
-        fail_msg("%s: %s", clip, err.message);
     keyer_session_report rep;
-    keyer_session_get_report(s, &rep);
     keyer_stream_report sr;
-    assert_int_equal(keyer_session_get_stream_report(s, 0, &sr, &err), KEYER_OK);
+    run_file(&sp, clip, &rep, &sr);
     printf("  session %s: %lld frames, %s%s\n", device == KEYER_DEVICE_CUDA ? "cuda" : "cpu",
            (long long)rep.frames_written, rep.device, sr.hw_decode ? ", NVDEC" : "");
     assert_int_equal(rep.frames_written, FRAMES);
@@ -201,7 +210,6 @@ static void run_session(keyer_device_kind device, mattes *m)
         assert_non_null(strstr(rep.device, "cuda"));
         assert_null(strstr(rep.device, "cpu"));
     }
-    keyer_session_destroy(&s);
     assert_int_equal(m->frames, FRAMES);
 }
 
@@ -269,19 +277,9 @@ static int64_t run_auto(const char *path, keyer_device_kind device, int batch, s
     sp.composite.mode = KEYER_COMPOSITE_MASK;
     sp.frame_fn = keep_street;
     sp.frame_opaque = m;
-    keyer_session *s = NULL;
-    keyer_error err = {0};
-    if (keyer_session_create(&sp, &s, &err))
-        fail_msg("session: %s", err.message);
-    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
-    fp.input = path;
-    fp.output = NULL;
-    if (keyer_session_add_file(s, &fp, NULL, &err) || keyer_session_run(s, &err))
-        fail_msg("%s: %s", path, err.message);
     keyer_session_report rep;
-    keyer_session_get_report(s, &rep);
     keyer_stream_report sr;
-    assert_int_equal(keyer_session_get_stream_report(s, 0, &sr, &err), KEYER_OK);
+    run_file(&sp, path, &rep, &sr);
     printf("  automatic model, %s, batch %d: %lld frames, %s, %lld in people mode\n",
            device == KEYER_DEVICE_CUDA ? "cuda" : "cpu", batch, (long long)rep.frames_written,
            rep.device, (long long)sr.frames_people);
@@ -292,7 +290,6 @@ static int64_t run_auto(const char *path, keyer_device_kind device, int batch, s
         assert_non_null(strstr(rep.device, "cuda"));
         assert_null(strstr(rep.device, "cpu"));
     }
-    keyer_session_destroy(&s);
     assert_int_equal(m->frames, STREET_FRAMES);
     return sr.frames_people;
 }

@@ -1,54 +1,10 @@
 // The pose landmark model's outputs gathered per crop on the device, the landmarks refined
-// from the heatmaps (vision/pose_heatmap.h): one thread per crop and landmark; only
-// KR_POSE_GATHERED(points) floats per crop then come to the host.
+// from the heatmaps with the CPU's code (vision/pose_heatmap_math.h): one thread per crop and
+// landmark; only KR_POSE_GATHERED(points) floats per crop then come to the host.
 #include <cuda_runtime.h>
 
 #include "keyer/status.h"
-
-#define KERNEL 7
-#define MIN_CONFIDENCE 0.5f
-
-__device__ static float pose_sigmoid(float x)
-{
-    if (!(x == x))
-        return 0.0f;
-    if (x < -80.0f)
-        return 0.0f;
-    if (x > 80.0f)
-        return 1.0f;
-    return 1.0f / (1.0f + expf(-x));
-}
-
-// The CPU's kr_pose_heatmap_refine, on landmark i of one crop's heatmap.
-__device__ static void refine_point(const float *heat, int hw, int hh, int channels, int i,
-                                    float *xn, float *yn)
-{
-    float fx = *xn * (float)hw, fy = *yn * (float)hh;
-    if (!(fx > -1.0f && fx < (float)hw && fy > -1.0f && fy < (float)hh))
-        return;
-    int cx = (int)fx, cy = (int)fy;
-    int r = KERNEL / 2;
-    float sum = 0, sx = 0, sy = 0, best = 0;
-    for (int row = cy - r; row <= cy + r; row++) {
-        if (row < 0 || row >= hh)
-            continue;
-        for (int col = cx - r; col <= cx + r; col++) {
-            if (col < 0 || col >= hw)
-                continue;
-            float conf = pose_sigmoid(heat[((size_t)row * (size_t)hw + (size_t)col) *
-                                               (size_t)channels + (size_t)i]);
-            sum += conf;
-            sx += (float)col * conf;
-            sy += (float)row * conf;
-            if (conf > best)
-                best = conf;
-        }
-    }
-    if (best >= MIN_CONFIDENCE && sum > 0) {
-        *xn = sx / sum / (float)hw;
-        *yn = sy / sum / (float)hh;
-    }
-}
+#include "vision/pose_heatmap_math.h"
 
 __global__ void kr_pose_gather_kernel(float *dst, const float *lm, const float *flag,
                                       const float *world, const float *heat, int n, int points,
@@ -66,7 +22,7 @@ __global__ void kr_pose_gather_kernel(float *dst, const float *lm, const float *
         float xn = x / (float)tw, yn = y / (float)th;
         const float *h = heat + (size_t)c * hh * hw * points;
         float rx = xn, ry = yn;
-        refine_point(h, hw, hh, points, i, &rx, &ry);
+        kr_pose_heatmap_refine_at(h, hw, hh, points, i, &rx, &ry);
         if (rx != xn || ry != yn) {
             x = rx * (float)tw;
             y = ry * (float)th;
