@@ -17,6 +17,8 @@
  *    the CUDA session switches to people mode 1 to KR_INFER_AUTO_RING runs of the stage after
  *    the CPU session, and the people frames' mattes agree (bounds at test_auto_people_cuda).
  * The figures are printed. Written to be clean under compute-sanitizer --tool memcheck.
+ * KEYER_TEST_FILTER (a cmocka pattern) runs only the matching tests (a short run under
+ * compute-sanitizer).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -390,5 +392,9 @@ int main(void)
         cmocka_unit_test(test_people_session_cuda),
         cmocka_unit_test(test_auto_people_cuda),
     };
+    /* KEYER_TEST_FILTER: only the tests matching it (a short run under compute-sanitizer) */
+    const char *filter = getenv("KEYER_TEST_FILTER");
+    if (filter && *filter)
+        cmocka_set_test_filter(filter);
     return cmocka_run_group_tests(tests, setup, NULL);
 }
