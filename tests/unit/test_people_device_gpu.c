@@ -36,6 +36,7 @@
 #include "keyer/people.h"
 #include "keyer/pipeline.h"
 #include "kt_mesh_session.h"
+#include "kt_session.h"
 #include "pipeline/infer.h"
 #include "testutil.h"
 
@@ -176,15 +177,9 @@ static keyer_status keep_matte(void *opaque, int sid, int64_t index, const keyer
 static void run_file(const keyer_session_params *sp, const char *path, keyer_session_report *rep,
                      keyer_stream_report *sr)
 {
-    keyer_session *s = NULL;
+    keyer_session *s = kt_session_create(sp);
+    kt_session_run_files(s, &path, 1);
     keyer_error err = {0};
-    if (keyer_session_create(sp, &s, &err))
-        fail_msg("session: %s", err.message);
-    keyer_file_stream_params fp = keyer_file_stream_params_defaults();
-    fp.input = path;
-    fp.output = NULL;
-    if (keyer_session_add_file(s, &fp, NULL, &err) || keyer_session_run(s, &err))
-        fail_msg("%s: %s", path, err.message);
     keyer_session_get_report(s, rep);
     assert_int_equal(keyer_session_get_stream_report(s, 0, sr, &err), KEYER_OK);
     keyer_session_destroy(&s);

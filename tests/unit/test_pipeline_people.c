@@ -23,6 +23,7 @@
 #include "keyer/people.h"
 #include "keyer/pipeline.h"
 #include "kt_mesh_session.h"
+#include "kt_session.h"
 #include "testutil.h"
 
 enum { STREAMS = 2, FRAMES = 3, MAX_W = 480, MAX_H = 480 };
@@ -77,19 +78,11 @@ static void run_session(char paths[][4096], int per_stream, mattes *m)
         sp.detect = KEYER_SESSION_DETECT_FACES;
         sp.detect_fn = no_detections;
     }
-    keyer_session *s = NULL;
-    keyer_error err = {0};
-    if (keyer_session_create(&sp, &s, &err))
-        fail_msg("session: %s", err.message);
-    for (int i = 0; i < STREAMS; i++) {
-        keyer_file_stream_params fp = keyer_file_stream_params_defaults();
-        fp.input = paths[i];
-        fp.output = NULL;
-        if (keyer_session_add_file(s, &fp, NULL, &err))
-            fail_msg("%s: %s", paths[i], err.message);
-    }
-    if (keyer_session_run(s, &err))
-        fail_msg("run: %s", err.message);
+    keyer_session *s = kt_session_create(&sp);
+    const char *inputs[STREAMS];
+    for (int i = 0; i < STREAMS; i++)
+        inputs[i] = paths[i];
+    kt_session_run_files(s, inputs, STREAMS);
     keyer_session_report rep;
     keyer_session_get_report(s, &rep);
     assert_int_equal(rep.frames_written, STREAMS * FRAMES);
