@@ -668,8 +668,8 @@ typedef struct keyer_session_report {
     double gpu_utilization;
     /** 1 when the model was chosen automatically (params.model NULL: a selfie model) and a
      *  stream whose frames show no one large switches to people mode (keyer/people.h) until
-     *  someone large is back, on the CPU and on CUDA (where a switch acts up to one batch
-     *  later: the masks are read while the next batch runs). See
+     *  someone large is back, on the CPU and on CUDA (where a switch acts 1 to 3 batches
+     *  later: the masks are read while the next batches run). See
      *  keyer_stream_report::frames_people. */
     int auto_people;
     /** frames keyed in people mode, all streams (see keyer_stream_report::frames_people) */

@@ -80,6 +80,10 @@ typedef struct kr_device_fns {
     keyer_status (*event_wait)(int ordinal, void *stream, void *event, keyer_error *err);
     /* The host waits for @p event. Errors: DEVICE (with the failure's text). */
     keyer_status (*event_sync)(int ordinal, void *event, keyer_error *err);
+    /* Whether the work before @p event is done, without waiting: *@p done 1 when it is (or
+     * the event was never recorded), 0 while it runs. Errors: DEVICE (with the failure's
+     * text; *@p done is then 0). */
+    keyer_status (*event_query)(int ordinal, void *event, int *done, keyer_error *err);
 
     /* How host threads wait for device @p ordinal (stream_sync and the device's own waits):
      * 0 CUDA's default, 1 spin, 2 spin and yield, 3 block on an OS primitive. The device's

@@ -33,13 +33,21 @@ struct kr_infer {
                                     model's people mask on CUDA) */
     /* the automatic model (params.auto_people) */
     int auto_people;
-    /* on CUDA: the last batch's selfie masks on their way down (auto_cuda) */
-    float *lag_masks;            /* page-locked, [1 << KR_MAX_BATCH_LOG2] masks */
-    int lag_stream[1 << KR_MAX_BATCH_LOG2]; /* their streams */
-    int lag_n;                   /* pending masks; 0: none */
-    void *lag_event;             /* recorded after their copies */
-    const kr_device_fns *lag_dev;
-    int lag_ordinal;
+    /* on CUDA: the ring of CUDA runs whose selfie masks are on their way down, packed into
+     * bits (auto_cuda): ring[(ring_head + i) % KR_INFER_AUTO_RING] for i < ring_count, oldest
+     * first */
+    struct auto_lag {
+        void *dbits;             /* device: [ring_cap] packed masks */
+        uint32_t *hbits;         /* page-locked: the same, brought down */
+        int stream[1 << KR_MAX_BATCH_LOG2]; /* their streams */
+        int n;                   /* masks */
+        void *event;             /* recorded after the copy down */
+    } ring[KR_INFER_AUTO_RING];
+    int ring_head, ring_count;
+    int ring_cap;                /* masks per entry; 0: the ring is not made yet */
+    size_t bits_bytes;           /* one packed mask */
+    const kr_device_fns *ring_dev;
+    int ring_ordinal;
     kr_people_switch **switches; /* [max_streams], made at a stream's first frame */
     atomic_llong *people_frames; /* [max_streams]: frames keyed in people mode */
     int people_later;            /* model people: the people stage runs the keyers (the
@@ -49,10 +57,11 @@ struct kr_infer {
 /* ---- outputs ---------------------------------------------------------------------------------- */
 
 /* Stream @p stream's switch (made at its first mask) takes this frame's selfie mask (@p selfie,
- * the mask's cells); returns in *people what it says: 1 for people mode. Selfie mode resets the
- * stream's people keyer (a later switch starts afresh). */
-static keyer_status auto_update(kr_infer *inf, int stream, const float *selfie, int *people,
-                                keyer_error *err)
+ * the mask's cells, or @p bits, the same packed: kr_people_switch_pack); returns in *people
+ * what it says: 1 for people mode. Selfie mode resets the stream's people keyer (a later
+ * switch starts afresh). */
+static keyer_status auto_update(kr_infer *inf, int stream, const float *selfie,
+                                const uint32_t *bits, int *people, keyer_error *err)
 {
     *people = 0;
     if (stream < 0 || stream >= inf->max_streams)
@@ -65,7 +74,8 @@ static keyer_status auto_update(kr_infer *inf, int stream, const float *selfie, 
         if ((st = kr_people_switch_create(&sp, inf->info.mask_w, inf->info.mask_h, sw, err)))
             return st;
     }
-    *people = kr_people_switch_update(*sw, selfie);
+    *people = bits ? kr_people_switch_update_bits(*sw, bits)
+                   : kr_people_switch_update(*sw, selfie);
     if (!*people)
         keyer_people_reset(inf->per_stream[stream]);
     return KEYER_OK;
@@ -96,25 +106,36 @@ static keyer_status auto_key(kr_infer *inf, int stream, const keyer_frame *frame
     return KEYER_OK;
 }
 
-/* The CUDA batch whose selfie masks are on their way down (auto_cuda) goes through the
- * switches, in order; nothing pending: nothing. The host waits for the copies (the batch's
- * inference, queued before the next one's). After a GPU failure the pending masks are
- * dropped (the next frames update the switches). */
-static keyer_status auto_pending(kr_infer *inf, keyer_error *err)
+/* The ring's runs whose packed selfie masks are down go through the switches, oldest first
+ * (the order the runs were queued, so each switch takes its stream's masks in frame order):
+ * the first @p wait entries whether their copies are done or not (the host waits for them),
+ * the others while their events say done (polled, no wait); the first one still running
+ * stops it. After a GPU failure every pending entry is dropped (the stage reports the failure
+ * on its own run; the next frames update the switches). */
+static keyer_status auto_drain(kr_infer *inf, int wait, keyer_error *err)
 {
-    int n = inf->lag_n;
-    if (!n)
-        return KEYER_OK;
-    inf->lag_n = 0;
-    keyer_error e = {0};
-    if (inf->lag_dev->event_sync(inf->lag_ordinal, inf->lag_event, &e) != KEYER_OK)
-        return KEYER_OK; /* the GPU failed: the stage reports it on its own run */
-    size_t cells = (size_t)inf->info.mask_w * (size_t)inf->info.mask_h;
+    size_t words = inf->bits_bytes / sizeof(uint32_t);
     keyer_status st = KEYER_OK;
-    for (int i = 0; i < n && !st; i++) {
-        int people = 0;
-        st = auto_update(inf, inf->lag_stream[i], inf->lag_masks + (size_t)i * cells, &people,
-                         err);
+    for (int k = 0; inf->ring_count > 0 && !st; k++) {
+        struct auto_lag *e = &inf->ring[inf->ring_head];
+        keyer_error ge = {0};
+        int done = 1;
+        keyer_status gs = k < wait ? inf->ring_dev->event_sync(inf->ring_ordinal, e->event, &ge)
+                                   : inf->ring_dev->event_query(inf->ring_ordinal, e->event,
+                                                                &done, &ge);
+        if (gs != KEYER_OK) { /* the GPU failed */
+            inf->ring_count = 0;
+            return KEYER_OK;
+        }
+        if (!done)
+            break;
+        for (int i = 0; i < e->n && !st; i++) {
+            int people = 0;
+            st = auto_update(inf, e->stream[i], NULL, e->hbits + (size_t)i * words, &people,
+                             err);
+        }
+        inf->ring_head = (inf->ring_head + 1) % KR_INFER_AUTO_RING;
+        inf->ring_count--;
     }
     return st;
 }
@@ -125,9 +146,10 @@ static keyer_status auto_pending(kr_infer *inf, keyer_error *err)
 static keyer_status auto_frame(kr_infer *inf, kr_item *it, keyer_error *err)
 {
     int people = 0, keyed = 0;
-    keyer_status st = auto_pending(inf, err); /* a CUDA batch before these frames */
+    /* the CUDA runs before these frames (a hybrid run after CUDA ones) */
+    keyer_status st = auto_drain(inf, inf->ring_count, err);
     if (!st)
-        st = auto_update(inf, it->stream, it->host.mask, &people, err);
+        st = auto_update(inf, it->stream, it->host.mask, NULL, &people, err);
     if (!st && people)
         st = auto_key(inf, it->stream, it->src, it->host.mask_frame, &keyed, err);
     return st;
@@ -150,59 +172,88 @@ static keyer_status cpu_outputs(void *opaque, keyer_runtime *rt, kr_item **items
     return st;
 }
 
+/* The ring's buffers for runs of up to @p cap masks on device @p ordinal (made at the first
+ * CUDA run, when the device and the stage's batch are known; made again, larger, when a run
+ * brings more masks: the ring is empty then). */
+static keyer_status ring_create(kr_infer *inf, const kr_device_fns *dev, int ordinal, int cap,
+                                keyer_error *err)
+{
+    keyer_status rs = KEYER_OK;
+    size_t bytes = (size_t)cap * inf->bits_bytes;
+    for (int r = 0; r < KR_INFER_AUTO_RING && !rs; r++) {
+        struct auto_lag *e = &inf->ring[r];
+        if (inf->ring_dev) {
+            inf->ring_dev->free(inf->ring_ordinal, e->dbits);
+            inf->ring_dev->host_free(inf->ring_ordinal, e->hbits);
+            e->dbits = NULL;
+            e->hbits = NULL;
+        }
+        void *h = NULL;
+        if (!(rs = dev->alloc(ordinal, bytes, &e->dbits, err)) &&
+            !(rs = dev->host_alloc(ordinal, bytes, &h, err)))
+            e->hbits = h;
+        if (!rs && !e->event)
+            rs = dev->event_create(ordinal, &e->event, err);
+    }
+    inf->ring_dev = dev; /* what was made is freed at destroy */
+    inf->ring_ordinal = ordinal;
+    inf->ring_cap = rs ? 0 : cap;
+    inf->ring_head = inf->ring_count = 0;
+    return rs;
+}
+
 /* The automatic model on CUDA items whose selfie masks were just queued into their device masks
- * on @p stream, without the host waiting for this batch's inference: the switches first take
- * the previous CUDA batch's masks (auto_pending: its inference ran before this one's), and
- * each item is keyed in the mode its stream's switch is in then; this batch's masks go down
- * asynchronously into page-locked memory (an event after them) for the next batch. On CUDA a
- * switch therefore acts from the first frame of a later batch than on the CPU, which decides
- * on each frame's own mask (at most one batch later). A people frame waits for its frame
- * (kr_item_sync), the people keyer crops it on the device, and its mask goes up over the
- * selfie mask (after this batch's download in the stream's order). */
+ * on @p stream, without the host waiting for this run's inference. First the ring's earlier
+ * runs whose masks are down go through the switches (auto_drain: polled; the host waits for
+ * the oldest only when all KR_INFER_AUTO_RING entries are in flight), and each item is keyed
+ * in the mode its stream's switch is in then; this run's masks are packed into bits on the
+ * device (kr_people_switch_pack_cuda) and go down asynchronously into the ring's next entry
+ * (page-locked, an event after them) for a later run. On CUDA a frame's mask therefore moves
+ * its switch before the 1st to KR_INFER_AUTO_RING-th CUDA run of the stage after its own, and
+ * never for its own run, where the CPU decides on each frame's own mask (infer.h). A people
+ * frame waits for its frame (kr_item_sync), the people keyer crops it on the device, and its
+ * mask goes up over the selfie mask (after this run's packing in the stream's order). */
 static keyer_status auto_cuda(kr_infer *inf, const kr_item_layout *l, kr_item **items, int n,
                               void *stream, keyer_error *err)
 {
     const kr_device_fns *dev = l->dev;
-    size_t cells = (size_t)inf->info.mask_w * (size_t)inf->info.mask_h;
-    size_t most = (size_t)1 << KR_MAX_BATCH_LOG2;
     keyer_status rs = KEYER_OK;
-    if (!inf->mask_host || n > (int)most)
+    if (!inf->mask_host || n > (1 << KR_MAX_BATCH_LOG2))
         return keyer_error_set(err, KEYER_STATUS_INTERNAL,
                                "automatic people mode: CUDA frames without their buffers");
-    if (!inf->lag_dev) { /* at the first CUDA batch: the device is known now */
-        void *buf = NULL, *ev = NULL;
-        if ((rs = dev->host_alloc(l->ordinal, most * inf->mask_bytes, &buf, err)))
-            return rs;
-        if ((rs = dev->event_create(l->ordinal, &ev, err))) {
-            dev->host_free(l->ordinal, buf);
-            return rs;
-        }
-        inf->lag_masks = buf;
-        inf->lag_event = ev;
-        inf->lag_dev = dev;
-        inf->lag_ordinal = l->ordinal;
-    }
-    if ((rs = auto_pending(inf, err)))
-        return rs;
-    if (l->ordinal != inf->lag_ordinal) /* a session's items are on its one device */
+    if (inf->ring_dev && l->ordinal != inf->ring_ordinal) /* a session's items: one device */
         return keyer_error_set(err, KEYER_STATUS_INTERNAL,
                                "automatic people mode: CUDA items on device %d, then %d",
-                               inf->lag_ordinal, l->ordinal);
+                               inf->ring_ordinal, l->ordinal);
+    if (n > inf->ring_cap) { /* the first CUDA run, or a larger one than the stage's batch */
+        int cap = kr_model_stage_get_run(inf->stage)->batch;
+        if ((rs = auto_drain(inf, inf->ring_count, err)) ||
+            (rs = ring_create(inf, dev, l->ordinal, cap > n ? cap : n, err)))
+            return rs;
+    }
+    /* the runs whose masks are down; the oldest waited for when no entry is free */
+    if ((rs = auto_drain(inf, inf->ring_count == KR_INFER_AUTO_RING, err)))
+        return rs;
     int people[1 << KR_MAX_BATCH_LOG2];
+    const float *masks[1 << KR_MAX_BATCH_LOG2];
+    struct auto_lag *e = &inf->ring[(inf->ring_head + inf->ring_count) % KR_INFER_AUTO_RING];
     for (int i = 0; i < n; i++) {
         int sid = items[i]->stream;
         if (sid < 0 || sid >= inf->max_streams)
             return keyer_error_set(err, KEYER_STATUS_INTERNAL, "people: stream %d of %d", sid,
                                    inf->max_streams);
         people[i] = inf->switches[sid] && kr_people_switch_people(inf->switches[sid]);
+        masks[i] = items[i]->cuda.mask;
+        e->stream[i] = sid;
     }
-    for (int i = 0; i < n && !rs; i++) {
-        rs = dev->copy(l->ordinal, inf->lag_masks + (size_t)i * cells, items[i]->cuda.mask,
-                       inf->mask_bytes, stream, err);
-        inf->lag_stream[i] = items[i]->stream;
-    }
-    if (!rs && (rs = dev->event_record(l->ordinal, inf->lag_event, stream, err)) == KEYER_OK)
-        inf->lag_n = n;
+    if ((rs = kr_people_switch_pack_cuda(l->ordinal, masks, n, inf->info.mask_w,
+                                         inf->info.mask_h, e->dbits, stream, err)) ||
+        (rs = dev->copy(l->ordinal, e->hbits, e->dbits, (size_t)n * inf->bits_bytes, stream,
+                        err)) ||
+        (rs = dev->event_record(l->ordinal, e->event, stream, err)))
+        return rs;
+    e->n = n;
+    inf->ring_count++;
     for (int i = 0; i < n && !rs; i++) {
         int keyed = 0;
         if (!people[i])
@@ -513,8 +564,10 @@ keyer_status kr_infer_create(const kr_infer_params *p, kr_infer **out, keyer_err
         if ((st = per_stream_create(inf, p, err)))
             goto fail;
         inf->auto_people = 1;
-        /* on CUDA the people masks go up from here (auto_cuda; its page-locked buffer for
-         * the selfie masks is made at the first CUDA batch, when the device is known) */
+        inf->bits_bytes = (size_t)kr_people_switch_row_words(inf->info.mask_w) *
+                          (size_t)inf->info.mask_h * sizeof(uint32_t);
+        /* on CUDA the people masks go up from here (auto_cuda; its ring for the packed
+         * selfie masks is made at the first CUDA run, when the device is known) */
         if (p->people_cuda >= 0 && (st = host_mask_create(inf, err)))
             goto fail;
     }
@@ -575,9 +628,10 @@ void kr_infer_destroy(kr_infer **pinf)
     keyer_detector_destroy(&inf->decoder);
     free(inf->boxes_host);
     free(inf->scores_host);
-    if (inf->lag_dev) {
-        inf->lag_dev->host_free(inf->lag_ordinal, inf->lag_masks);
-        inf->lag_dev->event_destroy(inf->lag_ordinal, inf->lag_event);
+    for (int r = 0; inf->ring_dev && r < KR_INFER_AUTO_RING; r++) {
+        inf->ring_dev->free(inf->ring_ordinal, inf->ring[r].dbits);
+        inf->ring_dev->host_free(inf->ring_ordinal, inf->ring[r].hbits);
+        inf->ring_dev->event_destroy(inf->ring_ordinal, inf->ring[r].event);
     }
     keyer_frame_destroy(&inf->mask_host);
     free(*pinf);

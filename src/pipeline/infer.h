@@ -19,11 +19,20 @@
  * selfie mask goes through a kr_people_switch (made at the stream's first frame); while it
  * says people mode, the stream's people keyer runs on the frame with its own detector and its
  * mask replaces the selfie model's (stretched over the frame, in the selfie mask's cells). On
- * CUDA the selfie masks come down asynchronously (the model's size) and the switches take
- * them when the next CUDA batch comes, so that the host does not wait for the inference it
- * just queued: there a switch acts up to one batch later than on the CPU. A people mask goes
- * up; the people keyer (its networks on CUDA device params.people_cuda) crops the device
- * frame.
+ * CUDA the host never waits for the inference it just queued: each CUDA run's selfie masks
+ * are packed into bits on the device (one bit a cell, kr_people_switch_pack_cuda: 32 times
+ * smaller than the floats) and come down asynchronously into a ring of KR_INFER_AUTO_RING
+ * entries (page-locked, an event after each). At each later CUDA run the switches take, in the
+ * runs' order, the entries whose copies are done (the events are polled, no wait); the host
+ * waits only for the oldest entry when all of them are in flight. Then the run's frames are
+ * keyed in the modes their streams' switches are in. So on CUDA a frame's mask moves its
+ * stream's switch before the 1st to the KR_INFER_AUTO_RING-th (3rd) CUDA run of the stage
+ * after the frame's own run, never before its own run; which one depends on when the GPU
+ * finished. The switch takes the same masks in the same order as on the CPU (its hysteresis
+ * counts the same frames), but a switch acts on frames 1 to 3 runs later than on the CPU,
+ * which decides on each frame's own mask: with batches of one frame 1 to 3 frames later, with
+ * runs of 16 frames of one stream up to 48. A people mask goes up; the people keyer (its
+ * networks on CUDA device params.people_cuda) crops the device frame.
  *
  * Thread safety: set-up from the session's thread; the stage runs on its own thread.
  */
@@ -34,6 +43,10 @@
 
 #include "keyer/people.h"
 #include "pipeline/model_stage.h"
+
+/** The automatic model on CUDA: CUDA runs whose packed selfie masks may be on their way down
+ *  at once (infer.c, auto_cuda); a switch acts 1 to this many runs later than on the CPU. */
+#define KR_INFER_AUTO_RING 3
 
 typedef struct kr_infer_params {
     const char *model;           /* registry name or file of the model */

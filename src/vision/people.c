@@ -1,8 +1,9 @@
 /*
- * Keying people at any distance (keyer/people.h): the person detector, per-person crops
- * tracked from the landmarks, the landmark model's body mask per crop batched over the people,
- * per-person temporal smoothing, and the masks combined into the frame's. Built on the public
- * API and the vision helpers (vmodel.h).
+ * Keying people at any distance (keyer/people.h): per-person crops tracked from the landmarks
+ * of the person detector's detections (people_detect.c: the whole frame and its tiles), the
+ * landmark model's body mask per crop batched over the people, per-person temporal smoothing,
+ * and the masks combined into the frame's. Built on the public API and the vision helpers
+ * (vmodel.h).
  */
 #include "keyer/people.h"
 
@@ -14,6 +15,7 @@
 #include "keyer/track.h"
 #include "render/fx_math.h"
 #include "vision/mask_regions.h"
+#include "vision/people_detect.h"
 #include "vision/people_steps.h"
 #include "vision/sigmoid.h"
 #include "vision/vmodel.h"
@@ -26,14 +28,8 @@
 #define AUX_CENTER 33
 #define AUX_SCALE 34
 #define MAX_BATCH 16
-#define MAX_DETECTIONS 64
-#define MAX_ALL 256 /* detections of all regions before merging */
-#define SAME_PERSON 0.3f     /* hips closer than this times the body radius: one person */
-#define SAME_PERSON_IOU 0.6f /* without keypoints: boxes overlapping more than this */
 #define COMPANION_CELLS 0.3 /* fallback regions kept on a detected person's crop: at least
                              * this times the body mask's cells (a person beside it) */
-#define NMS_IOU 0.6f         /* the decoder's weighted NMS (MediaPipe's single-person graph:
-                              * 0.3), so that people side by side stay apart */
 
 /* One followed person (a slot per tracker id). */
 typedef struct person_slot {
@@ -61,9 +57,7 @@ typedef struct job {
 
 struct keyer_people {
     keyer_people_params p;
-    kr_vmodel det;                /* the detector, batch 1 */
-    int det_boxes, det_scores;    /* its outputs */
-    keyer_detector *decoder;
+    kr_people_det det;            /* the person detector (people_detect.h) */
     keyer_tracker *tracker;
     /* landmarks */
     keyer_model *lm;
@@ -83,9 +77,6 @@ struct keyer_people {
     float *fb_grid;               /* seg_w x seg_h: the fallback's mask in the crop's grid */
     uint8_t *seen;                /* seg_w x seg_h: kr_mask_keep_regions' scratch */
     int32_t *cell_list;           /* seg_w x seg_h: the same */
-    keyer_detection dets[MAX_DETECTIONS];
-    keyer_detection all[MAX_ALL];
-    int n_all;
     keyer_track tracks[KEYER_PEOPLE_MAX * 2];
     job jobs[KEYER_PEOPLE_MAX];
     job retry[KEYER_PEOPLE_MAX]; /* crops to run again from their detection */
@@ -130,9 +121,8 @@ void keyer_people_destroy(keyer_people **pp)
     keyer_runtime_destroy(&k->rt[1]);
     keyer_model_destroy(&k->lm);
     keyer_prepare_destroy(&k->prep);
-    kr_vmodel_close(&k->det);
+    kr_people_det_close(&k->det);
     kr_vmodel_close(&k->fb);
-    keyer_detector_destroy(&k->decoder);
     keyer_tracker_destroy(&k->tracker);
     free(k->in_staging);
     for (int i = 0; i < 3; i++)
@@ -163,34 +153,6 @@ static keyer_status check_params(const keyer_people_params *p, keyer_error *err)
                                "0..30, roi_scale 1..4, track_smoothing 0..0.99, threads >= 0, "
                                "device 0..63, tiles 0 or 1, tile_size 0..8192, weak_mask "
                                "0..1)", KEYER_PEOPLE_MAX, MAX_BATCH);
-    return KEYER_OK;
-}
-
-/* The detector: the network, its outputs and the decoder. */
-static keyer_status open_detector(keyer_people *k, const char *name, keyer_error *err)
-{
-    const keyer_people_params *p = &k->p;
-    kr_vmodel_spec spec = {"person detector", name ? name : "pose-detect",
-                           p->backend, p->threads, p->logger, KEYER_FIT_LETTERBOX, 2.0f, -1.0f, 2,
-                           p->device};
-    keyer_status st = kr_vmodel_open(&k->det, &spec, err);
-    if (st)
-        return st;
-    keyer_detector_params dp = keyer_detector_params_pose();
-    dp.min_score = p->min_score;
-    dp.min_suppression_iou = NMS_IOU;
-    if ((st = keyer_detector_create(&dp, &k->decoder, err)))
-        return st;
-    size_t anchors = (size_t)keyer_detector_anchor_count(k->decoder);
-    k->det_boxes = kr_vmodel_find_output(&k->det, anchors * (size_t)dp.num_coords, 0);
-    k->det_scores = kr_vmodel_find_output(&k->det, anchors, 0);
-    if (k->det_boxes < 0 || k->det_scores < 0 || k->det.width != dp.input_width ||
-        k->det.height != dp.input_height)
-        return keyer_error_set(err, KEYER_STATUS_BAD_DATA,
-                               "person detector: %s: not MediaPipe's pose detector (expected a "
-                               "%dx%d input and outputs of %zu x %d boxes and %zu scores)",
-                               k->det.path, dp.input_width, dp.input_height, anchors,
-                               dp.num_coords, anchors);
     return KEYER_OK;
 }
 
@@ -260,7 +222,7 @@ static keyer_status open_landmarks(keyer_people *k, const char *model, keyer_err
     k->lm_w = in.dims[2];
     if (k->external) { /* the caller runs the crops: only the model's grids are needed */
         keyer_model_destroy(&k->lm);
-        k->host = k->det.host;
+        k->host = k->det.net.host;
         return KEYER_OK;
     }
     k->rt_batch[0] = 1;
@@ -274,7 +236,8 @@ static keyer_status open_landmarks(keyer_people *k, const char *model, keyer_err
         rp.threads = p->threads;
         rp.device = p->device;
         rp.logger = p->logger;
-        rp.stream = k->det.stream; /* the crops of CUDA frames are made on it (CUDA: not NULL) */
+        /* the crops of CUDA frames are made on it (CUDA: not NULL) */
+        rp.stream = k->det.net.stream;
         if ((st = keyer_runtime_create(k->lm, &rp, &k->rt[r], err)))
             return keyer_error_prefix(err, "people landmarks: %s: ", path);
     }
@@ -295,7 +258,7 @@ static keyer_status open_landmarks(keyer_people *k, const char *model, keyer_err
     pp.offset = 0.0f;
     pp.threads = p->threads;
     pp.max_batch = p->batch;
-    pp.stream = k->det.stream;
+    pp.stream = k->det.net.stream;
     if ((st = keyer_prepare_create(&pp, &k->prep, err)))
         return keyer_error_prefix(err, "people landmarks: ");
     return KEYER_OK;
@@ -324,7 +287,7 @@ static keyer_status create(const keyer_people_params *params, int external, keye
     tp.min_hits = 1;
     tp.max_misses = params->max_misses;
     tp.max_tracks = 2 * KEYER_PEOPLE_MAX;
-    if ((st = open_detector(k, params->detector_model, err)) ||
+    if ((st = kr_people_det_open(&k->det, &k->p, params->detector_model, err)) ||
         (st = open_landmarks(k, params->landmark_model, err)) ||
         (st = open_fallback(k, params->fallback_model, err)) ||
         (st = keyer_tracker_create(&tp, &k->tracker, err)))
@@ -368,151 +331,11 @@ static keyer_status check_frame(const keyer_people *k, const keyer_frame *frame,
 {
     if (keyer_frame_check(frame, err))
         return keyer_error_prefix(err, "%s: ", fn);
-    if (frame->memory != KEYER_MEMORY_HOST && (k->host || k->det.host))
+    if (frame->memory != KEYER_MEMORY_HOST && (k->host || k->det.net.host))
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                "%s: the frame is in CUDA memory; people keying on the CPU takes "
                                "host frames", fn);
     return KEYER_OK;
-}
-
-/* The detector on @p roi of @p frame (NULL: the whole frame letterboxed); its detections in
- * frame pixels appended to k->all (at most MAX_ALL). */
-static keyer_status detect_region(keyer_people *k, const keyer_frame *frame, const keyer_roi *roi,
-                                  keyer_error *err)
-{
-    keyer_prepare_geometry geo;
-    keyer_status st = kr_vmodel_run(&k->det, frame, roi, &geo, err);
-    if (st)
-        return st;
-    int n = 0;
-    if ((st = keyer_detector_decode(k->decoder, k->det.out[k->det_boxes],
-                                    k->det.out[k->det_scores], k->dets, MAX_DETECTIONS, &n, err)))
-        return st;
-    /* normalised tensor coordinates -> frame pixels through the region's geometry */
-    float tw = (float)k->det.width, th = (float)k->det.height;
-    for (int i = 0; i < n && k->n_all < MAX_ALL; i++) {
-        keyer_detection d = k->dets[i];
-        float x0, y0, x1, y1;
-        kr_geo_apply(&geo, d.xmin * tw, d.ymin * th, &x0, &y0);
-        kr_geo_apply(&geo, d.xmax * tw, d.ymax * th, &x1, &y1);
-        d.xmin = fminf(x0, x1);
-        d.xmax = fmaxf(x0, x1);
-        d.ymin = fminf(y0, y1);
-        d.ymax = fmaxf(y0, y1);
-        for (int j = 0; j < d.num_keypoints; j++)
-            kr_geo_apply(&geo, d.keypoints[j][0] * tw, d.keypoints[j][1] * th,
-                         &d.keypoints[j][0], &d.keypoints[j][1]);
-        if (!isfinite(d.xmin + d.xmax + d.ymin + d.ymax))
-            continue;
-        k->all[k->n_all++] = d;
-    }
-    return KEYER_OK;
-}
-
-/* The tile side for a W x H frame: 0 (no tiles) when the frame's short side is under twice
- * the detector's input, else half the short side (or p.tile_size). */
-static int tile_side(const keyer_people *k, int w, int h)
-{
-    if (!k->p.tiles)
-        return 0;
-    int s = w < h ? w : h;
-    if (k->p.tile_size > 0)
-        return k->p.tile_size < s ? k->p.tile_size : 0;
-    return s >= 2 * k->det.width ? s / 2 : 0;
-}
-
-/* Tile positions along an extent @p n for side @p t: evenly spread from 0 to n - t, at most
- * 3/4 of a tile apart. */
-static int tile_count(int n, int t)
-{
-    int step = 3 * t / 4;
-    return n <= t ? 1 : (n - t + step - 1) / step + 1;
-}
-
-/* Two detections of one person: hips (keypoint 0) closer than SAME_PERSON times the smaller
- * body radius |kp1 - kp0|. (The detector's boxes are of almost constant size, so their overlap
- * says little about two people walking side by side.) */
-static int same_person(const keyer_detection *a, const keyer_detection *b)
-{
-    if (a->num_keypoints < 2 || b->num_keypoints < 2)
-        return keyer_detection_iou(a, b) > SAME_PERSON_IOU;
-    float ra = hypotf(a->keypoints[1][0] - a->keypoints[0][0],
-                      a->keypoints[1][1] - a->keypoints[0][1]);
-    float rb = hypotf(b->keypoints[1][0] - b->keypoints[0][0],
-                      b->keypoints[1][1] - b->keypoints[0][1]);
-    float d = hypotf(a->keypoints[0][0] - b->keypoints[0][0],
-                     a->keypoints[0][1] - b->keypoints[0][1]);
-    return d < SAME_PERSON * fminf(ra, rb);
-}
-
-/* The whole frame, then the tiles; detections merged best first, a detection overlapping a
- * better one (IoU of their boxes > min_suppression_iou) dropped; the best MAX_DETECTIONS in
- * k->dets. */
-static keyer_status detect(keyer_people *k, const keyer_frame *frame,
-                           const keyer_detection *given, int n_given, int *count, keyer_error *err)
-{
-    k->n_all = 0;
-    keyer_status st = KEYER_OK;
-    if (given) { /* the caller's whole-frame detections */
-        for (int i = 0; i < n_given && k->n_all < MAX_ALL; i++)
-            if (given[i].score >= k->p.min_score && isfinite(given[i].xmin + given[i].xmax +
-                                                             given[i].ymin + given[i].ymax))
-                k->all[k->n_all++] = given[i];
-    } else {
-        st = detect_region(k, frame, NULL, err);
-    }
-    int t = tile_side(k, frame->width, frame->height);
-    if (!st && t > 0) {
-        int nx = tile_count(frame->width, t), ny = tile_count(frame->height, t);
-        for (int j = 0; j < ny && !st; j++)
-            for (int i = 0; i < nx && !st; i++) {
-                float x0 = nx > 1 ? (float)i * (float)(frame->width - t) / (float)(nx - 1) : 0;
-                float y0 = ny > 1 ? (float)j * (float)(frame->height - t) / (float)(ny - 1) : 0;
-                keyer_roi roi = {x0 + 0.5f * (float)t, y0 + 0.5f * (float)t, (float)t, (float)t,
-                                 0.0f};
-                st = detect_region(k, frame, &roi, err);
-            }
-    }
-    if (st)
-        return st;
-    /* best first (stable), then greedy suppression */
-    for (int i = 1; i < k->n_all; i++) {
-        keyer_detection v = k->all[i];
-        int j = i;
-        for (; j > 0 && k->all[j - 1].score < v.score; j--)
-            k->all[j] = k->all[j - 1];
-        k->all[j] = v;
-    }
-    int kept = 0;
-    for (int i = 0; i < k->n_all && kept < MAX_DETECTIONS; i++) {
-        int dup = 0;
-        for (int j = 0; j < kept && !dup; j++)
-            dup = same_person(&k->all[i], &k->dets[j]);
-        if (!dup)
-            k->dets[kept++] = k->all[i];
-    }
-    *count = kept;
-    return KEYER_OK;
-}
-
-void keyer_person_box(const keyer_detection *d, float box[4])
-{
-    if (d->num_keypoints < 2) { /* no body keypoints: the detector's box */
-        box[0] = d->xmin;
-        box[1] = d->ymin;
-        box[2] = d->xmax;
-        box[3] = d->ymax;
-        return;
-    }
-    float cx = d->keypoints[0][0], cy = d->keypoints[0][1];
-    float ux = d->keypoints[1][0] - cx, uy = d->keypoints[1][1] - cy; /* half the body axis */
-    /* the rectangle: +-u along the body, +-aspect * |u| across it; its axis-aligned bounds */
-    float hx = fabsf(ux) + KEYER_PERSON_BOX_ASPECT * fabsf(uy);
-    float hy = fabsf(uy) + KEYER_PERSON_BOX_ASPECT * fabsf(ux);
-    box[0] = cx - hx;
-    box[1] = cy - hy;
-    box[2] = cx + hx;
-    box[3] = cy + hy;
 }
 
 keyer_status keyer_people_detect(keyer_people *k, const keyer_frame *frame, keyer_detection *out,
@@ -524,10 +347,10 @@ keyer_status keyer_people_detect(keyer_people *k, const keyer_frame *frame, keye
     *count = 0;
     int n = 0;
     keyer_status st = check_frame(k, frame, "keyer_people_detect", err);
-    if (st || (st = detect(k, frame, NULL, 0, &n, err)))
+    if (st || (st = kr_people_det_run(&k->det, frame, NULL, 0, &n, err)))
         return st;
     n = n < capacity ? n : capacity;
-    memcpy(out, k->dets, (size_t)n * sizeof(*out));
+    memcpy(out, k->det.dets, (size_t)n * sizeof(*out));
     *count = n;
     return KEYER_OK;
 }
@@ -818,15 +641,15 @@ static keyer_status begin(keyer_people *k, const keyer_frame *frame,
     k->frame_w = frame->width;
     k->frame_h = frame->height;
     int n_dets = 0, n_tracks = 0;
-    if ((st = detect(k, frame, given, n_given, &n_dets, err)))
+    if ((st = kr_people_det_run(&k->det, frame, given, n_given, &n_dets, err)))
         goto fail;
     if (n_dets > k->p.max_people)
         n_dets = k->p.max_people;
     /* the tracker works in normalised coordinates */
-    keyer_detection norm[MAX_DETECTIONS];
+    keyer_detection norm[KR_PEOPLE_MAX_DETECTIONS];
     float fw = (float)frame->width, fh = (float)frame->height;
     for (int i = 0; i < n_dets; i++) {
-        norm[i] = k->dets[i];
+        norm[i] = k->det.dets[i];
         norm[i].xmin /= fw;
         norm[i].xmax /= fw;
         norm[i].ymin /= fh;

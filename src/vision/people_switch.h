@@ -16,8 +16,13 @@
  *   for each frame: people = kr_people_switch_update(sw, selfie_mask);
  *   kr_people_switch_destroy(&sw);
  *
+ * The region is found by runs (each row cut into runs of cells at or above 0.5, runs of
+ * neighbouring rows sharing a column joined by union-find) on the mask packed into bits, one
+ * bit a cell: on CUDA the bits are packed on the device (kr_people_switch_pack_cuda) and only
+ * they come down.
+ *
  * Everything is allocated at create; update allocates nothing. One object per stream, one
- * thread at a time.
+ * thread at a time; the pack functions need no object.
  */
 #ifndef KEYER_VISION_PEOPLE_SWITCH_H
 #define KEYER_VISION_PEOPLE_SWITCH_H
@@ -57,6 +62,31 @@ void kr_people_switch_destroy(kr_people_switch **sw);
  * Returns 1 when the frame is to be keyed in people mode, 0 for the selfie model's mask.
  */
 int kr_people_switch_update(kr_people_switch *sw, const float *mask);
+
+/*
+ * As kr_people_switch_update(), on the mask packed into bits (kr_people_switch_pack: as the
+ * CUDA masks come down, 32 times smaller than the floats). The same result on the same mask.
+ */
+int kr_people_switch_update_bits(kr_people_switch *sw, const uint32_t *bits);
+
+/* Words (32 bits) of one packed row of @p w cells: (w + 31) / 32. */
+int kr_people_switch_row_words(int w);
+
+/*
+ * Packs a mask of @p w x @p h probabilities (row-major) into bits: row y is the
+ * kr_people_switch_row_words(w) words from bits + y * that, cell x bit x % 32 of its word x / 32
+ * (least significant first), 1 where the cell is at or above 0.5 (NaN: 0), 0 past w.
+ */
+void kr_people_switch_pack(const float *mask, int w, int h, uint32_t *bits);
+
+/*
+ * The same for @p n masks (1..64) in the memory of CUDA device @p ordinal (masks[i]: w x h
+ * floats, w and h 1..4096), into @p bits there (mask i from bits + i * h * row words), queued
+ * on @p stream: the same bits as kr_people_switch_pack on the same floats. Errors:
+ * INVALID_ARGUMENT, UNSUPPORTED (built without CUDA), DEVICE.
+ */
+keyer_status kr_people_switch_pack_cuda(int ordinal, const float *const *masks, int n, int w,
+                                        int h, uint32_t *bits, void *stream, keyer_error *err);
 
 /* What the last update returned: 1 in people mode (0 before the first update). */
 int kr_people_switch_people(const kr_people_switch *sw);

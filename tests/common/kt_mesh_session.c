@@ -15,8 +15,10 @@
 
 #include "keyer/io.h"
 #include "keyer/pipeline.h"
+#include "keyer/registry.h"
 #include "kt_mesh_session.h"
 #include "kt_session.h"
+#include "vision/vmodel.h"
 #include "testutil.h"
 
 /* faces_fn: the streams' writer threads call it concurrently, each for its own stream only
@@ -41,6 +43,7 @@ static keyer_status ms_faces(void *opaque, int sid, int64_t index, const keyer_f
         r->ids[sid][index][i] = faces[i].id;
         r->presence[sid][index][i] = faces[i].presence;
         r->side[sid][index][i] = faces[i].roi.width;
+        r->roi[sid][index][i] = faces[i].roi;
         for (int k = 0; k < KEYER_FACE_MESH_POINTS; k++) {
             r->lm[sid][index][i][k][0] = faces[i].landmarks[k][0];
             r->lm[sid][index][i][k][1] = faces[i].landmarks[k][1];
@@ -169,6 +172,7 @@ void ms_reference(keyer_frame *const *frames, int nframes, int sid, ms_rec *rec)
             rec->ids[sid][i][k] = faces[k].id;
             rec->presence[sid][i][k] = faces[k].presence;
             rec->side[sid][i][k] = faces[k].roi.width;
+            rec->roi[sid][i][k] = faces[k].roi;
             for (int p = 0; p < KEYER_FACE_MESH_POINTS; p++) {
                 rec->lm[sid][i][k][p][0] = faces[k].landmarks[p][0];
                 rec->lm[sid][i][k][p][1] = faces[k].landmarks[p][1];
@@ -218,4 +222,76 @@ double ms_compare(const ms_rec *a, const ms_rec *b, int max_mismatch, double *wo
     if (worst_rel)
         *worst_rel = rel;
     return worst;
+}
+
+int ms_same_crops(const ms_rec *got, keyer_frame *const *frames, int nframes, double *max_rel,
+                  double *max_px)
+{
+    keyer_error err = {0};
+    char path[4096];
+    keyer_model *m = NULL;
+    keyer_runtime *rt = NULL;
+    keyer_prepare *prep = NULL;
+    if (keyer_registry_resolve("face-mesh", path, sizeof(path), &err) ||
+        keyer_model_load_file(path, &m, &err))
+        fail_msg("%s", err.message);
+    keyer_runtime_params rp = keyer_runtime_params_defaults();
+    rp.threads = 4;
+    if (keyer_runtime_create(m, &rp, &rt, &err))
+        fail_msg("%s", err.message);
+    int o_pts = -1;
+    for (int i = 0; i < keyer_model_output_count(m) && o_pts < 0; i++) {
+        keyer_tensor_info t;
+        if (keyer_model_output_info(m, i, &t, &err))
+            fail_msg("%s", err.message);
+        size_t n = 1;
+        for (int d = 0; d < t.rank; d++)
+            n *= (size_t)t.dims[d];
+        if (n == KEYER_FACE_MESH_POINTS * 3)
+            o_pts = i;
+    }
+    assert_true(o_pts >= 0);
+    keyer_tensor_info in;
+    if (keyer_model_input_info(m, 0, &in, &err))
+        fail_msg("%s", err.message);
+    /* the mesh stage's preparation (src/pipeline/mesh.c) and keyer_faces_run()'s */
+    keyer_prepare_params pp = keyer_prepare_params_defaults();
+    pp.width = in.dims[2];
+    pp.height = in.dims[1];
+    pp.fit = KEYER_FIT_STRETCH;
+    pp.scale = 1.0f;
+    pp.offset = 0.0f;
+    if (keyer_prepare_create(&pp, &prep, &err))
+        fail_msg("%s", err.message);
+    int crops = 0;
+    *max_rel = *max_px = 0;
+    for (int s = 0; s < got->streams; s++)
+        for (int i = 0; i < got->frames && i < nframes; i++)
+            for (int k = 0; k < got->n[s][i]; k++) {
+                const keyer_frame *f = frames[s * nframes + i];
+                keyer_roi roi = got->roi[s][i][k];
+                keyer_prepare_geometry geo;
+                if (keyer_prepare_run(prep, &f, &roi, 1, keyer_runtime_input_data(rt, 0), &geo,
+                                      &err) ||
+                    keyer_runtime_run(rt, &err))
+                    fail_msg("stream %d frame %d face %d: %s", s, i, k, err.message);
+                const float *pts = keyer_runtime_output_data(rt, o_pts);
+                double side = got->side[s][i][k] > 1 ? got->side[s][i][k] : 1;
+                for (int p = 0; p < KEYER_FACE_MESH_POINTS; p++) {
+                    float x, y;
+                    kr_geo_apply(&geo, pts[3 * p], pts[3 * p + 1], &x, &y);
+                    double dx = (double)x - got->lm[s][i][k][p][0];
+                    double dy = (double)y - got->lm[s][i][k][p][1];
+                    double d = sqrt(dx * dx + dy * dy);
+                    if (isnan(d))
+                        d = INFINITY;
+                    *max_px = d > *max_px ? d : *max_px;
+                    *max_rel = d / side > *max_rel ? d / side : *max_rel;
+                }
+                crops++;
+            }
+    keyer_prepare_destroy(&prep);
+    keyer_runtime_destroy(&rt);
+    keyer_model_destroy(&m);
+    return crops;
 }

@@ -6,7 +6,12 @@
  *    what faces_fn receives per stream and frame (in order, every frame once);
  *  - ms_reference runs keyer_faces_run() (CPU, same tracking parameters) on the same frames;
  *  - ms_compare checks the same faces per frame (count, ids) and returns the largest distance
- *    between corresponding landmarks (x, y in frame pixels).
+ *    between corresponding landmarks (x, y in frame pixels);
+ *  - ms_same_crops runs the CPU face mesh (float32) on each crop a run's landmarks came from,
+ *    on the same frames, and returns the largest distance to them: tracking feeds each frame's
+ *    landmarks into the next crop, so end-to-end trajectories drift apart for differences far
+ *    below the runtime's tolerance (a code value of decoding, a batch's kernel schedule),
+ *    while the same crop in must give the same landmarks out.
  * Clips: pans over grace_hopper.jpg (keyer_video_write_sample): the face is in view for the
  * first frames and gone at the end, so tracking, loss and detection all happen.
  */
@@ -31,6 +36,7 @@ typedef struct ms_rec {
     uint32_t ids[MS_STREAMS][MS_FRAMES][MS_KEEP];
     float presence[MS_STREAMS][MS_FRAMES][MS_KEEP];
     float side[MS_STREAMS][MS_FRAMES][MS_KEEP]; /* the crop's side (frame pixels) */
+    keyer_roi roi[MS_STREAMS][MS_FRAMES][MS_KEEP]; /* the crop the landmarks come from */
     float lm[MS_STREAMS][MS_FRAMES][MS_KEEP][KEYER_FACE_MESH_POINTS][2];
 } ms_rec;
 
@@ -66,5 +72,17 @@ void ms_reference(keyer_frame *const *frames, int nframes, int sid, ms_rec *rec)
  *  *@p with_faces. */
 double ms_compare(const ms_rec *a, const ms_rec *b, int max_mismatch, double *worst_rel,
                   int *faces, int *with_faces);
+
+/**
+ * The per-crop check of @p got (a GPU run): for every face it recorded, the CPU face mesh
+ * (float32, batch 1) on the same frame (@p frames[s * nframes + i], host frames) and the same
+ * crop (got->roi; prepared as the mesh stage prepares it: stretched, rgb in [0, 1]), its
+ * landmarks mapped to frame pixels as keyer_faces_run() maps them; no tracking feeds one
+ * frame's differences into the next. Puts the largest distance between corresponding
+ * landmarks (x, y) in *@p max_px and that divided by the crop's side in *@p max_rel (the
+ * largest such ratio); returns the crops compared.
+ */
+int ms_same_crops(const ms_rec *got, keyer_frame *const *frames, int nframes, double *max_rel,
+                  double *max_px);
 
 #endif

@@ -10,6 +10,8 @@
  *    and the same side of 0.5 on >= 99.5% of pixels (the bounds keyer uses for half
  *    precision, registry.h half_ok, here for float32 against float32 on two backends).
  * Then the keying chain (keyer_keying, model people) with backend cuda on host frames runs.
+ * KEYER_TEST_FILTER (a cmocka pattern) runs only the matching tests (a short run under
+ * compute-sanitizer).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -225,5 +227,9 @@ int main(void)
         cmocka_unit_test(test_vtest),
         cmocka_unit_test(test_keying),
     };
+    /* KEYER_TEST_FILTER: only the tests matching it (a short run under compute-sanitizer) */
+    const char *filter = getenv("KEYER_TEST_FILTER");
+    if (filter && *filter)
+        cmocka_set_test_filter(filter);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,8 @@
  *    GPU, each decoded by its GPU's NVDEC) is written back complete and in order: every
  *    frame within 2 code values of the same file run on cuda:0 alone.
  * Temporal smoothing is off so that a frame's matte depends on that frame alone.
+ * KEYER_TEST_FILTER (a cmocka pattern) runs only the matching tests (a short run under
+ * compute-sanitizer).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -476,6 +478,10 @@ int main(void)
         cmocka_unit_test(test_both_gpus_fail),
         cmocka_unit_test(test_split_over_two_gpus),
     };
+    /* KEYER_TEST_FILTER: only the tests matching it (a short run under compute-sanitizer) */
+    const char *filter = getenv("KEYER_TEST_FILTER");
+    if (filter && *filter)
+        cmocka_set_test_filter(filter);
     int rc = cmocka_run_group_tests(tests, setup, NULL);
     free(one.px);
     free(two.px);

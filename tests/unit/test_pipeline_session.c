@@ -812,7 +812,9 @@ static void test_session_detect_pulled(void **state)
 /* keyer_session_params::mesh on the CPU: the face-mesh stage, batched across three streams
  * (batch 4: frames of one stream in one batch run in rounds), gives every frame the faces of
  * keyer_faces_run() on the same frames: same counts and ids, landmarks equal (the same
- * crops and the same CPU runtime; 1e-3 px allows for nothing but printing). The clips are
+ * crops and the same CPU runtime; 1e-3 px allows for nothing but printing), and the CPU face
+ * mesh run again on each face's recorded crop (ms_same_crops, the GPU test's check) gives its
+ * landmarks within 1e-3 px too. The clips are
  * decoded to NV12 and pushed, then read as files (the CPU decoder's own frames), also keyed
  * (the mesh then hands its items to the keying model). */
 static void test_session_mesh_cpu(void **state)
@@ -839,6 +841,14 @@ static void test_session_mesh_cpu(void **state)
     assert_true(with >= 6);
     assert_true(with < 3 * 16); /* the face leaves the view: loss and detection again */
     assert_true(worst <= 1e-3);
+    /* the GPU test's per-crop check (ms_same_crops) on the CPU's own run: the same crops give
+     * the same landmarks */
+    double crop_rel = 0, crop_px = 0;
+    int crops = ms_same_crops(got, frames, 16, &crop_rel, &crop_px);
+    print_message("  mesh stage (cpu, pushed): on the same %d crops as the CPU face mesh: max "
+                  "%.6f px\n", crops, crop_px);
+    assert_int_equal(crops, faces);
+    assert_true(crop_px <= 1e-3);
     /* files: decoded by the session's reader; the reference on the same decoder's frames */
     const char *inputs[3] = {paths[0], paths[1], paths[2]};
     ms_run_files(inputs, 3, 16, KEYER_DEVICE_CPU, KEYER_PRECISION_AUTO, 4, 0, got);

@@ -268,6 +268,24 @@ static keyer_status event_sync(int ordinal, void *event, keyer_error *err)
     return KEYER_OK;
 }
 
+static keyer_status event_query(int ordinal, void *event, int *done, keyer_error *err)
+{
+    *done = 0;
+    if (use(ordinal, err))
+        return err ? err->status : KEYER_STATUS_DEVICE;
+    cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+    if (e == cudaErrorNotReady) {
+        /* not an error: never left as the thread's last error for a later launch check */
+        if (cudaPeekAtLastError() == cudaErrorNotReady)
+            (void)cudaGetLastError();
+        return KEYER_OK;
+    }
+    if (e != cudaSuccess)
+        return fail(err, "cudaEventQuery", e);
+    *done = 1;
+    return KEYER_OK;
+}
+
 static keyer_status set_sync(int ordinal, int mode, keyer_error *err)
 {
     static const unsigned flags[4] = {cudaDeviceScheduleAuto, cudaDeviceScheduleSpin,
@@ -317,6 +335,7 @@ static const kr_device_fns cuda_fns = {
     .event_record = event_record,
     .event_wait = event_wait,
     .event_sync = event_sync,
+    .event_query = event_query,
     .set_sync = set_sync,
     .event_create_blocking = event_create_blocking,
 };
