@@ -400,6 +400,9 @@ typedef struct keyer_session_params {
     /** How its threads wait for the GPU (default AUTO: CUDA's own choice); see
      *  keyer_cuda_sync. */
     keyer_cuda_sync cuda_sync;
+    /** File streams on NVDEC: pictures each decoder session decodes ahead of the one
+     *  returned (keyer_reader_params::decode_ahead when that is 0), 0..8; default 0. */
+    int decode_ahead;
     void *reserved[2];           /**< zero (mesh .. faces_opaque took 4 of 8, cuda_devices and
                                   *   split_gpus 2; pose .. pose_opaque and split_chunks ..
                                   *   cuda_sync were added before them: the struct
@@ -413,7 +416,7 @@ keyer_session_params keyer_session_params_defaults(void);
  *  "0,2", "none"), split_gpus, split_chunks, mode, batch, batch_wait_us, queue_depth,
  *  threads, composite_workers, refine_workers, max_streams, live, realtime, reconnect (auto,
  *  on, off), reconnect_max, input_timeout, decode_segments, decode_surfaces,
- *  decode_shared_stream, cuda_sync (auto, spin, yield, block), trace_events,
+ *  decode_ahead, decode_shared_stream, cuda_sync (auto, spin, yield, block), trace_events,
  *  progress_interval_ms. */
 const keyer_option *keyer_session_options(void);
 
@@ -687,6 +690,9 @@ typedef struct keyer_stream_report {
      *  (keyer_reader_stats); 0 for other streams */
     int64_t reconnects, missed_frames;
     double disconnected_seconds;
+    /** file and network inputs: the video decoders' set-ups (keyer_reader_stats::
+     *  decoder_setups; with NVDEC each one a decoder session); 0 for pushed streams */
+    int64_t decoder_setups;
     int hw_decode;          /**< 1 when NVDEC decoded it */
     char encoder[32];       /**< video encoder in use ("" when none) */
     int has_audio;          /**< the input had audio (copied to the output) */

@@ -544,7 +544,7 @@ static void update_counters(keyer_reader *r)
     if (r->split) {
         int trunc = 0, active = 0, fellback = 0;
         kr_split_counters(r->split, &r->stats.dropped_packets, &r->stats.corrupt_packets, &trunc,
-                          &active, &fellback);
+                          &active, &fellback, &r->stats.decoder_setups);
         r->stats.truncated = trunc;
         r->stats.dropped_packets += r->out_of_order;
         r->stats.hw_fallback = fellback || r->stats.hw_fallback;
@@ -552,6 +552,7 @@ static void update_counters(keyer_reader *r)
         r->stats.dropped_packets = r->main.dropped_packets;
         r->stats.corrupt_packets = r->main.corrupt_packets;
         r->stats.truncated = r->main.truncated;
+        r->stats.decoder_setups = r->main.hw.setups;
         r->stats.dropped_packets += r->out_of_order;
         if (r->main.hw.fellback)
             r->stats.hw_fallback = 1;
@@ -679,11 +680,12 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
                                "%s: bad reader parameters (device %d, segments %d, threads %d, "
                                "format %s)", url, (int)p.device, p.segments, p.threads,
                                keyer_pixel_format_name(p.format));
-    if (p.hw_surfaces < 0 || p.hw_surfaces > 16 || (unsigned)p.hw_shared_stream > 1)
+    if (p.hw_surfaces < 0 || p.hw_surfaces > 16 || (unsigned)p.hw_shared_stream > 1 ||
+        p.decode_ahead < 0 || p.decode_ahead > 8)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "%s: bad reader parameters (hw_surfaces %d (0..16), "
-                               "hw_shared_stream %d (0 or 1))", url, p.hw_surfaces,
-                               p.hw_shared_stream);
+                               "hw_shared_stream %d (0 or 1), decode_ahead %d (0..8))", url,
+                               p.hw_surfaces, p.hw_shared_stream, p.decode_ahead);
     if ((unsigned)p.reconnect > KEYER_RECONNECT_ON || !(p.reconnect_max >= 0.0f) ||
         p.reconnect_max > 1e6f || !(p.timeout >= 0.0f) || p.timeout > 86400.0f)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
@@ -747,6 +749,7 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
         .hw_own_stream = r->hw_device && !p.hw_shared_stream,
         .hw_ordinal = p.cuda_device,
         .hw_surfaces = p.hw_surfaces,
+        .decode_ahead = p.decode_ahead,
         .interrupt = &r->interrupt,
         .logger = r->logger,
         .stream_index = -1,
@@ -890,7 +893,7 @@ keyer_status keyer_reader_seek(keyer_reader *r, int64_t pts, keyer_error *err)
         int64_t ts = pts, back = r->last_duration > 0 ? r->last_duration : 1;
         int64_t start = r->info.start_pts;
         for (int tries = 0;; tries++) {
-            st = kr_source_seek(&r->main, ts, 0, err);
+            st = kr_source_seek(&r->main, ts, KR_SEEK_KEEP_DECODER, err);
             if (st)
                 return st;
             r->last_pts = INT64_MIN;

@@ -64,8 +64,8 @@ typedef struct kr_stream_env {
     void *failover_opaque;
 } kr_stream_env;
 
-/** The session's decoder knobs (decode_segments, decode_surfaces, decode_shared_stream) in
- *  @p rp, where the stream's own reader parameters leave them at 0. */
+/** The session's decoder knobs (decode_segments, decode_surfaces, decode_ahead,
+ *  decode_shared_stream) in @p rp, where the stream's own reader parameters leave them at 0. */
 static inline void kr_stream_decoder_knobs(const keyer_session_params *sp,
                                            keyer_reader_params *rp)
 {
@@ -73,6 +73,8 @@ static inline void kr_stream_decoder_knobs(const keyer_session_params *sp,
         rp->segments = sp->decode_segments;
     if (rp->hw_surfaces == 0)
         rp->hw_surfaces = sp->decode_surfaces;
+    if (rp->decode_ahead == 0)
+        rp->decode_ahead = sp->decode_ahead;
     if (sp->decode_shared_stream)
         rp->hw_shared_stream = 1;
 }

@@ -1,7 +1,7 @@
 /* Video reader on real media made here from the test photos: stream properties before the
  * first frame, every frame with its timestamp, output formats checked against the photo,
  * seeking, image sequences, a real pipe on standard input, interrupts, and split decode
- * (bit-identical to one decoder, also with open GOPs). */
+ * (bit-identical to one decoder, also with open GOPs; decoders kept over IDR cuts). */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -391,6 +391,86 @@ static void test_split_seek(void **state)
     keyer_reader_destroy(&r);
 }
 
+/* Split decode keeps each worker's decoder from chunk to chunk where the next chunk starts
+ * with an IDR picture (x264's closed GOPs), and sets it up again where it does not (open GOPs
+ * start at recovery points): libavcodec's set-ups are counted (with NVDEC each is a new
+ * decoder session). long.mp4: 96 frames, IDR every 12, chunks of 24: two workers take chunks
+ * 0, 2 and 1, 3. opengop.mkv: keyframes every 16, chunks of 32: worker 0 takes chunks 0 and
+ * 2, chunk 2 starting at a recovery point. The frames stay those of one decoder. */
+static void test_split_keeps_decoders(void **state)
+{
+    (void)state;
+    keyer_reader_params p = *kt_cpu();
+    p.segments = 2;
+    check_split(long_mp4, 2, 96);
+    kt_stream *idr = kt_read_stream(long_mp4, &p, 0);
+    assert_int_equal(idr->n, 96);
+    assert_int_equal(idr->info.segments, 2);
+    assert_int_equal(idr->stats.decoder_setups, 2); /* was 4: one per chunk */
+    check_split(open_gop, 2, 96);
+    kt_stream *open = kt_read_stream(open_gop, &p, 0);
+    assert_int_equal(open->n, 96);
+    assert_int_equal(open->stats.decoder_setups, 3); /* chunk 2 needs a flush */
+    print_message("    decoder set-ups: %lld (IDR chunks), %lld (open GOPs)\n",
+                  (long long)idr->stats.decoder_setups, (long long)open->stats.decoder_setups);
+    kt_stream_free(&idr);
+    kt_stream_free(&open);
+}
+
+/* A seek forward to an IDR keyframe keeps the decoder: the frames of the old position it
+ * still holds are dropped, the frames from the target on equal one decoder's (bit for bit);
+ * a seek back sets the decoder up again. */
+static void test_seek_keeps_decoder(void **state)
+{
+    (void)state;
+    kt_stream *one = kt_read_stream(long_mp4, kt_cpu(), 1);
+    assert_int_equal(one->n, 96);
+    keyer_reader *r = NULL;
+    keyer_error err = {0};
+    if (keyer_reader_open(long_mp4, kt_cpu(), &r, &err))
+        fail_msg("%s", err.message);
+    int64_t step = keyer_reader_info(r)->time_base.den / 24;
+    keyer_frame *f = NULL;
+    assert_int_equal(keyer_frame_create(&f, NULL), KEYER_OK);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
+        assert_int_equal(f->pts, i * step);
+    }
+    keyer_reader_stats st;
+    keyer_reader_stats_get(r, &st);
+    assert_int_equal(st.decoder_setups, 1);
+    /* forward to frame 62: the IDR at 60, frames 60 and 61 decoded and skipped */
+    assert_int_equal(keyer_reader_seek(r, 62 * step, &err), KEYER_OK);
+    for (int i = 62; i < 96; i++) {
+        assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
+        assert_int_equal(f->pts, one->pts[i]);
+        if (!kt_frames_equal(f, one->frames[i]))
+            fail_msg("frame %d after a forward seek differs from one decoder's", i);
+    }
+    assert_int_equal(keyer_reader_read(r, f, &err), KEYER_STATUS_END);
+    keyer_reader_stats_get(r, &st);
+    assert_int_equal(st.decoder_setups, 1);
+    assert_int_equal(st.dropped_packets, 0);
+    /* back to frame 13: a flush, a new set-up */
+    assert_int_equal(keyer_reader_seek(r, 13 * step, &err), KEYER_OK);
+    assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
+    assert_int_equal(f->pts, 13 * step);
+    assert_true(kt_frames_equal(f, one->frames[13]));
+    /* forward again from the middle of a GOP: 14..23 were sent, the IDR at 24 follows */
+    assert_int_equal(keyer_reader_seek(r, 36 * step, &err), KEYER_OK);
+    for (int i = 36; i < 50; i++) {
+        assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
+        assert_int_equal(f->pts, one->pts[i]);
+        if (!kt_frames_equal(f, one->frames[i]))
+            fail_msg("frame %d after the second forward seek differs from one decoder's", i);
+    }
+    keyer_reader_stats_get(r, &st);
+    assert_int_equal(st.decoder_setups, 2);
+    keyer_frame_destroy(&f);
+    keyer_reader_destroy(&r);
+    kt_stream_free(&one);
+}
+
 /* A pipe cannot be split: one decoder is used and the reason is logged. */
 static int log_hits;
 static void count_split_log(void *opaque, keyer_log_level level, const char *msg)
@@ -475,6 +555,8 @@ int main(void)
         cmocka_unit_test(test_interrupt),
         cmocka_unit_test(test_split_decode),
         cmocka_unit_test(test_split_seek),
+        cmocka_unit_test(test_split_keeps_decoders),
+        cmocka_unit_test(test_seek_keeps_decoder),
         cmocka_unit_test(test_split_fallback),
         cmocka_unit_test(test_params),
     };
