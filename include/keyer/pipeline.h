@@ -400,8 +400,10 @@ typedef struct keyer_session_params {
     /** How its threads wait for the GPU (default AUTO: CUDA's own choice); see
      *  keyer_cuda_sync. */
     keyer_cuda_sync cuda_sync;
-    /** File streams on NVDEC: pictures each decoder session decodes ahead of the one
-     *  returned (keyer_reader_params::decode_ahead when that is 0), 0..8; default 0. */
+    /** Streams on NVDEC: pictures each decoder session decodes ahead of the one returned
+     *  (keyer_reader_params::decode_ahead, when the stream's own reader parameters leave it
+     *  0), 0..8, or -1: 4 for file streams, none for live inputs, with realtime or in
+     *  latency mode (it delays each frame by that many frames). Default 0. */
     int decode_ahead;
     void *reserved[2];           /**< zero (mesh .. faces_opaque took 4 of 8, cuda_devices and
                                   *   split_gpus 2; pose .. pose_opaque and split_chunks ..

@@ -358,7 +358,9 @@ static keyer_status add_split(keyer_session *s, const keyer_file_stream_params *
                                "pose_fn) "
                                "are not called for a split input");
     keyer_file_stream_params fp = *params;
-    kr_stream_decoder_knobs(&g->user, &fp.reader); /* the lanes' decoders */
+    /* the lanes' decoders (a file; decode-ahead as for a stream) */
+    kr_stream_decoder_knobs(&g->user, g->user.realtime || g->user.mode == KEYER_PIPELINE_LATENCY,
+                            &fp.reader);
     keyer_status st = kr_split_gpus_create(&fp, g->count, g->user.split_chunks, s->logger,
                                            &g->split, err);
     if (st == KEYER_STATUS_UNSUPPORTED) {

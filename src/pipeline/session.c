@@ -106,8 +106,9 @@ static const keyer_option session_options[] = {
     KEYER_OPTION_FIELD("decode_surfaces", "extra NVDEC surfaces per decoder; 0: libavcodec's",
         OFF(decode_surfaces), KEYER_OPTION_INT, 0, 0, 16, NULL),
     KEYER_OPTION_FIELD("decode_ahead",
-        "pictures each NVDEC session decodes ahead of the one returned (H.264); 0: none",
-        OFF(decode_ahead), KEYER_OPTION_INT, 0, 0, 8, NULL),
+        "pictures each NVDEC session decodes ahead of the one returned (H.264); 0: none; "
+        "-1: 4 for file streams, none for live ones",
+        OFF(decode_ahead), KEYER_OPTION_INT, 0, -1, 8, NULL),
     {"decode_shared_stream",
      "NVDEC copies on the device's shared default stream instead of one per decoder (for "
      "comparisons)", OFF(decode_shared_stream), KEYER_OPTION_BOOL, 0, 0, 1, NULL, NULL, NULL,
