@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "io/av.h"
+#include "io/io_internal.h"
 #include "keyer/image.h"
 #include "keyer/io.h"
 #include "kt_io.h"
@@ -419,56 +420,115 @@ static void test_split_keeps_decoders(void **state)
 
 /* A seek forward to an IDR keyframe keeps the decoder: the frames of the old position it
  * still holds are dropped, the frames from the target on equal one decoder's (bit for bit);
- * a seek back sets the decoder up again. */
-static void test_seek_keeps_decoder(void **state)
+ * a seek back sets the decoder up again. @p path: 96 frames, an IDR picture every 12. */
+static void check_seeks_keep_decoder(const char *path)
 {
-    (void)state;
-    kt_stream *one = kt_read_stream(long_mp4, kt_cpu(), 1);
+    kt_stream *one = kt_read_stream(path, kt_cpu(), 1);
     assert_int_equal(one->n, 96);
     keyer_reader *r = NULL;
     keyer_error err = {0};
-    if (keyer_reader_open(long_mp4, kt_cpu(), &r, &err))
+    if (keyer_reader_open(path, kt_cpu(), &r, &err))
         fail_msg("%s", err.message);
-    int64_t step = keyer_reader_info(r)->time_base.den / 24;
     keyer_frame *f = NULL;
     assert_int_equal(keyer_frame_create(&f, NULL), KEYER_OK);
     for (int i = 0; i < 5; i++) {
         assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
-        assert_int_equal(f->pts, i * step);
+        assert_int_equal(f->pts, one->pts[i]);
     }
     keyer_reader_stats st;
     keyer_reader_stats_get(r, &st);
     assert_int_equal(st.decoder_setups, 1);
     /* forward to frame 62: the IDR at 60, frames 60 and 61 decoded and skipped */
-    assert_int_equal(keyer_reader_seek(r, 62 * step, &err), KEYER_OK);
+    assert_int_equal(keyer_reader_seek(r, one->pts[62], &err), KEYER_OK);
     for (int i = 62; i < 96; i++) {
         assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
         assert_int_equal(f->pts, one->pts[i]);
         if (!kt_frames_equal(f, one->frames[i]))
-            fail_msg("frame %d after a forward seek differs from one decoder's", i);
+            fail_msg("%s: frame %d after a forward seek differs from one decoder's", path, i);
     }
     assert_int_equal(keyer_reader_read(r, f, &err), KEYER_STATUS_END);
     keyer_reader_stats_get(r, &st);
     assert_int_equal(st.decoder_setups, 1);
     assert_int_equal(st.dropped_packets, 0);
     /* back to frame 13: a flush, a new set-up */
-    assert_int_equal(keyer_reader_seek(r, 13 * step, &err), KEYER_OK);
+    assert_int_equal(keyer_reader_seek(r, one->pts[13], &err), KEYER_OK);
     assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
-    assert_int_equal(f->pts, 13 * step);
+    assert_int_equal(f->pts, one->pts[13]);
     assert_true(kt_frames_equal(f, one->frames[13]));
-    /* forward again from the middle of a GOP: 14..23 were sent, the IDR at 24 follows */
-    assert_int_equal(keyer_reader_seek(r, 36 * step, &err), KEYER_OK);
+    /* forward again from the middle of a GOP (14.. were sent): the IDR at 36 */
+    assert_int_equal(keyer_reader_seek(r, one->pts[36], &err), KEYER_OK);
     for (int i = 36; i < 50; i++) {
         assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
         assert_int_equal(f->pts, one->pts[i]);
         if (!kt_frames_equal(f, one->frames[i]))
-            fail_msg("frame %d after the second forward seek differs from one decoder's", i);
+            fail_msg("%s: frame %d after the second forward seek differs from one decoder's",
+                     path, i);
     }
     keyer_reader_stats_get(r, &st);
+    print_message("    %s: %lld decoder set-ups over 3 seeks\n", path,
+                  (long long)st.decoder_setups);
     assert_int_equal(st.decoder_setups, 2);
     keyer_frame_destroy(&f);
     keyer_reader_destroy(&r);
     kt_stream_free(&one);
+}
+
+static void test_seek_keeps_decoder(void **state)
+{
+    (void)state;
+    check_seeks_keep_decoder(long_mp4);
+}
+
+/* The clean-cut test on every video packet of a file: 1 exactly for the IDR pictures (every
+ * 12th of 96 frames here), with length-prefixed NAL units (MP4: avcC) and with start codes
+ * (MPEG-TS: Annex B, where in-band SPS/PPS and SEI come first). */
+static int count_clean_cuts(const char *path, int *packets)
+{
+    AVFormatContext *fc = NULL;
+    assert_int_equal(avformat_open_input(&fc, path, NULL, NULL), 0);
+    assert_true(avformat_find_stream_info(fc, NULL) >= 0);
+    int vs = av_find_best_stream(fc, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
+    assert_true(vs >= 0);
+    AVCodecContext *dec = avcodec_alloc_context3(NULL);
+    assert_non_null(dec);
+    assert_true(avcodec_parameters_to_context(dec, fc->streams[vs]->codecpar) >= 0);
+    AVPacket *pkt = av_packet_alloc();
+    int cuts = 0, n = 0;
+    while (av_read_frame(fc, pkt) >= 0) {
+        if (pkt->stream_index == vs) {
+            int cut = kr_source_clean_cut(dec, pkt);
+            if (cut && n % 12 != 0)
+                fail_msg("%s: packet %d is not an IDR picture", path, n);
+            cuts += cut;
+            n++;
+        }
+        av_packet_unref(pkt);
+    }
+    av_packet_free(&pkt);
+    avcodec_free_context(&dec);
+    avformat_close_input(&fc);
+    *packets = n;
+    return cuts;
+}
+
+static void test_clean_cuts(void **state)
+{
+    (void)state;
+    char ts[1024];
+    snprintf(ts, sizeof(ts), "%s/long.ts", dir);
+    keyer_sample_params p = keyer_sample_params_defaults();
+    p.frames = 96;
+    p.audio_codec = NULL;
+    kt_make_sample(ts, &p);
+    int n = 0;
+    assert_int_equal(count_clean_cuts(long_mp4, &n), 8);
+    assert_int_equal(n, 96);
+    assert_int_equal(count_clean_cuts(ts, &n), 8);
+    assert_int_equal(n, 96);
+    unlink(ts);
+    /* open GOPs: only the first keyframe is an IDR picture */
+    assert_int_equal(count_clean_cuts(open_gop, &n), 1);
+    assert_int_equal(n, 96);
 }
 
 /* A pipe cannot be split: one decoder is used and the reason is logged. */
@@ -557,6 +617,7 @@ int main(void)
         cmocka_unit_test(test_split_seek),
         cmocka_unit_test(test_split_keeps_decoders),
         cmocka_unit_test(test_seek_keeps_decoder),
+        cmocka_unit_test(test_clean_cuts),
         cmocka_unit_test(test_split_fallback),
         cmocka_unit_test(test_params),
     };
