@@ -236,7 +236,7 @@ typedef struct keyer_session_params {
      *  throughput mode, else 1. */
     int composite_workers;
     /** Refine workers, 1..8: stream s is refined by worker s % W (its frames in order). 0
-     *  (default): on CUDA one per 8 file streams known at the start (1 to 4); on the CPU 2
+     *  (default): on CUDA one per 4 file streams known at the start (1 to 4); on the CPU 2
      *  when there are 8 cores or more and several streams, else 1. */
     int refine_workers;
     int max_streams;        /**< streams a session may hold, 1..1024 (default 64) */

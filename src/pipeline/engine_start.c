@@ -462,9 +462,10 @@ keyer_status kr_engine_start(keyer_session *s, keyer_error *err)
                                                                               : KR_MAX_COMPOSITE_WORKERS);
     if (s->workers < 1)
         s->workers = 1;
-    /* one refine worker launched about 4,000 frames/s of 1080p refinement on the H100 (0.25 ms
-     * of host time per frame with 32 streams): more streams get more workers */
-    int rw = s->use_cuda ? files / 8 : cores >= 8 && files > 1 ? 2 : 1;
+    /* one refine worker launched about 4,000 frames/s of 1080p refinement on the H100 (0.16 to
+     * 0.25 ms of host time per frame): one per 4 streams, so that 8 streams, which the
+     * decoders can bring past 4,000 frames/s, have two */
+    int rw = s->use_cuda ? files / 4 : cores >= 8 && files > 1 ? 2 : 1;
     s->refine_workers = p->refine_workers > 0 ? p->refine_workers
                         : rw < 1                ? 1
                         : rw > 4                ? 4
