@@ -7,7 +7,8 @@
 # (--noise 6, x264 veryfast, a keyframe every 12 frames; KEYER_BENCH_SIZE and
 # KEYER_BENCH_FRAMES change size and length), runs `keyer` on STREAMS links to it with `--blur --stats` and the
 # options given (e.g. `--device cuda:0`), and prints in a few lines:
-#   - frames/s, end-to-end latency p50/p99, the bottleneck stage (the session's --stats);
+#   - frames/s, end-to-end latency p50/p99, the bottleneck stage, the decoders' set-ups over
+#     all streams (one per decoder session; the session's --stats);
 #   - per stage: workers, mean/p99 ms per call, utilisation, mean/capacity of its queue;
 #   - the process's CPU time per frame written (user + system, getrusage of the child) and the
 #     cores it kept busy on average;
@@ -71,10 +72,11 @@ except Exception as e:
     print('%s streams: exit %s, no statistics (%s) %s' % (n, p.returncode, e, err.strip()[-300:]))
     sys.exit(0)
 w = d['frames']['written']
+setups = sum(s.get('decoder_setups', 0) for s in d.get('streams', []))
 print('%s streams on %s: %.1f frames/s, %d frames, latency p50 %.1f p99 %.1f ms, batch %d, '
-      'bottleneck %s, exit %d' % (n, d['device'], d['fps'], w, d['latency_ms']['p50'],
-                                  d['latency_ms']['p99'], d['batch'], d['bottleneck'],
-                                  p.returncode))
+      'bottleneck %s, decoder set-ups %d, exit %d' % (
+          n, d['device'], d['fps'], w, d['latency_ms']['p50'], d['latency_ms']['p99'],
+          d['batch'], d['bottleneck'], setups, p.returncode))
 for s in d['stages']:
     q = s.get('queue', {})
     print('  %-9s x%-2d %7.3f / %7.3f ms  util %.2f  queue %.1f/%d' % (

@@ -2,10 +2,11 @@
 # Several GPUs in one session (issue 28): the same work on one GPU and on two, in one run, so
 # the speed-up is measured on one machine at one time.
 #
-#   bench/multigpu.sh [KEYER_BINARY]        (default build/keyer; a CUDA build)
+#   bench/multigpu.sh [KEYER_BINARY [keyer options...]]   (default build/keyer; a CUDA build)
 #
-# Makes its inputs with `keyer make-sample` (no ffmpeg program needed): a 1080p30 clip of 300
-# frames and a 4K30 clip of 600 frames (--noise 6, x264 veryfast, a keyframe every 12 frames),
+# Makes its inputs with `keyer make-sample` (no ffmpeg program needed), both at once: a 1080p30
+# clip of 300 frames and a 4K30 clip of 240 frames (--noise 6, x264 veryfast, a keyframe every
+# 12 frames; 600 frames of 4K took longer than a benchmark run should),
 # N streams being N symbolic links to the same file. Runs, each as `keyer INPUTS... --blur`
 # with a null output:
 #   - 16 streams of 1080p on cuda:0, then on cuda:0,1 (8 streams per GPU: placement by load);
@@ -19,6 +20,8 @@ set -u
 set -o pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 K=${1:-$repo/build/keyer}
+shift $(($# > 0 ? 1 : 0))
+extra=("$@") # given to every run (e.g. --model selfie-landscape --decode-ahead 4)
 dir=${KEYER_BENCH_DIR:-$(mktemp -d)}
 mkdir -p "$dir"
 img=$repo/tests/data/grace_hopper.jpg
@@ -29,9 +32,10 @@ if [ "${gpus:-0}" -lt 2 ]; then
     exit 77
 fi
 
-sample() { # NAME WxH FRAMES
-    [ -f "$dir/$1" ] || "$K" make-sample "$dir/$1" --image "$img" --size "$2" --frames "$3" \
-        --fps 30 --noise 6 --preset veryfast 2>/dev/null || { echo "make-sample $1 failed"; exit 1; }
+sample() { # NAME WxH FRAMES (made under a temporary name: no half-written sample stays)
+    [ -f "$dir/$1" ] || { "$K" make-sample "$dir/$1.part.mp4" --image "$img" --size "$2" \
+        --frames "$3" --fps 30 --noise 6 --preset veryfast 2>/dev/null &&
+        mv "$dir/$1.part.mp4" "$dir/$1"; }
 }
 
 links() { # FILE COUNT PREFIX: prints the paths of COUNT links to FILE
@@ -46,7 +50,8 @@ declare -A fps
 bench() { # LABEL DEVICE INPUTS... [extra options]
     local label=$1 device=$2
     shift 2
-    "$K" "$@" --blur --device "$device" --stats "$dir/stats.json" -q -y 2>"$dir/err.log"
+    "$K" "$@" "${extra[@]}" --blur --device "$device" --stats "$dir/stats.json" -q -y \
+        2>"$dir/err.log"
     local rc=$?
     python3 - "$label" "$device" "$rc" "$dir/stats.json" "$dir/fps.txt" <<'PY'
 import collections, json, sys
@@ -71,8 +76,12 @@ print('%-22s speed-up on two GPUs: %s' % (sys.argv[1], '%.2fx' % (b / a) if a > 
         "$1" "${fps[$1/cuda:0]:-0}" "${fps[$1/cuda:0,1]:-0}"
 }
 
-sample b1080.mp4 1920x1080 300
-sample b4k.mp4 3840x2160 600
+sample b1080.mp4 1920x1080 300 &
+sample b4k.mp4 3840x2160 240 &
+wait
+for f in b1080.mp4 b4k.mp4; do
+    [ -f "$dir/$f" ] || { echo "make-sample $f failed"; exit 1; }
+done
 mapfile -t hd16 < <(links b1080.mp4 16 hd)
 mapfile -t k2 < <(links b4k.mp4 2 k)
 

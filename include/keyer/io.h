@@ -175,7 +175,19 @@ typedef struct keyer_reader_params {
      * the own streams; kept for comparisons).
      */
     int hw_shared_stream;
-    void *reserved[3];                /**< zero (hw_surfaces and hw_shared_stream took 1 of 4) */
+    /**
+     * NVDEC: pictures decoded ahead of the one returned, 0..8 (default 0). libavcodec maps
+     * and copies a picture out of its NVDEC session when it leaves the decoder's reorder
+     * buffer, which for H.264 holds as many pictures as the stream reorders (B-frames):
+     * often the picture just submitted, so the session decodes one picture at a time with
+     * the host's work in between. This deepens the buffer (AVCodecContext::has_b_frames) by
+     * that many pictures, with as many more surfaces plus one, so that NVDEC has them queued
+     * while the oldest is copied out. The frames and their order do not change; each stream
+     * starts that many frames later (latency), and libavcodec decoders that do not use
+     * has_b_frames for their output (HEVC) are not affected.
+     */
+    int decode_ahead;
+    void *reserved[2];                /**< zero (hw_surfaces .. decode_ahead took 2 of 4) */
 } keyer_reader_params;
 
 /** Default reader parameters (see each field). */
@@ -241,6 +253,10 @@ typedef struct keyer_reader_stats {
      *  the last frame before it to the first after it, times the frame rate, less one */
     int64_t missed_frames;
     double disconnected_seconds; /**< wall-clock seconds of those gaps, summed */
+    /** times the video decoders were set up (libavcodec's get_format: the first picture, and
+     *  again after a flush, which for NVDEC is a new decoder session and surface pool); split
+     *  decode and seeks keep the decoder where the next keyframe is an H.264 IDR picture */
+    int64_t decoder_setups;
 } keyer_reader_stats;
 
 /**
@@ -284,6 +300,19 @@ keyer_status keyer_reader_read(keyer_reader *reader, keyer_frame *frame, keyer_e
  * Errors: UNSUPPORTED (input not seekable, e.g. a pipe), IO, INVALID_ARGUMENT.
  */
 keyer_status keyer_reader_seek(keyer_reader *reader, int64_t pts, keyer_error *err);
+
+/**
+ * Switches open reader @p r from one decoder to split decode over @p segments (2..64)
+ * concurrent decoders (keyer_reader_params::segments) from the next frame on, each decoding
+ * its chunk ahead (whole GOPs, 24 frames or more), but at most @p queue frames (0: no limit;
+ * long GOPs would otherwise hold many frames per session): the frames
+ * keep their order and none is repeated or lost. For a caller that learns only after opening
+ * that the decoders would otherwise sit idle (a session with few streams on a GPU). A reader
+ * already split or at its end is left as it is (KEYER_OK). Errors: INVALID_ARGUMENT,
+ * UNSUPPORTED (a live or unseekable input, a file without a keyframe index or with one
+ * keyframe: the reader goes on with its one decoder), OUT_OF_MEMORY, DEVICE.
+ */
+keyer_status keyer_reader_split(keyer_reader *r, int segments, int queue, keyer_error *err);
 
 /** Copies the reader's counters into @p out. Both must be non-NULL. */
 void keyer_reader_stats_get(const keyer_reader *reader, keyer_reader_stats *out);

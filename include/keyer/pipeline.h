@@ -236,7 +236,7 @@ typedef struct keyer_session_params {
      *  throughput mode, else 1. */
     int composite_workers;
     /** Refine workers, 1..8: stream s is refined by worker s % W (its frames in order). 0
-     *  (default): on CUDA one per 8 file streams known at the start (1 to 4); on the CPU 2
+     *  (default): on CUDA one per 4 file streams known at the start (1 to 4); on the CPU 2
      *  when there are 8 cores or more and several streams, else 1. */
     int refine_workers;
     int max_streams;        /**< streams a session may hold, 1..1024 (default 64) */
@@ -387,7 +387,11 @@ typedef struct keyer_session_params {
     /**
      * File streams on NVDEC: decoder sessions per stream (keyer_reader_params::segments, when
      * the stream's own reader parameters leave it 0): 2..16 split each file at keyframes over
-     * that many concurrent decoders, its frames still in order. 0 or 1 (default): one.
+     * that many concurrent decoders, its frames still in order. 0 or 1: one. -1 (default,
+     * auto): two for each file stream of a GPU that has fewer than 16 file streams when the
+     * session starts (one session per stream leaves the NVDEC engines idle part of the time
+     * with few streams), one otherwise and for live, paced (realtime) or latency-mode
+     * streams and files without a keyframe index (keyer_reader_split()).
      */
     int decode_segments;
     /** File streams on NVDEC: extra decoder surfaces per session
@@ -400,6 +404,11 @@ typedef struct keyer_session_params {
     /** How its threads wait for the GPU (default AUTO: CUDA's own choice); see
      *  keyer_cuda_sync. */
     keyer_cuda_sync cuda_sync;
+    /** Streams on NVDEC: pictures each decoder session decodes ahead of the one returned
+     *  (keyer_reader_params::decode_ahead, when the stream's own reader parameters leave it
+     *  0), 0..8, or -1: 4 for file streams, none for live inputs, with realtime or in
+     *  latency mode (it delays each frame by that many frames). Default 0. */
+    int decode_ahead;
     void *reserved[2];           /**< zero (mesh .. faces_opaque took 4 of 8, cuda_devices and
                                   *   split_gpus 2; pose .. pose_opaque and split_chunks ..
                                   *   cuda_sync were added before them: the struct
@@ -413,7 +422,7 @@ keyer_session_params keyer_session_params_defaults(void);
  *  "0,2", "none"), split_gpus, split_chunks, mode, batch, batch_wait_us, queue_depth,
  *  threads, composite_workers, refine_workers, max_streams, live, realtime, reconnect (auto,
  *  on, off), reconnect_max, input_timeout, decode_segments, decode_surfaces,
- *  decode_shared_stream, cuda_sync (auto, spin, yield, block), trace_events,
+ *  decode_ahead, decode_shared_stream, cuda_sync (auto, spin, yield, block), trace_events,
  *  progress_interval_ms. */
 const keyer_option *keyer_session_options(void);
 
@@ -687,6 +696,9 @@ typedef struct keyer_stream_report {
      *  (keyer_reader_stats); 0 for other streams */
     int64_t reconnects, missed_frames;
     double disconnected_seconds;
+    /** file and network inputs: the video decoders' set-ups (keyer_reader_stats::
+     *  decoder_setups; with NVDEC each one a decoder session); 0 for pushed streams */
+    int64_t decoder_setups;
     int hw_decode;          /**< 1 when NVDEC decoded it */
     char encoder[32];       /**< video encoder in use ("" when none) */
     int has_audio;          /**< the input had audio (copied to the output) */

@@ -53,6 +53,7 @@ int kr_hwdec_codec_supported(const AVCodec *codec)
 static enum AVPixelFormat get_format(AVCodecContext *dec, const enum AVPixelFormat *fmts)
 {
     kr_hwdec *hw = dec->opaque;
+    hw->setups++;
     enum AVPixelFormat sw = AV_PIX_FMT_NONE;
     int offered = 0;
     for (const enum AVPixelFormat *p = fmts; *p != AV_PIX_FMT_NONE; p++) {

@@ -30,6 +30,8 @@ typedef struct kr_hwdec {
     int fellback; /* NVDEC was tried and the decoder went to software (logged once) */
     int ordinal;  /* CUDA device ordinal */
     int source;   /* index of the source, used in log lines (split decode) */
+    int64_t setups; /* get_format calls: the decoder's set-ups (the first picture, and again
+                     * after each flush; for NVDEC each is a new decoder session) */
     const char *url;
     const keyer_logger *logger;
 } kr_hwdec;
@@ -74,6 +76,7 @@ typedef struct kr_source_opts {
     int hw_own_stream;         /* hw_device has a stream of its own: split workers get theirs */
     int hw_ordinal;            /* hw_device's CUDA ordinal */
     int hw_surfaces;           /* extra NVDEC surfaces (extra_hw_frames); 0: libavcodec's */
+    int decode_ahead;          /* NVDEC: frames decoded ahead of the one returned (0..8) */
     int source_index;          /* for log lines */
     const AVCodecParameters *codecpar; /* split workers: the main source's, skips probing */
     int stream_index;          /* with codecpar: the stream to decode */
@@ -95,6 +98,11 @@ typedef struct kr_source {
     int demux_errors; /* consecutive demuxer errors */
     int64_t dropped_packets, corrupt_packets;
     int64_t sent_packets, frames_out; /* since the last seek: packets without a frame are dropped */
+    int64_t max_sent_pts; /* largest pts of the video packets sent since the last flush */
+    int sent_no_pts;      /* a video packet without pts was sent since the last flush */
+    int keep_pending;     /* a kept-decoder seek waits for its first video packet's verdict */
+    int64_t leftover_pts; /* after a kept-decoder seek: frames at or before this are the old
+                           * position's, dropped (INT64_MIN: none) */
     AVFrame *tmp;                     /* spare frame for copies out of NVDEC surfaces */
     int truncated;
     kr_packet_sink sink;
@@ -121,8 +129,27 @@ keyer_status kr_source_open(kr_source *s, const kr_source_opts *o, keyer_error *
  */
 keyer_status kr_source_receive(kr_source *s, AVFrame *out, keyer_error *err);
 
-/** Seeks the demuxer to the keyframe at or before @p ts (stream time base) and flushes. */
+/** kr_source_seek() flag: keep the decoder where that is exact (see there). */
+#define KR_SEEK_KEEP_DECODER 0x10000
+
+/**
+ * Seeks the demuxer to the keyframe at or before @p ts (stream time base; @p flags: AVSEEK_*
+ * flags, AVSEEK_FLAG_BACKWARD is always added) and flushes the decoder. A flush makes
+ * libavcodec set the decoder up again at the next picture (for NVDEC: a new decoder session
+ * and surface pool). With KR_SEEK_KEEP_DECODER the flush waits for the first video packet
+ * after the seek and is skipped when that packet is an H.264 IDR picture presented after every
+ * packet sent before (kr_source_clean_cut()): the decoder then goes on as over a cut between
+ * two closed GOPs, and the frames of the old position it still outputs (all presented before
+ * the IDR) are dropped here, not counted.
+ */
 keyer_status kr_source_seek(kr_source *s, int64_t ts, int flags, keyer_error *err);
+
+/**
+ * 1 when packet @p pkt of a stream decoded by @p dec starts an H.264 IDR picture (its first
+ * picture NAL unit is of type 5; avcC length-prefixed NAL units when the decoder's extradata
+ * is an avcC record, else Annex B start codes). 0 for other codecs and packets.
+ */
+int kr_source_clean_cut(const AVCodecContext *dec, const AVPacket *pkt);
 
 /** Frees everything; the struct may be reused. */
 void kr_source_close(kr_source *s);
@@ -216,7 +243,8 @@ typedef struct kr_split kr_split;
 /**
  * Plans chunks from @p main's keyframe index and starts @p n worker sources, beginning
  * with the chunk that holds pts @p from (INT64_MIN: the first). The plan is made on a second
- * opening of the input: @p main's demuxer keeps its position.
+ * opening of the input: @p main's demuxer keeps its position. Each worker decodes up to
+ * @p queue frames ahead when it is > 0; 0: its largest chunk + 2; < 0: that, at most -queue.
  * Errors: UNSUPPORTED (no usable keyframe index, too few keyframes, not seekable:
  * the caller falls back to a single source), or an opening error.
  */
@@ -226,9 +254,9 @@ keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, in
 /** Next frame in presentation order. KEYER_OK, KEYER_STATUS_END or an error. */
 keyer_status kr_split_receive(kr_split *sp, AVFrame *out, keyer_error *err);
 
-/** Sums the workers' counters. */
+/** Sums the workers' counters (@p setups: their decoders' set-ups, kr_hwdec::setups). */
 void kr_split_counters(kr_split *sp, int64_t *dropped, int64_t *corrupt_packets, int *truncated,
-                       int *hw_active, int *hw_fellback);
+                       int *hw_active, int *hw_fellback, int64_t *setups);
 
 /** Number of workers actually started. */
 int kr_split_sources(const kr_split *sp);

@@ -54,6 +54,8 @@ struct keyer_reader {
     keyer_reader_stats stats;
     int64_t last_pts, last_duration;
     int64_t out_of_order; /* frames dropped because their pts went backwards */
+    int64_t split_skip;   /* keyer_reader_split(): split frames up to this pts were returned
+                           * already (INT64_MIN: none) */
     pkt_queue q;
     int input_done;
     int split_audio_eof;
@@ -519,7 +521,16 @@ static keyer_status next_avframe_raw(keyer_reader *r, AVFrame *pic, keyer_error 
 {
     keyer_status st;
     if (r->split) {
-        st = kr_split_receive(r->split, pic, err);
+        for (;;) {
+            st = kr_split_receive(r->split, pic, err);
+            int64_t t = st == KEYER_OK && pic->best_effort_timestamp != AV_NOPTS_VALUE
+                            ? pic->best_effort_timestamp
+                            : pic->pts;
+            if (st != KEYER_OK || r->split_skip == INT64_MIN || t == AV_NOPTS_VALUE ||
+                t > r->split_skip)
+                break;
+            av_frame_unref(pic); /* read before the split started */
+        }
         if (st == KEYER_OK) {
             AVStream *vs = r->main.fc->streams[r->main.stream];
             int64_t t = pic->best_effort_timestamp != AV_NOPTS_VALUE ? pic->best_effort_timestamp
@@ -544,7 +555,7 @@ static void update_counters(keyer_reader *r)
     if (r->split) {
         int trunc = 0, active = 0, fellback = 0;
         kr_split_counters(r->split, &r->stats.dropped_packets, &r->stats.corrupt_packets, &trunc,
-                          &active, &fellback);
+                          &active, &fellback, &r->stats.decoder_setups);
         r->stats.truncated = trunc;
         r->stats.dropped_packets += r->out_of_order;
         r->stats.hw_fallback = fellback || r->stats.hw_fallback;
@@ -552,6 +563,7 @@ static void update_counters(keyer_reader *r)
         r->stats.dropped_packets = r->main.dropped_packets;
         r->stats.corrupt_packets = r->main.corrupt_packets;
         r->stats.truncated = r->main.truncated;
+        r->stats.decoder_setups = r->main.hw.setups;
         r->stats.dropped_packets += r->out_of_order;
         if (r->main.hw.fellback)
             r->stats.hw_fallback = 1;
@@ -679,11 +691,12 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
                                "%s: bad reader parameters (device %d, segments %d, threads %d, "
                                "format %s)", url, (int)p.device, p.segments, p.threads,
                                keyer_pixel_format_name(p.format));
-    if (p.hw_surfaces < 0 || p.hw_surfaces > 16 || (unsigned)p.hw_shared_stream > 1)
+    if (p.hw_surfaces < 0 || p.hw_surfaces > 16 || (unsigned)p.hw_shared_stream > 1 ||
+        p.decode_ahead < 0 || p.decode_ahead > 8)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "%s: bad reader parameters (hw_surfaces %d (0..16), "
-                               "hw_shared_stream %d (0 or 1))", url, p.hw_surfaces,
-                               p.hw_shared_stream);
+                               "hw_shared_stream %d (0 or 1), decode_ahead %d (0..8))", url,
+                               p.hw_surfaces, p.hw_shared_stream, p.decode_ahead);
     if ((unsigned)p.reconnect > KEYER_RECONNECT_ON || !(p.reconnect_max >= 0.0f) ||
         p.reconnect_max > 1e6f || !(p.timeout >= 0.0f) || p.timeout > 86400.0f)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
@@ -701,6 +714,7 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
     r->want = p.format;
     r->keep_streams = p.keep_streams;
     r->last_pts = INT64_MIN;
+    r->split_skip = INT64_MIN;
     r->main.stream = -1;
     r->cuda_device = p.cuda_device;
     if (kr_source_is_network(url)) {
@@ -747,6 +761,7 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
         .hw_own_stream = r->hw_device && !p.hw_shared_stream,
         .hw_ordinal = p.cuda_device,
         .hw_surfaces = p.hw_surfaces,
+        .decode_ahead = p.decode_ahead,
         .interrupt = &r->interrupt,
         .logger = r->logger,
         .stream_index = -1,
@@ -866,6 +881,7 @@ keyer_status keyer_reader_seek(keyer_reader *r, int64_t pts, keyer_error *err)
     keyer_frame_unref(r->ready);
     r->ended = 0;
     r->last_pts = INT64_MIN;
+    r->split_skip = INT64_MIN;
     pthread_mutex_lock(&r->q.lock);
     queue_drop_all(&r->q);
     r->input_done = 0;
@@ -890,7 +906,7 @@ keyer_status keyer_reader_seek(keyer_reader *r, int64_t pts, keyer_error *err)
         int64_t ts = pts, back = r->last_duration > 0 ? r->last_duration : 1;
         int64_t start = r->info.start_pts;
         for (int tries = 0;; tries++) {
-            st = kr_source_seek(&r->main, ts, 0, err);
+            st = kr_source_seek(&r->main, ts, KR_SEEK_KEEP_DECODER, err);
             if (st)
                 return st;
             r->last_pts = INT64_MIN;
@@ -929,6 +945,39 @@ keyer_status keyer_reader_seek(keyer_reader *r, int64_t pts, keyer_error *err)
         return KEYER_OK;
     }
     return st;
+}
+
+keyer_status keyer_reader_split(keyer_reader *r, int segments, int queue, keyer_error *err)
+{
+    if (!r || segments < 2 || segments > 64 || queue < 0)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "keyer_reader_split: %s", !r ? "reader is NULL"
+                               : queue < 0               ? "queue must be >= 0"
+                                                         : "segments must be 2..64");
+    if (r->split || r->ended)
+        return KEYER_OK;
+    if (r->live.on || !r->info.seekable)
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%s: split decode needs a "
+                               "seekable file", r->url);
+    /* the next frame to return comes after the one held, else after the last returned */
+    int64_t after = r->ready->format != KEYER_PIXEL_FORMAT_NONE ? r->ready->pts : r->last_pts;
+    if (after == INT64_MIN)
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%s: no frame position to split "
+                               "from", r->url);
+    /* each session decodes its chunk ahead, at most @p queue frames */
+    keyer_status st = kr_split_create(&r->main, &r->opts, segments, -queue, after, &r->split, err);
+    if (st)
+        return keyer_error_prefix(err, "%s: ", r->url);
+    r->segment_queue = -queue;
+    /* The main demuxer, where it is, now reads only the streams kept for a writer. */
+    r->main.fc->streams[r->main.stream]->discard = AVDISCARD_ALL;
+    r->split_audio_eof = 0;
+    r->audio_pump_limit = INT64_MIN;
+    r->split_skip = after;
+    r->segments = segments;
+    r->info.segments = kr_split_sources(r->split);
+    update_counters(r);
+    return KEYER_OK;
 }
 
 void keyer_reader_stats_get(const keyer_reader *r, keyer_reader_stats *out)

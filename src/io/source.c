@@ -289,6 +289,14 @@ static keyer_status find_decoder(const kr_source_opts *o, const AVStream *vs,
     return KEYER_OK;
 }
 
+/* libavcodec's choice of output format for software decoders, counted (kr_hwdec::setups). */
+static enum AVPixelFormat counted_format(AVCodecContext *dec, const enum AVPixelFormat *fmts)
+{
+    kr_hwdec *hw = dec->opaque;
+    hw->setups++;
+    return avcodec_default_get_format(dec, fmts);
+}
+
 /* Creates and opens s->dec for the stream s->stream, on NVDEC when o->hw_device is given and
  * NVDEC decodes the codec. On failure the caller closes the source. */
 static keyer_status open_decoder(kr_source *s, const kr_source_opts *o, keyer_error *err)
@@ -308,13 +316,22 @@ static keyer_status open_decoder(kr_source *s, const kr_source_opts *o, keyer_er
     s->dec->pkt_timebase = vs->time_base;
     s->dec->flags |= AV_CODEC_FLAG_OUTPUT_CORRUPT;
     s->dec->thread_count = o->threads > 0 ? o->threads : 0;
+    s->dec->opaque = &s->hw;
+    s->dec->get_format = counted_format;
     if (o->hw_device) {
         if (kr_hwdec_codec_supported(codec)) {
             if ((st = kr_hwdec_attach(s->dec, &s->hw, o->hw_device, err)))
                 return st;
             s->dec->thread_count = 1; /* NVDEC decodes; threads would only add surfaces */
-            if (o->hw_surfaces > 0)
-                s->dec->extra_hw_frames = o->hw_surfaces;
+            /* Decode-ahead: a deeper reorder buffer (libavcodec's H.264 decoder outputs a
+             * picture once more than has_b_frames wait), so that NVDEC has that many more
+             * pictures queued while the oldest is mapped and copied out; each holds a
+             * surface, hence as many more surfaces (and one spare). */
+            int ahead = o->decode_ahead > 0 ? o->decode_ahead : 0;
+            if (ahead > 0)
+                s->dec->has_b_frames += ahead;
+            if (o->hw_surfaces > 0 || ahead > 0)
+                s->dec->extra_hw_frames = o->hw_surfaces + (ahead > 0 ? ahead + 1 : 0);
         } else {
             keyer_log(s->logger, KEYER_LOG_WARNING,
                       "%s: NVDEC does not decode %s: decoding on the CPU", o->url, codec->name);
@@ -339,6 +356,8 @@ keyer_status kr_source_open(kr_source *s, const kr_source_opts *o, keyer_error *
     s->hw.url = o->url;
     s->hw.logger = o->logger;
     s->hw.source = o->source_index;
+    s->max_sent_pts = INT64_MIN;
+    s->leftover_pts = INT64_MIN;
     const char *url = NULL;
     const AVInputFormat *ifmt = NULL;
     keyer_status st = resolve_input(o, &url, &ifmt, err);
@@ -368,6 +387,14 @@ keyer_status kr_source_receive(kr_source *s, AVFrame *out, keyer_error *err)
         if (s->dec_eof)
             return KEYER_STATUS_END;
         int ret = avcodec_receive_frame(s->dec, out);
+        if (ret == 0 && (s->keep_pending || s->leftover_pts != INT64_MIN)) {
+            int64_t t = out->best_effort_timestamp != AV_NOPTS_VALUE ? out->best_effort_timestamp
+                                                                    : out->pts;
+            if (s->keep_pending || (t != AV_NOPTS_VALUE && t <= s->leftover_pts)) {
+                av_frame_unref(out); /* the old position's, from before the seek */
+                continue;
+            }
+        }
         if (ret == 0) {
             s->frames_out++;
             /* NVDEC has a handful of surfaces: frames the caller keeps must not hold them. */
@@ -460,6 +487,20 @@ keyer_status kr_source_receive(kr_source *s, AVFrame *out, keyer_error *err)
         }
         if (s->pkt->flags & AV_PKT_FLAG_CORRUPT)
             s->corrupt_packets++;
+        if (s->keep_pending) { /* the first packet after a kept-decoder seek decides */
+            s->keep_pending = 0;
+            if (!kr_source_clean_cut(s->dec, s->pkt) || s->sent_no_pts ||
+                s->pkt->pts == AV_NOPTS_VALUE || s->pkt->pts <= s->max_sent_pts) {
+                avcodec_flush_buffers(s->dec);
+                s->leftover_pts = INT64_MIN;
+                s->max_sent_pts = INT64_MIN;
+                s->sent_no_pts = 0;
+            }
+        }
+        if (s->pkt->pts == AV_NOPTS_VALUE)
+            s->sent_no_pts = 1;
+        else if (s->pkt->pts > s->max_sent_pts)
+            s->max_sent_pts = s->pkt->pts;
         int counted = !(s->pkt->flags & AV_PKT_FLAG_DISCARD);
         ret = avcodec_send_packet(s->dec, s->pkt);
         av_packet_unref(s->pkt);
@@ -478,14 +519,78 @@ keyer_status kr_source_receive(kr_source *s, AVFrame *out, keyer_error *err)
 
 keyer_status kr_source_seek(kr_source *s, int64_t ts, int flags, keyer_error *err)
 {
+    int keep = (flags & KR_SEEK_KEEP_DECODER) && !s->flushed && !s->dec_eof && !s->demux_eof;
+    flags &= ~KR_SEEK_KEEP_DECODER;
     int ret = av_seek_frame(s->fc, s->stream, ts, flags | AVSEEK_FLAG_BACKWARD);
     if (ret < 0)
         return kr_av_error(err, ret, "%s: cannot seek", s->url);
-    avcodec_flush_buffers(s->dec);
+    if (keep) {
+        /* decided at the first video packet (kr_source_receive); until then, and for the
+         * frames presented up to the last packet sent, the decoder's output is the old
+         * position's */
+        s->keep_pending = 1;
+        s->leftover_pts = s->max_sent_pts;
+    } else {
+        avcodec_flush_buffers(s->dec);
+        s->keep_pending = 0;
+        s->leftover_pts = INT64_MIN;
+        s->max_sent_pts = INT64_MIN;
+        s->sent_no_pts = 0;
+    }
     s->demux_eof = s->flushed = s->dec_eof = 0;
     s->sent_packets = s->frames_out = 0;
     s->demux_errors = 0;
     return KEYER_OK;
+}
+
+/* The NAL unit type of the first picture (VCL) NAL unit in @p d: H.264 types 1..5; 0 when
+ * there is none. @p len_size: bytes of each NAL unit's length prefix (avcC), 0: start codes. */
+static int first_picture_nal(const uint8_t *d, int n, int len_size)
+{
+    int i = 0;
+    while (i < n) {
+        int start, end;
+        if (len_size) {
+            if (n - i < len_size)
+                return 0;
+            uint32_t len = 0;
+            for (int b = 0; b < len_size; b++)
+                len = (len << 8) | d[i + b];
+            start = i + len_size;
+            if (len == 0 || len > (uint32_t)(n - start))
+                return 0;
+            end = start + (int)len;
+        } else {
+            while (i + 3 <= n && !(d[i] == 0 && d[i + 1] == 0 && d[i + 2] == 1))
+                i++;
+            if (i + 3 > n)
+                return 0;
+            start = i + 3;
+            end = start;
+            while (end + 3 <= n && !(d[end] == 0 && d[end + 1] == 0 && d[end + 2] <= 1))
+                end++;
+            if (end + 3 > n)
+                end = n;
+        }
+        if (start < n) {
+            int type = d[start] & 0x1f;
+            if (type >= 1 && type <= 5)
+                return type;
+        }
+        i = end;
+    }
+    return 0;
+}
+
+int kr_source_clean_cut(const AVCodecContext *dec, const AVPacket *pkt)
+{
+    if (!dec || !pkt || dec->codec_id != AV_CODEC_ID_H264 || !pkt->data || pkt->size <= 0 ||
+        !(pkt->flags & AV_PKT_FLAG_KEY))
+        return 0;
+    int len_size = 0;
+    if (dec->extradata && dec->extradata_size >= 7 && dec->extradata[0] == 1)
+        len_size = (dec->extradata[4] & 3) + 1; /* avcC: lengthSizeMinusOne */
+    return first_picture_nal(pkt->data, pkt->size, len_size) == 5;
 }
 
 void kr_source_close(kr_source *s)

@@ -51,7 +51,7 @@ typedef struct worker {
     keyer_status status; /* error reported by the worker */
     keyer_error err;
     /* counters copied under the lock */
-    int64_t dropped, corrupt;
+    int64_t dropped, corrupt, setups;
     int truncated, hw_active, hw_fellback;
 } worker;
 
@@ -108,6 +108,7 @@ static int push(worker *w, int chunk_index, int kind, AVFrame *f)
     w->count++;
     w->dropped = w->s.dropped_packets;
     w->corrupt = w->s.corrupt_packets;
+    w->setups = w->s.hw.setups;
     w->truncated |= w->s.truncated;
     w->hw_active |= w->s.hw.active;
     w->hw_fellback |= w->s.hw.fellback;
@@ -122,8 +123,10 @@ static void *worker_main(void *arg)
     kr_split *sp = w->sp;
     for (int k = sp->first + w->index; k < sp->nchunks; k += sp->n) {
         const chunk *c = &sp->chunks[k];
-        /* Seeking by the keyframe's pts lands on it (demuxers seek by presentation time). */
-        keyer_status st = kr_source_seek(&w->s, c->start_pts, 0, &w->err);
+        /* Seeking by the keyframe's pts lands on it (demuxers seek by presentation time).
+         * The decoder is kept where the chunk starts with an IDR picture: a flush would set
+         * it up again (for NVDEC a new session and surface pool, every chunk). */
+        keyer_status st = kr_source_seek(&w->s, c->start_pts, KR_SEEK_KEEP_DECODER, &w->err);
         for (; st == KEYER_OK;) {
             st = kr_source_receive(&w->s, w->tmp, &w->err);
             if (st)
@@ -349,7 +352,11 @@ keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, in
     for (int k = 0; k < sp->nchunks; k++)
         if (sp->chunks[k].frames > max_frames)
             max_frames = sp->chunks[k].frames;
-    int cap = (queue > 0 ? queue : max_frames + 2) + 1; /* + the end-of-chunk marker */
+    /* queue > 0: that many; < 0: the chunk, at most -queue */
+    int cap = (queue > 0                    ? queue
+               : queue < 0 && -queue < max_frames + 2 ? -queue
+                                                      : max_frames + 2) +
+              1; /* + the end-of-chunk marker */
     sp->w = calloc((size_t)n, sizeof(worker));
     if (!sp->w) {
         st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -468,14 +475,15 @@ keyer_status kr_split_receive(kr_split *sp, AVFrame *out, keyer_error *err)
 }
 
 void kr_split_counters(kr_split *sp, int64_t *dropped, int64_t *corrupt_packets, int *truncated,
-                       int *hw_active, int *hw_fellback)
+                       int *hw_active, int *hw_fellback, int64_t *setups)
 {
-    int64_t d = 0, c = 0;
+    int64_t d = 0, c = 0, u = 0;
     int t = 0, a = 0, f = 0;
     pthread_mutex_lock(&sp->lock);
     for (int i = 0; i < sp->n; i++) {
         d += sp->w[i].dropped;
         c += sp->w[i].corrupt;
+        u += sp->w[i].setups;
         t |= sp->w[i].truncated;
         a |= sp->w[i].hw_active;
         f |= sp->w[i].hw_fellback;
@@ -483,6 +491,7 @@ void kr_split_counters(kr_split *sp, int64_t *dropped, int64_t *corrupt_packets,
     pthread_mutex_unlock(&sp->lock);
     *dropped = d;
     *corrupt_packets = c;
+    *setups = u;
     *truncated = t;
     *hw_active = a;
     *hw_fellback = f;

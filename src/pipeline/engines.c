@@ -358,7 +358,9 @@ static keyer_status add_split(keyer_session *s, const keyer_file_stream_params *
                                "pose_fn) "
                                "are not called for a split input");
     keyer_file_stream_params fp = *params;
-    kr_stream_decoder_knobs(&g->user, &fp.reader); /* the lanes' decoders */
+    /* the lanes' decoders (a file; decode-ahead as for a stream) */
+    kr_stream_decoder_knobs(&g->user, g->user.realtime || g->user.mode == KEYER_PIPELINE_LATENCY,
+                            &fp.reader);
     keyer_status st = kr_split_gpus_create(&fp, g->count, g->user.split_chunks, s->logger,
                                            &g->split, err);
     if (st == KEYER_STATUS_UNSUPPORTED) {
@@ -815,6 +817,7 @@ keyer_status keyer_session_get_stream_report(keyer_session *s, int stream_id,
         out->reconnects += rest.reconnects;
         out->missed_frames += rest.missed_frames;
         out->disconnected_seconds += rest.disconnected_seconds;
+        out->decoder_setups += rest.decoder_setups;
         out->hw_decode |= rest.hw_decode;
         int last_failed = p == n - 1 && pe->use_cuda && atomic_load(&pe->gpu_failed);
         failures += last_failed;

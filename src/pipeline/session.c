@@ -101,10 +101,15 @@ static const keyer_option session_options[] = {
         "seconds without data after which a network open or read fails; 0: none",
         OFF(input_timeout), KEYER_OPTION_FLOAT, 10, 0, 86400, NULL),
     KEYER_OPTION_FIELD("decode_segments",
-        "NVDEC sessions per file stream (split at keyframes, frames in order); 0 or 1: one",
-        OFF(decode_segments), KEYER_OPTION_INT, 0, 0, 16, NULL),
+        "NVDEC sessions per file stream (split at keyframes, frames in order); 0 or 1: one; "
+        "-1: two while a GPU has fewer than 16 file streams",
+        OFF(decode_segments), KEYER_OPTION_INT, -1, -1, 16, NULL),
     KEYER_OPTION_FIELD("decode_surfaces", "extra NVDEC surfaces per decoder; 0: libavcodec's",
         OFF(decode_surfaces), KEYER_OPTION_INT, 0, 0, 16, NULL),
+    KEYER_OPTION_FIELD("decode_ahead",
+        "pictures each NVDEC session decodes ahead of the one returned (H.264); 0: none; "
+        "-1: 4 for file streams, none for live ones",
+        OFF(decode_ahead), KEYER_OPTION_INT, 0, -1, 8, NULL),
     {"decode_shared_stream",
      "NVDEC copies on the device's shared default stream instead of one per decoder (for "
      "comparisons)", OFF(decode_shared_stream), KEYER_OPTION_BOOL, 0, 0, 1, NULL, NULL, NULL,

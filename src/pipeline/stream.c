@@ -119,11 +119,13 @@ keyer_status kr_stream_open_file(const kr_stream_env *env, int id,
     st->reader_params.reconnect = sp->reconnect;
     st->reader_params.reconnect_max = sp->reconnect_max;
     st->reader_params.timeout = sp->input_timeout;
-    kr_stream_decoder_knobs(sp, &st->reader_params);
     st->writer_params = params->writer;
     st->copy_streams = params->copy_streams;
     int live = params->live >= 0 ? params->live : sp->live;
     st->live = live >= 0 ? live : looks_live(st->input);
+    /* decode-ahead delays every frame: not for live inputs, paced files or latency mode */
+    kr_stream_decoder_knobs(sp, st->live || sp->realtime || sp->mode == KEYER_PIPELINE_LATENCY,
+                            &st->reader_params);
     if ((rs = keyer_reader_open(st->input, &st->reader_params, &st->reader, err)))
         goto fail;
     const keyer_video_info *vi = keyer_reader_info(st->reader);

@@ -64,15 +64,29 @@ typedef struct kr_stream_env {
     void *failover_opaque;
 } kr_stream_env;
 
-/** The session's decoder knobs (decode_segments, decode_surfaces, decode_shared_stream) in
- *  @p rp, where the stream's own reader parameters leave them at 0. */
-static inline void kr_stream_decoder_knobs(const keyer_session_params *sp,
+/** decode_segments -1 (auto): file streams on a GPU with fewer file streams than this get two
+ *  decoder sessions each (engine_start.c). */
+#define KR_AUTO_SEGMENTS_BELOW 16
+
+/** Pictures each NVDEC session decodes ahead for a file stream when the session's
+ *  decode_ahead is -1 (auto). */
+#define KR_DECODE_AHEAD_FILES 4
+
+/** The session's decoder knobs (decode_segments, decode_surfaces, decode_ahead,
+ *  decode_shared_stream) in @p rp, where the stream's own reader parameters leave them at 0.
+ *  @p live: the stream is live, paced (realtime) or in latency mode (decode_ahead -1 gives
+ *  it none: it delays each frame). */
+static inline void kr_stream_decoder_knobs(const keyer_session_params *sp, int live,
                                            keyer_reader_params *rp)
 {
     if (rp->segments == 0 && sp->decode_segments > 1)
         rp->segments = sp->decode_segments;
     if (rp->hw_surfaces == 0)
         rp->hw_surfaces = sp->decode_surfaces;
+    if (rp->decode_ahead == 0)
+        rp->decode_ahead = sp->decode_ahead >= 0 ? sp->decode_ahead
+                           : live                ? 0
+                                                 : KR_DECODE_AHEAD_FILES;
     if (sp->decode_shared_stream)
         rp->hw_shared_stream = 1;
 }

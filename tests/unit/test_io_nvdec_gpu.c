@@ -4,7 +4,8 @@
  *    primary context, all held at once) are bit-identical to libavcodec's software decoder;
  *  - split decode over several NVDEC sessions gives the same frames in order;
  *  - the decoder knobs (the shared legacy stream instead of one per decoder, extra surfaces,
- *    with and without the split decode) give the same frames;
+ *    decode-ahead, with and without the split decode) give the same frames;
+ *  - split decode keeps its NVDEC sessions from chunk to chunk (IDR cuts);
  *  - fallback to the CPU, logged, for a profile (H.264 High 10) and a size (4112 wide) NVDEC
  *    does not take;
  *  - host output formats from NVDEC, and device frames given to a CPU encoder.
@@ -175,8 +176,9 @@ static void assert_primary_context(const void *ptr, int ordinal)
     cuDevicePrimaryCtxRelease(dev);
 }
 
-static void check_bit_exact_with(const char *path, keyer_pixel_format want, int frames,
-                                 const keyer_reader_params *params)
+/* Returns the reader's decoder set-ups (keyer_reader_stats::decoder_setups). */
+static int64_t check_bit_exact_with(const char *path, keyer_pixel_format want, int frames,
+                                    const keyer_reader_params *params)
 {
     ref_frames ref;
     decode_reference(path, &ref);
@@ -201,8 +203,10 @@ static void check_bit_exact_with(const char *path, keyer_pixel_format want, int 
     print_message("    %s: %d NVDEC frames (%s), %ld samples differ from the CPU decoder\n", path,
                   s->n, keyer_pixel_format_name(want), total);
     assert_int_equal(total, 0);
+    int64_t setups = s->stats.decoder_setups;
     kt_stream_free(&s);
     free_reference(&ref);
+    return setups;
 }
 
 static void check_bit_exact(const char *path, keyer_pixel_format want, int frames)
@@ -231,6 +235,31 @@ static void test_decoder_knobs(void **state)
     check_bit_exact_with(h264_long, KEYER_PIXEL_FORMAT_NV12, 96, &p);
     p.hw_shared_stream = 1;
     check_bit_exact_with(h264_long, KEYER_PIXEL_FORMAT_NV12, 96, &p);
+    /* decode-ahead: 4 and 8 more pictures in each session's reorder buffer, alone and with
+     * the split decode */
+    p.hw_shared_stream = 0;
+    p.segments = 0;
+    p.decode_ahead = 4;
+    check_bit_exact_with(h264, KEYER_PIXEL_FORMAT_NV12, 48, &p);
+    p.decode_ahead = 8;
+    check_bit_exact_with(h264_long, KEYER_PIXEL_FORMAT_NV12, 96, &p);
+    p.segments = 2;
+    check_bit_exact_with(h264_long, KEYER_PIXEL_FORMAT_NV12, 96, &p);
+}
+
+/* Split decode over two NVDEC sessions keeps each session from chunk to chunk (96 frames, an
+ * IDR picture every 12, chunks of 24: each session decodes two chunks): two set-ups, not four
+ * (a flush between chunks made libavcodec create the NVDEC session and its surface pool again,
+ * which collapsed many-stream runs with --decode-segments). */
+static void test_split_keeps_sessions(void **state)
+{
+    (void)state;
+    keyer_reader_params p = keyer_reader_params_defaults();
+    p.device = KEYER_DECODE_DEVICE_CUDA;
+    p.segments = 2;
+    int64_t setups = check_bit_exact_with(h264_long, KEYER_PIXEL_FORMAT_NV12, 96, &p);
+    print_message("    split over 2 NVDEC sessions: %lld decoder set-ups\n", (long long)setups);
+    assert_int_equal(setups, 2);
 }
 
 static void test_h264_bit_exact(void **state)
@@ -322,6 +351,48 @@ static void test_split_sessions(void **state)
                   s->info.segments, s->n, total);
     assert_int_equal(total, 0);
     kt_stream_free(&s);
+    free_reference(&ref);
+}
+
+/* An open NVDEC reader switched to two sessions after 10 frames (keyer_reader_split(), what a
+ * session does at its start with few streams per GPU): the frames go on in order, bit-identical
+ * to the CPU decoder, none repeated. */
+static void test_split_open_reader(void **state)
+{
+    (void)state;
+    ref_frames ref;
+    decode_reference(h264_long, &ref);
+    keyer_reader_params p = keyer_reader_params_defaults();
+    p.device = KEYER_DECODE_DEVICE_CUDA;
+    keyer_reader *r = NULL;
+    keyer_frame *f = NULL;
+    keyer_error err = {0};
+    if (keyer_reader_open(h264_long, &p, &r, &err) || keyer_frame_create(&f, &err))
+        fail_msg("%s: %s", h264_long, err.message);
+    long total = 0;
+    int n = 0;
+    for (; n < 10; n++) {
+        assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
+        total += compare_device_frame(f, ref.f[n]);
+    }
+    if (keyer_reader_split(r, 2, 0, &err))
+        fail_msg("%s", err.message);
+    assert_int_equal(keyer_reader_info(r)->segments, 2);
+    for (; keyer_reader_read(r, f, &err) == KEYER_OK; n++) {
+        assert_true(n < ref.n);
+        assert_int_equal(f->memory, KEYER_MEMORY_CUDA);
+        assert_int_equal(f->pts, ref.f[n]->best_effort_timestamp);
+        total += compare_device_frame(f, ref.f[n]);
+    }
+    keyer_reader_stats st;
+    keyer_reader_stats_get(r, &st);
+    print_message("    split after 10 frames: %d frames, %ld samples differ, %lld decoder "
+                  "set-ups\n", n, total, (long long)st.decoder_setups);
+    assert_int_equal(n, 96);
+    assert_int_equal(total, 0);
+    assert_int_equal(st.decoder_setups, 2); /* the two sessions', each once */
+    keyer_frame_destroy(&f);
+    keyer_reader_destroy(&r);
     free_reference(&ref);
 }
 
@@ -480,6 +551,8 @@ int main(void)
         cmocka_unit_test(test_frames_complete_for_other_streams),
         cmocka_unit_test(test_split_sessions),
         cmocka_unit_test(test_decoder_knobs),
+        cmocka_unit_test(test_split_keeps_sessions),
+        cmocka_unit_test(test_split_open_reader),
         cmocka_unit_test(test_fallback_profile_and_size),
         cmocka_unit_test(test_host_formats),
         cmocka_unit_test(test_device_frames_to_writer),

@@ -1,7 +1,7 @@
 /* Video reader on real media made here from the test photos: stream properties before the
  * first frame, every frame with its timestamp, output formats checked against the photo,
  * seeking, image sequences, a real pipe on standard input, interrupts, and split decode
- * (bit-identical to one decoder, also with open GOPs). */
+ * (bit-identical to one decoder, also with open GOPs; decoders kept over IDR cuts). */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "io/av.h"
+#include "io/io_internal.h"
 #include "keyer/image.h"
 #include "keyer/io.h"
 #include "kt_io.h"
@@ -391,6 +392,188 @@ static void test_split_seek(void **state)
     keyer_reader_destroy(&r);
 }
 
+/* Split decode keeps each worker's decoder from chunk to chunk where the next chunk starts
+ * with an IDR picture (x264's closed GOPs), and sets it up again where it does not (open GOPs
+ * start at recovery points): libavcodec's set-ups are counted (with NVDEC each is a new
+ * decoder session). long.mp4: 96 frames, IDR every 12, chunks of 24: two workers take chunks
+ * 0, 2 and 1, 3. opengop.mkv: keyframes every 16, chunks of 32: worker 0 takes chunks 0 and
+ * 2, chunk 2 starting at a recovery point. The frames stay those of one decoder. */
+static void test_split_keeps_decoders(void **state)
+{
+    (void)state;
+    keyer_reader_params p = *kt_cpu();
+    p.segments = 2;
+    check_split(long_mp4, 2, 96);
+    kt_stream *idr = kt_read_stream(long_mp4, &p, 0);
+    assert_int_equal(idr->n, 96);
+    assert_int_equal(idr->info.segments, 2);
+    assert_int_equal(idr->stats.decoder_setups, 2); /* was 4: one per chunk */
+    check_split(open_gop, 2, 96);
+    kt_stream *open = kt_read_stream(open_gop, &p, 0);
+    assert_int_equal(open->n, 96);
+    assert_int_equal(open->stats.decoder_setups, 3); /* chunk 2 needs a flush */
+    print_message("    decoder set-ups: %lld (IDR chunks), %lld (open GOPs)\n",
+                  (long long)idr->stats.decoder_setups, (long long)open->stats.decoder_setups);
+    kt_stream_free(&idr);
+    kt_stream_free(&open);
+}
+
+/* A seek forward to an IDR keyframe keeps the decoder: the frames of the old position it
+ * still holds are dropped, the frames from the target on equal one decoder's (bit for bit);
+ * a seek back sets the decoder up again. @p path: 96 frames, an IDR picture every 12. */
+static void check_seeks_keep_decoder(const char *path)
+{
+    kt_stream *one = kt_read_stream(path, kt_cpu(), 1);
+    assert_int_equal(one->n, 96);
+    keyer_reader *r = NULL;
+    keyer_error err = {0};
+    if (keyer_reader_open(path, kt_cpu(), &r, &err))
+        fail_msg("%s", err.message);
+    keyer_frame *f = NULL;
+    assert_int_equal(keyer_frame_create(&f, NULL), KEYER_OK);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
+        assert_int_equal(f->pts, one->pts[i]);
+    }
+    keyer_reader_stats st;
+    keyer_reader_stats_get(r, &st);
+    assert_int_equal(st.decoder_setups, 1);
+    /* forward to frame 62: the IDR at 60, frames 60 and 61 decoded and skipped */
+    assert_int_equal(keyer_reader_seek(r, one->pts[62], &err), KEYER_OK);
+    for (int i = 62; i < 96; i++) {
+        assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
+        assert_int_equal(f->pts, one->pts[i]);
+        if (!kt_frames_equal(f, one->frames[i]))
+            fail_msg("%s: frame %d after a forward seek differs from one decoder's", path, i);
+    }
+    assert_int_equal(keyer_reader_read(r, f, &err), KEYER_STATUS_END);
+    keyer_reader_stats_get(r, &st);
+    assert_int_equal(st.decoder_setups, 1);
+    assert_int_equal(st.dropped_packets, 0);
+    /* back to frame 13: a flush, a new set-up */
+    assert_int_equal(keyer_reader_seek(r, one->pts[13], &err), KEYER_OK);
+    assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
+    assert_int_equal(f->pts, one->pts[13]);
+    assert_true(kt_frames_equal(f, one->frames[13]));
+    /* forward again from the middle of a GOP (14.. were sent): the IDR at 36 */
+    assert_int_equal(keyer_reader_seek(r, one->pts[36], &err), KEYER_OK);
+    for (int i = 36; i < 50; i++) {
+        assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
+        assert_int_equal(f->pts, one->pts[i]);
+        if (!kt_frames_equal(f, one->frames[i]))
+            fail_msg("%s: frame %d after the second forward seek differs from one decoder's",
+                     path, i);
+    }
+    keyer_reader_stats_get(r, &st);
+    print_message("    %s: %lld decoder set-ups over 3 seeks\n", path,
+                  (long long)st.decoder_setups);
+    assert_int_equal(st.decoder_setups, 2);
+    keyer_frame_destroy(&f);
+    keyer_reader_destroy(&r);
+    kt_stream_free(&one);
+}
+
+static void test_seek_keeps_decoder(void **state)
+{
+    (void)state;
+    check_seeks_keep_decoder(long_mp4);
+}
+
+/* keyer_reader_split() on an open reader, right after opening and after 37 frames (then with
+ * 5 frames decoded ahead at most): the frames go on in order, none repeated or lost,
+ * bit-identical to one decoder's. */
+static void test_split_after_open(void **state)
+{
+    (void)state;
+    kt_stream *one = kt_read_stream(long_mp4, kt_cpu(), 1);
+    assert_int_equal(one->n, 96);
+    int starts[] = {0, 37};
+    for (int k = 0; k < 2; k++) {
+        keyer_reader *r = NULL;
+        keyer_error err = {0};
+        if (keyer_reader_open(long_mp4, kt_cpu(), &r, &err))
+            fail_msg("%s", err.message);
+        keyer_frame *f = NULL;
+        assert_int_equal(keyer_frame_create(&f, NULL), KEYER_OK);
+        for (int i = 0; i < starts[k]; i++)
+            assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
+        assert_int_equal(keyer_reader_info(r)->segments, 1);
+        /* the second time each session decodes at most 5 frames ahead (chunks of 24) */
+        if (keyer_reader_split(r, 2, k ? 5 : 0, &err))
+            fail_msg("%s", err.message);
+        assert_int_equal(keyer_reader_info(r)->segments, 2);
+        assert_int_equal(keyer_reader_split(r, 2, 0, &err), KEYER_OK); /* already split */
+        for (int i = starts[k]; i < 96; i++) {
+            if (keyer_reader_read(r, f, &err))
+                fail_msg("frame %d after the split: %s", i, err.message);
+            assert_int_equal(f->pts, one->pts[i]);
+            if (!kt_frames_equal(f, one->frames[i]))
+                fail_msg("frame %d after a split at %d differs from one decoder's", i, starts[k]);
+        }
+        assert_int_equal(keyer_reader_read(r, f, &err), KEYER_STATUS_END);
+        keyer_reader_stats st;
+        keyer_reader_stats_get(r, &st);
+        assert_int_equal(st.dropped_packets, 0);
+        keyer_frame_destroy(&f);
+        keyer_reader_destroy(&r);
+    }
+    keyer_error err = {0};
+    assert_int_equal(keyer_reader_split(NULL, 2, 0, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    kt_stream_free(&one);
+}
+
+/* The clean-cut test on every video packet of a file: 1 exactly for the IDR pictures (every
+ * 12th of 96 frames here), with length-prefixed NAL units (MP4: avcC) and with start codes
+ * (MPEG-TS: Annex B, where in-band SPS/PPS and SEI come first). */
+static int count_clean_cuts(const char *path, int *packets)
+{
+    AVFormatContext *fc = NULL;
+    assert_int_equal(avformat_open_input(&fc, path, NULL, NULL), 0);
+    assert_true(avformat_find_stream_info(fc, NULL) >= 0);
+    int vs = av_find_best_stream(fc, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
+    assert_true(vs >= 0);
+    AVCodecContext *dec = avcodec_alloc_context3(NULL);
+    assert_non_null(dec);
+    assert_true(avcodec_parameters_to_context(dec, fc->streams[vs]->codecpar) >= 0);
+    AVPacket *pkt = av_packet_alloc();
+    int cuts = 0, n = 0;
+    while (av_read_frame(fc, pkt) >= 0) {
+        if (pkt->stream_index == vs) {
+            int cut = kr_source_clean_cut(dec, pkt);
+            if (cut && n % 12 != 0)
+                fail_msg("%s: packet %d is not an IDR picture", path, n);
+            cuts += cut;
+            n++;
+        }
+        av_packet_unref(pkt);
+    }
+    av_packet_free(&pkt);
+    avcodec_free_context(&dec);
+    avformat_close_input(&fc);
+    *packets = n;
+    return cuts;
+}
+
+static void test_clean_cuts(void **state)
+{
+    (void)state;
+    char ts[1024];
+    snprintf(ts, sizeof(ts), "%s/long.ts", dir);
+    keyer_sample_params p = keyer_sample_params_defaults();
+    p.frames = 96;
+    p.audio_codec = NULL;
+    kt_make_sample(ts, &p);
+    int n = 0;
+    assert_int_equal(count_clean_cuts(long_mp4, &n), 8);
+    assert_int_equal(n, 96);
+    assert_int_equal(count_clean_cuts(ts, &n), 8);
+    assert_int_equal(n, 96);
+    unlink(ts);
+    /* open GOPs: only the first keyframe is an IDR picture */
+    assert_int_equal(count_clean_cuts(open_gop, &n), 1);
+    assert_int_equal(n, 96);
+}
+
 /* A pipe cannot be split: one decoder is used and the reason is logged. */
 static int log_hits;
 static void count_split_log(void *opaque, keyer_log_level level, const char *msg)
@@ -475,6 +658,10 @@ int main(void)
         cmocka_unit_test(test_interrupt),
         cmocka_unit_test(test_split_decode),
         cmocka_unit_test(test_split_seek),
+        cmocka_unit_test(test_split_keeps_decoders),
+        cmocka_unit_test(test_seek_keeps_decoder),
+        cmocka_unit_test(test_clean_cuts),
+        cmocka_unit_test(test_split_after_open),
         cmocka_unit_test(test_split_fallback),
         cmocka_unit_test(test_params),
     };

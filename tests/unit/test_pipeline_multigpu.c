@@ -30,6 +30,7 @@
 #include "pipeline/engines.h"
 #include "pipeline/placement.h"
 #include "pipeline/split_gpus.h"
+#include "pipeline/stream.h"
 #include "testutil.h"
 
 /* ---- device lists ------------------------------------------------------------------------ */
@@ -886,22 +887,46 @@ static void test_split_lanes(void **state)
                                           &err), KEYER_OK);
     /* what the knobs give a stream's reader: its own values win */
     keyer_reader_params rp = keyer_reader_params_defaults();
-    kr_stream_decoder_knobs(&p, &rp);
+    kr_stream_decoder_knobs(&p, 0, &rp);
     assert_int_equal(rp.segments, 2);
     assert_int_equal(rp.hw_surfaces, 8);
     assert_int_equal(rp.hw_shared_stream, 1);
     rp = keyer_reader_params_defaults();
     rp.segments = 3;
     rp.hw_surfaces = 1;
-    kr_stream_decoder_knobs(&p, &rp);
+    kr_stream_decoder_knobs(&p, 0, &rp);
     assert_int_equal(rp.segments, 3);
     assert_int_equal(rp.hw_surfaces, 1);
     keyer_session_params d = keyer_session_params_defaults();
     rp = keyer_reader_params_defaults();
-    kr_stream_decoder_knobs(&d, &rp);
+    kr_stream_decoder_knobs(&d, 0, &rp);
     assert_int_equal(rp.segments, 0);
     assert_int_equal(rp.hw_surfaces, 0);
     assert_int_equal(rp.hw_shared_stream, 0);
+    assert_int_equal(rp.decode_ahead, 0);
+    /* decode-ahead: explicit, or -1 (auto): 4 for a file stream, none for a live one */
+    assert_int_equal(d.decode_ahead, 0);
+    assert_int_equal(keyer_option_set(keyer_session_options(), &d, "decode_ahead", "6", &err),
+                     KEYER_OK);
+    rp = keyer_reader_params_defaults();
+    kr_stream_decoder_knobs(&d, 1, &rp);
+    assert_int_equal(rp.decode_ahead, 6);
+    assert_int_equal(keyer_option_set(keyer_session_options(), &d, "decode_ahead", "-1", &err),
+                     KEYER_OK);
+    rp = keyer_reader_params_defaults();
+    kr_stream_decoder_knobs(&d, 0, &rp);
+    assert_int_equal(rp.decode_ahead, KR_DECODE_AHEAD_FILES);
+    rp = keyer_reader_params_defaults();
+    kr_stream_decoder_knobs(&d, 1, &rp);
+    assert_int_equal(rp.decode_ahead, 0);
+    rp = keyer_reader_params_defaults();
+    rp.decode_ahead = 2; /* the stream's own value wins */
+    kr_stream_decoder_knobs(&d, 0, &rp);
+    assert_int_equal(rp.decode_ahead, 2);
+    assert_int_not_equal(keyer_option_set(keyer_session_options(), &d, "decode_ahead", "9",
+                                          &err), KEYER_OK);
+    assert_int_not_equal(keyer_option_set(keyer_session_options(), &d, "decode_ahead", "-2",
+                                          &err), KEYER_OK);
     /* and the reader refuses values out of range */
     keyer_reader *r = NULL;
     char img[4096];
@@ -910,6 +935,13 @@ static void test_split_lanes(void **state)
     assert_int_equal(keyer_reader_open(kt_data_path(img, sizeof(img), "grace_hopper.jpg"), &rp,
                                        &r, &err),
                      KEYER_STATUS_INVALID_ARGUMENT);
+    assert_null(r);
+    rp = keyer_reader_params_defaults();
+    rp.decode_ahead = 9;
+    assert_int_equal(keyer_reader_open(kt_data_path(img, sizeof(img), "grace_hopper.jpg"), &rp,
+                                       &r, &err),
+                     KEYER_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "decode_ahead 9"));
     assert_null(r);
 }
 
