@@ -272,6 +272,12 @@ __global__ void __launch_bounds__(TC_THREADS)
         }
     }
     const int ktiles = (s.K + TC_BK - 1) / TC_BK;
+#if __CUDA_ARCH__ >= 900
+    /* a programmatic dependent launch on 9.0 (launch_tile): the kernel before may still be
+     * running until here; nothing is read or written before this */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 
     auto load_stage = [&](int st, int kt) {
         const int k = kt * TC_BK + ach * 8;
@@ -511,6 +517,10 @@ __global__ void __launch_bounds__(WM * WN * 32)
     load_weights(0, 0);
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    /* the next kernel, if it is a programmatic dependent launch too, may start its blocks once
+     * every block of this one has come here (they wait for this grid's completion before
+     * reading what it writes): on the multiprocessors this grid's last wave leaves free */
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
     load_patch(0, 0);
     tc_commit();
@@ -627,13 +637,24 @@ static int launch_patch(const kr_cuda_op *op, tc_shape s, const __half *x0, cons
                                    kr_make_epilogue(op, 1));
 }
 
+/* The row kernel; on compute 9.0 a programmatic dependent launch, as launch_patch's. */
 template <int BM, int BN, int WM, int WN>
-static void launch_tile(const kr_cuda_op *op, const tc_shape &s, const __half *x0,
-                        const __half *x1, const float *bias)
+static int launch_tile(const kr_cuda_op *op, const tc_shape &s, const __half *x0,
+                       const __half *x1, const float *bias)
 {
-    dim3 grid((unsigned)((s.M + BM - 1) / BM), (unsigned)((s.oc + BN - 1) / BN));
-    conv_tc<BM, BN, WM, WN><<<grid, TC_THREADS, 0, (cudaStream_t)op->stream>>>(
-        x0, x1, (const __half *)op->w16, bias, (__half *)op->out, s, kr_make_epilogue(op, 1));
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)((s.M + BM - 1) / BM), (unsigned)((s.oc + BN - 1) / BN));
+    cfg.blockDim = dim3(TC_THREADS);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = (cudaStream_t)op->stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = op->caps->major >= 9 ? 1 : 0;
+    return (int)cudaLaunchKernelEx(&cfg, conv_tc<BM, BN, WM, WN>, x0, x1,
+                                   (const __half *)op->w16, bias, (__half *)op->out, s,
+                                   kr_make_epilogue(op, 1));
 }
 
 /* Whether layer @p op's input channels, alignment and device allow the kernel (before the
@@ -747,13 +768,11 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
     /* BM 64 where 128-row tiles would give fewer than two blocks per multiprocessor */
     const int small = ((M + 127) / 128) * ntiles < 2 * sms;
     if (bn == 16)
-        small ? launch_tile<64, 16, 4, 1>(op, s, x0, x1, bias)
-              : launch_tile<128, 16, 4, 1>(op, s, x0, x1, bias);
-    else if (bn == 32)
-        small ? launch_tile<64, 32, 2, 2>(op, s, x0, x1, bias)
-              : launch_tile<128, 32, 4, 1>(op, s, x0, x1, bias);
-    else
-        small ? launch_tile<64, 64, 2, 2>(op, s, x0, x1, bias)
-              : launch_tile<128, 64, 2, 2>(op, s, x0, x1, bias);
-    return (int)cudaGetLastError();
+        return small ? launch_tile<64, 16, 4, 1>(op, s, x0, x1, bias)
+                     : launch_tile<128, 16, 4, 1>(op, s, x0, x1, bias);
+    if (bn == 32)
+        return small ? launch_tile<64, 32, 2, 2>(op, s, x0, x1, bias)
+                     : launch_tile<128, 32, 4, 1>(op, s, x0, x1, bias);
+    return small ? launch_tile<64, 64, 2, 2>(op, s, x0, x1, bias)
+                 : launch_tile<128, 64, 2, 2>(op, s, x0, x1, bias);
 }

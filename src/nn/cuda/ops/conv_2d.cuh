@@ -13,8 +13,9 @@
  *      step_expand_dw), and the cluster segment's pointwise stages where one lane takes all the
  *      inputs (segment/stages.cuh, pointwise_k with S = 1, U's a-convolution with S = 1).
  *  bias-first: from the bias, taps and channels in the same order. The per-node stem
- *      (conv_stem), narrow (conv_narrow), grouped (conv_pw_groups) paths and the pointwise tile
- *      path without BL (conv_pw_tile, in half precision where conv_pw_groups would run).
+ *      (conv_stem, and conv_2d_stem.cu's conv_stem_tile for the ONNX stems), narrow
+ *      (conv_narrow), grouped (conv_pw_groups) paths and the pointwise tile path without BL
+ *      (conv_pw_tile, in half precision where conv_pw_groups would run).
  *  split (persistent step_conv_split): `split` lanes per output, lane l taking the 4-channel
  *      chunks l, l + split, ... of each tap (vec 4: channels 0 and 2 of a chunk into one
  *      accumulator, 1 and 3 into another, added at the end), then a butterfly of shuffles from
