@@ -26,8 +26,9 @@
  *    RESIZE_BILINEAR against re-derivations written differently from the kernels (explicit
  *    zero-padded input; gather instead of scatter; double-precision resize coordinates).
  *
- *  test_u2net_block, test_onnx_stems, test_gather_folds and the *_chains tests: small graphs in the shapes the
- *    cuda backend fuses (see each test's comment), every cuda variant against the reference;
+ *  test_u2net_block, test_onnx_stems, test_onnx_one_output, test_gather_folds and the *_chains
+ *    tests: small graphs in the shapes the cuda backend fuses or has kernels of their own for
+ *    (see each test's comment), every cuda variant against the reference;
  *    test_gather_folds also checks that the per-node f16 schedule folds its resizes and
  *    concatenations into the tensor-core convolutions on a device with mma.sync.
  *
@@ -1027,19 +1028,19 @@ static void test_u2net_block(void **state)
     finish_and_check_opt(&b, "u2net block", 1);
 }
 
-/* Adds an ONNX RGB stem (CONV_2D of the 3-channel @p x: explicit padding @p pad on every side,
- * stride @p st, dilation @p dil, the node's own activation @p act) with random weights scaled
- * as chain_conv_onnx's; returns its output tensor. */
-static int chain_stem_onnx(kt_graph *b, kt_rng *rng, int x, const int *xd, int cout, int k,
-                           int st, int dil, int pad, kr_activation act, int *od)
+/* Adds an ONNX convolution of @p x (explicit padding @p pad on every side, stride @p st,
+ * dilation @p dil, the node's own activation @p act, no groups) with random weights scaled as
+ * chain_conv_onnx's; returns its output tensor. */
+static int chain_conv_onnx_st(kt_graph *b, kt_rng *rng, int x, const int *xd, int cout, int k,
+                              int st, int dil, int pad, kr_activation act, int *od)
 {
-    int wd[4] = {cout, k, k, 3};
-    size_t nw = (size_t)cout * k * k * 3;
+    int wd[4] = {cout, k, k, xd[3]};
+    size_t nw = (size_t)cout * k * k * xd[3];
     float *w = malloc(nw * sizeof(float));
     assert_non_null(w);
     kt_rng_fill(rng, w, nw, -1.0f, 1.0f);
     for (size_t i = 0; i < nw; i++)
-        w[i] *= 1.7f / sqrtf((float)(k * k * 3));
+        w[i] *= 1.7f / sqrtf((float)(k * k * xd[3]));
     int in[3] = {x, add_weights(b, rng, 4, wd, w), add_weights(b, rng, 1, &cout, NULL)};
     free(w);
     od[0] = 1;
@@ -1089,12 +1090,53 @@ static void test_onnx_stems(void **state)
         int xd[4] = {1, g[i].h, g[i].w, 3}, od[4], od2[4];
         int x = kt_graph_act(&b, 4, xd);
         kt_graph_input(&b, x);
-        int y = chain_stem_onnx(&b, &rng, x, xd, g[i].cout, g[i].k, g[i].st, g[i].dil, g[i].pad,
+        int y = chain_conv_onnx_st(&b, &rng, x, xd, g[i].cout, g[i].k, g[i].st, g[i].dil, g[i].pad,
                                 g[i].act, od);
         if (g[i].relu_node)
             y = chain_unary(&b, KR_OP_RELU, y, od);
         if (g[i].add) { /* a second stem of the same output shape, dilated; the ADD of both */
-            int z = chain_stem_onnx(&b, &rng, x, xd, g[i].cout, 3, 1, 2, 2, KR_ACT_NONE, od2);
+            int z = chain_conv_onnx_st(&b, &rng, x, xd, g[i].cout, 3, 1, 2, 2, KR_ACT_NONE, od2);
+            assert_memory_equal(od, od2, sizeof(od));
+            y = chain_binary(&b, KR_OP_ADD, y, z, od);
+        }
+        kt_graph_output(&b, y);
+        finish_and_check_opt(&b, g[i].name, 1);
+    }
+}
+
+/*
+ * ONNX convolutions with one output channel (u2netp's side outputs, 64 -> 1), which the cuda
+ * backend runs in f16 on compute 8.0+ with ic / 8 lanes per output (conv_2d_one.cu), one graph
+ * each: 64 -> 1 3x3 with a folded LOGISTIC at 37 x 45, 16 -> 1 dilated 2, 128 -> 1 1x1 with an
+ * ADD of another one-output layer (a folded residual), 8 -> 1 3x3 of stride 2, 256 -> 1 3x3
+ * (32 lanes per output). Every cuda variant against the reference at batch 1 and 3.
+ */
+static void test_onnx_one_output(void **state)
+{
+    (void)state;
+    static const struct {
+        int h, w, cin, k, st, dil, pad, logistic, add;
+        const char *name;
+    } g[] = {
+        {37, 45, 64, 3, 1, 1, 1, 1, 0, "onnx one output 64 -> 1 3x3 + LOGISTIC"},
+        {19, 23, 16, 3, 1, 2, 2, 0, 0, "onnx one output 16 -> 1 dilation 2"},
+        {21, 17, 128, 1, 1, 1, 0, 0, 1, "onnx one output 128 -> 1 1x1 + ADD"},
+        {40, 33, 8, 3, 2, 1, 1, 0, 0, "onnx one output 8 -> 1 stride 2"},
+        {9, 11, 256, 3, 1, 1, 1, 0, 0, "onnx one output 256 -> 1 3x3"},
+    };
+    for (size_t i = 0; i < sizeof(g) / sizeof(g[0]); i++) {
+        kt_graph b;
+        kt_graph_begin(&b, g[i].name, 16, 8, 1 << 20);
+        kt_rng rng = kt_rng_seed(4100u + (uint32_t)i);
+        int xd[4] = {1, g[i].h, g[i].w, g[i].cin}, od[4], od2[4];
+        int x = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, x);
+        int y = chain_conv_onnx_st(&b, &rng, x, xd, 1, g[i].k, g[i].st, g[i].dil, g[i].pad,
+                                   KR_ACT_NONE, od);
+        if (g[i].logistic)
+            y = chain_unary(&b, KR_OP_LOGISTIC, y, od);
+        if (g[i].add) { /* a second one-output layer of the same shape (3x3); the ADD of both */
+            int z = chain_conv_onnx_st(&b, &rng, x, xd, 1, 3, 1, 1, 1, KR_ACT_NONE, od2);
             assert_memory_equal(od, od2, sizeof(od));
             y = chain_binary(&b, KR_OP_ADD, y, z, od);
         }
@@ -1810,6 +1852,7 @@ int main(void)
         cmocka_unit_test(test_expand_dw_chains),
         cmocka_unit_test(test_u2net_block),
         cmocka_unit_test(test_onnx_stems),
+        cmocka_unit_test(test_onnx_one_output),
         cmocka_unit_test(test_gather_folds),
     };
     /* KEYER_BACKEND_OPS_TESTS=pattern runs only the matching tests (e.g. under

@@ -546,6 +546,8 @@ template <typename T> static int launch(const kr_cuda_op *op)
     const kr_window_params *p = &op->node->p.window;
     if (p->groups > 1) /* grouped (ONNX): its own direct kernel, conv_2d_grouped.cu */
         return kr_cuda_conv_2d_grouped(op);
+    if (kr_cuda_conv_2d_one_fits(op)) /* f16 ONNX layers of one output channel: conv_2d_one.cu */
+        return kr_cuda_conv_2d_one(op);
     if (kr_cuda_conv_2d_tc_fits(op)) /* f16 on the tensor cores, compute 8.0+: conv_2d_tc.cu */
         return kr_cuda_conv_2d_tc(op);
     if (kr_cuda_conv_2d_mma_fits(op)) /* f16 ONNX layers on WMMA (compute 7.x), conv_2d_mma.cu */

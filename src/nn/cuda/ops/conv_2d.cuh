@@ -34,6 +34,10 @@
  *      rounded to half; from 0, the 16-channel chunks of the input in order, within each the
  *      taps in (ky, kx) order, each tap's 16 products (channels past ic: zero) summed as the
  *      tensor core sums them (float accumulation), then + bias (kr_conv_out).
+ *  one-output (conv_2d_one.cu: f16 ONNX layers of one output channel on compute 8.0+, a
+ *      choice by shape): ic / 8 lanes per output, lane g from 0 over the taps in (ky, kx) order
+ *      and channels [8g, 8g + 8) in order (a tap outside the input adds nothing), the lanes'
+ *      sums by a butterfly of shuffles from the farthest lane down, then + bias (kr_conv_out).
  *  grouped direct (conv_2d_grouped.cu, groups > 1): from the bias, taps in (ky, kx) order and
  *      the group's channels in order.
  * Which path a layer takes never depends on the batch (or, where it does, conv_pw_tile sums in
