@@ -604,6 +604,45 @@ static int tc_use_patch(const kr_cuda_op *op, tc_shape s, int bn)
     return smem <= TP_SMEM_MAX && smem <= op->caps->smem_block_optin;
 }
 
+/* How many blocks of conv_tcp<TH, BN, WM, WN> for layer @p s the device holds at once (blocks
+ * per multiprocessor by the occupancy calculator, times the multiprocessors); 0 when the tile's
+ * shared memory does not fit or the calculator fails (its error is cleared). */
+template <int TH, int BN, int WM, int WN>
+static size_t tp_slots_of(const kr_cuda_op *op, tc_shape s)
+{
+    tp_geometry(s, TH);
+    const size_t smem = tp_smem_bytes(s, BN);
+    if (smem > TP_SMEM_MAX || smem > op->caps->smem_block_optin)
+        return 0;
+    int n = 0;
+    if ((smem > 48 * 1024 &&
+         cudaFuncSetAttribute(conv_tcp<TH, BN, WM, WN>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              (int)smem) != cudaSuccess) ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, conv_tcp<TH, BN, WM, WN>, WM * WN * 32,
+                                                      smem) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return (size_t)n * (size_t)(op->caps->sms > 0 ? op->caps->sms : 1);
+}
+
+/* tp_slots_of for the instance kr_cuda_conv_2d_tc launches for @p bn and @p th. */
+static size_t tp_slots(const kr_cuda_op *op, const tc_shape &s, int bn, int th)
+{
+    if (bn == 16)
+        return th == 4   ? tp_slots_of<4, 16, 4, 1>(op, s)
+               : th == 8 ? tp_slots_of<8, 16, 4, 1>(op, s)
+                         : tp_slots_of<16, 16, 8, 1>(op, s);
+    if (bn == 32)
+        return th == 4   ? tp_slots_of<4, 32, 2, 2>(op, s)
+               : th == 8 ? tp_slots_of<8, 32, 4, 1>(op, s)
+                         : tp_slots_of<16, 32, 8, 1>(op, s);
+    return th == 4   ? tp_slots_of<4, 64, 2, 2>(op, s)
+           : th == 8 ? tp_slots_of<8, 64, 2, 2>(op, s)
+                     : tp_slots_of<16, 64, 4, 2>(op, s);
+}
+
 template <int TH, int BN, int WM, int WN>
 static int launch_patch(const kr_cuda_op *op, tc_shape s, const __half *x0, const __half *x1,
                         const float *bias, int batch)
@@ -747,11 +786,23 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
         tc_shape s16 = s;
         tp_geometry(s16, 16);
         const size_t smem16 = tp_smem_bytes(s16, bn);
-        const int th = t8 < 2 * sms ? 4
-                       : t16 >= 2 * sms && smem16 <= TP_SMEM_MAX &&
-                               smem16 <= op->caps->smem_block_optin
-                           ? 16
-                           : 8;
+        int th = t8 < 2 * sms ? 4
+                 : t16 >= 2 * sms && smem16 <= TP_SMEM_MAX && smem16 <= op->caps->smem_block_optin
+                     ? 16
+                     : 8;
+        /* where those tiles take more than one round of the blocks the device holds at once
+         * and 8 (else 16) rows take one, the latter: at batch 1 u2netp's 160 x 160 layers of 64
+         * outputs gave 400 4-row blocks against 396 places (4 blocks in a second round), its
+         * 320 x 320 layers of 16 outputs 400 16-row blocks against 264 */
+        const size_t here = tp_slots(op, s, bn, th);
+        if (here && batch * ((s.oh + th - 1) / th) * tx * ntiles > here)
+            for (int alt = 8; alt <= 16; alt += 8) {
+                const size_t places = alt == th ? 0 : tp_slots(op, s, bn, alt);
+                if (places && batch * ((s.oh + alt - 1) / alt) * tx * ntiles <= places) {
+                    th = alt;
+                    break;
+                }
+            }
         const int ib = (int)batch;
         if (bn == 16)
             return th == 4   ? launch_patch<4, 16, 4, 1>(op, s, x0, x1, bias, ib)
