@@ -408,6 +408,7 @@ __global__ void __launch_bounds__(TC_THREADS)
 #define TP_CK 16  /* input channels per stage */
 #define TP_LDS 24 /* halves per shared row: 48 bytes (8 consecutive rows: no bank conflict) */
 #define TP_TW 16  /* tile width in output pixels: a 16-row fragment is one tile row */
+#define TP_PREFETCH 16384 /* bytes of weights per L2 bulk prefetch (sm_90) */
 
 /* Shared memory of conv_tcp: two stages of the patch and BN x taps weight rows. */
 static size_t tp_smem_bytes(const tc_shape &s, int bn)
@@ -513,7 +514,23 @@ __global__ void __launch_bounds__(WM * WN * 32)
                 acc[i][j][q] = 0.0f;
 
     /* the weights are the layer's own (written once at set-up): loaded before waiting for the
-     * kernel before, which a programmatic dependent launch lets run until here (sm_90) */
+     * kernel before, which a programmatic dependent launch lets run until here (sm_90); on sm_90
+     * the n-tile's weights of every chunk are also fetched into L2 (bulk prefetches of 16 KB,
+     * each by one block): a run's activations evict them, and the deep layers (a few blocks,
+     * up to 8 chunks of 18 KB of weights each) waited for them from memory chunk by chunk */
+#if __CUDA_ARCH__ >= 900
+    if (tid == 0) {
+        const int n1 = n0 + BN < s.oc ? n0 + BN : s.oc;
+        const size_t bytes = (size_t)(n1 - n0) * s.K * sizeof(__half); /* a multiple of 16 */
+        const char *wb = reinterpret_cast<const char *>(w + (size_t)n0 * s.K);
+        for (size_t off = (size_t)blockIdx.x * TP_PREFETCH; off < bytes;
+             off += (size_t)gridDim.x * TP_PREFETCH) {
+            const unsigned len = (unsigned)(bytes - off < TP_PREFETCH ? bytes - off : TP_PREFETCH);
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(wb + off), "r"(len)
+                         : "memory");
+        }
+    }
+#endif
     load_weights(0, 0);
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");

@@ -145,7 +145,7 @@ int kr_cuda_conv_2d_stem_fits(const kr_cuda_op *op);
 int kr_cuda_conv_2d_stem(const kr_cuda_op *op);
 /* Whether CONV_2D node @p op has one output channel and runs on kr_cuda_conv_2d_one: an f16
  * instance on compute 8.0+ (the device's or the emulated class's; 7.x keeps the WMMA kernel), an
- * ONNX layer (explicit padding), no groups or folds, at most 9 taps, 8, 16, 32, 64, 128 or 256
+ * ONNX layer (explicit padding), no groups or folds, a 1x1 or 3x3 window, 8, 16, 32, 64, 128 or 256
  * input channels, float weights (and bias), a 16-byte aligned input; never chosen by batch.
  * kr_cuda_conv_2d calls both, before the tensor-core kernels (conv_2d_one.cu). */
 int kr_cuda_conv_2d_one_fits(const kr_cuda_op *op);
