@@ -416,7 +416,7 @@ static size_t tp_smem_bytes(const tc_shape &s, int bn)
     return 2 * ((size_t)s.ph * s.pw + (size_t)s.kh * s.kw * bn) * TP_LDS * sizeof(__half);
 }
 
-template <int TH, int BN, int WM, int WN>
+template <int TH, int BN, int WM, int WN, int GK>
 __global__ void __launch_bounds__(WM * WN * 32)
     conv_tcp(const __half *__restrict__ x, const __half *__restrict__ x1,
              const __half *__restrict__ w, const float *__restrict__ bias, __half *__restrict__ y,
@@ -467,7 +467,7 @@ __global__ void __launch_bounds__(WM * WN * 32)
                     resized = s.rz == (second ? 1 : 0);
                 }
                 __half *dst = P + p * TP_LDS + hc * 8;
-                if (resized || s.pool) {
+                if (GK && (resized || s.pool)) {
                     v[u] = make_uint4(0, 0, 0, 0);
                     if (ok)
                         v[u] = s.pool ? tc_pooled8(src, s, b, iy, ix, cc)
@@ -621,10 +621,10 @@ static int tc_use_patch(const kr_cuda_op *op, tc_shape s, int bn)
     return smem <= TP_SMEM_MAX && smem <= op->caps->smem_block_optin;
 }
 
-/* How many blocks of conv_tcp<TH, BN, WM, WN> for layer @p s the device holds at once (blocks
+/* How many blocks of conv_tcp<TH, BN, WM, WN, GK> for layer @p s the device holds at once (blocks
  * per multiprocessor by the occupancy calculator, times the multiprocessors); 0 when the tile's
  * shared memory does not fit or the calculator fails (its error is cleared). */
-template <int TH, int BN, int WM, int WN>
+template <int TH, int BN, int WM, int WN, int GK>
 static size_t tp_slots_of(const kr_cuda_op *op, tc_shape s)
 {
     tp_geometry(s, TH);
@@ -633,10 +633,10 @@ static size_t tp_slots_of(const kr_cuda_op *op, tc_shape s)
         return 0;
     int n = 0;
     if ((smem > 48 * 1024 &&
-         cudaFuncSetAttribute(conv_tcp<TH, BN, WM, WN>,
+         cudaFuncSetAttribute(conv_tcp<TH, BN, WM, WN, GK>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                               (int)smem) != cudaSuccess) ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, conv_tcp<TH, BN, WM, WN>, WM * WN * 32,
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, conv_tcp<TH, BN, WM, WN, GK>, WM * WN * 32,
                                                       smem) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
@@ -645,22 +645,22 @@ static size_t tp_slots_of(const kr_cuda_op *op, tc_shape s)
 }
 
 /* tp_slots_of for the instance kr_cuda_conv_2d_tc launches for @p bn and @p th. */
-static size_t tp_slots(const kr_cuda_op *op, const tc_shape &s, int bn, int th)
+template <int GK> static size_t tp_slots(const kr_cuda_op *op, const tc_shape &s, int bn, int th)
 {
     if (bn == 16)
-        return th == 4   ? tp_slots_of<4, 16, 4, 1>(op, s)
-               : th == 8 ? tp_slots_of<8, 16, 4, 1>(op, s)
-                         : tp_slots_of<16, 16, 8, 1>(op, s);
+        return th == 4   ? tp_slots_of<4, 16, 4, 1, GK>(op, s)
+               : th == 8 ? tp_slots_of<8, 16, 4, 1, GK>(op, s)
+                         : tp_slots_of<16, 16, 8, 1, GK>(op, s);
     if (bn == 32)
-        return th == 4   ? tp_slots_of<4, 32, 2, 2>(op, s)
-               : th == 8 ? tp_slots_of<8, 32, 4, 1>(op, s)
-                         : tp_slots_of<16, 32, 8, 1>(op, s);
-    return th == 4   ? tp_slots_of<4, 64, 2, 2>(op, s)
-           : th == 8 ? tp_slots_of<8, 64, 2, 2>(op, s)
-                     : tp_slots_of<16, 64, 4, 2>(op, s);
+        return th == 4   ? tp_slots_of<4, 32, 2, 2, GK>(op, s)
+               : th == 8 ? tp_slots_of<8, 32, 4, 1, GK>(op, s)
+                         : tp_slots_of<16, 32, 8, 1, GK>(op, s);
+    return th == 4   ? tp_slots_of<4, 64, 2, 2, GK>(op, s)
+           : th == 8 ? tp_slots_of<8, 64, 2, 2, GK>(op, s)
+                     : tp_slots_of<16, 64, 4, 2, GK>(op, s);
 }
 
-template <int TH, int BN, int WM, int WN>
+template <int TH, int BN, int WM, int WN, int GK>
 static int launch_patch(const kr_cuda_op *op, tc_shape s, const __half *x0, const __half *x1,
                         const float *bias, int batch)
 {
@@ -668,7 +668,7 @@ static int launch_patch(const kr_cuda_op *op, tc_shape s, const __half *x0, cons
     const size_t smem = tp_smem_bytes(s, BN);
     cudaError_t err;
     if (smem > 48 * 1024 &&
-        (err = cudaFuncSetAttribute(conv_tcp<TH, BN, WM, WN>,
+        (err = cudaFuncSetAttribute(conv_tcp<TH, BN, WM, WN, GK>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) !=
             cudaSuccess)
         return (int)err;
@@ -688,9 +688,27 @@ static int launch_patch(const kr_cuda_op *op, tc_shape s, const __half *x0, cons
     cfg.stream = (cudaStream_t)op->stream;
     cfg.attrs = attr;
     cfg.numAttrs = op->caps->major >= 9 ? 1 : 0;
-    return (int)cudaLaunchKernelEx(&cfg, conv_tcp<TH, BN, WM, WN>, x0, x1,
+    return (int)cudaLaunchKernelEx(&cfg, conv_tcp<TH, BN, WM, WN, GK>, x0, x1,
                                    (const __half *)op->w16, bias, (__half *)op->out, s,
                                    kr_make_epilogue(op, 1));
+}
+
+/* launch_patch for @p bn and @p th: the instance (warps) of each tile shape. */
+template <int GK>
+static int launch_patch_th(const kr_cuda_op *op, const tc_shape &s, const __half *x0,
+                           const __half *x1, const float *bias, int batch, int bn, int th)
+{
+    if (bn == 16)
+        return th == 4   ? launch_patch<4, 16, 4, 1, GK>(op, s, x0, x1, bias, batch)
+               : th == 8 ? launch_patch<8, 16, 4, 1, GK>(op, s, x0, x1, bias, batch)
+                         : launch_patch<16, 16, 8, 1, GK>(op, s, x0, x1, bias, batch);
+    if (bn == 32)
+        return th == 4   ? launch_patch<4, 32, 2, 2, GK>(op, s, x0, x1, bias, batch)
+               : th == 8 ? launch_patch<8, 32, 4, 1, GK>(op, s, x0, x1, bias, batch)
+                         : launch_patch<16, 32, 8, 1, GK>(op, s, x0, x1, bias, batch);
+    return th == 4   ? launch_patch<4, 64, 2, 2, GK>(op, s, x0, x1, bias, batch)
+           : th == 8 ? launch_patch<8, 64, 2, 2, GK>(op, s, x0, x1, bias, batch)
+                     : launch_patch<16, 64, 4, 2, GK>(op, s, x0, x1, bias, batch);
 }
 
 /* The row kernel; on compute 9.0 a programmatic dependent launch, as launch_patch's. */
@@ -811,27 +829,21 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
          * and 8 (else 16) rows take one, the latter: at batch 1 u2netp's 160 x 160 layers of 64
          * outputs gave 400 4-row blocks against 396 places (4 blocks in a second round), its
          * 320 x 320 layers of 16 outputs 400 16-row blocks against 264 */
-        const size_t here = tp_slots(op, s, bn, th);
+        /* GK: the instance with the gathered loads (a folded pool or resize), else without
+         * them (the kernel's code, and its instruction fetches, a third smaller) */
+        const int gk = s.pool || (s.c0 && s.rz >= 0);
+        auto slots = [&](int t) { return gk ? tp_slots<1>(op, s, bn, t) : tp_slots<0>(op, s, bn, t); };
+        const size_t here = slots(th);
         if (here && batch * ((s.oh + th - 1) / th) * tx * ntiles > here)
             for (int alt = 8; alt <= 16; alt += 8) {
-                const size_t places = alt == th ? 0 : tp_slots(op, s, bn, alt);
+                const size_t places = alt == th ? 0 : slots(alt);
                 if (places && batch * ((s.oh + alt - 1) / alt) * tx * ntiles <= places) {
                     th = alt;
                     break;
                 }
             }
-        const int ib = (int)batch;
-        if (bn == 16)
-            return th == 4   ? launch_patch<4, 16, 4, 1>(op, s, x0, x1, bias, ib)
-                   : th == 8 ? launch_patch<8, 16, 4, 1>(op, s, x0, x1, bias, ib)
-                             : launch_patch<16, 16, 8, 1>(op, s, x0, x1, bias, ib);
-        if (bn == 32)
-            return th == 4   ? launch_patch<4, 32, 2, 2>(op, s, x0, x1, bias, ib)
-                   : th == 8 ? launch_patch<8, 32, 4, 1>(op, s, x0, x1, bias, ib)
-                             : launch_patch<16, 32, 8, 1>(op, s, x0, x1, bias, ib);
-        return th == 4   ? launch_patch<4, 64, 2, 2>(op, s, x0, x1, bias, ib)
-               : th == 8 ? launch_patch<8, 64, 2, 2>(op, s, x0, x1, bias, ib)
-                         : launch_patch<16, 64, 4, 2>(op, s, x0, x1, bias, ib);
+        return gk ? launch_patch_th<1>(op, s, x0, x1, bias, (int)batch, bn, th)
+                  : launch_patch_th<0>(op, s, x0, x1, bias, (int)batch, bn, th);
     }
     /* BM 64 where 128-row tiles would give fewer than two blocks per multiprocessor */
     const int small = ((M + 127) / 128) * ntiles < 2 * sms;
