@@ -26,8 +26,9 @@
  *    RESIZE_BILINEAR against re-derivations written differently from the kernels (explicit
  *    zero-padded input; gather instead of scatter; double-precision resize coordinates).
  *
- *  test_u2net_block, test_gather_folds and the *_chains tests: small graphs in the shapes the
- *    cuda backend fuses (see each test's comment), every cuda variant against the reference;
+ *  test_u2net_block, test_onnx_stems, test_onnx_one_output, test_gather_folds and the *_chains
+ *    tests: small graphs in the shapes the cuda backend fuses or has kernels of their own for
+ *    (see each test's comment), every cuda variant against the reference;
  *    test_gather_folds also checks that the per-node f16 schedule folds its resizes and
  *    concatenations into the tensor-core convolutions on a device with mma.sync.
  *
@@ -1027,6 +1028,123 @@ static void test_u2net_block(void **state)
     finish_and_check_opt(&b, "u2net block", 1);
 }
 
+/* Adds an ONNX convolution of @p x (explicit padding @p pad on every side, stride @p st,
+ * dilation @p dil, the node's own activation @p act, no groups) with random weights scaled as
+ * chain_conv_onnx's; returns its output tensor. */
+static int chain_conv_onnx_st(kt_graph *b, kt_rng *rng, int x, const int *xd, int cout, int k,
+                              int st, int dil, int pad, kr_activation act, int *od)
+{
+    int wd[4] = {cout, k, k, xd[3]};
+    size_t nw = (size_t)cout * k * k * xd[3];
+    float *w = malloc(nw * sizeof(float));
+    assert_non_null(w);
+    kt_rng_fill(rng, w, nw, -1.0f, 1.0f);
+    for (size_t i = 0; i < nw; i++)
+        w[i] *= 1.7f / sqrtf((float)(k * k * xd[3]));
+    int in[3] = {x, add_weights(b, rng, 4, wd, w), add_weights(b, rng, 1, &cout, NULL)};
+    free(w);
+    od[0] = 1;
+    od[1] = (xd[1] + 2 * pad - dil * (k - 1) - 1) / st + 1;
+    od[2] = (xd[2] + 2 * pad - dil * (k - 1) - 1) / st + 1;
+    od[3] = cout;
+    int y = kt_graph_act(b, 4, od);
+    kr_node *n = kt_graph_node(b, KR_OP_CONV_2D, 3, in, y);
+    n->activation = act;
+    n->p.window.kernel_h = n->p.window.kernel_w = k;
+    n->p.window.stride_h = n->p.window.stride_w = st;
+    n->p.window.dilation_h = n->p.window.dilation_w = dil;
+    n->p.window.padding = KR_PADDING_EXPLICIT;
+    n->p.window.pad_top = n->p.window.pad_bottom = pad;
+    n->p.window.pad_left = n->p.window.pad_right = pad;
+    n->p.window.groups = 1;
+    return y;
+}
+
+/*
+ * The ONNX RGB stems (3 input channels, explicit padding) that the cuda backend runs on its
+ * one-launch stem kernel (conv_2d_stem.cu, 16, 32 or 64 output channels, 3x3 or 5x5), one graph
+ * each (check_graph checks one output): odd sizes that cut the 4 x 32 tiles at the bottom and
+ * the right (37 x 45, 23 x 70, 33 x 65), a folded RELU after u2netp's 3 -> 64, a 5x5 of stride 2
+ * with RELU6, a 3x3 of stride 2, a dilated one, and an ADD of two stems (folded into the second
+ * as its residual). Every cuda variant against the reference at batch 1 and 3 (batch 3: tiles
+ * of several images); the persistent schedule may refuse a graph.
+ */
+static void test_onnx_stems(void **state)
+{
+    (void)state;
+    static const struct {
+        int h, w, cout, k, st, dil, pad, relu_node, add;
+        kr_activation act;
+        const char *name;
+    } g[] = {
+        {37, 45, 64, 3, 1, 1, 1, 1, 0, KR_ACT_NONE, "onnx stem 3 -> 64 3x3 + RELU"},
+        {23, 70, 32, 5, 2, 1, 2, 0, 0, KR_ACT_RELU6, "onnx stem 3 -> 32 5x5 stride 2"},
+        {33, 65, 64, 3, 2, 1, 1, 0, 0, KR_ACT_NONE, "onnx stem 3 -> 64 3x3 stride 2"},
+        {37, 45, 16, 3, 1, 2, 2, 0, 0, KR_ACT_RELU, "onnx stem 3 -> 16 3x3 dilation 2"},
+        {37, 45, 32, 3, 1, 1, 1, 0, 1, KR_ACT_NONE, "onnx stems 3 -> 32 + ADD"},
+    };
+    for (size_t i = 0; i < sizeof(g) / sizeof(g[0]); i++) {
+        kt_graph b;
+        kt_graph_begin(&b, g[i].name, 16, 8, 1 << 20);
+        kt_rng rng = kt_rng_seed(3100u + (uint32_t)i);
+        int xd[4] = {1, g[i].h, g[i].w, 3}, od[4], od2[4];
+        int x = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, x);
+        int y = chain_conv_onnx_st(&b, &rng, x, xd, g[i].cout, g[i].k, g[i].st, g[i].dil, g[i].pad,
+                                g[i].act, od);
+        if (g[i].relu_node)
+            y = chain_unary(&b, KR_OP_RELU, y, od);
+        if (g[i].add) { /* a second stem of the same output shape, dilated; the ADD of both */
+            int z = chain_conv_onnx_st(&b, &rng, x, xd, g[i].cout, 3, 1, 2, 2, KR_ACT_NONE, od2);
+            assert_memory_equal(od, od2, sizeof(od));
+            y = chain_binary(&b, KR_OP_ADD, y, z, od);
+        }
+        kt_graph_output(&b, y);
+        finish_and_check_opt(&b, g[i].name, 1);
+    }
+}
+
+/*
+ * ONNX convolutions with one output channel (u2netp's side outputs, 64 -> 1), which the cuda
+ * backend runs in f16 on compute 8.0+ with ic / 8 lanes per output (conv_2d_one.cu), one graph
+ * each: 64 -> 1 3x3 with a folded LOGISTIC at 37 x 45, 16 -> 1 dilated 2, 128 -> 1 1x1 with an
+ * ADD of another one-output layer (a folded residual), 8 -> 1 3x3 of stride 2, 256 -> 1 3x3
+ * (32 lanes per output). Every cuda variant against the reference at batch 1 and 3.
+ */
+static void test_onnx_one_output(void **state)
+{
+    (void)state;
+    static const struct {
+        int h, w, cin, k, st, dil, pad, logistic, add;
+        const char *name;
+    } g[] = {
+        {37, 45, 64, 3, 1, 1, 1, 1, 0, "onnx one output 64 -> 1 3x3 + LOGISTIC"},
+        {19, 23, 16, 3, 1, 2, 2, 0, 0, "onnx one output 16 -> 1 dilation 2"},
+        {21, 17, 128, 1, 1, 1, 0, 0, 1, "onnx one output 128 -> 1 1x1 + ADD"},
+        {40, 33, 8, 3, 2, 1, 1, 0, 0, "onnx one output 8 -> 1 stride 2"},
+        {9, 11, 256, 3, 1, 1, 1, 0, 0, "onnx one output 256 -> 1 3x3"},
+    };
+    for (size_t i = 0; i < sizeof(g) / sizeof(g[0]); i++) {
+        kt_graph b;
+        kt_graph_begin(&b, g[i].name, 16, 8, 1 << 20);
+        kt_rng rng = kt_rng_seed(4100u + (uint32_t)i);
+        int xd[4] = {1, g[i].h, g[i].w, g[i].cin}, od[4], od2[4];
+        int x = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, x);
+        int y = chain_conv_onnx_st(&b, &rng, x, xd, 1, g[i].k, g[i].st, g[i].dil, g[i].pad,
+                                   KR_ACT_NONE, od);
+        if (g[i].logistic)
+            y = chain_unary(&b, KR_OP_LOGISTIC, y, od);
+        if (g[i].add) { /* a second one-output layer of the same shape (3x3); the ADD of both */
+            int z = chain_conv_onnx_st(&b, &rng, x, xd, 1, 3, 1, 1, 1, KR_ACT_NONE, od2);
+            assert_memory_equal(od, od2, sizeof(od));
+            y = chain_binary(&b, KR_OP_ADD, y, z, od);
+        }
+        kt_graph_output(&b, y);
+        finish_and_check_opt(&b, g[i].name, 1);
+    }
+}
+
 /* A RESIZE_BILINEAR of @p x (@p xd) to @p h x @p w with @p align / @p half; its output
  * dims in @p od. */
 static int chain_resize(kt_graph *b, int x, const int *xd, int h, int w, int align, int half,
@@ -1733,6 +1851,8 @@ int main(void)
         cmocka_unit_test(test_excitation_chains),
         cmocka_unit_test(test_expand_dw_chains),
         cmocka_unit_test(test_u2net_block),
+        cmocka_unit_test(test_onnx_stems),
+        cmocka_unit_test(test_onnx_one_output),
         cmocka_unit_test(test_gather_folds),
     };
     /* KEYER_BACKEND_OPS_TESTS=pattern runs only the matching tests (e.g. under

@@ -23,7 +23,9 @@
  * one output pixel and a group of output channels; the group's weights and bias travel as a
  * kernel parameter (__grid_constant__), so every multiply-add reads its weight from the
  * constant bank with a compile-time offset, and the input patch sits in registers. Chosen when
- * the weights are float constants of such a shape.
+ * the weights are float constants of such a shape. The ONNX models' stems (explicit padding, 16,
+ * 32 or 64 outputs: u2netp's 3 -> 64) take conv_2d_stem.cu instead, one launch for all the
+ * output channels with the same sums.
  *
  * Narrow pointwise layers (1x1 with 8 to 32 input channels, the 16- and 24-channel layers at
  * the models' highest resolutions) take the same route: conv_narrow gives each thread one
@@ -544,10 +546,14 @@ template <typename T> static int launch(const kr_cuda_op *op)
     const kr_window_params *p = &op->node->p.window;
     if (p->groups > 1) /* grouped (ONNX): its own direct kernel, conv_2d_grouped.cu */
         return kr_cuda_conv_2d_grouped(op);
+    if (kr_cuda_conv_2d_one_fits(op)) /* f16 ONNX layers of one output channel: conv_2d_one.cu */
+        return kr_cuda_conv_2d_one(op);
     if (kr_cuda_conv_2d_tc_fits(op)) /* f16 on the tensor cores, compute 8.0+: conv_2d_tc.cu */
         return kr_cuda_conv_2d_tc(op);
     if (kr_cuda_conv_2d_mma_fits(op)) /* f16 ONNX layers on WMMA (compute 7.x), conv_2d_mma.cu */
         return kr_cuda_conv_2d_mma(op);
+    if (kr_cuda_conv_2d_stem_fits(op)) /* ONNX RGB stems in one launch: conv_2d_stem.cu */
+        return kr_cuda_conv_2d_stem(op);
     conv_shape s;
     s.n = kr_dim(op, xt, 0);
     s.ih = xt->dims[1], s.iw = xt->dims[2], s.ic = xt->dims[3];

@@ -272,6 +272,12 @@ __global__ void __launch_bounds__(TC_THREADS)
         }
     }
     const int ktiles = (s.K + TC_BK - 1) / TC_BK;
+#if __CUDA_ARCH__ >= 900
+    /* a programmatic dependent launch on 9.0 (launch_tile): the kernel before may still be
+     * running until here; nothing is read or written before this */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 
     auto load_stage = [&](int st, int kt) {
         const int k = kt * TC_BK + ach * 8;
@@ -402,6 +408,7 @@ __global__ void __launch_bounds__(TC_THREADS)
 #define TP_CK 16  /* input channels per stage */
 #define TP_LDS 24 /* halves per shared row: 48 bytes (8 consecutive rows: no bank conflict) */
 #define TP_TW 16  /* tile width in output pixels: a 16-row fragment is one tile row */
+#define TP_PREFETCH 16384 /* bytes of weights per L2 bulk prefetch (sm_90) */
 
 /* Shared memory of conv_tcp: two stages of the patch and BN x taps weight rows. */
 static size_t tp_smem_bytes(const tc_shape &s, int bn)
@@ -409,7 +416,7 @@ static size_t tp_smem_bytes(const tc_shape &s, int bn)
     return 2 * ((size_t)s.ph * s.pw + (size_t)s.kh * s.kw * bn) * TP_LDS * sizeof(__half);
 }
 
-template <int TH, int BN, int WM, int WN>
+template <int TH, int BN, int WM, int WN, int GK>
 __global__ void __launch_bounds__(WM * WN * 32)
     conv_tcp(const __half *__restrict__ x, const __half *__restrict__ x1,
              const __half *__restrict__ w, const float *__restrict__ bias, __half *__restrict__ y,
@@ -460,7 +467,7 @@ __global__ void __launch_bounds__(WM * WN * 32)
                     resized = s.rz == (second ? 1 : 0);
                 }
                 __half *dst = P + p * TP_LDS + hc * 8;
-                if (resized || s.pool) {
+                if (GK && (resized || s.pool)) {
                     v[u] = make_uint4(0, 0, 0, 0);
                     if (ok)
                         v[u] = s.pool ? tc_pooled8(src, s, b, iy, ix, cc)
@@ -507,10 +514,30 @@ __global__ void __launch_bounds__(WM * WN * 32)
                 acc[i][j][q] = 0.0f;
 
     /* the weights are the layer's own (written once at set-up): loaded before waiting for the
-     * kernel before, which a programmatic dependent launch lets run until here (sm_90) */
+     * kernel before, which a programmatic dependent launch lets run until here (sm_90); on sm_90
+     * the n-tile's weights of every chunk are also fetched into L2 (bulk prefetches of 16 KB,
+     * each by one block): a run's activations evict them, and the deep layers (a few blocks,
+     * up to 8 chunks of 18 KB of weights each) waited for them from memory chunk by chunk */
+#if __CUDA_ARCH__ >= 900
+    if (tid == 0) {
+        const int n1 = n0 + BN < s.oc ? n0 + BN : s.oc;
+        const size_t bytes = (size_t)(n1 - n0) * s.K * sizeof(__half); /* a multiple of 16 */
+        const char *wb = reinterpret_cast<const char *>(w + (size_t)n0 * s.K);
+        for (size_t off = (size_t)blockIdx.x * TP_PREFETCH; off < bytes;
+             off += (size_t)gridDim.x * TP_PREFETCH) {
+            const unsigned len = (unsigned)(bytes - off < TP_PREFETCH ? bytes - off : TP_PREFETCH);
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(wb + off), "r"(len)
+                         : "memory");
+        }
+    }
+#endif
     load_weights(0, 0);
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    /* the next kernel, if it is a programmatic dependent launch too, may start its blocks once
+     * every block of this one has come here (they wait for this grid's completion before
+     * reading what it writes): on the multiprocessors this grid's last wave leaves free */
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
     load_patch(0, 0);
     tc_commit();
@@ -594,7 +621,46 @@ static int tc_use_patch(const kr_cuda_op *op, tc_shape s, int bn)
     return smem <= TP_SMEM_MAX && smem <= op->caps->smem_block_optin;
 }
 
-template <int TH, int BN, int WM, int WN>
+/* How many blocks of conv_tcp<TH, BN, WM, WN, GK> for layer @p s the device holds at once (blocks
+ * per multiprocessor by the occupancy calculator, times the multiprocessors); 0 when the tile's
+ * shared memory does not fit or the calculator fails (its error is cleared). */
+template <int TH, int BN, int WM, int WN, int GK>
+static size_t tp_slots_of(const kr_cuda_op *op, tc_shape s)
+{
+    tp_geometry(s, TH);
+    const size_t smem = tp_smem_bytes(s, BN);
+    if (smem > TP_SMEM_MAX || smem > op->caps->smem_block_optin)
+        return 0;
+    int n = 0;
+    if ((smem > 48 * 1024 &&
+         cudaFuncSetAttribute(conv_tcp<TH, BN, WM, WN, GK>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              (int)smem) != cudaSuccess) ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, conv_tcp<TH, BN, WM, WN, GK>, WM * WN * 32,
+                                                      smem) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return (size_t)n * (size_t)(op->caps->sms > 0 ? op->caps->sms : 1);
+}
+
+/* tp_slots_of for the instance kr_cuda_conv_2d_tc launches for @p bn and @p th. */
+template <int GK> static size_t tp_slots(const kr_cuda_op *op, const tc_shape &s, int bn, int th)
+{
+    if (bn == 16)
+        return th == 4   ? tp_slots_of<4, 16, 4, 1, GK>(op, s)
+               : th == 8 ? tp_slots_of<8, 16, 4, 1, GK>(op, s)
+                         : tp_slots_of<16, 16, 8, 1, GK>(op, s);
+    if (bn == 32)
+        return th == 4   ? tp_slots_of<4, 32, 2, 2, GK>(op, s)
+               : th == 8 ? tp_slots_of<8, 32, 4, 1, GK>(op, s)
+                         : tp_slots_of<16, 32, 8, 1, GK>(op, s);
+    return th == 4   ? tp_slots_of<4, 64, 2, 2, GK>(op, s)
+           : th == 8 ? tp_slots_of<8, 64, 2, 2, GK>(op, s)
+                     : tp_slots_of<16, 64, 4, 2, GK>(op, s);
+}
+
+template <int TH, int BN, int WM, int WN, int GK>
 static int launch_patch(const kr_cuda_op *op, tc_shape s, const __half *x0, const __half *x1,
                         const float *bias, int batch)
 {
@@ -602,7 +668,7 @@ static int launch_patch(const kr_cuda_op *op, tc_shape s, const __half *x0, cons
     const size_t smem = tp_smem_bytes(s, BN);
     cudaError_t err;
     if (smem > 48 * 1024 &&
-        (err = cudaFuncSetAttribute(conv_tcp<TH, BN, WM, WN>,
+        (err = cudaFuncSetAttribute(conv_tcp<TH, BN, WM, WN, GK>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) !=
             cudaSuccess)
         return (int)err;
@@ -622,18 +688,47 @@ static int launch_patch(const kr_cuda_op *op, tc_shape s, const __half *x0, cons
     cfg.stream = (cudaStream_t)op->stream;
     cfg.attrs = attr;
     cfg.numAttrs = op->caps->major >= 9 ? 1 : 0;
-    return (int)cudaLaunchKernelEx(&cfg, conv_tcp<TH, BN, WM, WN>, x0, x1,
+    return (int)cudaLaunchKernelEx(&cfg, conv_tcp<TH, BN, WM, WN, GK>, x0, x1,
                                    (const __half *)op->w16, bias, (__half *)op->out, s,
                                    kr_make_epilogue(op, 1));
 }
 
-template <int BM, int BN, int WM, int WN>
-static void launch_tile(const kr_cuda_op *op, const tc_shape &s, const __half *x0,
-                        const __half *x1, const float *bias)
+/* launch_patch for @p bn and @p th: the instance (warps) of each tile shape. */
+template <int GK>
+static int launch_patch_th(const kr_cuda_op *op, const tc_shape &s, const __half *x0,
+                           const __half *x1, const float *bias, int batch, int bn, int th)
 {
-    dim3 grid((unsigned)((s.M + BM - 1) / BM), (unsigned)((s.oc + BN - 1) / BN));
-    conv_tc<BM, BN, WM, WN><<<grid, TC_THREADS, 0, (cudaStream_t)op->stream>>>(
-        x0, x1, (const __half *)op->w16, bias, (__half *)op->out, s, kr_make_epilogue(op, 1));
+    if (bn == 16)
+        return th == 4   ? launch_patch<4, 16, 4, 1, GK>(op, s, x0, x1, bias, batch)
+               : th == 8 ? launch_patch<8, 16, 4, 1, GK>(op, s, x0, x1, bias, batch)
+                         : launch_patch<16, 16, 8, 1, GK>(op, s, x0, x1, bias, batch);
+    if (bn == 32)
+        return th == 4   ? launch_patch<4, 32, 2, 2, GK>(op, s, x0, x1, bias, batch)
+               : th == 8 ? launch_patch<8, 32, 4, 1, GK>(op, s, x0, x1, bias, batch)
+                         : launch_patch<16, 32, 8, 1, GK>(op, s, x0, x1, bias, batch);
+    return th == 4   ? launch_patch<4, 64, 2, 2, GK>(op, s, x0, x1, bias, batch)
+           : th == 8 ? launch_patch<8, 64, 2, 2, GK>(op, s, x0, x1, bias, batch)
+                     : launch_patch<16, 64, 4, 2, GK>(op, s, x0, x1, bias, batch);
+}
+
+/* The row kernel; on compute 9.0 a programmatic dependent launch, as launch_patch's. */
+template <int BM, int BN, int WM, int WN>
+static int launch_tile(const kr_cuda_op *op, const tc_shape &s, const __half *x0,
+                       const __half *x1, const float *bias)
+{
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)((s.M + BM - 1) / BM), (unsigned)((s.oc + BN - 1) / BN));
+    cfg.blockDim = dim3(TC_THREADS);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = (cudaStream_t)op->stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = op->caps->major >= 9 ? 1 : 0;
+    return (int)cudaLaunchKernelEx(&cfg, conv_tc<BM, BN, WM, WN>, x0, x1,
+                                   (const __half *)op->w16, bias, (__half *)op->out, s,
+                                   kr_make_epilogue(op, 1));
 }
 
 /* Whether layer @p op's input channels, alignment and device allow the kernel (before the
@@ -726,34 +821,38 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
         tc_shape s16 = s;
         tp_geometry(s16, 16);
         const size_t smem16 = tp_smem_bytes(s16, bn);
-        const int th = t8 < 2 * sms ? 4
-                       : t16 >= 2 * sms && smem16 <= TP_SMEM_MAX &&
-                               smem16 <= op->caps->smem_block_optin
-                           ? 16
-                           : 8;
-        const int ib = (int)batch;
-        if (bn == 16)
-            return th == 4   ? launch_patch<4, 16, 4, 1>(op, s, x0, x1, bias, ib)
-                   : th == 8 ? launch_patch<8, 16, 4, 1>(op, s, x0, x1, bias, ib)
-                             : launch_patch<16, 16, 8, 1>(op, s, x0, x1, bias, ib);
-        if (bn == 32)
-            return th == 4   ? launch_patch<4, 32, 2, 2>(op, s, x0, x1, bias, ib)
-                   : th == 8 ? launch_patch<8, 32, 4, 1>(op, s, x0, x1, bias, ib)
-                             : launch_patch<16, 32, 8, 1>(op, s, x0, x1, bias, ib);
-        return th == 4   ? launch_patch<4, 64, 2, 2>(op, s, x0, x1, bias, ib)
-               : th == 8 ? launch_patch<8, 64, 2, 2>(op, s, x0, x1, bias, ib)
-                         : launch_patch<16, 64, 4, 2>(op, s, x0, x1, bias, ib);
+        int th = t8 < 2 * sms ? 4
+                 : t16 >= 2 * sms && smem16 <= TP_SMEM_MAX && smem16 <= op->caps->smem_block_optin
+                     ? 16
+                     : 8;
+        /* where those tiles take more than one round of the blocks the device holds at once
+         * and 8 (else 16) rows take one, the latter: at batch 1 u2netp's 160 x 160 layers of 64
+         * outputs gave 400 4-row blocks against 396 places (4 blocks in a second round), its
+         * 320 x 320 layers of 16 outputs 400 16-row blocks against 264 */
+        /* GK: the instance with the gathered loads (a folded pool or resize), else without
+         * them (the kernel's code, and its instruction fetches, a third smaller) */
+        const int gk = s.pool || (s.c0 && s.rz >= 0);
+        auto slots = [&](int t) { return gk ? tp_slots<1>(op, s, bn, t) : tp_slots<0>(op, s, bn, t); };
+        const size_t here = slots(th);
+        if (here && batch * ((s.oh + th - 1) / th) * tx * ntiles > here)
+            for (int alt = 8; alt <= 16; alt += 8) {
+                const size_t places = alt == th ? 0 : slots(alt);
+                if (places && batch * ((s.oh + alt - 1) / alt) * tx * ntiles <= places) {
+                    th = alt;
+                    break;
+                }
+            }
+        return gk ? launch_patch_th<1>(op, s, x0, x1, bias, (int)batch, bn, th)
+                  : launch_patch_th<0>(op, s, x0, x1, bias, (int)batch, bn, th);
     }
     /* BM 64 where 128-row tiles would give fewer than two blocks per multiprocessor */
     const int small = ((M + 127) / 128) * ntiles < 2 * sms;
     if (bn == 16)
-        small ? launch_tile<64, 16, 4, 1>(op, s, x0, x1, bias)
-              : launch_tile<128, 16, 4, 1>(op, s, x0, x1, bias);
-    else if (bn == 32)
-        small ? launch_tile<64, 32, 2, 2>(op, s, x0, x1, bias)
-              : launch_tile<128, 32, 4, 1>(op, s, x0, x1, bias);
-    else
-        small ? launch_tile<64, 64, 2, 2>(op, s, x0, x1, bias)
-              : launch_tile<128, 64, 2, 2>(op, s, x0, x1, bias);
-    return (int)cudaGetLastError();
+        return small ? launch_tile<64, 16, 4, 1>(op, s, x0, x1, bias)
+                     : launch_tile<128, 16, 4, 1>(op, s, x0, x1, bias);
+    if (bn == 32)
+        return small ? launch_tile<64, 32, 2, 2>(op, s, x0, x1, bias)
+                     : launch_tile<128, 32, 4, 1>(op, s, x0, x1, bias);
+    return small ? launch_tile<64, 64, 2, 2>(op, s, x0, x1, bias)
+                 : launch_tile<128, 64, 2, 2>(op, s, x0, x1, bias);
 }

@@ -134,6 +134,24 @@ int kr_cuda_gather(const kr_cuda_op *op);
 int kr_cuda_transpose_conv(const kr_cuda_op *op);
 /* CONV_2D with window.groups > 1 (kr_cuda_conv_2d calls it for such nodes). */
 int kr_cuda_conv_2d_grouped(const kr_cuda_op *op);
+/* Whether CONV_2D node @p op is an ONNX RGB stem that kr_cuda_conv_2d_stem takes: explicit
+ * padding, no groups or folds, 3 input channels, a 3x3 or 5x5 window with strides and
+ * dilations up to 4, 16, 32 or 64 output channels, float weights (and bias), a 16-byte aligned
+ * output and weights; either element type, never chosen by batch. kr_cuda_conv_2d calls both
+ * (conv_2d_stem.cu; its sums are those of conv_2d.cu's conv_stem, bit for bit). */
+int kr_cuda_conv_2d_stem_fits(const kr_cuda_op *op);
+/* Queues the stem of @p op (which kr_cuda_conv_2d_stem_fits accepted); returns the launch's
+ * CUDA error, cudaErrorInvalidValue for a batch past 2^31 tiles. */
+int kr_cuda_conv_2d_stem(const kr_cuda_op *op);
+/* Whether CONV_2D node @p op has one output channel and runs on kr_cuda_conv_2d_one: an f16
+ * instance on compute 8.0+ (the device's or the emulated class's; 7.x keeps the WMMA kernel), an
+ * ONNX layer (explicit padding), no groups or folds, a 1x1 or 3x3 window, 8, 16, 32, 64, 128 or 256
+ * input channels, float weights (and bias), a 16-byte aligned input; never chosen by batch.
+ * kr_cuda_conv_2d calls both, before the tensor-core kernels (conv_2d_one.cu). */
+int kr_cuda_conv_2d_one_fits(const kr_cuda_op *op);
+/* Queues the one-output convolution of @p op (which kr_cuda_conv_2d_one_fits accepted); returns
+ * the launch's CUDA error, cudaErrorInvalidValue for a batch past 2^31 output pixels. */
+int kr_cuda_conv_2d_one(const kr_cuda_op *op);
 /* Whether CONV_2D node @p op runs on the tensor cores (kr_cuda_conv_2d_mma): an f16 instance,
  * explicit padding (ONNX models), no groups, input channels a multiple of 16, 16-byte aligned
  * input and weights, compute capability 7 or more. kr_cuda_conv_2d calls both. */

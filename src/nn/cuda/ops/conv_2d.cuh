@@ -13,8 +13,9 @@
  *      step_expand_dw), and the cluster segment's pointwise stages where one lane takes all the
  *      inputs (segment/stages.cuh, pointwise_k with S = 1, U's a-convolution with S = 1).
  *  bias-first: from the bias, taps and channels in the same order. The per-node stem
- *      (conv_stem), narrow (conv_narrow), grouped (conv_pw_groups) paths and the pointwise tile
- *      path without BL (conv_pw_tile, in half precision where conv_pw_groups would run).
+ *      (conv_stem, and conv_2d_stem.cu's conv_stem_tile for the ONNX stems), narrow
+ *      (conv_narrow), grouped (conv_pw_groups) paths and the pointwise tile path without BL
+ *      (conv_pw_tile, in half precision where conv_pw_groups would run).
  *  split (persistent step_conv_split): `split` lanes per output, lane l taking the 4-channel
  *      chunks l, l + split, ... of each tap (vec 4: channels 0 and 2 of a chunk into one
  *      accumulator, 1 and 3 into another, added at the end), then a butterfly of shuffles from
@@ -33,6 +34,10 @@
  *      rounded to half; from 0, the 16-channel chunks of the input in order, within each the
  *      taps in (ky, kx) order, each tap's 16 products (channels past ic: zero) summed as the
  *      tensor core sums them (float accumulation), then + bias (kr_conv_out).
+ *  one-output (conv_2d_one.cu: f16 ONNX layers of one output channel on compute 8.0+, a
+ *      choice by shape): ic / 8 lanes per output, lane g from 0 over the taps in (ky, kx) order
+ *      and channels [8g, 8g + 8) in order (a tap outside the input adds nothing), the lanes'
+ *      sums by a butterfly of shuffles from the farthest lane down, then + bias (kr_conv_out).
  *  grouped direct (conv_2d_grouped.cu, groups > 1): from the bias, taps in (ky, kx) order and
  *      the group's channels in order.
  * Which path a layer takes never depends on the batch (or, where it does, conv_pw_tile sums in

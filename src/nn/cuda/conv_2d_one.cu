@@ -1,0 +1,173 @@
+/*
+ * CONV_2D with one output channel (u2netp's side outputs: 3x3, 64 -> 1 at 320 x 320 down to
+ * 10 x 10) for f16 instances of ONNX models on compute 8.0 and newer, on the CUDA cores.
+ *
+ * The tensor-core kernels (conv_2d_tc.cu) compute such a layer as 16 output channels of which
+ * 15 are thrown away: the side output at 320 x 320 took 19 us a frame at batch 32 on the H100,
+ * against a memory floor of about 4.4 us (13 MB read). Here L = ic / 8 lanes of a warp take one
+ * output pixel, lane g channels [8g, 8g + 8) of every tap: per tap one 16-byte load per lane, so
+ * a warp reads the whole channel rows of 32 / L consecutive pixels (coalesced), and 8 fused
+ * multiply-adds with the lane's weights, which it holds in registers (float, as stored) for the
+ * whole kernel. A 1x1 or 3x3 window (a template parameter): all the taps' loads are issued
+ * before the multiply-adds. (With the taps in a loop that left at the window's end and skipped
+ * taps outside the input, the loads ran one after the other: 52 us at 320 x 320 on an H200.) The L partial sums are added by a butterfly of shuffles; the first lane adds
+ * the bias, applies the clamp, the folded activation and the residual (kr_conv_out) and stores
+ * the half.
+ *
+ * Summation order (ops/conv_2d.cuh, "one-output"): lane g from 0, over the taps in (ky, kx)
+ * order (a tap outside the input adds nothing) and its 8 channels in order, in float; the lanes'
+ * sums then by a butterfly of __shfl_xor from the farthest lane (L / 2) down to the nearest
+ * (every lane ends with the same bits: each addition has the same two operands); + bias last.
+ * Chosen by the layer's shape and the device class only, never the batch.
+ *
+ * On compute 9.0 a programmatic dependent launch as conv_tcp: the weights (constants) are
+ * loaded before waiting for the kernel before; after the wait the next kernel may start.
+ */
+#include "nn/cuda/ops/conv_2d.cuh"
+
+#define ONE_THREADS 256
+
+struct one_shape {
+    int ih, iw, ic, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
+    int M; /* output pixels of the batch */
+};
+
+template <int L, int KS>
+__global__ void __launch_bounds__(ONE_THREADS)
+    conv_one(const __half *__restrict__ x, const float *__restrict__ w,
+             const float *__restrict__ bias, __half *__restrict__ y, one_shape s, kr_epilogue e)
+{
+    constexpr int TAPS = KS * KS;
+    const int g = threadIdx.x % L; /* the lane's channel group */
+    float wr[TAPS][8];
+#pragma unroll
+    for (int t = 0; t < TAPS; t++)
+#pragma unroll
+        for (int c = 0; c < 8; c++)
+            wr[t][c] = w[(size_t)t * s.ic + g * 8 + c];
+    const float b0 = bias ? bias[0] : 0.0f;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    /* pixels [m0, m0 + ONE_THREADS / L) per pass; m0 is the same for the whole block, so every
+     * lane of a warp runs the same passes (the shuffles below need the whole warp) */
+    constexpr int PPB = ONE_THREADS / L;
+    for (long long m0 = (long long)blockIdx.x * PPB; m0 < s.M; m0 += (long long)gridDim.x * PPB) {
+        const int m = (int)m0 + (int)threadIdx.x / L;
+        const bool live = m < s.M;
+        const int mm = live ? m : 0;
+        const int ox = mm % s.ow, t = mm / s.ow;
+        const int oy = t % s.oh, b = t / s.oh;
+        const __half *xb = x + (size_t)b * s.ih * s.iw * s.ic + g * 8;
+        /* every tap's load issued before any multiply-add (a tap outside the input reads the
+         * image's first pixel and adds nothing): a branch between the loads kept them one
+         * after the other */
+        uint4 q[TAPS];
+        bool ok[TAPS];
+#pragma unroll
+        for (int tap = 0; tap < TAPS; tap++) {
+            const int ky = tap / KS, kx = tap % KS;
+            const int iy = oy * s.sh - s.pt + ky * s.dh, ix = ox * s.sw - s.pl + kx * s.dw;
+            ok[tap] = live && (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
+            const size_t off = ok[tap] ? ((size_t)iy * s.iw + ix) * s.ic : 0;
+            q[tap] = *reinterpret_cast<const uint4 *>(xb + off);
+        }
+        float acc = 0.0f;
+#pragma unroll
+        for (int tap = 0; tap < TAPS; tap++) {
+            if (!ok[tap])
+                continue;
+            const __half2 *h = reinterpret_cast<const __half2 *>(&q[tap]);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float2 f = __half22float2(h[j]);
+                acc = fmaf(f.x, wr[tap][2 * j], acc);
+                acc = fmaf(f.y, wr[tap][2 * j + 1], acc);
+            }
+        }
+#pragma unroll
+        for (int off = L / 2; off >= 1; off /= 2)
+            acc += __shfl_xor_sync(0xffffffffu, acc, off);
+        if (live && g == 0) {
+            float v = kr_conv_out(acc, b0, 0.0f, false, kr_no_res(),
+                                  [&](float a) { return kr_apply(e, a); });
+            kr_add_res<__half, 1>(e, (size_t)m, &v);
+            kr_st(y + m, v);
+        }
+    }
+}
+
+extern "C" int kr_cuda_conv_2d_one_fits(const kr_cuda_op *op)
+{
+    const kr_window_params *p = &op->node->p.window;
+    if (!op->f16 || !op->caps || !kr_gpu_has_mma_sync(op->caps) ||
+        p->padding != KR_PADDING_EXPLICIT || p->groups > 1 || op->node->n_inputs < 2 ||
+        op->cat.src[0] || op->pool.src)
+        return 0;
+    const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
+    if (xt->rank != 4 || wt->rank != 4 || yt->rank != 4 || yt->dims[3] != 1 || wt->dims[0] != 1 ||
+        wt->dtype != KR_DTYPE_F32 || wt->dims[3] != xt->dims[3] ||
+        wt->dims[1] != wt->dims[2] || (wt->dims[1] != 1 && wt->dims[1] != 3) ||
+        !kr_aligned(op->in[0], 16))
+        return 0;
+    const int ic = xt->dims[3];
+    if (ic != 8 && ic != 16 && ic != 32 && ic != 64 && ic != 128 && ic != 256)
+        return 0;
+    if (op->node->n_inputs > 2 && op->node->inputs[2] >= 0 &&
+        kr_in_t(op, 2)->dtype != KR_DTYPE_F32)
+        return 0;
+    return p->stride_h >= 1 && p->stride_w >= 1;
+}
+
+template <int L, int KS> static int launch_one(const kr_cuda_op *op, const one_shape &s)
+{
+    const float *bias =
+        op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? (const float *)op->in[2] : NULL;
+    const int blocks = (s.M + ONE_THREADS / L - 1) / (ONE_THREADS / L);
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)(blocks < 65536 ? blocks : 65536)); /* blocks loop beyond */
+    cfg.blockDim = dim3(ONE_THREADS);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = (cudaStream_t)op->stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = op->caps->major >= 9 ? 1 : 0;
+    return (int)cudaLaunchKernelEx(&cfg, conv_one<L, KS>, (const __half *)op->in[0],
+                                   (const float *)op->in[1], bias, (__half *)op->out, s,
+                                   kr_make_epilogue(op, 1));
+}
+
+/* launch_one for the layer's lanes per pixel (ic / 8). */
+template <int KS> static int launch_l(const kr_cuda_op *op, const one_shape &s)
+{
+    switch (s.ic / 8) {
+    case 1: return launch_one<1, KS>(op, s);
+    case 2: return launch_one<2, KS>(op, s);
+    case 4: return launch_one<4, KS>(op, s);
+    case 8: return launch_one<8, KS>(op, s);
+    case 16: return launch_one<16, KS>(op, s);
+    default: return launch_one<32, KS>(op, s);
+    }
+}
+
+extern "C" int kr_cuda_conv_2d_one(const kr_cuda_op *op)
+{
+    const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
+    const kr_window_params *p = &op->node->p.window;
+    one_shape s;
+    s.ih = xt->dims[1], s.iw = xt->dims[2], s.ic = xt->dims[3];
+    s.oh = yt->dims[1], s.ow = yt->dims[2];
+    s.kh = wt->dims[1], s.kw = wt->dims[2];
+    s.sh = p->stride_h, s.sw = p->stride_w;
+    s.dh = p->dilation_h > 0 ? p->dilation_h : 1, s.dw = p->dilation_w > 0 ? p->dilation_w : 1;
+    s.pt = p->pad_top, s.pl = p->pad_left;
+    const size_t M = (size_t)kr_dim(op, yt, 0) * s.oh * s.ow;
+    if (M >= ((size_t)1 << 31))
+        return (int)cudaErrorInvalidValue;
+    s.M = (int)M;
+    return s.kh == 1 ? launch_l<1>(op, s) : launch_l<3>(op, s);
+}
+
