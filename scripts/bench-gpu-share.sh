@@ -10,7 +10,12 @@
 #
 # usage: scripts/bench-gpu-share.sh KEYER INPUT STREAMS [PRECISION...]   (default: f32 auto)
 #   KEYER: the keyer program; INPUT: a video; STREAMS: how many copies of it run together.
-# Prints, per precision, each folder's kernel count, milliseconds and share, and the infer share.
+# Prints, per precision, each folder's kernel count, milliseconds and share, the infer share, the
+# same from the first kernel outside src/nn on (the frames, without the runtimes' set-up runs: a
+# checked run and a warm run per batch size), the src/nn kernels that took the most time (name,
+# count, ms), and the model's schedule per batch size and the batches the job formed (--stats).
+# ncu's kernel times are of each kernel alone with cold caches and base clocks (its defaults), so
+# they are larger than in the job itself; the shares are what the script is for.
 set -euo pipefail
 keyer=$1 input=$2 streams=$3; shift 3
 precisions=("$@"); [ ${#precisions[@]} -gt 0 ] || precisions=(f32 auto)
@@ -22,9 +27,9 @@ for p in "${precisions[@]}"; do
       --target-processes all --log-file "$tmp/$p.csv" \
       "$keyer" "${ins[@]}" --device cuda --blur --precision "$p" --stats "$tmp/$p.json" -q -y >"$tmp/$p.log" 2>&1 ||
     { echo "precision $p: the run failed:"; tail -5 "$tmp/$p.log"; exit 1; }
-  python3 - "$root" "$tmp/$p.csv" "$p" <<'PY'
-import csv, os, re, sys
-root, path, prec = sys.argv[1:4]
+  python3 - "$root" "$tmp/$p.csv" "$p" "$tmp/$p.json" <<'PY'
+import csv, json, os, re, sys
+root, path, prec, stats = sys.argv[1:5]
 # kernel name -> the folder under src/ whose .cu file defines it
 where = {}
 pat = re.compile(r"__global__\s+(?:static\s+)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(")
@@ -37,6 +42,10 @@ for d, _, files in os.walk(os.path.join(root, "src")):
 where = {k: "|".join(sorted(v)) for k, v in where.items()}  # a name two folders use: both
 lines = [l for l in open(path) if l.startswith('"')]
 tot, cnt = {}, {}
+nn_names, nn_ns = {}, {}  # the src/nn kernels by name: count and time
+# the frames' share: from the first kernel outside src/nn on (the runtimes' set-up, a checked run
+# and a warm run per batch size, comes before the first frame is prepared)
+fr_tot, fr_cnt, in_frames = {}, {}, False
 for row in csv.DictReader(lines):
     if row.get("Metric Name") != "gpu__time_duration.sum":
         continue
@@ -45,10 +54,32 @@ for row in csv.DictReader(lines):
     ns = float(row["Metric Value"].replace(",", ""))
     tot[part] = tot.get(part, 0.0) + ns
     cnt[part] = cnt.get(part, 0) + 1
+    if part == "nn":
+        nn_names[name] = nn_names.get(name, 0) + 1
+        nn_ns[name] = nn_ns.get(name, 0.0) + ns
+    in_frames = in_frames or part != "nn"
+    if in_frames:
+        fr_tot[part] = fr_tot.get(part, 0.0) + ns
+        fr_cnt[part] = fr_cnt.get(part, 0) + 1
 all_ns = sum(tot.values())
 print(f"precision {prec}: {sum(cnt.values())} kernels, {all_ns / 1e6:.2f} ms of kernel time")
 for part in sorted(tot, key=lambda k: -tot[k]):
     print(f"  {part:24s} {cnt[part]:7d} kernels {tot[part] / 1e6:9.2f} ms {100 * tot[part] / all_ns:6.1f}%")
 print(f"  infer share (src/nn): {100 * tot.get('nn', 0.0) / all_ns:.1f}%" if all_ns else "  no kernels")
+fr_ns = sum(fr_tot.values())
+if fr_ns:
+    print(f"  frames only (from the first kernel outside src/nn): {sum(fr_cnt.values())} kernels, "
+          f"{fr_ns / 1e6:.2f} ms, src/nn {fr_cnt.get('nn', 0)} kernels {fr_tot.get('nn', 0.0) / 1e6:.2f} ms, "
+          f"infer share {100 * fr_tot.get('nn', 0.0) / fr_ns:.1f}%")
+top = sorted(nn_names, key=lambda k: -nn_ns[k])[:6]
+print("  src/nn kernels by time: " + ", ".join(f"{k} {nn_names[k]}x {nn_ns[k] / 1e6:.2f} ms" for k in top))
+try:  # the schedule per batch size and the batches the job formed (--stats)
+    d = json.load(open(stats))
+    b = d.get("batches", {})
+    print(f"  model {d.get('model', '?')} {d.get('model_precision', '?')}: schedule {d.get('model_schedule', '?')}; "
+          f"{b.get('count', '?')} batches, {b.get('mean_frames', 0):.2f} frames each; "
+          f"{d.get('frames_people', 0)} frames keyed by people")
+except (OSError, ValueError) as e:
+    print(f"  no statistics: {e}")
 PY
 done
