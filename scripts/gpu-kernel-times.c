@@ -17,6 +17,13 @@
 
 #define KT_BUFFER_BYTES (8u << 20)
 
+/* the kernel record of this CUPTI (CUDA 13: version 10; CUDA 12: version 9) */
+#if CUPTI_API_VERSION >= 130000
+typedef CUpti_ActivityKernel10 kt_kernel;
+#else
+typedef CUpti_ActivityKernel9 kt_kernel;
+#endif
+
 static FILE *kt_out;
 
 static void kt_check(CUptiResult r, const char *what)
@@ -46,7 +53,7 @@ static void CUPTIAPI kt_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t
         if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
             rec->kind != CUPTI_ACTIVITY_KIND_KERNEL)
             continue;
-        const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
+        const kt_kernel *k = (const kt_kernel *)rec;
         if (kt_out)
             fprintf(kt_out, "%llu\t%llu\t%s\n", (unsigned long long)k->start,
                     (unsigned long long)k->end, k->name ? k->name : "?");
