@@ -65,6 +65,7 @@
 #include "kt_graph.h"
 #include "nn/cuda/persistent/persistent.h"
 #include "nn/cuda/segment/segment.h"
+#include "nn/cuda/tuning.h"
 #include "nn/model.h"
 #include "nn/planner.h"
 
@@ -1329,7 +1330,8 @@ static int items_overlap(const void *y, size_t yb, const void *t, size_t tb, int
 
 /* Cluster segments (segment.h): selfie's 13 steps at 16x16 and selfie-landscape's at 9x16
  * (E, S, P0, four pairs) are one segment with stand-in addresses and with the backend's memory
- * plan (f32, f16), at batch 1 and 4; an item's output over another item's input is flagged
+ * plan (f32, f16), at batch 1, 4 and AUTO's largest with a segment (16: the excitations of
+ * every item fit the persistent kernel's buffer, so they are fused as the finder expects); an item's output over another item's input is flagged
  * (shared_out: never at batch 1; the memory plan may do it at batch 4); refused when a tensor
  * written inside it is read after it; shorter when a pair's input is not the step before's
  * output; E left out (the segment starting at S) where its expand/depthwise window is not 3x3,
@@ -1352,8 +1354,12 @@ static void test_cluster_segment(void **state)
     for (int mi = 0; mi < 2; mi++) {
         keyer_model *m = load(names[mi]);
         const kr_graph *g = kr_model_graph(m);
-        for (int batch = 1; batch <= 4; batch += 3)
+        /* 16: AUTO's largest batch with a segment (KEYER_CUDA_SEGMENT_MAX_BATCH), the main
+         * job's batch */
+        static const int batches[3] = {1, 4, KEYER_CUDA_SEGMENT_MAX_BATCH};
+        for (int bi = 0; bi < 3; bi++)
             for (int placed = 0; placed < 3; placed++) { /* stand-ins; plan f32; plan f16 */
+                const int batch = batches[bi];
                 plan p = plan_ops(g, batch);
                 if (placed)
                     place_ops(&p, g, batch, placed == 2);

@@ -27,8 +27,11 @@
  * on this device (selfie, selfie-landscape on sm_90); above KEYER_CUDA_PERSISTENT_MAX_BATCH a
  * model without one gets the per-node kernels. Measured: the persistent kernel with its
  * segment is faster than the per-node kernels at every batch from 6 to 14 (selfie f16 1.21x to
- * 2.08x, selfie-landscape f16 1.38x to 2.32x). */
-#define KEYER_CUDA_SEGMENT_MAX_BATCH 14
+ * 2.08x, selfie-landscape f16 1.38x to 2.32x); at 15 and 16 the planner found no segment then
+ * (the excitations of 15 items did not fit KR_CUDA_SE_FLOATS) and the persistent kernel alone
+ * was half as fast as the per-node kernels. 16 since the excitation buffer holds 16 items: the
+ * main job's batch (16 on CUDA), which ran its full batches as ~70 per-node kernels each. */
+#define KEYER_CUDA_SEGMENT_MAX_BATCH 16
 
 /* The most multiply-adds per batch (the model's per frame times the batch) that AUTO runs with
  * the persistent kernel: between pose-heavy's 1.9 G per frame, 1.36x faster persistent at

@@ -167,8 +167,11 @@ typedef struct kr_cuda_step {
  * ((kh * kw + 1) * chan must fit). */
 #define KR_CUDA_DWW_FLOATS 256
 /* Floats of shared memory for a squeeze-and-excitation prologue: batch * (se_c + se_out[0] +
- * se_out[1]) must fit (else the planner leaves those nodes as steps). */
-#define KR_CUDA_SE_FLOATS 4096
+ * se_out[1]) must fit (else the planner leaves those nodes as steps, and the cluster segment
+ * finder, which expects them fused, finds no segment). 4,608: 16 items of selfie's 128-channel
+ * blocks (128 + 32 + 128 floats each), so that AUTO's batch limit with a segment
+ * (KEYER_CUDA_SEGMENT_MAX_BATCH, tuning.h) reaches the main job's batch of 16. */
+#define KR_CUDA_SE_FLOATS 4608
 
 /* Builds the steps of the fused node list: @p ops and @p folded per node as kr_cuda_fuse left
  * them (a folded node has no step). Writes at most 2 * g->n_nodes steps to @p steps, sets
