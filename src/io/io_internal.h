@@ -243,8 +243,7 @@ typedef struct kr_split kr_split;
 /**
  * Plans chunks from @p main's keyframe index and starts @p n worker sources, beginning
  * with the chunk that holds pts @p from (INT64_MIN: the first). The plan is made on a second
- * opening of the input: @p main's demuxer keeps its position. Each worker decodes up to
- * @p queue frames ahead when it is > 0; 0: its largest chunk + 2; < 0: that, at most -queue.
+ * opening of the input: @p main's demuxer keeps its position.
  * Errors: UNSUPPORTED (no usable keyframe index, too few keyframes, not seekable:
  * the caller falls back to a single source), or an opening error.
  */

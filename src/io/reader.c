@@ -947,13 +947,12 @@ keyer_status keyer_reader_seek(keyer_reader *r, int64_t pts, keyer_error *err)
     return st;
 }
 
-keyer_status keyer_reader_split(keyer_reader *r, int segments, int queue, keyer_error *err)
+keyer_status keyer_reader_split(keyer_reader *r, int segments, keyer_error *err)
 {
-    if (!r || segments < 2 || segments > 64 || queue < 0)
+    if (!r || segments < 2 || segments > 64)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "keyer_reader_split: %s", !r ? "reader is NULL"
-                               : queue < 0               ? "queue must be >= 0"
-                                                         : "segments must be 2..64");
+                                                           : "segments must be 2..64");
     if (r->split || r->ended)
         return KEYER_OK;
     if (r->live.on || !r->info.seekable)
@@ -964,11 +963,10 @@ keyer_status keyer_reader_split(keyer_reader *r, int segments, int queue, keyer_
     if (after == INT64_MIN)
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%s: no frame position to split "
                                "from", r->url);
-    /* each session decodes its chunk ahead, at most @p queue frames */
-    keyer_status st = kr_split_create(&r->main, &r->opts, segments, -queue, after, &r->split, err);
+    keyer_status st = kr_split_create(&r->main, &r->opts, segments, r->segment_queue, after,
+                                      &r->split, err);
     if (st)
         return keyer_error_prefix(err, "%s: ", r->url);
-    r->segment_queue = -queue;
     /* The main demuxer, where it is, now reads only the streams kept for a writer. */
     r->main.fc->streams[r->main.stream]->discard = AVDISCARD_ALL;
     r->split_audio_eof = 0;

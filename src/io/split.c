@@ -352,11 +352,7 @@ keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, in
     for (int k = 0; k < sp->nchunks; k++)
         if (sp->chunks[k].frames > max_frames)
             max_frames = sp->chunks[k].frames;
-    /* queue > 0: that many; < 0: the chunk, at most -queue */
-    int cap = (queue > 0                    ? queue
-               : queue < 0 && -queue < max_frames + 2 ? -queue
-                                                      : max_frames + 2) +
-              1; /* + the end-of-chunk marker */
+    int cap = (queue > 0 ? queue : max_frames + 2) + 1; /* + the end-of-chunk marker */
     sp->w = calloc((size_t)n, sizeof(worker));
     if (!sp->w) {
         st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "out of memory");

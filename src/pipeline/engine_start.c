@@ -232,15 +232,8 @@ static void auto_segments(keyer_session *s, int files)
         if (st->source != KR_SOURCE_READER || st->open_failed || !st->reader || st->live ||
             !st->info.hw_decode || st->reader_params.segments > 1)
             continue;
-        /* frames each session decodes ahead: its chunk (whole GOPs, 24 frames or more) up to
-         * about 256 MB of frames per session, so that long GOPs do not fill the GPU */
-        size_t bytes = (size_t)st->info.width * (size_t)st->info.height * 3 / 2;
-        if (st->info.format == KEYER_PIXEL_FORMAT_P010)
-            bytes *= 2;
-        int queue = bytes ? (int)(((size_t)256 << 20) / bytes) : 0;
-        queue = queue < 24 ? 24 : queue;
         keyer_error e = {0};
-        keyer_status rs = keyer_reader_split(st->reader, 2, queue, &e);
+        keyer_status rs = keyer_reader_split(st->reader, 2, &e);
         if (rs) {
             keyer_log(s->logger, KEYER_LOG_DEBUG, "%s: one decoder session (%s)", st->input,
                       e.message);

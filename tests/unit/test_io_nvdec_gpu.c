@@ -375,7 +375,7 @@ static void test_split_open_reader(void **state)
         assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
         total += compare_device_frame(f, ref.f[n]);
     }
-    if (keyer_reader_split(r, 2, 0, &err))
+    if (keyer_reader_split(r, 2, &err))
         fail_msg("%s", err.message);
     assert_int_equal(keyer_reader_info(r)->segments, 2);
     for (; keyer_reader_read(r, f, &err) == KEYER_OK; n++) {
