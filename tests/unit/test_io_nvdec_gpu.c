@@ -354,48 +354,6 @@ static void test_split_sessions(void **state)
     free_reference(&ref);
 }
 
-/* An open NVDEC reader switched to two sessions after 10 frames (keyer_reader_split(), what a
- * session does at its start with few streams per GPU): the frames go on in order, bit-identical
- * to the CPU decoder, none repeated. */
-static void test_split_open_reader(void **state)
-{
-    (void)state;
-    ref_frames ref;
-    decode_reference(h264_long, &ref);
-    keyer_reader_params p = keyer_reader_params_defaults();
-    p.device = KEYER_DECODE_DEVICE_CUDA;
-    keyer_reader *r = NULL;
-    keyer_frame *f = NULL;
-    keyer_error err = {0};
-    if (keyer_reader_open(h264_long, &p, &r, &err) || keyer_frame_create(&f, &err))
-        fail_msg("%s: %s", h264_long, err.message);
-    long total = 0;
-    int n = 0;
-    for (; n < 10; n++) {
-        assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
-        total += compare_device_frame(f, ref.f[n]);
-    }
-    if (keyer_reader_split(r, 2, &err))
-        fail_msg("%s", err.message);
-    assert_int_equal(keyer_reader_info(r)->segments, 2);
-    for (; keyer_reader_read(r, f, &err) == KEYER_OK; n++) {
-        assert_true(n < ref.n);
-        assert_int_equal(f->memory, KEYER_MEMORY_CUDA);
-        assert_int_equal(f->pts, ref.f[n]->best_effort_timestamp);
-        total += compare_device_frame(f, ref.f[n]);
-    }
-    keyer_reader_stats st;
-    keyer_reader_stats_get(r, &st);
-    print_message("    split after 10 frames: %d frames, %ld samples differ, %lld decoder "
-                  "set-ups\n", n, total, (long long)st.decoder_setups);
-    assert_int_equal(n, 96);
-    assert_int_equal(total, 0);
-    assert_int_equal(st.decoder_setups, 2); /* the two sessions', each once */
-    keyer_frame_destroy(&f);
-    keyer_reader_destroy(&r);
-    free_reference(&ref);
-}
-
 static int fallback_lines;
 static void count_fallback(void *opaque, keyer_log_level level, const char *msg)
 {
@@ -552,7 +510,6 @@ int main(void)
         cmocka_unit_test(test_split_sessions),
         cmocka_unit_test(test_decoder_knobs),
         cmocka_unit_test(test_split_keeps_sessions),
-        cmocka_unit_test(test_split_open_reader),
         cmocka_unit_test(test_fallback_profile_and_size),
         cmocka_unit_test(test_host_formats),
         cmocka_unit_test(test_device_frames_to_writer),
