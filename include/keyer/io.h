@@ -301,17 +301,6 @@ keyer_status keyer_reader_read(keyer_reader *reader, keyer_frame *frame, keyer_e
  */
 keyer_status keyer_reader_seek(keyer_reader *reader, int64_t pts, keyer_error *err);
 
-/**
- * Switches open reader @p r from one decoder to split decode over @p segments (2..64)
- * concurrent decoders (keyer_reader_params::segments) from the next frame on: the frames
- * keep their order and none is repeated or lost. For a caller that learns only after opening
- * that the decoders would otherwise sit idle (a session with few streams on a GPU). A reader
- * already split or at its end is left as it is (KEYER_OK). Errors: INVALID_ARGUMENT,
- * UNSUPPORTED (a live or unseekable input, a file without a keyframe index or with one
- * keyframe: the reader goes on with its one decoder), OUT_OF_MEMORY, DEVICE.
- */
-keyer_status keyer_reader_split(keyer_reader *r, int segments, keyer_error *err);
-
 /** Copies the reader's counters into @p out. Both must be non-NULL. */
 void keyer_reader_stats_get(const keyer_reader *reader, keyer_reader_stats *out);
 

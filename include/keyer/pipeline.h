@@ -387,11 +387,7 @@ typedef struct keyer_session_params {
     /**
      * File streams on NVDEC: decoder sessions per stream (keyer_reader_params::segments, when
      * the stream's own reader parameters leave it 0): 2..16 split each file at keyframes over
-     * that many concurrent decoders, its frames still in order. 0 or 1: one. -1 (default,
-     * auto): two for each file stream of a GPU that has fewer than 16 file streams when the
-     * session starts (one session per stream leaves the NVDEC engines idle part of the time
-     * with few streams), one otherwise and for live, paced (realtime) or latency-mode
-     * streams and files without a keyframe index (keyer_reader_split()).
+     * that many concurrent decoders, its frames still in order. 0 or 1 (default): one.
      */
     int decode_segments;
     /** File streams on NVDEC: extra decoder surfaces per session

@@ -54,8 +54,6 @@ struct keyer_reader {
     keyer_reader_stats stats;
     int64_t last_pts, last_duration;
     int64_t out_of_order; /* frames dropped because their pts went backwards */
-    int64_t split_skip;   /* keyer_reader_split(): split frames up to this pts were returned
-                           * already (INT64_MIN: none) */
     pkt_queue q;
     int input_done;
     int split_audio_eof;
@@ -521,16 +519,7 @@ static keyer_status next_avframe_raw(keyer_reader *r, AVFrame *pic, keyer_error 
 {
     keyer_status st;
     if (r->split) {
-        for (;;) {
-            st = kr_split_receive(r->split, pic, err);
-            int64_t t = st == KEYER_OK && pic->best_effort_timestamp != AV_NOPTS_VALUE
-                            ? pic->best_effort_timestamp
-                            : pic->pts;
-            if (st != KEYER_OK || r->split_skip == INT64_MIN || t == AV_NOPTS_VALUE ||
-                t > r->split_skip)
-                break;
-            av_frame_unref(pic); /* read before the split started */
-        }
+        st = kr_split_receive(r->split, pic, err);
         if (st == KEYER_OK) {
             AVStream *vs = r->main.fc->streams[r->main.stream];
             int64_t t = pic->best_effort_timestamp != AV_NOPTS_VALUE ? pic->best_effort_timestamp
@@ -714,7 +703,6 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
     r->want = p.format;
     r->keep_streams = p.keep_streams;
     r->last_pts = INT64_MIN;
-    r->split_skip = INT64_MIN;
     r->main.stream = -1;
     r->cuda_device = p.cuda_device;
     if (kr_source_is_network(url)) {
@@ -881,7 +869,6 @@ keyer_status keyer_reader_seek(keyer_reader *r, int64_t pts, keyer_error *err)
     keyer_frame_unref(r->ready);
     r->ended = 0;
     r->last_pts = INT64_MIN;
-    r->split_skip = INT64_MIN;
     pthread_mutex_lock(&r->q.lock);
     queue_drop_all(&r->q);
     r->input_done = 0;
@@ -945,37 +932,6 @@ keyer_status keyer_reader_seek(keyer_reader *r, int64_t pts, keyer_error *err)
         return KEYER_OK;
     }
     return st;
-}
-
-keyer_status keyer_reader_split(keyer_reader *r, int segments, keyer_error *err)
-{
-    if (!r || segments < 2 || segments > 64)
-        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "keyer_reader_split: %s", !r ? "reader is NULL"
-                                                           : "segments must be 2..64");
-    if (r->split || r->ended)
-        return KEYER_OK;
-    if (r->live.on || !r->info.seekable)
-        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%s: split decode needs a "
-                               "seekable file", r->url);
-    /* the next frame to return comes after the one held, else after the last returned */
-    int64_t after = r->ready->format != KEYER_PIXEL_FORMAT_NONE ? r->ready->pts : r->last_pts;
-    if (after == INT64_MIN)
-        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%s: no frame position to split "
-                               "from", r->url);
-    keyer_status st = kr_split_create(&r->main, &r->opts, segments, r->segment_queue, after,
-                                      &r->split, err);
-    if (st)
-        return keyer_error_prefix(err, "%s: ", r->url);
-    /* The main demuxer, where it is, now reads only the streams kept for a writer. */
-    r->main.fc->streams[r->main.stream]->discard = AVDISCARD_ALL;
-    r->split_audio_eof = 0;
-    r->audio_pump_limit = INT64_MIN;
-    r->split_skip = after;
-    r->segments = segments;
-    r->info.segments = kr_split_sources(r->split);
-    update_counters(r);
-    return KEYER_OK;
 }
 
 void keyer_reader_stats_get(const keyer_reader *r, keyer_reader_stats *out)

@@ -212,37 +212,6 @@ off:
     return 0;
 }
 
-
-/* decode_segments -1 (auto): with fewer file streams than KR_AUTO_SEGMENTS_BELOW on this GPU,
- * each NVDEC stream's file is split over two decoder sessions. One session per stream decodes
- * about one picture at a time (libavcodec copies each out as it leaves the reorder buffer),
- * so 8 streams kept the GPU's NVDEC engines busy only part of the time: 3,906 frames/s
- * against 4,421 with two sessions each (H200, 16 cores, 1080p; 16 streams unsplit reach
- * 4,480, and splitting them would only add the decode repeated at chunk edges). Streams
- * that are live, paced (realtime) or in latency mode, or that cannot be split (no keyframe
- * index), keep one session. */
-static void auto_segments(keyer_session *s, int files)
-{
-    const keyer_session_params *p = &s->params;
-    if (p->decode_segments >= 0 || !s->use_cuda || files >= KR_AUTO_SEGMENTS_BELOW ||
-        p->realtime || p->mode == KEYER_PIPELINE_LATENCY)
-        return;
-    for (int i = 0; i < atomic_load(&s->stream_count); i++) {
-        kr_stream *st = s->streams[i];
-        if (st->source != KR_SOURCE_READER || st->open_failed || !st->reader || st->live ||
-            !st->info.hw_decode || st->reader_params.segments > 1)
-            continue;
-        keyer_error e = {0};
-        keyer_status rs = keyer_reader_split(st->reader, 2, &e);
-        if (rs) {
-            keyer_log(s->logger, KEYER_LOG_DEBUG, "%s: one decoder session (%s)", st->input,
-                      e.message);
-            continue;
-        }
-        st->info.segments = keyer_reader_info(st->reader)->segments;
-    }
-}
-
 /* Decides the device and the batch: CUDA first when wanted, else (or when it fails) the CPU. */
 static keyer_status choose_device(keyer_session *s, keyer_error *err)
 {
@@ -476,7 +445,6 @@ keyer_status kr_engine_start(keyer_session *s, keyer_error *err)
         files += s->streams[i]->source == KR_SOURCE_READER && !s->streams[i]->open_failed;
     if (files < 1)
         files = 1;
-    auto_segments(s, files);
     s->stream_depth = s->depth;
     if (p->queue_depth <= 0 && !latency) {
         int share = (4 * s->batch + files - 1) / files;

@@ -101,9 +101,8 @@ static const keyer_option session_options[] = {
         "seconds without data after which a network open or read fails; 0: none",
         OFF(input_timeout), KEYER_OPTION_FLOAT, 10, 0, 86400, NULL),
     KEYER_OPTION_FIELD("decode_segments",
-        "NVDEC sessions per file stream (split at keyframes, frames in order); 0 or 1: one; "
-        "-1: two while a GPU has fewer than 16 file streams",
-        OFF(decode_segments), KEYER_OPTION_INT, -1, -1, 16, NULL),
+        "NVDEC sessions per file stream (split at keyframes, frames in order); 0 or 1: one",
+        OFF(decode_segments), KEYER_OPTION_INT, 0, 0, 16, NULL),
     KEYER_OPTION_FIELD("decode_surfaces", "extra NVDEC surfaces per decoder; 0: libavcodec's",
         OFF(decode_surfaces), KEYER_OPTION_INT, 0, 0, 16, NULL),
     KEYER_OPTION_FIELD("decode_ahead",

@@ -64,10 +64,6 @@ typedef struct kr_stream_env {
     void *failover_opaque;
 } kr_stream_env;
 
-/** decode_segments -1 (auto): file streams on a GPU with fewer file streams than this get two
- *  decoder sessions each (engine_start.c). */
-#define KR_AUTO_SEGMENTS_BELOW 16
-
 /** Pictures each NVDEC session decodes ahead for a file stream when the session's
  *  decode_ahead is -1 (auto). */
 #define KR_DECODE_AHEAD_FILES 4

@@ -479,47 +479,6 @@ static void test_seek_keeps_decoder(void **state)
     check_seeks_keep_decoder(long_mp4);
 }
 
-/* keyer_reader_split() on an open reader, right after opening and after 37 frames: the frames
- * go on in order, none repeated or lost, bit-identical to one decoder's. */
-static void test_split_after_open(void **state)
-{
-    (void)state;
-    kt_stream *one = kt_read_stream(long_mp4, kt_cpu(), 1);
-    assert_int_equal(one->n, 96);
-    int starts[] = {0, 37};
-    for (int k = 0; k < 2; k++) {
-        keyer_reader *r = NULL;
-        keyer_error err = {0};
-        if (keyer_reader_open(long_mp4, kt_cpu(), &r, &err))
-            fail_msg("%s", err.message);
-        keyer_frame *f = NULL;
-        assert_int_equal(keyer_frame_create(&f, NULL), KEYER_OK);
-        for (int i = 0; i < starts[k]; i++)
-            assert_int_equal(keyer_reader_read(r, f, &err), KEYER_OK);
-        assert_int_equal(keyer_reader_info(r)->segments, 1);
-        if (keyer_reader_split(r, 2, &err))
-            fail_msg("%s", err.message);
-        assert_int_equal(keyer_reader_info(r)->segments, 2);
-        assert_int_equal(keyer_reader_split(r, 2, &err), KEYER_OK); /* already split */
-        for (int i = starts[k]; i < 96; i++) {
-            if (keyer_reader_read(r, f, &err))
-                fail_msg("frame %d after the split: %s", i, err.message);
-            assert_int_equal(f->pts, one->pts[i]);
-            if (!kt_frames_equal(f, one->frames[i]))
-                fail_msg("frame %d after a split at %d differs from one decoder's", i, starts[k]);
-        }
-        assert_int_equal(keyer_reader_read(r, f, &err), KEYER_STATUS_END);
-        keyer_reader_stats st;
-        keyer_reader_stats_get(r, &st);
-        assert_int_equal(st.dropped_packets, 0);
-        keyer_frame_destroy(&f);
-        keyer_reader_destroy(&r);
-    }
-    keyer_error err = {0};
-    assert_int_equal(keyer_reader_split(NULL, 2, &err), KEYER_STATUS_INVALID_ARGUMENT);
-    kt_stream_free(&one);
-}
-
 /* The clean-cut test on every video packet of a file: 1 exactly for the IDR pictures (every
  * 12th of 96 frames here), with length-prefixed NAL units (MP4: avcC) and with start codes
  * (MPEG-TS: Annex B, where in-band SPS/PPS and SEI come first). */
@@ -659,7 +618,6 @@ int main(void)
         cmocka_unit_test(test_split_keeps_decoders),
         cmocka_unit_test(test_seek_keeps_decoder),
         cmocka_unit_test(test_clean_cuts),
-        cmocka_unit_test(test_split_after_open),
         cmocka_unit_test(test_split_fallback),
         cmocka_unit_test(test_params),
     };
