@@ -790,22 +790,19 @@ done:
     return rs;
 }
 
-keyer_status kr_engine_open_continuation(keyer_session *s, const keyer_stream_params *params,
-                                         const kr_continuation *c, int *stream_id,
-                                         keyer_error *err)
+/* A pushed stream opened, published and started (the first stream decides the model by its
+ * aspect ratio and starts the stages); @p c (or NULL) is the stream it continues. On failure
+ * the stream is unpublished and destroyed. */
+static keyer_status open_push(keyer_session *s, const keyer_stream_params *params,
+                              const kr_continuation *c, int *stream_id, keyer_error *err)
 {
-    if (!s || !params || !c)
-        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
-                               "kr_engine_open_continuation: NULL argument");
-    if (atomic_load(&s->gpu_failed) || atomic_load(&s->cancel))
-        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%s: failed or stopping",
-                               s->device_name);
     kr_stream *st = NULL;
     keyer_status rs = kr_stream_open_push(&s->env, atomic_load(&s->stream_count), params, &st,
                                           err);
     if (rs)
         return rs;
-    continue_from(st, c);
+    if (c)
+        continue_from(st, c);
     stream_publish(s, st);
     if ((rs = kr_engine_start(s, err)) || (rs = kr_stream_start(st, err))) {
         s->streams[st->id] = NULL;
@@ -816,6 +813,19 @@ keyer_status kr_engine_open_continuation(keyer_session *s, const keyer_stream_pa
     if (stream_id)
         *stream_id = st->id;
     return KEYER_OK;
+}
+
+keyer_status kr_engine_open_continuation(keyer_session *s, const keyer_stream_params *params,
+                                         const kr_continuation *c, int *stream_id,
+                                         keyer_error *err)
+{
+    if (!s || !params || !c)
+        return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                               "kr_engine_open_continuation: NULL argument");
+    if (atomic_load(&s->gpu_failed) || atomic_load(&s->cancel))
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%s: failed or stopping",
+                               s->device_name);
+    return open_push(s, params, c, stream_id, err);
 }
 
 void kr_engine_end_input(keyer_session *s, int stream_id)
@@ -854,22 +864,7 @@ keyer_status kr_engine_open_stream(keyer_session *s, const keyer_stream_params *
     if (!s || !params)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "keyer_session_open_stream: NULL argument");
-    kr_stream *st = NULL;
-    keyer_status rs = kr_stream_open_push(&s->env, atomic_load(&s->stream_count), params, &st,
-                                          err);
-    if (rs)
-        return rs;
-    /* the first stream decides the model (by its aspect ratio) and starts the stages */
-    stream_publish(s, st);
-    if ((rs = kr_engine_start(s, err)) || (rs = kr_stream_start(st, err))) {
-        s->streams[st->id] = NULL;
-        atomic_store(&s->stream_count, st->id);
-        kr_stream_destroy(&st);
-        return rs;
-    }
-    if (stream_id)
-        *stream_id = st->id;
-    return KEYER_OK;
+    return open_push(s, params, NULL, stream_id, err);
 }
 
 /* The pushed stream @p id, or NULL (error set for @p fn). */
