@@ -187,7 +187,16 @@ typedef struct keyer_reader_params {
      * has_b_frames for their output (HEVC) are not affected.
      */
     int decode_ahead;
-    void *reserved[2];                /**< zero (hw_surfaces .. decode_ahead took 2 of 4) */
+    /**
+     * 1: @ref segments is keyer's own choice (keyer_session_params::decode_segments -1), not
+     * the caller's: an input that cannot be split, or whose keyframes give fewer than two
+     * chunks per session (a short file), is read by one decoder without a warning (a debug
+     * line says why), and each session decodes ahead its chunk but at most about 256 MB of
+     * frames (long GOPs of large pictures; an explicit @ref segment_queue wins). The frames
+     * are the same either way. 0 (default): @ref segments as asked.
+     */
+    int segments_auto;
+    void *reserved[1]; /**< zero (hw_surfaces .. decode_ahead took 2 of 4, segments_auto 1) */
 } keyer_reader_params;
 
 /** Default reader parameters (see each field). */

@@ -387,7 +387,14 @@ typedef struct keyer_session_params {
     /**
      * File streams on NVDEC: decoder sessions per stream (keyer_reader_params::segments, when
      * the stream's own reader parameters leave it 0): 2..16 split each file at keyframes over
-     * that many concurrent decoders, its frames still in order. 0 or 1 (default): one.
+     * that many concurrent decoders, its frames still in order. 0 or 1: one. -1 (default,
+     * auto): two for each file stream when the caller said how many file inputs it adds
+     * (@ref expected_files) and a GPU gets fewer than 16 of them (with several GPUs: the
+     * count shared out over them), decided when the stream is added, before its reader
+     * opens (keyer_reader_params::segments_auto: files too short for two chunks per session
+     * or that cannot be split keep one); one otherwise, and for live inputs, with
+     * @ref realtime, in latency mode and when decoding on the CPU. One session per stream
+     * leaves the GPU's decoder engines idle part of the time when there are few streams.
      */
     int decode_segments;
     /** File streams on NVDEC: extra decoder surfaces per session
@@ -405,10 +412,16 @@ typedef struct keyer_session_params {
      *  0), 0..8, or -1: 4 for file streams, none for live inputs, with realtime or in
      *  latency mode (it delays each frame by that many frames). Default 0. */
     int decode_ahead;
-    void *reserved[2];           /**< zero (mesh .. faces_opaque took 4 of 8, cuda_devices and
-                                  *   split_gpus 2; pose .. pose_opaque and split_chunks ..
-                                  *   cuda_sync were added before them: the struct
-                                  *   grew, callers rebuild) */
+    /**
+     * The number of file inputs the caller is going to add with keyer_session_add_file(),
+     * when it knows it before the first (the keyer program: its inputs); 0 (default): not
+     * said. Read only by @ref decode_segments -1.
+     */
+    int expected_files;
+    void *reserved[1];           /**< zero (mesh .. faces_opaque took 4 of 8, cuda_devices and
+                                  *   split_gpus 2, expected_files 1; pose .. pose_opaque and
+                                  *   split_chunks .. cuda_sync were added before them: the
+                                  *   struct grew, callers rebuild) */
 } keyer_session_params;
 
 /** Default session parameters (see each field). */
@@ -417,7 +430,7 @@ keyer_session_params keyer_session_params_defaults(void);
 /** Option table over keyer_session_params: device, cuda_device, cuda_devices ("all",
  *  "0,2", "none"), split_gpus, split_chunks, mode, batch, batch_wait_us, queue_depth,
  *  threads, composite_workers, refine_workers, max_streams, live, realtime, reconnect (auto,
- *  on, off), reconnect_max, input_timeout, decode_segments, decode_surfaces,
+ *  on, off), reconnect_max, input_timeout, decode_segments, expected_files, decode_surfaces,
  *  decode_ahead, decode_shared_stream, cuda_sync (auto, spin, yield, block), trace_events,
  *  progress_interval_ms. */
 const keyer_option *keyer_session_options(void);

@@ -243,12 +243,13 @@ typedef struct kr_split kr_split;
 /**
  * Plans chunks from @p main's keyframe index and starts @p n worker sources, beginning
  * with the chunk that holds pts @p from (INT64_MIN: the first). The plan is made on a second
- * opening of the input: @p main's demuxer keeps its position.
- * Errors: UNSUPPORTED (no usable keyframe index, too few keyframes, not seekable:
- * the caller falls back to a single source), or an opening error.
+ * opening of the input: @p main's demuxer keeps its position. Each worker decodes ahead
+ * @p queue frames when it is > 0; 0: its largest chunk + 2; < 0: that, at most -queue.
+ * Errors: UNSUPPORTED (no usable keyframe index, fewer than @p min_chunks chunks (at least
+ * 2), not seekable: the caller falls back to a single source), or an opening error.
  */
 keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, int queue,
-                             int64_t from, kr_split **out, keyer_error *err);
+                             int min_chunks, int64_t from, kr_split **out, keyer_error *err);
 
 /** Next frame in presentation order. KEYER_OK, KEYER_STATUS_END or an error. */
 keyer_status kr_split_receive(kr_split *sp, AVFrame *out, keyer_error *err);

@@ -42,6 +42,7 @@ struct keyer_reader {
     kr_source_opts opts; /* for split re-creation on seek */
     char *input_format, *input_options;
     int segments, segment_queue;
+    int min_chunks; /* a split needs this many chunks (segments_auto: 2 per session) */
     AVBufferRef *hw_device;
     AVFrame *pic;       /* decoder output */
     AVFrame *sw;        /* download target for device frames converted to host formats */
@@ -665,6 +666,26 @@ static void fill_info(keyer_reader *r)
     snprintf(vi->container, sizeof(vi->container), "%s", fc->iformat->name);
 }
 
+/* Split decode chosen by keyer (keyer_reader_params::segments_auto): each session decodes
+ * its chunk ahead (the largest + 2 frames), but at most about this much of frames, so that
+ * long GOPs of large pictures do not fill the GPU. */
+#define AUTO_SPLIT_AHEAD_BYTES ((size_t)256 << 20)
+
+/* keyer_reader_params::segment_queue of an automatic split: at most AUTO_SPLIT_AHEAD_BYTES
+ * of frames of @p par's size (NV12/P010 sizes), at least 8 frames; as kr_split_create()'s
+ * queue: negative, "the chunk, at most this many". An explicit segment_queue wins. */
+static int auto_split_queue(const AVCodecParameters *par, int segment_queue)
+{
+    if (segment_queue > 0)
+        return segment_queue;
+    size_t px = (size_t)(par->width > 0 ? par->width : 1920) *
+                (size_t)(par->height > 0 ? par->height : 1080);
+    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get((enum AVPixelFormat)par->format);
+    size_t bytes = px * 3 / 2 * (d && d->comp[0].depth > 8 ? 2 : 1);
+    size_t frames = AUTO_SPLIT_AHEAD_BYTES / (bytes ? bytes : 1);
+    return -(int)(frames < 8 ? 8 : frames > 4096 ? 4096 : frames);
+}
+
 keyer_status keyer_reader_open(const char *url, const keyer_reader_params *params,
                                keyer_reader **out, keyer_error *err)
 {
@@ -674,7 +695,8 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
     *out = NULL;
     keyer_reader_params p = params ? *params : keyer_reader_params_defaults();
     if ((unsigned)p.device > KEYER_DECODE_DEVICE_CUDA || p.segments < 0 || p.segments > 64 ||
-        p.segment_queue < 0 || p.threads < 0 || p.threads > 256 ||
+        p.segment_queue < 0 || (unsigned)p.segments_auto > 1 || p.threads < 0 ||
+        p.threads > 256 ||
         (unsigned)p.format >= KEYER_PIXEL_FORMAT_COUNT_ || p.format == KEYER_PIXEL_FORMAT_GRAYF32)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "%s: bad reader parameters (device %d, segments %d, threads %d, "
@@ -769,13 +791,23 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
                      (p.reconnect == KEYER_RECONNECT_ON || kr_live_url(url, r->main.fc)),
                  p.reconnect_max);
 
+    r->min_chunks = 2;
+    if (p.segments > 1 && p.segments_auto) {
+        /* keyer's own choice: only files long enough for two chunks per session, each
+         * session's frames ahead bounded */
+        r->min_chunks = 2 * p.segments;
+        r->segment_queue = auto_split_queue(r->main.fc->streams[r->main.stream]->codecpar,
+                                            p.segment_queue);
+    }
     if (p.segments > 1) {
         keyer_error serr = {0};
-        st = kr_split_create(&r->main, &r->opts, p.segments, p.segment_queue, INT64_MIN,
-                             &r->split, &serr);
+        st = kr_split_create(&r->main, &r->opts, p.segments, r->segment_queue, r->min_chunks,
+                             INT64_MIN, &r->split, &serr);
         if (st == KEYER_STATUS_UNSUPPORTED) {
-            keyer_log(r->logger, KEYER_LOG_WARNING, "%s: split decode is not possible (%s): "
-                      "one decoder is used", url, serr.message);
+            /* asked for: a warning; keyer's own choice: a debug line */
+            keyer_log(r->logger, p.segments_auto ? KEYER_LOG_DEBUG : KEYER_LOG_WARNING,
+                      "%s: split decode is not possible (%s): one decoder is used", url,
+                      serr.message);
             st = KEYER_OK;
         } else if (st) {
             *err = serr;
@@ -877,8 +909,8 @@ keyer_status keyer_reader_seek(keyer_reader *r, int64_t pts, keyer_error *err)
     if (r->split) {
         /* Restart the workers from the chunk holding the target. */
         kr_split_destroy(&r->split);
-        st = kr_split_create(&r->main, &r->opts, r->segments, r->segment_queue, pts, &r->split,
-                             err);
+        st = kr_split_create(&r->main, &r->opts, r->segments, r->segment_queue, r->min_chunks,
+                             pts, &r->split, err);
         if (st)
             return keyer_error_prefix(err, "%s: restarting split decode after a seek: ", r->url);
         /* Audio for a writer from one second before the target. */

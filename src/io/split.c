@@ -174,9 +174,9 @@ static int keyframe_pts(AVFormatContext *fc, int stream, int64_t ts, AVPacket *p
 }
 
 /* Groups the index's keyframes of @p fc (a second opening of the input, so that the main
- * demuxer keeps its position) into chunks. */
+ * demuxer keeps its position) into chunks; UNSUPPORTED with fewer than @p min_chunks (>= 2). */
 static keyer_status plan_with(kr_split *sp, AVFormatContext *fc, int stream, AVPacket *pkt, int n,
-                              keyer_error *err)
+                              int min_chunks, keyer_error *err)
 {
     AVStream *st = fc->streams[stream];
     int entries = avformat_index_get_entries_count(st);
@@ -237,6 +237,9 @@ static keyer_status plan_with(kr_split *sp, AVFormatContext *fc, int stream, AVP
     free(keys);
     if (nchunks < 2)
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "only one chunk of keyframes");
+    if (nchunks < min_chunks)
+        return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%d chunks of keyframes, fewer "
+                               "than %d", nchunks, min_chunks);
     for (int k = 0; k < nchunks; k++) {
         if (keyframe_pts(fc, stream, sp->chunks[k].start_dts, pkt, &sp->chunks[k].start_pts) < 0)
             return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
@@ -251,7 +254,7 @@ static keyer_status plan_with(kr_split *sp, AVFormatContext *fc, int stream, AVP
     return KEYER_OK;
 }
 
-static keyer_status plan(kr_split *sp, kr_source *main, int n, keyer_error *err)
+static keyer_status plan(kr_split *sp, kr_source *main, int n, int min_chunks, keyer_error *err)
 {
     if (!main->fc->pb || !(main->fc->pb->seekable & AVIO_SEEKABLE_NORMAL))
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "the input is not seekable");
@@ -270,7 +273,7 @@ static keyer_status plan(kr_split *sp, kr_source *main, int n, keyer_error *err)
     else if (main->stream >= (int)fc->nb_streams)
         st = keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "the input changed between openings");
     else
-        st = plan_with(sp, fc, main->stream, pkt, n, err);
+        st = plan_with(sp, fc, main->stream, pkt, n, min_chunks, err);
     avformat_close_input(&fc);
     av_packet_free(&pkt);
     return st;
@@ -307,7 +310,7 @@ keyer_status keyer_reader_plan_chunks(const char *url, int parts, int64_t **star
         st = keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%s: the input is not seekable", url);
         goto done;
     }
-    if ((st = plan_with(&plan_of, fc, stream, pkt, parts, err))) {
+    if ((st = plan_with(&plan_of, fc, stream, pkt, parts, 2, err))) {
         keyer_error_prefix(err, "%s: cannot be split at keyframes: ", url);
         goto done;
     }
@@ -327,7 +330,7 @@ done:
 }
 
 keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, int queue,
-                             int64_t from, kr_split **out, keyer_error *err)
+                             int min_chunks, int64_t from, kr_split **out, keyer_error *err)
 {
     *out = NULL;
     kr_split *sp = calloc(1, sizeof(*sp));
@@ -339,7 +342,7 @@ keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, in
     sp->interrupt = o->interrupt;
     sp->url = o->url;
     sp->logger = o->logger;
-    keyer_status st = plan(sp, main, n, err);
+    keyer_status st = plan(sp, main, n, min_chunks < 2 ? 2 : min_chunks, err);
     if (st)
         goto fail;
     /* After a seek: start with the chunk holding @p from. */
@@ -352,7 +355,11 @@ keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, in
     for (int k = 0; k < sp->nchunks; k++)
         if (sp->chunks[k].frames > max_frames)
             max_frames = sp->chunks[k].frames;
-    int cap = (queue > 0 ? queue : max_frames + 2) + 1; /* + the end-of-chunk marker */
+    /* queue > 0: that many; < 0: the largest chunk + 2, at most -queue; 0: the chunk + 2 */
+    int cap = (queue > 0                            ? queue
+               : queue < 0 && -queue < max_frames + 2 ? -queue
+                                                      : max_frames + 2) +
+              1; /* + the end-of-chunk marker */
     sp->w = calloc((size_t)n, sizeof(worker));
     if (!sp->w) {
         st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "out of memory");

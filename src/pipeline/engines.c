@@ -194,6 +194,9 @@ static keyer_status group_create(keyer_session *s, const keyer_session_params *p
         ep.device = kinds[e];
         ep.cuda_device = ordinals[e];
         ep.cuda_devices = 0;
+        /* this GPU's share of the file streams (placed by load: equal inputs alternate),
+         * which decode_segments -1 decides by */
+        ep.expected_files = (p->expected_files + n - 1) / n;
         g->slot[e] = (engine_slot){g, e};
         if (p->frame_fn)
             ep.frame_fn = on_frame, ep.frame_opaque = &g->slot[e];
@@ -312,6 +315,7 @@ static double file_load(const keyer_file_stream_params *fp)
     keyer_reader_params rp = fp->reader;
     rp.device = KEYER_DECODE_DEVICE_CPU;
     rp.segments = 0;
+    rp.segments_auto = 0;
     rp.keep_streams = 0;
     keyer_logger quiet = keyer_logger_default();
     quiet.callback = drop_log; /* the engine's own open reports what goes wrong */

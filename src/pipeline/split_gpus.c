@@ -154,7 +154,8 @@ keyer_status kr_split_gpus_create(const keyer_file_stream_params *fp, int parts,
     }
     sp->reader_params.input_format = NULL; /* a file: probed */
     sp->reader_params.input_options = NULL;
-    sp->reader_params.segments = 0;
+    sp->reader_params.segments = 0; /* each lane is one decoder session */
+    sp->reader_params.segments_auto = 0;
     sp->reader_params.keep_streams = 0;    /* video only: no audio to copy */
     sp->reader_params.logger = logger;
     if ((st = keyer_reader_plan_chunks(sp->input, lanes, &sp->starts, &sp->chunks, err)))

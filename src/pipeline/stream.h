@@ -68,15 +68,30 @@ typedef struct kr_stream_env {
  *  decode_ahead is -1 (auto). */
 #define KR_DECODE_AHEAD_FILES 4
 
+/** decode_segments -1 (auto): a file stream on NVDEC gets two decoder sessions while its GPU
+ *  gets fewer file streams than this (expected_files; 8 x 1080p on an H200: 4,239-4,421
+ *  frames/s with two sessions each against 3,653-3,906 with one; 16 streams with one each
+ *  already keep the decoders busy). */
+#define KR_AUTO_SEGMENTS_BELOW 16
+
 /** The session's decoder knobs (decode_segments, decode_surfaces, decode_ahead,
  *  decode_shared_stream) in @p rp, where the stream's own reader parameters leave them at 0.
  *  @p live: the stream is live, paced (realtime) or in latency mode (decode_ahead -1 gives
- *  it none: it delays each frame). */
+ *  it none: it delays each frame; decode_segments -1 one session). decode_segments -1 is
+ *  decided here, before the reader opens: two sessions (rp->segments_auto set) for a
+ *  stream that NVDEC may decode (rp->device not CPU) when @p sp->expected_files, this
+ *  engine's share of the file streams, is 1..KR_AUTO_SEGMENTS_BELOW - 1. */
 static inline void kr_stream_decoder_knobs(const keyer_session_params *sp, int live,
                                            keyer_reader_params *rp)
 {
     if (rp->segments == 0 && sp->decode_segments > 1)
         rp->segments = sp->decode_segments;
+    if (rp->segments == 0 && sp->decode_segments < 0 && !live &&
+        rp->device != KEYER_DECODE_DEVICE_CPU && sp->expected_files > 0 &&
+        sp->expected_files < KR_AUTO_SEGMENTS_BELOW) {
+        rp->segments = 2;
+        rp->segments_auto = 1;
+    }
     if (rp->hw_surfaces == 0)
         rp->hw_surfaces = sp->decode_surfaces;
     if (rp->decode_ahead == 0)

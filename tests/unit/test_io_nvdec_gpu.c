@@ -5,7 +5,8 @@
  *  - split decode over several NVDEC sessions gives the same frames in order;
  *  - the decoder knobs (the shared legacy stream instead of one per decoder, extra surfaces,
  *    decode-ahead, with and without the split decode) give the same frames;
- *  - split decode keeps its NVDEC sessions from chunk to chunk (IDR cuts);
+ *  - split decode keeps its NVDEC sessions from chunk to chunk (IDR cuts); the automatic
+ *    split (segments_auto) opens its sessions once, and one session for a short file;
  *  - fallback to the CPU, logged, for a profile (H.264 High 10) and a size (4112 wide) NVDEC
  *    does not take;
  *  - host output formats from NVDEC, and device frames given to a CPU encoder.
@@ -262,6 +263,25 @@ static void test_split_keeps_sessions(void **state)
     assert_int_equal(setups, 2);
 }
 
+/* The session's decode_segments -1 opens its readers with segments 2 and segments_auto:
+ * the 96-frame file (4 chunks) is decoded by two NVDEC sessions created once each (2 set-ups:
+ * no single-session decoder is made first, as the reverted switch of an open reader did),
+ * bit-exact; the 48-frame file (2 chunks, fewer than two per session) by one (1 set-up). */
+static void test_split_auto_sessions(void **state)
+{
+    (void)state;
+    keyer_reader_params p = keyer_reader_params_defaults();
+    p.device = KEYER_DECODE_DEVICE_CUDA;
+    p.segments = 2;
+    p.segments_auto = 1;
+    int64_t two = check_bit_exact_with(h264_long, KEYER_PIXEL_FORMAT_NV12, 96, &p);
+    int64_t one = check_bit_exact_with(h264, KEYER_PIXEL_FORMAT_NV12, 48, &p);
+    print_message("    automatic split: %lld NVDEC set-ups (96 frames), %lld (48 frames)\n",
+                  (long long)two, (long long)one);
+    assert_int_equal(two, 2);
+    assert_int_equal(one, 1);
+}
+
 static void test_h264_bit_exact(void **state)
 {
     (void)state;
@@ -510,6 +530,7 @@ int main(void)
         cmocka_unit_test(test_split_sessions),
         cmocka_unit_test(test_decoder_knobs),
         cmocka_unit_test(test_split_keeps_sessions),
+        cmocka_unit_test(test_split_auto_sessions),
         cmocka_unit_test(test_fallback_profile_and_size),
         cmocka_unit_test(test_host_formats),
         cmocka_unit_test(test_device_frames_to_writer),

@@ -563,6 +563,68 @@ static void test_split_fallback(void **state)
     unlink(mkv);
 }
 
+/* segments_auto (keyer's own choice, the session's decode_segments -1): long.mp4 (96 frames,
+ * 4 chunks of 24) is split over two sessions opened once each (2 set-ups: the reader makes
+ * no single-session decoder first), its frames those of one decoder in order, and a seek
+ * restarts the same split; test.mp4 (48 frames: 2 chunks, fewer than two per session) keeps
+ * one decoder without a warning (a debug line), while the same split asked for explicitly
+ * goes ahead on 2 chunks. */
+static void test_split_auto(void **state)
+{
+    (void)state;
+    kt_stream *one = kt_read_stream(long_mp4, NULL, 1);
+    keyer_reader_params p = *kt_cpu();
+    p.segments = 2;
+    p.segments_auto = 1;
+    kt_stream *two = kt_read_stream(long_mp4, &p, 1);
+    print_message("    auto split of %s: %d frames, %d sessions, %lld decoder set-ups\n",
+                  long_mp4, two->n, two->info.segments, (long long)two->stats.decoder_setups);
+    assert_int_equal(one->n, 96);
+    assert_int_equal(two->n, 96);
+    assert_int_equal(two->info.segments, 2);
+    assert_int_equal(two->stats.decoder_setups, 2);
+    for (int i = 0; i < one->n; i++) {
+        assert_int_equal(two->pts[i], one->pts[i]);
+        if (!kt_frames_equal(two->frames[i], one->frames[i]))
+            fail_msg("frame %d differs between the automatic split and one decoder", i);
+    }
+    kt_stream_free(&two);
+    kt_stream_free(&one);
+    keyer_reader *r = NULL;
+    keyer_error err = {0};
+    if (keyer_reader_open(long_mp4, &p, &r, &err))
+        fail_msg("%s", err.message);
+    int64_t step = keyer_reader_info(r)->time_base.den / 24;
+    assert_int_equal(keyer_reader_seek(r, 61 * step, &err), KEYER_OK);
+    assert_int_equal(keyer_reader_info(r)->segments, 2);
+    for (int i = 61; i < 96; i++)
+        assert_int_equal(read_pts(r), i * step);
+    assert_int_equal(read_pts(r), -1);
+    keyer_reader_destroy(&r);
+    /* too short for an automatic split: one decoder, no warning */
+    keyer_logger lg = {KEYER_LOG_WARNING, count_split_log, NULL};
+    p.logger = &lg;
+    log_hits = 0;
+    kt_stream *short_auto = kt_read_stream(mp4, &p, 0);
+    assert_int_equal(short_auto->n, 48);
+    assert_int_equal(short_auto->info.segments, 1);
+    assert_int_equal(short_auto->stats.decoder_setups, 1);
+    assert_int_equal(log_hits, 0);
+    lg.level = KEYER_LOG_DEBUG;
+    kt_stream_free(&short_auto);
+    short_auto = kt_read_stream(mp4, &p, 0);
+    assert_int_equal(log_hits, 1); /* the debug line says why */
+    kt_stream_free(&short_auto);
+    p.segments_auto = 0;
+    kt_stream *asked = kt_read_stream(mp4, &p, 0);
+    assert_int_equal(asked->n, 48);
+    assert_int_equal(asked->info.segments, 2);
+    kt_stream_free(&asked);
+    p.segments_auto = 2;
+    assert_int_equal(keyer_reader_open(mp4, &p, &r, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    assert_null(r);
+}
+
 static void test_params(void **state)
 {
     (void)state;
@@ -619,6 +681,7 @@ int main(void)
         cmocka_unit_test(test_seek_keeps_decoder),
         cmocka_unit_test(test_clean_cuts),
         cmocka_unit_test(test_split_fallback),
+        cmocka_unit_test(test_split_auto),
         cmocka_unit_test(test_params),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

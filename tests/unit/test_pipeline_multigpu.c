@@ -927,6 +927,45 @@ static void test_split_lanes(void **state)
                                           &err), KEYER_OK);
     assert_int_not_equal(keyer_option_set(keyer_session_options(), &d, "decode_ahead", "-2",
                                           &err), KEYER_OK);
+    /* decode_segments -1 (the default): decided from the expected file streams before the
+     * reader opens: two sessions below 16 per GPU, for a file on NVDEC (device AUTO/CUDA),
+     * marked as keyer's choice; none when not said, at 16, for live/paced/latency streams,
+     * CPU decoding, an explicit 0 or a stream's own value */
+    keyer_session_params a = keyer_session_params_defaults();
+    assert_int_equal(a.decode_segments, -1);
+    assert_int_equal(a.expected_files, 0);
+    const int files[] = {0, 1, 8, 15, 16, 64};
+    const int expect[] = {0, 2, 2, 2, 0, 0};
+    for (int k = 0; k < 6; k++) {
+        a.expected_files = files[k];
+        rp = keyer_reader_params_defaults();
+        kr_stream_decoder_knobs(&a, 0, &rp);
+        assert_int_equal(rp.segments, expect[k]);
+        assert_int_equal(rp.segments_auto, expect[k] ? 1 : 0);
+    }
+    a.expected_files = 8;
+    rp = keyer_reader_params_defaults();
+    kr_stream_decoder_knobs(&a, 1, &rp); /* live, realtime or latency mode */
+    assert_int_equal(rp.segments, 0);
+    rp = keyer_reader_params_defaults();
+    rp.device = KEYER_DECODE_DEVICE_CPU;
+    kr_stream_decoder_knobs(&a, 0, &rp);
+    assert_int_equal(rp.segments, 0);
+    rp = keyer_reader_params_defaults();
+    rp.segments = 3;
+    kr_stream_decoder_knobs(&a, 0, &rp);
+    assert_int_equal(rp.segments, 3);
+    assert_int_equal(rp.segments_auto, 0);
+    assert_int_equal(keyer_option_set(keyer_session_options(), &a, "decode_segments", "0", &err),
+                     KEYER_OK);
+    rp = keyer_reader_params_defaults();
+    kr_stream_decoder_knobs(&a, 0, &rp);
+    assert_int_equal(rp.segments, 0);
+    assert_int_equal(keyer_option_set(keyer_session_options(), &a, "expected_files", "12", &err),
+                     KEYER_OK);
+    assert_int_equal(a.expected_files, 12);
+    assert_int_not_equal(keyer_option_set(keyer_session_options(), &a, "decode_segments", "-2",
+                                          &err), KEYER_OK);
     /* and the reader refuses values out of range */
     keyer_reader *r = NULL;
     char img[4096];

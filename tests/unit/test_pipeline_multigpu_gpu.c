@@ -22,9 +22,14 @@
  *  - one file split at keyframes over cuda:0,1 (split_gpus; 4 chunks of 24 frames, two per
  *    GPU, each decoded by its GPU's NVDEC) is written back complete and in order: every
  *    frame within 2 code values of the same file run on cuda:0 alone.
+ *  - decode_segments -1 (the default) with expected_files: two NVDEC sessions per file stream
+ *    while a GPU gets fewer than 16, each opened once (decoder set-ups counted), on cuda:0
+ *    and over cuda:0,1, the frames those of one session, complete and in order; one session
+ *    at 16 or more per GPU.
  * Temporal smoothing is off so that a frame's matte depends on that frame alone.
  * KEYER_TEST_FILTER (a cmocka pattern) runs only the matching tests (a short run under
- * compute-sanitizer).
+ * compute-sanitizer); a failure case run alone makes the failure-free two-GPU run it compares
+ * with first.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -47,6 +52,10 @@
 enum { STREAMS = 4, N = 40, W = 640, H = 360, FAIL_AT = 10 };
 
 static char inputs[STREAMS][4096];
+
+/* Two longer inputs (4 chunks of 24 frames each) for the decoder-session cases. */
+enum { LONG = 2, LN = 96, LW = 320, LH = 180 };
+static char long_inputs[LONG][4096];
 
 /* The matte of every frame of every stream (GRAY8, W x H), and a count of calls. */
 typedef struct mattes {
@@ -96,6 +105,23 @@ static int setup(void **state)
         if (keyer_video_write_sample(inputs[i], kt_data_path(img, sizeof(img),
                                                              i % 2 ? "messi5.jpg"
                                                                    : "grace_hopper.jpg"),
+                                     &p, &err)) {
+            fprintf(stderr, "sample: %s\n", err.message);
+            return -1;
+        }
+    }
+    for (int i = 0; i < LONG; i++) {
+        snprintf(long_inputs[i], sizeof(long_inputs[i]), "%s/long%d.mp4", dir, i);
+        keyer_sample_params p = keyer_sample_params_defaults();
+        p.width = LW;
+        p.height = LH;
+        p.frames = LN; /* a keyframe every 12 */
+        p.frame_rate = (keyer_rational){30, 1};
+        p.preset = "ultrafast";
+        p.noise = 3 + i;
+        keyer_error err = {0};
+        if (keyer_video_write_sample(long_inputs[i], kt_data_path(img, sizeof(img),
+                                                                  "grace_hopper.jpg"),
                                      &p, &err)) {
             fprintf(stderr, "sample: %s\n", err.message);
             return -1;
@@ -180,6 +206,24 @@ static int frame_diff(const uint8_t *a, const uint8_t *b, double *psnr)
 }
 
 static mattes one, two, failed;
+static int two_done; /* two holds the reference run on cuda:0,1 */
+
+/* The reference the failure cases compare with: the four streams on cuda:0,1 without a
+ * failure. test_two_gpus_equal_one makes it; a case run alone (KEYER_TEST_FILTER, e.g. under
+ * compute-sanitizer) makes it here first: before, such a case compared its frames with
+ * uninitialised memory and failed whatever the run did. */
+static void need_reference(void)
+{
+    if (two_done)
+        return;
+    keyer_session_report r;
+    keyer_session *s = run(UINT64_C(3), &two, &r);
+    assert_int_equal(two.bad, 0);
+    for (int i = 0; i < STREAMS; i++)
+        assert_int_equal(two.calls[i], N);
+    keyer_session_destroy(&s);
+    two_done = 1;
+}
 
 static void test_two_gpus_equal_one(void **state)
 {
@@ -217,6 +261,7 @@ static void test_two_gpus_equal_one(void **state)
     }
     printf("  two GPUs vs one: %d of %d frames bit-identical, largest difference %d\n",
            identical, STREAMS * N, worst);
+    two_done = 1; /* the reference of the failure cases */
     keyer_session_destroy(&s1);
     keyer_session_destroy(&s2);
 }
@@ -225,6 +270,7 @@ static void test_one_gpu_fails(void **state)
 {
     (void)state;
     keyer_session_report r;
+    need_reference();
     setenv("KEYER_FAIL_CUDA_AT_FRAME", "cuda:1@10", 1);
     keyer_session *s = run_with(UINT64_C(3), 1, &failed, &r);
     unsetenv("KEYER_FAIL_CUDA_AT_FRAME");
@@ -273,6 +319,122 @@ static void test_one_gpu_fails(void **state)
     keyer_session_destroy(&s);
 }
 
+/* What the long inputs' frame_fn saw: each input frame's luma hash and pts, in call order. */
+typedef struct seen {
+    uint64_t hash[LONG][LN];
+    int64_t pts[LONG][LN];
+    int calls[LONG];
+    int bad; /* a call out of order, for an unknown stream or past the end */
+} seen;
+
+static keyer_status on_seen(void *opaque, int stream_id, int64_t index, const keyer_frame *in,
+                            keyer_frame *out, keyer_error *err)
+{
+    (void)out, (void)err;
+    seen *v = opaque;
+    if (stream_id < 0 || stream_id >= LONG || index != v->calls[stream_id] || index >= LN ||
+        in->memory != KEYER_MEMORY_HOST || in->width != LW || in->height != LH) {
+        v->bad = 1;
+        return KEYER_OK;
+    }
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the luma rows */
+    for (int y = 0; y < LH; y++)
+        for (int x = 0; x < LW; x++) {
+            h ^= in->data[0][(size_t)y * (size_t)in->stride[0] + (size_t)x];
+            h *= 1099511628211ull;
+        }
+    v->hash[stream_id][index] = h;
+    v->pts[stream_id][index] = in->pts;
+    v->calls[stream_id]++;
+    return KEYER_OK;
+}
+
+/* Runs the long inputs on @p devices with @p segments as decode_segments (-1: the default)
+ * and @p expected as expected_files; each stream's decoder set-ups into @p setups. */
+static void run_long(uint64_t devices, int segments, int expected, seen *v, int64_t *setups)
+{
+    keyer_logger lg = keyer_logger_default();
+    lg.level = KEYER_LOG_WARNING;
+    keyer_session_params sp = keyer_session_params_defaults();
+    assert_int_equal(sp.decode_segments, -1);
+    sp.device = KEYER_DEVICE_CUDA;
+    sp.cuda_devices = devices;
+    sp.logger = &lg;
+    sp.model = "selfie-landscape";
+    sp.composite.mode = KEYER_COMPOSITE_MASK;
+    sp.refine.temporal = KEYER_TEMPORAL_OFF;
+    sp.decode_segments = segments;
+    sp.expected_files = expected;
+    sp.frame_fn = on_seen;
+    sp.frame_opaque = v;
+    memset(v, 0, sizeof(*v));
+    keyer_session *s = NULL;
+    keyer_error err = {0};
+    if (keyer_session_create(&sp, &s, &err))
+        fail_msg("create: %s", err.message);
+    for (int i = 0; i < LONG; i++) {
+        keyer_file_stream_params fp = keyer_file_stream_params_defaults();
+        fp.input = long_inputs[i];
+        if (keyer_session_add_file(s, &fp, NULL, &err))
+            fail_msg("add %s: %s", long_inputs[i], err.message);
+    }
+    if (keyer_session_run(s, &err))
+        fail_msg("run: %s", err.message);
+    keyer_session_report rep;
+    keyer_session_get_report(s, &rep);
+    assert_int_equal(rep.frames_written, LONG * LN);
+    assert_int_equal(rep.frames_lost, 0);
+    for (int i = 0; i < LONG; i++) {
+        keyer_stream_report sr;
+        assert_int_equal(keyer_session_get_stream_report(s, i, &sr, &err), KEYER_OK);
+        assert_int_equal(sr.frames_written, LN);
+        assert_int_equal(sr.hw_decode, 1);
+        setups[i] = sr.decoder_setups;
+        printf("    decode_segments %d, expected_files %d, %s: stream %d on %s, %lld decoder "
+               "set-ups\n", segments, expected, devices == 1 ? "cuda:0" : "cuda:0,1", i,
+               sr.device, (long long)sr.decoder_setups);
+    }
+    keyer_session_destroy(&s);
+    assert_int_equal(v->bad, 0);
+}
+
+/* decode_segments -1 (the default) decides each file's NVDEC sessions before its reader
+ * opens, from expected_files shared out over the GPUs: two files on cuda:0, and one per GPU
+ * on cuda:0,1, get two sessions each, opened once (2 set-ups per stream: no session is made
+ * and dropped first, as the reverted switch of an open reader did); with 32 expected files
+ * (16 or more per GPU) and with decode_segments 0, one (1 set-up). The frames keyed are the
+ * decoder's frames, complete and in order: the same luma (hash) and pts at every index as
+ * with one session. */
+static void test_default_decode_segments(void **state)
+{
+    (void)state;
+    static seen ref, v;
+    int64_t su[LONG];
+    run_long(UINT64_C(1), 0, LONG, &ref, su);
+    for (int i = 0; i < LONG; i++)
+        assert_int_equal(su[i], 1);
+    const struct {
+        uint64_t devices;
+        int expected, setups;
+    } cases[] = {{UINT64_C(1), LONG, 2}, {UINT64_C(3), LONG, 2}, {UINT64_C(1), 32, 1}};
+    for (int c = 0; c < 3; c++) {
+        run_long(cases[c].devices, -1, cases[c].expected, &v, su);
+        for (int i = 0; i < LONG; i++) {
+            assert_int_equal(su[i], cases[c].setups);
+            assert_int_equal(v.calls[i], LN);
+            for (int f = 0; f < LN; f++) {
+                if (v.pts[i][f] != ref.pts[i][f] || v.hash[i][f] != ref.hash[i][f])
+                    fail_msg("case %d stream %d frame %d: pts %lld, hash %016llx; one session: "
+                             "pts %lld, hash %016llx", c, i, f, (long long)v.pts[i][f],
+                             (unsigned long long)v.hash[i][f], (long long)ref.pts[i][f],
+                             (unsigned long long)ref.hash[i][f]);
+            }
+        }
+    }
+    printf("  default decoder sessions: %d streams x %d frames, the same frames in order with "
+           "two sessions per stream (cuda:0, cuda:0,1) as with one\n", LONG, LN);
+}
+
 /* Runs @p in on @p devices (split over them when @p split) writing PNG mattes to @p pattern. */
 static void run_png(const char *in, const char *pattern, uint64_t devices, int split,
                     keyer_stream_report *sr)
@@ -311,6 +473,7 @@ static void test_idle_gpu_takes_over(void **state)
 {
     (void)state;
     keyer_session_report r;
+    need_reference();
     setenv("KEYER_FAIL_CUDA_AT_FRAME", "cuda:0@10", 1);
     keyer_session *s = run_streams(UINT64_C(3), 1, 1, &failed, &r);
     unsetenv("KEYER_FAIL_CUDA_AT_FRAME");
@@ -353,6 +516,7 @@ static void test_both_gpus_fail(void **state)
 {
     (void)state;
     keyer_session_report r;
+    need_reference();
     setenv("KEYER_FAIL_CUDA_AT_FRAME", "cuda:1@10,cuda:0@25", 1);
     keyer_session *s = run_with(UINT64_C(3), 1, &failed, &r);
     unsetenv("KEYER_FAIL_CUDA_AT_FRAME");
@@ -477,6 +641,7 @@ int main(void)
         cmocka_unit_test(test_idle_gpu_takes_over),
         cmocka_unit_test(test_both_gpus_fail),
         cmocka_unit_test(test_split_over_two_gpus),
+        cmocka_unit_test(test_default_decode_segments),
     };
     /* KEYER_TEST_FILTER: only the tests matching it (a short run under compute-sanitizer) */
     const char *filter = getenv("KEYER_TEST_FILTER");

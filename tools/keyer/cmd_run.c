@@ -270,6 +270,8 @@ int run_execute(run_opts *r, const kc_analytics_opts *ao, const char *const *out
     r->sp.progress_opaque = &ps;
     if (r->trace && r->sp.trace_events == 0)
         r->sp.trace_events = 1 << 20;
+    if (r->sp.expected_files == 0) /* decode_segments -1 decides by it */
+        r->sp.expected_files = r->ninputs;
     if ((r->detect && attach_analytics(r, ao, &an, &err)) ||
         keyer_session_create(&r->sp, &s, &err)) {
         fprintf(stderr, "keyer: %s\n", err.message);
