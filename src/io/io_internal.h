@@ -251,6 +251,13 @@ typedef struct kr_split kr_split;
 keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, int queue,
                              int min_chunks, int64_t from, kr_split **out, keyer_error *err);
 
+/**
+ * The queue (kr_split_create()) of a split keyer chose (keyer_reader_params::segments_auto):
+ * @p segment_queue when the caller gave one (> 0), else "the chunk, at most about 256 MB of
+ * frames of @p par's size" (NV12 or P010 sizes; at least 8 frames) as a negative count.
+ */
+int kr_split_auto_queue(const AVCodecParameters *par, int segment_queue);
+
 /** Next frame in presentation order. KEYER_OK, KEYER_STATUS_END or an error. */
 keyer_status kr_split_receive(kr_split *sp, AVFrame *out, keyer_error *err);
 

@@ -666,26 +666,6 @@ static void fill_info(keyer_reader *r)
     snprintf(vi->container, sizeof(vi->container), "%s", fc->iformat->name);
 }
 
-/* Split decode chosen by keyer (keyer_reader_params::segments_auto): each session decodes
- * its chunk ahead (the largest + 2 frames), but at most about this much of frames, so that
- * long GOPs of large pictures do not fill the GPU. */
-#define AUTO_SPLIT_AHEAD_BYTES ((size_t)256 << 20)
-
-/* keyer_reader_params::segment_queue of an automatic split: at most AUTO_SPLIT_AHEAD_BYTES
- * of frames of @p par's size (NV12/P010 sizes), at least 8 frames; as kr_split_create()'s
- * queue: negative, "the chunk, at most this many". An explicit segment_queue wins. */
-static int auto_split_queue(const AVCodecParameters *par, int segment_queue)
-{
-    if (segment_queue > 0)
-        return segment_queue;
-    size_t px = (size_t)(par->width > 0 ? par->width : 1920) *
-                (size_t)(par->height > 0 ? par->height : 1080);
-    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get((enum AVPixelFormat)par->format);
-    size_t bytes = px * 3 / 2 * (d && d->comp[0].depth > 8 ? 2 : 1);
-    size_t frames = AUTO_SPLIT_AHEAD_BYTES / (bytes ? bytes : 1);
-    return -(int)(frames < 8 ? 8 : frames > 4096 ? 4096 : frames);
-}
-
 keyer_status keyer_reader_open(const char *url, const keyer_reader_params *params,
                                keyer_reader **out, keyer_error *err)
 {
@@ -796,8 +776,8 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
         /* keyer's own choice: only files long enough for two chunks per session, each
          * session's frames ahead bounded */
         r->min_chunks = 2 * p.segments;
-        r->segment_queue = auto_split_queue(r->main.fc->streams[r->main.stream]->codecpar,
-                                            p.segment_queue);
+        r->segment_queue = kr_split_auto_queue(r->main.fc->streams[r->main.stream]->codecpar,
+                                               p.segment_queue);
     }
     if (p.segments > 1) {
         keyer_error serr = {0};

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <libavutil/pixdesc.h>
+
 #include "io/av.h"
 #include "io/io_internal.h"
 #include "keyer/log.h"
@@ -327,6 +329,23 @@ done:
     avformat_close_input(&fc);
     av_packet_free(&pkt);
     return st;
+}
+
+/* Split decode chosen by keyer (keyer_reader_params::segments_auto): each session decodes
+ * its chunk ahead (the largest + 2 frames), but at most about this much of frames, so that
+ * long GOPs of large pictures do not fill the GPU. */
+#define AUTO_SPLIT_AHEAD_BYTES ((size_t)256 << 20)
+
+int kr_split_auto_queue(const AVCodecParameters *par, int segment_queue)
+{
+    if (segment_queue > 0)
+        return segment_queue;
+    size_t px = (size_t)(par->width > 0 ? par->width : 1920) *
+                (size_t)(par->height > 0 ? par->height : 1080);
+    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get((enum AVPixelFormat)par->format);
+    size_t bytes = px * 3 / 2 * (d && d->comp[0].depth > 8 ? 2 : 1);
+    size_t frames = AUTO_SPLIT_AHEAD_BYTES / (bytes ? bytes : 1);
+    return -(int)(frames < 8 ? 8 : frames > 4096 ? 4096 : frames);
 }
 
 keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, int queue,
