@@ -10,6 +10,9 @@
 #   - frames/s, end-to-end latency p50/p99, the bottleneck stage, the decoders' set-ups over
 #     all streams (one per decoder session; the session's --stats);
 #   - per stage: workers, mean/p99 ms per call, utilisation, mean/capacity of its queue;
+#   - with several GPUs, one line per GPU: its frames, its own seconds (first frame read to
+#     last written) and frames/s, its mean batch, bottleneck and stages (ms per call,
+#     utilisation, mean queue);
 #   - the process's CPU time per frame written (user + system, getrusage of the child) and the
 #     cores it kept busy on average;
 #   - its threads by CPU time, grouped by name (keyer names its pipeline threads "kr-read",
@@ -82,6 +85,12 @@ for s in d['stages']:
     print('  %-9s x%-2d %7.3f / %7.3f ms  util %.2f  queue %.1f/%d' % (
         s['name'], s['workers'], s['latency_ms']['mean'], s['latency_ms']['p99'],
         s['utilization'], q.get('mean_depth', 0), q.get('capacity', 0)))
+for g in d.get('devices', []):  # several GPUs: each one's own run
+    print('  %s: %d frames in %.3f s, %.1f frames/s, batch mean %.1f, bottleneck %s; %s' % (
+        g['device'], g['frames_written'], g['seconds'], g['fps'], g['batch_mean'],
+        g['bottleneck'], ', '.join('%s x%d %.2f ms u%.2f q%.1f' % (
+            s['name'], s['workers'], s['latency_ms']['mean'], s['utilization'],
+            s.get('queue', {}).get('mean_depth', 0)) for s in g['stages'])))
 cpu = ru.ru_utime + ru.ru_stime
 print('  cpu: %.3f ms per frame (user %.1f s, sys %.1f s), %.1f cores busy over %.1f s '
       '(the session ran %.2f s)' % (1e3 * cpu / max(w, 1), ru.ru_utime, ru.ru_stime,

@@ -843,6 +843,16 @@ keyer_status keyer_session_get_stream_report(keyer_session *s, int stream_id,
     return KEYER_OK;
 }
 
+int kr_session_engines(keyer_session *s, keyer_session **out, int max)
+{
+    if (!s || !s->group || !out)
+        return 0;
+    int n = s->group->count < max ? s->group->count : max;
+    for (int e = 0; e < n; e++)
+        out[e] = s->group->engine[e];
+    return n;
+}
+
 int kr_session_stream_engine(const keyer_session *s, int stream_id)
 {
     if (!s || stream_id < 0 || stream_id >= keyer_session_stream_count(s))

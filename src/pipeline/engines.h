@@ -23,6 +23,11 @@ keyer_status kr_session_create_engines(const keyer_session_params *params,
                                        const keyer_device_kind *kinds, const int *ordinals,
                                        int count, keyer_session **out, keyer_error *err);
 
+/** The engines of a session over several devices (cuda_devices) into @p out, at most @p max
+ *  of them (owned by the session); their count, 0 for a session on one device. For the
+ *  statistics file's per-device tables. */
+int kr_session_engines(keyer_session *session, keyer_session **out, int max);
+
 /** Index of the engine stream @p stream_id runs on (0 for a session on one device); -1 for
  *  a bad id, and for an input split over every engine (split_gpus). For tests and reports. */
 int kr_session_stream_engine(const keyer_session *session, int stream_id);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "pipeline/engines.h"
 #include "pipeline/session.h"
 
 static void json_string(FILE *f, const char *s)
@@ -33,6 +34,54 @@ static void json_latency(FILE *f, const keyer_latency *l)
     fprintf(f, "{\"count\":%lld,\"mean\":%.4f,\"p50\":%.4f,\"p95\":%.4f,\"p99\":%.4f,\"max\":%.4f}",
             (long long)l->count, finite_or_zero(l->mean), finite_or_zero(l->p50),
             finite_or_zero(l->p95), finite_or_zero(l->p99), finite_or_zero(l->max));
+}
+
+/* The entries of a "stages" array, each line starting with @p indent. */
+static void json_stages(FILE *f, const keyer_session_report *r, const char *indent)
+{
+    for (int i = 0; i < r->stage_count; i++) {
+        const keyer_stage_report *g = &r->stages[i];
+        fprintf(f, "%s{\"name\": ", indent);
+        json_string(f, g->name);
+        fprintf(f, ", \"workers\": %d, \"frames\": %lld, \"busy_seconds\": %.4f, "
+                   "\"utilization\": %.4f, \"latency_ms\": ",
+                g->workers, (long long)g->frames, finite_or_zero(g->busy),
+                finite_or_zero(g->utilization));
+        json_latency(f, &g->latency);
+        fprintf(f, ", \"queue\": {\"capacity\": %d, \"mean_depth\": %.3f, \"max_depth\": %d}}%s\n",
+                g->queue_capacity, finite_or_zero(g->queue_mean), g->queue_max,
+                i + 1 < r->stage_count ? "," : "");
+    }
+}
+
+/* A session over several devices: ",\n  \"devices\": [...]", each device's own report (its
+ * frames, seconds from its first frame read to its last written, stages, bottleneck), so that
+ * an uneven split of the work or a device's own bottleneck shows; nothing for one device. */
+static void json_devices(FILE *f, keyer_session *s)
+{
+    keyer_session *eng[64];
+    int n = kr_session_engines(s, eng, 64);
+    if (n < 1)
+        return;
+    fprintf(f, ",\n  \"devices\": [\n");
+    for (int e = 0; e < n; e++) {
+        keyer_session_report r;
+        kr_engine_get_report(eng[e], &r);
+        fprintf(f, "    {\"device\": ");
+        json_string(f, r.device);
+        fprintf(f, ", \"seconds\": %.4f, \"fps\": %.3f, \"frames_written\": %lld, "
+                   "\"batches\": %lld, \"batch_mean\": %.3f, \"bottleneck\": ",
+                finite_or_zero(r.seconds), finite_or_zero(r.fps), (long long)r.frames_written,
+                (long long)r.batches, finite_or_zero(r.batch_mean));
+        if (r.bottleneck >= 0)
+            json_string(f, r.stages[r.bottleneck].name);
+        else
+            fprintf(f, "null");
+        fprintf(f, ",\n     \"stages\": [\n");
+        json_stages(f, &r, "       ");
+        fprintf(f, "     ]}%s\n", e + 1 < n ? "," : "");
+    }
+    fprintf(f, "  ]");
 }
 
 /* The "streams" array's entries. */
@@ -124,24 +173,13 @@ keyer_status keyer_session_write_stats(keyer_session *s, const char *path, keyer
     fprintf(f, "  \"latency_ms\": ");
     json_latency(f, &r.latency);
     fprintf(f, ",\n  \"stages\": [\n");
-    for (int i = 0; i < r.stage_count; i++) {
-        const keyer_stage_report *g = &r.stages[i];
-        fprintf(f, "    {\"name\": ");
-        json_string(f, g->name);
-        fprintf(f, ", \"workers\": %d, \"frames\": %lld, \"busy_seconds\": %.4f, "
-                   "\"utilization\": %.4f, \"latency_ms\": ",
-                g->workers, (long long)g->frames, finite_or_zero(g->busy),
-                finite_or_zero(g->utilization));
-        json_latency(f, &g->latency);
-        fprintf(f, ", \"queue\": {\"capacity\": %d, \"mean_depth\": %.3f, \"max_depth\": %d}}%s\n",
-                g->queue_capacity, finite_or_zero(g->queue_mean), g->queue_max,
-                i + 1 < r.stage_count ? "," : "");
-    }
+    json_stages(f, &r, "    ");
     fprintf(f, "  ],\n  \"bottleneck\": ");
     if (r.bottleneck >= 0)
         json_string(f, r.stages[r.bottleneck].name);
     else
         fprintf(f, "null");
+    json_devices(f, s);
     fprintf(f, ",\n  \"gpu\": {\"memory_used_bytes\": %lld, \"memory_total_bytes\": %lld, "
                "\"utilization_percent\": %.1f},\n",
             (long long)r.gpu_memory_used, (long long)r.gpu_memory_total,

@@ -31,6 +31,7 @@
 #include "pipeline/placement.h"
 #include "pipeline/split_gpus.h"
 #include "pipeline/stream.h"
+#include "kt_json.h"
 #include "testutil.h"
 
 /* ---- device lists ------------------------------------------------------------------------ */
@@ -440,6 +441,17 @@ static void test_two_engines_equal_one(void **state)
         per_stream++;
     assert_int_equal(per_stream, STREAMS);
     assert_non_null(strstr(json, "\"written\": 40"));
+    /* and each device's own report (frames, seconds, stages): streams 0, 2, 3 on engine 0 */
+    assert_true(json_objects(json) > 0);
+    const char *dev = strstr(json, "\"devices\": [");
+    assert_non_null(dev);
+    assert_int_equal(count(dev, "{\"device\": \"cpu\", \"seconds\": "), 2);
+    const char *d0 = strstr(dev, "\"frames_written\": 30,");
+    const char *d1 = strstr(dev, "\"frames_written\": 10,");
+    assert_non_null(d0);
+    assert_non_null(d1);
+    assert_true(d0 < d1);
+    assert_true(count(dev, "{\"name\": \"infer\", \"workers\": 1,") >= 2);
     free(json);
     keyer_session_destroy(&s1);
     keyer_session_destroy(&s2);
