@@ -566,7 +566,8 @@ static void test_split_fallback(void **state)
 /* segments_auto (keyer's own choice, the session's decode_segments -1): long.mp4 (96 frames,
  * 4 chunks of 24) is split over two sessions opened once each (2 set-ups: the reader makes
  * no single-session decoder first), its frames those of one decoder in order, and a seek
- * restarts the same split; test.mp4 (48 frames: 2 chunks, fewer than two per session) keeps
+ * restarts the same split, also with sessions decoding at most 5 frames ahead; test.mp4
+ * (48 frames: 2 chunks, fewer than two per session) keeps
  * one decoder without a warning (a debug line), while the same split asked for explicitly
  * goes ahead on 2 chunks. */
 static void test_split_auto(void **state)
@@ -589,6 +590,16 @@ static void test_split_auto(void **state)
             fail_msg("frame %d differs between the automatic split and one decoder", i);
     }
     kt_stream_free(&two);
+    /* sessions that may decode only 5 frames ahead (chunks of 24): the same frames */
+    p.segment_queue = 5;
+    two = kt_read_stream(long_mp4, &p, 1);
+    assert_int_equal(two->n, 96);
+    assert_int_equal(two->info.segments, 2);
+    for (int i = 0; i < one->n; i++)
+        if (two->pts[i] != one->pts[i] || !kt_frames_equal(two->frames[i], one->frames[i]))
+            fail_msg("frame %d differs with 5 frames ahead per session", i);
+    kt_stream_free(&two);
+    p.segment_queue = 0;
     kt_stream_free(&one);
     keyer_reader *r = NULL;
     keyer_error err = {0};
@@ -623,6 +634,24 @@ static void test_split_auto(void **state)
     p.segments_auto = 2;
     assert_int_equal(keyer_reader_open(mp4, &p, &r, &err), KEYER_STATUS_INVALID_ARGUMENT);
     assert_null(r);
+    /* the bound on each automatic session's frames ahead: about 256 MB of NV12 / P010
+     * frames, at least 8, as "the chunk, at most N" (negative); an explicit queue wins */
+    AVCodecParameters *par = avcodec_parameters_alloc();
+    assert_non_null(par);
+    par->format = AV_PIX_FMT_YUV420P;
+    const int sizes[4][3] = {{1920, 1080, -86}, {3840, 2160, -21}, {7680, 4320, -8},
+                             {320, 240, -2330}};
+    for (int k = 0; k < 4; k++) {
+        par->width = sizes[k][0];
+        par->height = sizes[k][1];
+        assert_int_equal(kr_split_auto_queue(par, 0), sizes[k][2]);
+    }
+    par->width = 3840;
+    par->height = 2160;
+    par->format = AV_PIX_FMT_YUV420P10LE;
+    assert_int_equal(kr_split_auto_queue(par, 0), -10);
+    assert_int_equal(kr_split_auto_queue(par, 7), 7);
+    avcodec_parameters_free(&par);
 }
 
 static void test_params(void **state)
