@@ -316,6 +316,9 @@ static double file_load(const keyer_file_stream_params *fp)
     rp.device = KEYER_DECODE_DEVICE_CPU;
     rp.segments = 0;
     rp.segments_auto = 0;
+    rp.threads = 1; /* one frame of the probe: libavcodec's own count started a decoder thread
+                     * per core for each input (16 x 1080p on 32 cores: ~260 threads, 3 s of
+                     * CPU before the run) */
     rp.keep_streams = 0;
     keyer_logger quiet = keyer_logger_default();
     quiet.callback = drop_log; /* the engine's own open reports what goes wrong */

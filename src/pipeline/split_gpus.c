@@ -171,6 +171,7 @@ keyer_status kr_split_gpus_create(const keyer_file_stream_params *fp, int parts,
     /* the stream's properties, from a probe on the CPU */
     keyer_reader_params rp = sp->reader_params;
     rp.device = KEYER_DECODE_DEVICE_CPU;
+    rp.threads = 1; /* one frame: not a decoder thread per core */
     keyer_reader *r = NULL;
     if ((st = keyer_reader_open(sp->input, &rp, &r, err)))
         goto fail;
