@@ -292,6 +292,8 @@ static PyObject *py_run(PyObject *self, PyObject *args)
         sp->frame_fn = kc_analytics_frame;
         sp->frame_opaque = an;
     }
+    if (sp->expected_files == 0) /* decode_segments -1 decides by it, as in the keyer program */
+        sp->expected_files = (int)n;
     if (!st)
         st = keyer_session_create(sp, &job.s, &e);
     for (Py_ssize_t i = 0; !st && i < n; i++)
