@@ -350,8 +350,9 @@ typedef struct keyer_session_params {
     uint64_t cuda_devices;
     /**
      * 1: with several GPUs (@ref cuda_devices) and one file input, that file is split over
-     * the GPUs: cut at keyframes into chunks of whole GOPs (keyer_reader_plan_chunks; at
-     * least 24 frames each, a long file's merged up to 3 in one), @ref split_chunks chunks
+     * the GPUs: cut at keyframes into chunks of whole GOPs (keyer_reader_plan_chunks gives
+     * the GOPs; each lane gets the same share of the file within a GOP, in chunks of at most
+     * about 72 frames), @ref split_chunks chunks
      * in flight on each GPU (N x split_chunks lanes; lane l on GPU l mod N takes chunks l,
      * l + lanes, ...: its own decoder session, batcher and stages), the frames written back
      * in the file's order by one writer (device frames downloaded; video only: audio,

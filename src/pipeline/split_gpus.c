@@ -91,27 +91,74 @@ int kr_split_gpus_lanes(int parts, int per_engine)
     return parts * per_engine;
 }
 
-/* The plan's chunks are GOPs of at least 24 frames; each costs a seek, a decoder flush and
- * the frames decoded past its end. A long file gets longer chunks: up to 3 planned chunks
- * in one, as long as every lane still gets two (and a chunk stays within a lane's pool of
- * about 85 frames for 24-frame GOP chunks). */
-int kr_split_gpus_merge(int chunks, int lanes)
+int kr_split_gpus_balance(const int64_t *gops, int n, int64_t end, int lanes,
+                          int64_t max_span, int64_t *out)
 {
-    if (chunks < 1 || lanes < 1)
-        return 1;
-    int m = chunks / (2 * lanes);
-    return m < 1 ? 1 : m > KR_SPLIT_MAX_MERGE ? KR_SPLIT_MAX_MERGE : m;
+    if (!gops || n < 1 || !out)
+        return 0;
+    int64_t total = end - gops[0];
+    if (lanes < 1 || max_span <= 0 || total <= 0 || end <= gops[n - 1]) {
+        memcpy(out, gops, sizeof(int64_t) * (size_t)n);
+        return n;
+    }
+    /* c chunks per lane, each at most about max_span: every lane the same share of the file
+     * (the run ends with its slowest lane), a chunk within a lane's pool */
+    int64_t per = (int64_t)lanes * max_span;
+    int64_t c = (total + per - 1) / per;
+    int64_t k = (int64_t)lanes * (c < 1 ? 1 : c);
+    if (k > n)
+        k = n;
+    out[0] = gops[0];
+    int m = 1, g = 0; /* g: the GOP the last chunk starts at */
+    for (int64_t j = 1; j < k; j++) {
+        /* the cut nearest to j / k of the file, after the last one, leaving a GOP for each
+         * chunk still to cut */
+        int64_t target = gops[0] + (int64_t)((double)total * (double)j / (double)k);
+        int best = -1;
+        for (int i = g + 1; i < n; i++) {
+            int64_t d = gops[i] > target ? gops[i] - target : target - gops[i];
+            if (best < 0 || d < (gops[best] > target ? gops[best] - target : target - gops[best]))
+                best = i;
+            if (gops[i] >= target)
+                break;
+        }
+        int last = n - (int)(k - j); /* room for the chunks after this one */
+        if (best > last)
+            best = last;
+        if (best <= g)
+            continue;
+        out[m++] = gops[best];
+        g = best;
+    }
+    return m;
 }
 
-static void merge_chunks(kr_split_gpus *sp)
+/* The chunks, from the file's GOPs: kr_split_gpus_balance over the lanes, each chunk at most
+ * about KR_SPLIT_CHUNK_FRAMES frames (the stream's frame rate; without one, two chunks per
+ * lane). sp->starts holds the GOPs on entry, the chunks on return. */
+static void balance_chunks(kr_split_gpus *sp)
 {
-    int m = kr_split_gpus_merge(sp->chunks, sp->lanes);
-    if (m < 2)
-        return;
-    int n = 0;
-    for (int k = 0; k < sp->chunks; k += m)
-        sp->starts[n++] = sp->starts[k];
-    sp->chunks = n;
+    const keyer_video_info *vi = &sp->info;
+    int n = sp->chunks;
+    int64_t first = sp->starts[0];
+    int64_t span = n > 1 ? (sp->starts[n - 1] - first) / (n - 1) : 0; /* a mean GOP */
+    int64_t end = vi->duration > 0 && vi->start_pts != INT64_MIN ? vi->start_pts + vi->duration
+                                                                  : sp->starts[n - 1] + span;
+    if (end <= sp->starts[n - 1])
+        end = sp->starts[n - 1] + (span > 0 ? span : 1);
+    int64_t max_span;
+    if (vi->frame_rate.num > 0 && vi->frame_rate.den > 0 && vi->time_base.num > 0 &&
+        vi->time_base.den > 0)
+        max_span = (int64_t)((double)KR_SPLIT_CHUNK_FRAMES * vi->frame_rate.den *
+                             vi->time_base.den / ((double)vi->frame_rate.num * vi->time_base.num));
+    else
+        max_span = (end - first) / (2 * (int64_t)sp->lanes);
+    int64_t *out = malloc(sizeof(int64_t) * (size_t)n);
+    if (!out)
+        return; /* the GOPs as chunks: correct, only less even */
+    sp->chunks = kr_split_gpus_balance(sp->starts, n, end, sp->lanes, max_span, out);
+    memcpy(sp->starts, out, sizeof(int64_t) * (size_t)sp->chunks);
+    free(out);
 }
 
 keyer_status kr_split_gpus_create(const keyer_file_stream_params *fp, int parts, int per_engine,
@@ -158,16 +205,6 @@ keyer_status kr_split_gpus_create(const keyer_file_stream_params *fp, int parts,
     sp->reader_params.segments_auto = 0;
     sp->reader_params.keep_streams = 0;    /* video only: no audio to copy */
     sp->reader_params.logger = logger;
-    if ((st = keyer_reader_plan_chunks(sp->input, lanes, &sp->starts, &sp->chunks, err)))
-        goto fail;
-    merge_chunks(sp);
-    sp->chunk_frames = malloc(sizeof(atomic_int) * (size_t)sp->chunks);
-    if (!sp->chunk_frames) {
-        st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "split over GPUs: out of memory");
-        goto fail;
-    }
-    for (int k = 0; k < sp->chunks; k++)
-        atomic_init(&sp->chunk_frames[k], -1);
     /* the stream's properties, from a probe on the CPU */
     keyer_reader_params rp = sp->reader_params;
     rp.device = KEYER_DECODE_DEVICE_CPU;
@@ -177,6 +214,17 @@ keyer_status kr_split_gpus_create(const keyer_file_stream_params *fp, int parts,
         goto fail;
     sp->info = *keyer_reader_info(r);
     keyer_reader_destroy(&r);
+    /* every GOP (as many parts as there could be frames), then grouped into chunks */
+    if ((st = keyer_reader_plan_chunks(sp->input, 1 << 24, &sp->starts, &sp->chunks, err)))
+        goto fail;
+    balance_chunks(sp);
+    sp->chunk_frames = malloc(sizeof(atomic_int) * (size_t)sp->chunks);
+    if (!sp->chunk_frames) {
+        st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "split over GPUs: out of memory");
+        goto fail;
+    }
+    for (int k = 0; k < sp->chunks; k++)
+        atomic_init(&sp->chunk_frames[k], -1);
     *out = sp;
     return KEYER_OK;
 fail:

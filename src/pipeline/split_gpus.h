@@ -1,9 +1,9 @@
 /*
  * One file split over several engines (internal, prefix kr_): keyer_session_params::split_gpus.
  *
- * The file is cut at keyframes into chunks of whole GOPs (keyer_reader_plan_chunks, the plan
- * of the split decode; a long file's chunks merged up to 3 in one, keeping at least two per
- * lane, since each chunk costs a seek and a decoder flush). Each of the N engines runs C *lanes* (C chunks in flight per engine,
+ * The file is cut at keyframes into chunks of whole GOPs (keyer_reader_plan_chunks gives the
+ * GOPs): lanes x c chunks of at most about KR_SPLIT_CHUNK_FRAMES frames, each lane the same
+ * share of the file within a GOP (kr_split_gpus_balance). Each of the N engines runs C *lanes* (C chunks in flight per engine,
  * keyer_session_params::split_chunks), L = N x C lanes in all; lane l runs on engine l mod N
  * and takes chunks l, l + L, l + 2L, ... (consecutive chunks go to different GPUs, then to
  * the same GPU's other lanes). A lane is one pushed stream of its engine (pulled, no output
@@ -36,17 +36,28 @@ typedef struct kr_split_gpus kr_split_gpus;
 /** Most chunks in flight per engine (the option's maximum), and most lanes in all. */
 #define KR_SPLIT_MAX_CHUNKS 16
 #define KR_SPLIT_MAX_LANES 128
-/** Most planned chunks (GOPs of at least 24 frames) merged into one (a long file). */
-#define KR_SPLIT_MAX_MERGE 3
+/** Frames a chunk holds at most (about: whole GOPs), so that it fits a lane's pool of about
+ *  85 frames and the lane runs a whole chunk ahead of the writer. */
+#define KR_SPLIT_CHUNK_FRAMES 72
 
 /** Lanes of a split over @p parts engines with @p per_engine chunks in flight each (0: the
  *  default; clamped to KR_SPLIT_MAX_CHUNKS and to KR_SPLIT_MAX_LANES in all); 0 for
  *  @p parts outside 1..64. A pure function, for the unit tests. */
 int kr_split_gpus_lanes(int parts, int per_engine);
 
-/** Planned chunks merged into one for @p chunks planned over @p lanes lanes: as many as
- *  leave every lane two chunks, 1..KR_SPLIT_MAX_MERGE. A pure function, for the unit tests. */
-int kr_split_gpus_merge(int chunks, int lanes);
+/**
+ * The chunks of a split over @p lanes lanes, from the @p n GOP starts @p gops (increasing
+ * pts; the file ends at @p end): lanes x c chunks, c the fewest that keep each within about
+ * @p max_span (pts units), cut at the GOP starts nearest to equal shares of the file, so that
+ * every lane (chunks l, l + lanes, ...) gets the same share within a GOP: the run ends with
+ * its slowest lane (the 240-frame 4K file on 4 lanes: chunks of 60 frames, 60 each; before,
+ * 10 chunks of 24 frames gave two lanes 72 and two 48). Fewer chunks when there are fewer
+ * GOPs. Writes the chunk starts (a subset of @p gops, the first one first) to @p out (room
+ * for @p n) and returns their count; @p gops as they are for a bad @p end, @p lanes or
+ * @p max_span. A pure function, for the unit tests.
+ */
+int kr_split_gpus_balance(const int64_t *gops, int n, int64_t end, int lanes,
+                          int64_t max_span, int64_t *out);
 
 /**
  * Plans the split of @p fp->input over @p parts engines with @p per_engine chunks in flight

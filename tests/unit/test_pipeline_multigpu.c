@@ -869,14 +869,47 @@ static void test_split_lanes(void **state)
     assert_int_equal(kr_split_gpus_lanes(64, 1), 64);
     assert_int_equal(kr_split_gpus_lanes(0, 2), 0);
     assert_int_equal(kr_split_gpus_lanes(65, 1), 0);
-    /* a long file's chunks merged, every lane keeping two */
-    assert_int_equal(kr_split_gpus_merge(4, 4), 1);   /* the 96-frame file below */
-    assert_int_equal(kr_split_gpus_merge(25, 4), 3);  /* 600 frames, 2 GPUs x 2 lanes */
-    assert_int_equal(kr_split_gpus_merge(16, 4), 2);
-    assert_int_equal(kr_split_gpus_merge(15, 4), 1);
-    assert_int_equal(kr_split_gpus_merge(1000, 2), KR_SPLIT_MAX_MERGE);
-    assert_int_equal(kr_split_gpus_merge(0, 2), 1);
-    assert_int_equal(kr_split_gpus_merge(10, 0), 1);
+    /* chunks from GOPs (pts in frames here, a GOP every 12): lanes x c chunks of at most
+     * about 72 frames, each lane the same share within a GOP */
+    int64_t gops[50], cut[50];
+    for (int i = 0; i < 50; i++)
+        gops[i] = 12 * i;
+    /* 240 frames (20 GOPs): 4 lanes, 60 frames each (before: 72, 72, 48, 48); 2 lanes: 2
+     * chunks of 60 each; 8 lanes: 24 or 36 frames, the cuts nearest to 30 x j */
+    const int64_t four[] = {0, 60, 120, 180};
+    assert_int_equal(kr_split_gpus_balance(gops, 20, 240, 4, 72, cut), 4);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(cut[k], four[k]);
+    assert_int_equal(kr_split_gpus_balance(gops, 20, 240, 2, 72, cut), 4);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(cut[k], four[k]);
+    const int64_t eight[] = {0, 24, 60, 84, 120, 144, 180, 204};
+    assert_int_equal(kr_split_gpus_balance(gops, 20, 240, 8, 72, cut), 8);
+    for (int k = 0; k < 8; k++)
+        assert_int_equal(cut[k], eight[k]);
+    /* the 96-frame file below on 2 GPUs x 2 lanes: 4 chunks of 24, as before */
+    assert_int_equal(kr_split_gpus_balance(gops, 8, 96, 4, 72, cut), 4);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(cut[k], 24 * k);
+    /* 600 frames (50 GOPs) on 4 lanes: 12 chunks of 48 to 60 frames, each lane 144 to 156
+     * (before: 9 chunks of 72 and 24, lanes 216, 216, 144, 96) */
+    int n = kr_split_gpus_balance(gops, 50, 600, 4, 72, cut);
+    assert_int_equal(n, 12);
+    int64_t lane[4] = {0, 0, 0, 0};
+    for (int k = 0; k < n; k++) {
+        int64_t len = (k + 1 < n ? cut[k + 1] : 600) - cut[k];
+        assert_true(len >= 48 && len <= 60);
+        lane[k % 4] += len;
+    }
+    for (int l = 0; l < 4; l++)
+        assert_true(lane[l] >= 144 && lane[l] <= 156);
+    /* fewer GOPs than chunks wanted: one chunk per GOP; bad arguments: the GOPs as they are */
+    assert_int_equal(kr_split_gpus_balance(gops, 3, 36, 8, 72, cut), 3);
+    assert_int_equal(cut[2], 24);
+    assert_int_equal(kr_split_gpus_balance(gops, 20, 100, 4, 72, cut), 20); /* end < last */
+    assert_int_equal(kr_split_gpus_balance(gops, 20, 240, 0, 72, cut), 20);
+    assert_int_equal(kr_split_gpus_balance(gops, 20, 240, 4, 0, cut), 20);
+    assert_int_equal(kr_split_gpus_balance(NULL, 20, 240, 4, 72, cut), 0);
     /* the session option */
     keyer_session_params p = keyer_session_params_defaults();
     keyer_error err = {0};
@@ -1058,7 +1091,7 @@ static void test_split_over_engines(void **state)
     assert_string_equal(r4.device, "cpu + cpu (split)");
     same_pngs(dir, "ref", "two");
 
-    /* a longer file (8 planned chunks over 2 lanes: merged 2 by 2) split over one engine */
+    /* a longer file (16 GOPs over 2 lanes: 4 chunks of 48 frames) split over one engine */
     enum { LONG = 192 };
     char lin[4096], lref[4096], lgot[4096];
     snprintf(lin, sizeof(lin), "%s/longer.mp4", dir);
@@ -1070,10 +1103,14 @@ static void test_split_over_engines(void **state)
                      KEYER_OK);
     int64_t *ls = NULL;
     int lc = 0;
-    assert_int_equal(keyer_reader_plan_chunks(lin, 2, &ls, &lc, &err), KEYER_OK);
+    assert_int_equal(keyer_reader_plan_chunks(lin, 1 << 24, &ls, &lc, &err), KEYER_OK);
+    assert_int_equal(lc, 16);
+    int64_t lcut[16];
+    int64_t frame = ls[1] / 12; /* pts of a frame */
+    assert_int_equal(kr_split_gpus_balance(ls, lc, LONG * frame, 2, 72 * frame, lcut), 4);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(lcut[k], 48 * k * frame);
     free(ls);
-    assert_int_equal(lc, 8);
-    assert_int_equal(kr_split_gpus_merge(lc, 2), 2);
     snprintf(lref, sizeof(lref), "%s/lref_%%05d.png", dir);
     snprintf(lgot, sizeof(lgot), "%s/lgot_%%05d.png", dir);
     keyer_stream_report r5, r6;
