@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -383,6 +384,11 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static log_entry log_entries[KR_AV_LOG_MAX];
 static unsigned long log_serial;
+/* The level of the newest entry's logger when it was attached (-1: no entry): lines above it
+ * are dropped before the lock. libavformat and libavcodec log trace and debug lines for every
+ * packet and frame (mov: two per packet), which would otherwise take the lock from every
+ * demuxer and decoder thread (dozens with many streams). */
+static atomic_int log_newest_level = -1;
 static _Thread_local int log_inside; /* this thread is forwarding a line already */
 static _Thread_local int log_demoted; /* this thread's lines go at DEBUG at most */
 static _Thread_local char *log_capture; /* this thread's first error line goes here */
@@ -439,6 +445,10 @@ static void log_callback(void *avcl, int level, const char *fmt, va_list ap)
         return;
     }
     capture_line(av_level, fmt, ap);
+    int newest = atomic_load_explicit(&log_newest_level, memory_order_relaxed);
+    if (av_level > AV_LOG_INFO && av_level > av_log_get_level() &&
+        (int)keyer_level(av_level) > newest)
+        return; /* no logger takes it, and FFmpeg's own would not print it */
     pthread_mutex_lock(&log_lock);
     const log_entry *e = NULL;
     for (int i = 0; i < KR_AV_LOG_MAX; i++)
@@ -477,6 +487,19 @@ static void log_callback(void *avcl, int level, const char *fmt, va_list ap)
 
 static void log_install(void) { av_log_set_callback(log_callback); }
 
+/* log_newest_level from the entries; the caller holds log_lock. */
+static void update_newest_level(void)
+{
+    const log_entry *e = NULL;
+    for (int i = 0; i < KR_AV_LOG_MAX; i++)
+        if (log_entries[i].owner && (!e || log_entries[i].serial > e->serial))
+            e = &log_entries[i];
+    int level = -1;
+    if (e)
+        level = (int)(e->logger ? e->logger->level : keyer_logger_default().level);
+    atomic_store(&log_newest_level, level);
+}
+
 int kr_av_log_attach(const void *owner, const keyer_logger *logger)
 {
     if (!owner)
@@ -491,6 +514,7 @@ int kr_av_log_attach(const void *owner, const keyer_logger *logger)
             break;
         }
     }
+    update_newest_level();
     pthread_mutex_unlock(&log_lock);
     return rc;
 }
@@ -503,5 +527,6 @@ void kr_av_log_detach(const void *owner)
     for (int i = 0; i < KR_AV_LOG_MAX; i++)
         if (log_entries[i].owner == owner)
             log_entries[i] = (log_entry){0};
+    update_newest_level();
     pthread_mutex_unlock(&log_lock);
 }

@@ -112,7 +112,9 @@ void kr_convert_free(kr_converter *c);
  * built from several calls arrive in pieces; empty pieces are dropped). The callback holds
  * the registry's mutex while it forwards, so a detached logger is never called afterwards;
  * a line logged from inside a logger callback goes to av_log_default_callback instead of
- * recursing.
+ * recursing. Lines more verbose than INFO that neither the newest logger (its level when it
+ * was attached) nor FFmpeg's own level (av_log_get_level) would print are dropped before the
+ * mutex: libavformat and libavcodec log trace and debug lines for every packet and frame.
  */
 
 /** Number of readers and writers whose loggers can be attached at once (more: not attached). */

@@ -208,6 +208,32 @@ static void test_newest_reader_gets_the_lines(void **state)
     assert_int_equal(ffmpeg_lines_from(a, 0, "hello from ffmpeg 42", &at), 1);
     assert_string_equal(a->lines[at], "ffmpeg: hello from ffmpeg 42"); /* no [context] */
     assert_int_equal(a->levels[at], KEYER_LOG_ERROR);
+    /* the newest logger (again the first one, at TRACE) takes FFmpeg's trace lines too */
+    av_log(NULL, AV_LOG_TRACE, "a trace line %d\n", 7);
+    assert_int_equal(ffmpeg_lines_from(a, 0, "a trace line 7", &at), 1);
+    assert_int_equal(a->levels[at], KEYER_LOG_TRACE);
+    /* with a WARNING logger newest, trace and debug lines go nowhere (dropped before the
+     * registry's lock), warnings still reach it */
+    capture *w = malloc(sizeof(*w));
+    assert_non_null(w);
+    keyer_logger lw = capture_logger(w, KEYER_LOG_WARNING);
+    keyer_reader *rw = NULL;
+    p.logger = &lw;
+    assert_int_equal(keyer_reader_open(mp4, &p, &rw, &err), KEYER_OK);
+    int w_opened = lines_now(w), a_now = lines_now(a);
+    av_log(NULL, AV_LOG_TRACE, "another trace line\n");
+    av_log(NULL, AV_LOG_DEBUG, "a debug line\n");
+    av_log(NULL, AV_LOG_WARNING, "a warning line\n");
+    assert_int_equal(ffmpeg_lines_from(w, w_opened, "another trace line", NULL), 0);
+    assert_int_equal(ffmpeg_lines_from(w, w_opened, "a debug line", NULL), 0);
+    assert_int_equal(ffmpeg_lines_from(a, a_now, "another trace line", NULL), 0);
+    assert_int_equal(ffmpeg_lines_from(w, w_opened, "a warning line", NULL), 1);
+    keyer_reader_destroy(&rw);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+    /* w detached: the first one is the newest again and gets trace lines */
+    av_log(NULL, AV_LOG_TRACE, "a third trace line\n");
+    assert_int_equal(ffmpeg_lines_from(a, a_now, "a third trace line", NULL), 1);
 
     /* Reading to the end and destroying: afterwards nobody's logger is called. */
     keyer_frame *f = NULL;
