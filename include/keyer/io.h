@@ -189,9 +189,11 @@ typedef struct keyer_reader_params {
     int decode_ahead;
     /**
      * 1: @ref segments is keyer's own choice (keyer_session_params::decode_segments -1), not
-     * the caller's: an input that cannot be split, or whose keyframes give fewer than two
-     * chunks per session (a short file), is read by one decoder without a warning (a debug
-     * line says why), and each session decodes ahead its chunk but at most about 256 MB of
+     * the caller's: an input that cannot be split, whose keyframes give fewer than two
+     * chunks per session (a short file), or whose chunks would not all start with an H.264
+     * IDR picture (HEVC, open GOPs: each chunk would set its decoder up again, for NVDEC a
+     * new session) is read by one decoder without a warning (a debug line says why), and
+     * each session decodes ahead its chunk but at most about 256 MB of
      * frames (long GOPs of large pictures; an explicit @ref segment_queue wins). The frames
      * are the same either way. 0 (default): @ref segments as asked.
      */

@@ -150,6 +150,10 @@ keyer_status kr_source_seek(kr_source *s, int64_t ts, int flags, keyer_error *er
  * is an avcC record, else Annex B start codes). 0 for other codecs and packets.
  */
 int kr_source_clean_cut(const AVCodecContext *dec, const AVPacket *pkt);
+/** kr_source_clean_cut() for a stream of @p codec with @p extradata (its codec parameters),
+ *  before any decoder is opened (the split decode's plan). */
+int kr_source_clean_cut_of(enum AVCodecID codec, const uint8_t *extradata, int extradata_size,
+                           const AVPacket *pkt);
 
 /** Frees everything; the struct may be reused. */
 void kr_source_close(kr_source *s);
@@ -246,10 +250,14 @@ typedef struct kr_split kr_split;
  * opening of the input: @p main's demuxer keeps its position. Each worker decodes ahead
  * @p queue frames when it is > 0; 0: its largest chunk + 2; < 0: that, at most -queue.
  * Errors: UNSUPPORTED (no usable keyframe index, fewer than @p min_chunks chunks (at least
- * 2), not seekable: the caller falls back to a single source), or an opening error.
+ * 2), with @p clean_cuts a chunk after the first that does not start with an H.264 IDR
+ * picture (kr_source_clean_cut_of: each worker would set its decoder up again at such a
+ * chunk, for NVDEC a new session), not seekable: the caller falls back to a single source),
+ * or an opening error.
  */
 keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, int queue,
-                             int min_chunks, int64_t from, kr_split **out, keyer_error *err);
+                             int min_chunks, int clean_cuts, int64_t from, kr_split **out,
+                             keyer_error *err);
 
 /**
  * The queue (kr_split_create()) of a split keyer chose (keyer_reader_params::segments_auto):

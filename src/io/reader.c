@@ -43,6 +43,7 @@ struct keyer_reader {
     char *input_format, *input_options;
     int segments, segment_queue;
     int min_chunks; /* a split needs this many chunks (segments_auto: 2 per session) */
+    int clean_cuts; /* and chunks that keep their decoder (segments_auto) */
     AVBufferRef *hw_device;
     AVFrame *pic;       /* decoder output */
     AVFrame *sw;        /* download target for device frames converted to host formats */
@@ -773,16 +774,19 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
 
     r->min_chunks = 2;
     if (p.segments > 1 && p.segments_auto) {
-        /* keyer's own choice: only files long enough for two chunks per session, each
-         * session's frames ahead bounded */
+        /* keyer's own choice: only files long enough for two chunks per session whose chunks
+         * start with IDR pictures (elsewhere each chunk would set its NVDEC session up
+         * again, the collapse of docs/notes/pipeline-throughput.md), each session's frames
+         * ahead bounded */
         r->min_chunks = 2 * p.segments;
+        r->clean_cuts = 1;
         r->segment_queue = kr_split_auto_queue(r->main.fc->streams[r->main.stream]->codecpar,
                                                p.segment_queue);
     }
     if (p.segments > 1) {
         keyer_error serr = {0};
         st = kr_split_create(&r->main, &r->opts, p.segments, r->segment_queue, r->min_chunks,
-                             INT64_MIN, &r->split, &serr);
+                             r->clean_cuts, INT64_MIN, &r->split, &serr);
         if (st == KEYER_STATUS_UNSUPPORTED) {
             /* asked for: a warning; keyer's own choice: a debug line */
             keyer_log(r->logger, p.segments_auto ? KEYER_LOG_DEBUG : KEYER_LOG_WARNING,
@@ -890,7 +894,7 @@ keyer_status keyer_reader_seek(keyer_reader *r, int64_t pts, keyer_error *err)
         /* Restart the workers from the chunk holding the target. */
         kr_split_destroy(&r->split);
         st = kr_split_create(&r->main, &r->opts, r->segments, r->segment_queue, r->min_chunks,
-                             pts, &r->split, err);
+                             r->clean_cuts, pts, &r->split, err);
         if (st)
             return keyer_error_prefix(err, "%s: restarting split decode after a seek: ", r->url);
         /* Audio for a writer from one second before the target. */

@@ -582,15 +582,22 @@ static int first_picture_nal(const uint8_t *d, int n, int len_size)
     return 0;
 }
 
-int kr_source_clean_cut(const AVCodecContext *dec, const AVPacket *pkt)
+int kr_source_clean_cut_of(enum AVCodecID codec, const uint8_t *extradata, int extradata_size,
+                           const AVPacket *pkt)
 {
-    if (!dec || !pkt || dec->codec_id != AV_CODEC_ID_H264 || !pkt->data || pkt->size <= 0 ||
+    if (!pkt || codec != AV_CODEC_ID_H264 || !pkt->data || pkt->size <= 0 ||
         !(pkt->flags & AV_PKT_FLAG_KEY))
         return 0;
     int len_size = 0;
-    if (dec->extradata && dec->extradata_size >= 7 && dec->extradata[0] == 1)
-        len_size = (dec->extradata[4] & 3) + 1; /* avcC: lengthSizeMinusOne */
+    if (extradata && extradata_size >= 7 && extradata[0] == 1)
+        len_size = (extradata[4] & 3) + 1; /* avcC: lengthSizeMinusOne */
     return first_picture_nal(pkt->data, pkt->size, len_size) == 5;
+}
+
+int kr_source_clean_cut(const AVCodecContext *dec, const AVPacket *pkt)
+{
+    return dec ? kr_source_clean_cut_of(dec->codec_id, dec->extradata, dec->extradata_size, pkt)
+               : 0;
 }
 
 void kr_source_close(kr_source *s)

@@ -157,7 +157,8 @@ static void *worker_main(void *arg)
 /* Reads the pts of the keyframe of index timestamp @p ts (dts in MP4, pts in Matroska). Demuxers
  * seek by presentation time, which can land on an earlier keyframe: packets are read until
  * the keyframe itself. */
-static int keyframe_pts(AVFormatContext *fc, int stream, int64_t ts, AVPacket *pkt, int64_t *pts)
+static int keyframe_pts(AVFormatContext *fc, int stream, int64_t ts, AVPacket *pkt, int64_t *pts,
+                        int *clean)
 {
     if (av_seek_frame(fc, stream, ts, AVSEEK_FLAG_BACKWARD) < 0)
         return -1;
@@ -168,6 +169,11 @@ static int keyframe_pts(AVFormatContext *fc, int stream, int64_t ts, AVPacket *p
         int found = pkt->stream_index == stream && (pkt->flags & AV_PKT_FLAG_KEY) &&
                     t != AV_NOPTS_VALUE && t >= ts;
         *pts = pkt->pts;
+        if (found) {
+            const AVCodecParameters *par = fc->streams[stream]->codecpar;
+            *clean = kr_source_clean_cut_of(par->codec_id, par->extradata, par->extradata_size,
+                                            pkt);
+        }
         av_packet_unref(pkt);
         if (found)
             return *pts != AV_NOPTS_VALUE ? 0 : -1;
@@ -176,9 +182,11 @@ static int keyframe_pts(AVFormatContext *fc, int stream, int64_t ts, AVPacket *p
 }
 
 /* Groups the index's keyframes of @p fc (a second opening of the input, so that the main
- * demuxer keeps its position) into chunks; UNSUPPORTED with fewer than @p min_chunks (>= 2). */
+ * demuxer keeps its position) into chunks; UNSUPPORTED with fewer than @p min_chunks (>= 2),
+ * and with @p clean_cuts when a chunk after the first does not start with an H.264 IDR
+ * picture (kr_source_clean_cut: its worker's decoder would be set up again there). */
 static keyer_status plan_with(kr_split *sp, AVFormatContext *fc, int stream, AVPacket *pkt, int n,
-                              int min_chunks, keyer_error *err)
+                              int min_chunks, int clean_cuts, keyer_error *err)
 {
     AVStream *st = fc->streams[stream];
     int entries = avformat_index_get_entries_count(st);
@@ -243,9 +251,15 @@ static keyer_status plan_with(kr_split *sp, AVFormatContext *fc, int stream, AVP
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%d chunks of keyframes, fewer "
                                "than %d", nchunks, min_chunks);
     for (int k = 0; k < nchunks; k++) {
-        if (keyframe_pts(fc, stream, sp->chunks[k].start_dts, pkt, &sp->chunks[k].start_pts) < 0)
+        int clean = 0;
+        if (keyframe_pts(fc, stream, sp->chunks[k].start_dts, pkt, &sp->chunks[k].start_pts,
+                         &clean) < 0)
             return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                    "keyframe %d of the index has no timestamp", k);
+        if (clean_cuts && k > 0 && !clean)
+            return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
+                                   "chunk %d does not start with an H.264 IDR picture (its "
+                                   "decoder would be set up again)", k);
         if (k > 0 && sp->chunks[k].start_pts <= sp->chunks[k - 1].start_pts)
             return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                    "keyframe timestamps are not increasing");
@@ -256,7 +270,8 @@ static keyer_status plan_with(kr_split *sp, AVFormatContext *fc, int stream, AVP
     return KEYER_OK;
 }
 
-static keyer_status plan(kr_split *sp, kr_source *main, int n, int min_chunks, keyer_error *err)
+static keyer_status plan(kr_split *sp, kr_source *main, int n, int min_chunks, int clean_cuts,
+                         keyer_error *err)
 {
     if (!main->fc->pb || !(main->fc->pb->seekable & AVIO_SEEKABLE_NORMAL))
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "the input is not seekable");
@@ -275,7 +290,7 @@ static keyer_status plan(kr_split *sp, kr_source *main, int n, int min_chunks, k
     else if (main->stream >= (int)fc->nb_streams)
         st = keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "the input changed between openings");
     else
-        st = plan_with(sp, fc, main->stream, pkt, n, min_chunks, err);
+        st = plan_with(sp, fc, main->stream, pkt, n, min_chunks, clean_cuts, err);
     avformat_close_input(&fc);
     av_packet_free(&pkt);
     return st;
@@ -312,7 +327,7 @@ keyer_status keyer_reader_plan_chunks(const char *url, int parts, int64_t **star
         st = keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%s: the input is not seekable", url);
         goto done;
     }
-    if ((st = plan_with(&plan_of, fc, stream, pkt, parts, 2, err))) {
+    if ((st = plan_with(&plan_of, fc, stream, pkt, parts, 2, 0, err))) {
         keyer_error_prefix(err, "%s: cannot be split at keyframes: ", url);
         goto done;
     }
@@ -349,7 +364,8 @@ int kr_split_auto_queue(const AVCodecParameters *par, int segment_queue)
 }
 
 keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, int queue,
-                             int min_chunks, int64_t from, kr_split **out, keyer_error *err)
+                             int min_chunks, int clean_cuts, int64_t from, kr_split **out,
+                             keyer_error *err)
 {
     *out = NULL;
     kr_split *sp = calloc(1, sizeof(*sp));
@@ -361,7 +377,7 @@ keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, in
     sp->interrupt = o->interrupt;
     sp->url = o->url;
     sp->logger = o->logger;
-    keyer_status st = plan(sp, main, n, min_chunks < 2 ? 2 : min_chunks, err);
+    keyer_status st = plan(sp, main, n, min_chunks < 2 ? 2 : min_chunks, clean_cuts, err);
     if (st)
         goto fail;
     /* After a seek: start with the chunk holding @p from. */

@@ -533,12 +533,15 @@ static void test_clean_cuts(void **state)
 
 /* A pipe cannot be split: one decoder is used and the reason is logged. */
 static int log_hits;
+static char log_last[512]; /* the last such line */
 static void count_split_log(void *opaque, keyer_log_level level, const char *msg)
 {
     (void)opaque;
     (void)level;
-    if (strstr(msg, "split decode is not possible"))
+    if (strstr(msg, "split decode is not possible")) {
         log_hits++;
+        snprintf(log_last, sizeof(log_last), "%s", msg);
+    }
 }
 
 static void test_split_fallback(void **state)
@@ -566,7 +569,8 @@ static void test_split_fallback(void **state)
 /* segments_auto (keyer's own choice, the session's decode_segments -1): long.mp4 (96 frames,
  * 4 chunks of 24) is split over two sessions opened once each (2 set-ups: the reader makes
  * no single-session decoder first), its frames those of one decoder in order, and a seek
- * restarts the same split, also with sessions decoding at most 5 frames ahead; test.mp4
+ * restarts the same split, also with sessions decoding at most 5 frames ahead; a file of
+ * open GOPs (chunks not starting with IDR pictures) keeps one decoder; test.mp4
  * (48 frames: 2 chunks, fewer than two per session) keeps
  * one decoder without a warning (a debug line), while the same split asked for explicitly
  * goes ahead on 2 chunks. */
@@ -631,6 +635,36 @@ static void test_split_auto(void **state)
     assert_int_equal(asked->n, 48);
     assert_int_equal(asked->info.segments, 2);
     kt_stream_free(&asked);
+    /* open GOPs (keyframes every 16 that are not IDR pictures, 192 frames: 6 chunks): each
+     * chunk after the first would set its decoder up again, so the automatic split keeps one
+     * decoder (1 set-up), while the split asked for goes ahead and sets decoders up again */
+    char longer_open[1100];
+    snprintf(longer_open, sizeof(longer_open), "%s/opengop192.mkv", dir);
+    keyer_sample_params sp = keyer_sample_params_defaults();
+    sp.frames = 192;
+    sp.audio_codec = NULL;
+    sp.keyint = 16;
+    sp.bframes = 3;
+    sp.codec_options = "x264-params='open-gop=1:scenecut=0'";
+    kt_make_sample(longer_open, &sp);
+    p.segments_auto = 1;
+    log_hits = 0;
+    kt_stream *og = kt_read_stream(longer_open, &p, 0);
+    assert_int_equal(og->n, 192);
+    assert_int_equal(og->info.segments, 1);
+    assert_int_equal(og->stats.decoder_setups, 1);
+    assert_int_equal(log_hits, 1); /* at debug level, saying why */
+    assert_non_null(strstr(log_last, "IDR"));
+    kt_stream_free(&og);
+    p.segments_auto = 0;
+    og = kt_read_stream(longer_open, &p, 0);
+    assert_int_equal(og->n, 192);
+    assert_int_equal(og->info.segments, 2);
+    assert_true(og->stats.decoder_setups > 2);
+    print_message("    open GOPs: the automatic split keeps one decoder; asked for, %lld set-ups\n",
+                  (long long)og->stats.decoder_setups);
+    kt_stream_free(&og);
+    unlink(longer_open);
     p.segments_auto = 2;
     assert_int_equal(keyer_reader_open(mp4, &p, &r, &err), KEYER_STATUS_INVALID_ARGUMENT);
     assert_null(r);
