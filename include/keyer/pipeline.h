@@ -392,8 +392,9 @@ typedef struct keyer_session_params {
      * auto): two for each file stream when the caller said how many file inputs it adds
      * (@ref expected_files) and a GPU gets fewer than 16 of them (with several GPUs: the
      * count shared out over them), decided when the stream is added, before its reader
-     * opens (keyer_reader_params::segments_auto: files too short for two chunks per session
-     * or that cannot be split keep one); one otherwise, and for live inputs, with
+     * opens (keyer_reader_params::segments_auto: files too short for two chunks per session,
+     * whose chunks would not start with H.264 IDR pictures, or that cannot be split keep
+     * one); one otherwise, and for live inputs, with
      * @ref realtime, in latency mode and when decoding on the CPU. One session per stream
      * leaves the GPU's decoder engines idle part of the time when there are few streams.
      */
