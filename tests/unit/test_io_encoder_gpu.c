@@ -22,6 +22,7 @@
 #include "keyer/io.h"
 #include "keyer/pipeline.h"
 #include "testutil.h"
+#include "kt_gpu.h"
 
 /* libx265 3.5 leaks its frame filters when an encoder closes (inside the library, not keyer):
  * keep LeakSanitizer from reporting it. Read by ASan builds only. */
@@ -168,14 +169,9 @@ static int teardown(void **state)
 
 int main(void)
 {
-    const kr_device_fns *dev = kr_device_cuda();
-    if (!dev || dev->count() == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_compute),
         cmocka_unit_test(test_cpu_compute),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return KT_GPU_RUN_GROUP(tests, setup, teardown);
 }

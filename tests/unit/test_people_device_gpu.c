@@ -17,8 +17,10 @@
  *    the CUDA session switches to people mode 1 to KR_INFER_AUTO_RING runs of the stage after
  *    the CPU session, and the people frames' mattes agree (bounds at test_auto_people_cuda).
  * The figures are printed. Written to be clean under compute-sanitizer --tool memcheck.
- * KEYER_TEST_FILTER (a cmocka pattern) runs only the matching tests (a short run under
- * compute-sanitizer).
+ * KEYER_TEST_FILTER (a cmocka pattern) runs only the matching tests; KEYER_TEST_SHORT=1
+ * (tests/common/kt_gpu.h: short runs under compute-sanitizer) keeps the device-frame test to
+ * the first frame and the automatic model to the CPU run and the CUDA run of batch 1 (the
+ * stricter of the two), with the same checks.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -39,6 +41,7 @@
 #include "kt_session.h"
 #include "pipeline/infer.h"
 #include "testutil.h"
+#include "kt_gpu.h"
 
 #define MAX_DETS 32
 enum { FRAMES = 3, W = 1920, H = 1080 };
@@ -92,8 +95,9 @@ static void test_people_device_frames(void **state)
     (void)state;
     const kr_device_fns *dev = kr_device_cuda();
     keyer_error err = {0};
+    const int nframes = kt_test_short() ? 1 : FRAMES;
     keyer_frame *host[FRAMES];
-    ms_decode(clip, FRAMES, KEYER_PIXEL_FORMAT_NV12, host);
+    ms_decode(clip, nframes, KEYER_PIXEL_FORMAT_NV12, host);
     side a, b;
     memset(&a, 0, sizeof(a));
     memset(&b, 0, sizeof(b));
@@ -104,7 +108,7 @@ static void test_people_device_frames(void **state)
     assert_int_equal(kr_device_frame_alloc(dev, 0, d, KEYER_PIXEL_FORMAT_NV12, W, H, &err),
                      KEYER_OK);
     int people = 0;
-    for (int i = 0; i < FRAMES; i++) {
+    for (int i = 0; i < nframes; i++) {
         /* the copy is complete when it returns: the frame is ready for any stream */
         assert_int_equal(kr_device_frame_copy(dev, 0, d, host[i], NULL, &err), KEYER_OK);
         side_run(&a, host[i]);
@@ -143,11 +147,11 @@ static void test_people_device_frames(void **state)
         assert_true(sum / (double)n <= 5e-3);
         assert_true((double)differ / (double)n <= 0.005);
     }
-    assert_true(people >= FRAMES); /* the photo has people in it */
+    assert_true(people >= nframes); /* the photo has people in it */
     keyer_frame_destroy(&d);
     side_close(&a);
     side_close(&b);
-    for (int i = 0; i < FRAMES; i++)
+    for (int i = 0; i < nframes; i++)
         keyer_frame_destroy(&host[i]);
 }
 
@@ -315,11 +319,14 @@ static void test_auto_people_cuda(void **state)
     int64_t on_cpu = run_auto(path, KEYER_DEVICE_CPU, 0, &cpu);
     /* five frames in a row with no one large, then people mode: from frame SWITCH_AT on */
     assert_int_equal(on_cpu, STREET_FRAMES - SWITCH_AT);
-    /* the default batch: the switch 1 frame to 3 runs of 16 later, within the clip */
-    gpu.frames = 0;
-    int64_t on_gpu16 = run_auto(path, KEYER_DEVICE_CUDA, 0, &gpu);
-    assert_true(on_gpu16 <= on_cpu - 1 && on_gpu16 >= on_cpu - 16 * KR_INFER_AUTO_RING &&
-                on_gpu16 >= 1);
+    /* the default batch: the switch 1 frame to 3 runs of 16 later, within the clip (not in
+     * the short mode) */
+    if (!kt_test_short()) {
+        gpu.frames = 0;
+        int64_t on_gpu16 = run_auto(path, KEYER_DEVICE_CUDA, 0, &gpu);
+        assert_true(on_gpu16 <= on_cpu - 1 && on_gpu16 >= on_cpu - 16 * KR_INFER_AUTO_RING &&
+                    on_gpu16 >= 1);
+    }
     gpu.frames = 0;
     int64_t on_gpu = run_auto(path, KEYER_DEVICE_CUDA, 1, &gpu);
     /* batches of one frame: 1 to KR_INFER_AUTO_RING frames later */
@@ -377,19 +384,10 @@ static int setup(void **state)
 
 int main(void)
 {
-    const kr_device_fns *dev = kr_device_cuda();
-    if (!dev || dev->count() == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_people_device_frames),
         cmocka_unit_test(test_people_session_cuda),
         cmocka_unit_test(test_auto_people_cuda),
     };
-    /* KEYER_TEST_FILTER: only the tests matching it (a short run under compute-sanitizer) */
-    const char *filter = getenv("KEYER_TEST_FILTER");
-    if (filter && *filter)
-        cmocka_set_test_filter(filter);
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return KT_GPU_RUN_GROUP(tests, setup, NULL);
 }

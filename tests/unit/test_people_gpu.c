@@ -31,6 +31,7 @@
 #include "keyer/keying.h"
 #include "keyer/people.h"
 #include "testutil.h"
+#include "kt_gpu.h"
 
 #define MAX_DETS 32
 
@@ -217,19 +218,10 @@ static void test_keying(void **state)
 
 int main(void)
 {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_photos),
         cmocka_unit_test(test_vtest),
         cmocka_unit_test(test_keying),
     };
-    /* KEYER_TEST_FILTER: only the tests matching it (a short run under compute-sanitizer) */
-    const char *filter = getenv("KEYER_TEST_FILTER");
-    if (filter && *filter)
-        cmocka_set_test_filter(filter);
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return KT_GPU_RUN_GROUP(tests, NULL, NULL);
 }

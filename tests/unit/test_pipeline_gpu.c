@@ -24,6 +24,7 @@
 #include "core/device.h"
 #include "kt_detect_session.h"
 #include "testutil.h"
+#include "kt_gpu.h"
 
 enum { W = 1280, H = 720, N = 60 };
 
@@ -275,16 +276,11 @@ static void test_session_detect_on_cuda(void **state)
 
 int main(void)
 {
-    const kr_device_fns *dev = kr_device_cuda();
-    if (!dev || dev->count() == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_file_matches_cpu),
         cmocka_unit_test(test_forced_gpu_failure_loses_nothing),
         cmocka_unit_test(test_pushed_frames_on_cuda),
         cmocka_unit_test(test_session_detect_on_cuda),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return KT_GPU_RUN_GROUP(tests, setup, NULL);
 }

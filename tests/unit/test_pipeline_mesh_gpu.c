@@ -52,6 +52,7 @@
 #include "core/device.h"
 #include "kt_mesh_session.h"
 #include "testutil.h"
+#include "kt_gpu.h"
 
 enum { CLIPS = 2, FRAMES = 24, CROPS = 16, SIDE = 192 };
 
@@ -272,11 +273,6 @@ static int teardown(void **state)
 
 int main(void)
 {
-    const kr_device_fns *dev = kr_device_cuda();
-    if (!dev || dev->count() == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crops_cuda_equal_cpu),
         cmocka_unit_test(test_mesh_stage_f32),
@@ -284,9 +280,5 @@ int main(void)
         cmocka_unit_test(test_mesh_stage_nvdec_files),
         cmocka_unit_test(test_mesh_stage_gpu_failure),
     };
-    /* KEYER_TEST_FILTER: only the tests matching it (a short run under compute-sanitizer) */
-    const char *filter = getenv("KEYER_TEST_FILTER");
-    if (filter && *filter)
-        cmocka_set_test_filter(filter);
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return KT_GPU_RUN_GROUP(tests, setup, teardown);
 }
