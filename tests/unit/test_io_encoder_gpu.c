@@ -21,6 +21,7 @@
 #include "core/device.h"
 #include "keyer/io.h"
 #include "keyer/pipeline.h"
+#include "kt_io.h"
 #include "testutil.h"
 #include "kt_gpu.h"
 
@@ -47,21 +48,9 @@ static void capture(void *opaque, keyer_log_level level, const char *msg)
 static int setup(void **state)
 {
     (void)state;
-    char img[4096];
     kt_tmpdir(dir, sizeof(dir), "io_encoder_gpu");
     snprintf(sample, sizeof(sample), "%s/in.mp4", dir);
-    keyer_sample_params p = keyer_sample_params_defaults();
-    p.width = W;
-    p.height = H;
-    p.frames = N;
-    p.frame_rate = (keyer_rational){30, 1};
-    p.preset = "ultrafast";
-    keyer_error err = {0};
-    if (keyer_video_write_sample(sample, kt_data_path(img, sizeof(img), "grace_hopper.jpg"), &p,
-                                 &err)) {
-        fprintf(stderr, "sample: %s\n", err.message);
-        return -1;
-    }
+    kt_make_clip(sample, W, H, N, 30);
     return 0;
 }
 

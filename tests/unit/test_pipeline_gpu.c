@@ -23,6 +23,7 @@
 #include "keyer/pipeline.h"
 #include "core/device.h"
 #include "kt_detect_session.h"
+#include "kt_io.h"
 #include "testutil.h"
 #include "kt_gpu.h"
 
@@ -48,20 +49,8 @@ static const char *tmp_path(char *buf, size_t n, const char *name)
 static int setup(void **state)
 {
     (void)state;
-    char img[4096];
     tmp_path(sample, sizeof(sample), "in.mp4");
-    keyer_sample_params p = keyer_sample_params_defaults();
-    p.width = W;
-    p.height = H;
-    p.frames = N;
-    p.frame_rate = (keyer_rational){30, 1};
-    p.preset = "ultrafast";
-    keyer_error err = {0};
-    if (keyer_video_write_sample(sample, kt_data_path(img, sizeof(img), "grace_hopper.jpg"), &p,
-                                 &err)) {
-        fprintf(stderr, "sample: %s\n", err.message);
-        return -1;
-    }
+    kt_make_clip(sample, W, H, N, 30);
     return 0;
 }
 
