@@ -38,57 +38,16 @@
 #include "keyer/people.h"
 #include "keyer/pipeline.h"
 #include "kt_mesh_session.h"
+#include "kt_people.h"
 #include "kt_session.h"
 #include "pipeline/infer.h"
 #include "testutil.h"
 #include "kt_gpu.h"
 
-#define MAX_DETS 32
 enum { FRAMES = 3, W = 1920, H = 1080 };
 
 static char clip[4096];
 static char dir[3000];
-
-typedef struct side {
-    keyer_people *pp;
-    keyer_frame *mask;
-    keyer_detection dets[MAX_DETS];
-    keyer_person people[KEYER_PEOPLE_MAX];
-    int nd, np;
-} side;
-
-static void side_open(side *s)
-{
-    keyer_error err = {0};
-    keyer_people_params p = keyer_people_params_defaults();
-    p.backend = KEYER_BACKEND_CUDA;
-    p.threads = 4;
-    keyer_status st = keyer_people_create(&p, &s->pp, &err);
-    if (st)
-        print_message("%s\n", err.message);
-    assert_int_equal(st, KEYER_OK);
-    assert_int_equal(keyer_frame_create(&s->mask, &err), KEYER_OK);
-    assert_int_equal(keyer_frame_alloc(s->mask, KEYER_PIXEL_FORMAT_GRAYF32, W, H, NULL, &err),
-                     KEYER_OK);
-}
-
-static void side_close(side *s)
-{
-    keyer_people_destroy(&s->pp);
-    keyer_frame_destroy(&s->mask);
-}
-
-static void side_run(side *s, const keyer_frame *f)
-{
-    keyer_error err = {0};
-    keyer_status st = keyer_people_detect(s->pp, f, s->dets, MAX_DETS, &s->nd, &err);
-    if (!st)
-        st = keyer_people_run(s->pp, f, s->people, KEYER_PEOPLE_MAX, &s->np, &err);
-    if (st)
-        print_message("%s\n", err.message);
-    assert_int_equal(st, KEYER_OK);
-    assert_int_equal(keyer_people_mask(s->pp, s->mask, &err), KEYER_OK);
-}
 
 static void test_people_device_frames(void **state)
 {
@@ -98,11 +57,11 @@ static void test_people_device_frames(void **state)
     const int nframes = kt_test_short() ? 1 : FRAMES;
     keyer_frame *host[FRAMES];
     ms_decode(clip, nframes, KEYER_PIXEL_FORMAT_NV12, host);
-    side a, b;
+    kt_people_side a, b;
     memset(&a, 0, sizeof(a));
     memset(&b, 0, sizeof(b));
-    side_open(&a);
-    side_open(&b);
+    kt_people_side_open(&a, KEYER_BACKEND_CUDA);
+    kt_people_side_open(&b, KEYER_BACKEND_CUDA);
     keyer_frame *d = NULL;
     assert_int_equal(keyer_frame_create(&d, &err), KEYER_OK);
     assert_int_equal(kr_device_frame_alloc(dev, 0, d, KEYER_PIXEL_FORMAT_NV12, W, H, &err),
@@ -111,46 +70,17 @@ static void test_people_device_frames(void **state)
     for (int i = 0; i < nframes; i++) {
         /* the copy is complete when it returns: the frame is ready for any stream */
         assert_int_equal(kr_device_frame_copy(dev, 0, d, host[i], NULL, &err), KEYER_OK);
-        side_run(&a, host[i]);
-        side_run(&b, d);
-        printf("  frame %d: %d detections, %d people (host frame), %d and %d (device frame)\n",
-               i, a.nd, a.np, b.nd, b.np);
-        assert_int_equal(b.nd, a.nd);
-        for (int k = 0; k < a.nd; k++) {
-            const keyer_detection *x = &a.dets[k], *y = &b.dets[k];
-            assert_float_equal(x->score, y->score, 1e-3);
-            assert_float_equal(x->xmin, y->xmin, 0.5);
-            assert_float_equal(x->ymin, y->ymin, 0.5);
-            assert_float_equal(x->xmax, y->xmax, 0.5);
-            assert_float_equal(x->ymax, y->ymax, 0.5);
-            for (int q = 0; q < x->num_keypoints; q++) {
-                assert_float_equal(x->keypoints[q][0], y->keypoints[q][0], 0.5);
-                assert_float_equal(x->keypoints[q][1], y->keypoints[q][1], 0.5);
-            }
-        }
-        assert_int_equal(b.np, a.np);
-        for (int k = 0; k < a.np; k++)
-            assert_int_equal(b.people[k].id, a.people[k].id);
+        kt_people_side_run(&a, host[i]);
+        kt_people_side_run(&b, d);
+        char what[32];
+        snprintf(what, sizeof(what), "  frame %d", i);
+        kt_people_compare(&a, &b, what, "host frame", "device frame");
         people += a.np;
-        double sum = 0;
-        long differ = 0, n = (long)W * H;
-        for (int y = 0; y < H; y++) {
-            const float *ra = (const float *)(a.mask->data[0] + y * a.mask->stride[0]);
-            const float *rb = (const float *)(b.mask->data[0] + y * b.mask->stride[0]);
-            for (int x = 0; x < W; x++) {
-                sum += fabs((double)ra[x] - (double)rb[x]);
-                differ += (ra[x] >= 0.5f) != (rb[x] >= 0.5f);
-            }
-        }
-        printf("  frame %d: mask mean |host - device frame| %.2e, %.3f%% of pixels on "
-               "different sides of 0.5\n", i, sum / (double)n, 100.0 * (double)differ / (double)n);
-        assert_true(sum / (double)n <= 5e-3);
-        assert_true((double)differ / (double)n <= 0.005);
     }
     assert_true(people >= nframes); /* the photo has people in it */
     keyer_frame_destroy(&d);
-    side_close(&a);
-    side_close(&b);
+    kt_people_side_close(&a);
+    kt_people_side_close(&b);
     for (int i = 0; i < nframes; i++)
         keyer_frame_destroy(&host[i]);
 }
