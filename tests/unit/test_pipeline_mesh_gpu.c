@@ -211,7 +211,8 @@ static void test_mesh_stage_f16(void **state)
            "distance %.4f px, %.2e of the crop side; on the same %d crops as the CPU (f32): "
            "max %.4f px, %.2e\n", faces, with, worst, rel, crops, crop_px, crop_rel);
     assert_true(with >= 8);
-    assert_int_equal(crops, faces);
+    assert_true(crops >= faces); /* every face recorded; the frames compared end to end hold
+                                  * those of equal counts */
     /* Half precision's bound (issue 31) is 1 px at 1080p. face_landmark forced to f16 moved
      * a landmark by 2.54 px (1.97e-3 of the crop side) on the H100, so the registry keeps the
      * mesh in f32 under AUTO: a model over the bound, end to end or on the same crops, must
