@@ -20,7 +20,6 @@
 
 #include <cmocka.h>
 
-#include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
