@@ -21,7 +21,9 @@
  * smoothing of the keying chain)
  * thresholded at 0.5 at frame resolution, measured the same way: how much of each box a
  * person's silhouette as the landmark model sees it fills.
- * --verbose prints every box's coverage. Also the keying time per frame (all steps of keyer_keying_process, this machine).
+ * --verbose prints every box's coverage and its area in the frame (pixels of the box inside
+ * the frame; scripts/people-boxes.sh tabulates them). Also the keying time per frame (all
+ * steps of keyer_keying_process, this machine).
  * --sheet writes a PNG: R rows (default 3) of frames spread over the measured range, one
  * column per model, each tile at half size: the frame in grey, the matte tinted green, the
  * detector's boxes in red.
@@ -83,9 +85,9 @@ static void measure(const keyer_frame *matte, const float (*boxes)[4], int n, bo
             }
         double cov = area ? (double)in / (double)area : 1.0;
         if (verbose)
-            printf("frame %ld %s: box %d (%.0f,%.0f %.0fx%.0f): coverage %.1f%%\n", frame, what,
-                   b, boxes[b][0], boxes[b][1], boxes[b][2] - boxes[b][0],
-                   boxes[b][3] - boxes[b][1], 100.0 * cov);
+            printf("frame %ld %s: box %d (%.0f,%.0f %.0fx%.0f): %ld px in the frame, coverage "
+                   "%.1f%%\n", frame, what, b, boxes[b][0], boxes[b][1],
+                   boxes[b][2] - boxes[b][0], boxes[b][3] - boxes[b][1], area, 100.0 * cov);
         bs->min_cov = cov < bs->min_cov ? cov : bs->min_cov;
         bs->sum_cov += cov;
     }

@@ -36,6 +36,17 @@ void kt_make_sample(const char *path, const keyer_sample_params *p)
         fail_msg("making %s: %s", path, err.message);
 }
 
+void kt_make_clip(const char *path, int width, int height, int frames, int fps)
+{
+    keyer_sample_params p = keyer_sample_params_defaults();
+    p.width = width;
+    p.height = height;
+    p.frames = frames;
+    p.frame_rate = (keyer_rational){fps, 1};
+    p.preset = "ultrafast";
+    kt_make_sample(path, &p);
+}
+
 /* Reads @p url to its end with @p p (NULL: kt_cpu()); keeps frames when @p keep. */
 kt_stream *kt_read_stream(const char *url, const keyer_reader_params *p, int keep)
 {

@@ -18,6 +18,10 @@ const keyer_reader_params *kt_cpu(void);
 /* Writes a sample video made from grace_hopper.jpg; fails the test on error. */
 void kt_make_sample(const char *path, const keyer_sample_params *p);
 
+/* kt_make_sample() of a @p width x @p height clip of @p frames frames at @p fps frames/s with
+ * x264's ultrafast preset, the sample's defaults otherwise. */
+void kt_make_clip(const char *path, int width, int height, int frames, int fps);
+
 /* Everything read from one input. */
 typedef struct kt_stream {
     keyer_video_info info;

@@ -69,21 +69,6 @@ static keyer_session *ms_session(int device, int precision, int batch, int keyin
     return kt_session_create(&sp);
 }
 
-static void ms_check_report(keyer_session *s, int device, int frames)
-{
-    keyer_session_report rep;
-    keyer_session_get_report(s, &rep);
-    assert_int_equal(rep.frames_written, frames);
-    assert_int_equal(rep.stage_count, 8);
-    assert_string_equal(rep.stages[7].name, "mesh");
-    assert_int_equal(rep.stages[7].frames, frames);
-    assert_int_equal(rep.frames_lost, 0);
-    /* on CUDA, or on the CPU after the failure KEYER_FAIL_CUDA_AT_FRAME forces */
-    if (device == KEYER_DEVICE_CUDA)
-        assert_non_null(strstr(rep.device, getenv("KEYER_FAIL_CUDA_AT_FRAME") ? "GPU failure"
-                                                                               : "cuda"));
-}
-
 void ms_make_clips(const char *dir, int n, const int sizes[][2], int frames, char paths[][4096])
 {
     char img[4096];
@@ -103,28 +88,28 @@ void ms_make_clips(const char *dir, int n, const int sizes[][2], int frames, cha
     }
 }
 
+/* One run over files (@p inputs) or pushed frames, recorded into @p rec and checked. */
+static void ms_run(const char *const *inputs, keyer_frame *const *frames, int n, int nframes,
+                   const char *dir, int device, int precision, int batch, int keying, ms_rec *rec)
+{
+    keyer_logger lg;
+    keyer_session_report rep;
+    keyer_session *s = ms_session(device, precision, batch, keying, rec, n, nframes, &lg);
+    kt_session_feed(s, inputs, frames, n, nframes, dir, "ms_push");
+    kt_session_finish(&s, device, n * nframes, 8, "mesh", &rep);
+    kt_session_check_calls(rec->calls, rec->out_of_order, n * nframes);
+}
+
 void ms_run_files(const char *const *inputs, int n, int frames, int device, int precision,
                   int batch, int keying, ms_rec *rec)
 {
-    keyer_logger lg;
-    keyer_session *s = ms_session(device, precision, batch, keying, rec, n, frames, &lg);
-    kt_session_run_files(s, inputs, n);
-    ms_check_report(s, device, n * frames);
-    keyer_session_destroy(&s);
-    assert_int_equal(rec->out_of_order, 0);
-    assert_int_equal(rec->calls, n * frames);
+    ms_run(inputs, NULL, n, frames, NULL, device, precision, batch, keying, rec);
 }
 
 void ms_run_pushed(keyer_frame *const *frames, int n, int nframes, const char *dir, int device,
                    int precision, ms_rec *rec)
 {
-    keyer_logger lg;
-    keyer_session *s = ms_session(device, precision, 0, 0, rec, n, nframes, &lg);
-    kt_session_push_round_robin(s, frames, n, nframes, dir, "ms_push");
-    ms_check_report(s, device, n * nframes);
-    keyer_session_destroy(&s);
-    assert_int_equal(rec->out_of_order, 0);
-    assert_int_equal(rec->calls, n * nframes);
+    ms_run(NULL, frames, n, nframes, dir, device, precision, 0, 0, rec);
 }
 
 void ms_decode(const char *input, int nframes, int format, keyer_frame **out)
@@ -204,16 +189,8 @@ double ms_compare(const ms_rec *a, const ms_rec *b, int max_mismatch, double *wo
                     fail_msg("stream %d frame %d face %d: id %u against %u", s, i, k,
                              (unsigned)a->ids[s][i][k], (unsigned)b->ids[s][i][k]);
                 (*faces)++;
-                double side = a->side[s][i][k] > 1 ? a->side[s][i][k] : 1;
-                for (int p = 0; p < KEYER_FACE_MESH_POINTS; p++) {
-                    double dx = (double)a->lm[s][i][k][p][0] - b->lm[s][i][k][p][0];
-                    double dy = (double)a->lm[s][i][k][p][1] - b->lm[s][i][k][p][1];
-                    double d = sqrt(dx * dx + dy * dy);
-                    if (isnan(d))
-                        d = INFINITY;
-                    worst = d > worst ? d : worst;
-                    rel = d / side > rel ? d / side : rel;
-                }
+                kt_points_distance(&a->lm[s][i][k][0][0], &b->lm[s][i][k][0][0],
+                                   KEYER_FACE_MESH_POINTS, 2, a->side[s][i][k], &worst, &rel);
             }
         }
     if (mismatch > max_mismatch)
@@ -228,17 +205,10 @@ int ms_same_crops(const ms_rec *got, keyer_frame *const *frames, int nframes, do
                   double *max_px)
 {
     keyer_error err = {0};
-    char path[4096];
     keyer_model *m = NULL;
     keyer_runtime *rt = NULL;
     keyer_prepare *prep = NULL;
-    if (keyer_registry_resolve("face-mesh", path, sizeof(path), &err) ||
-        keyer_model_load_file(path, &m, &err))
-        fail_msg("%s", err.message);
-    keyer_runtime_params rp = keyer_runtime_params_defaults();
-    rp.threads = 4;
-    if (keyer_runtime_create(m, &rp, &rt, &err))
-        fail_msg("%s", err.message);
+    kt_cpu_model("face-mesh", &m, &rt);
     int o_pts = -1;
     for (int i = 0; i < keyer_model_output_count(m) && o_pts < 0; i++) {
         keyer_tensor_info t;

@@ -71,17 +71,11 @@ static keyer_session *ps_session(int device, int precision, int batch, int keyin
     return kt_session_create(&sp);
 }
 
-static void ps_check_report(keyer_session *s, int device, int frames)
+/* The pose stage's rounds of a finished run's report: every frame of a batch in one round
+ * (one frame per stream); printed. */
+static void ps_check_rounds(const keyer_session_report *rep)
 {
-    keyer_session_report rep;
-    keyer_session_get_report(s, &rep);
-    assert_int_equal(rep.frames_written, frames);
-    assert_int_equal(rep.stage_count, 9);
-    assert_string_equal(rep.stages[8].name, "pose");
-    assert_int_equal(rep.stages[8].frames, frames);
-    assert_int_equal(rep.frames_lost, 0);
-    /* the pose stage's rounds: every frame of a batch in one round (one frame per stream) */
-    const keyer_rounds_report *lr = &rep.landmark_rounds;
+    const keyer_rounds_report *lr = &rep->landmark_rounds;
     printf("  pose stage rounds: %lld batches, %lld rounds, %lld passes, %lld runs, %lld crops "
            "(+ %lld padding), %lld host waits; %.3f s in rounds, %.3f s waiting%s%s\n",
            (long long)lr->batches, (long long)lr->rounds, (long long)lr->passes,
@@ -91,34 +85,32 @@ static void ps_check_report(keyer_session *s, int device, int frames)
     assert_true(lr->batches >= 1);
     assert_true(lr->rounds >= lr->batches);
     assert_true(lr->crops >= 1 && lr->runs >= 1 && lr->passes >= 1);
-    /* on CUDA, or on the CPU after the failure KEYER_FAIL_CUDA_AT_FRAME forces */
-    if (device == KEYER_DEVICE_CUDA)
-        assert_non_null(strstr(rep.device, getenv("KEYER_FAIL_CUDA_AT_FRAME") ? "GPU failure"
-                                                                               : "cuda"));
+}
+
+/* One run over files (@p inputs) or pushed frames, recorded into @p rec and checked. */
+static void ps_run(const char *const *inputs, keyer_frame *const *frames, int n, int nframes,
+                   const char *dir, int device, int precision, int batch, int keying, int model,
+                   ps_rec *rec)
+{
+    keyer_logger lg;
+    keyer_session_report rep;
+    keyer_session *s = ps_session(device, precision, batch, keying, model, rec, n, nframes, &lg);
+    kt_session_feed(s, inputs, frames, n, nframes, dir, "ps_push");
+    kt_session_finish(&s, device, n * nframes, 9, "pose", &rep);
+    ps_check_rounds(&rep);
+    kt_session_check_calls(rec->calls, rec->out_of_order, n * nframes);
 }
 
 void ps_run_files(const char *const *inputs, int n, int frames, int device, int precision,
                   int batch, int keying, int model, ps_rec *rec)
 {
-    keyer_logger lg;
-    keyer_session *s = ps_session(device, precision, batch, keying, model, rec, n, frames, &lg);
-    kt_session_run_files(s, inputs, n);
-    ps_check_report(s, device, n * frames);
-    keyer_session_destroy(&s);
-    assert_int_equal(rec->out_of_order, 0);
-    assert_int_equal(rec->calls, n * frames);
+    ps_run(inputs, NULL, n, frames, NULL, device, precision, batch, keying, model, rec);
 }
 
 void ps_run_pushed(keyer_frame *const *frames, int n, int nframes, const char *dir, int device,
                    int precision, int model, ps_rec *rec)
 {
-    keyer_logger lg;
-    keyer_session *s = ps_session(device, precision, 0, 0, model, rec, n, nframes, &lg);
-    kt_session_push_round_robin(s, frames, n, nframes, dir, "ps_push");
-    ps_check_report(s, device, n * nframes);
-    keyer_session_destroy(&s);
-    assert_int_equal(rec->out_of_order, 0);
-    assert_int_equal(rec->calls, n * nframes);
+    ps_run(NULL, frames, n, nframes, dir, device, precision, 0, 0, model, rec);
 }
 
 void ps_reference(keyer_frame *const *frames, int nframes, int sid, int model, ps_rec *rec)
@@ -165,16 +157,8 @@ double ps_compare(const ps_rec *a, const ps_rec *b, int max_mismatch, double *wo
             if (!a->found[s][i])
                 continue;
             (*with_pose)++;
-            double side = a->side[s][i] > 1 ? a->side[s][i] : 1;
-            for (int k = 0; k < KEYER_POSE_LANDMARKS; k++) {
-                double dx = (double)a->lm[s][i][k][0] - b->lm[s][i][k][0];
-                double dy = (double)a->lm[s][i][k][1] - b->lm[s][i][k][1];
-                double d = sqrt(dx * dx + dy * dy);
-                if (isnan(d))
-                    d = INFINITY;
-                worst = d > worst ? d : worst;
-                rel = d / side > rel ? d / side : rel;
-            }
+            kt_points_distance(&a->lm[s][i][0][0], &b->lm[s][i][0][0], KEYER_POSE_LANDMARKS, 4,
+                               a->side[s][i], &worst, &rel);
         }
     if (mismatch > max_mismatch)
         fail_msg("%d frames where only one side found a pose (at most %d allowed)", mismatch,
@@ -195,18 +179,11 @@ int ps_same_crops(const ps_rec *got, keyer_frame *const *frames, int nframes, in
 {
     static const char *const names[] = {"pose-lite", "pose-full", "pose-heavy"};
     keyer_error err = {0};
-    char path[4096];
     keyer_model *m = NULL;
     keyer_runtime *rt = NULL;
     keyer_prepare *prep = NULL;
     keyer_pose *tr = NULL;
-    if (keyer_registry_resolve(names[model], path, sizeof(path), &err) ||
-        keyer_model_load_file(path, &m, &err))
-        fail_msg("%s", err.message);
-    keyer_runtime_params rp = keyer_runtime_params_defaults();
-    rp.threads = 4;
-    if (keyer_runtime_create(m, &rp, &rt, &err))
-        fail_msg("%s", err.message);
+    kt_cpu_model(names[model], &m, &rt);
     kr_pose_shape shape = {0, 0, 0, 0, 0, 0};
     int o_pts = -1, o_flag = -1, o_world = -1, o_heat = -1;
     for (int i = 0; i < keyer_model_output_count(m); i++) {

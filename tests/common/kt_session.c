@@ -7,9 +7,13 @@
 
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
+#include "keyer/registry.h"
 #include "kt_session.h"
 
 #define MAX_PUSHED 16
@@ -88,4 +92,63 @@ void kt_session_push_round_robin(keyer_session *s, keyer_frame *const *frames, i
     for (int i = 0; i < n; i++)
         if (keyer_session_close_stream(s, ids[i], &err))
             fail_msg("close stream %d: %s", i, err.message);
+}
+
+void kt_session_feed(keyer_session *s, const char *const *inputs, keyer_frame *const *frames,
+                     int n, int nframes, const char *dir, const char *prefix)
+{
+    if (inputs)
+        kt_session_run_files(s, inputs, n);
+    else
+        kt_session_push_round_robin(s, frames, n, nframes, dir, prefix);
+}
+
+void kt_session_finish(keyer_session **s, int device, int frames, int stages, const char *stage,
+                       keyer_session_report *rep)
+{
+    keyer_session_get_report(*s, rep);
+    keyer_session_destroy(s);
+    assert_int_equal(rep->frames_written, frames);
+    assert_int_equal(rep->stage_count, stages);
+    assert_string_equal(rep->stages[stages - 1].name, stage);
+    assert_int_equal(rep->stages[stages - 1].frames, frames);
+    assert_int_equal(rep->frames_lost, 0);
+    /* on CUDA, or on the CPU after the failure KEYER_FAIL_CUDA_AT_FRAME forces */
+    if (device == KEYER_DEVICE_CUDA)
+        assert_non_null(strstr(rep->device, getenv("KEYER_FAIL_CUDA_AT_FRAME") ? "GPU failure"
+                                                                                : "cuda"));
+}
+
+void kt_session_check_calls(int calls, int out_of_order, int frames)
+{
+    assert_int_equal(out_of_order, 0);
+    assert_int_equal(calls, frames);
+}
+
+void kt_points_distance(const float *a, const float *b, int n, int stride, double side,
+                        double *worst, double *rel)
+{
+    side = side > 1 ? side : 1;
+    for (int k = 0; k < n; k++) {
+        double dx = (double)a[k * stride] - b[k * stride];
+        double dy = (double)a[k * stride + 1] - b[k * stride + 1];
+        double d = sqrt(dx * dx + dy * dy);
+        if (isnan(d))
+            d = INFINITY;
+        *worst = d > *worst ? d : *worst;
+        *rel = d / side > *rel ? d / side : *rel;
+    }
+}
+
+void kt_cpu_model(const char *name, keyer_model **m, keyer_runtime **rt)
+{
+    keyer_error err = {0};
+    char path[4096];
+    if (keyer_registry_resolve(name, path, sizeof(path), &err) ||
+        keyer_model_load_file(path, m, &err))
+        fail_msg("%s: %s", name, err.message);
+    keyer_runtime_params rp = keyer_runtime_params_defaults();
+    rp.threads = 4;
+    if (keyer_runtime_create(*m, &rp, rt, &err))
+        fail_msg("%s: %s", name, err.message);
 }

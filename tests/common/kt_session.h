@@ -7,6 +7,7 @@
 #define KEYER_KT_SESSION_H
 
 #include "keyer/frame.h"
+#include "keyer/nn.h"
 #include "keyer/pipeline.h"
 
 /** The shared parameters: @p device (keyer_device_kind), @p precision (keyer_precision),
@@ -27,5 +28,33 @@ void kt_session_run_files(keyer_session *s, const char *const *inputs, int n);
  *  closes them. */
 void kt_session_push_round_robin(keyer_session *s, keyer_frame *const *frames, int n,
                                  int nframes, const char *dir, const char *prefix);
+
+/** Feeds @p s and runs it to the end: the @p n files @p inputs when @p inputs is not NULL
+ *  (kt_session_run_files), else @p n pushed streams of @p nframes frames each
+ *  (kt_session_push_round_robin into @p dir with @p prefix). */
+void kt_session_feed(keyer_session *s, const char *const *inputs, keyer_frame *const *frames,
+                     int n, int nframes, const char *dir, const char *prefix);
+
+/** Ends a landmark-stage run: checks the report of *@p s (run to the end on @p device) has
+ *  @p frames written and none lost, @p stages stages, the last named @p stage with all the
+ *  frames; on CUDA its device says "cuda", or "GPU failure" while KEYER_FAIL_CUDA_AT_FRAME
+ *  forces one. Puts the report in *@p rep, destroys the session (*@p s becomes NULL). */
+void kt_session_finish(keyer_session **s, int device, int frames, int stages, const char *stage,
+                       keyer_session_report *rep);
+
+/** Folds the distances between the @p n corresponding points of @p a and @p b (x then y at
+ *  the start of each point, @p stride floats from one point to the next) into *@p worst (the
+ *  largest, in the points' unit) and *@p rel (the largest divided by @p side, taken as 1 when
+ *  smaller); a NaN distance counts as infinite. */
+void kt_points_distance(const float *a, const float *b, int n, int stride, double side,
+                        double *worst, double *rel);
+
+/** The registry's model @p name loaded into *@p m with a CPU runtime (float32, 4 threads) in
+ *  *@p rt: the oracle of the per-crop checks. The caller destroys both. */
+void kt_cpu_model(const char *name, keyer_model **m, keyer_runtime **rt);
+
+/** After the session is gone: its stage callback was called @p calls times, once per frame
+ *  (@p frames), and @p out_of_order of them came out of order (must be 0). */
+void kt_session_check_calls(int calls, int out_of_order, int frames);
 
 #endif

@@ -21,7 +21,9 @@
 #include "core/device.h"
 #include "keyer/io.h"
 #include "keyer/pipeline.h"
+#include "kt_io.h"
 #include "testutil.h"
+#include "kt_gpu.h"
 
 /* libx265 3.5 leaks its frame filters when an encoder closes (inside the library, not keyer):
  * keep LeakSanitizer from reporting it. Read by ASan builds only. */
@@ -46,21 +48,9 @@ static void capture(void *opaque, keyer_log_level level, const char *msg)
 static int setup(void **state)
 {
     (void)state;
-    char img[4096];
     kt_tmpdir(dir, sizeof(dir), "io_encoder_gpu");
     snprintf(sample, sizeof(sample), "%s/in.mp4", dir);
-    keyer_sample_params p = keyer_sample_params_defaults();
-    p.width = W;
-    p.height = H;
-    p.frames = N;
-    p.frame_rate = (keyer_rational){30, 1};
-    p.preset = "ultrafast";
-    keyer_error err = {0};
-    if (keyer_video_write_sample(sample, kt_data_path(img, sizeof(img), "grace_hopper.jpg"), &p,
-                                 &err)) {
-        fprintf(stderr, "sample: %s\n", err.message);
-        return -1;
-    }
+    kt_make_clip(sample, W, H, N, 30);
     return 0;
 }
 
@@ -168,14 +158,9 @@ static int teardown(void **state)
 
 int main(void)
 {
-    const kr_device_fns *dev = kr_device_cuda();
-    if (!dev || dev->count() == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_compute),
         cmocka_unit_test(test_cpu_compute),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return KT_GPU_RUN_GROUP(tests, setup, teardown);
 }

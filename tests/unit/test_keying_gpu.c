@@ -22,6 +22,7 @@
 #include "core/device.h"
 #include "keyer/image.h"
 #include "keyer/keying.h"
+#include "kt_gpu.h"
 #include "testutil.h"
 
 static const kr_device_fns *dev;
@@ -207,14 +208,10 @@ static void test_background_and_streams(void **state)
 int main(void)
 {
     dev = kr_device_cuda();
-    if (!dev || dev->count() < 1) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_frames_cuda_network),
         cmocka_unit_test(test_hybrid_paths),
         cmocka_unit_test(test_background_and_streams),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return KT_GPU_RUN_GROUP(tests, NULL, NULL);
 }

@@ -8,7 +8,7 @@
  * graph (both parities of its edge buffers from the third frame), frames of changing size its
  * launches one by one. Also curves flattened on the device against the CPU renderer (the
  * overlay tests' tolerance: one code value, 99% of samples equal).
- * KEYER_KNN_GPU_QUICK=1 (e.g. under compute-sanitizer): small sets only.
+ * KEYER_TEST_SHORT=1 (e.g. under compute-sanitizer; tests/common/kt_gpu.h): small sets only.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,12 +23,7 @@
 
 #include "keyer/overlay.h"
 #include "kt_knn.h"
-
-static int quick(void)
-{
-    const char *q = getenv("KEYER_KNN_GPU_QUICK");
-    return q && *q == '1';
-}
+#include "kt_gpu.h"
 
 /* Runs @p frames frames through a CPU and a CUDA graph; every frame's edges must be equal.
  * kind KT_KNN_SETS: the given points, moved by kt_knn_jitter(UNIFORM) between frames. */
@@ -77,7 +72,7 @@ static void check(const keyer_knn_params *p, kt_knn_set kind, int n, int frames,
 static void test_sets(void **state)
 {
     (void)state;
-    const int n = quick() ? 600 : 5000;
+    const int n = kt_test_short() ? 600 : 5000;
     uint32_t *ids = malloc(50000 * sizeof(uint32_t));
     float *xy = malloc(50000 * 2 * sizeof(float));
     assert_true(ids && xy);
@@ -96,7 +91,7 @@ static void test_sets(void **state)
             check(&p, (kt_knn_set)kind, n, 5, (uint32_t)(kind * 10 + (int)c), ids, xy,
                   kt_knn_set_name((kt_knn_set)kind));
         }
-    if (!quick()) {
+    if (!kt_test_short()) {
         keyer_knn_params p = keyer_knn_params_defaults();
         p.k = 5;
         check(&p, KT_KNN_UNIFORM, 50000, 4, 1, ids, xy, "uniform");
@@ -185,7 +180,7 @@ static void test_paths(void **state)
 {
     (void)state;
     keyer_knn_params p = keyer_knn_params_defaults();
-    if (quick()) {
+    if (kt_test_short()) {
         static const int sizes[] = {500, 9000, 500, 420};
         check_sizes(&p, KT_KNN_UNIFORM, sizes, 4, 11, "paths");
     } else {
@@ -207,7 +202,7 @@ static void test_paths(void **state)
         check_sizes(&kp, KT_KNN_MIXED, some, 4, 17, kk == 16 ? "k=16" : "k=17");
         check_sizes(&kp, KT_KNN_CLUSTERED, some, 4, 18, kk == 16 ? "k=16" : "k=17");
     }
-    if (!quick()) {
+    if (!kt_test_short()) {
         keyer_knn_params five = keyer_knn_params_defaults();
         five.k = 5;
         static const int mid[] = {5000, 5000, 4990, 5000};
@@ -219,7 +214,7 @@ static void test_paths(void **state)
 static void test_face_mesh(void **state)
 {
     (void)state;
-    const int faces = quick() ? 4 : 40, n = faces * 468;
+    const int faces = kt_test_short() ? 4 : 40, n = faces * 468;
     uint32_t *ids = malloc((size_t)n * sizeof(uint32_t));
     float *xy = malloc((size_t)n * 2 * sizeof(float));
     assert_true(ids && xy);
@@ -374,11 +369,6 @@ static void test_curves(void **state)
 
 int main(void)
 {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sets),
         cmocka_unit_test(test_paths),
@@ -386,5 +376,5 @@ int main(void)
         cmocka_unit_test(test_arguments),
         cmocka_unit_test(test_curves),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return KT_GPU_RUN_GROUP(tests, NULL, NULL);
 }

@@ -18,6 +18,7 @@
 
 #include "keyer/overlay.h"
 #include "kt_overlay_scene.h"
+#include "kt_gpu.h"
 
 /* Fills the overlay with a deterministic random scene for a w x h frame. */
 static void build_scene(keyer_overlay *ov, const kt_scene *sc, int w, int h, uint32_t seed)
@@ -227,13 +228,8 @@ static void test_cpu_vs_cuda(void **state)
 
 int main(void)
 {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cpu_vs_cuda),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return KT_GPU_RUN_GROUP(tests, NULL, NULL);
 }

@@ -17,8 +17,10 @@
  *    the CUDA session switches to people mode 1 to KR_INFER_AUTO_RING runs of the stage after
  *    the CPU session, and the people frames' mattes agree (bounds at test_auto_people_cuda).
  * The figures are printed. Written to be clean under compute-sanitizer --tool memcheck.
- * KEYER_TEST_FILTER (a cmocka pattern) runs only the matching tests (a short run under
- * compute-sanitizer).
+ * KEYER_TEST_FILTER (a cmocka pattern) runs only the matching tests; KEYER_TEST_SHORT=1
+ * (tests/common/kt_gpu.h: short runs under compute-sanitizer) keeps the device-frame test to
+ * the first frame and the automatic model to the CPU run and the CUDA run of batch 1 (the
+ * stricter of the two), with the same checks.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -36,118 +38,50 @@
 #include "keyer/people.h"
 #include "keyer/pipeline.h"
 #include "kt_mesh_session.h"
+#include "kt_people.h"
 #include "kt_session.h"
 #include "pipeline/infer.h"
 #include "testutil.h"
+#include "kt_gpu.h"
 
-#define MAX_DETS 32
 enum { FRAMES = 3, W = 1920, H = 1080 };
 
 static char clip[4096];
 static char dir[3000];
-
-typedef struct side {
-    keyer_people *pp;
-    keyer_frame *mask;
-    keyer_detection dets[MAX_DETS];
-    keyer_person people[KEYER_PEOPLE_MAX];
-    int nd, np;
-} side;
-
-static void side_open(side *s)
-{
-    keyer_error err = {0};
-    keyer_people_params p = keyer_people_params_defaults();
-    p.backend = KEYER_BACKEND_CUDA;
-    p.threads = 4;
-    keyer_status st = keyer_people_create(&p, &s->pp, &err);
-    if (st)
-        print_message("%s\n", err.message);
-    assert_int_equal(st, KEYER_OK);
-    assert_int_equal(keyer_frame_create(&s->mask, &err), KEYER_OK);
-    assert_int_equal(keyer_frame_alloc(s->mask, KEYER_PIXEL_FORMAT_GRAYF32, W, H, NULL, &err),
-                     KEYER_OK);
-}
-
-static void side_close(side *s)
-{
-    keyer_people_destroy(&s->pp);
-    keyer_frame_destroy(&s->mask);
-}
-
-static void side_run(side *s, const keyer_frame *f)
-{
-    keyer_error err = {0};
-    keyer_status st = keyer_people_detect(s->pp, f, s->dets, MAX_DETS, &s->nd, &err);
-    if (!st)
-        st = keyer_people_run(s->pp, f, s->people, KEYER_PEOPLE_MAX, &s->np, &err);
-    if (st)
-        print_message("%s\n", err.message);
-    assert_int_equal(st, KEYER_OK);
-    assert_int_equal(keyer_people_mask(s->pp, s->mask, &err), KEYER_OK);
-}
 
 static void test_people_device_frames(void **state)
 {
     (void)state;
     const kr_device_fns *dev = kr_device_cuda();
     keyer_error err = {0};
+    const int nframes = kt_test_short() ? 1 : FRAMES;
     keyer_frame *host[FRAMES];
-    ms_decode(clip, FRAMES, KEYER_PIXEL_FORMAT_NV12, host);
-    side a, b;
+    ms_decode(clip, nframes, KEYER_PIXEL_FORMAT_NV12, host);
+    kt_people_side a, b;
     memset(&a, 0, sizeof(a));
     memset(&b, 0, sizeof(b));
-    side_open(&a);
-    side_open(&b);
+    kt_people_side_open(&a, KEYER_BACKEND_CUDA);
+    kt_people_side_open(&b, KEYER_BACKEND_CUDA);
     keyer_frame *d = NULL;
     assert_int_equal(keyer_frame_create(&d, &err), KEYER_OK);
     assert_int_equal(kr_device_frame_alloc(dev, 0, d, KEYER_PIXEL_FORMAT_NV12, W, H, &err),
                      KEYER_OK);
     int people = 0;
-    for (int i = 0; i < FRAMES; i++) {
+    for (int i = 0; i < nframes; i++) {
         /* the copy is complete when it returns: the frame is ready for any stream */
         assert_int_equal(kr_device_frame_copy(dev, 0, d, host[i], NULL, &err), KEYER_OK);
-        side_run(&a, host[i]);
-        side_run(&b, d);
-        printf("  frame %d: %d detections, %d people (host frame), %d and %d (device frame)\n",
-               i, a.nd, a.np, b.nd, b.np);
-        assert_int_equal(b.nd, a.nd);
-        for (int k = 0; k < a.nd; k++) {
-            const keyer_detection *x = &a.dets[k], *y = &b.dets[k];
-            assert_float_equal(x->score, y->score, 1e-3);
-            assert_float_equal(x->xmin, y->xmin, 0.5);
-            assert_float_equal(x->ymin, y->ymin, 0.5);
-            assert_float_equal(x->xmax, y->xmax, 0.5);
-            assert_float_equal(x->ymax, y->ymax, 0.5);
-            for (int q = 0; q < x->num_keypoints; q++) {
-                assert_float_equal(x->keypoints[q][0], y->keypoints[q][0], 0.5);
-                assert_float_equal(x->keypoints[q][1], y->keypoints[q][1], 0.5);
-            }
-        }
-        assert_int_equal(b.np, a.np);
-        for (int k = 0; k < a.np; k++)
-            assert_int_equal(b.people[k].id, a.people[k].id);
+        kt_people_side_run(&a, host[i]);
+        kt_people_side_run(&b, d);
+        char what[32];
+        snprintf(what, sizeof(what), "  frame %d", i);
+        kt_people_compare(&a, &b, what, "host frame", "device frame");
         people += a.np;
-        double sum = 0;
-        long differ = 0, n = (long)W * H;
-        for (int y = 0; y < H; y++) {
-            const float *ra = (const float *)(a.mask->data[0] + y * a.mask->stride[0]);
-            const float *rb = (const float *)(b.mask->data[0] + y * b.mask->stride[0]);
-            for (int x = 0; x < W; x++) {
-                sum += fabs((double)ra[x] - (double)rb[x]);
-                differ += (ra[x] >= 0.5f) != (rb[x] >= 0.5f);
-            }
-        }
-        printf("  frame %d: mask mean |host - device frame| %.2e, %.3f%% of pixels on "
-               "different sides of 0.5\n", i, sum / (double)n, 100.0 * (double)differ / (double)n);
-        assert_true(sum / (double)n <= 5e-3);
-        assert_true((double)differ / (double)n <= 0.005);
     }
-    assert_true(people >= FRAMES); /* the photo has people in it */
+    assert_true(people >= nframes); /* the photo has people in it */
     keyer_frame_destroy(&d);
-    side_close(&a);
-    side_close(&b);
-    for (int i = 0; i < FRAMES; i++)
+    kt_people_side_close(&a);
+    kt_people_side_close(&b);
+    for (int i = 0; i < nframes; i++)
         keyer_frame_destroy(&host[i]);
 }
 
@@ -315,11 +249,14 @@ static void test_auto_people_cuda(void **state)
     int64_t on_cpu = run_auto(path, KEYER_DEVICE_CPU, 0, &cpu);
     /* five frames in a row with no one large, then people mode: from frame SWITCH_AT on */
     assert_int_equal(on_cpu, STREET_FRAMES - SWITCH_AT);
-    /* the default batch: the switch 1 frame to 3 runs of 16 later, within the clip */
-    gpu.frames = 0;
-    int64_t on_gpu16 = run_auto(path, KEYER_DEVICE_CUDA, 0, &gpu);
-    assert_true(on_gpu16 <= on_cpu - 1 && on_gpu16 >= on_cpu - 16 * KR_INFER_AUTO_RING &&
-                on_gpu16 >= 1);
+    /* the default batch: the switch 1 frame to 3 runs of 16 later, within the clip (not in
+     * the short mode) */
+    if (!kt_test_short()) {
+        gpu.frames = 0;
+        int64_t on_gpu16 = run_auto(path, KEYER_DEVICE_CUDA, 0, &gpu);
+        assert_true(on_gpu16 <= on_cpu - 1 && on_gpu16 >= on_cpu - 16 * KR_INFER_AUTO_RING &&
+                    on_gpu16 >= 1);
+    }
     gpu.frames = 0;
     int64_t on_gpu = run_auto(path, KEYER_DEVICE_CUDA, 1, &gpu);
     /* batches of one frame: 1 to KR_INFER_AUTO_RING frames later */
@@ -377,19 +314,10 @@ static int setup(void **state)
 
 int main(void)
 {
-    const kr_device_fns *dev = kr_device_cuda();
-    if (!dev || dev->count() == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_people_device_frames),
         cmocka_unit_test(test_people_session_cuda),
         cmocka_unit_test(test_auto_people_cuda),
     };
-    /* KEYER_TEST_FILTER: only the tests matching it (a short run under compute-sanitizer) */
-    const char *filter = getenv("KEYER_TEST_FILTER");
-    if (filter && *filter)
-        cmocka_set_test_filter(filter);
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return KT_GPU_RUN_GROUP(tests, setup, NULL);
 }

@@ -20,7 +20,6 @@
 
 #include <cmocka.h>
 
-#include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,100 +29,25 @@
 #include "keyer/io.h"
 #include "keyer/keying.h"
 #include "keyer/people.h"
+#include "kt_people.h"
 #include "testutil.h"
-
-#define MAX_DETS 32
-
-typedef struct side {
-    keyer_people *pp;
-    keyer_frame *mask;
-    keyer_detection dets[MAX_DETS];
-    keyer_person people[KEYER_PEOPLE_MAX];
-    int nd, np;
-} side;
-
-static void side_open(side *s, keyer_backend backend)
-{
-    keyer_error err = {0};
-    keyer_people_params p = keyer_people_params_defaults();
-    p.backend = backend;
-    p.threads = 4;
-    keyer_status st = keyer_people_create(&p, &s->pp, &err);
-    if (st)
-        print_message("%s\n", err.message);
-    assert_int_equal(st, KEYER_OK);
-    assert_int_equal(keyer_frame_create(&s->mask, &err), KEYER_OK);
-}
-
-static void side_close(side *s)
-{
-    keyer_people_destroy(&s->pp);
-    keyer_frame_destroy(&s->mask);
-}
-
-static void side_run(side *s, const keyer_frame *f)
-{
-    keyer_error err = {0};
-    if (s->mask->width != f->width || s->mask->height != f->height) {
-        keyer_frame_unref(s->mask);
-        assert_int_equal(keyer_frame_alloc(s->mask, KEYER_PIXEL_FORMAT_GRAYF32, f->width,
-                                           f->height, NULL, &err),
-                         KEYER_OK);
-    }
-    assert_int_equal(keyer_people_detect(s->pp, f, s->dets, MAX_DETS, &s->nd, &err), KEYER_OK);
-    keyer_status st = keyer_people_run(s->pp, f, s->people, KEYER_PEOPLE_MAX, &s->np, &err);
-    if (st)
-        print_message("%s\n", err.message);
-    assert_int_equal(st, KEYER_OK);
-    assert_int_equal(keyer_people_mask(s->pp, s->mask, &err), KEYER_OK);
-}
+#include "kt_gpu.h"
 
 /* CPU and CUDA on one frame; @p what names it. */
-static void compare(side *cpu, side *gpu, const keyer_frame *f, const char *what)
+static void compare(kt_people_side *cpu, kt_people_side *gpu, const keyer_frame *f,
+                    const char *what)
 {
-    side_run(cpu, f);
-    side_run(gpu, f);
-    print_message("%s: %d detections, %d people (cpu), %d and %d (cuda)\n", what, cpu->nd,
-                  cpu->np, gpu->nd, gpu->np);
-    assert_int_equal(gpu->nd, cpu->nd);
-    for (int i = 0; i < cpu->nd; i++) {
-        const keyer_detection *a = &cpu->dets[i], *b = &gpu->dets[i];
-        assert_float_equal(a->score, b->score, 1e-3);
-        assert_float_equal(a->xmin, b->xmin, 0.5);
-        assert_float_equal(a->ymin, b->ymin, 0.5);
-        assert_float_equal(a->xmax, b->xmax, 0.5);
-        assert_float_equal(a->ymax, b->ymax, 0.5);
-        for (int k = 0; k < a->num_keypoints; k++) {
-            assert_float_equal(a->keypoints[k][0], b->keypoints[k][0], 0.5);
-            assert_float_equal(a->keypoints[k][1], b->keypoints[k][1], 0.5);
-        }
-    }
-    assert_int_equal(gpu->np, cpu->np);
-    for (int i = 0; i < cpu->np; i++)
-        assert_int_equal(gpu->people[i].id, cpu->people[i].id);
-    const keyer_frame *ma = cpu->mask, *mb = gpu->mask;
-    double sum = 0;
-    long differ = 0, n = (long)ma->width * ma->height;
-    for (int y = 0; y < ma->height; y++) {
-        const float *ra = (const float *)(ma->data[0] + y * ma->stride[0]);
-        const float *rb = (const float *)(mb->data[0] + y * mb->stride[0]);
-        for (int x = 0; x < ma->width; x++) {
-            sum += fabs((double)ra[x] - (double)rb[x]);
-            differ += (ra[x] >= 0.5f) != (rb[x] >= 0.5f);
-        }
-    }
-    print_message("%s: mask mean |cpu - cuda| %.2e, %.3f%% of pixels on different sides of 0.5\n",
-                  what, sum / (double)n, 100.0 * (double)differ / (double)n);
-    assert_true(sum / (double)n <= 5e-3);
-    assert_true((double)differ / (double)n <= 0.005);
+    kt_people_side_run(cpu, f);
+    kt_people_side_run(gpu, f);
+    kt_people_compare(cpu, gpu, what, "cpu", "cuda");
 }
 
 static void test_photos(void **state)
 {
     (void)state;
-    side cpu = {0}, gpu = {0};
-    side_open(&cpu, KEYER_BACKEND_CPU);
-    side_open(&gpu, KEYER_BACKEND_CUDA);
+    kt_people_side cpu = {0}, gpu = {0};
+    kt_people_side_open(&cpu, KEYER_BACKEND_CPU);
+    kt_people_side_open(&gpu, KEYER_BACKEND_CUDA);
     const char *photos[] = {"messi5.jpg", "grace_hopper.jpg"};
     for (int i = 0; i < 2; i++) {
         char path[1024];
@@ -138,8 +62,8 @@ static void test_photos(void **state)
         compare(&cpu, &gpu, img, photos[i]); /* the second frame: crops from the landmarks */
         keyer_frame_destroy(&img);
     }
-    side_close(&cpu);
-    side_close(&gpu);
+    kt_people_side_close(&cpu);
+    kt_people_side_close(&gpu);
 }
 
 static void test_vtest(void **state)
@@ -167,9 +91,9 @@ static void test_vtest(void **state)
     }
     assert_int_equal(st, KEYER_OK);
     assert_int_equal(keyer_frame_create(&f, &err), KEYER_OK);
-    side cpu = {0}, gpu = {0};
-    side_open(&cpu, KEYER_BACKEND_CPU);
-    side_open(&gpu, KEYER_BACKEND_CUDA);
+    kt_people_side cpu = {0}, gpu = {0};
+    kt_people_side_open(&cpu, KEYER_BACKEND_CPU);
+    kt_people_side_open(&gpu, KEYER_BACKEND_CUDA);
     for (int i = 0; i < 4; i++) {
         char what[32];
         snprintf(what, sizeof(what), "vtest frame %d", i);
@@ -177,8 +101,8 @@ static void test_vtest(void **state)
         compare(&cpu, &gpu, f, what);
     }
     assert_true(cpu.np >= 3);
-    side_close(&cpu);
-    side_close(&gpu);
+    kt_people_side_close(&cpu);
+    kt_people_side_close(&gpu);
     keyer_reader_destroy(&r);
     keyer_frame_destroy(&f);
 }
@@ -217,19 +141,10 @@ static void test_keying(void **state)
 
 int main(void)
 {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_photos),
         cmocka_unit_test(test_vtest),
         cmocka_unit_test(test_keying),
     };
-    /* KEYER_TEST_FILTER: only the tests matching it (a short run under compute-sanitizer) */
-    const char *filter = getenv("KEYER_TEST_FILTER");
-    if (filter && *filter)
-        cmocka_set_test_filter(filter);
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return KT_GPU_RUN_GROUP(tests, NULL, NULL);
 }

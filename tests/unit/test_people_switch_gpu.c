@@ -22,6 +22,7 @@
 
 #include "core/device.h"
 #include "vision/people_switch.h"
+#include "kt_gpu.h"
 
 static uint32_t rnd(uint32_t *s)
 {
@@ -144,14 +145,9 @@ static void test_pack_cuda_arguments(void **state)
 
 int main(void)
 {
-    const kr_device_fns *dev = kr_device_cuda();
-    if (!dev || dev->count() == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pack_cuda_equal_cpu),
         cmocka_unit_test(test_pack_cuda_arguments),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return KT_GPU_RUN_GROUP(tests, NULL, NULL);
 }

@@ -23,7 +23,9 @@
 #include "keyer/pipeline.h"
 #include "core/device.h"
 #include "kt_detect_session.h"
+#include "kt_io.h"
 #include "testutil.h"
+#include "kt_gpu.h"
 
 enum { W = 1280, H = 720, N = 60 };
 
@@ -47,20 +49,8 @@ static const char *tmp_path(char *buf, size_t n, const char *name)
 static int setup(void **state)
 {
     (void)state;
-    char img[4096];
     tmp_path(sample, sizeof(sample), "in.mp4");
-    keyer_sample_params p = keyer_sample_params_defaults();
-    p.width = W;
-    p.height = H;
-    p.frames = N;
-    p.frame_rate = (keyer_rational){30, 1};
-    p.preset = "ultrafast";
-    keyer_error err = {0};
-    if (keyer_video_write_sample(sample, kt_data_path(img, sizeof(img), "grace_hopper.jpg"), &p,
-                                 &err)) {
-        fprintf(stderr, "sample: %s\n", err.message);
-        return -1;
-    }
+    kt_make_clip(sample, W, H, N, 30);
     return 0;
 }
 
@@ -275,16 +265,11 @@ static void test_session_detect_on_cuda(void **state)
 
 int main(void)
 {
-    const kr_device_fns *dev = kr_device_cuda();
-    if (!dev || dev->count() == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_file_matches_cpu),
         cmocka_unit_test(test_forced_gpu_failure_loses_nothing),
         cmocka_unit_test(test_pushed_frames_on_cuda),
         cmocka_unit_test(test_session_detect_on_cuda),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return KT_GPU_RUN_GROUP(tests, setup, NULL);
 }

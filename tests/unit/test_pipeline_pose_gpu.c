@@ -23,7 +23,10 @@
  *    bounds;
  *  - three streams pushed (the first clip twice, its first 6 frames): rounds of three crops run
  *    through the runtime of batch 4 with a crop of padding; f32's bounds.
- * KEYER_TEST_FILTER (a cmocka pattern) runs only the matching tests.
+ * KEYER_TEST_FILTER (a cmocka pattern) runs only the matching tests; KEYER_TEST_SHORT=1
+ * (tests/common/kt_gpu.h: short runs under compute-sanitizer) makes the two clips 12 frames
+ * long instead of 24 (the same pan, faster; the three-stream test takes their first 6 frames
+ * either way), with the same checks.
  * Written to be clean under compute-sanitizer --tool memcheck.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -44,12 +47,14 @@
 #include "kt_mesh_session.h"
 #include "kt_pose_session.h"
 #include "testutil.h"
+#include "kt_gpu.h"
 
 enum { CLIPS = 2, FRAMES = 24 };
 
 static char clips[CLIPS][4096];
 static char dir[3000];
 static keyer_frame *frames[CLIPS * FRAMES];
+static int nf = FRAMES; /* frames per clip: FRAMES, or FRAMES / 2 in the short mode */
 static ps_rec *ref;
 
 static int setup(void **state)
@@ -57,7 +62,8 @@ static int setup(void **state)
     (void)state;
     kt_tmpdir(dir, sizeof(dir), "pipeline_pose_gpu");
     const int sizes[CLIPS][2] = {{1920, 1080}, {1920, 1080}};
-    ms_make_clips(dir, CLIPS, sizes, FRAMES, clips);
+    nf = kt_test_short() ? FRAMES / 2 : FRAMES;
+    ms_make_clips(dir, CLIPS, sizes, nf, clips);
     return 0;
 }
 
@@ -68,8 +74,8 @@ static void reference(void)
     ref = calloc(1, sizeof(*ref));
     assert_non_null(ref);
     for (int i = 0; i < CLIPS; i++) {
-        ms_decode(clips[i], FRAMES, KEYER_PIXEL_FORMAT_NV12, frames + i * FRAMES);
-        ps_reference(frames + i * FRAMES, FRAMES, i, KEYER_POSE_MODEL_LITE, ref);
+        ms_decode(clips[i], nf, KEYER_PIXEL_FORMAT_NV12, frames + i * nf);
+        ps_reference(frames + i * nf, nf, i, KEYER_POSE_MODEL_LITE, ref);
     }
 }
 
@@ -97,7 +103,7 @@ static void check_with(const ps_rec *want, keyer_frame *const *fr, int nframes,
 static void check(const ps_rec *got, const char *what, int mismatch, double p99_bound,
                   double max_bound, double *max_px)
 {
-    check_with(ref, frames, FRAMES, got, what, mismatch, p99_bound, max_bound, max_px);
+    check_with(ref, frames, nf, got, what, mismatch, p99_bound, max_bound, max_px);
 }
 
 static void test_pose_stage_f32(void **state)
@@ -106,7 +112,7 @@ static void test_pose_stage_f32(void **state)
     reference();
     ps_rec *got = calloc(1, sizeof(*got));
     assert_non_null(got);
-    ps_run_pushed(frames, CLIPS, FRAMES, dir, KEYER_DEVICE_CUDA, KEYER_PRECISION_F32,
+    ps_run_pushed(frames, CLIPS, nf, dir, KEYER_DEVICE_CUDA, KEYER_PRECISION_F32,
                   KEYER_POSE_MODEL_LITE, got);
     double px = 0;
     check(got, "cuda f32 (pushed NV12 1080p)", 4, 2e-3, 2e-2, &px);
@@ -119,7 +125,7 @@ static void test_pose_stage_f16(void **state)
     reference();
     ps_rec *got = calloc(1, sizeof(*got));
     assert_non_null(got);
-    ps_run_pushed(frames, CLIPS, FRAMES, dir, KEYER_DEVICE_CUDA, KEYER_PRECISION_F16,
+    ps_run_pushed(frames, CLIPS, nf, dir, KEYER_DEVICE_CUDA, KEYER_PRECISION_F16,
                   KEYER_POSE_MODEL_LITE, got);
     double px = 0;
     /* the same pose: a broken half path moves landmarks by tens of percent of the crop */
@@ -141,7 +147,7 @@ static void test_pose_stage_nvdec_files(void **state)
     ps_rec *got = calloc(1, sizeof(*got));
     assert_non_null(got);
     const char *inputs[CLIPS] = {clips[0], clips[1]};
-    ps_run_files(inputs, CLIPS, FRAMES, KEYER_DEVICE_CUDA, KEYER_PRECISION_AUTO, 0, 0,
+    ps_run_files(inputs, CLIPS, nf, KEYER_DEVICE_CUDA, KEYER_PRECISION_AUTO, 0, 0,
                  KEYER_POSE_MODEL_LITE, got);
     double px = 0;
     /* the CPU model on the CPU decoder's frames: the decoders may differ by a code value */
@@ -157,7 +163,7 @@ static void test_pose_stage_gpu_failure(void **state)
     assert_non_null(got);
     const char *inputs[CLIPS] = {clips[0], clips[1]};
     setenv("KEYER_FAIL_CUDA_AT_FRAME", "6", 1);
-    ps_run_files(inputs, CLIPS, FRAMES, KEYER_DEVICE_CUDA, KEYER_PRECISION_AUTO, 0, 1,
+    ps_run_files(inputs, CLIPS, nf, KEYER_DEVICE_CUDA, KEYER_PRECISION_AUTO, 0, 1,
                  KEYER_POSE_MODEL_LITE, got);
     unsetenv("KEYER_FAIL_CUDA_AT_FRAME");
     double px = 0;
@@ -192,7 +198,7 @@ static void test_pose_stage_three_streams(void **state)
     keyer_frame *three[3 * NF];
     for (int i = 0; i < NF; i++) {
         three[i] = frames[i];
-        three[NF + i] = frames[FRAMES + i];
+        three[NF + i] = frames[nf + i];
         three[2 * NF + i] = frames[i];
     }
     ps_run_pushed(three, 3, NF, dir, KEYER_DEVICE_CUDA, KEYER_PRECISION_F32,
@@ -207,7 +213,7 @@ static void test_pose_stage_three_streams(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    for (int i = 0; i < CLIPS * FRAMES; i++)
+    for (int i = 0; i < CLIPS * nf; i++)
         keyer_frame_destroy(&frames[i]);
     free(ref);
     ref = NULL;
@@ -216,11 +222,6 @@ static int teardown(void **state)
 
 int main(void)
 {
-    const kr_device_fns *dev = kr_device_cuda();
-    if (!dev || dev->count() == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pose_stage_f32),
         cmocka_unit_test(test_pose_stage_f16),
@@ -228,9 +229,5 @@ int main(void)
         cmocka_unit_test(test_pose_stage_gpu_failure),
         cmocka_unit_test(test_pose_stage_three_streams),
     };
-    /* KEYER_TEST_FILTER: only the tests matching it (a short run under compute-sanitizer) */
-    const char *filter = getenv("KEYER_TEST_FILTER");
-    if (filter && *filter)
-        cmocka_set_test_filter(filter);
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return KT_GPU_RUN_GROUP(tests, setup, teardown);
 }

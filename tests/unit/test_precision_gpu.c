@@ -26,7 +26,6 @@
 
 #include <cmocka.h>
 
-#include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +38,7 @@
 #include "keyer/nn.h"
 #include "keyer/registry.h"
 #include "testutil.h"
+#include "kt_gpu.h"
 
 #define MAX_FRAMES 40
 #define CLIP_STEP 3
@@ -335,13 +335,8 @@ static void test_half_against_float(void **state)
 
 int main(void)
 {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_half_against_float),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return KT_GPU_RUN_GROUP(tests, setup, teardown);
 }
