@@ -27,6 +27,31 @@ template <typename T>
 __device__ __noinline__ void step_conv_rz(const kr_cuda_step &s, unsigned begin, unsigned end,
                                           float *tile);
 
+template <bool PRE, bool SCALED>
+__device__ __noinline__ void step_conv_tc(const kr_cuda_step &s, unsigned begin, unsigned end,
+                                          float *tile, const float *sc);
+
+/* The tensor-core path is half precision only (the planner sets `tc` for f16 instances). */
+template <typename T>
+__device__ __forceinline__ void conv_tc(const kr_cuda_step &, unsigned, unsigned, float *,
+                                        const float *)
+{
+}
+template <>
+__device__ __forceinline__ void conv_tc<__half>(const kr_cuda_step &s, unsigned begin,
+                                                unsigned end, float *tile, const float *sc)
+{
+    const bool scaled = sc || s.scale_add;
+    if (s.res_pre && scaled)
+        step_conv_tc<true, true>(s, begin, end, tile, sc);
+    else if (s.res_pre)
+        step_conv_tc<true, false>(s, begin, end, tile, sc);
+    else if (scaled)
+        step_conv_tc<false, true>(s, begin, end, tile, sc);
+    else
+        step_conv_tc<false, false>(s, begin, end, tile, sc);
+}
+
 /* The convolution step: picks the variant. Inlined (through run_units) into the step loop and
  * step_with_tail, one call level fewer per convolution step: 1-2 us less at batch 1
  * (docs/notes/cuda-persistent-schedule.md). */
@@ -36,6 +61,10 @@ __device__ __forceinline__ void step_conv(const kr_cuda_step &s, unsigned begin,
 {
     if (s.rz) {
         step_conv_rz<T>(s, begin, end, tile);
+        return;
+    }
+    if (s.tc) {
+        conv_tc<T>(s, begin, end, tile, sc);
         return;
     }
     if (s.group == 4) {
@@ -218,6 +247,180 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin,
         float acc[4];
         g4_sums<T, KS, IC, TX>(s, co, ox, oy, n, scn, acc);
         g4_finish<T, PRE>(s, e, u, begin, acc, bz, r, tile);
+    }
+}
+
+/* A float pair as two half pairs whose sum it is to about 2^-22 relative: @p hi its rounding,
+ * @p lo the rounding of the rest (the tensor-core path's "split" operands). */
+__device__ __forceinline__ void tc_split(float a, float b, unsigned &hi, unsigned &lo)
+{
+    const __half2 h = __floats2half2_rn(a, b);
+    const float2 back = __half22float2(h);
+    const __half2 l = __floats2half2_rn(a - back.x, b - back.y);
+    hi = *reinterpret_cast<const unsigned *>(&h);
+    lo = *reinterpret_cast<const unsigned *>(&l);
+}
+
+/* One input pair of a tensor-core A fragment: channels c, c + 1 of the pixel at @p xp (NULL:
+ * outside the input: zeros), as stored (@p lo 0), or with @p SCALED times the excitation
+ * @p scn and plus the folded ADD's operand @p xap where set (in float, as load_channels), split
+ * into @p hi + @p lo (tc_split). */
+template <bool SCALED>
+__device__ __forceinline__ void tc_pair(const __half *xp, const __half *xap, const float *scn,
+                                        int c, unsigned &hi, unsigned &lo)
+{
+    hi = lo = 0u;
+    if (!xp)
+        return;
+    const __half2 h = *reinterpret_cast<const __half2 *>(xp + c);
+    if (!SCALED) {
+        hi = *reinterpret_cast<const unsigned *>(&h);
+        return;
+    }
+    float2 f = __half22float2(h);
+    if (scn)
+        f.x *= scn[c], f.y *= scn[c + 1];
+    if (xap) {
+        const float2 b = __half22float2(*reinterpret_cast<const __half2 *>(xap + c));
+        f.x += b.x, f.y += b.y;
+    }
+    tc_split(f.x, f.y, hi, lo);
+}
+
+/* D += A B on the tensor cores: mma.sync m16n8k16, half inputs, float accumulators. */
+__device__ __forceinline__ void tc_mma(float *d, const unsigned *a, unsigned b0, unsigned b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)d, (void)a, (void)b0, (void)b1; /* never called below compute 8.0 (s.tc unset) */
+#endif
+}
+
+/* Output channels a warp of step_conv_tc sums at a time: TC_NJ tiles of 8 (float accumulators:
+ * 4 * TC_NJ registers). */
+#define TC_NJ 4
+
+/* A group-4 1x1 convolution of an f16 instance on the tensor cores (s.tc, compute 8.0+): the
+ * block's units [begin, end) taken as whole output pixels (a pixel belongs to the block whose
+ * share holds its first unit; a pool tail's slices are whole pixels), a warp per 16 of them.
+ * A = their input channels, 16 per k-chunk (pairs past ic and a padded tap: zeros); with
+ * SCALED (an excitation or a folded ADD) the scaled, added values in float split into two
+ * half parts (tc_split); B = the weights s.w ([oc][ic], float) split likewise, so that the
+ * products are those of the float operands to about 2^-22 (half weights alone moved the
+ * random-weight checks by up to 4e-2). Per k-chunk in order, from 0: A_hi B_hi, A_hi B_lo, then
+ * with SCALED A_lo B_hi, each mma.sync m16n8k16 with float accumulators. Then the group-4
+ * epilogue per value (bias, residual before (PRE) or after the clamp and post function),
+ * stored as half pairs, and into @p tile as stored (a tail's slice, indexed as step_conv_g4's
+ * units). A pixel's sums do not depend on which warp, tile row or block computes it. */
+template <bool PRE, bool SCALED>
+__device__ __noinline__ void step_conv_tc(const kr_cuda_step &s, unsigned begin, unsigned end,
+                                          float *tile, const float *sc)
+{
+    const unsigned groups = (unsigned)s.oc / 4;
+    const unsigned p_begin = (begin + groups - 1) / groups, p_end = (end + groups - 1) / groups;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int ic = s.ic, oc = s.oc;
+    const __half *x = (const __half *)s.x, *xa = (const __half *)s.scale_add;
+    __half *y = (__half *)s.y;
+    const kr_epilogue e = step_epilogue(s);
+    for (unsigned p0 = p_begin + (threadIdx.x >> 5) * 16; p0 < p_end; p0 += NT / 2) {
+        /* rows g and g + 8 of the tile: their input pixels and items (a row past the block's
+         * pixels computes its last one again, unstored) */
+        const __half *xp[2], *xap[2];
+        const float *scn[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const unsigned op = min(p0 + (unsigned)(g + 8 * h), p_end - 1);
+            const unsigned ox = op % (unsigned)s.ow, q = op / (unsigned)s.ow;
+            const unsigned oy = q % (unsigned)s.oh, n = q / (unsigned)s.oh;
+            const int iy = (int)oy * s.sh - s.pt, ix = (int)ox * s.sw - s.pl;
+            const bool inside = (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
+            const size_t pix = ((size_t)n * s.ih + (inside ? iy : 0)) * s.iw + (inside ? ix : 0);
+            xp[h] = inside ? x + pix * ic : (const __half *)NULL;
+            xap[h] = inside && xa ? xa + pix * ic : (const __half *)NULL;
+            scn[h] = sc ? sc + (size_t)n * ic : (const float *)NULL;
+        }
+        for (int n0 = 0; n0 < oc; n0 += 8 * TC_NJ) {
+            float acc[TC_NJ][4];
+#pragma unroll
+            for (int j = 0; j < TC_NJ; j++)
+                acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+            for (int k0 = 0; k0 < ic; k0 += 16) {
+                const int ca = k0 + 2 * t, cb = ca + 8; /* this lane's pairs of the chunk */
+                unsigned ah[4] = {0u, 0u, 0u, 0u}, al[4] = {0u, 0u, 0u, 0u};
+                if (ca < ic) {
+                    tc_pair<SCALED>(xp[0], xap[0], scn[0], ca, ah[0], al[0]);
+                    tc_pair<SCALED>(xp[1], xap[1], scn[1], ca, ah[1], al[1]);
+                }
+                if (cb < ic) {
+                    tc_pair<SCALED>(xp[0], xap[0], scn[0], cb, ah[2], al[2]);
+                    tc_pair<SCALED>(xp[1], xap[1], scn[1], cb, ah[3], al[3]);
+                }
+#pragma unroll
+                for (int j = 0; j < TC_NJ; j++) {
+                    if (n0 + 8 * j >= oc) /* the same for the whole warp */
+                        break;
+                    const int co = n0 + 8 * j + g; /* B's column: this lane's output channel */
+                    unsigned bh[2] = {0u, 0u}, bl[2] = {0u, 0u};
+                    if (co < oc) {
+                        const float *wr = s.w + (size_t)co * ic;
+                        if (ca < ic) {
+                            const float2 w = __ldg(reinterpret_cast<const float2 *>(wr + ca));
+                            tc_split(w.x, w.y, bh[0], bl[0]);
+                        }
+                        if (cb < ic) {
+                            const float2 w = __ldg(reinterpret_cast<const float2 *>(wr + cb));
+                            tc_split(w.x, w.y, bh[1], bl[1]);
+                        }
+                    }
+                    tc_mma(acc[j], ah, bh[0], bh[1]);
+                    tc_mma(acc[j], ah, bl[0], bl[1]);
+                    if (SCALED)
+                        tc_mma(acc[j], al, bh[0], bh[1]);
+                }
+            }
+            /* the epilogue: this lane's channels c, c + 1 of rows g and g + 8 */
+#pragma unroll
+            for (int j = 0; j < TC_NJ; j++) {
+                const int c = n0 + 8 * j + 2 * t;
+                if (c >= oc) /* oc % 4 == 0: c + 1 < oc with c */
+                    continue;
+                const float bz0 = s.bias ? s.bias[c] : 0.0f, bz1 = s.bias ? s.bias[c + 1] : 0.0f;
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const unsigned pp = p0 + (unsigned)(g + 8 * h);
+                    if (pp >= p_end)
+                        continue;
+                    const size_t idx = (size_t)pp * oc + c;
+                    /* as early_res, or with PRE conv_res (res_c of the oc channels) */
+                    const bool part = PRE && s.res_c;
+                    float r[2] = {0.0f, 0.0f};
+                    if (s.res && (!part || c < s.res_c)) {
+                        const __half *rp =
+                            (const __half *)s.res + (part ? (size_t)pp * s.res_c + c : idx);
+                        const float2 rv = __half22float2(*reinterpret_cast<const __half2 *>(rp));
+                        r[0] = rv.x, r[1] = rv.y;
+                    }
+                    float v[2];
+#pragma unroll
+                    for (int k = 0; k < 2; k++)
+                        v[k] = kr_conv_out(acc[j][2 * h + k], k ? bz1 : bz0, r[k], PRE,
+                                           [&] { return s.res != NULL; },
+                                           [&](float a) { return kr_apply(e, a); });
+                    const __half2 hv = __floats2half2_rn(v[0], v[1]);
+                    *reinterpret_cast<__half2 *>(y + idx) = hv;
+                    if (tile) {
+                        const float2 st = __half22float2(hv);
+                        tile[idx - (size_t)begin * 4] = st.x;
+                        tile[idx - (size_t)begin * 4 + 1] = st.y;
+                    }
+                }
+            }
+        }
     }
 }
 
