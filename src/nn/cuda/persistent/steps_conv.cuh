@@ -8,6 +8,7 @@
 #define KEYER_NN_CUDA_PERSISTENT_STEPS_CONV_CUH
 
 #include "nn/cuda/ops/depthwise_conv_2d.cuh"
+#include "nn/cuda/ops/mma_f16.cuh"
 #include "nn/cuda/ops/resize_bilinear.cuh"
 #include "nn/cuda/persistent/squeeze.cuh"
 
@@ -250,21 +251,10 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin,
     }
 }
 
-/* A float pair as two half pairs whose sum it is to about 2^-22 relative: @p hi its rounding,
- * @p lo the rounding of the rest (the tensor-core path's "split" operands). */
-__device__ __forceinline__ void tc_split(float a, float b, unsigned &hi, unsigned &lo)
-{
-    const __half2 h = __floats2half2_rn(a, b);
-    const float2 back = __half22float2(h);
-    const __half2 l = __floats2half2_rn(a - back.x, b - back.y);
-    hi = *reinterpret_cast<const unsigned *>(&h);
-    lo = *reinterpret_cast<const unsigned *>(&l);
-}
-
 /* One input pair of a tensor-core A fragment: channels c, c + 1 of the pixel at @p xp (NULL:
  * outside the input: zeros), as stored (@p lo 0), or with @p SCALED times the excitation
  * @p scn and plus the folded ADD's operand @p xap where set (in float, as load_channels), split
- * into @p hi + @p lo (tc_split). */
+ * into @p hi + @p lo (kr_mma_split). */
 template <bool SCALED>
 __device__ __forceinline__ void tc_pair(const __half *xp, const __half *xap, const float *scn,
                                         int c, unsigned &hi, unsigned &lo)
@@ -284,20 +274,7 @@ __device__ __forceinline__ void tc_pair(const __half *xp, const __half *xap, con
         const float2 b = __half22float2(*reinterpret_cast<const __half2 *>(xap + c));
         f.x += b.x, f.y += b.y;
     }
-    tc_split(f.x, f.y, hi, lo);
-}
-
-/* D += A B on the tensor cores: mma.sync m16n8k16, half inputs, float accumulators. */
-__device__ __forceinline__ void tc_mma(float *d, const unsigned *a, unsigned b0, unsigned b1)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-    (void)d, (void)a, (void)b0, (void)b1; /* never called below compute 8.0 (s.tc unset) */
-#endif
+    kr_mma_split(f.x, f.y, hi, lo);
 }
 
 /* Output channels a warp of step_conv_tc sums at a time: TC_NJ tiles of 8 (float accumulators:
@@ -309,7 +286,7 @@ __device__ __forceinline__ void tc_mma(float *d, const unsigned *a, unsigned b0,
  * share holds its first unit; a pool tail's slices are whole pixels), a warp per 16 of them.
  * A = their input channels, 16 per k-chunk (pairs past ic and a padded tap: zeros); with
  * SCALED (an excitation or a folded ADD) the scaled, added values in float split into two
- * half parts (tc_split); B = the weights s.w ([oc][ic], float) split likewise, so that the
+ * half parts (kr_mma_split); B = the weights s.w ([oc][ic], float) split likewise, so that the
  * products are those of the float operands to about 2^-22 (half weights alone moved the
  * random-weight checks by up to 4e-2). Per k-chunk in order, from 0: A_hi B_hi, A_hi B_lo, then
  * with SCALED A_lo B_hi, each mma.sync m16n8k16 with float accumulators. Then the group-4
@@ -370,17 +347,17 @@ __device__ __noinline__ void step_conv_tc(const kr_cuda_step &s, unsigned begin,
                         const float *wr = s.w + (size_t)co * ic;
                         if (ca < ic) {
                             const float2 w = __ldg(reinterpret_cast<const float2 *>(wr + ca));
-                            tc_split(w.x, w.y, bh[0], bl[0]);
+                            kr_mma_split(w.x, w.y, bh[0], bl[0]);
                         }
                         if (cb < ic) {
                             const float2 w = __ldg(reinterpret_cast<const float2 *>(wr + cb));
-                            tc_split(w.x, w.y, bh[1], bl[1]);
+                            kr_mma_split(w.x, w.y, bh[1], bl[1]);
                         }
                     }
-                    tc_mma(acc[j], ah, bh[0], bh[1]);
-                    tc_mma(acc[j], ah, bl[0], bl[1]);
+                    kr_mma_f16(acc[j], ah, bh[0], bh[1]);
+                    kr_mma_f16(acc[j], ah, bl[0], bl[1]);
                     if (SCALED)
-                        tc_mma(acc[j], al, bh[0], bh[1]);
+                        kr_mma_f16(acc[j], al, bh[0], bh[1]);
                 }
             }
             /* the epilogue: this lane's channels c, c + 1 of rows g and g + 8 */
