@@ -35,11 +35,11 @@
  *      taps in (ky, kx) order, each tap's 16 products (channels past ic: zero) summed as the
  *      tensor core sums them (float accumulation), then + bias (kr_conv_out).
  *  persistent tensor-core (persistent/steps_conv.cuh step_conv_tc: the persistent schedule's
- *      group-4 1x1 convolutions in f16 on compute 8.0+, a choice by shape and device): the
- *      weights, and an input scaled by an excitation or added to, split into two half parts
- *      (hi + lo); from 0, the 16-channel chunks of the input in order, within each hi x hi,
- *      hi x w_lo, then (scaled inputs) x_lo x hi, each 16 products summed as the tensor core
- *      sums them (float accumulation), then + bias (kr_conv_out).
+ *      group-4 1x1 convolutions in f16, a choice by shape; mma.sync m16n8k8, every class from
+ *      7.5 alike): the weights, and an input scaled by an excitation or added to, split into
+ *      two half parts (hi + lo); from 0, the 8-channel chunks of the input in order, within
+ *      each hi x hi, hi x w_lo, then (scaled inputs) x_lo x hi, each 8 products summed as the
+ *      tensor core sums them (float accumulation), then + bias (kr_conv_out).
  *  segment tensor-core (segment/blocks.cuh pointwise_tc: the cluster segment's pointwise
  *      stages in f16 where pointwise_tc_fits, by shape): the input (times the excitation) and
  *      the weights split into half parts; from 0, the 16-channel chunks in order, within each

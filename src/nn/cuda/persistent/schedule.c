@@ -279,10 +279,11 @@ static keyer_status plan_persistent(kr_cuda_psched *p, const kr_cuda_op *ops,
         free(h);
         return KEYER_OK;
     }
-    /* f16 on compute 8.0+ (the device's or the emulated class's): the 1x1 convolutions the
-     * tensor-core path takes (by shape, never by batch) */
+    /* f16: the 1x1 convolutions the tensor-core path takes (by shape, never by batch or
+     * device: mma.sync m16n8k8 sums alike on every class from 7.5, the oldest keyer builds
+     * for) */
     for (int i = 0; i < k; i++)
-        h[i].tc = p->f16 && kr_gpu_has_mma_sync(caps) && kr_cuda_persistent_tc_fits(&h[i]);
+        h[i].tc = p->f16 && kr_gpu_cc(caps) >= 75 && kr_cuda_persistent_tc_fits(&h[i]);
     if (e == cudaSuccess)
         e = upload_transposed(p, h, k);
     if (e == cudaSuccess)

@@ -281,15 +281,19 @@ __device__ __forceinline__ void tc_pair(const __half *xp, const __half *xap, con
  * 4 * TC_NJ registers). */
 #define TC_NJ 4
 
-/* A group-4 1x1 convolution of an f16 instance on the tensor cores (s.tc, compute 8.0+): the
+/* A group-4 1x1 convolution of an f16 instance on the tensor cores (s.tc; mma.sync m16n8k8,
+ * compute 7.5+: every class sums alike, so an emulated older class gives the device's results
+ * bit for bit, test_gpu_caps_gpu): the
  * block's units [begin, end) taken as whole output pixels (a pixel belongs to the block whose
- * share holds its first unit; a pool tail's slices are whole pixels), a warp per 16 of them.
+ * share holds its first unit; a pool tail's slices are whole pixels), a warp per 16 of them
+ * and TC_NJ * 8 output channels.
  * A = their input channels, 16 per k-chunk (pairs past ic and a padded tap: zeros); with
  * SCALED (an excitation or a folded ADD) the scaled, added values in float split into two
  * half parts (kr_mma_split); B = the weights s.w ([oc][ic], float) split likewise, so that the
  * products are those of the float operands to about 2^-22 (half weights alone moved the
- * random-weight checks by up to 4e-2). Per k-chunk in order, from 0: A_hi B_hi, A_hi B_lo, then
- * with SCALED A_lo B_hi, each mma.sync m16n8k16 with float accumulators. Then the group-4
+ * random-weight checks by up to 4e-2). Per 8-deep half of each k-chunk in order, from 0:
+ * A_hi B_hi, A_hi B_lo, then with SCALED A_lo B_hi, each an mma.sync m16n8k8 with float
+ * accumulators. Then the group-4
  * epilogue per value (bias, residual before (PRE) or after the clamp and post function),
  * stored as half pairs, and into @p tile as stored (a tail's slice, indexed as step_conv_g4's
  * units). A pixel's sums do not depend on which warp, tile row or block computes it. */
@@ -304,7 +308,13 @@ __device__ __noinline__ void step_conv_tc(const kr_cuda_step &s, unsigned begin,
     const __half *x = (const __half *)s.x, *xa = (const __half *)s.scale_add;
     __half *y = (__half *)s.y;
     const kr_epilogue e = step_epilogue(s);
-    for (unsigned p0 = p_begin + (threadIdx.x >> 5) * 16; p0 < p_end; p0 += NT / 2) {
+    /* items: (16-pixel tile, TC_NJ * 8 output channels), spread over the warps (at batch 1 a
+     * block has one or two tiles: its warps take their channel groups side by side) */
+    const unsigned nch = (unsigned)(oc + 8 * TC_NJ - 1) / (8 * TC_NJ);
+    const unsigned items = (p_end - p_begin + 15) / 16 * nch;
+    for (unsigned it = threadIdx.x >> 5; it < items; it += NT / 32) {
+        const unsigned p0 = p_begin + it / nch * 16;
+        const int n0 = (int)(it % nch) * 8 * TC_NJ;
         /* rows g and g + 8 of the tile: their input pixels and items (a row past the block's
          * pixels computes its last one again, unstored) */
         const __half *xp[2], *xap[2];
@@ -321,7 +331,7 @@ __device__ __noinline__ void step_conv_tc(const kr_cuda_step &s, unsigned begin,
             xap[h] = inside && xa ? xa + pix * ic : (const __half *)NULL;
             scn[h] = sc ? sc + (size_t)n * ic : (const float *)NULL;
         }
-        for (int n0 = 0; n0 < oc; n0 += 8 * TC_NJ) {
+        {
             float acc[TC_NJ][4];
 #pragma unroll
             for (int j = 0; j < TC_NJ; j++)
@@ -354,10 +364,13 @@ __device__ __noinline__ void step_conv_tc(const kr_cuda_step &s, unsigned begin,
                             kr_mma_split(w.x, w.y, bh[1], bl[1]);
                         }
                     }
-                    kr_mma_f16(acc[j], ah, bh[0], bh[1]);
-                    kr_mma_f16(acc[j], ah, bl[0], bl[1]);
-                    if (SCALED)
-                        kr_mma_f16(acc[j], al, bh[0], bh[1]);
+#pragma unroll
+                    for (int q = 0; q < 2; q++) { /* the chunk's two 8-deep halves in order */
+                        kr_mma_f16_k8(acc[j], ah + 2 * q, bh[q]);
+                        kr_mma_f16_k8(acc[j], ah + 2 * q, bl[q]);
+                        if (SCALED)
+                            kr_mma_f16_k8(acc[j], al + 2 * q, bh[q]);
+                    }
                 }
             }
             /* the epilogue: this lane's channels c, c + 1 of rows g and g + 8 */
