@@ -207,7 +207,7 @@ int kr_cuda_persistent_output_step(const kr_graph *g, int t, const void *t_arena
                                    const kr_cuda_step *steps, int n);
 
 /* Whether step @p s (planned for an f16 instance) can run its sums on the tensor cores
- * (the `tc` field): a group-4 1x1 convolution, not resize-fed, from the arena (not a float
+ * (the `tc` field): a group-4 1x1 convolution (resize-fed ones too, rz), from the arena (not a float
  * staging), an even number of input channels (half2 loads), 4-byte aligned input, folded-ADD
  * operand and 8-byte aligned weights, and a residual of all or an even number of channels.
  * (mma.sync m16n8k8: compute 7.5+, every device keyer builds for.) */

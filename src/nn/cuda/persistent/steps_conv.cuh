@@ -28,7 +28,9 @@ template <typename T>
 __device__ __noinline__ void step_conv_rz(const kr_cuda_step &s, unsigned begin, unsigned end,
                                           float *tile);
 
-template <bool PRE, bool SCALED>
+/* step_conv_tc's input: as stored, scaled (an excitation or a folded ADD) or resized (rz). */
+enum { TC_PLAIN = 0, TC_SCALED = 1, TC_RESIZED = 2 };
+template <bool PRE, int MODE>
 __device__ __noinline__ void step_conv_tc(const kr_cuda_step &s, unsigned begin, unsigned end,
                                           float *tile, const float *sc);
 
@@ -42,15 +44,17 @@ template <>
 __device__ __forceinline__ void conv_tc<__half>(const kr_cuda_step &s, unsigned begin,
                                                 unsigned end, float *tile, const float *sc)
 {
-    const bool scaled = sc || s.scale_add;
-    if (s.res_pre && scaled)
-        step_conv_tc<true, true>(s, begin, end, tile, sc);
+    const int mode = s.rz ? TC_RESIZED : sc || s.scale_add ? TC_SCALED : TC_PLAIN;
+    if (s.res_pre && mode == TC_SCALED)
+        step_conv_tc<true, TC_SCALED>(s, begin, end, tile, sc);
     else if (s.res_pre)
-        step_conv_tc<true, false>(s, begin, end, tile, sc);
-    else if (scaled)
-        step_conv_tc<false, true>(s, begin, end, tile, sc);
+        step_conv_tc<true, TC_PLAIN>(s, begin, end, tile, sc); /* (rz: never res_pre) */
+    else if (mode == TC_RESIZED)
+        step_conv_tc<false, TC_RESIZED>(s, begin, end, tile, sc);
+    else if (mode == TC_SCALED)
+        step_conv_tc<false, TC_SCALED>(s, begin, end, tile, sc);
     else
-        step_conv_tc<false, false>(s, begin, end, tile, sc);
+        step_conv_tc<false, TC_PLAIN>(s, begin, end, tile, sc);
 }
 
 /* The convolution step: picks the variant. Inlined (through run_units) into the step loop and
@@ -60,12 +64,12 @@ template <typename T>
 __device__ __forceinline__ void step_conv(const kr_cuda_step &s, unsigned begin, unsigned end,
                                           float *tile, const float *sc)
 {
-    if (s.rz) {
-        step_conv_rz<T>(s, begin, end, tile);
-        return;
-    }
     if (s.tc) {
         conv_tc<T>(s, begin, end, tile, sc);
+        return;
+    }
+    if (s.rz) {
+        step_conv_rz<T>(s, begin, end, tile);
         return;
     }
     if (s.group == 4) {
@@ -288,19 +292,22 @@ __device__ __forceinline__ void tc_pair(const __half *xp, const __half *xap, con
  * share holds its first unit; a pool tail's slices are whole pixels), a warp per 16 of them
  * and TC_NJ * 8 output channels.
  * A = their input channels, 16 per k-chunk (pairs past ic and a padded tap: zeros); with
- * SCALED (an excitation or a folded ADD) the scaled, added values in float split into two
- * half parts (kr_mma_split); B = the weights s.w ([oc][ic], float) split likewise, so that the
+ * TC_SCALED (an excitation or a folded ADD) the scaled, added values in float, with
+ * TC_RESIZED (rz) the bilinear resize of s.x as step_conv_rz computes it, split into two half
+ * parts (kr_mma_split); B = the weights s.w ([oc][ic], float) split likewise, so that the
  * products are those of the float operands to about 2^-22 (half weights alone moved the
  * random-weight checks by up to 4e-2). Per 8-deep half of each k-chunk in order, from 0:
- * A_hi B_hi, A_hi B_lo, then with SCALED A_lo B_hi, each an mma.sync m16n8k8 with float
+ * A_hi B_hi, A_hi B_lo, then (split A) A_lo B_hi, each an mma.sync m16n8k8 with float
  * accumulators. Then the group-4
  * epilogue per value (bias, residual before (PRE) or after the clamp and post function),
  * stored as half pairs, and into @p tile as stored (a tail's slice, indexed as step_conv_g4's
  * units). A pixel's sums do not depend on which warp, tile row or block computes it. */
-template <bool PRE, bool SCALED>
+template <bool PRE, int MODE>
 __device__ __noinline__ void step_conv_tc(const kr_cuda_step &s, unsigned begin, unsigned end,
                                           float *tile, const float *sc)
 {
+    constexpr bool SCALED = MODE != TC_PLAIN; /* A split into two half parts */
+    const rs_shape rs = {s.rz_ih, s.rz_iw, s.ic, s.oh, s.ow, s.align, s.half};
     const unsigned groups = (unsigned)s.oc / 4;
     const unsigned p_begin = (begin + groups - 1) / groups, p_end = (end + groups - 1) / groups;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -319,11 +326,13 @@ __device__ __noinline__ void step_conv_tc(const kr_cuda_step &s, unsigned begin,
          * pixels computes its last one again, unstored) */
         const __half *xp[2], *xap[2];
         const float *scn[2];
+        unsigned oxs[2], oys[2], ns[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const unsigned op = min(p0 + (unsigned)(g + 8 * h), p_end - 1);
             const unsigned ox = op % (unsigned)s.ow, q = op / (unsigned)s.ow;
             const unsigned oy = q % (unsigned)s.oh, n = q / (unsigned)s.oh;
+            oxs[h] = ox, oys[h] = oy, ns[h] = n;
             const int iy = (int)oy * s.sh - s.pt, ix = (int)ox * s.sw - s.pl;
             const bool inside = (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
             const size_t pix = ((size_t)n * s.ih + (inside ? iy : 0)) * s.iw + (inside ? ix : 0);
@@ -339,13 +348,18 @@ __device__ __noinline__ void step_conv_tc(const kr_cuda_step &s, unsigned begin,
             for (int k0 = 0; k0 < ic; k0 += 16) {
                 const int ca = k0 + 2 * t, cb = ca + 8; /* this lane's pairs of the chunk */
                 unsigned ah[4] = {0u, 0u, 0u, 0u}, al[4] = {0u, 0u, 0u, 0u};
-                if (ca < ic) {
-                    tc_pair<SCALED>(xp[0], xap[0], scn[0], ca, ah[0], al[0]);
-                    tc_pair<SCALED>(xp[1], xap[1], scn[1], ca, ah[1], al[1]);
-                }
-                if (cb < ic) {
-                    tc_pair<SCALED>(xp[0], xap[0], scn[0], cb, ah[2], al[2]);
-                    tc_pair<SCALED>(xp[1], xap[1], scn[1], cb, ah[3], al[3]);
+#pragma unroll
+                for (int q = 0; q < 4; q++) { /* rows g, g + 8; k 2t, then 2t + 8 */
+                    const int c = q < 2 ? ca : cb, h = q & 1;
+                    if (c >= ic)
+                        continue;
+                    if (MODE == TC_RESIZED) { /* the resize's arithmetic (step_conv_rz's) */
+                        float v[2];
+                        rs_pixel<__half, 2, unsigned>(x, rs, ns[h], (int)oys[h], (int)oxs[h], c, v);
+                        kr_mma_split(v[0], v[1], ah[q], al[q]);
+                    } else {
+                        tc_pair<SCALED>(xp[h], xap[h], scn[h], c, ah[q], al[q]);
+                    }
                 }
 #pragma unroll
                 for (int j = 0; j < TC_NJ; j++) {
