@@ -142,9 +142,9 @@ __device__ __noinline__ void block_dense(const float *in, int K, float *out, int
 /* The squeeze-and-excitation prologue (persistent.h): returns the last layer's output,
  * [batch][se_out[se_layers - 1]], in @p buf. The sums were written by other blocks in an
  * earlier step: read through L2. Only the items for which @p needed(n) holds (those the block
- * works on in this step) get their means; the others' are 0 and their excitation unused. The
- * means were one block_colsum per item, in sequence (two block barriers and an L2 round trip
- * each): at batch 16 most of a consumer step's time. An item's values are the same whichever
+ * works on in this step) get their means; the others' are 0 and their excitation unused
+ * (each item's means are a block_colsum, in sequence: two block barriers and an L2 round trip
+ * each, 16 of them per block at batch 16 before). An item's values are the same whichever
  * items a block computes. */
 template <typename F>
 __device__ __noinline__ const float *se_prologue(const kr_cuda_step &s, float *buf, float *red,
