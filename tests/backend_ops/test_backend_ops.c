@@ -1451,49 +1451,6 @@ static void test_expand_dw_chains(void **state)
     finish_and_check(&b, "pointwise + depthwise chains");
 }
 
-/*
- * Pointwise convolutions in the shapes the persistent schedule's tensor-core path takes in f16
- * on compute 8.0+ (steps_conv.cuh, step_conv_tc: group-4 1x1 convolutions of more outputs than
- * a split takes): input channels that are not a multiple of the tensor core's 16 (24, 20, 36:
- * a partial k-chunk), output channels that are not a multiple of 8 (20, 36: a partial n-tile),
- * 45x41 = 1,845 pixels (not a multiple of a warp's 16, so that a tile holds pixels of two
- * items at batch 3), a folded residual ADD after the clamp, an ADD + RELU folded before it
- * (res_pre), a stride-2 1x1 to 136 channels, one of 3 (odd) input channels, which stays on the
- * CUDA cores, and one whose input is a bilinear resize (x2, read by it alone: the persistent
- * schedule computes it as the convolution loads it, rz). Every cuda variant against the
- * reference at batch 1 and 3.
- */
-static void test_tensor_core_pointwise(void **state)
-{
-    (void)state;
-    kt_graph b;
-    kt_graph_begin(&b, "tensor-core pointwise", 64, 32, 1 << 20);
-    kt_rng rng = kt_rng_seed(2727);
-    int xd[4] = {1, 45, 41, 24}, d1[4], d2[4], d3[4], d4[4], d5[4], d6[4], d7[4], d8[4], d9[4];
-    int x = kt_graph_act(&b, 4, xd);
-    kt_graph_input(&b, x);
-    /* every layer clamped (as test_expand_dw_chains: random weights grow the values) */
-    int a = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 20, 1, 1, KR_ACT_RELU6, d1);
-    int c = chain_conv(&b, &rng, KR_OP_CONV_2D, a, d1, 36, 1, 1, KR_ACT_RELU6, d2);
-    int e = chain_conv(&b, &rng, KR_OP_CONV_2D, c, d2, 36, 1, 1, KR_ACT_RELU6, d3);
-    e = chain_binary(&b, KR_OP_ADD, e, c, d3);                        /* residual after */
-    int f = chain_conv(&b, &rng, KR_OP_CONV_2D, e, d3, 36, 1, 1, KR_ACT_NONE, d4);
-    f = chain_binary(&b, KR_OP_ADD, f, e, d4);
-    f = chain_unary(&b, KR_OP_RELU6, f, d4);                          /* residual before */
-    int h = chain_conv(&b, &rng, KR_OP_CONV_2D, f, d4, 3, 1, 1, KR_ACT_RELU6, d5);
-    int k = chain_conv(&b, &rng, KR_OP_CONV_2D, h, d5, 36, 1, 1, KR_ACT_RELU6, d6); /* ic 3 */
-    int z = chain_conv(&b, &rng, KR_OP_CONV_2D, k, d6, 136, 1, 2, KR_ACT_RELU6, d7); /* 23x21 */
-    int size[2] = {46, 42}, two = 2, in[2];
-    in[0] = z, in[1] = kt_graph_const(&b, KR_DTYPE_I32, 1, &two, size);
-    d8[0] = 1, d8[1] = size[0], d8[2] = size[1], d8[3] = 136;
-    int r = kt_graph_act(&b, 4, d8);
-    kr_node *rs = kt_graph_node(&b, KR_OP_RESIZE_BILINEAR, 2, in, r);
-    rs->p.resize.half_pixel_centers = 1;
-    int y = chain_conv(&b, &rng, KR_OP_CONV_2D, r, d8, 20, 1, 1, KR_ACT_RELU6, d9); /* rz */
-    kt_graph_output(&b, y);
-    finish_and_check(&b, "tensor-core pointwise");
-}
-
 /* ---- the reference against hand-computed values ----------------------------------------------- */
 
 /* Runs the one-node graph of @p c on the reference backend at batch 1 on @p input and compares
@@ -1893,7 +1850,6 @@ int main(void)
         cmocka_unit_test(test_pointwise_tile_chains),
         cmocka_unit_test(test_excitation_chains),
         cmocka_unit_test(test_expand_dw_chains),
-        cmocka_unit_test(test_tensor_core_pointwise),
         cmocka_unit_test(test_u2net_block),
         cmocka_unit_test(test_onnx_stems),
         cmocka_unit_test(test_onnx_one_output),

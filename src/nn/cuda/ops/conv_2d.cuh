@@ -34,16 +34,6 @@
  *      rounded to half; from 0, the 16-channel chunks of the input in order, within each the
  *      taps in (ky, kx) order, each tap's 16 products (channels past ic: zero) summed as the
  *      tensor core sums them (float accumulation), then + bias (kr_conv_out).
- *  persistent tensor-core (persistent/steps_conv.cuh step_conv_tc: the persistent schedule's
- *      group-4 1x1 convolutions in f16, a choice by shape; mma.sync m16n8k8, every class from
- *      7.5 alike): the weights, and an input scaled by an excitation or added to, split into
- *      two half parts (hi + lo); from 0, the 8-channel chunks of the input in order, within
- *      each hi x hi, hi x w_lo, then (scaled inputs) x_lo x hi, each 8 products summed as the
- *      tensor core sums them (float accumulation), then + bias (kr_conv_out).
- *  segment tensor-core (segment/blocks.cuh pointwise_tc: the cluster segment's pointwise
- *      stages in f16 where pointwise_tc_fits, by shape): the input (times the excitation) and
- *      the weights split into half parts; from 0, the 16-channel chunks in order, within each
- *      hi x hi, hi x w_lo, x_lo x hi as the tensor core sums them, then + bias (kr_conv_out).
  *  one-output (conv_2d_one.cu: f16 ONNX layers of one output channel on compute 8.0+, a
  *      choice by shape): ic / 8 lanes per output, lane g from 0 over the taps in (ky, kx) order
  *      and channels [8g, 8g + 8) in order (a tap outside the input adds nothing), the lanes'

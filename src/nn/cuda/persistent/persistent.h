@@ -151,12 +151,6 @@ typedef struct kr_cuda_step {
      * (a channel PAD's input); res_pre 1: the residual is added before the clamp and post
      * function (an ADD with an activation folded in: act(conv + res)), else after them. */
     int res_c, res_pre;
-    /* CONV (1x1, group 4) of an f16 instance: 1 when its sums run on the tensor cores
-     * (step_conv_tc, steps_conv.cuh: a warp per 16 output pixels and 32 channels, mma.sync
-     * m16n8k8 on split half operands, every class from 7.5 alike), set at set-up by
-     * kr_cuda_persistent_tc_fits; 0: the group-4 path on the CUDA cores. A choice by the
-     * layer's shape, never by the batch or the device. */
-    int tc;
     float e_lo, e_hi;
     const float *e_bias, *w2, *bias2;
 } kr_cuda_step;
@@ -205,13 +199,6 @@ int kr_cuda_persistent_input_step(const kr_graph *g, int t, const void *t_arena,
  * there, and no node of @p g reads the output. Returns its index, or -1. */
 int kr_cuda_persistent_output_step(const kr_graph *g, int t, const void *t_arena,
                                    const kr_cuda_step *steps, int n);
-
-/* Whether step @p s (planned for an f16 instance) can run its sums on the tensor cores
- * (the `tc` field): a group-4 1x1 convolution (resize-fed ones too, rz), from the arena (not a float
- * staging), an even number of input channels (half2 loads), 4-byte aligned input, folded-ADD
- * operand and 8-byte aligned weights, and a residual of all or an even number of channels.
- * (mma.sync m16n8k8: compute 7.5+, every device keyer builds for.) */
-int kr_cuda_persistent_tc_fits(const kr_cuda_step *s);
 
 /* Sets the scratch pointers of @p n steps (the pools' sums) from their offsets into
  * @p scratch, device memory of the planned size. */

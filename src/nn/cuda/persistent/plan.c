@@ -430,14 +430,6 @@ int kr_cuda_persistent_output_step(const kr_graph *g, int t, const void *t_arena
     return last;
 }
 
-int kr_cuda_persistent_tc_fits(const kr_cuda_step *s)
-{
-    return s->kind == KR_STEP_CONV && s->group == 4 && s->kh == 1 && s->kw == 1 &&
-           !(s->rz && (s->res_pre || s->se_layers || s->scale_add)) &&
-           !s->x_f32 && s->ic % 2 == 0 && s->oc % 4 == 0 && s->res_c % 2 == 0 &&
-           kr_pp_aligned(s->x, 4) && kr_pp_aligned(s->scale_add, 4) && kr_pp_aligned(s->w, 8);
-}
-
 void kr_cuda_persistent_bind(kr_cuda_step *steps, int n, float *scratch)
 {
     for (int i = 0; i < n; i++) {

@@ -279,11 +279,6 @@ static keyer_status plan_persistent(kr_cuda_psched *p, const kr_cuda_op *ops,
         free(h);
         return KEYER_OK;
     }
-    /* f16: the 1x1 convolutions the tensor-core path takes (by shape, never by batch or
-     * device: mma.sync m16n8k8 sums alike on every class from 7.5, the oldest keyer builds
-     * for) */
-    for (int i = 0; i < k; i++)
-        h[i].tc = p->f16 && kr_gpu_cc(caps) >= 75 && kr_cuda_persistent_tc_fits(&h[i]);
     if (e == cudaSuccess)
         e = upload_transposed(p, h, k);
     if (e == cudaSuccess)
@@ -416,12 +411,11 @@ keyer_status kr_cuda_psched_profile(kr_cuda_psched *p, cudaStream_t stream, doub
                 continue;
             }
             keyer_log(p->logger, KEYER_LOG_DEBUG,
-                      "%s: persistent step %2d node %3d %-12s %s%s%s%s out %dx%dx%d split %d group "
+                      "%s: persistent step %2d node %3d %-12s %s%s%s out %dx%dx%d split %d group "
                       "%d: %.2f us (own work %.2f, block %.2f, grid barrier %.2f)",
                       g->name, i, n,
                       (unsigned)s->kind < sizeof(kinds) / sizeof(kinds[0]) ? kinds[s->kind] : "?",
                       s->tail ? "+pool" : "", s->se_layers ? "+se" : "", s->res ? "+res" : "",
-                      s->tc ? "+tc" : "",
                       s->oh, s->ow, s->oc,
                       s->split, s->group, (double)(c[3] - c[0]) * us, (double)(c[1] - c[0]) * us,
                       (double)(c[2] - c[1]) * us, (double)(c[3] - c[2]) * us);

@@ -8,7 +8,6 @@
 #define KEYER_NN_CUDA_PERSISTENT_STEPS_CONV_CUH
 
 #include "nn/cuda/ops/depthwise_conv_2d.cuh"
-#include "nn/cuda/ops/mma_f16.cuh"
 #include "nn/cuda/ops/resize_bilinear.cuh"
 #include "nn/cuda/persistent/squeeze.cuh"
 
@@ -28,35 +27,6 @@ template <typename T>
 __device__ __noinline__ void step_conv_rz(const kr_cuda_step &s, unsigned begin, unsigned end,
                                           float *tile);
 
-/* step_conv_tc's input: as stored, scaled (an excitation or a folded ADD) or resized (rz). */
-enum { TC_PLAIN = 0, TC_SCALED = 1, TC_RESIZED = 2 };
-template <bool PRE, int MODE>
-__device__ __noinline__ void step_conv_tc(const kr_cuda_step &s, unsigned begin, unsigned end,
-                                          float *tile, const float *sc);
-
-/* The tensor-core path is half precision only (the planner sets `tc` for f16 instances). */
-template <typename T>
-__device__ __forceinline__ void conv_tc(const kr_cuda_step &, unsigned, unsigned, float *,
-                                        const float *)
-{
-}
-template <>
-__device__ __forceinline__ void conv_tc<__half>(const kr_cuda_step &s, unsigned begin,
-                                                unsigned end, float *tile, const float *sc)
-{
-    const int mode = s.rz ? TC_RESIZED : sc || s.scale_add ? TC_SCALED : TC_PLAIN;
-    if (s.res_pre && mode == TC_SCALED)
-        step_conv_tc<true, TC_SCALED>(s, begin, end, tile, sc);
-    else if (s.res_pre)
-        step_conv_tc<true, TC_PLAIN>(s, begin, end, tile, sc); /* (rz: never res_pre) */
-    else if (mode == TC_RESIZED)
-        step_conv_tc<false, TC_RESIZED>(s, begin, end, tile, sc);
-    else if (mode == TC_SCALED)
-        step_conv_tc<false, TC_SCALED>(s, begin, end, tile, sc);
-    else
-        step_conv_tc<false, TC_PLAIN>(s, begin, end, tile, sc);
-}
-
 /* The convolution step: picks the variant. Inlined (through run_units) into the step loop and
  * step_with_tail, one call level fewer per convolution step: 1-2 us less at batch 1
  * (docs/notes/cuda-persistent-schedule.md). */
@@ -64,10 +34,6 @@ template <typename T>
 __device__ __forceinline__ void step_conv(const kr_cuda_step &s, unsigned begin, unsigned end,
                                           float *tile, const float *sc)
 {
-    if (s.tc) {
-        conv_tc<T>(s, begin, end, tile, sc);
-        return;
-    }
     if (s.rz) {
         step_conv_rz<T>(s, begin, end, tile);
         return;
@@ -252,179 +218,6 @@ __device__ __noinline__ void step_conv_g4(const kr_cuda_step &s, unsigned begin,
         float acc[4];
         g4_sums<T, KS, IC, TX>(s, co, ox, oy, n, scn, acc);
         g4_finish<T, PRE>(s, e, u, begin, acc, bz, r, tile);
-    }
-}
-
-/* One input pair of a tensor-core A fragment: channels c, c + 1 of the pixel at @p xp (NULL:
- * outside the input: zeros), as stored (@p lo 0), or with @p SCALED times the excitation
- * @p scn and plus the folded ADD's operand @p xap where set (in float, as load_channels), split
- * into @p hi + @p lo (kr_mma_split). */
-template <bool SCALED>
-__device__ __forceinline__ void tc_pair(const __half *xp, const __half *xap, const float *scn,
-                                        int c, unsigned &hi, unsigned &lo)
-{
-    hi = lo = 0u;
-    if (!xp)
-        return;
-    const __half2 h = *reinterpret_cast<const __half2 *>(xp + c);
-    if (!SCALED) {
-        hi = *reinterpret_cast<const unsigned *>(&h);
-        return;
-    }
-    float2 f = __half22float2(h);
-    if (scn)
-        f.x *= scn[c], f.y *= scn[c + 1];
-    if (xap) {
-        const float2 b = __half22float2(*reinterpret_cast<const __half2 *>(xap + c));
-        f.x += b.x, f.y += b.y;
-    }
-    kr_mma_split(f.x, f.y, hi, lo);
-}
-
-/* Output channels a warp of step_conv_tc sums at a time: TC_NJ tiles of 8 (float accumulators:
- * 4 * TC_NJ registers). */
-#define TC_NJ 4
-
-/* A group-4 1x1 convolution of an f16 instance on the tensor cores (s.tc; mma.sync m16n8k8,
- * compute 7.5+: every class sums alike, so an emulated older class gives the device's results
- * bit for bit, test_gpu_caps_gpu): the
- * block's units [begin, end) taken as whole output pixels (a pixel belongs to the block whose
- * share holds its first unit; a pool tail's slices are whole pixels), a warp per 16 of them
- * and TC_NJ * 8 output channels.
- * A = their input channels, 16 per k-chunk (pairs past ic and a padded tap: zeros); with
- * TC_SCALED (an excitation or a folded ADD) the scaled, added values in float, with
- * TC_RESIZED (rz) the bilinear resize of s.x as step_conv_rz computes it, split into two half
- * parts (kr_mma_split); B = the weights s.w ([oc][ic], float) split likewise, so that the
- * products are those of the float operands to about 2^-22 (half weights alone moved the
- * random-weight checks by up to 4e-2). Per 8-deep half of each k-chunk in order, from 0:
- * A_hi B_hi, A_hi B_lo, then (split A) A_lo B_hi, each an mma.sync m16n8k8 with float
- * accumulators. Then the group-4
- * epilogue per value (bias, residual before (PRE) or after the clamp and post function),
- * stored as half pairs, and into @p tile as stored (a tail's slice, indexed as step_conv_g4's
- * units). A pixel's sums do not depend on which warp, tile row or block computes it. */
-template <bool PRE, int MODE>
-__device__ __noinline__ void step_conv_tc(const kr_cuda_step &s, unsigned begin, unsigned end,
-                                          float *tile, const float *sc)
-{
-    constexpr bool SCALED = MODE != TC_PLAIN; /* A split into two half parts */
-    const rs_shape rs = {s.rz_ih, s.rz_iw, s.ic, s.oh, s.ow, s.align, s.half};
-    const unsigned groups = (unsigned)s.oc / 4;
-    const unsigned p_begin = (begin + groups - 1) / groups, p_end = (end + groups - 1) / groups;
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int ic = s.ic, oc = s.oc;
-    const __half *x = (const __half *)s.x, *xa = (const __half *)s.scale_add;
-    __half *y = (__half *)s.y;
-    const kr_epilogue e = step_epilogue(s);
-    /* items: (16-pixel tile, TC_NJ * 8 output channels), spread over the warps (at batch 1 a
-     * block has one or two tiles: its warps take their channel groups side by side) */
-    const unsigned nch = (unsigned)(oc + 8 * TC_NJ - 1) / (8 * TC_NJ);
-    const unsigned items = (p_end - p_begin + 15) / 16 * nch;
-    for (unsigned it = threadIdx.x >> 5; it < items; it += NT / 32) {
-        const unsigned p0 = p_begin + it / nch * 16;
-        const int n0 = (int)(it % nch) * 8 * TC_NJ;
-        /* rows g and g + 8 of the tile: their input pixels and items (a row past the block's
-         * pixels computes its last one again, unstored) */
-        const __half *xp[2], *xap[2];
-        const float *scn[2];
-        unsigned oxs[2], oys[2], ns[2];
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const unsigned op = min(p0 + (unsigned)(g + 8 * h), p_end - 1);
-            const unsigned ox = op % (unsigned)s.ow, q = op / (unsigned)s.ow;
-            const unsigned oy = q % (unsigned)s.oh, n = q / (unsigned)s.oh;
-            oxs[h] = ox, oys[h] = oy, ns[h] = n;
-            const int iy = (int)oy * s.sh - s.pt, ix = (int)ox * s.sw - s.pl;
-            const bool inside = (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
-            const size_t pix = ((size_t)n * s.ih + (inside ? iy : 0)) * s.iw + (inside ? ix : 0);
-            xp[h] = inside ? x + pix * ic : (const __half *)NULL;
-            xap[h] = inside && xa ? xa + pix * ic : (const __half *)NULL;
-            scn[h] = sc ? sc + (size_t)n * ic : (const float *)NULL;
-        }
-        {
-            float acc[TC_NJ][4];
-#pragma unroll
-            for (int j = 0; j < TC_NJ; j++)
-                acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-            for (int k0 = 0; k0 < ic; k0 += 16) {
-                const int ca = k0 + 2 * t, cb = ca + 8; /* this lane's pairs of the chunk */
-                unsigned ah[4] = {0u, 0u, 0u, 0u}, al[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-                for (int q = 0; q < 4; q++) { /* rows g, g + 8; k 2t, then 2t + 8 */
-                    const int c = q < 2 ? ca : cb, h = q & 1;
-                    if (c >= ic)
-                        continue;
-                    if (MODE == TC_RESIZED) { /* the resize's arithmetic (step_conv_rz's) */
-                        float v[2];
-                        rs_pixel<__half, 2, unsigned>(x, rs, ns[h], (int)oys[h], (int)oxs[h], c, v);
-                        kr_mma_split(v[0], v[1], ah[q], al[q]);
-                    } else {
-                        tc_pair<SCALED>(xp[h], xap[h], scn[h], c, ah[q], al[q]);
-                    }
-                }
-#pragma unroll
-                for (int j = 0; j < TC_NJ; j++) {
-                    if (n0 + 8 * j >= oc) /* the same for the whole warp */
-                        break;
-                    const int co = n0 + 8 * j + g; /* B's column: this lane's output channel */
-                    unsigned bh[2] = {0u, 0u}, bl[2] = {0u, 0u};
-                    if (co < oc) {
-                        const float *wr = s.w + (size_t)co * ic;
-                        if (ca < ic) {
-                            const float2 w = __ldg(reinterpret_cast<const float2 *>(wr + ca));
-                            kr_mma_split(w.x, w.y, bh[0], bl[0]);
-                        }
-                        if (cb < ic) {
-                            const float2 w = __ldg(reinterpret_cast<const float2 *>(wr + cb));
-                            kr_mma_split(w.x, w.y, bh[1], bl[1]);
-                        }
-                    }
-#pragma unroll
-                    for (int q = 0; q < 2; q++) { /* the chunk's two 8-deep halves in order */
-                        kr_mma_f16_k8(acc[j], ah + 2 * q, bh[q]);
-                        kr_mma_f16_k8(acc[j], ah + 2 * q, bl[q]);
-                        if (SCALED)
-                            kr_mma_f16_k8(acc[j], al + 2 * q, bh[q]);
-                    }
-                }
-            }
-            /* the epilogue: this lane's channels c, c + 1 of rows g and g + 8 */
-#pragma unroll
-            for (int j = 0; j < TC_NJ; j++) {
-                const int c = n0 + 8 * j + 2 * t;
-                if (c >= oc) /* oc % 4 == 0: c + 1 < oc with c */
-                    continue;
-                const float bz0 = s.bias ? s.bias[c] : 0.0f, bz1 = s.bias ? s.bias[c + 1] : 0.0f;
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const unsigned pp = p0 + (unsigned)(g + 8 * h);
-                    if (pp >= p_end)
-                        continue;
-                    const size_t idx = (size_t)pp * oc + c;
-                    /* as early_res, or with PRE conv_res (res_c of the oc channels) */
-                    const bool part = PRE && s.res_c;
-                    float r[2] = {0.0f, 0.0f};
-                    if (s.res && (!part || c < s.res_c)) {
-                        const __half *rp =
-                            (const __half *)s.res + (part ? (size_t)pp * s.res_c + c : idx);
-                        const float2 rv = __half22float2(*reinterpret_cast<const __half2 *>(rp));
-                        r[0] = rv.x, r[1] = rv.y;
-                    }
-                    float v[2];
-#pragma unroll
-                    for (int k = 0; k < 2; k++)
-                        v[k] = kr_conv_out(acc[j][2 * h + k], k ? bz1 : bz0, r[k], PRE,
-                                           [&] { return s.res != NULL; },
-                                           [&](float a) { return kr_apply(e, a); });
-                    const __half2 hv = __floats2half2_rn(v[0], v[1]);
-                    *reinterpret_cast<__half2 *>(y + idx) = hv;
-                    if (tile) {
-                        const float2 st = __half22float2(hv);
-                        tile[idx - (size_t)begin * 4] = st.x;
-                        tile[idx - (size_t)begin * 4 + 1] = st.y;
-                    }
-                }
-            }
-        }
     }
 }
 

@@ -13,7 +13,6 @@
 
 #include "nn/cuda/ops/conv_2d.cuh"
 #include "nn/cuda/ops/depthwise_conv_2d.cuh"
-#include "nn/cuda/ops/mma_f16.cuh"
 #include "nn/cuda/ops/resize_bilinear.cuh"
 #include "nn/cuda/segment/segment.h"
 
@@ -99,106 +98,10 @@ __device__ __forceinline__ void wait_stage(unsigned long long *bar, int st)
 }
 #endif
 
-/* Whether pointwise_k runs a layer of @p ci -> @p co channels over @p npx pixels of an f16
- * instance on the tensor cores (pointwise_tc): whole 16-pixel tiles, pairs of input channels,
- * 8-channel output tiles, and at least 4 (16-pixel, 16-channel) tiles, so that half of the
- * block's warps have one (the projections to 32 channels of a 16-pixel row have 2: they stay on
- * the CUDA cores, whose lane split keeps all 8 warps busy). A choice by shape. */
-__device__ __forceinline__ bool pointwise_tc_fits(int ci, int co, int npx)
-{
-    return npx % 16 == 0 && ci % 2 == 0 && co % 8 == 0 && (npx / 16) * ((co / 8 + 1) / 2) >= 4;
-}
-
-/* pointwise_k's arithmetic on the tensor cores (f16 instances; the segment runs on compute
- * 9.0 only): a warp per (16-pixel tile, 16 output channels) at a time; A = the input pixels'
- * channels times @p sc, B = the weights [ci][co], both split into half parts (mma_f16.cuh);
- * per 16-channel chunk of the input in order (channels past ci: zeros), from 0: hi x hi,
- * hi x w_lo, lo x hi, each mma.sync m16n8k16 with float accumulators; then pointwise_k's
- * epilogue (bias, residual always added, before or after the clamp and post function) per 4
- * values (a lane's 2 channels of 2 pixels), stored as the element type stores them. Needs
- * pointwise_tc_fits. Called, not inlined (one copy per PF and NPX: the kernel's code size is a
- * cost at this size). */
-template <int PF, int NPX>
-__device__ __noinline__ void pointwise_tc(const float *in, int ci, const float *sc,
-                                             const float *w, const float *b, int co, float *out,
-                                             int ostride, const float *res, int res_pre,
-                                             float lo, float hi, int post)
-{
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int nt = co / 8, ng = (nt + 1) / 2, items = (NPX / 16) * ng;
-    for (int it = threadIdx.x >> 5; it < items; it += NT / 32) {
-        const int m0 = (it / ng) * 16, n0 = (it % ng) * 16;
-        const bool two = n0 + 8 < co; /* the item's second 8-channel tile */
-        float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-        const float *xa = in + (m0 + g) * ci, *xb = xa + 8 * ci;
-        for (int k0 = 0; k0 < ci; k0 += 16) {
-            unsigned ah[4], al[4];
-#pragma unroll
-            for (int q = 0; q < 4; q++) { /* a[q]: row g (+ 8 for odd q), k + 8 for q >= 2 */
-                const int c = k0 + 2 * t + (q >> 1) * 8;
-                float2 v = make_float2(0.0f, 0.0f);
-                if (c < ci) {
-                    v = *reinterpret_cast<const float2 *>((q & 1 ? xb : xa) + c);
-                    if (sc)
-                        v.x *= sc[c], v.y *= sc[c + 1];
-                }
-                kr_mma_split(v.x, v.y, ah[q], al[q]);
-            }
-#pragma unroll
-            for (int j = 0; j < 2; j++) {
-                if (j == 1 && !two)
-                    break;
-                const int col = n0 + 8 * j + g; /* B's column: this lane's output channel */
-                unsigned bh[2], bl[2];
-#pragma unroll
-                for (int q = 0; q < 2; q++) {
-                    const int c = k0 + 2 * t + 8 * q;
-                    float w0 = 0.0f, w1 = 0.0f;
-                    if (c < ci)
-                        w0 = w[c * co + col], w1 = w[(c + 1) * co + col];
-                    kr_mma_split(w0, w1, bh[q], bl[q]);
-                }
-                kr_mma_f16(acc[j], ah, bh[0], bh[1]);
-                kr_mma_f16(acc[j], ah, bl[0], bl[1]);
-                kr_mma_f16(acc[j], al, bh[0], bh[1]);
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-            if (j == 1 && !two)
-                break;
-            const int c = n0 + 8 * j + 2 * t, pa = m0 + g, pb = pa + 8;
-            const float2 bb = *reinterpret_cast<const float2 *>(b + c);
-            float4 rv = make_float4(0, 0, 0, 0); /* (added also where there is none) */
-            if (res) {
-                const float2 ra = *reinterpret_cast<const float2 *>(res + pa * co + c);
-                const float2 rb = *reinterpret_cast<const float2 *>(res + pb * co + c);
-                rv = make_float4(ra.x, ra.y, rb.x, rb.y);
-            }
-            const float4 a4 = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
-            float4 r = kr_conv_out(a4, make_float4(bb.x, bb.y, bb.x, bb.y), rv, res_pre != 0,
-                                   kr_add_res_always(),
-                                   [&](float4 v) { return epi4c<PF>(v, lo, hi, post); });
-            *reinterpret_cast<float2 *>(out + pa * ostride + c) =
-                make_float2(kr_stored<__half>(r.x), kr_stored<__half>(r.y));
-            *reinterpret_cast<float2 *>(out + pb * ostride + c) =
-                make_float2(kr_stored<__half>(r.z), kr_stored<__half>(r.w));
-        }
-    }
-}
-
-template <typename T> struct seg_is_half {
-    static constexpr bool value = false;
-};
-template <> struct seg_is_half<__half> {
-    static constexpr bool value = true;
-};
-
 /* out[p][o] = epilogue(b[o] + sum_i in[p][i] sc[i] w[i][o]) (+ res[p][o]) for NPX pixels (a
  * row's SW by default): a thread does 2 pixels x 4 outputs over ci / S inputs; S lanes
- * (g + G s) add their parts; or in f16 instances, where pointwise_tc_fits, pointwise_tc.
- * @p sc, @p res may be NULL (@p b never: the packer writes a missing bias as zeros); res may
- * be @p out (same element, same thread). */
+ * (g + G s) add their parts. @p sc, @p res may be NULL (@p b never: the packer writes a
+ * missing bias as zeros); res may be @p out (same element, same thread). */
 template <typename T, int CI, int CO, int PF = -1, int NPX = SW>
 __device__ __forceinline__ void pointwise_k(const float *in, int ci_rt, const float *sc,
                                          const float *w, const float *b, int co_rt, float *out,
@@ -206,10 +109,6 @@ __device__ __forceinline__ void pointwise_k(const float *in, int ci_rt, const fl
                                          float hi, int post)
 {
     const int ci = CI ? CI : ci_rt, co = CO ? CO : co_rt; /* CI, CO: 0 = run-time */
-    if (seg_is_half<T>::value && pointwise_tc_fits(ci, co, NPX)) {
-        pointwise_tc<PF, NPX>(in, ci, sc, w, b, co, out, ostride, res, res_pre, lo, hi, post);
-        return;
-    }
     const int G = co / 4, PU = NPX / 2; /* NPX: the pixels, 2 per unit */
     int S = 4;
     while (S > 1 && (PU * G * S > NT || G * S > 32 || G * S < 4 || 32 % (G * S) != 0 ||
