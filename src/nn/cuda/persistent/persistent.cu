@@ -46,6 +46,32 @@ __device__ __forceinline__ unsigned step_units(const kr_cuda_step &s)
     }
 }
 
+/* Whether this block works on item @p n in step @p s (a prologue computes only those items'
+ * excitations): the block's contiguous share of the step's units, or for a step with a pool
+ * tail and EXPAND_DW the (item, slice or tile) units blockIdx.x, + gridDim.x, ... */
+__device__ __forceinline__ bool block_has_item(const kr_cuda_step &s, int n)
+{
+    unsigned per; /* units per item */
+    bool strided = true;
+    if (s.kind == KR_STEP_EXPAND_DW) {
+        const unsigned tx_n = (unsigned)((s.ow + s.tile - 1) / s.tile);
+        const unsigned ty_n = (unsigned)((s.oh + s.tile - 1) / s.tile);
+        per = ty_n * tx_n * (unsigned)(s.oc / s.chan);
+    } else if (s.tail) {
+        per = (unsigned)s.tail_slices;
+    } else {
+        strided = false;
+        per = step_units(s) / (unsigned)s.batch;
+    }
+    const unsigned lo = (unsigned)n * per, hi = lo + per;
+    if (strided) { /* the block's first unit at or after lo */
+        const unsigned G = gridDim.x, first = lo + (blockIdx.x + G - lo % G) % G;
+        return first < hi;
+    }
+    const unsigned units = step_units(s);
+    return lo < share_end(units) && share_begin(units) < hi;
+}
+
 /* Units [begin, end) of step @p s by this block; @p tile, @p sc: see step_conv. */
 template <typename T>
 __device__ void run_units(const kr_cuda_step &s, unsigned begin, unsigned end, float *tile,
@@ -164,7 +190,10 @@ __global__ void __launch_bounds__(NT, 2)
         const kr_cuda_step &s = desc[i % 3];
         if (timing)
             clocks[4 * i] = clock64();
-        const float *sc = s.se_layers ? se_prologue(s, se_buf, red) : NULL;
+        const float *sc =
+            s.se_layers
+                ? se_prologue(s, se_buf, red, [&](int item) { return block_has_item(s, item); })
+                : NULL;
         if (s.kind == KR_STEP_POOL_FINAL) {
             step_pool_final<T>(s, red);
         } else if (s.kind == KR_STEP_EXPAND_DW) {

@@ -141,16 +141,29 @@ __device__ __noinline__ void block_dense(const float *in, int K, float *out, int
 
 /* The squeeze-and-excitation prologue (persistent.h): returns the last layer's output,
  * [batch][se_out[se_layers - 1]], in @p buf. The sums were written by other blocks in an
- * earlier step: read through L2. */
-__device__ __noinline__ const float *se_prologue(const kr_cuda_step &s, float *buf, float *red)
+ * earlier step: read through L2. Only the items for which @p needed(n) holds (those the block
+ * works on in this step) get their means; the others' are 0 and their excitation unused
+ * (each item's means are a block_colsum, in sequence: two block barriers and an L2 round trip
+ * each, 16 of them per block at batch 16 before). An item's values are the same whichever
+ * items a block computes. */
+template <typename F>
+__device__ __noinline__ const float *se_prologue(const kr_cuda_step &s, float *buf, float *red,
+                                                 F needed)
 {
     const int C = s.se_c;
     float *pooled = buf;
     const float inv = 1.0f / (float)s.se_pixels;
-    for (int n = 0; n < s.batch; n++)
+    for (int n = 0; n < s.batch; n++) {
+        if (!needed(n)) {
+            for (int c = threadIdx.x; c < C; c += NT)
+                pooled[n * C + c] = 0.0f;
+            continue;
+        }
         block_colsum<true, float, float>(s.se_partial + (size_t)n * s.se_slices * C,
                                          (const float *)NULL, s.se_slices, C, red,
                                          [&](int c, float v) { pooled[n * C + c] = v * inv; });
+    }
+    __syncthreads(); /* the zeros too, before the dense layers read them */
     const float *in = pooled;
     float *out = pooled + s.batch * C;
     int K = C;
