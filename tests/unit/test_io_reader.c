@@ -188,6 +188,26 @@ static int64_t read_pts(keyer_reader *r)
     return pts;
 }
 
+/* long_mp4 opened with P, seeked to frame 61 of its 24 frames/s timeline; every frame from 61
+ * to its last (95) then the end must follow. Returns the open reader and one frame's step. */
+static keyer_reader *open_long_seek_61(const keyer_reader_params *p, int64_t *step)
+{
+    keyer_reader *r = NULL;
+    keyer_error err = {0};
+    if (keyer_reader_open(long_mp4, p, &r, &err))
+        fail_msg("%s", err.message);
+    *step = keyer_reader_info(r)->time_base.den / 24;
+    assert_int_equal(keyer_reader_seek(r, 61 * *step, &err), KEYER_OK);
+    return r;
+}
+
+static void read_to_end_from_61(keyer_reader *r, int64_t step)
+{
+    for (int i = 61; i < 96; i++)
+        assert_int_equal(read_pts(r), i * step);
+    assert_int_equal(read_pts(r), -1);
+}
+
 static void test_seek(void **state)
 {
     (void)state;
@@ -378,15 +398,10 @@ static void test_split_seek(void **state)
     (void)state;
     keyer_reader_params p = *kt_cpu();
     p.segments = 3;
-    keyer_reader *r = NULL;
+    int64_t step = 0;
+    keyer_reader *r = open_long_seek_61(&p, &step);
+    read_to_end_from_61(r, step);
     keyer_error err = {0};
-    if (keyer_reader_open(long_mp4, &p, &r, &err))
-        fail_msg("%s", err.message);
-    int64_t step = keyer_reader_info(r)->time_base.den / 24;
-    assert_int_equal(keyer_reader_seek(r, 61 * step, &err), KEYER_OK);
-    for (int i = 61; i < 96; i++)
-        assert_int_equal(read_pts(r), i * step);
-    assert_int_equal(read_pts(r), -1);
     assert_int_equal(keyer_reader_seek(r, 3 * step, &err), KEYER_OK);
     assert_int_equal(read_pts(r), 3 * step);
     keyer_reader_destroy(&r);
@@ -605,17 +620,12 @@ static void test_split_auto(void **state)
     kt_stream_free(&two);
     p.segment_queue = 0;
     kt_stream_free(&one);
-    keyer_reader *r = NULL;
-    keyer_error err = {0};
-    if (keyer_reader_open(long_mp4, &p, &r, &err))
-        fail_msg("%s", err.message);
-    int64_t step = keyer_reader_info(r)->time_base.den / 24;
-    assert_int_equal(keyer_reader_seek(r, 61 * step, &err), KEYER_OK);
+    int64_t step = 0;
+    keyer_reader *r = open_long_seek_61(&p, &step);
     assert_int_equal(keyer_reader_info(r)->segments, 2);
-    for (int i = 61; i < 96; i++)
-        assert_int_equal(read_pts(r), i * step);
-    assert_int_equal(read_pts(r), -1);
+    read_to_end_from_61(r, step);
     keyer_reader_destroy(&r);
+    keyer_error err = {0};
     /* too short for an automatic split: one decoder, no warning */
     keyer_logger lg = {KEYER_LOG_WARNING, count_split_log, NULL};
     p.logger = &lg;
