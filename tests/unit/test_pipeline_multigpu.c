@@ -856,6 +856,15 @@ static void same_pngs(const char *dir, const char *ref_prefix, const char *got_p
     same_pngs_n(dir, ref_prefix, got_prefix, SPLIT_FRAMES);
 }
 
+/* the reader parameters the session gives a stream (LIVE: live, paced or latency mode) from
+ * the reader's defaults */
+static keyer_reader_params knobs(const keyer_session_params *sp, int live)
+{
+    keyer_reader_params rp = keyer_reader_params_defaults();
+    kr_stream_decoder_knobs(sp, live, &rp);
+    return rp;
+}
+
 static void test_split_lanes(void **state)
 {
     (void)state;
@@ -931,8 +940,7 @@ static void test_split_lanes(void **state)
     assert_int_not_equal(keyer_option_set(keyer_session_options(), &p, "decode_surfaces", "17",
                                           &err), KEYER_OK);
     /* what the knobs give a stream's reader: its own values win */
-    keyer_reader_params rp = keyer_reader_params_defaults();
-    kr_stream_decoder_knobs(&p, 0, &rp);
+    keyer_reader_params rp = knobs(&p, 0);
     assert_int_equal(rp.segments, 2);
     assert_int_equal(rp.hw_surfaces, 8);
     assert_int_equal(rp.hw_shared_stream, 1);
@@ -943,8 +951,7 @@ static void test_split_lanes(void **state)
     assert_int_equal(rp.segments, 3);
     assert_int_equal(rp.hw_surfaces, 1);
     keyer_session_params d = keyer_session_params_defaults();
-    rp = keyer_reader_params_defaults();
-    kr_stream_decoder_knobs(&d, 0, &rp);
+    rp = knobs(&d, 0);
     assert_int_equal(rp.segments, 0);
     assert_int_equal(rp.hw_surfaces, 0);
     assert_int_equal(rp.hw_shared_stream, 0);
@@ -953,16 +960,13 @@ static void test_split_lanes(void **state)
     assert_int_equal(d.decode_ahead, 0);
     assert_int_equal(keyer_option_set(keyer_session_options(), &d, "decode_ahead", "6", &err),
                      KEYER_OK);
-    rp = keyer_reader_params_defaults();
-    kr_stream_decoder_knobs(&d, 1, &rp);
+    rp = knobs(&d, 1);
     assert_int_equal(rp.decode_ahead, 6);
     assert_int_equal(keyer_option_set(keyer_session_options(), &d, "decode_ahead", "-1", &err),
                      KEYER_OK);
-    rp = keyer_reader_params_defaults();
-    kr_stream_decoder_knobs(&d, 0, &rp);
+    rp = knobs(&d, 0);
     assert_int_equal(rp.decode_ahead, KR_DECODE_AHEAD_FILES);
-    rp = keyer_reader_params_defaults();
-    kr_stream_decoder_knobs(&d, 1, &rp);
+    rp = knobs(&d, 1);
     assert_int_equal(rp.decode_ahead, 0);
     rp = keyer_reader_params_defaults();
     rp.decode_ahead = 2; /* the stream's own value wins */
@@ -983,14 +987,12 @@ static void test_split_lanes(void **state)
     const int expect[] = {0, 2, 2, 2, 0, 0};
     for (int k = 0; k < 6; k++) {
         a.expected_files = files[k];
-        rp = keyer_reader_params_defaults();
-        kr_stream_decoder_knobs(&a, 0, &rp);
+        rp = knobs(&a, 0);
         assert_int_equal(rp.segments, expect[k]);
         assert_int_equal(rp.segments_auto, expect[k] ? 1 : 0);
     }
     a.expected_files = 8;
-    rp = keyer_reader_params_defaults();
-    kr_stream_decoder_knobs(&a, 1, &rp); /* live, realtime or latency mode */
+    rp = knobs(&a, 1); /* live, realtime or latency mode */
     assert_int_equal(rp.segments, 0);
     rp = keyer_reader_params_defaults();
     rp.device = KEYER_DECODE_DEVICE_CPU;
@@ -1003,8 +1005,7 @@ static void test_split_lanes(void **state)
     assert_int_equal(rp.segments_auto, 0);
     assert_int_equal(keyer_option_set(keyer_session_options(), &a, "decode_segments", "0", &err),
                      KEYER_OK);
-    rp = keyer_reader_params_defaults();
-    kr_stream_decoder_knobs(&a, 0, &rp);
+    rp = knobs(&a, 0);
     assert_int_equal(rp.segments, 0);
     assert_int_equal(keyer_option_set(keyer_session_options(), &a, "expected_files", "12", &err),
                      KEYER_OK);
