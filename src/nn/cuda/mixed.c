@@ -237,9 +237,9 @@ keyer_status kr_cuda_mixed_create(const kr_cuda_mem *mem, float *const *io, kr_c
             int reader = n, index = 0;
             int t = find_read(g, mem, host, n, *fields[k], &reader, &index);
             if (t < 0) {
-                if (fields[k] == &op->in[k] && g->nodes[n].inputs[k] >= 0 &&
+                if (k < g->nodes[n].n_inputs && g->nodes[n].inputs[k] >= 0 &&
                     g->tensors[g->nodes[n].inputs[k]].dtype != KR_DTYPE_F32)
-                    continue; /* an int32 output bound to its staging (ARGMAX's) */
+                    continue; /* an int32 operand: as it is */
                 st = keyer_error_set(err, KEYER_STATUS_INTERNAL,
                                      "%s: cuda backend: mixed precision: node %d (%s) reads "
                                      "memory of no tensor it has",
