@@ -16,11 +16,12 @@
  * frame of the sample clips): the pose models' activations stay far inside half's range
  * (largest |x| 1,040 and 1,791: the segmentation logits), so neither float32 for out-of-range
  * layers nor scaling folded into the weights can help; what moves the landmarks is half's
- * 11-bit rounding of the stored activations all along the landmark path (no node alone moves
- * them by more than 0.36 input pixels, all together by 0.95 and 0.76; float32 for the first
- * half of the nodes still leaves 0.18, float32 for every activation beyond half's 6.0 of the
- * RELU6 layers 0.65). Half storage of the segmentation decoder, which only the body mask
- * reads, moves no landmark and no heatmap value.
+ * 11-bit rounding of the stored activations all along the landmark path: all in half moves
+ * them by 0.95 and 0.76 input pixels; in pose-lite no node alone moves them by more than 0.36,
+ * float32 for the first half of the nodes still leaves 0.18, float32 for every output beyond
+ * the RELU6 layers' 6.0 (the residual stream) 0.65. Half storage of the segmentation decoder,
+ * which only the body mask reads, moves no landmark and no heatmap value
+ * (docs/notes/f16-precision.md).
  */
 #ifndef KEYER_NN_PRECISION_PLAN_H
 #define KEYER_NN_PRECISION_PLAN_H
