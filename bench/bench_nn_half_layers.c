@@ -10,11 +10,9 @@
  * them (keyer_prepare with the registry's fit and normalisation). Every run is the reference
  * backend's float kernels node by node on one float buffer per storage tensor:
  *  - "f32": as they are (the reference);
- *  - "sim half": the cuda f16 instance's rounding points: the input, every stored node output
- *    and every element-wise constant rounded to half (round to nearest even, overflow to
- *    infinity), except the outputs of nodes that the plan keeps in float32 and outputs that the
- *    per-node schedule never stores (read only by the next node when that is an activation, or
- *    a residual ADD after a convolution or an element-wise node: the fused pairs).
+ *  - "sim half": the cuda f16 instance's rounding points (bench_half_sim.h: the input, every
+ *    stored node output and every element-wise constant rounded to half), except for the
+ *    nodes kept in float32 by the row.
  * Printed per model:
  *  - the plan of nn/precision_plan.h (which nodes it keeps in float32 and why);
  *  - per row (all half; the plan; other sets with --sweep): the largest move of the landmark
@@ -22,9 +20,12 @@
  *    1080p frame letterboxed into 256), the worst mask mean abs difference (sigmoid of the
  *    logits) and share of the activation elements kept in float32;
  *  - with --layers: per node, its operator, output shape, largest |activation| over the frames
- *    (f32), and the largest difference of "sim half" at that node, absolute and relative to the
- *    node's largest |activation| (where the error grows, and where activations leave half's
- *    range: |x| > 65504, or have fewer than 11 bits left above the smallest normal).
+ *    (f32; "OVER HALF" past 65504), and the largest difference of "sim half" at that node,
+ *    absolute and relative to the node's largest |activation| (where the error grows);
+ *  - --sweep: float32 for the last or the first 5-70% of the nodes, and for the nodes whose
+ *    largest |activation| passes 16384, 4096, 1024, 256, 64; --limit X: that row for one X;
+ *  - --single: every node alone in half, the rest in float32 (one row per node);
+ *  - --f32 a-b,c: one row with those nodes (indices as --layers prints them) in float32.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -32,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_half_sim.h"
 #include "bench_util.h"
 
 #include "keyer/effects.h"
@@ -42,88 +44,51 @@
 #include "nn/graph.h"
 #include "nn/model.h"
 #include "nn/precision_plan.h"
-#include "nn/reference/ops.h"
-#include "render/fx_math.h"
 
 #define MAX_FRAMES 48
 
-static float round_half(float v) { return kr_half_to_float(kr_float_to_half(v)); }
-
+/* The emulation (bench_half_sim.h) and what the rows record per node. */
 typedef struct {
+    kb_sim sim;
     const kr_graph *g;
-    float **buf;          /* per tensor: its storage's buffer (NULL for constants) */
-    float **cst16;        /* per tensor: an element-wise constant rounded to half, or NULL */
-    unsigned char *fused; /* per node: 1 when the per-node schedule never stores its output */
-    double *amax;         /* per node: largest |output| of the f32 runs */
-    double *dmax;         /* per node: largest |sim half - f32| at its output */
-    float **ref;          /* per node output 0 of the current frame's f32 run (for dmax) */
+    double *amax;  /* per node: largest |output| of the f32 runs */
+    double *dmax;  /* per node: largest |sim half - f32| at its output */
+    float **ref;   /* per node: output 0 of the current frame's f32 run (for dmax) */
+    int mode;      /* what the hook records: 0 amax and ref, 1 dmax, 2 nothing */
 } sim;
 
-static int is_activation(kr_op op)
+static void record(void *ctx, int k, const float *y, size_t e)
 {
-    return op == KR_OP_RELU || op == KR_OP_RELU6 || op == KR_OP_HARD_SWISH ||
-           op == KR_OP_LOGISTIC;
-}
-
-static int is_conv_weight(const kr_graph *g, int t)
-{
-    for (int n = 0; n < g->n_nodes; n++) {
-        const kr_node *nd = &g->nodes[n];
-        if ((nd->op == KR_OP_CONV_2D || nd->op == KR_OP_DEPTHWISE_CONV_2D ||
-             nd->op == KR_OP_TRANSPOSE_CONV_BIAS || nd->op == KR_OP_TRANSPOSE_CONV) &&
-            ((nd->n_inputs > 1 && nd->inputs[1] == t) || (nd->n_inputs > 2 && nd->inputs[2] == t)))
-            return 1;
+    sim *s = ctx;
+    if (s->mode == 0) {
+        double m = s->amax[k];
+        for (size_t i = 0; i < e; i++)
+            m = fabs((double)y[i]) > m ? fabs((double)y[i]) : m;
+        s->amax[k] = m;
+        memcpy(s->ref[k], y, e * sizeof(float));
+    } else if (s->mode == 1) {
+        double m = s->dmax[k];
+        for (size_t i = 0; i < e; i++) {
+            double d = fabs((double)y[i] - (double)s->ref[k][i]);
+            if (isnan(d))
+                d = INFINITY;
+            m = d > m ? d : m;
+        }
+        s->dmax[k] = m;
     }
-    return 0;
 }
 
 static int sim_init(sim *s, const kr_graph *g)
 {
     memset(s, 0, sizeof(*s));
     s->g = g;
-    s->buf = calloc((size_t)g->n_tensors, sizeof(float *));
-    s->cst16 = calloc((size_t)g->n_tensors, sizeof(float *));
-    s->fused = calloc((size_t)g->n_nodes + 1, 1);
+    if (kb_sim_init(&s->sim, g, 1))
+        return -1;
     s->amax = calloc((size_t)g->n_nodes, sizeof(double));
     s->dmax = calloc((size_t)g->n_nodes, sizeof(double));
     s->ref = calloc((size_t)g->n_nodes, sizeof(float *));
-    if (!s->buf || !s->cst16 || !s->fused || !s->amax || !s->dmax || !s->ref)
+    if (!s->amax || !s->dmax || !s->ref)
         return -1;
-    for (int t = 0; t < g->n_tensors; t++) {
-        const kr_tensor *tt = &g->tensors[t];
-        if (kr_tensor_is_const(tt)) {
-            if (tt->dtype != KR_DTYPE_F32 || is_conv_weight(g, t))
-                continue;
-            size_t e = kr_tensor_elements(tt);
-            s->cst16[t] = malloc((e + 1) * sizeof(float));
-            if (!s->cst16[t])
-                return -1;
-            for (size_t i = 0; i < e; i++)
-                s->cst16[t][i] = round_half(((const float *)tt->data)[i]);
-            continue;
-        }
-        if (kr_tensor_storage(g, t) != t)
-            continue;
-        if (tt->dtype != KR_DTYPE_F32)
-            return -1;
-        s->buf[t] = calloc(kr_tensor_elements(tt) + 16, sizeof(float));
-        if (!s->buf[t])
-            return -1;
-    }
-    for (int t = 0; t < g->n_tensors; t++)
-        if (!s->buf[t] && !kr_tensor_is_const(&g->tensors[t]))
-            s->buf[t] = s->buf[kr_tensor_storage(g, t)];
-    for (int k = 0; k + 1 < g->n_nodes; k++) {
-        const kr_tensor *o = &g->tensors[g->nodes[k].outputs[0]];
-        kr_op op = g->nodes[k].op, next = g->nodes[k + 1].op;
-        if (o->last_consumer != k + 1 || o->graph_output >= 0)
-            continue;
-        if (is_activation(next) ||
-            (next == KR_OP_ADD &&
-             (op == KR_OP_CONV_2D || op == KR_OP_DEPTHWISE_CONV_2D ||
-              op == KR_OP_TRANSPOSE_CONV_BIAS || op == KR_OP_ADD || op == KR_OP_MUL)))
-            s->fused[k] = 1;
-    }
     for (int k = 0; k < g->n_nodes; k++) {
         s->ref[k] = malloc((kr_tensor_elements(&g->tensors[g->nodes[k].outputs[0]]) + 1) *
                            sizeof(float));
@@ -137,79 +102,23 @@ static void sim_free(sim *s)
 {
     if (!s->g)
         return;
-    if (s->buf)
-        for (int t = 0; t < s->g->n_tensors; t++)
-            if (s->buf[t] && kr_tensor_storage(s->g, t) == t)
-                free(s->buf[t]);
-    if (s->cst16)
-        for (int t = 0; t < s->g->n_tensors; t++)
-            free(s->cst16[t]);
+    kb_sim_free(&s->sim);
     if (s->ref)
         for (int k = 0; k < s->g->n_nodes; k++)
             free(s->ref[k]);
-    free(s->buf);
-    free(s->cst16);
-    free(s->fused);
     free(s->amax);
     free(s->dmax);
     free(s->ref);
 }
 
-/* One run on @p x (@p n floats). @p f32: per node, 1 = float32 (NULL with @p half 0: all
- * float32). With @p half 0 the run is the reference: records amax and every node's output in
- * ref; with @p half 1 and @p track, records dmax against ref. */
+/* One run on @p x (@p n floats). @p half 0: the float32 reference (records amax and every
+ * node's output); 1: the f16 rounding points except for the nodes marked in @p f32 (NULL:
+ * none), recording dmax against the reference with @p track. */
 static void sim_run(sim *s, const float *x, size_t n, int half, const unsigned char *f32,
                     int track)
 {
-    const kr_graph *g = s->g;
-    float *in = s->buf[g->inputs[0]];
-    int first_half = half && !(f32 && f32[0]);
-    for (size_t i = 0; i < n; i++)
-        in[i] = first_half ? round_half(x[i]) : x[i];
-    for (int k = 0; k < g->n_nodes; k++) {
-        const kr_node *node = &g->nodes[k];
-        int hk = half && !(f32 && f32[k]);
-        kr_op_ctx c;
-        memset(&c, 0, sizeof(c));
-        c.graph = g;
-        c.node = node;
-        c.batch = 1;
-        for (int i = 0; i < node->n_inputs; i++) {
-            int t = node->inputs[i];
-            if (t < 0)
-                continue;
-            if (kr_tensor_is_const(&g->tensors[t]))
-                c.in[i] = hk && s->cst16[t] ? (const void *)s->cst16[t] : g->tensors[t].data;
-            else
-                c.in[i] = s->buf[t];
-        }
-        for (int i = 0; i < node->n_outputs; i++)
-            c.out[i] = s->buf[node->outputs[i]];
-        kr_ref_ops[node->op](&c);
-        float *y = s->buf[node->outputs[0]];
-        size_t e = kr_tensor_elements(&g->tensors[node->outputs[0]]);
-        /* a fused node's output stays in the fused kernel's float registers */
-        int store_half = hk && !s->fused[k];
-        if (store_half)
-            for (size_t i = 0; i < e; i++)
-                y[i] = round_half(y[i]);
-        if (!half) {
-            double m = s->amax[k];
-            for (size_t i = 0; i < e; i++)
-                m = fabs((double)y[i]) > m ? fabs((double)y[i]) : m;
-            s->amax[k] = m;
-            memcpy(s->ref[k], y, e * sizeof(float));
-        } else if (track) {
-            double m = s->dmax[k];
-            for (size_t i = 0; i < e; i++) {
-                double d = fabs((double)y[i] - (double)s->ref[k][i]);
-                if (isnan(d))
-                    d = INFINITY;
-                m = d > m ? d : m;
-            }
-            s->dmax[k] = m;
-        }
-    }
+    s->mode = !half ? 0 : track ? 1 : 2;
+    kb_sim_run(&s->sim, x, n, half, half, f32, record, s);
 }
 
 typedef struct {
@@ -224,7 +133,7 @@ static void score(const sim *s, const outs *o, const float *want_pts, const floa
 {
     const kr_graph *g = s->g;
     if (o->pts >= 0) {
-        const float *p = s->buf[g->outputs[o->pts]];
+        const float *p = s->sim.buf[g->outputs[o->pts]];
         for (size_t i = 0; i < o->pts_n / 5; i++)
             for (int k = 0; k < 2; k++) {
                 double d = fabs((double)p[i * 5 + k] - want_pts[i * 5 + k]);
@@ -236,7 +145,7 @@ static void score(const sim *s, const outs *o, const float *want_pts, const floa
             }
     }
     if (o->mask >= 0) {
-        const float *m = s->buf[g->outputs[o->mask]];
+        const float *m = s->sim.buf[g->outputs[o->mask]];
         double sum = 0;
         for (size_t i = 0; i < o->mask_n; i++) {
             double a = m[i], b = want_mask[i];
@@ -432,13 +341,13 @@ static int run_model(const char *name, int step, int layers, int sweep, int sing
             want_pts[i] = malloc(o.pts_n * sizeof(float));
             if (!want_pts[i])
                 goto done;
-            memcpy(want_pts[i], s.buf[g->outputs[o.pts]], o.pts_n * sizeof(float));
+            memcpy(want_pts[i], s.sim.buf[g->outputs[o.pts]], o.pts_n * sizeof(float));
         }
         if (o.mask >= 0) {
             want_mask[i] = malloc(o.mask_n * sizeof(float) * 2);
             if (!want_mask[i])
                 goto done;
-            const float *m = s.buf[g->outputs[o.mask]];
+            const float *m = s.sim.buf[g->outputs[o.mask]];
             const kr_tensor *mt = &g->tensors[g->outputs[o.mask]];
             int ch = mt->rank == 4 ? mt->dims[3] : 1;
             for (size_t p = 0; p < o.mask_n; p++)
@@ -467,7 +376,7 @@ static int run_model(const char *name, int step, int layers, int sweep, int sing
                               ot->dims[d]);
             printf("  %4d %-20s %-18s %10.4g %12.4g %8.2e%s%s%s\n", k,
                    kr_op_name(g->nodes[k].op), shape, s.amax[k], s.dmax[k],
-                   s.amax[k] > 0 ? s.dmax[k] / s.amax[k] : 0.0, s.fused[k] ? " fused" : "",
+                   s.amax[k] > 0 ? s.dmax[k] / s.amax[k] : 0.0, s.sim.fused[k] ? " fused" : "",
                    s.amax[k] > 65504 ? " OVER HALF" : "",
                    plan.f32 && plan.f32[k] ? " [f32]" : "");
         }
