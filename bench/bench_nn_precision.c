@@ -125,7 +125,7 @@ static int cuda_row(const char *model_name, const keyer_model *model, keyer_prec
         return cs == KEYER_STATUS_DEVICE ? 2 : 1;
     }
     float *out = malloc(out_n * sizeof(float));
-    row_stats st;
+    row_stats st = {{0}, {0}, {0}};
     int ok = out != NULL;
     for (int i = 0; ok && i < n_items; i++) {
         ok = keyer_runtime_set_input(rt, 0, items[i], in_n * sizeof(float), &err) == KEYER_OK &&
@@ -189,7 +189,7 @@ static int run_model(const char *name, int n_items, int use_cuda)
     }
     static const char *const sim_rows[2] = {"sim: half input", "sim: half storage"};
     for (int mode = 1; mode <= 2; mode++) {
-        row_stats st;
+        row_stats st = {{0}, {0}, {0}};
         for (int i = 0; i < n_items; i++)
             compare(kb_sim_run(&s, items[i], in_n, 1, mode == 2, NULL, NULL, NULL), want[i],
                     out_n, &st, i);
