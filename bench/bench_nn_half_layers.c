@@ -3,7 +3,7 @@
  * frames; the CPU measurement behind the cuda backend's mixed-precision plan (nn/precision_plan.h).
  *
  *   bench_nn_half_layers [--models pose-lite,pose-full] [--step N] [--layers] [--sweep]
- *                        [--single] [--f32 a-b,c,...] [--limit X]
+ *                        [--single] [--f32 a-b,c,...] [--limit X] [--greedy PX]
  *
  * Frames: both test photos and every Nth frame (--step, default 6) of the two sample clips
  * ($KEYER_TEST_DATA or tests/data), decoded on the CPU and prepared as the main job prepares
@@ -25,7 +25,9 @@
  *  - --sweep: float32 for the last or the first 5-70% of the nodes, and for the nodes whose
  *    largest |activation| passes 16384, 4096, 1024, 256, 64; --limit X: that row for one X;
  *  - --single: every node alone in half, the rest in float32 (one row per node);
- *  - --f32 a-b,c: one row with those nodes (indices as --layers prints them) in float32.
+ *  - --f32 a-b,c: one row with those nodes (indices as --layers prints them) in float32;
+ *  - --greedy PX: from the plan's float32 set, each node (last first) goes to half when the
+ *    landmarks then still move by at most PX input pixels; the set left is printed.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -262,8 +264,8 @@ static int load_frames(frames *fs, const keyer_model_entry *e, int w, int h, int
 }
 
 /* One row: @p f32 (NULL: all half) over every frame, against the f32 outputs in want. */
-static void row(sim *s, const frames *fs, size_t in_n, const outs *o, float *const *want_pts,
-                float *const *want_mask, const unsigned char *f32, int track, const char *what)
+static double row(sim *s, const frames *fs, size_t in_n, const outs *o, float *const *want_pts,
+                  float *const *want_mask, const unsigned char *f32, int track, const char *what)
 {
     const kr_graph *g = s->g;
     double lm = 0, mask = 0, kept = 0, all = 0;
@@ -287,10 +289,11 @@ static void row(sim *s, const frames *fs, size_t in_n, const outs *o, float *con
            what, lm, lm * 7.5, lm_at, lm_frame >= 0 ? fs->name[lm_frame] : "-", mask,
            100.0 * kept / all);
     fflush(stdout);
+    return lm;
 }
 
 static int run_model(const char *name, int step, int layers, int sweep, int single,
-                     const char *ranges, double limit)
+                     const char *ranges, double limit, double greedy)
 {
     char path[1024];
     keyer_error err = {0};
@@ -402,6 +405,34 @@ static int run_model(const char *name, int step, int layers, int sweep, int sing
         snprintf(what, sizeof(what), "f32 where max|f32| > %g", limit);
         row(&s, &fs, in_n, &o, want_pts, want_mask, f32, 0, what);
     }
+    if (greedy > 0 && plan.n_f32) {
+        /* the smallest float32 set found from the plan's: each of its nodes, last first, goes
+         * to half when the landmarks then still move by at most --greedy input pixels */
+        memcpy(f32, plan.f32, (size_t)g->n_nodes);
+        for (int k = g->n_nodes - 1; k >= 0; k--) {
+            if (!f32[k])
+                continue;
+            f32[k] = 0;
+            char what[64];
+            snprintf(what, sizeof(what), "  try node %d (%s) in half", k,
+                     kr_op_name(g->nodes[k].op));
+            if (row(&s, &fs, in_n, &o, want_pts, want_mask, f32, 0, what) > greedy)
+                f32[k] = 1;
+        }
+        int kept = 0, w = 0;
+        char list[4096];
+        list[0] = 0;
+        for (int k = 0; k < g->n_nodes; k++)
+            if (f32[k]) {
+                kept++;
+                if (w < (int)sizeof(list) - 16)
+                    w += snprintf(list + w, sizeof(list) - (size_t)w, "%s%d", w ? "," : "", k);
+            }
+        char what[64];
+        snprintf(what, sizeof(what), "greedy: %d nodes in float32", kept);
+        row(&s, &fs, in_n, &o, want_pts, want_mask, f32, 0, what);
+        printf("  greedy float32 nodes (--f32): %s\n", list);
+    }
     if (single) {
         /* every node alone in half (the input too for node 0), the rest in float32 */
         for (int k = 0; k < g->n_nodes; k++) {
@@ -459,7 +490,7 @@ int main(int argc, char **argv)
     const char *models = "pose-lite,pose-full";
     int step = 6, layers = 0, sweep = 0, single = 0;
     const char *ranges = NULL;
-    double limit = 0;
+    double limit = 0, greedy = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--models") && i + 1 < argc)
             models = argv[++i];
@@ -473,11 +504,13 @@ int main(int argc, char **argv)
             single = 1;
         else if (!strcmp(argv[i], "--f32") && i + 1 < argc)
             ranges = argv[++i];
+        else if (!strcmp(argv[i], "--greedy") && i + 1 < argc)
+            greedy = kb_number_arg(PROG, "--greedy", argv[++i]);
         else if (!strcmp(argv[i], "--limit") && i + 1 < argc)
             limit = kb_number_arg(PROG, "--limit", argv[++i]);
         else {
             fprintf(stderr, "usage: bench_nn_half_layers [--models a,b] [--step N] [--layers] "
-                            "[--sweep] [--single] [--f32 a-b,c] [--limit X]\n");
+                            "[--sweep] [--single] [--f32 a-b,c] [--limit X] [--greedy PX]\n");
             return 2;
         }
     }
@@ -490,7 +523,7 @@ int main(int argc, char **argv)
     if (!list)
         return 1;
     for (char *save = NULL, *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save))
-        rc |= run_model(m, step, layers, sweep, single, ranges, limit);
+        rc |= run_model(m, step, layers, sweep, single, ranges, limit, greedy);
     free(list);
     return rc;
 }
