@@ -10,7 +10,10 @@
  * without both kinds of output, or whose float32 part would hold more than
  * KR_PRECISION_PLAN_MAX_F32_SHARE of the activation elements (at batch 1), runs all in half as
  * before: of the shipped models, only the pose landmark models get a mixed plan (their
- * segmentation decoder, which only the body mask reads, is the half part).
+ * segmentation decoder, which only the body mask reads, is the half part). Said plainly: their
+ * "f16" is then float32 with a half mask branch (landmarks, heatmaps and flags equal the
+ * float32 per-node kernels' bit for bit); it runs per node only, so AUTO keeps them in float32
+ * (at batches 1-5 float32 runs the faster persistent kernel).
  *
  * Why (bench/bench_nn_half_layers, pose-lite and pose-full on both test photos and every 6th
  * frame of the sample clips): the pose models' activations stay far inside half's range
