@@ -27,22 +27,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_half_sim.h"
 #include "bench_util.h"
 
 #include "keyer/nn.h"
 #include "keyer/registry.h"
 #include "nn/graph.h"
 #include "nn/model.h"
-#include "nn/reference/ops.h"
-#include "render/fx_math.h"
 
 #define MAX_ITEMS 64
 
 typedef struct {
     double max_abs[MAX_ITEMS], rms[MAX_ITEMS], agree[MAX_ITEMS];
 } row_stats;
-
-static float round_half(float v) { return kr_half_to_float(kr_float_to_half(v)); }
 
 static float *read_floats(const char *path, size_t *count)
 {
@@ -75,96 +72,6 @@ static void make_item(float *dst, const float *x, size_t n, int w, int c, int v)
                 dst[(r * (size_t)w + (size_t)xx) * (size_t)c + (size_t)k] =
                     x[(r * (size_t)w + (size_t)sx) * (size_t)c + (size_t)k] * scale;
             }
-}
-
-/* The reference kernels node by node on one float buffer per storage tensor. */
-typedef struct {
-    const kr_graph *g;
-    float **buf;        /* per tensor: its storage's buffer (NULL for constants) */
-    unsigned char *keep; /* per node: 1 when the cuda per-node schedule never stores its output */
-} sim;
-
-static int is_activation(kr_op op)
-{
-    return op == KR_OP_RELU || op == KR_OP_RELU6 || op == KR_OP_HARD_SWISH ||
-           op == KR_OP_LOGISTIC;
-}
-
-static int sim_init(sim *s, const kr_graph *g)
-{
-    s->g = g;
-    s->buf = calloc((size_t)g->n_tensors, sizeof(float *));
-    s->keep = calloc((size_t)g->n_nodes + 1, 1);
-    if (!s->buf || !s->keep)
-        return -1;
-    for (int t = 0; t < g->n_tensors; t++) {
-        const kr_tensor *tt = &g->tensors[t];
-        if (kr_tensor_is_const(tt) || kr_tensor_storage(g, t) != t)
-            continue;
-        if (tt->dtype != KR_DTYPE_F32)
-            return -1;
-        s->buf[t] = calloc(kr_tensor_elements(tt) + 16, sizeof(float));
-        if (!s->buf[t])
-            return -1;
-    }
-    for (int t = 0; t < g->n_tensors; t++)
-        if (!s->buf[t] && !kr_tensor_is_const(&g->tensors[t]))
-            s->buf[t] = s->buf[kr_tensor_storage(g, t)];
-    for (int k = 0; k + 1 < g->n_nodes; k++) {
-        const kr_tensor *o = &g->tensors[g->nodes[k].outputs[0]];
-        kr_op op = g->nodes[k].op, next = g->nodes[k + 1].op;
-        if (o->last_consumer != k + 1 || o->graph_output >= 0)
-            continue;
-        if (is_activation(next) ||
-            (next == KR_OP_ADD &&
-             (op == KR_OP_CONV_2D || op == KR_OP_DEPTHWISE_CONV_2D ||
-              op == KR_OP_TRANSPOSE_CONV_BIAS || op == KR_OP_ADD || op == KR_OP_MUL)))
-            s->keep[k] = 1;
-    }
-    return 0;
-}
-
-static void sim_free(sim *s)
-{
-    if (s->buf)
-        for (int t = 0; t < s->g->n_tensors; t++)
-            if (s->buf[t] && kr_tensor_storage(s->g, t) == t)
-                free(s->buf[t]);
-    free(s->buf);
-    free(s->keep);
-}
-
-/* Runs the graph on @p x; mode 0 float, 1 half input, 2 half storage. Returns output 0. */
-static const float *sim_run(sim *s, const float *x, size_t n, int mode)
-{
-    const kr_graph *g = s->g;
-    float *in = s->buf[g->inputs[0]];
-    for (size_t i = 0; i < n; i++)
-        in[i] = mode ? round_half(x[i]) : x[i];
-    for (int k = 0; k < g->n_nodes; k++) {
-        const kr_node *node = &g->nodes[k];
-        kr_op_ctx c;
-        memset(&c, 0, sizeof(c));
-        c.graph = g;
-        c.node = node;
-        c.batch = 1;
-        for (int i = 0; i < node->n_inputs; i++) {
-            int t = node->inputs[i];
-            if (t >= 0)
-                c.in[i] = kr_tensor_is_const(&g->tensors[t]) ? g->tensors[t].data
-                                                              : (const void *)s->buf[t];
-        }
-        for (int i = 0; i < node->n_outputs; i++)
-            c.out[i] = s->buf[node->outputs[i]];
-        kr_ref_ops[node->op](&c);
-        if (mode == 2 && !s->keep[k]) {
-            float *y = s->buf[node->outputs[0]];
-            size_t e = kr_tensor_elements(&g->tensors[node->outputs[0]]);
-            for (size_t i = 0; i < e; i++)
-                y[i] = round_half(y[i]);
-        }
-    }
-    return s->buf[g->outputs[0]];
 }
 
 static void compare(const float *got, const float *want, size_t n, row_stats *st, int item)
@@ -218,7 +125,7 @@ static int cuda_row(const char *model_name, const keyer_model *model, keyer_prec
         return cs == KEYER_STATUS_DEVICE ? 2 : 1;
     }
     float *out = malloc(out_n * sizeof(float));
-    row_stats st;
+    row_stats st = {{0}, {0}, {0}};
     int ok = out != NULL;
     for (int i = 0; ok && i < n_items; i++) {
         ok = keyer_runtime_set_input(rt, 0, items[i], in_n * sizeof(float), &err) == KEYER_OK &&
@@ -257,7 +164,7 @@ static int run_model(const char *name, int n_items, int use_cuda)
     const kr_tensor *ot = &g->tensors[g->outputs[0]];
     size_t out_n = kr_tensor_elements(ot);
     int rc = 1;
-    sim s;
+    kb_sim s;
     memset(&s, 0, sizeof(s));
     float *items[MAX_ITEMS] = {0}, *want[MAX_ITEMS] = {0};
     if (!photo || in_n != kr_tensor_elements(it) || it->rank != 4) {
@@ -265,7 +172,7 @@ static int run_model(const char *name, int n_items, int use_cuda)
                 name);
         goto done;
     }
-    if (sim_init(&s, g)) {
+    if (kb_sim_init(&s, g, 0)) {
         fprintf(stderr, "bench_nn_precision: %s: out of memory, or not a float model\n", name);
         goto done;
     }
@@ -277,13 +184,15 @@ static int run_model(const char *name, int n_items, int use_cuda)
             goto done;
         }
         make_item(items[i], photo, in_n, it->dims[2], it->dims[3], i);
-        memcpy(want[i], sim_run(&s, items[i], in_n, 0), out_n * sizeof(float));
+        memcpy(want[i], kb_sim_run(&s, items[i], in_n, 0, 0, NULL, NULL, NULL),
+               out_n * sizeof(float));
     }
     static const char *const sim_rows[2] = {"sim: half input", "sim: half storage"};
     for (int mode = 1; mode <= 2; mode++) {
-        row_stats st;
+        row_stats st = {{0}, {0}, {0}};
         for (int i = 0; i < n_items; i++)
-            compare(sim_run(&s, items[i], in_n, mode), want[i], out_n, &st, i);
+            compare(kb_sim_run(&s, items[i], in_n, 1, mode == 2, NULL, NULL, NULL), want[i],
+                    out_n, &st, i);
         print_row(name, sim_rows[mode - 1], &st, n_items);
     }
     rc = 0;
@@ -312,7 +221,7 @@ done:
         free(items[i]);
         free(want[i]);
     }
-    sim_free(&s);
+    kb_sim_free(&s);
     free(photo);
     keyer_model_destroy(&model);
     return rc;

@@ -162,8 +162,12 @@ size_t keyer_model_weight_bytes(const keyer_model *model);
  * in float32 (the cuda backend only; reference and cpu reject F16 with UNSUPPORTED).
  * Convolution weights stay float32 (they are small and cached). F16 outputs are checked against
  * the reference backend by tests/unit/test_nn_cuda_gpu.c (masks within 0.02 and on the same
- * side of 0.5 on >= 99.5% of pixels, the same faces after decoding). The pose landmark models'
- * activations leave half precision's range (their outputs are wrong in F16): run them in F32.
+ * side of 0.5 on >= 99.5% of pixels, the same faces after decoding). Mixed precision: in a
+ * graph with both mask outputs and other outputs (the pose landmark models), F16 under the AUTO
+ * and per-node schedules keeps every node the other outputs (landmarks, heatmaps, flags)
+ * depend on in float32 and runs only the mask's own nodes in half, because half storage anywhere
+ * on the landmark path moves the landmarks by up to a model input pixel (src/nn/precision_plan.h);
+ * a persistent schedule asked by name runs such a model all in half.
  * AUTO is a choice for sessions and keying objects, made per model: F16 on CUDA for models
  * whose registry entry says half_ok (measured by tests/unit/test_precision_gpu.c), F32
  * otherwise and on the CPU. A runtime needs F32 or F16 and refuses AUTO.

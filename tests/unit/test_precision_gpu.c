@@ -10,8 +10,12 @@
  * 0.5 agree on >= 99.5% of pixels and their mean absolute difference is <= 5e-3; face
  * detectors give the same faces after decoding (same count, IoU >= 0.9 each); the pose models'
  * landmarks (output 0: 39 x (x, y, z, visibility, presence), x and y in input pixels) move by
- * at most 1 input pixel. A max-absolute
- * bound is not asked: half storage alone moves a few outline pixels by up to ~0.07 (printed).
+ * at most 1 input pixel (printed also times 7.5: pixels of a 1080p frame letterboxed into the
+ * 256-pixel input). A max-absolute bound is not asked: half storage alone moves a few outline
+ * pixels by up to ~0.07 (printed). f16 is the runtime's f16 under AUTO: for a model with a
+ * mixed-precision plan (nn/precision_plan.h: pose-lite, pose-full) that is the plan, and the
+ * landmark move all in half (the persistent schedule asked by name, which ignores the plan) is
+ * printed beside it.
  *
  * Verdict: a model whose registry entry says half_ok must meet every bound on every frame
  * (AUTO runs it in half); the others are measured and printed (AUTO keeps them in float32), and
@@ -37,6 +41,8 @@
 #include "keyer/io.h"
 #include "keyer/nn.h"
 #include "keyer/registry.h"
+#include "nn/model.h"
+#include "nn/precision_plan.h"
 #include "testutil.h"
 #include "kt_gpu.h"
 
@@ -125,12 +131,14 @@ typedef struct {
     size_t bytes[8];
 } runner;
 
-static void runner_create(runner *r, const keyer_model *m, keyer_precision prec)
+static void runner_create(runner *r, const keyer_model *m, keyer_precision prec,
+                          keyer_cuda_schedule sched)
 {
     memset(r, 0, sizeof(*r));
     keyer_runtime_params p = keyer_runtime_params_defaults();
     p.backend = KEYER_BACKEND_CUDA;
     p.precision = prec;
+    p.cuda_schedule = sched;
     keyer_error err = {0};
     if (keyer_runtime_create(m, &p, &r->rt, &err))
         fail_msg("%s", err.message);
@@ -177,6 +185,7 @@ typedef struct {
     float worst_iou;
     int faces_seen;
     double worst_landmark; /* pose models: largest x/y move, input pixels */
+    double worst_landmark_half; /* the same all in half (mixed plans only), input pixels */
 } verdict;
 
 static int meets(const verdict *v, int face)
@@ -212,9 +221,17 @@ static void measure(const keyer_model_entry *e, int *failures)
     size_t in_bytes = (size_t)w * h * 3 * sizeof(float);
     float *x = malloc(in_bytes);
     assert_non_null(x);
-    runner r32, r16;
-    runner_create(&r32, m, KEYER_PRECISION_F32);
-    runner_create(&r16, m, KEYER_PRECISION_F16);
+    runner r32, r16, rh;
+    runner_create(&r32, m, KEYER_PRECISION_F32, KEYER_CUDA_SCHEDULE_AUTO);
+    runner_create(&r16, m, KEYER_PRECISION_F16, KEYER_CUDA_SCHEDULE_AUTO);
+    /* a model with a mixed-precision plan (nn/precision_plan.h) is also run all in half (the
+     * persistent schedule asked by name ignores the plan): the figures without the plan */
+    kr_precision_plan plan;
+    assert_int_equal(kr_precision_plan_make(kr_model_graph(m), &plan, &err), KEYER_OK);
+    int mixed = plan.n_f32 > 0;
+    kr_precision_plan_free(&plan);
+    if (mixed)
+        runner_create(&rh, m, KEYER_PRECISION_F16, KEYER_CUDA_SCHEDULE_PERSISTENT);
     int channels = 1;
     size_t pixels = 0;
     if (!face) {
@@ -229,13 +246,15 @@ static void measure(const keyer_model_entry *e, int *failures)
                                        : keyer_detector_params_face_short();
         assert_int_equal(keyer_detector_create(&dp, &det, &err), KEYER_OK);
     }
-    verdict v = {1.0, 0, 0, -1, -1, 0, 1.0f, 0, 0};
+    verdict v = {1.0, 0, 0, -1, -1, 0, 1.0f, 0, 0, 0};
     for (int fi = 0; fi < g_frames.n; fi++) {
         const keyer_frame *f = g_frames.frames[fi];
         if (keyer_prepare_run(prep, &f, NULL, 1, x, NULL, &err))
             fail_msg("%s", err.message);
         runner_run(&r32, x, in_bytes);
         runner_run(&r16, x, in_bytes);
+        if (mixed)
+            runner_run(&rh, x, in_bytes);
         if (face) {
             keyer_detection a[MAX_FACES], b[MAX_FACES];
             int na = 0, nb = 0;
@@ -288,6 +307,11 @@ static void measure(const keyer_model_entry *e, int *failures)
                 for (int k = 0; k < 2; k++) {
                     double d = fabs((double)r32.out[0][i * 5 + k] - r16.out[0][i * 5 + k]);
                     v.worst_landmark = fmax(v.worst_landmark, isnan(d) ? INFINITY : d);
+                    if (mixed) {
+                        d = fabs((double)r32.out[0][i * 5 + k] - rh.out[0][i * 5 + k]);
+                        v.worst_landmark_half =
+                            fmax(v.worst_landmark_half, isnan(d) ? INFINITY : d);
+                    }
                 }
         }
     }
@@ -301,8 +325,12 @@ static void measure(const keyer_model_entry *e, int *failures)
                e->name, g_frames.n, 100.0 * v.worst_agree,
                v.worst_agree_frame >= 0 ? g_frames.names[v.worst_agree_frame] : "-", v.worst_mean,
                v.worst_mean_frame >= 0 ? g_frames.names[v.worst_mean_frame] : "-", v.worst_max);
-    if (e->task == KEYER_TASK_POSE_LANDMARKS)
-        printf(", landmarks move <= %.3f px", v.worst_landmark);
+    if (e->task == KEYER_TASK_POSE_LANDMARKS) {
+        printf(", landmarks move <= %.3f px (x7.5: %.2f px of a 1080p frame)", v.worst_landmark,
+               7.5 * v.worst_landmark);
+        if (mixed)
+            printf(" [mixed plan; all in half: %.3f px]", v.worst_landmark_half);
+    }
     printf("  -> %s; registry half_ok %d", ok ? "meets the bounds" : "outside the bounds",
            e->half_ok);
     if (e->half_ok && !ok) {
@@ -315,6 +343,8 @@ static void measure(const keyer_model_entry *e, int *failures)
     keyer_detector_destroy(&det);
     runner_destroy(&r32);
     runner_destroy(&r16);
+    if (mixed)
+        runner_destroy(&rh);
     free(x);
     keyer_prepare_destroy(&prep);
     keyer_model_destroy(&m);

@@ -7,6 +7,11 @@
  *    as steps (plus the f16 conversions), for small batches, with the optional cluster segment
  *    (segment/segment.h) on sm_90.
  * Both run the same fused nodes (fusion.h) and the same per-operator device functions (ops/).
+ * f16 instances follow the graph's mixed-precision plan (nn/precision_plan.h) under AUTO and the
+ * per-node schedule: where it keeps nodes in float32 (the pose landmark models: every node the
+ * landmarks, heatmaps and flags depend on), the arena keeps the float layout and the per-node
+ * schedule runs with the conversions between the two types (mixed.h); a persistent schedule
+ * asked by name runs such a graph all in half.
  *
  * Set-up (create) does everything: device check, arena and weight allocation, weight upload
  * (element-wise operands converted to half once for f16; convolution weights stay float, see
@@ -28,8 +33,10 @@
 #include "nn/backend.h"
 #include "nn/cuda/fusion.h"
 #include "nn/cuda/mem.h"
+#include "nn/cuda/mixed.h"
 #include "nn/cuda/pernode.h"
 #include "nn/cuda/persistent/schedule.h"
+#include "nn/precision_plan.h"
 #include "nn/schedule_choice.h"
 
 #define WEIGHT_ALIGN 256
@@ -59,6 +66,8 @@ struct kr_backend_instance {
     int n_folded;
     kr_cuda_psched *pers;      /* the persistent schedule; NULL: a kernel per node */
     kr_schedule_kind schedule; /* which of the schedules runs (keyer_runtime_schedule) */
+    kr_precision_plan pplan;   /* f16 instances: the nodes kept in float32 (precision_plan.h) */
+    kr_cuda_mixed *mixed;      /* f16 instances with such nodes: per-node, mixed.h; else NULL */
     cudaGraph_t cgraph;
     cudaGraphExec_t exec;
 };
@@ -95,6 +104,8 @@ static void cuda_destroy(kr_backend_instance **pinst)
             if (inst->io[t])
                 cudaFree(inst->io[t]);
     kr_cuda_psched_destroy(&inst->pers);
+    kr_cuda_mixed_destroy(&inst->mixed);
+    kr_precision_plan_free(&inst->pplan);
     cudaFree(inst->arena);
     cudaFree(inst->weights);
     if (inst->pinned)
@@ -119,6 +130,9 @@ static keyer_status enqueue(kr_backend_instance *inst, cudaStream_t stream, int 
 {
     if (inst->pers) /* the conversions are steps of the persistent kernel */
         return kr_cuda_psched_enqueue(inst->pers, stream, check, err);
+    if (inst->mixed)
+        return kr_cuda_mixed_enqueue(inst->mixed, &inst->mem, inst->io, inst->ops, inst->folded,
+                                     stream, check, err);
     return kr_cuda_pernode_enqueue(&inst->mem, inst->f16, inst->io, inst->ops, inst->folded,
                                    stream, check, err);
 }
@@ -301,14 +315,17 @@ static keyer_status instance_new(const kr_graph *g, const kr_backend_config *cfg
 }
 
 /* The activation arena: the plan's layout, halved for f16 (every tensor shrinks by the same
- * factor, so non-overlap and 32-byte alignment are kept), zeroed. */
+ * factor, so non-overlap and 32-byte alignment are kept), zeroed. f16 instances with nodes in
+ * float32 (precision_plan.h) keep the float layout: a tensor is stored in the type of the node
+ * writing it (mixed.h). */
 static keyer_status alloc_arena(kr_backend_instance *inst, const kr_plan *plan, keyer_error *err)
 {
     const kr_graph *g = inst->graph;
+    size_t div = inst->pplan.n_f32 ? 1 : 4 / inst->esize;
+    inst->mem.esize = 4 / div;
     for (int t = 0; t < g->n_tensors; t++)
-        inst->offsets[t] = plan->offsets[t] == SIZE_MAX ? SIZE_MAX
-                                                        : plan->offsets[t] / (4 / inst->esize);
-    inst->arena_bytes = plan->arena_bytes / (4 / inst->esize) + 256;
+        inst->offsets[t] = plan->offsets[t] == SIZE_MAX ? SIZE_MAX : plan->offsets[t] / div;
+    inst->arena_bytes = plan->arena_bytes / div + 256;
     cudaError_t e = cudaMalloc((void **)&inst->arena, inst->arena_bytes);
     if (e == cudaSuccess)
         e = cudaMemset(inst->arena, 0, inst->arena_bytes);
@@ -464,7 +481,13 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
         return st;
     inst->caps = caps;
     inst->mem.caps = &inst->caps;
-    st = alloc_arena(inst, plan, err);
+    /* mixed precision (precision_plan.h, mixed.h) under AUTO and the per-node schedule; a
+     * persistent schedule asked by name runs the graph all in half */
+    if (inst->f16 &&
+        (cfg->schedule == KEYER_CUDA_SCHEDULE_AUTO || cfg->schedule == KEYER_CUDA_SCHEDULE_KERNELS))
+        st = kr_precision_plan_make(g, &inst->pplan, err);
+    if (!st)
+        st = alloc_arena(inst, plan, err);
     if (!st)
         st = upload_weights(inst, err);
     if (!st)
@@ -473,7 +496,10 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
         inst->n_folded = kr_cuda_fuse(&inst->mem, inst->f16, inst->ops, inst->folded);
         st = bind_int_outputs(inst, err);
     }
-    if (!st) {
+    if (!st && inst->pplan.n_f32) /* mixed precision: the per-node schedule only */
+        st = kr_cuda_mixed_create(&inst->mem, inst->io, inst->ops, inst->folded, inst->pplan.f32,
+                                  &inst->mixed, err);
+    else if (!st) {
         st = kr_cuda_psched_create(&inst->mem, inst->io, inst->ops, inst->folded, cfg,
                                    &inst->pers, err);
         inst->schedule = !inst->pers           ? KR_SCHEDULE_PER_NODE
@@ -494,9 +520,18 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
               "concatenations and pools folded into other nodes), one CUDA graph of the %s "
               "schedule",
               g->name, cfg->device, inst->caps.major, inst->caps.minor,
-              inst->caps.emulated ? ", emulated" : "", inst->f16 ? "f16" : "f32", cfg->batch,
+              inst->caps.emulated ? ", emulated" : "",
+              !inst->f16 ? "f32" : inst->mixed ? "f16 with float32 nodes" : "f16", cfg->batch,
               inst->arena_bytes / 1e6, inst->weight_bytes / 1e6, g->n_nodes, inst->n_folded,
               kr_schedule_name(inst->schedule));
+    if (inst->mixed) {
+        int nf = 0, steps = 0;
+        kr_cuda_mixed_counts(inst->mixed, &nf, &steps);
+        keyer_log(cfg->logger, KEYER_LOG_DEBUG,
+                  "%s: cuda backend: mixed precision: %d fused nodes in float32, %d conversions "
+                  "per run; %s",
+                  g->name, nf, steps, inst->pplan.summary);
+    }
     *out = inst;
     return KEYER_OK;
 }

@@ -73,6 +73,8 @@ int kr_cuda_pernode_supports(const kr_graph *g, const kr_node *node)
     return 1;
 }
 
+int kr_cuda_pernode_run(const kr_cuda_op *op) { return cuda_ops[op->node->op](op); }
+
 keyer_status kr_cuda_pernode_enqueue(const kr_cuda_mem *mem, int f16, float *const *io,
                                      kr_cuda_op *ops, const unsigned char *folded,
                                      cudaStream_t stream, int check, keyer_error *err)

@@ -28,6 +28,10 @@ keyer_status kr_cuda_pernode_enqueue(const kr_cuda_mem *mem, int f16, float *con
                                      kr_cuda_op *ops, const unsigned char *folded,
                                      cudaStream_t stream, int check, keyer_error *err);
 
+/* Queues the kernel of fused node @p op (ops.h) on op->stream; returns the launch's CUDA error
+ * (0 = cudaSuccess). For schedules that interleave other steps (mixed.h). */
+int kr_cuda_pernode_run(const kr_cuda_op *op);
+
 /* Times every node's kernel on @p stream with events, synchronising after each: @p ms[n] in
  * milliseconds, -1 for folded nodes (@p ms: one per node). Errors: DEVICE. */
 keyer_status kr_cuda_pernode_profile(const kr_graph *g, kr_cuda_op *ops,

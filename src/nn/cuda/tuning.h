@@ -65,6 +65,8 @@
  * pixels of the outline, where these models turn a relative change of 2^-12 into a few
  * hundredths; half storage with exact arithmetic does the same), with >= 99.98% of pixels on
  * the same side of 0.5; faces identical after decoding; face mesh within 0.07 px. The pose
- * landmark models' activations leave half precision's range: their outputs are wrong in F16. */
+ * landmark models' activations stay inside half's range, but half storage on their landmark
+ * path moves the landmarks by up to ~1 input pixel: f16 instances keep that path in float32
+ * (nn/precision_plan.h). */
 
 #endif
