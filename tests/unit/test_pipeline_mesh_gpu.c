@@ -34,7 +34,10 @@
  * distances were 1.27 and 1.21 px where 16 cores gave under 1 px), so the bounds on
  * landmarks are per crop (same crop in, same landmarks out); end to end the faces and their
  * counts per frame are compared. KEYER_TEST_FILTER (a cmocka pattern) runs only the matching
- * tests (a short run under compute-sanitizer).
+ * tests (a short run under compute-sanitizer); KEYER_TEST_SHORT=1 (tests/common/kt_gpu.h)
+ * pushes each clip's first 8 frames instead of 24 in the f32 and f16 runs (the start of the
+ * same pan: a face in all 16 frames, found by the detector's first batch of two, then
+ * tracked in 8 rounds of two crops), with the same checks against the same reference.
  * The distances are printed. Written to be clean under compute-sanitizer --tool memcheck.
  */
 #define _POSIX_C_SOURCE 200809L
