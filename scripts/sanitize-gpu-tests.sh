@@ -4,7 +4,7 @@
 # once on each GPU. Run from the repository root after a CUDA build.
 #
 #   usage: scripts/sanitize-gpu-tests.sh [--build DIR] [--tool memcheck|racecheck|all]
-#            [--gpus "0 1"] [--jobs N] [--timeout S] [--full] [--list] [REGEX]
+#            [--gpus "0 1"] [--jobs N] [--timeout S] [--full] [--progress] [--list] [REGEX]
 #
 #  --build DIR   the CUDA build (default build); its tests/ holds the test programs
 #  --tool        which runs of the table below (default all)
@@ -13,6 +13,8 @@
 #  --jobs N      runs at once per GPU (default 4)
 #  --timeout S   seconds per run (default 120); a run cut there is reported "out of time"
 #  --full        without the tests' short mode (KEYER_TEST_SHORT unset): their whole runs
+#  --progress    also print each run's line ("done: ...") as soon as it ends, so that a caller
+#                that cuts the script short still has the runs that ended
 #  --list        print the runs and exit
 #  REGEX         only the runs whose "tool test case" line matches (grep -E)
 #
@@ -46,6 +48,7 @@ jobs=4
 limit=120
 short=1
 list=0
+progress=0
 pattern=
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -55,6 +58,7 @@ while [ $# -gt 0 ]; do
     --jobs) jobs=$2; shift 2 ;;
     --timeout) limit=$2; shift 2 ;;
     --full) short=0; shift ;;
+    --progress) progress=1; shift ;;
     --list) list=1; shift ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "sanitize-gpu-tests: unknown option $1" >&2; exit 2 ;;
@@ -119,7 +123,7 @@ vtest=/usr/share/doc/opencv-doc/examples/data/vtest.avi
 [ -f "$vtest" ] || vtest=$PWD/tests/data/street_vtest.mp4
 export KEYER_VTEST=${KEYER_VTEST:-$vtest}
 if [ $short = 1 ]; then export KEYER_TEST_SHORT=1; else unset KEYER_TEST_SHORT; fi
-export SAN_CS=$cs SAN_BUILD=$build SAN_LIMIT=$limit
+export SAN_CS=$cs SAN_BUILD=$build SAN_LIMIT=$limit SAN_PROGRESS=$progress
 SAN_LOGS=$(mktemp -d)
 # removed at the very end only: every run has ended by then (see below)
 trap 'rm -rf "$SAN_LOGS"' EXIT
@@ -158,6 +162,7 @@ one() {
     fi
   } > "$SAN_LOGS/$i.part"
   mv "$SAN_LOGS/$i.part" "$SAN_LOGS/$i.line"
+  [ "$SAN_PROGRESS" = 1 ] && echo "done: $(head -n 1 "$SAN_LOGS/$i.line")"
 }
 
 # One GPU's runs (lines "index cores tool test case mode" on stdin), at most $jobs at once, the

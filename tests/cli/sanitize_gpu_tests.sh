@@ -63,9 +63,12 @@ chmod +x "$tmp/fake"
 cd "$tmp" || fail "cd"
 export FAKE_CALLS=$tmp/calls SAN_CS=$tmp/fake
 t0=$SECONDS
-out=$(bash "$script" --build "$tmp/build" --gpus "0 1" --jobs 3 --timeout 4 2>&1)
+out=$(bash "$script" --build "$tmp/build" --gpus "0 1" --jobs 3 --timeout 4 --progress 2>&1)
 rc=$?
 echo "$out"
+# --progress: a "done:" line per run as it ends, then the table
+[ "$(echo "$out" | grep -c '^done: ')" = $((runs - 1)) ] || fail "not one 'done:' line per run that wrote its line"
+out=$(echo "$out" | grep -v '^done: ')
 [ $rc = 1 ] || fail "exit status $rc, not 1"
 [ $((SECONDS - t0)) -ge 4 ] || fail "the script ended before its slowest run (4 s)"
 echo "$out" | grep -q "No such file" && fail "a file error"
