@@ -12,10 +12,16 @@
 #ifndef KEYER_KT_DETECT_SESSION_H
 #define KEYER_KT_DETECT_SESSION_H
 
-/* The whole check on @p device (KEYER_DEVICE_CPU or _CUDA): makes the two clips in @p dir
+/** Frames of each clip: the whole check's, and the most ds_check_session_detect() takes. */
+#define DS_FRAMES 20
+
+/* The whole check on @p device (KEYER_DEVICE_CPU or _CUDA): makes the two clips of @p frames
+ * frames (8 to DS_FRAMES; the same pan and zoom over the photo, faster when shorter) in @p dir
  * (which also receives the output), runs the session twice (passthrough, then keying) and
- * compares each stream's detections with the per-frame detector at IoU >= @p min_iou. Fails
- * the running cmocka test on any difference. */
-void ds_check_session_detect(const char *dir, int device, float min_iou);
+ * compares each stream's detections with the per-frame detector at IoU >= @p min_iou; a face
+ * in at least a quarter of each clip's frames, none in at least one, the drawn box seen in
+ * at least half as many frames as a clip has. Fails the running cmocka test on any
+ * difference. */
+void ds_check_session_detect(const char *dir, int device, float min_iou, int frames);
 
 #endif

@@ -12,11 +12,16 @@
 
 void kt_people_side_open(kt_people_side *s, keyer_backend backend)
 {
-    keyer_error err = {0};
     keyer_people_params p = keyer_people_params_defaults();
     p.backend = backend;
     p.threads = 4;
-    keyer_status st = keyer_people_create(&p, &s->pp, &err);
+    kt_people_side_open_with(s, &p);
+}
+
+void kt_people_side_open_with(kt_people_side *s, const keyer_people_params *p)
+{
+    keyer_error err = {0};
+    keyer_status st = keyer_people_create(p, &s->pp, &err);
     if (st)
         print_message("%s\n", err.message);
     assert_int_equal(st, KEYER_OK);

@@ -23,6 +23,10 @@ typedef struct kt_people_side {
 /** Creates the side's keyer (defaults, @p backend, 4 threads) and its mask frame. */
 void kt_people_side_open(kt_people_side *s, keyer_backend backend);
 
+/** kt_people_side_open() with the keyer's parameters @p p (the caller's backend, threads,
+ *  tiles, ...). */
+void kt_people_side_open_with(kt_people_side *s, const keyer_people_params *p);
+
 /** Destroys what kt_people_side_open() made; the side may be opened again. */
 void kt_people_side_close(kt_people_side *s);
 

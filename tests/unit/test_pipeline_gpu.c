@@ -4,8 +4,12 @@
  *    within the tolerance between the CPU and CUDA kernels;
  *  - KEYER_FAIL_CUDA_AT_FRAME makes the CUDA path fail mid-run: the run finishes on the CPU
  *    with every frame written and none lost;
- *  - pushed host frames into a CUDA session and CUDA frames into it come out like the CPU's.
- * Timings are printed for information.
+ *  - pushed host frames into a CUDA session and CUDA frames into it come out like the CPU's;
+ *  - the session's face detector on CUDA finds the CPU's faces (tests/common/kt_detect_session.h).
+ * Timings are printed for information. KEYER_TEST_FILTER (a cmocka pattern) runs only the
+ * matching tests; KEYER_TEST_SHORT=1 (tests/common/kt_gpu.h: short runs under
+ * compute-sanitizer) makes the detector's clips 8 frames long instead of 20, with the same
+ * checks.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -254,13 +258,17 @@ static void test_pushed_frames_on_cuda(void **state)
 
 /* keyer_session_params::detect on CUDA: frames decoded by NVDEC, the detector batched on the
  * GPU, boxes drawn on the device frames; the same faces as the CPU per-frame detector on the
- * same clip decoded on the CPU (IoU >= 0.9: the decoders may differ by a code value). */
+ * same clip decoded on the CPU (IoU >= 0.9: the decoders may differ by a code value). Clips of
+ * DS_FRAMES (20) frames, or SHORT_FRAMES in the short mode (the same pan, faster: a face in 5
+ * and 7 of the two clips' 8 frames, none in 3 and 1), with the same checks. */
 static void test_session_detect_on_cuda(void **state)
 {
     (void)state;
+    enum { SHORT_FRAMES = 8 };
     char dir[3000];
     kt_tmpdir(dir, sizeof(dir), "pipeline_gpu");
-    ds_check_session_detect(dir, KEYER_DEVICE_CUDA, 0.9f);
+    ds_check_session_detect(dir, KEYER_DEVICE_CUDA, 0.9f,
+                            kt_test_short() ? SHORT_FRAMES : DS_FRAMES);
 }
 
 int main(void)

@@ -34,7 +34,10 @@
  * distances were 1.27 and 1.21 px where 16 cores gave under 1 px), so the bounds on
  * landmarks are per crop (same crop in, same landmarks out); end to end the faces and their
  * counts per frame are compared. KEYER_TEST_FILTER (a cmocka pattern) runs only the matching
- * tests (a short run under compute-sanitizer).
+ * tests (a short run under compute-sanitizer); KEYER_TEST_SHORT=1 (tests/common/kt_gpu.h)
+ * pushes each clip's first 8 frames instead of 24 in the f32 and f16 runs (the start of the
+ * same pan: a face in all 16 frames, found by the detector's first batch of two, then
+ * tracked in 8 rounds of two crops), with the same checks against the same reference.
  * The distances are printed. Written to be clean under compute-sanitizer --tool memcheck.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -57,7 +60,7 @@
 #include "testutil.h"
 #include "kt_gpu.h"
 
-enum { CLIPS = 2, FRAMES = 24, CROPS = 16, SIDE = 192 };
+enum { CLIPS = 2, FRAMES = 24, CROPS = 16, SIDE = 192, SHORT_FRAMES = 8 };
 
 static char clips[CLIPS][4096];
 static char dir[3000];
@@ -174,42 +177,70 @@ static void reference(void)
     }
 }
 
+/* The pushed runs' input: each clip's first nf frames (FRAMES; SHORT_FRAMES in the short mode:
+ * the start of the same pan, where the face is in view) in ms_run_pushed's layout, and the
+ * reference of those frames (keyer_faces_run() tracks forward only: the first nf frames of
+ * the whole clip's reference). */
+typedef struct pushed {
+    int nf;
+    keyer_frame *frames[CLIPS * FRAMES];
+    ms_rec *ref;
+} pushed;
+
+static void pushed_open(pushed *p)
+{
+    reference();
+    p->nf = kt_test_short() ? SHORT_FRAMES : FRAMES;
+    for (int c = 0; c < CLIPS; c++)
+        for (int i = 0; i < p->nf; i++)
+            p->frames[c * p->nf + i] = frames[c * FRAMES + i];
+    p->ref = malloc(sizeof(*p->ref));
+    assert_non_null(p->ref);
+    *p->ref = *ref;
+    p->ref->frames = p->nf;
+}
+
 static void test_mesh_stage_f32(void **state)
 {
     (void)state;
-    reference();
+    pushed in;
+    pushed_open(&in);
     ms_rec *got = calloc(1, sizeof(*got));
     assert_non_null(got);
-    ms_run_pushed(frames, CLIPS, FRAMES, dir, KEYER_DEVICE_CUDA, KEYER_PRECISION_F32, got);
+    ms_run_pushed(in.frames, CLIPS, in.nf, dir, KEYER_DEVICE_CUDA, KEYER_PRECISION_F32, got);
     int faces = 0, with = 0;
-    double rel = 0, worst = ms_compare(ref, got, 0, &rel, &faces, &with);
+    double rel = 0, worst = ms_compare(in.ref, got, 0, &rel, &faces, &with);
     double crop_rel = 0, crop_px = 0;
-    int crops = ms_same_crops(got, frames, FRAMES, &crop_rel, &crop_px);
-    printf("  mesh stage cuda f32 (pushed NV12 1080p): %d faces in %d frames, max landmark "
-           "distance %.4f px, %.2e of the crop side; on the same %d crops as the CPU: %.4f px, "
-           "%.2e\n", faces, with, worst, rel, crops, crop_px, crop_rel);
+    int crops = ms_same_crops(got, in.frames, in.nf, &crop_rel, &crop_px);
+    printf("  mesh stage cuda f32 (pushed NV12 1080p, %d frames per clip): %d faces in %d "
+           "frames, max landmark distance %.4f px, %.2e of the crop side; on the same %d crops "
+           "as the CPU: %.4f px, %.2e\n", in.nf, faces, with, worst, rel, crops, crop_px,
+           crop_rel);
     assert_true(with >= 8);
     assert_true(rel <= 1.5e-3);
     assert_int_equal(crops, faces);
     assert_true(crop_rel <= 1.5e-3);
     free(got);
+    free(in.ref);
 }
 
 static void test_mesh_stage_f16(void **state)
 {
     (void)state;
-    reference();
+    pushed in;
+    pushed_open(&in);
     ms_rec *got = calloc(1, sizeof(*got));
     assert_non_null(got);
-    ms_run_pushed(frames, CLIPS, FRAMES, dir, KEYER_DEVICE_CUDA, KEYER_PRECISION_F16, got);
+    ms_run_pushed(in.frames, CLIPS, in.nf, dir, KEYER_DEVICE_CUDA, KEYER_PRECISION_F16, got);
     int faces = 0, with = 0;
-    double rel = 0, worst = ms_compare(ref, got, 2, &rel, &faces, &with);
+    double rel = 0, worst = ms_compare(in.ref, got, 2, &rel, &faces, &with);
     /* half alone, without tracking's drift: the CPU face mesh (float32) on the same crops */
     double crop_rel = 0, crop_px = 0;
-    int crops = ms_same_crops(got, frames, FRAMES, &crop_rel, &crop_px);
-    printf("  mesh stage cuda f16 (pushed NV12 1080p): %d faces in %d frames, max landmark "
-           "distance %.4f px, %.2e of the crop side; on the same %d crops as the CPU (f32): "
-           "max %.4f px, %.2e\n", faces, with, worst, rel, crops, crop_px, crop_rel);
+    int crops = ms_same_crops(got, in.frames, in.nf, &crop_rel, &crop_px);
+    printf("  mesh stage cuda f16 (pushed NV12 1080p, %d frames per clip): %d faces in %d "
+           "frames, max landmark distance %.4f px, %.2e of the crop side; on the same %d crops "
+           "as the CPU (f32): max %.4f px, %.2e\n", in.nf, faces, with, worst, rel, crops,
+           crop_px, crop_rel);
     assert_true(with >= 8);
     assert_true(crops >= faces); /* every face recorded; the frames compared end to end hold
                                   * those of equal counts */
@@ -226,6 +257,7 @@ static void test_mesh_stage_f16(void **state)
     assert_true(rel <= 5e-3);
     assert_true(crop_rel <= 5e-3);
     free(got);
+    free(in.ref);
 }
 
 /* A file run @p got against the CPU decoder's frames: end to end at most 2 frames with another

@@ -21,12 +21,13 @@
  *  - KEYER_FAIL_CUDA_AT_FRAME=6 on that file run, keyed (blur: the pose stage hands its
  *    items to the keying model): every frame written and reported with its pose, the same
  *    bounds;
- *  - three streams pushed (the first clip twice, its first 6 frames): rounds of three crops run
- *    through the runtime of batch 4 with a crop of padding; f32's bounds.
+ *  - three streams pushed (the first clip twice, its first 6 frames; 3 in the short mode):
+ *    rounds of three crops run through the runtime of batch 4 with a crop of padding; f32's
+ *    bounds.
  * KEYER_TEST_FILTER (a cmocka pattern) runs only the matching tests; KEYER_TEST_SHORT=1
  * (tests/common/kt_gpu.h: short runs under compute-sanitizer) makes the two clips 12 frames
- * long instead of 24 (the same pan, faster; the three-stream test takes their first 6 frames
- * either way), with the same checks.
+ * long instead of 24 (the same pan, faster) and the three-stream test take their first 3
+ * frames instead of 6 (9 pose runs in 3 rounds, not 18 in 6), with the same checks.
  * Written to be clean under compute-sanitizer --tool memcheck.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -172,39 +173,41 @@ static void test_pose_stage_gpu_failure(void **state)
 }
 
 /* Three streams (the first clip twice, round robin; their first quarter, kept short for
- * compute-sanitizer): rounds of three frames, whose CUDA crops run through the runtime of
- * batch 4 with a crop of padding (pipeline/crop_rounds.h); the same bounds as f32 above, the
- * reference the first clip's for the third stream (tracking makes the first frames' results
- * those of the whole run's). */
+ * compute-sanitizer; their first 3 frames in the short mode, where the person is in view and
+ * found in every frame: a round seeded by the detector, then two from the landmarks): rounds
+ * of three frames, whose CUDA crops run through the runtime of batch 4 with a crop of padding
+ * (pipeline/crop_rounds.h); the same bounds as f32 above, the reference the first clip's for
+ * the third stream (tracking makes the first frames' results those of the whole run's). */
 static void test_pose_stage_three_streams(void **state)
 {
     (void)state;
-    enum { NF = FRAMES / 4 };
+    enum { NF_MAX = FRAMES / 4, NF_SHORT = 3 };
+    const int n3 = kt_test_short() ? NF_SHORT : NF_MAX;
     reference();
     ps_rec *want = calloc(1, sizeof(*want)), *got = calloc(1, sizeof(*got));
     assert_non_null(want);
     assert_non_null(got);
     want->streams = 3;
-    want->frames = NF;
+    want->frames = n3;
     for (int s = 0; s < 3; s++) {
         int from = s == 1 ? 1 : 0;
-        want->next[s] = NF;
+        want->next[s] = n3;
         memcpy(want->found[s], ref->found[from], sizeof(want->found[0]));
         memcpy(want->seeded[s], ref->seeded[from], sizeof(want->seeded[0]));
         memcpy(want->side[s], ref->side[from], sizeof(want->side[0]));
         memcpy(want->roi[s], ref->roi[from], sizeof(want->roi[0]));
         memcpy(want->lm[s], ref->lm[from], sizeof(want->lm[0]));
     }
-    keyer_frame *three[3 * NF];
-    for (int i = 0; i < NF; i++) {
+    keyer_frame *three[3 * NF_MAX];
+    for (int i = 0; i < n3; i++) {
         three[i] = frames[i];
-        three[NF + i] = frames[nf + i];
-        three[2 * NF + i] = frames[i];
+        three[n3 + i] = frames[nf + i];
+        three[2 * n3 + i] = frames[i];
     }
-    ps_run_pushed(three, 3, NF, dir, KEYER_DEVICE_CUDA, KEYER_PRECISION_F32,
+    ps_run_pushed(three, 3, n3, dir, KEYER_DEVICE_CUDA, KEYER_PRECISION_F32,
                   KEYER_POSE_MODEL_LITE, got);
     double px = 0;
-    check_with(want, three, NF, got, "cuda f32 (three streams pushed, padded runs)", 6, 2e-3,
+    check_with(want, three, n3, got, "cuda f32 (three streams pushed, padded runs)", 6, 2e-3,
                2e-2, &px);
     free(want);
     free(got);

@@ -657,7 +657,7 @@ static void test_session_detect(void **state)
     (void)state;
     char dir[3000];
     kt_tmpdir(dir, sizeof(dir), "pipeline_session");
-    ds_check_session_detect(dir, KEYER_DEVICE_CPU, 0.999f);
+    ds_check_session_detect(dir, KEYER_DEVICE_CPU, 0.999f, DS_FRAMES);
 }
 
 static keyer_status detect_fails_at_5(void *opaque, int sid, int64_t index,
