@@ -1382,6 +1382,62 @@ static int chain_excitation(kt_graph *b, kt_rng *rng, int x, const int *xd, int 
     return chain_unary(b, KR_OP_LOGISTIC, e, sd);
 }
 
+/* A TFLite pointwise layer (SAME padding, 1x1, stride 1) of @p x [1,H,W,K] -> @p cout channels
+ * with random weights scaled by 1.7 / sqrt(K) (magnitudes near 1 along a chain), activation
+ * @p act; returns its output tensor, shape in @p od. */
+static int chain_pw(kt_graph *b, kt_rng *rng, int x, const int *xd, int cout, kr_activation act,
+                    int *od)
+{
+    int wd[4] = {cout, 1, 1, xd[3]};
+    size_t nw = (size_t)cout * xd[3];
+    float *w = malloc(nw * sizeof(float));
+    assert_non_null(w);
+    kt_rng_fill(rng, w, nw, -1.0f, 1.0f);
+    for (size_t i = 0; i < nw; i++)
+        w[i] *= 1.7f / sqrtf((float)xd[3]);
+    int in[3] = {x, add_weights(b, rng, 4, wd, w), add_weights(b, rng, 1, &cout, NULL)};
+    free(w);
+    od[0] = 1, od[1] = xd[1], od[2] = xd[2], od[3] = cout;
+    int y = kt_graph_act(b, 4, od);
+    kr_node *n = kt_graph_node(b, KR_OP_CONV_2D, 3, in, y);
+    n->activation = act;
+    n->p.window.kernel_h = n->p.window.kernel_w = 1;
+    n->p.window.stride_h = n->p.window.stride_w = 1;
+    n->p.window.dilation_h = n->p.window.dilation_w = 1;
+    n->p.window.padding = KR_PADDING_SAME;
+    return y;
+}
+
+/* The f16 TFLite pointwise layers on the tensor cores (cuda conv_2d_pw_mma.cu; f32 and the
+ * other schedules run the same graph on their own paths): 19 x 13 pixels (247: the last tile
+ * of 128 and of 64 rows partial), K of 24 and 72 (not multiples of 16: zero-padded chunks),
+ * N of 40, 72 and 8 (a partial 32-channel pass, an odd count of n8 tiles, a single one), K of
+ * 128 (the 16-rows-per-warp layout), a HARD_SWISH and a RELU6 folded, a residual ADD folded
+ * into the 72 -> 24 projection, and an excitation's MUL before a pointwise layer. Every cuda
+ * variant against the reference at batch 1 and 3. */
+static void test_pointwise_mma_chains(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "pointwise mma chains", 48, 24, 1 << 20);
+    kt_rng rng = kt_rng_seed(2718);
+    int xd[4] = {1, 19, 13, 24}, d40[4], d72[4], d24[4], d24b[4], d128[4], d8[4], d16[4];
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int a = chain_pw(&b, &rng, x, xd, 40, KR_ACT_NONE, d40);
+    a = chain_unary(&b, KR_OP_HARD_SWISH, a, d40);
+    int e = chain_pw(&b, &rng, a, d40, 72, KR_ACT_RELU6, d72);
+    int skip = chain_pw(&b, &rng, x, xd, 24, KR_ACT_NONE, d24);
+    int p = chain_pw(&b, &rng, e, d72, 24, KR_ACT_NONE, d24b);
+    int r = chain_binary(&b, KR_OP_ADD, p, skip, d24b);              /* into the projection */
+    int w = chain_pw(&b, &rng, r, d24b, 128, KR_ACT_RELU, d128);
+    int m = chain_binary(&b, KR_OP_MUL, w, chain_excitation(&b, &rng, w, d128, 16), d128);
+    int n8 = chain_pw(&b, &rng, m, d128, 8, KR_ACT_NONE, d8);
+    int y = chain_pw(&b, &rng, n8, d8, 16, KR_ACT_NONE, d16);
+    kt_graph_output(&b, y);
+    finish_and_check(&b, "pointwise mma chains");
+}
+
 /*
  * Squeeze-and-excitation blocks in the shapes the persistent schedule consumes in other steps
  * (persistent.h): the pool's partial sums in the tail of the pointwise conv (4 outputs per
@@ -1848,6 +1904,7 @@ int main(void)
         cmocka_unit_test(test_ops_all_backends),
         cmocka_unit_test(test_fused_chains),
         cmocka_unit_test(test_pointwise_tile_chains),
+        cmocka_unit_test(test_pointwise_mma_chains),
         cmocka_unit_test(test_excitation_chains),
         cmocka_unit_test(test_expand_dw_chains),
         cmocka_unit_test(test_u2net_block),

@@ -15,6 +15,9 @@
  *    ADD's output on the resize's input), and the folded convolutions' fields name the right
  *    sources, sizes and resize modes and their outputs do not overlap the sources;
  *  - compute 7.5 (no mma.sync) and f32 instances (no half weights): nothing folded;
+ *  - selfie's excitation MULs into the pointwise layer after them (kr_cuda_op.scale): 9 of its
+ *    10 in f16 on compute 9.0, 8.6 and 7.5 (the one read by a resize stays), with the right
+ *    sources and outputs clear of them; none in f32;
  *  - with a memory plan without slack (the planner may then reuse a source's memory for the
  *    convolution's output): no folded convolution writes over a source it reads.
  */
@@ -258,10 +261,87 @@ static void test_u2netp_folds(void **state)
     keyer_model_destroy(&m);
 }
 
+/* Every excitation MUL folded into the pointwise convolution after it in @p v: the MUL (and an
+ * ADD folded into it) marked folded, the convolution's sources the MUL's operands (the tensor,
+ * the per-item vector, the ADD's other operand), its output clear of them. Returns how many. */
+static int check_scale_folds(const view *v)
+{
+    const kr_graph *g = v->mem.graph;
+    int convs = 0;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const kr_cuda_op *op = &v->ops[n];
+        if (!op->scale.src)
+            continue;
+        convs++;
+        const kr_node *conv = &g->nodes[n];
+        assert_int_equal(conv->op, KR_OP_CONV_2D);
+        assert_false(v->folded[n]);
+        int p = n - 1; /* the MUL: the node run before the convolution */
+        while (p >= 0 && v->folded[p] && g->nodes[p].op != KR_OP_MUL)
+            p--;
+        assert_true(p >= 0 && v->folded[p]);
+        const kr_node *mul = &g->nodes[p];
+        assert_int_equal(mul->op, KR_OP_MUL);
+        const int side = g->tensors[mul->inputs[0]].dims[1] == 1 ? 1 : 0;
+        const int src[2] = {mul->inputs[side], mul->inputs[1 - side]};
+        assert_ptr_equal(op->scale.src, v->mem.arena + v->offsets[kr_tensor_storage(g, src[0])]);
+        assert_ptr_equal(op->scale.vec, v->mem.arena + v->offsets[kr_tensor_storage(g, src[1])]);
+        assert_int_equal(op->scale.pixels, g->tensors[src[0]].dims[1] * g->tensors[src[0]].dims[2]);
+        const uintptr_t out = (uintptr_t)op->out;
+        const size_t out_bytes = kr_cuda_mem_bytes(&v->mem, conv->outputs[0]);
+        for (int i = 0; i < 2; i++) {
+            const int st = kr_tensor_storage(g, src[i]);
+            assert_false(ranges_overlap(out, out_bytes, (uintptr_t)(v->mem.arena + v->offsets[st]),
+                                        kr_cuda_mem_bytes(&v->mem, st)));
+        }
+        if (op->scale.addend) /* the ADD folded into the MUL, right after it */
+            assert_false(ranges_overlap(out, out_bytes, (uintptr_t)op->scale.addend,
+                                        kr_cuda_mem_bytes(&v->mem, conv->inputs[0])));
+    }
+    return convs;
+}
+
+/* selfie's excitation MULs into the pointwise layer reading them (kr_cuda_fuse_gathers): the
+ * encoder's 7 (one at 64x64, six at 16x16) and the decoder's 3 with their ADD (32x32, 64x64,
+ * 128x128), less the one read by a resize: 9, in f16 on every class from 7.5 (the tensor-core
+ * pointwise kernel takes them all alike); none in f32. */
+static void test_selfie_scale_folds(void **state)
+{
+    (void)state;
+    char path[1024];
+    keyer_error err = {0};
+    if (keyer_registry_resolve("selfie", path, sizeof(path), &err) != KEYER_OK) {
+        printf("selfie not available (%s): skipped\n", err.message);
+        skip();
+    }
+    keyer_model *m = NULL;
+    if (keyer_model_load_file(path, &m, &err) != KEYER_OK)
+        fail_msg("%s", err.message);
+    const kr_graph *g = kr_model_graph(m);
+    assert_int_equal(count_of(g, KR_OP_MUL), 10);
+    static const int ccs[] = {90, 86, 75};
+    for (size_t i = 0; i < sizeof(ccs) / sizeof(ccs[0]); i++) {
+        view v;
+        make_view(&v, g, 1, KR_CUDA_PLAN_SLACK, ccs[i]);
+        printf("selfie f16, compute %d: %d MUL folded into pointwise layers\n", ccs[i],
+               folded_of(&v, KR_OP_MUL));
+        assert_int_equal(folded_of(&v, KR_OP_MUL), 9);
+        assert_int_equal(check_scale_folds(&v), 9);
+        free_view(&v);
+    }
+    view v;
+    make_view(&v, g, 0, KR_CUDA_PLAN_SLACK, 90);
+    assert_int_equal(folded_of(&v, KR_OP_MUL), 0);
+    assert_int_equal(check_scale_folds(&v), 0);
+    free_view(&v);
+    keyer_model_destroy(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_u2netp_folds),
+        cmocka_unit_test(test_selfie_scale_folds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

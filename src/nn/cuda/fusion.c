@@ -313,6 +313,58 @@ static int fold_pool(const kr_cuda_mem *mem, kr_cuda_op *ops, int p, int n)
     return 1;
 }
 
+/* The excitation MUL fold of fusion.h into the pointwise CONV_2D @p n from node @p p, the node
+ * run just before it: 1 if done. The MUL's operands (and the ADD folded into it) stay intact
+ * until the convolution has read them: only it runs between, and it must not write over them. */
+static int fold_scale(const kr_cuda_mem *mem, kr_cuda_op *ops, const unsigned char *folded, int p,
+                      int n)
+{
+    const kr_graph *g = mem->graph;
+    const kr_node *mul = &g->nodes[p], *conv = &g->nodes[n];
+    int t = conv->inputs[0];
+    if (mul->op != KR_OP_MUL || mul->n_inputs != 2 || mul->inputs[0] < 0 || mul->inputs[1] < 0 ||
+        ops[p].out != kr_cuda_mem_ptr(mem, t) || !private_tensor(g, t))
+        return 0;
+    const kr_tensor *tt = &g->tensors[t];
+    int side = -1; /* the operand of the output's shape; the other: [1,1,1,C] */
+    for (int i = 0; i < 2; i++) {
+        const kr_tensor *a = &g->tensors[mul->inputs[i]], *b = &g->tensors[mul->inputs[1 - i]];
+        if (!kr_tensor_is_const(a) && a->rank == 4 && tt->rank == 4 && b->rank == 4 &&
+            a->dims[0] == tt->dims[0] && a->dims[1] == tt->dims[1] && a->dims[2] == tt->dims[2] &&
+            a->dims[3] == tt->dims[3] && b->dims[0] == 1 && b->dims[1] == 1 && b->dims[2] == 1 &&
+            b->dims[3] == tt->dims[3])
+            side = i;
+    }
+    if (side < 0)
+        return 0;
+    int src[3] = {mul->inputs[side], mul->inputs[1 - side], -1};
+    if (ops[p].residual) { /* the ADD folded into the MUL: its other operand */
+        for (int q = p + 1; q < n && src[2] < 0; q++)
+            if (folded[q] && g->nodes[q].op == KR_OP_ADD && g->nodes[q].outputs[0] == t)
+                src[2] = g->nodes[q].inputs[0] == mul->outputs[0] ? g->nodes[q].inputs[1]
+                                                                   : g->nodes[q].inputs[0];
+        if (src[2] < 0 || kr_cuda_mem_ptr(mem, src[2]) != ops[p].residual)
+            return 0;
+    }
+    size_t bytes = kr_cuda_mem_bytes(mem, conv->outputs[0]);
+    for (int i = 0; i < 3; i++)
+        if (src[i] >= 0 && ptr_overlaps(mem, ops[n].out, bytes, src[i]))
+            return 0;
+    kr_cuda_op trial = ops[n];
+    const kr_tensor *vt = &g->tensors[src[1]];
+    trial.scale.src = kr_cuda_mem_ptr(mem, src[0]);
+    trial.scale.vec = ops[p].in[1 - side];
+    trial.scale.addend = ops[p].residual;
+    trial.scale.vec_stride = kr_tensor_is_const(vt) ? 0 : vt->dims[3];
+    trial.scale.pixels = tt->dims[1] * tt->dims[2];
+    trial.scale.act = mul->activation;
+    trial.scale.post = ops[p].post;
+    if (!kr_cuda_conv_2d_pw_mma_fits(&trial))
+        return 0;
+    ops[n] = trial;
+    return 1;
+}
+
 /* (fusion.h) */
 int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
 {
@@ -328,7 +380,7 @@ int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
             c--;
         if (c < 0)
             continue;
-        if (fold_pool(mem, ops, c, n)) {
+        if (fold_pool(mem, ops, c, n) || fold_scale(mem, ops, folded, c, n)) {
             folded[c] = 1;
             n_folded++;
             continue;
@@ -434,6 +486,7 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
         op->cat.src[0] = op->cat.src[1] = NULL;
         op->cat.rz = -1;
         op->pool.src = NULL;
+        op->scale.src = op->scale.vec = op->scale.addend = NULL;
     }
     int n_folded = plan_folds(mem, ops, folded);
     n_folded += plan_residual_folds(mem, ops, folded);

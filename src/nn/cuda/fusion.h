@@ -40,8 +40,12 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
  * convolution's gather (kr_cuda_op.pool: window maxima of the pool's input). Only where the
  * tensor-core kernel takes the folded layer (kr_cuda_conv_2d_tc_fits) and no node from the
  * first folded one to the convolution writes over the sources (where only a residual ADD
- * folded into the convolution would, that ADD is unfolded and runs on its own again). The folded nodes are marked in
- * @p folded; returns how many. Never fails. */
+ * folded into the convolution would, that ADD is unfolded and runs on its own again). Also a MUL of
+ * a tensor by a per-item channel vector ([1,1,1,C]: an excitation's scales; with the ADD folded
+ * into it) run just before the pointwise CONV_2D that alone reads its output is done by that
+ * convolution's input load (kr_cuda_op.scale), where kr_cuda_conv_2d_pw_mma takes the layer
+ * (f16 TFLite layers) and the convolution does not write over the MUL's operands. The folded
+ * nodes are marked in @p folded; returns how many. Never fails. */
 int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded);
 
 #endif

@@ -84,6 +84,19 @@ typedef struct kr_cuda_op {
         const void *src;
         int ih, iw, kh, kw, sh, sw, dh, dw, pt, pl;
     } pool;
+    /* A MUL of a tensor by a per-item channel vector (an excitation's scales, [1,1,1,C]), with
+     * the ADD folded into that MUL (its residual: addend), folded into the pointwise CONV_2D
+     * reading its output (fusion.h, kr_cuda_fuse_gathers): the convolution reads
+     * act(src x vec) + addend, rounded to the element type as the MUL would store it, instead of
+     * in[0] (which is not written). src NULL: no fold. Only kr_cuda_conv_2d_pw_mma takes such
+     * layers. */
+    struct {
+        const void *src, *vec, *addend;
+        int vec_stride;     /* elements from one item's vector to the next: C, 0 for a constant */
+        int pixels;         /* pixels per item */
+        kr_activation act;  /* the MUL's fused activation */
+        kr_cuda_post post;  /* and its folded post function */
+    } scale;
     void *stream;                  /* cudaStream_t */
     const kr_gpu_caps *caps;       /* the instance's (kr_cuda_mem.caps); NULL: launch nothing */
 } kr_cuda_op;
@@ -166,6 +179,17 @@ int kr_cuda_conv_2d_tc_fits(const kr_cuda_op *op);
 /* Queues the tensor-core convolution of @p op (which kr_cuda_conv_2d_tc_fits accepted);
  * returns the launch's CUDA error, cudaErrorInvalidValue for a layer past 32-bit indexing. */
 int kr_cuda_conv_2d_tc(const kr_cuda_op *op);
+
+/* Whether CONV_2D node @p op is a TFLite pointwise layer that kr_cuda_conv_2d_pw_mma takes: an
+ * f16 instance with half weights (op->w16) on compute 7.5 or newer (the device's or the emulated
+ * class's: all take it alike), SAME or VALID padding (not an ONNX layer), no groups or folded
+ * gathers, 1x1 with stride 1 and the input's size, K and N multiples of 8 within the limits of
+ * tuning.h (PW_MMA_*), float bias, 16-byte aligned input, output, weights and residual; never
+ * chosen by batch. kr_cuda_conv_2d calls both (conv_2d_pw_mma.cu). */
+int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op);
+/* Queues the tensor-core pointwise layer of @p op (which kr_cuda_conv_2d_pw_mma_fits accepted);
+ * returns the launch's CUDA error, cudaErrorInvalidValue for a batch past 2^31 pixels. */
+int kr_cuda_conv_2d_pw_mma(const kr_cuda_op *op);
 
 /* Whether @p node of @p g is a global average pool: an AVERAGE_POOL_2D with one output pixel
  * whose window covers the whole NHWC input, or a MEAN over H and W keeping them (the same

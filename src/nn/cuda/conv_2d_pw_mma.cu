@@ -1,0 +1,338 @@
+/*
+ * Pointwise (1x1, stride 1, unpadded) CONV_2D layers of the TFLite models in half precision on
+ * the tensor cores (issue 27): Y[m, n] = act(sum_k X[m, k] W[n, k] + bias[n]) (+ residual), with
+ * m the pixels of the NHWC tensor (whole rows of K halves) and W the half copy of the layer's
+ * OHWI weights (kr_cuda_op.w16).
+ *
+ * At batch 256 these layers ran on the CUDA cores (conv_2d.cu: the narrow, grouped and tile
+ * paths and the GEMM) at a fraction of both their memory floor and the FMA peak; here the
+ * multiply-adds cost next to nothing and the layer is a copy of its input rows into shared memory
+ * and of its output rows out.
+ *
+ * A block of 4 warps takes a tile of BM = 32 MI x 4 pixel rows: it copies the tile's rows (one
+ * contiguous run of BM x K halves) into shared memory with 16-byte loads, rows padded to KP + 8
+ * halves (KP: K rounded up to 16, the columns past K zero) so that ldmatrix reads without bank
+ * conflicts. Warp w computes rows [16 MI w, 16 MI (w + 1)) of the tile, 32 output channels at a
+ * time: per 16-deep chunk of k, one ldmatrix.x4 of A per 16 rows and two of B (4 n8 tiles of the
+ * weights, staged once per block as [NP][KP + 8] halves, zero past N and K), then
+ * mma.sync.m16n8k8 (f16 in, f32 accumulate) for the chunk's lower then upper 8 k. The
+ * accumulators get the bias, the clamp and the folded activation in registers, go through a
+ * per-warp float staging area, and the warp writes whole 64-byte pieces of output rows (adding a
+ * folded residual there) with 16-byte stores.
+ *
+ * m16n8k8 and ldmatrix exist from compute 7.5, so every class keyer supports (7.5 and newer)
+ * takes the same instructions for the same layers and computes the same sums: the choice is by
+ * layer shape only (kr_cuda_conv_2d_pw_mma_fits), never by batch or device, and an item's result
+ * is the same at every batch size and under every emulated class.
+ *
+ * Sum order (ops/conv_2d.cuh, "tensor-core pointwise"): the weights rounded to half; from 0, the
+ * 8-deep chunks of k in order, each chunk's 8 products summed as the tensor core sums them
+ * (float accumulation; k past K: zero products), then + bias, clamp, post function, + residual.
+ */
+#include "nn/cuda/common.cuh"
+#include "nn/cuda/tuning.h"
+
+#define PWM_THREADS 128
+#define PWM_WARPS 4
+#define PWM_NC 32 /* output channels per warp pass: 4 n8 tiles */
+#define PWM_LDS (PWM_NC + 4) /* floats per staging row */
+
+__device__ __forceinline__ unsigned pwm_smem(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void pwm_ldsm4(unsigned *r, unsigned addr)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+#endif
+}
+
+/* c += a (16 x 8, two registers) x b (8 x 8, one register), f16 in, f32 accumulate. */
+__device__ __forceinline__ void pwm_mma(float *c, unsigned a0, unsigned a1, unsigned b)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5}, {%6}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b));
+#endif
+}
+
+/* Shared memory of a block: A tile [BM][KP + 8] halves, weights [NP][KP + 8] halves, bias [NP]
+ * floats, per-warp staging [16 MI][PWM_LDS] floats. */
+struct pwm_layout {
+    int KP, NP, lda, bm;
+    size_t a_off, w_off, b_off, s_off, bytes;
+};
+
+static pwm_layout pwm_plan(int K, int N, int mi)
+{
+    pwm_layout l;
+    l.KP = (K + 15) / 16 * 16;
+    l.NP = (N + PWM_NC - 1) / PWM_NC * PWM_NC;
+    l.lda = l.KP + 8;
+    l.bm = 16 * mi * PWM_WARPS;
+    l.a_off = 0;
+    l.w_off = l.a_off + (size_t)l.bm * l.lda * 2;
+    l.b_off = l.w_off + (size_t)l.NP * l.lda * 2;
+    l.s_off = l.b_off + (size_t)l.NP * 4;
+    l.bytes = l.s_off + (size_t)PWM_WARPS * 16 * mi * PWM_LDS * 4;
+    return l;
+}
+
+/* A folded excitation MUL (kr_cuda_op.scale): the input is act(x * vec) + addend per element,
+ * rounded to half as the MUL stores it. */
+struct pwm_scale {
+    const __half *vec, *addend;
+    int stride, pixels; /* vec elements per item (0: one vector), pixels per item */
+    kr_epilogue e;      /* the MUL's clamp and post function (res unused) */
+};
+
+/* 8 input channels [8c, 8c + 8) of pixel @p m (K channels) from @p xv (loaded): as stored (SC
+ * false), or through the folded MUL (and its ADD). */
+template <bool SC>
+__device__ __forceinline__ uint4 pwm_input(uint4 xv, const pwm_scale &sc, int m, int c, int K)
+{
+    if (!SC)
+        return xv;
+    const uint4 sv = *reinterpret_cast<const uint4 *>(
+        sc.vec + (size_t)(m / sc.pixels) * sc.stride + 8 * c);
+    uint4 av = make_uint4(0u, 0u, 0u, 0u);
+    if (sc.addend)
+        av = *reinterpret_cast<const uint4 *>(sc.addend + (size_t)m * K + 8 * c);
+    const __half2 *xh = reinterpret_cast<const __half2 *>(&xv);
+    const __half2 *sh = reinterpret_cast<const __half2 *>(&sv);
+    const __half2 *ah = reinterpret_cast<const __half2 *>(&av);
+    uint4 out;
+    __half2 *oh = reinterpret_cast<__half2 *>(&out);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float2 xf = __half22float2(xh[j]), sf = __half22float2(sh[j]);
+        float v0 = kr_apply(sc.e, xf.x * sf.x), v1 = kr_apply(sc.e, xf.y * sf.y);
+        if (sc.addend) {
+            const float2 af = __half22float2(ah[j]);
+            v0 += af.x;
+            v1 += af.y;
+        }
+        oh[j] = __floats2half2_rn(v0, v1);
+    }
+    return out;
+}
+
+template <int MI, bool SC>
+__global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restrict__ x,
+                                                           const __half *__restrict__ w,
+                                                           const float *__restrict__ bias,
+                                                           __half *__restrict__ y, int M, int K,
+                                                           int N, int KP, int NP, int tiles,
+                                                           kr_epilogue e, pwm_scale sc)
+{
+    constexpr int BM = 16 * MI * PWM_WARPS, RW = 16 * MI; /* rows per block, per warp */
+    extern __shared__ __align__(16) unsigned char pwm_sm[];
+    const int lda = KP + 8;
+    __half *as = reinterpret_cast<__half *>(pwm_sm);
+    __half *ws = as + (size_t)BM * lda;
+    float *bs = reinterpret_cast<float *>(ws + (size_t)NP * lda);
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    float *st = bs + NP + warp * RW * PWM_LDS;
+    /* the weights and bias once per block, zero past N and K; the A tile's columns past K zero
+     * (the row loads below never write them) */
+    for (int i = tid; i < NP * KP; i += PWM_THREADS) {
+        const int n = i / KP, k = i % KP;
+        ws[n * lda + k] = n < N && k < K ? w[(size_t)n * K + k] : __float2half_rn(0.0f);
+    }
+    for (int i = tid; i < NP; i += PWM_THREADS)
+        bs[i] = bias && i < N ? bias[i] : 0.0f;
+    for (int i = tid; i < BM * (KP - K); i += PWM_THREADS) {
+        const int r = i / (KP - K), k = K + i % (KP - K);
+        as[r * lda + k] = __float2half_rn(0.0f);
+    }
+    const int kv = K / 8; /* 16-byte vectors per row */
+    const unsigned a_base = pwm_smem(as), w_base = pwm_smem(ws);
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int m0 = tile * BM;
+        const int here = M - m0 < BM ? M - m0 : BM;
+        __syncthreads(); /* the weights are in; the previous tile's rows are read */
+        const uint4 *src = reinterpret_cast<const uint4 *>(x + (size_t)m0 * K);
+        for (int i = tid; i < BM * kv; i += PWM_THREADS) {
+            const int r = i / kv, c = i % kv;
+            uint4 v = make_uint4(0u, 0u, 0u, 0u);
+            if (r < here)
+                v = pwm_input<SC>(src[i], sc, m0 + r, c, K);
+            *reinterpret_cast<uint4 *>(as + r * lda + c * 8) = v;
+        }
+        __syncthreads();
+        const int r0 = warp * RW; /* the warp's first row in the tile */
+        if (r0 >= here)
+            continue;
+        for (int nc = 0; nc < NP; nc += PWM_NC) {
+            float acc[MI][4][4];
+#pragma unroll
+            for (int i = 0; i < MI; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+#pragma unroll
+                    for (int q = 0; q < 4; q++)
+                        acc[i][j][q] = 0.0f;
+            for (int k0 = 0; k0 < KP; k0 += 16) {
+                unsigned a[MI][4], b[2][4];
+#pragma unroll
+                for (int i = 0; i < MI; i++)
+                    pwm_ldsm4(a[i], a_base + (unsigned)(((r0 + 16 * i + (lane & 15)) * lda + k0 +
+                                                         (lane >> 4) * 8) *
+                                                        2));
+#pragma unroll
+                for (int j = 0; j < 2; j++) /* n8 tiles 2j, 2j + 1: (tile, k half) per matrix */
+                    pwm_ldsm4(b[j], w_base + (unsigned)(((nc + (2 * j + (lane >> 4)) * 8 +
+                                                          (lane & 7)) *
+                                                             lda +
+                                                         k0 + ((lane >> 3) & 1) * 8) *
+                                                        2));
+#pragma unroll
+                for (int i = 0; i < MI; i++)
+#pragma unroll
+                    for (int t = 0; t < 4; t++) {
+                        pwm_mma(acc[i][t], a[i][0], a[i][1], b[t >> 1][(t & 1) * 2]);
+                        pwm_mma(acc[i][t], a[i][2], a[i][3], b[t >> 1][(t & 1) * 2 + 1]);
+                    }
+            }
+            /* bias, clamp, post function in registers; then the staging rows */
+            const int g = lane >> 2, q2 = (lane & 3) * 2;
+#pragma unroll
+            for (int i = 0; i < MI; i++)
+#pragma unroll
+                for (int t = 0; t < 4; t++) {
+                    const int c = t * 8 + q2;
+                    const float b0 = bs[nc + c], b1 = bs[nc + c + 1];
+                    float *s0 = st + (16 * i + g) * PWM_LDS + c;
+                    *reinterpret_cast<float2 *>(s0) = make_float2(
+                        kr_apply(e, acc[i][t][0] + b0), kr_apply(e, acc[i][t][1] + b1));
+                    *reinterpret_cast<float2 *>(s0 + 8 * PWM_LDS) = make_float2(
+                        kr_apply(e, acc[i][t][2] + b0), kr_apply(e, acc[i][t][3] + b1));
+                }
+            __syncwarp();
+            /* whole 16-byte pieces of the rows: lane (row, piece) = (lane / 4 + 8 it, lane % 4) */
+#pragma unroll
+            for (int it = 0; it < RW / 8; it++) {
+                const int r = it * 8 + (lane >> 2), col = nc + (lane & 3) * 8;
+                if (r0 + r >= here || col >= N)
+                    continue;
+                const float *sv = st + r * PWM_LDS + (lane & 3) * 8;
+                const float4 v0 = *reinterpret_cast<const float4 *>(sv);
+                const float4 v1 = *reinterpret_cast<const float4 *>(sv + 4);
+                float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+                const size_t o = (size_t)(m0 + r0 + r) * N + col;
+                if (e.res) {
+                    const uint4 rv = *reinterpret_cast<const uint4 *>((const __half *)e.res + o);
+                    const __half2 *rh = reinterpret_cast<const __half2 *>(&rv);
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        const float2 f = __half22float2(rh[j]);
+                        v[2 * j] += f.x;
+                        v[2 * j + 1] += f.y;
+                    }
+                }
+                uint4 ov;
+                __half2 *oh = reinterpret_cast<__half2 *>(&ov);
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    oh[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+                *reinterpret_cast<uint4 *>(y + o) = ov;
+            }
+            __syncwarp(); /* the staging is read before the next pass writes it */
+        }
+    }
+}
+
+/* The block layout a layer takes: 32 rows per warp where it fits PW_MMA_MAX_SMEM, else 16;
+ * 0 when neither fits. A function of K and N only. */
+static int pwm_mi(int K, int N)
+{
+    if (pwm_plan(K, N, 2).bytes <= PW_MMA_MAX_SMEM)
+        return 2;
+    return pwm_plan(K, N, 1).bytes <= PW_MMA_MAX_SMEM ? 1 : 0;
+}
+
+extern "C" int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op)
+{
+    const kr_node *node = op->node;
+    const kr_window_params *p = &node->p.window;
+    if (!op->f16 || !op->w16 || !op->caps || op->cat.src[0] || op->pool.src ||
+        node->op != KR_OP_CONV_2D || node->n_inputs < 2 || p->groups > 1 ||
+        p->padding == KR_PADDING_EXPLICIT)
+        return 0;
+    /* mma.sync.m16n8k8 and ldmatrix: compute 7.5 and newer (the device's or the emulated
+     * class's; every class keyer emulates is 7.5+, so they all take this path alike) */
+    if (op->caps->major * 10 + op->caps->minor < 75)
+        return 0;
+    const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
+    if (xt->rank != 4 || yt->rank != 4 || wt->rank != 4 || wt->dims[1] != 1 || wt->dims[2] != 1 ||
+        p->stride_h != 1 || p->stride_w != 1 || xt->dims[1] != yt->dims[1] ||
+        xt->dims[2] != yt->dims[2] || wt->dims[3] != xt->dims[3] || wt->dims[0] != yt->dims[3])
+        return 0;
+    const int K = xt->dims[3], N = yt->dims[3];
+    if (K % 8 || N % 8 || K > PW_MMA_MAX_K || N > PW_MMA_MAX_N ||
+        xt->dims[1] * xt->dims[2] < PW_MMA_MIN_PIXELS || !pwm_mi(K, N))
+        return 0;
+    const kr_tensor *bt = node->n_inputs > 2 && node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
+    if (bt && (!bt->data || bt->dtype != KR_DTYPE_F32))
+        return 0;
+    if (op->scale.src && (!kr_aligned(op->scale.src, 16) || !kr_aligned(op->scale.vec, 16) ||
+                          (op->scale.addend && !kr_aligned(op->scale.addend, 16)) ||
+                          op->scale.pixels != xt->dims[1] * xt->dims[2] ||
+                          (op->scale.vec_stride != 0 && op->scale.vec_stride != K)))
+        return 0;
+    return (op->scale.src || kr_aligned(op->in[0], 16)) && kr_aligned(op->out, 16) &&
+           kr_aligned(op->w16, 16) && (!op->residual || kr_aligned(op->residual, 16));
+}
+
+template <int MI, bool SC> static int pwm_launch(const kr_cuda_op *op, int M, int K, int N)
+{
+    const pwm_layout l = pwm_plan(K, N, MI);
+    const int tiles = (M + l.bm - 1) / l.bm;
+    /* resident blocks per multiprocessor by threads, shared memory and the block limit (the
+     * grid only spreads the tiles: it changes no result) */
+    const kr_gpu_caps *c = op->caps;
+    long per_sm = c->threads_sm / PWM_THREADS;
+    const long by_smem = (long)(c->smem_sm / (l.bytes + c->smem_reserved_block + 1));
+    if (by_smem < per_sm)
+        per_sm = by_smem;
+    if (c->blocks_sm > 0 && c->blocks_sm < per_sm)
+        per_sm = c->blocks_sm;
+    const long cap = (long)(c->sms > 0 ? c->sms : 1) * (per_sm > 0 ? per_sm : 1);
+    const int grid = (int)(tiles < cap ? tiles : cap);
+    const kr_tensor *bt = op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
+    pwm_scale sc;
+    sc.vec = (const __half *)op->scale.vec;
+    sc.addend = (const __half *)op->scale.addend;
+    sc.stride = op->scale.vec_stride;
+    sc.pixels = op->scale.pixels > 0 ? op->scale.pixels : 1;
+    kr_activation_range(op->scale.act, &sc.e.lo, &sc.e.hi);
+    sc.e.post = (int)op->scale.post;
+    sc.e.res = NULL;
+    const void *x = SC ? op->scale.src : op->in[0];
+    conv_pw_mma<MI, SC><<<(unsigned)(grid > 0 ? grid : 1), PWM_THREADS, l.bytes,
+                          (cudaStream_t)op->stream>>>(
+        (const __half *)x, (const __half *)op->w16, bt ? (const float *)op->in[2] : NULL,
+        (__half *)op->out, M, K, N, l.KP, l.NP, tiles, kr_make_epilogue(op, 1), sc);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int kr_cuda_conv_2d_pw_mma(const kr_cuda_op *op)
+{
+    const kr_tensor *xt = kr_in_t(op, 0), *yt = kr_out_t(op);
+    const int K = xt->dims[3], N = yt->dims[3];
+    const size_t m = (size_t)kr_dim(op, xt, 0) * xt->dims[1] * xt->dims[2];
+    if (m == 0)
+        return (int)cudaSuccess;
+    if (m > (size_t)0x7fffffff - 256)
+        return (int)cudaErrorInvalidValue;
+    const int mi = pwm_mi(K, N);
+    if (op->scale.src)
+        return mi == 2 ? pwm_launch<2, true>(op, (int)m, K, N) : pwm_launch<1, true>(op, (int)m, K, N);
+    return mi == 2 ? pwm_launch<2, false>(op, (int)m, K, N) : pwm_launch<1, false>(op, (int)m, K, N);
+}
