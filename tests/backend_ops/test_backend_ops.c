@@ -1413,8 +1413,9 @@ static int chain_pw(kt_graph *b, kt_rng *rng, int x, const int *xd, int cout, kr
  * of 128 and of 64 rows partial), K of 24 and 72 (not multiples of 16: zero-padded chunks),
  * N of 40, 72 and 8 (a partial 32-channel pass, an odd count of n8 tiles, a single one), K of
  * 128 (the 16-rows-per-warp layout), a HARD_SWISH and a RELU6 folded, a residual ADD folded
- * into the 72 -> 24 projection, and an excitation's MUL before a pointwise layer. Every cuda
- * variant against the reference at batch 1 and 3. */
+ * into the 72 -> 24 projection, an excitation's MUL before a pointwise layer (folded into it)
+ * and a bilinear upsample before one (folded too). Every cuda variant against the reference at
+ * batch 1 and 3. */
 static void test_pointwise_mma_chains(void **state)
 {
     (void)state;
@@ -1433,7 +1434,15 @@ static void test_pointwise_mma_chains(void **state)
     int w = chain_pw(&b, &rng, r, d24b, 128, KR_ACT_RELU, d128);
     int m = chain_binary(&b, KR_OP_MUL, w, chain_excitation(&b, &rng, w, d128, 16), d128);
     int n8 = chain_pw(&b, &rng, m, d128, 8, KR_ACT_NONE, d8);
-    int y = chain_pw(&b, &rng, n8, d8, 16, KR_ACT_NONE, d16);
+    int u = chain_pw(&b, &rng, n8, d8, 16, KR_ACT_NONE, d16);
+    /* an upsample read only by a pointwise layer (folded into it: kr_cuda_op.rs), to a size
+     * that is no multiple of the input's, half-pixel centres */
+    int size[2] = {30, 21}, two = 2, dr[4] = {1, 30, 21, 16}, dy[4];
+    int in[2] = {u, kt_graph_const(&b, KR_DTYPE_I32, 1, &two, size)};
+    int rz = kt_graph_act(&b, 4, dr);
+    kr_node *rn = kt_graph_node(&b, KR_OP_RESIZE_BILINEAR, 2, in, rz);
+    rn->p.resize.half_pixel_centers = 1;
+    int y = chain_pw(&b, &rng, rz, dr, 24, KR_ACT_RELU, dy);
     kt_graph_output(&b, y);
     finish_and_check(&b, "pointwise mma chains");
 }

@@ -16,8 +16,9 @@
  *    sources, sizes and resize modes and their outputs do not overlap the sources;
  *  - compute 7.5 (no mma.sync) and f32 instances (no half weights): nothing folded;
  *  - selfie's excitation MULs into the pointwise layer after them (kr_cuda_op.scale): 9 of its
- *    10 in f16 on compute 9.0, 8.6 and 7.5 (the one read by a resize stays), with the right
- *    sources and outputs clear of them; none in f32;
+ *    10 in f16 on compute 9.0, 8.6 and 7.5 (the one read by a resize stays), and its 3
+ *    upsamples into the pointwise layer reading them (kr_cuda_op.rs), with the right sources
+ *    and outputs clear of them; none in f32;
  *  - with a memory plan without slack (the planner may then reuse a source's memory for the
  *    convolution's output): no folded convolution writes over a source it reads.
  */
@@ -301,11 +302,43 @@ static int check_scale_folds(const view *v)
     return convs;
 }
 
+/* Every RESIZE_BILINEAR folded into the pointwise convolution after it in @p v: the resize
+ * marked folded, the convolution's source its input (with its sizes and modes), its output
+ * clear of it. Returns how many. */
+static int check_resize_folds(const view *v)
+{
+    const kr_graph *g = v->mem.graph;
+    int convs = 0;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const kr_cuda_op *op = &v->ops[n];
+        if (!op->rs.src)
+            continue;
+        convs++;
+        const kr_node *conv = &g->nodes[n];
+        assert_int_equal(conv->op, KR_OP_CONV_2D);
+        const int prod = g->tensors[conv->inputs[0]].producer;
+        assert_true(v->folded[prod]);
+        const kr_node *rz = &g->nodes[prod];
+        assert_int_equal(rz->op, KR_OP_RESIZE_BILINEAR);
+        const int st = kr_tensor_storage(g, rz->inputs[0]);
+        assert_ptr_equal(op->rs.src, v->mem.arena + v->offsets[st]);
+        assert_int_equal(op->rs.ih, g->tensors[rz->inputs[0]].dims[1]);
+        assert_int_equal(op->rs.iw, g->tensors[rz->inputs[0]].dims[2]);
+        assert_int_equal(op->rs.align, rz->p.resize.align_corners);
+        assert_int_equal(op->rs.half, rz->p.resize.half_pixel_centers);
+        assert_false(ranges_overlap((uintptr_t)op->out,
+                                    kr_cuda_mem_bytes(&v->mem, conv->outputs[0]),
+                                    (uintptr_t)op->rs.src, kr_cuda_mem_bytes(&v->mem, st)));
+    }
+    return convs;
+}
+
 /* selfie's excitation MULs into the pointwise layer reading them (kr_cuda_fuse_gathers): the
  * encoder's 7 (one at 64x64, six at 16x16) and the decoder's 3 with their ADD (32x32, 64x64,
- * 128x128), less the one read by a resize: 9, in f16 on every class from 7.5 (the tensor-core
- * pointwise kernel takes them all alike); none in f32. */
-static void test_selfie_scale_folds(void **state)
+ * 128x128), less the one read by a resize: 9; and the decoder's 3 upsamples, each read by a
+ * pointwise layer. In f16 on every class from 7.5 (the tensor-core pointwise kernel takes them
+ * all alike); none in f32. */
+static void test_selfie_folds(void **state)
 {
     (void)state;
     char path[1024];
@@ -323,16 +356,19 @@ static void test_selfie_scale_folds(void **state)
     for (size_t i = 0; i < sizeof(ccs) / sizeof(ccs[0]); i++) {
         view v;
         make_view(&v, g, 1, KR_CUDA_PLAN_SLACK, ccs[i]);
-        printf("selfie f16, compute %d: %d MUL folded into pointwise layers\n", ccs[i],
-               folded_of(&v, KR_OP_MUL));
+        printf("selfie f16, compute %d: %d MUL and %d RESIZE_BILINEAR folded into pointwise "
+               "layers\n",
+               ccs[i], folded_of(&v, KR_OP_MUL), folded_of(&v, KR_OP_RESIZE_BILINEAR));
         assert_int_equal(folded_of(&v, KR_OP_MUL), 9);
         assert_int_equal(check_scale_folds(&v), 9);
+        assert_int_equal(folded_of(&v, KR_OP_RESIZE_BILINEAR), 3);
+        assert_int_equal(check_resize_folds(&v), 3);
         free_view(&v);
     }
     view v;
     make_view(&v, g, 0, KR_CUDA_PLAN_SLACK, 90);
-    assert_int_equal(folded_of(&v, KR_OP_MUL), 0);
-    assert_int_equal(check_scale_folds(&v), 0);
+    assert_int_equal(folded_of(&v, KR_OP_MUL) + folded_of(&v, KR_OP_RESIZE_BILINEAR), 0);
+    assert_int_equal(check_scale_folds(&v) + check_resize_folds(&v), 0);
     free_view(&v);
     keyer_model_destroy(&m);
 }
@@ -341,7 +377,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_u2netp_folds),
-        cmocka_unit_test(test_selfie_scale_folds),
+        cmocka_unit_test(test_selfie_folds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

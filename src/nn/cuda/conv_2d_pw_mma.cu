@@ -30,7 +30,11 @@
  * (float accumulation; k past K: zero products), then + bias, clamp, post function, + residual.
  */
 #include "nn/cuda/common.cuh"
+#include "nn/cuda/ops/resize_bilinear.cuh"
 #include "nn/cuda/tuning.h"
+
+#include <math.h>
+#include <string.h>
 
 #define PWM_THREADS 128
 #define PWM_WARPS 4
@@ -84,52 +88,74 @@ static pwm_layout pwm_plan(int K, int N, int mi)
     return l;
 }
 
-/* A folded excitation MUL (kr_cuda_op.scale): the input is act(x * vec) + addend per element,
- * rounded to half as the MUL stores it. */
-struct pwm_scale {
+/* Where a layer's input values come from (the kernel's SRC): the input tensor as stored, a
+ * folded excitation MUL (kr_cuda_op.scale: act(x * vec) + addend per element) or a folded
+ * RESIZE_BILINEAR (kr_cuda_op.rs: rs_pixel of the resize's source, then its post function),
+ * each value rounded to half as the folded node stores it. */
+enum { PWM_PLAIN = 0, PWM_SCALE = 1, PWM_RESIZE = 2 };
+
+struct pwm_source {
     const __half *vec, *addend;
     int stride, pixels; /* vec elements per item (0: one vector), pixels per item */
-    kr_epilogue e;      /* the MUL's clamp and post function (res unused) */
+    kr_epilogue e;      /* the folded node's clamp and post function (res unused) */
+    rs_shape rs;        /* the folded resize: source ih x iw, output oh x ow (the layer's) */
 };
 
-/* 8 input channels [8c, 8c + 8) of pixel @p m (K channels) from @p xv (loaded): as stored (SC
- * false), or through the folded MUL (and its ADD). */
-template <bool SC>
-__device__ __forceinline__ uint4 pwm_input(uint4 xv, const pwm_scale &sc, int m, int c, int K)
+/* The 8 input channels [8c, 8c + 8) of pixel @p m (K channels) of the tile, vector @p i of the
+ * tile's run: as stored (PWM_PLAIN), or through the folded node. */
+template <int SRC>
+__device__ __forceinline__ uint4 pwm_input(const __half *__restrict__ x, size_t i,
+                                           const pwm_source &sc, int m, int c, int K)
 {
-    if (!SC)
-        return xv;
-    const uint4 sv = *reinterpret_cast<const uint4 *>(
-        sc.vec + (size_t)(m / sc.pixels) * sc.stride + 8 * c);
-    uint4 av = make_uint4(0u, 0u, 0u, 0u);
-    if (sc.addend)
-        av = *reinterpret_cast<const uint4 *>(sc.addend + (size_t)m * K + 8 * c);
-    const __half2 *xh = reinterpret_cast<const __half2 *>(&xv);
-    const __half2 *sh = reinterpret_cast<const __half2 *>(&sv);
-    const __half2 *ah = reinterpret_cast<const __half2 *>(&av);
+    if (SRC == PWM_PLAIN)
+        return reinterpret_cast<const uint4 *>(x)[i];
+    float v[8];
+    if (SRC == PWM_SCALE) {
+        const uint4 xv = reinterpret_cast<const uint4 *>(x)[i];
+        const uint4 sv = *reinterpret_cast<const uint4 *>(
+            sc.vec + (size_t)(m / sc.pixels) * sc.stride + 8 * c);
+        const __half2 *xh = reinterpret_cast<const __half2 *>(&xv);
+        const __half2 *sh = reinterpret_cast<const __half2 *>(&sv);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float2 xf = __half22float2(xh[j]), sf = __half22float2(sh[j]);
+            v[2 * j] = kr_apply(sc.e, xf.x * sf.x);
+            v[2 * j + 1] = kr_apply(sc.e, xf.y * sf.y);
+        }
+        if (sc.addend) {
+            const uint4 av = *reinterpret_cast<const uint4 *>(sc.addend + (size_t)m * K + 8 * c);
+            const __half2 *ah = reinterpret_cast<const __half2 *>(&av);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float2 af = __half22float2(ah[j]);
+                v[2 * j] += af.x;
+                v[2 * j + 1] += af.y;
+            }
+        }
+    } else {
+        const int hw = sc.rs.oh * sc.rs.ow, b = m / hw, p = m % hw;
+        const int oy = p / sc.rs.ow, ox = p % sc.rs.ow;
+        rs_pixel<__half, 4, size_t>(x, sc.rs, (size_t)b, oy, ox, 8 * c, v);
+        rs_pixel<__half, 4, size_t>(x, sc.rs, (size_t)b, oy, ox, 8 * c + 4, v + 4);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            v[j] = kr_apply(sc.e, v[j]);
+    }
     uint4 out;
     __half2 *oh = reinterpret_cast<__half2 *>(&out);
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const float2 xf = __half22float2(xh[j]), sf = __half22float2(sh[j]);
-        float v0 = kr_apply(sc.e, xf.x * sf.x), v1 = kr_apply(sc.e, xf.y * sf.y);
-        if (sc.addend) {
-            const float2 af = __half22float2(ah[j]);
-            v0 += af.x;
-            v1 += af.y;
-        }
-        oh[j] = __floats2half2_rn(v0, v1);
-    }
+    for (int j = 0; j < 4; j++)
+        oh[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
     return out;
 }
 
-template <int MI, bool SC>
+template <int MI, int SRC>
 __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restrict__ x,
                                                            const __half *__restrict__ w,
                                                            const float *__restrict__ bias,
                                                            __half *__restrict__ y, int M, int K,
                                                            int N, int KP, int NP, int tiles,
-                                                           kr_epilogue e, pwm_scale sc)
+                                                           kr_epilogue e, pwm_source sc)
 {
     constexpr int BM = 16 * MI * PWM_WARPS, RW = 16 * MI; /* rows per block, per warp */
     extern __shared__ __align__(16) unsigned char pwm_sm[];
@@ -157,12 +183,11 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
         const int m0 = tile * BM;
         const int here = M - m0 < BM ? M - m0 : BM;
         __syncthreads(); /* the weights are in; the previous tile's rows are read */
-        const uint4 *src = reinterpret_cast<const uint4 *>(x + (size_t)m0 * K);
         for (int i = tid; i < BM * kv; i += PWM_THREADS) {
             const int r = i / kv, c = i % kv;
             uint4 v = make_uint4(0u, 0u, 0u, 0u);
             if (r < here)
-                v = pwm_input<SC>(src[i], sc, m0 + r, c, K);
+                v = pwm_input<SRC>(x, (size_t)m0 * kv + i, sc, m0 + r, c, K);
             *reinterpret_cast<uint4 *>(as + r * lda + c * 8) = v;
         }
         __syncthreads();
@@ -286,11 +311,14 @@ extern "C" int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op)
                           op->scale.pixels != xt->dims[1] * xt->dims[2] ||
                           (op->scale.vec_stride != 0 && op->scale.vec_stride != K)))
         return 0;
-    return (op->scale.src || kr_aligned(op->in[0], 16)) && kr_aligned(op->out, 16) &&
+    if (op->rs.src && (op->scale.src || !kr_aligned(op->rs.src, 16) || op->rs.ih < 1 ||
+                       op->rs.iw < 1))
+        return 0;
+    return (op->scale.src || op->rs.src || kr_aligned(op->in[0], 16)) && kr_aligned(op->out, 16) &&
            kr_aligned(op->w16, 16) && (!op->residual || kr_aligned(op->residual, 16));
 }
 
-template <int MI, bool SC> static int pwm_launch(const kr_cuda_op *op, int M, int K, int N)
+template <int MI, int SRC> static int pwm_launch(const kr_cuda_op *op, int M, int K, int N)
 {
     const pwm_layout l = pwm_plan(K, N, MI);
     const int tiles = (M + l.bm - 1) / l.bm;
@@ -306,20 +334,37 @@ template <int MI, bool SC> static int pwm_launch(const kr_cuda_op *op, int M, in
     const long cap = (long)(c->sms > 0 ? c->sms : 1) * (per_sm > 0 ? per_sm : 1);
     const int grid = (int)(tiles < cap ? tiles : cap);
     const kr_tensor *bt = op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
-    pwm_scale sc;
-    sc.vec = (const __half *)op->scale.vec;
-    sc.addend = (const __half *)op->scale.addend;
-    sc.stride = op->scale.vec_stride;
-    sc.pixels = op->scale.pixels > 0 ? op->scale.pixels : 1;
-    kr_activation_range(op->scale.act, &sc.e.lo, &sc.e.hi);
-    sc.e.post = (int)op->scale.post;
-    sc.e.res = NULL;
-    const void *x = SC ? op->scale.src : op->in[0];
-    conv_pw_mma<MI, SC><<<(unsigned)(grid > 0 ? grid : 1), PWM_THREADS, l.bytes,
-                          (cudaStream_t)op->stream>>>(
+    const kr_tensor *yt = kr_out_t(op);
+    pwm_source sc;
+    memset(&sc, 0, sizeof(sc));
+    const void *x = op->in[0];
+    sc.e.lo = -INFINITY, sc.e.hi = INFINITY, sc.e.post = 0, sc.e.res = NULL;
+    if (SRC == PWM_SCALE) {
+        x = op->scale.src;
+        sc.vec = (const __half *)op->scale.vec;
+        sc.addend = (const __half *)op->scale.addend;
+        sc.stride = op->scale.vec_stride;
+        sc.pixels = op->scale.pixels > 0 ? op->scale.pixels : 1;
+        kr_activation_range(op->scale.act, &sc.e.lo, &sc.e.hi);
+        sc.e.post = (int)op->scale.post;
+    } else if (SRC == PWM_RESIZE) {
+        x = op->rs.src;
+        sc.rs.ih = op->rs.ih, sc.rs.iw = op->rs.iw, sc.rs.ch = K;
+        sc.rs.oh = yt->dims[1], sc.rs.ow = yt->dims[2];
+        sc.rs.align = op->rs.align, sc.rs.half = op->rs.half;
+        kr_activation_range(KR_ACT_NONE, &sc.e.lo, &sc.e.hi);
+        sc.e.post = (int)op->rs.post;
+    }
+    conv_pw_mma<MI, SRC><<<(unsigned)(grid > 0 ? grid : 1), PWM_THREADS, l.bytes,
+                           (cudaStream_t)op->stream>>>(
         (const __half *)x, (const __half *)op->w16, bt ? (const float *)op->in[2] : NULL,
         (__half *)op->out, M, K, N, l.KP, l.NP, tiles, kr_make_epilogue(op, 1), sc);
     return (int)cudaGetLastError();
+}
+
+template <int SRC> static int pwm_launch_mi(const kr_cuda_op *op, int M, int K, int N)
+{
+    return pwm_mi(K, N) == 2 ? pwm_launch<2, SRC>(op, M, K, N) : pwm_launch<1, SRC>(op, M, K, N);
 }
 
 extern "C" int kr_cuda_conv_2d_pw_mma(const kr_cuda_op *op)
@@ -331,8 +376,9 @@ extern "C" int kr_cuda_conv_2d_pw_mma(const kr_cuda_op *op)
         return (int)cudaSuccess;
     if (m > (size_t)0x7fffffff - 256)
         return (int)cudaErrorInvalidValue;
-    const int mi = pwm_mi(K, N);
     if (op->scale.src)
-        return mi == 2 ? pwm_launch<2, true>(op, (int)m, K, N) : pwm_launch<1, true>(op, (int)m, K, N);
-    return mi == 2 ? pwm_launch<2, false>(op, (int)m, K, N) : pwm_launch<1, false>(op, (int)m, K, N);
+        return pwm_launch_mi<PWM_SCALE>(op, (int)m, K, N);
+    if (op->rs.src)
+        return pwm_launch_mi<PWM_RESIZE>(op, (int)m, K, N);
+    return pwm_launch_mi<PWM_PLAIN>(op, (int)m, K, N);
 }

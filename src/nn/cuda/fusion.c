@@ -365,6 +365,35 @@ static int fold_scale(const kr_cuda_mem *mem, kr_cuda_op *ops, const unsigned ch
     return 1;
 }
 
+/* The RESIZE_BILINEAR fold of fusion.h into the pointwise CONV_2D @p n from node @p p, the node
+ * run just before it: 1 if done. */
+static int fold_resize(const kr_cuda_mem *mem, kr_cuda_op *ops, int p, int n)
+{
+    const kr_graph *g = mem->graph;
+    const kr_node *rz = &g->nodes[p], *conv = &g->nodes[n];
+    int t = conv->inputs[0];
+    if (rz->op != KR_OP_RESIZE_BILINEAR || rz->n_inputs < 1 || rz->inputs[0] < 0 ||
+        rz->activation != KR_ACT_NONE || ops[p].residual || ops[p].out != kr_cuda_mem_ptr(mem, t) ||
+        !private_tensor(g, t))
+        return 0;
+    const int x = rz->inputs[0];
+    const kr_tensor *xt = &g->tensors[x], *tt = &g->tensors[t];
+    if (kr_tensor_is_const(xt) || xt->rank != 4 || tt->rank != 4 || xt->dims[0] != tt->dims[0] ||
+        xt->dims[3] != tt->dims[3] ||
+        ptr_overlaps(mem, ops[n].out, kr_cuda_mem_bytes(mem, conv->outputs[0]), x))
+        return 0;
+    kr_cuda_op trial = ops[n];
+    trial.rs.src = kr_cuda_mem_ptr(mem, x);
+    trial.rs.ih = xt->dims[1], trial.rs.iw = xt->dims[2];
+    trial.rs.align = rz->p.resize.align_corners;
+    trial.rs.half = rz->p.resize.half_pixel_centers;
+    trial.rs.post = ops[p].post;
+    if (!kr_cuda_conv_2d_pw_mma_fits(&trial))
+        return 0;
+    ops[n] = trial;
+    return 1;
+}
+
 /* (fusion.h) */
 int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
 {
@@ -380,7 +409,8 @@ int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
             c--;
         if (c < 0)
             continue;
-        if (fold_pool(mem, ops, c, n) || fold_scale(mem, ops, folded, c, n)) {
+        if (fold_pool(mem, ops, c, n) || fold_scale(mem, ops, folded, c, n) ||
+            fold_resize(mem, ops, c, n)) {
             folded[c] = 1;
             n_folded++;
             continue;
@@ -487,6 +517,7 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
         op->cat.rz = -1;
         op->pool.src = NULL;
         op->scale.src = op->scale.vec = op->scale.addend = NULL;
+        op->rs.src = NULL;
     }
     int n_folded = plan_folds(mem, ops, folded);
     n_folded += plan_residual_folds(mem, ops, folded);

@@ -44,8 +44,10 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
  * a tensor by a per-item channel vector ([1,1,1,C]: an excitation's scales; with the ADD folded
  * into it) run just before the pointwise CONV_2D that alone reads its output is done by that
  * convolution's input load (kr_cuda_op.scale), where kr_cuda_conv_2d_pw_mma takes the layer
- * (f16 TFLite layers) and the convolution does not write over the MUL's operands. The folded
- * nodes are marked in @p folded; returns how many. Never fails. */
+ * (f16 TFLite layers) and the convolution does not write over the MUL's operands; and so is a
+ * RESIZE_BILINEAR (no activation) run just before such a convolution that alone reads its
+ * output (kr_cuda_op.rs: the convolution samples the resize's input). The folded nodes are
+ * marked in @p folded; returns how many. Never fails. */
 int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded);
 
 #endif

@@ -97,6 +97,17 @@ typedef struct kr_cuda_op {
         kr_activation act;  /* the MUL's fused activation */
         kr_cuda_post post;  /* and its folded post function */
     } scale;
+    /* A RESIZE_BILINEAR (no activation) folded into the pointwise CONV_2D that alone reads its
+     * output (fusion.h, kr_cuda_fuse_gathers): the convolution samples src (ih x iw pixels of
+     * its input channels) as the resize computes each value (ops/resize_bilinear.cuh, rs_pixel;
+     * then the resize's post function), rounded to the element type as the resize would store
+     * it, instead of reading in[0] (which is not written). src NULL: no fold. Only
+     * kr_cuda_conv_2d_pw_mma takes such layers. */
+    struct {
+        const void *src;
+        int ih, iw, align, half;
+        kr_cuda_post post;
+    } rs;
     void *stream;                  /* cudaStream_t */
     const kr_gpu_caps *caps;       /* the instance's (kr_cuda_mem.caps); NULL: launch nothing */
 } kr_cuda_op;
