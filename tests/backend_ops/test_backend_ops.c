@@ -1414,8 +1414,8 @@ static int chain_pw(kt_graph *b, kt_rng *rng, int x, const int *xd, int cout, kr
  * N of 40, 72 and 8 (a partial 32-channel pass, an odd count of n8 tiles, a single one), K of
  * 128 (the 16-rows-per-warp layout), a HARD_SWISH and a RELU6 folded, a residual ADD folded
  * into the 72 -> 24 projection, an excitation's MUL before a pointwise layer (folded into it)
- * and a bilinear upsample before one (folded too). Every cuda variant against the reference at
- * batch 1 and 3. */
+ * and a bilinear upsample before one (folded too), then K and N of 24 -> 28 -> 42 (no multiples
+ * of 8) with a residual ADD. Every cuda variant against the reference at batch 1 and 3. */
 static void test_pointwise_mma_chains(void **state)
 {
     (void)state;
@@ -1443,7 +1443,14 @@ static void test_pointwise_mma_chains(void **state)
     kr_node *rn = kt_graph_node(&b, KR_OP_RESIZE_BILINEAR, 2, in, rz);
     rn->p.resize.half_pixel_centers = 1;
     int y = chain_pw(&b, &rng, rz, dr, 24, KR_ACT_RELU, dy);
-    kt_graph_output(&b, y);
+    /* channel counts no multiple of 8 (BlazeFace's 24 -> 28 -> 42; 2-byte loads and stores),
+     * with a residual ADD folded into the last */
+    int d28[4], d42[4], d42b[4];
+    int o28 = chain_pw(&b, &rng, y, dy, 28, KR_ACT_NONE, d28);
+    int skip42 = chain_pw(&b, &rng, y, dy, 42, KR_ACT_NONE, d42);
+    int o42 = chain_pw(&b, &rng, o28, d28, 42, KR_ACT_RELU, d42b);
+    int z = chain_binary(&b, KR_OP_ADD, o42, skip42, d42b);
+    kt_graph_output(&b, z);
     finish_and_check(&b, "pointwise mma chains");
 }
 

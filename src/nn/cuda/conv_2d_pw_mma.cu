@@ -88,11 +88,13 @@ static pwm_layout pwm_plan(int K, int N, int mi)
     return l;
 }
 
-/* Where a layer's input values come from (the kernel's SRC): the input tensor as stored, a
+/* Where a layer's input values come from (the kernel's SRC): the input tensor as stored (rows
+ * of K a multiple of 8 and N a multiple of 8: 16-byte loads and stores; PWM_ODD: any K and N,
+ * 2-byte loads and stores, each warp's accesses still contiguous runs), a
  * folded excitation MUL (kr_cuda_op.scale: act(x * vec) + addend per element) or a folded
  * RESIZE_BILINEAR (kr_cuda_op.rs: rs_pixel of the resize's source, then its post function),
  * each value rounded to half as the folded node stores it. */
-enum { PWM_PLAIN = 0, PWM_SCALE = 1, PWM_RESIZE = 2 };
+enum { PWM_PLAIN = 0, PWM_SCALE = 1, PWM_RESIZE = 2, PWM_ODD = 3 };
 
 struct pwm_source {
     const __half *vec, *addend;
@@ -149,6 +151,43 @@ __device__ __forceinline__ uint4 pwm_input(const __half *__restrict__ x, size_t 
     return out;
 }
 
+/* The staged values of rows [0, @p rows) (at most RW) of a warp's 32-channel pass @p nc as
+ * whole 16-byte pieces of the output rows from pixel @p m: lane (row, piece) = (lane / 4 + 8 it,
+ * lane % 4); the folded residual added, rounded to half. */
+template <int RW>
+__device__ __forceinline__ void pwm_store_rows(const float *st, __half *__restrict__ y,
+                                               const kr_epilogue &e, int m, int rows, int nc,
+                                               int N, int lane)
+{
+#pragma unroll
+    for (int it = 0; it < RW / 8; it++) {
+        const int r = it * 8 + (lane >> 2), col = nc + (lane & 3) * 8;
+        if (r >= rows || col >= N)
+            continue;
+        const float *sv = st + r * PWM_LDS + (lane & 3) * 8;
+        const float4 v0 = *reinterpret_cast<const float4 *>(sv);
+        const float4 v1 = *reinterpret_cast<const float4 *>(sv + 4);
+        float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+        const size_t o = (size_t)(m + r) * N + col;
+        if (e.res) {
+            const uint4 rv = *reinterpret_cast<const uint4 *>((const __half *)e.res + o);
+            const __half2 *rh = reinterpret_cast<const __half2 *>(&rv);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float2 f = __half22float2(rh[j]);
+                v[2 * j] += f.x;
+                v[2 * j + 1] += f.y;
+            }
+        }
+        uint4 ov;
+        __half2 *oh = reinterpret_cast<__half2 *>(&ov);
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            oh[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+        *reinterpret_cast<uint4 *>(y + o) = ov;
+    }
+}
+
 template <int MI, int SRC>
 __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restrict__ x,
                                                            const __half *__restrict__ w,
@@ -183,12 +222,19 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
         const int m0 = tile * BM;
         const int here = M - m0 < BM ? M - m0 : BM;
         __syncthreads(); /* the weights are in; the previous tile's rows are read */
-        for (int i = tid; i < BM * kv; i += PWM_THREADS) {
-            const int r = i / kv, c = i % kv;
-            uint4 v = make_uint4(0u, 0u, 0u, 0u);
-            if (r < here)
-                v = pwm_input<SRC>(x, (size_t)m0 * kv + i, sc, m0 + r, c, K);
-            *reinterpret_cast<uint4 *>(as + r * lda + c * 8) = v;
+        if (SRC == PWM_ODD) {
+            for (int i = tid; i < BM * K; i += PWM_THREADS) {
+                const int r = i / K;
+                as[r * lda + i % K] = r < here ? x[(size_t)m0 * K + i] : __float2half_rn(0.0f);
+            }
+        } else {
+            for (int i = tid; i < BM * kv; i += PWM_THREADS) {
+                const int r = i / kv, c = i % kv;
+                uint4 v = make_uint4(0u, 0u, 0u, 0u);
+                if (r < here)
+                    v = pwm_input<SRC>(x, (size_t)m0 * kv + i, sc, m0 + r, c, K);
+                *reinterpret_cast<uint4 *>(as + r * lda + c * 8) = v;
+            }
         }
         __syncthreads();
         const int r0 = warp * RW; /* the warp's first row in the tile */
@@ -240,33 +286,17 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                         kr_apply(e, acc[i][t][2] + b0), kr_apply(e, acc[i][t][3] + b1));
                 }
             __syncwarp();
-            /* whole 16-byte pieces of the rows: lane (row, piece) = (lane / 4 + 8 it, lane % 4) */
-#pragma unroll
-            for (int it = 0; it < RW / 8; it++) {
-                const int r = it * 8 + (lane >> 2), col = nc + (lane & 3) * 8;
-                if (r0 + r >= here || col >= N)
-                    continue;
-                const float *sv = st + r * PWM_LDS + (lane & 3) * 8;
-                const float4 v0 = *reinterpret_cast<const float4 *>(sv);
-                const float4 v1 = *reinterpret_cast<const float4 *>(sv + 4);
-                float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-                const size_t o = (size_t)(m0 + r0 + r) * N + col;
-                if (e.res) {
-                    const uint4 rv = *reinterpret_cast<const uint4 *>((const __half *)e.res + o);
-                    const __half2 *rh = reinterpret_cast<const __half2 *>(&rv);
-#pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        const float2 f = __half22float2(rh[j]);
-                        v[2 * j] += f.x;
-                        v[2 * j + 1] += f.y;
-                    }
+            if (SRC == PWM_ODD) { /* lane j: column nc + j of each row */
+                const int col = nc + lane;
+                for (int r = 0; r < RW && r0 + r < here && col < N; r++) {
+                    float v = st[r * PWM_LDS + lane];
+                    const size_t o = (size_t)(m0 + r0 + r) * N + col;
+                    if (e.res)
+                        v += __half2float(((const __half *)e.res)[o]);
+                    y[o] = __float2half_rn(v);
                 }
-                uint4 ov;
-                __half2 *oh = reinterpret_cast<__half2 *>(&ov);
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    oh[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
-                *reinterpret_cast<uint4 *>(y + o) = ov;
+            } else {
+                pwm_store_rows<RW>(st, y, e, m0 + r0, here - r0, nc, N, lane);
             }
             __syncwarp(); /* the staging is read before the next pass writes it */
         }
@@ -300,7 +330,8 @@ extern "C" int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op)
         xt->dims[2] != yt->dims[2] || wt->dims[3] != xt->dims[3] || wt->dims[0] != yt->dims[3])
         return 0;
     const int K = xt->dims[3], N = yt->dims[3];
-    if (K % 8 || N % 8 || K > PW_MMA_MAX_K || N > PW_MMA_MAX_N ||
+    const int vec = K % 8 == 0 && N % 8 == 0; /* else 2-byte accesses: no folded nodes */
+    if ((!vec && (op->scale.src || op->rs.src)) || K > PW_MMA_MAX_K || N > PW_MMA_MAX_N ||
         xt->dims[1] * xt->dims[2] < PW_MMA_MIN_PIXELS || !pwm_mi(K, N))
         return 0;
     const kr_tensor *bt = node->n_inputs > 2 && node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
@@ -314,24 +345,24 @@ extern "C" int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op)
     if (op->rs.src && (op->scale.src || !kr_aligned(op->rs.src, 16) || op->rs.ih < 1 ||
                        op->rs.iw < 1))
         return 0;
-    return (op->scale.src || op->rs.src || kr_aligned(op->in[0], 16)) && kr_aligned(op->out, 16) &&
-           kr_aligned(op->w16, 16) && (!op->residual || kr_aligned(op->residual, 16));
+    if (!op->scale.src && !op->rs.src)
+        return 1; /* unaligned rows or pointers take 2-byte accesses (kr_cuda_conv_2d_pw_mma) */
+    return kr_aligned(op->out, 16) && (!op->residual || kr_aligned(op->residual, 16));
 }
 
 template <int MI, int SRC> static int pwm_launch(const kr_cuda_op *op, int M, int K, int N)
 {
     const pwm_layout l = pwm_plan(K, N, MI);
     const int tiles = (M + l.bm - 1) / l.bm;
-    /* resident blocks per multiprocessor by threads, shared memory and the block limit (the
-     * grid only spreads the tiles: it changes no result) */
-    const kr_gpu_caps *c = op->caps;
-    long per_sm = c->threads_sm / PWM_THREADS;
-    const long by_smem = (long)(c->smem_sm / (l.bytes + c->smem_reserved_block + 1));
-    if (by_smem < per_sm)
-        per_sm = by_smem;
-    if (c->blocks_sm > 0 && c->blocks_sm < per_sm)
-        per_sm = c->blocks_sm;
-    const long cap = (long)(c->sms > 0 ? c->sms : 1) * (per_sm > 0 ? per_sm : 1);
+    /* one wave of resident blocks (registers, shared memory, threads), each looping over
+     * tiles; the grid only spreads the tiles: it changes no result */
+    int per_sm = 0;
+    const cudaError_t oe =
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_pw_mma<MI, SRC>, PWM_THREADS,
+                                                      l.bytes);
+    if (oe != cudaSuccess)
+        return (int)oe;
+    const long cap = (long)(op->caps->sms > 0 ? op->caps->sms : 1) * (per_sm > 0 ? per_sm : 1);
     const int grid = (int)(tiles < cap ? tiles : cap);
     const kr_tensor *bt = op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
     const kr_tensor *yt = kr_out_t(op);
@@ -376,6 +407,12 @@ extern "C" int kr_cuda_conv_2d_pw_mma(const kr_cuda_op *op)
         return (int)cudaSuccess;
     if (m > (size_t)0x7fffffff - 256)
         return (int)cudaErrorInvalidValue;
+    /* 2-byte accesses where rows are no 16-byte multiples or a pointer is not aligned (the
+     * same sums: only the loads and stores differ) */
+    if (!op->scale.src && !op->rs.src &&
+        (K % 8 || N % 8 || !kr_aligned(op->in[0], 16) || !kr_aligned(op->out, 16) ||
+         (op->residual && !kr_aligned(op->residual, 16))))
+        return pwm_launch_mi<PWM_ODD>(op, (int)m, K, N);
     if (op->scale.src)
         return pwm_launch_mi<PWM_SCALE>(op, (int)m, K, N);
     if (op->rs.src)

@@ -194,9 +194,10 @@ int kr_cuda_conv_2d_tc(const kr_cuda_op *op);
 /* Whether CONV_2D node @p op is a TFLite pointwise layer that kr_cuda_conv_2d_pw_mma takes: an
  * f16 instance with half weights (op->w16) on compute 7.5 or newer (the device's or the emulated
  * class's: all take it alike), SAME or VALID padding (not an ONNX layer), no groups or folded
- * gathers, 1x1 with stride 1 and the input's size, K and N multiples of 8 within the limits of
- * tuning.h (PW_MMA_*), float bias, 16-byte aligned input, output, weights and residual; never
- * chosen by batch. kr_cuda_conv_2d calls both (conv_2d_pw_mma.cu). */
+ * concatenations or pools, 1x1 with stride 1 and the input's size, K and N within the limits of
+ * tuning.h (PW_MMA_*), float bias; with a folded MUL or resize (op->scale, op->rs) K and N
+ * multiples of 8 and 16-byte aligned sources, output and residual. Never chosen by batch.
+ * kr_cuda_conv_2d calls both (conv_2d_pw_mma.cu). */
 int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op);
 /* Queues the tensor-core pointwise layer of @p op (which kr_cuda_conv_2d_pw_mma_fits accepted);
  * returns the launch's CUDA error, cudaErrorInvalidValue for a batch past 2^31 pixels. */

@@ -52,8 +52,8 @@
 #define PW_TILE_MAX_SMEM (100 * 1024)
 
 /* ---- the per-node pointwise layers on the tensor cores (conv_2d_pw_mma.cu) ------------------
- * f16 TFLite 1x1 layers with K and N multiples of 8 run as mma.sync.m16n8k8 tiles (every class
- * from 7.5 alike) where K <= PW_MMA_MAX_K, N <= PW_MMA_MAX_N, the layer has at least
+ * f16 TFLite 1x1 layers run as mma.sync.m16n8k8 tiles (every class from 7.5 alike) where
+ * K <= PW_MMA_MAX_K, N <= PW_MMA_MAX_N, the layer has at least
  * PW_MMA_MIN_PIXELS pixels per item (not the excitations' 1x1 layers) and a block's shared
  * memory stays within PW_MMA_MAX_SMEM (48 KB: no opt-in on any class, so the choice is the
  * same on every device). A choice by shape only: never by batch or device. */
