@@ -9,8 +9,9 @@
  * multiply-adds cost next to nothing and the layer is a copy of its input rows into shared memory
  * and of its output rows out.
  *
- * A block of 4 warps takes a tile of BM = 32 MI x 4 pixel rows: it copies the tile's rows (one
- * contiguous run of BM x K halves) into shared memory with 16-byte loads, rows padded to KP + 8
+ * A block of 4 warps takes a tile of BM = 16 MI x 4 pixel rows: it copies the tile's rows (one
+ * contiguous run of BM x K halves) into shared memory with 16-byte loads (2-byte loads where K
+ * or N is no multiple of 8: BlazeFace's 28, 36, 42 channels), rows padded to KP + 8
  * halves (KP: K rounded up to 16, the columns past K zero) so that ldmatrix reads without bank
  * conflicts. Warp w computes rows [16 MI w, 16 MI (w + 1)) of the tile, 32 output channels at a
  * time: per 16-deep chunk of k, one ldmatrix.x4 of A per 16 rows and two of B (4 n8 tiles of the
@@ -18,7 +19,12 @@
  * mma.sync.m16n8k8 (f16 in, f32 accumulate) for the chunk's lower then upper 8 k. The
  * accumulators get the bias, the clamp and the folded activation in registers, go through a
  * per-warp float staging area, and the warp writes whole 64-byte pieces of output rows (adding a
- * folded residual there) with 16-byte stores.
+ * folded residual there) with 16-byte stores (2-byte stores, a warp still writing contiguous
+ * runs, where K or N is no multiple of 8). The grid is one wave of resident blocks, each looping
+ * over tiles with the weights staged once. A MUL by an excitation's channel vector or a bilinear
+ * upsample folded into the layer (fusion.h) is computed in the copy into shared memory, each
+ * value rounded to half as the folded node would have stored it, so the results are those of
+ * the unfolded nodes bit for bit.
  *
  * m16n8k8 and ldmatrix exist from compute 7.5, so every class keyer supports (7.5 and newer)
  * takes the same instructions for the same layers and computes the same sums: the choice is by
