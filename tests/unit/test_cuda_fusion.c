@@ -19,6 +19,8 @@
  *    10 in f16 on compute 9.0, 8.6 and 7.5 (the one read by a resize stays), and its 3
  *    upsamples into the pointwise layer reading them (kr_cuda_op.rs), with the right sources
  *    and outputs clear of them; none in f32;
+ *  - face-short's 16 ADDs (+ RELU) and 11 channel PADs into the pointwise layer before them
+ *    (kr_cuda_op.add) in f16 on the same classes, none in f32;
  *  - with a memory plan without slack (the planner may then reuse a source's memory for the
  *    convolution's output): no folded convolution writes over a source it reads.
  */
@@ -373,15 +375,180 @@ static void test_selfie_folds(void **state)
     keyer_model_destroy(&m);
 }
 
+/* Every ADD folded into the pointwise convolution before it in @p v (kr_cuda_op.add): the ADD
+ * (and a channel PAD of its other operand) marked folded, the convolution writing the ADD's
+ * output (or its folded activation's), its source the other operand (the PAD's input), the
+ * output clear of the convolution's input and of that source. Returns how many. */
+static int check_add_folds(const view *v)
+{
+    const kr_graph *g = v->mem.graph;
+    int convs = 0;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const kr_cuda_op *op = &v->ops[n];
+        if (!op->add.src)
+            continue;
+        convs++;
+        const kr_node *conv = &g->nodes[n];
+        assert_int_equal(conv->op, KR_OP_CONV_2D);
+        assert_false(v->folded[n]);
+        int a = n + 1; /* the ADD reading the convolution's output */
+        while (a < g->n_nodes && !(g->nodes[a].op == KR_OP_ADD &&
+                                   (g->nodes[a].inputs[0] == conv->outputs[0] ||
+                                    g->nodes[a].inputs[1] == conv->outputs[0])))
+            a++;
+        assert_true(a < g->n_nodes && v->folded[a]);
+        const kr_node *add = &g->nodes[a];
+        int other = add->inputs[0] == conv->outputs[0] ? add->inputs[1] : add->inputs[0];
+        const kr_node *pad = g->tensors[other].producer >= 0 ? &g->nodes[g->tensors[other].producer]
+                                                             : NULL;
+        if (pad && pad->op == KR_OP_PAD) {
+            assert_true(v->folded[g->tensors[other].producer]);
+            other = pad->inputs[0];
+        }
+        const int so = kr_tensor_storage(g, other);
+        assert_ptr_equal(op->add.src, v->mem.arena + v->offsets[so]);
+        assert_int_equal(op->add.ch, g->tensors[other].dims[3]);
+        const size_t out_bytes = kr_cuda_mem_bytes(&v->mem, add->outputs[0]);
+        const int si = kr_tensor_storage(g, conv->inputs[0]);
+        assert_false(ranges_overlap((uintptr_t)op->out, out_bytes,
+                                    (uintptr_t)(v->mem.arena + v->offsets[so]),
+                                    kr_cuda_mem_bytes(&v->mem, so)));
+        assert_false(ranges_overlap((uintptr_t)op->out, out_bytes,
+                                    (uintptr_t)(v->mem.arena + v->offsets[si]),
+                                    kr_cuda_mem_bytes(&v->mem, si)));
+    }
+    return convs;
+}
+
+/* face-short's 16 BlazeFace blocks: each ADD (+ RELU) and the 11 channel PADs of its other
+ * operand folded into the pointwise layer before it, in f16 on every class from 7.5; none in
+ * f32. */
+static void test_face_short_folds(void **state)
+{
+    (void)state;
+    char path[1024];
+    keyer_error err = {0};
+    if (keyer_registry_resolve("face-short", path, sizeof(path), &err) != KEYER_OK) {
+        printf("face-short not available (%s): skipped\n", err.message);
+        skip();
+    }
+    keyer_model *m = NULL;
+    if (keyer_model_load_file(path, &m, &err) != KEYER_OK)
+        fail_msg("%s", err.message);
+    const kr_graph *g = kr_model_graph(m);
+    assert_int_equal(count_of(g, KR_OP_ADD), 16);
+    assert_int_equal(count_of(g, KR_OP_PAD), 11);
+    static const int ccs[] = {90, 86, 75};
+    for (size_t i = 0; i < sizeof(ccs) / sizeof(ccs[0]); i++) {
+        view v;
+        make_view(&v, g, 1, KR_CUDA_PLAN_SLACK, ccs[i]);
+        printf("face-short f16, compute %d: %d ADD and %d PAD folded into pointwise layers\n",
+               ccs[i], folded_of(&v, KR_OP_ADD), folded_of(&v, KR_OP_PAD));
+        assert_int_equal(folded_of(&v, KR_OP_ADD), 16);
+        assert_int_equal(folded_of(&v, KR_OP_PAD), 11);
+        assert_int_equal(check_add_folds(&v), 16);
+        free_view(&v);
+    }
+    view v;
+    make_view(&v, g, 0, KR_CUDA_PLAN_SLACK, 90);
+    assert_int_equal(folded_of(&v, KR_OP_PAD), 0);
+    assert_int_equal(check_add_folds(&v), 0);
+    free_view(&v);
+    keyer_model_destroy(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_u2netp_folds),
         cmocka_unit_test(test_selfie_folds),
+        cmocka_unit_test(test_face_short_folds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
 #else
+/* Every ADD folded into the pointwise convolution before it in @p v (kr_cuda_op.add): the ADD
+ * (and a channel PAD of its other operand) marked folded, the convolution writing the ADD's
+ * output (or its folded activation's), its source the other operand (the PAD's input), the
+ * output clear of the convolution's input and of that source. Returns how many. */
+static int check_add_folds(const view *v)
+{
+    const kr_graph *g = v->mem.graph;
+    int convs = 0;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const kr_cuda_op *op = &v->ops[n];
+        if (!op->add.src)
+            continue;
+        convs++;
+        const kr_node *conv = &g->nodes[n];
+        assert_int_equal(conv->op, KR_OP_CONV_2D);
+        assert_false(v->folded[n]);
+        int a = n + 1; /* the ADD reading the convolution's output */
+        while (a < g->n_nodes && !(g->nodes[a].op == KR_OP_ADD &&
+                                   (g->nodes[a].inputs[0] == conv->outputs[0] ||
+                                    g->nodes[a].inputs[1] == conv->outputs[0])))
+            a++;
+        assert_true(a < g->n_nodes && v->folded[a]);
+        const kr_node *add = &g->nodes[a];
+        int other = add->inputs[0] == conv->outputs[0] ? add->inputs[1] : add->inputs[0];
+        const kr_node *pad = g->tensors[other].producer >= 0 ? &g->nodes[g->tensors[other].producer]
+                                                             : NULL;
+        if (pad && pad->op == KR_OP_PAD) {
+            assert_true(v->folded[g->tensors[other].producer]);
+            other = pad->inputs[0];
+        }
+        const int so = kr_tensor_storage(g, other);
+        assert_ptr_equal(op->add.src, v->mem.arena + v->offsets[so]);
+        assert_int_equal(op->add.ch, g->tensors[other].dims[3]);
+        const size_t out_bytes = kr_cuda_mem_bytes(&v->mem, add->outputs[0]);
+        const int si = kr_tensor_storage(g, conv->inputs[0]);
+        assert_false(ranges_overlap((uintptr_t)op->out, out_bytes,
+                                    (uintptr_t)(v->mem.arena + v->offsets[so]),
+                                    kr_cuda_mem_bytes(&v->mem, so)));
+        assert_false(ranges_overlap((uintptr_t)op->out, out_bytes,
+                                    (uintptr_t)(v->mem.arena + v->offsets[si]),
+                                    kr_cuda_mem_bytes(&v->mem, si)));
+    }
+    return convs;
+}
+
+/* face-short's 16 BlazeFace blocks: each ADD (+ RELU) and the 11 channel PADs of its other
+ * operand folded into the pointwise layer before it, in f16 on every class from 7.5; none in
+ * f32. */
+static void test_face_short_folds(void **state)
+{
+    (void)state;
+    char path[1024];
+    keyer_error err = {0};
+    if (keyer_registry_resolve("face-short", path, sizeof(path), &err) != KEYER_OK) {
+        printf("face-short not available (%s): skipped\n", err.message);
+        skip();
+    }
+    keyer_model *m = NULL;
+    if (keyer_model_load_file(path, &m, &err) != KEYER_OK)
+        fail_msg("%s", err.message);
+    const kr_graph *g = kr_model_graph(m);
+    assert_int_equal(count_of(g, KR_OP_ADD), 16);
+    assert_int_equal(count_of(g, KR_OP_PAD), 11);
+    static const int ccs[] = {90, 86, 75};
+    for (size_t i = 0; i < sizeof(ccs) / sizeof(ccs[0]); i++) {
+        view v;
+        make_view(&v, g, 1, KR_CUDA_PLAN_SLACK, ccs[i]);
+        printf("face-short f16, compute %d: %d ADD and %d PAD folded into pointwise layers\n",
+               ccs[i], folded_of(&v, KR_OP_ADD), folded_of(&v, KR_OP_PAD));
+        assert_int_equal(folded_of(&v, KR_OP_ADD), 16);
+        assert_int_equal(folded_of(&v, KR_OP_PAD), 11);
+        assert_int_equal(check_add_folds(&v), 16);
+        free_view(&v);
+    }
+    view v;
+    make_view(&v, g, 0, KR_CUDA_PLAN_SLACK, 90);
+    assert_int_equal(folded_of(&v, KR_OP_PAD), 0);
+    assert_int_equal(check_add_folds(&v), 0);
+    free_view(&v);
+    keyer_model_destroy(&m);
+}
+
 int main(void)
 {
     printf("built without the cuda backend: skipped\n");

@@ -157,13 +157,28 @@ __device__ __forceinline__ uint4 pwm_input(const __half *__restrict__ x, size_t 
     return out;
 }
 
+/* A folded ADD (kr_cuda_op.add): src of ch channels (zeros past), the ADD's clamp and post. */
+struct pwm_add {
+    const __half *src;
+    int ch;
+    kr_epilogue e;
+};
+
+/* Output value @p v (the convolution's, after its own epilogue) through the folded ADD with @p r
+ * (the other operand's value): the convolution's value as stored (half), + r, the ADD's clamp
+ * and post function. */
+__device__ __forceinline__ float pwm_added(const pwm_add &ra, float v, float r)
+{
+    return kr_apply(ra.e, kr_stored<__half>(v) + r);
+}
+
 /* The staged values of rows [0, @p rows) (at most RW) of a warp's 32-channel pass @p nc as
  * whole 16-byte pieces of the output rows from pixel @p m: lane (row, piece) = (lane / 4 + 8 it,
  * lane % 4); the folded residual added, rounded to half. */
 template <int RW>
 __device__ __forceinline__ void pwm_store_rows(const float *st, __half *__restrict__ y,
-                                               const kr_epilogue &e, int m, int rows, int nc,
-                                               int N, int lane)
+                                               const kr_epilogue &e, const pwm_add &ra, int m,
+                                               int rows, int nc, int N, int lane)
 {
 #pragma unroll
     for (int it = 0; it < RW / 8; it++) {
@@ -175,14 +190,15 @@ __device__ __forceinline__ void pwm_store_rows(const float *st, __half *__restri
         const float4 v1 = *reinterpret_cast<const float4 *>(sv + 4);
         float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
         const size_t o = (size_t)(m + r) * N + col;
-        if (e.res) {
-            const uint4 rv = *reinterpret_cast<const uint4 *>((const __half *)e.res + o);
+        if (e.res || ra.src) { /* a residual, or a folded ADD's operand of N channels */
+            const uint4 rv =
+                *reinterpret_cast<const uint4 *>((e.res ? (const __half *)e.res : ra.src) + o);
             const __half2 *rh = reinterpret_cast<const __half2 *>(&rv);
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 const float2 f = __half22float2(rh[j]);
-                v[2 * j] += f.x;
-                v[2 * j + 1] += f.y;
+                v[2 * j] = ra.src ? pwm_added(ra, v[2 * j], f.x) : v[2 * j] + f.x;
+                v[2 * j + 1] = ra.src ? pwm_added(ra, v[2 * j + 1], f.y) : v[2 * j + 1] + f.y;
             }
         }
         uint4 ov;
@@ -200,7 +216,8 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                                                            const float *__restrict__ bias,
                                                            __half *__restrict__ y, int M, int K,
                                                            int N, int KP, int NP, int tiles,
-                                                           kr_epilogue e, pwm_source sc)
+                                                           kr_epilogue e, pwm_source sc,
+                                                           pwm_add ra)
 {
     constexpr int BM = 16 * MI * PWM_WARPS, RW = 16 * MI; /* rows per block, per warp */
     extern __shared__ __align__(16) unsigned char pwm_sm[];
@@ -296,13 +313,16 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                 const int col = nc + lane;
                 for (int r = 0; r < RW && r0 + r < here && col < N; r++) {
                     float v = st[r * PWM_LDS + lane];
-                    const size_t o = (size_t)(m0 + r0 + r) * N + col;
+                    const size_t m = (size_t)(m0 + r0 + r), o = m * N + col;
                     if (e.res)
                         v += __half2float(((const __half *)e.res)[o]);
+                    if (ra.src)
+                        v = pwm_added(ra, v,
+                                      col < ra.ch ? __half2float(ra.src[m * ra.ch + col]) : 0.0f);
                     y[o] = __float2half_rn(v);
                 }
             } else {
-                pwm_store_rows<RW>(st, y, e, m0 + r0, here - r0, nc, N, lane);
+                pwm_store_rows<RW>(st, y, e, ra, m0 + r0, here - r0, nc, N, lane);
             }
             __syncwarp(); /* the staging is read before the next pass writes it */
         }
@@ -351,9 +371,12 @@ extern "C" int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op)
     if (op->rs.src && (op->scale.src || !kr_aligned(op->rs.src, 16) || op->rs.ih < 1 ||
                        op->rs.iw < 1))
         return 0;
+    if (op->add.src && (op->residual || op->add.ch < 1 || op->add.ch > N))
+        return 0;
     if (!op->scale.src && !op->rs.src)
         return 1; /* unaligned rows or pointers take 2-byte accesses (kr_cuda_conv_2d_pw_mma) */
-    return kr_aligned(op->out, 16) && (!op->residual || kr_aligned(op->residual, 16));
+    return kr_aligned(op->out, 16) && (!op->residual || kr_aligned(op->residual, 16)) &&
+           (!op->add.src || (op->add.ch == N && kr_aligned(op->add.src, 16)));
 }
 
 template <int MI, int SRC> static int pwm_launch(const kr_cuda_op *op, int M, int K, int N)
@@ -392,10 +415,16 @@ template <int MI, int SRC> static int pwm_launch(const kr_cuda_op *op, int M, in
         kr_activation_range(KR_ACT_NONE, &sc.e.lo, &sc.e.hi);
         sc.e.post = (int)op->rs.post;
     }
+    pwm_add ra;
+    ra.src = (const __half *)op->add.src;
+    ra.ch = op->add.ch;
+    kr_activation_range(op->add.act, &ra.e.lo, &ra.e.hi);
+    ra.e.post = (int)op->add.post;
+    ra.e.res = NULL;
     conv_pw_mma<MI, SRC><<<(unsigned)(grid > 0 ? grid : 1), PWM_THREADS, l.bytes,
                            (cudaStream_t)op->stream>>>(
         (const __half *)x, (const __half *)op->w16, bt ? (const float *)op->in[2] : NULL,
-        (__half *)op->out, M, K, N, l.KP, l.NP, tiles, kr_make_epilogue(op, 1), sc);
+        (__half *)op->out, M, K, N, l.KP, l.NP, tiles, kr_make_epilogue(op, 1), sc, ra);
     return (int)cudaGetLastError();
 }
 
@@ -417,7 +446,8 @@ extern "C" int kr_cuda_conv_2d_pw_mma(const kr_cuda_op *op)
      * same sums: only the loads and stores differ) */
     if (!op->scale.src && !op->rs.src &&
         (K % 8 || N % 8 || !kr_aligned(op->in[0], 16) || !kr_aligned(op->out, 16) ||
-         (op->residual && !kr_aligned(op->residual, 16))))
+         (op->residual && !kr_aligned(op->residual, 16)) ||
+         (op->add.src && (op->add.ch != N || !kr_aligned(op->add.src, 16)))))
         return pwm_launch_mi<PWM_ODD>(op, (int)m, K, N);
     if (op->scale.src)
         return pwm_launch_mi<PWM_SCALE>(op, (int)m, K, N);

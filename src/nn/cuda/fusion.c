@@ -394,6 +394,91 @@ static int fold_resize(const kr_cuda_mem *mem, kr_cuda_op *ops, int p, int n)
     return 1;
 }
 
+/* The next node after @p n that runs (not folded), or -1. */
+static int next_run(const kr_graph *g, const unsigned char *folded, int n)
+{
+    for (int q = n + 1; q < g->n_nodes; q++)
+        if (!folded[q])
+            return q;
+    return -1;
+}
+
+/* A PAD of the channels only (zeros after them) of a rank-4 tensor. */
+static int channel_pad(const kr_graph *g, const kr_node *pad)
+{
+    const kr_tensor *x = &g->tensors[pad->inputs[0]], *y = &g->tensors[pad->outputs[0]];
+    if (pad->op != KR_OP_PAD || x->rank != 4 || y->rank != 4 ||
+        pad->p.pad.mode != KR_PAD_CONSTANT || pad->p.pad.value != 0.0f)
+        return 0;
+    for (int d = 0; d < 4; d++)
+        if (pad->p.pad.before[d] != 0 || (d < 3 && pad->p.pad.after[d] != 0) ||
+            (d < 3 && x->dims[d] != y->dims[d]))
+            return 0;
+    return 1;
+}
+
+/* The ADD fold of fusion.h into the pointwise CONV_2D @p n: the ADD run next (or after a channel
+ * PAD of its other operand, run next), which reads the convolution's output (read by nobody
+ * else) and a tensor ready before the convolution: 1 if done. */
+static int fold_add(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded, int n)
+{
+    const kr_graph *g = mem->graph;
+    const kr_node *conv = &g->nodes[n];
+    const int tc = conv->outputs[0];
+    int a = next_run(g, folded, n), p = -1;
+    if (a < 0 || ops[n].residual || ops[n].scale.src || ops[n].rs.src ||
+        ops[n].out != kr_cuda_mem_ptr(mem, tc) || !private_tensor(g, tc))
+        return 0;
+    if (g->nodes[a].op == KR_OP_PAD) {
+        p = a;
+        a = next_run(g, folded, p);
+        if (a < 0 || !channel_pad(g, &g->nodes[p]) || ops[p].post != KR_CUDA_POST_NONE ||
+            ops[p].residual || !private_tensor(g, g->nodes[p].outputs[0]))
+            return 0;
+    }
+    const kr_node *add = &g->nodes[a];
+    /* (the ADD writes its own output, or that of the activation folded into it) */
+    if (add->op != KR_OP_ADD || add->n_inputs != 2 || ops[a].residual || !ops[a].out ||
+        (add->inputs[0] != tc && add->inputs[1] != tc))
+        return 0;
+    int other = add->inputs[0] == tc ? add->inputs[1] : add->inputs[0];
+    if (other == tc || other < 0)
+        return 0;
+    if (p >= 0) { /* the PAD's output is the other operand; its input is read instead */
+        if (other != g->nodes[p].outputs[0])
+            return 0;
+        other = g->nodes[p].inputs[0];
+    }
+    const kr_tensor *ot = &g->tensors[other], *ct = &g->tensors[tc],
+                    *at = &g->tensors[add->outputs[0]];
+    if (kr_tensor_is_const(ot) || ot->rank != 4 || at->rank != 4 || ct->rank != 4 ||
+        (ot->producer >= n && ot->producer >= 0))
+        return 0;
+    for (int d = 0; d < 4; d++)
+        if (at->dims[d] != ct->dims[d] || (d < 3 && ot->dims[d] != ct->dims[d]) ||
+            (d == 3 && (ot->dims[3] > ct->dims[3] || (p < 0 && ot->dims[3] != ct->dims[3]))))
+            return 0;
+    /* the convolution then writes the ADD's output: not over its input, nor over the ADD's
+     * other operand */
+    const void *out = ops[a].out;
+    const size_t bytes = kr_cuda_mem_bytes(mem, add->outputs[0]);
+    if (ptr_overlaps(mem, out, bytes, other) || ptr_overlaps(mem, out, bytes, conv->inputs[0]))
+        return 0;
+    kr_cuda_op trial = ops[n];
+    trial.out = ops[a].out;
+    trial.add.src = kr_cuda_mem_ptr(mem, other);
+    trial.add.ch = ot->dims[3];
+    trial.add.act = add->activation;
+    trial.add.post = ops[a].post;
+    if (!kr_cuda_conv_2d_pw_mma_fits(&trial))
+        return 0;
+    ops[n] = trial;
+    folded[a] = 1;
+    if (p >= 0)
+        folded[p] = 1;
+    return p >= 0 ? 2 : 1;
+}
+
 /* (fusion.h) */
 int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
 {
@@ -491,6 +576,10 @@ int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
             n_folded++;
         }
     }
+    for (int n = 0; n < g->n_nodes; n++) /* ADDs (+ channel PADs) into pointwise layers */
+        if (g->nodes[n].op == KR_OP_CONV_2D && !folded[n] && ops[n].w16 && !ops[n].cat.src[0] &&
+            !ops[n].pool.src)
+            n_folded += fold_add(mem, ops, folded, n);
     return n_folded;
 }
 
@@ -518,6 +607,7 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
         op->pool.src = NULL;
         op->scale.src = op->scale.vec = op->scale.addend = NULL;
         op->rs.src = NULL;
+        op->add.src = NULL;
     }
     int n_folded = plan_folds(mem, ops, folded);
     n_folded += plan_residual_folds(mem, ops, folded);

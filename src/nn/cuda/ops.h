@@ -108,6 +108,18 @@ typedef struct kr_cuda_op {
         int ih, iw, align, half;
         kr_cuda_post post;
     } rs;
+    /* An ADD (with its activation and post function) of this pointwise CONV_2D's output and
+     * another tensor, folded into the convolution (fusion.h, kr_cuda_fuse_gathers): the
+     * convolution's value, rounded to the element type as it would be stored, plus src's (of
+     * ch <= the output's channels; zeros past ch: a channel PAD of src folded too), through the
+     * ADD's clamp and post function; out is the ADD's output. src NULL: no fold. Only
+     * kr_cuda_conv_2d_pw_mma takes such layers (never with residual). */
+    struct {
+        const void *src;
+        int ch;
+        kr_activation act;
+        kr_cuda_post post;
+    } add;
     void *stream;                  /* cudaStream_t */
     const kr_gpu_caps *caps;       /* the instance's (kr_cuda_mem.caps); NULL: launch nothing */
 } kr_cuda_op;
