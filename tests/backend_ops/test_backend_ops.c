@@ -1365,6 +1365,20 @@ static void test_pointwise_tile_chains(void **state)
     finish_and_check(&b, "pointwise tile chains");
 }
 
+/* A channel PAD of @p x (@p xd) to @p c channels, zeros after. */
+static int chain_channel_pad(kt_graph *b, int x, const int *xd, int c, int *od)
+{
+    static const int two[2] = {4, 2};
+    int32_t pads[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    pads[7] = c - xd[3];
+    od[0] = xd[0], od[1] = xd[1], od[2] = xd[2], od[3] = c;
+    int in[2] = {x, kt_graph_const(b, KR_DTYPE_I32, 2, two, pads)};
+    int y = kt_graph_act(b, 4, od);
+    kr_node *n = kt_graph_node(b, KR_OP_PAD, 2, in, y);
+    n->p.pad.after[3] = c - xd[3];
+    return y;
+}
+
 /* A global average pool of @p x [1,H,W,C] -> 1x1 C->@p hidden + RELU (folded) -> 1x1 hidden->C
  * -> LOGISTIC: the excitation of @p x, [1,1,1,C]. */
 static int chain_excitation(kt_graph *b, kt_rng *rng, int x, const int *xd, int hidden)
@@ -1452,6 +1466,39 @@ static void test_pointwise_mma_chains(void **state)
     int z = chain_binary(&b, KR_OP_ADD, o42, skip42, d42b);
     kt_graph_output(&b, z);
     finish_and_check(&b, "pointwise mma chains");
+}
+
+/* BlazeFace's blocks as the per-node f16 schedule folds them into the tensor-core pointwise
+ * layer (cuda kr_cuda_op.add): depthwise 3x3 -> 1x1 24 -> 28, + the input padded to 28
+ * channels, RELU (PAD and ADD folded into the 1x1, 2-byte path); depthwise -> 1x1 28 -> 28 +
+ * the block's input, RELU (2-byte path, no PAD); a 1x1 32 -> 32 with the ADD's operands in the
+ * other order (16-byte path). 19 x 13 pixels (partial tiles). Every cuda variant against the
+ * reference at batch 1 and 3. */
+static void test_blazeface_chains(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "blazeface chains", 48, 24, 1 << 20);
+    kt_rng rng = kt_rng_seed(31415);
+    int xd[4] = {1, 19, 13, 24}, d1[4], d2[4], dp[4], d3[4], d4[4], d5[4], dq[4], d6[4];
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int w = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, 24, 3, 1, KR_ACT_NONE, d1);
+    int c = chain_pw(&b, &rng, w, d1, 28, KR_ACT_NONE, d2);
+    int p = chain_channel_pad(&b, x, xd, 28, dp);
+    int a = chain_binary(&b, KR_OP_ADD, p, c, d2);
+    a = chain_unary(&b, KR_OP_RELU, a, d2);
+    int w2 = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, a, d2, 28, 3, 1, KR_ACT_NONE, d3);
+    int c2 = chain_pw(&b, &rng, w2, d3, 28, KR_ACT_NONE, d4);
+    int a2 = chain_binary(&b, KR_OP_ADD, a, c2, d4);
+    a2 = chain_unary(&b, KR_OP_RELU, a2, d4);
+    int q = chain_channel_pad(&b, a2, d4, 32, dq);
+    int c3 = chain_pw(&b, &rng, q, dq, 32, KR_ACT_NONE, d5);
+    int a3 = chain_binary(&b, KR_OP_ADD, c3, q, d5);
+    a3 = chain_unary(&b, KR_OP_RELU, a3, d5);
+    int y = chain_pw(&b, &rng, a3, d5, 16, KR_ACT_NONE, d6);
+    kt_graph_output(&b, y);
+    finish_and_check(&b, "blazeface chains");
 }
 
 /*
@@ -1921,6 +1968,7 @@ int main(void)
         cmocka_unit_test(test_fused_chains),
         cmocka_unit_test(test_pointwise_tile_chains),
         cmocka_unit_test(test_pointwise_mma_chains),
+        cmocka_unit_test(test_blazeface_chains),
         cmocka_unit_test(test_excitation_chains),
         cmocka_unit_test(test_expand_dw_chains),
         cmocka_unit_test(test_u2net_block),
