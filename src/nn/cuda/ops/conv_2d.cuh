@@ -34,8 +34,8 @@
  *      rounded to half; from 0, the 16-channel chunks of the input in order, within each the
  *      taps in (ky, kx) order, each tap's 16 products (channels past ic: zero) summed as the
  *      tensor core sums them (float accumulation), then + bias (kr_conv_out).
- *  tensor-core pointwise (conv_2d_pw_mma.cu: f16 TFLite 1x1 layers with K and N multiples of
- *      8 on every class from 7.5, a choice by shape): the weights rounded to half; from 0, the
+ *  tensor-core pointwise (conv_2d_pw_mma.cu: f16 TFLite 1x1 layers on every class from 7.5,
+ *      a choice by shape): the weights rounded to half; from 0, the
  *      8-deep chunks of the input channels in order (mma.sync.m16n8k8), each chunk's 8 products
  *      summed as the tensor core sums them (float accumulation; channels past K: zero), then
  *      + bias (kr_conv_out's order: bias, clamp, post function, residual).
