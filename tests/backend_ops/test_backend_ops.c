@@ -1469,11 +1469,12 @@ static void test_pointwise_mma_chains(void **state)
 }
 
 /* BlazeFace's blocks as the per-node f16 schedule folds them into the tensor-core pointwise
- * layer (cuda kr_cuda_op.add): depthwise 3x3 -> 1x1 24 -> 28, + the input padded to 28
- * channels, RELU (PAD and ADD folded into the 1x1, 2-byte path); depthwise -> 1x1 28 -> 28 +
- * the block's input, RELU (2-byte path, no PAD); a 1x1 32 -> 32 with the ADD's operands in the
- * other order (16-byte path). 19 x 13 pixels (partial tiles). Every cuda variant against the
- * reference at batch 1 and 3. */
+ * layer (cuda kr_cuda_op.add, kr_cuda_op.dw): depthwise 3x3 -> 1x1 24 -> 28, + the input
+ * padded to 28 channels, RELU (depthwise, PAD and ADD folded into the 1x1, 2-byte stores);
+ * depthwise -> 1x1 28 -> 28 + the block's input, RELU (2-byte loads, no PAD); a 1x1 32 -> 32
+ * with the ADD's operands in the other order (16-byte path); a 5x5 stride-2 depthwise + RELU6
+ * into a 1x1. 19 x 13 pixels (partial tiles). Every cuda variant against the reference at
+ * batch 1 and 3. */
 static void test_blazeface_chains(void **state)
 {
     (void)state;
@@ -1496,7 +1497,12 @@ static void test_blazeface_chains(void **state)
     int c3 = chain_pw(&b, &rng, q, dq, 32, KR_ACT_NONE, d5);
     int a3 = chain_binary(&b, KR_OP_ADD, c3, q, d5);
     a3 = chain_unary(&b, KR_OP_RELU, a3, d5);
-    int y = chain_pw(&b, &rng, a3, d5, 16, KR_ACT_NONE, d6);
+    int u = chain_pw(&b, &rng, a3, d5, 16, KR_ACT_NONE, d6);
+    /* a 5x5 stride-2 depthwise with RELU6 read only by a pointwise layer (folded into it:
+     * kr_cuda_op.dw), 10 x 7 pixels */
+    int d8[4], d9[4];
+    int w3 = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, u, d6, 16, 5, 2, KR_ACT_RELU6, d8);
+    int y = chain_pw(&b, &rng, w3, d8, 24, KR_ACT_NONE, d9);
     kt_graph_output(&b, y);
     finish_and_check(&b, "blazeface chains");
 }

@@ -20,7 +20,8 @@
  *    upsamples into the pointwise layer reading them (kr_cuda_op.rs), with the right sources
  *    and outputs clear of them; none in f32;
  *  - face-short's 16 ADDs (+ RELU) and 11 channel PADs into the pointwise layer before them
- *    (kr_cuda_op.add) in f16 on the same classes, none in f32;
+ *    (kr_cuda_op.add), its depthwise layers (12) and selfie's (2) into the pointwise layer
+ *    after them (kr_cuda_op.dw), in f16 on the same classes, none in f32;
  *  - with a memory plan without slack (the planner may then reuse a source's memory for the
  *    convolution's output): no folded convolution writes over a source it reads.
  */
@@ -335,10 +336,44 @@ static int check_resize_folds(const view *v)
     return convs;
 }
 
+/* Every DEPTHWISE_CONV_2D folded into the pointwise convolution after it in @p v: the
+ * depthwise marked folded, the convolution's source its input with its window, its weights,
+ * its output clear of that input. Returns how many. */
+static int check_dw_folds(const view *v)
+{
+    const kr_graph *g = v->mem.graph;
+    int convs = 0;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const kr_cuda_op *op = &v->ops[n];
+        if (!op->dw.src)
+            continue;
+        convs++;
+        const kr_node *conv = &g->nodes[n];
+        assert_int_equal(conv->op, KR_OP_CONV_2D);
+        int prod = n - 1; /* the depthwise run before it (an activation may be folded in) */
+        while (prod >= 0 && g->nodes[prod].op != KR_OP_DEPTHWISE_CONV_2D)
+            prod--;
+        assert_true(prod >= 0 && v->folded[prod]);
+        assert_ptr_equal(v->ops[prod].out, v->mem.arena + v->offsets[kr_tensor_storage(
+                                                             g, conv->inputs[0])]);
+        const kr_node *dw = &g->nodes[prod];
+        const int st = kr_tensor_storage(g, dw->inputs[0]);
+        assert_ptr_equal(op->dw.src, v->mem.arena + v->offsets[st]);
+        assert_ptr_equal(op->dw.w, v->ops[prod].in[1]);
+        assert_int_equal(op->dw.kh, g->tensors[dw->inputs[1]].dims[1]);
+        assert_int_equal(op->dw.sh, dw->p.window.stride_h);
+        assert_int_equal(op->dw.pt, dw->p.window.pad_top);
+        assert_false(ranges_overlap((uintptr_t)op->out,
+                                    kr_cuda_mem_bytes(&v->mem, conv->outputs[0]),
+                                    (uintptr_t)op->dw.src, kr_cuda_mem_bytes(&v->mem, st)));
+    }
+    return convs;
+}
+
 /* selfie's excitation MULs into the pointwise layer reading them (kr_cuda_fuse_gathers): the
  * encoder's 7 (one at 64x64, six at 16x16) and the decoder's 3 with their ADD (32x32, 64x64,
- * 128x128), less the one read by a resize: 9; and the decoder's 3 upsamples, each read by a
- * pointwise layer. In f16 on every class from 7.5 (the tensor-core pointwise kernel takes them
+ * 128x128), less the one read by a resize: 9; the decoder's 3 upsamples, each read by a
+ * pointwise layer; the 2 depthwise layers read only by a projection (72 and 88 channels). In f16 on every class from 7.5 (the tensor-core pointwise kernel takes them
  * all alike); none in f32. */
 static void test_selfie_folds(void **state)
 {
@@ -365,6 +400,8 @@ static void test_selfie_folds(void **state)
         assert_int_equal(check_scale_folds(&v), 9);
         assert_int_equal(folded_of(&v, KR_OP_RESIZE_BILINEAR), 3);
         assert_int_equal(check_resize_folds(&v), 3);
+        assert_int_equal(folded_of(&v, KR_OP_DEPTHWISE_CONV_2D), 2);
+        assert_int_equal(check_dw_folds(&v), 2);
         free_view(&v);
     }
     view v;
@@ -409,7 +446,15 @@ static int check_add_folds(const view *v)
         assert_ptr_equal(op->add.src, v->mem.arena + v->offsets[so]);
         assert_int_equal(op->add.ch, g->tensors[other].dims[3]);
         const size_t out_bytes = kr_cuda_mem_bytes(&v->mem, add->outputs[0]);
-        const int si = kr_tensor_storage(g, conv->inputs[0]);
+        int in = conv->inputs[0];
+        if (op->dw.src) { /* the depthwise run before it */
+            int q = n - 1;
+            while (q >= 0 && g->nodes[q].op != KR_OP_DEPTHWISE_CONV_2D)
+                q--;
+            assert_true(q >= 0);
+            in = g->nodes[q].inputs[0];
+        }
+        const int si = kr_tensor_storage(g, in);
         assert_false(ranges_overlap((uintptr_t)op->out, out_bytes,
                                     (uintptr_t)(v->mem.arena + v->offsets[so]),
                                     kr_cuda_mem_bytes(&v->mem, so)));
@@ -421,8 +466,9 @@ static int check_add_folds(const view *v)
 }
 
 /* face-short's 16 BlazeFace blocks: each ADD (+ RELU) and the 11 channel PADs of its other
- * operand folded into the pointwise layer before it, in f16 on every class from 7.5; none in
- * f32. */
+ * operand folded into the pointwise layer before it, and 12 of the depthwise layers into the
+ * pointwise layer after them (not the 3 followed by a max pool, nor the ones of 28 and 36
+ * channels: K no multiple of 8), in f16 on every class from 7.5; none in f32. */
 static void test_face_short_folds(void **state)
 {
     (void)state;
@@ -442,8 +488,12 @@ static void test_face_short_folds(void **state)
     for (size_t i = 0; i < sizeof(ccs) / sizeof(ccs[0]); i++) {
         view v;
         make_view(&v, g, 1, KR_CUDA_PLAN_SLACK, ccs[i]);
-        printf("face-short f16, compute %d: %d ADD and %d PAD folded into pointwise layers\n",
-               ccs[i], folded_of(&v, KR_OP_ADD), folded_of(&v, KR_OP_PAD));
+        printf("face-short f16, compute %d: %d ADD, %d PAD and %d DEPTHWISE_CONV_2D folded into "
+               "pointwise layers\n",
+               ccs[i], folded_of(&v, KR_OP_ADD), folded_of(&v, KR_OP_PAD),
+               folded_of(&v, KR_OP_DEPTHWISE_CONV_2D));
+        assert_int_equal(folded_of(&v, KR_OP_DEPTHWISE_CONV_2D), 12);
+        assert_int_equal(check_dw_folds(&v), 12);
         assert_int_equal(folded_of(&v, KR_OP_ADD), 16);
         assert_int_equal(folded_of(&v, KR_OP_PAD), 11);
         assert_int_equal(check_add_folds(&v), 16);
@@ -467,6 +517,40 @@ int main(void)
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
 #else
+/* Every DEPTHWISE_CONV_2D folded into the pointwise convolution after it in @p v: the
+ * depthwise marked folded, the convolution's source its input with its window, its weights,
+ * its output clear of that input. Returns how many. */
+static int check_dw_folds(const view *v)
+{
+    const kr_graph *g = v->mem.graph;
+    int convs = 0;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const kr_cuda_op *op = &v->ops[n];
+        if (!op->dw.src)
+            continue;
+        convs++;
+        const kr_node *conv = &g->nodes[n];
+        assert_int_equal(conv->op, KR_OP_CONV_2D);
+        int prod = n - 1; /* the depthwise run before it (an activation may be folded in) */
+        while (prod >= 0 && g->nodes[prod].op != KR_OP_DEPTHWISE_CONV_2D)
+            prod--;
+        assert_true(prod >= 0 && v->folded[prod]);
+        assert_ptr_equal(v->ops[prod].out, v->mem.arena + v->offsets[kr_tensor_storage(
+                                                             g, conv->inputs[0])]);
+        const kr_node *dw = &g->nodes[prod];
+        const int st = kr_tensor_storage(g, dw->inputs[0]);
+        assert_ptr_equal(op->dw.src, v->mem.arena + v->offsets[st]);
+        assert_ptr_equal(op->dw.w, v->ops[prod].in[1]);
+        assert_int_equal(op->dw.kh, g->tensors[dw->inputs[1]].dims[1]);
+        assert_int_equal(op->dw.sh, dw->p.window.stride_h);
+        assert_int_equal(op->dw.pt, dw->p.window.pad_top);
+        assert_false(ranges_overlap((uintptr_t)op->out,
+                                    kr_cuda_mem_bytes(&v->mem, conv->outputs[0]),
+                                    (uintptr_t)op->dw.src, kr_cuda_mem_bytes(&v->mem, st)));
+    }
+    return convs;
+}
+
 /* Every ADD folded into the pointwise convolution before it in @p v (kr_cuda_op.add): the ADD
  * (and a channel PAD of its other operand) marked folded, the convolution writing the ADD's
  * output (or its folded activation's), its source the other operand (the PAD's input), the
@@ -501,7 +585,15 @@ static int check_add_folds(const view *v)
         assert_ptr_equal(op->add.src, v->mem.arena + v->offsets[so]);
         assert_int_equal(op->add.ch, g->tensors[other].dims[3]);
         const size_t out_bytes = kr_cuda_mem_bytes(&v->mem, add->outputs[0]);
-        const int si = kr_tensor_storage(g, conv->inputs[0]);
+        int in = conv->inputs[0];
+        if (op->dw.src) { /* the depthwise run before it */
+            int q = n - 1;
+            while (q >= 0 && g->nodes[q].op != KR_OP_DEPTHWISE_CONV_2D)
+                q--;
+            assert_true(q >= 0);
+            in = g->nodes[q].inputs[0];
+        }
+        const int si = kr_tensor_storage(g, in);
         assert_false(ranges_overlap((uintptr_t)op->out, out_bytes,
                                     (uintptr_t)(v->mem.arena + v->offsets[so]),
                                     kr_cuda_mem_bytes(&v->mem, so)));
@@ -513,8 +605,9 @@ static int check_add_folds(const view *v)
 }
 
 /* face-short's 16 BlazeFace blocks: each ADD (+ RELU) and the 11 channel PADs of its other
- * operand folded into the pointwise layer before it, in f16 on every class from 7.5; none in
- * f32. */
+ * operand folded into the pointwise layer before it, and 12 of the depthwise layers into the
+ * pointwise layer after them (not the 3 followed by a max pool, nor the ones of 28 and 36
+ * channels: K no multiple of 8), in f16 on every class from 7.5; none in f32. */
 static void test_face_short_folds(void **state)
 {
     (void)state;
@@ -534,8 +627,12 @@ static void test_face_short_folds(void **state)
     for (size_t i = 0; i < sizeof(ccs) / sizeof(ccs[0]); i++) {
         view v;
         make_view(&v, g, 1, KR_CUDA_PLAN_SLACK, ccs[i]);
-        printf("face-short f16, compute %d: %d ADD and %d PAD folded into pointwise layers\n",
-               ccs[i], folded_of(&v, KR_OP_ADD), folded_of(&v, KR_OP_PAD));
+        printf("face-short f16, compute %d: %d ADD, %d PAD and %d DEPTHWISE_CONV_2D folded into "
+               "pointwise layers\n",
+               ccs[i], folded_of(&v, KR_OP_ADD), folded_of(&v, KR_OP_PAD),
+               folded_of(&v, KR_OP_DEPTHWISE_CONV_2D));
+        assert_int_equal(folded_of(&v, KR_OP_DEPTHWISE_CONV_2D), 12);
+        assert_int_equal(check_dw_folds(&v), 12);
         assert_int_equal(folded_of(&v, KR_OP_ADD), 16);
         assert_int_equal(folded_of(&v, KR_OP_PAD), 11);
         assert_int_equal(check_add_folds(&v), 16);

@@ -36,6 +36,7 @@
  * (float accumulation; k past K: zero products), then + bias, clamp, post function, + residual.
  */
 #include "nn/cuda/common.cuh"
+#include "nn/cuda/ops/depthwise_conv_2d.cuh"
 #include "nn/cuda/ops/resize_bilinear.cuh"
 #include "nn/cuda/tuning.h"
 
@@ -94,20 +95,59 @@ static pwm_layout pwm_plan(int K, int N, int mi)
     return l;
 }
 
-/* Where a layer's input values come from (the kernel's SRC): the input tensor as stored (rows
- * of K a multiple of 8 and N a multiple of 8: 16-byte loads and stores; PWM_ODD: any K and N,
- * 2-byte loads and stores, each warp's accesses still contiguous runs), a
- * folded excitation MUL (kr_cuda_op.scale: act(x * vec) + addend per element) or a folded
- * RESIZE_BILINEAR (kr_cuda_op.rs: rs_pixel of the resize's source, then its post function),
- * each value rounded to half as the folded node stores it. */
-enum { PWM_PLAIN = 0, PWM_SCALE = 1, PWM_RESIZE = 2, PWM_ODD = 3 };
+/* Where a layer's input values come from (the kernel's SRC): the input tensor as stored (K a
+ * multiple of 8: 16-byte loads; PWM_ODD: any K, 2-byte loads, each warp's still contiguous
+ * runs), a folded excitation MUL (kr_cuda_op.scale: act(x * vec) + addend per element), a
+ * folded RESIZE_BILINEAR (kr_cuda_op.rs: rs_pixel of the resize's source, then its post
+ * function) or a folded DEPTHWISE_CONV_2D (kr_cuda_op.dw), each value rounded to half as the
+ * folded node stores it. */
+enum { PWM_PLAIN = 0, PWM_SCALE = 1, PWM_RESIZE = 2, PWM_ODD = 3, PWM_DW = 4 };
 
 struct pwm_source {
     const __half *vec, *addend;
     int stride, pixels; /* vec elements per item (0: one vector), pixels per item */
     kr_epilogue e;      /* the folded node's clamp and post function (res unused) */
     rs_shape rs;        /* the folded resize: source ih x iw, output oh x ow (the layer's) */
+    const float *dw, *dwb; /* the folded depthwise's weights [kh][kw][K] and bias (or NULL) */
+    int ih, iw, oh, ow, kh, kw, sh, sw, pt, pl; /* its source and output sizes, window */
 };
+
+/* 8 channels [k, k + 8) of the folded depthwise's output at (b, oy, ox), as dw_kernel and
+ * dw_rows (depthwise_conv_2d.cu) compute them: from the bias, the taps inside the source in
+ * (ky, kx) order (kr_dw_fma), then the clamp and post function. */
+__device__ __forceinline__ void pwm_depthwise(const __half *__restrict__ x, const pwm_source &sc,
+                                              int b, int oy, int ox, int k, int K, float *v)
+{
+    float b4[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    if (sc.dwb) {
+        kr_ldv<4>(sc.dwb + k, b4);
+        kr_ldv<4>(sc.dwb + k + 4, b4 + 4);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        v[j] = b4[j];
+    for (int ky = 0; ky < sc.kh; ky++) {
+        const int iy = kr_conv_in(oy, sc.sh, sc.pt, ky, 1);
+        if ((unsigned)iy >= (unsigned)sc.ih)
+            continue;
+        const __half *row = x + ((size_t)b * sc.ih + iy) * sc.iw * K + k;
+        const float *wrow = sc.dw + (size_t)ky * sc.kw * K + k;
+        for (int kx = 0; kx < sc.kw; kx++) {
+            const int ix = kr_conv_in(ox, sc.sw, sc.pl, kx, 1);
+            if ((unsigned)ix >= (unsigned)sc.iw)
+                continue;
+            float xv[8], wv[8];
+            kr_ldv<4>(row + (size_t)ix * K, xv);
+            kr_ldv<4>(row + (size_t)ix * K + 4, xv + 4);
+            kr_ldv<4>(wrow + (size_t)kx * K, wv);
+            kr_ldv<4>(wrow + (size_t)kx * K + 4, wv + 4);
+            kr_dw_fma<8>(v, xv, wv);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        v[j] = kr_apply(sc.e, v[j]);
+}
 
 /* The 8 input channels [8c, 8c + 8) of pixel @p m (K channels) of the tile, vector @p i of the
  * tile's run: as stored (PWM_PLAIN), or through the folded node. */
@@ -140,6 +180,9 @@ __device__ __forceinline__ uint4 pwm_input(const __half *__restrict__ x, size_t 
                 v[2 * j + 1] += af.y;
             }
         }
+    } else if (SRC == PWM_DW) {
+        const int hw = sc.oh * sc.ow, b = m / hw, p = m % hw;
+        pwm_depthwise(x, sc, b, p / sc.ow, p % sc.ow, 8 * c, K, v);
     } else {
         const int hw = sc.rs.oh * sc.rs.ow, b = m / hw, p = m % hw;
         const int oy = p / sc.rs.ow, ox = p % sc.rs.ow;
@@ -217,7 +260,7 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                                                            __half *__restrict__ y, int M, int K,
                                                            int N, int KP, int NP, int tiles,
                                                            kr_epilogue e, pwm_source sc,
-                                                           pwm_add ra)
+                                                           pwm_add ra, int st_odd)
 {
     constexpr int BM = 16 * MI * PWM_WARPS, RW = 16 * MI; /* rows per block, per warp */
     extern __shared__ __align__(16) unsigned char pwm_sm[];
@@ -309,7 +352,7 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                         kr_apply(e, acc[i][t][2] + b0), kr_apply(e, acc[i][t][3] + b1));
                 }
             __syncwarp();
-            if (SRC == PWM_ODD) { /* lane j: column nc + j of each row */
+            if (st_odd) { /* lane j: column nc + j of each row */
                 const int col = nc + lane;
                 for (int r = 0; r < RW && r0 + r < here && col < N; r++) {
                     float v = st[r * PWM_LDS + lane];
@@ -356,8 +399,8 @@ extern "C" int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op)
         xt->dims[2] != yt->dims[2] || wt->dims[3] != xt->dims[3] || wt->dims[0] != yt->dims[3])
         return 0;
     const int K = xt->dims[3], N = yt->dims[3];
-    const int vec = K % 8 == 0 && N % 8 == 0; /* else 2-byte accesses: no folded nodes */
-    if ((!vec && (op->scale.src || op->rs.src)) || K > PW_MMA_MAX_K || N > PW_MMA_MAX_N ||
+    const int folds = (op->scale.src != NULL) + (op->rs.src != NULL) + (op->dw.src != NULL);
+    if (folds > 1 || (folds && K % 8) || K > PW_MMA_MAX_K || N > PW_MMA_MAX_N ||
         xt->dims[1] * xt->dims[2] < PW_MMA_MIN_PIXELS || !pwm_mi(K, N))
         return 0;
     const kr_tensor *bt = node->n_inputs > 2 && node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
@@ -368,15 +411,23 @@ extern "C" int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op)
                           op->scale.pixels != xt->dims[1] * xt->dims[2] ||
                           (op->scale.vec_stride != 0 && op->scale.vec_stride != K)))
         return 0;
-    if (op->rs.src && (op->scale.src || !kr_aligned(op->rs.src, 16) || op->rs.ih < 1 ||
-                       op->rs.iw < 1))
+    if (op->rs.src && (!kr_aligned(op->rs.src, 16) || op->rs.ih < 1 || op->rs.iw < 1))
         return 0;
-    if (op->add.src && (op->residual || op->add.ch < 1 || op->add.ch > N))
+    if (op->dw.src && (!kr_aligned(op->dw.src, 16) || !kr_aligned(op->dw.w, 16) ||
+                       (op->dw.bias && !kr_aligned(op->dw.bias, 16)) || op->dw.ih < 1 ||
+                       op->dw.iw < 1 || op->dw.kh < 1 || op->dw.kw < 1 || op->dw.sh < 1 ||
+                       op->dw.sw < 1))
         return 0;
-    if (!op->scale.src && !op->rs.src)
-        return 1; /* unaligned rows or pointers take 2-byte accesses (kr_cuda_conv_2d_pw_mma) */
-    return kr_aligned(op->out, 16) && (!op->residual || kr_aligned(op->residual, 16)) &&
-           (!op->add.src || (op->add.ch == N && kr_aligned(op->add.src, 16)));
+    /* unaligned rows or pointers take 2-byte accesses (kr_cuda_conv_2d_pw_mma) */
+    return !op->add.src || (!op->residual && op->add.ch >= 1 && op->add.ch <= N);
+}
+
+/* Whether a layer's stores take 2-byte accesses: rows of N no multiple of 8, or an output,
+ * residual or folded ADD operand not 16-byte aligned or not of N channels (the same values). */
+static int pwm_stores_odd(const kr_cuda_op *op, int N)
+{
+    return N % 8 || !kr_aligned(op->out, 16) || (op->residual && !kr_aligned(op->residual, 16)) ||
+           (op->add.src && (op->add.ch != N || !kr_aligned(op->add.src, 16)));
 }
 
 template <int MI, int SRC> static int pwm_launch(const kr_cuda_op *op, int M, int K, int N)
@@ -407,6 +458,14 @@ template <int MI, int SRC> static int pwm_launch(const kr_cuda_op *op, int M, in
         sc.pixels = op->scale.pixels > 0 ? op->scale.pixels : 1;
         kr_activation_range(op->scale.act, &sc.e.lo, &sc.e.hi);
         sc.e.post = (int)op->scale.post;
+    } else if (SRC == PWM_DW) {
+        x = op->dw.src;
+        sc.dw = op->dw.w, sc.dwb = op->dw.bias;
+        sc.ih = op->dw.ih, sc.iw = op->dw.iw, sc.oh = yt->dims[1], sc.ow = yt->dims[2];
+        sc.kh = op->dw.kh, sc.kw = op->dw.kw, sc.sh = op->dw.sh, sc.sw = op->dw.sw;
+        sc.pt = op->dw.pt, sc.pl = op->dw.pl;
+        kr_activation_range(op->dw.act, &sc.e.lo, &sc.e.hi);
+        sc.e.post = (int)op->dw.post;
     } else if (SRC == PWM_RESIZE) {
         x = op->rs.src;
         sc.rs.ih = op->rs.ih, sc.rs.iw = op->rs.iw, sc.rs.ch = K;
@@ -424,7 +483,8 @@ template <int MI, int SRC> static int pwm_launch(const kr_cuda_op *op, int M, in
     conv_pw_mma<MI, SRC><<<(unsigned)(grid > 0 ? grid : 1), PWM_THREADS, l.bytes,
                            (cudaStream_t)op->stream>>>(
         (const __half *)x, (const __half *)op->w16, bt ? (const float *)op->in[2] : NULL,
-        (__half *)op->out, M, K, N, l.KP, l.NP, tiles, kr_make_epilogue(op, 1), sc, ra);
+        (__half *)op->out, M, K, N, l.KP, l.NP, tiles, kr_make_epilogue(op, 1), sc, ra,
+        pwm_stores_odd(op, N));
     return (int)cudaGetLastError();
 }
 
@@ -442,12 +502,11 @@ extern "C" int kr_cuda_conv_2d_pw_mma(const kr_cuda_op *op)
         return (int)cudaSuccess;
     if (m > (size_t)0x7fffffff - 256)
         return (int)cudaErrorInvalidValue;
-    /* 2-byte accesses where rows are no 16-byte multiples or a pointer is not aligned (the
-     * same sums: only the loads and stores differ) */
-    if (!op->scale.src && !op->rs.src &&
-        (K % 8 || N % 8 || !kr_aligned(op->in[0], 16) || !kr_aligned(op->out, 16) ||
-         (op->residual && !kr_aligned(op->residual, 16)) ||
-         (op->add.src && (op->add.ch != N || !kr_aligned(op->add.src, 16)))))
+    /* 2-byte loads where rows are no 16-byte multiples or the input is not aligned (the same
+     * sums: only the loads differ; folded nodes need neither, kr_cuda_conv_2d_pw_mma_fits) */
+    if (op->dw.src)
+        return pwm_launch_mi<PWM_DW>(op, (int)m, K, N);
+    if (!op->scale.src && !op->rs.src && (K % 8 || !kr_aligned(op->in[0], 16)))
         return pwm_launch_mi<PWM_ODD>(op, (int)m, K, N);
     if (op->scale.src)
         return pwm_launch_mi<PWM_SCALE>(op, (int)m, K, N);

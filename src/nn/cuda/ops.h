@@ -108,6 +108,19 @@ typedef struct kr_cuda_op {
         int ih, iw, align, half;
         kr_cuda_post post;
     } rs;
+    /* A DEPTHWISE_CONV_2D (multiplier 1, no dilation, no residual) folded into the pointwise
+     * CONV_2D that alone reads its output (fusion.h, kr_cuda_fuse_gathers): the convolution
+     * computes each input value as the per-node depthwise kernel does (from the bias, the taps
+     * inside src in (ky, kx) order; its clamp and post function), rounded to the element type,
+     * instead of reading in[0] (which is not written). src NULL: no fold. Only
+     * kr_cuda_conv_2d_pw_mma takes such layers. */
+    struct {
+        const void *src;
+        const float *w, *bias; /* [kh][kw][C] float weights; bias NULL: none */
+        int ih, iw, kh, kw, sh, sw, pt, pl;
+        kr_activation act;
+        kr_cuda_post post;
+    } dw;
     /* An ADD (with its activation and post function) of this pointwise CONV_2D's output and
      * another tensor, folded into the convolution (fusion.h, kr_cuda_fuse_gathers): the
      * convolution's value, rounded to the element type as it would be stored, plus src's (of
