@@ -1507,6 +1507,36 @@ static void test_blazeface_chains(void **state)
     finish_and_check(&b, "blazeface chains");
 }
 
+/* The TFLite RGB stems on the tensor-core kernel in f16 (cuda conv_2d_pw_mma.cu, PWM_STEM3 and
+ * PWM_STEM5: the window gathered into the tile, k = (ky, kx, c)): selfie's 3x3 stride 2 -> 16
+ * with a HARD_SWISH folded, then a 1x1 16 -> 8; face-short's 5x5 stride 2 -> 24 with a RELU;
+ * a 3x3 stride 1 -> 8. Odd sizes (37 x 29: SAME padding with a pad after, partial tiles).
+ * Every cuda variant against the reference at batch 1 and 3. */
+static void test_rgb_stems(void **state)
+{
+    (void)state;
+    for (int g = 0; g < 3; g++) {
+        kt_graph b;
+        kt_graph_begin(&b, "rgb stems", 32, 16, 1 << 20);
+        kt_rng rng = kt_rng_seed(1618u + (uint32_t)g);
+        int xd[4] = {1, 37, 29, 3}, d1[4], d2[4];
+        int x = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, x);
+        int y;
+        if (g == 0) {
+            int a = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 16, 3, 2, KR_ACT_NONE, d1);
+            a = chain_unary(&b, KR_OP_HARD_SWISH, a, d1);
+            y = chain_pw(&b, &rng, a, d1, 8, KR_ACT_NONE, d2);
+        } else if (g == 1) {
+            y = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 24, 5, 2, KR_ACT_RELU, d1);
+        } else {
+            y = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 8, 3, 1, KR_ACT_NONE, d1);
+        }
+        kt_graph_output(&b, y);
+        finish_and_check(&b, g == 0 ? "rgb stem 3x3/2 + 1x1" : g == 1 ? "rgb stem 5x5/2" : "rgb stem 3x3/1");
+    }
+}
+
 /*
  * Squeeze-and-excitation blocks in the shapes the persistent schedule consumes in other steps
  * (persistent.h): the pool's partial sums in the tail of the pointwise conv (4 outputs per
@@ -1975,6 +2005,7 @@ int main(void)
         cmocka_unit_test(test_pointwise_tile_chains),
         cmocka_unit_test(test_pointwise_mma_chains),
         cmocka_unit_test(test_blazeface_chains),
+        cmocka_unit_test(test_rgb_stems),
         cmocka_unit_test(test_excitation_chains),
         cmocka_unit_test(test_expand_dw_chains),
         cmocka_unit_test(test_u2net_block),

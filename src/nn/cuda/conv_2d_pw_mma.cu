@@ -100,8 +100,10 @@ static pwm_layout pwm_plan(int K, int N, int mi)
  * runs), a folded excitation MUL (kr_cuda_op.scale: act(x * vec) + addend per element), a
  * folded RESIZE_BILINEAR (kr_cuda_op.rs: rs_pixel of the resize's source, then its post
  * function) or a folded DEPTHWISE_CONV_2D (kr_cuda_op.dw), each value rounded to half as the
- * folded node stores it. */
-enum { PWM_PLAIN = 0, PWM_SCALE = 1, PWM_RESIZE = 2, PWM_ODD = 3, PWM_DW = 4 };
+ * folded node stores it; or (PWM_STEM3, PWM_STEM5) the 3x3 or 5x5 window of an RGB stem, k =
+ * (ky, kx, c) as the OHWI weights, zero outside the image. */
+enum { PWM_PLAIN = 0, PWM_SCALE = 1, PWM_RESIZE = 2, PWM_ODD = 3, PWM_DW = 4, PWM_STEM3 = 5,
+       PWM_STEM5 = 6 };
 
 struct pwm_source {
     const __half *vec, *addend;
@@ -288,7 +290,28 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
         const int m0 = tile * BM;
         const int here = M - m0 < BM ? M - m0 : BM;
         __syncthreads(); /* the weights are in; the previous tile's rows are read */
-        if (SRC == PWM_ODD) {
+        if (SRC == PWM_STEM3 || SRC == PWM_STEM5) { /* one pixel's window per thread */
+            constexpr int KW = SRC == PWM_STEM3 ? 3 : 5;
+            for (int r = tid; r < BM; r += PWM_THREADS) {
+                const int m = m0 + r, hw = sc.oh * sc.ow;
+                const int b = m / hw, q = m - b * hw, oy = q / sc.ow, ox = q - oy * sc.ow;
+                const int iy0 = oy * sc.sh - sc.pt, ix0 = ox * sc.sw - sc.pl;
+                const __half *xb = x + (size_t)b * sc.ih * sc.iw * 3;
+                __half *row = as + r * lda;
+#pragma unroll
+                for (int ky = 0; ky < KW; ky++)
+#pragma unroll
+                    for (int kx = 0; kx < KW; kx++) {
+                        const int iy = iy0 + ky, ix = ix0 + kx;
+                        const bool ok = r < here && (unsigned)iy < (unsigned)sc.ih &&
+                                        (unsigned)ix < (unsigned)sc.iw;
+                        const __half *px = xb + ((size_t)iy * sc.iw + ix) * 3;
+#pragma unroll
+                        for (int c = 0; c < 3; c++)
+                            row[(ky * KW + kx) * 3 + c] = ok ? px[c] : __float2half_rn(0.0f);
+                    }
+            }
+        } else if (SRC == PWM_ODD) {
             for (int i = tid; i < BM * K; i += PWM_THREADS) {
                 const int r = i / K;
                 as[r * lda + i % K] = r < here ? x[(size_t)m0 * K + i] : __float2half_rn(0.0f);
@@ -394,14 +417,22 @@ extern "C" int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op)
     if (op->caps->major * 10 + op->caps->minor < 75)
         return 0;
     const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
-    if (xt->rank != 4 || yt->rank != 4 || wt->rank != 4 || wt->dims[1] != 1 || wt->dims[2] != 1 ||
-        p->stride_h != 1 || p->stride_w != 1 || xt->dims[1] != yt->dims[1] ||
-        xt->dims[2] != yt->dims[2] || wt->dims[3] != xt->dims[3] || wt->dims[0] != yt->dims[3])
+    if (xt->rank != 4 || yt->rank != 4 || wt->rank != 4 || wt->dims[3] != xt->dims[3] ||
+        wt->dims[0] != yt->dims[3])
         return 0;
-    const int K = xt->dims[3], N = yt->dims[3];
+    /* an RGB stem: 3 channels, a 3x3 or 5x5 window, strides up to 2, no dilation, no folds */
+    const int stem = xt->dims[3] == 3 && wt->dims[1] == wt->dims[2] &&
+                     (wt->dims[1] == 3 || wt->dims[1] == 5) && p->stride_h >= 1 &&
+                     p->stride_h <= 2 && p->stride_w >= 1 && p->stride_w <= 2 &&
+                     p->dilation_h <= 1 && p->dilation_w <= 1 && !op->scale.src && !op->rs.src &&
+                     !op->dw.src;
+    if (!stem && (wt->dims[1] != 1 || wt->dims[2] != 1 || p->stride_h != 1 || p->stride_w != 1 ||
+                  xt->dims[1] != yt->dims[1] || xt->dims[2] != yt->dims[2]))
+        return 0;
+    const int K = wt->dims[1] * wt->dims[2] * wt->dims[3], N = yt->dims[3];
     const int folds = (op->scale.src != NULL) + (op->rs.src != NULL) + (op->dw.src != NULL);
     if (folds > 1 || (folds && K % 8) || K > PW_MMA_MAX_K || N > PW_MMA_MAX_N ||
-        xt->dims[1] * xt->dims[2] < PW_MMA_MIN_PIXELS || !pwm_mi(K, N))
+        yt->dims[1] * yt->dims[2] < PW_MMA_MIN_PIXELS || !pwm_mi(K, N))
         return 0;
     const kr_tensor *bt = node->n_inputs > 2 && node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
     if (bt && (!bt->data || bt->dtype != KR_DTYPE_F32))
@@ -466,6 +497,11 @@ template <int MI, int SRC> static int pwm_launch(const kr_cuda_op *op, int M, in
         sc.pt = op->dw.pt, sc.pl = op->dw.pl;
         kr_activation_range(op->dw.act, &sc.e.lo, &sc.e.hi);
         sc.e.post = (int)op->dw.post;
+    } else if (SRC == PWM_STEM3 || SRC == PWM_STEM5) {
+        const kr_tensor *xt = kr_in_t(op, 0);
+        const kr_window_params *p = &op->node->p.window;
+        sc.ih = xt->dims[1], sc.iw = xt->dims[2], sc.oh = yt->dims[1], sc.ow = yt->dims[2];
+        sc.sh = p->stride_h, sc.sw = p->stride_w, sc.pt = p->pad_top, sc.pl = p->pad_left;
     } else if (SRC == PWM_RESIZE) {
         x = op->rs.src;
         sc.rs.ih = op->rs.ih, sc.rs.iw = op->rs.iw, sc.rs.ch = K;
@@ -495,15 +531,18 @@ template <int SRC> static int pwm_launch_mi(const kr_cuda_op *op, int M, int K, 
 
 extern "C" int kr_cuda_conv_2d_pw_mma(const kr_cuda_op *op)
 {
-    const kr_tensor *xt = kr_in_t(op, 0), *yt = kr_out_t(op);
-    const int K = xt->dims[3], N = yt->dims[3];
-    const size_t m = (size_t)kr_dim(op, xt, 0) * xt->dims[1] * xt->dims[2];
+    const kr_tensor *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
+    const int K = wt->dims[1] * wt->dims[2] * wt->dims[3], N = yt->dims[3];
+    const size_t m = (size_t)kr_dim(op, yt, 0) * yt->dims[1] * yt->dims[2];
     if (m == 0)
         return (int)cudaSuccess;
     if (m > (size_t)0x7fffffff - 256)
         return (int)cudaErrorInvalidValue;
     /* 2-byte loads where rows are no 16-byte multiples or the input is not aligned (the same
      * sums: only the loads differ; folded nodes need neither, kr_cuda_conv_2d_pw_mma_fits) */
+    if (wt->dims[1] > 1) /* an RGB stem (kr_cuda_conv_2d_pw_mma_fits) */
+        return wt->dims[1] == 3 ? pwm_launch_mi<PWM_STEM3>(op, (int)m, K, N)
+                                : pwm_launch_mi<PWM_STEM5>(op, (int)m, K, N);
     if (op->dw.src)
         return pwm_launch_mi<PWM_DW>(op, (int)m, K, N);
     if (!op->scale.src && !op->rs.src && (K % 8 || !kr_aligned(op->in[0], 16)))
