@@ -647,6 +647,10 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
             op->in[i] = node->inputs[i] >= 0 ? kr_cuda_mem_ptr(mem, node->inputs[i]) : NULL;
         op->out = kr_cuda_mem_ptr(mem, node->outputs[0]);
         op->post = KR_CUDA_POST_NONE;
+        op->scale.src = op->scale.vec = op->scale.addend = NULL;
+        op->rs.src = NULL;
+        op->add.src = NULL;
+        op->dw.src = NULL;
         op->w16 = NULL;
         if (node->op == KR_OP_CONV_2D && node->n_inputs > 1 && node->inputs[1] >= 0 &&
             mem->w16_offsets && mem->w16_offsets[node->inputs[1]] != SIZE_MAX)
@@ -654,10 +658,6 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
         op->cat.src[0] = op->cat.src[1] = NULL;
         op->cat.rz = -1;
         op->pool.src = NULL;
-        op->scale.src = op->scale.vec = op->scale.addend = NULL;
-        op->rs.src = NULL;
-        op->add.src = NULL;
-        op->dw.src = NULL;
     }
     int n_folded = plan_folds(mem, ops, folded);
     n_folded += plan_residual_folds(mem, ops, folded);

@@ -75,15 +75,6 @@ typedef struct kr_cuda_op {
         int c0, h, w;
         int rz, rh, rw, align, half;
     } cat;
-    /* A MAX_POOL_2D folded into the CONV_2D reading its output (fusion.h): the convolution
-     * takes each input pixel as the pool's window maximum over src (ih x iw pixels, the pool's
-     * kernel, stride, dilation and leading pads; taps outside src are no candidates), instead of
-     * reading in[0] (which is not written). src NULL: no fold. Only the tensor-core kernel takes
-     * folded layers; never together with cat. */
-    struct {
-        const void *src;
-        int ih, iw, kh, kw, sh, sw, dh, dw, pt, pl;
-    } pool;
     /* A MUL of a tensor by a per-item channel vector (an excitation's scales, [1,1,1,C]), with
      * the ADD folded into that MUL (its residual: addend), folded into the pointwise CONV_2D
      * reading its output (fusion.h, kr_cuda_fuse_gathers): the convolution reads
@@ -133,6 +124,15 @@ typedef struct kr_cuda_op {
         kr_activation act;
         kr_cuda_post post;
     } add;
+    /* A MAX_POOL_2D folded into the CONV_2D reading its output (fusion.h): the convolution
+     * takes each input pixel as the pool's window maximum over src (ih x iw pixels, the pool's
+     * kernel, stride, dilation and leading pads; taps outside src are no candidates), instead of
+     * reading in[0] (which is not written). src NULL: no fold. Only the tensor-core kernel takes
+     * folded layers; never together with cat. */
+    struct {
+        const void *src;
+        int ih, iw, kh, kw, sh, sw, dh, dw, pt, pl;
+    } pool;
     void *stream;                  /* cudaStream_t */
     const kr_gpu_caps *caps;       /* the instance's (kr_cuda_mem.caps); NULL: launch nothing */
 } kr_cuda_op;

@@ -34,17 +34,17 @@
  *      rounded to half; from 0, the 16-channel chunks of the input in order, within each the
  *      taps in (ky, kx) order, each tap's 16 products (channels past ic: zero) summed as the
  *      tensor core sums them (float accumulation), then + bias (kr_conv_out).
- *  tensor-core pointwise (conv_2d_pw_mma.cu: f16 TFLite 1x1 layers on every class from 7.5,
- *      a choice by shape): the weights rounded to half; from 0, the
- *      8-deep chunks of the input channels in order (mma.sync.m16n8k8), each chunk's 8 products
- *      summed as the tensor core sums them (float accumulation; channels past K: zero), then
- *      + bias (kr_conv_out's order: bias, clamp, post function, residual).
  *  one-output (conv_2d_one.cu: f16 ONNX layers of one output channel on compute 8.0+, a
  *      choice by shape): ic / 8 lanes per output, lane g from 0 over the taps in (ky, kx) order
  *      and channels [8g, 8g + 8) in order (a tap outside the input adds nothing), the lanes'
  *      sums by a butterfly of shuffles from the farthest lane down, then + bias (kr_conv_out).
  *  grouped direct (conv_2d_grouped.cu, groups > 1): from the bias, taps in (ky, kx) order and
  *      the group's channels in order.
+ *  tensor-core pointwise (conv_2d_pw_mma.cu: f16 TFLite 1x1 layers and RGB stems on every
+ *      class from 7.5, a choice by shape): the weights rounded to half; from 0, the 8-deep
+ *      chunks of k = (ky, kx, ic) in order (mma.sync.m16n8k8), each chunk's 8 products summed
+ *      as the tensor core sums them (float accumulation; k past K: zero), then + bias
+ *      (kr_conv_out's order: bias, clamp, post function, residual).
  * Which path a layer takes never depends on the batch (or, where it does, conv_pw_tile sums in
  * the order of the path it displaces), so an item's result is the same at every batch size.
  */
