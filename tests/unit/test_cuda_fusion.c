@@ -40,6 +40,7 @@
 #include "keyer/nn.h"
 #include "keyer/registry.h"
 #include "nn/cuda/fusion.h"
+#include "nn/cuda/tuning.h"
 #include "nn/cuda/persistent/persistent.h" /* KR_CUDA_PLAN_SLACK */
 #include "nn/model.h"
 #include "nn/planner.h"
@@ -372,8 +373,10 @@ static int check_dw_folds(const view *v)
 
 /* selfie's excitation MULs into the pointwise layer reading them (kr_cuda_fuse_gathers): the
  * encoder's 7 (one at 64x64, six at 16x16) and the decoder's 3 with their ADD (32x32, 64x64,
- * 128x128), less the one read by a resize: 9; the decoder's 3 upsamples, each read by a
- * pointwise layer; the 2 depthwise layers read only by a projection (72 and 88 channels). In f16 on every class from 7.5 (the tensor-core pointwise kernel takes them
+ * 128x128), less the one read by a resize and the three read by a 16 -> 16 layer (which keeps
+ * the CUDA-core path: PW_MMA_MIN_KN): 6; the decoder's 3 upsamples, each read by a pointwise
+ * layer, less the one read by a 16 -> 16 layer: 2; the 2 depthwise layers read only by a
+ * projection (72 and 88 channels) where PW_MMA_FOLD_DW. In f16 on every class from 7.5 (the tensor-core pointwise kernel takes them
  * all alike); none in f32. */
 static void test_selfie_folds(void **state)
 {
@@ -396,12 +399,12 @@ static void test_selfie_folds(void **state)
         printf("selfie f16, compute %d: %d MUL and %d RESIZE_BILINEAR folded into pointwise "
                "layers\n",
                ccs[i], folded_of(&v, KR_OP_MUL), folded_of(&v, KR_OP_RESIZE_BILINEAR));
-        assert_int_equal(folded_of(&v, KR_OP_MUL), 9);
-        assert_int_equal(check_scale_folds(&v), 9);
-        assert_int_equal(folded_of(&v, KR_OP_RESIZE_BILINEAR), 3);
-        assert_int_equal(check_resize_folds(&v), 3);
-        assert_int_equal(folded_of(&v, KR_OP_DEPTHWISE_CONV_2D), 2);
-        assert_int_equal(check_dw_folds(&v), 2);
+        assert_int_equal(folded_of(&v, KR_OP_MUL), 6);
+        assert_int_equal(check_scale_folds(&v), 6);
+        assert_int_equal(folded_of(&v, KR_OP_RESIZE_BILINEAR), 2);
+        assert_int_equal(check_resize_folds(&v), 2);
+        assert_int_equal(folded_of(&v, KR_OP_DEPTHWISE_CONV_2D), PW_MMA_FOLD_DW ? 2 : 0);
+        assert_int_equal(check_dw_folds(&v), PW_MMA_FOLD_DW ? 2 : 0);
         free_view(&v);
     }
     view v;
@@ -466,9 +469,10 @@ static int check_add_folds(const view *v)
 }
 
 /* face-short's 16 BlazeFace blocks: each ADD (+ RELU) and the 11 channel PADs of its other
- * operand folded into the pointwise layer before it, and 12 of the depthwise layers into the
- * pointwise layer after them (not the 3 followed by a max pool, nor the ones of 28 and 36
- * channels: K no multiple of 8), in f16 on every class from 7.5; none in f32. */
+ * operand folded into the pointwise layer before it, and, where PW_MMA_FOLD_DW, 12 of the
+ * depthwise layers into the pointwise layer after them (not the 3 followed by a max pool, nor
+ * the ones of 28 and 36 channels: K no multiple of 8), in f16 on every class from 7.5; none in
+ * f32. */
 static void test_face_short_folds(void **state)
 {
     (void)state;
@@ -492,8 +496,8 @@ static void test_face_short_folds(void **state)
                "pointwise layers\n",
                ccs[i], folded_of(&v, KR_OP_ADD), folded_of(&v, KR_OP_PAD),
                folded_of(&v, KR_OP_DEPTHWISE_CONV_2D));
-        assert_int_equal(folded_of(&v, KR_OP_DEPTHWISE_CONV_2D), 12);
-        assert_int_equal(check_dw_folds(&v), 12);
+        assert_int_equal(folded_of(&v, KR_OP_DEPTHWISE_CONV_2D), PW_MMA_FOLD_DW ? 12 : 0);
+        assert_int_equal(check_dw_folds(&v), PW_MMA_FOLD_DW ? 12 : 0);
         assert_int_equal(folded_of(&v, KR_OP_ADD), 16);
         assert_int_equal(folded_of(&v, KR_OP_PAD), 11);
         assert_int_equal(check_add_folds(&v), 16);
@@ -605,9 +609,10 @@ static int check_add_folds(const view *v)
 }
 
 /* face-short's 16 BlazeFace blocks: each ADD (+ RELU) and the 11 channel PADs of its other
- * operand folded into the pointwise layer before it, and 12 of the depthwise layers into the
- * pointwise layer after them (not the 3 followed by a max pool, nor the ones of 28 and 36
- * channels: K no multiple of 8), in f16 on every class from 7.5; none in f32. */
+ * operand folded into the pointwise layer before it, and, where PW_MMA_FOLD_DW, 12 of the
+ * depthwise layers into the pointwise layer after them (not the 3 followed by a max pool, nor
+ * the ones of 28 and 36 channels: K no multiple of 8), in f16 on every class from 7.5; none in
+ * f32. */
 static void test_face_short_folds(void **state)
 {
     (void)state;
@@ -631,8 +636,8 @@ static void test_face_short_folds(void **state)
                "pointwise layers\n",
                ccs[i], folded_of(&v, KR_OP_ADD), folded_of(&v, KR_OP_PAD),
                folded_of(&v, KR_OP_DEPTHWISE_CONV_2D));
-        assert_int_equal(folded_of(&v, KR_OP_DEPTHWISE_CONV_2D), 12);
-        assert_int_equal(check_dw_folds(&v), 12);
+        assert_int_equal(folded_of(&v, KR_OP_DEPTHWISE_CONV_2D), PW_MMA_FOLD_DW ? 12 : 0);
+        assert_int_equal(check_dw_folds(&v), PW_MMA_FOLD_DW ? 12 : 0);
         assert_int_equal(folded_of(&v, KR_OP_ADD), 16);
         assert_int_equal(folded_of(&v, KR_OP_PAD), 11);
         assert_int_equal(check_add_folds(&v), 16);

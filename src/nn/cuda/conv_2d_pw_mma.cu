@@ -62,6 +62,36 @@ __device__ __forceinline__ void pwm_ldsm4(unsigned *r, unsigned addr)
 #endif
 }
 
+/* 16 bytes from global @p src to shared @p dst (@p sdst its shared address), or 16 zero bytes
+ * where !ok: asynchronously on compute 8.0+ (pwm_commit / pwm_wait), else at once. */
+__device__ __forceinline__ void pwm_cp16(void *dst, unsigned sdst, const void *src, bool ok)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    (void)dst;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sdst), "l"(src),
+                 "r"(ok ? 16 : 0));
+#else
+    (void)sdst;
+    *reinterpret_cast<uint4 *>(dst) =
+        ok ? *reinterpret_cast<const uint4 *>(src) : make_uint4(0u, 0u, 0u, 0u);
+#endif
+}
+
+__device__ __forceinline__ void pwm_commit()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+/* Waits until at most one committed group of this thread is still in flight. */
+__device__ __forceinline__ void pwm_wait1()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group 1;\n" ::);
+#endif
+}
+
 /* c += a (16 x 8, two registers) x b (8 x 8, one register), f16 in, f32 accumulate. */
 __device__ __forceinline__ void pwm_mma(float *c, unsigned a0, unsigned a1, unsigned b)
 {
@@ -73,14 +103,14 @@ __device__ __forceinline__ void pwm_mma(float *c, unsigned a0, unsigned a1, unsi
 #endif
 }
 
-/* Shared memory of a block: A tile [BM][KP + 8] halves, weights [NP][KP + 8] halves, bias [NP]
- * floats, per-warp staging [16 MI][PWM_LDS] floats. */
+/* Shared memory of a block: A tile [BM][KP + 8] halves (two of them for PWM_PIPE), weights
+ * [NP][KP + 8] halves, bias [NP] floats, per-warp staging [16 MI][PWM_LDS] floats. */
 struct pwm_layout {
     int KP, NP, lda, bm;
     size_t a_off, w_off, b_off, s_off, bytes;
 };
 
-static pwm_layout pwm_plan(int K, int N, int mi)
+static pwm_layout pwm_plan(int K, int N, int mi, int nbuf = 1)
 {
     pwm_layout l;
     l.KP = (K + 15) / 16 * 16;
@@ -88,7 +118,7 @@ static pwm_layout pwm_plan(int K, int N, int mi)
     l.lda = l.KP + 8;
     l.bm = 16 * mi * PWM_WARPS;
     l.a_off = 0;
-    l.w_off = l.a_off + (size_t)l.bm * l.lda * 2;
+    l.w_off = l.a_off + (size_t)nbuf * l.bm * l.lda * 2;
     l.b_off = l.w_off + (size_t)l.NP * l.lda * 2;
     l.s_off = l.b_off + (size_t)l.NP * 4;
     l.bytes = l.s_off + (size_t)PWM_WARPS * 16 * mi * PWM_LDS * 4;
@@ -101,9 +131,11 @@ static pwm_layout pwm_plan(int K, int N, int mi)
  * folded RESIZE_BILINEAR (kr_cuda_op.rs: rs_pixel of the resize's source, then its post
  * function) or a folded DEPTHWISE_CONV_2D (kr_cuda_op.dw), each value rounded to half as the
  * folded node stores it; or (PWM_STEM3, PWM_STEM5) the 3x3 or 5x5 window of an RGB stem, k =
- * (ky, kx, c) as the OHWI weights, zero outside the image. */
+ * (ky, kx, c) as the OHWI weights, zero outside the image; PWM_PIPE: as PWM_PLAIN, the next
+ * tile's rows copied into a second buffer with cp.async (compute 8.0+; plain loads on 7.5)
+ * while the current one is computed. */
 enum { PWM_PLAIN = 0, PWM_SCALE = 1, PWM_RESIZE = 2, PWM_ODD = 3, PWM_DW = 4, PWM_STEM3 = 5,
-       PWM_STEM5 = 6 };
+       PWM_STEM5 = 6, PWM_PIPE = 7 };
 
 struct pwm_source {
     const __half *vec, *addend;
@@ -267,8 +299,9 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
     constexpr int BM = 16 * MI * PWM_WARPS, RW = 16 * MI; /* rows per block, per warp */
     extern __shared__ __align__(16) unsigned char pwm_sm[];
     const int lda = KP + 8;
+    constexpr int NBUF = SRC == PWM_PIPE ? 2 : 1;
     __half *as = reinterpret_cast<__half *>(pwm_sm);
-    __half *ws = as + (size_t)BM * lda;
+    __half *ws = as + (size_t)NBUF * BM * lda;
     float *bs = reinterpret_cast<float *>(ws + (size_t)NP * lda);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     float *st = bs + NP + warp * RW * PWM_LDS;
@@ -280,17 +313,39 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
     }
     for (int i = tid; i < NP; i += PWM_THREADS)
         bs[i] = bias && i < N ? bias[i] : 0.0f;
-    for (int i = tid; i < BM * (KP - K); i += PWM_THREADS) {
+    for (int i = tid; i < NBUF * BM * (KP - K); i += PWM_THREADS) {
         const int r = i / (KP - K), k = K + i % (KP - K);
         as[r * lda + k] = __float2half_rn(0.0f);
     }
     const int kv = K / 8; /* 16-byte vectors per row */
-    const unsigned a_base = pwm_smem(as), w_base = pwm_smem(ws);
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const unsigned w_base = pwm_smem(ws);
+    /* PWM_PIPE: the rows of tile t (all of the block's vectors, zero past M) into buffer b */
+    auto issue = [&](int t, int b) {
+        const int tm0 = t * BM, th = M - tm0 < BM ? M - tm0 : BM;
+        __half *buf = as + (size_t)b * BM * lda;
+        for (int i = tid; i < BM * kv; i += PWM_THREADS) {
+            const int r = i / kv, c = i % kv;
+            __half *d = buf + r * lda + c * 8;
+            pwm_cp16(d, pwm_smem(d), x + ((size_t)tm0 * kv + (r < th ? i : 0)) * 8, r < th);
+        }
+    };
+    if (SRC == PWM_PIPE && blockIdx.x < tiles) {
+        issue(blockIdx.x, 0);
+        pwm_commit();
+    }
+    int it = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, it++) {
         const int m0 = tile * BM;
         const int here = M - m0 < BM ? M - m0 : BM;
+        const int cur = SRC == PWM_PIPE ? (it & 1) : 0;
+        const unsigned a_base = pwm_smem(as + (size_t)cur * BM * lda);
         __syncthreads(); /* the weights are in; the previous tile's rows are read */
-        if (SRC == PWM_STEM3 || SRC == PWM_STEM5) { /* one pixel's window per thread */
+        if (SRC == PWM_PIPE) { /* the next tile's rows in flight while this one is computed */
+            if (tile + (int)gridDim.x < tiles)
+                issue(tile + (int)gridDim.x, cur ^ 1);
+            pwm_commit();
+            pwm_wait1();
+        } else if (SRC == PWM_STEM3 || SRC == PWM_STEM5) { /* one pixel's window per thread */
             constexpr int KW = SRC == PWM_STEM3 ? 3 : 5;
             for (int r = tid; r < BM; r += PWM_THREADS) {
                 const int m = m0 + r, hw = sc.oh * sc.ow;
@@ -396,12 +451,13 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
 }
 
 /* The block layout a layer takes: 32 rows per warp where it fits PW_MMA_MAX_SMEM, else 16;
- * 0 when neither fits. A function of K and N only. */
-static int pwm_mi(int K, int N)
+ * 0 when neither fits. A function of K, N and the A buffers only (the rows per warp change no
+ * sum: each output row is its own tile row's product). */
+static int pwm_mi(int K, int N, int nbuf = 1)
 {
-    if (pwm_plan(K, N, 2).bytes <= PW_MMA_MAX_SMEM)
+    if (pwm_plan(K, N, 2, nbuf).bytes <= PW_MMA_MAX_SMEM)
         return 2;
-    return pwm_plan(K, N, 1).bytes <= PW_MMA_MAX_SMEM ? 1 : 0;
+    return pwm_plan(K, N, 1, nbuf).bytes <= PW_MMA_MAX_SMEM ? 1 : 0;
 }
 
 extern "C" int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op)
@@ -422,7 +478,8 @@ extern "C" int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op)
         return 0;
     /* an RGB stem: 3 channels, a 3x3 or 5x5 window, strides up to 2, no dilation, no folds */
     const int stem = xt->dims[3] == 3 && wt->dims[1] == wt->dims[2] &&
-                     (wt->dims[1] == 3 || wt->dims[1] == 5) && p->stride_h >= 1 &&
+                     (wt->dims[1] == 3 || wt->dims[1] == 5) && wt->dims[1] >= PW_MMA_STEM_MIN_K &&
+                     p->stride_h >= 1 &&
                      p->stride_h <= 2 && p->stride_w >= 1 && p->stride_w <= 2 &&
                      p->dilation_h <= 1 && p->dilation_w <= 1 && !op->scale.src && !op->rs.src &&
                      !op->dw.src;
@@ -432,6 +489,7 @@ extern "C" int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op)
     const int K = wt->dims[1] * wt->dims[2] * wt->dims[3], N = yt->dims[3];
     const int folds = (op->scale.src != NULL) + (op->rs.src != NULL) + (op->dw.src != NULL);
     if (folds > 1 || (folds && K % 8) || K > PW_MMA_MAX_K || N > PW_MMA_MAX_N ||
+        (!stem && K * N <= PW_MMA_MIN_KN) ||
         yt->dims[1] * yt->dims[2] < PW_MMA_MIN_PIXELS || !pwm_mi(K, N))
         return 0;
     const kr_tensor *bt = node->n_inputs > 2 && node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
@@ -463,7 +521,7 @@ static int pwm_stores_odd(const kr_cuda_op *op, int N)
 
 template <int MI, int SRC> static int pwm_launch(const kr_cuda_op *op, int M, int K, int N)
 {
-    const pwm_layout l = pwm_plan(K, N, MI);
+    const pwm_layout l = pwm_plan(K, N, MI, SRC == PWM_PIPE ? 2 : 1);
     const int tiles = (M + l.bm - 1) / l.bm;
     /* one wave of resident blocks (registers, shared memory, threads), each looping over
      * tiles; the grid only spreads the tiles: it changes no result */
@@ -526,7 +584,8 @@ template <int MI, int SRC> static int pwm_launch(const kr_cuda_op *op, int M, in
 
 template <int SRC> static int pwm_launch_mi(const kr_cuda_op *op, int M, int K, int N)
 {
-    return pwm_mi(K, N) == 2 ? pwm_launch<2, SRC>(op, M, K, N) : pwm_launch<1, SRC>(op, M, K, N);
+    return pwm_mi(K, N, SRC == PWM_PIPE ? 2 : 1) == 2 ? pwm_launch<2, SRC>(op, M, K, N)
+                                                       : pwm_launch<1, SRC>(op, M, K, N);
 }
 
 extern "C" int kr_cuda_conv_2d_pw_mma(const kr_cuda_op *op)
@@ -551,5 +610,7 @@ extern "C" int kr_cuda_conv_2d_pw_mma(const kr_cuda_op *op)
         return pwm_launch_mi<PWM_SCALE>(op, (int)m, K, N);
     if (op->rs.src)
         return pwm_launch_mi<PWM_RESIZE>(op, (int)m, K, N);
+    if (pwm_mi(K, N, 2)) /* a second buffer fits: the next tile's rows load during this one */
+        return pwm_launch_mi<PWM_PIPE>(op, (int)m, K, N);
     return pwm_launch_mi<PWM_PLAIN>(op, (int)m, K, N);
 }

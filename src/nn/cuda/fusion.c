@@ -2,6 +2,7 @@
  * The cuda backend's fusion pass (fusion.h).
  */
 #include "nn/cuda/fusion.h"
+#include "nn/cuda/tuning.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -544,7 +545,7 @@ int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
         if (c < 0)
             continue;
         if (fold_pool(mem, ops, c, n) || fold_scale(mem, ops, folded, c, n) ||
-            fold_resize(mem, ops, c, n) || fold_dw(mem, ops, c, n)) {
+            fold_resize(mem, ops, c, n) || (PW_MMA_FOLD_DW && fold_dw(mem, ops, c, n))) {
             folded[c] = 1;
             n_folded++;
             continue;

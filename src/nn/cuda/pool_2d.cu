@@ -4,7 +4,7 @@
  * axis) and MAX_POOL_2D, then the fused clamp (src/nn/reference/pool_2d.c). Dilation and the
  * explicit, ceil-mode windows of ONNX need nothing more: taps outside the input are skipped. One thread per
  * output element, channel fastest (the window: ops/pool_2d.cuh, kr_pool_window); global pooling
- * has its own reduction kernels (their orders: ops/pool_2d.cuh).
+ * has its own reduction kernel (its order: ops/pool_2d.cuh).
  */
 #include "nn/cuda/ops/pool_2d.cuh"
 
@@ -73,82 +73,11 @@ __global__ void global_pool_kernel(const T *__restrict__ x, const T *__restrict_
     }
 }
 
-/* Global pooling with 16-byte loads (channels a multiple of V = 16 / sizeof(T), at most 256
- * vectors, aligned tensors): one 256-thread block per batch item; thread t takes the V channels
- * of vector g = t % G (G = ch / V) of pixels t / G, t / G + P, ... (P = 256 / G pixel lanes),
- * four loads in flight, so that a block streams whole pixel rows; then channel c sums its P
- * lanes' partial sums in lane order from shared memory. The squeeze of selfie's 128x128x16
- * decoder tensor (with its folded ADD) read 32 bytes per warp-wide load in the 32 x 32 kernel. */
-#define GP_THREADS 256
-template <typename T, int MAX>
-__global__ void __launch_bounds__(GP_THREADS) global_pool_vec(const T *__restrict__ x,
-                                                            const T *__restrict__ addend,
-                                                            T *__restrict__ y, int pixels, int ch,
-                                                            kr_epilogue e)
-{
-    constexpr int V = 16 / sizeof(T);
-    __shared__ float part[GP_THREADS][V + 1];
-    const int G = ch / V, P = GP_THREADS / G, t = threadIdx.x, g = t % G, pl = t / G;
-    const T *base = x + (size_t)blockIdx.x * pixels * ch + g * V;
-    const T *abase = addend ? addend + (size_t)blockIdx.x * pixels * ch + g * V : NULL;
-    float acc[V];
-#pragma unroll
-    for (int j = 0; j < V; j++)
-        acc[j] = MAX ? -FLT_MAX : 0.0f;
-    if (pl < P) {
-#pragma unroll 4
-        for (int p = pl; p < pixels; p += P) {
-            float v[V];
-            if (V == 8) {
-                kr_ldv<4>(base + (size_t)p * ch, v);
-                kr_ldv<4>(base + (size_t)p * ch + 4, v + 4);
-            } else {
-                kr_ldv<4>(base + (size_t)p * ch, v);
-            }
-            if (abase) {
-                float a[V];
-                if (V == 8) {
-                    kr_ldv<4>(abase + (size_t)p * ch, a);
-                    kr_ldv<4>(abase + (size_t)p * ch + 4, a + 4);
-                } else {
-                    kr_ldv<4>(abase + (size_t)p * ch, a);
-                }
-#pragma unroll
-                for (int j = 0; j < V; j++)
-                    v[j] += a[j];
-            }
-#pragma unroll
-            for (int j = 0; j < V; j++)
-                acc[j] = MAX ? fmaxf(acc[j], v[j]) : acc[j] + v[j];
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < V; j++)
-        part[t][j] = acc[j];
-    __syncthreads();
-    for (int c = t; c < ch; c += GP_THREADS) {
-        const int cg = c / V, cj = c % V;
-        float r = part[cg][cj];
-        for (int k = 1; k < P; k++)
-            r = MAX ? fmaxf(r, part[k * G + cg][cj]) : r + part[k * G + cg][cj];
-        kr_st(y + (size_t)blockIdx.x * ch + c, kr_apply(e, MAX ? r : r / (float)pixels));
-    }
-}
-
 /* The global kernel over @p op's input: every item's pixels (ih x iw) per channel. */
 template <typename T, int MAX> static int launch_global(const kr_cuda_op *op)
 {
     const kr_tensor *xt = kr_in_t(op, 0), *yt = kr_out_t(op);
     const int ch = xt->dims[3];
-    constexpr int V = 16 / sizeof(T);
-    if (ch % V == 0 && ch / V <= GP_THREADS && kr_aligned(op->in[0], 16) &&
-        (!op->addend || kr_aligned(op->addend, 16))) {
-        global_pool_vec<T, MAX><<<(unsigned)kr_dim(op, yt, 0), GP_THREADS, 0,
-                                  (cudaStream_t)op->stream>>>(
-            (const T *)op->in[0], (const T *)op->addend, (T *)op->out, xt->dims[1] * xt->dims[2],
-            ch, kr_make_epilogue(op, 1));
-        return (int)cudaGetLastError();
-    }
     dim3 grid((unsigned)kr_dim(op, yt, 0), (unsigned)((ch + 31) / 32)), block(32, 32);
     global_pool_kernel<T, MAX><<<grid, block, 0, (cudaStream_t)op->stream>>>(
         (const T *)op->in[0], (const T *)op->addend, (T *)op->out, xt->dims[1] * xt->dims[2], ch,

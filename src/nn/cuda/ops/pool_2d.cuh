@@ -10,11 +10,8 @@
  * Global average pools (a window over the whole input, or MEAN over H and W) sum each channel
  * over every pixel of an item, plus a folded ADD's other operand per pixel where there is one;
  * each schedule splits the pixels its own way, so the orders differ:
- *  - per node (pool_2d.cu): with channels a multiple of 16 bytes' worth (at most 256 such
- *    vectors) global_pool_vec: P = 256 / (channel vectors) pixel lanes, lane l adding pixels
- *    l, l + P, ... in order, then the lanes' sums in lane order; else global_pool_kernel: 32
- *    rows of threads, row y adding pixels y, y + 32, ... in order, then the 32 rows' sums in
- *    row order; the mean as sum / pixels;
+ *  - per node (pool_2d.cu, global_pool_kernel): 32 rows of threads, row y adding pixels y,
+ *    y + 32, ... in order, then the 32 rows' sums in row order; the mean as sum / pixels;
  *  - persistent (pool tails and POOL_FINAL, block_colsum in persistent/squeeze.cuh): per slice
  *    of whole pixels, lanes adding rows l, l + lanes, ..., the lanes' sums in order, then the
  *    slices' sums in order; the mean as sum * (1 / pixels);
