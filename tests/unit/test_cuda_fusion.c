@@ -15,13 +15,13 @@
  *    ADD's output on the resize's input), and the folded convolutions' fields name the right
  *    sources, sizes and resize modes and their outputs do not overlap the sources;
  *  - compute 7.5 (no mma.sync) and f32 instances (no half weights): nothing folded;
- *  - selfie's excitation MULs into the pointwise layer after them (kr_cuda_op.scale): 9 of its
- *    10 in f16 on compute 9.0, 8.6 and 7.5 (the one read by a resize stays), and its 3
- *    upsamples into the pointwise layer reading them (kr_cuda_op.rs), with the right sources
+ *  - selfie's excitation MULs into the pointwise layer after them (kr_cuda_op.scale): 6 of its
+ *    10 in f16 on compute 9.0, 8.6 and 7.5 (not the one read by a resize nor the three read by
+ *    a 16 -> 16 layer), and 2 of its 3 upsamples into the pointwise layer reading them
+ *    (kr_cuda_op.rs), with the right sources
  *    and outputs clear of them; none in f32;
  *  - face-short's 16 ADDs (+ RELU) and 11 channel PADs into the pointwise layer before them
- *    (kr_cuda_op.add), its depthwise layers (12) and selfie's (2) into the pointwise layer
- *    after them (kr_cuda_op.dw), in f16 on the same classes, none in f32;
+ *    (kr_cuda_op.add), in f16 on the same classes, none in f32;
  *  - with a memory plan without slack (the planner may then reuse a source's memory for the
  *    convolution's output): no folded convolution writes over a source it reads.
  */
@@ -40,7 +40,6 @@
 #include "keyer/nn.h"
 #include "keyer/registry.h"
 #include "nn/cuda/fusion.h"
-#include "nn/cuda/tuning.h"
 #include "nn/cuda/persistent/persistent.h" /* KR_CUDA_PLAN_SLACK */
 #include "nn/model.h"
 #include "nn/planner.h"
@@ -337,46 +336,11 @@ static int check_resize_folds(const view *v)
     return convs;
 }
 
-/* Every DEPTHWISE_CONV_2D folded into the pointwise convolution after it in @p v: the
- * depthwise marked folded, the convolution's source its input with its window, its weights,
- * its output clear of that input. Returns how many. */
-static int check_dw_folds(const view *v)
-{
-    const kr_graph *g = v->mem.graph;
-    int convs = 0;
-    for (int n = 0; n < g->n_nodes; n++) {
-        const kr_cuda_op *op = &v->ops[n];
-        if (!op->dw.src)
-            continue;
-        convs++;
-        const kr_node *conv = &g->nodes[n];
-        assert_int_equal(conv->op, KR_OP_CONV_2D);
-        int prod = n - 1; /* the depthwise run before it (an activation may be folded in) */
-        while (prod >= 0 && g->nodes[prod].op != KR_OP_DEPTHWISE_CONV_2D)
-            prod--;
-        assert_true(prod >= 0 && v->folded[prod]);
-        assert_ptr_equal(v->ops[prod].out, v->mem.arena + v->offsets[kr_tensor_storage(
-                                                             g, conv->inputs[0])]);
-        const kr_node *dw = &g->nodes[prod];
-        const int st = kr_tensor_storage(g, dw->inputs[0]);
-        assert_ptr_equal(op->dw.src, v->mem.arena + v->offsets[st]);
-        assert_ptr_equal(op->dw.w, v->ops[prod].in[1]);
-        assert_int_equal(op->dw.kh, g->tensors[dw->inputs[1]].dims[1]);
-        assert_int_equal(op->dw.sh, dw->p.window.stride_h);
-        assert_int_equal(op->dw.pt, dw->p.window.pad_top);
-        assert_false(ranges_overlap((uintptr_t)op->out,
-                                    kr_cuda_mem_bytes(&v->mem, conv->outputs[0]),
-                                    (uintptr_t)op->dw.src, kr_cuda_mem_bytes(&v->mem, st)));
-    }
-    return convs;
-}
-
 /* selfie's excitation MULs into the pointwise layer reading them (kr_cuda_fuse_gathers): the
  * encoder's 7 (one at 64x64, six at 16x16) and the decoder's 3 with their ADD (32x32, 64x64,
  * 128x128), less the one read by a resize and the three read by a 16 -> 16 layer (which keeps
  * the CUDA-core path: PW_MMA_MIN_KN): 6; the decoder's 3 upsamples, each read by a pointwise
- * layer, less the one read by a 16 -> 16 layer: 2; the 2 depthwise layers read only by a
- * projection (72 and 88 channels) where PW_MMA_FOLD_DW. In f16 on every class from 7.5 (the tensor-core pointwise kernel takes them
+ * layer, less the one read by a 16 -> 16 layer: 2; no depthwise layer. In f16 on every class from 7.5 (the tensor-core pointwise kernel takes them
  * all alike); none in f32. */
 static void test_selfie_folds(void **state)
 {
@@ -403,8 +367,7 @@ static void test_selfie_folds(void **state)
         assert_int_equal(check_scale_folds(&v), 6);
         assert_int_equal(folded_of(&v, KR_OP_RESIZE_BILINEAR), 2);
         assert_int_equal(check_resize_folds(&v), 2);
-        assert_int_equal(folded_of(&v, KR_OP_DEPTHWISE_CONV_2D), PW_MMA_FOLD_DW ? 2 : 0);
-        assert_int_equal(check_dw_folds(&v), PW_MMA_FOLD_DW ? 2 : 0);
+        assert_int_equal(folded_of(&v, KR_OP_DEPTHWISE_CONV_2D), 0);
         free_view(&v);
     }
     view v;
@@ -449,14 +412,7 @@ static int check_add_folds(const view *v)
         assert_ptr_equal(op->add.src, v->mem.arena + v->offsets[so]);
         assert_int_equal(op->add.ch, g->tensors[other].dims[3]);
         const size_t out_bytes = kr_cuda_mem_bytes(&v->mem, add->outputs[0]);
-        int in = conv->inputs[0];
-        if (op->dw.src) { /* the depthwise run before it */
-            int q = n - 1;
-            while (q >= 0 && g->nodes[q].op != KR_OP_DEPTHWISE_CONV_2D)
-                q--;
-            assert_true(q >= 0);
-            in = g->nodes[q].inputs[0];
-        }
+        const int in = conv->inputs[0];
         const int si = kr_tensor_storage(g, in);
         assert_false(ranges_overlap((uintptr_t)op->out, out_bytes,
                                     (uintptr_t)(v->mem.arena + v->offsets[so]),
@@ -469,10 +425,8 @@ static int check_add_folds(const view *v)
 }
 
 /* face-short's 16 BlazeFace blocks: each ADD (+ RELU) and the 11 channel PADs of its other
- * operand folded into the pointwise layer before it, and, where PW_MMA_FOLD_DW, 12 of the
- * depthwise layers into the pointwise layer after them (not the 3 followed by a max pool, nor
- * the ones of 28 and 36 channels: K no multiple of 8), in f16 on every class from 7.5; none in
- * f32. */
+ * operand folded into the pointwise layer before it (no depthwise layer folded), in f16 on
+ * every class from 7.5; none in f32. */
 static void test_face_short_folds(void **state)
 {
     (void)state;
@@ -496,8 +450,7 @@ static void test_face_short_folds(void **state)
                "pointwise layers\n",
                ccs[i], folded_of(&v, KR_OP_ADD), folded_of(&v, KR_OP_PAD),
                folded_of(&v, KR_OP_DEPTHWISE_CONV_2D));
-        assert_int_equal(folded_of(&v, KR_OP_DEPTHWISE_CONV_2D), PW_MMA_FOLD_DW ? 12 : 0);
-        assert_int_equal(check_dw_folds(&v), PW_MMA_FOLD_DW ? 12 : 0);
+        assert_int_equal(folded_of(&v, KR_OP_DEPTHWISE_CONV_2D), 0);
         assert_int_equal(folded_of(&v, KR_OP_ADD), 16);
         assert_int_equal(folded_of(&v, KR_OP_PAD), 11);
         assert_int_equal(check_add_folds(&v), 16);
@@ -521,136 +474,6 @@ int main(void)
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
 #else
-/* Every DEPTHWISE_CONV_2D folded into the pointwise convolution after it in @p v: the
- * depthwise marked folded, the convolution's source its input with its window, its weights,
- * its output clear of that input. Returns how many. */
-static int check_dw_folds(const view *v)
-{
-    const kr_graph *g = v->mem.graph;
-    int convs = 0;
-    for (int n = 0; n < g->n_nodes; n++) {
-        const kr_cuda_op *op = &v->ops[n];
-        if (!op->dw.src)
-            continue;
-        convs++;
-        const kr_node *conv = &g->nodes[n];
-        assert_int_equal(conv->op, KR_OP_CONV_2D);
-        int prod = n - 1; /* the depthwise run before it (an activation may be folded in) */
-        while (prod >= 0 && g->nodes[prod].op != KR_OP_DEPTHWISE_CONV_2D)
-            prod--;
-        assert_true(prod >= 0 && v->folded[prod]);
-        assert_ptr_equal(v->ops[prod].out, v->mem.arena + v->offsets[kr_tensor_storage(
-                                                             g, conv->inputs[0])]);
-        const kr_node *dw = &g->nodes[prod];
-        const int st = kr_tensor_storage(g, dw->inputs[0]);
-        assert_ptr_equal(op->dw.src, v->mem.arena + v->offsets[st]);
-        assert_ptr_equal(op->dw.w, v->ops[prod].in[1]);
-        assert_int_equal(op->dw.kh, g->tensors[dw->inputs[1]].dims[1]);
-        assert_int_equal(op->dw.sh, dw->p.window.stride_h);
-        assert_int_equal(op->dw.pt, dw->p.window.pad_top);
-        assert_false(ranges_overlap((uintptr_t)op->out,
-                                    kr_cuda_mem_bytes(&v->mem, conv->outputs[0]),
-                                    (uintptr_t)op->dw.src, kr_cuda_mem_bytes(&v->mem, st)));
-    }
-    return convs;
-}
-
-/* Every ADD folded into the pointwise convolution before it in @p v (kr_cuda_op.add): the ADD
- * (and a channel PAD of its other operand) marked folded, the convolution writing the ADD's
- * output (or its folded activation's), its source the other operand (the PAD's input), the
- * output clear of the convolution's input and of that source. Returns how many. */
-static int check_add_folds(const view *v)
-{
-    const kr_graph *g = v->mem.graph;
-    int convs = 0;
-    for (int n = 0; n < g->n_nodes; n++) {
-        const kr_cuda_op *op = &v->ops[n];
-        if (!op->add.src)
-            continue;
-        convs++;
-        const kr_node *conv = &g->nodes[n];
-        assert_int_equal(conv->op, KR_OP_CONV_2D);
-        assert_false(v->folded[n]);
-        int a = n + 1; /* the ADD reading the convolution's output */
-        while (a < g->n_nodes && !(g->nodes[a].op == KR_OP_ADD &&
-                                   (g->nodes[a].inputs[0] == conv->outputs[0] ||
-                                    g->nodes[a].inputs[1] == conv->outputs[0])))
-            a++;
-        assert_true(a < g->n_nodes && v->folded[a]);
-        const kr_node *add = &g->nodes[a];
-        int other = add->inputs[0] == conv->outputs[0] ? add->inputs[1] : add->inputs[0];
-        const kr_node *pad = g->tensors[other].producer >= 0 ? &g->nodes[g->tensors[other].producer]
-                                                             : NULL;
-        if (pad && pad->op == KR_OP_PAD) {
-            assert_true(v->folded[g->tensors[other].producer]);
-            other = pad->inputs[0];
-        }
-        const int so = kr_tensor_storage(g, other);
-        assert_ptr_equal(op->add.src, v->mem.arena + v->offsets[so]);
-        assert_int_equal(op->add.ch, g->tensors[other].dims[3]);
-        const size_t out_bytes = kr_cuda_mem_bytes(&v->mem, add->outputs[0]);
-        int in = conv->inputs[0];
-        if (op->dw.src) { /* the depthwise run before it */
-            int q = n - 1;
-            while (q >= 0 && g->nodes[q].op != KR_OP_DEPTHWISE_CONV_2D)
-                q--;
-            assert_true(q >= 0);
-            in = g->nodes[q].inputs[0];
-        }
-        const int si = kr_tensor_storage(g, in);
-        assert_false(ranges_overlap((uintptr_t)op->out, out_bytes,
-                                    (uintptr_t)(v->mem.arena + v->offsets[so]),
-                                    kr_cuda_mem_bytes(&v->mem, so)));
-        assert_false(ranges_overlap((uintptr_t)op->out, out_bytes,
-                                    (uintptr_t)(v->mem.arena + v->offsets[si]),
-                                    kr_cuda_mem_bytes(&v->mem, si)));
-    }
-    return convs;
-}
-
-/* face-short's 16 BlazeFace blocks: each ADD (+ RELU) and the 11 channel PADs of its other
- * operand folded into the pointwise layer before it, and, where PW_MMA_FOLD_DW, 12 of the
- * depthwise layers into the pointwise layer after them (not the 3 followed by a max pool, nor
- * the ones of 28 and 36 channels: K no multiple of 8), in f16 on every class from 7.5; none in
- * f32. */
-static void test_face_short_folds(void **state)
-{
-    (void)state;
-    char path[1024];
-    keyer_error err = {0};
-    if (keyer_registry_resolve("face-short", path, sizeof(path), &err) != KEYER_OK) {
-        printf("face-short not available (%s): skipped\n", err.message);
-        skip();
-    }
-    keyer_model *m = NULL;
-    if (keyer_model_load_file(path, &m, &err) != KEYER_OK)
-        fail_msg("%s", err.message);
-    const kr_graph *g = kr_model_graph(m);
-    assert_int_equal(count_of(g, KR_OP_ADD), 16);
-    assert_int_equal(count_of(g, KR_OP_PAD), 11);
-    static const int ccs[] = {90, 86, 75};
-    for (size_t i = 0; i < sizeof(ccs) / sizeof(ccs[0]); i++) {
-        view v;
-        make_view(&v, g, 1, KR_CUDA_PLAN_SLACK, ccs[i]);
-        printf("face-short f16, compute %d: %d ADD, %d PAD and %d DEPTHWISE_CONV_2D folded into "
-               "pointwise layers\n",
-               ccs[i], folded_of(&v, KR_OP_ADD), folded_of(&v, KR_OP_PAD),
-               folded_of(&v, KR_OP_DEPTHWISE_CONV_2D));
-        assert_int_equal(folded_of(&v, KR_OP_DEPTHWISE_CONV_2D), PW_MMA_FOLD_DW ? 12 : 0);
-        assert_int_equal(check_dw_folds(&v), PW_MMA_FOLD_DW ? 12 : 0);
-        assert_int_equal(folded_of(&v, KR_OP_ADD), 16);
-        assert_int_equal(folded_of(&v, KR_OP_PAD), 11);
-        assert_int_equal(check_add_folds(&v), 16);
-        free_view(&v);
-    }
-    view v;
-    make_view(&v, g, 0, KR_CUDA_PLAN_SLACK, 90);
-    assert_int_equal(folded_of(&v, KR_OP_PAD), 0);
-    assert_int_equal(check_add_folds(&v), 0);
-    free_view(&v);
-    keyer_model_destroy(&m);
-}
-
 int main(void)
 {
     printf("built without the cuda backend: skipped\n");

@@ -36,7 +36,6 @@
  * (float accumulation; k past K: zero products), then + bias, clamp, post function, + residual.
  */
 #include "nn/cuda/common.cuh"
-#include "nn/cuda/ops/depthwise_conv_2d.cuh"
 #include "nn/cuda/ops/resize_bilinear.cuh"
 #include "nn/cuda/tuning.h"
 
@@ -129,59 +128,20 @@ static pwm_layout pwm_plan(int K, int N, int mi, int nbuf = 1)
  * multiple of 8: 16-byte loads; PWM_ODD: any K, 2-byte loads, each warp's still contiguous
  * runs), a folded excitation MUL (kr_cuda_op.scale: act(x * vec) + addend per element), a
  * folded RESIZE_BILINEAR (kr_cuda_op.rs: rs_pixel of the resize's source, then its post
- * function) or a folded DEPTHWISE_CONV_2D (kr_cuda_op.dw), each value rounded to half as the
- * folded node stores it; or (PWM_STEM3, PWM_STEM5) the 3x3 or 5x5 window of an RGB stem, k =
+ * function), each value rounded to half as the folded node stores it; or (PWM_STEM3, PWM_STEM5) the 3x3 or 5x5 window of an RGB stem, k =
  * (ky, kx, c) as the OHWI weights, zero outside the image; PWM_PIPE: as PWM_PLAIN, the next
  * tile's rows copied into a second buffer with cp.async (compute 8.0+; plain loads on 7.5)
  * while the current one is computed. */
-enum { PWM_PLAIN = 0, PWM_SCALE = 1, PWM_RESIZE = 2, PWM_ODD = 3, PWM_DW = 4, PWM_STEM3 = 5,
-       PWM_STEM5 = 6, PWM_PIPE = 7 };
+enum { PWM_PLAIN = 0, PWM_SCALE = 1, PWM_RESIZE = 2, PWM_ODD = 3, PWM_STEM3 = 5, PWM_STEM5 = 6,
+       PWM_PIPE = 7 };
 
 struct pwm_source {
     const __half *vec, *addend;
     int stride, pixels; /* vec elements per item (0: one vector), pixels per item */
     kr_epilogue e;      /* the folded node's clamp and post function (res unused) */
     rs_shape rs;        /* the folded resize: source ih x iw, output oh x ow (the layer's) */
-    const float *dw, *dwb; /* the folded depthwise's weights [kh][kw][K] and bias (or NULL) */
-    int ih, iw, oh, ow, kh, kw, sh, sw, pt, pl; /* its source and output sizes, window */
+    int ih, iw, oh, ow, sh, sw, pt, pl; /* a stem's input and output sizes, strides, pads */
 };
-
-/* 8 channels [k, k + 8) of the folded depthwise's output at (b, oy, ox), as dw_kernel and
- * dw_rows (depthwise_conv_2d.cu) compute them: from the bias, the taps inside the source in
- * (ky, kx) order (kr_dw_fma), then the clamp and post function. */
-__device__ __forceinline__ void pwm_depthwise(const __half *__restrict__ x, const pwm_source &sc,
-                                              int b, int oy, int ox, int k, int K, float *v)
-{
-    float b4[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-    if (sc.dwb) {
-        kr_ldv<4>(sc.dwb + k, b4);
-        kr_ldv<4>(sc.dwb + k + 4, b4 + 4);
-    }
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-        v[j] = b4[j];
-    for (int ky = 0; ky < sc.kh; ky++) {
-        const int iy = kr_conv_in(oy, sc.sh, sc.pt, ky, 1);
-        if ((unsigned)iy >= (unsigned)sc.ih)
-            continue;
-        const __half *row = x + ((size_t)b * sc.ih + iy) * sc.iw * K + k;
-        const float *wrow = sc.dw + (size_t)ky * sc.kw * K + k;
-        for (int kx = 0; kx < sc.kw; kx++) {
-            const int ix = kr_conv_in(ox, sc.sw, sc.pl, kx, 1);
-            if ((unsigned)ix >= (unsigned)sc.iw)
-                continue;
-            float xv[8], wv[8];
-            kr_ldv<4>(row + (size_t)ix * K, xv);
-            kr_ldv<4>(row + (size_t)ix * K + 4, xv + 4);
-            kr_ldv<4>(wrow + (size_t)kx * K, wv);
-            kr_ldv<4>(wrow + (size_t)kx * K + 4, wv + 4);
-            kr_dw_fma<8>(v, xv, wv);
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-        v[j] = kr_apply(sc.e, v[j]);
-}
 
 /* The 8 input channels [8c, 8c + 8) of pixel @p m (K channels) of the tile, vector @p i of the
  * tile's run: as stored (PWM_PLAIN), or through the folded node. */
@@ -214,9 +174,6 @@ __device__ __forceinline__ uint4 pwm_input(const __half *__restrict__ x, size_t 
                 v[2 * j + 1] += af.y;
             }
         }
-    } else if (SRC == PWM_DW) {
-        const int hw = sc.oh * sc.ow, b = m / hw, p = m % hw;
-        pwm_depthwise(x, sc, b, p / sc.ow, p % sc.ow, 8 * c, K, v);
     } else {
         const int hw = sc.rs.oh * sc.rs.ow, b = m / hw, p = m % hw;
         const int oy = p / sc.rs.ow, ox = p % sc.rs.ow;
@@ -481,13 +438,12 @@ extern "C" int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op)
                      (wt->dims[1] == 3 || wt->dims[1] == 5) && wt->dims[1] >= PW_MMA_STEM_MIN_K &&
                      p->stride_h >= 1 &&
                      p->stride_h <= 2 && p->stride_w >= 1 && p->stride_w <= 2 &&
-                     p->dilation_h <= 1 && p->dilation_w <= 1 && !op->scale.src && !op->rs.src &&
-                     !op->dw.src;
+                     p->dilation_h <= 1 && p->dilation_w <= 1 && !op->scale.src && !op->rs.src;
     if (!stem && (wt->dims[1] != 1 || wt->dims[2] != 1 || p->stride_h != 1 || p->stride_w != 1 ||
                   xt->dims[1] != yt->dims[1] || xt->dims[2] != yt->dims[2]))
         return 0;
     const int K = wt->dims[1] * wt->dims[2] * wt->dims[3], N = yt->dims[3];
-    const int folds = (op->scale.src != NULL) + (op->rs.src != NULL) + (op->dw.src != NULL);
+    const int folds = (op->scale.src != NULL) + (op->rs.src != NULL);
     if (folds > 1 || (folds && K % 8) || K > PW_MMA_MAX_K || N > PW_MMA_MAX_N ||
         (!stem && K * N <= PW_MMA_MIN_KN) ||
         yt->dims[1] * yt->dims[2] < PW_MMA_MIN_PIXELS || !pwm_mi(K, N))
@@ -501,11 +457,6 @@ extern "C" int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op)
                           (op->scale.vec_stride != 0 && op->scale.vec_stride != K)))
         return 0;
     if (op->rs.src && (!kr_aligned(op->rs.src, 16) || op->rs.ih < 1 || op->rs.iw < 1))
-        return 0;
-    if (op->dw.src && (!kr_aligned(op->dw.src, 16) || !kr_aligned(op->dw.w, 16) ||
-                       (op->dw.bias && !kr_aligned(op->dw.bias, 16)) || op->dw.ih < 1 ||
-                       op->dw.iw < 1 || op->dw.kh < 1 || op->dw.kw < 1 || op->dw.sh < 1 ||
-                       op->dw.sw < 1))
         return 0;
     /* unaligned rows or pointers take 2-byte accesses (kr_cuda_conv_2d_pw_mma) */
     return !op->add.src || (!op->residual && op->add.ch >= 1 && op->add.ch <= N);
@@ -547,14 +498,6 @@ template <int MI, int SRC> static int pwm_launch(const kr_cuda_op *op, int M, in
         sc.pixels = op->scale.pixels > 0 ? op->scale.pixels : 1;
         kr_activation_range(op->scale.act, &sc.e.lo, &sc.e.hi);
         sc.e.post = (int)op->scale.post;
-    } else if (SRC == PWM_DW) {
-        x = op->dw.src;
-        sc.dw = op->dw.w, sc.dwb = op->dw.bias;
-        sc.ih = op->dw.ih, sc.iw = op->dw.iw, sc.oh = yt->dims[1], sc.ow = yt->dims[2];
-        sc.kh = op->dw.kh, sc.kw = op->dw.kw, sc.sh = op->dw.sh, sc.sw = op->dw.sw;
-        sc.pt = op->dw.pt, sc.pl = op->dw.pl;
-        kr_activation_range(op->dw.act, &sc.e.lo, &sc.e.hi);
-        sc.e.post = (int)op->dw.post;
     } else if (SRC == PWM_STEM3 || SRC == PWM_STEM5) {
         const kr_tensor *xt = kr_in_t(op, 0);
         const kr_window_params *p = &op->node->p.window;
@@ -602,8 +545,6 @@ extern "C" int kr_cuda_conv_2d_pw_mma(const kr_cuda_op *op)
     if (wt->dims[1] > 1) /* an RGB stem (kr_cuda_conv_2d_pw_mma_fits) */
         return wt->dims[1] == 3 ? pwm_launch_mi<PWM_STEM3>(op, (int)m, K, N)
                                 : pwm_launch_mi<PWM_STEM5>(op, (int)m, K, N);
-    if (op->dw.src)
-        return pwm_launch_mi<PWM_DW>(op, (int)m, K, N);
     if (!op->scale.src && !op->rs.src && (K % 8 || !kr_aligned(op->in[0], 16)))
         return pwm_launch_mi<PWM_ODD>(op, (int)m, K, N);
     if (op->scale.src)

@@ -2,7 +2,6 @@
  * The cuda backend's fusion pass (fusion.h).
  */
 #include "nn/cuda/fusion.h"
-#include "nn/cuda/tuning.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -395,43 +394,6 @@ static int fold_resize(const kr_cuda_mem *mem, kr_cuda_op *ops, int p, int n)
     return 1;
 }
 
-/* The DEPTHWISE_CONV_2D fold of fusion.h into the pointwise CONV_2D @p n from node @p p, the
- * node run just before it: 1 if done. */
-static int fold_dw(const kr_cuda_mem *mem, kr_cuda_op *ops, int p, int n)
-{
-    const kr_graph *g = mem->graph;
-    const kr_node *dw = &g->nodes[p], *conv = &g->nodes[n];
-    const kr_window_params *w = &dw->p.window;
-    int t = conv->inputs[0];
-    if (dw->op != KR_OP_DEPTHWISE_CONV_2D || dw->n_inputs < 2 || dw->inputs[0] < 0 ||
-        dw->inputs[1] < 0 || ops[p].residual || ops[p].out != kr_cuda_mem_ptr(mem, t) ||
-        !private_tensor(g, t) || w->depth_multiplier > 1 || w->dilation_h > 1 ||
-        w->dilation_w > 1 || w->padding == KR_PADDING_EXPLICIT)
-        return 0;
-    const int x = dw->inputs[0];
-    const kr_tensor *xt = &g->tensors[x], *tt = &g->tensors[t], *wt = &g->tensors[dw->inputs[1]];
-    const kr_tensor *bt = dw->n_inputs > 2 && dw->inputs[2] >= 0 ? &g->tensors[dw->inputs[2]] : NULL;
-    if (kr_tensor_is_const(xt) || xt->rank != 4 || tt->rank != 4 || wt->rank != 4 ||
-        xt->dims[0] != tt->dims[0] || xt->dims[3] != tt->dims[3] || wt->dims[3] != tt->dims[3] ||
-        !wt->data || wt->dtype != KR_DTYPE_F32 || (bt && (!bt->data || bt->dtype != KR_DTYPE_F32)) ||
-        ptr_overlaps(mem, ops[n].out, kr_cuda_mem_bytes(mem, conv->outputs[0]), x))
-        return 0;
-    kr_cuda_op trial = ops[n];
-    trial.dw.src = kr_cuda_mem_ptr(mem, x);
-    trial.dw.w = (const float *)ops[p].in[1];
-    trial.dw.bias = bt ? (const float *)ops[p].in[2] : NULL;
-    trial.dw.ih = xt->dims[1], trial.dw.iw = xt->dims[2];
-    trial.dw.kh = wt->dims[1], trial.dw.kw = wt->dims[2];
-    trial.dw.sh = w->stride_h, trial.dw.sw = w->stride_w;
-    trial.dw.pt = w->pad_top, trial.dw.pl = w->pad_left;
-    trial.dw.act = dw->activation;
-    trial.dw.post = ops[p].post;
-    if (!kr_cuda_conv_2d_pw_mma_fits(&trial))
-        return 0;
-    ops[n] = trial;
-    return 1;
-}
-
 /* The next node after @p n that runs (not folded), or -1. */
 static int next_run(const kr_graph *g, const unsigned char *folded, int n)
 {
@@ -467,18 +429,7 @@ static int fold_add(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *fold
     if (a < 0 || ops[n].residual || ops[n].scale.src || ops[n].rs.src ||
         ops[n].out != kr_cuda_mem_ptr(mem, tc) || !private_tensor(g, tc))
         return 0;
-    /* with a folded depthwise (the node run before it, its output the convolution's input), the
-     * convolution reads the depthwise's input */
-    int in = conv->inputs[0];
-    if (ops[n].dw.src) {
-        int q = n - 1;
-        while (q >= 0 && !(folded[q] && g->nodes[q].op == KR_OP_DEPTHWISE_CONV_2D &&
-                           ops[q].out == kr_cuda_mem_ptr(mem, conv->inputs[0])))
-            q--;
-        if (q < 0)
-            return 0;
-        in = g->nodes[q].inputs[0];
-    }
+    const int in = conv->inputs[0];
     if (g->nodes[a].op == KR_OP_PAD) {
         p = a;
         a = next_run(g, folded, p);
@@ -545,7 +496,7 @@ int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
         if (c < 0)
             continue;
         if (fold_pool(mem, ops, c, n) || fold_scale(mem, ops, folded, c, n) ||
-            fold_resize(mem, ops, c, n) || (PW_MMA_FOLD_DW && fold_dw(mem, ops, c, n))) {
+            fold_resize(mem, ops, c, n)) {
             folded[c] = 1;
             n_folded++;
             continue;
@@ -651,7 +602,6 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
         op->scale.src = op->scale.vec = op->scale.addend = NULL;
         op->rs.src = NULL;
         op->add.src = NULL;
-        op->dw.src = NULL;
         op->w16 = NULL;
         if (node->op == KR_OP_CONV_2D && node->n_inputs > 1 && node->inputs[1] >= 0 &&
             mem->w16_offsets && mem->w16_offsets[node->inputs[1]] != SIZE_MAX)

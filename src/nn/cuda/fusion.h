@@ -46,9 +46,7 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
  * convolution's input load (kr_cuda_op.scale), where kr_cuda_conv_2d_pw_mma takes the layer
  * (f16 TFLite layers) and the convolution does not write over the MUL's operands; and so is a
  * RESIZE_BILINEAR (no activation) run just before such a convolution that alone reads its
- * output (kr_cuda_op.rs: the convolution samples the resize's input), and a DEPTHWISE_CONV_2D
- * (multiplier 1, no dilation or residual) likewise (kr_cuda_op.dw: the convolution computes
- * the depthwise outputs from its input). Last, an ADD (with the
+ * output (kr_cuda_op.rs: the convolution samples the resize's input). Last, an ADD (with the
  * activation folded into it) run right after such a pointwise layer without other folds, or
  * after a channel PAD (zeros) of its other operand run right after it, is done in the layer's
  * epilogue (kr_cuda_op.add) when the layer's output is read by the ADD alone and the other

@@ -99,19 +99,6 @@ typedef struct kr_cuda_op {
         int ih, iw, align, half;
         kr_cuda_post post;
     } rs;
-    /* A DEPTHWISE_CONV_2D (multiplier 1, no dilation, no residual) folded into the pointwise
-     * CONV_2D that alone reads its output (fusion.h, kr_cuda_fuse_gathers): the convolution
-     * computes each input value as the per-node depthwise kernel does (from the bias, the taps
-     * inside src in (ky, kx) order; its clamp and post function), rounded to the element type,
-     * instead of reading in[0] (which is not written). src NULL: no fold. Only
-     * kr_cuda_conv_2d_pw_mma takes such layers. */
-    struct {
-        const void *src;
-        const float *w, *bias; /* [kh][kw][C] float weights; bias NULL: none */
-        int ih, iw, kh, kw, sh, sw, pt, pl;
-        kr_activation act;
-        kr_cuda_post post;
-    } dw;
     /* An ADD (with its activation and post function) of this pointwise CONV_2D's output and
      * another tensor, folded into the convolution (fusion.h, kr_cuda_fuse_gathers): the
      * convolution's value, rounded to the element type as it would be stored, plus src's (of
@@ -220,8 +207,8 @@ int kr_cuda_conv_2d_tc(const kr_cuda_op *op);
  * f16 instance with half weights (op->w16) on compute 7.5 or newer (the device's or the emulated
  * class's: all take it alike), SAME or VALID padding (not an ONNX layer), no groups or folded
  * concatenations or pools, 1x1 with stride 1 and the input's size, K and N within the limits of
- * tuning.h (PW_MMA_*), float bias; with a folded MUL or resize (op->scale, op->rs) K and N
- * multiples of 8 and 16-byte aligned sources, output and residual. Never chosen by batch.
+ * tuning.h (PW_MMA_*), float bias; with a folded MUL or resize (op->scale, op->rs) K a
+ * multiple of 8 and 16-byte aligned sources. Never chosen by batch.
  * kr_cuda_conv_2d calls both (conv_2d_pw_mma.cu). */
 int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op);
 /* Queues the tensor-core pointwise layer of @p op (which kr_cuda_conv_2d_pw_mma_fits accepted);

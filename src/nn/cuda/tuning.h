@@ -64,13 +64,10 @@
 /* Measured (H200, selfie and face-short f16 at batch 256, per-node profile of the session-8
  * trial): the 16 -> 16 layers at 64x64 and 128x128 ran slower here than on conv_narrow (0.157
  * against 0.110 ms at 128x128), so layers of at most PW_MMA_MIN_KN weights keep the CUDA-core
- * path; the 3x3 RGB stem too (0.271 against 0.213 ms; the 5x5 one 0.120 against 0.287 ms); and a
- * depthwise layer computed in the tile's copy (kr_cuda_op.dw) cost more than the tensor it kept
- * out of memory (selfie's 72 -> 24 projection with its depthwise 0.200 ms against 0.185), so
- * PW_MMA_FOLD_DW is off. */
+ * path; the 3x3 RGB stem too (0.271 against 0.213 ms; the 5x5 one 0.120 against 0.287 ms:
+ * stems of a PW_MMA_STEM_MIN_K-wide window or more). */
 #define PW_MMA_MIN_KN 256
 #define PW_MMA_STEM_MIN_K 5
-#define PW_MMA_FOLD_DW 0
 
 /* ---- the persistent planner (persistent/plan.c) -------------------------------------------- */
 
