@@ -147,6 +147,13 @@ static const tcase cases[] = {
     DWCONV(7, 9, 8, 1, 3, 1, SAME, RELU6, 1),   /* stride 1: rows of 4 pixels per thread */
     DWCONV(6, 11, 12, 1, 5, 1, SAME, NONE, 1),
     DWCONV(8, 7, 4, 1, 3, 1, VALID, RELU, 1),
+    /* half precision, 8 or 2 channels of 4 pixels per thread (cuda dw_half): 8k channels at
+     * 3x3 and 5x5, strides 1 and 2; even channel counts no multiple of 4 (2-channel accesses) */
+    DWCONV(9, 11, 16, 1, 3, 2, SAME, RELU, 1),
+    DWCONV(8, 9, 24, 1, 5, 2, SAME, NONE, 1),
+    DWCONV(6, 9, 16, 1, 5, 1, SAME, RELU6, 1),
+    DWCONV(10, 9, 14, 1, 3, 2, SAME, RELU6, 1),
+    DWCONV(7, 6, 6, 1, 3, 1, VALID, NONE, 1),
     /* Convolution2DTransposeBias: H, W, Cin, Cout, K, S, padding */
     TCONV(4, 3, 3, 2, 2, 2, SAME),
     TCONV(4, 3, 3, 2, 3, 2, SAME),
@@ -204,6 +211,10 @@ static const tcase cases[] = {
     POOL(MAX_POOL_2D, 9, 7, 2, 2, 2, 2, 2, SAME, NONE),
     POOL(MAX_POOL_2D, 7, 5, 3, 3, 3, 1, 1, SAME, RELU6),
     POOL(MAX_POOL_2D, 6, 5, 3, 3, 2, 1, 2, VALID, RELU_N1_TO_1),
+    /* half precision, 8 or 2 channels per thread (cuda pool_half) */
+    POOL(MAX_POOL_2D, 8, 10, 16, 2, 2, 2, 2, SAME, NONE),
+    POOL(MAX_POOL_2D, 9, 7, 6, 2, 2, 2, 2, VALID, RELU),
+    POOL(AVERAGE_POOL_2D, 7, 9, 8, 3, 3, 2, 2, SAME, RELU6),
     /* MEAN */
     {.op = KR_OP_MEAN, .rank = 4, .dims = D4(1, 7, 5, 3), .n_axes = 2, .axes = {1, 2}, .keep = 1},
     {.op = KR_OP_MEAN, .rank = 4, .dims = D4(1, 7, 5, 3), .n_axes = 2, .axes = {1, 2}},
@@ -222,6 +233,10 @@ static const tcase cases[] = {
     {.op = KR_OP_PAD, .rank = 3, .dims = {1, 5, 4}, .pads = {{0, 0}, {1, 1}, {2, 0}}},
     {.op = KR_OP_PAD, .rank = 2, .dims = {1, 6}, .pads = {{0, 0}, {3, 2}}},
     /* RESIZE_BILINEAR: H, W, C, OH, OW, align_corners, half_pixel_centers */
+    /* half precision, 8 channels per thread (cuda resize_rows) */
+    RESIZE(4, 5, 16, 8, 10, 0, 0),
+    RESIZE(5, 3, 8, 9, 7, 0, 1),
+    RESIZE(4, 4, 8, 7, 5, 1, 0),
     RESIZE(3, 5, 2, 7, 4, 0, 0),
     RESIZE(3, 5, 2, 7, 4, 1, 0),
     RESIZE(3, 5, 2, 7, 4, 0, 1),
@@ -1429,7 +1444,7 @@ static int chain_pw(kt_graph *b, kt_rng *rng, int x, const int *xd, int cout, kr
  * 128 (the 16-rows-per-warp layout), a HARD_SWISH and a RELU6 folded, a residual ADD folded
  * into the 72 -> 24 projection, an excitation's MUL before a pointwise layer (folded into it)
  * and a bilinear upsample before one (folded too), then K and N of 24 -> 28 -> 42 (no multiples
- * of 8) with a residual ADD. Every cuda variant against the reference at batch 1 and 3. */
+ * of 8: 4-byte loads, stores of channel pairs) with a residual ADD. Every cuda variant against the reference at batch 1 and 3. */
 static void test_pointwise_mma_chains(void **state)
 {
     (void)state;
@@ -1469,9 +1484,9 @@ static void test_pointwise_mma_chains(void **state)
 }
 
 /* BlazeFace's blocks as the per-node f16 schedule folds them into the tensor-core pointwise
- * layer (cuda kr_cuda_op.add, kr_cuda_op.dw): depthwise 3x3 -> 1x1 24 -> 28, + the input
- * padded to 28 channels, RELU (depthwise, PAD and ADD folded into the 1x1, 2-byte stores);
- * depthwise -> 1x1 28 -> 28 + the block's input, RELU (2-byte loads, no PAD); a 1x1 32 -> 32
+ * layer (cuda kr_cuda_op.add): depthwise 3x3 -> 1x1 24 -> 28, + the input padded to 28
+ * channels, RELU (PAD and ADD folded into the 1x1, stores of channel pairs); depthwise -> 1x1
+ * 28 -> 28 + the block's input, RELU (4-byte loads, no PAD); a 1x1 32 -> 32
  * with the ADD's operands in the other order (16-byte path); a 5x5 stride-2 depthwise + RELU6
  * into a 1x1. 19 x 13 pixels (partial tiles). Every cuda variant against the reference at
  * batch 1 and 3. */
@@ -1498,13 +1513,45 @@ static void test_blazeface_chains(void **state)
     int a3 = chain_binary(&b, KR_OP_ADD, c3, q, d5);
     a3 = chain_unary(&b, KR_OP_RELU, a3, d5);
     int u = chain_pw(&b, &rng, a3, d5, 16, KR_ACT_NONE, d6);
-    /* a 5x5 stride-2 depthwise with RELU6 read only by a pointwise layer (folded into it:
-     * kr_cuda_op.dw), 10 x 7 pixels */
+    /* a 5x5 stride-2 depthwise with RELU6 read only by a pointwise layer, 10 x 7 pixels */
     int d8[4], d9[4];
     int w3 = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, u, d6, 16, 5, 2, KR_ACT_RELU6, d8);
     int y = chain_pw(&b, &rng, w3, d8, 24, KR_ACT_NONE, d9);
     kt_graph_output(&b, y);
     finish_and_check(&b, "blazeface chains");
+}
+
+/* BlazeFace's wide blocks (face-short's 88 -> 96 and 96 -> 96 at 8x8, 72 -> 80 at 16x16):
+ * depthwise 3x3 -> 1x1 88 -> 96, + the input padded to 96 channels, RELU; depthwise -> 1x1
+ * 96 -> 96 + the block's input, RELU; 1x1 96 -> 72 + RELU, then 72 -> 80 + its input padded,
+ * RELU. With the weights as hi + lo halves these tensor-core layers pass 48 KB of shared memory
+ * (cuda conv_2d_pw_mma.cu: the 64 KB opt-in, PW_MMA_MAX_SMEM). 9 x 7 pixels (63: a partial
+ * tile). Every cuda variant against the reference at batch 1 and 3. */
+static void test_blazeface_wide_chains(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "blazeface wide chains", 48, 24, 1 << 20);
+    kt_rng rng = kt_rng_seed(27182);
+    int xd[4] = {1, 9, 7, 88}, d1[4], d2[4], dp[4], d3[4], d4[4], d5[4], d6[4], dq[4];
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int w = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, 88, 3, 1, KR_ACT_NONE, d1);
+    int c = chain_pw(&b, &rng, w, d1, 96, KR_ACT_NONE, d2);
+    int p = chain_channel_pad(&b, x, xd, 96, dp);
+    int a = chain_binary(&b, KR_OP_ADD, p, c, d2);
+    a = chain_unary(&b, KR_OP_RELU, a, d2);
+    int w2 = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, a, d2, 96, 3, 1, KR_ACT_NONE, d3);
+    int c2 = chain_pw(&b, &rng, w2, d3, 96, KR_ACT_NONE, d4);
+    int a2 = chain_binary(&b, KR_OP_ADD, a, c2, d4);
+    a2 = chain_unary(&b, KR_OP_RELU, a2, d4);
+    int c3 = chain_pw(&b, &rng, a2, d4, 72, KR_ACT_RELU, d5);
+    int c4 = chain_pw(&b, &rng, c3, d5, 80, KR_ACT_NONE, d6);
+    int q = chain_channel_pad(&b, c3, d5, 80, dq);
+    int y = chain_binary(&b, KR_OP_ADD, c4, q, d6);
+    y = chain_unary(&b, KR_OP_RELU, y, d6);
+    kt_graph_output(&b, y);
+    finish_and_check(&b, "blazeface wide chains");
 }
 
 /* The TFLite RGB stems on the tensor-core kernel in f16 (cuda conv_2d_pw_mma.cu, PWM_STEM3 and
@@ -2005,6 +2052,7 @@ int main(void)
         cmocka_unit_test(test_pointwise_tile_chains),
         cmocka_unit_test(test_pointwise_mma_chains),
         cmocka_unit_test(test_blazeface_chains),
+        cmocka_unit_test(test_blazeface_wide_chains),
         cmocka_unit_test(test_rgb_stems),
         cmocka_unit_test(test_excitation_chains),
         cmocka_unit_test(test_expand_dw_chains),

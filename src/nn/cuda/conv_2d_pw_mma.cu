@@ -1,8 +1,10 @@
 /*
  * Pointwise (1x1, stride 1, unpadded) CONV_2D layers of the TFLite models in half precision on
  * the tensor cores (issue 27): Y[m, n] = act(sum_k X[m, k] W[n, k] + bias[n]) (+ residual), with
- * m the pixels of the NHWC tensor (whole rows of K halves) and W the half copy of the layer's
- * OHWI weights (kr_cuda_op.w16).
+ * m the pixels of the NHWC tensor (whole rows of K halves) and W the layer's OHWI float weights,
+ * each split into two halves, hi = half(w) and lo = half(w - hi), both multiplied on the tensor
+ * cores into the same float sums (so the weights are not rounded to half on top of the
+ * activations: the layer's error is that of the CUDA-core kernels, whose weights are float).
  *
  * At batch 256 these layers ran on the CUDA cores (conv_2d.cu: the narrow, grouped and tile
  * paths and the GEMM) at a fraction of both their memory floor and the FMA peak; here the
@@ -10,17 +12,19 @@
  * and of its output rows out.
  *
  * A block of 4 warps takes a tile of BM = 16 MI x 4 pixel rows: it copies the tile's rows (one
- * contiguous run of BM x K halves) into shared memory with 16-byte loads (2-byte loads where K
- * or N is no multiple of 8: BlazeFace's 28, 36, 42 channels), rows padded to KP + 8
+ * contiguous run of BM x K halves) into shared memory with 16-byte loads (4- or 2-byte loads
+ * where K is no multiple of 8: BlazeFace's 28, 36, 42 channels), rows padded to KP + 8
  * halves (KP: K rounded up to 16, the columns past K zero) so that ldmatrix reads without bank
  * conflicts. Warp w computes rows [16 MI w, 16 MI (w + 1)) of the tile, 32 output channels at a
- * time: per 16-deep chunk of k, one ldmatrix.x4 of A per 16 rows and two of B (4 n8 tiles of the
- * weights, staged once per block as [NP][KP + 8] halves, zero past N and K), then
- * mma.sync.m16n8k8 (f16 in, f32 accumulate) for the chunk's lower then upper 8 k. The
+ * time: per 16-deep chunk of k, one ldmatrix.x4 of A per 16 rows and two of each weight half
+ * (4 n8 tiles of the weights, staged once per block as hi and lo [NP][KP + 8] halves, zero past
+ * N and K), then mma.sync.m16n8k8 (f16 in, f32 accumulate) for the chunk's lower 8 k with hi,
+ * with lo, then the upper 8 k likewise. The
  * accumulators get the bias, the clamp and the folded activation in registers, go through a
  * per-warp float staging area, and the warp writes whole 64-byte pieces of output rows (adding a
- * folded residual there) with 16-byte stores (2-byte stores, a warp still writing contiguous
- * runs, where K or N is no multiple of 8). The grid is one wave of resident blocks, each looping
+ * folded residual there) with 16-byte stores (where N is no multiple of 8: pairs of channels,
+ * 4-byte stores, the folded operand's loads all issued first; 2-byte stores where N is odd or
+ * a pointer unaligned; a warp still writing contiguous runs). The grid is one wave of resident blocks, each looping
  * over tiles with the weights staged once. A MUL by an excitation's channel vector or a bilinear
  * upsample folded into the layer (fusion.h) is computed in the copy into shared memory, each
  * value rounded to half as the folded node would have stored it, so the results are those of
@@ -31,9 +35,10 @@
  * layer shape only (kr_cuda_conv_2d_pw_mma_fits), never by batch or device, and an item's result
  * is the same at every batch size and under every emulated class.
  *
- * Sum order (ops/conv_2d.cuh, "tensor-core pointwise"): the weights rounded to half; from 0, the
- * 8-deep chunks of k in order, each chunk's 8 products summed as the tensor core sums them
- * (float accumulation; k past K: zero products), then + bias, clamp, post function, + residual.
+ * Sum order (ops/conv_2d.cuh, "tensor-core pointwise"): each weight as hi + lo halves; from 0,
+ * the 8-deep chunks of k in order, each chunk's 8 products with hi summed as the tensor core sums
+ * them (float accumulation; k past K: zero products), then its 8 products with lo likewise;
+ * then + bias, clamp, post function, + residual.
  */
 #include "nn/cuda/common.cuh"
 #include "nn/cuda/ops/resize_bilinear.cuh"
@@ -102,8 +107,9 @@ __device__ __forceinline__ void pwm_mma(float *c, unsigned a0, unsigned a1, unsi
 #endif
 }
 
-/* Shared memory of a block: A tile [BM][KP + 8] halves (two of them for PWM_PIPE), weights
- * [NP][KP + 8] halves, bias [NP] floats, per-warp staging [16 MI][PWM_LDS] floats. */
+/* Shared memory of a block: A tile [BM][KP + 8] halves (two of them for PWM_PIPE), the
+ * weights' high then low halves [2][NP][KP + 8], bias [NP] floats, per-warp staging
+ * [16 MI][PWM_LDS] floats. */
 struct pwm_layout {
     int KP, NP, lda, bm;
     size_t a_off, w_off, b_off, s_off, bytes;
@@ -118,14 +124,15 @@ static pwm_layout pwm_plan(int K, int N, int mi, int nbuf = 1)
     l.bm = 16 * mi * PWM_WARPS;
     l.a_off = 0;
     l.w_off = l.a_off + (size_t)nbuf * l.bm * l.lda * 2;
-    l.b_off = l.w_off + (size_t)l.NP * l.lda * 2;
+    l.b_off = l.w_off + (size_t)2 * l.NP * l.lda * 2;
     l.s_off = l.b_off + (size_t)l.NP * 4;
     l.bytes = l.s_off + (size_t)PWM_WARPS * 16 * mi * PWM_LDS * 4;
     return l;
 }
 
 /* Where a layer's input values come from (the kernel's SRC): the input tensor as stored (K a
- * multiple of 8: 16-byte loads; PWM_ODD: any K, 2-byte loads, each warp's still contiguous
+ * multiple of 8: 16-byte loads; PWM_ODD: any K, 2-byte loads (4-byte ones where K is even and the
+ * input 4-byte aligned), each warp's still contiguous
  * runs), a folded excitation MUL (kr_cuda_op.scale: act(x * vec) + addend per element), a
  * folded RESIZE_BILINEAR (kr_cuda_op.rs: rs_pixel of the resize's source, then its post
  * function), each value rounded to half as the folded node stores it; or (PWM_STEM3, PWM_STEM5) the 3x3 or 5x5 window of an RGB stem, k =
@@ -244,9 +251,63 @@ __device__ __forceinline__ void pwm_store_rows(const float *st, __half *__restri
     }
 }
 
+/* How a layer's stores go (pwm_store_mode): whole 16-byte pieces of output rows
+ * (pwm_store_rows), pairs of channels (pwm_store_pairs), or one channel per lane. */
+enum { PWM_ST_VEC = 0, PWM_ST_ONE = 1, PWM_ST_PAIRS = 2 };
+
+/* The staged values of rows [0, @p rows) (at most RW) of a warp's 32-channel pass @p nc, for
+ * layers of an even N whose stores and operands are 4-byte aligned (BlazeFace's 28, 36, 42
+ * channels; pwm_store_mode): lane (pair, row parity) = (lane % 16, lane / 16) writes channels
+ * nc + 2 pair, + 1 of every other row as one __half2. A folded residual (e.res, N channels) or
+ * ADD operand (ra.src, ra.ch channels, even; zeros past ra.ch: never both, see
+ * pwm_store_mode) is read for 16 of the warp's rows first, so that those loads are
+ * in flight together, then added as the one-channel stores add it: the same values. Not inlined: inlined, its loads
+ * raised the kernel's registers from 96 to 124 (sm_90, 32 rows per warp), fewer resident
+ * blocks for every layer. */
+template <int RW>
+__device__ __noinline__ void pwm_store_pairs(const float *st, __half *__restrict__ y,
+                                                const kr_epilogue &e, const pwm_add &ra, int m,
+                                                int rows, int nc, int N, int lane)
+{
+    const int p = lane & 15, h = lane >> 4, col = nc + 2 * p;
+    if (col >= N)
+        return;
+    const __half *rsrc = e.res ? (const __half *)e.res : ra.src;
+    const int rch = e.res ? N : ra.ch;
+    const bool rin = rsrc != NULL && col < rch;
+    constexpr int G = RW / 2 < 8 ? RW / 2 : 8; /* rows per lane in one group of loads */
+#pragma unroll
+    for (int i0 = 0; i0 < RW / 2; i0 += G) {
+    __half2 rv[G];
+#pragma unroll
+    for (int i = 0; i < G; i++) {
+        const int r = 2 * (i0 + i) + h;
+        rv[i] = __floats2half2_rn(0.0f, 0.0f);
+        if (rin && r < rows)
+            rv[i] = *reinterpret_cast<const __half2 *>(rsrc + (size_t)(m + r) * rch + col);
+    }
+#pragma unroll
+    for (int i = 0; i < G; i++) {
+        const int r = 2 * (i0 + i) + h;
+        if (r >= rows)
+            continue;
+        const float2 rf = __half22float2(rv[i]);
+        float2 v = *reinterpret_cast<const float2 *>(st + r * PWM_LDS + 2 * p);
+        if (e.res) {
+            v.x += rf.x;
+            v.y += rf.y;
+        } else if (ra.src) {
+            v.x = pwm_added(ra, v.x, rf.x);
+            v.y = pwm_added(ra, v.y, rf.y);
+        }
+        *reinterpret_cast<__half2 *>(y + (size_t)(m + r) * N + col) = __floats2half2_rn(v.x, v.y);
+    }
+    }
+}
+
 template <int MI, int SRC>
 __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restrict__ x,
-                                                           const __half *__restrict__ w,
+                                                           const float *__restrict__ w,
                                                            const float *__restrict__ bias,
                                                            __half *__restrict__ y, int M, int K,
                                                            int N, int KP, int NP, int tiles,
@@ -258,15 +319,21 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
     const int lda = KP + 8;
     constexpr int NBUF = SRC == PWM_PIPE ? 2 : 1;
     __half *as = reinterpret_cast<__half *>(pwm_sm);
-    __half *ws = as + (size_t)NBUF * BM * lda;
-    float *bs = reinterpret_cast<float *>(ws + (size_t)NP * lda);
+    __half *ws = as + (size_t)NBUF * BM * lda; /* the weights' high halves */
+    __half *wl = ws + (size_t)NP * lda;        /* and their low halves */
+    float *bs = reinterpret_cast<float *>(wl + (size_t)NP * lda);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     float *st = bs + NP + warp * RW * PWM_LDS;
-    /* the weights and bias once per block, zero past N and K; the A tile's columns past K zero
-     * (the row loads below never write them) */
+    /* the weights and bias once per block, zero past N and K: each float weight as
+     * hi = half(w) and lo = half(w - hi) (w - hi is exact in float), so that hi + lo is w to
+     * about 2^-22 relative and the layer's only roundings are the activations' and the sums';
+     * the A tile's columns past K zero (the row loads below never write them) */
     for (int i = tid; i < NP * KP; i += PWM_THREADS) {
         const int n = i / KP, k = i % KP;
-        ws[n * lda + k] = n < N && k < K ? w[(size_t)n * K + k] : __float2half_rn(0.0f);
+        const float v = n < N && k < K ? w[(size_t)n * K + k] : 0.0f;
+        const __half h = __float2half_rn(v);
+        ws[n * lda + k] = h;
+        wl[n * lda + k] = __float2half_rn(v - __half2float(h));
     }
     for (int i = tid; i < NP; i += PWM_THREADS)
         bs[i] = bias && i < N ? bias[i] : 0.0f;
@@ -275,7 +342,7 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
         as[r * lda + k] = __float2half_rn(0.0f);
     }
     const int kv = K / 8; /* 16-byte vectors per row */
-    const unsigned w_base = pwm_smem(ws);
+    const unsigned w_base = pwm_smem(ws), wl_off = (unsigned)NP * (unsigned)lda * 2u;
     /* PWM_PIPE: the rows of tile t (all of the block's vectors, zero past M) into buffer b */
     auto issue = [&](int t, int b) {
         const int tm0 = t * BM, th = M - tm0 < BM ? M - tm0 : BM;
@@ -324,9 +391,20 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                     }
             }
         } else if (SRC == PWM_ODD) {
-            for (int i = tid; i < BM * K; i += PWM_THREADS) {
-                const int r = i / K;
-                as[r * lda + i % K] = r < here ? x[(size_t)m0 * K + i] : __float2half_rn(0.0f);
+            if ((K & 1) == 0 && (reinterpret_cast<uintptr_t>(x) & 3) == 0) { /* pairs */
+                const int K2 = K / 2;
+                const __half2 *x2 = reinterpret_cast<const __half2 *>(x + (size_t)m0 * K);
+                for (int i = tid; i < BM * K2; i += PWM_THREADS) {
+                    const int r = i / K2;
+                    *reinterpret_cast<__half2 *>(as + r * lda + 2 * (i - r * K2)) =
+                        r < here ? x2[i] : __floats2half2_rn(0.0f, 0.0f);
+                }
+            } else {
+                for (int i = tid; i < BM * K; i += PWM_THREADS) {
+                    const int r = i / K;
+                    as[r * lda + i % K] =
+                        r < here ? x[(size_t)m0 * K + i] : __float2half_rn(0.0f);
+                }
             }
         } else {
             for (int i = tid; i < BM * kv; i += PWM_THREADS) {
@@ -351,25 +429,31 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                     for (int q = 0; q < 4; q++)
                         acc[i][j][q] = 0.0f;
             for (int k0 = 0; k0 < KP; k0 += 16) {
-                unsigned a[MI][4], b[2][4];
+                unsigned a[MI][4], b[2][4], bl[2][4];
 #pragma unroll
                 for (int i = 0; i < MI; i++)
                     pwm_ldsm4(a[i], a_base + (unsigned)(((r0 + 16 * i + (lane & 15)) * lda + k0 +
                                                          (lane >> 4) * 8) *
                                                         2));
 #pragma unroll
-                for (int j = 0; j < 2; j++) /* n8 tiles 2j, 2j + 1: (tile, k half) per matrix */
-                    pwm_ldsm4(b[j], w_base + (unsigned)(((nc + (2 * j + (lane >> 4)) * 8 +
-                                                          (lane & 7)) *
-                                                             lda +
-                                                         k0 + ((lane >> 3) & 1) * 8) *
-                                                        2));
+                for (int j = 0; j < 2; j++) { /* n8 tiles 2j, 2j + 1: (tile, k half) per matrix */
+                    const unsigned bo = w_base + (unsigned)(((nc + (2 * j + (lane >> 4)) * 8 +
+                                                              (lane & 7)) *
+                                                                 lda +
+                                                             k0 + ((lane >> 3) & 1) * 8) *
+                                                            2);
+                    pwm_ldsm4(b[j], bo);
+                    pwm_ldsm4(bl[j], bo + wl_off);
+                }
+                /* per 8-deep chunk: the products with the high halves, then the low halves */
 #pragma unroll
                 for (int i = 0; i < MI; i++)
 #pragma unroll
                     for (int t = 0; t < 4; t++) {
                         pwm_mma(acc[i][t], a[i][0], a[i][1], b[t >> 1][(t & 1) * 2]);
+                        pwm_mma(acc[i][t], a[i][0], a[i][1], bl[t >> 1][(t & 1) * 2]);
                         pwm_mma(acc[i][t], a[i][2], a[i][3], b[t >> 1][(t & 1) * 2 + 1]);
+                        pwm_mma(acc[i][t], a[i][2], a[i][3], bl[t >> 1][(t & 1) * 2 + 1]);
                     }
             }
             /* bias, clamp, post function in registers; then the staging rows */
@@ -387,7 +471,9 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                         kr_apply(e, acc[i][t][2] + b0), kr_apply(e, acc[i][t][3] + b1));
                 }
             __syncwarp();
-            if (st_odd) { /* lane j: column nc + j of each row */
+            if (st_odd == PWM_ST_PAIRS) {
+                pwm_store_pairs<RW>(st, y, e, ra, m0 + r0, here - r0, nc, N, lane);
+            } else if (st_odd) { /* lane j: column nc + j of each row */
                 const int col = nc + lane;
                 for (int r = 0; r < RW && r0 + r < here && col < N; r++) {
                     float v = st[r * PWM_LDS + lane];
@@ -407,14 +493,23 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
     }
 }
 
-/* The block layout a layer takes: 32 rows per warp where it fits PW_MMA_MAX_SMEM, else 16;
- * 0 when neither fits. A function of K, N and the A buffers only (the rows per warp change no
- * sum: each output row is its own tile row's product). */
+/* The rows per warp of a block layout with @p nbuf A buffers within @p limit bytes of shared
+ * memory: 32 where it fits, else 16; 0 when neither fits. */
+static int pwm_mi_within(int K, int N, int nbuf, size_t limit)
+{
+    if (pwm_plan(K, N, 2, nbuf).bytes <= limit)
+        return 2;
+    return pwm_plan(K, N, 1, nbuf).bytes <= limit ? 1 : 0;
+}
+
+/* The block layout a layer takes with @p nbuf A buffers: within PW_MMA_SMEM where it fits,
+ * else within PW_MMA_MAX_SMEM (an opt-in every class from 7.5 allows); 0 when neither fits. A
+ * function of K, N and the A buffers only (the rows per warp change no sum: each output row is
+ * its own tile row's product). */
 static int pwm_mi(int K, int N, int nbuf = 1)
 {
-    if (pwm_plan(K, N, 2, nbuf).bytes <= PW_MMA_MAX_SMEM)
-        return 2;
-    return pwm_plan(K, N, 1, nbuf).bytes <= PW_MMA_MAX_SMEM ? 1 : 0;
+    const int mi = pwm_mi_within(K, N, nbuf, PW_MMA_SMEM);
+    return mi ? mi : pwm_mi_within(K, N, nbuf, PW_MMA_MAX_SMEM);
 }
 
 extern "C" int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op)
@@ -462,12 +557,20 @@ extern "C" int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op)
     return !op->add.src || (!op->residual && op->add.ch >= 1 && op->add.ch <= N);
 }
 
-/* Whether a layer's stores take 2-byte accesses: rows of N no multiple of 8, or an output,
- * residual or folded ADD operand not 16-byte aligned or not of N channels (the same values). */
-static int pwm_stores_odd(const kr_cuda_op *op, int N)
+/* How a layer's stores go (the same values every way): PWM_ST_VEC where rows of N are 16-byte
+ * multiples and the output, residual and folded ADD operand (of N channels) 16-byte aligned;
+ * else PWM_ST_PAIRS where N, the ADD operand's channels and every row are even and 4-byte
+ * aligned (and not both a residual and an ADD); else PWM_ST_ONE (2-byte accesses). */
+static int pwm_store_mode(const kr_cuda_op *op, int N)
 {
-    return N % 8 || !kr_aligned(op->out, 16) || (op->residual && !kr_aligned(op->residual, 16)) ||
-           (op->add.src && (op->add.ch != N || !kr_aligned(op->add.src, 16)));
+    if (!(N % 8 || !kr_aligned(op->out, 16) || (op->residual && !kr_aligned(op->residual, 16)) ||
+          (op->add.src && (op->add.ch != N || !kr_aligned(op->add.src, 16)))))
+        return PWM_ST_VEC;
+    if (N % 2 == 0 && kr_aligned(op->out, 4) && !(op->residual && op->add.src) &&
+        (!op->residual || kr_aligned(op->residual, 4)) &&
+        (!op->add.src || (op->add.ch % 2 == 0 && kr_aligned(op->add.src, 4))))
+        return PWM_ST_PAIRS;
+    return PWM_ST_ONE;
 }
 
 template <int MI, int SRC> static int pwm_launch(const kr_cuda_op *op, int M, int K, int N)
@@ -477,6 +580,12 @@ template <int MI, int SRC> static int pwm_launch(const kr_cuda_op *op, int M, in
     /* one wave of resident blocks (registers, shared memory, threads), each looping over
      * tiles; the grid only spreads the tiles: it changes no result */
     int per_sm = 0;
+    if (l.bytes > 48 * 1024) { /* past the default: opt in (PW_MMA_MAX_SMEM, every class) */
+        const cudaError_t ae = cudaFuncSetAttribute(
+            conv_pw_mma<MI, SRC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)l.bytes);
+        if (ae != cudaSuccess)
+            return (int)ae;
+    }
     const cudaError_t oe =
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_pw_mma<MI, SRC>, PWM_THREADS,
                                                       l.bytes);
@@ -519,9 +628,9 @@ template <int MI, int SRC> static int pwm_launch(const kr_cuda_op *op, int M, in
     ra.e.res = NULL;
     conv_pw_mma<MI, SRC><<<(unsigned)(grid > 0 ? grid : 1), PWM_THREADS, l.bytes,
                            (cudaStream_t)op->stream>>>(
-        (const __half *)x, (const __half *)op->w16, bt ? (const float *)op->in[2] : NULL,
+        (const __half *)x, (const float *)op->in[1], bt ? (const float *)op->in[2] : NULL,
         (__half *)op->out, M, K, N, l.KP, l.NP, tiles, kr_make_epilogue(op, 1), sc, ra,
-        pwm_stores_odd(op, N));
+        pwm_store_mode(op, N));
     return (int)cudaGetLastError();
 }
 
@@ -551,7 +660,10 @@ extern "C" int kr_cuda_conv_2d_pw_mma(const kr_cuda_op *op)
         return pwm_launch_mi<PWM_SCALE>(op, (int)m, K, N);
     if (op->rs.src)
         return pwm_launch_mi<PWM_RESIZE>(op, (int)m, K, N);
-    if (pwm_mi(K, N, 2)) /* a second buffer fits: the next tile's rows load during this one */
+    /* a second buffer where it fits (the next tile's rows load during this one), within
+     * PW_MMA_SMEM first, then within PW_MMA_MAX_SMEM (the same order as pwm_mi) */
+    if (pwm_mi_within(K, N, 2, PW_MMA_SMEM) ||
+        (!pwm_mi_within(K, N, 1, PW_MMA_SMEM) && pwm_mi_within(K, N, 2, PW_MMA_MAX_SMEM)))
         return pwm_launch_mi<PWM_PIPE>(op, (int)m, K, N);
     return pwm_launch_mi<PWM_PLAIN>(op, (int)m, K, N);
 }

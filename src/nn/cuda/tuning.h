@@ -55,12 +55,16 @@
  * f16 TFLite 1x1 layers run as mma.sync.m16n8k8 tiles (every class from 7.5 alike) where
  * K <= PW_MMA_MAX_K, N <= PW_MMA_MAX_N, the layer has at least
  * PW_MMA_MIN_PIXELS pixels per item (not the excitations' 1x1 layers) and a block's shared
- * memory stays within PW_MMA_MAX_SMEM (48 KB: no opt-in on any class, so the choice is the
- * same on every device). A choice by shape only: never by batch or device. */
+ * memory stays within PW_MMA_SMEM (48 KB, no opt-in) where a layout fits there, else within
+ * PW_MMA_MAX_SMEM (64 KB: the opt-in of compute 7.5, the smallest of the classes keyer
+ * supports, so the choice is the same on every device; with the weights as hi + lo halves the
+ * face models' 72 -> 80 ... 96 -> 96 layers need it). A choice by shape only: never by batch
+ * or device. */
 #define PW_MMA_MAX_K 128
 #define PW_MMA_MAX_N 256
 #define PW_MMA_MIN_PIXELS 16
-#define PW_MMA_MAX_SMEM (48 * 1024)
+#define PW_MMA_SMEM (48 * 1024)
+#define PW_MMA_MAX_SMEM (64 * 1024)
 /* Measured (H200, selfie and face-short f16 at batch 256, per-node profile of the session-8
  * trial): the 16 -> 16 layers at 64x64 and 128x128 ran slower here than on conv_narrow (0.157
  * against 0.110 ms at 128x128), so layers of at most PW_MMA_MIN_KN weights keep the CUDA-core
