@@ -161,6 +161,7 @@ static const tcase cases[] = {
     TCONV(3, 3, 4, 1, 4, 2, SAME),
     TCONV(4, 5, 2, 2, 3, 1, SAME),
     TCONV(4, 4, 16, 1, 2, 2, VALID),
+    TCONV(5, 3, 8, 1, 2, 2, VALID), /* cuda tconv_2x2_one with 8 inputs, odd sizes */
     /* ADD and MUL: same shapes, constant and computed broadcast operands, ranks 2..5 */
     {.op = KR_OP_ADD, .rank = 4, .dims = D4(1, 7, 5, 3), .rank2 = 4, .dims2 = D4(1, 7, 5, 3)},
     {.op = KR_OP_ADD, .rank = 4, .dims = D4(1, 7, 5, 3), .rank2 = 4, .dims2 = D4(1, 1, 1, 3),
