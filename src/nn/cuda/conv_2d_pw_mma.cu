@@ -328,12 +328,25 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
      * hi = half(w) and lo = half(w - hi) (w - hi is exact in float), so that hi + lo is w to
      * about 2^-22 relative and the layer's only roundings are the activations' and the sums';
      * the A tile's columns past K zero (the row loads below never write them) */
-    for (int i = tid; i < NP * KP; i += PWM_THREADS) {
-        const int n = i / KP, k = i % KP;
-        const float v = n < N && k < K ? w[(size_t)n * K + k] : 0.0f;
-        const __half h = __float2half_rn(v);
-        ws[n * lda + k] = h;
-        wl[n * lda + k] = __float2half_rn(v - __half2float(h));
+    constexpr int WU = 4; /* weights per thread in flight: the staging is a block's first wait,
+                           * and with few tiles per block (small layers, small batches) its
+                           * main one */
+    for (int i0 = tid; i0 < NP * KP; i0 += WU * PWM_THREADS) {
+        float v[WU];
+#pragma unroll
+        for (int u = 0; u < WU; u++) {
+            const int i = i0 + u * PWM_THREADS, n = i / KP, k = i - n * KP;
+            v[u] = i < NP * KP && n < N && k < K ? __ldg(w + (size_t)n * K + k) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < WU; u++) {
+            const int i = i0 + u * PWM_THREADS, n = i / KP, k = i - n * KP;
+            if (i < NP * KP) {
+                const __half h = __float2half_rn(v[u]);
+                ws[n * lda + k] = h;
+                wl[n * lda + k] = __float2half_rn(v[u] - __half2float(h));
+            }
+        }
     }
     for (int i = tid; i < NP; i += PWM_THREADS)
         bs[i] = bias && i < N ? bias[i] : 0.0f;
@@ -394,6 +407,7 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
             if ((K & 1) == 0 && (reinterpret_cast<uintptr_t>(x) & 3) == 0) { /* pairs */
                 const int K2 = K / 2;
                 const __half2 *x2 = reinterpret_cast<const __half2 *>(x + (size_t)m0 * K);
+#pragma unroll 4
                 for (int i = tid; i < BM * K2; i += PWM_THREADS) {
                     const int r = i / K2;
                     *reinterpret_cast<__half2 *>(as + r * lda + 2 * (i - r * K2)) =
@@ -405,6 +419,15 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                     as[r * lda + i % K] =
                         r < here ? x[(size_t)m0 * K + i] : __float2half_rn(0.0f);
                 }
+            }
+        } else if (SRC == PWM_PLAIN) { /* 4 loads in flight per thread */
+#pragma unroll 4
+            for (int i = tid; i < BM * kv; i += PWM_THREADS) {
+                const int r = i / kv, c = i % kv;
+                uint4 v = make_uint4(0u, 0u, 0u, 0u);
+                if (r < here)
+                    v = pwm_input<SRC>(x, (size_t)m0 * kv + i, sc, m0 + r, c, K);
+                *reinterpret_cast<uint4 *>(as + r * lda + c * 8) = v;
             }
         } else {
             for (int i = tid; i < BM * kv; i += PWM_THREADS) {
