@@ -138,6 +138,21 @@ static void launch_rows(const kr_cuda_op *op, const dw_shape &s, kr_epilogue e)
         (I)groups, s, e);
 }
 
+/* V (8 or 2) floats of @p p (16- or 8-byte aligned: dw_half's weights and bias), as two
+ * 16-byte loads or one 8-byte load. */
+template <int V> __device__ __forceinline__ void dwh_ldf(const float *p, float *v)
+{
+    if (V == 8) {
+        const float4 a = __ldg(reinterpret_cast<const float4 *>(p));
+        const float4 b = __ldg(reinterpret_cast<const float4 *>(p) + 1);
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
+        v[7] = b.w;
+    } else {
+        const float2 a = __ldg(reinterpret_cast<const float2 *>(p));
+        v[0] = a.x, v[1] = a.y;
+    }
+}
+
 /* V (8 or 2) halves of @p p as floats, one 16- or 4-byte load. */
 template <int V> __device__ __forceinline__ void dwh_ld(const __half *p, float *v)
 {
@@ -177,14 +192,18 @@ __global__ void dw_half(const __half *__restrict__ x, const float *__restrict__ 
         for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < per_row;
              i += gridDim.x * blockDim.x) {
             const int og = i / ocv, o = (i - og * ocv) * V, ox0 = og * PX;
-            float acc[PX][V];
+            float acc[PX][V], b0[V];
+            if (bias)
+                dwh_ldf<V>(bias + o, b0);
+            else
 #pragma unroll
-            for (int c = 0; c < V; c++) {
-                const float b0 = bias ? bias[o + c] : 0.0f;
+                for (int c = 0; c < V; c++)
+                    b0[c] = 0.0f;
+#pragma unroll
+            for (int c = 0; c < V; c++)
 #pragma unroll
                 for (int px = 0; px < PX; px++)
-                    acc[px][c] = b0;
-            }
+                    acc[px][c] = b0[c];
             for (int ky = 0; ky < KW; ky++) {
                 const int iy = oy * S - s.pt + ky;
                 if ((unsigned)iy >= (unsigned)s.ih)
@@ -193,9 +212,7 @@ __global__ void dw_half(const __half *__restrict__ x, const float *__restrict__ 
                 float wv[KW][V];
 #pragma unroll
                 for (int kx = 0; kx < KW; kx++)
-#pragma unroll
-                    for (int c = 0; c < V; c++)
-                        wv[kx][c] = w[(ky * KW + kx) * s.oc + o + c];
+                    dwh_ldf<V>(w + (ky * KW + kx) * s.oc + o, wv[kx]);
 #pragma unroll
                 for (int j = 0; j < NJ; j++) {
                     const int ix = ox0 * S - s.pl + j;
@@ -259,14 +276,17 @@ static void launch_half(const kr_cuda_op *op, const dw_shape &s, kr_epilogue e)
 }
 
 /* dw_half where it applies (half, multiplier 1, no dilation, a 3x3 or 5x5 kernel, stride 1 or
- * 2 on both axes, channels a multiple of 8 or even, aligned accesses); 0 when it does not. */
+ * 2 on both axes, channels a multiple of 8 or even, aligned accesses: 16 bytes for 8 channels,
+ * 4 for 2; the float weights and bias 16 or 8); 0 when it does not. */
 template <typename I> static int try_half(const kr_cuda_op *op, const dw_shape &s, kr_epilogue e)
 {
     const int v = s.oc % 8 == 0 ? 8 : s.oc % 2 == 0 ? 2 : 0;
-    const size_t al = v == 8 ? 16 : 4;
+    const size_t al = v == 8 ? 16 : 4, wal = v == 8 ? 16 : 8;
+    const float *bias = (const float *)op->in[2];
     if (!op->f16 || !v || s.mult != 1 || s.dh != 1 || s.dw != 1 || s.kh != s.kw ||
         (s.kw != 3 && s.kw != 5) || s.sh != s.sw || (s.sh != 1 && s.sh != 2) ||
         !kr_aligned(op->in[0], al) || !kr_aligned(op->out, al) ||
+        !kr_aligned(op->in[1], wal) || (bias && !kr_aligned(bias, wal)) ||
         (op->residual && !kr_aligned(op->residual, al)) ||
         kr_elems(op, kr_out_t(op)) / ((size_t)s.ow * s.oc) > 0x7fffffffu)
         return 0;
