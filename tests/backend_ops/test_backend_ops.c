@@ -184,6 +184,13 @@ static const tcase cases[] = {
     {.op = KR_OP_MUL, .rank = 2, .dims = {1, 6}, .rank2 = 2, .dims2 = {1, 6}, .const2 = 1},
     {.op = KR_OP_MUL, .rank = 4, .dims = D4(1, 1, 5, 1), .const1 = 1, .rank2 = 4,
      .dims2 = D4(1, 7, 5, 3)},
+    /* halves 8 at a time (cuda binary_flat, 16-byte accesses): same shapes, a per-item channel
+     * vector, a per-item scalar */
+    {.op = KR_OP_ADD, .rank = 4, .dims = D4(1, 5, 3, 16), .rank2 = 4, .dims2 = D4(1, 5, 3, 16),
+     .act = KR_ACT_RELU},
+    {.op = KR_OP_MUL, .rank = 4, .dims = D4(1, 4, 5, 16), .rank2 = 4, .dims2 = D4(1, 1, 1, 16)},
+    {.op = KR_OP_MUL, .rank = 4, .dims = D4(1, 3, 4, 8), .rank2 = 4, .dims2 = D4(1, 1, 1, 1),
+     .act = KR_ACT_RELU6},
     /* PRELU: alpha broadcast from the right */
     {.op = KR_OP_PRELU, .rank = 4, .dims = D4(1, 7, 5, 3), .rank2 = 1, .dims2 = {3}},
     {.op = KR_OP_PRELU, .rank = 4, .dims = D4(1, 7, 5, 3), .rank2 = 3, .dims2 = {1, 1, 3}},
