@@ -328,23 +328,47 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
      * hi = half(w) and lo = half(w - hi) (w - hi is exact in float), so that hi + lo is w to
      * about 2^-22 relative and the layer's only roundings are the activations' and the sums';
      * the A tile's columns past K zero (the row loads below never write them) */
-    constexpr int WU = 4; /* weights per thread in flight: the staging is a block's first wait,
-                           * and with few tiles per block (small layers, small batches) its
-                           * main one */
-    for (int i0 = tid; i0 < NP * KP; i0 += WU * PWM_THREADS) {
-        float v[WU];
+    /* in units of 4 consecutive k (KP is a multiple of 16: a unit never crosses a row), WU
+     * units per thread in flight, one 16-byte load per unit where K is a multiple of 4 and the
+     * weights 16-byte aligned: the staging is a block's first wait, and with few tiles per block
+     * (the 8 x 8 and 16 x 16 layers, small batches) its main one */
+    constexpr int WU = 4;
+    const int units = NP * KP / 4, kq = KP / 4;
+    const bool w4 = (K & 3) == 0 && (reinterpret_cast<uintptr_t>(w) & 15) == 0;
+    for (int u0 = tid; u0 < units; u0 += WU * PWM_THREADS) {
+        float4 v[WU];
 #pragma unroll
-        for (int u = 0; u < WU; u++) {
-            const int i = i0 + u * PWM_THREADS, n = i / KP, k = i - n * KP;
-            v[u] = i < NP * KP && n < N && k < K ? __ldg(w + (size_t)n * K + k) : 0.0f;
+        for (int j = 0; j < WU; j++) {
+            const int u = u0 + j * PWM_THREADS, n = u / kq, k = (u - n * kq) * 4;
+            v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (u < units && n < N && k < K) {
+                const float *p = w + (size_t)n * K + k;
+                if (w4) {
+                    v[j] = __ldg(reinterpret_cast<const float4 *>(p));
+                } else {
+                    v[j].x = __ldg(p);
+                    v[j].y = k + 1 < K ? __ldg(p + 1) : 0.0f;
+                    v[j].z = k + 2 < K ? __ldg(p + 2) : 0.0f;
+                    v[j].w = k + 3 < K ? __ldg(p + 3) : 0.0f;
+                }
+            }
         }
 #pragma unroll
-        for (int u = 0; u < WU; u++) {
-            const int i = i0 + u * PWM_THREADS, n = i / KP, k = i - n * KP;
-            if (i < NP * KP) {
-                const __half h = __float2half_rn(v[u]);
-                ws[n * lda + k] = h;
-                wl[n * lda + k] = __float2half_rn(v[u] - __half2float(h));
+        for (int j = 0; j < WU; j++) {
+            const int u = u0 + j * PWM_THREADS, n = u / kq, k = (u - n * kq) * 4;
+            if (u < units) {
+                const __half2 h0 = __floats2half2_rn(v[j].x, v[j].y);
+                const __half2 h1 = __floats2half2_rn(v[j].z, v[j].w);
+                const float2 f0 = __half22float2(h0), f1 = __half22float2(h1);
+                const __half2 l0 = __floats2half2_rn(v[j].x - f0.x, v[j].y - f0.y);
+                const __half2 l1 = __floats2half2_rn(v[j].z - f1.x, v[j].w - f1.y);
+                uint2 hq, lq;
+                hq.x = *reinterpret_cast<const unsigned *>(&h0);
+                hq.y = *reinterpret_cast<const unsigned *>(&h1);
+                lq.x = *reinterpret_cast<const unsigned *>(&l0);
+                lq.y = *reinterpret_cast<const unsigned *>(&l1);
+                *reinterpret_cast<uint2 *>(ws + n * lda + k) = hq;
+                *reinterpret_cast<uint2 *>(wl + n * lda + k) = lq;
             }
         }
     }
