@@ -406,26 +406,27 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                 issue(tile + (int)gridDim.x, cur ^ 1);
             pwm_commit();
             pwm_wait1();
-        } else if (SRC == PWM_STEM3 || SRC == PWM_STEM5) { /* one pixel's window per thread */
+        } else if (SRC == PWM_STEM3 || SRC == PWM_STEM5) {
+            /* one window row (ky) of one pixel per thread and step: item i = (ky, r), so that
+             * every warp gathers (the tile has fewer pixels than twice the threads) and a warp's
+             * lanes take neighbouring pixels */
             constexpr int KW = SRC == PWM_STEM3 ? 3 : 5;
-            for (int r = tid; r < BM; r += PWM_THREADS) {
+            for (int i = tid; i < KW * BM; i += PWM_THREADS) {
+                const int ky = i / BM, r = i - ky * BM;
                 const int m = m0 + r, hw = sc.oh * sc.ow;
                 const int b = m / hw, q = m - b * hw, oy = q / sc.ow, ox = q - oy * sc.ow;
-                const int iy0 = oy * sc.sh - sc.pt, ix0 = ox * sc.sw - sc.pl;
-                const __half *xb = x + (size_t)b * sc.ih * sc.iw * 3;
-                __half *row = as + r * lda;
+                const int iy = oy * sc.sh - sc.pt + ky, ix0 = ox * sc.sw - sc.pl;
+                const bool rok = r < here && (unsigned)iy < (unsigned)sc.ih;
+                const __half *xr = x + ((size_t)b * sc.ih + iy) * sc.iw * 3;
+                __half *row = as + r * lda + ky * KW * 3;
 #pragma unroll
-                for (int ky = 0; ky < KW; ky++)
+                for (int kx = 0; kx < KW; kx++) {
+                    const int ix = ix0 + kx;
+                    const bool ok = rok && (unsigned)ix < (unsigned)sc.iw;
 #pragma unroll
-                    for (int kx = 0; kx < KW; kx++) {
-                        const int iy = iy0 + ky, ix = ix0 + kx;
-                        const bool ok = r < here && (unsigned)iy < (unsigned)sc.ih &&
-                                        (unsigned)ix < (unsigned)sc.iw;
-                        const __half *px = xb + ((size_t)iy * sc.iw + ix) * 3;
-#pragma unroll
-                        for (int c = 0; c < 3; c++)
-                            row[(ky * KW + kx) * 3 + c] = ok ? px[c] : __float2half_rn(0.0f);
-                    }
+                    for (int c = 0; c < 3; c++)
+                        row[kx * 3 + c] = ok ? xr[(size_t)ix * 3 + c] : __float2half_rn(0.0f);
+                }
             }
         } else if (SRC == PWM_ODD) {
             if ((K & 1) == 0 && (reinterpret_cast<uintptr_t>(x) & 3) == 0) { /* pairs */
