@@ -327,8 +327,8 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
     /* the weights and bias once per block, zero past N and K: each float weight as
      * hi = half(w) and lo = half(w - hi) (w - hi is exact in float), so that hi + lo is w to
      * about 2^-22 relative and the layer's only roundings are the activations' and the sums';
-     * the A tile's columns past K zero (the row loads below never write them) */
-    /* in units of 4 consecutive k (KP is a multiple of 16: a unit never crosses a row), WU
+     * the A tile's columns past K zero (the row loads below never write them). The weights
+     * in units of 4 consecutive k (KP is a multiple of 16: a unit never crosses a row), WU
      * units per thread in flight, one 16-byte load per unit where K is a multiple of 4 and the
      * weights 16-byte aligned: the staging is a block's first wait, and with few tiles per block
      * (the 8 x 8 and 16 x 16 layers, small batches) its main one */
