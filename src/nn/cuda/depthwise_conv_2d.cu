@@ -2,12 +2,12 @@
  * DEPTHWISE_CONV_2D: y[b,oy,ox,o] = act(bias[o] + sum_{ky,kx} x[b,iy,ix,o/M] * W[0,ky,kx,o]),
  * M the depth multiplier; taps outside the input are skipped. Channel fastest so that a warp
  * reads consecutive channels of one pixel (coalesced); the taps of neighbouring pixels are served
- * by L1/L2. With multiplier 1 and channels a multiple of 4 (every shipped model), a thread
- * computes 4 consecutive channels with vector loads and one index computation; otherwise one
- * output element. In half precision 3x3 and 5x5 layers of stride 1 or 2 and an even channel
- * count take dw_half (8 or 2 channels of 4 pixels per thread). Float accumulation from the
- * bias, taps outside the input skipped (the schedules' orders: ops/depthwise_conv_2d.cuh; every
- * kernel here sums alike), fused epilogue.
+ * by L1/L2. With multiplier 1 and channels a multiple of 4, a thread computes 4 consecutive
+ * channels with vector loads and one index computation; otherwise one output element. In half
+ * precision 3x3 and 5x5 layers of stride 1 or 2 and an even channel count no multiple of 4
+ * (BlazeFace's 42) take dw_half (2 channels of 4 pixels per thread). Float accumulation from
+ * the bias, taps outside the input skipped (the schedules' orders: ops/depthwise_conv_2d.cuh;
+ * every kernel here sums alike), fused epilogue.
  */
 #include "nn/cuda/ops/depthwise_conv_2d.cuh"
 
@@ -280,7 +280,12 @@ static void launch_half(const kr_cuda_op *op, const dw_shape &s, kr_epilogue e)
  * 4 for 2; the float weights and bias 16 or 8); 0 when it does not. */
 template <typename I> static int try_half(const kr_cuda_op *op, const dw_shape &s, kr_epilogue e)
 {
-    const int v = s.oc % 8 == 0 ? 8 : s.oc % 2 == 0 ? 2 : 0;
+    /* only where the other kernels take one channel per thread (channels no multiple of 4):
+     * with 8 channels per thread (16-byte accesses) this kernel measured slower than dw_rows and
+     * dw_kernel on every shape of selfie and face-short (H200, f16, batch 256: the 128 x 128 x 16
+     * layer + ADD 0.158 -> 0.173 ms, 64 x 64 x 24 0.067 -> 0.086), with 2 channels faster on
+     * BlazeFace's 42 (16 x 16 x 42: 0.066 -> under 0.024 ms) */
+    const int v = s.oc % 4 != 0 && s.oc % 2 == 0 ? 2 : 0;
     const size_t al = v == 8 ? 16 : 4, wal = v == 8 ? 16 : 8;
     const float *bias = (const float *)op->in[2];
     if (!op->f16 || !v || s.mult != 1 || s.dh != 1 || s.dw != 1 || s.kh != s.kw ||
@@ -295,7 +300,6 @@ template <typename I> static int try_half(const kr_cuda_op *op, const dw_shape &
         launch_half<KW, S, V, I>(op, s, e);                                                       \
         return 1;                                                                                 \
     }
-    DWH(3, 1, 8) DWH(3, 2, 8) DWH(5, 1, 8) DWH(5, 2, 8)
     DWH(3, 1, 2) DWH(3, 2, 2) DWH(5, 1, 2) DWH(5, 2, 2)
 #undef DWH
     return 0;
