@@ -490,24 +490,19 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                                                                  lda +
                                                              k0 + ((lane >> 3) & 1) * 8) *
                                                             2);
-                    if (nc + 16 * j < N) { /* warp-uniform: tiles wholly past N are skipped */
-                        pwm_ldsm4(b[j], bo);
-                        pwm_ldsm4(bl[j], bo + wl_off);
-                    }
+                    pwm_ldsm4(b[j], bo);
+                    pwm_ldsm4(bl[j], bo + wl_off);
                 }
-                /* per 8-deep chunk: the products with the high halves, then the low halves; n8
-                 * tiles wholly past N (the last pass of N = 72, 24, 42, ...) not computed: their
-                 * columns are never stored */
+                /* per 8-deep chunk: the products with the high halves, then the low halves */
 #pragma unroll
                 for (int i = 0; i < MI; i++)
 #pragma unroll
-                    for (int t = 0; t < 4; t++)
-                        if (nc + 8 * t < N) {
-                            pwm_mma(acc[i][t], a[i][0], a[i][1], b[t >> 1][(t & 1) * 2]);
-                            pwm_mma(acc[i][t], a[i][0], a[i][1], bl[t >> 1][(t & 1) * 2]);
-                            pwm_mma(acc[i][t], a[i][2], a[i][3], b[t >> 1][(t & 1) * 2 + 1]);
-                            pwm_mma(acc[i][t], a[i][2], a[i][3], bl[t >> 1][(t & 1) * 2 + 1]);
-                        }
+                    for (int t = 0; t < 4; t++) {
+                        pwm_mma(acc[i][t], a[i][0], a[i][1], b[t >> 1][(t & 1) * 2]);
+                        pwm_mma(acc[i][t], a[i][0], a[i][1], bl[t >> 1][(t & 1) * 2]);
+                        pwm_mma(acc[i][t], a[i][2], a[i][3], b[t >> 1][(t & 1) * 2 + 1]);
+                        pwm_mma(acc[i][t], a[i][2], a[i][3], bl[t >> 1][(t & 1) * 2 + 1]);
+                    }
             }
             /* bias, clamp, post function in registers; then the staging rows */
             const int g = lane >> 2, q2 = (lane & 3) * 2;
