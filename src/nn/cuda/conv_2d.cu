@@ -554,6 +554,8 @@ template <typename T> static int launch(const kr_cuda_op *op)
         return kr_cuda_conv_2d_mma(op);
     if (kr_cuda_conv_2d_stem_fits(op)) /* ONNX RGB stems in one launch: conv_2d_stem.cu */
         return kr_cuda_conv_2d_stem(op);
+    if (kr_cuda_conv_2d_pw_mma_fits(op)) /* f16 TFLite 1x1 layers, tensor cores: conv_2d_pw_mma.cu */
+        return kr_cuda_conv_2d_pw_mma(op);
     conv_shape s;
     s.n = kr_dim(op, xt, 0);
     s.ih = xt->dims[1], s.iw = xt->dims[2], s.ic = xt->dims[3];
