@@ -40,8 +40,11 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
  * convolution's gather (kr_cuda_op.pool: window maxima of the pool's input). Only where the
  * tensor-core kernel takes the folded layer (kr_cuda_conv_2d_tc_fits) and no node from the
  * first folded one to the convolution writes over the sources (where only a residual ADD
- * folded into the convolution would, that ADD is unfolded and runs on its own again). The folded nodes are marked in
- * @p folded; returns how many. Never fails. */
+ * folded into the convolution would, that ADD is unfolded and runs on its own again). Then the
+ * chains: a run of consecutive unfolded CONV_2D nodes that each take the patch kernel with few
+ * tiles (kr_cuda_conv_2d_tc_chain_fits: compute 9.0+; u2netp's 20 x 20 and 10 x 10 layers at
+ * batch 1) runs in one launch of its first node (kr_cuda_op.chain), the others marked folded.
+ * The folded nodes are marked in @p folded; returns how many. Never fails. */
 int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded);
 
 #endif
