@@ -59,10 +59,10 @@
 #include "nn/planner.h"
 #include "nn/reference/ops.h"
 #include "onnx_cases.h"
+#include "core/gpu_caps.h" /* pure C: test_tc_chains' capabilities in every build */
 #include "testutil.h"
 #ifdef KEYER_HAVE_CUDA_NN
 #include "core/device.h"
-#include "core/gpu_caps.h"
 #endif
 
 /* ---- cases ------------------------------------------------------------------------------------ */
