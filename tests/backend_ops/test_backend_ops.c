@@ -26,8 +26,7 @@
  *    RESIZE_BILINEAR against re-derivations written differently from the kernels (explicit
  *    zero-padded input; gather instead of scatter; double-precision resize coordinates).
  *
- *  test_u2net_block, test_onnx_stems, test_onnx_one_output, test_gather_folds, test_tc_chains
- *    and the *_chains
+ *  test_u2net_block, test_onnx_stems, test_onnx_one_output, test_gather_folds and the *_chains
  *    tests: small graphs in the shapes the cuda backend fuses or has kernels of their own for
  *    (see each test's comment), every cuda variant against the reference;
  *    test_gather_folds also checks that the per-node f16 schedule folds its resizes and
@@ -59,10 +58,10 @@
 #include "nn/planner.h"
 #include "nn/reference/ops.h"
 #include "onnx_cases.h"
-#include "core/gpu_caps.h" /* pure C: test_tc_chains' capabilities in every build */
 #include "testutil.h"
 #ifdef KEYER_HAVE_CUDA_NN
 #include "core/device.h"
+#include "core/gpu_caps.h"
 #endif
 
 /* ---- cases ------------------------------------------------------------------------------------ */
@@ -1273,129 +1272,6 @@ static void test_gather_folds(void **state)
     check_graph(gr, "gather folds", 1);
 }
 
-/* How many CONV_2D nodes of @p g the cuda backend's per-node f16 schedule runs inside a chain
- * of another node at @p batch (its profile gives a chained node -1 ms, as a folded one); -1
- * when there is no device or it (or the emulated class) has no thread-block clusters, so that
- * no chain is expected. @p caps_out: the capabilities seen. */
-static int chained_convs(const kr_graph *g, int batch, kr_gpu_caps *caps_out)
-{
-    memset(caps_out, 0, sizeof(*caps_out));
-#ifdef KEYER_HAVE_CUDA_NN
-    keyer_error err = {0};
-    const kr_device_fns *dev = kr_device_cuda();
-    if (!dev || dev->caps(0, 1, caps_out, &err) != KEYER_OK || !kr_gpu_has_clusters(caps_out))
-        return -1;
-    instance in;
-    if (instance_create(&in, &kr_backend_cuda, g, batch, 1, KEYER_CUDA_SCHEDULE_KERNELS, &err) !=
-        KEYER_OK)
-        fail_msg("%s: %s", g->name, err.message);
-    double *ms = calloc((size_t)g->n_nodes, sizeof(double));
-    assert_non_null(ms);
-    assert_int_equal(kr_backend_cuda.profile(in.inst, ms, &err), KEYER_OK);
-    int chained = 0;
-    for (int n = 0; n < g->n_nodes; n++)
-        chained += g->nodes[n].op == KR_OP_CONV_2D && ms[n] < 0;
-    free(ms);
-    instance_destroy(&in);
-    return chained;
-#else
-    (void)g;
-    (void)batch;
-    return -1;
-#endif
-}
-
-/*
- * u2netp's small layers, which the cuda backend's per-node f16 schedule runs as one chain on a
- * device with thread-block clusters (compute 9.0+, conv_2d_tc_chain.cu): an RSU4F-like block at
- * 19 x 20 (tiles cut at both edges) with 16 and 64 output channels, dilations 2, 4 and 8,
- * concatenations without a resize, the residual ADD folded into the last layer; then a
- * ceil-mode max pool folded into a 10 x 10 layer, a dilated one, a half-pixel resize back to
- * 19 x 20 concatenated with an earlier output, and a last layer. Every cuda variant against the
- * reference at batch 1 and 3 (check_graph); and on such a device as itself: the f16 per-node
- * schedule must chain at least 6 convolutions at batch 1, and its output must equal, bit for
- * bit, the same schedule's as emulated compute 8.0 (no chains: each layer its own patch-kernel
- * launch), at batch 1 and 3.
- */
-static void test_tc_chains(void **state)
-{
-    (void)state;
-    kt_graph b;
-    kt_graph_begin(&b, "tc chains", 80, 48, 1 << 20);
-    kt_rng rng = kt_rng_seed(2828);
-    int xd[4] = {1, 19, 20, 16}, ad[4], bd[4], cd[4], dd[4], ed[4], k1d[4], fd[4], k2d[4], gd[4];
-    int k3d[4], hd[4], pd[4], id[4], jd[4], rd[4], k4d[4], od[4];
-    int x = kt_graph_act(&b, 4, xd);
-    kt_graph_input(&b, x);
-    int a = chain_unary(&b, KR_OP_RELU, chain_conv_onnx(&b, &rng, x, xd, 64, 3, 1, 1, 1, ad), ad);
-    int c1 = chain_unary(&b, KR_OP_RELU, chain_conv_onnx(&b, &rng, a, ad, 16, 3, 1, 1, 1, bd), bd);
-    int c2 = chain_unary(&b, KR_OP_RELU, chain_conv_onnx(&b, &rng, c1, bd, 16, 3, 2, 2, 1, cd), cd);
-    int c3 = chain_unary(&b, KR_OP_RELU, chain_conv_onnx(&b, &rng, c2, cd, 16, 3, 4, 4, 1, dd), dd);
-    int c4 = chain_unary(&b, KR_OP_RELU, chain_conv_onnx(&b, &rng, c3, dd, 16, 3, 8, 8, 1, ed), ed);
-    int k1 = chain_cat(&b, c4, ed, c3, dd, k1d);
-    int d3 = chain_unary(&b, KR_OP_RELU, chain_conv_onnx(&b, &rng, k1, k1d, 16, 3, 4, 4, 1, fd), fd);
-    int k2 = chain_cat(&b, d3, fd, c2, cd, k2d);
-    int d2 = chain_unary(&b, KR_OP_RELU, chain_conv_onnx(&b, &rng, k2, k2d, 16, 3, 2, 2, 1, gd), gd);
-    int k3 = chain_cat(&b, d2, gd, c1, bd, k3d);
-    int d1 = chain_unary(&b, KR_OP_RELU, chain_conv_onnx(&b, &rng, k3, k3d, 64, 3, 1, 1, 1, hd), hd);
-    int s = chain_binary(&b, KR_OP_ADD, d1, a, hd); /* the residual, into d1's layer */
-    pd[0] = 1, pd[1] = 10, pd[2] = 10, pd[3] = 64; /* ceil((19 - 2) / 2) + 1, (20 - 2) / 2 + 1 */
-    int p = kt_graph_act(&b, 4, pd);
-    kr_node *pool = kt_graph_node(&b, KR_OP_MAX_POOL_2D, 1, &s, p);
-    pool->p.window.kernel_h = pool->p.window.kernel_w = 2;
-    pool->p.window.stride_h = pool->p.window.stride_w = 2;
-    pool->p.window.dilation_h = pool->p.window.dilation_w = 1;
-    pool->p.window.padding = KR_PADDING_EXPLICIT;
-    pool->p.window.ceil_mode = 1;
-    int e1 = chain_unary(&b, KR_OP_RELU, chain_conv_onnx(&b, &rng, p, pd, 16, 3, 1, 1, 1, id), id);
-    int e2 = chain_unary(&b, KR_OP_RELU, chain_conv_onnx(&b, &rng, e1, id, 16, 3, 2, 2, 1, jd), jd);
-    int r = chain_resize(&b, e2, jd, 19, 20, 0, 1, rd); /* half-pixel centres, 10 -> 19 x 20 */
-    int k4 = chain_cat(&b, r, rd, c1, bd, k4d);
-    int o = chain_conv_onnx(&b, &rng, k4, k4d, 16, 3, 1, 1, 1, od);
-    kt_graph_output(&b, o);
-    kr_graph *gr = NULL;
-    keyer_error err = {0};
-    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
-        fail_msg("tc chains: %s", err.message);
-    kr_gpu_caps caps;
-    const int chained = chained_convs(gr, 1, &caps);
-    printf("tc chains: %d convolutions chained at batch 1 (-1: no chain expected here)\n", chained);
-#ifdef KEYER_HAVE_CUDA_NN
-    if (chained >= 0 && !caps.emulated) {
-        assert_true(chained >= 6);
-        /* the chained layers against their own launches (emulated 8.0: no clusters) */
-        const char *was = getenv(KR_GPU_EMULATE_ENV);
-        char *keep = was ? strdup(was) : NULL;
-        for (int batch = 1; batch <= 3; batch += 2) {
-            float **in = make_inputs(gr, batch, 5151u + (uint32_t)batch, -1.0f, 1.0f);
-            float *own = run_once(&kr_backend_cuda, 1, KEYER_CUDA_SCHEDULE_KERNELS, gr, batch, in,
-                                  &err);
-            assert_non_null(own);
-            assert_int_equal(setenv(KR_GPU_EMULATE_ENV, "8.0", 1), 0);
-            float *emu = run_once(&kr_backend_cuda, 1, KEYER_CUDA_SCHEDULE_KERNELS, gr, batch, in,
-                                  &err);
-            if (keep)
-                setenv(KR_GPU_EMULATE_ENV, keep, 1);
-            else
-                unsetenv(KR_GPU_EMULATE_ENV);
-            assert_non_null(emu);
-            const size_t n = kr_tensor_elements(&gr->tensors[gr->outputs[0]]) * (size_t)batch;
-            size_t differ = 0;
-            for (size_t i = 0; i < n; i++)
-                differ += memcmp(&own[i], &emu[i], sizeof(float)) != 0;
-            printf("tc chains: batch %d, chained vs emulated 8.0: %zu of %zu outputs differ\n",
-                   batch, differ, n);
-            assert_int_equal(differ, 0);
-            free(own);
-            free(emu);
-            free_inputs(gr, in);
-        }
-        free(keep);
-    }
-#endif
-    check_graph(gr, "tc chains", 1);
-}
-
 /*
  * The shapes of the segmentation decoders, where the cuda backend folds activations and
  * residual ADDs into the producing node (backend.c): a narrow pointwise conv + RELU + ADD, a
@@ -1978,7 +1854,6 @@ int main(void)
         cmocka_unit_test(test_onnx_stems),
         cmocka_unit_test(test_onnx_one_output),
         cmocka_unit_test(test_gather_folds),
-        cmocka_unit_test(test_tc_chains),
     };
     /* KEYER_BACKEND_OPS_TESTS=pattern runs only the matching tests (e.g. under
      * compute-sanitizer, which is slow) */

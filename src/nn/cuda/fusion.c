@@ -313,53 +313,6 @@ static int fold_pool(const kr_cuda_mem *mem, kr_cuda_op *ops, int p, int n)
     return 1;
 }
 
-/* Whether node @p op may be a layer of a chain: a CONV_2D on kr_cuda_conv_2d_tc (not of one
- * output channel) that kr_cuda_conv_2d_tc_chain_fits accepts. */
-static int chain_layer(const kr_cuda_op *op)
-{
-    return op->node->op == KR_OP_CONV_2D && op->w16 && op->node->p.window.groups <= 1 &&
-           kr_cuda_conv_2d_tc_fits(op) && !kr_cuda_conv_2d_one_fits(op) &&
-           kr_cuda_conv_2d_tc_chain_fits(op);
-}
-
-/* The chains of fusion.h (after the gather folds): from each CONV_2D that chain_layer
- * accepts, the longest run of unfolded nodes that are all such
- * CONV_2Ds (at most KR_CUDA_TC_CHAIN_MAX); two or more, and readied by
- * kr_cuda_conv_2d_tc_chain_prepare, become one chain: the head runs them all and the others are
- * marked folded. Returns how many nodes were so folded. */
-static int plan_chains(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
-{
-    const kr_graph *g = mem->graph;
-    int n_folded = 0;
-    for (int n = 0; n < g->n_nodes; n++) {
-        if (folded[n] || !chain_layer(&ops[n]))
-            continue;
-        int last = n, layers = 1;
-        for (int m = n + 1; m < g->n_nodes && layers < KR_CUDA_TC_CHAIN_MAX; m++) {
-            if (folded[m])
-                continue;
-            if (!chain_layer(&ops[m]))
-                break;
-            last = m;
-            layers++;
-        }
-        if (layers < 2)
-            continue;
-        ops[n].chain = last - n + 1;
-        if (!kr_cuda_conv_2d_tc_chain_prepare(&ops[n])) {
-            ops[n].chain = 0;
-            continue;
-        }
-        for (int m = n + 1; m <= last; m++)
-            if (!folded[m]) {
-                folded[m] = 1;
-                n_folded++;
-            }
-        n = last;
-    }
-    return n_folded;
-}
-
 /* (fusion.h) */
 int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
 {
@@ -470,7 +423,7 @@ int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
             n_folded++;
         }
     }
-    return n_folded + plan_chains(mem, ops, folded);
+    return n_folded;
 }
 
 int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char *folded)
@@ -495,7 +448,6 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
         op->cat.src[0] = op->cat.src[1] = NULL;
         op->cat.rz = -1;
         op->pool.src = NULL;
-        op->chain = op->chain_cs = 0;
     }
     int n_folded = plan_folds(mem, ops, folded);
     n_folded += plan_residual_folds(mem, ops, folded);

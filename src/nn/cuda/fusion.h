@@ -42,11 +42,8 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
  * first folded one to the convolution writes over the sources (where only the convolution
  * with a residual ADD folded in would write over a resize's input, the resize is not folded and
  * the convolution reads its output; where it would write over another source, the ADD is
- * unfolded and runs on its own again). Then the
- * chains: a run of consecutive unfolded CONV_2D nodes that each take the patch kernel with few
- * tiles (kr_cuda_conv_2d_tc_chain_fits: compute 9.0+; u2netp's 20 x 20 and 10 x 10 layers at
- * batch 1) runs in one launch of its first node (kr_cuda_op.chain), the others marked folded.
- * The folded nodes are marked in @p folded; returns how many. Never fails. */
+ * unfolded and runs on its own again). The folded nodes are marked in @p folded; returns how
+ * many. Never fails. */
 int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded);
 
 #endif

@@ -84,11 +84,6 @@ typedef struct kr_cuda_op {
         const void *src;
         int ih, iw, kh, kw, sh, sw, dh, dw, pt, pl;
     } pool;
-    /* The head of a chain (fusion.h, kr_cuda_fuse_gathers): this CONV_2D and every CONV_2D node of
-     * the next chain - 1 nodes (the others there are folded into them) run in one launch of
-     * kr_cuda_conv_2d_tc_chain, as one cluster of chain_cs blocks; the ops of those nodes follow
-     * this one in the caller's array (one op per node). 0: none. */
-    int chain, chain_cs;
     void *stream;                  /* cudaStream_t */
     const kr_gpu_caps *caps;       /* the instance's (kr_cuda_mem.caps); NULL: launch nothing */
 } kr_cuda_op;
@@ -171,26 +166,6 @@ int kr_cuda_conv_2d_tc_fits(const kr_cuda_op *op);
 /* Queues the tensor-core convolution of @p op (which kr_cuda_conv_2d_tc_fits accepted);
  * returns the launch's CUDA error, cudaErrorInvalidValue for a layer past 32-bit indexing. */
 int kr_cuda_conv_2d_tc(const kr_cuda_op *op);
-
-/* Whether CONV_2D node @p op, which kr_cuda_conv_2d_tc_fits accepts and
- * kr_cuda_conv_2d_one_fits does not (the caller checks both), may be a layer of a chain
- * (kr_cuda_conv_2d_tc_chain): a layer of kr_cuda_conv_2d_tc on its patch kernel, an even number of output
- * channels, a device (or emulated class) with thread-block clusters, and at most
- * KR_CUDA_TC_CHAIN_ITEMS tiles of 4 x 16 output pixels by 16 or 64 channels at the instance's
- * batch: a small layer, whose own launch would take a few blocks and mostly wait. The chain's
- * arithmetic is the patch kernel's (conv_2d_tc.cuh), so the choice changes no output. */
-#define KR_CUDA_TC_CHAIN_ITEMS 16
-#define KR_CUDA_TC_CHAIN_MAX 32 /* layers per chain (the launch's parameter size) */
-int kr_cuda_conv_2d_tc_chain_fits(const kr_cuda_op *op);
-/* Readies the chain whose head is @p head (head->chain set, the ops of its nodes after it): the
- * kernel's shared memory allowance, and the cluster size (16 blocks where the device holds
- * such a cluster, else 8) into head->chain_cs. Returns 1 when the chain can run, 0 when not (then
- * head->chain_cs is 0; a CUDA error met on the way is cleared). Never launches. */
-int kr_cuda_conv_2d_tc_chain_prepare(kr_cuda_op *head);
-/* Queues the chain whose head is @p op (kr_cuda_conv_2d_tc_chain_prepare accepted it): one
- * launch of one cluster, its blocks taking each layer's tiles in turn, a cluster barrier between
- * layers; returns the launch's CUDA error. kr_cuda_conv_2d_tc calls it for a head. */
-int kr_cuda_conv_2d_tc_chain(const kr_cuda_op *op);
 
 /* Whether @p node of @p g is a global average pool: an AVERAGE_POOL_2D with one output pixel
  * whose window covers the whole NHWC input, or a MEAN over H and W keeping them (the same
