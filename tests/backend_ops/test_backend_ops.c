@@ -147,6 +147,13 @@ static const tcase cases[] = {
     DWCONV(7, 9, 8, 1, 3, 1, SAME, RELU6, 1),   /* stride 1: rows of 4 pixels per thread */
     DWCONV(6, 11, 12, 1, 5, 1, SAME, NONE, 1),
     DWCONV(8, 7, 4, 1, 3, 1, VALID, RELU, 1),
+    /* half precision, 8 or 2 channels of 4 pixels per thread (cuda dw_half): 8k channels at
+     * 3x3 and 5x5, strides 1 and 2; even channel counts no multiple of 4 (2-channel accesses) */
+    DWCONV(9, 11, 16, 1, 3, 2, SAME, RELU, 1),
+    DWCONV(8, 9, 24, 1, 5, 2, SAME, NONE, 1),
+    DWCONV(6, 9, 16, 1, 5, 1, SAME, RELU6, 1),
+    DWCONV(10, 9, 14, 1, 3, 2, SAME, RELU6, 1),
+    DWCONV(7, 6, 6, 1, 3, 1, VALID, NONE, 1),
     /* Convolution2DTransposeBias: H, W, Cin, Cout, K, S, padding */
     TCONV(4, 3, 3, 2, 2, 2, SAME),
     TCONV(4, 3, 3, 2, 3, 2, SAME),
@@ -154,6 +161,7 @@ static const tcase cases[] = {
     TCONV(3, 3, 4, 1, 4, 2, SAME),
     TCONV(4, 5, 2, 2, 3, 1, SAME),
     TCONV(4, 4, 16, 1, 2, 2, VALID),
+    TCONV(5, 3, 8, 1, 2, 2, VALID), /* cuda tconv_2x2_one with 8 inputs, odd sizes */
     /* ADD and MUL: same shapes, constant and computed broadcast operands, ranks 2..5 */
     {.op = KR_OP_ADD, .rank = 4, .dims = D4(1, 7, 5, 3), .rank2 = 4, .dims2 = D4(1, 7, 5, 3)},
     {.op = KR_OP_ADD, .rank = 4, .dims = D4(1, 7, 5, 3), .rank2 = 4, .dims2 = D4(1, 1, 1, 3),
@@ -176,6 +184,13 @@ static const tcase cases[] = {
     {.op = KR_OP_MUL, .rank = 2, .dims = {1, 6}, .rank2 = 2, .dims2 = {1, 6}, .const2 = 1},
     {.op = KR_OP_MUL, .rank = 4, .dims = D4(1, 1, 5, 1), .const1 = 1, .rank2 = 4,
      .dims2 = D4(1, 7, 5, 3)},
+    /* halves 8 at a time (cuda binary_flat, 16-byte accesses): same shapes, a per-item channel
+     * vector, a per-item scalar */
+    {.op = KR_OP_ADD, .rank = 4, .dims = D4(1, 5, 3, 16), .rank2 = 4, .dims2 = D4(1, 5, 3, 16),
+     .act = KR_ACT_RELU},
+    {.op = KR_OP_MUL, .rank = 4, .dims = D4(1, 4, 5, 16), .rank2 = 4, .dims2 = D4(1, 1, 1, 16)},
+    {.op = KR_OP_MUL, .rank = 4, .dims = D4(1, 3, 4, 8), .rank2 = 4, .dims2 = D4(1, 1, 1, 1),
+     .act = KR_ACT_RELU6},
     /* PRELU: alpha broadcast from the right */
     {.op = KR_OP_PRELU, .rank = 4, .dims = D4(1, 7, 5, 3), .rank2 = 1, .dims2 = {3}},
     {.op = KR_OP_PRELU, .rank = 4, .dims = D4(1, 7, 5, 3), .rank2 = 3, .dims2 = {1, 1, 3}},
@@ -204,6 +219,10 @@ static const tcase cases[] = {
     POOL(MAX_POOL_2D, 9, 7, 2, 2, 2, 2, 2, SAME, NONE),
     POOL(MAX_POOL_2D, 7, 5, 3, 3, 3, 1, 1, SAME, RELU6),
     POOL(MAX_POOL_2D, 6, 5, 3, 3, 2, 1, 2, VALID, RELU_N1_TO_1),
+    /* half precision, 8 or 2 channels per thread (cuda pool_half) */
+    POOL(MAX_POOL_2D, 8, 10, 16, 2, 2, 2, 2, SAME, NONE),
+    POOL(MAX_POOL_2D, 9, 7, 6, 2, 2, 2, 2, VALID, RELU),
+    POOL(AVERAGE_POOL_2D, 7, 9, 8, 3, 3, 2, 2, SAME, RELU6),
     /* MEAN */
     {.op = KR_OP_MEAN, .rank = 4, .dims = D4(1, 7, 5, 3), .n_axes = 2, .axes = {1, 2}, .keep = 1},
     {.op = KR_OP_MEAN, .rank = 4, .dims = D4(1, 7, 5, 3), .n_axes = 2, .axes = {1, 2}},
@@ -222,6 +241,10 @@ static const tcase cases[] = {
     {.op = KR_OP_PAD, .rank = 3, .dims = {1, 5, 4}, .pads = {{0, 0}, {1, 1}, {2, 0}}},
     {.op = KR_OP_PAD, .rank = 2, .dims = {1, 6}, .pads = {{0, 0}, {3, 2}}},
     /* RESIZE_BILINEAR: H, W, C, OH, OW, align_corners, half_pixel_centers */
+    /* half precision, 8 channels per thread (cuda resize_rows) */
+    RESIZE(4, 5, 16, 8, 10, 0, 0),
+    RESIZE(5, 3, 8, 9, 7, 0, 1),
+    RESIZE(4, 4, 8, 7, 5, 1, 0),
     RESIZE(3, 5, 2, 7, 4, 0, 0),
     RESIZE(3, 5, 2, 7, 4, 1, 0),
     RESIZE(3, 5, 2, 7, 4, 0, 1),
@@ -1365,6 +1388,20 @@ static void test_pointwise_tile_chains(void **state)
     finish_and_check(&b, "pointwise tile chains");
 }
 
+/* A channel PAD of @p x (@p xd) to @p c channels, zeros after. */
+static int chain_channel_pad(kt_graph *b, int x, const int *xd, int c, int *od)
+{
+    static const int two[2] = {4, 2};
+    int32_t pads[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    pads[7] = c - xd[3];
+    od[0] = xd[0], od[1] = xd[1], od[2] = xd[2], od[3] = c;
+    int in[2] = {x, kt_graph_const(b, KR_DTYPE_I32, 2, two, pads)};
+    int y = kt_graph_act(b, 4, od);
+    kr_node *n = kt_graph_node(b, KR_OP_PAD, 2, in, y);
+    n->p.pad.after[3] = c - xd[3];
+    return y;
+}
+
 /* A global average pool of @p x [1,H,W,C] -> 1x1 C->@p hidden + RELU (folded) -> 1x1 hidden->C
  * -> LOGISTIC: the excitation of @p x, [1,1,1,C]. */
 static int chain_excitation(kt_graph *b, kt_rng *rng, int x, const int *xd, int hidden)
@@ -1380,6 +1417,179 @@ static int chain_excitation(kt_graph *b, kt_rng *rng, int x, const int *xd, int 
     int h = chain_conv(b, rng, KR_OP_CONV_2D, p, pd, hidden, 1, 1, KR_ACT_RELU, hd);
     int e = chain_conv(b, rng, KR_OP_CONV_2D, h, hd, xd[3], 1, 1, KR_ACT_NONE, sd);
     return chain_unary(b, KR_OP_LOGISTIC, e, sd);
+}
+
+/* A TFLite pointwise layer (SAME padding, 1x1, stride 1) of @p x [1,H,W,K] -> @p cout channels
+ * with random weights scaled by 1.7 / sqrt(K) (magnitudes near 1 along a chain), activation
+ * @p act; returns its output tensor, shape in @p od. */
+static int chain_pw(kt_graph *b, kt_rng *rng, int x, const int *xd, int cout, kr_activation act,
+                    int *od)
+{
+    int wd[4] = {cout, 1, 1, xd[3]};
+    size_t nw = (size_t)cout * xd[3];
+    float *w = malloc(nw * sizeof(float));
+    assert_non_null(w);
+    kt_rng_fill(rng, w, nw, -1.0f, 1.0f);
+    for (size_t i = 0; i < nw; i++)
+        w[i] *= 1.7f / sqrtf((float)xd[3]);
+    int in[3] = {x, add_weights(b, rng, 4, wd, w), add_weights(b, rng, 1, &cout, NULL)};
+    free(w);
+    od[0] = 1, od[1] = xd[1], od[2] = xd[2], od[3] = cout;
+    int y = kt_graph_act(b, 4, od);
+    kr_node *n = kt_graph_node(b, KR_OP_CONV_2D, 3, in, y);
+    n->activation = act;
+    n->p.window.kernel_h = n->p.window.kernel_w = 1;
+    n->p.window.stride_h = n->p.window.stride_w = 1;
+    n->p.window.dilation_h = n->p.window.dilation_w = 1;
+    n->p.window.padding = KR_PADDING_SAME;
+    return y;
+}
+
+/* The f16 TFLite pointwise layers on the tensor cores (cuda conv_2d_pw_mma.cu; f32 and the
+ * other schedules run the same graph on their own paths): 19 x 13 pixels (247: the last tile
+ * of 128 and of 64 rows partial), K of 24 and 72 (not multiples of 16: zero-padded chunks),
+ * N of 40, 72 and 8 (a partial 32-channel pass, an odd count of n8 tiles, a single one), K of
+ * 128 (the 16-rows-per-warp layout), a HARD_SWISH and a RELU6 folded, a residual ADD folded
+ * into the 72 -> 24 projection, an excitation's MUL before a pointwise layer (folded into it)
+ * and a bilinear upsample before one (folded too), then K and N of 24 -> 28 -> 42 (no multiples
+ * of 8: 4-byte loads, stores of channel pairs) with a residual ADD. Every cuda variant against the reference at batch 1 and 3. */
+static void test_pointwise_mma_chains(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "pointwise mma chains", 48, 24, 1 << 20);
+    kt_rng rng = kt_rng_seed(2718);
+    int xd[4] = {1, 19, 13, 24}, d40[4], d72[4], d24[4], d24b[4], d128[4], d8[4], d16[4];
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int a = chain_pw(&b, &rng, x, xd, 40, KR_ACT_NONE, d40);
+    a = chain_unary(&b, KR_OP_HARD_SWISH, a, d40);
+    int e = chain_pw(&b, &rng, a, d40, 72, KR_ACT_RELU6, d72);
+    int skip = chain_pw(&b, &rng, x, xd, 24, KR_ACT_NONE, d24);
+    int p = chain_pw(&b, &rng, e, d72, 24, KR_ACT_NONE, d24b);
+    int r = chain_binary(&b, KR_OP_ADD, p, skip, d24b);              /* into the projection */
+    int w = chain_pw(&b, &rng, r, d24b, 128, KR_ACT_RELU, d128);
+    int m = chain_binary(&b, KR_OP_MUL, w, chain_excitation(&b, &rng, w, d128, 16), d128);
+    int n8 = chain_pw(&b, &rng, m, d128, 8, KR_ACT_NONE, d8);
+    int u = chain_pw(&b, &rng, n8, d8, 16, KR_ACT_NONE, d16);
+    /* an upsample read only by a pointwise layer (folded into it: kr_cuda_op.rs), to a size
+     * that is no multiple of the input's, half-pixel centres */
+    int size[2] = {30, 21}, two = 2, dr[4] = {1, 30, 21, 16}, dy[4];
+    int in[2] = {u, kt_graph_const(&b, KR_DTYPE_I32, 1, &two, size)};
+    int rz = kt_graph_act(&b, 4, dr);
+    kr_node *rn = kt_graph_node(&b, KR_OP_RESIZE_BILINEAR, 2, in, rz);
+    rn->p.resize.half_pixel_centers = 1;
+    int y = chain_pw(&b, &rng, rz, dr, 24, KR_ACT_RELU, dy);
+    /* channel counts no multiple of 8 (BlazeFace's 24 -> 28 -> 42; 2-byte loads and stores),
+     * with a residual ADD folded into the last */
+    int d28[4], d42[4], d42b[4];
+    int o28 = chain_pw(&b, &rng, y, dy, 28, KR_ACT_NONE, d28);
+    int skip42 = chain_pw(&b, &rng, y, dy, 42, KR_ACT_NONE, d42);
+    int o42 = chain_pw(&b, &rng, o28, d28, 42, KR_ACT_RELU, d42b);
+    int z = chain_binary(&b, KR_OP_ADD, o42, skip42, d42b);
+    kt_graph_output(&b, z);
+    finish_and_check(&b, "pointwise mma chains");
+}
+
+/* BlazeFace's blocks as the per-node f16 schedule folds them into the tensor-core pointwise
+ * layer (cuda kr_cuda_op.add): depthwise 3x3 -> 1x1 24 -> 28, + the input padded to 28
+ * channels, RELU (PAD and ADD folded into the 1x1, stores of channel pairs); depthwise -> 1x1
+ * 28 -> 28 + the block's input, RELU (4-byte loads, no PAD); a 1x1 32 -> 32
+ * with the ADD's operands in the other order (16-byte path); a 5x5 stride-2 depthwise + RELU6
+ * into a 1x1. 19 x 13 pixels (partial tiles). Every cuda variant against the reference at
+ * batch 1 and 3. */
+static void test_blazeface_chains(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "blazeface chains", 48, 24, 1 << 20);
+    kt_rng rng = kt_rng_seed(31415);
+    int xd[4] = {1, 19, 13, 24}, d1[4], d2[4], dp[4], d3[4], d4[4], d5[4], dq[4], d6[4];
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int w = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, 24, 3, 1, KR_ACT_NONE, d1);
+    int c = chain_pw(&b, &rng, w, d1, 28, KR_ACT_NONE, d2);
+    int p = chain_channel_pad(&b, x, xd, 28, dp);
+    int a = chain_binary(&b, KR_OP_ADD, p, c, d2);
+    a = chain_unary(&b, KR_OP_RELU, a, d2);
+    int w2 = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, a, d2, 28, 3, 1, KR_ACT_NONE, d3);
+    int c2 = chain_pw(&b, &rng, w2, d3, 28, KR_ACT_NONE, d4);
+    int a2 = chain_binary(&b, KR_OP_ADD, a, c2, d4);
+    a2 = chain_unary(&b, KR_OP_RELU, a2, d4);
+    int q = chain_channel_pad(&b, a2, d4, 32, dq);
+    int c3 = chain_pw(&b, &rng, q, dq, 32, KR_ACT_NONE, d5);
+    int a3 = chain_binary(&b, KR_OP_ADD, c3, q, d5);
+    a3 = chain_unary(&b, KR_OP_RELU, a3, d5);
+    int u = chain_pw(&b, &rng, a3, d5, 16, KR_ACT_NONE, d6);
+    /* a 5x5 stride-2 depthwise with RELU6 read only by a pointwise layer, 10 x 7 pixels */
+    int d8[4], d9[4];
+    int w3 = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, u, d6, 16, 5, 2, KR_ACT_RELU6, d8);
+    int y = chain_pw(&b, &rng, w3, d8, 24, KR_ACT_NONE, d9);
+    kt_graph_output(&b, y);
+    finish_and_check(&b, "blazeface chains");
+}
+
+/* BlazeFace's wide blocks (face-short's 88 -> 96 and 96 -> 96 at 8x8, 72 -> 80 at 16x16):
+ * depthwise 3x3 -> 1x1 88 -> 96, + the input padded to 96 channels, RELU; depthwise -> 1x1
+ * 96 -> 96 + the block's input, RELU; 1x1 96 -> 72 + RELU, then 72 -> 80 + its input padded,
+ * RELU. With the weights as hi + lo halves these tensor-core layers pass 48 KB of shared memory
+ * (cuda conv_2d_pw_mma.cu: the 64 KB opt-in, PW_MMA_MAX_SMEM). 9 x 7 pixels (63: a partial
+ * tile). Every cuda variant against the reference at batch 1 and 3. */
+static void test_blazeface_wide_chains(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "blazeface wide chains", 48, 24, 1 << 20);
+    kt_rng rng = kt_rng_seed(27182);
+    int xd[4] = {1, 9, 7, 88}, d1[4], d2[4], dp[4], d3[4], d4[4], d5[4], d6[4], dq[4];
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int w = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, 88, 3, 1, KR_ACT_NONE, d1);
+    int c = chain_pw(&b, &rng, w, d1, 96, KR_ACT_NONE, d2);
+    int p = chain_channel_pad(&b, x, xd, 96, dp);
+    int a = chain_binary(&b, KR_OP_ADD, p, c, d2);
+    a = chain_unary(&b, KR_OP_RELU, a, d2);
+    int w2 = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, a, d2, 96, 3, 1, KR_ACT_NONE, d3);
+    int c2 = chain_pw(&b, &rng, w2, d3, 96, KR_ACT_NONE, d4);
+    int a2 = chain_binary(&b, KR_OP_ADD, a, c2, d4);
+    a2 = chain_unary(&b, KR_OP_RELU, a2, d4);
+    int c3 = chain_pw(&b, &rng, a2, d4, 72, KR_ACT_RELU, d5);
+    int c4 = chain_pw(&b, &rng, c3, d5, 80, KR_ACT_NONE, d6);
+    int q = chain_channel_pad(&b, c3, d5, 80, dq);
+    int y = chain_binary(&b, KR_OP_ADD, c4, q, d6);
+    y = chain_unary(&b, KR_OP_RELU, y, d6);
+    kt_graph_output(&b, y);
+    finish_and_check(&b, "blazeface wide chains");
+}
+
+/* The TFLite RGB stems on the tensor-core kernel in f16 (cuda conv_2d_pw_mma.cu, PWM_STEM3 and
+ * PWM_STEM5: the window gathered into the tile, k = (ky, kx, c)): selfie's 3x3 stride 2 -> 16
+ * with a HARD_SWISH folded, then a 1x1 16 -> 8; face-short's 5x5 stride 2 -> 24 with a RELU;
+ * a 3x3 stride 1 -> 8. Odd sizes (37 x 29: SAME padding with a pad after, partial tiles).
+ * Every cuda variant against the reference at batch 1 and 3. */
+static void test_rgb_stems(void **state)
+{
+    (void)state;
+    for (int g = 0; g < 3; g++) {
+        kt_graph b;
+        kt_graph_begin(&b, "rgb stems", 32, 16, 1 << 20);
+        kt_rng rng = kt_rng_seed(1618u + (uint32_t)g);
+        int xd[4] = {1, 37, 29, 3}, d1[4], d2[4];
+        int x = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, x);
+        int y;
+        if (g == 0) {
+            int a = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 16, 3, 2, KR_ACT_NONE, d1);
+            a = chain_unary(&b, KR_OP_HARD_SWISH, a, d1);
+            y = chain_pw(&b, &rng, a, d1, 8, KR_ACT_NONE, d2);
+        } else if (g == 1) {
+            y = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 24, 5, 2, KR_ACT_RELU, d1);
+        } else {
+            y = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 8, 3, 1, KR_ACT_NONE, d1);
+        }
+        kt_graph_output(&b, y);
+        finish_and_check(&b, g == 0 ? "rgb stem 3x3/2 + 1x1" : g == 1 ? "rgb stem 5x5/2" : "rgb stem 3x3/1");
+    }
 }
 
 /*
@@ -1848,6 +2058,10 @@ int main(void)
         cmocka_unit_test(test_ops_all_backends),
         cmocka_unit_test(test_fused_chains),
         cmocka_unit_test(test_pointwise_tile_chains),
+        cmocka_unit_test(test_pointwise_mma_chains),
+        cmocka_unit_test(test_blazeface_chains),
+        cmocka_unit_test(test_blazeface_wide_chains),
+        cmocka_unit_test(test_rgb_stems),
         cmocka_unit_test(test_excitation_chains),
         cmocka_unit_test(test_expand_dw_chains),
         cmocka_unit_test(test_u2net_block),

@@ -16,6 +16,13 @@
  *    rather than the ADD running on its own), and the folded convolutions' fields name the
  *    right sources, sizes and resize modes and their outputs do not overlap the sources;
  *  - compute 7.5 (no mma.sync) and f32 instances (no half weights): nothing folded;
+ *  - selfie's excitation MULs into the pointwise layer after them (kr_cuda_op.scale): 6 of its
+ *    10 in f16 on compute 9.0, 8.6 and 7.5 (not the one read by a resize nor the three read by
+ *    a 16 -> 16 layer), and 2 of its 3 upsamples into the pointwise layer reading them
+ *    (kr_cuda_op.rs), with the right sources
+ *    and outputs clear of them; none in f32;
+ *  - face-short's 16 ADDs (+ RELU) and 11 channel PADs into the pointwise layer before them
+ *    (kr_cuda_op.add), in f16 on the same classes, none in f32;
  *  - with a memory plan without slack (the planner may then reuse a source's memory for the
  *    convolution's output): no folded convolution writes over a source it reads.
  */
@@ -263,10 +270,211 @@ static void test_u2netp_folds(void **state)
     keyer_model_destroy(&m);
 }
 
+/* Every excitation MUL folded into the pointwise convolution after it in @p v: the MUL (and an
+ * ADD folded into it) marked folded, the convolution's sources the MUL's operands (the tensor,
+ * the per-item vector, the ADD's other operand), its output clear of them. Returns how many. */
+static int check_scale_folds(const view *v)
+{
+    const kr_graph *g = v->mem.graph;
+    int convs = 0;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const kr_cuda_op *op = &v->ops[n];
+        if (!op->scale.src)
+            continue;
+        convs++;
+        const kr_node *conv = &g->nodes[n];
+        assert_int_equal(conv->op, KR_OP_CONV_2D);
+        assert_false(v->folded[n]);
+        int p = n - 1; /* the MUL: the node run before the convolution */
+        while (p >= 0 && v->folded[p] && g->nodes[p].op != KR_OP_MUL)
+            p--;
+        assert_true(p >= 0 && v->folded[p]);
+        const kr_node *mul = &g->nodes[p];
+        assert_int_equal(mul->op, KR_OP_MUL);
+        const int side = g->tensors[mul->inputs[0]].dims[1] == 1 ? 1 : 0;
+        const int src[2] = {mul->inputs[side], mul->inputs[1 - side]};
+        assert_ptr_equal(op->scale.src, v->mem.arena + v->offsets[kr_tensor_storage(g, src[0])]);
+        assert_ptr_equal(op->scale.vec, v->mem.arena + v->offsets[kr_tensor_storage(g, src[1])]);
+        assert_int_equal(op->scale.pixels, g->tensors[src[0]].dims[1] * g->tensors[src[0]].dims[2]);
+        const uintptr_t out = (uintptr_t)op->out;
+        const size_t out_bytes = kr_cuda_mem_bytes(&v->mem, conv->outputs[0]);
+        for (int i = 0; i < 2; i++) {
+            const int st = kr_tensor_storage(g, src[i]);
+            assert_false(ranges_overlap(out, out_bytes, (uintptr_t)(v->mem.arena + v->offsets[st]),
+                                        kr_cuda_mem_bytes(&v->mem, st)));
+        }
+        if (op->scale.addend) /* the ADD folded into the MUL, right after it */
+            assert_false(ranges_overlap(out, out_bytes, (uintptr_t)op->scale.addend,
+                                        kr_cuda_mem_bytes(&v->mem, conv->inputs[0])));
+    }
+    return convs;
+}
+
+/* Every RESIZE_BILINEAR folded into the pointwise convolution after it in @p v: the resize
+ * marked folded, the convolution's source its input (with its sizes and modes), its output
+ * clear of it. Returns how many. */
+static int check_resize_folds(const view *v)
+{
+    const kr_graph *g = v->mem.graph;
+    int convs = 0;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const kr_cuda_op *op = &v->ops[n];
+        if (!op->rs.src)
+            continue;
+        convs++;
+        const kr_node *conv = &g->nodes[n];
+        assert_int_equal(conv->op, KR_OP_CONV_2D);
+        const int prod = g->tensors[conv->inputs[0]].producer;
+        assert_true(v->folded[prod]);
+        const kr_node *rz = &g->nodes[prod];
+        assert_int_equal(rz->op, KR_OP_RESIZE_BILINEAR);
+        const int st = kr_tensor_storage(g, rz->inputs[0]);
+        assert_ptr_equal(op->rs.src, v->mem.arena + v->offsets[st]);
+        assert_int_equal(op->rs.ih, g->tensors[rz->inputs[0]].dims[1]);
+        assert_int_equal(op->rs.iw, g->tensors[rz->inputs[0]].dims[2]);
+        assert_int_equal(op->rs.align, rz->p.resize.align_corners);
+        assert_int_equal(op->rs.half, rz->p.resize.half_pixel_centers);
+        assert_false(ranges_overlap((uintptr_t)op->out,
+                                    kr_cuda_mem_bytes(&v->mem, conv->outputs[0]),
+                                    (uintptr_t)op->rs.src, kr_cuda_mem_bytes(&v->mem, st)));
+    }
+    return convs;
+}
+
+/* selfie's excitation MULs into the pointwise layer reading them (kr_cuda_fuse_gathers): the
+ * encoder's 7 (one at 64x64, six at 16x16) and the decoder's 3 with their ADD (32x32, 64x64,
+ * 128x128), less the one read by a resize and the three read by a 16 -> 16 layer (which keeps
+ * the CUDA-core path: PW_MMA_MIN_KN): 6; the decoder's 3 upsamples, each read by a pointwise
+ * layer, less the one read by a 16 -> 16 layer: 2; no depthwise layer. In f16 on every class from 7.5 (the tensor-core pointwise kernel takes them
+ * all alike); none in f32. */
+static void test_selfie_folds(void **state)
+{
+    (void)state;
+    char path[1024];
+    keyer_error err = {0};
+    if (keyer_registry_resolve("selfie", path, sizeof(path), &err) != KEYER_OK) {
+        printf("selfie not available (%s): skipped\n", err.message);
+        skip();
+    }
+    keyer_model *m = NULL;
+    if (keyer_model_load_file(path, &m, &err) != KEYER_OK)
+        fail_msg("%s", err.message);
+    const kr_graph *g = kr_model_graph(m);
+    assert_int_equal(count_of(g, KR_OP_MUL), 10);
+    static const int ccs[] = {90, 86, 75};
+    for (size_t i = 0; i < sizeof(ccs) / sizeof(ccs[0]); i++) {
+        view v;
+        make_view(&v, g, 1, KR_CUDA_PLAN_SLACK, ccs[i]);
+        printf("selfie f16, compute %d: %d MUL and %d RESIZE_BILINEAR folded into pointwise "
+               "layers\n",
+               ccs[i], folded_of(&v, KR_OP_MUL), folded_of(&v, KR_OP_RESIZE_BILINEAR));
+        assert_int_equal(folded_of(&v, KR_OP_MUL), 6);
+        assert_int_equal(check_scale_folds(&v), 6);
+        assert_int_equal(folded_of(&v, KR_OP_RESIZE_BILINEAR), 2);
+        assert_int_equal(check_resize_folds(&v), 2);
+        assert_int_equal(folded_of(&v, KR_OP_DEPTHWISE_CONV_2D), 0);
+        free_view(&v);
+    }
+    view v;
+    make_view(&v, g, 0, KR_CUDA_PLAN_SLACK, 90);
+    assert_int_equal(folded_of(&v, KR_OP_MUL) + folded_of(&v, KR_OP_RESIZE_BILINEAR), 0);
+    assert_int_equal(check_scale_folds(&v) + check_resize_folds(&v), 0);
+    free_view(&v);
+    keyer_model_destroy(&m);
+}
+
+/* Every ADD folded into the pointwise convolution before it in @p v (kr_cuda_op.add): the ADD
+ * (and a channel PAD of its other operand) marked folded, the convolution writing the ADD's
+ * output (or its folded activation's), its source the other operand (the PAD's input), the
+ * output clear of the convolution's input and of that source. Returns how many. */
+static int check_add_folds(const view *v)
+{
+    const kr_graph *g = v->mem.graph;
+    int convs = 0;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const kr_cuda_op *op = &v->ops[n];
+        if (!op->add.src)
+            continue;
+        convs++;
+        const kr_node *conv = &g->nodes[n];
+        assert_int_equal(conv->op, KR_OP_CONV_2D);
+        assert_false(v->folded[n]);
+        int a = n + 1; /* the ADD reading the convolution's output */
+        while (a < g->n_nodes && !(g->nodes[a].op == KR_OP_ADD &&
+                                   (g->nodes[a].inputs[0] == conv->outputs[0] ||
+                                    g->nodes[a].inputs[1] == conv->outputs[0])))
+            a++;
+        assert_true(a < g->n_nodes && v->folded[a]);
+        const kr_node *add = &g->nodes[a];
+        int other = add->inputs[0] == conv->outputs[0] ? add->inputs[1] : add->inputs[0];
+        const kr_node *pad = g->tensors[other].producer >= 0 ? &g->nodes[g->tensors[other].producer]
+                                                             : NULL;
+        if (pad && pad->op == KR_OP_PAD) {
+            assert_true(v->folded[g->tensors[other].producer]);
+            other = pad->inputs[0];
+        }
+        const int so = kr_tensor_storage(g, other);
+        assert_ptr_equal(op->add.src, v->mem.arena + v->offsets[so]);
+        assert_int_equal(op->add.ch, g->tensors[other].dims[3]);
+        const size_t out_bytes = kr_cuda_mem_bytes(&v->mem, add->outputs[0]);
+        const int in = conv->inputs[0];
+        const int si = kr_tensor_storage(g, in);
+        assert_false(ranges_overlap((uintptr_t)op->out, out_bytes,
+                                    (uintptr_t)(v->mem.arena + v->offsets[so]),
+                                    kr_cuda_mem_bytes(&v->mem, so)));
+        assert_false(ranges_overlap((uintptr_t)op->out, out_bytes,
+                                    (uintptr_t)(v->mem.arena + v->offsets[si]),
+                                    kr_cuda_mem_bytes(&v->mem, si)));
+    }
+    return convs;
+}
+
+/* face-short's 16 BlazeFace blocks: each ADD (+ RELU) and the 11 channel PADs of its other
+ * operand folded into the pointwise layer before it (no depthwise layer folded), in f16 on
+ * every class from 7.5; none in f32. */
+static void test_face_short_folds(void **state)
+{
+    (void)state;
+    char path[1024];
+    keyer_error err = {0};
+    if (keyer_registry_resolve("face-short", path, sizeof(path), &err) != KEYER_OK) {
+        printf("face-short not available (%s): skipped\n", err.message);
+        skip();
+    }
+    keyer_model *m = NULL;
+    if (keyer_model_load_file(path, &m, &err) != KEYER_OK)
+        fail_msg("%s", err.message);
+    const kr_graph *g = kr_model_graph(m);
+    assert_int_equal(count_of(g, KR_OP_ADD), 16);
+    assert_int_equal(count_of(g, KR_OP_PAD), 11);
+    static const int ccs[] = {90, 86, 75};
+    for (size_t i = 0; i < sizeof(ccs) / sizeof(ccs[0]); i++) {
+        view v;
+        make_view(&v, g, 1, KR_CUDA_PLAN_SLACK, ccs[i]);
+        printf("face-short f16, compute %d: %d ADD, %d PAD and %d DEPTHWISE_CONV_2D folded into "
+               "pointwise layers\n",
+               ccs[i], folded_of(&v, KR_OP_ADD), folded_of(&v, KR_OP_PAD),
+               folded_of(&v, KR_OP_DEPTHWISE_CONV_2D));
+        assert_int_equal(folded_of(&v, KR_OP_DEPTHWISE_CONV_2D), 0);
+        assert_int_equal(folded_of(&v, KR_OP_ADD), 16);
+        assert_int_equal(folded_of(&v, KR_OP_PAD), 11);
+        assert_int_equal(check_add_folds(&v), 16);
+        free_view(&v);
+    }
+    view v;
+    make_view(&v, g, 0, KR_CUDA_PLAN_SLACK, 90);
+    assert_int_equal(folded_of(&v, KR_OP_PAD), 0);
+    assert_int_equal(check_add_folds(&v), 0);
+    free_view(&v);
+    keyer_model_destroy(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_u2netp_folds),
+        cmocka_unit_test(test_selfie_folds),
+        cmocka_unit_test(test_face_short_folds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

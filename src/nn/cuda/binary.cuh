@@ -14,7 +14,7 @@
  *    that the shape stays in kernel parameters (a loop with a run-time bound put the shape in
  *    local memory: 112 bytes per thread, and the kernels were bound by that traffic).
  * The flat and per-channel schemes move 4 elements per thread and iteration (float4, or four
- * halves in 8 bytes) when the sizes and pointers allow.
+ * halves in 8 bytes), or 8 halves in 16 bytes, when the sizes and pointers allow.
  */
 #ifndef KEYER_NN_CUDA_BINARY_CUH
 #define KEYER_NN_CUDA_BINARY_CUH
@@ -119,7 +119,7 @@ __global__ void binary_general(const T *__restrict__ a, const T *__restrict__ b,
     }
 }
 
-/* SAME, CHAN_B or CHAN_A; V elements per step (1 or 4). In CHAN_A the launcher passes the
+/* SAME, CHAN_B or CHAN_A; V elements per step (1, 4, or 8 for halves). In CHAN_A the launcher passes the
  * operands swapped (full one first) and the kernel restores their order for the operation. */
 template <typename T, int F, int MODE, int V, typename I>
 __global__ void binary_flat(const T *__restrict__ full, const T *__restrict__ other,
@@ -153,7 +153,16 @@ static void binary_flat_launch(const kr_cuda_op *op, const T *full, const T *oth
               (!op->residual || kr_aligned(op->residual, 4 * sizeof(T))) &&
               (MODE == BIN_SAME ? kr_aligned(other, 4 * sizeof(T))
                                 : (w.c % 4 == 0 && (w.cn == 1 || kr_aligned(other, 4 * sizeof(T)))));
-    if (vec)
+    /* halves: 8 per step (16-byte accesses) where every access stays aligned */
+    const int vec8 = sizeof(T) == 2 && total % 8 == 0 && kr_aligned(full, 16) &&
+                     kr_aligned(op->out, 16) && (!op->residual || kr_aligned(op->residual, 16)) &&
+                     (MODE == BIN_SAME ? kr_aligned(other, 16)
+                                       : (w.c % 8 == 0 && (w.cn == 1 || (w.cn % 8 == 0 &&
+                                                                         kr_aligned(other, 16)))));
+    if (vec8)
+        binary_flat<T, F, MODE, 8, I><<<kr_blocks(total / 8, 256), 256, 0, st>>>(
+            full, other, (T *)op->out, (I)total, w, e);
+    else if (vec)
         binary_flat<T, F, MODE, 4, I><<<kr_blocks(total / 4, 256), 256, 0, st>>>(
             full, other, (T *)op->out, (I)total, w, e);
     else

@@ -18,7 +18,8 @@ __device__ __forceinline__ float kr_ld(const __half *p) { return __half2float(*p
 __device__ __forceinline__ void kr_st(float *p, float v) { *p = v; }
 __device__ __forceinline__ void kr_st(__half *p, float v) { *p = __float2half_rn(v); }
 
-/* V consecutive elements (V = 1 or 4; the caller guarantees 4 * sizeof(T) alignment for 4). */
+/* V consecutive elements (V = 1 or 4, and 8 for __half; the caller guarantees V * sizeof(T)
+ * alignment for 4 and 8). */
 template <int V> __device__ __forceinline__ void kr_ldv(const float *p, float *v)
 {
     if (V == 4) {
@@ -31,7 +32,14 @@ template <int V> __device__ __forceinline__ void kr_ldv(const float *p, float *v
 }
 template <int V> __device__ __forceinline__ void kr_ldv(const __half *p, float *v)
 {
-    if (V == 4) {
+    if (V == 8) {
+        const uint4 q = *reinterpret_cast<const uint4 *>(p);
+        const __half2 *h = reinterpret_cast<const __half2 *>(&q);
+        for (int k = 0; k < 4; k++) {
+            const float2 f = __half22float2(h[k]);
+            v[2 * k] = f.x, v[2 * k + 1] = f.y;
+        }
+    } else if (V == 4) {
         uint2 q = *reinterpret_cast<const uint2 *>(p);
         float2 lo = __half22float2(*reinterpret_cast<const __half2 *>(&q.x));
         float2 hi = __half22float2(*reinterpret_cast<const __half2 *>(&q.y));
@@ -52,7 +60,13 @@ template <int V> __device__ __forceinline__ void kr_stv(float *p, const float *v
 }
 template <int V> __device__ __forceinline__ void kr_stv(__half *p, const float *v)
 {
-    if (V == 4) {
+    if (V == 8) {
+        uint4 q;
+        __half2 *h = reinterpret_cast<__half2 *>(&q);
+        for (int k = 0; k < 4; k++)
+            h[k] = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
+        *reinterpret_cast<uint4 *>(p) = q;
+    } else if (V == 4) {
         __half2 lo = __floats2half2_rn(v[0], v[1]), hi = __floats2half2_rn(v[2], v[3]);
         uint2 q;
         q.x = *reinterpret_cast<const unsigned *>(&lo);

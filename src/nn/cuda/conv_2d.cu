@@ -23,9 +23,9 @@
  * one output pixel and a group of output channels; the group's weights and bias travel as a
  * kernel parameter (__grid_constant__), so every multiply-add reads its weight from the
  * constant bank with a compile-time offset, and the input patch sits in registers. Chosen when
- * the weights are float constants of such a shape. The ONNX models' stems (explicit padding, 16,
- * 32 or 64 outputs: u2netp's 3 -> 64) take conv_2d_stem.cu instead, one launch for all the
- * output channels with the same sums.
+ * the weights are float constants of such a shape. Stems of 16, 32 or 64 outputs (u2netp's
+ * 3 -> 64, selfie's 3 -> 16) take conv_2d_stem.cu instead, one launch for all the output
+ * channels that writes whole output rows, with the same sums.
  *
  * Narrow pointwise layers (1x1 with 8 to 32 input channels, the 16- and 24-channel layers at
  * the models' highest resolutions) take the same route: conv_narrow gives each thread one
@@ -554,6 +554,8 @@ template <typename T> static int launch(const kr_cuda_op *op)
         return kr_cuda_conv_2d_mma(op);
     if (kr_cuda_conv_2d_stem_fits(op)) /* ONNX RGB stems in one launch: conv_2d_stem.cu */
         return kr_cuda_conv_2d_stem(op);
+    if (kr_cuda_conv_2d_pw_mma_fits(op)) /* f16 TFLite 1x1 layers, tensor cores: conv_2d_pw_mma.cu */
+        return kr_cuda_conv_2d_pw_mma(op);
     conv_shape s;
     s.n = kr_dim(op, xt, 0);
     s.ih = xt->dims[1], s.iw = xt->dims[2], s.ic = xt->dims[3];

@@ -198,7 +198,9 @@ template <typename T> static int stem_fits(const kr_cuda_op *op)
 extern "C" int kr_cuda_conv_2d_stem_fits(const kr_cuda_op *op)
 {
     const kr_window_params *p = &op->node->p.window;
-    if (p->padding != KR_PADDING_EXPLICIT || p->groups > 1 || op->node->n_inputs < 2 ||
+    /* any padding (the pads of a TFLite SAME stem are in pad_top / pad_left too: selfie's
+     * 3x3/2 -> 16 takes this kernel, with conv_stem's sums) */
+    if (p->groups > 1 || op->node->n_inputs < 2 ||
         op->cat.src[0] || op->pool.src || !op->caps)
         return 0;
     const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);

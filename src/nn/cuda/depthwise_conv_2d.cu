@@ -4,8 +4,10 @@
  * reads consecutive channels of one pixel (coalesced); the taps of neighbouring pixels are served
  * by L1/L2. With multiplier 1 and channels a multiple of 4 (every shipped model), a thread
  * computes 4 consecutive channels with vector loads and one index computation; otherwise one
- * output element. Float accumulation from the bias, taps outside the input skipped (the
- * schedules' orders: ops/depthwise_conv_2d.cuh), fused epilogue.
+ * output element. In half precision 3x3 and 5x5 layers of stride 1 or 2 and an even channel
+ * count take dw_half (8 or 2 channels of 4 pixels per thread). Float accumulation from the
+ * bias, taps outside the input skipped (the schedules' orders: ops/depthwise_conv_2d.cuh; every
+ * kernel here sums alike), fused epilogue.
  */
 #include "nn/cuda/ops/depthwise_conv_2d.cuh"
 
@@ -136,6 +138,169 @@ static void launch_rows(const kr_cuda_op *op, const dw_shape &s, kr_epilogue e)
         (I)groups, s, e);
 }
 
+/* V (8 or 2) floats of @p p (16- or 8-byte aligned: dw_half's weights and bias), as two
+ * 16-byte loads or one 8-byte load. */
+template <int V> __device__ __forceinline__ void dwh_ldf(const float *p, float *v)
+{
+    if (V == 8) {
+        const float4 a = __ldg(reinterpret_cast<const float4 *>(p));
+        const float4 b = __ldg(reinterpret_cast<const float4 *>(p) + 1);
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
+        v[7] = b.w;
+    } else {
+        const float2 a = __ldg(reinterpret_cast<const float2 *>(p));
+        v[0] = a.x, v[1] = a.y;
+    }
+}
+
+/* V (8 or 2) halves of @p p as floats, one 16- or 4-byte load. */
+template <int V> __device__ __forceinline__ void dwh_ld(const __half *p, float *v)
+{
+    if (V == 8) {
+        const uint4 q = *reinterpret_cast<const uint4 *>(p);
+        const __half2 *h = reinterpret_cast<const __half2 *>(&q);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float2 f = __half22float2(h[j]);
+            v[2 * j] = f.x, v[2 * j + 1] = f.y;
+        }
+    } else {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(p));
+        v[0] = f.x, v[1] = f.y;
+    }
+}
+
+/*
+ * Half precision, multiplier 1, no dilation, a KW x KW kernel, stride S (1 or 2): a thread
+ * computes V channels (8: one 16-byte access per pixel; 2: 4-byte ones, for channel counts
+ * that are even but no multiple of 4 or 8: BlazeFace's 28, 36, 42) of PX neighbouring output
+ * pixels of one row, each input column of the window loaded once for all of them; the block
+ * row (blockIdx.y) walks items x output rows, so a thread divides only by the channel groups.
+ * The same sums as dw_kernel and dw_rows: from the bias, the taps in (ky, kx) order, taps
+ * outside the input skipped, one fmaf per tap and channel; then the epilogue and residual as
+ * kr_add_res adds it.
+ */
+template <int KW, int S, int PX, int V, typename I>
+__global__ void dw_half(const __half *__restrict__ x, const float *__restrict__ w,
+                        const float *__restrict__ bias, __half *__restrict__ y, int rows,
+                        dw_shape s, kr_epilogue e)
+{
+    constexpr int NJ = (PX - 1) * S + KW; /* input columns of the PX windows */
+    const int ocv = s.oc / V, owb = (s.ow + PX - 1) / PX, per_row = owb * ocv;
+    for (int row = blockIdx.y; row < rows; row += gridDim.y) {
+        const int b = row / s.oh, oy = row - b * s.oh;
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < per_row;
+             i += gridDim.x * blockDim.x) {
+            const int og = i / ocv, o = (i - og * ocv) * V, ox0 = og * PX;
+            float acc[PX][V], b0[V];
+            if (bias)
+                dwh_ldf<V>(bias + o, b0);
+            else
+#pragma unroll
+                for (int c = 0; c < V; c++)
+                    b0[c] = 0.0f;
+#pragma unroll
+            for (int c = 0; c < V; c++)
+#pragma unroll
+                for (int px = 0; px < PX; px++)
+                    acc[px][c] = b0[c];
+            for (int ky = 0; ky < KW; ky++) {
+                const int iy = oy * S - s.pt + ky;
+                if ((unsigned)iy >= (unsigned)s.ih)
+                    continue;
+                const __half *xr = x + (((I)b * s.ih + iy) * s.iw) * s.ic + o;
+                float wv[KW][V];
+#pragma unroll
+                for (int kx = 0; kx < KW; kx++)
+                    dwh_ldf<V>(w + (ky * KW + kx) * s.oc + o, wv[kx]);
+#pragma unroll
+                for (int j = 0; j < NJ; j++) {
+                    const int ix = ox0 * S - s.pl + j;
+                    if ((unsigned)ix >= (unsigned)s.iw)
+                        continue;
+                    float xv[V];
+                    dwh_ld<V>(xr + (I)ix * s.ic, xv);
+#pragma unroll
+                    for (int px = 0; px < PX; px++) {
+                        const int kx = j - px * S;
+                        if (kx >= 0 && kx < KW)
+#pragma unroll
+                            for (int c = 0; c < V; c++)
+                                acc[px][c] = fmaf(xv[c], wv[kx][c], acc[px][c]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int px = 0; px < PX; px++) {
+                if (ox0 + px >= s.ow)
+                    break;
+                const I idx = ((I)row * s.ow + ox0 + px) * s.oc + o;
+                float v[V];
+#pragma unroll
+                for (int c = 0; c < V; c++)
+                    v[c] = kr_apply(e, acc[px][c]);
+                if (e.res) {
+                    float r[V];
+                    dwh_ld<V>((const __half *)e.res + idx, r);
+#pragma unroll
+                    for (int c = 0; c < V; c++)
+                        v[c] += r[c];
+                }
+                if (V == 8) {
+                    uint4 q;
+                    __half2 *h = reinterpret_cast<__half2 *>(&q);
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+                    *reinterpret_cast<uint4 *>(y + idx) = q;
+                } else {
+                    *reinterpret_cast<__half2 *>(y + idx) = __floats2half2_rn(v[0], v[1]);
+                }
+            }
+        }
+    }
+}
+
+template <int KW, int S, int V, typename I>
+static void launch_half(const kr_cuda_op *op, const dw_shape &s, kr_epilogue e)
+{
+    constexpr int PX = 4;
+    const int rows = (int)(kr_elems(op, kr_out_t(op)) / ((size_t)s.ow * s.oc));
+    const int per_row = (s.ow + PX - 1) / PX * (s.oc / V);
+    const int threads = per_row >= 128 ? 128 : (per_row + 31) / 32 * 32;
+    const dim3 grid((unsigned)((per_row + threads - 1) / threads),
+                    (unsigned)(rows < 65535 ? rows : 65535));
+    dw_half<KW, S, PX, V, I><<<grid, (unsigned)threads, 0, (cudaStream_t)op->stream>>>(
+        (const __half *)op->in[0], (const float *)op->in[1], (const float *)op->in[2],
+        (__half *)op->out, rows, s, e);
+}
+
+/* dw_half where it applies (half, multiplier 1, no dilation, a 3x3 or 5x5 kernel, stride 1 or
+ * 2 on both axes, channels a multiple of 8 or even, aligned accesses: 16 bytes for 8 channels,
+ * 4 for 2; the float weights and bias 16 or 8); 0 when it does not. */
+template <typename I> static int try_half(const kr_cuda_op *op, const dw_shape &s, kr_epilogue e)
+{
+    const int v = s.oc % 8 == 0 ? 8 : s.oc % 2 == 0 ? 2 : 0;
+    const size_t al = v == 8 ? 16 : 4, wal = v == 8 ? 16 : 8;
+    const float *bias = (const float *)op->in[2];
+    if (!op->f16 || !v || s.mult != 1 || s.dh != 1 || s.dw != 1 || s.kh != s.kw ||
+        (s.kw != 3 && s.kw != 5) || s.sh != s.sw || (s.sh != 1 && s.sh != 2) ||
+        !kr_aligned(op->in[0], al) || !kr_aligned(op->out, al) ||
+        !kr_aligned(op->in[1], wal) || (bias && !kr_aligned(bias, wal)) ||
+        (op->residual && !kr_aligned(op->residual, al)) ||
+        kr_elems(op, kr_out_t(op)) / ((size_t)s.ow * s.oc) > 0x7fffffffu)
+        return 0;
+#define DWH(KW, S, V)                                                                             \
+    if (s.kw == KW && s.sh == S && v == V) {                                                      \
+        launch_half<KW, S, V, I>(op, s, e);                                                       \
+        return 1;                                                                                 \
+    }
+    DWH(3, 1, 8) DWH(3, 2, 8) DWH(5, 1, 8) DWH(5, 2, 8)
+    DWH(3, 1, 2) DWH(3, 2, 2) DWH(5, 1, 2) DWH(5, 2, 2)
+#undef DWH
+    return 0;
+}
+
 template <typename T, typename I> static int launch(const kr_cuda_op *op)
 {
     const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
@@ -152,6 +317,8 @@ template <typename T, typename I> static int launch(const kr_cuda_op *op)
               (!op->residual || kr_aligned(op->residual, 4 * sizeof(T))) &&
               (!bias || kr_aligned(bias, 16));
     kr_epilogue e = kr_make_epilogue(op, 1);
+    if (try_half<I>(op, s, e))
+        return (int)cudaGetLastError();
     int rows = vec && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1 && s.kh == s.kw &&
                (s.kw == 3 || s.kw == 5);
     if (rows && s.kw == 3)

@@ -313,6 +313,173 @@ static int fold_pool(const kr_cuda_mem *mem, kr_cuda_op *ops, int p, int n)
     return 1;
 }
 
+/* The excitation MUL fold of fusion.h into the pointwise CONV_2D @p n from node @p p, the node
+ * run just before it: 1 if done. The MUL's operands (and the ADD folded into it) stay intact
+ * until the convolution has read them: only it runs between, and it must not write over them. */
+static int fold_scale(const kr_cuda_mem *mem, kr_cuda_op *ops, const unsigned char *folded, int p,
+                      int n)
+{
+    const kr_graph *g = mem->graph;
+    const kr_node *mul = &g->nodes[p], *conv = &g->nodes[n];
+    int t = conv->inputs[0];
+    if (mul->op != KR_OP_MUL || mul->n_inputs != 2 || mul->inputs[0] < 0 || mul->inputs[1] < 0 ||
+        ops[p].out != kr_cuda_mem_ptr(mem, t) || !private_tensor(g, t))
+        return 0;
+    const kr_tensor *tt = &g->tensors[t];
+    int side = -1; /* the operand of the output's shape; the other: [1,1,1,C] */
+    for (int i = 0; i < 2; i++) {
+        const kr_tensor *a = &g->tensors[mul->inputs[i]], *b = &g->tensors[mul->inputs[1 - i]];
+        if (!kr_tensor_is_const(a) && a->rank == 4 && tt->rank == 4 && b->rank == 4 &&
+            a->dims[0] == tt->dims[0] && a->dims[1] == tt->dims[1] && a->dims[2] == tt->dims[2] &&
+            a->dims[3] == tt->dims[3] && b->dims[0] == 1 && b->dims[1] == 1 && b->dims[2] == 1 &&
+            b->dims[3] == tt->dims[3])
+            side = i;
+    }
+    if (side < 0)
+        return 0;
+    int src[3] = {mul->inputs[side], mul->inputs[1 - side], -1};
+    if (ops[p].residual) { /* the ADD folded into the MUL: its other operand */
+        for (int q = p + 1; q < n && src[2] < 0; q++)
+            if (folded[q] && g->nodes[q].op == KR_OP_ADD && g->nodes[q].outputs[0] == t)
+                src[2] = g->nodes[q].inputs[0] == mul->outputs[0] ? g->nodes[q].inputs[1]
+                                                                   : g->nodes[q].inputs[0];
+        if (src[2] < 0 || kr_cuda_mem_ptr(mem, src[2]) != ops[p].residual)
+            return 0;
+    }
+    size_t bytes = kr_cuda_mem_bytes(mem, conv->outputs[0]);
+    for (int i = 0; i < 3; i++)
+        if (src[i] >= 0 && ptr_overlaps(mem, ops[n].out, bytes, src[i]))
+            return 0;
+    kr_cuda_op trial = ops[n];
+    const kr_tensor *vt = &g->tensors[src[1]];
+    trial.scale.src = kr_cuda_mem_ptr(mem, src[0]);
+    trial.scale.vec = ops[p].in[1 - side];
+    trial.scale.addend = ops[p].residual;
+    trial.scale.vec_stride = kr_tensor_is_const(vt) ? 0 : vt->dims[3];
+    trial.scale.pixels = tt->dims[1] * tt->dims[2];
+    trial.scale.act = mul->activation;
+    trial.scale.post = ops[p].post;
+    if (!kr_cuda_conv_2d_pw_mma_fits(&trial))
+        return 0;
+    ops[n] = trial;
+    return 1;
+}
+
+/* The RESIZE_BILINEAR fold of fusion.h into the pointwise CONV_2D @p n from node @p p, the node
+ * run just before it: 1 if done. */
+static int fold_resize(const kr_cuda_mem *mem, kr_cuda_op *ops, int p, int n)
+{
+    const kr_graph *g = mem->graph;
+    const kr_node *rz = &g->nodes[p], *conv = &g->nodes[n];
+    int t = conv->inputs[0];
+    if (rz->op != KR_OP_RESIZE_BILINEAR || rz->n_inputs < 1 || rz->inputs[0] < 0 ||
+        rz->activation != KR_ACT_NONE || ops[p].residual || ops[p].out != kr_cuda_mem_ptr(mem, t) ||
+        !private_tensor(g, t))
+        return 0;
+    const int x = rz->inputs[0];
+    const kr_tensor *xt = &g->tensors[x], *tt = &g->tensors[t];
+    if (kr_tensor_is_const(xt) || xt->rank != 4 || tt->rank != 4 || xt->dims[0] != tt->dims[0] ||
+        xt->dims[3] != tt->dims[3] ||
+        ptr_overlaps(mem, ops[n].out, kr_cuda_mem_bytes(mem, conv->outputs[0]), x))
+        return 0;
+    kr_cuda_op trial = ops[n];
+    trial.rs.src = kr_cuda_mem_ptr(mem, x);
+    trial.rs.ih = xt->dims[1], trial.rs.iw = xt->dims[2];
+    trial.rs.align = rz->p.resize.align_corners;
+    trial.rs.half = rz->p.resize.half_pixel_centers;
+    trial.rs.post = ops[p].post;
+    if (!kr_cuda_conv_2d_pw_mma_fits(&trial))
+        return 0;
+    ops[n] = trial;
+    return 1;
+}
+
+/* The next node after @p n that runs (not folded), or -1. */
+static int next_run(const kr_graph *g, const unsigned char *folded, int n)
+{
+    for (int q = n + 1; q < g->n_nodes; q++)
+        if (!folded[q])
+            return q;
+    return -1;
+}
+
+/* A PAD of the channels only (zeros after them) of a rank-4 tensor. */
+static int channel_pad(const kr_graph *g, const kr_node *pad)
+{
+    const kr_tensor *x = &g->tensors[pad->inputs[0]], *y = &g->tensors[pad->outputs[0]];
+    if (pad->op != KR_OP_PAD || x->rank != 4 || y->rank != 4 ||
+        pad->p.pad.mode != KR_PAD_CONSTANT || pad->p.pad.value != 0.0f)
+        return 0;
+    for (int d = 0; d < 4; d++)
+        if (pad->p.pad.before[d] != 0 || (d < 3 && pad->p.pad.after[d] != 0) ||
+            (d < 3 && x->dims[d] != y->dims[d]))
+            return 0;
+    return 1;
+}
+
+/* The ADD fold of fusion.h into the pointwise CONV_2D @p n: the ADD run next (or after a channel
+ * PAD of its other operand, run next), which reads the convolution's output (read by nobody
+ * else) and a tensor ready before the convolution: 1 if done. */
+static int fold_add(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded, int n)
+{
+    const kr_graph *g = mem->graph;
+    const kr_node *conv = &g->nodes[n];
+    const int tc = conv->outputs[0];
+    int a = next_run(g, folded, n), p = -1;
+    if (a < 0 || ops[n].residual || ops[n].scale.src || ops[n].rs.src ||
+        ops[n].out != kr_cuda_mem_ptr(mem, tc) || !private_tensor(g, tc))
+        return 0;
+    const int in = conv->inputs[0];
+    if (g->nodes[a].op == KR_OP_PAD) {
+        p = a;
+        a = next_run(g, folded, p);
+        if (a < 0 || !channel_pad(g, &g->nodes[p]) || ops[p].post != KR_CUDA_POST_NONE ||
+            ops[p].residual || !private_tensor(g, g->nodes[p].outputs[0]))
+            return 0;
+    }
+    const kr_node *add = &g->nodes[a];
+    /* (the ADD writes its own output, or that of the activation folded into it) */
+    if (add->op != KR_OP_ADD || add->n_inputs != 2 || ops[a].residual || !ops[a].out ||
+        (add->inputs[0] != tc && add->inputs[1] != tc))
+        return 0;
+    int other = add->inputs[0] == tc ? add->inputs[1] : add->inputs[0];
+    if (other == tc || other < 0)
+        return 0;
+    if (p >= 0) { /* the PAD's output is the other operand; its input is read instead */
+        if (other != g->nodes[p].outputs[0])
+            return 0;
+        other = g->nodes[p].inputs[0];
+    }
+    const kr_tensor *ot = &g->tensors[other], *ct = &g->tensors[tc],
+                    *at = &g->tensors[add->outputs[0]];
+    if (kr_tensor_is_const(ot) || ot->rank != 4 || at->rank != 4 || ct->rank != 4 ||
+        (ot->producer >= n && ot->producer >= 0))
+        return 0;
+    for (int d = 0; d < 4; d++)
+        if (at->dims[d] != ct->dims[d] || (d < 3 && ot->dims[d] != ct->dims[d]) ||
+            (d == 3 && (ot->dims[3] > ct->dims[3] || (p < 0 && ot->dims[3] != ct->dims[3]))))
+            return 0;
+    /* the convolution then writes the ADD's output: not over its input, nor over the ADD's
+     * other operand */
+    const void *out = ops[a].out;
+    const size_t bytes = kr_cuda_mem_bytes(mem, add->outputs[0]);
+    if (ptr_overlaps(mem, out, bytes, other) || ptr_overlaps(mem, out, bytes, in))
+        return 0;
+    kr_cuda_op trial = ops[n];
+    trial.out = ops[a].out;
+    trial.add.src = kr_cuda_mem_ptr(mem, other);
+    trial.add.ch = ot->dims[3];
+    trial.add.act = add->activation;
+    trial.add.post = ops[a].post;
+    if (!kr_cuda_conv_2d_pw_mma_fits(&trial))
+        return 0;
+    ops[n] = trial;
+    folded[a] = 1;
+    if (p >= 0)
+        folded[p] = 1;
+    return p >= 0 ? 2 : 1;
+}
+
 /* (fusion.h) */
 int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
 {
@@ -328,7 +495,8 @@ int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
             c--;
         if (c < 0)
             continue;
-        if (fold_pool(mem, ops, c, n)) {
+        if (fold_pool(mem, ops, c, n) || fold_scale(mem, ops, folded, c, n) ||
+            fold_resize(mem, ops, c, n)) {
             folded[c] = 1;
             n_folded++;
             continue;
@@ -423,6 +591,10 @@ int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
             n_folded++;
         }
     }
+    for (int n = 0; n < g->n_nodes; n++) /* ADDs (+ channel PADs) into pointwise layers */
+        if (g->nodes[n].op == KR_OP_CONV_2D && !folded[n] && ops[n].w16 && !ops[n].cat.src[0] &&
+            !ops[n].pool.src)
+            n_folded += fold_add(mem, ops, folded, n);
     return n_folded;
 }
 
@@ -441,6 +613,9 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
             op->in[i] = node->inputs[i] >= 0 ? kr_cuda_mem_ptr(mem, node->inputs[i]) : NULL;
         op->out = kr_cuda_mem_ptr(mem, node->outputs[0]);
         op->post = KR_CUDA_POST_NONE;
+        op->scale.src = op->scale.vec = op->scale.addend = NULL;
+        op->rs.src = NULL;
+        op->add.src = NULL;
         op->w16 = NULL;
         if (node->op == KR_OP_CONV_2D && node->n_inputs > 1 && node->inputs[1] >= 0 &&
             mem->w16_offsets && mem->w16_offsets[node->inputs[1]] != SIZE_MAX)

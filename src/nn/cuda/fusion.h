@@ -42,8 +42,18 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
  * first folded one to the convolution writes over the sources (where only the convolution
  * with a residual ADD folded in would write over a resize's input, the resize is not folded and
  * the convolution reads its output; where it would write over another source, the ADD is
- * unfolded and runs on its own again). The folded nodes are marked in @p folded; returns how
- * many. Never fails. */
+ * unfolded and runs on its own again). Also a MUL of
+ * a tensor by a per-item channel vector ([1,1,1,C]: an excitation's scales; with the ADD folded
+ * into it) run just before the pointwise CONV_2D that alone reads its output is done by that
+ * convolution's input load (kr_cuda_op.scale), where kr_cuda_conv_2d_pw_mma takes the layer
+ * (f16 TFLite layers) and the convolution does not write over the MUL's operands; and so is a
+ * RESIZE_BILINEAR (no activation) run just before such a convolution that alone reads its
+ * output (kr_cuda_op.rs: the convolution samples the resize's input). Last, an ADD (with the
+ * activation folded into it) run right after such a pointwise layer without other folds, or
+ * after a channel PAD (zeros) of its other operand run right after it, is done in the layer's
+ * epilogue (kr_cuda_op.add) when the layer's output is read by the ADD alone and the other
+ * operand was written before the layer (BlazeFace's blocks: ADD + RELU, with the PAD where the
+ * channels widen). The folded nodes are marked in @p folded; returns how many. Never fails. */
 int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded);
 
 #endif

@@ -75,6 +75,42 @@ typedef struct kr_cuda_op {
         int c0, h, w;
         int rz, rh, rw, align, half;
     } cat;
+    /* A MUL of a tensor by a per-item channel vector (an excitation's scales, [1,1,1,C]), with
+     * the ADD folded into that MUL (its residual: addend), folded into the pointwise CONV_2D
+     * reading its output (fusion.h, kr_cuda_fuse_gathers): the convolution reads
+     * act(src x vec) + addend, rounded to the element type as the MUL would store it, instead of
+     * in[0] (which is not written). src NULL: no fold. Only kr_cuda_conv_2d_pw_mma takes such
+     * layers. */
+    struct {
+        const void *src, *vec, *addend;
+        int vec_stride;     /* elements from one item's vector to the next: C, 0 for a constant */
+        int pixels;         /* pixels per item */
+        kr_activation act;  /* the MUL's fused activation */
+        kr_cuda_post post;  /* and its folded post function */
+    } scale;
+    /* A RESIZE_BILINEAR (no activation) folded into the pointwise CONV_2D that alone reads its
+     * output (fusion.h, kr_cuda_fuse_gathers): the convolution samples src (ih x iw pixels of
+     * its input channels) as the resize computes each value (ops/resize_bilinear.cuh, rs_pixel;
+     * then the resize's post function), rounded to the element type as the resize would store
+     * it, instead of reading in[0] (which is not written). src NULL: no fold. Only
+     * kr_cuda_conv_2d_pw_mma takes such layers. */
+    struct {
+        const void *src;
+        int ih, iw, align, half;
+        kr_cuda_post post;
+    } rs;
+    /* An ADD (with its activation and post function) of this pointwise CONV_2D's output and
+     * another tensor, folded into the convolution (fusion.h, kr_cuda_fuse_gathers): the
+     * convolution's value, rounded to the element type as it would be stored, plus src's (of
+     * ch <= the output's channels; zeros past ch: a channel PAD of src folded too), through the
+     * ADD's clamp and post function; out is the ADD's output. src NULL: no fold. Only
+     * kr_cuda_conv_2d_pw_mma takes such layers (never with residual). */
+    struct {
+        const void *src;
+        int ch;
+        kr_activation act;
+        kr_cuda_post post;
+    } add;
     /* A MAX_POOL_2D folded into the CONV_2D reading its output (fusion.h): the convolution
      * takes each input pixel as the pool's window maximum over src (ih x iw pixels, the pool's
      * kernel, stride, dilation and leading pads; taps outside src are no candidates), instead of
@@ -166,6 +202,18 @@ int kr_cuda_conv_2d_tc_fits(const kr_cuda_op *op);
 /* Queues the tensor-core convolution of @p op (which kr_cuda_conv_2d_tc_fits accepted);
  * returns the launch's CUDA error, cudaErrorInvalidValue for a layer past 32-bit indexing. */
 int kr_cuda_conv_2d_tc(const kr_cuda_op *op);
+
+/* Whether CONV_2D node @p op is a TFLite pointwise layer that kr_cuda_conv_2d_pw_mma takes: an
+ * f16 instance with half weights (op->w16) on compute 7.5 or newer (the device's or the emulated
+ * class's: all take it alike), SAME or VALID padding (not an ONNX layer), no groups or folded
+ * concatenations or pools, 1x1 with stride 1 and the input's size, K and N within the limits of
+ * tuning.h (PW_MMA_*), float bias; with a folded MUL or resize (op->scale, op->rs) K a
+ * multiple of 8 and 16-byte aligned sources. Never chosen by batch.
+ * kr_cuda_conv_2d calls both (conv_2d_pw_mma.cu). */
+int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op);
+/* Queues the tensor-core pointwise layer of @p op (which kr_cuda_conv_2d_pw_mma_fits accepted);
+ * returns the launch's CUDA error, cudaErrorInvalidValue for a batch past 2^31 pixels. */
+int kr_cuda_conv_2d_pw_mma(const kr_cuda_op *op);
 
 /* Whether @p node of @p g is a global average pool: an AVERAGE_POOL_2D with one output pixel
  * whose window covers the whole NHWC input, or a MEAN over H and W keeping them (the same

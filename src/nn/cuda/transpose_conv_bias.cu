@@ -9,6 +9,8 @@
  *    2x2 stride-2 output layer): every output pixel takes exactly one input pixel and one tap,
  *    so a thread takes one input pixel, holds its channels in registers (vector loads) and
  *    writes its S x S block of outputs: each input is read once, no index search;
+ *    (tconv_2x2_one: the 2x2 stride-2 layers of one output channel, the weights in registers,
+ *    the same sums);
  *  - tconv_kernel otherwise: one thread per output element, searching the taps that reach it.
  */
 #include "nn/cuda/ops/transpose_conv_bias.cuh"
@@ -67,6 +69,85 @@ __global__ void tconv_tiles(const T *__restrict__ x, const float *__restrict__ w
     }
 }
 
+/* tconv_tiles' values for the segmentation models' output layer (2x2, stride 2, one output
+ * channel, IC = 8 or 16 inputs): the 4 x IC weights and the bias held in registers for all the
+ * pixels a thread takes (the grid is a few waves, each thread looping), each output row's two
+ * values stored together (__half2 or float2). Sums as tconv_tiles: from the bias, the channels
+ * in order, one fmaf each; then the epilogue and residual. */
+template <typename T, int IC, typename I>
+__global__ void __launch_bounds__(128)
+    tconv_2x2_one(const T *__restrict__ x, const float *__restrict__ w,
+                  const float *__restrict__ bias, T *__restrict__ y, I pixels, int ih, int iw,
+                  kr_epilogue e)
+{
+    float wr[4][IC]; /* [ky * 2 + kx][c]: OHWI with o = 0 */
+#pragma unroll
+    for (int t = 0; t < 4; t++)
+#pragma unroll
+        for (int c = 0; c < IC; c++)
+            wr[t][c] = __ldg(w + t * IC + c);
+    const float b0 = bias ? __ldg(bias) : 0.0f;
+    const int ow = 2 * iw;
+    for (I p = blockIdx.x * (I)blockDim.x + threadIdx.x; p < pixels;
+         p += (I)gridDim.x * blockDim.x) {
+        const int ix = (int)(p % iw);
+        const I q = p / iw;
+        const int iy = (int)(q % ih);
+        const I b = q / ih;
+        float in[IC];
+#pragma unroll
+        for (int c = 0; c < IC; c += 4)
+            kr_ldv<4>(x + p * IC + c, in + c);
+#pragma unroll
+        for (int ky = 0; ky < 2; ky++) {
+            float v[2];
+#pragma unroll
+            for (int kx = 0; kx < 2; kx++) {
+                float acc = b0;
+#pragma unroll
+                for (int c = 0; c < IC; c++)
+                    acc = fmaf(in[c], wr[ky * 2 + kx][c], acc);
+                v[kx] = kr_apply(e, acc);
+            }
+            const I idx = ((b * (2 * ih) + (I)(2 * iy + ky)) * ow + (I)(2 * ix));
+            kr_add_res<T, 1>(e, idx, &v[0]);
+            kr_add_res<T, 1>(e, idx + 1, &v[1]);
+            if (sizeof(T) == 2)
+                *reinterpret_cast<__half2 *>(y + idx) = __floats2half2_rn(v[0], v[1]);
+            else
+                *reinterpret_cast<float2 *>(y + idx) = make_float2(v[0], v[1]);
+        }
+    }
+}
+
+/* tconv_2x2_one where it applies (see there; the output and residual aligned to two elements);
+ * 0 when it does not. */
+template <typename T, typename I> static int launch_2x2_one(const kr_cuda_op *op, const tc_shape &s)
+{
+    const size_t al = 2 * sizeof(T);
+    if (s.kh != 2 || s.kw != 2 || s.sh != 2 || s.sw != 2 || s.oc != 1 ||
+        (s.ic != 8 && s.ic != 16) || !kr_aligned(op->out, al) ||
+        (op->residual && !kr_aligned(op->residual, al)))
+        return 0;
+    const size_t pixels = kr_elems(op, kr_in_t(op, 0)) / (size_t)s.ic;
+    size_t blocks = (pixels + 127) / 128;
+    const size_t cap = (size_t)(op->caps && op->caps->sms > 0 ? op->caps->sms : 132) * 16;
+    if (blocks > cap)
+        blocks = cap;
+    if (blocks < 1)
+        blocks = 1;
+    const kr_epilogue e = kr_make_epilogue(op, 0);
+    if (s.ic == 8)
+        tconv_2x2_one<T, 8, I><<<(unsigned)blocks, 128, 0, (cudaStream_t)op->stream>>>(
+            (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2],
+            (T *)op->out, (I)pixels, s.ih, s.iw, e);
+    else
+        tconv_2x2_one<T, 16, I><<<(unsigned)blocks, 128, 0, (cudaStream_t)op->stream>>>(
+            (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2],
+            (T *)op->out, (I)pixels, s.ih, s.iw, e);
+    return 1;
+}
+
 template <typename T, int IC, typename I> static int launch_tiles(const kr_cuda_op *op, const tc_shape &s)
 {
     if (s.ic != IC)
@@ -86,7 +167,7 @@ template <typename T, typename I> static int launch(const kr_cuda_op *op)
                   wt->dims[1], wt->dims[2], p->stride_h, p->stride_w, p->pad_top, p->pad_left};
     if (s.kh == s.sh && s.kw == s.sw && s.pt == 0 && s.pl == 0 && s.oh == s.ih * s.sh &&
         s.ow == s.iw * s.sw && kr_aligned(op->in[0], 4 * sizeof(T)) &&
-        (launch_tiles<T, 8, I>(op, s) || launch_tiles<T, 16, I>(op, s) ||
+        (launch_2x2_one<T, I>(op, s) || launch_tiles<T, 8, I>(op, s) || launch_tiles<T, 16, I>(op, s) ||
          launch_tiles<T, 32, I>(op, s)))
         return (int)cudaGetLastError();
     size_t total = kr_elems(op, yt);

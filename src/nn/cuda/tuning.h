@@ -51,6 +51,28 @@
 #define PW_TILE_MIN_TILES 64
 #define PW_TILE_MAX_SMEM (100 * 1024)
 
+/* ---- the per-node pointwise layers on the tensor cores (conv_2d_pw_mma.cu) ------------------
+ * f16 TFLite 1x1 layers run as mma.sync.m16n8k8 tiles (every class from 7.5 alike) where
+ * K <= PW_MMA_MAX_K, N <= PW_MMA_MAX_N, the layer has at least
+ * PW_MMA_MIN_PIXELS pixels per item (not the excitations' 1x1 layers) and a block's shared
+ * memory stays within PW_MMA_SMEM (48 KB, no opt-in) where a layout fits there, else within
+ * PW_MMA_MAX_SMEM (64 KB: the opt-in of compute 7.5, the smallest of the classes keyer
+ * supports, so the choice is the same on every device; with the weights as hi + lo halves the
+ * face models' 72 -> 80 ... 96 -> 96 layers need it). A choice by shape only: never by batch
+ * or device. */
+#define PW_MMA_MAX_K 128
+#define PW_MMA_MAX_N 256
+#define PW_MMA_MIN_PIXELS 16
+#define PW_MMA_SMEM (48 * 1024)
+#define PW_MMA_MAX_SMEM (64 * 1024)
+/* Measured (H200, selfie and face-short f16 at batch 256, per-node profile of the session-8
+ * trial): the 16 -> 16 layers at 64x64 and 128x128 ran slower here than on conv_narrow (0.157
+ * against 0.110 ms at 128x128), so layers of at most PW_MMA_MIN_KN weights keep the CUDA-core
+ * path; the 3x3 RGB stem too (0.271 against 0.213 ms; the 5x5 one 0.120 against 0.287 ms:
+ * stems of a PW_MMA_STEM_MIN_K-wide window or more). */
+#define PW_MMA_MIN_KN 256
+#define PW_MMA_STEM_MIN_K 5
+
 /* ---- the persistent planner (persistent/plan.c) -------------------------------------------- */
 
 /* Threads the lane split of a convolution aims to fill, per batch item (fixed, not the GPU's

@@ -40,6 +40,12 @@
  *      sums by a butterfly of shuffles from the farthest lane down, then + bias (kr_conv_out).
  *  grouped direct (conv_2d_grouped.cu, groups > 1): from the bias, taps in (ky, kx) order and
  *      the group's channels in order.
+ *  tensor-core pointwise (conv_2d_pw_mma.cu: f16 TFLite 1x1 layers and RGB stems on every
+ *      class from 7.5, a choice by shape): each float weight split into hi = half(w) and
+ *      lo = half(w - hi); from 0, the 8-deep chunks of k = (ky, kx, ic) in order
+ *      (mma.sync.m16n8k8), each chunk's 8 products with hi summed as the tensor core sums them
+ *      (float accumulation; k past K: zero), then its 8 products with lo likewise; then + bias
+ *      (kr_conv_out's order: bias, clamp, post function, residual).
  * Which path a layer takes never depends on the batch (or, where it does, conv_pw_tile sums in
  * the order of the path it displaces), so an item's result is the same at every batch size.
  */

@@ -5,8 +5,8 @@
  * one started from the bias). The schedules' orders, in float with one accumulator per output
  * channel:
  *
- *  per node (depthwise_conv_2d.cu: dw_kernel, dw_rows): from the bias, the taps in (ky, kx)
- *      order, taps outside the input skipped;
+ *  per node (depthwise_conv_2d.cu: dw_kernel, dw_rows, dw_half): from the bias, the taps in
+ *      (ky, kx) order, taps outside the input skipped;
  *  persistent DEPTHWISE step (persistent/steps.cuh): from 0, every tap in (ky, kx) order, a tap
  *      outside the input adding 0 x w (a clamped pixel's load, then 0), + bias last;
  *  persistent EXPAND_DW step's depthwise half: from the bias, every tap in order, the values

@@ -1,0 +1,717 @@
+/*
+ * Pointwise (1x1, stride 1, unpadded) CONV_2D layers of the TFLite models in half precision on
+ * the tensor cores (issue 27): Y[m, n] = act(sum_k X[m, k] W[n, k] + bias[n]) (+ residual), with
+ * m the pixels of the NHWC tensor (whole rows of K halves) and W the layer's OHWI float weights,
+ * each split into two halves, hi = half(w) and lo = half(w - hi), both multiplied on the tensor
+ * cores into the same float sums (so the weights are not rounded to half on top of the
+ * activations: the layer's error is that of the CUDA-core kernels, whose weights are float).
+ *
+ * At batch 256 these layers ran on the CUDA cores (conv_2d.cu: the narrow, grouped and tile
+ * paths and the GEMM) at a fraction of both their memory floor and the FMA peak; here the
+ * multiply-adds cost next to nothing and the layer is a copy of its input rows into shared memory
+ * and of its output rows out.
+ *
+ * A block of 4 warps takes a tile of BM = 16 MI x 4 pixel rows: it copies the tile's rows (one
+ * contiguous run of BM x K halves) into shared memory with 16-byte loads (4- or 2-byte loads
+ * where K is no multiple of 8: BlazeFace's 28, 36, 42 channels), rows padded to KP + 8
+ * halves (KP: K rounded up to 16, the columns past K zero) so that ldmatrix reads without bank
+ * conflicts. Warp w computes rows [16 MI w, 16 MI (w + 1)) of the tile, 32 output channels at a
+ * time: per 16-deep chunk of k, one ldmatrix.x4 of A per 16 rows and two of each weight half
+ * (4 n8 tiles of the weights, staged once per block as hi and lo [NP][KP + 8] halves, zero past
+ * N and K), then mma.sync.m16n8k8 (f16 in, f32 accumulate) for the chunk's lower 8 k with hi,
+ * with lo, then the upper 8 k likewise. The
+ * accumulators get the bias, the clamp and the folded activation in registers, go through a
+ * per-warp float staging area, and the warp writes whole 64-byte pieces of output rows (adding a
+ * folded residual there) with 16-byte stores (where N is no multiple of 8: pairs of channels,
+ * 4-byte stores, the folded operand's loads all issued first; 2-byte stores where N is odd or
+ * a pointer unaligned; a warp still writing contiguous runs). The grid is one wave of resident blocks, each looping
+ * over tiles with the weights staged once. A MUL by an excitation's channel vector or a bilinear
+ * upsample folded into the layer (fusion.h) is computed in the copy into shared memory, each
+ * value rounded to half as the folded node would have stored it, so the results are those of
+ * the unfolded nodes bit for bit.
+ *
+ * m16n8k8 and ldmatrix exist from compute 7.5, so every class keyer supports (7.5 and newer)
+ * takes the same instructions for the same layers and computes the same sums: the choice is by
+ * layer shape only (kr_cuda_conv_2d_pw_mma_fits), never by batch or device, and an item's result
+ * is the same at every batch size and under every emulated class.
+ *
+ * Sum order (ops/conv_2d.cuh, "tensor-core pointwise"): each weight as hi + lo halves; from 0,
+ * the 8-deep chunks of k in order, each chunk's 8 products with hi summed as the tensor core sums
+ * them (float accumulation; k past K: zero products), then its 8 products with lo likewise;
+ * then + bias, clamp, post function, + residual.
+ */
+#include "nn/cuda/common.cuh"
+#include "nn/cuda/ops/resize_bilinear.cuh"
+#include "nn/cuda/tuning.h"
+
+#include <math.h>
+#include <string.h>
+
+#define PWM_THREADS 128
+#define PWM_WARPS 4
+#define PWM_NC 32 /* output channels per warp pass: 4 n8 tiles */
+#define PWM_LDS (PWM_NC + 4) /* floats per staging row */
+
+__device__ __forceinline__ unsigned pwm_smem(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void pwm_ldsm4(unsigned *r, unsigned addr)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+#endif
+}
+
+/* 16 bytes from global @p src to shared @p dst (@p sdst its shared address), or 16 zero bytes
+ * where !ok: asynchronously on compute 8.0+ (pwm_commit / pwm_wait), else at once. */
+__device__ __forceinline__ void pwm_cp16(void *dst, unsigned sdst, const void *src, bool ok)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    (void)dst;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sdst), "l"(src),
+                 "r"(ok ? 16 : 0));
+#else
+    (void)sdst;
+    *reinterpret_cast<uint4 *>(dst) =
+        ok ? *reinterpret_cast<const uint4 *>(src) : make_uint4(0u, 0u, 0u, 0u);
+#endif
+}
+
+__device__ __forceinline__ void pwm_commit()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+/* Waits until at most one committed group of this thread is still in flight. */
+__device__ __forceinline__ void pwm_wait1()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group 1;\n" ::);
+#endif
+}
+
+/* c += a (16 x 8, two registers) x b (8 x 8, one register), f16 in, f32 accumulate. */
+__device__ __forceinline__ void pwm_mma(float *c, unsigned a0, unsigned a1, unsigned b)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5}, {%6}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b));
+#endif
+}
+
+/* Shared memory of a block: A tile [BM][KP + 8] halves (two of them for PWM_PIPE), the
+ * weights' high then low halves [2][NP][KP + 8], bias [NP] floats, per-warp staging
+ * [16 MI][PWM_LDS] floats. */
+struct pwm_layout {
+    int KP, NP, lda, bm;
+    size_t a_off, w_off, b_off, s_off, bytes;
+};
+
+static pwm_layout pwm_plan(int K, int N, int mi, int nbuf = 1)
+{
+    pwm_layout l;
+    l.KP = (K + 15) / 16 * 16;
+    l.NP = (N + PWM_NC - 1) / PWM_NC * PWM_NC;
+    l.lda = l.KP + 8;
+    l.bm = 16 * mi * PWM_WARPS;
+    l.a_off = 0;
+    l.w_off = l.a_off + (size_t)nbuf * l.bm * l.lda * 2;
+    l.b_off = l.w_off + (size_t)2 * l.NP * l.lda * 2;
+    l.s_off = l.b_off + (size_t)l.NP * 4;
+    l.bytes = l.s_off + (size_t)PWM_WARPS * 16 * mi * PWM_LDS * 4;
+    return l;
+}
+
+/* Where a layer's input values come from (the kernel's SRC): the input tensor as stored (K a
+ * multiple of 8: 16-byte loads; PWM_ODD: any K, 2-byte loads (4-byte ones where K is even and the
+ * input 4-byte aligned), each warp's still contiguous
+ * runs), a folded excitation MUL (kr_cuda_op.scale: act(x * vec) + addend per element), a
+ * folded RESIZE_BILINEAR (kr_cuda_op.rs: rs_pixel of the resize's source, then its post
+ * function), each value rounded to half as the folded node stores it; or (PWM_STEM3, PWM_STEM5) the 3x3 or 5x5 window of an RGB stem, k =
+ * (ky, kx, c) as the OHWI weights, zero outside the image; PWM_PIPE: as PWM_PLAIN, the next
+ * tile's rows copied into a second buffer with cp.async (compute 8.0+; plain loads on 7.5)
+ * while the current one is computed. */
+enum { PWM_PLAIN = 0, PWM_SCALE = 1, PWM_RESIZE = 2, PWM_ODD = 3, PWM_STEM3 = 5, PWM_STEM5 = 6,
+       PWM_PIPE = 7 };
+
+struct pwm_source {
+    const __half *vec, *addend;
+    int stride, pixels; /* vec elements per item (0: one vector), pixels per item */
+    kr_epilogue e;      /* the folded node's clamp and post function (res unused) */
+    rs_shape rs;        /* the folded resize: source ih x iw, output oh x ow (the layer's) */
+    int ih, iw, oh, ow, sh, sw, pt, pl; /* a stem's input and output sizes, strides, pads */
+};
+
+/* The 8 input channels [8c, 8c + 8) of pixel @p m (K channels) of the tile, vector @p i of the
+ * tile's run: as stored (PWM_PLAIN), or through the folded node. */
+template <int SRC>
+__device__ __forceinline__ uint4 pwm_input(const __half *__restrict__ x, size_t i,
+                                           const pwm_source &sc, int m, int c, int K)
+{
+    if (SRC == PWM_PLAIN)
+        return reinterpret_cast<const uint4 *>(x)[i];
+    float v[8];
+    if (SRC == PWM_SCALE) {
+        const uint4 xv = reinterpret_cast<const uint4 *>(x)[i];
+        const uint4 sv = *reinterpret_cast<const uint4 *>(
+            sc.vec + (size_t)(m / sc.pixels) * sc.stride + 8 * c);
+        const __half2 *xh = reinterpret_cast<const __half2 *>(&xv);
+        const __half2 *sh = reinterpret_cast<const __half2 *>(&sv);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float2 xf = __half22float2(xh[j]), sf = __half22float2(sh[j]);
+            v[2 * j] = kr_apply(sc.e, xf.x * sf.x);
+            v[2 * j + 1] = kr_apply(sc.e, xf.y * sf.y);
+        }
+        if (sc.addend) {
+            const uint4 av = *reinterpret_cast<const uint4 *>(sc.addend + (size_t)m * K + 8 * c);
+            const __half2 *ah = reinterpret_cast<const __half2 *>(&av);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float2 af = __half22float2(ah[j]);
+                v[2 * j] += af.x;
+                v[2 * j + 1] += af.y;
+            }
+        }
+    } else {
+        const int hw = sc.rs.oh * sc.rs.ow, b = m / hw, p = m % hw;
+        const int oy = p / sc.rs.ow, ox = p % sc.rs.ow;
+        rs_pixel<__half, 4, size_t>(x, sc.rs, (size_t)b, oy, ox, 8 * c, v);
+        rs_pixel<__half, 4, size_t>(x, sc.rs, (size_t)b, oy, ox, 8 * c + 4, v + 4);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            v[j] = kr_apply(sc.e, v[j]);
+    }
+    uint4 out;
+    __half2 *oh = reinterpret_cast<__half2 *>(&out);
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        oh[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+    return out;
+}
+
+/* A folded ADD (kr_cuda_op.add): src of ch channels (zeros past), the ADD's clamp and post. */
+struct pwm_add {
+    const __half *src;
+    int ch;
+    kr_epilogue e;
+};
+
+/* Output value @p v (the convolution's, after its own epilogue) through the folded ADD with @p r
+ * (the other operand's value): the convolution's value as stored (half), + r, the ADD's clamp
+ * and post function. */
+__device__ __forceinline__ float pwm_added(const pwm_add &ra, float v, float r)
+{
+    return kr_apply(ra.e, kr_stored<__half>(v) + r);
+}
+
+/* The staged values of rows [0, @p rows) (at most RW) of a warp's 32-channel pass @p nc as
+ * whole 16-byte pieces of the output rows from pixel @p m: lane (row, piece) = (lane / 4 + 8 it,
+ * lane % 4); the folded residual added, rounded to half. */
+template <int RW>
+__device__ __forceinline__ void pwm_store_rows(const float *st, __half *__restrict__ y,
+                                               const kr_epilogue &e, const pwm_add &ra, int m,
+                                               int rows, int nc, int N, int lane)
+{
+#pragma unroll
+    for (int it = 0; it < RW / 8; it++) {
+        const int r = it * 8 + (lane >> 2), col = nc + (lane & 3) * 8;
+        if (r >= rows || col >= N)
+            continue;
+        const float *sv = st + r * PWM_LDS + (lane & 3) * 8;
+        const float4 v0 = *reinterpret_cast<const float4 *>(sv);
+        const float4 v1 = *reinterpret_cast<const float4 *>(sv + 4);
+        float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+        const size_t o = (size_t)(m + r) * N + col;
+        if (e.res || ra.src) { /* a residual, or a folded ADD's operand of N channels */
+            const uint4 rv =
+                *reinterpret_cast<const uint4 *>((e.res ? (const __half *)e.res : ra.src) + o);
+            const __half2 *rh = reinterpret_cast<const __half2 *>(&rv);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float2 f = __half22float2(rh[j]);
+                v[2 * j] = ra.src ? pwm_added(ra, v[2 * j], f.x) : v[2 * j] + f.x;
+                v[2 * j + 1] = ra.src ? pwm_added(ra, v[2 * j + 1], f.y) : v[2 * j + 1] + f.y;
+            }
+        }
+        uint4 ov;
+        __half2 *oh = reinterpret_cast<__half2 *>(&ov);
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            oh[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+        *reinterpret_cast<uint4 *>(y + o) = ov;
+    }
+}
+
+/* How a layer's stores go (pwm_store_mode): whole 16-byte pieces of output rows
+ * (pwm_store_rows), pairs of channels (pwm_store_pairs), or one channel per lane. */
+enum { PWM_ST_VEC = 0, PWM_ST_ONE = 1, PWM_ST_PAIRS = 2 };
+
+/* The staged values of rows [0, @p rows) (at most RW) of a warp's 32-channel pass @p nc, for
+ * layers of an even N whose stores and operands are 4-byte aligned (BlazeFace's 28, 36, 42
+ * channels; pwm_store_mode): lane (pair, row parity) = (lane % 16, lane / 16) writes channels
+ * nc + 2 pair, + 1 of every other row as one __half2. A folded residual (e.res, N channels) or
+ * ADD operand (ra.src, ra.ch channels, even; zeros past ra.ch: never both, see
+ * pwm_store_mode) is read for 16 of the warp's rows first, so that those loads are
+ * in flight together, then added as the one-channel stores add it: the same values. Not inlined: inlined, its loads
+ * raised the kernel's registers from 96 to 124 (sm_90, 32 rows per warp), fewer resident
+ * blocks for every layer. */
+template <int RW>
+__device__ __noinline__ void pwm_store_pairs(const float *st, __half *__restrict__ y,
+                                                const kr_epilogue &e, const pwm_add &ra, int m,
+                                                int rows, int nc, int N, int lane)
+{
+    const int p = lane & 15, h = lane >> 4, col = nc + 2 * p;
+    if (col >= N)
+        return;
+    const __half *rsrc = e.res ? (const __half *)e.res : ra.src;
+    const int rch = e.res ? N : ra.ch;
+    const bool rin = rsrc != NULL && col < rch;
+    constexpr int G = RW / 2 < 8 ? RW / 2 : 8; /* rows per lane in one group of loads */
+#pragma unroll
+    for (int i0 = 0; i0 < RW / 2; i0 += G) {
+    __half2 rv[G];
+#pragma unroll
+    for (int i = 0; i < G; i++) {
+        const int r = 2 * (i0 + i) + h;
+        rv[i] = __floats2half2_rn(0.0f, 0.0f);
+        if (rin && r < rows)
+            rv[i] = *reinterpret_cast<const __half2 *>(rsrc + (size_t)(m + r) * rch + col);
+    }
+#pragma unroll
+    for (int i = 0; i < G; i++) {
+        const int r = 2 * (i0 + i) + h;
+        if (r >= rows)
+            continue;
+        const float2 rf = __half22float2(rv[i]);
+        float2 v = *reinterpret_cast<const float2 *>(st + r * PWM_LDS + 2 * p);
+        if (e.res) {
+            v.x += rf.x;
+            v.y += rf.y;
+        } else if (ra.src) {
+            v.x = pwm_added(ra, v.x, rf.x);
+            v.y = pwm_added(ra, v.y, rf.y);
+        }
+        *reinterpret_cast<__half2 *>(y + (size_t)(m + r) * N + col) = __floats2half2_rn(v.x, v.y);
+    }
+    }
+}
+
+template <int MI, int SRC>
+__global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restrict__ x,
+                                                           const float *__restrict__ w,
+                                                           const float *__restrict__ bias,
+                                                           __half *__restrict__ y, int M, int K,
+                                                           int N, int KP, int NP, int tiles,
+                                                           kr_epilogue e, pwm_source sc,
+                                                           pwm_add ra, int st_odd)
+{
+    constexpr int BM = 16 * MI * PWM_WARPS, RW = 16 * MI; /* rows per block, per warp */
+    extern __shared__ __align__(16) unsigned char pwm_sm[];
+    const int lda = KP + 8;
+    constexpr int NBUF = SRC == PWM_PIPE ? 2 : 1;
+    __half *as = reinterpret_cast<__half *>(pwm_sm);
+    __half *ws = as + (size_t)NBUF * BM * lda; /* the weights' high halves */
+    __half *wl = ws + (size_t)NP * lda;        /* and their low halves */
+    float *bs = reinterpret_cast<float *>(wl + (size_t)NP * lda);
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    float *st = bs + NP + warp * RW * PWM_LDS;
+    /* the weights and bias once per block, zero past N and K: each float weight as
+     * hi = half(w) and lo = half(w - hi) (w - hi is exact in float), so that hi + lo is w to
+     * about 2^-22 relative and the layer's only roundings are the activations' and the sums';
+     * the A tile's columns past K zero (the row loads below never write them). The weights
+     * in units of 4 consecutive k (KP is a multiple of 16: a unit never crosses a row), WU
+     * units per thread in flight, one 16-byte load per unit where K is a multiple of 4 and the
+     * weights 16-byte aligned: the staging is a block's first wait, and with few tiles per block
+     * (the 8 x 8 and 16 x 16 layers, small batches) its main one */
+    constexpr int WU = 4;
+    const int units = NP * KP / 4, kq = KP / 4;
+    const bool w4 = (K & 3) == 0 && (reinterpret_cast<uintptr_t>(w) & 15) == 0;
+    for (int u0 = tid; u0 < units; u0 += WU * PWM_THREADS) {
+        float4 v[WU];
+#pragma unroll
+        for (int j = 0; j < WU; j++) {
+            const int u = u0 + j * PWM_THREADS, n = u / kq, k = (u - n * kq) * 4;
+            v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (u < units && n < N && k < K) {
+                const float *p = w + (size_t)n * K + k;
+                if (w4) {
+                    v[j] = __ldg(reinterpret_cast<const float4 *>(p));
+                } else {
+                    v[j].x = __ldg(p);
+                    v[j].y = k + 1 < K ? __ldg(p + 1) : 0.0f;
+                    v[j].z = k + 2 < K ? __ldg(p + 2) : 0.0f;
+                    v[j].w = k + 3 < K ? __ldg(p + 3) : 0.0f;
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < WU; j++) {
+            const int u = u0 + j * PWM_THREADS, n = u / kq, k = (u - n * kq) * 4;
+            if (u < units) {
+                const __half2 h0 = __floats2half2_rn(v[j].x, v[j].y);
+                const __half2 h1 = __floats2half2_rn(v[j].z, v[j].w);
+                const float2 f0 = __half22float2(h0), f1 = __half22float2(h1);
+                const __half2 l0 = __floats2half2_rn(v[j].x - f0.x, v[j].y - f0.y);
+                const __half2 l1 = __floats2half2_rn(v[j].z - f1.x, v[j].w - f1.y);
+                uint2 hq, lq;
+                hq.x = *reinterpret_cast<const unsigned *>(&h0);
+                hq.y = *reinterpret_cast<const unsigned *>(&h1);
+                lq.x = *reinterpret_cast<const unsigned *>(&l0);
+                lq.y = *reinterpret_cast<const unsigned *>(&l1);
+                *reinterpret_cast<uint2 *>(ws + n * lda + k) = hq;
+                *reinterpret_cast<uint2 *>(wl + n * lda + k) = lq;
+            }
+        }
+    }
+    for (int i = tid; i < NP; i += PWM_THREADS)
+        bs[i] = bias && i < N ? bias[i] : 0.0f;
+    for (int i = tid; i < NBUF * BM * (KP - K); i += PWM_THREADS) {
+        const int r = i / (KP - K), k = K + i % (KP - K);
+        as[r * lda + k] = __float2half_rn(0.0f);
+    }
+    const int kv = K / 8; /* 16-byte vectors per row */
+    const unsigned w_base = pwm_smem(ws), wl_off = (unsigned)NP * (unsigned)lda * 2u;
+    /* PWM_PIPE: the rows of tile t (all of the block's vectors, zero past M) into buffer b */
+    auto issue = [&](int t, int b) {
+        const int tm0 = t * BM, th = M - tm0 < BM ? M - tm0 : BM;
+        __half *buf = as + (size_t)b * BM * lda;
+        for (int i = tid; i < BM * kv; i += PWM_THREADS) {
+            const int r = i / kv, c = i % kv;
+            __half *d = buf + r * lda + c * 8;
+            pwm_cp16(d, pwm_smem(d), x + ((size_t)tm0 * kv + (r < th ? i : 0)) * 8, r < th);
+        }
+    };
+    if (SRC == PWM_PIPE && blockIdx.x < tiles) {
+        issue(blockIdx.x, 0);
+        pwm_commit();
+    }
+    int it = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, it++) {
+        const int m0 = tile * BM;
+        const int here = M - m0 < BM ? M - m0 : BM;
+        const int cur = SRC == PWM_PIPE ? (it & 1) : 0;
+        const unsigned a_base = pwm_smem(as + (size_t)cur * BM * lda);
+        __syncthreads(); /* the weights are in; the previous tile's rows are read */
+        if (SRC == PWM_PIPE) { /* the next tile's rows in flight while this one is computed */
+            if (tile + (int)gridDim.x < tiles)
+                issue(tile + (int)gridDim.x, cur ^ 1);
+            pwm_commit();
+            pwm_wait1();
+        } else if (SRC == PWM_STEM3 || SRC == PWM_STEM5) {
+            /* one window row (ky) of one pixel per thread and step: item i = (ky, r), so that
+             * every warp gathers (the tile has fewer pixels than twice the threads) and a warp's
+             * lanes take neighbouring pixels */
+            constexpr int KW = SRC == PWM_STEM3 ? 3 : 5;
+            for (int i = tid; i < KW * BM; i += PWM_THREADS) {
+                const int ky = i / BM, r = i - ky * BM;
+                const int m = m0 + r, hw = sc.oh * sc.ow;
+                const int b = m / hw, q = m - b * hw, oy = q / sc.ow, ox = q - oy * sc.ow;
+                const int iy = oy * sc.sh - sc.pt + ky, ix0 = ox * sc.sw - sc.pl;
+                const bool rok = r < here && (unsigned)iy < (unsigned)sc.ih;
+                const __half *xr = x + ((size_t)b * sc.ih + iy) * sc.iw * 3;
+                __half *row = as + r * lda + ky * KW * 3;
+#pragma unroll
+                for (int kx = 0; kx < KW; kx++) {
+                    const int ix = ix0 + kx;
+                    const bool ok = rok && (unsigned)ix < (unsigned)sc.iw;
+#pragma unroll
+                    for (int c = 0; c < 3; c++)
+                        row[kx * 3 + c] = ok ? xr[(size_t)ix * 3 + c] : __float2half_rn(0.0f);
+                }
+            }
+        } else if (SRC == PWM_ODD) {
+            if ((K & 1) == 0 && (reinterpret_cast<uintptr_t>(x) & 3) == 0) { /* pairs */
+                const int K2 = K / 2;
+                const __half2 *x2 = reinterpret_cast<const __half2 *>(x + (size_t)m0 * K);
+#pragma unroll 4
+                for (int i = tid; i < BM * K2; i += PWM_THREADS) {
+                    const int r = i / K2;
+                    *reinterpret_cast<__half2 *>(as + r * lda + 2 * (i - r * K2)) =
+                        r < here ? x2[i] : __floats2half2_rn(0.0f, 0.0f);
+                }
+            } else {
+                for (int i = tid; i < BM * K; i += PWM_THREADS) {
+                    const int r = i / K;
+                    as[r * lda + i % K] =
+                        r < here ? x[(size_t)m0 * K + i] : __float2half_rn(0.0f);
+                }
+            }
+        } else if (SRC == PWM_PLAIN) { /* 4 loads in flight per thread */
+#pragma unroll 4
+            for (int i = tid; i < BM * kv; i += PWM_THREADS) {
+                const int r = i / kv, c = i % kv;
+                uint4 v = make_uint4(0u, 0u, 0u, 0u);
+                if (r < here)
+                    v = pwm_input<SRC>(x, (size_t)m0 * kv + i, sc, m0 + r, c, K);
+                *reinterpret_cast<uint4 *>(as + r * lda + c * 8) = v;
+            }
+        } else {
+            for (int i = tid; i < BM * kv; i += PWM_THREADS) {
+                const int r = i / kv, c = i % kv;
+                uint4 v = make_uint4(0u, 0u, 0u, 0u);
+                if (r < here)
+                    v = pwm_input<SRC>(x, (size_t)m0 * kv + i, sc, m0 + r, c, K);
+                *reinterpret_cast<uint4 *>(as + r * lda + c * 8) = v;
+            }
+        }
+        __syncthreads();
+        const int r0 = warp * RW; /* the warp's first row in the tile */
+        if (r0 >= here)
+            continue;
+        for (int nc = 0; nc < NP; nc += PWM_NC) {
+            float acc[MI][4][4];
+#pragma unroll
+            for (int i = 0; i < MI; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+#pragma unroll
+                    for (int q = 0; q < 4; q++)
+                        acc[i][j][q] = 0.0f;
+            for (int k0 = 0; k0 < KP; k0 += 16) {
+                unsigned a[MI][4], b[2][4], bl[2][4];
+#pragma unroll
+                for (int i = 0; i < MI; i++)
+                    pwm_ldsm4(a[i], a_base + (unsigned)(((r0 + 16 * i + (lane & 15)) * lda + k0 +
+                                                         (lane >> 4) * 8) *
+                                                        2));
+#pragma unroll
+                for (int j = 0; j < 2; j++) { /* n8 tiles 2j, 2j + 1: (tile, k half) per matrix */
+                    const unsigned bo = w_base + (unsigned)(((nc + (2 * j + (lane >> 4)) * 8 +
+                                                              (lane & 7)) *
+                                                                 lda +
+                                                             k0 + ((lane >> 3) & 1) * 8) *
+                                                            2);
+                    pwm_ldsm4(b[j], bo);
+                    pwm_ldsm4(bl[j], bo + wl_off);
+                }
+                /* per 8-deep chunk: the products with the high halves, then the low halves */
+#pragma unroll
+                for (int i = 0; i < MI; i++)
+#pragma unroll
+                    for (int t = 0; t < 4; t++) {
+                        pwm_mma(acc[i][t], a[i][0], a[i][1], b[t >> 1][(t & 1) * 2]);
+                        pwm_mma(acc[i][t], a[i][0], a[i][1], bl[t >> 1][(t & 1) * 2]);
+                        pwm_mma(acc[i][t], a[i][2], a[i][3], b[t >> 1][(t & 1) * 2 + 1]);
+                        pwm_mma(acc[i][t], a[i][2], a[i][3], bl[t >> 1][(t & 1) * 2 + 1]);
+                    }
+            }
+            /* bias, clamp, post function in registers; then the staging rows */
+            const int g = lane >> 2, q2 = (lane & 3) * 2;
+#pragma unroll
+            for (int i = 0; i < MI; i++)
+#pragma unroll
+                for (int t = 0; t < 4; t++) {
+                    const int c = t * 8 + q2;
+                    const float b0 = bs[nc + c], b1 = bs[nc + c + 1];
+                    float *s0 = st + (16 * i + g) * PWM_LDS + c;
+                    *reinterpret_cast<float2 *>(s0) = make_float2(
+                        kr_apply(e, acc[i][t][0] + b0), kr_apply(e, acc[i][t][1] + b1));
+                    *reinterpret_cast<float2 *>(s0 + 8 * PWM_LDS) = make_float2(
+                        kr_apply(e, acc[i][t][2] + b0), kr_apply(e, acc[i][t][3] + b1));
+                }
+            __syncwarp();
+            if (st_odd == PWM_ST_PAIRS) {
+                pwm_store_pairs<RW>(st, y, e, ra, m0 + r0, here - r0, nc, N, lane);
+            } else if (st_odd) { /* lane j: column nc + j of each row */
+                const int col = nc + lane;
+                for (int r = 0; r < RW && r0 + r < here && col < N; r++) {
+                    float v = st[r * PWM_LDS + lane];
+                    const size_t m = (size_t)(m0 + r0 + r), o = m * N + col;
+                    if (e.res)
+                        v += __half2float(((const __half *)e.res)[o]);
+                    if (ra.src)
+                        v = pwm_added(ra, v,
+                                      col < ra.ch ? __half2float(ra.src[m * ra.ch + col]) : 0.0f);
+                    y[o] = __float2half_rn(v);
+                }
+            } else {
+                pwm_store_rows<RW>(st, y, e, ra, m0 + r0, here - r0, nc, N, lane);
+            }
+            __syncwarp(); /* the staging is read before the next pass writes it */
+        }
+    }
+}
+
+/* The rows per warp of a block layout with @p nbuf A buffers within @p limit bytes of shared
+ * memory: 32 where it fits, else 16; 0 when neither fits. */
+static int pwm_mi_within(int K, int N, int nbuf, size_t limit)
+{
+    if (pwm_plan(K, N, 2, nbuf).bytes <= limit)
+        return 2;
+    return pwm_plan(K, N, 1, nbuf).bytes <= limit ? 1 : 0;
+}
+
+/* The block layout a layer takes with @p nbuf A buffers: within PW_MMA_SMEM where it fits,
+ * else within PW_MMA_MAX_SMEM (an opt-in every class from 7.5 allows); 0 when neither fits. A
+ * function of K, N and the A buffers only (the rows per warp change no sum: each output row is
+ * its own tile row's product). */
+static int pwm_mi(int K, int N, int nbuf = 1)
+{
+    const int mi = pwm_mi_within(K, N, nbuf, PW_MMA_SMEM);
+    return mi ? mi : pwm_mi_within(K, N, nbuf, PW_MMA_MAX_SMEM);
+}
+
+extern "C" int kr_cuda_conv_2d_pw_mma_fits(const kr_cuda_op *op)
+{
+    const kr_node *node = op->node;
+    const kr_window_params *p = &node->p.window;
+    if (!op->f16 || !op->w16 || !op->caps || op->cat.src[0] || op->pool.src ||
+        node->op != KR_OP_CONV_2D || node->n_inputs < 2 || p->groups > 1 ||
+        p->padding == KR_PADDING_EXPLICIT)
+        return 0;
+    /* mma.sync.m16n8k8 and ldmatrix: compute 7.5 and newer (the device's or the emulated
+     * class's; every class keyer emulates is 7.5+, so they all take this path alike) */
+    if (op->caps->major * 10 + op->caps->minor < 75)
+        return 0;
+    const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
+    if (xt->rank != 4 || yt->rank != 4 || wt->rank != 4 || wt->dims[3] != xt->dims[3] ||
+        wt->dims[0] != yt->dims[3])
+        return 0;
+    /* an RGB stem: 3 channels, a 3x3 or 5x5 window, strides up to 2, no dilation, no folds */
+    const int stem = xt->dims[3] == 3 && wt->dims[1] == wt->dims[2] &&
+                     (wt->dims[1] == 3 || wt->dims[1] == 5) && wt->dims[1] >= PW_MMA_STEM_MIN_K &&
+                     p->stride_h >= 1 &&
+                     p->stride_h <= 2 && p->stride_w >= 1 && p->stride_w <= 2 &&
+                     p->dilation_h <= 1 && p->dilation_w <= 1 && !op->scale.src && !op->rs.src;
+    if (!stem && (wt->dims[1] != 1 || wt->dims[2] != 1 || p->stride_h != 1 || p->stride_w != 1 ||
+                  xt->dims[1] != yt->dims[1] || xt->dims[2] != yt->dims[2]))
+        return 0;
+    const int K = wt->dims[1] * wt->dims[2] * wt->dims[3], N = yt->dims[3];
+    const int folds = (op->scale.src != NULL) + (op->rs.src != NULL);
+    if (folds > 1 || (folds && K % 8) || K > PW_MMA_MAX_K || N > PW_MMA_MAX_N ||
+        (!stem && K * N <= PW_MMA_MIN_KN) ||
+        yt->dims[1] * yt->dims[2] < PW_MMA_MIN_PIXELS || !pwm_mi(K, N))
+        return 0;
+    const kr_tensor *bt = node->n_inputs > 2 && node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
+    if (bt && (!bt->data || bt->dtype != KR_DTYPE_F32))
+        return 0;
+    if (op->scale.src && (!kr_aligned(op->scale.src, 16) || !kr_aligned(op->scale.vec, 16) ||
+                          (op->scale.addend && !kr_aligned(op->scale.addend, 16)) ||
+                          op->scale.pixels != xt->dims[1] * xt->dims[2] ||
+                          (op->scale.vec_stride != 0 && op->scale.vec_stride != K)))
+        return 0;
+    if (op->rs.src && (!kr_aligned(op->rs.src, 16) || op->rs.ih < 1 || op->rs.iw < 1))
+        return 0;
+    /* unaligned rows or pointers take 2-byte accesses (kr_cuda_conv_2d_pw_mma) */
+    return !op->add.src || (!op->residual && op->add.ch >= 1 && op->add.ch <= N);
+}
+
+/* How a layer's stores go (the same values every way): PWM_ST_VEC where rows of N are 16-byte
+ * multiples and the output, residual and folded ADD operand (of N channels) 16-byte aligned;
+ * else PWM_ST_PAIRS where N, the ADD operand's channels and every row are even and 4-byte
+ * aligned (and not both a residual and an ADD); else PWM_ST_ONE (2-byte accesses). */
+static int pwm_store_mode(const kr_cuda_op *op, int N)
+{
+    if (!(N % 8 || !kr_aligned(op->out, 16) || (op->residual && !kr_aligned(op->residual, 16)) ||
+          (op->add.src && (op->add.ch != N || !kr_aligned(op->add.src, 16)))))
+        return PWM_ST_VEC;
+    if (N % 2 == 0 && kr_aligned(op->out, 4) && !(op->residual && op->add.src) &&
+        (!op->residual || kr_aligned(op->residual, 4)) &&
+        (!op->add.src || (op->add.ch % 2 == 0 && kr_aligned(op->add.src, 4))))
+        return PWM_ST_PAIRS;
+    return PWM_ST_ONE;
+}
+
+template <int MI, int SRC> static int pwm_launch(const kr_cuda_op *op, int M, int K, int N)
+{
+    const pwm_layout l = pwm_plan(K, N, MI, SRC == PWM_PIPE ? 2 : 1);
+    const int tiles = (M + l.bm - 1) / l.bm;
+    /* one wave of resident blocks (registers, shared memory, threads), each looping over
+     * tiles; the grid only spreads the tiles: it changes no result */
+    int per_sm = 0;
+    if (l.bytes > 48 * 1024) { /* past the default: opt in (PW_MMA_MAX_SMEM, every class) */
+        const cudaError_t ae = cudaFuncSetAttribute(
+            conv_pw_mma<MI, SRC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)l.bytes);
+        if (ae != cudaSuccess)
+            return (int)ae;
+    }
+    const cudaError_t oe =
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_pw_mma<MI, SRC>, PWM_THREADS,
+                                                      l.bytes);
+    if (oe != cudaSuccess)
+        return (int)oe;
+    const long cap = (long)(op->caps->sms > 0 ? op->caps->sms : 1) * (per_sm > 0 ? per_sm : 1);
+    const int grid = (int)(tiles < cap ? tiles : cap);
+    const kr_tensor *bt = op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
+    const kr_tensor *yt = kr_out_t(op);
+    pwm_source sc;
+    memset(&sc, 0, sizeof(sc));
+    const void *x = op->in[0];
+    sc.e.lo = -INFINITY, sc.e.hi = INFINITY, sc.e.post = 0, sc.e.res = NULL;
+    if (SRC == PWM_SCALE) {
+        x = op->scale.src;
+        sc.vec = (const __half *)op->scale.vec;
+        sc.addend = (const __half *)op->scale.addend;
+        sc.stride = op->scale.vec_stride;
+        sc.pixels = op->scale.pixels > 0 ? op->scale.pixels : 1;
+        kr_activation_range(op->scale.act, &sc.e.lo, &sc.e.hi);
+        sc.e.post = (int)op->scale.post;
+    } else if (SRC == PWM_STEM3 || SRC == PWM_STEM5) {
+        const kr_tensor *xt = kr_in_t(op, 0);
+        const kr_window_params *p = &op->node->p.window;
+        sc.ih = xt->dims[1], sc.iw = xt->dims[2], sc.oh = yt->dims[1], sc.ow = yt->dims[2];
+        sc.sh = p->stride_h, sc.sw = p->stride_w, sc.pt = p->pad_top, sc.pl = p->pad_left;
+    } else if (SRC == PWM_RESIZE) {
+        x = op->rs.src;
+        sc.rs.ih = op->rs.ih, sc.rs.iw = op->rs.iw, sc.rs.ch = K;
+        sc.rs.oh = yt->dims[1], sc.rs.ow = yt->dims[2];
+        sc.rs.align = op->rs.align, sc.rs.half = op->rs.half;
+        kr_activation_range(KR_ACT_NONE, &sc.e.lo, &sc.e.hi);
+        sc.e.post = (int)op->rs.post;
+    }
+    pwm_add ra;
+    ra.src = (const __half *)op->add.src;
+    ra.ch = op->add.ch;
+    kr_activation_range(op->add.act, &ra.e.lo, &ra.e.hi);
+    ra.e.post = (int)op->add.post;
+    ra.e.res = NULL;
+    conv_pw_mma<MI, SRC><<<(unsigned)(grid > 0 ? grid : 1), PWM_THREADS, l.bytes,
+                           (cudaStream_t)op->stream>>>(
+        (const __half *)x, (const float *)op->in[1], bt ? (const float *)op->in[2] : NULL,
+        (__half *)op->out, M, K, N, l.KP, l.NP, tiles, kr_make_epilogue(op, 1), sc, ra,
+        pwm_store_mode(op, N));
+    return (int)cudaGetLastError();
+}
+
+template <int SRC> static int pwm_launch_mi(const kr_cuda_op *op, int M, int K, int N)
+{
+    return pwm_mi(K, N, SRC == PWM_PIPE ? 2 : 1) == 2 ? pwm_launch<2, SRC>(op, M, K, N)
+                                                       : pwm_launch<1, SRC>(op, M, K, N);
+}
+
+extern "C" int kr_cuda_conv_2d_pw_mma(const kr_cuda_op *op)
+{
+    const kr_tensor *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
+    const int K = wt->dims[1] * wt->dims[2] * wt->dims[3], N = yt->dims[3];
+    const size_t m = (size_t)kr_dim(op, yt, 0) * yt->dims[1] * yt->dims[2];
+    if (m == 0)
+        return (int)cudaSuccess;
+    if (m > (size_t)0x7fffffff - 256)
+        return (int)cudaErrorInvalidValue;
+    /* 2-byte loads where rows are no 16-byte multiples or the input is not aligned (the same
+     * sums: only the loads differ; folded nodes need neither, kr_cuda_conv_2d_pw_mma_fits) */
+    if (wt->dims[1] > 1) /* an RGB stem (kr_cuda_conv_2d_pw_mma_fits) */
+        return wt->dims[1] == 3 ? pwm_launch_mi<PWM_STEM3>(op, (int)m, K, N)
+                                : pwm_launch_mi<PWM_STEM5>(op, (int)m, K, N);
+    if (!op->scale.src && !op->rs.src && (K % 8 || !kr_aligned(op->in[0], 16)))
+        return pwm_launch_mi<PWM_ODD>(op, (int)m, K, N);
+    if (op->scale.src)
+        return pwm_launch_mi<PWM_SCALE>(op, (int)m, K, N);
+    if (op->rs.src)
+        return pwm_launch_mi<PWM_RESIZE>(op, (int)m, K, N);
+    /* a second buffer where it fits (the next tile's rows load during this one), within
+     * PW_MMA_SMEM first, then within PW_MMA_MAX_SMEM (the same order as pwm_mi) */
+    if (pwm_mi_within(K, N, 2, PW_MMA_SMEM) ||
+        (!pwm_mi_within(K, N, 1, PW_MMA_SMEM) && pwm_mi_within(K, N, 2, PW_MMA_MAX_SMEM)))
+        return pwm_launch_mi<PWM_PIPE>(op, (int)m, K, N);
+    return pwm_launch_mi<PWM_PLAIN>(op, (int)m, K, N);
+}
