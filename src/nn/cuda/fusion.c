@@ -519,20 +519,6 @@ int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
         }
         if (!ok || (rz[0] >= 0 && rz[1] >= 0) || src[0] == src[1])
             continue;
-        /* where the convolution, with a residual ADD folded in, would write over a resize's
-         * input (the planner's slack ends before the ADD: the end of u2netp's RSU blocks,
-         * RESIZE_BILINEAR -> CONCATENATION -> CONV_2D -> RELU -> ADD), the resize runs on its own
-         * and the convolution reads its output: one resize launch instead of the ADD's (which
-         * reads and writes the full-size output), and the convolution's gather reads no resize */
-        for (int side = 0; side < 2; side++)
-            if (rz[side] >= 0 && ops[n].residual && writes_over(mem, ops, n, src)) {
-                int alt[2] = {src[0], src[1]};
-                alt[side] = cat->inputs[side];
-                if (alt[0] != alt[1] && !writes_over(mem, ops, n, alt)) {
-                    src[side] = alt[side];
-                    rz[side] = -1;
-                }
-            }
         /* the sources must still hold their values when the convolution runs, and it must not
          * write over them: no node from the first folded one to the convolution (itself
          * included) writes their storage */
@@ -543,9 +529,9 @@ int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
         for (int q = first; q < n && ok; q++)
             if (!folded[q] && q != c && q != skip)
                 ok = !writes_over(mem, ops, q, src);
-        /* the residual ADD folded into the convolution may still write where a source lies
-         * (one the resize above does not explain); then the ADD runs on its own again, which
-         * saves one launch less */
+        /* the residual ADD folded into the convolution may write where a source lies (the
+         * planner's slack ends before it: the end of u2netp's RSU blocks, upsample-concatenate-
+         * convolve + ADD); then the ADD runs on its own again, which saves one launch less */
         int unfolded = -1;
         const kr_cuda_op keep = ops[n];
         if (ok && writes_over(mem, ops, n, src) && ops[n].residual) {

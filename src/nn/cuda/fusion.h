@@ -39,10 +39,8 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
  * activation, no post function) read only by the CONV_2D right after it is done by the
  * convolution's gather (kr_cuda_op.pool: window maxima of the pool's input). Only where the
  * tensor-core kernel takes the folded layer (kr_cuda_conv_2d_tc_fits) and no node from the
- * first folded one to the convolution writes over the sources (where only the convolution
- * with a residual ADD folded in would write over a resize's input, the resize is not folded and
- * the convolution reads its output; where it would write over another source, the ADD is
- * unfolded and runs on its own again). Also a MUL of
+ * first folded one to the convolution writes over the sources (where only a residual ADD
+ * folded into the convolution would, that ADD is unfolded and runs on its own again). Also a MUL of
  * a tensor by a per-item channel vector ([1,1,1,C]: an excitation's scales; with the ADD folded
  * into it) run just before the pointwise CONV_2D that alone reads its output is done by that
  * convolution's input load (kr_cuda_op.scale), where kr_cuda_conv_2d_pw_mma takes the layer
