@@ -268,6 +268,12 @@ typedef struct keyer_reader_stats {
      *  again after a flush, which for NVDEC is a new decoder session and surface pool); split
      *  decode and seeks keep the decoder where the next keyframe is an H.264 IDR picture */
     int64_t decoder_setups;
+    /** video packets (pictures) given to the decoders, over all of them: equal to the frames
+     *  decoded from the start for one decoder reading a file once; more with split decode
+     *  (keyer_reader_params::segments), where at the end of each chunk a decoder takes the
+     *  next chunk's first pictures (its reorder delay, e.g. 2 for x264's B-frames) to output
+     *  its own last frames, and after seeks (the pictures from the keyframe to the target) */
+    int64_t decoded_pictures;
 } keyer_reader_stats;
 
 /**
