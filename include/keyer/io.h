@@ -194,7 +194,10 @@ typedef struct keyer_reader_params {
      * IDR picture (HEVC, open GOPs: each chunk would set its decoder up again, for NVDEC a
      * new session) is read by one decoder without a warning (a debug line says why), and
      * each session decodes ahead its chunk but at most about 256 MB of
-     * frames (long GOPs of large pictures; an explicit @ref segment_queue wins). The frames
+     * frames (long GOPs of large pictures; an explicit @ref segment_queue wins). Its chunks
+     * are as long as that bound holds (1080p: about 84 frames; at least 24), a multiple of
+     * the sessions of about equal length, since at each chunk's end a session also decodes
+     * the next chunk's first pictures (keyer_reader_stats::decoded_pictures). The frames
      * are the same either way. 0 (default): @ref segments as asked.
      */
     int segments_auto;
