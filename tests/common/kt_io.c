@@ -14,6 +14,7 @@
 #include <libavformat/avformat.h>
 #include <libavutil/adler32.h>
 
+#include "keyer/image.h"
 #include "kt_io.h"
 #include "testutil.h"
 
@@ -34,6 +35,17 @@ void kt_make_sample(const char *path, const keyer_sample_params *p)
     keyer_error err = {0};
     if (keyer_video_write_sample(path, kt_data_path(img, sizeof(img), "grace_hopper.jpg"), p, &err))
         fail_msg("making %s: %s", path, err.message);
+}
+
+keyer_frame *kt_read_image(const char *file, keyer_pixel_format fmt)
+{
+    char path[4096];
+    keyer_error err = {0};
+    keyer_frame *f = NULL;
+    assert_int_equal(keyer_frame_create(&f, &err), KEYER_OK);
+    if (keyer_image_read(kt_data_path(path, sizeof(path), file), fmt, f, &err))
+        fail_msg("%s", err.message);
+    return f;
 }
 
 void kt_make_clip(const char *path, int width, int height, int frames, int fps)

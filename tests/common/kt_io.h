@@ -1,6 +1,7 @@
-/* Helpers for the video I/O tests (test_io_*.c): sample media made from the test photos,
- * reading whole streams, audio packet checksums with libavformat, frame comparison.
- * Failures inside a helper fail the running cmocka test. */
+/* Helpers for the video I/O tests (test_io_*.c) and the tests that read the test photos:
+ * sample media made from the test photos, the photos themselves, reading whole streams, audio
+ * packet checksums with libavformat, frame comparison. Failures inside a helper fail the
+ * running cmocka test. */
 #ifndef KEYER_KT_IO_H
 #define KEYER_KT_IO_H
 
@@ -17,6 +18,11 @@ const keyer_reader_params *kt_cpu(void);
 
 /* Writes a sample video made from grace_hopper.jpg; fails the test on error. */
 void kt_make_sample(const char *path, const keyer_sample_params *p);
+
+/* A new host frame holding the test-data image @p file (tests/data/@p file, kt_data_path)
+ * decoded as @p fmt by keyer_image_read(); fails the test with the reader's message when it
+ * cannot be read. The caller destroys the frame. */
+keyer_frame *kt_read_image(const char *file, keyer_pixel_format fmt);
 
 /* kt_make_sample() of a @p width x @p height clip of @p frames frames at @p fps frames/s with
  * x264's ultrafast preset, the sample's defaults otherwise. */

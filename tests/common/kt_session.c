@@ -42,6 +42,20 @@ keyer_session *kt_session_create(const keyer_session_params *sp)
     return s;
 }
 
+void kt_session_refused(const keyer_session_params *sp, keyer_session **s, const char *word)
+{
+    keyer_error err = {0};
+    assert_int_equal(keyer_session_create(sp, s, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    if (word)
+        assert_non_null(strstr(err.message, word));
+}
+
+keyer_status kt_session_option(keyer_session_params *p, const char *name, const char *value)
+{
+    keyer_error err = {0};
+    return keyer_option_set(keyer_session_options(), p, name, value, &err);
+}
+
 void kt_session_run_files(keyer_session *s, const char *const *inputs, int n)
 {
     keyer_error err = {0};

@@ -1,7 +1,8 @@
 /*
- * Session set-ups and drivers the landmark-stage tests share (kt_mesh_session.c,
- * kt_pose_session.c): the common parameters, files run to the end, and pushed streams fed
- * round robin. Every failure fails the running cmocka test with the call's message.
+ * Session set-ups and drivers the session tests share (the landmark-stage ones through
+ * kt_mesh_session.c and kt_pose_session.c): the common parameters, files run to the end,
+ * pushed streams fed round robin, session options set by name and refused parameters. Every
+ * failure fails the running cmocka test with the call's message.
  */
 #ifndef KEYER_KT_SESSION_H
 #define KEYER_KT_SESSION_H
@@ -18,6 +19,15 @@ keyer_session_params kt_session_params(int device, int precision, int batch, int
 
 /** The session of @p sp. */
 keyer_session *kt_session_create(const keyer_session_params *sp);
+
+/** Checks that keyer_session_create() refuses @p sp with KEYER_STATUS_INVALID_ARGUMENT and,
+ *  when @p word is not NULL, that its error message contains @p word. @p s is the caller's
+ *  handle, passed to the call as it is (the caller checks that a refusal leaves it NULL). */
+void kt_session_refused(const keyer_session_params *sp, keyer_session **s, const char *word);
+
+/** Sets the session option @p name of *@p p to @p value through keyer_session_options()'
+ *  table (keyer_option_set) and returns its status (the error message is dropped). */
+keyer_status kt_session_option(keyer_session_params *p, const char *name, const char *value);
 
 /** Adds the @p n files @p inputs (no outputs) and runs the session to the end. */
 void kt_session_run_files(keyer_session *s, const char *const *inputs, int n);

@@ -22,21 +22,16 @@
 #include "keyer/effects.h"
 #include "keyer/image.h"
 #include "kt_effects.h"
+#include "kt_io.h"
 #include "testutil.h"
 
 static const char *const photos[] = {"grace_hopper", "messi5"};
 
 static keyer_frame *read_photo(const char *name, keyer_pixel_format fmt)
 {
-    char path[512], file[64];
+    char file[64];
     snprintf(file, sizeof(file), "%s.jpg", name);
-    kt_data_path(path, sizeof(path), file);
-    keyer_frame *f = NULL;
-    keyer_error err = {0};
-    assert_int_equal(keyer_frame_create(&f, &err), KEYER_OK);
-    if (keyer_image_read(path, fmt, f, &err))
-        fail_msg("%s", err.message);
-    return f;
+    return kt_read_image(file, fmt);
 }
 
 /* The selfie model's 256x256 reference output for a photo, or NULL. */

@@ -16,18 +16,8 @@
 #include "keyer/faces.h"
 #include "keyer/image.h"
 #include "keyer/io.h"
+#include "kt_io.h"
 #include "testutil.h"
-
-static keyer_frame *load_photo(const char *name)
-{
-    char path[4096];
-    keyer_error err = {0};
-    keyer_frame *f = NULL;
-    assert_int_equal(keyer_frame_create(&f, &err), KEYER_OK);
-    if (keyer_image_read(kt_data_path(path, sizeof(path), name), KEYER_PIXEL_FORMAT_RGB24, f, &err))
-        fail_msg("%s", err.message);
-    return f;
-}
 
 /* A frame showing the w x h window of @p src at (x, y) (no copy). */
 static void crop_view(keyer_frame *view, const keyer_frame *src, int x, int y, int w, int h)
@@ -68,7 +58,7 @@ static void test_grace_hopper(void **state)
 {
     (void)state;
     keyer_error err = {0};
-    keyer_frame *photo = load_photo("grace_hopper.jpg");
+    keyer_frame *photo = kt_read_image("grace_hopper.jpg", KEYER_PIXEL_FORMAT_RGB24);
     keyer_faces *fa = make(KEYER_FACE_RANGE_SHORT, 1);
     const keyer_face *faces = NULL;
     int n = -1;
@@ -138,7 +128,7 @@ static void test_nv12_input(void **state)
     (void)state;
     keyer_error err = {0};
     char path[4096];
-    keyer_frame *rgb = load_photo("grace_hopper.jpg"), *nv12 = NULL;
+    keyer_frame *rgb = kt_read_image("grace_hopper.jpg", KEYER_PIXEL_FORMAT_RGB24), *nv12 = NULL;
     assert_int_equal(keyer_frame_create(&nv12, &err), KEYER_OK);
     assert_int_equal(keyer_image_read(kt_data_path(path, sizeof(path), "grace_hopper.jpg"),
                                       KEYER_PIXEL_FORMAT_NV12, nv12, &err),
@@ -170,7 +160,7 @@ static void test_messi_full_range(void **state)
 {
     (void)state;
     keyer_error err = {0};
-    keyer_frame *photo = load_photo("messi5.jpg");
+    keyer_frame *photo = kt_read_image("messi5.jpg", KEYER_PIXEL_FORMAT_RGB24);
     keyer_faces *full = make(KEYER_FACE_RANGE_FULL, 1), *shrt = make(KEYER_FACE_RANGE_SHORT, 0);
     keyer_detection dets[8];
     int ns = -1, nf = -1;
@@ -201,7 +191,7 @@ static void test_tracking_pan(void **state)
 {
     (void)state;
     keyer_error err = {0};
-    keyer_frame *photo = load_photo("grace_hopper.jpg");
+    keyer_frame *photo = kt_read_image("grace_hopper.jpg", KEYER_PIXEL_FORMAT_RGB24);
     keyer_frame *view = NULL, *blank = NULL;
     assert_int_equal(keyer_frame_create(&view, &err), KEYER_OK);
     assert_int_equal(keyer_frame_create(&blank, &err), KEYER_OK);
@@ -346,7 +336,7 @@ static void test_detection_only(void **state)
 {
     (void)state;
     keyer_error err = {0};
-    keyer_frame *photo = load_photo("grace_hopper.jpg");
+    keyer_frame *photo = kt_read_image("grace_hopper.jpg", KEYER_PIXEL_FORMAT_RGB24);
     keyer_faces *fa = make(KEYER_FACE_RANGE_SHORT, 0);
     for (int i = 0; i < 4; i++) {
         const keyer_face *faces = NULL;
@@ -373,7 +363,7 @@ static void test_track_external(void **state)
 {
     (void)state;
     keyer_error err = {0};
-    keyer_frame *photo = load_photo("grace_hopper.jpg");
+    keyer_frame *photo = kt_read_image("grace_hopper.jpg", KEYER_PIXEL_FORMAT_RGB24);
     keyer_faces *det = make(KEYER_FACE_RANGE_SHORT, 0);
     keyer_detection d[4];
     int nd = 0;
@@ -429,7 +419,7 @@ static void test_draw(void **state)
 {
     (void)state;
     keyer_error err = {0};
-    keyer_frame *photo = load_photo("grace_hopper.jpg");
+    keyer_frame *photo = kt_read_image("grace_hopper.jpg", KEYER_PIXEL_FORMAT_RGB24);
     keyer_faces *fa = make(KEYER_FACE_RANGE_SHORT, 1);
     const keyer_face *faces = NULL;
     int n = 0;

@@ -18,17 +18,12 @@
 
 #include "keyer/frame.h"
 #include "keyer/image.h"
+#include "kt_io.h"
 #include "testutil.h"
 
 static keyer_frame *read_photo(const char *name, keyer_pixel_format fmt)
 {
-    char path[1024];
-    keyer_error err = {0};
-    keyer_frame *f = NULL;
-    assert_int_equal(keyer_frame_create(&f, &err), KEYER_OK);
-    keyer_status st = keyer_image_read(kt_data_path(path, sizeof(path), name), fmt, f, &err);
-    if (st)
-        fail_msg("%s", err.message);
+    keyer_frame *f = kt_read_image(name, fmt);
     assert_int_equal(keyer_frame_check(f, NULL), KEYER_OK);
     assert_int_equal(f->memory, KEYER_MEMORY_HOST);
     assert_int_equal(f->format, fmt);

@@ -25,19 +25,8 @@
 #include "keyer/nn.h"
 #include "keyer/registry.h"
 #include "keyer/version.h"
+#include "kt_io.h"
 #include "testutil.h"
-
-static keyer_frame *read_photo(const char *file, keyer_pixel_format fmt)
-{
-    char path[512];
-    kt_data_path(path, sizeof(path), file);
-    keyer_frame *f = NULL;
-    keyer_error err = {0};
-    assert_int_equal(keyer_frame_create(&f, &err), KEYER_OK);
-    if (keyer_image_read(path, fmt, f, &err))
-        fail_msg("%s", err.message);
-    return f;
-}
 
 static keyer_frame *new_frame(keyer_pixel_format fmt, int w, int h)
 {
@@ -184,7 +173,7 @@ static void check_equal(const char *model, keyer_composite_mode mode, keyer_pixe
     keyer_keying *k = make_keying(&p);
     oracle o;
     oracle_open(&o, model, expect_letterbox, &p.refine, &p.composite);
-    keyer_frame *bg = read_photo("messi5.jpg", KEYER_PIXEL_FORMAT_RGB24);
+    keyer_frame *bg = kt_read_image("messi5.jpg", KEYER_PIXEL_FORMAT_RGB24);
     keyer_error err = {0};
     if (mode == KEYER_COMPOSITE_IMAGE &&
         (keyer_keying_set_background(k, bg, &err) ||
@@ -193,7 +182,7 @@ static void check_equal(const char *model, keyer_composite_mode mode, keyer_pixe
     keyer_frame_destroy(&bg); /* both hold their own references */
     const char *photos[2] = {"grace_hopper.jpg", "messi5.jpg"};
     for (int i = 0; i < 2; i++) {
-        keyer_frame *f = read_photo(photos[i], KEYER_PIXEL_FORMAT_RGB24);
+        keyer_frame *f = kt_read_image(photos[i], KEYER_PIXEL_FORMAT_RGB24);
         keyer_frame *a1 = new_frame(KEYER_PIXEL_FORMAT_GRAY8, f->width, f->height);
         keyer_frame *a2 = new_frame(KEYER_PIXEL_FORMAT_GRAY8, f->width, f->height);
         keyer_frame *o1 = new_frame(out_fmt, f->width, f->height);
@@ -255,7 +244,7 @@ static void test_empty_outputs(void **state)
         p.threads = 2;
         p.composite.mode = cases[i].mode;
         keyer_keying *k = make_keying(&p);
-        keyer_frame *f = read_photo("grace_hopper.jpg", cases[i].in), *out = NULL, *matte = NULL;
+        keyer_frame *f = kt_read_image("grace_hopper.jpg", cases[i].in), *out = NULL, *matte = NULL;
         keyer_frame *full = new_frame(cases[i].out, f->width, f->height);
         keyer_frame *full_matte = new_frame(KEYER_PIXEL_FORMAT_GRAY8, f->width, f->height);
         assert_int_equal(keyer_frame_create(&out, &err), KEYER_OK);
@@ -295,8 +284,8 @@ static void test_history_and_reset(void **state)
     keyer_keying_params p = keyer_keying_params_defaults();
     p.threads = 2;
     keyer_keying *k = make_keying(&p);
-    keyer_frame *f = read_photo("grace_hopper.jpg", KEYER_PIXEL_FORMAT_RGB24);
-    keyer_frame *g = read_photo("grace_hopper.jpg", KEYER_PIXEL_FORMAT_RGB24);
+    keyer_frame *f = kt_read_image("grace_hopper.jpg", KEYER_PIXEL_FORMAT_RGB24);
+    keyer_frame *g = kt_read_image("grace_hopper.jpg", KEYER_PIXEL_FORMAT_RGB24);
     /* a slightly darker copy: the smoothing mixes the two masks where little moved */
     for (int y = 0; y < g->height; y++)
         for (int x = 0; x < 3 * g->width; x++) {
@@ -352,7 +341,7 @@ static void test_options(void **state)
     assert_non_null(strstr(err.message, "fit"));
     /* the reference backend, letterboxed: runs, and its mask is the model's */
     keyer_keying *k = make_keying(&p);
-    keyer_frame *f = read_photo("messi5.jpg", KEYER_PIXEL_FORMAT_RGB24);
+    keyer_frame *f = kt_read_image("messi5.jpg", KEYER_PIXEL_FORMAT_RGB24);
     if (keyer_keying_process(k, f, NULL, NULL, &err))
         fail_msg("%s", err.message);
     assert_int_equal(keyer_keying_mask(k)->width, 256);
@@ -418,7 +407,7 @@ static void test_process_errors(void **state)
     keyer_keying_params p = keyer_keying_params_defaults();
     p.threads = 2;
     keyer_keying *k = make_keying(&p);
-    keyer_frame *f = read_photo("grace_hopper.jpg", KEYER_PIXEL_FORMAT_RGB24);
+    keyer_frame *f = kt_read_image("grace_hopper.jpg", KEYER_PIXEL_FORMAT_RGB24);
     assert_int_equal(keyer_keying_process(NULL, f, NULL, NULL, &err),
                      KEYER_STATUS_INVALID_ARGUMENT);
     assert_int_equal(keyer_keying_process(k, NULL, NULL, NULL, &err),
@@ -475,7 +464,7 @@ static void test_background_errors(void **state)
     p.threads = 2;
     p.composite.mode = KEYER_COMPOSITE_IMAGE;
     keyer_keying *k = make_keying(&p);
-    keyer_frame *f = read_photo("grace_hopper.jpg", KEYER_PIXEL_FORMAT_RGB24);
+    keyer_frame *f = kt_read_image("grace_hopper.jpg", KEYER_PIXEL_FORMAT_RGB24);
     keyer_frame *out = new_frame(KEYER_PIXEL_FORMAT_RGB24, f->width, f->height);
     assert_int_equal(keyer_keying_process(k, f, out, NULL, &err), KEYER_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(err.message, "without a background"));

@@ -32,6 +32,7 @@
 #include "pipeline/split_gpus.h"
 #include "pipeline/stream.h"
 #include "kt_json.h"
+#include "kt_session.h"
 #include "testutil.h"
 
 /* ---- device lists ------------------------------------------------------------------------ */
@@ -923,22 +924,16 @@ static void test_split_lanes(void **state)
     keyer_session_params p = keyer_session_params_defaults();
     keyer_error err = {0};
     assert_int_equal(p.split_chunks, 0);
-    assert_int_equal(keyer_option_set(keyer_session_options(), &p, "split_chunks", "4", &err),
-                     KEYER_OK);
+    assert_int_equal(kt_session_option(&p, "split_chunks", "4"), KEYER_OK);
     assert_int_equal(p.split_chunks, 4);
-    assert_int_not_equal(keyer_option_set(keyer_session_options(), &p, "split_chunks", "17",
-                                          &err), KEYER_OK);
-    assert_int_equal(keyer_option_set(keyer_session_options(), &p, "decode_segments", "2", &err),
-                     KEYER_OK);
-    assert_int_equal(keyer_option_set(keyer_session_options(), &p, "decode_surfaces", "8", &err),
-                     KEYER_OK);
-    assert_int_equal(keyer_option_set(keyer_session_options(), &p, "decode_shared_stream", "1",
-                                      &err), KEYER_OK);
+    assert_int_not_equal(kt_session_option(&p, "split_chunks", "17"), KEYER_OK);
+    assert_int_equal(kt_session_option(&p, "decode_segments", "2"), KEYER_OK);
+    assert_int_equal(kt_session_option(&p, "decode_surfaces", "8"), KEYER_OK);
+    assert_int_equal(kt_session_option(&p, "decode_shared_stream", "1"), KEYER_OK);
     assert_int_equal(p.decode_segments, 2);
     assert_int_equal(p.decode_surfaces, 8);
     assert_int_equal(p.decode_shared_stream, 1);
-    assert_int_not_equal(keyer_option_set(keyer_session_options(), &p, "decode_surfaces", "17",
-                                          &err), KEYER_OK);
+    assert_int_not_equal(kt_session_option(&p, "decode_surfaces", "17"), KEYER_OK);
     /* what the knobs give a stream's reader: its own values win */
     keyer_reader_params rp = knobs(&p, 0);
     assert_int_equal(rp.segments, 2);
@@ -958,12 +953,10 @@ static void test_split_lanes(void **state)
     assert_int_equal(rp.decode_ahead, 0);
     /* decode-ahead: explicit, or -1 (auto): 4 for a file stream, none for a live one */
     assert_int_equal(d.decode_ahead, 0);
-    assert_int_equal(keyer_option_set(keyer_session_options(), &d, "decode_ahead", "6", &err),
-                     KEYER_OK);
+    assert_int_equal(kt_session_option(&d, "decode_ahead", "6"), KEYER_OK);
     rp = knobs(&d, 1);
     assert_int_equal(rp.decode_ahead, 6);
-    assert_int_equal(keyer_option_set(keyer_session_options(), &d, "decode_ahead", "-1", &err),
-                     KEYER_OK);
+    assert_int_equal(kt_session_option(&d, "decode_ahead", "-1"), KEYER_OK);
     rp = knobs(&d, 0);
     assert_int_equal(rp.decode_ahead, KR_DECODE_AHEAD_FILES);
     rp = knobs(&d, 1);
@@ -972,10 +965,8 @@ static void test_split_lanes(void **state)
     rp.decode_ahead = 2; /* the stream's own value wins */
     kr_stream_decoder_knobs(&d, 0, &rp);
     assert_int_equal(rp.decode_ahead, 2);
-    assert_int_not_equal(keyer_option_set(keyer_session_options(), &d, "decode_ahead", "9",
-                                          &err), KEYER_OK);
-    assert_int_not_equal(keyer_option_set(keyer_session_options(), &d, "decode_ahead", "-2",
-                                          &err), KEYER_OK);
+    assert_int_not_equal(kt_session_option(&d, "decode_ahead", "9"), KEYER_OK);
+    assert_int_not_equal(kt_session_option(&d, "decode_ahead", "-2"), KEYER_OK);
     /* decode_segments -1 (the default): decided from the expected file streams before the
      * reader opens: two sessions below 16 per GPU, for a file on NVDEC (device AUTO/CUDA),
      * marked as keyer's choice; none when not said, at 16, for live/paced/latency streams,
@@ -1003,15 +994,12 @@ static void test_split_lanes(void **state)
     kr_stream_decoder_knobs(&a, 0, &rp);
     assert_int_equal(rp.segments, 3);
     assert_int_equal(rp.segments_auto, 0);
-    assert_int_equal(keyer_option_set(keyer_session_options(), &a, "decode_segments", "0", &err),
-                     KEYER_OK);
+    assert_int_equal(kt_session_option(&a, "decode_segments", "0"), KEYER_OK);
     rp = knobs(&a, 0);
     assert_int_equal(rp.segments, 0);
-    assert_int_equal(keyer_option_set(keyer_session_options(), &a, "expected_files", "12", &err),
-                     KEYER_OK);
+    assert_int_equal(kt_session_option(&a, "expected_files", "12"), KEYER_OK);
     assert_int_equal(a.expected_files, 12);
-    assert_int_not_equal(keyer_option_set(keyer_session_options(), &a, "decode_segments", "-2",
-                                          &err), KEYER_OK);
+    assert_int_not_equal(kt_session_option(&a, "decode_segments", "-2"), KEYER_OK);
     /* and the reader refuses values out of range */
     keyer_reader *r = NULL;
     char img[4096];

@@ -15,18 +15,8 @@
 
 #include "keyer/image.h"
 #include "keyer/pose.h"
+#include "kt_io.h"
 #include "testutil.h"
-
-static keyer_frame *load_photo(const char *name)
-{
-    char path[4096];
-    keyer_error err = {0};
-    keyer_frame *f = NULL;
-    assert_int_equal(keyer_frame_create(&f, &err), KEYER_OK);
-    if (keyer_image_read(kt_data_path(path, sizeof(path), name), KEYER_PIXEL_FORMAT_RGB24, f, &err))
-        fail_msg("%s", err.message);
-    return f;
-}
 
 static keyer_pose *make(int model)
 {
@@ -67,7 +57,7 @@ static void test_grace_hopper(void **state)
 {
     (void)state;
     keyer_error err = {0};
-    keyer_frame *photo = load_photo("grace_hopper.jpg");
+    keyer_frame *photo = kt_read_image("grace_hopper.jpg", KEYER_PIXEL_FORMAT_RGB24);
     keyer_pose *pose = make(KEYER_POSE_MODEL_LITE);
     keyer_pose_result r;
     if (keyer_pose_run(pose, photo, &r, &err))
@@ -145,7 +135,7 @@ static void test_messi(void **state)
 {
     (void)state;
     keyer_error err = {0};
-    keyer_frame *photo = load_photo("messi5.jpg");
+    keyer_frame *photo = kt_read_image("messi5.jpg", KEYER_PIXEL_FORMAT_RGB24);
     keyer_pose *pose = make(KEYER_POSE_MODEL_LITE);
     keyer_pose_result r;
     assert_int_equal(keyer_pose_run(pose, photo, &r, &err), KEYER_OK);
@@ -178,7 +168,7 @@ static void test_full_and_heavy(void **state)
 {
     (void)state;
     keyer_error err = {0};
-    keyer_frame *photo = load_photo("grace_hopper.jpg");
+    keyer_frame *photo = kt_read_image("grace_hopper.jpg", KEYER_PIXEL_FORMAT_RGB24);
     for (int m = KEYER_POSE_MODEL_FULL; m <= KEYER_POSE_MODEL_HEAVY; m++) {
         keyer_pose *pose = make(m);
         keyer_pose_result r;
@@ -200,7 +190,7 @@ static void test_whole_frame_seed(void **state)
 {
     (void)state;
     keyer_error err = {0};
-    keyer_frame *photo = load_photo("grace_hopper.jpg");
+    keyer_frame *photo = kt_read_image("grace_hopper.jpg", KEYER_PIXEL_FORMAT_RGB24);
     keyer_pose_params p = keyer_pose_params_defaults();
     p.seed_from_face = 0;
     p.threads = 2;
