@@ -8,7 +8,9 @@
 # KEYER_BENCH_FRAMES change size and length), runs `keyer` on STREAMS links to it with `--blur --stats` and the
 # options given (e.g. `--device cuda:0`), and prints in a few lines:
 #   - frames/s, end-to-end latency p50/p99, the bottleneck stage, the decoders' set-ups over
-#     all streams (one per decoder session; the session's --stats);
+#     all streams (one per decoder session; the session's --stats), and the pictures the
+#     decoders were given against the frames read (split decode decodes the next chunk's first
+#     pictures again at each chunk's end);
 #   - per stage: workers, mean/p99 ms per call, utilisation, mean/capacity of its queue;
 #   - with several GPUs, one line per GPU: its frames, its own seconds (first frame read to
 #     last written) and frames/s, its mean batch, bottleneck and stages (ms per call,
@@ -76,10 +78,13 @@ except Exception as e:
     sys.exit(0)
 w = d['frames']['written']
 setups = sum(s.get('decoder_setups', 0) for s in d.get('streams', []))
+decoded = sum(s.get('decoded_pictures', 0) for s in d.get('streams', []))
+read = sum(s.get('frames_read', 0) for s in d.get('streams', []))
 print('%s streams on %s: %.1f frames/s, %d frames, latency p50 %.1f p99 %.1f ms, batch %d, '
-      'bottleneck %s, decoder set-ups %d, exit %d' % (
+      'bottleneck %s, decoder set-ups %d, pictures decoded %d for %d read (+%.1f%%), exit %d' % (
           n, d['device'], d['fps'], w, d['latency_ms']['p50'], d['latency_ms']['p99'],
-          d['batch'], d['bottleneck'], setups, p.returncode))
+          d['batch'], d['bottleneck'], setups, decoded, read,
+          100.0 * (decoded - read) / max(read, 1), p.returncode))
 for s in d['stages']:
     q = s.get('queue', {})
     print('  %-9s x%-2d %7.3f / %7.3f ms  util %.2f  queue %.1f/%d' % (

@@ -194,7 +194,10 @@ typedef struct keyer_reader_params {
      * IDR picture (HEVC, open GOPs: each chunk would set its decoder up again, for NVDEC a
      * new session) is read by one decoder without a warning (a debug line says why), and
      * each session decodes ahead its chunk but at most about 256 MB of
-     * frames (long GOPs of large pictures; an explicit @ref segment_queue wins). The frames
+     * frames (long GOPs of large pictures; an explicit @ref segment_queue wins). Its chunks
+     * are as long as that bound holds (1080p: about 84 frames; at least 24), a multiple of
+     * the sessions of about equal length, since at each chunk's end a session also decodes
+     * the next chunk's first pictures (keyer_reader_stats::decoded_pictures). The frames
      * are the same either way. 0 (default): @ref segments as asked.
      */
     int segments_auto;
@@ -268,6 +271,12 @@ typedef struct keyer_reader_stats {
      *  again after a flush, which for NVDEC is a new decoder session and surface pool); split
      *  decode and seeks keep the decoder where the next keyframe is an H.264 IDR picture */
     int64_t decoder_setups;
+    /** video packets (pictures) given to the decoders, over all of them: equal to the frames
+     *  decoded from the start for one decoder reading a file once; more with split decode
+     *  (keyer_reader_params::segments), where at the end of each chunk a decoder takes the
+     *  next chunk's first pictures (its reorder delay, e.g. 2 for x264's B-frames) to output
+     *  its own last frames, and after seeks (the pictures from the keyframe to the target) */
+    int64_t decoded_pictures;
 } keyer_reader_stats;
 
 /**

@@ -710,6 +710,10 @@ typedef struct keyer_stream_report {
     /** file and network inputs: the video decoders' set-ups (keyer_reader_stats::
      *  decoder_setups; with NVDEC each one a decoder session); 0 for pushed streams */
     int64_t decoder_setups;
+    /** file and network inputs: pictures the video decoders were given (keyer_reader_stats::
+     *  decoded_pictures: more than frames_read where split decode reads into the next chunk
+     *  at each chunk's end); 0 for pushed streams */
+    int64_t decoded_pictures;
     int hw_decode;          /**< 1 when NVDEC decoded it */
     char encoder[32];       /**< video encoder in use ("" when none) */
     int has_audio;          /**< the input had audio (copied to the output) */

@@ -98,6 +98,7 @@ typedef struct kr_source {
     int demux_errors; /* consecutive demuxer errors */
     int64_t dropped_packets, corrupt_packets;
     int64_t sent_packets, frames_out; /* since the last seek: packets without a frame are dropped */
+    int64_t pictures_sent; /* video packets given to the decoder since the opening (not reset) */
     int64_t max_sent_pts; /* largest pts of the video packets sent since the last flush */
     int sent_no_pts;      /* a video packet without pts was sent since the last flush */
     int keep_pending;     /* a kept-decoder seek waits for its first video packet's verdict */
@@ -249,6 +250,12 @@ typedef struct kr_split kr_split;
  * with the chunk that holds pts @p from (INT64_MIN: the first). The plan is made on a second
  * opening of the input: @p main's demuxer keeps its position. Each worker decodes ahead
  * @p queue frames when it is > 0; 0: its largest chunk + 2; < 0: that, at most -queue.
+ * Chunks are whole GOPs of at least 24 frames; with @p long_chunks (keyer's own split) they
+ * are as long as a worker's queue holds (|queue| - 2 frames, at least 24), a multiple of @p n
+ * (at least @p min_chunks) of about equal length, so that each worker crosses fewer chunk
+ * boundaries: at each one it decodes the next chunk's first pictures (its decoder's reorder
+ * delay) only to output the end of its own. A chunk whose frames the index counts exactly
+ * and that starts and ends at IDR pictures ends as soon as that many frames came out.
  * Errors: UNSUPPORTED (no usable keyframe index, fewer than @p min_chunks chunks (at least
  * 2), with @p clean_cuts a chunk after the first that does not start with an H.264 IDR
  * picture (kr_source_clean_cut_of: each worker would set its decoder up again at such a
@@ -256,8 +263,8 @@ typedef struct kr_split kr_split;
  * or an opening error.
  */
 keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, int queue,
-                             int min_chunks, int clean_cuts, int64_t from, kr_split **out,
-                             keyer_error *err);
+                             int min_chunks, int clean_cuts, int long_chunks, int64_t from,
+                             kr_split **out, keyer_error *err);
 
 /**
  * The queue (kr_split_create()) of a split keyer chose (keyer_reader_params::segments_auto):
@@ -269,9 +276,10 @@ int kr_split_auto_queue(const AVCodecParameters *par, int segment_queue);
 /** Next frame in presentation order. KEYER_OK, KEYER_STATUS_END or an error. */
 keyer_status kr_split_receive(kr_split *sp, AVFrame *out, keyer_error *err);
 
-/** Sums the workers' counters (@p setups: their decoders' set-ups, kr_hwdec::setups). */
+/** Sums the workers' counters (@p setups: their decoders' set-ups, kr_hwdec::setups;
+ *  @p pictures: the video packets their decoders were given, kr_source::pictures_sent). */
 void kr_split_counters(kr_split *sp, int64_t *dropped, int64_t *corrupt_packets, int *truncated,
-                       int *hw_active, int *hw_fellback, int64_t *setups);
+                       int *hw_active, int *hw_fellback, int64_t *setups, int64_t *pictures);
 
 /** Number of workers actually started. */
 int kr_split_sources(const kr_split *sp);

@@ -43,7 +43,8 @@ struct keyer_reader {
     char *input_format, *input_options;
     int segments, segment_queue;
     int min_chunks; /* a split needs this many chunks (segments_auto: 2 per session) */
-    int clean_cuts; /* and chunks that keep their decoder (segments_auto) */
+    int auto_split; /* segments_auto: chunks that keep their decoder, as long as the queue holds */
+    int64_t split_pictures; /* pictures decoded by the split workers before a seek restarted them */
     AVBufferRef *hw_device;
     AVFrame *pic;       /* decoder output */
     AVFrame *sw;        /* download target for device frames converted to host formats */
@@ -546,7 +547,9 @@ static void update_counters(keyer_reader *r)
     if (r->split) {
         int trunc = 0, active = 0, fellback = 0;
         kr_split_counters(r->split, &r->stats.dropped_packets, &r->stats.corrupt_packets, &trunc,
-                          &active, &fellback, &r->stats.decoder_setups);
+                          &active, &fellback, &r->stats.decoder_setups,
+                          &r->stats.decoded_pictures);
+        r->stats.decoded_pictures += r->split_pictures + r->main.pictures_sent;
         r->stats.truncated = trunc;
         r->stats.dropped_packets += r->out_of_order;
         r->stats.hw_fallback = fellback || r->stats.hw_fallback;
@@ -555,6 +558,7 @@ static void update_counters(keyer_reader *r)
         r->stats.corrupt_packets = r->main.corrupt_packets;
         r->stats.truncated = r->main.truncated;
         r->stats.decoder_setups = r->main.hw.setups;
+        r->stats.decoded_pictures = r->split_pictures + r->main.pictures_sent;
         r->stats.dropped_packets += r->out_of_order;
         if (r->main.hw.fellback)
             r->stats.hw_fallback = 1;
@@ -779,14 +783,14 @@ keyer_status keyer_reader_open(const char *url, const keyer_reader_params *param
          * again, the collapse of docs/notes/pipeline-throughput.md), each session's frames
          * ahead bounded */
         r->min_chunks = 2 * p.segments;
-        r->clean_cuts = 1;
+        r->auto_split = 1;
         r->segment_queue = kr_split_auto_queue(r->main.fc->streams[r->main.stream]->codecpar,
                                                p.segment_queue);
     }
     if (p.segments > 1) {
         keyer_error serr = {0};
         st = kr_split_create(&r->main, &r->opts, p.segments, r->segment_queue, r->min_chunks,
-                             r->clean_cuts, INT64_MIN, &r->split, &serr);
+                             r->auto_split, r->auto_split, INT64_MIN, &r->split, &serr);
         if (st == KEYER_STATUS_UNSUPPORTED) {
             /* asked for: a warning; keyer's own choice: a debug line */
             keyer_log(r->logger, p.segments_auto ? KEYER_LOG_DEBUG : KEYER_LOG_WARNING,
@@ -892,9 +896,11 @@ keyer_status keyer_reader_seek(keyer_reader *r, int64_t pts, keyer_error *err)
     keyer_status st;
     if (r->split) {
         /* Restart the workers from the chunk holding the target. */
+        update_counters(r);
+        r->split_pictures = r->stats.decoded_pictures - r->main.pictures_sent;
         kr_split_destroy(&r->split);
         st = kr_split_create(&r->main, &r->opts, r->segments, r->segment_queue, r->min_chunks,
-                             r->clean_cuts, pts, &r->split, err);
+                             r->auto_split, r->auto_split, pts, &r->split, err);
         if (st)
             return keyer_error_prefix(err, "%s: restarting split decode after a seek: ", r->url);
         /* Audio for a writer from one second before the target. */

@@ -504,8 +504,10 @@ keyer_status kr_source_receive(kr_source *s, AVFrame *out, keyer_error *err)
         int counted = !(s->pkt->flags & AV_PKT_FLAG_DISCARD);
         ret = avcodec_send_packet(s->dec, s->pkt);
         av_packet_unref(s->pkt);
-        if (ret >= 0 && counted)
+        if (ret >= 0 && counted) {
             s->sent_packets++;
+            s->pictures_sent++;
+        }
         if (ret < 0 && ret != AVERROR(EAGAIN)) {
             if (ret == AVERROR(ENOMEM) || ret == AVERROR_EXTERNAL || ret == AVERROR_BUG)
                 return kr_av_error(err, ret, "%s: decoding %s failed", s->url,

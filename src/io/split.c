@@ -8,10 +8,16 @@
  * keyframe. A worker starts at that keyframe and drops earlier frames (leading pictures of an
  * open GOP belong to the previous chunk); it feeds packets past the next chunk's keyframe until
  * the decoder outputs a frame at or after P_k+1, so frames of chunk k that follow that
- * keyframe in decode order (open GOPs) are still produced.
+ * keyframe in decode order (open GOPs) are still produced. A chunk that starts and ends at
+ * H.264 IDR pictures and whose frames the index counts (MP4) ends with its last frame
+ * instead: the decoder has then taken only as many of the next chunk's pictures as its
+ * reorder delay, which the next chunk's worker decodes again (counted: decoded_pictures).
+ * keyer's own split (long_chunks) makes chunks as long as a worker's queue holds, so that
+ * those pictures are few against the chunk.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +37,10 @@ typedef struct chunk {
     int64_t start_pts; /* P_k */
     int64_t end_pts;   /* P_k+1, INT64_MAX for the last chunk */
     int frames;        /* from the index (or estimated) */
+    int clean;         /* starts with an H.264 IDR picture (kr_source_clean_cut_of) */
+    /* frames counted exactly (an index of every packet) and IDR pictures at both ends: the
+     * chunk is complete once that many frames came out */
+    int exact;
 } chunk;
 
 enum { ENTRY_FRAME, ENTRY_END, ENTRY_ERROR };
@@ -53,7 +63,7 @@ typedef struct worker {
     keyer_status status; /* error reported by the worker */
     keyer_error err;
     /* counters copied under the lock */
-    int64_t dropped, corrupt, setups;
+    int64_t dropped, corrupt, setups, pictures;
     int truncated, hw_active, hw_fellback;
 } worker;
 
@@ -111,6 +121,7 @@ static int push(worker *w, int chunk_index, int kind, AVFrame *f)
     w->dropped = w->s.dropped_packets;
     w->corrupt = w->s.corrupt_packets;
     w->setups = w->s.hw.setups;
+    w->pictures = w->s.pictures_sent;
     w->truncated |= w->s.truncated;
     w->hw_active |= w->s.hw.active;
     w->hw_fellback |= w->s.hw.fellback;
@@ -129,7 +140,11 @@ static void *worker_main(void *arg)
          * The decoder is kept where the chunk starts with an IDR picture: a flush would set
          * it up again (for NVDEC a new session and surface pool, every chunk). */
         keyer_status st = kr_source_seek(&w->s, c->start_pts, KR_SEEK_KEEP_DECODER, &w->err);
-        for (; st == KEYER_OK;) {
+        /* A chunk counted exactly ends with its last frame: the decoder then holds only the
+         * pictures of the next chunk that pushed that frame out (its reorder delay), not one
+         * more to show the next chunk's first frame. */
+        int out = 0; /* the chunk's frames handed on */
+        while (st == KEYER_OK && !(c->exact && out == c->frames)) {
             st = kr_source_receive(&w->s, w->tmp, &w->err);
             if (st)
                 break;
@@ -140,6 +155,7 @@ static void *worker_main(void *arg)
                 break; /* the next chunk's first frame: this chunk is complete */
             if (push(w, k, ENTRY_FRAME, w->tmp))
                 return NULL;
+            out++;
         }
         av_frame_unref(w->tmp);
         if (st && st != KEYER_STATUS_END) {
@@ -181,12 +197,77 @@ static int keyframe_pts(AVFormatContext *fc, int stream, int64_t ts, AVPacket *p
     return -1;
 }
 
+/* Frames of each GOP of @p st's index (keys: the keyframes' entries; keys_only: an index of
+ * keyframes only, frames estimated from timestamps). */
+static void gop_frames(const AVStream *st, const int *keys, int nkeys, int entries, int keys_only,
+                       AVRational fr, int *frames)
+{
+    for (int g = 0; g < nkeys; g++) {
+        int next = g + 1 < nkeys ? keys[g + 1] : entries;
+        int f;
+        if (!keys_only) {
+            f = next - keys[g];
+        } else {
+            const AVIndexEntry *a = avformat_index_get_entry((AVStream *)st, keys[g]);
+            const AVIndexEntry *b =
+                g + 1 < nkeys ? avformat_index_get_entry((AVStream *)st, keys[g + 1]) : NULL;
+            int64_t span = b ? b->timestamp - a->timestamp
+                             : (st->duration > 0 ? st->duration - a->timestamp : 0);
+            f = fr.num > 0 ? (int)av_rescale_q(span, st->time_base, av_inv_q(fr)) : 1;
+        }
+        frames[g] = f > 0 ? f : 1;
+    }
+}
+
+/* Chunk starts (GOP indices into @p starts) for @p nkeys GOPs of @p frames, @p total frames in
+ * all; returns the count. chunk_max 0: GOPs grouped until a chunk has at least
+ * MIN_CHUNK_FRAMES (fewer when the file is short for @p n workers). Else: a multiple of @p n
+ * chunks (at least @p min_chunks) of at most about chunk_max frames (at least
+ * MIN_CHUNK_FRAMES), each starting at the keyframe nearest its share of @p total. */
+static int group_gops(const int *frames, int nkeys, int64_t total, int n, int min_chunks,
+                      int chunk_max, int *starts)
+{
+    int nchunks = 0;
+    if (chunk_max <= 0) {
+        int target = MIN_CHUNK_FRAMES;
+        if (total > 0 && total / n < target)
+            target = (int)(total / n) > 1 ? (int)(total / n) : 1;
+        for (int g = 0; g < nkeys;) {
+            starts[nchunks++] = g;
+            int f = 0;
+            do
+                f += frames[g++];
+            while (g < nkeys && f < target);
+        }
+        return nchunks;
+    }
+    int64_t per = chunk_max > MIN_CHUNK_FRAMES ? chunk_max : MIN_CHUNK_FRAMES;
+    int64_t want = (int64_t)n * ((total + (int64_t)n * per - 1) / ((int64_t)n * per));
+    if (want < min_chunks)
+        want = min_chunks;
+    if (want > total / MIN_CHUNK_FRAMES) /* chunks of MIN_CHUNK_FRAMES on average, at least */
+        want = total / MIN_CHUNK_FRAMES > 1 ? total / MIN_CHUNK_FRAMES : 1;
+    if (want > nkeys)
+        want = nkeys;
+    int64_t before = 0; /* frames before GOP g */
+    for (int g = 0; g < nkeys; g++) {
+        /* chunk m starts at the first keyframe past (m * total / want) less half the GOP
+         * before it: the keyframe nearest that share, for GOPs of equal length */
+        int64_t share = nchunks * total / want;
+        if (g == 0 || (nchunks < want && 2 * before >= 2 * share - frames[g - 1]))
+            starts[nchunks++] = g;
+        before += frames[g];
+    }
+    return nchunks;
+}
+
 /* Groups the index's keyframes of @p fc (a second opening of the input, so that the main
- * demuxer keeps its position) into chunks; UNSUPPORTED with fewer than @p min_chunks (>= 2),
- * and with @p clean_cuts when a chunk after the first does not start with an H.264 IDR
- * picture (kr_source_clean_cut: its worker's decoder would be set up again there). */
+ * demuxer keeps its position) into chunks (group_gops: long ones with @p chunk_max > 0);
+ * UNSUPPORTED with fewer than @p min_chunks (>= 2), and with @p clean_cuts when a chunk after
+ * the first does not start with an H.264 IDR picture (kr_source_clean_cut: its worker's
+ * decoder would be set up again there). */
 static keyer_status plan_with(kr_split *sp, AVFormatContext *fc, int stream, AVPacket *pkt, int n,
-                              int min_chunks, int clean_cuts, keyer_error *err)
+                              int min_chunks, int clean_cuts, int chunk_max, keyer_error *err)
 {
     AVStream *st = fc->streams[stream];
     int entries = avformat_index_get_entries_count(st);
@@ -198,12 +279,13 @@ static keyer_status plan_with(kr_split *sp, AVFormatContext *fc, int stream, AVP
     if (entries < 2)
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                "%s has no keyframe index", fc->iformat->name);
-    int *keys = malloc(sizeof(int) * (size_t)entries);
+    int *keys = malloc(sizeof(int) * (size_t)entries * 3);
     sp->chunks = calloc((size_t)entries, sizeof(chunk));
     if (!keys || !sp->chunks) {
         free(keys);
         return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "out of memory");
     }
+    int *frames = keys + entries, *starts = keys + 2 * entries;
     int nkeys = 0;
     for (int i = 0; i < entries; i++) {
         const AVIndexEntry *e = avformat_index_get_entry(st, i);
@@ -217,32 +299,21 @@ static keyer_status plan_with(kr_split *sp, AVFormatContext *fc, int stream, AVP
         free(keys);
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "fewer than two keyframes");
     }
-    int64_t total = keys_only ? 0 : entries;
+    gop_frames(st, keys, nkeys, entries, keys_only, fr, frames);
+    int64_t total = keys_only ? 0 : entries; /* 0: unknown */
     if (keys_only && fr.num > 0 && fr.den > 0 && st->duration > 0)
         total = av_rescale_q(st->duration, st->time_base, av_inv_q(fr));
-    int target = MIN_CHUNK_FRAMES;
-    if (total > 0 && total / n < target)
-        target = (int)(total / n) > 1 ? (int)(total / n) : 1;
-    int nchunks = 0;
-    for (int g = 0; g < nkeys;) {
-        chunk *c = &sp->chunks[nchunks++];
-        const AVIndexEntry *e = avformat_index_get_entry(st, keys[g]);
-        c->start_dts = e->timestamp;
-        int frames = 0;
-        do {
-            int next = g + 1 < nkeys ? keys[g + 1] : entries;
-            if (!keys_only) {
-                frames += next - keys[g];
-            } else {
-                const AVIndexEntry *a = avformat_index_get_entry(st, keys[g]);
-                const AVIndexEntry *b = g + 1 < nkeys ? avformat_index_get_entry(st, keys[g + 1]) : NULL;
-                int64_t span = b ? b->timestamp - a->timestamp
-                                 : (st->duration > 0 ? st->duration - a->timestamp : 0);
-                frames += fr.num > 0 ? (int)av_rescale_q(span, st->time_base, av_inv_q(fr)) : 1;
-            }
-            g++;
-        } while (g < nkeys && frames < target);
-        c->frames = frames > 0 ? frames : 1;
+    if (total <= 0 && chunk_max > 0)
+        for (int g = 0; g < nkeys; g++)
+            total += frames[g];
+    int nchunks = group_gops(frames, nkeys, total, n, min_chunks, chunk_max, starts);
+    for (int k = 0; k < nchunks; k++) {
+        chunk *c = &sp->chunks[k];
+        int end = k + 1 < nchunks ? starts[k + 1] : nkeys;
+        c->start_dts = avformat_index_get_entry(st, keys[starts[k]])->timestamp;
+        for (int g = starts[k]; g < end; g++)
+            c->frames += frames[g];
+        c->exact = !keys_only;
     }
     free(keys);
     if (nchunks < 2)
@@ -251,12 +322,11 @@ static keyer_status plan_with(kr_split *sp, AVFormatContext *fc, int stream, AVP
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%d chunks of keyframes, fewer "
                                "than %d", nchunks, min_chunks);
     for (int k = 0; k < nchunks; k++) {
-        int clean = 0;
         if (keyframe_pts(fc, stream, sp->chunks[k].start_dts, pkt, &sp->chunks[k].start_pts,
-                         &clean) < 0)
+                         &sp->chunks[k].clean) < 0)
             return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                    "keyframe %d of the index has no timestamp", k);
-        if (clean_cuts && k > 0 && !clean)
+        if (clean_cuts && k > 0 && !sp->chunks[k].clean)
             return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                    "chunk %d does not start with an H.264 IDR picture (its "
                                    "decoder would be set up again)", k);
@@ -264,14 +334,19 @@ static keyer_status plan_with(kr_split *sp, AVFormatContext *fc, int stream, AVP
             return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                    "keyframe timestamps are not increasing");
     }
-    for (int k = 0; k < nchunks; k++)
-        sp->chunks[k].end_pts = k + 1 < nchunks ? sp->chunks[k + 1].start_pts : INT64_MAX;
+    for (int k = 0; k < nchunks; k++) {
+        chunk *c = &sp->chunks[k];
+        c->end_pts = k + 1 < nchunks ? sp->chunks[k + 1].start_pts : INT64_MAX;
+        /* no leading pictures on either side: the packets between the two IDR pictures are
+         * exactly the chunk's frames */
+        c->exact = c->exact && c->clean && (k + 1 == nchunks || sp->chunks[k + 1].clean);
+    }
     sp->nchunks = nchunks;
     return KEYER_OK;
 }
 
 static keyer_status plan(kr_split *sp, kr_source *main, int n, int min_chunks, int clean_cuts,
-                         keyer_error *err)
+                         int chunk_max, keyer_error *err)
 {
     if (!main->fc->pb || !(main->fc->pb->seekable & AVIO_SEEKABLE_NORMAL))
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "the input is not seekable");
@@ -290,7 +365,7 @@ static keyer_status plan(kr_split *sp, kr_source *main, int n, int min_chunks, i
     else if (main->stream >= (int)fc->nb_streams)
         st = keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "the input changed between openings");
     else
-        st = plan_with(sp, fc, main->stream, pkt, n, min_chunks, clean_cuts, err);
+        st = plan_with(sp, fc, main->stream, pkt, n, min_chunks, clean_cuts, chunk_max, err);
     avformat_close_input(&fc);
     av_packet_free(&pkt);
     return st;
@@ -327,7 +402,7 @@ keyer_status keyer_reader_plan_chunks(const char *url, int parts, int64_t **star
         st = keyer_error_set(err, KEYER_STATUS_UNSUPPORTED, "%s: the input is not seekable", url);
         goto done;
     }
-    if ((st = plan_with(&plan_of, fc, stream, pkt, parts, 2, 0, err))) {
+    if ((st = plan_with(&plan_of, fc, stream, pkt, parts, 2, 0, 0, err))) {
         keyer_error_prefix(err, "%s: cannot be split at keyframes: ", url);
         goto done;
     }
@@ -364,8 +439,8 @@ int kr_split_auto_queue(const AVCodecParameters *par, int segment_queue)
 }
 
 keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, int queue,
-                             int min_chunks, int clean_cuts, int64_t from, kr_split **out,
-                             keyer_error *err)
+                             int min_chunks, int clean_cuts, int long_chunks, int64_t from,
+                             kr_split **out, keyer_error *err)
 {
     *out = NULL;
     kr_split *sp = calloc(1, sizeof(*sp));
@@ -377,7 +452,13 @@ keyer_status kr_split_create(kr_source *main, const kr_source_opts *o, int n, in
     sp->interrupt = o->interrupt;
     sp->url = o->url;
     sp->logger = o->logger;
-    keyer_status st = plan(sp, main, n, min_chunks < 2 ? 2 : min_chunks, clean_cuts, err);
+    /* long chunks: as many frames as a worker's queue holds beside the end marker and one
+     * spare (queue 0: no bound) */
+    int chunk_max = !long_chunks ? 0 : queue == 0 ? INT_MAX : abs(queue) - 2;
+    if (long_chunks && chunk_max < 1)
+        chunk_max = 1; /* group_gops() makes that at least MIN_CHUNK_FRAMES */
+    keyer_status st = plan(sp, main, n, min_chunks < 2 ? 2 : min_chunks, clean_cuts, chunk_max,
+                           err);
     if (st)
         goto fail;
     /* After a seek: start with the chunk holding @p from. */
@@ -513,15 +594,16 @@ keyer_status kr_split_receive(kr_split *sp, AVFrame *out, keyer_error *err)
 }
 
 void kr_split_counters(kr_split *sp, int64_t *dropped, int64_t *corrupt_packets, int *truncated,
-                       int *hw_active, int *hw_fellback, int64_t *setups)
+                       int *hw_active, int *hw_fellback, int64_t *setups, int64_t *pictures)
 {
-    int64_t d = 0, c = 0, u = 0;
+    int64_t d = 0, c = 0, u = 0, p = 0;
     int t = 0, a = 0, f = 0;
     pthread_mutex_lock(&sp->lock);
     for (int i = 0; i < sp->n; i++) {
         d += sp->w[i].dropped;
         c += sp->w[i].corrupt;
         u += sp->w[i].setups;
+        p += sp->w[i].pictures;
         t |= sp->w[i].truncated;
         a |= sp->w[i].hw_active;
         f |= sp->w[i].hw_fellback;
@@ -530,6 +612,7 @@ void kr_split_counters(kr_split *sp, int64_t *dropped, int64_t *corrupt_packets,
     *dropped = d;
     *corrupt_packets = c;
     *setups = u;
+    *pictures = p;
     *truncated = t;
     *hw_active = a;
     *hw_fellback = f;

@@ -825,6 +825,7 @@ keyer_status keyer_session_get_stream_report(keyer_session *s, int stream_id,
         out->missed_frames += rest.missed_frames;
         out->disconnected_seconds += rest.disconnected_seconds;
         out->decoder_setups += rest.decoder_setups;
+        out->decoded_pictures += rest.decoded_pictures;
         out->hw_decode |= rest.hw_decode;
         int last_failed = p == n - 1 && pe->use_cuda && atomic_load(&pe->gpu_failed);
         failures += last_failed;

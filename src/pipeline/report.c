@@ -286,6 +286,7 @@ keyer_status kr_engine_get_stream_report(keyer_session *s, int id, keyer_stream_
         out->missed_frames = rs.missed_frames;
         out->disconnected_seconds = rs.disconnected_seconds;
         out->decoder_setups = rs.decoder_setups;
+        out->decoded_pictures = rs.decoded_pictures;
     }
     if (st->continuation && st->live) { /* reopened on this GPU after a GPU failure */
         out->reconnects += 1;

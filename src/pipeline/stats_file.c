@@ -107,9 +107,11 @@ static void json_streams(FILE *f, keyer_session *s)
         json_string(f, sr.device);
         fprintf(f, ", \"frames_people\": %lld", (long long)sr.frames_people);
         fprintf(f, ", \"reconnects\": %lld, \"missed_frames\": %lld, "
-                   "\"disconnected_seconds\": %.3f, \"decoder_setups\": %lld",
+                   "\"disconnected_seconds\": %.3f, \"decoder_setups\": %lld, "
+                   "\"decoded_pictures\": %lld",
                 (long long)sr.reconnects, (long long)sr.missed_frames,
-                finite_or_zero(sr.disconnected_seconds), (long long)sr.decoder_setups);
+                finite_or_zero(sr.disconnected_seconds), (long long)sr.decoder_setups,
+                (long long)sr.decoded_pictures);
         fprintf(f, ", \"audio\": %s, \"status\": ", sr.has_audio ? "true" : "false");
         json_string(f, sr.status ? keyer_status_name(sr.status) : "ok");
         fprintf(f, ", \"error\": ");

@@ -177,9 +177,10 @@ static void assert_primary_context(const void *ptr, int ordinal)
     cuDevicePrimaryCtxRelease(dev);
 }
 
-/* Returns the reader's decoder set-ups (keyer_reader_stats::decoder_setups). */
-static int64_t check_bit_exact_with(const char *path, keyer_pixel_format want, int frames,
-                                    const keyer_reader_params *params)
+/* Returns the reader's decoder set-ups (keyer_reader_stats::decoder_setups), and in
+ * *@p decoded (when not NULL) the pictures its decoders were given (decoded_pictures). */
+static int64_t check_bit_exact_counted(const char *path, keyer_pixel_format want, int frames,
+                                       const keyer_reader_params *params, int64_t *decoded)
 {
     ref_frames ref;
     decode_reference(path, &ref);
@@ -205,9 +206,17 @@ static int64_t check_bit_exact_with(const char *path, keyer_pixel_format want, i
                   s->n, keyer_pixel_format_name(want), total);
     assert_int_equal(total, 0);
     int64_t setups = s->stats.decoder_setups;
+    if (decoded)
+        *decoded = s->stats.decoded_pictures;
     kt_stream_free(&s);
     free_reference(&ref);
     return setups;
+}
+
+static int64_t check_bit_exact_with(const char *path, keyer_pixel_format want, int frames,
+                                    const keyer_reader_params *params)
+{
+    return check_bit_exact_counted(path, want, frames, params, NULL);
 }
 
 static void check_bit_exact(const char *path, keyer_pixel_format want, int frames)
@@ -251,16 +260,22 @@ static void test_decoder_knobs(void **state)
 /* Split decode over two NVDEC sessions keeps each session from chunk to chunk (96 frames, an
  * IDR picture every 12, chunks of 24: each session decodes two chunks): two set-ups, not four
  * (a flush between chunks made libavcodec create the NVDEC session and its surface pool again,
- * which collapsed many-stream runs with --decode-segments). */
+ * which collapsed many-stream runs with --decode-segments). Each chunk ends with its own last
+ * frame: at each of the 3 chunk boundaries a session decodes at most its reorder delay (2 for
+ * these B-frames) of the next chunk's pictures, at least 1 (before: one more, 9 in all). */
 static void test_split_keeps_sessions(void **state)
 {
     (void)state;
     keyer_reader_params p = keyer_reader_params_defaults();
     p.device = KEYER_DECODE_DEVICE_CUDA;
     p.segments = 2;
-    int64_t setups = check_bit_exact_with(h264_long, KEYER_PIXEL_FORMAT_NV12, 96, &p);
-    print_message("    split over 2 NVDEC sessions: %lld decoder set-ups\n", (long long)setups);
+    int64_t decoded = 0;
+    int64_t setups = check_bit_exact_counted(h264_long, KEYER_PIXEL_FORMAT_NV12, 96, &p,
+                                             &decoded);
+    print_message("    split over 2 NVDEC sessions: %lld decoder set-ups, %lld pictures decoded "
+                  "for 96 frames\n", (long long)setups, (long long)decoded);
     assert_int_equal(setups, 2);
+    assert_true(decoded >= 96 + 3 && decoded <= 96 + 2 * 3);
 }
 
 /* The session's decode_segments -1 opens its readers with segments 2 and segments_auto:

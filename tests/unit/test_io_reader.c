@@ -698,6 +698,54 @@ static void test_split_auto(void **state)
     avcodec_parameters_free(&par);
 }
 
+/* Decoded against delivered pictures (keyer_reader_stats::decoded_pictures), 300 frames of
+ * 320x240 with an IDR picture every 12 and 2 B-frames (a reorder delay of 1 or 2), decoded
+ * on one thread (as NVDEC decodes): one decoder is given exactly the 300 pictures. At each chunk's end a split worker takes the
+ * next chunk's first pictures, which the next worker decodes again: at most the reorder delay
+ * (2) per chunk boundary now that a chunk counted exactly ends with its own last frame (before:
+ * one more, to see the next chunk's first frame), and at least 1. keyer's own split
+ * (segments_auto) makes long chunks: 4 here (a multiple of its 2 sessions, at least 2 each;
+ * 3 boundaries), where the split asked for keeps chunks of 24 (12 and one of 12: 12
+ * boundaries).
+ * Both give the frames of one decoder, complete and in order. */
+static void test_split_decoded_pictures(void **state)
+{
+    (void)state;
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/long300.mp4", dir);
+    keyer_sample_params sp = keyer_sample_params_defaults();
+    sp.frames = 300;
+    sp.audio_codec = NULL;
+    kt_make_sample(path, &sp);
+    keyer_reader_params p = *kt_cpu();
+    p.threads = 1; /* as on NVDEC: frame threads would delay the output by more pictures */
+    kt_stream *one = kt_read_stream(path, &p, 1);
+    assert_int_equal(one->n, 300);
+    assert_int_equal(one->stats.decoded_pictures, 300);
+    p.segments = 2;
+    int64_t extra[2] = {0, 0};
+    for (int a = 0; a < 2; a++) {
+        p.segments_auto = a;
+        kt_stream *two = kt_read_stream(path, &p, 1);
+        assert_int_equal(two->n, 300);
+        assert_int_equal(two->info.segments, 2);
+        assert_int_equal(two->stats.decoder_setups, 2);
+        for (int i = 0; i < one->n; i++)
+            if (two->pts[i] != one->pts[i] || !kt_frames_equal(two->frames[i], one->frames[i]))
+                fail_msg("%s split: frame %d differs from one decoder's", a ? "auto" : "asked",
+                         i);
+        extra[a] = two->stats.decoded_pictures - two->n;
+        kt_stream_free(&two);
+    }
+    print_message("    300 frames on 2 sessions: %lld pictures decoded twice with chunks of 24 "
+                  "(12 boundaries), %lld with keyer's long chunks (3 boundaries)\n",
+                  (long long)extra[0], (long long)extra[1]);
+    assert_true(extra[0] >= 12 && extra[0] <= 2 * 12);
+    assert_true(extra[1] >= 3 && extra[1] <= 2 * 3);
+    kt_stream_free(&one);
+    unlink(path);
+}
+
 static void test_params(void **state)
 {
     (void)state;
@@ -755,6 +803,7 @@ int main(void)
         cmocka_unit_test(test_clean_cuts),
         cmocka_unit_test(test_split_fallback),
         cmocka_unit_test(test_split_auto),
+        cmocka_unit_test(test_split_decoded_pictures),
         cmocka_unit_test(test_params),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
