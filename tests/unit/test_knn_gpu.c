@@ -8,7 +8,8 @@
  * graph (both parities of its edge buffers from the third frame), frames of changing size its
  * launches one by one. Also curves flattened on the device against the CPU renderer (the
  * overlay tests' tolerance: one code value, 99% of samples equal).
- * KEYER_TEST_SHORT=1 (e.g. under compute-sanitizer; tests/common/kt_gpu.h): small sets only.
+ * KEYER_TEST_SHORT=1 (e.g. under compute-sanitizer; tests/common/kt_gpu.h): small sets, fewer
+ * frames (3 instead of 5 per set), and k 120 on 1,000 points instead of 2,000.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -88,8 +89,8 @@ static void test_sets(void **state)
             p.max_degree = cfg[c].max_degree;
             p.max_dy = cfg[c].max_dy;
             p.hysteresis = cfg[c].hysteresis;
-            check(&p, (kt_knn_set)kind, n, 5, (uint32_t)(kind * 10 + (int)c), ids, xy,
-                  kt_knn_set_name((kt_knn_set)kind));
+            check(&p, (kt_knn_set)kind, n, kt_test_short() ? 3 : 5,
+                  (uint32_t)(kind * 10 + (int)c), ids, xy, kt_knn_set_name((kt_knn_set)kind));
         }
     if (!kt_test_short()) {
         keyer_knn_params p = keyer_knn_params_defaults();
@@ -116,6 +117,25 @@ static void test_sets(void **state)
         xy[2 * i + 1] = (float)(i / 5);
     }
     check(&p, KT_KNN_SETS, 300, 3, 0, ids, xy, "zeros");
+    /* A dense band (x within 20 px, positions on a 0.5 px raster: ties and duplicates) and
+     * sparse points over the frame: a sparse point near the band walks through it in the x
+     * order, the small path's walks that end early at hard_kernel (knn_sweep.cuh's pace test). */
+    const int band = kt_test_short() ? 1500 : 6000, sparse = kt_test_short() ? 300 : 2000;
+    uint32_t r = 4242;
+#define U() ((r = r * 1664525u + 1013904223u), (float)(r >> 8) / 16777216.0f)
+    for (int i = 0; i < band + sparse; i++) {
+        ids[i] = (uint32_t)(50000 - 3 * i);
+        if (i < band) {
+            xy[2 * i] = 950.0f + 0.5f * (float)(int)(U() * 40.0f);
+            xy[2 * i + 1] = 0.5f * (float)(int)(U() * 2160.0f);
+        } else {
+            xy[2 * i] = U() * 1920.0f;
+            xy[2 * i + 1] = U() * 1080.0f;
+        }
+    }
+#undef U
+    p.k = 5;
+    check(&p, KT_KNN_SETS, band + sparse, 3, 0, ids, xy, "band");
     free(ids);
     free(xy);
 }
@@ -192,8 +212,9 @@ static void test_paths(void **state)
     keyer_knn_params wide = keyer_knn_params_defaults();
     wide.k = 120;
     wide.max_degree = 3;
-    static const int few[] = {2000, 2000, 1990};
-    check_sizes(&wide, KT_KNN_CLUSTERED, few, 3, 14, "k=120");
+    /* (2,000 points in the short mode's 1,000: still more states than the shared memory) */
+    static const int few[] = {2000, 2000, 1990}, few_short[] = {1000, 1000, 990};
+    check_sizes(&wide, KT_KNN_CLUSTERED, kt_test_short() ? few_short : few, 3, 14, "k=120");
     static const int some[] = {600, 600, 590, 600};
     for (int kk = 16; kk <= 17; kk++) {
         keyer_knn_params kp = keyer_knn_params_defaults();
