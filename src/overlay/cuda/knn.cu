@@ -541,6 +541,7 @@ struct State {
     void *temp;
     size_t temp_bytes;
     int small_smem; /* dynamic shared memory small_cap_kernel may have (0: no small path) */
+    int merge_smem; /* dynamic shared memory small_merge_kernel may have */
     /* Replays of the small path: an update of the same number of points as the one before is
      * captured once (on cap_stream) as a CUDA graph and replayed, one per parity of the
      * previous/next edge buffers (edges0: the first prev). */

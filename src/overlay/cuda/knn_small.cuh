@@ -17,11 +17,13 @@
  *  5. small_cap_kernel (one block): the degree cap's rounds (small_read, small_write:
  *     vertex_step_t's rules in a reading and a writing phase, a byte per edge and end in
  *     shared memory, the lists there too as far as they fit) until every edge is decided; then
- *     the taken previous edges in their order to the output, and the taken candidates' keys
- *     compacted;
- *  6. small_chunk_sort_kernel and small_merge_kernel: the taken candidates in key order to the
- *     output, over several blocks (chunks of kChunk keys sorted, then each key's place: its
- *     place in its chunk plus the keys below it in the others).
+ *     the taken previous edges' places in the output and the taken candidates' slots
+ *     compacted (from shared memory only: the global reads of the output are left to the
+ *     kernels over many blocks below);
+ *  6. small_chunk_sort_kernel and small_merge_kernel: the taken previous edges to the output,
+ *     and the taken candidates in key order after them, over several blocks (chunks of kChunk
+ *     keys sorted, then each key's place: its place in its chunk plus the keys below it in
+ *     the others, every key in shared memory where it fits).
  *
  * Limits (checked by the launcher, which otherwise takes the large path): n <= kSmallN (ranks
  * in 13 bits, kPerThread points per thread), k <= kSweepK, and two bytes per slot of L
@@ -295,20 +297,19 @@ __device__ __forceinline__ void small_write(const ListView &list, unsigned char 
     }
 }
 
-/* 5. The degree cap; the taken previous edges to the output in their order, the taken
- * candidates' keys to taken_key (compacted; their number and the kept edges' in counters[]:
- * small_merge_kernel finishes the output). More taken than n max_degree / 2 sets bit 1 of
- * counters[0]. Dynamic shared memory: @p smem bytes (the marks: a byte per slot and end; then
- * as many of the lists' first entries as fit, the rest read from v_list). */
+/* 5. The degree cap; each previous edge's place in the output (prev_pos: its rank among the
+ * taken previous edges, -1 when not taken), the taken candidates' slots (taken_slot,
+ * compacted in slot order; their number and the kept edges' in counters[]):
+ * small_chunk_sort_kernel and small_merge_kernel write the output over many blocks, so that
+ * this block reads only shared memory after its rounds. More taken than n max_degree / 2 sets
+ * bit 1 of counters[0]. Dynamic shared memory: @p smem bytes (the marks: a byte per slot and
+ * end; then as many of the lists' first entries as fit, the rest read from v_list). */
 constexpr int kPerThread = kSmallN / kSmallThreads; /* points per thread */
 __global__ void __launch_bounds__(kSmallThreads)
     small_cap_kernel(int n, int k, const int *__restrict__ hdr, int max_degree, int smem,
                      const int *__restrict__ v_off, const int *__restrict__ v_list,
-                     const int *__restrict__ l_u, const int *__restrict__ l_v,
-                     const int *__restrict__ st, const uint64_t *__restrict__ key,
-                     const uint32_t *__restrict__ ids, uint64_t *__restrict__ taken_key,
-                     keyer_knn_edge *__restrict__ next,
-                     int *__restrict__ next_at, int *counters)
+                     const int *__restrict__ st, int *__restrict__ prev_pos,
+                     int *__restrict__ taken_slot, int *counters)
 {
     extern __shared__ __align__(16) uint64_t s_mem[];
     unsigned char *ends = reinterpret_cast<unsigned char *>(s_mem);
@@ -319,11 +320,30 @@ __global__ void __launch_bounds__(kSmallThreads)
     const int in_smem = max(0, min(entries, (smem - st_bytes) / 4));
     int *s_list = reinterpret_cast<int *>(ends + st_bytes);
     const ListView list = {s_list, v_list, in_smem};
-    /* The marks: a dead slot (st: kRefused) refused at its first end, a live one undecided. */
+    /* The marks: a dead slot (st: kRefused) refused at its first end, a live one undecided;
+     * four slots per load and store (st is 16-byte aligned, slots a multiple of 16). */
+    {
+        const int4 *st4 = reinterpret_cast<const int4 *>(st);
+        uint32_t *first4 = reinterpret_cast<uint32_t *>(ends);
+        uint32_t *second4 = reinterpret_cast<uint32_t *>(ends + slots);
+        const int whole = total / 4;
 #pragma unroll 4
-    for (int t = tid; t < slots; t += kSmallThreads) {
-        ends[t] = t < total && st[t] != 0 ? kEndNo : 0;
-        ends[slots + t] = 0;
+        for (int t4 = tid; t4 < slots / 4; t4 += kSmallThreads) {
+            uint32_t m = 0;
+            if (t4 < whole) {
+                const int4 v = st4[t4];
+                m = (v.x != 0 ? kEndNo : 0u) | (v.y != 0 ? kEndNo : 0u) << 8 |
+                    (v.z != 0 ? kEndNo : 0u) << 16 | (uint32_t)(v.w != 0 ? kEndNo : 0u) << 24;
+            } else {
+                for (int b = 0; b < 4; b++) {
+                    const int t = 4 * t4 + b;
+                    if (t < total && st[t] != 0)
+                        m |= (uint32_t)kEndNo << (8 * b);
+                }
+            }
+            first4[t4] = m;
+            second4[t4] = 0;
+        }
     }
     { /* the lists' first in_smem entries: 16 bytes per load (both 16-byte aligned), two in
        * flight */
@@ -389,10 +409,9 @@ __global__ void __launch_bounds__(kSmallThreads)
     const int kept = s_part[kSmallThreads - 1];
     int at = s_part[tid] - mine;
     for (int t = lo; t < hi; t++)
-        if (end_state(ends, slots, t) == kIsTaken)
-            put_edge(ids, l_u[t], l_v[t], at++, next, next_at);
+        prev_pos[t] = end_state(ends, slots, t) == kIsTaken ? at++ : -1;
     __syncthreads(); /* every thread has read s_part */
-    /* The taken candidates' keys, compacted in slot order (a count per contiguous range of
+    /* The taken candidates' slots, compacted in slot order (a count per contiguous range of
      * slots, a scan): small_chunk_sort_kernel and small_merge_kernel put them in key order. */
     const int n_cand = total - n_prev, cper = (n_cand + kSmallThreads - 1) / kSmallThreads;
     const int clo = min(tid * cper, n_cand), chi = min(clo + cper, n_cand);
@@ -420,20 +439,20 @@ __global__ void __launch_bounds__(kSmallThreads)
     int cat = s_part[tid] - cmine;
     for (int c = clo; c < chi; c++)
         if (end_state(ends, slots, n_prev + c) == kIsTaken)
-            taken_key[cat++] = key[n_prev + c];
+            taken_slot[cat++] = n_prev + c;
     if (tid == 0) {
         counters[kCountKept] = kept;
         counters[kCountTaken] = taken;
     }
 }
 
-/* 6a. The taken candidates' keys (counters[kCountTaken] of them in taken_key) sorted in chunks
- * of kChunk, a block each (bitonic in shared memory): chunk c is sorted[c kChunk ..]. */
+/* 6a. The taken candidates' keys (counters[kCountTaken] of them: key[taken_slot[..]]) sorted
+ * in chunks of kChunk, a block each (bitonic in shared memory): chunk c is sorted[c kChunk ..]. */
 constexpr int kChunk = 1024;
 constexpr int kChunkThreads = kChunk / 2;
 __global__ void __launch_bounds__(kChunkThreads)
-    small_chunk_sort_kernel(const uint64_t *__restrict__ taken_key, const int *counters,
-                            uint64_t *__restrict__ sorted)
+    small_chunk_sort_kernel(const int *__restrict__ taken_slot, const uint64_t *__restrict__ key,
+                            const int *counters, uint64_t *__restrict__ sorted)
 {
     __shared__ uint64_t s_k[kChunk];
     const int c0 = blockIdx.x * kChunk, m = min(kChunk, counters[kCountTaken] - c0);
@@ -441,7 +460,7 @@ __global__ void __launch_bounds__(kChunkThreads)
         return;
     const int len = pow2_at_least(m);
     for (int i = threadIdx.x; i < len; i += kChunkThreads)
-        s_k[i] = i < m ? taken_key[c0 + i] : ~0ull;
+        s_k[i] = i < m ? key[taken_slot[c0 + i]] : ~0ull;
     __syncthreads();
     for (int size = 2; size <= len; size <<= 1)
         for (int stride = size >> 1; stride > 0; stride >>= 1) {
@@ -459,15 +478,22 @@ __global__ void __launch_bounds__(kChunkThreads)
         sorted[c0 + i] = s_k[i];
 }
 
-/* 6b. The output: each taken candidate's place among the taken ones is its place in its own
- * sorted chunk plus, for every other chunk, the number of its keys below (a binary search in
- * shared memory; the keys are distinct). Written after the kept previous edges; counters[1]:
- * the number of edges. A block of kChunk threads per chunk. */
+/* 6b. The output. The taken previous edges at their places (prev_pos, from small_cap_kernel;
+ * hdr[0] slots), over the whole grid. Each taken candidate's place among the taken ones is its
+ * place in its own sorted chunk plus, for every other chunk, the number of its keys below (a
+ * binary search; the keys are distinct): with every sorted key in dynamic shared memory when
+ * @p smem bytes hold them (one load, no barrier per chunk), else chunk by chunk through a
+ * static buffer. Written after the kept previous edges; counters[1]: the number of edges. A
+ * block of kChunk threads per chunk. */
 __global__ void __launch_bounds__(kChunk)
     small_merge_kernel(const uint64_t *__restrict__ sorted, const uint32_t *__restrict__ ids,
-                       const int *__restrict__ sorted_idx, keyer_knn_edge *__restrict__ next,
-                       int *__restrict__ next_at, int *counters)
+                       const int *__restrict__ sorted_idx, const int *__restrict__ hdr,
+                       const int *__restrict__ prev_pos, const int *__restrict__ l_u,
+                       const int *__restrict__ l_v, int smem,
+                       keyer_knn_edge *__restrict__ next, int *__restrict__ next_at,
+                       int *counters)
 {
+    extern __shared__ __align__(16) uint64_t s_all[];
     __shared__ uint64_t s_k[kChunk];
     const int kept = counters[kCountKept], taken = counters[kCountTaken];
     const int c = blockIdx.x, p = threadIdx.x, m = min(kChunk, taken - c * kChunk);
@@ -475,28 +501,53 @@ __global__ void __launch_bounds__(kChunk)
         counters[1] = kept + taken;
         put_counters(next, counters[0], kept + taken);
     }
+    for (int t = c * kChunk + p, n_prev = hdr[0]; t < n_prev; t += gridDim.x * kChunk) {
+        const int at = prev_pos[t];
+        if (at >= 0)
+            put_edge(ids, l_u[t], l_v[t], at, next, next_at);
+    }
     if (m <= 0)
         return;
     const uint64_t x = p < m ? sorted[c * kChunk + p] : 0;
     int place = p;
     const int chunks = (taken + kChunk - 1) / kChunk;
-    for (int o = 0; o < chunks; o++) {
-        if (o == c)
-            continue;
-        const int mo = min(kChunk, taken - o * kChunk);
-        __syncthreads(); /* the previous chunk's searches are done */
-        for (int i = p; i < mo; i += kChunk)
-            s_k[i] = sorted[o * kChunk + i];
+    if ((long long)taken * (long long)sizeof(uint64_t) <= (long long)smem) {
+        for (int i = p; i < taken; i += kChunk)
+            s_all[i] = sorted[i];
         __syncthreads();
-        int lo = 0, hi = mo;
-        while (lo < hi) {
-            const int mid = (lo + hi) >> 1;
-            if (s_k[mid] < x)
-                lo = mid + 1;
-            else
-                hi = mid;
+        for (int o = 0; o < chunks; o++) {
+            if (o == c)
+                continue;
+            const uint64_t *ck = s_all + o * kChunk;
+            int lo = 0, hi = min(kChunk, taken - o * kChunk);
+            while (lo < hi) {
+                const int mid = (lo + hi) >> 1;
+                if (ck[mid] < x)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            place += lo;
         }
-        place += lo;
+    } else {
+        for (int o = 0; o < chunks; o++) {
+            if (o == c)
+                continue;
+            const int mo = min(kChunk, taken - o * kChunk);
+            __syncthreads(); /* the previous chunk's searches are done */
+            for (int i = p; i < mo; i += kChunk)
+                s_k[i] = sorted[o * kChunk + i];
+            __syncthreads();
+            int lo = 0, hi = mo;
+            while (lo < hi) {
+                const int mid = (lo + hi) >> 1;
+                if (s_k[mid] < x)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            place += lo;
+        }
     }
     if (p >= m)
         return;
@@ -518,11 +569,12 @@ struct SmallPlan {
     int chunks;      /* blocks of the output's sort: kChunk keys each, for every edge that can be
                         taken (at most n max_degree / 2, and at most the n k candidates) */
     size_t cap_smem; /* small_cap_kernel's dynamic shared memory */
+    size_t merge_smem; /* small_merge_kernel's: every taken key (0: it goes chunk by chunk) */
 };
 
 SmallPlan small_plan(const State *s, int n)
 {
-    SmallPlan sp = {false, false, 0, 0, 0};
+    SmallPlan sp = {false, false, 0, 0, 0, 0};
     const long long nk = (long long)n * s->p.k, total = (long long)s->n_prev + nk;
     const long long half = (long long)n * s->p.max_degree / 2;
     /* the degree cap's marks: two bytes per slot of L (16-byte aligned) */
@@ -535,6 +587,8 @@ SmallPlan small_plan(const State *s, int n)
     if (sp.chunks < 1)
         sp.chunks = 1;
     sp.cap_smem = (size_t)s->small_smem; /* the lists go there too when they fit */
+    const long long keys = most * (long long)sizeof(uint64_t);
+    sp.merge_smem = keys <= s->merge_smem ? (size_t)keys : 0;
     sp.ok = true;
     return sp;
 }
@@ -589,14 +643,16 @@ cudaError_t launch_small(State *s, int n, const SmallPlan &sp, cudaStream_t stre
     small_sort_kernel<<<blocks(n), kThreads, 0, stream>>>(n, s->v_off, s->key, s->v_rank);
     KNN_SMALL_LAUNCHED();
     small_cap_kernel<<<1, kSmallThreads, sp.cap_smem, stream>>>(
-        n, k, s->hdr, s->p.max_degree, (int)sp.cap_smem, s->v_off, s->v_rank, s->l_u, s->l_v,
-        s->st, s->key, s->ids, s->ckey, s->next, s->next_at, s->counters);
+        n, k, s->hdr, s->p.max_degree, (int)sp.cap_smem, s->v_off, s->v_rank, s->st, s->flag,
+        s->at, s->counters);
     KNN_SMALL_LAUNCHED();
-    small_chunk_sort_kernel<<<sp.chunks, kChunkThreads, 0, stream>>>(s->ckey, s->counters,
+    /* s->flag: the previous edges' places; s->at: the taken candidates' slots */
+    small_chunk_sort_kernel<<<sp.chunks, kChunkThreads, 0, stream>>>(s->at, s->key, s->counters,
                                                                       s->ckey_sorted);
     KNN_SMALL_LAUNCHED();
-    small_merge_kernel<<<sp.chunks, kChunk, 0, stream>>>(s->ckey_sorted, s->ids, s->sorted_idx,
-                                                         s->next, s->next_at, s->counters);
+    small_merge_kernel<<<sp.chunks, kChunk, sp.merge_smem, stream>>>(
+        s->ckey_sorted, s->ids, s->sorted_idx, s->hdr, s->flag, s->l_u, s->l_v,
+        (int)sp.merge_smem, s->next, s->next_at, s->counters);
     KNN_SMALL_LAUNCHED();
 #undef KNN_SMALL_LAUNCHED
 #undef KNN_SMALL_CHECK
@@ -604,17 +660,28 @@ cudaError_t launch_small(State *s, int n, const SmallPlan &sp, cudaStream_t stre
 }
 
 /* The small path's shared memory: s->small_smem set to what small_cap_kernel may have on this
- * device (0: none; then every update takes the large path). */
+ * device (0: none; then every update takes the large path), s->merge_smem to what
+ * small_merge_kernel may have (0: its chunk-by-chunk way only). */
 cudaError_t small_path_setup(State *s)
 {
     int optin = 0;
-    cudaFuncAttributes fa;
+    cudaFuncAttributes fa, fm;
     cudaError_t e;
     s->small_smem = 0;
+    s->merge_smem = 0;
     if ((e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                     s->device)) != cudaSuccess ||
-        (e = cudaFuncGetAttributes(&fa, small_cap_kernel)) != cudaSuccess)
+        (e = cudaFuncGetAttributes(&fa, small_cap_kernel)) != cudaSuccess ||
+        (e = cudaFuncGetAttributes(&fm, small_merge_kernel)) != cudaSuccess)
         return e;
+    const long long merge_room = (long long)optin - (long long)fm.sharedSizeBytes - 1024;
+    if (merge_room >= kChunk * (long long)sizeof(uint64_t)) {
+        if ((e = cudaFuncSetAttribute(small_merge_kernel,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)merge_room)) != cudaSuccess)
+            return e;
+        s->merge_smem = (int)merge_room;
+    }
     long long room = (long long)optin - (long long)fa.sharedSizeBytes - 1024;
     if (room > kSmallSmem)
         room = kSmallSmem;
