@@ -89,8 +89,8 @@ static void test_sets(void **state)
             p.max_degree = cfg[c].max_degree;
             p.max_dy = cfg[c].max_dy;
             p.hysteresis = cfg[c].hysteresis;
-            check(&p, (kt_knn_set)kind, n, kt_test_short() ? 3 : 5,
-                  (uint32_t)(kind * 10 + (int)c), ids, xy, kt_knn_set_name((kt_knn_set)kind));
+            check(&p, (kt_knn_set)kind, n, kt_test_short() ? 3 : 5, (uint32_t)(kind * 10 + (int)c),
+                  ids, xy, kt_knn_set_name((kt_knn_set)kind));
         }
     if (!kt_test_short()) {
         keyer_knn_params p = keyer_knn_params_defaults();

@@ -489,9 +489,8 @@ __global__ void __launch_bounds__(kChunk)
     small_merge_kernel(const uint64_t *__restrict__ sorted, const uint32_t *__restrict__ ids,
                        const int *__restrict__ sorted_idx, const int *__restrict__ hdr,
                        const int *__restrict__ prev_pos, const int *__restrict__ l_u,
-                       const int *__restrict__ l_v, int smem,
-                       keyer_knn_edge *__restrict__ next, int *__restrict__ next_at,
-                       int *counters)
+                       const int *__restrict__ l_v, int smem, keyer_knn_edge *__restrict__ next,
+                       int *__restrict__ next_at, int *counters)
 {
     extern __shared__ __align__(16) uint64_t s_all[];
     __shared__ uint64_t s_k[kChunk];
@@ -562,13 +561,13 @@ __global__ void __launch_bounds__(kChunk)
 /* The small path's sizes for an update of n points (ok: it applies; knn_small.cuh's limits). */
 struct SmallPlan {
     bool ok;
-    bool replay;     /* the launches below hold for any number of previous edges up to
-                        n max_degree / 2 (and this update has no more): a captured update of
-                        n points can be replayed */
-    int p_grid;      /* previous edges the grids cover (P, or n max_degree / 2 for a replay) */
-    int chunks;      /* blocks of the output's sort: kChunk keys each, for every edge that can be
-                        taken (at most n max_degree / 2, and at most the n k candidates) */
-    size_t cap_smem; /* small_cap_kernel's dynamic shared memory */
+    bool replay;       /* the launches below hold for any number of previous edges up to
+                          n max_degree / 2 (and this update has no more): a captured update of
+                          n points can be replayed */
+    int p_grid;        /* previous edges the grids cover (P, or n max_degree / 2 for a replay) */
+    int chunks;        /* blocks of the output's sort: kChunk keys each, for every edge that can
+                          be taken (at most n max_degree / 2, and at most the n k candidates) */
+    size_t cap_smem;   /* small_cap_kernel's dynamic shared memory */
     size_t merge_smem; /* small_merge_kernel's: every taken key (0: it goes chunk by chunk) */
 };
 
