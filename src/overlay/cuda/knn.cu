@@ -103,6 +103,19 @@ __device__ __forceinline__ int offer(float *best, int *best_j, int n_best, int k
     return n_best;
 }
 
+/* Programmatic dependent launch (compute capability 9.0, where the small path's launcher asks
+ * for it: chain_launch): the kernel waits here until the kernel before it in the stream has
+ * finished and its writes are visible, then lets the next one start launching, so that each
+ * launch overlaps the kernel before it. Called first by every kernel of the small path; a no-op
+ * for a kernel launched without it, and before 9.0. */
+__device__ __forceinline__ void chain_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /* Index of id in the sorted ids (-1: absent); @p hint first. */
 __device__ __forceinline__ int index_of(const uint32_t *__restrict__ ids,
                                         const uint32_t *__restrict__ sorted_ids,
@@ -329,6 +342,7 @@ __global__ void prev_kernel(const keyer_knn_edge *__restrict__ prev,
                             int *__restrict__ l_u, int *__restrict__ l_v, int *__restrict__ st,
                             uint32_t *__restrict__ vkey, int *__restrict__ vval)
 {
+    chain_wait();
     const int e = blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= hdr[0])
         return;
@@ -542,6 +556,8 @@ struct State {
     size_t temp_bytes;
     int small_smem; /* dynamic shared memory small_cap_kernel may have (0: no small path) */
     int merge_smem; /* dynamic shared memory small_merge_kernel may have */
+    bool chain;     /* compute capability 9.0 or later: the small path's kernels are chained by
+                       programmatic dependent launches (chain_launch) */
     /* Replays of the small path: an update of the same number of points as the one before is
      * captured once (on cap_stream) as a CUDA graph and replayed, one per parity of the
      * previous/next edge buffers (edges0: the first prev). */
@@ -560,6 +576,25 @@ keyer_status cuda_fail(keyer_error *err, const char *what, cudaError_t e)
 }
 
 int blocks(long long n) { return (int)((n + kThreads - 1) / kThreads); }
+
+/* Launches @p kernel on @p stream; with s->chain (a device of compute capability 9.0 or later)
+ * as a programmatic dependent launch on the kernel before it (chain_wait). */
+template <typename... Params, typename... Args>
+cudaError_t chain_launch(const State *s, void (*kernel)(Params...), dim3 grid, dim3 block,
+                         size_t smem, cudaStream_t stream, Args &&...args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = s->chain ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
+}
 
 /* The small path: its kernels, its plan and its launcher (they use the kernels above). */
 #include "overlay/cuda/knn_small.cuh"

@@ -95,6 +95,7 @@ __global__ void small_cand_kernel(const int *__restrict__ hdr, int n,
                                   const unsigned char *__restrict__ drop, int *l_u, int *l_v,
                                   int *st, uint64_t *__restrict__ key, int *deg)
 {
+    chain_wait();
     const int t = blockIdx.x * blockDim.x + threadIdx.x, n_prev = hdr[0];
     if (t >= n_prev + n * k)
         return;
@@ -137,6 +138,7 @@ __global__ void small_cand_kernel(const int *__restrict__ hdr, int n,
 __global__ void __launch_bounds__(kSmallThreads)
     small_offsets_kernel(int n, const int *deg, int *v_off, int *__restrict__ cur)
 {
+    chain_wait();
     __shared__ int s_part[kSmallThreads];
     block_exclusive_scan(deg, v_off, n, s_part);
     for (int u = threadIdx.x; u < n; u += kSmallThreads)
@@ -149,6 +151,7 @@ __global__ void small_fill_kernel(const int *__restrict__ hdr, int n, int k,
                                   const int *__restrict__ st, const int *__restrict__ l_u,
                                   const int *__restrict__ l_v, int *cur, int *__restrict__ v_list)
 {
+    chain_wait();
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= hdr[0] + n * k || st[t] != 0)
         return;
@@ -161,6 +164,7 @@ constexpr int kListSort = 16; /* lists up to this long are sorted in registers *
 __global__ void small_sort_kernel(int n, const int *__restrict__ v_off,
                                   const uint64_t *__restrict__ key, int *v_list)
 {
+    chain_wait();
     const int u = blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= n)
         return;
@@ -311,6 +315,7 @@ __global__ void __launch_bounds__(kSmallThreads)
                      const int *__restrict__ st, int *__restrict__ prev_pos,
                      int *__restrict__ taken_slot, int *counters)
 {
+    chain_wait();
     extern __shared__ __align__(16) uint64_t s_mem[];
     unsigned char *ends = reinterpret_cast<unsigned char *>(s_mem);
     __shared__ int s_part[kSmallThreads];
@@ -454,6 +459,7 @@ __global__ void __launch_bounds__(kChunkThreads)
     small_chunk_sort_kernel(const int *__restrict__ taken_slot, const uint64_t *__restrict__ key,
                             const int *counters, uint64_t *__restrict__ sorted)
 {
+    chain_wait();
     __shared__ uint64_t s_k[kChunk];
     const int c0 = blockIdx.x * kChunk, m = min(kChunk, counters[kCountTaken] - c0);
     if (m <= 0)
@@ -492,6 +498,7 @@ __global__ void __launch_bounds__(kChunk)
                        const int *__restrict__ l_v, int smem, keyer_knn_edge *__restrict__ next,
                        int *__restrict__ next_at, int *counters)
 {
+    chain_wait();
     extern __shared__ __align__(16) uint64_t s_all[];
     __shared__ uint64_t s_k[kChunk];
     const int kept = counters[kCountKept], taken = counters[kCountTaken];
@@ -608,51 +615,44 @@ cudaError_t launch_small(State *s, int n, const SmallPlan &sp, cudaStream_t stre
     const unsigned tiles = (unsigned)((n + kRankChunk - 1) / kRankChunk);
     sweep_rank_kernel<<<dim3(tiles, tiles), kRankChunk, 0, stream>>>(s->ids, s->xy, n, s->rank2);
     KNN_SMALL_LAUNCHED();
-    sweep_order_kernel<<<blocks(n), kThreads, 0, stream>>>(s->ids, s->xy, n, s->rank2,
-                                                           s->sorted_ids, s->sorted_idx, s->rank,
-                                                           s->xs, s->xs_idx, s->deg, s->counters);
-    KNN_SMALL_LAUNCHED();
-    sweep_knn_kernel<<<(unsigned)((n + kSweepThreads / 32 - 1) / (kSweepThreads / 32)),
-                       kSweepThreads, 0, stream>>>(
-        s->xy, s->xs, s->xs_idx, s->rank2, s->sorted_ids, s->rank, n, k, s->p.max_dy,
-        s->counters, s->knn_d2, s->knn_j, s->n_knn, s->kth, s->drop, s->cell_fill);
-    KNN_SMALL_LAUNCHED();
+    /* the kernels from here on chained (chain_launch) */
+    KNN_SMALL_CHECK(chain_launch(s, sweep_order_kernel, blocks(n), kThreads, 0, stream, s->ids,
+                                 s->xy, n, s->rank2, s->sorted_ids, s->sorted_idx, s->rank, s->xs,
+                                 s->xs_idx, s->deg, s->counters));
+    KNN_SMALL_CHECK(chain_launch(
+        s, sweep_knn_kernel, (unsigned)((n + kSweepThreads / 32 - 1) / (kSweepThreads / 32)),
+        kSweepThreads, 0, stream, s->xy, s->xs, s->xs_idx, s->rank2, s->sorted_ids, s->rank, n, k,
+        s->p.max_dy, s->counters, s->knn_d2, s->knn_j, s->n_knn, s->kth, s->drop, s->cell_fill));
     /* the far points (cell_fill: their list) */
-    hard_kernel<<<kHardBlocks, kHardThreads, 0, stream>>>(s->xy, n, k, s->p.max_dy, s->cell_fill,
-                                                          s->counters, s->knn_d2, s->knn_j,
-                                                          s->n_knn, s->kth);
-    KNN_SMALL_LAUNCHED();
-    if (sp.p_grid > 0) {
-        prev_kernel<<<blocks(sp.p_grid), kThreads, 0, stream>>>(
-            s->prev, s->prev_at, s->hdr, s->ids, s->xy, n, s->sorted_ids, s->sorted_idx,
-            s->knn_j, s->n_knn, s->kth, k, s->p.max_dy, s->p.hysteresis, s->drop, s->l_u,
-            s->l_v, s->st, s->vkey, s->vval);
-        KNN_SMALL_LAUNCHED();
-    }
-    small_cand_kernel<<<blocks((long long)sp.p_grid + nk), kThreads, 0, stream>>>(
-        s->hdr, n, s->ids, s->rank, s->knn_j, s->n_knn, s->knn_d2, k, s->drop, s->l_u, s->l_v,
-        s->st, s->key, s->deg);
-    KNN_SMALL_LAUNCHED();
+    KNN_SMALL_CHECK(chain_launch(s, hard_kernel, kHardBlocks, kHardThreads, 0, stream, s->xy, n,
+                                 k, s->p.max_dy, s->cell_fill, s->counters, s->knn_d2, s->knn_j,
+                                 s->n_knn, s->kth));
+    if (sp.p_grid > 0)
+        KNN_SMALL_CHECK(chain_launch(s, prev_kernel, blocks(sp.p_grid), kThreads, 0, stream,
+                                     s->prev, s->prev_at, s->hdr, s->ids, s->xy, n, s->sorted_ids,
+                                     s->sorted_idx, s->knn_j, s->n_knn, s->kth, k, s->p.max_dy,
+                                     s->p.hysteresis, s->drop, s->l_u, s->l_v, s->st, s->vkey,
+                                     s->vval));
+    KNN_SMALL_CHECK(chain_launch(s, small_cand_kernel, blocks((long long)sp.p_grid + nk), kThreads,
+                                 0, stream, s->hdr, n, s->ids, s->rank, s->knn_j, s->n_knn,
+                                 s->knn_d2, k, s->drop, s->l_u, s->l_v, s->st, s->key, s->deg));
     /* the lists (v_rank), their offsets (v_off); v_pos: the fill's cursors */
-    small_offsets_kernel<<<1, kSmallThreads, 0, stream>>>(n, s->deg, s->v_off, s->v_pos);
-    KNN_SMALL_LAUNCHED();
-    small_fill_kernel<<<blocks((long long)sp.p_grid + nk), kThreads, 0, stream>>>(
-        s->hdr, n, k, s->st, s->l_u, s->l_v, s->v_pos, s->v_rank);
-    KNN_SMALL_LAUNCHED();
-    small_sort_kernel<<<blocks(n), kThreads, 0, stream>>>(n, s->v_off, s->key, s->v_rank);
-    KNN_SMALL_LAUNCHED();
-    small_cap_kernel<<<1, kSmallThreads, sp.cap_smem, stream>>>(
-        n, k, s->hdr, s->p.max_degree, (int)sp.cap_smem, s->v_off, s->v_rank, s->st, s->flag,
-        s->at, s->counters);
-    KNN_SMALL_LAUNCHED();
+    KNN_SMALL_CHECK(chain_launch(s, small_offsets_kernel, 1, kSmallThreads, 0, stream, n, s->deg,
+                                 s->v_off, s->v_pos));
+    KNN_SMALL_CHECK(chain_launch(s, small_fill_kernel, blocks((long long)sp.p_grid + nk), kThreads,
+                                 0, stream, s->hdr, n, k, s->st, s->l_u, s->l_v, s->v_pos,
+                                 s->v_rank));
+    KNN_SMALL_CHECK(chain_launch(s, small_sort_kernel, blocks(n), kThreads, 0, stream, n, s->v_off,
+                                 s->key, s->v_rank));
     /* s->flag: the previous edges' places; s->at: the taken candidates' slots */
-    small_chunk_sort_kernel<<<sp.chunks, kChunkThreads, 0, stream>>>(s->at, s->key, s->counters,
-                                                                      s->ckey_sorted);
-    KNN_SMALL_LAUNCHED();
-    small_merge_kernel<<<sp.chunks, kChunk, sp.merge_smem, stream>>>(
-        s->ckey_sorted, s->ids, s->sorted_idx, s->hdr, s->flag, s->l_u, s->l_v,
-        (int)sp.merge_smem, s->next, s->next_at, s->counters);
-    KNN_SMALL_LAUNCHED();
+    KNN_SMALL_CHECK(chain_launch(s, small_cap_kernel, 1, kSmallThreads, sp.cap_smem, stream, n, k,
+                                 s->hdr, s->p.max_degree, (int)sp.cap_smem, s->v_off, s->v_rank,
+                                 s->st, s->flag, s->at, s->counters));
+    KNN_SMALL_CHECK(chain_launch(s, small_chunk_sort_kernel, sp.chunks, kChunkThreads, 0, stream,
+                                 s->at, s->key, s->counters, s->ckey_sorted));
+    KNN_SMALL_CHECK(chain_launch(s, small_merge_kernel, sp.chunks, kChunk, sp.merge_smem, stream,
+                                 s->ckey_sorted, s->ids, s->sorted_idx, s->hdr, s->flag, s->l_u,
+                                 s->l_v, (int)sp.merge_smem, s->next, s->next_at, s->counters));
 #undef KNN_SMALL_LAUNCHED
 #undef KNN_SMALL_CHECK
     return cudaSuccess;
@@ -668,6 +668,12 @@ cudaError_t small_path_setup(State *s)
     cudaError_t e;
     s->small_smem = 0;
     s->merge_smem = 0;
+    s->chain = false;
+    int major = 0;
+    if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, s->device)) !=
+        cudaSuccess)
+        return e;
+    s->chain = major >= 9;
     if ((e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                     s->device)) != cudaSuccess ||
         (e = cudaFuncGetAttributes(&fa, small_cap_kernel)) != cudaSuccess ||
