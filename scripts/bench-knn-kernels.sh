@@ -15,7 +15,8 @@ bench=$1 n=${2:-5000} set=${3:-uniform} frames=${4:-10}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 ncu --metrics gpu__time_duration.sum --cache-control none --csv --print-units base \
     --print-kernel-base function --log-file "$tmp/k.csv" \
-    "$bench" --impl cuda --n "$n" --set "$set" --frames "$frames" >"$tmp/bench.log" 2>&1 || { echo "ncu run failed:"; tail -5 "$tmp/bench.log"; exit 1; }
+    "$bench" --impl cuda --n "$n" --set "$set" --frames "$frames" >"$tmp/bench.log" 2>&1 ||
+    { echo "ncu run failed:"; tail -5 "$tmp/bench.log"; exit 1; }
 python3 - "$tmp/k.csv" "$n" "$set" "$frames" <<'PY'
 import csv, re, statistics, sys
 path, n, set_, frames = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
