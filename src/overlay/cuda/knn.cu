@@ -54,6 +54,7 @@
 
 #include "overlay/knn_backend.h"
 #include "overlay/cuda/knn_cap.cuh"
+#include "overlay/cuda/knn_chain.cuh"
 
 namespace {
 
@@ -101,19 +102,6 @@ __device__ __forceinline__ int offer(float *best, int *best_j, int n_best, int k
     best[at] = d2;
     best_j[at] = j;
     return n_best;
-}
-
-/* Programmatic dependent launch (compute capability 9.0, where the small path's launcher asks
- * for it: chain_launch): the kernel waits here until the kernel before it in the stream has
- * finished and its writes are visible, then lets the next one start launching, so that each
- * launch overlaps the kernel before it. Called first by every kernel of the small path; a no-op
- * for a kernel launched without it, and before 9.0. */
-__device__ __forceinline__ void chain_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
 }
 
 /* Index of id in the sorted ids (-1: absent); @p hint first. */
@@ -576,25 +564,6 @@ keyer_status cuda_fail(keyer_error *err, const char *what, cudaError_t e)
 }
 
 int blocks(long long n) { return (int)((n + kThreads - 1) / kThreads); }
-
-/* Launches @p kernel on @p stream; with s->chain (a device of compute capability 9.0 or later)
- * as a programmatic dependent launch on the kernel before it (chain_wait). */
-template <typename... Params, typename... Args>
-cudaError_t chain_launch(const State *s, void (*kernel)(Params...), dim3 grid, dim3 block,
-                         size_t smem, cudaStream_t stream, Args &&...args)
-{
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = s->chain ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
-}
 
 /* The small path: its kernels, its plan and its launcher (they use the kernels above). */
 #include "overlay/cuda/knn_small.cuh"

@@ -616,41 +616,43 @@ cudaError_t launch_small(State *s, int n, const SmallPlan &sp, cudaStream_t stre
     sweep_rank_kernel<<<dim3(tiles, tiles), kRankChunk, 0, stream>>>(s->ids, s->xy, n, s->rank2);
     KNN_SMALL_LAUNCHED();
     /* the kernels from here on chained (chain_launch) */
-    KNN_SMALL_CHECK(chain_launch(s, sweep_order_kernel, blocks(n), kThreads, 0, stream, s->ids,
+    const bool ch = s->chain;
+    KNN_SMALL_CHECK(chain_launch(ch, sweep_order_kernel, blocks(n), kThreads, 0, stream, s->ids,
                                  s->xy, n, s->rank2, s->sorted_ids, s->sorted_idx, s->rank, s->xs,
                                  s->xs_idx, s->deg, s->counters));
-    KNN_SMALL_CHECK(chain_launch(
-        s, sweep_knn_kernel, (unsigned)((n + kSweepThreads / 32 - 1) / (kSweepThreads / 32)),
-        kSweepThreads, 0, stream, s->xy, s->xs, s->xs_idx, s->rank2, s->sorted_ids, s->rank, n, k,
-        s->p.max_dy, s->counters, s->knn_d2, s->knn_j, s->n_knn, s->kth, s->drop, s->cell_fill));
+    KNN_SMALL_CHECK(chain_launch(ch, sweep_knn_kernel,
+                                 (unsigned)((n + kSweepThreads / 32 - 1) / (kSweepThreads / 32)),
+                                 kSweepThreads, 0, stream, s->xy, s->xs, s->xs_idx, s->rank2,
+                                 s->sorted_ids, s->rank, n, k, s->p.max_dy, s->counters, s->knn_d2,
+                                 s->knn_j, s->n_knn, s->kth, s->drop, s->cell_fill));
     /* the far points (cell_fill: their list) */
-    KNN_SMALL_CHECK(chain_launch(s, hard_kernel, kHardBlocks, kHardThreads, 0, stream, s->xy, n,
-                                 k, s->p.max_dy, s->cell_fill, s->counters, s->knn_d2, s->knn_j,
+    KNN_SMALL_CHECK(chain_launch(ch, hard_kernel, kHardBlocks, kHardThreads, 0, stream, s->xy, n, k,
+                                 s->p.max_dy, s->cell_fill, s->counters, s->knn_d2, s->knn_j,
                                  s->n_knn, s->kth));
     if (sp.p_grid > 0)
-        KNN_SMALL_CHECK(chain_launch(s, prev_kernel, blocks(sp.p_grid), kThreads, 0, stream,
+        KNN_SMALL_CHECK(chain_launch(ch, prev_kernel, blocks(sp.p_grid), kThreads, 0, stream,
                                      s->prev, s->prev_at, s->hdr, s->ids, s->xy, n, s->sorted_ids,
                                      s->sorted_idx, s->knn_j, s->n_knn, s->kth, k, s->p.max_dy,
                                      s->p.hysteresis, s->drop, s->l_u, s->l_v, s->st, s->vkey,
                                      s->vval));
-    KNN_SMALL_CHECK(chain_launch(s, small_cand_kernel, blocks((long long)sp.p_grid + nk), kThreads,
+    KNN_SMALL_CHECK(chain_launch(ch, small_cand_kernel, blocks((long long)sp.p_grid + nk), kThreads,
                                  0, stream, s->hdr, n, s->ids, s->rank, s->knn_j, s->n_knn,
                                  s->knn_d2, k, s->drop, s->l_u, s->l_v, s->st, s->key, s->deg));
     /* the lists (v_rank), their offsets (v_off); v_pos: the fill's cursors */
-    KNN_SMALL_CHECK(chain_launch(s, small_offsets_kernel, 1, kSmallThreads, 0, stream, n, s->deg,
+    KNN_SMALL_CHECK(chain_launch(ch, small_offsets_kernel, 1, kSmallThreads, 0, stream, n, s->deg,
                                  s->v_off, s->v_pos));
-    KNN_SMALL_CHECK(chain_launch(s, small_fill_kernel, blocks((long long)sp.p_grid + nk), kThreads,
+    KNN_SMALL_CHECK(chain_launch(ch, small_fill_kernel, blocks((long long)sp.p_grid + nk), kThreads,
                                  0, stream, s->hdr, n, k, s->st, s->l_u, s->l_v, s->v_pos,
                                  s->v_rank));
-    KNN_SMALL_CHECK(chain_launch(s, small_sort_kernel, blocks(n), kThreads, 0, stream, n, s->v_off,
+    KNN_SMALL_CHECK(chain_launch(ch, small_sort_kernel, blocks(n), kThreads, 0, stream, n, s->v_off,
                                  s->key, s->v_rank));
     /* s->flag: the previous edges' places; s->at: the taken candidates' slots */
-    KNN_SMALL_CHECK(chain_launch(s, small_cap_kernel, 1, kSmallThreads, sp.cap_smem, stream, n, k,
+    KNN_SMALL_CHECK(chain_launch(ch, small_cap_kernel, 1, kSmallThreads, sp.cap_smem, stream, n, k,
                                  s->hdr, s->p.max_degree, (int)sp.cap_smem, s->v_off, s->v_rank,
                                  s->st, s->flag, s->at, s->counters));
-    KNN_SMALL_CHECK(chain_launch(s, small_chunk_sort_kernel, sp.chunks, kChunkThreads, 0, stream,
+    KNN_SMALL_CHECK(chain_launch(ch, small_chunk_sort_kernel, sp.chunks, kChunkThreads, 0, stream,
                                  s->at, s->key, s->counters, s->ckey_sorted));
-    KNN_SMALL_CHECK(chain_launch(s, small_merge_kernel, sp.chunks, kChunk, sp.merge_smem, stream,
+    KNN_SMALL_CHECK(chain_launch(ch, small_merge_kernel, sp.chunks, kChunk, sp.merge_smem, stream,
                                  s->ckey_sorted, s->ids, s->sorted_idx, s->hdr, s->flag, s->l_u,
                                  s->l_v, (int)sp.merge_smem, s->next, s->next_at, s->counters));
 #undef KNN_SMALL_LAUNCHED
