@@ -325,8 +325,12 @@ __global__ void __launch_bounds__(kSmallThreads)
     const int in_smem = max(0, min(entries, (smem - st_bytes) / 4));
     int *s_list = reinterpret_cast<int *>(ends + st_bytes);
     const ListView list = {s_list, v_list, in_smem};
-    /* The marks: a dead slot (st: kRefused) refused at its first end, a live one undecided;
-     * four slots per load and store (st is 16-byte aligned, slots a multiple of 16). */
+    /* The marks: a dead slot (st: kRefused) refused at its first end; a kept previous edge
+     * (a live slot below n_prev) taken at once, both ends agreeing: the previous frame gave
+     * each point at most max_degree edges, so each point has at most max_degree kept ones,
+     * all before its candidates in L, and the greedy takes every one of them; a candidate
+     * undecided. Four slots per load and store (st is 16-byte aligned, slots a multiple of
+     * 16). */
     {
         const int4 *st4 = reinterpret_cast<const int4 *>(st);
         uint32_t *first4 = reinterpret_cast<uint32_t *>(ends);
@@ -334,20 +338,27 @@ __global__ void __launch_bounds__(kSmallThreads)
         const int whole = total / 4;
 #pragma unroll 4
         for (int t4 = tid; t4 < slots / 4; t4 += kSmallThreads) {
-            uint32_t m = 0;
+            int v[4] = {1, 1, 1, 1}; /* st of the four slots (past total: dead) */
             if (t4 < whole) {
-                const int4 v = st4[t4];
-                m = (v.x != 0 ? kEndNo : 0u) | (v.y != 0 ? kEndNo : 0u) << 8 |
-                    (v.z != 0 ? kEndNo : 0u) << 16 | (uint32_t)(v.w != 0 ? kEndNo : 0u) << 24;
+                const int4 q = st4[t4];
+                v[0] = q.x;
+                v[1] = q.y;
+                v[2] = q.z;
+                v[3] = q.w;
             } else {
-                for (int b = 0; b < 4; b++) {
-                    const int t = 4 * t4 + b;
-                    if (t < total && st[t] != 0)
-                        m |= (uint32_t)kEndNo << (8 * b);
-                }
+                for (int b = 0; b < 4; b++)
+                    if (4 * t4 + b < total)
+                        v[b] = st[4 * t4 + b];
             }
-            first4[t4] = m;
-            second4[t4] = 0;
+            uint32_t m0 = 0, m1 = 0;
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                const bool kept = v[b] == 0 && 4 * t4 + b < n_prev;
+                m0 |= (uint32_t)(v[b] != 0 ? kEndNo : kept ? kEndOk : 0) << (8 * b);
+                m1 |= (uint32_t)(kept ? kEndOk : 0) << (8 * b);
+            }
+            first4[t4] = m0;
+            second4[t4] = m1;
         }
     }
     { /* the lists' first in_smem entries: 16 bytes per load (both 16-byte aligned), two in
