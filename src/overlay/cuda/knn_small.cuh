@@ -221,8 +221,9 @@ __device__ __forceinline__ void put_edge(const uint32_t *__restrict__ ids, int u
 }
 
 /* The degree cap's states in shared memory: a byte per slot of L for each end of the edge
- * (ends[t]: its l_u end's, ends[slots + t]: its l_v end's): 0 undecided, kEndOk (the end
- * agrees), kEndNo (the end refuses; also a dead slot's). Each byte is written by one thread
+ * (ends[2 t]: its l_u end's, ends[2 t + 1]: its l_v end's, so that a list's entry e = t << 1 |
+ * end has its own mark at ends[e] and the edge's two in the 16 bits at ends[e & ~1]): 0
+ * undecided, kEndOk (the end agrees), kEndNo (the end refuses; also a dead slot's). Each byte is written by one thread
  * only, the one that owns that end's point: reads and writes happen in phases separated by
  * barriers, so plain loads and stores suffice (no atomics). An edge is taken when both ends
  * agree, refused when either refuses (an end that agrees never refuses the same edge: it
@@ -230,12 +231,11 @@ __device__ __forceinline__ void put_edge(const uint32_t *__restrict__ ids, int u
 constexpr unsigned char kEndOk = 1, kEndNo = 2;
 enum EdgeState { kUndecided = 0, kIsTaken = 1, kIsRefused = 2 };
 
-__device__ __forceinline__ int end_state(const unsigned char *ends, int slots, int t)
+__device__ __forceinline__ int end_state(const unsigned char *ends, int t)
 {
-    const unsigned char a = ends[t], b = ends[slots + t];
-    return (a == kEndNo || b == kEndNo) ? kIsRefused
-           : (a == kEndOk && b == kEndOk) ? kIsTaken
-                                          : kUndecided;
+    /* both marks in one load; a refusal has bit 1 (kEndNo), agreement is 1 at both ends */
+    const unsigned v = *reinterpret_cast<const unsigned short *>(ends + 2 * t);
+    return (v & 0x0202u) ? kIsRefused : v == 0x0101u ? kIsTaken : kUndecided;
 }
 
 /* The lists' entries: the first cap in shared memory, the rest in global memory. */
@@ -251,12 +251,12 @@ struct ListView {
  * agrees to them, each with room even if every undecided edge before it is taken). Returns
  * whether the point still has undecided edges. */
 __device__ bool small_read(const ListView &list, int end, int max_degree,
-                           const unsigned char *ends, int slots, int &pos, int &acc,
-                           unsigned &mask, unsigned char &mark)
+                           const unsigned char *ends, int &pos, int &acc, unsigned &mask,
+                           unsigned char &mark)
 {
     mask = 0;
     while (pos < end) {
-        const int s = end_state(ends, slots, list[pos] >> 1);
+        const int s = end_state(ends, list[pos] >> 1);
         if (s == kUndecided)
             break;
         acc += s == kIsTaken;
@@ -268,8 +268,7 @@ __device__ bool small_read(const ListView &list, int end, int max_degree,
         mark = kEndNo;
         for (int o = 0; o < 32 && pos + o < end; o++) {
             const int e = list[pos + o], t = e >> 1;
-            if (end_state(ends, slots, t) == kUndecided &&
-                ends[(e & 1) ? slots + t : t] == 0) /* (an end never changes its mark) */
+            if (end_state(ends, t) == kUndecided && ends[e] == 0) /* (a mark never changes) */
                 mask |= 1u << o;
         }
         return true;
@@ -278,10 +277,10 @@ __device__ bool small_read(const ListView &list, int end, int max_degree,
     int maybe = 0; /* undecided or taken edges passed beyond the decided prefix */
     for (int o = 0; o < 32 && pos + o < end && acc + maybe < max_degree; o++) {
         const int e = list[pos + o], t = e >> 1;
-        const int s = end_state(ends, slots, t);
+        const int s = end_state(ends, t);
         if (s == kIsRefused)
             continue;
-        if (s == kUndecided && ends[(e & 1) ? slots + t : t] != kEndOk)
+        if (s == kUndecided && ends[e] != kEndOk)
             mask |= 1u << o;
         maybe++;
     }
@@ -289,15 +288,13 @@ __device__ bool small_read(const ListView &list, int end, int max_degree,
 }
 
 /* The writing phase of a round for one point: its mark on the entries of mask. */
-__device__ __forceinline__ void small_write(const ListView &list, unsigned char *ends,
-                                            int slots, int pos, unsigned mask,
-                                            unsigned char mark)
+__device__ __forceinline__ void small_write(const ListView &list, unsigned char *ends, int pos,
+                                            unsigned mask, unsigned char mark)
 {
     while (mask) {
         const int o = __ffs(mask) - 1;
         mask &= mask - 1;
-        const int e = list[pos + o];
-        ends[(e & 1) ? slots + (e >> 1) : (e >> 1)] = mark;
+        ends[list[pos + o]] = mark;
     }
 }
 
@@ -333,8 +330,7 @@ __global__ void __launch_bounds__(kSmallThreads)
      * 16). */
     {
         const int4 *st4 = reinterpret_cast<const int4 *>(st);
-        uint32_t *first4 = reinterpret_cast<uint32_t *>(ends);
-        uint32_t *second4 = reinterpret_cast<uint32_t *>(ends + slots);
+        uint2 *marks4 = reinterpret_cast<uint2 *>(ends); /* 8 bytes: 4 slots x 2 ends */
         const int whole = total / 4;
 #pragma unroll 4
         for (int t4 = tid; t4 < slots / 4; t4 += kSmallThreads) {
@@ -350,15 +346,15 @@ __global__ void __launch_bounds__(kSmallThreads)
                     if (4 * t4 + b < total)
                         v[b] = st[4 * t4 + b];
             }
-            uint32_t m0 = 0, m1 = 0;
+            uint32_t m[2] = {0, 0};
 #pragma unroll
             for (int b = 0; b < 4; b++) {
                 const bool kept = v[b] == 0 && 4 * t4 + b < n_prev;
-                m0 |= (uint32_t)(v[b] != 0 ? kEndNo : kept ? kEndOk : 0) << (8 * b);
-                m1 |= (uint32_t)(kept ? kEndOk : 0) << (8 * b);
+                const uint32_t u_end = v[b] != 0 ? kEndNo : kept ? kEndOk : 0;
+                const uint32_t v_end = kept ? kEndOk : 0;
+                m[b >> 1] |= (u_end | v_end << 8) << (16 * (b & 1));
             }
-            first4[t4] = m0;
-            second4[t4] = m1;
+            marks4[t4] = make_uint2(m[0], m[1]);
         }
     }
     { /* the lists' first in_smem entries: 16 bytes per load (both 16-byte aligned), two in
@@ -397,7 +393,7 @@ __global__ void __launch_bounds__(kSmallThreads)
             mask[j] = 0;
             mark[j] = 0;
             if (pos[j] < end[j])
-                pending |= small_read(list, end[j], max_degree, ends, slots, pos[j], acc[j],
+                pending |= small_read(list, end[j], max_degree, ends, pos[j], acc[j],
                                       mask[j], mark[j]);
         }
         if (!__syncthreads_or(pending))
@@ -405,7 +401,7 @@ __global__ void __launch_bounds__(kSmallThreads)
 #pragma unroll
         for (int j = 0; j < kPerThread; j++)
             if (mask[j])
-                small_write(list, ends, slots, pos[j], mask[j], mark[j]);
+                small_write(list, ends, pos[j], mask[j], mark[j]);
         __syncthreads();
     }
     /* The taken previous edges, in their order: a count per contiguous chunk, a scan. */
@@ -413,7 +409,7 @@ __global__ void __launch_bounds__(kSmallThreads)
     const int lo = min(tid * per, n_prev), hi = min(lo + per, n_prev);
     int mine = 0;
     for (int t = lo; t < hi; t++)
-        mine += end_state(ends, slots, t) == kIsTaken;
+        mine += end_state(ends, t) == kIsTaken;
     s_part[tid] = mine;
     __syncthreads();
     for (int off = 1; off < kSmallThreads; off <<= 1) {
@@ -425,7 +421,7 @@ __global__ void __launch_bounds__(kSmallThreads)
     const int kept = s_part[kSmallThreads - 1];
     int at = s_part[tid] - mine;
     for (int t = lo; t < hi; t++)
-        prev_pos[t] = end_state(ends, slots, t) == kIsTaken ? at++ : -1;
+        prev_pos[t] = end_state(ends, t) == kIsTaken ? at++ : -1;
     __syncthreads(); /* every thread has read s_part */
     /* The taken candidates' slots, compacted in slot order (a count per contiguous range of
      * slots, a scan): small_chunk_sort_kernel and small_merge_kernel put them in key order. */
@@ -433,7 +429,7 @@ __global__ void __launch_bounds__(kSmallThreads)
     const int clo = min(tid * cper, n_cand), chi = min(clo + cper, n_cand);
     int cmine = 0;
     for (int c = clo; c < chi; c++)
-        cmine += end_state(ends, slots, n_prev + c) == kIsTaken;
+        cmine += end_state(ends, n_prev + c) == kIsTaken;
     s_part[tid] = cmine;
     __syncthreads();
     for (int off = 1; off < kSmallThreads; off <<= 1) {
@@ -454,7 +450,7 @@ __global__ void __launch_bounds__(kSmallThreads)
     }
     int cat = s_part[tid] - cmine;
     for (int c = clo; c < chi; c++)
-        if (end_state(ends, slots, n_prev + c) == kIsTaken)
+        if (end_state(ends, n_prev + c) == kIsTaken)
             taken_slot[cat++] = n_prev + c;
     if (tid == 0) {
         counters[kCountKept] = kept;
