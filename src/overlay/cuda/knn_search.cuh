@@ -139,16 +139,52 @@ __global__ void knn_kernel(const float2 *__restrict__ xy, int n, const GridParam
     kth[i] = found > 0 ? __fsqrt_rn(gd[found - 1]) : INFINITY;
 }
 
+/* The 32 lanes' keys sorted over the warp, ascending by lane (a bitonic sort: 15 exchanges).
+ * All 32 lanes call it. */
+__device__ __forceinline__ uint64_t warp_sort32(uint64_t v)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int size = 2; size <= 32; size <<= 1)
+#pragma unroll
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            const uint64_t o = __shfl_xor_sync(0xffffffffu, v, stride);
+            /* ascending where lane & size is 0 (all of the last merge), the lower lane of a
+             * pair keeping the smaller there */
+            const bool keep_min = ((lane & stride) == 0) == ((lane & size) == 0);
+            v = keep_min ? (o < v ? o : v) : (o < v ? v : o);
+        }
+    return v;
+}
+
 /* A warp's list of the k nearest (k <= kLocalK): lane r < k holds the r-th smallest key
- * (squared distance bits << 32 | index: the order (d2, index), d2 >= 0), ~0 where empty.
- * Offers the key of every lane with @p ok set (keys not in the list already) and returns this
- * lane's new entry. All 32 lanes call it. */
+ * (squared distance bits << 32 | index: the order (d2, index), d2 >= 0), ~0 where empty (and
+ * on every lane from k on). Offers the key of every lane with @p ok set (keys not in the list
+ * already) and returns this lane's new entry: the k smallest of the list and the offered keys
+ * below its k-th. Up to four offers are inserted one by one; more (a walk's first step, a
+ * dense cluster) are sorted over the warp and merged with the list at once. All 32 lanes call
+ * it. */
 __device__ __forceinline__ uint64_t warp_offer(uint64_t mine, uint64_t key, bool ok, int k)
 {
     const unsigned full = 0xffffffffu;
     const int lane = threadIdx.x & 31;
     const uint64_t kth_key = __shfl_sync(full, mine, k - 1);
-    unsigned offers = __ballot_sync(full, ok && key < kth_key);
+    const bool offered = ok && key < kth_key;
+    unsigned offers = __ballot_sync(full, offered);
+    if (__popc(offers) > 4) {
+        /* the offered keys sorted; the list (lanes 0-15, ascending) and the 16 smallest of
+         * them in descending order (lanes 16-31) make a bitonic sequence, which a bitonic
+         * merge sorts: the first k lanes are then the k smallest of both */
+        const uint64_t v = warp_sort32(offered ? key : ~0ull);
+        const uint64_t rev = __shfl_sync(full, v, 31 - lane);
+        uint64_t w = lane < 16 ? mine : rev;
+#pragma unroll
+        for (int stride = 16; stride > 0; stride >>= 1) {
+            const uint64_t o = __shfl_xor_sync(full, w, stride);
+            w = (lane & stride) == 0 ? (o < w ? o : w) : (o < w ? w : o);
+        }
+        return lane < k ? w : ~0ull;
+    }
     while (offers) {
         const int src = __ffs(offers) - 1;
         offers &= offers - 1;
@@ -164,27 +200,6 @@ __device__ __forceinline__ uint64_t warp_offer(uint64_t mine, uint64_t key, bool
         }
     }
     return mine;
-}
-
-/* A warp's first list (warp_offer's from an empty list in one go): the k smallest keys of the
- * lanes with @p ok set, by a bitonic sort over the warp (15 exchanges instead of up to 32
- * insertions one after another). Returns this lane's entry (~0 past the keys found). All 32
- * lanes call it. */
-__device__ __forceinline__ uint64_t warp_first_list(uint64_t key, bool ok, int k)
-{
-    const int lane = threadIdx.x & 31;
-    uint64_t v = ok ? key : ~0ull;
-#pragma unroll
-    for (int size = 2; size <= 32; size <<= 1)
-#pragma unroll
-        for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            const uint64_t o = __shfl_xor_sync(0xffffffffu, v, stride);
-            /* ascending where lane & size is 0 (all of the last merge), the lower lane of a
-             * pair keeping the smaller there */
-            const bool keep_min = ((lane & stride) == 0) == ((lane & size) == 0);
-            v = keep_min ? (o < v ? o : v) : (o < v ? v : o);
-        }
-    return lane < k ? v : ~0ull;
 }
 
 /* A warp's list (warp_offer) written out as point i's neighbours: knn_d2, knn_j (nearest

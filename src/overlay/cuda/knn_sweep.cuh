@@ -12,8 +12,8 @@
  *  3. sweep_knn_kernel: a warp per point walks the x order outward from the point, 16 places
  *     to the left and 16 to the right per step, and keeps its k nearest as a list spread over
  *     the lanes (lane r holds the r-th: (squared distance, index) as one 64-bit key, so that
- *     the order is cpu/knn.c's, ties by index; the first step's 32 points sorted over the
- *     warp at once, later ones inserted one by one). A side stops once a point's squared x
+ *     the order is cpu/knn.c's, ties by index; many points of a step, as in the first step,
+ *     sorted over the warp and merged at once, a few inserted one by one). A side stops once a point's squared x
  *     distance alone exceeds the k-th squared distance found: x differences grow along the
  *     order, and the rounded square of a difference never exceeds the rounded distance that
  *     adds a square to it, so every point beyond is farther. Which points are offered does not
@@ -179,8 +179,7 @@ __global__ void __launch_bounds__(kSweepThreads)
             }
             /* offered: a finite squared distance whose key is below the k-th's */
             const uint64_t key = ((uint64_t)__float_as_uint(d2) << 32) | (uint32_t)j;
-            mine = step == 0 ? warp_first_list(key, live && d2 < INFINITY, k)
-                             : warp_offer(mine, key, live && d2 < INFINITY, k);
+            mine = warp_offer(mine, key, live && d2 < INFINITY, k);
             const uint64_t last = __shfl_sync(full, mine, k - 1);
             const float thr = last == ~0ull ? INFINITY : __uint_as_float((uint32_t)(last >> 32));
             /* A side ends at its end, at a non-finite point, or past the k-th distance. */
