@@ -4,7 +4,7 @@
  * a device exists. Points move a little every frame (the hysteresis path of a tracked scene).
  *
  * Usage: bench_knn [--frames F] [--k K] [--impl cpu-o(n^2)|cpu-grid|cuda] [--n N]
- *                  [--set uniform|clustered|mixed] [--vary] [--json]
+ *                  [--set uniform|clustered|mixed|faces] [--vary] [--json]
  * Prints one line per (implementation, set, n): the median and best wall-clock ms per graph over
  * F frames, and the median CPU time of the calling thread (the one core's work on the CPU; on a
  * shared machine it is the steadier figure; for CUDA only the host's part). --impl times one
@@ -13,7 +13,10 @@
  * built, the edges back in host memory when keyer_knn_graph_update returns. --vary: every other
  * frame has one point fewer (points leaving and coming back: no two updates in a row of one
  * size, so the CUDA graph queues its launches one by one instead of replaying a captured
- * update).
+ * update). The faces set is real points: the face-mesh landmarks of the two test photos
+ * (kt_knn_face_points: their models and photos from KEYER_MODELS_DIR and KEYER_TEST_DATA) as a
+ * crowd of n / 468 faces over a 3840 x 2160 frame, moved as the uniform set is; it is left out
+ * (with a message) where those files are missing.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -22,13 +25,22 @@
 #include <string.h>
 
 #include "bench_util.h"
+#include "keyer/faces.h"
 #include "keyer/overlay.h"
 #include "kt_knn.h"
 
 typedef struct result {
     double median, best, cpu;
-    int edges;
+    int n, edges; /* n: the points per frame (the faces set rounds down to whole faces) */
 } result;
+
+/* The faces set: not one of kt_knn_points' kinds. */
+#define SET_FACES KT_KNN_SETS
+
+static const char *set_name(kt_knn_set set)
+{
+    return set == SET_FACES ? "faces" : kt_knn_set_name(set);
+}
 
 /* Milliseconds of CPU time used by the calling thread. */
 static double thread_cpu_ms(void)
@@ -62,9 +74,21 @@ static int run(int cuda, kt_knn_set set, int n, int k, int frames, int vary, res
     }
     if (cuda < 0 && !(o = kt_knn_oracle_create(&p, n)))
         goto done;
-    kt_knn_points(set, n, 7, ids, xy);
+    if (set == SET_FACES) {
+        const int faces = n / KEYER_FACE_MESH_POINTS;
+        if (faces < 1 || kt_knn_face_points(faces, ids, xy)) {
+            fprintf(stderr, "bench_knn: faces set of %d points left out (fewer than %d points, "
+                            "or the face models or test photos are missing)\n",
+                    n, KEYER_FACE_MESH_POINTS);
+            goto done;
+        }
+        n = faces * KEYER_FACE_MESH_POINTS;
+    } else {
+        kt_knn_points(set, n, 7, ids, xy);
+    }
+    out->n = n;
     for (int f = -2; f < frames; f++) { /* two warm-up frames */
-        kt_knn_jitter(set, n, (uint32_t)(f + 3), xy);
+        kt_knn_jitter(set == SET_FACES ? KT_KNN_UNIFORM : set, n, (uint32_t)(f + 3), xy);
         int ne = 0;
         const int m = vary && (f & 1) ? n - 1 : n;
         double t0 = kb_now_ms(), c0 = thread_cpu_ms();
@@ -149,12 +173,13 @@ int main(int argc, char **argv)
     const int all_sizes[] = {1000, 5000, 50000}, one_size[] = {only_n};
     const int *sizes = only_n > 0 ? one_size : all_sizes;
     const size_t n_sizes = only_n > 0 ? 1 : 3;
-    static const kt_knn_set sets[] = {KT_KNN_UNIFORM, KT_KNN_CLUSTERED, KT_KNN_MIXED};
+    static const kt_knn_set sets[] = {KT_KNN_UNIFORM, KT_KNN_CLUSTERED, KT_KNN_MIXED, SET_FACES};
     int set_known = !only_set;
     for (size_t q = 0; q < sizeof(sets) / sizeof(sets[0]); q++)
-        set_known |= only_set && !strcmp(only_set, kt_knn_set_name(sets[q]));
+        set_known |= only_set && !strcmp(only_set, set_name(sets[q]));
     if (!set_known) {
-        fprintf(stderr, "%s: --set %s: not uniform, clustered or mixed\n", argv[0], only_set);
+        fprintf(stderr, "%s: --set %s: not uniform, clustered, mixed or faces\n", argv[0],
+                only_set);
         return 2;
     }
     if (json)
@@ -164,21 +189,21 @@ int main(int argc, char **argv)
         for (size_t z = 0; z < n_sizes; z++)
             for (size_t m = 0; m < sizeof(impls) / sizeof(impls[0]); m++) {
                 if (sizes[z] > impls[m].max_n || (only && strcmp(only, impls[m].name)) ||
-                    (only_set && strcmp(only_set, kt_knn_set_name(sets[s]))))
+                    (only_set && strcmp(only_set, set_name(sets[s]))))
                     continue;
-                result r = {0, 0, 0, 0};
+                result r = {0, 0, 0, 0, 0};
                 if (run(impls[m].cuda, sets[s], sizes[z], k, frames, vary, &r))
                     continue;
                 if (json)
                     printf("%s  {\"impl\": \"%s\", \"set\": \"%s\", \"n\": %d, \"k\": %d, "
                            "\"vary\": %d, \"median_ms\": %.4f, \"best_ms\": %.4f, "
                            "\"thread_cpu_ms\": %.4f, \"edges\": %d}",
-                           first ? "" : ",\n", impls[m].name, kt_knn_set_name(sets[s]),
-                           sizes[z], k, vary, r.median, r.best, r.cpu, r.edges);
+                           first ? "" : ",\n", impls[m].name, set_name(sets[s]), r.n, k, vary,
+                           r.median, r.best, r.cpu, r.edges);
                 else
                     printf("%-11s %-10s n=%-6d k=%d  %9.3f ms/graph (median of %d), best %9.3f, "
                            "thread CPU %9.3f ms, %d edges%s\n",
-                           impls[m].name, kt_knn_set_name(sets[s]), sizes[z], k, r.median, frames,
+                           impls[m].name, set_name(sets[s]), r.n, k, r.median, frames,
                            r.best, r.cpu, r.edges, vary ? " (n varies)" : "");
                 first = 0;
                 fflush(stdout);

@@ -4,16 +4,19 @@
 # serialised, so the sum is the GPU time of the kernels without launch gaps, copies or the
 # host's part). Prints, per kernel, how many ran per update and the median time of one run,
 # then the sum per update; set against bench_knn's end-to-end figure it shows what the rest
-# (launches, the copies in and out, the synchronisation, the host's staging) costs.
+# (launches, the copies in and out, the synchronisation, the host's staging) costs. The caches
+# are left as the update before left them (--cache-control none): a kernel reads what the one
+# before it wrote from L2, as it does outside the profiler; clocks are ncu's fixed base clocks.
 #
 # usage: scripts/bench-knn-kernels.sh BENCH_KNN [N [SET [FRAMES]]]   (default: 5000 uniform 10)
 #   BENCH_KNN: the bench_knn program (built with CUDA); SET: uniform, clustered or mixed.
 set -euo pipefail
 bench=$1 n=${2:-5000} set=${3:-uniform} frames=${4:-10}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-ncu --metrics gpu__time_duration.sum --csv --print-units base --print-kernel-base function \
-    --log-file "$tmp/k.csv" "$bench" --impl cuda --n "$n" --set "$set" --frames "$frames" \
-    >"$tmp/bench.log" 2>&1 || { echo "ncu run failed:"; tail -5 "$tmp/bench.log"; exit 1; }
+ncu --metrics gpu__time_duration.sum --cache-control none --csv --print-units base \
+    --print-kernel-base function --log-file "$tmp/k.csv" \
+    "$bench" --impl cuda --n "$n" --set "$set" --frames "$frames" >"$tmp/bench.log" 2>&1 ||
+    { echo "ncu run failed:"; tail -5 "$tmp/bench.log"; exit 1; }
 python3 - "$tmp/k.csv" "$n" "$set" "$frames" <<'PY'
 import csv, re, statistics, sys
 path, n, set_, frames = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])

@@ -8,7 +8,9 @@
  * graph (both parities of its edge buffers from the third frame), frames of changing size its
  * launches one by one. Also curves flattened on the device against the CPU renderer (the
  * overlay tests' tolerance: one code value, 99% of samples equal).
- * KEYER_TEST_SHORT=1 (e.g. under compute-sanitizer; tests/common/kt_gpu.h): small sets only.
+ * KEYER_TEST_SHORT=1 (e.g. under compute-sanitizer; tests/common/kt_gpu.h): small sets, two
+ * configurations per kind instead of six, two frames per set, k 120 on 1,000 points instead of
+ * 2,000 (racecheck takes about a second per update).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -81,15 +83,20 @@ static void test_sets(void **state)
         float max_dy, hysteresis;
     } cfg[] = {{3, 4, 0, 0.2f}, {5, 4, 0, 0.2f}, {1, 2, 0, 0.0f}, {5, 5, 40, 0.5f},
                {20, 3, 0, 0.2f}, {2, 6, 3, 0.1f}};
+    /* The short mode runs every kind with k 5 and one more configuration each (every
+     * configuration on some kind), two frames each: racecheck costs about a second per update. */
+    static const size_t short_cfg[KT_KNN_SETS] = {0, 2, 3, 4, 5};
     for (int kind = 0; kind < KT_KNN_SETS; kind++)
         for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
+            if (kt_test_short() && c != 1 && c != short_cfg[kind])
+                continue;
             keyer_knn_params p = keyer_knn_params_defaults();
             p.k = cfg[c].k;
             p.max_degree = cfg[c].max_degree;
             p.max_dy = cfg[c].max_dy;
             p.hysteresis = cfg[c].hysteresis;
-            check(&p, (kt_knn_set)kind, n, 5, (uint32_t)(kind * 10 + (int)c), ids, xy,
-                  kt_knn_set_name((kt_knn_set)kind));
+            check(&p, (kt_knn_set)kind, n, kt_test_short() ? 2 : 5, (uint32_t)(kind * 10 + (int)c),
+                  ids, xy, kt_knn_set_name((kt_knn_set)kind));
         }
     if (!kt_test_short()) {
         keyer_knn_params p = keyer_knn_params_defaults();
@@ -101,7 +108,7 @@ static void test_sets(void **state)
     /* Tiny frames: 1, 2, 3 points; all on one spot. */
     keyer_knn_params p = keyer_knn_params_defaults();
     for (int m = 1; m <= 3; m++)
-        check(&p, KT_KNN_UNIFORM, m, 3, 5, ids, xy, "tiny");
+        check(&p, KT_KNN_UNIFORM, m, kt_test_short() ? 2 : 3, 5, ids, xy, "tiny");
     for (int i = 0; i < 64; i++) {
         ids[i] = (uint32_t)(900 - i);
         xy[2 * i] = 7;
@@ -115,7 +122,26 @@ static void test_sets(void **state)
         xy[2 * i] = i % 3 == 0 ? -0.0f : i % 3 == 1 ? 0.0f : (float)(i % 7) - 3.0f;
         xy[2 * i + 1] = (float)(i / 5);
     }
-    check(&p, KT_KNN_SETS, 300, 3, 0, ids, xy, "zeros");
+    check(&p, KT_KNN_SETS, 300, kt_test_short() ? 2 : 3, 0, ids, xy, "zeros");
+    /* A dense band (x within 20 px, positions on a 0.5 px raster: ties and duplicates) and
+     * sparse points over the frame: a sparse point near the band walks through it in the x
+     * order, the small path's walks that end early at hard_kernel (knn_sweep.cuh's pace test). */
+    const int band = kt_test_short() ? 1500 : 6000, sparse = kt_test_short() ? 300 : 2000;
+    uint32_t r = 4242;
+#define U() ((r = r * 1664525u + 1013904223u), (float)(r >> 8) / 16777216.0f)
+    for (int i = 0; i < band + sparse; i++) {
+        ids[i] = (uint32_t)(50000 - 3 * i);
+        if (i < band) {
+            xy[2 * i] = 950.0f + 0.5f * (float)(int)(U() * 40.0f);
+            xy[2 * i + 1] = 0.5f * (float)(int)(U() * 2160.0f);
+        } else {
+            xy[2 * i] = U() * 1920.0f;
+            xy[2 * i + 1] = U() * 1080.0f;
+        }
+    }
+#undef U
+    p.k = 5;
+    check(&p, KT_KNN_SETS, band + sparse, kt_test_short() ? 2 : 3, 0, ids, xy, "band");
     free(ids);
     free(xy);
 }
@@ -181,8 +207,8 @@ static void test_paths(void **state)
     (void)state;
     keyer_knn_params p = keyer_knn_params_defaults();
     if (kt_test_short()) {
-        static const int sizes[] = {500, 9000, 500, 420};
-        check_sizes(&p, KT_KNN_UNIFORM, sizes, 4, 11, "paths");
+        static const int sizes[] = {500, 9000, 420};
+        check_sizes(&p, KT_KNN_UNIFORM, sizes, 3, 11, "paths");
     } else {
         static const int sizes[] = {8192, 8193, 8192, 7000, 9000, 8192, 300, 8193};
         check_sizes(&p, KT_KNN_UNIFORM, sizes, 8, 11, "paths");
@@ -192,15 +218,18 @@ static void test_paths(void **state)
     keyer_knn_params wide = keyer_knn_params_defaults();
     wide.k = 120;
     wide.max_degree = 3;
-    static const int few[] = {2000, 2000, 1990};
-    check_sizes(&wide, KT_KNN_CLUSTERED, few, 3, 14, "k=120");
+    /* (2,000 points in the short mode's 1,000: still more states than the shared memory) */
+    static const int few[] = {2000, 2000, 1990}, few_short[] = {1000, 1000, 990};
+    check_sizes(&wide, KT_KNN_CLUSTERED, kt_test_short() ? few_short : few, 3, 14, "k=120");
     static const int some[] = {600, 600, 590, 600};
+    const int n_some = kt_test_short() ? 2 : 4;
     for (int kk = 16; kk <= 17; kk++) {
         keyer_knn_params kp = keyer_knn_params_defaults();
         kp.k = kk;
         kp.max_degree = 5;
-        check_sizes(&kp, KT_KNN_MIXED, some, 4, 17, kk == 16 ? "k=16" : "k=17");
-        check_sizes(&kp, KT_KNN_CLUSTERED, some, 4, 18, kk == 16 ? "k=16" : "k=17");
+        check_sizes(&kp, KT_KNN_MIXED, some, n_some, 17, kk == 16 ? "k=16" : "k=17");
+        check_sizes(&kp, KT_KNN_CLUSTERED, some + 4 - n_some, n_some, 18,
+                    kk == 16 ? "k=16" : "k=17");
     }
     if (!kt_test_short()) {
         keyer_knn_params five = keyer_knn_params_defaults();

@@ -54,6 +54,7 @@
 
 #include "overlay/knn_backend.h"
 #include "overlay/cuda/knn_cap.cuh"
+#include "overlay/cuda/knn_chain.cuh"
 
 namespace {
 
@@ -329,6 +330,7 @@ __global__ void prev_kernel(const keyer_knn_edge *__restrict__ prev,
                             int *__restrict__ l_u, int *__restrict__ l_v, int *__restrict__ st,
                             uint32_t *__restrict__ vkey, int *__restrict__ vval)
 {
+    chain_wait();
     const int e = blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= hdr[0])
         return;
@@ -541,6 +543,9 @@ struct State {
     void *temp;
     size_t temp_bytes;
     int small_smem; /* dynamic shared memory small_cap_kernel may have (0: no small path) */
+    int merge_smem; /* dynamic shared memory small_merge_kernel may have */
+    bool chain;     /* compute capability 9.0 or later: the small path's kernels are chained by
+                       programmatic dependent launches (chain_launch) */
     /* Replays of the small path: an update of the same number of points as the one before is
      * captured once (on cap_stream) as a CUDA graph and replayed, one per parity of the
      * previous/next edge buffers (edges0: the first prev). */

@@ -139,52 +139,136 @@ __global__ void knn_kernel(const float2 *__restrict__ xy, int n, const GridParam
     kth[i] = found > 0 ? __fsqrt_rn(gd[found - 1]) : INFINITY;
 }
 
-/* The points knn_kernel left (hard[0..counters[2])), a block each in turn: every thread keeps
- * the k best of a stride of all n points (scan_cell's rules: the same set the grid search
- * would find), then the lists are merged pairwise in shared memory. k <= kLocalK. */
-constexpr int kHardThreads = 256;
+/* The 32 lanes' keys sorted over the warp, ascending by lane (a bitonic sort: 15 exchanges).
+ * All 32 lanes call it. */
+__device__ __forceinline__ uint64_t warp_sort32(uint64_t v)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int size = 2; size <= 32; size <<= 1)
+#pragma unroll
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            const uint64_t o = __shfl_xor_sync(0xffffffffu, v, stride);
+            /* ascending where lane & size is 0 (all of the last merge), the lower lane of a
+             * pair keeping the smaller there */
+            const bool keep_min = ((lane & stride) == 0) == ((lane & size) == 0);
+            v = keep_min ? (o < v ? o : v) : (o < v ? v : o);
+        }
+    return v;
+}
+
+/* A warp's list of the k nearest (k <= kLocalK): lane r < k holds the r-th smallest key
+ * (squared distance bits << 32 | index: the order (d2, index), d2 >= 0), ~0 where empty (and
+ * on every lane from k on). Offers the key of every lane with @p ok set (keys not in the list
+ * already) and returns this lane's new entry: the k smallest of the list and the offered keys
+ * below its k-th. Up to four offers are inserted one by one; more (a walk's first step, a
+ * dense cluster) are sorted over the warp and merged with the list at once. All 32 lanes call
+ * it. */
+__device__ __forceinline__ uint64_t warp_offer(uint64_t mine, uint64_t key, bool ok, int k)
+{
+    const unsigned full = 0xffffffffu;
+    const int lane = threadIdx.x & 31;
+    const uint64_t kth_key = __shfl_sync(full, mine, k - 1);
+    const bool offered = ok && key < kth_key;
+    unsigned offers = __ballot_sync(full, offered);
+    if (__popc(offers) > 4) {
+        /* the offered keys sorted; the list (lanes 0-15, ascending) and the 16 smallest of
+         * them in descending order (lanes 16-31) make a bitonic sequence, which a bitonic
+         * merge sorts: the first k lanes are then the k smallest of both */
+        const uint64_t v = warp_sort32(offered ? key : ~0ull);
+        const uint64_t rev = __shfl_sync(full, v, 31 - lane);
+        uint64_t w = lane < 16 ? mine : rev;
+#pragma unroll
+        for (int stride = 16; stride > 0; stride >>= 1) {
+            const uint64_t o = __shfl_xor_sync(full, w, stride);
+            w = (lane & stride) == 0 ? (o < w ? o : w) : (o < w ? w : o);
+        }
+        return lane < k ? w : ~0ull;
+    }
+    while (offers) {
+        const int src = __ffs(offers) - 1;
+        offers &= offers - 1;
+        const uint64_t x = __shfl_sync(full, key, src);
+        const unsigned above = __ballot_sync(full, lane < k && x < mine);
+        const uint64_t up = __shfl_up_sync(full, mine, 1);
+        if (above) { /* from the first entry above x, each moves up one place */
+            const int at = __ffs(above) - 1;
+            if (lane > at && lane < k)
+                mine = up;
+            else if (lane == at)
+                mine = x;
+        }
+    }
+    return mine;
+}
+
+/* A warp's list (warp_offer) written out as point i's neighbours: knn_d2, knn_j (nearest
+ * first), n_knn and kth. All 32 lanes call it. */
+__device__ __forceinline__ void warp_put_list(uint64_t mine, int i, int k,
+                                              float *__restrict__ knn_d2, int *__restrict__ knn_j,
+                                              int *__restrict__ n_knn, float *__restrict__ kth)
+{
+    const unsigned full = 0xffffffffu;
+    const int lane = threadIdx.x & 31;
+    const int found = __popc(__ballot_sync(full, lane < k && mine != ~0ull));
+    const uint64_t last = __shfl_sync(full, mine, found > 0 ? found - 1 : 0);
+    if (lane < found) {
+        knn_d2[(size_t)i * k + lane] = __uint_as_float((uint32_t)(mine >> 32));
+        knn_j[(size_t)i * k + lane] = (int)(uint32_t)mine;
+    }
+    if (lane == 0) {
+        n_knn[i] = found;
+        kth[i] = found > 0 ? __fsqrt_rn(__uint_as_float((uint32_t)(last >> 32))) : INFINITY;
+    }
+}
+
+/* The points knn_kernel or sweep_knn_kernel left (hard[0..counters[2])), a block each in
+ * turn: every warp keeps the k smallest (d2, index) of a stride of all n points (scan_cell's
+ * rules: the same set the grid search would find) as a warp_offer list, four loads in flight;
+ * then warp 0 offers the other warps' lists to its own. k <= kLocalK. */
+constexpr int kHardThreads = 1024;
 __global__ void __launch_bounds__(kHardThreads)
     hard_kernel(const float2 *__restrict__ xy, int n, int k, float max_dy,
                 const int *__restrict__ hard, const int *counters, float *__restrict__ knn_d2,
                 int *__restrict__ knn_j, int *__restrict__ n_knn, float *__restrict__ kth)
 {
-    __shared__ float s_d2[kHardThreads * kLocalK];
-    __shared__ int s_j[kHardThreads * kLocalK], s_n[kHardThreads];
-    const int tid = threadIdx.x, hards = counters[2];
-    float *mine_d2 = s_d2 + tid * kLocalK;
-    int *mine_j = s_j + tid * kLocalK;
+    chain_wait();
+    constexpr int kWarps = kHardThreads / 32;
+    __shared__ uint64_t s_key[kWarps * kLocalK];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, hards = counters[2];
     for (int h = blockIdx.x; h < hards; h += gridDim.x) {
         const int i = hard[h];
         const float xi = xy[i].x, yi = xy[i].y;
-        int found = 0;
-        for (int j = tid; j < n; j += kHardThreads) {
-            const float2 pj = xy[j];
-            const float dy = __fsub_rn(pj.y, yi);
-            if (j == i || (max_dy > 0 && fabsf(dy) > max_dy))
-                continue;
-            found = offer(mine_d2, mine_j, found, k, dist2_rn(xi, yi, pj.x, pj.y), j);
-        }
-        s_n[tid] = found;
-        __syncthreads();
-        for (int half = kHardThreads / 2; half > 0; half >>= 1) {
-            if (tid < half) {
-                const float *od = s_d2 + (tid + half) * kLocalK;
-                const int *oj = s_j + (tid + half) * kLocalK;
-                for (int r = 0; r < s_n[tid + half]; r++)
-                    found = offer(mine_d2, mine_j, found, k, od[r], oj[r]);
-                s_n[tid] = found;
+        uint64_t mine = ~0ull;
+#pragma unroll 4
+        for (int j0 = warp * 32; j0 < n; j0 += kHardThreads) { /* j0: the same in the warp */
+            const int j = j0 + lane;
+            bool ok = false;
+            uint64_t key = 0;
+            if (j < n && j != i) {
+                const float2 pj = xy[j];
+                const float dy = __fsub_rn(pj.y, yi);
+                if (!(max_dy > 0 && fabsf(dy) > max_dy)) {
+                    const float d2 = dist2_rn(xi, yi, pj.x, pj.y);
+                    ok = d2 < INFINITY;
+                    key = ((uint64_t)__float_as_uint(d2) << 32) | (uint32_t)j;
+                }
             }
-            __syncthreads();
+            mine = warp_offer(mine, key, ok, k);
         }
-        if (tid == 0) {
-            for (int r = 0; r < found; r++) {
-                knn_d2[(size_t)i * k + r] = mine_d2[r];
-                knn_j[(size_t)i * k + r] = mine_j[r];
-            }
-            n_knn[i] = found;
-            kth[i] = found > 0 ? __fsqrt_rn(mine_d2[found - 1]) : INFINITY;
-        }
+        if (lane < k)
+            s_key[warp * kLocalK + lane] = mine;
         __syncthreads();
+        if (warp == 0) {
+            /* the other warps' entries f = w k + r (w >= 1, r < k), 32 at a time */
+            for (int f0 = k; f0 < kWarps * k; f0 += 32) {
+                const int f = f0 + lane;
+                const uint64_t key = f < kWarps * k ? s_key[(f / k) * kLocalK + f % k] : ~0ull;
+                mine = warp_offer(mine, key, key != ~0ull, k);
+            }
+            warp_put_list(mine, i, k, knn_d2, knn_j, n_knn, kth);
+        }
+        __syncthreads(); /* s_key is read before the next point's lists */
     }
 }
 

@@ -12,7 +12,8 @@
  *  3. sweep_knn_kernel: a warp per point walks the x order outward from the point, 16 places
  *     to the left and 16 to the right per step, and keeps its k nearest as a list spread over
  *     the lanes (lane r holds the r-th: (squared distance, index) as one 64-bit key, so that
- *     the order is cpu/knn.c's, ties by index). A side stops once a point's squared x
+ *     the order is cpu/knn.c's, ties by index; many points of a step, as in the first step,
+ *     sorted over the warp and merged at once, a few inserted one by one). A side stops once a point's squared x
  *     distance alone exceeds the k-th squared distance found: x differences grow along the
  *     order, and the rounded square of a difference never exceeds the rounded distance that
  *     adds a square to it, so every point beyond is farther. Which points are offered does not
@@ -20,8 +21,9 @@
  *     of the CPU's grid search, whatever the set: clusters, ties, a point far away.
  *
  * A point whose walk is long (one far from all others: every point is about as far in x as
- * in distance) is handed to hard_kernel (knn_search.cuh) after kSweepSteps steps. k <=
- * kSweepK; larger k take the large path.
+ * in distance) is handed to hard_kernel (knn_search.cuh) after kSweepSteps steps, or as soon as
+ * its pace shows that it cannot end within them. Each step's points are loaded while the
+ * step before is offered. k <= kSweepK; larger k take the large path.
  */
 #ifndef KEYER_OVERLAY_CUDA_KNN_SWEEP_CUH
 #define KEYER_OVERLAY_CUDA_KNN_SWEEP_CUH
@@ -49,6 +51,7 @@ __global__ void __launch_bounds__(kRankChunk)
     sweep_rank_kernel(const uint32_t *__restrict__ ids, const float2 *__restrict__ xy, int n,
                       int *rank2)
 {
+    chain_wait();
     __shared__ uint2 s_key[kRankChunk]; /* (id, x key) of the tile's points */
     const int j0 = blockIdx.y * kRankChunk, j1 = min(j0 + kRankChunk, n);
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -95,6 +98,7 @@ __global__ void sweep_order_kernel(const uint32_t *__restrict__ ids,
                                    float2 *__restrict__ xs, int *__restrict__ xs_idx,
                                    int *__restrict__ deg, int *counters)
 {
+    chain_wait();
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i == 0) {
         counters[0] = 0; /* a repeated id (bit 0), an internal limit exceeded (bit 1) */
@@ -125,6 +129,7 @@ __global__ void __launch_bounds__(kSweepThreads)
                      int *__restrict__ knn_j, int *__restrict__ n_knn, float *__restrict__ kth,
                      unsigned char *__restrict__ drop, int *__restrict__ hard)
 {
+    chain_wait();
     const unsigned full = 0xffffffffu;
     const int lane = threadIdx.x & 31;
     const int i = (int)((blockIdx.x * (unsigned)blockDim.x + threadIdx.x) >> 5);
@@ -144,21 +149,27 @@ __global__ void __launch_bounds__(kSweepThreads)
         const bool right = lane >= 16;
         const int off = lane & 15;
         bool done_l = p == 0, done_r = p + 1 >= n;
-        for (int step = 0; !(done_l && done_r); step++) {
-            if (step == kSweepSteps) { /* hard_kernel's */
-                if (lane == 0)
-                    hard[atomicAdd(&counters[2], 1)] = i;
-                return;
+        /* this step's place of the lane, and its point loaded one step ahead */
+        int q = right ? p + 1 + off : p - 1 - off;
+        bool in = right ? q < n : q >= 0;
+        float2 pj = make_float2(0.f, 0.f);
+        int j = 0;
+        if (in) {
+            pj = xs[q];
+            j = xs_idx[q];
+        }
+        for (int step = 0;; step++) {
+            const bool side_done = right ? done_r : done_l;
+            const int qn = right ? q + 16 : q - 16;
+            const bool in_next = !side_done && (right ? qn < n : qn >= 0);
+            float2 pn = make_float2(0.f, 0.f);
+            int jn = 0;
+            if (in_next) { /* the next step's point, in flight while this one is offered */
+                pn = xs[qn];
+                jn = xs_idx[qn];
             }
-            const int q = right ? p + 1 + off + 16 * step : p - 1 - off - 16 * step;
-            bool live = right ? (!done_r && q < n) : (!done_l && q >= 0);
-            float2 pj = make_float2(0.f, 0.f);
-            int j = 0;
-            if (live) {
-                pj = xs[q];
-                j = xs_idx[q];
-                live = finite2(pj.x, pj.y); /* the non-finite points end the x order */
-            }
+            /* the non-finite points end the x order */
+            const bool live = in && !side_done && finite2(pj.x, pj.y);
             float dx2 = INFINITY, d2 = INFINITY;
             if (live) {
                 const float dx = __fsub_rn(pj.x, pi.x), dy = __fsub_rn(pj.y, pi.y);
@@ -168,22 +179,7 @@ __global__ void __launch_bounds__(kSweepThreads)
             }
             /* offered: a finite squared distance whose key is below the k-th's */
             const uint64_t key = ((uint64_t)__float_as_uint(d2) << 32) | (uint32_t)j;
-            const uint64_t kth_key = __shfl_sync(full, mine, k - 1);
-            unsigned offers = __ballot_sync(full, live && d2 < INFINITY && key < kth_key);
-            while (offers) {
-                const int src = __ffs(offers) - 1;
-                offers &= offers - 1;
-                const uint64_t x = __shfl_sync(full, key, src);
-                const unsigned above = __ballot_sync(full, lane < k && x < mine);
-                const uint64_t up = __shfl_up_sync(full, mine, 1);
-                if (above) { /* from the first entry above x, each moves up one place */
-                    const int at = __ffs(above) - 1;
-                    if (lane > at && lane < k)
-                        mine = up;
-                    else if (lane == at)
-                        mine = x;
-                }
-            }
+            mine = warp_offer(mine, key, live && d2 < INFINITY, k);
             const uint64_t last = __shfl_sync(full, mine, k - 1);
             const float thr = last == ~0ull ? INFINITY : __uint_as_float((uint32_t)(last >> 32));
             /* A side ends at its end, at a non-finite point, or past the k-th distance. */
@@ -192,18 +188,33 @@ __global__ void __launch_bounds__(kSweepThreads)
                 done_l = true;
             if (stops & 0xffff0000u)
                 done_r = true;
+            if (done_l && done_r)
+                break;
+            /* A walk that cannot end within kSweepSteps steps goes to hard_kernel: at the
+             * last step, or earlier when a side's pace so far (the x distance its farthest
+             * point has reached in step + 1 steps) needs more than twice the steps left to
+             * pass the k-th distance (a point far from the others, such as the mixed set's
+             * outlier). Only the time depends on this choice, never the neighbours. */
+            bool give_up = step + 1 == kSweepSteps;
+            if (!give_up && step >= 2 && thr < INFINITY) {
+                const float far_l = __shfl_sync(full, dx2, 15), far_r = __shfl_sync(full, dx2, 31);
+                const float reach = sqrtf(thr), left = (float)(kSweepSteps - 1 - step);
+                const float wl = sqrtf(far_l), wr = sqrtf(far_r);
+                give_up = (!done_l && wl > 0 && (reach - wl) * (float)(step + 1) > 2 * left * wl) ||
+                          (!done_r && wr > 0 && (reach - wr) * (float)(step + 1) > 2 * left * wr);
+            }
+            if (give_up) {
+                if (lane == 0)
+                    hard[atomicAdd(&counters[2], 1)] = i;
+                return;
+            }
+            q = qn;
+            in = in_next;
+            pj = pn;
+            j = jn;
         }
     }
-    const int found = __popc(__ballot_sync(full, lane < k && mine != ~0ull));
-    const uint64_t last = __shfl_sync(full, mine, found > 0 ? found - 1 : 0);
-    if (lane < found) {
-        knn_d2[(size_t)i * k + lane] = __uint_as_float((uint32_t)(mine >> 32));
-        knn_j[(size_t)i * k + lane] = (int)(uint32_t)mine;
-    }
-    if (lane == 0) {
-        n_knn[i] = found;
-        kth[i] = found > 0 ? __fsqrt_rn(__uint_as_float((uint32_t)(last >> 32))) : INFINITY;
-    }
+    warp_put_list(mine, i, k, knn_d2, knn_j, n_knn, kth);
 }
 
 #endif /* KEYER_OVERLAY_CUDA_KNN_SWEEP_CUH */
