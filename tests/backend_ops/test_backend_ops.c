@@ -1491,6 +1491,24 @@ static void test_pointwise_mma_chains(void **state)
     finish_and_check(&b, "pointwise mma chains");
 }
 
+/* BlazeFace's two blocks from @p x (dims @p xd) to @p cout channels, as both chain tests build
+ * them: depthwise 3x3 -> 1x1 to @p cout, + @p x padded to @p cout channels, RELU; then depthwise
+ * 3x3 -> 1x1 @p cout -> @p cout + the first block's output, RELU. Returns the second block's
+ * output; its dims into @p od. */
+static int blazeface_blocks(kt_graph *b, kt_rng *rng, int x, const int *xd, int cout, int *od)
+{
+    int d1[4], d2[4], dp[4], d3[4];
+    int w = chain_conv(b, rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, xd[3], 3, 1, KR_ACT_NONE, d1);
+    int c = chain_pw(b, rng, w, d1, cout, KR_ACT_NONE, d2);
+    int p = chain_channel_pad(b, x, xd, cout, dp);
+    int a = chain_binary(b, KR_OP_ADD, p, c, d2);
+    a = chain_unary(b, KR_OP_RELU, a, d2);
+    int w2 = chain_conv(b, rng, KR_OP_DEPTHWISE_CONV_2D, a, d2, cout, 3, 1, KR_ACT_NONE, d3);
+    int c2 = chain_pw(b, rng, w2, d3, cout, KR_ACT_NONE, od);
+    int a2 = chain_binary(b, KR_OP_ADD, a, c2, od);
+    return chain_unary(b, KR_OP_RELU, a2, od);
+}
+
 /* BlazeFace's blocks as the per-node f16 schedule folds them into the tensor-core pointwise
  * layer (cuda kr_cuda_op.add): depthwise 3x3 -> 1x1 24 -> 28, + the input padded to 28
  * channels, RELU (PAD and ADD folded into the 1x1, stores of channel pairs); depthwise -> 1x1
@@ -1504,18 +1522,10 @@ static void test_blazeface_chains(void **state)
     kt_graph b;
     kt_graph_begin(&b, "blazeface chains", 48, 24, 1 << 20);
     kt_rng rng = kt_rng_seed(31415);
-    int xd[4] = {1, 19, 13, 24}, d1[4], d2[4], dp[4], d3[4], d4[4], d5[4], dq[4], d6[4];
+    int xd[4] = {1, 19, 13, 24}, d4[4], d5[4], dq[4], d6[4];
     int x = kt_graph_act(&b, 4, xd);
     kt_graph_input(&b, x);
-    int w = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, 24, 3, 1, KR_ACT_NONE, d1);
-    int c = chain_pw(&b, &rng, w, d1, 28, KR_ACT_NONE, d2);
-    int p = chain_channel_pad(&b, x, xd, 28, dp);
-    int a = chain_binary(&b, KR_OP_ADD, p, c, d2);
-    a = chain_unary(&b, KR_OP_RELU, a, d2);
-    int w2 = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, a, d2, 28, 3, 1, KR_ACT_NONE, d3);
-    int c2 = chain_pw(&b, &rng, w2, d3, 28, KR_ACT_NONE, d4);
-    int a2 = chain_binary(&b, KR_OP_ADD, a, c2, d4);
-    a2 = chain_unary(&b, KR_OP_RELU, a2, d4);
+    int a2 = blazeface_blocks(&b, &rng, x, xd, 28, d4);
     int q = chain_channel_pad(&b, a2, d4, 32, dq);
     int c3 = chain_pw(&b, &rng, q, dq, 32, KR_ACT_NONE, d5);
     int a3 = chain_binary(&b, KR_OP_ADD, c3, q, d5);
@@ -1541,18 +1551,10 @@ static void test_blazeface_wide_chains(void **state)
     kt_graph b;
     kt_graph_begin(&b, "blazeface wide chains", 48, 24, 1 << 20);
     kt_rng rng = kt_rng_seed(27182);
-    int xd[4] = {1, 9, 7, 88}, d1[4], d2[4], dp[4], d3[4], d4[4], d5[4], d6[4], dq[4];
+    int xd[4] = {1, 9, 7, 88}, d4[4], d5[4], d6[4], dq[4];
     int x = kt_graph_act(&b, 4, xd);
     kt_graph_input(&b, x);
-    int w = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, x, xd, 88, 3, 1, KR_ACT_NONE, d1);
-    int c = chain_pw(&b, &rng, w, d1, 96, KR_ACT_NONE, d2);
-    int p = chain_channel_pad(&b, x, xd, 96, dp);
-    int a = chain_binary(&b, KR_OP_ADD, p, c, d2);
-    a = chain_unary(&b, KR_OP_RELU, a, d2);
-    int w2 = chain_conv(&b, &rng, KR_OP_DEPTHWISE_CONV_2D, a, d2, 96, 3, 1, KR_ACT_NONE, d3);
-    int c2 = chain_pw(&b, &rng, w2, d3, 96, KR_ACT_NONE, d4);
-    int a2 = chain_binary(&b, KR_OP_ADD, a, c2, d4);
-    a2 = chain_unary(&b, KR_OP_RELU, a2, d4);
+    int a2 = blazeface_blocks(&b, &rng, x, xd, 96, d4);
     int c3 = chain_pw(&b, &rng, a2, d4, 72, KR_ACT_RELU, d5);
     int c4 = chain_pw(&b, &rng, c3, d5, 80, KR_ACT_NONE, d6);
     int q = chain_channel_pad(&b, c3, d5, 80, dq);
