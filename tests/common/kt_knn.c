@@ -202,7 +202,7 @@ static float gauss(uint32_t *s)
 const char *kt_knn_set_name(kt_knn_set kind)
 {
     static const char *names[KT_KNN_SETS] = {"uniform", "clustered", "lattice", "duplicates",
-                                             "mixed"};
+                                             "mixed",   "dense"};
     return kind >= 0 && kind < KT_KNN_SETS ? names[kind] : "?";
 }
 
@@ -274,6 +274,21 @@ void kt_knn_points(kt_knn_set kind, int n, uint32_t seed, uint32_t *ids, float *
             xy[1] = -3e5f;
         }
         break;
+    case KT_KNN_DENSE:
+        /* The 5% spread over the frame keep the grid's extent (and so its cells, about 9 px
+         * at 50,000 points) the frame's: the square falls in one to four cells. */
+        for (int i = 0; i < n; i++) {
+            if (uni(&s) < 0.05f) {
+                xy[2 * i] = uni(&s) * 1920;
+                xy[2 * i + 1] = uni(&s) * 1080;
+            } else {
+                int q = (int)(uni(&s) * 64.0f);
+                q = q > 63 ? 63 : q;
+                xy[2 * i] = 958.0f + 0.5f * (float)(q % 8);
+                xy[2 * i + 1] = 538.0f + 0.5f * (float)(q / 8);
+            }
+        }
+        break;
     default:
         for (int i = 0; i < n; i++) {
             xy[2 * i] = uni(&s) * 1920;
@@ -291,6 +306,8 @@ void kt_knn_jitter(kt_knn_set kind, int n, uint32_t seed, float *xy)
         float r = uni(&s);
         if (kind == KT_KNN_LATTICE)
             xy[i] += r < 0.05f ? -4.0f : r > 0.95f ? 4.0f : 0.0f;
+        else if (kind == KT_KNN_DENSE)
+            xy[i] += r < 0.05f ? -0.5f : r > 0.95f ? 0.5f : 0.0f;
         else
             xy[i] += (r - 0.5f) * 3.0f;
     }

@@ -27,6 +27,9 @@ typedef enum kt_knn_set {
     KT_KNN_LATTICE,     /* integer lattice with spacing 4: exact ties everywhere */
     KT_KNN_DUPLICATES,  /* uniform, each position used by 1..4 points */
     KT_KNN_MIXED,       /* uniform with NaN / infinite points, a far outlier, a collinear row */
+    KT_KNN_DENSE,       /* 95% on 64 spots of a 0.5 px raster in a 4 x 4 px square, 5% uniform:
+                           a few cells of the grid hold nearly every point, each spot many exact
+                           duplicates (the uniform grid's worst case) */
     KT_KNN_SETS
 } kt_knn_set;
 
@@ -34,8 +37,8 @@ typedef enum kt_knn_set {
 void kt_knn_points(kt_knn_set kind, int n, uint32_t seed, uint32_t *ids, float *xy);
 const char *kt_knn_set_name(kt_knn_set kind);
 
-/** Moves every finite point by a small random step (frame-to-frame motion; lattice points by
- *  whole lattice steps so ties stay exact). */
+/** Moves every finite point by a small random step (frame-to-frame motion; lattice and dense
+ *  points by whole raster steps, a few of them per frame, so ties and duplicates stay exact). */
 void kt_knn_jitter(kt_knn_set kind, int n, uint32_t seed, float *xy);
 
 /**

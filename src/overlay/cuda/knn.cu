@@ -264,7 +264,7 @@ __device__ void grid_block(const float2 *__restrict__ xy, int n, int max_cells, 
     *out = gr;
     if (s_out)
         *s_out = gr;
-    counters[0] = 0; /* a repeated id (bit 0), an internal limit exceeded (bit 1) */
+    counters[0] = 0; /* a repeated id (bit 0), an internal limit exceeded (bits 1, 2) */
     counters[1] = 0; /* edges taken */
     counters[2] = 0; /* points left to hard_kernel */
 }
@@ -658,7 +658,7 @@ cudaError_t launch_large(State *s, int n, cudaStream_t stream)
         KNN_LAUNCHED();
     }
     finish_kernel<<<1, 1024, 0, stream>>>(n, s->p.max_degree, s->v_off, s->v_rank, s->l_u,
-                                          s->v_pos, s->v_acc, s->st);
+                                          s->v_pos, s->v_acc, s->st, total, s->counters);
     KNN_LAUNCHED();
     /* 6. the taken edges in order */
     taken_kernel<<<blocks(total), kThreads, 0, stream>>>(s->st, total, s->flag);
@@ -966,6 +966,12 @@ keyer_status knn_update(void *state, const uint32_t *ids, const float *xy, int n
         st = keyer_error_set(err, KEYER_STATUS_DEVICE,
                              "knn graph (cuda): more edges taken than the points allow "
                              "(an internal error)");
+        goto done;
+    }
+    if (s->h_counters[0] & 4) {
+        st = keyer_error_set(err, KEYER_STATUS_DEVICE,
+                             "knn graph (cuda): the degree cap did not finish in as many rounds "
+                             "as edges (an internal error)");
         goto done;
     }
     if (s->h_counters[0]) {

@@ -35,24 +35,27 @@ __device__ bool vertex_step_t(int u, int max_degree, const int *__restrict__ v_o
 {
     int pos = v_pos[u], acc = v_acc[u];
     const int end = v_off[u + 1];
-    for (;;) {
-        while (pos < end) {
-            const int s = state_of<kAtomicRead>(st, v_rank[pos]);
-            if (s & kTaken) {
-                acc++;
-                pos++;
-            } else if (s & kRefused) {
-                pos++;
-            } else {
-                break;
-            }
-        }
-        if (pos < end && acc >= max_degree) { /* full: the next edge is refused here */
-            atomicOr(&st[v_rank[pos]], kRefused);
+    while (pos < end) {
+        const int s = state_of<kAtomicRead>(st, v_rank[pos]);
+        if (s & kTaken) {
+            acc++;
             pos++;
-            continue;
+        } else if (s & kRefused) {
+            pos++;
+        } else {
+            break;
         }
-        break;
+    }
+    if (pos < end && acc >= max_degree) {
+        /* Full: every edge from here on is refused, without reading its state. None of them
+         * is taken or ever will be: u agreed to an edge q past its prefix only when acc +
+         * (edges not refused between the prefix and q) < max_degree, and the taken ones among
+         * those now count in acc, which is max_degree. (One state read after another made a
+         * point of thousands of edges, a spot of exact duplicates, walk them one memory
+         * latency at a time; these writes do not wait on each other.) */
+        for (int q = pos; q < end; q++)
+            atomicOr(&st[v_rank[q]], kRefused);
+        pos = end;
     }
     v_pos[u] = pos;
     v_acc[u] = acc;
@@ -95,17 +98,26 @@ __global__ void round_kernel(int n, int max_degree, const int *__restrict__ v_of
         vertex_step(u, max_degree, v_off, v_rank, l_u, v_pos, v_acc, st);
 }
 
+/* The rounds left after the grid-wide ones, in one block, until every edge is decided. Each
+ * round decides at least the first undecided edge of L, so @p total rounds (the edges of L)
+ * always suffice: past them (a broken invariant, never expected) the block stops and sets
+ * bit 2 of counters[0] (the host reports an internal error) instead of looping on. */
 __global__ void __launch_bounds__(1024)
     finish_kernel(int n, int max_degree, const int *__restrict__ v_off,
                   const int *__restrict__ v_rank, const int *__restrict__ l_u, int *v_pos,
-                  int *v_acc, int *st)
+                  int *v_acc, int *st, int total, int *counters)
 {
-    for (;;) {
+    for (int round = 0;; round++) {
         int pending = 0;
         for (int u = threadIdx.x; u < n; u += blockDim.x)
             pending |= vertex_step(u, max_degree, v_off, v_rank, l_u, v_pos, v_acc, st);
         if (!__syncthreads_or(pending))
             return;
+        if (round > total) {
+            if (threadIdx.x == 0)
+                atomicOr(&counters[0], 4);
+            return;
+        }
     }
 }
 
