@@ -217,7 +217,8 @@ typedef enum keyer_cuda_schedule {
 typedef struct keyer_runtime_params {
     keyer_backend backend;       /**< default KEYER_BACKEND_CPU */
     int batch;                   /**< frames per run, >= 1; default 1 */
-    int threads;                 /**< CPU threads; <= 0: all cores (default 0) */
+    int threads;                 /**< CPU threads; <= 0: one per core this process may run
+                                      on (its affinity: taskset, a cpuset) (default 0) */
     int device;                  /**< CUDA device ordinal (default 0) */
     void *stream;                /**< CUDA stream (cudaStream_t) or NULL (default) */
     const keyer_logger *logger;  /**< NULL: default logger */

@@ -10,7 +10,10 @@
  * tests/backend_ops/test_backend_ops.c's job; end-to-end outputs are checked by
  * tests/golden/test_reference_outputs.c.
  */
+/* sched_setaffinity and the CPU_* macros (test_threads) are GNU extensions of glibc. */
+#define _GNU_SOURCE
 #include <math.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -547,6 +550,29 @@ static void test_threads(void **state)
     assert_true(max_rel_diff(y, one.data[0], one.floats[0]) <= 1e-5);
     assert_true(max_rel_diff(two.data[0], one.data[0], one.floats[0]) <= 1e-5);
     kr_backend_cpu.destroy(&inst);
+    /* Threads 0: one per CPU this process may run on (its affinity mask: taskset), not one per
+     * CPU of the machine (32 workers spinning on 2 allowed cores of a 32-core machine made the
+     * face models take a minute). Confined to one CPU: no pool; then the whole mask. */
+    cpu_set_t all, single;
+    assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+    int first = 0;
+    while (first < CPU_SETSIZE - 1 && !CPU_ISSET(first, &all))
+        first++;
+    CPU_ZERO(&single);
+    CPU_SET(first, &single);
+    assert_int_equal(sched_setaffinity(0, sizeof single, &single), 0);
+    outputs zero = {0};
+    run_graph(g, 1, 0, NULL, 0, &zero, &inst);
+    const int confined = kr_cpu_threads(inst);
+    kr_backend_cpu.destroy(&inst);
+    assert_int_equal(sched_setaffinity(0, sizeof all, &all), 0);
+    assert_int_equal(confined, 1);
+    assert_true(max_rel_diff(zero.data[0], one.data[0], one.floats[0]) <= 1e-5);
+    outputs_free(&zero);
+    run_graph(g, 1, 0, NULL, 0, &zero, &inst);
+    assert_int_equal(kr_cpu_threads(inst), CPU_COUNT(&all));
+    kr_backend_cpu.destroy(&inst);
+    outputs_free(&zero);
     outputs_free(&one);
     outputs_free(&two);
     kr_graph_destroy(&g);

@@ -11,6 +11,7 @@
 #include <pthreadpool.h>
 #include <xnnpack.h>
 
+#include "core/threadpool.h"
 #include "keyer/alloc.h"
 #include "keyer/log.h"
 #include "nn/cpu/cpu.h"
@@ -679,7 +680,11 @@ keyer_status kr_cpu_create(const kr_graph *g, const kr_backend_config *cfg,
      * image uses XNNPACK's per-operator parallelism. */
     inst->threads = 1;
     if (cfg->threads != 1) {
-        inst->pool = pthreadpool_create(cfg->threads > 0 ? (size_t)cfg->threads : 0);
+        /* 0: the CPUs this process may run on (kr_cpu_count: taskset, a cpuset), not
+         * pthreadpool's own 0, every CPU of the machine: 32 workers confined to 2 cores of a
+         * 32-core machine made the face models take a minute instead of a second. */
+        inst->pool = pthreadpool_create((size_t)(cfg->threads > 0 ? cfg->threads
+                                                                  : kr_cpu_count()));
         if (!inst->pool) {
             st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY,
                                  "cpu backend: cannot create a pool of %d threads", cfg->threads);
