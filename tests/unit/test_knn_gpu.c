@@ -268,7 +268,7 @@ static void test_face_mesh(void **state)
 static void test_face_crowd(void **state)
 {
     (void)state;
-    const int faces = 106, n = faces * 468, frames = kt_test_short() ? 3 : 24;
+    const int faces = 106, n = faces * 468, frames = kt_test_short() ? 2 : 24;
     uint32_t *ids = malloc((size_t)n * sizeof(uint32_t));
     float *xy = malloc((size_t)n * 2 * sizeof(float));
     assert_true(ids && xy);
