@@ -962,16 +962,11 @@ keyer_status knn_update(void *state, const uint32_t *ids, const float *xy, int n
         }
     }
     s->last_n = n;
-    if (s->h_counters[0] & 2) {
-        st = keyer_error_set(err, KEYER_STATUS_DEVICE,
-                             "knn graph (cuda): more edges taken than the points allow "
-                             "(an internal error)");
-        goto done;
-    }
-    if (s->h_counters[0] & 4) {
-        st = keyer_error_set(err, KEYER_STATUS_DEVICE,
-                             "knn graph (cuda): the degree cap did not finish in as many rounds "
-                             "as edges (an internal error)");
+    if (s->h_counters[0] & 6) {
+        st = keyer_error_set(err, KEYER_STATUS_DEVICE, "knn graph (cuda): %s (an internal error)",
+                             s->h_counters[0] & 2 ? "more edges taken than the points allow"
+                                                  : "the degree cap did not end in as many "
+                                                    "rounds as edges");
         goto done;
     }
     if (s->h_counters[0]) {
