@@ -35,27 +35,24 @@ __device__ bool vertex_step_t(int u, int max_degree, const int *__restrict__ v_o
 {
     int pos = v_pos[u], acc = v_acc[u];
     const int end = v_off[u + 1];
-    while (pos < end) {
-        const int s = state_of<kAtomicRead>(st, v_rank[pos]);
-        if (s & kTaken) {
-            acc++;
-            pos++;
-        } else if (s & kRefused) {
-            pos++;
-        } else {
-            break;
+    for (;;) {
+        while (pos < end) {
+            const int s = state_of<kAtomicRead>(st, v_rank[pos]);
+            if (s & kTaken) {
+                acc++;
+                pos++;
+            } else if (s & kRefused) {
+                pos++;
+            } else {
+                break;
+            }
         }
-    }
-    if (pos < end && acc >= max_degree) {
-        /* Full: every edge from here on is refused, without reading its state. None of them
-         * is taken or ever will be: u agreed to an edge q past its prefix only when acc +
-         * (edges not refused between the prefix and q) < max_degree, and the taken ones among
-         * those now count in acc, which is max_degree. (One state read after another made a
-         * point of thousands of edges, a spot of exact duplicates, walk them one memory
-         * latency at a time; these writes do not wait on each other.) */
-        for (int q = pos; q < end; q++)
-            atomicOr(&st[v_rank[q]], kRefused);
-        pos = end;
+        if (pos < end && acc >= max_degree) { /* full: the next edge is refused here */
+            atomicOr(&st[v_rank[pos]], kRefused);
+            pos++;
+            continue;
+        }
+        break;
     }
     v_pos[u] = pos;
     v_acc[u] = acc;
