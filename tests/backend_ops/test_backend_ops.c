@@ -1491,6 +1491,29 @@ static void test_pointwise_mma_chains(void **state)
     finish_and_check(&b, "pointwise mma chains");
 }
 
+/* The tensor-core pointwise kernel's two grid shapes (cuda pwm_groups) on the same layers: at
+ * 256 x 320 pixels the 8 -> 40 layers have 640 tiles of 128 rows at batch 1 and 1,920 at batch 3,
+ * so on a GPU of 80 to 240 multiprocessors (8 tiles per multiprocessor or more: one group of all
+ * channels, two 32-channel passes per tile) batch 3 runs them in one group and batch 1 in two
+ * 32-channel groups; a residual ADD folded into the second, then 40 -> 24. Every cuda variant
+ * against the reference at batch 1 and 3. */
+static void test_pointwise_mma_group_chains(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "pointwise mma group chains", 12, 6, 1 << 16);
+    kt_rng rng = kt_rng_seed(3141);
+    int xd[4] = {1, 256, 320, 8}, d40[4], d40b[4], dy[4];
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int a = chain_pw(&b, &rng, x, xd, 40, KR_ACT_RELU, d40);
+    int s = chain_pw(&b, &rng, x, xd, 40, KR_ACT_NONE, d40b);
+    int r = chain_binary(&b, KR_OP_ADD, a, s, d40);
+    int y = chain_pw(&b, &rng, r, d40, 24, KR_ACT_NONE, dy);
+    kt_graph_output(&b, y);
+    finish_and_check(&b, "pointwise mma group chains");
+}
+
 /* BlazeFace's two blocks from @p x (dims @p xd) to @p cout channels, as both chain tests build
  * them: depthwise 3x3 -> 1x1 to @p cout, + @p x padded to @p cout channels, RELU; then depthwise
  * 3x3 -> 1x1 @p cout -> @p cout + the first block's output, RELU. Returns the second block's
@@ -2061,6 +2084,7 @@ int main(void)
         cmocka_unit_test(test_fused_chains),
         cmocka_unit_test(test_pointwise_tile_chains),
         cmocka_unit_test(test_pointwise_mma_chains),
+        cmocka_unit_test(test_pointwise_mma_group_chains),
         cmocka_unit_test(test_blazeface_chains),
         cmocka_unit_test(test_blazeface_wide_chains),
         cmocka_unit_test(test_rgb_stems),
