@@ -385,6 +385,13 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
             pwm_cp16(d, pwm_smem(d), x + ((size_t)tm0 * kv + (r < th ? i : 0)) * 8, r < th);
         }
     };
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* a programmatic dependent launch on compute 9.0+ (pwm_launch): what is above reads only
+     * set-up data (weights, bias); wait here for the kernel before to end and its writes to be
+     * visible, before reading any activation or writing the output (a no-op without one). No
+     * early trigger for the kernel after: it starts as this one's blocks exit. */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
     if (SRC == PWM_PIPE && tile0 < tiles)
         issue(tile0, 0); /* in the weights' group */
     pwm_commit();
@@ -677,11 +684,24 @@ static int pwm_launch(const kr_cuda_op *op, int M, int K, int N, int G, int NL)
     kr_activation_range(op->add.act, &ra.e.lo, &ra.e.hi);
     ra.e.post = (int)op->add.post;
     ra.e.res = NULL;
-    conv_pw_mma<MI, SRC><<<(unsigned)grid, PWM_THREADS, l.bytes, (cudaStream_t)op->stream>>>(
-        (const __half *)x, (const __half *)op->w16, bt ? (const float *)op->in[2] : NULL,
-        (__half *)op->out, M, K, N, l.KP, NP, G, tiles, kr_make_epilogue(op, 1), sc, ra,
-        pwm_store_mode(op, N));
-    return (int)cudaGetLastError();
+    /* on compute 9.0+ (the device's or the emulated class's) a programmatic dependent launch:
+     * the launch and the weights' staging overlap the end of the kernel before (the kernel
+     * waits for it before touching activations); the same values either way */
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)grid);
+    cfg.blockDim = dim3(PWM_THREADS);
+    cfg.dynamicSmemBytes = l.bytes;
+    cfg.stream = (cudaStream_t)op->stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = kr_gpu_cc(op->caps) >= 90 ? 1 : 0;
+    const __half *xh = (const __half *)x, *wh = (const __half *)op->w16;
+    const float *bias = bt ? (const float *)op->in[2] : NULL;
+    return (int)cudaLaunchKernelEx(&cfg, conv_pw_mma<MI, SRC>, xh, wh, bias, (__half *)op->out, M,
+                                   K, N, l.KP, NP, G, tiles, kr_make_epilogue(op, 1), sc, ra,
+                                   pwm_store_mode(op, N));
 }
 
 template <int SRC>
