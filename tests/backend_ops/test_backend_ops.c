@@ -1495,8 +1495,9 @@ static void test_pointwise_mma_chains(void **state)
  * 256 x 320 pixels the 8 -> 40 layers have 640 tiles of 128 rows at batch 1 and 1,920 at batch 3,
  * so on a GPU of 80 to 240 multiprocessors (8 tiles per multiprocessor or more: one group of all
  * channels, two 32-channel passes per tile) batch 3 runs them in one group and batch 1 in two
- * 32-channel groups; a residual ADD folded into the second, then 40 -> 24. Every cuda variant
- * against the reference at batch 1 and 3. */
+ * 32-channel groups; a residual ADD folded into the second, then 40 -> 24. The per-node f16
+ * variant's batch-3 items equal batch-1 runs bit for bit; every cuda variant against the
+ * reference at batch 1 and 3. */
 static void test_pointwise_mma_group_chains(void **state)
 {
     (void)state;
@@ -1511,7 +1512,41 @@ static void test_pointwise_mma_group_chains(void **state)
     int r = chain_binary(&b, KR_OP_ADD, a, s, d40);
     int y = chain_pw(&b, &rng, r, d40, 24, KR_ACT_NONE, dy);
     kt_graph_output(&b, y);
-    finish_and_check(&b, "pointwise mma group chains");
+    kr_graph *gr = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
+        fail_msg("pointwise mma group chains: %s", err.message);
+    /* the per-node f16 variant: each item of batch 3 (one channel group) equals a batch-1 run
+     * on that item (two groups), bit for bit */
+    for (int bi = 1; bi < N_BACKENDS; bi++) {
+        const backend_entry *be = &backends[bi];
+        if (!be->f16 || be->schedule != KEYER_CUDA_SCHEDULE_KERNELS || be->unavailable)
+            continue;
+        float **xs = make_inputs(gr, 3, 5150u, -1.0f, 1.0f);
+        float *all = run_once(be->ops, be->f16, be->schedule, gr, 3, xs, &err);
+        if (!all && err.status == KEYER_STATUS_DEVICE) {
+            printf("pointwise mma group chains: %s unavailable: %s\n", be->name, err.message);
+            free_inputs(gr, xs);
+            continue;
+        }
+        assert_non_null(all);
+        const size_t item = kr_tensor_elements(&gr->tensors[gr->outputs[0]]);
+        const size_t in_item = kr_tensor_elements(&gr->tensors[gr->inputs[0]]);
+        int differ = 0;
+        for (int i = 0; i < 3; i++) {
+            float *x1[1] = {xs[0] + in_item * (size_t)i};
+            float *one = run_once(be->ops, be->f16, be->schedule, gr, 1, x1, &err);
+            assert_non_null(one);
+            differ += memcmp(one, all + item * (size_t)i, item * sizeof(float)) != 0;
+            free(one);
+        }
+        printf("pointwise mma group chains: %s batch 3 items equal batch-1 runs: %s\n", be->name,
+               differ ? "no  FAIL" : "yes");
+        free(all);
+        free_inputs(gr, xs);
+        assert_int_equal(differ, 0);
+    }
+    check_graph(gr, "pointwise mma group chains", 0);
 }
 
 /* BlazeFace's two blocks from @p x (dims @p xd) to @p cout channels, as both chain tests build
