@@ -308,6 +308,43 @@ __device__ __noinline__ void pwm_store_pairs(const float *st, __half *__restrict
     }
 }
 
+/* kr_apply (common.cuh) with its post function @p P fixed: the clamp, then the same operations
+ * for each post function, so the same values. */
+template <int P> __device__ __forceinline__ float pwm_post(const kr_epilogue &e, float v)
+{
+    v = fminf(fmaxf(v, e.lo), e.hi);
+    if (P == KR_CUDA_POST_RELU)
+        return fmaxf(v, 0.0f);
+    if (P == KR_CUDA_POST_RELU6)
+        return fminf(fmaxf(v, 0.0f), 6.0f);
+    if (P == KR_CUDA_POST_HARD_SWISH)
+        return kr_div6(v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f));
+    if (P == KR_CUDA_POST_LOGISTIC)
+        return 1.0f / (1.0f + expf(-v));
+    return v;
+}
+
+/* A warp's accumulators (MI x 16 rows, 32 channels: the m16n8 layout) + the bias @p b (the
+ * pass's 32 channels), clamped, through post function @p P, into the warp's staging rows. */
+template <int P, int MI>
+__device__ __forceinline__ void pwm_epilogue(const kr_epilogue &e, const float (&acc)[MI][4][4],
+                                             const float *b, float *st, int lane)
+{
+    const int g = lane >> 2, q2 = (lane & 3) * 2;
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const int c = t * 8 + q2;
+            const float b0 = b[c], b1 = b[c + 1];
+            float *s0 = st + (16 * i + g) * PWM_LDS + c;
+            *reinterpret_cast<float2 *>(s0) =
+                make_float2(pwm_post<P>(e, acc[i][t][0] + b0), pwm_post<P>(e, acc[i][t][1] + b1));
+            *reinterpret_cast<float2 *>(s0 + 8 * PWM_LDS) =
+                make_float2(pwm_post<P>(e, acc[i][t][2] + b0), pwm_post<P>(e, acc[i][t][3] + b1));
+        }
+}
+
 /* Waits until none of this thread's committed groups is in flight. */
 __device__ __forceinline__ void pwm_wait0()
 {
@@ -510,20 +547,24 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                         pwm_mma(acc[i][t], a[i][2], a[i][3], bl[t >> 1][(t & 1) * 2 + 1]);
                     }
             }
-            /* bias, clamp, post function in registers; then the staging rows */
-            const int g = lane >> 2, q2 = (lane & 3) * 2;
-#pragma unroll
-            for (int i = 0; i < MI; i++)
-#pragma unroll
-                for (int t = 0; t < 4; t++) {
-                    const int c = t * 8 + q2;
-                    const float b0 = bs[nc - nc0 + c], b1 = bs[nc - nc0 + c + 1];
-                    float *s0 = st + (16 * i + g) * PWM_LDS + c;
-                    *reinterpret_cast<float2 *>(s0) = make_float2(
-                        kr_apply(e, acc[i][t][0] + b0), kr_apply(e, acc[i][t][1] + b1));
-                    *reinterpret_cast<float2 *>(s0 + 8 * PWM_LDS) = make_float2(
-                        kr_apply(e, acc[i][t][2] + b0), kr_apply(e, acc[i][t][3] + b1));
-                }
+            /* bias, clamp, post function in registers (the post function's switch once per
+             * pass, not per value); then the staging rows */
+            switch (e.post) {
+            case KR_CUDA_POST_RELU:
+                pwm_epilogue<KR_CUDA_POST_RELU, MI>(e, acc, bs + (nc - nc0), st, lane);
+                break;
+            case KR_CUDA_POST_RELU6:
+                pwm_epilogue<KR_CUDA_POST_RELU6, MI>(e, acc, bs + (nc - nc0), st, lane);
+                break;
+            case KR_CUDA_POST_HARD_SWISH:
+                pwm_epilogue<KR_CUDA_POST_HARD_SWISH, MI>(e, acc, bs + (nc - nc0), st, lane);
+                break;
+            case KR_CUDA_POST_LOGISTIC:
+                pwm_epilogue<KR_CUDA_POST_LOGISTIC, MI>(e, acc, bs + (nc - nc0), st, lane);
+                break;
+            default:
+                pwm_epilogue<KR_CUDA_POST_NONE, MI>(e, acc, bs + (nc - nc0), st, lane);
+            }
             __syncwarp();
             if (st_odd == PWM_ST_PAIRS) {
                 pwm_store_pairs<RW>(st, y, e, ra, m0 + r0, here - r0, nc, N, lane);
