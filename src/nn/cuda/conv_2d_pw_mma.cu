@@ -208,35 +208,18 @@ struct pwm_add {
     kr_epilogue e;
 };
 
-/* kr_apply (common.cuh) with its post function @p P fixed: the clamp, then the same operations
- * for each post function, so the same values. */
-template <int P> __device__ __forceinline__ float pwm_post(const kr_epilogue &e, float v)
-{
-    v = fminf(fmaxf(v, e.lo), e.hi);
-    if (P == KR_CUDA_POST_RELU)
-        return fmaxf(v, 0.0f);
-    if (P == KR_CUDA_POST_RELU6)
-        return fminf(fmaxf(v, 0.0f), 6.0f);
-    if (P == KR_CUDA_POST_HARD_SWISH)
-        return kr_div6(v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f));
-    if (P == KR_CUDA_POST_LOGISTIC)
-        return 1.0f / (1.0f + expf(-v));
-    return v;
-}
-
 /* Output value @p v (the convolution's, after its own epilogue) through the folded ADD with @p r
  * (the other operand's value): the convolution's value as stored (half), + r, the ADD's clamp
- * and post function (P: that function fixed, pwm_post; -1: switched per value, kr_apply). */
-template <int P> __device__ __forceinline__ float pwm_added(const pwm_add &ra, float v, float r)
+ * and post function. */
+__device__ __forceinline__ float pwm_added(const pwm_add &ra, float v, float r)
 {
-    return P < 0 ? kr_apply(ra.e, kr_stored<__half>(v) + r)
-                 : pwm_post<P < 0 ? 0 : P>(ra.e, kr_stored<__half>(v) + r);
+    return kr_apply(ra.e, kr_stored<__half>(v) + r);
 }
 
 /* The staged values of rows [0, @p rows) (at most RW) of a warp's 32-channel pass @p nc as
  * whole 16-byte pieces of the output rows from pixel @p m: lane (row, piece) = (lane / 4 + 8 it,
  * lane % 4); the folded residual added, rounded to half. */
-template <int RW, int P>
+template <int RW>
 __device__ __forceinline__ void pwm_store_rows(const float *st, __half *__restrict__ y,
                                                const kr_epilogue &e, const pwm_add &ra, int m,
                                                int rows, int nc, int N, int lane)
@@ -258,8 +241,8 @@ __device__ __forceinline__ void pwm_store_rows(const float *st, __half *__restri
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 const float2 f = __half22float2(rh[j]);
-                v[2 * j] = ra.src ? pwm_added<P>(ra, v[2 * j], f.x) : v[2 * j] + f.x;
-                v[2 * j + 1] = ra.src ? pwm_added<P>(ra, v[2 * j + 1], f.y) : v[2 * j + 1] + f.y;
+                v[2 * j] = ra.src ? pwm_added(ra, v[2 * j], f.x) : v[2 * j] + f.x;
+                v[2 * j + 1] = ra.src ? pwm_added(ra, v[2 * j + 1], f.y) : v[2 * j + 1] + f.y;
             }
         }
         uint4 ov;
@@ -284,7 +267,7 @@ enum { PWM_ST_VEC = 0, PWM_ST_ONE = 1, PWM_ST_PAIRS = 2 };
  * in flight together, then added as the one-channel stores add it: the same values. Not inlined: inlined, its loads
  * raised the kernel's registers from 96 to 124 (sm_90, 32 rows per warp), fewer resident
  * blocks for every layer. */
-template <int RW, int P>
+template <int RW>
 __device__ __noinline__ void pwm_store_pairs(const float *st, __half *__restrict__ y,
                                                 const kr_epilogue &e, const pwm_add &ra, int m,
                                                 int rows, int nc, int N, int lane)
@@ -317,12 +300,28 @@ __device__ __noinline__ void pwm_store_pairs(const float *st, __half *__restrict
             v.x += rf.x;
             v.y += rf.y;
         } else if (ra.src) {
-            v.x = pwm_added<P>(ra, v.x, rf.x);
-            v.y = pwm_added<P>(ra, v.y, rf.y);
+            v.x = pwm_added(ra, v.x, rf.x);
+            v.y = pwm_added(ra, v.y, rf.y);
         }
         *reinterpret_cast<__half2 *>(y + (size_t)(m + r) * N + col) = __floats2half2_rn(v.x, v.y);
     }
     }
+}
+
+/* kr_apply (common.cuh) with its post function @p P fixed: the clamp, then the same operations
+ * for each post function, so the same values. */
+template <int P> __device__ __forceinline__ float pwm_post(const kr_epilogue &e, float v)
+{
+    v = fminf(fmaxf(v, e.lo), e.hi);
+    if (P == KR_CUDA_POST_RELU)
+        return fmaxf(v, 0.0f);
+    if (P == KR_CUDA_POST_RELU6)
+        return fminf(fmaxf(v, 0.0f), 6.0f);
+    if (P == KR_CUDA_POST_HARD_SWISH)
+        return kr_div6(v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f));
+    if (P == KR_CUDA_POST_LOGISTIC)
+        return 1.0f / (1.0f + expf(-v));
+    return v;
 }
 
 /* A warp's accumulators (MI x 16 rows, 32 channels: the m16n8 layout) + the bias @p b (the
@@ -568,14 +567,7 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
             }
             __syncwarp();
             if (st_odd == PWM_ST_PAIRS) {
-                if (ra.src && ra.e.post == KR_CUDA_POST_RELU) /* BlazeFace's ADD + RELU */
-                    pwm_store_pairs<RW, KR_CUDA_POST_RELU>(st, y, e, ra, m0 + r0, here - r0, nc,
-                                                           N, lane);
-                else if (ra.src && ra.e.post == KR_CUDA_POST_NONE)
-                    pwm_store_pairs<RW, KR_CUDA_POST_NONE>(st, y, e, ra, m0 + r0, here - r0, nc,
-                                                           N, lane);
-                else
-                    pwm_store_pairs<RW, -1>(st, y, e, ra, m0 + r0, here - r0, nc, N, lane);
+                pwm_store_pairs<RW>(st, y, e, ra, m0 + r0, here - r0, nc, N, lane);
             } else if (st_odd) { /* lane j: column nc + j of each row */
                 const int col = nc + lane;
                 for (int r = 0; r < RW && r0 + r < here && col < N; r++) {
@@ -584,19 +576,12 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                     if (e.res)
                         v += __half2float(((const __half *)e.res)[o]);
                     if (ra.src)
-                        v = pwm_added<-1>(ra, v,
+                        v = pwm_added(ra, v,
                                       col < ra.ch ? __half2float(ra.src[m * ra.ch + col]) : 0.0f);
                     y[o] = __float2half_rn(v);
                 }
             } else {
-                if (ra.src && ra.e.post == KR_CUDA_POST_RELU) /* BlazeFace's ADD + RELU */
-                    pwm_store_rows<RW, KR_CUDA_POST_RELU>(st, y, e, ra, m0 + r0, here - r0, nc,
-                                                          N, lane);
-                else if (ra.src && ra.e.post == KR_CUDA_POST_NONE)
-                    pwm_store_rows<RW, KR_CUDA_POST_NONE>(st, y, e, ra, m0 + r0, here - r0, nc,
-                                                          N, lane);
-                else
-                    pwm_store_rows<RW, -1>(st, y, e, ra, m0 + r0, here - r0, nc, N, lane);
+                pwm_store_rows<RW>(st, y, e, ra, m0 + r0, here - r0, nc, N, lane);
             }
             __syncwarp(); /* the staging is read before the next pass writes it */
         }
