@@ -5,9 +5,7 @@
  * by L1/L2. With multiplier 1 and channels a multiple of 4, a thread computes 4 consecutive
  * channels with vector loads and one index computation; otherwise one output element. In half
  * precision 3x3 and 5x5 layers of stride 1 or 2 and an even channel count no multiple of 4
- * (BlazeFace's 42) take dw_half (2 channels of 4 pixels per thread), and stride-1 3x3 and 5x5
- * layers of a multiple of 4 channels dw_tile (dw_rows's loops on input rows staged in shared
- * memory). Float accumulation from
+ * (BlazeFace's 42) take dw_half (2 channels of 4 pixels per thread). Float accumulation from
  * the bias, taps outside the input skipped (the schedules' orders: ops/depthwise_conv_2d.cuh;
  * every kernel here sums alike), fused epilogue.
  */
@@ -138,120 +136,6 @@ static void launch_rows(const kr_cuda_op *op, const dw_shape &s, kr_epilogue e)
     dw_rows<T, KW, PX, I><<<kr_blocks(groups, 128), 128, 0, (cudaStream_t)op->stream>>>(
         (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2], (T *)op->out,
         (I)groups, s, e);
-}
-
-/*
- * Half precision, stride 1, multiplier 1, no dilation, a KW x KW kernel (3 or 5), channels a
- * multiple of 4, whole input rows of 16-byte multiples: a block computes DT_ROWS output rows of
- * one item. The KW + DT_ROWS - 1 input rows they read are copied whole into shared memory once
- * (16-byte loads, a warp reading 512 contiguous bytes; rows outside the input are not copied:
- * their taps are skipped), then each thread computes 4 channels of PX neighbouring output
- * pixels of one row exactly as dw_rows does (the same loops over taps and columns, the same
- * sums: from the bias, the taps in (ky, kx) order, taps outside the input skipped, one fmaf
- * per tap and channel; the epilogue and residual as dw_rows), reading the input from shared
- * memory instead of global memory, with no division by the item or row.
- */
-#define DT_ROWS 4
-#define DT_THREADS 256
-#define DT_MAX_SMEM (48 * 1024)
-
-template <int KW, int PX>
-__global__ void __launch_bounds__(DT_THREADS)
-    dw_tile(const __half *__restrict__ x, const float *__restrict__ w,
-            const float *__restrict__ bias, __half *__restrict__ y, int tiles_per_item,
-            dw_shape s, kr_epilogue e)
-{
-    extern __shared__ __align__(16) unsigned char dt_sm[];
-    __half *xs = reinterpret_cast<__half *>(dt_sm);
-    constexpr int NR = DT_ROWS + KW - 1;
-    const int b = (int)(blockIdx.x / (unsigned)tiles_per_item);
-    const int oy0 = ((int)blockIdx.x - b * tiles_per_item) * DT_ROWS, iy0 = oy0 - s.pt;
-    const int rowh = s.iw * s.ic, rv = rowh / 8; /* halves, 16-byte vectors per input row */
-    for (int i = threadIdx.x; i < NR * rv; i += DT_THREADS) {
-        const int r = i / rv, c = i - r * rv, iy = iy0 + r;
-        if ((unsigned)iy < (unsigned)s.ih)
-            reinterpret_cast<uint4 *>(xs + (size_t)r * rowh)[c] =
-                reinterpret_cast<const uint4 *>(x + ((size_t)b * s.ih + iy) * rowh)[c];
-    }
-    __syncthreads();
-    const int ocv = s.oc / 4, owb = (s.ow + PX - 1) / PX, per_row = owb * ocv;
-    const int nrows = s.oh - oy0 < DT_ROWS ? s.oh - oy0 : DT_ROWS;
-    for (int i = threadIdx.x; i < nrows * per_row; i += DT_THREADS) {
-        const int r = i / per_row, q = i - r * per_row, og = q / ocv, o = (q - og * ocv) * 4;
-        const int ox0 = og * PX, oy = oy0 + r;
-        float acc[PX][4];
-        float b4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if (bias)
-            kr_ldv<4>(bias + o, b4);
-#pragma unroll
-        for (int px = 0; px < PX; px++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                acc[px][c] = b4[c];
-        for (int ky = 0; ky < KW; ky++) {
-            const int iy = oy - s.pt + ky;
-            if ((unsigned)iy >= (unsigned)s.ih)
-                continue;
-            const __half *row = xs + (size_t)(r + ky) * rowh + o;
-            float wv[KW][4];
-#pragma unroll
-            for (int kx = 0; kx < KW; kx++)
-                kr_ldv<4>(w + (ky * KW + kx) * s.oc + o, wv[kx]);
-#pragma unroll
-            for (int j = 0; j < PX + KW - 1; j++) {
-                const int ix = ox0 - s.pl + j;
-                if ((unsigned)ix >= (unsigned)s.iw)
-                    continue;
-                float xv[4];
-                kr_ldv<4>(row + ix * s.ic, xv);
-#pragma unroll
-                for (int px = 0; px < PX; px++) {
-                    const int kx = j - px;
-                    if (kx >= 0 && kx < KW)
-                        kr_dw_fma<4>(acc[px], xv, wv[kx]);
-                }
-            }
-        }
-#pragma unroll
-        for (int px = 0; px < PX; px++) {
-            if (ox0 + px >= s.ow)
-                break;
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                acc[px][c] = kr_apply(e, acc[px][c]);
-            const size_t idx = (((size_t)b * s.oh + oy) * s.ow + ox0 + px) * s.oc + o;
-            kr_add_res<__half, 4>(e, idx, acc[px]);
-            kr_stv<4>(y + idx, acc[px]);
-        }
-    }
-}
-
-/* dw_tile where it applies (see there; the input, output and residual 16-byte aligned, the
- * weights and bias 16, the rows within DT_MAX_SMEM); 0 when it does not. */
-static int try_tile(const kr_cuda_op *op, const dw_shape &s, kr_epilogue e)
-{
-    const float *bias = (const float *)op->in[2];
-    const int nr = DT_ROWS + s.kw - 1;
-    const size_t smem = (size_t)nr * s.iw * s.ic * 2;
-    if (!op->f16 || s.mult != 1 || s.ic != s.oc || s.oc % 4 || (s.iw * s.ic) % 8 ||
-        s.sh != 1 || s.sw != 1 || s.dh != 1 || s.dw != 1 || s.kh != s.kw ||
-        (s.kw != 3 && s.kw != 5) || smem > DT_MAX_SMEM || !kr_aligned(op->in[0], 16) ||
-        !kr_aligned(op->out, 16) || !kr_aligned(op->in[1], 16) || (bias && !kr_aligned(bias, 16)) ||
-        (op->residual && !kr_aligned(op->residual, 16)))
-        return 0;
-    const int tiles = (s.oh + DT_ROWS - 1) / DT_ROWS;
-    const size_t blocks = (size_t)kr_dim(op, kr_out_t(op), 0) * tiles;
-    if (blocks == 0 || blocks > 0x7fffffffu)
-        return 0;
-    if (s.kw == 3)
-        dw_tile<3, 4><<<(unsigned)blocks, DT_THREADS, smem, (cudaStream_t)op->stream>>>(
-            (const __half *)op->in[0], (const float *)op->in[1], bias, (__half *)op->out, tiles,
-            s, e);
-    else
-        dw_tile<5, 4><<<(unsigned)blocks, DT_THREADS, smem, (cudaStream_t)op->stream>>>(
-            (const __half *)op->in[0], (const float *)op->in[1], bias, (__half *)op->out, tiles,
-            s, e);
-    return 1;
 }
 
 /* V (8 or 2) floats of @p p (16- or 8-byte aligned: dw_half's weights and bias), as two
@@ -437,7 +321,7 @@ template <typename T, typename I> static int launch(const kr_cuda_op *op)
               (!op->residual || kr_aligned(op->residual, 4 * sizeof(T))) &&
               (!bias || kr_aligned(bias, 16));
     kr_epilogue e = kr_make_epilogue(op, 1);
-    if (try_half<I>(op, s, e) || try_tile(op, s, e))
+    if (try_half<I>(op, s, e))
         return (int)cudaGetLastError();
     int rows = vec && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1 && s.kh == s.kw &&
                (s.kw == 3 || s.kw == 5);
