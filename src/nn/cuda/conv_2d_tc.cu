@@ -23,7 +23,8 @@
  * (rows padded to 80 bytes: ldmatrix reads 8 rows without bank conflicts); each warp loads its A
  * and B fragments with ldmatrix.x4 and issues MI x NI mma.sync per 16 k. The epilogue runs from
  * the accumulator registers: bias, clamp, folded activation and residual (kr_conv_out,
- * ops/conv_2d.cuh), stored as half pairs.
+ * ops/conv_2d.cuh), stored as half pairs (tc_epilogue: the activation a constant of the code, so
+ * that a thread's 16 to 64 outputs do not each inline a switch over the activations).
  *
  * Summation order (ops/conv_2d.cuh lists it with the others): per output, from 0, the 16-deep
  * chunks of k in order (k past K counts as zero products), each chunk's products summed as the
@@ -209,34 +210,94 @@ __device__ __forceinline__ uint4 tc_pooled8(const __half *__restrict__ src, cons
     return out;
 }
 
-/* The epilogue of output channels n and n + 1 of the output pixel whose first element is at
- * @p row in @p y, from their sums @p a0 and @p a1: bias, clamp, folded activation and residual
- * (kr_conv_out, ops/conv_2d.cuh), stored in half (as a pair where @p oc is even). */
-__device__ __forceinline__ void tc_store2(__half *__restrict__ y, const float *__restrict__ bias,
-                                          const kr_epilogue &e, int oc, size_t row, int n,
-                                          float a0, float a1)
+/* The epilogue of a warp's MI x NI accumulator fragments, activation @p Post (KR_CUDA_POST_*, a
+ * constant): output channels c = n + 8 j and c + 1 (n: this thread's first column) of the rows
+ * @p row(i, h) gives (the offset of the output pixel's first element in @p y; SIZE_MAX where the
+ * row is outside the output), from their sums acc[i][j][2 h] and acc[i][j][2 h + 1]: bias, clamp,
+ * folded activation and residual (kr_conv_out, ops/conv_2d.cuh), stored in half (as a pair where
+ * @p oc is even). The bias of the thread's columns is read once, a fragment row's residual pairs
+ * are loaded before its first store (loaded between the stores, each load waited for its own
+ * round trip: the compiler may not move a load over a store that might alias it), and the
+ * activation is one constant (a switch per value made the unrolled epilogue most of the
+ * kernel's code). */
+template <int Post, int MI, int NI, typename Row>
+__device__ __forceinline__ void tc_epilogue_post(__half *__restrict__ y,
+                                                 const float *__restrict__ bias,
+                                                 const kr_epilogue &e, int oc, int n,
+                                                 const float (&acc)[MI][NI][4], Row row)
 {
-    float v[2];
-    const float a[2] = {a0, a1};
+    kr_epilogue f = e;
+    f.post = Post;
+    float bv[NI][2];
 #pragma unroll
-    for (int q = 0; q < 2; q++)
-        v[q] = kr_conv_out(a[q], bias && n + q < oc ? bias[n + q] : 0.0f, 0.0f, false, kr_no_res(),
-                           [&](float t) { return kr_apply(e, t); });
-    const size_t o = row + n;
-    if ((oc & 1) == 0 && n < oc) {
-        if (e.res) {
-            const float2 r =
-                __half22float2(*reinterpret_cast<const __half2 *>((const __half *)e.res + o));
-            v[0] += r.x, v[1] += r.y;
-        }
-        *reinterpret_cast<__half2 *>(y + o) = __floats2half2_rn(v[0], v[1]);
-    } else {
+    for (int j = 0; j < NI; j++)
 #pragma unroll
         for (int q = 0; q < 2; q++)
-            if (n + q < oc) {
-                kr_add_res<__half, 1>(e, o + q, &v[q]);
-                kr_st(y + o + q, v[q]);
+            bv[j][q] = bias && n + j * 8 + q < oc ? bias[n + j * 8 + q] : 0.0f;
+    const bool pairs = (oc & 1) == 0; /* then n + 8 j < oc means both channels are */
+#pragma unroll
+    for (int i = 0; i < MI; i++) {
+        const size_t r0 = row(i, 0), r1 = row(i, 1);
+        __half2 res[2][NI];
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int j = 0; j < NI; j++) {
+                res[h][j] = __float2half2_rn(0.0f);
+                if (e.res && pairs && (h ? r1 : r0) != SIZE_MAX && n + j * 8 < oc)
+                    res[h][j] = *reinterpret_cast<const __half2 *>((const __half *)e.res +
+                                                                   (h ? r1 : r0) + n + j * 8);
             }
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int j = 0; j < NI; j++) {
+                const size_t o = (h ? r1 : r0) + n + j * 8;
+                if ((h ? r1 : r0) == SIZE_MAX || n + j * 8 >= oc)
+                    continue;
+                float v[2];
+#pragma unroll
+                for (int q = 0; q < 2; q++)
+                    v[q] = kr_conv_out(acc[i][j][h * 2 + q], bv[j][q], 0.0f, false, kr_no_res(),
+                                       [&](float t) { return kr_apply(f, t); });
+                if (pairs) {
+                    if (e.res) {
+                        const float2 r = __half22float2(res[h][j]);
+                        v[0] += r.x, v[1] += r.y;
+                    }
+                    *reinterpret_cast<__half2 *>(y + o) = __floats2half2_rn(v[0], v[1]);
+                } else { /* odd oc: element by element */
+                    kr_add_res<__half, 1>(e, o, &v[0]);
+                    kr_st(y + o, v[0]);
+                    if (n + j * 8 + 1 < oc) {
+                        kr_add_res<__half, 1>(e, o + 1, &v[1]);
+                        kr_st(y + o + 1, v[1]);
+                    }
+                }
+            }
+    }
+}
+
+/* tc_epilogue_post with the node's activation (e.post) as its constant. */
+template <int MI, int NI, typename Row>
+__device__ __forceinline__ void tc_epilogue(__half *__restrict__ y, const float *__restrict__ bias,
+                                            const kr_epilogue &e, int oc, int n,
+                                            const float (&acc)[MI][NI][4], Row row)
+{
+    switch (e.post) {
+    case KR_CUDA_POST_RELU:
+        tc_epilogue_post<KR_CUDA_POST_RELU>(y, bias, e, oc, n, acc, row);
+        break;
+    case KR_CUDA_POST_RELU6:
+        tc_epilogue_post<KR_CUDA_POST_RELU6>(y, bias, e, oc, n, acc, row);
+        break;
+    case KR_CUDA_POST_HARD_SWISH:
+        tc_epilogue_post<KR_CUDA_POST_HARD_SWISH>(y, bias, e, oc, n, acc, row);
+        break;
+    case KR_CUDA_POST_LOGISTIC:
+        tc_epilogue_post<KR_CUDA_POST_LOGISTIC>(y, bias, e, oc, n, acc, row);
+        break;
+    default: tc_epilogue_post<KR_CUDA_POST_NONE>(y, bias, e, oc, n, acc, row);
     }
 }
 
@@ -371,19 +432,10 @@ __global__ void __launch_bounds__(TC_THREADS)
     }
     tc_wait<0>(); /* no copy left in flight at exit */
 
-#pragma unroll
-    for (int i = 0; i < MI; i++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int m = m0 + wm * tl::TM + i * 16 + (lane >> 2) + h * 8;
-            if (m >= s.M)
-                continue;
-#pragma unroll
-            for (int j = 0; j < NI; j++)
-                tc_store2(y, bias, e, s.oc, (size_t)m * s.oc,
-                          n0 + wn * tl::TN + j * 8 + (lane & 3) * 2, acc[i][j][h * 2],
-                          acc[i][j][h * 2 + 1]);
-        }
+    tc_epilogue(y, bias, e, s.oc, n0 + wn * tl::TN + (lane & 3) * 2, acc, [&](int i, int h) {
+        const int m = m0 + wm * tl::TM + i * 16 + (lane >> 2) + h * 8;
+        return m < s.M ? (size_t)m * s.oc : SIZE_MAX;
+    });
 #else
     __trap(); /* built without mma.sync / cp.async for this device: fail loudly */
 #endif
@@ -576,20 +628,11 @@ __global__ void __launch_bounds__(WM * WN * 32)
     }
     tc_wait<0>(); /* no copy left in flight at exit */
 
-#pragma unroll
-    for (int i = 0; i < MI; i++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int r = wm * tl::TM + i * 16 + (lane >> 2) + h * 8;
-            const int oy = oy0 + r / TP_TW, ox = ox0 + r % TP_TW;
-            if (oy >= s.oh || ox >= s.ow)
-                continue;
-            const size_t row = (((size_t)b * s.oh + oy) * s.ow + ox) * s.oc;
-#pragma unroll
-            for (int j = 0; j < NI; j++)
-                tc_store2(y, bias, e, s.oc, row, n0 + wn * tl::TN + j * 8 + (lane & 3) * 2,
-                          acc[i][j][h * 2], acc[i][j][h * 2 + 1]);
-        }
+    tc_epilogue(y, bias, e, s.oc, n0 + wn * tl::TN + (lane & 3) * 2, acc, [&](int i, int h) {
+        const int r = wm * tl::TM + i * 16 + (lane >> 2) + h * 8;
+        const int oy = oy0 + r / TP_TW, ox = ox0 + r % TP_TW;
+        return oy < s.oh && ox < s.ow ? (((size_t)b * s.oh + oy) * s.ow + ox) * s.oc : SIZE_MAX;
+    });
 #else
     __trap(); /* built without mma.sync / cp.async for this device: fail loudly */
 #endif
