@@ -1323,8 +1323,9 @@ static int chain_pool_ceil(kt_graph *b, int x, const int *xd, int *od)
  * half-pixel resize (82 x 83 -> 164 x 166) and the 64 -> 16's output, with a folded RELU and the
  * block's residual ADD. Every cuda variant against the reference at batch 1 and 3 (the small
  * graphs above cover the edge cases; this one the many-block grids and the epilogue's
- * residual at scale). Run only where a CUDA device is present (the reference takes seconds at
- * this size).
+ * residual at scale). Then u2netp's deep levels (40 x 41): a 128 -> 64 reading a folded resize
+ * and concatenation, and a 64 -> 16. Run only where a CUDA device is present (the reference
+ * takes seconds at this size).
  */
 static void test_onnx_large_convs(void **state)
 {
@@ -1357,6 +1358,24 @@ static void test_onnx_large_convs(void **state)
     d = chain_binary(&b, KR_OP_ADD, d, a, dd);                     /* the block's residual */
     kt_graph_output(&b, d);
     finish_and_check_opt(&b, "onnx large convs", 1);
+
+    /* the deep levels (40 x 41: a few dozen blocks per layer, so the kernel keeps more input
+     * chunks in flight): 128 -> 64 from a folded half-pixel resize (20 x 21 -> 40 x 41) and its
+     * concatenation with the level's input, then a plain 64 -> 16 */
+    kt_graph_begin(&b, "onnx deep convs", 64, 32, 1 << 20);
+    rng = kt_rng_seed(2929);
+    int yd[4] = {1, 40, 41, 64}, zd[4] = {1, 20, 21, 64}, r2d[4], k2d[4], ed[4], fd[4];
+    int yv = kt_graph_act(&b, 4, yd), zv = kt_graph_act(&b, 4, zd);
+    kt_graph_input(&b, yv);
+    kt_graph_input(&b, zv);
+    int r2 = chain_resize(&b, zv, zd, 40, 41, 0, 1, r2d);
+    int k2 = chain_cat(&b, r2, r2d, yv, yd, k2d);                  /* 64 + 64 */
+    int ev = chain_conv_onnx(&b, &rng, k2, k2d, 64, 3, 1, 1, 1, ed); /* 128 -> 64 */
+    ev = chain_unary(&b, KR_OP_RELU, ev, ed);
+    int fv = chain_conv_onnx(&b, &rng, ev, ed, 16, 3, 1, 1, 1, fd); /* 64 -> 16 */
+    fv = chain_unary(&b, KR_OP_RELU, fv, fd);
+    kt_graph_output(&b, fv);
+    finish_and_check_opt(&b, "onnx deep convs", 1);
 #else
     printf("onnx large convs: skipped (built without the CUDA backend)\n");
 #endif
