@@ -477,13 +477,14 @@ static size_t tp_smem_bytes(const tc_shape &s, int bn)
            sizeof(__half);
 }
 
+/* At most 128 registers (two 8-warp or four 4-warp blocks per multiprocessor), as ptxas chose
+ * for every instance before the resize instance was split from the pool's: 164 without the
+ * bound, which left one 8-warp block per multiprocessor */
 template <int TH, int BN, int WM, int WN, int GK>
-__device__ __forceinline__ void conv_tcp_body(const __half *__restrict__ x,
-                                              const __half *__restrict__ x1,
-                                              const __half *__restrict__ w,
-                                              const float *__restrict__ bias,
-                                              __half *__restrict__ y, tc_shape s,
-                                              kr_epilogue e)
+__global__ void __launch_bounds__(WM * WN * 32, WM * WN == 8 ? 2 : 4)
+    conv_tcp(const __half *__restrict__ x, const __half *__restrict__ x1,
+             const __half *__restrict__ w, const float *__restrict__ bias, __half *__restrict__ y,
+             tc_shape s, kr_epilogue e)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     typedef tc_tile<TH * TP_TW, BN, WM, WN> tl;
@@ -667,34 +668,6 @@ __device__ __forceinline__ void conv_tcp_body(const __half *__restrict__ x,
 #endif
 }
 
-/* The kernel, with ptxas's own choice of registers (conv_tcp), or at most 128 (conv_tcp2: the
- * 16 x 16 x 64 tiles of 8 warps, so that two blocks fit a multiprocessor: their resize
- * instance took 164 without the bound). A minimum of blocks on the others made ptxas give
- * them more registers than its own choice (tcp_kernel picks the kernel of an instance). */
-template <int TH, int BN, int WM, int WN, int GK>
-__global__ void __launch_bounds__(WM * WN * 32)
-    conv_tcp(const __half *__restrict__ x, const __half *__restrict__ x1,
-             const __half *__restrict__ w, const float *__restrict__ bias, __half *__restrict__ y,
-             tc_shape s, kr_epilogue e)
-{
-    conv_tcp_body<TH, BN, WM, WN, GK>(x, x1, w, bias, y, s, e);
-}
-template <int TH, int BN, int WM, int WN, int GK>
-__global__ void __launch_bounds__(WM * WN * 32, 2)
-    conv_tcp2(const __half *__restrict__ x, const __half *__restrict__ x1,
-              const __half *__restrict__ w, const float *__restrict__ bias,
-              __half *__restrict__ y, tc_shape s, kr_epilogue e)
-{
-    conv_tcp_body<TH, BN, WM, WN, GK>(x, x1, w, bias, y, s, e);
-}
-template <int TH, int BN, int WM, int WN, int GK> static auto tcp_kernel()
-{
-    if constexpr (WM * WN == 8 && BN == 64)
-        return conv_tcp2<TH, BN, WM, WN, GK>;
-    else
-        return conv_tcp<TH, BN, WM, WN, GK>;
-}
-
 /* Patch tiles of TH rows: their geometry in @p s (tiles_y, ph; tiles_x and pw do not depend on
  * TH). */
 static void tp_geometry(tc_shape &s, int th)
@@ -733,11 +706,11 @@ static size_t tp_slots_of(const kr_cuda_op *op, tc_shape s)
         return 0;
     int n = 0;
     if ((smem > 48 * 1024 &&
-         cudaFuncSetAttribute(tcp_kernel<TH, BN, WM, WN, GK>(),
+         cudaFuncSetAttribute(conv_tcp<TH, BN, WM, WN, GK>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                               (int)smem) != cudaSuccess) ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, tcp_kernel<TH, BN, WM, WN, GK>(),
-                                                      WM * WN * 32, smem) != cudaSuccess) {
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, conv_tcp<TH, BN, WM, WN, GK>, WM * WN * 32,
+                                                      smem) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
@@ -768,7 +741,7 @@ static int launch_patch(const kr_cuda_op *op, tc_shape s, const __half *x0, cons
     const size_t smem = tp_smem_bytes(s, BN);
     cudaError_t err;
     if (smem > 48 * 1024 &&
-        (err = cudaFuncSetAttribute(tcp_kernel<TH, BN, WM, WN, GK>(),
+        (err = cudaFuncSetAttribute(conv_tcp<TH, BN, WM, WN, GK>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) !=
             cudaSuccess)
         return (int)err;
@@ -788,7 +761,7 @@ static int launch_patch(const kr_cuda_op *op, tc_shape s, const __half *x0, cons
     cfg.stream = (cudaStream_t)op->stream;
     cfg.attrs = attr;
     cfg.numAttrs = op->caps->major >= 9 ? 1 : 0;
-    return (int)cudaLaunchKernelEx(&cfg, tcp_kernel<TH, BN, WM, WN, GK>(), x0, x1,
+    return (int)cudaLaunchKernelEx(&cfg, conv_tcp<TH, BN, WM, WN, GK>, x0, x1,
                                    (const __half *)op->w16, bias, (__half *)op->out, s,
                                    kr_make_epilogue(op, 1));
 }
@@ -950,10 +923,9 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
                 }
             }
         /* a grid of at most one block per multiprocessor (no other block of the layer competes
-         * for the shared memory) and more than two input chunks (two buffers hold two):
-         * TP_DEEP_STAGES chunks in flight where they fit. A choice by the number of blocks (so
-         * by the batch too), which changes no output's sum */
-        if ((s.ic + TP_CK - 1) / TP_CK > 2) {
+         * for the shared memory): TP_DEEP_STAGES chunks in flight where they fit. A choice by
+         * the number of blocks (so by the batch too), which changes no output's sum */
+        {
             tc_shape sd = s;
             tp_geometry(sd, th);
             sd.stages = TP_DEEP_STAGES;
