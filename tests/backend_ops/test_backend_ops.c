@@ -26,8 +26,10 @@
  *    RESIZE_BILINEAR against re-derivations written differently from the kernels (explicit
  *    zero-padded input; gather instead of scatter; double-precision resize coordinates).
  *
- *  test_u2net_block, test_onnx_stems, test_onnx_one_output, test_gather_folds and the *_chains
- *    tests: small graphs in the shapes the cuda backend fuses or has kernels of their own for
+ *  test_u2net_block, test_onnx_stems, test_onnx_one_output, test_gather_folds,
+ *    test_onnx_large_convs (where a CUDA device is present) and the *_chains tests: small
+ *    graphs (test_onnx_large_convs: u2netp's scale) in the shapes the cuda backend fuses or
+ *    has kernels of their own for
  *    (see each test's comment), every cuda variant against the reference;
  *    test_gather_folds also checks that the per-node f16 schedule folds its resizes and
  *    concatenations into the tensor-core convolutions on a device with mma.sync.
@@ -1295,6 +1297,90 @@ static void test_gather_folds(void **state)
     check_graph(gr, "gather folds", 1);
 }
 
+#ifdef KEYER_HAVE_CUDA_NN
+/* A 2x2 stride-2 ceil-mode MAX_POOL_2D of @p x (@p xd) with explicit (zero) padding, as
+ * u2netp's encoder pools; its output dims in @p od. */
+static int chain_pool_ceil(kt_graph *b, int x, const int *xd, int *od)
+{
+    od[0] = 1, od[1] = (xd[1] - 2 + 1) / 2 + 1, od[2] = (xd[2] - 2 + 1) / 2 + 1, od[3] = xd[3];
+    int y = kt_graph_act(b, 4, od);
+    kr_node *pool = kt_graph_node(b, KR_OP_MAX_POOL_2D, 1, &x, y);
+    pool->p.window.kernel_h = pool->p.window.kernel_w = 2;
+    pool->p.window.stride_h = pool->p.window.stride_w = 2;
+    pool->p.window.dilation_h = pool->p.window.dilation_w = 1;
+    pool->p.window.padding = KR_PADDING_EXPLICIT;
+    pool->p.window.ceil_mode = 1;
+    return y;
+}
+#endif
+
+/*
+ * u2netp's large layers at their own scale (the 160 x 160 level of an RSU block, at 164 x 166 so
+ * that tiles are cut at the bottom and the right): 3x3 convolutions of 64 outputs over tens of
+ * thousands of pixels, where the cuda backend's f16 tensor-core kernels run many blocks per
+ * layer: a 16 -> 64 on the input, a 64 -> 16 reading a folded ceil-mode pool (at 82 x 83), a
+ * 64 -> 16, and the block's last layer, 32 -> 64 reading the concatenation of a folded
+ * half-pixel resize (82 x 83 -> 164 x 166) and the 64 -> 16's output, with a folded RELU and the
+ * block's residual ADD. Every cuda variant against the reference at batch 1 and 3 (the small
+ * graphs above cover the edge cases; this one the many-block grids and the epilogue's
+ * residual at scale). Then u2netp's deep levels (40 x 41): a 128 -> 64 reading a folded resize
+ * and concatenation, and a 64 -> 16. Run only where a CUDA device is present (the reference
+ * takes seconds at this size).
+ */
+static void test_onnx_large_convs(void **state)
+{
+    (void)state;
+#ifdef KEYER_HAVE_CUDA_NN
+    keyer_error cerr = {0};
+    kr_gpu_caps caps;
+    const kr_device_fns *dev = kr_device_cuda();
+    if (!dev || dev->caps(0, 1, &caps, &cerr) != KEYER_OK) {
+        printf("onnx large convs: skipped (no CUDA device)\n");
+        return;
+    }
+    kt_graph b;
+    kt_graph_begin(&b, "onnx large convs", 64, 32, 1 << 20);
+    kt_rng rng = kt_rng_seed(2828);
+    int xd[4] = {1, 164, 166, 16}, ad[4], pd[4], cd[4], rd[4], hd[4], kd[4], dd[4];
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int a = chain_conv_onnx(&b, &rng, x, xd, 64, 3, 1, 1, 1, ad); /* 16 -> 64 */
+    a = chain_unary(&b, KR_OP_RELU, a, ad);
+    int p = chain_pool_ceil(&b, a, ad, pd);                        /* 82 x 83 */
+    int c = chain_conv_onnx(&b, &rng, p, pd, 16, 3, 1, 1, 1, cd);  /* the pool folded in */
+    c = chain_unary(&b, KR_OP_RELU, c, cd);
+    int r = chain_resize(&b, c, cd, 164, 166, 0, 1, rd);           /* half-pixel */
+    int h = chain_conv_onnx(&b, &rng, a, ad, 16, 3, 1, 1, 1, hd);  /* 64 -> 16 */
+    h = chain_unary(&b, KR_OP_RELU, h, hd);
+    int k = chain_cat(&b, r, rd, h, hd, kd);                       /* 16 + 16 */
+    int d = chain_conv_onnx(&b, &rng, k, kd, 64, 3, 1, 1, 1, dd);  /* 32 -> 64 */
+    d = chain_unary(&b, KR_OP_RELU, d, dd);
+    d = chain_binary(&b, KR_OP_ADD, d, a, dd);                     /* the block's residual */
+    kt_graph_output(&b, d);
+    finish_and_check_opt(&b, "onnx large convs", 1);
+
+    /* the deep levels (40 x 41: a few dozen blocks per layer, so the kernel keeps more input
+     * chunks in flight): 128 -> 64 from a folded half-pixel resize (20 x 21 -> 40 x 41) and its
+     * concatenation with the level's input, then a plain 64 -> 16 */
+    kt_graph_begin(&b, "onnx deep convs", 64, 32, 1 << 20);
+    rng = kt_rng_seed(2929);
+    int yd[4] = {1, 40, 41, 64}, zd[4] = {1, 20, 21, 64}, r2d[4], k2d[4], ed[4], fd[4];
+    int yv = kt_graph_act(&b, 4, yd), zv = kt_graph_act(&b, 4, zd);
+    kt_graph_input(&b, yv);
+    kt_graph_input(&b, zv);
+    int r2 = chain_resize(&b, zv, zd, 40, 41, 0, 1, r2d);
+    int k2 = chain_cat(&b, r2, r2d, yv, yd, k2d);                  /* 64 + 64 */
+    int ev = chain_conv_onnx(&b, &rng, k2, k2d, 64, 3, 1, 1, 1, ed); /* 128 -> 64 */
+    ev = chain_unary(&b, KR_OP_RELU, ev, ed);
+    int fv = chain_conv_onnx(&b, &rng, ev, ed, 16, 3, 1, 1, 1, fd); /* 64 -> 16 */
+    fv = chain_unary(&b, KR_OP_RELU, fv, fd);
+    kt_graph_output(&b, fv);
+    finish_and_check_opt(&b, "onnx deep convs", 1);
+#else
+    printf("onnx large convs: skipped (built without the CUDA backend)\n");
+#endif
+}
+
 /*
  * The shapes of the segmentation decoders, where the cuda backend folds activations and
  * residual ADDs into the producing node (backend.c): a narrow pointwise conv + RELU + ADD, a
@@ -2129,6 +2215,7 @@ int main(void)
         cmocka_unit_test(test_onnx_stems),
         cmocka_unit_test(test_onnx_one_output),
         cmocka_unit_test(test_gather_folds),
+        cmocka_unit_test(test_onnx_large_convs),
     };
     /* KEYER_BACKEND_OPS_TESTS=pattern runs only the matching tests (e.g. under
      * compute-sanitizer, which is slow) */
