@@ -568,10 +568,11 @@ static void log_timeline(kr_split_gpus *sp, keyer_session *const *engines, int c
     }
     keyer_log(sp->logger, KEYER_LOG_INFO,
               "split: %d chunks of %d-%d frames (%d counted exactly) on %d lanes, %d per GPU; "
-              "%lld pictures decoded for %lld frames read; last chunk written at %.1f ms, the "
-              "writer waited %.1f ms for chunks' first frames",
+              "%lld pictures decoded for %lld frames read; first frame out at %.1f ms, last "
+              "at %.1f ms; the writer waited %.1f ms in all for chunks' first frames",
               sp->chunks, least, most, exact, sp->lanes, sp->lanes / count, (long long)pictures,
-              (long long)sent, (double)done * 1e-6, (double)wait * 1e-6);
+              (long long)sent, (double)sp->times[0].write_first * 1e-6, (double)done * 1e-6,
+              (double)wait * 1e-6);
     for (int e = 0; e < count; e++) {
         char ends[256] = "", blocked[256] = "";
         size_t le = 0, lb = 0;
