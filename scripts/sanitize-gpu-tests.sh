@@ -42,9 +42,10 @@
 #
 #   test (program)              cases run apart     memcheck initcheck synccheck  racecheck
 #   test_backend_ops            per test x variant  all      all       all        all kernels
-#   test_nn_cuda_gpu            whole               all      all       all        segment_kernel + non-nn
-#   network tests (keying, people, people_device, pipeline, mesh, pose, precision, nn_onnx,
-#     onnx_oracle, gpu_caps, effects, model_desc, multigpu)   all  all  all        non-nn kernels
+#   test_nn_cuda_gpu            per test            all      all       all        segment_kernel + non-nn
+#   network tests (keying, people, people_device, pipeline, mesh, pose, onnx_oracle: per
+#     test; precision, nn_onnx, gpu_caps, effects, model_desc, multigpu: whole)
+#                                                   all      all       all        non-nn kernels
 #   no network (knn, overlay, people_switch, io_nvdec, io_encoder)  all  all  all    all kernels
 #
 # Table columns: tool, test program, case (a cmocka pattern, * for the whole program), kernels
@@ -114,6 +115,9 @@ test_pipeline_pose_gpu test_pose_stage_f32
 test_pipeline_pose_gpu test_pose_stage_nvdec_files
 test_pipeline_pose_gpu test_pose_stage_gpu_failure
 test_nn_onnx_cuda_gpu *
+test_nn_cuda_gpu test_models
+test_onnx_oracle_gpu test_u2netp_cuda_f32
+test_onnx_oracle_gpu test_u2netp_cuda_f16
 test_people_device_gpu test_people_session_cuda
 test_people_device_gpu test_people_device_frames
 test_pipeline_gpu test_cuda_file_matches_cpu
@@ -130,7 +134,10 @@ test_people_gpu test_photos
 test_people_gpu test_vtest
 test_people_gpu test_keying
 test_keying_gpu *
-test_onnx_oracle_gpu *
+test_onnx_oracle_gpu test_ops_cuda_*
+test_nn_cuda_gpu test_replay_and_stream
+test_nn_cuda_gpu test_auto_batch_limits
+test_nn_cuda_gpu test_errors
 test_gpu_caps_gpu *
 test_precision_gpu *
 test_model_desc_gpu *
@@ -154,13 +161,16 @@ tools=(racecheck memcheck initcheck synccheck)
 # The table, longest runs first (the queue starts them first): test_backend_ops' single
 # operators under racecheck, the network cases under each tool, the rest.
 table() {
-  local t prog c rest v
+  local t prog c rest v k
   for v in cuda-f16 cuda-pers-f16 cuda cuda-pers; do
     echo "racecheck test_backend_ops test_ops_all_backends all KEYER_BACKEND_OPS_CUDA=$v"
   done
   while read -r prog c rest; do
     for t in "${tools[@]}"; do
-      echo "$t $prog $c $([ $t = racecheck ] && echo no-nn || echo all)${rest:+ $rest}"
+      k=all
+      [ $t = racecheck ] && k=no-nn
+      [ $t = racecheck ] && [ $prog = test_nn_cuda_gpu ] && k=no-nn+segment_kernel
+      echo "$t $prog $c $k${rest:+ $rest}"
     done
   done <<<"$net_cases"
   for t in "${tools[@]}"; do
@@ -170,10 +180,8 @@ table() {
           echo "racecheck test_backend_ops $c all KEYER_BACKEND_OPS_CUDA=$v"
         done
       done
-      echo "racecheck test_nn_cuda_gpu * no-nn+segment_kernel"
     else
       for c in "${bo_tests[@]}"; do echo "$t test_backend_ops $c all"; done
-      echo "$t test_nn_cuda_gpu * all"
     fi
   done
   while read -r prog c rest; do
