@@ -26,6 +26,12 @@ for t in $(bash "$script" --list | awk '{print $2}' | sort -u); do
 done
 runs=$(bash "$script" --list | wc -l)
 [ "$runs" -ge 150 ] || fail "the table lists $runs runs"
+# every case of the table is a test of its program (a pattern: at least one)
+while read -r t prog c rest; do
+    [ "$c" = '*' ] && continue
+    grep -qE "cmocka_unit_test\(${c//\*/[a-z0-9_]*}\)" "$repo"/tests/*/"$prog".c ||
+        fail "$prog has no test '$c'"
+done < <(bash "$script" --list | sort -u -k2,3)
 for t in memcheck initcheck synccheck racecheck; do
     # every GPU test program of the tree under every tool
     for f in "$repo"/tests/*/test_*_gpu.c; do
@@ -67,6 +73,8 @@ case "$tool $prog $KEYER_TEST_FILTER" in
         # the run's shell: the parent of `timeout`, the parent of this process (taskset execs)
         kill -KILL "$(awk '{print $4}' "/proc/$PPID/stat")"
         exit 0 ;;
+    "synccheck test_people_gpu test_vtest")                # a filter that matches nothing
+        echo "[  PASSED  ] 0 test(s)."; summary 0; exit 0 ;;
     "initcheck test_keying_gpu *")
         kill -SEGV $$ ;;
     "racecheck test_overlay_gpu *")
@@ -110,6 +118,8 @@ line memcheck test_people_gpu test_photos | grep -q "no result" ||
     fail "the run whose shell was killed is not 'no result'"
 line initcheck test_keying_gpu '\*' | grep -q "rc 139" ||
     fail "the run killed by SIGSEGV is not 'rc 139'"
+line synccheck test_people_gpu test_vtest | grep -q ": no test ran " ||
+    fail "a run that ran no test is not 'no test ran'"
 line racecheck test_overlay_gpu '\*' | grep -q ": clean .*RACECHECK SUMMARY: 0 hazards" ||
     fail "the last run to end is not reported clean"
 line memcheck test_pipeline_pose_gpu test_pose_stage_f16 | grep -q ", full" ||
@@ -168,8 +178,8 @@ echo "$sum" | grep -E '^test_people_device_gpu ' | grep -q 'out of time, ' || fa
 echo "$sum" | grep -E '^test_people_gpu ' | grep -q 'no result, ' || fail "the summary's 'no result'"
 [ "$(echo "$sum" | grep -cE '^test_[a-z_]+ ')" = "$(bash "$script" --list | awk '{print $2}' | sort -u | wc -l)" ] ||
     fail "not one summary row per test program"
-clean=$((runs - 4))
-echo "$out" | tail -1 | grep -q "$runs runs on GPU 0,1 (3 at once per GPU), $clean clean, 0 skipped, 4 not" ||
+clean=$((runs - 5))
+echo "$out" | tail -1 | grep -q "$runs runs on GPU 0,1 (3 at once per GPU), $clean clean, 0 skipped, 5 not" ||
     fail "the summary line"
 
 # one GPU: the two-GPU test skips under every tool, a skip is no failure
