@@ -5,7 +5,7 @@
 # after a CUDA build; docs/notes/compute-sanitizer.md has the plan's reasons and its results.
 #
 #   usage: scripts/sanitize-gpu-tests.sh [--build DIR] [--tool T[,T...]|all] [--gpus "0 1"]
-#            [--jobs N] [--timeout S] [--full] [--progress] [--list] [REGEX]
+#            [--jobs N] [--timeout S] [--full] [--progress] [--brief] [--list] [REGEX]
 #
 #  --build DIR   the CUDA build (default build); its tests/ holds the test programs
 #  --tool        memcheck, initcheck, synccheck, racecheck, a comma-separated list of them, or
@@ -18,6 +18,8 @@
 #  --full        without the tests' short mode (KEYER_TEST_SHORT unset): their whole runs
 #  --progress    also print each run's line ("done: ...") as soon as it ends, so that a caller
 #                that cuts the script short still has the runs that ended
+#  --brief       in the table of runs at the end, only the runs that are not clean (the summary
+#                table still counts every run)
 #  --list        print the runs and exit
 #  REGEX         only the runs whose "tool test case" line matches (grep -E)
 #
@@ -77,6 +79,7 @@ limit=300
 short=1
 list=0
 progress=0
+brief=0
 pattern=
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -87,6 +90,7 @@ while [ $# -gt 0 ]; do
     --timeout) limit=$2; shift 2 ;;
     --full) short=0; shift ;;
     --progress) progress=1; shift ;;
+    --brief) brief=1; shift ;;
     --list) list=1; shift ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "sanitize-gpu-tests: unknown option $1" >&2; exit 2 ;;
@@ -206,6 +210,24 @@ vtest=/usr/share/doc/opencv-doc/examples/data/vtest.avi
 export KEYER_VTEST=${KEYER_VTEST:-$vtest}
 if [ $short = 1 ]; then export KEYER_TEST_SHORT=1; else unset KEYER_TEST_SHORT; fi
 
+SAN_LOGS=$(mktemp -d)
+export SAN_LOGS
+# removed at the very end only: every run has ended by then (see below)
+trap 'rm -rf "$SAN_LOGS"' EXIT
+
+# SIGINT / SIGTERM: no run starts any more, the started runs' process groups are stopped
+# (their shells here stop with the signal), the script waits for them and prints what it has
+stopped=0
+stop() {
+  stopped=1
+  touch "$SAN_LOGS/stopped"
+  local f
+  for f in "$SAN_LOGS"/*.pid; do
+    [ -f "$f" ] && kill -TERM -- "-$(cat "$f")" "$(cat "$f")" 2> /dev/null
+  done
+}
+trap stop INT TERM
+
 # The network kernels: every __global__ function declared in src/nn/cuda (any qualifiers,
 # __launch_bounds__ included), as the substring its mangled name starts with (_Z, the name's
 # length, the name: keyer's kernels are not in namespaces); the same names of the other CUDA
@@ -234,10 +256,6 @@ else
   nn_names=
 fi
 export SAN_CS=$cs SAN_BUILD=$build SAN_LIMIT=$limit SAN_PROGRESS=$progress SAN_NN_NAMES=$nn_names
-SAN_LOGS=$(mktemp -d)
-export SAN_LOGS
-# removed at the very end only: every run has ended by then (see below)
-trap 'rm -rf "$SAN_LOGS"' EXIT
 
 # the cores this process may use, split evenly between the GPUs
 read -r -a cores <<<"$(python3 -c 'import os; print(" ".join(map(str, sorted(os.sched_getaffinity(0)))))')"
@@ -328,18 +346,6 @@ pool() {
   wait
 }
 
-# SIGINT / SIGTERM: no run starts any more, the started runs' process groups are stopped
-# (their shells here stop with the signal), the script waits for them and prints what it has
-stopped=0
-stop() {
-  stopped=1
-  touch "$SAN_LOGS/stopped"
-  local f
-  for f in "$SAN_LOGS"/*.pid; do
-    [ -f "$f" ] && kill -TERM -- "-$(cat "$f")" "$(cat "$f")" 2> /dev/null
-  done
-}
-trap stop INT TERM
 
 t0=$SECONDS
 i=0
@@ -369,8 +375,12 @@ skipped=0
 while read -r i t prog filter kern opts; do
   what="[$filter$([ "$kern" = all ] || echo ", $kern")${opts:+, $opts}]"
   if [ -f "$SAN_LOGS/$i.line" ]; then
-    cat "$SAN_LOGS/$i.line"
-    grep -q ': clean ' "$SAN_LOGS/$i.line" && clean=$((clean + 1))
+    if grep -q ': clean ' "$SAN_LOGS/$i.line"; then
+      clean=$((clean + 1))
+      [ $brief = 1 ] || cat "$SAN_LOGS/$i.line"
+    else
+      cat "$SAN_LOGS/$i.line"
+    fi
     grep -q ': skipped ' "$SAN_LOGS/$i.line" && skipped=$((skipped + 1))
   elif [ -f "$SAN_LOGS/$i.gpu" ]; then
     printf '%-9s %-26s %-40s GPU %s: no result (the run ended without its line%s)\n' "$t" "$prog" \

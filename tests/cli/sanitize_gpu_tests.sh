@@ -182,6 +182,14 @@ clean=$((runs - 5))
 echo "$out" | tail -1 | grep -q "$runs runs on GPU 0,1 (3 at once per GPU), $clean clean, 0 skipped, 5 not" ||
     fail "the summary line"
 
+# --brief: only the runs that are not clean, then the same summary table
+out4=$(bash "$script" --build "$tmp/build" --gpus "0 1" --jobs 3 --timeout 4 --brief 'test_pipeline_pose_gpu|test_knn_gpu' 2>&1)
+echo "$out4"
+echo "$out4" | grep -E '^[a-z]+check ' | grep -q ': clean ' && fail "--brief printed a clean run"
+echo "$out4" | grep -qE '^memcheck +test_pipeline_pose_gpu +\[test_pose_stage_f32\].*ERRORS' ||
+    fail "--brief left out the run with errors"
+echo "$out4" | grep -qE '^test_knn_gpu +0 errors, ' || fail "--brief: the summary table"
+
 # one GPU: the two-GPU test skips under every tool, a skip is no failure
 out3=$(bash "$script" --build "$tmp/build" --gpus 1 --timeout 20 'test_pipeline_multigpu_gpu' 2>&1)
 rc=$?
@@ -195,7 +203,9 @@ echo "$out3" | tail -1 | grep -q "4 runs on GPU 1 (8 at once per GPU), 0 clean, 
 FAKE_HANG=1 bash "$script" --build "$tmp/build" --jobs 8 --timeout 50 'racecheck test_(overlay_gpu|pipeline_mesh_gpu test_crops)' \
     > "$tmp/out2" 2>&1 &
 pid=$!
-sleep 2
+# once both runs have started (the hanging one sleeps), and 1 s more
+for _ in $(seq 100); do [ "$(wc -l < "$tmp/calls")" -ge 2 ] && break; sleep 0.2; done
+sleep 1
 kill -TERM $pid
 t1=$SECONDS
 wait $pid
