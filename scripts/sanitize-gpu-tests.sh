@@ -305,6 +305,8 @@ one() {
   esac
   # a case filter that matches no test (a renamed case) runs nothing: not clean
   [ $rc = 0 ] && grep -qE '\[ +PASSED +\] 0 test' "$log" && what="no test ran"
+  # the tool's own failure (counted in its summary as an error), not a finding in the code
+  grep -q 'Internal Sanitizer Error' "$log" && what="TOOL ERROR"
   {
     printf '%-9s %-26s %-40s GPU %s: %-11s %3d s; %s; %s\n' "$t" "$prog" "[$filter$mark]" "$gpu" \
       "$what" $((SECONDS - s)) "${sum:-no summary}" "${passed:-no cmocka result}"
@@ -395,12 +397,14 @@ done < "$SAN_LOGS/jobs"
 
 # The summary table: per test program (first appearance in the table) and tool, the errors
 # added up over its runs when all of them ended with a summary (else the worst verdict: ERRORS,
-# no test ran, rc N, out of time, no result, not started, skipped) and their seconds added up.
+# TOOL ERROR (an internal sanitizer error), no test ran, rc N, out of time, no result, not
+# started, skipped) and their seconds added up.
 echo
 echo "summary (errors, or the worst verdict; seconds of the runs added up):"
 for i in $(seq 0 $((n - 1))); do cat "$SAN_LOGS/$i.rec"; done | awk '
   function rank(v) {
-    if (v == "ERRORS") return 7
+    if (v == "ERRORS") return 8
+    if (v == "TOOL_ERROR") return 7
     if (v == "no_test_ran") return 6
     if (v ~ /^rc_/) return 5
     if (v == "out_of_time") return 4
