@@ -202,7 +202,7 @@ out3=$(bash "$script" --build "$tmp/build" --gpus 1 --timeout 20 'test_pipeline_
 rc=$?
 echo "$out3"
 [ $rc = 0 ] || fail "exit status $rc with skipped runs only"
-echo "$out3" | tail -1 | grep -q "4 runs on GPU 1 (8 at once per GPU), 0 clean, 4 skipped, 0 not" ||
+echo "$out3" | tail -1 | grep -q "4 runs on GPU 1 (12 at once per GPU), 0 clean, 4 skipped, 0 not" ||
     fail "the summary line with skipped runs"
 
 # SIGTERM while a run hangs: the script stops it, prints the table and exits 1 at once
