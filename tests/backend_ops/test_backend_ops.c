@@ -34,7 +34,12 @@
  *    test_gather_folds also checks that the per-node f16 schedule folds its resizes and
  *    concatenations into the tensor-core convolutions on a device with mma.sync.
  *
- * KEYER_BACKEND_OPS_TESTS=pattern runs only the tests whose names match (cmocka's filter).
+ * KEYER_BACKEND_OPS_TESTS=pattern (or KEYER_TEST_FILTER, the GPU tests' name for it,
+ * tests/common/kt_gpu.h) runs only the tests whose names match (cmocka's filter).
+ * KEYER_BACKEND_OPS_CUDA=name[,name...] runs only these cuda variants (cuda, cuda-f16,
+ * cuda-pers, cuda-pers-f16: the backends table below); the others are listed and skipped, the
+ * reference and cpu backends always run. A name that is no cuda variant of a CUDA build fails
+ * the run. scripts/sanitize-gpu-tests.sh racechecks the variants in separate processes.
  * Perf mode: KEYER_BACKEND_OPS_PERF=1 also times each case per backend (batch 1 and 3) and
  * prints microseconds per run.
  */
@@ -716,6 +721,51 @@ static backend_entry backends[] = {
 #endif
 };
 #define N_BACKENDS ((int)(sizeof(backends) / sizeof(backends[0])))
+
+/* Whether backends[bi] is a cuda variant. */
+static int is_cuda_variant(int bi) { return strncmp(backends[bi].name, "cuda", 4) == 0; }
+
+/* The cuda variant named by the @p n characters at @p name, or -1. */
+static int cuda_variant(const char *name, size_t n)
+{
+    for (int bi = 0; bi < N_BACKENDS; bi++)
+        if (is_cuda_variant(bi) && strlen(backends[bi].name) == n &&
+            strncmp(backends[bi].name, name, n) == 0)
+            return bi;
+    return -1;
+}
+
+/* KEYER_BACKEND_OPS_CUDA (the header comment): marks the cuda variants that @p list (a comma-
+ * separated list of names; NULL or empty: all) does not name unavailable. Returns 0, or -1
+ * (printing why) when a name is no cuda variant of this build. */
+static int select_cuda_variants(const char *list)
+{
+    if (!list || !*list)
+        return 0;
+    if (cuda_variant("cuda", 4) < 0) {
+        printf("KEYER_BACKEND_OPS_CUDA=%s: no cuda variants in this build\n", list);
+        return 0;
+    }
+    int named[N_BACKENDS] = {0};
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        int bi = cuda_variant(p, n);
+        if (bi < 0) {
+            printf("KEYER_BACKEND_OPS_CUDA=%s: '%.*s' is no cuda variant of this build\n", list,
+                   (int)n, p);
+            return -1;
+        }
+        named[bi] = 1;
+        p += n + (p[n] == ',');
+    }
+    for (int bi = 0; bi < N_BACKENDS; bi++) {
+        if (is_cuda_variant(bi) && !named[bi]) {
+            backends[bi].unavailable = 1;
+            printf("%s: skipped (KEYER_BACKEND_OPS_CUDA=%s)\n", backends[bi].name, list);
+        }
+    }
+    return 0;
+}
 
 static double now_seconds(void)
 {
@@ -2217,10 +2267,15 @@ int main(void)
         cmocka_unit_test(test_gather_folds),
         cmocka_unit_test(test_onnx_large_convs),
     };
-    /* KEYER_BACKEND_OPS_TESTS=pattern runs only the matching tests (e.g. under
-     * compute-sanitizer, which is slow) */
+    /* KEYER_BACKEND_OPS_TESTS (or KEYER_TEST_FILTER)=pattern runs only the matching tests and
+     * KEYER_BACKEND_OPS_CUDA=names only those cuda variants (e.g. under compute-sanitizer,
+     * which is slow) */
     const char *only = getenv("KEYER_BACKEND_OPS_TESTS");
+    if (!only || !*only)
+        only = getenv("KEYER_TEST_FILTER");
     if (only && *only)
         cmocka_set_test_filter(only);
+    if (select_cuda_variants(getenv("KEYER_BACKEND_OPS_CUDA")) != 0)
+        return 1;
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
