@@ -45,7 +45,7 @@ for n in "${counts[@]}"; do
   topt=()
   [ "$trace" = 0 ] || topt=(--trace "$dir/t$n.json")
   "$bin" "${ins[@]}" --detect "pose:$model" --draw skeleton --realtime --device "$device" \
-    --export "$dir/p$n.jsonl" --stats "$dir/s$n.json" -q "${topt[@]}" "${extra[@]}"
+    --export "$dir/p$n.jsonl" --stats "$dir/s$n.json" -q ${topt[@]+"${topt[@]}"} ${extra[@]+"${extra[@]}"}
   python3 - "$dir/s$n.json" "$n" "$model" "$dir/p$n.jsonl" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1])); n = int(sys.argv[2]); model = sys.argv[3]
