@@ -17,6 +17,9 @@
 #     utilisation, mean queue);
 #   - the process's CPU time per frame written (user + system, getrusage of the child) and the
 #     cores it kept busy on average;
+#   - with --split-gpus and -v (after the script's -q), the split's timeline from keyer's log:
+#     when the first and last frames came out, when each lane read its last frame, how long
+#     the lanes waited for room and the writer for chunks;
 #   - its threads by CPU time, grouped by name (keyer names its pipeline threads "kr-read",
 #     "kr-write", ...; others keep the process name), sampled from /proc every 50 ms: the
 #     threads, their CPU seconds and the share of the wall time of the busiest one.
@@ -96,6 +99,9 @@ for g in d.get('devices', []):  # several GPUs: each one's own run
         g['bottleneck'], ', '.join('%s x%d %.2f ms u%.2f q%.1f' % (
             s['name'], s['workers'], s['latency_ms']['mean'], s['utilization'],
             s.get('queue', {}).get('mean_depth', 0)) for s in g['stages'])))
+for line in err.splitlines():  # with --split-gpus -v: the split's timeline (info lines)
+    if 'split: ' in line:
+        print('  ' + line[line.index('split: '):])
 cpu = ru.ru_utime + ru.ru_stime
 print('  cpu: %.3f ms per frame (user %.1f s, sys %.1f s), %.1f cores busy over %.1f s '
       '(the session ran %.2f s)' % (1e3 * cpu / max(w, 1), ru.ru_utime, ru.ru_stime,

@@ -7,19 +7,28 @@
 # batched model stages (crops made on the device, landmarks refined from the heatmaps there),
 # the skeleton is drawn on the device and the frames are discarded (no encoder: the H100 has
 # no NVENC). Latency is from a frame's release to its drawn frame, decoding included.
+# --trace also records a trace of the stages and prints where the latency goes frame by frame
+# (scripts/trace-latency.py: the start against the steady state, the slowest frames and
+# batches). Arguments after -- go to keyer (other session options, for comparisons).
+# KEYER_BIN: the keyer to run (default build/keyer).
 #   usage: scripts/bench-pose.sh [--device cuda|cpu] [--frames N] [--model lite|full|heavy]
-#                                N1 [N2 ...]
+#                                [--trace] N1 [N2 ...] [-- KEYER_OPTIONS...]
 set -euo pipefail
 bin=${KEYER_BIN:-build/keyer}
+here=$(cd "$(dirname "$0")" && pwd)
 device=cuda
 frames=300
 model=lite
+trace=0
 counts=()
+extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device=$2; shift 2 ;;
     --frames) frames=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
+    --trace) trace=1; shift ;;
+    --) shift; extra=("$@"); break ;;
     *) counts+=("$1"); shift ;;
   esac
 done
@@ -33,8 +42,10 @@ printf '|---|---|---:|---|---|---|---|---|---|---|---|---|---:|---:|---:|---:|\n
 for n in "${counts[@]}"; do
   ins=()
   for i in $(seq "$n"); do ins+=("$dir/cam.mp4"); done
+  topt=()
+  [ "$trace" = 0 ] || topt=(--trace "$dir/t$n.json")
   "$bin" "${ins[@]}" --detect "pose:$model" --draw skeleton --realtime --device "$device" \
-    --export "$dir/p$n.jsonl" --stats "$dir/s$n.json" -q
+    --export "$dir/p$n.jsonl" --stats "$dir/s$n.json" -q ${topt[@]+"${topt[@]}"} ${extra[@]+"${extra[@]}"}
   python3 - "$dir/s$n.json" "$n" "$model" "$dir/p$n.jsonl" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1])); n = int(sys.argv[2]); model = sys.argv[3]
@@ -68,4 +79,5 @@ print(f"| {n} | {model} | {d['fps']:.1f} ({need:.0f}) | {rt} | {lat['p50']:.1f} 
 if lr.get('schedule'):
     print(f"<!-- pose landmark model on CUDA: {lr['schedule']} -->")
 PY
+  [ "$trace" = 0 ] || python3 "$here/trace-latency.py" "$dir/t$n.json"
 done

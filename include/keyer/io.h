@@ -243,12 +243,19 @@ typedef struct keyer_video_info {
  * stream's time base (the unit of keyer_video_info::time_base and of the frames'
  * pts), one per chunk: chunk k holds the frames with pts in [start_pts[k], start_pts[k+1])
  * (the last one to the end); read one with keyer_reader_seek(start_pts[k]) then reads until
- * a pts at or past the next start. Errors: INVALID_ARGUMENT, IO / BAD_DATA (cannot open, no
- * video stream), UNSUPPORTED (not seekable, no keyframe index, fewer than two chunks),
- * OUT_OF_MEMORY; the message names @p url.
+ * a pts at or past the next start. @p frames NULL, or *@p frames receives a second array
+ * (free()) of *@p count counts: chunk k's frames where the index counts them exactly and no
+ * frame crosses either end (the chunk starts, and the next one starts, with an H.264 IDR
+ * picture, and the index lists every packet, as MP4's does), 0 where not known. A reader
+ * of such a chunk can stop after that many frames: reading one more (the next chunk's
+ * first) makes its decoder decode the next chunk's first picture and those its reorder
+ * delay holds back, which the next chunk's reader decodes again
+ * (keyer_reader_stats::decoded_pictures). Errors: INVALID_ARGUMENT, IO / BAD_DATA (cannot
+ * open, no video stream), UNSUPPORTED (not seekable, no keyframe index, fewer than two
+ * chunks), OUT_OF_MEMORY; the message names @p url. On failure both arrays are NULL.
  */
 keyer_status keyer_reader_plan_chunks(const char *url, int parts, int64_t **start_pts,
-                                      int *count, keyer_error *err);
+                                      int **frames, int *count, keyer_error *err);
 
 /** Counters of a reader, for reports. */
 typedef struct keyer_reader_stats {

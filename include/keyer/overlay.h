@@ -162,7 +162,7 @@ keyer_status keyer_overlay_set_stream(keyer_overlay *ov, void *cuda_stream, keye
  * kernel launch for all primitives, queued on the stream of keyer_overlay_set_stream();
  * the same arithmetic as the CPU, so results agree within one code value). Primitive and
  * tile lists are binned on the host and copied through pinned staging memory allocated on
- * the first CUDA render and grown with the scene.
+ * the first CUDA render (room for 512 primitives at least) and grown with the scene.
  * Errors: INVALID_ARGUMENT (bad frame), UNSUPPORTED (format; a CUDA frame in a keyer built
  * without CUDA), OUT_OF_MEMORY (tile lists for a larger frame than before), DEVICE (a CUDA
  * call failed).

@@ -93,6 +93,12 @@ typedef struct kr_device_fns {
     /* As event_create, but event_sync on it blocks the thread (sleeps) until the event
      * completes instead of spinning. Errors: DEVICE. May be NULL in a table. */
     keyer_status (*event_create_blocking)(int ordinal, void **event, keyer_error *err);
+    /* As stream_create, with the device's highest stream priority: while its kernels' blocks
+     * and other streams' wait for room on the device, the device starts its blocks first (it
+     * does not stop blocks already running). For the shared model stages that every stream's
+     * frames queue for and whose host thread waits for each run. Errors: DEVICE. May be NULL
+     * in a table (then stream_create). */
+    keyer_status (*stream_create_urgent)(int ordinal, void **stream, keyer_error *err);
 } kr_device_fns;
 
 /** The CUDA table, or NULL when keyer was built without CUDA. */

@@ -372,8 +372,10 @@ static keyer_status plan(kr_split *sp, kr_source *main, int n, int min_chunks, i
 }
 
 keyer_status keyer_reader_plan_chunks(const char *url, int parts, int64_t **start_pts,
-                                      int *count, keyer_error *err)
+                                      int **frames, int *count, keyer_error *err)
 {
+    if (frames)
+        *frames = NULL;
     if (!url || parts < 1 || !start_pts || !count)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                "keyer_reader_plan_chunks: bad arguments");
@@ -407,12 +409,23 @@ keyer_status keyer_reader_plan_chunks(const char *url, int parts, int64_t **star
         goto done;
     }
     *start_pts = malloc(sizeof(int64_t) * (size_t)plan_of.nchunks);
-    if (!*start_pts) {
+    if (frames)
+        *frames = malloc(sizeof(int) * (size_t)plan_of.nchunks);
+    if (!*start_pts || (frames && !*frames)) {
+        free(*start_pts);
+        *start_pts = NULL;
+        if (frames) {
+            free(*frames);
+            *frames = NULL;
+        }
         st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "out of memory");
         goto done;
     }
-    for (int k = 0; k < plan_of.nchunks; k++)
+    for (int k = 0; k < plan_of.nchunks; k++) {
         (*start_pts)[k] = plan_of.chunks[k].start_pts;
+        if (frames) /* exact: IDR pictures at both ends, every packet in the index */
+            (*frames)[k] = plan_of.chunks[k].exact ? plan_of.chunks[k].frames : 0;
+    }
     *count = plan_of.nchunks;
 done:
     free(plan_of.chunks);

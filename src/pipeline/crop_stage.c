@@ -77,6 +77,7 @@ keyer_status kr_crop_stage_create(const kr_crop_stage_params *p, kr_crop_stage *
         .threads = p->threads,
         .fail_cuda_at = -1,
         .cuda_precision = p->cuda_precision,
+        .urgent = 1, /* the rounds wait on the host after every pass */
         .ops = &crop_ops,
         .opaque = cs,
     };

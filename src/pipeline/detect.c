@@ -173,6 +173,7 @@ keyer_status kr_detect_create(const kr_detect_params *p, kr_detect **out, keyer_
         .threads = p->threads,
         .fail_cuda_at = p->fail_cuda_at,
         .cuda_precision = d->cuda_precision,
+        .urgent = 1, /* every stream's frames pass it, its thread waits for each run */
         .ops = &detect_ops,
         .opaque = d,
     };

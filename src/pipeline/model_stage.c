@@ -62,6 +62,8 @@ keyer_status kr_model_stage_use_cuda(kr_model_stage *ms, const kr_device_fns *de
 {
     ms->dev = dev;
     ms->ordinal = ordinal;
+    if (ms->p.urgent && dev->stream_create_urgent)
+        return dev->stream_create_urgent(ordinal, &ms->stream, err);
     return dev->stream_create(ordinal, &ms->stream, err);
 }
 

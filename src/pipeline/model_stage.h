@@ -83,6 +83,10 @@ typedef struct kr_model_stage_params {
     int threads;                /* CPU threads of its runtimes */
     int fail_cuda_at;           /* the CUDA path fails on the chunk holding this frame; -1 off */
     keyer_precision cuda_precision; /* F32 or F16: of its CUDA runtimes (CPU ones are F32) */
+    int urgent;                 /* its CUDA stream has the device's highest priority
+                                 * (kr_device_fns::stream_create_urgent): the detector and the
+                                 * landmark stages, whose thread waits for every run while the
+                                 * streams' frames queue for them */
     const kr_model_stage_ops *ops;
     void *opaque;               /* the ops' */
 } kr_model_stage_params;
@@ -105,8 +109,8 @@ keyer_status kr_model_stage_create(const kr_model_stage_params *params, keyer_mo
  *  *ms NULL. */
 void kr_model_stage_destroy(kr_model_stage **ms);
 
-/** The stage may run on CUDA device @p ordinal of @p dev: makes its CUDA stream.
- *  Errors: DEVICE. */
+/** The stage may run on CUDA device @p ordinal of @p dev: makes its CUDA stream (of the
+ *  device's highest priority when the stage is urgent). Errors: DEVICE. */
 keyer_status kr_model_stage_use_cuda(kr_model_stage *ms, const kr_device_fns *dev, int ordinal,
                                      keyer_error *err);
 

@@ -27,9 +27,19 @@ typedef struct producer {
     pthread_t thread;
     int started;
     atomic_llong sent;
+    /* the reader's counters (keyer_reader_stats), copied by the producer after each chunk */
+    atomic_llong pictures, setups;
+    int64_t blocked_ns;        /* waiting to send (the stream's pool full); read after join */
     keyer_frame *pending;      /* writer side: a frame of this engine's next chunk */
     int has_pending;
 } producer;
+
+/* When chunk k was read and written (ns from the run's start), for the timeline in the log:
+ * read_* by its producer, write_* by the writer; read after the producers are joined. */
+typedef struct chunk_times {
+    int64_t read_start, read_end;   /* its seek; its last frame sent */
+    int64_t write_start, write_first, write_end; /* the writer's turn; its first frame in; done */
+} chunk_times;
 
 struct kr_split_gpus {
     char *input, *output;
@@ -39,7 +49,10 @@ struct kr_split_gpus {
     const keyer_logger *logger;
     keyer_video_info info;     /* from the probe */
     int64_t *starts;           /* chunk k: pts in [starts[k], starts[k + 1]) */
+    int *frames;               /* chunk k's frames when the plan counts them exactly, else 0 */
     atomic_int *chunk_frames;  /* frames the producer sent of chunk k; -1 while unknown */
+    chunk_times *times;
+    int64_t t0;                /* the run's start (kr_clock_ns) */
     int chunks;
     int parts;                 /* engines */
     int lanes;                 /* parts x chunks in flight per engine */
@@ -135,7 +148,8 @@ int kr_split_gpus_balance(const int64_t *gops, int n, int64_t end, int lanes,
 
 /* The chunks, from the file's GOPs: kr_split_gpus_balance over the lanes, each chunk at most
  * about KR_SPLIT_CHUNK_FRAMES frames (the stream's frame rate; without one, two chunks per
- * lane). sp->starts holds the GOPs on entry, the chunks on return. */
+ * lane). sp->starts and sp->frames hold the GOPs on entry, the chunks on return: a chunk's
+ * frames are known exactly when every GOP's in it are (its ends are then IDR pictures). */
 static void balance_chunks(kr_split_gpus *sp)
 {
     const keyer_video_info *vi = &sp->info;
@@ -156,8 +170,20 @@ static void balance_chunks(kr_split_gpus *sp)
     int64_t *out = malloc(sizeof(int64_t) * (size_t)n);
     if (!out)
         return; /* the GOPs as chunks: correct, only less even */
-    sp->chunks = kr_split_gpus_balance(sp->starts, n, end, sp->lanes, max_span, out);
-    memcpy(sp->starts, out, sizeof(int64_t) * (size_t)sp->chunks);
+    int m = kr_split_gpus_balance(sp->starts, n, end, sp->lanes, max_span, out);
+    /* out is a subset of the GOP starts, in order: chunk j holds GOPs g .. (next start) - 1 */
+    for (int j = 0, g = 0; j < m; j++) {
+        while (g < n && sp->starts[g] != out[j])
+            g++;
+        int sum = 0, exact = 1;
+        for (; g < n && (j + 1 == m || sp->starts[g] != out[j + 1]); g++) {
+            exact = exact && sp->frames[g] > 0;
+            sum += sp->frames[g];
+        }
+        sp->frames[j] = exact ? sum : 0; /* j <= the GOP index read last: not read again */
+    }
+    sp->chunks = m;
+    memcpy(sp->starts, out, sizeof(int64_t) * (size_t)m);
     free(out);
 }
 
@@ -215,11 +241,13 @@ keyer_status kr_split_gpus_create(const keyer_file_stream_params *fp, int parts,
     sp->info = *keyer_reader_info(r);
     keyer_reader_destroy(&r);
     /* every GOP (as many parts as there could be frames), then grouped into chunks */
-    if ((st = keyer_reader_plan_chunks(sp->input, 1 << 24, &sp->starts, &sp->chunks, err)))
+    if ((st = keyer_reader_plan_chunks(sp->input, 1 << 24, &sp->starts, &sp->frames,
+                                       &sp->chunks, err)))
         goto fail;
     balance_chunks(sp);
     sp->chunk_frames = malloc(sizeof(atomic_int) * (size_t)sp->chunks);
-    if (!sp->chunk_frames) {
+    sp->times = calloc((size_t)sp->chunks, sizeof(chunk_times));
+    if (!sp->chunk_frames || !sp->times) {
         st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "split over GPUs: out of memory");
         goto fail;
     }
@@ -253,16 +281,31 @@ void kr_split_gpus_cancel(kr_split_gpus *sp)
 static keyer_status send_one(producer *pr, const keyer_frame *f, keyer_error *err)
 {
     kr_split_gpus *sp = pr->sp;
+    int64_t since = 0;
     for (;;) {
         keyer_status st = kr_engine_send_frame(pr->engine, pr->stream, f, err);
-        if (st != KEYER_STATUS_AGAIN)
+        if (st != KEYER_STATUS_AGAIN) {
+            if (since)
+                pr->blocked_ns += kr_clock_ns() - since;
             return st;
+        }
         if (atomic_load(&sp->cancel))
             return keyer_error_set(err, KEYER_STATUS_INTERRUPTED, "interrupted");
         keyer_error_clear(err);
+        if (!since)
+            since = kr_clock_ns();
         struct timespec ts = {0, 500000}; /* 0.5 ms */
         nanosleep(&ts, NULL);
     }
+}
+
+/* The lane reader's counters, for the report (read from another thread). */
+static void copy_counters(producer *pr)
+{
+    keyer_reader_stats rs;
+    keyer_reader_stats_get(pr->reader, &rs);
+    atomic_store(&pr->pictures, rs.decoded_pictures);
+    atomic_store(&pr->setups, rs.decoder_setups);
 }
 
 static void *producer_main(void *arg)
@@ -274,10 +317,22 @@ static void *producer_main(void *arg)
     keyer_status st = KEYER_OK;
     for (int k = pr->index; k < sp->chunks && !st && !atomic_load(&sp->cancel); k += sp->lanes) {
         int64_t end = k + 1 < sp->chunks ? sp->starts[k + 1] : INT64_MAX;
-        if ((st = keyer_reader_seek(pr->reader, sp->starts[k], &err)))
+        sp->times[k].read_start = kr_clock_ns() - sp->t0;
+        /* The file's first chunk, on a reader just opened: its opening decoded the file's
+         * first frame and keeps it for the first read, so no seek. A seek there would find
+         * the IDR picture already given to the decoder, flush it and decode the chunk's first
+         * pictures again; on NVDEC that flush also sets the decoder session up again (its
+         * surfaces), on the way to the first frame the writer waits for. */
+        int at_start = k == 0 && atomic_load(&pr->sent) == 0 &&
+                       keyer_reader_info(pr->reader)->start_pts == sp->starts[0];
+        if (!at_start && (st = keyer_reader_seek(pr->reader, sp->starts[k], &err)))
             break;
         int sent = 0;
-        for (int first = 1; !atomic_load(&sp->cancel);) {
+        /* A chunk counted exactly ends with its last frame: reading one more would make the
+         * decoder take the next chunk's IDR picture (and its reorder delay's pictures) only
+         * to show that the chunk has ended; that chunk's lane decodes them again. */
+        for (int first = 1;
+             !atomic_load(&sp->cancel) && !(sp->frames[k] > 0 && sent == sp->frames[k]);) {
             st = keyer_reader_read(pr->reader, pr->frame, &err);
             if (st == KEYER_STATUS_END) {
                 st = KEYER_OK;
@@ -298,6 +353,8 @@ static void *producer_main(void *arg)
             sent++;
         }
         keyer_frame_unref(pr->frame);
+        sp->times[k].read_end = kr_clock_ns() - sp->t0;
+        copy_counters(pr);
         if (!st)
             atomic_store(&sp->chunk_frames[k], sent); /* the writer may leave the chunk */
     }
@@ -320,6 +377,8 @@ static keyer_status open_part(kr_split_gpus *sp, keyer_session *engine, int i, k
     pr->index = i;
     pr->engine = engine;
     atomic_init(&pr->sent, 0);
+    atomic_init(&pr->pictures, 0);
+    atomic_init(&pr->setups, 0);
     keyer_reader_params rp = sp->reader_params;
     int cuda = engine->params.device != KEYER_DEVICE_CPU;
     rp.device = cuda ? KEYER_DECODE_DEVICE_AUTO : KEYER_DECODE_DEVICE_CPU;
@@ -329,6 +388,7 @@ static keyer_status open_part(kr_split_gpus *sp, keyer_session *engine, int i, k
         (st = keyer_frame_create(&pr->pending, err)) ||
         (st = keyer_reader_open(sp->input, &rp, &pr->reader, err)))
         return st;
+    copy_counters(pr); /* the opening decodes the file's first picture(s) */
     const keyer_video_info *vi = keyer_reader_info(pr->reader);
     sp->hw_decode |= vi->hw_decode;
     keyer_stream_params p = keyer_stream_params_defaults();
@@ -451,6 +511,8 @@ static keyer_status write_chunk(kr_split_gpus *sp, int k, out_state *o,
             if (st)
                 return st;
         }
+        if (got == 0)
+            sp->times[k].write_first = kr_clock_ns() - sp->t0;
         if (f->pts >= end) {
             /* the first frame of this engine's next chunk: kept for its turn */
             if ((st = keyer_frame_ref(pr->pending, f, err)))
@@ -466,6 +528,74 @@ static keyer_status write_chunk(kr_split_gpus *sp, int k, out_state *o,
         got++;
         atomic_fetch_add(&sp->written, 1);
         progress(sp, o, p, 0);
+    }
+}
+
+/* Appends @p ms to @p buf (of @p size, holding *@p len characters), after " / " unless it is
+ * the first; stops at the end of the buffer. */
+static void append_ms(char *buf, size_t size, size_t *len, int first, double ms)
+{
+    if (*len + 1 >= size)
+        return;
+    int w = snprintf(buf + *len, size - *len, "%s%.1f", first ? "" : " / ", ms);
+    *len = w < 0 ? *len : *len + (size_t)w >= size ? size - 1 : *len + (size_t)w;
+}
+
+/* The run's timeline in the log (ms from the run's start), after the producers are joined:
+ * info, one line for the split and one per engine (when each lane read its last frame and how
+ * long it waited for room in its stream's pool, i.e. for the writer); debug, one line per
+ * chunk (read, the writer's turn, its first frame in, written). */
+static void log_timeline(kr_split_gpus *sp, keyer_session *const *engines, int count)
+{
+    int64_t pictures = 0, sent = 0, wait = 0, done = 0;
+    int least = 0, most = 0, exact = 0;
+    for (int i = 0; i < sp->lanes; i++) {
+        pictures += atomic_load(&sp->prod[i].pictures);
+        sent += atomic_load(&sp->prod[i].sent);
+    }
+    for (int k = 0; k < sp->chunks; k++) {
+        const chunk_times *t = &sp->times[k];
+        int n = atomic_load(&sp->chunk_frames[k]);
+        exact += sp->frames[k] > 0;
+        if (k == 0 || n < least)
+            least = n;
+        if (n > most)
+            most = n;
+        if (t->write_first > t->write_start)
+            wait += t->write_first - t->write_start;
+        if (t->write_end > done)
+            done = t->write_end;
+    }
+    keyer_log(sp->logger, KEYER_LOG_INFO,
+              "split: %d chunks of %d-%d frames (%d counted exactly) on %d lanes, %d per GPU; "
+              "%lld pictures decoded for %lld frames read; first frame out at %.1f ms, last "
+              "at %.1f ms; the writer waited %.1f ms in all for chunks' first frames",
+              sp->chunks, least, most, exact, sp->lanes, sp->lanes / count, (long long)pictures,
+              (long long)sent, (double)sp->times[0].write_first * 1e-6, (double)done * 1e-6,
+              (double)wait * 1e-6);
+    for (int e = 0; e < count; e++) {
+        char ends[256] = "", blocked[256] = "";
+        size_t le = 0, lb = 0;
+        for (int i = e; i < sp->lanes; i += count) {
+            int64_t end = 0;
+            for (int k = i; k < sp->chunks; k += sp->lanes)
+                end = sp->times[k].read_end;
+            append_ms(ends, sizeof(ends), &le, i == e, (double)end * 1e-6);
+            append_ms(blocked, sizeof(blocked), &lb, i == e, (double)sp->prod[i].blocked_ns * 1e-6);
+        }
+        keyer_log(sp->logger, KEYER_LOG_INFO,
+                  "split: %s: lanes read their last frame at %s ms, waited for room %s ms",
+                  engines[e]->device_name, ends, blocked);
+    }
+    for (int k = 0; k < sp->chunks; k++) {
+        const chunk_times *t = &sp->times[k];
+        keyer_log(sp->logger, KEYER_LOG_DEBUG,
+                  "split: chunk %d (lane %d, %s): %d frames, read %.1f..%.1f ms, written from "
+                  "%.1f ms (first frame %.1f) to %.1f ms",
+                  k, k % sp->lanes, engines[(k % sp->lanes) % count]->device_name,
+                  atomic_load(&sp->chunk_frames[k]), (double)t->read_start * 1e-6,
+                  (double)t->read_end * 1e-6, (double)t->write_start * 1e-6,
+                  (double)t->write_first * 1e-6, (double)t->write_end * 1e-6);
     }
 }
 
@@ -491,7 +621,7 @@ keyer_status kr_split_gpus_run(kr_split_gpus *sp, keyer_session *const *engines,
         engines[i]->out.t_start = engines[i]->out.t_last = now;
         pthread_mutex_unlock(&engines[i]->out.lock);
     }
-    o.t0 = now;
+    o.t0 = sp->t0 = now;
     for (int i = 0; i < sp->lanes && !st; i++) {
         if (pthread_create(&sp->prod[i].thread, NULL, producer_main, &sp->prod[i])) {
             st = keyer_error_set(err, KEYER_STATUS_INTERNAL, "split over GPUs: no thread");
@@ -499,8 +629,11 @@ keyer_status kr_split_gpus_run(kr_split_gpus *sp, keyer_session *const *engines,
         }
         sp->prod[i].started = 1;
     }
-    for (int k = 0; k < sp->chunks && !st; k++)
+    for (int k = 0; k < sp->chunks && !st; k++) {
+        sp->times[k].write_start = kr_clock_ns() - sp->t0;
         st = write_chunk(sp, k, &o, params, f, err);
+        sp->times[k].write_end = kr_clock_ns() - sp->t0;
+    }
     if (st && st != KEYER_STATUS_INTERRUPTED)
         keyer_error_prefix(err, "%s: ", sp->output ? sp->output : sp->input);
     if (st)
@@ -508,11 +641,15 @@ keyer_status kr_split_gpus_run(kr_split_gpus *sp, keyer_session *const *engines,
     /* Every chunk written (the producers are done), or a failure: the producers stop at
      * their next read or send (readers interrupted, sends see the flag). */
     kr_split_gpus_cancel(sp);
+    int ran = 0;
     for (int i = 0; i < sp->lanes; i++) {
         if (sp->prod[i].started)
             pthread_join(sp->prod[i].thread, NULL);
+        ran += sp->prod[i].started;
         sp->prod[i].started = 0;
     }
+    if (ran == sp->lanes && !kr_split_gpus_status(sp, NULL))
+        log_timeline(sp, engines, count);
     if (o.writer) {
         keyer_error we = {0};
         keyer_status ws = keyer_writer_close(o.writer, &we);
@@ -544,6 +681,8 @@ void kr_split_gpus_report(kr_split_gpus *sp, keyer_session *const *engines, int 
     for (int i = 0; i < sp->lanes; i++) {
         producer *pr = &sp->prod[i];
         out->frames_read += atomic_load(&pr->sent);
+        out->decoder_setups += atomic_load(&pr->setups);
+        out->decoded_pictures += atomic_load(&pr->pictures);
         if (pr->engine) {
             keyer_stream_report part;
             if (!kr_engine_get_stream_report(pr->engine, pr->stream, &part, NULL)) {
@@ -599,7 +738,9 @@ void kr_split_gpus_destroy(kr_split_gpus **spp)
         keyer_frame_destroy(&pr->pending);
     }
     free(sp->starts);
+    free(sp->frames);
     free(sp->chunk_frames);
+    free(sp->times);
     free(sp->input);
     free(sp->output);
     free(sp->w_format);

@@ -9,18 +9,22 @@
  * the same GPU's other lanes). A lane is one pushed stream of its engine (pulled, no output
  * of its own) and one producer thread with its own reader: a decoder session of its own
  * (NVDEC of that GPU; a GPU has several NVDEC engines and one session keeps one busy), which
- * seeks to each of its chunks in turn, reads the chunk's frames (pts in
- * [start_k, start_k+1)), marks the first one KEYER_FRAME_FLAG_DISCONTINUITY (the matte's
- * temporal smoothing restarts: as at the start of a file) and sends them. One writer (the
+ * seeks to each of its chunks in turn (the file's first chunk is read where the reader's
+ * opening left it: a seek back would flush the decoder and, on NVDEC, set its session up
+ * again), reads the chunk's frames (pts in [start_k, start_k+1); where the plan counts them
+ * exactly, that many: its decoder then takes only its reorder delay's pictures of the next
+ * chunk, not the next chunk's first frame as well), marks the first one
+ * KEYER_FRAME_FLAG_DISCONTINUITY (the matte's temporal smoothing restarts: as at the start of
+ * a file) and sends them. One writer (the
  * thread of kr_split_gpus_run) receives chunk 0 from lane 0, chunk 1 from lane 1, ..., so
  * frames leave in the file's order; a frame of a later chunk received while looking for the
  * end of the current one (its pts says so) is kept for its turn. The writer downloads device
  * frames and encodes them with one keyer_writer, or drops them (no output).
  *
  * The bounded buffer of a lane is its pushed stream's pool: a lane runs ahead of the writer
- * by what that pool holds (a send that finds it full waits), more than two chunks of the
- * usual 24 to 48 frames, so every lane decodes and processes its next chunk while the writer
- * takes the others' in turn. With one engine and C >= 2 the file is split over several
+ * by what that pool holds (a send that finds it full waits; about 85 frames in throughput
+ * mode), more than a chunk, so every lane decodes and processes its next chunk while the
+ * writer takes the others' in turn. With one engine and C >= 2 the file is split over several
  * decoder sessions of one GPU.
  */
 #ifndef KEYER_PIPELINE_SPLIT_GPUS_H
@@ -77,7 +81,10 @@ double kr_split_gpus_load(const kr_split_gpus *sp);
 /**
  * Runs the split on @p engines[0..count-1] (not started, holding no file stream) and
  * returns when every chunk is written (or dropped) and the output finalised; calls
- * @p params->progress every params->progress_interval_ms. Errors: the first error of a
+ * @p params->progress every params->progress_interval_ms. After a run without error the
+ * timeline goes to the logger (info: first and last frame out, the writer's waits, per
+ * engine when its lanes read their last frame and how long they waited for room; debug: per
+ * chunk). Errors: the first error of a
  * producer, an engine or the writer (the message names the input or the output);
  * INTERRUPTED after kr_split_gpus_cancel() (the output holds every frame written so far).
  */
@@ -88,7 +95,8 @@ keyer_status kr_split_gpus_run(kr_split_gpus *sp, keyer_session *const *engines,
 void kr_split_gpus_cancel(kr_split_gpus *sp);
 
 /** The split input as one stream's report (device: the engines' devices and " (split)",
- *  "cuda:0 + cuda:1 (split)"; frames summed over the lanes). */
+ *  "cuda:0 + cuda:1 (split)"; frames, decoder set-ups and decoded pictures summed over the
+ *  lanes, each lane's counted after each of its chunks). */
 void kr_split_gpus_report(kr_split_gpus *sp, keyer_session *const *engines, int count,
                           keyer_stream_report *out);
 

@@ -332,6 +332,31 @@ static keyer_status start_items(kr_stream *st, keyer_error *err)
 
 static void *reader_main(void *arg);
 
+/* Passthrough with the session's detector on CUDA frames: the copy the sink draws on and the
+ * overlay renderer's device buffers are made now, and its kernels loaded by drawing one
+ * transparent dot, before the first frame is read, so that the first frames do not wait for
+ * device allocations (which wait for the device) next to every other stream's. A failure here
+ * only leaves that work to the first frame, which reports it. */
+static void warm_drawing(kr_stream *st)
+{
+    const kr_stream_env *env = st->env;
+    const kr_device_fns *dev = env->layout.dev;
+    if (!env->detect || !env->params->passthrough || !env->use_cuda || !dev || !st->overlay ||
+        st->memory != KEYER_MEMORY_CUDA || st->drawn)
+        return;
+    keyer_error e = {0};
+    const keyer_color clear = {0.0f, 0.0f, 0.0f, 0.0f};
+    int ordinal = env->layout.ordinal;
+    if (keyer_frame_create(&st->drawn, &e) ||
+        kr_device_frame_alloc(dev, ordinal, st->drawn, st->format, st->width, st->height, &e) ||
+        keyer_overlay_add_dot(st->overlay, 1.0f, 1.0f, 1.0f, clear, &e) ||
+        keyer_overlay_render(st->overlay, st->drawn, &e) ||
+        dev->stream_sync(ordinal, st->sink_stream, &e))
+        keyer_log(env->ctx->logger, KEYER_LOG_DEBUG, "stream %d: drawing not warmed up: %s",
+                  st->id, e.message);
+    keyer_overlay_clear(st->overlay);
+}
+
 keyer_status kr_stream_start(kr_stream *st, keyer_error *err)
 {
     const kr_stream_env *env = st->env;
@@ -344,6 +369,7 @@ keyer_status kr_stream_start(kr_stream *st, keyer_error *err)
         ((rs = keyer_overlay_create(KEYER_SESSION_OVERLAY_CAPACITY, &st->overlay, err)) ||
          (env->use_cuda && (rs = keyer_overlay_set_stream(st->overlay, st->sink_stream, err)))))
         return rs;
+    warm_drawing(st);
     if (env->bg_video && (rs = open_background_video(st, err)))
         return rs;
     /* a continuation writes with the writer its first stream hands over (handoff.h) */

@@ -31,6 +31,9 @@ extern "C" {
 typedef struct kr_prepare_job {
     const kr_prepare_item *items; /* count resolved frames (host memory) */
     int count;
+    int max_count;     /* most frames a call of this preparation gets (its max_batch): the
+                        * CUDA backend sizes its copy of the items for it once, so that a
+                        * larger batch later allocates nothing mid-stream */
     int width, height; /* tensor W, H */
     int dtype;         /* KEYER_DTYPE_F32 or _F16 */
     int layout;        /* keyer_tensor_layout */

@@ -183,6 +183,7 @@ keyer_status keyer_prepare_run(keyer_prepare *prep, const keyer_frame *const *fr
     memset(&job, 0, sizeof(job));
     job.items = prep->items;
     job.count = count;
+    job.max_count = pp->max_batch;
     job.width = pp->width;
     job.height = pp->height;
     job.dtype = pp->dtype;

@@ -26,13 +26,20 @@
  *    RESIZE_BILINEAR against re-derivations written differently from the kernels (explicit
  *    zero-padded input; gather instead of scatter; double-precision resize coordinates).
  *
- *  test_u2net_block, test_onnx_stems, test_onnx_one_output, test_gather_folds and the *_chains
- *    tests: small graphs in the shapes the cuda backend fuses or has kernels of their own for
+ *  test_u2net_block, test_onnx_stems, test_onnx_one_output, test_gather_folds,
+ *    test_onnx_large_convs (where a CUDA device is present) and the *_chains tests: small
+ *    graphs (test_onnx_large_convs: u2netp's scale) in the shapes the cuda backend fuses or
+ *    has kernels of their own for
  *    (see each test's comment), every cuda variant against the reference;
  *    test_gather_folds also checks that the per-node f16 schedule folds its resizes and
  *    concatenations into the tensor-core convolutions on a device with mma.sync.
  *
- * KEYER_BACKEND_OPS_TESTS=pattern runs only the tests whose names match (cmocka's filter).
+ * KEYER_BACKEND_OPS_TESTS=pattern (or KEYER_TEST_FILTER, the GPU tests' name for it,
+ * tests/common/kt_gpu.h) runs only the tests whose names match (cmocka's filter).
+ * KEYER_BACKEND_OPS_CUDA=name[,name...] runs only these cuda variants (cuda, cuda-f16,
+ * cuda-pers, cuda-pers-f16: the backends table below); the others are listed and skipped, the
+ * reference and cpu backends always run. A name that is no cuda variant of a CUDA build fails
+ * the run. scripts/sanitize-gpu-tests.sh racechecks the variants in separate processes.
  * Perf mode: KEYER_BACKEND_OPS_PERF=1 also times each case per backend (batch 1 and 3) and
  * prints microseconds per run.
  */
@@ -715,6 +722,51 @@ static backend_entry backends[] = {
 };
 #define N_BACKENDS ((int)(sizeof(backends) / sizeof(backends[0])))
 
+/* Whether backends[bi] is a cuda variant. */
+static int is_cuda_variant(int bi) { return strncmp(backends[bi].name, "cuda", 4) == 0; }
+
+/* The cuda variant named by the @p n characters at @p name, or -1. */
+static int cuda_variant(const char *name, size_t n)
+{
+    for (int bi = 0; bi < N_BACKENDS; bi++)
+        if (is_cuda_variant(bi) && strlen(backends[bi].name) == n &&
+            strncmp(backends[bi].name, name, n) == 0)
+            return bi;
+    return -1;
+}
+
+/* KEYER_BACKEND_OPS_CUDA (the header comment): marks the cuda variants that @p list (a comma-
+ * separated list of names; NULL or empty: all) does not name unavailable. Returns 0, or -1
+ * (printing why) when a name is no cuda variant of this build. */
+static int select_cuda_variants(const char *list)
+{
+    if (!list || !*list)
+        return 0;
+    if (cuda_variant("cuda", 4) < 0) {
+        printf("KEYER_BACKEND_OPS_CUDA=%s: no cuda variants in this build\n", list);
+        return 0;
+    }
+    int named[N_BACKENDS] = {0};
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        int bi = cuda_variant(p, n);
+        if (bi < 0) {
+            printf("KEYER_BACKEND_OPS_CUDA=%s: '%.*s' is no cuda variant of this build\n", list,
+                   (int)n, p);
+            return -1;
+        }
+        named[bi] = 1;
+        p += n + (p[n] == ',');
+    }
+    for (int bi = 0; bi < N_BACKENDS; bi++) {
+        if (is_cuda_variant(bi) && !named[bi]) {
+            backends[bi].unavailable = 1;
+            printf("%s: skipped (KEYER_BACKEND_OPS_CUDA=%s)\n", backends[bi].name, list);
+        }
+    }
+    return 0;
+}
+
 static double now_seconds(void)
 {
     struct timespec ts;
@@ -1295,6 +1347,90 @@ static void test_gather_folds(void **state)
     check_graph(gr, "gather folds", 1);
 }
 
+#ifdef KEYER_HAVE_CUDA_NN
+/* A 2x2 stride-2 ceil-mode MAX_POOL_2D of @p x (@p xd) with explicit (zero) padding, as
+ * u2netp's encoder pools; its output dims in @p od. */
+static int chain_pool_ceil(kt_graph *b, int x, const int *xd, int *od)
+{
+    od[0] = 1, od[1] = (xd[1] - 2 + 1) / 2 + 1, od[2] = (xd[2] - 2 + 1) / 2 + 1, od[3] = xd[3];
+    int y = kt_graph_act(b, 4, od);
+    kr_node *pool = kt_graph_node(b, KR_OP_MAX_POOL_2D, 1, &x, y);
+    pool->p.window.kernel_h = pool->p.window.kernel_w = 2;
+    pool->p.window.stride_h = pool->p.window.stride_w = 2;
+    pool->p.window.dilation_h = pool->p.window.dilation_w = 1;
+    pool->p.window.padding = KR_PADDING_EXPLICIT;
+    pool->p.window.ceil_mode = 1;
+    return y;
+}
+#endif
+
+/*
+ * u2netp's large layers at their own scale (the 160 x 160 level of an RSU block, at 164 x 166 so
+ * that tiles are cut at the bottom and the right): 3x3 convolutions of 64 outputs over tens of
+ * thousands of pixels, where the cuda backend's f16 tensor-core kernels run many blocks per
+ * layer: a 16 -> 64 on the input, a 64 -> 16 reading a folded ceil-mode pool (at 82 x 83), a
+ * 64 -> 16, and the block's last layer, 32 -> 64 reading the concatenation of a folded
+ * half-pixel resize (82 x 83 -> 164 x 166) and the 64 -> 16's output, with a folded RELU and the
+ * block's residual ADD. Every cuda variant against the reference at batch 1 and 3 (the small
+ * graphs above cover the edge cases; this one the many-block grids and the epilogue's
+ * residual at scale). Then u2netp's deep levels (40 x 41): a 128 -> 64 reading a folded resize
+ * and concatenation, and a 64 -> 16. Run only where a CUDA device is present (the reference
+ * takes seconds at this size).
+ */
+static void test_onnx_large_convs(void **state)
+{
+    (void)state;
+#ifdef KEYER_HAVE_CUDA_NN
+    keyer_error cerr = {0};
+    kr_gpu_caps caps;
+    const kr_device_fns *dev = kr_device_cuda();
+    if (!dev || dev->caps(0, 1, &caps, &cerr) != KEYER_OK) {
+        printf("onnx large convs: skipped (no CUDA device)\n");
+        return;
+    }
+    kt_graph b;
+    kt_graph_begin(&b, "onnx large convs", 64, 32, 1 << 20);
+    kt_rng rng = kt_rng_seed(2828);
+    int xd[4] = {1, 164, 166, 16}, ad[4], pd[4], cd[4], rd[4], hd[4], kd[4], dd[4];
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int a = chain_conv_onnx(&b, &rng, x, xd, 64, 3, 1, 1, 1, ad); /* 16 -> 64 */
+    a = chain_unary(&b, KR_OP_RELU, a, ad);
+    int p = chain_pool_ceil(&b, a, ad, pd);                        /* 82 x 83 */
+    int c = chain_conv_onnx(&b, &rng, p, pd, 16, 3, 1, 1, 1, cd);  /* the pool folded in */
+    c = chain_unary(&b, KR_OP_RELU, c, cd);
+    int r = chain_resize(&b, c, cd, 164, 166, 0, 1, rd);           /* half-pixel */
+    int h = chain_conv_onnx(&b, &rng, a, ad, 16, 3, 1, 1, 1, hd);  /* 64 -> 16 */
+    h = chain_unary(&b, KR_OP_RELU, h, hd);
+    int k = chain_cat(&b, r, rd, h, hd, kd);                       /* 16 + 16 */
+    int d = chain_conv_onnx(&b, &rng, k, kd, 64, 3, 1, 1, 1, dd);  /* 32 -> 64 */
+    d = chain_unary(&b, KR_OP_RELU, d, dd);
+    d = chain_binary(&b, KR_OP_ADD, d, a, dd);                     /* the block's residual */
+    kt_graph_output(&b, d);
+    finish_and_check_opt(&b, "onnx large convs", 1);
+
+    /* the deep levels (40 x 41: a few dozen blocks per layer, so the kernel keeps more input
+     * chunks in flight): 128 -> 64 from a folded half-pixel resize (20 x 21 -> 40 x 41) and its
+     * concatenation with the level's input, then a plain 64 -> 16 */
+    kt_graph_begin(&b, "onnx deep convs", 64, 32, 1 << 20);
+    rng = kt_rng_seed(2929);
+    int yd[4] = {1, 40, 41, 64}, zd[4] = {1, 20, 21, 64}, r2d[4], k2d[4], ed[4], fd[4];
+    int yv = kt_graph_act(&b, 4, yd), zv = kt_graph_act(&b, 4, zd);
+    kt_graph_input(&b, yv);
+    kt_graph_input(&b, zv);
+    int r2 = chain_resize(&b, zv, zd, 40, 41, 0, 1, r2d);
+    int k2 = chain_cat(&b, r2, r2d, yv, yd, k2d);                  /* 64 + 64 */
+    int ev = chain_conv_onnx(&b, &rng, k2, k2d, 64, 3, 1, 1, 1, ed); /* 128 -> 64 */
+    ev = chain_unary(&b, KR_OP_RELU, ev, ed);
+    int fv = chain_conv_onnx(&b, &rng, ev, ed, 16, 3, 1, 1, 1, fd); /* 64 -> 16 */
+    fv = chain_unary(&b, KR_OP_RELU, fv, fd);
+    kt_graph_output(&b, fv);
+    finish_and_check_opt(&b, "onnx deep convs", 1);
+#else
+    printf("onnx large convs: skipped (built without the CUDA backend)\n");
+#endif
+}
+
 /*
  * The shapes of the segmentation decoders, where the cuda backend folds activations and
  * residual ADDs into the producing node (backend.c): a narrow pointwise conv + RELU + ADD, a
@@ -1489,6 +1625,64 @@ static void test_pointwise_mma_chains(void **state)
     int z = chain_binary(&b, KR_OP_ADD, o42, skip42, d42b);
     kt_graph_output(&b, z);
     finish_and_check(&b, "pointwise mma chains");
+}
+
+/* The tensor-core pointwise kernel's two grid shapes (cuda pwm_groups) on the same layers: at
+ * 256 x 320 pixels the 8 -> 40 layers have 640 tiles of 128 rows at batch 1 and 1,920 at batch 3,
+ * so on a GPU of 80 to 240 multiprocessors (8 tiles per multiprocessor or more: one group of all
+ * channels, two 32-channel passes per tile) batch 3 runs them in one group and batch 1 in two
+ * 32-channel groups; a residual ADD folded into the second, then 40 -> 24. The per-node f16
+ * variant's batch-3 items equal batch-1 runs bit for bit; every cuda variant against the
+ * reference at batch 1 and 3. */
+static void test_pointwise_mma_group_chains(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "pointwise mma group chains", 12, 6, 1 << 16);
+    kt_rng rng = kt_rng_seed(3141);
+    int xd[4] = {1, 256, 320, 8}, d40[4], d40b[4], dy[4];
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int a = chain_pw(&b, &rng, x, xd, 40, KR_ACT_RELU, d40);
+    int s = chain_pw(&b, &rng, x, xd, 40, KR_ACT_NONE, d40b);
+    int r = chain_binary(&b, KR_OP_ADD, a, s, d40);
+    int y = chain_pw(&b, &rng, r, d40, 24, KR_ACT_NONE, dy);
+    kt_graph_output(&b, y);
+    kr_graph *gr = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
+        fail_msg("pointwise mma group chains: %s", err.message);
+    /* the per-node f16 variant: each item of batch 3 (one channel group) equals a batch-1 run
+     * on that item (two groups), bit for bit */
+    for (int bi = 1; bi < N_BACKENDS; bi++) {
+        const backend_entry *be = &backends[bi];
+        if (!be->f16 || be->schedule != KEYER_CUDA_SCHEDULE_KERNELS || be->unavailable)
+            continue;
+        float **xs = make_inputs(gr, 3, 5150u, -1.0f, 1.0f);
+        float *all = run_once(be->ops, be->f16, be->schedule, gr, 3, xs, &err);
+        if (!all && err.status == KEYER_STATUS_DEVICE) {
+            printf("pointwise mma group chains: %s unavailable: %s\n", be->name, err.message);
+            free_inputs(gr, xs);
+            continue;
+        }
+        assert_non_null(all);
+        const size_t item = kr_tensor_elements(&gr->tensors[gr->outputs[0]]);
+        const size_t in_item = kr_tensor_elements(&gr->tensors[gr->inputs[0]]);
+        int differ = 0;
+        for (int i = 0; i < 3; i++) {
+            float *x1[1] = {xs[0] + in_item * (size_t)i};
+            float *one = run_once(be->ops, be->f16, be->schedule, gr, 1, x1, &err);
+            assert_non_null(one);
+            differ += memcmp(one, all + item * (size_t)i, item * sizeof(float)) != 0;
+            free(one);
+        }
+        printf("pointwise mma group chains: %s batch 3 items equal batch-1 runs: %s\n", be->name,
+               differ ? "no  FAIL" : "yes");
+        free(all);
+        free_inputs(gr, xs);
+        assert_int_equal(differ, 0);
+    }
+    check_graph(gr, "pointwise mma group chains", 0);
 }
 
 /* BlazeFace's two blocks from @p x (dims @p xd) to @p cout channels, as both chain tests build
@@ -2061,6 +2255,7 @@ int main(void)
         cmocka_unit_test(test_fused_chains),
         cmocka_unit_test(test_pointwise_tile_chains),
         cmocka_unit_test(test_pointwise_mma_chains),
+        cmocka_unit_test(test_pointwise_mma_group_chains),
         cmocka_unit_test(test_blazeface_chains),
         cmocka_unit_test(test_blazeface_wide_chains),
         cmocka_unit_test(test_rgb_stems),
@@ -2070,11 +2265,17 @@ int main(void)
         cmocka_unit_test(test_onnx_stems),
         cmocka_unit_test(test_onnx_one_output),
         cmocka_unit_test(test_gather_folds),
+        cmocka_unit_test(test_onnx_large_convs),
     };
-    /* KEYER_BACKEND_OPS_TESTS=pattern runs only the matching tests (e.g. under
-     * compute-sanitizer, which is slow) */
+    /* KEYER_BACKEND_OPS_TESTS (or KEYER_TEST_FILTER)=pattern runs only the matching tests and
+     * KEYER_BACKEND_OPS_CUDA=names only those cuda variants (e.g. under compute-sanitizer,
+     * which is slow) */
     const char *only = getenv("KEYER_BACKEND_OPS_TESTS");
+    if (!only || !*only)
+        only = getenv("KEYER_TEST_FILTER");
     if (only && *only)
         cmocka_set_test_filter(only);
+    if (select_cuda_variants(getenv("KEYER_BACKEND_OPS_CUDA")) != 0)
+        return 1;
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # scripts/sanitize-gpu-tests.sh on the CPU, with a fake sanitizer (SAN_CS) and fake test
-# programs: the script must start every run of its table once, with that run's case filter and
-# short mode, wait for all of them and print one line per run in the table's order with the
-# right verdict, whatever its runs do:
+# programs: the script must start every run of its table once (four tools, every GPU test,
+# from one queue over both GPUs), with that run's case filter, short mode, GPUs, environment
+# and kernel filters (the racecheck runs of the network tests exclude every kernel declared in
+# src/nn/cuda and nothing else; test_nn_cuda_gpu's keeps segment_kernel), wait for all of them
+# and print one line per run in the table's order with the right verdict, then the summary
+# table (errors or the worst verdict per test and tool), whatever its runs do:
 #  - end clean at once, or after the others (sleep);
 #  - report errors (exit 9), die of a signal (SIGSEGV), run past --timeout;
 #  - have their shell killed before they write a line (reported "no result", not a file error);
@@ -22,14 +25,37 @@ for t in $(bash "$script" --list | awk '{print $2}' | sort -u); do
     chmod +x "$tmp/build/tests/$t"
 done
 runs=$(bash "$script" --list | wc -l)
-[ "$runs" -ge 30 ] || fail "the table lists $runs runs"
+[ "$runs" -ge 150 ] || fail "the table lists $runs runs"
+# every case of the table is a test of its program (a pattern: at least one)
+while read -r t prog c rest; do
+    [ "$c" = '*' ] && continue
+    grep -qE "cmocka_unit_test\(${c//\*/[a-z0-9_]*}\)" "$repo"/tests/*/"$prog".c ||
+        fail "$prog has no test '$c'"
+done < <(bash "$script" --list | sort -u -k2,3)
+for t in memcheck initcheck synccheck racecheck; do
+    # every GPU test program of the tree under every tool
+    for f in "$repo"/tests/*/test_*_gpu.c; do
+        bash "$script" --list "^$t $(basename "$f" .c) " > /dev/null 2>&1 ||
+            fail "no $t run of $(basename "$f" .c)"
+    done
+    bash "$script" --list "^$t test_backend_ops " > /dev/null 2>&1 || fail "no $t run of test_backend_ops"
+done
 
-# The fake sanitizer: called as  fake --tool T --error-exitcode 9 PROGRAM; records the call,
-# then behaves as the run (tool, program, case) says.
+# The fake sanitizer: called as  fake --tool T --error-exitcode 9 [--kernel-name-exclude F]...
+# PROGRAM; records the call (its filters in a file of their own), then behaves as the run
+# (tool, program, case) says.
 cat > "$tmp/fake" <<'EOF'
 #!/usr/bin/env bash
-tool=$2 prog=$(basename "$5")
-echo "$tool $prog $KEYER_TEST_FILTER short=${KEYER_TEST_SHORT:-unset} gpu=$CUDA_VISIBLE_DEVICES" >> "$FAKE_CALLS"
+tool=$2 prog=$(basename "${!#}") excl=()
+[ "$3 $4" = "--error-exitcode 9" ] || { echo "fake: called as $*"; exit 3; }
+set -- "${@:5:$#-5}"
+while [ $# -gt 0 ]; do
+    [ "$1" = --kernel-name-exclude ] || { echo "fake: unknown option $1"; exit 3; }
+    excl+=("$2"); shift 2
+done
+call="$tool $prog $KEYER_TEST_FILTER short=${KEYER_TEST_SHORT:-unset} gpu=$CUDA_VISIBLE_DEVICES cuda=${KEYER_BACKEND_OPS_CUDA:-all}"
+echo "$call" >> "$FAKE_CALLS"
+echo "$call ${excl[*]} " >> "$FAKE_CALLS.filters"
 summary() {
     if [ "$tool" = racecheck ]; then
         echo "========= RACECHECK SUMMARY: $1 hazards displayed ($1 errors, 0 warnings)"
@@ -47,12 +73,19 @@ case "$tool $prog $KEYER_TEST_FILTER" in
         # the run's shell: the parent of `timeout`, the parent of this process (taskset execs)
         kill -KILL "$(awk '{print $4}' "/proc/$PPID/stat")"
         exit 0 ;;
-    "memcheck test_keying_gpu test_cuda_frames_cuda_network")
+    "synccheck test_people_gpu test_vtest")                # a filter that matches nothing
+        echo "[  PASSED  ] 0 test(s)."; summary 0; exit 0 ;;
+    "racecheck test_keying_gpu *")                         # the tool fails, not the code
+        echo "========= Internal Sanitizer Error: The Sanitizer failed to handle a hardware exception."
+        echo "[  FAILED  ] 3 test(s)."; summary 1; exit 9 ;;
+    "initcheck test_keying_gpu *")
         kill -SEGV $$ ;;
     "racecheck test_overlay_gpu *")
         sleep 3 ;;                                          # the last to end
     "racecheck test_pipeline_mesh_gpu test_crops_cuda_equal_cpu")
         if [ -n "${FAKE_HANG:-}" ]; then exec sleep 60; fi ;;
+    *" test_pipeline_multigpu_gpu "*)                      # one GPU: the test skips
+        case "$CUDA_VISIBLE_DEVICES" in *,*) ;; *) echo "[  SKIPPED ] 1 test(s)."; summary 0; exit 77 ;; esac ;;
 esac
 echo "[  PASSED  ] 1 test(s)."
 summary 0
@@ -75,7 +108,7 @@ echo "$out" | grep -q "No such file" && fail "a file error"
 [ "$(wc -l < "$tmp/calls")" = "$runs" ] || fail "$(wc -l < "$tmp/calls") sanitizer calls for $runs runs"
 [ "$(sort -u "$tmp/calls" | wc -l)" = "$runs" ] || fail "a run started twice"
 # every run reported once, in the table's order
-got=$(echo "$out" | grep -E '^(memcheck|racecheck) ' | awk '{print $1, $2, $3}' | tr -d '[],')
+got=$(echo "$out" | grep -E '^(memcheck|initcheck|synccheck|racecheck) ' | awk '{print $1, $2, $3}' | tr -d '[],')
 want=$(bash "$script" --list | awk '{print $1, $2, $3}')
 [ "$got" = "$want" ] || fail "the lines are not the table's runs in order"
 line() { echo "$out" | grep -E "^$1 +$2 +\[$3[],]"; }
@@ -86,26 +119,100 @@ line memcheck test_pipeline_pose_gpu test_pose_stage_f32 | grep -q "ERRORS .*ERR
 echo "$out" | grep -q "Invalid __global__ read" || fail "the error's first line not shown"
 line memcheck test_people_gpu test_photos | grep -q "no result" ||
     fail "the run whose shell was killed is not 'no result'"
-line memcheck test_keying_gpu test_cuda_frames_cuda_network | grep -q "rc 139" ||
+line initcheck test_keying_gpu '\*' | grep -q "rc 139" ||
     fail "the run killed by SIGSEGV is not 'rc 139'"
+line racecheck test_keying_gpu '\*' | grep -q ": TOOL ERROR " ||
+    fail "an internal sanitizer error is not 'TOOL ERROR'"
+echo "$out" | grep -q "Internal Sanitizer Error: The Sanitizer failed" || fail "the tool's error not shown"
+line synccheck test_people_gpu test_vtest | grep -q ": no test ran " ||
+    fail "a run that ran no test is not 'no test ran'"
 line racecheck test_overlay_gpu '\*' | grep -q ": clean .*RACECHECK SUMMARY: 0 hazards" ||
     fail "the last run to end is not reported clean"
-line memcheck test_pipeline_pose_gpu test_pose_stage_f16 | grep -q ", full\]" ||
+line memcheck test_pipeline_pose_gpu test_pose_stage_f16 | grep -q ", full" ||
     fail "the full run is not marked"
-grep -q "memcheck test_pipeline_pose_gpu test_pose_stage_f16 short=unset" "$tmp/calls" ||
-    fail "the full run had the short mode"
-[ "$(grep -c "short=1" "$tmp/calls")" = $((runs - 1)) ] || fail "not every other run was short"
-grep -q "gpu=1" "$tmp/calls" && grep -q "gpu=0" "$tmp/calls" || fail "not spread over both GPUs"
-clean=$((runs - 4))
-echo "$out" | tail -1 | grep -q "$runs runs on GPU 0,1 (3 at once per GPU), $clean clean, 4 not" ||
+full=$(bash "$script" --list | grep -c ' full')
+[ "$full" -ge 4 ] || fail "$full full runs"
+[ "$(grep -c "test_pose_stage_f16 short=unset" "$tmp/calls")" = "$full" ] ||
+    fail "a full run had the short mode"
+[ "$(grep -c "short=1" "$tmp/calls")" = $((runs - full)) ] || fail "not every other run was short"
+grep -q "gpu=1" "$tmp/calls" && grep -q "gpu=0 " "$tmp/calls" || fail "not spread over both GPUs"
+[ "$(grep -c " test_pipeline_multigpu_gpu .* gpu=0,1 " "$tmp/calls")" = 4 ] ||
+    fail "the two-GPU test does not see both GPUs under each tool"
+# the kernel filters: racecheck of the network tests without src/nn/cuda's kernels (all of them
+# excluded, nothing else), test_nn_cuda_gpu's without them but segment_kernel, no filter else
+for k in conv_pw_mma binary_flat persistent_kernel segment_kernel conv_tc; do
+    grep -rqE "\b$k\(" "$repo/src/nn/cuda" || fail "$k is no longer a kernel of src/nn/cuda"
+done
+f=$tmp/calls.filters
+grep -E '^racecheck test_people_gpu test_keying ' "$f" | grep -q 'kns=_Z11conv_pw_mma ' ||
+    fail "a network racecheck run does not exclude conv_pw_mma"
+filtered=$(grep -c 'kns=' "$f")
+[ "$filtered" -ge 28 ] || fail "$filtered filtered runs"
+for k in kns=_Z11binary_flat kns=_Z17persistent_kernel kns=_Z7conv_tc kns=_Z11conv_pw_mma; do
+    [ "$(grep -c "$k " "$f")" = "$filtered" ] || fail "$k not excluded from every filtered run"
+done
+nn_cuda=$(grep -c '^racecheck test_nn_cuda_gpu ' "$f")
+[ "$nn_cuda" -ge 1 ] || fail "no racecheck run of test_nn_cuda_gpu"
+[ "$(grep -c "kns=_Z14segment_kernel " "$f")" = $((filtered - nn_cuda)) ] ||
+    fail "segment_kernel not excluded from every filtered run but test_nn_cuda_gpu's"
+grep -E '^racecheck test_nn_cuda_gpu ' "$f" | grep -q 'kns=_Z11binary_flat' ||
+    fail "test_nn_cuda_gpu's racecheck keeps the network kernels"
+grep -E '^racecheck test_nn_cuda_gpu ' "$f" | grep -q 'segment_kernel' &&
+    fail "test_nn_cuda_gpu's racecheck excludes segment_kernel"
+grep -E 'kns=_Z[0-9]+(overlay_kernel|cand_kernel|morph_kernel|prepare_kernel|pack_kernel)' "$f" &&
+    fail "a kernel outside src/nn/cuda excluded"
+grep -E '^(memcheck|initcheck|synccheck) .*kns=' "$f" && fail "a memcheck, initcheck or synccheck run filtered"
+grep -E '^racecheck test_(backend_ops|knn_gpu|overlay_gpu|people_switch_gpu|io_nvdec_gpu) .*kns=' "$f" &&
+    fail "a racecheck run of the network kernels' own test or of a test without networks filtered"
+n_excl=$(grep -E '^racecheck test_people_gpu test_keying ' "$f" | grep -o 'kns=' | wc -l)
+[ "$n_excl" -ge 30 ] || fail "only $n_excl kernels excluded"
+echo "$out" | grep -q "exclude the $n_excl kernel names of src/nn/cuda" || fail "the excluded count not printed"
+# test_backend_ops' racecheck: each variant alone for the single operators, per precision else
+for v in cuda cuda-f16 cuda-pers cuda-pers-f16; do
+    grep -q "^racecheck test_backend_ops test_ops_all_backends .* cuda=$v\$" "$tmp/calls" ||
+        fail "racecheck of the single operators in $v missing"
+done
+[ "$(grep -c "^racecheck test_backend_ops test_\*_chains .* cuda=cuda-f16,cuda-pers-f16" "$tmp/calls")" = 1 ] ||
+    fail "racecheck of the f16 chains missing"
+line racecheck test_backend_ops test_ops_all_backends | grep -q ', cuda-pers-f16\]' ||
+    fail "the variant is not on the run's line"
+# the summary table: per test, a column per tool
+sum=$(echo "$out" | sed -n '/^summary/,$p')
+echo "$sum" | grep -qE '^test +memcheck|^test +racecheck' || fail "no summary table"
+echo "$sum" | grep -E '^test_pipeline_pose_gpu ' | grep -q ' 2 errors, ' || fail "the summary's error count"
+echo "$sum" | grep -E '^test_people_device_gpu ' | grep -q 'out of time, ' || fail "the summary's worst verdict"
+echo "$sum" | grep -E '^test_people_gpu ' | grep -q 'no result, ' || fail "the summary's 'no result'"
+echo "$sum" | grep -E '^test_keying_gpu ' | grep -q 'TOOL ERROR, ' || fail "the summary's 'TOOL ERROR'"
+[ "$(echo "$sum" | grep -cE '^test_[a-z_]+ ')" = "$(bash "$script" --list | awk '{print $2}' | sort -u | wc -l)" ] ||
+    fail "not one summary row per test program"
+clean=$((runs - 6))
+echo "$out" | tail -1 | grep -q "$runs runs on GPU 0,1 (3 at once per GPU), $clean clean, 0 skipped, 6 not" ||
     fail "the summary line"
+
+# --brief: only the runs that are not clean, then the same summary table
+out4=$(bash "$script" --build "$tmp/build" --gpus "0 1" --jobs 3 --timeout 4 --brief 'test_pipeline_pose_gpu|test_knn_gpu' 2>&1)
+echo "$out4"
+echo "$out4" | grep -E '^[a-z]+check ' | grep -q ': clean ' && fail "--brief printed a clean run"
+echo "$out4" | grep -qE '^memcheck +test_pipeline_pose_gpu +\[test_pose_stage_f32\].*ERRORS' ||
+    fail "--brief left out the run with errors"
+echo "$out4" | grep -qE '^test_knn_gpu +0 errors, ' || fail "--brief: the summary table"
+
+# one GPU: the two-GPU test skips under every tool, a skip is no failure
+out3=$(bash "$script" --build "$tmp/build" --gpus 1 --timeout 20 'test_pipeline_multigpu_gpu' 2>&1)
+rc=$?
+echo "$out3"
+[ $rc = 0 ] || fail "exit status $rc with skipped runs only"
+echo "$out3" | tail -1 | grep -q "4 runs on GPU 1 (12 at once per GPU), 0 clean, 4 skipped, 0 not" ||
+    fail "the summary line with skipped runs"
 
 # SIGTERM while a run hangs: the script stops it, prints the table and exits 1 at once
 : > "$tmp/calls"
 FAKE_HANG=1 bash "$script" --build "$tmp/build" --jobs 8 --timeout 50 'racecheck test_(overlay_gpu|pipeline_mesh_gpu test_crops)' \
     > "$tmp/out2" 2>&1 &
 pid=$!
-sleep 2
+# once both runs have started (the hanging one sleeps), and 1 s more
+for _ in $(seq 100); do [ "$(wc -l < "$tmp/calls")" -ge 2 ] && break; sleep 0.2; done
+sleep 1
 kill -TERM $pid
 t1=$SECONDS
 wait $pid

@@ -14,10 +14,15 @@ int kt_gpu_run_group(const char *name, const struct CMUnitTest *tests, size_t co
         printf("no CUDA device: skipped\n");
         return KT_SKIPPED;
     }
+    kt_gpu_apply_filter();
+    return _cmocka_run_group_tests(name, tests, count, setup, teardown);
+}
+
+void kt_gpu_apply_filter(void)
+{
     const char *filter = getenv("KEYER_TEST_FILTER");
     if (filter && *filter)
         cmocka_set_test_filter(filter);
-    return _cmocka_run_group_tests(name, tests, count, setup, teardown);
 }
 
 int kt_test_short(void)

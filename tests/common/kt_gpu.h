@@ -44,6 +44,13 @@ int kt_gpu_run_group(const char *name, const struct CMUnitTest *tests, size_t co
 #define KT_GPU_RUN_GROUP(tests, setup, teardown)                                               \
     kt_gpu_run_group(#tests, tests, sizeof(tests) / sizeof((tests)[0]), setup, teardown)
 
+/**
+ * Applies KEYER_TEST_FILTER (above) to the next cmocka group run, when it is set and not empty;
+ * for the GPU tests whose main() runs cmocka_run_group_tests() itself (kt_gpu_run_group() calls
+ * it).
+ */
+void kt_gpu_apply_filter(void);
+
 /** 1 when KEYER_TEST_SHORT is "1" in the environment (the short mode above), else 0. */
 int kt_test_short(void);
 

@@ -7,6 +7,7 @@
  *    largest measured on an H200 was 1.3e-3, Exp);
  *    U^2-NetP's mask '1959' on the same side of 0.5 as ONNX Runtime's on >= 99.5% of pixels and
  *    a mean absolute difference <= 5e-3 (the side outputs are printed, not judged).
+ * KEYER_TEST_FILTER (a cmocka pattern, tests/common/kt_gpu.h) runs only the matching cases.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 
+#include "kt_gpu.h"
 #include "kt_onnx_oracle.h"
 
 static void test_ops_cuda_f32(void **state)
@@ -73,5 +75,6 @@ int main(void)
         cmocka_unit_test(test_u2netp_cuda_f32),
         cmocka_unit_test(test_u2netp_cuda_f16),
     };
+    kt_gpu_apply_filter(); /* KEYER_TEST_FILTER: one case (scripts/sanitize-gpu-tests.sh) */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,7 +29,8 @@
  *           above KEYER_CUDA_PERSISTENT_MAX_BATCH (each item bit for bit against a batch-1 run
  *           of the expected schedule).
  *
- * Label gpu (file name *_gpu.c); exits 77 without a CUDA device.
+ * Label gpu (file name *_gpu.c); exits 77 without a CUDA device. KEYER_TEST_FILTER (a cmocka pattern,
+ * tests/common/kt_gpu.h) runs only the matching cases.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -49,6 +50,7 @@
 #include "keyer/nn.h"
 #include "keyer/registry.h"
 #include "nn/cuda/tuning.h" /* AUTO's batch limits */
+#include "kt_gpu.h"
 #include "testutil.h"
 
 typedef struct {
@@ -483,5 +485,6 @@ int main(void)
         cmocka_unit_test(test_auto_batch_limits),
         cmocka_unit_test(test_errors),
     };
+    kt_gpu_apply_filter(); /* KEYER_TEST_FILTER: one case (scripts/sanitize-gpu-tests.sh) */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -776,8 +776,10 @@ static void test_failover_between_engines(void **state)
  * equals the one-session run's (temporal smoothing off: a frame's matte is its own). */
 enum { SPLIT_FRAMES = 96 };
 
-static int run_split_chunks(const char *in, const char *out_pattern, int engines, int split,
-                            int chunks, keyer_stream_report *sr, keyer_error *err)
+/* @p reader_threads: the lanes' decoder threads (0: the default, one per core) */
+static int run_split_lanes(const char *in, const char *out_pattern, int engines, int split,
+                           int chunks, int reader_threads, keyer_stream_report *sr,
+                           keyer_error *err)
 {
     keyer_logger lg = keyer_logger_default();
     lg.level = KEYER_LOG_ERROR;
@@ -795,6 +797,7 @@ static int run_split_chunks(const char *in, const char *out_pattern, int engines
     keyer_file_stream_params fp = keyer_file_stream_params_defaults();
     fp.input = in;
     fp.output = out_pattern;
+    fp.reader.threads = reader_threads;
     int id = -1;
     keyer_status st = keyer_session_add_file(s, &fp, &id, err);
     if (!st) {
@@ -823,6 +826,12 @@ static int run_split_chunks(const char *in, const char *out_pattern, int engines
     }
     keyer_session_destroy(&s);
     return st;
+}
+
+static int run_split_chunks(const char *in, const char *out_pattern, int engines, int split,
+                            int chunks, keyer_stream_report *sr, keyer_error *err)
+{
+    return run_split_lanes(in, out_pattern, engines, split, chunks, 0, sr, err);
 }
 
 static int run_split(const char *in, const char *out_pattern, int engines, int split,
@@ -1037,7 +1046,7 @@ static void test_split_over_engines(void **state)
                      KEYER_OK);
     int64_t *starts = NULL;
     int chunks = 0;
-    assert_int_equal(keyer_reader_plan_chunks(in, 2, &starts, &chunks, &err), KEYER_OK);
+    assert_int_equal(keyer_reader_plan_chunks(in, 2, &starts, NULL, &chunks, &err), KEYER_OK);
     printf("  %d chunks, starting at pts", chunks);
     for (int k = 0; k < chunks; k++)
         printf(" %lld", (long long)starts[k]);
@@ -1092,7 +1101,7 @@ static void test_split_over_engines(void **state)
                      KEYER_OK);
     int64_t *ls = NULL;
     int lc = 0;
-    assert_int_equal(keyer_reader_plan_chunks(lin, 1 << 24, &ls, &lc, &err), KEYER_OK);
+    assert_int_equal(keyer_reader_plan_chunks(lin, 1 << 24, &ls, NULL, &lc, &err), KEYER_OK);
     assert_int_equal(lc, 16);
     int64_t lcut[16];
     int64_t frame = ls[1] / 12; /* pts of a frame */
@@ -1111,6 +1120,74 @@ static void test_split_over_engines(void **state)
     same_pngs_n(dir, "lref", "lgot", LONG);
 }
 
+/* The lanes decode exactly their chunks. Chunks between H.264 IDR pictures that the MP4 index
+ * counts end with their own last frame: a lane does not read on to the next chunk's first
+ * frame, which made its decoder take the next chunk's IDR picture too, only to see that the
+ * chunk had ended (the lane that owns that chunk decodes it again). The sample has 2 B-frames
+ * (keyer_sample_params' default), so a decoder on one thread outputs a picture D = 2
+ * pictures after it takes it: each chunk but the file's last ends D pictures into the next
+ * chunk (before, D + 1), and each lane but the first decodes the file's first 1 + D pictures
+ * at its opening (keyer_reader_open's probe) for nothing; the first lane starts its first
+ * chunk, the file's first, where its opening left it (before, it sought back to it and
+ * decoded those pictures again, its decoder set up a second time). The frames are the
+ * one-session run's (test_split_over_engines compares them). */
+static void test_split_decoded_pictures(void **state)
+{
+    (void)state;
+    enum { N = 192, GOP = 12 };
+    char dir[3000], in[4096], img[4096];
+    kt_tmpdir(dir, sizeof(dir), "pipeline_multigpu_split_pictures");
+    snprintf(in, sizeof(in), "%s/gops.mp4", dir);
+    keyer_sample_params p = keyer_sample_params_defaults();
+    p.width = 128;
+    p.height = 72;
+    p.frames = N;
+    p.frame_rate = (keyer_rational){24, 1};
+    p.keyint = GOP;
+    p.preset = "ultrafast";
+    keyer_error err = {0};
+    assert_int_equal(keyer_video_write_sample(in, kt_data_path(img, sizeof(img),
+                                                               "grace_hopper.jpg"), &p, &err),
+                     KEYER_OK);
+    /* every GOP counted exactly: IDR pictures at both ends, every packet in the index */
+    int64_t *starts = NULL;
+    int *frames = NULL, gops = 0, sum = 0;
+    assert_int_equal(keyer_reader_plan_chunks(in, 1 << 24, &starts, &frames, &gops, &err),
+                     KEYER_OK);
+    assert_int_equal(gops, N / GOP);
+    for (int g = 0; g < gops; g++) {
+        assert_int_equal(frames[g], GOP);
+        sum += frames[g];
+    }
+    assert_int_equal(sum, N);
+    free(starts);
+    free(frames);
+    /* one engine with 2 lanes (4 chunks of 48: two per lane), two engines with 2 lanes each
+     * (4 lanes, 4 chunks of 48), one engine with 3 lanes (3 chunks of 60-72):
+     * kr_split_gpus_balance with chunks of at most 72 frames */
+    enum { D = 2 };
+    const int engines[3] = {1, 2, 1}, per_engine[3] = {2, 2, 3}, chunks[3] = {4, 4, 3};
+    for (int c = 0; c < 3; c++) {
+        int lanes = engines[c] * per_engine[c];
+        keyer_stream_report r;
+        if (run_split_lanes(in, NULL, engines[c], 1, per_engine[c], 1, &r, &err))
+            fail_msg("split over %d engine(s), %d lanes: %s", engines[c], lanes, err.message);
+        int64_t extra = r.decoded_pictures - r.frames_read;
+        int64_t bound = (lanes - 1) * (1 + D) + (chunks[c] - 1) * D;
+        print_message("    %d engine(s), %d lanes, %d chunks: %lld pictures decoded for %lld "
+                      "frames read (%lld more, at most %lld; reading to the next chunk's first "
+                      "frame and seeking to the first: %lld), %lld decoder set-ups\n",
+                      engines[c], lanes, chunks[c], (long long)r.decoded_pictures,
+                      (long long)r.frames_read, (long long)extra, (long long)bound,
+                      (long long)(bound + chunks[c] - 1 + 1 + D), (long long)r.decoder_setups);
+        assert_int_equal(r.status, KEYER_OK);
+        assert_int_equal(r.frames_read, N);
+        assert_int_equal(r.frames_written, N);
+        assert_true(extra >= lanes - 1 && extra <= bound);
+        assert_int_equal(r.decoder_setups, lanes); /* one each: the seeks keep the decoders */
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1125,6 +1202,7 @@ int main(void)
         cmocka_unit_test(test_failover_between_engines),
         cmocka_unit_test(test_split_lanes),
         cmocka_unit_test(test_split_over_engines),
+        cmocka_unit_test(test_split_decoded_pictures),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

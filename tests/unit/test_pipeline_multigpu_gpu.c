@@ -21,7 +21,9 @@
  *    PSNR >= 30 dB, each stream's report naming where it ran;
  *  - one file split at keyframes over cuda:0,1 (split_gpus; 4 chunks of 24 frames, two per
  *    GPU, each decoded by its GPU's NVDEC) is written back complete and in order: every
- *    frame within 2 code values of the same file run on cuda:0 alone.
+ *    frame within 2 code values of the same file run on cuda:0 alone; one NVDEC session per
+ *    lane, and only the decoders' reorder delay decoded twice (the lanes stop at their
+ *    chunk's last frame).
  *  - decode_segments -1 (the default) with expected_files: two NVDEC sessions per file stream
  *    while a GPU gets fewer than 16, each opened once (decoder set-ups counted), on cuda:0
  *    and over cuda:0,1, the frames those of one session, complete and in order; one session
@@ -585,6 +587,19 @@ static void test_split_over_two_gpus(void **state)
     assert_int_equal(rb.status, KEYER_OK);
     assert_string_equal(rb.device, "cuda:0 + cuda:1 (split)");
     assert_int_equal(rb.hw_decode, 1);
+    /* The lanes decode exactly their chunks (4 lanes, 4 chunks of 24): one NVDEC session each
+     * (the seeks to IDR pictures keep them; the first lane does not seek back to the file's
+     * start), and the decoders' delay D = 2 (the sample's 2 B-frames) as the only pictures
+     * decoded twice: D into the next chunk at each of the 3 chunk ends, 1 + D at the opening
+     * of each lane but the first (21 before: D + 1 per chunk end, and 1 + D more for the
+     * first lane's seek back) */
+    int64_t extra = rb.decoded_pictures - rb.frames_read;
+    printf("  split: %lld pictures decoded for %lld frames read, %lld NVDEC set-ups\n",
+           (long long)rb.decoded_pictures, (long long)rb.frames_read,
+           (long long)rb.decoder_setups);
+    assert_int_equal(rb.frames_read, SF);
+    assert_int_equal(rb.decoder_setups, 4);
+    assert_true(extra >= 3 && extra <= 3 * 3 + 3 * 2);
     keyer_frame *fa = NULL, *fb = NULL;
     keyer_frame_create(&fa, NULL);
     keyer_frame_create(&fb, NULL);

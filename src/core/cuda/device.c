@@ -175,6 +175,23 @@ static keyer_status stream_create(int ordinal, void **stream, keyer_error *err)
     return KEYER_OK;
 }
 
+static keyer_status stream_create_urgent(int ordinal, void **stream, keyer_error *err)
+{
+    *stream = NULL;
+    if (use(ordinal, err))
+        return err ? err->status : KEYER_STATUS_DEVICE;
+    int least = 0, greatest = 0; /* greatest: the highest priority (the lowest number) */
+    cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    if (e != cudaSuccess)
+        return fail(err, "cudaDeviceGetStreamPriorityRange", e);
+    cudaStream_t s;
+    e = cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest);
+    if (e != cudaSuccess)
+        return fail(err, "cudaStreamCreateWithPriority", e);
+    *stream = s;
+    return KEYER_OK;
+}
+
 static void stream_destroy(int ordinal, void *stream)
 {
     if (!stream)
@@ -338,6 +355,7 @@ static const kr_device_fns cuda_fns = {
     .event_query = event_query,
     .set_sync = set_sync,
     .event_create_blocking = event_create_blocking,
+    .stream_create_urgent = stream_create_urgent,
 };
 
 const kr_device_fns *kr_device_cuda_table(void)

@@ -176,7 +176,7 @@ static size_t const_esize(const kr_backend_instance *inst, int t)
 }
 
 /* Whether constant @p t is the weights (input 1) of an ungrouped CONV_2D: f16 instances keep a
- * half copy of it for the tensor-core kernel (kr_cuda_op.w16). */
+ * half copy of it and the remainders for the tensor-core kernels (kr_cuda_op.w16). */
 static int is_conv_weight16(const kr_graph *g, int t)
 {
     for (int n = 0; n < g->n_nodes; n++)
@@ -187,8 +187,8 @@ static int is_conv_weight16(const kr_graph *g, int t)
 }
 
 /* Uploads every float constant (as float or in the element type, see const_esize) and the
- * int32 GATHER indices (as they are); f16 instances also a half copy of the CONV_2D weights
- * (is_conv_weight16), converted once here. */
+ * int32 GATHER indices (as they are); f16 instances also the CONV_2D weights as hi and lo
+ * halves (is_conv_weight16, kr_cuda_op.w16), converted once here. */
 static keyer_status upload_weights(kr_backend_instance *inst, keyer_error *err)
 {
     const kr_graph *g = inst->graph;
@@ -213,8 +213,8 @@ static keyer_status upload_weights(kr_backend_instance *inst, keyer_error *err)
         total += (n * es + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
         f32_total += (n * 4 + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
         if (inst->w16_offsets && tt->dtype == KR_DTYPE_F32 && is_conv_weight16(g, t)) {
-            inst->w16_offsets[t] = total;
-            total += (n * 2 + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
+            inst->w16_offsets[t] = total; /* hi then lo halves (kr_cuda_op.w16) */
+            total += (n * 4 + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
             f32_total += (n * 4 + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
         }
     }
@@ -256,8 +256,8 @@ static keyer_status upload_weights(kr_backend_instance *inst, keyer_error *err)
             if (e == cudaSuccess)
                 e = cudaStreamSynchronize(cudaStreamLegacy);
             if (e == cudaSuccess)
-                e = (cudaError_t)kr_cuda_f32_to_f16(s, inst->weights + inst->w16_offsets[t], n,
-                                                    inst->own);
+                e = (cudaError_t)kr_cuda_f32_to_f16_hilo(s, inst->weights + inst->w16_offsets[t],
+                                                         n, inst->own);
             f32_off += (n * 4 + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
         }
     }

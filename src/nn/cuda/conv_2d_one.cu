@@ -124,7 +124,14 @@ template <int L, int KS> static int launch_one(const kr_cuda_op *op, const one_s
 {
     const float *bias =
         op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? (const float *)op->in[2] : NULL;
-    const int blocks = (s.M + ONE_THREADS / L - 1) / (ONE_THREADS / L);
+    /* at most 4 blocks per multiprocessor, looping over the pixels: each block loads its lanes'
+     * 9 x 8 weights once (with a block per 256 / L pixels, u2netp's side output at 320 x 320
+     * issued eight times as many weight loads as input loads); by the device's size, which
+     * changes no output's sum */
+    const int per = ONE_THREADS / L, sms = op->caps->sms > 0 ? op->caps->sms : 1;
+    int blocks = (s.M + per - 1) / per;
+    if (blocks > 4 * sms)
+        blocks = 4 * sms;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -18,14 +18,17 @@
  * conflicts. Warp w computes rows [16 MI w, 16 MI (w + 1)) of the tile, 32 output channels at a
  * time: per 16-deep chunk of k, one ldmatrix.x4 of A per 16 rows and two of each weight half
  * (4 n8 tiles of the weights, staged once per block as hi and lo [NP][KP + 8] halves, zero past
- * N and K), then mma.sync.m16n8k8 (f16 in, f32 accumulate) for the chunk's lower 8 k with hi,
- * with lo, then the upper 8 k likewise. The
+ * N and K, copied from the hi and lo halves made once at set-up, kr_cuda_op.w16), then
+ * mma.sync.m16n8k8 (f16 in, f32 accumulate) for the chunk's lower 8 k with hi, with lo, then
+ * the upper 8 k likewise. The
  * accumulators get the bias, the clamp and the folded activation in registers, go through a
  * per-warp float staging area, and the warp writes whole 64-byte pieces of output rows (adding a
  * folded residual there) with 16-byte stores (where N is no multiple of 8: pairs of channels,
  * 4-byte stores, the folded operand's loads all issued first; 2-byte stores where N is odd or
- * a pointer unaligned; a warp still writing contiguous runs). The grid is one wave of resident blocks, each looping
- * over tiles with the weights staged once. A MUL by an excitation's channel vector or a bilinear
+ * a pointer unaligned; a warp still writing contiguous runs). The grid is one wave of resident
+ * blocks, each looping over tiles with the weights staged once; a layer with few tiles
+ * (pwm_groups) runs its 32-channel passes in separate blocks, each staging only its own 32
+ * channels' weights. A MUL by an excitation's channel vector or a bilinear
  * upsample folded into the layer (fusion.h) is computed in the copy into shared memory, each
  * value rounded to half as the folded node would have stored it, so the results are those of
  * the unfolded nodes bit for bit.
@@ -305,81 +308,110 @@ __device__ __noinline__ void pwm_store_pairs(const float *st, __half *__restrict
     }
 }
 
+/* kr_apply (common.cuh) with its post function @p P fixed: the clamp, then the same operations
+ * for each post function, so the same values. */
+template <int P> __device__ __forceinline__ float pwm_post(const kr_epilogue &e, float v)
+{
+    v = fminf(fmaxf(v, e.lo), e.hi);
+    if (P == KR_CUDA_POST_RELU)
+        return fmaxf(v, 0.0f);
+    if (P == KR_CUDA_POST_RELU6)
+        return fminf(fmaxf(v, 0.0f), 6.0f);
+    if (P == KR_CUDA_POST_HARD_SWISH)
+        return kr_div6(v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f));
+    if (P == KR_CUDA_POST_LOGISTIC)
+        return 1.0f / (1.0f + expf(-v));
+    return v;
+}
+
+/* A warp's accumulators (MI x 16 rows, 32 channels: the m16n8 layout) + the bias @p b (the
+ * pass's 32 channels), clamped, through post function @p P, into the warp's staging rows. */
+template <int P, int MI>
+__device__ __forceinline__ void pwm_epilogue(const kr_epilogue &e, const float (&acc)[MI][4][4],
+                                             const float *b, float *st, int lane)
+{
+    const int g = lane >> 2, q2 = (lane & 3) * 2;
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const int c = t * 8 + q2;
+            const float b0 = b[c], b1 = b[c + 1];
+            float *s0 = st + (16 * i + g) * PWM_LDS + c;
+            *reinterpret_cast<float2 *>(s0) =
+                make_float2(pwm_post<P>(e, acc[i][t][0] + b0), pwm_post<P>(e, acc[i][t][1] + b1));
+            *reinterpret_cast<float2 *>(s0 + 8 * PWM_LDS) =
+                make_float2(pwm_post<P>(e, acc[i][t][2] + b0), pwm_post<P>(e, acc[i][t][3] + b1));
+        }
+}
+
+/* Waits until none of this thread's committed groups is in flight. */
+__device__ __forceinline__ void pwm_wait0()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group 0;\n" ::);
+#endif
+}
+
+/* The kernel: @p wh the weights as hi halves [N][K] then lo halves [N][K] (kr_cuda_op.w16);
+ * the grid's blocks in groups of @p G, block b computing output channels [NG (b % G),
+ * NG (b % G + 1)) (NG = NP / G, a multiple of PWM_NC) of tiles b / G, b / G + gridDim / G, ...
+ * (gridDim a multiple of G), with only its NG channels' weights staged. */
 template <int MI, int SRC>
 __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restrict__ x,
-                                                           const float *__restrict__ w,
+                                                           const __half *__restrict__ wh,
                                                            const float *__restrict__ bias,
                                                            __half *__restrict__ y, int M, int K,
-                                                           int N, int KP, int NP, int tiles,
-                                                           kr_epilogue e, pwm_source sc,
-                                                           pwm_add ra, int st_odd)
+                                                           int N, int KP, int NP, int G,
+                                                           int tiles, kr_epilogue e,
+                                                           pwm_source sc, pwm_add ra, int st_odd)
 {
     constexpr int BM = 16 * MI * PWM_WARPS, RW = 16 * MI; /* rows per block, per warp */
     extern __shared__ __align__(16) unsigned char pwm_sm[];
     const int lda = KP + 8;
     constexpr int NBUF = SRC == PWM_PIPE ? 2 : 1;
+    const int NG = NP / G, grp = (int)(blockIdx.x % (unsigned)G), nc0 = grp * NG;
+    const int tile0 = (int)(blockIdx.x / (unsigned)G), tstep = (int)(gridDim.x / (unsigned)G);
     __half *as = reinterpret_cast<__half *>(pwm_sm);
-    __half *ws = as + (size_t)NBUF * BM * lda; /* the weights' high halves */
-    __half *wl = ws + (size_t)NP * lda;        /* and their low halves */
-    float *bs = reinterpret_cast<float *>(wl + (size_t)NP * lda);
+    __half *ws = as + (size_t)NBUF * BM * lda; /* the weights' high halves, NG rows */
+    __half *wl = ws + (size_t)NG * lda;        /* and their low halves */
+    float *bs = reinterpret_cast<float *>(wl + (size_t)NG * lda);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    float *st = bs + NP + warp * RW * PWM_LDS;
-    /* the weights and bias once per block, zero past N and K: each float weight as
-     * hi = half(w) and lo = half(w - hi) (w - hi is exact in float), so that hi + lo is w to
-     * about 2^-22 relative and the layer's only roundings are the activations' and the sums';
-     * the A tile's columns past K zero (the row loads below never write them). The weights
-     * in units of 4 consecutive k (KP is a multiple of 16: a unit never crosses a row), WU
-     * units per thread in flight, one 16-byte load per unit where K is a multiple of 4 and the
-     * weights 16-byte aligned: the staging is a block's first wait, and with few tiles per block
-     * (the 8 x 8 and 16 x 16 layers, small batches) its main one */
-    constexpr int WU = 4;
-    const int units = NP * KP / 4, kq = KP / 4;
-    const bool w4 = (K & 3) == 0 && (reinterpret_cast<uintptr_t>(w) & 15) == 0;
-    for (int u0 = tid; u0 < units; u0 += WU * PWM_THREADS) {
-        float4 v[WU];
-#pragma unroll
-        for (int j = 0; j < WU; j++) {
-            const int u = u0 + j * PWM_THREADS, n = u / kq, k = (u - n * kq) * 4;
-            v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (u < units && n < N && k < K) {
-                const float *p = w + (size_t)n * K + k;
-                if (w4) {
-                    v[j] = __ldg(reinterpret_cast<const float4 *>(p));
-                } else {
-                    v[j].x = __ldg(p);
-                    v[j].y = k + 1 < K ? __ldg(p + 1) : 0.0f;
-                    v[j].z = k + 2 < K ? __ldg(p + 2) : 0.0f;
-                    v[j].w = k + 3 < K ? __ldg(p + 3) : 0.0f;
-                }
-            }
+    float *st = bs + NG + warp * RW * PWM_LDS;
+    /* the weights of the block's NG channels and their bias once per block, zero past N and K:
+     * the hi and lo halves were made at set-up (hi = half(w), lo = half(w - hi): hi + lo is w to
+     * about 2^-22 relative, so the layer's only roundings are the activations' and the sums');
+     * where K is a multiple of 8, 16-byte copies all in flight at once (cp.async on 8.0+,
+     * waited for with the first tile's rows), else 2-byte loads. The A tile's columns past K
+     * zero (the row loads below never write them). */
+    const __half *wlo = wh + (size_t)N * K;
+    if ((K & 7) == 0 && (reinterpret_cast<uintptr_t>(wh) & 15) == 0) {
+        const int kc = KP / 8, units = NG * kc;
+        for (int u = tid; u < 2 * units; u += PWM_THREADS) {
+            const int hl = u >= units, v = u - hl * units, nl = v / kc, c = v - nl * kc;
+            const int n = nc0 + nl;
+            const bool ok = n < N && 8 * c < K;
+            __half *d = (hl ? wl : ws) + nl * lda + 8 * c;
+            pwm_cp16(d, pwm_smem(d), (hl ? wlo : wh) + (ok ? (size_t)n * K + 8 * c : 0), ok);
         }
-#pragma unroll
-        for (int j = 0; j < WU; j++) {
-            const int u = u0 + j * PWM_THREADS, n = u / kq, k = (u - n * kq) * 4;
-            if (u < units) {
-                const __half2 h0 = __floats2half2_rn(v[j].x, v[j].y);
-                const __half2 h1 = __floats2half2_rn(v[j].z, v[j].w);
-                const float2 f0 = __half22float2(h0), f1 = __half22float2(h1);
-                const __half2 l0 = __floats2half2_rn(v[j].x - f0.x, v[j].y - f0.y);
-                const __half2 l1 = __floats2half2_rn(v[j].z - f1.x, v[j].w - f1.y);
-                uint2 hq, lq;
-                hq.x = *reinterpret_cast<const unsigned *>(&h0);
-                hq.y = *reinterpret_cast<const unsigned *>(&h1);
-                lq.x = *reinterpret_cast<const unsigned *>(&l0);
-                lq.y = *reinterpret_cast<const unsigned *>(&l1);
-                *reinterpret_cast<uint2 *>(ws + n * lda + k) = hq;
-                *reinterpret_cast<uint2 *>(wl + n * lda + k) = lq;
-            }
+    } else {
+        const int units = NG * KP;
+#pragma unroll 4
+        for (int u = tid; u < units; u += PWM_THREADS) {
+            const int nl = u / KP, k = u - nl * KP, n = nc0 + nl;
+            const bool ok = n < N && k < K;
+            ws[nl * lda + k] = ok ? wh[(size_t)n * K + k] : __float2half_rn(0.0f);
+            wl[nl * lda + k] = ok ? wlo[(size_t)n * K + k] : __float2half_rn(0.0f);
         }
     }
-    for (int i = tid; i < NP; i += PWM_THREADS)
-        bs[i] = bias && i < N ? bias[i] : 0.0f;
+    for (int i = tid; i < NG; i += PWM_THREADS)
+        bs[i] = bias && nc0 + i < N ? bias[nc0 + i] : 0.0f;
     for (int i = tid; i < NBUF * BM * (KP - K); i += PWM_THREADS) {
         const int r = i / (KP - K), k = K + i % (KP - K);
         as[r * lda + k] = __float2half_rn(0.0f);
     }
     const int kv = K / 8; /* 16-byte vectors per row */
-    const unsigned w_base = pwm_smem(ws), wl_off = (unsigned)NP * (unsigned)lda * 2u;
+    const unsigned w_base = pwm_smem(ws), wl_off = (unsigned)NG * (unsigned)lda * 2u;
     /* PWM_PIPE: the rows of tile t (all of the block's vectors, zero past M) into buffer b */
     auto issue = [&](int t, int b) {
         const int tm0 = t * BM, th = M - tm0 < BM ? M - tm0 : BM;
@@ -390,20 +422,29 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
             pwm_cp16(d, pwm_smem(d), x + ((size_t)tm0 * kv + (r < th ? i : 0)) * 8, r < th);
         }
     };
-    if (SRC == PWM_PIPE && blockIdx.x < tiles) {
-        issue(blockIdx.x, 0);
-        pwm_commit();
-    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* a programmatic dependent launch on compute 9.0+ (pwm_launch): what is above reads only
+     * set-up data (weights, bias); wait here for the kernel before to end and its writes to be
+     * visible, before reading any activation or writing the output (a no-op without one). Then
+     * the kernel after may start (if it is a programmatic dependent launch too: its blocks take
+     * the multiprocessors this one's blocks leave as they finish, and stage their own weights;
+     * every block of this kernel is resident from the start, so none waits for them). */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    if (SRC == PWM_PIPE && tile0 < tiles)
+        issue(tile0, 0); /* in the weights' group */
+    pwm_commit();
     int it = 0;
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, it++) {
+    for (int tile = tile0; tile < tiles; tile += tstep, it++) {
         const int m0 = tile * BM;
         const int here = M - m0 < BM ? M - m0 : BM;
         const int cur = SRC == PWM_PIPE ? (it & 1) : 0;
         const unsigned a_base = pwm_smem(as + (size_t)cur * BM * lda);
-        __syncthreads(); /* the weights are in; the previous tile's rows are read */
+        __syncthreads(); /* the previous tile's rows are read */
         if (SRC == PWM_PIPE) { /* the next tile's rows in flight while this one is computed */
-            if (tile + (int)gridDim.x < tiles)
-                issue(tile + (int)gridDim.x, cur ^ 1);
+            if (tile + tstep < tiles)
+                issue(tile + tstep, cur ^ 1);
             pwm_commit();
             pwm_wait1();
         } else if (SRC == PWM_STEM3 || SRC == PWM_STEM5) {
@@ -463,11 +504,13 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                 *reinterpret_cast<uint4 *>(as + r * lda + c * 8) = v;
             }
         }
+        if (SRC != PWM_PIPE)
+            pwm_wait0(); /* the weights' copies (the first tile only has any in flight) */
         __syncthreads();
         const int r0 = warp * RW; /* the warp's first row in the tile */
         if (r0 >= here)
             continue;
-        for (int nc = 0; nc < NP; nc += PWM_NC) {
+        for (int nc = nc0; nc < nc0 + NG; nc += PWM_NC) {
             float acc[MI][4][4];
 #pragma unroll
             for (int i = 0; i < MI; i++)
@@ -485,7 +528,7 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                                                         2));
 #pragma unroll
                 for (int j = 0; j < 2; j++) { /* n8 tiles 2j, 2j + 1: (tile, k half) per matrix */
-                    const unsigned bo = w_base + (unsigned)(((nc + (2 * j + (lane >> 4)) * 8 +
+                    const unsigned bo = w_base + (unsigned)(((nc - nc0 + (2 * j + (lane >> 4)) * 8 +
                                                               (lane & 7)) *
                                                                  lda +
                                                              k0 + ((lane >> 3) & 1) * 8) *
@@ -504,20 +547,24 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                         pwm_mma(acc[i][t], a[i][2], a[i][3], bl[t >> 1][(t & 1) * 2 + 1]);
                     }
             }
-            /* bias, clamp, post function in registers; then the staging rows */
-            const int g = lane >> 2, q2 = (lane & 3) * 2;
-#pragma unroll
-            for (int i = 0; i < MI; i++)
-#pragma unroll
-                for (int t = 0; t < 4; t++) {
-                    const int c = t * 8 + q2;
-                    const float b0 = bs[nc + c], b1 = bs[nc + c + 1];
-                    float *s0 = st + (16 * i + g) * PWM_LDS + c;
-                    *reinterpret_cast<float2 *>(s0) = make_float2(
-                        kr_apply(e, acc[i][t][0] + b0), kr_apply(e, acc[i][t][1] + b1));
-                    *reinterpret_cast<float2 *>(s0 + 8 * PWM_LDS) = make_float2(
-                        kr_apply(e, acc[i][t][2] + b0), kr_apply(e, acc[i][t][3] + b1));
-                }
+            /* bias, clamp, post function in registers (the post function's switch once per
+             * pass, not per value); then the staging rows */
+            switch (e.post) {
+            case KR_CUDA_POST_RELU:
+                pwm_epilogue<KR_CUDA_POST_RELU, MI>(e, acc, bs + (nc - nc0), st, lane);
+                break;
+            case KR_CUDA_POST_RELU6:
+                pwm_epilogue<KR_CUDA_POST_RELU6, MI>(e, acc, bs + (nc - nc0), st, lane);
+                break;
+            case KR_CUDA_POST_HARD_SWISH:
+                pwm_epilogue<KR_CUDA_POST_HARD_SWISH, MI>(e, acc, bs + (nc - nc0), st, lane);
+                break;
+            case KR_CUDA_POST_LOGISTIC:
+                pwm_epilogue<KR_CUDA_POST_LOGISTIC, MI>(e, acc, bs + (nc - nc0), st, lane);
+                break;
+            default:
+                pwm_epilogue<KR_CUDA_POST_NONE, MI>(e, acc, bs + (nc - nc0), st, lane);
+            }
             __syncwarp();
             if (st_odd == PWM_ST_PAIRS) {
                 pwm_store_pairs<RW>(st, y, e, ra, m0 + r0, here - r0, nc, N, lane);
@@ -621,12 +668,17 @@ static int pwm_store_mode(const kr_cuda_op *op, int N)
     return PWM_ST_ONE;
 }
 
-template <int MI, int SRC> static int pwm_launch(const kr_cuda_op *op, int M, int K, int N)
+/* A layer's launch with @p G channel groups (pwm_groups): the block layout of NL = N (G = 1) or
+ * PWM_NC channels (G > 1) staged, MI pixel rows per warp. */
+template <int MI, int SRC>
+static int pwm_launch(const kr_cuda_op *op, int M, int K, int N, int G, int NL)
 {
-    const pwm_layout l = pwm_plan(K, N, MI, SRC == PWM_PIPE ? 2 : 1);
+    const pwm_layout l = pwm_plan(K, NL, MI, SRC == PWM_PIPE ? 2 : 1);
     const int tiles = (M + l.bm - 1) / l.bm;
+    const int NP = (N + PWM_NC - 1) / PWM_NC * PWM_NC;
     /* one wave of resident blocks (registers, shared memory, threads), each looping over
-     * tiles; the grid only spreads the tiles: it changes no result */
+     * (tile, channel group) items, the grid a multiple of G; the grid only spreads the items:
+     * it changes no result */
     int per_sm = 0;
     if (l.bytes > 48 * 1024) { /* past the default: opt in (PW_MMA_MAX_SMEM, every class) */
         const cudaError_t ae = cudaFuncSetAttribute(
@@ -640,7 +692,9 @@ template <int MI, int SRC> static int pwm_launch(const kr_cuda_op *op, int M, in
     if (oe != cudaSuccess)
         return (int)oe;
     const long cap = (long)(op->caps->sms > 0 ? op->caps->sms : 1) * (per_sm > 0 ? per_sm : 1);
-    const int grid = (int)(tiles < cap ? tiles : cap);
+    const long items = (long)tiles * G;
+    const long fill = (items < cap ? items : cap) / G * G;
+    const int grid = (int)(fill > G ? fill : G);
     const kr_tensor *bt = op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
     const kr_tensor *yt = kr_out_t(op);
     pwm_source sc;
@@ -674,18 +728,50 @@ template <int MI, int SRC> static int pwm_launch(const kr_cuda_op *op, int M, in
     kr_activation_range(op->add.act, &ra.e.lo, &ra.e.hi);
     ra.e.post = (int)op->add.post;
     ra.e.res = NULL;
-    conv_pw_mma<MI, SRC><<<(unsigned)(grid > 0 ? grid : 1), PWM_THREADS, l.bytes,
-                           (cudaStream_t)op->stream>>>(
-        (const __half *)x, (const float *)op->in[1], bt ? (const float *)op->in[2] : NULL,
-        (__half *)op->out, M, K, N, l.KP, l.NP, tiles, kr_make_epilogue(op, 1), sc, ra,
-        pwm_store_mode(op, N));
-    return (int)cudaGetLastError();
+    /* on compute 9.0+ (the device's or the emulated class's) a programmatic dependent launch:
+     * the launch and the weights' staging overlap the end of the kernel before (the kernel
+     * waits for it before touching activations); the same values either way */
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)grid);
+    cfg.blockDim = dim3(PWM_THREADS);
+    cfg.dynamicSmemBytes = l.bytes;
+    cfg.stream = (cudaStream_t)op->stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = kr_gpu_cc(op->caps) >= 90 ? 1 : 0;
+    const __half *xh = (const __half *)x, *wh = (const __half *)op->w16;
+    const float *bias = bt ? (const float *)op->in[2] : NULL;
+    return (int)cudaLaunchKernelEx(&cfg, conv_pw_mma<MI, SRC>, xh, wh, bias, (__half *)op->out, M,
+                                   K, N, l.KP, NP, G, tiles, kr_make_epilogue(op, 1), sc, ra,
+                                   pwm_store_mode(op, N));
 }
 
-template <int SRC> static int pwm_launch_mi(const kr_cuda_op *op, int M, int K, int N)
+template <int SRC>
+static int pwm_launch_mi(const kr_cuda_op *op, int M, int K, int N, int G, int NL)
 {
-    return pwm_mi(K, N, SRC == PWM_PIPE ? 2 : 1) == 2 ? pwm_launch<2, SRC>(op, M, K, N)
-                                                       : pwm_launch<1, SRC>(op, M, K, N);
+    return pwm_mi(K, NL, SRC == PWM_PIPE ? 2 : 1) == 2
+               ? pwm_launch<2, SRC>(op, M, K, N, G, NL)
+               : pwm_launch<1, SRC>(op, M, K, N, G, NL);
+}
+
+/* The channel groups a layer of @p M pixel rows runs in: 1 (every block computes all N
+ * channels of its tiles, the weights staged once per block) where the one-group layout has at
+ * least PW_MMA_SPLIT_TILES_PER_SM tiles per multiprocessor, else one group per PWM_NC output
+ * channels (each block stages only its group's weights and computes one pass per tile: more
+ * blocks, shorter ones, and a smaller block; the tile's rows are read once per group). The
+ * grid's shape only: every output value is the same sum either way, so the choice may depend
+ * on the batch without changing any result. */
+static int pwm_groups(const kr_cuda_op *op, int M, int K, int N)
+{
+    const int np = (N + PWM_NC - 1) / PWM_NC * PWM_NC;
+    const long sms = op->caps->sms > 0 ? op->caps->sms : 1;
+    const long bm = 16L * PWM_WARPS * pwm_mi(K, N);
+    const long tiles = bm > 0 ? (M + bm - 1) / bm : 0;
+    if (np <= PWM_NC || tiles >= PW_MMA_SPLIT_TILES_PER_SM * sms)
+        return 1;
+    return np / PWM_NC;
 }
 
 extern "C" int kr_cuda_conv_2d_pw_mma(const kr_cuda_op *op)
@@ -697,21 +783,22 @@ extern "C" int kr_cuda_conv_2d_pw_mma(const kr_cuda_op *op)
         return (int)cudaSuccess;
     if (m > (size_t)0x7fffffff - 256)
         return (int)cudaErrorInvalidValue;
+    const int G = pwm_groups(op, (int)m, K, N), NL = G > 1 ? PWM_NC : N;
     /* 2-byte loads where rows are no 16-byte multiples or the input is not aligned (the same
      * sums: only the loads differ; folded nodes need neither, kr_cuda_conv_2d_pw_mma_fits) */
     if (wt->dims[1] > 1) /* an RGB stem (kr_cuda_conv_2d_pw_mma_fits) */
-        return wt->dims[1] == 3 ? pwm_launch_mi<PWM_STEM3>(op, (int)m, K, N)
-                                : pwm_launch_mi<PWM_STEM5>(op, (int)m, K, N);
+        return wt->dims[1] == 3 ? pwm_launch_mi<PWM_STEM3>(op, (int)m, K, N, G, NL)
+                                : pwm_launch_mi<PWM_STEM5>(op, (int)m, K, N, G, NL);
     if (!op->scale.src && !op->rs.src && (K % 8 || !kr_aligned(op->in[0], 16)))
-        return pwm_launch_mi<PWM_ODD>(op, (int)m, K, N);
+        return pwm_launch_mi<PWM_ODD>(op, (int)m, K, N, G, NL);
     if (op->scale.src)
-        return pwm_launch_mi<PWM_SCALE>(op, (int)m, K, N);
+        return pwm_launch_mi<PWM_SCALE>(op, (int)m, K, N, G, NL);
     if (op->rs.src)
-        return pwm_launch_mi<PWM_RESIZE>(op, (int)m, K, N);
+        return pwm_launch_mi<PWM_RESIZE>(op, (int)m, K, N, G, NL);
     /* a second buffer where it fits (the next tile's rows load during this one), within
      * PW_MMA_SMEM first, then within PW_MMA_MAX_SMEM (the same order as pwm_mi) */
-    if (pwm_mi_within(K, N, 2, PW_MMA_SMEM) ||
-        (!pwm_mi_within(K, N, 1, PW_MMA_SMEM) && pwm_mi_within(K, N, 2, PW_MMA_MAX_SMEM)))
-        return pwm_launch_mi<PWM_PIPE>(op, (int)m, K, N);
-    return pwm_launch_mi<PWM_PLAIN>(op, (int)m, K, N);
+    if (pwm_mi_within(K, NL, 2, PW_MMA_SMEM) ||
+        (!pwm_mi_within(K, NL, 1, PW_MMA_SMEM) && pwm_mi_within(K, NL, 2, PW_MMA_MAX_SMEM)))
+        return pwm_launch_mi<PWM_PIPE>(op, (int)m, K, N, G, NL);
+    return pwm_launch_mi<PWM_PLAIN>(op, (int)m, K, N, G, NL);
 }

@@ -58,6 +58,11 @@ template <typename T> static size_t stem_smem(const stem_shape &s, int k)
     return in > out ? in : out;
 }
 
+/* A folded activation (KR_CUDA_POST_*) as a type: the epilogue's constant. */
+template <int P> struct stem_post {
+    static constexpr int value = P;
+};
+
 template <typename T, int K, int G>
 __global__ void __launch_bounds__(STEM_THREADS)
     conv_stem_tile(const T *__restrict__ x, const float *__restrict__ w,
@@ -134,23 +139,36 @@ __global__ void __launch_bounds__(STEM_THREADS)
     T *const st = reinterpret_cast<T *>(stem_shared);
     constexpr int LDO = stem_ldo<T>(16 * G);
     const int ox = ox0 + lane;
+    /* the activation as a constant (stem_post): one switch, not one per value (64 inlined
+     * switches made the epilogue most of the kernel's code) */
+    auto stage = [&](auto post) {
+        kr_epilogue f = e;
+        f.post = decltype(post)::value;
 #pragma unroll
-    for (int j = 0; j < G; j++) {
-        const int row = r0 + j * R, oy = oy0 + row;
-        float v[16];
+        for (int j = 0; j < G; j++) {
+            const int row = r0 + j * R, oy = oy0 + row;
+            float v[16];
 #pragma unroll
-        for (int n = 0; n < 16; n++)
-            v[n] = kr_apply(e, acc[j][n]);
-        if (oy < s.oh && ox < s.ow) {
-            const size_t o = (((size_t)b * s.oh + oy) * s.ow + ox) * oc + g * 16;
+            for (int n = 0; n < 16; n++)
+                v[n] = kr_apply(f, acc[j][n]);
+            if (oy < s.oh && ox < s.ow) {
+                const size_t o = (((size_t)b * s.oh + oy) * s.ow + ox) * oc + g * 16;
+#pragma unroll
+                for (int n = 0; n < 16; n += 4)
+                    kr_add_res<T, 4>(e, o + n, v + n);
+            }
+            T *d = st + (row * STEM_TW + lane) * LDO + g * 16;
 #pragma unroll
             for (int n = 0; n < 16; n += 4)
-                kr_add_res<T, 4>(e, o + n, v + n);
+                kr_stv<4>(d + n, v + n);
         }
-        T *d = st + (row * STEM_TW + lane) * LDO + g * 16;
-#pragma unroll
-        for (int n = 0; n < 16; n += 4)
-            kr_stv<4>(d + n, v + n);
+    };
+    switch (e.post) {
+    case KR_CUDA_POST_RELU: stage(stem_post<KR_CUDA_POST_RELU>()); break;
+    case KR_CUDA_POST_RELU6: stage(stem_post<KR_CUDA_POST_RELU6>()); break;
+    case KR_CUDA_POST_HARD_SWISH: stage(stem_post<KR_CUDA_POST_HARD_SWISH>()); break;
+    case KR_CUDA_POST_LOGISTIC: stage(stem_post<KR_CUDA_POST_LOGISTIC>()); break;
+    default: stage(stem_post<KR_CUDA_POST_NONE>());
     }
     __syncthreads();
 

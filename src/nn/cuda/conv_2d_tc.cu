@@ -23,7 +23,8 @@
  * (rows padded to 80 bytes: ldmatrix reads 8 rows without bank conflicts); each warp loads its A
  * and B fragments with ldmatrix.x4 and issues MI x NI mma.sync per 16 k. The epilogue runs from
  * the accumulator registers: bias, clamp, folded activation and residual (kr_conv_out,
- * ops/conv_2d.cuh), stored as half pairs.
+ * ops/conv_2d.cuh), stored as half pairs (tc_epilogue: the activation a constant of the code, so
+ * that a thread's 16 to 64 outputs do not each inline a switch over the activations).
  *
  * Summation order (ops/conv_2d.cuh lists it with the others): per output, from 0, the 16-deep
  * chunks of k in order (k past K counts as zero products), each chunk's products summed as the
@@ -44,6 +45,8 @@ struct tc_shape {
     /* the patch kernel (conv_tcp): tiles of the output per image along y and x, and the input
      * patch a tile reads (ph x pw pixels) */
     int tiles_y, tiles_x, ph, pw;
+    /* conv_tcp's chunks in flight (shared-memory buffers): 2, or TP_DEEP_STAGES on small grids */
+    int stages;
     /* the folded concatenation (c0 = 0: none): channels [0, c0) from src0 (c0 channels per
      * pixel), [c0, ic) from src1 (ic - c0); rz: which source is resized (-1 none) from rh x rw
      * pixels to ih x iw, with RESIZE_BILINEAR's align_corners and half_pixel_centers */
@@ -209,34 +212,94 @@ __device__ __forceinline__ uint4 tc_pooled8(const __half *__restrict__ src, cons
     return out;
 }
 
-/* The epilogue of output channels n and n + 1 of the output pixel whose first element is at
- * @p row in @p y, from their sums @p a0 and @p a1: bias, clamp, folded activation and residual
- * (kr_conv_out, ops/conv_2d.cuh), stored in half (as a pair where @p oc is even). */
-__device__ __forceinline__ void tc_store2(__half *__restrict__ y, const float *__restrict__ bias,
-                                          const kr_epilogue &e, int oc, size_t row, int n,
-                                          float a0, float a1)
+/* The epilogue of a warp's MI x NI accumulator fragments, activation @p Post (KR_CUDA_POST_*, a
+ * constant): output channels c = n + 8 j and c + 1 (n: this thread's first column) of the rows
+ * @p row(i, h) gives (the offset of the output pixel's first element in @p y; SIZE_MAX where the
+ * row is outside the output), from their sums acc[i][j][2 h] and acc[i][j][2 h + 1]: bias, clamp,
+ * folded activation and residual (kr_conv_out, ops/conv_2d.cuh), stored in half (as a pair where
+ * @p oc is even). The bias of the thread's columns is read once, a fragment row's residual pairs
+ * are loaded before its first store (loaded between the stores, each load waited for its own
+ * round trip: the compiler may not move a load over a store that might alias it), and the
+ * activation is one constant (a switch per value made the unrolled epilogue most of the
+ * kernel's code). */
+template <int Post, int MI, int NI, typename Row>
+__device__ __forceinline__ void tc_epilogue_post(__half *__restrict__ y,
+                                                 const float *__restrict__ bias,
+                                                 const kr_epilogue &e, int oc, int n,
+                                                 const float (&acc)[MI][NI][4], Row row)
 {
-    float v[2];
-    const float a[2] = {a0, a1};
+    kr_epilogue f = e;
+    f.post = Post;
+    float bv[NI][2];
 #pragma unroll
-    for (int q = 0; q < 2; q++)
-        v[q] = kr_conv_out(a[q], bias && n + q < oc ? bias[n + q] : 0.0f, 0.0f, false, kr_no_res(),
-                           [&](float t) { return kr_apply(e, t); });
-    const size_t o = row + n;
-    if ((oc & 1) == 0 && n < oc) {
-        if (e.res) {
-            const float2 r =
-                __half22float2(*reinterpret_cast<const __half2 *>((const __half *)e.res + o));
-            v[0] += r.x, v[1] += r.y;
-        }
-        *reinterpret_cast<__half2 *>(y + o) = __floats2half2_rn(v[0], v[1]);
-    } else {
+    for (int j = 0; j < NI; j++)
 #pragma unroll
         for (int q = 0; q < 2; q++)
-            if (n + q < oc) {
-                kr_add_res<__half, 1>(e, o + q, &v[q]);
-                kr_st(y + o + q, v[q]);
+            bv[j][q] = bias && n + j * 8 + q < oc ? bias[n + j * 8 + q] : 0.0f;
+    const bool pairs = (oc & 1) == 0; /* then n + 8 j < oc means both channels are */
+#pragma unroll
+    for (int i = 0; i < MI; i++) {
+        const size_t r0 = row(i, 0), r1 = row(i, 1);
+        __half2 res[2][NI];
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int j = 0; j < NI; j++) {
+                res[h][j] = __float2half2_rn(0.0f);
+                if (e.res && pairs && (h ? r1 : r0) != SIZE_MAX && n + j * 8 < oc)
+                    res[h][j] = *reinterpret_cast<const __half2 *>((const __half *)e.res +
+                                                                   (h ? r1 : r0) + n + j * 8);
             }
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int j = 0; j < NI; j++) {
+                const size_t o = (h ? r1 : r0) + n + j * 8;
+                if ((h ? r1 : r0) == SIZE_MAX || n + j * 8 >= oc)
+                    continue;
+                float v[2];
+#pragma unroll
+                for (int q = 0; q < 2; q++)
+                    v[q] = kr_conv_out(acc[i][j][h * 2 + q], bv[j][q], 0.0f, false, kr_no_res(),
+                                       [&](float t) { return kr_apply(f, t); });
+                if (pairs) {
+                    if (e.res) {
+                        const float2 r = __half22float2(res[h][j]);
+                        v[0] += r.x, v[1] += r.y;
+                    }
+                    *reinterpret_cast<__half2 *>(y + o) = __floats2half2_rn(v[0], v[1]);
+                } else { /* odd oc: element by element */
+                    kr_add_res<__half, 1>(e, o, &v[0]);
+                    kr_st(y + o, v[0]);
+                    if (n + j * 8 + 1 < oc) {
+                        kr_add_res<__half, 1>(e, o + 1, &v[1]);
+                        kr_st(y + o + 1, v[1]);
+                    }
+                }
+            }
+    }
+}
+
+/* tc_epilogue_post with the node's activation (e.post) as its constant. */
+template <int MI, int NI, typename Row>
+__device__ __forceinline__ void tc_epilogue(__half *__restrict__ y, const float *__restrict__ bias,
+                                            const kr_epilogue &e, int oc, int n,
+                                            const float (&acc)[MI][NI][4], Row row)
+{
+    switch (e.post) {
+    case KR_CUDA_POST_RELU:
+        tc_epilogue_post<KR_CUDA_POST_RELU>(y, bias, e, oc, n, acc, row);
+        break;
+    case KR_CUDA_POST_RELU6:
+        tc_epilogue_post<KR_CUDA_POST_RELU6>(y, bias, e, oc, n, acc, row);
+        break;
+    case KR_CUDA_POST_HARD_SWISH:
+        tc_epilogue_post<KR_CUDA_POST_HARD_SWISH>(y, bias, e, oc, n, acc, row);
+        break;
+    case KR_CUDA_POST_LOGISTIC:
+        tc_epilogue_post<KR_CUDA_POST_LOGISTIC>(y, bias, e, oc, n, acc, row);
+        break;
+    default: tc_epilogue_post<KR_CUDA_POST_NONE>(y, bias, e, oc, n, acc, row);
     }
 }
 
@@ -371,19 +434,10 @@ __global__ void __launch_bounds__(TC_THREADS)
     }
     tc_wait<0>(); /* no copy left in flight at exit */
 
-#pragma unroll
-    for (int i = 0; i < MI; i++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int m = m0 + wm * tl::TM + i * 16 + (lane >> 2) + h * 8;
-            if (m >= s.M)
-                continue;
-#pragma unroll
-            for (int j = 0; j < NI; j++)
-                tc_store2(y, bias, e, s.oc, (size_t)m * s.oc,
-                          n0 + wn * tl::TN + j * 8 + (lane & 3) * 2, acc[i][j][h * 2],
-                          acc[i][j][h * 2 + 1]);
-        }
+    tc_epilogue(y, bias, e, s.oc, n0 + wn * tl::TN + (lane & 3) * 2, acc, [&](int i, int h) {
+        const int m = m0 + wm * tl::TM + i * 16 + (lane >> 2) + h * 8;
+        return m < s.M ? (size_t)m * s.oc : SIZE_MAX;
+    });
 #else
     __trap(); /* built without mma.sync / cp.async for this device: fail loudly */
 #endif
@@ -398,7 +452,8 @@ __global__ void __launch_bounds__(TC_THREADS)
  * input value (gathered from a folded concatenation, resize or pool, once) then serves all the
  * taps that read it: each tap's A fragments are ldmatrix rows pointed at the shifted patch
  * pixels. Two stages: the next chunk's patch and weights load (cp.async) while this one's are
- * multiplied.
+ * multiplied; on a grid of at most one block per multiprocessor (the deep layers), four: the
+ * next three chunks load while one is multiplied.
  *
  * Summation order: per output, from 0, the 16-channel chunks of the input in order, within each
  * the taps in (ky, kx) order, each tap's 16 products (channels past ic count as zero) summed as
@@ -409,15 +464,24 @@ __global__ void __launch_bounds__(TC_THREADS)
 #define TP_LDS 24 /* halves per shared row: 48 bytes (8 consecutive rows: no bank conflict) */
 #define TP_TW 16  /* tile width in output pixels: a 16-row fragment is one tile row */
 #define TP_PREFETCH 16384 /* bytes of weights per L2 bulk prefetch (sm_90) */
+/* Chunks in flight on a grid of at most one block per multiprocessor (u2netp's deep layers: 3
+ * to 30 blocks, up to 8 chunks, each waiting for its weights and patch from L2 with two
+ * buffers), within TP_DEEP_SMEM_MAX of shared memory; else 2 */
+#define TP_DEEP_STAGES 4
+#define TP_DEEP_SMEM_MAX (160 * 1024)
 
-/* Shared memory of conv_tcp: two stages of the patch and BN x taps weight rows. */
+/* Shared memory of conv_tcp: s.stages buffers of the patch and BN x taps weight rows. */
 static size_t tp_smem_bytes(const tc_shape &s, int bn)
 {
-    return 2 * ((size_t)s.ph * s.pw + (size_t)s.kh * s.kw * bn) * TP_LDS * sizeof(__half);
+    return (size_t)s.stages * ((size_t)s.ph * s.pw + (size_t)s.kh * s.kw * bn) * TP_LDS *
+           sizeof(__half);
 }
 
+/* At most 128 registers (two 8-warp or four 4-warp blocks per multiprocessor), as ptxas chose
+ * for every instance before the resize instance was split from the pool's: 164 without the
+ * bound, which left one 8-warp block per multiprocessor */
 template <int TH, int BN, int WM, int WN, int GK>
-__global__ void __launch_bounds__(WM * WN * 32)
+__global__ void __launch_bounds__(WM * WN * 32, WM * WN == 8 ? 2 : 4)
     conv_tcp(const __half *__restrict__ x, const __half *__restrict__ x1,
              const __half *__restrict__ w, const float *__restrict__ bias, __half *__restrict__ y,
              tc_shape s, kr_epilogue e)
@@ -467,11 +531,11 @@ __global__ void __launch_bounds__(WM * WN * 32)
                     resized = s.rz == (second ? 1 : 0);
                 }
                 __half *dst = P + p * TP_LDS + hc * 8;
-                if (GK && (resized || s.pool)) {
+                if ((GK == 1 && s.pool) || (GK == 2 && resized)) {
                     v[u] = make_uint4(0, 0, 0, 0);
                     if (ok)
-                        v[u] = s.pool ? tc_pooled8(src, s, b, iy, ix, cc)
-                                      : tc_resized8(src, s, b, iy, ix, cc, cs);
+                        v[u] = GK == 1 ? tc_pooled8(src, s, b, iy, ix, cc)
+                                       : tc_resized8(src, s, b, iy, ix, cc, cs);
                     vd[u] = dst;
                 } else {
                     const __half *g = ok ? src + (((size_t)b * s.ih + iy) * s.iw + ix) * cs + cc : x;
@@ -541,15 +605,33 @@ __global__ void __launch_bounds__(WM * WN * 32)
 #endif
     load_patch(0, 0);
     tc_commit();
-    for (int q = 0; q < nq; q++) {
-        if (q + 1 < nq) { /* the other buffer: every warp finished with it (the barrier below) */
-            load_weights((q + 1) & 1, q + 1);
-            load_patch((q + 1) & 1, q + 1);
+    /* s.stages chunks in flight: chunks 1 .. stages - 2 now (one commit group each, empty past
+     * the last chunk), then chunk q + stages - 1 at chunk q */
+    const int nst = s.stages;
+    for (int st = 1; st < nst - 1; st++) {
+        if (st < nq) {
+            load_weights(st, st);
+            load_patch(st, st);
         }
         tc_commit();
-        tc_wait<1>(); /* chunk q's copies are in (chunk q + 1's may still be in flight) */
+    }
+    int cur = 0, nxt = nst - 1; /* the buffers of chunks q and q + stages - 1 */
+    for (int q = 0; q < nq; q++) {
+        if (q + nst - 1 < nq) { /* chunk q - 1's buffer: every warp finished with it (the
+                                 * barrier below) */
+            load_weights(nxt, q + nst - 1);
+            load_patch(nxt, q + nst - 1);
+        }
+        tc_commit();
+        /* chunk q's copies are in (the later chunks' may still be in flight) */
+        if (nst == TP_DEEP_STAGES)
+            tc_wait<TP_DEEP_STAGES - 1>();
+        else
+            tc_wait<1>();
         __syncthreads();
-        const __half *P = sm + (q & 1) * stage, *W = P + patch * TP_LDS;
+        const __half *P = sm + cur * stage, *W = P + patch * TP_LDS;
+        cur = cur + 1 == nst ? 0 : cur + 1;
+        nxt = nxt + 1 == nst ? 0 : nxt + 1;
         int ky = 0, kx = 0;
 #pragma unroll 1
         for (int tap = 0; tap < taps; tap++) {
@@ -572,24 +654,15 @@ __global__ void __launch_bounds__(WM * WN * 32)
             if (++kx == s.kw)
                 kx = 0, ky++;
         }
-        __syncthreads(); /* this buffer is loaded again at chunk q + 2 */
+        __syncthreads(); /* this buffer is loaded again at chunk q + 1 */
     }
     tc_wait<0>(); /* no copy left in flight at exit */
 
-#pragma unroll
-    for (int i = 0; i < MI; i++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int r = wm * tl::TM + i * 16 + (lane >> 2) + h * 8;
-            const int oy = oy0 + r / TP_TW, ox = ox0 + r % TP_TW;
-            if (oy >= s.oh || ox >= s.ow)
-                continue;
-            const size_t row = (((size_t)b * s.oh + oy) * s.ow + ox) * s.oc;
-#pragma unroll
-            for (int j = 0; j < NI; j++)
-                tc_store2(y, bias, e, s.oc, row, n0 + wn * tl::TN + j * 8 + (lane & 3) * 2,
-                          acc[i][j][h * 2], acc[i][j][h * 2 + 1]);
-        }
+    tc_epilogue(y, bias, e, s.oc, n0 + wn * tl::TN + (lane & 3) * 2, acc, [&](int i, int h) {
+        const int r = wm * tl::TM + i * 16 + (lane >> 2) + h * 8;
+        const int oy = oy0 + r / TP_TW, ox = ox0 + r % TP_TW;
+        return oy < s.oh && ox < s.ow ? (((size_t)b * s.oh + oy) * s.ow + ox) * s.oc : SIZE_MAX;
+    });
 #else
     __trap(); /* built without mma.sync / cp.async for this device: fail loudly */
 #endif
@@ -779,6 +852,7 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
     s.pt = p->pad_top, s.pl = p->pad_left;
     s.c0 = 0, s.rz = -1, s.rh = s.rw = 0, s.align = s.half = 0;
     s.pool = 0, s.pih = s.piw = s.pkh = s.pkw = s.psh = s.psw = s.pdh = s.pdw = s.ppt = s.ppl = 0;
+    s.stages = 2;
     const __half *x0 = (const __half *)op->in[0], *x1 = NULL;
     if (op->cat.src[0]) {
         s.ih = op->cat.h, s.iw = op->cat.w;
@@ -829,10 +903,16 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
          * and 8 (else 16) rows take one, the latter: at batch 1 u2netp's 160 x 160 layers of 64
          * outputs gave 400 4-row blocks against 396 places (4 blocks in a second round), its
          * 320 x 320 layers of 16 outputs 400 16-row blocks against 264 */
-        /* GK: the instance with the gathered loads (a folded pool or resize), else without
-         * them (the kernel's code, and its instruction fetches, a third smaller) */
-        const int gk = s.pool || (s.c0 && s.rz >= 0);
-        auto slots = [&](int t) { return gk ? tp_slots<1>(op, s, bn, t) : tp_slots<0>(op, s, bn, t); };
+        /* GK: the instance with the folded pool's gathered loads (1), the folded resize's (2),
+         * or none (0): each instance holds only its own gather's code (the code of the chunk
+         * loop is fetched again for every chunk; ncu found the large layers stalled on
+         * instruction fetch) */
+        const int gk = s.pool ? 1 : s.c0 && s.rz >= 0 ? 2 : 0;
+        auto slots = [&](int t) {
+            return gk == 1   ? tp_slots<1>(op, s, bn, t)
+                   : gk == 2 ? tp_slots<2>(op, s, bn, t)
+                             : tp_slots<0>(op, s, bn, t);
+        };
         const size_t here = slots(th);
         if (here && batch * ((s.oh + th - 1) / th) * tx * ntiles > here)
             for (int alt = 8; alt <= 16; alt += 8) {
@@ -842,8 +922,21 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
                     break;
                 }
             }
-        return gk ? launch_patch_th<1>(op, s, x0, x1, bias, (int)batch, bn, th)
-                  : launch_patch_th<0>(op, s, x0, x1, bias, (int)batch, bn, th);
+        /* a grid of at most one block per multiprocessor (no other block of the layer competes
+         * for the shared memory): TP_DEEP_STAGES chunks in flight where they fit. A choice by
+         * the number of blocks (so by the batch too), which changes no output's sum */
+        {
+            tc_shape sd = s;
+            tp_geometry(sd, th);
+            sd.stages = TP_DEEP_STAGES;
+            const size_t blocks = batch * sd.tiles_y * sd.tiles_x * ntiles;
+            const size_t smem = tp_smem_bytes(sd, bn);
+            if (blocks <= sms && smem <= TP_DEEP_SMEM_MAX && smem <= op->caps->smem_block_optin)
+                s.stages = TP_DEEP_STAGES;
+        }
+        return gk == 1   ? launch_patch_th<1>(op, s, x0, x1, bias, (int)batch, bn, th)
+               : gk == 2 ? launch_patch_th<2>(op, s, x0, x1, bias, (int)batch, bn, th)
+                         : launch_patch_th<0>(op, s, x0, x1, bias, (int)batch, bn, th);
     }
     /* BM 64 where 128-row tiles would give fewer than two blocks per multiprocessor */
     const int small = ((M + 127) / 128) * ntiles < 2 * sms;

@@ -61,8 +61,10 @@ typedef struct kr_cuda_op {
      * in[0] + addend (both of the ADD's operands, of the same shape); NULL when none. */
     const void *addend;
     /* CONV_2D of an f16 instance: its weights (input 1) rounded to half once at set-up, OHWI
-     * like the float ones, for the tensor-core kernel (kr_cuda_conv_2d_tc); NULL when the
-     * instance has none (f32, grouped layers). In the weight buffer; not owned. */
+     * like the float ones, for the tensor-core kernels (kr_cuda_conv_2d_tc reads these n
+     * halves); followed by n more, each weight's remainder half(w - hi) (kr_cuda_f32_to_f16_hilo,
+     * for kr_cuda_conv_2d_pw_mma); NULL when the instance has none (f32, grouped layers). In the
+     * weight buffer; not owned. */
     const void *w16;
     /* A CONCATENATION along the channels of two tensors folded into the CONV_2D reading it
      * (fusion.h): the convolution reads src[0] for its input channels [0, c0) and src[1] for the
@@ -225,6 +227,10 @@ int kr_cuda_is_global_pool(const kr_graph *g, const kr_node *node);
  * f16 instances; weights at set-up). */
 int kr_cuda_f32_to_f16(const float *src, void *dst, size_t n, void *stream);
 int kr_cuda_f16_to_f32(const void *src, float *dst, size_t n, void *stream);
+/* Each of @p n float weights @p src as two halves on @p stream: dst[i] = hi = half(w) and
+ * dst[n + i] = half(w - hi) (w - hi is exact in float, so hi + lo is w to about 2^-22
+ * relative); @p dst holds 2 n halves. Returns the launch's CUDA error. */
+int kr_cuda_f32_to_f16_hilo(const float *src, void *dst, size_t n, void *stream);
 
 #ifdef __cplusplus
 }

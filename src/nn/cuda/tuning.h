@@ -72,6 +72,12 @@
  * stems of a PW_MMA_STEM_MIN_K-wide window or more). */
 #define PW_MMA_MIN_KN 256
 #define PW_MMA_STEM_MIN_K 5
+/* A layer with fewer tiles than PW_MMA_SPLIT_TILES_PER_SM per multiprocessor (the 8 x 8 and
+ * 16 x 16 layers at batch 256, every layer up to 32 x 32 at batch 64) runs in groups of 32
+ * output channels, each block staging only its group's weights (conv_2d_pw_mma.cu,
+ * pwm_groups): with a few tiles per block, staging all the weights was most of a block's time.
+ * The grid's shape only (every value the same sum either way). */
+#define PW_MMA_SPLIT_TILES_PER_SM 8
 
 /* ---- the persistent planner (persistent/plan.c) -------------------------------------------- */
 

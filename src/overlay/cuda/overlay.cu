@@ -322,12 +322,20 @@ void free_buffers(State *s)
     s->regions = 0;
 }
 
+/* Records the buffers hold at least: a frame's skeleton, boxes and ids fit without a
+ * second allocation (a growth frees the old buffers, and cudaFree waits for the whole
+ * device: a stall of the drawing stream mid-run, and of every stream behind it). 48 KB of
+ * records per staging buffer, and cap x regions list entries (270 KB at 1080p). */
+constexpr int kMinRecords = 512;
+
 /* Grows the buffers to hold n records and `regions` region lists (never shrinks). */
 keyer_status reserve(State *s, int n, int regions, keyer_error *err)
 {
     if (n <= s->capacity && regions <= s->regions)
         return KEYER_OK;
-    const int cap = n > s->capacity ? n + n / 2 : s->capacity;
+    int cap = n > s->capacity ? n + n / 2 : s->capacity;
+    if (cap < kMinRecords)
+        cap = kMinRecords;
     const int reg = regions > s->regions ? regions : s->regions;
     free_buffers(s);
     cudaError_t e;

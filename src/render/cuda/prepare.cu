@@ -82,7 +82,12 @@ extern "C" keyer_status kr_cuda_prepare(void *state, const kr_prepare_job *job, 
     cudaStream_t stream = (cudaStream_t)job->stream;
     void *items = NULL;
     size_t bytes = sizeof(kr_prepare_item) * (size_t)job->count;
-    if ((st = kr_cuda_scratch(s, SLOT_ITEMS, bytes, &items, err)))
+    /* sized for the preparation's largest batch at its first call: growing it later (a
+     * cudaFree, which waits for the whole device, and a cudaMalloc) would stall the calling
+     * stage mid-stream, each time a batch is larger than any before */
+    size_t cap = sizeof(kr_prepare_item) * (size_t)(job->max_count > job->count ? job->max_count
+                                                                              : job->count);
+    if ((st = kr_cuda_scratch(s, SLOT_ITEMS, cap, &items, err)))
         return st;
     /* from pageable memory: the call returns once the source has been read */
     cudaError_t e = cudaMemcpyAsync(items, job->items, bytes, cudaMemcpyHostToDevice, stream);
