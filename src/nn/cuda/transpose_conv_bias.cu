@@ -22,12 +22,8 @@ __global__ void tconv_kernel(const T *__restrict__ x, const float *__restrict__ 
 {
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
          i += (I)gridDim.x * blockDim.x) {
-        int o = (int)(i % s.oc);
-        I p = i / s.oc;
-        int ox = (int)(p % s.ow);
-        I q = p / s.ow;
-        int oy = (int)(q % s.oh);
-        I b = q / s.oh;
+        int oy, ox, o;
+        const I b = kr_nhwc_split(i, s.oc, s.ow, s.oh, &oy, &ox, &o);
         float acc = tc_gather<T, 1, I>(x, w, s, b, oy, ox, o);
         float v = kr_apply(e, acc + (bias ? kr_ld(bias + o) : 0.0f));
         kr_add_res<T, 1>(e, i, &v);
