@@ -18,7 +18,7 @@ __device__ __forceinline__ float kr_ld(const __half *p) { return __half2float(*p
 __device__ __forceinline__ void kr_st(float *p, float v) { *p = v; }
 __device__ __forceinline__ void kr_st(__half *p, float v) { *p = __float2half_rn(v); }
 
-/* V consecutive elements (V = 1 or 4, and 2 or 8 for __half; the caller guarantees V *
+/* V consecutive elements (V = 1, 2 or 4, and 8 for __half; the caller guarantees V *
  * sizeof(T) alignment for 2, 4 and 8): one 4-, 8- or 16-byte access where V > 1, else per
  * element. */
 template <int V> __device__ __forceinline__ void kr_ldv(const float *p, float *v)
@@ -26,6 +26,9 @@ template <int V> __device__ __forceinline__ void kr_ldv(const float *p, float *v
     if (V == 4) {
         float4 q = *reinterpret_cast<const float4 *>(p);
         v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+    } else if (V == 2) {
+        const float2 q = *reinterpret_cast<const float2 *>(p);
+        v[0] = q.x, v[1] = q.y;
     } else {
 #pragma unroll
         for (int k = 0; k < V; k++)
@@ -60,6 +63,8 @@ template <int V> __device__ __forceinline__ void kr_stv(float *p, const float *v
 {
     if (V == 4) {
         *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    } else if (V == 2) {
+        *reinterpret_cast<float2 *>(p) = make_float2(v[0], v[1]);
     } else {
 #pragma unroll
         for (int k = 0; k < V; k++)

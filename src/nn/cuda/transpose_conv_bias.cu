@@ -108,10 +108,7 @@ __global__ void __launch_bounds__(128)
             const I idx = ((b * (2 * ih) + (I)(2 * iy + ky)) * ow + (I)(2 * ix));
             kr_add_res<T, 1>(e, idx, &v[0]);
             kr_add_res<T, 1>(e, idx + 1, &v[1]);
-            if (sizeof(T) == 2)
-                *reinterpret_cast<__half2 *>(y + idx) = __floats2half2_rn(v[0], v[1]);
-            else
-                *reinterpret_cast<float2 *>(y + idx) = make_float2(v[0], v[1]);
+            kr_stv<2>(y + idx, v);
         }
     }
 }
