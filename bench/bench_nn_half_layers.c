@@ -39,13 +39,12 @@
 #include "bench_util.h"
 
 #include "keyer/effects.h"
-#include "keyer/image.h"
-#include "keyer/io.h"
 #include "keyer/nn.h"
 #include "keyer/registry.h"
 #include "nn/graph.h"
 #include "nn/model.h"
 #include "nn/precision_plan.h"
+#include "kt_frames.h"
 
 #define MAX_FRAMES 48
 
@@ -175,91 +174,50 @@ static void frames_free(frames *f)
     f->n = 0;
 }
 
-static int add_frame(frames *fs, keyer_prepare *prep, const keyer_frame *f, size_t in_n,
-                     const char *name, int index)
+/* What add_frame prepares with, and where it puts the result. */
+typedef struct {
+    frames *fs;
+    keyer_prepare *prep;
+    size_t in_n;
+} frame_sink;
+
+/* kt_sample_frames' callback: @p f prepared into a new input tensor, until the set is full. */
+static int add_frame(keyer_frame *f, const char *name, int index, void *user)
 {
+    frame_sink *k = user;
+    frames *fs = k->fs;
     keyer_error err = {0};
-    if (fs->n >= MAX_FRAMES)
-        return 0;
-    float *x = malloc(in_n * sizeof(float));
-    if (!x || keyer_prepare_run(prep, &f, NULL, 1, x, NULL, &err)) {
+    float *x = malloc(k->in_n * sizeof(float));
+    const keyer_frame *src = f;
+    if (!x || keyer_prepare_run(k->prep, &src, NULL, 1, x, NULL, &err)) {
         fprintf(stderr, "bench_nn_half_layers: %s: %s\n", name, x ? err.message : "no memory");
         free(x);
+        keyer_frame_destroy(&f);
         return -1;
     }
+    keyer_frame_destroy(&f);
     fs->x[fs->n] = x;
     if (index < 0)
         snprintf(fs->name[fs->n], sizeof(fs->name[0]), "%s", name);
     else
         snprintf(fs->name[fs->n], sizeof(fs->name[0]), "%s#%d", name, index);
     fs->n++;
-    return 0;
+    return fs->n == MAX_FRAMES;
 }
 
 static int load_frames(frames *fs, const keyer_model_entry *e, int w, int h, int step)
 {
-    static const char *const photos[] = {"grace_hopper.jpg", "messi5.jpg"};
-    static const char *const clips[] = {"sample_hevc.mp4", "sample_hevc10.mp4"};
-    const char *data = getenv("KEYER_TEST_DATA");
-    char path[1024];
     keyer_error err = {0};
-    keyer_prepare_params pp = keyer_prepare_params_defaults();
-    pp.width = w;
-    pp.height = h;
-    pp.fit = e->letterbox ? KEYER_FIT_LETTERBOX : KEYER_FIT_STRETCH;
-    pp.scale = e->input_scale;
-    pp.offset = e->input_offset;
-    keyer_prepare *prep = NULL;
-    if (keyer_prepare_create(&pp, &prep, &err)) {
+    keyer_prepare_params pp = kt_entry_prepare_params(e, w, h);
+    frame_sink k = {fs, NULL, (size_t)w * (size_t)h * 3};
+    if (keyer_prepare_create(&pp, &k.prep, &err)) {
         fprintf(stderr, "bench_nn_half_layers: %s\n", err.message);
         return -1;
     }
-    size_t in_n = (size_t)w * (size_t)h * 3;
-    int rc = 0;
-    for (size_t i = 0; !rc && i < sizeof(photos) / sizeof(photos[0]); i++) {
-        keyer_frame *f = NULL;
-        snprintf(path, sizeof(path), "%s/%s", data ? data : "tests/data", photos[i]);
-        rc = keyer_frame_create(&f, &err) ||
-             keyer_image_read(path, KEYER_PIXEL_FORMAT_RGB24, f, &err);
-        if (rc)
-            fprintf(stderr, "bench_nn_half_layers: %s\n", err.message);
-        else
-            rc = add_frame(fs, prep, f, in_n, photos[i], -1);
-        keyer_frame_destroy(&f);
-    }
-    for (size_t c = 0; !rc && c < sizeof(clips) / sizeof(clips[0]); c++) {
-        snprintf(path, sizeof(path), "%s/%s", data ? data : "tests/data", clips[c]);
-        keyer_reader_params rp = keyer_reader_params_defaults();
-        rp.device = KEYER_DECODE_DEVICE_CPU;
-        rp.format = KEYER_PIXEL_FORMAT_RGB24;
-        keyer_reader *r = NULL;
-        if (keyer_reader_open(path, &rp, &r, &err)) {
-            fprintf(stderr, "bench_nn_half_layers: %s\n", err.message);
-            rc = -1;
-            break;
-        }
-        for (int i = 0; !rc; i++) {
-            keyer_frame *f = NULL;
-            if (keyer_frame_create(&f, &err)) {
-                rc = -1;
-                break;
-            }
-            keyer_status st = keyer_reader_read(r, f, &err);
-            if (st == KEYER_STATUS_END) {
-                keyer_frame_destroy(&f);
-                break;
-            }
-            if (st) {
-                fprintf(stderr, "bench_nn_half_layers: %s\n", err.message);
-                rc = -1;
-            } else if (i % step == 0) {
-                rc = add_frame(fs, prep, f, in_n, clips[c], i);
-            }
-            keyer_frame_destroy(&f);
-        }
-        keyer_reader_destroy(&r);
-    }
-    keyer_prepare_destroy(&prep);
+    int rc = kt_sample_frames(step, add_frame, &k, &err);
+    if (rc && err.message[0])
+        fprintf(stderr, "bench_nn_half_layers: %s\n", err.message);
+    keyer_prepare_destroy(&k.prep);
     return rc;
 }
 

@@ -37,21 +37,17 @@
 
 #include "keyer/detect.h"
 #include "keyer/effects.h"
-#include "keyer/image.h"
-#include "keyer/io.h"
 #include "keyer/nn.h"
 #include "keyer/registry.h"
 #include "nn/model.h"
 #include "nn/precision_plan.h"
 #include "testutil.h"
+#include "kt_frames.h"
 #include "kt_gpu.h"
 
 #define MAX_FRAMES 40
 #define CLIP_STEP 3
 #define MAX_FACES 32
-
-static const char *const photos[] = {"grace_hopper.jpg", "messi5.jpg"};
-static const char *const clips[] = {"sample_hevc.mp4", "sample_hevc10.mp4"};
 
 typedef struct {
     keyer_frame *frames[MAX_FRAMES];
@@ -61,55 +57,25 @@ typedef struct {
 
 static frame_set g_frames;
 
-static void add_frame(keyer_frame *f, const char *name, int index)
+/* kt_sample_frames' callback: keeps @p f until the set is full. */
+static int add_frame(keyer_frame *f, const char *name, int index, void *user)
 {
-    assert_true(g_frames.n < MAX_FRAMES);
+    (void)user;
     g_frames.frames[g_frames.n] = f;
     if (index < 0)
         snprintf(g_frames.names[g_frames.n], sizeof(g_frames.names[0]), "%s", name);
     else
         snprintf(g_frames.names[g_frames.n], sizeof(g_frames.names[0]), "%s#%d", name, index);
     g_frames.n++;
+    return g_frames.n == MAX_FRAMES;
 }
 
 static int setup(void **state)
 {
     (void)state;
     keyer_error err = {0};
-    char path[1024];
-    for (size_t i = 0; i < sizeof(photos) / sizeof(photos[0]); i++) {
-        keyer_frame *f = NULL;
-        assert_int_equal(keyer_frame_create(&f, &err), KEYER_OK);
-        kt_data_path(path, sizeof(path), photos[i]);
-        if (keyer_image_read(path, KEYER_PIXEL_FORMAT_RGB24, f, &err))
-            fail_msg("%s", err.message);
-        add_frame(f, photos[i], -1);
-    }
-    for (size_t c = 0; c < sizeof(clips) / sizeof(clips[0]); c++) {
-        kt_data_path(path, sizeof(path), clips[c]);
-        keyer_reader_params rp = keyer_reader_params_defaults();
-        rp.device = KEYER_DECODE_DEVICE_CPU;
-        rp.format = KEYER_PIXEL_FORMAT_RGB24;
-        keyer_reader *r = NULL;
-        if (keyer_reader_open(path, &rp, &r, &err))
-            fail_msg("%s", err.message);
-        for (int i = 0; g_frames.n < MAX_FRAMES; i++) {
-            keyer_frame *f = NULL;
-            assert_int_equal(keyer_frame_create(&f, &err), KEYER_OK);
-            keyer_status st = keyer_reader_read(r, f, &err);
-            if (st == KEYER_STATUS_END) {
-                keyer_frame_destroy(&f);
-                break;
-            }
-            if (st)
-                fail_msg("%s", err.message);
-            if (i % CLIP_STEP)
-                keyer_frame_destroy(&f);
-            else
-                add_frame(f, clips[c], i);
-        }
-        keyer_reader_destroy(&r);
-    }
+    if (kt_sample_frames(CLIP_STEP, add_frame, NULL, &err))
+        fail_msg("%s", err.message);
     printf("%d frames: 2 photos and every %dth frame of the sample clips\n", g_frames.n,
            CLIP_STEP);
     return 0;
@@ -210,12 +176,7 @@ static void measure(const keyer_model_entry *e, int *failures)
     assert_int_equal(keyer_model_input_info(m, 0, &in, &err), KEYER_OK);
     int face = e->task == KEYER_TASK_FACE_DETECTION;
     int h = in.dims[1], w = in.dims[2];
-    keyer_prepare_params pp = keyer_prepare_params_defaults();
-    pp.width = w;
-    pp.height = h;
-    pp.fit = e->letterbox ? KEYER_FIT_LETTERBOX : KEYER_FIT_STRETCH;
-    pp.scale = e->input_scale;
-    pp.offset = e->input_offset;
+    keyer_prepare_params pp = kt_entry_prepare_params(e, w, h);
     keyer_prepare *prep = NULL;
     assert_int_equal(keyer_prepare_create(&pp, &prep, &err), KEYER_OK);
     size_t in_bytes = (size_t)w * h * 3 * sizeof(float);

@@ -18,14 +18,19 @@ __device__ __forceinline__ float kr_ld(const __half *p) { return __half2float(*p
 __device__ __forceinline__ void kr_st(float *p, float v) { *p = v; }
 __device__ __forceinline__ void kr_st(__half *p, float v) { *p = __float2half_rn(v); }
 
-/* V consecutive elements (V = 1 or 4, and 8 for __half; the caller guarantees V * sizeof(T)
- * alignment for 4 and 8). */
+/* V consecutive elements (V = 1, 2 or 4, and 8 for __half; the caller guarantees V *
+ * sizeof(T) alignment for 2, 4 and 8): one 4-, 8- or 16-byte access where V > 1, else per
+ * element. */
 template <int V> __device__ __forceinline__ void kr_ldv(const float *p, float *v)
 {
     if (V == 4) {
         float4 q = *reinterpret_cast<const float4 *>(p);
         v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+    } else if (V == 2) {
+        const float2 q = *reinterpret_cast<const float2 *>(p);
+        v[0] = q.x, v[1] = q.y;
     } else {
+#pragma unroll
         for (int k = 0; k < V; k++)
             v[k] = p[k];
     }
@@ -35,6 +40,7 @@ template <int V> __device__ __forceinline__ void kr_ldv(const __half *p, float *
     if (V == 8) {
         const uint4 q = *reinterpret_cast<const uint4 *>(p);
         const __half2 *h = reinterpret_cast<const __half2 *>(&q);
+#pragma unroll
         for (int k = 0; k < 4; k++) {
             const float2 f = __half22float2(h[k]);
             v[2 * k] = f.x, v[2 * k + 1] = f.y;
@@ -44,7 +50,11 @@ template <int V> __device__ __forceinline__ void kr_ldv(const __half *p, float *
         float2 lo = __half22float2(*reinterpret_cast<const __half2 *>(&q.x));
         float2 hi = __half22float2(*reinterpret_cast<const __half2 *>(&q.y));
         v[0] = lo.x, v[1] = lo.y, v[2] = hi.x, v[3] = hi.y;
+    } else if (V == 2) {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(p));
+        v[0] = f.x, v[1] = f.y;
     } else {
+#pragma unroll
         for (int k = 0; k < V; k++)
             v[k] = __half2float(p[k]);
     }
@@ -53,7 +63,10 @@ template <int V> __device__ __forceinline__ void kr_stv(float *p, const float *v
 {
     if (V == 4) {
         *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    } else if (V == 2) {
+        *reinterpret_cast<float2 *>(p) = make_float2(v[0], v[1]);
     } else {
+#pragma unroll
         for (int k = 0; k < V; k++)
             p[k] = v[k];
     }
@@ -63,6 +76,7 @@ template <int V> __device__ __forceinline__ void kr_stv(__half *p, const float *
     if (V == 8) {
         uint4 q;
         __half2 *h = reinterpret_cast<__half2 *>(&q);
+#pragma unroll
         for (int k = 0; k < 4; k++)
             h[k] = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
         *reinterpret_cast<uint4 *>(p) = q;
@@ -72,7 +86,10 @@ template <int V> __device__ __forceinline__ void kr_stv(__half *p, const float *
         q.x = *reinterpret_cast<const unsigned *>(&lo);
         q.y = *reinterpret_cast<const unsigned *>(&hi);
         *reinterpret_cast<uint2 *>(p) = q;
+    } else if (V == 2) {
+        *reinterpret_cast<__half2 *>(p) = __floats2half2_rn(v[0], v[1]);
     } else {
+#pragma unroll
         for (int k = 0; k < V; k++)
             p[k] = __float2half_rn(v[k]);
     }
@@ -84,6 +101,66 @@ template <typename T> __device__ __forceinline__ float kr_stored(float v) { retu
 template <> __device__ __forceinline__ float kr_stored<__half>(float v)
 {
     return __half2float(__float2half_rn(v));
+}
+
+/* Unit @p g of an NHWC tensor walked with the channel groups fastest (@p cv groups a pixel,
+ * @p ow pixels a row, @p oh rows an item) -> its item (returned), row *@p oy, column *@p ox and
+ * channel group *@p cg: the flat index split of the one-thread-per-unit kernels. */
+template <typename I>
+__device__ __forceinline__ I kr_nhwc_split(I g, int cv, int ow, int oh, int *oy, int *ox, int *cg)
+{
+    *cg = (int)(g % cv);
+    const I p = g / cv;
+    *ox = (int)(p % ow);
+    const I q = p / ow;
+    *oy = (int)(q % oh);
+    return q / oh;
+}
+
+/* The taps of a window inside the input, in (ky, kx) order: f(ky, kx, iy, ix) for each tap
+ * (iy, ix) = (oy * sh - pt + ky * dh, ox * sw - pl + kx * dw) with 0 <= iy < ih and
+ * 0 <= ix < iw; taps outside (padding) are skipped. @p s: any shape with the fields kh, kw, sh,
+ * sw, dh, dw, pt, pl, ih, iw (the per-node window shapes, a persistent step). */
+template <typename S, typename F>
+__device__ __forceinline__ void kr_window_taps(const S &s, int oy, int ox, F f)
+{
+    for (int ky = 0; ky < s.kh; ky++) {
+        const int iy = oy * s.sh - s.pt + ky * s.dh;
+        if ((unsigned)iy >= (unsigned)s.ih)
+            continue;
+        for (int kx = 0; kx < s.kw; kx++) {
+            const int ix = ox * s.sw - s.pl + kx * s.dw;
+            if ((unsigned)ix < (unsigned)s.iw)
+                f(ky, kx, iy, ix);
+        }
+    }
+}
+
+/* The walk of the kernels that take one output row per block row (the half-vector pool,
+ * depthwise and resize kernels): block rows (blockIdx.y) stride over @p rows = items x output
+ * rows (@p oh rows an item), the threads of a block row over the row's @p per_row units (a
+ * unit: V channels of one or more output pixels), so that a thread divides only by its unit
+ * size; f(b, oy, row, i) for item b, its output row oy, the row's index row and unit i. Launch
+ * with kr_row_units_grid. */
+template <typename F>
+__device__ __forceinline__ void kr_for_row_units(int rows, int oh, int per_row, F f)
+{
+    for (int row = blockIdx.y; row < rows; row += gridDim.y) {
+        const int b = row / oh, oy = row - b * oh;
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < per_row;
+             i += gridDim.x * blockDim.x)
+            f(b, oy, row, i);
+    }
+}
+
+/* The launch shape of a kr_for_row_units kernel: *@p threads per block (@p max_threads, or the
+ * row's @p per_row units rounded up to whole warps when fewer), blocks to cover a row times
+ * @p rows block rows (at most 65535; the walk strides over the rest). */
+static inline dim3 kr_row_units_grid(int rows, int per_row, int max_threads, unsigned *threads)
+{
+    const int t = per_row >= max_threads ? max_threads : (per_row + 31) / 32 * 32;
+    *threads = (unsigned)t;
+    return dim3((unsigned)((per_row + t - 1) / t), (unsigned)(rows < 65535 ? rows : 65535));
 }
 
 static inline int kr_aligned(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }

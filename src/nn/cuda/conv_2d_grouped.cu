@@ -19,16 +19,9 @@ __global__ void conv_grouped_kernel(const T *__restrict__ x, const float *__rest
         const I b = kr_win_split(i, s, &oy, &ox, &o);
         const int c0 = (o / s.cog) * s.cig;
         float acc = bias ? bias[o] : 0.0f;
-        for (int ky = 0; ky < s.kh; ky++) {
-            const int iy = oy * s.sh - s.pt + ky * s.dh;
-            if ((unsigned)iy >= (unsigned)s.ih)
-                continue;
-            for (int kx = 0; kx < s.kw; kx++) {
-                const int ix = ox * s.sw - s.pl + kx * s.dw;
-                if ((unsigned)ix < (unsigned)s.iw)
-                    acc = kr_win_tap(x, w, s, b, iy, ix, c0, o, ky, kx, acc);
-            }
-        }
+        kr_window_taps(s, oy, ox, [&](int ky, int kx, int iy, int ix) {
+            acc = kr_win_tap(x, w, s, b, iy, ix, c0, o, ky, kx, acc);
+        });
         float v = kr_apply(e, acc);
         kr_add_res<T, 1>(e, i, &v);
         kr_st(y + i, v);

@@ -25,12 +25,9 @@ __global__ void dw_kernel(const T *__restrict__ x, const float *__restrict__ w,
     int ocv = s.oc / V;
     for (I g = blockIdx.x * (I)blockDim.x + threadIdx.x; g < groups;
          g += (I)gridDim.x * blockDim.x) {
-        int o = (int)(g % ocv) * V;
-        I p = g / ocv;
-        int ox = (int)(p % s.ow);
-        I q = p / s.ow;
-        int oy = (int)(q % s.oh);
-        I b = q / s.oh;
+        int oy, ox, o;
+        const I b = kr_nhwc_split(g, ocv, s.ow, s.oh, &oy, &ox, &o);
+        o *= V;
         int c = V == 1 ? o / s.mult : o;
         float acc[V];
         if (bias)
@@ -153,23 +150,6 @@ template <int V> __device__ __forceinline__ void dwh_ldf(const float *p, float *
     }
 }
 
-/* V (8 or 2) halves of @p p as floats, one 16- or 4-byte load. */
-template <int V> __device__ __forceinline__ void dwh_ld(const __half *p, float *v)
-{
-    if (V == 8) {
-        const uint4 q = *reinterpret_cast<const uint4 *>(p);
-        const __half2 *h = reinterpret_cast<const __half2 *>(&q);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const float2 f = __half22float2(h[j]);
-            v[2 * j] = f.x, v[2 * j + 1] = f.y;
-        }
-    } else {
-        const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(p));
-        v[0] = f.x, v[1] = f.y;
-    }
-}
-
 /*
  * Half precision, multiplier 1, no dilation, a KW x KW kernel, stride S (1 or 2): a thread
  * computes V channels (8: one 16-byte access per pixel; 2: 4-byte ones, for channel counts
@@ -186,79 +166,60 @@ __global__ void dw_half(const __half *__restrict__ x, const float *__restrict__ 
                         dw_shape s, kr_epilogue e)
 {
     constexpr int NJ = (PX - 1) * S + KW; /* input columns of the PX windows */
-    const int ocv = s.oc / V, owb = (s.ow + PX - 1) / PX, per_row = owb * ocv;
-    for (int row = blockIdx.y; row < rows; row += gridDim.y) {
-        const int b = row / s.oh, oy = row - b * s.oh;
-        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < per_row;
-             i += gridDim.x * blockDim.x) {
-            const int og = i / ocv, o = (i - og * ocv) * V, ox0 = og * PX;
-            float acc[PX][V], b0[V];
-            if (bias)
-                dwh_ldf<V>(bias + o, b0);
-            else
-#pragma unroll
-                for (int c = 0; c < V; c++)
-                    b0[c] = 0.0f;
+    const int ocv = s.oc / V, owb = (s.ow + PX - 1) / PX;
+    kr_for_row_units(rows, s.oh, owb * ocv, [&](int b, int oy, int row, int i) {
+        const int og = i / ocv, o = (i - og * ocv) * V, ox0 = og * PX;
+        float acc[PX][V], b0[V];
+        if (bias)
+            dwh_ldf<V>(bias + o, b0);
+        else
 #pragma unroll
             for (int c = 0; c < V; c++)
+                b0[c] = 0.0f;
 #pragma unroll
-                for (int px = 0; px < PX; px++)
-                    acc[px][c] = b0[c];
-            for (int ky = 0; ky < KW; ky++) {
-                const int iy = oy * S - s.pt + ky;
-                if ((unsigned)iy >= (unsigned)s.ih)
+        for (int c = 0; c < V; c++)
+#pragma unroll
+            for (int px = 0; px < PX; px++)
+                acc[px][c] = b0[c];
+        for (int ky = 0; ky < KW; ky++) {
+            const int iy = oy * S - s.pt + ky;
+            if ((unsigned)iy >= (unsigned)s.ih)
+                continue;
+            const __half *xr = x + (((I)b * s.ih + iy) * s.iw) * s.ic + o;
+            float wv[KW][V];
+#pragma unroll
+            for (int kx = 0; kx < KW; kx++)
+                dwh_ldf<V>(w + (ky * KW + kx) * s.oc + o, wv[kx]);
+#pragma unroll
+            for (int j = 0; j < NJ; j++) {
+                const int ix = ox0 * S - s.pl + j;
+                if ((unsigned)ix >= (unsigned)s.iw)
                     continue;
-                const __half *xr = x + (((I)b * s.ih + iy) * s.iw) * s.ic + o;
-                float wv[KW][V];
+                float xv[V];
+                kr_ldv<V>(xr + (I)ix * s.ic, xv);
 #pragma unroll
-                for (int kx = 0; kx < KW; kx++)
-                    dwh_ldf<V>(w + (ky * KW + kx) * s.oc + o, wv[kx]);
+                for (int px = 0; px < PX; px++) {
+                    const int kx = j - px * S;
+                    if (kx >= 0 && kx < KW)
 #pragma unroll
-                for (int j = 0; j < NJ; j++) {
-                    const int ix = ox0 * S - s.pl + j;
-                    if ((unsigned)ix >= (unsigned)s.iw)
-                        continue;
-                    float xv[V];
-                    dwh_ld<V>(xr + (I)ix * s.ic, xv);
-#pragma unroll
-                    for (int px = 0; px < PX; px++) {
-                        const int kx = j - px * S;
-                        if (kx >= 0 && kx < KW)
-#pragma unroll
-                            for (int c = 0; c < V; c++)
-                                acc[px][c] = fmaf(xv[c], wv[kx][c], acc[px][c]);
-                    }
-                }
-            }
-#pragma unroll
-            for (int px = 0; px < PX; px++) {
-                if (ox0 + px >= s.ow)
-                    break;
-                const I idx = ((I)row * s.ow + ox0 + px) * s.oc + o;
-                float v[V];
-#pragma unroll
-                for (int c = 0; c < V; c++)
-                    v[c] = kr_apply(e, acc[px][c]);
-                if (e.res) {
-                    float r[V];
-                    dwh_ld<V>((const __half *)e.res + idx, r);
-#pragma unroll
-                    for (int c = 0; c < V; c++)
-                        v[c] += r[c];
-                }
-                if (V == 8) {
-                    uint4 q;
-                    __half2 *h = reinterpret_cast<__half2 *>(&q);
-#pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
-                    *reinterpret_cast<uint4 *>(y + idx) = q;
-                } else {
-                    *reinterpret_cast<__half2 *>(y + idx) = __floats2half2_rn(v[0], v[1]);
+                        for (int c = 0; c < V; c++)
+                            acc[px][c] = fmaf(xv[c], wv[kx][c], acc[px][c]);
                 }
             }
         }
-    }
+#pragma unroll
+        for (int px = 0; px < PX; px++) {
+            if (ox0 + px >= s.ow)
+                break;
+            const I idx = ((I)row * s.ow + ox0 + px) * s.oc + o;
+            float v[V];
+#pragma unroll
+            for (int c = 0; c < V; c++)
+                v[c] = kr_apply(e, acc[px][c]);
+            kr_add_res<__half, V>(e, idx, v);
+            kr_stv<V>(y + idx, v);
+        }
+    });
 }
 
 template <int KW, int S, int V, typename I>
@@ -266,11 +227,9 @@ static void launch_half(const kr_cuda_op *op, const dw_shape &s, kr_epilogue e)
 {
     constexpr int PX = 4;
     const int rows = (int)(kr_elems(op, kr_out_t(op)) / ((size_t)s.ow * s.oc));
-    const int per_row = (s.ow + PX - 1) / PX * (s.oc / V);
-    const int threads = per_row >= 128 ? 128 : (per_row + 31) / 32 * 32;
-    const dim3 grid((unsigned)((per_row + threads - 1) / threads),
-                    (unsigned)(rows < 65535 ? rows : 65535));
-    dw_half<KW, S, PX, V, I><<<grid, (unsigned)threads, 0, (cudaStream_t)op->stream>>>(
+    unsigned threads;
+    const dim3 grid = kr_row_units_grid(rows, (s.ow + PX - 1) / PX * (s.oc / V), 128, &threads);
+    dw_half<KW, S, PX, V, I><<<grid, threads, 0, (cudaStream_t)op->stream>>>(
         (const __half *)op->in[0], (const float *)op->in[1], (const float *)op->in[2],
         (__half *)op->out, rows, s, e);
 }

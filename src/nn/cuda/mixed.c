@@ -270,22 +270,12 @@ keyer_status kr_cuda_mixed_enqueue(const kr_cuda_mixed *mx, const kr_cuda_mem *m
                                    keyer_error *err)
 {
     const kr_graph *g = mem->graph;
-    cudaError_t e;
-    for (int i = 0; i < g->n_inputs; i++) {
-        int t = g->inputs[i];
-        if (g->tensors[t].dtype != KR_DTYPE_F32)
-            continue;
-        e = (cudaError_t)kr_cuda_f32_to_f16(io[t], kr_cuda_mem_ptr(mem, t),
-                                            kr_tensor_bytes(&g->tensors[t], mem->batch) / 4,
-                                            stream);
-        if (e != cudaSuccess)
-            return kr_cuda_fail(err, g, "converting an input to half precision", e);
-    }
+    keyer_status st = kr_cuda_pernode_inputs_to_half(mem, io, stream, err);
     int si = 0;
-    for (int n = 0; n < g->n_nodes; n++) {
+    for (int n = 0; n < g->n_nodes && !st; n++) {
         if (folded[n])
             continue;
-        e = cudaSuccess;
+        cudaError_t e = cudaSuccess;
         for (; si < mx->n_steps && mx->steps[si].before == n && e == cudaSuccess; si++) {
             const mx_step *s = &mx->steps[si];
             e = (cudaError_t)(s->to_half
@@ -294,31 +284,7 @@ keyer_status kr_cuda_mixed_enqueue(const kr_cuda_mixed *mx, const kr_cuda_mem *m
         }
         if (e != cudaSuccess)
             return kr_cuda_fail(err, g, "converting a tensor between half and float", e);
-        ops[n].stream = stream;
-        e = (cudaError_t)kr_cuda_pernode_run(&ops[n]);
-        if (e == cudaSuccess && check)
-            e = cudaStreamSynchronize(stream);
-        if (e != cudaSuccess)
-            return keyer_error_set(err, KEYER_STATUS_DEVICE,
-                                   "%s: cuda backend: node %d (operator %d in the file, %s, %s) "
-                                   "failed: %s (%s)",
-                                   g->name, n, g->nodes[n].source_index,
-                                   kr_op_name(g->nodes[n].op), ops[n].f16 ? "f16" : "f32",
-                                   cudaGetErrorString(e), cudaGetErrorName(e));
+        st = kr_cuda_pernode_launch(g, n, &ops[n], stream, check, err);
     }
-    for (int i = 0; i < g->n_outputs; i++) {
-        int t = g->outputs[i];
-        if (g->tensors[t].dtype != KR_DTYPE_F32)
-            continue; /* ARGMAX's int32: already in its staging */
-        size_t bytes = kr_tensor_bytes(&g->tensors[t], mem->batch);
-        if (mx->out_half[i])
-            e = (cudaError_t)kr_cuda_f16_to_f32(kr_cuda_mem_ptr(mem, t), io[t], bytes / 4,
-                                                stream);
-        else
-            e = cudaMemcpyAsync(io[t], kr_cuda_mem_ptr(mem, t), bytes, cudaMemcpyDeviceToDevice,
-                                stream);
-        if (e != cudaSuccess)
-            return kr_cuda_fail(err, g, "copying an output to its float staging", e);
-    }
-    return KEYER_OK;
+    return st ? st : kr_cuda_pernode_outputs_to_float(mem, io, mx->out_half, stream, err);
 }

@@ -73,51 +73,79 @@ int kr_cuda_pernode_supports(const kr_graph *g, const kr_node *node)
     return 1;
 }
 
-int kr_cuda_pernode_run(const kr_cuda_op *op) { return cuda_ops[op->node->op](op); }
+keyer_status kr_cuda_pernode_inputs_to_half(const kr_cuda_mem *mem, float *const *io,
+                                            cudaStream_t stream, keyer_error *err)
+{
+    const kr_graph *g = mem->graph;
+    for (int i = 0; i < g->n_inputs; i++) {
+        int t = g->inputs[i];
+        if (g->tensors[t].dtype != KR_DTYPE_F32)
+            continue;
+        cudaError_t e = (cudaError_t)kr_cuda_f32_to_f16(
+            io[t], kr_cuda_mem_ptr(mem, t), kr_tensor_bytes(&g->tensors[t], mem->batch) / 4,
+            stream);
+        if (e != cudaSuccess)
+            return kr_cuda_fail(err, g, "converting an input to half precision", e);
+    }
+    return KEYER_OK;
+}
+
+keyer_status kr_cuda_pernode_outputs_to_float(const kr_cuda_mem *mem, float *const *io,
+                                              const unsigned char *out_half,
+                                              cudaStream_t stream, keyer_error *err)
+{
+    const kr_graph *g = mem->graph;
+    for (int i = 0; i < g->n_outputs; i++) {
+        int t = g->outputs[i];
+        if (g->tensors[t].dtype != KR_DTYPE_F32)
+            continue; /* ARGMAX's int32: already in its staging */
+        size_t bytes = kr_tensor_bytes(&g->tensors[t], mem->batch);
+        cudaError_t e;
+        if (!out_half || out_half[i]) {
+            e = (cudaError_t)kr_cuda_f16_to_f32(kr_cuda_mem_ptr(mem, t), io[t], bytes / 4,
+                                                stream);
+            if (e != cudaSuccess)
+                return kr_cuda_fail(err, g, "converting an output to single precision", e);
+        } else {
+            e = cudaMemcpyAsync(io[t], kr_cuda_mem_ptr(mem, t), bytes, cudaMemcpyDeviceToDevice,
+                                stream);
+            if (e != cudaSuccess)
+                return kr_cuda_fail(err, g, "copying an output to its float staging", e);
+        }
+    }
+    return KEYER_OK;
+}
+
+keyer_status kr_cuda_pernode_launch(const kr_graph *g, int n, kr_cuda_op *op,
+                                    cudaStream_t stream, int check, keyer_error *err)
+{
+    op->stream = stream;
+    cudaError_t e = (cudaError_t)cuda_ops[g->nodes[n].op](op);
+    if (e == cudaSuccess && check)
+        e = cudaStreamSynchronize(stream);
+    if (e != cudaSuccess)
+        return keyer_error_set(err, KEYER_STATUS_DEVICE,
+                               "%s: cuda backend: node %d (operator %d in the file, %s, %s) "
+                               "failed: %s (%s)",
+                               g->name, n, g->nodes[n].source_index, kr_op_name(g->nodes[n].op),
+                               op->f16 ? "f16" : "f32", cudaGetErrorString(e),
+                               cudaGetErrorName(e));
+    return KEYER_OK;
+}
 
 keyer_status kr_cuda_pernode_enqueue(const kr_cuda_mem *mem, int f16, float *const *io,
                                      kr_cuda_op *ops, const unsigned char *folded,
                                      cudaStream_t stream, int check, keyer_error *err)
 {
     const kr_graph *g = mem->graph;
-    cudaError_t e;
+    keyer_status st;
+    if (f16 && (st = kr_cuda_pernode_inputs_to_half(mem, io, stream, err)))
+        return st;
+    for (int n = 0; n < g->n_nodes; n++)
+        if (!folded[n] && (st = kr_cuda_pernode_launch(g, n, &ops[n], stream, check, err)))
+            return st;
     if (f16)
-        for (int i = 0; i < g->n_inputs; i++) {
-            int t = g->inputs[i];
-            if (g->tensors[t].dtype != KR_DTYPE_F32)
-                continue;
-            e = (cudaError_t)kr_cuda_f32_to_f16(io[t], kr_cuda_mem_ptr(mem, t),
-                                                kr_tensor_bytes(&g->tensors[t], mem->batch) / 4,
-                                                stream);
-            if (e != cudaSuccess)
-                return kr_cuda_fail(err, g, "converting an input to half precision", e);
-        }
-    for (int n = 0; n < g->n_nodes; n++) {
-        if (folded[n])
-            continue;
-        ops[n].stream = stream;
-        e = (cudaError_t)cuda_ops[g->nodes[n].op](&ops[n]);
-        if (e == cudaSuccess && check)
-            e = cudaStreamSynchronize(stream);
-        if (e != cudaSuccess)
-            return keyer_error_set(err, KEYER_STATUS_DEVICE,
-                                   "%s: cuda backend: node %d (operator %d in the file, %s) "
-                                   "failed: %s (%s)",
-                                   g->name, n, g->nodes[n].source_index,
-                                   kr_op_name(g->nodes[n].op), cudaGetErrorString(e),
-                                   cudaGetErrorName(e));
-    }
-    if (f16)
-        for (int i = 0; i < g->n_outputs; i++) {
-            int t = g->outputs[i];
-            if (g->tensors[t].dtype != KR_DTYPE_F32)
-                continue; /* ARGMAX's int32: already in its staging */
-            e = (cudaError_t)kr_cuda_f16_to_f32(kr_cuda_mem_ptr(mem, t), io[t],
-                                                kr_tensor_bytes(&g->tensors[t], mem->batch) / 4,
-                                                stream);
-            if (e != cudaSuccess)
-                return kr_cuda_fail(err, g, "converting an output to single precision", e);
-        }
+        return kr_cuda_pernode_outputs_to_float(mem, io, NULL, stream, err);
     return KEYER_OK;
 }
 

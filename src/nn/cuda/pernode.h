@@ -28,9 +28,27 @@ keyer_status kr_cuda_pernode_enqueue(const kr_cuda_mem *mem, int f16, float *con
                                      kr_cuda_op *ops, const unsigned char *folded,
                                      cudaStream_t stream, int check, keyer_error *err);
 
-/* Queues the kernel of fused node @p op (ops.h) on op->stream; returns the launch's CUDA error
- * (0 = cudaSuccess). For schedules that interleave other steps (mixed.h). */
-int kr_cuda_pernode_run(const kr_cuda_op *op);
+/* Queues the conversions of @p mem's graph inputs (float ones; an int32 input is written
+ * straight to its activation, see backend.c) from their float staging @p io[t] to their half
+ * activations in @p mem, on @p stream. For the f16 schedules (this one and mixed.h). Errors:
+ * DEVICE naming the conversion. */
+keyer_status kr_cuda_pernode_inputs_to_half(const kr_cuda_mem *mem, float *const *io,
+                                            cudaStream_t stream, keyer_error *err);
+
+/* Queues, on @p stream, the copies of @p mem's float graph outputs to their float staging
+ * @p io[t]: graph output i converted from half where @p out_half is NULL or out_half[i] is
+ * non-zero, copied as float otherwise (an output the mixed plan keeps in float). int32 outputs
+ * are skipped (already in their staging). Errors: DEVICE naming the conversion or copy. */
+keyer_status kr_cuda_pernode_outputs_to_float(const kr_cuda_mem *mem, float *const *io,
+                                              const unsigned char *out_half,
+                                              cudaStream_t stream, keyer_error *err);
+
+/* Queues the kernel of fused node @p n of @p g (@p op: its entry of the fused ops, ops.h; its
+ * stream field is set to @p stream); with @p check, synchronises after it. For the schedules
+ * that interleave other steps (mixed.h). Errors: DEVICE naming the node, its operator and
+ * precision. */
+keyer_status kr_cuda_pernode_launch(const kr_graph *g, int n, kr_cuda_op *op,
+                                    cudaStream_t stream, int check, keyer_error *err);
 
 /* Times every node's kernel on @p stream with events, synchronising after each: @p ms[n] in
  * milliseconds, -1 for folded nodes (@p ms: one per node). Errors: DEVICE. */

@@ -29,12 +29,8 @@ __global__ void pool_kernel(const T *__restrict__ x, T *__restrict__ y, I total,
                             kr_epilogue e)
 {
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
-        int c = (int)(i % s.ic);
-        I p = i / s.ic;
-        int ox = (int)(p % s.ow);
-        I q = p / s.ow;
-        int oy = (int)(q % s.oh);
-        I b = q / s.oh;
+        int oy, ox, c;
+        const I b = kr_nhwc_split(i, s.ic, s.ow, s.oh, &oy, &ox, &c);
         float acc;
         int count;
         kr_pool_window<T, 1, MAX != 0>(x, s, b, oy, ox, c, &acc, &count);
@@ -45,76 +41,26 @@ __global__ void pool_kernel(const T *__restrict__ x, T *__restrict__ y, I total,
     }
 }
 
-/* V (8 or 2) halves of @p p as floats, one 16- or 4-byte load. */
-template <int V> __device__ __forceinline__ void pool_ldh(const __half *p, float *v)
-{
-    if (V == 8) {
-        const uint4 q = *reinterpret_cast<const uint4 *>(p);
-        const __half2 *h = reinterpret_cast<const __half2 *>(&q);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const float2 f = __half22float2(h[j]);
-            v[2 * j] = f.x, v[2 * j + 1] = f.y;
-        }
-    } else {
-        const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(p));
-        v[0] = f.x, v[1] = f.y;
-    }
-}
-
 /* Half precision, an even channel count, no count_include_pad: V (8 or 2) channels of one
  * output pixel per thread with 16- or 4-byte accesses, the block row (blockIdx.y) walking
- * items x output rows (no per-thread division but by the channel groups); each value as
- * pool_kernel computes it (kr_pool_window's taps, order and start; the average as sum / count).
+ * items x output rows (kr_for_row_units: no per-thread division but by the channel groups);
+ * each value as pool_kernel computes it (kr_pool_window; the average as sum / count).
  * BlazeFace's 2x2 max pools over 28, 42 and 88 channels ran one 2-byte element per thread. */
 template <int MAX, int V, typename I>
 __global__ void pool_half(const __half *__restrict__ x, __half *__restrict__ y, int rows,
                           pool_shape s, kr_epilogue e)
 {
-    const int cv = s.ic / V, per_row = s.ow * cv;
-    for (int row = blockIdx.y; row < rows; row += gridDim.y) {
-        const int b = row / s.oh, oy = row - b * s.oh;
-        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < per_row;
-             i += gridDim.x * blockDim.x) {
-            const int ox = i / cv, c = (i - ox * cv) * V;
-            float acc[V];
+    const int cv = s.ic / V;
+    kr_for_row_units(rows, s.oh, s.ow * cv, [&](int b, int oy, int row, int i) {
+        const int ox = i / cv, c = (i - ox * cv) * V;
+        float acc[V], o[V];
+        int n;
+        kr_pool_window<__half, V, MAX != 0>(x, s, (I)b, oy, ox, c, acc, &n);
 #pragma unroll
-            for (int k = 0; k < V; k++)
-                acc[k] = MAX ? -FLT_MAX : 0.0f;
-            int n = 0;
-            for (int ky = 0; ky < s.kh; ky++) {
-                const int iy = oy * s.sh - s.pt + ky * s.dh;
-                if ((unsigned)iy >= (unsigned)s.ih)
-                    continue;
-                for (int kx = 0; kx < s.kw; kx++) {
-                    const int ix = ox * s.sw - s.pl + kx * s.dw;
-                    if ((unsigned)ix >= (unsigned)s.iw)
-                        continue;
-                    float v[V];
-                    pool_ldh<V>(x + (((I)b * s.ih + iy) * s.iw + ix) * s.ic + c, v);
-#pragma unroll
-                    for (int k = 0; k < V; k++)
-                        acc[k] = MAX ? fmaxf(acc[k], v[k]) : acc[k] + v[k];
-                    n++;
-                }
-            }
-            float o[V];
-#pragma unroll
-            for (int k = 0; k < V; k++)
-                o[k] = kr_apply(e, MAX ? acc[k] : (n ? acc[k] / (float)n : 0.0f));
-            __half *yp = y + ((I)row * s.ow + ox) * s.ic + c;
-            if (V == 8) {
-                uint4 q;
-                __half2 *h = reinterpret_cast<__half2 *>(&q);
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    h[j] = __floats2half2_rn(o[2 * j], o[2 * j + 1]);
-                *reinterpret_cast<uint4 *>(yp) = q;
-            } else {
-                *reinterpret_cast<__half2 *>(yp) = __floats2half2_rn(o[0], o[1]);
-            }
-        }
-    }
+        for (int k = 0; k < V; k++)
+            o[k] = kr_apply(e, MAX ? acc[k] : (n ? acc[k] / (float)n : 0.0f));
+        kr_stv<V>(y + ((I)row * s.ow + ox) * s.ic + c, o);
+    });
 }
 
 /* pool_half where it applies; 0 when it does not. */
@@ -126,15 +72,14 @@ static int try_pool_half(const kr_cuda_op *op, const pool_shape &s, size_t total
     if (!op->f16 || !v || s.include_pad || !kr_aligned(op->in[0], al) ||
         !kr_aligned(op->out, al) || total / ((size_t)s.ow * s.ic) > 0x7fffffffu)
         return 0;
-    const int rows = (int)(total / ((size_t)s.ow * s.ic)), per_row = s.ow * (s.ic / v);
-    const int threads = per_row >= 128 ? 128 : (per_row + 31) / 32 * 32;
-    const dim3 grid((unsigned)((per_row + threads - 1) / threads),
-                    (unsigned)(rows < 65535 ? rows : 65535));
+    const int rows = (int)(total / ((size_t)s.ow * s.ic));
+    unsigned threads;
+    const dim3 grid = kr_row_units_grid(rows, s.ow * (s.ic / v), 128, &threads);
     if (v == 8)
-        pool_half<MAX, 8, I><<<grid, (unsigned)threads, 0, (cudaStream_t)op->stream>>>(
+        pool_half<MAX, 8, I><<<grid, threads, 0, (cudaStream_t)op->stream>>>(
             (const __half *)op->in[0], (__half *)op->out, rows, s, kr_make_epilogue(op, 1));
     else
-        pool_half<MAX, 2, I><<<grid, (unsigned)threads, 0, (cudaStream_t)op->stream>>>(
+        pool_half<MAX, 2, I><<<grid, threads, 0, (cudaStream_t)op->stream>>>(
             (const __half *)op->in[0], (__half *)op->out, rows, s, kr_make_epilogue(op, 1));
     return 1;
 }

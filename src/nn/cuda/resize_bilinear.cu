@@ -16,12 +16,9 @@ __global__ void resize_kernel(const T *__restrict__ x, T *__restrict__ y, I tota
     int chv = s.ch / V;
     for (I g = blockIdx.x * (I)blockDim.x + threadIdx.x; g < groups;
          g += (I)gridDim.x * blockDim.x) {
-        int k = (int)(g % chv) * V;
-        I p = g / chv;
-        int ox = (int)(p % s.ow);
-        I q = p / s.ow;
-        int oy = (int)(q % s.oh);
-        I b = q / s.oh;
+        int oy, ox, k;
+        const I b = kr_nhwc_split(g, chv, s.ow, s.oh, &oy, &ox, &k);
+        k *= V;
         float v[V];
         rs_pixel<T, V, I>(x, s, b, oy, ox, k, v);
 #pragma unroll
@@ -41,32 +38,18 @@ template <typename T, int V, typename I>
 __global__ void resize_rows(const T *__restrict__ x, T *__restrict__ y, int rows, rs_shape s,
                             kr_epilogue e)
 {
-    const int chv = s.ch / V, per_row = s.ow * chv;
-    for (int row = blockIdx.y; row < rows; row += gridDim.y) {
-        const int b = row / s.oh, oy = row - b * s.oh;
-        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < per_row;
-             i += gridDim.x * blockDim.x) {
-            const int ox = i / chv, k = (i - ox * chv) * V;
-            float v[V];
+    const int chv = s.ch / V;
+    kr_for_row_units(rows, s.oh, s.ow * chv, [&](int b, int oy, int row, int i) {
+        const int ox = i / chv, k = (i - ox * chv) * V;
+        float v[V];
 #pragma unroll
-            for (int h = 0; h < V; h += 4)
-                rs_pixel<T, 4, I>(x, s, (I)b, oy, ox, k + h, v + h);
+        for (int h = 0; h < V; h += 4)
+            rs_pixel<T, 4, I>(x, s, (I)b, oy, ox, k + h, v + h);
 #pragma unroll
-            for (int j = 0; j < V; j++)
-                v[j] = kr_apply(e, v[j]);
-            T *o = y + ((I)row * s.ow + ox) * s.ch + k;
-            if (V == 8) {
-                uint4 q;
-                __half2 *qh = reinterpret_cast<__half2 *>(&q);
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    qh[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
-                *reinterpret_cast<uint4 *>(o) = q;
-            } else {
-                kr_stv<4>(o, v);
-            }
-        }
-    }
+        for (int j = 0; j < V; j++)
+            v[j] = kr_apply(e, v[j]);
+        kr_stv<V>(y + ((I)row * s.ow + ox) * s.ch + k, v);
+    });
 }
 
 template <typename T, typename I> static int launch(const kr_cuda_op *op)
@@ -80,11 +63,9 @@ template <typename T, typename I> static int launch(const kr_cuda_op *op)
     const bool h8 = sizeof(T) == 2 && s.ch % 8 == 0 && kr_aligned(op->in[0], 16) &&
                     kr_aligned(op->out, 16);
     if (h8 && total / s.ch <= 0x7fffffffu) {
-        const int per_row = s.ow * (s.ch / 8);
-        const int threads = per_row >= 256 ? 256 : (per_row + 31) / 32 * 32;
-        const dim3 grid((unsigned)((per_row + threads - 1) / threads),
-                        (unsigned)(rows < 65535 ? rows : 65535));
-        resize_rows<T, 8, I><<<grid, (unsigned)threads, 0, st>>>(
+        unsigned threads;
+        const dim3 grid = kr_row_units_grid(rows, s.ow * (s.ch / 8), 256, &threads);
+        resize_rows<T, 8, I><<<grid, threads, 0, st>>>(
             (const T *)op->in[0], (T *)op->out, rows, s, kr_make_epilogue(op, 0));
     } else if (s.ch % 4 == 0 && kr_aligned(op->in[0], 4 * sizeof(T)) && kr_aligned(op->out, 4 * sizeof(T)))
         resize_kernel<T, 4, I><<<kr_blocks(total / 4, 256), 256, 0, st>>>(

@@ -22,12 +22,8 @@ __global__ void tconv_kernel(const T *__restrict__ x, const float *__restrict__ 
 {
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
          i += (I)gridDim.x * blockDim.x) {
-        int o = (int)(i % s.oc);
-        I p = i / s.oc;
-        int ox = (int)(p % s.ow);
-        I q = p / s.ow;
-        int oy = (int)(q % s.oh);
-        I b = q / s.oh;
+        int oy, ox, o;
+        const I b = kr_nhwc_split(i, s.oc, s.ow, s.oh, &oy, &ox, &o);
         float acc = tc_gather<T, 1, I>(x, w, s, b, oy, ox, o);
         float v = kr_apply(e, acc + (bias ? kr_ld(bias + o) : 0.0f));
         kr_add_res<T, 1>(e, i, &v);
@@ -112,10 +108,7 @@ __global__ void __launch_bounds__(128)
             const I idx = ((b * (2 * ih) + (I)(2 * iy + ky)) * ow + (I)(2 * ix));
             kr_add_res<T, 1>(e, idx, &v[0]);
             kr_add_res<T, 1>(e, idx + 1, &v[1]);
-            if (sizeof(T) == 2)
-                *reinterpret_cast<__half2 *>(y + idx) = __floats2half2_rn(v[0], v[1]);
-            else
-                *reinterpret_cast<float2 *>(y + idx) = make_float2(v[0], v[1]);
+            kr_stv<2>(y + idx, v);
         }
     }
 }

@@ -37,12 +37,7 @@ static inline int kr_win_shape_of(const kr_cuda_op *op, kr_win_shape *s)
 template <typename I>
 __device__ __forceinline__ I kr_win_split(I i, const kr_win_shape &s, int *oy, int *ox, int *o)
 {
-    *o = (int)(i % (I)s.oc);
-    const I p = i / (I)s.oc;
-    *ox = (int)(p % (I)s.ow);
-    const I q = p / (I)s.ow;
-    *oy = (int)(q % (I)s.oh);
-    return q / (I)s.oh;
+    return kr_nhwc_split(i, s.oc, s.ow, s.oh, oy, ox, o);
 }
 
 /* acc + the dot product over one tap's channels of its group: input pixel (b, iy, ix) from

@@ -39,22 +39,14 @@ __device__ __forceinline__ void kr_pool_window(const T *x, const S &s, I b, int 
     for (int k = 0; k < V; k++)
         acc[k] = MAX ? -FLT_MAX : 0.0f;
     int n = 0;
-    for (int ky = 0; ky < s.kh; ky++) {
-        const int iy = oy * s.sh - s.pt + ky * s.dh;
-        if ((unsigned)iy >= (unsigned)s.ih)
-            continue;
-        for (int kx = 0; kx < s.kw; kx++) {
-            const int ix = ox * s.sw - s.pl + kx * s.dw;
-            if ((unsigned)ix >= (unsigned)s.iw)
-                continue;
-            float v[V];
-            kr_ldv<V>(x + ((b * s.ih + iy) * s.iw + ix) * s.ic + c, v);
+    kr_window_taps(s, oy, ox, [&](int, int, int iy, int ix) {
+        float v[V];
+        kr_ldv<V>(x + ((b * s.ih + iy) * s.iw + ix) * s.ic + c, v);
 #pragma unroll
-            for (int k = 0; k < V; k++)
-                acc[k] = MAX ? fmaxf(acc[k], v[k]) : acc[k] + v[k];
-            n++;
-        }
-    }
+        for (int k = 0; k < V; k++)
+            acc[k] = MAX ? fmaxf(acc[k], v[k]) : acc[k] + v[k];
+        n++;
+    });
     *count = n;
 }
 
