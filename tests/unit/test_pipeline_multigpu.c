@@ -31,6 +31,7 @@
 #include "pipeline/placement.h"
 #include "pipeline/split_gpus.h"
 #include "pipeline/stream.h"
+#include "kt_io.h"
 #include "kt_json.h"
 #include "kt_session.h"
 #include "testutil.h"
@@ -1030,7 +1031,7 @@ static void test_split_lanes(void **state)
 static void test_split_over_engines(void **state)
 {
     (void)state;
-    char dir[3000], in[4096], img[4096];
+    char dir[3000], in[4096];
     kt_tmpdir(dir, sizeof(dir), "pipeline_multigpu_split");
     snprintf(in, sizeof(in), "%s/long.mp4", dir);
     keyer_sample_params p = keyer_sample_params_defaults();
@@ -1041,9 +1042,7 @@ static void test_split_over_engines(void **state)
     p.keyint = 12; /* chunks of 24 frames: 4 chunks, 2 per engine */
     p.preset = "ultrafast";
     keyer_error err = {0};
-    assert_int_equal(keyer_video_write_sample(in, kt_data_path(img, sizeof(img),
-                                                               "grace_hopper.jpg"), &p, &err),
-                     KEYER_OK);
+    kt_make_sample(in, &p);
     int64_t *starts = NULL;
     int chunks = 0;
     assert_int_equal(keyer_reader_plan_chunks(in, 2, &starts, NULL, &chunks, &err), KEYER_OK);
@@ -1096,9 +1095,7 @@ static void test_split_over_engines(void **state)
     p.frames = LONG;
     p.width = 128;
     p.height = 72;
-    assert_int_equal(keyer_video_write_sample(lin, kt_data_path(img, sizeof(img),
-                                                                "grace_hopper.jpg"), &p, &err),
-                     KEYER_OK);
+    kt_make_sample(lin, &p);
     int64_t *ls = NULL;
     int lc = 0;
     assert_int_equal(keyer_reader_plan_chunks(lin, 1 << 24, &ls, NULL, &lc, &err), KEYER_OK);
@@ -1135,7 +1132,7 @@ static void test_split_decoded_pictures(void **state)
 {
     (void)state;
     enum { N = 192, GOP = 12 };
-    char dir[3000], in[4096], img[4096];
+    char dir[3000], in[4096];
     kt_tmpdir(dir, sizeof(dir), "pipeline_multigpu_split_pictures");
     snprintf(in, sizeof(in), "%s/gops.mp4", dir);
     keyer_sample_params p = keyer_sample_params_defaults();
@@ -1146,9 +1143,7 @@ static void test_split_decoded_pictures(void **state)
     p.keyint = GOP;
     p.preset = "ultrafast";
     keyer_error err = {0};
-    assert_int_equal(keyer_video_write_sample(in, kt_data_path(img, sizeof(img),
-                                                               "grace_hopper.jpg"), &p, &err),
-                     KEYER_OK);
+    kt_make_sample(in, &p);
     /* every GOP counted exactly: IDR pictures at both ends, every packet in the index */
     int64_t *starts = NULL;
     int *frames = NULL, gops = 0, sum = 0;
