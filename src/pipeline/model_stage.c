@@ -434,6 +434,8 @@ static int run_batch(kr_model_stage *ms, kr_item **items, int n, int full)
             return 1;
         }
     }
+    if (ms->p.ops->handed_on)
+        ms->p.ops->handed_on(ms->p.opaque);
     return 0;
 }
 

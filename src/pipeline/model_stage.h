@@ -70,6 +70,12 @@ typedef struct kr_model_stage_ops {
      * marks the items it cannot finish with kr_item_fail(). The other ops may then be NULL
      * except forward. */
     void (*batch)(void *opaque, kr_model_stage *ms, kr_item **items, int n);
+    /* Optional (NULL: nothing): called once a batch's items have all been handed on
+     * (forward), before the stage waits for its next batch. A stage whose next stage batches
+     * from a queue flushes it here (kr_queue_flush): its items come in whole batches, so the
+     * next stage need not wait for more of them (the next batch comes no sooner than this
+     * stage's batch time). */
+    void (*handed_on)(void *opaque);
 } kr_model_stage_ops;
 
 typedef struct kr_model_stage_params {
