@@ -253,7 +253,8 @@ void kr_rounds_run_batch(kr_rounds *r, kr_model_stage *ms, kr_item **items, int 
             r->over[r->at[j]] = 1;
         hand_on_over(r, ms);
     }
-    /* what is left (items not run, behind nothing now) goes on at the batch's end */
+    /* every item went on after its round; a batch with nothing to run goes on at its end
+     * (the model stage hands on the items still here) */
     r->items = NULL;
     r->n = 0;
 }
