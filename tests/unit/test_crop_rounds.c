@@ -7,7 +7,8 @@
  *    each); the next round runs;
  *  - each round's items go on to the next stage when the round ends, each stream's in order;
  *    a frame the steps finish early (kr_rounds_finish) goes on at once and is neither reset
- *    nor failed with the rest of its round;
+ *    nor failed with the rest of its round; run by the model stage's thread, every item goes
+ *    on exactly once and the stage's handed_on op follows each batch's last item;
  *  - a pass's crops: the CUDA items' first; with CUDA runtimes one padded run of the
  *    smallest power of two holding them (the stage's batch caps it) and one wait of the host
  *    per pass, or when the owner's output places are full; host crops (and CUDA crops with
@@ -578,6 +579,86 @@ static void test_rounds_hand_on(void **state)
     case_end(&r, &ms);
 }
 
+/* The model stage's thread with the rounds as its batch op: each item goes on once (the ones
+ * the rounds handed on are not handed on again), handed_on after each batch's last item. */
+static kr_rounds *thread_rounds;
+static int batch_calls, handed_calls, handed_at[8];
+
+static void thread_batch(void *opaque, kr_model_stage *ms, kr_item **items, int n)
+{
+    (void)opaque;
+    batch_calls++;
+    kr_rounds_run_batch(thread_rounds, ms, items, n);
+}
+
+static void thread_handed_on(void *opaque)
+{
+    (void)opaque;
+    if (handed_calls < 8)
+        handed_at[handed_calls] = the_owner.handed;
+    handed_calls++;
+}
+
+static void test_stage_thread_hands_on_once(void **state)
+{
+    (void)state;
+    owner *o = &the_owner;
+    owner_reset(o);
+    batch_calls = handed_calls = 0;
+    static const kr_model_stage_ops ops = {NULL, NULL, NULL, forward, thread_batch,
+                                           thread_handed_on};
+    kr_stage_stats stats;
+    assert_int_equal(kr_stage_stats_init(&stats, "test", 1), 0);
+    kr_model_stage_params mp = {
+        .name = "test",
+        .model_name = "none",
+        .what = "",
+        .input = {.slot = -1, .width = 1, .height = 1, .scale = 1.0f, .what = ""},
+        .ctx = &ctx,
+        .stats = &stats,
+        .fail_cuda_at = -1,
+        .cuda_precision = KEYER_PRECISION_F32,
+        .ops = &ops,
+    };
+    keyer_model *model = NULL;
+    kr_model_stage *ms = NULL;
+    keyer_error err = {0};
+    assert_int_equal(kr_model_stage_create(&mp, &model, &ms, &err), KEYER_OK);
+    kr_model_stage_run run = {4, 0, 16, 0, 0};
+    assert_int_equal(kr_model_stage_open(ms, &run, &err), KEYER_OK);
+    assert_int_equal(kr_rounds_create(&rounds_ops, o, 4, 4, 4, &thread_rounds, &err), KEYER_OK);
+    o->r = thread_rounds;
+    kr_item_pool pool;
+    memset(&pool, 0, sizeof(pool));
+    pool.layout.ctx = &ctx;
+    /* streams 0 1 0 2 | 1 0: batches of 4 and 2 (all queued, then the queue closed) */
+    const int streams[6] = {0, 1, 0, 2, 1, 0};
+    kr_item items[6];
+    memset(items, 0, sizeof(items));
+    int64_t seq[3] = {0};
+    for (int i = 0; i < 6; i++) {
+        items[i].pool = &pool;
+        items[i].stream = streams[i];
+        items[i].seq = seq[streams[i]]++;
+        assert_int_equal(kr_queue_push(kr_model_stage_queue(ms), &items[i]), KEYER_OK);
+    }
+    kr_queue_close(kr_model_stage_queue(ms));
+    assert_int_equal(kr_model_stage_start(ms, -1, &err), KEYER_OK);
+    kr_model_stage_join(ms);
+    assert_int_equal(batch_calls, 2);
+    assert_int_equal(handed_calls, 2);
+    assert_int_equal(handed_at[0], 4);
+    assert_int_equal(handed_at[1], 6);
+    /* rounds {0, 1, 3}, {2} and {4, 5}: each item once, each stream's in order */
+    const int order[6] = {0, 1, 3, 2, 4, 5};
+    assert_int_equal(o->handed, 6);
+    for (int h = 0; h < 6; h++)
+        assert_ptr_equal(o->handed_items[h], &items[order[h]]);
+    kr_rounds_destroy(&thread_rounds);
+    kr_model_stage_destroy(&ms);
+    kr_stage_stats_fini(&stats);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -586,6 +667,7 @@ int main(void)
         cmocka_unit_test(test_pass_cpu_runtimes_and_errors),
         cmocka_unit_test(test_rounds_one_frame_per_stream),
         cmocka_unit_test(test_rounds_hand_on),
+        cmocka_unit_test(test_stage_thread_hands_on_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
