@@ -19,7 +19,12 @@ struct kr_rounds {
     int max_lg;         /* log2 of the largest power of two not above batch */
     kr_item **round;    /* batch: one round's items, one per stream */
     void **states;      /* batch: their states (NULL: not run) */
-    int *done;          /* batch: per position in the batch */
+    int *at;            /* batch: their positions in the batch */
+    int *finished;      /* batch: per round position, handed on already (kr_rounds_finish) */
+    int *done;          /* batch: per position in the batch: taken into a round, or not run */
+    int *over;          /* batch: per position in the batch: its frame's work is over */
+    kr_item **items;    /* the batch being run (its handed-on items are NULL) */
+    int n;              /* its items */
     int *order;         /* crop_cap: a pass's crops, CUDA items' first */
     kr_rounds_counters counters;
 };
@@ -45,9 +50,12 @@ keyer_status kr_rounds_create(const kr_rounds_ops *ops, void *opaque, int batch,
         r->max_lg++;
     r->round = calloc((size_t)batch, sizeof(*r->round));
     r->states = calloc((size_t)batch, sizeof(*r->states));
+    r->at = calloc((size_t)batch, sizeof(*r->at));
+    r->finished = calloc((size_t)batch, sizeof(*r->finished));
     r->done = calloc((size_t)batch, sizeof(*r->done));
+    r->over = calloc((size_t)batch, sizeof(*r->over));
     r->order = calloc((size_t)crop_cap, sizeof(*r->order));
-    if (!r->round || !r->states || !r->done || !r->order)
+    if (!r->round || !r->states || !r->at || !r->finished || !r->done || !r->over || !r->order)
         goto oom;
     *out = r;
     return KEYER_OK;
@@ -63,7 +71,10 @@ void kr_rounds_destroy(kr_rounds **pr)
     kr_rounds *r = *pr;
     free(r->round);
     free(r->states);
+    free(r->at);
+    free(r->finished);
     free(r->done);
+    free(r->over);
     free(r->order);
     free(r);
     *pr = NULL;
@@ -113,6 +124,8 @@ static void round_ready(kr_rounds *r, kr_model_stage *ms, int k)
         kr_item *it = r->round[j];
         keyer_error e = {0};
         r->states[j] = NULL;
+        if (r->finished[j])
+            continue; /* handed on: not run again (a retry), and no longer the stage's */
         if (it->on_cuda && kr_stage_gpu_failed(ctx))
             kr_item_demote(it, need, stream);
         if (it->lost || it->failed)
@@ -170,6 +183,31 @@ static void run_round(kr_rounds *r, kr_model_stage *ms, int k)
     }
 }
 
+/* Hands on every item whose frame's work is over and whose stream has no item before it in
+ * the batch still here, in the batch's order. */
+static void hand_on_over(kr_rounds *r, kr_model_stage *ms)
+{
+    for (int i = 0; i < r->n; i++) {
+        if (!r->items[i] || !r->over[i])
+            continue;
+        int earlier = 0;
+        for (int h = 0; h < i && !earlier; h++)
+            earlier = r->items[h] && r->items[h]->stream == r->items[i]->stream;
+        if (!earlier)
+            kr_model_stage_hand_on(ms, &r->items[i]);
+    }
+}
+
+void kr_rounds_finish(kr_rounds *r, kr_model_stage *ms, int j)
+{
+    if (j < 0 || j >= r->batch || r->finished[j] || !r->items)
+        return;
+    r->finished[j] = 1;
+    r->states[j] = NULL; /* its state is kept as the frame left it: no reset, no retry */
+    r->over[r->at[j]] = 1;
+    hand_on_over(r, ms);
+}
+
 void kr_rounds_run_batch(kr_rounds *r, kr_model_stage *ms, kr_item **items, int n)
 {
     if (n > r->batch) { /* the stage's batch is the rounds' (a set-up error) */
@@ -184,9 +222,11 @@ void kr_rounds_run_batch(kr_rounds *r, kr_model_stage *ms, kr_item **items, int 
         return;
     }
     atomic_fetch_add(&r->counters.batches, 1);
+    r->items = items;
+    r->n = n;
     for (int i = 0; i < n; i++) {
         r->ops->clear(items[i]);
-        r->done[i] = items[i]->lost || items[i]->failed;
+        r->done[i] = r->over[i] = items[i]->lost || items[i]->failed;
     }
     for (;;) {
         int k = 0;
@@ -198,6 +238,8 @@ void kr_rounds_run_batch(kr_rounds *r, kr_model_stage *ms, kr_item **items, int 
                 seen = r->round[j]->stream == items[i]->stream;
             if (seen)
                 continue; /* the next round: it depends on this round's frame */
+            r->at[k] = i;
+            r->finished[k] = 0;
             r->round[k++] = items[i];
             r->done[i] = 1;
         }
@@ -206,7 +248,15 @@ void kr_rounds_run_batch(kr_rounds *r, kr_model_stage *ms, kr_item **items, int 
         int64_t t0 = kr_clock_ns();
         run_round(r, ms, k);
         atomic_fetch_add(&r->counters.round_ns, kr_clock_ns() - t0);
+        /* the round's frames are over: on to the next stage before the batch's next round */
+        for (int j = 0; j < k; j++)
+            r->over[r->at[j]] = 1;
+        hand_on_over(r, ms);
     }
+    /* every item went on after its round; a batch with nothing to run goes on at its end
+     * (the model stage hands on the items still here) */
+    r->items = NULL;
+    r->n = 0;
 }
 
 /* ---- a pass's crops ------------------------------------------------------------------------ */

@@ -15,7 +15,11 @@
  *  - on an error the states are reset (tracking dropped, as the per-stream objects do on an
  *    error) and, when CUDA items took part and the error was the device's, the round is
  *    readied again (now on the CPU: kr_stage_device_error() marked the GPU failed) and runs
- *    once more; items that still fail are marked failed with the error.
+ *    once more; items that still fail are marked failed with the error;
+ *  - the round's items go on to the next stage when it ends (kr_model_stage_hand_on), not
+ *    at the batch's end, each stream's items in order; the steps may hand on a frame that is
+ *    over before the round ends (kr_rounds_finish). Items not run go on when nothing of
+ *    their stream is before them.
  *
  * kr_rounds_crops() runs one pass of a round's crops (crops that do not depend on each other):
  * the CUDA items' first, then the host items'. Host crops (and CUDA items' crops with a
@@ -93,8 +97,10 @@ void kr_rounds_destroy(kr_rounds **r);
 
 /**
  * The model stage's batch op for a cropping stage: clears the @p n items (ops->clear), then
- * runs them in rounds as the file comment says. Items already failed or lost are left alone;
- * items that fail are marked with kr_item_fail(). Never fails itself.
+ * runs them in rounds as the file comment says, handing them on as they are over (their
+ * places in @p items become NULL; the model stage hands on the rest at the batch's end).
+ * Items already failed or lost are left alone; items that fail are marked with
+ * kr_item_fail(). Never fails itself.
  */
 void kr_rounds_run_batch(kr_rounds *r, kr_model_stage *ms, kr_item **items, int n);
 
@@ -106,6 +112,17 @@ void kr_rounds_run_batch(kr_rounds *r, kr_model_stage *ms, kr_item **items, int 
  */
 keyer_status kr_rounds_crops(kr_rounds *r, kr_model_stage *ms, const int *cuda, int n,
                              const kr_crops_ops *cops, void *opaque, keyer_error *err);
+
+/**
+ * For the owner's steps: the frame of round position @p j is over (its result is in its item;
+ * its state as the frame left it) before the round ends: the item goes on to the next stage
+ * now (kr_model_stage_hand_on), after the items of its stream before it in the batch. The
+ * round's state at @p j becomes NULL (the steps must not touch the item again): a failure of
+ * the rest of the round neither resets that state nor runs that frame again. The other
+ * positions go on when their round ends (each round's items are handed on then, before the
+ * batch's next round).
+ */
+void kr_rounds_finish(kr_rounds *r, kr_model_stage *ms, int j);
 
 /** Counts a pass, or a model run of @p crops crops on the runtime of batch 2^@p lg, that the
  *  owner ran itself (not through kr_rounds_crops()). */

@@ -35,8 +35,15 @@ static int forward(void *opaque, kr_item *it)
     return kr_model_stage_pass_on(((kr_crop_stage *)opaque)->next, it);
 }
 
+/* The batch's items are all handed on: the next model stage takes them without waiting for
+ * more (NULL next: the writer's reorder buffers, nothing to flush). */
+static void handed_on(void *opaque)
+{
+    kr_queue_flush(((kr_crop_stage *)opaque)->next);
+}
+
 /* The crops are made by the batch op: no per-item input, no per-run outputs callbacks. */
-static const kr_model_stage_ops crop_ops = {NULL, NULL, NULL, forward, run_batch};
+static const kr_model_stage_ops crop_ops = {NULL, NULL, NULL, forward, run_batch, handed_on};
 
 /* ---- set-up ------------------------------------------------------------------------------- */
 

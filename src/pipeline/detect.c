@@ -91,8 +91,16 @@ static int forward(void *opaque, kr_item *it)
     return kr_model_stage_pass_on(((kr_detect *)opaque)->next, it);
 }
 
+/* The batch's items are all handed on: the next model stage (pose, face mesh, keying) takes
+ * them without waiting for more (the next batch is a detector run away). */
+static void handed_on(void *opaque)
+{
+    kr_queue_flush(((kr_detect *)opaque)->next);
+}
+
 /* The detections live on the host: nothing goes back to the device after a CPU run. */
-static const kr_model_stage_ops detect_ops = {cpu_outputs, cuda_outputs, NULL, forward, NULL};
+static const kr_model_stage_ops detect_ops = {cpu_outputs, cuda_outputs, NULL, forward, NULL,
+                                              handed_on};
 
 /* ---- set-up ----------------------------------------------------------------------------------- */
 

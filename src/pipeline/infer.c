@@ -326,7 +326,7 @@ static int forward(void *opaque, kr_item *it)
 }
 
 static const kr_model_stage_ops infer_ops = {cpu_outputs, cuda_outputs, upload_outputs, forward,
-                                               NULL};
+                                               NULL, NULL};
 
 /* ---- model people ----------------------------------------------------------------------------- */
 
@@ -421,7 +421,7 @@ static keyer_status people_cuda_outputs(void *opaque, keyer_runtime *rt, kr_item
 }
 
 static const kr_model_stage_ops people_ops = {people_cpu_outputs, people_cuda_outputs,
-                                              upload_outputs, forward, NULL};
+                                              upload_outputs, forward, NULL, NULL};
 
 /* The people keyers' parameters and the per-stream arrays (people keyers, switches, counts). */
 static keyer_status per_stream_create(kr_infer *inf, const kr_infer_params *p, keyer_error *err)

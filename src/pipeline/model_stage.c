@@ -21,6 +21,7 @@ struct kr_model_stage {
     pthread_t thread;
     int running;
     int track;
+    int gone;                  /* the next stage was gone at an early hand-on (stage thread) */
 };
 
 keyer_status kr_model_stage_create(const kr_model_stage_params *params, keyer_model **model,
@@ -389,11 +390,26 @@ static void run_group(kr_model_stage *ms, kr_item **items, int n)
     }
 }
 
+void kr_model_stage_hand_on(kr_model_stage *ms, kr_item **slot)
+{
+    kr_item *it = *slot;
+    if (!it)
+        return;
+    *slot = NULL;
+    if (ms->gone || ms->p.ops->forward(ms->p.opaque, it)) {
+        kr_item_release(it);
+        ms->gone = 1;
+    }
+}
+
 /* Runs one batch taken from the queue; returns non-zero when the next stage is gone. */
 static int run_batch(kr_model_stage *ms, kr_item **items, int n, int full)
 {
     kr_item *run[64], *run_on_cpu[64];
     int64_t t0 = kr_clock_ns();
+    /* the trace's item, read now: the batch op may hand items on before the batch ends */
+    int trace_stream = n == 1 ? items[0]->stream : -1;
+    int64_t trace_seq = n == 1 ? items[0]->seq : -1;
     /* after a GPU failure, CUDA items come over to the CPU first */
     if (kr_stage_gpu_failed(ms->p.ctx))
         for (int i = 0; i < n; i++)
@@ -425,15 +441,14 @@ static int run_batch(kr_model_stage *ms, kr_item **items, int n, int full)
             atomic_fetch_add(&ms->p.counters->full, 1);
     }
     kr_stage_stats_record(ms->p.stats, n, t0, t1);
-    kr_trace_add(ms->p.ctx->trace, ms->track, ms->p.name, n == 1 ? items[0]->stream : -1,
-                 n == 1 ? items[0]->seq : -1, n, t0, t1);
-    for (int i = 0; i < n; i++) {
-        if (ms->p.ops->forward(ms->p.opaque, items[i])) {
-            for (int k = i; k < n; k++)
-                kr_item_release(items[k]);
-            return 1;
-        }
-    }
+    kr_trace_add(ms->p.ctx->trace, ms->track, ms->p.name, trace_stream, trace_seq, n, t0, t1);
+    /* the items the batch op handed on early are NULL here */
+    for (int i = 0; i < n; i++)
+        kr_model_stage_hand_on(ms, &items[i]);
+    if (ms->gone)
+        return 1;
+    if (ms->p.ops->handed_on)
+        ms->p.ops->handed_on(ms->p.opaque);
     return 0;
 }
 

@@ -67,9 +67,16 @@ typedef struct kr_model_stage_ops {
      * (the face mesh: one crop per face). Called with the @p n items of a batch (CUDA items
      * of a session whose GPU failed already moved to the CPU; failed and lost items among
      * them, to be left alone); it reads the runtimes through kr_model_stage_runtime() and
-     * marks the items it cannot finish with kr_item_fail(). The other ops may then be NULL
-     * except forward. */
+     * marks the items it cannot finish with kr_item_fail(); it may hand finished items on
+     * before the batch ends (kr_model_stage_hand_on). The other ops may then be NULL except
+     * forward. */
     void (*batch)(void *opaque, kr_model_stage *ms, kr_item **items, int n);
+    /* Optional (NULL: nothing): called once a batch's items have all been handed on
+     * (forward), before the stage waits for its next batch. A stage whose next stage batches
+     * from a queue flushes it here (kr_queue_flush): its items come in whole batches, so the
+     * next stage need not wait for more of them (the next batch comes no sooner than this
+     * stage's batch time). */
+    void (*handed_on)(void *opaque);
 } kr_model_stage_ops;
 
 typedef struct kr_model_stage_params {
@@ -157,6 +164,17 @@ kr_queue *kr_model_stage_queue(const kr_model_stage *ms);
  *  the owner), to its stream's reorder buffer (kr_item_done). Non-zero when @p next is gone
  *  (the item is then still the caller's). */
 int kr_model_stage_pass_on(kr_queue *next, kr_item *it);
+
+/**
+ * For a batch op (kr_model_stage_ops::batch): hands the finished item *@p slot (one of the
+ * batch's items) on now through the forward op, before the rest of its batch, and sets
+ * *@p slot NULL so that the stage does not hand it on again when the batch ends (NULL: nothing).
+ * The caller must not touch the item afterwards. When the next stage is gone the item goes
+ * back to its pool, and so do the batch's other items; the stage stops after the batch.
+ * The caller keeps each stream's items in order: an item goes on only after the items of its
+ * stream before it in the batch.
+ */
+void kr_model_stage_hand_on(kr_model_stage *ms, kr_item **slot);
 
 /** Values per item of a model tensor: the product of its dimensions after the batch (a
  *  dynamic dimension, negative, counts 0). */

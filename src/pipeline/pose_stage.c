@@ -154,7 +154,8 @@ static keyer_status tracker(void *opaque, int id, void **out, keyer_error *err)
 
 /* The steps of keyer_pose_run() for the round's k items (those with a tracker), in as few
  * passes as they allow: the seeding crops and the tracked crops together, then the final
- * crops of the frames just seeded. */
+ * crops of the frames just seeded (the frames already over go on to the next stage before
+ * that second pass). */
 static keyer_status round_steps(void *opaque, kr_model_stage *ms, kr_item *const *round,
                                 void *const *states, int k, keyer_error *err)
 {
@@ -177,9 +178,22 @@ static keyer_status round_steps(void *opaque, kr_model_stage *ms, kr_item *const
         }
     }
     keyer_status st = run_pass(ps, ms, k, (1 << PS_SEED) | (1 << PS_FINAL), err);
-    if (!st)
-        st = run_pass(ps, ms, k, 1 << PS_FINAL, err);
-    return st;
+    if (st)
+        return st;
+    /* The frames that were tracked, or seeded and found empty, are over: they go on now
+     * rather than behind the final crops of the frames just seeded with a person. */
+    int second = 0;
+    for (int j = 0; j < k; j++)
+        second |= ps->round_tr[j] && ps->state[j] == PS_FINAL;
+    if (!second)
+        return KEYER_OK;
+    kr_rounds *rounds = kr_crop_stage_rounds(ps->cs);
+    for (int j = 0; j < k; j++)
+        if (ps->round_tr[j] && ps->state[j] == PS_IDLE) {
+            kr_rounds_finish(rounds, ms, j);
+            ps->round_tr[j] = NULL;
+        }
+    return run_pass(ps, ms, k, 1 << PS_FINAL, err);
 }
 
 static void clear_item(kr_item *it)

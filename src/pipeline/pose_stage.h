@@ -12,7 +12,9 @@
  * buffers crop_stage.h's, shared with the face mesh and the people stage);
  * each round runs as few passes as its frames allow: the seeding crops and the tracked crops
  * together, then the final crops of the frames just seeded (a frame is tracked, or seeded
- * and found empty, in one pass; only a frame seeded with a person takes two). The crops are
+ * and found empty, in one pass; only a frame seeded with a person takes two, and the frames
+ * over after the first pass go on to the next stage before the second: kr_rounds_finish).
+ * The crops are
  * made by keyer_prepare from the frames where they are (render's CUDA prepare kernel for CUDA
  * items: a batch of rotated regions, letterboxed as on the CPU, straight into the runtime's
  * input); on CUDA a pass's crops run through one runtime (the smallest power of two holding

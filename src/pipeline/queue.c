@@ -30,6 +30,8 @@ struct kr_queue {
     double depth_integral; /* sum of depth * ns */
     int64_t pushed, popped, dropped;
     int64_t push_wait_ns, pop_wait_ns;
+    int64_t flushed_upto; /* q->pushed at the last kr_queue_flush */
+    int64_t flushed_pops; /* batches that a flush released before their deadline */
 };
 
 keyer_status kr_queue_create(int capacity, kr_queue **out, keyer_error *err)
@@ -262,8 +264,10 @@ keyer_status kr_queue_pop_batch(kr_queue *q, void **items, int max, int64_t budg
         /* The oldest item sets the deadline: it may not wait longer than the budget. */
         int64_t deadline = q->ring[q->head].pushed_ns + (budget_ns > 0 ? budget_ns : 0);
         int64_t waited_from = 0;
+        /* nothing more is coming for now once every item inside was pushed before the
+         * producer's last flush */
         while (!q->cancelled && !q->closed && q->count > 0 && q->count < max &&
-               q->count < q->capacity) {
+               q->count < q->capacity && q->flushed_upto != q->pushed) {
             now = kr_clock_ns();
             if (now >= deadline)
                 break;
@@ -286,6 +290,10 @@ keyer_status kr_queue_pop_batch(kr_queue *q, void **items, int max, int64_t budg
     }
     int n = q->count < max ? q->count : max;
     *full = n == max;
+    if (!*full && budget_ns > 0 && q->flushed_upto == q->pushed && !q->closed &&
+        q->count < q->capacity &&
+        now < q->ring[q->head].pushed_ns + budget_ns)
+        q->flushed_pops++;
     for (int i = 0; i < n; i++)
         items[i] = remove_oldest(q, now);
     q->popped += n;
@@ -294,6 +302,16 @@ keyer_status kr_queue_pop_batch(kr_queue *q, void **items, int max, int64_t budg
     pthread_cond_broadcast(&q->not_full);
     pthread_mutex_unlock(&q->lock);
     return KEYER_OK;
+}
+
+void kr_queue_flush(kr_queue *q)
+{
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->lock);
+    q->flushed_upto = q->pushed;
+    pthread_cond_broadcast(&q->not_empty);
+    pthread_mutex_unlock(&q->lock);
 }
 
 void kr_queue_close(kr_queue *q)
@@ -350,5 +368,6 @@ void kr_queue_stats_get(kr_queue *q, kr_queue_stats *out)
     out->dropped = q->dropped;
     out->push_wait_ns = q->push_wait_ns;
     out->pop_wait_ns = q->pop_wait_ns;
+    out->flushed_pops = q->flushed_pops;
     pthread_mutex_unlock(&q->lock);
 }

@@ -33,6 +33,8 @@ typedef struct kr_queue_stats {
     int64_t dropped;       /* items removed by kr_queue_push_drop_oldest */
     int64_t push_wait_ns;  /* time producers spent blocked on a full queue */
     int64_t pop_wait_ns;   /* time consumers spent blocked on an empty queue */
+    int64_t flushed_pops;  /* kr_queue_pop_batch batches that kr_queue_flush released before
+                            * they were full or their deadline came */
 } kr_queue_stats;
 
 /**
@@ -79,11 +81,22 @@ keyer_status kr_queue_pop_timed(kr_queue *q, void **item, int64_t timeout_ns);
  * @p max items are inside, or the oldest of them has been inside for @p budget_ns
  * nanoseconds, or the queue is closed; then removes up to @p max items (oldest first) into
  * @p items and sets *@p count (>= 1). budget_ns <= 0 takes what is there at once.
- * *@p full is set to 1 when the batch left because it was full (else the deadline or the
- * close released it). Returns OK, END (closed and empty) or INTERRUPTED.
+ * It also stops waiting when every item inside was pushed before the producer's last
+ * kr_queue_flush (nothing more is coming for now).
+ * *@p full is set to 1 when the batch left because it was full (else the deadline, a flush or
+ * the close released it). Returns OK, END (closed and empty) or INTERRUPTED.
  */
 keyer_status kr_queue_pop_batch(kr_queue *q, void **items, int max, int64_t budget_ns,
                                 int *count, int *full);
+
+/**
+ * The producer has pushed everything it has for now (a batched stage after handing on its
+ * batch's items): a consumer in kr_queue_pop_batch stops waiting for a fuller batch and takes
+ * what is inside, unless items were pushed after the flush (the producer's next batch is
+ * under way: their deadline or a later flush releases them). Without flushes (per-stream
+ * producers) pop_batch waits as before. Accepts NULL.
+ */
+void kr_queue_flush(kr_queue *q);
 
 /** No more pushes: producers get END, consumers drain then get END. Idempotent. */
 void kr_queue_close(kr_queue *q);

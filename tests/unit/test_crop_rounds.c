@@ -5,6 +5,10 @@
  *    failed and lost items left out, every item cleared, each stream's state asked for;
  *  - a round whose steps fail resets its states and fails its items (the session hears of
  *    each); the next round runs;
+ *  - each round's items go on to the next stage when the round ends, each stream's in order;
+ *    a frame the steps finish early (kr_rounds_finish) goes on at once and is neither reset
+ *    nor failed with the rest of its round; run by the model stage's thread, every item goes
+ *    on exactly once and the stage's handed_on op follows each batch's last item;
  *  - a pass's crops: the CUDA items' first; with CUDA runtimes one padded run of the
  *    smallest power of two holding them (the stage's batch caps it) and one wait of the host
  *    per pass, or when the owner's output places are full; host crops (and CUDA crops with
@@ -73,7 +77,11 @@ static void report(void *opaque, kr_report what, int stream, keyer_status status
 
 static const kr_stage_ctx ctx = {NULL, NULL, &warnings, &gpu_failed, &cancel, report, NULL};
 
-/* A model stage without a model, on the fake device when @p cuda, CUDA runtimes @p models_cuda. */
+static int forward(void *opaque, kr_item *it);
+static const kr_model_stage_ops stage_ops = {NULL, NULL, NULL, forward, NULL, NULL};
+
+/* A model stage without a model, on the fake device when @p cuda, CUDA runtimes @p models_cuda;
+ * the items it hands on are recorded (forward). */
 static kr_model_stage *make_stage(int batch, int cuda, int models_cuda)
 {
     kr_model_stage_params mp = {
@@ -84,6 +92,7 @@ static kr_model_stage *make_stage(int batch, int cuda, int models_cuda)
         .ctx = &ctx,
         .fail_cuda_at = -1,
         .cuda_precision = KEYER_PRECISION_F32,
+        .ops = &stage_ops,
     };
     keyer_model *model = NULL;
     kr_model_stage *ms = NULL;
@@ -120,6 +129,14 @@ typedef struct owner {
     int state_of[MAX_ITEMS]; /* one state per stream id: its address is the state */
     int resets[MAX_ITEMS];
     int cleared;
+    /* items handed on, in order, with the rounds begun then and whether inside the steps */
+    kr_rounds *r;
+    int in_steps;
+    int handed;
+    kr_item *handed_items[MAX_ITEMS];
+    int handed_rounds[MAX_ITEMS];
+    int handed_in_steps[MAX_ITEMS];
+    int finish_round, finish_pos; /* the steps finish this position of this round early */
 } owner;
 
 static keyer_status chunk(void *opaque, const int *ord, int n, int lg, int cuda, int deferred,
@@ -168,7 +185,6 @@ static keyer_status state(void *opaque, int id, void **out, keyer_error *err)
 static keyer_status steps(void *opaque, kr_model_stage *ms, kr_item *const *round,
                           void *const *states, int k, keyer_error *err)
 {
-    (void)ms;
     owner *o = opaque;
     assert_true(o->rounds < MAX_ROUNDS);
     int r = o->rounds++;
@@ -181,9 +197,27 @@ static keyer_status steps(void *opaque, kr_model_stage *ms, kr_item *const *roun
         else
             assert_ptr_equal(states[j], &o->state_of[round[j]->stream]);
     }
+    if (r == o->finish_round) {
+        o->in_steps = 1;
+        kr_rounds_finish(o->r, ms, o->finish_pos);
+        o->in_steps = 0;
+        assert_null(states[o->finish_pos]); /* no longer the round's */
+    }
     if (r == o->fail_round)
         return keyer_error_set(err, KEYER_STATUS_BAD_DATA, "round %d fails", r);
     return KEYER_OK;
+}
+
+static int forward(void *opaque, kr_item *it)
+{
+    (void)opaque;
+    owner *o = &the_owner;
+    assert_true(o->handed < MAX_ITEMS);
+    o->handed_items[o->handed] = it;
+    o->handed_rounds[o->handed] = o->rounds;
+    o->handed_in_steps[o->handed] = o->in_steps;
+    o->handed++;
+    return 0;
 }
 
 static void reset(void *st)
@@ -197,7 +231,7 @@ static const kr_rounds_ops rounds_ops = {"test", clear_item, state, steps, reset
 static void owner_reset(owner *o)
 {
     memset(o, 0, sizeof(*o));
-    o->fail_chunk = o->fail_round = -1;
+    o->fail_chunk = o->fail_round = o->finish_round = o->finish_pos = -1;
     waits = fail_wait = 0;
     errors_reported = 0;
 }
@@ -215,6 +249,7 @@ static kr_rounds *case_start(kr_model_stage **ms, int batch, int cuda, int model
     assert_int_equal(kr_rounds_create(&rounds_ops, &the_owner, batch, crop_cap, out_cap, &r,
                                       &err),
                      KEYER_OK);
+    the_owner.r = r;
     return r;
 }
 
@@ -395,6 +430,8 @@ static void test_rounds_one_frame_per_stream(void **state)
     }
     items[6].failed = 1;
     kr_rounds_run_batch(r, ms, batch, 7);
+    for (int i = 0; i < 7; i++) /* all handed on by the rounds */
+        assert_null(batch[i]);
     /* every item cleared, the failed one too */
     assert_int_equal(o->cleared, 7);
     for (int i = 0; i < 7; i++)
@@ -414,8 +451,11 @@ static void test_rounds_one_frame_per_stream(void **state)
     /* the second round fails (not a device error): its states reset, its items failed and
      * reported; the third still runs */
     owner_reset(o);
-    for (int i = 0; i < 7; i++)
+    o->r = r;
+    for (int i = 0; i < 7; i++) {
         items[i].failed = 0;
+        batch[i] = &items[i];
+    }
     o->fail_round = 1;
     kr_rounds_run_batch(r, ms, batch, 7);
     assert_int_equal(o->rounds, 3); /* stream 3's item is in the first round now */
@@ -436,15 +476,187 @@ static void test_rounds_one_frame_per_stream(void **state)
     assert_int_equal(rep.rounds, 6);
     /* a batch larger than the rounds' fails its items */
     owner_reset(o);
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 7; i++) {
         items[i].failed = 0;
+        batch[i] = &items[i];
+    }
     kr_rounds *small = NULL;
     assert_int_equal(kr_rounds_create(&rounds_ops, o, 4, 4, 4, &small, &err), KEYER_OK);
     kr_rounds_run_batch(small, ms, batch, 7);
     assert_int_equal(o->rounds, 0);
     assert_int_equal(errors_reported, 7);
+    assert_int_equal(o->handed, 0); /* left to the model stage, which hands on at the end */
+    for (int i = 0; i < 7; i++)
+        assert_ptr_equal(batch[i], &items[i]);
     kr_rounds_destroy(&small);
     case_end(&r, &ms);
+}
+
+/* The items go on as their frames are over: each round's at its end (each stream's in order,
+ * before the batch's next round), a frame finished early by the steps at once. */
+static void test_rounds_hand_on(void **state)
+{
+    (void)state;
+    owner *o = &the_owner;
+    kr_model_stage *ms = NULL;
+    kr_rounds *r = case_start(&ms, 8, 0, 0, 8, 8);
+    kr_item_pool pool;
+    memset(&pool, 0, sizeof(pool));
+    pool.layout.ctx = &ctx;
+    /* streams 0 1 0 2 1 0 3 3: item 6 (stream 3) failed already; rounds {0, 1, 3, 7},
+     * {2, 4}, {5} */
+    const int streams[8] = {0, 1, 0, 2, 1, 0, 3, 3};
+    kr_item items[8];
+    kr_item *batch[8];
+    memset(items, 0, sizeof(items));
+    int64_t seq[4] = {0};
+    for (int i = 0; i < 8; i++) {
+        items[i].pool = &pool;
+        items[i].stream = streams[i];
+        items[i].seq = seq[streams[i]]++;
+        batch[i] = &items[i];
+    }
+    items[6].failed = 1;
+    kr_rounds_run_batch(r, ms, batch, 8);
+    assert_int_equal(o->rounds, 3);
+    /* after round 1: 0, 1, 3, the failed 6, then 7 (stream 3 after 6); after round 2: 2, 4;
+     * after round 3: 5 */
+    const int order[8] = {0, 1, 3, 6, 7, 2, 4, 5}, when[8] = {1, 1, 1, 1, 1, 2, 2, 3};
+    assert_int_equal(o->handed, 8);
+    for (int h = 0; h < 8; h++) {
+        assert_ptr_equal(o->handed_items[h], &items[order[h]]);
+        assert_int_equal(o->handed_rounds[h], when[h]);
+        assert_int_equal(o->handed_in_steps[h], 0);
+    }
+    for (int i = 0; i < 8; i++)
+        assert_null(batch[i]);
+    /* round 2's first position (item 2, stream 0) finished inside the steps: it goes on at
+     * once; then the round fails: item 4 is failed and its stream reset, item 2 neither */
+    owner_reset(o);
+    o->r = r;
+    for (int i = 0; i < 8; i++) {
+        items[i].failed = i == 6;
+        batch[i] = &items[i];
+    }
+    o->finish_round = 1;
+    o->finish_pos = 0;
+    o->fail_round = 1;
+    kr_rounds_run_batch(r, ms, batch, 8);
+    const int order2[8] = {0, 1, 3, 6, 7, 2, 4, 5}, when2[8] = {1, 1, 1, 1, 1, 2, 2, 3};
+    assert_int_equal(o->handed, 8);
+    for (int h = 0; h < 8; h++) {
+        assert_ptr_equal(o->handed_items[h], &items[order2[h]]);
+        assert_int_equal(o->handed_rounds[h], when2[h]);
+        assert_int_equal(o->handed_in_steps[h], order2[h] == 2);
+    }
+    assert_int_equal(items[2].failed, 0);
+    assert_int_equal(items[4].failed, 1);
+    assert_int_equal(errors_reported, 1);
+    assert_int_equal(o->resets[0], 0);
+    assert_int_equal(o->resets[1], 1);
+    /* a first-round frame finished early goes on before the rest of its round, and an item
+     * not run that is behind it in its stream follows it at once */
+    owner_reset(o);
+    o->r = r;
+    const int streams3[3] = {1, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        memset(&items[i], 0, sizeof(items[i]));
+        items[i].pool = &pool;
+        items[i].stream = streams3[i];
+        items[i].seq = i;
+        batch[i] = &items[i];
+    }
+    items[2].lost = 1; /* behind item 1 in stream 0 */
+    o->finish_round = 0;
+    o->finish_pos = 1; /* item 1 */
+    kr_rounds_run_batch(r, ms, batch, 3);
+    assert_int_equal(o->rounds, 1);
+    assert_int_equal(o->handed, 3);
+    assert_ptr_equal(o->handed_items[0], &items[1]);
+    assert_ptr_equal(o->handed_items[1], &items[2]);
+    assert_ptr_equal(o->handed_items[2], &items[0]);
+    assert_true(o->handed_in_steps[0] && o->handed_in_steps[1] && !o->handed_in_steps[2]);
+    case_end(&r, &ms);
+}
+
+/* The model stage's thread with the rounds as its batch op: each item goes on once (the ones
+ * the rounds handed on are not handed on again), handed_on after each batch's last item. */
+static kr_rounds *thread_rounds;
+static int batch_calls, handed_calls, handed_at[8];
+
+static void thread_batch(void *opaque, kr_model_stage *ms, kr_item **items, int n)
+{
+    (void)opaque;
+    batch_calls++;
+    kr_rounds_run_batch(thread_rounds, ms, items, n);
+}
+
+static void thread_handed_on(void *opaque)
+{
+    (void)opaque;
+    if (handed_calls < 8)
+        handed_at[handed_calls] = the_owner.handed;
+    handed_calls++;
+}
+
+static void test_stage_thread_hands_on_once(void **state)
+{
+    (void)state;
+    owner *o = &the_owner;
+    owner_reset(o);
+    batch_calls = handed_calls = 0;
+    static const kr_model_stage_ops ops = {NULL, NULL, NULL, forward, thread_batch,
+                                           thread_handed_on};
+    kr_stage_stats stats;
+    assert_int_equal(kr_stage_stats_init(&stats, "test", 1), 0);
+    kr_model_stage_params mp = {
+        .name = "test",
+        .model_name = "none",
+        .what = "",
+        .input = {.slot = -1, .width = 1, .height = 1, .scale = 1.0f, .what = ""},
+        .ctx = &ctx,
+        .stats = &stats,
+        .fail_cuda_at = -1,
+        .cuda_precision = KEYER_PRECISION_F32,
+        .ops = &ops,
+    };
+    keyer_model *model = NULL;
+    kr_model_stage *ms = NULL;
+    keyer_error err = {0};
+    assert_int_equal(kr_model_stage_create(&mp, &model, &ms, &err), KEYER_OK);
+    kr_model_stage_run run = {4, 0, 16, 0, 0};
+    assert_int_equal(kr_model_stage_open(ms, &run, &err), KEYER_OK);
+    assert_int_equal(kr_rounds_create(&rounds_ops, o, 4, 4, 4, &thread_rounds, &err), KEYER_OK);
+    o->r = thread_rounds;
+    kr_item_pool pool;
+    memset(&pool, 0, sizeof(pool));
+    pool.layout.ctx = &ctx;
+    /* streams 0 1 0 2 | 1 0: batches of 4 and 2 (all queued, then the queue closed) */
+    const int streams[6] = {0, 1, 0, 2, 1, 0};
+    kr_item items[6];
+    memset(items, 0, sizeof(items));
+    int64_t seq[3] = {0};
+    for (int i = 0; i < 6; i++) {
+        items[i].pool = &pool;
+        items[i].stream = streams[i];
+        items[i].seq = seq[streams[i]]++;
+        assert_int_equal(kr_queue_push(kr_model_stage_queue(ms), &items[i]), KEYER_OK);
+    }
+    kr_queue_close(kr_model_stage_queue(ms));
+    assert_int_equal(kr_model_stage_start(ms, -1, &err), KEYER_OK);
+    kr_model_stage_join(ms);
+    assert_int_equal(batch_calls, 2);
+    assert_int_equal(handed_calls, 2);
+    assert_int_equal(handed_at[0], 4);
+    assert_int_equal(handed_at[1], 6);
+    /* rounds {0, 1, 3}, {2} and {4, 5}: each item once, each stream's in order */
+    const int order[6] = {0, 1, 3, 2, 4, 5};
+    assert_int_equal(o->handed, 6);
+    for (int h = 0; h < 6; h++)
+        assert_ptr_equal(o->handed_items[h], &items[order[h]]);
+    kr_rounds_destroy(&thread_rounds);
+    kr_model_stage_destroy(&ms);
+    kr_stage_stats_fini(&stats);
 }
 
 int main(void)
@@ -454,6 +666,8 @@ int main(void)
         cmocka_unit_test(test_pass_output_places_full),
         cmocka_unit_test(test_pass_cpu_runtimes_and_errors),
         cmocka_unit_test(test_rounds_one_frame_per_stream),
+        cmocka_unit_test(test_rounds_hand_on),
+        cmocka_unit_test(test_stage_thread_hands_on_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

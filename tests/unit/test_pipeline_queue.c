@@ -1,5 +1,5 @@
 /* Pipeline plumbing: the bounded queue (blocking, close, cancel, drop-oldest, batching with
- * a deadline) and the in-order reassembly buffer. */
+ * a deadline, a producer's flush) and the in-order reassembly buffer. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -321,6 +321,91 @@ static void test_batch_close_and_cancel(void **state)
     kr_queue_destroy(&q);
 }
 
+/* A batched producer's flush: the consumer stops waiting for a fuller batch once everything
+ * inside was pushed before the flush, and only then. */
+typedef struct flusher {
+    kr_queue *q;
+    int delay_ms;
+} flusher;
+
+static void *flush_main(void *arg)
+{
+    flusher *f = arg;
+    sleep_ms(f->delay_ms);
+    kr_queue_push(f->q, P(7));
+    kr_queue_push(f->q, P(8));
+    kr_queue_flush(f->q);
+    return NULL;
+}
+
+static void test_batch_flush(void **state)
+{
+    (void)state;
+    kr_queue *q = NULL;
+    assert_int_equal(kr_queue_create(16, &q, NULL), KEYER_OK);
+    kr_queue_flush(NULL); /* accepted */
+    void *items[8];
+    int n = 0, full = 0;
+    kr_queue_stats st;
+    /* three items, flushed: they leave at once although the budget is ten seconds */
+    for (int i = 1; i <= 3; i++)
+        kr_queue_push(q, P(i));
+    kr_queue_flush(q);
+    int64_t t0 = kr_clock_ns();
+    assert_int_equal(kr_queue_pop_batch(q, items, 8, 10LL * 1000000000, &n, &full), KEYER_OK);
+    assert_true(kr_clock_ns() - t0 < 1000000000LL);
+    assert_int_equal(n, 3);
+    assert_int_equal(full, 0);
+    assert_int_equal(I(items[0]), 1);
+    assert_int_equal(I(items[2]), 3);
+    kr_queue_stats_get(q, &st);
+    assert_int_equal(st.flushed_pops, 1);
+    /* pushed after the last flush (the producer's next batch under way): they wait for their
+     * deadline as without flushes */
+    kr_queue_push(q, P(4));
+    kr_queue_push(q, P(5));
+    t0 = kr_clock_ns();
+    assert_int_equal(kr_queue_pop_batch(q, items, 8, 50 * 1000000LL, &n, &full), KEYER_OK);
+    assert_true(kr_clock_ns() - t0 >= 45 * 1000000LL);
+    assert_int_equal(n, 2);
+    assert_int_equal(full, 0);
+    /* a flush covers the items inside then, not a later one: the later one waits, and the
+     * earlier leave with it at the deadline */
+    kr_queue_push(q, P(5));
+    kr_queue_flush(q);
+    kr_queue_push(q, P(6));
+    t0 = kr_clock_ns();
+    assert_int_equal(kr_queue_pop_batch(q, items, 8, 50 * 1000000LL, &n, &full), KEYER_OK);
+    assert_true(kr_clock_ns() - t0 >= 45 * 1000000LL);
+    assert_int_equal(n, 2);
+    kr_queue_stats_get(q, &st);
+    assert_int_equal(st.flushed_pops, 1);
+    /* a consumer already waiting is woken by the flush (ten-second budget) */
+    kr_queue_push(q, P(6));
+    flusher f = {q, 20};
+    pthread_t t;
+    pthread_create(&t, NULL, flush_main, &f);
+    t0 = kr_clock_ns();
+    assert_int_equal(kr_queue_pop_batch(q, items, 8, 10LL * 1000000000, &n, &full), KEYER_OK);
+    assert_true(kr_clock_ns() - t0 < 1000000000LL);
+    pthread_join(t, NULL);
+    /* it waited through the pushes (not covered yet) and left at the flush, with all three */
+    assert_int_equal(n, 3);
+    assert_int_equal(I(items[0]), 6);
+    assert_int_equal(I(items[2]), 8);
+    /* fullness still comes first */
+    for (int i = 0; i < 10; i++)
+        kr_queue_push(q, P(i));
+    kr_queue_flush(q);
+    assert_int_equal(kr_queue_pop_batch(q, items, 8, 10LL * 1000000000, &n, &full), KEYER_OK);
+    assert_int_equal(n, 8);
+    assert_int_equal(full, 1);
+    assert_int_equal(kr_queue_pop_batch(q, items, 8, 10LL * 1000000000, &n, &full), KEYER_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(full, 0);
+    kr_queue_destroy(&q);
+}
+
 /* Many producers and consumers: every item arrives exactly once. */
 typedef struct mpmc {
     kr_queue *q;
@@ -510,6 +595,7 @@ int main(void)
         cmocka_unit_test(test_batch_leaves_when_full),
         cmocka_unit_test(test_batch_leaves_at_deadline),
         cmocka_unit_test(test_batch_close_and_cancel),
+        cmocka_unit_test(test_batch_flush),
         cmocka_unit_test(test_queue_many_threads),
         cmocka_unit_test(test_reorder_in_order),
         cmocka_unit_test(test_reorder_threads_and_timeout),
