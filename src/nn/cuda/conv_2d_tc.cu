@@ -460,11 +460,21 @@ static size_t tp_smem_bytes(const tc_shape &s, int bn)
            sizeof(__half);
 }
 
-/* At most 128 registers (two 8-warp or four 4-warp blocks per multiprocessor), as ptxas chose
- * for every instance before the resize instance was split from the pool's: 164 without the
- * bound, which left one 8-warp block per multiprocessor */
+/* Blocks per multiprocessor that conv_tcp<TH, BN, WM, WN, GK>'s registers must allow (its
+ * __launch_bounds__; the shared memory may allow fewer): at most 128 registers (two 8-warp or
+ * four 4-warp blocks), as ptxas chose for every instance before the resize instance was split
+ * from the pool's (164 without the bound, which left one 8-warp block per multiprocessor);
+ * the 8-warp 16-output instance without a gather at most 64 (four blocks): with 80 (ptxas's
+ * choice under the 128 bound) three fit, 396 places on 132 multiprocessors for the 400 blocks
+ * of u2netp's two 64 -> 16 layers at 320 x 320 at batch 1, so 4 blocks ran in a second round. A
+ * bound changes the registers, not one operation of the kernel. */
+__host__ __device__ constexpr int tp_min_blocks(int warps, int bn, int gk)
+{
+    return warps == 8 ? (bn == 16 && gk == 0 ? 4 : 2) : 4;
+}
+
 template <int TH, int BN, int WM, int WN, int GK>
-__global__ void __launch_bounds__(WM * WN * 32, WM * WN == 8 ? 2 : 4)
+__global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
     conv_tcp(const __half *__restrict__ x, const __half *__restrict__ x1,
              const __half *__restrict__ w, const float *__restrict__ bias, __half *__restrict__ y,
              tc_shape s, kr_epilogue e)
