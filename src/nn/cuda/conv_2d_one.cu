@@ -15,13 +15,13 @@
  * shuffles; the first lane adds the bias, applies the clamp, the folded activation and the
  * residual (kr_conv_out) and stores the half.
  *
- * The kernel is a chain of latencies (a pass's loads, its multiply-adds, the shuffles), so what
- * bounds it is the pixels in flight on a multiprocessor. With the 72 weights of a 3x3 lane held
- * in registers a thread took about 120 of them: two 256-thread blocks per multiprocessor, 64
- * pixels in flight, and u2netp's side output at 320 x 320 ran at 21 us (session 10's trace)
- * against a floor of about 4. With the weights in shared memory a thread holds its 9 loads and
- * the sum: at most 64 registers (__launch_bounds__; 56 for 3x3), four blocks per
- * multiprocessor.
+ * With the 72 weights of a 3x3 lane held in registers a thread took 121 of them: two 256-thread
+ * blocks per multiprocessor, 64 pixels in flight. With the weights in shared memory a thread
+ * holds its 9 loads and the sum: at most 64 registers (__launch_bounds__; 56 for 3x3), four
+ * blocks per multiprocessor. Measured (session 11, H200, docs/notes/u2netp-kernels.md): u2netp's
+ * side output at 320 x 320 took as long as before alone (33-35 us with its launch), while u2netp
+ * at batch 8 and 32 gained about 1% with this and two other changes: the pixels in flight are
+ * not what bounds this layer at batch 1.
  *
  * Summation order (ops/conv_2d.cuh, "one-output"): lane g from 0, over the taps in (ky, kx)
  * order (a tap outside the input adds nothing) and its 8 channels in order, in float; the lanes'
