@@ -113,6 +113,15 @@ static const ocase cases[] = {
     {.op = KR_OP_CONV_2D, .rank = 4, .dims = {1, 150, 170, 16}, .cout = 32, .k = {3, 3},
      .s = {1, 1}, .dil = {1, 1}, .pads = {1, 1, 1, 1}, .groups = 1, .act = KR_ACT_NONE,
      .lo = -0.125f, .hi = 0.125f},
+    /* the 8-warp 16-output instance held to 64 registers (four blocks per multiprocessor;
+     * conv_2d_tc.cu tp_min_blocks), 16-row tiles at batch 3 (8- and 4-row at batch 1): u2netp's
+     * 64 -> 16 on odd sizes; 24 inputs (a half chunk last) with dilation 2 */
+    {.op = KR_OP_CONV_2D, .rank = 4, .dims = {1, 187, 171, 64}, .cout = 16, .k = {3, 3},
+     .s = {1, 1}, .dil = {1, 1}, .pads = {1, 1, 1, 1}, .groups = 1, .act = KR_ACT_RELU,
+     .lo = -0.125f, .hi = 0.125f},
+    {.op = KR_OP_CONV_2D, .rank = 4, .dims = {1, 161, 177, 24}, .cout = 16, .k = {3, 3},
+     .s = {1, 1}, .dil = {2, 2}, .pads = {2, 2, 2, 2}, .groups = 1, .act = KR_ACT_NONE,
+     .lo = -0.125f, .hi = 0.125f},
     /* DEPTHWISE_CONV_2D with explicit asymmetric pads */
     {.op = KR_OP_DEPTHWISE_CONV_2D, .rank = 4, .dims = D4(1, 8, 7, 3), .cout = 6, .k = {3, 3},
      .s = {2, 2}, .pads = {0, 1, 1, 0}},

@@ -1184,7 +1184,9 @@ static void test_onnx_stems(void **state)
  * backend runs in f16 on compute 8.0+ with ic / 8 lanes per output (conv_2d_one.cu), one graph
  * each: 64 -> 1 3x3 with a folded LOGISTIC at 37 x 45, 16 -> 1 dilated 2, 128 -> 1 1x1 with an
  * ADD of another one-output layer (a folded residual), 8 -> 1 3x3 of stride 2, 256 -> 1 3x3
- * (32 lanes per output). Every cuda variant against the reference at batch 1 and 3.
+ * (32 lanes per output), and 64 -> 1 3x3 at 161 x 163 (more pixels than the grid's resident
+ * blocks take in one pass: each block loops over several, reading the weights it staged once).
+ * Every cuda variant against the reference at batch 1 and 3.
  */
 static void test_onnx_one_output(void **state)
 {
@@ -1198,6 +1200,7 @@ static void test_onnx_one_output(void **state)
         {21, 17, 128, 1, 1, 1, 0, 0, 1, "onnx one output 128 -> 1 1x1 + ADD"},
         {40, 33, 8, 3, 2, 1, 1, 0, 0, "onnx one output 8 -> 1 stride 2"},
         {9, 11, 256, 3, 1, 1, 1, 0, 0, "onnx one output 256 -> 1 3x3"},
+        {161, 163, 64, 3, 1, 1, 1, 0, 0, "onnx one output 64 -> 1 3x3 at 161 x 163"},
     };
     for (size_t i = 0; i < sizeof(g) / sizeof(g[0]); i++) {
         kt_graph b;

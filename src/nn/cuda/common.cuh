@@ -268,4 +268,33 @@ static inline int kr_small_index(const kr_cuda_op *op)
 /* Runs LAUNCH<T>(op) for the instance's element type. */
 #define KR_BY_TYPE(LAUNCH, op) ((op)->f16 ? LAUNCH<__half>(op) : LAUNCH<float>(op))
 
+/* ---- shared memory and the tensor cores' fragment loads (conv_2d_tc.cu, conv_2d_pw_mma.cu) */
+
+/* The shared-memory address (the 32-bit one cp.async and ldmatrix take) of @p p. */
+__device__ __forceinline__ unsigned kr_smem_addr(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+/* ldmatrix.x4: four 8 x 8 matrices of halves from shared memory into @p r (lanes 8 i to
+ * 8 i + 7 give the row addresses of matrix i). Compute 7.5 and newer; elsewhere nothing (the
+ * callers' kernels exist only there). */
+__device__ __forceinline__ void kr_ldsm_x4(unsigned *r, unsigned addr)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+#endif
+}
+
+/* cp.async.commit_group: the thread's cp.async copies issued since the last commit become one
+ * group (waited for with cp.async.wait_group). Compute 8.0 and newer; elsewhere nothing. */
+__device__ __forceinline__ void kr_cp_async_commit()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
 #endif

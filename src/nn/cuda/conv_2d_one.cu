@@ -7,12 +7,21 @@
  * against a memory floor of about 4.4 us (13 MB read). Here L = ic / 8 lanes of a warp take one
  * output pixel, lane g channels [8g, 8g + 8) of every tap: per tap one 16-byte load per lane, so
  * a warp reads the whole channel rows of 32 / L consecutive pixels (coalesced), and 8 fused
- * multiply-adds with the lane's weights, which it holds in registers (float, as stored) for the
- * whole kernel. A 1x1 or 3x3 window (a template parameter): all the taps' loads are issued
- * before the multiply-adds. (With the taps in a loop that left at the window's end and skipped
- * taps outside the input, the loads ran one after the other: 52 us at 320 x 320 on an H200.) The L partial sums are added by a butterfly of shuffles; the first lane adds
- * the bias, applies the clamp, the folded activation and the residual (kr_conv_out) and stores
- * the half.
+ * multiply-adds with the lane's weights, read from shared memory (float, as stored; the block
+ * copies the layer's weights there once, 9 KB at most). A 1x1 or 3x3 window (a template
+ * parameter): all the taps' loads are issued before the multiply-adds. (With the taps in a loop
+ * that left at the window's end and skipped taps outside the input, the loads ran one after the
+ * other: 52 us at 320 x 320 on an H200.) The L partial sums are added by a butterfly of
+ * shuffles; the first lane adds the bias, applies the clamp, the folded activation and the
+ * residual (kr_conv_out) and stores the half.
+ *
+ * With the 72 weights of a 3x3 lane held in registers a thread took 121 of them: two 256-thread
+ * blocks per multiprocessor, 64 pixels in flight. With the weights in shared memory a thread
+ * holds its 9 loads and the sum: at most 64 registers (__launch_bounds__; 56 for 3x3), four
+ * blocks per multiprocessor. Measured (session 11, H200, docs/notes/u2netp-kernels.md): u2netp's
+ * side output at 320 x 320 took as long as before alone (33-35 us with its launch), while u2netp
+ * at batch 8 and 32 gained about 1% with this and two other changes: the pixels in flight are
+ * not what bounds this layer at batch 1.
  *
  * Summation order (ops/conv_2d.cuh, "one-output"): lane g from 0, over the taps in (ky, kx)
  * order (a tap outside the input adds nothing) and its 8 channels in order, in float; the lanes'
@@ -26,6 +35,14 @@
 #include "nn/cuda/ops/conv_2d.cuh"
 
 #define ONE_THREADS 256
+/* Resident blocks per multiprocessor that conv_one<L, *>'s registers must allow (its
+ * __launch_bounds__), and the grid's blocks per multiprocessor: 4 (at most 64 registers; ptxas
+ * takes 56 for 3x3 windows); 2 for one lane per pixel (8 input channels), where every lane
+ * reads the same weights and ptxas keeps all 72 in registers (it spilled at 64 and at 80). */
+__host__ __device__ constexpr int one_blocks_per_sm(int lanes)
+{
+    return lanes == 1 ? 2 : 4;
+}
 
 struct one_shape {
     int ih, iw, ic, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
@@ -33,23 +50,22 @@ struct one_shape {
 };
 
 template <int L, int KS>
-__global__ void __launch_bounds__(ONE_THREADS)
+__global__ void __launch_bounds__(ONE_THREADS, one_blocks_per_sm(L))
     conv_one(const __half *__restrict__ x, const float *__restrict__ w,
              const float *__restrict__ bias, __half *__restrict__ y, one_shape s, kr_epilogue e)
 {
-    constexpr int TAPS = KS * KS;
+    constexpr int TAPS = KS * KS, IC = 8 * L; /* s.ic == IC (launch_l) */
+    /* the weights, [tap][ic] as stored (OHWI of one output) */
+    __shared__ __align__(16) float ws[TAPS * IC];
     const int g = threadIdx.x % L; /* the lane's channel group */
-    float wr[TAPS][8];
-#pragma unroll
-    for (int t = 0; t < TAPS; t++)
-#pragma unroll
-        for (int c = 0; c < 8; c++)
-            wr[t][c] = w[(size_t)t * s.ic + g * 8 + c];
+    for (int i = threadIdx.x; i < TAPS * IC; i += ONE_THREADS)
+        ws[i] = w[i];
     const float b0 = bias ? bias[0] : 0.0f;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+    __syncthreads(); /* ws is in */
     /* pixels [m0, m0 + ONE_THREADS / L) per pass; m0 is the same for the whole block, so every
      * lane of a warp runs the same passes (the shuffles below need the whole warp) */
     constexpr int PPB = ONE_THREADS / L;
@@ -79,11 +95,14 @@ __global__ void __launch_bounds__(ONE_THREADS)
             if (!ok[tap])
                 continue;
             const __half2 *h = reinterpret_cast<const __half2 *>(&q[tap]);
+            const float4 *wk = reinterpret_cast<const float4 *>(ws + tap * IC + g * 8);
+            const float4 w0 = wk[0], w1 = wk[1];
+            const float wr[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 const float2 f = __half22float2(h[j]);
-                acc = fmaf(f.x, wr[tap][2 * j], acc);
-                acc = fmaf(f.y, wr[tap][2 * j + 1], acc);
+                acc = fmaf(f.x, wr[2 * j], acc);
+                acc = fmaf(f.y, wr[2 * j + 1], acc);
             }
         }
 #pragma unroll
@@ -124,14 +143,14 @@ template <int L, int KS> static int launch_one(const kr_cuda_op *op, const one_s
 {
     const float *bias =
         op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? (const float *)op->in[2] : NULL;
-    /* at most 4 blocks per multiprocessor, looping over the pixels: each block loads its lanes'
-     * 9 x 8 weights once (with a block per 256 / L pixels, u2netp's side output at 320 x 320
-     * issued eight times as many weight loads as input loads); by the device's size, which
-     * changes no output's sum */
+    /* at most the blocks the device holds at once (one_blocks_per_sm per multiprocessor),
+     * looping over the pixels: each block copies the weights once (with a block per 256 / L
+     * pixels, u2netp's side output at 320 x 320 issued eight times as many weight loads as input
+     * loads); by the device's size, which changes no output's sum */
     const int per = ONE_THREADS / L, sms = op->caps->sms > 0 ? op->caps->sms : 1;
     int blocks = (s.M + per - 1) / per;
-    if (blocks > 4 * sms)
-        blocks = 4 * sms;
+    if (blocks > one_blocks_per_sm(L) * sms)
+        blocks = one_blocks_per_sm(L) * sms;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;

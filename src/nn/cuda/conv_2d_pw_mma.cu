@@ -55,22 +55,8 @@
 #define PWM_NC 32 /* output channels per warp pass: 4 n8 tiles */
 #define PWM_LDS (PWM_NC + 4) /* floats per staging row */
 
-__device__ __forceinline__ unsigned pwm_smem(const void *p)
-{
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-
-__device__ __forceinline__ void pwm_ldsm4(unsigned *r, unsigned addr)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-#endif
-}
-
 /* 16 bytes from global @p src to shared @p dst (@p sdst its shared address), or 16 zero bytes
- * where !ok: asynchronously on compute 8.0+ (pwm_commit / pwm_wait), else at once. */
+ * where !ok: asynchronously on compute 8.0+ (kr_cp_async_commit / pwm_wait1), else at once. */
 __device__ __forceinline__ void pwm_cp16(void *dst, unsigned sdst, const void *src, bool ok)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -81,13 +67,6 @@ __device__ __forceinline__ void pwm_cp16(void *dst, unsigned sdst, const void *s
     (void)sdst;
     *reinterpret_cast<uint4 *>(dst) =
         ok ? *reinterpret_cast<const uint4 *>(src) : make_uint4(0u, 0u, 0u, 0u);
-#endif
-}
-
-__device__ __forceinline__ void pwm_commit()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
 #endif
 }
 
@@ -392,7 +371,7 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
             const int n = nc0 + nl;
             const bool ok = n < N && 8 * c < K;
             __half *d = (hl ? wl : ws) + nl * lda + 8 * c;
-            pwm_cp16(d, pwm_smem(d), (hl ? wlo : wh) + (ok ? (size_t)n * K + 8 * c : 0), ok);
+            pwm_cp16(d, kr_smem_addr(d), (hl ? wlo : wh) + (ok ? (size_t)n * K + 8 * c : 0), ok);
         }
     } else {
         const int units = NG * KP;
@@ -411,7 +390,7 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
         as[r * lda + k] = __float2half_rn(0.0f);
     }
     const int kv = K / 8; /* 16-byte vectors per row */
-    const unsigned w_base = pwm_smem(ws), wl_off = (unsigned)NG * (unsigned)lda * 2u;
+    const unsigned w_base = kr_smem_addr(ws), wl_off = (unsigned)NG * (unsigned)lda * 2u;
     /* PWM_PIPE: the rows of tile t (all of the block's vectors, zero past M) into buffer b */
     auto issue = [&](int t, int b) {
         const int tm0 = t * BM, th = M - tm0 < BM ? M - tm0 : BM;
@@ -419,7 +398,7 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
         for (int i = tid; i < BM * kv; i += PWM_THREADS) {
             const int r = i / kv, c = i % kv;
             __half *d = buf + r * lda + c * 8;
-            pwm_cp16(d, pwm_smem(d), x + ((size_t)tm0 * kv + (r < th ? i : 0)) * 8, r < th);
+            pwm_cp16(d, kr_smem_addr(d), x + ((size_t)tm0 * kv + (r < th ? i : 0)) * 8, r < th);
         }
     };
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -434,18 +413,18 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
 #endif
     if (SRC == PWM_PIPE && tile0 < tiles)
         issue(tile0, 0); /* in the weights' group */
-    pwm_commit();
+    kr_cp_async_commit();
     int it = 0;
     for (int tile = tile0; tile < tiles; tile += tstep, it++) {
         const int m0 = tile * BM;
         const int here = M - m0 < BM ? M - m0 : BM;
         const int cur = SRC == PWM_PIPE ? (it & 1) : 0;
-        const unsigned a_base = pwm_smem(as + (size_t)cur * BM * lda);
+        const unsigned a_base = kr_smem_addr(as + (size_t)cur * BM * lda);
         __syncthreads(); /* the previous tile's rows are read */
         if (SRC == PWM_PIPE) { /* the next tile's rows in flight while this one is computed */
             if (tile + tstep < tiles)
                 issue(tile + tstep, cur ^ 1);
-            pwm_commit();
+            kr_cp_async_commit();
             pwm_wait1();
         } else if (SRC == PWM_STEM3 || SRC == PWM_STEM5) {
             /* one window row (ky) of one pixel per thread and step: item i = (ky, r), so that
@@ -523,7 +502,7 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                 unsigned a[MI][4], b[2][4], bl[2][4];
 #pragma unroll
                 for (int i = 0; i < MI; i++)
-                    pwm_ldsm4(a[i], a_base + (unsigned)(((r0 + 16 * i + (lane & 15)) * lda + k0 +
+                    kr_ldsm_x4(a[i], a_base + (unsigned)(((r0 + 16 * i + (lane & 15)) * lda + k0 +
                                                          (lane >> 4) * 8) *
                                                         2));
 #pragma unroll
@@ -533,8 +512,8 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                                                                  lda +
                                                              k0 + ((lane >> 3) & 1) * 8) *
                                                             2);
-                    pwm_ldsm4(b[j], bo);
-                    pwm_ldsm4(bl[j], bo + wl_off);
+                    kr_ldsm_x4(b[j], bo);
+                    kr_ldsm_x4(bl[j], bo + wl_off);
                 }
                 /* per 8-deep chunk: the products with the high halves, then the low halves */
 #pragma unroll

@@ -29,6 +29,7 @@
 #define STEM_TW 32       /* tile columns: a warp's lanes */
 #define STEM_THREADS 128 /* 4 warps */
 #define STEM_SMEM_MAX (48 * 1024)
+#define STEM_LOADS 8     /* patch values a thread loads before storing them */
 
 struct stem_shape {
     int ih, iw, oh, ow, oc, sh, sw, dh, dw, pt, pl;
@@ -82,20 +83,45 @@ __global__ void __launch_bounds__(STEM_THREADS)
     const int oy0 = ty * STEM_TH, ox0 = tx * STEM_TW;
     const int iy0 = oy0 * s.sh - s.pt, ix0 = ox0 * s.sw - s.pl;
 
-    /* the patch, row by row (each row 3 * pw contiguous values of the input) */
-    const T *xb = x + (size_t)b * s.ih * s.iw * 3;
-    const int prow = s.pw * 3;
-    for (int i = tid; i < s.ph * prow; i += STEM_THREADS) {
-        const int py = i / prow, r = i - py * prow;
-        const int iy = iy0 + py, ix = ix0 + r / 3;
-        patch[i] = (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw
-                       ? kr_ld(xb + ((size_t)iy * s.iw + ix) * 3 + r % 3)
-                       : 0.0f;
+    /* The weights, OHWI [n][k] -> [k][n], and the patch, row by row (each row 3 * pw contiguous
+     * values of the input). Each thread issues its loads before their stores into shared memory,
+     * STEM_LOADS at a time (a value outside the input loads the image's first one and stores
+     * zero): with a load and its store per step, each step waited for its own round trip (the
+     * patch's loads behind a branch each), some 9 of them per block before any multiply-add. */
+    constexpr int WPT = (KK * 16 * G + STEM_THREADS - 1) / STEM_THREADS; /* weights per thread */
+    float wv[WPT];
+#pragma unroll
+    for (int j = 0; j < WPT; j++) {
+        const int i = tid + j * STEM_THREADS;
+        wv[j] = i < KK * oc ? w[i] : 0.0f;
     }
-    /* the weights, OHWI [n][k] -> [k][n] */
-    for (int i = tid; i < KK * oc; i += STEM_THREADS) {
-        const int n = i / KK, k = i - n * KK;
-        ws[k * oc + n] = w[i];
+    const T *xb = x + (size_t)b * s.ih * s.iw * 3;
+    const int prow = s.pw * 3, pn = s.ph * prow;
+    for (int i0 = tid; i0 < pn; i0 += STEM_LOADS * STEM_THREADS) {
+        float v[STEM_LOADS];
+        bool in[STEM_LOADS];
+#pragma unroll
+        for (int j = 0; j < STEM_LOADS; j++) {
+            const int i = i0 + j * STEM_THREADS;
+            const int py = i / prow, r = i - py * prow;
+            const int iy = iy0 + py, ix = ix0 + r / 3;
+            in[j] = i < pn && (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
+            v[j] = kr_ld(xb + (in[j] ? ((size_t)iy * s.iw + ix) * 3 + r % 3 : 0));
+        }
+#pragma unroll
+        for (int j = 0; j < STEM_LOADS; j++) {
+            const int i = i0 + j * STEM_THREADS;
+            if (i < pn)
+                patch[i] = in[j] ? v[j] : 0.0f;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < WPT; j++) {
+        const int i = tid + j * STEM_THREADS;
+        if (i < KK * oc) {
+            const int n = i / KK, k = i - n * KK;
+            ws[k * oc + n] = wv[j];
+        }
     }
     __syncthreads();
 

@@ -65,11 +65,6 @@ template <int BM, int BN, int WM, int WN> struct tc_tile {
     static_assert(BN * 4 <= 2 * TC_THREADS, "B chunks per thread");
 };
 
-__device__ __forceinline__ unsigned tc_smem(const void *p)
-{
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-
 /* 16 bytes from global @p src to shared @p dst, or 16 zero bytes where !ok (nothing is read).
  * CA: through L1 (the activations: a 3x3 layer reads each input pixel for up to 9 taps of a
  * block's rows); else L2 only (the weights, shared by all blocks). */
@@ -85,26 +80,10 @@ template <bool CA> __device__ __forceinline__ void tc_cp16(unsigned dst, const v
 #endif
 }
 
-__device__ __forceinline__ void tc_commit()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
 template <int N> __device__ __forceinline__ void tc_wait()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
-
-__device__ __forceinline__ void tc_ldsm4(unsigned *r, unsigned addr)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
 #endif
 }
 
@@ -152,9 +131,30 @@ __device__ __forceinline__ uint4 tc_resized8(const __half *__restrict__ src, con
     return out;
 }
 
+/* @p m = the larger of each pair of halves of @p m and @p q, 8 lanes (__hmax2, m first). */
+__device__ __forceinline__ void tc_max8(__half2 (&m)[4], const uint4 &q)
+{
+    const __half2 *h = reinterpret_cast<const __half2 *>(&q);
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        m[j] = __hmax2(m[j], h[j]);
+}
+
+/* The 8 halves of @p m as one 16-byte value. */
+__device__ __forceinline__ uint4 tc_pack8(const __half2 (&m)[4])
+{
+    uint4 out;
+    __half2 *o = reinterpret_cast<__half2 *>(&out);
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        o[j] = m[j];
+    return out;
+}
+
 /* 8 channels [c, c + 8) of the folded max pool's output pixel (b, oy, ox): the largest of the
  * window's taps inside the source (kr_pool_window's candidates; -inf, as the pool stores its
- * -FLT_MAX in half, when none is), exact in half. */
+ * -FLT_MAX in half, when none is), exact in half: the taps in (ky, kx) order, each through
+ * tc_max8. */
 __device__ __forceinline__ uint4 tc_pooled8(const __half *__restrict__ src, const tc_shape &s,
                                             int b, int oy, int ox, int c)
 {
@@ -176,18 +176,9 @@ __device__ __forceinline__ uint4 tc_pooled8(const __half *__restrict__ src, cons
                        : ninf4;
         }
 #pragma unroll
-        for (int t = 0; t < 4; t++) {
-            const __half2 *h = reinterpret_cast<const __half2 *>(&q[t]);
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                m[j] = __hmax2(m[j], h[j]);
-        }
-        uint4 out;
-        __half2 *o = reinterpret_cast<__half2 *>(&out);
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            o[j] = m[j];
-        return out;
+        for (int t = 0; t < 4; t++)
+            tc_max8(m, q[t]);
+        return tc_pack8(m);
     }
     for (int ky = 0; ky < s.pkh; ky++) {
         const int iy = oy * s.psh - s.ppt + ky * s.pdh;
@@ -198,18 +189,10 @@ __device__ __forceinline__ uint4 tc_pooled8(const __half *__restrict__ src, cons
             if ((unsigned)ix >= (unsigned)s.piw)
                 continue;
             const uint4 q = *reinterpret_cast<const uint4 *>(base + ((size_t)iy * s.piw + ix) * s.ic);
-            const __half2 *h = reinterpret_cast<const __half2 *>(&q);
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                m[j] = __hmax2(m[j], h[j]);
+            tc_max8(m, q);
         }
     }
-    uint4 out;
-    __half2 *o = reinterpret_cast<__half2 *>(&out);
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-        o[j] = m[j];
-    return out;
+    return tc_pack8(m);
 }
 
 /* The epilogue of a warp's MI x NI accumulator fragments, activation @p Post (KR_CUDA_POST_*, a
@@ -373,7 +356,7 @@ __global__ void __launch_bounds__(TC_THREADS)
             } else {
                 const __half *p =
                     ok ? src + (((size_t)a_b[i] * s.ih + iy) * s.iw + ix) * cs + cc : x;
-                tc_cp16<true>(tc_smem(dst), p, ok);
+                tc_cp16<true>(kr_smem_addr(dst), p, ok);
             }
         }
 #pragma unroll
@@ -383,7 +366,7 @@ __global__ void __launch_bounds__(TC_THREADS)
                 const int n = chunk >> 2, kb = kt * TC_BK + (chunk & 3) * 8;
                 const bool ok = n0 + n < s.oc && kb < s.K;
                 const __half *p = ok ? w + (size_t)(n0 + n) * s.K + kb : w;
-                tc_cp16<false>(tc_smem(&Bs[st][n][(chunk & 3) * 8]), p, ok);
+                tc_cp16<false>(kr_smem_addr(&Bs[st][n][(chunk & 3) * 8]), p, ok);
             }
         }
     };
@@ -401,7 +384,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     for (int st = 0; st < TC_STAGES - 1; st++) {
         if (st < ktiles)
             load_stage(st, st);
-        tc_commit();
+        kr_cp_async_commit();
     }
     for (int kt = 0; kt < ktiles; kt++) {
         tc_wait<TC_STAGES - 2>();
@@ -409,19 +392,19 @@ __global__ void __launch_bounds__(TC_THREADS)
         const int nk = kt + TC_STAGES - 1;
         if (nk < ktiles)
             load_stage(nk % TC_STAGES, nk);
-        tc_commit();
+        kr_cp_async_commit();
         const int st = kt % TC_STAGES;
 #pragma unroll
         for (int kk = 0; kk < TC_BK; kk += 16) {
             unsigned a[MI][4], b[NI][2];
 #pragma unroll
             for (int i = 0; i < MI; i++)
-                tc_ldsm4(a[i], tc_smem(&As[st][wm * tl::TM + i * 16 + (lane & 15)]
+                kr_ldsm_x4(a[i], kr_smem_addr(&As[st][wm * tl::TM + i * 16 + (lane & 15)]
                                           [kk + (lane >> 4) * 8]));
 #pragma unroll
             for (int j = 0; j < NI; j += 2) {
                 unsigned r[4];
-                tc_ldsm4(r, tc_smem(&Bs[st][wn * tl::TN + j * 8 + (lane >> 4) * 8 + (lane & 7)]
+                kr_ldsm_x4(r, kr_smem_addr(&Bs[st][wn * tl::TN + j * 8 + (lane >> 4) * 8 + (lane & 7)]
                                        [kk + ((lane >> 3) & 1) * 8]));
                 b[j][0] = r[0], b[j][1] = r[1], b[j + 1][0] = r[2], b[j + 1][1] = r[3];
             }
@@ -477,11 +460,21 @@ static size_t tp_smem_bytes(const tc_shape &s, int bn)
            sizeof(__half);
 }
 
-/* At most 128 registers (two 8-warp or four 4-warp blocks per multiprocessor), as ptxas chose
- * for every instance before the resize instance was split from the pool's: 164 without the
- * bound, which left one 8-warp block per multiprocessor */
+/* Blocks per multiprocessor that conv_tcp<TH, BN, WM, WN, GK>'s registers must allow (its
+ * __launch_bounds__; the shared memory may allow fewer): at most 128 registers (two 8-warp or
+ * four 4-warp blocks), as ptxas chose for every instance before the resize instance was split
+ * from the pool's (164 without the bound, which left one 8-warp block per multiprocessor);
+ * the 8-warp 16-output instance without a gather at most 64 (four blocks): with 80 (ptxas's
+ * choice under the 128 bound) three fit, 396 places on 132 multiprocessors for the 400 blocks
+ * of u2netp's two 64 -> 16 layers at 320 x 320 at batch 1, so 4 blocks ran in a second round. A
+ * bound changes the registers, not one operation of the kernel. */
+__host__ __device__ constexpr int tp_min_blocks(int warps, int bn, int gk)
+{
+    return warps == 8 ? (bn == 16 && gk == 0 ? 4 : 2) : 4;
+}
+
 template <int TH, int BN, int WM, int WN, int GK>
-__global__ void __launch_bounds__(WM * WN * 32, WM * WN == 8 ? 2 : 4)
+__global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
     conv_tcp(const __half *__restrict__ x, const __half *__restrict__ x1,
              const __half *__restrict__ w, const float *__restrict__ bias, __half *__restrict__ y,
              tc_shape s, kr_epilogue e)
@@ -539,7 +532,7 @@ __global__ void __launch_bounds__(WM * WN * 32, WM * WN == 8 ? 2 : 4)
                     vd[u] = dst;
                 } else {
                     const __half *g = ok ? src + (((size_t)b * s.ih + iy) * s.iw + ix) * cs + cc : x;
-                    tc_cp16<true>(tc_smem(dst), g, ok);
+                    tc_cp16<true>(kr_smem_addr(dst), g, ok);
                 }
             }
 #pragma unroll
@@ -555,7 +548,7 @@ __global__ void __launch_bounds__(WM * WN * 32, WM * WN == 8 ? 2 : 4)
             const int c = q * TP_CK + hc * 8;
             const bool ok = n0 + n < s.oc && c < s.ic;
             const __half *g = ok ? w + (size_t)(n0 + n) * s.K + (size_t)tap * s.ic + c : w;
-            tc_cp16<false>(tc_smem(W + (tap * BN + n) * TP_LDS + hc * 8), g, ok);
+            tc_cp16<false>(kr_smem_addr(W + (tap * BN + n) * TP_LDS + hc * 8), g, ok);
         }
     };
 
@@ -604,7 +597,7 @@ __global__ void __launch_bounds__(WM * WN * 32, WM * WN == 8 ? 2 : 4)
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
     load_patch(0, 0);
-    tc_commit();
+    kr_cp_async_commit();
     /* s.stages chunks in flight: chunks 1 .. stages - 2 now (one commit group each, empty past
      * the last chunk), then chunk q + stages - 1 at chunk q */
     const int nst = s.stages;
@@ -613,7 +606,7 @@ __global__ void __launch_bounds__(WM * WN * 32, WM * WN == 8 ? 2 : 4)
             load_weights(st, st);
             load_patch(st, st);
         }
-        tc_commit();
+        kr_cp_async_commit();
     }
     int cur = 0, nxt = nst - 1; /* the buffers of chunks q and q + stages - 1 */
     for (int q = 0; q < nq; q++) {
@@ -622,7 +615,7 @@ __global__ void __launch_bounds__(WM * WN * 32, WM * WN == 8 ? 2 : 4)
             load_weights(nxt, q + nst - 1);
             load_patch(nxt, q + nst - 1);
         }
-        tc_commit();
+        kr_cp_async_commit();
         /* chunk q's copies are in (the later chunks' may still be in flight) */
         if (nst == TP_DEEP_STAGES)
             tc_wait<TP_DEEP_STAGES - 1>();
@@ -639,11 +632,11 @@ __global__ void __launch_bounds__(WM * WN * 32, WM * WN == 8 ? 2 : 4)
             unsigned a[MI][4], bf[NI][2];
 #pragma unroll
             for (int i = 0; i < MI; i++)
-                tc_ldsm4(a[i], tc_smem(P + (arow[i] + off) * TP_LDS + acol));
+                kr_ldsm_x4(a[i], kr_smem_addr(P + (arow[i] + off) * TP_LDS + acol));
 #pragma unroll
             for (int j = 0; j < NI; j += 2) {
                 unsigned r[4];
-                tc_ldsm4(r, tc_smem(W + (tap * BN + brow + j * 8) * TP_LDS + bcol));
+                kr_ldsm_x4(r, kr_smem_addr(W + (tap * BN + brow + j * 8) * TP_LDS + bcol));
                 bf[j][0] = r[0], bf[j][1] = r[1], bf[j + 1][0] = r[2], bf[j + 1][1] = r[3];
             }
 #pragma unroll
