@@ -122,7 +122,6 @@ test_pipeline_pose_gpu test_pose_stage_f32
 test_pipeline_pose_gpu test_pose_stage_nvdec_files
 test_pipeline_pose_gpu test_pose_stage_gpu_failure
 test_nn_onnx_cuda_gpu *
-test_nn_cuda_gpu test_models
 test_onnx_oracle_gpu test_u2netp_cuda_f32
 test_onnx_oracle_gpu test_u2netp_cuda_f16
 test_people_device_gpu test_people_session_cuda
@@ -142,15 +141,21 @@ test_people_gpu test_vtest
 test_people_gpu test_keying
 test_keying_gpu *
 test_onnx_oracle_gpu test_ops_cuda_*
-test_nn_cuda_gpu test_replay_and_stream
-test_nn_cuda_gpu test_auto_batch_limits
-test_nn_cuda_gpu test_errors
 test_gpu_caps_gpu *
 test_precision_gpu *
 test_model_desc_gpu *
 test_pipeline_multigpu_gpu * gpus=all
 EOF
 )
+# test_nn_cuda_gpu: every shipped model at full size, every schedule and precision, batches 1
+# and 4 (test_models), and AUTO's batch limits (test_auto_batch_limits), one model per run
+# (KEYER_TEST_MODELS, tests/common/kt_gpu.h; all models in one run took more than 135 s under
+# memcheck); the other cases whole. Under racecheck only test_models of the two models with a
+# cluster segment, selfie and selfie-landscape: the segment kernel checked (no-nn+segment_kernel:
+# its launches at batch 1 and 4), every other kernel of the test being one of src/nn/cuda's.
+nn_cuda_models="pose-heavy pose-full face-mesh face-full selfie-landscape selfie pose-lite face-short"
+nn_cuda_limit_models="selfie selfie-landscape face-short"
+nn_cuda_segment_models="selfie selfie-landscape"
 # The tests without a network: every kernel under every tool.
 plain_cases=$(cat <<'EOF'
 test_io_nvdec_gpu *
@@ -172,14 +177,30 @@ table() {
   for v in cuda-f16 cuda-pers-f16 cuda cuda-pers; do
     echo "racecheck test_backend_ops test_ops_all_backends all KEYER_BACKEND_OPS_CUDA=$v"
   done
+  for m in $nn_cuda_segment_models; do
+    echo "racecheck test_nn_cuda_gpu test_models no-nn+segment_kernel KEYER_TEST_MODELS=$m"
+  done
+  for t in "${tools[@]:1}"; do
+    for m in $nn_cuda_models; do
+      echo "$t test_nn_cuda_gpu test_models all KEYER_TEST_MODELS=$m"
+    done
+    for m in $nn_cuda_limit_models; do
+      echo "$t test_nn_cuda_gpu test_auto_batch_limits all KEYER_TEST_MODELS=$m"
+    done
+  done
+  # the network tests' racecheck runs: src/nn/cuda's kernels excluded, the networks per node
   while read -r prog c rest; do
     for t in "${tools[@]}"; do
-      k=all
-      [ $t = racecheck ] && k=no-nn
-      [ $t = racecheck ] && [ $prog = test_nn_cuda_gpu ] && k=no-nn+segment_kernel
-      echo "$t $prog $c $k${rest:+ $rest}"
+      if [ $t = racecheck ]; then
+        echo "$t $prog $c no-nn${rest:+ $rest} KEYER_CUDA_SCHEDULE=kernels"
+      else
+        echo "$t $prog $c all${rest:+ $rest}"
+      fi
     done
   done <<<"$net_cases"
+  for t in "${tools[@]:1}"; do
+    for c in test_replay_and_stream test_errors; do echo "$t test_nn_cuda_gpu $c all"; done
+  done
   for t in "${tools[@]}"; do
     if [ $t = racecheck ]; then
       for v in cuda-f16,cuda-pers-f16 cuda,cuda-pers; do
