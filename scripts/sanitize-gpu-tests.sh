@@ -180,14 +180,6 @@ table() {
   for m in $nn_cuda_segment_models; do
     echo "racecheck test_nn_cuda_gpu test_models no-nn+segment_kernel KEYER_TEST_MODELS=$m"
   done
-  for t in "${tools[@]:1}"; do
-    for m in $nn_cuda_models; do
-      echo "$t test_nn_cuda_gpu test_models all KEYER_TEST_MODELS=$m"
-    done
-    for m in $nn_cuda_limit_models; do
-      echo "$t test_nn_cuda_gpu test_auto_batch_limits all KEYER_TEST_MODELS=$m"
-    done
-  done
   # the network tests' racecheck runs: src/nn/cuda's kernels excluded, the networks per node
   while read -r prog c rest; do
     for t in "${tools[@]}"; do
@@ -199,6 +191,12 @@ table() {
     done
   done <<<"$net_cases"
   for t in "${tools[@]:1}"; do
+    for m in $nn_cuda_models; do
+      echo "$t test_nn_cuda_gpu test_models all KEYER_TEST_MODELS=$m"
+    done
+    for m in $nn_cuda_limit_models; do
+      echo "$t test_nn_cuda_gpu test_auto_batch_limits all KEYER_TEST_MODELS=$m"
+    done
     for c in test_replay_and_stream test_errors; do echo "$t test_nn_cuda_gpu $c all"; done
   done
   for t in "${tools[@]}"; do
