@@ -40,24 +40,34 @@
 #         every other GPU test, with the network kernels excluded: `--kernel-name-exclude
 #         kns=_Z<length><name>` for each kernel name in src/nn/cuda (read from the sources at
 #         start; a kernel whose name is also declared elsewhere is reported, since the filter
-#         cannot tell them apart). An excluded kernel runs unchecked, at its own speed.
-#         (Session 10's trial: the pose, mesh and u2netp cases then pass in 23-106 s; the four
-#         cases that key frames at batch 1, whose models run as the persistent kernel there,
-#         end in an internal sanitizer error, reported "TOOL ERROR".)
+#         cannot tell them apart). An excluded kernel runs unchecked, at its own speed. These
+#         runs also schedule the networks per node (KEYER_CUDA_SCHEDULE=kernels, keyer/nn.h):
+#         in session 10 the four cases that key frames at batch 1, where AUTO runs the models
+#         as the (excluded) persistent kernel with a cluster segment, ended in "Internal
+#         Sanitizer Error: ... failed to handle a hardware exception" (reported "TOOL ERROR"),
+#         while the cases whose networks ran per node passed (pose, mesh, u2netp: 23-106 s).
+#         The persistent kernel is racechecked in test_backend_ops (cuda-pers, cuda-pers-f16),
+#         the segment kernel in test_nn_cuda_gpu.
 #
 #   test (program)              cases run apart     memcheck initcheck synccheck  racecheck
 #   test_backend_ops            per test x variant  all      all       all        all kernels
-#   test_nn_cuda_gpu            per test            all      all       all        segment_kernel + non-nn
+#   test_nn_cuda_gpu            per test; test_models per model (8), test_auto_batch_limits per
+#                               model (3): KEYER_TEST_MODELS
+#                                                   all      all       all        test_models of
+#                                   selfie and selfie-landscape only: segment_kernel (the rest
+#                                   of the test's kernels are src/nn/cuda's)
 #   network tests (keying, people, people_device, pipeline, mesh, pose, onnx_oracle: per
 #     test; precision, nn_onnx, gpu_caps, effects, model_desc, multigpu: whole)
-#                                                   all      all       all        non-nn kernels
+#                                                   all      all       all        non-nn kernels,
+#                                                                                 networks per node
 #   no network (knn, overlay, people_switch, io_nvdec, io_encoder)  all  all  all    all kernels
 #
 # Table columns: tool, test program, case (a cmocka pattern, * for the whole program), kernels
 # (all; no-nn: the network kernels excluded; no-nn+NAME: the same but NAME checked), then
 # options: full (no short mode: the pose test's forced-f16 case, whose end-to-end check allows
 # 4 frames where only one side finds a pose, which the short mode's faster pan does not keep),
-# gpus=all, VAR=value (set for the run). Longest runs first: they start first.
+# gpus=all, VAR=value (set for the run: KEYER_BACKEND_OPS_CUDA, KEYER_TEST_MODELS,
+# KEYER_CUDA_SCHEDULE). Longest runs first: they start first.
 #
 # Each run: KEYER_TEST_SHORT=1, KEYER_TEST_FILTER=its case (test_backend_ops reads it too), its
 # own GPU and cores; `SAN_CS --tool T --error-exitcode 9 [filters] PROGRAM`. The script waits for
