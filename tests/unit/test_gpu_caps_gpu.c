@@ -20,7 +20,8 @@
  *    "kernels" and as the plain persistent kernel under "persistent-grid"; a schedule asked by
  *    name stays; a bad value is refused naming the variable and the value (the variable's value
  *    when the test starts is restored at its end: compute-sanitizer's runs set it).
- * Exits 77 without a CUDA device.
+ * Exits 77 without a CUDA device. KEYER_TEST_FILTER (tests/common/kt_gpu.h) runs only the
+ * matching cases.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -39,6 +40,7 @@
 #include "keyer/nn.h"
 #include "keyer/registry.h"
 #include "nn/schedule_choice.h"
+#include "kt_gpu.h"
 
 static const char *const classes[] = {"7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "12.0"};
 #define N_CLASSES (int)(sizeof(classes) / sizeof(classes[0]))
@@ -361,5 +363,6 @@ int main(void)
         cmocka_unit_test(test_bad_emulation_refused),
         cmocka_unit_test(test_schedule_env),
     };
+    kt_gpu_apply_filter(); /* KEYER_TEST_FILTER: one case */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
