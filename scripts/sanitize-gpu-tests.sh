@@ -310,6 +310,7 @@ one() {
     case "$o" in
       full) env=(-u KEYER_TEST_SHORT "${env[@]}"); mark="$mark, full" ;;
       gpus=all) gpu=$SAN_ALL_GPUS; mark="$mark, gpus $gpu" ;;
+      KEYER_CUDA_SCHEDULE=*) env+=("$o"); mark="$mark, schedule ${o#*=}" ;;
       *=*) env+=("$o"); mark="$mark, ${o#*=}" ;;
     esac
   done

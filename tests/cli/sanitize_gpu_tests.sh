@@ -176,6 +176,10 @@ sched_runs=$(grep -c ' schedule=kernels ' "$tmp/calls")
 grep ' schedule=kernels ' "$tmp/calls" | grep -qvE '^racecheck ' && fail "a run per node that is not racecheck"
 grep -E '^racecheck test_keying_gpu .* schedule=kernels ' "$tmp/calls" > /dev/null ||
     fail "test_keying_gpu's racecheck not per node"
+line racecheck test_people_gpu test_keying | grep -q ', schedule kernels, no-nn\]' ||
+    fail "the schedule is not on the run's line"
+line memcheck test_nn_cuda_gpu test_models | grep -q ', pose-heavy\]' ||
+    fail "the model is not on the run's line"
 # test_nn_cuda_gpu's long cases: one run per model of the test's table (KEYER_TEST_MODELS) under
 # memcheck, initcheck and synccheck; under racecheck test_models of selfie and selfie-landscape
 models=$(sed -n '/^static const model_case cases\[\] = {/,/^};/p' "$repo/tests/unit/test_nn_cuda_gpu.c" |
