@@ -59,7 +59,7 @@ const char *kr_schedule_persistent_refusal(const kr_gpu_caps *caps, int blocks_p
 const char *kr_schedule_segment_refusal(const kr_gpu_caps *caps, int cluster_blocks,
                                         size_t smem_bytes);
 
-/* The environment variable that replaces an asked AUTO by another schedule (keyer_runtime_schedule
+/* The environment variable that replaces an asked AUTO by another schedule (keyer_cuda_schedule
  * in keyer/nn.h): "kernels", "persistent", "persistent-grid" or "auto". For the runs that need a
  * model's schedule fixed without changing the program: compute-sanitizer's racecheck runs the
  * network tests with "kernels" (scripts/sanitize-gpu-tests.sh). */
