@@ -82,7 +82,7 @@ case "$tool $prog $KEYER_TEST_FILTER" in
     "initcheck test_keying_gpu *")
         kill -SEGV $$ ;;
     "racecheck test_overlay_gpu *")
-        sleep 3 ;;                                          # the last to end
+        sleep 3 ;;                                          # the last to end (8 s allowed: the machine may be loaded)
     "racecheck test_pipeline_mesh_gpu test_crops_cuda_equal_cpu")
         if [ -n "${FAKE_HANG:-}" ]; then exec sleep 60; fi ;;
     *" test_pipeline_multigpu_gpu "*)                      # one GPU: the test skips
@@ -97,14 +97,14 @@ chmod +x "$tmp/fake"
 cd "$tmp" || fail "cd"
 export FAKE_CALLS=$tmp/calls SAN_CS=$tmp/fake
 t0=$SECONDS
-out=$(bash "$script" --build "$tmp/build" --gpus "0 1" --jobs 3 --timeout 4 --progress 2>&1)
+out=$(bash "$script" --build "$tmp/build" --gpus "0 1" --jobs 3 --timeout 8 --progress 2>&1)
 rc=$?
 echo "$out"
 # --progress: a "done:" line per run as it ends, then the table
 [ "$(echo "$out" | grep -c '^done: ')" = $((runs - 1)) ] || fail "not one 'done:' line per run that wrote its line"
 out=$(echo "$out" | grep -v '^done: ')
 [ $rc = 1 ] || fail "exit status $rc, not 1"
-[ $((SECONDS - t0)) -ge 4 ] || fail "the script ended before its slowest run (4 s)"
+[ $((SECONDS - t0)) -ge 8 ] || fail "the script ended before its slowest run (8 s)"
 echo "$out" | grep -q "No such file" && fail "a file error"
 [ "$(wc -l < "$tmp/calls")" = "$runs" ] || fail "$(wc -l < "$tmp/calls") sanitizer calls for $runs runs"
 [ "$(sort -u "$tmp/calls" | wc -l)" = "$runs" ] || fail "a run started twice"
@@ -218,7 +218,7 @@ echo "$out" | tail -1 | grep -q "$runs runs on GPU 0,1 (3 at once per GPU), $cle
     fail "the summary line"
 
 # --brief: only the runs that are not clean, then the same summary table
-out4=$(bash "$script" --build "$tmp/build" --gpus "0 1" --jobs 3 --timeout 4 --brief 'test_pipeline_pose_gpu|test_knn_gpu' 2>&1)
+out4=$(bash "$script" --build "$tmp/build" --gpus "0 1" --jobs 3 --timeout 8 --brief 'test_pipeline_pose_gpu|test_knn_gpu' 2>&1)
 echo "$out4"
 echo "$out4" | grep -E '^[a-z]+check ' | grep -q ': clean ' && fail "--brief printed a clean run"
 echo "$out4" | grep -qE '^memcheck +test_pipeline_pose_gpu +\[test_pose_stage_f32\].*ERRORS' ||
