@@ -45,7 +45,9 @@
 #         in session 10 the four cases that key frames at batch 1, where AUTO runs the models
 #         as the (excluded) persistent kernel with a cluster segment, ended in "Internal
 #         Sanitizer Error: ... failed to handle a hardware exception" (reported "TOOL ERROR"),
-#         while the cases whose networks ran per node passed (pose, mesh, u2netp: 23-106 s).
+#         while the cases whose networks ran per node passed (pose, mesh, u2netp: 23-106 s);
+#         session 11 showed the cause: the cluster segment kernel running unchecked (clean
+#         per node, with persistent-grid or an emulated 8.0; docs/notes/compute-sanitizer.md).
 #         The persistent kernel is racechecked in test_backend_ops (cuda-pers, cuda-pers-f16),
 #         the segment kernel in test_nn_cuda_gpu.
 #
