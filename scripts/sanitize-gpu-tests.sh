@@ -40,24 +40,36 @@
 #         every other GPU test, with the network kernels excluded: `--kernel-name-exclude
 #         kns=_Z<length><name>` for each kernel name in src/nn/cuda (read from the sources at
 #         start; a kernel whose name is also declared elsewhere is reported, since the filter
-#         cannot tell them apart). An excluded kernel runs unchecked, at its own speed.
-#         (Session 10's trial: the pose, mesh and u2netp cases then pass in 23-106 s; the four
-#         cases that key frames at batch 1, whose models run as the persistent kernel there,
-#         end in an internal sanitizer error, reported "TOOL ERROR".)
+#         cannot tell them apart). An excluded kernel runs unchecked, at its own speed. These
+#         runs also schedule the networks per node (KEYER_CUDA_SCHEDULE=kernels, keyer/nn.h):
+#         in session 10 the four cases that key frames at batch 1, where AUTO runs the models
+#         as the (excluded) persistent kernel with a cluster segment, ended in "Internal
+#         Sanitizer Error: ... failed to handle a hardware exception" (reported "TOOL ERROR"),
+#         while the cases whose networks ran per node passed (pose, mesh, u2netp: 23-106 s);
+#         session 11 showed the cause: the cluster segment kernel running unchecked (clean
+#         per node, with persistent-grid or an emulated 8.0; docs/notes/compute-sanitizer.md).
+#         The persistent kernel is racechecked in test_backend_ops (cuda-pers, cuda-pers-f16),
+#         the segment kernel in test_nn_cuda_gpu.
 #
 #   test (program)              cases run apart     memcheck initcheck synccheck  racecheck
 #   test_backend_ops            per test x variant  all      all       all        all kernels
-#   test_nn_cuda_gpu            per test            all      all       all        segment_kernel + non-nn
+#   test_nn_cuda_gpu            per test; test_models per model (8), test_auto_batch_limits per
+#                               model (3): KEYER_TEST_MODELS
+#                                                   all      all       all        test_models of
+#                                   selfie and selfie-landscape only: segment_kernel (the rest
+#                                   of the test's kernels are src/nn/cuda's)
 #   network tests (keying, people, people_device, pipeline, mesh, pose, onnx_oracle: per
 #     test; precision, nn_onnx, gpu_caps, effects, model_desc, multigpu: whole)
-#                                                   all      all       all        non-nn kernels
+#                                                   all      all       all        non-nn kernels,
+#                                                                                 networks per node
 #   no network (knn, overlay, people_switch, io_nvdec, io_encoder)  all  all  all    all kernels
 #
 # Table columns: tool, test program, case (a cmocka pattern, * for the whole program), kernels
 # (all; no-nn: the network kernels excluded; no-nn+NAME: the same but NAME checked), then
 # options: full (no short mode: the pose test's forced-f16 case, whose end-to-end check allows
 # 4 frames where only one side finds a pose, which the short mode's faster pan does not keep),
-# gpus=all, VAR=value (set for the run). Longest runs first: they start first.
+# gpus=all, VAR=value (set for the run: KEYER_BACKEND_OPS_CUDA, KEYER_TEST_MODELS,
+# KEYER_CUDA_SCHEDULE). Longest runs first: they start first.
 #
 # Each run: KEYER_TEST_SHORT=1, KEYER_TEST_FILTER=its case (test_backend_ops reads it too), its
 # own GPU and cores; `SAN_CS --tool T --error-exitcode 9 [filters] PROGRAM`. The script waits for
@@ -122,7 +134,6 @@ test_pipeline_pose_gpu test_pose_stage_f32
 test_pipeline_pose_gpu test_pose_stage_nvdec_files
 test_pipeline_pose_gpu test_pose_stage_gpu_failure
 test_nn_onnx_cuda_gpu *
-test_nn_cuda_gpu test_models
 test_onnx_oracle_gpu test_u2netp_cuda_f32
 test_onnx_oracle_gpu test_u2netp_cuda_f16
 test_people_device_gpu test_people_session_cuda
@@ -142,15 +153,21 @@ test_people_gpu test_vtest
 test_people_gpu test_keying
 test_keying_gpu *
 test_onnx_oracle_gpu test_ops_cuda_*
-test_nn_cuda_gpu test_replay_and_stream
-test_nn_cuda_gpu test_auto_batch_limits
-test_nn_cuda_gpu test_errors
 test_gpu_caps_gpu *
 test_precision_gpu *
 test_model_desc_gpu *
 test_pipeline_multigpu_gpu * gpus=all
 EOF
 )
+# test_nn_cuda_gpu: every shipped model at full size, every schedule and precision, batches 1
+# and 4 (test_models), and AUTO's batch limits (test_auto_batch_limits), one model per run
+# (KEYER_TEST_MODELS, tests/common/kt_gpu.h; all models in one run took more than 135 s under
+# memcheck); the other cases whole. Under racecheck only test_models of the two models with a
+# cluster segment, selfie and selfie-landscape: the segment kernel checked (no-nn+segment_kernel:
+# its launches at batch 1 and 4), every other kernel of the test being one of src/nn/cuda's.
+nn_cuda_models="pose-heavy pose-full face-mesh face-full selfie-landscape selfie pose-lite face-short"
+nn_cuda_limit_models="selfie selfie-landscape face-short"
+nn_cuda_segment_models="selfie selfie-landscape"
 # The tests without a network: every kernel under every tool.
 plain_cases=$(cat <<'EOF'
 test_io_nvdec_gpu *
@@ -172,14 +189,28 @@ table() {
   for v in cuda-f16 cuda-pers-f16 cuda cuda-pers; do
     echo "racecheck test_backend_ops test_ops_all_backends all KEYER_BACKEND_OPS_CUDA=$v"
   done
+  for m in $nn_cuda_segment_models; do
+    echo "racecheck test_nn_cuda_gpu test_models no-nn+segment_kernel KEYER_TEST_MODELS=$m"
+  done
+  # the network tests' racecheck runs: src/nn/cuda's kernels excluded, the networks per node
   while read -r prog c rest; do
     for t in "${tools[@]}"; do
-      k=all
-      [ $t = racecheck ] && k=no-nn
-      [ $t = racecheck ] && [ $prog = test_nn_cuda_gpu ] && k=no-nn+segment_kernel
-      echo "$t $prog $c $k${rest:+ $rest}"
+      if [ $t = racecheck ]; then
+        echo "$t $prog $c no-nn${rest:+ $rest} KEYER_CUDA_SCHEDULE=kernels"
+      else
+        echo "$t $prog $c all${rest:+ $rest}"
+      fi
     done
   done <<<"$net_cases"
+  for t in "${tools[@]:1}"; do
+    for m in $nn_cuda_models; do
+      echo "$t test_nn_cuda_gpu test_models all KEYER_TEST_MODELS=$m"
+    done
+    for m in $nn_cuda_limit_models; do
+      echo "$t test_nn_cuda_gpu test_auto_batch_limits all KEYER_TEST_MODELS=$m"
+    done
+    for c in test_replay_and_stream test_errors; do echo "$t test_nn_cuda_gpu $c all"; done
+  done
   for t in "${tools[@]}"; do
     if [ $t = racecheck ]; then
       for v in cuda-f16,cuda-pers-f16 cuda,cuda-pers; do
@@ -281,6 +312,7 @@ one() {
     case "$o" in
       full) env=(-u KEYER_TEST_SHORT "${env[@]}"); mark="$mark, full" ;;
       gpus=all) gpu=$SAN_ALL_GPUS; mark="$mark, gpus $gpu" ;;
+      KEYER_CUDA_SCHEDULE=*) env+=("$o"); mark="$mark, schedule ${o#*=}" ;;
       *=*) env+=("$o"); mark="$mark, ${o#*=}" ;;
     esac
   done

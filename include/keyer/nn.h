@@ -204,6 +204,11 @@ keyer_status keyer_precision_from_name(const char *name, keyer_precision *out, k
  * the 1x1 convolution and decoder blocks after them, up to 1/4 of the input) as one kernel with a
  * cluster of blocks per item and the activations in shared memory, between two launches of the
  * persistent kernel; PERSISTENT_GRID leaves every step to the persistent kernel.
+ * The environment variable KEYER_CUDA_SCHEDULE ("kernels", "persistent", "persistent-grid" or
+ * "auto"), when set, replaces AUTO for every cuda runtime that asks for AUTO (a schedule asked by
+ * name stays), so that a program's models can be run under a fixed schedule without changing the
+ * program (compute-sanitizer's racecheck does so: docs/notes/compute-sanitizer.md); a bad value
+ * makes keyer_runtime_create() fail with INVALID_ARGUMENT naming it.
  */
 typedef enum keyer_cuda_schedule {
     KEYER_CUDA_SCHEDULE_AUTO = 0,   /**< by batch size (default) */

@@ -9,6 +9,7 @@
 #include "nn/backend.h"
 #include "nn/model.h"
 #include "nn/planner.h"
+#include "nn/schedule_choice.h"
 
 struct keyer_runtime {
     const keyer_model *model;
@@ -132,6 +133,17 @@ keyer_status keyer_runtime_create(const keyer_model *model, const keyer_runtime_
     if ((unsigned)p.cuda_schedule > KEYER_CUDA_SCHEDULE_PERSISTENT_GRID)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "%s: unknown cuda schedule %d",
                                g->name, (int)p.cuda_schedule);
+    if (p.backend == KEYER_BACKEND_CUDA && p.cuda_schedule == KEYER_CUDA_SCHEDULE_AUTO) {
+        /* KEYER_CUDA_SCHEDULE may name the schedule AUTO stands for (schedule_choice.h) */
+        int schedule = 0;
+        if (kr_schedule_from_env(p.cuda_schedule, &schedule, err))
+            return keyer_error_prefix(err, "%s: ", g->name);
+        if (schedule != KEYER_CUDA_SCHEDULE_AUTO)
+            keyer_log(p.logger, KEYER_LOG_INFO,
+                      "%s: cuda schedule %s asked for by %s in place of auto", g->name,
+                      getenv(KR_SCHEDULE_ENV), KR_SCHEDULE_ENV);
+        p.cuda_schedule = (keyer_cuda_schedule)schedule;
+    }
     if (p.precision == KEYER_PRECISION_F16 && p.backend != KEYER_BACKEND_CUDA)
         return keyer_error_set(err, KEYER_STATUS_UNSUPPORTED,
                                "%s: the %s backend runs in float32 only (f16 needs cuda)", g->name,

@@ -2,6 +2,9 @@
  * capabilities (schedule_choice.h). */
 #include "nn/schedule_choice.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "keyer/nn.h"
 #include "nn/cuda/tuning.h"
 
@@ -54,4 +57,38 @@ const char *kr_schedule_segment_refusal(const kr_gpu_caps *caps, int cluster_blo
     if (smem_bytes > caps->smem_block_optin)
         return "a block's shared memory is too small for it";
     return NULL;
+}
+
+keyer_status kr_schedule_parse(const char *spec, const char *what, int *schedule,
+                               keyer_error *err)
+{
+    static const struct {
+        const char *name;
+        keyer_cuda_schedule schedule;
+    } names[] = {
+        {"auto", KEYER_CUDA_SCHEDULE_AUTO},
+        {"kernels", KEYER_CUDA_SCHEDULE_KERNELS},
+        {"persistent", KEYER_CUDA_SCHEDULE_PERSISTENT},
+        {"persistent-grid", KEYER_CUDA_SCHEDULE_PERSISTENT_GRID},
+    };
+    *schedule = KEYER_CUDA_SCHEDULE_AUTO;
+    if (!spec || !spec[0])
+        return KEYER_OK;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (!strcmp(spec, names[i].name)) {
+            *schedule = (int)names[i].schedule;
+            return KEYER_OK;
+        }
+    return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                           "%s=\"%s\": not a cuda schedule (kernels, persistent, "
+                           "persistent-grid or auto)",
+                           what, spec);
+}
+
+keyer_status kr_schedule_from_env(int asked, int *schedule, keyer_error *err)
+{
+    *schedule = asked;
+    if (asked != KEYER_CUDA_SCHEDULE_AUTO)
+        return KEYER_OK;
+    return kr_schedule_parse(getenv(KR_SCHEDULE_ENV), KR_SCHEDULE_ENV, schedule, err);
 }

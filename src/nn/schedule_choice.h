@@ -14,6 +14,8 @@
  *      (compute below 9.0 or no cluster launch, too little shared memory per block) or NULL;
  *   4. kr_schedule_needs_segment: AUTO above KEYER_CUDA_PERSISTENT_MAX_BATCH keeps the
  *      persistent kernel only with a segment.
+ * Before all of them, keyer_runtime_create() replaces an asked AUTO by the schedule that the
+ * environment variable KEYER_CUDA_SCHEDULE names, when it is set (kr_schedule_from_env).
  */
 #ifndef KEYER_NN_SCHEDULE_CHOICE_H
 #define KEYER_NN_SCHEDULE_CHOICE_H
@@ -21,6 +23,7 @@
 #include <stddef.h>
 
 #include "core/gpu_caps.h"
+#include "keyer/status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -55,6 +58,23 @@ const char *kr_schedule_persistent_refusal(const kr_gpu_caps *caps, int blocks_p
  * made by kr_cuda_segment_prepare on the device). */
 const char *kr_schedule_segment_refusal(const kr_gpu_caps *caps, int cluster_blocks,
                                         size_t smem_bytes);
+
+/* The environment variable that replaces an asked AUTO by another schedule (keyer_cuda_schedule
+ * in keyer/nn.h): "kernels", "persistent", "persistent-grid" or "auto". For the runs that need a
+ * model's schedule fixed without changing the program: compute-sanitizer's racecheck runs the
+ * network tests with "kernels" (scripts/sanitize-gpu-tests.sh). */
+#define KR_SCHEDULE_ENV "KEYER_CUDA_SCHEDULE"
+
+/* Parses @p spec ("kernels", "persistent", "persistent-grid", "auto") into *@p schedule (a
+ * keyer_cuda_schedule); NULL or "" give AUTO. Errors: INVALID_ARGUMENT naming @p what (the
+ * variable) and the value. */
+keyer_status kr_schedule_parse(const char *spec, const char *what, int *schedule,
+                               keyer_error *err);
+
+/* The schedule a runtime asking for @p asked runs under: @p asked, except that AUTO becomes the
+ * schedule KEYER_CUDA_SCHEDULE names when that is set and not empty. Errors: INVALID_ARGUMENT
+ * (a value kr_schedule_parse refuses). */
+keyer_status kr_schedule_from_env(int asked, int *schedule, keyer_error *err);
 
 #ifdef __cplusplus
 }

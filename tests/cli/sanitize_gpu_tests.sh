@@ -3,7 +3,8 @@
 # programs: the script must start every run of its table once (four tools, every GPU test,
 # from one queue over both GPUs), with that run's case filter, short mode, GPUs, environment
 # and kernel filters (the racecheck runs of the network tests exclude every kernel declared in
-# src/nn/cuda and nothing else; test_nn_cuda_gpu's keeps segment_kernel), wait for all of them
+# src/nn/cuda and nothing else, and run the networks per node; test_nn_cuda_gpu's keeps
+# segment_kernel, for the selfie models only; its long cases one model per run), wait for all of them
 # and print one line per run in the table's order with the right verdict, then the summary
 # table (errors or the worst verdict per test and tool), whatever its runs do:
 #  - end clean at once, or after the others (sleep);
@@ -53,7 +54,7 @@ while [ $# -gt 0 ]; do
     [ "$1" = --kernel-name-exclude ] || { echo "fake: unknown option $1"; exit 3; }
     excl+=("$2"); shift 2
 done
-call="$tool $prog $KEYER_TEST_FILTER short=${KEYER_TEST_SHORT:-unset} gpu=$CUDA_VISIBLE_DEVICES cuda=${KEYER_BACKEND_OPS_CUDA:-all}"
+call="$tool $prog $KEYER_TEST_FILTER short=${KEYER_TEST_SHORT:-unset} gpu=$CUDA_VISIBLE_DEVICES models=${KEYER_TEST_MODELS:-all} schedule=${KEYER_CUDA_SCHEDULE:-auto} cuda=${KEYER_BACKEND_OPS_CUDA:-all}"
 echo "$call" >> "$FAKE_CALLS"
 echo "$call ${excl[*]} " >> "$FAKE_CALLS.filters"
 summary() {
@@ -81,7 +82,7 @@ case "$tool $prog $KEYER_TEST_FILTER" in
     "initcheck test_keying_gpu *")
         kill -SEGV $$ ;;
     "racecheck test_overlay_gpu *")
-        sleep 3 ;;                                          # the last to end
+        sleep 3 ;;                                          # the last to end (8 s allowed: the machine may be loaded)
     "racecheck test_pipeline_mesh_gpu test_crops_cuda_equal_cpu")
         if [ -n "${FAKE_HANG:-}" ]; then exec sleep 60; fi ;;
     *" test_pipeline_multigpu_gpu "*)                      # one GPU: the test skips
@@ -96,14 +97,14 @@ chmod +x "$tmp/fake"
 cd "$tmp" || fail "cd"
 export FAKE_CALLS=$tmp/calls SAN_CS=$tmp/fake
 t0=$SECONDS
-out=$(bash "$script" --build "$tmp/build" --gpus "0 1" --jobs 3 --timeout 4 --progress 2>&1)
+out=$(bash "$script" --build "$tmp/build" --gpus "0 1" --jobs 3 --timeout 8 --progress 2>&1)
 rc=$?
 echo "$out"
 # --progress: a "done:" line per run as it ends, then the table
 [ "$(echo "$out" | grep -c '^done: ')" = $((runs - 1)) ] || fail "not one 'done:' line per run that wrote its line"
 out=$(echo "$out" | grep -v '^done: ')
 [ $rc = 1 ] || fail "exit status $rc, not 1"
-[ $((SECONDS - t0)) -ge 4 ] || fail "the script ended before its slowest run (4 s)"
+[ $((SECONDS - t0)) -ge 8 ] || fail "the script ended before its slowest run (8 s)"
 echo "$out" | grep -q "No such file" && fail "a file error"
 [ "$(wc -l < "$tmp/calls")" = "$runs" ] || fail "$(wc -l < "$tmp/calls") sanitizer calls for $runs runs"
 [ "$(sort -u "$tmp/calls" | wc -l)" = "$runs" ] || fail "a run started twice"
@@ -167,6 +168,33 @@ grep -E '^racecheck test_(backend_ops|knn_gpu|overlay_gpu|people_switch_gpu|io_n
 n_excl=$(grep -E '^racecheck test_people_gpu test_keying ' "$f" | grep -o 'kns=' | wc -l)
 [ "$n_excl" -ge 30 ] || fail "only $n_excl kernels excluded"
 echo "$out" | grep -q "exclude the $n_excl kernel names of src/nn/cuda" || fail "the excluded count not printed"
+# the network tests' racecheck runs schedule the networks per node (KEYER_CUDA_SCHEDULE), no
+# other run does
+sched_runs=$(grep -c ' schedule=kernels ' "$tmp/calls")
+[ "$sched_runs" = $((filtered - nn_cuda)) ] ||
+    fail "$sched_runs runs per node, not the $((filtered - nn_cuda)) racecheck runs of the network tests"
+grep ' schedule=kernels ' "$tmp/calls" | grep -qvE '^racecheck ' && fail "a run per node that is not racecheck"
+grep -E '^racecheck test_keying_gpu .* schedule=kernels ' "$tmp/calls" > /dev/null ||
+    fail "test_keying_gpu's racecheck not per node"
+line racecheck test_people_gpu test_keying | grep -q ', schedule kernels, no-nn\]' ||
+    fail "the schedule is not on the run's line"
+line memcheck test_nn_cuda_gpu test_models | grep -q ', pose-heavy\]' ||
+    fail "the model is not on the run's line"
+# test_nn_cuda_gpu's long cases: one run per model of the test's table (KEYER_TEST_MODELS) under
+# memcheck, initcheck and synccheck; under racecheck test_models of selfie and selfie-landscape
+models=$(sed -n '/^static const model_case cases\[\] = {/,/^};/p' "$repo/tests/unit/test_nn_cuda_gpu.c" |
+         grep -oE '^ *\{"[a-z-]+"' | tr -d ' {"' | sort)
+[ "$(wc -l <<<"$models")" -ge 8 ] || fail "the models of test_nn_cuda_gpu not found"
+for t in memcheck initcheck synccheck; do
+    got=$(grep -E "^$t test_nn_cuda_gpu test_models " "$tmp/calls" | grep -oE 'models=[a-z-]+' | cut -d= -f2 | sort)
+    [ "$got" = "$models" ] || fail "$t test_models: not one run per model ($(echo $got))"
+    [ "$(grep -cE "^$t test_nn_cuda_gpu test_auto_batch_limits .* models=(selfie|selfie-landscape|face-short) " "$tmp/calls")" = 3 ] ||
+        fail "$t test_auto_batch_limits: not one run per model"
+done
+[ "$(grep -E '^racecheck test_nn_cuda_gpu ' "$tmp/calls" | grep -oE 'test_models .*models=[a-z-]+' | sed 's/ .*models=/ /' | sort | tr '\n' ' ')" = \
+  "test_models selfie test_models selfie-landscape " ] || fail "racecheck of test_nn_cuda_gpu: not test_models of the selfie models"
+grep -E ' models=' "$tmp/calls" | grep -v ' models=all ' | grep -qv ' test_nn_cuda_gpu ' &&
+    fail "KEYER_TEST_MODELS set for another test"
 # test_backend_ops' racecheck: each variant alone for the single operators, per precision else
 for v in cuda cuda-f16 cuda-pers cuda-pers-f16; do
     grep -q "^racecheck test_backend_ops test_ops_all_backends .* cuda=$v\$" "$tmp/calls" ||
@@ -190,7 +218,7 @@ echo "$out" | tail -1 | grep -q "$runs runs on GPU 0,1 (3 at once per GPU), $cle
     fail "the summary line"
 
 # --brief: only the runs that are not clean, then the same summary table
-out4=$(bash "$script" --build "$tmp/build" --gpus "0 1" --jobs 3 --timeout 4 --brief 'test_pipeline_pose_gpu|test_knn_gpu' 2>&1)
+out4=$(bash "$script" --build "$tmp/build" --gpus "0 1" --jobs 3 --timeout 8 --brief 'test_pipeline_pose_gpu|test_knn_gpu' 2>&1)
 echo "$out4"
 echo "$out4" | grep -E '^[a-z]+check ' | grep -q ': clean ' && fail "--brief printed a clean run"
 echo "$out4" | grep -qE '^memcheck +test_pipeline_pose_gpu +\[test_pose_stage_f32\].*ERRORS' ||

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/device.h"
 
@@ -29,4 +30,21 @@ int kt_test_short(void)
 {
     const char *s = getenv("KEYER_TEST_SHORT");
     return s && s[0] == '1' && s[1] == '\0';
+}
+
+int kt_test_model(const char *model)
+{
+    const char *list = getenv("KEYER_TEST_MODELS");
+    if (!list || !*list)
+        return 1;
+    const size_t n = strlen(model);
+    for (const char *p = list;;) {
+        const char *end = strchr(p, ',');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && !strncmp(p, model, n))
+            return 1;
+        if (!end)
+            return 0;
+        p = end + 1;
+    }
 }

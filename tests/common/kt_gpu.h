@@ -14,7 +14,11 @@
  *    run (one case per compute-sanitizer process keeps each run short);
  *  - KEYER_TEST_SHORT=1: the tests that document a short mode run less of it (fewer frames,
  *    streams or sizes), with the same checks on what runs (for compute-sanitizer, whose
- *    racecheck and memcheck multiply a kernel's time by 10 to 100).
+ *    racecheck and memcheck multiply a kernel's time by 10 to 100);
+ *  - KEYER_TEST_MODELS: model names separated by commas ("selfie,face-mesh"): the tests that
+ *    loop over models (test_nn_cuda_gpu's test_models and test_auto_batch_limits) run only the
+ *    listed ones (kt_test_model), and skip when none of theirs is listed (one model per
+ *    compute-sanitizer process: every model at full size is too long for one run).
  */
 #ifndef KEYER_KT_GPU_H
 #define KEYER_KT_GPU_H
@@ -53,5 +57,11 @@ void kt_gpu_apply_filter(void);
 
 /** 1 when KEYER_TEST_SHORT is "1" in the environment (the short mode above), else 0. */
 int kt_test_short(void);
+
+/**
+ * 1 when @p model is to run: KEYER_TEST_MODELS (above) is unset or empty, or lists @p model
+ * (an exact name between commas); else 0.
+ */
+int kt_test_model(const char *model);
 
 #endif

@@ -1,5 +1,12 @@
 #include "kt_knn.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,6 +371,23 @@ int kt_knn_face_points(int faces, uint32_t *ids, float *xy)
         }
     }
     return 0;
+}
+
+void kt_knn_face_crowd(int faces, uint32_t **ids, float **xy)
+{
+    const size_t n = (size_t)faces * KEYER_FACE_MESH_POINTS;
+    *ids = malloc(n * sizeof(uint32_t));
+    *xy = malloc(n * 2 * sizeof(float));
+    if (!*ids || !*xy || kt_knn_face_points(faces, *ids, *xy)) {
+        const int out_of_memory = !*ids || !*xy;
+        free(*ids);
+        free(*xy);
+        *ids = NULL;
+        *xy = NULL;
+        if (out_of_memory)
+            fail_msg("face crowd of %d faces: out of memory", faces);
+        skip(); /* the face models or test photos are missing, or no face was found */
+    }
 }
 
 int kt_knn_first_difference(const keyer_knn_edge *a, int na, const keyer_knn_edge *b, int nb)

@@ -49,6 +49,14 @@ void kt_knn_jitter(kt_knn_set kind, int n, uint32_t seed, float *xy);
  */
 int kt_knn_face_points(int faces, uint32_t *ids, float *xy);
 
+/**
+ * The face crowd of the tests: kt_knn_face_points() of @p faces faces into new arrays *@p ids
+ * and *@p xy (faces * 468 points; the caller frees both with free()). For a running cmocka
+ * test: fails it when out of memory, and skips it (nothing left allocated) when the face
+ * models or test photos are missing or no face was found.
+ */
+void kt_knn_face_crowd(int faces, uint32_t **ids, float **xy);
+
 /** Index of the first differing edge of two edge lists (-1: equal, counts included). */
 int kt_knn_first_difference(const keyer_knn_edge *a, int na, const keyer_knn_edge *b, int nb);
 

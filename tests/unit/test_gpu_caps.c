@@ -9,7 +9,9 @@
  *    the device's multiprocessors, no clusters below 9.0; a newer class refused;
  *  - resident blocks per SM under each class's limits;
  *  - the schedule choice: AUTO's limits, the persistent kernel's and the cluster segment's
- *    refusals from the capabilities (an emulated 8.6 gets no cluster segment).
+ *    refusals from the capabilities (an emulated 8.6 gets no cluster segment);
+ *  - KEYER_CUDA_SCHEDULE: its names parsed, a bad value refused with a message naming the
+ *    variable and the value, and only an asked AUTO replaced by it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -261,6 +263,55 @@ static void test_schedule_choice(void **state)
     assert_string_equal(kr_schedule_name(KR_SCHEDULE_PERSISTENT_CLUSTER), "persistent+cluster");
 }
 
+static void test_schedule_env(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *spec;
+        keyer_cuda_schedule want;
+    } good[] = {
+        {"auto", KEYER_CUDA_SCHEDULE_AUTO},
+        {"kernels", KEYER_CUDA_SCHEDULE_KERNELS},
+        {"persistent", KEYER_CUDA_SCHEDULE_PERSISTENT},
+        {"persistent-grid", KEYER_CUDA_SCHEDULE_PERSISTENT_GRID},
+        {"", KEYER_CUDA_SCHEDULE_AUTO},
+    };
+    keyer_error err = {0};
+    int s = -1;
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        assert_int_equal(kr_schedule_parse(good[i].spec, "X", &s, &err), KEYER_OK);
+        assert_int_equal(s, (int)good[i].want);
+    }
+    assert_int_equal(kr_schedule_parse(NULL, "X", &s, NULL), KEYER_OK);
+    assert_int_equal(s, KEYER_CUDA_SCHEDULE_AUTO);
+    static const char *const bad[] = {"Kernels", "per-node", "persistent ", "1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(kr_schedule_parse(bad[i], KR_SCHEDULE_ENV, &s, &err),
+                         KEYER_STATUS_INVALID_ARGUMENT);
+        char want[64];
+        snprintf(want, sizeof(want), "KEYER_CUDA_SCHEDULE=\"%s\"", bad[i]);
+        assert_non_null(strstr(err.message, want));
+    }
+
+    /* only AUTO is replaced; unset leaves AUTO */
+    unsetenv(KR_SCHEDULE_ENV);
+    assert_int_equal(kr_schedule_from_env(KEYER_CUDA_SCHEDULE_AUTO, &s, &err), KEYER_OK);
+    assert_int_equal(s, KEYER_CUDA_SCHEDULE_AUTO);
+    setenv(KR_SCHEDULE_ENV, "kernels", 1);
+    assert_int_equal(kr_schedule_from_env(KEYER_CUDA_SCHEDULE_AUTO, &s, &err), KEYER_OK);
+    assert_int_equal(s, KEYER_CUDA_SCHEDULE_KERNELS);
+    assert_int_equal(kr_schedule_from_env(KEYER_CUDA_SCHEDULE_PERSISTENT, &s, &err), KEYER_OK);
+    assert_int_equal(s, KEYER_CUDA_SCHEDULE_PERSISTENT);
+    setenv(KR_SCHEDULE_ENV, "fast", 1);
+    assert_int_equal(kr_schedule_from_env(KEYER_CUDA_SCHEDULE_AUTO, &s, &err),
+                     KEYER_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "KEYER_CUDA_SCHEDULE=\"fast\""));
+    /* a schedule asked by name does not read the variable, even a bad one */
+    assert_int_equal(kr_schedule_from_env(KEYER_CUDA_SCHEDULE_KERNELS, &s, &err), KEYER_OK);
+    assert_int_equal(s, KEYER_CUDA_SCHEDULE_KERNELS);
+    unsetenv(KR_SCHEDULE_ENV);
+}
+
 /* The public side on a CPU runtime: no schedule. */
 static void test_runtime_schedule_cpu(void **state)
 {
@@ -274,7 +325,7 @@ int main(void)
         cmocka_unit_test(test_class_table),   cmocka_unit_test(test_parse),
         cmocka_unit_test(test_emulate),       cmocka_unit_test(test_env),
         cmocka_unit_test(test_blocks_per_sm), cmocka_unit_test(test_schedule_choice),
-        cmocka_unit_test(test_runtime_schedule_cpu),
+        cmocka_unit_test(test_schedule_env),  cmocka_unit_test(test_runtime_schedule_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,8 +14,14 @@
  *    emulated class as on the device itself, per node (the pointwise tile path then fits a
  *    smaller shared memory or gives way to the kernel whose order it keeps) and with the
  *    persistent kernel without segment (fewer blocks per multiprocessor), f32 and f16; with
- *    the emulation, PERSISTENT equals the device's PERSISTENT_GRID bit for bit.
- * Exits 77 without a CUDA device.
+ *    the emulation, PERSISTENT equals the device's PERSISTENT_GRID bit for bit;
+ *  - KEYER_CUDA_SCHEDULE replaces an asked AUTO (keyer/nn.h): selfie at batch 1 (AUTO: the
+ *    persistent kernel, with its segment on a device with clusters) runs per node under
+ *    "kernels" and as the plain persistent kernel under "persistent-grid"; a schedule asked by
+ *    name stays; a bad value is refused naming the variable and the value (the variable's value
+ *    when the test starts is restored at its end: compute-sanitizer's runs set it).
+ * Exits 77 without a CUDA device. KEYER_TEST_FILTER (tests/common/kt_gpu.h) runs only the
+ * matching cases.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -33,6 +39,8 @@
 #include "core/gpu_caps.h"
 #include "keyer/nn.h"
 #include "keyer/registry.h"
+#include "nn/schedule_choice.h"
+#include "kt_gpu.h"
 
 static const char *const classes[] = {"7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "12.0"};
 #define N_CLASSES (int)(sizeof(classes) / sizeof(classes[0]))
@@ -268,6 +276,79 @@ static void test_bad_emulation_refused(void **state)
     keyer_model_destroy(&m);
 }
 
+/* keyer_runtime_schedule() of @p m's runtime at batch 1 asking @p asked with KEYER_CUDA_SCHEDULE
+ * set to @p env (NULL: unset) into @p name; returns keyer_runtime_create()'s status. */
+static keyer_status schedule_with_env(const keyer_model *m, keyer_cuda_schedule asked,
+                                      const char *env, char *name, size_t size,
+                                      keyer_error *err)
+{
+    if (env)
+        setenv(KR_SCHEDULE_ENV, env, 1);
+    else
+        unsetenv(KR_SCHEDULE_ENV);
+    keyer_runtime_params p = keyer_runtime_params_defaults();
+    p.backend = KEYER_BACKEND_CUDA;
+    p.cuda_schedule = asked;
+    keyer_runtime *rt = NULL;
+    keyer_status st = keyer_runtime_create(m, &p, &rt, err);
+    snprintf(name, size, "%s", keyer_runtime_schedule(rt));
+    if (st)
+        assert_null(rt);
+    keyer_runtime_destroy(&rt);
+    return st;
+}
+
+static void test_schedule_env(void **state)
+{
+    (void)state;
+    const char *given = getenv(KR_SCHEDULE_ENV);
+    char saved[64] = "";
+    if (given)
+        snprintf(saved, sizeof(saved), "%s", given);
+    unsetenv(KR_GPU_EMULATE_ENV);
+    const kr_device_fns *dev = kr_device_cuda();
+    kr_gpu_caps real;
+    keyer_error err = {0};
+    assert_int_equal(dev->caps(0, 1, &real, &err), KEYER_OK);
+    const char *pers = kr_gpu_has_clusters(&real) ? "persistent+cluster" : "persistent";
+    keyer_model *m = load("selfie");
+    static const struct {
+        const char *env;
+        keyer_cuda_schedule asked;
+        int auto_schedule; /* 1: want AUTO's own choice (pers above) */
+        const char *want;
+    } cases[] = {
+        {NULL, KEYER_CUDA_SCHEDULE_AUTO, 1, NULL},
+        {"auto", KEYER_CUDA_SCHEDULE_AUTO, 1, NULL},
+        {"", KEYER_CUDA_SCHEDULE_AUTO, 1, NULL},
+        {"kernels", KEYER_CUDA_SCHEDULE_AUTO, 0, "per-node"},
+        {"persistent-grid", KEYER_CUDA_SCHEDULE_AUTO, 0, "persistent"},
+        {"kernels", KEYER_CUDA_SCHEDULE_PERSISTENT, 1, NULL},
+        {"persistent", KEYER_CUDA_SCHEDULE_KERNELS, 0, "per-node"},
+        {"fast", KEYER_CUDA_SCHEDULE_PERSISTENT_GRID, 0, "persistent"},
+    };
+    char name[32];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *want = cases[i].auto_schedule ? pers : cases[i].want;
+        if (schedule_with_env(m, cases[i].asked, cases[i].env, name, sizeof(name), &err))
+            fail_msg("KEYER_CUDA_SCHEDULE=%s, asked %d: %s", cases[i].env ? cases[i].env : "(unset)",
+                     (int)cases[i].asked, err.message);
+        printf("KEYER_CUDA_SCHEDULE=%s, asked %d: %s\n", cases[i].env ? cases[i].env : "(unset)",
+               (int)cases[i].asked, name);
+        assert_string_equal(name, want);
+    }
+    assert_int_equal(schedule_with_env(m, KEYER_CUDA_SCHEDULE_AUTO, "fast", name, sizeof(name),
+                                       &err),
+                     KEYER_STATUS_INVALID_ARGUMENT);
+    printf("fast: %s\n", err.message);
+    assert_non_null(strstr(err.message, "KEYER_CUDA_SCHEDULE=\"fast\""));
+    if (given)
+        setenv(KR_SCHEDULE_ENV, saved, 1);
+    else
+        unsetenv(KR_SCHEDULE_ENV);
+    keyer_model_destroy(&m);
+}
+
 int main(void)
 {
     int count = 0;
@@ -280,6 +361,8 @@ int main(void)
         cmocka_unit_test(test_emulated_limits),
         cmocka_unit_test(test_emulated_schedules_and_results),
         cmocka_unit_test(test_bad_emulation_refused),
+        cmocka_unit_test(test_schedule_env),
     };
+    kt_gpu_apply_filter(); /* KEYER_TEST_FILTER: one case */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -245,14 +245,9 @@ static void test_face_mesh(void **state)
 {
     (void)state;
     const int faces = kt_test_short() ? 4 : 40, n = faces * 468;
-    uint32_t *ids = malloc((size_t)n * sizeof(uint32_t));
-    float *xy = malloc((size_t)n * 2 * sizeof(float));
-    assert_true(ids && xy);
-    if (kt_knn_face_points(faces, ids, xy)) {
-        free(ids);
-        free(xy);
-        skip();
-    }
+    uint32_t *ids = NULL;
+    float *xy = NULL;
+    kt_knn_face_crowd(faces, &ids, &xy);
     keyer_knn_params p = keyer_knn_params_defaults();
     p.k = 5;
     check(&p, KT_KNN_SETS, n, 4, 9, ids, xy, "face mesh");
@@ -269,14 +264,9 @@ static void test_face_crowd(void **state)
 {
     (void)state;
     const int faces = 106, n = faces * 468, frames = kt_test_short() ? 2 : 24;
-    uint32_t *ids = malloc((size_t)n * sizeof(uint32_t));
-    float *xy = malloc((size_t)n * 2 * sizeof(float));
-    assert_true(ids && xy);
-    if (kt_knn_face_points(faces, ids, xy)) {
-        free(ids);
-        free(xy);
-        skip();
-    }
+    uint32_t *ids = NULL;
+    float *xy = NULL;
+    kt_knn_face_crowd(faces, &ids, &xy);
     keyer_knn_params p = keyer_knn_params_defaults();
     p.k = 5;
     keyer_error err = {0};

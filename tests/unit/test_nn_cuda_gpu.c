@@ -30,7 +30,9 @@
  *           of the expected schedule).
  *
  * Label gpu (file name *_gpu.c); exits 77 without a CUDA device. KEYER_TEST_FILTER (a cmocka pattern,
- * tests/common/kt_gpu.h) runs only the matching cases.
+ * tests/common/kt_gpu.h) runs only the matching cases; KEYER_TEST_MODELS (model names separated
+ * by commas, kt_gpu.h) only those models in test_models and test_auto_batch_limits, which skip
+ * when it lists none of theirs (scripts/sanitize-gpu-tests.sh runs them one model at a time).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -223,8 +225,12 @@ static void test_models(void **state)
 {
     (void)state;
     int failures = 0; /* every model is checked and printed before the verdict */
+    int ran = 0;
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
         const model_case *mc = &cases[ci];
+        if (!kt_test_model(mc->model))
+            continue; /* KEYER_TEST_MODELS */
+        ran++;
         char path[1024];
         keyer_error err = {0};
         assert_int_equal(keyer_registry_resolve(mc->model, path, sizeof(path), &err), KEYER_OK);
@@ -329,6 +335,11 @@ static void test_models(void **state)
         keyer_model_destroy(&model);
     }
     assert_int_equal(failures, 0);
+    if (!ran) {
+        printf("KEYER_TEST_MODELS=%s lists none of this test's models\n",
+               getenv("KEYER_TEST_MODELS"));
+        skip();
+    }
 }
 
 /* Repeated graph replays are deterministic; the caller's stream is honoured. */
@@ -391,7 +402,11 @@ static void test_auto_batch_limits(void **state)
         {"selfie", KEYER_CUDA_SEGMENT_MAX_BATCH + 1, KEYER_CUDA_SCHEDULE_KERNELS},
         {"face-short", KEYER_CUDA_PERSISTENT_MAX_BATCH + 1, KEYER_CUDA_SCHEDULE_KERNELS},
     };
+    int ran = 0;
     for (size_t ci = 0; ci < sizeof(limits) / sizeof(limits[0]); ci++) {
+        if (!kt_test_model(limits[ci].model))
+            continue; /* KEYER_TEST_MODELS */
+        ran++;
         char path[1024];
         keyer_error err = {0};
         assert_int_equal(keyer_registry_resolve(limits[ci].model, path, sizeof(path), &err),
@@ -431,6 +446,11 @@ static void test_auto_batch_limits(void **state)
                expect == KEYER_CUDA_SCHEDULE_PERSISTENT ? "persistent" : "per node");
         free(x);
         keyer_model_destroy(&model);
+    }
+    if (!ran) {
+        printf("KEYER_TEST_MODELS=%s lists none of this test's models\n",
+               getenv("KEYER_TEST_MODELS"));
+        skip();
     }
 }
 
