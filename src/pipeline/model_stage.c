@@ -410,6 +410,15 @@ static int run_batch(kr_model_stage *ms, kr_item **items, int n, int full)
     /* the trace's item, read now: the batch op may hand items on before the batch ends */
     int trace_stream = n == 1 ? items[0]->stream : -1;
     int64_t trace_seq = n == 1 ? items[0]->seq : -1;
+    /* counted before the batch runs: the batch op may hand items on early, and a report read as
+     * soon as the last frame is written must already count them */
+    if (ms->p.counters) {
+        atomic_fetch_add(&ms->p.counters->batches, 1);
+        atomic_fetch_add(&ms->p.counters->frames, n);
+        if (full)
+            atomic_fetch_add(&ms->p.counters->full, 1);
+    }
+    kr_stage_stats_count(ms->p.stats, n);
     /* after a GPU failure, CUDA items come over to the CPU first */
     if (kr_stage_gpu_failed(ms->p.ctx))
         for (int i = 0; i < n; i++)
@@ -434,13 +443,7 @@ static int run_batch(kr_model_stage *ms, kr_item **items, int n, int full)
     if (ncpu)
         run_group(ms, run_on_cpu, ncpu);
     int64_t t1 = kr_clock_ns();
-    if (ms->p.counters) {
-        atomic_fetch_add(&ms->p.counters->batches, 1);
-        atomic_fetch_add(&ms->p.counters->frames, n);
-        if (full)
-            atomic_fetch_add(&ms->p.counters->full, 1);
-    }
-    kr_stage_stats_record(ms->p.stats, n, t0, t1);
+    kr_stage_stats_record(ms->p.stats, 0, t0, t1); /* the frames counted above */
     kr_trace_add(ms->p.ctx->trace, ms->track, ms->p.name, trace_stream, trace_seq, n, t0, t1);
     /* the items the batch op handed on early are NULL here */
     for (int i = 0; i < n; i++)

@@ -116,6 +116,13 @@ void kr_stage_stats_record(kr_stage_stats *s, int items, int64_t start_ns, int64
     pthread_mutex_unlock(&s->lock);
 }
 
+void kr_stage_stats_count(kr_stage_stats *s, int items)
+{
+    pthread_mutex_lock(&s->lock);
+    s->items += items;
+    pthread_mutex_unlock(&s->lock);
+}
+
 void kr_stage_stats_snapshot(kr_stage_stats *s, kr_stage_stats *out)
 {
     pthread_mutex_lock(&s->lock);

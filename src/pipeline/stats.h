@@ -73,6 +73,14 @@ void kr_stage_stats_fini(kr_stage_stats *s);
 /** Records one call of the stage that handled @p items frames from @p start to @p end ns. */
 void kr_stage_stats_record(kr_stage_stats *s, int items, int64_t start_ns, int64_t end_ns);
 
+/**
+ * Adds @p items frames to the stage's count without recording a call: for a stage that may hand
+ * frames on before its call ends (a model stage's batch op), which counts its frames when the
+ * call starts and then records the call with kr_stage_stats_record(s, 0, ...), so that a
+ * report read as soon as the last frame is written already counts every frame.
+ */
+void kr_stage_stats_count(kr_stage_stats *s, int items);
+
 /** Copies the counters (under the lock) into @p out, which must not be initialised. */
 void kr_stage_stats_snapshot(kr_stage_stats *s, kr_stage_stats *out);
 
