@@ -82,7 +82,10 @@ static const kr_model_stage_ops stage_ops = {NULL, NULL, NULL, forward, NULL, NU
 
 /* A model stage without a model, on the fake device when @p cuda, CUDA runtimes @p models_cuda;
  * the items it hands on are recorded (forward). */
-static kr_model_stage *make_stage(int batch, int cuda, int models_cuda)
+/* A model stage with @p ops (and @p stats, may be NULL), on the fake CUDA device when @p cuda,
+ * opened with @p run. */
+static kr_model_stage *open_stage(const kr_model_stage_ops *ops, kr_stage_stats *stats, int cuda,
+                                  kr_model_stage_run run)
 {
     kr_model_stage_params mp = {
         .name = "test",
@@ -90,9 +93,10 @@ static kr_model_stage *make_stage(int batch, int cuda, int models_cuda)
         .what = "",
         .input = {.slot = -1, .width = 1, .height = 1, .scale = 1.0f, .what = ""},
         .ctx = &ctx,
+        .stats = stats,
         .fail_cuda_at = -1,
         .cuda_precision = KEYER_PRECISION_F32,
-        .ops = &stage_ops,
+        .ops = ops,
     };
     keyer_model *model = NULL;
     kr_model_stage *ms = NULL;
@@ -100,9 +104,13 @@ static kr_model_stage *make_stage(int batch, int cuda, int models_cuda)
     assert_int_equal(kr_model_stage_create(&mp, &model, &ms, &err), KEYER_OK);
     if (cuda)
         assert_int_equal(kr_model_stage_use_cuda(ms, &fake_dev, 0, &err), KEYER_OK);
-    kr_model_stage_run run = {batch, 0, 4, 0, models_cuda};
     assert_int_equal(kr_model_stage_open(ms, &run, &err), KEYER_OK);
     return ms;
+}
+
+static kr_model_stage *make_stage(int batch, int cuda, int models_cuda)
+{
+    return open_stage(&stage_ops, NULL, cuda, (kr_model_stage_run){batch, 0, 4, 0, models_cuda});
 }
 
 /* ---- the owner's side: what happened, recorded ---------------------------------------------- */
@@ -609,23 +617,8 @@ static void test_stage_thread_hands_on_once(void **state)
                                            thread_handed_on};
     kr_stage_stats stats;
     assert_int_equal(kr_stage_stats_init(&stats, "test", 1), 0);
-    kr_model_stage_params mp = {
-        .name = "test",
-        .model_name = "none",
-        .what = "",
-        .input = {.slot = -1, .width = 1, .height = 1, .scale = 1.0f, .what = ""},
-        .ctx = &ctx,
-        .stats = &stats,
-        .fail_cuda_at = -1,
-        .cuda_precision = KEYER_PRECISION_F32,
-        .ops = &ops,
-    };
-    keyer_model *model = NULL;
-    kr_model_stage *ms = NULL;
+    kr_model_stage *ms = open_stage(&ops, &stats, 0, (kr_model_stage_run){4, 0, 16, 0, 0});
     keyer_error err = {0};
-    assert_int_equal(kr_model_stage_create(&mp, &model, &ms, &err), KEYER_OK);
-    kr_model_stage_run run = {4, 0, 16, 0, 0};
-    assert_int_equal(kr_model_stage_open(ms, &run, &err), KEYER_OK);
     assert_int_equal(kr_rounds_create(&rounds_ops, o, 4, 4, 4, &thread_rounds, &err), KEYER_OK);
     o->r = thread_rounds;
     kr_item_pool pool;
