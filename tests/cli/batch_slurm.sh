@@ -115,8 +115,10 @@ for i in 1 2 3 4 5 6; do
         --frames $((4 + i)) --fps 10 --preset ultrafast 2>/dev/null || fail "make-sample c$i"
     names+=(c$i.mp4)
 done
-# a long clip for the task that is cancelled (entry 1: task 1 of 3)
-"$bin" make-sample "$tmp/clips/long.mp4" --image "$data/messi5.jpg" --size 320x180 --frames 400 \
+# a long clip for the task that is cancelled (entry 1: task 1 of 3): long enough (1,200 frames) that
+# the task is still writing when scancel reaches it on a loaded machine (400 frames once finished
+# first under CI's load)
+"$bin" make-sample "$tmp/clips/long.mp4" --image "$data/messi5.jpg" --size 320x180 --frames 1200 \
     --fps 30 --preset ultrafast 2>/dev/null || fail "make-sample long"
 for f in "${names[@]}" long.mp4; do
     "$bin" "$tmp/clips/$f" -o "$tmp/single/$f" "${opts[@]}" || fail "single run $f"
