@@ -988,12 +988,14 @@ static void test_live_latency(void **state)
     GstElement *k = gst_bin_get_by_name(GST_BIN(p), "k");
     GstPad *ksrc = gst_element_get_static_pad(k, "src");
     GstPad *ksink = gst_element_get_static_pad(k, "sink");
-    gint frames = 0;
-    gst_pad_add_probe(ksrc, GST_PAD_PROBE_TYPE_BUFFER, count_buffers, &frames, NULL);
+    /* on the heap, owned by the probe: a failed assertion below leaves the pipeline running,
+     * and its streaming thread must not count into this function's dead stack frame */
+    gint *frames = g_new0(gint, 1);
+    gst_pad_add_probe(ksrc, GST_PAD_PROBE_TYPE_BUFFER, count_buffers, frames, g_free);
     assert_int_not_equal(gst_element_set_state(p, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
-    for (int i = 0; i < 200 && g_atomic_int_get(&frames) < 20; i++)
+    for (int i = 0; i < 200 && g_atomic_int_get(frames) < 20; i++)
         g_usleep(50000);
-    assert_true(g_atomic_int_get(&frames) >= 20);
+    assert_true(g_atomic_int_get(frames) >= 20);
     GstQuery *q = gst_query_new_latency();
     assert_true(gst_pad_peer_query(ksink, q));
     gboolean live;
