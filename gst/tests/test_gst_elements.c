@@ -1007,9 +1007,16 @@ static void test_live_latency(void **state)
     gst_query_parse_latency(q, &live, &min, &max);
     gst_query_unref(q);
     assert_true(live);
-    /* keyer adds its measured latency: positive, and below a second on a 320x240 stream */
+    /* keyer adds its measured latency (the first frames' included): positive, and below a second
+     * on a 320x240 stream; five under AddressSanitizer, where the first frames' set-up alone
+     * measured over a second on the 2-core CI machine */
+#if defined(__SANITIZE_ADDRESS__)
+    const GstClockTime bound = 5 * GST_SECOND;
+#else
+    const GstClockTime bound = GST_SECOND;
+#endif
     assert_true(min > up_min);
-    assert_true(min - up_min < GST_SECOND);
+    assert_true(min - up_min < bound);
     q = gst_query_new_latency();
     assert_true(gst_element_query(p, q));
     GstClockTime pmin;
