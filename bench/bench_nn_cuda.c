@@ -37,6 +37,7 @@
 #include "keyer/registry.h"
 #include "nn/graph.h"
 #include "nn/model.h"
+#include "nn/schedule_choice.h"
 
 #ifdef KEYER_HAVE_CUDA_NN
 #include <cuda_runtime_api.h>
@@ -159,11 +160,14 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--verbose"))
             logger.level = KEYER_LOG_DEBUG;
         else if (!strcmp(argv[i], "--schedule") && i + 1 < argc) {
-            const char *v = argv[++i];
-            schedule = !strcmp(v, "kernels")           ? KEYER_CUDA_SCHEDULE_KERNELS
-                       : !strcmp(v, "persistent")      ? KEYER_CUDA_SCHEDULE_PERSISTENT
-                       : !strcmp(v, "persistent-grid") ? KEYER_CUDA_SCHEDULE_PERSISTENT_GRID
-                                                       : KEYER_CUDA_SCHEDULE_AUTO;
+            /* the runtime's own parser (KEYER_CUDA_SCHEDULE's): an unknown name is refused */
+            int v;
+            keyer_error perr = {0};
+            if (kr_schedule_parse(argv[++i], "--schedule", &v, &perr)) {
+                fprintf(stderr, "%s: %s\n", PROG, perr.message);
+                return 2;
+            }
+            schedule = (keyer_cuda_schedule)v;
         }
         else {
             fprintf(stderr, "usage: %s [--models a,b] [--batches 1,8,64,256] [--seconds S] [--best] "
