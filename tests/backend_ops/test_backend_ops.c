@@ -1761,19 +1761,29 @@ static void test_blazeface_wide_chains(void **state)
     finish_and_check(&b, "blazeface wide chains");
 }
 
-/* The TFLite RGB stems on the tensor-core kernel in f16 (cuda conv_2d_pw_mma.cu, PWM_STEM3 and
- * PWM_STEM5: the window gathered into the tile, k = (ky, kx, c)): selfie's 3x3 stride 2 -> 16
- * with a HARD_SWISH folded, then a 1x1 16 -> 8; face-short's 5x5 stride 2 -> 24 with a RELU;
- * a 3x3 stride 1 -> 8. Odd sizes (37 x 29: SAME padding with a pad after, partial tiles).
- * Every cuda variant against the reference at batch 1 and 3. */
+/* The TFLite RGB stems in f16: the 5x5 ones on the tensor-core kernel (cuda conv_2d_pw_mma.cu,
+ * PWM_STEM5: the window gathered into the tile, k = (ky, kx, c)), the 3x3 stride-2 ones of 16
+ * outputs on conv_2d_stem.cu's conv_stem_half (4 x 64 output tiles, two pixels per lane), the
+ * rest on conv_2d.cu's conv_stem. Selfie's 3x3 stride 2 -> 16 with a HARD_SWISH folded, then a
+ * 1x1 16 -> 8; face-short's 5x5 stride 2 -> 24 with a RELU; a 3x3 stride 1 -> 8. Odd sizes
+ * (37 x 29: SAME padding with a pad after, partial tiles). Then conv_stem_half's edges: 70 x
+ * 135 -> 35 x 68 with RELU6 (a partial row tile, a second column tile of 4 pixels, the last
+ * lane's second pixel past the edge), 9 x 300 -> 5 x 150 with a LOGISTIC folded (three column
+ * tiles, rows past the input inside one tile), and selfie's own 256 x 256 -> 128 x 128 with
+ * HARD_SWISH (whose input rows start 16-byte aligned: the vector copy of the patch). Every cuda
+ * variant against the reference at batch 1 and 3. */
 static void test_rgb_stems(void **state)
 {
     (void)state;
-    for (int g = 0; g < 3; g++) {
+    static const int size[6][2] = {{37, 29}, {37, 29}, {37, 29}, {70, 135}, {9, 300}, {256, 256}};
+    static const char *names[6] = {"rgb stem 3x3/2 + 1x1",     "rgb stem 5x5/2",
+                                   "rgb stem 3x3/1",           "rgb stem 3x3/2 70x135 relu6",
+                                   "rgb stem 3x3/2 9x300 logistic", "rgb stem 3x3/2 256x256"};
+    for (int g = 0; g < 6; g++) {
         kt_graph b;
-        kt_graph_begin(&b, "rgb stems", 32, 16, 1 << 20);
+        kt_graph_begin(&b, "rgb stems", 32, 16, 1 << 22);
         kt_rng rng = kt_rng_seed(1618u + (uint32_t)g);
-        int xd[4] = {1, 37, 29, 3}, d1[4], d2[4];
+        int xd[4] = {1, size[g][0], size[g][1], 3}, d1[4], d2[4];
         int x = kt_graph_act(&b, 4, xd);
         kt_graph_input(&b, x);
         int y;
@@ -1783,11 +1793,16 @@ static void test_rgb_stems(void **state)
             y = chain_pw(&b, &rng, a, d1, 8, KR_ACT_NONE, d2);
         } else if (g == 1) {
             y = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 24, 5, 2, KR_ACT_RELU, d1);
-        } else {
+        } else if (g == 2) {
             y = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 8, 3, 1, KR_ACT_NONE, d1);
+        } else if (g == 3) {
+            y = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 16, 3, 2, KR_ACT_RELU6, d1);
+        } else {
+            y = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 16, 3, 2, KR_ACT_NONE, d1);
+            y = chain_unary(&b, g == 4 ? KR_OP_LOGISTIC : KR_OP_HARD_SWISH, y, d1);
         }
         kt_graph_output(&b, y);
-        finish_and_check(&b, g == 0 ? "rgb stem 3x3/2 + 1x1" : g == 1 ? "rgb stem 5x5/2" : "rgb stem 3x3/1");
+        finish_and_check(&b, names[g]);
     }
 }
 

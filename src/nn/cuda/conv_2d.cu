@@ -554,6 +554,8 @@ template <typename T> static int launch(const kr_cuda_op *op)
         return kr_cuda_conv_2d_mma(op);
     if (kr_cuda_conv_2d_stem_fits(op)) /* ONNX RGB stems in one launch: conv_2d_stem.cu */
         return kr_cuda_conv_2d_stem(op);
+    if (kr_cuda_conv_2d_stem_half_fits(op)) /* f16 TFLite 3x3/2 stems -> 16: conv_2d_stem.cu */
+        return kr_cuda_conv_2d_stem_half(op);
     if (kr_cuda_conv_2d_pw_mma_fits(op)) /* f16 TFLite 1x1 layers, tensor cores: conv_2d_pw_mma.cu */
         return kr_cuda_conv_2d_pw_mma(op);
     conv_shape s;

@@ -23,6 +23,8 @@
  * value is rounded to the element type). So a stem gives the same results bit for bit on
  * either path and at every batch size.
  */
+#include <string.h>
+
 #include "nn/cuda/ops/conv_2d.cuh"
 
 #define STEM_TH 4        /* tile rows */
@@ -288,3 +290,206 @@ template <typename T> static int launch(const kr_cuda_op *op)
 }
 
 extern "C" int kr_cuda_conv_2d_stem(const kr_cuda_op *op) { return KR_BY_TYPE(launch, op); }
+
+/*
+ * The TFLite 3x3 RGB stems of stride 2 with 16 output channels in half precision (selfie's and
+ * selfie-landscape's node 0: 256 x 256 -> 128 x 128 and 144 x 256 -> 72 x 128), one launch.
+ *
+ * conv_2d.cu's conv_stem gives a thread one pixel and loads its 27 input values with 2-byte
+ * loads strided 12 bytes across the warp; at selfie's batch 256 it took 0.24 ms (ncu: SM
+ * throughput 90%, DRAM 18%) against a memory floor near 0.05 ms. Here a block of 8 warps takes
+ * 4 output rows x 64 columns of one image. It copies the tile's input patch (9 rows x 129
+ * pixels x 3 channels, zeros outside the input) into shared memory with 16-byte loads of the
+ * input rows; warp w then computes output row w / 2 of the tile and channel group w % 2 (8
+ * channels), each lane two neighbouring pixels, whose windows share a column: per window row
+ * a lane reads its 15 halves as 4 8-byte shared loads. The weights are a kernel parameter
+ * (__grid_constant__), so every multiply-add reads its weight from the constant bank at a
+ * compile-time offset, as in conv_stem; the two channel groups are two copies of the loop (the
+ * group is warp-uniform), and the warps of one scheduler all read the same group's 0.9 KB.
+ * Each pixel's 8 channels leave as one 16-byte store.
+ *
+ * Summation order: that of conv_stem, so the results are the same bit for bit: from the bias,
+ * the taps in (ky, kx) order and each tap's 3 channels in order, one fused multiply-add each,
+ * in float; then the clamp and the folded activation; rounded to half once.
+ */
+#define SH_ROWS 4                      /* output rows of a tile */
+#define SH_COLS 64                     /* output columns of a tile: 2 per lane */
+#define SH_THREADS (SH_ROWS * 2 * 32)  /* a warp per row and channel group */
+#define SH_PH (2 * (SH_ROWS - 1) + 3)  /* patch rows */
+#define SH_PW (2 * (SH_COLS - 1) + 3)  /* patch pixels per row */
+#define SH_PITCH 392                   /* halves per patch row: >= 3 SH_PW + 1, a multiple of 8 */
+#define SH_CHUNKS (SH_PITCH / 8 + 1)   /* 16-byte pieces of the input covering a patch row */
+
+/* The weights (OHWI, [16][27]) and biases of a half stem, as one kernel parameter. */
+struct stem_half_weights {
+    float w[16 * 27];
+    float b[16];
+};
+
+struct stem_half_shape {
+    int ih, iw, oh, ow, pt, pl, tiles_y, tiles_x;
+    long long total; /* halves of the whole input (batch included) */
+};
+
+/* The 8 sums of channel group G (channels 8 G .. 8 G + 7) of the two pixels whose window rows
+ * start at halves @p row[0], row[P], row[2 P] of the patch (P = SH_PITCH): a0 for the lane's
+ * first pixel, a1 for the second (2 input pixels, 6 halves, to the right). */
+template <int G>
+__device__ __forceinline__ void stem_half_sums(const __half *row,
+                                               const stem_half_weights &p, float *a0, float *a1)
+{
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+        a0[n] = a1[n] = p.b[8 * G + n];
+#pragma unroll
+    for (int ky = 0; ky < 3; ky++) {
+        float v[16]; /* 5 pixels x 3 channels (and one half past them) */
+        const uint2 *q = reinterpret_cast<const uint2 *>(row + ky * SH_PITCH);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint2 u = q[i];
+            const float2 lo = __half22float2(*reinterpret_cast<const __half2 *>(&u.x));
+            const float2 hi = __half22float2(*reinterpret_cast<const __half2 *>(&u.y));
+            v[4 * i] = lo.x, v[4 * i + 1] = lo.y, v[4 * i + 2] = hi.x, v[4 * i + 3] = hi.y;
+        }
+#pragma unroll
+        for (int k = 0; k < 9; k++) /* (kx, c) */
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+                const float w = p.w[(8 * G + n) * 27 + ky * 9 + k];
+                a0[n] = fmaf(v[k], w, a0[n]);
+                a1[n] = fmaf(v[k + 6], w, a1[n]);
+            }
+    }
+}
+
+template <int P>
+__global__ void __launch_bounds__(SH_THREADS)
+    conv_stem_half(const __half *__restrict__ x, __half *__restrict__ y,
+                   const __grid_constant__ stem_half_weights p, stem_half_shape s, float lo,
+                   float hi)
+{
+    __shared__ __align__(16) __half patch[SH_PH * SH_PITCH];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int t = blockIdx.x;
+    const int tx = t % s.tiles_x;
+    t /= s.tiles_x;
+    const int ty = t % s.tiles_y, b = t / s.tiles_y;
+    const int oy0 = ty * SH_ROWS, ox0 = tx * SH_COLS;
+    const int iy0 = oy0 * 2 - s.pt, ix0 = ox0 * 2 - s.pl;
+
+    /* The patch: row r holds input row iy0 + r, pixels ix0 .. ix0 + SH_PW - 1, at halves
+     * [0, 3 SH_PW) (zeros outside the input; the halves after them unread). Each row is one run
+     * of the input, copied as the 16-byte pieces of the input that cover it (the input is
+     * 16-byte aligned): piece c of row r starts at half base + 8 c, base = start rounded down
+     * to a multiple of 8, and lands at patch half base + 8 c - start (halves that fall outside
+     * [0, SH_PITCH) are not stored). */
+    const int vlo = (ix0 < 0 ? -ix0 : 0) * 3;                               /* valid halves */
+    const int vhi = ((ix0 + SH_PW < s.iw ? ix0 + SH_PW : s.iw) - ix0) * 3; /* of a row */
+    for (int i = tid; i < SH_PH * SH_CHUNKS; i += SH_THREADS) {
+        const int r = i / SH_CHUNKS, c = i - r * SH_CHUNKS, iy = iy0 + r;
+        const bool row_in = (unsigned)iy < (unsigned)s.ih;
+        const long long start = (((long long)b * s.ih + iy) * s.iw + ix0) * 3;
+        const long long g0 = (start & ~7LL) + 8LL * c; /* the piece's first half */
+        const int at = (int)(g0 - start);             /* its place in the patch row */
+        __half h[8];
+        const bool any = row_in && at + 8 > vlo && at < vhi;
+        if (any && g0 >= 0 && g0 + 8 <= s.total) {
+            *reinterpret_cast<uint4 *>(h) = *reinterpret_cast<const uint4 *>(x + g0);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                h[j] = any && at + j >= vlo && at + j < vhi ? x[g0 + j] : __float2half_rn(0.0f);
+        }
+        __half *d = patch + r * SH_PITCH;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int k = at + j;
+            if (k >= 0 && k < SH_PITCH)
+                d[k] = row_in && k >= vlo && k < vhi ? h[j] : __float2half_rn(0.0f);
+        }
+    }
+    __syncthreads();
+
+    const int row = warp >> 1, grp = warp & 1;
+    const __half *src = patch + 2 * row * SH_PITCH + 12 * lane; /* pixel 4 lane of the row */
+    float a0[8], a1[8];
+    if (grp == 0)
+        stem_half_sums<0>(src, p, a0, a1);
+    else
+        stem_half_sums<1>(src, p, a0, a1);
+    const int oy = oy0 + row, ox = ox0 + 2 * lane;
+    if (oy >= s.oh)
+        return;
+    kr_epilogue e;
+    e.lo = lo, e.hi = hi, e.post = P, e.res = NULL;
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+        a0[n] = kr_apply(e, a0[n]), a1[n] = kr_apply(e, a1[n]);
+    __half *o = y + (((size_t)b * s.oh + oy) * s.ow + ox) * 16 + 8 * grp;
+    if (ox < s.ow)
+        kr_stv<8>(o, a0);
+    if (ox + 1 < s.ow)
+        kr_stv<8>(o + 16, a1);
+}
+
+extern "C" int kr_cuda_conv_2d_stem_half_fits(const kr_cuda_op *op)
+{
+    const kr_window_params *p = &op->node->p.window;
+    if (!op->f16 || !op->caps || p->groups > 1 || op->node->n_inputs < 2 || op->residual ||
+        op->cat.src[0] ||
+        op->pool.src || op->scale.src || op->rs.src || op->add.src)
+        return 0;
+    const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
+    const kr_tensor *bt =
+        op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
+    const int dh = p->dilation_h > 0 ? p->dilation_h : 1, dw = p->dilation_w > 0 ? p->dilation_w : 1;
+    return xt->rank == 4 && wt->rank == 4 && yt->rank == 4 && xt->dims[3] == 3 &&
+           wt->dims[0] == 16 && wt->dims[1] == 3 && wt->dims[2] == 3 && wt->dims[3] == 3 &&
+           yt->dims[3] == 16 && wt->data && wt->dtype == KR_DTYPE_F32 &&
+           (!bt || (bt->data && bt->dtype == KR_DTYPE_F32 && bt->dims[bt->rank - 1] == 16)) &&
+           p->stride_h == 2 && p->stride_w == 2 && dh == 1 && dw == 1 && p->pad_top >= 0 &&
+           p->pad_left >= 0 && kr_aligned(op->in[0], 16) && kr_aligned(op->out, 16);
+}
+
+extern "C" int kr_cuda_conv_2d_stem_half(const kr_cuda_op *op)
+{
+    const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
+    const kr_tensor *bt =
+        op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
+    const kr_window_params *wp = &op->node->p.window;
+    stem_half_shape s;
+    s.ih = xt->dims[1], s.iw = xt->dims[2], s.oh = yt->dims[1], s.ow = yt->dims[2];
+    s.pt = wp->pad_top, s.pl = wp->pad_left;
+    s.tiles_y = (s.oh + SH_ROWS - 1) / SH_ROWS, s.tiles_x = (s.ow + SH_COLS - 1) / SH_COLS;
+    const int n = kr_dim(op, xt, 0);
+    s.total = (long long)n * s.ih * s.iw * 3;
+    const size_t blocks = (size_t)n * s.tiles_y * s.tiles_x;
+    if (blocks >= ((size_t)1 << 31))
+        return (int)cudaErrorInvalidValue;
+    stem_half_weights p;
+    memcpy(p.w, wt->data, sizeof(p.w));
+    for (int i = 0; i < 16; i++)
+        p.b[i] = bt ? ((const float *)bt->data)[i] : 0.0f;
+    const kr_epilogue e = kr_make_epilogue(op, 1);
+    const cudaStream_t st = (cudaStream_t)op->stream;
+    const __half *x = (const __half *)op->in[0];
+    __half *y = (__half *)op->out;
+    switch (e.post) {
+    case KR_CUDA_POST_RELU:
+        conv_stem_half<KR_CUDA_POST_RELU><<<(unsigned)blocks, SH_THREADS, 0, st>>>(x, y, p, s, e.lo, e.hi);
+        break;
+    case KR_CUDA_POST_RELU6:
+        conv_stem_half<KR_CUDA_POST_RELU6><<<(unsigned)blocks, SH_THREADS, 0, st>>>(x, y, p, s, e.lo, e.hi);
+        break;
+    case KR_CUDA_POST_HARD_SWISH:
+        conv_stem_half<KR_CUDA_POST_HARD_SWISH><<<(unsigned)blocks, SH_THREADS, 0, st>>>(x, y, p, s, e.lo, e.hi);
+        break;
+    case KR_CUDA_POST_LOGISTIC:
+        conv_stem_half<KR_CUDA_POST_LOGISTIC><<<(unsigned)blocks, SH_THREADS, 0, st>>>(x, y, p, s, e.lo, e.hi);
+        break;
+    default:
+        conv_stem_half<KR_CUDA_POST_NONE><<<(unsigned)blocks, SH_THREADS, 0, st>>>(x, y, p, s, e.lo, e.hi);
+    }
+    return (int)cudaGetLastError();
+}
