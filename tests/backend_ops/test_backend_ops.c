@@ -1770,18 +1770,23 @@ static void test_blazeface_wide_chains(void **state)
  * 135 -> 35 x 68 with RELU6 (a partial row tile, a second column tile of 4 pixels, the last
  * lane's second pixel past the edge), 9 x 300 -> 5 x 150 with a LOGISTIC folded (three column
  * tiles, rows past the input inside one tile), and selfie's own 256 x 256 -> 128 x 128 with
- * HARD_SWISH (whose input rows start 16-byte aligned: the vector copy of the patch). Every cuda
- * variant against the reference at batch 1 and 3. */
+ * HARD_SWISH (whose input rows start 16-byte aligned: one 16-byte store per piece of the
+ * patch). In these graphs the stem alone reads the graph input, so the per-node f16 schedule
+ * points it at the input's float staging (kr_cuda_op.x_f32); the last graph has two stems of
+ * one input (70 x 135, their sum the output), which read the input converted to half. Every
+ * cuda variant against the reference at batch 1 and 3. */
 static void test_rgb_stems(void **state)
 {
     (void)state;
-    static const int size[6][2] = {{37, 29}, {37, 29}, {37, 29}, {70, 135}, {9, 300}, {256, 256}};
-    static const char *names[6] = {"rgb stem 3x3/2 + 1x1",     "rgb stem 5x5/2",
-                                   "rgb stem 3x3/1",           "rgb stem 3x3/2 70x135 relu6",
-                                   "rgb stem 3x3/2 9x300 logistic", "rgb stem 3x3/2 256x256"};
-    for (int g = 0; g < 6; g++) {
+    static const int size[7][2] = {{37, 29}, {37, 29},  {37, 29}, {70, 135},
+                                   {9, 300}, {256, 256}, {70, 135}};
+    static const char *names[7] = {"rgb stem 3x3/2 + 1x1",        "rgb stem 5x5/2",
+                                   "rgb stem 3x3/1",              "rgb stem 3x3/2 70x135 relu6",
+                                   "rgb stem 3x3/2 9x300 logistic", "rgb stem 3x3/2 256x256",
+                                   "rgb stems 3x3/2 of one input + add"};
+    for (int g = 0; g < 7; g++) {
         kt_graph b;
-        kt_graph_begin(&b, "rgb stems", 32, 16, 1 << 22);
+        kt_graph_begin(&b, "rgb stems", 32, 16, 1 << 20);
         kt_rng rng = kt_rng_seed(1618u + (uint32_t)g);
         int xd[4] = {1, size[g][0], size[g][1], 3}, d1[4], d2[4];
         int x = kt_graph_act(&b, 4, xd);
@@ -1797,6 +1802,10 @@ static void test_rgb_stems(void **state)
             y = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 8, 3, 1, KR_ACT_NONE, d1);
         } else if (g == 3) {
             y = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 16, 3, 2, KR_ACT_RELU6, d1);
+        } else if (g == 6) {
+            int a = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 16, 3, 2, KR_ACT_RELU, d1);
+            int c = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 16, 3, 2, KR_ACT_NONE, d1);
+            y = chain_binary(&b, KR_OP_ADD, a, c, d1);
         } else {
             y = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 16, 3, 2, KR_ACT_NONE, d1);
             y = chain_unary(&b, g == 4 ? KR_OP_LOGISTIC : KR_OP_HARD_SWISH, y, d1);

@@ -308,6 +308,12 @@ extern "C" int kr_cuda_conv_2d_stem(const kr_cuda_op *op) { return KR_BY_TYPE(la
  * group is warp-uniform), and the warps of one scheduler all read the same group's 0.9 KB.
  * Each pixel's 8 channels leave as one 16-byte store.
  *
+ * Where the stem alone reads the graph input (selfie's and landscape's), the per-node schedule
+ * points it at the input's float staging (kr_cuda_op.x_f32, kr_cuda_pernode_bind_inputs): the
+ * patch copy loads floats (32-byte pieces) and rounds each to half as kr_cuda_f32_to_f16 does,
+ * so the conversion kernel before the stem (0.12 ms of selfie's batch 256, 50 M values read
+ * and written) is left out with the same values.
+ *
  * Summation order: that of conv_stem, so the results are the same bit for bit: from the bias,
  * the taps in (ky, kx) order and each tap's 3 channels in order, one fused multiply-add each,
  * in float; then the clamp and the folded activation; rounded to half once.
@@ -363,9 +369,30 @@ __device__ __forceinline__ void stem_half_sums(const __half *row,
     }
 }
 
-template <int P>
+/* The 8 input values from element @p g0 on, as halves: TX = float (the graph input's float
+ * staging, kr_cuda_op.x_f32) rounded as kr_cuda_f32_to_f16 rounds them. @p g0: a multiple of
+ * 8 (16-byte aligned halves, 32-byte aligned floats). */
+__device__ __forceinline__ void stem_half_piece(const __half *x, long long g0, __half *h)
+{
+    *reinterpret_cast<uint4 *>(h) = *reinterpret_cast<const uint4 *>(x + g0);
+}
+__device__ __forceinline__ void stem_half_piece(const float *x, long long g0, __half *h)
+{
+    const float4 a = *reinterpret_cast<const float4 *>(x + g0);
+    const float4 b = *reinterpret_cast<const float4 *>(x + g0 + 4);
+    __half2 *d = reinterpret_cast<__half2 *>(h);
+    d[0] = __floats2half2_rn(a.x, a.y), d[1] = __floats2half2_rn(a.z, a.w);
+    d[2] = __floats2half2_rn(b.x, b.y), d[3] = __floats2half2_rn(b.z, b.w);
+}
+__device__ __forceinline__ __half stem_half_value(const __half *x, long long i) { return x[i]; }
+__device__ __forceinline__ __half stem_half_value(const float *x, long long i)
+{
+    return __float2half_rn(x[i]);
+}
+
+template <typename TX, int P>
 __global__ void __launch_bounds__(SH_THREADS)
-    conv_stem_half(const __half *__restrict__ x, __half *__restrict__ y,
+    conv_stem_half(const TX *__restrict__ x, __half *__restrict__ y,
                    const __grid_constant__ stem_half_weights p, stem_half_shape s, float lo,
                    float hi)
 {
@@ -380,33 +407,39 @@ __global__ void __launch_bounds__(SH_THREADS)
 
     /* The patch: row r holds input row iy0 + r, pixels ix0 .. ix0 + SH_PW - 1, at halves
      * [0, 3 SH_PW) (zeros outside the input; the halves after them unread). Each row is one run
-     * of the input, copied as the 16-byte pieces of the input that cover it (the input is
-     * 16-byte aligned): piece c of row r starts at half base + 8 c, base = start rounded down
-     * to a multiple of 8, and lands at patch half base + 8 c - start (halves that fall outside
-     * [0, SH_PITCH) are not stored). */
+     * of the input, copied as the 8-element pieces of the input that cover it (16 or 32 bytes,
+     * aligned: the input is): piece c of row r starts at element base + 8 c, base = start
+     * rounded down to a multiple of 8, and lands at patch half base + 8 c - start (halves that
+     * fall outside [0, SH_PITCH) are not stored): one 16-byte store where the row starts at a
+     * multiple of 8 elements (selfie's rows: 768 halves, tiles 384 apart), else 8 stores. */
     const int vlo = (ix0 < 0 ? -ix0 : 0) * 3;                               /* valid halves */
     const int vhi = ((ix0 + SH_PW < s.iw ? ix0 + SH_PW : s.iw) - ix0) * 3; /* of a row */
     for (int i = tid; i < SH_PH * SH_CHUNKS; i += SH_THREADS) {
         const int r = i / SH_CHUNKS, c = i - r * SH_CHUNKS, iy = iy0 + r;
         const bool row_in = (unsigned)iy < (unsigned)s.ih;
         const long long start = (((long long)b * s.ih + iy) * s.iw + ix0) * 3;
-        const long long g0 = (start & ~7LL) + 8LL * c; /* the piece's first half */
+        const long long g0 = (start & ~7LL) + 8LL * c; /* the piece's first element */
         const int at = (int)(g0 - start);             /* its place in the patch row */
-        __half h[8];
+        __align__(16) __half h[8];
         const bool any = row_in && at + 8 > vlo && at < vhi;
-        if (any && g0 >= 0 && g0 + 8 <= s.total) {
-            *reinterpret_cast<uint4 *>(h) = *reinterpret_cast<const uint4 *>(x + g0);
+        if (any && at >= vlo && at + 8 <= vhi) { /* wholly inside the input */
+            stem_half_piece(x, g0, h);
         } else {
 #pragma unroll
             for (int j = 0; j < 8; j++)
-                h[j] = any && at + j >= vlo && at + j < vhi ? x[g0 + j] : __float2half_rn(0.0f);
+                h[j] = any && at + j >= vlo && at + j < vhi ? stem_half_value(x, g0 + j)
+                                                            : __float2half_rn(0.0f);
         }
         __half *d = patch + r * SH_PITCH;
+        if (at >= 0 && at + 8 <= SH_PITCH && (at & 7) == 0) { /* rows starting 16-byte aligned */
+            *reinterpret_cast<uint4 *>(d + at) = *reinterpret_cast<const uint4 *>(h);
+        } else {
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const int k = at + j;
-            if (k >= 0 && k < SH_PITCH)
-                d[k] = row_in && k >= vlo && k < vhi ? h[j] : __float2half_rn(0.0f);
+            for (int j = 0; j < 8; j++) {
+                const int k = at + j;
+                if (k >= 0 && k < SH_PITCH)
+                    d[k] = h[j];
+            }
         }
     }
     __syncthreads();
@@ -452,6 +485,36 @@ extern "C" int kr_cuda_conv_2d_stem_half_fits(const kr_cuda_op *op)
            p->pad_left >= 0 && kr_aligned(op->in[0], 16) && kr_aligned(op->out, 16);
 }
 
+/* Launches conv_stem_half for the activation @p e.post. */
+template <typename TX>
+static int launch_stem_half(const kr_cuda_op *op, const TX *x, size_t blocks,
+                            const stem_half_weights &p, const stem_half_shape &s,
+                            const kr_epilogue &e)
+{
+    const cudaStream_t st = (cudaStream_t)op->stream;
+    __half *y = (__half *)op->out;
+    const unsigned nb = (unsigned)blocks;
+    switch (e.post) {
+    case KR_CUDA_POST_RELU:
+        conv_stem_half<TX, KR_CUDA_POST_RELU><<<nb, SH_THREADS, 0, st>>>(x, y, p, s, e.lo, e.hi);
+        break;
+    case KR_CUDA_POST_RELU6:
+        conv_stem_half<TX, KR_CUDA_POST_RELU6><<<nb, SH_THREADS, 0, st>>>(x, y, p, s, e.lo, e.hi);
+        break;
+    case KR_CUDA_POST_HARD_SWISH:
+        conv_stem_half<TX, KR_CUDA_POST_HARD_SWISH><<<nb, SH_THREADS, 0, st>>>(x, y, p, s, e.lo,
+                                                                              e.hi);
+        break;
+    case KR_CUDA_POST_LOGISTIC:
+        conv_stem_half<TX, KR_CUDA_POST_LOGISTIC><<<nb, SH_THREADS, 0, st>>>(x, y, p, s, e.lo,
+                                                                            e.hi);
+        break;
+    default:
+        conv_stem_half<TX, KR_CUDA_POST_NONE><<<nb, SH_THREADS, 0, st>>>(x, y, p, s, e.lo, e.hi);
+    }
+    return (int)cudaGetLastError();
+}
+
 extern "C" int kr_cuda_conv_2d_stem_half(const kr_cuda_op *op)
 {
     const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
@@ -472,24 +535,6 @@ extern "C" int kr_cuda_conv_2d_stem_half(const kr_cuda_op *op)
     for (int i = 0; i < 16; i++)
         p.b[i] = bt ? ((const float *)bt->data)[i] : 0.0f;
     const kr_epilogue e = kr_make_epilogue(op, 1);
-    const cudaStream_t st = (cudaStream_t)op->stream;
-    const __half *x = (const __half *)op->in[0];
-    __half *y = (__half *)op->out;
-    switch (e.post) {
-    case KR_CUDA_POST_RELU:
-        conv_stem_half<KR_CUDA_POST_RELU><<<(unsigned)blocks, SH_THREADS, 0, st>>>(x, y, p, s, e.lo, e.hi);
-        break;
-    case KR_CUDA_POST_RELU6:
-        conv_stem_half<KR_CUDA_POST_RELU6><<<(unsigned)blocks, SH_THREADS, 0, st>>>(x, y, p, s, e.lo, e.hi);
-        break;
-    case KR_CUDA_POST_HARD_SWISH:
-        conv_stem_half<KR_CUDA_POST_HARD_SWISH><<<(unsigned)blocks, SH_THREADS, 0, st>>>(x, y, p, s, e.lo, e.hi);
-        break;
-    case KR_CUDA_POST_LOGISTIC:
-        conv_stem_half<KR_CUDA_POST_LOGISTIC><<<(unsigned)blocks, SH_THREADS, 0, st>>>(x, y, p, s, e.lo, e.hi);
-        break;
-    default:
-        conv_stem_half<KR_CUDA_POST_NONE><<<(unsigned)blocks, SH_THREADS, 0, st>>>(x, y, p, s, e.lo, e.hi);
-    }
-    return (int)cudaGetLastError();
+    return op->x_f32 ? launch_stem_half(op, (const float *)op->in[0], blocks, p, s, e)
+                     : launch_stem_half(op, (const __half *)op->in[0], blocks, p, s, e);
 }

@@ -122,6 +122,11 @@ typedef struct kr_cuda_op {
         const void *src;
         int ih, iw, kh, kw, sh, sw, dh, dw, pt, pl;
     } pool;
+    /* 1: in[0] is the float staging of the graph input this CONV_2D reads (an f16 instance's
+     * io[t], whose conversion to half the per-node schedule then leaves out:
+     * kr_cuda_pernode_bind_inputs); the kernel rounds each value to half as it loads it, as the
+     * conversion would have. Only kr_cuda_conv_2d_stem_half takes such layers. 0 otherwise. */
+    int x_f32;
     void *stream;                  /* cudaStream_t */
     const kr_gpu_caps *caps;       /* the instance's (kr_cuda_mem.caps); NULL: launch nothing */
 } kr_cuda_op;
