@@ -33,6 +33,8 @@
  *    (see each test's comment), every cuda variant against the reference;
  *    test_gather_folds also checks that the per-node f16 schedule folds its resizes and
  *    concatenations into the tensor-core convolutions on a device with mma.sync.
+ *  test_rgb_stem_bits: the per-node f16 3x3 stride-2 RGB stem (reading the float input
+ *    itself) bit for bit against a host model of its arithmetic, at batch 1 and 3.
  *
  * KEYER_BACKEND_OPS_TESTS=pattern (or KEYER_TEST_FILTER, the GPU tests' name for it,
  * tests/common/kt_gpu.h) runs only the tests whose names match (cmocka's filter).
@@ -1815,6 +1817,100 @@ static void test_rgb_stems(void **state)
     }
 }
 
+/* @p v rounded to the nearest half value (ties to even; overflow to infinity), as a float. */
+static float half_round(float v)
+{
+    const float a = fabsf(v);
+    if (a >= 65520.0f)
+        return copysignf(INFINITY, v);
+    if (a < 6.103515625e-05f) /* half's subnormals: multiples of 2^-24 */
+        return copysignf(nearbyintf(a * 16777216.0f) / 16777216.0f, v);
+    int e;
+    (void)frexpf(a, &e);                /* a in [2^(e-1), 2^e): half's step there is 2^(e-11) */
+    const float q = ldexpf(1.0f, e - 11);
+    return copysignf(nearbyintf(a / q) * q, v);
+}
+
+/* The f16 per-node values of a 3x3 stride-2 RGB stem -> 16 (conv_2d_stem.cu conv_stem_half,
+ * reading the float input itself: kr_cuda_op.x_f32) bit for bit against a host model of
+ * conv_stem's arithmetic (ops/conv_2d.cuh, the bias-first order): each input rounded to half,
+ * then from the bias, the taps in (ky, kx) order and each tap's 3 channels in order, one fmaf
+ * each, in float; the RELU6 clamp; rounded to half. 21 x 150 -> 11 x 75 (SAME: a pad row above
+ * and below, a pad column on the right; two column tiles, the second partial) at batch 1 and
+ * 3: the same values, whatever the batch. */
+static void test_rgb_stem_bits(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "rgb stem bits", 8, 4, 1 << 16);
+    kt_rng rng = kt_rng_seed(2718u);
+    int xd[4] = {1, 21, 150, 3}, wd[4] = {16, 3, 3, 3}, bd = 16;
+    int od[4] = {1, kr_window_out_size(KR_PADDING_SAME, 21, 3, 2, 1),
+                 kr_window_out_size(KR_PADDING_SAME, 150, 3, 2, 1), 16};
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int in[3] = {x, add_weights(&b, &rng, 4, wd, NULL), add_weights(&b, &rng, 1, &bd, NULL)};
+    int y = kt_graph_act(&b, 4, od);
+    kr_node *n = kt_graph_node(&b, KR_OP_CONV_2D, 3, in, y);
+    n->activation = KR_ACT_RELU6;
+    n->p.window.kernel_h = n->p.window.kernel_w = 3;
+    n->p.window.stride_h = n->p.window.stride_w = 2;
+    n->p.window.dilation_h = n->p.window.dilation_w = 1;
+    n->p.window.padding = KR_PADDING_SAME;
+    kt_graph_output(&b, y);
+    kr_graph *gr = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
+        fail_msg("rgb stem bits: %s", err.message);
+    const float *w = gr->tensors[in[1]].data, *bias = gr->tensors[in[2]].data;
+    const int ih = xd[1], iw = xd[2], oh = od[1], ow = od[2];
+    const int pt = ((oh - 1) * 2 + 3 - ih) / 2, pl = ((ow - 1) * 2 + 3 - iw) / 2; /* SAME */
+    for (int bi = 1; bi < N_BACKENDS; bi++) {
+        const backend_entry *be = &backends[bi];
+        if (!be->f16 || be->schedule != KEYER_CUDA_SCHEDULE_KERNELS || be->unavailable)
+            continue;
+        for (int batch = 1; batch <= 3; batch += 2) {
+            float **xs = make_inputs(gr, batch, 3141u, -1.0f, 1.0f);
+            float *got = run_once(be->ops, be->f16, be->schedule, gr, batch, xs, &err);
+            if (!got && err.status == KEYER_STATUS_DEVICE) {
+                printf("rgb stem bits: %s unavailable: %s\n", be->name, err.message);
+                free_inputs(gr, xs);
+                break;
+            }
+            assert_non_null(got);
+            size_t differ = 0;
+            for (int i = 0; i < batch; i++)
+                for (int oy = 0; oy < oh; oy++)
+                    for (int ox = 0; ox < ow; ox++)
+                        for (int c = 0; c < 16; c++) {
+                            float acc = bias[c];
+                            for (int ky = 0; ky < 3; ky++)
+                                for (int kx = 0; kx < 3; kx++) {
+                                    const int iy = oy * 2 - pt + ky, ix = ox * 2 - pl + kx;
+                                    const int inside = iy >= 0 && iy < ih && ix >= 0 && ix < iw;
+                                    for (int k = 0; k < 3; k++) {
+                                        const float v =
+                                            inside ? half_round(xs[0][(((size_t)i * ih + iy) * iw +
+                                                                       ix) * 3 + k])
+                                                   : 0.0f;
+                                        acc = fmaf(v, w[c * 27 + (ky * 3 + kx) * 3 + k], acc);
+                                    }
+                                }
+                            const float want = half_round(fminf(fmaxf(acc, 0.0f), 6.0f));
+                            const float have =
+                                got[(((size_t)i * oh + oy) * ow + ox) * 16 + (size_t)c];
+                            differ += memcmp(&want, &have, sizeof(float)) != 0;
+                        }
+            printf("rgb stem bits: %s batch %d: %zu of %zu values differ from the host model%s\n",
+                   be->name, batch, differ, (size_t)batch * oh * ow * 16, differ ? "  FAIL" : "");
+            free(got);
+            free_inputs(gr, xs);
+            assert_true(differ == 0);
+        }
+    }
+    kr_graph_destroy(&gr);
+}
+
 /*
  * Squeeze-and-excitation blocks in the shapes the persistent schedule consumes in other steps
  * (persistent.h): the pool's partial sums in the tail of the pointwise conv (4 outputs per
@@ -2286,6 +2382,7 @@ int main(void)
         cmocka_unit_test(test_blazeface_chains),
         cmocka_unit_test(test_blazeface_wide_chains),
         cmocka_unit_test(test_rgb_stems),
+        cmocka_unit_test(test_rgb_stem_bits),
         cmocka_unit_test(test_excitation_chains),
         cmocka_unit_test(test_expand_dw_chains),
         cmocka_unit_test(test_u2net_block),
