@@ -1765,13 +1765,13 @@ static void test_blazeface_wide_chains(void **state)
 
 /* The TFLite RGB stems in f16: the 5x5 ones on the tensor-core kernel (cuda conv_2d_pw_mma.cu,
  * PWM_STEM5: the window gathered into the tile, k = (ky, kx, c)), the 3x3 stride-2 ones of 16
- * outputs on conv_2d_stem.cu's conv_stem_half (4 x 64 output tiles, two pixels per lane), the
- * rest on conv_2d.cu's conv_stem. Selfie's 3x3 stride 2 -> 16 with a HARD_SWISH folded, then a
- * 1x1 16 -> 8; face-short's 5x5 stride 2 -> 24 with a RELU; a 3x3 stride 1 -> 8. Odd sizes
- * (37 x 29: SAME padding with a pad after, partial tiles). Then conv_stem_half's edges: 70 x
- * 135 -> 35 x 68 with RELU6 (a partial row tile, a second column tile of 4 pixels, the last
- * lane's second pixel past the edge), 9 x 300 -> 5 x 150 with a LOGISTIC folded (three column
- * tiles, rows past the input inside one tile), and selfie's own 256 x 256 -> 128 x 128 with
+ * outputs on conv_2d_stem.cu's conv_stem_half (4 x 128 output tiles, four pixels per lane),
+ * the rest on conv_2d.cu's conv_stem. Selfie's 3x3 stride 2 -> 16 with a HARD_SWISH folded,
+ * then a 1x1 16 -> 8; face-short's 5x5 stride 2 -> 24 with a RELU; a 3x3 stride 1 -> 8. Odd
+ * sizes (37 x 29: SAME padding with a pad after, partial tiles). Then conv_stem_half's edges:
+ * 70 x 135 -> 35 x 68 with RELU6 (a partial row tile, a partial column tile ending inside a
+ * lane's 4 pixels), 9 x 300 -> 5 x 150 with a LOGISTIC folded (a second column tile of 22
+ * pixels, rows past the input inside one tile), and selfie's own 256 x 256 -> 128 x 128 with
  * HARD_SWISH (whose input rows start 16-byte aligned: one 16-byte store per piece of the
  * patch). In these graphs the stem alone reads the graph input, so the per-node f16 schedule
  * points it at the input's float staging (kr_cuda_op.x_f32); the last graph has two stems of
