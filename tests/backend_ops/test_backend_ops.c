@@ -1769,9 +1769,9 @@ static void test_blazeface_wide_chains(void **state)
  * the rest on conv_2d.cu's conv_stem. Selfie's 3x3 stride 2 -> 16 with a HARD_SWISH folded,
  * then a 1x1 16 -> 8; face-short's 5x5 stride 2 -> 24 with a RELU; a 3x3 stride 1 -> 8. Odd
  * sizes (37 x 29: SAME padding with a pad after, partial tiles). Then conv_stem_half's edges:
- * 70 x 135 -> 35 x 68 with RELU6 (a partial row tile, a partial column tile ending inside a
- * lane's 4 pixels), 9 x 300 -> 5 x 150 with a LOGISTIC folded (a second column tile of 22
- * pixels, rows past the input inside one tile), and selfie's own 256 x 256 -> 128 x 128 with
+ * 70 x 135 -> 35 x 68 with RELU6 (a partial row tile, a partial column tile), 9 x 300 -> 5 x
+ * 150 with a LOGISTIC folded (a second column tile of 22 pixels: its last lane has 2 of its 4
+ * pixels inside; rows past the input inside one tile), and selfie's own 256 x 256 -> 128 x 128 with
  * HARD_SWISH (whose input rows start 16-byte aligned: one 16-byte store per piece of the
  * patch). In these graphs the stem alone reads the graph input, so the per-node f16 schedule
  * points it at the input's float staging (kr_cuda_op.x_f32); the last graph has two stems of
