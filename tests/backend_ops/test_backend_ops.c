@@ -33,6 +33,8 @@
  *    (see each test's comment), every cuda variant against the reference;
  *    test_gather_folds also checks that the per-node f16 schedule folds its resizes and
  *    concatenations into the tensor-core convolutions on a device with mma.sync.
+ *  test_rgb_stem_bits: the per-node f16 3x3 stride-2 RGB stem (reading the float input
+ *    itself) bit for bit against a host model of its arithmetic, at batch 1 and 3.
  *
  * KEYER_BACKEND_OPS_TESTS=pattern (or KEYER_TEST_FILTER, the GPU tests' name for it,
  * tests/common/kt_gpu.h) runs only the tests whose names match (cmocka's filter).
@@ -1761,19 +1763,34 @@ static void test_blazeface_wide_chains(void **state)
     finish_and_check(&b, "blazeface wide chains");
 }
 
-/* The TFLite RGB stems on the tensor-core kernel in f16 (cuda conv_2d_pw_mma.cu, PWM_STEM3 and
- * PWM_STEM5: the window gathered into the tile, k = (ky, kx, c)): selfie's 3x3 stride 2 -> 16
- * with a HARD_SWISH folded, then a 1x1 16 -> 8; face-short's 5x5 stride 2 -> 24 with a RELU;
- * a 3x3 stride 1 -> 8. Odd sizes (37 x 29: SAME padding with a pad after, partial tiles).
- * Every cuda variant against the reference at batch 1 and 3. */
+/* The TFLite RGB stems in f16: the 5x5 ones on the tensor-core kernel (cuda conv_2d_pw_mma.cu,
+ * PWM_STEM5: the window gathered into the tile, k = (ky, kx, c)), the 3x3 stride-2 ones of 16
+ * outputs on conv_2d_stem.cu's conv_stem_half (4 x 128 output tiles, four pixels per lane),
+ * the rest on conv_2d.cu's conv_stem. Selfie's 3x3 stride 2 -> 16 with a HARD_SWISH folded,
+ * then a 1x1 16 -> 8; face-short's 5x5 stride 2 -> 24 with a RELU; a 3x3 stride 1 -> 8. Odd
+ * sizes (37 x 29: SAME padding with a pad after, partial tiles). Then conv_stem_half's edges:
+ * 70 x 135 -> 35 x 68 with RELU6 (a partial row tile, a partial column tile), 9 x 300 -> 5 x
+ * 150 with a LOGISTIC folded (a second column tile of 22 pixels: its last lane has 2 of its 4
+ * pixels inside; rows past the input inside one tile), and selfie's own 256 x 256 -> 128 x 128 with
+ * HARD_SWISH (whose input rows start 16-byte aligned: one 16-byte store per piece of the
+ * patch). In these graphs the stem alone reads the graph input, so the per-node f16 schedule
+ * points it at the input's float staging (kr_cuda_op.x_f32); the last graph has two stems of
+ * one input (70 x 135, their sum the output), which read the input converted to half. Every
+ * cuda variant against the reference at batch 1 and 3. */
 static void test_rgb_stems(void **state)
 {
     (void)state;
-    for (int g = 0; g < 3; g++) {
+    static const int size[7][2] = {{37, 29}, {37, 29},  {37, 29}, {70, 135},
+                                   {9, 300}, {256, 256}, {70, 135}};
+    static const char *names[7] = {"rgb stem 3x3/2 + 1x1",        "rgb stem 5x5/2",
+                                   "rgb stem 3x3/1",              "rgb stem 3x3/2 70x135 relu6",
+                                   "rgb stem 3x3/2 9x300 logistic", "rgb stem 3x3/2 256x256",
+                                   "rgb stems 3x3/2 of one input + add"};
+    for (int g = 0; g < 7; g++) {
         kt_graph b;
         kt_graph_begin(&b, "rgb stems", 32, 16, 1 << 20);
         kt_rng rng = kt_rng_seed(1618u + (uint32_t)g);
-        int xd[4] = {1, 37, 29, 3}, d1[4], d2[4];
+        int xd[4] = {1, size[g][0], size[g][1], 3}, d1[4], d2[4];
         int x = kt_graph_act(&b, 4, xd);
         kt_graph_input(&b, x);
         int y;
@@ -1783,12 +1800,115 @@ static void test_rgb_stems(void **state)
             y = chain_pw(&b, &rng, a, d1, 8, KR_ACT_NONE, d2);
         } else if (g == 1) {
             y = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 24, 5, 2, KR_ACT_RELU, d1);
-        } else {
+        } else if (g == 2) {
             y = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 8, 3, 1, KR_ACT_NONE, d1);
+        } else if (g == 3) {
+            y = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 16, 3, 2, KR_ACT_RELU6, d1);
+        } else if (g == 6) {
+            int a = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 16, 3, 2, KR_ACT_RELU, d1);
+            int c = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 16, 3, 2, KR_ACT_NONE, d1);
+            y = chain_binary(&b, KR_OP_ADD, a, c, d1);
+        } else {
+            y = chain_conv(&b, &rng, KR_OP_CONV_2D, x, xd, 16, 3, 2, KR_ACT_NONE, d1);
+            y = chain_unary(&b, g == 4 ? KR_OP_LOGISTIC : KR_OP_HARD_SWISH, y, d1);
         }
         kt_graph_output(&b, y);
-        finish_and_check(&b, g == 0 ? "rgb stem 3x3/2 + 1x1" : g == 1 ? "rgb stem 5x5/2" : "rgb stem 3x3/1");
+        finish_and_check(&b, names[g]);
     }
+}
+
+/* @p v rounded to the nearest half value (ties to even; overflow to infinity), as a float. */
+static float half_round(float v)
+{
+    const float a = fabsf(v);
+    if (a >= 65520.0f)
+        return copysignf(INFINITY, v);
+    if (a < 6.103515625e-05f) /* half's subnormals: multiples of 2^-24 */
+        return copysignf(nearbyintf(a * 16777216.0f) / 16777216.0f, v);
+    int e;
+    (void)frexpf(a, &e);                /* a in [2^(e-1), 2^e): half's step there is 2^(e-11) */
+    const float q = ldexpf(1.0f, e - 11);
+    return copysignf(nearbyintf(a / q) * q, v);
+}
+
+/* The f16 per-node values of a 3x3 stride-2 RGB stem -> 16 (conv_2d_stem.cu conv_stem_half,
+ * reading the float input itself: kr_cuda_op.x_f32) bit for bit against a host model of
+ * conv_stem's arithmetic (ops/conv_2d.cuh, the bias-first order): each input rounded to half,
+ * then from the bias, the taps in (ky, kx) order and each tap's 3 channels in order, one fmaf
+ * each, in float; the RELU6 clamp; rounded to half. 21 x 150 -> 11 x 75 (SAME: a pad row above
+ * and below, a pad column on the right; two column tiles, the second partial) at batch 1 and
+ * 3: the same values, whatever the batch. */
+static void test_rgb_stem_bits(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "rgb stem bits", 8, 4, 1 << 16);
+    kt_rng rng = kt_rng_seed(2718u);
+    int xd[4] = {1, 21, 150, 3}, wd[4] = {16, 3, 3, 3}, bd = 16;
+    int od[4] = {1, kr_window_out_size(KR_PADDING_SAME, 21, 3, 2, 1),
+                 kr_window_out_size(KR_PADDING_SAME, 150, 3, 2, 1), 16};
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int in[3] = {x, add_weights(&b, &rng, 4, wd, NULL), add_weights(&b, &rng, 1, &bd, NULL)};
+    int y = kt_graph_act(&b, 4, od);
+    kr_node *n = kt_graph_node(&b, KR_OP_CONV_2D, 3, in, y);
+    n->activation = KR_ACT_RELU6;
+    n->p.window.kernel_h = n->p.window.kernel_w = 3;
+    n->p.window.stride_h = n->p.window.stride_w = 2;
+    n->p.window.dilation_h = n->p.window.dilation_w = 1;
+    n->p.window.padding = KR_PADDING_SAME;
+    kt_graph_output(&b, y);
+    kr_graph *gr = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
+        fail_msg("rgb stem bits: %s", err.message);
+    const float *w = gr->tensors[in[1]].data, *bias = gr->tensors[in[2]].data;
+    const int ih = xd[1], iw = xd[2], oh = od[1], ow = od[2];
+    const int pt = ((oh - 1) * 2 + 3 - ih) / 2, pl = ((ow - 1) * 2 + 3 - iw) / 2; /* SAME */
+    for (int bi = 1; bi < N_BACKENDS; bi++) {
+        const backend_entry *be = &backends[bi];
+        if (!be->f16 || be->schedule != KEYER_CUDA_SCHEDULE_KERNELS || be->unavailable)
+            continue;
+        for (int batch = 1; batch <= 3; batch += 2) {
+            float **xs = make_inputs(gr, batch, 3141u, -1.0f, 1.0f);
+            float *got = run_once(be->ops, be->f16, be->schedule, gr, batch, xs, &err);
+            if (!got && err.status == KEYER_STATUS_DEVICE) {
+                printf("rgb stem bits: %s unavailable: %s\n", be->name, err.message);
+                free_inputs(gr, xs);
+                break;
+            }
+            assert_non_null(got);
+            size_t differ = 0;
+            for (int i = 0; i < batch; i++)
+                for (int oy = 0; oy < oh; oy++)
+                    for (int ox = 0; ox < ow; ox++)
+                        for (int c = 0; c < 16; c++) {
+                            float acc = bias[c];
+                            for (int ky = 0; ky < 3; ky++)
+                                for (int kx = 0; kx < 3; kx++) {
+                                    const int iy = oy * 2 - pt + ky, ix = ox * 2 - pl + kx;
+                                    const int inside = iy >= 0 && iy < ih && ix >= 0 && ix < iw;
+                                    for (int k = 0; k < 3; k++) {
+                                        const float v =
+                                            inside ? half_round(xs[0][(((size_t)i * ih + iy) * iw +
+                                                                       ix) * 3 + k])
+                                                   : 0.0f;
+                                        acc = fmaf(v, w[c * 27 + (ky * 3 + kx) * 3 + k], acc);
+                                    }
+                                }
+                            const float want = half_round(fminf(fmaxf(acc, 0.0f), 6.0f));
+                            const float have =
+                                got[(((size_t)i * oh + oy) * ow + ox) * 16 + (size_t)c];
+                            differ += memcmp(&want, &have, sizeof(float)) != 0;
+                        }
+            printf("rgb stem bits: %s batch %d: %zu of %zu values differ from the host model%s\n",
+                   be->name, batch, differ, (size_t)batch * oh * ow * 16, differ ? "  FAIL" : "");
+            free(got);
+            free_inputs(gr, xs);
+            assert_true(differ == 0);
+        }
+    }
+    kr_graph_destroy(&gr);
 }
 
 /*
@@ -2262,6 +2382,7 @@ int main(void)
         cmocka_unit_test(test_blazeface_chains),
         cmocka_unit_test(test_blazeface_wide_chains),
         cmocka_unit_test(test_rgb_stems),
+        cmocka_unit_test(test_rgb_stem_bits),
         cmocka_unit_test(test_excitation_chains),
         cmocka_unit_test(test_expand_dw_chains),
         cmocka_unit_test(test_u2net_block),

@@ -507,6 +507,8 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
                                                : KR_SCHEDULE_PERSISTENT;
         if (!st && !inst->pers) /* the per-node schedule's own folds (fusion.h) */
             inst->n_folded += kr_cuda_fuse_gathers(&inst->mem, inst->ops, inst->folded);
+        if (!st && !inst->pers && inst->f16) /* a stem that reads the float input itself */
+            kr_cuda_pernode_bind_inputs(&inst->mem, inst->io, inst->ops, inst->folded);
     }
     if (!st)
         st = validate_and_capture(inst, err);

@@ -288,3 +288,255 @@ template <typename T> static int launch(const kr_cuda_op *op)
 }
 
 extern "C" int kr_cuda_conv_2d_stem(const kr_cuda_op *op) { return KR_BY_TYPE(launch, op); }
+
+/*
+ * The TFLite 3x3 RGB stems of stride 2 with 16 output channels in half precision (selfie's and
+ * selfie-landscape's node 0: 256 x 256 -> 128 x 128 and 144 x 256 -> 72 x 128), one launch.
+ *
+ * conv_2d.cu's conv_stem gives a thread one pixel and 16 channels with the weights in the
+ * constant bank: at selfie's batch 256 it took 0.244 ms alone (DRAM 18%) against 1.81 G
+ * multiply-adds (~54 us of the FP32 pipe) and a memory floor near 0.05 ms. A first version of
+ * this kernel (session 12) kept the weights in the constant bank, with the input patch in shared
+ * memory and 2 pixels x 8 channels per lane: 0.216 ms, still 4x its FMA time; both kernels had
+ * every multiply-add read a distinct constant, and the constant cache serves about one new
+ * address per cycle per multiprocessor (docs/notes/cuda-per-node-kernels.md, session 12).
+ *
+ * Here a block of 8 warps takes 4 output rows x 128 columns of one image (selfie's and
+ * landscape's whole rows). It copies the tile's input patch (9 rows x 257 pixels x 3 channels,
+ * zeros outside the input) into shared memory as 8-element pieces of the input rows, and the
+ * weights transposed to [k][16] floats. Warp w computes output row w / 2 of the tile and
+ * channel group w % 2 (8 channels), each lane 4 neighbouring pixels (their windows overlap: a
+ * window row of the 4 is 9 pixels, 27 halves, read as 7 8-byte shared loads): per tap and
+ * channel, the group's 8 weights are two 16-byte broadcast loads that serve 32 multiply-adds.
+ * Each pixel's 8 channels leave as one 16-byte store.
+ *
+ * Where the stem alone reads the graph input (selfie's and landscape's), the per-node schedule
+ * points it at the input's float staging (kr_cuda_op.x_f32, kr_cuda_pernode_bind_inputs): the
+ * patch copy loads floats (32-byte pieces) and rounds each to half as kr_cuda_f32_to_f16 does,
+ * so the conversion kernel before the stem (0.12 ms of selfie's batch 256, 50 M values read
+ * and written) is left out with the same values.
+ *
+ * Summation order: that of conv_stem, so the results are the same bit for bit: from the bias,
+ * the taps in (ky, kx) order and each tap's 3 channels in order, one fused multiply-add each,
+ * in float; then the clamp and the folded activation; rounded to half once
+ * (test_backend_ops test_rgb_stem_bits).
+ */
+#define SH_ROWS 4                      /* output rows of a tile */
+#define SH_PX 4                        /* output pixels per lane */
+#define SH_COLS (32 * SH_PX)           /* output columns of a tile */
+#define SH_THREADS (SH_ROWS * 2 * 32)  /* a warp per row and channel group */
+#define SH_PH (2 * (SH_ROWS - 1) + 3)  /* patch rows */
+#define SH_PW (2 * (SH_COLS - 1) + 3)  /* patch pixels per row */
+#define SH_PITCH 776                   /* halves per patch row: >= 3 SH_PW + 1, a multiple of 8 */
+#define SH_CHUNKS (SH_PITCH / 8 + 1)   /* 8-element pieces of the input covering a patch row */
+
+struct stem_half_shape {
+    int ih, iw, oh, ow, pt, pl, tiles_y, tiles_x;
+    long long total; /* elements of the whole input (batch included) */
+};
+
+/* The 8 input values from element @p g0 on, as halves: TX = float (the graph input's float
+ * staging, kr_cuda_op.x_f32) rounded as kr_cuda_f32_to_f16 rounds them. @p g0: a multiple of
+ * 8 (16-byte aligned halves, 32-byte aligned floats). */
+__device__ __forceinline__ void stem_half_piece(const __half *x, long long g0, __half *h)
+{
+    *reinterpret_cast<uint4 *>(h) = *reinterpret_cast<const uint4 *>(x + g0);
+}
+__device__ __forceinline__ void stem_half_piece(const float *x, long long g0, __half *h)
+{
+    const float4 a = *reinterpret_cast<const float4 *>(x + g0);
+    const float4 b = *reinterpret_cast<const float4 *>(x + g0 + 4);
+    __half2 *d = reinterpret_cast<__half2 *>(h);
+    d[0] = __floats2half2_rn(a.x, a.y), d[1] = __floats2half2_rn(a.z, a.w);
+    d[2] = __floats2half2_rn(b.x, b.y), d[3] = __floats2half2_rn(b.z, b.w);
+}
+__device__ __forceinline__ __half stem_half_value(const __half *x, long long i) { return x[i]; }
+__device__ __forceinline__ __half stem_half_value(const float *x, long long i)
+{
+    return __float2half_rn(x[i]);
+}
+
+template <typename TX, int P>
+__global__ void __launch_bounds__(SH_THREADS)
+    conv_stem_half(const TX *__restrict__ x, const float *__restrict__ w,
+                   const float *__restrict__ bias, __half *__restrict__ y, stem_half_shape s,
+                   float lo, float hi)
+{
+    __shared__ __align__(16) __half patch[SH_PH * SH_PITCH];
+    __shared__ __align__(16) float ws[27 * 16 + 16]; /* [k][n] weights, then the biases */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int t = blockIdx.x;
+    const int tx = t % s.tiles_x;
+    t /= s.tiles_x;
+    const int ty = t % s.tiles_y, b = t / s.tiles_y;
+    const int oy0 = ty * SH_ROWS, ox0 = tx * SH_COLS;
+    const int iy0 = oy0 * 2 - s.pt, ix0 = ox0 * 2 - s.pl;
+
+    for (int i = tid; i < 27 * 16 + 16; i += SH_THREADS) /* OHWI [n][k] -> [k][n] */
+        ws[i] = i < 27 * 16 ? w[(i % 16) * 27 + i / 16] : bias ? bias[i - 27 * 16] : 0.0f;
+
+    /* The patch: row r holds input row iy0 + r, pixels ix0 .. ix0 + SH_PW - 1, at halves
+     * [0, 3 SH_PW) (zeros outside the input; the halves after them too). Each row is one run
+     * of the input, copied as the 8-element pieces of the input that cover it (16 or 32 bytes,
+     * aligned: the input is): piece c of row r starts at element base + 8 c, base = start
+     * rounded down to a multiple of 8, and lands at patch half base + 8 c - start (halves that
+     * fall outside [0, SH_PITCH) are not stored): one 16-byte store where the row starts at a
+     * multiple of 8 elements (selfie's rows: 768 halves), else 8 stores. */
+    const int vlo = (ix0 < 0 ? -ix0 : 0) * 3;                               /* valid halves */
+    const int vhi = ((ix0 + SH_PW < s.iw ? ix0 + SH_PW : s.iw) - ix0) * 3; /* of a row */
+    for (int i = tid; i < SH_PH * SH_CHUNKS; i += SH_THREADS) {
+        const int r = i / SH_CHUNKS, c = i - r * SH_CHUNKS, iy = iy0 + r;
+        const bool row_in = (unsigned)iy < (unsigned)s.ih;
+        const long long start = (((long long)b * s.ih + iy) * s.iw + ix0) * 3;
+        const long long g0 = (start & ~7LL) + 8LL * c; /* the piece's first element */
+        const int at = (int)(g0 - start);             /* its place in the patch row */
+        __align__(16) __half h[8];
+        const bool any = row_in && at + 8 > vlo && at < vhi;
+        if (any && at >= vlo && at + 8 <= vhi) { /* wholly inside the input */
+            stem_half_piece(x, g0, h);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                h[j] = any && at + j >= vlo && at + j < vhi ? stem_half_value(x, g0 + j)
+                                                            : __float2half_rn(0.0f);
+        }
+        __half *d = patch + r * SH_PITCH;
+        if (at >= 0 && at + 8 <= SH_PITCH && (at & 7) == 0) { /* rows starting 16-byte aligned */
+            *reinterpret_cast<uint4 *>(d + at) = *reinterpret_cast<const uint4 *>(h);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int k = at + j;
+                if (k >= 0 && k < SH_PITCH)
+                    d[k] = h[j];
+            }
+        }
+    }
+    __syncthreads();
+
+    const int row = warp >> 1, grp = warp & 1;
+    /* the lane's 4 pixels: columns 8 lane .. 8 lane + 8 of the patch (halves 24 lane on) */
+    const __half *src = patch + 2 * row * SH_PITCH + 3 * 2 * SH_PX * lane;
+    const float4 *wg = reinterpret_cast<const float4 *>(ws) + 2 * grp; /* 4 float4 per k */
+    float acc[SH_PX][8];
+    {
+        const float4 b0 = wg[27 * 4], b1 = wg[27 * 4 + 1];
+#pragma unroll
+        for (int j = 0; j < SH_PX; j++) {
+            acc[j][0] = b0.x, acc[j][1] = b0.y, acc[j][2] = b0.z, acc[j][3] = b0.w;
+            acc[j][4] = b1.x, acc[j][5] = b1.y, acc[j][6] = b1.z, acc[j][7] = b1.w;
+        }
+    }
+#pragma unroll
+    for (int ky = 0; ky < 3; ky++) {
+        float v[28]; /* 9 pixels x 3 channels, and one half past them */
+        const uint2 *q = reinterpret_cast<const uint2 *>(src + ky * SH_PITCH);
+#pragma unroll
+        for (int i = 0; i < 7; i++) {
+            const uint2 u = q[i];
+            const float2 a = __half22float2(*reinterpret_cast<const __half2 *>(&u.x));
+            const float2 c = __half22float2(*reinterpret_cast<const __half2 *>(&u.y));
+            v[4 * i] = a.x, v[4 * i + 1] = a.y, v[4 * i + 2] = c.x, v[4 * i + 3] = c.y;
+        }
+#pragma unroll
+        for (int k = 0; k < 9; k++) { /* (kx, c) */
+            const int kx = k / 3, c = k % 3;
+            const float4 w0 = wg[(ky * 9 + k) * 4], w1 = wg[(ky * 9 + k) * 4 + 1];
+            const float wk[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+            for (int j = 0; j < SH_PX; j++) {
+                const float xv = v[(2 * j + kx) * 3 + c];
+#pragma unroll
+                for (int n = 0; n < 8; n++)
+                    acc[j][n] = fmaf(xv, wk[n], acc[j][n]);
+            }
+        }
+    }
+    const int oy = oy0 + row;
+    if (oy >= s.oh)
+        return;
+    kr_epilogue e;
+    e.lo = lo, e.hi = hi, e.post = P, e.res = NULL;
+    const int ox = ox0 + SH_PX * lane;
+    __half *o = y + (((size_t)b * s.oh + oy) * s.ow + ox) * 16 + 8 * grp;
+#pragma unroll
+    for (int j = 0; j < SH_PX; j++) {
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+            acc[j][n] = kr_apply(e, acc[j][n]);
+        if (ox + j < s.ow)
+            kr_stv<8>(o + 16 * j, acc[j]);
+    }
+}
+
+extern "C" int kr_cuda_conv_2d_stem_half_fits(const kr_cuda_op *op)
+{
+    const kr_window_params *p = &op->node->p.window;
+    if (!op->f16 || !op->caps || p->groups > 1 || op->node->n_inputs < 2 || op->residual ||
+        op->cat.src[0] ||
+        op->pool.src || op->scale.src || op->rs.src || op->add.src)
+        return 0;
+    const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
+    const kr_tensor *bt =
+        op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
+    const int dh = p->dilation_h > 0 ? p->dilation_h : 1, dw = p->dilation_w > 0 ? p->dilation_w : 1;
+    return xt->rank == 4 && wt->rank == 4 && yt->rank == 4 && xt->dims[3] == 3 &&
+           wt->dims[0] == 16 && wt->dims[1] == 3 && wt->dims[2] == 3 && wt->dims[3] == 3 &&
+           yt->dims[3] == 16 && wt->data && op->in[1] && wt->dtype == KR_DTYPE_F32 &&
+           (!bt || (bt->data && bt->dtype == KR_DTYPE_F32 && bt->dims[bt->rank - 1] == 16)) &&
+           p->stride_h == 2 && p->stride_w == 2 && dh == 1 && dw == 1 && p->pad_top >= 0 &&
+           p->pad_left >= 0 && kr_aligned(op->in[0], 16) && kr_aligned(op->out, 16);
+}
+
+/* Launches conv_stem_half for the activation @p e.post. */
+template <typename TX>
+static int launch_stem_half(const kr_cuda_op *op, const TX *x, size_t blocks,
+                            const stem_half_shape &s, const kr_epilogue &e)
+{
+    const cudaStream_t st = (cudaStream_t)op->stream;
+    const float *w = (const float *)op->in[1];
+    const float *bias =
+        op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? (const float *)op->in[2] : NULL;
+    __half *y = (__half *)op->out;
+    const unsigned nb = (unsigned)blocks;
+    switch (e.post) {
+    case KR_CUDA_POST_RELU:
+        conv_stem_half<TX, KR_CUDA_POST_RELU><<<nb, SH_THREADS, 0, st>>>(x, w, bias, y, s, e.lo,
+                                                                        e.hi);
+        break;
+    case KR_CUDA_POST_RELU6:
+        conv_stem_half<TX, KR_CUDA_POST_RELU6><<<nb, SH_THREADS, 0, st>>>(x, w, bias, y, s, e.lo,
+                                                                         e.hi);
+        break;
+    case KR_CUDA_POST_HARD_SWISH:
+        conv_stem_half<TX, KR_CUDA_POST_HARD_SWISH><<<nb, SH_THREADS, 0, st>>>(x, w, bias, y, s,
+                                                                              e.lo, e.hi);
+        break;
+    case KR_CUDA_POST_LOGISTIC:
+        conv_stem_half<TX, KR_CUDA_POST_LOGISTIC><<<nb, SH_THREADS, 0, st>>>(x, w, bias, y, s,
+                                                                            e.lo, e.hi);
+        break;
+    default:
+        conv_stem_half<TX, KR_CUDA_POST_NONE><<<nb, SH_THREADS, 0, st>>>(x, w, bias, y, s, e.lo,
+                                                                        e.hi);
+    }
+    return (int)cudaGetLastError();
+}
+
+extern "C" int kr_cuda_conv_2d_stem_half(const kr_cuda_op *op)
+{
+    const kr_tensor *xt = kr_in_t(op, 0), *yt = kr_out_t(op);
+    const kr_window_params *wp = &op->node->p.window;
+    stem_half_shape s;
+    s.ih = xt->dims[1], s.iw = xt->dims[2], s.oh = yt->dims[1], s.ow = yt->dims[2];
+    s.pt = wp->pad_top, s.pl = wp->pad_left;
+    s.tiles_y = (s.oh + SH_ROWS - 1) / SH_ROWS, s.tiles_x = (s.ow + SH_COLS - 1) / SH_COLS;
+    const int n = kr_dim(op, xt, 0);
+    s.total = (long long)n * s.ih * s.iw * 3;
+    const size_t blocks = (size_t)n * s.tiles_y * s.tiles_x;
+    if (blocks >= ((size_t)1 << 31))
+        return (int)cudaErrorInvalidValue;
+    const kr_epilogue e = kr_make_epilogue(op, 1);
+    return op->x_f32 ? launch_stem_half(op, (const float *)op->in[0], blocks, s, e)
+                     : launch_stem_half(op, (const __half *)op->in[0], blocks, s, e);
+}

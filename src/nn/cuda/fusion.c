@@ -609,6 +609,7 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
         op->cat.src[0] = op->cat.src[1] = NULL;
         op->cat.rz = -1;
         op->pool.src = NULL;
+        op->x_f32 = 0;
     }
     int n_folded = plan_folds(mem, ops, folded);
     n_folded += plan_residual_folds(mem, ops, folded);

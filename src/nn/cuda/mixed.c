@@ -270,7 +270,7 @@ keyer_status kr_cuda_mixed_enqueue(const kr_cuda_mixed *mx, const kr_cuda_mem *m
                                    keyer_error *err)
 {
     const kr_graph *g = mem->graph;
-    keyer_status st = kr_cuda_pernode_inputs_to_half(mem, io, stream, err);
+    keyer_status st = kr_cuda_pernode_inputs_to_half(mem, io, ops, folded, stream, err);
     int si = 0;
     for (int n = 0; n < g->n_nodes && !st; n++) {
         if (folded[n])

@@ -122,6 +122,11 @@ typedef struct kr_cuda_op {
         const void *src;
         int ih, iw, kh, kw, sh, sw, dh, dw, pt, pl;
     } pool;
+    /* 1: in[0] is the float staging of the graph input this CONV_2D reads (an f16 instance's
+     * io[t], whose conversion to half the per-node schedule then leaves out:
+     * kr_cuda_pernode_bind_inputs); the kernel rounds each value to half as it loads it, as the
+     * conversion would have. Only kr_cuda_conv_2d_stem_half takes such layers. 0 otherwise. */
+    int x_f32;
     void *stream;                  /* cudaStream_t */
     const kr_gpu_caps *caps;       /* the instance's (kr_cuda_mem.caps); NULL: launch nothing */
 } kr_cuda_op;
@@ -181,6 +186,16 @@ int kr_cuda_conv_2d_stem_fits(const kr_cuda_op *op);
 /* Queues the stem of @p op (which kr_cuda_conv_2d_stem_fits accepted); returns the launch's
  * CUDA error, cudaErrorInvalidValue for a batch past 2^31 tiles. */
 int kr_cuda_conv_2d_stem(const kr_cuda_op *op);
+/* Whether CONV_2D node @p op is a 3x3 RGB stem of stride 2 with 16 output channels in an f16
+ * instance that kr_cuda_conv_2d_stem_half takes (the TFLite selfie models' node 0): 3 input
+ * channels, dilation 1, float weights (and bias) as host constants, no residual or folds, a
+ * 16-byte aligned input and output; any padding. Never chosen by batch. kr_cuda_conv_2d calls
+ * both, after kr_cuda_conv_2d_stem_fits (conv_2d_stem.cu; its sums are those of conv_2d.cu's
+ * conv_stem, bit for bit). */
+int kr_cuda_conv_2d_stem_half_fits(const kr_cuda_op *op);
+/* Queues the stem of @p op (which kr_cuda_conv_2d_stem_half_fits accepted); returns the launch's
+ * CUDA error, cudaErrorInvalidValue for a batch past 2^31 tiles. */
+int kr_cuda_conv_2d_stem_half(const kr_cuda_op *op);
 /* Whether CONV_2D node @p op has one output channel and runs on kr_cuda_conv_2d_one: an f16
  * instance on compute 8.0+ (the device's or the emulated class's; 7.x keeps the WMMA kernel), an
  * ONNX layer (explicit padding), no groups or folds, a 1x1 or 3x3 window, 8, 16, 32, 64, 128 or 256

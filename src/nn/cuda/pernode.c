@@ -73,13 +73,55 @@ int kr_cuda_pernode_supports(const kr_graph *g, const kr_node *node)
     return 1;
 }
 
+/* The node that reads graph input @p t as its float staging (kr_cuda_op.x_f32), -1 when none. */
+static int float_reader(const kr_graph *g, int t, float *const *io, const kr_cuda_op *ops,
+                        const unsigned char *folded)
+{
+    for (int n = 0; n < g->n_nodes; n++)
+        if (!folded[n] && ops[n].x_f32 && ops[n].in[0] == io[t])
+            return n;
+    return -1;
+}
+
+int kr_cuda_pernode_bind_inputs(const kr_cuda_mem *mem, float *const *io, kr_cuda_op *ops,
+                                const unsigned char *folded)
+{
+    const kr_graph *g = mem->graph;
+    int bound = 0;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const int t = g->inputs[i];
+        if (g->tensors[t].dtype != KR_DTYPE_F32 || !io[t] || g->tensors[t].view_of >= 0)
+            continue;
+        int reader = -1, readers = 0;
+        for (int n = 0; n < g->n_nodes; n++)
+            for (int j = 0; j < g->nodes[n].n_inputs; j++)
+                if (g->nodes[n].inputs[j] >= 0 &&
+                    kr_tensor_storage(g, g->nodes[n].inputs[j]) == t)
+                    reader = n, readers++;
+        if (readers != 1 || folded[reader] || g->nodes[reader].op != KR_OP_CONV_2D ||
+            g->nodes[reader].inputs[0] != t)
+            continue;
+        kr_cuda_op *op = &ops[reader];
+        const void *half_in = op->in[0];
+        op->in[0] = io[t];
+        if (kr_cuda_conv_2d_stem_half_fits(op)) {
+            op->x_f32 = 1;
+            bound++;
+        } else {
+            op->in[0] = half_in;
+        }
+    }
+    return bound;
+}
+
 keyer_status kr_cuda_pernode_inputs_to_half(const kr_cuda_mem *mem, float *const *io,
+                                            const kr_cuda_op *ops, const unsigned char *folded,
                                             cudaStream_t stream, keyer_error *err)
 {
     const kr_graph *g = mem->graph;
     for (int i = 0; i < g->n_inputs; i++) {
         int t = g->inputs[i];
-        if (g->tensors[t].dtype != KR_DTYPE_F32)
+        if (g->tensors[t].dtype != KR_DTYPE_F32 || float_reader(g, t, io, ops, folded) >= 0)
             continue;
         cudaError_t e = (cudaError_t)kr_cuda_f32_to_f16(
             io[t], kr_cuda_mem_ptr(mem, t), kr_tensor_bytes(&g->tensors[t], mem->batch) / 4,
@@ -139,7 +181,7 @@ keyer_status kr_cuda_pernode_enqueue(const kr_cuda_mem *mem, int f16, float *con
 {
     const kr_graph *g = mem->graph;
     keyer_status st;
-    if (f16 && (st = kr_cuda_pernode_inputs_to_half(mem, io, stream, err)))
+    if (f16 && (st = kr_cuda_pernode_inputs_to_half(mem, io, ops, folded, stream, err)))
         return st;
     for (int n = 0; n < g->n_nodes; n++)
         if (!folded[n] && (st = kr_cuda_pernode_launch(g, n, &ops[n], stream, check, err)))

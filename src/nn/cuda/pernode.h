@@ -30,10 +30,22 @@ keyer_status kr_cuda_pernode_enqueue(const kr_cuda_mem *mem, int f16, float *con
 
 /* Queues the conversions of @p mem's graph inputs (float ones; an int32 input is written
  * straight to its activation, see backend.c) from their float staging @p io[t] to their half
- * activations in @p mem, on @p stream. For the f16 schedules (this one and mixed.h). Errors:
- * DEVICE naming the conversion. */
+ * activations in @p mem, on @p stream; an input that a node of @p ops (not @p folded) reads
+ * as float itself (kr_cuda_op.x_f32, kr_cuda_pernode_bind_inputs) is left out. For the f16
+ * schedules (this one and mixed.h). Errors: DEVICE naming the conversion. */
 keyer_status kr_cuda_pernode_inputs_to_half(const kr_cuda_mem *mem, float *const *io,
+                                            const kr_cuda_op *ops, const unsigned char *folded,
                                             cudaStream_t stream, keyer_error *err);
+
+/* f16 instances on this schedule, at set-up after the folds: points the convolution that
+ * alone reads a float graph input (its input 0, no view or fold between) at the input's float
+ * staging @p io[t] (ops[n].in[0], kr_cuda_op.x_f32) where the kernel it gets reads float
+ * itself (kr_cuda_conv_2d_stem_half_fits: selfie's and selfie-landscape's 3x3 stride-2 stem),
+ * so that the input's conversion to half is no kernel of its own: the stem rounds each value
+ * to half as it loads it, the same values as the conversion. A choice by the graph's shapes,
+ * never by batch. Returns the number of inputs bound. */
+int kr_cuda_pernode_bind_inputs(const kr_cuda_mem *mem, float *const *io, kr_cuda_op *ops,
+                                const unsigned char *folded);
 
 /* Queues, on @p stream, the copies of @p mem's float graph outputs to their float staging
  * @p io[t]: graph output i converted from half where @p out_half is NULL or out_half[i] is
