@@ -32,6 +32,9 @@
  * pixel, loads its input channels with vector loads and computes all its output channels
  * (at most 32, and at most 2 KB of weights) with the weights in the constant bank. The GEMM tile spends these layers' time on scalar
  * gathers and stores with a 16-deep K; they move little data per FMA and are bound by memory.
+ * In half precision the 16 -> 16 layers (selfie's at 128 x 128 and 64 x 64) take the tensor
+ * cores instead (conv_narrow_mma, below): conv_narrow's 256 FFMA a pixel made them bound by
+ * instructions at twice their memory floor.
  * Wider layers with as few inputs (up to 256 outputs) take conv_pw_groups (below) in half
  * precision.
  */
