@@ -126,6 +126,11 @@ static const tcase cases[] = {
     CONV(5, 7, 3, 4, 3, 3, 2, 1, SAME, NONE, 1),
     CONV(16, 16, 3, 8, 3, 3, 2, 2, SAME, NONE, 1),
     CONV(8, 6, 16, 72, 1, 1, 1, 1, VALID, RELU6, 1),  /* pointwise, warp per 8 outputs */
+    /* 16 -> 16 pointwise (f16: cuda conv_narrow_mma from 16 pixels; 9 x 7: a partial 16-row
+     * tile; 64 x 64: selfie's shape; 3 x 4: conv_narrow) */
+    CONV(9, 7, 16, 16, 1, 1, 1, 1, SAME, RELU, 1),
+    CONV(64, 64, 16, 16, 1, 1, 1, 1, VALID, RELU6, 1),
+    CONV(3, 4, 16, 16, 1, 1, 1, 1, VALID, NONE, 1),
     CONV(5, 7, 24, 40, 1, 1, 1, 1, SAME, NONE, 1),
     CONV(9, 11, 128, 24, 1, 1, 1, 1, SAME, RELU6, 1),
     CONV(7, 9, 32, 128, 1, 1, 1, 1, VALID, NONE, 1),
@@ -1632,6 +1637,41 @@ static void test_pointwise_mma_chains(void **state)
     finish_and_check(&b, "pointwise mma chains");
 }
 
+/* The per-node f16 variant on @p gr: each item of a batch-3 run (inputs from @p seed) equals a
+ * batch-1 run on that item, bit for bit. */
+static void check_batch_items(kr_graph *gr, const char *name, uint32_t seed)
+{
+    keyer_error err = {0};
+    for (int bi = 1; bi < N_BACKENDS; bi++) {
+        const backend_entry *be = &backends[bi];
+        if (!be->f16 || be->schedule != KEYER_CUDA_SCHEDULE_KERNELS || be->unavailable)
+            continue;
+        float **xs = make_inputs(gr, 3, seed, -1.0f, 1.0f);
+        float *all = run_once(be->ops, be->f16, be->schedule, gr, 3, xs, &err);
+        if (!all && err.status == KEYER_STATUS_DEVICE) {
+            printf("%s: %s unavailable: %s\n", name, be->name, err.message);
+            free_inputs(gr, xs);
+            continue;
+        }
+        assert_non_null(all);
+        const size_t item = kr_tensor_elements(&gr->tensors[gr->outputs[0]]);
+        const size_t in_item = kr_tensor_elements(&gr->tensors[gr->inputs[0]]);
+        int differ = 0;
+        for (int i = 0; i < 3; i++) {
+            float *x1[1] = {xs[0] + in_item * (size_t)i};
+            float *one = run_once(be->ops, be->f16, be->schedule, gr, 1, x1, &err);
+            assert_non_null(one);
+            differ += memcmp(one, all + item * (size_t)i, item * sizeof(float)) != 0;
+            free(one);
+        }
+        printf("%s: %s batch 3 items equal batch-1 runs: %s\n", name, be->name,
+               differ ? "no  FAIL" : "yes");
+        free(all);
+        free_inputs(gr, xs);
+        assert_int_equal(differ, 0);
+    }
+}
+
 /* The tensor-core pointwise kernel's two grid shapes (cuda pwm_groups) on the same layers: at
  * 256 x 320 pixels the 8 -> 40 layers have 640 tiles of 128 rows at batch 1 and 1,920 at batch 3,
  * so on a GPU of 80 to 240 multiprocessors (8 tiles per multiprocessor or more: one group of all
@@ -1659,35 +1699,45 @@ static void test_pointwise_mma_group_chains(void **state)
         fail_msg("pointwise mma group chains: %s", err.message);
     /* the per-node f16 variant: each item of batch 3 (one channel group) equals a batch-1 run
      * on that item (two groups), bit for bit */
-    for (int bi = 1; bi < N_BACKENDS; bi++) {
-        const backend_entry *be = &backends[bi];
-        if (!be->f16 || be->schedule != KEYER_CUDA_SCHEDULE_KERNELS || be->unavailable)
-            continue;
-        float **xs = make_inputs(gr, 3, 5150u, -1.0f, 1.0f);
-        float *all = run_once(be->ops, be->f16, be->schedule, gr, 3, xs, &err);
-        if (!all && err.status == KEYER_STATUS_DEVICE) {
-            printf("pointwise mma group chains: %s unavailable: %s\n", be->name, err.message);
-            free_inputs(gr, xs);
-            continue;
-        }
-        assert_non_null(all);
-        const size_t item = kr_tensor_elements(&gr->tensors[gr->outputs[0]]);
-        const size_t in_item = kr_tensor_elements(&gr->tensors[gr->inputs[0]]);
-        int differ = 0;
-        for (int i = 0; i < 3; i++) {
-            float *x1[1] = {xs[0] + in_item * (size_t)i};
-            float *one = run_once(be->ops, be->f16, be->schedule, gr, 1, x1, &err);
-            assert_non_null(one);
-            differ += memcmp(one, all + item * (size_t)i, item * sizeof(float)) != 0;
-            free(one);
-        }
-        printf("pointwise mma group chains: %s batch 3 items equal batch-1 runs: %s\n", be->name,
-               differ ? "no  FAIL" : "yes");
-        free(all);
-        free_inputs(gr, xs);
-        assert_int_equal(differ, 0);
-    }
+    check_batch_items(gr, "pointwise mma group chains", 5150u);
     check_graph(gr, "pointwise mma group chains", 0);
+}
+
+/* The f16 16 -> 16 pointwise layers on the tensor cores (cuda conv_2d.cu, conv_narrow_mma; f32
+ * and the other schedules run the same graph on their own paths): 19 x 13 pixels (247: the last
+ * 16-row tile of an item partial, and at batch 3 tiles that straddle items), a RELU and a
+ * residual ADD folded into the first, a HARD_SWISH folded into the second, a RELU6 in the
+ * third; then selfie's 128 x 128 shape with a residual ADD folded. The per-node f16 variant's
+ * batch-3 items equal batch-1 runs bit for bit; every cuda variant against the reference at
+ * batch 1 and 3. */
+static void test_narrow_mma_chains(void **state)
+{
+    (void)state;
+    static const int sizes[2][2] = {{19, 13}, {128, 128}};
+    for (int si = 0; si < 2; si++) {
+        kt_graph b;
+        kt_graph_begin(&b, "narrow mma chains", 16, 8, 1 << 16);
+        kt_rng rng = kt_rng_seed(1616u + (uint32_t)si);
+        int xd[4] = {1, sizes[si][0], sizes[si][1], 16}, d1[4], d2[4], d3[4];
+        int x = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, x);
+        int a = chain_pw(&b, &rng, x, xd, 16, KR_ACT_NONE, d1);
+        a = chain_unary(&b, KR_OP_RELU, a, d1);
+        int r = chain_binary(&b, KR_OP_ADD, a, x, d1);                 /* into the first */
+        int y = r;
+        if (si == 0) {
+            int h = chain_pw(&b, &rng, r, d1, 16, KR_ACT_NONE, d2);
+            h = chain_unary(&b, KR_OP_HARD_SWISH, h, d2);
+            y = chain_pw(&b, &rng, h, d2, 16, KR_ACT_RELU6, d3);
+        }
+        kt_graph_output(&b, y);
+        kr_graph *gr = NULL;
+        keyer_error err = {0};
+        if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
+            fail_msg("narrow mma chains: %s", err.message);
+        check_batch_items(gr, "narrow mma chains", 1717u);
+        check_graph(gr, "narrow mma chains", 0);
+    }
 }
 
 /* BlazeFace's two blocks from @p x (dims @p xd) to @p cout channels, as both chain tests build
@@ -2379,6 +2429,7 @@ int main(void)
         cmocka_unit_test(test_pointwise_tile_chains),
         cmocka_unit_test(test_pointwise_mma_chains),
         cmocka_unit_test(test_pointwise_mma_group_chains),
+        cmocka_unit_test(test_narrow_mma_chains),
         cmocka_unit_test(test_blazeface_chains),
         cmocka_unit_test(test_blazeface_wide_chains),
         cmocka_unit_test(test_rgb_stems),

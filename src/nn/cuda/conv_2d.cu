@@ -32,6 +32,9 @@
  * pixel, loads its input channels with vector loads and computes all its output channels
  * (at most 32, and at most 2 KB of weights) with the weights in the constant bank. The GEMM tile spends these layers' time on scalar
  * gathers and stores with a 16-deep K; they move little data per FMA and are bound by memory.
+ * In half precision the 16 -> 16 layers (selfie's at 128 x 128 and 64 x 64) take the tensor
+ * cores instead (conv_narrow_mma, below): conv_narrow's 256 FFMA a pixel made them bound by
+ * instructions at twice their memory floor.
  * Wider layers with as few inputs (up to 256 outputs) take conv_pw_groups (below) in half
  * precision.
  */
@@ -274,6 +277,129 @@ template <typename T, int K, int CG> static int launch_narrow(const kr_cuda_op *
     return 1;
 }
 
+/*
+ * The 16 -> 16 pointwise layers of an f16 instance on the tensor cores (selfie's 128 x 128 and
+ * 64 x 64 layers, issue 27). conv_narrow spent 256 FFMA, 16 conversions and its stores per pixel
+ * (ncu, selfie f16 b256 at 128 x 128: 125 us, SM throughput 83-93%, DRAM 41%: bound by
+ * instructions; the floor of its 247 MB is ~59 us). Here a warp computes 16 rows with 8
+ * mma.sync.m16n8k8 (2 n8 tiles x 2 k chunks x the weights' hi and lo halves) from registers
+ * loaded straight from global memory, no shared memory:
+ *  - A (16 x 8 per chunk): lane (g = lane / 4, t = lane % 4) loads channels [4t, 4t + 4) of rows
+ *    g and g + 8 (8 bytes each; a warp's load is 8 whole rows, 256 contiguous bytes). The first
+ *    half2 is its A register of chunk 0 (logical k 2t, 2t + 1), the second that of chunk 1: chunk
+ *    c holds channels {4t + 2c, 4t + 2c + 1 : t = 0..3}. The B fragments permute k the same way,
+ *    so each chunk is a sum over its 8 channels.
+ *  - B (8 x 8 per n tile and chunk): column g of n tile j is output channel
+ *    4 (g / 2) + 2j + g % 2, so that the accumulators c0, c1 of tiles 0 and 1 are channels
+ *    [4t, 4t + 4) of row g (c2, c3: of row g + 8) and each lane stores 8 contiguous bytes per row.
+ *    Lane g, t loads weights [4t, 4t + 4) of that channel, hi then lo halves (kr_cuda_op.w16),
+ *    once per warp.
+ * Each warp takes NARROW_MMA_TILES tiles of 16 rows per step (all their loads issued first),
+ * striding over the rows; rows past M load zeros and store nothing. Compute 7.5 and newer (every
+ * class keyer supports) take it alike; a choice by layer shape only (try_narrow_mma).
+ * Sum order: ops/conv_2d.cuh, "narrow tensor-core".
+ */
+struct narrow_bias16 {
+    float4 b[4]; /* channels [4t, 4t + 4) for lane t */
+};
+
+/* c += a (16 x 8, two registers) x b (8 x 8, one register), f16 in, f32 accumulate. */
+__device__ __forceinline__ void narrow_mma(float *c, unsigned a0, unsigned a1, unsigned b)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5}, {%6}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b));
+#endif
+}
+
+__global__ void __launch_bounds__(128) conv_narrow_mma(const __half *__restrict__ x,
+                                                       const __half *__restrict__ w16,
+                                                       const __grid_constant__ narrow_bias16 p,
+                                                       __half *__restrict__ y, long long M,
+                                                       kr_epilogue e)
+{
+    constexpr int TILES = NARROW_MMA_TILES, ROWS = 16 * TILES;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    uint2 bh[2], bl[2];
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const int n = 4 * (g >> 1) + 2 * j + (g & 1);
+        bh[j] = *reinterpret_cast<const uint2 *>(w16 + n * 16 + 4 * t);
+        bl[j] = *reinterpret_cast<const uint2 *>(w16 + 256 + n * 16 + 4 * t);
+    }
+    const float4 b4 = p.b[t];
+    const float bias[4] = {b4.x, b4.y, b4.z, b4.w};
+    const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
+    for (long long r0 = ((long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * ROWS;
+         r0 < M; r0 += warps * ROWS) {
+        uint2 a[TILES][2];
+#pragma unroll
+        for (int i = 0; i < TILES; i++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const long long row = r0 + 16 * i + 8 * h + g;
+                a[i][h] = row < M ? *reinterpret_cast<const uint2 *>(x + row * 16 + 4 * t)
+                                  : make_uint2(0u, 0u);
+            }
+#pragma unroll
+        for (int i = 0; i < TILES; i++) {
+            float acc[2][4] = {};
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                narrow_mma(acc[j], a[i][0].x, a[i][1].x, bh[j].x);
+                narrow_mma(acc[j], a[i][0].x, a[i][1].x, bl[j].x);
+                narrow_mma(acc[j], a[i][0].y, a[i][1].y, bh[j].y);
+                narrow_mma(acc[j], a[i][0].y, a[i][1].y, bl[j].y);
+            }
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const long long row = r0 + 16 * i + 8 * h + g;
+                if (row >= M)
+                    continue;
+                float v[4] = {acc[0][2 * h], acc[0][2 * h + 1], acc[1][2 * h], acc[1][2 * h + 1]};
+#pragma unroll
+                for (int c = 0; c < 4; c++)
+                    v[c] = kr_conv_out(v[c], bias[c], 0.0f, false, kr_no_res(),
+                                       [&](float s) { return kr_apply(e, s); });
+                kr_add_res<__half, 4>(e, (size_t)row * 16 + 4 * t, v);
+                kr_stv<4>(y + (size_t)row * 16 + 4 * t, v);
+            }
+        }
+    }
+}
+
+/* The tensor-core narrow path (above) for an f16 layer of 16 -> 16 channels with at least
+ * NARROW_MMA_MIN_PIXELS pixels per item (the excitations' 1x1 layers keep conv_narrow), its
+ * half weights (op->w16), float bias, 8-byte aligned rows, compute 7.5 or newer; 0 when it does
+ * not apply. Chosen by shape only, never by batch. */
+template <typename T> static int try_narrow_mma(const kr_cuda_op *, const conv_shape &) { return 0; }
+template <> int try_narrow_mma<__half>(const kr_cuda_op *op, const conv_shape &s)
+{
+    const kr_tensor *bt = op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
+    if (!s.pointwise || s.K != 16 || s.oc != 16 || s.oh * s.ow < NARROW_MMA_MIN_PIXELS ||
+        !op->w16 || !op->caps || op->caps->major * 10 + op->caps->minor < 75 ||
+        (bt && (!bt->data || bt->dtype != KR_DTYPE_F32)) || !kr_aligned(op->in[0], 8) ||
+        !kr_aligned(op->out, 8) || !kr_aligned(op->w16, 8) ||
+        (op->residual && !kr_aligned(op->residual, 8)))
+        return 0;
+    narrow_bias16 p;
+    const float *bias = bt ? (const float *)bt->data : NULL;
+    for (int q = 0; q < 4; q++)
+        p.b[q] = bias ? make_float4(bias[4 * q], bias[4 * q + 1], bias[4 * q + 2], bias[4 * q + 3])
+                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const long long M = s.M;
+    const long long warps = (M + 16 * NARROW_MMA_TILES - 1) / (16 * NARROW_MMA_TILES);
+    long long blocks = (warps + 3) / 4;
+    if (blocks > NARROW_MMA_MAX_BLOCKS)
+        blocks = NARROW_MMA_MAX_BLOCKS;
+    conv_narrow_mma<<<(unsigned)blocks, 128, 0, (cudaStream_t)op->stream>>>(
+        (const __half *)op->in[0], (const __half *)op->w16, p, (__half *)op->out, M,
+        kr_make_epilogue(op, 1));
+    return 1;
+}
+
 /* The narrow pointwise path (see the file comment): weights of one launch within 2 KB. */
 template <typename T> static int try_narrow(const kr_cuda_op *op, const conv_shape &s)
 {
@@ -284,6 +410,8 @@ template <typename T> static int try_narrow(const kr_cuda_op *op, const conv_sha
         !kr_aligned(op->in[0], 4 * sizeof(T)) ||
         (op->residual && !kr_aligned(op->residual, 4 * sizeof(T))))
         return 0;
+    if (try_narrow_mma<T>(op, s))
+        return 1;
     return launch_narrow<T, 8, 32>(op, s) || launch_narrow<T, 8, 24>(op, s) ||
            launch_narrow<T, 8, 16>(op, s) || launch_narrow<T, 8, 8>(op, s) ||
            launch_narrow<T, 16, 32>(op, s) ||

@@ -72,6 +72,16 @@
  * stems of a PW_MMA_STEM_MIN_K-wide window or more). */
 #define PW_MMA_MIN_KN 256
 #define PW_MMA_STEM_MIN_K 5
+
+/* ---- the 16 -> 16 pointwise layers on the tensor cores (conv_2d.cu, conv_narrow_mma) --------
+ * f16 16 -> 16 1x1 layers of at least NARROW_MMA_MIN_PIXELS pixels per item (not the
+ * excitations' 1x1 layers, which keep conv_narrow); a warp takes NARROW_MMA_TILES tiles of 16
+ * rows per step, all their loads issued first (8 bytes per lane and row: 128 bytes in flight per
+ * lane), in a grid of at most NARROW_MMA_MAX_BLOCKS blocks of 128 threads striding over the rows
+ * (the weights' fragments loaded once per warp). The grid's shape only: every row the same sum. */
+#define NARROW_MMA_MIN_PIXELS 16
+#define NARROW_MMA_TILES 4
+#define NARROW_MMA_MAX_BLOCKS 8192
 /* A layer with fewer tiles than PW_MMA_SPLIT_TILES_PER_SM per multiprocessor (the 8 x 8 and
  * 16 x 16 layers at batch 256, every layer up to 32 x 32 at batch 64) runs in groups of 32
  * output channels, each block staging only its group's weights (conv_2d_pw_mma.cu,

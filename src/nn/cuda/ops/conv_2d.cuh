@@ -46,6 +46,13 @@
  *      (mma.sync.m16n8k8), each chunk's 8 products with hi summed as the tensor core sums them
  *      (float accumulation; k past K: zero), then its 8 products with lo likewise; then + bias
  *      (kr_conv_out's order: bias, clamp, post function, residual).
+ *  narrow tensor-core (conv_2d.cu conv_narrow_mma: f16 16 -> 16 TFLite 1x1 layers of 16 pixels
+ *      or more per item, every class from 7.5, a choice by shape): each float weight as hi + lo
+ *      halves; from 0, two 8-deep chunks of k (mma.sync.m16n8k8), chunk c holding channels
+ *      {4t + 2c, 4t + 2c + 1 : t = 0..3} (chunk 0: 0, 1, 4, 5, 8, 9, 12, 13), each chunk's 8
+ *      products with hi summed as the tensor core sums them (float accumulation), then its 8
+ *      products with lo likewise; then + bias (kr_conv_out's order: bias, clamp, post function,
+ *      residual).
  * Which path a layer takes never depends on the batch (or, where it does, conv_pw_tile sums in
  * the order of the path it displaces), so an item's result is the same at every batch size.
  */
