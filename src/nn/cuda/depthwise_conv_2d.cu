@@ -282,7 +282,8 @@ static void launch_half(const kr_cuda_op *op, const dw_shape &s, kr_epilogue e, 
 
 /* dw_half where it applies (half, multiplier 1, no dilation, a 3x3 or 5x5 kernel, stride 1 or
  * 2 on both axes, channels even, aligned accesses: 8 bytes for 4 channels, 4 for 2; the float
- * weights and bias 16 or 8; fewer than 2^31 units); 0 when it does not. */
+ * weights and bias 16 or 8; fewer than 2^31 units; not 5x5 stride 1 with 4 channels); 0 when
+ * it does not. */
 template <typename I> static int try_half(const kr_cuda_op *op, const dw_shape &s, kr_epilogue e)
 {
     /* 4 channels per thread for multiples of 4 (dw_rows' and dw_kernel's unit, their f16
@@ -292,6 +293,13 @@ template <typename I> static int try_half(const kr_cuda_op *op, const dw_shape &
      * 64 x 64 x 24 0.067 -> 0.086; twice the registers, and idle threads at the rows' ends),
      * 2 channels faster on BlazeFace's 42 (16 x 16 x 42: 0.066 -> under 0.024 ms) */
     const int v = s.oc % 4 == 0 ? 4 : s.oc % 2 == 0 ? 2 : 0;
+    /* 5x5 stride 1 with 4 channels stays on dw_rows: session 12 measured dw_half (82
+     * registers) slower there (ncu, H200, selfie f16 b256: 16 x 16 x 128 46.9 -> 49.7 and
+     * 46.5 -> 50.0 us, 16 x 16 x 96 40.7 -> 40.4 and 40.4 -> 40.2), faster at stride 2 (64 x 64
+     * x 72 -> 32 x 32 129.1 -> 79.1, 128 x 128 x 16 -> 64 x 64 106.0 -> 73.4, 5x5 32 x 32 x 96
+     * -> 16 x 16 91.5 -> 57.1) and on every 3x3 stride-1 layer but one (by 0.3-3.2 us) */
+    if (v == 4 && s.kw == 5 && s.sh == 1)
+        return 0;
     const size_t al = 2 * (size_t)v, wal = 4 * (size_t)v;
     const float *bias = (const float *)op->in[2];
     if (!op->f16 || !v || s.mult != 1 || s.dh != 1 || s.dw != 1 || s.kh != s.kw ||
@@ -309,7 +317,7 @@ template <typename I> static int try_half(const kr_cuda_op *op, const dw_shape &
         launch_half<KW, S, V, I>(op, s, e, (unsigned)units);                                      \
         return 1;                                                                                 \
     }
-    DWH(3, 1, 4) DWH(3, 2, 4) DWH(5, 1, 4) DWH(5, 2, 4)
+    DWH(3, 1, 4) DWH(3, 2, 4) DWH(5, 2, 4)
     DWH(3, 1, 2) DWH(3, 2, 2) DWH(5, 1, 2) DWH(5, 2, 2)
 #undef DWH
     return 0;
