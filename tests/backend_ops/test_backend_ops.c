@@ -168,6 +168,18 @@ static const tcase cases[] = {
     DWCONV(6, 9, 16, 1, 5, 1, SAME, RELU6, 1),
     DWCONV(10, 9, 14, 1, 3, 2, SAME, RELU6, 1),
     DWCONV(7, 6, 6, 1, 3, 1, VALID, NONE, 1),
+    /* half precision, 4 channels of 4 pixels per thread (cuda dw_half, session 12) at the
+     * models' channel counts, odd sizes and widths no multiple of 4 (a thread's last pixels
+     * outside the row): selfie's stride-2 3x3 over 72 and 5x5 over 96, its stride-1 3x3 over
+     * 88 and 5x5 over 128, VALID windows (pose's stride-2 5x5), a one-row input (every window
+     * row but the centre outside) */
+    DWCONV(13, 11, 72, 1, 3, 2, SAME, NONE, 1),
+    DWCONV(11, 9, 96, 1, 5, 2, SAME, RELU6, 1),
+    DWCONV(9, 7, 88, 1, 3, 1, SAME, NONE, 1),
+    DWCONV(7, 6, 128, 1, 5, 1, SAME, RELU, 1),
+    DWCONV(12, 13, 20, 1, 5, 2, VALID, NONE, 1),
+    DWCONV(9, 10, 12, 1, 3, 1, VALID, RELU6, 1),
+    DWCONV(1, 9, 8, 1, 5, 1, SAME, NONE, 1),
     /* Convolution2DTransposeBias: H, W, Cin, Cout, K, S, padding */
     TCONV(4, 3, 3, 2, 2, 2, SAME),
     TCONV(4, 3, 3, 2, 3, 2, SAME),
