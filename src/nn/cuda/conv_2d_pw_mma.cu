@@ -118,7 +118,8 @@ static pwm_layout pwm_plan(int K, int N, int mi, int nbuf = 1)
  * input 4-byte aligned), each warp's still contiguous
  * runs), a folded excitation MUL (kr_cuda_op.scale: act(x * vec) + addend per element,
  * pwm_scale_tile), a folded RESIZE_BILINEAR (kr_cuda_op.rs: rs_pixel's values from the resize's
- * source, then its post function, pwm_resize_tile), each value rounded to half as the folded node stores it; or (PWM_STEM3, PWM_STEM5) the 3x3 or 5x5 window of an RGB stem, k =
+ * source, then its post function, pwm_resize_tile), each value rounded to half as the folded
+ * node stores it; or (PWM_STEM3, PWM_STEM5) the 3x3 or 5x5 window of an RGB stem, k =
  * (ky, kx, c) as the OHWI weights, zero outside the image; PWM_PIPE: as PWM_PLAIN, the next
  * tile's rows copied into a second buffer with cp.async (compute 8.0+; plain loads on 7.5)
  * while the current one is computed. */
