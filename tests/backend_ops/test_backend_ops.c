@@ -1266,11 +1266,11 @@ static int chain_cat(kt_graph *b, int a, const int *ad, int c, const int *cd, in
     return y;
 }
 
-/* How many RESIZE_BILINEAR, CONCATENATION and MAX_POOL_2D nodes of @p g the cuda backend's
- * per-node schedule folds into the convolutions after them in f16 (its profile gives a folded
- * node -1 ms); -1 when there is no device, or it (or the emulated class) has no mma.sync, so
- * that no fold is expected. */
-static int gather_folds(const kr_graph *g, int *emulated)
+/* How many nodes of @p g whose operator is one of @p ops (@p n_ops of them) the cuda backend's
+ * per-node schedule folds into the nodes after them in f16 (its profile gives a folded node
+ * -1 ms; each one of those operators not folded is listed); -1 when there is no device, or it
+ * (or the emulated class) has no mma.sync, so that no fold is expected. */
+static int folded_nodes(const kr_graph *g, const kr_op *ops, int n_ops, int *emulated)
 {
     *emulated = 0;
 #ifdef KEYER_HAVE_CUDA_NN
@@ -1289,23 +1289,31 @@ static int gather_folds(const kr_graph *g, int *emulated)
     assert_int_equal(kr_backend_cuda.profile(in.inst, ms, &err), KEYER_OK);
     int folds = 0;
     for (int n = 0; n < g->n_nodes; n++) {
-        const int gather = g->nodes[n].op == KR_OP_RESIZE_BILINEAR ||
-                           g->nodes[n].op == KR_OP_CONCATENATION ||
-                           g->nodes[n].op == KR_OP_MAX_POOL_2D;
-        folds += gather && ms[n] < 0;
-        if (gather && ms[n] >= 0) /* which one stayed a node of its own, and on what limits */
-            printf("gather folds: node %d (%s) not folded; compute %d.%d, %d SMs, shared memory "
+        int listed = 0;
+        for (int o = 0; o < n_ops; o++)
+            listed |= g->nodes[n].op == ops[o];
+        folds += listed && ms[n] < 0;
+        if (listed && ms[n] >= 0) /* which one stayed a node of its own, and on what limits */
+            printf("%s: node %d (%s) not folded; compute %d.%d, %d SMs, shared memory "
                    "%zu per block (%zu opt-in), %zu per SM\n",
-                   n, kr_op_name(g->nodes[n].op), caps.major, caps.minor, caps.sms,
+                   g->name, n, kr_op_name(g->nodes[n].op), caps.major, caps.minor, caps.sms,
                    caps.smem_block, caps.smem_block_optin, caps.smem_sm);
     }
     free(ms);
     instance_destroy(&in);
     return folds;
 #else
-    (void)g;
+    (void)g, (void)ops, (void)n_ops;
     return -1;
 #endif
+}
+
+/* How many RESIZE_BILINEAR, CONCATENATION and MAX_POOL_2D nodes of @p g the cuda backend's
+ * per-node schedule folds into the convolutions after them in f16 (folded_nodes). */
+static int gather_folds(const kr_graph *g, int *emulated)
+{
+    static const kr_op ops[] = {KR_OP_RESIZE_BILINEAR, KR_OP_CONCATENATION, KR_OP_MAX_POOL_2D};
+    return folded_nodes(g, ops, 3, emulated);
 }
 
 /*
@@ -1649,9 +1657,10 @@ static void test_pointwise_mma_chains(void **state)
     finish_and_check(&b, "pointwise mma chains");
 }
 
-/* The per-node f16 variant on @p gr: each item of a batch-3 run (inputs from @p seed) equals a
- * batch-1 run on that item, bit for bit. */
-static void check_batch_items(kr_graph *gr, const char *name, uint32_t seed)
+/* The per-node f16 cuda variant on @p gr (one input): each item of a batch-3 run (inputs from
+ * @p seed) equals a batch-1 run on that item, bit for bit (an item's result must not depend on
+ * the batch it runs in); prints the verdict under @p name, fails on a difference. */
+static void check_items_equal_batch1(const kr_graph *gr, const char *name, uint32_t seed)
 {
     keyer_error err = {0};
     for (int bi = 1; bi < N_BACKENDS; bi++) {
@@ -1711,7 +1720,7 @@ static void test_pointwise_mma_group_chains(void **state)
         fail_msg("pointwise mma group chains: %s", err.message);
     /* the per-node f16 variant: each item of batch 3 (one channel group) equals a batch-1 run
      * on that item (two groups), bit for bit */
-    check_batch_items(gr, "pointwise mma group chains", 5150u);
+    check_items_equal_batch1(gr, "pointwise mma group chains", 5150u);
     check_graph(gr, "pointwise mma group chains", 0);
 }
 
@@ -1747,8 +1756,76 @@ static void test_narrow_mma_chains(void **state)
         keyer_error err = {0};
         if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
             fail_msg("narrow mma chains: %s", err.message);
-        check_batch_items(gr, "narrow mma chains", 1717u);
+        check_items_equal_batch1(gr, "narrow mma chains", 1717u);
         check_graph(gr, "narrow mma chains", 0);
+    }
+}
+
+/* The folded sources of the tensor-core pointwise kernel (cuda conv_2d_pw_mma.cu, PWM_RESIZE
+ * and PWM_SCALE) in selfie's decoder shapes, odd sizes. Graph 1: a half-pixel 2x upsample of
+ * 9 x 8 x 128 folded into a 128 -> 24 + RELU (selfie's 16 x 16 -> 32 x 32 layer; 16 rows per
+ * warp), then an align_corners upsample to 35 x 31 (no integer ratio) folded into a 24 -> 16
+ * (selfie's 32 x 32 -> 64 x 64 layer; 32 rows per warp); partial last tiles, tiles across
+ * items at batch 3. Graph 2: at 5 x 7 pixels (35 per item: a tile of 64 rows spans two or
+ * three items, so the per-item excitation vector changes within a tile) a 96 -> 96 + RELU6,
+ * the excitation's MUL folded into a 96 -> 32, then a MUL + ADD (the addend: the 96 -> 32's
+ * output) folded into a 32 -> 24. Each graph: every cuda variant against the reference at
+ * batch 1 and 3, the per-node f16 variant's batch-3 items equal to batch-1 runs bit for bit,
+ * and on a device with mma.sync both resizes (graph 1) and both MULs (graph 2) folded. */
+static void test_pointwise_mma_fold_chains(void **state)
+{
+    (void)state;
+    kr_graph *gr = NULL;
+    keyer_error err = {0};
+    int emulated = 0;
+    {
+        kt_graph b;
+        kt_graph_begin(&b, "pointwise mma fold chains (resize)", 24, 12, 1 << 20);
+        kt_rng rng = kt_rng_seed(3141);
+        int xd[4] = {1, 9, 8, 128}, rd[4], ad[4], r2d[4], cd[4];
+        int x = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, x);
+        int r = chain_resize(&b, x, xd, 18, 16, 0, 1, rd);     /* half-pixel, 2x */
+        int a = chain_pw(&b, &rng, r, rd, 24, KR_ACT_RELU, ad); /* 128 -> 24 */
+        int r2 = chain_resize(&b, a, ad, 35, 31, 1, 0, r2d);   /* align_corners, odd ratio */
+        int c = chain_pw(&b, &rng, r2, r2d, 16, KR_ACT_NONE, cd); /* 24 -> 16 */
+        kt_graph_output(&b, c);
+        if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
+            fail_msg("pointwise mma fold chains: %s", err.message);
+        static const kr_op rs[] = {KR_OP_RESIZE_BILINEAR};
+        const int folds = folded_nodes(gr, rs, 1, &emulated);
+        printf("pointwise mma fold chains: %d of 2 resizes folded (-1: none expected here)%s\n",
+               folds, emulated ? " (emulated class)" : "");
+        if (folds >= 0)
+            assert_int_equal(folds, 2);
+        check_items_equal_batch1(gr, "pointwise mma fold chains (resize)", 6021u);
+        check_graph(gr, "pointwise mma fold chains (resize)", 1);
+    }
+    {
+        kt_graph b;
+        kt_graph_begin(&b, "pointwise mma fold chains (scale)", 48, 32, 1 << 20);
+        kt_rng rng = kt_rng_seed(2653);
+        int xd[4] = {1, 5, 7, 96}, ed[4], pd[4], qd[4];
+        int x = kt_graph_act(&b, 4, xd);
+        kt_graph_input(&b, x);
+        int e = chain_pw(&b, &rng, x, xd, 96, KR_ACT_RELU6, ed);
+        int m = chain_binary(&b, KR_OP_MUL, e, chain_excitation(&b, &rng, e, ed, 8), ed);
+        int p = chain_pw(&b, &rng, m, ed, 32, KR_ACT_NONE, pd);       /* MUL folded, 96 -> 32 */
+        int m2 = chain_binary(&b, KR_OP_MUL, p, chain_excitation(&b, &rng, p, pd, 8), pd);
+        int s2 = chain_binary(&b, KR_OP_ADD, m2, p, pd);              /* into the MUL */
+        int q = chain_pw(&b, &rng, s2, pd, 24, KR_ACT_NONE, qd);      /* MUL + ADD folded */
+        kt_graph_output(&b, q);
+        if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
+            fail_msg("pointwise mma fold chains: %s", err.message);
+        static const kr_op mul[] = {KR_OP_MUL};
+        const int folds = folded_nodes(gr, mul, 1, &emulated);
+        printf("pointwise mma fold chains: %d of 2 excitation MULs folded (-1: none expected "
+               "here)%s\n",
+               folds, emulated ? " (emulated class)" : "");
+        if (folds >= 0)
+            assert_int_equal(folds, 2);
+        check_items_equal_batch1(gr, "pointwise mma fold chains (scale)", 6022u);
+        check_graph(gr, "pointwise mma fold chains (scale)", 1);
     }
 }
 
@@ -2442,6 +2519,7 @@ int main(void)
         cmocka_unit_test(test_pointwise_mma_chains),
         cmocka_unit_test(test_pointwise_mma_group_chains),
         cmocka_unit_test(test_narrow_mma_chains),
+        cmocka_unit_test(test_pointwise_mma_fold_chains),
         cmocka_unit_test(test_blazeface_chains),
         cmocka_unit_test(test_blazeface_wide_chains),
         cmocka_unit_test(test_rgb_stems),

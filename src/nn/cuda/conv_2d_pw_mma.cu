@@ -31,7 +31,8 @@
  * channels' weights. A MUL by an excitation's channel vector or a bilinear
  * upsample folded into the layer (fusion.h) is computed in the copy into shared memory, each
  * value rounded to half as the folded node would have stored it, so the results are those of
- * the unfolded nodes bit for bit.
+ * the unfolded nodes bit for bit (pwm_scale_tile: a thread's loads for 4 vectors in flight
+ * together; pwm_resize_tile: each row's taps and weights once per tile, then 16-byte taps).
  *
  * m16n8k8 and ldmatrix exist from compute 7.5, so every class keyer supports (7.5 and newer)
  * takes the same instructions for the same layers and computes the same sums: the choice is by
@@ -115,9 +116,10 @@ static pwm_layout pwm_plan(int K, int N, int mi, int nbuf = 1)
 /* Where a layer's input values come from (the kernel's SRC): the input tensor as stored (K a
  * multiple of 8: 16-byte loads; PWM_ODD: any K, 2-byte loads (4-byte ones where K is even and the
  * input 4-byte aligned), each warp's still contiguous
- * runs), a folded excitation MUL (kr_cuda_op.scale: act(x * vec) + addend per element), a
- * folded RESIZE_BILINEAR (kr_cuda_op.rs: rs_pixel of the resize's source, then its post
- * function), each value rounded to half as the folded node stores it; or (PWM_STEM3, PWM_STEM5) the 3x3 or 5x5 window of an RGB stem, k =
+ * runs), a folded excitation MUL (kr_cuda_op.scale: act(x * vec) + addend per element,
+ * pwm_scale_tile), a folded RESIZE_BILINEAR (kr_cuda_op.rs: rs_pixel's values from the resize's
+ * source, then its post function, pwm_resize_tile), each value rounded to half as the folded
+ * node stores it; or (PWM_STEM3, PWM_STEM5) the 3x3 or 5x5 window of an RGB stem, k =
  * (ky, kx, c) as the OHWI weights, zero outside the image; PWM_PIPE: as PWM_PLAIN, the next
  * tile's rows copied into a second buffer with cp.async (compute 8.0+; plain loads on 7.5)
  * while the current one is computed. */
@@ -131,54 +133,6 @@ struct pwm_source {
     rs_shape rs;        /* the folded resize: source ih x iw, output oh x ow (the layer's) */
     int ih, iw, oh, ow, sh, sw, pt, pl; /* a stem's input and output sizes, strides, pads */
 };
-
-/* The 8 input channels [8c, 8c + 8) of pixel @p m (K channels) of the tile, vector @p i of the
- * tile's run: as stored (PWM_PLAIN), or through the folded node. */
-template <int SRC>
-__device__ __forceinline__ uint4 pwm_input(const __half *__restrict__ x, size_t i,
-                                           const pwm_source &sc, int m, int c, int K)
-{
-    if (SRC == PWM_PLAIN)
-        return reinterpret_cast<const uint4 *>(x)[i];
-    float v[8];
-    if (SRC == PWM_SCALE) {
-        const uint4 xv = reinterpret_cast<const uint4 *>(x)[i];
-        const uint4 sv = *reinterpret_cast<const uint4 *>(
-            sc.vec + (size_t)(m / sc.pixels) * sc.stride + 8 * c);
-        const __half2 *xh = reinterpret_cast<const __half2 *>(&xv);
-        const __half2 *sh = reinterpret_cast<const __half2 *>(&sv);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const float2 xf = __half22float2(xh[j]), sf = __half22float2(sh[j]);
-            v[2 * j] = kr_apply(sc.e, xf.x * sf.x);
-            v[2 * j + 1] = kr_apply(sc.e, xf.y * sf.y);
-        }
-        if (sc.addend) {
-            const uint4 av = *reinterpret_cast<const uint4 *>(sc.addend + (size_t)m * K + 8 * c);
-            const __half2 *ah = reinterpret_cast<const __half2 *>(&av);
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const float2 af = __half22float2(ah[j]);
-                v[2 * j] += af.x;
-                v[2 * j + 1] += af.y;
-            }
-        }
-    } else {
-        const int hw = sc.rs.oh * sc.rs.ow, b = m / hw, p = m % hw;
-        const int oy = p / sc.rs.ow, ox = p % sc.rs.ow;
-        rs_pixel<__half, 4, size_t>(x, sc.rs, (size_t)b, oy, ox, 8 * c, v);
-        rs_pixel<__half, 4, size_t>(x, sc.rs, (size_t)b, oy, ox, 8 * c + 4, v + 4);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            v[j] = kr_apply(sc.e, v[j]);
-    }
-    uint4 out;
-    __half2 *oh = reinterpret_cast<__half2 *>(&out);
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-        oh[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
-    return out;
-}
 
 /* A folded ADD (kr_cuda_op.add): src of ch channels (zeros past), the ADD's clamp and post. */
 struct pwm_add {
@@ -332,6 +286,147 @@ __device__ __forceinline__ void pwm_wait0()
 #endif
 }
 
+/* The 8 values [8 c, 8 c + 8) of @p v (floats) as halves, rounded to nearest. */
+__device__ __forceinline__ uint4 pwm_pack8(const float *v)
+{
+    uint4 out;
+    __half2 *oh = reinterpret_cast<__half2 *>(&out);
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        oh[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+    return out;
+}
+
+/* PWM_SCALE: rows [0, @p here) of the tile at pixel @p m0 (kv = K / 8 16-byte vectors a row)
+ * into the A tile as the folded MUL stores them: each value x * vec (the row's item's vector),
+ * clamped and through the MUL's post function P (pwm_post: kr_apply's operations), + the
+ * folded ADD's addend, rounded to half (the values of the unfolded MUL, bit for bit); rows past
+ * @p here zero. A thread's vectors go in batches of PWM_SCALE_BATCH whose input and addend
+ * loads are all issued before any is used (the scale vectors, a few KB read by every block, are
+ * loaded where used: 48 registers of loads in flight raised the 16-rows kernel from 72 to 96
+ * registers, one block fewer per multiprocessor), and the row's item comes from the tile's
+ * first item without a division where the rows stay within the next item (every layer with
+ * pixels >= BM). */
+#define PWM_SCALE_BATCH 4
+template <int P, int BM>
+__device__ __forceinline__ void pwm_scale_tile(const __half *__restrict__ x, const pwm_source &sc,
+                                               __half *as, int lda, int m0, int here, int kv,
+                                               int tid)
+{
+    const int n = BM * kv;
+    const int b0 = sc.stride ? m0 / sc.pixels : 0;  /* the item of the tile's first row */
+    const int e0 = (b0 + 1) * sc.pixels - m0;       /* the tile row where item b0 + 1 starts */
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    for (int i0 = tid; i0 < n; i0 += PWM_SCALE_BATCH * PWM_THREADS) {
+        uint4 xv[PWM_SCALE_BATCH], av[PWM_SCALE_BATCH];
+#pragma unroll
+        for (int u = 0; u < PWM_SCALE_BATCH; u++) {
+            const int i = i0 + u * PWM_THREADS, r = i / kv;
+            xv[u] = zero, av[u] = zero;
+            if (i < n && r < here) {
+                const size_t vi = (size_t)m0 * kv + i; /* the vector's index in x and addend */
+                xv[u] = reinterpret_cast<const uint4 *>(x)[vi];
+                if (sc.addend)
+                    av[u] = reinterpret_cast<const uint4 *>(sc.addend)[vi];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < PWM_SCALE_BATCH; u++) {
+            const int i = i0 + u * PWM_THREADS, r = i / kv, c = i - r * kv;
+            if (i >= n)
+                break;
+            uint4 out = zero;
+            if (r < here) {
+                const int b = !sc.stride || r < e0 ? b0 : b0 + 1 + (r - e0) / sc.pixels;
+                const uint4 sv =
+                    *reinterpret_cast<const uint4 *>(sc.vec + (size_t)b * sc.stride + 8 * c);
+                const __half2 *xh = reinterpret_cast<const __half2 *>(&xv[u]);
+                const __half2 *sh = reinterpret_cast<const __half2 *>(&sv);
+                const __half2 *ah = reinterpret_cast<const __half2 *>(&av[u]);
+                float v[8];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float2 xf = __half22float2(xh[j]), sf = __half22float2(sh[j]);
+                    v[2 * j] = pwm_post<P>(sc.e, xf.x * sf.x);
+                    v[2 * j + 1] = pwm_post<P>(sc.e, xf.y * sf.y);
+                    if (sc.addend) {
+                        const float2 af = __half22float2(ah[j]);
+                        v[2 * j] += af.x;
+                        v[2 * j + 1] += af.y;
+                    }
+                }
+                out = pwm_pack8(v);
+            }
+            *reinterpret_cast<uint4 *>(as + r * lda + c * 8) = out;
+        }
+    }
+}
+
+/* A folded resize's sampling of one output pixel (pwm_resize_tile): the element offset of its
+ * (y0, x0) tap in the source, the offsets from there to row y1 and to column x1, and the
+ * weights dy, dx of rs_axis. */
+struct pwm_rs_row {
+    long long o;
+    int dy, dx;
+    float fy, fx;
+};
+
+/* PWM_RESIZE: rows [0, @p here) of the tile at pixel @p m0 (kv = K / 8 16-byte vectors a row)
+ * into the A tile as the folded resize stores them, rows past @p here zero. First each row's
+ * taps and weights, once per row (rs_axis, as rs_pixel computes them), into @p tab (BM
+ * entries: the warps' staging area, which no warp touches between the tile loop's first
+ * __syncthreads and the one after the A tile is written); then every 8 channels of a row from
+ * four 16-byte loads (one per tap), each value rs_blend of its taps then the resize's post
+ * function P (pwm_post: kr_apply's operations), rounded to half: rs_pixel's values bit for bit,
+ * with the coordinates, divisions and clamps once per row instead of twice per 8 channels. A
+ * thread steps through its vectors (rows and columns) without dividing. */
+template <int P, int BM>
+__device__ __forceinline__ void pwm_resize_tile(const __half *__restrict__ x, const pwm_source &sc,
+                                                __half *as, int lda, pwm_rs_row *tab, int m0,
+                                                int here, int kv, int tid)
+{
+    const rs_shape &s = sc.rs;
+    for (int r = tid; r < BM; r += PWM_THREADS) {
+        pwm_rs_row t;
+        t.o = 0, t.dy = 0, t.dx = 0, t.fy = 0.0f, t.fx = 0.0f;
+        if (r < here) {
+            const int hw = s.oh * s.ow, m = m0 + r, b = m / hw, p = m - b * hw;
+            const int oy = p / s.ow, ox = p - oy * s.ow;
+            int y0, y1, x0, x1;
+            rs_axis(s.ih, s.oh, s.align, s.half, oy, &y0, &y1, &t.fy);
+            rs_axis(s.iw, s.ow, s.align, s.half, ox, &x0, &x1, &t.fx);
+            t.o = (((long long)b * s.ih + y0) * s.iw + x0) * s.ch;
+            t.dy = (y1 - y0) * s.iw * s.ch;
+            t.dx = (x1 - x0) * s.ch;
+        }
+        tab[r] = t;
+    }
+    __syncthreads();
+    const int n = BM * kv, q = PWM_THREADS / kv, rem = PWM_THREADS - q * kv;
+    int r = tid / kv, c = tid - r * kv;
+#pragma unroll 2
+    for (int i = tid; i < n; i += PWM_THREADS) {
+        uint4 out = make_uint4(0u, 0u, 0u, 0u);
+        if (r < here) {
+            const pwm_rs_row t = tab[r];
+            const __half *p = x + t.o + 8 * c;
+            float v00[8], v10[8], v01[8], v11[8], v[8];
+            kr_ldv<8>(p, v00);
+            kr_ldv<8>(p + t.dy, v10);
+            kr_ldv<8>(p + t.dx, v01);
+            kr_ldv<8>(p + t.dy + t.dx, v11);
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                v[j] = pwm_post<P>(sc.e, rs_blend(v00[j], v10[j], v01[j], v11[j], t.fy, t.fx));
+            out = pwm_pack8(v);
+        }
+        *reinterpret_cast<uint4 *>(as + r * lda + c * 8) = out;
+        r += q, c += rem;
+        if (c >= kv)
+            c -= kv, r++;
+    }
+}
+
 /* The kernel: @p wh the weights as hi halves [N][K] then lo halves [N][K] (kr_cuda_op.w16);
  * the grid's blocks in groups of @p G, block b computing output channels [NG (b % G),
  * NG (b % G + 1)) (NG = NP / G, a multiple of PWM_NC) of tiles b / G, b / G + gridDim / G, ...
@@ -346,6 +441,8 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                                                            pwm_source sc, pwm_add ra, int st_odd)
 {
     constexpr int BM = 16 * MI * PWM_WARPS, RW = 16 * MI; /* rows per block, per warp */
+    static_assert(BM * sizeof(pwm_rs_row) <= PWM_WARPS * RW * PWM_LDS * sizeof(float),
+                  "a resize's sampling table fits the staging area");
     extern __shared__ __align__(16) unsigned char pwm_sm[];
     const int lda = KP + 8;
     constexpr int NBUF = SRC == PWM_PIPE ? 2 : 1;
@@ -471,16 +568,45 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                 const int r = i / kv, c = i % kv;
                 uint4 v = make_uint4(0u, 0u, 0u, 0u);
                 if (r < here)
-                    v = pwm_input<SRC>(x, (size_t)m0 * kv + i, sc, m0 + r, c, K);
+                    v = reinterpret_cast<const uint4 *>(x)[(size_t)m0 * kv + i];
                 *reinterpret_cast<uint4 *>(as + r * lda + c * 8) = v;
             }
-        } else {
-            for (int i = tid; i < BM * kv; i += PWM_THREADS) {
-                const int r = i / kv, c = i % kv;
-                uint4 v = make_uint4(0u, 0u, 0u, 0u);
-                if (r < here)
-                    v = pwm_input<SRC>(x, (size_t)m0 * kv + i, sc, m0 + r, c, K);
-                *reinterpret_cast<uint4 *>(as + r * lda + c * 8) = v;
+        } else if (SRC == PWM_SCALE) { /* the post function fixed for the whole tile */
+            switch (sc.e.post) {
+            case KR_CUDA_POST_RELU:
+                pwm_scale_tile<KR_CUDA_POST_RELU, BM>(x, sc, as, lda, m0, here, kv, tid);
+                break;
+            case KR_CUDA_POST_RELU6:
+                pwm_scale_tile<KR_CUDA_POST_RELU6, BM>(x, sc, as, lda, m0, here, kv, tid);
+                break;
+            case KR_CUDA_POST_HARD_SWISH:
+                pwm_scale_tile<KR_CUDA_POST_HARD_SWISH, BM>(x, sc, as, lda, m0, here, kv, tid);
+                break;
+            case KR_CUDA_POST_LOGISTIC:
+                pwm_scale_tile<KR_CUDA_POST_LOGISTIC, BM>(x, sc, as, lda, m0, here, kv, tid);
+                break;
+            default:
+                pwm_scale_tile<KR_CUDA_POST_NONE, BM>(x, sc, as, lda, m0, here, kv, tid);
+            }
+        } else { /* PWM_RESIZE: the sampling table in the (idle) staging area */
+            pwm_rs_row *tab = reinterpret_cast<pwm_rs_row *>(bs + NG);
+            switch (sc.e.post) {
+            case KR_CUDA_POST_RELU:
+                pwm_resize_tile<KR_CUDA_POST_RELU, BM>(x, sc, as, lda, tab, m0, here, kv, tid);
+                break;
+            case KR_CUDA_POST_RELU6:
+                pwm_resize_tile<KR_CUDA_POST_RELU6, BM>(x, sc, as, lda, tab, m0, here, kv, tid);
+                break;
+            case KR_CUDA_POST_HARD_SWISH:
+                pwm_resize_tile<KR_CUDA_POST_HARD_SWISH, BM>(x, sc, as, lda, tab, m0, here, kv,
+                                                             tid);
+                break;
+            case KR_CUDA_POST_LOGISTIC:
+                pwm_resize_tile<KR_CUDA_POST_LOGISTIC, BM>(x, sc, as, lda, tab, m0, here, kv,
+                                                           tid);
+                break;
+            default:
+                pwm_resize_tile<KR_CUDA_POST_NONE, BM>(x, sc, as, lda, tab, m0, here, kv, tid);
             }
         }
         if (SRC != PWM_PIPE)

@@ -3,8 +3,8 @@
  * weight), rs_pixel (the per-node kernel, resize_bilinear.cu, and the persistent schedule's
  * RESIZE step and resize-fed convolution: exactly src/nn/reference/resize_bilinear.c, TFLite's
  * reference kernel, in float: each tap times (1 - dy) or dy, then (1 - dx) or dx, the four
- * added in order), and kr_bilerp4 (the cluster segment's resizes: the four tap weights formed
- * first, then the taps times their weights added in the same order; it rounds differently).
+ * added in order: rs_blend), and kr_bilerp4 (the cluster segment's resizes: the four tap weights
+ * formed first, then the taps times their weights added in the same order; it rounds differently).
  */
 #ifndef KEYER_NN_CUDA_RESIZE_BILINEAR_CUH
 #define KEYER_NN_CUDA_RESIZE_BILINEAR_CUH
@@ -31,8 +31,19 @@ __device__ __forceinline__ void rs_axis(int in, int out, int align, int half, in
     *f = src - (float)*i0;
 }
 
+/* One channel's value from its four taps v00 (y0, x0), v10 (y1, x0), v01 (y0, x1), v11 (y1, x1)
+ * and the weights dy, dx (rs_axis): each tap times (1 - dy) or dy, then (1 - dx) or dx, the four
+ * added in order (the reference's arithmetic; rs_pixel and every caller that must equal it
+ * compute each value through this function). */
+__device__ __forceinline__ float rs_blend(float v00, float v10, float v01, float v11, float dy,
+                                          float dx)
+{
+    return v00 * (1 - dy) * (1 - dx) + v10 * dy * (1 - dx) + v01 * (1 - dy) * dx +
+           v11 * dy * dx;
+}
+
 /* Channels k..k+V-1 of output pixel (oy, ox) of item b, before any epilogue: the four taps
- * weighted in the reference's order. */
+ * weighted in the reference's order (rs_blend). */
 template <typename T, int V, typename I>
 __device__ __forceinline__ void rs_pixel(const T *x, const rs_shape &s, I b, int oy, int ox, int k,
                                          float *v)
@@ -50,8 +61,7 @@ __device__ __forceinline__ void rs_pixel(const T *x, const rs_shape &s, I b, int
     kr_ldv<V>(r1 + (I)x1 * s.ch + k, v11);
 #pragma unroll
     for (int j = 0; j < V; j++)
-        v[j] = v00[j] * (1 - dy) * (1 - dx) + v10[j] * dy * (1 - dx) + v01[j] * (1 - dy) * dx +
-               v11[j] * dy * dx;
+        v[j] = rs_blend(v00[j], v10[j], v01[j], v11[j], dy, dx);
 }
 
 /* The cluster segment's interpolation of 4 channels from the taps v00 (y0, x0), v10 (y1, x0),
