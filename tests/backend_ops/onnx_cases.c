@@ -124,8 +124,8 @@ static const ocase cases[] = {
      .lo = -0.125f, .hi = 0.125f},
     /* narrower tiles on small grids (conv_2d_tc.cu: fewer 4-row tiles than multiprocessors, so
      * 16 or 32 output channels per block instead of 64): u2netp's deep levels at odd sizes,
-     * 128 -> 64 (8 chunks) at 11 x 9, 64 -> 48 (a partial tile at 32 and 64 channels) with
-     * dilation 2 at 21 x 19, 32 -> 64 with dilation 4 at 10 x 10, 64 -> 40 with dilation 4 at
+     * 128 -> 64 (8 chunks) at 11 x 9, 64 -> 48 (three tiles of 16 channels, one partial tile of
+     * 64 where not narrowed) with dilation 2 at 21 x 19, 32 -> 64 with dilation 4 at 10 x 10, 64 -> 40 with dilation 4 at
      * 20 x 20, 64 -> 64 at 41 x 39 (33 tiles at batch 1, 99 at batch 3) */
     {.op = KR_OP_CONV_2D, .rank = 4, .dims = {1, 11, 9, 128}, .cout = 64, .k = {3, 3},
      .s = {1, 1}, .dil = {1, 1}, .pads = {1, 1, 1, 1}, .groups = 1, .act = KR_ACT_RELU,

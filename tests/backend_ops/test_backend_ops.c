@@ -1477,9 +1477,9 @@ static void test_onnx_large_convs(void **state)
  * ceil-mode pool, a 64 -> 16 with dilation 2 and a 16 -> 16 with dilation 4 at 11 x 10, a
  * 32 -> 16 (dilation 2) reading a folded concatenation, an 80 -> 64 reading a folded
  * half-pixel resize (11 x 10 -> 21 x 19) and its concatenation with a skip, with a folded RELU
- * and the block's residual ADD, and a 128 -> 48 (48 outputs: partial tiles at 32 and 64
- * channels) reading a second resize and concatenation. Every cuda variant against the reference
- * at batch 1 and 3.
+ * and the block's residual ADD, and a 128 -> 48 (three tiles of 16 outputs; one partial tile
+ * where the grid is not narrowed) reading a second resize and concatenation. Every cuda variant
+ * against the reference at batch 1 and 3.
  */
 static void test_onnx_small_grids(void **state)
 {
