@@ -122,6 +122,24 @@ static const ocase cases[] = {
     {.op = KR_OP_CONV_2D, .rank = 4, .dims = {1, 161, 177, 24}, .cout = 16, .k = {3, 3},
      .s = {1, 1}, .dil = {2, 2}, .pads = {2, 2, 2, 2}, .groups = 1, .act = KR_ACT_NONE,
      .lo = -0.125f, .hi = 0.125f},
+    /* narrower tiles on small grids (conv_2d_tc.cu: fewer 4-row tiles than multiprocessors, so
+     * 16 or 32 output channels per block instead of 64): u2netp's deep levels at odd sizes,
+     * 128 -> 64 (8 chunks) at 11 x 9, 64 -> 48 (three tiles of 16 channels, one partial tile of
+     * 64 where not narrowed) with dilation 2 at 21 x 19, 32 -> 64 with dilation 4 at 10 x 10, 64 -> 40 with dilation 4 at
+     * 20 x 20, 64 -> 64 at 41 x 39 (33 tiles at batch 1, 99 at batch 3) */
+    {.op = KR_OP_CONV_2D, .rank = 4, .dims = {1, 11, 9, 128}, .cout = 64, .k = {3, 3},
+     .s = {1, 1}, .dil = {1, 1}, .pads = {1, 1, 1, 1}, .groups = 1, .act = KR_ACT_RELU,
+     .lo = -0.125f, .hi = 0.125f},
+    {.op = KR_OP_CONV_2D, .rank = 4, .dims = {1, 21, 19, 64}, .cout = 48, .k = {3, 3},
+     .s = {1, 1}, .dil = {2, 2}, .pads = {2, 2, 2, 2}, .groups = 1, .act = KR_ACT_NONE,
+     .lo = -0.125f, .hi = 0.125f},
+    CONVG(10, 10, 32, 64, 3, 1, 4, 4, 4, 4, 4, 1, RELU),
+    {.op = KR_OP_CONV_2D, .rank = 4, .dims = {1, 20, 20, 64}, .cout = 40, .k = {3, 3},
+     .s = {1, 1}, .dil = {4, 4}, .pads = {4, 4, 4, 4}, .groups = 1, .act = KR_ACT_RELU,
+     .lo = -0.125f, .hi = 0.125f},
+    {.op = KR_OP_CONV_2D, .rank = 4, .dims = {1, 41, 39, 64}, .cout = 64, .k = {3, 3},
+     .s = {1, 1}, .dil = {1, 1}, .pads = {1, 1, 1, 1}, .groups = 1, .act = KR_ACT_NONE,
+     .lo = -0.125f, .hi = 0.125f},
     /* DEPTHWISE_CONV_2D with explicit asymmetric pads */
     {.op = KR_OP_DEPTHWISE_CONV_2D, .rank = 4, .dims = D4(1, 8, 7, 3), .cout = 6, .k = {3, 3},
      .s = {2, 2}, .pads = {0, 1, 1, 0}},

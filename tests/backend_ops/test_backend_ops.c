@@ -27,7 +27,8 @@
  *    zero-padded input; gather instead of scatter; double-precision resize coordinates).
  *
  *  test_u2net_block, test_onnx_stems, test_onnx_one_output, test_gather_folds,
- *    test_onnx_large_convs (where a CUDA device is present) and the *_chains tests: small
+ *    test_onnx_large_convs (where a CUDA device is present), test_onnx_small_grids (u2netp's
+ *    deep levels, where the f16 patch kernel narrows its tiles) and the *_chains tests: small
  *    graphs (test_onnx_large_convs: u2netp's scale) in the shapes the cuda backend fuses or
  *    has kernels of their own for
  *    (see each test's comment), every cuda variant against the reference;
@@ -1035,6 +1036,43 @@ static void check_graph(kr_graph *gr, const char *name, int persistent_may_refus
 
 static void finish_and_check(kt_graph *b, const char *name) { finish_and_check_opt(b, name, 0); }
 
+/* On the per-node f16 cuda variant (skipped where unavailable): each item of a batch-3 run of
+ * @p gr (one input, inputs from @p seed) equals a batch-1 run on that item, bit for bit (an
+ * item's result must not depend on the batch it runs in); prints the verdict under @p name,
+ * fails on a difference. */
+static void check_items_equal_batch1(const kr_graph *gr, const char *name, uint32_t seed)
+{
+    keyer_error err = {0};
+    for (int bi = 1; bi < N_BACKENDS; bi++) {
+        const backend_entry *be = &backends[bi];
+        if (!be->f16 || be->schedule != KEYER_CUDA_SCHEDULE_KERNELS || be->unavailable)
+            continue;
+        float **xs = make_inputs(gr, 3, seed, -1.0f, 1.0f);
+        float *all = run_once(be->ops, be->f16, be->schedule, gr, 3, xs, &err);
+        if (!all && err.status == KEYER_STATUS_DEVICE) {
+            printf("%s: %s unavailable: %s\n", name, be->name, err.message);
+            free_inputs(gr, xs);
+            continue;
+        }
+        assert_non_null(all);
+        const size_t item = kr_tensor_elements(&gr->tensors[gr->outputs[0]]);
+        const size_t in_item = kr_tensor_elements(&gr->tensors[gr->inputs[0]]);
+        int differ = 0;
+        for (int i = 0; i < 3; i++) {
+            float *x1[1] = {xs[0] + in_item * (size_t)i};
+            float *one = run_once(be->ops, be->f16, be->schedule, gr, 1, x1, &err);
+            assert_non_null(one);
+            differ += memcmp(one, all + item * (size_t)i, item * sizeof(float)) != 0;
+            free(one);
+        }
+        printf("%s: %s batch 3 items equal batch-1 runs: %s\n", name, be->name,
+               differ ? "no  FAIL" : "yes");
+        free(all);
+        free_inputs(gr, xs);
+        assert_int_equal(differ, 0);
+    }
+}
+
 /* Adds an ONNX convolution (CONV_2D, explicit padding @p pad on every side, stride 1, dilation
  * @p dil, @p groups) with random weights scaled by 1 / sqrt(fan-in), so that a chain keeps
  * magnitudes near 1; returns its output tensor. */
@@ -1377,7 +1415,6 @@ static void test_gather_folds(void **state)
     check_graph(gr, "gather folds", 1);
 }
 
-#ifdef KEYER_HAVE_CUDA_NN
 /* A 2x2 stride-2 ceil-mode MAX_POOL_2D of @p x (@p xd) with explicit (zero) padding, as
  * u2netp's encoder pools; its output dims in @p od. */
 static int chain_pool_ceil(kt_graph *b, int x, const int *xd, int *od)
@@ -1392,7 +1429,6 @@ static int chain_pool_ceil(kt_graph *b, int x, const int *xd, int *od)
     pool->p.window.ceil_mode = 1;
     return y;
 }
-#endif
 
 /*
  * u2netp's large layers at their own scale (the 160 x 160 level of an RSU block, at 164 x 166 so
@@ -1459,6 +1495,71 @@ static void test_onnx_large_convs(void **state)
 #else
     printf("onnx large convs: skipped (built without the CUDA backend)\n");
 #endif
+}
+
+/*
+ * u2netp's deep levels on small grids (an RSU block at 21 x 19 and 11 x 10): at batch 1 and 3
+ * the cuda backend's f16 patch kernel has fewer tiles than a 132-multiprocessor GPU has
+ * multiprocessors there, and runs the layers of more than 16 outputs on narrower tiles of 16
+ * or 32 output channels (conv_2d_tc.cu). A 64 -> 64 on the input, a 64 -> 64 reading a folded
+ * ceil-mode pool, a 64 -> 16 with dilation 2 and a 16 -> 16 with dilation 4 at 11 x 10, a
+ * 32 -> 16 (dilation 2) reading a folded concatenation, an 80 -> 64 reading a folded
+ * half-pixel resize (11 x 10 -> 21 x 19) and its concatenation with a skip, with a folded RELU
+ * and the block's residual ADD, and a 128 -> 48 (three tiles of 16 outputs; one partial tile
+ * where the grid is not narrowed) reading a second resize and concatenation. Every cuda variant
+ * against the reference at batch 1 and 3.
+ */
+static void test_onnx_small_grids(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "onnx small grids", 64, 32, 1 << 20);
+    kt_rng rng = kt_rng_seed(3030);
+    int xd[4] = {1, 21, 19, 64}, ad[4], pd[4], cd[4], dd[4], ed[4], kd[4], fd[4], rd[4];
+    int k2d[4], hd[4], r2d[4], k3d[4], od[4];
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int a = chain_conv_onnx(&b, &rng, x, xd, 64, 3, 1, 1, 1, ad);  /* 64 -> 64 */
+    a = chain_unary(&b, KR_OP_RELU, a, ad);
+    int p = chain_pool_ceil(&b, a, ad, pd);                        /* 11 x 10 */
+    int c = chain_conv_onnx(&b, &rng, p, pd, 64, 3, 1, 1, 1, cd);  /* the pool folded in */
+    c = chain_unary(&b, KR_OP_RELU, c, cd);
+    int d = chain_conv_onnx(&b, &rng, c, cd, 16, 3, 2, 2, 1, dd);  /* 64 -> 16 dilation 2 */
+    d = chain_unary(&b, KR_OP_RELU, d, dd);
+    int e = chain_conv_onnx(&b, &rng, d, dd, 16, 3, 4, 4, 1, ed);  /* dilation 4 */
+    e = chain_unary(&b, KR_OP_RELU, e, ed);
+    int k = chain_cat(&b, e, ed, d, dd, kd);                       /* 16 + 16 */
+    int f = chain_conv_onnx(&b, &rng, k, kd, 16, 3, 2, 2, 1, fd);  /* 32 -> 16 dilation 2 */
+    f = chain_unary(&b, KR_OP_RELU, f, fd);
+    int r = chain_resize(&b, f, fd, 21, 19, 0, 1, rd);             /* half-pixel */
+    int k2 = chain_cat(&b, r, rd, a, ad, k2d);                     /* 16 + 64 */
+    int h = chain_conv_onnx(&b, &rng, k2, k2d, 64, 3, 1, 1, 1, hd); /* 80 -> 64 */
+    h = chain_unary(&b, KR_OP_RELU, h, hd);
+    h = chain_binary(&b, KR_OP_ADD, h, x, hd);                     /* the block's residual */
+    int r2 = chain_resize(&b, c, cd, 21, 19, 0, 1, r2d);
+    int k3 = chain_cat(&b, r2, r2d, h, hd, k3d);                   /* 64 + 64 */
+    int o = chain_conv_onnx(&b, &rng, k3, k3d, 48, 3, 1, 1, 1, od); /* 128 -> 48 */
+    kt_graph_output(&b, o);
+    finish_and_check_opt(&b, "onnx small grids", 1);
+
+    /* 61 x 47: 48 tiles of 4 rows, narrowed at batch 1 and not at batch 3 (144 tiles) on a
+     * 132-multiprocessor GPU: a 32 -> 64 and a 64 -> 48 with dilation 2; the f16 variant's
+     * batch-3 items equal batch-1 runs bit for bit (the tile width changes no sum) */
+    kt_graph_begin(&b, "onnx small grids by batch", 16, 8, 1 << 20);
+    rng = kt_rng_seed(3131);
+    int yd[4] = {1, 61, 47, 32}, gd[4], g2d[4];
+    int yv = kt_graph_act(&b, 4, yd);
+    kt_graph_input(&b, yv);
+    int g = chain_conv_onnx(&b, &rng, yv, yd, 64, 3, 1, 1, 1, gd);  /* 32 -> 64 */
+    g = chain_unary(&b, KR_OP_RELU, g, gd);
+    int g2 = chain_conv_onnx(&b, &rng, g, gd, 48, 3, 2, 2, 1, g2d); /* 64 -> 48 dilation 2 */
+    kt_graph_output(&b, g2);
+    kr_graph *gr = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
+        fail_msg("onnx small grids by batch: %s", err.message);
+    check_items_equal_batch1(gr, "onnx small grids by batch", 5252u);
+    check_graph(gr, "onnx small grids by batch", 1);
 }
 
 /*
@@ -1655,42 +1756,6 @@ static void test_pointwise_mma_chains(void **state)
     int z = chain_binary(&b, KR_OP_ADD, o42, skip42, d42b);
     kt_graph_output(&b, z);
     finish_and_check(&b, "pointwise mma chains");
-}
-
-/* The per-node f16 cuda variant on @p gr (one input): each item of a batch-3 run (inputs from
- * @p seed) equals a batch-1 run on that item, bit for bit (an item's result must not depend on
- * the batch it runs in); prints the verdict under @p name, fails on a difference. */
-static void check_items_equal_batch1(const kr_graph *gr, const char *name, uint32_t seed)
-{
-    keyer_error err = {0};
-    for (int bi = 1; bi < N_BACKENDS; bi++) {
-        const backend_entry *be = &backends[bi];
-        if (!be->f16 || be->schedule != KEYER_CUDA_SCHEDULE_KERNELS || be->unavailable)
-            continue;
-        float **xs = make_inputs(gr, 3, seed, -1.0f, 1.0f);
-        float *all = run_once(be->ops, be->f16, be->schedule, gr, 3, xs, &err);
-        if (!all && err.status == KEYER_STATUS_DEVICE) {
-            printf("%s: %s unavailable: %s\n", name, be->name, err.message);
-            free_inputs(gr, xs);
-            continue;
-        }
-        assert_non_null(all);
-        const size_t item = kr_tensor_elements(&gr->tensors[gr->outputs[0]]);
-        const size_t in_item = kr_tensor_elements(&gr->tensors[gr->inputs[0]]);
-        int differ = 0;
-        for (int i = 0; i < 3; i++) {
-            float *x1[1] = {xs[0] + in_item * (size_t)i};
-            float *one = run_once(be->ops, be->f16, be->schedule, gr, 1, x1, &err);
-            assert_non_null(one);
-            differ += memcmp(one, all + item * (size_t)i, item * sizeof(float)) != 0;
-            free(one);
-        }
-        printf("%s: %s batch 3 items equal batch-1 runs: %s\n", name, be->name,
-               differ ? "no  FAIL" : "yes");
-        free(all);
-        free_inputs(gr, xs);
-        assert_int_equal(differ, 0);
-    }
 }
 
 /* The tensor-core pointwise kernel's two grid shapes (cuda pwm_groups) on the same layers: at
@@ -2531,6 +2596,7 @@ int main(void)
         cmocka_unit_test(test_onnx_one_output),
         cmocka_unit_test(test_gather_folds),
         cmocka_unit_test(test_onnx_large_convs),
+        cmocka_unit_test(test_onnx_small_grids),
     };
     /* KEYER_BACKEND_OPS_TESTS (or KEYER_TEST_FILTER)=pattern runs only the matching tests and
      * KEYER_BACKEND_OPS_CUDA=names only those cuda variants (e.g. under compute-sanitizer,
