@@ -1,9 +1,9 @@
 /*
  * RESIZE_BILINEAR's arithmetic per output pixel: rs_axis (the source rows or columns and the
- * weight), rs_pixel (the per-node kernel, resize_bilinear.cu, and the persistent schedule's
- * RESIZE step and resize-fed convolution: exactly src/nn/reference/resize_bilinear.c, TFLite's
- * reference kernel, in float: each tap times (1 - dy) or dy, then (1 - dx) or dx, the four
- * added in order), and kr_bilerp4 (the cluster segment's resizes: the four tap weights formed
+ * weight), rs_pixel and rs_blend (the per-node kernels, resize_bilinear.cu, and the
+ * persistent schedule's RESIZE step and resize-fed convolution: exactly
+ * src/nn/reference/resize_bilinear.c, TFLite's reference kernel, in float: each tap times
+ * (1 - dy) or dy, then (1 - dx) or dx, the four added in order), and kr_bilerp4 (the cluster segment's resizes: the four tap weights formed
  * first, then the taps times their weights added in the same order; it rounds differently).
  */
 #ifndef KEYER_NN_CUDA_RESIZE_BILINEAR_CUH
@@ -31,8 +31,20 @@ __device__ __forceinline__ void rs_axis(int in, int out, int align, int half, in
     *f = src - (float)*i0;
 }
 
+/* The reference's weighting of V channels' four taps v00 (y0, x0), v10 (y1, x0), v01 (y0, x1),
+ * v11 (y1, x1) with weights dy, dx (rs_axis), in its order. */
+template <int V>
+__device__ __forceinline__ void rs_blend(const float *v00, const float *v10, const float *v01,
+                                         const float *v11, float dy, float dx, float *v)
+{
+#pragma unroll
+    for (int j = 0; j < V; j++)
+        v[j] = v00[j] * (1 - dy) * (1 - dx) + v10[j] * dy * (1 - dx) + v01[j] * (1 - dy) * dx +
+               v11[j] * dy * dx;
+}
+
 /* Channels k..k+V-1 of output pixel (oy, ox) of item b, before any epilogue: the four taps
- * weighted in the reference's order. */
+ * weighted in the reference's order (rs_blend). */
 template <typename T, int V, typename I>
 __device__ __forceinline__ void rs_pixel(const T *x, const rs_shape &s, I b, int oy, int ox, int k,
                                          float *v)
@@ -48,10 +60,7 @@ __device__ __forceinline__ void rs_pixel(const T *x, const rs_shape &s, I b, int
     kr_ldv<V>(r1 + (I)x0 * s.ch + k, v10);
     kr_ldv<V>(r0 + (I)x1 * s.ch + k, v01);
     kr_ldv<V>(r1 + (I)x1 * s.ch + k, v11);
-#pragma unroll
-    for (int j = 0; j < V; j++)
-        v[j] = v00[j] * (1 - dy) * (1 - dx) + v10[j] * dy * (1 - dx) + v01[j] * (1 - dy) * dx +
-               v11[j] * dy * dx;
+    rs_blend<V>(v00, v10, v01, v11, dy, dx, v);
 }
 
 /* The cluster segment's interpolation of 4 channels from the taps v00 (y0, x0), v10 (y1, x0),
