@@ -271,7 +271,7 @@ static const tcase cases[] = {
     {.op = KR_OP_PAD, .rank = 3, .dims = {1, 5, 4}, .pads = {{0, 0}, {1, 1}, {2, 0}}},
     {.op = KR_OP_PAD, .rank = 2, .dims = {1, 6}, .pads = {{0, 0}, {3, 2}}},
     /* RESIZE_BILINEAR: H, W, C, OH, OW, align_corners, half_pixel_centers */
-    /* half precision, 8 channels per thread (cuda resize_rows) */
+    /* half precision, 8 channels per thread (cuda resize_h8) */
     RESIZE(4, 5, 16, 8, 10, 0, 0),
     RESIZE(5, 3, 8, 9, 7, 0, 1),
     RESIZE(4, 4, 8, 7, 5, 1, 0),
