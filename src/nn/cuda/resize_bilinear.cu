@@ -3,8 +3,8 @@
  * reference kernel, in float). In half precision with a multiple of 8 channels, one thread per
  * output column and 8 channels walking a few output rows (resize_h8); else one thread per
  * output pixel and 4 channels (vector loads; every shipped model has a multiple of 4), else per
- * element. Every path computes each value alike (rs_axis, rs_blend). A folded following activation
- * (e.g. the segmentation models' final LOGISTIC) is applied in the epilogue.
+ * element. Every path computes each value alike (rs_axis, rs_blend). A folded following
+ * activation (e.g. the segmentation models' final LOGISTIC) is applied in the epilogue.
  */
 #include "nn/cuda/ops/resize_bilinear.cuh"
 
@@ -28,12 +28,13 @@ __global__ void resize_kernel(const T *__restrict__ x, T *__restrict__ y, I tota
     }
 }
 
-/* resize_kernel's values for halves, 8 channels (16 bytes) per thread: thread i of a block column
- * takes output column ox = i / (ch / 8) and its channel group, computes the column's source
- * columns and weight once, then walks the block's rows (items x output rows, @p rpb of them:
- * one source-row computation and four 16-byte loads per row). The kernel before it (one
- * output row per block row) computed both axes twice per 8 channels with 8-byte loads: selfie's upsample to 128 x 128
- * (16 channels, batch 256) took 157 us at 19% of DRAM bandwidth, bound by instructions. */
+/* resize_kernel's values for halves, 8 channels (16 bytes) per thread: thread i of a block
+ * column takes output column ox = i / (ch / 8) and its channel group, computes the column's
+ * source columns and weight once, then walks the block's rows (items x output rows, @p rpb of
+ * them: one source-row computation and four 16-byte loads per row). The kernel before it (one
+ * output row per block row) computed both axes twice per 8 channels with 8-byte loads:
+ * selfie's upsample to 128 x 128 (16 channels, batch 256) took 157 us at 19% of DRAM
+ * bandwidth, bound by instructions. */
 template <typename I>
 __global__ void __launch_bounds__(256)
     resize_h8(const __half *__restrict__ x, __half *__restrict__ y, int rows, int rpb,

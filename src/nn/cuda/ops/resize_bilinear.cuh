@@ -3,8 +3,9 @@
  * weight), rs_pixel and rs_blend (the per-node kernels, resize_bilinear.cu, and the
  * persistent schedule's RESIZE step and resize-fed convolution: exactly
  * src/nn/reference/resize_bilinear.c, TFLite's reference kernel, in float: each tap times
- * (1 - dy) or dy, then (1 - dx) or dx, the four added in order), and kr_bilerp4 (the cluster segment's resizes: the four tap weights formed
- * first, then the taps times their weights added in the same order; it rounds differently).
+ * (1 - dy) or dy, then (1 - dx) or dx, the four added in order), and kr_bilerp4 (the cluster
+ * segment's resizes: the four tap weights formed first, then the taps times their weights
+ * added in the same order; it rounds differently).
  */
 #ifndef KEYER_NN_CUDA_RESIZE_BILINEAR_CUH
 #define KEYER_NN_CUDA_RESIZE_BILINEAR_CUH
