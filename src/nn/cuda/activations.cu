@@ -16,9 +16,9 @@ __global__ void unary_kernel(const T *__restrict__ x, T *__restrict__ y, I total
 }
 
 /* unary_kernel's values V at a time (16-byte accesses: 8 halves or 4 floats) over @p vecs
- * groups, where the element count is a multiple of V and both tensors are aligned: selfie's
+ * groups, for items of at least 4096 elements, a multiple of V, both tensors aligned: selfie's
  * RELU over 16 x 16 x 128 (batch 256) ran one 2-byte element per thread at 14% of DRAM
- * bandwidth. */
+ * bandwidth (25.3 us; 10.0 us in vectors). */
 template <typename T, int V, typename I>
 __global__ void unary_vec(const T *__restrict__ x, T *__restrict__ y, I vecs, kr_epilogue e)
 {
@@ -40,8 +40,13 @@ template <typename T, typename I> static int unary(const kr_cuda_op *op, kr_cuda
     if (op->post != KR_CUDA_POST_NONE) /* fusion never folds into an activation node */
         return (int)cudaErrorInvalidValue;
     e.post = (int)f;
+    /* by the layer's shape: an item of at least 4096 elements, a multiple of the vector (a
+     * small layer, e.g. selfie's LOGISTIC over 128 channels, ran slower in vectors: 2.7 ->
+     * 3.4 us at batch 256, fewer threads each with eight logistics) */
     const int v = 16 / (int)sizeof(T);
-    if (total % (size_t)v == 0 && kr_aligned(op->in[0], 16) && kr_aligned(op->out, 16)) {
+    const size_t item = kr_tensor_elements(kr_out_t(op));
+    if (item >= 4096 && item % (size_t)v == 0 && kr_aligned(op->in[0], 16) &&
+        kr_aligned(op->out, 16)) {
         unary_vec<T, 16 / sizeof(T), I><<<kr_blocks(total / v, 256), 256, 0,
                                           (cudaStream_t)op->stream>>>(
             (const T *)op->in[0], (T *)op->out, (I)(total / v), e);

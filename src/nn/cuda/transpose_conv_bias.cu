@@ -10,8 +10,7 @@
  *    so a thread takes one input pixel, holds its channels in registers (vector loads) and
  *    writes its S x S block of outputs: each input is read once, no index search;
  *    (tconv_2x2_one: the 2x2 stride-2 layers of one output channel, the weights in registers,
- *    the same sums; tconv_2x2_h16 for halves over 16 inputs, two lanes per pixel, one output
- *    row each, the same sums again);
+ *    the same sums);
  *  - tconv_kernel otherwise: one thread per output element, searching the taps that reach it.
  */
 #include "nn/cuda/ops/transpose_conv_bias.cuh"
@@ -114,90 +113,8 @@ __global__ void __launch_bounds__(128)
     }
 }
 
-/* The 8 halves of @p q as floats. */
-__device__ __forceinline__ void h8_floats(uint4 q, float *v)
-{
-    const unsigned u[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&u[k]));
-        v[2 * k] = f.x, v[2 * k + 1] = f.y;
-    }
-}
-
-/* Pixels' 16-byte halves in flight per lane of tconv_2x2_h16. */
-#define TC_UNITS 4
-
-/* tconv_2x2_one's values for halves with IC = 16 (the segmentation models' output layer,
- * selfie's 128 x 128 x 16 -> 256 x 256 x 1), two lanes per input pixel so that a warp's loads
- * are 512 contiguous bytes: lane pair (2j, 2j + 1) takes pixel u / 2 of its units u (the even
- * lane loads channels 0-7, the odd lane 8-15) and the pair swaps its halves (four
- * __shfl_xor_sync), so that each lane holds the pixel's 16 channels; the even lane computes
- * output row ky = 0, the odd lane row 1, each its two outputs with its 2 x 16 weights: every
- * sum is tconv_2x2_one's (from the bias, the channels in order, one fmaf each), then the
- * epilogue and residual. A warp walks TC_UNITS x 32 units at a time (their loads issued
- * first). tconv_2x2_one's lanes loaded 32-byte pixels 8 bytes at a time with two divisions
- * per pixel and 64 weights in registers: 90 us at batch 256 for selfie, 37% of DRAM
- * bandwidth. */
-template <typename I>
-__global__ void __launch_bounds__(256)
-    tconv_2x2_h16(const __half *__restrict__ x, const float *__restrict__ w,
-                  const float *__restrict__ bias, __half *__restrict__ y, I pixels, int iw,
-                  kr_epilogue e)
-{
-    const unsigned full = 0xffffffffu;
-    const int lane = (int)threadIdx.x & 31, h = lane & 1;
-    float wr[2][16]; /* [kx][c]: OHWI with o = 0 and ky = h */
-#pragma unroll
-    for (int kx = 0; kx < 2; kx++)
-#pragma unroll
-        for (int c = 0; c < 16; c++)
-            wr[kx][c] = __ldg(w + (h * 2 + kx) * 16 + c);
-    const float b0 = bias ? __ldg(bias) : 0.0f;
-    const I units = 2 * pixels, ow = 2 * (I)iw;
-    const I warps = (I)gridDim.x * (blockDim.x / 32);
-    for (I base = ((I)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32) * (32 * TC_UNITS);
-         base < units; base += warps * (32 * TC_UNITS)) {
-        uint4 q[TC_UNITS];
-#pragma unroll
-        for (int j = 0; j < TC_UNITS; j++) {
-            const I u = base + (I)(j * 32 + lane);
-            q[j] = u < units ? *reinterpret_cast<const uint4 *>(x + u * 8) : make_uint4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int j = 0; j < TC_UNITS; j++) {
-            uint4 o;
-            o.x = __shfl_xor_sync(full, q[j].x, 1);
-            o.y = __shfl_xor_sync(full, q[j].y, 1);
-            o.z = __shfl_xor_sync(full, q[j].z, 1);
-            o.w = __shfl_xor_sync(full, q[j].w, 1);
-            const uint4 lo = h ? o : q[j], hi = h ? q[j] : o;
-            float in[16];
-            h8_floats(lo, in);
-            h8_floats(hi, in + 8);
-            float v[2];
-#pragma unroll
-            for (int kx = 0; kx < 2; kx++) {
-                float acc = b0;
-#pragma unroll
-                for (int c = 0; c < 16; c++)
-                    acc = fmaf(in[c], wr[kx][c], acc);
-                v[kx] = kr_apply(e, acc);
-            }
-            const I u = base + (I)(j * 32 + lane);
-            if (u < units) {
-                const I p = u >> 1, row = p / (I)iw, ix = p - row * (I)iw;
-                const I idx = (2 * row + (I)h) * ow + 2 * ix;
-                kr_add_res<__half, 1>(e, idx, &v[0]);
-                kr_add_res<__half, 1>(e, idx + 1, &v[1]);
-                kr_stv<2>(y + idx, v);
-            }
-        }
-    }
-}
-
-/* tconv_2x2_one (or tconv_2x2_h16: halves, 16 inputs aligned to 16 bytes) where it applies
- * (see there; the output and residual aligned to two elements); 0 when it does not. */
+/* tconv_2x2_one where it applies (see there; the output and residual aligned to two elements);
+ * 0 when it does not. */
 template <typename T, typename I> static int launch_2x2_one(const kr_cuda_op *op, const tc_shape &s)
 {
     const size_t al = 2 * sizeof(T);
@@ -213,22 +130,6 @@ template <typename T, typename I> static int launch_2x2_one(const kr_cuda_op *op
     if (blocks < 1)
         blocks = 1;
     const kr_epilogue e = kr_make_epilogue(op, 0);
-    if (sizeof(T) == 2 && s.ic == 16 && kr_aligned(op->in[0], 16)) {
-        /* whole waves: 4 per multiprocessor's resident blocks, each warp looping */
-        int occ = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, tconv_2x2_h16<I>, 256, 0) !=
-            cudaSuccess)
-            return 1; /* the caller's cudaGetLastError reports it */
-        occ = occ < 1 ? 1 : occ;
-        size_t hb = (2 * pixels + 256 * TC_UNITS - 1) / (256 * TC_UNITS);
-        const size_t hcap =
-            (size_t)(op->caps && op->caps->sms > 0 ? op->caps->sms : 132) * (size_t)occ * 4;
-        hb = hb > hcap ? hcap : hb < 1 ? 1 : hb;
-        tconv_2x2_h16<I><<<(unsigned)hb, 256, 0, (cudaStream_t)op->stream>>>(
-            (const __half *)op->in[0], (const float *)op->in[1], (const float *)op->in[2],
-            (__half *)op->out, (I)pixels, s.iw, e);
-        return 1;
-    }
     if (s.ic == 8)
         tconv_2x2_one<T, 8, I><<<(unsigned)blocks, 128, 0, (cudaStream_t)op->stream>>>(
             (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2],
