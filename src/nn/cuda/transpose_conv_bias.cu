@@ -69,11 +69,16 @@ __global__ void tconv_tiles(const T *__restrict__ x, const float *__restrict__ w
  * channel, IC = 8 or 16 inputs): the 4 x IC weights and the bias held in registers for all the
  * pixels a thread takes (the grid is a few waves, each thread looping), each output row's two
  * values stored together (__half2 or float2). Sums as tconv_tiles: from the bias, the channels
- * in order, one fmaf each; then the epilogue and residual. */
-template <typename T, int IC, typename I>
-__global__ void __launch_bounds__(128)
+ * in order, one fmaf each; then the epilogue and residual. Loads of V channels (8 halves: 16
+ * bytes where the input is aligned so, else 4); output row 2 r + ky of input row r = p / iw
+ * over all items (one division per pixel; item and row separately took two). Session 12 tried
+ * two lanes per pixel with coalesced 16-byte loads for halves (tconv_2x2_h16): 114 us against
+ * this kernel's 90 for selfie at batch 256, as the layer is bound by instructions
+ * (docs/notes/cuda-per-node-kernels.md). */
+template <typename T, int IC, int V, typename I>
+__global__ void __launch_bounds__(128, 8) /* 64 registers: 8 blocks per multiprocessor */
     tconv_2x2_one(const T *__restrict__ x, const float *__restrict__ w,
-                  const float *__restrict__ bias, T *__restrict__ y, I pixels, int ih, int iw,
+                  const float *__restrict__ bias, T *__restrict__ y, I pixels, int iw,
                   kr_epilogue e)
 {
     float wr[4][IC]; /* [ky * 2 + kx][c]: OHWI with o = 0 */
@@ -83,17 +88,14 @@ __global__ void __launch_bounds__(128)
         for (int c = 0; c < IC; c++)
             wr[t][c] = __ldg(w + t * IC + c);
     const float b0 = bias ? __ldg(bias) : 0.0f;
-    const int ow = 2 * iw;
+    const I ow = 2 * (I)iw;
     for (I p = blockIdx.x * (I)blockDim.x + threadIdx.x; p < pixels;
          p += (I)gridDim.x * blockDim.x) {
-        const int ix = (int)(p % iw);
-        const I q = p / iw;
-        const int iy = (int)(q % ih);
-        const I b = q / ih;
+        const I r = p / (I)iw, ix = p - r * (I)iw;
         float in[IC];
 #pragma unroll
-        for (int c = 0; c < IC; c += 4)
-            kr_ldv<4>(x + p * IC + c, in + c);
+        for (int c = 0; c < IC; c += V)
+            kr_ldv<V>(x + p * IC + c, in + c);
 #pragma unroll
         for (int ky = 0; ky < 2; ky++) {
             float v[2];
@@ -105,7 +107,7 @@ __global__ void __launch_bounds__(128)
                     acc = fmaf(in[c], wr[ky * 2 + kx][c], acc);
                 v[kx] = kr_apply(e, acc);
             }
-            const I idx = ((b * (2 * ih) + (I)(2 * iy + ky)) * ow + (I)(2 * ix));
+            const I idx = (2 * r + (I)ky) * ow + 2 * ix;
             kr_add_res<T, 1>(e, idx, &v[0]);
             kr_add_res<T, 1>(e, idx + 1, &v[1]);
             kr_stv<2>(y + idx, v);
@@ -130,14 +132,22 @@ template <typename T, typename I> static int launch_2x2_one(const kr_cuda_op *op
     if (blocks < 1)
         blocks = 1;
     const kr_epilogue e = kr_make_epilogue(op, 0);
-    if (s.ic == 8)
-        tconv_2x2_one<T, 8, I><<<(unsigned)blocks, 128, 0, (cudaStream_t)op->stream>>>(
-            (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2],
-            (T *)op->out, (I)pixels, s.ih, s.iw, e);
-    else
-        tconv_2x2_one<T, 16, I><<<(unsigned)blocks, 128, 0, (cudaStream_t)op->stream>>>(
-            (const T *)op->in[0], (const float *)op->in[1], (const float *)op->in[2],
-            (T *)op->out, (I)pixels, s.ih, s.iw, e);
+    const unsigned nb = (unsigned)blocks;
+    const cudaStream_t st = (cudaStream_t)op->stream;
+    const T *x = (const T *)op->in[0];
+    const float *w = (const float *)op->in[1], *bias = (const float *)op->in[2];
+    T *y = (T *)op->out;
+    constexpr int VH = sizeof(T) == 2 ? 8 : 4; /* 16 bytes */
+    if (kr_aligned(x, 16)) {
+        if (s.ic == 8)
+            tconv_2x2_one<T, 8, VH, I><<<nb, 128, 0, st>>>(x, w, bias, y, (I)pixels, s.iw, e);
+        else
+            tconv_2x2_one<T, 16, VH, I><<<nb, 128, 0, st>>>(x, w, bias, y, (I)pixels, s.iw, e);
+    } else if (s.ic == 8) {
+        tconv_2x2_one<T, 8, 4, I><<<nb, 128, 0, st>>>(x, w, bias, y, (I)pixels, s.iw, e);
+    } else {
+        tconv_2x2_one<T, 16, 4, I><<<nb, 128, 0, st>>>(x, w, bias, y, (I)pixels, s.iw, e);
+    }
     return 1;
 }
 

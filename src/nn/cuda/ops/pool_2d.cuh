@@ -10,8 +10,14 @@
  * Global average pools (a window over the whole input, or MEAN over H and W) sum each channel
  * over every pixel of an item, plus a folded ADD's other operand per pixel where there is one;
  * each schedule splits the pixels its own way, so the orders differ:
- *  - per node (pool_2d.cu, global_pool_kernel): 32 rows of threads, row y adding pixels y,
- *    y + 32, ... in order, then the 32 rows' sums in row order; the mean as sum / pixels;
+ *  - per node, f32 or a channel count that is no multiple of 8 (pool_2d.cu,
+ *    global_pool_kernel): 32 rows of threads, row y adding pixels y, y + 32, ... in order,
+ *    then the 32 rows' sums in row order; the mean as sum / pixels;
+ *  - per node, f16 over a multiple of 8 channels (pool_2d.cu, global_pool_h8): R = T / (ch /
+ *    8) rows (integer division; T = 512, 256 or 128 threads from the item's pixels and
+ *    channels, global_pool_h8_threads), row r adding pixels r, r + R, r + 2R, ... in order,
+ *    then the rows' sums pairwise: with n rows left and h = ceil(n / 2), row j += row j + h for
+ *    j < n - h, until one is left; the mean as sum / pixels;
  *  - persistent (pool tails and POOL_FINAL, block_colsum in persistent/squeeze.cuh): per slice
  *    of whole pixels, lanes adding rows l, l + lanes, ..., the lanes' sums in order, then the
  *    slices' sums in order; the mean as sum * (1 / pixels);

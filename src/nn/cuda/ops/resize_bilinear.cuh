@@ -42,6 +42,16 @@ __device__ __forceinline__ float rs_blend(float v00, float v10, float v01, float
            v11 * dy * dx;
 }
 
+/* V channels at once (the per-node kernels' vector paths): rs_blend per channel. */
+template <int V>
+__device__ __forceinline__ void rs_blend(const float *v00, const float *v10, const float *v01,
+                                         const float *v11, float dy, float dx, float *v)
+{
+#pragma unroll
+    for (int j = 0; j < V; j++)
+        v[j] = rs_blend(v00[j], v10[j], v01[j], v11[j], dy, dx);
+}
+
 /* Channels k..k+V-1 of output pixel (oy, ox) of item b, before any epilogue: the four taps
  * weighted in the reference's order (rs_blend). */
 template <typename T, int V, typename I>
@@ -59,9 +69,7 @@ __device__ __forceinline__ void rs_pixel(const T *x, const rs_shape &s, I b, int
     kr_ldv<V>(r1 + (I)x0 * s.ch + k, v10);
     kr_ldv<V>(r0 + (I)x1 * s.ch + k, v01);
     kr_ldv<V>(r1 + (I)x1 * s.ch + k, v11);
-#pragma unroll
-    for (int j = 0; j < V; j++)
-        v[j] = rs_blend(v00[j], v10[j], v01[j], v11[j], dy, dx);
+    rs_blend<V>(v00, v10, v01, v11, dy, dx, v);
 }
 
 /* The cluster segment's interpolation of 4 channels from the taps v00 (y0, x0), v10 (y1, x0),
