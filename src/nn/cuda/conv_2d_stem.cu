@@ -23,6 +23,8 @@
  * value is rounded to the element type). So a stem gives the same results bit for bit on
  * either path and at every batch size.
  */
+#include <string.h>
+
 #include "nn/cuda/ops/conv_2d.cuh"
 
 #define STEM_TH 4        /* tile rows */
@@ -293,21 +295,17 @@ extern "C" int kr_cuda_conv_2d_stem(const kr_cuda_op *op) { return KR_BY_TYPE(la
  * The TFLite 3x3 RGB stems of stride 2 with 16 output channels in half precision (selfie's and
  * selfie-landscape's node 0: 256 x 256 -> 128 x 128 and 144 x 256 -> 72 x 128), one launch.
  *
- * conv_2d.cu's conv_stem gives a thread one pixel and 16 channels with the weights in the
- * constant bank: at selfie's batch 256 it took 0.244 ms alone (DRAM 18%) against 1.81 G
- * multiply-adds (~54 us of the FP32 pipe) and a memory floor near 0.05 ms. A first version of
- * this kernel (session 12) kept the weights in the constant bank, with the input patch in shared
- * memory and 2 pixels x 8 channels per lane: 0.216 ms, still 4x its FMA time; both kernels had
- * every multiply-add read a distinct constant, and the constant cache serves about one new
- * address per cycle per multiprocessor (docs/notes/cuda-per-node-kernels.md, session 12).
- *
- * Here a block of 8 warps takes 4 output rows x 128 columns of one image (selfie's and
- * landscape's whole rows). It copies the tile's input patch (9 rows x 257 pixels x 3 channels,
- * zeros outside the input) into shared memory as 8-element pieces of the input rows, and the
- * weights transposed to [k][16] floats. Warp w computes output row w / 2 of the tile and
- * channel group w % 2 (8 channels), each lane 4 neighbouring pixels (their windows overlap: a
- * window row of the 4 is 9 pixels, 27 halves, read as 7 8-byte shared loads): per tap and
- * channel, the group's 8 weights are two 16-byte broadcast loads that serve 32 multiply-adds.
+ * conv_2d.cu's conv_stem gives a thread one pixel and loads its 27 input values with 2-byte
+ * loads strided 12 bytes across the warp; at selfie's batch 256 it took 0.24 ms (ncu: SM
+ * throughput 90%, DRAM 18%) against a memory floor near 0.05 ms. Here a block of 8 warps takes
+ * 4 output rows x 64 columns of one image. It copies the tile's input patch (9 rows x 129
+ * pixels x 3 channels, zeros outside the input) into shared memory with 16-byte loads of the
+ * input rows; warp w then computes output row w / 2 of the tile and channel group w % 2 (8
+ * channels), each lane two neighbouring pixels, whose windows share a column: per window row
+ * a lane reads its 15 halves as 4 8-byte shared loads. The weights are a kernel parameter
+ * (__grid_constant__), so every multiply-add reads its weight from the constant bank at a
+ * compile-time offset, as in conv_stem; the two channel groups are two copies of the loop (the
+ * group is warp-uniform), and the warps of one scheduler all read the same group's 0.9 KB.
  * Each pixel's 8 channels leave as one 16-byte store.
  *
  * Where the stem alone reads the graph input (selfie's and landscape's), the per-node schedule
@@ -318,22 +316,58 @@ extern "C" int kr_cuda_conv_2d_stem(const kr_cuda_op *op) { return KR_BY_TYPE(la
  *
  * Summation order: that of conv_stem, so the results are the same bit for bit: from the bias,
  * the taps in (ky, kx) order and each tap's 3 channels in order, one fused multiply-add each,
- * in float; then the clamp and the folded activation; rounded to half once
- * (test_backend_ops test_rgb_stem_bits).
+ * in float; then the clamp and the folded activation; rounded to half once.
  */
 #define SH_ROWS 4                      /* output rows of a tile */
-#define SH_PX 4                        /* output pixels per lane */
-#define SH_COLS (32 * SH_PX)           /* output columns of a tile */
+#define SH_COLS 64                     /* output columns of a tile: 2 per lane */
 #define SH_THREADS (SH_ROWS * 2 * 32)  /* a warp per row and channel group */
 #define SH_PH (2 * (SH_ROWS - 1) + 3)  /* patch rows */
 #define SH_PW (2 * (SH_COLS - 1) + 3)  /* patch pixels per row */
-#define SH_PITCH 776                   /* halves per patch row: >= 3 SH_PW + 1, a multiple of 8 */
-#define SH_CHUNKS (SH_PITCH / 8 + 1)   /* 8-element pieces of the input covering a patch row */
+#define SH_PITCH 392                   /* halves per patch row: >= 3 SH_PW + 1, a multiple of 8 */
+#define SH_CHUNKS (SH_PITCH / 8 + 1)   /* 16-byte pieces of the input covering a patch row */
+
+/* The weights (OHWI, [16][27]) and biases of a half stem, as one kernel parameter. */
+struct stem_half_weights {
+    float w[16 * 27];
+    float b[16];
+};
 
 struct stem_half_shape {
     int ih, iw, oh, ow, pt, pl, tiles_y, tiles_x;
-    long long total; /* elements of the whole input (batch included) */
+    long long total; /* halves of the whole input (batch included) */
 };
+
+/* The 8 sums of channel group G (channels 8 G .. 8 G + 7) of the two pixels whose window rows
+ * start at halves @p row[0], row[P], row[2 P] of the patch (P = SH_PITCH): a0 for the lane's
+ * first pixel, a1 for the second (2 input pixels, 6 halves, to the right). */
+template <int G>
+__device__ __forceinline__ void stem_half_sums(const __half *row,
+                                               const stem_half_weights &p, float *a0, float *a1)
+{
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+        a0[n] = a1[n] = p.b[8 * G + n];
+#pragma unroll
+    for (int ky = 0; ky < 3; ky++) {
+        float v[16]; /* 5 pixels x 3 channels (and one half past them) */
+        const uint2 *q = reinterpret_cast<const uint2 *>(row + ky * SH_PITCH);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint2 u = q[i];
+            const float2 lo = __half22float2(*reinterpret_cast<const __half2 *>(&u.x));
+            const float2 hi = __half22float2(*reinterpret_cast<const __half2 *>(&u.y));
+            v[4 * i] = lo.x, v[4 * i + 1] = lo.y, v[4 * i + 2] = hi.x, v[4 * i + 3] = hi.y;
+        }
+#pragma unroll
+        for (int k = 0; k < 9; k++) /* (kx, c) */
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+                const float w = p.w[(8 * G + n) * 27 + ky * 9 + k];
+                a0[n] = fmaf(v[k], w, a0[n]);
+                a1[n] = fmaf(v[k + 6], w, a1[n]);
+            }
+    }
+}
 
 /* The 8 input values from element @p g0 on, as halves: TX = float (the graph input's float
  * staging, kr_cuda_op.x_f32) rounded as kr_cuda_f32_to_f16 rounds them. @p g0: a multiple of
@@ -358,12 +392,11 @@ __device__ __forceinline__ __half stem_half_value(const float *x, long long i)
 
 template <typename TX, int P>
 __global__ void __launch_bounds__(SH_THREADS)
-    conv_stem_half(const TX *__restrict__ x, const float *__restrict__ w,
-                   const float *__restrict__ bias, __half *__restrict__ y, stem_half_shape s,
-                   float lo, float hi)
+    conv_stem_half(const TX *__restrict__ x, __half *__restrict__ y,
+                   const __grid_constant__ stem_half_weights p, stem_half_shape s, float lo,
+                   float hi)
 {
     __shared__ __align__(16) __half patch[SH_PH * SH_PITCH];
-    __shared__ __align__(16) float ws[27 * 16 + 16]; /* [k][n] weights, then the biases */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     int t = blockIdx.x;
     const int tx = t % s.tiles_x;
@@ -372,16 +405,13 @@ __global__ void __launch_bounds__(SH_THREADS)
     const int oy0 = ty * SH_ROWS, ox0 = tx * SH_COLS;
     const int iy0 = oy0 * 2 - s.pt, ix0 = ox0 * 2 - s.pl;
 
-    for (int i = tid; i < 27 * 16 + 16; i += SH_THREADS) /* OHWI [n][k] -> [k][n] */
-        ws[i] = i < 27 * 16 ? w[(i % 16) * 27 + i / 16] : bias ? bias[i - 27 * 16] : 0.0f;
-
     /* The patch: row r holds input row iy0 + r, pixels ix0 .. ix0 + SH_PW - 1, at halves
-     * [0, 3 SH_PW) (zeros outside the input; the halves after them too). Each row is one run
+     * [0, 3 SH_PW) (zeros outside the input; the halves after them unread). Each row is one run
      * of the input, copied as the 8-element pieces of the input that cover it (16 or 32 bytes,
      * aligned: the input is): piece c of row r starts at element base + 8 c, base = start
      * rounded down to a multiple of 8, and lands at patch half base + 8 c - start (halves that
      * fall outside [0, SH_PITCH) are not stored): one 16-byte store where the row starts at a
-     * multiple of 8 elements (selfie's rows: 768 halves), else 8 stores. */
+     * multiple of 8 elements (selfie's rows: 768 halves, tiles 384 apart), else 8 stores. */
     const int vlo = (ix0 < 0 ? -ix0 : 0) * 3;                               /* valid halves */
     const int vhi = ((ix0 + SH_PW < s.iw ? ix0 + SH_PW : s.iw) - ix0) * 3; /* of a row */
     for (int i = tid; i < SH_PH * SH_CHUNKS; i += SH_THREADS) {
@@ -415,58 +445,25 @@ __global__ void __launch_bounds__(SH_THREADS)
     __syncthreads();
 
     const int row = warp >> 1, grp = warp & 1;
-    /* the lane's 4 pixels: columns 8 lane .. 8 lane + 8 of the patch (halves 24 lane on) */
-    const __half *src = patch + 2 * row * SH_PITCH + 3 * 2 * SH_PX * lane;
-    const float4 *wg = reinterpret_cast<const float4 *>(ws) + 2 * grp; /* 4 float4 per k */
-    float acc[SH_PX][8];
-    {
-        const float4 b0 = wg[27 * 4], b1 = wg[27 * 4 + 1];
-#pragma unroll
-        for (int j = 0; j < SH_PX; j++) {
-            acc[j][0] = b0.x, acc[j][1] = b0.y, acc[j][2] = b0.z, acc[j][3] = b0.w;
-            acc[j][4] = b1.x, acc[j][5] = b1.y, acc[j][6] = b1.z, acc[j][7] = b1.w;
-        }
-    }
-#pragma unroll
-    for (int ky = 0; ky < 3; ky++) {
-        float v[28]; /* 9 pixels x 3 channels, and one half past them */
-        const uint2 *q = reinterpret_cast<const uint2 *>(src + ky * SH_PITCH);
-#pragma unroll
-        for (int i = 0; i < 7; i++) {
-            const uint2 u = q[i];
-            const float2 a = __half22float2(*reinterpret_cast<const __half2 *>(&u.x));
-            const float2 c = __half22float2(*reinterpret_cast<const __half2 *>(&u.y));
-            v[4 * i] = a.x, v[4 * i + 1] = a.y, v[4 * i + 2] = c.x, v[4 * i + 3] = c.y;
-        }
-#pragma unroll
-        for (int k = 0; k < 9; k++) { /* (kx, c) */
-            const int kx = k / 3, c = k % 3;
-            const float4 w0 = wg[(ky * 9 + k) * 4], w1 = wg[(ky * 9 + k) * 4 + 1];
-            const float wk[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-#pragma unroll
-            for (int j = 0; j < SH_PX; j++) {
-                const float xv = v[(2 * j + kx) * 3 + c];
-#pragma unroll
-                for (int n = 0; n < 8; n++)
-                    acc[j][n] = fmaf(xv, wk[n], acc[j][n]);
-            }
-        }
-    }
-    const int oy = oy0 + row;
+    const __half *src = patch + 2 * row * SH_PITCH + 12 * lane; /* pixel 4 lane of the row */
+    float a0[8], a1[8];
+    if (grp == 0)
+        stem_half_sums<0>(src, p, a0, a1);
+    else
+        stem_half_sums<1>(src, p, a0, a1);
+    const int oy = oy0 + row, ox = ox0 + 2 * lane;
     if (oy >= s.oh)
         return;
     kr_epilogue e;
     e.lo = lo, e.hi = hi, e.post = P, e.res = NULL;
-    const int ox = ox0 + SH_PX * lane;
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+        a0[n] = kr_apply(e, a0[n]), a1[n] = kr_apply(e, a1[n]);
     __half *o = y + (((size_t)b * s.oh + oy) * s.ow + ox) * 16 + 8 * grp;
-#pragma unroll
-    for (int j = 0; j < SH_PX; j++) {
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-            acc[j][n] = kr_apply(e, acc[j][n]);
-        if (ox + j < s.ow)
-            kr_stv<8>(o + 16 * j, acc[j]);
-    }
+    if (ox < s.ow)
+        kr_stv<8>(o, a0);
+    if (ox + 1 < s.ow)
+        kr_stv<8>(o + 16, a1);
 }
 
 extern "C" int kr_cuda_conv_2d_stem_half_fits(const kr_cuda_op *op)
@@ -482,7 +479,7 @@ extern "C" int kr_cuda_conv_2d_stem_half_fits(const kr_cuda_op *op)
     const int dh = p->dilation_h > 0 ? p->dilation_h : 1, dw = p->dilation_w > 0 ? p->dilation_w : 1;
     return xt->rank == 4 && wt->rank == 4 && yt->rank == 4 && xt->dims[3] == 3 &&
            wt->dims[0] == 16 && wt->dims[1] == 3 && wt->dims[2] == 3 && wt->dims[3] == 3 &&
-           yt->dims[3] == 16 && wt->data && op->in[1] && wt->dtype == KR_DTYPE_F32 &&
+           yt->dims[3] == 16 && wt->data && wt->dtype == KR_DTYPE_F32 &&
            (!bt || (bt->data && bt->dtype == KR_DTYPE_F32 && bt->dims[bt->rank - 1] == 16)) &&
            p->stride_h == 2 && p->stride_w == 2 && dh == 1 && dw == 1 && p->pad_top >= 0 &&
            p->pad_left >= 0 && kr_aligned(op->in[0], 16) && kr_aligned(op->out, 16);
@@ -491,41 +488,38 @@ extern "C" int kr_cuda_conv_2d_stem_half_fits(const kr_cuda_op *op)
 /* Launches conv_stem_half for the activation @p e.post. */
 template <typename TX>
 static int launch_stem_half(const kr_cuda_op *op, const TX *x, size_t blocks,
-                            const stem_half_shape &s, const kr_epilogue &e)
+                            const stem_half_weights &p, const stem_half_shape &s,
+                            const kr_epilogue &e)
 {
     const cudaStream_t st = (cudaStream_t)op->stream;
-    const float *w = (const float *)op->in[1];
-    const float *bias =
-        op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? (const float *)op->in[2] : NULL;
     __half *y = (__half *)op->out;
     const unsigned nb = (unsigned)blocks;
     switch (e.post) {
     case KR_CUDA_POST_RELU:
-        conv_stem_half<TX, KR_CUDA_POST_RELU><<<nb, SH_THREADS, 0, st>>>(x, w, bias, y, s, e.lo,
-                                                                        e.hi);
+        conv_stem_half<TX, KR_CUDA_POST_RELU><<<nb, SH_THREADS, 0, st>>>(x, y, p, s, e.lo, e.hi);
         break;
     case KR_CUDA_POST_RELU6:
-        conv_stem_half<TX, KR_CUDA_POST_RELU6><<<nb, SH_THREADS, 0, st>>>(x, w, bias, y, s, e.lo,
-                                                                         e.hi);
+        conv_stem_half<TX, KR_CUDA_POST_RELU6><<<nb, SH_THREADS, 0, st>>>(x, y, p, s, e.lo, e.hi);
         break;
     case KR_CUDA_POST_HARD_SWISH:
-        conv_stem_half<TX, KR_CUDA_POST_HARD_SWISH><<<nb, SH_THREADS, 0, st>>>(x, w, bias, y, s,
-                                                                              e.lo, e.hi);
+        conv_stem_half<TX, KR_CUDA_POST_HARD_SWISH><<<nb, SH_THREADS, 0, st>>>(x, y, p, s, e.lo,
+                                                                              e.hi);
         break;
     case KR_CUDA_POST_LOGISTIC:
-        conv_stem_half<TX, KR_CUDA_POST_LOGISTIC><<<nb, SH_THREADS, 0, st>>>(x, w, bias, y, s,
-                                                                            e.lo, e.hi);
+        conv_stem_half<TX, KR_CUDA_POST_LOGISTIC><<<nb, SH_THREADS, 0, st>>>(x, y, p, s, e.lo,
+                                                                            e.hi);
         break;
     default:
-        conv_stem_half<TX, KR_CUDA_POST_NONE><<<nb, SH_THREADS, 0, st>>>(x, w, bias, y, s, e.lo,
-                                                                        e.hi);
+        conv_stem_half<TX, KR_CUDA_POST_NONE><<<nb, SH_THREADS, 0, st>>>(x, y, p, s, e.lo, e.hi);
     }
     return (int)cudaGetLastError();
 }
 
 extern "C" int kr_cuda_conv_2d_stem_half(const kr_cuda_op *op)
 {
-    const kr_tensor *xt = kr_in_t(op, 0), *yt = kr_out_t(op);
+    const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
+    const kr_tensor *bt =
+        op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? kr_in_t(op, 2) : NULL;
     const kr_window_params *wp = &op->node->p.window;
     stem_half_shape s;
     s.ih = xt->dims[1], s.iw = xt->dims[2], s.oh = yt->dims[1], s.ow = yt->dims[2];
@@ -536,7 +530,11 @@ extern "C" int kr_cuda_conv_2d_stem_half(const kr_cuda_op *op)
     const size_t blocks = (size_t)n * s.tiles_y * s.tiles_x;
     if (blocks >= ((size_t)1 << 31))
         return (int)cudaErrorInvalidValue;
+    stem_half_weights p;
+    memcpy(p.w, wt->data, sizeof(p.w));
+    for (int i = 0; i < 16; i++)
+        p.b[i] = bt ? ((const float *)bt->data)[i] : 0.0f;
     const kr_epilogue e = kr_make_epilogue(op, 1);
-    return op->x_f32 ? launch_stem_half(op, (const float *)op->in[0], blocks, s, e)
-                     : launch_stem_half(op, (const __half *)op->in[0], blocks, s, e);
+    return op->x_f32 ? launch_stem_half(op, (const float *)op->in[0], blocks, p, s, e)
+                     : launch_stem_half(op, (const __half *)op->in[0], blocks, p, s, e);
 }
