@@ -297,4 +297,18 @@ __device__ __forceinline__ void kr_cp_async_commit()
 #endif
 }
 
+/* mma.sync m16n8k8: c += a (16 x 8 halves, two registers) x b (8 x 8 halves, one register) with
+ * float accumulation, in the fragment layouts of the PTX ISA. Compute 7.5 and newer; elsewhere
+ * nothing (the callers' kernels exist only there). conv_2d.cu's narrow 16 -> 16 kernel and
+ * conv_2d_pw_mma.cu use it. */
+__device__ __forceinline__ void kr_mma_16x8x8(float *c, unsigned a0, unsigned a1, unsigned b)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5}, {%6}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b));
+#endif
+}
+
 #endif

@@ -303,17 +303,6 @@ struct narrow_bias16 {
     float4 b[4]; /* channels [4t, 4t + 4) for lane t */
 };
 
-/* c += a (16 x 8, two registers) x b (8 x 8, one register), f16 in, f32 accumulate. */
-__device__ __forceinline__ void narrow_mma(float *c, unsigned a0, unsigned a1, unsigned b)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-                 "{%4, %5}, {%6}, {%0, %1, %2, %3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(b));
-#endif
-}
-
 __global__ void __launch_bounds__(128) conv_narrow_mma(const __half *__restrict__ x,
                                                        const __half *__restrict__ w16,
                                                        const __grid_constant__ narrow_bias16 p,
@@ -348,10 +337,10 @@ __global__ void __launch_bounds__(128) conv_narrow_mma(const __half *__restrict_
             float acc[2][4] = {};
 #pragma unroll
             for (int j = 0; j < 2; j++) {
-                narrow_mma(acc[j], a[i][0].x, a[i][1].x, bh[j].x);
-                narrow_mma(acc[j], a[i][0].x, a[i][1].x, bl[j].x);
-                narrow_mma(acc[j], a[i][0].y, a[i][1].y, bh[j].y);
-                narrow_mma(acc[j], a[i][0].y, a[i][1].y, bl[j].y);
+                kr_mma_16x8x8(acc[j], a[i][0].x, a[i][1].x, bh[j].x);
+                kr_mma_16x8x8(acc[j], a[i][0].x, a[i][1].x, bl[j].x);
+                kr_mma_16x8x8(acc[j], a[i][0].y, a[i][1].y, bh[j].y);
+                kr_mma_16x8x8(acc[j], a[i][0].y, a[i][1].y, bl[j].y);
             }
 #pragma unroll
             for (int h = 0; h < 2; h++) {

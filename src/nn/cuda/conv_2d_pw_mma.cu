@@ -79,17 +79,6 @@ __device__ __forceinline__ void pwm_wait1()
 #endif
 }
 
-/* c += a (16 x 8, two registers) x b (8 x 8, one register), f16 in, f32 accumulate. */
-__device__ __forceinline__ void pwm_mma(float *c, unsigned a0, unsigned a1, unsigned b)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-                 "{%4, %5}, {%6}, {%0, %1, %2, %3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(b));
-#endif
-}
-
 /* Shared memory of a block: A tile [BM][KP + 8] halves (two of them for PWM_PIPE), the
  * weights' high then low halves [2][NP][KP + 8], bias [NP] floats, per-warp staging
  * [16 MI][PWM_LDS] floats. */
@@ -646,10 +635,10 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                 for (int i = 0; i < MI; i++)
 #pragma unroll
                     for (int t = 0; t < 4; t++) {
-                        pwm_mma(acc[i][t], a[i][0], a[i][1], b[t >> 1][(t & 1) * 2]);
-                        pwm_mma(acc[i][t], a[i][0], a[i][1], bl[t >> 1][(t & 1) * 2]);
-                        pwm_mma(acc[i][t], a[i][2], a[i][3], b[t >> 1][(t & 1) * 2 + 1]);
-                        pwm_mma(acc[i][t], a[i][2], a[i][3], bl[t >> 1][(t & 1) * 2 + 1]);
+                        kr_mma_16x8x8(acc[i][t], a[i][0], a[i][1], b[t >> 1][(t & 1) * 2]);
+                        kr_mma_16x8x8(acc[i][t], a[i][0], a[i][1], bl[t >> 1][(t & 1) * 2]);
+                        kr_mma_16x8x8(acc[i][t], a[i][2], a[i][3], b[t >> 1][(t & 1) * 2 + 1]);
+                        kr_mma_16x8x8(acc[i][t], a[i][2], a[i][3], bl[t >> 1][(t & 1) * 2 + 1]);
                     }
             }
             /* bias, clamp, post function in registers (the post function's switch once per
