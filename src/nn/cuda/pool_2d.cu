@@ -128,6 +128,20 @@ __device__ __forceinline__ void h8_to_float(uint4 q, float *v)
 /* Threads of a global_pool_h8 block, at most. */
 #define GP_THREADS 512
 
+/* One pixel's 8 channels into global_pool_h8's accumulators: the addend's values @p a (NULL:
+ * none) added to @p v first, then the maximum or the sum. */
+template <int MAX>
+__device__ __forceinline__ void gp_add8(float acc[8], float v[8], const float *a)
+{
+    if (a)
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            v[k] += a[k];
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        acc[k] = MAX ? fmaxf(acc[k], v[k]) : acc[k] + v[k];
+}
+
 /* Global pooling in half precision over a multiple of 8 channels (16-byte aligned tensors):
  * one block of T threads per item (T = 512, 256 or 128 from the item's size,
  * global_pool_h8_threads); thread t takes channel group g = t % cg (8 channels, cg = ch / 8)
@@ -167,32 +181,19 @@ __global__ void __launch_bounds__(GP_THREADS, 2)
                     qa[j] = *reinterpret_cast<const uint4 *>(ap + (size_t)p * ch + j * step);
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                float v[8];
+                float v[8], a[8];
                 h8_to_float(q[j], v);
-                if (ap) {
-                    float a[8];
+                if (ap)
                     h8_to_float(qa[j], a);
-#pragma unroll
-                    for (int k = 0; k < 8; k++)
-                        v[k] += a[k];
-                }
-#pragma unroll
-                for (int k = 0; k < 8; k++)
-                    acc[k] = MAX ? fmaxf(acc[k], v[k]) : acc[k] + v[k];
+                gp_add8<MAX>(acc, v, ap ? a : NULL);
             }
         }
         for (; p < pixels; p += rows) {
             float v[8], a[8];
             kr_ldv<8>(xp + (size_t)p * ch, v);
-            if (ap) {
+            if (ap)
                 kr_ldv<8>(ap + (size_t)p * ch, a);
-#pragma unroll
-                for (int k = 0; k < 8; k++)
-                    v[k] += a[k];
-            }
-#pragma unroll
-            for (int k = 0; k < 8; k++)
-                acc[k] = MAX ? fmaxf(acc[k], v[k]) : acc[k] + v[k];
+            gp_add8<MAX>(acc, v, ap ? a : NULL);
         }
 #pragma unroll
         for (int k = 0; k < 8; k++)
