@@ -62,6 +62,12 @@ static int with_slack(const kr_graph *g, int end, int slack)
 keyer_status kr_plan_create(const kr_graph *g, int batch, int slack, kr_plan *out,
                             keyer_error *err)
 {
+    return kr_plan_create_windows(g, batch, slack, NULL, NULL, out, err);
+}
+
+keyer_status kr_plan_create_windows(const kr_graph *g, int batch, int slack, const int *live_from,
+                                    const int *live_to, kr_plan *out, keyer_error *err)
+{
     if (!out)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "planner: NULL plan");
     memset(out, 0, sizeof(*out));
@@ -122,6 +128,26 @@ keyer_status kr_plan_create(const kr_graph *g, int batch, int slack, kr_plan *ou
             v->end = with_slack(g, x->last_consumer, slack);
         if (x->graph_output >= 0)
             v->end = g->n_nodes;
+    }
+
+    /* Windows of out-of-order schedules (planner.h): on the storage. */
+    for (int t = 0; live_from && live_to && t < g->n_tensors; t++) {
+        if (kr_tensor_is_const(&g->tensors[t]) || live_from[t] > live_to[t])
+            continue;
+        if (live_from[t] < -1 || live_to[t] > g->n_nodes) {
+            st = keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                                 "planner: %s: tensor '%s' has the live window [%d, %d] outside "
+                                 "[-1, %d]",
+                                 g->name, g->tensors[t].name ? g->tensors[t].name : "",
+                                 live_from[t], live_to[t], g->n_nodes);
+            goto fail;
+        }
+        int s = kr_tensor_storage(g, t);
+        if (slot[s] < 0)
+            continue;
+        interval *v = &iv[slot[s]];
+        v->start = live_from[t] < v->start ? live_from[t] : v->start;
+        v->end = live_to[t] > v->end ? live_to[t] : v->end;
     }
 
     /* Largest first, each into the best-fitting gap among the storages alive with it. */

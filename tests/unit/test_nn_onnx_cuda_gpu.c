@@ -14,11 +14,15 @@
  *           storage moves a few outline pixels of this 7-level U-Net by up to ~0.1).
  *  batch:   item b of a batch-2 run equals a batch-1 run of that item, bit for bit, in f32 and
  *           f16 (the kernels' summation order does not depend on the batch).
+ *  branches: the per-node schedule with the units off the critical path on a second stream
+ *           (src/nn/cuda/branches.h, the default) gives the serial order's outputs
+ *           (KEYER_CUDA_BRANCHES=0) bit for bit, f32 and f16, batch 1 and 2, AUTO schedule.
  *  persistent: asked for explicitly, the persistent schedule refuses the model (UNSUPPORTED:
  *           its concatenations along the channels), naming why.
  *
  * Label gpu (file name *_gpu.c); exits 77 without a CUDA device or without the model file.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,6 +37,7 @@
 #include <string.h>
 
 #include "keyer/nn.h"
+#include "kt_gpu.h"
 #include "testutil.h"
 
 #define U2_FILE "u2netp.onnx"
@@ -201,6 +206,41 @@ static void test_u2netp(void **state)
     keyer_model_destroy(&model);
 }
 
+/* Outputs of @p a and @p b equal byte for byte. */
+static void check_same(const outputs *a, const outputs *b, const char *what)
+{
+    assert_int_equal(a->n, b->n);
+    for (int i = 0; i < a->n; i++) {
+        assert_int_equal(a->bytes[i], b->bytes[i]);
+        if (memcmp(a->out[i], b->out[i], a->bytes[i]) != 0)
+            fail_msg("%s: output %d differs between the branched and the serial order", what, i);
+    }
+}
+
+static void test_u2netp_branches(void **state)
+{
+    (void)state;
+    keyer_model *model = load_u2netp();
+    for (int f16 = 0; f16 <= 1; f16++)
+        for (int batch = 1; batch <= 2; batch++) {
+            keyer_precision prec = f16 ? KEYER_PRECISION_F16 : KEYER_PRECISION_F32;
+            outputs branched = {0}, serial = {0};
+            char what[64];
+            snprintf(what, sizeof(what), "cuda %s batch %d", f16 ? "f16" : "f32", batch);
+            unsetenv("KEYER_CUDA_BRANCHES");
+            run_ok(model, KEYER_BACKEND_CUDA, prec, KEYER_CUDA_SCHEDULE_AUTO, batch, 0,
+                   &branched);
+            setenv("KEYER_CUDA_BRANCHES", "0", 1);
+            run_ok(model, KEYER_BACKEND_CUDA, prec, KEYER_CUDA_SCHEDULE_AUTO, batch, 0, &serial);
+            unsetenv("KEYER_CUDA_BRANCHES");
+            check_same(&branched, &serial, what);
+            printf("  %s: branched = serial, %d outputs\n", what, branched.n);
+            outputs_free(&branched);
+            outputs_free(&serial);
+        }
+    keyer_model_destroy(&model);
+}
+
 static void test_persistent_refuses(void **state)
 {
     (void)state;
@@ -234,7 +274,9 @@ int main(void)
     fclose(f);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_u2netp),
+        cmocka_unit_test(test_u2netp_branches),
         cmocka_unit_test(test_persistent_refuses),
     };
+    kt_gpu_apply_filter(); /* KEYER_TEST_FILTER: one case */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
