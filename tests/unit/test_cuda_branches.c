@@ -63,8 +63,7 @@ static void make_view(view *v, const kr_graph *g, int f16, int batch, const int 
 {
     memset(v, 0, sizeof(*v));
     keyer_error err = {0};
-    if (kr_plan_create_windows(g, batch, KR_CUDA_PLAN_SLACK, from, to, &v->plan, &err) !=
-        KEYER_OK)
+    if (kr_plan_create_windows(g, batch, KR_CUDA_PLAN_SLACK, from, to, &v->plan, &err) != KEYER_OK)
         fail_msg("%s", err.message);
     size_t nt = (size_t)g->n_tensors;
     v->f16 = f16;
@@ -172,7 +171,10 @@ static span span_of(const view *v, const void *p, int n)
     return s;
 }
 
-static int spans_meet(span a, span b) { return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi; }
+static int spans_meet(span a, span b)
+{
+    return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi;
+}
 
 typedef struct access {
     span rd[20], wr;
@@ -200,9 +202,9 @@ static void access_of(const view *v, int node, access *x)
     const kr_cuda_op *op = &v->ops[node];
     for (int i = 0; i < KR_MAX_NODE_INPUTS; i++)
         add_rd(x, span_of(v, op->in[i], node));
-    const void *more[] = {op->residual,     op->addend,     op->cat.src[0], op->cat.src[1],
-                          op->scale.src,    op->scale.vec,  op->scale.addend,
-                          op->rs.src,       op->add.src,    op->pool.src};
+    const void *more[] = {op->residual,  op->addend,    op->cat.src[0],   op->cat.src[1],
+                          op->scale.src, op->scale.vec, op->scale.addend, op->rs.src,
+                          op->add.src,   op->pool.src};
     for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
         add_rd(x, span_of(v, more[i], node));
     x->wr = span_of(v, op->out, node);
@@ -228,8 +230,7 @@ typedef struct placed {
 
 /* Checks @p b's order on @p v (see the file comment); returns the number of side units and
  * counts the side CONV_2D nodes in @p side_convs, side conversions in @p side_outs. */
-static int check_order(const view *v, const kr_cuda_branches *b, int *side_convs,
-                       int *side_outs)
+static int check_order(const view *v, const kr_cuda_branches *b, int *side_convs, int *side_outs)
 {
     const kr_graph *g = v->mem.graph;
     int n_steps = kr_cuda_branches_steps(b);
@@ -284,8 +285,7 @@ static int check_order(const view *v, const kr_cuda_branches *b, int *side_convs
             int pj = nj >= 0 ? 2 * nj : 2 * g->tensors[g->outputs[-1 - nj]].producer + 1;
             if (pi >= pj || !conflict(&p[i].acc, &p[j].acc))
                 continue;
-            int before = p[i].stream == p[j].stream ? p[i].seq < p[j].seq
-                                                    : p[i].seq < p[j].knows;
+            int before = p[i].stream == p[j].stream ? p[i].seq < p[j].seq : p[i].seq < p[j].knows;
             if (!before)
                 fail_msg("%s: unit %d (node %d) may run before unit %d (node %d) that it "
                          "depends on",
@@ -327,8 +327,8 @@ static void check_u2netp(const kr_graph *g, int f16, int batch)
     int *to = malloc((size_t)g->n_tensors * sizeof(int));
     assert_true(from && to);
     int any = 0;
-    assert_int_equal(kr_cuda_branches_windows(&v.mem, arena_of(&v), v.io, v.ops, v.folded, from,
-                                              to, &any, &err),
+    assert_int_equal(kr_cuda_branches_windows(&v.mem, arena_of(&v), v.io, v.ops, v.folded, from, to,
+                                              &any, &err),
                      KEYER_OK);
     assert_true(any);
     size_t serial = arena_of(&v);
@@ -395,9 +395,9 @@ static void test_other_models_order(void **state)
             view v;
             make_view(&v, g, f16, 32, NULL, NULL);
             kr_cuda_branches *b = NULL;
-            assert_int_equal(
-                kr_cuda_branches_plan(&v.mem, arena_of(&v), v.io, v.ops, v.folded, &b, &err),
-                KEYER_OK);
+            assert_int_equal(kr_cuda_branches_plan(&v.mem, arena_of(&v), v.io, v.ops, v.folded, &b,
+                                                   &err),
+                             KEYER_OK);
             int convs = 0, outs = 0, side = b ? check_order(&v, b, &convs, &outs) : 0;
             printf("%s %s batch 32: %d side units\n", names[k], f16 ? "f16" : "f32", side);
             kr_cuda_branches_destroy(&b);

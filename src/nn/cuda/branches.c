@@ -94,7 +94,10 @@ static range range_of(const layout *l, const void *p, int n)
     return r; /* a constant: read-only */
 }
 
-static int overlap(range a, range b) { return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi; }
+static int overlap(range a, range b)
+{
+    return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi;
+}
 
 static void add_read(unit *u, range r)
 {
@@ -111,9 +114,9 @@ static void node_unit(const layout *l, const kr_cuda_op *op, int n, unit *u)
     u->output = -1;
     for (int i = 0; i < KR_MAX_NODE_INPUTS; i++)
         add_read(u, range_of(l, op->in[i], n));
-    const void *more[] = {op->residual,   op->addend,      op->cat.src[0], op->cat.src[1],
-                          op->scale.src,  op->scale.vec,   op->scale.addend,
-                          op->rs.src,     op->add.src,     op->pool.src};
+    const void *more[] = {op->residual,  op->addend,    op->cat.src[0],   op->cat.src[1],
+                          op->scale.src, op->scale.vec, op->scale.addend, op->rs.src,
+                          op->add.src,   op->pool.src};
     for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
         add_read(u, range_of(l, more[i], n));
     u->wr = range_of(l, op->out, n);
@@ -166,12 +169,12 @@ static void work_free(work *w)
 typedef struct sim {
     kr_cuda_branches *b;
     work *w;
-    int main_count;    /* run-stream units queued */
-    int forked_main;   /* main_count at the last fork, -1: no fork yet */
-    int fork_node;     /* node index of the last run-stream unit before the last fork */
+    int main_count;  /* run-stream units queued */
+    int forked_main; /* main_count at the last fork, -1: no fork yet */
+    int fork_node;   /* node index of the last run-stream unit before the last fork */
     int last_main_node;
-    int *main_pos;     /* per unit: its position on the run stream */
-    double tm, ts;     /* estimated finish times of the two streams */
+    int *main_pos; /* per unit: its position on the run stream */
+    double tm, ts; /* estimated finish times of the two streams */
 } sim;
 
 static void push_step(sim *s, int kind, int side, int u)
@@ -489,7 +492,7 @@ static keyer_status plan(const kr_cuda_mem *mem, size_t arena_bytes, float *cons
     for (int j = 0; j < n; j++)
         for (int i = 0; i < j; i++)
             w.dep[(size_t)j * n + i] = (unsigned char)(flow ? flows(b->units, i, j)
-                                                           : hazard(&b->units[i], &b->units[j]));
+                                                            : hazard(&b->units[i], &b->units[j]));
     free(l.first);
     free(l.last);
     l.first = l.last = NULL;
@@ -581,10 +584,9 @@ static void widen_node(const kr_graph *g, int n, int from, int to, int *live_fro
         widen(x->outputs[o], from, to, live_from, live_to);
 }
 
-keyer_status kr_cuda_branches_windows(const kr_cuda_mem *mem, size_t arena_bytes,
-                                      float *const *io, const kr_cuda_op *ops,
-                                      const unsigned char *folded, int *live_from, int *live_to,
-                                      int *any, keyer_error *err)
+keyer_status kr_cuda_branches_windows(const kr_cuda_mem *mem, size_t arena_bytes, float *const *io,
+                                      const kr_cuda_op *ops, const unsigned char *folded,
+                                      int *live_from, int *live_to, int *any, keyer_error *err)
 {
     const kr_graph *g = mem->graph;
     kr_cuda_branches *b = NULL;

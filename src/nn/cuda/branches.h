@@ -80,10 +80,9 @@ void kr_cuda_branches_counts(const kr_cuda_branches *b, int *side, int *forks, i
  * to it); live_from[t] > live_to[t] where there is none. Both arrays: one int per tensor,
  * caller-owned. @p *any: 0 when no unit is off the critical path (no window). Host work only.
  * Errors: OUT_OF_MEMORY naming the graph. */
-keyer_status kr_cuda_branches_windows(const kr_cuda_mem *mem, size_t arena_bytes,
-                                      float *const *io, const kr_cuda_op *ops,
-                                      const unsigned char *folded, int *live_from, int *live_to,
-                                      int *any, keyer_error *err);
+keyer_status kr_cuda_branches_windows(const kr_cuda_mem *mem, size_t arena_bytes, float *const *io,
+                                      const kr_cuda_op *ops, const unsigned char *folded,
+                                      int *live_from, int *live_to, int *any, keyer_error *err);
 
 /* One step of @p b's order, for the tests: @p i in [0, kr_cuda_branches_steps(b)). @p kind: 0
  * a unit, 1 a fork, 2 a join; @p side: 1 if the unit runs on the second stream; @p node: the
