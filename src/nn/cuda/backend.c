@@ -2,7 +2,9 @@
  * The cuda backend (kr_backend_cuda): activations laid out in one device arena by the planner,
  * in float32 or float16 (cfg->f16: weights and activations stored as __half, float
  * accumulation), run by one of two schedules (keyer_cuda_schedule):
- *  - per node (pernode.h): a kernel per fused node, from this folder's operator files;
+ *  - per node (pernode.h): a kernel per fused node, from this folder's operator files; the
+ *    nodes off the critical path on a second stream of the capture (branches.h), for which the
+ *    arena is laid out again with their live windows;
  *  - persistent (persistent/schedule.h): one cooperative kernel that walks the same fused nodes
  *    as steps (plus the f16 conversions), for small batches, with the optional cluster segment
  *    (segment/segment.h) on sm_90.
