@@ -504,12 +504,27 @@ static keyer_status fuse_pernode(kr_backend_instance *inst, keyer_error *err)
     return KEYER_OK;
 }
 
+/* Lays the arena out as @p plan says (a new allocation, zeroed) and binds the per-node
+ * schedule's nodes to it again. Errors: OUT_OF_MEMORY, DEVICE. */
+static keyer_status relayout(kr_backend_instance *inst, const kr_plan *plan, keyer_error *err)
+{
+    cudaError_t e = cudaFree(inst->arena);
+    inst->arena = NULL;
+    inst->mem.arena = NULL;
+    if (e != cudaSuccess)
+        return kr_cuda_fail(err, inst->graph, "freeing the activation arena", e);
+    keyer_status st = alloc_arena(inst, plan, err);
+    return st ? st : fuse_pernode(inst, err);
+}
+
 /* The per-node schedule's branches (branches.h): their live windows on the runtime's layout;
  * where some units go to the second stream, lays the arena out again with those windows
  * (kr_plan_create_windows), fuses and binds again, and plans the branches on the new layout
- * (the ones that run). Nothing changes when KR_CUDA_BRANCHES_ENV is "0" or no unit is off the
- * critical path. Errors: OUT_OF_MEMORY, DEVICE. */
-static keyer_status setup_branches(kr_backend_instance *inst, keyer_error *err)
+ * (the ones that run), or goes back to the runtime's layout @p serial when none is left.
+ * Nothing changes when KR_CUDA_BRANCHES_ENV is "0" or no unit is off the critical path.
+ * Errors: OUT_OF_MEMORY, DEVICE. */
+static keyer_status setup_branches(kr_backend_instance *inst, const kr_plan *serial,
+                                   keyer_error *err)
 {
     const kr_graph *g = inst->graph;
     if (!kr_cuda_branches_enabled())
@@ -530,22 +545,15 @@ static keyer_status setup_branches(kr_backend_instance *inst, keyer_error *err)
     if (st || !any)
         return st;
     size_t serial_bytes = inst->arena_bytes;
-    cudaError_t e = cudaFree(inst->arena);
-    inst->arena = NULL;
-    inst->mem.arena = NULL;
-    if (e != cudaSuccess) {
-        kr_plan_destroy(&plan);
-        return kr_cuda_fail(err, g, "freeing the activation arena", e);
-    }
-    st = alloc_arena(inst, &plan, err);
+    st = relayout(inst, &plan, err);
     kr_plan_destroy(&plan);
-    if (!st)
-        st = fuse_pernode(inst, err);
     if (!st)
         st = kr_cuda_branches_plan(&inst->mem, inst->arena_bytes, inst->io, inst->ops,
                                    inst->folded, &inst->branches, err);
     if (!st && inst->branches)
         st = kr_cuda_branches_prepare(inst->branches, err);
+    else if (!st) /* nothing off the critical path after all: the runtime's layout again */
+        st = relayout(inst, serial, err);
     if (st)
         return st;
     int side = 0, forks = 0, joins = 0;
@@ -609,7 +617,7 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
         if (!st && !inst->pers && inst->f16) /* a stem that reads the float input itself */
             kr_cuda_pernode_bind_inputs(&inst->mem, inst->io, inst->ops, inst->folded);
         if (!st && !inst->pers) /* units off the critical path on a second stream */
-            st = setup_branches(inst, err);
+            st = setup_branches(inst, plan, err);
     }
     if (!st)
         st = validate_and_capture(inst, err);
