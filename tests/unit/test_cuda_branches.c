@@ -14,8 +14,9 @@
  *    serial order's sense: on one stream in order, or across a fork or join; the last side unit
  *    is joined;
  *  - the same after the layout with the windows (kr_cuda_branches_windows,
- *    kr_plan_create_windows), which the backend runs, and that layout is at most 25% larger
- *    than the serial one; there the fuse convolution (the last CONV_2D) stays on the run
+ *    kr_plan_create_windows keeping the serial plan's places), which the backend runs: every
+ *    node fused as on the serial layout (the folds depend on overlaps; other folds would change
+ *    f16 sums), and that layout is at most 25% larger than the serial one; there the fuse convolution (the last CONV_2D) stays on the run
  *    stream and side2..side6 (the five other 64 -> 1 convolutions) go to the second;
  *  - selfie, selfie-landscape, face-short and face-full (f16 and f32, batch 32, where the
  *    per-node schedule runs them): whatever goes to the second stream keeps the order checks.
@@ -58,12 +59,13 @@ typedef struct view {
 /* The instance's memory view of @p g at @p batch (the planner's layout with the windows
  * @p from / @p to, or none), the backend's folds, stand-in float staging for the graph inputs
  * and outputs of f16 instances (64 MiB apart). */
-static void make_view(view *v, const kr_graph *g, int f16, int batch, const int *from,
-                      const int *to)
+static void make_view(view *v, const kr_graph *g, int f16, int batch, const kr_plan *keep,
+                      const int *from, const int *to)
 {
     memset(v, 0, sizeof(*v));
     keyer_error err = {0};
-    if (kr_plan_create_windows(g, batch, KR_CUDA_PLAN_SLACK, from, to, &v->plan, &err) != KEYER_OK)
+    if (kr_plan_create_windows(g, batch, KR_CUDA_PLAN_SLACK, keep, from, to, &v->plan, &err) !=
+        KEYER_OK)
         fail_msg("%s", err.message);
     size_t nt = (size_t)g->n_tensors;
     v->f16 = f16;
@@ -315,7 +317,7 @@ static void check_u2netp(const kr_graph *g, int f16, int batch)
 {
     keyer_error err = {0};
     view v;
-    make_view(&v, g, f16, batch, NULL, NULL);
+    make_view(&v, g, f16, batch, NULL, NULL, NULL);
     kr_cuda_branches *b = NULL;
     assert_int_equal(kr_cuda_branches_plan(&v.mem, arena_of(&v), v.io, v.ops, v.folded, &b, &err),
                      KEYER_OK);
@@ -332,9 +334,19 @@ static void check_u2netp(const kr_graph *g, int f16, int batch)
                      KEYER_OK);
     assert_true(any);
     size_t serial = arena_of(&v);
-    free_view(&v);
+    view v0 = v;
 
-    make_view(&v, g, f16, batch, from, to);
+    make_view(&v, g, f16, batch, &v0.plan, from, to);
+    for (int n = 0; n < g->n_nodes; n++) { /* the same folds: the same kernels and sums */
+        const kr_cuda_op *a = &v0.ops[n], *c = &v.ops[n];
+        if (v0.folded[n] != v.folded[n] || a->post != c->post || !a->residual != !c->residual ||
+            !a->addend != !c->addend || !a->cat.src[0] != !c->cat.src[0] ||
+            !a->scale.src != !c->scale.src || !a->rs.src != !c->rs.src ||
+            !a->add.src != !c->add.src || !a->pool.src != !c->pool.src)
+            fail_msg("u2netp: node %d (%s) is fused otherwise on the layout with windows", n,
+                     kr_op_name(g->nodes[n].op));
+    }
+    free_view(&v0);
     assert_int_equal(kr_cuda_branches_plan(&v.mem, arena_of(&v), v.io, v.ops, v.folded, &b, &err),
                      KEYER_OK);
     assert_non_null(b);
@@ -393,7 +405,7 @@ static void test_other_models_order(void **state)
         for (int f16 = 0; f16 <= 1; f16++) {
             keyer_error err = {0};
             view v;
-            make_view(&v, g, f16, 32, NULL, NULL);
+            make_view(&v, g, f16, 32, NULL, NULL, NULL);
             kr_cuda_branches *b = NULL;
             assert_int_equal(kr_cuda_branches_plan(&v.mem, arena_of(&v), v.io, v.ops, v.folded, &b,
                                                    &err),

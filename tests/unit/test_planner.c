@@ -6,8 +6,9 @@
  * a byte, every offset is 64-byte aligned, views sit at their source's offset, constants are not
  * placed, and the arena holds everything. Graphs: chains, branches with views and outputs used
  * inside the graph, 300 random DAGs (every third with random live windows,
- * kr_plan_create_windows: those tensors also live over them), and the shipped models (arena vs
- * the naive sum printed).
+ * kr_plan_create_windows: those tensors also live over them, planned afresh and keeping the
+ * plan without windows, where a tensor moves only above that plan's arena), and the shipped
+ * models (arena vs the naive sum printed).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -294,9 +295,23 @@ static void test_random_graphs(void **state)
                 wto[t] = on ? (a < z ? z : a) : 0;
             }
         }
-        assert_int_equal(kr_plan_create_windows(g, batch, slack, wfrom, wto, &plan, &err),
+        assert_int_equal(kr_plan_create_windows(g, batch, slack, NULL, wfrom, wto, &plan, &err),
                          KEYER_OK);
         plan_stats st = check_plan_windows(g, &plan, batch, slack, wfrom, wto);
+        if (wfrom) { /* the same windows keeping a plan without them: valid, no smaller arena */
+            kr_plan base, kept;
+            assert_int_equal(kr_plan_create(g, batch, slack, &base, &err), KEYER_OK);
+            assert_int_equal(
+                kr_plan_create_windows(g, batch, slack, &base, wfrom, wto, &kept, &err),
+                KEYER_OK);
+            check_plan_windows(g, &kept, batch, slack, wfrom, wto);
+            assert_true(kept.arena_bytes >= base.arena_bytes);
+            for (int t = 0; t < g->n_tensors; t++) /* unwindowed tensors moved only if they met */
+                if (kept.offsets[t] != base.offsets[t])
+                    assert_true(kept.offsets[t] >= base.arena_bytes);
+            kr_plan_destroy(&base);
+            kr_plan_destroy(&kept);
+        }
         free(wfrom);
         free(wto);
         assert_true(plan.arena_bytes <= st.naive + (size_t)g->n_tensors * KR_PLAN_ALIGNMENT);
@@ -374,7 +389,7 @@ static void test_errors(void **state)
             wf[t] = -2; /* before the graph's start: refused */
             wt[t] = 0;
         }
-        assert_int_equal(kr_plan_create_windows(g, 1, 0, wf, wt, &plan, &err),
+        assert_int_equal(kr_plan_create_windows(g, 1, 0, NULL, wf, wt, &plan, &err),
                          KEYER_STATUS_INVALID_ARGUMENT);
         free(wf);
         free(wt);

@@ -504,6 +504,16 @@ static keyer_status fuse_pernode(kr_backend_instance *inst, keyer_error *err)
     return KEYER_OK;
 }
 
+/* What the fusion pass decided for node @p n (folded, and which folds its kernel does), as bits:
+ * equal for two layouts when the same kernels compute the same sums. */
+static unsigned fold_signature(const kr_backend_instance *inst, int n)
+{
+    const kr_cuda_op *op = &inst->ops[n];
+    return (unsigned)inst->folded[n] | (unsigned)op->post << 1 | !!op->residual << 4 |
+           !!op->addend << 5 | !!op->cat.src[0] << 6 | !!op->scale.src << 7 | !!op->rs.src << 8 |
+           !!op->add.src << 9 | !!op->pool.src << 10 | !!op->x_f32 << 11;
+}
+
 /* Lays the arena out as @p plan says (a new allocation, zeroed) and binds the per-node
  * schedule's nodes to it again. Errors: OUT_OF_MEMORY, DEVICE. */
 static keyer_status relayout(kr_backend_instance *inst, const kr_plan *plan, keyer_error *err)
@@ -539,20 +549,37 @@ static keyer_status setup_branches(kr_backend_instance *inst, const kr_plan *ser
         st = kr_cuda_branches_windows(&inst->mem, inst->arena_bytes, inst->io, inst->ops,
                                       inst->folded, from, to, &any, err);
     if (!st && any)
-        st = kr_plan_create_windows(g, inst->batch, KR_CUDA_PLAN_SLACK, from, to, &plan, err);
+        st = kr_plan_create_windows(g, inst->batch, KR_CUDA_PLAN_SLACK, serial, from, to, &plan,
+                                    err);
     free(from);
     free(to);
     if (st || !any)
         return st;
     size_t serial_bytes = inst->arena_bytes;
+    unsigned *sig = malloc((size_t)(g->n_nodes + 1) * sizeof(unsigned));
+    if (!sig) {
+        kr_plan_destroy(&plan);
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->name);
+    }
+    for (int n = 0; n < g->n_nodes; n++)
+        sig[n] = fold_signature(inst, n);
     st = relayout(inst, &plan, err);
     kr_plan_destroy(&plan);
-    if (!st)
+    int same = 1; /* the folds depend on overlaps: the same kernels, or no branches */
+    for (int n = 0; !st && n < g->n_nodes; n++)
+        same &= sig[n] == fold_signature(inst, n);
+    free(sig);
+    if (!st && !same)
+        keyer_log(inst->logger, KEYER_LOG_DEBUG,
+                  "%s: cuda backend: the layout for a second stream changes the fusion pass's "
+                  "folds: every node in graph order",
+                  g->name);
+    if (!st && same)
         st = kr_cuda_branches_plan(&inst->mem, inst->arena_bytes, inst->io, inst->ops,
                                    inst->folded, &inst->branches, err);
     if (!st && inst->branches)
         st = kr_cuda_branches_prepare(inst->branches, err);
-    else if (!st) /* nothing off the critical path after all: the runtime's layout again */
+    else if (!st) /* nothing off the critical path (or other folds): the runtime's layout */
         st = relayout(inst, serial, err);
     if (st)
         return st;
