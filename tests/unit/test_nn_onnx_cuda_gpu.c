@@ -215,8 +215,19 @@ static void check_same(const outputs *a, const outputs *b, const char *what)
     assert_int_equal(a->n, b->n);
     for (int i = 0; i < a->n; i++) {
         assert_int_equal(a->bytes[i], b->bytes[i]);
-        if (memcmp(a->out[i], b->out[i], a->bytes[i]) != 0)
-            fail_msg("%s: output %d differs between the branched and the serial order", what, i);
+        if (memcmp(a->out[i], b->out[i], a->bytes[i]) != 0) {
+            size_t n = a->bytes[i] / sizeof(float), diff = 0, first = 0;
+            double max_abs = 0;
+            for (size_t k = 0; k < n; k++)
+                if (memcmp(&a->out[i][k], &b->out[i][k], sizeof(float)) != 0) {
+                    first = diff++ ? first : k;
+                    max_abs = fmax(max_abs, fabs((double)a->out[i][k] - b->out[i][k]));
+                }
+            fail_msg("%s: output %d differs between the branched and the serial order: %zu of "
+                     "%zu values, the first at %zu (%.9g against %.9g), max abs %.3g",
+                     what, i, diff, n, first, (double)a->out[i][first],
+                     (double)b->out[i][first], max_abs);
+        }
     }
 }
 
