@@ -35,8 +35,10 @@
  * [fork, join] for each tensor a side unit (or a node folded next to it) touches, from the
  * order planned with the data's flow alone as dependencies (the layout's reuse of memory would
  * otherwise hold the side units back where the serial layout put their outputs on bytes still
- * in use); the backend lays the arena out again with them, binds the nodes again and plans the
- * branches on the new layout with every dependency.
+ * in use); the backend lays the arena out again with them (keeping the serial plan's places
+ * where the windows allow), binds and fuses the nodes again, and plans the branches on the new
+ * layout with every dependency, only when every node is fused as on the serial layout (the
+ * fusion pass's folds depend on overlaps, and a fold can change f16 sums).
  *
  * KR_CUDA_BRANCHES_ENV=0 turns the branches off (the serial order of kr_cuda_pernode_enqueue);
  * the GPU tests compare both byte for byte.
