@@ -142,35 +142,68 @@ static int names(const kr_graph *g, int m, int t)
     return 0;
 }
 
+/* Whether node @p m is in node @p n's kernel: @p n itself, or a folded node reached from it over
+ * graph edges through folded nodes only (fusion.h folds a node into a producer or a consumer). */
+static int in_unit(const view *v, int n, int m)
+{
+    const kr_graph *g = v->mem.graph;
+    unsigned char *seen = calloc((size_t)g->n_nodes, 1);
+    int *stack = malloc((size_t)g->n_nodes * sizeof(int)), top = 0, found = 0;
+    assert_true(seen && stack);
+    seen[n] = 1;
+    stack[top++] = n;
+    while (top > 0 && !found) {
+        int k = stack[--top];
+        found = k == m;
+        for (int q = 0; q < g->n_nodes; q++) {
+            if (seen[q] || !v->folded[q])
+                continue;
+            int linked = 0; /* q produces an input of k, or reads an output of k */
+            for (int i = 0; i < g->nodes[k].n_inputs; i++)
+                for (int o = 0; o < g->nodes[q].n_outputs; o++)
+                    linked |= g->nodes[k].inputs[i] >= 0 &&
+                              g->nodes[k].inputs[i] == g->nodes[q].outputs[o];
+            for (int o = 0; o < g->nodes[k].n_outputs; o++)
+                for (int i = 0; i < g->nodes[q].n_inputs; i++)
+                    linked |= g->nodes[k].outputs[o] >= 0 &&
+                              g->nodes[k].outputs[o] == g->nodes[q].inputs[i];
+            if (linked) {
+                seen[q] = 1;
+                stack[top++] = q;
+            }
+        }
+    }
+    free(seen);
+    free(stack);
+    return found;
+}
+
 /* The bytes kernel argument @p p of node @p n's kernel covers: the largest tensor placed there
- * that is named from 8 nodes before @p n to 8 after (a fused kernel touches the tensors of the
- * nodes folded into it, next to it; graph inputs from the start, outputs to the end), a staging
- * buffer, nothing for constants. */
+ * that a node in the kernel names (all placed there when none), a staging buffer, nothing for
+ * constants. */
 static span span_of(const view *v, const void *p, int n)
 {
     const kr_graph *g = v->mem.graph;
     uintptr_t a = (uintptr_t)p;
-    span s = {a, a};
+    span s = {a, a}, any = {a, a};
     for (int t = 0; p && t < g->n_tensors; t++) {
         const kr_tensor *x = &g->tensors[t];
         if (v->io[t] && (uintptr_t)v->io[t] == a)
             s.hi = a + kr_tensor_bytes(x, v->mem.batch);
         if (kr_tensor_is_const(x) || x->view_of >= 0 || v->offsets[t] == SIZE_MAX ||
-            ARENA_BASE + v->offsets[t] != a || a + kr_cuda_mem_bytes(&v->mem, t) <= s.hi)
+            ARENA_BASE + v->offsets[t] != a)
             continue;
-        int first = x->graph_input >= 0 ? -1 : g->n_nodes, last = -1;
+        size_t bytes = kr_cuda_mem_bytes(&v->mem, t);
+        any.hi = a + bytes > any.hi ? a + bytes : any.hi;
+        if (a + bytes <= s.hi)
+            continue;
         for (int m = 0; m < g->n_nodes; m++)
-            if (names(g, m, t)) {
-                first = m < first ? m : first;
-                last = m > last ? m : last;
+            if (names(g, m, t) && (m == n || (v->folded[m] && in_unit(v, n, m)))) {
+                s.hi = a + bytes;
+                break;
             }
-        for (int o = 0; o < g->n_outputs; o++)
-            if (kr_tensor_storage(g, g->outputs[o]) == t)
-                last = g->n_nodes;
-        if (first - 8 <= n && n <= last + 8)
-            s.hi = a + kr_cuda_mem_bytes(&v->mem, t);
     }
-    return s;
+    return s.hi > s.lo ? s : any;
 }
 
 static int spans_meet(span a, span b)

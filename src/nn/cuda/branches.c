@@ -12,9 +12,6 @@
 
 #define MAX_READS (KR_MAX_NODE_INPUTS + 10)
 #define COST_BYTES (8.0 * 1024 * 1024) /* bytes moved in one dependent kernel's floor */
-/* A fused kernel touches only tensors of the nodes folded into it, at most this many nodes
- * from its own (the planner's slack keeps their bytes for KR_CUDA_PLAN_SLACK nodes). */
-#define NEAR_NODES 8
 
 typedef struct range {
     uintptr_t lo, hi; /* [lo, hi); lo == hi: nothing */
@@ -56,13 +53,53 @@ typedef struct layout {
     const kr_cuda_mem *mem;
     uintptr_t arena, arena_end;
     float *const *io;
-    int *first, *last; /* per storage tensor: the first and last node naming it or a view */
+    const unsigned char *folded;
+    unsigned char *mark; /* per node: in the unit being read (mark_unit) */
+    int *nodes, n_marked;
 } layout;
 
-/* The bytes pointer @p p of the unit of node @p n stands for (branches.h): the largest of the
- * tensors stored there that a node within NEAR_NODES of @p n names (of all stored there when
- * none does; the whole arena for a pointer inside a tensor). */
-static range range_of(const layout *l, const void *p, int n)
+/* Whether node @p m reads tensor @p t. */
+static int reads(const kr_node *m, int t)
+{
+    for (int i = 0; i < m->n_inputs; i++)
+        if (m->inputs[i] == t)
+            return 1;
+    return 0;
+}
+
+/* Marks node @p n and every folded node joined to it by graph edges through folded nodes: the
+ * nodes whose work its kernel may do (fusion.h folds a node into a producer or consumer of its
+ * data), and so whose tensors its kernel arguments point at. */
+static void mark_unit(layout *l, int n)
+{
+    const kr_graph *g = l->mem->graph;
+    for (int i = 0; i < l->n_marked; i++)
+        l->mark[l->nodes[i]] = 0;
+    l->n_marked = 0;
+    l->mark[n] = 1;
+    l->nodes[l->n_marked++] = n;
+    for (int k = 0; k < l->n_marked; k++) {
+        const kr_node *x = &g->nodes[l->nodes[k]];
+        for (int i = 0; i < x->n_inputs; i++) {
+            int p = x->inputs[i] >= 0 ? g->tensors[x->inputs[i]].producer : -1;
+            if (p >= 0 && l->folded[p] && !l->mark[p]) {
+                l->mark[p] = 1;
+                l->nodes[l->n_marked++] = p;
+            }
+        }
+        for (int o = 0; o < x->n_outputs; o++)
+            for (int m = 0; x->outputs[o] >= 0 && m < g->n_nodes; m++)
+                if (l->folded[m] && !l->mark[m] && reads(&g->nodes[m], x->outputs[o])) {
+                    l->mark[m] = 1;
+                    l->nodes[l->n_marked++] = m;
+                }
+    }
+}
+
+/* The bytes pointer @p p of the marked unit stands for (branches.h): the largest of the tensors
+ * stored there that a marked node names (of all stored there when none does; the whole arena
+ * for a pointer inside a tensor). */
+static range range_of(const layout *l, const void *p)
 {
     const kr_graph *g = l->mem->graph;
     uintptr_t a = (uintptr_t)p;
@@ -71,17 +108,27 @@ static range range_of(const layout *l, const void *p, int n)
         return r;
     if (a >= l->arena && a < l->arena_end) {
         size_t near = 0, any = 0;
-        for (int t = 0; t < g->n_tensors; t++) {
+        for (int k = 0; k < l->n_marked; k++) {
+            const kr_node *x = &g->nodes[l->nodes[k]];
+            for (int i = 0; i < x->n_inputs + x->n_outputs; i++) {
+                int t = i < x->n_inputs ? x->inputs[i] : x->outputs[i - x->n_inputs];
+                if (t < 0 || kr_tensor_is_const(&g->tensors[t]))
+                    continue;
+                t = kr_tensor_storage(g, t);
+                if (l->mem->offsets[t] != SIZE_MAX && l->arena + l->mem->offsets[t] == a &&
+                    kr_cuda_mem_bytes(l->mem, t) > near)
+                    near = kr_cuda_mem_bytes(l->mem, t);
+            }
+        }
+        for (int t = 0; !near && t < g->n_tensors; t++) {
             const kr_tensor *x = &g->tensors[t];
             if (kr_tensor_is_const(x) || x->view_of >= 0 || l->mem->offsets[t] == SIZE_MAX ||
                 l->arena + l->mem->offsets[t] != a)
                 continue;
             size_t b = kr_cuda_mem_bytes(l->mem, t);
             any = b > any ? b : any;
-            if (l->first[t] - NEAR_NODES <= n && n <= l->last[t] + NEAR_NODES)
-                near = b > near ? b : near;
         }
-        if (!any) /* not a tensor's start: assume anything */
+        if (!near && !any) /* not a tensor's start: assume anything */
             return (range){l->arena, l->arena_end};
         r.hi = a + (near ? near : any);
         return r;
@@ -107,19 +154,20 @@ static void add_read(unit *u, range r)
 
 static double range_bytes(range r) { return (double)(r.hi - r.lo); }
 
-static void node_unit(const layout *l, const kr_cuda_op *op, int n, unit *u)
+static void node_unit(layout *l, const kr_cuda_op *op, int n, unit *u)
 {
     memset(u, 0, sizeof(*u));
     u->node = n;
     u->output = -1;
+    mark_unit(l, n);
     for (int i = 0; i < KR_MAX_NODE_INPUTS; i++)
-        add_read(u, range_of(l, op->in[i], n));
+        add_read(u, range_of(l, op->in[i]));
     const void *more[] = {op->residual,  op->addend,    op->cat.src[0],   op->cat.src[1],
                           op->scale.src, op->scale.vec, op->scale.addend, op->rs.src,
                           op->add.src,   op->pool.src};
     for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
-        add_read(u, range_of(l, more[i], n));
-    u->wr = range_of(l, op->out, n);
+        add_read(u, range_of(l, more[i]));
+    u->wr = range_of(l, op->out);
     double bytes = range_bytes(u->wr);
     for (int i = 0; i < u->n_rd; i++)
         bytes += range_bytes(u->rd[i]) < range_bytes(u->wr) ? range_bytes(u->rd[i])
@@ -395,35 +443,17 @@ static keyer_status plan(const kr_cuda_mem *mem, size_t arena_bytes, float *cons
 {
     const kr_graph *g = mem->graph;
     *out = NULL;
-    layout l = {mem, (uintptr_t)mem->arena, (uintptr_t)mem->arena + arena_bytes, io, NULL, NULL};
+    layout l = {
+        mem, (uintptr_t)mem->arena, (uintptr_t)mem->arena + arena_bytes, io, folded, NULL, NULL, 0};
     int f16 = mem->esize == 2;
     work w = {0};
     keyer_status st = KEYER_OK;
     kr_cuda_branches *b = calloc(1, sizeof(*b));
     int cap = g->n_nodes + g->n_outputs + 1;
-    size_t nt = g->n_tensors ? (size_t)g->n_tensors : 1;
-    l.first = malloc(nt * sizeof(int));
-    l.last = malloc(nt * sizeof(int));
-    if (!b || !(b->units = calloc((size_t)cap, sizeof(unit))) || !l.first || !l.last)
+    l.mark = calloc((size_t)cap, 1);
+    l.nodes = malloc((size_t)cap * sizeof(int));
+    if (!b || !(b->units = calloc((size_t)cap, sizeof(unit))) || !l.mark || !l.nodes)
         goto oom;
-    for (int t = 0; t < g->n_tensors; t++) {
-        l.first[t] = g->tensors[t].graph_input >= 0 ? -1 : g->n_nodes;
-        l.last[t] = g->tensors[t].graph_output >= 0 ? g->n_nodes : -1;
-    }
-    for (int n = 0; n < g->n_nodes; n++) {
-        const kr_node *x = &g->nodes[n];
-        for (int k = 0; k < x->n_inputs + x->n_outputs; k++) {
-            int t = k < x->n_inputs ? x->inputs[k] : x->outputs[k - x->n_inputs];
-            if (t < 0)
-                continue;
-            t = kr_tensor_storage(g, t);
-            l.first[t] = n < l.first[t] ? n : l.first[t];
-            l.last[t] = n > l.last[t] ? n : l.last[t];
-        }
-    }
-    for (int t = 0; t < g->n_tensors; t++) /* outputs seen through a view */
-        if (g->tensors[t].graph_output >= 0)
-            l.last[kr_tensor_storage(g, t)] = g->n_nodes;
     b->graph = g;
     /* the units in serial order: every fused node, each output's conversion after the last
      * node writing it */
@@ -448,7 +478,7 @@ static keyer_status plan(const kr_cuda_mem *mem, size_t arena_bytes, float *cons
         u->output = i;
         uintptr_t a = (uintptr_t)kr_cuda_mem_ptr(mem, t);
         add_read(u, (range){a, a + kr_cuda_mem_bytes(mem, t)});
-        u->wr = range_of(&l, io[t], g->n_nodes);
+        u->wr = range_of(&l, io[t]);
         u->cost = 1.0 + 3.0 * (double)kr_tensor_bytes(&g->tensors[t], mem->batch) / 2 / COST_BYTES;
         last_writer[i] = -1;
         for (int n = 0; n < g->n_nodes; n++)
@@ -493,9 +523,10 @@ static keyer_status plan(const kr_cuda_mem *mem, size_t arena_bytes, float *cons
         for (int i = 0; i < j; i++)
             w.dep[(size_t)j * n + i] = (unsigned char)(flow ? flows(b->units, i, j)
                                                             : hazard(&b->units[i], &b->units[j]));
-    free(l.first);
-    free(l.last);
-    l.first = l.last = NULL;
+    free(l.mark);
+    free(l.nodes);
+    l.mark = NULL;
+    l.nodes = NULL;
     b->n_side = mark_side(b, &w);
     if (b->n_side) { /* side predecessors, for next_join */
         size_t m = 0;
@@ -528,8 +559,8 @@ static keyer_status plan(const kr_cuda_mem *mem, size_t arena_bytes, float *cons
     *out = b;
     return KEYER_OK;
 oom:
-    free(l.first);
-    free(l.last);
+    free(l.mark);
+    free(l.nodes);
     work_free(&w);
     kr_cuda_branches_destroy(&b);
     return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->name);

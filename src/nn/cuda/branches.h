@@ -9,10 +9,11 @@
  * conversion to its float staging, placed right after the last node writing the output. Each
  * unit's memory is read from its kr_cuda_op (the pointers fusion bound: inputs, output,
  * residual, addend, gather sources) as byte ranges: an arena pointer covers the largest
- * tensor stored at that offset among those that nodes within 8 of the unit's node name (a
- * fused kernel touches the tensors of the nodes folded into it, next to it; all tensors stored
- * there when none is; a pointer inside a tensor covers the whole arena), an output's conversion
- * its tensor, a staging pointer its staging buffer; constants are read-only and ignored. Unit j depends on an earlier
+ * tensor stored at that offset among those named by the unit's node or a folded node joined to
+ * it through folded nodes (fusion.h folds a node into a producer or consumer of its data; all
+ * tensors stored there when none is; a pointer inside a tensor covers the whole arena), an
+ * output's conversion its tensor, a staging pointer its staging buffer; constants are
+ * read-only and ignored. Unit j depends on an earlier
  * unit i when their ranges overlap and one of them writes (read after write, write after read,
  * write after write): the dependencies hold for the arena as it is laid out, whatever the
  * planner did, so any schedule that keeps them gives the serial order's results bit for bit
