@@ -23,8 +23,10 @@
 
 typedef struct interval {
     int tensor;
-    int start, end; /* inclusive node indices; -1: before node 0; n_nodes: after the last */
-    size_t size;    /* bytes at the batch, rounded up to KR_PLAN_ALIGNMENT */
+    int start, end;   /* inclusive node indices; -1: before node 0; n_nodes: after the last */
+    int start0, end0; /* the same without the windows */
+    int moved;        /* kept plan: placed again, above the kept arena */
+    size_t size;      /* bytes at the batch, rounded up to KR_PLAN_ALIGNMENT */
     size_t offset;
 } interval;
 
@@ -61,6 +63,39 @@ static int with_slack(const kr_graph *g, int end, int slack)
 
 keyer_status kr_plan_create(const kr_graph *g, int batch, int slack, kr_plan *out,
                             keyer_error *err)
+{
+    return kr_plan_create_windows(g, batch, slack, NULL, NULL, NULL, out, err);
+}
+
+/* Places iv[i] in the best-fitting gap among the placed iv[j] (j < i, moved ones only when
+ * @p moved) alive with it, from @p base; returns the end of what it took. */
+static size_t place(interval *iv, int i, interval **near, int moved, size_t base)
+{
+    interval *v = &iv[i];
+    int n_near = 0;
+    for (int j = 0; j < i; j++)
+        if ((!moved || iv[j].moved) && overlap_in_time(&iv[j], v))
+            near[n_near++] = &iv[j];
+    qsort(near, (size_t)n_near, sizeof(*near), by_offset);
+    size_t end = base, best = SIZE_MAX, best_gap = SIZE_MAX;
+    for (int j = 0; j < n_near; j++) {
+        if (near[j]->offset > end) {
+            size_t gap = near[j]->offset - end;
+            if (gap >= v->size && gap < best_gap) {
+                best = end;
+                best_gap = gap;
+            }
+        }
+        if (near[j]->offset + near[j]->size > end)
+            end = near[j]->offset + near[j]->size;
+    }
+    v->offset = best != SIZE_MAX ? best : end;
+    return v->offset + v->size;
+}
+
+keyer_status kr_plan_create_windows(const kr_graph *g, int batch, int slack, const kr_plan *keep,
+                                    const int *live_from, const int *live_to, kr_plan *out,
+                                    keyer_error *err)
 {
     if (!out)
         return keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT, "planner: NULL plan");
@@ -124,37 +159,78 @@ keyer_status kr_plan_create(const kr_graph *g, int batch, int slack, kr_plan *ou
             v->end = g->n_nodes;
     }
 
-    /* Largest first, each into the best-fitting gap among the storages alive with it. */
+    for (int i = 0; i < n_iv; i++) {
+        iv[i].start0 = iv[i].start;
+        iv[i].end0 = iv[i].end;
+    }
+    if (keep && (keep->n_tensors != g->n_tensors || keep->batch != batch || !keep->offsets)) {
+        st = keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                             "planner: %s: the plan to keep is not this graph's at batch %d",
+                             g->name, batch);
+        goto fail;
+    }
+
+    /* Windows of out-of-order schedules (planner.h): on the storage. */
+    for (int t = 0; live_from && live_to && t < g->n_tensors; t++) {
+        if (kr_tensor_is_const(&g->tensors[t]) || live_from[t] > live_to[t])
+            continue;
+        if (live_from[t] < -1 || live_to[t] > g->n_nodes) {
+            st = keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
+                                 "planner: %s: tensor '%s' has the live window [%d, %d] outside "
+                                 "[-1, %d]",
+                                 g->name, g->tensors[t].name ? g->tensors[t].name : "",
+                                 live_from[t], live_to[t], g->n_nodes);
+            goto fail;
+        }
+        int s = kr_tensor_storage(g, t);
+        if (slot[s] < 0)
+            continue;
+        interval *v = &iv[slot[s]];
+        v->start = live_from[t] < v->start ? live_from[t] : v->start;
+        v->end = live_to[t] > v->end ? live_to[t] : v->end;
+    }
+
+    /* Largest first, each into the best-fitting gap among the storages alive with it; with a
+     * plan to keep, every storage stays where it is unless its window makes it meet another
+     * (then it moves above the kept arena, placed the same way among the moved ones). */
     qsort(iv, (size_t)n_iv, sizeof(*iv), by_size_desc);
-    size_t arena = 0;
+    size_t arena = keep ? keep->arena_bytes : 0;
+    for (int i = 0; keep && i < n_iv; i++)
+        iv[i].offset = keep->offsets[iv[i].tensor];
+    /* while a storage whose window grew meets another one in place: the smaller of the two
+     * moves (the larger ones, such as the decoder stages' outputs, keep their places) */
+    for (int moved = 1; keep && moved;) {
+        moved = 0;
+        for (int i = 0; i < n_iv && !moved; i++) {
+            interval *v = &iv[i];
+            if (v->moved || (v->start == v->start0 && v->end == v->end0))
+                continue;
+            for (int j = 0; j < n_iv && !moved; j++) {
+                interval *u = &iv[j];
+                if (j == i || u->moved || !overlap_in_time(u, v) ||
+                    !(u->offset < v->offset + v->size && v->offset < u->offset + u->size))
+                    continue;
+                (u->size < v->size || (u->size == v->size && j > i) ? u : v)->moved = 1;
+                moved = 1;
+            }
+        }
+    }
+    size_t base = keep ? (keep->arena_bytes + KR_PLAN_ALIGNMENT - 1) &
+                             ~(size_t)(KR_PLAN_ALIGNMENT - 1)
+                       : 0;
     for (int i = 0; i < n_iv; i++) {
         interval *v = &iv[i];
-        int n_near = 0;
-        for (int j = 0; j < i; j++)
-            if (overlap_in_time(&iv[j], v))
-                near[n_near++] = &iv[j];
-        qsort(near, (size_t)n_near, sizeof(*near), by_offset);
-        size_t end = 0, best = SIZE_MAX, best_gap = SIZE_MAX;
-        for (int j = 0; j < n_near; j++) {
-            if (near[j]->offset > end) {
-                size_t gap = near[j]->offset - end;
-                if (gap >= v->size && gap < best_gap) {
-                    best = end;
-                    best_gap = gap;
-                }
-            }
-            if (near[j]->offset + near[j]->size > end)
-                end = near[j]->offset + near[j]->size;
-        }
-        v->offset = best != SIZE_MAX ? best : end;
+        if (keep && !v->moved)
+            continue;
+        size_t end = place(iv, i, near, keep != NULL, base);
         if (v->offset > SIZE_MAX / 2 - v->size) {
             st = keyer_error_set(err, KEYER_STATUS_INVALID_ARGUMENT,
                                  "planner: %s: the arena exceeds the address space at batch %d",
                                  g->name, batch);
             goto fail;
         }
-        if (v->offset + v->size > arena)
-            arena = v->offset + v->size;
+        if (end > arena)
+            arena = end;
     }
     for (int i = 0; i < n_iv; i++)
         offsets[iv[i].tensor] = iv[i].offset;

@@ -14,11 +14,17 @@
  *           storage moves a few outline pixels of this 7-level U-Net by up to ~0.1).
  *  batch:   item b of a batch-2 run equals a batch-1 run of that item, bit for bit, in f32 and
  *           f16 (the kernels' summation order does not depend on the batch).
+ *  branches: the per-node schedule with the units off the critical path on a second stream
+ *           (src/nn/cuda/branches.h, the default) gives the serial order's outputs
+ *           (KEYER_CUDA_BRANCHES=0) bit for bit, f32 and f16, batch 1 and 2, AUTO schedule;
+ *           so do face-short and face-full (their detector heads branch) on the KERNELS
+ *           schedule at batch 32, f32 and f16, when their files are there.
  *  persistent: asked for explicitly, the persistent schedule refuses the model (UNSUPPORTED:
  *           its concatenations along the channels), naming why.
  *
  * Label gpu (file name *_gpu.c); exits 77 without a CUDA device or without the model file.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,6 +39,8 @@
 #include <string.h>
 
 #include "keyer/nn.h"
+#include "keyer/registry.h"
+#include "kt_gpu.h"
 #include "testutil.h"
 
 #define U2_FILE "u2netp.onnx"
@@ -201,6 +209,119 @@ static void test_u2netp(void **state)
     keyer_model_destroy(&model);
 }
 
+/* Outputs of @p a and @p b equal byte for byte. */
+static void check_same(const outputs *a, const outputs *b, const char *what)
+{
+    assert_int_equal(a->n, b->n);
+    for (int i = 0; i < a->n; i++) {
+        assert_int_equal(a->bytes[i], b->bytes[i]);
+        if (memcmp(a->out[i], b->out[i], a->bytes[i]) != 0) {
+            size_t n = a->bytes[i] / sizeof(float), diff = 0, first = 0;
+            double max_abs = 0;
+            for (size_t k = 0; k < n; k++)
+                if (memcmp(&a->out[i][k], &b->out[i][k], sizeof(float)) != 0) {
+                    first = diff++ ? first : k;
+                    max_abs = fmax(max_abs, fabs((double)a->out[i][k] - b->out[i][k]));
+                }
+            fail_msg("%s: output %d differs between the branched and the serial order: %zu of "
+                     "%zu values, the first at %zu (%.9g against %.9g), max abs %.3g",
+                     what, i, diff, n, first, (double)a->out[i][first],
+                     (double)b->out[i][first], max_abs);
+        }
+    }
+}
+
+static void test_u2netp_branches(void **state)
+{
+    (void)state;
+    keyer_model *model = load_u2netp();
+    for (int f16 = 0; f16 <= 1; f16++)
+        for (int batch = 1; batch <= 2; batch++) {
+            keyer_precision prec = f16 ? KEYER_PRECISION_F16 : KEYER_PRECISION_F32;
+            outputs branched = {0}, serial = {0};
+            char what[64];
+            snprintf(what, sizeof(what), "cuda %s batch %d", f16 ? "f16" : "f32", batch);
+            unsetenv("KEYER_CUDA_BRANCHES");
+            run_ok(model, KEYER_BACKEND_CUDA, prec, KEYER_CUDA_SCHEDULE_AUTO, batch, 0,
+                   &branched);
+            setenv("KEYER_CUDA_BRANCHES", "0", 1);
+            run_ok(model, KEYER_BACKEND_CUDA, prec, KEYER_CUDA_SCHEDULE_AUTO, batch, 0, &serial);
+            unsetenv("KEYER_CUDA_BRANCHES");
+            check_same(&branched, &serial, what);
+            printf("  %s: branched = serial, %d outputs\n", what, branched.n);
+            outputs_free(&branched);
+            outputs_free(&serial);
+        }
+    keyer_model_destroy(&model);
+}
+
+/* Model @p name (registry) on the KERNELS schedule at @p batch, every input filled with a
+ * deterministic pattern, branched and serial: equal byte for byte. Skipped without the file. */
+static void check_model_branches(const char *name, keyer_precision prec, int batch)
+{
+    char path[1024];
+    keyer_error err = {0};
+    keyer_model *model = NULL;
+    if (keyer_registry_resolve(name, path, sizeof(path), &err) != KEYER_OK ||
+        keyer_model_load_file(path, &model, &err) != KEYER_OK) {
+        printf("  %s: not available (%s), skipped\n", name, err.message);
+        return;
+    }
+    outputs o[2] = {{0}};
+    for (int serial = 0; serial <= 1; serial++) {
+        if (serial)
+            setenv("KEYER_CUDA_BRANCHES", "0", 1);
+        keyer_runtime_params p = keyer_runtime_params_defaults();
+        p.backend = KEYER_BACKEND_CUDA;
+        p.precision = prec;
+        p.batch = batch;
+        p.cuda_schedule = KEYER_CUDA_SCHEDULE_KERNELS;
+        keyer_runtime *rt = NULL;
+        if (keyer_runtime_create(model, &p, &rt, &err) != KEYER_OK)
+            fail_msg("%s", err.message);
+        unsetenv("KEYER_CUDA_BRANCHES");
+        for (int i = 0; i < keyer_model_input_count(model); i++) {
+            size_t bytes = keyer_runtime_input_bytes(rt, i);
+            float *x = malloc(bytes);
+            assert_non_null(x);
+            for (size_t k = 0; k < bytes / sizeof(float); k++)
+                x[k] = (float)((k * 2654435761u + (size_t)i * 97u) % 2001u) / 1000.0f - 1.0f;
+            assert_int_equal(keyer_runtime_set_input(rt, i, x, bytes, &err), KEYER_OK);
+            free(x);
+        }
+        if (keyer_runtime_run(rt, &err) != KEYER_OK)
+            fail_msg("%s", err.message);
+        o[serial].n = keyer_model_output_count(model);
+        assert_true(o[serial].n >= 1 && o[serial].n <= U2_MAX_OUT);
+        for (int i = 0; i < o[serial].n; i++) {
+            o[serial].bytes[i] = keyer_runtime_output_bytes(rt, i);
+            o[serial].out[i] = malloc(o[serial].bytes[i]);
+            assert_non_null(o[serial].out[i]);
+            assert_int_equal(keyer_runtime_get_output(rt, i, o[serial].out[i], o[serial].bytes[i],
+                                                      &err),
+                             KEYER_OK);
+        }
+        keyer_runtime_destroy(&rt);
+    }
+    char what[96];
+    snprintf(what, sizeof(what), "%s %s batch %d", name,
+             prec == KEYER_PRECISION_F16 ? "f16" : "f32", batch);
+    check_same(&o[0], &o[1], what);
+    printf("  %s: branched = serial, %d outputs\n", what, o[0].n);
+    outputs_free(&o[0]);
+    outputs_free(&o[1]);
+    keyer_model_destroy(&model);
+}
+
+static void test_tflite_branches(void **state)
+{
+    (void)state;
+    const char *names[] = {"face-short", "face-full"};
+    for (int k = 0; k < 2; k++)
+        for (int f16 = 0; f16 <= 1; f16++)
+            check_model_branches(names[k], f16 ? KEYER_PRECISION_F16 : KEYER_PRECISION_F32, 32);
+}
+
 static void test_persistent_refuses(void **state)
 {
     (void)state;
@@ -234,7 +355,10 @@ int main(void)
     fclose(f);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_u2netp),
+        cmocka_unit_test(test_u2netp_branches),
+        cmocka_unit_test(test_tflite_branches),
         cmocka_unit_test(test_persistent_refuses),
     };
+    kt_gpu_apply_filter(); /* KEYER_TEST_FILTER: one case */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,10 @@
  * of it (after the last node for graph outputs); no two storages live at the same time may share
  * a byte, every offset is 64-byte aligned, views sit at their source's offset, constants are not
  * placed, and the arena holds everything. Graphs: chains, branches with views and outputs used
- * inside the graph, 300 random DAGs, and the shipped models (arena vs the naive sum printed).
+ * inside the graph, 300 random DAGs (every third with random live windows,
+ * kr_plan_create_windows: those tensors also live over them, planned afresh and keeping the
+ * plan without windows, where a tensor moves only above that plan's arena), and the shipped
+ * models (arena vs the naive sum printed).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -41,8 +44,10 @@ static int storage_of(const kr_graph *g, int t)
     return t;
 }
 
-/* Checks @p plan against an independent liveness computation; returns sizes for reporting. */
-static plan_stats check_plan(const kr_graph *g, const kr_plan *plan, int batch, int slack)
+/* Checks @p plan against an independent liveness computation, with the live windows @p wfrom
+ * / @p wto (kr_plan_create_windows; NULL: none); returns sizes for reporting. */
+static plan_stats check_plan_windows(const kr_graph *g, const kr_plan *plan, int batch, int slack,
+                                     const int *wfrom, const int *wto)
 {
     int nt = g->n_tensors;
     assert_int_equal(plan->n_tensors, nt);
@@ -71,6 +76,13 @@ static plan_stats check_plan(const kr_graph *g, const kr_plan *plan, int batch, 
         first[storage_of(g, g->inputs[i])] = -1;
     for (int i = 0; i < g->n_outputs; i++)
         last[storage_of(g, g->outputs[i])] = g->n_nodes;
+    for (int t = 0; wfrom && t < nt; t++) { /* windows: live over them too */
+        if (kr_tensor_is_const(&g->tensors[t]) || wfrom[t] > wto[t])
+            continue;
+        int s = storage_of(g, t);
+        first[s] = wfrom[t] < first[s] ? wfrom[t] : first[s];
+        last[s] = wto[t] > last[s] ? wto[t] : last[s];
+    }
     plan_stats st = {0, 0};
     for (int t = 0; t < nt; t++) {
         const kr_tensor *x = &g->tensors[t];
@@ -114,6 +126,11 @@ static plan_stats check_plan(const kr_graph *g, const kr_plan *plan, int batch, 
     free(first);
     free(last);
     return st;
+}
+
+static plan_stats check_plan(const kr_graph *g, const kr_plan *plan, int batch, int slack)
+{
+    return check_plan_windows(g, plan, batch, slack, NULL, NULL);
 }
 
 /* A chain input -> RELU -> RELU -> ... of @p n equal tensors: the input keeps its slot (it
@@ -263,8 +280,40 @@ static void test_random_graphs(void **state)
         int batch = 1 + gi % 3, slack = gi % 2 ? 2 : 0; /* 2: the cuda backend's */
         kr_plan plan;
         keyer_error err = {0};
-        assert_int_equal(kr_plan_create(g, batch, slack, &plan, &err), KEYER_OK);
-        plan_stats st = check_plan(g, &plan, batch, slack);
+        /* every third graph: a few tensors live over a random window too (an out-of-order
+         * schedule's, planner.h) */
+        int *wfrom = NULL, *wto = NULL;
+        if (gi % 3 == 2) {
+            wfrom = malloc((size_t)g->n_tensors * sizeof(int));
+            wto = malloc((size_t)g->n_tensors * sizeof(int));
+            assert_true(wfrom && wto);
+            for (int t = 0; t < g->n_tensors; t++) {
+                int a = -1 + (int)(kt_rng_next(&rng) % (unsigned)(g->n_nodes + 2));
+                int z = -1 + (int)(kt_rng_next(&rng) % (unsigned)(g->n_nodes + 2));
+                int on = kt_rng_next(&rng) % 4 == 0;
+                wfrom[t] = on ? (a < z ? a : z) : 1;
+                wto[t] = on ? (a < z ? z : a) : 0;
+            }
+        }
+        assert_int_equal(kr_plan_create_windows(g, batch, slack, NULL, wfrom, wto, &plan, &err),
+                         KEYER_OK);
+        plan_stats st = check_plan_windows(g, &plan, batch, slack, wfrom, wto);
+        if (wfrom) { /* the same windows keeping a plan without them: valid, no smaller arena */
+            kr_plan base, kept;
+            assert_int_equal(kr_plan_create(g, batch, slack, &base, &err), KEYER_OK);
+            assert_int_equal(
+                kr_plan_create_windows(g, batch, slack, &base, wfrom, wto, &kept, &err),
+                KEYER_OK);
+            check_plan_windows(g, &kept, batch, slack, wfrom, wto);
+            assert_true(kept.arena_bytes >= base.arena_bytes);
+            for (int t = 0; t < g->n_tensors; t++) /* unwindowed tensors moved only if they met */
+                if (kept.offsets[t] != base.offsets[t])
+                    assert_true(kept.offsets[t] >= base.arena_bytes);
+            kr_plan_destroy(&base);
+            kr_plan_destroy(&kept);
+        }
+        free(wfrom);
+        free(wto);
         assert_true(plan.arena_bytes <= st.naive + (size_t)g->n_tensors * KR_PLAN_ALIGNMENT);
         total_arena += plan.arena_bytes;
         total_naive += st.naive;
@@ -332,6 +381,19 @@ static void test_errors(void **state)
     assert_int_equal(kr_plan_create(NULL, 1, 0, &plan, &err), KEYER_STATUS_INVALID_ARGUMENT);
     assert_int_equal(kr_plan_create(g, 1, 0, NULL, &err), KEYER_STATUS_INVALID_ARGUMENT);
     assert_int_equal(kr_plan_create(g, 1, -1, &plan, &err), KEYER_STATUS_INVALID_ARGUMENT);
+    {
+        int *wf = malloc((size_t)g->n_tensors * sizeof(int));
+        int *wt = malloc((size_t)g->n_tensors * sizeof(int));
+        assert_true(wf && wt);
+        for (int t = 0; t < g->n_tensors; t++) {
+            wf[t] = -2; /* before the graph's start: refused */
+            wt[t] = 0;
+        }
+        assert_int_equal(kr_plan_create_windows(g, 1, 0, NULL, wf, wt, &plan, &err),
+                         KEYER_STATUS_INVALID_ARGUMENT);
+        free(wf);
+        free(wt);
+    }
     kr_plan_destroy(NULL);
     /* A batch whose tensor bytes overflow size_t is refused, not wrapped. */
     g->tensors[x].dims[1] = INT32_MAX;

@@ -2,7 +2,9 @@
  * The cuda backend (kr_backend_cuda): activations laid out in one device arena by the planner,
  * in float32 or float16 (cfg->f16: weights and activations stored as __half, float
  * accumulation), run by one of two schedules (keyer_cuda_schedule):
- *  - per node (pernode.h): a kernel per fused node, from this folder's operator files;
+ *  - per node (pernode.h): a kernel per fused node, from this folder's operator files; the
+ *    nodes off the critical path on a second stream of the capture (branches.h), for which the
+ *    arena is laid out again with their live windows;
  *  - persistent (persistent/schedule.h): one cooperative kernel that walks the same fused nodes
  *    as steps (plus the f16 conversions), for small batches, with the optional cluster segment
  *    (segment/segment.h) on sm_90.
@@ -31,10 +33,12 @@
 #include "keyer/log.h"
 #include "keyer/nn.h"
 #include "nn/backend.h"
+#include "nn/cuda/branches.h"
 #include "nn/cuda/fusion.h"
 #include "nn/cuda/mem.h"
 #include "nn/cuda/mixed.h"
 #include "nn/cuda/pernode.h"
+#include "nn/cuda/persistent/persistent.h" /* KR_CUDA_PLAN_SLACK */
 #include "nn/cuda/persistent/schedule.h"
 #include "nn/precision_plan.h"
 #include "nn/schedule_choice.h"
@@ -68,6 +72,8 @@ struct kr_backend_instance {
     kr_schedule_kind schedule; /* which of the schedules runs (keyer_runtime_schedule) */
     kr_precision_plan pplan;   /* f16 instances: the nodes kept in float32 (precision_plan.h) */
     kr_cuda_mixed *mixed;      /* f16 instances with such nodes: per-node, mixed.h; else NULL */
+    kr_cuda_branches *branches; /* per node: units off the critical path on a second stream
+                                 * (branches.h); NULL: every node in graph order */
     cudaGraph_t cgraph;
     cudaGraphExec_t exec;
 };
@@ -104,6 +110,7 @@ static void cuda_destroy(kr_backend_instance **pinst)
             if (inst->io[t])
                 cudaFree(inst->io[t]);
     kr_cuda_psched_destroy(&inst->pers);
+    kr_cuda_branches_destroy(&inst->branches);
     kr_cuda_mixed_destroy(&inst->mixed);
     kr_precision_plan_free(&inst->pplan);
     cudaFree(inst->arena);
@@ -133,6 +140,9 @@ static keyer_status enqueue(kr_backend_instance *inst, cudaStream_t stream, int 
     if (inst->mixed)
         return kr_cuda_mixed_enqueue(inst->mixed, &inst->mem, inst->io, inst->ops, inst->folded,
                                      stream, check, err);
+    if (inst->branches)
+        return kr_cuda_branches_enqueue(inst->branches, &inst->mem, inst->f16, inst->io,
+                                        inst->ops, inst->folded, stream, check, err);
     return kr_cuda_pernode_enqueue(&inst->mem, inst->f16, inst->io, inst->ops, inst->folded,
                                    stream, check, err);
 }
@@ -411,6 +421,24 @@ static keyer_status validate_and_capture(kr_backend_instance *inst, keyer_error 
         return kr_cuda_fail(err, g, "starting the graph capture", e);
     st = enqueue(inst, inst->own, 0, err);
     e = cudaStreamEndCapture(inst->own, &inst->cgraph);
+    if ((st || e != cudaSuccess) && inst->branches) {
+        /* the branched capture failed: the serial order instead (the arena's windows keep it
+         * valid, planner.h) */
+        keyer_log(inst->logger, KEYER_LOG_WARNING,
+                  "%s: cuda backend: capturing the second stream failed (%s): every node in "
+                  "graph order instead",
+                  g->name, st && err ? err->message : cudaGetErrorString(e));
+        cudaGetLastError();
+        if (inst->cgraph)
+            cudaGraphDestroy(inst->cgraph);
+        inst->cgraph = NULL;
+        kr_cuda_branches_destroy(&inst->branches);
+        e = cudaStreamBeginCapture(inst->own, cudaStreamCaptureModeThreadLocal);
+        if (e != cudaSuccess)
+            return kr_cuda_fail(err, g, "starting the graph capture", e);
+        st = enqueue(inst, inst->own, 0, err);
+        e = cudaStreamEndCapture(inst->own, &inst->cgraph);
+    }
     if (st)
         return st;
     if (e == cudaSuccess)
@@ -455,6 +483,112 @@ static keyer_status select_device(const kr_graph *g, const kr_backend_config *cf
                   g->name, cfg->device, line, KR_GPU_EMULATE_ENV, caps->real_major,
                   caps->real_minor);
     }
+    return KEYER_OK;
+}
+
+/* The fusion pass and the bindings of the per-node schedule on the instance's arena (again
+ * after a new layout): kr_cuda_fuse, the int32 outputs, the per-node gather folds, a stem
+ * reading the float input. */
+static keyer_status fuse_pernode(kr_backend_instance *inst, keyer_error *err)
+{
+    const kr_graph *g = inst->graph;
+    memset(inst->ops, 0, (size_t)g->n_nodes * sizeof(kr_cuda_op));
+    memset(inst->folded, 0, (size_t)g->n_nodes);
+    inst->n_folded = kr_cuda_fuse(&inst->mem, inst->f16, inst->ops, inst->folded);
+    keyer_status st = bind_int_outputs(inst, err);
+    if (st)
+        return st;
+    inst->n_folded += kr_cuda_fuse_gathers(&inst->mem, inst->ops, inst->folded);
+    if (inst->f16)
+        kr_cuda_pernode_bind_inputs(&inst->mem, inst->io, inst->ops, inst->folded);
+    return KEYER_OK;
+}
+
+/* What the fusion pass decided for node @p n (folded, and which folds its kernel does), as bits:
+ * equal for two layouts when the same kernels compute the same sums. */
+static unsigned fold_signature(const kr_backend_instance *inst, int n)
+{
+    const kr_cuda_op *op = &inst->ops[n];
+    return (unsigned)inst->folded[n] | (unsigned)op->post << 1 | !!op->residual << 4 |
+           !!op->addend << 5 | !!op->cat.src[0] << 6 | !!op->scale.src << 7 | !!op->rs.src << 8 |
+           !!op->add.src << 9 | !!op->pool.src << 10 | !!op->x_f32 << 11;
+}
+
+/* Lays the arena out as @p plan says (a new allocation, zeroed) and binds the per-node
+ * schedule's nodes to it again. Errors: OUT_OF_MEMORY, DEVICE. */
+static keyer_status relayout(kr_backend_instance *inst, const kr_plan *plan, keyer_error *err)
+{
+    cudaError_t e = cudaFree(inst->arena);
+    inst->arena = NULL;
+    inst->mem.arena = NULL;
+    if (e != cudaSuccess)
+        return kr_cuda_fail(err, inst->graph, "freeing the activation arena", e);
+    keyer_status st = alloc_arena(inst, plan, err);
+    return st ? st : fuse_pernode(inst, err);
+}
+
+/* The per-node schedule's branches (branches.h): their live windows on the runtime's layout;
+ * where some units go to the second stream, lays the arena out again with those windows
+ * (kr_plan_create_windows), fuses and binds again, and plans the branches on the new layout
+ * (the ones that run), or goes back to the runtime's layout @p serial when none is left.
+ * Nothing changes when KR_CUDA_BRANCHES_ENV is "0" or no unit is off the critical path.
+ * Errors: OUT_OF_MEMORY, DEVICE. */
+static keyer_status setup_branches(kr_backend_instance *inst, const kr_plan *serial,
+                                   keyer_error *err)
+{
+    const kr_graph *g = inst->graph;
+    if (!kr_cuda_branches_enabled())
+        return KEYER_OK;
+    size_t nt = g->n_tensors ? (size_t)g->n_tensors : 1;
+    int *from = malloc(nt * sizeof(int)), *to = malloc(nt * sizeof(int)), any = 0;
+    kr_plan plan = {0};
+    keyer_status st = KEYER_OK;
+    if (!from || !to)
+        st = keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->name);
+    if (!st)
+        st = kr_cuda_branches_windows(&inst->mem, inst->arena_bytes, inst->io, inst->ops,
+                                      inst->folded, from, to, &any, err);
+    if (!st && any)
+        st = kr_plan_create_windows(g, inst->batch, KR_CUDA_PLAN_SLACK, serial, from, to, &plan,
+                                    err);
+    free(from);
+    free(to);
+    if (st || !any)
+        return st;
+    size_t serial_bytes = inst->arena_bytes;
+    unsigned *sig = malloc((size_t)(g->n_nodes + 1) * sizeof(unsigned));
+    if (!sig) {
+        kr_plan_destroy(&plan);
+        return keyer_error_set(err, KEYER_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->name);
+    }
+    for (int n = 0; n < g->n_nodes; n++)
+        sig[n] = fold_signature(inst, n);
+    st = relayout(inst, &plan, err);
+    kr_plan_destroy(&plan);
+    int same = 1; /* the folds depend on overlaps: the same kernels, or no branches */
+    for (int n = 0; !st && n < g->n_nodes; n++)
+        same &= sig[n] == fold_signature(inst, n);
+    free(sig);
+    if (!st && !same)
+        keyer_log(inst->logger, KEYER_LOG_DEBUG,
+                  "%s: cuda backend: the layout for a second stream changes the fusion pass's "
+                  "folds: every node in graph order",
+                  g->name);
+    if (!st && same)
+        st = kr_cuda_branches_plan(&inst->mem, inst->arena_bytes, inst->io, inst->ops,
+                                   inst->folded, &inst->branches, err);
+    if (!st && inst->branches)
+        st = kr_cuda_branches_prepare(inst->branches, err);
+    else if (!st) /* nothing off the critical path (or other folds): the runtime's layout */
+        st = relayout(inst, serial, err);
+    if (st)
+        return st;
+    int side = 0, forks = 0, joins = 0;
+    kr_cuda_branches_counts(inst->branches, &side, &forks, &joins);
+    keyer_log(inst->logger, KEYER_LOG_DEBUG,
+              "%s: cuda backend: %d fused nodes and conversions off the critical path on a "
+              "second stream (%d forks, %d joins); arena %.1f MB (%.1f MB in graph order)",
+              g->name, side, forks, joins, inst->arena_bytes / 1e6, serial_bytes / 1e6);
     return KEYER_OK;
 }
 
@@ -509,6 +643,8 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
             inst->n_folded += kr_cuda_fuse_gathers(&inst->mem, inst->ops, inst->folded);
         if (!st && !inst->pers && inst->f16) /* a stem that reads the float input itself */
             kr_cuda_pernode_bind_inputs(&inst->mem, inst->io, inst->ops, inst->folded);
+        if (!st && !inst->pers) /* units off the critical path on a second stream */
+            st = setup_branches(inst, plan, err);
     }
     if (!st)
         st = validate_and_capture(inst, err);

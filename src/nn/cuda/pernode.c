@@ -158,6 +158,20 @@ keyer_status kr_cuda_pernode_outputs_to_float(const kr_cuda_mem *mem, float *con
     return KEYER_OK;
 }
 
+keyer_status kr_cuda_pernode_output_to_float(const kr_cuda_mem *mem, float *const *io, int i,
+                                             cudaStream_t stream, int check, keyer_error *err)
+{
+    const kr_graph *g = mem->graph;
+    int t = g->outputs[i];
+    cudaError_t e = (cudaError_t)kr_cuda_f16_to_f32(
+        kr_cuda_mem_ptr(mem, t), io[t], kr_tensor_bytes(&g->tensors[t], mem->batch) / 4, stream);
+    if (e == cudaSuccess && check)
+        e = cudaStreamSynchronize(stream);
+    return e == cudaSuccess
+               ? KEYER_OK
+               : kr_cuda_fail(err, g, "converting an output to single precision", e);
+}
+
 keyer_status kr_cuda_pernode_launch(const kr_graph *g, int n, kr_cuda_op *op,
                                     cudaStream_t stream, int check, keyer_error *err)
 {

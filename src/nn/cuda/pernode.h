@@ -55,6 +55,13 @@ keyer_status kr_cuda_pernode_outputs_to_float(const kr_cuda_mem *mem, float *con
                                               const unsigned char *out_half,
                                               cudaStream_t stream, keyer_error *err);
 
+/* Queues the conversion of @p mem's graph output @p i (a float output stored as half) to its
+ * float staging @p io[t] on @p stream; with @p check, synchronises after it. For the branches
+ * of this schedule (branches.h), which convert each output right after the node writing it.
+ * Errors: DEVICE naming the conversion. */
+keyer_status kr_cuda_pernode_output_to_float(const kr_cuda_mem *mem, float *const *io, int i,
+                                             cudaStream_t stream, int check, keyer_error *err);
+
 /* Queues the kernel of fused node @p n of @p g (@p op: its entry of the fused ops, ops.h; its
  * stream field is set to @p stream); with @p check, synchronises after it. For the schedules
  * that interleave other steps (mixed.h). Errors: DEVICE naming the node, its operator and
