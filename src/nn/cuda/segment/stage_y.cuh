@@ -1,0 +1,244 @@
+/*
+ * The cluster segment kernel's last stages (segment.h): Y, the decoder's last block at 8h x 8W,
+ * and Z, the transpose convolution to 16h x 16W, after W. Every value is computed as the
+ * persistent steps they replace compute it (the resize-fed 1x1 convolution: each input pixel
+ * resized with rs_blend, then the sums from 0 in channel order, + bias; the excited 1x1
+ * convolution likewise; the depthwise from 0 over every tap, bias last, or for an EXPAND_DW step
+ * from the bias; the transpose convolution's gather from 0, bias last), but for the pool, summed
+ * as the segment sums every pool (a block's rows, then the blocks in order) and the
+ * excitation's dense layers (excite).
+ */
+#ifndef KEYER_NN_CUDA_SEGMENT_STAGE_Y_CUH
+#define KEYER_NN_CUDA_SEGMENT_STAGE_Y_CUH
+
+#include "nn/cuda/segment/stage_u.cuh"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ float4 ld4(const float *p)
+{
+    return *reinterpret_cast<const float4 *>(p);
+}
+
+/* Y (with Z) after W (segment.h; its layouts kr_seg_y_layout, kr_seg_yf_layout): W's output
+ * rows 4r .. 4r + 3 are in rows 1 .. 4 of @p wout ("H": the rest of U's stage buffer, whose
+ * weights are at @p wu), @p fbuf is the buffer of Q's weights ("F"), m.xin .. the slots "G".
+ * The skip's rows are copied into F on @p skip_bar (its third use). Synchronises the cluster
+ * three times; the neighbours read F until the kernel's last cluster barrier. The kernel's
+ * one instance: 16 channels throughout, one output channel (the finder checks). */
+template <typename T>
+__device__ __forceinline__ void stage_y(const kr_cuda_segment &s, const float *wu, float *wout,
+                                        const seg_smem &m, cg::cluster_group &cl,
+                                        unsigned long long *skip_bar, int img, float *fbuf)
+{
+    constexpr int YI = 16, YO = 16, YC = 16, W4 = 4 * SW, W8 = 8 * SW, PX = 8 * W8;
+    const int H = s.h, t = threadIdx.x, rank = (int)cl.block_rank();
+    int o[KR_SEG_U_N + 1], oy[KR_SEG_Y_N + 1], op[KR_SEG_PJ_N + 1], of[KR_SEG_YF_N + 1];
+    kr_seg_u_layout(s.c, s.q_oc, s.u_c, s.u_hid, s.u_e, s.v_oc, s.w_hid, s.w_e, o);
+    kr_seg_y_layout(YI, YO, s.yp.hid, YC, 1, oy);
+    kr_seg_proj_layout(YO, s.yp.hid, YC, op);
+    kr_seg_yf_layout(YO, YC, sizeof(T), of);
+    const float *yw = wu + o[KR_SEG_U_N];
+    float *a = m.xin;                                      /* Y1's rows, then Y2's input */
+    T *skip = reinterpret_cast<T *>(fbuf + of[KR_SEG_YF_ROWS]); /* the skip's rows, as stored */
+    float *c2 = fbuf + of[KR_SEG_YF_ROWS];                  /* then Y2's convolution's rows */
+    float *top = fbuf + of[KR_SEG_YF_TOP], *slots = fbuf + of[KR_SEG_YF_SLOTS];
+    float *bot = wout; /* (once every block has read W's rows) */
+    __syncthreads();
+    cl.sync(); /* every block's W rows; every block past its reads of the others' W windows (F) */
+    if (t == 0) {
+        asm volatile("fence.proxy.async;" ::: "memory");
+        const T *src = (const T *)s.y_skip + ((size_t)img * 8 * H + 8 * rank) * W8 * YO;
+        bulk_load(reinterpret_cast<float *>(skip), (const float *)src,
+                  PX * YO * (int)sizeof(T), skip_bar);
+    }
+    halo_rows<4, W4>(wout, YI, cl, H); /* W's rows 4r - 1 and 4r + 4 */
+    __syncthreads();
+    { /* 1. Y1: a pixel per unit, its input resized (rs_pixel's arithmetic) 4 channels at a time,
+       * then the sums from 0 in channel order, + bias, epilogue, as stored */
+        const float *w1 = yw + oy[KR_SEG_Y_W1], *b1 = yw + oy[KR_SEG_Y_B1];
+        for (int p = t; p < PX; p += NT) {
+            const int x = p % W8, i = p / W8;
+            int y0, y1, x0, x1;
+            float dy, dx;
+            rs_axis(4 * H, 8 * H, 0, s.y_half, 8 * rank + i, &y0, &y1, &dy);
+            rs_axis(W4, W8, 0, s.y_half, x, &x0, &x1, &dx);
+            const float *r0 = wout + (y0 - 4 * rank + 1) * W4 * YI;
+            const float *r1 = wout + (y1 - 4 * rank + 1) * W4 * YI;
+            float acc[YO];
+#pragma unroll
+            for (int k = 0; k < YO; k++)
+                acc[k] = 0.0f;
+#pragma unroll
+            for (int c0 = 0; c0 < YI; c0 += 4) {
+                const float4 v00 = ld4(r0 + x0 * YI + c0), v10 = ld4(r1 + x0 * YI + c0);
+                const float4 v01 = ld4(r0 + x1 * YI + c0), v11 = ld4(r1 + x1 * YI + c0);
+                const float av[4] = {rs_blend(v00.x, v10.x, v01.x, v11.x, dy, dx),
+                                     rs_blend(v00.y, v10.y, v01.y, v11.y, dy, dx),
+                                     rs_blend(v00.z, v10.z, v01.z, v11.z, dy, dx),
+                                     rs_blend(v00.w, v10.w, v01.w, v11.w, dy, dx)};
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+#pragma unroll
+                    for (int q = 0; q < YO; q += 4)
+                        kr_fma4(acc + q, av[j], ld4(w1 + (c0 + j) * YO + q));
+            }
+#pragma unroll
+            for (int q = 0; q < YO; q += 4) {
+                float4 r;
+                r.x = kr_stored<T>(epi(acc[q] + b1[q], s.y_lo, s.y_hi, s.y_post));
+                r.y = kr_stored<T>(epi(acc[q + 1] + b1[q + 1], s.y_lo, s.y_hi, s.y_post));
+                r.z = kr_stored<T>(epi(acc[q + 2] + b1[q + 2], s.y_lo, s.y_hi, s.y_post));
+                r.w = kr_stored<T>(epi(acc[q + 3] + b1[q + 3], s.y_lo, s.y_hi, s.y_post));
+                *reinterpret_cast<float4 *>(a + p * YO + q) = r;
+            }
+        }
+    }
+    __syncthreads();
+    bar_wait(skip_bar, 0); /* the skip's rows (the barrier's third phase) */
+    { /* 2. the pool of Y1 + skip: the block's sums (lanes over pixels, then the lanes in
+       * order) pushed into every block's slots, then added in rank order */
+        constexpr int G = YO / 4, L = NT / G;
+        const int g = t % G, l = t / G;
+        float4 sum = make_float4(0, 0, 0, 0);
+        for (int p = l; p < PX; p += L) {
+            const float4 q = ld4(a + p * YO + 4 * g);
+            float k[4];
+            kr_ldv<4>(skip + p * YO + 4 * g, k);
+            sum.x += q.x + k[0], sum.y += q.y + k[1], sum.z += q.z + k[2], sum.w += q.w + k[3];
+        }
+        reinterpret_cast<float4 *>(m.red)[t] = sum;
+        __syncthreads();
+        if (t < G) {
+            float4 r = make_float4(0, 0, 0, 0);
+            for (int k = 0; k < L; k++) {
+                const float4 v = reinterpret_cast<const float4 *>(m.red)[k * G + t];
+                r.x += v.x, r.y += v.y, r.z += v.z, r.w += v.w;
+            }
+            for (int b = 0; b < H; b++)
+                reinterpret_cast<float4 *>(cl.map_shared_rank(slots, b) + rank * YO)[t] = r;
+        }
+    }
+    cl.sync(); /* every block's sums (and every block past its reads of W's rows: H is free) */
+    if (t < YO) {
+        float sum = 0.0f;
+        for (int b = 0; b < H; b++)
+            sum += slots[b * YO + t];
+        m.mean[t] = sum * (1.0f / (float)(8 * H * W8));
+    }
+    const float *wp = yw + oy[KR_SEG_Y_P];
+    excite<YO>(s.yp, wp, op, m.mean, m.hid, m.sc);
+    /* 3. Y2's input in place: skip * e + Y1 */
+    for (int i = t; i < PX * YO / 4; i += NT) {
+        const float4 sv = ld4(m.sc + (4 * i) % YO);
+        float k[4];
+        kr_ldv<4>(skip + 4 * i, k);
+        float4 v = ld4(a + 4 * i);
+        v.x = fmaf(k[0], sv.x, v.x), v.y = fmaf(k[1], sv.y, v.y);
+        v.z = fmaf(k[2], sv.z, v.z), v.w = fmaf(k[3], sv.w, v.w);
+        *reinterpret_cast<float4 *>(a + 4 * i) = v;
+    }
+    __syncthreads();
+    { /* 4. Y2's 1x1 convolution, a pixel per unit: from 0 in channel order, + bias, epilogue,
+       * as stored, over the skip's rows (read above) */
+        const float *w = wp + op[KR_SEG_PJ_W], *b = wp + op[KR_SEG_PJ_B];
+        for (int p = t; p < PX; p += NT) {
+            float acc[YC];
+#pragma unroll
+            for (int k = 0; k < YC; k++)
+                acc[k] = 0.0f;
+#pragma unroll
+            for (int c0 = 0; c0 < YO; c0 += 4) {
+                const float4 xv = ld4(a + p * YO + c0);
+                const float xs[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+#pragma unroll
+                    for (int q = 0; q < YC; q += 4)
+                        kr_fma4(acc + q, xs[j], ld4(w + (c0 + j) * YC + q));
+            }
+#pragma unroll
+            for (int q = 0; q < YC; q += 4) {
+                float4 r;
+                r.x = kr_stored<T>(epi(acc[q] + b[q], s.yp.lo, s.yp.hi, s.yp.post));
+                r.y = kr_stored<T>(epi(acc[q + 1] + b[q + 1], s.yp.lo, s.yp.hi, s.yp.post));
+                r.z = kr_stored<T>(epi(acc[q + 2] + b[q + 2], s.yp.lo, s.yp.hi, s.yp.post));
+                r.w = kr_stored<T>(epi(acc[q + 3] + b[q + 3], s.yp.lo, s.yp.hi, s.yp.post));
+                *reinterpret_cast<float4 *>(c2 + p * YC + q) = r;
+            }
+        }
+    }
+    cl.sync(); /* every block's convolution rows */
+    { /* 5. its halo rows: block r - 1's last into top, block r + 1's first into bot (zeros
+       * outside the image); loads first */
+        constexpr int q4 = W8 * YC / 4;
+        for (int i0 = t; i0 < 2 * q4; i0 += 4 * NT) {
+            float4 v[4];
+#pragma unroll
+            for (int n = 0; n < 4; n++) {
+                const int i = i0 + n * NT, up = i < q4, nb = up ? rank - 1 : rank + 1;
+                v[n] = make_float4(0, 0, 0, 0);
+                if (i < 2 * q4 && nb >= 0 && nb < H)
+                    v[n] = reinterpret_cast<const float4 *>(cl.map_shared_rank(c2, nb) +
+                                                            (up ? 7 : 0) * W8 * YC)[i % q4];
+            }
+#pragma unroll
+            for (int n = 0; n < 4; n++) {
+                const int i = i0 + n * NT;
+                if (i < 2 * q4)
+                    reinterpret_cast<float4 *>(i < q4 ? top : bot)[i % q4] = v[n];
+            }
+        }
+    }
+    __syncthreads();
+    { /* 6. the depthwise (every tap in (ky, kx) order, a tap outside adding 0 x w) plus its
+       * input, as stored, then Z's four outputs of the pixel (the gather from 0 in channel
+       * order, + bias, epilogue) out to z_y */
+        const float *wd = yw + oy[KR_SEG_Y_DW], *bd = yw + oy[KR_SEG_Y_DB];
+        const float *zw = yw + oy[KR_SEG_Y_ZW], zb = yw[oy[KR_SEG_Y_ZB]];
+        const int OW = 16 * SW;
+        for (int p = t; p < PX; p += NT) {
+            const int x = p % W8, i = p / W8;
+            const float *rows[3] = {i == 0 ? top : c2 + (i - 1) * W8 * YC, c2 + i * W8 * YC,
+                                    i == 7 ? bot : c2 + (i + 1) * W8 * YC};
+            float d[YC];
+#pragma unroll
+            for (int g = 0; g < YC / 4; g++) {
+                const float4 bz = ld4(bd + 4 * g);
+                float4 acc = s.y_dbf ? bz : make_float4(0, 0, 0, 0);
+#pragma unroll
+                for (int ky = 0; ky < 3; ky++)
+#pragma unroll
+                    for (int kx = 0; kx < 3; kx++) {
+                        const int xx = x - 1 + kx;
+                        const float4 in = xx >= 0 && xx < W8 ? ld4(rows[ky] + xx * YC + 4 * g)
+                                                             : make_float4(0, 0, 0, 0);
+                        kr_dw_fma(acc, in, ld4(wd + (ky * 3 + kx) * YC + 4 * g));
+                    }
+                const float4 r = ld4(rows[1] + x * YC + 4 * g);
+                const auto act = [&](float4 v) { return epi4(v, s.y_dlo, s.y_dhi, s.y_dpost); };
+                const auto res = [&] { return s.y_res != 0; };
+                const float4 v = s.y_dbf ? kr_conv_out_bf(acc, r, res, act)
+                                         : kr_conv_out(acc, bz, r, false, res, act);
+                d[4 * g] = kr_stored<T>(v.x), d[4 * g + 1] = kr_stored<T>(v.y);
+                d[4 * g + 2] = kr_stored<T>(v.z), d[4 * g + 3] = kr_stored<T>(v.w);
+            }
+#pragma unroll
+            for (int k = 0; k < 4; k++) { /* (ky, kx) = (k / 2, k % 2) */
+                float z = 0.0f;
+#pragma unroll
+                for (int c = 0; c < YC; c++)
+                    z = fmaf(d[c], zw[k * YC + c], z);
+                const float v = epi(z + zb, s.z_lo, s.z_hi, s.z_post);
+                const size_t oi =
+                    ((size_t)img * 16 * H + 2 * (8 * rank + i) + k / 2) * OW + 2 * x + k % 2;
+                if (s.z_f32)
+                    kr_st((float *)s.z_y + oi, v);
+                else
+                    kr_st((T *)s.z_y + oi, v);
+            }
+        }
+    }
+}
+#endif
+
+#endif
