@@ -53,44 +53,37 @@ __device__ __forceinline__ void stage_y(const kr_cuda_segment &s, const float *w
     }
     halo_rows<4, W4>(wout, YI, cl, H); /* W's rows 4r - 1 and 4r + 4 */
     __syncthreads();
-    { /* 1. Y1: a pixel per unit, its input resized (rs_pixel's arithmetic) 4 channels at a time,
-       * then the sums from 0 in channel order, + bias, epilogue, as stored */
+    { /* 1. Y1: 4 lanes per pixel, lane g resizing input channels 4g .. 4g + 3 (rs_pixel's
+       * arithmetic), the 16 values gathered by shuffles, then lane g's outputs 4g .. 4g + 3:
+       * the sums from 0 in channel order, + bias, epilogue, as stored */
         const float *w1 = yw + oy[KR_SEG_Y_W1], *b1 = yw + oy[KR_SEG_Y_B1];
-        for (int p = t; p < PX; p += NT) {
-            const int x = p % W8, i = p / W8;
+        const int g = t % 4, lane0 = (t % 32) & ~3;
+        for (int u = t; u < 4 * PX; u += NT) { /* (every lane of a warp in every pass) */
+            const int p = u / 4, x = p % W8, i = p / W8;
             int y0, y1, x0, x1;
             float dy, dx;
             rs_axis(4 * H, 8 * H, 0, s.y_half, 8 * rank + i, &y0, &y1, &dy);
             rs_axis(W4, W8, 0, s.y_half, x, &x0, &x1, &dx);
-            const float *r0 = wout + (y0 - 4 * rank + 1) * W4 * YI;
-            const float *r1 = wout + (y1 - 4 * rank + 1) * W4 * YI;
-            float acc[YO];
+            const float *r0 = wout + (y0 - 4 * rank + 1) * W4 * YI + 4 * g;
+            const float *r1 = wout + (y1 - 4 * rank + 1) * W4 * YI + 4 * g;
+            const float4 v00 = ld4(r0 + x0 * YI), v10 = ld4(r1 + x0 * YI);
+            const float4 v01 = ld4(r0 + x1 * YI), v11 = ld4(r1 + x1 * YI);
+            const float av[4] = {rs_blend(v00.x, v10.x, v01.x, v11.x, dy, dx),
+                                 rs_blend(v00.y, v10.y, v01.y, v11.y, dy, dx),
+                                 rs_blend(v00.z, v10.z, v01.z, v11.z, dy, dx),
+                                 rs_blend(v00.w, v10.w, v01.w, v11.w, dy, dx)};
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-            for (int k = 0; k < YO; k++)
-                acc[k] = 0.0f;
-#pragma unroll
-            for (int c0 = 0; c0 < YI; c0 += 4) {
-                const float4 v00 = ld4(r0 + x0 * YI + c0), v10 = ld4(r1 + x0 * YI + c0);
-                const float4 v01 = ld4(r0 + x1 * YI + c0), v11 = ld4(r1 + x1 * YI + c0);
-                const float av[4] = {rs_blend(v00.x, v10.x, v01.x, v11.x, dy, dx),
-                                     rs_blend(v00.y, v10.y, v01.y, v11.y, dy, dx),
-                                     rs_blend(v00.z, v10.z, v01.z, v11.z, dy, dx),
-                                     rs_blend(v00.w, v10.w, v01.w, v11.w, dy, dx)};
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-#pragma unroll
-                    for (int q = 0; q < YO; q += 4)
-                        kr_fma4(acc + q, av[j], ld4(w1 + (c0 + j) * YO + q));
+            for (int c = 0; c < YI; c++) {
+                const float xv = __shfl_sync(0xffffffffu, av[c % 4], lane0 + c / 4);
+                kr_fma4(acc, xv, ld4(w1 + c * YO + 4 * g));
             }
-#pragma unroll
-            for (int q = 0; q < YO; q += 4) {
-                float4 r;
-                r.x = kr_stored<T>(epi(acc[q] + b1[q], s.y_lo, s.y_hi, s.y_post));
-                r.y = kr_stored<T>(epi(acc[q + 1] + b1[q + 1], s.y_lo, s.y_hi, s.y_post));
-                r.z = kr_stored<T>(epi(acc[q + 2] + b1[q + 2], s.y_lo, s.y_hi, s.y_post));
-                r.w = kr_stored<T>(epi(acc[q + 3] + b1[q + 3], s.y_lo, s.y_hi, s.y_post));
-                *reinterpret_cast<float4 *>(a + p * YO + q) = r;
-            }
+            float4 r;
+            r.x = kr_stored<T>(epi(acc[0] + b1[4 * g], s.y_lo, s.y_hi, s.y_post));
+            r.y = kr_stored<T>(epi(acc[1] + b1[4 * g + 1], s.y_lo, s.y_hi, s.y_post));
+            r.z = kr_stored<T>(epi(acc[2] + b1[4 * g + 2], s.y_lo, s.y_hi, s.y_post));
+            r.w = kr_stored<T>(epi(acc[3] + b1[4 * g + 3], s.y_lo, s.y_hi, s.y_post));
+            *reinterpret_cast<float4 *>(a + p * YO + 4 * g) = r;
         }
     }
     __syncthreads();
@@ -138,33 +131,26 @@ __device__ __forceinline__ void stage_y(const kr_cuda_segment &s, const float *w
         *reinterpret_cast<float4 *>(a + 4 * i) = v;
     }
     __syncthreads();
-    { /* 4. Y2's 1x1 convolution, a pixel per unit: from 0 in channel order, + bias, epilogue,
-       * as stored, over the skip's rows (read above) */
+    { /* 4. Y2's 1x1 convolution, 4 lanes per pixel (lane g: outputs 4g .. 4g + 3, the inputs
+       * gathered by shuffles): from 0 in channel order, + bias, epilogue, as stored, over the
+       * skip's rows (read above) */
         const float *w = wp + op[KR_SEG_PJ_W], *b = wp + op[KR_SEG_PJ_B];
-        for (int p = t; p < PX; p += NT) {
-            float acc[YC];
+        const int g = t % 4, lane0 = (t % 32) & ~3;
+        for (int u = t; u < 4 * PX; u += NT) {
+            const int p = u / 4;
+            const float4 xv = ld4(a + p * YO + 4 * g);
+            const float xs[4] = {xv.x, xv.y, xv.z, xv.w};
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-            for (int k = 0; k < YC; k++)
-                acc[k] = 0.0f;
-#pragma unroll
-            for (int c0 = 0; c0 < YO; c0 += 4) {
-                const float4 xv = ld4(a + p * YO + c0);
-                const float xs[4] = {xv.x, xv.y, xv.z, xv.w};
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-#pragma unroll
-                    for (int q = 0; q < YC; q += 4)
-                        kr_fma4(acc + q, xs[j], ld4(w + (c0 + j) * YC + q));
-            }
-#pragma unroll
-            for (int q = 0; q < YC; q += 4) {
-                float4 r;
-                r.x = kr_stored<T>(epi(acc[q] + b[q], s.yp.lo, s.yp.hi, s.yp.post));
-                r.y = kr_stored<T>(epi(acc[q + 1] + b[q + 1], s.yp.lo, s.yp.hi, s.yp.post));
-                r.z = kr_stored<T>(epi(acc[q + 2] + b[q + 2], s.yp.lo, s.yp.hi, s.yp.post));
-                r.w = kr_stored<T>(epi(acc[q + 3] + b[q + 3], s.yp.lo, s.yp.hi, s.yp.post));
-                *reinterpret_cast<float4 *>(c2 + p * YC + q) = r;
-            }
+            for (int c = 0; c < YO; c++)
+                kr_fma4(acc, __shfl_sync(0xffffffffu, xs[c % 4], lane0 + c / 4),
+                        ld4(w + c * YC + 4 * g));
+            float4 r;
+            r.x = kr_stored<T>(epi(acc[0] + b[4 * g], s.yp.lo, s.yp.hi, s.yp.post));
+            r.y = kr_stored<T>(epi(acc[1] + b[4 * g + 1], s.yp.lo, s.yp.hi, s.yp.post));
+            r.z = kr_stored<T>(epi(acc[2] + b[4 * g + 2], s.yp.lo, s.yp.hi, s.yp.post));
+            r.w = kr_stored<T>(epi(acc[3] + b[4 * g + 3], s.yp.lo, s.yp.hi, s.yp.post));
+            *reinterpret_cast<float4 *>(c2 + p * YC + 4 * g) = r;
         }
     }
     cl.sync(); /* every block's convolution rows */
@@ -190,52 +176,46 @@ __device__ __forceinline__ void stage_y(const kr_cuda_segment &s, const float *w
         }
     }
     __syncthreads();
-    { /* 6. the depthwise (every tap in (ky, kx) order, a tap outside adding 0 x w) plus its
-       * input, as stored, then Z's four outputs of the pixel (the gather from 0 in channel
-       * order, + bias, epilogue) out to z_y */
+    { /* 6. the depthwise, 4 lanes per pixel (lane g: channels 4g .. 4g + 3; every tap in
+       * (ky, kx) order, a tap outside adding 0 x w) plus its input, as stored; the pixel's 16
+       * values gathered by shuffles, lane g then Z's output (2y + g / 2, 2x + g % 2): the
+       * gather from 0 in channel order, + bias, epilogue, out to z_y */
         const float *wd = yw + oy[KR_SEG_Y_DW], *bd = yw + oy[KR_SEG_Y_DB];
         const float *zw = yw + oy[KR_SEG_Y_ZW], zb = yw[oy[KR_SEG_Y_ZB]];
-        const int OW = 16 * SW;
-        for (int p = t; p < PX; p += NT) {
-            const int x = p % W8, i = p / W8;
+        const int OW = 16 * SW, g = t % 4, lane0 = (t % 32) & ~3;
+        const float4 bz = ld4(bd + 4 * g);
+        for (int u = t; u < 4 * PX; u += NT) {
+            const int p = u / 4, x = p % W8, i = p / W8;
             const float *rows[3] = {i == 0 ? top : c2 + (i - 1) * W8 * YC, c2 + i * W8 * YC,
                                     i == 7 ? bot : c2 + (i + 1) * W8 * YC};
-            float d[YC];
+            float4 acc = s.y_dbf ? bz : make_float4(0, 0, 0, 0);
 #pragma unroll
-            for (int g = 0; g < YC / 4; g++) {
-                const float4 bz = ld4(bd + 4 * g);
-                float4 acc = s.y_dbf ? bz : make_float4(0, 0, 0, 0);
+            for (int ky = 0; ky < 3; ky++)
 #pragma unroll
-                for (int ky = 0; ky < 3; ky++)
+                for (int kx = 0; kx < 3; kx++) {
+                    const int xx = x - 1 + kx;
+                    const float4 in = xx >= 0 && xx < W8 ? ld4(rows[ky] + xx * YC + 4 * g)
+                                                         : make_float4(0, 0, 0, 0);
+                    kr_dw_fma(acc, in, ld4(wd + (ky * 3 + kx) * YC + 4 * g));
+                }
+            const float4 r = ld4(rows[1] + x * YC + 4 * g);
+            const auto act = [&](float4 v) { return epi4(v, s.y_dlo, s.y_dhi, s.y_dpost); };
+            const auto res = [&] { return s.y_res != 0; };
+            const float4 v = s.y_dbf ? kr_conv_out_bf(acc, r, res, act)
+                                     : kr_conv_out(acc, bz, r, false, res, act);
+            const float d[4] = {kr_stored<T>(v.x), kr_stored<T>(v.y), kr_stored<T>(v.z),
+                                kr_stored<T>(v.w)};
+            float z = 0.0f;
 #pragma unroll
-                    for (int kx = 0; kx < 3; kx++) {
-                        const int xx = x - 1 + kx;
-                        const float4 in = xx >= 0 && xx < W8 ? ld4(rows[ky] + xx * YC + 4 * g)
-                                                             : make_float4(0, 0, 0, 0);
-                        kr_dw_fma(acc, in, ld4(wd + (ky * 3 + kx) * YC + 4 * g));
-                    }
-                const float4 r = ld4(rows[1] + x * YC + 4 * g);
-                const auto act = [&](float4 v) { return epi4(v, s.y_dlo, s.y_dhi, s.y_dpost); };
-                const auto res = [&] { return s.y_res != 0; };
-                const float4 v = s.y_dbf ? kr_conv_out_bf(acc, r, res, act)
-                                         : kr_conv_out(acc, bz, r, false, res, act);
-                d[4 * g] = kr_stored<T>(v.x), d[4 * g + 1] = kr_stored<T>(v.y);
-                d[4 * g + 2] = kr_stored<T>(v.z), d[4 * g + 3] = kr_stored<T>(v.w);
-            }
-#pragma unroll
-            for (int k = 0; k < 4; k++) { /* (ky, kx) = (k / 2, k % 2) */
-                float z = 0.0f;
-#pragma unroll
-                for (int c = 0; c < YC; c++)
-                    z = fmaf(d[c], zw[k * YC + c], z);
-                const float v = epi(z + zb, s.z_lo, s.z_hi, s.z_post);
-                const size_t oi =
-                    ((size_t)img * 16 * H + 2 * (8 * rank + i) + k / 2) * OW + 2 * x + k % 2;
-                if (s.z_f32)
-                    kr_st((float *)s.z_y + oi, v);
-                else
-                    kr_st((T *)s.z_y + oi, v);
-            }
+            for (int c = 0; c < YC; c++)
+                z = fmaf(__shfl_sync(0xffffffffu, d[c % 4], lane0 + c / 4), zw[g * YC + c], z);
+            const float zv = epi(z + zb, s.z_lo, s.z_hi, s.z_post);
+            const size_t oi = ((size_t)img * 16 * H + 2 * (8 * rank + i) + g / 2) * OW + 2 * x +
+                              g % 2;
+            if (s.z_f32)
+                kr_st((float *)s.z_y + oi, zv);
+            else
+                kr_st((T *)s.z_y + oi, zv);
         }
     }
 }
