@@ -1405,6 +1405,8 @@ static void check_selfie_yz(const kr_cuda_segment *seg, const plan *p, int split
     assert_int_equal(tc->kind, KR_STEP_TCONV);
     assert_int_equal(seg->y_oc, 16);
     assert_int_equal(seg->y_half, 1);
+    assert_int_equal(seg->y_tail, 64);
+    assert_true(seg->batch >= KR_CUDA_SEG_Y_MIN_BATCH);
     assert_int_equal(seg->y_post, KR_CUDA_POST_NONE);
     assert_ptr_equal(seg->y_skip, cv->tail_add);
     assert_ptr_equal(c2->x, cv->tail_add);
@@ -1548,8 +1550,10 @@ static void test_cluster_segment(void **state)
                            split ? "two steps" : "one", y_on ? "on what take_y refuses" : "free");
                 if (!v_on && !w_on) {
                     check_selfie_vw(&seg, &p);
-                    assert_int_equal(seg.y_oc, y_on ? 0 : 16);
-                    if (!y_on)
+                    /* (taken from KR_CUDA_SEG_Y_MIN_BATCH: the same values either way) */
+                    const int y_in = !y_on && batch >= KR_CUDA_SEG_Y_MIN_BATCH;
+                    assert_int_equal(seg.y_oc, y_in ? 16 : 0);
+                    if (y_in)
                         check_selfie_yz(&seg, &p, split);
                 } else { /* U kept, V and W (or W) left out */
                     check_selfie_u(&seg, &p);
@@ -1993,7 +1997,7 @@ static void test_cluster_segment_pack(void **state)
     keyer_model *m = load("selfie");
     const kr_graph *g = kr_model_graph(m);
     kr_cuda_segment seg;
-    plan p = decoder_plan(g, 1, &seg, 1);
+    plan p = decoder_plan(g, KR_CUDA_SEG_Y_MIN_BATCH, &seg, 1); /* (with Y and Z) */
     assert_int_equal(seg.q_oc, 128);
     float *keep[96];
     int n_keep = 0, id = 1, fetches = 0;
@@ -2146,7 +2150,8 @@ static void test_cluster_segment_pack(void **state)
     assert_true(uw[ou[KR_SEG_U_WB] + 2] == ws->bias2[2]);
     assert_int_equal(ou[KR_SEG_U_WP] + ow[KR_SEG_PJ_N], ou[KR_SEG_U_WD]);
     /* Y and Z, after W's: Y1's convolution [16][16] from [16][16] transposed, Y2's excitation
-     * and convolution as W's, the taps [9][16] as they are, Z's [1][2][2][16] as it is */
+     * and convolution as W's but the second dense layer as it is ([oc][hid], block_dense's),
+     * the taps [9][16] as they are, Z's [1][2][2][16] as it is */
     assert_int_equal(seg.y_oc, 16);
     assert_int_equal(seg.y_dbf, 1);
     const kr_cuda_step *y1 = ud + 3, *y2 = ud + 4, *zs = ud + 5;
@@ -2157,7 +2162,7 @@ static void test_cluster_segment_pack(void **state)
     assert_true(yw[oy[KR_SEG_Y_B1] + 15] == y1->bias[15]);
     assert_true(yp[ow[KR_SEG_PJ_W1] + 3 * 16 + 7] == y2->se_w[0][3 * 16 + 7]);
     assert_true(yp[ow[KR_SEG_PJ_B1] + 2] == y2->se_b[0][2]);
-    assert_true(yp[ow[KR_SEG_PJ_W2] + 3 * 16 + 7] == y2->se_w[1][7 * 16 + 3]);
+    assert_true(yp[ow[KR_SEG_PJ_W2] + 3 * 16 + 7] == y2->se_w[1][3 * 16 + 7]); /* as is */
     assert_true(yp[ow[KR_SEG_PJ_B2] + 14] == y2->se_b[1][14]);
     assert_true(yp[ow[KR_SEG_PJ_W] + 5 * 16 + 11] == y2->w[11 * 16 + 5]);
     assert_true(yp[ow[KR_SEG_PJ_B] + 15] == y2->e_bias[15]);

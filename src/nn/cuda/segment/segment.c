@@ -615,7 +615,7 @@ static void take_y(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *
                    size_t esize)
 {
     const int end = seg->first + seg->count, h = seg->h, w = KR_CUDA_SEG_W;
-    if (!seg->w_e || end + 3 > n)
+    if (!seg->w_e || end + 3 > n || seg->batch < KR_CUDA_SEG_Y_MIN_BATCH)
         return;
     const kr_cuda_step *cv = &steps[end], *c2 = &steps[end + 1];
     if (cv->kind != KR_STEP_CONV || !cv->rz || cv->align || cv->rz_ih != 4 * h ||
@@ -624,6 +624,11 @@ static void take_y(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *
         cv->ow != 8 * w || cv->se_layers || cv->scale_add || cv->res || cv->x_f32 ||
         cv->y_f32 || !cv->tail || !cv->tail_add || cv->tail_c != cv->oc || !cv->w ||
         (uintptr_t)cv->tail_add % 16 || cv->node < 0)
+        return;
+    /* its pool's slices: whole ones in a block's rows, a pixel per block_colsum lane */
+    const int px = 8 * (8 * w), tp = cv->tail_pixels;
+    if (tp <= 0 || px % tp || tp > KR_CUDA_PERSISTENT_THREADS / (cv->oc / 4) ||
+        cv->tail_slices != h * (px / tp) || c2->se_pixels != h * px)
         return;
     /* Y2: CONV then DEPTHWISE, or one EXPAND_DW */
     const int fused = c2->kind == KR_STEP_EXPAND_DW;
@@ -680,7 +685,8 @@ static void take_y(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *
     const int w8 = 8 * w, rest = seg->buf_floats - uf; /* "H" */
     if (uf > seg->buf_floats || so[KR_SEG_SM_MEAN] - so[KR_SEG_SM_XIN] < 8 * w8 * x.y_oc ||
         yf[KR_SEG_YF_N] > seg->buf_floats || rest < 6 * (4 * w) * seg->w_e ||
-        rest < w8 * x.y_c)
+        rest < w8 * x.y_c || (px / tp) * x.y_oc > w8 * x.y_c ||
+        rest < h * (px / tp) * x.y_oc)
         return;
     /* its output must not lie on what another item's cluster may still read */
     if (!tc->y_f32) {
@@ -701,6 +707,7 @@ static void take_y(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *
             }
     }
     x.y_half = cv->half;
+    x.y_tail = tp;
     x.y_lo = cv->lo;
     x.y_hi = cv->hi;
     x.y_post = cv->post;
@@ -1033,12 +1040,12 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
             e = put(y + oy[KR_SEG_Y_W1], y1->w, oc, ic, 1, tmp, fetch, ctx); /* -> [ic][oc] */
             if (!e)
                 e = put(y + oy[KR_SEG_Y_B1], y1->bias, 1, oc, 0, tmp, fetch, ctx);
-            if (!e) /* Y2's excitation: [hid][oc], [hid], [oc][hid] -> [hid][oc], [oc] */
+            if (!e) /* Y2's excitation: [hid][oc], [hid], [oc][hid], [oc] as they are */
                 e = put(q + op2[KR_SEG_PJ_W1], c2->se_w[0], yh, oc, 0, tmp, fetch, ctx);
             if (!e)
                 e = put(q + op2[KR_SEG_PJ_B1], c2->se_b[0], 1, yh, 0, tmp, fetch, ctx);
             if (!e)
-                e = put(q + op2[KR_SEG_PJ_W2], c2->se_w[1], oc, yh, 1, tmp, fetch, ctx);
+                e = put(q + op2[KR_SEG_PJ_W2], c2->se_w[1], oc, yh, 0, tmp, fetch, ctx);
             if (!e)
                 e = put(q + op2[KR_SEG_PJ_B2], c2->se_b[1], 1, oc, 0, tmp, fetch, ctx);
             if (!e) /* its convolution [yc][oc] -> [oc][yc] (EXPAND_DW: the pointwise half's) */

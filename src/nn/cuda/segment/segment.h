@@ -65,7 +65,10 @@
  *                       output's float staging). Block r owns rows 8r .. 8r + 7 (W's output rows
  *                       4r - 1 .. 4r + 4 and the depthwise's halo rows from the neighbours);
  *                       W's output, Y's activations and sums are not written. One instance of
- *                       the kernel: 16 channels throughout (y_ic, y_oc, y_c), z_oc 1
+ *                       the kernel: 16 channels throughout (y_ic, y_oc, y_c), z_oc 1. Every
+ *                       value is the persistent steps' bit for bit (their pool slices, means
+ *                       and dense layers in their orders), so Y and Z are taken at batches of
+ *                       KR_CUDA_SEG_Y_MIN_BATCH or more only
  * at H x KR_CUDA_SEG_W pixels (H <= KR_CUDA_SEG_MAX_ROWS: a block per row), every channel
  * count a multiple of 4 and every stage's weights fitting twice in shared memory. Only the
  * last P's output (and Q's) is written to global memory: the planner checks that no step after
@@ -94,6 +97,13 @@ extern "C" {
 #define KR_CUDA_SEG_MAX_IR 8    /* (D, P) pairs */
 #define KR_CUDA_SEG_MAX_C 128   /* channels of any activation */
 #define KR_CUDA_SEG_MAX_STAGES (KR_CUDA_SEG_MAX_IR + 4) /* S, P0, the pairs, Q, U */
+/* The smallest batch at which the segment takes Y and Z (segment.h): its values are the
+ * persistent steps' bit for bit, so the choice is free; per item they take the cluster's 16
+ * or 9 multiprocessors where the persistent kernel spreads one item over all of them. H200,
+ * session 13 (docs/notes/cuda-cluster-segment.md): batch 1 slower with them (selfie f16
+ * 0.1426 -> 0.1655 ms), batch 8 faster (22,575 -> 23,414 frames/s; landscape 37,568 ->
+ * 41,763), 14 and 16 faster (selfie f16 b14 26,654 -> 31,514, b16 24,818 -> 27,281). */
+#define KR_CUDA_SEG_Y_MIN_BATCH 8
 
 /* A P stage: x [pixels][ci] (shared memory), scaled per channel by the excitation of its
  * pool (dense ci -> hid with clamp se_lo[0]..se_hi[0] and se_post[0], dense hid -> ci with
@@ -190,6 +200,7 @@ typedef struct kr_cuda_segment {
     int y_oc;             /* Y1's output channels (its input's: w_e); 0: no Y and Z. Weights
                            * after U's, V's and W's in U's stage (kr_seg_y_layout) */
     int y_half;           /* Y1's resize's half_pixel_centers (no align_corners) */
+    int y_tail;           /* Y1's pool tail's pixels per slice (its step's tail_pixels) */
     float y_lo, y_hi;
     int y_post;           /* Y1's epilogue */
     const void *y_skip;   /* Y1's pool tail's addend, Y2's input [batch][8h][8W][y_oc] */
@@ -321,8 +332,9 @@ KR_SEG_HD void kr_seg_u_layout(int c, int qo, int uc, int hid, int ue, int vo, i
 }
 
 /* Y's and Z's, after U's (kr_seg_u_layout) in U's stage: Y1's convolution [ic][oc] and its
- * bias [oc], Y2's as a P stage's (kr_seg_proj_layout(oc, hid, c)), the 3x3 depthwise [9][c]
- * and its bias [c], Z's weights as the step's [zo][2][2][c] and its bias [zo]. */
+ * bias [oc], Y2's as a P stage's (kr_seg_proj_layout(oc, hid, c)) but for its excitation's
+ * second layer, as the step's [oc][hid] (block_dense's), the 3x3 depthwise [9][c] and its
+ * bias [c], Z's weights as the step's [zo][2][2][c] and its bias [zo]. */
 enum { KR_SEG_Y_W1, KR_SEG_Y_B1, KR_SEG_Y_P, KR_SEG_Y_DW, KR_SEG_Y_DB, KR_SEG_Y_ZW, KR_SEG_Y_ZB,
        KR_SEG_Y_N };
 KR_SEG_HD void kr_seg_y_layout(int ic, int oc, int hid, int c, int zo, int o[KR_SEG_Y_N + 1])
@@ -336,16 +348,16 @@ KR_SEG_HD void kr_seg_y_layout(int ic, int oc, int hid, int c, int zo, int o[KR_
 /* Y's activations (segment.h; floats, from three dead regions): "G", from the input row's
  * buffer to the end of the pool slots (XIN .. SLOTS), Y1's output rows [8][8W][y_oc] (then
  * Y2's input in place); "F", the buffer of Q's weights (W's window before): the skip's rows
- * as stored [8][8W][y_oc] (elements of T), then Y2's convolution's rows [8][8W][y_c], its top
- * halo row [8W][y_c] at KR_SEG_YF_TOP and every block's pool sums [KR_CUDA_SEG_MAX_ROWS][y_oc]
- * at KR_SEG_YF_SLOTS; "H", the rest of U's stage buffer after its weights: W's output rows
- * 4r - 1 .. 4r + 4 [6][4W][y_ic] (own rows 1 .. 4), then the bottom halo row [8W][y_c]. */
-enum { KR_SEG_YF_ROWS, KR_SEG_YF_TOP, KR_SEG_YF_SLOTS, KR_SEG_YF_N };
+ * as stored [8][8W][y_oc] (elements of T), then Y2's convolution's rows [8][8W][y_c], and at
+ * KR_SEG_YF_TOP the block's pool slice sums [8 * 8W / y_tail][y_oc], then the top halo row
+ * [8W][y_c]; "H", the rest of U's stage buffer after its weights: W's output rows
+ * 4r - 1 .. 4r + 4 [6][4W][y_ic] (own rows 1 .. 4), then every block's slice sums
+ * [h * 8 * 8W / y_tail][y_oc], then the bottom halo row [8W][y_c]. */
+enum { KR_SEG_YF_ROWS, KR_SEG_YF_TOP, KR_SEG_YF_N };
 KR_SEG_HD void kr_seg_yf_layout(int oc, int c, size_t esize, int o[KR_SEG_YF_N + 1])
 {
     const int w8 = 8 * KR_CUDA_SEG_W, skip = (int)((size_t)8 * w8 * oc * esize / 4);
-    const int sizes[KR_SEG_YF_N] = {skip > 8 * w8 * c ? skip : 8 * w8 * c, w8 * c,
-                                    KR_CUDA_SEG_MAX_ROWS * oc};
+    const int sizes[KR_SEG_YF_N] = {skip > 8 * w8 * c ? skip : 8 * w8 * c, w8 * c};
     kr_seg_layout(sizes, KR_SEG_YF_N, o);
 }
 

@@ -12,6 +12,9 @@
 #define KEYER_NN_CUDA_SEGMENT_STAGE_Y_CUH
 
 #include "nn/cuda/segment/stage_u.cuh"
+/* (after the segment's stages: step_common.cuh's CH macro would rename their template
+ * parameter of that name) */
+#include "nn/cuda/persistent/squeeze.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 __device__ __forceinline__ float4 ld4(const float *p)
@@ -41,7 +44,7 @@ __device__ __forceinline__ void stage_y(const kr_cuda_segment &s, const float *w
     float *a = m.xin;                                      /* Y1's rows, then Y2's input */
     T *skip = reinterpret_cast<T *>(fbuf + of[KR_SEG_YF_ROWS]); /* the skip's rows, as stored */
     float *c2 = fbuf + of[KR_SEG_YF_ROWS];                  /* then Y2's convolution's rows */
-    float *top = fbuf + of[KR_SEG_YF_TOP], *slots = fbuf + of[KR_SEG_YF_SLOTS];
+    float *top = fbuf + of[KR_SEG_YF_TOP]; /* the slice sums, then the top halo row */
     float *bot = wout; /* (once every block has read W's rows) */
     __syncthreads();
     cl.sync(); /* every block's W rows; every block past its reads of the others' W windows (F) */
@@ -88,47 +91,54 @@ __device__ __forceinline__ void stage_y(const kr_cuda_segment &s, const float *w
     }
     __syncthreads();
     bar_wait(skip_bar, 0); /* the skip's rows (the barrier's third phase) */
-    { /* 2. the pool of Y1 + skip: the block's sums (lanes over pixels, then the lanes in
-       * order) pushed into every block's slots, then added in rank order */
-        constexpr int G = YO / 4, L = NT / G;
-        const int g = t % G, l = t / G;
-        float4 sum = make_float4(0, 0, 0, 0);
-        for (int p = l; p < PX; p += L) {
-            const float4 q = ld4(a + p * YO + 4 * g);
-            float k[4];
-            kr_ldv<4>(skip + p * YO + 4 * g, k);
-            sum.x += q.x + k[0], sum.y += q.y + k[1], sum.z += q.z + k[2], sum.w += q.w + k[3];
-        }
-        reinterpret_cast<float4 *>(m.red)[t] = sum;
-        __syncthreads();
-        if (t < G) {
-            float4 r = make_float4(0, 0, 0, 0);
-            for (int k = 0; k < L; k++) {
-                const float4 v = reinterpret_cast<const float4 *>(m.red)[k * G + t];
-                r.x += v.x, r.y += v.y, r.z += v.z, r.w += v.w;
+    { /* 2. the pool's sums as the persistent step's tail makes them: each slice of y_tail
+       * pixels (16 of them in this block's 1,024) summed in pixel order from 0 (block_colsum
+       * with a pixel per lane: y_tail <= its lanes, the finder checks), into top */
+        const int tp = s.y_tail, spb = PX / tp;
+        for (int v = t; v < spb * (YO / 4); v += NT) {
+            const int g = v % (YO / 4), k = v / (YO / 4);
+            float4 sum = make_float4(0, 0, 0, 0);
+            for (int p = k * tp; p < (k + 1) * tp; p++) {
+                const float4 q = ld4(a + p * YO + 4 * g);
+                float kk[4];
+                kr_ldv<4>(skip + p * YO + 4 * g, kk);
+                sum.x += q.x + kk[0], sum.y += q.y + kk[1];
+                sum.z += q.z + kk[2], sum.w += q.w + kk[3];
             }
-            for (int b = 0; b < H; b++)
-                reinterpret_cast<float4 *>(cl.map_shared_rank(slots, b) + rank * YO)[t] = r;
+            *reinterpret_cast<float4 *>(top + k * YO + 4 * g) = sum;
         }
     }
-    cl.sync(); /* every block's sums (and every block past its reads of W's rows: H is free) */
-    if (t < YO) {
-        float sum = 0.0f;
-        for (int b = 0; b < H; b++)
-            sum += slots[b * YO + t];
-        m.mean[t] = sum * (1.0f / (float)(8 * H * W8));
+    cl.sync(); /* every block's slice sums (and every block past its reads of W's rows: H is
+                * free) */
+    { /* the means as the persistent prologue makes them (se_prologue): every slice's sums in
+       * order into H, block_colsum over them, times 1 / pixels; then its dense layers
+       * (block_dense) */
+        const int spb = PX / s.y_tail, ns = H * spb;
+        float *all = wout;
+        for (int v = t; v < ns * (YO / 4); v += NT) {
+            const int k = v / (YO / 4);
+            reinterpret_cast<float4 *>(all)[v] = reinterpret_cast<const float4 *>(
+                cl.map_shared_rank(top, k / spb) + (k % spb) * YO)[v % (YO / 4)];
+        }
+        __syncthreads();
+        const float inv = 1.0f / (float)(8 * H * W8);
+        block_colsum<false, float, float>(all, (const float *)NULL, ns, YO, m.red,
+                                          [&](int c, float v) { m.mean[c] = v * inv; });
     }
     const float *wp = yw + oy[KR_SEG_Y_P];
-    excite<YO>(s.yp, wp, op, m.mean, m.hid, m.sc);
-    /* 3. Y2's input in place: skip * e + Y1 */
+    block_dense(m.mean, YO, m.hid, s.yp.hid, 1, wp + op[KR_SEG_PJ_W1], wp + op[KR_SEG_PJ_B1],
+                s.yp.se_lo[0], s.yp.se_hi[0], s.yp.se_post[0]);
+    block_dense(m.hid, s.yp.hid, m.sc, YO, 1, wp + op[KR_SEG_PJ_W2], wp + op[KR_SEG_PJ_B2],
+                s.yp.se_lo[1], s.yp.se_hi[1], s.yp.se_post[1]);
+    /* 3. Y2's input in place: skip * e + Y1, written as the persistent step's load_channels
+     * writes it (the product, then the sum: the compiler contracts both alike) */
     for (int i = t; i < PX * YO / 4; i += NT) {
-        const float4 sv = ld4(m.sc + (4 * i) % YO);
+        const float4 sv = ld4(m.sc + (4 * i) % YO), v = ld4(a + 4 * i);
         float k[4];
         kr_ldv<4>(skip + 4 * i, k);
-        float4 v = ld4(a + 4 * i);
-        v.x = fmaf(k[0], sv.x, v.x), v.y = fmaf(k[1], sv.y, v.y);
-        v.z = fmaf(k[2], sv.z, v.z), v.w = fmaf(k[3], sv.w, v.w);
-        *reinterpret_cast<float4 *>(a + 4 * i) = v;
+        k[0] *= sv.x, k[1] *= sv.y, k[2] *= sv.z, k[3] *= sv.w;
+        k[0] += v.x, k[1] += v.y, k[2] += v.z, k[3] += v.w;
+        *reinterpret_cast<float4 *>(a + 4 * i) = make_float4(k[0], k[1], k[2], k[3]);
     }
     __syncthreads();
     { /* 4. Y2's 1x1 convolution, 4 lanes per pixel (lane g: outputs 4g .. 4g + 3, the inputs
@@ -154,8 +164,9 @@ __device__ __forceinline__ void stage_y(const kr_cuda_segment &s, const float *w
         }
     }
     cl.sync(); /* every block's convolution rows */
-    { /* 5. its halo rows: block r - 1's last into top, block r + 1's first into bot (zeros
-       * outside the image); loads first */
+    { /* 5. its halo rows: block r - 1's last into top (every block has read the slice sums
+       * there: block barriers in block_colsum, then the cluster barrier above), block r + 1's
+       * first into bot (zeros outside the image); loads first */
         constexpr int q4 = W8 * YC / 4;
         for (int i0 = t; i0 < 2 * q4; i0 += 4 * NT) {
             float4 v[4];
