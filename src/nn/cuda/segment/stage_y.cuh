@@ -130,15 +130,19 @@ __device__ __forceinline__ void stage_y(const kr_cuda_segment &s, const float *w
                 s.yp.se_lo[0], s.yp.se_hi[0], s.yp.se_post[0]);
     block_dense(m.hid, s.yp.hid, m.sc, YO, 1, wp + op[KR_SEG_PJ_W2], wp + op[KR_SEG_PJ_B2],
                 s.yp.se_lo[1], s.yp.se_hi[1], s.yp.se_post[1]);
-    /* 3. Y2's input in place: skip * e + Y1, written as the persistent step's load_channels
-     * writes it (the product, then the sum: the compiler contracts both alike) */
+    /* 3. Y2's input in place: skip * e + Y1 as the persistent step's load_channels computes
+     * it, the product rounded, then the sum (its multiply and add sit behind separate run-time
+     * tests of their pointers there, so they are not contracted into one fma; the intrinsics
+     * keep them apart here, where nothing separates them) */
     for (int i = t; i < PX * YO / 4; i += NT) {
         const float4 sv = ld4(m.sc + (4 * i) % YO), v = ld4(a + 4 * i);
         float k[4];
         kr_ldv<4>(skip + 4 * i, k);
-        k[0] *= sv.x, k[1] *= sv.y, k[2] *= sv.z, k[3] *= sv.w;
-        k[0] += v.x, k[1] += v.y, k[2] += v.z, k[3] += v.w;
-        *reinterpret_cast<float4 *>(a + 4 * i) = make_float4(k[0], k[1], k[2], k[3]);
+        const float4 r = make_float4(__fadd_rn(__fmul_rn(k[0], sv.x), v.x),
+                                     __fadd_rn(__fmul_rn(k[1], sv.y), v.y),
+                                     __fadd_rn(__fmul_rn(k[2], sv.z), v.z),
+                                     __fadd_rn(__fmul_rn(k[3], sv.w), v.w));
+        *reinterpret_cast<float4 *>(a + 4 * i) = r;
     }
     __syncthreads();
     { /* 4. Y2's 1x1 convolution, 4 lanes per pixel (lane g: outputs 4g .. 4g + 3, the inputs
