@@ -1161,6 +1161,58 @@ static void fold_excited_block(plan *p, int at, int tail_pixels)
     kr_cuda_persistent_bind(s, p->n, p->sums);
 }
 
+/* fold_excited_block as the cuda backend's folds make it where the memory plan keeps the
+ * pointwise and depthwise convolutions apart (selfie's steps 24-26 on the GPU): the 1x1
+ * convolution with its pool tail, then the excited 1x1 convolution of skip * e + its output
+ * (CONV, group 4) and the depthwise convolution of that plus it (DEPTHWISE, its residual the
+ * convolution's output). */
+static void fold_excited_block_split(plan *p, int at, int tail_pixels)
+{
+    kr_cuda_step *s = p->steps, *cv = &s[at];
+    const kr_cuda_step *add = &s[at + 1], *pool = &s[at + 2], *mul = &s[at + 3];
+    const kr_cuda_step *vadd = &s[at + 4], *pw = &s[at + 5], *dw = &s[at + 6], *mid = &s[at + 7];
+    assert_int_equal(cv->kind, KR_STEP_CONV);
+    assert_true(add->kind == KR_STEP_BINARY && add->mul == 0 && add->x2 == cv->y);
+    assert_true(pool->kind == KR_STEP_POOL_PARTIAL && pool->x == add->y);
+    assert_true(mul->kind == KR_STEP_BINARY && mul->mul == 1 && mul->x == add->x);
+    assert_true(vadd->kind == KR_STEP_BINARY && vadd->x == mul->y && vadd->x2 == cv->y);
+    assert_true(pw->kind == KR_STEP_CONV && pw->x == vadd->y && pw->kh == 1);
+    assert_true(dw->kind == KR_STEP_DEPTHWISE && dw->x == pw->y && dw->kh == 3);
+    assert_true(mid->kind == KR_STEP_BINARY && mid->x == pw->y && mid->x2 == dw->y);
+    cv->tail = 1;
+    cv->tail_pixels = tail_pixels;
+    cv->tail_slices = (cv->oh * cv->ow + tail_pixels - 1) / tail_pixels;
+    cv->tail_c = cv->oc;
+    cv->tail_add = add->x; /* the skip */
+    cv->tail_partial_off = p->scratch;
+    p->scratch += (size_t)cv->batch * cv->tail_slices * cv->tail_c;
+    kr_cuda_step c2 = *pw, d = *dw;
+    c2.x = mul->x;
+    c2.scale_add = cv->y;
+    c2.group = 4;
+    c2.split = 1;
+    c2.vec = 4;
+    c2.se_layers = 2;
+    c2.se_c = cv->oc, c2.se_slices = cv->tail_slices, c2.se_pixels = cv->oh * cv->ow;
+    c2.se_partial_off = cv->tail_partial_off;
+    for (int l = 0; l < 2; l++) {
+        c2.se_out[l] = mul->se_out[l];
+        c2.se_w[l] = mul->se_w[l], c2.se_b[l] = mul->se_b[l];
+        c2.se_lo[l] = mul->se_lo[l], c2.se_hi[l] = mul->se_hi[l], c2.se_post[l] = mul->se_post[l];
+    }
+    d.res = pw->y; /* the ADD after it */
+    d.res_pre = 0;
+    d.y = mid->y;
+    s[at + 1] = c2;
+    s[at + 2] = d;
+    memmove(&s[at + 3], &s[at + 8], (size_t)(p->n - at - 8) * sizeof(*s));
+    p->n -= 5;
+    free(p->sums);
+    p->sums = calloc(p->scratch, sizeof(float));
+    assert_non_null(p->sums);
+    kr_cuda_persistent_bind(s, p->n, p->sums);
+}
+
 /* Selfie's decoder block after Q (U, segment.h) as the cuda backend's folds make it (its steps
  * 19-21 at batch 1 on the GPU), from @p p's own steps after segment @p seg (found with Q, after
  * fold_output_pool): the resize of Q's output excited by the last projection's pool tail (a
@@ -1192,7 +1244,14 @@ static void fold_decoder_block(plan *p, const kr_cuda_segment *seg)
  * pixels) and the expand/depthwise 16 -> 16 after it (W); then on the block after that (the
  * 1x1 convolution 16 -> 16 at 8h x 8W with rz, its pool tail slices of 64 pixels, and its
  * expand/depthwise) before the transpose convolution. */
+static void fold_vw_block_as(plan *p, const kr_cuda_segment *seg, int split);
 static void fold_vw_block(plan *p, const kr_cuda_segment *seg)
+{
+    fold_vw_block_as(p, seg, 0);
+}
+
+/* fold_vw_block, with @p split the block at 8h x 8W as fold_excited_block_split makes it. */
+static void fold_vw_block_as(plan *p, const kr_cuda_segment *seg, int split)
 {
     const int at = seg->first + seg->count;
     const kr_cuda_step *v = &p->steps[at];
@@ -1205,8 +1264,13 @@ static void fold_vw_block(plan *p, const kr_cuda_segment *seg)
     const kr_cuda_step *next = &p->steps[at + 2];
     assert_true(next->kind == KR_STEP_CONV && next->rz && next->x == p->steps[at + 1].y);
     assert_true(next->oh == 8 * seg->h && next->ow == 8 * KR_CUDA_SEG_W && next->oc == 16);
-    fold_excited_block(p, at + 2, 64);
-    assert_int_equal(p->steps[at + 4].kind, KR_STEP_TCONV);
+    if (split) {
+        fold_excited_block_split(p, at + 2, 64);
+        assert_int_equal(p->steps[at + 5].kind, KR_STEP_TCONV);
+    } else {
+        fold_excited_block(p, at + 2, 64);
+        assert_int_equal(p->steps[at + 4].kind, KR_STEP_TCONV);
+    }
 }
 
 /* The checks every U of selfie / selfie-landscape passes (its decoder block folded by
@@ -1218,7 +1282,8 @@ static void fold_vw_block(plan *p, const kr_cuda_segment *seg)
 static void check_selfie_u(const kr_cuda_segment *seg, const plan *p)
 {
     const kr_cuda_step *rs = &p->steps[seg->first + 14], *cv = rs + 1, *ed = rs + 2;
-    assert_int_equal(seg->count, 17 + (seg->v_oc > 0) + (seg->w_e > 0));
+    assert_int_equal(seg->count, 17 + (seg->v_oc > 0) + (seg->w_e > 0) +
+                                     (seg->y_oc ? 4 - seg->y_dbf : 0));
     assert_int_equal(seg->q_oc, 128);
     assert_int_equal(seg->u_c, 24);
     assert_int_equal(seg->u_e, 24);
@@ -1270,7 +1335,7 @@ static void check_selfie_vw(const kr_cuda_segment *seg, const plan *p)
     const kr_cuda_step *v = &p->steps[seg->first + 17], *wd = v + 1;
     const int h = seg->h;
     check_selfie_u(seg, p);
-    assert_int_equal(seg->count, 19);
+    assert_int_equal(seg->count, 19 + (seg->y_oc ? 4 - seg->y_dbf : 0));
     assert_int_equal(v->kind, KR_STEP_CONV);
     assert_true(v->rz && !v->align && v->half && v->rz_ih == 2 * h && v->rz_iw == 32);
     assert_ptr_equal(v->x, seg->y3);
@@ -1303,7 +1368,9 @@ static void check_selfie_vw(const kr_cuda_segment *seg, const plan *p)
     kr_seg_u_layout(32, 128, 24, 24, 24, 16, 16, 16, o);
     assert_int_equal(o[KR_SEG_U_VW], 9360);
     assert_int_equal(o[KR_SEG_U_N], 9360 + 384 + 16 + 3 * (256 + 16) + 144 + 16);
-    assert_int_equal(seg->stage_floats[7], o[KR_SEG_U_N]);
+    int oy[KR_SEG_Y_N + 1];
+    kr_seg_y_layout(16, 16, 16, 16, 1, oy);
+    assert_int_equal(seg->stage_floats[7], o[KR_SEG_U_N] + (seg->y_oc ? oy[KR_SEG_Y_N] : 0));
     size_t total = 0;
     for (int i = 0; i <= 7; i++) {
         assert_int_equal((size_t)seg->stage_off[i], total);
@@ -1311,6 +1378,56 @@ static void check_selfie_vw(const kr_cuda_segment *seg, const plan *p)
     }
     assert_int_equal(seg->weight_floats, total);
     assert_true(seg->buf_floats >= seg->stage_floats[7]);
+    assert_true(kr_cuda_segment_smem(seg) <= 232448);
+}
+
+/* The checks every Y and Z of selfie / selfie-landscape pass (the block at 8h x 8W folded by
+ * fold_vw_block_as, as one step or two: @p split): Y1, the 1x1 convolution 16 -> 16 of W's
+ * output resized x2 (half-pixel centres) at 8h x 128, its pool tail plus the skip; Y2, the
+ * excited 1x1 convolution 16 -> 16 (excitation 16 -> 16 -> 16, RELU and LOGISTIC; RELU) and
+ * the depthwise 3x3 (RELU) plus its input, as an EXPAND_DW (sums from the bias) or a CONV and
+ * a DEPTHWISE (from 0); Z, the transpose convolution 2x2 stride 2 to 16h x 256 x 1; the
+ * segment's last 3 or 4 steps, the network's last; their weights after U's, V's and W's in
+ * U's stage (kr_seg_y_layout: 272 + 3 x 272 + 160 + 68 floats), the stages' sum the total;
+ * the shared memory within the block's. */
+static void check_selfie_yz(const kr_cuda_segment *seg, const plan *p, int split)
+{
+    const kr_cuda_step *cv = &p->steps[seg->first + 19], *c2 = cv + 1;
+    const kr_cuda_step *dw = split ? c2 + 1 : c2, *tc = dw + 1;
+    const int h = seg->h;
+    check_selfie_vw(seg, p);
+    assert_int_equal(seg->count, 22 + split);
+    assert_int_equal(seg->first + seg->count, p->n);
+    assert_true(cv->kind == KR_STEP_CONV && cv->rz && cv->half && cv->oh == 8 * h);
+    assert_ptr_equal(cv->x, seg->w_y);
+    assert_int_equal(c2->kind, split ? KR_STEP_CONV : KR_STEP_EXPAND_DW);
+    assert_int_equal(dw->kind, split ? KR_STEP_DEPTHWISE : KR_STEP_EXPAND_DW);
+    assert_int_equal(tc->kind, KR_STEP_TCONV);
+    assert_int_equal(seg->y_oc, 16);
+    assert_int_equal(seg->y_half, 1);
+    assert_int_equal(seg->y_tail, 64);
+    assert_true(seg->batch >= KR_CUDA_SEG_Y_MIN_BATCH);
+    assert_int_equal(seg->y_post, KR_CUDA_POST_NONE);
+    assert_ptr_equal(seg->y_skip, cv->tail_add);
+    assert_ptr_equal(c2->x, cv->tail_add);
+    assert_ptr_equal(c2->scale_add, cv->y);
+    assert_int_equal(seg->yp.ci, 16);
+    assert_int_equal(seg->yp.hid, 16);
+    assert_int_equal(seg->yp.se_post[0], KR_CUDA_POST_RELU);
+    assert_int_equal(seg->yp.se_post[1], KR_CUDA_POST_LOGISTIC);
+    assert_int_equal(seg->yp.post, KR_CUDA_POST_RELU);
+    assert_int_equal(seg->y_c, 16);
+    assert_int_equal(seg->y_dpost, KR_CUDA_POST_RELU);
+    assert_int_equal(seg->y_dbf, !split);
+    assert_int_equal(seg->y_res, 1);
+    assert_int_equal(seg->z_oc, 1);
+    assert_int_equal(seg->z_f32, 0);
+    assert_ptr_equal(seg->z_y, tc->y);
+    int o[KR_SEG_U_N + 1], oy[KR_SEG_Y_N + 1];
+    kr_seg_u_layout(32, 128, 24, 24, 24, 16, 16, 16, o);
+    kr_seg_y_layout(16, 16, 16, 16, 1, oy);
+    assert_int_equal(oy[KR_SEG_Y_N], 272 + 3 * 272 + 160 + 68);
+    assert_int_equal(seg->stage_floats[7], o[KR_SEG_U_N] + oy[KR_SEG_Y_N]);
     assert_true(kr_cuda_segment_smem(seg) <= 232448);
 }
 
@@ -1358,8 +1475,9 @@ static void test_cluster_segment(void **state)
          * job's batch */
         static const int batches[3] = {1, 4, KEYER_CUDA_SEGMENT_MAX_BATCH};
         for (int bi = 0; bi < 3; bi++)
-            for (int placed = 0; placed < 3; placed++) { /* stand-ins; plan f32; plan f16 */
-                const int batch = batches[bi];
+            for (int pv = 0; pv < 6; pv++) { /* stand-ins; plan f32; plan f16; each with the
+                                              * block at 8h x 8W as one step or two */
+                const int batch = batches[bi], placed = pv / 2, split = pv % 2;
                 plan p = plan_ops(g, batch);
                 if (placed)
                     place_ops(&p, g, batch, placed == 2);
@@ -1400,7 +1518,7 @@ static void test_cluster_segment(void **state)
                     assert_true(p.steps[22].rz);
                 }
                 assert_int_equal(seg.v_oc, 0); /* V's block is not folded yet */
-                fold_vw_block(&p, &seg); /* V and W follow U */
+                fold_vw_block_as(&p, &seg, split); /* V and W follow U, then Y and Z */
                 const kr_cuda_step *vs = &p.steps[seg.first + seg.count], *ws = vs + 1;
                 const int h = rows[mi];
                 const size_t vb = (size_t)(4 * h) * 64 * 16 * esize; /* V's and W's outputs */
@@ -1418,8 +1536,25 @@ static void test_cluster_segment(void **state)
                            batch, placed == 2 ? "f16" : "f32",
                            v_on ? "on what take_v refuses" : "free",
                            w_on ? "on what take_w refuses" : "free");
+                /* Y and Z: the transpose convolution's output on another item's input */
+                const kr_cuda_step *ys = ws + 1, *ts = ys + 2 + split;
+                const size_t tb = (size_t)(16 * h) * 256 * esize, yb = (size_t)(8 * h) * 128 * 16 * esize;
+                const int y_on = items_overlap(ts->y, tb, seg.x, in_b, batch, 0) ||
+                                 items_overlap(ts->y, tb, seg.u_skip, skip_b, batch, 0) ||
+                                 items_overlap(ts->y, tb, vs->tail_add, vb, batch, 0) ||
+                                 items_overlap(ts->y, tb, ys->tail_add, yb, batch, 0);
+                assert_int_equal(ts->kind, KR_STEP_TCONV);
+                if (placed)
+                    printf("%s batch %d (%s memory plan, the block at 8h x 8W as %s): the "
+                           "output %s\n", names[mi], batch, placed == 2 ? "f16" : "f32",
+                           split ? "two steps" : "one", y_on ? "on what take_y refuses" : "free");
                 if (!v_on && !w_on) {
                     check_selfie_vw(&seg, &p);
+                    /* (taken from KR_CUDA_SEG_Y_MIN_BATCH: the same values either way) */
+                    const int y_in = !y_on && batch >= KR_CUDA_SEG_Y_MIN_BATCH;
+                    assert_int_equal(seg.y_oc, y_in ? 16 : 0);
+                    if (y_in)
+                        check_selfie_yz(&seg, &p, split);
                 } else { /* U kept, V and W (or W) left out */
                     check_selfie_u(&seg, &p);
                     assert_int_equal(seg.v_oc, v_on ? 0 : 16);
@@ -1427,7 +1562,7 @@ static void test_cluster_segment(void **state)
                 }
                 if (mi == 0 && batch == 1 && placed == 1) { /* the GPU's steps 22-23 */
                     const uintptr_t at = 0x40000000u;
-                    assert_int_equal(seg.first + seg.count, 24);
+                    assert_int_equal(seg.first + seg.count, seg.y_oc ? 27 + split : 24);
                     assert_int_equal(p.steps[22].node, 105);
                     assert_int_equal(p.steps[23].node, 116);
                     assert_int_equal((uintptr_t)p.steps[22].x - at, 1736704);
@@ -1862,7 +1997,7 @@ static void test_cluster_segment_pack(void **state)
     keyer_model *m = load("selfie");
     const kr_graph *g = kr_model_graph(m);
     kr_cuda_segment seg;
-    plan p = decoder_plan(g, 1, &seg, 1);
+    plan p = decoder_plan(g, KR_CUDA_SEG_Y_MIN_BATCH, &seg, 1); /* (with Y and Z) */
     assert_int_equal(seg.q_oc, 128);
     float *keep[96];
     int n_keep = 0, id = 1, fetches = 0;
@@ -1882,10 +2017,14 @@ static void test_cluster_segment_pack(void **state)
         } else if (j == qi + 2) { /* U's convolution */
             s->w = fill(keep, &n_keep, id++, (size_t)e * ci);
             s->bias = fill(keep, &n_keep, id++, (size_t)e);
-        } else if (j == qi + 4) { /* V's convolution */
+        } else if (j == qi + 8) { /* Z: [1][2][2][16] */
+            s->w = fill(keep, &n_keep, id++, (size_t)e * 4 * ci);
+            s->bias = fill(keep, &n_keep, id++, (size_t)e);
+        } else if (j == qi + 4 || j == qi + 6) { /* V's convolution, Y1's */
             s->w = fill(keep, &n_keep, id++, (size_t)e * ci);
             s->bias = fill(keep, &n_keep, id++, (size_t)e);
-        } else if (j == qi + 3 || j == qi + 5) { /* U's, W's expand/depthwise (excited) */
+        } else if (j == qi + 3 || j == qi + 5 || j == qi + 7) { /* U's, W's, Y2's
+                                                                  * expand/depthwise (excited) */
             const int hid = s->se_out[0];
             s->se_w[0] = fill(keep, &n_keep, id++, (size_t)hid * ci);
             s->se_b[0] = fill(keep, &n_keep, id++, (size_t)hid);
@@ -2010,7 +2149,29 @@ static void test_cluster_segment_pack(void **state)
     assert_true(uw[ou[KR_SEG_U_WD] + 8 * 16 + 3] == ws->w2[8 * 16 + 3]);
     assert_true(uw[ou[KR_SEG_U_WB] + 2] == ws->bias2[2]);
     assert_int_equal(ou[KR_SEG_U_WP] + ow[KR_SEG_PJ_N], ou[KR_SEG_U_WD]);
-    assert_int_equal(seg.stage_off[s0 + seg.n_ir + 2] + ou[KR_SEG_U_N], (int)seg.weight_floats);
+    /* Y and Z, after W's: Y1's convolution [16][16] from [16][16] transposed, Y2's excitation
+     * and convolution as W's but the second dense layer as it is ([oc][hid], block_dense's),
+     * the taps [9][16] as they are, Z's [1][2][2][16] as it is */
+    assert_int_equal(seg.y_oc, 16);
+    assert_int_equal(seg.y_dbf, 1);
+    const kr_cuda_step *y1 = ud + 3, *y2 = ud + 4, *zs = ud + 5;
+    int oy[KR_SEG_Y_N + 1];
+    kr_seg_y_layout(16, 16, 16, 16, 1, oy);
+    const float *yw = uw + ou[KR_SEG_U_N], *yp = yw + oy[KR_SEG_Y_P];
+    assert_true(yw[oy[KR_SEG_Y_W1] + 5 * 16 + 11] == y1->w[11 * 16 + 5]);
+    assert_true(yw[oy[KR_SEG_Y_B1] + 15] == y1->bias[15]);
+    assert_true(yp[ow[KR_SEG_PJ_W1] + 3 * 16 + 7] == y2->se_w[0][3 * 16 + 7]);
+    assert_true(yp[ow[KR_SEG_PJ_B1] + 2] == y2->se_b[0][2]);
+    assert_true(yp[ow[KR_SEG_PJ_W2] + 3 * 16 + 7] == y2->se_w[1][3 * 16 + 7]); /* as is */
+    assert_true(yp[ow[KR_SEG_PJ_B2] + 14] == y2->se_b[1][14]);
+    assert_true(yp[ow[KR_SEG_PJ_W] + 5 * 16 + 11] == y2->w[11 * 16 + 5]);
+    assert_true(yp[ow[KR_SEG_PJ_B] + 15] == y2->e_bias[15]);
+    assert_true(yw[oy[KR_SEG_Y_DW] + 8 * 16 + 3] == y2->w2[8 * 16 + 3]);
+    assert_true(yw[oy[KR_SEG_Y_DB] + 2] == y2->bias2[2]);
+    assert_true(yw[oy[KR_SEG_Y_ZW] + 3 * 16 + 9] == zs->w[3 * 16 + 9]);
+    assert_true(yw[oy[KR_SEG_Y_ZB]] == zs->bias[0]);
+    assert_int_equal(seg.stage_off[s0 + seg.n_ir + 2] + ou[KR_SEG_U_N] + oy[KR_SEG_Y_N],
+                     (int)seg.weight_floats);
     free(w);
     for (int i = 0; i < n_keep; i++)
         free(keep[i]);

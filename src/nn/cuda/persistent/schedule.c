@@ -159,8 +159,10 @@ static cudaError_t plan_segment(kr_cuda_psched *p, kr_cuda_step *h, int k)
               g->name, seg.first, seg.first + seg.count - 1,
               seg.s_ic ? "a stride-2 expand/depthwise step into them, " : "", seg.n_ir, seg.h,
               KR_CUDA_SEG_W,
-              seg.v_oc ? ", then a 1x1 convolution, the decoder's block at twice the size and "
-                         "the 1x1 convolution after it at four times"
+              seg.y_oc ? ", then a 1x1 convolution, the decoder's blocks at twice, four and "
+                         "eight times the size and the transpose convolution to the output"
+              : seg.v_oc ? ", then a 1x1 convolution, the decoder's block at twice the size and "
+                           "the 1x1 convolution after it at four times"
               : seg.u_c ? ", then a 1x1 convolution and the decoder's block at twice the size"
               : seg.q_oc ? ", then a 1x1 convolution" : "", seg.h,
               kr_cuda_segment_smem(&seg),

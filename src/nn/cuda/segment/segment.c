@@ -584,6 +584,150 @@ static void take_w(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *
     *seg = x;
 }
 
+static int y_floats(const kr_cuda_segment *seg)
+{
+    int o[KR_SEG_Y_N + 1];
+    kr_seg_y_layout(seg->w_e, seg->y_oc, seg->yp.hid, seg->y_c, seg->z_oc, o);
+    return o[KR_SEG_Y_N];
+}
+
+/* Whether Y2's excitation (segment.h) is @p s's: two dense layers of Y1's pool tail
+ * (@p cv: its sums, slices and channels), applied to Y1's addend, plus Y1's output. */
+static int y_excited(const kr_cuda_step *s, const kr_cuda_step *cv)
+{
+    return s->se_layers == 2 && s->se_partial_off == cv->tail_partial_off &&
+           s->se_slices == cv->tail_slices && s->se_c == cv->oc && s->se_out[1] == cv->oc &&
+           ok_channels(s->se_out[0]) && s->x == cv->tail_add && s->scale_add == cv->y &&
+           s->ic == cv->oc && s->kh == s->kw && s->sh == 1 && s->sw == 1 && s->ih == cv->oh &&
+           s->iw == cv->ow && s->oh == cv->oh && s->ow == cv->ow && !s->rz && !s->tail &&
+           !s->x_f32 && !s->y_f32 && s->w;
+}
+
+/* Adds Y and Z (segment.h) to @p seg, which has W, where the steps after W are they: the 1x1
+ * convolution of W's output resized x2 as it loads it (rz, no align_corners) to 8h x 8W with
+ * a pool tail plus an addend; the excited 1x1 convolution of that addend (plus its output) and
+ * the 3x3 depthwise of its output plus that output, as two steps or one EXPAND_DW (res_mid);
+ * the 2x2 stride-2 transpose convolution of the depthwise output, nothing read after it but
+ * its output. Only in the kernel's instance (16 channels, one output channel), where the
+ * weights fit U's stage buffer with U's, V's and W's, the activations the dead regions that
+ * kr_seg_yf_layout names, and the output lies on nothing another item's cluster reads. */
+static void take_y(const kr_graph *g, kr_cuda_segment *seg, const kr_cuda_step *steps, int n,
+                   size_t esize)
+{
+    const int end = seg->first + seg->count, h = seg->h, w = KR_CUDA_SEG_W;
+    if (!seg->w_e || end + 3 > n || seg->batch < KR_CUDA_SEG_Y_MIN_BATCH)
+        return;
+    const kr_cuda_step *cv = &steps[end], *c2 = &steps[end + 1];
+    if (cv->kind != KR_STEP_CONV || !cv->rz || cv->align || cv->rz_ih != 4 * h ||
+        cv->rz_iw != 4 * w || cv->x != seg->w_y || cv->ic != seg->w_e || cv->kh != 1 ||
+        cv->kw != 1 || cv->sh != 1 || cv->sw != 1 || cv->pt || cv->pl || cv->oh != 8 * h ||
+        cv->ow != 8 * w || cv->se_layers || cv->scale_add || cv->res || cv->x_f32 ||
+        cv->y_f32 || !cv->tail || !cv->tail_add || cv->tail_c != cv->oc || !cv->w ||
+        (uintptr_t)cv->tail_add % 16 || cv->node < 0)
+        return;
+    /* its pool's slices: whole ones in a block's rows, a pixel per block_colsum lane */
+    const int px = 8 * (8 * w), tp = cv->tail_pixels;
+    if (tp <= 0 || px % tp || tp > KR_CUDA_PERSISTENT_THREADS / (cv->oc / 4) ||
+        cv->tail_slices != h * (px / tp) || c2->se_pixels != h * px)
+        return;
+    /* Y2: CONV then DEPTHWISE, or one EXPAND_DW */
+    const int fused = c2->kind == KR_STEP_EXPAND_DW;
+    const kr_cuda_step *dw = fused ? c2 : &steps[end + 2], *tc = dw + 1;
+    if (tc - steps >= n || !y_excited(c2, cv))
+        return;
+    if (fused) {
+        if (c2->kh != 3 || c2->dh != 1 || c2->dw != 1 || c2->pt != 1 || c2->pl != 1 ||
+            c2->res || !c2->w2 || (c2->res_mid && c2->oc != c2->ic))
+            return;
+    } else {
+        if (c2->kind != KR_STEP_CONV || c2->kh != 1 || c2->group != 4 || c2->split != 1 ||
+            c2->pt || c2->pl || c2->res || c2->res_c || !ok_channels(c2->oc))
+            return;
+        if (dw->kind != KR_STEP_DEPTHWISE || dw->x != c2->y || dw->ic != c2->oc ||
+            dw->oc != c2->oc || dw->kh != 3 || dw->kw != 3 || dw->sh != 1 || dw->sw != 1 ||
+            dw->dh != 1 || dw->dw != 1 || dw->pt != 1 || dw->pl != 1 || dw->ih != 8 * h ||
+            dw->iw != 8 * w || dw->oh != 8 * h || dw->ow != 8 * w ||
+            (dw->res && dw->res != c2->y) || dw->res_c || dw->tail || dw->se_layers ||
+            dw->x_f32 || dw->y_f32 || !dw->w)
+            return;
+    }
+    if (tc->kind != KR_STEP_TCONV || tc->x != dw->y || tc->ic != dw->oc || tc->kh != 2 ||
+        tc->kw != 2 || tc->sh != 2 || tc->sw != 2 || tc->pt || tc->pl || tc->ih != 8 * h ||
+        tc->iw != 8 * w || tc->oh != 16 * h || tc->ow != 16 * w || tc->res || tc->tail ||
+        tc->x_f32 || !tc->w)
+        return;
+    /* the kernel's one instance */
+    if (seg->w_e != 16 || cv->oc != 16 || dw->oc != 16 || tc->oc != 1)
+        return;
+    /* nothing after the transpose convolution reads what the segment keeps */
+    int lo, hi;
+    const int e3 = seg->e_ic ? 3 : 0; /* (E's output, the skip, is written) */
+    const int count = seg->count + (int)(tc - cv) + 1;
+    node_range(g, steps, n, seg->first + e3, count - e3, &lo, &hi);
+    if (lo < 0 || hi < lo || leaks(g, lo, hi) ||
+        sums_read(steps, (int)(tc - steps) + 1, n, cv->tail_partial_off))
+        return;
+    kr_cuda_segment x = *seg;
+    x.y_oc = cv->oc;
+    x.y_c = dw->oc;
+    x.z_oc = tc->oc;
+    if (fused) {
+        set_expand(&x.yp, c2);
+    } else {
+        set_proj(&x.yp, c2);
+        x.yp.res = 0;
+    }
+    const int st = (seg->s_ic > 0) + seg->n_ir + 2;
+    const int uf = u_floats(&x) + y_floats(&x);
+    int so[KR_SEG_SM_N + 1], yf[KR_SEG_YF_N + 1];
+    kr_seg_smem_layout(&x, so);
+    kr_seg_yf_layout(x.y_oc, x.y_c, esize, yf);
+    const int w8 = 8 * w, rest = seg->buf_floats - uf; /* "H" */
+    if (uf > seg->buf_floats || so[KR_SEG_SM_MEAN] - so[KR_SEG_SM_XIN] < 8 * w8 * x.y_oc ||
+        yf[KR_SEG_YF_N] > seg->buf_floats || rest < 6 * (4 * w) * seg->w_e ||
+        rest < w8 * x.y_c || (px / tp) * x.y_oc > w8 * x.y_c ||
+        rest < h * (px / tp) * x.y_oc)
+        return;
+    /* its output must not lie on what another item's cluster may still read */
+    if (!tc->y_f32) {
+        const size_t out_b = (size_t)(16 * h) * (16 * w) * tc->oc * esize;
+        const size_t in_b = in_bytes(seg, esize);
+        const size_t uskip_b = (size_t)(2 * h) * (2 * w) * seg->u_c * esize;
+        const size_t vskip_b = (size_t)(4 * h) * (4 * w) * seg->v_oc * esize;
+        const size_t yskip_b = (size_t)8 * h * w8 * x.y_oc * esize;
+        for (int a = 0; a < seg->batch; a++)
+            for (int b = 0; b < seg->batch; b++) {
+                const char *y = (const char *)tc->y + a * out_b;
+                if (a != b &&
+                    (overlap(y, out_b, (const char *)seg->x + b * in_b, in_b) ||
+                     overlap(y, out_b, (const char *)seg->u_skip + b * uskip_b, uskip_b) ||
+                     overlap(y, out_b, (const char *)seg->v_skip + b * vskip_b, vskip_b) ||
+                     overlap(y, out_b, (const char *)cv->tail_add + b * yskip_b, yskip_b)))
+                    return;
+            }
+    }
+    x.y_half = cv->half;
+    x.y_tail = tp;
+    x.y_lo = cv->lo;
+    x.y_hi = cv->hi;
+    x.y_post = cv->post;
+    x.y_skip = cv->tail_add;
+    x.y_dlo = dw->lo;
+    x.y_dhi = dw->hi;
+    x.y_dpost = dw->post;
+    x.y_dbf = fused;
+    x.y_res = fused ? dw->res_mid : dw->res != NULL;
+    x.z_lo = tc->lo;
+    x.z_hi = tc->hi;
+    x.z_post = tc->post;
+    x.z_f32 = tc->y_f32;
+    x.z_y = tc->y;
+    x.count = count;
+    x.stage_floats[st] = uf;
+    x.weight_floats += (size_t)(uf - seg->stage_floats[st]);
+    *seg = x;
+}
+
 /* The segment starting at step @p i, or 0 with @p why. */
 static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, size_t esize,
                   kr_cuda_segment *seg, const char **why)
@@ -698,6 +842,7 @@ static int try_at(const kr_graph *g, const kr_cuda_step *steps, int n, int i, si
     take_u(g, seg, steps, n, esize);
     take_v(g, seg, steps, n, esize);
     take_w(g, seg, steps, n, esize);
+    take_y(g, seg, steps, n, esize);
     return 1;
 }
 
@@ -825,8 +970,7 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
             e = put(at + o[KR_SEG_Q_B], q->bias, 1, seg->q_oc, 0, tmp, fetch, ctx);
     }
     if (!e && seg->u_c) {
-        const kr_cuda_step *r =
-            &steps[seg->first + seg->count - 3 - (seg->v_oc > 0) - (seg->w_e > 0)];
+        const kr_cuda_step *r = &steps[seg->first + e3 + s0 + 2 + 2 * seg->n_ir]; /* after Q */
         const kr_cuda_step *cv = r + 1, *ed = r + 2;
         float *at = dst + seg->stage_off[s0 + seg->n_ir + 2];
         const int qo = seg->q_oc, uc = seg->u_c, ue = seg->u_e, hid = seg->u_hid;
@@ -884,6 +1028,41 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
                 e = put(at + o[KR_SEG_U_WD], wd->w2, 9, we, 0, tmp, fetch, ctx);
             if (!e)
                 e = put(at + o[KR_SEG_U_WB], wd->bias2, 1, we, 0, tmp, fetch, ctx);
+        }
+        if (!e && seg->y_oc) { /* Y and Z after U's (kr_seg_y_layout) */
+            const kr_cuda_step *y1 = ed + 3, *c2 = y1 + 1, *dw = seg->y_dbf ? c2 : c2 + 1;
+            const kr_cuda_step *tc = dw + 1;
+            const int ic = seg->w_e, oc = seg->y_oc, yc = seg->y_c, yh = seg->yp.hid;
+            int oy[KR_SEG_Y_N + 1], op2[KR_SEG_PJ_N + 1];
+            kr_seg_y_layout(ic, oc, yh, yc, seg->z_oc, oy);
+            kr_seg_proj_layout(oc, yh, yc, op2);
+            float *y = at + o[KR_SEG_U_N], *q = y + oy[KR_SEG_Y_P];
+            e = put(y + oy[KR_SEG_Y_W1], y1->w, oc, ic, 1, tmp, fetch, ctx); /* -> [ic][oc] */
+            if (!e)
+                e = put(y + oy[KR_SEG_Y_B1], y1->bias, 1, oc, 0, tmp, fetch, ctx);
+            if (!e) /* Y2's excitation: [hid][oc], [hid], [oc][hid], [oc] as they are */
+                e = put(q + op2[KR_SEG_PJ_W1], c2->se_w[0], yh, oc, 0, tmp, fetch, ctx);
+            if (!e)
+                e = put(q + op2[KR_SEG_PJ_B1], c2->se_b[0], 1, yh, 0, tmp, fetch, ctx);
+            if (!e)
+                e = put(q + op2[KR_SEG_PJ_W2], c2->se_w[1], oc, yh, 0, tmp, fetch, ctx);
+            if (!e)
+                e = put(q + op2[KR_SEG_PJ_B2], c2->se_b[1], 1, oc, 0, tmp, fetch, ctx);
+            if (!e) /* its convolution [yc][oc] -> [oc][yc] (EXPAND_DW: the pointwise half's) */
+                e = put(q + op2[KR_SEG_PJ_W], c2->w, yc, oc, 1, tmp, fetch, ctx);
+            if (!e)
+                e = put(q + op2[KR_SEG_PJ_B], seg->y_dbf ? c2->e_bias : c2->bias, 1, yc, 0, tmp,
+                        fetch, ctx);
+            if (!e) /* the depthwise [3][3][yc] */
+                e = put(y + oy[KR_SEG_Y_DW], seg->y_dbf ? dw->w2 : dw->w, 9, yc, 0, tmp, fetch,
+                        ctx);
+            if (!e)
+                e = put(y + oy[KR_SEG_Y_DB], seg->y_dbf ? dw->bias2 : dw->bias, 1, yc, 0, tmp,
+                        fetch, ctx);
+            if (!e) /* Z [zo][2][2][yc] as it is */
+                e = put(y + oy[KR_SEG_Y_ZW], tc->w, seg->z_oc, 4 * yc, 0, tmp, fetch, ctx);
+            if (!e)
+                e = put(y + oy[KR_SEG_Y_ZB], tc->bias, 1, seg->z_oc, 0, tmp, fetch, ctx);
         }
     }
     free(tmp);

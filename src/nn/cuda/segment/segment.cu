@@ -8,7 +8,8 @@
  * come from the neighbours' shared memory after a cluster barrier; each block pushes its pool
  * sums into every block's shared memory before one. S and Q (segment.h), where there are
  * they, are the first and the last stage: S reads its window's rows at twice the resolution
- * from its neighbours, Q computes its row into the expanded rows' buffer and writes it out.
+ * from its neighbours, Q computes its row into the expanded rows' buffer and writes it out;
+ * U, V, W (stage_u.cuh) and Y, Z (stage_y.cuh) follow Q.
  * The packed weights' and shared memory's layouts are segment.h's (kr_seg_*_layout), the ones
  * the packer and kr_cuda_segment_smem use.
  */
@@ -23,7 +24,7 @@
  * since kr_cuda_segment_prepare refuses devices (or emulated classes) below compute 9.0. */
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 #define KR_SEG_DEVICE_CODE 1
-#include "nn/cuda/segment/stage_u.cuh"
+#include "nn/cuda/segment/stage_y.cuh"
 
 /* pair() with run-time shapes: one copy, called (not inlined). */
 template <typename T, int K>
@@ -174,6 +175,8 @@ __global__ void __launch_bounds__(KR_CUDA_PERSISTENT_THREADS, 1)
                 stage_u<T, 32, 128, 24, 24, 16, 16>(s, wu, m, cl, &bar[2], img, qbuf);
             else
                 stage_u_rt<T>(s, wu, m, cl, &bar[2], img, qbuf);
+            if (s.y_oc) /* Y and Z: the network's end */
+                stage_y<T>(s, wu, y_rest(s, wu), m, cl, &bar[2], img, qbuf);
         } else {
             T *y2 = (T *)s.y2 + ((size_t)img * H + rank) * SW * QO;
             for (int i = t; i < SW * QO / 4; i += NT)

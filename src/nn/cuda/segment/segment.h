@@ -52,6 +52,23 @@
  *   W (optional, after V) the excited expand/depthwise step after V, U's second half at
  *                       4h x 4W on V's output and addend, which are in shared memory already;
  *                       V's output and sums are then not written
+ *   Y, Z (optional, after W, together) the decoder's last block at 8h x 8W and the transpose
+ *                       convolution after it, the network's end: Y1 the 1x1 convolution of W's
+ *                       output resized x2 as the persistent step computes it (each input pixel
+ *                       resized, rs_pixel's arithmetic, then the sums), its pool tail plus an
+ *                       addend (the skip); Y2 the 1x1 convolution of skip * (the two-layer
+ *                       excitation of that pool) + Y1's output, then the 3x3 "same" depthwise of
+ *                       that plus its input: two steps (CONV, DEPTHWISE with that residual, whose
+ *                       sums start from 0, bias last) or one (EXPAND_DW with res_mid, from the
+ *                       bias); Z the 2x2 stride-2 transpose convolution of the depthwise output
+ *                       to 16h x 16W, written out (in float where the step writes the graph
+ *                       output's float staging). Block r owns rows 8r .. 8r + 7 (W's output rows
+ *                       4r - 1 .. 4r + 4 and the depthwise's halo rows from the neighbours);
+ *                       W's output, Y's activations and sums are not written. One instance of
+ *                       the kernel: 16 channels throughout (y_ic, y_oc, y_c), z_oc 1. Every
+ *                       value is the persistent steps' bit for bit (their pool slices, means
+ *                       and dense layers in their orders), so Y and Z are taken at batches of
+ *                       KR_CUDA_SEG_Y_MIN_BATCH or more only
  * at H x KR_CUDA_SEG_W pixels (H <= KR_CUDA_SEG_MAX_ROWS: a block per row), every channel
  * count a multiple of 4 and every stage's weights fitting twice in shared memory. Only the
  * last P's output (and Q's) is written to global memory: the planner checks that no step after
@@ -80,6 +97,13 @@ extern "C" {
 #define KR_CUDA_SEG_MAX_IR 8    /* (D, P) pairs */
 #define KR_CUDA_SEG_MAX_C 128   /* channels of any activation */
 #define KR_CUDA_SEG_MAX_STAGES (KR_CUDA_SEG_MAX_IR + 4) /* S, P0, the pairs, Q, U */
+/* The smallest batch at which the segment takes Y and Z (segment.h): its values are the
+ * persistent steps' bit for bit, so the choice is free; per item they take the cluster's 16
+ * or 9 multiprocessors where the persistent kernel spreads one item over all of them. H200,
+ * session 13 (docs/notes/cuda-cluster-segment.md): batch 1 slower with them (selfie f16
+ * 0.1426 -> 0.1655 ms), batch 8 faster (22,575 -> 23,414 frames/s; landscape 37,568 ->
+ * 41,763), 14 and 16 faster (selfie f16 b14 26,654 -> 31,514, b16 24,818 -> 27,281). */
+#define KR_CUDA_SEG_Y_MIN_BATCH 8
 
 /* A P stage: x [pixels][ci] (shared memory), scaled per channel by the excitation of its
  * pool (dense ci -> hid with clamp se_lo[0]..se_hi[0] and se_post[0], dense hid -> ci with
@@ -172,7 +196,26 @@ typedef struct kr_cuda_segment {
     kr_cuda_seg_proj wp;  /* W's expansion: its excitation (ci = v_oc) and epilogue */
     float w_dlo, w_dhi;
     int w_dpost, w_res_mid;
-    void *w_y;            /* W's output [batch][4h][4W][w_e] */
+    void *w_y;            /* W's output [batch][4h][4W][w_e] (not written with Y) */
+    int y_oc;             /* Y1's output channels (its input's: w_e); 0: no Y and Z. Weights
+                           * after U's, V's and W's in U's stage (kr_seg_y_layout) */
+    int y_half;           /* Y1's resize's half_pixel_centers (no align_corners) */
+    int y_tail;           /* Y1's pool tail's pixels per slice (its step's tail_pixels) */
+    float y_lo, y_hi;
+    int y_post;           /* Y1's epilogue */
+    const void *y_skip;   /* Y1's pool tail's addend, Y2's input [batch][8h][8W][y_oc] */
+    kr_cuda_seg_proj yp;  /* Y2's 1x1 convolution: its excitation (ci = y_oc) and epilogue */
+    int y_c;              /* its output channels, the depthwise's */
+    float y_dlo, y_dhi;
+    int y_dpost;          /* the depthwise's epilogue */
+    int y_dbf;            /* 1: the depthwise's sums from the bias (EXPAND_DW, its residual the
+                           * convolution's output: res_mid); 0: from 0, bias last (DEPTHWISE) */
+    int y_res;            /* 1: the depthwise's output plus its input */
+    int z_oc;             /* Z's output channels */
+    float z_lo, z_hi;
+    int z_post;           /* Z's epilogue */
+    int z_f32;            /* 1: z_y is float (the graph output's staging), else the element type */
+    void *z_y;            /* Z's output [batch][16h][16W][z_oc] */
     kr_cuda_seg_proj p0;
     kr_cuda_seg_dw d[KR_CUDA_SEG_MAX_IR];
     kr_cuda_seg_proj p[KR_CUDA_SEG_MAX_IR];
@@ -286,6 +329,36 @@ KR_SEG_HD void kr_seg_u_layout(int c, int qo, int uc, int hid, int ue, int vo, i
     const int sizes[KR_SEG_U_N] = {qo * c, qo, qo * uc, uc, op[KR_SEG_PJ_N], 9 * ue, ue,
                                    ue * vo, vo, we ? ow[KR_SEG_PJ_N] : 0, 9 * we, we};
     kr_seg_layout(sizes, KR_SEG_U_N, o);
+}
+
+/* Y's and Z's, after U's (kr_seg_u_layout) in U's stage: Y1's convolution [ic][oc] and its
+ * bias [oc], Y2's as a P stage's (kr_seg_proj_layout(oc, hid, c)) but for its excitation's
+ * second layer, as the step's [oc][hid] (block_dense's), the 3x3 depthwise [9][c] and its
+ * bias [c], Z's weights as the step's [zo][2][2][c] and its bias [zo]. */
+enum { KR_SEG_Y_W1, KR_SEG_Y_B1, KR_SEG_Y_P, KR_SEG_Y_DW, KR_SEG_Y_DB, KR_SEG_Y_ZW, KR_SEG_Y_ZB,
+       KR_SEG_Y_N };
+KR_SEG_HD void kr_seg_y_layout(int ic, int oc, int hid, int c, int zo, int o[KR_SEG_Y_N + 1])
+{
+    int op[KR_SEG_PJ_N + 1];
+    kr_seg_proj_layout(oc, hid, c, op);
+    const int sizes[KR_SEG_Y_N] = {ic * oc, oc, op[KR_SEG_PJ_N], 9 * c, c, zo * 4 * c, zo};
+    kr_seg_layout(sizes, KR_SEG_Y_N, o);
+}
+
+/* Y's activations (segment.h; floats, from three dead regions): "G", from the input row's
+ * buffer to the end of the pool slots (XIN .. SLOTS), Y1's output rows [8][8W][y_oc] (then
+ * Y2's input in place); "F", the buffer of Q's weights (W's window before): the skip's rows
+ * as stored [8][8W][y_oc] (elements of T), then Y2's convolution's rows [8][8W][y_c], and at
+ * KR_SEG_YF_TOP the block's pool slice sums [8 * 8W / y_tail][y_oc], then the top halo row
+ * [8W][y_c]; "H", the rest of U's stage buffer after its weights: W's output rows
+ * 4r - 1 .. 4r + 4 [6][4W][y_ic] (own rows 1 .. 4), then every block's slice sums
+ * [h * 8 * 8W / y_tail][y_oc], then the bottom halo row [8W][y_c]. */
+enum { KR_SEG_YF_ROWS, KR_SEG_YF_TOP, KR_SEG_YF_N };
+KR_SEG_HD void kr_seg_yf_layout(int oc, int c, size_t esize, int o[KR_SEG_YF_N + 1])
+{
+    const int w8 = 8 * KR_CUDA_SEG_W, skip = (int)((size_t)8 * w8 * oc * esize / 4);
+    const int sizes[KR_SEG_YF_N] = {skip > 8 * w8 * c ? skip : 8 * w8 * c, w8 * c};
+    kr_seg_layout(sizes, KR_SEG_YF_N, o);
 }
 
 /* U's activations in a block's expanded rows' buffer (EP, free by then): Q's row [W][q_oc],

@@ -136,10 +136,18 @@ __device__ __forceinline__ void stage_v(const kr_cuda_segment &s, const float *w
     }
 }
 
+/* The rest of U's stage buffer after its weights (U's, V's, W's, Y's): Y's "H"
+ * (kr_seg_yf_layout). */
+__device__ __forceinline__ float *y_rest(const kr_cuda_segment &s, const float *wu)
+{
+    return const_cast<float *>(wu) + s.stage_floats[(s.s_ic > 0) + s.n_ir + 2];
+}
+
 /* W (segment.h), after V: the block's sums (its rows' in order) pushed into every block's slots
  * (u.a: U's output rows are dead), the means, the excitation; v = addend * e + V's output in
  * place (u.p); the expansion into the window's middle rows (@p wwin, in Q's weight buffer), its
- * halo rows from the neighbours, the depthwise (+ its input) out to w_y. */
+ * halo rows from the neighbours, the depthwise (+ its input) out to w_y, or with Y as stored
+ * into rows 1 .. 4 of y_rest's W rows. */
 template <typename T, int VO, int WE>
 __device__ __forceinline__ void stage_w(const kr_cuda_segment &s, const float *wu, const int *o,
                                         const seg_smem &m, const u_smem &u, cg::cluster_group &cl,
@@ -191,10 +199,18 @@ __device__ __forceinline__ void stage_w(const kr_cuda_segment &s, const float *w
     halo_rows<4, W4>(wwin, we, cl, H);
     __syncthreads();
     T *yw = (T *)s.w_y + ((size_t)img * 4 * H + 4 * rank) * W4 * we;
+    float *wout = s.y_oc ? y_rest(s, wu) : nullptr; /* with Y: rows 1 .. 4 of Y's W rows */
     dw3_rows<WE, 4, W4>(wwin, wu + o[KR_SEG_U_WD], wu + o[KR_SEG_U_WB], we, s.w_dlo, s.w_dhi,
                         s.w_dpost, s.w_res_mid, [&](int i, int x, int g, float4 a) {
-                            const float v[4] = {a.x, a.y, a.z, a.w};
-                            kr_stv<4>(yw + (i * W4 + x) * we + 4 * g, v);
+                            if (wout) {
+                                a.x = kr_stored<T>(a.x), a.y = kr_stored<T>(a.y);
+                                a.z = kr_stored<T>(a.z), a.w = kr_stored<T>(a.w);
+                                *reinterpret_cast<float4 *>(wout + ((i + 1) * W4 + x) * we +
+                                                            4 * g) = a;
+                            } else {
+                                const float v[4] = {a.x, a.y, a.z, a.w};
+                                kr_stv<4>(yw + (i * W4 + x) * we + 4 * g, v);
+                            }
                         });
 }
 
