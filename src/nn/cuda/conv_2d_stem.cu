@@ -17,6 +17,12 @@
  * input value a conflict-free read (3 floats apart). The results go through shared memory
  * (rows padded against bank conflicts) and leave as 16-byte stores of whole output rows.
  *
+ * Where the stem alone reads the graph input (u2netp's), the per-node f16 schedule points it at
+ * the input's float staging (kr_cuda_op.x_f32, kr_cuda_pernode_bind_inputs), as for
+ * conv_stem_half below: the patch copy loads the floats and rounds each to half as
+ * kr_cuda_f32_to_f16 does, so the conversion kernel before the stem is left out with the same
+ * values (u2netp batch 1: 1.9 us of its own, 1.2 MB read, 0.6 MB written and read again).
+ *
  * Summation order: bias-first (ops/conv_2d.cuh), the same as conv_stem: from the bias, the taps
  * in (ky, kx) order and each tap's 3 channels in order, one fused multiply-add each, in float;
  * then the clamp and folded activation, then the folded residual (added in float before the
@@ -61,14 +67,26 @@ template <typename T> static size_t stem_smem(const stem_shape &s, int k)
     return in > out ? in : out;
 }
 
+/* A patch value of a stem of element type T reading TX: the input's own value, or, for a half
+ * stem reading the float graph input (kr_cuda_op.x_f32), the float rounded to half as
+ * kr_cuda_f32_to_f16 rounds it (__float2half_rn). */
+template <typename T, typename TX> __device__ __forceinline__ float stem_ld(const TX *p)
+{
+    return kr_ld(p);
+}
+template <> __device__ __forceinline__ float stem_ld<__half, float>(const float *p)
+{
+    return __half2float(__float2half_rn(*p));
+}
+
 /* A folded activation (KR_CUDA_POST_*) as a type: the epilogue's constant. */
 template <int P> struct stem_post {
     static constexpr int value = P;
 };
 
-template <typename T, int K, int G>
+template <typename T, typename TX, int K, int G>
 __global__ void __launch_bounds__(STEM_THREADS)
-    conv_stem_tile(const T *__restrict__ x, const float *__restrict__ w,
+    conv_stem_tile(const TX *__restrict__ x, const float *__restrict__ w,
                    const float *__restrict__ bias, T *__restrict__ y, stem_shape s, kr_epilogue e)
 {
     constexpr int KK = K * K * 3, R = 4 / G; /* R: warps per channel group */
@@ -97,7 +115,7 @@ __global__ void __launch_bounds__(STEM_THREADS)
         const int i = tid + j * STEM_THREADS;
         wv[j] = i < KK * oc ? w[i] : 0.0f;
     }
-    const T *xb = x + (size_t)b * s.ih * s.iw * 3;
+    const TX *xb = x + (size_t)b * s.ih * s.iw * 3;
     const int prow = s.pw * 3, pn = s.ph * prow;
     for (int i0 = tid; i0 < pn; i0 += STEM_LOADS * STEM_THREADS) {
         float v[STEM_LOADS];
@@ -108,7 +126,7 @@ __global__ void __launch_bounds__(STEM_THREADS)
             const int py = i / prow, r = i - py * prow;
             const int iy = iy0 + py, ix = ix0 + r / 3;
             in[j] = i < pn && (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
-            v[j] = kr_ld(xb + (in[j] ? ((size_t)iy * s.iw + ix) * 3 + r % 3 : 0));
+            v[j] = stem_ld<T>(xb + (in[j] ? ((size_t)iy * s.iw + ix) * 3 + r % 3 : 0));
         }
 #pragma unroll
         for (int j = 0; j < STEM_LOADS; j++) {
@@ -270,10 +288,15 @@ template <typename T, int K, int G> static int launch_stem_tile(const kr_cuda_op
         return (int)cudaErrorInvalidValue;
     const float *bias =
         op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? (const float *)op->in[2] : NULL;
-    conv_stem_tile<T, K, G><<<(unsigned)blocks, STEM_THREADS, stem_smem<T>(s, K),
-                              (cudaStream_t)op->stream>>>((const T *)op->in[0],
-                                                          (const float *)op->in[1], bias,
-                                                          (T *)op->out, s, kr_make_epilogue(op, 1));
+    const cudaStream_t st = (cudaStream_t)op->stream;
+    if (op->x_f32) /* the float graph input (f16 instances only) */
+        conv_stem_tile<T, float, K, G><<<(unsigned)blocks, STEM_THREADS, stem_smem<T>(s, K), st>>>(
+            (const float *)op->in[0], (const float *)op->in[1], bias, (T *)op->out, s,
+            kr_make_epilogue(op, 1));
+    else
+        conv_stem_tile<T, T, K, G><<<(unsigned)blocks, STEM_THREADS, stem_smem<T>(s, K), st>>>(
+            (const T *)op->in[0], (const float *)op->in[1], bias, (T *)op->out, s,
+            kr_make_epilogue(op, 1));
     return (int)cudaGetLastError();
 }
 
