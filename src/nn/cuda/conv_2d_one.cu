@@ -29,12 +29,6 @@
  * (every lane ends with the same bits: each addition has the same two operands); + bias last.
  * Chosen by the layer's shape and the device class only, never the batch.
  *
- * The grid is at most the blocks the device holds at once; each block loops over its share of
- * the (image, column segment, row) items, the rows of a segment consecutive, so that a 3x3
- * window's upper two input rows were read by the block's pass before (from L1: with one pass
- * per 32-pixel piece in flat order, each block's passes lay 53 rows apart at 320 x 320 and each
- * read its three rows from L2).
- *
  * On compute 9.0 a programmatic dependent launch as conv_tcp: the weights (constants) are
  * loaded before waiting for the kernel before; after the wait the next kernel may start.
  */
@@ -52,9 +46,7 @@ __host__ __device__ constexpr int one_blocks_per_sm(int lanes)
 
 struct one_shape {
     int ih, iw, ic, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
-    /* the work items: (image, column segment of ONE_THREADS / L output pixels, output row),
-     * the row fastest; block i of n takes items [i * items / n, (i + 1) * items / n) */
-    int segs, items;
+    int M; /* output pixels of the batch */
 };
 
 template <int L, int KS>
@@ -74,32 +66,27 @@ __global__ void __launch_bounds__(ONE_THREADS, one_blocks_per_sm(L))
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
     __syncthreads(); /* ws is in */
-    /* a pass per work item: output row oy, pixels [seg * PPB, seg * PPB + PPB) of it. The block's
-     * items are consecutive rows of one column segment, so that two of a 3x3 window's three
-     * input rows were read by the pass before (L1); all its lanes run the same passes (the
-     * shuffles below need the whole warp) */
+    /* pixels [m0, m0 + ONE_THREADS / L) per pass; m0 is the same for the whole block, so every
+     * lane of a warp runs the same passes (the shuffles below need the whole warp) */
     constexpr int PPB = ONE_THREADS / L;
-    const int i0 = (int)((long long)blockIdx.x * s.items / gridDim.x);
-    const int i1 = (int)((long long)(blockIdx.x + 1) * s.items / gridDim.x);
-    int oy = i0 % s.oh, seg = (i0 / s.oh) % s.segs, b = i0 / s.oh / s.segs;
-    const size_t image = (size_t)s.ih * s.iw * s.ic; /* halves per input image */
-    for (int it = i0; it < i1; it++) {
-        const int ox = seg * PPB + (int)threadIdx.x / L;
-        const bool live = ox < s.ow;
-        const int m = (b * s.oh + oy) * s.ow + ox; /* the output pixel (when live) */
-        const __half *xb = x + (size_t)b * image + g * 8;
+    for (long long m0 = (long long)blockIdx.x * PPB; m0 < s.M; m0 += (long long)gridDim.x * PPB) {
+        const int m = (int)m0 + (int)threadIdx.x / L;
+        const bool live = m < s.M;
+        const int mm = live ? m : 0;
+        const int ox = mm % s.ow, t = mm / s.ow;
+        const int oy = t % s.oh, b = t / s.oh;
+        const __half *xb = x + (size_t)b * s.ih * s.iw * s.ic + g * 8;
         /* every tap's load issued before any multiply-add (a tap outside the input reads the
          * image's first pixel and adds nothing): a branch between the loads kept them one
-         * after the other. Offsets within an image in 32 bits (kr_cuda_conv_2d_one checks) */
-        const int iy0 = oy * s.sh - s.pt, ix0 = ox * s.sw - s.pl;
+         * after the other */
         uint4 q[TAPS];
         bool ok[TAPS];
 #pragma unroll
         for (int tap = 0; tap < TAPS; tap++) {
             const int ky = tap / KS, kx = tap % KS;
-            const int iy = iy0 + ky * s.dh, ix = ix0 + kx * s.dw;
+            const int iy = oy * s.sh - s.pt + ky * s.dh, ix = ox * s.sw - s.pl + kx * s.dw;
             ok[tap] = live && (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
-            const int off = ok[tap] ? (iy * s.iw + ix) * s.ic : 0;
+            const size_t off = ok[tap] ? ((size_t)iy * s.iw + ix) * s.ic : 0;
             q[tap] = *reinterpret_cast<const uint4 *>(xb + off);
         }
         float acc = 0.0f;
@@ -126,11 +113,6 @@ __global__ void __launch_bounds__(ONE_THREADS, one_blocks_per_sm(L))
                                   [&](float a) { return kr_apply(e, a); });
             kr_add_res<__half, 1>(e, (size_t)m, &v);
             kr_st(y + m, v);
-        }
-        if (++oy == s.oh) { /* the next item: the segment's next row, or the next segment */
-            oy = 0;
-            if (++seg == s.segs)
-                seg = 0, b++;
         }
     }
 }
@@ -162,30 +144,25 @@ template <int L, int KS> static int launch_one(const kr_cuda_op *op, const one_s
     const float *bias =
         op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? (const float *)op->in[2] : NULL;
     /* at most the blocks the device holds at once (one_blocks_per_sm per multiprocessor),
-     * each looping over its share of the work items (consecutive rows of a column segment):
-     * each block copies the weights once (with a block per 256 / L pixels, u2netp's side output
-     * at 320 x 320 issued eight times as many weight loads as input loads). By the device's
-     * size, which changes no output's sum. */
-    const int sms = op->caps->sms > 0 ? op->caps->sms : 1;
-    one_shape t = s;
-    t.segs = (s.ow + ONE_THREADS / L - 1) / (ONE_THREADS / L);
-    const long long items = (long long)kr_dim(op, kr_out_t(op), 0) * s.oh * t.segs;
-    if (items >= ((long long)1 << 31))
-        return (int)cudaErrorInvalidValue;
-    t.items = (int)items;
-    const int most = one_blocks_per_sm(L) * sms, blocks = t.items < most ? t.items : most;
+     * looping over the pixels: each block copies the weights once (with a block per 256 / L
+     * pixels, u2netp's side output at 320 x 320 issued eight times as many weight loads as input
+     * loads); by the device's size, which changes no output's sum */
+    const int per = ONE_THREADS / L, sms = op->caps->sms > 0 ? op->caps->sms : 1;
+    int blocks = (s.M + per - 1) / per;
+    if (blocks > one_blocks_per_sm(L) * sms)
+        blocks = one_blocks_per_sm(L) * sms;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3((unsigned)blocks);
+    cfg.gridDim = dim3((unsigned)(blocks < 65536 ? blocks : 65536)); /* blocks loop beyond */
     cfg.blockDim = dim3(ONE_THREADS);
     cfg.dynamicSmemBytes = 0;
     cfg.stream = (cudaStream_t)op->stream;
     cfg.attrs = attr;
     cfg.numAttrs = op->caps->major >= 9 ? 1 : 0;
     return (int)cudaLaunchKernelEx(&cfg, conv_one<L, KS>, (const __half *)op->in[0],
-                                   (const float *)op->in[1], bias, (__half *)op->out, t,
+                                   (const float *)op->in[1], bias, (__half *)op->out, s,
                                    kr_make_epilogue(op, 1));
 }
 
@@ -214,9 +191,9 @@ extern "C" int kr_cuda_conv_2d_one(const kr_cuda_op *op)
     s.dh = p->dilation_h > 0 ? p->dilation_h : 1, s.dw = p->dilation_w > 0 ? p->dilation_w : 1;
     s.pt = p->pad_top, s.pl = p->pad_left;
     const size_t M = (size_t)kr_dim(op, yt, 0) * s.oh * s.ow;
-    if (M >= ((size_t)1 << 31) || (size_t)s.ih * s.iw * s.ic >= ((size_t)1 << 31))
+    if (M >= ((size_t)1 << 31))
         return (int)cudaErrorInvalidValue;
-    s.segs = s.items = 0; /* launch_one's */
+    s.M = (int)M;
     return s.kh == 1 ? launch_l<1>(op, s) : launch_l<3>(op, s);
 }
 
