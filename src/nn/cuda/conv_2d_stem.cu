@@ -51,6 +51,14 @@ template <typename T> __host__ __device__ constexpr int stem_ldo(int oc)
     return oc + 16 / (int)sizeof(T);
 }
 
+/* Floats per weight row k of the staged [k][oc] weights: oc plus 4, a multiple of 4 (rows read
+ * as float4). The block writes the rows transposed from OHWI, consecutive lanes consecutive k
+ * of one output: at a pitch of oc (a multiple of 32 floats for 64 outputs) they all hit one
+ * bank, 27-way conflicts on 56 stores a block (ncu, u2netp's 3 -> 64 at 320 x 320: 85% of the
+ * kernel's shared-store wavefronts, the L1 pipe busy for several us a round); at oc + 4 four
+ * rows share a bank, 4-way. */
+__host__ __device__ constexpr int stem_ldw(int oc) { return oc + 4; }
+
 /* Floats of a tile's input patch, rounded up to a multiple of 4 (the weights after it are read
  * as float4). */
 __host__ __device__ inline int stem_patch_floats(const stem_shape &s)
@@ -59,10 +67,12 @@ __host__ __device__ inline int stem_patch_floats(const stem_shape &s)
 }
 
 /* Shared memory of a tile: the input patch (float, ph x pw x 3) and the weights (float,
- * K*K*3 x oc) while computing, then, in the same space, the staged outputs (T, 128 x ldo). */
+ * K*K*3 rows of stem_ldw(oc)) while computing, then, in the same space, the staged outputs (T,
+ * 128 x ldo). */
 template <typename T> static size_t stem_smem(const stem_shape &s, int k)
 {
-    const size_t in = ((size_t)stem_patch_floats(s) + (size_t)k * k * 3 * s.oc) * sizeof(float);
+    const size_t in =
+        ((size_t)stem_patch_floats(s) + (size_t)k * k * 3 * stem_ldw(s.oc)) * sizeof(float);
     const size_t out = (size_t)STEM_TH * STEM_TW * stem_ldo<T>(s.oc) * sizeof(T);
     return in > out ? in : out;
 }
@@ -92,8 +102,8 @@ __global__ void __launch_bounds__(STEM_THREADS)
     constexpr int KK = K * K * 3, R = 4 / G; /* R: warps per channel group */
     extern __shared__ uint4 stem_shared[];
     float *const patch = reinterpret_cast<float *>(stem_shared);
-    float *const ws = patch + stem_patch_floats(s); /* [KK][oc]: 16-byte aligned */
-    const int oc = 16 * G;
+    float *const ws = patch + stem_patch_floats(s); /* [KK][LDW]: 16-byte aligned */
+    constexpr int oc = 16 * G, LDW = stem_ldw(16 * G);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
     int t = blockIdx.x;
@@ -140,7 +150,7 @@ __global__ void __launch_bounds__(STEM_THREADS)
         const int i = tid + j * STEM_THREADS;
         if (i < KK * oc) {
             const int n = i / KK, k = i - n * KK;
-            ws[k * oc + n] = wv[j];
+            ws[k * LDW + n] = wv[j];
         }
     }
     __syncthreads();
@@ -166,7 +176,7 @@ __global__ void __launch_bounds__(STEM_THREADS)
 #pragma unroll
             for (int c = 0; c < 3; c++) {
                 const float4 *wk =
-                    reinterpret_cast<const float4 *>(ws + ((ky * K + kx) * 3 + c) * oc + g * 16);
+                    reinterpret_cast<const float4 *>(ws + ((ky * K + kx) * 3 + c) * LDW + g * 16);
                 float wv[16];
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
