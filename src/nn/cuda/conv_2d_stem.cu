@@ -213,10 +213,13 @@ __global__ void __launch_bounds__(STEM_THREADS)
                 for (int n = 0; n < 16; n += 4)
                     kr_add_res<T, 4>(e, o + n, v + n);
             }
+            /* 16-byte stores (8 halves or 4 floats): at the pixel pitch LDO the 8 lanes of a
+             * quarter warp hit distinct banks (8-byte stores of halves: 4-way conflicts) */
             T *d = st + (row * STEM_TW + lane) * LDO + g * 16;
+            constexpr int SV = 16 / (int)sizeof(T);
 #pragma unroll
-            for (int n = 0; n < 16; n += 4)
-                kr_stv<4>(d + n, v + n);
+            for (int n = 0; n < 16; n += SV)
+                kr_stv<SV>(d + n, v + n);
         }
     };
     switch (e.post) {
