@@ -34,8 +34,9 @@
  *    (see each test's comment), every cuda variant against the reference;
  *    test_gather_folds also checks that the per-node f16 schedule folds its resizes and
  *    concatenations into the tensor-core convolutions on a device with mma.sync.
- *  test_rgb_stem_bits: the per-node f16 3x3 stride-2 RGB stem (reading the float input
- *    itself) bit for bit against a host model of its arithmetic, at batch 1 and 3.
+ *  test_rgb_stem_bits, test_onnx_stem_bits: the per-node f16 3x3 stride-2 RGB stem and the
+ *    ONNX 3 -> 64 stem (each reading the float input itself) bit for bit against a host model
+ *    of their arithmetic, at batch 1 and 3.
  *
  * KEYER_BACKEND_OPS_TESTS=pattern (or KEYER_TEST_FILTER, the GPU tests' name for it,
  * tests/common/kt_gpu.h) runs only the tests whose names match (cmocka's filter).
@@ -1495,8 +1496,10 @@ static int chain_pool_ceil(kt_graph *b, int x, const int *xd, int *od)
  * block's residual ADD. Every cuda variant against the reference at batch 1 and 3 (the small
  * graphs above cover the edge cases; this one the many-block grids and the epilogue's
  * residual at scale). Then u2netp's deep levels (40 x 41): a 128 -> 64 reading a folded resize
- * and concatenation, and a 64 -> 16. Run only where a CUDA device is present (the reference
- * takes seconds at this size).
+ * and concatenation, and a 64 -> 16. Then two graphs whose 64-output layers the f16 patch
+ * kernel runs on narrower tiles at batch 1 than at batch 3 (grids of one to two blocks per
+ * multiprocessor), with the batch-3 items checked against batch-1 runs bit for bit. Run only
+ * where a CUDA device is present (the reference takes seconds at this size).
  */
 static void test_onnx_large_convs(void **state)
 {
@@ -1547,6 +1550,51 @@ static void test_onnx_large_convs(void **state)
     fv = chain_unary(&b, KR_OP_RELU, fv, fd);
     kt_graph_output(&b, fv);
     finish_and_check_opt(&b, "onnx deep convs", 1);
+
+    /* the tile widths by grid between one and two blocks per multiprocessor (conv_2d_tc.cu),
+     * on a 132-multiprocessor GPU: at 164 x 166 and batch 1 the 64-output layers' 8-row tiles
+     * are 231 blocks (u2netp's 160 x 160 level: 200), which run 32 outputs wide (462 blocks);
+     * at batch 3 16-row tiles 64 wide (363 blocks). An 8 -> 64 reading a folded ceil-mode pool
+     * (328 x 332 -> 164 x 166), a 64 -> 8, and a 16 -> 64 reading a folded half-pixel resize of
+     * the pooled 64 -> 8 (82 x 83 -> 164 x 166) and its concatenation with the 64 -> 8. The f16
+     * variant's batch-3 items equal batch-1 runs bit for bit; every variant against the
+     * reference */
+    kt_graph_begin(&b, "onnx large convs by batch", 64, 32, 1 << 20);
+    rng = kt_rng_seed(3232);
+    int ud[4] = {1, 328, 332, 8}, upd[4], ucd[4], ued[4], uqd[4], urd[4], ukd[4], uod[4];
+    int uv = kt_graph_act(&b, 4, ud);
+    kt_graph_input(&b, uv);
+    int up = chain_pool_ceil(&b, uv, ud, upd);                        /* 164 x 166 */
+    int uc = chain_conv_onnx(&b, &rng, up, upd, 64, 3, 1, 1, 1, ucd); /* the pool folded in */
+    uc = chain_unary(&b, KR_OP_RELU, uc, ucd);
+    int ue = chain_conv_onnx(&b, &rng, uc, ucd, 8, 3, 1, 1, 1, ued);  /* 64 -> 8 */
+    ue = chain_unary(&b, KR_OP_RELU, ue, ued);
+    int uq = chain_pool_ceil(&b, ue, ued, uqd);                       /* 82 x 83 */
+    int ur = chain_resize(&b, uq, uqd, 164, 166, 0, 1, urd);          /* half-pixel */
+    int uk = chain_cat(&b, ur, urd, ue, ued, ukd);                    /* 8 + 8 */
+    int uo = chain_conv_onnx(&b, &rng, uk, ukd, 64, 3, 1, 1, 1, uod); /* 16 -> 64 */
+    kt_graph_output(&b, uo);
+    kr_graph *gr = NULL;
+    keyer_error gerr = {0};
+    if (kt_graph_finish(&b, &gr, &gerr) != KEYER_OK)
+        fail_msg("onnx large convs by batch: %s", gerr.message);
+    check_items_equal_batch1(gr, "onnx large convs by batch", 6363u);
+    check_graph(gr, "onnx large convs by batch", 1);
+
+    /* 100 x 100: 175 4-row tiles at batch 1 (between one and two per multiprocessor), run 32
+     * outputs wide (350 blocks); 273 8-row tiles 64 wide at batch 3. A 16 -> 64 + RELU */
+    kt_graph_begin(&b, "onnx mid grid by batch", 16, 8, 1 << 20);
+    rng = kt_rng_seed(3333);
+    int md[4] = {1, 100, 100, 16}, mod[4];
+    int mv = kt_graph_act(&b, 4, md);
+    kt_graph_input(&b, mv);
+    int mo = chain_conv_onnx(&b, &rng, mv, md, 64, 3, 1, 1, 1, mod);
+    mo = chain_unary(&b, KR_OP_RELU, mo, mod);
+    kt_graph_output(&b, mo);
+    if (kt_graph_finish(&b, &gr, &gerr) != KEYER_OK)
+        fail_msg("onnx mid grid by batch: %s", gerr.message);
+    check_items_equal_batch1(gr, "onnx mid grid by batch", 6464u);
+    check_graph(gr, "onnx mid grid by batch", 1);
 #else
     printf("onnx large convs: skipped (built without the CUDA backend)\n");
 #endif
@@ -2170,6 +2218,80 @@ static void test_rgb_stem_bits(void **state)
     kr_graph_destroy(&gr);
 }
 
+/* The f16 per-node values of an ONNX RGB stem 3 -> 64 3x3 (u2netp's node 0: conv_2d_stem.cu
+ * conv_stem_tile, reading the float input itself where the stem alone reads it:
+ * kr_cuda_op.x_f32) bit for bit against a host model of conv_stem's arithmetic (the bias-first
+ * order): each input rounded to half, then from the bias, the taps in (ky, kx) order and each
+ * tap's 3 channels in order, one fmaf each, in float; the RELU; rounded to half. 37 x 45 with
+ * padding 1 (4 x 32 tiles cut at the bottom and the right) at batch 1 and 3. */
+static void test_onnx_stem_bits(void **state)
+{
+    (void)state;
+    kt_graph b;
+    kt_graph_begin(&b, "onnx stem bits", 8, 4, 1 << 16);
+    kt_rng rng = kt_rng_seed(2719u);
+    int xd[4] = {1, 37, 45, 3}, od[4];
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int y = chain_conv_onnx_st(&b, &rng, x, xd, 64, 3, 1, 1, 1, KR_ACT_RELU, od);
+    kt_graph_output(&b, y);
+    kr_graph *gr = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
+        fail_msg("onnx stem bits: %s", err.message);
+    const kr_node *conv = NULL;
+    for (int n = 0; n < gr->n_nodes; n++)
+        if (gr->nodes[n].op == KR_OP_CONV_2D)
+            conv = &gr->nodes[n];
+    assert_non_null(conv);
+    const float *w = gr->tensors[conv->inputs[1]].data, *bias = gr->tensors[conv->inputs[2]].data;
+    const int ih = xd[1], iw = xd[2], oh = od[1], ow = od[2], oc = od[3];
+    for (int bi = 1; bi < N_BACKENDS; bi++) {
+        const backend_entry *be = &backends[bi];
+        if (!be->f16 || be->schedule != KEYER_CUDA_SCHEDULE_KERNELS || be->unavailable)
+            continue;
+        for (int batch = 1; batch <= 3; batch += 2) {
+            float **xs = make_inputs(gr, batch, 3142u, -1.0f, 1.0f);
+            float *got = run_once(be->ops, be->f16, be->schedule, gr, batch, xs, &err);
+            if (!got && err.status == KEYER_STATUS_DEVICE) {
+                printf("onnx stem bits: %s unavailable: %s\n", be->name, err.message);
+                free_inputs(gr, xs);
+                break;
+            }
+            assert_non_null(got);
+            size_t differ = 0;
+            for (int i = 0; i < batch; i++)
+                for (int oy = 0; oy < oh; oy++)
+                    for (int ox = 0; ox < ow; ox++)
+                        for (int c = 0; c < oc; c++) {
+                            float acc = bias[c];
+                            for (int ky = 0; ky < 3; ky++)
+                                for (int kx = 0; kx < 3; kx++) {
+                                    const int iy = oy - 1 + ky, ix = ox - 1 + kx;
+                                    const int inside = iy >= 0 && iy < ih && ix >= 0 && ix < iw;
+                                    for (int k = 0; k < 3; k++) {
+                                        const float v =
+                                            inside ? half_round(xs[0][(((size_t)i * ih + iy) * iw +
+                                                                       ix) * 3 + k])
+                                                   : 0.0f;
+                                        acc = fmaf(v, w[c * 27 + (ky * 3 + kx) * 3 + k], acc);
+                                    }
+                                }
+                            const float want = half_round(fmaxf(acc, 0.0f));
+                            const float have =
+                                got[(((size_t)i * oh + oy) * ow + ox) * oc + (size_t)c];
+                            differ += memcmp(&want, &have, sizeof(float)) != 0;
+                        }
+            printf("onnx stem bits: %s batch %d: %zu of %zu values differ from the host model%s\n",
+                   be->name, batch, differ, (size_t)batch * oh * ow * oc, differ ? "  FAIL" : "");
+            free(got);
+            free_inputs(gr, xs);
+            assert_true(differ == 0);
+        }
+    }
+    kr_graph_destroy(&gr);
+}
+
 /*
  * Squeeze-and-excitation blocks in the shapes the persistent schedule consumes in other steps
  * (persistent.h): the pool's partial sums in the tail of the pointwise conv (4 outputs per
@@ -2678,6 +2800,7 @@ int main(void)
         cmocka_unit_test(test_blazeface_wide_chains),
         cmocka_unit_test(test_rgb_stems),
         cmocka_unit_test(test_rgb_stem_bits),
+        cmocka_unit_test(test_onnx_stem_bits),
         cmocka_unit_test(test_excitation_chains),
         cmocka_unit_test(test_pool_add_chains),
         cmocka_unit_test(test_expand_dw_chains),

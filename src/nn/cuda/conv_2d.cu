@@ -661,8 +661,10 @@ template <typename T> static int launch(const kr_cuda_op *op)
 {
     const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
     const kr_window_params *p = &op->node->p.window;
-    if (op->x_f32) /* reads the float graph input: kr_cuda_pernode_bind_inputs chose the stem */
-        return kr_cuda_conv_2d_stem_half(op);
+    if (op->x_f32) /* reads the float graph input: kr_cuda_pernode_bind_inputs chose a stem, in
+                    * the order below */
+        return kr_cuda_conv_2d_stem_fits(op) ? kr_cuda_conv_2d_stem(op)
+                                             : kr_cuda_conv_2d_stem_half(op);
     if (p->groups > 1) /* grouped (ONNX): its own direct kernel, conv_2d_grouped.cu */
         return kr_cuda_conv_2d_grouped(op);
     if (kr_cuda_conv_2d_one_fits(op)) /* f16 ONNX layers of one output channel: conv_2d_one.cu */

@@ -17,6 +17,12 @@
  * input value a conflict-free read (3 floats apart). The results go through shared memory
  * (rows padded against bank conflicts) and leave as 16-byte stores of whole output rows.
  *
+ * Where the stem alone reads the graph input (u2netp's), the per-node f16 schedule points it at
+ * the input's float staging (kr_cuda_op.x_f32, kr_cuda_pernode_bind_inputs), as for
+ * conv_stem_half below: the patch copy loads the floats and rounds each to half as
+ * kr_cuda_f32_to_f16 does, so the conversion kernel before the stem is left out with the same
+ * values (u2netp batch 1: 1.9 us of its own, 1.2 MB read, 0.6 MB written and read again).
+ *
  * Summation order: bias-first (ops/conv_2d.cuh), the same as conv_stem: from the bias, the taps
  * in (ky, kx) order and each tap's 3 channels in order, one fused multiply-add each, in float;
  * then the clamp and folded activation, then the folded residual (added in float before the
@@ -45,6 +51,14 @@ template <typename T> __host__ __device__ constexpr int stem_ldo(int oc)
     return oc + 16 / (int)sizeof(T);
 }
 
+/* Floats per weight row k of the staged [k][oc] weights: oc plus 4, a multiple of 4 (rows read
+ * as float4). The block writes the rows transposed from OHWI, consecutive lanes consecutive k
+ * of one output: at a pitch of oc (a multiple of 32 floats for 64 outputs) they all hit one
+ * bank, 27-way conflicts on 56 stores a block (ncu, u2netp's 3 -> 64 at 320 x 320: 85% of the
+ * kernel's shared-store wavefronts, the L1 pipe busy for several us a round); at oc + 4 four
+ * rows share a bank, 4-way. */
+__host__ __device__ constexpr int stem_ldw(int oc) { return oc + 4; }
+
 /* Floats of a tile's input patch, rounded up to a multiple of 4 (the weights after it are read
  * as float4). */
 __host__ __device__ inline int stem_patch_floats(const stem_shape &s)
@@ -53,12 +67,26 @@ __host__ __device__ inline int stem_patch_floats(const stem_shape &s)
 }
 
 /* Shared memory of a tile: the input patch (float, ph x pw x 3) and the weights (float,
- * K*K*3 x oc) while computing, then, in the same space, the staged outputs (T, 128 x ldo). */
+ * K*K*3 rows of stem_ldw(oc)) while computing, then, in the same space, the staged outputs (T,
+ * 128 x ldo). */
 template <typename T> static size_t stem_smem(const stem_shape &s, int k)
 {
-    const size_t in = ((size_t)stem_patch_floats(s) + (size_t)k * k * 3 * s.oc) * sizeof(float);
+    const size_t in =
+        ((size_t)stem_patch_floats(s) + (size_t)k * k * 3 * stem_ldw(s.oc)) * sizeof(float);
     const size_t out = (size_t)STEM_TH * STEM_TW * stem_ldo<T>(s.oc) * sizeof(T);
     return in > out ? in : out;
+}
+
+/* A patch value of a stem of element type T reading TX: the input's own value, or, for a half
+ * stem reading the float graph input (kr_cuda_op.x_f32), the float rounded to half as
+ * kr_cuda_f32_to_f16 rounds it (__float2half_rn). */
+template <typename T, typename TX> __device__ __forceinline__ float stem_ld(const TX *p)
+{
+    return kr_ld(p);
+}
+template <> __device__ __forceinline__ float stem_ld<__half, float>(const float *p)
+{
+    return __half2float(__float2half_rn(*p));
 }
 
 /* A folded activation (KR_CUDA_POST_*) as a type: the epilogue's constant. */
@@ -66,16 +94,16 @@ template <int P> struct stem_post {
     static constexpr int value = P;
 };
 
-template <typename T, int K, int G>
+template <typename T, typename TX, int K, int G>
 __global__ void __launch_bounds__(STEM_THREADS)
-    conv_stem_tile(const T *__restrict__ x, const float *__restrict__ w,
+    conv_stem_tile(const TX *__restrict__ x, const float *__restrict__ w,
                    const float *__restrict__ bias, T *__restrict__ y, stem_shape s, kr_epilogue e)
 {
     constexpr int KK = K * K * 3, R = 4 / G; /* R: warps per channel group */
     extern __shared__ uint4 stem_shared[];
     float *const patch = reinterpret_cast<float *>(stem_shared);
-    float *const ws = patch + stem_patch_floats(s); /* [KK][oc]: 16-byte aligned */
-    const int oc = 16 * G;
+    float *const ws = patch + stem_patch_floats(s); /* [KK][LDW]: 16-byte aligned */
+    constexpr int oc = 16 * G, LDW = stem_ldw(16 * G);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
     int t = blockIdx.x;
@@ -97,7 +125,7 @@ __global__ void __launch_bounds__(STEM_THREADS)
         const int i = tid + j * STEM_THREADS;
         wv[j] = i < KK * oc ? w[i] : 0.0f;
     }
-    const T *xb = x + (size_t)b * s.ih * s.iw * 3;
+    const TX *xb = x + (size_t)b * s.ih * s.iw * 3;
     const int prow = s.pw * 3, pn = s.ph * prow;
     for (int i0 = tid; i0 < pn; i0 += STEM_LOADS * STEM_THREADS) {
         float v[STEM_LOADS];
@@ -108,7 +136,7 @@ __global__ void __launch_bounds__(STEM_THREADS)
             const int py = i / prow, r = i - py * prow;
             const int iy = iy0 + py, ix = ix0 + r / 3;
             in[j] = i < pn && (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
-            v[j] = kr_ld(xb + (in[j] ? ((size_t)iy * s.iw + ix) * 3 + r % 3 : 0));
+            v[j] = stem_ld<T>(xb + (in[j] ? ((size_t)iy * s.iw + ix) * 3 + r % 3 : 0));
         }
 #pragma unroll
         for (int j = 0; j < STEM_LOADS; j++) {
@@ -122,7 +150,7 @@ __global__ void __launch_bounds__(STEM_THREADS)
         const int i = tid + j * STEM_THREADS;
         if (i < KK * oc) {
             const int n = i / KK, k = i - n * KK;
-            ws[k * oc + n] = wv[j];
+            ws[k * LDW + n] = wv[j];
         }
     }
     __syncthreads();
@@ -148,7 +176,7 @@ __global__ void __launch_bounds__(STEM_THREADS)
 #pragma unroll
             for (int c = 0; c < 3; c++) {
                 const float4 *wk =
-                    reinterpret_cast<const float4 *>(ws + ((ky * K + kx) * 3 + c) * oc + g * 16);
+                    reinterpret_cast<const float4 *>(ws + ((ky * K + kx) * 3 + c) * LDW + g * 16);
                 float wv[16];
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
@@ -185,10 +213,13 @@ __global__ void __launch_bounds__(STEM_THREADS)
                 for (int n = 0; n < 16; n += 4)
                     kr_add_res<T, 4>(e, o + n, v + n);
             }
+            /* 16-byte stores (8 halves or 4 floats): at the pixel pitch LDO the 8 lanes of a
+             * quarter warp hit distinct banks (8-byte stores of halves: 4-way conflicts) */
             T *d = st + (row * STEM_TW + lane) * LDO + g * 16;
+            constexpr int SV = 16 / (int)sizeof(T);
 #pragma unroll
-            for (int n = 0; n < 16; n += 4)
-                kr_stv<4>(d + n, v + n);
+            for (int n = 0; n < 16; n += SV)
+                kr_stv<SV>(d + n, v + n);
         }
     };
     switch (e.post) {
@@ -270,10 +301,15 @@ template <typename T, int K, int G> static int launch_stem_tile(const kr_cuda_op
         return (int)cudaErrorInvalidValue;
     const float *bias =
         op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? (const float *)op->in[2] : NULL;
-    conv_stem_tile<T, K, G><<<(unsigned)blocks, STEM_THREADS, stem_smem<T>(s, K),
-                              (cudaStream_t)op->stream>>>((const T *)op->in[0],
-                                                          (const float *)op->in[1], bias,
-                                                          (T *)op->out, s, kr_make_epilogue(op, 1));
+    const cudaStream_t st = (cudaStream_t)op->stream;
+    if (op->x_f32) /* the float graph input (f16 instances only) */
+        conv_stem_tile<T, float, K, G><<<(unsigned)blocks, STEM_THREADS, stem_smem<T>(s, K), st>>>(
+            (const float *)op->in[0], (const float *)op->in[1], bias, (T *)op->out, s,
+            kr_make_epilogue(op, 1));
+    else
+        conv_stem_tile<T, T, K, G><<<(unsigned)blocks, STEM_THREADS, stem_smem<T>(s, K), st>>>(
+            (const T *)op->in[0], (const float *)op->in[1], bias, (T *)op->out, s,
+            kr_make_epilogue(op, 1));
     return (int)cudaGetLastError();
 }
 

@@ -442,8 +442,8 @@ __global__ void __launch_bounds__(TC_THREADS)
  * the taps in (ky, kx) order, each tap's 16 products (channels past ic count as zero) summed as
  * the tensor core sums them in float; the bias last. Only the layer's shape chooses this kernel
  * (tc_use_patch), never the batch. The tile's height (4, 8 or 16 rows) and width in output
- * channels (BN 16, 32 or 64: narrower than the layer's outputs on a grid of fewer blocks than
- * multiprocessors) are chosen by the grid, and change no output's sum.
+ * channels (BN 16, 32 or 64: narrower than the layer's outputs on a grid of fewer than two
+ * blocks per multiprocessor) are chosen by the grid, and change no output's sum.
  */
 #define TP_CK 16  /* input channels per stage */
 #define TP_LDS 24 /* halves per shared row: 48 bytes (8 consecutive rows: no bank conflict) */
@@ -917,24 +917,26 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
                     break;
                 }
             }
-        /* narrower output tiles on a small grid: where the layer's tiles (of 4 rows by now)
-         * are fewer than the multiprocessors, the narrowest of 16 and 32 output channels whose
-         * grid the device still holds in one round. u2netp's deep 64-output layers at batch 1
-         * (3 to 100 blocks, up to 8 input chunks) ran each block's 64 columns (8 mma.sync per
-         * warp and tap) and 18 KB of weights per chunk on a few multiprocessors with the rest
-         * idle; at 16 columns the same chain of chunks is a quarter of the work per block on
-         * four times the blocks. Each output's sum is the same at every tile width (an output
-         * column's mma.sync accumulation does not involve the others; the chunks and taps in
-         * the same order), so this choice by the grid (and so by the batch too) changes no
-         * result. */
-        if (th == 4 && bn > 16) {
-            const size_t tiles = batch * ((s.oh + 3) / 4) * tx;
-            if (tiles * ntiles < sms)
+        /* narrower output tiles on a small grid: where the layer's tiles (of the height chosen
+         * above) give fewer than two blocks per multiprocessor, the narrowest of 16 and 32
+         * output channels whose grid the device still holds in one round. u2netp's deep
+         * 64-output layers at batch 1 (3 to 100 blocks, up to 8 input chunks) ran each block's
+         * 64 columns (8 mma.sync per warp and tap) and 18 KB of weights per chunk on a few
+         * multiprocessors with the rest idle; at 16 columns the same chain of chunks is a
+         * quarter of the work per block on four times the blocks. Its 160 x 160 layers of 64
+         * outputs (200 8-row blocks, 3 places per multiprocessor by shared memory: 1.5 blocks
+         * each) run 400 blocks of 32 outputs (4 places each). Each output's sum is the same at
+         * every tile width (an output column's mma.sync accumulation does not involve the
+         * others; the chunks and taps in the same order), so this choice by the grid (and so by
+         * the batch too) changes no result. */
+        if (bn > 16) {
+            const size_t tiles = batch * ((s.oh + th - 1) / th) * tx;
+            if (tiles * ntiles < 2 * sms)
                 for (int nb = 16; nb < bn; nb *= 2) {
                     const size_t nt = (size_t)(s.oc + nb - 1) / nb;
-                    const size_t places = gk == 1   ? tp_slots<1>(op, s, nb, 4)
-                                          : gk == 2 ? tp_slots<2>(op, s, nb, 4)
-                                                    : tp_slots<0>(op, s, nb, 4);
+                    const size_t places = gk == 1   ? tp_slots<1>(op, s, nb, th)
+                                          : gk == 2 ? tp_slots<2>(op, s, nb, th)
+                                                    : tp_slots<0>(op, s, nb, th);
                     if (places && tiles * nt <= places) {
                         bn = nb, ntiles = nt;
                         break;

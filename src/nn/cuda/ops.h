@@ -125,7 +125,8 @@ typedef struct kr_cuda_op {
     /* 1: in[0] is the float staging of the graph input this CONV_2D reads (an f16 instance's
      * io[t], whose conversion to half the per-node schedule then leaves out:
      * kr_cuda_pernode_bind_inputs); the kernel rounds each value to half as it loads it, as the
-     * conversion would have. Only kr_cuda_conv_2d_stem_half takes such layers. 0 otherwise. */
+     * conversion would have. Only kr_cuda_conv_2d_stem and kr_cuda_conv_2d_stem_half take such
+     * layers. 0 otherwise. */
     int x_f32;
     void *stream;                  /* cudaStream_t */
     const kr_gpu_caps *caps;       /* the instance's (kr_cuda_mem.caps); NULL: launch nothing */
@@ -183,8 +184,10 @@ int kr_cuda_conv_2d_grouped(const kr_cuda_op *op);
  * output and weights; either element type, never chosen by batch. kr_cuda_conv_2d calls both
  * (conv_2d_stem.cu; its sums are those of conv_2d.cu's conv_stem, bit for bit). */
 int kr_cuda_conv_2d_stem_fits(const kr_cuda_op *op);
-/* Queues the stem of @p op (which kr_cuda_conv_2d_stem_fits accepted); returns the launch's
- * CUDA error, cudaErrorInvalidValue for a batch past 2^31 tiles. */
+/* Queues the stem of @p op (which kr_cuda_conv_2d_stem_fits accepted); with op->x_f32 (an f16
+ * instance) in[0] is the float graph input, each value rounded to half as it is loaded (the
+ * values kr_cuda_f32_to_f16 would have stored). Returns the launch's CUDA error,
+ * cudaErrorInvalidValue for a batch past 2^31 tiles. */
 int kr_cuda_conv_2d_stem(const kr_cuda_op *op);
 /* Whether CONV_2D node @p op is a 3x3 RGB stem of stride 2 with 16 output channels in an f16
  * instance that kr_cuda_conv_2d_stem_half takes (the TFLite selfie models' node 0): 3 input

@@ -104,7 +104,9 @@ int kr_cuda_pernode_bind_inputs(const kr_cuda_mem *mem, float *const *io, kr_cud
         kr_cuda_op *op = &ops[reader];
         const void *half_in = op->in[0];
         op->in[0] = io[t];
-        if (kr_cuda_conv_2d_stem_half_fits(op)) {
+        /* the kernels that read float themselves (3 input channels: no kernel kr_cuda_conv_2d
+         * tries before the stems takes such a layer) */
+        if (kr_cuda_conv_2d_stem_fits(op) || kr_cuda_conv_2d_stem_half_fits(op)) {
             op->x_f32 = 1;
             bound++;
         } else {

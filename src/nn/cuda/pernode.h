@@ -40,7 +40,8 @@ keyer_status kr_cuda_pernode_inputs_to_half(const kr_cuda_mem *mem, float *const
 /* f16 instances on this schedule, at set-up after the folds: points the convolution that
  * alone reads a float graph input (its input 0, no view or fold between) at the input's float
  * staging @p io[t] (ops[n].in[0], kr_cuda_op.x_f32) where the kernel it gets reads float
- * itself (kr_cuda_conv_2d_stem_half_fits: selfie's and selfie-landscape's 3x3 stride-2 stem),
+ * itself (kr_cuda_conv_2d_stem_fits: the ONNX RGB stems, u2netp's 3 -> 64;
+ * kr_cuda_conv_2d_stem_half_fits: selfie's and selfie-landscape's 3x3 stride-2 stem),
  * so that the input's conversion to half is no kernel of its own: the stem rounds each value
  * to half as it loads it, the same values as the conversion. A choice by the graph's shapes,
  * never by batch. Returns the number of inputs bound. */
