@@ -97,25 +97,32 @@ __device__ __forceinline__ void tc_mma(float *c, const unsigned *a, const unsign
 #endif
 }
 
-/* 8 channels [c, c + 8) of the resized source at output pixel (b, iy, ix) of the concatenation,
- * from the rh x rw source of @p cs channels as RESIZE_BILINEAR computes them (rs_axis, the taps
- * in rs_pixel's order), each rounded to half as the RESIZE would store it. */
-__device__ __forceinline__ uint4 tc_resized8(const __half *__restrict__ src, const tc_shape &s,
-                                             int b, int iy, int ix, int c, int cs)
+/* tc_resized8's first half: the four taps q[0..3] = (y0, x0), (y0, x1), (y1, x0), (y1, x1) of
+ * channels [c, c + 8) at output pixel (b, iy, ix) of the concatenation, from the rh x rw source
+ * of @p cs channels (loads issued, nothing waits for them here), and the weights fy, fx
+ * (rs_axis). */
+__device__ __forceinline__ void tc_resize_taps(const __half *__restrict__ src, const tc_shape &s,
+                                               int b, int iy, int ix, int c, int cs,
+                                               uint4 (&q)[4], float &fy, float &fx)
 {
     int y0, y1, x0, x1;
-    float fy, fx;
     rs_axis(s.rh, s.ih, s.align, s.half, iy, &y0, &y1, &fy);
     rs_axis(s.rw, s.iw, s.align, s.half, ix, &x0, &x1, &fx);
     const __half *base = src + (size_t)b * s.rh * s.rw * cs + c;
-    const uint4 q00 = *reinterpret_cast<const uint4 *>(base + ((size_t)y0 * s.rw + x0) * cs);
-    const uint4 q01 = *reinterpret_cast<const uint4 *>(base + ((size_t)y0 * s.rw + x1) * cs);
-    const uint4 q10 = *reinterpret_cast<const uint4 *>(base + ((size_t)y1 * s.rw + x0) * cs);
-    const uint4 q11 = *reinterpret_cast<const uint4 *>(base + ((size_t)y1 * s.rw + x1) * cs);
-    const __half2 *h00 = reinterpret_cast<const __half2 *>(&q00);
-    const __half2 *h01 = reinterpret_cast<const __half2 *>(&q01);
-    const __half2 *h10 = reinterpret_cast<const __half2 *>(&q10);
-    const __half2 *h11 = reinterpret_cast<const __half2 *>(&q11);
+    q[0] = *reinterpret_cast<const uint4 *>(base + ((size_t)y0 * s.rw + x0) * cs);
+    q[1] = *reinterpret_cast<const uint4 *>(base + ((size_t)y0 * s.rw + x1) * cs);
+    q[2] = *reinterpret_cast<const uint4 *>(base + ((size_t)y1 * s.rw + x0) * cs);
+    q[3] = *reinterpret_cast<const uint4 *>(base + ((size_t)y1 * s.rw + x1) * cs);
+}
+
+/* tc_resized8's second half: the 8 channels from tc_resize_taps' taps and weights, as
+ * RESIZE_BILINEAR computes them (rs_pixel's order), each rounded to half. */
+__device__ __forceinline__ uint4 tc_resize_blend(const uint4 (&q)[4], float fy, float fx)
+{
+    const __half2 *h00 = reinterpret_cast<const __half2 *>(&q[0]);
+    const __half2 *h01 = reinterpret_cast<const __half2 *>(&q[1]);
+    const __half2 *h10 = reinterpret_cast<const __half2 *>(&q[2]);
+    const __half2 *h11 = reinterpret_cast<const __half2 *>(&q[3]);
     uint4 out;
     __half2 *o = reinterpret_cast<__half2 *>(&out);
 #pragma unroll
@@ -129,6 +136,18 @@ __device__ __forceinline__ uint4 tc_resized8(const __half *__restrict__ src, con
                                      bb.y * (1 - fy) * fx + d.y * fy * fx);
     }
     return out;
+}
+
+/* 8 channels [c, c + 8) of the resized source at output pixel (b, iy, ix) of the concatenation,
+ * from the rh x rw source of @p cs channels as RESIZE_BILINEAR computes them (rs_axis, the taps
+ * in rs_pixel's order), each rounded to half as the RESIZE would store it. */
+__device__ __forceinline__ uint4 tc_resized8(const __half *__restrict__ src, const tc_shape &s,
+                                             int b, int iy, int ix, int c, int cs)
+{
+    uint4 q[4];
+    float fy, fx;
+    tc_resize_taps(src, s, b, iy, ix, c, cs, q, fy, fx);
+    return tc_resize_blend(q, fy, fx);
 }
 
 /* @p m = the larger of each pair of halves of @p m and @p q, 8 lanes (__hmax2, m first). */
@@ -151,6 +170,36 @@ __device__ __forceinline__ uint4 tc_pack8(const __half2 (&m)[4])
     return out;
 }
 
+/* The four taps of a 2 x 2 pool window at output pixel (b, oy, ox), channels [c, c + 8), in
+ * (ky, kx) order (loads issued, nothing waits for them here); a tap outside the source reads as
+ * -inf (max(m, -inf) = m). */
+__device__ __forceinline__ void tc_pool_taps4(const __half *__restrict__ src, const tc_shape &s,
+                                              int b, int oy, int ox, int c, uint4 (&q)[4])
+{
+    const __half *base = src + (size_t)b * s.pih * s.piw * s.ic + c;
+    const int y0 = oy * s.psh - s.ppt, x0 = ox * s.psw - s.ppl;
+    const int yy[2] = {y0, y0 + s.pdh}, xx[2] = {x0, x0 + s.pdw};
+    const uint4 ninf4 = make_uint4(0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u);
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        const int iy = yy[t >> 1], ix = xx[t & 1];
+        q[t] = (unsigned)iy < (unsigned)s.pih && (unsigned)ix < (unsigned)s.piw
+                   ? *reinterpret_cast<const uint4 *>(base + ((size_t)iy * s.piw + ix) * s.ic)
+                   : ninf4;
+    }
+}
+
+/* The maximum of tc_pool_taps4's taps: from -inf, each tap through tc_max8 in (ky, kx) order. */
+__device__ __forceinline__ uint4 tc_pool_max4(const uint4 (&q)[4])
+{
+    const __half2 ninf = __half2half2(__ushort_as_half((unsigned short)0xFC00u));
+    __half2 m[4] = {ninf, ninf, ninf, ninf};
+#pragma unroll
+    for (int t = 0; t < 4; t++)
+        tc_max8(m, q[t]);
+    return tc_pack8(m);
+}
+
 /* 8 channels [c, c + 8) of the folded max pool's output pixel (b, oy, ox): the largest of the
  * window's taps inside the source (kr_pool_window's candidates; -inf, as the pool stores its
  * -FLT_MAX in half, when none is), exact in half: the taps in (ky, kx) order, each through
@@ -158,28 +207,16 @@ __device__ __forceinline__ uint4 tc_pack8(const __half2 (&m)[4])
 __device__ __forceinline__ uint4 tc_pooled8(const __half *__restrict__ src, const tc_shape &s,
                                             int b, int oy, int ox, int c)
 {
+    if (s.pkh == 2 && s.pkw == 2) {
+        /* u2netp's pools: the four taps' loads issued together, then the same maxima in the same
+         * (ky, kx) order */
+        uint4 q[4];
+        tc_pool_taps4(src, s, b, oy, ox, c, q);
+        return tc_pool_max4(q);
+    }
     const __half2 ninf = __half2half2(__ushort_as_half((unsigned short)0xFC00u));
     __half2 m[4] = {ninf, ninf, ninf, ninf};
     const __half *base = src + (size_t)b * s.pih * s.piw * s.ic + c;
-    if (s.pkh == 2 && s.pkw == 2) {
-        /* u2netp's pools: the four taps' loads issued together, then the same maxima in the same
-         * (ky, kx) order (a tap outside the source reads as -inf: max(m, -inf) = m) */
-        const int y0 = oy * s.psh - s.ppt, x0 = ox * s.psw - s.ppl;
-        const int yy[2] = {y0, y0 + s.pdh}, xx[2] = {x0, x0 + s.pdw};
-        const uint4 ninf4 = make_uint4(0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u);
-        uint4 q[4];
-#pragma unroll
-        for (int t = 0; t < 4; t++) {
-            const int iy = yy[t >> 1], ix = xx[t & 1];
-            q[t] = (unsigned)iy < (unsigned)s.pih && (unsigned)ix < (unsigned)s.piw
-                       ? *reinterpret_cast<const uint4 *>(base + ((size_t)iy * s.piw + ix) * s.ic)
-                       : ninf4;
-        }
-#pragma unroll
-        for (int t = 0; t < 4; t++)
-            tc_max8(m, q[t]);
-        return tc_pack8(m);
-    }
     for (int ky = 0; ky < s.pkh; ky++) {
         const int iy = oy * s.psh - s.ppt + ky * s.pdh;
         if ((unsigned)iy >= (unsigned)s.pih)
@@ -484,6 +521,11 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     typedef tc_tile<TH * TP_TW, BN, WM, WN> tl;
     constexpr int MI = tl::MI, NI = tl::NI, NT = WM * WN * 32;
+    /* the gathered elements of a chunk held in registers over the multiply of the chunk before
+     * (load_patch's defer): in the gathered instances whose accumulators are small (at most 16
+     * floats a thread: the 4-row tiles of 16 and 32 outputs, the 8-row tile of 16), so that the
+     * 36 registers they take stay within the bound (tp_min_blocks) */
+    constexpr bool TP_PIPE = GK != 0 && MI * NI <= 4;
     extern __shared__ uint4 tp_shared[];
     __half *const sm = reinterpret_cast<__half *>(tp_shared);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -499,15 +541,44 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
     const int iy0 = oy0 * s.sh - s.pt, ix0 = ox0 * s.sw - s.pl;
     const int nq = (s.ic + TP_CK - 1) / TP_CK;
 
-    auto load_patch = [&](int buf, int q) {
+    /* A gathered (pooled or resized) element's state between its loads and its store: kind 0
+     * none; 1 the value in gq[u][0] (zeros outside the input; a pool window other than 2 x 2,
+     * or any gather without TP_PIPE, combined at once); 2 the four taps in gq[u] (tc_pool_taps4
+     * or tc_resize_taps, with gfy, gfx), which finish_patch combines. */
+    uint4 gq[2][4];
+    float gfy[2], gfx[2];
+    __half *gd[2];
+    int gkind[2];
+    /* the gathered elements of the last pass issued: combined (tc_pool_max4, tc_resize_blend:
+     * the values the unfused pool or resize would have stored) and stored */
+    auto finish_patch = [&]() {
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+            if (gkind[u]) {
+                const uint4 v = gkind[u] == 1 ? gq[u][0]
+                                : GK == 1     ? tc_pool_max4(gq[u])
+                                              : tc_resize_blend(gq[u], gfy[u], gfx[u]);
+                *reinterpret_cast<uint4 *>(gd[u]) = v;
+                gkind[u] = 0;
+            }
+    };
+    /* Chunk q's patch into buffer buf: plain elements by cp.async, gathered ones by ordinary
+     * loads. Two elements per pass (tid + 2 NT k and tid + 2 NT k + NT); a gathered element's
+     * loads are all issued before either is stored. With @p defer (and TP_PIPE) the passes run
+     * last to first and the first pass's gathered elements stay in registers (gq) until
+     * finish_patch, which the chunk loop calls after multiplying the chunk before: their round
+     * trips overlap that chunk's mma.sync instead of preceding it. Only when each value is
+     * stored changes. */
+    auto load_patch = [&](int buf, int q, bool defer) {
         __half *P = sm + buf * stage;
-        /* two elements per pass: a gathered (resized or pooled) element's loads are all issued
-         * before either is stored */
-        for (int i0 = tid; i0 < patch * 2; i0 += 2 * NT) {
-            uint4 v[2];
-            __half *vd[2] = {NULL, NULL};
+        const int npass = (patch * 2 - tid + 2 * NT - 1) / (2 * NT); /* this thread's passes */
+        const bool hold = TP_PIPE && defer;
+        for (int kk = 0; kk < npass; kk++) {
+            const int k = hold ? npass - 1 - kk : kk; /* held: the first pass last */
+            const int i0 = tid + k * 2 * NT;
 #pragma unroll
             for (int u = 0; u < 2; u++) {
+                gkind[u] = 0;
                 const int i = i0 + u * NT;
                 if (i >= patch * 2)
                     break;
@@ -527,20 +598,30 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
                 }
                 __half *dst = P + p * TP_LDS + hc * 8;
                 if ((GK == 1 && s.pool) || (GK == 2 && resized)) {
-                    v[u] = make_uint4(0, 0, 0, 0);
-                    if (ok)
-                        v[u] = GK == 1 ? tc_pooled8(src, s, b, iy, ix, cc)
-                                       : tc_resized8(src, s, b, iy, ix, cc, cs);
-                    vd[u] = dst;
+                    gd[u] = dst;
+                    gkind[u] = 1;
+                    gq[u][0] = make_uint4(0, 0, 0, 0);
+                    if (ok) {
+                        if (!TP_PIPE) /* combined at once, as the larger tiles' registers allow */
+                            gq[u][0] = GK == 1 ? tc_pooled8(src, s, b, iy, ix, cc)
+                                               : tc_resized8(src, s, b, iy, ix, cc, cs);
+                        else if (GK == 2) {
+                            tc_resize_taps(src, s, b, iy, ix, cc, cs, gq[u], gfy[u], gfx[u]);
+                            gkind[u] = 2;
+                        } else if (s.pkh == 2 && s.pkw == 2) {
+                            tc_pool_taps4(src, s, b, iy, ix, cc, gq[u]);
+                            gkind[u] = 2;
+                        } else {
+                            gq[u][0] = tc_pooled8(src, s, b, iy, ix, cc);
+                        }
+                    }
                 } else {
                     const __half *g = ok ? src + (((size_t)b * s.ih + iy) * s.iw + ix) * cs + cc : x;
                     tc_cp16<true>(kr_smem_addr(dst), g, ok);
                 }
             }
-#pragma unroll
-            for (int u = 0; u < 2; u++)
-                if (vd[u])
-                    *reinterpret_cast<uint4 *>(vd[u]) = v[u];
+            if (!(hold && k == 0))
+                finish_patch();
         }
     };
     auto load_weights = [&](int buf, int q) {
@@ -598,7 +679,8 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
      * reading what it writes): on the multiprocessors this grid's last wave leaves free */
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-    load_patch(0, 0);
+    gkind[0] = gkind[1] = 0;
+    load_patch(0, 0, false);
     kr_cp_async_commit();
     /* s.stages chunks in flight: chunks 1 .. stages - 2 now (one commit group each, empty past
      * the last chunk), then chunk q + stages - 1 at chunk q */
@@ -606,16 +688,16 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
     for (int st = 1; st < nst - 1; st++) {
         if (st < nq) {
             load_weights(st, st);
-            load_patch(st, st);
+            load_patch(st, st, false);
         }
         kr_cp_async_commit();
     }
     int cur = 0, nxt = nst - 1; /* the buffers of chunks q and q + stages - 1 */
     for (int q = 0; q < nq; q++) {
-        if (q + nst - 1 < nq) { /* chunk q - 1's buffer: every warp finished with it (the
-                                 * barrier below) */
+        const bool more = q + nst - 1 < nq;
+        if (more) { /* chunk q - 1's buffer: every warp finished with it (the barrier below) */
             load_weights(nxt, q + nst - 1);
-            load_patch(nxt, q + nst - 1);
+            load_patch(nxt, q + nst - 1, true);
         }
         kr_cp_async_commit();
         /* chunk q's copies are in (the later chunks' may still be in flight) */
@@ -649,6 +731,10 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
             if (++kx == s.kw)
                 kx = 0, ky++;
         }
+        /* chunk q + stages - 1's gathered elements held over the multiply (TP_PIPE): into its
+         * buffer, which no warp reads before the barrier below */
+        if (TP_PIPE && more)
+            finish_patch();
         __syncthreads(); /* this buffer is loaded again at chunk q + 1 */
     }
     tc_wait<0>(); /* no copy left in flight at exit */
