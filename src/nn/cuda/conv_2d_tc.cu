@@ -13,9 +13,10 @@
  * fusion.h) a chunk reads channels [c, c + 8) from the first source below cat.c0 and from the
  * second above; a source with a resize (op->cat.rz) is sampled bilinearly as RESIZE_BILINEAR
  * computes it (ops/resize_bilinear.cuh) and rounded to half, the value the unfused RESIZE would
- * have stored, with ordinary loads into the same pipeline stage. With op->pool.src set (a
- * MAX_POOL_2D folded into the convolution) each input pixel is the pool's window maximum over
- * that source, taken in half (exact: the value the pool would have stored).
+ * have stored. With op->pool.src set (a MAX_POOL_2D folded into the convolution) each input
+ * pixel is the pool's window maximum over that source, taken in half (exact: the value the pool
+ * would have stored). The row kernel (conv_tc) gathers with ordinary loads into the same
+ * pipeline stage; the patch kernel (conv_tcp) below has its own schedule for them.
  *
  * Tiling: 4 warps compute a BM x BN tile of Y (BN 16, 32 or 64 by the layer's output channels,
  * BM 128, or 64 where 128 would leave the multiprocessors short of blocks: a choice by M, which
@@ -97,22 +98,34 @@ __device__ __forceinline__ void tc_mma(float *c, const unsigned *a, const unsign
 #endif
 }
 
-/* tc_resized8's first half: the four taps q[0..3] = (y0, x0), (y0, x1), (y1, x0), (y1, x1) of
- * channels [c, c + 8) at output pixel (b, iy, ix) of the concatenation, from the rh x rw source
- * of @p cs channels (loads issued, nothing waits for them here), and the weights fy, fx
- * (rs_axis). */
-__device__ __forceinline__ void tc_resize_taps(const __half *__restrict__ src, const tc_shape &s,
-                                               int b, int iy, int ix, int c, int cs,
-                                               uint4 (&q)[4], float &fy, float &fx)
+/* The sources of tc_resized8's four taps, (y0, x0), (y0, x1), (y1, x0), (y1, x1), of channels
+ * [c, c + 8) at output pixel (b, iy, ix) of the concatenation, from the rh x rw source of @p cs
+ * channels, and the weights fy, fx (rs_axis). */
+__device__ __forceinline__ void tc_resize_src(const __half *__restrict__ src, const tc_shape &s,
+                                              int b, int iy, int ix, int c, int cs,
+                                              const __half *(&p)[4], float &fy, float &fx)
 {
     int y0, y1, x0, x1;
     rs_axis(s.rh, s.ih, s.align, s.half, iy, &y0, &y1, &fy);
     rs_axis(s.rw, s.iw, s.align, s.half, ix, &x0, &x1, &fx);
     const __half *base = src + (size_t)b * s.rh * s.rw * cs + c;
-    q[0] = *reinterpret_cast<const uint4 *>(base + ((size_t)y0 * s.rw + x0) * cs);
-    q[1] = *reinterpret_cast<const uint4 *>(base + ((size_t)y0 * s.rw + x1) * cs);
-    q[2] = *reinterpret_cast<const uint4 *>(base + ((size_t)y1 * s.rw + x0) * cs);
-    q[3] = *reinterpret_cast<const uint4 *>(base + ((size_t)y1 * s.rw + x1) * cs);
+    p[0] = base + ((size_t)y0 * s.rw + x0) * cs;
+    p[1] = base + ((size_t)y0 * s.rw + x1) * cs;
+    p[2] = base + ((size_t)y1 * s.rw + x0) * cs;
+    p[3] = base + ((size_t)y1 * s.rw + x1) * cs;
+}
+
+/* tc_resized8's first half: its four taps q[0..3] (tc_resize_src's order; loads issued, nothing
+ * waits for them here) and the weights fy, fx. */
+__device__ __forceinline__ void tc_resize_taps(const __half *__restrict__ src, const tc_shape &s,
+                                               int b, int iy, int ix, int c, int cs,
+                                               uint4 (&q)[4], float &fy, float &fx)
+{
+    const __half *p[4];
+    tc_resize_src(src, s, b, iy, ix, c, cs, p, fy, fx);
+#pragma unroll
+    for (int t = 0; t < 4; t++)
+        q[t] = *reinterpret_cast<const uint4 *>(p[t]);
 }
 
 /* tc_resized8's second half: the 8 channels from tc_resize_taps' taps and weights, as
@@ -170,23 +183,34 @@ __device__ __forceinline__ uint4 tc_pack8(const __half2 (&m)[4])
     return out;
 }
 
-/* The four taps of a 2 x 2 pool window at output pixel (b, oy, ox), channels [c, c + 8), in
- * (ky, kx) order (loads issued, nothing waits for them here); a tap outside the source reads as
- * -inf (max(m, -inf) = m). */
-__device__ __forceinline__ void tc_pool_taps4(const __half *__restrict__ src, const tc_shape &s,
-                                              int b, int oy, int ox, int c, uint4 (&q)[4])
+/* The sources of a 2 x 2 pool window's four taps at output pixel (b, oy, ox), channels
+ * [c, c + 8), in (ky, kx) order; NULL for a tap outside the source. */
+__device__ __forceinline__ void tc_pool_src4(const __half *__restrict__ src, const tc_shape &s,
+                                             int b, int oy, int ox, int c, const __half *(&p)[4])
 {
     const __half *base = src + (size_t)b * s.pih * s.piw * s.ic + c;
     const int y0 = oy * s.psh - s.ppt, x0 = ox * s.psw - s.ppl;
     const int yy[2] = {y0, y0 + s.pdh}, xx[2] = {x0, x0 + s.pdw};
-    const uint4 ninf4 = make_uint4(0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u);
 #pragma unroll
     for (int t = 0; t < 4; t++) {
         const int iy = yy[t >> 1], ix = xx[t & 1];
-        q[t] = (unsigned)iy < (unsigned)s.pih && (unsigned)ix < (unsigned)s.piw
-                   ? *reinterpret_cast<const uint4 *>(base + ((size_t)iy * s.piw + ix) * s.ic)
-                   : ninf4;
+        p[t] = (unsigned)iy < (unsigned)s.pih && (unsigned)ix < (unsigned)s.piw
+                   ? base + ((size_t)iy * s.piw + ix) * s.ic
+                   : NULL;
     }
+}
+
+/* The four taps of tc_pool_src4 (loads issued, nothing waits for them here); a tap outside the
+ * source reads as -inf (max(m, -inf) = m). */
+__device__ __forceinline__ void tc_pool_taps4(const __half *__restrict__ src, const tc_shape &s,
+                                              int b, int oy, int ox, int c, uint4 (&q)[4])
+{
+    const uint4 ninf4 = make_uint4(0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u);
+    const __half *p[4];
+    tc_pool_src4(src, s, b, oy, ox, c, p);
+#pragma unroll
+    for (int t = 0; t < 4; t++)
+        q[t] = p[t] ? *reinterpret_cast<const uint4 *>(p[t]) : ninf4;
 }
 
 /* The maximum of tc_pool_taps4's taps: from -inf, each tap through tc_max8 in (ky, kx) order. */
@@ -475,6 +499,16 @@ __global__ void __launch_bounds__(TC_THREADS)
  * multiplied; on a grid of at most one block per multiprocessor (the deep layers), four: the
  * next three chunks load while one is multiplied.
  *
+ * Gathered elements (a folded pool's window maximum, a folded resize's bilinear sample): on the
+ * four-chunk grids (tp_staged) their four taps come in by cp.async with the chunk, into a
+ * staging area beside the buffers, and each thread combines its own elements' taps into the
+ * patch when the chunk's copies are in (before the barrier that precedes its multiply). On
+ * two-chunk grids, in the instances with at most 16 accumulators a thread (TP_PIPE), a thread
+ * issues the next chunk's gather loads into registers before multiplying this chunk and
+ * combines and stores them after; the other instances combine each element at once (its loads
+ * waited for before this chunk is multiplied). Every gathered value is computed by the same
+ * operations in each case (tc_pool_max4, tc_resize_blend), only stored at another time.
+ *
  * Summation order: per output, from 0, the 16-channel chunks of the input in order, within each
  * the taps in (ky, kx) order, each tap's 16 products (channels past ic count as zero) summed as
  * the tensor core sums them in float; the bias last. Only the layer's shape chooses this kernel
@@ -492,11 +526,23 @@ __global__ void __launch_bounds__(TC_THREADS)
 #define TP_DEEP_STAGES 4
 #define TP_DEEP_SMEM_MAX (160 * 1024)
 
-/* Shared memory of conv_tcp: s.stages buffers of the patch and BN x taps weight rows. */
+/* Whether conv_tcp for layer @p s stages its gathered elements' taps (TP_DEEP_STAGES chunks in
+ * flight and a folded resize, or a folded 2 x 2 pool): then each gathered element's four taps
+ * come in by cp.async, as the plain elements do, into a staging area of s.stages x 4 taps x
+ * (ph x pw x 2) 16-byte slots beside the buffers, and are combined at the element's chunk. */
+__host__ __device__ inline bool tp_staged(const tc_shape &s)
+{
+    return s.stages == TP_DEEP_STAGES &&
+           ((s.c0 && s.rz >= 0) || (s.pool && s.pkh == 2 && s.pkw == 2));
+}
+
+/* Shared memory of conv_tcp: s.stages buffers of the patch and BN x taps weight rows, and the
+ * staging area where tp_staged. */
 static size_t tp_smem_bytes(const tc_shape &s, int bn)
 {
-    return (size_t)s.stages * ((size_t)s.ph * s.pw + (size_t)s.kh * s.kw * bn) * TP_LDS *
-           sizeof(__half);
+    const size_t staging = tp_staged(s) ? (size_t)s.ph * s.pw * 2 * 4 * 8 : 0; /* halves */
+    return (size_t)s.stages *
+           (((size_t)s.ph * s.pw + (size_t)s.kh * s.kw * bn) * TP_LDS + staging) * sizeof(__half);
 }
 
 /* Blocks per multiprocessor that conv_tcp<TH, BN, WM, WN, GK>'s registers must allow (its
@@ -540,6 +586,77 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
     const int oy0 = ty * TH, ox0 = tx * TP_TW, n0 = blockIdx.y * BN;
     const int iy0 = oy0 * s.sh - s.pt, ix0 = ox0 * s.sw - s.pl;
     const int nq = (s.ic + TP_CK - 1) / TP_CK;
+    /* tp_staged: the gathered elements' taps by cp.async into the staging area after the
+     * s.stages buffers, [buffer][tap][element] (16 bytes each: a warp's reads are consecutive).
+     * Compiled into the 4-row instances only: a grid of at most one block per multiprocessor
+     * (TP_DEEP_STAGES) has 4-row tiles (kr_cuda_conv_2d_tc takes 8 or 16 rows only where they
+     * give two blocks per multiprocessor), and the staging code made the 8- and 16-row tiles
+     * of 64 outputs spill */
+    const bool staged = GK != 0 && TH == 4 && tp_staged(s);
+    uint4 *const stg = reinterpret_cast<uint4 *>(sm + s.stages * stage);
+    const int np2 = patch * 2; /* a patch's 16-byte elements: 8 channels of a pixel each */
+
+    /* Element i of chunk q's patch (pixel i / 2, channels q * 16 + (i & 1) * 8 and the 7 after):
+     * its input pixel, whether it is inside the input and the chunk's channels, which source
+     * it reads (src, of cs channels, from channel cc) and whether that is gathered */
+    struct tp_elem {
+        int p, hc, iy, ix, cs, cc;
+        bool ok, gathered;
+        const __half *src;
+    };
+    auto elem = [&](int i, int q) {
+        tp_elem e;
+        e.p = i >> 1, e.hc = i & 1;
+        const int py = e.p / s.pw, px = e.p - py * s.pw;
+        e.iy = iy0 + py, e.ix = ix0 + px;
+        const int c = q * TP_CK + e.hc * 8;
+        e.ok = c < s.ic && (unsigned)e.iy < (unsigned)s.ih && (unsigned)e.ix < (unsigned)s.iw;
+        e.src = x, e.cs = s.ic, e.cc = c;
+        int resized = 0;
+        if (s.c0) {
+            const bool second = c >= s.c0;
+            e.src = second ? x1 : x;
+            e.cs = second ? s.ic - s.c0 : s.c0;
+            e.cc = second ? c - s.c0 : c;
+            resized = s.rz == (second ? 1 : 0);
+        }
+        e.gathered = (GK == 1 && s.pool) || (GK == 2 && resized);
+        return e;
+    };
+    /* staged: chunk q's gathered elements of this thread (their taps in buffer buf's staging,
+     * waited for) combined into the patch, as tc_pooled8 and tc_resized8 compute them (a pool
+     * tap outside the source is -inf, an element outside the input zero) */
+    auto combine_patch = [&](int buf, int q) {
+        __half *P = sm + buf * stage;
+        const uint4 *g = stg + (size_t)buf * 4 * np2;
+        for (int i = tid; i < np2; i += NT) {
+            const tp_elem e = elem(i, q);
+            if (!e.gathered)
+                continue;
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (e.ok) {
+                uint4 tq[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    tq[j] = g[j * np2 + i];
+                const __half *ps[4];
+                if (GK == 2) {
+                    float fy, fx;
+                    tc_resize_src(e.src, s, b, e.iy, e.ix, e.cc, e.cs, ps, fy, fx);
+                    v = tc_resize_blend(tq, fy, fx);
+                } else {
+                    tc_pool_src4(e.src, s, b, e.iy, e.ix, e.cc, ps);
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        if (!ps[j])
+                            tq[j] = make_uint4(0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u,
+                                               0xFC00FC00u);
+                    v = tc_pool_max4(tq);
+                }
+            }
+            *reinterpret_cast<uint4 *>(P + e.p * TP_LDS + e.hc * 8) = v;
+        }
+    };
 
     /* A gathered (pooled or resized) element's state between its loads and its store: kind 0
      * none; 1 the value in gq[u][0] (zeros outside the input; a pool window other than 2 x 2,
@@ -582,42 +699,44 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
                 const int i = i0 + u * NT;
                 if (i >= patch * 2)
                     break;
-                const int p = i >> 1, hc = i & 1;
-                const int py = p / s.pw, px = p - py * s.pw;
-                const int iy = iy0 + py, ix = ix0 + px, c = q * TP_CK + hc * 8;
-                const bool ok =
-                    c < s.ic && (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
-                const __half *src = x;
-                int cs = s.ic, cc = c, resized = 0;
-                if (s.c0) {
-                    const bool second = c >= s.c0;
-                    src = second ? x1 : x;
-                    cs = second ? s.ic - s.c0 : s.c0;
-                    cc = second ? c - s.c0 : c;
-                    resized = s.rz == (second ? 1 : 0);
-                }
-                __half *dst = P + p * TP_LDS + hc * 8;
-                if ((GK == 1 && s.pool) || (GK == 2 && resized)) {
+                const tp_elem e = elem(i, q);
+                __half *dst = P + e.p * TP_LDS + e.hc * 8;
+                if (e.gathered && staged) { /* the taps by cp.async (zeros for none) */
+                    const __half *ps[4];
+                    float fy, fx;
+                    if (GK == 2)
+                        tc_resize_src(e.src, s, b, e.iy, e.ix, e.cc, e.cs, ps, fy, fx);
+                    else
+                        tc_pool_src4(e.src, s, b, e.iy, e.ix, e.cc, ps);
+                    uint4 *g = stg + (size_t)buf * 4 * np2 + i;
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        const bool in = e.ok && ps[j];
+                        tc_cp16<true>(kr_smem_addr(g + j * np2), in ? ps[j] : x, in);
+                    }
+                } else if (e.gathered) {
                     gd[u] = dst;
                     gkind[u] = 1;
                     gq[u][0] = make_uint4(0, 0, 0, 0);
-                    if (ok) {
+                    if (e.ok) {
                         if (!TP_PIPE) /* combined at once, as the larger tiles' registers allow */
-                            gq[u][0] = GK == 1 ? tc_pooled8(src, s, b, iy, ix, cc)
-                                               : tc_resized8(src, s, b, iy, ix, cc, cs);
+                            gq[u][0] = GK == 1 ? tc_pooled8(e.src, s, b, e.iy, e.ix, e.cc)
+                                               : tc_resized8(e.src, s, b, e.iy, e.ix, e.cc, e.cs);
                         else if (GK == 2) {
-                            tc_resize_taps(src, s, b, iy, ix, cc, cs, gq[u], gfy[u], gfx[u]);
+                            tc_resize_taps(e.src, s, b, e.iy, e.ix, e.cc, e.cs, gq[u], gfy[u],
+                                           gfx[u]);
                             gkind[u] = 2;
                         } else if (s.pkh == 2 && s.pkw == 2) {
-                            tc_pool_taps4(src, s, b, iy, ix, cc, gq[u]);
+                            tc_pool_taps4(e.src, s, b, e.iy, e.ix, e.cc, gq[u]);
                             gkind[u] = 2;
                         } else {
-                            gq[u][0] = tc_pooled8(src, s, b, iy, ix, cc);
+                            gq[u][0] = tc_pooled8(e.src, s, b, e.iy, e.ix, e.cc);
                         }
                     }
                 } else {
-                    const __half *g = ok ? src + (((size_t)b * s.ih + iy) * s.iw + ix) * cs + cc : x;
-                    tc_cp16<true>(kr_smem_addr(dst), g, ok);
+                    const __half *g =
+                        e.ok ? e.src + (((size_t)b * s.ih + e.iy) * s.iw + e.ix) * e.cs + e.cc : x;
+                    tc_cp16<true>(kr_smem_addr(dst), g, e.ok);
                 }
             }
             if (!(hold && k == 0))
@@ -705,6 +824,8 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
             tc_wait<TP_DEEP_STAGES - 1>();
         else
             tc_wait<1>();
+        if (staged) /* this thread's own copies: visible to it after the wait */
+            combine_patch(cur, q);
         __syncthreads();
         const __half *P = sm + cur * stage, *W = P + patch * TP_LDS;
         cur = cur + 1 == nst ? 0 : cur + 1;
