@@ -572,6 +572,11 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
      * floats a thread: the 4-row tiles of 16 and 32 outputs, the 8-row tile of 16), so that the
      * 36 registers they take stay within the bound (tp_min_blocks) */
     constexpr bool TP_PIPE = GK != 0 && MI * NI <= 4;
+    /* the tap loop's fragments loaded one tap ahead (their ldmatrix latency off the chain of
+     * mma.sync) in the instances of at most 16 accumulators a thread, where the 8 registers it
+     * takes change no occupancy that matters: the gathered ones (at their 128-register bound
+     * already) and the 4-row tiles (small grids: one round of blocks either way) */
+    constexpr bool TP_AHEAD = MI * NI <= 4 && (GK != 0 || TH == 4);
     extern __shared__ uint4 tp_shared[];
     __half *const sm = reinterpret_cast<__half *>(tp_shared);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -830,11 +835,8 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
         const __half *P = sm + cur * stage, *W = P + patch * TP_LDS;
         cur = cur + 1 == nst ? 0 : cur + 1;
         nxt = nxt + 1 == nst ? 0 : nxt + 1;
-        int ky = 0, kx = 0;
-#pragma unroll 1
-        for (int tap = 0; tap < taps; tap++) {
-            const int off = ky * s.dh * s.pw + kx * s.dw;
-            unsigned a[MI][4], bf[NI][2];
+        /* tap t's A fragments (patch rows shifted by off) and B fragments (its weights) */
+        auto frags = [&](int tap, int off, unsigned (&a)[MI][4], unsigned (&bf)[NI][2]) {
 #pragma unroll
             for (int i = 0; i < MI; i++)
                 kr_ldsm_x4(a[i], kr_smem_addr(P + (arow[i] + off) * TP_LDS + acol));
@@ -844,13 +846,52 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
                 kr_ldsm_x4(r, kr_smem_addr(W + (tap * BN + brow + j * 8) * TP_LDS + bcol));
                 bf[j][0] = r[0], bf[j][1] = r[1], bf[j + 1][0] = r[2], bf[j + 1][1] = r[3];
             }
+        };
+        auto mmas = [&](const unsigned (&a)[MI][4], const unsigned (&bf)[NI][2]) {
 #pragma unroll
             for (int i = 0; i < MI; i++)
 #pragma unroll
                 for (int j = 0; j < NI; j++)
                     tc_mma(acc[i][j], a[i], bf[j]);
-            if (++kx == s.kw)
+        };
+        if constexpr (TP_AHEAD) {
+            /* one tap ahead: tap t + 1's ldmatrix issued before tap t's mma.sync (the same
+             * mma.sync in the same order) */
+            unsigned a[MI][4], bf[NI][2];
+            frags(0, 0, a, bf);
+            int ky = 0, kx = 1; /* the next tap's */
+            if (kx == s.kw)
                 kx = 0, ky++;
+#pragma unroll 1
+            for (int tap = 0; tap < taps; tap++) {
+                unsigned an[MI][4], bn[NI][2];
+                const bool more_taps = tap + 1 < taps;
+                if (more_taps)
+                    frags(tap + 1, ky * s.dh * s.pw + kx * s.dw, an, bn);
+                mmas(a, bf);
+                if (more_taps) {
+#pragma unroll
+                    for (int i = 0; i < MI; i++)
+#pragma unroll
+                        for (int r = 0; r < 4; r++)
+                            a[i][r] = an[i][r];
+#pragma unroll
+                    for (int j = 0; j < NI; j++)
+                        bf[j][0] = bn[j][0], bf[j][1] = bn[j][1];
+                    if (++kx == s.kw)
+                        kx = 0, ky++;
+                }
+            }
+        } else {
+            int ky = 0, kx = 0;
+#pragma unroll 1
+            for (int tap = 0; tap < taps; tap++) {
+                unsigned a[MI][4], bf[NI][2];
+                frags(tap, ky * s.dh * s.pw + kx * s.dw, a, bf);
+                mmas(a, bf);
+                if (++kx == s.kw)
+                    kx = 0, ky++;
+            }
         }
         /* chunk q + stages - 1's gathered elements held over the multiply (TP_PIPE): into its
          * buffer, which no warp reads before the barrier below */
