@@ -507,7 +507,9 @@ __global__ void __launch_bounds__(TC_THREADS)
  * issues the next chunk's gather loads into registers before multiplying this chunk and
  * combines and stores them after; the other instances combine each element at once (its loads
  * waited for before this chunk is multiplied). Every gathered value is computed by the same
- * operations in each case (tc_pool_max4, tc_resize_blend), only stored at another time.
+ * operations in each case (tc_pool_max4, tc_resize_blend), only stored at another time. In
+ * the small-accumulator instances (TP_AHEAD) the tap loop loads tap t + 1's fragments before
+ * tap t's mma.sync (the same mma.sync in the same order).
  *
  * Summation order: per output, from 0, the 16-channel chunks of the input in order, within each
  * the taps in (ky, kx) order, each tap's 16 products (channels past ic count as zero) summed as
