@@ -13,10 +13,9 @@
  * fusion.h) a chunk reads channels [c, c + 8) from the first source below cat.c0 and from the
  * second above; a source with a resize (op->cat.rz) is sampled bilinearly as RESIZE_BILINEAR
  * computes it (ops/resize_bilinear.cuh) and rounded to half, the value the unfused RESIZE would
- * have stored. With op->pool.src set (a MAX_POOL_2D folded into the convolution) each input
- * pixel is the pool's window maximum over that source, taken in half (exact: the value the pool
- * would have stored). The row kernel (conv_tc) gathers with ordinary loads into the same
- * pipeline stage; the patch kernel (conv_tcp) below has its own schedule for them.
+ * have stored, with ordinary loads into the same pipeline stage. With op->pool.src set (a
+ * MAX_POOL_2D folded into the convolution) each input pixel is the pool's window maximum over
+ * that source, taken in half (exact: the value the pool would have stored).
  *
  * Tiling: 4 warps compute a BM x BN tile of Y (BN 16, 32 or 64 by the layer's output channels,
  * BM 128, or 64 where 128 would leave the multiprocessors short of blocks: a choice by M, which
@@ -98,44 +97,25 @@ __device__ __forceinline__ void tc_mma(float *c, const unsigned *a, const unsign
 #endif
 }
 
-/* The sources of tc_resized8's four taps, (y0, x0), (y0, x1), (y1, x0), (y1, x1), of channels
- * [c, c + 8) at output pixel (b, iy, ix) of the concatenation, from the rh x rw source of @p cs
- * channels, and the weights fy, fx (rs_axis). */
-__device__ __forceinline__ void tc_resize_src(const __half *__restrict__ src, const tc_shape &s,
-                                              int b, int iy, int ix, int c, int cs,
-                                              const __half *(&p)[4], float &fy, float &fx)
+/* 8 channels [c, c + 8) of the resized source at output pixel (b, iy, ix) of the concatenation,
+ * from the rh x rw source of @p cs channels as RESIZE_BILINEAR computes them (rs_axis, the taps
+ * in rs_pixel's order), each rounded to half as the RESIZE would store it. */
+__device__ __forceinline__ uint4 tc_resized8(const __half *__restrict__ src, const tc_shape &s,
+                                             int b, int iy, int ix, int c, int cs)
 {
     int y0, y1, x0, x1;
+    float fy, fx;
     rs_axis(s.rh, s.ih, s.align, s.half, iy, &y0, &y1, &fy);
     rs_axis(s.rw, s.iw, s.align, s.half, ix, &x0, &x1, &fx);
     const __half *base = src + (size_t)b * s.rh * s.rw * cs + c;
-    p[0] = base + ((size_t)y0 * s.rw + x0) * cs;
-    p[1] = base + ((size_t)y0 * s.rw + x1) * cs;
-    p[2] = base + ((size_t)y1 * s.rw + x0) * cs;
-    p[3] = base + ((size_t)y1 * s.rw + x1) * cs;
-}
-
-/* tc_resized8's first half: its four taps q[0..3] (tc_resize_src's order; loads issued, nothing
- * waits for them here) and the weights fy, fx. */
-__device__ __forceinline__ void tc_resize_taps(const __half *__restrict__ src, const tc_shape &s,
-                                               int b, int iy, int ix, int c, int cs,
-                                               uint4 (&q)[4], float &fy, float &fx)
-{
-    const __half *p[4];
-    tc_resize_src(src, s, b, iy, ix, c, cs, p, fy, fx);
-#pragma unroll
-    for (int t = 0; t < 4; t++)
-        q[t] = *reinterpret_cast<const uint4 *>(p[t]);
-}
-
-/* tc_resized8's second half: the 8 channels from tc_resize_taps' taps and weights, as
- * RESIZE_BILINEAR computes them (rs_pixel's order), each rounded to half. */
-__device__ __forceinline__ uint4 tc_resize_blend(const uint4 (&q)[4], float fy, float fx)
-{
-    const __half2 *h00 = reinterpret_cast<const __half2 *>(&q[0]);
-    const __half2 *h01 = reinterpret_cast<const __half2 *>(&q[1]);
-    const __half2 *h10 = reinterpret_cast<const __half2 *>(&q[2]);
-    const __half2 *h11 = reinterpret_cast<const __half2 *>(&q[3]);
+    const uint4 q00 = *reinterpret_cast<const uint4 *>(base + ((size_t)y0 * s.rw + x0) * cs);
+    const uint4 q01 = *reinterpret_cast<const uint4 *>(base + ((size_t)y0 * s.rw + x1) * cs);
+    const uint4 q10 = *reinterpret_cast<const uint4 *>(base + ((size_t)y1 * s.rw + x0) * cs);
+    const uint4 q11 = *reinterpret_cast<const uint4 *>(base + ((size_t)y1 * s.rw + x1) * cs);
+    const __half2 *h00 = reinterpret_cast<const __half2 *>(&q00);
+    const __half2 *h01 = reinterpret_cast<const __half2 *>(&q01);
+    const __half2 *h10 = reinterpret_cast<const __half2 *>(&q10);
+    const __half2 *h11 = reinterpret_cast<const __half2 *>(&q11);
     uint4 out;
     __half2 *o = reinterpret_cast<__half2 *>(&out);
 #pragma unroll
@@ -149,18 +129,6 @@ __device__ __forceinline__ uint4 tc_resize_blend(const uint4 (&q)[4], float fy, 
                                      bb.y * (1 - fy) * fx + d.y * fy * fx);
     }
     return out;
-}
-
-/* 8 channels [c, c + 8) of the resized source at output pixel (b, iy, ix) of the concatenation,
- * from the rh x rw source of @p cs channels as RESIZE_BILINEAR computes them (rs_axis, the taps
- * in rs_pixel's order), each rounded to half as the RESIZE would store it. */
-__device__ __forceinline__ uint4 tc_resized8(const __half *__restrict__ src, const tc_shape &s,
-                                             int b, int iy, int ix, int c, int cs)
-{
-    uint4 q[4];
-    float fy, fx;
-    tc_resize_taps(src, s, b, iy, ix, c, cs, q, fy, fx);
-    return tc_resize_blend(q, fy, fx);
 }
 
 /* @p m = the larger of each pair of halves of @p m and @p q, 8 lanes (__hmax2, m first). */
@@ -183,47 +151,6 @@ __device__ __forceinline__ uint4 tc_pack8(const __half2 (&m)[4])
     return out;
 }
 
-/* The sources of a 2 x 2 pool window's four taps at output pixel (b, oy, ox), channels
- * [c, c + 8), in (ky, kx) order; NULL for a tap outside the source. */
-__device__ __forceinline__ void tc_pool_src4(const __half *__restrict__ src, const tc_shape &s,
-                                             int b, int oy, int ox, int c, const __half *(&p)[4])
-{
-    const __half *base = src + (size_t)b * s.pih * s.piw * s.ic + c;
-    const int y0 = oy * s.psh - s.ppt, x0 = ox * s.psw - s.ppl;
-    const int yy[2] = {y0, y0 + s.pdh}, xx[2] = {x0, x0 + s.pdw};
-#pragma unroll
-    for (int t = 0; t < 4; t++) {
-        const int iy = yy[t >> 1], ix = xx[t & 1];
-        p[t] = (unsigned)iy < (unsigned)s.pih && (unsigned)ix < (unsigned)s.piw
-                   ? base + ((size_t)iy * s.piw + ix) * s.ic
-                   : NULL;
-    }
-}
-
-/* The four taps of tc_pool_src4 (loads issued, nothing waits for them here); a tap outside the
- * source reads as -inf (max(m, -inf) = m). */
-__device__ __forceinline__ void tc_pool_taps4(const __half *__restrict__ src, const tc_shape &s,
-                                              int b, int oy, int ox, int c, uint4 (&q)[4])
-{
-    const uint4 ninf4 = make_uint4(0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u);
-    const __half *p[4];
-    tc_pool_src4(src, s, b, oy, ox, c, p);
-#pragma unroll
-    for (int t = 0; t < 4; t++)
-        q[t] = p[t] ? *reinterpret_cast<const uint4 *>(p[t]) : ninf4;
-}
-
-/* The maximum of tc_pool_taps4's taps: from -inf, each tap through tc_max8 in (ky, kx) order. */
-__device__ __forceinline__ uint4 tc_pool_max4(const uint4 (&q)[4])
-{
-    const __half2 ninf = __half2half2(__ushort_as_half((unsigned short)0xFC00u));
-    __half2 m[4] = {ninf, ninf, ninf, ninf};
-#pragma unroll
-    for (int t = 0; t < 4; t++)
-        tc_max8(m, q[t]);
-    return tc_pack8(m);
-}
-
 /* 8 channels [c, c + 8) of the folded max pool's output pixel (b, oy, ox): the largest of the
  * window's taps inside the source (kr_pool_window's candidates; -inf, as the pool stores its
  * -FLT_MAX in half, when none is), exact in half: the taps in (ky, kx) order, each through
@@ -231,16 +158,28 @@ __device__ __forceinline__ uint4 tc_pool_max4(const uint4 (&q)[4])
 __device__ __forceinline__ uint4 tc_pooled8(const __half *__restrict__ src, const tc_shape &s,
                                             int b, int oy, int ox, int c)
 {
-    if (s.pkh == 2 && s.pkw == 2) {
-        /* u2netp's pools: the four taps' loads issued together, then the same maxima in the same
-         * (ky, kx) order */
-        uint4 q[4];
-        tc_pool_taps4(src, s, b, oy, ox, c, q);
-        return tc_pool_max4(q);
-    }
     const __half2 ninf = __half2half2(__ushort_as_half((unsigned short)0xFC00u));
     __half2 m[4] = {ninf, ninf, ninf, ninf};
     const __half *base = src + (size_t)b * s.pih * s.piw * s.ic + c;
+    if (s.pkh == 2 && s.pkw == 2) {
+        /* u2netp's pools: the four taps' loads issued together, then the same maxima in the same
+         * (ky, kx) order (a tap outside the source reads as -inf: max(m, -inf) = m) */
+        const int y0 = oy * s.psh - s.ppt, x0 = ox * s.psw - s.ppl;
+        const int yy[2] = {y0, y0 + s.pdh}, xx[2] = {x0, x0 + s.pdw};
+        const uint4 ninf4 = make_uint4(0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u);
+        uint4 q[4];
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const int iy = yy[t >> 1], ix = xx[t & 1];
+            q[t] = (unsigned)iy < (unsigned)s.pih && (unsigned)ix < (unsigned)s.piw
+                       ? *reinterpret_cast<const uint4 *>(base + ((size_t)iy * s.piw + ix) * s.ic)
+                       : ninf4;
+        }
+#pragma unroll
+        for (int t = 0; t < 4; t++)
+            tc_max8(m, q[t]);
+        return tc_pack8(m);
+    }
     for (int ky = 0; ky < s.pkh; ky++) {
         const int iy = oy * s.psh - s.ppt + ky * s.pdh;
         if ((unsigned)iy >= (unsigned)s.pih)
@@ -499,18 +438,6 @@ __global__ void __launch_bounds__(TC_THREADS)
  * multiplied; on a grid of at most one block per multiprocessor (the deep layers), four: the
  * next three chunks load while one is multiplied.
  *
- * Gathered elements (a folded pool's window maximum, a folded resize's bilinear sample): on the
- * four-chunk grids (tp_staged) their four taps come in by cp.async with the chunk, into a
- * staging area beside the buffers, and each thread combines its own elements' taps into the
- * patch when the chunk's copies are in (before the barrier that precedes its multiply). On
- * two-chunk grids, in the instances with at most 16 accumulators a thread (TP_PIPE), a thread
- * issues the next chunk's gather loads into registers before multiplying this chunk and
- * combines and stores them after; the other instances combine each element at once (its loads
- * waited for before this chunk is multiplied). Every gathered value is computed by the same
- * operations in each case (tc_pool_max4, tc_resize_blend), only stored at another time. In
- * the small-accumulator instances (TP_AHEAD) the tap loop loads tap t + 1's fragments before
- * tap t's mma.sync (the same mma.sync in the same order).
- *
  * Summation order: per output, from 0, the 16-channel chunks of the input in order, within each
  * the taps in (ky, kx) order, each tap's 16 products (channels past ic count as zero) summed as
  * the tensor core sums them in float; the bias last. Only the layer's shape chooses this kernel
@@ -528,23 +455,11 @@ __global__ void __launch_bounds__(TC_THREADS)
 #define TP_DEEP_STAGES 4
 #define TP_DEEP_SMEM_MAX (160 * 1024)
 
-/* Whether conv_tcp for layer @p s stages its gathered elements' taps (TP_DEEP_STAGES chunks in
- * flight and a folded resize, or a folded 2 x 2 pool): then each gathered element's four taps
- * come in by cp.async, as the plain elements do, into a staging area of s.stages x 4 taps x
- * (ph x pw x 2) 16-byte slots beside the buffers, and are combined at the element's chunk. */
-__host__ __device__ inline bool tp_staged(const tc_shape &s)
-{
-    return s.stages == TP_DEEP_STAGES &&
-           ((s.c0 && s.rz >= 0) || (s.pool && s.pkh == 2 && s.pkw == 2));
-}
-
-/* Shared memory of conv_tcp: s.stages buffers of the patch and BN x taps weight rows, and the
- * staging area where tp_staged. */
+/* Shared memory of conv_tcp: s.stages buffers of the patch and BN x taps weight rows. */
 static size_t tp_smem_bytes(const tc_shape &s, int bn)
 {
-    const size_t staging = tp_staged(s) ? (size_t)s.ph * s.pw * 2 * 4 * 8 : 0; /* halves */
-    return (size_t)s.stages *
-           (((size_t)s.ph * s.pw + (size_t)s.kh * s.kw * bn) * TP_LDS + staging) * sizeof(__half);
+    return (size_t)s.stages * ((size_t)s.ph * s.pw + (size_t)s.kh * s.kw * bn) * TP_LDS *
+           sizeof(__half);
 }
 
 /* Blocks per multiprocessor that conv_tcp<TH, BN, WM, WN, GK>'s registers must allow (its
@@ -569,16 +484,6 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     typedef tc_tile<TH * TP_TW, BN, WM, WN> tl;
     constexpr int MI = tl::MI, NI = tl::NI, NT = WM * WN * 32;
-    /* the gathered elements of a chunk held in registers over the multiply of the chunk before
-     * (load_patch's defer): in the gathered instances whose accumulators are small (at most 16
-     * floats a thread: the 4-row tiles of 16 and 32 outputs, the 8-row tile of 16), so that the
-     * 36 registers they take stay within the bound (tp_min_blocks) */
-    constexpr bool TP_PIPE = GK != 0 && MI * NI <= 4;
-    /* the tap loop's fragments loaded one tap ahead (their ldmatrix latency off the chain of
-     * mma.sync) in the instances of at most 16 accumulators a thread, where the 8 registers it
-     * takes change no occupancy that matters: the gathered ones (at their 128-register bound
-     * already) and the 4-row tiles (small grids: one round of blocks either way) */
-    constexpr bool TP_AHEAD = MI * NI <= 4 && (GK != 0 || TH == 4);
     extern __shared__ uint4 tp_shared[];
     __half *const sm = reinterpret_cast<__half *>(tp_shared);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -593,161 +498,49 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
     const int oy0 = ty * TH, ox0 = tx * TP_TW, n0 = blockIdx.y * BN;
     const int iy0 = oy0 * s.sh - s.pt, ix0 = ox0 * s.sw - s.pl;
     const int nq = (s.ic + TP_CK - 1) / TP_CK;
-    /* tp_staged: the gathered elements' taps by cp.async into the staging area after the
-     * s.stages buffers, [buffer][tap][element] (16 bytes each: a warp's reads are consecutive).
-     * Compiled into the 4-row instances only: a grid of at most one block per multiprocessor
-     * (TP_DEEP_STAGES) has 4-row tiles (kr_cuda_conv_2d_tc takes 8 or 16 rows only where they
-     * give two blocks per multiprocessor), and the staging code made the 8- and 16-row tiles
-     * of 64 outputs spill */
-    const bool staged = GK != 0 && TH == 4 && tp_staged(s);
-    uint4 *const stg = reinterpret_cast<uint4 *>(sm + s.stages * stage);
-    const int np2 = patch * 2; /* a patch's 16-byte elements: 8 channels of a pixel each */
 
-    /* Element i of chunk q's patch (pixel i / 2, channels q * 16 + (i & 1) * 8 and the 7 after):
-     * its input pixel, whether it is inside the input and the chunk's channels, which source
-     * it reads (src, of cs channels, from channel cc) and whether that is gathered */
-    struct tp_elem {
-        int p, hc, iy, ix, cs, cc;
-        bool ok, gathered;
-        const __half *src;
-    };
-    auto elem = [&](int i, int q) {
-        tp_elem e;
-        e.p = i >> 1, e.hc = i & 1;
-        const int py = e.p / s.pw, px = e.p - py * s.pw;
-        e.iy = iy0 + py, e.ix = ix0 + px;
-        const int c = q * TP_CK + e.hc * 8;
-        e.ok = c < s.ic && (unsigned)e.iy < (unsigned)s.ih && (unsigned)e.ix < (unsigned)s.iw;
-        e.src = x, e.cs = s.ic, e.cc = c;
-        int resized = 0;
-        if (s.c0) {
-            const bool second = c >= s.c0;
-            e.src = second ? x1 : x;
-            e.cs = second ? s.ic - s.c0 : s.c0;
-            e.cc = second ? c - s.c0 : c;
-            resized = s.rz == (second ? 1 : 0);
-        }
-        e.gathered = (GK == 1 && s.pool) || (GK == 2 && resized);
-        return e;
-    };
-    /* staged: chunk q's gathered elements of this thread (their taps in buffer buf's staging,
-     * waited for) combined into the patch, as tc_pooled8 and tc_resized8 compute them (a pool
-     * tap outside the source is -inf, an element outside the input zero) */
-    auto combine_patch = [&](int buf, int q) {
+    auto load_patch = [&](int buf, int q) {
         __half *P = sm + buf * stage;
-        const uint4 *g = stg + (size_t)buf * 4 * np2;
-        for (int i = tid; i < np2; i += NT) {
-            const tp_elem e = elem(i, q);
-            if (!e.gathered)
-                continue;
-            uint4 v = make_uint4(0, 0, 0, 0);
-            if (e.ok) {
-                uint4 tq[4];
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    tq[j] = g[j * np2 + i];
-                const __half *ps[4];
-                if (GK == 2) {
-                    float fy, fx;
-                    tc_resize_src(e.src, s, b, e.iy, e.ix, e.cc, e.cs, ps, fy, fx);
-                    v = tc_resize_blend(tq, fy, fx);
-                } else {
-                    tc_pool_src4(e.src, s, b, e.iy, e.ix, e.cc, ps);
-#pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        if (!ps[j])
-                            tq[j] = make_uint4(0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u,
-                                               0xFC00FC00u);
-                    v = tc_pool_max4(tq);
-                }
-            }
-            *reinterpret_cast<uint4 *>(P + e.p * TP_LDS + e.hc * 8) = v;
-        }
-    };
-
-    /* A gathered (pooled or resized) element's state between its loads and its store: kind 0
-     * none; 1 the value in gq[u][0] (zeros outside the input; a pool window other than 2 x 2,
-     * or any gather without TP_PIPE, combined at once); 2 the four taps in gq[u] (tc_pool_taps4
-     * or tc_resize_taps, with gfy, gfx), which finish_patch combines. */
-    uint4 gq[2][4];
-    float gfy[2], gfx[2];
-    __half *gd[2];
-    int gkind[2];
-    /* the gathered elements of the last pass issued: combined (tc_pool_max4, tc_resize_blend:
-     * the values the unfused pool or resize would have stored) and stored */
-    auto finish_patch = [&]() {
-#pragma unroll
-        for (int u = 0; u < 2; u++)
-            if (gkind[u]) {
-                const uint4 v = gkind[u] == 1 ? gq[u][0]
-                                : GK == 1     ? tc_pool_max4(gq[u])
-                                              : tc_resize_blend(gq[u], gfy[u], gfx[u]);
-                *reinterpret_cast<uint4 *>(gd[u]) = v;
-                gkind[u] = 0;
-            }
-    };
-    /* Chunk q's patch into buffer buf: plain elements by cp.async, gathered ones by ordinary
-     * loads. Two elements per pass (tid + 2 NT k and tid + 2 NT k + NT); a gathered element's
-     * loads are all issued before either is stored. With @p defer (and TP_PIPE) the passes run
-     * last to first and the first pass's gathered elements stay in registers (gq) until
-     * finish_patch, which the chunk loop calls after multiplying the chunk before: their round
-     * trips overlap that chunk's mma.sync instead of preceding it. Only when each value is
-     * stored changes. */
-    auto load_patch = [&](int buf, int q, bool defer) {
-        __half *P = sm + buf * stage;
-        const int npass = (patch * 2 - tid + 2 * NT - 1) / (2 * NT); /* this thread's passes */
-        const bool hold = TP_PIPE && defer;
-        for (int kk = 0; kk < npass; kk++) {
-            const int k = hold ? npass - 1 - kk : kk; /* held: the first pass last */
-            const int i0 = tid + k * 2 * NT;
+        /* two elements per pass: a gathered (resized or pooled) element's loads are all issued
+         * before either is stored */
+        for (int i0 = tid; i0 < patch * 2; i0 += 2 * NT) {
+            uint4 v[2];
+            __half *vd[2] = {NULL, NULL};
 #pragma unroll
             for (int u = 0; u < 2; u++) {
-                gkind[u] = 0;
                 const int i = i0 + u * NT;
                 if (i >= patch * 2)
                     break;
-                const tp_elem e = elem(i, q);
-                __half *dst = P + e.p * TP_LDS + e.hc * 8;
-                if (e.gathered && staged) { /* the taps by cp.async (zeros for none) */
-                    const __half *ps[4];
-                    float fy, fx;
-                    if (GK == 2)
-                        tc_resize_src(e.src, s, b, e.iy, e.ix, e.cc, e.cs, ps, fy, fx);
-                    else
-                        tc_pool_src4(e.src, s, b, e.iy, e.ix, e.cc, ps);
-                    uint4 *g = stg + (size_t)buf * 4 * np2 + i;
-#pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        const bool in = e.ok && ps[j];
-                        tc_cp16<true>(kr_smem_addr(g + j * np2), in ? ps[j] : x, in);
-                    }
-                } else if (e.gathered) {
-                    gd[u] = dst;
-                    gkind[u] = 1;
-                    gq[u][0] = make_uint4(0, 0, 0, 0);
-                    if (e.ok) {
-                        if (!TP_PIPE) /* combined at once, as the larger tiles' registers allow */
-                            gq[u][0] = GK == 1 ? tc_pooled8(e.src, s, b, e.iy, e.ix, e.cc)
-                                               : tc_resized8(e.src, s, b, e.iy, e.ix, e.cc, e.cs);
-                        else if (GK == 2) {
-                            tc_resize_taps(e.src, s, b, e.iy, e.ix, e.cc, e.cs, gq[u], gfy[u],
-                                           gfx[u]);
-                            gkind[u] = 2;
-                        } else if (s.pkh == 2 && s.pkw == 2) {
-                            tc_pool_taps4(e.src, s, b, e.iy, e.ix, e.cc, gq[u]);
-                            gkind[u] = 2;
-                        } else {
-                            gq[u][0] = tc_pooled8(e.src, s, b, e.iy, e.ix, e.cc);
-                        }
-                    }
+                const int p = i >> 1, hc = i & 1;
+                const int py = p / s.pw, px = p - py * s.pw;
+                const int iy = iy0 + py, ix = ix0 + px, c = q * TP_CK + hc * 8;
+                const bool ok =
+                    c < s.ic && (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
+                const __half *src = x;
+                int cs = s.ic, cc = c, resized = 0;
+                if (s.c0) {
+                    const bool second = c >= s.c0;
+                    src = second ? x1 : x;
+                    cs = second ? s.ic - s.c0 : s.c0;
+                    cc = second ? c - s.c0 : c;
+                    resized = s.rz == (second ? 1 : 0);
+                }
+                __half *dst = P + p * TP_LDS + hc * 8;
+                if ((GK == 1 && s.pool) || (GK == 2 && resized)) {
+                    v[u] = make_uint4(0, 0, 0, 0);
+                    if (ok)
+                        v[u] = GK == 1 ? tc_pooled8(src, s, b, iy, ix, cc)
+                                       : tc_resized8(src, s, b, iy, ix, cc, cs);
+                    vd[u] = dst;
                 } else {
-                    const __half *g =
-                        e.ok ? e.src + (((size_t)b * s.ih + e.iy) * s.iw + e.ix) * e.cs + e.cc : x;
-                    tc_cp16<true>(kr_smem_addr(dst), g, e.ok);
+                    const __half *g = ok ? src + (((size_t)b * s.ih + iy) * s.iw + ix) * cs + cc : x;
+                    tc_cp16<true>(kr_smem_addr(dst), g, ok);
                 }
             }
-            if (!(hold && k == 0))
-                finish_patch();
+#pragma unroll
+            for (int u = 0; u < 2; u++)
+                if (vd[u])
+                    *reinterpret_cast<uint4 *>(vd[u]) = v[u];
         }
     };
     auto load_weights = [&](int buf, int q) {
@@ -805,8 +598,7 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
      * reading what it writes): on the multiprocessors this grid's last wave leaves free */
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-    gkind[0] = gkind[1] = 0;
-    load_patch(0, 0, false);
+    load_patch(0, 0);
     kr_cp_async_commit();
     /* s.stages chunks in flight: chunks 1 .. stages - 2 now (one commit group each, empty past
      * the last chunk), then chunk q + stages - 1 at chunk q */
@@ -814,16 +606,16 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
     for (int st = 1; st < nst - 1; st++) {
         if (st < nq) {
             load_weights(st, st);
-            load_patch(st, st, false);
+            load_patch(st, st);
         }
         kr_cp_async_commit();
     }
     int cur = 0, nxt = nst - 1; /* the buffers of chunks q and q + stages - 1 */
     for (int q = 0; q < nq; q++) {
-        const bool more = q + nst - 1 < nq;
-        if (more) { /* chunk q - 1's buffer: every warp finished with it (the barrier below) */
+        if (q + nst - 1 < nq) { /* chunk q - 1's buffer: every warp finished with it (the
+                                 * barrier below) */
             load_weights(nxt, q + nst - 1);
-            load_patch(nxt, q + nst - 1, true);
+            load_patch(nxt, q + nst - 1);
         }
         kr_cp_async_commit();
         /* chunk q's copies are in (the later chunks' may still be in flight) */
@@ -831,14 +623,15 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
             tc_wait<TP_DEEP_STAGES - 1>();
         else
             tc_wait<1>();
-        if (staged) /* this thread's own copies: visible to it after the wait */
-            combine_patch(cur, q);
         __syncthreads();
         const __half *P = sm + cur * stage, *W = P + patch * TP_LDS;
         cur = cur + 1 == nst ? 0 : cur + 1;
         nxt = nxt + 1 == nst ? 0 : nxt + 1;
-        /* tap t's A fragments (patch rows shifted by off) and B fragments (its weights) */
-        auto frags = [&](int tap, int off, unsigned (&a)[MI][4], unsigned (&bf)[NI][2]) {
+        int ky = 0, kx = 0;
+#pragma unroll 1
+        for (int tap = 0; tap < taps; tap++) {
+            const int off = ky * s.dh * s.pw + kx * s.dw;
+            unsigned a[MI][4], bf[NI][2];
 #pragma unroll
             for (int i = 0; i < MI; i++)
                 kr_ldsm_x4(a[i], kr_smem_addr(P + (arow[i] + off) * TP_LDS + acol));
@@ -848,57 +641,14 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
                 kr_ldsm_x4(r, kr_smem_addr(W + (tap * BN + brow + j * 8) * TP_LDS + bcol));
                 bf[j][0] = r[0], bf[j][1] = r[1], bf[j + 1][0] = r[2], bf[j + 1][1] = r[3];
             }
-        };
-        auto mmas = [&](const unsigned (&a)[MI][4], const unsigned (&bf)[NI][2]) {
 #pragma unroll
             for (int i = 0; i < MI; i++)
 #pragma unroll
                 for (int j = 0; j < NI; j++)
                     tc_mma(acc[i][j], a[i], bf[j]);
-        };
-        if constexpr (TP_AHEAD) {
-            /* one tap ahead: tap t + 1's ldmatrix issued before tap t's mma.sync (the same
-             * mma.sync in the same order) */
-            unsigned a[MI][4], bf[NI][2];
-            frags(0, 0, a, bf);
-            int ky = 0, kx = 1; /* the next tap's */
-            if (kx == s.kw)
+            if (++kx == s.kw)
                 kx = 0, ky++;
-#pragma unroll 1
-            for (int tap = 0; tap < taps; tap++) {
-                unsigned an[MI][4], bn[NI][2];
-                const bool more_taps = tap + 1 < taps;
-                if (more_taps)
-                    frags(tap + 1, ky * s.dh * s.pw + kx * s.dw, an, bn);
-                mmas(a, bf);
-                if (more_taps) {
-#pragma unroll
-                    for (int i = 0; i < MI; i++)
-#pragma unroll
-                        for (int r = 0; r < 4; r++)
-                            a[i][r] = an[i][r];
-#pragma unroll
-                    for (int j = 0; j < NI; j++)
-                        bf[j][0] = bn[j][0], bf[j][1] = bn[j][1];
-                    if (++kx == s.kw)
-                        kx = 0, ky++;
-                }
-            }
-        } else {
-            int ky = 0, kx = 0;
-#pragma unroll 1
-            for (int tap = 0; tap < taps; tap++) {
-                unsigned a[MI][4], bf[NI][2];
-                frags(tap, ky * s.dh * s.pw + kx * s.dw, a, bf);
-                mmas(a, bf);
-                if (++kx == s.kw)
-                    kx = 0, ky++;
-            }
         }
-        /* chunk q + stages - 1's gathered elements held over the multiply (TP_PIPE): into its
-         * buffer, which no warp reads before the barrier below */
-        if (TP_PIPE && more)
-            finish_patch();
         __syncthreads(); /* this buffer is loaded again at chunk q + 1 */
     }
     tc_wait<0>(); /* no copy left in flight at exit */
