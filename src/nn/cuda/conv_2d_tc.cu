@@ -627,10 +627,9 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
         const __half *P = sm + cur * stage, *W = P + patch * TP_LDS;
         cur = cur + 1 == nst ? 0 : cur + 1;
         nxt = nxt + 1 == nst ? 0 : nxt + 1;
-        int ky = 0, kx = 0;
-#pragma unroll 1
-        for (int tap = 0; tap < taps; tap++) {
-            const int off = ky * s.dh * s.pw + kx * s.dw;
+        /* one tap: its A fragments (patch rows shifted by off) and B fragments (its weights),
+         * then its MI x NI mma.sync */
+        auto tap_mma = [&](int tap, int off) {
             unsigned a[MI][4], bf[NI][2];
 #pragma unroll
             for (int i = 0; i < MI; i++)
@@ -646,8 +645,26 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
 #pragma unroll
                 for (int j = 0; j < NI; j++)
                     tc_mma(acc[i][j], a[i], bf[j]);
-            if (++kx == s.kw)
-                kx = 0, ky++;
+        };
+        if (TH == 4 && s.kw == 3) {
+            /* the 4-row tiles (small grids: a few warps per multiprocessor, each waiting for
+             * its own ldmatrix round trips) with 3-wide kernels: a kernel row's three taps in
+             * one unrolled block, so that their ldmatrix can be issued together; the same
+             * mma.sync in the same (ky, kx) order */
+#pragma unroll 1
+            for (int ky = 0; ky < s.kh; ky++) {
+#pragma unroll
+                for (int kx = 0; kx < 3; kx++)
+                    tap_mma(ky * 3 + kx, ky * s.dh * s.pw + kx * s.dw);
+            }
+        } else {
+            int ky = 0, kx = 0;
+#pragma unroll 1
+            for (int tap = 0; tap < taps; tap++) {
+                tap_mma(tap, ky * s.dh * s.pw + kx * s.dw);
+                if (++kx == s.kw)
+                    kx = 0, ky++;
+            }
         }
         __syncthreads(); /* this buffer is loaded again at chunk q + 1 */
     }
