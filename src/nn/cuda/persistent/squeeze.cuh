@@ -82,8 +82,9 @@ __device__ void block_colsum(const TR *rows, const T2 *rows2, int R, int C, floa
 /* A dense layer on shared memory, by the whole block: out[n][j] = epilogue(b[j] + sum_k
  * W[j][k] in[n][k]) for @p batch items; L lanes (a power of two) share a dot product and add
  * their parts with shuffles in a fixed order. Synchronises the block at the end. */
-static __device__ __noinline__ void block_dense(const float *in, int K, float *out, int J, int batch, const float *W,
-                            const float *b, float lo, float hi, int post)
+static __device__ __noinline__ void block_dense(const float *in, int K, float *out, int J,
+                                                int batch, const float *W, const float *b,
+                                                float lo, float hi, int post)
 {
     /* lanes per output from one item's sizes, so that the order is the same at every batch */
     int lg = 0; /* L = 1 << lg: shifts and masks, no divisions */
