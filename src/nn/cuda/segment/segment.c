@@ -883,6 +883,23 @@ static int put(float *to, const float *src, int rows, int cols, int transpose, f
     return 0;
 }
 
+/* A projection block's excitation at @p p (offsets @p op, kr_seg_proj_layout) from step @p s:
+ * W1 [hid][c] and b1 [hid] as they are, W2 [c][hid] as it is (@p t2 0) or transposed to
+ * [hid][c] (@p t2 1), b2 [c]. */
+static int put_excitation(float *p, const int *op, const kr_cuda_step *s, int hid, int c, int t2,
+                          float *tmp, int (*fetch)(void *, float *, const float *, size_t),
+                          void *ctx)
+{
+    int e = put(p + op[KR_SEG_PJ_W1], s->se_w[0], hid, c, 0, tmp, fetch, ctx);
+    if (!e)
+        e = put(p + op[KR_SEG_PJ_B1], s->se_b[0], 1, hid, 0, tmp, fetch, ctx);
+    if (!e)
+        e = put(p + op[KR_SEG_PJ_W2], s->se_w[1], c, hid, t2, tmp, fetch, ctx);
+    if (!e)
+        e = put(p + op[KR_SEG_PJ_B2], s->se_b[1], 1, c, 0, tmp, fetch, ctx);
+    return e;
+}
+
 static int pack_proj(float *dst, const kr_cuda_seg_proj *p, const kr_cuda_step *s, int c,
                      float *tmp, int (*fetch)(void *, float *, const float *, size_t), void *ctx)
 {
@@ -986,13 +1003,7 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
         if (!e)
             e = put(at + o[KR_SEG_U_AB], cv->bias, 1, uc, 0, tmp, fetch, ctx);
         if (!e) /* the expansion's excitation: [hid][uc], [hid], [uc][hid] -> [hid][uc], [uc] */
-            e = put(p + op[KR_SEG_PJ_W1], ed->se_w[0], hid, uc, 0, tmp, fetch, ctx);
-        if (!e)
-            e = put(p + op[KR_SEG_PJ_B1], ed->se_b[0], 1, hid, 0, tmp, fetch, ctx);
-        if (!e)
-            e = put(p + op[KR_SEG_PJ_W2], ed->se_w[1], uc, hid, 1, tmp, fetch, ctx);
-        if (!e)
-            e = put(p + op[KR_SEG_PJ_B2], ed->se_b[1], 1, uc, 0, tmp, fetch, ctx);
+            e = put_excitation(p, op, ed, hid, uc, 1, tmp, fetch, ctx);
         if (!e) /* the expansion [ue][uc] -> [uc][ue] */
             e = put(p + op[KR_SEG_PJ_W], ed->w, ue, uc, 1, tmp, fetch, ctx);
         if (!e)
@@ -1041,13 +1052,7 @@ int kr_cuda_segment_pack(const kr_cuda_segment *seg, const kr_cuda_step *steps, 
             if (!e)
                 e = put(y + oy[KR_SEG_Y_B1], y1->bias, 1, oc, 0, tmp, fetch, ctx);
             if (!e) /* Y2's excitation: [hid][oc], [hid], [oc][hid], [oc] as they are */
-                e = put(q + op2[KR_SEG_PJ_W1], c2->se_w[0], yh, oc, 0, tmp, fetch, ctx);
-            if (!e)
-                e = put(q + op2[KR_SEG_PJ_B1], c2->se_b[0], 1, yh, 0, tmp, fetch, ctx);
-            if (!e)
-                e = put(q + op2[KR_SEG_PJ_W2], c2->se_w[1], oc, yh, 0, tmp, fetch, ctx);
-            if (!e)
-                e = put(q + op2[KR_SEG_PJ_B2], c2->se_b[1], 1, oc, 0, tmp, fetch, ctx);
+                e = put_excitation(q, op2, c2, yh, oc, 0, tmp, fetch, ctx);
             if (!e) /* its convolution [yc][oc] -> [oc][yc] (EXPAND_DW: the pointwise half's) */
                 e = put(q + op2[KR_SEG_PJ_W], c2->w, yc, oc, 1, tmp, fetch, ctx);
             if (!e)
