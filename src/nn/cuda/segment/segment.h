@@ -102,8 +102,13 @@ extern "C" {
  * or 9 multiprocessors where the persistent kernel spreads one item over all of them. H200,
  * session 13 (docs/notes/cuda-cluster-segment.md): batch 1 slower with them (selfie f16
  * 0.1426 -> 0.1655 ms), batch 8 faster (22,575 -> 23,414 frames/s; landscape 37,568 ->
- * 41,763), 14 and 16 faster (selfie f16 b14 26,654 -> 31,514, b16 24,818 -> 27,281). */
+ * 41,763), 14 and 16 faster (selfie f16 b14 26,654 -> 31,514, b16 24,818 -> 27,281).
+ * A build may set it (-DKR_CUDA_SEG_Y_MIN_BATCH=1 in CMAKE_C_FLAGS) so that Y and Z run at the
+ * small batches where compute-sanitizer's racecheck of the segment finishes
+ * (docs/notes/compute-sanitizer.md). */
+#ifndef KR_CUDA_SEG_Y_MIN_BATCH
 #define KR_CUDA_SEG_Y_MIN_BATCH 8
+#endif
 
 /* A P stage: x [pixels][ci] (shared memory), scaled per channel by the excitation of its
  * pool (dense ci -> hid with clamp se_lo[0]..se_hi[0] and se_post[0], dense hid -> ci with
