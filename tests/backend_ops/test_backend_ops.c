@@ -26,7 +26,8 @@
  *    RESIZE_BILINEAR against re-derivations written differently from the kernels (explicit
  *    zero-padded input; gather instead of scatter; double-precision resize coordinates).
  *
- *  test_u2net_block, test_onnx_stems, test_onnx_one_output, test_gather_folds,
+ *  test_u2net_block, test_onnx_stems, test_onnx_one_output, test_gathered_fuse,
+ *  test_gather_folds,
  *    test_onnx_large_convs (where a CUDA device is present), test_onnx_small_grids (u2netp's
  *    deep levels, where the f16 patch kernel narrows its tiles) and the *_chains tests: small
  *    graphs (test_onnx_large_convs: u2netp's scale) in the shapes the cuda backend fuses or
@@ -1408,6 +1409,110 @@ static int gather_folds(const kr_graph *g, int *emulated)
 {
     static const kr_op ops[] = {KR_OP_RESIZE_BILINEAR, KR_OP_CONCATENATION, KR_OP_MAX_POOL_2D};
     return folded_nodes(g, ops, 3, emulated);
+}
+
+/* u2netp's fuse layer at @p h x @p w (test_gathered_fuse): six one-channel side maps of a
+ * 16-channel input (3x3 at full size; 3x3 of a stride-2 map, resized back half-pixel, and with
+ * align_corners; 1x1; dilated 3x3; 3x3 of 8 channels), their CONCATENATION, a 1x1 6 -> 1
+ * convolution and a LOGISTIC (output 0); the half-pixel resized map is read by a LOGISTIC too
+ * (output 1), as u2netp's side maps are. With @p cat_out the concatenation is an output too
+ * (output 2): then nothing may fold it. */
+static kr_graph *gathered_fuse_graph(int h, int w, int cat_out)
+{
+    kt_graph b;
+    kt_graph_begin(&b, cat_out ? "gathered fuse (stored concatenation)" : "gathered fuse", 64,
+                   24, 1 << 20);
+    kt_rng rng = kt_rng_seed(7014u);
+    int xd[4] = {1, h, w, 16}, pd[4], qd[4], sd[6][4], rd[4], kd[4], fd[4];
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int s[6];
+    s[0] = chain_conv_onnx_st(&b, &rng, x, xd, 1, 3, 1, 1, 1, KR_ACT_NONE, sd[0]);
+    int p = chain_conv_onnx_st(&b, &rng, x, xd, 8, 3, 2, 1, 1, KR_ACT_RELU, pd);
+    int q = chain_conv_onnx_st(&b, &rng, p, pd, 1, 3, 1, 1, 1, KR_ACT_NONE, qd);
+    s[1] = chain_resize(&b, q, qd, h, w, 0, 1, sd[1]);
+    s[2] = chain_conv_onnx_st(&b, &rng, x, xd, 1, 1, 1, 1, 0, KR_ACT_NONE, sd[2]);
+    s[3] = chain_conv_onnx_st(&b, &rng, x, xd, 1, 3, 1, 2, 2, KR_ACT_NONE, sd[3]);
+    int q2 = chain_conv_onnx_st(&b, &rng, p, pd, 1, 1, 1, 1, 0, KR_ACT_NONE, rd);
+    s[4] = chain_resize(&b, q2, rd, h, w, 1, 0, sd[4]);
+    int xs = chain_conv_onnx_st(&b, &rng, x, xd, 8, 1, 1, 1, 0, KR_ACT_NONE, kd);
+    s[5] = chain_conv_onnx_st(&b, &rng, xs, kd, 1, 3, 1, 1, 1, KR_ACT_NONE, sd[5]);
+    int cd[4] = {1, h, w, 6};
+    int cat = kt_graph_act(&b, 4, cd);
+    kr_node *cn = kt_graph_node(&b, KR_OP_CONCATENATION, 6, s, cat);
+    cn->p.concat.axis = 3;
+    int f = chain_conv_onnx_st(&b, &rng, cat, cd, 1, 1, 1, 1, 0, KR_ACT_NONE, fd);
+    int d0 = chain_unary(&b, KR_OP_LOGISTIC, f, fd);
+    int d2 = chain_unary(&b, KR_OP_LOGISTIC, s[1], sd[1]);
+    kt_graph_output(&b, d0);
+    kt_graph_output(&b, d2);
+    if (cat_out)
+        kt_graph_output(&b, cat);
+    return kt_graph_build(&b);
+}
+
+/*
+ * u2netp's fuse layer (the six one-channel side maps concatenated, a 1x1 6 -> 1 convolution
+ * with its LOGISTIC), which the cuda backend's per-node schedule runs in f16 on compute 8.0+ as
+ * one gathered kernel reading the six maps where they lie (kr_cuda_op.gcat, conv_2d_one.cu), at
+ * 37 x 29 (one pixel a thread) and 40 x 32 (4 pixels a thread): on a device with mma.sync the
+ * concatenation folded, and not folded where it is an output too; the per-node f16 variant's
+ * output bit for bit that of the graph with the concatenation stored (the fold changes no
+ * value) at batch 1 and 3, its batch-3 items equal to batch-1 runs bit for bit; every cuda
+ * variant against the reference at batch 1 and 3.
+ */
+static void test_gathered_fuse(void **state)
+{
+    (void)state;
+    static const int sizes[][2] = {{37, 29}, {40, 32}};
+    static const kr_op cat_op[] = {KR_OP_CONCATENATION};
+    keyer_error err = {0};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        kr_graph *g = gathered_fuse_graph(sizes[i][0], sizes[i][1], 0);
+        kr_graph *gs = gathered_fuse_graph(sizes[i][0], sizes[i][1], 1);
+        int emulated = 0;
+        const int folds = folded_nodes(g, cat_op, 1, &emulated);
+        const int folds_s = folded_nodes(gs, cat_op, 1, &emulated);
+        printf("gathered fuse %d x %d: concatenation folded %d, stored one %d (-1: none expected "
+               "here)%s\n",
+               sizes[i][0], sizes[i][1], folds, folds_s, emulated ? " (emulated class)" : "");
+        if (folds >= 0) {
+            assert_int_equal(folds, 1);
+            assert_int_equal(folds_s, 0);
+        }
+        for (int bi = 1; bi < N_BACKENDS; bi++) {
+            const backend_entry *be = &backends[bi];
+            if (!be->f16 || be->schedule != KEYER_CUDA_SCHEDULE_KERNELS || be->unavailable)
+                continue;
+            for (int batch = 1; batch <= 3; batch += 2) {
+                float **xs = make_inputs(g, batch, 7100u + (uint32_t)batch, -1.0f, 1.0f);
+                float *a = run_once(be->ops, be->f16, be->schedule, g, batch, xs, &err);
+                if (!a && err.status == KEYER_STATUS_DEVICE) {
+                    printf("gathered fuse: %s unavailable: %s\n", be->name, err.message);
+                    free_inputs(g, xs);
+                    continue;
+                }
+                assert_non_null(a);
+                float *c = run_once(be->ops, be->f16, be->schedule, gs, batch, xs, &err);
+                assert_non_null(c);
+                const size_t n = kr_tensor_elements(&g->tensors[g->outputs[0]]) * (size_t)batch;
+                size_t differ = 0;
+                for (size_t k = 0; k < n; k++)
+                    differ += memcmp(&a[k], &c[k], sizeof(float)) != 0;
+                printf("gathered fuse %d x %d: %s batch %d: %zu of %zu values differ from the "
+                       "stored concatenation's%s\n",
+                       sizes[i][0], sizes[i][1], be->name, batch, differ, n,
+                       differ ? "  FAIL" : "");
+                assert_int_equal(differ, 0);
+                free(a);
+                free(c);
+                free_inputs(g, xs);
+            }
+        }
+        kr_graph_destroy(&gs);
+        check_items_equal_batch1(g, "gathered fuse", 7102u + (uint32_t)i);
+        check_graph(g, "gathered fuse", 1);
+    }
 }
 
 /*
@@ -2807,6 +2912,7 @@ int main(void)
         cmocka_unit_test(test_u2net_block),
         cmocka_unit_test(test_onnx_stems),
         cmocka_unit_test(test_onnx_one_output),
+        cmocka_unit_test(test_gathered_fuse),
         cmocka_unit_test(test_gather_folds),
         cmocka_unit_test(test_onnx_large_convs),
         cmocka_unit_test(test_onnx_small_grids),

@@ -18,9 +18,15 @@
  *    node fused as on the serial layout (the folds depend on overlaps; other folds would change
  *    f16 sums), and that layout is at most 25% larger than the serial one; there the fuse convolution (the last CONV_2D) stays on the run
  *    stream and side2..side6 (the five other 64 -> 1 convolutions) go to the second;
+ *  - with wide run-stream units (KR_CUDA_BRANCHES_WIDE_ENV: 512 KiB per item, and the default),
+ *    no fork comes right before one (u2netp f16 at batch 1 and 32);
+ *  - u2netp f16: the concatenation of the six side maps folded into the fuse convolution
+ *    (kr_cuda_op.gcat), which reads the maps where they lie and writes d0 as float itself
+ *    (kr_cuda_op.y_f32: no conversion unit for it);
  *  - selfie, selfie-landscape, face-short and face-full (f16 and f32, batch 32, where the
  *    per-node schedule runs them): whatever goes to the second stream keeps the order checks.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,6 +43,7 @@
 #include "keyer/registry.h"
 #include "nn/cuda/branches.h"
 #include "nn/cuda/fusion.h"
+#include "nn/cuda/pernode.h"
 #include "nn/cuda/persistent/persistent.h" /* KR_CUDA_PLAN_SLACK */
 #include "nn/model.h"
 #include "nn/planner.h"
@@ -110,6 +117,10 @@ static void make_view(view *v, const kr_graph *g, int f16, int batch, const kr_p
                            .caps = &v->caps};
     kr_cuda_fuse(&v->mem, f16, v->ops, v->folded);
     kr_cuda_fuse_gathers(&v->mem, v->ops, v->folded);
+    if (f16) { /* as backend.c binds them */
+        kr_cuda_pernode_bind_inputs(&v->mem, v->io, v->ops, v->folded);
+        kr_cuda_pernode_bind_outputs(&v->mem, v->io, v->ops, v->folded);
+    }
 }
 
 static void free_view(view *v)
@@ -212,7 +223,7 @@ static int spans_meet(span a, span b)
 }
 
 typedef struct access {
-    span rd[20], wr;
+    span rd[20 + KR_CUDA_GCAT_MAX], wr;
     int n_rd;
 } access;
 
@@ -242,6 +253,8 @@ static void access_of(const view *v, int node, access *x)
                           op->add.src,   op->pool.src};
     for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
         add_rd(x, span_of(v, more[i], node));
+    for (int c = 0; c < op->gcat.n; c++)
+        add_rd(x, span_of(v, op->gcat.src[c], node));
     x->wr = span_of(v, op->out, node);
 }
 
@@ -308,9 +321,13 @@ static int check_order(const view *v, const kr_cuda_branches *b, int *side_convs
     assert_int_equal(main_knows_side, seq[1]); /* the last side unit is joined */
     for (int n = 0; n < g->n_nodes; n++)
         assert_int_equal(seen_node[n], v->folded[n] ? 0 : 1);
-    for (int i = 0; i < g->n_outputs; i++) {
+    for (int i = 0; i < g->n_outputs; i++) { /* none for an output written as float */
         int t = g->outputs[i];
-        assert_int_equal(seen_out[i], v->f16 && g->tensors[t].dtype == KR_DTYPE_F32 ? 1 : 0);
+        assert_int_equal(seen_out[i], v->f16 && g->tensors[t].dtype == KR_DTYPE_F32 &&
+                                              !kr_cuda_pernode_output_bound(&v->mem, v->io,
+                                                                            v->ops, v->folded, i)
+                                          ? 1
+                                          : 0);
     }
     /* serial position of every unit: node order, a conversion after its producer's node */
     for (int i = 0; i < np; i++)
@@ -341,7 +358,8 @@ static int fused_otherwise(const view *v0, const view *v)
         if (v0->folded[n] != v->folded[n] || a->post != c->post || !a->residual != !c->residual ||
             !a->addend != !c->addend || !a->cat.src[0] != !c->cat.src[0] ||
             !a->scale.src != !c->scale.src || !a->rs.src != !c->rs.src ||
-            !a->add.src != !c->add.src || !a->pool.src != !c->pool.src)
+            !a->add.src != !c->add.src || !a->pool.src != !c->pool.src ||
+            a->gcat.n != c->gcat.n)
             return n;
     }
     return -1;
@@ -361,9 +379,43 @@ static keyer_model *load(const char *name)
     return m;
 }
 
-static void check_u2netp(const kr_graph *g, int f16, int batch)
+/* With wide units (KR_CUDA_BRANCHES_WIDE_ENV = @p wide bytes per item, 0: none): no fork of
+ * @p b on @p v comes right before a run-stream unit writing wide x batch bytes or more, unless
+ * a join comes first (the side work that unit needs, queued at its join). Returns the forks. */
+static int check_forks(const view *v, const kr_cuda_branches *b, double wide)
+{
+    const int n_steps = kr_cuda_branches_steps(b);
+    int forks = 0;
+    for (int i = 0; i < n_steps; i++) {
+        int kind, s, node;
+        kr_cuda_branches_step(b, i, &kind, &s, &node);
+        if (kind != 1)
+            continue;
+        forks++;
+        for (int j = i + 1; wide > 0 && j < n_steps; j++) {
+            kr_cuda_branches_step(b, j, &kind, &s, &node);
+            if (kind == 2)
+                break;
+            if (kind != 0 || s)
+                continue;
+            access a;
+            access_of(v, node, &a);
+            if ((double)(a.wr.hi - a.wr.lo) >= wide * v->mem.batch)
+                fail_msg("%s: a fork right before node %d, which writes %.0f bytes (wide: %.0f "
+                         "per item)",
+                         v->mem.graph->name, node, (double)(a.wr.hi - a.wr.lo), wide);
+            break;
+        }
+    }
+    return forks;
+}
+
+static void check_u2netp(const kr_graph *g, int f16, int batch, double wide)
 {
     keyer_error err = {0};
+    char wide_s[32];
+    snprintf(wide_s, sizeof(wide_s), "%.0f", wide);
+    setenv(KR_CUDA_BRANCHES_WIDE_ENV, wide_s, 1);
     view v;
     make_view(&v, g, f16, batch, NULL, NULL, NULL);
     kr_cuda_branches *b = NULL;
@@ -394,9 +446,11 @@ static void check_u2netp(const kr_graph *g, int f16, int batch)
                      KEYER_OK);
     assert_non_null(b);
     side = check_order(&v, b, &convs, &outs);
-    printf("u2netp %s batch %d: %d side units (%d convolutions, %d conversions), arena %.1f MB "
-           "(%.1f MB serial)\n",
-           f16 ? "f16" : "f32", batch, side, convs, outs, arena_of(&v) / 1e6, serial / 1e6);
+    const int forks = check_forks(&v, b, wide);
+    printf("u2netp %s batch %d, wide %.0f bytes: %d side units (%d convolutions, %d "
+           "conversions), %d forks, arena %.1f MB (%.1f MB serial)\n",
+           f16 ? "f16" : "f32", batch, wide, side, convs, outs, forks, arena_of(&v) / 1e6,
+           serial / 1e6);
     assert_true(convs >= 5);
     assert_true(outs >= (f16 ? 6 : 0));
     assert_true(arena_of(&v) <= serial + serial / 4);
@@ -404,6 +458,11 @@ static void check_u2netp(const kr_graph *g, int f16, int batch)
     int last = g->n_nodes - 1;
     while (last > 0 && g->nodes[last].op != KR_OP_CONV_2D)
         last--;
+    /* f16: the six side maps' concatenation folded into it, read where the maps lie, and d0
+     * (graph output 0) written as float by it, without a conversion */
+    assert_int_equal(v.ops[last].gcat.n, f16 ? 6 : 0);
+    assert_int_equal(v.ops[last].y_f32, f16);
+    assert_int_equal(kr_cuda_pernode_output_bound(&v.mem, v.io, v.ops, v.folded, 0), f16);
     printf("  side:");
     for (int i = 0; i < kr_cuda_branches_steps(b); i++) {
         int kind, s, node;
@@ -420,6 +479,7 @@ static void check_u2netp(const kr_graph *g, int f16, int batch)
     free(from);
     free(to);
     free_view(&v);
+    unsetenv(KR_CUDA_BRANCHES_WIDE_ENV);
 }
 
 static void test_u2netp_branches(void **state)
@@ -429,9 +489,12 @@ static void test_u2netp_branches(void **state)
     if (!m)
         skip();
     const kr_graph *g = kr_model_graph(m);
-    check_u2netp(g, 1, 1);
-    check_u2netp(g, 1, 32);
-    check_u2netp(g, 0, 1);
+    check_u2netp(g, 1, 1, 0);
+    check_u2netp(g, 1, 32, 0);
+    check_u2netp(g, 0, 1, 0);
+    check_u2netp(g, 1, 1, 512 * 1024);
+    check_u2netp(g, 1, 32, 512 * 1024);
+    check_u2netp(g, 1, 1, KR_CUDA_BRANCHES_WIDE);
     keyer_model_destroy(&m);
 }
 

@@ -488,7 +488,7 @@ static keyer_status select_device(const kr_graph *g, const kr_backend_config *cf
 
 /* The fusion pass and the bindings of the per-node schedule on the instance's arena (again
  * after a new layout): kr_cuda_fuse, the int32 outputs, the per-node gather folds, a stem
- * reading the float input. */
+ * reading the float input, a layer writing a float output. */
 static keyer_status fuse_pernode(kr_backend_instance *inst, keyer_error *err)
 {
     const kr_graph *g = inst->graph;
@@ -499,8 +499,10 @@ static keyer_status fuse_pernode(kr_backend_instance *inst, keyer_error *err)
     if (st)
         return st;
     inst->n_folded += kr_cuda_fuse_gathers(&inst->mem, inst->ops, inst->folded);
-    if (inst->f16)
+    if (inst->f16) {
         kr_cuda_pernode_bind_inputs(&inst->mem, inst->io, inst->ops, inst->folded);
+        kr_cuda_pernode_bind_outputs(&inst->mem, inst->io, inst->ops, inst->folded);
+    }
     return KEYER_OK;
 }
 
@@ -511,7 +513,8 @@ static unsigned fold_signature(const kr_backend_instance *inst, int n)
     const kr_cuda_op *op = &inst->ops[n];
     return (unsigned)inst->folded[n] | (unsigned)op->post << 1 | !!op->residual << 4 |
            !!op->addend << 5 | !!op->cat.src[0] << 6 | !!op->scale.src << 7 | !!op->rs.src << 8 |
-           !!op->add.src << 9 | !!op->pool.src << 10 | !!op->x_f32 << 11;
+           !!op->add.src << 9 | !!op->pool.src << 10 | !!op->x_f32 << 11 |
+           !!op->gcat.n << 12 | !!op->y_f32 << 13;
 }
 
 /* Lays the arena out as @p plan says (a new allocation, zeroed) and binds the per-node
@@ -641,8 +644,11 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
                                                : KR_SCHEDULE_PERSISTENT;
         if (!st && !inst->pers) /* the per-node schedule's own folds (fusion.h) */
             inst->n_folded += kr_cuda_fuse_gathers(&inst->mem, inst->ops, inst->folded);
-        if (!st && !inst->pers && inst->f16) /* a stem that reads the float input itself */
+        if (!st && !inst->pers && inst->f16) { /* a stem that reads the float input itself, */
             kr_cuda_pernode_bind_inputs(&inst->mem, inst->io, inst->ops, inst->folded);
+            /* a layer that writes a float output itself */
+            kr_cuda_pernode_bind_outputs(&inst->mem, inst->io, inst->ops, inst->folded);
+        }
         if (!st && !inst->pers) /* units off the critical path on a second stream */
             st = setup_branches(inst, plan, err);
     }

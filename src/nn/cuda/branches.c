@@ -10,7 +10,7 @@
 
 #include "nn/cuda/pernode.h"
 
-#define MAX_READS (KR_MAX_NODE_INPUTS + 10)
+#define MAX_READS (KR_MAX_NODE_INPUTS + 10 + KR_CUDA_GCAT_MAX)
 #define COST_BYTES (8.0 * 1024 * 1024) /* bytes moved in one dependent kernel's floor */
 
 typedef struct range {
@@ -36,6 +36,7 @@ typedef struct step {
 
 struct kr_cuda_branches {
     const kr_graph *graph;
+    double wide; /* bytes: a run-stream unit writing this much is not joined by a fork */
     int n_units, n_steps, n_side, n_forks, n_joins;
     unit *units;
     step *steps;
@@ -47,6 +48,15 @@ int kr_cuda_branches_enabled(void)
 {
     const char *v = getenv(KR_CUDA_BRANCHES_ENV);
     return !(v && strcmp(v, "0") == 0);
+}
+
+/* KR_CUDA_BRANCHES_WIDE_ENV's bytes at batch 1, or KR_CUDA_BRANCHES_WIDE. */
+static double wide_bytes(void)
+{
+    const char *v = getenv(KR_CUDA_BRANCHES_WIDE_ENV);
+    char *end = NULL;
+    double b = v && *v ? strtod(v, &end) : -1.0;
+    return end && !*end && b >= 0 ? b : (double)KR_CUDA_BRANCHES_WIDE;
 }
 
 typedef struct layout {
@@ -167,6 +177,8 @@ static void node_unit(layout *l, const kr_cuda_op *op, int n, unit *u)
                           op->add.src,   op->pool.src};
     for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
         add_read(u, range_of(l, more[i]));
+    for (int c = 0; c < op->gcat.n; c++)
+        add_read(u, range_of(l, op->gcat.src[c]));
     u->wr = range_of(l, op->out);
     double bytes = range_bytes(u->wr);
     for (int i = 0; i < u->n_rd; i++)
@@ -309,11 +321,28 @@ static int next_join(const sim *s, int u)
     return w->n;
 }
 
-/* After run-stream unit @p u: queues the ready side units that need no deferring. */
+/* Whether the next run-stream unit after @p u is wide (kr_cuda_branches.wide): a layer whose
+ * grid fills the device, which a side kernel forked now would take multiprocessors from. */
+static int next_wide(const sim *s, int u)
+{
+    const unit *units = s->b->units;
+    if (s->b->wide <= 0)
+        return 0;
+    for (int j = u + 1; j < s->w->n; j++)
+        if (!units[j].side)
+            return range_bytes(units[j].wr) >= s->b->wide;
+    return 0;
+}
+
+/* After run-stream unit @p u: queues the ready side units that need no deferring (none while
+ * the next run-stream unit is wide: they wait for a narrower one, or for the join that needs
+ * them). */
 static void flush(sim *s, int u)
 {
     work *w = s->w;
     const unit *units = s->b->units;
+    if (next_wide(s, u))
+        return;
     int J = next_join(s, u);
     double before = 0; /* run-stream work before that join */
     for (int j = u + 1; j < J; j++)
@@ -455,6 +484,7 @@ static keyer_status plan(const kr_cuda_mem *mem, size_t arena_bytes, float *cons
     if (!b || !(b->units = calloc((size_t)cap, sizeof(unit))) || !l.mark || !l.nodes)
         goto oom;
     b->graph = g;
+    b->wide = wide_bytes() * mem->batch; /* per item: the same units at every batch */
     /* the units in serial order: every fused node, each output's conversion after the last
      * node writing it */
     unit *nodes = malloc((size_t)(g->n_nodes + 1) * sizeof(unit));
@@ -472,8 +502,9 @@ static keyer_status plan(const kr_cuda_mem *mem, size_t arena_bytes, float *cons
     for (int i = 0; i < g->n_outputs; i++) {
         int t = g->outputs[i];
         last_writer[i] = -2; /* no conversion */
-        if (!f16 || g->tensors[t].dtype != KR_DTYPE_F32 || !io || !io[t])
-            continue;
+        if (!f16 || g->tensors[t].dtype != KR_DTYPE_F32 || !io || !io[t] ||
+            kr_cuda_pernode_output_bound(mem, io, ops, folded, i))
+            continue; /* (no conversion: a layer writes the float output itself) */
         unit *u = &outs[i];
         u->output = i;
         uintptr_t a = (uintptr_t)kr_cuda_mem_ptr(mem, t);

@@ -7,8 +7,9 @@
  * against a memory floor of about 4.4 us (13 MB read). Here L = ic / 8 lanes of a warp take one
  * output pixel, lane g channels [8g, 8g + 8) of every tap: per tap one 16-byte load per lane, so
  * a warp reads the whole channel rows of 32 / L consecutive pixels (coalesced), and 8 fused
- * multiply-adds with the lane's weights, read from shared memory (float, as stored; the block
- * copies the layer's weights there once, 9 KB at most). A 1x1 or 3x3 window (a template
+ * multiply-adds with the lane's weights, read from shared memory (float; the block copies the
+ * layer's weights there once, 9 KB at most, the two halves of each group's 8 apart so that the
+ * groups' 16-byte reads fall in distinct banks). A 1x1 or 3x3 window (a template
  * parameter): all the taps' loads are issued before the multiply-adds. (With the taps in a loop
  * that left at the window's end and skipped taps outside the input, the loads ran one after the
  * other: 52 us at 320 x 320 on an H200.) The L partial sums are added by a butterfly of
@@ -55,11 +56,16 @@ __global__ void __launch_bounds__(ONE_THREADS, one_blocks_per_sm(L))
              const float *__restrict__ bias, __half *__restrict__ y, one_shape s, kr_epilogue e)
 {
     constexpr int TAPS = KS * KS, IC = 8 * L; /* s.ic == IC (launch_l) */
-    /* the weights, [tap][ic] as stored (OHWI of one output) */
+    /* the weights, [tap][half][g][4]: channel 8 g + 4 h + j of a tap (OHWI of one output as
+     * stored: [tap][ic]) at tap * IC + 4 L h + 4 g + j, so that the L groups' 16-byte reads of
+     * one half are 16 L contiguous bytes (with [tap][ic], groups g and g + 4 read the same
+     * banks: 2-way conflicts, half of the layer's shared-load wavefronts at 64 channels) */
     __shared__ __align__(16) float ws[TAPS * IC];
     const int g = threadIdx.x % L; /* the lane's channel group */
-    for (int i = threadIdx.x; i < TAPS * IC; i += ONE_THREADS)
-        ws[i] = w[i];
+    for (int i = threadIdx.x; i < TAPS * IC; i += ONE_THREADS) {
+        const int tap = i / IC, c = i % IC;
+        ws[tap * IC + (c / 4 % 2) * 4 * L + c / 8 * 4 + c % 4] = w[i];
+    }
     const float b0 = bias ? bias[0] : 0.0f;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -95,8 +101,8 @@ __global__ void __launch_bounds__(ONE_THREADS, one_blocks_per_sm(L))
             if (!ok[tap])
                 continue;
             const __half2 *h = reinterpret_cast<const __half2 *>(&q[tap]);
-            const float4 *wk = reinterpret_cast<const float4 *>(ws + tap * IC + g * 8);
-            const float4 w0 = wk[0], w1 = wk[1];
+            const float4 *wk = reinterpret_cast<const float4 *>(ws + tap * IC + g * 4);
+            const float4 w0 = wk[0], w1 = wk[L];
             const float wr[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
 #pragma unroll
             for (int j = 0; j < 4; j++) {
@@ -122,7 +128,7 @@ extern "C" int kr_cuda_conv_2d_one_fits(const kr_cuda_op *op)
     const kr_window_params *p = &op->node->p.window;
     if (!op->f16 || !op->caps || !kr_gpu_has_mma_sync(op->caps) ||
         p->padding != KR_PADDING_EXPLICIT || p->groups > 1 || op->node->n_inputs < 2 ||
-        op->cat.src[0] || op->pool.src)
+        op->cat.src[0] || op->pool.src || op->gcat.n)
         return 0;
     const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
     if (xt->rank != 4 || wt->rank != 4 || yt->rank != 4 || yt->dims[3] != 1 || wt->dims[0] != 1 ||
@@ -197,3 +203,134 @@ extern "C" int kr_cuda_conv_2d_one(const kr_cuda_op *op)
     return s.kh == 1 ? launch_l<1>(op, s) : launch_l<3>(op, s);
 }
 
+
+/*
+ * The gathered fuse layer (kr_cuda_conv_2d_one_gather): a 1x1 CONV_2D of one output channel
+ * whose input is a CONCATENATION of n one-channel maps (u2netp's fuse layer: the six side maps,
+ * 6 -> 1, with d0's LOGISTIC folded), reading channel c from map c itself, so that the
+ * concatenation is never stored. V consecutive pixels per thread (4: one 8-byte load per map
+ * and one store, 100 blocks at u2netp's 320 x 320; 1 where a map or the output is not 16-byte
+ * aligned or the pixels are not a multiple of 4). Sum: from 0, channel c = 0 .. n - 1 in order, fmaf(x, w_c, acc) in float,
+ * then + bias (kr_conv_out): the order of the kernel the unfolded layer gets (conv_gemm's
+ * zero-first sum for 2-7 channels, conv_one<1, 1> for 8), so the values are bit for bit those of
+ * the concatenation and that kernel. Memory-bound: (n + 1) x 2 bytes a pixel. Where the layer
+ * writes a graph output (kr_cuda_op.y_f32: u2netp's d0) it stores float into the output's
+ * staging, each value rounded to half first (as stored in half and converted), and the output's
+ * conversion is no kernel of its own.
+ */
+struct gcat_args {
+    const __half *src[KR_CUDA_GCAT_MAX];
+    float w[KR_CUDA_GCAT_MAX];
+    float bias;
+    int n;
+};
+
+template <int V, typename Y>
+__global__ void __launch_bounds__(256)
+    conv_one_gather(const __grid_constant__ gcat_args a, Y *__restrict__ y, int M, kr_epilogue e)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    const long long m0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (m0 >= M)
+        return;
+    float acc[V];
+#pragma unroll
+    for (int j = 0; j < V; j++)
+        acc[j] = 0.0f;
+    /* every map's load issued before the multiply-adds (no branch between them) */
+    float x[KR_CUDA_GCAT_MAX][V];
+#pragma unroll
+    for (int c = 0; c < KR_CUDA_GCAT_MAX; c++)
+        if (c < a.n)
+            kr_ldv<V>(a.src[c] + m0, x[c]);
+#pragma unroll
+    for (int c = 0; c < KR_CUDA_GCAT_MAX; c++)
+        if (c < a.n) {
+#pragma unroll
+            for (int j = 0; j < V; j++)
+                acc[j] = fmaf(x[c][j], a.w[c], acc[j]);
+        }
+    float v[V];
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+        v[j] = kr_conv_out(acc[j], a.bias, 0.0f, false, kr_no_res(),
+                           [&](float t) { return kr_apply(e, t); });
+        kr_add_res<__half, 1>(e, (size_t)m0 + j, &v[j]);
+        if (sizeof(Y) == 4) /* the float staging of a graph output: its conversion's values */
+            v[j] = __half2float(__float2half_rn(v[j]));
+    }
+    kr_stv<V>(y + m0, v);
+}
+
+extern "C" int kr_cuda_conv_2d_one_gather_fits(const kr_cuda_op *op)
+{
+    const kr_window_params *p = &op->node->p.window;
+    if (!op->f16 || !op->caps || !kr_gpu_has_mma_sync(op->caps) || op->gcat.n < 2 ||
+        op->gcat.n > KR_CUDA_GCAT_MAX || p->groups > 1 || op->node->n_inputs < 2 ||
+        op->cat.src[0] || op->pool.src || op->scale.src || op->rs.src || op->add.src || op->x_f32)
+        return 0;
+    const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
+    if (xt->rank != 4 || wt->rank != 4 || yt->rank != 4 || yt->dims[3] != 1 || wt->dims[0] != 1 ||
+        wt->dims[1] != 1 || wt->dims[2] != 1 || wt->dims[3] != op->gcat.n ||
+        xt->dims[3] != op->gcat.n || wt->dtype != KR_DTYPE_F32 || !wt->data ||
+        xt->dims[1] != yt->dims[1] || xt->dims[2] != yt->dims[2])
+        return 0;
+    if (p->padding == KR_PADDING_EXPLICIT &&
+        (p->pad_top != 0 || p->pad_left != 0 || p->pad_bottom != 0 || p->pad_right != 0))
+        return 0;
+    if (p->stride_h != 1 || p->stride_w != 1)
+        return 0;
+    if (op->node->n_inputs > 2 && op->node->inputs[2] >= 0 &&
+        (kr_in_t(op, 2)->dtype != KR_DTYPE_F32 || !kr_in_t(op, 2)->data))
+        return 0;
+    for (int c = 0; c < op->gcat.n; c++)
+        if (!op->gcat.src[c])
+            return 0;
+    return 1;
+}
+
+extern "C" int kr_cuda_conv_2d_one_gather(const kr_cuda_op *op)
+{
+    const kr_tensor *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
+    const size_t M = (size_t)kr_dim(op, yt, 0) * yt->dims[1] * yt->dims[2];
+    if (M >= ((size_t)1 << 31))
+        return (int)cudaErrorInvalidValue;
+    gcat_args a = {};
+    a.n = op->gcat.n;
+    const float *w = (const float *)wt->data;
+    a.bias = op->node->n_inputs > 2 && op->node->inputs[2] >= 0
+                 ? ((const float *)kr_in_t(op, 2)->data)[0]
+                 : 0.0f;
+    int vec = M % 4 == 0 && kr_aligned(op->out, 16) &&
+              (!op->residual || kr_aligned(op->residual, 16));
+    for (int c = 0; c < a.n; c++) {
+        a.src[c] = (const __half *)op->gcat.src[c];
+        a.w[c] = w[c];
+        vec = vec && kr_aligned(a.src[c], 16);
+    }
+    const int V = vec ? 4 : 1;
+    const size_t threads = (M + V - 1) / V;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)((threads + 255) / 256));
+    cfg.blockDim = dim3(256);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = (cudaStream_t)op->stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = op->caps->major >= 9 ? 1 : 0;
+    const kr_epilogue e = kr_make_epilogue(op, 1);
+    if (op->y_f32)
+        return vec ? (int)cudaLaunchKernelEx(&cfg, conv_one_gather<4, float>, a,
+                                             (float *)op->out, (int)M, e)
+                   : (int)cudaLaunchKernelEx(&cfg, conv_one_gather<1, float>, a,
+                                             (float *)op->out, (int)M, e);
+    return vec ? (int)cudaLaunchKernelEx(&cfg, conv_one_gather<4, __half>, a, (__half *)op->out,
+                                         (int)M, e)
+               : (int)cudaLaunchKernelEx(&cfg, conv_one_gather<1, __half>, a, (__half *)op->out,
+                                         (int)M, e);
+}

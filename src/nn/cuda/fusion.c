@@ -480,6 +480,38 @@ static int fold_add(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *fold
     return p >= 0 ? 2 : 1;
 }
 
+/* The gathered concatenation fold of fusion.h into the 1x1 one-output CONV_2D @p n from the
+ * CONCATENATION @p c run just before it: 1 if done. The maps are read where they lie (each may
+ * have other readers); the convolution must not write over them. */
+static int fold_gcat(const kr_cuda_mem *mem, kr_cuda_op *ops, int c, int n)
+{
+    const kr_graph *g = mem->graph;
+    const kr_node *cat = &g->nodes[c], *conv = &g->nodes[n];
+    const int k = cat->outputs[0];
+    const kr_tensor *kt = &g->tensors[k];
+    if (cat->op != KR_OP_CONCATENATION || cat->n_inputs < 2 || cat->n_inputs > KR_CUDA_GCAT_MAX ||
+        kt->rank != 4 || cat->p.concat.axis != 3 || conv->inputs[0] != k ||
+        ops[c].post != KR_CUDA_POST_NONE || ops[c].out != kr_cuda_mem_ptr(mem, k) ||
+        !private_tensor(g, k) || kt->dims[3] != cat->n_inputs)
+        return 0;
+    kr_cuda_op trial = ops[n];
+    const size_t bytes = kr_cuda_mem_bytes(mem, conv->outputs[0]);
+    for (int i = 0; i < cat->n_inputs; i++) {
+        const int t = cat->inputs[i];
+        const kr_tensor *st = t >= 0 ? &g->tensors[t] : NULL;
+        if (!st || st->rank != 4 || kr_tensor_is_const(st) || st->dims[0] != kt->dims[0] ||
+            st->dims[1] != kt->dims[1] || st->dims[2] != kt->dims[2] || st->dims[3] != 1 ||
+            ptr_overlaps(mem, ops[n].out, bytes, t))
+            return 0;
+        trial.gcat.src[i] = kr_cuda_mem_ptr(mem, t);
+    }
+    trial.gcat.n = cat->n_inputs;
+    if (!kr_cuda_conv_2d_one_gather_fits(&trial))
+        return 0;
+    ops[n] = trial;
+    return 1;
+}
+
 /* (fusion.h) */
 int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
 {
@@ -488,7 +520,7 @@ int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
     for (int n = 1; n < g->n_nodes; n++) {
         const kr_node *conv = &g->nodes[n];
         if (conv->op != KR_OP_CONV_2D || folded[n] || ops[n].cat.src[0] || ops[n].pool.src ||
-            !ops[n].w16)
+            ops[n].gcat.n || !ops[n].w16)
             continue;
         int c = n - 1;
         while (c >= 0 && folded[c])
@@ -496,7 +528,7 @@ int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
         if (c < 0)
             continue;
         if (fold_pool(mem, ops, c, n) || fold_scale(mem, ops, folded, c, n) ||
-            fold_resize(mem, ops, c, n)) {
+            fold_resize(mem, ops, c, n) || fold_gcat(mem, ops, c, n)) {
             folded[c] = 1;
             n_folded++;
             continue;
@@ -579,7 +611,7 @@ int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
     }
     for (int n = 0; n < g->n_nodes; n++) /* ADDs (+ channel PADs) into pointwise layers */
         if (g->nodes[n].op == KR_OP_CONV_2D && !folded[n] && ops[n].w16 && !ops[n].cat.src[0] &&
-            !ops[n].pool.src)
+            !ops[n].pool.src && !ops[n].gcat.n)
             n_folded += fold_add(mem, ops, folded, n);
     return n_folded;
 }
@@ -608,8 +640,10 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
             op->w16 = mem->weights + mem->w16_offsets[node->inputs[1]];
         op->cat.src[0] = op->cat.src[1] = NULL;
         op->cat.rz = -1;
+        op->gcat.n = 0;
         op->pool.src = NULL;
         op->x_f32 = 0;
+        op->y_f32 = 0;
     }
     int n_folded = plan_folds(mem, ops, folded);
     n_folded += plan_residual_folds(mem, ops, folded);

@@ -51,7 +51,11 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
  * after a channel PAD (zeros) of its other operand run right after it, is done in the layer's
  * epilogue (kr_cuda_op.add) when the layer's output is read by the ADD alone and the other
  * operand was written before the layer (BlazeFace's blocks: ADD + RELU, with the PAD where the
- * channels widen). The folded nodes are marked in @p folded; returns how many. Never fails. */
+ * channels widen). And a CONCATENATION along the channels of 2 to KR_CUDA_GCAT_MAX one-channel
+ * maps, read only by the 1x1 one-output CONV_2D right after it, is done by that convolution
+ * reading each map where it lies (kr_cuda_op.gcat; u2netp's fuse layer over its six side maps),
+ * where kr_cuda_conv_2d_one_gather_fits takes the layer and the convolution does not write over
+ * the maps. The folded nodes are marked in @p folded; returns how many. Never fails. */
 int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded);
 
 #endif

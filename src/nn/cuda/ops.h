@@ -44,6 +44,9 @@ static inline kr_cuda_post kr_cuda_post_of(kr_op op)
     }
 }
 
+/* The most one-channel maps a gathered concatenation (kr_cuda_op.gcat) reads. */
+#define KR_CUDA_GCAT_MAX 8
+
 typedef struct kr_cuda_op {
     const kr_graph *graph;
     const kr_node *node;
@@ -122,12 +125,27 @@ typedef struct kr_cuda_op {
         const void *src;
         int ih, iw, kh, kw, sh, sw, dh, dw, pt, pl;
     } pool;
+    /* A CONCATENATION along the channels of n one-channel tensors (2 <= n <= KR_CUDA_GCAT_MAX),
+     * read only by the 1x1 CONV_2D of one output channel right after it, folded into that
+     * convolution (fusion.h, kr_cuda_fuse_gathers): the convolution reads input channel c from
+     * src[c] instead of in[0] (which is not written). n = 0: no fold. Only
+     * kr_cuda_conv_2d_one_gather takes such layers. */
+    struct {
+        const void *src[KR_CUDA_GCAT_MAX];
+        int n;
+    } gcat;
     /* 1: in[0] is the float staging of the graph input this CONV_2D reads (an f16 instance's
      * io[t], whose conversion to half the per-node schedule then leaves out:
      * kr_cuda_pernode_bind_inputs); the kernel rounds each value to half as it loads it, as the
      * conversion would have. Only kr_cuda_conv_2d_stem and kr_cuda_conv_2d_stem_half take such
      * layers. 0 otherwise. */
     int x_f32;
+    /* 1: out is the float staging of the graph output this CONV_2D writes (an f16 instance's
+     * io[t], whose conversion to float the per-node schedule then leaves out:
+     * kr_cuda_pernode_bind_outputs); the kernel stores each value rounded to half and widened
+     * to float, the conversion's values. Only kr_cuda_conv_2d_one_gather takes such layers.
+     * 0 otherwise. */
+    int y_f32;
     void *stream;                  /* cudaStream_t */
     const kr_gpu_caps *caps;       /* the instance's (kr_cuda_mem.caps); NULL: launch nothing */
 } kr_cuda_op;
@@ -208,6 +226,18 @@ int kr_cuda_conv_2d_one_fits(const kr_cuda_op *op);
 /* Queues the one-output convolution of @p op (which kr_cuda_conv_2d_one_fits accepted); returns
  * the launch's CUDA error, cudaErrorInvalidValue for a batch past 2^31 output pixels. */
 int kr_cuda_conv_2d_one(const kr_cuda_op *op);
+/* Whether CONV_2D node @p op is a gathered fuse layer that kr_cuda_conv_2d_one_gather runs: an
+ * f16 instance on compute 8.0+ (the device's or the emulated class's), a 1x1 window of stride 1
+ * without padding, one output channel, float weights (and bias) with host data, and a folded
+ * concatenation of 2 to KR_CUDA_GCAT_MAX one-channel maps (kr_cuda_op.gcat), no other fold.
+ * kr_cuda_conv_2d calls both first; the fusion pass asks before folding (conv_2d_one.cu). */
+int kr_cuda_conv_2d_one_gather_fits(const kr_cuda_op *op);
+/* Queues the gathered fuse layer of @p op (which kr_cuda_conv_2d_one_gather_fits accepted):
+ * each output pixel from the n maps' values at that pixel, summed from 0 in channel order, then
+ * the bias and the epilogue, the same values as the concatenation followed by the unfolded
+ * layer's kernel; returns the launch's CUDA error, cudaErrorInvalidValue for a batch past 2^31
+ * output pixels. */
+int kr_cuda_conv_2d_one_gather(const kr_cuda_op *op);
 /* Whether CONV_2D node @p op runs on the tensor cores (kr_cuda_conv_2d_mma): an f16 instance,
  * explicit padding (ONNX models), no groups, input channels a multiple of 16, 16-byte aligned
  * input and weights, compute capability 7 or more. kr_cuda_conv_2d calls both. */

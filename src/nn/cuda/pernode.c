@@ -3,6 +3,8 @@
  */
 #include "nn/cuda/pernode.h"
 
+#include <stdint.h>
+
 static const kr_cuda_op_fn cuda_ops[KR_OP_COUNT] = {
     [KR_OP_CONV_2D] = kr_cuda_conv_2d,
     [KR_OP_DEPTHWISE_CONV_2D] = kr_cuda_depthwise_conv_2d,
@@ -116,6 +118,53 @@ int kr_cuda_pernode_bind_inputs(const kr_cuda_mem *mem, float *const *io, kr_cud
     return bound;
 }
 
+/* The node that writes graph output tensor @p t as float into its staging (kr_cuda_op.y_f32),
+ * -1 when none. */
+static int float_writer(const kr_graph *g, int t, float *const *io, const kr_cuda_op *ops,
+                        const unsigned char *folded)
+{
+    for (int n = 0; io && io[t] && n < g->n_nodes; n++)
+        if (!folded[n] && ops[n].y_f32 && ops[n].out == io[t])
+            return n;
+    return -1;
+}
+
+int kr_cuda_pernode_output_bound(const kr_cuda_mem *mem, float *const *io, const kr_cuda_op *ops,
+                                 const unsigned char *folded, int i)
+{
+    return float_writer(mem->graph, mem->graph->outputs[i], io, ops, folded) >= 0;
+}
+
+int kr_cuda_pernode_bind_outputs(const kr_cuda_mem *mem, float *const *io, kr_cuda_op *ops,
+                                 const unsigned char *folded)
+{
+    const kr_graph *g = mem->graph;
+    int bound = 0;
+    for (int i = 0; i < g->n_outputs; i++) {
+        const int t = g->outputs[i];
+        const kr_tensor *tt = &g->tensors[t];
+        if (tt->dtype != KR_DTYPE_F32 || !io[t] || tt->view_of >= 0 ||
+            float_writer(g, t, io, ops, folded) >= 0)
+            continue;
+        int viewed = 0, read = 0, writer = -1;
+        for (int v = 0; v < g->n_tensors; v++)
+            viewed |= g->tensors[v].view_of == t;
+        for (int n = 0; n < g->n_nodes; n++) {
+            for (int j = 0; j < g->nodes[n].n_inputs; j++)
+                read |= g->nodes[n].inputs[j] == t;
+            if (!folded[n] && ops[n].out == kr_cuda_mem_ptr(mem, t))
+                writer = writer < 0 ? n : -2; /* one writer only */
+        }
+        if (viewed || read || writer < 0 || g->nodes[writer].op != KR_OP_CONV_2D ||
+            !kr_cuda_conv_2d_one_gather_fits(&ops[writer]) || (uintptr_t)io[t] % 16 != 0)
+            continue;
+        ops[writer].out = io[t];
+        ops[writer].y_f32 = 1;
+        bound++;
+    }
+    return bound;
+}
+
 keyer_status kr_cuda_pernode_inputs_to_half(const kr_cuda_mem *mem, float *const *io,
                                             const kr_cuda_op *ops, const unsigned char *folded,
                                             cudaStream_t stream, keyer_error *err)
@@ -202,8 +251,11 @@ keyer_status kr_cuda_pernode_enqueue(const kr_cuda_mem *mem, int f16, float *con
     for (int n = 0; n < g->n_nodes; n++)
         if (!folded[n] && (st = kr_cuda_pernode_launch(g, n, &ops[n], stream, check, err)))
             return st;
-    if (f16)
-        return kr_cuda_pernode_outputs_to_float(mem, io, NULL, stream, err);
+    for (int i = 0; f16 && i < g->n_outputs; i++) /* float outputs not written as float */
+        if (g->tensors[g->outputs[i]].dtype == KR_DTYPE_F32 &&
+            !kr_cuda_pernode_output_bound(mem, io, ops, folded, i) &&
+            (st = kr_cuda_pernode_output_to_float(mem, io, i, stream, check, err)))
+            return st;
     return KEYER_OK;
 }
 

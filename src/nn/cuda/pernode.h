@@ -20,7 +20,8 @@ int kr_cuda_pernode_supports(const kr_graph *g, const kr_node *node);
 /* Queues one inference on @p stream: the graph inputs' conversions to half from their float
  * staging @p io[t] (f16 instances: @p f16), the kernel of every node not marked in @p folded
  * (@p ops as kr_cuda_fuse left them; their stream field is set), the outputs' conversions
- * (float outputs only: an int32 output is written straight to its staging, see backend.c).
+ * (float outputs only: an int32 output is written straight to its staging, see backend.c; and
+ * none for an output a layer writes as float itself, kr_cuda_pernode_bind_outputs).
  * Never allocates or synchronises, except with @p check: then it synchronises after every
  * kernel, so that a failure names its node. Errors: DEVICE (or OUT_OF_MEMORY) naming the node
  * or the conversion. */
@@ -47,6 +48,22 @@ keyer_status kr_cuda_pernode_inputs_to_half(const kr_cuda_mem *mem, float *const
  * never by batch. Returns the number of inputs bound. */
 int kr_cuda_pernode_bind_inputs(const kr_cuda_mem *mem, float *const *io, kr_cuda_op *ops,
                                 const unsigned char *folded);
+
+/* f16 instances on this schedule, after kr_cuda_pernode_bind_inputs: points the layer that
+ * writes a float graph output (its kernel's out is the output's half storage; the output not
+ * viewed, read by no node) at the output's float staging @p io[t] (ops[n].out,
+ * kr_cuda_op.y_f32) where its kernel writes float itself (a gathered fuse layer,
+ * kr_cuda_conv_2d_one_gather_fits: u2netp's d0), so that the output's conversion to float is no
+ * kernel of its own: the layer stores the values the conversion would. A choice by the graph's
+ * shapes and folds, never by batch. Returns the number of outputs bound. */
+int kr_cuda_pernode_bind_outputs(const kr_cuda_mem *mem, float *const *io, kr_cuda_op *ops,
+                                 const unsigned char *folded);
+
+/* Whether graph output @p i of @p mem's graph is written as float by a node of @p ops (not
+ * @p folded) itself (kr_cuda_op.y_f32, kr_cuda_pernode_bind_outputs): then it has no
+ * conversion. */
+int kr_cuda_pernode_output_bound(const kr_cuda_mem *mem, float *const *io, const kr_cuda_op *ops,
+                                 const unsigned char *folded, int i);
 
 /* Queues, on @p stream, the copies of @p mem's float graph outputs to their float staging
  * @p io[t]: graph output i converted from half where @p out_half is NULL or out_half[i] is
