@@ -208,15 +208,16 @@ extern "C" int kr_cuda_conv_2d_one(const kr_cuda_op *op)
  * The gathered fuse layer (kr_cuda_conv_2d_one_gather): a 1x1 CONV_2D of one output channel
  * whose input is a CONCATENATION of n one-channel maps (u2netp's fuse layer: the six side maps,
  * 6 -> 1, with d0's LOGISTIC folded), reading channel c from map c itself, so that the
- * concatenation is never stored. V consecutive pixels per thread (4: one 8-byte load per map
- * and one store, 100 blocks at u2netp's 320 x 320; 1 where a map or the output is not 16-byte
- * aligned or the pixels are not a multiple of 4). Sum: from 0, channel c = 0 .. n - 1 in order, fmaf(x, w_c, acc) in float,
- * then + bias (kr_conv_out): the order of the kernel the unfolded layer gets (conv_gemm's
- * zero-first sum for 2-7 channels, conv_one<1, 1> for 8), so the values are bit for bit those of
- * the concatenation and that kernel. Memory-bound: (n + 1) x 2 bytes a pixel. Where the layer
- * writes a graph output (kr_cuda_op.y_f32: u2netp's d0) it stores float into the output's
- * staging, each value rounded to half first (as stored in half and converted), and the output's
- * conversion is no kernel of its own.
+ * concatenation is never stored. V consecutive pixels per thread: 4 (one 8-byte load per map
+ * and one store; 100 blocks at u2netp's 320 x 320), 1 where a map or the output is not 16-byte
+ * aligned or the pixels are not a multiple of 4. Every map's load is issued before the
+ * multiply-adds. Sum: from 0, channel c = 0 .. n - 1 in order, fmaf(x, w_c, acc) in float, then
+ * + bias (kr_conv_out): the order of the kernel the unfolded layer gets (conv_gemm's zero-first
+ * sum for 2-7 channels, with the zero products of its chunk's padding; conv_one<1, 1> for 8),
+ * so the values are bit for bit those of the concatenation and that kernel. Memory-bound:
+ * (n + 1) x 2 bytes a pixel. Where the layer writes a graph output (kr_cuda_op.y_f32: u2netp's
+ * d0) it stores float into the output's staging, each value rounded to half first (the values
+ * stored in half and converted), and the output's conversion is no kernel of its own.
  */
 struct gcat_args {
     const __half *src[KR_CUDA_GCAT_MAX];
@@ -240,7 +241,7 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int j = 0; j < V; j++)
         acc[j] = 0.0f;
-    /* every map's load issued before the multiply-adds (no branch between them) */
+    /* (no branch between the loads: they are issued together) */
     float x[KR_CUDA_GCAT_MAX][V];
 #pragma unroll
     for (int c = 0; c < KR_CUDA_GCAT_MAX; c++)
@@ -253,6 +254,13 @@ __global__ void __launch_bounds__(256)
             for (int j = 0; j < V; j++)
                 acc[j] = fmaf(x[c][j], a.w[c], acc[j]);
         }
+    /* conv_gemm (n < 8) adds the zero products of its 16-deep chunk's padding, which turn a sum
+     * of -0 into +0 */
+    if (a.n < 8) {
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            acc[j] = fmaf(0.0f, 0.0f, acc[j]);
+    }
     float v[V];
 #pragma unroll
     for (int j = 0; j < V; j++) {
@@ -278,8 +286,10 @@ extern "C" int kr_cuda_conv_2d_one_gather_fits(const kr_cuda_op *op)
         xt->dims[3] != op->gcat.n || wt->dtype != KR_DTYPE_F32 || !wt->data ||
         xt->dims[1] != yt->dims[1] || xt->dims[2] != yt->dims[2])
         return 0;
-    if (p->padding == KR_PADDING_EXPLICIT &&
-        (p->pad_top != 0 || p->pad_left != 0 || p->pad_bottom != 0 || p->pad_right != 0))
+    /* an ONNX layer (explicit padding, as kr_cuda_conv_2d_one_fits): no other kernel before the
+     * GEMM takes it unfolded (a different order of sums) */
+    if (p->padding != KR_PADDING_EXPLICIT || p->pad_top != 0 || p->pad_left != 0 ||
+        p->pad_bottom != 0 || p->pad_right != 0)
         return 0;
     if (p->stride_h != 1 || p->stride_w != 1)
         return 0;

@@ -227,8 +227,8 @@ int kr_cuda_conv_2d_one_fits(const kr_cuda_op *op);
  * the launch's CUDA error, cudaErrorInvalidValue for a batch past 2^31 output pixels. */
 int kr_cuda_conv_2d_one(const kr_cuda_op *op);
 /* Whether CONV_2D node @p op is a gathered fuse layer that kr_cuda_conv_2d_one_gather runs: an
- * f16 instance on compute 8.0+ (the device's or the emulated class's), a 1x1 window of stride 1
- * without padding, one output channel, float weights (and bias) with host data, and a folded
+ * f16 instance on compute 8.0+ (the device's or the emulated class's), an ONNX layer (explicit
+ * padding, all 0) with a 1x1 window of stride 1, one output channel, float weights (and bias) with host data, and a folded
  * concatenation of 2 to KR_CUDA_GCAT_MAX one-channel maps (kr_cuda_op.gcat), no other fold.
  * kr_cuda_conv_2d calls both first; the fusion pass asks before folding (conv_2d_one.cu). */
 int kr_cuda_conv_2d_one_gather_fits(const kr_cuda_op *op);
