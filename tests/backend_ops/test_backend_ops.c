@@ -1416,7 +1416,8 @@ static int gather_folds(const kr_graph *g, int *emulated)
  * align_corners; 1x1; dilated 3x3; 3x3 of 8 channels), their CONCATENATION, a 1x1 6 -> 1
  * convolution and a LOGISTIC (output 0); the half-pixel resized map is read by a LOGISTIC too
  * (output 1), as u2netp's side maps are. With @p cat_out the concatenation is an output too
- * (output 2): then nothing may fold it. */
+ * (output 2): then nothing may fold it; and a RELU reads output 1 (output 3), so that output 1
+ * is stored in half and converted (no node writes it as float itself, kr_cuda_op.y_f32). */
 static kr_graph *gathered_fuse_graph(int h, int w, int cat_out)
 {
     kt_graph b;
@@ -1446,9 +1447,30 @@ static kr_graph *gathered_fuse_graph(int h, int w, int cat_out)
     int d2 = chain_unary(&b, KR_OP_LOGISTIC, s[1], sd[1]);
     kt_graph_output(&b, d0);
     kt_graph_output(&b, d2);
-    if (cat_out)
+    if (cat_out) {
         kt_graph_output(&b, cat);
+        kt_graph_output(&b, chain_unary(&b, KR_OP_RELU, d2, sd[1])); /* d2 read: converted */
+    }
     return kt_graph_build(&b);
+}
+
+/* Runs @p g once on backend entry @p be at @p batch; outputs 0 .. @p n - 1 into new buffers
+ * @p out[i] (free them). 0 with the reason in @p err when the instance cannot be created. */
+static int run_outputs(const backend_entry *be, const kr_graph *g, int batch, float *const *xs,
+                       int n, float **out, keyer_error *err)
+{
+    instance in;
+    if (instance_create(&in, be->ops, g, batch, be->f16, be->schedule, err) != KEYER_OK)
+        return 0;
+    instance_set_inputs(&in, xs);
+    instance_run(&in);
+    for (int i = 0; i < n; i++) {
+        out[i] = malloc(io_bytes(&in, g->outputs[i]));
+        assert_non_null(out[i]);
+        instance_get_output(&in, i, out[i]);
+    }
+    instance_destroy(&in);
+    return 1;
 }
 
 /*
@@ -1457,9 +1479,10 @@ static kr_graph *gathered_fuse_graph(int h, int w, int cat_out)
  * one gathered kernel reading the six maps where they lie (kr_cuda_op.gcat, conv_2d_one.cu), at
  * 37 x 29 (one pixel a thread) and 40 x 32 (4 pixels a thread): on a device with mma.sync the
  * concatenation folded, and not folded where it is an output too; the per-node f16 variant's
- * output bit for bit that of the graph with the concatenation stored (the fold changes no
- * value) at batch 1 and 3, its batch-3 items equal to batch-1 runs bit for bit; every cuda
- * variant against the reference at batch 1 and 3.
+ * outputs bit for bit those of the graph with the concatenation stored and output 1 read by a
+ * RELU (the fold, and the fuse kernel and the LOGISTIC writing their float outputs themselves,
+ * change no value) at batch 1 and 3, its batch-3 items equal to batch-1 runs bit for bit; every
+ * cuda variant against the reference at batch 1 and 3.
  */
 static void test_gathered_fuse(void **state)
 {
@@ -1486,26 +1509,31 @@ static void test_gathered_fuse(void **state)
                 continue;
             for (int batch = 1; batch <= 3; batch += 2) {
                 float **xs = make_inputs(g, batch, 7100u + (uint32_t)batch, -1.0f, 1.0f);
-                float *a = run_once(be->ops, be->f16, be->schedule, g, batch, xs, &err);
-                if (!a && err.status == KEYER_STATUS_DEVICE) {
+                float *a[2] = {NULL, NULL}, *c[2] = {NULL, NULL};
+                if (!run_outputs(be, g, batch, xs, 2, a, &err)) {
+                    if (err.status != KEYER_STATUS_DEVICE)
+                        fail_msg("gathered fuse: %s", err.message);
                     printf("gathered fuse: %s unavailable: %s\n", be->name, err.message);
                     free_inputs(g, xs);
                     continue;
                 }
-                assert_non_null(a);
-                float *c = run_once(be->ops, be->f16, be->schedule, gs, batch, xs, &err);
-                assert_non_null(c);
-                const size_t n = kr_tensor_elements(&g->tensors[g->outputs[0]]) * (size_t)batch;
-                size_t differ = 0;
-                for (size_t k = 0; k < n; k++)
-                    differ += memcmp(&a[k], &c[k], sizeof(float)) != 0;
-                printf("gathered fuse %d x %d: %s batch %d: %zu of %zu values differ from the "
-                       "stored concatenation's%s\n",
-                       sizes[i][0], sizes[i][1], be->name, batch, differ, n,
-                       differ ? "  FAIL" : "");
-                assert_int_equal(differ, 0);
-                free(a);
-                free(c);
+                if (!run_outputs(be, gs, batch, xs, 2, c, &err))
+                    fail_msg("gathered fuse: %s", err.message);
+                /* output 0: the gathered kernel (writing float) against the concatenation and
+                 * the GEMM; output 1: the LOGISTIC writing float against its conversion */
+                for (int o = 0; o < 2; o++) {
+                    const size_t n = kr_tensor_elements(&g->tensors[g->outputs[o]]) * (size_t)batch;
+                    size_t differ = 0;
+                    for (size_t k = 0; k < n; k++)
+                        differ += memcmp(&a[o][k], &c[o][k], sizeof(float)) != 0;
+                    printf("gathered fuse %d x %d: %s batch %d output %d: %zu of %zu values differ "
+                           "from the stored graph's%s\n",
+                           sizes[i][0], sizes[i][1], be->name, batch, o, differ, n,
+                           differ ? "  FAIL" : "");
+                    assert_int_equal(differ, 0);
+                    free(a[o]);
+                    free(c[o]);
+                }
                 free_inputs(g, xs);
             }
         }

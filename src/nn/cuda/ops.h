@@ -143,8 +143,8 @@ typedef struct kr_cuda_op {
     /* 1: out is the float staging of the graph output this CONV_2D writes (an f16 instance's
      * io[t], whose conversion to float the per-node schedule then leaves out:
      * kr_cuda_pernode_bind_outputs); the kernel stores each value rounded to half and widened
-     * to float, the conversion's values. Only kr_cuda_conv_2d_one_gather takes such layers.
-     * 0 otherwise. */
+     * to float, the conversion's values. Only kr_cuda_conv_2d_one_gather and the activation
+     * kernels (activations.cu) take such nodes. 0 otherwise. */
     int y_f32;
     void *stream;                  /* cudaStream_t */
     const kr_gpu_caps *caps;       /* the instance's (kr_cuda_mem.caps); NULL: launch nothing */

@@ -155,8 +155,15 @@ int kr_cuda_pernode_bind_outputs(const kr_cuda_mem *mem, float *const *io, kr_cu
             if (!folded[n] && ops[n].out == kr_cuda_mem_ptr(mem, t))
                 writer = writer < 0 ? n : -2; /* one writer only */
         }
-        if (viewed || read || writer < 0 || g->nodes[writer].op != KR_OP_CONV_2D ||
-            !kr_cuda_conv_2d_one_gather_fits(&ops[writer]) || (uintptr_t)io[t] % 16 != 0)
+        if (viewed || read || writer < 0 || (uintptr_t)io[t] % 16 != 0)
+            continue;
+        /* the kernels that write float themselves: the gathered fuse layer, the activations */
+        const kr_node *wn = &g->nodes[writer];
+        const int gathered = wn->op == KR_OP_CONV_2D && kr_cuda_conv_2d_one_gather_fits(&ops[writer]);
+        const int activation = kr_cuda_post_of(wn->op) != KR_CUDA_POST_NONE &&
+                               ops[writer].post == KR_CUDA_POST_NONE && !ops[writer].residual &&
+                               wn->outputs[0] == t;
+        if (!gathered && !activation)
             continue;
         ops[writer].out = io[t];
         ops[writer].y_f32 = 1;

@@ -53,8 +53,9 @@ int kr_cuda_pernode_bind_inputs(const kr_cuda_mem *mem, float *const *io, kr_cud
  * writes a float graph output (its kernel's out is the output's half storage; the output not
  * viewed, read by no node) at the output's float staging @p io[t] (ops[n].out,
  * kr_cuda_op.y_f32) where its kernel writes float itself (a gathered fuse layer,
- * kr_cuda_conv_2d_one_gather_fits: u2netp's d0), so that the output's conversion to float is no
- * kernel of its own: the layer stores the values the conversion would. A choice by the graph's
+ * kr_cuda_conv_2d_one_gather_fits: u2netp's d0; an activation node, RELU, RELU6, HARD_SWISH or
+ * LOGISTIC: u2netp's d1 .. d6), so that the output's conversion to float is no kernel of its
+ * own: the layer stores the values the conversion would. A choice by the graph's
  * shapes and folds, never by batch. Returns the number of outputs bound. */
 int kr_cuda_pernode_bind_outputs(const kr_cuda_mem *mem, float *const *io, kr_cuda_op *ops,
                                  const unsigned char *folded);
