@@ -456,8 +456,12 @@ static void check_u2netp(const kr_graph *g, int f16, int batch, double wide)
     /* f16: d0 .. d6 written as float by their layers (the fuse kernel, the six sigmoids), so no
      * output has a conversion unit */
     int bound = 0;
-    for (int i = 0; i < g->n_outputs; i++)
-        bound += kr_cuda_pernode_output_bound(&v.mem, v.io, v.ops, v.folded, i);
+    for (int i = 0; i < g->n_outputs; i++) {
+        const int o = kr_cuda_pernode_output_bound(&v.mem, v.io, v.ops, v.folded, i);
+        if (f16 && !o)
+            printf("  output %d (tensor %d) not written as float\n", i, g->outputs[i]);
+        bound += o;
+    }
     assert_int_equal(bound, f16 ? g->n_outputs : 0);
     assert_int_equal(outs, 0);
     assert_true(arena_of(&v) <= serial + serial / 4);

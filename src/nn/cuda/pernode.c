@@ -153,9 +153,13 @@ int kr_cuda_pernode_bind_outputs(const kr_cuda_mem *mem, float *const *io, kr_cu
             for (int j = 0; j < g->nodes[n].n_inputs; j++)
                 read |= g->nodes[n].inputs[j] == t;
             if (!folded[n] && ops[n].out == kr_cuda_mem_ptr(mem, t))
-                writer = writer < 0 ? n : -2; /* one writer only */
+                writer = n; /* the last one (earlier ones: tensors before t on its bytes) */
         }
-        if (viewed || read || writer < 0 || (uintptr_t)io[t] % 16 != 0)
+        int p = tt->producer; /* the kernel doing the producer's work: it, or the one run last
+                               * before it (a folded activation's) */
+        while (p >= 0 && folded[p])
+            p--;
+        if (viewed || read || writer < 0 || writer != p || (uintptr_t)io[t] % 16 != 0)
             continue;
         /* the kernels that write float themselves: the gathered fuse layer, the activations */
         const kr_node *wn = &g->nodes[writer];
