@@ -13,7 +13,9 @@
  *    device: all 33 pools, 50 concatenations and 33 resizes folded (at the end of 4 RSU blocks
  *    only after the residual ADD folded into the convolution is undone: the planner put the
  *    ADD's output on the resize's input), and the folded convolutions' fields name the right
- *    sources, sizes and resize modes and their outputs do not overlap the sources;
+ *    sources, sizes and resize modes and their outputs do not overlap the sources; and the
+ *    6-input fuse concatenation gathered by the 1x1 fuse convolution (kr_cuda_op.gcat: the six
+ *    side maps where they lie, its output clear of them);
  *  - compute 7.5 (no mma.sync) and f32 instances (no half weights): nothing folded;
  *  - selfie's excitation MULs into the pointwise layer after them (kr_cuda_op.scale): 6 of its
  *    10 in f16 on compute 9.0, 8.6 and 7.5 (not the one read by a resize nor the three read by
@@ -202,6 +204,39 @@ static int check_folded_convs(const view *v)
     return convs;
 }
 
+/* The gathered concatenations of @p v (kr_cuda_op.gcat): the 1x1 convolution's sources are its
+ * folded CONCATENATION's one-channel inputs in order, where they lie, its output clear of them.
+ * Returns how many. */
+static int check_gathered(const view *v)
+{
+    const kr_graph *g = v->mem.graph;
+    int convs = 0;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const kr_cuda_op *op = &v->ops[n];
+        if (!op->gcat.n)
+            continue;
+        convs++;
+        const kr_node *conv = &g->nodes[n];
+        assert_int_equal(conv->op, KR_OP_CONV_2D);
+        assert_false(v->folded[n]);
+        const int x = conv->inputs[0];
+        const kr_node *cat = &g->nodes[g->tensors[x].producer];
+        assert_int_equal(cat->op, KR_OP_CONCATENATION);
+        assert_true(v->folded[g->tensors[x].producer]);
+        assert_int_equal(op->gcat.n, cat->n_inputs);
+        const uintptr_t out = (uintptr_t)op->out;
+        const size_t out_bytes = kr_cuda_mem_bytes(&v->mem, conv->outputs[0]);
+        for (int c = 0; c < op->gcat.n; c++) {
+            const int st = kr_tensor_storage(g, cat->inputs[c]);
+            assert_int_equal(g->tensors[cat->inputs[c]].dims[3], 1);
+            assert_ptr_equal(op->gcat.src[c], v->mem.arena + v->offsets[st]);
+            assert_false(ranges_overlap(out, out_bytes, (uintptr_t)op->gcat.src[c],
+                                        kr_cuda_mem_bytes(&v->mem, st)));
+        }
+    }
+    return convs;
+}
+
 static keyer_model *load_u2netp(void)
 {
     char path[1024];
@@ -238,9 +273,10 @@ static void test_u2netp_folds(void **state)
         printf("compute %d: folded %d pools, %d concatenations, %d resizes (%d nodes in all)\n",
                ccs[i], pools, cats, rzs, v.n_folded);
         assert_int_equal(pools, 33);
-        assert_int_equal(cats, 50);
+        assert_int_equal(cats, 51); /* 50 two-way into the tensor-core gathers, the six-way */
         assert_int_equal(rzs, 33);
         assert_int_equal(check_folded_convs(&v), 33 + 50);
+        assert_int_equal(check_gathered(&v), 1); /* the fuse layer's six side maps */
         free_view(&v);
     }
     /* no mma.sync (7.5), or no half weights (f32): nothing for the gathers */
@@ -251,6 +287,7 @@ static void test_u2netp_folds(void **state)
                              folded_of(&v, KR_OP_RESIZE_BILINEAR),
                          0);
         assert_int_equal(check_folded_convs(&v), 0);
+        assert_int_equal(check_gathered(&v), 0);
         free_view(&v);
     }
     /* without slack the planner may put a convolution's output on a source it would read:
