@@ -482,8 +482,16 @@ static void check_u2netp(const kr_graph *g, int f16, int batch, double wide)
             assert_int_equal(s, 0);
         if (kind == 0 && s)
             printf(" %d%s", node, node >= 0 ? kr_op_name(g->nodes[node].op) : "out");
-        else if (kind)
-            printf(" %s", kind == 1 ? "F" : "J");
+        else if (kind) { /* with the run-stream node queued next */
+            int next = -1;
+            for (int j = i + 1; j < kr_cuda_branches_steps(b) && next < 0; j++) {
+                int k2, s2, n2;
+                kr_cuda_branches_step(b, j, &k2, &s2, &n2);
+                if (k2 == 0 && !s2)
+                    next = n2;
+            }
+            printf(" %s(%d)", kind == 1 ? "F" : "J", next);
+        }
     }
     printf("\n");
     kr_cuda_branches_destroy(&b);

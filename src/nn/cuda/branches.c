@@ -393,8 +393,12 @@ static keyer_status schedule(kr_cuda_branches *b, work *w, keyer_error *err)
                 force(&s, i);
                 waits = 1;
             }
-        if (waits)
+        if (waits) {
             join_all(&s, x->node);
+            /* the side units held back so as not to delay this join: forked now, beside u
+             * (u2netp: d1's sigmoid beside the fuse layer, not after it) */
+            flush(&s, u - 1);
+        }
         push_step(&s, STEP_UNIT, 0, u);
         s.main_pos[u] = s.main_count++;
         s.last_main_node = x->node;

@@ -29,8 +29,8 @@
  * its inputs are ready (graph order among those ready), after a fork (event recorded on the run
  * stream after its last producer there, waited on by the side stream), unless it would still
  * be running when the run stream reaches a unit that must wait for earlier side work (then it
- * is queued after that join, so that the join does not wait for it: d1's sigmoid waits until
- * the concatenation of the six maps is queued). A run-stream unit that reads what a side unit
+ * is forked right after that join, beside the unit that needed the join: d1's sigmoid beside
+ * the fuse layer that reads the six maps). A run-stream unit that reads what a side unit
  * wrote (or overwrites what it reads) waits for the side stream (a join: event recorded on the
  * side stream, waited on by the run stream); the last join closes the capture's fork.
  *
