@@ -19,15 +19,12 @@
  *    node fused as on the serial layout (the folds depend on overlaps; other folds would change
  *    f16 sums), and that layout is at most 25% larger than the serial one; there the fuse convolution (the last CONV_2D) stays on the run
  *    stream and side2..side6 (the five other 64 -> 1 convolutions) go to the second;
- *  - with wide run-stream units (KR_CUDA_BRANCHES_WIDE_ENV: 512 KiB per item, and the default),
- *    no fork comes right before one (u2netp f16 at batch 1 and 32);
  *  - u2netp f16: the concatenation of the six side maps folded into the fuse convolution
  *    (kr_cuda_op.gcat), which reads the maps where they lie and writes d0 as float itself
  *    (kr_cuda_op.y_f32);
  *  - selfie, selfie-landscape, face-short and face-full (f16 and f32, batch 32, where the
  *    per-node schedule runs them): whatever goes to the second stream keeps the order checks.
  */
-#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -380,43 +377,9 @@ static keyer_model *load(const char *name)
     return m;
 }
 
-/* With wide units (KR_CUDA_BRANCHES_WIDE_ENV = @p wide bytes per item, 0: none): no fork of
- * @p b on @p v comes right before a run-stream unit writing wide x batch bytes or more, unless
- * a join comes first (the side work that unit needs, queued at its join). Returns the forks. */
-static int check_forks(const view *v, const kr_cuda_branches *b, double wide)
-{
-    const int n_steps = kr_cuda_branches_steps(b);
-    int forks = 0;
-    for (int i = 0; i < n_steps; i++) {
-        int kind, s, node;
-        kr_cuda_branches_step(b, i, &kind, &s, &node);
-        if (kind != 1)
-            continue;
-        forks++;
-        for (int j = i + 1; wide > 0 && j < n_steps; j++) {
-            kr_cuda_branches_step(b, j, &kind, &s, &node);
-            if (kind == 2)
-                break;
-            if (kind != 0 || s)
-                continue;
-            access a;
-            access_of(v, node, &a);
-            if ((double)(a.wr.hi - a.wr.lo) >= wide * v->mem.batch)
-                fail_msg("%s: a fork right before node %d, which writes %.0f bytes (wide: %.0f "
-                         "per item)",
-                         v->mem.graph->name, node, (double)(a.wr.hi - a.wr.lo), wide);
-            break;
-        }
-    }
-    return forks;
-}
-
-static void check_u2netp(const kr_graph *g, int f16, int batch, double wide)
+static void check_u2netp(const kr_graph *g, int f16, int batch)
 {
     keyer_error err = {0};
-    char wide_s[32];
-    snprintf(wide_s, sizeof(wide_s), "%.0f", wide);
-    setenv(KR_CUDA_BRANCHES_WIDE_ENV, wide_s, 1);
     view v;
     make_view(&v, g, f16, batch, NULL, NULL, NULL);
     kr_cuda_branches *b = NULL;
@@ -447,11 +410,9 @@ static void check_u2netp(const kr_graph *g, int f16, int batch, double wide)
                      KEYER_OK);
     assert_non_null(b);
     side = check_order(&v, b, &convs, &outs);
-    const int forks = check_forks(&v, b, wide);
-    printf("u2netp %s batch %d, wide %.0f bytes: %d side units (%d convolutions, %d "
-           "conversions), %d forks, arena %.1f MB (%.1f MB serial)\n",
-           f16 ? "f16" : "f32", batch, wide, side, convs, outs, forks, arena_of(&v) / 1e6,
-           serial / 1e6);
+    printf("u2netp %s batch %d: %d side units (%d convolutions, %d conversions), arena %.1f MB "
+           "(%.1f MB serial)\n",
+           f16 ? "f16" : "f32", batch, side, convs, outs, arena_of(&v) / 1e6, serial / 1e6);
     assert_true(convs >= 5);
     /* f16: d0 .. d6 written as float by their layers (the fuse kernel, the six sigmoids), so no
      * output has a conversion unit */
@@ -498,7 +459,6 @@ static void check_u2netp(const kr_graph *g, int f16, int batch, double wide)
     free(from);
     free(to);
     free_view(&v);
-    unsetenv(KR_CUDA_BRANCHES_WIDE_ENV);
 }
 
 static void test_u2netp_branches(void **state)
@@ -508,12 +468,9 @@ static void test_u2netp_branches(void **state)
     if (!m)
         skip();
     const kr_graph *g = kr_model_graph(m);
-    check_u2netp(g, 1, 1, 0);
-    check_u2netp(g, 1, 32, 0);
-    check_u2netp(g, 0, 1, 0);
-    check_u2netp(g, 1, 1, 512 * 1024);
-    check_u2netp(g, 1, 32, 512 * 1024);
-    check_u2netp(g, 1, 1, KR_CUDA_BRANCHES_WIDE);
+    check_u2netp(g, 1, 1);
+    check_u2netp(g, 1, 32);
+    check_u2netp(g, 0, 1);
     keyer_model_destroy(&m);
 }
 

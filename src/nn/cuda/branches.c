@@ -36,7 +36,6 @@ typedef struct step {
 
 struct kr_cuda_branches {
     const kr_graph *graph;
-    double wide; /* bytes: a run-stream unit writing this much is not joined by a fork */
     int n_units, n_steps, n_side, n_forks, n_joins;
     unit *units;
     step *steps;
@@ -48,15 +47,6 @@ int kr_cuda_branches_enabled(void)
 {
     const char *v = getenv(KR_CUDA_BRANCHES_ENV);
     return !(v && strcmp(v, "0") == 0);
-}
-
-/* KR_CUDA_BRANCHES_WIDE_ENV's bytes at batch 1, or KR_CUDA_BRANCHES_WIDE. */
-static double wide_bytes(void)
-{
-    const char *v = getenv(KR_CUDA_BRANCHES_WIDE_ENV);
-    char *end = NULL;
-    double b = v && *v ? strtod(v, &end) : -1.0;
-    return end && !*end && b >= 0 ? b : (double)KR_CUDA_BRANCHES_WIDE;
 }
 
 typedef struct layout {
@@ -321,28 +311,11 @@ static int next_join(const sim *s, int u)
     return w->n;
 }
 
-/* Whether the next run-stream unit after @p u is wide (kr_cuda_branches.wide): a layer whose
- * grid fills the device, which a side kernel forked now would take multiprocessors from. */
-static int next_wide(const sim *s, int u)
-{
-    const unit *units = s->b->units;
-    if (s->b->wide <= 0)
-        return 0;
-    for (int j = u + 1; j < s->w->n; j++)
-        if (!units[j].side)
-            return range_bytes(units[j].wr) >= s->b->wide;
-    return 0;
-}
-
-/* After run-stream unit @p u: queues the ready side units that need no deferring (none while
- * the next run-stream unit is wide: they wait for a narrower one, or for the join that needs
- * them). */
+/* After run-stream unit @p u: queues the ready side units that need no deferring. */
 static void flush(sim *s, int u)
 {
     work *w = s->w;
     const unit *units = s->b->units;
-    if (next_wide(s, u))
-        return;
     int J = next_join(s, u);
     double before = 0; /* run-stream work before that join */
     for (int j = u + 1; j < J; j++)
@@ -488,7 +461,6 @@ static keyer_status plan(const kr_cuda_mem *mem, size_t arena_bytes, float *cons
     if (!b || !(b->units = calloc((size_t)cap, sizeof(unit))) || !l.mark || !l.nodes)
         goto oom;
     b->graph = g;
-    b->wide = wide_bytes() * mem->batch; /* per item: the same units at every batch */
     /* the units in serial order: every fused node, each output's conversion after the last
      * node writing it */
     unit *nodes = malloc((size_t)(g->n_nodes + 1) * sizeof(unit));

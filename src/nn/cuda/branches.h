@@ -44,16 +44,6 @@
  * layout with every dependency, only when every node is fused as on the serial layout (the
  * fusion pass's folds depend on overlaps, and a fold can change f16 sums).
  *
- * A side unit is not forked right before a wide run-stream unit, one that writes at least
- * KR_CUDA_BRANCHES_WIDE bytes per batch item (KR_CUDA_BRANCHES_WIDE_ENV overrides it; 0: no
- * unit is wide; the same units at every batch):
- * such a layer fills the device in about one wave of blocks, and a side kernel beside it takes
- * multiprocessors that push part of its blocks into a second wave (u2netp f16 batch 1: its
- * 320 x 320 64 -> 16 layer added 49 us to the run beside side2's convolution, 20 us alone). The
- * side unit waits for a narrower run-stream unit (inside u2netp's blocks, the levels below) or
- * for the join that needs it. A choice of order only: the dependencies, and so the values, are
- * the same.
- *
  * KR_CUDA_BRANCHES_ENV=0 turns the branches off (the serial order of kr_cuda_pernode_enqueue);
  * the GPU tests compare both byte for byte.
  */
@@ -65,10 +55,6 @@
 
 /* "0": no second stream (the per-node schedule queues every node in graph order). */
 #define KR_CUDA_BRANCHES_ENV "KEYER_CUDA_BRANCHES"
-/* Bytes written by a wide run-stream unit (see the file comment): the default, and the
- * environment variable that overrides it (a number of bytes; 0 turns the rule off). */
-#define KR_CUDA_BRANCHES_WIDE 0
-#define KR_CUDA_BRANCHES_WIDE_ENV "KEYER_CUDA_BRANCHES_WIDE"
 
 typedef struct kr_cuda_branches kr_cuda_branches;
 
