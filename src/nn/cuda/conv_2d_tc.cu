@@ -950,18 +950,20 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
                     break;
                 }
             }
-        /* 16-row tiles (8 warps) that take more than one round: the 4-warp 8-row tiles where
-         * the device holds as many rows of them at once and they cut the most rows one
-         * multiprocessor runs (its blocks, the grid spread evenly, times their rows) by at
-         * least an eighth. At batch 1 u2netp's 64-output layers at 320 x 320 gave 400 16-row
-         * blocks against 264 places (2 per multiprocessor by registers): 4 multiprocessors ran
-         * 4 blocks, 64 rows, while the mean is 48.5; 800 8-row blocks at 4 places each (with
-         * the weights' 32-byte rows, TP_WLDS) put at most 7, 56 rows, on one. */
-        if (th == 16 && here && batch * ((s.oh + 15) / 16) * tx * ntiles > here) {
+        /* 16-row tiles (8 warps): the 4-warp 8-row tiles instead where the device holds as many
+         * rows of the grid at once (the blocks resident in one round, times their rows) and
+         * they cut the most rows one multiprocessor runs (its blocks, the grid spread evenly,
+         * times their rows) by at least an eighth. At batch 1 u2netp's 64-output layers at
+         * 320 x 320 gave 400 16-row blocks against 264 places (2 per multiprocessor by
+         * registers): 4 multiprocessors ran 4 blocks, 64 rows, while the mean is 48.5; 800
+         * 8-row blocks at 4 places each (with the weights' 32-byte rows, TP_WLDS) put at most
+         * 7, 56 rows, on one, 528 x 8 rows at once as 264 x 16 before. */
+        if (th == 16 && here) {
             const size_t p8 = slots(8);
             const size_t b16 = batch * ((s.oh + 15) / 16) * tx * ntiles;
             const size_t b8 = batch * ((s.oh + 7) / 8) * tx * ntiles;
-            if (p8 * 8 >= here * 16 && ((b8 + sms - 1) / sms) * 8 * 8 <= ((b16 + sms - 1) / sms) * 16 * 7)
+            if ((b8 < p8 ? b8 : p8) * 8 >= (b16 < here ? b16 : here) * 16 &&
+                ((b8 + sms - 1) / sms) * 8 * 8 <= ((b16 + sms - 1) / sms) * 16 * 7)
                 th = 8;
         }
         /* narrower output tiles on a small grid: where the layer's tiles (of the height chosen
