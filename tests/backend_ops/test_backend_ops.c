@@ -1602,14 +1602,15 @@ static void test_onnx_large_convs(void **state)
 }
 
 /*
- * u2netp's 320 x 320 level: its 64-output layers' 16-row tiles of the f16 patch kernel are 400
- * blocks at batch 1, more than the 264 places of a 132-multiprocessor GPU (two 8-warp blocks
- * each), so they run as 800 8-row tiles of 4 warps (conv_2d_tc.cu); at batch 3 as 1200 16-row
- * tiles. An 8 -> 64 + RELU on the input (no gather), and a 16 -> 64 + RELU reading a folded
- * half-pixel resize of the input's ceil-mode pool (160 x 160 -> 320 x 320) and its
- * concatenation with the input, with the residual ADD of the first. The f16 variant's batch-3
- * items equal batch-1 runs bit for bit; every variant against the reference at batch 1 and 3.
- * Run only where a CUDA device is present (the reference takes seconds at this size).
+ * u2netp's 320 x 320 level: its layers' 16-row tiles of the f16 patch kernel are 400 blocks at
+ * batch 1, which a 132-multiprocessor GPU runs as 800 8-row tiles of 4 warps (conv_2d_tc.cu:
+ * 64 outputs, 264 places for the 16-row tiles, 528 for the 8-row ones; 16 outputs, 528 and
+ * 924); at batch 3 as 1200 16-row tiles. An 8 -> 64 + RELU on the input (no gather), a
+ * 64 -> 16 + RELU, and a 24 -> 64 + RELU reading a folded half-pixel resize of the input's
+ * ceil-mode pool (160 x 160 -> 320 x 320) and its concatenation with the 64 -> 16's output,
+ * with the residual ADD of the first. The f16 variant's batch-3 items equal batch-1 runs bit
+ * for bit; every variant against the reference at batch 1 and 3. Run only where a CUDA device
+ * is present (the reference takes seconds at this size).
  */
 static void test_onnx_320_tiles(void **state)
 {
@@ -1625,15 +1626,17 @@ static void test_onnx_320_tiles(void **state)
     kt_graph b;
     kt_graph_begin(&b, "onnx 320 by batch", 16, 8, 1 << 20);
     kt_rng rng = kt_rng_seed(3434);
-    int vd[4] = {1, 320, 320, 8}, vad[4], vpd[4], vrd[4], vkd[4], vod[4];
+    int vd[4] = {1, 320, 320, 8}, vad[4], vhd[4], vpd[4], vrd[4], vkd[4], vod[4];
     int vv = kt_graph_act(&b, 4, vd);
     kt_graph_input(&b, vv);
     int va = chain_conv_onnx(&b, &rng, vv, vd, 64, 3, 1, 1, 1, vad);  /* 8 -> 64 */
     va = chain_unary(&b, KR_OP_RELU, va, vad);
+    int vh = chain_conv_onnx(&b, &rng, va, vad, 16, 3, 1, 1, 1, vhd); /* 64 -> 16 */
+    vh = chain_unary(&b, KR_OP_RELU, vh, vhd);
     int vp = chain_pool_ceil(&b, vv, vd, vpd);                        /* 160 x 160 */
     int vr = chain_resize(&b, vp, vpd, 320, 320, 0, 1, vrd);          /* half-pixel */
-    int vk = chain_cat(&b, vr, vrd, vv, vd, vkd);                     /* 8 + 8 */
-    int vo = chain_conv_onnx(&b, &rng, vk, vkd, 64, 3, 1, 1, 1, vod); /* 16 -> 64 */
+    int vk = chain_cat(&b, vr, vrd, vh, vhd, vkd);                    /* 8 + 16 */
+    int vo = chain_conv_onnx(&b, &rng, vk, vkd, 64, 3, 1, 1, 1, vod); /* 24 -> 64 */
     vo = chain_unary(&b, KR_OP_RELU, vo, vod);
     vo = chain_binary(&b, KR_OP_ADD, vo, va, vod);
     kt_graph_output(&b, vo);

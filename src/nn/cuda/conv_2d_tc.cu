@@ -481,15 +481,19 @@ __host__ __device__ constexpr int tp_wswz(int r, int h)
  * from the pool's (164 without the bound, which left one 8-warp block per multiprocessor);
  * the 8-warp 16-output instance without a gather at most 64 (four blocks): with 80 (ptxas's
  * choice under the 128 bound) three fit, 396 places on 132 multiprocessors for the 400 blocks
- * of u2netp's two 64 -> 16 layers at 320 x 320 at batch 1, so 4 blocks ran in a second round. A
- * bound changes the registers, not one operation of the kernel. */
-__host__ __device__ constexpr int tp_min_blocks(int warps, int bn, int gk)
+ * of u2netp's two 64 -> 16 layers at 320 x 320 at batch 1, so 4 blocks ran in a second round;
+ * the 4-warp 8-row 16-output instance without a gather at most 72 (seven blocks; 82 under the
+ * 128 bound, five), so that those layers' 800 8-row blocks fit one round (924 places) and
+ * kr_cuda_conv_2d_tc's 8-row rule takes them (at most 7 blocks, 56 rows, on a multiprocessor
+ * instead of 4 16-row blocks, 64). A bound changes the registers, not one operation of the
+ * kernel. */
+__host__ __device__ constexpr int tp_min_blocks(int th, int warps, int bn, int gk)
 {
-    return warps == 8 ? (bn == 16 && gk == 0 ? 4 : 2) : 4;
+    return warps == 8 ? (bn == 16 && gk == 0 ? 4 : 2) : th == 8 && bn == 16 && gk == 0 ? 7 : 4;
 }
 
 template <int TH, int BN, int WM, int WN, int GK>
-__global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
+__global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(TH, WM * WN, BN, GK))
     conv_tcp(const __half *__restrict__ x, const __half *__restrict__ x1,
              const __half *__restrict__ w, const float *__restrict__ bias, __half *__restrict__ y,
              tc_shape s, kr_epilogue e)
@@ -957,7 +961,9 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
          * 320 x 320 gave 400 16-row blocks against 264 places (2 per multiprocessor by
          * registers): 4 multiprocessors ran 4 blocks, 64 rows, while the mean is 48.5; 800
          * 8-row blocks at 4 places each (with the weights' 32-byte rows, TP_WLDS) put at most
-         * 7, 56 rows, on one, 528 x 8 rows at once as 264 x 16 before. */
+         * 7, 56 rows, on one, 528 x 8 rows at once as 264 x 16 before; its 64 -> 16 layers
+         * 400 16-row blocks at 528 places (4 on four multiprocessors), now 800 at 924 (the
+         * 72-register bound of conv_tcp<8, 16, 4, 1, 0>, tp_min_blocks). */
         if (th == 16 && here) {
             const size_t p8 = slots(8);
             const size_t b16 = batch * ((s.oh + 15) / 16) * tx * ntiles;
