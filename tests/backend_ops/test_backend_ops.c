@@ -27,10 +27,9 @@
  *    zero-padded input; gather instead of scatter; double-precision resize coordinates).
  *
  *  test_u2net_block, test_onnx_stems, test_onnx_one_output, test_gather_folds,
- *    test_onnx_large_convs and test_onnx_320_tiles (where a CUDA device is present),
- *    test_onnx_small_grids (u2netp's deep levels, where the f16 patch kernel narrows its tiles)
- *    and the *_chains tests: small graphs (test_onnx_large_convs and test_onnx_320_tiles:
- *    u2netp's scale) in the shapes the cuda backend fuses or
+ *    test_onnx_large_convs (where a CUDA device is present), test_onnx_small_grids (u2netp's
+ *    deep levels, where the f16 patch kernel narrows its tiles) and the *_chains tests: small
+ *    graphs (test_onnx_large_convs: u2netp's scale) in the shapes the cuda backend fuses or
  *    has kernels of their own for
  *    (see each test's comment), every cuda variant against the reference;
  *    test_gather_folds also checks that the per-node f16 schedule folds its resizes and
@@ -1602,56 +1601,6 @@ static void test_onnx_large_convs(void **state)
 }
 
 /*
- * u2netp's 320 x 320 level: its layers' 16-row tiles of the f16 patch kernel are 400 blocks at
- * batch 1, which a 132-multiprocessor GPU runs as 800 8-row tiles of 4 warps (conv_2d_tc.cu:
- * 64 outputs, 264 places for the 16-row tiles, 528 for the 8-row ones; 16 outputs, 528 and
- * 924); at batch 3 as 1200 16-row tiles. An 8 -> 64 + RELU on the input (no gather), a
- * 64 -> 16 + RELU, and a 24 -> 64 + RELU reading a folded half-pixel resize of the input's
- * ceil-mode pool (160 x 160 -> 320 x 320) and its concatenation with the 64 -> 16's output,
- * with the residual ADD of the first. The f16 variant's batch-3 items equal batch-1 runs bit
- * for bit; every variant against the reference at batch 1 and 3. Run only where a CUDA device
- * is present (the reference takes seconds at this size).
- */
-static void test_onnx_320_tiles(void **state)
-{
-    (void)state;
-#ifdef KEYER_HAVE_CUDA_NN
-    keyer_error cerr = {0};
-    kr_gpu_caps caps;
-    const kr_device_fns *dev = kr_device_cuda();
-    if (!dev || dev->caps(0, 1, &caps, &cerr) != KEYER_OK) {
-        printf("onnx 320 tiles: skipped (no CUDA device)\n");
-        return;
-    }
-    kt_graph b;
-    kt_graph_begin(&b, "onnx 320 by batch", 16, 8, 1 << 20);
-    kt_rng rng = kt_rng_seed(3434);
-    int vd[4] = {1, 320, 320, 8}, vad[4], vhd[4], vpd[4], vrd[4], vkd[4], vod[4];
-    int vv = kt_graph_act(&b, 4, vd);
-    kt_graph_input(&b, vv);
-    int va = chain_conv_onnx(&b, &rng, vv, vd, 64, 3, 1, 1, 1, vad);  /* 8 -> 64 */
-    va = chain_unary(&b, KR_OP_RELU, va, vad);
-    int vh = chain_conv_onnx(&b, &rng, va, vad, 16, 3, 1, 1, 1, vhd); /* 64 -> 16 */
-    vh = chain_unary(&b, KR_OP_RELU, vh, vhd);
-    int vp = chain_pool_ceil(&b, vv, vd, vpd);                        /* 160 x 160 */
-    int vr = chain_resize(&b, vp, vpd, 320, 320, 0, 1, vrd);          /* half-pixel */
-    int vk = chain_cat(&b, vr, vrd, vh, vhd, vkd);                    /* 8 + 16 */
-    int vo = chain_conv_onnx(&b, &rng, vk, vkd, 64, 3, 1, 1, 1, vod); /* 24 -> 64 */
-    vo = chain_unary(&b, KR_OP_RELU, vo, vod);
-    vo = chain_binary(&b, KR_OP_ADD, vo, va, vod);
-    kt_graph_output(&b, vo);
-    kr_graph *gr = NULL;
-    keyer_error gerr = {0};
-    if (kt_graph_finish(&b, &gr, &gerr) != KEYER_OK)
-        fail_msg("onnx 320 by batch: %s", gerr.message);
-    check_items_equal_batch1(gr, "onnx 320 by batch", 6565u);
-    check_graph(gr, "onnx 320 by batch", 1);
-#else
-    printf("onnx 320 tiles: skipped (built without the CUDA backend)\n");
-#endif
-}
-
-/*
  * u2netp's deep levels on small grids (an RSU block at 21 x 19 and 11 x 10): at batch 1 and 3
  * the cuda backend's f16 patch kernel has fewer tiles than a 132-multiprocessor GPU has
  * multiprocessors there, and runs the layers of more than 16 outputs on narrower tiles of 16
@@ -2860,7 +2809,6 @@ int main(void)
         cmocka_unit_test(test_onnx_one_output),
         cmocka_unit_test(test_gather_folds),
         cmocka_unit_test(test_onnx_large_convs),
-        cmocka_unit_test(test_onnx_320_tiles),
         cmocka_unit_test(test_onnx_small_grids),
     };
     /* KEYER_BACKEND_OPS_TESTS (or KEYER_TEST_FILTER)=pattern runs only the matching tests and

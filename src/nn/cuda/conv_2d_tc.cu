@@ -450,8 +450,8 @@ __global__ void __launch_bounds__(TC_THREADS)
 /* Halves per shared weight row: 32 bytes, no padding; a row's two 16-byte halves are swapped in
  * rows 4-7 of every 8 (tp_wswz), so that ldmatrix's 8 consecutive rows and a quarter warp's
  * cp.async of 4 rows x 2 halves each cover the 32 banks once. The weights of a stage are
- * taps x BN rows (BN a multiple of 8): 48-byte rows made them two thirds of conv_tcp's shared
- * memory, which held the 4-warp 8-row 64-output tiles to three blocks per multiprocessor */
+ * taps x BN rows (BN a multiple of 8): in 48-byte rows they were two thirds of conv_tcp's
+ * shared memory (the 16-row 64-output tiles: 86 KB a block, now 68) */
 #define TP_WLDS 16
 #define TP_TW 16  /* tile width in output pixels: a 16-row fragment is one tile row */
 #define TP_PREFETCH 16384 /* bytes of weights per L2 bulk prefetch (sm_90) */
@@ -481,19 +481,15 @@ __host__ __device__ constexpr int tp_wswz(int r, int h)
  * from the pool's (164 without the bound, which left one 8-warp block per multiprocessor);
  * the 8-warp 16-output instance without a gather at most 64 (four blocks): with 80 (ptxas's
  * choice under the 128 bound) three fit, 396 places on 132 multiprocessors for the 400 blocks
- * of u2netp's two 64 -> 16 layers at 320 x 320 at batch 1, so 4 blocks ran in a second round;
- * the 4-warp 8-row 16-output instance without a gather at most 72 (seven blocks; 82 under the
- * 128 bound, five), so that those layers' 800 8-row blocks fit one round (924 places) and
- * kr_cuda_conv_2d_tc's 8-row rule takes them (at most 7 blocks, 56 rows, on a multiprocessor
- * instead of 4 16-row blocks, 64). A bound changes the registers, not one operation of the
- * kernel. */
-__host__ __device__ constexpr int tp_min_blocks(int th, int warps, int bn, int gk)
+ * of u2netp's two 64 -> 16 layers at 320 x 320 at batch 1, so 4 blocks ran in a second round. A
+ * bound changes the registers, not one operation of the kernel. */
+__host__ __device__ constexpr int tp_min_blocks(int warps, int bn, int gk)
 {
-    return warps == 8 ? (bn == 16 && gk == 0 ? 4 : 2) : th == 8 && bn == 16 && gk == 0 ? 7 : 4;
+    return warps == 8 ? (bn == 16 && gk == 0 ? 4 : 2) : 4;
 }
 
 template <int TH, int BN, int WM, int WN, int GK>
-__global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(TH, WM * WN, BN, GK))
+__global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
     conv_tcp(const __half *__restrict__ x, const __half *__restrict__ x1,
              const __half *__restrict__ w, const float *__restrict__ bias, __half *__restrict__ y,
              tc_shape s, kr_epilogue e)
@@ -954,24 +950,6 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
                     break;
                 }
             }
-        /* 16-row tiles (8 warps): the 4-warp 8-row tiles instead where the device holds as many
-         * rows of the grid at once (the blocks resident in one round, times their rows) and
-         * they cut the most rows one multiprocessor runs (its blocks, the grid spread evenly,
-         * times their rows) by at least an eighth. At batch 1 u2netp's 64-output layers at
-         * 320 x 320 gave 400 16-row blocks against 264 places (2 per multiprocessor by
-         * registers): 4 multiprocessors ran 4 blocks, 64 rows, while the mean is 48.5; 800
-         * 8-row blocks at 4 places each (with the weights' 32-byte rows, TP_WLDS) put at most
-         * 7, 56 rows, on one, 528 x 8 rows at once as 264 x 16 before; its 64 -> 16 layers
-         * 400 16-row blocks at 528 places (4 on four multiprocessors), now 800 at 924 (the
-         * 72-register bound of conv_tcp<8, 16, 4, 1, 0>, tp_min_blocks). */
-        if (th == 16 && here) {
-            const size_t p8 = slots(8);
-            const size_t b16 = batch * ((s.oh + 15) / 16) * tx * ntiles;
-            const size_t b8 = batch * ((s.oh + 7) / 8) * tx * ntiles;
-            if ((b8 < p8 ? b8 : p8) * 8 >= (b16 < here ? b16 : here) * 16 &&
-                ((b8 + sms - 1) / sms) * 8 * 8 <= ((b16 + sms - 1) / sms) * 16 * 7)
-                th = 8;
-        }
         /* narrower output tiles on a small grid: where the layer's tiles (of the height chosen
          * above) give fewer than two blocks per multiprocessor, the narrowest of 16 and 32
          * output channels whose grid the device still holds in one round. u2netp's deep
