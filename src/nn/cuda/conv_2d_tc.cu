@@ -929,7 +929,8 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
                      : 8;
         /* where those tiles take more than one round of the blocks the device holds at once
          * and 8 (else 16) rows take one, the latter: at batch 1 u2netp's 160 x 160 layers of 64
-         * outputs gave 400 4-row blocks against 396 places (4 blocks in a second round), its
+         * outputs gave 400 4-row blocks against 396 places (4 blocks in a second round; since
+         * the weights' 32-byte rows, TP_WLDS, 528 places, so they keep the 4-row tiles), its
          * 320 x 320 layers of 16 outputs 400 16-row blocks against 264 */
         /* GK: the instance with the folded pool's gathered loads (1), the folded resize's (2),
          * or none (0): each instance holds only its own gather's code (the code of the chunk
@@ -958,7 +959,8 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
          * multiprocessors with the rest idle; at 16 columns the same chain of chunks is a
          * quarter of the work per block on four times the blocks. Its 160 x 160 layers of 64
          * outputs (200 8-row blocks, 3 places per multiprocessor by shared memory: 1.5 blocks
-         * each) run 400 blocks of 32 outputs (4 places each). Each output's sum is the same at
+         * each) ran 400 blocks of 32 outputs (4 places each) until the weights' 32-byte rows
+         * gave their 4-row tiles one round. Each output's sum is the same at
          * every tile width (an output column's mma.sync accumulation does not involve the
          * others; the chunks and taps in the same order), so this choice by the grid (and so by
          * the batch too) changes no result. */
