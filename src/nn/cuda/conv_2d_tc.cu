@@ -446,7 +446,13 @@ __global__ void __launch_bounds__(TC_THREADS)
  * blocks per multiprocessor) are chosen by the grid, and change no output's sum.
  */
 #define TP_CK 16  /* input channels per stage */
-#define TP_LDS 24 /* halves per shared row: 48 bytes (8 consecutive rows: no bank conflict) */
+#define TP_LDS 24 /* halves per shared patch row: 48 bytes (8 consecutive rows: no bank conflict) */
+/* Halves per shared weight row: 32 bytes, no padding; a row's two 16-byte halves are swapped in
+ * rows 4-7 of every 8 (tp_wswz), so that ldmatrix's 8 consecutive rows and a quarter warp's
+ * cp.async of 4 rows x 2 halves each cover the 32 banks once. The weights of a stage are
+ * taps x BN rows (BN a multiple of 8): in 48-byte rows they were two thirds of conv_tcp's
+ * shared memory (the 16-row 64-output tiles: 86 KB a block, now 68) */
+#define TP_WLDS 16
 #define TP_TW 16  /* tile width in output pixels: a 16-row fragment is one tile row */
 #define TP_PREFETCH 16384 /* bytes of weights per L2 bulk prefetch (sm_90) */
 /* Chunks in flight on a grid of at most one block per multiprocessor (u2netp's deep layers: 3
@@ -458,8 +464,15 @@ __global__ void __launch_bounds__(TC_THREADS)
 /* Shared memory of conv_tcp: s.stages buffers of the patch and BN x taps weight rows. */
 static size_t tp_smem_bytes(const tc_shape &s, int bn)
 {
-    return (size_t)s.stages * ((size_t)s.ph * s.pw + (size_t)s.kh * s.kw * bn) * TP_LDS *
-           sizeof(__half);
+    return (size_t)s.stages *
+           ((size_t)s.ph * s.pw * TP_LDS + (size_t)s.kh * s.kw * bn * TP_WLDS) * sizeof(__half);
+}
+
+/* The offset in halves of half @p h (0 or 1: channels [8 h, 8 h + 8) of the chunk) of weight
+ * row @p r in a stage's weights (TP_WLDS): the halves swapped where bit 2 of the row is set. */
+__host__ __device__ constexpr int tp_wswz(int r, int h)
+{
+    return r * TP_WLDS + ((h ^ ((r >> 2) & 1)) << 3);
 }
 
 /* Blocks per multiprocessor that conv_tcp<TH, BN, WM, WN, GK>'s registers must allow (its
@@ -489,7 +502,7 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / WN, wn = warp % WN;
     const int taps = s.kh * s.kw, patch = s.ph * s.pw;
-    const int stage = (patch + taps * BN) * TP_LDS; /* halves */
+    const int stage = patch * TP_LDS + taps * BN * TP_WLDS; /* halves */
 
     int t = blockIdx.x;
     const int tx = t % s.tiles_x;
@@ -550,7 +563,7 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
             const int c = q * TP_CK + hc * 8;
             const bool ok = n0 + n < s.oc && c < s.ic;
             const __half *g = ok ? w + (size_t)(n0 + n) * s.K + (size_t)tap * s.ic + c : w;
-            tc_cp16<false>(kr_smem_addr(W + (tap * BN + n) * TP_LDS + hc * 8), g, ok);
+            tc_cp16<false>(kr_smem_addr(W + tp_wswz(tap * BN + n, hc)), g, ok);
         }
     };
 
@@ -561,7 +574,10 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
     for (int i = 0; i < MI; i++)
         arow[i] = ((wm * tl::TM + i * 16) / TP_TW) * s.sh * s.pw + (lane & 15) * s.sw;
     const int acol = (lane >> 4) * 8;
-    const int brow = wn * tl::TN + (lane >> 4) * 8 + (lane & 7), bcol = ((lane >> 3) & 1) * 8;
+    /* the B rows' offset (tp_wswz; tap * BN + j * 8 is a multiple of 8, so bit 2 of the row is
+     * bit 2 of brow) */
+    const int brow = wn * tl::TN + (lane >> 4) * 8 + (lane & 7);
+    const int boff = tp_wswz(brow, (lane >> 3) & 1);
 
     float acc[MI][NI][4];
 #pragma unroll
@@ -637,7 +653,7 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
 #pragma unroll
             for (int j = 0; j < NI; j += 2) {
                 unsigned r[4];
-                kr_ldsm_x4(r, kr_smem_addr(W + (tap * BN + brow + j * 8) * TP_LDS + bcol));
+                kr_ldsm_x4(r, kr_smem_addr(W + (tap * BN + j * 8) * TP_WLDS + boff));
                 bf[j][0] = r[0], bf[j][1] = r[1], bf[j + 1][0] = r[2], bf[j + 1][1] = r[3];
             }
 #pragma unroll
@@ -913,7 +929,8 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
                      : 8;
         /* where those tiles take more than one round of the blocks the device holds at once
          * and 8 (else 16) rows take one, the latter: at batch 1 u2netp's 160 x 160 layers of 64
-         * outputs gave 400 4-row blocks against 396 places (4 blocks in a second round), its
+         * outputs gave 400 4-row blocks against 396 places (4 blocks in a second round; since
+         * the weights' 32-byte rows, TP_WLDS, 528 places, so they keep the 4-row tiles), its
          * 320 x 320 layers of 16 outputs 400 16-row blocks against 264 */
         /* GK: the instance with the folded pool's gathered loads (1), the folded resize's (2),
          * or none (0): each instance holds only its own gather's code (the code of the chunk
@@ -942,7 +959,8 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
          * multiprocessors with the rest idle; at 16 columns the same chain of chunks is a
          * quarter of the work per block on four times the blocks. Its 160 x 160 layers of 64
          * outputs (200 8-row blocks, 3 places per multiprocessor by shared memory: 1.5 blocks
-         * each) run 400 blocks of 32 outputs (4 places each). Each output's sum is the same at
+         * each) ran 400 blocks of 32 outputs (4 places each) until the weights' 32-byte rows
+         * gave their 4-row tiles one round. Each output's sum is the same at
          * every tile width (an output column's mma.sync accumulation does not involve the
          * others; the chunks and taps in the same order), so this choice by the grid (and so by
          * the batch too) changes no result. */
