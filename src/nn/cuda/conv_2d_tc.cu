@@ -173,7 +173,8 @@ __device__ __forceinline__ uint4 tc_pooled4(const __half *__restrict__ src, int 
     uint4 q[4];
 #pragma unroll
     for (int t = 0; t < 4; t++)
-        q[t] = pix[t] >= 0 ? *reinterpret_cast<const uint4 *>(src + (size_t)pix[t] * ic + c) : ninf4;
+        q[t] = pix[t] >= 0 ? *reinterpret_cast<const uint4 *>(src + (size_t)pix[t] * ic + c)
+                           : ninf4;
 #pragma unroll
     for (int t = 0; t < 4; t++)
         tc_max8(m, q[t]);
@@ -588,11 +589,11 @@ __device__ __forceinline__ void tp_elem_load(__half *P, const tp_elem &e, int q,
                 v = s.pkh == 2 && s.pkw == 2 ? tc_pooled4(src, s.ic, cc, e.tap)
                                              : tc_pooled8(src, s, b, e.tap[0], e.tap[1], cc);
             else {
-                const uint4 q00 = *reinterpret_cast<const uint4 *>(src + (size_t)e.tap[0] * cs + cc);
-                const uint4 q01 = *reinterpret_cast<const uint4 *>(src + (size_t)e.tap[1] * cs + cc);
-                const uint4 q10 = *reinterpret_cast<const uint4 *>(src + (size_t)e.tap[2] * cs + cc);
-                const uint4 q11 = *reinterpret_cast<const uint4 *>(src + (size_t)e.tap[3] * cs + cc);
-                v = tc_blend8(q00, q01, q10, q11, e.fy, e.fx);
+                uint4 qt[4];
+#pragma unroll
+                for (int t = 0; t < 4; t++)
+                    qt[t] = *reinterpret_cast<const uint4 *>(src + (size_t)e.tap[t] * cs + cc);
+                v = tc_blend8(qt[0], qt[1], qt[2], qt[3], e.fy, e.fx);
             }
         }
         vd = dst;
@@ -654,14 +655,38 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
             pass(tp_elem_at<GK>(s, i0, patch, b, iy0, ix0),
                  tp_elem_at<GK>(s, i0 + NT, patch, b, iy0, ix0));
     };
+    /* weight element i (tap i / (2 BN), output n0 + (i / 2) % BN, channels [8 (i % 2), 8 (i % 2)
+     * + 8) of the chunk): its place in the buffer (halves, a multiple of 8, plus i % 2; -1: none)
+     * and its offset in w at chunk 0 (-1: past the outputs); in the instances that keep the
+     * patch elements, the thread's first two computed once, the others at each chunk */
+    auto w_elem = [&](int i, int &dst, int &off) {
+        dst = -1, off = -1;
+        if (i >= taps * BN * 2)
+            return;
+        const int hc = i & 1, r = i >> 1, n = r % BN, tap = r / BN;
+        dst = (tap * BN + n) * TP_LDS + hc * 8 + hc;
+        if (n0 + n < s.oc)
+            off = (n0 + n) * s.K + tap * s.ic + hc * 8;
+    };
+    int wd0, wo0, wd1, wo1;
+    w_elem(keep ? tid : taps * BN * 2, wd0, wo0);
+    w_elem(keep ? tid + NT : taps * BN * 2, wd1, wo1);
     auto load_weights = [&](int buf, int q) {
         __half *W = sm + buf * stage + patch * TP_LDS;
-        for (int i = tid; i < taps * BN * 2; i += NT) {
-            const int hc = i & 1, r = i >> 1, n = r % BN, tap = r / BN;
-            const int c = q * TP_CK + hc * 8;
-            const bool ok = n0 + n < s.oc && c < s.ic;
-            const __half *g = ok ? w + (size_t)(n0 + n) * s.K + (size_t)tap * s.ic + c : w;
-            tc_cp16<false>(kr_smem_addr(W + (tap * BN + n) * TP_LDS + hc * 8), g, ok);
+        auto one = [&](int dst, int off) {
+            if (dst < 0)
+                return;
+            const int hc = dst & 1;
+            const bool ok = off >= 0 && q * TP_CK + hc * 8 < s.ic;
+            const __half *g = ok ? w + (off + q * TP_CK) : w;
+            tc_cp16<false>(kr_smem_addr(W + (dst - hc)), g, ok);
+        };
+        if (keep)
+            one(wd0, wo0), one(wd1, wo1);
+        for (int i = keep ? tid + 2 * NT : tid; i < taps * BN * 2; i += NT) {
+            int dst, off;
+            w_elem(i, dst, off);
+            one(dst, off);
         }
     };
 
@@ -703,6 +728,17 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
 #endif
     load_weights(0, 0);
 #if __CUDA_ARCH__ >= 900
+    if (keep) {
+        /* the kept elements in registers before the wait (an asm volatile keeps its place
+         * among the others): computed while the kernel before finishes */
+        asm volatile("" ::"r"(e0.dst), "r"(e0.pix), "r"(e1.dst), "r"(e1.pix), "r"(wd0), "r"(wo0),
+                     "r"(wd1), "r"(wo1));
+        if (GK != 0)
+            asm volatile("" ::"r"(e0.tap[0]), "r"(e0.tap[1]), "r"(e0.tap[2]), "r"(e0.tap[3]),
+                         "r"(e1.tap[0]), "r"(e1.tap[1]), "r"(e1.tap[2]), "r"(e1.tap[3]));
+        if (GK == 2)
+            asm volatile("" ::"f"(e0.fy), "f"(e0.fx), "f"(e1.fy), "f"(e1.fx));
+    }
     asm volatile("griddepcontrol.wait;" ::: "memory");
     /* the next kernel, if it is a programmatic dependent launch too, may start its blocks once
      * every block of this one has come here (they wait for this grid's completion before
