@@ -627,11 +627,11 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
     const int iy0 = oy0 * s.sh - s.pt, ix0 = ox0 * s.sw - s.pl;
     const int nq = (s.ic + TP_CK - 1) / TP_CK;
 
-    /* in the instances of at most 32 accumulators a thread (the 4- and 8-row tiles of 16 or 32
-     * outputs: the small grids), the thread's first two patch elements (of every chunk) are
-     * computed once, here (before the wait for the kernel before), and each chunk adds only its
-     * channels (tp_elem_load); the other elements, and every element in the instances of 64
-     * accumulators (whose registers would spill), are computed at each chunk */
+    /* in the instances of at most 32 accumulators a thread (all but <8, 64, 2, 2> and <16, 64,
+     * 4, 2>, whose registers would spill), the thread's first two patch elements (of every
+     * chunk) are computed once, here (before the wait for the kernel before), and each chunk
+     * adds only its channels (tp_elem_load); the other elements, and every element in the
+     * instances of 64 accumulators, are computed at each chunk */
     constexpr bool keep = MI * NI <= 8;
     const tp_elem e0 = tp_elem_at<GK>(s, keep ? tid : patch * 2, patch, b, iy0, ix0);
     const tp_elem e1 = tp_elem_at<GK>(s, keep ? tid + NT : patch * 2, patch, b, iy0, ix0);
