@@ -97,21 +97,12 @@ __device__ __forceinline__ void tc_mma(float *c, const unsigned *a, const unsign
 #endif
 }
 
-/* 8 channels [c, c + 8) of the resized source at output pixel (b, iy, ix) of the concatenation,
- * from the rh x rw source of @p cs channels as RESIZE_BILINEAR computes them (rs_axis, the taps
- * in rs_pixel's order), each rounded to half as the RESIZE would store it. */
-__device__ __forceinline__ uint4 tc_resized8(const __half *__restrict__ src, const tc_shape &s,
-                                             int b, int iy, int ix, int c, int cs)
+/* 8 channels of the resized source from its four taps' 16-byte values q00 (y0, x0), q01 (y0, x1),
+ * q10 (y1, x0), q11 (y1, x1) and the weights fy, fx (rs_axis): RESIZE_BILINEAR's arithmetic
+ * (rs_blend's expression), each value rounded to half as the RESIZE would store it. */
+__device__ __forceinline__ uint4 tc_blend8(const uint4 &q00, const uint4 &q01, const uint4 &q10,
+                                           const uint4 &q11, float fy, float fx)
 {
-    int y0, y1, x0, x1;
-    float fy, fx;
-    rs_axis(s.rh, s.ih, s.align, s.half, iy, &y0, &y1, &fy);
-    rs_axis(s.rw, s.iw, s.align, s.half, ix, &x0, &x1, &fx);
-    const __half *base = src + (size_t)b * s.rh * s.rw * cs + c;
-    const uint4 q00 = *reinterpret_cast<const uint4 *>(base + ((size_t)y0 * s.rw + x0) * cs);
-    const uint4 q01 = *reinterpret_cast<const uint4 *>(base + ((size_t)y0 * s.rw + x1) * cs);
-    const uint4 q10 = *reinterpret_cast<const uint4 *>(base + ((size_t)y1 * s.rw + x0) * cs);
-    const uint4 q11 = *reinterpret_cast<const uint4 *>(base + ((size_t)y1 * s.rw + x1) * cs);
     const __half2 *h00 = reinterpret_cast<const __half2 *>(&q00);
     const __half2 *h01 = reinterpret_cast<const __half2 *>(&q01);
     const __half2 *h10 = reinterpret_cast<const __half2 *>(&q10);
@@ -129,6 +120,24 @@ __device__ __forceinline__ uint4 tc_resized8(const __half *__restrict__ src, con
                                      bb.y * (1 - fy) * fx + d.y * fy * fx);
     }
     return out;
+}
+
+/* 8 channels [c, c + 8) of the resized source at output pixel (b, iy, ix) of the concatenation,
+ * from the rh x rw source of @p cs channels as RESIZE_BILINEAR computes them (rs_axis, the taps
+ * in rs_pixel's order), each rounded to half as the RESIZE would store it (tc_blend8). */
+__device__ __forceinline__ uint4 tc_resized8(const __half *__restrict__ src, const tc_shape &s,
+                                             int b, int iy, int ix, int c, int cs)
+{
+    int y0, y1, x0, x1;
+    float fy, fx;
+    rs_axis(s.rh, s.ih, s.align, s.half, iy, &y0, &y1, &fy);
+    rs_axis(s.rw, s.iw, s.align, s.half, ix, &x0, &x1, &fx);
+    const __half *base = src + (size_t)b * s.rh * s.rw * cs + c;
+    const uint4 q00 = *reinterpret_cast<const uint4 *>(base + ((size_t)y0 * s.rw + x0) * cs);
+    const uint4 q01 = *reinterpret_cast<const uint4 *>(base + ((size_t)y0 * s.rw + x1) * cs);
+    const uint4 q10 = *reinterpret_cast<const uint4 *>(base + ((size_t)y1 * s.rw + x0) * cs);
+    const uint4 q11 = *reinterpret_cast<const uint4 *>(base + ((size_t)y1 * s.rw + x1) * cs);
+    return tc_blend8(q00, q01, q10, q11, fy, fx);
 }
 
 /* @p m = the larger of each pair of halves of @p m and @p q, 8 lanes (__hmax2, m first). */
@@ -151,6 +160,43 @@ __device__ __forceinline__ uint4 tc_pack8(const __half2 (&m)[4])
     return out;
 }
 
+/* 8 channels [c, c + 8) of a 2 x 2 max pool's output pixel from the source pixels @p pix of its
+ * taps in (ky, kx) order (the pixel's index in the batch's NHWC source of @p ic channels, -1
+ * outside the source): the four loads issued together, then the maxima in the same order, each
+ * through tc_max8 (a tap outside reads as -inf: max(m, -inf) = m; -inf when none is inside). */
+__device__ __forceinline__ uint4 tc_pooled4(const __half *__restrict__ src, int ic, int c,
+                                            const int (&pix)[4])
+{
+    const __half2 ninf = __half2half2(__ushort_as_half((unsigned short)0xFC00u));
+    __half2 m[4] = {ninf, ninf, ninf, ninf};
+    const uint4 ninf4 = make_uint4(0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u);
+    uint4 q[4];
+#pragma unroll
+    for (int t = 0; t < 4; t++)
+        q[t] = pix[t] >= 0 ? *reinterpret_cast<const uint4 *>(src + (size_t)pix[t] * ic + c)
+                           : ninf4;
+#pragma unroll
+    for (int t = 0; t < 4; t++)
+        tc_max8(m, q[t]);
+    return tc_pack8(m);
+}
+
+/* The source pixels of a 2 x 2 max pool's taps at its output pixel (b, oy, ox), in (ky, kx)
+ * order: each the pixel's index in the batch's source ((b * pih + iy) * piw + ix), -1 outside. */
+__device__ __forceinline__ void tc_pool_taps(const tc_shape &s, int b, int oy, int ox,
+                                             int (&pix)[4])
+{
+    const int y0 = oy * s.psh - s.ppt, x0 = ox * s.psw - s.ppl;
+    const int yy[2] = {y0, y0 + s.pdh}, xx[2] = {x0, x0 + s.pdw};
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        const int iy = yy[t >> 1], ix = xx[t & 1];
+        pix[t] = (unsigned)iy < (unsigned)s.pih && (unsigned)ix < (unsigned)s.piw
+                     ? (b * s.pih + iy) * s.piw + ix
+                     : -1;
+    }
+}
+
 /* 8 channels [c, c + 8) of the folded max pool's output pixel (b, oy, ox): the largest of the
  * window's taps inside the source (kr_pool_window's candidates; -inf, as the pool stores its
  * -FLT_MAX in half, when none is), exact in half: the taps in (ky, kx) order, each through
@@ -161,24 +207,10 @@ __device__ __forceinline__ uint4 tc_pooled8(const __half *__restrict__ src, cons
     const __half2 ninf = __half2half2(__ushort_as_half((unsigned short)0xFC00u));
     __half2 m[4] = {ninf, ninf, ninf, ninf};
     const __half *base = src + (size_t)b * s.pih * s.piw * s.ic + c;
-    if (s.pkh == 2 && s.pkw == 2) {
-        /* u2netp's pools: the four taps' loads issued together, then the same maxima in the same
-         * (ky, kx) order (a tap outside the source reads as -inf: max(m, -inf) = m) */
-        const int y0 = oy * s.psh - s.ppt, x0 = ox * s.psw - s.ppl;
-        const int yy[2] = {y0, y0 + s.pdh}, xx[2] = {x0, x0 + s.pdw};
-        const uint4 ninf4 = make_uint4(0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u);
-        uint4 q[4];
-#pragma unroll
-        for (int t = 0; t < 4; t++) {
-            const int iy = yy[t >> 1], ix = xx[t & 1];
-            q[t] = (unsigned)iy < (unsigned)s.pih && (unsigned)ix < (unsigned)s.piw
-                       ? *reinterpret_cast<const uint4 *>(base + ((size_t)iy * s.piw + ix) * s.ic)
-                       : ninf4;
-        }
-#pragma unroll
-        for (int t = 0; t < 4; t++)
-            tc_max8(m, q[t]);
-        return tc_pack8(m);
+    if (s.pkh == 2 && s.pkw == 2) { /* u2netp's pools */
+        int pix[4];
+        tc_pool_taps(s, b, oy, ox, pix);
+        return tc_pooled4(src, s.ic, c, pix);
     }
     for (int ky = 0; ky < s.pkh; ky++) {
         const int iy = oy * s.psh - s.ppt + ky * s.pdh;
@@ -488,6 +520,102 @@ __host__ __device__ constexpr int tp_min_blocks(int warps, int bn, int gk)
     return warps == 8 ? (bn == 16 && gk == 0 ? 4 : 2) : 4;
 }
 
+/* One element of conv_tcp's patch (8 channels of a patch pixel in each 16-channel chunk: element
+ * i is pixel i / 2's channels [8 (i % 2), 8 (i % 2) + 8) of the chunk), what of it does not
+ * depend on the chunk: tp_elem_at computes it (a thread's first two elements once per kernel,
+ * its others at each chunk), tp_elem_load adds the chunk's channels. */
+struct tp_elem {
+    int dst;    /* halves from the buffer's start (p * TP_LDS + 8 hc); -1: no element */
+    int hc8;    /* the element's first channel in the chunk: 0 or 8 */
+    int pix;    /* the input pixel's index in the batch ((b * ih + iy) * iw + ix); -1: outside */
+    int tap[4]; /* GK 1 (a 2 x 2 pool): tc_pool_taps' source pixels (other windows: iy, ix);
+                 * GK 2 (a resized source): its four taps' pixels in the batch's rh x rw source,
+                 * (y0, x0) (y0, x1) (y1, x0) (y1, x1) */
+    float fy, fx; /* GK 2: rs_axis's weights */
+};
+
+/* Element @p i of the patch of the tile whose patch starts at input pixel (b, iy0, ix0), for
+ * kernel variant GK (conv_tcp): its pixel, and the folded pool's taps or the folded resize's
+ * taps and weights, each computed as tc_pooled8 and tc_resized8 compute them. */
+template <int GK>
+__device__ __forceinline__ tp_elem tp_elem_at(const tc_shape &s, int i, int patch, int b, int iy0,
+                                              int ix0)
+{
+    tp_elem e;
+    e.dst = -1, e.hc8 = 0, e.pix = -1, e.fy = 0.0f, e.fx = 0.0f;
+#pragma unroll
+    for (int t = 0; t < 4; t++)
+        e.tap[t] = -1;
+    if (i >= patch * 2)
+        return e;
+    const int p = i >> 1, hc = i & 1;
+    const int py = p / s.pw, px = p - py * s.pw;
+    const int iy = iy0 + py, ix = ix0 + px;
+    e.dst = p * TP_LDS + hc * 8, e.hc8 = hc * 8;
+    if ((unsigned)iy >= (unsigned)s.ih || (unsigned)ix >= (unsigned)s.iw)
+        return e;
+    e.pix = (b * s.ih + iy) * s.iw + ix;
+    if (GK == 1 && s.pool) {
+        if (s.pkh == 2 && s.pkw == 2)
+            tc_pool_taps(s, b, iy, ix, e.tap);
+        else
+            e.tap[0] = iy, e.tap[1] = ix;
+    }
+    if (GK == 2 && s.rz >= 0) {
+        int y0, y1, x0, x1;
+        rs_axis(s.rh, s.ih, s.align, s.half, iy, &y0, &y1, &e.fy);
+        rs_axis(s.rw, s.iw, s.align, s.half, ix, &x0, &x1, &e.fx);
+        const int r0 = (b * s.rh + y0) * s.rw, r1 = (b * s.rh + y1) * s.rw;
+        e.tap[0] = r0 + x0, e.tap[1] = r0 + x1, e.tap[2] = r1 + x0, e.tap[3] = r1 + x1;
+    }
+    return e;
+}
+
+/* Element @p e of chunk @p q into the buffer at @p P: a copy (cp.async: zeros outside the input
+ * or past its channels) or, gathered from a folded pool or resize, the value in @p v and its
+ * place in @p vd (stored by the caller, after the pass's loads are issued); the values of
+ * tc_pooled8 and tc_resized8. */
+template <int GK>
+__device__ __forceinline__ void tp_elem_load(__half *P, const tp_elem &e, int q,
+                                             const __half *__restrict__ x,
+                                             const __half *__restrict__ x1, const tc_shape &s,
+                                             int b, uint4 &v, __half *&vd)
+{
+    if (e.dst < 0)
+        return;
+    const int c = q * TP_CK + e.hc8;
+    const bool ok = c < s.ic && e.pix >= 0;
+    const __half *src = x;
+    int cs = s.ic, cc = c, resized = 0;
+    if (s.c0) {
+        const bool second = c >= s.c0;
+        src = second ? x1 : x;
+        cs = second ? s.ic - s.c0 : s.c0;
+        cc = second ? c - s.c0 : c;
+        resized = s.rz == (second ? 1 : 0);
+    }
+    __half *dst = P + e.dst;
+    if ((GK == 1 && s.pool) || (GK == 2 && resized)) {
+        v = make_uint4(0, 0, 0, 0);
+        if (ok) {
+            if (GK == 1)
+                v = s.pkh == 2 && s.pkw == 2 ? tc_pooled4(src, s.ic, cc, e.tap)
+                                             : tc_pooled8(src, s, b, e.tap[0], e.tap[1], cc);
+            else {
+                uint4 qt[4];
+#pragma unroll
+                for (int t = 0; t < 4; t++)
+                    qt[t] = *reinterpret_cast<const uint4 *>(src + (size_t)e.tap[t] * cs + cc);
+                v = tc_blend8(qt[0], qt[1], qt[2], qt[3], e.fy, e.fx);
+            }
+        }
+        vd = dst;
+    } else {
+        const __half *g = ok ? src + (size_t)e.pix * cs + cc : x;
+        tc_cp16<true>(kr_smem_addr(dst), g, ok);
+    }
+}
+
 template <int TH, int BN, int WM, int WN, int GK>
 __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
     conv_tcp(const __half *__restrict__ x, const __half *__restrict__ x1,
@@ -512,58 +640,67 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
     const int iy0 = oy0 * s.sh - s.pt, ix0 = ox0 * s.sw - s.pl;
     const int nq = (s.ic + TP_CK - 1) / TP_CK;
 
+    /* in the instances of at most 32 accumulators a thread (all but <8, 64, 2, 2> and <16, 64,
+     * 4, 2>, whose registers would spill), the thread's first two patch elements (of every
+     * chunk) are computed once, here (before the wait for the kernel before), and each chunk
+     * adds only its channels (tp_elem_load); the other elements, and every element in the
+     * instances of 64 accumulators, are computed at each chunk */
+    constexpr bool keep = MI * NI <= 8;
+    const tp_elem e0 = tp_elem_at<GK>(s, keep ? tid : patch * 2, patch, b, iy0, ix0);
+    const tp_elem e1 = tp_elem_at<GK>(s, keep ? tid + NT : patch * 2, patch, b, iy0, ix0);
     auto load_patch = [&](int buf, int q) {
         __half *P = sm + buf * stage;
         /* two elements per pass: a gathered (resized or pooled) element's loads are all issued
          * before either is stored */
-        for (int i0 = tid; i0 < patch * 2; i0 += 2 * NT) {
+        auto pass = [&](const tp_elem &ea, const tp_elem &eb) {
             uint4 v[2];
             __half *vd[2] = {NULL, NULL};
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                const int i = i0 + u * NT;
-                if (i >= patch * 2)
-                    break;
-                const int p = i >> 1, hc = i & 1;
-                const int py = p / s.pw, px = p - py * s.pw;
-                const int iy = iy0 + py, ix = ix0 + px, c = q * TP_CK + hc * 8;
-                const bool ok =
-                    c < s.ic && (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
-                const __half *src = x;
-                int cs = s.ic, cc = c, resized = 0;
-                if (s.c0) {
-                    const bool second = c >= s.c0;
-                    src = second ? x1 : x;
-                    cs = second ? s.ic - s.c0 : s.c0;
-                    cc = second ? c - s.c0 : c;
-                    resized = s.rz == (second ? 1 : 0);
-                }
-                __half *dst = P + p * TP_LDS + hc * 8;
-                if ((GK == 1 && s.pool) || (GK == 2 && resized)) {
-                    v[u] = make_uint4(0, 0, 0, 0);
-                    if (ok)
-                        v[u] = GK == 1 ? tc_pooled8(src, s, b, iy, ix, cc)
-                                       : tc_resized8(src, s, b, iy, ix, cc, cs);
-                    vd[u] = dst;
-                } else {
-                    const __half *g = ok ? src + (((size_t)b * s.ih + iy) * s.iw + ix) * cs + cc : x;
-                    tc_cp16<true>(kr_smem_addr(dst), g, ok);
-                }
-            }
+            tp_elem_load<GK>(P, ea, q, x, x1, s, b, v[0], vd[0]);
+            tp_elem_load<GK>(P, eb, q, x, x1, s, b, v[1], vd[1]);
 #pragma unroll
             for (int u = 0; u < 2; u++)
                 if (vd[u])
                     *reinterpret_cast<uint4 *>(vd[u]) = v[u];
-        }
+        };
+        if (keep)
+            pass(e0, e1);
+        for (int i0 = keep ? tid + 2 * NT : tid; i0 < patch * 2; i0 += 2 * NT)
+            pass(tp_elem_at<GK>(s, i0, patch, b, iy0, ix0),
+                 tp_elem_at<GK>(s, i0 + NT, patch, b, iy0, ix0));
     };
+    /* weight element i (tap i / (2 BN), output n0 + (i / 2) % BN, channels [8 (i % 2), 8 (i % 2)
+     * + 8) of the chunk): its place in the buffer (halves, tp_wswz's multiple of 8, plus i % 2;
+     * -1: none)
+     * and its offset in w at chunk 0 (-1: past the outputs); in the instances that keep the
+     * patch elements, the thread's first two computed once, the others at each chunk */
+    auto w_elem = [&](int i, int &dst, int &off) {
+        dst = -1, off = -1;
+        if (i >= taps * BN * 2)
+            return;
+        const int hc = i & 1, r = i >> 1, n = r % BN, tap = r / BN;
+        dst = tp_wswz(tap * BN + n, hc) + hc;
+        if (n0 + n < s.oc)
+            off = (n0 + n) * s.K + tap * s.ic + hc * 8;
+    };
+    int wd0, wo0, wd1, wo1;
+    w_elem(keep ? tid : taps * BN * 2, wd0, wo0);
+    w_elem(keep ? tid + NT : taps * BN * 2, wd1, wo1);
     auto load_weights = [&](int buf, int q) {
         __half *W = sm + buf * stage + patch * TP_LDS;
-        for (int i = tid; i < taps * BN * 2; i += NT) {
-            const int hc = i & 1, r = i >> 1, n = r % BN, tap = r / BN;
-            const int c = q * TP_CK + hc * 8;
-            const bool ok = n0 + n < s.oc && c < s.ic;
-            const __half *g = ok ? w + (size_t)(n0 + n) * s.K + (size_t)tap * s.ic + c : w;
-            tc_cp16<false>(kr_smem_addr(W + tp_wswz(tap * BN + n, hc)), g, ok);
+        auto one = [&](int dst, int off) {
+            if (dst < 0)
+                return;
+            const int hc = dst & 1;
+            const bool ok = off >= 0 && q * TP_CK + hc * 8 < s.ic;
+            const __half *g = ok ? w + (off + q * TP_CK) : w;
+            tc_cp16<false>(kr_smem_addr(W + (dst - hc)), g, ok);
+        };
+        if (keep)
+            one(wd0, wo0), one(wd1, wo1);
+        for (int i = keep ? tid + 2 * NT : tid; i < taps * BN * 2; i += NT) {
+            int dst, off;
+            w_elem(i, dst, off);
+            one(dst, off);
         }
     };
 
@@ -608,6 +745,17 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
 #endif
     load_weights(0, 0);
 #if __CUDA_ARCH__ >= 900
+    if (keep) {
+        /* the kept elements in registers before the wait (an asm volatile keeps its place
+         * among the others): computed while the kernel before finishes */
+        asm volatile("" ::"r"(e0.dst), "r"(e0.pix), "r"(e1.dst), "r"(e1.pix), "r"(wd0), "r"(wo0),
+                     "r"(wd1), "r"(wo1));
+        if (GK != 0)
+            asm volatile("" ::"r"(e0.tap[0]), "r"(e0.tap[1]), "r"(e0.tap[2]), "r"(e0.tap[3]),
+                         "r"(e1.tap[0]), "r"(e1.tap[1]), "r"(e1.tap[2]), "r"(e1.tap[3]));
+        if (GK == 2)
+            asm volatile("" ::"f"(e0.fy), "f"(e0.fx), "f"(e1.fy), "f"(e1.fx));
+    }
     asm volatile("griddepcontrol.wait;" ::: "memory");
     /* the next kernel, if it is a programmatic dependent launch too, may start its blocks once
      * every block of this one has come here (they wait for this grid's completion before
