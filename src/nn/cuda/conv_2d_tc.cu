@@ -65,6 +65,23 @@ template <int BM, int BN, int WM, int WN> struct tc_tile {
     static_assert(BN * 4 <= 2 * TC_THREADS, "B chunks per thread");
 };
 
+/* The source of channel @p c of the layer's input (tc_shape.c0: a folded concatenation's first
+ * side's channels; 0: the input alone): its tensor (x, or x1 for the second side), its channels
+ * per pixel @p cs and the channel in it @p cc, and whether that side is the resized one. */
+__device__ __forceinline__ const __half *tc_side(const tc_shape &s, const __half *x,
+                                                 const __half *x1, int c, int &cs, int &cc,
+                                                 int &resized)
+{
+    cs = s.ic, cc = c, resized = 0;
+    if (!s.c0)
+        return x;
+    const bool second = c >= s.c0;
+    cs = second ? s.ic - s.c0 : s.c0;
+    cc = second ? c - s.c0 : c;
+    resized = s.rz == (second ? 1 : 0);
+    return second ? x1 : x;
+}
+
 /* 16 bytes from global @p src to shared @p dst, or 16 zero bytes where !ok (nothing is read).
  * CA: through L1 (the activations: a 3x3 layer reads each input pixel for up to 9 taps of a
  * block's rows); else L2 only (the weights, shared by all blocks). */
@@ -363,15 +380,8 @@ __global__ void __launch_bounds__(TC_THREADS)
         const int tap = kin ? k / s.ic : 0, c = k - tap * s.ic;
         const int ky = tap / s.kw, kx = tap - ky * s.kw;
         /* which source: the input, or a side of the folded concatenation */
-        const __half *src = x;
-        int cs = s.ic, cc = c, resized = 0;
-        if (s.c0) {
-            const bool second = c >= s.c0;
-            src = second ? x1 : x;
-            cs = second ? s.ic - s.c0 : s.c0;
-            cc = second ? c - s.c0 : c;
-            resized = s.rz == (second ? 1 : 0);
-        }
+        int cs, cc, resized;
+        const __half *src = tc_side(s, x, x1, c, cs, cc, resized);
 #pragma unroll
         for (int i = 0; i < AR; i++) {
             const int r = (tid >> 2) + 32 * i;
@@ -585,15 +595,8 @@ __device__ __forceinline__ void tp_elem_load(__half *P, const tp_elem &e, int q,
         return;
     const int c = q * TP_CK + e.hc8;
     const bool ok = c < s.ic && e.pix >= 0;
-    const __half *src = x;
-    int cs = s.ic, cc = c, resized = 0;
-    if (s.c0) {
-        const bool second = c >= s.c0;
-        src = second ? x1 : x;
-        cs = second ? s.ic - s.c0 : s.c0;
-        cc = second ? c - s.c0 : c;
-        resized = s.rz == (second ? 1 : 0);
-    }
+    int cs, cc, resized;
+    const __half *src = tc_side(s, x, x1, c, cs, cc, resized);
     __half *dst = P + e.dst;
     if ((GK == 1 && s.pool) || (GK == 2 && resized)) {
         v = make_uint4(0, 0, 0, 0);
