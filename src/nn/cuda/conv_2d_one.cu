@@ -28,7 +28,10 @@
  * order (a tap outside the input adds nothing) and its 8 channels in order, in float; the lanes'
  * sums then by a butterfly of __shfl_xor from the farthest lane (L / 2) down to the nearest
  * (every lane ends with the same bits: each addition has the same two operands); + bias last.
- * Chosen by the layer's shape and the device class only, never the batch.
+ * Chosen by the layer's shape and the device class only, never the batch. The 3x3 windows of
+ * stride 1 and dilation 1 from 16 channels run on conv_one_row (below: the same sums, fewer L1
+ * wavefronts), and a folded tail (kr_cuda_op.tail) on conv_one_tail (its sums, then the fuse
+ * layer in its epilogue).
  *
  * On compute 9.0 a programmatic dependent launch as conv_tcp: the weights (constants) are
  * loaded before waiting for the kernel before; after the wait the next kernel may start.
@@ -123,6 +126,178 @@ __global__ void __launch_bounds__(ONE_THREADS, one_blocks_per_sm(L))
     }
 }
 
+/*
+ * conv_one_row: the 3x3 windows of stride 1 and dilation 1 (u2netp's six side outputs), L = ic / 8
+ * lanes of a warp taking ONE_ROW_P consecutive output pixels of a row (a "slot"; a warp 32 / L
+ * slots). conv_one's L1 traffic per warp pass of 32 / L pixels was 9 input loads of a pixel's
+ * channel row and 18 weight reads (LDS.128, each 4 wavefronts at 8 lanes per pixel): 36 + 72
+ * wavefronts for 4 pixels at 64 channels, 6x the layer's memory floor at 320 x 320. Here a lane
+ * loads the P + 2 input columns of each of the 3 window rows once (18 loads for 4 pixels instead
+ * of 36; all issued before the multiply-adds) and reads each tap's 8 weights once for its P
+ * pixels (72 wavefronts for 16 pixels instead of 4). Each pixel's sum is conv_one's, bit for
+ * bit: lane g from 0 over the taps in (ky, kx) order (a tap outside the input adds nothing) and
+ * its 8 channels in order, fmaf in float; the butterfly as conv_one's; + bias. Lane p < P of a
+ * slot stores pixel p (every lane holds every pixel's sum). The warps loop over the slots
+ * independently (a warp's lanes run the same passes), so that the multiprocessors' shares of
+ * the layer differ by at most one warp pass. 114-124 registers (18 loads of 16 bytes in
+ * flight): two 256-thread blocks per multiprocessor.
+ */
+#define ONE_ROW_P 4
+
+/* The block's copy of a one-output layer's float weights (OHWI of one output: [tap][ic]) in
+ * conv_one's bank-conflict-free layout; every thread of the block takes part. */
+template <int L, int TAPS>
+__device__ __forceinline__ void one_stage_weights(float *ws, const float *__restrict__ w)
+{
+    constexpr int IC = 8 * L;
+    for (int i = threadIdx.x; i < TAPS * IC; i += ONE_THREADS) {
+        const int tap = i / IC, c = i % IC;
+        ws[tap * IC + (c / 4 % 2) * 4 * L + c / 8 * 4 + c % 4] = w[i];
+    }
+}
+
+/* The slot of output pixels of conv_one_row a warp's lanes take: slot sl of the layer (xt slots
+ * per output row; live: sl is one) starts at output pixel row * ow + ox0. */
+struct one_slot {
+    long long row; /* b x oh + oy */
+    int ox0;
+    bool live;
+};
+
+/* Slot @p sl of @p slots (@p xt per output row). */
+__device__ __forceinline__ one_slot one_slot_of(long long sl, long long slots, int xt)
+{
+    one_slot o;
+    o.live = sl < slots;
+    const long long sm = o.live ? sl : 0;
+    o.ox0 = (int)(sm % xt) * ONE_ROW_P;
+    o.row = sm / xt;
+    return o;
+}
+
+/* The ONE_ROW_P sums of slot @p o (before the bias), in every lane of the slot's L lanes
+ * (conv_one_row's comment). The whole warp calls it (shuffles). */
+template <int L>
+__device__ __forceinline__ void one_row_sums(const __half *__restrict__ x, const float *ws,
+                                             const one_shape &s, const one_slot &o,
+                                             float (&acc)[ONE_ROW_P])
+{
+    constexpr int IC = 8 * L, P = ONE_ROW_P, C = P + 2;
+    const int g = threadIdx.x % L;
+    const int oy = (int)(o.row % s.oh), b = (int)(o.row / s.oh);
+    const __half *xb = x + (size_t)b * s.ih * s.iw * s.ic + g * 8;
+    uint4 q[3][C];
+    bool okr[3], okc[C];
+#pragma unroll
+    for (int c = 0; c < C; c++)
+        okc[c] = (unsigned)(o.ox0 - s.pl + c) < (unsigned)s.iw;
+#pragma unroll
+    for (int ky = 0; ky < 3; ky++) {
+        const int iy = oy - s.pt + ky;
+        okr[ky] = o.live && (unsigned)iy < (unsigned)s.ih;
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+            const size_t off =
+                okr[ky] && okc[c] ? ((size_t)iy * s.iw + (o.ox0 - s.pl + c)) * s.ic : 0;
+            q[ky][c] = *reinterpret_cast<const uint4 *>(xb + off);
+        }
+    }
+#pragma unroll
+    for (int p = 0; p < P; p++)
+        acc[p] = 0.0f;
+#pragma unroll
+    for (int ky = 0; ky < 3; ky++)
+#pragma unroll
+        for (int kx = 0; kx < 3; kx++) {
+            const float4 *wk = reinterpret_cast<const float4 *>(ws + (ky * 3 + kx) * IC + g * 4);
+            const float4 w0 = wk[0], w1 = wk[L];
+            const float wr[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+            for (int p = 0; p < P; p++) {
+                if (!okr[ky] || !okc[p + kx])
+                    continue;
+                const __half2 *h = reinterpret_cast<const __half2 *>(&q[ky][p + kx]);
+                float a = acc[p];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float2 f = __half22float2(h[j]);
+                    a = fmaf(f.x, wr[2 * j], a);
+                    a = fmaf(f.y, wr[2 * j + 1], a);
+                }
+                acc[p] = a;
+            }
+        }
+#pragma unroll
+    for (int p = 0; p < P; p++)
+#pragma unroll
+        for (int off = L / 2; off >= 1; off /= 2)
+            acc[p] += __shfl_xor_sync(0xffffffffu, acc[p], off);
+}
+
+/* The pixels of a slot that one lane stores: lane g of the slot's L lanes takes pixels g,
+ * g + L, ... below ONE_ROW_P (every lane holds every pixel's sum): ONE_ROW_NP(L) of them. */
+#define ONE_ROW_NP(L) ((ONE_ROW_P + (L) - 1) / (L))
+
+/* Output pixel index of this lane's pixel @p i (< ONE_ROW_NP(L)) of slot @p o, -1 where that
+ * pixel is past the row's end or the slot is none. */
+template <int L>
+__device__ __forceinline__ long long one_row_pixel(const one_slot &o, const one_shape &s, int i)
+{
+    const int p = i * L + (int)(threadIdx.x % L), ox = o.ox0 + p;
+    return o.live && p < ONE_ROW_P && ox < s.ow ? o.row * s.ow + ox : -1;
+}
+
+/* Calls @p f(i, m, sum) for this lane's pixels i of slot @p o (one_row_pixel, m >= 0). */
+template <int L, typename F>
+__device__ __forceinline__ void one_row_each(const one_slot &o, const one_shape &s,
+                                             const float (&acc)[ONE_ROW_P], F f)
+{
+    const int g = threadIdx.x % L;
+#pragma unroll
+    for (int i = 0; i < ONE_ROW_NP(L); i++) {
+        const int p0 = i * L;
+        float a = acc[p0];
+#pragma unroll
+        for (int p = 1; p < (ONE_ROW_P - p0 < L ? ONE_ROW_P - p0 : L); p++)
+            a = g == p ? acc[p0 + p] : a;
+        const long long m = one_row_pixel<L>(o, s, i);
+        if (m >= 0)
+            f(i, (size_t)m, a);
+    }
+}
+
+template <int L>
+__global__ void __launch_bounds__(ONE_THREADS, 2)
+    conv_one_row(const __half *__restrict__ x, const float *__restrict__ w,
+                 const float *__restrict__ bias, __half *__restrict__ y, one_shape s,
+                 kr_epilogue e)
+{
+    __shared__ __align__(16) float ws[9 * 8 * L];
+    one_stage_weights<L, 9>(ws, w);
+    const float b0 = bias ? bias[0] : 0.0f;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    __syncthreads(); /* ws is in */
+    const int xt = (s.ow + ONE_ROW_P - 1) / ONE_ROW_P;  /* slots per output row */
+    const long long slots = (long long)s.M / s.ow * xt; /* s.M = batch x oh x ow */
+    constexpr int SPW = 32 / L;                         /* slots per warp */
+    const long long warp0 = (long long)blockIdx.x * (ONE_THREADS / 32) + threadIdx.x / 32;
+    const long long warps = (long long)gridDim.x * (ONE_THREADS / 32);
+    for (long long u = warp0 * SPW; u < slots; u += warps * SPW) {
+        float acc[ONE_ROW_P];
+        const one_slot o = one_slot_of(u + (int)(threadIdx.x % 32) / L, slots, xt);
+        one_row_sums<L>(x, ws, s, o, acc);
+        one_row_each<L>(o, s, acc, [&](int, size_t m, float a) {
+            float v = kr_conv_out(a, b0, 0.0f, false, kr_no_res(),
+                                  [&](float t) { return kr_apply(e, t); });
+            kr_add_res<__half, 1>(e, m, &v);
+            kr_st(y + m, v);
+        });
+    }
+}
+
 extern "C" int kr_cuda_conv_2d_one_fits(const kr_cuda_op *op)
 {
     const kr_window_params *p = &op->node->p.window;
@@ -185,21 +360,83 @@ template <int KS> static int launch_l(const kr_cuda_op *op, const one_shape &s)
     }
 }
 
+/* conv_one_row for the layer's lanes per pixel (16 to 256 input channels): at most the warps
+ * two blocks per multiprocessor hold, each looping over its slots (by the device's size, which
+ * changes no output's sum). */
+template <int L> static int launch_row_l(const kr_cuda_op *op, const one_shape &s)
+{
+    const float *bias =
+        op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? (const float *)op->in[2] : NULL;
+    const long long xt = (s.ow + ONE_ROW_P - 1) / ONE_ROW_P, slots = (long long)s.M / s.ow * xt;
+    const long long per = ONE_THREADS / L; /* slots per block pass */
+    const int sms = op->caps->sms > 0 ? op->caps->sms : 1;
+    long long blocks = (slots + per - 1) / per;
+    if (blocks > 2LL * sms)
+        blocks = 2LL * sms;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)blocks);
+    cfg.blockDim = dim3(ONE_THREADS);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = (cudaStream_t)op->stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = op->caps->major >= 9 ? 1 : 0;
+    return (int)cudaLaunchKernelEx(&cfg, conv_one_row<L>, (const __half *)op->in[0],
+                                   (const float *)op->in[1], bias, (__half *)op->out, s,
+                                   kr_make_epilogue(op, 1));
+}
+
+static int launch_row(const kr_cuda_op *op, const one_shape &s)
+{
+    switch (s.ic / 8) {
+    case 2: return launch_row_l<2>(op, s);
+    case 4: return launch_row_l<4>(op, s);
+    case 8: return launch_row_l<8>(op, s);
+    case 16: return launch_row_l<16>(op, s);
+    default: return launch_row_l<32>(op, s);
+    }
+}
+
+/* The one_shape of CONV_2D node @p n of @p op's graph at @p op's batch; 0 past 2^31 output
+ * pixels. */
+static int shape_of(const kr_cuda_op *op, const kr_node *n, one_shape *s)
+{
+    const kr_graph *g = op->graph;
+    const kr_tensor *xt = &g->tensors[n->inputs[0]], *wt = &g->tensors[n->inputs[1]],
+                    *yt = &g->tensors[n->outputs[0]];
+    const kr_window_params *p = &n->p.window;
+    s->ih = xt->dims[1], s->iw = xt->dims[2], s->ic = xt->dims[3];
+    s->oh = yt->dims[1], s->ow = yt->dims[2];
+    s->kh = wt->dims[1], s->kw = wt->dims[2];
+    s->sh = p->stride_h, s->sw = p->stride_w;
+    s->dh = p->dilation_h > 0 ? p->dilation_h : 1, s->dw = p->dilation_w > 0 ? p->dilation_w : 1;
+    s->pt = p->pad_top, s->pl = p->pad_left;
+    const size_t M = (size_t)kr_dim(op, yt, 0) * s->oh * s->ow;
+    s->M = (int)M;
+    return M < ((size_t)1 << 31);
+}
+
+/* Whether a layer of shape @p s runs on conv_one_row. */
+static int row_shape(const one_shape &s)
+{
+    return s.kh == 3 && s.ic >= 16 && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1;
+}
+
+extern "C" int kr_cuda_conv_2d_one_row_fits(const kr_cuda_op *op)
+{
+    one_shape s;
+    return kr_cuda_conv_2d_one_fits(op) && (shape_of(op, op->node, &s), row_shape(s));
+}
+
 extern "C" int kr_cuda_conv_2d_one(const kr_cuda_op *op)
 {
-    const kr_tensor *xt = kr_in_t(op, 0), *wt = kr_in_t(op, 1), *yt = kr_out_t(op);
-    const kr_window_params *p = &op->node->p.window;
     one_shape s;
-    s.ih = xt->dims[1], s.iw = xt->dims[2], s.ic = xt->dims[3];
-    s.oh = yt->dims[1], s.ow = yt->dims[2];
-    s.kh = wt->dims[1], s.kw = wt->dims[2];
-    s.sh = p->stride_h, s.sw = p->stride_w;
-    s.dh = p->dilation_h > 0 ? p->dilation_h : 1, s.dw = p->dilation_w > 0 ? p->dilation_w : 1;
-    s.pt = p->pad_top, s.pl = p->pad_left;
-    const size_t M = (size_t)kr_dim(op, yt, 0) * s.oh * s.ow;
-    if (M >= ((size_t)1 << 31))
+    if (!shape_of(op, op->node, &s))
         return (int)cudaErrorInvalidValue;
-    s.M = (int)M;
+    if (row_shape(s))
+        return launch_row(op, s);
     return s.kh == 1 ? launch_l<1>(op, s) : launch_l<3>(op, s);
 }
 
@@ -273,6 +510,129 @@ __global__ void __launch_bounds__(256)
     kr_stv<V>(y + m0, v);
 }
 
+/*
+ * The fuse layer with u2netp's tail folded in (kr_cuda_op.tail, fusion.h kr_cuda_fuse_tail): one
+ * kernel for what ran as the last three (side1's conv_one_row, then conv_one_gather and d1's
+ * LOGISTIC beside it). The warps take conv_one_row's slots of the folded one-output 3x3
+ * convolution (its sums, bit for bit); lane p of a slot then finishes pixel p: the
+ * convolution's value as it stored it (bias, clamp; rounded to half: map ch of the
+ * concatenation), its LOGISTIC (the activation kernel's function of that half, rounded to half
+ * and widened into the float output), and the fuse layer's sum in conv_one_gather's order (from
+ * 0, channels in order, fmaf, map ch's value from the lane itself and the others loaded where
+ * they lie, before the convolution's loads; the zero products of conv_gemm's padded chunk for
+ * fewer than 8 maps), then its bias and epilogue (d0's LOGISTIC) and the store as
+ * conv_one_gather's (float staging: rounded to half and widened).
+ */
+template <int L, typename Y>
+__global__ void __launch_bounds__(ONE_THREADS, 2)
+    conv_one_tail(const __grid_constant__ gcat_args a, const __half *__restrict__ x,
+                  const float *__restrict__ w, const float *__restrict__ bias,
+                  float *__restrict__ y1, Y *__restrict__ y, one_shape s, int ch, kr_epilogue e1,
+                  kr_epilogue el, kr_epilogue e)
+{
+    constexpr int NP = ONE_ROW_NP(L);
+    __shared__ __align__(16) float ws[9 * 8 * L];
+    one_stage_weights<L, 9>(ws, w);
+    const float b1 = bias ? bias[0] : 0.0f;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    __syncthreads(); /* ws is in */
+    const int xt = (s.ow + ONE_ROW_P - 1) / ONE_ROW_P;
+    const long long slots = (long long)s.M / s.ow * xt;
+    constexpr int SPW = 32 / L;
+    const long long warp0 = (long long)blockIdx.x * (ONE_THREADS / 32) + threadIdx.x / 32;
+    const long long warps = (long long)gridDim.x * (ONE_THREADS / 32);
+    for (long long u = warp0 * SPW; u < slots; u += warps * SPW) {
+        const one_slot o = one_slot_of(u + (int)(threadIdx.x % 32) / L, slots, xt);
+        /* the other maps' values at this lane's pixels, loaded before the convolution's */
+        float xm[NP][KR_CUDA_GCAT_MAX];
+#pragma unroll
+        for (int i = 0; i < NP; i++) {
+            const long long m = one_row_pixel<L>(o, s, i);
+#pragma unroll
+            for (int c = 0; c < KR_CUDA_GCAT_MAX; c++)
+                xm[i][c] = c < a.n && c != ch && m >= 0 ? __half2float(a.src[c][m]) : 0.0f;
+        }
+        float acc[ONE_ROW_P];
+        one_row_sums<L>(x, ws, s, o, acc);
+        one_row_each<L>(o, s, acc, [&](int i, size_t m, float sum) {
+            const float v1 = kr_conv_out(sum, b1, 0.0f, false, kr_no_res(),
+                                         [&](float t) { return kr_apply(e1, t); });
+            const float h1 = __half2float(__float2half_rn(v1)); /* map ch as stored */
+            y1[m] = __half2float(__float2half_rn(kr_apply(el, h1)));
+            float f = 0.0f;
+#pragma unroll
+            for (int c = 0; c < KR_CUDA_GCAT_MAX; c++)
+                if (c < a.n)
+                    f = fmaf(c == ch ? h1 : xm[i][c], a.w[c], f);
+            if (a.n < 8)
+                f = fmaf(0.0f, 0.0f, f);
+            float v = kr_conv_out(f, a.bias, 0.0f, false, kr_no_res(),
+                                  [&](float t) { return kr_apply(e, t); });
+            kr_add_res<__half, 1>(e, m, &v);
+            if (sizeof(Y) == 4) /* the float staging of a graph output: its conversion's values */
+                v = __half2float(__float2half_rn(v));
+            kr_st(y + m, v);
+        });
+    }
+}
+
+template <int L, typename Y>
+static int launch_tail_l(const kr_cuda_op *op, const gcat_args &a, const one_shape &s,
+                         kr_epilogue e1, kr_epilogue el)
+{
+    const long long xt = (s.ow + ONE_ROW_P - 1) / ONE_ROW_P, slots = (long long)s.M / s.ow * xt;
+    const long long per = ONE_THREADS / L;
+    const int sms = op->caps->sms > 0 ? op->caps->sms : 1;
+    long long blocks = (slots + per - 1) / per;
+    if (blocks > 2LL * sms)
+        blocks = 2LL * sms;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)blocks);
+    cfg.blockDim = dim3(ONE_THREADS);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = (cudaStream_t)op->stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = op->caps->major >= 9 ? 1 : 0;
+    return (int)cudaLaunchKernelEx(&cfg, conv_one_tail<L, Y>, a, (const __half *)op->tail.x,
+                                   (const float *)op->tail.w, (const float *)op->tail.bias,
+                                   op->tail.y1, (Y *)op->out, s, op->tail.ch, e1, el,
+                                   kr_make_epilogue(op, 1));
+}
+
+/* The fuse layer @p op with its folded tail (op->tail), maps and weights in @p a. */
+static int launch_tail(const kr_cuda_op *op, const gcat_args &a)
+{
+    const kr_node *cn = &op->graph->nodes[op->tail.node];
+    one_shape s;
+    if (!shape_of(op, cn, &s) || !row_shape(s) || op->tail.ch < 0 || op->tail.ch >= a.n ||
+        !op->tail.y1)
+        return (int)cudaErrorInvalidValue;
+    kr_epilogue e1 = {}, el = {}; /* the convolution's (its clamp), the LOGISTIC node's */
+    kr_activation_range(cn->activation, &e1.lo, &e1.hi);
+    e1.post = (int)KR_CUDA_POST_NONE;
+    kr_activation_range(KR_ACT_NONE, &el.lo, &el.hi);
+    el.post = (int)KR_CUDA_POST_LOGISTIC;
+    const int f = op->y_f32;
+    switch (s.ic / 8) {
+    case 2: return f ? launch_tail_l<2, float>(op, a, s, e1, el)
+                     : launch_tail_l<2, __half>(op, a, s, e1, el);
+    case 4: return f ? launch_tail_l<4, float>(op, a, s, e1, el)
+                     : launch_tail_l<4, __half>(op, a, s, e1, el);
+    case 8: return f ? launch_tail_l<8, float>(op, a, s, e1, el)
+                     : launch_tail_l<8, __half>(op, a, s, e1, el);
+    case 16: return f ? launch_tail_l<16, float>(op, a, s, e1, el)
+                      : launch_tail_l<16, __half>(op, a, s, e1, el);
+    default: return f ? launch_tail_l<32, float>(op, a, s, e1, el)
+                      : launch_tail_l<32, __half>(op, a, s, e1, el);
+    }
+}
+
 extern "C" int kr_cuda_conv_2d_one_gather_fits(const kr_cuda_op *op)
 {
     const kr_window_params *p = &op->node->p.window;
@@ -321,6 +681,8 @@ extern "C" int kr_cuda_conv_2d_one_gather(const kr_cuda_op *op)
         a.w[c] = w[c];
         vec = vec && kr_aligned(a.src[c], 16);
     }
+    if (op->tail.node >= 0)
+        return launch_tail(op, a);
     const int V = vec ? 4 : 1;
     const size_t threads = (M + V - 1) / V;
     cudaLaunchConfig_t cfg = {};

@@ -37,7 +37,8 @@
  *  one-output (conv_2d_one.cu: f16 ONNX layers of one output channel on compute 8.0+, a
  *      choice by shape): ic / 8 lanes per output, lane g from 0 over the taps in (ky, kx) order
  *      and channels [8g, 8g + 8) in order (a tap outside the input adds nothing), the lanes'
- *      sums by a butterfly of shuffles from the farthest lane down, then + bias (kr_conv_out).
+ *      sums by a butterfly of shuffles from the farthest lane down, then + bias (kr_conv_out);
+ *      conv_one_row and conv_one_tail (4 pixels per lane group) compute the same sums.
  *  grouped direct (conv_2d_grouped.cu, groups > 1): from the bias, taps in (ky, kx) order and
  *      the group's channels in order.
  *  tensor-core pointwise (conv_2d_pw_mma.cu: f16 TFLite 1x1 layers and RGB stems on every
