@@ -53,6 +53,18 @@ struct one_shape {
     int M; /* output pixels of the batch */
 };
 
+/* The block's copy of a one-output layer's float weights (OHWI of one output: [tap][ic]) in
+ * conv_one's bank-conflict-free layout; every thread of the block takes part. */
+template <int L, int TAPS>
+__device__ __forceinline__ void one_stage_weights(float *ws, const float *__restrict__ w)
+{
+    constexpr int IC = 8 * L;
+    for (int i = threadIdx.x; i < TAPS * IC; i += ONE_THREADS) {
+        const int tap = i / IC, c = i % IC;
+        ws[tap * IC + (c / 4 % 2) * 4 * L + c / 8 * 4 + c % 4] = w[i];
+    }
+}
+
 template <int L, int KS>
 __global__ void __launch_bounds__(ONE_THREADS, one_blocks_per_sm(L))
     conv_one(const __half *__restrict__ x, const float *__restrict__ w,
@@ -65,10 +77,7 @@ __global__ void __launch_bounds__(ONE_THREADS, one_blocks_per_sm(L))
      * banks: 2-way conflicts, half of the layer's shared-load wavefronts at 64 channels) */
     __shared__ __align__(16) float ws[TAPS * IC];
     const int g = threadIdx.x % L; /* the lane's channel group */
-    for (int i = threadIdx.x; i < TAPS * IC; i += ONE_THREADS) {
-        const int tap = i / IC, c = i % IC;
-        ws[tap * IC + (c / 4 % 2) * 4 * L + c / 8 * 4 + c % 4] = w[i];
-    }
+    one_stage_weights<L, TAPS>(ws, w);
     const float b0 = bias ? bias[0] : 0.0f;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -143,18 +152,6 @@ __global__ void __launch_bounds__(ONE_THREADS, one_blocks_per_sm(L))
  * flight): two 256-thread blocks per multiprocessor.
  */
 #define ONE_ROW_P 4
-
-/* The block's copy of a one-output layer's float weights (OHWI of one output: [tap][ic]) in
- * conv_one's bank-conflict-free layout; every thread of the block takes part. */
-template <int L, int TAPS>
-__device__ __forceinline__ void one_stage_weights(float *ws, const float *__restrict__ w)
-{
-    constexpr int IC = 8 * L;
-    for (int i = threadIdx.x; i < TAPS * IC; i += ONE_THREADS) {
-        const int tap = i / IC, c = i % IC;
-        ws[tap * IC + (c / 4 % 2) * 4 * L + c / 8 * 4 + c % 4] = w[i];
-    }
-}
 
 /* The slot of output pixels of conv_one_row a warp's lanes take: slot sl of the layer (xt slots
  * per output row; live: sl is one) starts at output pixel row * ow + ox0. */
