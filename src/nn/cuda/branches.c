@@ -633,7 +633,9 @@ static void widen_node(const kr_graph *g, int n, int from, int to, int *live_fro
 }
 
 /* Whether folded node @p m is part of a tail folded into another node than @p n
- * (kr_cuda_op.tail: its convolution or LOGISTIC; no neighbour of that node's unit). */
+ * (kr_cuda_op.tail: its convolution or LOGISTIC): no neighbour of @p n's unit, and the end of
+ * the run of folded nodes next to it (side2's convolution, after side1's, would otherwise take
+ * the decoder's last layer's folded activation and residual ADD before it as its own). */
 static int tail_elsewhere(const kr_graph *g, const kr_cuda_op *ops, int m, int n)
 {
     for (int k = 0; k < g->n_nodes; k++)
@@ -667,12 +669,12 @@ keyer_status kr_cuda_branches_windows(const kr_cuda_mem *mem, size_t arena_bytes
             continue;
         }
         widen_node(g, x->node, from, to, live_from, live_to);
-        for (int m = x->node + 1; m < g->n_nodes && folded[m]; m++)
-            if (!tail_elsewhere(g, ops, m, x->node))
-                widen_node(g, m, from, to, live_from, live_to);
-        for (int m = x->node - 1; m >= 0 && folded[m]; m--)
-            if (!tail_elsewhere(g, ops, m, x->node))
-                widen_node(g, m, from, to, live_from, live_to);
+        for (int m = x->node + 1;
+             m < g->n_nodes && folded[m] && !tail_elsewhere(g, ops, m, x->node); m++)
+            widen_node(g, m, from, to, live_from, live_to);
+        for (int m = x->node - 1; m >= 0 && folded[m] && !tail_elsewhere(g, ops, m, x->node);
+             m--)
+            widen_node(g, m, from, to, live_from, live_to);
         if (ops[x->node].tail.node >= 0) { /* its folded tail's nodes, wherever they lie */
             widen_node(g, ops[x->node].tail.node, from, to, live_from, live_to);
             widen_node(g, ops[x->node].tail.act, from, to, live_from, live_to);
