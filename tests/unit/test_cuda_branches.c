@@ -21,8 +21,7 @@
  *    stream and side2..side6 (the five other 64 -> 1 convolutions) go to the second;
  *  - u2netp f16: the concatenation of the six side maps folded into the fuse convolution
  *    (kr_cuda_op.gcat), which reads the maps where they lie and writes d0 as float itself
- *    (kr_cuda_op.y_f32); side1's convolution and d1's LOGISTIC folded into it as well
- *    (kr_cuda_op.tail), d1 written as float by it, on both layouts;
+ *    (kr_cuda_op.y_f32);
  *  - selfie, selfie-landscape, face-short and face-full (f16 and f32, batch 32, where the
  *    per-node schedule runs them): whatever goes to the second stream keeps the order checks.
  */
@@ -119,7 +118,6 @@ static void make_view(view *v, const kr_graph *g, int f16, int batch, const kr_p
     if (f16) { /* as backend.c binds them */
         kr_cuda_pernode_bind_inputs(&v->mem, v->io, v->ops, v->folded);
         kr_cuda_pernode_bind_outputs(&v->mem, v->io, v->ops, v->folded);
-        kr_cuda_fuse_tail(&v->mem, v->io, v->ops, v->folded);
     }
 }
 
@@ -223,7 +221,7 @@ static int spans_meet(span a, span b)
 }
 
 typedef struct access {
-    span rd[20 + KR_CUDA_GCAT_MAX], wr, wr2; /* wr2: a folded tail's output (tail.y1) */
+    span rd[20 + KR_CUDA_GCAT_MAX], wr;
     int n_rd;
 } access;
 
@@ -254,30 +252,19 @@ static void access_of(const view *v, int node, access *x)
     for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
         add_rd(x, span_of(v, more[i], node));
     for (int c = 0; c < op->gcat.n; c++)
-        if (op->tail.node < 0 || c != op->tail.ch)
-            add_rd(x, span_of(v, op->gcat.src[c], node));
-    if (op->tail.node >= 0) /* the folded convolution's input; the LOGISTIC's float output */
-        add_rd(x, span_of(v, op->tail.x, node));
+        add_rd(x, span_of(v, op->gcat.src[c], node));
     x->wr = span_of(v, op->out, node);
-    if (op->tail.node >= 0)
-        x->wr2 = span_of(v, op->tail.y1, node);
-}
-
-/* Whether @p a writes bytes of @p s. */
-static int writes_span(const access *a, span s)
-{
-    return spans_meet(a->wr, s) || spans_meet(a->wr2, s);
 }
 
 static int conflict(const access *a, const access *b)
 {
-    if (writes_span(a, b->wr) || writes_span(a, b->wr2))
+    if (spans_meet(a->wr, b->wr))
         return 1;
     for (int i = 0; i < b->n_rd; i++)
-        if (writes_span(a, b->rd[i]))
+        if (spans_meet(a->wr, b->rd[i]))
             return 1;
     for (int i = 0; i < a->n_rd; i++)
-        if (writes_span(b, a->rd[i]))
+        if (spans_meet(a->rd[i], b->wr))
             return 1;
     return 0;
 }
@@ -370,7 +357,7 @@ static int fused_otherwise(const view *v0, const view *v)
             !a->addend != !c->addend || !a->cat.src[0] != !c->cat.src[0] ||
             !a->scale.src != !c->scale.src || !a->rs.src != !c->rs.src ||
             !a->add.src != !c->add.src || !a->pool.src != !c->pool.src ||
-            a->gcat.n != c->gcat.n || a->tail.node != c->tail.node)
+            a->gcat.n != c->gcat.n)
             return n;
     }
     return -1;
@@ -448,18 +435,6 @@ static void check_u2netp(const kr_graph *g, int f16, int batch)
     assert_int_equal(v.ops[last].gcat.n, f16 ? 6 : 0);
     assert_int_equal(v.ops[last].y_f32, f16);
     assert_int_equal(kr_cuda_pernode_output_bound(&v.mem, v.io, v.ops, v.folded, 0), f16);
-    /* f16: side1's 64 -> 1 convolution (the map of gathered channel 0) and d1's LOGISTIC
-     * folded into it too (kr_cuda_op.tail), d1 (graph output 1) written by it as float */
-    printf("  tail: %s", v.ops[last].tail.node >= 0 ? "folded" : "not folded");
-    if (v.ops[last].tail.node >= 0)
-        printf(" (node %d, channel %d)", v.ops[last].tail.node, v.ops[last].tail.ch);
-    printf("\n");
-    assert_int_equal(v.ops[last].tail.node >= 0, f16);
-    if (f16) {
-        assert_int_equal(v.ops[last].tail.ch, 0);
-        assert_true(v.folded[v.ops[last].tail.node]);
-        assert_ptr_equal(v.ops[last].tail.y1, v.io[g->outputs[1]]);
-    }
     printf("  side:");
     for (int i = 0; i < kr_cuda_branches_steps(b); i++) {
         int kind, s, node;

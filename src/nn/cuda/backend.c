@@ -502,7 +502,6 @@ static keyer_status fuse_pernode(kr_backend_instance *inst, keyer_error *err)
     if (inst->f16) {
         kr_cuda_pernode_bind_inputs(&inst->mem, inst->io, inst->ops, inst->folded);
         kr_cuda_pernode_bind_outputs(&inst->mem, inst->io, inst->ops, inst->folded);
-        inst->n_folded += kr_cuda_fuse_tail(&inst->mem, inst->io, inst->ops, inst->folded);
     }
     return KEYER_OK;
 }
@@ -515,7 +514,7 @@ static unsigned fold_signature(const kr_backend_instance *inst, int n)
     return (unsigned)inst->folded[n] | (unsigned)op->post << 1 | !!op->residual << 4 |
            !!op->addend << 5 | !!op->cat.src[0] << 6 | !!op->scale.src << 7 | !!op->rs.src << 8 |
            !!op->add.src << 9 | !!op->pool.src << 10 | !!op->x_f32 << 11 |
-           !!op->gcat.n << 12 | !!op->y_f32 << 13 | (op->tail.node >= 0) << 14;
+           !!op->gcat.n << 12 | !!op->y_f32 << 13;
 }
 
 /* Lays the arena out as @p plan says (a new allocation, zeroed) and binds the per-node
@@ -649,8 +648,6 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
             kr_cuda_pernode_bind_inputs(&inst->mem, inst->io, inst->ops, inst->folded);
             /* a layer that writes a float output itself */
             kr_cuda_pernode_bind_outputs(&inst->mem, inst->io, inst->ops, inst->folded);
-            /* u2netp's last three kernels as one */
-            inst->n_folded += kr_cuda_fuse_tail(&inst->mem, inst->io, inst->ops, inst->folded);
         }
         if (!st && !inst->pers) /* units off the critical path on a second stream */
             st = setup_branches(inst, plan, err);

@@ -22,7 +22,7 @@ typedef struct unit {
     int output; /* graph output index of a conversion, -1 for a node */
     range rd[MAX_READS];
     int n_rd;
-    range wr, wr2; /* wr2: a second output (a folded tail's, kr_cuda_op.tail.y1) */
+    range wr;
     double cost;
     int side;
     int fork_at, join_at; /* side units: node indices of their window (branches.h) */
@@ -168,34 +168,24 @@ static void node_unit(layout *l, const kr_cuda_op *op, int n, unit *u)
     for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
         add_read(u, range_of(l, more[i]));
     for (int c = 0; c < op->gcat.n; c++)
-        if (op->tail.node < 0 || c != op->tail.ch) /* a folded tail's map is not stored */
-            add_read(u, range_of(l, op->gcat.src[c]));
-    if (op->tail.node >= 0)
-        add_read(u, range_of(l, op->tail.x));
+        add_read(u, range_of(l, op->gcat.src[c]));
     u->wr = range_of(l, op->out);
-    u->wr2 = op->tail.node >= 0 ? range_of(l, op->tail.y1) : (range){0, 0};
-    double bytes = range_bytes(u->wr) + range_bytes(u->wr2);
+    double bytes = range_bytes(u->wr);
     for (int i = 0; i < u->n_rd; i++)
         bytes += range_bytes(u->rd[i]) < range_bytes(u->wr) ? range_bytes(u->rd[i])
                                                             : range_bytes(u->wr);
     u->cost = 1.0 + bytes / COST_BYTES;
 }
 
-/* Whether unit @p u writes bytes of @p r. */
-static int writes(const unit *u, range r)
-{
-    return overlap(u->wr, r) || overlap(u->wr2, r);
-}
-
 static int hazard(const unit *a, const unit *b)
 {
-    if (writes(a, b->wr) || writes(a, b->wr2))
+    if (overlap(a->wr, b->wr))
         return 1;
     for (int i = 0; i < b->n_rd; i++)
-        if (writes(a, b->rd[i]))
+        if (overlap(a->wr, b->rd[i]))
             return 1;
     for (int i = 0; i < a->n_rd; i++)
-        if (writes(b, a->rd[i]))
+        if (overlap(a->rd[i], b->wr))
             return 1;
     return 0;
 }
@@ -438,11 +428,11 @@ static int mark_side(kr_cuda_branches *b, work *w)
 static int flows(const unit *units, int i, int j)
 {
     for (int r = 0; r < units[j].n_rd; r++) {
-        if (!writes(&units[i], units[j].rd[r]))
+        if (!overlap(units[i].wr, units[j].rd[r]))
             continue;
         int last = 1; /* no unit between them writes over the bytes */
         for (int k = i + 1; k < j && last; k++)
-            if (writes(&units[k], units[j].rd[r]))
+            if (overlap(units[k].wr, units[j].rd[r]))
                 last = 0;
         if (last)
             return 1;
@@ -500,7 +490,7 @@ static keyer_status plan(const kr_cuda_mem *mem, size_t arena_bytes, float *cons
         last_writer[i] = -1;
         for (int n = 0; n < g->n_nodes; n++)
             for (int r = 0; !folded[n] && r < u->n_rd; r++)
-                if (writes(&nodes[n], u->rd[r]))
+                if (overlap(nodes[n].wr, u->rd[r]))
                     last_writer[i] = n;
     }
     for (int i = 0; i < g->n_outputs; i++)
@@ -632,18 +622,6 @@ static void widen_node(const kr_graph *g, int n, int from, int to, int *live_fro
         widen(x->outputs[o], from, to, live_from, live_to);
 }
 
-/* Whether folded node @p m is part of a tail folded into another node than @p n
- * (kr_cuda_op.tail: its convolution or LOGISTIC): no neighbour of @p n's unit, and the end of
- * the run of folded nodes next to it (side2's convolution, after side1's, would otherwise take
- * the decoder's last layer's folded activation and residual ADD before it as its own). */
-static int tail_elsewhere(const kr_graph *g, const kr_cuda_op *ops, int m, int n)
-{
-    for (int k = 0; k < g->n_nodes; k++)
-        if (k != n && ops[k].tail.node >= 0 && (ops[k].tail.node == m || ops[k].tail.act == m))
-            return 1;
-    return 0;
-}
-
 keyer_status kr_cuda_branches_windows(const kr_cuda_mem *mem, size_t arena_bytes, float *const *io,
                                       const kr_cuda_op *ops, const unsigned char *folded,
                                       int *live_from, int *live_to, int *any, keyer_error *err)
@@ -669,16 +647,10 @@ keyer_status kr_cuda_branches_windows(const kr_cuda_mem *mem, size_t arena_bytes
             continue;
         }
         widen_node(g, x->node, from, to, live_from, live_to);
-        for (int m = x->node + 1;
-             m < g->n_nodes && folded[m] && !tail_elsewhere(g, ops, m, x->node); m++)
+        for (int m = x->node + 1; m < g->n_nodes && folded[m]; m++)
             widen_node(g, m, from, to, live_from, live_to);
-        for (int m = x->node - 1; m >= 0 && folded[m] && !tail_elsewhere(g, ops, m, x->node);
-             m--)
+        for (int m = x->node - 1; m >= 0 && folded[m]; m--)
             widen_node(g, m, from, to, live_from, live_to);
-        if (ops[x->node].tail.node >= 0) { /* its folded tail's nodes, wherever they lie */
-            widen_node(g, ops[x->node].tail.node, from, to, live_from, live_to);
-            widen_node(g, ops[x->node].tail.act, from, to, live_from, live_to);
-        }
     }
     for (int t = 0; t < g->n_tensors; t++) /* constants have no place in the arena */
         if (kr_tensor_is_const(&g->tensors[t])) {

@@ -29,9 +29,8 @@
  * sums then by a butterfly of __shfl_xor from the farthest lane (L / 2) down to the nearest
  * (every lane ends with the same bits: each addition has the same two operands); + bias last.
  * Chosen by the layer's shape and the device class only, never the batch. The 3x3 windows of
- * stride 1 and dilation 1 from 16 channels run on conv_one_row (below: the same sums, fewer L1
- * wavefronts), and a folded tail (kr_cuda_op.tail) on conv_one_tail (its sums, then the fuse
- * layer in its epilogue).
+ * stride 1 and dilation 1 from 16 channels and 4096 output pixels an item run on conv_one_row
+ * (below: the same sums, fewer L1 wavefronts).
  *
  * On compute 9.0 a programmatic dependent launch as conv_tcp: the weights (constants) are
  * loaded before waiting for the kernel before; after the wait the next kernel may start.
@@ -415,16 +414,17 @@ static int shape_of(const kr_cuda_op *op, const kr_node *n, one_shape *s)
     return M < ((size_t)1 << 31);
 }
 
-/* Whether a layer of shape @p s runs on conv_one_row. */
+/* Whether a layer of shape @p s runs on conv_one_row: a 3x3 window of stride and dilation 1, 16
+ * channels or more, at least ONE_ROW_MIN_PIXELS output pixels an item (by the item's shape,
+ * never the batch). Measured (session 15, H200, u2netp f16 batch 1 on the second stream):
+ * 160 x 160 13.5 -> 11.8 us, 80 x 80 9.1 -> 6.2; but 40 x 40 5.7 -> 7.2, 20 x 20 3.6 -> 5.0,
+ * 10 x 10 4.3 -> 6.4 (a lane group's 4 pixels one after the other: fewer lanes for few
+ * pixels). */
+#define ONE_ROW_MIN_PIXELS 4096
 static int row_shape(const one_shape &s)
 {
-    return s.kh == 3 && s.ic >= 16 && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1;
-}
-
-extern "C" int kr_cuda_conv_2d_one_row_fits(const kr_cuda_op *op)
-{
-    one_shape s;
-    return kr_cuda_conv_2d_one_fits(op) && (shape_of(op, op->node, &s), row_shape(s));
+    return s.kh == 3 && s.ic >= 16 && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1 &&
+           (long long)s.oh * s.ow >= ONE_ROW_MIN_PIXELS;
 }
 
 extern "C" int kr_cuda_conv_2d_one(const kr_cuda_op *op)
@@ -507,129 +507,6 @@ __global__ void __launch_bounds__(256)
     kr_stv<V>(y + m0, v);
 }
 
-/*
- * The fuse layer with u2netp's tail folded in (kr_cuda_op.tail, fusion.h kr_cuda_fuse_tail): one
- * kernel for what ran as the last three (side1's conv_one_row, then conv_one_gather and d1's
- * LOGISTIC beside it). The warps take conv_one_row's slots of the folded one-output 3x3
- * convolution (its sums, bit for bit); lane p of a slot then finishes pixel p: the
- * convolution's value as it stored it (bias, clamp; rounded to half: map ch of the
- * concatenation), its LOGISTIC (the activation kernel's function of that half, rounded to half
- * and widened into the float output), and the fuse layer's sum in conv_one_gather's order (from
- * 0, channels in order, fmaf, map ch's value from the lane itself and the others loaded where
- * they lie, before the convolution's loads; the zero products of conv_gemm's padded chunk for
- * fewer than 8 maps), then its bias and epilogue (d0's LOGISTIC) and the store as
- * conv_one_gather's (float staging: rounded to half and widened).
- */
-template <int L, typename Y>
-__global__ void __launch_bounds__(ONE_THREADS, 2)
-    conv_one_tail(const __grid_constant__ gcat_args a, const __half *__restrict__ x,
-                  const float *__restrict__ w, const float *__restrict__ bias,
-                  float *__restrict__ y1, Y *__restrict__ y, one_shape s, int ch, kr_epilogue e1,
-                  kr_epilogue el, kr_epilogue e)
-{
-    constexpr int NP = ONE_ROW_NP(L);
-    __shared__ __align__(16) float ws[9 * 8 * L];
-    one_stage_weights<L, 9>(ws, w);
-    const float b1 = bias ? bias[0] : 0.0f;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-    __syncthreads(); /* ws is in */
-    const int xt = (s.ow + ONE_ROW_P - 1) / ONE_ROW_P;
-    const long long slots = (long long)s.M / s.ow * xt;
-    constexpr int SPW = 32 / L;
-    const long long warp0 = (long long)blockIdx.x * (ONE_THREADS / 32) + threadIdx.x / 32;
-    const long long warps = (long long)gridDim.x * (ONE_THREADS / 32);
-    for (long long u = warp0 * SPW; u < slots; u += warps * SPW) {
-        const one_slot o = one_slot_of(u + (int)(threadIdx.x % 32) / L, slots, xt);
-        /* the other maps' values at this lane's pixels, loaded before the convolution's */
-        float xm[NP][KR_CUDA_GCAT_MAX];
-#pragma unroll
-        for (int i = 0; i < NP; i++) {
-            const long long m = one_row_pixel<L>(o, s, i);
-#pragma unroll
-            for (int c = 0; c < KR_CUDA_GCAT_MAX; c++)
-                xm[i][c] = c < a.n && c != ch && m >= 0 ? __half2float(a.src[c][m]) : 0.0f;
-        }
-        float acc[ONE_ROW_P];
-        one_row_sums<L>(x, ws, s, o, acc);
-        one_row_each<L>(o, s, acc, [&](int i, size_t m, float sum) {
-            const float v1 = kr_conv_out(sum, b1, 0.0f, false, kr_no_res(),
-                                         [&](float t) { return kr_apply(e1, t); });
-            const float h1 = __half2float(__float2half_rn(v1)); /* map ch as stored */
-            y1[m] = __half2float(__float2half_rn(kr_apply(el, h1)));
-            float f = 0.0f;
-#pragma unroll
-            for (int c = 0; c < KR_CUDA_GCAT_MAX; c++)
-                if (c < a.n)
-                    f = fmaf(c == ch ? h1 : xm[i][c], a.w[c], f);
-            if (a.n < 8)
-                f = fmaf(0.0f, 0.0f, f);
-            float v = kr_conv_out(f, a.bias, 0.0f, false, kr_no_res(),
-                                  [&](float t) { return kr_apply(e, t); });
-            kr_add_res<__half, 1>(e, m, &v);
-            if (sizeof(Y) == 4) /* the float staging of a graph output: its conversion's values */
-                v = __half2float(__float2half_rn(v));
-            kr_st(y + m, v);
-        });
-    }
-}
-
-template <int L, typename Y>
-static int launch_tail_l(const kr_cuda_op *op, const gcat_args &a, const one_shape &s,
-                         kr_epilogue e1, kr_epilogue el)
-{
-    const long long xt = (s.ow + ONE_ROW_P - 1) / ONE_ROW_P, slots = (long long)s.M / s.ow * xt;
-    const long long per = ONE_THREADS / L;
-    const int sms = op->caps->sms > 0 ? op->caps->sms : 1;
-    long long blocks = (slots + per - 1) / per;
-    if (blocks > 2LL * sms)
-        blocks = 2LL * sms;
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3((unsigned)blocks);
-    cfg.blockDim = dim3(ONE_THREADS);
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = (cudaStream_t)op->stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = op->caps->major >= 9 ? 1 : 0;
-    return (int)cudaLaunchKernelEx(&cfg, conv_one_tail<L, Y>, a, (const __half *)op->tail.x,
-                                   (const float *)op->tail.w, (const float *)op->tail.bias,
-                                   op->tail.y1, (Y *)op->out, s, op->tail.ch, e1, el,
-                                   kr_make_epilogue(op, 1));
-}
-
-/* The fuse layer @p op with its folded tail (op->tail), maps and weights in @p a. */
-static int launch_tail(const kr_cuda_op *op, const gcat_args &a)
-{
-    const kr_node *cn = &op->graph->nodes[op->tail.node];
-    one_shape s;
-    if (!shape_of(op, cn, &s) || !row_shape(s) || op->tail.ch < 0 || op->tail.ch >= a.n ||
-        !op->tail.y1)
-        return (int)cudaErrorInvalidValue;
-    kr_epilogue e1 = {}, el = {}; /* the convolution's (its clamp), the LOGISTIC node's */
-    kr_activation_range(cn->activation, &e1.lo, &e1.hi);
-    e1.post = (int)KR_CUDA_POST_NONE;
-    kr_activation_range(KR_ACT_NONE, &el.lo, &el.hi);
-    el.post = (int)KR_CUDA_POST_LOGISTIC;
-    const int f = op->y_f32;
-    switch (s.ic / 8) {
-    case 2: return f ? launch_tail_l<2, float>(op, a, s, e1, el)
-                     : launch_tail_l<2, __half>(op, a, s, e1, el);
-    case 4: return f ? launch_tail_l<4, float>(op, a, s, e1, el)
-                     : launch_tail_l<4, __half>(op, a, s, e1, el);
-    case 8: return f ? launch_tail_l<8, float>(op, a, s, e1, el)
-                     : launch_tail_l<8, __half>(op, a, s, e1, el);
-    case 16: return f ? launch_tail_l<16, float>(op, a, s, e1, el)
-                      : launch_tail_l<16, __half>(op, a, s, e1, el);
-    default: return f ? launch_tail_l<32, float>(op, a, s, e1, el)
-                      : launch_tail_l<32, __half>(op, a, s, e1, el);
-    }
-}
-
 extern "C" int kr_cuda_conv_2d_one_gather_fits(const kr_cuda_op *op)
 {
     const kr_window_params *p = &op->node->p.window;
@@ -678,8 +555,6 @@ extern "C" int kr_cuda_conv_2d_one_gather(const kr_cuda_op *op)
         a.w[c] = w[c];
         vec = vec && kr_aligned(a.src[c], 16);
     }
-    if (op->tail.node >= 0)
-        return launch_tail(op, a);
     const int V = vec ? 4 : 1;
     const size_t threads = (M + V - 1) / V;
     cudaLaunchConfig_t cfg = {};

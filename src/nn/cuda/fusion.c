@@ -616,85 +616,6 @@ int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char 
     return n_folded;
 }
 
-/* The LOGISTIC node that, with the concatenation @p cat, alone reads tensor @p t (not a graph
- * output, not viewed), where it runs unfolded and writes its float graph output itself
- * (kr_cuda_op.y_f32) from t as stored; -1 otherwise. */
-static int tail_logistic(const kr_cuda_mem *mem, const kr_cuda_op *ops,
-                         const unsigned char *folded, int t, int cat)
-{
-    const kr_graph *g = mem->graph;
-    const kr_tensor *tt = &g->tensors[t];
-    if (tt->graph_output >= 0 || tt->view_of >= 0 || is_viewed(g, t) || readers(g, t) != 2)
-        return -1;
-    for (int m = 0; m < g->n_nodes; m++) {
-        const kr_node *x = &g->nodes[m];
-        if (m == cat || x->n_inputs < 1 || x->inputs[0] != t)
-            continue;
-        if (x->op != KR_OP_LOGISTIC || folded[m] || !ops[m].y_f32 || ops[m].residual ||
-            ops[m].post != KR_CUDA_POST_NONE || x->activation != KR_ACT_NONE ||
-            ops[m].in[0] != kr_cuda_mem_ptr(mem, t))
-            return -1;
-        return m;
-    }
-    return -1;
-}
-
-/* (fusion.h) */
-int kr_cuda_fuse_tail(const kr_cuda_mem *mem, float *const *io, kr_cuda_op *ops,
-                      unsigned char *folded)
-{
-    const kr_graph *g = mem->graph;
-    int n_folded = 0;
-    for (int n = 0; io && n < g->n_nodes; n++) {
-        const kr_node *fuse = &g->nodes[n];
-        if (fuse->op != KR_OP_CONV_2D || folded[n] || !ops[n].gcat.n || ops[n].tail.node >= 0 ||
-            !kr_cuda_conv_2d_one_gather_fits(&ops[n]))
-            continue;
-        const int c = g->tensors[fuse->inputs[0]].producer; /* the folded concatenation */
-        if (c < 0 || !folded[c] || g->nodes[c].op != KR_OP_CONCATENATION ||
-            g->nodes[c].n_inputs != ops[n].gcat.n)
-            continue;
-        int best = -1, best_p = -1, best_l = -1;
-        for (int k = 0; k < ops[n].gcat.n; k++) {
-            const int t = g->nodes[c].inputs[k], p = g->tensors[t].producer;
-            if (p < 0 || p >= n || folded[p] || g->nodes[p].op != KR_OP_CONV_2D ||
-                ops[p].post != KR_CUDA_POST_NONE || ops[p].residual || ops[p].addend ||
-                ops[p].cat.src[0] || ops[p].pool.src || ops[p].gcat.n || ops[p].scale.src ||
-                ops[p].rs.src || ops[p].add.src || ops[p].x_f32 || ops[p].y_f32 ||
-                g->nodes[p].activation != KR_ACT_NONE || ops[p].out != kr_cuda_mem_ptr(mem, t) ||
-                ops[n].gcat.src[k] != ops[p].out || !kr_cuda_conv_2d_one_row_fits(&ops[p]))
-                continue;
-            const int l = tail_logistic(mem, ops, folded, t, c);
-            if (l < 0 || !ops[l].out || ops[l].out != io[g->nodes[l].outputs[0]])
-                continue;
-            /* the convolution's input still holds its values when the fuse layer runs: no node
-             * after the convolution up to the fuse layer writes over it, nor the fuse layer */
-            const int x = g->nodes[p].inputs[0];
-            const int src[2] = {x, -1};
-            int ok = !kr_tensor_is_const(&g->tensors[x]);
-            for (int q = p + 1; q <= n && ok; q++)
-                if (!folded[q] && q != l)
-                    ok = !writes_over(mem, ops, q, src);
-            if (ok && p > best_p)
-                best = k, best_p = p, best_l = l;
-        }
-        if (best < 0)
-            continue;
-        const int p = best_p, l = best_l;
-        ops[n].tail.x = ops[p].in[0];
-        ops[n].tail.w = ops[p].in[1];
-        ops[n].tail.bias =
-            g->nodes[p].n_inputs > 2 && g->nodes[p].inputs[2] >= 0 ? ops[p].in[2] : NULL;
-        ops[n].tail.y1 = (float *)ops[l].out;
-        ops[n].tail.node = p;
-        ops[n].tail.act = l;
-        ops[n].tail.ch = best;
-        folded[p] = folded[l] = 1;
-        n_folded += 2;
-    }
-    return n_folded;
-}
-
 int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char *folded)
 {
     const kr_graph *g = mem->graph;
@@ -720,10 +641,6 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
         op->cat.src[0] = op->cat.src[1] = NULL;
         op->cat.rz = -1;
         op->gcat.n = 0;
-        op->tail.x = op->tail.w = op->tail.bias = NULL;
-        op->tail.y1 = NULL;
-        op->tail.node = op->tail.act = -1;
-        op->tail.ch = 0;
         op->pool.src = NULL;
         op->x_f32 = 0;
         op->y_f32 = 0;

@@ -58,19 +58,4 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
  * the maps. The folded nodes are marked in @p folded; returns how many. Never fails. */
 int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded);
 
-/* The per-node schedule's tail fold of f16 instances, after kr_cuda_fuse_gathers and the output
- * bindings (kr_cuda_pernode_bind_outputs, which point a LOGISTIC writing a float graph output at
- * its float staging @p io[t]): where a gathered fuse layer (kr_cuda_op.gcat) reads, as channel
- * ch, the output of a one-output 3x3 CONV_2D (stride and dilation 1, no activation folded, no
- * other fold; kr_cuda_conv_2d_one_row_fits) that only the folded concatenation and one LOGISTIC
- * node (no fold, writing its float output itself, kr_cuda_op.y_f32) read, the convolution and
- * the LOGISTIC are done by the fuse layer's kernel (kr_cuda_op.tail: u2netp's side1, d1 and d0,
- * the run's last three kernels, become one), when no node from the convolution to the fuse
- * layer writes over the convolution's input and the fuse layer's output does not overlap it.
- * One such convolution per fuse layer (the one produced last). A choice by the graph's shapes
- * and the layout's overlaps, never by batch. The folded nodes are marked in @p folded; returns
- * how many. Never fails. */
-int kr_cuda_fuse_tail(const kr_cuda_mem *mem, float *const *io, kr_cuda_op *ops,
-                      unsigned char *folded);
-
 #endif

@@ -134,21 +134,6 @@ typedef struct kr_cuda_op {
         const void *src[KR_CUDA_GCAT_MAX];
         int n;
     } gcat;
-    /* The tail of u2netp (fusion.h, kr_cuda_fuse_tail) folded into this gathered fuse layer
-     * (gcat.n > 0): gathered channel ch is the output of the one-output 3x3 CONV_2D node `node`
-     * (stride and dilation 1, kr_cuda_conv_2d_one_row_fits; its output read only by the folded
-     * concatenation and by one LOGISTIC node writing a float graph output, kr_cuda_op.y_f32),
-     * which the kernel computes itself from x (that convolution's input) with its float weights
-     * w and bias (NULL: none), stores nowhere, and takes for channel ch rounded to half (the
-     * value that convolution stored); it also stores the LOGISTIC of that half into y1 (the
-     * float output's staging), rounded to half and widened, as the activation kernel does.
-     * gcat.src[ch] is then not read. node = -1: no fold (act: the LOGISTIC node, -1 then too).
-     * Only kr_cuda_conv_2d_one_gather takes such layers. */
-    struct {
-        const void *x, *w, *bias;
-        float *y1;
-        int node, act, ch;
-    } tail;
     /* 1: in[0] is the float staging of the graph input this CONV_2D reads (an f16 instance's
      * io[t], whose conversion to half the per-node schedule then leaves out:
      * kr_cuda_pernode_bind_inputs); the kernel rounds each value to half as it loads it, as the
@@ -238,10 +223,6 @@ int kr_cuda_conv_2d_stem_half(const kr_cuda_op *op);
  * input channels, float weights (and bias), a 16-byte aligned input; never chosen by batch.
  * kr_cuda_conv_2d calls both, before the tensor-core kernels (conv_2d_one.cu). */
 int kr_cuda_conv_2d_one_fits(const kr_cuda_op *op);
-/* Whether CONV_2D node @p op, taken by kr_cuda_conv_2d_one (kr_cuda_conv_2d_one_fits), has a 3x3
- * window of stride 1 and dilation 1 and 16 to 256 input channels: the row kernel, whose sums a
- * folded tail (kr_cuda_op.tail) computes too (conv_2d_one.cu). */
-int kr_cuda_conv_2d_one_row_fits(const kr_cuda_op *op);
 /* Queues the one-output convolution of @p op (which kr_cuda_conv_2d_one_fits accepted); returns
  * the launch's CUDA error, cudaErrorInvalidValue for a batch past 2^31 output pixels. */
 int kr_cuda_conv_2d_one(const kr_cuda_op *op);
@@ -254,10 +235,8 @@ int kr_cuda_conv_2d_one_gather_fits(const kr_cuda_op *op);
 /* Queues the gathered fuse layer of @p op (which kr_cuda_conv_2d_one_gather_fits accepted):
  * each output pixel from the n maps' values at that pixel, summed from 0 in channel order, then
  * the bias and the epilogue, the same values as the concatenation followed by the unfolded
- * layer's kernel; with a folded tail (op->tail.node >= 0) one kernel that also computes map
- * tail.ch from its convolution (the row kernel's sums) and writes its LOGISTIC output, the same
- * values as those nodes' kernels. Returns the launch's CUDA error, cudaErrorInvalidValue for a
- * batch past 2^31 output pixels. */
+ * layer's kernel; returns the launch's CUDA error, cudaErrorInvalidValue for a batch past 2^31
+ * output pixels. */
 int kr_cuda_conv_2d_one_gather(const kr_cuda_op *op);
 /* Whether CONV_2D node @p op runs on the tensor cores (kr_cuda_conv_2d_mma): an f16 instance,
  * explicit padding (ONNX models), no groups, input channels a multiple of 16, 16-byte aligned

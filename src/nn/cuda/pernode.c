@@ -118,14 +118,13 @@ int kr_cuda_pernode_bind_inputs(const kr_cuda_mem *mem, float *const *io, kr_cud
     return bound;
 }
 
-/* The node that writes graph output tensor @p t as float into its staging (kr_cuda_op.y_f32,
- * or a folded tail's LOGISTIC output, kr_cuda_op.tail.y1), -1 when none. */
+/* The node that writes graph output tensor @p t as float into its staging (kr_cuda_op.y_f32),
+ * -1 when none. */
 static int float_writer(const kr_graph *g, int t, float *const *io, const kr_cuda_op *ops,
                         const unsigned char *folded)
 {
     for (int n = 0; io && io[t] && n < g->n_nodes; n++)
-        if (!folded[n] && ((ops[n].y_f32 && ops[n].out == io[t]) ||
-                           (ops[n].tail.node >= 0 && ops[n].tail.y1 == io[t])))
+        if (!folded[n] && ops[n].y_f32 && ops[n].out == io[t])
             return n;
     return -1;
 }

@@ -38,7 +38,7 @@
  *      choice by shape): ic / 8 lanes per output, lane g from 0 over the taps in (ky, kx) order
  *      and channels [8g, 8g + 8) in order (a tap outside the input adds nothing), the lanes'
  *      sums by a butterfly of shuffles from the farthest lane down, then + bias (kr_conv_out);
- *      conv_one_row and conv_one_tail (4 pixels per lane group) compute the same sums.
+ *      conv_one_row (4 pixels per lane group) computes the same sums.
  *  grouped direct (conv_2d_grouped.cu, groups > 1): from the bias, taps in (ky, kx) order and
  *      the group's channels in order.
  *  tensor-core pointwise (conv_2d_pw_mma.cu: f16 TFLite 1x1 layers and RGB stems on every
