@@ -36,8 +36,8 @@
 #define STEM_TH 4        /* tile rows */
 #define STEM_TW 32       /* tile columns: a warp's lanes */
 #define STEM_THREADS 128 /* 4 warps */
-#define STEM_SMEM_MAX (48 * 1024)
-#define STEM_LOADS 8     /* patch values a thread loads before storing them */
+#define STEM_MIN_BLOCKS 4 /* blocks per multiprocessor the registers are bounded for */
+#define STEM_SMEM_MAX (96 * 1024) /* past 48 KB by opt-in (5x5 stems of 64 float outputs) */
 
 struct stem_shape {
     int ih, iw, oh, ow, oc, sh, sw, dh, dw, pt, pl;
@@ -56,37 +56,78 @@ template <typename T> __host__ __device__ constexpr int stem_ldo(int oc)
  * of one output: at a pitch of oc (a multiple of 32 floats for 64 outputs) they all hit one
  * bank, 27-way conflicts on 56 stores a block (ncu, u2netp's 3 -> 64 at 320 x 320: 85% of the
  * kernel's shared-store wavefronts, the L1 pipe busy for several us a round); at oc + 4 four
- * rows share a bank, 4-way. */
+ * rows share a bank, 4-way (once per block now: the block keeps them for all its tiles). */
 __host__ __device__ constexpr int stem_ldw(int oc) { return oc + 4; }
 
-/* Floats of a tile's input patch, rounded up to a multiple of 4 (the weights after it are read
- * as float4). */
+/* Floats of a tile's input patch, rounded up to a multiple of 4 (16-byte aligned buffers). */
 __host__ __device__ inline int stem_patch_floats(const stem_shape &s)
 {
     return (s.ph * s.pw * 3 + 3) & ~3;
 }
 
-/* Shared memory of a tile: the input patch (float, ph x pw x 3) and the weights (float,
- * K*K*3 rows of stem_ldw(oc)) while computing, then, in the same space, the staged outputs (T,
- * 128 x ldo). */
+/* Shared memory of a block: the weights (float, K*K*3 rows of stem_ldw(oc)), the biases (oc
+ * floats), two input patches (float, ph x pw x 3 each: the tile being computed and the next
+ * one, in flight) and the staged outputs (T, 128 x ldo). Every part starts 16-byte aligned. */
 template <typename T> static size_t stem_smem(const stem_shape &s, int k)
 {
-    const size_t in =
-        ((size_t)stem_patch_floats(s) + (size_t)k * k * 3 * stem_ldw(s.oc)) * sizeof(float);
-    const size_t out = (size_t)STEM_TH * STEM_TW * stem_ldo<T>(s.oc) * sizeof(T);
-    return in > out ? in : out;
+    return ((size_t)k * k * 3 * stem_ldw(s.oc) + (size_t)s.oc + 2 * (size_t)stem_patch_floats(s)) *
+               sizeof(float) +
+           (size_t)STEM_TH * STEM_TW * stem_ldo<T>(s.oc) * sizeof(T);
 }
 
-/* A patch value of a stem of element type T reading TX: the input's own value, or, for a half
- * stem reading the float graph input (kr_cuda_op.x_f32), the float rounded to half as
- * kr_cuda_f32_to_f16 rounds it (__float2half_rn). */
-template <typename T, typename TX> __device__ __forceinline__ float stem_ld(const TX *p)
+/* A patch value of a stem of element type T reading TX, as the multiply-adds take it: the
+ * input's own value, or, for a half stem reading the float graph input (kr_cuda_op.x_f32), the
+ * float rounded to half as kr_cuda_f32_to_f16 rounds it (__float2half_rn). */
+template <typename T, typename TX> struct stem_rounds {
+    static constexpr bool value = false;
+};
+template <> struct stem_rounds<__half, float> {
+    static constexpr bool value = true;
+};
+
+/* Patch value @p dst = *src, or 0 where !ok. Float inputs asynchronously on compute 8.0+
+ * (cp.async with a zero fill; stem_wait), else at once; half inputs at once, widened. */
+__device__ __forceinline__ void stem_copy(float *dst, const float *src, bool ok)
 {
-    return kr_ld(p);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(kr_smem_addr(dst)),
+                 "l"(src), "r"(ok ? 4 : 0));
+#else
+    *dst = ok ? *src : 0.0f;
+#endif
 }
-template <> __device__ __forceinline__ float stem_ld<__half, float>(const float *p)
+__device__ __forceinline__ void stem_copy(float *dst, const __half *src, bool ok)
 {
-    return __half2float(__float2half_rn(*p));
+    *dst = ok ? __half2float(*src) : 0.0f;
+}
+
+/* Waits until none of this thread's patch copies is in flight. */
+__device__ __forceinline__ void stem_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group 0;\n" ::);
+#endif
+}
+
+/* Queues the copy of tile @p t's input patch into @p patch, rows of 3 pw contiguous input
+ * values (zeros outside the input; a value outside loads nothing). */
+template <typename TX>
+__device__ __forceinline__ void stem_fetch(const TX *__restrict__ x, const stem_shape &s, int t,
+                                           float *patch)
+{
+    const int tx = t % s.tiles_x;
+    t /= s.tiles_x;
+    const int ty = t % s.tiles_y, b = t / s.tiles_y;
+    const int iy0 = ty * STEM_TH * s.sh - s.pt, ix0 = tx * STEM_TW * s.sw - s.pl;
+    const TX *xb = x + (size_t)b * s.ih * s.iw * 3;
+    const int prow = s.pw * 3, pn = s.ph * prow, rowlen = s.iw * 3;
+    for (int i = threadIdx.x; i < pn; i += STEM_THREADS) {
+        const int py = i / prow, r = i - py * prow;
+        const int iy = iy0 + py, xr = ix0 * 3 + r; /* xr: the value's place in its input row */
+        const bool ok = (unsigned)iy < (unsigned)s.ih && (unsigned)xr < (unsigned)rowlen;
+        stem_copy(patch + i, xb + (ok ? (size_t)iy * rowlen + xr : 0), ok);
+    }
+    kr_cp_async_commit();
 }
 
 /* A folded activation (KR_CUDA_POST_*) as a type: the epilogue's constant. */
@@ -95,155 +136,158 @@ template <int P> struct stem_post {
 };
 
 template <typename T, typename TX, int K, int G>
-__global__ void __launch_bounds__(STEM_THREADS)
+__global__ void __launch_bounds__(STEM_THREADS, STEM_MIN_BLOCKS)
     conv_stem_tile(const TX *__restrict__ x, const float *__restrict__ w,
-                   const float *__restrict__ bias, T *__restrict__ y, stem_shape s, kr_epilogue e)
+                   const float *__restrict__ bias, T *__restrict__ y, stem_shape s, kr_epilogue e,
+                   int tiles)
 {
     constexpr int KK = K * K * 3, R = 4 / G; /* R: warps per channel group */
+    constexpr int oc = 16 * G, LDW = stem_ldw(16 * G), LDO = stem_ldo<T>(16 * G);
     extern __shared__ uint4 stem_shared[];
-    float *const patch = reinterpret_cast<float *>(stem_shared);
-    float *const ws = patch + stem_patch_floats(s); /* [KK][LDW]: 16-byte aligned */
-    constexpr int oc = 16 * G, LDW = stem_ldw(16 * G);
+    float *const ws = reinterpret_cast<float *>(stem_shared); /* [KK][LDW] */
+    float *const bs = ws + KK * LDW;                           /* [oc] */
+    float *const patches = bs + oc;                            /* [2][pf] */
+    const int pf = stem_patch_floats(s);
+    T *const st = reinterpret_cast<T *>(patches + 2 * pf); /* [128][LDO] */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
     int t = blockIdx.x;
-    const int tx = t % s.tiles_x;
-    t /= s.tiles_x;
-    const int ty = t % s.tiles_y, b = t / s.tiles_y;
-    const int oy0 = ty * STEM_TH, ox0 = tx * STEM_TW;
-    const int iy0 = oy0 * s.sh - s.pt, ix0 = ox0 * s.sw - s.pl;
+    stem_fetch(x, s, t, patches); /* the first tile's patch, in flight while the weights load */
 
-    /* The weights, OHWI [n][k] -> [k][n], and the patch, row by row (each row 3 * pw contiguous
-     * values of the input). Each thread issues its loads before their stores into shared memory,
-     * STEM_LOADS at a time (a value outside the input loads the image's first one and stores
-     * zero): with a load and its store per step, each step waited for its own round trip (the
-     * patch's loads behind a branch each), some 9 of them per block before any multiply-add. */
-    constexpr int WPT = (KK * 16 * G + STEM_THREADS - 1) / STEM_THREADS; /* weights per thread */
-    float wv[WPT];
+    /* The weights, OHWI [n][k] -> [k][n], and the biases, once for all the block's tiles. Each
+     * thread issues its loads before their stores into shared memory. */
+    constexpr int WPT = (KK * oc + STEM_THREADS - 1) / STEM_THREADS; /* weights per thread */
+    {
+        float wv[WPT];
 #pragma unroll
-    for (int j = 0; j < WPT; j++) {
-        const int i = tid + j * STEM_THREADS;
-        wv[j] = i < KK * oc ? w[i] : 0.0f;
-    }
-    const TX *xb = x + (size_t)b * s.ih * s.iw * 3;
-    const int prow = s.pw * 3, pn = s.ph * prow;
-    for (int i0 = tid; i0 < pn; i0 += STEM_LOADS * STEM_THREADS) {
-        float v[STEM_LOADS];
-        bool in[STEM_LOADS];
-#pragma unroll
-        for (int j = 0; j < STEM_LOADS; j++) {
-            const int i = i0 + j * STEM_THREADS;
-            const int py = i / prow, r = i - py * prow;
-            const int iy = iy0 + py, ix = ix0 + r / 3;
-            in[j] = i < pn && (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
-            v[j] = stem_ld<T>(xb + (in[j] ? ((size_t)iy * s.iw + ix) * 3 + r % 3 : 0));
+        for (int j = 0; j < WPT; j++) {
+            const int i = tid + j * STEM_THREADS;
+            wv[j] = i < KK * oc ? w[i] : 0.0f;
         }
+        const float bv = tid < oc && bias ? bias[tid] : 0.0f;
 #pragma unroll
-        for (int j = 0; j < STEM_LOADS; j++) {
-            const int i = i0 + j * STEM_THREADS;
-            if (i < pn)
-                patch[i] = in[j] ? v[j] : 0.0f;
+        for (int j = 0; j < WPT; j++) {
+            const int i = tid + j * STEM_THREADS;
+            if (i < KK * oc) {
+                const int n = i / KK, k = i - n * KK;
+                ws[k * LDW + n] = wv[j];
+            }
         }
+        if (tid < oc)
+            bs[tid] = bv;
     }
-#pragma unroll
-    for (int j = 0; j < WPT; j++) {
-        const int i = tid + j * STEM_THREADS;
-        if (i < KK * oc) {
-            const int n = i / KK, k = i - n * KK;
-            ws[k * LDW + n] = wv[j];
-        }
-    }
-    __syncthreads();
 
     const int g = warp % G, r0 = warp / G; /* channel group; first tile row */
-    float acc[G][16];
+    const int pn = s.ph * s.pw * 3;
+    /* Tiles t, t + grid, ...: the next tile's patch is copied into the other buffer while this
+     * one is computed. */
+    for (int buf = 0; t < tiles; t += gridDim.x, buf ^= 1) {
+        float *const patch = patches + buf * pf;
+        stem_wait();
+        if (stem_rounds<T, TX>::value) /* the values this thread copied, rounded to half */
+            for (int i = tid; i < pn; i += STEM_THREADS)
+                patch[i] = __half2float(__float2half_rn(patch[i]));
+        /* the patch (and, the first time, the weights) in place; the other patch buffer and the
+         * stage no longer read */
+        __syncthreads();
+        if (t + (int)gridDim.x < tiles)
+            stem_fetch(x, s, t + (int)gridDim.x, patches + (buf ^ 1) * pf);
+
+        float acc[G][16];
 #pragma unroll
-    for (int j = 0; j < G; j++)
+        for (int n = 0; n < 16; n += 4) {
+            const float4 v = *reinterpret_cast<const float4 *>(bs + g * 16 + n);
 #pragma unroll
-        for (int n = 0; n < 16; n++)
-            acc[j][n] = bias ? bias[g * 16 + n] : 0.0f;
+            for (int j = 0; j < G; j++)
+                acc[j][n] = v.x, acc[j][n + 1] = v.y, acc[j][n + 2] = v.z, acc[j][n + 3] = v.w;
+        }
 #pragma unroll 1
-    for (int ky = 0; ky < K; ky++)
+        for (int ky = 0; ky < K; ky++)
 #pragma unroll
-        for (int kx = 0; kx < K; kx++) {
-            float in[G][3];
+            for (int kx = 0; kx < K; kx++) {
+                float in[G][3];
 #pragma unroll
-            for (int j = 0; j < G; j++) {
-                const int py = (r0 + j * R) * s.sh + ky * s.dh, px = lane * s.sw + kx * s.dw;
-                const float *p = patch + (py * s.pw + px) * 3;
-                in[j][0] = p[0], in[j][1] = p[1], in[j][2] = p[2];
-            }
-#pragma unroll
-            for (int c = 0; c < 3; c++) {
-                const float4 *wk =
-                    reinterpret_cast<const float4 *>(ws + ((ky * K + kx) * 3 + c) * LDW + g * 16);
-                float wv[16];
-#pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    const float4 v = wk[q];
-                    wv[4 * q] = v.x, wv[4 * q + 1] = v.y, wv[4 * q + 2] = v.z, wv[4 * q + 3] = v.w;
+                for (int j = 0; j < G; j++) {
+                    const int py = (r0 + j * R) * s.sh + ky * s.dh, px = lane * s.sw + kx * s.dw;
+                    const float *p = patch + (py * s.pw + px) * 3;
+                    in[j][0] = p[0], in[j][1] = p[1], in[j][2] = p[2];
                 }
 #pragma unroll
-                for (int j = 0; j < G; j++)
+                for (int c = 0; c < 3; c++) {
+                    const float4 *wk = reinterpret_cast<const float4 *>(
+                        ws + ((ky * K + kx) * 3 + c) * LDW + g * 16);
+                    float wv[16];
 #pragma unroll
-                    for (int n = 0; n < 16; n++)
-                        acc[j][n] = fmaf(in[j][c], wv[n], acc[j][n]);
+                    for (int q = 0; q < 4; q++) {
+                        const float4 v = wk[q];
+                        wv[4 * q] = v.x, wv[4 * q + 1] = v.y, wv[4 * q + 2] = v.z,
+                                 wv[4 * q + 3] = v.w;
+                    }
+#pragma unroll
+                    for (int j = 0; j < G; j++)
+#pragma unroll
+                        for (int n = 0; n < 16; n++)
+                            acc[j][n] = fmaf(in[j][c], wv[n], acc[j][n]);
+                }
             }
-        }
-    __syncthreads(); /* every warp is done with the patch and weights: the space is the stage */
 
-    T *const st = reinterpret_cast<T *>(stem_shared);
-    constexpr int LDO = stem_ldo<T>(16 * G);
-    const int ox = ox0 + lane;
-    /* the activation as a constant (stem_post): one switch, not one per value (64 inlined
-     * switches made the epilogue most of the kernel's code) */
-    auto stage = [&](auto post) {
-        kr_epilogue f = e;
-        f.post = decltype(post)::value;
+        int u = t; /* the tile: image b, output rows oy0.., columns ox0.. */
+        const int tx = u % s.tiles_x;
+        u /= s.tiles_x;
+        const int ty = u % s.tiles_y, b = u / s.tiles_y;
+        const int oy0 = ty * STEM_TH, ox0 = tx * STEM_TW;
+
+        const int ox = ox0 + lane;
+        /* the activation as a constant (stem_post): one switch, not one per value (64 inlined
+         * switches made the epilogue most of the kernel's code) */
+        auto stage = [&](auto post) {
+            kr_epilogue f = e;
+            f.post = decltype(post)::value;
 #pragma unroll
-        for (int j = 0; j < G; j++) {
-            const int row = r0 + j * R, oy = oy0 + row;
-            float v[16];
+            for (int j = 0; j < G; j++) {
+                const int row = r0 + j * R, oy = oy0 + row;
+                float v[16];
 #pragma unroll
-            for (int n = 0; n < 16; n++)
-                v[n] = kr_apply(f, acc[j][n]);
-            if (oy < s.oh && ox < s.ow) {
-                const size_t o = (((size_t)b * s.oh + oy) * s.ow + ox) * oc + g * 16;
+                for (int n = 0; n < 16; n++)
+                    v[n] = kr_apply(f, acc[j][n]);
+                if (oy < s.oh && ox < s.ow) {
+                    const size_t o = (((size_t)b * s.oh + oy) * s.ow + ox) * oc + g * 16;
 #pragma unroll
-                for (int n = 0; n < 16; n += 4)
-                    kr_add_res<T, 4>(e, o + n, v + n);
+                    for (int n = 0; n < 16; n += 4)
+                        kr_add_res<T, 4>(e, o + n, v + n);
+                }
+                /* 16-byte stores (8 halves or 4 floats): at the pixel pitch LDO the 8 lanes of a
+                 * quarter warp hit distinct banks (8-byte stores of halves: 4-way conflicts) */
+                T *d = st + (row * STEM_TW + lane) * LDO + g * 16;
+                constexpr int SV = 16 / (int)sizeof(T);
+#pragma unroll
+                for (int n = 0; n < 16; n += SV)
+                    kr_stv<SV>(d + n, v + n);
             }
-            /* 16-byte stores (8 halves or 4 floats): at the pixel pitch LDO the 8 lanes of a
-             * quarter warp hit distinct banks (8-byte stores of halves: 4-way conflicts) */
-            T *d = st + (row * STEM_TW + lane) * LDO + g * 16;
-            constexpr int SV = 16 / (int)sizeof(T);
-#pragma unroll
-            for (int n = 0; n < 16; n += SV)
-                kr_stv<SV>(d + n, v + n);
+        };
+        switch (e.post) {
+        case KR_CUDA_POST_RELU: stage(stem_post<KR_CUDA_POST_RELU>()); break;
+        case KR_CUDA_POST_RELU6: stage(stem_post<KR_CUDA_POST_RELU6>()); break;
+        case KR_CUDA_POST_HARD_SWISH: stage(stem_post<KR_CUDA_POST_HARD_SWISH>()); break;
+        case KR_CUDA_POST_LOGISTIC: stage(stem_post<KR_CUDA_POST_LOGISTIC>()); break;
+        default: stage(stem_post<KR_CUDA_POST_NONE>());
         }
-    };
-    switch (e.post) {
-    case KR_CUDA_POST_RELU: stage(stem_post<KR_CUDA_POST_RELU>()); break;
-    case KR_CUDA_POST_RELU6: stage(stem_post<KR_CUDA_POST_RELU6>()); break;
-    case KR_CUDA_POST_HARD_SWISH: stage(stem_post<KR_CUDA_POST_HARD_SWISH>()); break;
-    case KR_CUDA_POST_LOGISTIC: stage(stem_post<KR_CUDA_POST_LOGISTIC>()); break;
-    default: stage(stem_post<KR_CUDA_POST_NONE>());
-    }
-    __syncthreads();
+        __syncthreads(); /* the tile's outputs staged */
 
-    /* whole output rows of the tile, 16 bytes per thread per pass */
-    constexpr int PIECES = 16 * G * (int)sizeof(T) / 16; /* 16-byte pieces per pixel */
-    const int nx = s.ow - ox0 < STEM_TW ? s.ow - ox0 : STEM_TW;
-    for (int i = tid; i < STEM_TH * STEM_TW * PIECES; i += STEM_THREADS) {
-        const int row = i / (STEM_TW * PIECES), r = i - row * (STEM_TW * PIECES);
-        const int px = r / PIECES, piece = r - px * PIECES;
-        const int oy = oy0 + row;
-        if (px >= nx || oy >= s.oh)
-            continue;
-        const uint4 v =
-            *reinterpret_cast<const uint4 *>(st + (row * STEM_TW + px) * LDO + piece * (16 / sizeof(T)));
-        *reinterpret_cast<uint4 *>(y + (((size_t)b * s.oh + oy) * s.ow + ox0 + px) * oc +
-                                   piece * (16 / sizeof(T))) = v;
+        /* whole output rows of the tile, 16 bytes per thread per pass */
+        constexpr int PIECES = 16 * G * (int)sizeof(T) / 16; /* 16-byte pieces per pixel */
+        const int nx = s.ow - ox0 < STEM_TW ? s.ow - ox0 : STEM_TW;
+        for (int i = tid; i < STEM_TH * STEM_TW * PIECES; i += STEM_THREADS) {
+            const int row = i / (STEM_TW * PIECES), r = i - row * (STEM_TW * PIECES);
+            const int px = r / PIECES, piece = r - px * PIECES;
+            const int oy = oy0 + row;
+            if (px >= nx || oy >= s.oh)
+                continue;
+            const uint4 v = *reinterpret_cast<const uint4 *>(st + (row * STEM_TW + px) * LDO +
+                                                             piece * (16 / sizeof(T)));
+            *reinterpret_cast<uint4 *>(y + (((size_t)b * s.oh + oy) * s.ow + ox0 + px) * oc +
+                                       piece * (16 / sizeof(T))) = v;
+        }
     }
 }
 
@@ -269,7 +313,8 @@ template <typename T> static int stem_fits(const kr_cuda_op *op)
 {
     const kr_tensor *wt = kr_in_t(op, 1);
     const stem_shape s = stem_shape_of(op);
-    return stem_smem<T>(s, wt->dims[1]) <= STEM_SMEM_MAX;
+    const size_t smem = stem_smem<T>(s, wt->dims[1]);
+    return smem <= STEM_SMEM_MAX && smem <= op->caps->smem_block_optin;
 }
 
 extern "C" int kr_cuda_conv_2d_stem_fits(const kr_cuda_op *op)
@@ -293,24 +338,47 @@ extern "C" int kr_cuda_conv_2d_stem_fits(const kr_cuda_op *op)
     return KR_BY_TYPE(stem_fits, op);
 }
 
+/* Launches kernel @p f (an instance of conv_stem_tile reading TX) on one wave of resident
+ * blocks: at most the multiprocessors times the blocks each holds (registers, shared memory),
+ * each block looping over the tiles t, t + grid, ... The grid only spreads the tiles over the
+ * blocks: it changes no sum. */
+template <typename T, typename TX>
+static int launch_stem_grid(const kr_cuda_op *op,
+                            void (*f)(const TX *, const float *, const float *, T *, stem_shape,
+                                      kr_epilogue, int),
+                            const stem_shape &s, int k)
+{
+    const size_t tiles = (size_t)kr_dim(op, kr_out_t(op), 0) * s.tiles_y * s.tiles_x;
+    if (tiles >= ((size_t)1 << 31))
+        return (int)cudaErrorInvalidValue;
+    const size_t smem = stem_smem<T>(s, k);
+    if (smem > 48 * 1024) { /* past the default: opt in (up to STEM_SMEM_MAX) */
+        const cudaError_t ae =
+            cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (ae != cudaSuccess)
+            return (int)ae;
+    }
+    int per_sm = 0;
+    const cudaError_t oe =
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, STEM_THREADS, smem);
+    if (oe != cudaSuccess)
+        return (int)oe;
+    const size_t cap = (size_t)(op->caps->sms > 0 ? op->caps->sms : 1) * (per_sm > 0 ? per_sm : 1);
+    const unsigned grid = (unsigned)(tiles < cap ? tiles : cap);
+    const float *bias =
+        op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? (const float *)op->in[2] : NULL;
+    f<<<grid, STEM_THREADS, smem, (cudaStream_t)op->stream>>>(
+        (const TX *)op->in[0], (const float *)op->in[1], bias, (T *)op->out, s,
+        kr_make_epilogue(op, 1), (int)tiles);
+    return (int)cudaGetLastError();
+}
+
 template <typename T, int K, int G> static int launch_stem_tile(const kr_cuda_op *op)
 {
     const stem_shape s = stem_shape_of(op);
-    const size_t blocks = (size_t)kr_dim(op, kr_out_t(op), 0) * s.tiles_y * s.tiles_x;
-    if (blocks >= ((size_t)1 << 31))
-        return (int)cudaErrorInvalidValue;
-    const float *bias =
-        op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? (const float *)op->in[2] : NULL;
-    const cudaStream_t st = (cudaStream_t)op->stream;
     if (op->x_f32) /* the float graph input (f16 instances only) */
-        conv_stem_tile<T, float, K, G><<<(unsigned)blocks, STEM_THREADS, stem_smem<T>(s, K), st>>>(
-            (const float *)op->in[0], (const float *)op->in[1], bias, (T *)op->out, s,
-            kr_make_epilogue(op, 1));
-    else
-        conv_stem_tile<T, T, K, G><<<(unsigned)blocks, STEM_THREADS, stem_smem<T>(s, K), st>>>(
-            (const T *)op->in[0], (const float *)op->in[1], bias, (T *)op->out, s,
-            kr_make_epilogue(op, 1));
-    return (int)cudaGetLastError();
+        return launch_stem_grid<T, float>(op, conv_stem_tile<T, float, K, G>, s, K);
+    return launch_stem_grid<T, T>(op, conv_stem_tile<T, T, K, G>, s, K);
 }
 
 template <typename T> static int launch(const kr_cuda_op *op)
