@@ -2356,14 +2356,15 @@ static void test_rgb_stem_bits(void **state)
  * kr_cuda_op.x_f32) bit for bit against a host model of conv_stem's arithmetic (the bias-first
  * order): each input rounded to half, then from the bias, the taps in (ky, kx) order and each
  * tap's 3 channels in order, one fmaf each, in float; the RELU; rounded to half. 37 x 45 with
- * padding 1 (4 x 32 tiles cut at the bottom and the right) at batch 1 and 3. */
-static void test_onnx_stem_bits(void **state)
+ * padding 1 (4 x 32 tiles cut at the bottom and the right) at batch 1 and 3, and 130 x 322
+ * (363 tiles at batch 1, 1,089 at batch 3: more than an H200's 528 resident blocks, so that
+ * blocks take two or three tiles, the next one's input copied while one is computed). */
+static void onnx_stem_bits(int h, int wd)
 {
-    (void)state;
     kt_graph b;
     kt_graph_begin(&b, "onnx stem bits", 8, 4, 1 << 16);
     kt_rng rng = kt_rng_seed(2719u);
-    int xd[4] = {1, 37, 45, 3}, od[4];
+    int xd[4] = {1, h, wd, 3}, od[4];
     int x = kt_graph_act(&b, 4, xd);
     kt_graph_input(&b, x);
     int y = chain_conv_onnx_st(&b, &rng, x, xd, 64, 3, 1, 1, 1, KR_ACT_RELU, od);
@@ -2415,14 +2416,23 @@ static void test_onnx_stem_bits(void **state)
                                 got[(((size_t)i * oh + oy) * ow + ox) * oc + (size_t)c];
                             differ += memcmp(&want, &have, sizeof(float)) != 0;
                         }
-            printf("onnx stem bits: %s batch %d: %zu of %zu values differ from the host model%s\n",
-                   be->name, batch, differ, (size_t)batch * oh * ow * oc, differ ? "  FAIL" : "");
+            printf("onnx stem bits %d x %d: %s batch %d: %zu of %zu values differ from the host "
+                   "model%s\n",
+                   h, wd, be->name, batch, differ, (size_t)batch * oh * ow * oc,
+                   differ ? "  FAIL" : "");
             free(got);
             free_inputs(gr, xs);
             assert_true(differ == 0);
         }
     }
     kr_graph_destroy(&gr);
+}
+
+static void test_onnx_stem_bits(void **state)
+{
+    (void)state;
+    onnx_stem_bits(37, 45);
+    onnx_stem_bits(130, 322);
 }
 
 /*

@@ -9,18 +9,26 @@
  * H100 u2netp's stem took 0.107 ms at batch 1 (30 us a frame at batch 32) against a floor of
  * about 5 us (177 M multiply-adds, 13 MB written).
  *
- * Here a block of 4 warps takes a tile of 4 x 32 output pixels of one image and all its output
- * channels. It copies the tile's input patch (zeros outside the input, so the loop has no
- * bounds checks) and the layer's weights (transposed to [k][oc]) into shared memory once. Warp
- * w computes channel group w % G (16 channels; G = oc / 16) of tile rows w / G, w / G + 4 / G,
- * ...: lane = the pixel's column, so each weight is one broadcast read for the warp and each
- * input value a conflict-free read (3 floats apart). The results go through shared memory
- * (rows padded against bank conflicts) and leave as 16-byte stores of whole output rows.
+ * Here a block of 4 warps takes tiles of 4 x 32 output pixels of one image and all their output
+ * channels. Warp w computes channel group w % G (16 channels; G = oc / 16) of tile rows w / G,
+ * w / G + 4 / G, ...: lane = the pixel's column, so each weight is one broadcast read for the
+ * warp and each input value a conflict-free read (3 floats apart), both from shared memory:
+ * the layer's weights (transposed to [k][oc]) and the tile's input patch (zeros outside the
+ * input, so the loop has no bounds checks). The results go through shared memory (rows padded
+ * against bank conflicts) and leave as 16-byte stores of whole output rows.
+ *
+ * The grid is one wave of resident blocks (the multiprocessors times the blocks each holds: 528
+ * on the H200 at 125 registers), each looping over tiles t, t + grid, ...; a block stages the
+ * weights once and copies the next tile's patch (cp.async, into a second buffer) while it
+ * computes this one. With a block per tile (session 13: 800 blocks for u2netp's 320 x 320, 1.52
+ * rounds of 528) every block first waited for its weights and patch, twice per multiprocessor,
+ * and the second round ran 272 blocks on 528 places (ncu: issue slots 57% busy, 18.7 us in the
+ * CUPTI trace for a floor of about 5 us of FP32 multiply-adds).
  *
  * Where the stem alone reads the graph input (u2netp's), the per-node f16 schedule points it at
  * the input's float staging (kr_cuda_op.x_f32, kr_cuda_pernode_bind_inputs), as for
- * conv_stem_half below: the patch copy loads the floats and rounds each to half as
- * kr_cuda_f32_to_f16 does, so the conversion kernel before the stem is left out with the same
+ * conv_stem_half below: the patch copy loads the floats and each thread, once its copies have
+ * landed, rounds them to half as kr_cuda_f32_to_f16 does, so the conversion kernel before the stem is left out with the same
  * values (u2netp batch 1: 1.9 us of its own, 1.2 MB read, 0.6 MB written and read again).
  *
  * Summation order: bias-first (ops/conv_2d.cuh), the same as conv_stem: from the bias, the taps
