@@ -200,6 +200,13 @@ __global__ void __launch_bounds__(STEM_THREADS, STEM_MIN_BLOCKS)
         __syncthreads();
         if (t + (int)gridDim.x < tiles)
             stem_fetch(x, s, t + (int)gridDim.x, patches + (buf ^ 1) * pf);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        else /* the block's last tile: once every block is at its last, the next kernel, if it is a
+              * programmatic dependent launch (conv_tcp), may start its blocks on the places the
+              * blocks done leave free; they wait for this grid's completion before reading
+              * what it writes (griddepcontrol.wait) */
+            asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 
         float acc[G][16];
 #pragma unroll
