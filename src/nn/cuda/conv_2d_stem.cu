@@ -117,8 +117,10 @@ __device__ __forceinline__ void stem_wait()
 #endif
 }
 
-/* Queues the copy of tile @p t's input patch into @p patch, rows of 3 pw contiguous input
- * values (zeros outside the input; a value outside loads nothing). */
+/* Queues the copy of tile @p t's input patch into @p patch: row py at [py * 3 pw, (py + 1) * 3 pw),
+ * 3 pw contiguous input values (zeros outside the input; a value outside loads nothing). Each
+ * thread copies the values r = threadIdx.x, + STEM_THREADS, ... of every row (stem_round_patch
+ * rounds the same ones): no division per value. */
 template <typename TX>
 __device__ __forceinline__ void stem_fetch(const TX *__restrict__ x, const stem_shape &s, int t,
                                            float *patch)
@@ -126,22 +128,50 @@ __device__ __forceinline__ void stem_fetch(const TX *__restrict__ x, const stem_
     const int tx = t % s.tiles_x;
     t /= s.tiles_x;
     const int ty = t % s.tiles_y, b = t / s.tiles_y;
-    const int iy0 = ty * STEM_TH * s.sh - s.pt, ix0 = tx * STEM_TW * s.sw - s.pl;
+    const int iy0 = ty * STEM_TH * s.sh - s.pt, xr0 = (tx * STEM_TW * s.sw - s.pl) * 3;
     const TX *xb = x + (size_t)b * s.ih * s.iw * 3;
-    const int prow = s.pw * 3, pn = s.ph * prow, rowlen = s.iw * 3;
-    for (int i = threadIdx.x; i < pn; i += STEM_THREADS) {
-        const int py = i / prow, r = i - py * prow;
-        const int iy = iy0 + py, xr = ix0 * 3 + r; /* xr: the value's place in its input row */
-        const bool ok = (unsigned)iy < (unsigned)s.ih && (unsigned)xr < (unsigned)rowlen;
-        stem_copy(patch + i, xb + (ok ? (size_t)iy * rowlen + xr : 0), ok);
+    const int prow = s.pw * 3, rowlen = s.iw * 3;
+    for (int py = 0; py < s.ph; py++) {
+        const int iy = iy0 + py;
+        const bool row_ok = (unsigned)iy < (unsigned)s.ih;
+        const TX *src = xb + (size_t)(row_ok ? iy : 0) * rowlen;
+        for (int r = threadIdx.x; r < prow; r += STEM_THREADS) {
+            const int xr = xr0 + r; /* the value's place in its input row */
+            const bool ok = row_ok && (unsigned)xr < (unsigned)rowlen;
+            stem_copy(patch + py * prow + r, src + (ok ? xr : 0), ok);
+        }
     }
     kr_cp_async_commit();
 }
 
-/* A folded activation (KR_CUDA_POST_*) as a type: the epilogue's constant. */
-template <int P> struct stem_post {
+/* The values of @p patch this thread copied (stem_fetch), once landed, rounded to half as
+ * kr_cuda_f32_to_f16 rounds them (a half stem reading the float graph input). */
+__device__ __forceinline__ void stem_round_patch(const stem_shape &s, float *patch)
+{
+    const int prow = s.pw * 3;
+    for (int py = 0; py < s.ph; py++)
+        for (int r = threadIdx.x; r < prow; r += STEM_THREADS) {
+            float *q = patch + py * prow + r;
+            *q = __half2float(__float2half_rn(*q));
+        }
+}
+
+/* A folded activation (KR_CUDA_POST_*) as a type: the epilogue's constant. OPEN: the node's own
+ * clamp is [-inf, inf] and P is RELU or RELU6 (u2netp's stem: its Relu node folded), so the
+ * clamp is left out: kr_apply's value for every input (the clamp changes only a NaN, to -inf,
+ * which the RELU turns into the 0 it gives the NaN itself), without 2 instructions a value. */
+template <int P, bool OPEN = false> struct stem_post {
     static constexpr int value = P;
+    static constexpr bool open = OPEN;
 };
+
+/* The epilogue's value of @p v: kr_apply, or for an open stem_post the RELU or RELU6 alone. */
+template <typename Post> __device__ __forceinline__ float stem_apply(const kr_epilogue &f, float v)
+{
+    if (!Post::open)
+        return kr_apply(f, v);
+    return Post::value == KR_CUDA_POST_RELU6 ? fminf(fmaxf(v, 0.0f), 6.0f) : fmaxf(v, 0.0f);
+}
 
 template <typename T, typename TX, int K, int G>
 __global__ void __launch_bounds__(STEM_THREADS, STEM_MIN_BLOCKS)
@@ -186,15 +216,13 @@ __global__ void __launch_bounds__(STEM_THREADS, STEM_MIN_BLOCKS)
     }
 
     const int g = warp % G, r0 = warp / G; /* channel group; first tile row */
-    const int pn = s.ph * s.pw * 3;
     /* Tiles t, t + grid, ...: the next tile's patch is copied into the other buffer while this
      * one is computed. */
     for (int buf = 0; t < tiles; t += gridDim.x, buf ^= 1) {
         float *const patch = patches + buf * pf;
         stem_wait();
-        if (stem_rounds<T, TX>::value) /* the values this thread copied, rounded to half */
-            for (int i = tid; i < pn; i += STEM_THREADS)
-                patch[i] = __half2float(__float2half_rn(patch[i]));
+        if (stem_rounds<T, TX>::value)
+            stem_round_patch(s, patch);
         /* the patch (and, the first time, the weights) in place; the other patch buffer and the
          * stage no longer read */
         __syncthreads();
@@ -264,7 +292,7 @@ __global__ void __launch_bounds__(STEM_THREADS, STEM_MIN_BLOCKS)
                 float v[16];
 #pragma unroll
                 for (int n = 0; n < 16; n++)
-                    v[n] = kr_apply(f, acc[j][n]);
+                    v[n] = stem_apply<decltype(post)>(f, acc[j][n]);
                 if (oy < s.oh && ox < s.ow) {
                     const size_t o = (((size_t)b * s.oh + oy) * s.ow + ox) * oc + g * 16;
 #pragma unroll
@@ -280,9 +308,20 @@ __global__ void __launch_bounds__(STEM_THREADS, STEM_MIN_BLOCKS)
                     kr_stv<SV>(d + n, v + n);
             }
         };
+        const bool open = e.lo == -INFINITY && e.hi == INFINITY;
         switch (e.post) {
-        case KR_CUDA_POST_RELU: stage(stem_post<KR_CUDA_POST_RELU>()); break;
-        case KR_CUDA_POST_RELU6: stage(stem_post<KR_CUDA_POST_RELU6>()); break;
+        case KR_CUDA_POST_RELU:
+            if (open)
+                stage(stem_post<KR_CUDA_POST_RELU, true>());
+            else
+                stage(stem_post<KR_CUDA_POST_RELU>());
+            break;
+        case KR_CUDA_POST_RELU6:
+            if (open)
+                stage(stem_post<KR_CUDA_POST_RELU6, true>());
+            else
+                stage(stem_post<KR_CUDA_POST_RELU6>());
+            break;
         case KR_CUDA_POST_HARD_SWISH: stage(stem_post<KR_CUDA_POST_HARD_SWISH>()); break;
         case KR_CUDA_POST_LOGISTIC: stage(stem_post<KR_CUDA_POST_LOGISTIC>()); break;
         default: stage(stem_post<KR_CUDA_POST_NONE>());
