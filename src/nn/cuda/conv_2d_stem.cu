@@ -18,7 +18,7 @@
  * against bank conflicts) and leave as 16-byte stores of whole output rows.
  *
  * The grid is one wave of resident blocks (the multiprocessors times the blocks each holds: 528
- * on the H200 at 125 registers), each looping over tiles t, t + grid, ...; a block stages the
+ * on the H200 at 127 registers), each looping over tiles t, t + grid, ...; a block stages the
  * weights once and copies the next tile's patch (cp.async, into a second buffer) while it
  * computes this one. With a block per tile (session 13: 800 blocks for u2netp's 320 x 320, 1.52
  * rounds of 528) every block first waited for its weights and patch, twice per multiprocessor,
