@@ -9,26 +9,18 @@
  * H100 u2netp's stem took 0.107 ms at batch 1 (30 us a frame at batch 32) against a floor of
  * about 5 us (177 M multiply-adds, 13 MB written).
  *
- * Here a block of 4 warps takes tiles of 4 x 32 output pixels of one image and all their output
- * channels. Warp w computes channel group w % G (16 channels; G = oc / 16) of tile rows w / G,
- * w / G + 4 / G, ...: lane = the pixel's column, so each weight is one broadcast read for the
- * warp and each input value a conflict-free read (3 floats apart), both from shared memory:
- * the layer's weights (transposed to [k][oc]) and the tile's input patch (zeros outside the
- * input, so the loop has no bounds checks). The results go through shared memory (rows padded
- * against bank conflicts) and leave as 16-byte stores of whole output rows.
- *
- * The grid is one wave of resident blocks (the multiprocessors times the blocks each holds: 528
- * on the H200 at 127 registers), each looping over tiles t, t + grid, ...; a block stages the
- * weights once and copies the next tile's patch (cp.async, into a second buffer) while it
- * computes this one. With a block per tile (session 13: 800 blocks for u2netp's 320 x 320, 1.52
- * rounds of 528) every block first waited for its weights and patch, twice per multiprocessor,
- * and the second round ran 272 blocks on 528 places (ncu: issue slots 57% busy, 18.7 us in the
- * CUPTI trace for a floor of about 5 us of FP32 multiply-adds).
+ * Here a block of 4 warps takes a tile of 4 x 32 output pixels of one image and all its output
+ * channels. It copies the tile's input patch (zeros outside the input, so the loop has no
+ * bounds checks) and the layer's weights (transposed to [k][oc]) into shared memory once. Warp
+ * w computes channel group w % G (16 channels; G = oc / 16) of tile rows w / G, w / G + 4 / G,
+ * ...: lane = the pixel's column, so each weight is one broadcast read for the warp and each
+ * input value a conflict-free read (3 floats apart). The results go through shared memory
+ * (rows padded against bank conflicts) and leave as 16-byte stores of whole output rows.
  *
  * Where the stem alone reads the graph input (u2netp's), the per-node f16 schedule points it at
  * the input's float staging (kr_cuda_op.x_f32, kr_cuda_pernode_bind_inputs), as for
- * conv_stem_half below: the patch copy loads the floats and each thread, once its copies have
- * landed, rounds them to half as kr_cuda_f32_to_f16 does, so the conversion kernel before the stem is left out with the same
+ * conv_stem_half below: the patch copy loads the floats and rounds each to half as
+ * kr_cuda_f32_to_f16 does, so the conversion kernel before the stem is left out with the same
  * values (u2netp batch 1: 1.9 us of its own, 1.2 MB read, 0.6 MB written and read again).
  *
  * Summation order: bias-first (ops/conv_2d.cuh), the same as conv_stem: from the bias, the taps
@@ -44,8 +36,8 @@
 #define STEM_TH 4        /* tile rows */
 #define STEM_TW 32       /* tile columns: a warp's lanes */
 #define STEM_THREADS 128 /* 4 warps */
-#define STEM_MIN_BLOCKS 4 /* blocks per multiprocessor the registers are bounded for */
-#define STEM_SMEM_MAX (96 * 1024) /* past 48 KB by opt-in (5x5 stems of 64 float outputs) */
+#define STEM_SMEM_MAX (48 * 1024)
+#define STEM_LOADS 8     /* patch values a thread loads before storing them */
 
 struct stem_shape {
     int ih, iw, oh, ow, oc, sh, sw, dh, dw, pt, pl;
@@ -64,108 +56,49 @@ template <typename T> __host__ __device__ constexpr int stem_ldo(int oc)
  * of one output: at a pitch of oc (a multiple of 32 floats for 64 outputs) they all hit one
  * bank, 27-way conflicts on 56 stores a block (ncu, u2netp's 3 -> 64 at 320 x 320: 85% of the
  * kernel's shared-store wavefronts, the L1 pipe busy for several us a round); at oc + 4 four
- * rows share a bank, 4-way (once per block now: the block keeps them for all its tiles). */
+ * rows share a bank, 4-way. */
 __host__ __device__ constexpr int stem_ldw(int oc) { return oc + 4; }
 
-/* Floats of a tile's input patch, rounded up to a multiple of 4 (16-byte aligned buffers). */
+/* Floats of a tile's input patch, rounded up to a multiple of 4 (the weights after it are read
+ * as float4). */
 __host__ __device__ inline int stem_patch_floats(const stem_shape &s)
 {
     return (s.ph * s.pw * 3 + 3) & ~3;
 }
 
-/* Shared memory of a block: the weights (float, K*K*3 rows of stem_ldw(oc)), the biases (oc
- * floats), two input patches (float, ph x pw x 3 each: the tile being computed and the next
- * one, in flight) and the staged outputs (T, 128 x ldo). Every part starts 16-byte aligned. */
+/* Shared memory of a tile: the input patch (float, ph x pw x 3) and the weights (float,
+ * K*K*3 rows of stem_ldw(oc)) while computing, then, in the same space, the staged outputs (T,
+ * 128 x ldo). */
 template <typename T> static size_t stem_smem(const stem_shape &s, int k)
 {
-    return ((size_t)k * k * 3 * stem_ldw(s.oc) + (size_t)s.oc + 2 * (size_t)stem_patch_floats(s)) *
-               sizeof(float) +
-           (size_t)STEM_TH * STEM_TW * stem_ldo<T>(s.oc) * sizeof(T);
+    const size_t in =
+        ((size_t)stem_patch_floats(s) + (size_t)k * k * 3 * stem_ldw(s.oc)) * sizeof(float);
+    const size_t out = (size_t)STEM_TH * STEM_TW * stem_ldo<T>(s.oc) * sizeof(T);
+    return in > out ? in : out;
 }
 
-/* A patch value of a stem of element type T reading TX, as the multiply-adds take it: the
- * input's own value, or, for a half stem reading the float graph input (kr_cuda_op.x_f32), the
- * float rounded to half as kr_cuda_f32_to_f16 rounds it (__float2half_rn). */
-template <typename T, typename TX> struct stem_rounds {
-    static constexpr bool value = false;
-};
-template <> struct stem_rounds<__half, float> {
-    static constexpr bool value = true;
-};
-
-/* Patch value @p dst = *src, or 0 where !ok. Float inputs asynchronously on compute 8.0+
- * (cp.async with a zero fill; stem_wait), else at once; half inputs at once, widened. */
-__device__ __forceinline__ void stem_copy(float *dst, const float *src, bool ok)
+/* A patch value of a stem of element type T reading TX: the input's own value, or, for a half
+ * stem reading the float graph input (kr_cuda_op.x_f32), the float rounded to half as
+ * kr_cuda_f32_to_f16 rounds it (__float2half_rn). */
+template <typename T, typename TX> __device__ __forceinline__ float stem_ld(const TX *p)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(kr_smem_addr(dst)),
-                 "l"(src), "r"(ok ? 4 : 0));
-#else
-    *dst = ok ? *src : 0.0f;
-#endif
+    return kr_ld(p);
 }
-__device__ __forceinline__ void stem_copy(float *dst, const __half *src, bool ok)
+template <> __device__ __forceinline__ float stem_ld<__half, float>(const float *p)
 {
-    *dst = ok ? __half2float(*src) : 0.0f;
+    return __half2float(__float2half_rn(*p));
 }
 
-/* Waits until none of this thread's patch copies is in flight. */
-__device__ __forceinline__ void stem_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group 0;\n" ::);
-#endif
-}
-
-/* Queues the copy of tile @p t's input patch into @p patch: row py at [py * 3 pw, (py + 1) * 3 pw),
- * 3 pw contiguous input values (zeros outside the input; a value outside loads nothing). Each
- * thread copies the values r = threadIdx.x, + STEM_THREADS, ... of every row (stem_round_patch
- * rounds the same ones): no division per value. */
-template <typename TX>
-__device__ __forceinline__ void stem_fetch(const TX *__restrict__ x, const stem_shape &s, int t,
-                                           float *patch)
-{
-    const int tx = t % s.tiles_x;
-    t /= s.tiles_x;
-    const int ty = t % s.tiles_y, b = t / s.tiles_y;
-    const int iy0 = ty * STEM_TH * s.sh - s.pt, xr0 = (tx * STEM_TW * s.sw - s.pl) * 3;
-    const TX *xb = x + (size_t)b * s.ih * s.iw * 3;
-    const int prow = s.pw * 3, rowlen = s.iw * 3;
-    for (int py = 0; py < s.ph; py++) {
-        const int iy = iy0 + py;
-        const bool row_ok = (unsigned)iy < (unsigned)s.ih;
-        const TX *src = xb + (size_t)(row_ok ? iy : 0) * rowlen;
-        for (int r = threadIdx.x; r < prow; r += STEM_THREADS) {
-            const int xr = xr0 + r; /* the value's place in its input row */
-            const bool ok = row_ok && (unsigned)xr < (unsigned)rowlen;
-            stem_copy(patch + py * prow + r, src + (ok ? xr : 0), ok);
-        }
-    }
-    kr_cp_async_commit();
-}
-
-/* The values of @p patch this thread copied (stem_fetch), once landed, rounded to half as
- * kr_cuda_f32_to_f16 rounds them (a half stem reading the float graph input). */
-__device__ __forceinline__ void stem_round_patch(const stem_shape &s, float *patch)
-{
-    const int prow = s.pw * 3;
-    for (int py = 0; py < s.ph; py++)
-        for (int r = threadIdx.x; r < prow; r += STEM_THREADS) {
-            float *q = patch + py * prow + r;
-            *q = __half2float(__float2half_rn(*q));
-        }
-}
-
-/* A folded activation (KR_CUDA_POST_*) as a type: the epilogue's constant. OPEN: the node's own
- * clamp is [-inf, inf] and P is RELU or RELU6 (u2netp's stem: its Relu node folded), so the
- * clamp is left out: kr_apply's value for every input (the clamp changes only a NaN, to -inf,
- * which the RELU turns into the 0 it gives the NaN itself), without 2 instructions a value. */
+/* A folded activation (KR_CUDA_POST_*) as a type: the epilogue's constant. */
 template <int P, bool OPEN = false> struct stem_post {
     static constexpr int value = P;
     static constexpr bool open = OPEN;
 };
 
-/* The epilogue's value of @p v: kr_apply, or for an open stem_post the RELU or RELU6 alone. */
+/* The epilogue's value of @p v: kr_apply, or, OPEN (the node's own clamp is [-inf, inf] and the
+ * folded activation a RELU or RELU6: u2netp's stem, its Relu node folded), the RELU or RELU6
+ * alone: kr_apply's value for every input (the clamp changes only a NaN, to -inf, which the
+ * RELU turns into the 0 it gives the NaN itself), without 2 instructions a value. */
 template <typename Post> __device__ __forceinline__ float stem_apply(const kr_epilogue &f, float v)
 {
     if (!Post::open)
@@ -174,173 +107,168 @@ template <typename Post> __device__ __forceinline__ float stem_apply(const kr_ep
 }
 
 template <typename T, typename TX, int K, int G>
-__global__ void __launch_bounds__(STEM_THREADS, STEM_MIN_BLOCKS)
+__global__ void __launch_bounds__(STEM_THREADS)
     conv_stem_tile(const TX *__restrict__ x, const float *__restrict__ w,
-                   const float *__restrict__ bias, T *__restrict__ y, stem_shape s, kr_epilogue e,
-                   int tiles)
+                   const float *__restrict__ bias, T *__restrict__ y, stem_shape s, kr_epilogue e)
 {
     constexpr int KK = K * K * 3, R = 4 / G; /* R: warps per channel group */
-    constexpr int oc = 16 * G, LDW = stem_ldw(16 * G), LDO = stem_ldo<T>(16 * G);
     extern __shared__ uint4 stem_shared[];
-    float *const ws = reinterpret_cast<float *>(stem_shared); /* [KK][LDW] */
-    float *const bs = ws + KK * LDW;                           /* [oc] */
-    float *const patches = bs + oc;                            /* [2][pf] */
-    const int pf = stem_patch_floats(s);
-    T *const st = reinterpret_cast<T *>(patches + 2 * pf); /* [128][LDO] */
+    float *const patch = reinterpret_cast<float *>(stem_shared);
+    float *const ws = patch + stem_patch_floats(s); /* [KK][LDW]: 16-byte aligned */
+    constexpr int oc = 16 * G, LDW = stem_ldw(16 * G);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
     int t = blockIdx.x;
-    stem_fetch(x, s, t, patches); /* the first tile's patch, in flight while the weights load */
+    const int tx = t % s.tiles_x;
+    t /= s.tiles_x;
+    const int ty = t % s.tiles_y, b = t / s.tiles_y;
+    const int oy0 = ty * STEM_TH, ox0 = tx * STEM_TW;
+    const int iy0 = oy0 * s.sh - s.pt, ix0 = ox0 * s.sw - s.pl;
 
-    /* The weights, OHWI [n][k] -> [k][n], and the biases, once for all the block's tiles. Each
-     * thread issues its loads before their stores into shared memory. */
-    constexpr int WPT = (KK * oc + STEM_THREADS - 1) / STEM_THREADS; /* weights per thread */
-    {
-        float wv[WPT];
+    /* The weights, OHWI [n][k] -> [k][n], and the patch, row by row (each row 3 * pw contiguous
+     * values of the input). Each thread issues its loads before their stores into shared memory,
+     * STEM_LOADS at a time (a value outside the input loads the image's first one and stores
+     * zero): with a load and its store per step, each step waited for its own round trip (the
+     * patch's loads behind a branch each), some 9 of them per block before any multiply-add. */
+    constexpr int WPT = (KK * 16 * G + STEM_THREADS - 1) / STEM_THREADS; /* weights per thread */
+    float wv[WPT];
 #pragma unroll
-        for (int j = 0; j < WPT; j++) {
-            const int i = tid + j * STEM_THREADS;
-            wv[j] = i < KK * oc ? w[i] : 0.0f;
-        }
-        const float bv = tid < oc && bias ? bias[tid] : 0.0f;
-#pragma unroll
-        for (int j = 0; j < WPT; j++) {
-            const int i = tid + j * STEM_THREADS;
-            if (i < KK * oc) {
-                const int n = i / KK, k = i - n * KK;
-                ws[k * LDW + n] = wv[j];
-            }
-        }
-        if (tid < oc)
-            bs[tid] = bv;
+    for (int j = 0; j < WPT; j++) {
+        const int i = tid + j * STEM_THREADS;
+        wv[j] = i < KK * oc ? w[i] : 0.0f;
     }
+    const TX *xb = x + (size_t)b * s.ih * s.iw * 3;
+    const int prow = s.pw * 3, pn = s.ph * prow;
+    for (int i0 = tid; i0 < pn; i0 += STEM_LOADS * STEM_THREADS) {
+        float v[STEM_LOADS];
+        bool in[STEM_LOADS];
+#pragma unroll
+        for (int j = 0; j < STEM_LOADS; j++) {
+            const int i = i0 + j * STEM_THREADS;
+            const int py = i / prow, r = i - py * prow;
+            const int iy = iy0 + py, ix = ix0 + r / 3;
+            in[j] = i < pn && (unsigned)iy < (unsigned)s.ih && (unsigned)ix < (unsigned)s.iw;
+            v[j] = stem_ld<T>(xb + (in[j] ? ((size_t)iy * s.iw + ix) * 3 + r % 3 : 0));
+        }
+#pragma unroll
+        for (int j = 0; j < STEM_LOADS; j++) {
+            const int i = i0 + j * STEM_THREADS;
+            if (i < pn)
+                patch[i] = in[j] ? v[j] : 0.0f;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < WPT; j++) {
+        const int i = tid + j * STEM_THREADS;
+        if (i < KK * oc) {
+            const int n = i / KK, k = i - n * KK;
+            ws[k * LDW + n] = wv[j];
+        }
+    }
+    __syncthreads();
 
     const int g = warp % G, r0 = warp / G; /* channel group; first tile row */
-    /* Tiles t, t + grid, ...: the next tile's patch is copied into the other buffer while this
-     * one is computed. */
-    for (int buf = 0; t < tiles; t += gridDim.x, buf ^= 1) {
-        float *const patch = patches + buf * pf;
-        stem_wait();
-        if (stem_rounds<T, TX>::value)
-            stem_round_patch(s, patch);
-        /* the patch (and, the first time, the weights) in place; the other patch buffer and the
-         * stage no longer read */
-        __syncthreads();
-        if (t + (int)gridDim.x < tiles)
-            stem_fetch(x, s, t + (int)gridDim.x, patches + (buf ^ 1) * pf);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        else /* the block's last tile: once every block is at its last, the next kernel, if it is a
-              * programmatic dependent launch (conv_tcp), may start its blocks on the places the
-              * blocks done leave free; they wait for this grid's completion before reading
-              * what it writes (griddepcontrol.wait) */
-            asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-
-        float acc[G][16];
+    float acc[G][16];
 #pragma unroll
-        for (int n = 0; n < 16; n += 4) {
-            const float4 v = *reinterpret_cast<const float4 *>(bs + g * 16 + n);
+    for (int j = 0; j < G; j++)
 #pragma unroll
-            for (int j = 0; j < G; j++)
-                acc[j][n] = v.x, acc[j][n + 1] = v.y, acc[j][n + 2] = v.z, acc[j][n + 3] = v.w;
-        }
+        for (int n = 0; n < 16; n++)
+            acc[j][n] = bias ? bias[g * 16 + n] : 0.0f;
 #pragma unroll 1
-        for (int ky = 0; ky < K; ky++)
+    for (int ky = 0; ky < K; ky++)
 #pragma unroll
-            for (int kx = 0; kx < K; kx++) {
-                float in[G][3];
-#pragma unroll
-                for (int j = 0; j < G; j++) {
-                    const int py = (r0 + j * R) * s.sh + ky * s.dh, px = lane * s.sw + kx * s.dw;
-                    const float *p = patch + (py * s.pw + px) * 3;
-                    in[j][0] = p[0], in[j][1] = p[1], in[j][2] = p[2];
-                }
-#pragma unroll
-                for (int c = 0; c < 3; c++) {
-                    const float4 *wk = reinterpret_cast<const float4 *>(
-                        ws + ((ky * K + kx) * 3 + c) * LDW + g * 16);
-                    float wv[16];
-#pragma unroll
-                    for (int q = 0; q < 4; q++) {
-                        const float4 v = wk[q];
-                        wv[4 * q] = v.x, wv[4 * q + 1] = v.y, wv[4 * q + 2] = v.z,
-                                 wv[4 * q + 3] = v.w;
-                    }
-#pragma unroll
-                    for (int j = 0; j < G; j++)
-#pragma unroll
-                        for (int n = 0; n < 16; n++)
-                            acc[j][n] = fmaf(in[j][c], wv[n], acc[j][n]);
-                }
-            }
-
-        int u = t; /* the tile: image b, output rows oy0.., columns ox0.. */
-        const int tx = u % s.tiles_x;
-        u /= s.tiles_x;
-        const int ty = u % s.tiles_y, b = u / s.tiles_y;
-        const int oy0 = ty * STEM_TH, ox0 = tx * STEM_TW;
-
-        const int ox = ox0 + lane;
-        /* the activation as a constant (stem_post): one switch, not one per value (64 inlined
-         * switches made the epilogue most of the kernel's code) */
-        auto stage = [&](auto post) {
-            kr_epilogue f = e;
-            f.post = decltype(post)::value;
+        for (int kx = 0; kx < K; kx++) {
+            float in[G][3];
 #pragma unroll
             for (int j = 0; j < G; j++) {
-                const int row = r0 + j * R, oy = oy0 + row;
-                float v[16];
-#pragma unroll
-                for (int n = 0; n < 16; n++)
-                    v[n] = stem_apply<decltype(post)>(f, acc[j][n]);
-                if (oy < s.oh && ox < s.ow) {
-                    const size_t o = (((size_t)b * s.oh + oy) * s.ow + ox) * oc + g * 16;
-#pragma unroll
-                    for (int n = 0; n < 16; n += 4)
-                        kr_add_res<T, 4>(e, o + n, v + n);
-                }
-                /* 16-byte stores (8 halves or 4 floats): at the pixel pitch LDO the 8 lanes of a
-                 * quarter warp hit distinct banks (8-byte stores of halves: 4-way conflicts) */
-                T *d = st + (row * STEM_TW + lane) * LDO + g * 16;
-                constexpr int SV = 16 / (int)sizeof(T);
-#pragma unroll
-                for (int n = 0; n < 16; n += SV)
-                    kr_stv<SV>(d + n, v + n);
+                const int py = (r0 + j * R) * s.sh + ky * s.dh, px = lane * s.sw + kx * s.dw;
+                const float *p = patch + (py * s.pw + px) * 3;
+                in[j][0] = p[0], in[j][1] = p[1], in[j][2] = p[2];
             }
-        };
-        const bool open = e.lo == -INFINITY && e.hi == INFINITY;
-        switch (e.post) {
-        case KR_CUDA_POST_RELU:
-            if (open)
-                stage(stem_post<KR_CUDA_POST_RELU, true>());
-            else
-                stage(stem_post<KR_CUDA_POST_RELU>());
-            break;
-        case KR_CUDA_POST_RELU6:
-            if (open)
-                stage(stem_post<KR_CUDA_POST_RELU6, true>());
-            else
-                stage(stem_post<KR_CUDA_POST_RELU6>());
-            break;
-        case KR_CUDA_POST_HARD_SWISH: stage(stem_post<KR_CUDA_POST_HARD_SWISH>()); break;
-        case KR_CUDA_POST_LOGISTIC: stage(stem_post<KR_CUDA_POST_LOGISTIC>()); break;
-        default: stage(stem_post<KR_CUDA_POST_NONE>());
+#pragma unroll
+            for (int c = 0; c < 3; c++) {
+                const float4 *wk =
+                    reinterpret_cast<const float4 *>(ws + ((ky * K + kx) * 3 + c) * LDW + g * 16);
+                float wv[16];
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const float4 v = wk[q];
+                    wv[4 * q] = v.x, wv[4 * q + 1] = v.y, wv[4 * q + 2] = v.z, wv[4 * q + 3] = v.w;
+                }
+#pragma unroll
+                for (int j = 0; j < G; j++)
+#pragma unroll
+                    for (int n = 0; n < 16; n++)
+                        acc[j][n] = fmaf(in[j][c], wv[n], acc[j][n]);
+            }
         }
-        __syncthreads(); /* the tile's outputs staged */
+    __syncthreads(); /* every warp is done with the patch and weights: the space is the stage */
 
-        /* whole output rows of the tile, 16 bytes per thread per pass */
-        constexpr int PIECES = 16 * G * (int)sizeof(T) / 16; /* 16-byte pieces per pixel */
-        const int nx = s.ow - ox0 < STEM_TW ? s.ow - ox0 : STEM_TW;
-        for (int i = tid; i < STEM_TH * STEM_TW * PIECES; i += STEM_THREADS) {
-            const int row = i / (STEM_TW * PIECES), r = i - row * (STEM_TW * PIECES);
-            const int px = r / PIECES, piece = r - px * PIECES;
-            const int oy = oy0 + row;
-            if (px >= nx || oy >= s.oh)
-                continue;
+    T *const st = reinterpret_cast<T *>(stem_shared);
+    constexpr int LDO = stem_ldo<T>(16 * G);
+    const int ox = ox0 + lane;
+    /* the activation as a constant (stem_post): one switch, not one per value (64 inlined
+     * switches made the epilogue most of the kernel's code) */
+    auto stage = [&](auto post) {
+        kr_epilogue f = e;
+        f.post = decltype(post)::value;
+#pragma unroll
+        for (int j = 0; j < G; j++) {
+            const int row = r0 + j * R, oy = oy0 + row;
+            float v[16];
+#pragma unroll
+            for (int n = 0; n < 16; n++)
+                v[n] = stem_apply<decltype(post)>(f, acc[j][n]);
+            if (oy < s.oh && ox < s.ow) {
+                const size_t o = (((size_t)b * s.oh + oy) * s.ow + ox) * oc + g * 16;
+#pragma unroll
+                for (int n = 0; n < 16; n += 4)
+                    kr_add_res<T, 4>(e, o + n, v + n);
+            }
+            /* 16-byte stores (8 halves or 4 floats): at the pixel pitch LDO the 8 lanes of a
+             * quarter warp hit distinct banks (8-byte stores of halves: 4-way conflicts) */
+            T *d = st + (row * STEM_TW + lane) * LDO + g * 16;
+            constexpr int SV = 16 / (int)sizeof(T);
+#pragma unroll
+            for (int n = 0; n < 16; n += SV)
+                kr_stv<SV>(d + n, v + n);
+        }
+    };
+    const bool open = e.lo == -INFINITY && e.hi == INFINITY;
+    switch (e.post) {
+    case KR_CUDA_POST_RELU:
+        if (open)
+            stage(stem_post<KR_CUDA_POST_RELU, true>());
+        else
+            stage(stem_post<KR_CUDA_POST_RELU>());
+        break;
+    case KR_CUDA_POST_RELU6:
+        if (open)
+            stage(stem_post<KR_CUDA_POST_RELU6, true>());
+        else
+            stage(stem_post<KR_CUDA_POST_RELU6>());
+        break;
+    case KR_CUDA_POST_HARD_SWISH: stage(stem_post<KR_CUDA_POST_HARD_SWISH>()); break;
+    case KR_CUDA_POST_LOGISTIC: stage(stem_post<KR_CUDA_POST_LOGISTIC>()); break;
+    default: stage(stem_post<KR_CUDA_POST_NONE>());
+    }
+    __syncthreads();
+
+    /* whole output rows of the tile, 16 bytes per thread per pass; the 64-bit index of the
+     * tile's first output once, then 32-bit offsets from it (the index chain per piece was most
+     * of this loop's instructions) */
+    constexpr int PIECES = 16 * G * (int)sizeof(T) / 16; /* 16-byte pieces per pixel */
+    const int nx = s.ow - ox0 < STEM_TW ? s.ow - ox0 : STEM_TW;
+    const int ny = s.oh - oy0 < STEM_TH ? s.oh - oy0 : STEM_TH;
+    T *const yt = y + (((size_t)b * s.oh + oy0) * s.ow + ox0) * oc;
+    for (int i = tid; i < STEM_TH * STEM_TW * PIECES; i += STEM_THREADS) {
+        const int row = i / (STEM_TW * PIECES), r = i - row * (STEM_TW * PIECES);
+        const int px = r / PIECES, piece = r - px * PIECES;
+        if (px < nx && row < ny) {
             const uint4 v = *reinterpret_cast<const uint4 *>(st + (row * STEM_TW + px) * LDO +
                                                              piece * (16 / sizeof(T)));
-            *reinterpret_cast<uint4 *>(y + (((size_t)b * s.oh + oy) * s.ow + ox0 + px) * oc +
-                                       piece * (16 / sizeof(T))) = v;
+            *reinterpret_cast<uint4 *>(yt + (unsigned)((row * s.ow + px) * oc +
+                                                       piece * (16 / (int)sizeof(T)))) = v;
         }
     }
 }
@@ -367,8 +295,7 @@ template <typename T> static int stem_fits(const kr_cuda_op *op)
 {
     const kr_tensor *wt = kr_in_t(op, 1);
     const stem_shape s = stem_shape_of(op);
-    const size_t smem = stem_smem<T>(s, wt->dims[1]);
-    return smem <= STEM_SMEM_MAX && smem <= op->caps->smem_block_optin;
+    return stem_smem<T>(s, wt->dims[1]) <= STEM_SMEM_MAX;
 }
 
 extern "C" int kr_cuda_conv_2d_stem_fits(const kr_cuda_op *op)
@@ -392,47 +319,24 @@ extern "C" int kr_cuda_conv_2d_stem_fits(const kr_cuda_op *op)
     return KR_BY_TYPE(stem_fits, op);
 }
 
-/* Launches kernel @p f (an instance of conv_stem_tile reading TX) on one wave of resident
- * blocks: at most the multiprocessors times the blocks each holds (registers, shared memory),
- * each block looping over the tiles t, t + grid, ... The grid only spreads the tiles over the
- * blocks: it changes no sum. */
-template <typename T, typename TX>
-static int launch_stem_grid(const kr_cuda_op *op,
-                            void (*f)(const TX *, const float *, const float *, T *, stem_shape,
-                                      kr_epilogue, int),
-                            const stem_shape &s, int k)
-{
-    const size_t tiles = (size_t)kr_dim(op, kr_out_t(op), 0) * s.tiles_y * s.tiles_x;
-    if (tiles >= ((size_t)1 << 31))
-        return (int)cudaErrorInvalidValue;
-    const size_t smem = stem_smem<T>(s, k);
-    if (smem > 48 * 1024) { /* past the default: opt in (up to STEM_SMEM_MAX) */
-        const cudaError_t ae =
-            cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (ae != cudaSuccess)
-            return (int)ae;
-    }
-    int per_sm = 0;
-    const cudaError_t oe =
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, STEM_THREADS, smem);
-    if (oe != cudaSuccess)
-        return (int)oe;
-    const size_t cap = (size_t)(op->caps->sms > 0 ? op->caps->sms : 1) * (per_sm > 0 ? per_sm : 1);
-    const unsigned grid = (unsigned)(tiles < cap ? tiles : cap);
-    const float *bias =
-        op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? (const float *)op->in[2] : NULL;
-    f<<<grid, STEM_THREADS, smem, (cudaStream_t)op->stream>>>(
-        (const TX *)op->in[0], (const float *)op->in[1], bias, (T *)op->out, s,
-        kr_make_epilogue(op, 1), (int)tiles);
-    return (int)cudaGetLastError();
-}
-
 template <typename T, int K, int G> static int launch_stem_tile(const kr_cuda_op *op)
 {
     const stem_shape s = stem_shape_of(op);
+    const size_t blocks = (size_t)kr_dim(op, kr_out_t(op), 0) * s.tiles_y * s.tiles_x;
+    if (blocks >= ((size_t)1 << 31))
+        return (int)cudaErrorInvalidValue;
+    const float *bias =
+        op->node->n_inputs > 2 && op->node->inputs[2] >= 0 ? (const float *)op->in[2] : NULL;
+    const cudaStream_t st = (cudaStream_t)op->stream;
     if (op->x_f32) /* the float graph input (f16 instances only) */
-        return launch_stem_grid<T, float>(op, conv_stem_tile<T, float, K, G>, s, K);
-    return launch_stem_grid<T, T>(op, conv_stem_tile<T, T, K, G>, s, K);
+        conv_stem_tile<T, float, K, G><<<(unsigned)blocks, STEM_THREADS, stem_smem<T>(s, K), st>>>(
+            (const float *)op->in[0], (const float *)op->in[1], bias, (T *)op->out, s,
+            kr_make_epilogue(op, 1));
+    else
+        conv_stem_tile<T, T, K, G><<<(unsigned)blocks, STEM_THREADS, stem_smem<T>(s, K), st>>>(
+            (const T *)op->in[0], (const float *)op->in[1], bias, (T *)op->out, s,
+            kr_make_epilogue(op, 1));
+    return (int)cudaGetLastError();
 }
 
 template <typename T> static int launch(const kr_cuda_op *op)
