@@ -2359,8 +2359,7 @@ static void test_rgb_stem_bits(void **state)
  * padding 1 (4 x 32 tiles cut at the bottom and the right) at batch 1 and 3, the RELU the
  * node's own activation (its clamp) and a RELU node after it (folded: u2netp's form, whose
  * epilogue leaves the clamp out); and 130 x 322 with the RELU node (363 tiles at batch 1, 1,089
- * at batch 3: more than an H200's 528 resident blocks, so that blocks take two or three tiles,
- * the next one's input copied while one is computed). */
+ * at batch 3: more blocks than an H200 holds at once, tiles cut at the bottom and the right). */
 static void onnx_stem_bits(int h, int wd, int relu_node)
 {
     kt_graph b;
