@@ -2364,17 +2364,22 @@ static void test_rgb_stem_bits(void **state)
  * kr_cuda_op.x_f32) bit for bit against a host model of conv_stem's arithmetic (the bias-first
  * order): each input rounded to half, then from the bias, the taps in (ky, kx) order and each
  * tap's 3 channels in order, one fmaf each, in float; the RELU; rounded to half. 37 x 45 with
- * padding 1 (4 x 32 tiles cut at the bottom and the right) at batch 1 and 3. */
-static void test_onnx_stem_bits(void **state)
+ * padding 1 (4 x 32 tiles cut at the bottom and the right) at batch 1 and 3, the RELU the
+ * node's own activation (its clamp) and a RELU node after it (folded: u2netp's form, whose
+ * epilogue leaves the clamp out); and 130 x 322 with the RELU node (363 tiles at batch 1, 1,089
+ * at batch 3: more blocks than an H200 holds at once, tiles cut at the bottom and the right). */
+static void onnx_stem_bits(int h, int wd, int relu_node)
 {
-    (void)state;
     kt_graph b;
     kt_graph_begin(&b, "onnx stem bits", 8, 4, 1 << 16);
     kt_rng rng = kt_rng_seed(2719u);
-    int xd[4] = {1, 37, 45, 3}, od[4];
+    int xd[4] = {1, h, wd, 3}, od[4];
     int x = kt_graph_act(&b, 4, xd);
     kt_graph_input(&b, x);
-    int y = chain_conv_onnx_st(&b, &rng, x, xd, 64, 3, 1, 1, 1, KR_ACT_RELU, od);
+    int y = chain_conv_onnx_st(&b, &rng, x, xd, 64, 3, 1, 1, 1,
+                               relu_node ? KR_ACT_NONE : KR_ACT_RELU, od);
+    if (relu_node)
+        y = chain_unary(&b, KR_OP_RELU, y, od);
     kt_graph_output(&b, y);
     kr_graph *gr = NULL;
     keyer_error err = {0};
@@ -2423,14 +2428,24 @@ static void test_onnx_stem_bits(void **state)
                                 got[(((size_t)i * oh + oy) * ow + ox) * oc + (size_t)c];
                             differ += memcmp(&want, &have, sizeof(float)) != 0;
                         }
-            printf("onnx stem bits: %s batch %d: %zu of %zu values differ from the host model%s\n",
-                   be->name, batch, differ, (size_t)batch * oh * ow * oc, differ ? "  FAIL" : "");
+            printf("onnx stem bits %d x %d%s: %s batch %d: %zu of %zu values differ from the "
+                   "host model%s\n",
+                   h, wd, relu_node ? " + RELU node" : "", be->name, batch, differ,
+                   (size_t)batch * oh * ow * oc, differ ? "  FAIL" : "");
             free(got);
             free_inputs(gr, xs);
             assert_true(differ == 0);
         }
     }
     kr_graph_destroy(&gr);
+}
+
+static void test_onnx_stem_bits(void **state)
+{
+    (void)state;
+    onnx_stem_bits(37, 45, 0);
+    onnx_stem_bits(37, 45, 1);
+    onnx_stem_bits(130, 322, 1);
 }
 
 /*

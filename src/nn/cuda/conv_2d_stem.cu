@@ -90,9 +90,21 @@ template <> __device__ __forceinline__ float stem_ld<__half, float>(const float 
 }
 
 /* A folded activation (KR_CUDA_POST_*) as a type: the epilogue's constant. */
-template <int P> struct stem_post {
+template <int P, bool OPEN = false> struct stem_post {
     static constexpr int value = P;
+    static constexpr bool open = OPEN;
 };
+
+/* The epilogue's value of @p v: kr_apply, or, OPEN (the node's own clamp is [-inf, inf] and the
+ * folded activation a RELU or RELU6: u2netp's stem, its Relu node folded), the RELU or RELU6
+ * alone: kr_apply's value for every input (the clamp changes only a NaN, to -inf, which the
+ * RELU turns into the 0 it gives the NaN itself), without 2 instructions a value. */
+template <typename Post> __device__ __forceinline__ float stem_apply(const kr_epilogue &f, float v)
+{
+    if (!Post::open)
+        return kr_apply(f, v);
+    return Post::value == KR_CUDA_POST_RELU6 ? fminf(fmaxf(v, 0.0f), 6.0f) : fmaxf(v, 0.0f);
+}
 
 template <typename T, typename TX, int K, int G>
 __global__ void __launch_bounds__(STEM_THREADS)
@@ -206,7 +218,7 @@ __global__ void __launch_bounds__(STEM_THREADS)
             float v[16];
 #pragma unroll
             for (int n = 0; n < 16; n++)
-                v[n] = kr_apply(f, acc[j][n]);
+                v[n] = stem_apply<decltype(post)>(f, acc[j][n]);
             if (oy < s.oh && ox < s.ow) {
                 const size_t o = (((size_t)b * s.oh + oy) * s.ow + ox) * oc + g * 16;
 #pragma unroll
@@ -222,28 +234,42 @@ __global__ void __launch_bounds__(STEM_THREADS)
                 kr_stv<SV>(d + n, v + n);
         }
     };
+    const bool open = e.lo == -INFINITY && e.hi == INFINITY;
     switch (e.post) {
-    case KR_CUDA_POST_RELU: stage(stem_post<KR_CUDA_POST_RELU>()); break;
-    case KR_CUDA_POST_RELU6: stage(stem_post<KR_CUDA_POST_RELU6>()); break;
+    case KR_CUDA_POST_RELU:
+        if (open)
+            stage(stem_post<KR_CUDA_POST_RELU, true>());
+        else
+            stage(stem_post<KR_CUDA_POST_RELU>());
+        break;
+    case KR_CUDA_POST_RELU6:
+        if (open)
+            stage(stem_post<KR_CUDA_POST_RELU6, true>());
+        else
+            stage(stem_post<KR_CUDA_POST_RELU6>());
+        break;
     case KR_CUDA_POST_HARD_SWISH: stage(stem_post<KR_CUDA_POST_HARD_SWISH>()); break;
     case KR_CUDA_POST_LOGISTIC: stage(stem_post<KR_CUDA_POST_LOGISTIC>()); break;
     default: stage(stem_post<KR_CUDA_POST_NONE>());
     }
     __syncthreads();
 
-    /* whole output rows of the tile, 16 bytes per thread per pass */
+    /* whole output rows of the tile, 16 bytes per thread per pass; the 64-bit index of the
+     * tile's first output once, then 32-bit offsets from it (the index chain per piece was most
+     * of this loop's instructions) */
     constexpr int PIECES = 16 * G * (int)sizeof(T) / 16; /* 16-byte pieces per pixel */
     const int nx = s.ow - ox0 < STEM_TW ? s.ow - ox0 : STEM_TW;
+    const int ny = s.oh - oy0 < STEM_TH ? s.oh - oy0 : STEM_TH;
+    T *const yt = y + (((size_t)b * s.oh + oy0) * s.ow + ox0) * oc;
     for (int i = tid; i < STEM_TH * STEM_TW * PIECES; i += STEM_THREADS) {
         const int row = i / (STEM_TW * PIECES), r = i - row * (STEM_TW * PIECES);
         const int px = r / PIECES, piece = r - px * PIECES;
-        const int oy = oy0 + row;
-        if (px >= nx || oy >= s.oh)
-            continue;
-        const uint4 v =
-            *reinterpret_cast<const uint4 *>(st + (row * STEM_TW + px) * LDO + piece * (16 / sizeof(T)));
-        *reinterpret_cast<uint4 *>(y + (((size_t)b * s.oh + oy) * s.ow + ox0 + px) * oc +
-                                   piece * (16 / sizeof(T))) = v;
+        if (px < nx && row < ny) {
+            const uint4 v = *reinterpret_cast<const uint4 *>(st + (row * STEM_TW + px) * LDO +
+                                                             piece * (16 / sizeof(T)));
+            *reinterpret_cast<uint4 *>(yt + (unsigned)((row * s.ow + px) * oc +
+                                                       piece * (16 / (int)sizeof(T)))) = v;
+        }
     }
 }
 
