@@ -1093,6 +1093,54 @@ static void check_graph(kr_graph *gr, const char *name, int persistent_may_refus
 
 static void finish_and_check(kt_graph *b, const char *name) { finish_and_check_opt(b, name, 0); }
 
+/* On a device of compute capability 9.0 (where the patch kernel of conv_2d_tc.cu runs its taps
+ * on wgmma when built for sm_90a): a batch-1 run of @p gr (inputs from @p seed) on variant @p be
+ * against the same run with the device emulating class 8.0 (KEYER_CUDA_EMULATE_CC: mma.sync),
+ * printing how many output values differ and the largest difference relative to the output's
+ * largest magnitude. Elsewhere nothing. The variable's value is restored. */
+static void check_wgmma_against_mma(const kr_graph *gr, const char *name, uint32_t seed,
+                                    const backend_entry *be)
+{
+#ifdef KEYER_HAVE_CUDA_NN
+    keyer_error err = {0};
+    kr_gpu_caps caps;
+    const kr_device_fns *dev = kr_device_cuda();
+    if (!dev || dev->caps(0, 1, &caps, &err) != KEYER_OK || caps.emulated ||
+        kr_gpu_cc(&caps) != 90)
+        return;
+    float **xs = make_inputs(gr, 1, seed, -1.0f, 1.0f);
+    float *wg = run_once(be->ops, be->f16, be->schedule, gr, 1, xs, &err);
+    assert_non_null(wg);
+    const char *old = getenv("KEYER_CUDA_EMULATE_CC");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("KEYER_CUDA_EMULATE_CC", "8.0", 1);
+    float *mma = run_once(be->ops, be->f16, be->schedule, gr, 1, xs, &err);
+    if (saved)
+        setenv("KEYER_CUDA_EMULATE_CC", saved, 1);
+    else
+        unsetenv("KEYER_CUDA_EMULATE_CC");
+    free(saved);
+    assert_non_null(mma);
+    const size_t n = kr_tensor_elements(&gr->tensors[gr->outputs[0]]);
+    size_t differ = 0;
+    double dmax = 0.0, amax = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        differ += memcmp(&wg[i], &mma[i], sizeof(float)) != 0;
+        const double d = fabs((double)wg[i] - (double)mma[i]), a = fabs((double)mma[i]);
+        dmax = d > dmax ? d : dmax;
+        amax = a > amax ? a : amax;
+    }
+    printf("%s: %s wgmma (9.0) against mma.sync (emulated 8.0): %zu of %zu values differ, "
+           "largest by %.3g of the largest magnitude\n",
+           name, be->name, differ, n, amax > 0 ? dmax / amax : dmax);
+    free(wg);
+    free(mma);
+    free_inputs(gr, xs);
+#else
+    (void)gr, (void)name, (void)seed, (void)be;
+#endif
+}
+
 /* On the per-node f16 cuda variant (skipped where unavailable): each item of a batch-3 run of
  * @p gr (one input, inputs from @p seed) equals a batch-1 run on that item, bit for bit (an
  * item's result must not depend on the batch it runs in); prints the verdict under @p name,
@@ -1127,6 +1175,7 @@ static void check_items_equal_batch1(const kr_graph *gr, const char *name, uint3
         free(all);
         free_inputs(gr, xs);
         assert_int_equal(differ, 0);
+        check_wgmma_against_mma(gr, name, seed, be);
     }
 }
 
