@@ -938,20 +938,13 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
 #endif
 }
 
-/* Whether the loaded code of this file has the wgmma instances (sm_90a): the probe's static
- * shared memory is 8 bytes in that code, 4 elsewhere (cudaFuncGetAttributes reads it from the
- * cubin the device loaded, without a launch, also while a stream is captured). */
-__global__ void tp_wgmma_probe(int *out)
+/* Whether the loaded code of this file has the wgmma instances (sm_90a): the probe's launch
+ * bound is 64 threads in that code, 32 elsewhere (cudaFuncGetAttributes' maxThreadsPerBlock,
+ * read from the cubin the device loaded without a launch, also while a stream is captured). */
+__global__ void __launch_bounds__(TP_WGMMA_CODE ? 64 : 32) tp_wgmma_probe(int *out)
 {
-#if TP_WGMMA_CODE
-    __shared__ int v[2];
-#else
-    __shared__ int v[1];
-#endif
-    v[0] = (int)threadIdx.x;
-    __syncthreads();
     if (out)
-        *out = v[0];
+        out[threadIdx.x] = TP_WGMMA_CODE;
 }
 
 /* Patch tiles of TH rows: their geometry in @p s (tiles_y, ph; tiles_x and pw do not depend on
@@ -1004,7 +997,8 @@ static int tp_use_wgmma(const kr_cuda_op *op)
         const char *env = getenv("KEYER_CUDA_WGMMA");
         cudaFuncAttributes fa;
         h = (!env || strcmp(env, "0") != 0) &&
-            cudaFuncGetAttributes(&fa, tp_wgmma_probe) == cudaSuccess && fa.sharedSizeBytes == 8;
+            cudaFuncGetAttributes(&fa, tp_wgmma_probe) == cudaSuccess &&
+            fa.maxThreadsPerBlock == 64;
         (void)cudaGetLastError();
         have.store(h, std::memory_order_relaxed);
     }
