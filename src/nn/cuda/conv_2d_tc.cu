@@ -51,8 +51,9 @@ struct tc_shape {
     int tiles_y, tiles_x, ph, pw;
     /* conv_tcp's chunks in flight (shared-memory buffers): 2, or TP_DEEP_STAGES on small grids */
     int stages;
-    /* conv_tcp with Hopper's warpgroup MMA (1: wgmma.mma_async, sm_90a code on compute 9.0,
-     * tp_use_wgmma) or mma.sync (0): a choice by the device and the layer, never by the batch */
+    /* conv_tcp with Hopper's warpgroup MMA (wgmma.mma_async, sm_90a code on compute 9.0,
+     * tp_use_wgmma: 2 with the next tap's A loaded during each tap's multiply, 1 without) or
+     * mma.sync (0): a choice by the device, never by the batch */
     int wg;
     /* the folded concatenation (c0 = 0: none): channels [0, c0) from src0 (c0 channels per
      * pixel), [c0, ic) from src1 (ic - c0); rz: which source is resized (-1 none) from rh x rw
@@ -874,7 +875,49 @@ __device__ __forceinline__ void tp_run(const __half *__restrict__ x, const __hal
                         tc_mma(acc[i][j], a[i], bf[j]);
             }
         };
-        if (TH == 4 && s.kw == 3) {
+        /* wgmma with the next tap's A loaded while this tap's multiply runs (s.wg 2): A in two
+         * register sets, the next tap's ldmatrix issued after this tap's wgmma, then the wait
+         * for that wgmma (its A registers are then free: the next set moves into them). The
+         * same wgmma in the same (ky, kx) order as tap_mma's */
+        auto wg_taps = [&]() {
+#if TP_WGMMA_CODE
+            if constexpr (WG) {
+                unsigned a[MI][4], an[MI][4];
+#pragma unroll
+                for (int i = 0; i < MI; i++)
+                    kr_ldsm_x4(a[i], kr_smem_addr(P + arow[i] * TP_LDS + acol));
+                const unsigned wb = kr_smem_addr(W);
+                int ky = 0, kx = 0;
+#pragma unroll 1
+                for (int tap = 0; tap < taps; tap++) {
+                    const unsigned long long desc =
+                        kr_wgmma_desc_sw32(wb + tap * BN * TP_WLDS * (int)sizeof(__half));
+                    kr_wgmma_fence();
+#pragma unroll
+                    for (int i = 0; i < MI; i++)
+                        kr_wgmma_f16<BN>(acc[i], a[i], desc);
+                    kr_wgmma_commit();
+                    if (++kx == s.kw)
+                        kx = 0, ky++;
+                    if (tap + 1 < taps) {
+                        const int off = ky * s.dh * s.pw + kx * s.dw;
+#pragma unroll
+                        for (int i = 0; i < MI; i++)
+                            kr_ldsm_x4(an[i], kr_smem_addr(P + (arow[i] + off) * TP_LDS + acol));
+                    }
+                    kr_wgmma_wait<0>();
+#pragma unroll
+                    for (int i = 0; i < MI; i++)
+#pragma unroll
+                        for (int q = 0; q < 4; q++)
+                            a[i][q] = an[i][q];
+                }
+            }
+#endif
+        };
+        if (WG && s.wg == 2) {
+            wg_taps();
+        } else if (TH == 4 && s.kw == 3) {
             /* the 4-row tiles (small grids: a few warps per multiprocessor, each waiting for
              * its own ldmatrix round trips) with 3-wide kernels: a kernel row's three taps in
              * one unrolled block, so that their ldmatrix can be issued together; the same
@@ -982,11 +1025,13 @@ template <int TH, int BN, int WM, int WN, int GK> static tp_kernel_fn tp_kernel(
     return s.wg ? conv_tcp<TH, BN, WM, WN, GK, 1> : conv_tcp<TH, BN, WM, WN, GK, 0>;
 }
 
-/* Whether conv_tcp runs on wgmma for layer @p op: a device of compute capability 9.0 (not an
- * emulated older class: KEYER_CUDA_EMULATE_CC keeps mma.sync), the loaded code built for sm_90a
- * (tp_wgmma_probe; a build for plain 90 has only mma.sync) and KEYER_CUDA_WGMMA not "0" (read
- * once per process: the A/B switch of benchmarks). By the device only, never by the batch: every
- * tile instance a layer can take on the device uses the same MMA. */
+/* Whether conv_tcp runs on wgmma for layer @p op (tc_shape.wg: 0 no, else the variant): a
+ * device of compute capability 9.0 (not an emulated older class: KEYER_CUDA_EMULATE_CC keeps
+ * mma.sync) and the loaded code built for sm_90a (tp_wgmma_probe; a build for plain 90 has only
+ * mma.sync); KEYER_CUDA_WGMMA (read once per process: the A/B switch of benchmarks) "0" keeps
+ * mma.sync, "1" takes the variant without the next tap's A loaded ahead, else 2. By the device
+ * only, never by the batch: every tile instance a layer can take on the device uses the same
+ * MMA (the variants issue the same wgmma in the same order). */
 static int tp_use_wgmma(const kr_cuda_op *op)
 {
     static std::atomic<int> have{-1}; /* the probe's answer, once */
@@ -996,9 +1041,10 @@ static int tp_use_wgmma(const kr_cuda_op *op)
     if (h < 0) {
         const char *env = getenv("KEYER_CUDA_WGMMA");
         cudaFuncAttributes fa;
-        h = (!env || strcmp(env, "0") != 0) &&
-            cudaFuncGetAttributes(&fa, tp_wgmma_probe) == cudaSuccess &&
-            fa.maxThreadsPerBlock == 64;
+        h = cudaFuncGetAttributes(&fa, tp_wgmma_probe) == cudaSuccess &&
+                    fa.maxThreadsPerBlock == 64
+                ? (env && !strcmp(env, "0") ? 0 : env && !strcmp(env, "1") ? 1 : 2)
+                : 0;
         (void)cudaGetLastError();
         have.store(h, std::memory_order_relaxed);
     }
