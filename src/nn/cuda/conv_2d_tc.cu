@@ -51,9 +51,9 @@ struct tc_shape {
     int tiles_y, tiles_x, ph, pw;
     /* conv_tcp's chunks in flight (shared-memory buffers): 2, or TP_DEEP_STAGES on small grids */
     int stages;
-    /* conv_tcp with Hopper's warpgroup MMA (wgmma.mma_async, sm_90a code on compute 9.0,
-     * tp_use_wgmma: 2 with the next tap's A loaded during each tap's multiply, 1 without) or
-     * mma.sync (0): a choice by the device, never by the batch */
+    /* conv_tcp with Hopper's warpgroup MMA (1: wgmma.mma_async, sm_90a code on compute 9.0,
+     * tp_use_wgmma) or mma.sync (0): a choice by the device and the layer's shape, never by
+     * the batch */
     int wg;
     /* the folded concatenation (c0 = 0: none): channels [0, c0) from src0 (c0 channels per
      * pixel), [c0, ic) from src1 (ic - c0); rz: which source is resized (-1 none) from rh x rw
@@ -839,50 +839,37 @@ __device__ __forceinline__ void tp_run(const __half *__restrict__ x, const __hal
         /* one tap: its A fragments (patch rows shifted by off) and B fragments (its weights),
          * then its MI x NI mma.sync */
         auto tap_mma = [&](int tap, int off) {
-            if constexpr (WG) {
-#if TP_WGMMA_CODE
-                /* the warp's A rows of each slice (ldmatrix.x4, as mma.sync's), then one
-                 * m64nBNk16 per slice reading the tap's BN weight rows (a multiple of 256 bytes
-                 * from the 256-byte aligned weights: tp_wswz is the descriptor's 32-byte
-                 * swizzle), committed as one group */
-                unsigned a[MI][4];
+            unsigned a[MI][4], bf[NI][2];
 #pragma unroll
-                for (int i = 0; i < MI; i++)
-                    kr_ldsm_x4(a[i], kr_smem_addr(P + (arow[i] + off) * TP_LDS + acol));
-                const unsigned long long desc =
-                    kr_wgmma_desc_sw32(kr_smem_addr(W + tap * BN * TP_WLDS));
-                kr_wgmma_fence();
+            for (int i = 0; i < MI; i++)
+                kr_ldsm_x4(a[i], kr_smem_addr(P + (arow[i] + off) * TP_LDS + acol));
 #pragma unroll
-                for (int i = 0; i < MI; i++)
-                    kr_wgmma_f16<BN>(acc[i], a[i], desc);
-                kr_wgmma_commit();
-#endif
-            } else {
-                unsigned a[MI][4], bf[NI][2];
-#pragma unroll
-                for (int i = 0; i < MI; i++)
-                    kr_ldsm_x4(a[i], kr_smem_addr(P + (arow[i] + off) * TP_LDS + acol));
-#pragma unroll
-                for (int j = 0; j < NI; j += 2) {
-                    unsigned r[4];
-                    kr_ldsm_x4(r, kr_smem_addr(W + (tap * BN + j * 8) * TP_WLDS + boff));
-                    bf[j][0] = r[0], bf[j][1] = r[1], bf[j + 1][0] = r[2], bf[j + 1][1] = r[3];
-                }
-#pragma unroll
-                for (int i = 0; i < MI; i++)
-#pragma unroll
-                    for (int j = 0; j < NI; j++)
-                        tc_mma(acc[i][j], a[i], bf[j]);
+            for (int j = 0; j < NI; j += 2) {
+                unsigned r[4];
+                kr_ldsm_x4(r, kr_smem_addr(W + (tap * BN + j * 8) * TP_WLDS + boff));
+                bf[j][0] = r[0], bf[j][1] = r[1], bf[j + 1][0] = r[2], bf[j + 1][1] = r[3];
             }
+#pragma unroll
+            for (int i = 0; i < MI; i++)
+#pragma unroll
+                for (int j = 0; j < NI; j++)
+                    tc_mma(acc[i][j], a[i], bf[j]);
         };
-        /* wgmma with the next tap's A loaded while this tap's multiply runs (s.wg 2): A in two
-         * register sets, the next tap's ldmatrix issued after this tap's wgmma, then the wait
-         * for that wgmma (its A registers are then free: the next set moves into them). The
-         * same wgmma in the same (ky, kx) order as tap_mma's */
+        /* the taps on wgmma (WG): per tap one m64nBNk16 per slice, reading the tap's BN weight
+         * rows (a multiple of 256 bytes from the 256-byte aligned weights: tp_wswz is the
+         * descriptor's 32-byte swizzle) and the warp's A rows of each slice (ldmatrix.x4, as
+         * mma.sync's), committed as one group; the next tap's A is loaded into a second
+         * register set while this tap's wgmma runs, then the wait for it. wgmma reads its A
+         * registers asynchronously, and the compiler does not know it: an empty asm reading the
+         * set in flight after the wait keeps it alive there, so that the next set is not given
+         * its registers (session 15's run 1: without, the second slice's A was overwritten by
+         * the next tap's ldmatrix, results wrong, and timing-dependent with one slice). The
+         * accumulators pass through an empty asm after each wait too (nothing moves them while
+         * a wgmma writes them). The taps in (ky, kx) order */
         auto wg_taps = [&]() {
 #if TP_WGMMA_CODE
             if constexpr (WG) {
-                unsigned a[MI][4], an[MI][4];
+                unsigned a[MI][4], an[MI][4] = {};
 #pragma unroll
                 for (int i = 0; i < MI; i++)
                     kr_ldsm_x4(a[i], kr_smem_addr(P + arow[i] * TP_LDS + acol));
@@ -907,15 +894,23 @@ __device__ __forceinline__ void tp_run(const __half *__restrict__ x, const __hal
                     }
                     kr_wgmma_wait<0>();
 #pragma unroll
-                    for (int i = 0; i < MI; i++)
+                    for (int i = 0; i < MI; i++) {
+                        asm volatile("" ::"r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3])
+                                     : "memory");
+#pragma unroll
+                        for (int j = 0; j < NI; j++)
+#pragma unroll
+                            for (int q = 0; q < 4; q++)
+                                kr_reg_fence(acc[i][j][q]);
 #pragma unroll
                         for (int q = 0; q < 4; q++)
                             a[i][q] = an[i][q];
+                    }
                 }
             }
 #endif
         };
-        if (WG && s.wg == 2) {
+        if constexpr (WG) {
             wg_taps();
         } else if (TH == 4 && s.kw == 3) {
             /* the 4-row tiles (small grids: a few warps per multiprocessor, each waiting for
@@ -1025,30 +1020,36 @@ template <int TH, int BN, int WM, int WN, int GK> static tp_kernel_fn tp_kernel(
     return s.wg ? conv_tcp<TH, BN, WM, WN, GK, 1> : conv_tcp<TH, BN, WM, WN, GK, 0>;
 }
 
-/* Whether conv_tcp runs on wgmma for layer @p op (tc_shape.wg: 0 no, else the variant): a
- * device of compute capability 9.0 (not an emulated older class: KEYER_CUDA_EMULATE_CC keeps
- * mma.sync) and the loaded code built for sm_90a (tp_wgmma_probe; a build for plain 90 has only
- * mma.sync); KEYER_CUDA_WGMMA (read once per process: the A/B switch of benchmarks) "0" keeps
- * mma.sync, "1" takes the variant without the next tap's A loaded ahead, else 2. By the device
- * only, never by the batch: every tile instance a layer can take on the device uses the same
- * MMA (the variants issue the same wgmma in the same order). */
-static int tp_use_wgmma(const kr_cuda_op *op)
+/* The fewest output pixels per image of a layer that conv_tcp runs on wgmma. Session 15's run 1
+ * (one H200, u2netp f16 batch 1, CUPTI end increments against mma.sync in the same binary): the
+ * 320 x 320 layers gained (node 306 94.4 -> 84.6 us, node 308 51.4 -> 48.6), the 160 x 160
+ * 64-output layers (4-row tiles of one slice) lost 0.3 to 2.2 us each and the small 4-row
+ * 16-output layers about 1 us each (a wait per tap on a few warps per multiprocessor). */
+#define TP_WG_MIN_PIXELS (256 * 256)
+
+/* Whether conv_tcp runs on wgmma for layer @p s (tc_shape.wg): a device of compute capability
+ * 9.0 (not an emulated older class: KEYER_CUDA_EMULATE_CC keeps mma.sync), the loaded code
+ * built for sm_90a (tp_wgmma_probe; a build for plain 90 has only mma.sync) and at least
+ * TP_WG_MIN_PIXELS output pixels per image. KEYER_CUDA_WGMMA (read once per process) "0" keeps
+ * mma.sync everywhere (the A/B switch of benchmarks), "all" takes wgmma for every conv_tcp layer
+ * (the tests' coverage of every instance). By the device and the layer's shape only, never by
+ * the batch: every tile instance a layer can take on the device uses the same MMA. */
+static int tp_use_wgmma(const kr_cuda_op *op, const tc_shape &s)
 {
-    static std::atomic<int> have{-1}; /* the probe's answer, once */
+    static std::atomic<int> mode{-1}; /* 0 none, 1 by TP_WG_MIN_PIXELS, 2 all; read once */
     if (kr_gpu_cc(op->caps) != 90)
         return 0;
-    int h = have.load(std::memory_order_relaxed);
-    if (h < 0) {
+    int m = mode.load(std::memory_order_relaxed);
+    if (m < 0) {
         const char *env = getenv("KEYER_CUDA_WGMMA");
         cudaFuncAttributes fa;
-        h = cudaFuncGetAttributes(&fa, tp_wgmma_probe) == cudaSuccess &&
-                    fa.maxThreadsPerBlock == 64
-                ? (env && !strcmp(env, "0") ? 0 : env && !strcmp(env, "1") ? 1 : 2)
-                : 0;
+        const int have = cudaFuncGetAttributes(&fa, tp_wgmma_probe) == cudaSuccess &&
+                         fa.maxThreadsPerBlock == 64;
         (void)cudaGetLastError();
-        have.store(h, std::memory_order_relaxed);
+        m = !have || (env && !strcmp(env, "0")) ? 0 : env && !strcmp(env, "all") ? 2 : 1;
+        mode.store(m, std::memory_order_relaxed);
     }
-    return h;
+    return m == 2 || (m == 1 && (size_t)s.oh * s.ow >= TP_WG_MIN_PIXELS);
 }
 
 /* How many blocks of conv_tcp<TH, BN, WM, WN, GK> for layer @p s the device holds at once (blocks
@@ -1244,7 +1245,7 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
     const size_t sms = (size_t)(op->caps->sms > 0 ? op->caps->sms : 1);
     s.tiles_y = s.tiles_x = s.ph = s.pw = 0;
     if (tc_use_patch(op, s, bn)) {
-        s.wg = tp_use_wgmma(op);
+        s.wg = tp_use_wgmma(op, s);
         /* the tile height by M (which changes no output's sum): 16 rows (8 warps, the weights
          * staged once for 256 pixels) where that still gives two blocks per multiprocessor and
          * its patch fits, 4 rows where 8-row tiles would not, else 8 */
