@@ -1684,8 +1684,10 @@ static int chain_pool_ceil(kt_graph *b, int x, const int *xd, int *od)
  * residual at scale). Then u2netp's deep levels (40 x 41): a 128 -> 64 reading a folded resize
  * and concatenation, and a 64 -> 16. Then two graphs whose 64-output layers the f16 patch
  * kernel runs on narrower tiles at batch 1 than at batch 3 (grids of one to two blocks per
- * multiprocessor), with the batch-3 items checked against batch-1 runs bit for bit. Run only
- * where a CUDA device is present (the reference takes seconds at this size).
+ * multiprocessor), with the batch-3 items checked against batch-1 runs bit for bit. Then a layer
+ * of 258 x 257 output pixels, which compute 9.0 runs on wgmma (the same checks; where the
+ * device is 9.0, how many values differ from mma.sync's). Run only where a CUDA device is present
+ * (the reference takes seconds at this size).
  */
 static void test_onnx_large_convs(void **state)
 {
@@ -1781,6 +1783,23 @@ static void test_onnx_large_convs(void **state)
         fail_msg("onnx mid grid by batch: %s", gerr.message);
     check_items_equal_batch1(gr, "onnx mid grid by batch", 6464u);
     check_graph(gr, "onnx mid grid by batch", 1);
+
+    /* 258 x 257: at least 256 x 256 output pixels, so the patch kernel runs on wgmma on compute
+     * 9.0 with the sm_90a code (conv_2d_tc.cu, TP_WG_MIN_PIXELS; the layers above stay on
+     * mma.sync unless KEYER_CUDA_WGMMA=all), its 16-row tiles cut at both edges. A 16 -> 32 +
+     * RELU */
+    kt_graph_begin(&b, "onnx wgmma grid", 16, 8, 1 << 20);
+    rng = kt_rng_seed(3535);
+    int gd[4] = {1, 258, 257, 16}, god[4];
+    int gv = kt_graph_act(&b, 4, gd);
+    kt_graph_input(&b, gv);
+    int go = chain_conv_onnx(&b, &rng, gv, gd, 32, 3, 1, 1, 1, god);
+    go = chain_unary(&b, KR_OP_RELU, go, god);
+    kt_graph_output(&b, go);
+    if (kt_graph_finish(&b, &gr, &gerr) != KEYER_OK)
+        fail_msg("onnx wgmma grid: %s", gerr.message);
+    check_items_equal_batch1(gr, "onnx wgmma grid", 6565u);
+    check_graph(gr, "onnx wgmma grid", 1);
 #else
     printf("onnx large convs: skipped (built without the CUDA backend)\n");
 #endif
