@@ -29,7 +29,7 @@ if [ -z "${CUDAARCHS:-}" ]; then
     if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
         export CUDAARCHS=native
     else
-        export CUDAARCHS=90
+        export CUDAARCHS=90a
     fi
 fi
 run cmake -S . -B build "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

@@ -24,9 +24,10 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q 
 
 # With CUDA found, the library's default build compiles for seven GPU architectures (about an
 # hour of nvcc on two cores). The test build compiles for the GPU present (native), or, with no
-# GPU, for one architecture (sm_90) as a compile check: set CUDAARCHS to choose another list.
+# GPU, for one architecture (sm_90a, the wgmma code too) as a compile check: set CUDAARCHS to
+# choose another list.
 if [ -z "${CUDAARCHS:-}" ]; then
-    if [ "$have_gpu" = 1 ]; then export CUDAARCHS=native; else export CUDAARCHS=90; fi
+    if [ "$have_gpu" = 1 ]; then export CUDAARCHS=native; else export CUDAARCHS=90a; fi
 fi
 
 step "build (optimised)"

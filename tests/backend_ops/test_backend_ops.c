@@ -1093,6 +1093,58 @@ static void check_graph(kr_graph *gr, const char *name, int persistent_may_refus
 
 static void finish_and_check(kt_graph *b, const char *name) { finish_and_check_opt(b, name, 0); }
 
+/* On a device of compute capability 9.0 (where the patch kernel of conv_2d_tc.cu runs its taps
+ * on wgmma when built for sm_90a): a batch-1 run of @p gr (inputs from @p seed) on variant @p be
+ * against the same run with the device emulating class 8.0 (KEYER_CUDA_EMULATE_CC: mma.sync),
+ * printing how many output values differ and the largest difference relative to the output's
+ * largest magnitude. Elsewhere nothing. The variable's value is restored. */
+static void check_wgmma_against_mma(const kr_graph *gr, const char *name, uint32_t seed,
+                                    const backend_entry *be)
+{
+#ifdef KEYER_HAVE_CUDA_NN
+    keyer_error err = {0};
+    kr_gpu_caps caps;
+    const kr_device_fns *dev = kr_device_cuda();
+    if (!dev || dev->caps(0, 1, &caps, &err) != KEYER_OK)
+        return;
+    if (caps.emulated || kr_gpu_cc(&caps) != 90) {
+        printf("%s: %s wgmma against mma.sync: not compared (compute %d.%d%s)\n", name, be->name,
+               caps.major, caps.minor, caps.emulated ? ", emulated" : "");
+        return;
+    }
+    float **xs = make_inputs(gr, 1, seed, -1.0f, 1.0f);
+    float *wg = run_once(be->ops, be->f16, be->schedule, gr, 1, xs, &err);
+    assert_non_null(wg);
+    const char *old = getenv("KEYER_CUDA_EMULATE_CC");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("KEYER_CUDA_EMULATE_CC", "8.0", 1);
+    float *mma = run_once(be->ops, be->f16, be->schedule, gr, 1, xs, &err);
+    if (saved)
+        setenv("KEYER_CUDA_EMULATE_CC", saved, 1);
+    else
+        unsetenv("KEYER_CUDA_EMULATE_CC");
+    free(saved);
+    assert_non_null(mma);
+    const size_t n = kr_tensor_elements(&gr->tensors[gr->outputs[0]]);
+    size_t differ = 0;
+    double dmax = 0.0, amax = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        differ += memcmp(&wg[i], &mma[i], sizeof(float)) != 0;
+        const double d = fabs((double)wg[i] - (double)mma[i]), a = fabs((double)mma[i]);
+        dmax = d > dmax ? d : dmax;
+        amax = a > amax ? a : amax;
+    }
+    printf("%s: %s wgmma (9.0) against mma.sync (emulated 8.0): %zu of %zu values differ, "
+           "largest by %.3g of the largest magnitude\n",
+           name, be->name, differ, n, amax > 0 ? dmax / amax : dmax);
+    free(wg);
+    free(mma);
+    free_inputs(gr, xs);
+#else
+    (void)gr, (void)name, (void)seed, (void)be;
+#endif
+}
+
 /* On the per-node f16 cuda variant (skipped where unavailable): each item of a batch-3 run of
  * @p gr (one input, inputs from @p seed) equals a batch-1 run on that item, bit for bit (an
  * item's result must not depend on the batch it runs in); prints the verdict under @p name,
@@ -1127,6 +1179,7 @@ static void check_items_equal_batch1(const kr_graph *gr, const char *name, uint3
         free(all);
         free_inputs(gr, xs);
         assert_int_equal(differ, 0);
+        check_wgmma_against_mma(gr, name, seed, be);
     }
 }
 
@@ -1639,8 +1692,10 @@ static int chain_pool_ceil(kt_graph *b, int x, const int *xd, int *od)
  * residual at scale). Then u2netp's deep levels (40 x 41): a 128 -> 64 reading a folded resize
  * and concatenation, and a 64 -> 16. Then two graphs whose 64-output layers the f16 patch
  * kernel runs on narrower tiles at batch 1 than at batch 3 (grids of one to two blocks per
- * multiprocessor), with the batch-3 items checked against batch-1 runs bit for bit. Run only
- * where a CUDA device is present (the reference takes seconds at this size).
+ * multiprocessor), with the batch-3 items checked against batch-1 runs bit for bit. Then a layer
+ * of 258 x 257 output pixels, which compute 9.0 runs on wgmma (the same checks; where the
+ * device is 9.0, how many values differ from mma.sync's). Run only where a CUDA device is present
+ * (the reference takes seconds at this size).
  */
 static void test_onnx_large_convs(void **state)
 {
@@ -1736,6 +1791,23 @@ static void test_onnx_large_convs(void **state)
         fail_msg("onnx mid grid by batch: %s", gerr.message);
     check_items_equal_batch1(gr, "onnx mid grid by batch", 6464u);
     check_graph(gr, "onnx mid grid by batch", 1);
+
+    /* 258 x 257: at least 256 x 256 output pixels, so the patch kernel runs on wgmma on compute
+     * 9.0 with the sm_90a code (conv_2d_tc.cu, TP_WG_MIN_PIXELS; the layers above stay on
+     * mma.sync unless KEYER_CUDA_WGMMA=all), its 16-row tiles cut at both edges. A 16 -> 32 +
+     * RELU */
+    kt_graph_begin(&b, "onnx wgmma grid", 16, 8, 1 << 20);
+    rng = kt_rng_seed(3535);
+    int gd[4] = {1, 258, 257, 16}, god[4];
+    int gv = kt_graph_act(&b, 4, gd);
+    kt_graph_input(&b, gv);
+    int go = chain_conv_onnx(&b, &rng, gv, gd, 32, 3, 1, 1, 1, god);
+    go = chain_unary(&b, KR_OP_RELU, go, god);
+    kt_graph_output(&b, go);
+    if (kt_graph_finish(&b, &gr, &gerr) != KEYER_OK)
+        fail_msg("onnx wgmma grid: %s", gerr.message);
+    check_items_equal_batch1(gr, "onnx wgmma grid", 6565u);
+    check_graph(gr, "onnx wgmma grid", 1);
 #else
     printf("onnx large convs: skipped (built without the CUDA backend)\n");
 #endif

@@ -311,4 +311,116 @@ __device__ __forceinline__ void kr_mma_16x8x8(float *c, unsigned a0, unsigned a1
 #endif
 }
 
+/* ---- Hopper's warpgroup MMA (wgmma, sm_90a: compiled only where __CUDA_ARCH_FEAT_SM90_ALL is
+ * defined, i.e. for the architecture-specific target 90a; conv_2d_tc.cu's patch kernel). A
+ * warpgroup is 4 consecutive warps (warp % 4 = its rank); each wgmma.mma_async computes a
+ * 64 x N x 16 product of the whole warpgroup, asynchronously. */
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define KR_HAVE_WGMMA 1
+
+/* wgmma.fence: orders the warpgroup's earlier register writes (accumulators, A fragments)
+ * before the wgmma.mma_async after it. */
+__device__ __forceinline__ void kr_wgmma_fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+/* wgmma.commit_group: the wgmma.mma_async issued since the last commit become one group. */
+__device__ __forceinline__ void kr_wgmma_commit()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+/* wgmma.wait_group N: until at most N of the warpgroup's committed groups are pending (0:
+ * every wgmma finished, its accumulators written and its shared-memory operands read). */
+template <int N> __device__ __forceinline__ void kr_wgmma_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+/* fence.proxy.async for shared memory: the thread's generic-proxy writes to shared memory
+ * (st.shared, completed cp.async) become visible to the async proxy that wgmma reads its
+ * shared-memory operands through (before the barrier that lets them be read). */
+__device__ __forceinline__ void kr_fence_proxy_async_smem()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/* An empty use and definition of register @p v: the compiler may not move its reads or writes
+ * across this point (the accumulators of wgmma, written asynchronously until kr_wgmma_wait). */
+__device__ __forceinline__ void kr_reg_fence(float &v) { asm volatile("" : "+f"(v)::"memory"); }
+
+/* The shared-memory matrix descriptor of a K-major operand of 16 k (32 bytes a row) in the
+ * 32-byte swizzle (Swizzle<1, 4, 3>: a row's two 16-byte halves swapped in rows 4-7 of every 8,
+ * the 8-row core matrices 256 bytes apart), starting at shared address @p addr (a multiple of
+ * 256): start address >> 4 (bits 0-13), leading byte offset 1 (unused for a swizzled K-major
+ * operand one swizzle wide, bits 16-29), stride byte offset 256 >> 4 (bits 32-45), base offset 0
+ * (bits 49-51), layout 3 = 32-byte swizzle (bits 62-63; 1 = 128-byte, 2 = 64-byte). */
+__device__ __forceinline__ unsigned long long kr_wgmma_desc_sw32(unsigned addr)
+{
+    return (unsigned long long)((addr >> 4) & 0x3FFF) | (1ull << 16) | (16ull << 32) | (3ull << 62);
+}
+
+/* wgmma.mma_async m64nNk16, f16 inputs, f32 accumulation: d += a x b. @p a: this warp's 16 rows
+ * of the 64 x 16 A in registers (warp % 4 supplies rows 16 (warp % 4) .. + 15, in mma.sync
+ * m16n8k16's A fragment layout: ldmatrix.x4 of rows 0-15 at k 0 and 8); @p desc: B, 16 k x N,
+ * K-major in shared memory (kr_wgmma_desc_sw32). d[j][0..3]: mma.sync's C fragment of the
+ * warp's 16 rows and columns 8 j .. 8 j + 7. Asynchronous: the registers of a and d and the
+ * shared memory of b must be left alone until kr_wgmma_wait says the group is done. */
+template <int N>
+__device__ __forceinline__ void kr_wgmma_f16(float (&d)[N / 8][4], const unsigned (&a)[4],
+                                             unsigned long long desc);
+template <>
+__device__ __forceinline__ void kr_wgmma_f16<16>(float (&d)[2][4], const unsigned (&a)[4],
+                                                  unsigned long long desc)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {"
+                 "%0,%1,%2,%3,%4,%5,%6,%7"
+                 "}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+                   "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
+                 : "memory");
+}
+template <>
+__device__ __forceinline__ void kr_wgmma_f16<32>(float (&d)[4][4], const unsigned (&a)[4],
+                                                  unsigned long long desc)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {"
+                 "%0,%1,%2,%3,%4,%5,%6,%7,"
+                 "%8,%9,%10,%11,%12,%13,%14,%15"
+                 "}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+                   "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+                   "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+                   "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
+                 : "memory");
+}
+template <>
+__device__ __forceinline__ void kr_wgmma_f16<64>(float (&d)[8][4], const unsigned (&a)[4],
+                                                  unsigned long long desc)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+                 "%0,%1,%2,%3,%4,%5,%6,%7,"
+                 "%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,"
+                 "%24,%25,%26,%27,%28,%29,%30,%31"
+                 "}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+                   "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+                   "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+                   "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+                   "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+                   "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+                   "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+                   "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
+                 : "memory");
+}
+#endif
+
 #endif

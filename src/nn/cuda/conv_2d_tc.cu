@@ -31,6 +31,10 @@
  * tensor core sums them in float; the bias last. It depends only on the layer, not on the batch
  * or the tile.
  */
+#include <atomic>
+#include <stdlib.h>
+#include <string.h>
+
 #include "nn/cuda/ops/conv_2d.cuh"
 #include "nn/cuda/ops/resize_bilinear.cuh"
 
@@ -47,6 +51,10 @@ struct tc_shape {
     int tiles_y, tiles_x, ph, pw;
     /* conv_tcp's chunks in flight (shared-memory buffers): 2, or TP_DEEP_STAGES on small grids */
     int stages;
+    /* conv_tcp with Hopper's warpgroup MMA (1: wgmma.mma_async, sm_90a code on compute 9.0,
+     * tp_use_wgmma) or mma.sync (0): a choice by the device and the layer's shape, never by
+     * the batch */
+    int wg;
     /* the folded concatenation (c0 = 0: none): channels [0, c0) from src0 (c0 channels per
      * pixel), [c0, ic) from src1 (ic - c0); rz: which source is resized (-1 none) from rh x rw
      * pixels to ih x iw, with RESIZE_BILINEAR's align_corners and half_pixel_centers */
@@ -503,11 +511,20 @@ __global__ void __launch_bounds__(TC_THREADS)
 #define TP_DEEP_STAGES 4
 #define TP_DEEP_SMEM_MAX (160 * 1024)
 
+/* Halves of a stage's patch area: ph x pw rows of TP_LDS; with wgmma (@p wg) rounded up to
+ * 256 bytes, so that the weights after it start on the 256-byte boundary the 32-byte swizzle of
+ * wgmma's shared-memory descriptor needs (tp_wgmma_desc). */
+__host__ __device__ constexpr int tp_patch_halves(int patch, int wg)
+{
+    return wg ? (patch * TP_LDS + 127) & ~127 : patch * TP_LDS;
+}
+
 /* Shared memory of conv_tcp: s.stages buffers of the patch and BN x taps weight rows. */
 static size_t tp_smem_bytes(const tc_shape &s, int bn)
 {
     return (size_t)s.stages *
-           ((size_t)s.ph * s.pw * TP_LDS + (size_t)s.kh * s.kw * bn * TP_WLDS) * sizeof(__half);
+           ((size_t)tp_patch_halves(s.ph * s.pw, s.wg) + (size_t)s.kh * s.kw * bn * TP_WLDS) *
+           sizeof(__half);
 }
 
 /* The offset in halves of half @p h (0 or 1: channels [8 h, 8 h + 8) of the chunk) of weight
@@ -619,21 +636,36 @@ __device__ __forceinline__ void tp_elem_load(__half *P, const tp_elem &e, int q,
     }
 }
 
-template <int TH, int BN, int WM, int WN, int GK>
-__global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
-    conv_tcp(const __half *__restrict__ x, const __half *__restrict__ x1,
-             const __half *__restrict__ w, const float *__restrict__ bias, __half *__restrict__ y,
-             tc_shape s, kr_epilogue e)
+#if defined(KR_HAVE_WGMMA)
+#define TP_WGMMA_CODE 1
+#else
+#define TP_WGMMA_CODE 0
+#endif
+
+/* conv_tcp's body (the kernel below); WG 1: the taps on wgmma (sm_90a code only). */
+template <int TH, int BN, int WM, int WN, int GK, int WG>
+__device__ __forceinline__ void tp_run(const __half *__restrict__ x, const __half *__restrict__ x1,
+                                       const __half *__restrict__ w,
+                                       const float *__restrict__ bias, __half *__restrict__ y,
+                                       const tc_shape &s, const kr_epilogue &e)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     typedef tc_tile<TH * TP_TW, BN, WM, WN> tl;
-    constexpr int MI = tl::MI, NI = tl::NI, NT = WM * WN * 32;
-    extern __shared__ uint4 tp_shared[];
+    constexpr int NT = WM * WN * 32;
+    /* the accumulators: mma.sync's MI x NI fragments of the warp's TM x TN tile; with wgmma,
+     * warpgroup g = warp / 4 (NWG of them) takes the tile's rows [g BM / NWG, (g + 1) BM / NWG)
+     * and all BN outputs, SL slices of 64 rows (one m64nBNk16 each per tap), warp % 4 supplying
+     * rows 16 (warp % 4) .. + 15 of each slice: acc[i][j] is the C fragment of those 16 rows and
+     * columns 8 j .. 8 j + 7 (the same registers a thread as mma.sync's tiles) */
+    constexpr int NWG = WM * WN / 4, SL = TH * TP_TW / (64 * NWG);
+    static_assert(!WG || (SL >= 1 && SL * 64 * NWG == TH * TP_TW), "wgmma slices");
+    constexpr int MI = WG ? SL : tl::MI, NI = WG ? BN / 8 : tl::NI;
+    extern __shared__ __align__(1024) uint4 tp_shared[];
     __half *const sm = reinterpret_cast<__half *>(tp_shared);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / WN, wn = warp % WN;
     const int taps = s.kh * s.kw, patch = s.ph * s.pw;
-    const int stage = patch * TP_LDS + taps * BN * TP_WLDS; /* halves */
+    const int pa = tp_patch_halves(patch, WG); /* the patch area; the weights after it */
+    const int stage = pa + taps * BN * TP_WLDS; /* halves */
 
     int t = blockIdx.x;
     const int tx = t % s.tiles_x;
@@ -689,7 +721,7 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
     w_elem(keep ? tid : taps * BN * 2, wd0, wo0);
     w_elem(keep ? tid + NT : taps * BN * 2, wd1, wo1);
     auto load_weights = [&](int buf, int q) {
-        __half *W = sm + buf * stage + patch * TP_LDS;
+        __half *W = sm + buf * stage + pa;
         auto one = [&](int dst, int off) {
             if (dst < 0)
                 return;
@@ -707,12 +739,18 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
         }
     };
 
-    /* each A fragment row's patch pixel at tap (0, 0): row r = wm * TM + i * 16 + (lane & 15)
-     * is tile pixel (r / 16, lane & 15) */
+    /* the first tile row of the warp's fragment i (mma.sync: wm * TM + 16 i; wgmma: slice i of
+     * warpgroup warp / 4, rows 16 (warp % 4) of it) */
+    auto frag_row = [&](int i) {
+        return WG ? (warp >> 2) * (TH * TP_TW / NWG) + i * 64 + (warp & 3) * 16
+                  : wm * tl::TM + i * 16;
+    };
+    /* each A fragment row's patch pixel at tap (0, 0): row r = frag_row(i) + (lane & 15) is
+     * tile pixel (r / 16, lane & 15) */
     int arow[MI];
 #pragma unroll
     for (int i = 0; i < MI; i++)
-        arow[i] = ((wm * tl::TM + i * 16) / TP_TW) * s.sh * s.pw + (lane & 15) * s.sw;
+        arow[i] = (frag_row(i) / TP_TW) * s.sh * s.pw + (lane & 15) * s.sw;
     const int acol = (lane >> 4) * 8;
     /* the B rows' offset (tp_wswz; tap * BN + j * 8 is a multiple of 8, so bit 2 of the row is
      * bit 2 of brow) */
@@ -790,8 +828,12 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
             tc_wait<TP_DEEP_STAGES - 1>();
         else
             tc_wait<1>();
+#if TP_WGMMA_CODE
+        if (WG) /* the chunk's weights (cp.async: the generic proxy) to wgmma's async proxy */
+            kr_fence_proxy_async_smem();
+#endif
         __syncthreads();
-        const __half *P = sm + cur * stage, *W = P + patch * TP_LDS;
+        const __half *P = sm + cur * stage, *W = P + pa;
         cur = cur + 1 == nst ? 0 : cur + 1;
         nxt = nxt + 1 == nst ? 0 : nxt + 1;
         /* one tap: its A fragments (patch rows shifted by off) and B fragments (its weights),
@@ -813,7 +855,64 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
                 for (int j = 0; j < NI; j++)
                     tc_mma(acc[i][j], a[i], bf[j]);
         };
-        if (TH == 4 && s.kw == 3) {
+        /* the taps on wgmma (WG): per tap one m64nBNk16 per slice, reading the tap's BN weight
+         * rows (a multiple of 256 bytes from the 256-byte aligned weights: tp_wswz is the
+         * descriptor's 32-byte swizzle) and the warp's A rows of each slice (ldmatrix.x4, as
+         * mma.sync's), committed as one group; the next tap's A is loaded into a second
+         * register set while this tap's wgmma runs, then the wait for it. wgmma reads its A
+         * registers asynchronously, and the compiler does not know it: an empty asm reading the
+         * set in flight after the wait keeps it alive there, so that the next set is not given
+         * its registers (session 15's run 1: without, the second slice's A was overwritten by
+         * the next tap's ldmatrix, results wrong, and timing-dependent with one slice). The
+         * accumulators pass through an empty asm after each wait too (nothing moves them while
+         * a wgmma writes them). The taps in (ky, kx) order */
+        auto wg_taps = [&]() {
+#if TP_WGMMA_CODE
+            if constexpr (WG) {
+                unsigned a[MI][4], an[MI][4] = {};
+#pragma unroll
+                for (int i = 0; i < MI; i++)
+                    kr_ldsm_x4(a[i], kr_smem_addr(P + arow[i] * TP_LDS + acol));
+                const unsigned wb = kr_smem_addr(W);
+                int ky = 0, kx = 0;
+#pragma unroll 1
+                for (int tap = 0; tap < taps; tap++) {
+                    const unsigned long long desc =
+                        kr_wgmma_desc_sw32(wb + tap * BN * TP_WLDS * (int)sizeof(__half));
+                    kr_wgmma_fence();
+#pragma unroll
+                    for (int i = 0; i < MI; i++)
+                        kr_wgmma_f16<BN>(acc[i], a[i], desc);
+                    kr_wgmma_commit();
+                    if (++kx == s.kw)
+                        kx = 0, ky++;
+                    if (tap + 1 < taps) {
+                        const int off = ky * s.dh * s.pw + kx * s.dw;
+#pragma unroll
+                        for (int i = 0; i < MI; i++)
+                            kr_ldsm_x4(an[i], kr_smem_addr(P + (arow[i] + off) * TP_LDS + acol));
+                    }
+                    kr_wgmma_wait<0>();
+#pragma unroll
+                    for (int i = 0; i < MI; i++) {
+                        asm volatile("" ::"r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3])
+                                     : "memory");
+#pragma unroll
+                        for (int j = 0; j < NI; j++)
+#pragma unroll
+                            for (int q = 0; q < 4; q++)
+                                kr_reg_fence(acc[i][j][q]);
+#pragma unroll
+                        for (int q = 0; q < 4; q++)
+                            a[i][q] = an[i][q];
+                    }
+                }
+            }
+#endif
+        };
+        if constexpr (WG) {
+            wg_taps();
+        } else if (TH == 4 && s.kw == 3) {
             /* the 4-row tiles (small grids: a few warps per multiprocessor, each waiting for
              * its own ldmatrix round trips) with 3-wide kernels: a kernel row's three taps in
              * one unrolled block, so that their ldmatrix can be issued together; the same
@@ -833,18 +932,57 @@ __global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
                     kx = 0, ky++;
             }
         }
+#if TP_WGMMA_CODE
+        if constexpr (WG) {
+            /* the chunk's wgmma done (their weights and A registers free) before the barrier
+             * that lets this buffer be loaded again; the accumulators not touched before */
+            kr_wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < MI; i++)
+#pragma unroll
+                for (int j = 0; j < NI; j++)
+#pragma unroll
+                    for (int q = 0; q < 4; q++)
+                        kr_reg_fence(acc[i][j][q]);
+        }
+#endif
         __syncthreads(); /* this buffer is loaded again at chunk q + 1 */
     }
     tc_wait<0>(); /* no copy left in flight at exit */
 
-    tc_epilogue(y, bias, e, s.oc, n0 + wn * tl::TN + (lane & 3) * 2, acc, [&](int i, int h) {
-        const int r = wm * tl::TM + i * 16 + (lane >> 2) + h * 8;
-        const int oy = oy0 + r / TP_TW, ox = ox0 + r % TP_TW;
-        return oy < s.oh && ox < s.ow ? (((size_t)b * s.oh + oy) * s.ow + ox) * s.oc : SIZE_MAX;
-    });
+    tc_epilogue(y, bias, e, s.oc, n0 + (WG ? 0 : wn * tl::TN) + (lane & 3) * 2, acc,
+                [&](int i, int h) {
+                    const int r = frag_row(i) + (lane >> 2) + h * 8;
+                    const int oy = oy0 + r / TP_TW, ox = ox0 + r % TP_TW;
+                    return oy < s.oh && ox < s.ow
+                               ? (((size_t)b * s.oh + oy) * s.ow + ox) * s.oc
+                               : SIZE_MAX;
+                });
+}
+
+template <int TH, int BN, int WM, int WN, int GK, int WG>
+__global__ void __launch_bounds__(WM * WN * 32, tp_min_blocks(WM * WN, BN, GK))
+    conv_tcp(const __half *__restrict__ x, const __half *__restrict__ x1,
+             const __half *__restrict__ w, const float *__restrict__ bias, __half *__restrict__ y,
+             tc_shape s, kr_epilogue e)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if constexpr (WG && !TP_WGMMA_CODE)
+        __trap(); /* the wgmma instance outside sm_90a code: never launched (tp_use_wgmma) */
+    else
+        tp_run<TH, BN, WM, WN, GK, WG>(x, x1, w, bias, y, s, e);
 #else
     __trap(); /* built without mma.sync / cp.async for this device: fail loudly */
 #endif
+}
+
+/* Whether the loaded code of this file has the wgmma instances (sm_90a): the probe's launch
+ * bound is 64 threads in that code, 32 elsewhere (cudaFuncGetAttributes' maxThreadsPerBlock,
+ * read from the cubin the device loaded without a launch, also while a stream is captured). */
+__global__ void __launch_bounds__(TP_WGMMA_CODE ? 64 : 32) tp_wgmma_probe(int *out)
+{
+    if (out)
+        out[threadIdx.x] = TP_WGMMA_CODE;
 }
 
 /* Patch tiles of TH rows: their geometry in @p s (tiles_y, ph; tiles_x and pw do not depend on
@@ -873,6 +1011,47 @@ static int tc_use_patch(const kr_cuda_op *op, tc_shape s, int bn)
     return smem <= TP_SMEM_MAX && smem <= op->caps->smem_block_optin;
 }
 
+typedef void (*tp_kernel_fn)(const __half *, const __half *, const __half *, const float *,
+                             __half *, tc_shape, kr_epilogue);
+
+/* conv_tcp<TH, BN, WM, WN, GK> for layer @p s: its wgmma instance where s.wg is set. */
+template <int TH, int BN, int WM, int WN, int GK> static tp_kernel_fn tp_kernel(const tc_shape &s)
+{
+    return s.wg ? conv_tcp<TH, BN, WM, WN, GK, 1> : conv_tcp<TH, BN, WM, WN, GK, 0>;
+}
+
+/* The fewest output pixels per image of a layer that conv_tcp runs on wgmma. Session 15's run 1
+ * (one H200, u2netp f16 batch 1, CUPTI end increments against mma.sync in the same binary): the
+ * 320 x 320 layers gained (node 306 94.4 -> 84.6 us, node 308 51.4 -> 48.6), the 160 x 160
+ * 64-output layers (4-row tiles of one slice) lost 0.3 to 2.2 us each and the small 4-row
+ * 16-output layers about 1 us each (a wait per tap on a few warps per multiprocessor). */
+#define TP_WG_MIN_PIXELS (256 * 256)
+
+/* Whether conv_tcp runs on wgmma for layer @p s (tc_shape.wg): a device of compute capability
+ * 9.0 (not an emulated older class: KEYER_CUDA_EMULATE_CC keeps mma.sync), the loaded code
+ * built for sm_90a (tp_wgmma_probe; a build for plain 90 has only mma.sync) and at least
+ * TP_WG_MIN_PIXELS output pixels per image. KEYER_CUDA_WGMMA (read once per process) "0" keeps
+ * mma.sync everywhere (the A/B switch of benchmarks), "all" takes wgmma for every conv_tcp layer
+ * (the tests' coverage of every instance). By the device and the layer's shape only, never by
+ * the batch: every tile instance a layer can take on the device uses the same MMA. */
+static int tp_use_wgmma(const kr_cuda_op *op, const tc_shape &s)
+{
+    static std::atomic<int> mode{-1}; /* 0 none, 1 by TP_WG_MIN_PIXELS, 2 all; read once */
+    if (kr_gpu_cc(op->caps) != 90)
+        return 0;
+    int m = mode.load(std::memory_order_relaxed);
+    if (m < 0) {
+        const char *env = getenv("KEYER_CUDA_WGMMA");
+        cudaFuncAttributes fa;
+        const int have = cudaFuncGetAttributes(&fa, tp_wgmma_probe) == cudaSuccess &&
+                         fa.maxThreadsPerBlock == 64;
+        (void)cudaGetLastError();
+        m = !have || (env && !strcmp(env, "0")) ? 0 : env && !strcmp(env, "all") ? 2 : 1;
+        mode.store(m, std::memory_order_relaxed);
+    }
+    return m == 2 || (m == 1 && (size_t)s.oh * s.ow >= TP_WG_MIN_PIXELS);
+}
+
 /* How many blocks of conv_tcp<TH, BN, WM, WN, GK> for layer @p s the device holds at once (blocks
  * per multiprocessor by the occupancy calculator, times the multiprocessors); 0 when the tile's
  * shared memory does not fit or the calculator fails (its error is cleared). */
@@ -885,11 +1064,11 @@ static size_t tp_slots_of(const kr_cuda_op *op, tc_shape s)
         return 0;
     int n = 0;
     if ((smem > 48 * 1024 &&
-         cudaFuncSetAttribute(conv_tcp<TH, BN, WM, WN, GK>,
+         cudaFuncSetAttribute(tp_kernel<TH, BN, WM, WN, GK>(s),
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                               (int)smem) != cudaSuccess) ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, conv_tcp<TH, BN, WM, WN, GK>, WM * WN * 32,
-                                                      smem) != cudaSuccess) {
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, tp_kernel<TH, BN, WM, WN, GK>(s),
+                                                      WM * WN * 32, smem) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
@@ -920,7 +1099,7 @@ static int launch_patch(const kr_cuda_op *op, tc_shape s, const __half *x0, cons
     const size_t smem = tp_smem_bytes(s, BN);
     cudaError_t err;
     if (smem > 48 * 1024 &&
-        (err = cudaFuncSetAttribute(conv_tcp<TH, BN, WM, WN, GK>,
+        (err = cudaFuncSetAttribute(tp_kernel<TH, BN, WM, WN, GK>(s),
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) !=
             cudaSuccess)
         return (int)err;
@@ -940,7 +1119,7 @@ static int launch_patch(const kr_cuda_op *op, tc_shape s, const __half *x0, cons
     cfg.stream = (cudaStream_t)op->stream;
     cfg.attrs = attr;
     cfg.numAttrs = op->caps->major >= 9 ? 1 : 0;
-    return (int)cudaLaunchKernelEx(&cfg, conv_tcp<TH, BN, WM, WN, GK>, x0, x1,
+    return (int)cudaLaunchKernelEx(&cfg, tp_kernel<TH, BN, WM, WN, GK>(s), x0, x1,
                                    (const __half *)op->w16, bias, (__half *)op->out, s,
                                    kr_make_epilogue(op, 1));
 }
@@ -1032,6 +1211,7 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
     s.c0 = 0, s.rz = -1, s.rh = s.rw = 0, s.align = s.half = 0;
     s.pool = 0, s.pih = s.piw = s.pkh = s.pkw = s.psh = s.psw = s.pdh = s.pdw = s.ppt = s.ppl = 0;
     s.stages = 2;
+    s.wg = 0;
     const __half *x0 = (const __half *)op->in[0], *x1 = NULL;
     if (op->cat.src[0]) {
         s.ih = op->cat.h, s.iw = op->cat.w;
@@ -1065,6 +1245,7 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
     const size_t sms = (size_t)(op->caps->sms > 0 ? op->caps->sms : 1);
     s.tiles_y = s.tiles_x = s.ph = s.pw = 0;
     if (tc_use_patch(op, s, bn)) {
+        s.wg = tp_use_wgmma(op, s);
         /* the tile height by M (which changes no output's sum): 16 rows (8 warps, the weights
          * staged once for 256 pixels) where that still gives two blocks per multiprocessor and
          * its patch fits, 4 rows where 8-row tiles would not, else 8 */
