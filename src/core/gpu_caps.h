@@ -49,6 +49,11 @@ typedef struct kr_gpu_caps {
     int blocks_sm;              /* resident blocks per multiprocessor */
     int cooperative_launch;     /* grid-wide barriers (the persistent schedule) */
     int cluster_launch;         /* thread-block clusters (compute 9.0+; the cluster segment) */
+    /* Hopper's warpgroup MMA for the nn cuda backend's patch convolutions (set by that backend
+     * at set-up, kr_cuda_wgmma_mode; 0 here): 0 none (another class, an emulated one, code built
+     * without sm_90a, or KEYER_CUDA_WGMMA=0), 1 for the layers its rule picks, 2 for every
+     * such layer (KEYER_CUDA_WGMMA=all) */
+    int wgmma;
 } kr_gpu_caps;
 
 /* A compute-capability class keyer is built for and its limits (the Programming Guide's

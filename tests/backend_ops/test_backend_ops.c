@@ -1693,8 +1693,9 @@ static int chain_pool_ceil(kt_graph *b, int x, const int *xd, int *od)
  * and concatenation, and a 64 -> 16. Then two graphs whose 64-output layers the f16 patch
  * kernel runs on narrower tiles at batch 1 than at batch 3 (grids of one to two blocks per
  * multiprocessor), with the batch-3 items checked against batch-1 runs bit for bit. Then a layer
- * of 258 x 257 output pixels, which compute 9.0 runs on wgmma (the same checks; where the
- * device is 9.0, how many values differ from mma.sync's). Run only where a CUDA device is present
+ * of 258 x 257 output pixels, the 16-row tiles cut at both edges (the same checks; where the
+ * device is 9.0, how many values differ from mma.sync's: with KEYER_CUDA_WGMMA=all, the ctest
+ * entry test_backend_ops_wgmma, every patch convolution here runs on wgmma). Run only where a CUDA device is present
  * (the reference takes seconds at this size).
  */
 static void test_onnx_large_convs(void **state)
@@ -1792,9 +1793,9 @@ static void test_onnx_large_convs(void **state)
     check_items_equal_batch1(gr, "onnx mid grid by batch", 6464u);
     check_graph(gr, "onnx mid grid by batch", 1);
 
-    /* 258 x 257: at least 256 x 256 output pixels, so the patch kernel runs on wgmma on compute
-     * 9.0 with the sm_90a code (conv_2d_tc.cu, TP_WG_MIN_PIXELS; the layers above stay on
-     * mma.sync unless KEYER_CUDA_WGMMA=all), its 16-row tiles cut at both edges. A 16 -> 32 +
+    /* 258 x 257: the 16-row tiles cut at both edges; on compute 9.0 with the sm_90a code this
+     * layer and the ones above run on wgmma with KEYER_CUDA_WGMMA=all (conv_2d_tc.cu's rule
+     * otherwise takes only 64-output layers of >= 128 inputs at >= 256 x 256). A 16 -> 32 +
      * RELU */
     kt_graph_begin(&b, "onnx wgmma grid", 16, 8, 1 << 20);
     rng = kt_rng_seed(3535);

@@ -617,6 +617,7 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
     if (st)
         return st;
     inst->caps = caps;
+    inst->caps.wgmma = kr_cuda_wgmma_mode(&caps);
     inst->mem.caps = &inst->caps;
     /* mixed precision (precision_plan.h, mixed.h) under AUTO and the per-node schedule; a
      * persistent schedule asked by name runs the graph all in half */

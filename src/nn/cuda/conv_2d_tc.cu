@@ -31,7 +31,6 @@
  * tensor core sums them in float; the bias last. It depends only on the layer, not on the batch
  * or the tile.
  */
-#include <atomic>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1020,36 +1019,39 @@ template <int TH, int BN, int WM, int WN, int GK> static tp_kernel_fn tp_kernel(
     return s.wg ? conv_tcp<TH, BN, WM, WN, GK, 1> : conv_tcp<TH, BN, WM, WN, GK, 0>;
 }
 
-/* The fewest output pixels per image of a layer that conv_tcp runs on wgmma. Session 15's run 1
- * (one H200, u2netp f16 batch 1, CUPTI end increments against mma.sync in the same binary): the
- * 320 x 320 layers gained (node 306 94.4 -> 84.6 us, node 308 51.4 -> 48.6), the 160 x 160
- * 64-output layers (4-row tiles of one slice) lost 0.3 to 2.2 us each and the small 4-row
- * 16-output layers about 1 us each (a wait per tap on a few warps per multiprocessor). */
+/* Which layers conv_tcp runs on wgmma (kr_gpu_caps.wgmma 1): at least TP_WG_MIN_PIXELS output
+ * pixels per image, 64 outputs a tile and TP_WG_MIN_IC inputs. Session 15's device runs (one
+ * H200, u2netp f16 batch 1, CUPTI end increments against mma.sync in the same binary; wgmma's
+ * values equal mma.sync's bit for bit in every test_backend_ops case): the 320 x 320 128 -> 64
+ * layer (node 306, 8 chunks) 93.6 -> 85.9 us; the 320 x 320 32 -> 64 layers (2 chunks) the same
+ * (35.4 -> 34.2, 35.5 -> 36.1), the 320 x 320 64 -> 16 ones slower (18.5 -> 22.5, 51.4 -> 53.2),
+ * the 160 x 160 64-output layers 0.3 to 2.2 us slower each and the small 4-row 16-output layers
+ * about 1 us each (a wait per tap on a few warps per multiprocessor). */
 #define TP_WG_MIN_PIXELS (256 * 256)
+#define TP_WG_MIN_IC 128
 
-/* Whether conv_tcp runs on wgmma for layer @p s (tc_shape.wg): a device of compute capability
- * 9.0 (not an emulated older class: KEYER_CUDA_EMULATE_CC keeps mma.sync), the loaded code
- * built for sm_90a (tp_wgmma_probe; a build for plain 90 has only mma.sync) and at least
- * TP_WG_MIN_PIXELS output pixels per image. KEYER_CUDA_WGMMA (read once per process) "0" keeps
- * mma.sync everywhere (the A/B switch of benchmarks), "all" takes wgmma for every conv_tcp layer
- * (the tests' coverage of every instance). By the device and the layer's shape only, never by
- * the batch: every tile instance a layer can take on the device uses the same MMA. */
-static int tp_use_wgmma(const kr_cuda_op *op, const tc_shape &s)
+/* (ops.h) */
+int kr_cuda_wgmma_mode(const kr_gpu_caps *caps)
 {
-    static std::atomic<int> mode{-1}; /* 0 none, 1 by TP_WG_MIN_PIXELS, 2 all; read once */
-    if (kr_gpu_cc(op->caps) != 90)
+    if (caps->emulated || kr_gpu_cc(caps) != 90)
         return 0;
-    int m = mode.load(std::memory_order_relaxed);
-    if (m < 0) {
-        const char *env = getenv("KEYER_CUDA_WGMMA");
-        cudaFuncAttributes fa;
-        const int have = cudaFuncGetAttributes(&fa, tp_wgmma_probe) == cudaSuccess &&
-                         fa.maxThreadsPerBlock == 64;
-        (void)cudaGetLastError();
-        m = !have || (env && !strcmp(env, "0")) ? 0 : env && !strcmp(env, "all") ? 2 : 1;
-        mode.store(m, std::memory_order_relaxed);
-    }
-    return m == 2 || (m == 1 && (size_t)s.oh * s.ow >= TP_WG_MIN_PIXELS);
+    cudaFuncAttributes fa;
+    const int have = cudaFuncGetAttributes(&fa, tp_wgmma_probe) == cudaSuccess &&
+                     fa.maxThreadsPerBlock == 64;
+    (void)cudaGetLastError();
+    const char *env = getenv("KEYER_CUDA_WGMMA");
+    return !have || (env && !strcmp(env, "0")) ? 0 : env && !strcmp(env, "all") ? 2 : 1;
+}
+
+/* Whether conv_tcp runs on wgmma for layer @p s (tc_shape.wg): the device's mode
+ * (kr_gpu_caps.wgmma) and, in mode 1, the layer's shape (TP_WG_MIN_PIXELS, 64 outputs,
+ * TP_WG_MIN_IC). By the device and the layer's shape only, never by the batch: every tile
+ * instance a layer can take on the device uses the same MMA. */
+static int tp_use_wgmma(const kr_cuda_op *op, const tc_shape &s, int bn)
+{
+    const int m = op->caps->wgmma;
+    return m == 2 || (m == 1 && (size_t)s.oh * s.ow >= TP_WG_MIN_PIXELS && bn == 64 &&
+                      s.ic >= TP_WG_MIN_IC);
 }
 
 /* How many blocks of conv_tcp<TH, BN, WM, WN, GK> for layer @p s the device holds at once (blocks
@@ -1245,7 +1247,7 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
     const size_t sms = (size_t)(op->caps->sms > 0 ? op->caps->sms : 1);
     s.tiles_y = s.tiles_x = s.ph = s.pw = 0;
     if (tc_use_patch(op, s, bn)) {
-        s.wg = tp_use_wgmma(op, s);
+        s.wg = tp_use_wgmma(op, s, bn);
         /* the tile height by M (which changes no output's sum): 16 rows (8 warps, the weights
          * staged once for 256 pixels) where that still gives two blocks per multiprocessor and
          * its patch fits, 4 rows where 8-row tiles would not, else 8 */

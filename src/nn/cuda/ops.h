@@ -243,6 +243,14 @@ int kr_cuda_conv_2d_one_gather(const kr_cuda_op *op);
  * input and weights, compute capability 7 or more. kr_cuda_conv_2d calls both. */
 int kr_cuda_conv_2d_mma_fits(const kr_cuda_op *op);
 int kr_cuda_conv_2d_mma(const kr_cuda_op *op);
+/* The warpgroup-MMA mode of kr_gpu_caps.wgmma for a device of capabilities @p caps: 0 unless
+ * @p caps is a real (not emulated) compute 9.0 device and the loaded code of conv_2d_tc.cu was
+ * built for sm_90a (a probe kernel's attributes, no launch); then 1, or what the environment
+ * variable KEYER_CUDA_WGMMA asks: "0" none (the A/B switch of benchmarks), "all" every patch
+ * convolution (the tests' coverage of every instance). Reads the environment; no errors (a
+ * failing probe means 0, its CUDA error cleared). */
+int kr_cuda_wgmma_mode(const kr_gpu_caps *caps);
+
 /* Whether CONV_2D node @p op runs on the tensor cores with mma.sync (kr_cuda_conv_2d_tc): an f16
  * instance with half weights (op->w16), compute capability 8.0 or more (the device's or the
  * emulated class's), an ONNX layer (explicit padding), no groups, input channels a multiple of
