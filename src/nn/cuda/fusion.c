@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 static int takes_post(kr_op op)
 {
@@ -649,4 +651,154 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
     n_folded += plan_residual_folds(mem, ops, folded);
     n_folded += plan_pool_folds(mem, ops, folded);
     return n_folded;
+}
+
+/* Whether any pointer @p op reads (its inputs and every fold's sources) lies in [lo, hi). */
+static int op_reads_in(const kr_cuda_op *op, const char *lo, const char *hi)
+{
+    const void *p[KR_MAX_NODE_INPUTS + 10 + KR_CUDA_GCAT_MAX];
+    int n = 0;
+    for (int i = 0; i < KR_MAX_NODE_INPUTS; i++)
+        p[n++] = op->in[i];
+    const void *more[] = {op->residual,  op->addend,    op->cat.src[0],   op->cat.src[1],
+                          op->scale.src, op->scale.vec, op->scale.addend, op->rs.src,
+                          op->add.src,   op->pool.src};
+    for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
+        p[n++] = more[i];
+    for (int c = 0; c < op->gcat.n; c++)
+        p[n++] = op->gcat.src[c];
+    for (int i = 0; i < n; i++)
+        if (p[i] && (const char *)p[i] >= lo && (const char *)p[i] < hi)
+            return 1;
+    return 0;
+}
+
+/* The bytes of the 16-channel output of chain layer @p op at the instance's batch. */
+static size_t chain_out_bytes(const kr_cuda_op *op)
+{
+    const kr_tensor *y = &op->graph->tensors[op->node->outputs[0]];
+    return (size_t)op->batch * (size_t)y->dims[0] * (size_t)y->dims[1] * (size_t)y->dims[2] *
+           16 * 2;
+}
+
+/* Whether @p p is the output of one of the @p n chain layers @p c. */
+static int chain_out(const kr_cuda_op *const *c, int n, const void *p)
+{
+    for (int i = 0; i < n; i++)
+        if (p && p == c[i]->out)
+            return 1;
+    return 0;
+}
+
+/* The 16-channel sources of chain layer @p op (kr_cuda_conv_2d_chain_layer_fits): @p src and
+ * their bytes at the instance's batch in @p bytes (NULL: none). */
+static void chain_sources(const kr_cuda_op *op, const void **src, size_t *bytes)
+{
+    const kr_tensor *y = &op->graph->tensors[op->node->outputs[0]];
+    const size_t item = (size_t)op->batch * (size_t)y->dims[0] * 16 * 2;
+    const size_t px = (size_t)y->dims[1] * (size_t)y->dims[2];
+    src[1] = src[2] = NULL;
+    bytes[0] = bytes[1] = bytes[2] = 0;
+    if (op->pool.src) {
+        src[0] = op->pool.src, bytes[0] = item * (size_t)op->pool.ih * (size_t)op->pool.iw;
+    } else if (op->cat.src[0]) {
+        src[0] = NULL;
+        for (int k = 0; k < 2; k++) {
+            src[k + 1] = op->cat.src[k];
+            bytes[k + 1] = item * (op->cat.rz == k ? (size_t)op->cat.rh * (size_t)op->cat.rw : px);
+        }
+    } else {
+        src[0] = op->in[0], bytes[0] = item * px;
+    }
+}
+
+/* Whether chain layer @p op reads the output of one of the @p n layers @p c (the data flows
+ * into it from the chain). */
+static int reads_chain(const kr_cuda_op *const *c, int n, const kr_cuda_op *op)
+{
+    const void *src[3];
+    size_t bytes[3];
+    chain_sources(op, src, bytes);
+    return chain_out(c, n, src[0]) || chain_out(c, n, src[1]) || chain_out(c, n, src[2]);
+}
+
+/* Whether the chain of the @p n layers @p c (nodes @p idx) may run as one kernel that stores
+ * only the last layer's output: no other output of it is a graph output or read by a node
+ * after the chain before its bytes are written again, and the last output does not overlap
+ * anything the chain reads from global memory (the items run concurrently). */
+static int chain_valid(const kr_cuda_mem *mem, const kr_cuda_op *ops, const unsigned char *folded,
+                       const kr_cuda_op *const *c, const int *idx, int n)
+{
+    const kr_graph *g = mem->graph;
+    for (int i = 0; i + 1 < n; i++) {
+        const char *lo = (const char *)c[i]->out, *hi = lo + chain_out_bytes(c[i]);
+        for (int o = 0; o < g->n_outputs; o++) {
+            const char *p = (const char *)kr_cuda_mem_ptr(mem, g->outputs[o]);
+            if (p >= lo && p < hi)
+                return 0;
+        }
+        for (int m = idx[n - 1] + 1; m < g->n_nodes; m++) {
+            if (folded[m])
+                continue;
+            if (op_reads_in(&ops[m], lo, hi))
+                return 0;
+            if ((const char *)ops[m].out == lo)
+                break; /* written again: later reads are of the new tensor */
+        }
+    }
+    const char *ylo = (const char *)c[n - 1]->out, *yhi = ylo + chain_out_bytes(c[n - 1]);
+    for (int i = 0; i < n; i++) {
+        const void *src[3];
+        size_t bytes[3];
+        chain_sources(c[i], src, bytes);
+        for (int k = 0; k < 3; k++) {
+            if (!src[k] || chain_out(c, i, src[k]))
+                continue; /* absent, or from a layer before it (in shared memory) */
+            const char *a = (const char *)src[k];
+            if (a < yhi && ylo < a + bytes[k])
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* (fusion.h) */
+int kr_cuda_fuse_chains(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
+{
+    const char *env = getenv(KR_CUDA_CHAIN_ENV);
+    if (env && !strcmp(env, "0"))
+        return 0;
+    const kr_graph *g = mem->graph;
+    int folds = 0;
+    for (int n = 0; n < g->n_nodes; n++) {
+        if (folded[n] || !ops[n].caps || !kr_cuda_conv_2d_chain_layer_fits(&ops[n]))
+            continue;
+        const kr_cuda_op *c[KR_CUDA_CHAIN_MAX];
+        int idx[KR_CUDA_CHAIN_MAX], len = 1;
+        c[0] = &ops[n], idx[0] = n;
+        for (int m = n + 1; len < KR_CUDA_CHAIN_MAX; m++) {
+            while (m < g->n_nodes && folded[m])
+                m++;
+            if (m >= g->n_nodes || !kr_cuda_conv_2d_chain_layer_fits(&ops[m]) ||
+                !reads_chain(c, len, &ops[m]))
+                break;
+            c[len] = &ops[m], idx[len] = m;
+            const size_t smem = kr_cuda_conv_2d_chain_smem(c, len + 1);
+            if (!smem || smem > ops[n].caps->smem_block_optin)
+                break;
+            len++;
+        }
+        while (len >= 2 && !chain_valid(mem, ops, folded, c, idx, len))
+            len--;
+        if (len < 2)
+            continue;
+        for (int i = 1; i < len; i++) {
+            ops[n].chain.op[i - 1] = c[i];
+            folded[idx[i]] = 1;
+        }
+        ops[n].chain.n = len - 1;
+        folds += len - 1;
+        n = idx[len - 1];
+    }
+    return folds;
 }
