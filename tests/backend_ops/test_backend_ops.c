@@ -1698,9 +1698,6 @@ static void check_chains(const kr_graph *gr, const char *name, int want)
     const int folds = be ? folded_nodes(gr, conv, 1, &emulated) : -1;
     printf("%s: %d convolutions folded into chains%s\n", name, folds,
            emulated ? " (emulated class)" : "");
-    if (folds >= 0) /* and the gathers the chains read through (listed where not folded) */
-        printf("%s: %d pools, resizes and concatenations folded\n", name,
-               gather_folds(gr, &emulated));
     if (folds < 0)
         return;
     assert_true(folds >= (emulated ? 1 : want));
