@@ -34,7 +34,7 @@
 #include "nn/cuda/ops/conv_2d_tc.cuh"
 #include "nn/cuda/ops/resize_bilinear.cuh"
 
-#define CH_THREADS 1024
+#define CH_THREADS 512
 #define CH_LDS 24                 /* halves per pixel row of a plane */
 #define CH_WCHUNK (9 * 16 * TP_WLDS) /* halves of one 16-channel chunk's weights */
 
@@ -56,8 +56,8 @@ struct ch_layer {
     int out;          /* plane of the output (-1: none) */
     __half *y;        /* global output (the chain's last layer), else NULL */
     const __half *wg; /* weights (OHWI half, op->w16) */
-    const float *bias; /* NULL: none */
-    int ic, wofs, bofs; /* input channels (16 or 32); weights' and bias's offsets in halves */
+    const float *bias;
+    int ic, wofs; /* input channels (16 or 32), weights' offset in halves */
     kr_epilogue e;
 };
 
@@ -123,10 +123,6 @@ __global__ void __launch_bounds__(CH_THREADS) conv_chain(const __grid_constant__
     kr_cp_async_commit();
     if (tid < CH_LDS / 8)
         reinterpret_cast<uint4 *>(sm + a.zero)[tid] = make_uint4(0, 0, 0, 0);
-    if (tid < a.n * 16) { /* the biases, as float (constants, like the weights) */
-        const ch_layer &L = a.l[tid >> 4];
-        reinterpret_cast<float *>(sm + L.bofs)[tid & 15] = L.bias ? L.bias[tid & 15] : 0.0f;
-    }
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -139,29 +135,22 @@ __global__ void __launch_bounds__(CH_THREADS) conv_chain(const __grid_constant__
     const int boff = tp_wswz((lane >> 4) * 8 + (lane & 7), (lane >> 3) & 1);
     for (int i = 0; i < a.n; i++) {
         const ch_layer &L = a.l[i];
-        /* the layer's shape and places in registers (the parameter space is read once) */
-        const int h = L.h, w = L.w, d = L.d, nsrc = L.nsrc, M = h * w;
-        const int outp = L.out;
-        __half *const yg = L.y;
-        const kr_epilogue e = L.e;
-        const __half *const W0 = sm + L.wofs;
-        const float *const bs = reinterpret_cast<const float *>(sm + L.bofs);
+        const int M = L.h * L.w;
         /* the inputs that are not read where they lie: gathered into their planes */
         int gathered = 0;
-        for (int k = 0; k < nsrc; k++) {
-            const ch_src S = L.src[k];
+        for (int k = 0; k < L.nsrc; k++) {
+            const ch_src &S = L.src[k];
             if (S.plane == S.from)
                 continue;
             gathered = 1;
-            for (int el = tid; el < M * 2; el += CH_THREADS) {
-                const int p = el >> 1, y = p / w, x = p - y * w;
-                const uint4 v = ch_gather(S, sm, h, w, b, y, x, el & 1);
-                *reinterpret_cast<uint4 *>(sm + S.plane + p * CH_LDS + (el & 1) * 8) = v;
+            for (int e = tid; e < M * 2; e += CH_THREADS) {
+                const int p = e >> 1, y = p / L.w, x = p - y * L.w;
+                const uint4 v = ch_gather(S, sm, L.h, L.w, b, y, x, e & 1);
+                *reinterpret_cast<uint4 *>(sm + S.plane + p * CH_LDS + (e & 1) * 8) = v;
             }
         }
         if (gathered)
             __syncthreads();
-        const __half *const P0 = sm + L.src[0].plane, *const P1 = sm + L.src[1].plane;
 
         for (int t = warp; t * 16 < M; t += CH_THREADS / 32) {
             float acc[2][4];
@@ -171,18 +160,18 @@ __global__ void __launch_bounds__(CH_THREADS) conv_chain(const __grid_constant__
                 for (int q = 0; q < 4; q++)
                     acc[j][q] = 0.0f;
             const int r = t * 16 + (lane & 15); /* this lane's A row: output pixel r */
-            const int ry = r < M ? r / w : -(1 << 20), rx = r < M ? r - (r / w) * w : 0;
-            for (int k = 0; k < nsrc; k++) {
-                const __half *P = k ? P1 : P0;
-                const __half *W = W0 + k * CH_WCHUNK;
+            const int ry = r < M ? r / L.w : -(1 << 20), rx = r < M ? r - (r / L.w) * L.w : 0;
+            for (int k = 0; k < L.nsrc; k++) {
+                const __half *P = sm + L.src[k].plane;
+                const __half *W = sm + L.wofs + k * CH_WCHUNK;
 #pragma unroll
                 for (int ky = 0; ky < 3; ky++) {
-                    const int iy = ry + (ky - 1) * d;
+                    const int iy = ry + (ky - 1) * L.d;
 #pragma unroll
                     for (int kx = 0; kx < 3; kx++) {
-                        const int ix = rx + (kx - 1) * d;
-                        const bool in = (unsigned)iy < (unsigned)h && (unsigned)ix < (unsigned)w;
-                        const __half *ap = (in ? P + (iy * w + ix) * CH_LDS : sm + a.zero) + acol;
+                        const int ix = rx + (kx - 1) * L.d;
+                        const bool in = (unsigned)iy < (unsigned)L.h && (unsigned)ix < (unsigned)L.w;
+                        const __half *ap = (in ? P + (iy * L.w + ix) * CH_LDS : sm + a.zero) + acol;
                         unsigned af[4], bq[4];
                         kr_ldsm_x4(af, kr_smem_addr(ap));
                         kr_ldsm_x4(bq, kr_smem_addr(W + (ky * 3 + kx) * 16 * TP_WLDS + boff));
@@ -196,21 +185,22 @@ __global__ void __launch_bounds__(CH_THREADS) conv_chain(const __grid_constant__
             const int n = (lane & 3) * 2;
 #pragma unroll
             for (int j = 0; j < 2; j++) {
-                const float bv0 = bs[n + j * 8], bv1 = bs[n + j * 8 + 1];
+                const float bv0 = L.bias ? L.bias[n + j * 8] : 0.0f;
+                const float bv1 = L.bias ? L.bias[n + j * 8 + 1] : 0.0f;
 #pragma unroll
                 for (int hh = 0; hh < 2; hh++) {
                     const int row = t * 16 + (lane >> 2) + hh * 8;
                     if (row >= M)
                         continue;
                     const float v0 = kr_conv_out(acc[j][hh * 2], bv0, 0.0f, false, kr_no_res(),
-                                                 [&](float v) { return kr_apply(e, v); });
+                                                 [&](float v) { return kr_apply(L.e, v); });
                     const float v1 = kr_conv_out(acc[j][hh * 2 + 1], bv1, 0.0f, false, kr_no_res(),
-                                                 [&](float v) { return kr_apply(e, v); });
+                                                 [&](float v) { return kr_apply(L.e, v); });
                     const __half2 h2 = __floats2half2_rn(v0, v1);
-                    if (outp >= 0)
-                        *reinterpret_cast<__half2 *>(sm + outp + row * CH_LDS + n + j * 8) = h2;
-                    if (yg)
-                        *reinterpret_cast<__half2 *>(yg + ((size_t)b * M + row) * 16 + n + j * 8) =
+                    if (L.out >= 0)
+                        *reinterpret_cast<__half2 *>(sm + L.out + row * CH_LDS + n + j * 8) = h2;
+                    if (L.y)
+                        *reinterpret_cast<__half2 *>(L.y + ((size_t)b * M + row) * 16 + n + j * 8) =
                             h2;
                 }
             }
@@ -323,10 +313,6 @@ static size_t ch_build(const kr_cuda_op *const *layers, int n, ch_args &a)
         a.l[i].wofs = off;
         off += (kr_in_t(layers[i], 1)->dims[3] / 16) * CH_WCHUNK;
     }
-    for (int i = 0; i < n; i++) { /* 16 floats each */
-        a.l[i].bofs = off;
-        off += 32;
-    }
     a.zero = off;
     off += CH_LDS;
     /* a plane for each output that a later layer reads where it lies or gathers from */
@@ -346,10 +332,10 @@ static size_t ch_build(const kr_cuda_op *const *layers, int n, ch_args &a)
         }
     }
     for (int i = 0; i < n; i++) {
-        const int wofs = a.l[i].wofs, bofs = a.l[i].bofs;
+        const int wofs = a.l[i].wofs;
         if (ch_layer_of(layers, n, i, outp, a.l[i], off))
             return 0;
-        a.l[i].wofs = wofs, a.l[i].bofs = bofs;
+        a.l[i].wofs = wofs;
     }
     return (size_t)off * sizeof(__half);
 }

@@ -722,23 +722,10 @@ static int reads_chain(const kr_cuda_op *const *c, int n, const kr_cuda_op *op)
     return chain_out(c, n, src[0]) || chain_out(c, n, src[1]) || chain_out(c, n, src[2]);
 }
 
-/* Whether item b's slice of [a, a + batch * sa) and another item's slice of [c, c + batch * sc)
- * overlap (sa, sc: one item's bytes). */
-static int items_cross(const char *a, size_t sa, const char *c, size_t sc, int batch)
-{
-    for (int b = 0; b < batch; b++)
-        for (int q = 0; q < batch; q++)
-            if (q != b && a + (size_t)b * sa < c + (size_t)(q + 1) * sc &&
-                c + (size_t)q * sc < a + (size_t)(b + 1) * sa)
-                return 1;
-    return 0;
-}
-
 /* Whether the chain of the @p n layers @p c (nodes @p idx) may run as one kernel that stores
  * only the last layer's output: no other output of it is a graph output or read by a node
- * after the chain before its bytes are written again, and no item's slice of the last output
- * overlaps another item's slice of anything the chain reads from global memory (the items'
- * blocks run concurrently; a block reads all of its own item's sources before it writes). */
+ * after the chain before its bytes are written again, and the last output does not overlap
+ * anything the chain reads from global memory (the items run concurrently). */
 static int chain_valid(const kr_cuda_mem *mem, const kr_cuda_op *ops, const unsigned char *folded,
                        const kr_cuda_op *const *c, const int *idx, int n)
 {
@@ -759,17 +746,18 @@ static int chain_valid(const kr_cuda_mem *mem, const kr_cuda_op *ops, const unsi
                 break; /* written again: later reads are of the new tensor */
         }
     }
-    const int batch = mem->batch;
-    const char *y = (const char *)c[n - 1]->out;
-    const size_t ys = chain_out_bytes(c[n - 1]) / (size_t)batch;
+    const char *ylo = (const char *)c[n - 1]->out, *yhi = ylo + chain_out_bytes(c[n - 1]);
     for (int i = 0; i < n; i++) {
         const void *src[3];
         size_t bytes[3];
         chain_sources(c[i], src, bytes);
-        for (int k = 0; k < 3; k++)
-            if (src[k] && !chain_out(c, i, src[k]) && /* else from shared memory */
-                items_cross(y, ys, (const char *)src[k], bytes[k] / (size_t)batch, batch))
+        for (int k = 0; k < 3; k++) {
+            if (!src[k] || chain_out(c, i, src[k]))
+                continue; /* absent, or from a layer before it (in shared memory) */
+            const char *a = (const char *)src[k];
+            if (a < yhi && ylo < a + bytes[k])
                 return 0;
+        }
     }
     return 1;
 }
@@ -778,14 +766,7 @@ static int chain_valid(const kr_cuda_mem *mem, const kr_cuda_op *ops, const unsi
 int kr_cuda_fuse_chains(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded)
 {
     const char *env = getenv(KR_CUDA_CHAIN_ENV);
-    int most = KR_CUDA_CHAIN_MAX;
-    if (env && *env) {
-        char *end;
-        long v = strtol(env, &end, 10);
-        if (*end == '\0' && (v == 0 || (v >= 2 && v <= KR_CUDA_CHAIN_MAX)))
-            most = (int)v;
-    }
-    if (most == 0)
+    if (env && !strcmp(env, "0"))
         return 0;
     const kr_graph *g = mem->graph;
     int folds = 0;
@@ -795,7 +776,7 @@ int kr_cuda_fuse_chains(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *
         const kr_cuda_op *c[KR_CUDA_CHAIN_MAX];
         int idx[KR_CUDA_CHAIN_MAX], len = 1;
         c[0] = &ops[n], idx[0] = n;
-        for (int m = n + 1; len < most; m++) {
+        for (int m = n + 1; len < KR_CUDA_CHAIN_MAX; m++) {
             while (m < g->n_nodes && folded[m])
                 m++;
             if (m >= g->n_nodes || !kr_cuda_conv_2d_chain_layer_fits(&ops[m]) ||
