@@ -27,7 +27,7 @@
  *    zero-padded input; gather instead of scatter; double-precision resize coordinates).
  *
  *  test_u2net_block, test_onnx_stems, test_onnx_one_output, test_gathered_fuse,
- *  test_gather_folds, test_conv_chains,
+ *  test_gather_folds,
  *    test_onnx_large_convs (where a CUDA device is present), test_onnx_small_grids (u2netp's
  *    deep levels, where the f16 patch kernel narrows its tiles) and the *_chains tests: small
  *    graphs (test_onnx_large_convs: u2netp's scale) in the shapes the cuda backend fuses or
@@ -1680,132 +1680,6 @@ static int chain_pool_ceil(kt_graph *b, int x, const int *xd, int *od)
     return y;
 }
 
-/* On the per-node f16 cuda variant: how many CONV_2D nodes of @p gr the backend folds into
- * chains (kr_cuda_op.chain: at least @p want on the device as itself, at least one as an
- * emulated class with mma.sync, whose smaller shared memory may shorten them; none expected
- * without mma.sync), and that the chained run's output equals the run with
- * KEYER_CUDA_CHAIN=0 (every layer a kernel of its own) bit for bit at batch 1 and 3. */
-static void check_chains(const kr_graph *gr, const char *name, int want)
-{
-#ifdef KEYER_HAVE_CUDA_NN
-    const backend_entry *be = NULL;
-    for (int bi = 1; bi < N_BACKENDS; bi++)
-        if (backends[bi].f16 && backends[bi].schedule == KEYER_CUDA_SCHEDULE_KERNELS &&
-            !backends[bi].unavailable)
-            be = &backends[bi];
-    static const kr_op conv[] = {KR_OP_CONV_2D};
-    int emulated = 0;
-    const int folds = be ? folded_nodes(gr, conv, 1, &emulated) : -1;
-    printf("%s: %d convolutions folded into chains%s\n", name, folds,
-           emulated ? " (emulated class)" : "");
-    if (folds < 0)
-        return;
-    assert_true(folds >= (emulated ? 1 : want));
-    keyer_error err = {0};
-    for (int batch = 1; batch <= 3; batch += 2) {
-        float **xs = make_inputs(gr, batch, 977u + (uint32_t)batch, -1.0f, 1.0f);
-        float *with = run_once(be->ops, be->f16, be->schedule, gr, batch, xs, &err);
-        assert_non_null(with);
-        const char *old = getenv("KEYER_CUDA_CHAIN");
-        char *saved = old ? strdup(old) : NULL;
-        setenv("KEYER_CUDA_CHAIN", "0", 1);
-        float *without = run_once(be->ops, be->f16, be->schedule, gr, batch, xs, &err);
-        if (saved)
-            setenv("KEYER_CUDA_CHAIN", saved, 1);
-        else
-            unsetenv("KEYER_CUDA_CHAIN");
-        free(saved);
-        assert_non_null(without);
-        const size_t n = kr_tensor_elements(&gr->tensors[gr->outputs[0]]) * (size_t)batch;
-        size_t differ = 0;
-        for (size_t i = 0; i < n; i++)
-            differ += memcmp(&with[i], &without[i], sizeof(float)) != 0;
-        printf("%s: batch %d, chains against every layer on its own: %zu of %zu values differ\n",
-               name, batch, differ, n);
-        assert_int_equal(differ, 0);
-        free(with);
-        free(without);
-        free_inputs(gr, xs);
-    }
-#else
-    (void)gr, (void)name, (void)want;
-#endif
-}
-
-/*
- * Chains of small layers (kr_cuda_op.chain, conv_2d_chain.cu): the inner levels of a u2netp
- * RSU block at odd sizes (22 x 18, then 11 x 9 and 6 x 5 through folded ceil-mode pools, a
- * dilated layer, concatenations, folded half-pixel resizes back up, the block's last 16-output
- * layer at 22 x 18 reading the first one's output), and an RSU4F block (10 x 12, dilations 1,
- * 2, 4 and 8 and back, with concatenations; the dilation-8 taps mostly outside). Each ends in a
- * 1x1 layer of 8 outputs that no chain takes. Every cuda variant against the reference at
- * batch 1 and 3, the items of batch 3 against batch-1 runs, and (check_chains) that the
- * per-node f16 schedule chains 6 layers into the first of each on the device as itself,
- * with the same bits as the layers run one by one.
- */
-static void test_conv_chains(void **state)
-{
-    (void)state;
-    for (int g = 0; g < 2; g++) {
-        kt_graph b;
-        const char *name = g ? "chain rsu4f" : "chain rsu";
-        kt_graph_begin(&b, name, 64, 32, 1 << 20);
-        kt_rng rng = kt_rng_seed(2727u + (uint32_t)g);
-        int xd[4] = {1, g ? 10 : 22, g ? 12 : 18, 16}, d[12][4], y;
-        int x = kt_graph_act(&b, 4, xd);
-        kt_graph_input(&b, x);
-        if (!g) {
-            int pre = chain_conv_onnx(&b, &rng, x, xd, 16, 3, 1, 1, 1, d[0]);
-            pre = chain_unary(&b, KR_OP_RELU, pre, d[0]);
-            int p1 = chain_pool_ceil(&b, pre, d[0], d[1]); /* 11 x 9 */
-            int a = chain_conv_onnx(&b, &rng, p1, d[1], 16, 3, 1, 1, 1, d[2]);
-            a = chain_unary(&b, KR_OP_RELU, a, d[2]);
-            int p2 = chain_pool_ceil(&b, a, d[2], d[3]); /* 6 x 5 */
-            int bq = chain_conv_onnx(&b, &rng, p2, d[3], 16, 3, 1, 1, 1, d[4]);
-            bq = chain_unary(&b, KR_OP_RELU, bq, d[4]);
-            int c = chain_conv_onnx(&b, &rng, bq, d[4], 16, 3, 2, 2, 1, d[5]); /* dilated */
-            c = chain_unary(&b, KR_OP_RELU, c, d[5]);
-            int k1 = chain_cat(&b, c, d[5], bq, d[4], d[6]);
-            int dd = chain_conv_onnx(&b, &rng, k1, d[6], 16, 3, 1, 1, 1, d[7]);
-            dd = chain_unary(&b, KR_OP_RELU, dd, d[7]);
-            int r1 = chain_resize(&b, dd, d[7], d[2][1], d[2][2], 0, 1, d[8]);
-            int k2 = chain_cat(&b, r1, d[8], a, d[2], d[9]);
-            int e = chain_conv_onnx(&b, &rng, k2, d[9], 16, 3, 1, 1, 1, d[10]);
-            e = chain_unary(&b, KR_OP_RELU, e, d[10]);
-            int r2 = chain_resize(&b, e, d[10], xd[1], xd[2], 0, 1, d[8]);
-            int k3 = chain_cat(&b, r2, d[8], pre, d[0], d[9]);
-            y = chain_conv_onnx(&b, &rng, k3, d[9], 16, 3, 1, 1, 1, d[11]);
-            y = chain_unary(&b, KR_OP_RELU, y, d[11]);
-        } else {
-            int t[4];
-            const int dil[4] = {1, 2, 4, 8};
-            int prev = x, *pd = xd;
-            for (int i = 0; i < 4; i++) { /* down: dilations 1, 2, 4, 8 */
-                t[i] = chain_conv_onnx(&b, &rng, prev, pd, 16, 3, dil[i], dil[i], 1, d[i]);
-                t[i] = chain_unary(&b, KR_OP_RELU, t[i], d[i]);
-                prev = t[i], pd = d[i];
-            }
-            for (int i = 2; i >= 0; i--) { /* up: the concatenation with the level's output */
-                int k = chain_cat(&b, prev, pd, t[i], d[i], d[8 + i]);
-                prev = chain_conv_onnx(&b, &rng, k, d[8 + i], 16, 3, dil[i], dil[i], 1, d[4 + i]);
-                prev = chain_unary(&b, KR_OP_RELU, prev, d[4 + i]);
-                pd = d[4 + i];
-            }
-            y = prev, memcpy(d[11], pd, sizeof(d[11]));
-        }
-        int od[4];
-        int out = chain_conv_onnx(&b, &rng, y, d[11], 8, 1, 1, 0, 1, od); /* 1x1, 8 outputs */
-        kt_graph_output(&b, out);
-        kr_graph *gr = NULL;
-        keyer_error err = {0};
-        if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
-            fail_msg("%s: %s", name, err.message);
-        check_chains(gr, name, 6);
-        check_items_equal_batch1(gr, name, 31u);
-        check_graph(gr, name, 1);
-    }
-}
-
 /*
  * u2netp's large layers at their own scale (the 160 x 160 level of an RSU block, at 164 x 166 so
  * that tiles are cut at the bottom and the right): 3x3 convolutions of 64 outputs over tens of
@@ -3164,7 +3038,6 @@ int main(void)
         cmocka_unit_test(test_onnx_one_output),
         cmocka_unit_test(test_gathered_fuse),
         cmocka_unit_test(test_gather_folds),
-        cmocka_unit_test(test_conv_chains),
         cmocka_unit_test(test_onnx_large_convs),
         cmocka_unit_test(test_onnx_small_grids),
     };

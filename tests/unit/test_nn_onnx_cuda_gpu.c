@@ -19,9 +19,6 @@
  *           (KEYER_CUDA_BRANCHES=0) bit for bit, f32 and f16, batch 1 and 2, AUTO schedule;
  *           so do face-short and face-full (their detector heads branch) on the KERNELS
  *           schedule at batch 32, f32 and f16, when their files are there.
- *  chains: the f16 per-node schedule with its chains of small layers in one kernel each
- *           (kr_cuda_op.chain, src/nn/cuda/fusion.h, the default) gives the outputs of every
- *           layer run on its own (KEYER_CUDA_CHAIN=0) bit for bit, batch 1 and 2, AUTO schedule.
  *  persistent: asked for explicitly, the persistent schedule refuses the model (UNSUPPORTED:
  *           its concatenations along the channels), naming why.
  *
@@ -258,29 +255,6 @@ static void test_u2netp_branches(void **state)
     keyer_model_destroy(&model);
 }
 
-static void test_u2netp_chains(void **state)
-{
-    (void)state;
-    keyer_model *model = load_u2netp();
-    for (int batch = 1; batch <= 2; batch++) {
-        outputs chained = {0}, alone = {0};
-        char what[64];
-        snprintf(what, sizeof(what), "cuda f16 batch %d", batch);
-        unsetenv("KEYER_CUDA_CHAIN");
-        run_ok(model, KEYER_BACKEND_CUDA, KEYER_PRECISION_F16, KEYER_CUDA_SCHEDULE_AUTO, batch, 0,
-               &chained);
-        setenv("KEYER_CUDA_CHAIN", "0", 1);
-        run_ok(model, KEYER_BACKEND_CUDA, KEYER_PRECISION_F16, KEYER_CUDA_SCHEDULE_AUTO, batch, 0,
-               &alone);
-        unsetenv("KEYER_CUDA_CHAIN");
-        check_same(&chained, &alone, what);
-        printf("  %s: chained = every layer on its own, %d outputs\n", what, chained.n);
-        outputs_free(&chained);
-        outputs_free(&alone);
-    }
-    keyer_model_destroy(&model);
-}
-
 /* Model @p name (registry) on the KERNELS schedule at @p batch, every input filled with a
  * deterministic pattern, branched and serial: equal byte for byte. Skipped without the file. */
 static void check_model_branches(const char *name, keyer_precision prec, int batch)
@@ -382,7 +356,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_u2netp),
         cmocka_unit_test(test_u2netp_branches),
-        cmocka_unit_test(test_u2netp_chains),
         cmocka_unit_test(test_tflite_branches),
         cmocka_unit_test(test_persistent_refuses),
     };

@@ -503,17 +503,7 @@ static keyer_status fuse_pernode(kr_backend_instance *inst, keyer_error *err)
         kr_cuda_pernode_bind_inputs(&inst->mem, inst->io, inst->ops, inst->folded);
         kr_cuda_pernode_bind_outputs(&inst->mem, inst->io, inst->ops, inst->folded);
     }
-    inst->n_folded += kr_cuda_fuse_chains(&inst->mem, inst->ops, inst->folded);
     return KEYER_OK;
-}
-
-/* The chains of small layers (kr_cuda_op.chain) the per-node schedule runs. */
-static int count_chains(const kr_backend_instance *inst)
-{
-    int n = 0;
-    for (int i = 0; i < inst->graph->n_nodes; i++)
-        n += !inst->folded[i] && inst->ops[i].chain.n > 0;
-    return n;
 }
 
 /* What the fusion pass decided for node @p n (folded, and which folds its kernel does), as bits:
@@ -524,7 +514,7 @@ static unsigned fold_signature(const kr_backend_instance *inst, int n)
     return (unsigned)inst->folded[n] | (unsigned)op->post << 1 | !!op->residual << 4 |
            !!op->addend << 5 | !!op->cat.src[0] << 6 | !!op->scale.src << 7 | !!op->rs.src << 8 |
            !!op->add.src << 9 | !!op->pool.src << 10 | !!op->x_f32 << 11 |
-           !!op->gcat.n << 12 | !!op->y_f32 << 13 | (unsigned)op->chain.n << 14;
+           !!op->gcat.n << 12 | !!op->y_f32 << 13;
 }
 
 /* Lays the arena out as @p plan says (a new allocation, zeroed) and binds the per-node
@@ -660,8 +650,6 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
             /* a layer that writes a float output itself */
             kr_cuda_pernode_bind_outputs(&inst->mem, inst->io, inst->ops, inst->folded);
         }
-        if (!st && !inst->pers) /* chains of small layers in one kernel each */
-            inst->n_folded += kr_cuda_fuse_chains(&inst->mem, inst->ops, inst->folded);
         if (!st && !inst->pers) /* units off the critical path on a second stream */
             st = setup_branches(inst, plan, err);
     }
@@ -674,13 +662,13 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
     keyer_log(cfg->logger, KEYER_LOG_DEBUG,
               "%s: cuda backend: device %d (compute %d.%d%s), %s, batch %d, arena %.1f MB, "
               "weights %.1f MB, %d nodes (%d activations, residual ADDs, resizes, "
-              "concatenations, pools and chained layers folded into other nodes; %d chains), "
-              "one CUDA graph of the %s schedule",
+              "concatenations and pools folded into other nodes), one CUDA graph of the %s "
+              "schedule",
               g->name, cfg->device, inst->caps.major, inst->caps.minor,
               inst->caps.emulated ? ", emulated" : "",
               !inst->f16 ? "f32" : inst->mixed ? "f16 with float32 nodes" : "f16", cfg->batch,
               inst->arena_bytes / 1e6, inst->weight_bytes / 1e6, g->n_nodes, inst->n_folded,
-              count_chains(inst), kr_schedule_name(inst->schedule));
+              kr_schedule_name(inst->schedule));
     if (inst->mixed) {
         int nf = 0, steps = 0;
         kr_cuda_mixed_counts(inst->mixed, &nf, &steps);

@@ -169,22 +169,7 @@ static void node_unit(layout *l, const kr_cuda_op *op, int n, unit *u)
         add_read(u, range_of(l, more[i]));
     for (int c = 0; c < op->gcat.n; c++)
         add_read(u, range_of(l, op->gcat.src[c]));
-    /* a chain (kr_cuda_op.chain): what its other layers read from global memory (not the
-     * outputs of the layers before them, which stay in shared memory); it writes the last
-     * layer's output only */
-    for (int i = 0; i < op->chain.n; i++) {
-        const kr_cuda_op *c = op->chain.op[i];
-        const void *src[] = {c->pool.src ? c->pool.src : c->cat.src[0] ? NULL : c->in[0],
-                             c->cat.src[0], c->cat.src[1]};
-        for (size_t k = 0; k < sizeof(src) / sizeof(src[0]); k++) {
-            int inner = src[k] == op->out;
-            for (int j = 0; j < i && !inner; j++)
-                inner = src[k] == op->chain.op[j]->out;
-            if (src[k] && !inner)
-                add_read(u, range_of(l, src[k]));
-        }
-    }
-    u->wr = range_of(l, op->chain.n ? op->chain.op[op->chain.n - 1]->out : op->out);
+    u->wr = range_of(l, op->out);
     double bytes = range_bytes(u->wr);
     for (int i = 0; i < u->n_rd; i++)
         bytes += range_bytes(u->rd[i]) < range_bytes(u->wr) ? range_bytes(u->rd[i])

@@ -665,8 +665,6 @@ template <typename T> static int launch(const kr_cuda_op *op)
                     * the order below */
         return kr_cuda_conv_2d_stem_fits(op) ? kr_cuda_conv_2d_stem(op)
                                              : kr_cuda_conv_2d_stem_half(op);
-    if (op->chain.n) /* the head of a chain of small layers (fusion.h): conv_2d_chain.cu */
-        return kr_cuda_conv_2d_chain(op);
     if (op->gcat.n) /* a folded concatenation of one-channel maps (fusion.h): conv_2d_one.cu */
         return kr_cuda_conv_2d_one_gather(op);
     if (p->groups > 1) /* grouped (ONNX): its own direct kernel, conv_2d_grouped.cu */

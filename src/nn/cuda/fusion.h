@@ -58,20 +58,4 @@ int kr_cuda_fuse(const kr_cuda_mem *mem, int f16, kr_cuda_op *ops, unsigned char
  * the maps. The folded nodes are marked in @p folded; returns how many. Never fails. */
 int kr_cuda_fuse_gathers(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded);
 
-/* "0": no chains (kr_cuda_fuse_chains), for comparisons. */
-#define KR_CUDA_CHAIN_ENV "KEYER_CUDA_CHAIN"
-
-/* The per-node schedule's chains, after kr_cuda_fuse_gathers and the float bindings of the
- * inputs and outputs: each run of consecutive (unfolded) CONV_2D nodes that fit
- * kr_cuda_conv_2d_chain_layer_fits (ops.h), each after the first reading an earlier one's
- * output, becomes one kernel (kr_cuda_op.chain on the first, the others marked in @p folded)
- * where the layers' shared memory (kr_cuda_conv_2d_chain_smem) fits the device's opt-in limit,
- * no output but the last is a graph output or read by a later node before its bytes are
- * written again (the chain never stores them), and the last output overlaps nothing the chain
- * reads from global memory. Longest first from each start; at most KR_CUDA_CHAIN_MAX layers.
- * u2netp: the 20 x 20 and 10 x 10 levels of each block. A choice by the graph, the memory
- * layout and the device, never by the batch, and the chain's values are the layers' bit for
- * bit. None where KR_CUDA_CHAIN_ENV is "0". Returns the number of nodes folded. */
-int kr_cuda_fuse_chains(const kr_cuda_mem *mem, kr_cuda_op *ops, unsigned char *folded);
-
 #endif

@@ -47,11 +47,6 @@ static inline kr_cuda_post kr_cuda_post_of(kr_op op)
 /* The most one-channel maps a gathered concatenation (kr_cuda_op.gcat) reads. */
 #define KR_CUDA_GCAT_MAX 8
 
-/* The most CONV_2D layers one chain (kr_cuda_op.chain) runs, and the most output pixels per item
- * a layer of it may have (u2netp's 20 x 20 and 10 x 10 levels). */
-#define KR_CUDA_CHAIN_MAX 8
-#define KR_CUDA_CHAIN_MAX_PIXELS 400
-
 typedef struct kr_cuda_op {
     const kr_graph *graph;
     const kr_node *node;
@@ -151,16 +146,6 @@ typedef struct kr_cuda_op {
      * to float, the conversion's values. Only kr_cuda_conv_2d_one_gather and the activation
      * kernels (activations.cu) take such nodes. 0 otherwise. */
     int y_f32;
-    /* A chain of small f16 3x3 CONV_2D layers (kr_cuda_conv_2d_chain_layer_fits) that this node's
-     * kernel runs in one launch, one block per item, every tensor between the layers kept in
-     * shared memory (conv_2d_chain.cu; formed by kr_cuda_fuse_chains, fusion.h): this node is
-     * the chain's first layer and op[0 .. n) are the others in order (their nodes folded; their
-     * kr_cuda_op entries keep their bindings). What the chain writes is the last layer's out;
-     * the outputs of the others are never stored. n = 0: no chain. */
-    struct {
-        const struct kr_cuda_op *op[KR_CUDA_CHAIN_MAX - 1];
-        int n;
-    } chain;
     void *stream;                  /* cudaStream_t */
     const kr_gpu_caps *caps;       /* the instance's (kr_cuda_mem.caps); NULL: launch nothing */
 } kr_cuda_op;
@@ -168,32 +153,6 @@ typedef struct kr_cuda_op {
 typedef int (*kr_cuda_op_fn)(const kr_cuda_op *op);
 
 int kr_cuda_conv_2d(const kr_cuda_op *op);
-/* Whether CONV_2D @p op can be a layer of a chain (kr_cuda_op.chain, conv_2d_chain.cu): an f16
- * layer that kr_cuda_conv_2d_tc runs on its patch kernel, 3x3, stride 1, the same dilation d
- * on both axes and padding d on every side (the output has the input's size), 16 outputs, at
- * most KR_CUDA_CHAIN_MAX_PIXELS output pixels per item, and 16 inputs (read as they are, or
- * through a folded 2 x 2 stride-2 MAX_POOL_2D without dilation) or 32 (a folded concatenation
- * of two 16-channel tensors, either possibly through a folded resize); no residual, no other
- * fold, not reading or writing a float staging. By the layer's shape, its folds and the device
- * only. */
-int kr_cuda_conv_2d_chain_layer_fits(const kr_cuda_op *op);
-/* The dynamic shared memory in bytes that the chain of the @p n layers @p layers (each fitting
- * kr_cuda_conv_2d_chain_layer_fits, in graph order) needs: every layer's weights in half, a
- * plane per tensor between layers that a later layer reads, a plane per input the chain
- * gathers (a pool, a resize, or a tensor from global memory); 0 when a source of a layer lies
- * inside, but not at the start of, an earlier layer's output (the chain would read a tensor it
- * never stores). Host work only. */
-size_t kr_cuda_conv_2d_chain_smem(const kr_cuda_op *const *layers, int n);
-/* Runs the chain headed by @p op (op->chain.n > 0): one block per item, the layers in order with
- * the arithmetic of kr_cuda_conv_2d_tc's patch kernel (the same mma.sync in the same order, the
- * same gathered values, the same epilogue), so that its output equals the unchained layers'
- * bit for bit (ops/conv_2d.cuh's tensor-core patch order). Returns the launch's CUDA error
- * (cudaErrorInvalidValue where the chain's shared memory exceeds the device's opt-in limit). */
-int kr_cuda_conv_2d_chain(const kr_cuda_op *op);
-/* Whether kr_cuda_conv_2d_tc runs CONV_2D @p op (kr_cuda_conv_2d_tc_fits) on its patch kernel
- * with @p bn output channels per tile: more than one tap and the tile's shared memory within the
- * kernel's bound and the device's opt-in limit. */
-int kr_cuda_conv_2d_tc_patch(const kr_cuda_op *op, int bn);
 int kr_cuda_depthwise_conv_2d(const kr_cuda_op *op);
 int kr_cuda_transpose_conv_bias(const kr_cuda_op *op);
 int kr_cuda_add(const kr_cuda_op *op);

@@ -34,8 +34,6 @@
  *      rounded to half; from 0, the 16-channel chunks of the input in order, within each the
  *      taps in (ky, kx) order, each tap's 16 products (channels past ic: zero) summed as the
  *      tensor core sums them (float accumulation), then + bias (kr_conv_out).
- *      The chains of small layers (conv_2d_chain.cu, conv_chain) sum in this order with the
- *      same mma.sync on the same operands: their values are the patch kernel's bit for bit.
  *  one-output (conv_2d_one.cu: f16 ONNX layers of one output channel on compute 8.0+, a
  *      choice by shape): ic / 8 lanes per output, lane g from 0 over the taps in (ky, kx) order
  *      and channels [8g, 8g + 8) in order (a tap outside the input adds nothing), the lanes'
