@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "core/cuda/pdl.cuh"
 #include "nn/cuda/ops.h"
 
 __device__ __forceinline__ float kr_ld(const float *p) { return *p; }

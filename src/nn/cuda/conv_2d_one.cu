@@ -78,10 +78,7 @@ __global__ void __launch_bounds__(ONE_THREADS, one_blocks_per_sm(L))
     const int g = threadIdx.x % L; /* the lane's channel group */
     one_stage_weights<L, TAPS>(ws, w);
     const float b0 = bias ? bias[0] : 0.0f;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+    kr_pdl_wait();
     __syncthreads(); /* ws is in */
     /* pixels [m0, m0 + ONE_THREADS / L) per pass; m0 is the same for the whole block, so every
      * lane of a warp runs the same passes (the shuffles below need the whole warp) */
@@ -271,10 +268,7 @@ __global__ void __launch_bounds__(ONE_THREADS, 2)
     __shared__ __align__(16) float ws[9 * 8 * L];
     one_stage_weights<L, 9>(ws, w);
     const float b0 = bias ? bias[0] : 0.0f;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+    kr_pdl_wait();
     __syncthreads(); /* ws is in */
     const int xt = (s.ow + ONE_ROW_P - 1) / ONE_ROW_P;  /* slots per output row */
     const long long slots = (long long)s.M / s.ow * xt; /* s.M = batch x oh x ow */
@@ -464,10 +458,7 @@ template <int V, typename Y>
 __global__ void __launch_bounds__(256)
     conv_one_gather(const __grid_constant__ gcat_args a, Y *__restrict__ y, int M, kr_epilogue e)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+    kr_pdl_wait();
     const long long m0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * V;
     if (m0 >= M)
         return;

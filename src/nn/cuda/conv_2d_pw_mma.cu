@@ -487,16 +487,13 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
             pwm_cp16(d, kr_smem_addr(d), x + ((size_t)tm0 * kv + (r < th ? i : 0)) * 8, r < th);
         }
     };
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     /* a programmatic dependent launch on compute 9.0+ (pwm_launch): what is above reads only
      * set-up data (weights, bias); wait here for the kernel before to end and its writes to be
      * visible, before reading any activation or writing the output (a no-op without one). Then
      * the kernel after may start (if it is a programmatic dependent launch too: its blocks take
      * the multiprocessors this one's blocks leave as they finish, and stage their own weights;
      * every block of this kernel is resident from the start, so none waits for them). */
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+    kr_pdl_wait();
     if (SRC == PWM_PIPE && tile0 < tiles)
         issue(tile0, 0); /* in the weights' group */
     kr_cp_async_commit();

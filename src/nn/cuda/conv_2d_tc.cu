@@ -374,12 +374,9 @@ __global__ void __launch_bounds__(TC_THREADS)
         }
     }
     const int ktiles = (s.K + TC_BK - 1) / TC_BK;
-#if __CUDA_ARCH__ >= 900
     /* a programmatic dependent launch on 9.0 (launch_tile): the kernel before may still be
      * running until here; nothing is read or written before this */
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+    kr_pdl_wait();
 
     auto load_stage = [&](int st, int kt) {
         const int k = kt * TC_BK + ach * 8;
@@ -796,11 +793,10 @@ __device__ __forceinline__ void tp_run(const __half *__restrict__ x, const __hal
         if (GK == 2)
             asm volatile("" ::"f"(e0.fy), "f"(e0.fx), "f"(e1.fy), "f"(e1.fx));
     }
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    /* the next kernel, if it is a programmatic dependent launch too, may start its blocks once
-     * every block of this one has come here (they wait for this grid's completion before
+    /* then the next kernel, if it is a programmatic dependent launch too, may start its blocks
+     * once every block of this one has come here (they wait for this grid's completion before
      * reading what it writes): on the multiprocessors this grid's last wave leaves free */
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    kr_pdl_wait();
 #endif
     load_patch(0, 0);
     kr_cp_async_commit();

@@ -52,6 +52,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/cuda/pdl.cuh"
 #include "overlay/knn_backend.h"
 #include "overlay/cuda/knn_cap.cuh"
 #include "overlay/cuda/knn_chain.cuh"
@@ -330,7 +331,7 @@ __global__ void prev_kernel(const keyer_knn_edge *__restrict__ prev,
                             int *__restrict__ l_u, int *__restrict__ l_v, int *__restrict__ st,
                             uint32_t *__restrict__ vkey, int *__restrict__ vval)
 {
-    chain_wait();
+    kr_pdl_wait();
     const int e = blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= hdr[0])
         return;

@@ -6,18 +6,6 @@
 #ifndef KEYER_OVERLAY_CUDA_KNN_CHAIN_CUH
 #define KEYER_OVERLAY_CUDA_KNN_CHAIN_CUH
 
-/* Programmatic dependent launch (compute capability 9.0, where the small path's launcher asks
- * for it: chain_launch): the kernel waits here until the kernel before it in the stream has
- * finished and its writes are visible, then lets the next one start launching, so that each
- * launch overlaps the kernel before it. Called first by every kernel of the small path; a no-op
- * for a kernel launched without it, and before 9.0. */
-__device__ __forceinline__ void chain_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 
 /* Launches @p kernel on @p stream; with @p chain (a device of compute capability 9.0 or later)
  * as a programmatic dependent launch on the kernel before it (chain_wait). */

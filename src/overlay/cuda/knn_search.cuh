@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(kHardThreads)
                 const int *__restrict__ hard, const int *counters, float *__restrict__ knn_d2,
                 int *__restrict__ knn_j, int *__restrict__ n_knn, float *__restrict__ kth)
 {
-    chain_wait();
+    kr_pdl_wait();
     constexpr int kWarps = kHardThreads / 32;
     __shared__ uint64_t s_key[kWarps * kLocalK];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, hards = counters[2];

@@ -95,7 +95,7 @@ __global__ void small_cand_kernel(const int *__restrict__ hdr, int n,
                                   const unsigned char *__restrict__ drop, int *l_u, int *l_v,
                                   int *st, uint64_t *__restrict__ key, int *deg)
 {
-    chain_wait();
+    kr_pdl_wait();
     const int t = blockIdx.x * blockDim.x + threadIdx.x, n_prev = hdr[0];
     if (t >= n_prev + n * k)
         return;
@@ -138,7 +138,7 @@ __global__ void small_cand_kernel(const int *__restrict__ hdr, int n,
 __global__ void __launch_bounds__(kSmallThreads)
     small_offsets_kernel(int n, const int *deg, int *v_off, int *__restrict__ cur)
 {
-    chain_wait();
+    kr_pdl_wait();
     __shared__ int s_part[kSmallThreads];
     block_exclusive_scan(deg, v_off, n, s_part);
     for (int u = threadIdx.x; u < n; u += kSmallThreads)
@@ -151,7 +151,7 @@ __global__ void small_fill_kernel(const int *__restrict__ hdr, int n, int k,
                                   const int *__restrict__ st, const int *__restrict__ l_u,
                                   const int *__restrict__ l_v, int *cur, int *__restrict__ v_list)
 {
-    chain_wait();
+    kr_pdl_wait();
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= hdr[0] + n * k || st[t] != 0)
         return;
@@ -164,7 +164,7 @@ constexpr int kListSort = 16; /* lists up to this long are sorted in registers *
 __global__ void small_sort_kernel(int n, const int *__restrict__ v_off,
                                   const uint64_t *__restrict__ key, int *v_list)
 {
-    chain_wait();
+    kr_pdl_wait();
     const int u = blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= n)
         return;
@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(kSmallThreads)
                      const int *__restrict__ st, int *__restrict__ prev_pos,
                      int *__restrict__ taken_slot, int *counters)
 {
-    chain_wait();
+    kr_pdl_wait();
     extern __shared__ __align__(16) uint64_t s_mem[];
     unsigned char *ends = reinterpret_cast<unsigned char *>(s_mem);
     __shared__ int s_part[kSmallThreads];
@@ -466,7 +466,7 @@ __global__ void __launch_bounds__(kChunkThreads)
     small_chunk_sort_kernel(const int *__restrict__ taken_slot, const uint64_t *__restrict__ key,
                             const int *counters, uint64_t *__restrict__ sorted)
 {
-    chain_wait();
+    kr_pdl_wait();
     __shared__ uint64_t s_k[kChunk];
     const int c0 = blockIdx.x * kChunk, m = min(kChunk, counters[kCountTaken] - c0);
     if (m <= 0)
@@ -505,7 +505,7 @@ __global__ void __launch_bounds__(kChunk)
                        const int *__restrict__ l_v, int smem, keyer_knn_edge *__restrict__ next,
                        int *__restrict__ next_at, int *counters)
 {
-    chain_wait();
+    kr_pdl_wait();
     extern __shared__ __align__(16) uint64_t s_all[];
     __shared__ uint64_t s_k[kChunk];
     const int kept = counters[kCountKept], taken = counters[kCountTaken];

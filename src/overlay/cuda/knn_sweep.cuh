@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kRankChunk)
     sweep_rank_kernel(const uint32_t *__restrict__ ids, const float2 *__restrict__ xy, int n,
                       int *rank2)
 {
-    chain_wait();
+    kr_pdl_wait();
     __shared__ uint2 s_key[kRankChunk]; /* (id, x key) of the tile's points */
     const int j0 = blockIdx.y * kRankChunk, j1 = min(j0 + kRankChunk, n);
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -98,7 +98,7 @@ __global__ void sweep_order_kernel(const uint32_t *__restrict__ ids,
                                    float2 *__restrict__ xs, int *__restrict__ xs_idx,
                                    int *__restrict__ deg, int *counters)
 {
-    chain_wait();
+    kr_pdl_wait();
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i == 0) {
         counters[0] = 0; /* a repeated id (bit 0), an internal limit exceeded (bit 1) */
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kSweepThreads)
                      int *__restrict__ knn_j, int *__restrict__ n_knn, float *__restrict__ kth,
                      unsigned char *__restrict__ drop, int *__restrict__ hard)
 {
-    chain_wait();
+    kr_pdl_wait();
     const unsigned full = 0xffffffffu;
     const int lane = threadIdx.x & 31;
     const int i = (int)((blockIdx.x * (unsigned)blockDim.x + threadIdx.x) >> 5);
