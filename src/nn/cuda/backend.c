@@ -536,40 +536,6 @@ static keyer_status relayout(kr_backend_instance *inst, const kr_plan *plan, key
  * (the ones that run), or goes back to the runtime's layout @p serial when none is left.
  * Nothing changes when KR_CUDA_BRANCHES_ENV is "0" or no unit is off the critical path.
  * Errors: OUT_OF_MEMORY, DEVICE. */
-/* Where a second stream runs the units off the critical path (branches.h): the run stream
- * (the one the CUDA graph is captured from, so its kernel nodes carry its priority) again at
- * the device's greatest priority, the second stream keeping the default (the least), so that
- * where kernels of both are ready the block scheduler places the critical path's first. Without
- * it the side units' kernels (u2netp's side maps, their resizes, sigmoids and conversions to
- * float) took the multiprocessors the critical path's next layer was waiting for.
- * KR_CUDA_BRANCH_PRIORITY_ENV "0": the default priority (for comparisons). Errors: DEVICE. */
-static keyer_status prioritise_run_stream(kr_backend_instance *inst, keyer_error *err)
-{
-    const char *env = getenv(KR_CUDA_BRANCH_PRIORITY_ENV);
-    int least = 0, greatest = 0;
-    if (env && !strcmp(env, "0"))
-        return KEYER_OK;
-    cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
-    if (e != cudaSuccess)
-        return kr_cuda_fail(err, inst->graph, "reading the stream priorities", e);
-    if (greatest == least)
-        return KEYER_OK;
-    cudaStream_t s = NULL;
-    e = cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(inst->own);
-    if (e != cudaSuccess) {
-        if (s)
-            cudaStreamDestroy(s);
-        return kr_cuda_fail(err, inst->graph, "creating the run stream", e);
-    }
-    cudaStreamDestroy(inst->own);
-    if (inst->stream == inst->own)
-        inst->stream = s;
-    inst->own = s;
-    return KEYER_OK;
-}
-
 static keyer_status setup_branches(kr_backend_instance *inst, const kr_plan *serial,
                                    keyer_error *err)
 {
@@ -614,11 +580,9 @@ static keyer_status setup_branches(kr_backend_instance *inst, const kr_plan *ser
     if (!st && same)
         st = kr_cuda_branches_plan(&inst->mem, inst->arena_bytes, inst->io, inst->ops,
                                    inst->folded, &inst->branches, err);
-    if (!st && inst->branches) {
+    if (!st && inst->branches)
         st = kr_cuda_branches_prepare(inst->branches, err);
-        if (!st)
-            st = prioritise_run_stream(inst, err);
-    } else if (!st) /* nothing off the critical path (or other folds): the runtime's layout */
+    else if (!st) /* nothing off the critical path (or other folds): the runtime's layout */
         st = relayout(inst, serial, err);
     if (st)
         return st;

@@ -55,9 +55,6 @@
 
 /* "0": no second stream (the per-node schedule queues every node in graph order). */
 #define KR_CUDA_BRANCHES_ENV "KEYER_CUDA_BRANCHES"
-/* "0": the run stream keeps the default priority where there is a second stream (the backend
- * otherwise captures the critical path at the device's greatest priority). */
-#define KR_CUDA_BRANCH_PRIORITY_ENV "KEYER_CUDA_BRANCH_PRIORITY"
 
 typedef struct kr_cuda_branches kr_cuda_branches;
 
