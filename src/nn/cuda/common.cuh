@@ -351,6 +351,20 @@ __device__ __forceinline__ void kr_fence_proxy_async_smem()
  * across this point (the accumulators of wgmma, written asynchronously until kr_wgmma_wait). */
 __device__ __forceinline__ void kr_reg_fence(float &v) { asm volatile("" : "+f"(v)::"memory"); }
 
+/* Calls @p f on each of the MI x NI x 4 accumulators of a warp's tensor-core fragments (i, j, q
+ * in order, all unrolled): zeroing them, fencing them after a wgmma wait. */
+template <int MI, int NI, typename F>
+__device__ __forceinline__ void kr_each_acc(float (&acc)[MI][NI][4], F f)
+{
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int j = 0; j < NI; j++)
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                f(acc[i][j][q]);
+}
+
 /* The shared-memory matrix descriptor of a K-major operand of 16 k (32 bytes a row) in the
  * 32-byte swizzle (Swizzle<1, 4, 3>: a row's two 16-byte halves swapped in rows 4-7 of every 8,
  * the 8-row core matrices 256 bytes apart), starting at shared address @p addr (a multiple of

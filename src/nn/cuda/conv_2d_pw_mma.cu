@@ -603,13 +603,7 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
             continue;
         for (int nc = nc0; nc < nc0 + NG; nc += PWM_NC) {
             float acc[MI][4][4];
-#pragma unroll
-            for (int i = 0; i < MI; i++)
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-#pragma unroll
-                    for (int q = 0; q < 4; q++)
-                        acc[i][j][q] = 0.0f;
+            kr_each_acc(acc, [](float &v) { v = 0.0f; });
             for (int k0 = 0; k0 < KP; k0 += 16) {
                 unsigned a[MI][4], b[2][4], bl[2][4];
 #pragma unroll

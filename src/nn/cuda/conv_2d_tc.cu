@@ -418,13 +418,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     };
 
     float acc[MI][NI][4];
-#pragma unroll
-    for (int i = 0; i < MI; i++)
-#pragma unroll
-        for (int j = 0; j < NI; j++)
-#pragma unroll
-            for (int q = 0; q < 4; q++)
-                acc[i][j][q] = 0.0f;
+    kr_each_acc(acc, [](float &v) { v = 0.0f; });
 
 #pragma unroll
     for (int st = 0; st < TC_STAGES - 1; st++) {
@@ -754,13 +748,7 @@ __device__ __forceinline__ void tp_run(const __half *__restrict__ x, const __hal
     const int boff = tp_wswz(brow, (lane >> 3) & 1);
 
     float acc[MI][NI][4];
-#pragma unroll
-    for (int i = 0; i < MI; i++)
-#pragma unroll
-        for (int j = 0; j < NI; j++)
-#pragma unroll
-            for (int q = 0; q < 4; q++)
-                acc[i][j][q] = 0.0f;
+    kr_each_acc(acc, [](float &v) { v = 0.0f; });
 
     /* the weights are the layer's own (written once at set-up): loaded before waiting for the
      * kernel before, which a programmatic dependent launch lets run until here (sm_90); on sm_90
@@ -932,13 +920,7 @@ __device__ __forceinline__ void tp_run(const __half *__restrict__ x, const __hal
             /* the chunk's wgmma done (their weights and A registers free) before the barrier
              * that lets this buffer be loaded again; the accumulators not touched before */
             kr_wgmma_wait<0>();
-#pragma unroll
-            for (int i = 0; i < MI; i++)
-#pragma unroll
-                for (int j = 0; j < NI; j++)
-#pragma unroll
-                    for (int q = 0; q < 4; q++)
-                        kr_reg_fence(acc[i][j][q]);
+            kr_each_acc(acc, [](float &v) { kr_reg_fence(v); });
         }
 #endif
         __syncthreads(); /* this buffer is loaded again at chunk q + 1 */
