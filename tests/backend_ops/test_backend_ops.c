@@ -1698,6 +1698,32 @@ static int chain_pool_ceil(kt_graph *b, int x, const int *xd, int *od)
  * entry test_backend_ops_wgmma, every patch convolution here runs on wgmma). Run only where a CUDA device is present
  * (the reference takes seconds at this size).
  */
+#ifdef KEYER_HAVE_CUDA_NN
+/* One ONNX 3x3 convolution @p cin -> @p cout (padding 1) with a RELU node on an @p h x @p w
+ * input, weights from @p seed, checked as test_onnx_large_convs checks its graphs: the f16
+ * variant's batch-3 items against batch-1 runs (inputs from @p items_seed), then every variant
+ * against the reference. */
+static void check_one_conv(const char *name, int h, int w, int cin, int cout, uint32_t seed,
+                           uint32_t items_seed)
+{
+    kt_graph b;
+    kt_graph_begin(&b, name, 16, 8, 1 << 20);
+    kt_rng rng = kt_rng_seed(seed);
+    int xd[4] = {1, h, w, cin}, od[4];
+    int x = kt_graph_act(&b, 4, xd);
+    kt_graph_input(&b, x);
+    int y = chain_conv_onnx(&b, &rng, x, xd, cout, 3, 1, 1, 1, od);
+    y = chain_unary(&b, KR_OP_RELU, y, od);
+    kt_graph_output(&b, y);
+    kr_graph *gr = NULL;
+    keyer_error err = {0};
+    if (kt_graph_finish(&b, &gr, &err) != KEYER_OK)
+        fail_msg("%s: %s", name, err.message);
+    check_items_equal_batch1(gr, name, items_seed);
+    check_graph(gr, name, 1);
+}
+#endif
+
 static void test_onnx_large_convs(void **state)
 {
     (void)state;
@@ -1780,35 +1806,13 @@ static void test_onnx_large_convs(void **state)
 
     /* 100 x 100: 175 4-row tiles at batch 1 (between one and two per multiprocessor), run 32
      * outputs wide (350 blocks); 273 8-row tiles 64 wide at batch 3. A 16 -> 64 + RELU */
-    kt_graph_begin(&b, "onnx mid grid by batch", 16, 8, 1 << 20);
-    rng = kt_rng_seed(3333);
-    int md[4] = {1, 100, 100, 16}, mod[4];
-    int mv = kt_graph_act(&b, 4, md);
-    kt_graph_input(&b, mv);
-    int mo = chain_conv_onnx(&b, &rng, mv, md, 64, 3, 1, 1, 1, mod);
-    mo = chain_unary(&b, KR_OP_RELU, mo, mod);
-    kt_graph_output(&b, mo);
-    if (kt_graph_finish(&b, &gr, &gerr) != KEYER_OK)
-        fail_msg("onnx mid grid by batch: %s", gerr.message);
-    check_items_equal_batch1(gr, "onnx mid grid by batch", 6464u);
-    check_graph(gr, "onnx mid grid by batch", 1);
+    check_one_conv("onnx mid grid by batch", 100, 100, 16, 64, 3333u, 6464u);
 
     /* 258 x 257: the 16-row tiles cut at both edges; on compute 9.0 with the sm_90a code this
      * layer and the ones above run on wgmma with KEYER_CUDA_WGMMA=all (conv_2d_tc.cu's rule
      * otherwise takes only 64-output layers of >= 128 inputs at >= 256 x 256). A 16 -> 32 +
      * RELU */
-    kt_graph_begin(&b, "onnx wgmma grid", 16, 8, 1 << 20);
-    rng = kt_rng_seed(3535);
-    int gd[4] = {1, 258, 257, 16}, god[4];
-    int gv = kt_graph_act(&b, 4, gd);
-    kt_graph_input(&b, gv);
-    int go = chain_conv_onnx(&b, &rng, gv, gd, 32, 3, 1, 1, 1, god);
-    go = chain_unary(&b, KR_OP_RELU, go, god);
-    kt_graph_output(&b, go);
-    if (kt_graph_finish(&b, &gr, &gerr) != KEYER_OK)
-        fail_msg("onnx wgmma grid: %s", gerr.message);
-    check_items_equal_batch1(gr, "onnx wgmma grid", 6565u);
-    check_graph(gr, "onnx wgmma grid", 1);
+    check_one_conv("onnx wgmma grid", 258, 257, 16, 32, 3535u, 6565u);
 #else
     printf("onnx large convs: skipped (built without the CUDA backend)\n");
 #endif
