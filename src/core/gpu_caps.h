@@ -54,6 +54,12 @@ typedef struct kr_gpu_caps {
      * without sm_90a, or KEYER_CUDA_WGMMA=0), 1 for the layers its rule picks, 2 for every
      * such layer (KEYER_CUDA_WGMMA=all) */
     int wgmma;
+    /* Whether the nn cuda backend's patch convolutions may stage a tile's results in shared
+     * memory and store them as 16-byte vectors (conv_2d_tc.cu's tp_store_vec; set by that
+     * backend at set-up, kr_cuda_vec_epilogue_mode; 0 here): 1, or 0 with
+     * KEYER_CUDA_VEC_EPILOGUE=0 (the other epilogue, whose values are the same bit for bit:
+     * the A/B switch of benchmarks and tests) */
+    int vec_epilogue;
 } kr_gpu_caps;
 
 /* A compute-capability class keyer is built for and its limits (the Programming Guide's

@@ -1053,6 +1053,35 @@ static void finish_and_check_opt(kt_graph *b, const char *name, int persistent_m
     check_graph(gr, name, persistent_may_refuse);
 }
 
+/* The same run of @p gr as @p got (variant @p be, @p batch, inputs @p in, @p n output values)
+ * with KEYER_CUDA_VEC_EPILOGUE=0, so that the cuda patch convolutions store through their
+ * fragment epilogue instead of the staged one (conv_2d_tc.cu): prints how many values differ and
+ * returns 1 where any does (the two must agree bit for bit), else 0. The variable's value is
+ * restored. */
+static int check_vec_epilogue(const kr_graph *gr, const char *name, const backend_entry *be,
+                              int batch, float **in, const float *got, size_t n)
+{
+    keyer_error err = {0};
+    const char *old = getenv("KEYER_CUDA_VEC_EPILOGUE");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("KEYER_CUDA_VEC_EPILOGUE", "0", 1);
+    float *frag = run_once(be->ops, be->f16, be->schedule, gr, batch, in, &err);
+    if (saved)
+        setenv("KEYER_CUDA_VEC_EPILOGUE", saved, 1);
+    else
+        unsetenv("KEYER_CUDA_VEC_EPILOGUE");
+    free(saved);
+    assert_non_null(frag);
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++)
+        differ += memcmp(&got[i], &frag[i], sizeof(float)) != 0;
+    free(frag);
+    printf("%s: batch %d %-9s staged epilogue against fragment epilogue: %zu of %zu values "
+           "differ%s\n",
+           name, batch, be->name, differ, n, differ ? "  FAIL" : "");
+    return differ != 0;
+}
+
 /* finish_and_check_opt's checks on the finished graph @p gr, which it destroys. */
 static void check_graph(kr_graph *gr, const char *name, int persistent_may_refuse)
 {
@@ -1082,6 +1111,8 @@ static void check_graph(kr_graph *gr, const char *name, int persistent_may_refus
             printf("%s: batch %d %-9s error %.3g%s\n", name, batch, be->name, e,
                    e <= be->tol ? "" : "  FAIL");
             failures += !(e <= be->tol);
+            if (be->f16 && be->schedule == KEYER_CUDA_SCHEDULE_KERNELS && batch == 3)
+                failures += check_vec_epilogue(gr, name, be, batch, in, got, n);
             free(got);
         }
         free(ref);

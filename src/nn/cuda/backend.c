@@ -618,6 +618,7 @@ static keyer_status cuda_create(const kr_graph *g, const kr_plan *plan,
         return st;
     inst->caps = caps;
     inst->caps.wgmma = kr_cuda_wgmma_mode(&caps);
+    inst->caps.vec_epilogue = kr_cuda_vec_epilogue_mode();
     inst->mem.caps = &inst->caps;
     /* mixed precision (precision_plan.h, mixed.h) under AUTO and the per-node schedule; a
      * persistent schedule asked by name runs the graph all in half */

@@ -50,6 +50,10 @@ struct tc_shape {
     int tiles_y, tiles_x, ph, pw;
     /* conv_tcp's chunks in flight (shared-memory buffers): 2, or TP_DEEP_STAGES on small grids */
     int stages;
+    /* conv_tcp's tile height in output rows (tp_geometry), and whether its epilogue stages the
+     * tile's sums in shared memory and stores whole 16-byte vectors (tp_store_vec: output
+     * channels a multiple of 8, the output and residual 16-byte aligned; tp_vec_epilogue) */
+    int th, ev;
     /* conv_tcp with Hopper's warpgroup MMA (1: wgmma.mma_async, sm_90a code on compute 9.0,
      * tp_use_wgmma) or mma.sync (0): a choice by the device and the layer's shape, never by
      * the batch */
@@ -499,6 +503,10 @@ __global__ void __launch_bounds__(TC_THREADS)
  * to 30 blocks, up to 8 chunks, each waiting for its weights and patch from L2 with two
  * buffers), within TP_DEEP_SMEM_MAX of shared memory; else 2 */
 #define TP_DEEP_STAGES 4
+/* Floats of padding per row of the staged epilogue's tile (tp_stage): rows of BN + 4 floats, so
+ * that a warp's 8 fragment rows of float pairs cover every bank twice (two wavefronts, the
+ * fewest for 256 bytes) */
+#define TP_EPAD 4
 #define TP_DEEP_SMEM_MAX (160 * 1024)
 
 /* Halves of a stage's patch area: ph x pw rows of TP_LDS; with wgmma (@p wg) rounded up to
@@ -512,9 +520,13 @@ __host__ __device__ constexpr int tp_patch_halves(int patch, int wg)
 /* Shared memory of conv_tcp: s.stages buffers of the patch and BN x taps weight rows. */
 static size_t tp_smem_bytes(const tc_shape &s, int bn)
 {
-    return (size_t)s.stages *
-           ((size_t)tp_patch_halves(s.ph * s.pw, s.wg) + (size_t)s.kh * s.kw * bn * TP_WLDS) *
-           sizeof(__half);
+    const size_t stages =
+        (size_t)s.stages *
+        ((size_t)tp_patch_halves(s.ph * s.pw, s.wg) + (size_t)s.kh * s.kw * bn * TP_WLDS) *
+        sizeof(__half);
+    /* the staged epilogue's tile (tp_store_vec) reuses the buffers after the last chunk */
+    const size_t tile = s.ev ? (size_t)s.th * TP_TW * (bn + TP_EPAD) * sizeof(float) : 0;
+    return stages > tile ? stages : tile;
 }
 
 /* The offset in halves of half @p h (0 or 1: channels [8 h, 8 h + 8) of the chunk) of weight
@@ -631,6 +643,116 @@ __device__ __forceinline__ void tp_elem_load(__half *P, const tp_elem &e, int q,
 #else
 #define TP_WGMMA_CODE 0
 #endif
+
+/* The staged epilogue's first half, activation @p Post (a constant): each of the warp's
+ * accumulator pairs (tile rows @p row(i, h), output channels n0 + col + 8 j and + 1) with its
+ * bias, clamp and activation (kr_conv_out, as tc_epilogue_post computes them) into the tile
+ * @p T in shared memory, rows of EP floats. The residual is added by tp_store_vec. */
+template <int Post, int EP, int MI, int NI, typename Row>
+__device__ __forceinline__ void tp_stage_post(float *T, const float *__restrict__ bias,
+                                              const kr_epilogue &e, int oc, int n0, int col,
+                                              const float (&acc)[MI][NI][4], Row row)
+{
+    kr_epilogue f = e;
+    f.post = Post;
+    float bv[NI][2];
+#pragma unroll
+    for (int j = 0; j < NI; j++)
+#pragma unroll
+        for (int q = 0; q < 2; q++)
+            bv[j][q] = bias && n0 + col + j * 8 + q < oc ? bias[n0 + col + j * 8 + q] : 0.0f;
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float *t = T + row(i, h) * EP + col;
+#pragma unroll
+            for (int j = 0; j < NI; j++) {
+                float2 v;
+                v.x = kr_conv_out(acc[i][j][h * 2], bv[j][0], 0.0f, false, kr_no_res(),
+                                  [&](float a) { return kr_apply(f, a); });
+                v.y = kr_conv_out(acc[i][j][h * 2 + 1], bv[j][1], 0.0f, false, kr_no_res(),
+                                  [&](float a) { return kr_apply(f, a); });
+                *reinterpret_cast<float2 *>(t + j * 8) = v;
+            }
+        }
+}
+
+/* tp_stage_post with the node's activation (e.post) as its constant. */
+template <int EP, int MI, int NI, typename Row>
+__device__ __forceinline__ void tp_stage(float *T, const float *__restrict__ bias,
+                                         const kr_epilogue &e, int oc, int n0, int col,
+                                         const float (&acc)[MI][NI][4], Row row)
+{
+    switch (e.post) {
+    case KR_CUDA_POST_RELU:
+        tp_stage_post<KR_CUDA_POST_RELU, EP>(T, bias, e, oc, n0, col, acc, row);
+        break;
+    case KR_CUDA_POST_RELU6:
+        tp_stage_post<KR_CUDA_POST_RELU6, EP>(T, bias, e, oc, n0, col, acc, row);
+        break;
+    case KR_CUDA_POST_HARD_SWISH:
+        tp_stage_post<KR_CUDA_POST_HARD_SWISH, EP>(T, bias, e, oc, n0, col, acc, row);
+        break;
+    case KR_CUDA_POST_LOGISTIC:
+        tp_stage_post<KR_CUDA_POST_LOGISTIC, EP>(T, bias, e, oc, n0, col, acc, row);
+        break;
+    default: tp_stage_post<KR_CUDA_POST_NONE, EP>(T, bias, e, oc, n0, col, acc, row);
+    }
+}
+
+/* The staged epilogue's second half (after a block barrier): the tile @p T of BM pixels (16 a
+ * tile row, from output pixel (b, oy0, ox0)) x BN channels (from n0) stored as 16-byte vectors of
+ * 8 channels, the residual's vectors (e.res) loaded first, all of a thread's together, and added
+ * in float before the rounding to half, as tc_epilogue_post adds them: the same values as that
+ * epilogue, with a sixteenth of its stores (its 4-byte pairs of 8 pixels a warp instruction) and
+ * no load waiting behind a store. Needs oc % 8 == 0 and 16-byte aligned y and e.res
+ * (tp_vec_epilogue). */
+template <int BM, int BN, int NT>
+__device__ __forceinline__ void tp_store_vec(const float *T, __half *__restrict__ y,
+                                             const kr_epilogue &e, const tc_shape &s, int b,
+                                             int oy0, int ox0, int n0)
+{
+    constexpr int EP = BN + TP_EPAD, G = BN / 8, NV = BM * G, PER = (NV + NT - 1) / NT;
+    const __half *res = (const __half *)e.res;
+    size_t off[PER];
+    uint4 rv[PER];
+#pragma unroll
+    for (int k = 0; k < PER; k++) {
+        const int v = (int)threadIdx.x + k * NT, r = v / G, c = n0 + (v % G) * 8;
+        const int oy = oy0 + r / TP_TW, ox = ox0 + r % TP_TW;
+        off[k] = v < NV && oy < s.oh && ox < s.ow && c < s.oc
+                     ? (((size_t)b * s.oh + oy) * s.ow + ox) * s.oc + c
+                     : SIZE_MAX;
+        rv[k] = make_uint4(0u, 0u, 0u, 0u);
+        if (res && off[k] != SIZE_MAX)
+            rv[k] = *reinterpret_cast<const uint4 *>(res + off[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < PER; k++) {
+        if (off[k] == SIZE_MAX)
+            continue;
+        const int v = (int)threadIdx.x + k * NT;
+        const float *t = T + (v / G) * EP + (v % G) * 8;
+        const float4 lo = *reinterpret_cast<const float4 *>(t);
+        const float4 hi = *reinterpret_cast<const float4 *>(t + 4);
+        float f[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        if (res) {
+            const __half2 *r2 = reinterpret_cast<const __half2 *>(&rv[k]);
+#pragma unroll
+            for (int p = 0; p < 4; p++) {
+                const float2 r = __half22float2(r2[p]);
+                f[2 * p] += r.x, f[2 * p + 1] += r.y;
+            }
+        }
+        uint4 o;
+        __half2 *o2 = reinterpret_cast<__half2 *>(&o);
+#pragma unroll
+        for (int p = 0; p < 4; p++)
+            o2[p] = __floats2half2_rn(f[2 * p], f[2 * p + 1]);
+        *reinterpret_cast<uint4 *>(y + off[k]) = o;
+    }
+}
 
 /* conv_tcp's body (the kernel below); WG 1: the taps on wgmma (sm_90a code only). */
 template <int TH, int BN, int WM, int WN, int GK, int WG>
@@ -927,6 +1049,16 @@ __device__ __forceinline__ void tp_run(const __half *__restrict__ x, const __hal
     }
     tc_wait<0>(); /* no copy left in flight at exit */
 
+    if (s.ev) {
+        /* the buffers are free (every warp passed the last chunk's barrier, no copy in flight):
+         * the tile's values through shared memory, then 16-byte vectors */
+        float *const T = reinterpret_cast<float *>(tp_shared);
+        tp_stage<BN + TP_EPAD>(T, bias, e, s.oc, n0, (WG ? 0 : wn * tl::TN) + (lane & 3) * 2, acc,
+                               [&](int i, int h) { return frag_row(i) + (lane >> 2) + h * 8; });
+        __syncthreads();
+        tp_store_vec<TH * TP_TW, BN, NT>(T, y, e, s, b, oy0, ox0, n0);
+        return;
+    }
     tc_epilogue(y, bias, e, s.oc, n0 + (WG ? 0 : wn * tl::TN) + (lane & 3) * 2, acc,
                 [&](int i, int h) {
                     const int r = frag_row(i) + (lane >> 2) + h * 8;
@@ -966,6 +1098,7 @@ __global__ void __launch_bounds__(TP_WGMMA_CODE ? 64 : 32) tp_wgmma_probe(int *o
  * TH). */
 static void tp_geometry(tc_shape &s, int th)
 {
+    s.th = th;
     s.tiles_y = (s.oh + th - 1) / th;
     s.tiles_x = (s.ow + TP_TW - 1) / TP_TW;
     s.ph = (th - 1) * s.sh + (s.kh - 1) * s.dh + 1;
@@ -1007,6 +1140,23 @@ template <int TH, int BN, int WM, int WN, int GK> static tp_kernel_fn tp_kernel(
  * about 1 us each (a wait per tap on a few warps per multiprocessor). */
 #define TP_WG_MIN_PIXELS (256 * 256)
 #define TP_WG_MIN_IC 128
+
+/* Whether conv_tcp's epilogue for @p op stages the tile in shared memory and stores 16-byte
+ * vectors (tc_shape.ev, tp_store_vec): the device's mode (kr_gpu_caps.vec_epilogue), output
+ * channels a multiple of 8 and the output and the folded residual 16-byte aligned. By the layer and its buffers only (the same at every batch);
+ * the values are those of the other epilogue bit for bit. */
+static int tp_vec_epilogue(const kr_cuda_op *op, int oc)
+{
+    return op->caps->vec_epilogue && oc % 8 == 0 && kr_aligned(op->out, 16) &&
+           (!op->residual || kr_aligned(op->residual, 16));
+}
+
+/* (ops.h) */
+int kr_cuda_vec_epilogue_mode(void)
+{
+    const char *env = getenv("KEYER_CUDA_VEC_EPILOGUE");
+    return !(env && !strcmp(env, "0"));
+}
 
 /* (ops.h) */
 int kr_cuda_wgmma_mode(const kr_gpu_caps *caps)
@@ -1192,6 +1342,8 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
     s.pool = 0, s.pih = s.piw = s.pkh = s.pkw = s.psh = s.psw = s.pdh = s.pdw = s.ppt = s.ppl = 0;
     s.stages = 2;
     s.wg = 0;
+    s.th = 0;
+    s.ev = tp_vec_epilogue(op, s.oc);
     const __half *x0 = (const __half *)op->in[0], *x1 = NULL;
     if (op->cat.src[0]) {
         s.ih = op->cat.h, s.iw = op->cat.w;

@@ -250,6 +250,9 @@ int kr_cuda_conv_2d_mma(const kr_cuda_op *op);
  * convolution (the tests' coverage of every instance). Reads the environment; no errors (a
  * failing probe means 0, its CUDA error cleared). */
 int kr_cuda_wgmma_mode(const kr_gpu_caps *caps);
+/* The mode of kr_gpu_caps.vec_epilogue: 1, or 0 where the environment variable
+ * KEYER_CUDA_VEC_EPILOGUE is "0". Reads the environment; no errors. */
+int kr_cuda_vec_epilogue_mode(void);
 
 /* Whether CONV_2D node @p op runs on the tensor cores with mma.sync (kr_cuda_conv_2d_tc): an f16
  * instance with half weights (op->w16), compute capability 8.0 or more (the device's or the
