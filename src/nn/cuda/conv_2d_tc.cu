@@ -517,13 +517,41 @@ __host__ __device__ constexpr int tp_patch_halves(int patch, int wg)
     return wg ? (patch * TP_LDS + 127) & ~127 : patch * TP_LDS;
 }
 
-/* Shared memory of conv_tcp: s.stages buffers of the patch and BN x taps weight rows. */
+/* One element of conv_tcp's patch (8 channels of a patch pixel in each 16-channel chunk: element
+ * i is pixel i / 2's channels [8 (i % 2), 8 (i % 2) + 8) of the chunk), what of it does not
+ * depend on the chunk: tp_elem_at computes it (a thread's first two elements once per kernel,
+ * its others at each chunk; in the instances with a table, tp_has_table, every element once per
+ * block), tp_elem_load adds the chunk's channels. */
+struct tp_elem {
+    int dst;    /* halves from the buffer's start (p * TP_LDS + 8 hc); -1: no element */
+    int hc8;    /* the element's first channel in the chunk: 0 or 8 */
+    int pix;    /* the input pixel's index in the batch ((b * ih + iy) * iw + ix); -1: outside */
+    int tap[4]; /* GK 1 (a 2 x 2 pool): tc_pool_taps' source pixels (other windows: iy, ix);
+                 * GK 2 (a resized source): its four taps' pixels in the batch's rh x rw source,
+                 * (y0, x0) (y0, x1) (y1, x0) (y1, x1) */
+    float fy, fx; /* GK 2: rs_axis's weights */
+};
+
+/* Whether conv_tcp<TH, BN, ..., GK> keeps a table of its patch elements in shared memory
+ * (tp_run's TAB): 16-row tiles of 64 outputs (64 accumulators a thread, so no element is kept in
+ * registers) reading a folded resize (GK 2: rs_axis's arithmetic per element). Not the folded
+ * pool's (GK 1): its elements are cheaper, and with the table its mma.sync instance spilled (8
+ * bytes, ptxas). */
+__host__ __device__ constexpr bool tp_has_table(int th, int bn, int gk)
+{
+    return th == 16 && bn == 64 && gk == 2;
+}
+
+/* Shared memory of conv_tcp: s.stages buffers of the patch and BN x taps weight rows, then the
+ * table of the patch elements (tp_has_table); the staged epilogue's tile where larger. */
 static size_t tp_smem_bytes(const tc_shape &s, int bn)
 {
+    const int gk = s.pool ? 1 : s.c0 && s.rz >= 0 ? 2 : 0;
     const size_t stages =
         (size_t)s.stages *
-        ((size_t)tp_patch_halves(s.ph * s.pw, s.wg) + (size_t)s.kh * s.kw * bn * TP_WLDS) *
-        sizeof(__half);
+            ((size_t)tp_patch_halves(s.ph * s.pw, s.wg) + (size_t)s.kh * s.kw * bn * TP_WLDS) *
+            sizeof(__half) +
+        (tp_has_table(s.th, bn, gk) ? (size_t)s.ph * s.pw * 2 * sizeof(tp_elem) : 0);
     /* the staged epilogue's tile (tp_store_vec) reuses the buffers after the last chunk */
     const size_t tile = s.ev ? (size_t)s.th * TP_TW * (bn + TP_EPAD) * sizeof(float) : 0;
     return stages > tile ? stages : tile;
@@ -549,19 +577,6 @@ __host__ __device__ constexpr int tp_min_blocks(int warps, int bn, int gk)
     return warps == 8 ? (bn == 16 && gk == 0 ? 4 : 2) : 4;
 }
 
-/* One element of conv_tcp's patch (8 channels of a patch pixel in each 16-channel chunk: element
- * i is pixel i / 2's channels [8 (i % 2), 8 (i % 2) + 8) of the chunk), what of it does not
- * depend on the chunk: tp_elem_at computes it (a thread's first two elements once per kernel,
- * its others at each chunk), tp_elem_load adds the chunk's channels. */
-struct tp_elem {
-    int dst;    /* halves from the buffer's start (p * TP_LDS + 8 hc); -1: no element */
-    int hc8;    /* the element's first channel in the chunk: 0 or 8 */
-    int pix;    /* the input pixel's index in the batch ((b * ih + iy) * iw + ix); -1: outside */
-    int tap[4]; /* GK 1 (a 2 x 2 pool): tc_pool_taps' source pixels (other windows: iy, ix);
-                 * GK 2 (a resized source): its four taps' pixels in the batch's rh x rw source,
-                 * (y0, x0) (y0, x1) (y1, x0) (y1, x1) */
-    float fy, fx; /* GK 2: rs_axis's weights */
-};
 
 /* Element @p i of the patch of the tile whose patch starts at input pixel (b, iy0, ix0), for
  * kernel variant GK (conv_tcp): its pixel, and the folded pool's taps or the folded resize's
@@ -597,6 +612,15 @@ __device__ __forceinline__ tp_elem tp_elem_at(const tc_shape &s, int i, int patc
         const int r0 = (b * s.rh + y0) * s.rw, r1 = (b * s.rh + y1) * s.rw;
         e.tap[0] = r0 + x0, e.tap[1] = r0 + x1, e.tap[2] = r1 + x0, e.tap[3] = r1 + x1;
     }
+    return e;
+}
+
+/* An element past the patch (tp_elem_at's for i >= 2 x patch): nothing to load. */
+__device__ __forceinline__ tp_elem tp_elem_none()
+{
+    tp_elem e;
+    e.dst = -1, e.hc8 = 0, e.pix = -1, e.fy = 0.0f, e.fx = 0.0f;
+    e.tap[0] = e.tap[1] = e.tap[2] = e.tap[3] = -1;
     return e;
 }
 
@@ -793,6 +817,13 @@ __device__ __forceinline__ void tp_run(const __half *__restrict__ x, const __hal
      * adds only its channels (tp_elem_load); the other elements, and every element in the
      * instances of 64 accumulators, are computed at each chunk */
     constexpr bool keep = MI * NI <= 8;
+    /* the 16-row tiles of 64 accumulators a thread reading a folded resize (u2netp's 320 x 320
+     * layers after a resize and concatenation): every patch element computed once, before the
+     * wait for the kernel before, into a table after the chunk buffers (tp_table_bytes), which
+     * each chunk reads; Nsight Compute put a quarter of the 128 -> 64 layer's stall samples in
+     * the elements' arithmetic at each chunk (the taps' integer divisions, rs_axis) */
+    constexpr bool TAB = tp_has_table(TH, BN, GK);
+    tp_elem *const tab = reinterpret_cast<tp_elem *>(sm + s.stages * stage);
     const tp_elem e0 = tp_elem_at<GK>(s, keep ? tid : patch * 2, patch, b, iy0, ix0);
     const tp_elem e1 = tp_elem_at<GK>(s, keep ? tid + NT : patch * 2, patch, b, iy0, ix0);
     auto load_patch = [&](int buf, int q) {
@@ -811,9 +842,13 @@ __device__ __forceinline__ void tp_run(const __half *__restrict__ x, const __hal
         };
         if (keep)
             pass(e0, e1);
-        for (int i0 = keep ? tid + 2 * NT : tid; i0 < patch * 2; i0 += 2 * NT)
-            pass(tp_elem_at<GK>(s, i0, patch, b, iy0, ix0),
-                 tp_elem_at<GK>(s, i0 + NT, patch, b, iy0, ix0));
+        for (int i0 = keep ? tid + 2 * NT : tid; i0 < patch * 2; i0 += 2 * NT) {
+            if constexpr (TAB)
+                pass(tab[i0], i0 + NT < patch * 2 ? tab[i0 + NT] : tp_elem_none());
+            else
+                pass(tp_elem_at<GK>(s, i0, patch, b, iy0, ix0),
+                     tp_elem_at<GK>(s, i0 + NT, patch, b, iy0, ix0));
+        }
     };
     /* weight element i (tap i / (2 BN), output n0 + (i / 2) % BN, channels [8 (i % 2), 8 (i % 2)
      * + 8) of the chunk): its place in the buffer (halves, tp_wswz's multiple of 8, plus i % 2;
@@ -891,6 +926,9 @@ __device__ __forceinline__ void tp_run(const __half *__restrict__ x, const __hal
     }
 #endif
     load_weights(0, 0);
+    if constexpr (TAB)
+        for (int i = tid; i < patch * 2; i += NT)
+            tab[i] = tp_elem_at<GK>(s, i, patch, b, iy0, ix0);
 #if __CUDA_ARCH__ >= 900
     if (keep) {
         /* the kept elements in registers before the wait (an asm volatile keeps its place
@@ -908,6 +946,8 @@ __device__ __forceinline__ void tp_run(const __half *__restrict__ x, const __hal
      * reading what it writes): on the multiprocessors this grid's last wave leaves free */
     kr_pdl_wait();
 #endif
+    if constexpr (TAB)
+        __syncthreads(); /* every thread's table entries written */
     load_patch(0, 0);
     kr_cp_async_commit();
     /* s.stages chunks in flight: chunks 1 .. stages - 2 now (one commit group each, empty past
