@@ -1053,6 +1053,23 @@ static void finish_and_check_opt(kt_graph *b, const char *name, int persistent_m
     check_graph(gr, name, persistent_may_refuse);
 }
 
+/* run_once of variant @p be with the environment variable @p var set to @p value (a choice the
+ * cuda backend reads at set-up), its former value or absence restored after. */
+static float *run_once_env(const char *var, const char *value, const backend_entry *be,
+                           const kr_graph *gr, int batch, float *const *in, keyer_error *err)
+{
+    const char *old = getenv(var);
+    char *saved = old ? strdup(old) : NULL;
+    setenv(var, value, 1);
+    float *out = run_once(be->ops, be->f16, be->schedule, gr, batch, in, err);
+    if (saved)
+        setenv(var, saved, 1);
+    else
+        unsetenv(var);
+    free(saved);
+    return out;
+}
+
 /* The same run of @p gr as @p got (variant @p be, @p batch, inputs @p in, @p n output values)
  * with KEYER_CUDA_VEC_EPILOGUE=0, so that the cuda patch convolutions store through their
  * fragment epilogue instead of the staged one (conv_2d_tc.cu): prints how many values differ and
@@ -1062,15 +1079,7 @@ static int check_vec_epilogue(const kr_graph *gr, const char *name, const backen
                               int batch, float **in, const float *got, size_t n)
 {
     keyer_error err = {0};
-    const char *old = getenv("KEYER_CUDA_VEC_EPILOGUE");
-    char *saved = old ? strdup(old) : NULL;
-    setenv("KEYER_CUDA_VEC_EPILOGUE", "0", 1);
-    float *frag = run_once(be->ops, be->f16, be->schedule, gr, batch, in, &err);
-    if (saved)
-        setenv("KEYER_CUDA_VEC_EPILOGUE", saved, 1);
-    else
-        unsetenv("KEYER_CUDA_VEC_EPILOGUE");
-    free(saved);
+    float *frag = run_once_env("KEYER_CUDA_VEC_EPILOGUE", "0", be, gr, batch, in, &err);
     assert_non_null(frag);
     size_t differ = 0;
     for (size_t i = 0; i < n; i++)
@@ -1146,15 +1155,7 @@ static void check_wgmma_against_mma(const kr_graph *gr, const char *name, uint32
     float **xs = make_inputs(gr, 1, seed, -1.0f, 1.0f);
     float *wg = run_once(be->ops, be->f16, be->schedule, gr, 1, xs, &err);
     assert_non_null(wg);
-    const char *old = getenv("KEYER_CUDA_EMULATE_CC");
-    char *saved = old ? strdup(old) : NULL;
-    setenv("KEYER_CUDA_EMULATE_CC", "8.0", 1);
-    float *mma = run_once(be->ops, be->f16, be->schedule, gr, 1, xs, &err);
-    if (saved)
-        setenv("KEYER_CUDA_EMULATE_CC", saved, 1);
-    else
-        unsetenv("KEYER_CUDA_EMULATE_CC");
-    free(saved);
+    float *mma = run_once_env("KEYER_CUDA_EMULATE_CC", "8.0", be, gr, 1, xs, &err);
     assert_non_null(mma);
     const size_t n = kr_tensor_elements(&gr->tensors[gr->outputs[0]]);
     size_t differ = 0;

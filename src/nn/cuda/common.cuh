@@ -197,6 +197,25 @@ __device__ __forceinline__ float kr_apply(const kr_epilogue &e, float v)
     }
 }
 
+/* The activation P (KR_CUDA_POST_*) as a type, for kr_with_post. */
+template <int P> struct kr_post_c {
+    static constexpr int value = P;
+};
+
+/* Calls @p f with kr_post_c<P>() for the activation @p post (KR_CUDA_POST_*; another value as
+ * NONE), so that the body of @p f (a generic lambda: decltype(pc)::value) has it as a constant:
+ * one copy of that body per activation, not a switch per value. */
+template <typename F> __device__ __forceinline__ void kr_with_post(int post, F &&f)
+{
+    switch (post) {
+    case KR_CUDA_POST_RELU: f(kr_post_c<KR_CUDA_POST_RELU>()); break;
+    case KR_CUDA_POST_RELU6: f(kr_post_c<KR_CUDA_POST_RELU6>()); break;
+    case KR_CUDA_POST_HARD_SWISH: f(kr_post_c<KR_CUDA_POST_HARD_SWISH>()); break;
+    case KR_CUDA_POST_LOGISTIC: f(kr_post_c<KR_CUDA_POST_LOGISTIC>()); break;
+    default: f(kr_post_c<KR_CUDA_POST_NONE>());
+    }
+}
+
 static inline kr_epilogue kr_make_epilogue(const kr_cuda_op *op, int use_activation)
 {
     kr_epilogue e;

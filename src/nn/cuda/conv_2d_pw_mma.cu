@@ -558,42 +558,14 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
                 *reinterpret_cast<uint4 *>(as + r * lda + c * 8) = v;
             }
         } else if (SRC == PWM_SCALE) { /* the post function fixed for the whole tile */
-            switch (sc.e.post) {
-            case KR_CUDA_POST_RELU:
-                pwm_scale_tile<KR_CUDA_POST_RELU, BM>(x, sc, as, lda, m0, here, kv, tid);
-                break;
-            case KR_CUDA_POST_RELU6:
-                pwm_scale_tile<KR_CUDA_POST_RELU6, BM>(x, sc, as, lda, m0, here, kv, tid);
-                break;
-            case KR_CUDA_POST_HARD_SWISH:
-                pwm_scale_tile<KR_CUDA_POST_HARD_SWISH, BM>(x, sc, as, lda, m0, here, kv, tid);
-                break;
-            case KR_CUDA_POST_LOGISTIC:
-                pwm_scale_tile<KR_CUDA_POST_LOGISTIC, BM>(x, sc, as, lda, m0, here, kv, tid);
-                break;
-            default:
-                pwm_scale_tile<KR_CUDA_POST_NONE, BM>(x, sc, as, lda, m0, here, kv, tid);
-            }
+            kr_with_post(sc.e.post, [&](auto pc) {
+                pwm_scale_tile<decltype(pc)::value, BM>(x, sc, as, lda, m0, here, kv, tid);
+            });
         } else { /* PWM_RESIZE: the sampling table in the (idle) staging area */
             pwm_rs_row *tab = reinterpret_cast<pwm_rs_row *>(bs + NG);
-            switch (sc.e.post) {
-            case KR_CUDA_POST_RELU:
-                pwm_resize_tile<KR_CUDA_POST_RELU, BM>(x, sc, as, lda, tab, m0, here, kv, tid);
-                break;
-            case KR_CUDA_POST_RELU6:
-                pwm_resize_tile<KR_CUDA_POST_RELU6, BM>(x, sc, as, lda, tab, m0, here, kv, tid);
-                break;
-            case KR_CUDA_POST_HARD_SWISH:
-                pwm_resize_tile<KR_CUDA_POST_HARD_SWISH, BM>(x, sc, as, lda, tab, m0, here, kv,
-                                                             tid);
-                break;
-            case KR_CUDA_POST_LOGISTIC:
-                pwm_resize_tile<KR_CUDA_POST_LOGISTIC, BM>(x, sc, as, lda, tab, m0, here, kv,
-                                                           tid);
-                break;
-            default:
-                pwm_resize_tile<KR_CUDA_POST_NONE, BM>(x, sc, as, lda, tab, m0, here, kv, tid);
-            }
+            kr_with_post(sc.e.post, [&](auto pc) {
+                pwm_resize_tile<decltype(pc)::value, BM>(x, sc, as, lda, tab, m0, here, kv, tid);
+            });
         }
         if (SRC != PWM_PIPE)
             pwm_wait0(); /* the weights' copies (the first tile only has any in flight) */
@@ -634,22 +606,9 @@ __global__ void __launch_bounds__(PWM_THREADS) conv_pw_mma(const __half *__restr
             }
             /* bias, clamp, post function in registers (the post function's switch once per
              * pass, not per value); then the staging rows */
-            switch (e.post) {
-            case KR_CUDA_POST_RELU:
-                pwm_epilogue<KR_CUDA_POST_RELU, MI>(e, acc, bs + (nc - nc0), st, lane);
-                break;
-            case KR_CUDA_POST_RELU6:
-                pwm_epilogue<KR_CUDA_POST_RELU6, MI>(e, acc, bs + (nc - nc0), st, lane);
-                break;
-            case KR_CUDA_POST_HARD_SWISH:
-                pwm_epilogue<KR_CUDA_POST_HARD_SWISH, MI>(e, acc, bs + (nc - nc0), st, lane);
-                break;
-            case KR_CUDA_POST_LOGISTIC:
-                pwm_epilogue<KR_CUDA_POST_LOGISTIC, MI>(e, acc, bs + (nc - nc0), st, lane);
-                break;
-            default:
-                pwm_epilogue<KR_CUDA_POST_NONE, MI>(e, acc, bs + (nc - nc0), st, lane);
-            }
+            kr_with_post(e.post, [&](auto pc) {
+                pwm_epilogue<decltype(pc)::value, MI>(e, acc, bs + (nc - nc0), st, lane);
+            });
             __syncwarp();
             if (st_odd == PWM_ST_PAIRS) {
                 pwm_store_pairs<RW>(st, y, e, ra, m0 + r0, here - r0, nc, N, lane);

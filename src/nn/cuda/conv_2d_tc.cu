@@ -255,6 +255,19 @@ __device__ __forceinline__ uint4 tc_pooled8(const __half *__restrict__ src, cons
     return tc_pack8(m);
 }
 
+/* The bias of a thread's fragment columns n + 8 j and n + 8 j + 1 (0 from @p oc on, or without
+ * a bias), read once for its fragments. */
+template <int NI>
+__device__ __forceinline__ void tc_bias_pairs(const float *__restrict__ bias, int n, int oc,
+                                              float (&bv)[NI][2])
+{
+#pragma unroll
+    for (int j = 0; j < NI; j++)
+#pragma unroll
+        for (int q = 0; q < 2; q++)
+            bv[j][q] = bias && n + j * 8 + q < oc ? bias[n + j * 8 + q] : 0.0f;
+}
+
 /* The epilogue of a warp's MI x NI accumulator fragments, activation @p Post (KR_CUDA_POST_*, a
  * constant): output channels c = n + 8 j and c + 1 (n: this thread's first column) of the rows
  * @p row(i, h) gives (the offset of the output pixel's first element in @p y; SIZE_MAX where the
@@ -274,11 +287,7 @@ __device__ __forceinline__ void tc_epilogue_post(__half *__restrict__ y,
     kr_epilogue f = e;
     f.post = Post;
     float bv[NI][2];
-#pragma unroll
-    for (int j = 0; j < NI; j++)
-#pragma unroll
-        for (int q = 0; q < 2; q++)
-            bv[j][q] = bias && n + j * 8 + q < oc ? bias[n + j * 8 + q] : 0.0f;
+    tc_bias_pairs(bias, n, oc, bv);
     const bool pairs = (oc & 1) == 0; /* then n + 8 j < oc means both channels are */
 #pragma unroll
     for (int i = 0; i < MI; i++) {
@@ -329,21 +338,9 @@ __device__ __forceinline__ void tc_epilogue(__half *__restrict__ y, const float 
                                             const kr_epilogue &e, int oc, int n,
                                             const float (&acc)[MI][NI][4], Row row)
 {
-    switch (e.post) {
-    case KR_CUDA_POST_RELU:
-        tc_epilogue_post<KR_CUDA_POST_RELU>(y, bias, e, oc, n, acc, row);
-        break;
-    case KR_CUDA_POST_RELU6:
-        tc_epilogue_post<KR_CUDA_POST_RELU6>(y, bias, e, oc, n, acc, row);
-        break;
-    case KR_CUDA_POST_HARD_SWISH:
-        tc_epilogue_post<KR_CUDA_POST_HARD_SWISH>(y, bias, e, oc, n, acc, row);
-        break;
-    case KR_CUDA_POST_LOGISTIC:
-        tc_epilogue_post<KR_CUDA_POST_LOGISTIC>(y, bias, e, oc, n, acc, row);
-        break;
-    default: tc_epilogue_post<KR_CUDA_POST_NONE>(y, bias, e, oc, n, acc, row);
-    }
+    kr_with_post(e.post, [&](auto pc) {
+        tc_epilogue_post<decltype(pc)::value>(y, bias, e, oc, n, acc, row);
+    });
 }
 
 template <int BM, int BN, int WM, int WN>
@@ -680,11 +677,7 @@ __device__ __forceinline__ void tp_stage_post(float *T, const float *__restrict_
     kr_epilogue f = e;
     f.post = Post;
     float bv[NI][2];
-#pragma unroll
-    for (int j = 0; j < NI; j++)
-#pragma unroll
-        for (int q = 0; q < 2; q++)
-            bv[j][q] = bias && n0 + col + j * 8 + q < oc ? bias[n0 + col + j * 8 + q] : 0.0f;
+    tc_bias_pairs(bias, n0 + col, oc, bv);
 #pragma unroll
     for (int i = 0; i < MI; i++)
 #pragma unroll
@@ -708,21 +701,9 @@ __device__ __forceinline__ void tp_stage(float *T, const float *__restrict__ bia
                                          const kr_epilogue &e, int oc, int n0, int col,
                                          const float (&acc)[MI][NI][4], Row row)
 {
-    switch (e.post) {
-    case KR_CUDA_POST_RELU:
-        tp_stage_post<KR_CUDA_POST_RELU, EP>(T, bias, e, oc, n0, col, acc, row);
-        break;
-    case KR_CUDA_POST_RELU6:
-        tp_stage_post<KR_CUDA_POST_RELU6, EP>(T, bias, e, oc, n0, col, acc, row);
-        break;
-    case KR_CUDA_POST_HARD_SWISH:
-        tp_stage_post<KR_CUDA_POST_HARD_SWISH, EP>(T, bias, e, oc, n0, col, acc, row);
-        break;
-    case KR_CUDA_POST_LOGISTIC:
-        tp_stage_post<KR_CUDA_POST_LOGISTIC, EP>(T, bias, e, oc, n0, col, acc, row);
-        break;
-    default: tp_stage_post<KR_CUDA_POST_NONE, EP>(T, bias, e, oc, n0, col, acc, row);
-    }
+    kr_with_post(e.post, [&](auto pc) {
+        tp_stage_post<decltype(pc)::value, EP>(T, bias, e, oc, n0, col, acc, row);
+    });
 }
 
 /* The staged epilogue's second half (after a block barrier): the tile @p T of BM pixels (16 a
