@@ -500,11 +500,11 @@ __global__ void __launch_bounds__(TC_THREADS)
  * to 30 blocks, up to 8 chunks, each waiting for its weights and patch from L2 with two
  * buffers), within TP_DEEP_SMEM_MAX of shared memory; else 2 */
 #define TP_DEEP_STAGES 4
+#define TP_DEEP_SMEM_MAX (160 * 1024)
 /* Floats of padding per row of the staged epilogue's tile (tp_stage): rows of BN + 4 floats, so
  * that a warp's 8 fragment rows of float pairs cover every bank twice (two wavefronts, the
  * fewest for 256 bytes) */
 #define TP_EPAD 4
-#define TP_DEEP_SMEM_MAX (160 * 1024)
 
 /* Halves of a stage's patch area: ph x pw rows of TP_LDS; with wgmma (@p wg) rounded up to
  * 256 bytes, so that the weights after it start on the 256-byte boundary the 32-byte swizzle of
@@ -539,11 +539,15 @@ __host__ __device__ constexpr bool tp_has_table(int th, int bn, int gk)
     return th == 16 && bn == 64 && gk == 2;
 }
 
+/* The gather conv_tcp's instance for layer @p s has (its GK): the folded pool's (1), the folded
+ * resize's (2) or none (0). */
+static int tp_gather_kind(const tc_shape &s) { return s.pool ? 1 : s.c0 && s.rz >= 0 ? 2 : 0; }
+
 /* Shared memory of conv_tcp: s.stages buffers of the patch and BN x taps weight rows, then the
  * table of the patch elements (tp_has_table); the staged epilogue's tile where larger. */
 static size_t tp_smem_bytes(const tc_shape &s, int bn)
 {
-    const int gk = s.pool ? 1 : s.c0 && s.rz >= 0 ? 2 : 0;
+    const int gk = tp_gather_kind(s);
     const size_t stages =
         (size_t)s.stages *
             ((size_t)tp_patch_halves(s.ph * s.pw, s.wg) + (size_t)s.kh * s.kw * bn * TP_WLDS) *
@@ -573,7 +577,6 @@ __host__ __device__ constexpr int tp_min_blocks(int warps, int bn, int gk)
 {
     return warps == 8 ? (bn == 16 && gk == 0 ? 4 : 2) : 4;
 }
-
 
 /* Element @p i of the patch of the tile whose patch starts at input pixel (b, iy0, ix0), for
  * kernel variant GK (conv_tcp): its pixel, and the folded pool's taps or the folded resize's
@@ -1421,7 +1424,7 @@ extern "C" int kr_cuda_conv_2d_tc(const kr_cuda_op *op)
          * or none (0): each instance holds only its own gather's code (the code of the chunk
          * loop is fetched again for every chunk; ncu found the large layers stalled on
          * instruction fetch) */
-        const int gk = s.pool ? 1 : s.c0 && s.rz >= 0 ? 2 : 0;
+        const int gk = tp_gather_kind(s);
         auto slots = [&](int t) {
             return gk == 1   ? tp_slots<1>(op, s, bn, t)
                    : gk == 2 ? tp_slots<2>(op, s, bn, t)
